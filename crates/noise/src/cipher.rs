@@ -1,0 +1,137 @@
+//! The symmetric half of BOLT 8: HKDF, the nonce layout, ChaCha20-Poly1305 in place, and
+//! the per-direction cipher state of the transport with its key rotation.
+
+use chacha20poly1305::aead::{AeadInOut, KeyInit};
+use chacha20poly1305::{ChaCha20Poly1305, Key, Nonce, Tag};
+use hkdf::Hkdf;
+use sha2::Sha256;
+use zeroize::Zeroizing;
+
+use crate::{KEY_ROTATION_INTERVAL, MAC_LEN};
+
+/// A 32-byte key or chaining key, zeroized on drop.
+pub(crate) type Secret = Zeroizing<[u8; 32]>;
+
+/// `HKDF(salt, ikm)` as BOLT 8 defines it: RFC 5869 with SHA-256, empty info, 64 bytes of
+/// output split into two 32-byte keys.
+pub(crate) fn hkdf(salt: &[u8; 32], ikm: &[u8]) -> (Secret, Secret) {
+    let mut okm = Zeroizing::new([0u8; 64]);
+    // Invariant: RFC 5869 allows up to 255 * 32 bytes of output; we ask for 64.
+    Hkdf::<Sha256>::new(Some(salt), ikm)
+        .expand(&[], okm.as_mut_slice())
+        .expect("64 bytes is within HKDF-SHA256's output limit");
+    let mut first = Zeroizing::new([0u8; 32]);
+    let mut second = Zeroizing::new([0u8; 32]);
+    first.copy_from_slice(&okm[..32]);
+    second.copy_from_slice(&okm[32..]);
+    (first, second)
+}
+
+/// The 96-bit nonce: 32 zero bits, then the 64-bit counter little-endian.
+pub(crate) fn nonce(n: u64) -> [u8; 12] {
+    let mut out = [0u8; 12];
+    out[4..].copy_from_slice(&n.to_le_bytes());
+    out
+}
+
+/// Encrypt `buf` in place; return its MAC.
+pub(crate) fn seal(key: &[u8; 32], n: u64, ad: &[u8], buf: &mut [u8]) -> [u8; MAC_LEN] {
+    let cipher = ChaCha20Poly1305::new(&Key::from(*key));
+    // Invariant: ChaCha20-Poly1305 refuses only plaintexts over 2^38 bytes; ours are at
+    // most 65535 bytes.
+    let tag = cipher
+        .encrypt_inout_detached(&Nonce::from(nonce(n)), ad, buf.into())
+        .expect("a BOLT 8 plaintext is far below ChaCha20-Poly1305's length limit");
+    tag.into()
+}
+
+/// Check `mac` and decrypt `buf` in place. On failure `buf` is left as it was.
+pub(crate) fn open(
+    key: &[u8; 32],
+    n: u64,
+    ad: &[u8],
+    buf: &mut [u8],
+    mac: &[u8; MAC_LEN],
+) -> Result<(), MacMismatch> {
+    let cipher = ChaCha20Poly1305::new(&Key::from(*key));
+    cipher
+        .decrypt_inout_detached(&Nonce::from(nonce(n)), ad, buf.into(), &Tag::from(*mac))
+        .map_err(|_| MacMismatch)
+}
+
+/// The Poly1305 tag did not authenticate the ciphertext.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct MacMismatch;
+
+/// One direction of the transport: its key, the chaining key it rotates with, and the
+/// nonce. Each seal or open uses one nonce; after 1000 the key rotates:
+/// `ck', k' = HKDF(ck, k)`, nonce back to 0.
+pub(crate) struct CipherState {
+    key: Secret,
+    ck: Secret,
+    n: u64,
+}
+
+impl CipherState {
+    pub(crate) fn new(key: Secret, ck: Secret) -> Self {
+        CipherState { key, ck, n: 0 }
+    }
+
+    /// Encrypt `buf` in place with the next nonce and return its MAC.
+    pub(crate) fn seal(&mut self, buf: &mut [u8]) -> [u8; MAC_LEN] {
+        #[cfg(test)]
+        self.note_use("plaintext", buf);
+        let mac = seal(&self.key, self.n, &[], buf);
+        #[cfg(test)]
+        {
+            let mut with_tag = buf.to_vec();
+            with_tag.extend_from_slice(&mac);
+            crate::trace::note("", "ciphertext_with_tag", &with_tag);
+        }
+        self.advance();
+        mac
+    }
+
+    /// Check `mac` and decrypt `buf` in place with the next nonce. A failure uses no
+    /// nonce; the transport refuses further use after it (see `Receiver`).
+    pub(crate) fn open(&mut self, buf: &mut [u8], mac: &[u8; MAC_LEN]) -> Result<(), MacMismatch> {
+        open(&self.key, self.n, &[], buf, mac)?;
+        self.advance();
+        Ok(())
+    }
+
+    fn advance(&mut self) {
+        self.n += 1;
+        if self.n == KEY_ROTATION_INTERVAL {
+            let (ck, key) = hkdf(&self.ck, self.key.as_slice());
+            #[cfg(test)]
+            {
+                crate::trace::note("rotation", "hkdf_salt_old_ck", self.ck.as_slice());
+                crate::trace::note("rotation", "hkdf_ikm_old_k", self.key.as_slice());
+                crate::trace::note("rotation", "new_ck", ck.as_slice());
+                crate::trace::note("rotation", "new_k", key.as_slice());
+            }
+            self.ck = ck;
+            self.key = key;
+            self.n = 0;
+        }
+    }
+
+    #[cfg(test)]
+    fn note_use(&self, what: &str, data: &[u8]) {
+        crate::trace::note("", what, data);
+        crate::trace::note("", "ad", &[]);
+        crate::trace::note("", "nonce", &nonce(self.n));
+        crate::trace::note("", "key", self.key.as_slice());
+    }
+
+    #[cfg(test)]
+    pub(crate) fn key(&self) -> &[u8; 32] {
+        &self.key
+    }
+
+    #[cfg(test)]
+    pub(crate) fn chaining_key(&self) -> &[u8; 32] {
+        &self.ck
+    }
+}

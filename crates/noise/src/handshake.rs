@@ -1,0 +1,476 @@
+//! The three-act Noise XK handshake, as typestates: each act consumes the state that
+//! expects it, so an act cannot be replayed or skipped, and a failed act drops every
+//! secret of the attempt.
+
+use core::fmt;
+
+use sha2::{Digest, Sha256};
+use zeroize::Zeroizing;
+
+use crate::cipher::{self, Secret, hkdf};
+use crate::keys::{PublicKey, SecretKey, ecdh};
+use crate::transport::Transport;
+use crate::{ACT_ONE_LEN, ACT_THREE_LEN, ACT_TWO_LEN, HANDSHAKE_VERSION, MAC_LEN};
+
+const PROTOCOL_NAME: &[u8] = b"Noise_XK_secp256k1_ChaChaPoly_SHA256";
+const PROLOGUE: &[u8] = b"lightning";
+
+/// A handshake failure; each variant is one failure the BOLT 8 specification names.
+/// The connection must be closed after any of them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HandshakeError {
+    /// Act one was not exactly 50 bytes.
+    Act1ReadFailed {
+        /// Bytes received.
+        len: usize,
+    },
+    /// Act one carried a handshake version other than 0.
+    Act1BadVersion {
+        /// The version byte received.
+        version: u8,
+    },
+    /// Act one's ephemeral key is not a compressed secp256k1 point.
+    Act1BadPubkey,
+    /// Act one's MAC did not verify (wrong responder key, or tampering).
+    Act1BadTag,
+    /// Act two was not exactly 50 bytes.
+    Act2ReadFailed {
+        /// Bytes received.
+        len: usize,
+    },
+    /// Act two carried a handshake version other than 0.
+    Act2BadVersion {
+        /// The version byte received.
+        version: u8,
+    },
+    /// Act two's ephemeral key is not a compressed secp256k1 point.
+    Act2BadPubkey,
+    /// Act two's MAC did not verify.
+    Act2BadTag,
+    /// Act three was not exactly 66 bytes.
+    Act3ReadFailed {
+        /// Bytes received.
+        len: usize,
+    },
+    /// Act three carried a handshake version other than 0.
+    Act3BadVersion {
+        /// The version byte received.
+        version: u8,
+    },
+    /// Act three's sealed static key did not verify.
+    Act3BadCiphertext,
+    /// Act three's static key decrypted, but is not a compressed secp256k1 point.
+    Act3BadPubkey,
+    /// Act three's final MAC did not verify.
+    Act3BadTag,
+}
+
+impl HandshakeError {
+    /// The failure's name in the specification's test vectors, e.g. `ACT2_BAD_VERSION`.
+    pub fn code(&self) -> &'static str {
+        match self {
+            HandshakeError::Act1ReadFailed { .. } => "ACT1_READ_FAILED",
+            HandshakeError::Act1BadVersion { .. } => "ACT1_BAD_VERSION",
+            HandshakeError::Act1BadPubkey => "ACT1_BAD_PUBKEY",
+            HandshakeError::Act1BadTag => "ACT1_BAD_TAG",
+            HandshakeError::Act2ReadFailed { .. } => "ACT2_READ_FAILED",
+            HandshakeError::Act2BadVersion { .. } => "ACT2_BAD_VERSION",
+            HandshakeError::Act2BadPubkey => "ACT2_BAD_PUBKEY",
+            HandshakeError::Act2BadTag => "ACT2_BAD_TAG",
+            HandshakeError::Act3ReadFailed { .. } => "ACT3_READ_FAILED",
+            HandshakeError::Act3BadVersion { .. } => "ACT3_BAD_VERSION",
+            HandshakeError::Act3BadCiphertext => "ACT3_BAD_CIPHERTEXT",
+            HandshakeError::Act3BadPubkey => "ACT3_BAD_PUBKEY",
+            HandshakeError::Act3BadTag => "ACT3_BAD_TAG",
+        }
+    }
+}
+
+impl fmt::Display for HandshakeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let code = self.code();
+        match self {
+            HandshakeError::Act1ReadFailed { len } => {
+                write!(f, "{code}: act one must be {ACT_ONE_LEN} bytes, got {len}")
+            }
+            HandshakeError::Act2ReadFailed { len } => {
+                write!(f, "{code}: act two must be {ACT_TWO_LEN} bytes, got {len}")
+            }
+            HandshakeError::Act3ReadFailed { len } => {
+                write!(
+                    f,
+                    "{code}: act three must be {ACT_THREE_LEN} bytes, got {len}"
+                )
+            }
+            HandshakeError::Act1BadVersion { version }
+            | HandshakeError::Act2BadVersion { version }
+            | HandshakeError::Act3BadVersion { version } => {
+                write!(f, "{code}: unknown handshake version {version}")
+            }
+            HandshakeError::Act1BadPubkey | HandshakeError::Act2BadPubkey => {
+                write!(
+                    f,
+                    "{code}: ephemeral key is not a compressed secp256k1 point"
+                )
+            }
+            HandshakeError::Act3BadPubkey => {
+                write!(f, "{code}: static key is not a compressed secp256k1 point")
+            }
+            HandshakeError::Act1BadTag
+            | HandshakeError::Act2BadTag
+            | HandshakeError::Act3BadTag => {
+                write!(f, "{code}: MAC check failed")
+            }
+            HandshakeError::Act3BadCiphertext => {
+                write!(f, "{code}: sealed static key failed its MAC")
+            }
+        }
+    }
+}
+
+impl std::error::Error for HandshakeError {}
+
+/// Record a value for the vector tests (compiled out of non-test builds).
+macro_rules! note {
+    ($prefix:expr, $name:expr, $value:expr) => {
+        #[cfg(test)]
+        crate::trace::note($prefix, $name, $value);
+    };
+}
+
+/// The handshake hash `h` and chaining key `ck`.
+struct SymmetricState {
+    h: [u8; 32],
+    ck: Secret,
+}
+
+impl SymmetricState {
+    /// `h = SHA-256(protocol name); ck = h; h = SHA-256(h || prologue); h = SHA-256(h || rs)`
+    /// where `rs` is the responder's static key, known to both sides in XK.
+    fn new(responder_static: &PublicKey) -> Self {
+        let h: [u8; 32] = Sha256::digest(PROTOCOL_NAME).into();
+        let mut state = SymmetricState {
+            h,
+            ck: Zeroizing::new(h),
+        };
+        state.mix_hash(PROLOGUE);
+        state.mix_hash(responder_static.as_bytes());
+        state
+    }
+
+    fn mix_hash(&mut self, data: &[u8]) {
+        self.h = Sha256::new()
+            .chain_update(self.h)
+            .chain_update(data)
+            .finalize()
+            .into();
+    }
+
+    /// `ck, temp_k = HKDF(ck, ikm)`; returns `temp_k`.
+    fn mix_key(&mut self, ikm: &[u8]) -> Secret {
+        note!("hkdf", "salt", self.ck.as_slice());
+        note!("hkdf", "ikm", ikm);
+        let (ck, temp_k) = hkdf(&self.ck, ikm);
+        self.ck = ck;
+        note!("", "ck", self.ck.as_slice());
+        temp_k
+    }
+
+    /// `c = encryptWithAD(temp_k, n, h, plaintext)` into `out` (plaintext length + MAC).
+    fn encrypt(&self, label: &str, temp_k: &Secret, n: u64, plaintext: &[u8], out: &mut [u8]) {
+        note!(label, "k", temp_k.as_slice());
+        note!(label, "nonce", &cipher::nonce(n));
+        note!(label, "ad", &self.h);
+        note!(label, "plaintext", plaintext);
+        #[cfg(not(test))]
+        let _ = label;
+        let (body, mac) = out.split_at_mut(plaintext.len());
+        body.copy_from_slice(plaintext);
+        mac.copy_from_slice(&cipher::seal(temp_k, n, &self.h, body));
+    }
+
+    /// [`Self::encrypt`], then `h = SHA-256(h || c)`.
+    fn encrypt_and_hash(
+        &mut self,
+        label: &str,
+        temp_k: &Secret,
+        n: u64,
+        plaintext: &[u8],
+        out: &mut [u8],
+    ) {
+        self.encrypt(label, temp_k, n, plaintext, out);
+        note!("", "c", out);
+        self.mix_hash(out);
+        note!("", "h_after_mixing_c", &self.h);
+    }
+
+    /// Check `c` (plaintext then MAC) with `decryptWithAD(temp_k, n, h, c)` and decrypt it
+    /// into `plaintext_out`.
+    fn decrypt(
+        &self,
+        label: &str,
+        temp_k: &Secret,
+        n: u64,
+        c: &[u8],
+        plaintext_out: &mut [u8],
+    ) -> Result<(), cipher::MacMismatch> {
+        note!(label, "k", temp_k.as_slice());
+        note!(label, "nonce", &cipher::nonce(n));
+        note!(label, "ad", &self.h);
+        note!(label, "ciphertext", c);
+        #[cfg(not(test))]
+        let _ = label;
+        let (body, mac) = c.split_at(c.len() - MAC_LEN);
+        plaintext_out.copy_from_slice(body);
+        let mut tag = [0u8; MAC_LEN];
+        tag.copy_from_slice(mac);
+        cipher::open(temp_k, n, &self.h, plaintext_out, &tag)
+    }
+
+    /// [`Self::decrypt`], then `h = SHA-256(h || c)`.
+    fn decrypt_and_hash(
+        &mut self,
+        label: &str,
+        temp_k: &Secret,
+        n: u64,
+        c: &[u8],
+        plaintext_out: &mut [u8],
+    ) -> Result<(), cipher::MacMismatch> {
+        self.decrypt(label, temp_k, n, c, plaintext_out)?;
+        self.mix_hash(c);
+        note!("", "h_after_mixing_c", &self.h);
+        Ok(())
+    }
+
+    /// The final split: `HKDF(ck, empty)` gives the initiator's sending key first.
+    fn split(&self) -> (Secret, Secret) {
+        note!("final_hkdf", "salt", self.ck.as_slice());
+        note!("final_hkdf", "ikm", &[]);
+        hkdf(&self.ck, &[])
+    }
+}
+
+/// Check that an act has exactly its length (BOLT 8: "if `read_bytes` != N, fail"), and
+/// return its version byte.
+fn check_len(
+    act: &[u8],
+    expected: usize,
+    err: fn(usize) -> HandshakeError,
+) -> Result<u8, HandshakeError> {
+    if act.len() != expected {
+        return Err(err(act.len()));
+    }
+    Ok(act[0])
+}
+
+/// The initiator: the side that dials, and knows the responder's static key beforehand.
+pub struct Initiator;
+
+impl Initiator {
+    /// Start a handshake to `remote_static` with our static key `local_static` and a fresh
+    /// random `ephemeral` key (never reuse one). Returns the state awaiting act two and
+    /// act one to send.
+    pub fn start(
+        local_static: SecretKey,
+        remote_static: PublicKey,
+        ephemeral: SecretKey,
+    ) -> (AwaitingActTwo, [u8; ACT_ONE_LEN]) {
+        let mut sym = SymmetricState::new(&remote_static);
+        let e_pub = ephemeral.public_key();
+        sym.mix_hash(e_pub.as_bytes());
+        note!("", "h_after_mixing_e_pub", &sym.h);
+        let ss = ecdh(&ephemeral, &remote_static);
+        note!("", "ss_es", ss.as_slice());
+        let temp_k1 = sym.mix_key(ss.as_slice());
+        note!("", "temp_k1", temp_k1.as_slice());
+
+        let mut act = [0u8; ACT_ONE_LEN];
+        act[0] = HANDSHAKE_VERSION;
+        act[1..34].copy_from_slice(e_pub.as_bytes());
+        sym.encrypt_and_hash("encryptWithAD", &temp_k1, 0, &[], &mut act[34..]);
+        (
+            AwaitingActTwo {
+                sym,
+                local_static,
+                remote_static,
+                ephemeral,
+            },
+            act,
+        )
+    }
+}
+
+/// Initiator that has sent act one and waits for act two.
+pub struct AwaitingActTwo {
+    sym: SymmetricState,
+    local_static: SecretKey,
+    remote_static: PublicKey,
+    ephemeral: SecretKey,
+}
+
+impl AwaitingActTwo {
+    /// Process act two (exactly 50 bytes). On success returns act three, which the caller
+    /// must send before any transport frame, and the transport.
+    pub fn read_act_two(
+        mut self,
+        act: &[u8],
+    ) -> Result<([u8; ACT_THREE_LEN], Transport), HandshakeError> {
+        let version = check_len(act, ACT_TWO_LEN, |len| HandshakeError::Act2ReadFailed {
+            len,
+        })?;
+        if version != HANDSHAKE_VERSION {
+            return Err(HandshakeError::Act2BadVersion { version });
+        }
+        let re = PublicKey::from_slice(&act[1..34]).map_err(|_| HandshakeError::Act2BadPubkey)?;
+        note!("", "re", re.as_bytes());
+        self.sym.mix_hash(re.as_bytes());
+        note!("", "h_after_mixing_re", &self.sym.h);
+        let ss = ecdh(&self.ephemeral, &re);
+        note!("", "ss_ee", ss.as_slice());
+        let temp_k2 = self.sym.mix_key(ss.as_slice());
+        note!("", "temp_k2", temp_k2.as_slice());
+        self.sym
+            .decrypt_and_hash("decryptWithAD", &temp_k2, 0, &act[34..], &mut [])
+            .map_err(|_| HandshakeError::Act2BadTag)?;
+
+        // Act three.
+        #[cfg(test)]
+        crate::trace::section("act_three");
+        let mut out = [0u8; ACT_THREE_LEN];
+        out[0] = HANDSHAKE_VERSION;
+        let s_pub = self.local_static.public_key();
+        self.sym.encrypt_and_hash(
+            "encryptWithAD_static_key",
+            &temp_k2,
+            1,
+            s_pub.as_bytes(),
+            &mut out[1..50],
+        );
+        let ss = ecdh(&self.local_static, &re);
+        note!("", "ss_se", ss.as_slice());
+        let temp_k3 = self.sym.mix_key(ss.as_slice());
+        note!("", "temp_k3", temp_k3.as_slice());
+        // The final tag is not mixed into h: nothing follows it in the handshake.
+        self.sym
+            .encrypt("encryptWithAD_final_tag", &temp_k3, 0, &[], &mut out[50..]);
+        note!("", "t", &out[50..]);
+        let (sk, rk) = self.sym.split();
+        let transport = Transport::new(sk, rk, &self.sym.ck, self.remote_static);
+        Ok((out, transport))
+    }
+}
+
+/// The responder: the side that listens, with a static key the initiator already knows.
+pub struct Responder;
+
+impl Responder {
+    /// Get ready for a handshake with our static key and a fresh random `ephemeral` key
+    /// (never reuse one).
+    pub fn new(local_static: SecretKey, ephemeral: SecretKey) -> AwaitingActOne {
+        AwaitingActOne {
+            local_static,
+            ephemeral,
+        }
+    }
+}
+
+/// Responder waiting for act one.
+pub struct AwaitingActOne {
+    local_static: SecretKey,
+    ephemeral: SecretKey,
+}
+
+impl AwaitingActOne {
+    /// Process act one (exactly 50 bytes). On success returns the state awaiting act
+    /// three and act two to send.
+    pub fn read_act_one(
+        self,
+        act: &[u8],
+    ) -> Result<(AwaitingActThree, [u8; ACT_TWO_LEN]), HandshakeError> {
+        let version = check_len(act, ACT_ONE_LEN, |len| HandshakeError::Act1ReadFailed {
+            len,
+        })?;
+        if version != HANDSHAKE_VERSION {
+            return Err(HandshakeError::Act1BadVersion { version });
+        }
+        let mut sym = SymmetricState::new(&self.local_static.public_key());
+        let re = PublicKey::from_slice(&act[1..34]).map_err(|_| HandshakeError::Act1BadPubkey)?;
+        note!("", "re", re.as_bytes());
+        sym.mix_hash(re.as_bytes());
+        note!("", "h_after_mixing_re", &sym.h);
+        let ss = ecdh(&self.local_static, &re);
+        note!("", "ss_es", ss.as_slice());
+        let temp_k1 = sym.mix_key(ss.as_slice());
+        note!("", "temp_k1", temp_k1.as_slice());
+        sym.decrypt_and_hash("decryptWithAD", &temp_k1, 0, &act[34..], &mut [])
+            .map_err(|_| HandshakeError::Act1BadTag)?;
+
+        // Act two.
+        #[cfg(test)]
+        crate::trace::section("act_two");
+        let e_pub = self.ephemeral.public_key();
+        note!("", "e.pub", e_pub.as_bytes());
+        #[cfg(test)]
+        crate::trace::note("", "e.priv", self.ephemeral.to_bytes().as_slice());
+        sym.mix_hash(e_pub.as_bytes());
+        note!("", "h_after_mixing_e_pub", &sym.h);
+        let ss = ecdh(&self.ephemeral, &re);
+        note!("", "ss_ee", ss.as_slice());
+        let temp_k2 = sym.mix_key(ss.as_slice());
+        note!("", "temp_k2", temp_k2.as_slice());
+        let mut out = [0u8; ACT_TWO_LEN];
+        out[0] = HANDSHAKE_VERSION;
+        out[1..34].copy_from_slice(e_pub.as_bytes());
+        sym.encrypt_and_hash("encryptWithAD", &temp_k2, 0, &[], &mut out[34..]);
+        Ok((
+            AwaitingActThree {
+                sym,
+                ephemeral: self.ephemeral,
+                temp_k2,
+            },
+            out,
+        ))
+    }
+}
+
+/// Responder that has sent act two and waits for act three.
+pub struct AwaitingActThree {
+    sym: SymmetricState,
+    ephemeral: SecretKey,
+    temp_k2: Secret,
+}
+
+impl AwaitingActThree {
+    /// Process act three (exactly 66 bytes). On success returns the transport, whose
+    /// [`Transport::remote_static`] is the initiator's authenticated static key.
+    pub fn read_act_three(mut self, act: &[u8]) -> Result<Transport, HandshakeError> {
+        let version = check_len(act, ACT_THREE_LEN, |len| HandshakeError::Act3ReadFailed {
+            len,
+        })?;
+        if version != HANDSHAKE_VERSION {
+            return Err(HandshakeError::Act3BadVersion { version });
+        }
+        let mut rs_bytes = [0u8; 33];
+        self.sym
+            .decrypt_and_hash(
+                "decryptWithAD_static_key",
+                &self.temp_k2,
+                1,
+                &act[1..50],
+                &mut rs_bytes,
+            )
+            .map_err(|_| HandshakeError::Act3BadCiphertext)?;
+        let rs = PublicKey::from_slice(&rs_bytes).map_err(|_| HandshakeError::Act3BadPubkey)?;
+        note!("", "rs", rs.as_bytes());
+        let ss = ecdh(&self.ephemeral, &rs);
+        note!("", "ss_se", ss.as_slice());
+        let temp_k3 = self.sym.mix_key(ss.as_slice());
+        note!("", "temp_k3", temp_k3.as_slice());
+        self.sym
+            .decrypt("decryptWithAD_final_tag", &temp_k3, 0, &act[50..], &mut [])
+            .map_err(|_| HandshakeError::Act3BadTag)?;
+        // The responder receives with the first key and sends with the second.
+        let (rk, sk) = self.sym.split();
+        Ok(Transport::new(sk, rk, &self.sym.ck, rs))
+    }
+}

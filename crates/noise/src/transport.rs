@@ -1,0 +1,484 @@
+//! The transport after the handshake: frames of `sealed length (18) || sealed body || MAC`.
+//!
+//! [`Sender`] and [`Receiver`] each hold one direction's key, chaining key and nonce, and
+//! work in buffers the caller lends, so they can live on different tasks. [`FrameBuffer`]
+//! and [`FrameReader`] each own one frame-sized buffer, allocated once.
+
+use core::fmt;
+
+use crate::cipher::{CipherState, Secret};
+use crate::keys::PublicKey;
+use crate::{LENGTH_HEADER_LEN, MAC_LEN, MAX_FRAME_LEN, MAX_MESSAGE_LEN, frame_len};
+
+/// Why a message could not be sealed. Nothing is consumed: the nonce is unchanged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SendError {
+    /// BOLT 8 frames carry at most 65535 bytes; split the message or refuse it.
+    MessageTooLong {
+        /// The length asked for.
+        len: usize,
+    },
+    /// The buffer lent for the frame is shorter than the frame.
+    BufferTooSmall {
+        /// Bytes the frame needs.
+        needed: usize,
+        /// Bytes the buffer has.
+        available: usize,
+    },
+}
+
+impl fmt::Display for SendError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SendError::MessageTooLong { len } => {
+                write!(
+                    f,
+                    "message of {len} bytes exceeds the BOLT 8 maximum of {MAX_MESSAGE_LEN}"
+                )
+            }
+            SendError::BufferTooSmall { needed, available } => {
+                write!(f, "frame needs {needed} bytes, buffer has {available}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for SendError {}
+
+/// Why received bytes were refused. After any of these the [`Receiver`] is failed and the
+/// connection must be closed (BOLT 8: a MAC failure MUST close the connection).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReceiveError {
+    /// The sealed length prefix failed its MAC (corruption, a wrong key, or bytes that
+    /// are not a frame, such as garbage after a valid frame).
+    BadLengthMac,
+    /// The body failed its MAC.
+    BadBodyMac,
+    /// The slice given as a length prefix was not 18 bytes.
+    LengthHeaderSize {
+        /// Bytes given.
+        len: usize,
+    },
+    /// The slice given as a body is not the declared length plus the MAC.
+    BodySize {
+        /// Bytes the length prefix declared, plus the MAC.
+        expected: usize,
+        /// Bytes given.
+        got: usize,
+    },
+    /// A body was given before its length prefix was opened.
+    BodyWithoutLength,
+    /// A length prefix was given while the previous one's body was still expected.
+    LengthWithoutBody,
+    /// The stream ended inside a frame.
+    Truncated {
+        /// Bytes of the unfinished frame that arrived.
+        have: usize,
+        /// Bytes that frame needed (the length prefix alone, if it was not complete).
+        needed: usize,
+    },
+    /// A whole frame was given with bytes after its end.
+    TrailingBytes {
+        /// Bytes after the frame.
+        extra: usize,
+    },
+    /// An earlier error already failed this receiver.
+    Failed,
+}
+
+impl fmt::Display for ReceiveError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ReceiveError::BadLengthMac => f.write_str("length prefix failed its MAC"),
+            ReceiveError::BadBodyMac => f.write_str("message body failed its MAC"),
+            ReceiveError::LengthHeaderSize { len } => {
+                write!(
+                    f,
+                    "length prefix must be {LENGTH_HEADER_LEN} bytes, got {len}"
+                )
+            }
+            ReceiveError::BodySize { expected, got } => {
+                write!(f, "body must be {expected} bytes (with MAC), got {got}")
+            }
+            ReceiveError::BodyWithoutLength => f.write_str("body given before its length prefix"),
+            ReceiveError::LengthWithoutBody => {
+                f.write_str("length prefix given while a body was due")
+            }
+            ReceiveError::Truncated { have, needed } => {
+                write!(f, "stream ended inside a frame: {have} of {needed} bytes")
+            }
+            ReceiveError::TrailingBytes { extra } => {
+                write!(f, "{extra} bytes after the end of the frame")
+            }
+            ReceiveError::Failed => {
+                f.write_str("receiver already failed; the connection must close")
+            }
+        }
+    }
+}
+
+impl std::error::Error for ReceiveError {}
+
+/// Both directions of an established connection, and the peer's authenticated static key.
+pub struct Transport {
+    sender: Sender,
+    receiver: Receiver,
+    remote_static: PublicKey,
+}
+
+impl Transport {
+    /// Both directions start from the handshake's final chaining key.
+    pub(crate) fn new(sk: Secret, rk: Secret, ck: &Secret, remote_static: PublicKey) -> Self {
+        Transport {
+            sender: Sender {
+                cs: CipherState::new(sk, ck.clone()),
+            },
+            receiver: Receiver {
+                cs: CipherState::new(rk, ck.clone()),
+                pending_body: None,
+                failed: false,
+            },
+            remote_static,
+        }
+    }
+
+    /// The peer's static key: for an initiator the key it dialled, for a responder the key
+    /// act three proved.
+    pub fn remote_static(&self) -> &PublicKey {
+        &self.remote_static
+    }
+
+    /// The sending half.
+    pub fn sender(&mut self) -> &mut Sender {
+        &mut self.sender
+    }
+
+    /// The receiving half.
+    pub fn receiver(&mut self) -> &mut Receiver {
+        &mut self.receiver
+    }
+
+    #[cfg(test)]
+    pub(crate) fn sender_ref(&self) -> &Sender {
+        &self.sender
+    }
+
+    #[cfg(test)]
+    pub(crate) fn receiver_ref(&self) -> &Receiver {
+        &self.receiver
+    }
+
+    /// Separate the halves, to send and receive from different places.
+    pub fn split(self) -> (Sender, Receiver) {
+        (self.sender, self.receiver)
+    }
+}
+
+/// The sending half of a transport.
+pub struct Sender {
+    cs: CipherState,
+}
+
+impl Sender {
+    /// Seal the `len`-byte message already written at `frame[18..18 + len]`, in place,
+    /// into a whole frame at `frame[..frame_len(len)]`; returns that length. This is the
+    /// zero-copy path: encode the message straight into the body region, then seal.
+    pub fn seal_in_place(&mut self, frame: &mut [u8], len: usize) -> Result<usize, SendError> {
+        if len > MAX_MESSAGE_LEN {
+            return Err(SendError::MessageTooLong { len });
+        }
+        let total = frame_len(len);
+        if frame.len() < total {
+            return Err(SendError::BufferTooSmall {
+                needed: total,
+                available: frame.len(),
+            });
+        }
+        let (header, rest) = frame.split_at_mut(LENGTH_HEADER_LEN);
+        let (prefix, prefix_mac) = header.split_at_mut(2);
+        // `len <= 65535` was checked above.
+        prefix.copy_from_slice(&(len as u16).to_be_bytes());
+        #[cfg(test)]
+        {
+            crate::trace::section("length");
+            crate::trace::note("", "part", b"length");
+        }
+        prefix_mac.copy_from_slice(&self.cs.seal(prefix));
+        let (body, body_mac) = rest[..len + MAC_LEN].split_at_mut(len);
+        #[cfg(test)]
+        {
+            crate::trace::section("body");
+            crate::trace::note("", "part", b"body");
+        }
+        body_mac.copy_from_slice(&self.cs.seal(body));
+        Ok(total)
+    }
+
+    /// Copy `message` into `out` and seal it there; returns the frame length.
+    pub fn encrypt(&mut self, message: &[u8], out: &mut [u8]) -> Result<usize, SendError> {
+        if message.len() > MAX_MESSAGE_LEN {
+            return Err(SendError::MessageTooLong { len: message.len() });
+        }
+        let total = frame_len(message.len());
+        if out.len() < total {
+            return Err(SendError::BufferTooSmall {
+                needed: total,
+                available: out.len(),
+            });
+        }
+        out[LENGTH_HEADER_LEN..LENGTH_HEADER_LEN + message.len()].copy_from_slice(message);
+        self.seal_in_place(out, message.len())
+    }
+
+    #[cfg(test)]
+    pub(crate) fn cipher(&self) -> &CipherState {
+        &self.cs
+    }
+}
+
+/// The receiving half of a transport: open a length prefix, then its body, in place.
+pub struct Receiver {
+    cs: CipherState,
+    /// Body length (without MAC) declared by the last opened prefix.
+    pending_body: Option<usize>,
+    failed: bool,
+}
+
+impl Receiver {
+    /// Open an 18-byte sealed length prefix; returns the body length that follows it
+    /// (the body is that many bytes plus a 16-byte MAC).
+    pub fn open_length(&mut self, header: &[u8]) -> Result<usize, ReceiveError> {
+        self.guard(|rx| {
+            if rx.pending_body.is_some() {
+                return Err(ReceiveError::LengthWithoutBody);
+            }
+            let header: &[u8; LENGTH_HEADER_LEN] = header
+                .try_into()
+                .map_err(|_| ReceiveError::LengthHeaderSize { len: header.len() })?;
+            let mut prefix = [header[0], header[1]];
+            let mut mac = [0u8; MAC_LEN];
+            mac.copy_from_slice(&header[2..]);
+            rx.cs
+                .open(&mut prefix, &mac)
+                .map_err(|_| ReceiveError::BadLengthMac)?;
+            let len = usize::from(u16::from_be_bytes(prefix));
+            rx.pending_body = Some(len);
+            Ok(len)
+        })
+    }
+
+    /// Open a sealed body (the length [`Self::open_length`] returned, plus 16 MAC bytes)
+    /// in place; returns the plaintext, a prefix of `body`.
+    pub fn open_body<'a>(&mut self, body: &'a mut [u8]) -> Result<&'a mut [u8], ReceiveError> {
+        let len = self.guard(|rx| {
+            let len = rx.pending_body.ok_or(ReceiveError::BodyWithoutLength)?;
+            if body.len() != len + MAC_LEN {
+                return Err(ReceiveError::BodySize {
+                    expected: len + MAC_LEN,
+                    got: body.len(),
+                });
+            }
+            let (plain, mac) = body.split_at_mut(len);
+            let mut tag = [0u8; MAC_LEN];
+            tag.copy_from_slice(mac);
+            rx.cs
+                .open(plain, &tag)
+                .map_err(|_| ReceiveError::BadBodyMac)?;
+            rx.pending_body = None;
+            Ok(len)
+        })?;
+        Ok(&mut body[..len])
+    }
+
+    /// Open exactly one whole frame held in `frame`, in place; returns the message.
+    /// A short slice is [`ReceiveError::Truncated`], a long one [`ReceiveError::TrailingBytes`].
+    pub fn open_frame<'a>(&mut self, frame: &'a mut [u8]) -> Result<&'a mut [u8], ReceiveError> {
+        if frame.len() < LENGTH_HEADER_LEN {
+            self.failed = true;
+            return Err(ReceiveError::Truncated {
+                have: frame.len(),
+                needed: LENGTH_HEADER_LEN,
+            });
+        }
+        let (header, rest) = frame.split_at_mut(LENGTH_HEADER_LEN);
+        let len = self.open_length(header)?;
+        let needed = len + MAC_LEN;
+        if rest.len() != needed {
+            self.failed = true;
+            return Err(if rest.len() < needed {
+                ReceiveError::Truncated {
+                    have: LENGTH_HEADER_LEN + rest.len(),
+                    needed: frame_len(len),
+                }
+            } else {
+                ReceiveError::TrailingBytes {
+                    extra: rest.len() - needed,
+                }
+            });
+        }
+        self.open_body(rest)
+    }
+
+    /// Whether an error has failed this receiver.
+    pub fn is_failed(&self) -> bool {
+        self.failed
+    }
+
+    /// Run `f` unless already failed; any error fails the receiver for good, so that a
+    /// caller that ignores one cannot go on reading with a desynchronised nonce.
+    fn guard<T>(
+        &mut self,
+        f: impl FnOnce(&mut Self) -> Result<T, ReceiveError>,
+    ) -> Result<T, ReceiveError> {
+        if self.failed {
+            return Err(ReceiveError::Failed);
+        }
+        let r = f(self);
+        if r.is_err() {
+            self.failed = true;
+        }
+        r
+    }
+
+    #[cfg(test)]
+    pub(crate) fn cipher(&self) -> &CipherState {
+        &self.cs
+    }
+}
+
+/// One frame-sized send buffer, allocated once: encode a message into [`Self::body_mut`],
+/// then [`Self::seal`] it and send the returned frame.
+pub struct FrameBuffer {
+    buf: Box<[u8]>,
+}
+
+impl Default for FrameBuffer {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl FrameBuffer {
+    /// A buffer for the largest frame (65,569 bytes).
+    pub fn new() -> Self {
+        FrameBuffer {
+            buf: vec![0u8; MAX_FRAME_LEN].into_boxed_slice(),
+        }
+    }
+
+    /// Where the next message's plaintext goes: 65,535 bytes.
+    pub fn body_mut(&mut self) -> &mut [u8] {
+        &mut self.buf[LENGTH_HEADER_LEN..LENGTH_HEADER_LEN + MAX_MESSAGE_LEN]
+    }
+
+    /// Seal the `len` bytes written into [`Self::body_mut`]; returns the frame to send.
+    pub fn seal(&mut self, sender: &mut Sender, len: usize) -> Result<&[u8], SendError> {
+        let total = sender.seal_in_place(&mut self.buf, len)?;
+        Ok(&self.buf[..total])
+    }
+
+    /// Copy `message` in and seal it; returns the frame to send.
+    pub fn encrypt(&mut self, sender: &mut Sender, message: &[u8]) -> Result<&[u8], SendError> {
+        let total = sender.encrypt(message, &mut self.buf)?;
+        Ok(&self.buf[..total])
+    }
+}
+
+/// Reassembles frames from a byte stream whose chunks (TCP reads, WebSocket messages) need
+/// not line up with frames: each byte is copied once into a fixed frame-sized buffer and
+/// decrypted there in place.
+pub struct FrameReader {
+    buf: Box<[u8]>,
+    filled: usize,
+    /// Body length once the current frame's length prefix is open.
+    body_len: Option<usize>,
+}
+
+impl Default for FrameReader {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl FrameReader {
+    /// A reader with a buffer for the largest frame (65,569 bytes).
+    pub fn new() -> Self {
+        FrameReader {
+            buf: vec![0u8; MAX_FRAME_LEN].into_boxed_slice(),
+            filled: 0,
+            body_len: None,
+        }
+    }
+
+    /// Take bytes from `input` until a message completes or `input` runs out. Returns how
+    /// many bytes were taken and the message if one completed; call again with the rest
+    /// of `input` (a chunk can hold several frames).
+    ///
+    /// ```
+    /// # fn demo(reader: &mut lightwire_noise::FrameReader, rx: &mut lightwire_noise::Receiver,
+    /// #         mut chunk: &[u8]) -> Result<(), lightwire_noise::ReceiveError> {
+    /// while !chunk.is_empty() {
+    ///     let (taken, message) = reader.read(rx, chunk)?;
+    ///     chunk = &chunk[taken..];
+    ///     if let Some(message) = message {
+    ///         // handle `message` (borrowed from the reader's buffer)
+    ///     }
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn read<'a>(
+        &'a mut self,
+        rx: &mut Receiver,
+        input: &[u8],
+    ) -> Result<(usize, Option<&'a mut [u8]>), ReceiveError> {
+        let mut taken = 0;
+        loop {
+            let needed = self.needed();
+            let n = (needed - self.filled).min(input.len() - taken);
+            self.buf[self.filled..self.filled + n].copy_from_slice(&input[taken..taken + n]);
+            self.filled += n;
+            taken += n;
+            if self.filled < needed {
+                return Ok((taken, None));
+            }
+            match self.body_len {
+                None => {
+                    // A zero-length body still has its MAC, so loop for it.
+                    self.body_len = Some(rx.open_length(&self.buf[..LENGTH_HEADER_LEN])?);
+                }
+                Some(len) => {
+                    self.filled = 0;
+                    self.body_len = None;
+                    let plain = rx.open_body(
+                        &mut self.buf[LENGTH_HEADER_LEN..LENGTH_HEADER_LEN + len + MAC_LEN],
+                    )?;
+                    return Ok((taken, Some(plain)));
+                }
+            }
+        }
+    }
+
+    /// Call when the stream ends: an error if it ended inside a frame.
+    pub fn finish(&self) -> Result<(), ReceiveError> {
+        if self.filled == 0 {
+            Ok(())
+        } else {
+            Err(ReceiveError::Truncated {
+                have: self.filled,
+                needed: self.needed(),
+            })
+        }
+    }
+
+    /// Bytes of an unfinished frame held.
+    pub fn buffered(&self) -> usize {
+        self.filled
+    }
+
+    fn needed(&self) -> usize {
+        match self.body_len {
+            None => LENGTH_HEADER_LEN,
+            Some(len) => frame_len(len),
+        }
+    }
+}
