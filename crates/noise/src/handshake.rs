@@ -474,3 +474,72 @@ impl AwaitingActThree {
         Ok(Transport::new(sk, rk, &self.sym.ck, rs))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    use super::*;
+
+    fn key(b: u8) -> SecretKey {
+        SecretKey::from_bytes(&[b; 32]).expect("valid test key")
+    }
+
+    #[test]
+    fn long_acts_are_read_failures() {
+        let (initiator, act1) = Initiator::start(key(1), key(2).public_key(), key(3));
+        let mut long = act1.to_vec();
+        long.push(0);
+        assert_eq!(
+            Responder::new(key(2), key(4)).read_act_one(&long).err(),
+            Some(HandshakeError::Act1ReadFailed { len: 51 })
+        );
+        let (responder, act2) = Responder::new(key(2), key(4))
+            .read_act_one(&act1)
+            .expect("act one");
+        assert_eq!(
+            initiator.read_act_two(&[]).err(),
+            Some(HandshakeError::Act2ReadFailed { len: 0 })
+        );
+        let (initiator, _) = Initiator::start(key(1), key(2).public_key(), key(3));
+        let (act3, _) = initiator.read_act_two(&act2).expect("act two");
+        let mut long = act3.to_vec();
+        long.push(0);
+        assert_eq!(
+            responder.read_act_three(&long).err(),
+            Some(HandshakeError::Act3ReadFailed { len: 67 })
+        );
+    }
+
+    #[test]
+    fn dialling_the_wrong_key_fails_act_one_mac() {
+        let (_, act1) = Initiator::start(key(1), key(9).public_key(), key(3));
+        assert_eq!(
+            Responder::new(key(2), key(4)).read_act_one(&act1).err(),
+            Some(HandshakeError::Act1BadTag)
+        );
+    }
+
+    #[test]
+    fn every_error_names_its_rule() {
+        let all = [
+            HandshakeError::Act1ReadFailed { len: 3 },
+            HandshakeError::Act1BadVersion { version: 1 },
+            HandshakeError::Act1BadPubkey,
+            HandshakeError::Act1BadTag,
+            HandshakeError::Act2ReadFailed { len: 3 },
+            HandshakeError::Act2BadVersion { version: 1 },
+            HandshakeError::Act2BadPubkey,
+            HandshakeError::Act2BadTag,
+            HandshakeError::Act3ReadFailed { len: 3 },
+            HandshakeError::Act3BadVersion { version: 1 },
+            HandshakeError::Act3BadCiphertext,
+            HandshakeError::Act3BadPubkey,
+            HandshakeError::Act3BadTag,
+        ];
+        for e in all {
+            assert!(e.to_string().starts_with(e.code()), "{e}");
+        }
+    }
+}

@@ -126,6 +126,9 @@ pub(crate) fn ecdh(sk: &SecretKey, pk: &PublicKey) -> Zeroizing<[u8; 32]> {
 
 #[cfg(test)]
 mod tests {
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
     use super::*;
 
     #[test]

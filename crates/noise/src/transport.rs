@@ -482,3 +482,281 @@ impl FrameReader {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    use super::*;
+    use crate::connected_pair;
+
+    fn frame_of(sender: &mut Sender, message: &[u8]) -> Vec<u8> {
+        let mut out = vec![0u8; frame_len(message.len())];
+        let n = sender.encrypt(message, &mut out).expect("seal");
+        assert_eq!(n, out.len());
+        out
+    }
+
+    #[test]
+    fn both_directions_every_size_class() {
+        let (mut a, mut b) = connected_pair();
+        for len in [0usize, 1, 2, 100, 1000, 65534, MAX_MESSAGE_LEN] {
+            let message: Vec<u8> = (0..len).map(|i| i as u8).collect();
+            let mut frame = frame_of(a.sender(), &message);
+            assert_eq!(
+                b.receiver().open_frame(&mut frame).expect("a to b"),
+                message.as_slice()
+            );
+            let mut frame = frame_of(b.sender(), &message);
+            assert_eq!(
+                a.receiver().open_frame(&mut frame).expect("b to a"),
+                message.as_slice()
+            );
+        }
+    }
+
+    #[test]
+    fn message_over_65535_is_refused_without_using_a_nonce() {
+        let (mut a, mut b) = connected_pair();
+        let mut buf = vec![0u8; MAX_FRAME_LEN + 1];
+        let long = vec![0u8; MAX_MESSAGE_LEN + 1];
+        assert_eq!(
+            a.sender().encrypt(&long, &mut buf),
+            Err(SendError::MessageTooLong { len: 65536 })
+        );
+        assert_eq!(
+            a.sender().seal_in_place(&mut buf, MAX_MESSAGE_LEN + 1),
+            Err(SendError::MessageTooLong { len: 65536 })
+        );
+        assert_eq!(
+            a.sender().encrypt(b"hello", &mut buf[..20]),
+            Err(SendError::BufferTooSmall {
+                needed: 39,
+                available: 20
+            })
+        );
+        // The refusals consumed no nonce: the next frame still opens.
+        let mut frame = frame_of(a.sender(), b"after");
+        assert_eq!(
+            b.receiver().open_frame(&mut frame).expect("opens"),
+            b"after"
+        );
+    }
+
+    #[test]
+    fn bad_length_mac_fails_the_receiver_for_good() {
+        let (mut a, mut b) = connected_pair();
+        let mut frame = frame_of(a.sender(), b"hello");
+        frame[3] ^= 0x01;
+        assert_eq!(
+            b.receiver().open_frame(&mut frame),
+            Err(ReceiveError::BadLengthMac)
+        );
+        assert!(b.receiver().is_failed());
+        let mut good = frame_of(a.sender(), b"hello");
+        assert_eq!(
+            b.receiver().open_frame(&mut good),
+            Err(ReceiveError::Failed)
+        );
+    }
+
+    #[test]
+    fn bad_body_mac() {
+        let (mut a, mut b) = connected_pair();
+        for flip in [
+            LENGTH_HEADER_LEN,
+            LENGTH_HEADER_LEN + 4,
+            LENGTH_HEADER_LEN + 5 + 15,
+        ] {
+            let (mut a2, mut b2) = connected_pair();
+            let mut frame = frame_of(a2.sender(), b"hello");
+            frame[flip] ^= 0x80;
+            assert_eq!(
+                b2.receiver().open_frame(&mut frame),
+                Err(ReceiveError::BadBodyMac),
+                "byte {flip}"
+            );
+        }
+        // A frame from the wrong direction (sealed with the other key) fails too.
+        let mut frame = frame_of(b.sender(), b"hello");
+        assert_eq!(
+            b.receiver().open_frame(&mut frame),
+            Err(ReceiveError::BadLengthMac)
+        );
+        let _ = a.sender();
+    }
+
+    #[test]
+    fn truncated_and_trailing_frames() {
+        let (mut a, mut b) = connected_pair();
+        let frame = frame_of(a.sender(), b"hello");
+        let mut short = frame[..frame.len() - 1].to_vec();
+        assert_eq!(
+            b.receiver().open_frame(&mut short),
+            Err(ReceiveError::Truncated {
+                have: 38,
+                needed: 39
+            })
+        );
+
+        let (mut a, mut b) = connected_pair();
+        let mut header_only = frame_of(a.sender(), b"hello")[..10].to_vec();
+        assert_eq!(
+            b.receiver().open_frame(&mut header_only),
+            Err(ReceiveError::Truncated {
+                have: 10,
+                needed: 18
+            })
+        );
+
+        let (mut a, mut b) = connected_pair();
+        let mut long = frame_of(a.sender(), b"hello");
+        long.extend_from_slice(b"garbage");
+        assert_eq!(
+            b.receiver().open_frame(&mut long),
+            Err(ReceiveError::TrailingBytes { extra: 7 })
+        );
+    }
+
+    #[test]
+    fn open_body_and_length_out_of_order() {
+        let (mut a, mut b) = connected_pair();
+        let mut frame = frame_of(a.sender(), b"hello");
+        assert_eq!(
+            b.receiver().open_body(&mut frame[18..]),
+            Err(ReceiveError::BodyWithoutLength)
+        );
+
+        let (mut a, mut b) = connected_pair();
+        let frame = frame_of(a.sender(), b"hello");
+        assert_eq!(b.receiver().open_length(&frame[..18]), Ok(5));
+        assert_eq!(
+            b.receiver().open_length(&frame[..18]),
+            Err(ReceiveError::LengthWithoutBody)
+        );
+
+        let (mut a, mut b) = connected_pair();
+        let mut frame = frame_of(a.sender(), b"hello");
+        assert_eq!(
+            b.receiver().open_length(&frame[..17]),
+            Err(ReceiveError::LengthHeaderSize { len: 17 })
+        );
+        let (mut a2, mut b2) = connected_pair();
+        let _ = a.sender();
+        frame = frame_of(a2.sender(), b"hello");
+        assert_eq!(b2.receiver().open_length(&frame[..18]), Ok(5));
+        assert_eq!(
+            b2.receiver().open_body(&mut frame[18..30]),
+            Err(ReceiveError::BodySize {
+                expected: 21,
+                got: 12
+            })
+        );
+        let _ = b.receiver();
+    }
+
+    #[test]
+    fn reader_reassembles_split_and_packed_frames() {
+        let (mut a, mut b) = connected_pair();
+        let messages: Vec<Vec<u8>> = [0usize, 5, 300, 65535, 1, 0, 70]
+            .iter()
+            .map(|&n| vec![n as u8; n])
+            .collect();
+        let mut stream = Vec::new();
+        for m in &messages {
+            stream.extend_from_slice(&frame_of(a.sender(), m));
+        }
+        // One byte at a time, then everything in one chunk, then uneven chunks.
+        for chunking in [1usize, stream.len(), 7, 18, 34, 4096] {
+            let (mut a2, mut b2) = connected_pair();
+            let mut stream2 = Vec::new();
+            for m in &messages {
+                stream2.extend_from_slice(&frame_of(a2.sender(), m));
+            }
+            let mut reader = FrameReader::new();
+            let mut got = Vec::new();
+            for chunk in stream2.chunks(chunking) {
+                let mut chunk = chunk;
+                while !chunk.is_empty() {
+                    let (taken, message) = reader.read(b2.receiver(), chunk).expect("valid stream");
+                    assert!(taken > 0 || message.is_some(), "progress");
+                    chunk = &chunk[taken..];
+                    if let Some(m) = message {
+                        got.push(m.to_vec());
+                    }
+                }
+            }
+            reader.finish().expect("ends on a frame boundary");
+            assert_eq!(got, messages, "chunks of {chunking}");
+        }
+        let _ = (a.sender(), b.receiver(), stream);
+    }
+
+    #[test]
+    fn reader_rejects_garbage_after_a_valid_frame() {
+        let (mut a, mut b) = connected_pair();
+        let mut stream = frame_of(a.sender(), b"hello");
+        stream.extend_from_slice(&[0xAB; 40]);
+        let mut reader = FrameReader::new();
+        let (taken, message) = reader.read(b.receiver(), &stream).expect("first frame");
+        assert_eq!(message.as_deref(), Some(&b"hello"[..]));
+        assert_eq!(
+            reader
+                .read(b.receiver(), &stream[taken..])
+                .map(|(n, m)| (n, m.is_some())),
+            Err(ReceiveError::BadLengthMac)
+        );
+    }
+
+    #[test]
+    fn reader_reports_a_stream_that_ends_mid_frame() {
+        let (mut a, mut b) = connected_pair();
+        let frame = frame_of(a.sender(), b"hello");
+        let mut reader = FrameReader::new();
+        let (taken, message) = reader.read(b.receiver(), &frame[..25]).expect("partial");
+        assert_eq!((taken, message.is_none()), (25, true));
+        assert_eq!(reader.buffered(), 25);
+        assert_eq!(
+            reader.finish(),
+            Err(ReceiveError::Truncated {
+                have: 25,
+                needed: 39
+            })
+        );
+        let mut reader = FrameReader::new();
+        reader.read(b.receiver(), &[]).expect("empty input");
+        assert_eq!(reader.finish(), Ok(()));
+    }
+
+    #[test]
+    fn frame_buffer_seals_what_was_encoded_into_its_body() {
+        let (mut a, mut b) = connected_pair();
+        let mut buf = FrameBuffer::new();
+        buf.body_mut()[..3].copy_from_slice(b"abc");
+        let mut frame = buf.seal(a.sender(), 3).expect("seal").to_vec();
+        assert_eq!(b.receiver().open_frame(&mut frame).expect("open"), b"abc");
+        let mut frame = buf.encrypt(a.sender(), b"defg").expect("seal").to_vec();
+        assert_eq!(b.receiver().open_frame(&mut frame).expect("open"), b"defg");
+    }
+
+    #[test]
+    fn halves_work_apart_across_rotations() {
+        let (a, b) = connected_pair();
+        let (mut a_tx, mut a_rx) = a.split();
+        let (mut b_tx, mut b_rx) = b.split();
+        let mut buf = FrameBuffer::new();
+        for i in 0..1300u32 {
+            let mut f = buf
+                .encrypt(&mut a_tx, &i.to_be_bytes())
+                .expect("seal")
+                .to_vec();
+            assert_eq!(b_rx.open_frame(&mut f).expect("a to b"), i.to_be_bytes());
+            let mut f = buf
+                .encrypt(&mut b_tx, &(!i).to_be_bytes())
+                .expect("seal")
+                .to_vec();
+            assert_eq!(a_rx.open_frame(&mut f).expect("b to a"), (!i).to_be_bytes());
+        }
+    }
+}

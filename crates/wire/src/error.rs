@@ -1,0 +1,327 @@
+//! Error types. Each variant names the BOLT 1 rule that was broken.
+
+use core::fmt;
+
+use crate::cursor::Truncated;
+
+/// A message could not be decoded. Per BOLT 1 each of these means the receiver must close
+/// the connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DecodeError {
+    /// A known message is too short for one of its fields.
+    Truncated {
+        /// The field that did not fit.
+        field: &'static str,
+        /// Bytes the field needs.
+        needed: usize,
+        /// Bytes that were left.
+        available: usize,
+    },
+    /// A message of an even type this crate does not know ("it's ok to be odd" does not
+    /// cover it).
+    UnknownEvenType {
+        /// The message type.
+        ty: u16,
+    },
+    /// A message's TLV stream broke a TLV rule.
+    InvalidTlvStream {
+        /// The type of the message carrying the stream.
+        msg_type: u16,
+        /// The rule that was broken.
+        error: TlvError,
+    },
+}
+
+impl From<Truncated> for DecodeError {
+    fn from(t: Truncated) -> Self {
+        DecodeError::Truncated {
+            field: t.field,
+            needed: t.needed,
+            available: t.available,
+        }
+    }
+}
+
+impl fmt::Display for DecodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DecodeError::Truncated {
+                field,
+                needed,
+                available,
+            } => write!(
+                f,
+                "message truncated: field `{field}` needs {needed} bytes but {available} remain"
+            ),
+            DecodeError::UnknownEvenType { ty } => write!(
+                f,
+                "unknown even message type {ty} (unknown even types must close the connection)"
+            ),
+            DecodeError::InvalidTlvStream { msg_type, error } => {
+                write!(f, "invalid TLV stream in message type {msg_type}: {error}")
+            }
+        }
+    }
+}
+
+impl core::error::Error for DecodeError {
+    fn source(&self) -> Option<&(dyn core::error::Error + 'static)> {
+        match self {
+            DecodeError::InvalidTlvStream { error, .. } => Some(error),
+            _ => None,
+        }
+    }
+}
+
+/// A TLV stream broke one of BOLT 1's TLV rules.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TlvError {
+    /// A record's BigSize `type` or `length` is cut off by the end of the stream.
+    Truncated {
+        /// `"type"` or `"length"`.
+        field: &'static str,
+        /// Bytes the BigSize needs.
+        needed: usize,
+        /// Bytes that were left.
+        available: usize,
+    },
+    /// A BigSize `type` or `length` was not minimally encoded.
+    NonMinimalBigSize {
+        /// `"type"` or `"length"`.
+        field: &'static str,
+    },
+    /// Record types must strictly increase (which also forbids repeats).
+    NotStrictlyIncreasing {
+        /// The previous record's type.
+        prev: u64,
+        /// This record's type.
+        ty: u64,
+    },
+    /// A record of an even type the reader does not know.
+    UnknownEvenType {
+        /// The record type.
+        ty: u64,
+    },
+    /// A record's `length` runs past the end of the stream.
+    LengthExceedsStream {
+        /// The record type.
+        ty: u64,
+        /// The declared length.
+        len: u64,
+        /// Bytes left in the stream after the length.
+        remaining: usize,
+    },
+    /// A known record's value has a length its encoding does not allow.
+    InvalidLength {
+        /// The record type.
+        ty: u64,
+        /// The value's length.
+        len: usize,
+        /// What the encoding requires, e.g. `"a multiple of 32"`.
+        expected: &'static str,
+    },
+}
+
+impl fmt::Display for TlvError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TlvError::Truncated {
+                field,
+                needed,
+                available,
+            } => write!(
+                f,
+                "TLV record {field} truncated: BigSize needs {needed} bytes but {available} remain"
+            ),
+            TlvError::NonMinimalBigSize { field } => {
+                write!(f, "TLV record {field} is not a minimally encoded BigSize")
+            }
+            TlvError::NotStrictlyIncreasing { prev, ty } => write!(
+                f,
+                "TLV type {ty} follows type {prev}: types must be strictly increasing"
+            ),
+            TlvError::UnknownEvenType { ty } => write!(
+                f,
+                "unknown even TLV type {ty} (unknown even types must fail the stream)"
+            ),
+            TlvError::LengthExceedsStream { ty, len, remaining } => write!(
+                f,
+                "TLV type {ty} declares length {len} but only {remaining} bytes remain"
+            ),
+            TlvError::InvalidLength { ty, len, expected } => write!(
+                f,
+                "TLV type {ty} has a value of {len} bytes; its length must be {expected}"
+            ),
+        }
+    }
+}
+
+impl core::error::Error for TlvError {}
+
+/// A message could not be encoded into the buffer given.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EncodeError {
+    /// The output buffer is too small.
+    BufferTooSmall {
+        /// Bytes the encoding needs (from the start of the buffer).
+        needed: usize,
+        /// Size of the buffer.
+        available: usize,
+    },
+    /// A field is longer than its `u16` length prefix can say.
+    FieldTooLong {
+        /// The field.
+        field: &'static str,
+        /// Its length.
+        len: usize,
+        /// The longest it may be.
+        max: usize,
+    },
+    /// The message would be longer than the 65,535 bytes a transport frame can carry.
+    MessageTooLong {
+        /// Its length, type included.
+        len: usize,
+        /// The longest a message may be.
+        max: usize,
+    },
+    /// TLV records were written out of order or repeated.
+    TlvNotStrictlyIncreasing {
+        /// The previous record's type.
+        prev: u64,
+        /// The record being written.
+        ty: u64,
+    },
+}
+
+impl fmt::Display for EncodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            EncodeError::BufferTooSmall { needed, available } => write!(
+                f,
+                "output buffer too small: need {needed} bytes, have {available}"
+            ),
+            EncodeError::FieldTooLong { field, len, max } => write!(
+                f,
+                "field `{field}` is {len} bytes, longer than its limit of {max}"
+            ),
+            EncodeError::MessageTooLong { len, max } => write!(
+                f,
+                "message is {len} bytes, longer than the {max} a transport frame can carry"
+            ),
+            EncodeError::TlvNotStrictlyIncreasing { prev, ty } => write!(
+                f,
+                "TLV type {ty} written after type {prev}: types must be strictly increasing"
+            ),
+        }
+    }
+}
+
+impl core::error::Error for EncodeError {}
+
+#[cfg(test)]
+mod tests {
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    use super::*;
+    use core::error::Error;
+
+    #[test]
+    fn display_names_the_rule() {
+        let cases: [(&dyn Error, &str); 10] = [
+            (
+                &DecodeError::Truncated {
+                    field: "gflen",
+                    needed: 2,
+                    available: 1,
+                },
+                "message truncated: field `gflen` needs 2 bytes but 1 remain",
+            ),
+            (
+                &DecodeError::UnknownEvenType { ty: 32 },
+                "unknown even message type 32 (unknown even types must close the connection)",
+            ),
+            (
+                &DecodeError::InvalidTlvStream {
+                    msg_type: 16,
+                    error: TlvError::UnknownEvenType { ty: 2 },
+                },
+                "invalid TLV stream in message type 16: unknown even TLV type 2 \
+                 (unknown even types must fail the stream)",
+            ),
+            (
+                &TlvError::Truncated {
+                    field: "type",
+                    needed: 3,
+                    available: 2,
+                },
+                "TLV record type truncated: BigSize needs 3 bytes but 2 remain",
+            ),
+            (
+                &TlvError::NonMinimalBigSize { field: "length" },
+                "TLV record length is not a minimally encoded BigSize",
+            ),
+            (
+                &TlvError::NotStrictlyIncreasing { prev: 3, ty: 1 },
+                "TLV type 1 follows type 3: types must be strictly increasing",
+            ),
+            (
+                &TlvError::LengthExceedsStream {
+                    ty: 1,
+                    len: 32,
+                    remaining: 4,
+                },
+                "TLV type 1 declares length 32 but only 4 bytes remain",
+            ),
+            (
+                &TlvError::InvalidLength {
+                    ty: 1,
+                    len: 33,
+                    expected: "a multiple of 32",
+                },
+                "TLV type 1 has a value of 33 bytes; its length must be a multiple of 32",
+            ),
+            (
+                &EncodeError::BufferTooSmall {
+                    needed: 10,
+                    available: 4,
+                },
+                "output buffer too small: need 10 bytes, have 4",
+            ),
+            (
+                &EncodeError::TlvNotStrictlyIncreasing { prev: 3, ty: 3 },
+                "TLV type 3 written after type 3: types must be strictly increasing",
+            ),
+        ];
+        for (err, text) in cases {
+            assert_eq!(err.to_string(), text);
+        }
+        assert_eq!(
+            EncodeError::FieldTooLong {
+                field: "data",
+                len: 70000,
+                max: 65535
+            }
+            .to_string(),
+            "field `data` is 70000 bytes, longer than its limit of 65535"
+        );
+        assert_eq!(
+            EncodeError::MessageTooLong {
+                len: 70000,
+                max: 65535
+            }
+            .to_string(),
+            "message is 70000 bytes, longer than the 65535 a transport frame can carry"
+        );
+    }
+
+    #[test]
+    fn tlv_error_is_the_source() {
+        let err = DecodeError::InvalidTlvStream {
+            msg_type: 16,
+            error: TlvError::NonMinimalBigSize { field: "type" },
+        };
+        assert!(err.source().is_some());
+        assert!(DecodeError::UnknownEvenType { ty: 2 }.source().is_none());
+    }
+}

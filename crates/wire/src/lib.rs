@@ -1,0 +1,49 @@
+//! The BOLT 1 message layer: framing by a `u16` message type, TLV streams, and the setup
+//! and control messages `init`, `error`, `warning`, `ping` and `pong`.
+//!
+//! Sans-IO and allocation-free: [`Message::decode`] borrows every variable-length field
+//! from the input (the decrypted body in the transport's receive buffer), and
+//! [`Message::encode`] writes straight into a caller's buffer (the body region of a frame
+//! buffer) and returns the length written. Nothing here panics on bytes from a peer: all
+//! reads go through the checked [`Reader`], all writes through the checked [`Writer`],
+//! and every broken rule is its own error variant ([`DecodeError`], [`TlvError`],
+//! [`EncodeError`]).
+//!
+//! What BOLT 1 asks of a receiver, and where it lives:
+//! * unknown odd message types are [`Message::Unknown`] (ignore them); unknown even ones
+//!   are [`DecodeError::UnknownEvenType`] (close the connection);
+//! * unknown even feature bits: [`Init::first_unknown_required_feature`] over the union of
+//!   both feature fields (close the connection if it returns `Some`);
+//! * `networks`: [`Init::accepts_chain`];
+//! * `ping`: [`Ping::pong_len`] and [`Ping::encode_pong`] (no reply at 65532 and above);
+//! * `error`/`warning` text: [`ErrorMessage::data_utf8`], printable ASCII only.
+//!
+//! The crate is `no_std` and has no dependencies.
+#![cfg_attr(not(test), no_std)]
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+#[cfg(all(test, target_arch = "wasm32"))]
+wasm_bindgen_test::wasm_bindgen_test_configure!(run_in_browser);
+
+pub mod bigsize;
+mod cursor;
+mod error;
+mod error_message;
+pub mod features;
+mod init;
+mod message;
+mod ping;
+pub mod tlv;
+
+pub use bigsize::BigSizeError;
+pub use cursor::{Reader, Truncated, Writer};
+pub use error::{DecodeError, EncodeError, TlvError};
+pub use error_message::{ALL_CHANNELS, ChannelId, ErrorMessage, Warning, printable};
+pub use features::{CombinedFeatures, Features, SetBits};
+pub use init::{
+    CHAIN_HASH_LEN, ChainHash, ChainHashes, Init, NETWORKS_TLV, Networks, REMOTE_ADDR_TLV,
+};
+pub use message::{MAX_MESSAGE_LEN, Message, TYPE_LEN, msg_type};
+pub use ping::{NO_PONG_THRESHOLD, Ping, Pong};
+pub use tlv::{TlvRecord, TlvStream, TlvWriter};

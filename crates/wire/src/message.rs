@@ -1,0 +1,344 @@
+//! The BOLT 1 message: a big-endian `u16` type, then the payload.
+//!
+//! [`Message::decode`] is one `match` on the type. A new message (for example the
+//! header-sync messages, which will live in the custom range at or above
+//! [`msg_type::CUSTOM_START`]) is a new type constant, a new variant and a new arm in
+//! [`Message::decode`], [`Message::ty`], [`Message::encoded_len`] and [`Message::encode`].
+
+use crate::cursor::{Reader, Writer};
+use crate::error::{DecodeError, EncodeError};
+use crate::error_message::{ErrorMessage, Warning};
+use crate::init::Init;
+use crate::ping::{Ping, Pong};
+
+/// Message type numbers.
+pub mod msg_type {
+    /// `warning`.
+    pub const WARNING: u16 = 1;
+    /// `init`.
+    pub const INIT: u16 = 16;
+    /// `error`.
+    pub const ERROR: u16 = 17;
+    /// `ping`.
+    pub const PING: u16 = 18;
+    /// `pong`.
+    pub const PONG: u16 = 19;
+    /// First type of the custom range (32768..=65535), for experimental and
+    /// application-specific messages.
+    pub const CUSTOM_START: u16 = 32768;
+
+    /// Whether a receiver that does not know `ty` may ignore it ("it's ok to be odd").
+    pub const fn is_odd(ty: u16) -> bool {
+        ty % 2 == 1
+    }
+}
+
+/// Length of the message type field.
+pub const TYPE_LEN: usize = 2;
+
+/// The longest message, type included: a transport frame's length is a `u16`.
+pub const MAX_MESSAGE_LEN: usize = 65535;
+
+/// A decoded message, borrowing from the bytes it was decoded from.
+///
+/// Deliberately not `#[non_exhaustive]`: when a variant is added, every `match` on
+/// messages in the workspace should fail to compile until it handles it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Message<'a> {
+    /// `init` (16).
+    Init(Init<'a>),
+    /// `error` (17).
+    Error(ErrorMessage<'a>),
+    /// `warning` (1).
+    Warning(Warning<'a>),
+    /// `ping` (18).
+    Ping(Ping<'a>),
+    /// `pong` (19).
+    Pong(Pong<'a>),
+    /// A message of an odd type this crate does not know. BOLT 1: the receiver must
+    /// ignore it. (Unknown even types are [`DecodeError::UnknownEvenType`].)
+    Unknown {
+        /// The message type (always odd when decoded).
+        ty: u16,
+        /// The payload, undecoded.
+        payload: &'a [u8],
+    },
+}
+
+impl<'a> Message<'a> {
+    /// Decodes one whole message (type and payload), borrowing from `bytes`.
+    ///
+    /// Bytes after a known message's fields are ignored, as BOLT 1 allows for
+    /// extensions, except for `init`, where they are its TLV stream and are checked.
+    pub fn decode(bytes: &'a [u8]) -> Result<Self, DecodeError> {
+        let mut r = Reader::new(bytes);
+        let ty = r.read_u16("type")?;
+        let payload = r.take_rest();
+        let message = match ty {
+            msg_type::INIT => Message::Init(Init::decode_payload(payload)?),
+            msg_type::ERROR => Message::Error(ErrorMessage::decode_payload(payload)?),
+            msg_type::WARNING => Message::Warning(Warning::decode_payload(payload)?),
+            msg_type::PING => Message::Ping(Ping::decode_payload(payload)?),
+            msg_type::PONG => Message::Pong(Pong::decode_payload(payload)?),
+            ty if msg_type::is_odd(ty) => Message::Unknown { ty, payload },
+            ty => return Err(DecodeError::UnknownEvenType { ty }),
+        };
+        Ok(message)
+    }
+
+    /// The message type.
+    pub const fn ty(&self) -> u16 {
+        match self {
+            Message::Init(_) => Init::TYPE,
+            Message::Error(_) => ErrorMessage::TYPE,
+            Message::Warning(_) => Warning::TYPE,
+            Message::Ping(_) => Ping::TYPE,
+            Message::Pong(_) => Pong::TYPE,
+            Message::Unknown { ty, .. } => *ty,
+        }
+    }
+
+    /// Length of the payload, without the type.
+    pub fn payload_len(&self) -> usize {
+        match self {
+            Message::Init(m) => m.payload_len(),
+            Message::Error(m) => m.payload_len(),
+            Message::Warning(m) => m.payload_len(),
+            Message::Ping(m) => m.payload_len(),
+            Message::Pong(m) => m.payload_len(),
+            Message::Unknown { payload, .. } => payload.len(),
+        }
+    }
+
+    /// Length of the encoded message, type included.
+    pub fn encoded_len(&self) -> usize {
+        TYPE_LEN + self.payload_len()
+    }
+
+    /// Encodes the message (type and payload) at the start of `out`, returning the bytes
+    /// written. Checks first that the whole message fits, so on error nothing useful
+    /// has been written.
+    ///
+    /// `Unknown` is written as its type and payload unchanged.
+    pub fn encode(&self, out: &mut [u8]) -> Result<usize, EncodeError> {
+        encode_message(out, self.ty(), self.payload_len(), |w| match self {
+            Message::Init(m) => m.write_payload(w),
+            Message::Error(m) => m.write_payload(w),
+            Message::Warning(m) => m.write_payload(w),
+            Message::Ping(m) => m.write_payload(w),
+            Message::Pong(m) => m.write_payload(w),
+            Message::Unknown { payload, .. } => w.write_bytes(payload),
+        })
+    }
+}
+
+impl<'a> From<Init<'a>> for Message<'a> {
+    fn from(m: Init<'a>) -> Self {
+        Message::Init(m)
+    }
+}
+
+impl<'a> From<ErrorMessage<'a>> for Message<'a> {
+    fn from(m: ErrorMessage<'a>) -> Self {
+        Message::Error(m)
+    }
+}
+
+impl<'a> From<Warning<'a>> for Message<'a> {
+    fn from(m: Warning<'a>) -> Self {
+        Message::Warning(m)
+    }
+}
+
+impl<'a> From<Ping<'a>> for Message<'a> {
+    fn from(m: Ping<'a>) -> Self {
+        Message::Ping(m)
+    }
+}
+
+impl<'a> From<Pong<'a>> for Message<'a> {
+    fn from(m: Pong<'a>) -> Self {
+        Message::Pong(m)
+    }
+}
+
+/// Writes the type and then the payload through `write`, after checking that the
+/// message fits both the transport's limit and `out`.
+pub(crate) fn encode_message(
+    out: &mut [u8],
+    ty: u16,
+    payload_len: usize,
+    write: impl FnOnce(&mut Writer<'_>) -> Result<(), EncodeError>,
+) -> Result<usize, EncodeError> {
+    let len = payload_len.saturating_add(TYPE_LEN);
+    if len > MAX_MESSAGE_LEN {
+        return Err(EncodeError::MessageTooLong {
+            len,
+            max: MAX_MESSAGE_LEN,
+        });
+    }
+    let mut w = Writer::new(out);
+    w.reserve(len)?;
+    w.write_u16(ty)?;
+    write(&mut w)?;
+    Ok(w.written())
+}
+
+#[cfg(test)]
+mod tests {
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    use super::*;
+    use crate::features::Features;
+    use crate::init::{ChainHash, Networks};
+
+    #[test]
+    fn round_trip_every_message() {
+        let chains: [ChainHash; 1] = [[0x6f; 32]];
+        let addr = [4u8, 1, 2];
+        let pad = [0u8; 4];
+        let messages = [
+            Message::Init(Init {
+                global_features: Features::new(&[0x01]),
+                features: Features::new(&[0x02, 0x00]),
+                networks: Some(Networks::from_chains(&chains)),
+                remote_addr: Some(&addr),
+            }),
+            Message::Init(Init::default()),
+            Message::Error(ErrorMessage {
+                channel_id: [9; 32],
+                data: b"boom",
+            }),
+            Message::Warning(Warning::connection(b"careful")),
+            Message::Ping(Ping {
+                num_pong_bytes: 10,
+                ignored: &pad,
+            }),
+            Message::Pong(Pong { ignored: &pad }),
+            Message::Unknown {
+                ty: 32769,
+                payload: &[1, 2, 3],
+            },
+            Message::Unknown {
+                ty: 3,
+                payload: &[],
+            },
+        ];
+        for msg in messages {
+            let mut out = [0u8; 128];
+            let n = msg.encode(&mut out).unwrap();
+            assert_eq!(n, msg.encoded_len(), "{msg:?}");
+            assert_eq!(u16::from_be_bytes([out[0], out[1]]), msg.ty(), "{msg:?}");
+            assert_eq!(Message::decode(&out[..n]), Ok(msg));
+
+            // Every buffer shorter than the message is refused.
+            for size in 0..n {
+                assert_eq!(
+                    msg.encode(&mut out[..size]),
+                    Err(EncodeError::BufferTooSmall {
+                        needed: n,
+                        available: size
+                    }),
+                    "{msg:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn type_and_struct_constants_agree() {
+        assert_eq!(Message::from(Init::default()).ty(), 16);
+        assert_eq!(Message::from(ErrorMessage::default()).ty(), 17);
+        assert_eq!(Message::from(Warning::default()).ty(), 1);
+        assert_eq!(Message::from(Ping::default()).ty(), 18);
+        assert_eq!(Message::from(Pong::default()).ty(), 19);
+    }
+
+    #[test]
+    fn unknown_odd_type_is_kept_unknown_even_fails() {
+        assert_eq!(
+            Message::decode(&[0x80, 0x01, 0xaa]),
+            Ok(Message::Unknown {
+                ty: 32769,
+                payload: &[0xaa]
+            })
+        );
+        assert_eq!(
+            Message::decode(&[0x00, 0x03]),
+            Ok(Message::Unknown {
+                ty: 3,
+                payload: &[]
+            })
+        );
+        for ty in [0u16, 2, 32, 258, 32768, 65534] {
+            let bytes = ty.to_be_bytes();
+            assert_eq!(
+                Message::decode(&bytes),
+                Err(DecodeError::UnknownEvenType { ty }),
+                "type {ty}"
+            );
+        }
+    }
+
+    #[test]
+    fn type_itself_truncated() {
+        assert_eq!(
+            Message::decode(&[]),
+            Err(DecodeError::Truncated {
+                field: "type",
+                needed: 2,
+                available: 0
+            })
+        );
+        assert_eq!(
+            Message::decode(&[0x00]),
+            Err(DecodeError::Truncated {
+                field: "type",
+                needed: 2,
+                available: 1
+            })
+        );
+    }
+
+    #[test]
+    fn known_messages_with_empty_payload_are_truncated() {
+        for ty in [
+            msg_type::INIT,
+            msg_type::ERROR,
+            msg_type::WARNING,
+            msg_type::PING,
+            msg_type::PONG,
+        ] {
+            assert!(
+                matches!(
+                    Message::decode(&ty.to_be_bytes()),
+                    Err(DecodeError::Truncated { .. })
+                ),
+                "type {ty}"
+            );
+        }
+    }
+
+    #[test]
+    fn too_long_message_is_refused() {
+        let payload = vec![0u8; MAX_MESSAGE_LEN - 1];
+        let msg = Message::Unknown {
+            ty: 33333,
+            payload: &payload,
+        };
+        let mut out = vec![0u8; MAX_MESSAGE_LEN + 10];
+        assert_eq!(
+            msg.encode(&mut out),
+            Err(EncodeError::MessageTooLong {
+                len: MAX_MESSAGE_LEN + 1,
+                max: MAX_MESSAGE_LEN
+            })
+        );
+        let msg = Message::Unknown {
+            ty: 33333,
+            payload: &payload[1..],
+        };
+        assert_eq!(msg.encode(&mut out), Ok(MAX_MESSAGE_LEN));
+    }
+}

@@ -1,0 +1,32 @@
+# Sourced by the other scripts: the project root, tool paths and the shared test data.
+# shellcheck shell=bash
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+export ROOT
+export PATH="$HOME/.cargo/bin:$PATH"
+export CHROMEDRIVER=${CHROMEDRIVER:-/usr/bin/chromedriver}
+
+# Tests read the BOLT 8 vectors and real headers from ../shared (read-only, never copied
+# into the repository). A fresh clone made elsewhere finds them next to the repository
+# it was cloned from.
+find_shared() {
+  if [ -n "${LIGHTWIRE_SHARED:-}" ]; then echo "$LIGHTWIRE_SHARED"; return; fi
+  if [ -d "$ROOT/../shared/vectors" ]; then (cd "$ROOT/../shared" && pwd); return; fi
+  local origin
+  origin=$(git -C "$ROOT" remote get-url origin 2>/dev/null || true)
+  if [ -n "$origin" ] && [ -d "$origin/../shared/vectors" ]; then (cd "$origin/../shared" && pwd); return; fi
+  echo ""
+}
+LIGHTWIRE_SHARED=$(find_shared)
+if [ -z "$LIGHTWIRE_SHARED" ]; then
+  echo "error: shared test data not found: expected ../shared next to the project (or set LIGHTWIRE_SHARED)" >&2
+  exit 1
+fi
+export LIGHTWIRE_SHARED
+
+# Chromium flags for headless runs as root on a machine with a closed network.
+CHROMIUM_FLAGS=(--headless --no-sandbox --disable-gpu --disable-quic --no-first-run
+  --disable-background-networking --disable-component-update --disable-sync
+  --disable-dev-shm-usage)
+
+step() { printf '\n==> %s\n' "$*"; }

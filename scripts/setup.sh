@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Install what the build and the tests need, skipping whatever is already there.
+# Safe to run any number of times; needs no input (CI runs it with CI=true, no stdin).
+set -euo pipefail
+source "$(dirname "$0")/env.sh"
+cd "$ROOT"
+
+as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo -n "$@"; fi; }
+
+# cargo install, preferring the crate's own lock file; the registry mirror here lacks
+# some versions such lock files pin, so fall back to a fresh resolution.
+cargo_install() {
+  cargo install --locked "$@" 2>/dev/null || cargo install "$@"
+}
+
+if ! rustup target list --installed | grep -qx wasm32-unknown-unknown; then
+  step "rustup target add wasm32-unknown-unknown"
+  rustup target add wasm32-unknown-unknown
+fi
+
+if ! command -v wasm-pack >/dev/null; then
+  step "cargo install wasm-pack"
+  cargo_install wasm-pack
+fi
+
+# wasm-pack must never download wasm-bindgen: keep the CLI at exactly the version in
+# Cargo.lock on PATH.
+want=$(awk '/^name = "wasm-bindgen"$/ { getline; gsub(/version = |"/, ""); print; exit }' Cargo.lock)
+have=$(wasm-bindgen --version 2>/dev/null | awk '{print $2}' || true)
+if [ -n "$want" ] && [ "$want" != "$have" ]; then
+  step "cargo install wasm-bindgen-cli $want (found: ${have:-none})"
+  cargo_install wasm-bindgen-cli --version "$want" --force
+fi
+
+missing=()
+[ -x /usr/bin/chromium ] || missing+=(chromium)
+[ -x /usr/bin/chromedriver ] || missing+=(chromium-driver)
+command -v wasm-opt >/dev/null || missing+=(binaryen)
+if [ ${#missing[@]} -gt 0 ]; then
+  step "apt-get install ${missing[*]}"
+  as_root apt-get update -qq
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+# npm writes node_modules/.package-lock.json on install; `-nt` is also true when it is
+# missing, so this installs on a fresh clone and again only when the lock file changes.
+if [ -f package-lock.json ] && [ package-lock.json -nt node_modules/.package-lock.json ]; then
+  step "npm ci"
+  npm ci --no-audit --no-fund
+fi
