@@ -66,7 +66,7 @@ fn pair() -> (Sender, Receiver) {
     let key = |b: u8| SecretKey::from_bytes(&[b; 32]).expect("valid bench key");
     let responder_static = key(0x21);
     let (initiator, act1) = Initiator::start(key(0x11), responder_static.public_key(), key(0x12));
-    let (responder, act2) = Responder::new(responder_static, key(0x22))
+    let (responder, act2) = Responder::start(responder_static, key(0x22))
         .read_act_one(&act1)
         .expect("act one");
     let (act3, initiator) = initiator.read_act_two(&act2).expect("act two");

@@ -365,8 +365,8 @@ pub struct Responder;
 
 impl Responder {
     /// Get ready for a handshake with our static key and a fresh random `ephemeral` key
-    /// (never reuse one).
-    pub fn new(local_static: SecretKey, ephemeral: SecretKey) -> AwaitingActOne {
+    /// (never reuse one). Nothing is sent until act one arrives.
+    pub fn start(local_static: SecretKey, ephemeral: SecretKey) -> AwaitingActOne {
         AwaitingActOne {
             local_static,
             ephemeral,
@@ -492,10 +492,10 @@ mod tests {
         let mut long = act1.to_vec();
         long.push(0);
         assert_eq!(
-            Responder::new(key(2), key(4)).read_act_one(&long).err(),
+            Responder::start(key(2), key(4)).read_act_one(&long).err(),
             Some(HandshakeError::Act1ReadFailed { len: 51 })
         );
-        let (responder, act2) = Responder::new(key(2), key(4))
+        let (responder, act2) = Responder::start(key(2), key(4))
             .read_act_one(&act1)
             .expect("act one");
         assert_eq!(
@@ -516,7 +516,7 @@ mod tests {
     fn dialling_the_wrong_key_fails_act_one_mac() {
         let (_, act1) = Initiator::start(key(1), key(9).public_key(), key(3));
         assert_eq!(
-            Responder::new(key(2), key(4)).read_act_one(&act1).err(),
+            Responder::start(key(2), key(4)).read_act_one(&act1).err(),
             Some(HandshakeError::Act1BadTag)
         );
     }

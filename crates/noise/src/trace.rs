@@ -4,8 +4,13 @@
 
 use std::cell::RefCell;
 
+/// A recorded value: its dotted name and its bytes.
+pub(crate) type Note = (String, Vec<u8>);
+/// A named run of notes (an act, or one part of a frame).
+pub(crate) type Section = (String, Vec<Note>);
+
 thread_local! {
-    static NOTES: RefCell<Vec<(String, Vec<u8>)>> = const { RefCell::new(Vec::new()) };
+    static NOTES: RefCell<Vec<Note>> = const { RefCell::new(Vec::new()) };
 }
 
 /// Record `value` under `prefix.name` (or `name` when `prefix` is empty).
@@ -19,7 +24,7 @@ pub(crate) fn note(prefix: &str, name: &str, value: &[u8]) {
 }
 
 /// Everything recorded on this thread since the last call.
-pub(crate) fn take() -> Vec<(String, Vec<u8>)> {
+pub(crate) fn take() -> Vec<Note> {
     NOTES.with(|n| std::mem::take(&mut *n.borrow_mut()))
 }
 
@@ -32,7 +37,7 @@ pub(crate) fn section(name: &str) {
 }
 
 /// Split notes at section markers: the notes before the first marker come under `""`.
-pub(crate) fn sections(notes: Vec<(String, Vec<u8>)>) -> Vec<(String, Vec<(String, Vec<u8>)>)> {
+pub(crate) fn sections(notes: Vec<Note>) -> Vec<Section> {
     let mut out = vec![(String::new(), Vec::new())];
     for (name, value) in notes {
         if name == SECTION {

@@ -12,7 +12,7 @@ wasm_bindgen_test::wasm_bindgen_test_configure!(run_in_browser);
 
 use serde_json::Value;
 
-use crate::trace;
+use crate::trace::{self, Note, Section};
 use crate::{
     AwaitingActThree, FrameReader, HandshakeError, Initiator, PublicKey, Responder, SecretKey,
     Transport,
@@ -42,7 +42,7 @@ fn public(v: &Value) -> PublicKey {
 /// Flatten a JSON trace into dotted names and byte values. `fn` names the function the
 /// spec printed and `part` names a frame part: those are compared as text, as is every
 /// non-hex field the vector file adds for people (`when`, `note`).
-fn flatten(prefix: &str, v: &Value, out: &mut Vec<(String, Vec<u8>)>) {
+fn flatten(prefix: &str, v: &Value, out: &mut Vec<Note>) {
     match v {
         Value::Object(map) => {
             for (k, v) in map {
@@ -65,7 +65,7 @@ fn flatten(prefix: &str, v: &Value, out: &mut Vec<(String, Vec<u8>)>) {
 
 /// Every value of the JSON trace must have been computed, under the same name, with the
 /// same bytes; a value the code never computes fails the test rather than being skipped.
-fn check_trace(context: &str, trace_json: &Value, notes: &[(String, Vec<u8>)]) {
+fn check_trace(context: &str, trace_json: &Value, notes: &[Note]) {
     let mut expected = Vec::new();
     flatten("", trace_json, &mut expected);
     assert!(!expected.is_empty(), "{context}: empty trace");
@@ -86,12 +86,12 @@ fn check_trace(context: &str, trace_json: &Value, notes: &[(String, Vec<u8>)]) {
     }
 }
 
-fn names(notes: &[(String, Vec<u8>)]) -> Vec<&str> {
+fn names(notes: &[Note]) -> Vec<&str> {
     notes.iter().map(|(n, _)| n.as_str()).collect()
 }
 
 /// The notes of the one section called `name`.
-fn section(all: &[(String, Vec<(String, Vec<u8>)>)], name: &str) -> Vec<(String, Vec<u8>)> {
+fn section(all: &[Section], name: &str) -> Vec<Note> {
     let found: Vec<_> = all.iter().filter(|(n, _)| n == name).collect();
     assert_eq!(found.len(), 1, "exactly one trace section {name:?}");
     found[0].1.clone()
@@ -158,7 +158,7 @@ fn responder_handshake(v: &Value) -> Transport {
     let inputs = &v["inputs"];
     check_keys(inputs);
     trace::take();
-    let state = Responder::new(secret(&inputs["ls.priv"]), secret(&inputs["e.priv"]));
+    let state = Responder::start(secret(&inputs["ls.priv"]), secret(&inputs["e.priv"]));
     let (state, act2) = state
         .read_act_one(&hex_of(&v["act_one"]["input"]))
         .expect("act one accepted");
@@ -287,7 +287,7 @@ fn responder_failures() {
     assert_eq!(failures.len(), 9);
     for f in failures {
         let inputs = &f["inputs"];
-        let state = Responder::new(secret(&inputs["ls.priv"]), secret(&inputs["e.priv"]));
+        let state = Responder::start(secret(&inputs["ls.priv"]), secret(&inputs["e.priv"]));
         let after_act_one: Result<AwaitingActThree, HandshakeError> = state
             .read_act_one(&hex_of(&f["act_one_input"]))
             .map(|(state, act2)| {
