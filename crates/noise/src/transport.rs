@@ -293,6 +293,9 @@ impl Receiver {
     /// Open exactly one whole frame held in `frame`, in place; returns the message.
     /// A short slice is [`ReceiveError::Truncated`], a long one [`ReceiveError::TrailingBytes`].
     pub fn open_frame<'a>(&mut self, frame: &'a mut [u8]) -> Result<&'a mut [u8], ReceiveError> {
+        if self.failed {
+            return Err(ReceiveError::Failed);
+        }
         if frame.len() < LENGTH_HEADER_LEN {
             self.failed = true;
             return Err(ReceiveError::Truncated {
@@ -608,6 +611,11 @@ mod tests {
                 have: 10,
                 needed: 18
             })
+        );
+        // Once failed, every later call says so, whatever it is given.
+        assert_eq!(
+            b.receiver().open_frame(&mut header_only),
+            Err(ReceiveError::Failed)
         );
 
         let (mut a, mut b) = connected_pair();
