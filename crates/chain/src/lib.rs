@@ -1,0 +1,21 @@
+//! Bitcoin block headers for a light client, sans-IO: the consensus encoding and block
+//! hash, compact targets and work, per-network parameters, validation of each header in its
+//! parent's context, and fork choice by most cumulative work.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod generate;
+mod header;
+mod params;
+mod target;
+mod uint;
+mod validate;
+
+pub use header::{BlockHash, HEADER_LEN, Header, hash_header_bytes};
+pub use params::{MAINNET, Network, Params, REGTEST, SIGNET, TESTNET3, TESTNET4, UnknownNetwork};
+pub use target::{CompactError, CompactTarget, Target, Work};
+pub use uint::U256;
+pub use validate::{
+    BitsCheck, Entry, MAX_FUTURE_BLOCK_TIME, MAX_TIMEWARP, MEDIAN_TIME_SPAN, Rule, Validated,
+    ValidationError, WINDOW_LEN, Window, retarget, validate,
+};

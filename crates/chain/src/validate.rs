@@ -1,0 +1,792 @@
+//! Validation of each header in its parent's context, as a full node does it for headers:
+//! the link, proof of work, the exact expected `nBits`, the median-time-past and future
+//! limits, minimum versions, checkpoints, and testnet4's timewarp rule (BIP94).
+//!
+//! Validation reads only [`Window`], an in-memory ring of the last 2016 headers: enough for
+//! a retarget, the median of 11 and the testnet minimum-difficulty walk-back, so nothing on
+//! this path touches storage or allocates.
+
+use core::cell::Cell;
+use core::fmt;
+
+use crate::header::{BlockHash, Header};
+use crate::params::Params;
+use crate::target::{CompactError, CompactTarget, Target, Work};
+
+/// Seconds a header's time may be ahead of the validating node's clock (Core's
+/// `MAX_FUTURE_BLOCK_TIME`).
+pub const MAX_FUTURE_BLOCK_TIME: u32 = 2 * 60 * 60;
+/// Timestamps whose median a new header must exceed.
+pub const MEDIAN_TIME_SPAN: usize = 11;
+/// BIP94: the first block of a period may be at most this far before its parent.
+pub const MAX_TIMEWARP: u32 = 600;
+
+/// The rule a header broke.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Rule {
+    /// `prev_blockhash` is not the hash of the tip it was offered to.
+    PrevHashMismatch {
+        /// The tip's hash.
+        expected: BlockHash,
+        /// The header's `prev_blockhash`.
+        got: BlockHash,
+    },
+    /// `nBits` cannot be a target (negative, overflowing, zero) or is easier than the
+    /// network's limit (Core: `bad-diffbits` in `CheckProofOfWork`).
+    InvalidTarget {
+        /// The header's `nBits`.
+        bits: CompactTarget,
+    },
+    /// The hash does not meet the header's own target (Core: `high-hash`).
+    HighHash {
+        /// The header's hash.
+        hash: BlockHash,
+    },
+    /// `nBits` is not what the difficulty rules require (Core: `bad-diffbits`).
+    WrongBits {
+        /// What the rules require.
+        expected: CompactTarget,
+        /// What the header has.
+        got: CompactTarget,
+    },
+    /// At a retarget whose period began before the trusted start, `nBits` is outside the
+    /// range the clamp allows (a factor of 4 either way, capped at the limit).
+    RetargetOutOfRange {
+        /// What the header has.
+        got: CompactTarget,
+    },
+    /// Timestamp at or below the median of the previous 11 (Core: `time-too-old`).
+    TimeTooOld {
+        /// The header's time.
+        time: u32,
+        /// The median it must exceed.
+        median: u32,
+    },
+    /// Timestamp more than two hours past the caller's clock (Core: `time-too-new`).
+    TimeTooNew {
+        /// The header's time.
+        time: u32,
+        /// The latest time allowed.
+        max: u32,
+    },
+    /// BIP94: the first block of a period is more than 600 s before its parent
+    /// (Core: `time-timewarp-attack`).
+    Timewarp {
+        /// The header's time.
+        time: u32,
+        /// Its parent's time.
+        prev_time: u32,
+    },
+    /// Version below the minimum after BIP34/66/65 activation (Core: `bad-version`).
+    BadVersion {
+        /// The header's version.
+        version: i32,
+        /// The minimum at this height.
+        min: i32,
+    },
+    /// The hash differs from the checkpoint at this height (Core: `checkpoint mismatch`).
+    CheckpointMismatch {
+        /// The checkpoint's hash.
+        expected: BlockHash,
+        /// The header's hash.
+        got: BlockHash,
+    },
+    /// The header forks off the best chain below the last checkpoint
+    /// (Core: `bad-fork-prior-to-checkpoint`).
+    ForkBelowCheckpoint {
+        /// Height of the last checkpoint.
+        checkpoint: u32,
+    },
+}
+
+impl fmt::Display for Rule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Rule::PrevHashMismatch { expected, got } => {
+                write!(f, "prev-hash: links to {got}, not to the tip {expected}")
+            }
+            Rule::InvalidTarget { bits } => write!(
+                f,
+                "bad-diffbits: {bits} is not a valid target within the limit"
+            ),
+            Rule::HighHash { hash } => write!(f, "high-hash: {hash} does not meet its target"),
+            Rule::WrongBits { expected, got } => {
+                write!(f, "bad-diffbits: nBits {got}, expected {expected}")
+            }
+            Rule::RetargetOutOfRange { got } => {
+                write!(
+                    f,
+                    "bad-diffbits: retarget to {got} is outside the allowed factor of 4"
+                )
+            }
+            Rule::TimeTooOld { time, median } => {
+                write!(
+                    f,
+                    "time-too-old: {time} is not above the median time past {median}"
+                )
+            }
+            Rule::TimeTooNew { time, max } => {
+                write!(f, "time-too-new: {time} is after {max} (clock + 2 h)")
+            }
+            Rule::Timewarp { time, prev_time } => {
+                write!(
+                    f,
+                    "time-timewarp-attack: {time} is over 600 s before its parent's {prev_time}"
+                )
+            }
+            Rule::BadVersion { version, min } => {
+                write!(f, "bad-version: {version} is below {min} at this height")
+            }
+            Rule::CheckpointMismatch { expected, got } => {
+                write!(f, "checkpoint mismatch: {got}, checkpoint is {expected}")
+            }
+            Rule::ForkBelowCheckpoint { checkpoint } => {
+                write!(
+                    f,
+                    "bad-fork-prior-to-checkpoint: forks below the checkpoint at {checkpoint}"
+                )
+            }
+        }
+    }
+}
+
+/// A rejected header: its height and the rule it broke.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct ValidationError {
+    /// Height the header would have had.
+    pub height: u32,
+    /// The rule.
+    pub rule: Rule,
+}
+
+impl fmt::Display for ValidationError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "header at height {} rejected: {}",
+            self.height, self.rule
+        )
+    }
+}
+
+impl std::error::Error for ValidationError {}
+
+/// What validation keeps of each recent header.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Entry {
+    /// Height.
+    pub height: u32,
+    /// Block hash.
+    pub hash: BlockHash,
+    /// Timestamp.
+    pub time: u32,
+    /// `nBits`.
+    pub bits: CompactTarget,
+    /// Cumulative work up to and including this header.
+    pub chainwork: Work,
+    /// What Core's testnet minimum-difficulty walk-back returns from this header: the
+    /// `nBits` of the nearest ancestor-or-self that starts a period or does not use the
+    /// limit. Carried forward so that the walk costs O(1) instead of up to 2015 steps
+    /// (on regtest, where every header uses the limit, that walk would dominate).
+    pub normal_bits: CompactTarget,
+}
+
+/// How many recent headers a [`Window`] keeps: one difficulty period.
+pub const WINDOW_LEN: usize = 2016;
+
+/// The last [`WINDOW_LEN`] headers of a chain, in a fixed ring (allocated once).
+#[derive(Clone, Debug)]
+pub struct Window {
+    ring: Box<[Entry]>,
+    /// Entries held (at most `ring.len()`).
+    len: usize,
+    /// Index of the tip in `ring`.
+    tip: usize,
+    /// Whether the window starts at genesis (so "fewer than 11 before" is exact).
+    from_genesis: bool,
+    /// The work of the last target seen: a 256-bit division costs microseconds, and
+    /// `nBits` changes only at retargets (or on testnet's minimum-difficulty blocks).
+    work_cache: Cell<(CompactTarget, Work)>,
+}
+
+impl Window {
+    /// A window holding the genesis header alone.
+    pub fn from_genesis(params: &Params) -> Window {
+        let g = &params.genesis;
+        let work = g.bits.to_target().map(|t| t.work()).unwrap_or(Work::ZERO);
+        let entry = Entry {
+            height: 0,
+            hash: g.block_hash(),
+            time: g.time,
+            bits: g.bits,
+            chainwork: work,
+            normal_bits: g.bits,
+        };
+        Window::starting_at(entry, true)
+    }
+
+    /// A window starting from a trusted entry (a checkpoint, or the stored tip's ancestors
+    /// pushed in order after it).
+    pub fn from_trusted(entry: Entry) -> Window {
+        Window::starting_at(entry, entry.height == 0)
+    }
+
+    fn starting_at(entry: Entry, from_genesis: bool) -> Window {
+        let mut ring = vec![entry; WINDOW_LEN].into_boxed_slice();
+        ring[0] = entry;
+        Window {
+            ring,
+            len: 1,
+            tip: 0,
+            from_genesis,
+            work_cache: Cell::new((CompactTarget(0), Work::ZERO)),
+        }
+    }
+
+    /// The work of `target` (whose compact form is `bits`), from the cache when it holds it.
+    fn work_of(&self, bits: CompactTarget, target: &Target) -> Work {
+        let (cached_bits, cached_work) = self.work_cache.get();
+        if cached_bits == bits && bits != CompactTarget(0) {
+            return cached_work;
+        }
+        let work = target.work();
+        self.work_cache.set((bits, work));
+        work
+    }
+
+    /// The tip.
+    pub fn tip(&self) -> &Entry {
+        &self.ring[self.tip]
+    }
+
+    /// Entries held.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Never empty: a window always holds at least its starting entry.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// The entry at `height`, if the window holds it.
+    pub fn get(&self, height: u32) -> Option<&Entry> {
+        let tip = self.tip();
+        let back = tip.height.checked_sub(height)? as usize;
+        if back >= self.len {
+            return None;
+        }
+        let n = self.ring.len();
+        Some(&self.ring[(self.tip + n - back) % n])
+    }
+
+    /// Append a validated entry as the new tip.
+    pub fn push(&mut self, entry: Entry) {
+        let n = self.ring.len();
+        self.tip = (self.tip + 1) % n;
+        self.ring[self.tip] = entry;
+        self.len = (self.len + 1).min(n);
+    }
+
+    /// Drop the tip (for a reorg), if more than one entry is held.
+    pub fn pop(&mut self) -> Option<Entry> {
+        if self.len <= 1 {
+            return None;
+        }
+        let e = self.ring[self.tip];
+        let n = self.ring.len();
+        self.tip = (self.tip + n - 1) % n;
+        self.len -= 1;
+        Some(e)
+    }
+
+    /// Median of the last (up to) 11 timestamps, or `None` when the window holds fewer than
+    /// 11 and does not start at genesis (the true median is then unknown).
+    pub fn median_time_past(&self) -> Option<u32> {
+        let count = self.len.min(MEDIAN_TIME_SPAN);
+        if count < MEDIAN_TIME_SPAN && !self.from_genesis {
+            return None;
+        }
+        let mut times = [0u32; MEDIAN_TIME_SPAN];
+        let tip = self.tip().height;
+        for (i, t) in times[..count].iter_mut().enumerate() {
+            *t = self.get(tip - i as u32).map(|e| e.time).unwrap_or(0);
+        }
+        times[..count].sort_unstable();
+        Some(times[count / 2])
+    }
+}
+
+/// How the difficulty of a header was checked.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum BitsCheck {
+    /// Exactly, as a full node does.
+    Exact,
+    /// Within the clamp's range only: the period began before the trusted start.
+    Bounded,
+}
+
+/// A header that passed validation.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Validated {
+    /// Its entry (height, hash, chainwork...), ready to push onto the window.
+    pub entry: Entry,
+    /// How its `nBits` was checked.
+    pub bits_check: BitsCheck,
+}
+
+/// Validate `header` as the child of the window's tip, with `now` the caller's clock
+/// (seconds since the Unix epoch). Does not modify the window.
+pub fn validate(
+    params: &Params,
+    window: &Window,
+    header: &Header,
+    now: u64,
+) -> Result<Validated, ValidationError> {
+    let parent = *window.tip();
+    let height = parent.height + 1;
+    let fail = |rule| Err(ValidationError { height, rule });
+
+    if header.prev_blockhash != parent.hash {
+        return fail(Rule::PrevHashMismatch {
+            expected: parent.hash,
+            got: header.prev_blockhash,
+        });
+    }
+    // Proof of work against the header's own target (Core: CheckProofOfWork).
+    let target = match header.bits.to_target() {
+        Ok(t) if t <= params.pow_limit() => t,
+        Ok(_) | Err(CompactError::Negative | CompactError::Overflow | CompactError::Zero) => {
+            return fail(Rule::InvalidTarget { bits: header.bits });
+        }
+    };
+    let hash = header.block_hash();
+    if !target.is_met_by(&hash) {
+        return fail(Rule::HighHash { hash });
+    }
+    // The difficulty the rules require (Core: GetNextWorkRequired).
+    let bits_check = match next_bits(params, window, header.time) {
+        Expected::Exact(expected) if expected != header.bits => {
+            return fail(Rule::WrongBits {
+                expected,
+                got: header.bits,
+            });
+        }
+        Expected::Exact(_) => BitsCheck::Exact,
+        Expected::Range { easiest, hardest } => {
+            if target > easiest || target < hardest {
+                return fail(Rule::RetargetOutOfRange { got: header.bits });
+            }
+            BitsCheck::Bounded
+        }
+    };
+    // Timestamps.
+    if let Some(median) = window.median_time_past()
+        && header.time <= median
+    {
+        return fail(Rule::TimeTooOld {
+            time: header.time,
+            median,
+        });
+    }
+    let max = now.saturating_add(u64::from(MAX_FUTURE_BLOCK_TIME));
+    if u64::from(header.time) > max {
+        return fail(Rule::TimeTooNew {
+            time: header.time,
+            max: u32::try_from(max).unwrap_or(u32::MAX),
+        });
+    }
+    if params.enforce_bip94
+        && height % params.retarget_interval == 0
+        && header.time < parent.time.saturating_sub(MAX_TIMEWARP)
+    {
+        return fail(Rule::Timewarp {
+            time: header.time,
+            prev_time: parent.time,
+        });
+    }
+    // Versions (Core: ContextualCheckBlockHeader, "bad-version").
+    let min = if height >= params.bip65_height {
+        4
+    } else if height >= params.bip66_height {
+        3
+    } else if height >= params.bip34_height {
+        2
+    } else {
+        i32::MIN
+    };
+    if header.version < min {
+        return fail(Rule::BadVersion {
+            version: header.version,
+            min,
+        });
+    }
+    if let Some(expected) = params.checkpoint_at(height)
+        && expected != hash
+    {
+        return fail(Rule::CheckpointMismatch {
+            expected,
+            got: hash,
+        });
+    }
+    let chainwork = parent.chainwork.add(&window.work_of(header.bits, &target));
+    let normal_bits =
+        if height % params.retarget_interval == 0 || header.bits != params.pow_limit_compact() {
+            header.bits
+        } else {
+            parent.normal_bits
+        };
+    let entry = Entry {
+        height,
+        hash,
+        time: header.time,
+        bits: header.bits,
+        chainwork,
+        normal_bits,
+    };
+    Ok(Validated { entry, bits_check })
+}
+
+/// What the difficulty rules require of the next header.
+enum Expected {
+    Exact(CompactTarget),
+    /// At a retarget whose period's first header is not in the window: the clamp's range.
+    Range {
+        easiest: Target,
+        hardest: Target,
+    },
+}
+
+/// Core's `GetNextWorkRequired` for the child of the window's tip, with the child's time.
+fn next_bits(params: &Params, window: &Window, time: u32) -> Expected {
+    let last = *window.tip();
+    let height = last.height + 1;
+    let limit = params.pow_limit_compact();
+    if height % params.retarget_interval != 0 {
+        if params.allow_min_difficulty_blocks {
+            // A block more than twice the spacing after its parent may use the limit.
+            if u64::from(time) > u64::from(last.time) + 2 * u64::from(params.target_spacing) {
+                return Expected::Exact(limit);
+            }
+            // Otherwise the last block that did not use the special rule sets the target.
+            return Expected::Exact(last.normal_bits);
+        }
+        return Expected::Exact(last.bits);
+    }
+    if params.no_retargeting {
+        return Expected::Exact(last.bits);
+    }
+    let first_height = last.height + 1 - params.retarget_interval;
+    let Some(first) = window.get(first_height) else {
+        // The period began before what we hold: check the clamp's range only.
+        let old = last.bits.to_target().map(|t| t.0).unwrap_or_default();
+        let easiest = old.wrapping_mul_u64(4).min(params.pow_limit().0);
+        let hardest = old.checked_div_u64(4).unwrap_or_default();
+        return Expected::Range {
+            easiest: Target(easiest),
+            hardest: Target(hardest),
+        };
+    };
+    Expected::Exact(retarget(
+        params,
+        first.time,
+        if params.enforce_bip94 {
+            first.bits
+        } else {
+            last.bits
+        },
+        last.time,
+    ))
+}
+
+/// Core's `CalculateNextWorkRequired`: scale the target by the period's actual duration,
+/// clamped to a factor of 4, capped at the limit, rounded through the compact encoding.
+pub fn retarget(
+    params: &Params,
+    first_time: u32,
+    bits: CompactTarget,
+    last_time: u32,
+) -> CompactTarget {
+    let timespan = params.target_timespan;
+    let actual = (i64::from(last_time) - i64::from(first_time))
+        .clamp(i64::from(timespan / 4), i64::from(timespan) * 4) as u64;
+    let old = bits.to_target().map(|t| t.0).unwrap_or_default();
+    let new = old
+        .wrapping_mul_u64(actual)
+        .checked_div_u64(u64::from(timespan))
+        .unwrap_or_default();
+    Target(new.min(params.pow_limit().0)).to_compact()
+}
+
+#[cfg(test)]
+mod tests {
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    use super::*;
+    use crate::generate::{GENERATED_SPACING, mine, next_header};
+    use crate::params::REGTEST;
+
+    const NOW: u64 = 2_000_000_000;
+
+    /// A mined chain of `count` headers after genesis under `params`, and its window.
+    fn mined(params: &Params, count: u32) -> (Window, Header) {
+        let mut window = Window::from_genesis(params);
+        let mut prev = params.genesis;
+        for height in 1..=count {
+            let mut h = next_header(params, &prev, window.tip().hash, height, 0);
+            let expected = match next_bits(params, &window, h.time) {
+                Expected::Exact(bits) => bits,
+                Expected::Range { .. } => unreachable!("window from genesis"),
+            };
+            if h.bits != expected {
+                h.bits = expected;
+                assert!(mine(&mut h, &expected.to_target().unwrap()));
+            }
+            window.push(
+                validate(params, &window, &h, NOW)
+                    .expect("mined header valid")
+                    .entry,
+            );
+            prev = h;
+        }
+        (window, prev)
+    }
+
+    /// The next header after `prev`, changed by `edit`, then mined again.
+    fn child(
+        params: &Params,
+        window: &Window,
+        prev: &Header,
+        edit: impl FnOnce(&mut Header),
+    ) -> Header {
+        let mut h = next_header(params, prev, window.tip().hash, window.tip().height + 1, 0);
+        edit(&mut h);
+        let target = h.bits.to_target().unwrap();
+        assert!(mine(&mut h, &target));
+        h
+    }
+
+    fn rule_of(params: &Params, window: &Window, h: &Header, now: u64) -> Rule {
+        validate(params, window, h, now).expect_err("rejected").rule
+    }
+
+    #[test]
+    fn time_rules() {
+        let (window, prev) = mined(&REGTEST, 30);
+        let median = window.median_time_past().unwrap();
+        assert_eq!(median, prev.time - 5 * GENERATED_SPACING);
+        let h = child(&REGTEST, &window, &prev, |h| h.time = median);
+        assert_eq!(
+            rule_of(&REGTEST, &window, &h, NOW),
+            Rule::TimeTooOld {
+                time: median,
+                median
+            }
+        );
+        let h = child(&REGTEST, &window, &prev, |h| h.time = median + 1);
+        assert!(
+            validate(&REGTEST, &window, &h, NOW).is_ok(),
+            "one second above the median is fine"
+        );
+        let now = u64::from(prev.time);
+        let h = child(&REGTEST, &window, &prev, |h| {
+            h.time = prev.time + MAX_FUTURE_BLOCK_TIME + 1
+        });
+        assert_eq!(
+            rule_of(&REGTEST, &window, &h, now),
+            Rule::TimeTooNew {
+                time: prev.time + 7201,
+                max: prev.time + 7200
+            }
+        );
+        let h = child(&REGTEST, &window, &prev, |h| {
+            h.time = prev.time + MAX_FUTURE_BLOCK_TIME
+        });
+        assert!(
+            validate(&REGTEST, &window, &h, now).is_ok(),
+            "exactly two hours ahead is fine"
+        );
+    }
+
+    #[test]
+    fn version_rule() {
+        let params = Params {
+            bip34_height: 5,
+            bip66_height: 10,
+            bip65_height: 20,
+            ..REGTEST.clone()
+        };
+        let (window, prev) = mined(&params, 9);
+        let h = child(&params, &window, &prev, |h| h.version = 2);
+        assert_eq!(
+            rule_of(&params, &window, &h, NOW),
+            Rule::BadVersion { version: 2, min: 3 }
+        );
+        let h = child(&params, &window, &prev, |h| h.version = 3);
+        assert!(validate(&params, &window, &h, NOW).is_ok());
+    }
+
+    #[test]
+    fn checkpoint_rule() {
+        let (_, real) = mined(&REGTEST, 7);
+        let hash: &'static str = Box::leak(real.block_hash().to_string().into_boxed_str());
+        let checkpoints: &'static [(u32, &'static str)] =
+            Box::leak(vec![(7, hash)].into_boxed_slice());
+        let params = Params {
+            checkpoints,
+            ..REGTEST.clone()
+        };
+        let (window, prev) = mined(&params, 6);
+        assert!(
+            validate(&params, &window, &real, NOW).is_ok(),
+            "the checkpointed header itself"
+        );
+        let other = child(&params, &window, &prev, |h| h.merkle_root[0] ^= 1);
+        assert_eq!(
+            rule_of(&params, &window, &other, NOW),
+            Rule::CheckpointMismatch {
+                expected: real.block_hash(),
+                got: other.block_hash()
+            }
+        );
+    }
+
+    /// Mainnet's difficulty rules on an easy, fast chain: 16-block periods of 9,600 s, and a
+    /// limit of 2^243 - 1. (Regtest's limit, 2^255, overflows Core's `target * timespan`
+    /// multiplication, which is why Core never retargets regtest.)
+    fn retargeting() -> Params {
+        let mut pow_limit = [0xff; 32];
+        pow_limit[0] = 0;
+        pow_limit[1] = 0x07;
+        let limit_bits = Target(crate::uint::U256::from_be_bytes(&pow_limit)).to_compact();
+        Params {
+            no_retargeting: false,
+            allow_min_difficulty_blocks: false,
+            retarget_interval: 16,
+            target_timespan: 16 * 600,
+            pow_limit,
+            genesis: Header {
+                bits: limit_bits,
+                ..REGTEST.genesis
+            },
+            ..REGTEST.clone()
+        }
+    }
+
+    /// The retarget after the first period of [`retargeting`], computed independently
+    /// (Python, from Core's SetCompact/GetCompact): 0x07ffff << 224 * 4500 / 9600.
+    const FIRST_RETARGET: CompactTarget = CompactTarget(0x1f03bfff);
+
+    #[test]
+    fn wrong_bits_at_a_retarget() {
+        let params = retargeting();
+        assert_eq!(params.pow_limit_compact(), CompactTarget(0x1f07ffff));
+        let (window, prev) = mined(&params, 15);
+        // 15 intervals of 300 s against 9,600 s intended: the target shrinks to 4500/9600.
+        let first = window.get(0).unwrap();
+        assert_eq!(
+            retarget(&params, first.time, prev.bits, prev.time),
+            FIRST_RETARGET
+        );
+        let kept = child(&params, &window, &prev, |_| {});
+        assert_eq!(kept.bits, params.pow_limit_compact());
+        assert_eq!(
+            rule_of(&params, &window, &kept, NOW),
+            Rule::WrongBits {
+                expected: FIRST_RETARGET,
+                got: kept.bits
+            }
+        );
+        let right = child(&params, &window, &prev, |h| h.bits = FIRST_RETARGET);
+        assert!(validate(&params, &window, &right, NOW).is_ok());
+        // Inside a period the parent's nBits must be kept.
+        let (window, prev) = mined(&params, 20);
+        assert_eq!(window.tip().bits, FIRST_RETARGET);
+        let h = child(&params, &window, &prev, |h| {
+            h.bits = params.pow_limit_compact()
+        });
+        assert_eq!(
+            rule_of(&params, &window, &h, NOW),
+            Rule::WrongBits {
+                expected: FIRST_RETARGET,
+                got: params.pow_limit_compact()
+            }
+        );
+    }
+
+    #[test]
+    fn testnet_minimum_difficulty_rule() {
+        let params = Params {
+            allow_min_difficulty_blocks: true,
+            ..retargeting()
+        };
+        let (mut window, mut prev) = mined(&params, 17);
+        assert_eq!(
+            window.tip().bits,
+            FIRST_RETARGET,
+            "the period after the first retarget is harder"
+        );
+        // More than 20 minutes after its parent: the limit is allowed.
+        let easy = child(&params, &window, &prev, |h| {
+            h.time = prev.time + 1201;
+            h.bits = params.pow_limit_compact();
+        });
+        window.push(
+            validate(&params, &window, &easy, NOW)
+                .expect("min-difficulty block")
+                .entry,
+        );
+        prev = easy;
+        // The next one, on time, must return to the last real target, not keep the limit.
+        let limit = child(&params, &window, &prev, |h| {
+            h.bits = params.pow_limit_compact()
+        });
+        assert_eq!(
+            rule_of(&params, &window, &limit, NOW),
+            Rule::WrongBits {
+                expected: FIRST_RETARGET,
+                got: limit.bits
+            }
+        );
+        let back = child(&params, &window, &prev, |h| h.bits = FIRST_RETARGET);
+        assert!(validate(&params, &window, &back, NOW).is_ok());
+    }
+
+    #[test]
+    fn bip94_timewarp_rule() {
+        let params = Params {
+            enforce_bip94: true,
+            ..retargeting()
+        };
+        let (window, prev) = mined(&params, 15);
+        let first = window.get(0).unwrap();
+        let bits = retarget(&params, first.time, first.bits, prev.time);
+        let early = child(&params, &window, &prev, |h| {
+            h.bits = bits;
+            h.time = prev.time - MAX_TIMEWARP - 1;
+        });
+        assert_eq!(
+            rule_of(&params, &window, &early, NOW),
+            Rule::Timewarp {
+                time: early.time,
+                prev_time: prev.time
+            }
+        );
+        let ok = child(&params, &window, &prev, |h| {
+            h.bits = bits;
+            h.time = prev.time - MAX_TIMEWARP;
+        });
+        assert!(validate(&params, &window, &ok, NOW).is_ok());
+    }
+
+    #[test]
+    fn window_keeps_one_period() {
+        let (mut window, _) = mined(&REGTEST, 2100);
+        assert_eq!(window.len(), WINDOW_LEN);
+        assert!(window.get(2100 - 2015).is_some() && window.get(2100 - 2016).is_none());
+        let tip = *window.tip();
+        assert_eq!(window.pop(), Some(tip));
+        assert_eq!(window.tip().height, 2099);
+    }
+}
