@@ -4,6 +4,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod chain;
 pub mod generate;
 mod header;
 mod params;
@@ -11,11 +12,12 @@ mod target;
 mod uint;
 mod validate;
 
+pub use chain::{Chain, ConnectError, MAX_SIDE_BRANCH, Outcome};
 pub use header::{BlockHash, HEADER_LEN, Header, hash_header_bytes};
 pub use params::{MAINNET, Network, Params, REGTEST, SIGNET, TESTNET3, TESTNET4, UnknownNetwork};
 pub use target::{CompactError, CompactTarget, Target, Work};
 pub use uint::U256;
 pub use validate::{
-    BitsCheck, Entry, MAX_FUTURE_BLOCK_TIME, MAX_TIMEWARP, MEDIAN_TIME_SPAN, Rule, Validated,
-    ValidationError, WINDOW_LEN, Window, retarget, validate,
+    BitsCheck, Entry, MAX_BATCH, MAX_FUTURE_BLOCK_TIME, MAX_TIMEWARP, MEDIAN_TIME_SPAN, Rule,
+    Validated, ValidationError, WINDOW_LEN, Window, retarget, validate,
 };

@@ -191,8 +191,13 @@ pub struct Entry {
     pub normal_bits: CompactTarget,
 }
 
-/// How many recent headers a [`Window`] keeps: one difficulty period.
-pub const WINDOW_LEN: usize = 2016;
+/// How many recent headers a [`Window`] keeps: two difficulty periods. Validation needs one
+/// (a retarget looks back 2015 headers); the second lets a rejected batch of up to
+/// [`MAX_BATCH`] headers be undone with [`Window::pop`] without losing that context.
+pub const WINDOW_LEN: usize = 2 * 2016;
+
+/// Most headers a batch may hold so that it can be undone: see [`WINDOW_LEN`].
+pub const MAX_BATCH: usize = 2016;
 
 /// The last [`WINDOW_LEN`] headers of a chain, in a fixed ring (allocated once).
 #[derive(Clone, Debug)]
@@ -229,6 +234,21 @@ impl Window {
     /// pushed in order after it).
     pub fn from_trusted(entry: Entry) -> Window {
         Window::starting_at(entry, entry.height == 0)
+    }
+
+    /// A window from consecutive entries (oldest first), as a store reloads them: the
+    /// first is trusted, the rest must each link to the one before. `None` if `entries` is
+    /// empty or does not link.
+    pub fn from_entries(entries: &[Entry]) -> Option<Window> {
+        let (first, rest) = entries.split_first()?;
+        let mut window = Window::from_trusted(*first);
+        for e in rest {
+            if e.height != window.tip().height + 1 {
+                return None;
+            }
+            window.push(*e);
+        }
+        Some(window)
     }
 
     fn starting_at(entry: Entry, from_genesis: bool) -> Window {
@@ -298,6 +318,26 @@ impl Window {
         self.tip = (self.tip + n - 1) % n;
         self.len -= 1;
         Some(e)
+    }
+
+    /// The height of `hash` if the window holds it (a linear scan: for forks, not the
+    /// per-header path).
+    pub fn height_of(&self, hash: &BlockHash) -> Option<u32> {
+        let tip = self.tip().height;
+        (0..self.len as u32)
+            .map(|back| tip - back)
+            .find(|&h| self.get(h).is_some_and(|e| e.hash == *hash))
+    }
+
+    /// Drop entries above `height`; false (and nothing dropped) unless the window holds it.
+    pub fn truncate_to(&mut self, height: u32) -> bool {
+        if self.get(height).is_none() {
+            return false;
+        }
+        while self.tip().height > height {
+            self.pop();
+        }
+        true
     }
 
     /// Median of the last (up to) 11 timestamps, or `None` when the window holds fewer than
@@ -781,12 +821,18 @@ mod tests {
     }
 
     #[test]
-    fn window_keeps_one_period() {
-        let (mut window, _) = mined(&REGTEST, 2100);
+    fn window_keeps_two_periods() {
+        let (mut window, _) = mined(&REGTEST, 4100);
         assert_eq!(window.len(), WINDOW_LEN);
-        assert!(window.get(2100 - 2015).is_some() && window.get(2100 - 2016).is_none());
+        assert!(window.get(4100 - 4031).is_some() && window.get(4100 - 4032).is_none());
         let tip = *window.tip();
         assert_eq!(window.pop(), Some(tip));
-        assert_eq!(window.tip().height, 2099);
+        assert_eq!(window.tip().height, 4099);
+        let at_4000 = *window.get(4000).unwrap();
+        assert_eq!(window.height_of(&at_4000.hash), Some(4000));
+        assert!(window.truncate_to(4000));
+        assert_eq!(*window.tip(), at_4000);
+        assert!(!window.truncate_to(10), "not held: nothing dropped");
+        assert_eq!(window.tip().height, 4000);
     }
 }

@@ -1,0 +1,607 @@
+//! Fork choice: the best chain is the valid chain with the most cumulative work.
+//!
+//! [`Chain`] holds the best chain's recent headers (a [`Window`]) and decides where each
+//! batch of headers from a peer lands: on the tip, on a branch that now has more work (a
+//! reorg), or on a branch with no more work (kept out). A batch is all or nothing: if one
+//! header fails, the chain is exactly as before. It never touches storage: when a branch
+//! forks below the window, it asks for the ancestors ([`Outcome::NeedAncestors`]) and the
+//! caller hands them back from its store.
+
+use core::fmt;
+
+use crate::header::{BlockHash, Header};
+use crate::params::Params;
+use crate::validate::{Entry, MAX_BATCH, Rule, ValidationError, WINDOW_LEN, Window, validate};
+
+/// Longest side branch kept while it has no more work than the best chain (8 MB of
+/// entries). A branch arrives in batches; it must be kept until it overtakes.
+pub const MAX_SIDE_BRANCH: usize = 100_000;
+
+/// Where a batch landed. The entries to store, if any, are in [`Chain::staged`].
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Outcome {
+    /// The batch extends the tip; store the staged entries after it.
+    Extended {
+        /// Height of the first staged entry.
+        first_height: u32,
+    },
+    /// A branch with more work replaced the tip: roll storage back to `fork_height`, then
+    /// store the staged entries.
+    Reorg {
+        /// Height of the last header both chains share.
+        fork_height: u32,
+        /// The tip that was replaced.
+        old_tip: Entry,
+    },
+    /// A valid branch with no more work than ours (the first seen wins ties): nothing to
+    /// store. It is kept, so that the next batch can continue it.
+    Stale {
+        /// Height of the last header both chains share.
+        fork_height: u32,
+        /// The branch's tip.
+        branch_tip: Entry,
+    },
+    /// Every header is already on the best chain.
+    Known,
+    /// The batch's parent is not in the window: look it up in storage and call
+    /// [`Chain::connect_branch`] with the entries up to and including it.
+    NeedAncestors {
+        /// The batch's parent.
+        parent: BlockHash,
+    },
+}
+
+/// Why a batch was refused. The chain is unchanged.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum ConnectError {
+    /// A header broke a rule.
+    Invalid(ValidationError),
+    /// Batches hold at most [`MAX_BATCH`] headers (so that a failed one can be undone).
+    BatchTooLarge {
+        /// Headers in the batch.
+        len: usize,
+    },
+    /// The ancestors given to [`Chain::connect_branch`] do not end at the batch's parent,
+    /// do not link, or do not meet the best chain.
+    BadAncestors,
+    /// A side branch grew past [`MAX_SIDE_BRANCH`] headers without overtaking the best
+    /// chain; it is dropped (memory stays bounded).
+    SideBranchTooLong,
+}
+
+impl fmt::Display for ConnectError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConnectError::Invalid(e) => e.fmt(f),
+            ConnectError::BatchTooLarge { len } => {
+                write!(f, "batch of {len} headers exceeds {MAX_BATCH}")
+            }
+            ConnectError::BadAncestors => {
+                f.write_str("ancestors do not lead to the batch's parent")
+            }
+            ConnectError::SideBranchTooLong => {
+                write!(
+                    f,
+                    "side branch longer than {MAX_SIDE_BRANCH} headers without more work; dropped"
+                )
+            }
+        }
+    }
+}
+
+impl std::error::Error for ConnectError {}
+
+impl From<ValidationError> for ConnectError {
+    fn from(e: ValidationError) -> Self {
+        ConnectError::Invalid(e)
+    }
+}
+
+/// The best chain's recent headers and fork choice.
+pub struct Chain {
+    params: &'static Params,
+    window: Window,
+    /// Validated entries of the last batch, for the caller to store (reused: no allocation
+    /// per batch once warm).
+    staged: Vec<Entry>,
+    /// The latest branch with no more work than the best chain, kept to be continued.
+    side: Option<Side>,
+}
+
+/// A side branch: its own window (to validate what extends it) and every entry since the
+/// fork (to store them all if it overtakes).
+struct Side {
+    window: Window,
+    fork_height: u32,
+    entries: Vec<Entry>,
+}
+
+impl Chain {
+    /// A chain holding only the genesis header.
+    pub fn new(params: &'static Params) -> Chain {
+        Chain::with_window(params, Window::from_genesis(params))
+    }
+
+    /// A chain resumed from stored entries (oldest first, ending at the stored tip; up to
+    /// [`WINDOW_LEN`] of them are kept). `None` if they are empty or do not link.
+    pub fn resume(params: &'static Params, entries: &[Entry]) -> Option<Chain> {
+        let keep = &entries[entries.len().saturating_sub(WINDOW_LEN)..];
+        Window::from_entries(keep).map(|w| Chain::with_window(params, w))
+    }
+
+    fn with_window(params: &'static Params, window: Window) -> Chain {
+        Chain {
+            params,
+            window,
+            staged: Vec::with_capacity(MAX_BATCH),
+            side: None,
+        }
+    }
+
+    /// The network's parameters.
+    pub fn params(&self) -> &'static Params {
+        self.params
+    }
+
+    /// The best chain's tip.
+    pub fn tip(&self) -> &Entry {
+        self.window.tip()
+    }
+
+    /// The recent headers of the best chain.
+    pub fn window(&self) -> &Window {
+        &self.window
+    }
+
+    /// Entries the last [`Self::connect`] or [`Self::connect_branch`] validated for storage.
+    pub fn staged(&self) -> &[Entry] {
+        &self.staged
+    }
+
+    /// Take a batch of consecutive headers from a peer, `now` being the caller's clock.
+    pub fn connect(&mut self, headers: &[Header], now: u64) -> Result<Outcome, ConnectError> {
+        self.staged.clear();
+        let Some(first) = headers.first() else {
+            return Ok(Outcome::Known);
+        };
+        if headers.len() > MAX_BATCH {
+            return Err(ConnectError::BatchTooLarge { len: headers.len() });
+        }
+        if first.prev_blockhash == self.tip().hash {
+            return self.extend(headers, now);
+        }
+        if self
+            .side
+            .as_ref()
+            .is_some_and(|s| s.window.tip().hash == first.prev_blockhash)
+        {
+            return self.extend_side(headers, now);
+        }
+        match self.window.height_of(&first.prev_blockhash) {
+            Some(fork) => self.branch(None, fork, headers, now),
+            None => Ok(Outcome::NeedAncestors {
+                parent: first.prev_blockhash,
+            }),
+        }
+    }
+
+    /// Take a batch whose parent is below the window, with `ancestors`: consecutive stored
+    /// entries of the best chain (oldest first) ending at the batch's parent; up to
+    /// [`WINDOW_LEN`] are used, and validation needs the last 2016.
+    pub fn connect_branch(
+        &mut self,
+        ancestors: &[Entry],
+        headers: &[Header],
+        now: u64,
+    ) -> Result<Outcome, ConnectError> {
+        self.staged.clear();
+        let Some(first) = headers.first() else {
+            return Ok(Outcome::Known);
+        };
+        if headers.len() > MAX_BATCH {
+            return Err(ConnectError::BatchTooLarge { len: headers.len() });
+        }
+        let keep = &ancestors[ancestors.len().saturating_sub(WINDOW_LEN)..];
+        let base = Window::from_entries(keep).ok_or(ConnectError::BadAncestors)?;
+        if base.tip().hash != first.prev_blockhash || base.tip().height > self.tip().height {
+            return Err(ConnectError::BadAncestors);
+        }
+        let fork = base.tip().height;
+        self.branch(Some(base), fork, headers, now)
+    }
+
+    fn extend(&mut self, headers: &[Header], now: u64) -> Result<Outcome, ConnectError> {
+        let first_height = self.tip().height + 1;
+        for (i, header) in headers.iter().enumerate() {
+            match validate(self.params, &self.window, header, now) {
+                Ok(v) => {
+                    self.window.push(v.entry);
+                    self.staged.push(v.entry);
+                }
+                Err(e) => {
+                    // Undo the batch: the window holds two periods, a batch at most one.
+                    for _ in 0..i {
+                        self.window.pop();
+                    }
+                    self.staged.clear();
+                    return Err(e.into());
+                }
+            }
+        }
+        Ok(Outcome::Extended { first_height })
+    }
+
+    /// Validate `headers`, whose parent is the best chain's header at `fork`, on a copy of
+    /// the window rewound to it (or on `deep`, built from stored ancestors, when the fork is
+    /// below the window); then keep whichever of branch and best chain has more work.
+    fn branch(
+        &mut self,
+        deep: Option<Window>,
+        mut fork: u32,
+        headers: &[Header],
+        now: u64,
+    ) -> Result<Outcome, ConnectError> {
+        // A peer may resend headers we already have: skip those on the best chain before
+        // copying anything.
+        let mut skip = 0;
+        while let (Some(h), Some(e)) = (headers.get(skip), self.window.get(fork + 1)) {
+            if e.hash != h.block_hash() {
+                break;
+            }
+            fork += 1;
+            skip += 1;
+        }
+        let rest = &headers[skip..];
+        if rest.is_empty() {
+            return Ok(Outcome::Known);
+        }
+        if fork == self.tip().height {
+            return self.extend(rest, now);
+        }
+        // Core: a header below the last checkpoint's height that is not on the best chain.
+        let checkpoint = self.params.last_checkpoint_height();
+        if fork + 1 < checkpoint {
+            return Err(ConnectError::Invalid(ValidationError {
+                height: fork + 1,
+                rule: Rule::ForkBelowCheckpoint { checkpoint },
+            }));
+        }
+        // Forks are rare: copying the window (about 320 KB) here keeps the tip path free.
+        let mut base = match deep {
+            Some(w) if skip == 0 => w,
+            _ => self.window.clone(),
+        };
+        if !base.truncate_to(fork) {
+            return Err(ConnectError::BadAncestors);
+        }
+        for header in rest {
+            match validate(self.params, &base, header, now) {
+                Ok(v) => {
+                    base.push(v.entry);
+                    self.staged.push(v.entry);
+                }
+                Err(e) => {
+                    self.staged.clear();
+                    return Err(e.into());
+                }
+            }
+        }
+        let entries = self.staged.clone();
+        Ok(self.choose(Side {
+            window: base,
+            fork_height: fork,
+            entries,
+        }))
+    }
+
+    /// Continue the kept side branch with `headers`.
+    fn extend_side(&mut self, headers: &[Header], now: u64) -> Result<Outcome, ConnectError> {
+        let Some(mut side) = self.side.take() else {
+            return Err(ConnectError::BadAncestors);
+        };
+        if side.entries.len() + headers.len() > MAX_SIDE_BRANCH {
+            return Err(ConnectError::SideBranchTooLong);
+        }
+        for (pushed, header) in headers.iter().enumerate() {
+            match validate(self.params, &side.window, header, now) {
+                Ok(v) => {
+                    side.window.push(v.entry);
+                    side.entries.push(v.entry);
+                }
+                // All or nothing: the branch is kept as it was before this batch.
+                Err(e) => {
+                    for _ in 0..pushed {
+                        side.entries.pop();
+                        side.window.pop();
+                    }
+                    self.side = Some(side);
+                    return Err(e.into());
+                }
+            }
+        }
+        Ok(self.choose(side))
+    }
+
+    /// Keep whichever of `side` and the best chain has more work (ties keep the best chain:
+    /// the first seen wins, as in Core).
+    fn choose(&mut self, side: Side) -> Outcome {
+        self.staged.clear();
+        if side.window.tip().chainwork > self.tip().chainwork {
+            let old_tip = *self.tip();
+            self.window = side.window;
+            // Everything since the fork is stored, not only the last batch.
+            self.staged.extend_from_slice(&side.entries);
+            self.side = None;
+            Outcome::Reorg {
+                fork_height: side.fork_height,
+                old_tip,
+            }
+        } else {
+            let outcome = Outcome::Stale {
+                fork_height: side.fork_height,
+                branch_tip: *side.window.tip(),
+            };
+            self.side = Some(side);
+            outcome
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    use super::*;
+    use crate::generate::next_header;
+    use crate::params::REGTEST;
+
+    const NOW: u64 = 2_000_000_000;
+
+    /// `count` headers on `branch` after `parent` (at height `parent_height`).
+    fn headers_after(parent: &Header, parent_height: u32, count: u32, branch: u32) -> Vec<Header> {
+        let mut out = Vec::with_capacity(count as usize);
+        let (mut prev, mut prev_hash) = (*parent, parent.block_hash());
+        for height in parent_height + 1..=parent_height + count {
+            let h = next_header(&REGTEST, &prev, prev_hash, height, branch);
+            prev_hash = h.block_hash();
+            prev = h;
+            out.push(h);
+        }
+        out
+    }
+
+    /// The main chain: genesis then `count` headers (index = height).
+    fn main_chain(count: u32) -> Vec<Header> {
+        let mut all = vec![REGTEST.genesis];
+        all.extend(headers_after(&REGTEST.genesis, 0, count, 0));
+        all
+    }
+
+    /// A chain that took `headers[1..]` in batches of `batch`.
+    fn synced(headers: &[Header], batch: usize) -> Chain {
+        let mut chain = Chain::new(&REGTEST);
+        for b in headers[1..].chunks(batch) {
+            assert!(matches!(
+                chain.connect(b, NOW).expect("valid"),
+                Outcome::Extended { .. }
+            ));
+        }
+        chain
+    }
+
+    #[test]
+    fn extends_in_batches_and_stages_what_to_store() {
+        let main = main_chain(2500);
+        let mut chain = Chain::new(&REGTEST);
+        let mut next = 1;
+        for b in main[1..].chunks(800) {
+            assert_eq!(
+                chain.connect(b, NOW),
+                Ok(Outcome::Extended { first_height: next })
+            );
+            assert_eq!(chain.staged().len(), b.len());
+            assert_eq!(chain.staged()[0].hash, b[0].block_hash());
+            next += b.len() as u32;
+        }
+        assert_eq!(chain.tip().height, 2500);
+        assert_eq!(chain.tip().hash, main[2500].block_hash());
+        assert_eq!(chain.connect(&main[2400..2450], NOW), Ok(Outcome::Known));
+        assert_eq!(chain.connect(&[], NOW), Ok(Outcome::Known));
+        let too_many = headers_after(&main[2500], 2500, MAX_BATCH as u32 + 1, 0);
+        assert_eq!(
+            chain.connect(&too_many, NOW),
+            Err(ConnectError::BatchTooLarge { len: MAX_BATCH + 1 })
+        );
+    }
+
+    #[test]
+    fn a_bad_header_refuses_the_whole_batch() {
+        let main = main_chain(3000);
+        let mut chain = synced(&main[..=2000], 1000);
+        let before = (*chain.tip(), chain.window().len());
+        let mut batch = main[2001..].to_vec();
+        batch[300].prev_blockhash.0[5] ^= 1;
+        let err = chain.connect(&batch, NOW).expect_err("refused");
+        assert!(matches!(
+            err,
+            ConnectError::Invalid(ValidationError {
+                height: 2301,
+                rule: Rule::PrevHashMismatch { .. }
+            })
+        ));
+        assert_eq!(
+            (*chain.tip(), chain.window().len()),
+            before,
+            "unchanged, context kept"
+        );
+        assert!(chain.staged().is_empty());
+        assert!(matches!(
+            chain.connect(&main[2001..], NOW),
+            Ok(Outcome::Extended { first_height: 2001 })
+        ));
+    }
+
+    #[test]
+    fn a_heavier_fork_reorgs_a_lighter_or_equal_one_does_not() {
+        let main = main_chain(1000);
+        let mut chain = synced(&main, 500);
+        // 100 headers from 900: tip 999 < 1000, stale. 101: a tie, still stale.
+        let fork = headers_after(&main[899], 899, 102, 1);
+        let old_tip = *chain.tip();
+        assert!(matches!(
+            chain.connect(&fork[..100], NOW),
+            Ok(Outcome::Stale {
+                fork_height: 899,
+                ..
+            })
+        ));
+        assert_eq!(*chain.tip(), old_tip);
+        assert!(chain.staged().is_empty());
+        // The kept side branch continues: one more header ties (stale), one more overtakes.
+        assert!(matches!(
+            chain.connect(&fork[100..101], NOW),
+            Ok(Outcome::Stale { .. })
+        ));
+        assert_eq!(
+            chain.connect(&fork[101..], NOW),
+            Ok(Outcome::Reorg {
+                fork_height: 899,
+                old_tip
+            })
+        );
+        assert_eq!(chain.tip().height, 1001);
+        assert_eq!(chain.tip().hash, fork[101].block_hash());
+        // Everything since the fork is staged, not only the last batch.
+        assert_eq!(chain.staged().len(), 102);
+        assert_eq!(chain.staged()[0].hash, fork[0].block_hash());
+        // The old branch can come back with more work.
+        let back = headers_after(&main[1000], 1000, 2, 0);
+        assert!(matches!(
+            chain.connect(&back, NOW),
+            Ok(Outcome::NeedAncestors { .. })
+        ));
+    }
+
+    #[test]
+    fn a_long_branch_arriving_in_batches_reorgs_deeply() {
+        let main = main_chain(6000);
+        let mut chain = synced(&main, 2000);
+        // Fork at 1000: deeper than the window. The caller supplies the ancestors.
+        let branch = headers_after(&main[1000], 1000, 5100, 1);
+        let parent = match chain.connect(&branch[..2000], NOW) {
+            Ok(Outcome::NeedAncestors { parent }) => parent,
+            other => panic!("expected NeedAncestors, got {other:?}"),
+        };
+        assert_eq!(parent, main[1000].block_hash());
+        let ancestors = synced(&main[..=1000], 1000).window().clone();
+        let entries: Vec<Entry> = (0..=1000)
+            .filter_map(|h| ancestors.get(h).copied())
+            .collect();
+        assert!(matches!(
+            chain.connect_branch(&entries, &branch[..2000], NOW),
+            Ok(Outcome::Stale {
+                fork_height: 1000,
+                ..
+            })
+        ));
+        assert!(matches!(
+            chain.connect(&branch[2000..4000], NOW),
+            Ok(Outcome::Stale { .. })
+        ));
+        let old_tip = *chain.tip();
+        assert_eq!(
+            chain.connect(&branch[4000..], NOW),
+            Ok(Outcome::Reorg {
+                fork_height: 1000,
+                old_tip
+            })
+        );
+        assert_eq!(chain.tip().height, 6100);
+        assert_eq!(chain.staged().len(), 5100);
+        // Wrong ancestors are refused.
+        assert_eq!(
+            chain.connect_branch(&entries[..500], &branch[..10], NOW),
+            Err(ConnectError::BadAncestors)
+        );
+    }
+
+    #[test]
+    fn a_bad_header_on_a_side_branch_keeps_the_branch_as_it_was() {
+        let main = main_chain(1000);
+        let mut chain = synced(&main, 500);
+        let fork = headers_after(&main[899], 899, 150, 1);
+        assert!(matches!(
+            chain.connect(&fork[..60], NOW),
+            Ok(Outcome::Stale { .. })
+        ));
+        let mut bad = fork[60..120].to_vec();
+        bad[10].time = 1; // far below the median time past
+        assert!(chain.connect(&bad, NOW).is_err());
+        assert_eq!(
+            chain.connect(&fork[60..], NOW),
+            Ok(Outcome::Reorg {
+                fork_height: 899,
+                old_tip: *synced(&main, 500).tip()
+            })
+        );
+    }
+
+    #[test]
+    fn a_fork_below_the_last_checkpoint_is_refused() {
+        let main = main_chain(300);
+        let cp_hash: &'static str = Box::leak(main[200].block_hash().to_string().into_boxed_str());
+        let params: &'static Params = Box::leak(Box::new(Params {
+            checkpoints: Box::leak(vec![(200, cp_hash)].into_boxed_slice()),
+            ..REGTEST.clone()
+        }));
+        let mut chain = Chain::new(params);
+        chain
+            .connect(&main[1..=300], NOW)
+            .expect("the checkpointed chain");
+        let below = headers_after(&main[150], 150, 200, 1);
+        assert_eq!(
+            chain.connect(&below, NOW),
+            Err(ConnectError::Invalid(ValidationError {
+                height: 151,
+                rule: Rule::ForkBelowCheckpoint { checkpoint: 200 }
+            }))
+        );
+        // At the checkpoint's own height, the checkpoint decides.
+        let at = headers_after(&main[199], 199, 200, 1);
+        assert!(matches!(
+            chain.connect(&at, NOW),
+            Err(ConnectError::Invalid(ValidationError {
+                height: 200,
+                rule: Rule::CheckpointMismatch { .. }
+            }))
+        ));
+        // Above it, forks are fine.
+        let above = headers_after(&main[250], 250, 60, 1);
+        assert!(matches!(
+            chain.connect(&above, NOW),
+            Ok(Outcome::Reorg {
+                fork_height: 250,
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn resumes_from_stored_entries() {
+        let main = main_chain(5000);
+        let chain = synced(&main, 2000);
+        let w = chain.window();
+        let entries: Vec<Entry> = (0..=5000).filter_map(|h| w.get(h).copied()).collect();
+        assert_eq!(entries.len(), WINDOW_LEN);
+        let mut resumed = Chain::resume(&REGTEST, &entries).expect("links");
+        assert_eq!(resumed.tip(), chain.tip());
+        let more = headers_after(&main[5000], 5000, 10, 0);
+        assert!(matches!(
+            resumed.connect(&more, NOW),
+            Ok(Outcome::Extended { first_height: 5001 })
+        ));
+        assert!(Chain::resume(&REGTEST, &[]).is_none());
+        assert!(Chain::resume(&REGTEST, &[entries[0], entries[2]]).is_none());
+    }
+}
