@@ -8,9 +8,8 @@
 use std::hint::black_box;
 
 use lightwire_alloc::snapshot;
-use lightwire_noise::{
-    FrameBuffer, FrameReader, Initiator, Receiver, Responder, SecretKey, Sender, frame_len,
-};
+use lightwire_noise::test_util::connected_pair;
+use lightwire_noise::{FrameBuffer, FrameReader, Receiver, Sender, frame_len};
 
 /// A monotonic clock in nanoseconds (`Instant` natively, `performance.now()` in a browser).
 pub trait Clock {
@@ -60,17 +59,10 @@ impl Measurement {
     }
 }
 
-/// A connected initiator/responder pair: the initiator's sender and the responder's
-/// receiver (one direction is all a benchmark needs).
+/// The initiator's sender and the responder's receiver of a connected pair (one
+/// direction is all a benchmark needs).
 fn pair() -> (Sender, Receiver) {
-    let key = |b: u8| SecretKey::from_bytes(&[b; 32]).expect("valid bench key");
-    let responder_static = key(0x21);
-    let (initiator, act1) = Initiator::start(key(0x11), responder_static.public_key(), key(0x12));
-    let (responder, act2) = Responder::start(responder_static, key(0x22))
-        .read_act_one(&act1)
-        .expect("act one");
-    let (act3, initiator) = initiator.read_act_two(&act2).expect("act two");
-    let responder = responder.read_act_three(&act3).expect("act three");
+    let (initiator, responder) = connected_pair();
     (initiator.split().0, responder.split().1)
 }
 

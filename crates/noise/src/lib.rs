@@ -30,18 +30,25 @@ mod trace;
 #[cfg(test)]
 mod vectors;
 
-/// A connected initiator/responder pair from a real handshake, for tests.
-#[cfg(test)]
-pub(crate) fn connected_pair() -> (Transport, Transport) {
-    let key = |b: u8| SecretKey::from_bytes(&[b; 32]).expect("valid test key");
-    let responder_static = key(0x21);
-    let (initiator, act1) = Initiator::start(key(0x11), responder_static.public_key(), key(0x12));
-    let (responder, act2) = Responder::start(responder_static, key(0x22))
-        .read_act_one(&act1)
-        .expect("act one");
-    let (act3, initiator) = initiator.read_act_two(&act2).expect("act two");
-    let responder = responder.read_act_three(&act3).expect("act three");
-    (initiator, responder)
+/// Test support, behind the `test-util` feature: never for real connections.
+#[cfg(any(test, feature = "test-util"))]
+pub mod test_util {
+    use crate::{Initiator, Responder, SecretKey, Transport};
+
+    /// An initiator/responder pair connected by a real handshake, with fixed public test
+    /// keys (so anyone can decrypt their traffic): (initiator, responder).
+    pub fn connected_pair() -> (Transport, Transport) {
+        let key = |b: u8| SecretKey::from_bytes(&[b; 32]).expect("valid test key");
+        let responder_static = key(0x21);
+        let (initiator, act1) =
+            Initiator::start(key(0x11), responder_static.public_key(), key(0x12));
+        let (responder, act2) = Responder::start(responder_static, key(0x22))
+            .read_act_one(&act1)
+            .expect("act one");
+        let (act3, initiator) = initiator.read_act_two(&act2).expect("act two");
+        let responder = responder.read_act_three(&act3).expect("act three");
+        (initiator, responder)
+    }
 }
 
 pub use handshake::{AwaitingActThree, AwaitingActTwo, HandshakeError, Initiator, Responder};

@@ -492,7 +492,7 @@ mod tests {
     use wasm_bindgen_test::wasm_bindgen_test as test;
 
     use super::*;
-    use crate::connected_pair;
+    use crate::test_util::connected_pair;
 
     fn frame_of(sender: &mut Sender, message: &[u8]) -> Vec<u8> {
         let mut out = vec![0u8; frame_len(message.len())];

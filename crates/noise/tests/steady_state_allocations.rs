@@ -10,16 +10,11 @@ use wasm_bindgen_test::wasm_bindgen_test as test;
 wasm_bindgen_test::wasm_bindgen_test_configure!(run_in_browser);
 
 use lightwire_alloc::{CountingAllocator, snapshot};
-use lightwire_noise::{
-    FrameBuffer, FrameReader, Initiator, Receiver, Responder, SecretKey, Sender,
-};
+use lightwire_noise::test_util::connected_pair;
+use lightwire_noise::{FrameBuffer, FrameReader, Receiver, Sender};
 
 #[global_allocator]
 static ALLOC: CountingAllocator = CountingAllocator::system();
-
-fn key(b: u8) -> SecretKey {
-    SecretKey::from_bytes(&[b; 32]).expect("valid test key")
-}
 
 /// Encode `message` into the frame buffer's body, seal it, and feed the frame through
 /// the reader in two chunks (as a WebSocket might deliver it); check what comes out.
@@ -46,13 +41,7 @@ fn send(
 
 #[test]
 fn zero_allocations_per_message_both_directions() {
-    let responder_static = key(0x21);
-    let (initiator, act1) = Initiator::start(key(0x11), responder_static.public_key(), key(0x12));
-    let (responder, act2) = Responder::start(responder_static, key(0x22))
-        .read_act_one(&act1)
-        .expect("act one");
-    let (act3, initiator) = initiator.read_act_two(&act2).expect("act two");
-    let responder = responder.read_act_three(&act3).expect("act three");
+    let (initiator, responder) = connected_pair();
     let (mut a_tx, mut a_rx) = initiator.split();
     let (mut b_tx, mut b_rx) = responder.split();
     let (mut a_buf, mut b_buf) = (FrameBuffer::new(), FrameBuffer::new());

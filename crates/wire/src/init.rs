@@ -260,14 +260,7 @@ mod tests {
 
     use super::*;
     use crate::message::Message;
-
-    fn hex(s: &str) -> Vec<u8> {
-        let s: String = s.chars().filter(|c| !c.is_whitespace()).collect();
-        (0..s.len())
-            .step_by(2)
-            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
-            .collect()
-    }
+    use crate::test_util::hex;
 
     fn chain(s: &str) -> ChainHash {
         hex(s).try_into().unwrap()

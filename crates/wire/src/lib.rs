@@ -36,6 +36,9 @@ mod message;
 mod ping;
 pub mod tlv;
 
+#[cfg(test)]
+mod test_util;
+
 pub use bigsize::BigSizeError;
 pub use cursor::{Reader, Truncated, Writer};
 pub use error::{DecodeError, EncodeError, TlvError};
