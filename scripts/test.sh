@@ -16,9 +16,17 @@ step "cargo test (native)"
 cargo test --workspace --all-targets
 
 # Each crate with browser tests has a webdriver.json giving Chromium its headless flags.
-for crate in crates/noise crates/wire; do
+# wasm-bindgen-test skips a test binary that lacks wasm_bindgen_test_configure!(run_in_browser)
+# with only a notice; treat that notice as a failure so no suite is silently left out.
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+for crate in crates/noise crates/wire crates/chain; do
   step "wasm-pack test --headless --chrome $crate"
-  wasm-pack test --headless --chrome --chromedriver "$CHROMEDRIVER" "$crate"
+  wasm-pack test --headless --chrome --chromedriver "$CHROMEDRIVER" "$crate" 2>&1 | tee "$log"
+  if grep -q "only configured to run in node.js" "$log"; then
+    echo "error: a test suite of $crate was skipped in the browser (missing run_in_browser)" >&2
+    exit 1
+  fi
 done
 
 echo

@@ -4,6 +4,10 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+// Without this, wasm-bindgen-test skips the unit tests in a browser run with only a notice.
+#[cfg(all(test, target_arch = "wasm32"))]
+wasm_bindgen_test::wasm_bindgen_test_configure!(run_in_browser);
+
 mod chain;
 pub mod generate;
 mod header;
