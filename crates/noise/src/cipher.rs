@@ -1,7 +1,10 @@
 //! The symmetric half of BOLT 8: HKDF, the nonce layout, ChaCha20-Poly1305 in place, and
 //! the per-direction cipher state of the transport with its key rotation.
 
+// In wasm with SIMD128 the AEAD is `simd128.rs` (see `seal`); RustCrypto everywhere else.
+#[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
 use chacha20poly1305::aead::{AeadInOut, KeyInit};
+#[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
 use chacha20poly1305::{ChaCha20Poly1305, Key, Nonce, Tag};
 use hkdf::Hkdf;
 use sha2::Sha256;
@@ -36,13 +39,21 @@ pub(crate) fn nonce(n: u64) -> [u8; 12] {
 
 /// Encrypt `buf` in place; return its MAC.
 pub(crate) fn seal(key: &[u8; 32], n: u64, ad: &[u8], buf: &mut [u8]) -> [u8; MAC_LEN] {
-    let cipher = ChaCha20Poly1305::new(&Key::from(*key));
-    // Invariant: ChaCha20-Poly1305 refuses only plaintexts over 2^38 bytes; ours are at
-    // most 65535 bytes.
-    let tag = cipher
-        .encrypt_inout_detached(&Nonce::from(nonce(n)), ad, buf.into())
-        .expect("a BOLT 8 plaintext is far below ChaCha20-Poly1305's length limit");
-    tag.into()
+    // Why: RustCrypto's chacha20 and poly1305 have SIMD backends for x86 and ARM only, so
+    // in wasm they run portable code. `simd128` is the same RFC 8439 AEAD built on wasm
+    // SIMD128 (byte-exact, tested against RustCrypto), about twice as fast in Chromium.
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    return crate::simd128::seal(key, &nonce(n), ad, buf);
+    #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
+    {
+        let cipher = ChaCha20Poly1305::new(&Key::from(*key));
+        // Invariant: ChaCha20-Poly1305 refuses only plaintexts over 2^38 bytes; ours are at
+        // most 65535 bytes.
+        let tag = cipher
+            .encrypt_inout_detached(&Nonce::from(nonce(n)), ad, buf.into())
+            .expect("a BOLT 8 plaintext is far below ChaCha20-Poly1305's length limit");
+        tag.into()
+    }
 }
 
 /// Check `mac` and decrypt `buf` in place. On failure `buf` is left as it was.
@@ -53,10 +64,16 @@ pub(crate) fn open(
     buf: &mut [u8],
     mac: &[u8; MAC_LEN],
 ) -> Result<(), MacMismatch> {
-    let cipher = ChaCha20Poly1305::new(&Key::from(*key));
-    cipher
-        .decrypt_inout_detached(&Nonce::from(nonce(n)), ad, buf.into(), &Tag::from(*mac))
-        .map_err(|_| MacMismatch)
+    // As in `seal`: wasm with SIMD128 uses `simd128`, which also verifies before decrypting.
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    return crate::simd128::open(key, &nonce(n), ad, buf, mac);
+    #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
+    {
+        let cipher = ChaCha20Poly1305::new(&Key::from(*key));
+        cipher
+            .decrypt_inout_detached(&Nonce::from(nonce(n)), ad, buf.into(), &Tag::from(*mac))
+            .map_err(|_| MacMismatch)
+    }
 }
 
 /// The Poly1305 tag did not authenticate the ciphertext.

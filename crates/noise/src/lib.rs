@@ -23,6 +23,9 @@
 mod cipher;
 mod handshake;
 mod keys;
+// ChaCha20-Poly1305 on wasm SIMD128 (RustCrypto has no wasm SIMD backend); see cipher.rs.
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+mod simd128;
 mod transport;
 
 #[cfg(test)]
