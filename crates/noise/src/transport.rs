@@ -395,6 +395,9 @@ pub struct FrameReader {
     filled: usize,
     /// Body length once the current frame's length prefix is open.
     body_len: Option<usize>,
+    /// An error ended the stream: every later call says so (found by the `frame` fuzzer:
+    /// without this, `finish` reported a dead stream as fine).
+    failed: bool,
 }
 
 impl Default for FrameReader {
@@ -410,6 +413,7 @@ impl FrameReader {
             buf: vec![0u8; MAX_FRAME_LEN].into_boxed_slice(),
             filled: 0,
             body_len: None,
+            failed: false,
         }
     }
 
@@ -434,6 +438,10 @@ impl FrameReader {
         rx: &mut Receiver,
         input: &[u8],
     ) -> Result<(usize, Option<&'a mut [u8]>), ReceiveError> {
+        if self.failed || rx.is_failed() {
+            self.failed = true;
+            return Err(ReceiveError::Failed);
+        }
         let mut taken = 0;
         loop {
             let needed = self.needed();
@@ -445,17 +453,24 @@ impl FrameReader {
                 return Ok((taken, None));
             }
             match self.body_len {
-                None => {
+                None => match rx.open_length(&self.buf[..LENGTH_HEADER_LEN]) {
                     // A zero-length body still has its MAC, so loop for it.
-                    self.body_len = Some(rx.open_length(&self.buf[..LENGTH_HEADER_LEN])?);
-                }
+                    Ok(len) => self.body_len = Some(len),
+                    Err(e) => return Err(self.fail(e)),
+                },
                 Some(len) => {
                     self.filled = 0;
                     self.body_len = None;
-                    let plain = rx.open_body(
-                        &mut self.buf[LENGTH_HEADER_LEN..LENGTH_HEADER_LEN + len + MAC_LEN],
-                    )?;
-                    return Ok((taken, Some(plain)));
+                    let body = &mut self.buf[LENGTH_HEADER_LEN..LENGTH_HEADER_LEN + len + MAC_LEN];
+                    // The plaintext is the body's first `len` bytes: take only the length
+                    // here, so that the error arm can mark the reader failed.
+                    if let Err(e) = rx.open_body(body).map(|plain| plain.len()) {
+                        return Err(self.fail(e));
+                    }
+                    return Ok((
+                        taken,
+                        Some(&mut self.buf[LENGTH_HEADER_LEN..LENGTH_HEADER_LEN + len]),
+                    ));
                 }
             }
         }
@@ -463,7 +478,9 @@ impl FrameReader {
 
     /// Call when the stream ends: an error if it ended inside a frame.
     pub fn finish(&self) -> Result<(), ReceiveError> {
-        if self.filled == 0 {
+        if self.failed {
+            Err(ReceiveError::Failed)
+        } else if self.filled == 0 {
             Ok(())
         } else {
             Err(ReceiveError::Truncated {
@@ -471,6 +488,12 @@ impl FrameReader {
                 needed: self.needed(),
             })
         }
+    }
+
+    /// Remember that the stream failed, and pass the error on.
+    fn fail(&mut self, e: ReceiveError) -> ReceiveError {
+        self.failed = true;
+        e
     }
 
     /// Bytes of an unfinished frame held.
@@ -715,6 +738,53 @@ mod tests {
                 .map(|(n, m)| (n, m.is_some())),
             Err(ReceiveError::BadLengthMac)
         );
+    }
+
+    /// Found by the `frame` fuzzer: after an error the reader must not look healthy.
+    #[test]
+    fn reader_stays_failed_after_an_error() {
+        // A bad body MAC, then: empty input, a short input, and finish().
+        let (mut a, mut b) = connected_pair();
+        let mut frame = frame_of(a.sender(), b"hello");
+        frame[LENGTH_HEADER_LEN] ^= 1;
+        let mut reader = FrameReader::new();
+        assert_eq!(
+            reader.read(b.receiver(), &frame).map(|(n, _)| n),
+            Err(ReceiveError::BadBodyMac)
+        );
+        assert_eq!(
+            reader.read(b.receiver(), &[]).map(|(n, _)| n),
+            Err(ReceiveError::Failed)
+        );
+        assert_eq!(
+            reader.read(b.receiver(), &[0; 5]).map(|(n, _)| n),
+            Err(ReceiveError::Failed)
+        );
+        assert_eq!(reader.finish(), Err(ReceiveError::Failed));
+
+        // A bad length MAC, then finish() with the header still in the buffer.
+        let (mut a, mut b) = connected_pair();
+        let mut frame = frame_of(a.sender(), b"hello");
+        frame[0] ^= 1;
+        let mut reader = FrameReader::new();
+        assert_eq!(
+            reader.read(b.receiver(), &frame[..18]).map(|(n, _)| n),
+            Err(ReceiveError::BadLengthMac)
+        );
+        assert_eq!(reader.finish(), Err(ReceiveError::Failed));
+
+        // A receiver that failed elsewhere fails the reader too.
+        let (mut a, mut b) = connected_pair();
+        let mut bad = frame_of(a.sender(), b"x");
+        bad[2] ^= 1;
+        assert!(b.receiver().open_frame(&mut bad).is_err());
+        let mut reader = FrameReader::new();
+        let good = frame_of(a.sender(), b"y");
+        assert_eq!(
+            reader.read(b.receiver(), &good).map(|(n, _)| n),
+            Err(ReceiveError::Failed)
+        );
+        assert_eq!(reader.finish(), Err(ReceiveError::Failed));
     }
 
     #[test]
