@@ -519,6 +519,9 @@ mod tests {
         );
         assert_eq!(chain.tip().height, 6100);
         assert_eq!(chain.staged().len(), 5100);
+        // The headers themselves, from all three batches, ready for the store.
+        let staged: Vec<Header> = chain.staged().iter().map(|e| e.header).collect();
+        assert_eq!(staged, branch);
         // Wrong ancestors are refused.
         assert_eq!(
             chain.connect_branch(&entries[..500], &branch[..10], NOW),

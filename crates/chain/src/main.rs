@@ -145,8 +145,7 @@ fn check(o: &Options) -> Result<String, Failure> {
         Some(height) => Window::from_trusted(Entry {
             height,
             hash: first.block_hash(),
-            time: first.time,
-            bits: first.bits,
+            header: first,
             // Work before the trusted header is unknown: count from it.
             chainwork: first.bits.to_target().map(|t| t.work()).unwrap_or_default(),
             normal_bits: first.bits,

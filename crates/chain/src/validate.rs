@@ -178,10 +178,9 @@ pub struct Entry {
     pub height: u32,
     /// Block hash.
     pub hash: BlockHash,
-    /// Timestamp.
-    pub time: u32,
-    /// `nBits`.
-    pub bits: CompactTarget,
+    /// The header itself: a store keeps it, and a side branch that overtakes must hand
+    /// every one of its headers over, not only the last batch's.
+    pub header: Header,
     /// Cumulative work up to and including this header.
     pub chainwork: Work,
     /// What Core's testnet minimum-difficulty walk-back returns from this header: the
@@ -189,6 +188,18 @@ pub struct Entry {
     /// limit. Carried forward so that the walk costs O(1) instead of up to 2015 steps
     /// (on regtest, where every header uses the limit, that walk would dominate).
     pub normal_bits: CompactTarget,
+}
+
+impl Entry {
+    /// The header's timestamp.
+    pub fn time(&self) -> u32 {
+        self.header.time
+    }
+
+    /// The header's `nBits`.
+    pub fn bits(&self) -> CompactTarget {
+        self.header.bits
+    }
 }
 
 /// How many recent headers a [`Window`] keeps: two difficulty periods. Validation needs one
@@ -222,8 +233,7 @@ impl Window {
         let entry = Entry {
             height: 0,
             hash: g.block_hash(),
-            time: g.time,
-            bits: g.bits,
+            header: *g,
             chainwork: work,
             normal_bits: g.bits,
         };
@@ -350,7 +360,7 @@ impl Window {
         let mut times = [0u32; MEDIAN_TIME_SPAN];
         let tip = self.tip().height;
         for (i, t) in times[..count].iter_mut().enumerate() {
-            *t = self.get(tip - i as u32).map(|e| e.time).unwrap_or(0);
+            *t = self.get(tip - i as u32).map(|e| e.time()).unwrap_or(0);
         }
         times[..count].sort_unstable();
         Some(times[count / 2])
@@ -438,11 +448,11 @@ pub fn validate(
     }
     if params.enforce_bip94
         && height % params.retarget_interval == 0
-        && header.time < parent.time.saturating_sub(MAX_TIMEWARP)
+        && header.time < parent.time().saturating_sub(MAX_TIMEWARP)
     {
         return fail(Rule::Timewarp {
             time: header.time,
-            prev_time: parent.time,
+            prev_time: parent.time(),
         });
     }
     // Versions (Core: ContextualCheckBlockHeader, "bad-version").
@@ -479,8 +489,7 @@ pub fn validate(
     let entry = Entry {
         height,
         hash,
-        time: header.time,
-        bits: header.bits,
+        header: *header,
         chainwork,
         normal_bits,
     };
@@ -505,21 +514,21 @@ fn next_bits(params: &Params, window: &Window, time: u32) -> Expected {
     if height % params.retarget_interval != 0 {
         if params.allow_min_difficulty_blocks {
             // A block more than twice the spacing after its parent may use the limit.
-            if u64::from(time) > u64::from(last.time) + 2 * u64::from(params.target_spacing) {
+            if u64::from(time) > u64::from(last.time()) + 2 * u64::from(params.target_spacing) {
                 return Expected::Exact(limit);
             }
             // Otherwise the last block that did not use the special rule sets the target.
             return Expected::Exact(last.normal_bits);
         }
-        return Expected::Exact(last.bits);
+        return Expected::Exact(last.bits());
     }
     if params.no_retargeting {
-        return Expected::Exact(last.bits);
+        return Expected::Exact(last.bits());
     }
     let first_height = last.height + 1 - params.retarget_interval;
     let Some(first) = window.get(first_height) else {
         // The period began before what we hold: check the clamp's range only.
-        let old = last.bits.to_target().map(|t| t.0).unwrap_or_default();
+        let old = last.bits().to_target().map(|t| t.0).unwrap_or_default();
         let easiest = old.wrapping_mul_u64(4).min(params.pow_limit().0);
         let hardest = old.checked_div_u64(4).unwrap_or_default();
         return Expected::Range {
@@ -529,13 +538,13 @@ fn next_bits(params: &Params, window: &Window, time: u32) -> Expected {
     };
     Expected::Exact(retarget(
         params,
-        first.time,
+        first.time(),
         if params.enforce_bip94 {
-            first.bits
+            first.bits()
         } else {
-            last.bits
+            last.bits()
         },
-        last.time,
+        last.time(),
     ))
 }
 
@@ -726,7 +735,7 @@ mod tests {
         // 15 intervals of 300 s against 9,600 s intended: the target shrinks to 4500/9600.
         let first = window.get(0).unwrap();
         assert_eq!(
-            retarget(&params, first.time, prev.bits, prev.time),
+            retarget(&params, first.time(), prev.bits, prev.time),
             FIRST_RETARGET
         );
         let kept = child(&params, &window, &prev, |_| {});
@@ -742,7 +751,7 @@ mod tests {
         assert!(validate(&params, &window, &right, NOW).is_ok());
         // Inside a period the parent's nBits must be kept.
         let (window, prev) = mined(&params, 20);
-        assert_eq!(window.tip().bits, FIRST_RETARGET);
+        assert_eq!(window.tip().bits(), FIRST_RETARGET);
         let h = child(&params, &window, &prev, |h| {
             h.bits = params.pow_limit_compact()
         });
@@ -763,7 +772,7 @@ mod tests {
         };
         let (mut window, mut prev) = mined(&params, 17);
         assert_eq!(
-            window.tip().bits,
+            window.tip().bits(),
             FIRST_RETARGET,
             "the period after the first retarget is harder"
         );
@@ -801,7 +810,7 @@ mod tests {
         };
         let (window, prev) = mined(&params, 15);
         let first = window.get(0).unwrap();
-        let bits = retarget(&params, first.time, first.bits, prev.time);
+        let bits = retarget(&params, first.time(), first.bits(), prev.time);
         let early = child(&params, &window, &prev, |h| {
             h.bits = bits;
             h.time = prev.time - MAX_TIMEWARP - 1;
