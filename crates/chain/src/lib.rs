@@ -23,5 +23,5 @@ pub use target::{CompactError, CompactTarget, Target, Work};
 pub use uint::U256;
 pub use validate::{
     BitsCheck, Entry, MAX_BATCH, MAX_FUTURE_BLOCK_TIME, MAX_TIMEWARP, MEDIAN_TIME_SPAN, Rule,
-    Validated, ValidationError, WINDOW_LEN, Window, retarget, validate,
+    Validated, ValidationError, WINDOW_LEN, Window, rebuild_entries, retarget, validate,
 };

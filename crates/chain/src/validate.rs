@@ -480,12 +480,7 @@ pub fn validate(
         });
     }
     let chainwork = parent.chainwork.add(&window.work_of(header.bits, &target));
-    let normal_bits =
-        if height % params.retarget_interval == 0 || header.bits != params.pow_limit_compact() {
-            header.bits
-        } else {
-            parent.normal_bits
-        };
+    let normal_bits = normal_bits(params, height, header.bits, parent.normal_bits);
     let entry = Entry {
         height,
         hash,
@@ -494,6 +489,66 @@ pub fn validate(
         normal_bits,
     };
     Ok(Validated { entry, bits_check })
+}
+
+/// `Entry::normal_bits` of a header at `height` with `bits`, given its parent's.
+fn normal_bits(
+    params: &Params,
+    height: u32,
+    bits: CompactTarget,
+    parent: CompactTarget,
+) -> CompactTarget {
+    if height % params.retarget_interval == 0 || bits != params.pow_limit_compact() {
+        bits
+    } else {
+        parent
+    }
+}
+
+/// Rebuild the entries of stored headers, as a store reloads a window: `headers[i]` is at
+/// height `start + i`, `start` is 0 or a period's first height (so that every entry's
+/// `normal_bits` is exact), and `start_chainwork` is the chainwork at `start`. The headers
+/// were validated when stored, so they are not validated again.
+pub fn rebuild_entries(
+    params: &Params,
+    start: u32,
+    headers: &[Header],
+    start_chainwork: Work,
+) -> Vec<Entry> {
+    let mut out: Vec<Entry> = Vec::with_capacity(headers.len());
+    let mut work_cache: Option<(CompactTarget, Work)> = None;
+    for (i, header) in headers.iter().enumerate() {
+        let height = start + i as u32;
+        let (chainwork, normal) = match out.last() {
+            None => (start_chainwork, header.bits),
+            Some(parent) => {
+                let work = match work_cache {
+                    Some((bits, work)) if bits == header.bits => work,
+                    _ => {
+                        let work = header
+                            .bits
+                            .to_target()
+                            .map(|t| t.work())
+                            .unwrap_or_default();
+                        work_cache = Some((header.bits, work));
+                        work
+                    }
+                };
+                (
+                    parent.chainwork.add(&work),
+                    normal_bits(params, height, header.bits, parent.normal_bits),
+                )
+            }
+        };
+        out.push(Entry {
+            height,
+            hash: header.block_hash(),
+            header: *header,
+            chainwork,
+            normal_bits: normal,
+        });
+    }
+    out
 }
 
 /// What the difficulty rules require of the next header.
@@ -827,6 +882,33 @@ mod tests {
             h.time = prev.time - MAX_TIMEWARP;
         });
         assert!(validate(&params, &window, &ok, NOW).is_ok());
+    }
+
+    #[test]
+    fn rebuilt_entries_equal_validated_ones() {
+        let params = Params {
+            allow_min_difficulty_blocks: true,
+            ..retargeting()
+        };
+        let (mut window, mut prev) = mined(&params, 40);
+        // A min-difficulty header at 41, so normal_bits differs from bits.
+        let easy = child(&params, &window, &prev, |h| {
+            h.time = prev.time + 1201;
+            h.bits = params.pow_limit_compact();
+        });
+        window.push(validate(&params, &window, &easy, NOW).unwrap().entry);
+        prev = easy;
+        let next = child(&params, &window, &prev, |h| {
+            h.bits = window.tip().normal_bits
+        });
+        window.push(validate(&params, &window, &next, NOW).unwrap().entry);
+        // Rebuild from the period starting at 32.
+        let held: Vec<Entry> = (32..=42).map(|h| *window.get(h).unwrap()).collect();
+        let headers: Vec<Header> = held.iter().map(|e| e.header).collect();
+        assert_eq!(
+            rebuild_entries(&params, 32, &headers, held[0].chainwork),
+            held
+        );
     }
 
     #[test]

@@ -83,6 +83,7 @@ pub(crate) struct MacMismatch;
 /// One direction of the transport: its key, the chaining key it rotates with, and the
 /// nonce. Each seal or open uses one nonce; after 1000 the key rotates:
 /// `ck', k' = HKDF(ck, k)`, nonce back to 0.
+#[derive(Clone)]
 pub(crate) struct CipherState {
     key: Secret,
     ck: Secret,

@@ -120,6 +120,8 @@ impl fmt::Display for ReceiveError {
 impl std::error::Error for ReceiveError {}
 
 /// Both directions of an established connection, and the peer's authenticated static key.
+// Clone only for tests (test-util): duplicating live nonce state would reuse nonces.
+#[cfg_attr(feature = "test-util", derive(Clone))]
 pub struct Transport {
     sender: Sender,
     receiver: Receiver,
@@ -175,6 +177,8 @@ impl Transport {
 }
 
 /// The sending half of a transport.
+// Clone only for tests (test-util): duplicating live nonce state would reuse nonces.
+#[cfg_attr(feature = "test-util", derive(Clone))]
 pub struct Sender {
     cs: CipherState,
 }
@@ -237,6 +241,8 @@ impl Sender {
 }
 
 /// The receiving half of a transport: open a length prefix, then its body, in place.
+// Clone only for tests (test-util): duplicating live nonce state would reuse nonces.
+#[cfg_attr(feature = "test-util", derive(Clone))]
 pub struct Receiver {
     cs: CipherState,
     /// Body length (without MAC) declared by the last opened prefix.
