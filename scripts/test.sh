@@ -20,7 +20,7 @@ cargo test --workspace --all-targets
 # with only a notice; treat that notice as a failure so no suite is silently left out.
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
-for crate in crates/noise crates/wire crates/chain; do
+for crate in crates/noise crates/wire crates/chain crates/store; do
   step "wasm-pack test --headless --chrome $crate"
   wasm-pack test --headless --chrome --chromedriver "$CHROMEDRIVER" "$crate" 2>&1 | tee "$log"
   if grep -q "only configured to run in node.js" "$log"; then

@@ -1,0 +1,205 @@
+//! Where validated headers live: the [`HeaderStore`] trait, and its backends.
+//!
+//! A store keeps every header of the best chain by height, a hash -> height index and the
+//! tip. It is written only through [`HeaderStore::commit`], one atomic [`Batch`] at a
+//! time (a reorg's rollback and the new headers together), so that after a crash or a
+//! closed tab it holds a whole batch or none of it. It never validates: `lightwire-chain`
+//! did that before the batch was staged.
+//!
+//! Backends: [`MemoryStore`] (native use and tests). The IndexedDB backend for the
+//! browser is not written yet (issue 3).
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+// The store runs on one thread (a browser tab or worker); no Send bound is wanted.
+#![allow(async_fn_in_trait)]
+
+#[cfg(all(test, target_arch = "wasm32"))]
+wasm_bindgen_test::wasm_bindgen_test_configure!(run_in_browser);
+
+mod memory;
+
+use core::fmt;
+
+use lightwire_chain::{BlockHash, Entry, Header, Network, Params, Work, rebuild_entries};
+
+pub use memory::MemoryStore;
+
+/// Version of the stored layout. A store written by a newer version is refused rather than
+/// misread; an older one is migrated (none exists yet).
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// The best chain's tip as stored.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Tip {
+    /// Height.
+    pub height: u32,
+    /// Block hash.
+    pub hash: BlockHash,
+    /// Cumulative work.
+    pub chainwork: Work,
+}
+
+impl From<&Entry> for Tip {
+    fn from(e: &Entry) -> Self {
+        Tip {
+            height: e.height,
+            hash: e.hash,
+            chainwork: e.chainwork,
+        }
+    }
+}
+
+/// How hard a commit must be made durable before it counts as done.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Durability {
+    /// Bulk sync: the batch is atomic, but may be lost on a power cut (IndexedDB
+    /// `relaxed`). A reload then resumes from an earlier whole batch.
+    Relaxed,
+    /// Checkpoints and the end of a sync: on disk when the commit completes.
+    Strict,
+}
+
+/// One atomic change.
+#[derive(Clone, Copy, Debug)]
+pub struct Batch<'a> {
+    /// For a reorg: first drop every header above this height (the fork point).
+    pub rollback_to: Option<u32>,
+    /// Validated entries to append: consecutive, the first right after the (rolled-back)
+    /// tip and linking to it.
+    pub entries: &'a [Entry],
+    /// See [`Durability`].
+    pub durability: Durability,
+}
+
+/// Why a store refused an operation. A refused commit changes nothing.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub enum StoreError {
+    /// The store holds another network's chain.
+    WrongNetwork {
+        /// What it holds.
+        stored: Network,
+        /// What it was opened for.
+        opened_as: Network,
+    },
+    /// Written by a newer lightwire with a layout this one does not know.
+    SchemaTooNew {
+        /// The stored schema version.
+        found: u32,
+        /// The newest this build reads.
+        supported: u32,
+    },
+    /// A batch's entries do not start right after the tip, or skip a height.
+    NotContiguous {
+        /// The height expected.
+        expected: u32,
+        /// The height given.
+        got: u32,
+    },
+    /// A batch's first entry does not link to the stored header before it.
+    DoesNotLink {
+        /// Height of the entry.
+        height: u32,
+    },
+    /// A rollback to a height above the tip.
+    RollbackAboveTip {
+        /// The height asked for.
+        rollback_to: u32,
+        /// The tip.
+        tip: u32,
+    },
+    /// A rollback must come with the branch that replaces what it drops.
+    RollbackWithoutEntries,
+    /// A read beyond the tip (or an empty range).
+    OutOfRange {
+        /// First height asked for.
+        from: u32,
+        /// Last height asked for.
+        to: u32,
+        /// The tip.
+        tip: u32,
+    },
+    /// The browser refused to store more (quota).
+    QuotaExceeded,
+    /// The storage backend failed (its message).
+    Backend(String),
+}
+
+impl fmt::Display for StoreError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StoreError::WrongNetwork { stored, opened_as } => {
+                write!(f, "the store holds {stored} headers, not {opened_as}")
+            }
+            StoreError::SchemaTooNew { found, supported } => {
+                write!(
+                    f,
+                    "stored layout version {found} is newer than this build's {supported}"
+                )
+            }
+            StoreError::NotContiguous { expected, got } => {
+                write!(
+                    f,
+                    "batch entry at height {got} where {expected} was expected"
+                )
+            }
+            StoreError::DoesNotLink { height } => {
+                write!(
+                    f,
+                    "batch entry at height {height} does not link to the stored header before it"
+                )
+            }
+            StoreError::RollbackAboveTip { rollback_to, tip } => {
+                write!(f, "rollback to {rollback_to} is above the tip {tip}")
+            }
+            StoreError::RollbackWithoutEntries => {
+                f.write_str("a rollback needs the entries that replace it")
+            }
+            StoreError::OutOfRange { from, to, tip } => {
+                write!(f, "heights {from}..={to} are not stored (tip {tip})")
+            }
+            StoreError::QuotaExceeded => {
+                f.write_str("storage quota exceeded; the store keeps its last batch")
+            }
+            StoreError::Backend(msg) => write!(f, "storage failed: {msg}"),
+        }
+    }
+}
+
+impl std::error::Error for StoreError {}
+
+/// Where validated headers live. Reads never see half a commit.
+pub trait HeaderStore {
+    /// The network's parameters.
+    fn params(&self) -> &'static Params;
+
+    /// The stored tip (a new store holds the genesis header).
+    async fn tip(&self) -> Result<Tip, StoreError>;
+
+    /// Apply `batch` atomically; returns the new tip.
+    async fn commit(&mut self, batch: Batch<'_>) -> Result<Tip, StoreError>;
+
+    /// The header at `height`, if stored.
+    async fn header(&self, height: u32) -> Result<Option<Header>, StoreError>;
+
+    /// Headers `from..=to`, appended to `out` (a batch lookup).
+    async fn headers(&self, from: u32, to: u32, out: &mut Vec<Header>) -> Result<(), StoreError>;
+
+    /// The height of a stored header.
+    async fn height_of(&self, hash: &BlockHash) -> Result<Option<u32>, StoreError>;
+
+    /// Chainwork at `height`, which must be 0 or the first height of a period.
+    async fn chainwork_at_period_start(&self, height: u32) -> Result<Work, StoreError>;
+
+    /// Validation entries for heights `from..=to`, rebuilt from the stored headers: what
+    /// `Chain::resume` and `Chain::connect_branch` take.
+    async fn entries(&self, from: u32, to: u32) -> Result<Vec<Entry>, StoreError> {
+        let params = self.params();
+        let start = from - from % params.retarget_interval;
+        let mut headers = Vec::with_capacity((to.saturating_sub(start) + 1) as usize);
+        self.headers(start, to, &mut headers).await?;
+        let work = self.chainwork_at_period_start(start).await?;
+        let mut all = rebuild_entries(params, start, &headers, work);
+        all.drain(..(from - start) as usize);
+        Ok(all)
+    }
+}

@@ -1,0 +1,372 @@
+//! Headers in memory: for native use (a gateway serving from RAM) and tests.
+
+use std::collections::HashMap;
+
+use lightwire_chain::{BlockHash, Header, Params, Work};
+
+use crate::{Batch, HeaderStore, StoreError, Tip};
+
+/// A store in memory: 80 bytes per header plus its index entry.
+pub struct MemoryStore {
+    params: &'static Params,
+    /// Header at each height of the best chain.
+    headers: Vec<Header>,
+    index: HashMap<BlockHash, u32>,
+    /// Chainwork at each period's first height (index k: height k * interval).
+    period_work: Vec<Work>,
+    tip: Tip,
+}
+
+impl MemoryStore {
+    /// A store holding `params`' genesis header.
+    pub fn new(params: &'static Params) -> MemoryStore {
+        let genesis = params.genesis;
+        let hash = genesis.block_hash();
+        let work = genesis
+            .bits
+            .to_target()
+            .map(|t| t.work())
+            .unwrap_or_default();
+        MemoryStore {
+            params,
+            headers: vec![genesis],
+            index: HashMap::from([(hash, 0)]),
+            period_work: vec![work],
+            tip: Tip {
+                height: 0,
+                hash,
+                chainwork: work,
+            },
+        }
+    }
+
+    /// Check `batch` against the store without changing anything.
+    fn check(&self, batch: &Batch<'_>) -> Result<u32, StoreError> {
+        let base = match batch.rollback_to {
+            Some(r) if r > self.tip.height => {
+                return Err(StoreError::RollbackAboveTip {
+                    rollback_to: r,
+                    tip: self.tip.height,
+                });
+            }
+            Some(_) if batch.entries.is_empty() => return Err(StoreError::RollbackWithoutEntries),
+            Some(r) => r,
+            None => self.tip.height,
+        };
+        for (i, e) in batch.entries.iter().enumerate() {
+            let expected = base + 1 + i as u32;
+            if e.height != expected {
+                return Err(StoreError::NotContiguous {
+                    expected,
+                    got: e.height,
+                });
+            }
+        }
+        if let Some(first) = batch.entries.first() {
+            let parent = self.headers.get(base as usize).map(Header::block_hash);
+            if parent != Some(first.header.prev_blockhash) {
+                return Err(StoreError::DoesNotLink {
+                    height: first.height,
+                });
+            }
+        }
+        Ok(base)
+    }
+}
+
+impl HeaderStore for MemoryStore {
+    fn params(&self) -> &'static Params {
+        self.params
+    }
+
+    async fn tip(&self) -> Result<Tip, StoreError> {
+        Ok(self.tip)
+    }
+
+    async fn commit(&mut self, batch: Batch<'_>) -> Result<Tip, StoreError> {
+        // Everything is checked before anything changes: a refused batch leaves no trace.
+        let base = self.check(&batch)?;
+        let Some(last) = batch.entries.last() else {
+            return Ok(self.tip);
+        };
+        for dropped in self.headers.drain(base as usize + 1..) {
+            self.index.remove(&dropped.block_hash());
+        }
+        let interval = self.params.retarget_interval;
+        self.period_work.truncate((base / interval) as usize + 1);
+        for e in batch.entries {
+            self.headers.push(e.header);
+            self.index.insert(e.hash, e.height);
+            if e.height % interval == 0 {
+                self.period_work.push(e.chainwork);
+            }
+        }
+        self.tip = Tip::from(last);
+        Ok(self.tip)
+    }
+
+    async fn header(&self, height: u32) -> Result<Option<Header>, StoreError> {
+        Ok(self.headers.get(height as usize).copied())
+    }
+
+    async fn headers(&self, from: u32, to: u32, out: &mut Vec<Header>) -> Result<(), StoreError> {
+        if from > to || to > self.tip.height {
+            return Err(StoreError::OutOfRange {
+                from,
+                to,
+                tip: self.tip.height,
+            });
+        }
+        out.extend_from_slice(&self.headers[from as usize..=to as usize]);
+        Ok(())
+    }
+
+    async fn height_of(&self, hash: &BlockHash) -> Result<Option<u32>, StoreError> {
+        Ok(self.index.get(hash).copied())
+    }
+
+    async fn chainwork_at_period_start(&self, height: u32) -> Result<Work, StoreError> {
+        let interval = self.params.retarget_interval;
+        if height % interval != 0 || height > self.tip.height {
+            return Err(StoreError::OutOfRange {
+                from: height,
+                to: height,
+                tip: self.tip.height,
+            });
+        }
+        self.period_work
+            .get((height / interval) as usize)
+            .copied()
+            .ok_or(StoreError::OutOfRange {
+                from: height,
+                to: height,
+                tip: self.tip.height,
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    use core::future::Future;
+    use core::pin::pin;
+    use core::task::{Context, Poll, Waker};
+
+    use lightwire_chain::generate::next_header;
+    use lightwire_chain::{Chain, Entry, Outcome, REGTEST, WINDOW_LEN};
+
+    use super::*;
+    use crate::Durability;
+
+    const NOW: u64 = 2_000_000_000;
+
+    /// Run a future that completes without waiting (every MemoryStore future does).
+    fn now<F: Future>(f: F) -> F::Output {
+        match pin!(f).poll(&mut Context::from_waker(Waker::noop())) {
+            Poll::Ready(v) => v,
+            Poll::Pending => panic!("a MemoryStore future waited"),
+        }
+    }
+
+    /// `count` headers on `branch` after `parent` at `parent_height`.
+    fn after(parent: &Header, parent_height: u32, count: u32, branch: u32) -> Vec<Header> {
+        let mut out = Vec::new();
+        let (mut prev, mut hash) = (*parent, parent.block_hash());
+        for height in parent_height + 1..=parent_height + count {
+            let h = next_header(&REGTEST, &prev, hash, height, branch);
+            hash = h.block_hash();
+            prev = h;
+            out.push(h);
+        }
+        out
+    }
+
+    fn batch(entries: &[Entry]) -> Batch<'_> {
+        Batch {
+            rollback_to: None,
+            entries,
+            durability: Durability::Relaxed,
+        }
+    }
+
+    /// Sync `headers` (heights 1..) into a chain and a store, in batches of `size`.
+    fn synced(headers: &[Header], size: usize) -> (Chain, MemoryStore) {
+        let mut chain = Chain::new(&REGTEST);
+        let mut store = MemoryStore::new(&REGTEST);
+        for b in headers.chunks(size) {
+            assert!(matches!(
+                chain.connect(b, NOW),
+                Ok(Outcome::Extended { .. })
+            ));
+            let tip = now(store.commit(batch(chain.staged()))).expect("commit");
+            assert_eq!(tip, Tip::from(chain.tip()));
+        }
+        (chain, store)
+    }
+
+    #[test]
+    fn stores_what_the_chain_validated_and_reloads_it() {
+        let headers = after(&REGTEST.genesis, 0, 5000, 0);
+        let (chain, store) = synced(&headers, 1000);
+        assert_eq!(now(store.tip()).unwrap().height, 5000);
+        assert_eq!(now(store.header(4321)).unwrap(), Some(headers[4320]));
+        assert_eq!(now(store.header(5001)).unwrap(), None);
+        assert_eq!(
+            now(store.height_of(&headers[1999].block_hash())).unwrap(),
+            Some(2000)
+        );
+        let mut range = Vec::new();
+        now(store.headers(10, 19, &mut range)).unwrap();
+        assert_eq!(range, headers[9..19]);
+
+        // A reload: the window rebuilt from storage equals the one validation built.
+        let tip = chain.tip().height;
+        let from = tip + 1 - WINDOW_LEN as u32;
+        let entries = now(store.entries(from, tip)).expect("entries");
+        let held: Vec<Entry> = (from..=tip)
+            .map(|h| *chain.window().get(h).unwrap())
+            .collect();
+        assert_eq!(entries, held);
+        let mut resumed = Chain::resume(&REGTEST, &entries).expect("resumes");
+        assert_eq!(resumed.tip(), chain.tip());
+        let more = after(&headers[4999], 5000, 10, 0);
+        assert!(matches!(
+            resumed.connect(&more, NOW),
+            Ok(Outcome::Extended { first_height: 5001 })
+        ));
+    }
+
+    #[test]
+    fn a_reorg_replaces_the_branch_atomically() {
+        let headers = after(&REGTEST.genesis, 0, 1000, 0);
+        let (mut chain, mut store) = synced(&headers, 500);
+        let fork = after(&headers[899], 900, 150, 1);
+        let Ok(Outcome::Reorg { fork_height, .. }) = chain.connect(&fork, NOW) else {
+            panic!("heavier branch reorgs");
+        };
+        assert_eq!(fork_height, 900);
+        let b = Batch {
+            rollback_to: Some(fork_height),
+            entries: chain.staged(),
+            durability: Durability::Strict,
+        };
+        assert_eq!(now(store.commit(b)).unwrap(), Tip::from(chain.tip()));
+        assert_eq!(now(store.header(901)).unwrap(), Some(fork[0]));
+        assert_eq!(
+            now(store.height_of(&headers[950].block_hash())).unwrap(),
+            None,
+            "replaced headers leave the index"
+        );
+        assert_eq!(
+            now(store.height_of(&fork[149].block_hash())).unwrap(),
+            Some(1050)
+        );
+    }
+
+    #[test]
+    fn a_deep_reorg_takes_its_ancestors_from_the_store() {
+        let headers = after(&REGTEST.genesis, 0, 6000, 0);
+        let (mut chain, mut store) = synced(&headers, 2000);
+        let branch = after(&headers[999], 1000, 5100, 1);
+        let Ok(Outcome::NeedAncestors { parent }) = chain.connect(&branch[..2000], NOW) else {
+            panic!("the fork is below the window");
+        };
+        let fork = now(store.height_of(&parent))
+            .unwrap()
+            .expect("parent stored");
+        let ancestors = now(store.entries(fork.saturating_sub(2015), fork)).unwrap();
+        assert!(matches!(
+            chain.connect_branch(&ancestors, &branch[..2000], NOW),
+            Ok(Outcome::Stale { .. })
+        ));
+        assert!(matches!(
+            chain.connect(&branch[2000..4000], NOW),
+            Ok(Outcome::Stale { .. })
+        ));
+        let Ok(Outcome::Reorg { fork_height, .. }) = chain.connect(&branch[4000..], NOW) else {
+            panic!("overtakes");
+        };
+        let b = Batch {
+            rollback_to: Some(fork_height),
+            entries: chain.staged(),
+            durability: Durability::Strict,
+        };
+        now(store.commit(b)).unwrap();
+        assert_eq!(now(store.tip()).unwrap().height, 6100);
+        let mut stored = Vec::new();
+        now(store.headers(1001, 6100, &mut stored)).unwrap();
+        assert_eq!(stored, branch);
+    }
+
+    #[test]
+    fn refused_commits_change_nothing() {
+        let headers = after(&REGTEST.genesis, 0, 300, 0);
+        let (chain, mut store) = synced(&headers[..200], 100);
+        let before = now(store.tip()).unwrap();
+        let mut next = Chain::resume(&REGTEST, &now(store.entries(0, 200)).unwrap()).unwrap();
+        next.connect(&headers[200..], NOW).unwrap();
+        let staged = next.staged().to_vec();
+
+        let gap = batch(&staged[1..]);
+        assert_eq!(
+            now(store.commit(gap)),
+            Err(StoreError::NotContiguous {
+                expected: 201,
+                got: 202
+            })
+        );
+        let mut skipping = staged[..3].to_vec();
+        skipping.remove(1);
+        assert_eq!(
+            now(store.commit(batch(&skipping))),
+            Err(StoreError::NotContiguous {
+                expected: 202,
+                got: 203
+            })
+        );
+        let mut unlinked = staged.clone();
+        unlinked[0].header.prev_blockhash = BlockHash([7; 32]);
+        assert_eq!(
+            now(store.commit(batch(&unlinked))),
+            Err(StoreError::DoesNotLink { height: 201 })
+        );
+        let above = Batch {
+            rollback_to: Some(250),
+            entries: &staged,
+            durability: Durability::Strict,
+        };
+        assert_eq!(
+            now(store.commit(above)),
+            Err(StoreError::RollbackAboveTip {
+                rollback_to: 250,
+                tip: 200
+            })
+        );
+        let bare = Batch {
+            rollback_to: Some(100),
+            entries: &[],
+            durability: Durability::Strict,
+        };
+        assert_eq!(
+            now(store.commit(bare)),
+            Err(StoreError::RollbackWithoutEntries)
+        );
+        assert_eq!(now(store.tip()).unwrap(), before);
+        assert_eq!(now(store.header(150)).unwrap(), Some(headers[149]));
+
+        let mut out = Vec::new();
+        assert_eq!(
+            now(store.headers(150, 250, &mut out)),
+            Err(StoreError::OutOfRange {
+                from: 150,
+                to: 250,
+                tip: 200
+            })
+        );
+        assert!(now(store.chainwork_at_period_start(7)).is_err());
+        assert_eq!(now(store.commit(batch(&staged))).unwrap().height, 300);
+        let _ = chain;
+    }
+}
