@@ -5,6 +5,8 @@
 //! Allocation columns are only meaningful when the binary installs
 //! [`lightwire_alloc::CountingAllocator`] (the `count-alloc` feature, on by default).
 
+pub mod chain;
+
 use std::hint::black_box;
 
 use lightwire_alloc::snapshot;
@@ -15,6 +17,40 @@ use lightwire_noise::{FrameBuffer, FrameReader, Receiver, Sender, frame_len};
 pub trait Clock {
     /// Nanoseconds since an arbitrary origin.
     fn now_ns(&self) -> f64;
+}
+
+/// `performance.now()`, from a window or a worker: the in-browser benchmarks' clock.
+#[cfg(target_arch = "wasm32")]
+pub struct PerformanceNow(web_sys::Performance);
+
+#[cfg(target_arch = "wasm32")]
+impl PerformanceNow {
+    /// The global scope's `performance`.
+    pub fn new() -> Self {
+        use wasm_bindgen::JsCast;
+        let global = js_sys::global();
+        let performance = match global.dyn_ref::<web_sys::Window>() {
+            Some(window) => window.performance(),
+            None => global
+                .unchecked_ref::<web_sys::WorkerGlobalScope>()
+                .performance(),
+        };
+        PerformanceNow(performance.expect("performance.now() available"))
+    }
+}
+
+#[cfg(target_arch = "wasm32")]
+impl Default for PerformanceNow {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+#[cfg(target_arch = "wasm32")]
+impl Clock for PerformanceNow {
+    fn now_ns(&self) -> f64 {
+        self.0.now() * 1e6
+    }
 }
 
 /// One benchmark's result.

@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# The transport benchmark in headless Chromium (release wasm), with its table printed.
+# A benchmark in headless Chromium (release wasm), with its table printed:
+#   bash scripts/bench-wasm.sh                 the transport (wasm_transport)
+#   bash scripts/bench-wasm.sh wasm_validate   header validation of the 925,000-header chain
 # wasm-bindgen-test-runner only shows console output with --nocapture, which is why this
 # runs the test binary through cargo with the runner set, rather than `wasm-pack test`.
 set -euo pipefail
@@ -7,4 +9,5 @@ source "$(dirname "$0")/env.sh"
 cd "$ROOT/benches"
 export CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner
 step "building the wasm benchmark and running it in headless Chromium"
-cargo test --release --target wasm32-unknown-unknown --test wasm_transport -- --nocapture "$@"
+bench=${1:-wasm_transport}
+cargo test --release --target wasm32-unknown-unknown --test "$bench" -- --nocapture
