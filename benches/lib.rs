@@ -19,6 +19,32 @@ pub trait Clock {
     fn now_ns(&self) -> f64;
 }
 
+/// `Instant`: the native benchmarks' clock.
+#[cfg(not(target_arch = "wasm32"))]
+pub struct Monotonic(std::time::Instant);
+
+#[cfg(not(target_arch = "wasm32"))]
+impl Monotonic {
+    /// A clock starting now.
+    pub fn new() -> Self {
+        Monotonic(std::time::Instant::now())
+    }
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+impl Default for Monotonic {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+impl Clock for Monotonic {
+    fn now_ns(&self) -> f64 {
+        self.0.elapsed().as_nanos() as f64
+    }
+}
+
 /// `performance.now()`, from a window or a worker: the in-browser benchmarks' clock.
 #[cfg(target_arch = "wasm32")]
 pub struct PerformanceNow(web_sys::Performance);

@@ -353,22 +353,13 @@ mod tests {
     use wasm_bindgen_test::wasm_bindgen_test as test;
 
     use super::*;
-    use crate::generate::next_header;
     use crate::params::REGTEST;
 
     const NOW: u64 = 2_000_000_000;
 
     /// `count` headers on `branch` after `parent` (at height `parent_height`).
     fn headers_after(parent: &Header, parent_height: u32, count: u32, branch: u32) -> Vec<Header> {
-        let mut out = Vec::with_capacity(count as usize);
-        let (mut prev, mut prev_hash) = (*parent, parent.block_hash());
-        for height in parent_height + 1..=parent_height + count {
-            let h = next_header(&REGTEST, &prev, prev_hash, height, branch);
-            prev_hash = h.block_hash();
-            prev = h;
-            out.push(h);
-        }
-        out
+        crate::generate::headers_after(&REGTEST, parent, parent_height, count, branch)
     }
 
     /// The main chain: genesis then `count` headers (index = height).

@@ -58,14 +58,23 @@ pub fn next_header(
     header
 }
 
-/// A chain of `count` headers after genesis (heights 1..=count), given to `out` in order.
-pub fn chain(params: &Params, count: u32, mut out: impl FnMut(u32, &Header)) {
-    let mut prev = params.genesis;
-    let mut prev_hash = prev.block_hash();
-    for height in 1..=count {
-        let header = next_header(params, &prev, prev_hash, height, 0);
+/// `count` headers on `branch` after `parent`, which is at `parent_height`: the main chain
+/// from genesis is `headers_after(params, &params.genesis, 0, n, 0)`, a competing branch
+/// the same from its fork point with another `branch` number.
+pub fn headers_after(
+    params: &Params,
+    parent: &Header,
+    parent_height: u32,
+    count: u32,
+    branch: u32,
+) -> Vec<Header> {
+    let mut out = Vec::with_capacity(count as usize);
+    let (mut prev, mut prev_hash) = (*parent, parent.block_hash());
+    for height in parent_height + 1..=parent_height.saturating_add(count) {
+        let header = next_header(params, &prev, prev_hash, height, branch);
         prev_hash = header.block_hash();
-        out(height, &header);
         prev = header;
+        out.push(header);
     }
+    out
 }

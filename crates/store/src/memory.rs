@@ -154,7 +154,7 @@ mod tests {
     use core::pin::pin;
     use core::task::{Context, Poll, Waker};
 
-    use lightwire_chain::generate::next_header;
+    use lightwire_chain::generate::headers_after;
     use lightwire_chain::{Chain, Entry, Outcome, REGTEST, WINDOW_LEN};
 
     use super::*;
@@ -172,15 +172,7 @@ mod tests {
 
     /// `count` headers on `branch` after `parent` at `parent_height`.
     fn after(parent: &Header, parent_height: u32, count: u32, branch: u32) -> Vec<Header> {
-        let mut out = Vec::new();
-        let (mut prev, mut hash) = (*parent, parent.block_hash());
-        for height in parent_height + 1..=parent_height + count {
-            let h = next_header(&REGTEST, &prev, hash, height, branch);
-            hash = h.block_hash();
-            prev = h;
-            out.push(h);
-        }
-        out
+        headers_after(&REGTEST, parent, parent_height, count, branch)
     }
 
     fn batch(entries: &[Entry]) -> Batch<'_> {
