@@ -46,7 +46,9 @@ pub(crate) fn seal(key: &[u8; 32], n: u64, ad: &[u8], buf: &mut [u8]) -> [u8; MA
     return crate::simd128::seal(key, &nonce(n), ad, buf);
     #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
     {
-        let cipher = ChaCha20Poly1305::new(&Key::from(*key));
+        // Borrow the key as an `&Key`: a by-value `Key` would leave an unzeroized copy on the
+        // stack (the cipher's own copy is zeroized on drop).
+        let cipher = ChaCha20Poly1305::new(<&Key>::from(key));
         // Invariant: ChaCha20-Poly1305 refuses only plaintexts over 2^38 bytes; ours are at
         // most 65535 bytes.
         let tag = cipher
@@ -69,7 +71,9 @@ pub(crate) fn open(
     return crate::simd128::open(key, &nonce(n), ad, buf, mac);
     #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
     {
-        let cipher = ChaCha20Poly1305::new(&Key::from(*key));
+        // Borrow the key as an `&Key`: a by-value `Key` would leave an unzeroized copy on the
+        // stack (the cipher's own copy is zeroized on drop).
+        let cipher = ChaCha20Poly1305::new(<&Key>::from(key));
         cipher
             .decrypt_inout_detached(&Nonce::from(nonce(n)), ad, buf.into(), &Tag::from(*mac))
             .map_err(|_| MacMismatch)
