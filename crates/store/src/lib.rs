@@ -193,6 +193,11 @@ pub trait HeaderStore {
     /// Validation entries for heights `from..=to`, rebuilt from the stored headers: what
     /// `Chain::resume` and `Chain::connect_branch` take.
     async fn entries(&self, from: u32, to: u32) -> Result<Vec<Entry>, StoreError> {
+        // Check the range before reserving memory for it.
+        let tip = self.tip().await?.height;
+        if from > to || to > tip {
+            return Err(StoreError::OutOfRange { from, to, tip });
+        }
         let params = self.params();
         let start = from - from % params.retarget_interval;
         let mut headers = Vec::with_capacity((to.saturating_sub(start) + 1) as usize);

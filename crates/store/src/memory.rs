@@ -358,6 +358,23 @@ mod tests {
             })
         );
         assert!(now(store.chainwork_at_period_start(7)).is_err());
+        // A range beyond the tip is refused before any memory is reserved for it.
+        assert_eq!(
+            now(store.entries(0, u32::MAX)),
+            Err(StoreError::OutOfRange {
+                from: 0,
+                to: u32::MAX,
+                tip: 200
+            })
+        );
+        assert_eq!(
+            now(store.entries(150, 100)),
+            Err(StoreError::OutOfRange {
+                from: 150,
+                to: 100,
+                tip: 200
+            })
+        );
         assert_eq!(now(store.commit(batch(&staged))).unwrap().height, 300);
         let _ = chain;
     }
