@@ -43,23 +43,8 @@ wasm_bindgen_test_configure!(run_in_browser);
 #[global_allocator]
 static ALLOC: lightwire_alloc::CountingAllocator = lightwire_alloc::CountingAllocator::system();
 
-#[wasm_bindgen]
-extern "C" {
-    /// An `IDBDatabase`, seen through the one method web-sys binds only behind
-    /// `--cfg=web_sys_unstable_apis` (IdbTransactionOptions), which would need a RUSTFLAGS
-    /// change for the whole wasm build.
-    #[wasm_bindgen(extends = IdbDatabase)]
-    type DbWithOptions;
-
-    /// `db.transaction(stores, mode, { durability })`.
-    #[wasm_bindgen(method, catch, js_name = transaction)]
-    fn transaction_with_options(
-        this: &DbWithOptions,
-        stores: &Array,
-        mode: &str,
-        options: &Object,
-    ) -> Result<IdbTransaction, JsValue>;
-}
+/// `db.transaction(stores, mode, { durability })`, bound by the store crate.
+use lightwire_store::idb::DbWithOptions;
 
 type Res<T> = Result<T, JsValue>;
 

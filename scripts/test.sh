@@ -11,6 +11,10 @@ cargo fmt --all -- --check
 
 step "cargo clippy -D warnings"
 cargo clippy --workspace --all-targets -- -D warnings
+# Code behind cfg(target_arch = "wasm32") (the IndexedDB store, the browser benchmarks) is
+# only linted in a wasm build. The native benchmark binaries do not build for wasm.
+cargo clippy --target wasm32-unknown-unknown -p lightwire-noise -p lightwire-wire \
+  -p lightwire-chain -p lightwire-store -p lightwire-benches --lib --tests -- -D warnings
 
 step "cargo test (native)"
 cargo test --workspace --all-targets

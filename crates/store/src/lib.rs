@@ -6,8 +6,12 @@
 //! closed tab it holds a whole batch or none of it. It never validates: `lightwire-chain`
 //! did that before the batch was staged.
 //!
-//! Backends: [`MemoryStore`] (native use and tests). The IndexedDB backend for the
-//! browser is not written yet (issue 3).
+//! Backends: [`MemoryStore`] (native use and tests) and, in wasm, `IdbStore` (IndexedDB;
+//! its layout is in [`layout`]).
+//!
+//! A sync validates in batches of at most `lightwire_chain::MAX_BATCH` headers, but an
+//! IndexedDB commit costs about as much for 2,000 headers as for 50,000: [`Pending`] gathers
+//! what several validated batches (and reorgs among them) staged into one [`Batch`].
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 // The store runs on one thread (a browser tab or worker); no Send bound is wanted.
@@ -16,13 +20,20 @@
 #[cfg(all(test, target_arch = "wasm32"))]
 wasm_bindgen_test::wasm_bindgen_test_configure!(run_in_browser);
 
+#[cfg(target_arch = "wasm32")]
+pub mod idb;
+pub mod layout;
 mod memory;
+mod pending;
 
 use core::fmt;
 
 use lightwire_chain::{BlockHash, Entry, Header, Network, Params, Work, rebuild_entries};
 
+#[cfg(target_arch = "wasm32")]
+pub use idb::{IdbOptions, IdbStats, IdbStore};
 pub use memory::MemoryStore;
+pub use pending::Pending;
 
 /// Version of the stored layout. A store written by a newer version is refused rather than
 /// misread; an older one is migrated (none exists yet).
@@ -69,6 +80,33 @@ pub struct Batch<'a> {
     pub entries: &'a [Entry],
     /// See [`Durability`].
     pub durability: Durability,
+}
+
+/// Check a batch's shape against the stored tip height, before anything changes; returns
+/// the height its first entry must follow (the rollback height, or the tip). Whether that
+/// entry links to the stored header there is for the backend to check.
+pub(crate) fn batch_base(tip: u32, batch: &Batch<'_>) -> Result<u32, StoreError> {
+    let base = match batch.rollback_to {
+        Some(r) if r > tip => {
+            return Err(StoreError::RollbackAboveTip {
+                rollback_to: r,
+                tip,
+            });
+        }
+        Some(_) if batch.entries.is_empty() => return Err(StoreError::RollbackWithoutEntries),
+        Some(r) => r,
+        None => tip,
+    };
+    for (i, e) in batch.entries.iter().enumerate() {
+        let expected = base + 1 + i as u32;
+        if e.height != expected {
+            return Err(StoreError::NotContiguous {
+                expected,
+                got: e.height,
+            });
+        }
+    }
+    Ok(base)
 }
 
 /// Why a store refused an operation. A refused commit changes nothing.
@@ -120,6 +158,16 @@ pub enum StoreError {
     },
     /// The browser refused to store more (quota).
     QuotaExceeded,
+    /// Another tab or worker committed to the same store since this one read its tip;
+    /// nothing was written. Reopen the store to continue from what it holds.
+    ChangedElsewhere,
+    /// A stored record is not what this layout writes.
+    Corrupt {
+        /// Which record, or what about it.
+        what: &'static str,
+    },
+    /// The store was closed (for example because another tab deletes or upgrades it).
+    Closed,
     /// The storage backend failed (its message).
     Backend(String),
 }
@@ -160,6 +208,11 @@ impl fmt::Display for StoreError {
             StoreError::QuotaExceeded => {
                 f.write_str("storage quota exceeded; the store keeps its last batch")
             }
+            StoreError::ChangedElsewhere => f.write_str(
+                "another tab or worker changed the store; nothing was written, reopen it",
+            ),
+            StoreError::Corrupt { what } => write!(f, "stored data is corrupt: {what}"),
+            StoreError::Closed => f.write_str("the store was closed"),
             StoreError::Backend(msg) => write!(f, "storage failed: {msg}"),
         }
     }
@@ -186,6 +239,19 @@ pub trait HeaderStore {
 
     /// The height of a stored header.
     async fn height_of(&self, hash: &BlockHash) -> Result<Option<u32>, StoreError>;
+
+    /// The heights of several headers, in order, appended to `out` (a batch lookup: a
+    /// backend answers it with fewer reads than one lookup each).
+    async fn heights_of(
+        &self,
+        hashes: &[BlockHash],
+        out: &mut Vec<Option<u32>>,
+    ) -> Result<(), StoreError> {
+        for hash in hashes {
+            out.push(self.height_of(hash).await?);
+        }
+        Ok(())
+    }
 
     /// Chainwork at `height`, which must be 0 or the first height of a period.
     async fn chainwork_at_period_start(&self, height: u32) -> Result<Work, StoreError>;

@@ -4,7 +4,7 @@ use std::collections::HashMap;
 
 use lightwire_chain::{BlockHash, Header, Params, Work};
 
-use crate::{Batch, HeaderStore, StoreError, Tip};
+use crate::{Batch, HeaderStore, StoreError, Tip, batch_base};
 
 /// A store in memory: 80 bytes per header plus its index entry.
 pub struct MemoryStore {
@@ -42,26 +42,7 @@ impl MemoryStore {
 
     /// Check `batch` against the store without changing anything.
     fn check(&self, batch: &Batch<'_>) -> Result<u32, StoreError> {
-        let base = match batch.rollback_to {
-            Some(r) if r > self.tip.height => {
-                return Err(StoreError::RollbackAboveTip {
-                    rollback_to: r,
-                    tip: self.tip.height,
-                });
-            }
-            Some(_) if batch.entries.is_empty() => return Err(StoreError::RollbackWithoutEntries),
-            Some(r) => r,
-            None => self.tip.height,
-        };
-        for (i, e) in batch.entries.iter().enumerate() {
-            let expected = base + 1 + i as u32;
-            if e.height != expected {
-                return Err(StoreError::NotContiguous {
-                    expected,
-                    got: e.height,
-                });
-            }
-        }
+        let base = batch_base(self.tip.height, batch)?;
         if let Some(first) = batch.entries.first() {
             let parent = self.headers.get(base as usize).map(Header::block_hash);
             if parent != Some(first.header.prev_blockhash) {
@@ -146,7 +127,7 @@ impl HeaderStore for MemoryStore {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     #[cfg(target_arch = "wasm32")]
     use wasm_bindgen_test::wasm_bindgen_test as test;
 
@@ -163,7 +144,7 @@ mod tests {
     const NOW: u64 = 2_000_000_000;
 
     /// Run a future that completes without waiting (every MemoryStore future does).
-    fn now<F: Future>(f: F) -> F::Output {
+    pub(crate) fn now<F: Future>(f: F) -> F::Output {
         match pin!(f).poll(&mut Context::from_waker(Waker::noop())) {
             Poll::Ready(v) => v,
             Poll::Pending => panic!("a MemoryStore future waited"),

@@ -1,0 +1,190 @@
+//! Gathering validated batches into one store commit.
+
+use lightwire_chain::{Entry, Outcome};
+
+use crate::{Batch, Durability, Tip};
+
+/// What [`lightwire_chain::Chain`] staged since the last commit, as one [`Batch`].
+///
+/// Validation takes at most `MAX_BATCH` headers at a time; a store commit is cheapest when
+/// it carries tens of thousands. Feed every outcome and its staged entries to
+/// [`Pending::push`], commit [`Pending::batch`] when [`Pending::len`] is large enough (or
+/// at the end of a sync), then call [`Pending::committed`]. A reorg among the gathered
+/// batches is folded in: entries above the fork are dropped, and a fork below the stored tip
+/// becomes the batch's rollback.
+#[derive(Debug)]
+pub struct Pending {
+    /// The stored tip's height.
+    stored: u32,
+    rollback_to: Option<u32>,
+    entries: Vec<Entry>,
+}
+
+impl Pending {
+    /// Nothing gathered yet, on a store whose tip is at `stored_height`.
+    pub fn new(stored_height: u32) -> Pending {
+        Pending {
+            stored: stored_height,
+            rollback_to: None,
+            entries: Vec::new(),
+        }
+    }
+
+    /// Take what a `Chain::connect` (or `connect_branch`) call staged, with its outcome.
+    /// Outcomes that stage nothing (stale branch, known headers, ancestors needed) change
+    /// nothing.
+    pub fn push(&mut self, outcome: &Outcome, staged: &[Entry]) {
+        match *outcome {
+            Outcome::Extended { .. } => {}
+            Outcome::Reorg { fork_height, .. } => {
+                let base = self.rollback_to.unwrap_or(self.stored);
+                if fork_height >= base {
+                    // The fork is among the gathered entries: drop those above it.
+                    self.entries.truncate((fork_height - base) as usize);
+                } else {
+                    self.rollback_to = Some(fork_height);
+                    self.entries.clear();
+                }
+            }
+            Outcome::Stale { .. } | Outcome::Known | Outcome::NeedAncestors { .. } => return,
+        }
+        self.entries.extend_from_slice(staged);
+    }
+
+    /// Entries gathered.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether there is nothing to commit.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// The gathered change as one batch.
+    pub fn batch(&self, durability: Durability) -> Batch<'_> {
+        Batch {
+            rollback_to: self.rollback_to,
+            entries: &self.entries,
+            durability,
+        }
+    }
+
+    /// The batch was committed and the store's tip is now `tip`: start gathering afresh
+    /// (the buffer is kept, so a sync allocates it once).
+    pub fn committed(&mut self, tip: &Tip) {
+        self.stored = tip.height;
+        self.rollback_to = None;
+        self.entries.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    use lightwire_chain::generate::headers_after;
+    use lightwire_chain::{Chain, Header, REGTEST};
+
+    use super::*;
+    use crate::memory::tests::now;
+    use crate::{HeaderStore, MemoryStore};
+
+    const NOW: u64 = 2_000_000_000;
+
+    fn connect(chain: &mut Chain, pending: &mut Pending, headers: &[Header]) -> Outcome {
+        let outcome = chain.connect(headers, NOW).expect("valid");
+        pending.push(&outcome, chain.staged());
+        outcome
+    }
+
+    fn commit(store: &mut MemoryStore, pending: &mut Pending) -> Tip {
+        let tip = now(store.commit(pending.batch(Durability::Relaxed))).expect("commit");
+        pending.committed(&tip);
+        tip
+    }
+
+    fn stored(store: &MemoryStore, to: u32) -> Vec<Header> {
+        let mut out = Vec::new();
+        now(store.headers(1, to, &mut out)).unwrap();
+        out
+    }
+
+    #[test]
+    fn batches_gather_into_one_commit() {
+        let headers = headers_after(&REGTEST, &REGTEST.genesis, 0, 5000, 0);
+        let mut chain = Chain::new(&REGTEST);
+        let mut store = MemoryStore::new(&REGTEST);
+        let mut pending = Pending::new(0);
+        for b in headers.chunks(2000) {
+            connect(&mut chain, &mut pending, b);
+        }
+        assert_eq!(pending.len(), 5000);
+        assert_eq!(commit(&mut store, &mut pending), Tip::from(chain.tip()));
+        assert!(pending.is_empty());
+        assert_eq!(stored(&store, 5000), headers);
+    }
+
+    #[test]
+    fn a_reorg_among_gathered_batches_drops_the_replaced_entries() {
+        let headers = headers_after(&REGTEST, &REGTEST.genesis, 0, 3000, 0);
+        let mut chain = Chain::new(&REGTEST);
+        let mut store = MemoryStore::new(&REGTEST);
+        let mut pending = Pending::new(0);
+        connect(&mut chain, &mut pending, &headers[..1000]);
+        commit(&mut store, &mut pending);
+        connect(&mut chain, &mut pending, &headers[1000..2000]);
+        // A heavier branch from 1500, above the stored tip (1000).
+        let branch = headers_after(&REGTEST, &headers[1499], 1500, 600, 1);
+        assert!(matches!(
+            connect(&mut chain, &mut pending, &branch),
+            Outcome::Reorg {
+                fork_height: 1500,
+                ..
+            }
+        ));
+        assert_eq!(pending.len(), 1100);
+        assert_eq!(pending.batch(Durability::Strict).rollback_to, None);
+        commit(&mut store, &mut pending);
+        let mut want = headers[..1500].to_vec();
+        want.extend_from_slice(&branch);
+        assert_eq!(stored(&store, 2100), want);
+    }
+
+    #[test]
+    fn a_reorg_below_the_stored_tip_becomes_the_rollback() {
+        let headers = headers_after(&REGTEST, &REGTEST.genesis, 0, 2000, 0);
+        let mut chain = Chain::new(&REGTEST);
+        let mut store = MemoryStore::new(&REGTEST);
+        let mut pending = Pending::new(0);
+        connect(&mut chain, &mut pending, &headers[..1500]);
+        commit(&mut store, &mut pending);
+        connect(&mut chain, &mut pending, &headers[1500..]);
+        // Forks at 1200 (stored), then at 1100 (deeper still) before any commit.
+        let first = headers_after(&REGTEST, &headers[1199], 1200, 900, 1);
+        assert!(matches!(
+            connect(&mut chain, &mut pending, &first),
+            Outcome::Reorg {
+                fork_height: 1200,
+                ..
+            }
+        ));
+        let second = headers_after(&REGTEST, &headers[1099], 1100, 1100, 2);
+        assert!(matches!(
+            connect(&mut chain, &mut pending, &second),
+            Outcome::Reorg {
+                fork_height: 1100,
+                ..
+            }
+        ));
+        let b = pending.batch(Durability::Strict);
+        assert_eq!(b.rollback_to, Some(1100));
+        assert_eq!(b.entries.len(), 1100);
+        commit(&mut store, &mut pending);
+        let mut want = headers[..1100].to_vec();
+        want.extend_from_slice(&second);
+        assert_eq!(stored(&store, 2200), want);
+        assert_eq!(now(store.height_of(&first[0].block_hash())).unwrap(), None);
+    }
+}

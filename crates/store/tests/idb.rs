@@ -1,0 +1,479 @@
+//! The IndexedDB store in headless Chromium, checked against `MemoryStore`: the same
+//! commits go to both, and every header and every hash (replaced ones included) must read
+//! back the same from each, also after closing and reopening.
+#![cfg(target_arch = "wasm32")]
+
+use js_sys::{Promise, Uint8Array};
+use lightwire_chain::generate::headers_after;
+use lightwire_chain::{BlockHash, Chain, Header, MAINNET, Network, Outcome, REGTEST, WINDOW_LEN};
+use lightwire_store::layout::{Meta, prefix};
+use lightwire_store::{
+    Batch, Durability, HeaderStore, IdbOptions, IdbStore, MemoryStore, Pending, SCHEMA_VERSION,
+    StoreError, Tip,
+};
+use wasm_bindgen::JsCast;
+use wasm_bindgen::prelude::*;
+use wasm_bindgen_futures::JsFuture;
+use wasm_bindgen_test::{wasm_bindgen_test as test, wasm_bindgen_test_configure};
+use web_sys::{IdbDatabase, IdbOpenDbRequest, IdbRequest, IdbTransactionMode};
+
+wasm_bindgen_test_configure!(run_in_browser);
+
+const NOW: u64 = 2_000_000_000;
+
+async fn fresh(name: &str, bits: u8) -> IdbStore {
+    IdbStore::delete(name).await.expect("delete");
+    IdbStore::open_with(name, &REGTEST, IdbOptions { prefix_bits: bits })
+        .await
+        .expect("open")
+}
+
+/// Both stores, fed the same commits.
+struct Pair {
+    idb: IdbStore,
+    mem: MemoryStore,
+    chain: Chain,
+    pending: Pending,
+    /// Every hash ever committed, replaced ones included.
+    seen: Vec<BlockHash>,
+}
+
+impl Pair {
+    async fn new(name: &str, bits: u8) -> Pair {
+        Pair {
+            idb: fresh(name, bits).await,
+            mem: MemoryStore::new(&REGTEST),
+            chain: Chain::new(&REGTEST),
+            pending: Pending::new(0),
+            seen: vec![REGTEST.genesis.block_hash()],
+        }
+    }
+
+    /// Validate `headers` in validation-sized pieces and gather them.
+    fn connect(&mut self, headers: &[Header]) -> Vec<Outcome> {
+        let mut outcomes = Vec::new();
+        for piece in headers.chunks(2000) {
+            let outcome = self.chain.connect(piece, NOW).expect("valid");
+            self.pending.push(&outcome, self.chain.staged());
+            outcomes.push(outcome);
+        }
+        self.seen.extend(headers.iter().map(Header::block_hash));
+        outcomes
+    }
+
+    async fn commit(&mut self) -> Tip {
+        let b = self.pending.batch(Durability::Relaxed);
+        let a = self.idb.commit(b).await.expect("idb commit");
+        let m = self.mem.commit(b).await.expect("memory commit");
+        assert_eq!(a, m);
+        assert_eq!(a, Tip::from(self.chain.tip()));
+        self.pending.committed(&a);
+        a
+    }
+
+    /// Every header, every seen hash, and ranges across chunk edges read the same.
+    async fn check(&self) {
+        check_same(&self.idb, &self.mem, &self.seen).await;
+    }
+}
+
+async fn check_same(idb: &IdbStore, mem: &MemoryStore, seen: &[BlockHash]) {
+    let tip = mem.tip().await.unwrap();
+    assert_eq!(idb.tip().await.unwrap(), tip);
+    let mut a = Vec::new();
+    let mut m = Vec::new();
+    idb.headers(0, tip.height, &mut a).await.unwrap();
+    mem.headers(0, tip.height, &mut m).await.unwrap();
+    assert_eq!(a.len(), tip.height as usize + 1);
+    assert_eq!(a, m, "all headers");
+    for h in [
+        0,
+        1,
+        2015,
+        2016,
+        2017,
+        tip.height.saturating_sub(1),
+        tip.height,
+    ] {
+        let h = h.min(tip.height);
+        assert_eq!(idb.header(h).await.unwrap(), mem.header(h).await.unwrap());
+        for to in [h, (h + 2100).min(tip.height)] {
+            a.clear();
+            m.clear();
+            idb.headers(h, to, &mut a).await.unwrap();
+            mem.headers(h, to, &mut m).await.unwrap();
+            assert_eq!(a, m, "headers {h}..={to}");
+        }
+    }
+    assert_eq!(idb.header(tip.height + 1).await.unwrap(), None);
+    let mut heights = Vec::new();
+    // Asked twice over, to see repeated hashes answered too.
+    idb.heights_of(seen, &mut heights).await.unwrap();
+    idb.heights_of(&seen[..10], &mut heights).await.unwrap();
+    assert_eq!(heights[seen.len()..], heights[..10]);
+    for (hash, got) in seen.iter().zip(&heights) {
+        assert_eq!(*got, mem.height_of(hash).await.unwrap(), "hash {hash}");
+    }
+    // The single lookup on a sample.
+    for hash in seen.iter().step_by(997) {
+        assert_eq!(
+            idb.height_of(hash).await.unwrap(),
+            mem.height_of(hash).await.unwrap()
+        );
+    }
+    let interval = REGTEST.retarget_interval;
+    for period in (0..=tip.height).step_by(interval as usize) {
+        assert_eq!(
+            idb.chainwork_at_period_start(period).await.unwrap(),
+            mem.chainwork_at_period_start(period).await.unwrap()
+        );
+    }
+}
+
+#[test]
+async fn syncs_reads_and_reopens_like_the_memory_store() {
+    let name = "lightwire-test-sync";
+    let headers = headers_after(&REGTEST, &REGTEST.genesis, 0, 9000, 0);
+    let mut pair = Pair::new(name, 8).await;
+    // Commit sizes that end inside chunks, on a chunk's last header, and span several.
+    for range in [0..1, 1..2015, 2015..4031, 4031..4032, 4032..9000] {
+        pair.connect(&headers[range]);
+        pair.commit().await;
+    }
+    pair.check().await;
+    assert_eq!(pair.idb.stats().commits, 5);
+    assert_eq!(pair.idb.stats().headers_written, 9000);
+
+    // Reopen: the same tip, and validation resumes from stored entries.
+    let Pair { idb, mem, seen, .. } = pair;
+    idb.close();
+    let idb = IdbStore::open(name, &REGTEST).await.expect("reopen");
+    assert_eq!(idb.prefix_bits(), 8);
+    check_same(&idb, &mem, &seen).await;
+    let tip = idb.tip().await.unwrap().height;
+    let entries = idb.entries(tip + 1 - WINDOW_LEN as u32, tip).await.unwrap();
+    assert_eq!(
+        entries,
+        mem.entries(tip + 1 - WINDOW_LEN as u32, tip).await.unwrap()
+    );
+    let mut chain = Chain::resume(&REGTEST, &entries).expect("resumes");
+    let more = headers_after(&REGTEST, &headers[8999], 9000, 10, 0);
+    assert!(matches!(
+        chain.connect(&more, NOW),
+        Ok(Outcome::Extended { first_height: 9001 })
+    ));
+    let mut idb = idb;
+    let b = Batch {
+        rollback_to: None,
+        entries: chain.staged(),
+        durability: Durability::Strict,
+    };
+    assert_eq!(idb.commit(b).await.unwrap().height, 9010);
+    idb.close();
+    IdbStore::delete(name).await.unwrap();
+}
+
+#[test]
+async fn reorgs_at_every_depth_replace_the_branch() {
+    for bits in [0u8, 8] {
+        let name = format!("lightwire-test-reorg-{bits}");
+        let headers = headers_after(&REGTEST, &REGTEST.genesis, 0, 7000, 0);
+        let mut pair = Pair::new(&name, bits).await;
+        pair.connect(&headers[..3000]);
+        pair.commit().await;
+        pair.connect(&headers[3000..7000]);
+        pair.commit().await;
+
+        // In the last chunk (6048..), then in an older chunk of the last commit (cutting
+        // it), then below the last commit's start (deleting it and cutting the one before).
+        let mut tip_header = headers[6999];
+        let mut tip_height = 7000;
+        for (fork, branch) in [(6500u32, 1u32), (4100, 2), (2500, 3)] {
+            let parent = {
+                let mut v = Vec::new();
+                pair.mem.headers(fork, fork, &mut v).await.unwrap();
+                v[0]
+            };
+            let len = tip_height - fork + 5;
+            let new = headers_after(&REGTEST, &parent, fork, len, branch);
+            let outcome = if tip_height - fork < WINDOW_LEN as u32 - 100 {
+                pair.connect(&new)
+            } else {
+                // Below the window: the ancestors come from the store under test.
+                let ancestors = pair.idb.entries(fork - 2015, fork).await.unwrap();
+                let first = pair
+                    .chain
+                    .connect_branch(&ancestors, &new[..2000], NOW)
+                    .unwrap();
+                pair.pending.push(&first, pair.chain.staged());
+                pair.seen.extend(new[..2000].iter().map(Header::block_hash));
+                let mut o = vec![first];
+                o.extend(pair.connect(&new[2000..]));
+                o
+            };
+            assert!(
+                outcomes_reorg(&outcome, fork),
+                "fork at {fork}: {outcome:?}"
+            );
+            assert_eq!(
+                pair.pending.batch(Durability::Strict).rollback_to,
+                Some(fork)
+            );
+            pair.commit().await;
+            pair.check().await;
+            tip_header = *new.last().unwrap();
+            tip_height = fork + len;
+        }
+        // Reopen after the reorgs; extend once more.
+        let Pair { idb, mem, seen, .. } = pair;
+        idb.close();
+        let mut idb = IdbStore::open(&name, &REGTEST).await.unwrap();
+        let mut mem = mem;
+        check_same(&idb, &mem, &seen).await;
+        let tip = idb.tip().await.unwrap().height;
+        assert_eq!(tip, tip_height);
+        let entries = idb.entries(tip - 100, tip).await.unwrap();
+        let mut chain = Chain::resume(&REGTEST, &entries).unwrap();
+        chain
+            .connect(&headers_after(&REGTEST, &tip_header, tip, 50, 9), NOW)
+            .unwrap();
+        let b = Batch {
+            rollback_to: None,
+            entries: chain.staged(),
+            durability: Durability::Strict,
+        };
+        assert_eq!(idb.commit(b).await.unwrap(), mem.commit(b).await.unwrap());
+        idb.close();
+        IdbStore::delete(&name).await.unwrap();
+    }
+}
+
+fn outcomes_reorg(outcomes: &[Outcome], fork: u32) -> bool {
+    outcomes
+        .iter()
+        .any(|o| matches!(o, Outcome::Reorg { fork_height, .. } if *fork_height == fork))
+}
+
+#[test]
+async fn refused_commits_leave_the_store_at_its_last_batch() {
+    let name = "lightwire-test-refused";
+    let headers = headers_after(&REGTEST, &REGTEST.genesis, 0, 5000, 0);
+    let mut pair = Pair::new(name, 8).await;
+    pair.connect(&headers[..4500]);
+    pair.commit().await;
+    let before = pair.idb.tip().await.unwrap();
+
+    let mut next = Chain::resume(&REGTEST, &pair.idb.entries(0, 4500).await.unwrap()).unwrap();
+    next.connect(&headers[4500..], NOW).unwrap();
+    let staged = next.staged().to_vec();
+    let batch = |entries| Batch {
+        rollback_to: None,
+        entries,
+        durability: Durability::Relaxed,
+    };
+    assert_eq!(
+        pair.idb.commit(batch(&staged[1..])).await,
+        Err(StoreError::NotContiguous {
+            expected: 4501,
+            got: 4502
+        })
+    );
+    let mut unlinked = staged.clone();
+    unlinked[0].header.prev_blockhash = BlockHash([7; 32]);
+    assert_eq!(
+        pair.idb.commit(batch(&unlinked)).await,
+        Err(StoreError::DoesNotLink { height: 4501 })
+    );
+    // A rollback below the last chunk: the link is checked inside the transaction, after
+    // its reads, and the transaction is aborted.
+    let mut deep = headers_after(&REGTEST, &headers[999], 1000, 10, 5);
+    deep[0].prev_blockhash = BlockHash([8; 32]);
+    let deep_entries: Vec<_> = {
+        // Entries with the right heights but a parent that is not stored at 1000.
+        let mut e = pair.idb.entries(1001, 1010).await.unwrap();
+        for (entry, header) in e.iter_mut().zip(&deep) {
+            entry.header = *header;
+        }
+        e
+    };
+    let rollback = Batch {
+        rollback_to: Some(1000),
+        entries: &deep_entries,
+        durability: Durability::Strict,
+    };
+    assert_eq!(
+        pair.idb.commit(rollback).await,
+        Err(StoreError::DoesNotLink { height: 1001 })
+    );
+    assert_eq!(pair.idb.tip().await.unwrap(), before);
+    pair.check().await;
+
+    // Reopened, it is still at the last batch, and takes the next one.
+    let Pair {
+        idb, mut mem, seen, ..
+    } = pair;
+    idb.close();
+    let mut idb = IdbStore::open(name, &REGTEST).await.unwrap();
+    check_same(&idb, &mem, &seen).await;
+    assert_eq!(
+        idb.commit(batch(&staged)).await.unwrap(),
+        mem.commit(batch(&staged)).await.unwrap()
+    );
+    idb.close();
+    IdbStore::delete(name).await.unwrap();
+}
+
+#[test]
+async fn a_second_writer_is_refused_without_writing() {
+    let name = "lightwire-test-two-writers";
+    let headers = headers_after(&REGTEST, &REGTEST.genesis, 0, 300, 0);
+    let mut a = fresh(name, 8).await;
+    let mut b = IdbStore::open(name, &REGTEST).await.unwrap();
+    let mut chain = Chain::new(&REGTEST);
+    chain.connect(&headers[..200], NOW).unwrap();
+    let first = chain.staged().to_vec();
+    let batch = |entries| Batch {
+        rollback_to: None,
+        entries,
+        durability: Durability::Relaxed,
+    };
+    a.commit(batch(&first)).await.unwrap();
+    // `b` still believes the tip is genesis.
+    assert_eq!(
+        b.commit(batch(&first)).await,
+        Err(StoreError::ChangedElsewhere)
+    );
+    assert_eq!(b.tip().await.unwrap().height, 0);
+    b.close();
+    let b = IdbStore::open(name, &REGTEST).await.unwrap();
+    assert_eq!(b.tip().await.unwrap(), a.tip().await.unwrap());
+    assert_eq!(
+        b.height_of(&headers[199].block_hash()).await.unwrap(),
+        Some(200)
+    );
+    b.close();
+    a.close();
+    IdbStore::delete(name).await.unwrap();
+}
+
+#[test]
+async fn another_network_or_a_newer_layout_is_refused() {
+    let name = "lightwire-test-network";
+    fresh(name, 8).await.close();
+    assert!(matches!(
+        IdbStore::open(name, &MAINNET).await,
+        Err(StoreError::WrongNetwork {
+            stored: Network::Regtest,
+            opened_as: Network::Mainnet
+        })
+    ));
+
+    // A database a newer build upgraded.
+    IdbStore::delete(name).await.unwrap();
+    raw_open(name, SCHEMA_VERSION + 1).await.close();
+    assert!(matches!(
+        IdbStore::open(name, &REGTEST).await,
+        Err(StoreError::SchemaTooNew { found, supported })
+            if found == SCHEMA_VERSION + 1 && supported == SCHEMA_VERSION
+    ));
+    IdbStore::delete(name).await.unwrap();
+}
+
+#[test]
+async fn corrupt_records_are_reported_not_misread() {
+    let name = "lightwire-test-corrupt";
+    let headers = headers_after(&REGTEST, &REGTEST.genesis, 0, 100, 0);
+    let mut store = fresh(name, 8).await;
+    let mut chain = Chain::new(&REGTEST);
+    chain.connect(&headers, NOW).unwrap();
+    store
+        .commit(Batch {
+            rollback_to: None,
+            entries: chain.staged(),
+            durability: Durability::Strict,
+        })
+        .await
+        .unwrap();
+    store.close();
+
+    // A meta record claiming a tip the last chunk does not end at.
+    let db = raw_open(name, SCHEMA_VERSION).await;
+    let mut meta = Meta::genesis(&REGTEST, 8);
+    meta.tip.height = 50;
+    raw_put(&db, "meta", &"meta".into(), &meta.encode()).await;
+    db.close();
+    assert!(matches!(
+        IdbStore::open(name, &REGTEST).await,
+        Err(StoreError::Corrupt { .. })
+    ));
+    // Garbage for a meta record.
+    let db = raw_open(name, SCHEMA_VERSION).await;
+    raw_put(&db, "meta", &"meta".into(), b"not a meta record").await;
+    db.close();
+    assert!(matches!(
+        IdbStore::open(name, &REGTEST).await,
+        Err(StoreError::Corrupt {
+            what: "meta record"
+        })
+    ));
+    IdbStore::delete(name).await.unwrap();
+}
+
+#[test]
+async fn the_index_is_sharded_by_prefix() {
+    // 16-bit shards: each lookup reads one small shard.
+    let name = "lightwire-test-shards";
+    let headers = headers_after(&REGTEST, &REGTEST.genesis, 0, 3000, 0);
+    let mut pair = Pair::new(name, 16).await;
+    pair.connect(&headers);
+    pair.commit().await;
+    pair.check().await;
+    let hash = headers[1234].block_hash();
+    assert!(prefix(&hash, 16) < 65_536);
+    assert_eq!(pair.idb.height_of(&hash).await.unwrap(), Some(1235));
+    assert_eq!(
+        pair.idb.height_of(&BlockHash([0xee; 32])).await.unwrap(),
+        None
+    );
+    let Pair { idb, .. } = pair;
+    idb.close();
+    IdbStore::delete(name).await.unwrap();
+}
+
+/// Open `name` at `version` with plain IndexedDB, creating empty stores if new.
+async fn raw_open(name: &str, version: u32) -> IdbDatabase {
+    let factory = web_sys::window().unwrap().indexed_db().unwrap().unwrap();
+    let req: IdbOpenDbRequest = factory.open_with_u32(name, version).unwrap();
+    let r = req.clone();
+    let on_upgrade = Closure::once(move || {
+        let db: IdbDatabase = r.result().unwrap().unchecked_into();
+        for store in ["chunks", "index", "commits", "meta"] {
+            if !db.object_store_names().contains(store) {
+                db.create_object_store(store).unwrap();
+            }
+        }
+    });
+    req.set_onupgradeneeded(Some(on_upgrade.as_ref().unchecked_ref()));
+    await_request(&req).await;
+    req.result().unwrap().unchecked_into()
+}
+
+async fn raw_put(db: &IdbDatabase, store: &str, key: &JsValue, value: &[u8]) {
+    let tx = db
+        .transaction_with_str_and_mode(store, IdbTransactionMode::Readwrite)
+        .unwrap();
+    let req = tx
+        .object_store(store)
+        .unwrap()
+        .put_with_key(&Uint8Array::from(value), key)
+        .unwrap();
+    await_request(&req).await;
+}
+
+async fn await_request(req: &IdbRequest) {
+    let promise = Promise::new(&mut |resolve, reject| {
+        req.set_onsuccess(Some(&resolve));
+        req.set_onerror(Some(&reject));
+    });
+    JsFuture::from(promise).await.expect("request");
+}
