@@ -2,12 +2,15 @@
 # A benchmark in headless Chromium (release wasm), with its table printed:
 #   bash scripts/bench-wasm.sh                 the transport (wasm_transport)
 #   bash scripts/bench-wasm.sh wasm_validate   header validation of the 925,000-header chain
+#   bash scripts/bench-wasm.sh wasm_store      validation + IndexedDB store, several layouts
 # wasm-bindgen-test-runner only shows console output with --nocapture, which is why this
 # runs the test binary through cargo with the runner set, rather than `wasm-pack test`.
 set -euo pipefail
 source "$(dirname "$0")/env.sh"
 cd "$ROOT/benches"
 export CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner
+# The store benchmark runs for minutes; the runner's default limit is 20 s.
+export WASM_BINDGEN_TEST_TIMEOUT=${WASM_BINDGEN_TEST_TIMEOUT:-1800}
 step "building the wasm benchmark and running it in headless Chromium"
 bench=${1:-wasm_transport}
 cargo test --release --target wasm32-unknown-unknown --test "$bench" -- --nocapture
