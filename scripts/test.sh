@@ -14,7 +14,8 @@ cargo clippy --workspace --all-targets -- -D warnings
 # Code behind cfg(target_arch = "wasm32") (the IndexedDB store, the browser benchmarks) is
 # only linted in a wasm build. The native benchmark binaries do not build for wasm.
 cargo clippy --target wasm32-unknown-unknown -p lightwire-noise -p lightwire-wire \
-  -p lightwire-chain -p lightwire-store -p lightwire-benches --lib --tests -- -D warnings
+  -p lightwire-chain -p lightwire-store -p lightwire-store-reload -p lightwire-benches --lib --tests \
+  -- -D warnings
 
 step "cargo test (native)"
 cargo test --workspace --all-targets
@@ -32,6 +33,9 @@ for crate in crates/noise crates/wire crates/chain crates/store; do
     exit 1
   fi
 done
+
+step "IndexedDB store: reload and browser crash in the middle of a sync (Chromium, CDP)"
+node tests/store-reload/run.mjs
 
 echo
 echo "all tests passed in $(( $(date +%s) - started )) s"

@@ -921,3 +921,33 @@ fn store_error(e: JsValue) -> StoreError {
         None => StoreError::Backend(format!("{e:?}")),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    use super::*;
+
+    fn dom(name: &str) -> JsValue {
+        DomException::new_with_message_and_name("from the test", name)
+            .expect("DOMException")
+            .into()
+    }
+
+    #[test]
+    fn browser_errors_become_typed_store_errors() {
+        assert_eq!(
+            store_error(dom("QuotaExceededError")),
+            StoreError::QuotaExceeded
+        );
+        assert_eq!(store_error(dom("InvalidStateError")), StoreError::Closed);
+        assert_eq!(
+            store_error(dom("UnknownError")),
+            StoreError::Backend("UnknownError: from the test".into())
+        );
+        assert!(matches!(
+            store_error(JsValue::from_str("thrown string")),
+            StoreError::Backend(_)
+        ));
+    }
+}
