@@ -81,7 +81,7 @@ pub struct IdbStats {
     pub commit_ms: f64,
     /// The last commit's time, in milliseconds.
     pub last_commit_ms: f64,
-    /// Records put or deleted (a range delete counts once).
+    /// Records put or deleted by completed commits (a range delete counts once).
     pub records_written: u64,
 }
 
@@ -96,6 +96,8 @@ pub struct IdbStore {
     grouped: Grouped,
     scratch: RefCell<Vec<u8>>,
     stats: IdbStats,
+    /// Records written by the commit in progress, counted into `stats` if it completes.
+    issued: u64,
     closed: Rc<Cell<bool>>,
     _on_version_change: Closure<dyn FnMut()>,
 }
@@ -188,6 +190,7 @@ impl IdbStore {
             grouped: Grouped::default(),
             scratch: RefCell::new(Vec::new()),
             stats: IdbStats::default(),
+            issued: 0,
             closed,
             _on_version_change: on_version_change,
         })
@@ -308,7 +311,7 @@ impl IdbStore {
         object_store(tx, META)?
             .put_with_key(&Uint8Array::from(&meta.encode()[..]), &META_KEY.into())
             .map_err(store_error)?;
-        self.stats.records_written += written + 2;
+        self.issued += written + 2;
         Ok(())
     }
 
@@ -434,7 +437,7 @@ impl IdbStore {
         let above = |key: u32| key_range(IdbKeyRange::lower_bound_with_open(&key.into(), true));
         commits.delete(&above(base)?).map_err(store_error)?;
         chunks.delete(&above(base / len)?).map_err(store_error)?;
-        self.stats.records_written += u64::from(shards) + 2;
+        self.issued += u64::from(shards) + 2;
         Ok(stored_chunk)
     }
 
@@ -558,6 +561,7 @@ impl HeaderStore for IdbStore {
             .transaction_with_options(&stores, "readwrite", &options)
             .map_err(store_error)?;
         let done = transaction_future(&tx);
+        self.issued = 0;
         if let Err(e) = self.commit_inner(&tx, base, &batch, &meta).await {
             // Nothing is kept: the transaction is undone as a whole.
             let _ = tx.abort();
@@ -571,6 +575,7 @@ impl HeaderStore for IdbStore {
         let ms = now_ms() - t0;
         self.stats.commits += 1;
         self.stats.headers_written += batch.entries.len() as u64;
+        self.stats.records_written += self.issued;
         self.stats.commit_ms += ms;
         self.stats.last_commit_ms = ms;
         Ok(self.meta.tip)

@@ -262,6 +262,9 @@ async fn refused_commits_leave_the_store_at_its_last_batch() {
     pair.connect(&headers[..4500]);
     pair.commit().await;
     let before = pair.idb.tip().await.unwrap();
+    let stats = pair.idb.stats();
+    assert_eq!(stats.commits, 1);
+    assert!(stats.records_written > 0);
 
     let mut next = Chain::resume(&REGTEST, &pair.idb.entries(0, 4500).await.unwrap()).unwrap();
     next.connect(&headers[4500..], NOW).unwrap();
@@ -306,6 +309,8 @@ async fn refused_commits_leave_the_store_at_its_last_batch() {
         Err(StoreError::DoesNotLink { height: 1001 })
     );
     assert_eq!(pair.idb.tip().await.unwrap(), before);
+    assert_eq!(pair.idb.stats().commits, stats.commits);
+    assert_eq!(pair.idb.stats().records_written, stats.records_written);
     pair.check().await;
 
     // Reopened, it is still at the last batch, and takes the next one.
