@@ -54,7 +54,9 @@ pub mod test_util {
     }
 }
 
-pub use handshake::{AwaitingActThree, AwaitingActTwo, HandshakeError, Initiator, Responder};
+pub use handshake::{
+    AwaitingActOne, AwaitingActThree, AwaitingActTwo, HandshakeError, Initiator, Responder,
+};
 pub use keys::{KeyError, PublicKey, SecretKey};
 pub use transport::{
     FrameBuffer, FrameReader, ReceiveError, Receiver, SendError, Sender, Transport,

@@ -1,5 +1,6 @@
-//! The BOLT 1 message layer: framing by a `u16` message type, TLV streams, and the setup
-//! and control messages `init`, `error`, `warning`, `ping` and `pong`.
+//! The BOLT 1 message layer: framing by a `u16` message type, TLV streams, the setup and
+//! control messages `init`, `error`, `warning`, `ping` and `pong`, and lightwire's
+//! header-sync messages `get_headers`, `headers` and `tip` ([`sync`]).
 //!
 //! Sans-IO and allocation-free: [`Message::decode`] borrows every variable-length field
 //! from the input (the decrypted body in the transport's receive buffer), and
@@ -34,6 +35,7 @@ pub mod features;
 mod init;
 mod message;
 mod ping;
+pub mod sync;
 pub mod tlv;
 
 #[cfg(test)]
@@ -49,4 +51,5 @@ pub use init::{
 };
 pub use message::{MAX_MESSAGE_LEN, Message, TYPE_LEN, msg_type};
 pub use ping::{NO_PONG_THRESHOLD, Ping, Pong};
+pub use sync::{GetHeaders, Headers, Tip};
 pub use tlv::{TlvRecord, TlvStream, TlvWriter};

@@ -1,15 +1,16 @@
 //! The BOLT 1 message: a big-endian `u16` type, then the payload.
 //!
-//! [`Message::decode`] is one `match` on the type. A new message (for example the
-//! header-sync messages, which will live in the custom range at or above
-//! [`msg_type::CUSTOM_START`]) is a new type constant, a new variant and a new arm in
-//! [`Message::decode`], [`Message::ty`], [`Message::encoded_len`] and [`Message::encode`].
+//! [`Message::decode`] is one `match` on the type. A new message (like the header-sync
+//! messages in the custom range at or above [`msg_type::CUSTOM_START`]) is a new type
+//! constant, a new variant and a new arm in [`Message::decode`], [`Message::ty`],
+//! [`Message::payload_len`] and [`Message::encode`].
 
 use crate::cursor::{Reader, Writer};
 use crate::error::{DecodeError, EncodeError};
 use crate::error_message::{ErrorMessage, Warning};
 use crate::init::Init;
 use crate::ping::{Ping, Pong};
+use crate::sync::{GetHeaders, Headers, Tip};
 
 /// Message type numbers.
 pub mod msg_type {
@@ -26,6 +27,12 @@ pub mod msg_type {
     /// First type of the custom range (32768..=65535), for experimental and
     /// application-specific messages.
     pub const CUSTOM_START: u16 = 32768;
+    /// `get_headers` (lightwire header sync).
+    pub const GET_HEADERS: u16 = 32769;
+    /// `headers` (lightwire header sync).
+    pub const HEADERS: u16 = 32771;
+    /// `tip` (lightwire header sync).
+    pub const TIP: u16 = 32773;
 
     /// Whether a receiver that does not know `ty` may ignore it ("it's ok to be odd").
     pub const fn is_odd(ty: u16) -> bool {
@@ -55,6 +62,12 @@ pub enum Message<'a> {
     Ping(Ping<'a>),
     /// `pong` (19).
     Pong(Pong<'a>),
+    /// `get_headers` (32769).
+    GetHeaders(GetHeaders<'a>),
+    /// `headers` (32771).
+    Headers(Headers<'a>),
+    /// `tip` (32773).
+    Tip(Tip<'a>),
     /// A message of an odd type this crate does not know. BOLT 1: the receiver must
     /// ignore it. (Unknown even types are [`DecodeError::UnknownEvenType`].)
     Unknown {
@@ -80,6 +93,9 @@ impl<'a> Message<'a> {
             msg_type::WARNING => Message::Warning(Warning::decode_payload(payload)?),
             msg_type::PING => Message::Ping(Ping::decode_payload(payload)?),
             msg_type::PONG => Message::Pong(Pong::decode_payload(payload)?),
+            msg_type::GET_HEADERS => Message::GetHeaders(GetHeaders::decode_payload(payload)?),
+            msg_type::HEADERS => Message::Headers(Headers::decode_payload(payload)?),
+            msg_type::TIP => Message::Tip(Tip::decode_payload(payload)?),
             ty if msg_type::is_odd(ty) => Message::Unknown { ty, payload },
             ty => return Err(DecodeError::UnknownEvenType { ty }),
         };
@@ -94,6 +110,9 @@ impl<'a> Message<'a> {
             Message::Warning(_) => Warning::TYPE,
             Message::Ping(_) => Ping::TYPE,
             Message::Pong(_) => Pong::TYPE,
+            Message::GetHeaders(_) => GetHeaders::TYPE,
+            Message::Headers(_) => Headers::TYPE,
+            Message::Tip(_) => Tip::TYPE,
             Message::Unknown { ty, .. } => *ty,
         }
     }
@@ -106,6 +125,9 @@ impl<'a> Message<'a> {
             Message::Warning(m) => m.payload_len(),
             Message::Ping(m) => m.payload_len(),
             Message::Pong(m) => m.payload_len(),
+            Message::GetHeaders(m) => m.payload_len(),
+            Message::Headers(m) => m.payload_len(),
+            Message::Tip(m) => m.payload_len(),
             Message::Unknown { payload, .. } => payload.len(),
         }
     }
@@ -127,6 +149,9 @@ impl<'a> Message<'a> {
             Message::Warning(m) => m.write_payload(w),
             Message::Ping(m) => m.write_payload(w),
             Message::Pong(m) => m.write_payload(w),
+            Message::GetHeaders(m) => m.write_payload(w),
+            Message::Headers(m) => m.write_payload(w),
+            Message::Tip(m) => m.write_payload(w),
             Message::Unknown { payload, .. } => w.write_bytes(payload),
         })
     }
@@ -217,7 +242,7 @@ mod tests {
             }),
             Message::Pong(Pong { ignored: &pad }),
             Message::Unknown {
-                ty: 32769,
+                ty: 32801,
                 payload: &[1, 2, 3],
             },
             Message::Unknown {
@@ -253,14 +278,17 @@ mod tests {
         assert_eq!(Message::from(Warning::default()).ty(), 1);
         assert_eq!(Message::from(Ping::default()).ty(), 18);
         assert_eq!(Message::from(Pong::default()).ty(), 19);
+        assert_eq!(GetHeaders::TYPE, msg_type::GET_HEADERS);
+        assert_eq!(Headers::TYPE, msg_type::HEADERS);
+        assert_eq!(Tip::TYPE, msg_type::TIP);
     }
 
     #[test]
     fn unknown_odd_type_is_kept_unknown_even_fails() {
         assert_eq!(
-            Message::decode(&[0x80, 0x01, 0xaa]),
+            Message::decode(&[0x80, 0x21, 0xaa]),
             Ok(Message::Unknown {
-                ty: 32769,
+                ty: 32801,
                 payload: &[0xaa]
             })
         );

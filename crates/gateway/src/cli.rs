@@ -1,0 +1,235 @@
+//! The `lightwire-gateway` command line.
+
+use std::io::Write as _;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use lightwire_chain::Network;
+use lightwire_noise::SecretKey;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+use crate::metrics::serve_metrics;
+use crate::served::ServedChain;
+use crate::server::{Limits, Shared, serve};
+
+const USAGE: &str = "usage: lightwire-gateway --listen HOST:PORT --key-file PATH SOURCE [--metrics-listen HOST:PORT]
+  SOURCE is one of:
+    --generate N                                   a deterministic regtest chain of N headers
+    --headers-file FILE --network NET [--from-height H]
+                                                   80-byte headers from a file (validated first)
+    --upstream HOST:PORT --network NET             a Bitcoin node over P2P (not written yet)
+  networks: mainnet, testnet3, testnet4, signet, regtest";
+
+enum Source {
+    Generate(u32),
+    File {
+        path: PathBuf,
+        network: Network,
+        from_height: Option<u32>,
+    },
+}
+
+struct Options {
+    listen: SocketAddr,
+    key_file: PathBuf,
+    source: Source,
+    metrics: Option<SocketAddr>,
+}
+
+fn parse(args: &[String]) -> Result<Options, String> {
+    let mut listen = None;
+    let mut key_file = None;
+    let mut generate = None;
+    let mut file = None;
+    let mut network = None;
+    let mut from_height = None;
+    let mut upstream = None;
+    let mut metrics = None;
+    let mut it = args.iter();
+    while let Some(flag) = it.next() {
+        let mut value = || {
+            it.next()
+                .cloned()
+                .ok_or_else(|| format!("{flag} needs a value"))
+        };
+        match flag.as_str() {
+            "--listen" => listen = Some(addr(flag, &value()?)?),
+            "--key-file" => key_file = Some(PathBuf::from(value()?)),
+            "--generate" => generate = Some(number(flag, &value()?)?),
+            "--headers-file" => file = Some(PathBuf::from(value()?)),
+            "--network" => {
+                let v = value()?;
+                network = Some(v.parse::<Network>().map_err(|e| e.to_string())?)
+            }
+            "--from-height" => from_height = Some(number(flag, &value()?)?),
+            "--upstream" => upstream = Some(value()?),
+            "--metrics-listen" => metrics = Some(addr(flag, &value()?)?),
+            "-h" | "--help" => return Err(String::new()),
+            other => return Err(format!("unknown argument {other}")),
+        }
+    }
+    let listen = listen.ok_or("--listen is required")?;
+    let key_file = key_file.ok_or("--key-file is required")?;
+    let source = match (generate, file, upstream) {
+        (Some(n), None, None) => Source::Generate(n),
+        (None, Some(path), None) => Source::File {
+            path,
+            network: network.ok_or("--headers-file needs --network")?,
+            from_height,
+        },
+        (None, None, Some(_)) => {
+            return Err("--upstream is not written yet (issue 4 continues)".into());
+        }
+        _ => return Err("give exactly one of --generate, --headers-file, --upstream".into()),
+    };
+    Ok(Options {
+        listen,
+        key_file,
+        source,
+        metrics,
+    })
+}
+
+fn addr(flag: &str, v: &str) -> Result<SocketAddr, String> {
+    v.parse()
+        .map_err(|_| format!("{flag}: {v} is not HOST:PORT (an IP address and a port)"))
+}
+
+fn number(flag: &str, v: &str) -> Result<u32, String> {
+    v.parse()
+        .map_err(|_| format!("{flag}: {v} is not a number"))
+}
+
+/// The static key in `path`, created (32 random bytes, mode 0600) if it does not exist.
+pub fn load_or_create_key(path: &Path) -> Result<SecretKey, String> {
+    match std::fs::read(path) {
+        Ok(bytes) => SecretKey::from_slice(&bytes)
+            .map_err(|e| format!("{}: not a 32-byte secret key: {e}", path.display())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let key = crate::random_key().map_err(|e| format!("no randomness: {e}"))?;
+            let mut options = std::fs::OpenOptions::new();
+            options.write(true).create_new(true);
+            #[cfg(unix)]
+            std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+            let mut f = options
+                .open(path)
+                .map_err(|e| format!("{}: {e}", path.display()))?;
+            f.write_all(&key.to_bytes()[..])
+                .and_then(|()| f.sync_all())
+                .map_err(|e| format!("{}: {e}", path.display()))?;
+            Ok(key)
+        }
+        Err(e) => Err(format!("{}: {e}", path.display())),
+    }
+}
+
+fn now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+fn load(source: &Source) -> Result<ServedChain, String> {
+    match source {
+        Source::Generate(n) => ServedChain::generate(*n, now()).map_err(|e| e.to_string()),
+        Source::File {
+            path,
+            network,
+            from_height,
+        } => {
+            let data = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+            ServedChain::from_file(network.params(), &data, *from_height, now())
+                .map_err(|e| format!("{}: {e}", path.display()))
+        }
+    }
+}
+
+/// Run the command line; returns the exit code.
+pub fn main() -> i32 {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let options = match parse(&args) {
+        Ok(o) => o,
+        Err(e) if e.is_empty() => {
+            println!("{USAGE}");
+            return 0;
+        }
+        Err(e) => {
+            eprintln!("lightwire-gateway: {e}\n{USAGE}");
+            return 2;
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("lightwire-gateway: {e}");
+            return 1;
+        }
+    };
+    match runtime.block_on(run(options)) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("lightwire-gateway: {e}");
+            1
+        }
+    }
+}
+
+async fn run(o: Options) -> Result<(), String> {
+    let key = load_or_create_key(&o.key_file)?;
+    let started = std::time::Instant::now();
+    let chain = load(&o.source)?;
+    let tip = chain.tip();
+    eprintln!(
+        "lightwire-gateway: serving {} headers of {} (tip {}), validated in {:.1} s",
+        tip.height + 1 - chain.base(),
+        chain.params().network,
+        tip.height,
+        started.elapsed().as_secs_f64()
+    );
+    let listener = TcpListener::bind(o.listen)
+        .await
+        .map_err(|e| format!("{}: {e}", o.listen))?;
+    let local = listener.local_addr().map_err(|e| e.to_string())?;
+    let node_id = hex::encode(key.public_key().serialize());
+    let shared = Shared::new(chain, key, Limits::default());
+    if let Some(m) = o.metrics {
+        let metrics = TcpListener::bind(m)
+            .await
+            .map_err(|e| format!("{m}: {e}"))?;
+        let shared = shared.clone();
+        tokio::spawn(serve_metrics(metrics, move || {
+            shared.metrics.render(shared.tip_height())
+        }));
+    }
+    println!("node id {node_id} connect ws://{local}#{node_id}");
+    let _ = std::io::stdout().flush();
+
+    let (stop, stopped) = watch::channel(false);
+    let server = tokio::spawn(serve(listener, shared, stopped));
+    wait_for_signal().await;
+    eprintln!("lightwire-gateway: shutting down");
+    let _ = stop.send(true);
+    let _ = server.await;
+    Ok(())
+}
+
+async fn wait_for_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        if let Ok(mut term) = signal(SignalKind::terminate()) {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+            return;
+        }
+    }
+    let _ = tokio::signal::ctrl_c().await;
+}

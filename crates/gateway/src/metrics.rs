@@ -1,0 +1,223 @@
+//! Counters for `/metrics` (Prometheus text format), and the tiny HTTP server for it.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+
+/// What the gateway counts. Counters are touched per message with relaxed atomics; the
+/// labelled ones (by reason) once per connection.
+#[derive(Default, Debug)]
+pub struct Metrics {
+    /// Connections open now.
+    pub connections_open: AtomicI64,
+    /// Connections accepted since start.
+    pub connections_total: AtomicU64,
+    /// Handshakes (WebSocket and BOLT 8) completed.
+    pub handshakes_completed: AtomicU64,
+    /// Bytes read from sockets.
+    pub bytes_in: AtomicU64,
+    /// Bytes written to sockets.
+    pub bytes_out: AtomicU64,
+    /// Transport messages received.
+    pub messages_in: AtomicU64,
+    /// Transport messages sent.
+    pub messages_out: AtomicU64,
+    /// Headers sent in `headers` messages.
+    pub headers_served: AtomicU64,
+    /// Connections that need a buffer from the pool and are waiting for one.
+    pub pool_waiting: AtomicI64,
+    /// Buffers of the pool in use.
+    pub pool_in_use: AtomicI64,
+    /// Failed handshakes, by reason.
+    handshake_failures: Mutex<BTreeMap<&'static str, u64>>,
+    /// Closed connections (after the handshake), by reason.
+    closes: Mutex<BTreeMap<&'static str, u64>>,
+}
+
+impl Metrics {
+    /// Count a failed handshake.
+    pub fn handshake_failed(&self, reason: &'static str) {
+        if let Ok(mut m) = self.handshake_failures.lock() {
+            *m.entry(reason).or_default() += 1;
+        }
+    }
+
+    /// Count a connection closed after its handshake.
+    pub fn closed(&self, reason: &'static str) {
+        if let Ok(mut m) = self.closes.lock() {
+            *m.entry(reason).or_default() += 1;
+        }
+    }
+
+    /// Failed handshakes for `reason` so far.
+    pub fn handshake_failures(&self, reason: &str) -> u64 {
+        self.handshake_failures
+            .lock()
+            .map(|m| m.get(reason).copied().unwrap_or(0))
+            .unwrap_or(0)
+    }
+
+    /// Closes for `reason` so far.
+    pub fn closes(&self, reason: &str) -> u64 {
+        self.closes
+            .lock()
+            .map(|m| m.get(reason).copied().unwrap_or(0))
+            .unwrap_or(0)
+    }
+
+    /// The Prometheus text exposition of every counter, with the tip height and the
+    /// process's allocation counters.
+    pub fn render(&self, tip_height: u32) -> String {
+        let mut out = String::with_capacity(2048);
+        let mut gauge = |name: &str, help: &str, kind: &str, value: i128| {
+            let _ = writeln!(
+                out,
+                "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}"
+            );
+        };
+        let get = |a: &AtomicU64| i128::from(a.load(Relaxed));
+        gauge(
+            "lightwire_connections_open",
+            "Connections open.",
+            "gauge",
+            i128::from(self.connections_open.load(Relaxed)),
+        );
+        gauge(
+            "lightwire_connections_total",
+            "Connections accepted.",
+            "counter",
+            get(&self.connections_total),
+        );
+        gauge(
+            "lightwire_handshakes_completed_total",
+            "Handshakes completed.",
+            "counter",
+            get(&self.handshakes_completed),
+        );
+        gauge(
+            "lightwire_bytes_in_total",
+            "Bytes read from clients.",
+            "counter",
+            get(&self.bytes_in),
+        );
+        gauge(
+            "lightwire_bytes_out_total",
+            "Bytes written to clients.",
+            "counter",
+            get(&self.bytes_out),
+        );
+        gauge(
+            "lightwire_messages_in_total",
+            "Transport messages received.",
+            "counter",
+            get(&self.messages_in),
+        );
+        gauge(
+            "lightwire_messages_out_total",
+            "Transport messages sent.",
+            "counter",
+            get(&self.messages_out),
+        );
+        gauge(
+            "lightwire_headers_served_total",
+            "Headers sent.",
+            "counter",
+            get(&self.headers_served),
+        );
+        gauge(
+            "lightwire_tip_height",
+            "Height of the served chain's tip.",
+            "gauge",
+            i128::from(tip_height),
+        );
+        gauge(
+            "lightwire_pool_in_use",
+            "Frame buffers of the pool in use.",
+            "gauge",
+            i128::from(self.pool_in_use.load(Relaxed)),
+        );
+        gauge(
+            "lightwire_pool_waiting",
+            "Connections waiting for a pool buffer.",
+            "gauge",
+            i128::from(self.pool_waiting.load(Relaxed)),
+        );
+        let alloc = lightwire_alloc::snapshot();
+        gauge(
+            "lightwire_allocations_total",
+            "Heap allocations by the process.",
+            "counter",
+            i128::from(alloc.allocations),
+        );
+        gauge(
+            "lightwire_allocated_bytes_live",
+            "Heap bytes live.",
+            "gauge",
+            i128::from(alloc.live_bytes()),
+        );
+        for (name, help, map) in [
+            (
+                "lightwire_handshake_failures_total",
+                "Handshakes that failed, by reason.",
+                &self.handshake_failures,
+            ),
+            (
+                "lightwire_closes_total",
+                "Connections closed after the handshake, by reason.",
+                &self.closes,
+            ),
+        ] {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
+            if let Ok(m) = map.lock() {
+                for (reason, n) in m.iter() {
+                    let _ = writeln!(out, "{name}{{reason=\"{reason}\"}} {n}");
+                }
+            }
+        }
+        out
+    }
+}
+
+/// Answer every HTTP request on `listener` with `body()`, until the task is dropped.
+pub async fn serve_metrics(
+    listener: TcpListener,
+    body: impl Fn() -> String + Send + Sync + 'static,
+) {
+    let body = std::sync::Arc::new(body);
+    loop {
+        let Ok((mut stream, _)) = listener.accept().await else {
+            continue;
+        };
+        let body = body.clone();
+        tokio::spawn(async move {
+            let mut req = [0u8; 4096];
+            let mut n = 0;
+            // Read the request head (bounded), then answer whatever was asked.
+            while n < req.len() {
+                match tokio::time::timeout(
+                    std::time::Duration::from_secs(5),
+                    stream.read(&mut req[n..]),
+                )
+                .await
+                {
+                    Ok(Ok(0)) | Err(_) | Ok(Err(_)) => return,
+                    Ok(Ok(k)) => n += k,
+                }
+                if req[..n].windows(4).any(|w| w == b"\r\n\r\n") {
+                    break;
+                }
+            }
+            let text = body();
+            let head = format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                text.len()
+            );
+            let _ = stream.write_all(head.as_bytes()).await;
+            let _ = stream.write_all(text.as_bytes()).await;
+        });
+    }
+}

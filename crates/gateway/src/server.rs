@@ -1,0 +1,553 @@
+//! The tokio shell: accepts connections, runs the WebSocket and BOLT 8 responder
+//! handshakes, then moves bytes between the socket and the sans-IO [`Session`].
+//!
+//! One task per connection, one loop per task: read, announce tip changes, keep alive, and
+//! write the session's next frame when it has one. A frame is written whole before
+//! anything else happens; while a client does not read, the write waits (up to
+//! [`Limits::write_timeout`]) and nothing more is read from it either, so what a connection
+//! holds stays bounded by one frame.
+
+use std::io::IoSlice;
+use std::net::SocketAddr;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use core::fmt;
+use core::sync::atomic::Ordering::Relaxed;
+
+use lightwire_noise::{
+    ACT_ONE_LEN, ACT_THREE_LEN, AwaitingActOne, AwaitingActThree, FrameBuffer, FrameReader,
+    HandshakeError, ReceiveError, Receiver, Responder, SecretKey, SendError, Sender,
+};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+use tokio::time::{Instant, sleep_until, timeout};
+
+use crate::metrics::Metrics;
+use crate::served::ServedChain;
+use crate::session::{Received, Session, Violation};
+use crate::ws::{self, WsError};
+
+/// Time limits of a connection.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    /// From accepting the TCP connection to the end of BOLT 8 act three.
+    pub handshake: Duration,
+    /// Silence after which the gateway pings.
+    pub idle_ping: Duration,
+    /// How long a ping may go unanswered (by anything) before the gateway closes.
+    pub ping_timeout: Duration,
+    /// How long one frame may take to be written (a client that does not read).
+    pub write_timeout: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            handshake: Duration::from_secs(5),
+            idle_ping: Duration::from_secs(30),
+            ping_timeout: Duration::from_secs(30),
+            write_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// What every connection shares.
+pub struct Shared {
+    /// The served chain (read-locked briefly to copy each message's headers).
+    pub chain: RwLock<ServedChain>,
+    /// The network's chain hash (genesis hash, internal byte order).
+    pub chain_hash: [u8; 32],
+    /// The gateway's static key.
+    pub key: SecretKey,
+    /// Bumped whenever the tip changes.
+    pub tip_version: watch::Sender<u64>,
+    /// Counters.
+    pub metrics: Metrics,
+    /// Time limits.
+    pub limits: Limits,
+}
+
+impl Shared {
+    /// Shared state for serving `chain` with `key`.
+    pub fn new(chain: ServedChain, key: SecretKey, limits: Limits) -> Arc<Shared> {
+        let chain_hash = chain.params().genesis.block_hash().0;
+        Arc::new(Shared {
+            chain: RwLock::new(chain),
+            chain_hash,
+            key,
+            tip_version: watch::channel(0).0,
+            metrics: Metrics::default(),
+            limits,
+        })
+    }
+
+    /// The tip height now.
+    pub fn tip_height(&self) -> u32 {
+        self.chain.read().map(|c| c.tip().height).unwrap_or(0)
+    }
+}
+
+/// Why a connection ended.
+#[derive(Debug)]
+pub enum Close {
+    /// The handshake did not finish in time.
+    HandshakeTimeout,
+    /// WebSocket rules broken.
+    Ws(WsError),
+    /// BOLT 8 handshake failed.
+    Handshake(HandshakeError),
+    /// A frame failed to decrypt, or was too long.
+    Receive(ReceiveError),
+    /// The client broke a protocol rule (a warning was sent).
+    Violation(Violation),
+    /// The client closed the WebSocket or the TCP connection.
+    PeerClosed,
+    /// The client sent `error`.
+    PeerError,
+    /// No reply to a keepalive ping.
+    KeepaliveTimeout,
+    /// The client did not take a frame in time.
+    WriteTimeout,
+    /// Socket error.
+    Io(std::io::ErrorKind),
+    /// Sealing failed (cannot happen with messages under 65,535 bytes).
+    Send(SendError),
+    /// The gateway is shutting down.
+    Shutdown,
+}
+
+impl Close {
+    /// A short label for metrics.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Close::HandshakeTimeout => "handshake_timeout",
+            Close::Ws(_) => "websocket",
+            Close::Handshake(_) => "noise_handshake",
+            Close::Receive(ReceiveError::Failed) => "receive_failed",
+            Close::Receive(_) => "bad_frame",
+            Close::Violation(v) => v.label(),
+            Close::PeerClosed => "peer_closed",
+            Close::PeerError => "peer_error",
+            Close::KeepaliveTimeout => "keepalive_timeout",
+            Close::WriteTimeout => "write_timeout",
+            Close::Io(_) => "io",
+            Close::Send(_) => "send",
+            Close::Shutdown => "shutdown",
+        }
+    }
+}
+
+impl fmt::Display for Close {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Close::HandshakeTimeout => f.write_str("handshake not finished in time"),
+            Close::Ws(e) => write!(f, "websocket: {e}"),
+            Close::Handshake(e) => write!(f, "BOLT 8 handshake: {e}"),
+            Close::Receive(e) => write!(f, "frame: {e}"),
+            Close::Violation(v) => write!(f, "protocol: {v}"),
+            Close::PeerClosed => f.write_str("closed by the client"),
+            Close::PeerError => f.write_str("the client sent error"),
+            Close::KeepaliveTimeout => f.write_str("no answer to a keepalive ping"),
+            Close::WriteTimeout => f.write_str("client did not read (write timed out)"),
+            Close::Io(k) => write!(f, "socket: {k}"),
+            Close::Send(e) => write!(f, "sealing: {e}"),
+            Close::Shutdown => f.write_str("gateway shutting down"),
+        }
+    }
+}
+
+impl From<std::io::Error> for Close {
+    fn from(e: std::io::Error) -> Self {
+        match e.kind() {
+            std::io::ErrorKind::UnexpectedEof
+            | std::io::ErrorKind::ConnectionReset
+            | std::io::ErrorKind::BrokenPipe => Close::PeerClosed,
+            k => Close::Io(k),
+        }
+    }
+}
+
+/// Accept connections until `shutdown` turns true.
+pub async fn serve(listener: TcpListener, shared: Arc<Shared>, shutdown: watch::Receiver<bool>) {
+    let mut stop = shutdown.clone();
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                let Ok((stream, peer)) = accepted else { continue };
+                let shared = shared.clone();
+                let shutdown = shutdown.clone();
+                tokio::spawn(async move {
+                    shared.metrics.connections_total.fetch_add(1, Relaxed);
+                    shared.metrics.connections_open.fetch_add(1, Relaxed);
+                    let close = connection(stream, &shared, shutdown).await;
+                    shared.metrics.connections_open.fetch_sub(1, Relaxed);
+                    log_close(peer, &close, &shared.metrics);
+                });
+            }
+            _ = stop.changed() => break,
+        }
+    }
+}
+
+fn log_close(peer: SocketAddr, close: &Close, metrics: &Metrics) {
+    match close {
+        Close::HandshakeTimeout | Close::Ws(_) | Close::Handshake(_) => {
+            metrics.handshake_failed(close.label())
+        }
+        _ => metrics.closed(close.label()),
+    }
+    if !matches!(close, Close::PeerClosed | Close::Shutdown) {
+        eprintln!("lightwire-gateway: {peer}: closed: {close}");
+    }
+}
+
+/// Handshake state, then the established session.
+enum Phase {
+    Http,
+    ActOne(AwaitingActOne),
+    ActThree(AwaitingActThree),
+    Ready(Box<Ready>),
+    /// Transitional (a state machine step took the previous phase by value).
+    Gone,
+}
+
+/// An established connection's transport and protocol state.
+struct Ready {
+    sender: Sender,
+    receiver: Receiver,
+    reader: FrameReader,
+    frame: FrameBuffer,
+    session: Session,
+}
+
+/// Bytes read per socket read.
+const READ_BUF: usize = 8192;
+
+struct Conn<'a> {
+    stream: TcpStream,
+    shared: &'a Shared,
+    decoder: ws::Decoder,
+    phase: Phase,
+    /// Handshake bytes collected across WebSocket frames (acts one and three).
+    acts: [u8; ACT_THREE_LEN],
+    acts_len: usize,
+    /// Small frames to write before anything else (act two, WebSocket pongs).
+    urgent: [u8; 256],
+    urgent_len: usize,
+    close_after_urgent: bool,
+}
+
+async fn connection(
+    stream: TcpStream,
+    shared: &Shared,
+    mut shutdown: watch::Receiver<bool>,
+) -> Close {
+    let _ = stream.set_nodelay(true);
+    let mut conn = Conn {
+        stream,
+        shared,
+        decoder: ws::Decoder::server(),
+        phase: Phase::Http,
+        acts: [0; ACT_THREE_LEN],
+        acts_len: 0,
+        urgent: [0; 256],
+        urgent_len: 0,
+        close_after_urgent: false,
+    };
+    let mut tips = shared.tip_version.subscribe();
+    let limits = shared.limits;
+    let handshake_deadline = Instant::now() + limits.handshake;
+    let mut idle_deadline = handshake_deadline;
+    let mut ping_outstanding = false;
+    let mut rbuf = [0u8; READ_BUF];
+    let mut http = [0u8; ws::MAX_REQUEST_LEN];
+    let mut http_len = 0;
+
+    loop {
+        if conn.urgent_len > 0 {
+            let n = conn.urgent_len;
+            conn.urgent_len = 0;
+            let urgent = conn.urgent;
+            if let Err(e) = conn.write_raw(&urgent[..n]).await {
+                return e;
+            }
+            if conn.close_after_urgent {
+                return Close::PeerClosed;
+            }
+        }
+        let can_write = matches!(&conn.phase, Phase::Ready(r) if r.session.has_output());
+        let ready = matches!(conn.phase, Phase::Ready(_));
+        tokio::select! {
+            read = conn.stream.read(&mut rbuf[..]) => {
+                let n = match read {
+                    Ok(0) => return Close::PeerClosed,
+                    Ok(n) => n,
+                    Err(e) => return e.into(),
+                };
+                shared.metrics.bytes_in.fetch_add(n as u64, Relaxed);
+                let result = if matches!(conn.phase, Phase::Http) {
+                    // Collect the upgrade request; what follows it is WebSocket data.
+                    let take = n.min(http.len() - http_len);
+                    http[http_len..http_len + take].copy_from_slice(&rbuf[..take]);
+                    http_len += take;
+                    let mut response = [0u8; 256];
+                    match ws::server_handshake(&http[..http_len], &mut response) {
+                        Err(e) => return Close::Ws(e),
+                        Ok(None) => Ok(()),
+                        Ok(Some((consumed, len))) => {
+                            if let Err(e) = conn.write_raw(&response[..len]).await {
+                                return e;
+                            }
+                            let Ok(ephemeral) = crate::random_key() else {
+                                return Close::Io(std::io::ErrorKind::Other);
+                            };
+                            conn.phase = Phase::ActOne(Responder::start(shared.key.clone(), ephemeral));
+                            let mut rest = [0u8; ws::MAX_REQUEST_LEN];
+                            let extra = http_len - consumed;
+                            rest[..extra].copy_from_slice(&http[consumed..http_len]);
+                            let mut result = conn.input(&mut rest[..extra]);
+                            if result.is_ok() && take < n {
+                                result = conn.input(&mut rbuf[take..n]);
+                            }
+                            result
+                        }
+                    }
+                } else {
+                    conn.input(&mut rbuf[..n])
+                };
+                if let Err(close) = result {
+                    if let (Close::Violation(v), Phase::Ready(r)) = (&close, &mut conn.phase) {
+                        // Say why, then close.
+                        r.session.warn(*v);
+                        let _ = conn.write_next().await;
+                    }
+                    return close;
+                }
+                if ready {
+                    idle_deadline = Instant::now() + limits.idle_ping;
+                    ping_outstanding = false;
+                } else if matches!(conn.phase, Phase::Ready(_)) {
+                    shared.metrics.handshakes_completed.fetch_add(1, Relaxed);
+                    idle_deadline = Instant::now() + limits.idle_ping;
+                }
+            }
+            changed = tips.changed(), if ready => {
+                if changed.is_err() {
+                    return Close::Shutdown;
+                }
+                if let Phase::Ready(r) = &mut conn.phase {
+                    r.session.tip_changed();
+                }
+            }
+            _ = sleep_until(idle_deadline) => {
+                if !ready {
+                    return Close::HandshakeTimeout;
+                }
+                if ping_outstanding {
+                    return Close::KeepaliveTimeout;
+                }
+                if let Phase::Ready(r) = &mut conn.phase {
+                    r.session.ping();
+                }
+                ping_outstanding = true;
+                idle_deadline = Instant::now() + limits.ping_timeout;
+            }
+            _ = shutdown.changed() => return Close::Shutdown,
+            _ = std::future::ready(()), if can_write => {
+                match timeout(limits.write_timeout, conn.write_next()).await {
+                    Err(_) => return Close::WriteTimeout,
+                    Ok(Err(e)) => return e,
+                    Ok(Ok(true)) => return Close::PeerClosed,
+                    Ok(Ok(false)) => {}
+                }
+            }
+        }
+    }
+}
+
+impl Conn<'_> {
+    /// Take bytes read from the socket: WebSocket frames, whose payload goes to the
+    /// handshake or the transport.
+    fn input(&mut self, bytes: &mut [u8]) -> Result<(), Close> {
+        let mut at = 0;
+        while at < bytes.len() {
+            let (n, event) = self.decoder.decode(&mut bytes[at..]).map_err(Close::Ws)?;
+            match event {
+                Some(ws::Event::Data(range)) => {
+                    let (a, b) = (at + range.start, at + range.end);
+                    self.data(&bytes[a..b])?;
+                }
+                Some(ws::Event::Ping) => {
+                    let mut pong = [0u8; 127];
+                    let len = self.decoder.pong(&mut pong);
+                    self.queue_urgent(&pong[..len]);
+                }
+                Some(ws::Event::Close) => {
+                    self.queue_urgent(&ws::CLOSE_FRAME);
+                    self.close_after_urgent = true;
+                    return Ok(());
+                }
+                Some(ws::Event::Pong) | None => {}
+            }
+            at += n;
+        }
+        Ok(())
+    }
+
+    fn queue_urgent(&mut self, frame: &[u8]) {
+        let n = frame.len().min(self.urgent.len() - self.urgent_len);
+        self.urgent[self.urgent_len..self.urgent_len + n].copy_from_slice(&frame[..n]);
+        self.urgent_len += n;
+    }
+
+    /// WebSocket payload bytes, in order.
+    fn data(&mut self, mut data: &[u8]) -> Result<(), Close> {
+        while !data.is_empty() {
+            match std::mem::replace(&mut self.phase, Phase::Gone) {
+                Phase::ActOne(state) => {
+                    let take = self.fill_act(ACT_ONE_LEN, &mut data);
+                    if take {
+                        let (next, act_two) = state
+                            .read_act_one(&self.acts[..ACT_ONE_LEN])
+                            .map_err(Close::Handshake)?;
+                        let (h, n) = ws::binary_header(act_two.len());
+                        self.queue_urgent(&h[..n]);
+                        self.queue_urgent(&act_two);
+                        self.acts_len = 0;
+                        self.phase = Phase::ActThree(next);
+                    } else {
+                        self.phase = Phase::ActOne(state);
+                    }
+                }
+                Phase::ActThree(state) => {
+                    if self.fill_act(ACT_THREE_LEN, &mut data) {
+                        let transport = state
+                            .read_act_three(&self.acts[..ACT_THREE_LEN])
+                            .map_err(Close::Handshake)?;
+                        let (sender, receiver) = transport.split();
+                        self.phase = Phase::Ready(Box::new(Ready {
+                            sender,
+                            receiver,
+                            reader: FrameReader::new(),
+                            frame: FrameBuffer::new(),
+                            session: Session::new(self.shared.chain_hash),
+                        }));
+                    } else {
+                        self.phase = Phase::ActThree(state);
+                    }
+                }
+                Phase::Ready(mut r) => {
+                    let result = self.frames(&mut r, data);
+                    self.phase = Phase::Ready(r);
+                    return result;
+                }
+                Phase::Http | Phase::Gone => return Err(Close::PeerClosed),
+            }
+        }
+        Ok(())
+    }
+
+    /// Collect handshake bytes up to `len`; true once there are `len`.
+    fn fill_act(&mut self, len: usize, data: &mut &[u8]) -> bool {
+        let take = (len - self.acts_len).min(data.len());
+        self.acts[self.acts_len..self.acts_len + take].copy_from_slice(&data[..take]);
+        self.acts_len += take;
+        *data = &data[take..];
+        self.acts_len == len
+    }
+
+    /// Transport bytes: decrypt frames, hand each message to the session.
+    fn frames(&self, r: &mut Ready, mut data: &[u8]) -> Result<(), Close> {
+        while !data.is_empty() {
+            let (taken, message) = r
+                .reader
+                .read(&mut r.receiver, data)
+                .map_err(Close::Receive)?;
+            data = &data[taken..];
+            if let Some(message) = message {
+                self.shared.metrics.messages_in.fetch_add(1, Relaxed);
+                let chain = self.shared.chain.read().map_err(|_| Close::Shutdown)?;
+                match r
+                    .session
+                    .receive(message, &chain)
+                    .map_err(Close::Violation)?
+                {
+                    Received::Ok => {}
+                    Received::PeerError => return Err(Close::PeerError),
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Write the session's next message as one WebSocket frame. Returns whether the
+    /// session is done (its warning went out).
+    async fn write_next(&mut self) -> Result<bool, Close> {
+        let Phase::Ready(r) = &mut self.phase else {
+            return Ok(false);
+        };
+        let len = {
+            let chain = self.shared.chain.read().map_err(|_| Close::Shutdown)?;
+            let before = r.session.headers_sent;
+            let Some(len) = r
+                .session
+                .next_message(&chain, r.frame.body_mut())
+                .map_err(|_| Close::Send(SendError::MessageTooLong { len: 0 }))?
+            else {
+                return Ok(r.session.closing());
+            };
+            self.shared
+                .metrics
+                .headers_served
+                .fetch_add(r.session.headers_sent - before, Relaxed);
+            len
+        };
+        let done = r.session.closing();
+        let frame = r.frame.seal(&mut r.sender, len).map_err(Close::Send)?;
+        let (h, hn) = ws::binary_header(frame.len());
+        write_two(&mut self.stream, &h[..hn], frame).await?;
+        self.shared.metrics.messages_out.fetch_add(1, Relaxed);
+        self.shared
+            .metrics
+            .bytes_out
+            .fetch_add((hn + frame.len()) as u64, Relaxed);
+        Ok(done)
+    }
+
+    async fn write_raw(&mut self, bytes: &[u8]) -> Result<(), Close> {
+        match timeout(
+            self.shared.limits.write_timeout,
+            self.stream.write_all(bytes),
+        )
+        .await
+        {
+            Err(_) => Err(Close::WriteTimeout),
+            Ok(r) => {
+                r?;
+                self.shared
+                    .metrics
+                    .bytes_out
+                    .fetch_add(bytes.len() as u64, Relaxed);
+                Ok(())
+            }
+        }
+    }
+}
+
+/// Write `a` then `b` with vectored writes (one syscall when the socket takes both).
+async fn write_two(stream: &mut TcpStream, mut a: &[u8], mut b: &[u8]) -> Result<(), Close> {
+    while !a.is_empty() || !b.is_empty() {
+        let n = stream
+            .write_vectored(&[IoSlice::new(a), IoSlice::new(b)])
+            .await?;
+        if n == 0 {
+            return Err(Close::PeerClosed);
+        }
+        let from_a = n.min(a.len());
+        a = &a[from_a..];
+        b = &b[n - from_a..];
+    }
+    Ok(())
+}

@@ -1,0 +1,519 @@
+//! One client connection's protocol state after the handshake, sans-IO (docs/PROTOCOL.md).
+//!
+//! The shell feeds each decrypted message to [`Session::receive`] and, whenever the
+//! connection can take another frame, asks [`Session::next_message`] to write the next
+//! message into the frame buffer's body. Answers are produced one message at a time from
+//! the served chain, so a connection holds at most one frame whatever its client asks for
+//! or however slowly it reads; queued requests are a few integers each.
+
+use core::fmt;
+use std::collections::VecDeque;
+
+use lightwire_wire::sync::{
+    MAX_HEADERS_PER_MESSAGE, MAX_LOCATOR, MAX_PENDING_REQUESTS, MAX_REQUEST_HEADERS,
+};
+use lightwire_wire::{
+    DecodeError, EncodeError, Features, GetHeaders, Headers, Init, Message, Networks, Ping, Pong,
+    Tip, Warning,
+};
+
+use crate::served::ServedChain;
+
+/// A client broke a protocol rule; the gateway sends a `warning` and closes.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Violation {
+    /// A message other than `init` came first.
+    NoInitFirst,
+    /// `init` without a `networks` record.
+    MissingNetworks,
+    /// `init` whose `networks` does not hold the served chain.
+    WrongNetwork,
+    /// `init` requires a feature bit the gateway does not know.
+    UnknownRequiredFeature(usize),
+    /// A message that does not decode (or an unknown even type).
+    Undecodable(DecodeError),
+    /// `get_headers` with `max_count` of 0 or over the limit.
+    MaxCount(u32),
+    /// `get_headers` with too many locator hashes.
+    LocatorTooLong(usize),
+    /// More unanswered `get_headers` than allowed.
+    TooManyRequests,
+}
+
+impl Violation {
+    /// A short label (for metrics).
+    pub fn label(&self) -> &'static str {
+        match self {
+            Violation::NoInitFirst => "no_init_first",
+            Violation::MissingNetworks => "missing_networks",
+            Violation::WrongNetwork => "wrong_network",
+            Violation::UnknownRequiredFeature(_) => "unknown_required_feature",
+            Violation::Undecodable(_) => "undecodable",
+            Violation::MaxCount(_) => "max_count",
+            Violation::LocatorTooLong(_) => "locator_too_long",
+            Violation::TooManyRequests => "too_many_requests",
+        }
+    }
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Violation::NoInitFirst => f.write_str("the first message must be init"),
+            Violation::MissingNetworks => f.write_str("init must carry a networks record"),
+            Violation::WrongNetwork => {
+                f.write_str("init's networks does not include this gateway's chain")
+            }
+            Violation::UnknownRequiredFeature(bit) => {
+                write!(f, "init requires unknown feature bit {bit}")
+            }
+            Violation::Undecodable(e) => write!(f, "message does not decode: {e}"),
+            Violation::MaxCount(n) => {
+                write!(
+                    f,
+                    "get_headers max_count {n} is not in 1..={MAX_REQUEST_HEADERS}"
+                )
+            }
+            Violation::LocatorTooLong(n) => {
+                write!(f, "get_headers locator of {n} hashes is over {MAX_LOCATOR}")
+            }
+            Violation::TooManyRequests => {
+                write!(f, "more than {MAX_PENDING_REQUESTS} get_headers unanswered")
+            }
+        }
+    }
+}
+
+/// What the client said that the shell must act on.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Received {
+    /// Nothing to do but keep going.
+    Ok,
+    /// The client sent `error`: close without a reply.
+    PeerError,
+}
+
+/// A request waiting to be answered: where its answer starts and ends, resolved when it
+/// arrived (a few integers; the locator itself is not kept).
+#[derive(Clone, Copy, Debug)]
+struct Request {
+    id: u32,
+    next: u32,
+    remaining: u32,
+    /// The height of `stop_hash`, if it is on the chain.
+    stop: Option<u32>,
+}
+
+/// The protocol state of one connection.
+#[derive(Debug)]
+pub struct Session {
+    chain_hash: [u8; 32],
+    init_sent: bool,
+    init_received: bool,
+    tip_due: bool,
+    ping_due: bool,
+    pong_due: Option<u16>,
+    warning: Option<Violation>,
+    /// The warning went out: nothing more is sent.
+    done: bool,
+    requests: VecDeque<Request>,
+    /// The request being answered (its `headers` messages have started).
+    answering: Option<Request>,
+    /// Headers sent since the session started.
+    pub headers_sent: u64,
+}
+
+impl Session {
+    /// A session for a gateway serving the chain whose genesis hash is `chain_hash`.
+    pub fn new(chain_hash: [u8; 32]) -> Session {
+        Session {
+            chain_hash,
+            init_sent: false,
+            init_received: false,
+            tip_due: true,
+            ping_due: false,
+            pong_due: None,
+            warning: None,
+            done: false,
+            requests: VecDeque::with_capacity(MAX_PENDING_REQUESTS),
+            answering: None,
+            headers_sent: 0,
+        }
+    }
+
+    /// The tip changed: announce it at the next request boundary.
+    pub fn tip_changed(&mut self) {
+        self.tip_due = true;
+    }
+
+    /// Send a keepalive `ping`.
+    pub fn ping(&mut self) {
+        self.ping_due = true;
+    }
+
+    /// A violation to report with a `warning` before closing.
+    pub fn warn(&mut self, v: Violation) {
+        self.warning = Some(v);
+    }
+
+    /// Take one decrypted message from the client.
+    pub fn receive(&mut self, bytes: &[u8], chain: &ServedChain) -> Result<Received, Violation> {
+        let message = Message::decode(bytes).map_err(Violation::Undecodable)?;
+        if !self.init_received {
+            let Message::Init(init) = message else {
+                return Err(Violation::NoInitFirst);
+            };
+            if let Some(bit) = init.first_unknown_required_feature(&[]) {
+                return Err(Violation::UnknownRequiredFeature(bit));
+            }
+            match init.networks {
+                None => return Err(Violation::MissingNetworks),
+                Some(n) if !n.contains(&self.chain_hash) => return Err(Violation::WrongNetwork),
+                Some(_) => {}
+            }
+            self.init_received = true;
+            return Ok(Received::Ok);
+        }
+        match message {
+            Message::GetHeaders(req) => self.request(&req, chain)?,
+            Message::Ping(ping) => self.pong_due = ping.pong_len(),
+            Message::Error(_) => return Ok(Received::PeerError),
+            // A second init, warnings, pongs, headers and tips from a client, and unknown odd
+            // types: nothing to do.
+            Message::Init(_)
+            | Message::Warning(_)
+            | Message::Pong(_)
+            | Message::Headers(_)
+            | Message::Tip(_)
+            | Message::Unknown { .. } => {}
+        }
+        Ok(Received::Ok)
+    }
+
+    fn request(&mut self, req: &GetHeaders<'_>, chain: &ServedChain) -> Result<(), Violation> {
+        if req.max_count == 0 || req.max_count > MAX_REQUEST_HEADERS {
+            return Err(Violation::MaxCount(req.max_count));
+        }
+        let n = req.locator.len() / 32;
+        if n > MAX_LOCATOR {
+            return Err(Violation::LocatorTooLong(n));
+        }
+        let unanswered = self.requests.len() + usize::from(self.answering.is_some());
+        if unanswered >= MAX_PENDING_REQUESTS {
+            return Err(Violation::TooManyRequests);
+        }
+        let stop = (req.stop_hash != [0; 32])
+            .then(|| chain.height_of(&lightwire_chain::BlockHash(req.stop_hash)))
+            .flatten();
+        self.requests.push_back(Request {
+            id: req.id,
+            next: chain.start_after(req.locator_hashes()),
+            remaining: req.max_count,
+            stop,
+        });
+        Ok(())
+    }
+
+    /// Whether a message is waiting to be written.
+    pub fn has_output(&self) -> bool {
+        if self.done {
+            return false;
+        }
+        !self.init_sent
+            || self.warning.is_some()
+            || self.pong_due.is_some()
+            || self.ping_due
+            || (self.init_received
+                && ((self.answering.is_none() && self.tip_due)
+                    || self.answering.is_some()
+                    || !self.requests.is_empty()))
+    }
+
+    /// Whether the session has said its last word (a `warning`): close after writing it.
+    pub fn closing(&self) -> bool {
+        self.done || self.warning.is_some()
+    }
+
+    /// Write the next message into `out` (a frame buffer's body, 65,535 bytes); `None`
+    /// when there is nothing to send.
+    pub fn next_message(
+        &mut self,
+        chain: &ServedChain,
+        out: &mut [u8],
+    ) -> Result<Option<usize>, EncodeError> {
+        if !self.init_sent {
+            self.init_sent = true;
+            let chains = [self.chain_hash];
+            let init = Init::new(Features::empty(), Some(Networks::from_chains(&chains)));
+            return init.encode(out).map(Some);
+        }
+        if self.done {
+            return Ok(None);
+        }
+        if let Some(v) = self.warning.take() {
+            self.done = true;
+            let mut text = [0u8; 200];
+            let n = write_display(&v, &mut text);
+            return Warning::connection(&text[..n]).encode(out).map(Some);
+        }
+        if let Some(len) = self.pong_due.take() {
+            return Pong::encode_zeroed(len, out).map(Some);
+        }
+        if self.ping_due {
+            self.ping_due = false;
+            return Ping::encode_zeroed(0, 0, out).map(Some);
+        }
+        if !self.init_received {
+            return Ok(None);
+        }
+        if self.answering.is_none() {
+            if self.tip_due {
+                self.tip_due = false;
+                let tip = chain.tip();
+                let m = Tip {
+                    height: tip.height,
+                    header: &tip.header,
+                    chainwork: &tip.chainwork,
+                };
+                return m.encode(out).map(Some);
+            }
+            self.answering = self.requests.pop_front();
+        }
+        let Some(mut req) = self.answering else {
+            return Ok(None);
+        };
+        let tip = chain.tip().height;
+        let mut end = tip.min(req.stop.unwrap_or(u32::MAX));
+        end = end.min(req.next.saturating_add(req.remaining - 1));
+        let left = end.saturating_add(1).saturating_sub(req.next) as usize;
+        let count = left.min(MAX_HEADERS_PER_MESSAGE);
+        let last = count == left;
+        let fields = Headers {
+            id: req.id,
+            first_height: req.next,
+            last,
+            headers: &[],
+        };
+        let (start, len) = fields.encode_in_place(count, out)?;
+        let copied = chain.copy_headers(req.next, count, &mut out[start..len]);
+        if copied != count {
+            // The chain is behind what was planned (it cannot be: the tip was read above).
+            return Err(EncodeError::BufferTooSmall {
+                needed: count,
+                available: copied,
+            });
+        }
+        self.headers_sent += count as u64;
+        req.next += count as u32;
+        req.remaining -= count as u32;
+        self.answering = (!last).then_some(req);
+        Ok(Some(len))
+    }
+}
+
+/// Write `v`'s display text into `out` (truncated), returning the length.
+fn write_display(v: &impl fmt::Display, out: &mut [u8]) -> usize {
+    struct W<'a>(&'a mut [u8], usize);
+    impl fmt::Write for W<'_> {
+        fn write_str(&mut self, s: &str) -> fmt::Result {
+            let n = s.len().min(self.0.len() - self.1);
+            self.0[self.1..self.1 + n].copy_from_slice(&s.as_bytes()[..n]);
+            self.1 += n;
+            Ok(())
+        }
+    }
+    let mut w = W(out, 0);
+    let _ = fmt::write(&mut w, format_args!("{v}"));
+    w.1
+}
+
+#[cfg(test)]
+mod tests {
+    use lightwire_chain::generate::headers_after;
+    use lightwire_chain::{BlockHash, REGTEST};
+    use lightwire_wire::MAX_MESSAGE_LEN;
+
+    use super::*;
+
+    const NOW: u64 = 2_000_000_000;
+
+    fn chain_hash() -> [u8; 32] {
+        REGTEST.genesis.block_hash().0
+    }
+
+    fn encode(m: Message<'_>) -> Vec<u8> {
+        let mut out = vec![0u8; MAX_MESSAGE_LEN];
+        let n = m.encode(&mut out).unwrap();
+        out.truncate(n);
+        out
+    }
+
+    fn init_for(chain: [u8; 32]) -> Vec<u8> {
+        let chains = [chain];
+        encode(Message::Init(Init::new(
+            Features::empty(),
+            Some(Networks::from_chains(&chains)),
+        )))
+    }
+
+    fn get(id: u32, max_count: u32, locator: &[BlockHash]) -> Vec<u8> {
+        let flat: Vec<u8> = locator.iter().flat_map(|h| h.0).collect();
+        encode(Message::GetHeaders(GetHeaders {
+            id,
+            max_count,
+            stop_hash: [0; 32],
+            locator: &flat,
+        }))
+    }
+
+    /// Every message the session writes until it has nothing more.
+    fn drain(s: &mut Session, chain: &ServedChain) -> Vec<Vec<u8>> {
+        let mut out = vec![0u8; MAX_MESSAGE_LEN];
+        let mut all = Vec::new();
+        while let Some(n) = s.next_message(chain, &mut out).unwrap() {
+            all.push(out[..n].to_vec());
+        }
+        all
+    }
+
+    #[test]
+    fn answers_a_request_in_full_messages_then_a_last_one() {
+        let chain = ServedChain::generate(3000, NOW).unwrap();
+        let headers = headers_after(&REGTEST, &REGTEST.genesis, 0, 3000, 0);
+        let mut s = Session::new(chain_hash());
+        assert_eq!(s.receive(&init_for(chain_hash()), &chain), Ok(Received::Ok));
+        s.receive(&get(7, 2000, &[REGTEST.genesis.block_hash()]), &chain)
+            .unwrap();
+        let sent = drain(&mut s, &chain);
+        assert!(matches!(Message::decode(&sent[0]), Ok(Message::Init(_))));
+        let Ok(Message::Tip(tip)) = Message::decode(&sent[1]) else {
+            panic!("tip after init");
+        };
+        assert_eq!(tip.height, 3000);
+        let answers: Vec<Headers<'_>> = sent[2..]
+            .iter()
+            .map(|m| match Message::decode(m) {
+                Ok(Message::Headers(h)) => h,
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        let counts: Vec<(u32, usize, bool)> = answers
+            .iter()
+            .map(|h| (h.first_height, h.count(), h.last))
+            .collect();
+        assert_eq!(
+            counts,
+            [(1, 819, false), (820, 819, false), (1639, 362, true)]
+        );
+        let got: Vec<[u8; 80]> = answers.iter().flat_map(|h| h.iter().copied()).collect();
+        let want: Vec<[u8; 80]> = headers[..2000].iter().map(|h| h.encode()).collect();
+        assert_eq!(got, want);
+
+        // From a locator in the middle, to the tip: ends early with what there is.
+        s.receive(&get(8, 100_000, &[headers[2899].block_hash()]), &chain)
+            .unwrap();
+        let sent = drain(&mut s, &chain);
+        let Ok(Message::Headers(h)) = Message::decode(&sent[0]) else {
+            panic!()
+        };
+        assert_eq!(
+            (h.id, h.first_height, h.count(), h.last),
+            (8, 2901, 100, true)
+        );
+        // At the tip: one empty last message.
+        s.receive(&get(9, 10, &[headers[2999].block_hash()]), &chain)
+            .unwrap();
+        let sent = drain(&mut s, &chain);
+        let Ok(Message::Headers(h)) = Message::decode(&sent[0]) else {
+            panic!()
+        };
+        assert_eq!((h.first_height, h.count(), h.last), (3001, 0, true));
+        assert_eq!(s.headers_sent, 2100);
+    }
+
+    #[test]
+    fn a_tip_change_is_announced_between_answers_only() {
+        let chain = ServedChain::generate(2000, NOW).unwrap();
+        let mut s = Session::new(chain_hash());
+        s.receive(&init_for(chain_hash()), &chain).unwrap();
+        let _ = drain(&mut s, &chain);
+        s.receive(&get(1, 1000, &[]), &chain).unwrap();
+        let mut out = vec![0u8; MAX_MESSAGE_LEN];
+        s.next_message(&chain, &mut out).unwrap();
+        s.tip_changed();
+        let rest = drain(&mut s, &chain);
+        let types: Vec<u16> = rest
+            .iter()
+            .map(|m| u16::from_be_bytes([m[0], m[1]]))
+            .collect();
+        assert_eq!(types, [Headers::TYPE, Tip::TYPE]);
+    }
+
+    #[test]
+    fn violations_are_typed() {
+        let chain = ServedChain::generate(10, NOW).unwrap();
+        let mut s = Session::new(chain_hash());
+        assert_eq!(
+            s.receive(&get(1, 1, &[]), &chain),
+            Err(Violation::NoInitFirst)
+        );
+        assert_eq!(
+            s.receive(&init_for([1; 32]), &chain),
+            Err(Violation::WrongNetwork)
+        );
+        assert_eq!(
+            s.receive(&encode(Message::Init(Init::default())), &chain),
+            Err(Violation::MissingNetworks)
+        );
+        assert!(matches!(
+            s.receive(&[0x00], &chain),
+            Err(Violation::Undecodable(_))
+        ));
+        s.receive(&init_for(chain_hash()), &chain).unwrap();
+        assert_eq!(
+            s.receive(&get(1, 0, &[]), &chain),
+            Err(Violation::MaxCount(0))
+        );
+        assert_eq!(
+            s.receive(&get(1, MAX_REQUEST_HEADERS + 1, &[]), &chain),
+            Err(Violation::MaxCount(MAX_REQUEST_HEADERS + 1))
+        );
+        // A locator over 101 hashes cannot be encoded by our own encoder: build it by hand.
+        let mut long = get(1, 1, &[]);
+        let n = MAX_LOCATOR + 1;
+        long.truncate(long.len() - 2);
+        long.extend_from_slice(&(n as u16).to_be_bytes());
+        long.extend(std::iter::repeat_n(0u8, n * 32));
+        assert_eq!(s.receive(&long, &chain), Err(Violation::LocatorTooLong(n)));
+        for id in 0..MAX_PENDING_REQUESTS as u32 {
+            s.receive(&get(id, 1, &[]), &chain).unwrap();
+        }
+        assert_eq!(
+            s.receive(&get(99, 1, &[]), &chain),
+            Err(Violation::TooManyRequests)
+        );
+        // The warning is the last message.
+        s.warn(Violation::TooManyRequests);
+        let mut out = vec![0u8; MAX_MESSAGE_LEN];
+        s.next_message(&chain, &mut out).unwrap(); // init
+        let n = s.next_message(&chain, &mut out).unwrap().unwrap();
+        let Ok(Message::Warning(w)) = Message::decode(&out[..n]) else {
+            panic!()
+        };
+        assert_eq!(w.data_utf8(), Some("more than 8 get_headers unanswered"));
+        assert!(s.closing());
+    }
+
+    #[test]
+    fn pings_get_pongs() {
+        let chain = ServedChain::generate(10, NOW).unwrap();
+        let mut s = Session::new(chain_hash());
+        s.receive(&init_for(chain_hash()), &chain).unwrap();
+        let _ = drain(&mut s, &chain);
+        let mut ping = vec![0u8; 64];
+        let n = Ping::encode_zeroed(5, 0, &mut ping).unwrap();
+        s.receive(&ping[..n], &chain).unwrap();
+        let sent = drain(&mut s, &chain);
+        assert!(matches!(Message::decode(&sent[0]), Ok(Message::Pong(p)) if p.ignored.len() == 5));
+    }
+}

@@ -1,0 +1,439 @@
+//! The gateway in-process on 127.0.0.1 with a generated chain, and native clients: a full
+//! sync validated with lightwire-chain, then hostile clients, each closed with its reason
+//! while a well-behaved client keeps being served.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use lightwire_chain::{Chain, Header, Outcome, REGTEST};
+use lightwire_gateway::client::{Client, ClientError, Framing};
+use lightwire_gateway::served::ServedChain;
+use lightwire_gateway::server::{Limits, Shared, serve};
+use lightwire_gateway::ws;
+use lightwire_noise::{PublicKey, SecretKey};
+use lightwire_wire::{GetHeaders, Message};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+
+const NOW: u64 = 2_000_000_000;
+
+struct Gateway {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    node_id: PublicKey,
+    stop: watch::Sender<bool>,
+}
+
+impl Gateway {
+    async fn start(count: u32, limits: Limits) -> Gateway {
+        let chain = ServedChain::generate(count, NOW).expect("generated chain");
+        let key = SecretKey::from_bytes(&[0x11; 32]).unwrap();
+        let node_id = key.public_key();
+        let shared = Shared::new(chain, key, limits);
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (stop, stopped) = watch::channel(false);
+        tokio::spawn(serve(listener, shared.clone(), stopped));
+        Gateway {
+            addr,
+            shared,
+            node_id,
+            stop,
+        }
+    }
+
+    async fn client(&self, framing: Framing) -> Client {
+        Client::connect(self.addr, &self.node_id, chain_hash(), framing)
+            .await
+            .expect("connects")
+    }
+
+    /// Wait until the gateway has counted a close (or failed handshake) for `reason`.
+    async fn closed_for(&self, reason: &str, handshake: bool) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let m = &self.shared.metrics;
+            let n = if handshake {
+                m.handshake_failures(reason)
+            } else {
+                m.closes(reason)
+            };
+            if n > 0 {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no close for {reason}:\n{}",
+                m.render(0)
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        let _ = self.stop.send(true);
+    }
+}
+
+fn chain_hash() -> [u8; 32] {
+    REGTEST.genesis.block_hash().0
+}
+
+fn quick() -> Limits {
+    Limits {
+        handshake: Duration::from_secs(5),
+        idle_ping: Duration::from_secs(30),
+        ping_timeout: Duration::from_secs(30),
+        write_timeout: Duration::from_secs(2),
+    }
+}
+
+/// Sync the whole chain over `client`, validating every header; returns the tip height.
+async fn sync(client: &mut Client, per_request: u32) -> u32 {
+    // The gateway's init, then its tip.
+    let first = client
+        .recv(|m| u16::from_be_bytes([m[0], m[1]]))
+        .await
+        .unwrap();
+    assert_eq!(first, 16, "init first");
+    let announced = client
+        .recv(|m| match Message::decode(m) {
+            Ok(Message::Tip(t)) => t.height,
+            other => panic!("expected tip, got {other:?}"),
+        })
+        .await
+        .unwrap();
+    let mut chain = Chain::new(&REGTEST);
+    let mut batch: Vec<Header> = Vec::with_capacity(819);
+    let mut id = 0;
+    while chain.tip().height < announced {
+        id += 1;
+        let locator = chain.tip().hash.0;
+        let req = GetHeaders {
+            id,
+            max_count: per_request,
+            stop_hash: [0; 32],
+            locator: &locator,
+        };
+        client.send(&Message::GetHeaders(req)).await.unwrap();
+        loop {
+            batch.clear();
+            let last = client
+                .recv(|m| match Message::decode(m) {
+                    Ok(Message::Headers(h)) => {
+                        assert_eq!(h.id, id);
+                        batch.extend(h.iter().map(Header::decode));
+                        h.last
+                    }
+                    other => panic!("expected headers, got {other:?}"),
+                })
+                .await
+                .unwrap();
+            if !batch.is_empty() {
+                let outcome = chain.connect(&batch, NOW).expect("valid headers");
+                assert!(matches!(outcome, Outcome::Extended { .. }));
+            }
+            if last {
+                break;
+            }
+        }
+    }
+    chain.tip().height
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_syncs_and_validates_the_whole_chain() {
+    let gw = Gateway::start(20_000, quick()).await;
+    let mut client = gw.client(Framing::OnePerFrame).await;
+    assert_eq!(sync(&mut client, 5_000).await, 20_000);
+    // Frames cut into 7-byte WebSocket messages arrive all the same.
+    let mut split = gw.client(Framing::Split(7)).await;
+    assert_eq!(sync(&mut split, 100_000).await, 20_000);
+    let m = &gw.shared.metrics;
+    assert_eq!(
+        m.handshakes_completed
+            .load(std::sync::atomic::Ordering::Relaxed),
+        2
+    );
+    assert_eq!(
+        m.headers_served.load(std::sync::atomic::Ordering::Relaxed),
+        40_000
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_frames_in_one_websocket_message_are_all_read() {
+    let gw = Gateway::start(3_000, quick()).await;
+    let mut client = gw.client(Framing::OnePerFrame).await;
+    client.recv(|_| ()).await.unwrap(); // init
+    client.recv(|_| ()).await.unwrap(); // tip
+    // Three requests sealed into one WebSocket message.
+    let mut packed = Vec::new();
+    for id in 1..=3u32 {
+        let req = GetHeaders {
+            id,
+            max_count: 10,
+            stop_hash: [0; 32],
+            locator: &[],
+        };
+        packed.extend(client.seal(&Message::GetHeaders(req)).unwrap());
+    }
+    client.send_ws(&packed).await.unwrap();
+    for id in 1..=3u32 {
+        let (got, count, last) = client
+            .recv(|m| match Message::decode(m) {
+                Ok(Message::Headers(h)) => (h.id, h.count(), h.last),
+                other => panic!("{other:?}"),
+            })
+            .await
+            .unwrap();
+        assert_eq!((got, count, last), (id, 10, true));
+    }
+}
+
+/// Read until the gateway closes; returns what it sent as WebSocket payload, roughly.
+async fn read_to_close(stream: &mut TcpStream) -> Vec<u8> {
+    let mut all = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match tokio::time::timeout(Duration::from_secs(10), stream.read(&mut buf)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => return all,
+            Ok(Ok(n)) => all.extend_from_slice(&buf[..n]),
+            Err(_) => panic!("the gateway did not close the connection"),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_handshakes_are_closed_with_their_reason() {
+    let gw = Gateway::start(100, quick()).await;
+
+    // Garbage instead of an HTTP upgrade.
+    let mut s = TcpStream::connect(gw.addr).await.unwrap();
+    s.write_all(b"\x16\x03\x01 not http at all\r\n\r\n")
+        .await
+        .unwrap();
+    read_to_close(&mut s).await;
+    gw.closed_for("websocket", true).await;
+
+    // A handshake never finished: closed after the 5 s limit.
+    let started = Instant::now();
+    let mut s = TcpStream::connect(gw.addr).await.unwrap();
+    read_to_close(&mut s).await;
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_millis(4900),
+        "closed after {waited:?}"
+    );
+    gw.closed_for("handshake_timeout", true).await;
+
+    // A bad act one (wrong version byte), after a proper upgrade.
+    let mut s = TcpStream::connect(gw.addr).await.unwrap();
+    upgrade(&mut s).await;
+    let mut act = [0u8; 50];
+    act[0] = 1;
+    send_masked(&mut s, &act).await;
+    read_to_close(&mut s).await;
+    gw.closed_for("noise_handshake", true).await;
+
+    // A text frame.
+    let mut s = TcpStream::connect(gw.addr).await.unwrap();
+    upgrade(&mut s).await;
+    s.write_all(&[0x81, 0x80, 0, 0, 0, 0]).await.unwrap();
+    read_to_close(&mut s).await;
+
+    // Thousands of connections opened and dropped, some mid-upgrade.
+    for i in 0..2_000 {
+        let mut s = TcpStream::connect(gw.addr).await.unwrap();
+        if i % 4 == 0 {
+            let _ = s.write_all(b"GET / HTTP/1.1\r\nUpgr").await;
+        }
+        drop(s);
+    }
+    // Meanwhile and after, a good client is served.
+    let mut client = gw.client(Framing::OnePerFrame).await;
+    assert_eq!(sync(&mut client, 1_000).await, 100);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while gw
+        .shared
+        .metrics
+        .connections_open
+        .load(std::sync::atomic::Ordering::Relaxed)
+        > 1
+    {
+        assert!(
+            Instant::now() < deadline,
+            "dropped connections were not all closed"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+async fn upgrade(s: &mut TcpStream) {
+    let key = *b"dGhlIHNhbXBsZSBub25jZQ==";
+    let mut req = [0u8; 512];
+    let n = ws::client_request("127.0.0.1", "/", &key, &mut req);
+    s.write_all(&req[..n]).await.unwrap();
+    let mut buf = [0u8; 512];
+    let mut have = 0;
+    loop {
+        have += s.read(&mut buf[have..]).await.unwrap();
+        if ws::client_response(&buf[..have], &key).unwrap().is_some() {
+            return;
+        }
+    }
+}
+
+async fn send_masked(s: &mut TcpStream, payload: &[u8]) {
+    let mask = [1, 2, 3, 4];
+    let (h, n) = ws::client_binary_header(payload.len(), mask);
+    let mut frame = h[..n].to_vec();
+    let mut body = payload.to_vec();
+    ws::apply_mask(&mut body, mask, 0);
+    frame.extend(body);
+    s.write_all(&frame).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn transport_and_protocol_violations_close_only_that_connection() {
+    let gw = Gateway::start(2_000, quick()).await;
+    let mut good = gw.client(Framing::OnePerFrame).await;
+
+    // A frame whose MAC fails (garbage after the handshake).
+    let mut bad = gw.client(Framing::OnePerFrame).await;
+    bad.send_ws(&[0x55; 100]).await.unwrap();
+    assert!(drain_until_closed(&mut bad).await);
+    gw.closed_for("bad_frame", false).await;
+
+    // A WebSocket frame claiming 2^40 bytes, then garbage: the first transport frame in it
+    // fails its MAC; nothing waits for the rest.
+    let mut huge = gw.client(Framing::OnePerFrame).await;
+    let mut h = vec![0x82, 0xff];
+    h.extend_from_slice(&(1u64 << 40).to_be_bytes());
+    h.extend_from_slice(&[0, 0, 0, 0]);
+    h.extend_from_slice(&[0x42; 200]);
+    huge.stream().write_all(&h).await.unwrap();
+    assert!(drain_until_closed(&mut huge).await);
+
+    // A huge count: a warning naming the rule, then close.
+    let mut greedy = gw.client(Framing::OnePerFrame).await;
+    let req = GetHeaders {
+        id: 1,
+        max_count: 10_000_000,
+        stop_hash: [0; 32],
+        locator: &[],
+    };
+    greedy.send(&Message::GetHeaders(req)).await.unwrap();
+    let warning = warning_then_close(&mut greedy).await;
+    assert!(warning.contains("max_count 10000000"), "{warning}");
+    gw.closed_for("max_count", false).await;
+
+    // A locator of 102 hashes (encoded by hand: our encoder refuses it).
+    let mut bogus = gw.client(Framing::OnePerFrame).await;
+    let mut m = vec![0x80, 0x01, 0, 0, 0, 1, 0, 0, 0, 10];
+    m.extend_from_slice(&[0; 32]);
+    m.extend_from_slice(&102u16.to_be_bytes());
+    m.extend(std::iter::repeat_n(0xab, 102 * 32));
+    let frame = bogus
+        .seal(&Message::Unknown {
+            ty: 0x8001,
+            payload: &m[2..],
+        })
+        .unwrap();
+    bogus.send_ws(&frame).await.unwrap();
+    let warning = warning_then_close(&mut bogus).await;
+    assert!(warning.contains("locator of 102 hashes"), "{warning}");
+
+    // A locator of unknown hashes is not an error: the answer starts after genesis.
+    let mut lost = gw.client(Framing::OnePerFrame).await;
+    lost.recv(|_| ()).await.unwrap();
+    lost.recv(|_| ()).await.unwrap();
+    let unknown = [0xcd; 64];
+    let req = GetHeaders {
+        id: 5,
+        max_count: 3,
+        stop_hash: [0; 32],
+        locator: &unknown,
+    };
+    lost.send(&Message::GetHeaders(req)).await.unwrap();
+    let first = lost
+        .recv(|m| match Message::decode(m) {
+            Ok(Message::Headers(h)) => h.first_height,
+            other => panic!("{other:?}"),
+        })
+        .await
+        .unwrap();
+    assert_eq!(first, 1);
+
+    // The first client was served throughout.
+    assert_eq!(sync(&mut good, 500).await, 2_000);
+}
+
+/// Receive until the gateway closes; true if it did (any error ends it).
+async fn drain_until_closed(client: &mut Client) -> bool {
+    loop {
+        match tokio::time::timeout(Duration::from_secs(10), client.recv(|_| ())).await {
+            Ok(Ok(())) => continue,
+            Ok(Err(_)) => return true,
+            Err(_) => return false,
+        }
+    }
+}
+
+/// The text of the warning the gateway sends before it closes.
+async fn warning_then_close(client: &mut Client) -> String {
+    let mut text = None;
+    loop {
+        let r = tokio::time::timeout(
+            Duration::from_secs(10),
+            client.recv(|m| match Message::decode(m) {
+                Ok(Message::Warning(w)) => w.data_utf8().map(str::to_owned),
+                _ => None,
+            }),
+        )
+        .await
+        .expect("closed in time");
+        match r {
+            Ok(Some(t)) => text = Some(t),
+            Ok(None) => {}
+            Err(ClientError::Closed | ClientError::Io(_)) => {
+                return text.expect("a warning before the close");
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_never_reads_is_dropped_not_buffered() {
+    let gw = Gateway::start(200_000, quick()).await;
+    let mut sleeper = gw.client(Framing::OnePerFrame).await;
+    // Ask for everything, eight times over, and never read.
+    for id in 1..=8u32 {
+        let req = GetHeaders {
+            id,
+            max_count: 100_000,
+            stop_hash: [0; 32],
+            locator: &[],
+        };
+        sleeper.send(&Message::GetHeaders(req)).await.unwrap();
+    }
+    // The socket buffers fill, the gateway's write waits, then times out (2 s here).
+    gw.closed_for("write_timeout", false).await;
+    let served = gw
+        .shared
+        .metrics
+        .headers_served
+        .load(std::sync::atomic::Ordering::Relaxed);
+    assert!(
+        served < 200_000,
+        "the gateway wrote {served} headers ahead of the client"
+    );
+    // Others are served.
+    let mut good = gw.client(Framing::OnePerFrame).await;
+    assert_eq!(sync(&mut good, 100_000).await, 200_000);
+}
