@@ -12,15 +12,18 @@ use tokio::sync::watch;
 
 use crate::metrics::serve_metrics;
 use crate::served::ServedChain;
-use crate::server::{Limits, Shared, serve};
+use crate::server::{Buffers, Limits, Shared, serve};
 
 const USAGE: &str = "usage: lightwire-gateway --listen HOST:PORT --key-file PATH SOURCE [--metrics-listen HOST:PORT]
+                         [--buffers pooled|fixed] [--pool N]
   SOURCE is one of:
     --generate N                                   a deterministic regtest chain of N headers
     --headers-file FILE --network NET [--from-height H]
                                                    80-byte headers from a file (validated first)
     --upstream HOST:PORT --network NET             a Bitcoin node over P2P (not written yet)
-  networks: mainnet, testnet3, testnet4, signet, regtest";
+  networks: mainnet, testnet3, testnet4, signet, regtest
+  --buffers: frame buffers lent from two pools of N (default 256) only while a frame is read
+  or written (pooled, the default), or owned by each connection (fixed); benches/README.md";
 
 enum Source {
     Generate(u32),
@@ -36,7 +39,11 @@ struct Options {
     key_file: PathBuf,
     source: Source,
     metrics: Option<SocketAddr>,
+    pool: Option<usize>,
 }
+
+/// Buffers per pool by default: 2 x 256 x 64 KiB = 32 MiB at most.
+const DEFAULT_POOL: usize = 256;
 
 fn parse(args: &[String]) -> Result<Options, String> {
     let mut listen = None;
@@ -47,6 +54,8 @@ fn parse(args: &[String]) -> Result<Options, String> {
     let mut from_height = None;
     let mut upstream = None;
     let mut metrics = None;
+    let mut pooled = true;
+    let mut pool = DEFAULT_POOL;
     let mut it = args.iter();
     while let Some(flag) = it.next() {
         let mut value = || {
@@ -66,6 +75,14 @@ fn parse(args: &[String]) -> Result<Options, String> {
             "--from-height" => from_height = Some(number(flag, &value()?)?),
             "--upstream" => upstream = Some(value()?),
             "--metrics-listen" => metrics = Some(addr(flag, &value()?)?),
+            "--buffers" => {
+                pooled = match value()?.as_str() {
+                    "pooled" => true,
+                    "fixed" => false,
+                    other => return Err(format!("--buffers: {other} is not pooled or fixed")),
+                }
+            }
+            "--pool" => pool = number(flag, &value()?)?.max(1) as usize,
             "-h" | "--help" => return Err(String::new()),
             other => return Err(format!("unknown argument {other}")),
         }
@@ -89,6 +106,7 @@ fn parse(args: &[String]) -> Result<Options, String> {
         key_file,
         source,
         metrics,
+        pool: pooled.then_some(pool),
     })
 }
 
@@ -197,15 +215,17 @@ async fn run(o: Options) -> Result<(), String> {
         .map_err(|e| format!("{}: {e}", o.listen))?;
     let local = listener.local_addr().map_err(|e| e.to_string())?;
     let node_id = hex::encode(key.public_key().serialize());
-    let shared = Shared::new(chain, key, Limits::default());
+    let buffers = match o.pool {
+        Some(n) => Buffers::pooled(n),
+        None => Buffers::Fixed,
+    };
+    let shared = Shared::new(chain, key, Limits::default(), buffers);
     if let Some(m) = o.metrics {
         let metrics = TcpListener::bind(m)
             .await
             .map_err(|e| format!("{m}: {e}"))?;
         let shared = shared.clone();
-        tokio::spawn(serve_metrics(metrics, move || {
-            shared.metrics.render(shared.tip_height())
-        }));
+        tokio::spawn(serve_metrics(metrics, move || shared.render_metrics()));
     }
     println!("node id {node_id} connect ws://{local}#{node_id}");
     let _ = std::io::stdout().flush();

@@ -11,6 +11,7 @@
 pub mod cli;
 pub mod client;
 pub mod metrics;
+pub mod pool;
 pub mod served;
 pub mod server;
 pub mod session;

@@ -21,10 +21,11 @@ use lightwire_noise::{
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::watch;
+use tokio::sync::{OwnedSemaphorePermit, watch};
 use tokio::time::{Instant, sleep_until, timeout};
 
 use crate::metrics::Metrics;
+use crate::pool::Pool;
 use crate::served::ServedChain;
 use crate::session::{Received, Session, Violation};
 use crate::ws::{self, WsError};
@@ -53,6 +54,31 @@ impl Default for Limits {
     }
 }
 
+/// Where connections get their frame buffers (65,569 bytes each, one to read and one to
+/// write).
+pub enum Buffers {
+    /// Each connection owns its two buffers for its whole life.
+    Fixed,
+    /// Connections borrow from two bounded pools only while a frame is being read or
+    /// written, and wait when a pool is empty.
+    Pooled {
+        /// Buffers for frames being received.
+        read: Pool,
+        /// Buffers for frames being sent.
+        write: Pool,
+    },
+}
+
+impl Buffers {
+    /// Two pools of `max` buffers each.
+    pub fn pooled(max: usize) -> Buffers {
+        Buffers::Pooled {
+            read: Pool::new(max),
+            write: Pool::new(max),
+        }
+    }
+}
+
 /// What every connection shares.
 pub struct Shared {
     /// The served chain (read-locked briefly to copy each message's headers).
@@ -67,11 +93,18 @@ pub struct Shared {
     pub metrics: Metrics,
     /// Time limits.
     pub limits: Limits,
+    /// Frame buffers.
+    pub buffers: Buffers,
 }
 
 impl Shared {
     /// Shared state for serving `chain` with `key`.
-    pub fn new(chain: ServedChain, key: SecretKey, limits: Limits) -> Arc<Shared> {
+    pub fn new(
+        chain: ServedChain,
+        key: SecretKey,
+        limits: Limits,
+        buffers: Buffers,
+    ) -> Arc<Shared> {
         let chain_hash = chain.params().genesis.block_hash().0;
         Arc::new(Shared {
             chain: RwLock::new(chain),
@@ -80,7 +113,17 @@ impl Shared {
             tip_version: watch::channel(0).0,
             metrics: Metrics::default(),
             limits,
+            buffers,
         })
+    }
+
+    /// The `/metrics` text now.
+    pub fn render_metrics(&self) -> String {
+        if let Buffers::Pooled { read, write } = &self.buffers {
+            let lent = read.lent() + write.lent();
+            self.metrics.pool_in_use.store(lent as i64, Relaxed);
+        }
+        self.metrics.render(self.tip_height())
     }
 
     /// The tip height now.
@@ -116,6 +159,8 @@ pub enum Close {
     Send(SendError),
     /// The gateway is shutting down.
     Shutdown,
+    /// A buffer pool is closed (shutting down).
+    NoBuffer,
 }
 
 impl Close {
@@ -135,6 +180,7 @@ impl Close {
             Close::Io(_) => "io",
             Close::Send(_) => "send",
             Close::Shutdown => "shutdown",
+            Close::NoBuffer => "no_buffer",
         }
     }
 }
@@ -154,6 +200,7 @@ impl fmt::Display for Close {
             Close::Io(k) => write!(f, "socket: {k}"),
             Close::Send(e) => write!(f, "sealing: {e}"),
             Close::Shutdown => f.write_str("gateway shutting down"),
+            Close::NoBuffer => f.write_str("no frame buffer (pool closed)"),
         }
     }
 }
@@ -217,13 +264,12 @@ enum Phase {
 struct Ready {
     sender: Sender,
     receiver: Receiver,
-    reader: FrameReader,
-    frame: FrameBuffer,
     session: Session,
 }
 
-/// Bytes read per socket read.
-const READ_BUF: usize = 8192;
+/// Bytes read per socket read: clients send little (requests of ~50 bytes, pings), and
+/// this buffer lives as long as the connection.
+const READ_BUF: usize = 2048;
 
 struct Conn<'a> {
     stream: TcpStream,
@@ -237,6 +283,13 @@ struct Conn<'a> {
     urgent: [u8; 256],
     urgent_len: usize,
     close_after_urgent: bool,
+    /// The frame reader, once the handshake nears its end; in pooled mode only while a
+    /// frame is arriving, with the permit of its buffer.
+    reader: Option<FrameReader>,
+    reader_permit: Option<OwnedSemaphorePermit>,
+    /// The frame writer; in pooled mode only while a frame is written.
+    writer: Option<FrameBuffer>,
+    writer_permit: Option<OwnedSemaphorePermit>,
 }
 
 async fn connection(
@@ -255,6 +308,10 @@ async fn connection(
         urgent: [0; 256],
         urgent_len: 0,
         close_after_urgent: false,
+        reader: None,
+        reader_permit: None,
+        writer: None,
+        writer_permit: None,
     };
     let mut tips = shared.tip_version.subscribe();
     let limits = shared.limits;
@@ -262,8 +319,8 @@ async fn connection(
     let mut idle_deadline = handshake_deadline;
     let mut ping_outstanding = false;
     let mut rbuf = [0u8; READ_BUF];
-    let mut http = [0u8; ws::MAX_REQUEST_LEN];
-    let mut http_len = 0;
+    // Only during the upgrade: on the heap, so that it is not kept with the connection.
+    let mut http = Vec::with_capacity(ws::MAX_REQUEST_LEN);
 
     loop {
         if conn.urgent_len > 0 {
@@ -287,13 +344,15 @@ async fn connection(
                     Err(e) => return e.into(),
                 };
                 shared.metrics.bytes_in.fetch_add(n as u64, Relaxed);
+                if let Err(e) = conn.ensure_reader().await {
+                    return e;
+                }
                 let result = if matches!(conn.phase, Phase::Http) {
                     // Collect the upgrade request; what follows it is WebSocket data.
-                    let take = n.min(http.len() - http_len);
-                    http[http_len..http_len + take].copy_from_slice(&rbuf[..take]);
-                    http_len += take;
+                    let take = n.min(ws::MAX_REQUEST_LEN - http.len());
+                    http.extend_from_slice(&rbuf[..take]);
                     let mut response = [0u8; 256];
-                    match ws::server_handshake(&http[..http_len], &mut response) {
+                    match ws::server_handshake(&http, &mut response) {
                         Err(e) => return Close::Ws(e),
                         Ok(None) => Ok(()),
                         Ok(Some((consumed, len))) => {
@@ -304,10 +363,8 @@ async fn connection(
                                 return Close::Io(std::io::ErrorKind::Other);
                             };
                             conn.phase = Phase::ActOne(Responder::start(shared.key.clone(), ephemeral));
-                            let mut rest = [0u8; ws::MAX_REQUEST_LEN];
-                            let extra = http_len - consumed;
-                            rest[..extra].copy_from_slice(&http[consumed..http_len]);
-                            let mut result = conn.input(&mut rest[..extra]);
+                            let mut rest = std::mem::take(&mut http);
+                            let mut result = conn.input(&mut rest[consumed..]);
                             if result.is_ok() && take < n {
                                 result = conn.input(&mut rbuf[take..n]);
                             }
@@ -317,11 +374,17 @@ async fn connection(
                 } else {
                     conn.input(&mut rbuf[..n])
                 };
+                conn.release_reader();
                 if let Err(close) = result {
                     if let (Close::Violation(v), Phase::Ready(r)) = (&close, &mut conn.phase) {
-                        // Say why, then close.
+                        // Say why (after our init, if it has not gone out yet), then close.
                         r.session.warn(*v);
-                        let _ = conn.write_next().await;
+                        for _ in 0..2 {
+                            match timeout(limits.write_timeout, conn.write_next()).await {
+                                Ok(Ok(false)) => continue,
+                                _ => break,
+                            }
+                        }
                     }
                     return close;
                 }
@@ -430,16 +493,22 @@ impl Conn<'_> {
                         self.phase = Phase::Ready(Box::new(Ready {
                             sender,
                             receiver,
-                            reader: FrameReader::new(),
-                            frame: FrameBuffer::new(),
                             session: Session::new(self.shared.chain_hash),
                         }));
+                        if matches!(self.shared.buffers, Buffers::Fixed) {
+                            self.reader = Some(FrameReader::new());
+                            self.writer = Some(FrameBuffer::new());
+                        }
                     } else {
                         self.phase = Phase::ActThree(state);
                     }
                 }
                 Phase::Ready(mut r) => {
-                    let result = self.frames(&mut r, data);
+                    let result = match self.reader.as_mut() {
+                        Some(reader) => frames(self.shared, reader, &mut r, data),
+                        // ensure_reader gives every connection past act two a reader first.
+                        None => Err(Close::NoBuffer),
+                    };
                     self.phase = Phase::Ready(r);
                     return result;
                 }
@@ -458,34 +527,30 @@ impl Conn<'_> {
         self.acts_len == len
     }
 
-    /// Transport bytes: decrypt frames, hand each message to the session.
-    fn frames(&self, r: &mut Ready, mut data: &[u8]) -> Result<(), Close> {
-        while !data.is_empty() {
-            let (taken, message) = r
-                .reader
-                .read(&mut r.receiver, data)
-                .map_err(Close::Receive)?;
-            data = &data[taken..];
-            if let Some(message) = message {
-                self.shared.metrics.messages_in.fetch_add(1, Relaxed);
-                let chain = self.shared.chain.read().map_err(|_| Close::Shutdown)?;
-                match r
-                    .session
-                    .receive(message, &chain)
-                    .map_err(Close::Violation)?
-                {
-                    Received::Ok => {}
-                    Received::PeerError => return Err(Close::PeerError),
-                }
-            }
-        }
-        Ok(())
-    }
-
     /// Write the session's next message as one WebSocket frame. Returns whether the
     /// session is done (its warning went out).
     async fn write_next(&mut self) -> Result<bool, Close> {
-        let Phase::Ready(r) = &mut self.phase else {
+        if self.writer.is_none()
+            && let Buffers::Pooled { write, .. } = &self.shared.buffers
+        {
+            let loan = self.borrow(write).await?;
+            let (buf, permit) = loan.into_parts();
+            self.writer = FrameBuffer::with_buffer(buf).ok();
+            self.writer_permit = Some(permit);
+        }
+        let result = self.write_with_writer().await;
+        // Pooled: the buffer goes back as soon as its frame is written.
+        if let (Some(permit), Buffers::Pooled { write, .. }) =
+            (self.writer_permit.take(), &self.shared.buffers)
+            && let Some(w) = self.writer.take()
+        {
+            write.give(w.into_buffer(), permit);
+        }
+        result
+    }
+
+    async fn write_with_writer(&mut self) -> Result<bool, Close> {
+        let (Phase::Ready(r), Some(writer)) = (&mut self.phase, self.writer.as_mut()) else {
             return Ok(false);
         };
         let len = {
@@ -493,10 +558,10 @@ impl Conn<'_> {
             let before = r.session.headers_sent;
             let Some(len) = r
                 .session
-                .next_message(&chain, r.frame.body_mut())
+                .next_message(&chain, writer.body_mut())
                 .map_err(|_| Close::Send(SendError::MessageTooLong { len: 0 }))?
             else {
-                return Ok(r.session.closing());
+                return Ok(r.session.finished());
             };
             self.shared
                 .metrics
@@ -504,8 +569,8 @@ impl Conn<'_> {
                 .fetch_add(r.session.headers_sent - before, Relaxed);
             len
         };
-        let done = r.session.closing();
-        let frame = r.frame.seal(&mut r.sender, len).map_err(Close::Send)?;
+        let done = r.session.finished();
+        let frame = writer.seal(&mut r.sender, len).map_err(Close::Send)?;
         let (h, hn) = ws::binary_header(frame.len());
         write_two(&mut self.stream, &h[..hn], frame).await?;
         self.shared.metrics.messages_out.fetch_add(1, Relaxed);
@@ -514,6 +579,48 @@ impl Conn<'_> {
             .bytes_out
             .fetch_add((hn + frame.len()) as u64, Relaxed);
         Ok(done)
+    }
+
+    /// Borrow a buffer from `pool`, counting the wait.
+    async fn borrow(&self, pool: &Pool) -> Result<crate::pool::Loan, Close> {
+        let m = &self.shared.metrics;
+        m.pool_waiting.fetch_add(1, Relaxed);
+        let loan = pool.take().await;
+        m.pool_waiting.fetch_sub(1, Relaxed);
+        loan.ok_or(Close::NoBuffer)
+    }
+
+    /// Pooled: past act one, borrow a reader's buffer before input is processed (the
+    /// transport's first bytes may follow act three in the same read).
+    async fn ensure_reader(&mut self) -> Result<(), Close> {
+        if self.reader.is_some() || matches!(self.phase, Phase::Http | Phase::ActOne(_)) {
+            return Ok(());
+        }
+        if let Buffers::Pooled { read, .. } = &self.shared.buffers {
+            let (buf, permit) = self.borrow(read).await?.into_parts();
+            self.reader = FrameReader::with_buffer(buf).ok();
+            self.reader_permit = Some(permit);
+        }
+        Ok(())
+    }
+
+    /// Pooled: give the reader's buffer back when no frame is half read.
+    fn release_reader(&mut self) {
+        let Buffers::Pooled { read, .. } = &self.shared.buffers else {
+            return;
+        };
+        if !matches!(self.phase, Phase::Ready(_)) {
+            return;
+        }
+        if let (Some(reader), Some(permit)) = (self.reader.take(), self.reader_permit.take()) {
+            match reader.release() {
+                Ok(buf) => read.give(buf, permit),
+                Err(reader) => {
+                    self.reader = Some(reader);
+                    self.reader_permit = Some(permit);
+                }
+            }
+        }
     }
 
     async fn write_raw(&mut self, bytes: &[u8]) -> Result<(), Close> {
@@ -534,6 +641,32 @@ impl Conn<'_> {
             }
         }
     }
+}
+
+/// Transport bytes: decrypt frames, hand each message to the session.
+fn frames(
+    shared: &Shared,
+    reader: &mut FrameReader,
+    r: &mut Ready,
+    mut data: &[u8],
+) -> Result<(), Close> {
+    while !data.is_empty() {
+        let (taken, message) = reader.read(&mut r.receiver, data).map_err(Close::Receive)?;
+        data = &data[taken..];
+        if let Some(message) = message {
+            shared.metrics.messages_in.fetch_add(1, Relaxed);
+            let chain = shared.chain.read().map_err(|_| Close::Shutdown)?;
+            match r
+                .session
+                .receive(message, &chain)
+                .map_err(Close::Violation)?
+            {
+                Received::Ok => {}
+                Received::PeerError => return Err(Close::PeerError),
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Write `a` then `b` with vectored writes (one syscall when the socket takes both).

@@ -229,9 +229,14 @@ impl Session {
                     || !self.requests.is_empty()))
     }
 
-    /// Whether the session has said its last word (a `warning`): close after writing it.
+    /// Whether the session is ending: a `warning` is due or went out.
     pub fn closing(&self) -> bool {
         self.done || self.warning.is_some()
+    }
+
+    /// Whether the session has said its last word (its `warning` went out): close now.
+    pub fn finished(&self) -> bool {
+        self.done
     }
 
     /// Write the next message into `out` (a frame buffer's body, 65,535 bytes); `None`
@@ -501,7 +506,24 @@ mod tests {
             panic!()
         };
         assert_eq!(w.data_utf8(), Some("more than 8 get_headers unanswered"));
-        assert!(s.closing());
+        assert!(s.closing() && s.finished());
+        assert_eq!(s.next_message(&chain, &mut out).unwrap(), None);
+    }
+
+    #[test]
+    fn a_warning_due_before_init_went_out_follows_init() {
+        let chain = ServedChain::generate(10, NOW).unwrap();
+        let mut s = Session::new(chain_hash());
+        s.receive(&init_for(chain_hash()), &chain).unwrap();
+        s.warn(Violation::MaxCount(0));
+        assert!(s.closing() && !s.finished());
+        let sent = drain(&mut s, &chain);
+        let types: Vec<u16> = sent
+            .iter()
+            .map(|m| u16::from_be_bytes([m[0], m[1]]))
+            .collect();
+        assert_eq!(types, [16, 1], "init, then the warning, then nothing");
+        assert!(s.finished());
     }
 
     #[test]

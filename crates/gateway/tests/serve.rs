@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use lightwire_chain::{Chain, Header, Outcome, REGTEST};
 use lightwire_gateway::client::{Client, ClientError, Framing};
 use lightwire_gateway::served::ServedChain;
-use lightwire_gateway::server::{Limits, Shared, serve};
+use lightwire_gateway::server::{Buffers, Limits, Shared, serve};
 use lightwire_gateway::ws;
 use lightwire_noise::{PublicKey, SecretKey};
 use lightwire_wire::{GetHeaders, Message};
@@ -28,10 +28,14 @@ struct Gateway {
 
 impl Gateway {
     async fn start(count: u32, limits: Limits) -> Gateway {
+        Gateway::start_with(count, limits, Buffers::pooled(4)).await
+    }
+
+    async fn start_with(count: u32, limits: Limits, buffers: Buffers) -> Gateway {
         let chain = ServedChain::generate(count, NOW).expect("generated chain");
         let key = SecretKey::from_bytes(&[0x11; 32]).unwrap();
         let node_id = key.public_key();
-        let shared = Shared::new(chain, key, limits);
+        let shared = Shared::new(chain, key, limits, buffers);
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let (stop, stopped) = watch::channel(false);
@@ -147,7 +151,13 @@ async fn sync(client: &mut Client, per_request: u32) -> u32 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_syncs_and_validates_the_whole_chain() {
-    let gw = Gateway::start(20_000, quick()).await;
+    for buffers in [Buffers::Fixed, Buffers::pooled(1)] {
+        a_client_syncs_with(buffers).await;
+    }
+}
+
+async fn a_client_syncs_with(buffers: Buffers) {
+    let gw = Gateway::start_with(20_000, quick(), buffers).await;
     let mut client = gw.client(Framing::OnePerFrame).await;
     assert_eq!(sync(&mut client, 5_000).await, 20_000);
     // Frames cut into 7-byte WebSocket messages arrive all the same.

@@ -375,6 +375,22 @@ impl FrameBuffer {
         }
     }
 
+    /// A frame buffer in `buf`, which must be [`MAX_FRAME_LEN`] bytes (else it is handed
+    /// back): lets a server lend buffers from a pool to connections only while they write.
+    pub fn with_buffer(buf: Box<[u8]>) -> Result<Self, Box<[u8]>> {
+        if buf.len() == MAX_FRAME_LEN {
+            Ok(FrameBuffer { buf })
+        } else {
+            Err(buf)
+        }
+    }
+
+    /// The buffer back (it still holds the last frame, sealed, and its plaintext body
+    /// bytes are overwritten by the ciphertext).
+    pub fn into_buffer(self) -> Box<[u8]> {
+        self.buf
+    }
+
     /// Where the next message's plaintext goes: 65,535 bytes.
     pub fn body_mut(&mut self) -> &mut [u8] {
         &mut self.buf[LENGTH_HEADER_LEN..LENGTH_HEADER_LEN + MAX_MESSAGE_LEN]
@@ -420,6 +436,32 @@ impl FrameReader {
             filled: 0,
             body_len: None,
             failed: false,
+        }
+    }
+
+    /// A reader in `buf`, which must be [`MAX_FRAME_LEN`] bytes (else it is handed back).
+    /// With [`Self::release`], a server lends readers' buffers from a pool to connections
+    /// only while a frame is arriving.
+    pub fn with_buffer(buf: Box<[u8]>) -> Result<Self, Box<[u8]>> {
+        if buf.len() != MAX_FRAME_LEN {
+            return Err(buf);
+        }
+        Ok(FrameReader {
+            buf,
+            filled: 0,
+            body_len: None,
+            failed: false,
+        })
+    }
+
+    /// The buffer back, when no frame is partly read and no error has ended the stream;
+    /// otherwise the reader itself, unchanged. The buffer still holds the last message's
+    /// plaintext: clear it if that matters to whoever uses it next.
+    pub fn release(self) -> Result<Box<[u8]>, Self> {
+        if self.filled == 0 && !self.failed {
+            Ok(self.buf)
+        } else {
+            Err(self)
         }
     }
 
@@ -728,6 +770,41 @@ mod tests {
             assert_eq!(got, messages, "chunks of {chunking}");
         }
         let _ = (a.sender(), b.receiver(), stream);
+    }
+
+    #[test]
+    fn buffers_can_be_lent_between_frames_only() {
+        let (mut a, mut b) = connected_pair();
+        assert!(FrameReader::with_buffer(vec![0; 10].into_boxed_slice()).is_err());
+        assert!(FrameBuffer::with_buffer(vec![0; MAX_FRAME_LEN + 1].into_boxed_slice()).is_err());
+        let mut out =
+            FrameBuffer::with_buffer(vec![0; MAX_FRAME_LEN].into_boxed_slice()).unwrap_or_default();
+        let frame = out.encrypt(a.sender(), b"pooled").unwrap().to_vec();
+        let _ = out.into_buffer();
+
+        let mut reader =
+            FrameReader::with_buffer(vec![0; MAX_FRAME_LEN].into_boxed_slice()).unwrap_or_default();
+        // Half a frame: the buffer holds it, so it cannot be given back.
+        let (taken, m) = reader.read(b.receiver(), &frame[..20]).unwrap();
+        assert!(m.is_none());
+        let Err(mut reader) = reader.release() else {
+            panic!("a frame is half read: the buffer cannot be given back");
+        };
+        let (_, m) = reader.read(b.receiver(), &frame[taken..]).unwrap();
+        assert_eq!(m.as_deref(), Some(&b"pooled"[..]));
+        // Between frames it can; the next reader goes on with the same receiver.
+        let Ok(buf) = reader.release() else {
+            panic!("between frames the buffer can be given back");
+        };
+        let mut reader = FrameReader::with_buffer(buf).unwrap_or_default();
+        let frame = frame_of(a.sender(), b"again");
+        let (_, m) = reader.read(b.receiver(), &frame).unwrap();
+        assert_eq!(m.as_deref(), Some(&b"again"[..]));
+        // A failed reader keeps its buffer: the stream is over.
+        let mut bad = frame_of(a.sender(), b"x");
+        bad[0] ^= 1;
+        assert!(reader.read(b.receiver(), &bad).is_err());
+        assert!(reader.release().is_err());
     }
 
     #[test]
