@@ -224,6 +224,9 @@ async fn run(o: Options) -> Result<(), String> {
         let metrics = TcpListener::bind(m)
             .await
             .map_err(|e| format!("{m}: {e}"))?;
+        if let Ok(a) = metrics.local_addr() {
+            eprintln!("lightwire-gateway: metrics on http://{a}/metrics");
+        }
         let shared = shared.clone();
         tokio::spawn(serve_metrics(metrics, move || shared.render_metrics()));
     }
