@@ -42,6 +42,12 @@ if [ ${#missing[@]} -gt 0 ]; then
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
+# btcd (a real Bitcoin node) for the gateway's upstream test, built with Go.
+if ! command -v btcd >/dev/null || ! command -v btcctl >/dev/null; then
+  step "go install btcd and btcctl v0.26.2"
+  go install github.com/btcsuite/btcd@v0.26.2 github.com/btcsuite/btcd/cmd/btcctl@v0.26.2
+fi
+
 # npm writes node_modules/.package-lock.json on install; `-nt` is also true when it is
 # missing, so this installs on a fresh clone and again only when the lock file changes.
 if [ -f package-lock.json ] && [ package-lock.json -nt node_modules/.package-lock.json ]; then

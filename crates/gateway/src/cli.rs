@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use lightwire_chain::Network;
+use lightwire_chain::{Chain, Network};
 use lightwire_noise::SecretKey;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -13,6 +13,7 @@ use tokio::sync::watch;
 use crate::metrics::serve_metrics;
 use crate::served::ServedChain;
 use crate::server::{Buffers, Limits, Shared, serve};
+use crate::upstream::follow;
 
 const USAGE: &str = "usage: lightwire-gateway --listen HOST:PORT --key-file PATH SOURCE [--metrics-listen HOST:PORT]
                          [--buffers pooled|fixed] [--pool N]
@@ -20,7 +21,7 @@ const USAGE: &str = "usage: lightwire-gateway --listen HOST:PORT --key-file PATH
     --generate N                                   a deterministic regtest chain of N headers
     --headers-file FILE --network NET [--from-height H]
                                                    80-byte headers from a file (validated first)
-    --upstream HOST:PORT --network NET             a Bitcoin node over P2P (not written yet)
+    --upstream HOST:PORT --network NET             a Bitcoin node over P2P, followed to its tip
   networks: mainnet, testnet3, testnet4, signet, regtest
   --buffers: frame buffers lent from two pools of N (default 256) only while a frame is read
   or written (pooled, the default), or owned by each connection (fixed); benches/README.md";
@@ -31,6 +32,10 @@ enum Source {
         path: PathBuf,
         network: Network,
         from_height: Option<u32>,
+    },
+    Upstream {
+        addr: SocketAddr,
+        network: Network,
     },
 }
 
@@ -96,9 +101,10 @@ fn parse(args: &[String]) -> Result<Options, String> {
             network: network.ok_or("--headers-file needs --network")?,
             from_height,
         },
-        (None, None, Some(_)) => {
-            return Err("--upstream is not written yet (issue 4 continues)".into());
-        }
+        (None, None, Some(a)) => Source::Upstream {
+            addr: addr("--upstream", &a)?,
+            network: network.ok_or("--upstream needs --network")?,
+        },
         _ => return Err("give exactly one of --generate, --headers-file, --upstream".into()),
     };
     Ok(Options {
@@ -150,9 +156,16 @@ fn now() -> u64 {
         .unwrap_or(0)
 }
 
-fn load(source: &Source) -> Result<ServedChain, String> {
+/// The chain to serve, and the validation state to keep following an upstream node.
+fn load(source: &Source) -> Result<(ServedChain, Option<Chain>), String> {
     match source {
-        Source::Generate(n) => ServedChain::generate(*n, now()).map_err(|e| e.to_string()),
+        Source::Upstream { network, .. } => {
+            let (served, chain) = ServedChain::genesis_only(network.params());
+            Ok((served, Some(chain)))
+        }
+        Source::Generate(n) => ServedChain::generate(*n, now())
+            .map(|c| (c, None))
+            .map_err(|e| e.to_string()),
         Source::File {
             path,
             network,
@@ -160,6 +173,7 @@ fn load(source: &Source) -> Result<ServedChain, String> {
         } => {
             let data = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
             ServedChain::from_file(network.params(), &data, *from_height, now())
+                .map(|c| (c, None))
                 .map_err(|e| format!("{}: {e}", path.display()))
         }
     }
@@ -201,7 +215,7 @@ pub fn main() -> i32 {
 async fn run(o: Options) -> Result<(), String> {
     let key = load_or_create_key(&o.key_file)?;
     let started = std::time::Instant::now();
-    let chain = load(&o.source)?;
+    let (chain, following) = load(&o.source)?;
     let tip = chain.tip();
     eprintln!(
         "lightwire-gateway: serving {} headers of {} (tip {}), validated in {:.1} s",
@@ -234,6 +248,15 @@ async fn run(o: Options) -> Result<(), String> {
     let _ = std::io::stdout().flush();
 
     let (stop, stopped) = watch::channel(false);
+    if let (Source::Upstream { addr, network }, Some(chain)) = (&o.source, following) {
+        tokio::spawn(follow(
+            *addr,
+            *network,
+            shared.clone(),
+            chain,
+            stopped.clone(),
+        ));
+    }
     let server = tokio::spawn(serve(listener, shared, stopped));
     wait_for_signal().await;
     eprintln!("lightwire-gateway: shutting down");

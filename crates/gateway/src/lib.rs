@@ -11,10 +11,12 @@
 pub mod cli;
 pub mod client;
 pub mod metrics;
+pub mod p2p;
 pub mod pool;
 pub mod served;
 pub mod server;
 pub mod session;
+pub mod upstream;
 pub mod ws;
 
 /// A fresh random secret key (static or ephemeral), from the operating system's RNG.

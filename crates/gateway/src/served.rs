@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use lightwire_chain::generate::next_header;
 use lightwire_chain::{
     BlockHash, Chain, ConnectError, Entry, HEADER_LEN, Header, MAX_BATCH, Network, Outcome, Params,
-    REGTEST,
+    REGTEST, Work, rebuild_entries,
 };
 
 /// Why a header source was refused.
@@ -71,6 +71,10 @@ pub struct ServedChain {
     headers: Vec<[u8; HEADER_LEN]>,
     index: HashMap<BlockHash, u32>,
     tip: TipInfo,
+    /// Chainwork at each period's first height (from `base`), to rebuild entries.
+    period_work: Vec<Work>,
+    /// Reorgs applied so far: an answer that started before one ends at once.
+    reorgs: u64,
 }
 
 /// A chain being built: what is served, and the validation window its next header needs.
@@ -92,6 +96,8 @@ impl Builder {
                 headers: vec![first.header.encode()],
                 index: HashMap::from([(first.hash, first.height)]),
                 tip: tip_info(&first),
+                period_work: vec![first.chainwork],
+                reorgs: 0,
             },
             chain,
         }
@@ -104,12 +110,8 @@ impl Builder {
             .connect(batch, now)
             .map_err(SourceError::Invalid)?
         {
-            Outcome::Extended { .. } => {
-                for e in self.chain.staged() {
-                    self.served.headers.push(e.header.encode());
-                    self.served.index.insert(e.hash, e.height);
-                }
-                self.served.tip = tip_info(self.chain.tip());
+            outcome @ Outcome::Extended { .. } => {
+                self.served.apply(&outcome, self.chain.staged());
                 Ok(())
             }
             other => Err(SourceError::Io(format!(
@@ -128,6 +130,94 @@ fn tip_info(e: &Entry) -> TipInfo {
 }
 
 impl ServedChain {
+    /// Only `params`' genesis header, with the validation state to extend it: the start of
+    /// a chain that follows an upstream node.
+    pub fn genesis_only(params: &'static Params) -> (ServedChain, Chain) {
+        let b = Builder::starting_at(params, genesis_entry(params));
+        (b.served, b.chain)
+    }
+
+    /// Store what `Chain::connect` staged with `outcome`: an extension, or a reorg (the
+    /// headers above the fork are dropped first). Other outcomes change nothing. Returns
+    /// whether the tip changed.
+    pub fn apply(&mut self, outcome: &Outcome, staged: &[Entry]) -> bool {
+        let Some(last) = staged.last() else {
+            return false;
+        };
+        match *outcome {
+            Outcome::Extended { .. } => {}
+            Outcome::Reorg { fork_height, .. } => {
+                let keep = (fork_height.saturating_sub(self.base) + 1) as usize;
+                for dropped in self.headers.drain(keep.min(self.headers.len())..) {
+                    self.index
+                        .remove(&lightwire_chain::hash_header_bytes(&dropped));
+                }
+                let interval = self.params.retarget_interval;
+                self.period_work
+                    .truncate(((fork_height - self.base) / interval) as usize + 1);
+                self.reorgs += 1;
+            }
+            _ => return false,
+        }
+        let interval = self.params.retarget_interval;
+        for e in staged {
+            self.headers.push(e.header.encode());
+            self.index.insert(e.hash, e.height);
+            if (e.height - self.base) % interval == 0 {
+                self.period_work.push(e.chainwork);
+            }
+        }
+        self.tip = tip_info(last);
+        true
+    }
+
+    /// Reorgs applied since the chain was built.
+    pub fn reorgs(&self) -> u64 {
+        self.reorgs
+    }
+
+    /// Validation entries for heights `from..=to` (for `Chain::connect_branch` when a fork
+    /// is below the validation window). `None` outside the chain.
+    pub fn entries(&self, from: u32, to: u32) -> Option<Vec<Entry>> {
+        if from > to || from < self.base || to > self.tip.height {
+            return None;
+        }
+        let interval = self.params.retarget_interval;
+        let start = from - (from - self.base) % interval;
+        let headers: Vec<Header> = self.headers
+            [(start - self.base) as usize..=(to - self.base) as usize]
+            .iter()
+            .map(Header::decode)
+            .collect();
+        let work = *self
+            .period_work
+            .get(((start - self.base) / interval) as usize)?;
+        let mut all = rebuild_entries(self.params, start, &headers, work);
+        all.drain(..(from - start) as usize);
+        Some(all)
+    }
+
+    /// A block locator: the tip, then back by 1 for ten headers, then by doubling steps,
+    /// ending with the first header held.
+    pub fn locator(&self) -> Vec<BlockHash> {
+        let mut out = Vec::with_capacity(32);
+        let mut height = i64::from(self.tip.height);
+        let mut step = 1;
+        while height > i64::from(self.base) {
+            out.push(self.hash_at(height as u32));
+            if out.len() >= 10 {
+                step *= 2;
+            }
+            height -= step;
+        }
+        out.push(self.hash_at(self.base));
+        out
+    }
+
+    fn hash_at(&self, height: u32) -> BlockHash {
+        lightwire_chain::hash_header_bytes(&self.headers[(height - self.base) as usize])
+    }
+
     /// The deterministic regtest chain of `count` headers (`lightwire-chain generate`).
     pub fn generate(count: u32, now: u64) -> Result<ServedChain, SourceError> {
         let mut served = Builder::starting_at(&REGTEST, genesis_entry(&REGTEST));
@@ -310,5 +400,49 @@ mod tests {
             ServedChain::from_file(&REGTEST, &data[..81], None, NOW),
             Err(SourceError::NotHeaders { len: 81 })
         ));
+    }
+
+    #[test]
+    fn a_followed_chain_extends_and_reorgs() {
+        let (mut served, mut chain) = ServedChain::genesis_only(&REGTEST);
+        let main = headers_after(&REGTEST, &REGTEST.genesis, 0, 3000, 0);
+        for piece in main.chunks(1000) {
+            let outcome = chain.connect(piece, NOW).unwrap();
+            assert!(served.apply(&outcome, chain.staged()));
+        }
+        assert_eq!(served.tip().height, 3000);
+        // Entries rebuilt from the served chain equal the validation window's.
+        let rebuilt = served.entries(2500, 3000).unwrap();
+        assert_eq!(rebuilt.len(), 501);
+        assert_eq!(rebuilt[500], *chain.tip());
+        assert!(served.entries(2500, 3001).is_none());
+        // Locator: newest first, ending at genesis.
+        let locator = served.locator();
+        assert_eq!(locator[0], main[2999].block_hash());
+        assert_eq!(locator[1], main[2998].block_hash());
+        assert_eq!(*locator.last().unwrap(), REGTEST.genesis.block_hash());
+        assert!(locator.len() < 30);
+
+        // A heavier branch from 2900 replaces the last 100 headers.
+        let branch = headers_after(&REGTEST, &main[2899], 2900, 150, 1);
+        let outcome = chain.connect(&branch, NOW).unwrap();
+        assert!(matches!(
+            outcome,
+            Outcome::Reorg {
+                fork_height: 2900,
+                ..
+            }
+        ));
+        assert!(served.apply(&outcome, chain.staged()));
+        assert_eq!(served.reorgs(), 1);
+        assert_eq!(served.tip().height, 3050);
+        assert_eq!(served.height_of(&main[2950].block_hash()), None);
+        assert_eq!(served.height_of(&branch[0].block_hash()), Some(2901));
+        let mut out = [0u8; 80];
+        served.copy_headers(2901, 1, &mut out);
+        assert_eq!(out, branch[0].encode());
+        assert_eq!(served.entries(3000, 3050).unwrap()[50], *chain.tip());
+        // Outcomes that stage nothing change nothing.
+        assert!(!served.apply(&Outcome::Known, &[]));
     }
 }

@@ -102,6 +102,8 @@ struct Request {
     remaining: u32,
     /// The height of `stop_hash`, if it is on the chain.
     stop: Option<u32>,
+    /// The chain's reorg count when the answer started.
+    reorgs: u64,
 }
 
 /// The protocol state of one connection.
@@ -210,6 +212,7 @@ impl Session {
             next: chain.start_after(req.locator_hashes()),
             remaining: req.max_count,
             stop,
+            reorgs: chain.reorgs(),
         });
         Ok(())
     }
@@ -289,6 +292,11 @@ impl Session {
         };
         let tip = chain.tip().height;
         let mut end = tip.min(req.stop.unwrap_or(u32::MAX));
+        if chain.reorgs() != req.reorgs {
+            // The chain reorganised since this answer was planned: end it here; the client
+            // learns the new tip next and asks again from its locator.
+            end = req.next.saturating_sub(1);
+        }
         end = end.min(req.next.saturating_add(req.remaining - 1));
         let left = end.saturating_add(1).saturating_sub(req.next) as usize;
         let count = left.min(MAX_HEADERS_PER_MESSAGE);
@@ -537,5 +545,30 @@ mod tests {
         s.receive(&ping[..n], &chain).unwrap();
         let sent = drain(&mut s, &chain);
         assert!(matches!(Message::decode(&sent[0]), Ok(Message::Pong(p)) if p.ignored.len() == 5));
+    }
+
+    #[test]
+    fn an_answer_ends_at_once_when_the_chain_reorgs() {
+        let (mut chain, mut validation) = ServedChain::genesis_only(&REGTEST);
+        let main = headers_after(&REGTEST, &REGTEST.genesis, 0, 2000, 0);
+        let outcome = validation.connect(&main, NOW).unwrap();
+        chain.apply(&outcome, validation.staged());
+        let mut s = Session::new(chain_hash());
+        s.receive(&init_for(chain_hash()), &chain).unwrap();
+        let _ = drain(&mut s, &chain);
+        s.receive(&get(1, 2000, &[]), &chain).unwrap();
+        let mut out = vec![0u8; MAX_MESSAGE_LEN];
+        s.next_message(&chain, &mut out).unwrap(); // 819 headers from height 1
+        let branch = headers_after(&REGTEST, &main[1499], 1500, 600, 1);
+        let outcome = validation.connect(&branch, NOW).unwrap();
+        assert!(chain.apply(&outcome, validation.staged()));
+        s.tip_changed();
+        let rest = drain(&mut s, &chain);
+        let Ok(Message::Headers(h)) = Message::decode(&rest[0]) else {
+            panic!("the answer's end")
+        };
+        assert_eq!((h.first_height, h.count(), h.last), (820, 0, true));
+        assert!(matches!(Message::decode(&rest[1]), Ok(Message::Tip(t)) if t.height == 2100));
+        assert_eq!(rest.len(), 2);
     }
 }

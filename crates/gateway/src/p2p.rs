@@ -1,0 +1,298 @@
+//! The few Bitcoin P2P messages the gateway exchanges with its upstream node, sans-IO:
+//! the 24-byte message header (magic, command, length, checksum) and the payloads of
+//! `version`, `verack`, `ping`/`pong`, `sendheaders`, `getheaders`, `headers` and `inv`.
+
+use core::fmt;
+
+use lightwire_chain::{BlockHash, HEADER_LEN, Header, Network};
+use sha2::{Digest, Sha256};
+
+/// Bytes of a message header.
+pub const MESSAGE_HEADER_LEN: usize = 24;
+/// The protocol version we speak (BIP 339 level; we need headers-first and sendheaders).
+pub const PROTOCOL_VERSION: i32 = 70016;
+/// Largest payload accepted (Bitcoin Core's `MAX_PROTOCOL_MESSAGE_LENGTH`).
+pub const MAX_PAYLOAD: usize = 4_000_000;
+/// Most headers in one `headers` message.
+pub const MAX_HEADERS: usize = 2000;
+/// `inv` type of a block.
+const MSG_BLOCK: u32 = 2;
+
+/// What went wrong with a message from the upstream node.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum P2pError {
+    /// Another network's magic.
+    BadMagic([u8; 4]),
+    /// The payload's checksum does not match.
+    BadChecksum,
+    /// A payload over [`MAX_PAYLOAD`].
+    TooLarge(usize),
+    /// A payload too short for a field.
+    Truncated(&'static str),
+    /// A `headers` message with more than [`MAX_HEADERS`].
+    TooManyHeaders(u64),
+}
+
+impl fmt::Display for P2pError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            P2pError::BadMagic(m) => write!(f, "network magic {m:02x?} is not ours"),
+            P2pError::BadChecksum => f.write_str("payload checksum mismatch"),
+            P2pError::TooLarge(n) => write!(f, "payload of {n} bytes is over {MAX_PAYLOAD}"),
+            P2pError::Truncated(field) => write!(f, "message truncated at {field}"),
+            P2pError::TooManyHeaders(n) => write!(f, "headers message with {n} headers"),
+        }
+    }
+}
+
+impl std::error::Error for P2pError {}
+
+/// The message-start bytes of `network`.
+pub fn magic(network: Network) -> [u8; 4] {
+    match network {
+        Network::Mainnet => [0xf9, 0xbe, 0xb4, 0xd9],
+        Network::Testnet3 => [0x0b, 0x11, 0x09, 0x07],
+        Network::Testnet4 => [0x1c, 0x16, 0x3f, 0x28],
+        Network::Signet => [0x0a, 0x03, 0xcf, 0x40],
+        Network::Regtest => [0xfa, 0xbf, 0xb5, 0xda],
+    }
+}
+
+fn checksum(payload: &[u8]) -> [u8; 4] {
+    let once = Sha256::digest(payload);
+    let twice = Sha256::digest(once);
+    [twice[0], twice[1], twice[2], twice[3]]
+}
+
+/// A message read from the stream.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Frame<'a> {
+    /// The command, without its zero padding.
+    pub command: &'a [u8],
+    /// The payload.
+    pub payload: &'a [u8],
+}
+
+/// Decode the message at the start of `buf`: `Ok(None)` if it is not all there yet,
+/// else the message and its length.
+pub fn decode(buf: &[u8], magic: [u8; 4]) -> Result<Option<(Frame<'_>, usize)>, P2pError> {
+    if buf.len() < MESSAGE_HEADER_LEN {
+        return Ok(None);
+    }
+    if buf[..4] != magic {
+        return Err(P2pError::BadMagic([buf[0], buf[1], buf[2], buf[3]]));
+    }
+    let command = &buf[4..16];
+    let end = command.iter().position(|&b| b == 0).unwrap_or(12);
+    let len = u32::from_le_bytes([buf[16], buf[17], buf[18], buf[19]]) as usize;
+    if len > MAX_PAYLOAD {
+        return Err(P2pError::TooLarge(len));
+    }
+    let Some(payload) = buf.get(MESSAGE_HEADER_LEN..MESSAGE_HEADER_LEN + len) else {
+        return Ok(None);
+    };
+    if checksum(payload) != buf[20..24] {
+        return Err(P2pError::BadChecksum);
+    }
+    Ok(Some((
+        Frame {
+            command: &command[..end],
+            payload,
+        },
+        MESSAGE_HEADER_LEN + len,
+    )))
+}
+
+/// Append a message with `command` whose payload `write` appends.
+pub fn encode(out: &mut Vec<u8>, magic: [u8; 4], command: &str, write: impl FnOnce(&mut Vec<u8>)) {
+    let start = out.len();
+    out.extend_from_slice(&magic);
+    let mut cmd = [0u8; 12];
+    let n = command.len().min(12);
+    cmd[..n].copy_from_slice(&command.as_bytes()[..n]);
+    out.extend_from_slice(&cmd);
+    out.extend_from_slice(&[0; 8]);
+    let body = out.len();
+    write(out);
+    let len = (out.len() - body) as u32;
+    let sum = checksum(&out[body..]);
+    out[start + 16..start + 20].copy_from_slice(&len.to_le_bytes());
+    out[start + 20..start + 24].copy_from_slice(&sum);
+}
+
+/// Append a CompactSize integer.
+pub fn write_compact(out: &mut Vec<u8>, n: u64) {
+    match n {
+        0..=0xfc => out.push(n as u8),
+        0xfd..=0xffff => {
+            out.push(0xfd);
+            out.extend_from_slice(&(n as u16).to_le_bytes());
+        }
+        0x1_0000..=0xffff_ffff => {
+            out.push(0xfe);
+            out.extend_from_slice(&(n as u32).to_le_bytes());
+        }
+        _ => {
+            out.push(0xff);
+            out.extend_from_slice(&n.to_le_bytes());
+        }
+    }
+}
+
+/// Read a CompactSize integer at `*at`.
+pub fn read_compact(b: &[u8], at: &mut usize, field: &'static str) -> Result<u64, P2pError> {
+    let first = *b.get(*at).ok_or(P2pError::Truncated(field))?;
+    let (len, v) = match first {
+        0xfd => (2, None),
+        0xfe => (4, None),
+        0xff => (8, None),
+        v => (0, Some(u64::from(v))),
+    };
+    *at += 1;
+    if let Some(v) = v {
+        return Ok(v);
+    }
+    let bytes = b.get(*at..*at + len).ok_or(P2pError::Truncated(field))?;
+    *at += len;
+    let mut le = [0u8; 8];
+    le[..len].copy_from_slice(bytes);
+    Ok(u64::from_le_bytes(le))
+}
+
+/// The `version` payload: no services, no address, a nonce, our start height, no relay.
+pub fn write_version(out: &mut Vec<u8>, now: u64, nonce: u64, start_height: u32) {
+    out.extend_from_slice(&PROTOCOL_VERSION.to_le_bytes());
+    out.extend_from_slice(&0u64.to_le_bytes()); // services
+    out.extend_from_slice(&(now as i64).to_le_bytes());
+    for _ in 0..2 {
+        // addr_recv, addr_from: services, IPv6-mapped address (unspecified), port.
+        out.extend_from_slice(&0u64.to_le_bytes());
+        out.extend_from_slice(&[0; 10]);
+        out.extend_from_slice(&[0xff, 0xff, 0, 0, 0, 0]);
+        out.extend_from_slice(&0u16.to_be_bytes());
+    }
+    out.extend_from_slice(&nonce.to_le_bytes());
+    let agent = b"/lightwire-gateway:0.1.0/";
+    write_compact(out, agent.len() as u64);
+    out.extend_from_slice(agent);
+    out.extend_from_slice(&(start_height as i32).to_le_bytes());
+    out.push(0); // relay: no transactions
+}
+
+/// The `getheaders` payload.
+pub fn write_getheaders(out: &mut Vec<u8>, locator: &[BlockHash], stop: &BlockHash) {
+    out.extend_from_slice(&(PROTOCOL_VERSION as u32).to_le_bytes());
+    write_compact(out, locator.len() as u64);
+    for h in locator {
+        out.extend_from_slice(h.as_bytes());
+    }
+    out.extend_from_slice(stop.as_bytes());
+}
+
+/// The headers of a `headers` payload (each followed by a transaction count, always 0).
+pub fn read_headers(payload: &[u8], out: &mut Vec<Header>) -> Result<(), P2pError> {
+    let mut at = 0;
+    let n = read_compact(payload, &mut at, "count")?;
+    if n > MAX_HEADERS as u64 {
+        return Err(P2pError::TooManyHeaders(n));
+    }
+    for _ in 0..n {
+        let bytes = payload
+            .get(at..at + HEADER_LEN)
+            .ok_or(P2pError::Truncated("header"))?;
+        out.extend(Header::from_slice(bytes));
+        at += HEADER_LEN;
+        read_compact(payload, &mut at, "tx count")?;
+    }
+    Ok(())
+}
+
+/// Whether an `inv` payload announces a block.
+pub fn inv_has_block(payload: &[u8]) -> Result<bool, P2pError> {
+    let mut at = 0;
+    let n = read_compact(payload, &mut at, "count")?;
+    for _ in 0..n {
+        let entry = payload.get(at..at + 36).ok_or(P2pError::Truncated("inv"))?;
+        at += 36;
+        let ty = u32::from_le_bytes([entry[0], entry[1], entry[2], entry[3]]);
+        // Also the witness flag variant (MSG_WITNESS_BLOCK = 0x40000002).
+        if ty & 0x3fff_ffff == MSG_BLOCK {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+#[cfg(test)]
+mod tests {
+    use lightwire_chain::generate::headers_after;
+    use lightwire_chain::{MAINNET, REGTEST};
+
+    use super::*;
+
+    #[test]
+    fn messages_round_trip_and_are_checked() {
+        let magic = magic(Network::Regtest);
+        let headers = headers_after(&REGTEST, &REGTEST.genesis, 0, 3, 0);
+        let mut out = Vec::new();
+        encode(&mut out, magic, "headers", |p| {
+            write_compact(p, 3);
+            for h in &headers {
+                p.extend_from_slice(&h.encode());
+                p.push(0);
+            }
+        });
+        encode(&mut out, magic, "verack", |_| {});
+        let (frame, n) = decode(&out, magic).unwrap().unwrap();
+        assert_eq!(frame.command, b"headers");
+        let mut got = Vec::new();
+        read_headers(frame.payload, &mut got).unwrap();
+        assert_eq!(got, headers);
+        let (frame, m) = decode(&out[n..], magic).unwrap().unwrap();
+        assert_eq!(
+            (frame.command, frame.payload.len(), n + m),
+            (&b"verack"[..], 0, out.len())
+        );
+        // Incomplete, another network, a corrupted payload.
+        assert_eq!(decode(&out[..n - 1], magic), Ok(None));
+        assert!(matches!(
+            decode(&out, super::magic(Network::Mainnet)),
+            Err(P2pError::BadMagic(_))
+        ));
+        let mut bad = out.clone();
+        bad[30] ^= 1;
+        assert_eq!(decode(&bad, magic), Err(P2pError::BadChecksum));
+        let _ = MAINNET;
+    }
+
+    #[test]
+    fn compact_sizes_and_limits() {
+        for n in [
+            0u64,
+            0xfc,
+            0xfd,
+            0xffff,
+            0x1_0000,
+            0xffff_ffff,
+            0x1_0000_0000,
+        ] {
+            let mut out = Vec::new();
+            write_compact(&mut out, n);
+            let mut at = 0;
+            assert_eq!(read_compact(&out, &mut at, "n"), Ok(n));
+            assert_eq!(at, out.len());
+        }
+        let mut big = Vec::new();
+        write_compact(&mut big, 2001);
+        assert_eq!(
+            read_headers(&big, &mut Vec::new()),
+            Err(P2pError::TooManyHeaders(2001))
+        );
+        let mut inv = Vec::new();
+        write_compact(&mut inv, 1);
+        inv.extend_from_slice(&2u32.to_le_bytes());
+        inv.extend_from_slice(&[0; 32]);
+        assert_eq!(inv_has_block(&inv), Ok(true));
+        assert_eq!(inv_has_block(&inv[..10]), Err(P2pError::Truncated("inv")));
+    }
+}

@@ -1,0 +1,232 @@
+//! Following a Bitcoin node over P2P: version/verack, sendheaders, getheaders/headers,
+//! ping/pong. Every header is validated with `lightwire-chain` before the served chain
+//! takes it; new tips and reorgs are announced to every connection. On any failure the
+//! connection is dropped and made again after a pause (1 s, doubling to 30 s).
+
+use core::fmt;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use lightwire_chain::{BlockHash, Chain, ConnectError, Header, MAX_BATCH, Network, Outcome};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::watch;
+
+use crate::p2p::{self, P2pError};
+use crate::server::Shared;
+
+/// Why the upstream connection ended.
+#[derive(Debug)]
+pub enum UpstreamError {
+    /// Socket error.
+    Io(std::io::Error),
+    /// A malformed message.
+    P2p(P2pError),
+    /// The node sent a header that fails validation (it is on another chain, or broken).
+    Invalid(ConnectError),
+    /// The node closed the connection.
+    Closed,
+    /// No handshake within 30 s.
+    HandshakeTimeout,
+}
+
+impl fmt::Display for UpstreamError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            UpstreamError::Io(e) => write!(f, "socket: {e}"),
+            UpstreamError::P2p(e) => write!(f, "message: {e}"),
+            UpstreamError::Invalid(e) => write!(f, "invalid header from the node: {e}"),
+            UpstreamError::Closed => f.write_str("closed by the node"),
+            UpstreamError::HandshakeTimeout => f.write_str("no version/verack in time"),
+        }
+    }
+}
+
+impl std::error::Error for UpstreamError {}
+
+impl From<std::io::Error> for UpstreamError {
+    fn from(e: std::io::Error) -> Self {
+        UpstreamError::Io(e)
+    }
+}
+
+impl From<P2pError> for UpstreamError {
+    fn from(e: P2pError) -> Self {
+        UpstreamError::P2p(e)
+    }
+}
+
+fn now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+/// Follow the node at `addr` until `shutdown` turns true, validating with `chain` (the
+/// validation state of the served chain's tip).
+pub async fn follow(
+    addr: SocketAddr,
+    network: Network,
+    shared: Arc<Shared>,
+    mut chain: Chain,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let mut pause = Duration::from_secs(1);
+    loop {
+        let result = tokio::select! {
+            r = session(addr, network, &shared, &mut chain) => r,
+            _ = shutdown.changed() => return,
+        };
+        match result {
+            Ok(()) => pause = Duration::from_secs(1),
+            Err(e) => eprintln!(
+                "lightwire-gateway: upstream {addr}: {e}; again in {} s",
+                pause.as_secs()
+            ),
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(pause) => {}
+            _ = shutdown.changed() => return,
+        }
+        pause = (pause * 2).min(Duration::from_secs(30));
+    }
+}
+
+/// One connection to the node.
+async fn session(
+    addr: SocketAddr,
+    network: Network,
+    shared: &Shared,
+    chain: &mut Chain,
+) -> Result<(), UpstreamError> {
+    let magic = p2p::magic(network);
+    let mut stream = TcpStream::connect(addr).await?;
+    stream.set_nodelay(true)?;
+    let mut out = Vec::with_capacity(1024);
+    let mut nonce = [0u8; 8];
+    getrandom::fill(&mut nonce).map_err(|e| std::io::Error::other(e.to_string()))?;
+    p2p::encode(&mut out, magic, "version", |p| {
+        p2p::write_version(p, now(), u64::from_le_bytes(nonce), chain.tip().height)
+    });
+    stream.write_all(&out).await?;
+
+    let mut buf = vec![0u8; 1 << 20];
+    let (mut start, mut end) = (0, 0);
+    let mut headers: Vec<Header> = Vec::with_capacity(p2p::MAX_HEADERS);
+    let mut handshake_done = false;
+    let handshake_deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        // Decode what is buffered.
+        while let Some((frame, n)) = p2p::decode(&buf[start..end], magic)? {
+            out.clear();
+            match frame.command {
+                b"version" => p2p::encode(&mut out, magic, "verack", |_| {}),
+                b"verack" => {
+                    handshake_done = true;
+                    eprintln!("lightwire-gateway: upstream {addr}: connected");
+                    // Announce new blocks with headers (BIP 130), then ask for ours.
+                    p2p::encode(&mut out, magic, "sendheaders", |_| {});
+                    getheaders(&mut out, magic, shared);
+                }
+                b"ping" => {
+                    let payload = frame.payload.to_vec();
+                    p2p::encode(&mut out, magic, "pong", |p| p.extend_from_slice(&payload));
+                }
+                b"headers" => {
+                    headers.clear();
+                    p2p::read_headers(frame.payload, &mut headers)?;
+                    let full = headers.len() == p2p::MAX_HEADERS;
+                    let ask_again = take_headers(shared, chain, &headers)?;
+                    if full || ask_again {
+                        getheaders(&mut out, magic, shared);
+                    }
+                }
+                b"inv" if p2p::inv_has_block(frame.payload)? => getheaders(&mut out, magic, shared),
+                _ => {}
+            }
+            start += n;
+            if !out.is_empty() {
+                stream.write_all(&out).await?;
+            }
+        }
+        // Keep the unread tail at the front, then read more.
+        buf.copy_within(start..end, 0);
+        end -= start;
+        start = 0;
+        if end == buf.len() {
+            return Err(P2pError::TooLarge(end).into());
+        }
+        let read = stream.read(&mut buf[end..]);
+        let n = if handshake_done {
+            read.await?
+        } else {
+            tokio::time::timeout_at(handshake_deadline, read)
+                .await
+                .map_err(|_| UpstreamError::HandshakeTimeout)??
+        };
+        if n == 0 {
+            return Err(UpstreamError::Closed);
+        }
+        end += n;
+    }
+}
+
+fn getheaders(out: &mut Vec<u8>, magic: [u8; 4], shared: &Shared) {
+    let locator = match shared.chain.read() {
+        Ok(c) => c.locator(),
+        Err(_) => return,
+    };
+    p2p::encode(out, magic, "getheaders", |p| {
+        p2p::write_getheaders(p, &locator, &BlockHash([0; 32]))
+    });
+}
+
+/// Validate `headers` from the node and apply them to the served chain. Returns whether
+/// to ask for headers again (their parent was unknown: the node is on a branch we have
+/// not seen the start of).
+fn take_headers(
+    shared: &Shared,
+    chain: &mut Chain,
+    headers: &[Header],
+) -> Result<bool, UpstreamError> {
+    for piece in headers.chunks(MAX_BATCH) {
+        let now = now();
+        let mut outcome = chain.connect(piece, now).map_err(UpstreamError::Invalid)?;
+        if let Outcome::NeedAncestors { parent } = outcome {
+            // Below the validation window: rebuild the ancestors from the served chain.
+            let ancestors = shared.chain.read().ok().and_then(|c| {
+                let fork = c.height_of(&parent)?;
+                c.entries(fork.saturating_sub(MAX_BATCH as u32 - 1), fork)
+            });
+            let Some(ancestors) = ancestors else {
+                return Ok(true);
+            };
+            outcome = chain
+                .connect_branch(&ancestors, piece, now)
+                .map_err(UpstreamError::Invalid)?;
+        }
+        let changed = match shared.chain.write() {
+            Ok(mut c) => c.apply(&outcome, chain.staged()),
+            Err(_) => false,
+        };
+        if changed {
+            if let Outcome::Reorg {
+                fork_height,
+                old_tip,
+            } = outcome
+            {
+                eprintln!(
+                    "lightwire-gateway: upstream reorg: fork at {fork_height}, old tip {} {}, new tip {} {}",
+                    old_tip.height,
+                    old_tip.hash,
+                    chain.tip().height,
+                    chain.tip().hash
+                );
+            }
+            shared.tip_version.send_modify(|v| *v += 1);
+        }
+    }
+    Ok(false)
+}
