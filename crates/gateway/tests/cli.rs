@@ -37,6 +37,24 @@ fn start(key_file: &str, extra: &[&str]) -> (Child, String, SocketAddr) {
     (child, node_id, addr.parse().expect("HOST:PORT"))
 }
 
+/// The gateway's `/metrics` text (the address from its stderr line).
+fn scrape(stderr_line: &str) -> String {
+    use std::io::{Read, Write};
+    let url = stderr_line
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .expect("metrics URL");
+    let addr = url
+        .trim_start_matches("http://")
+        .trim_end_matches("/metrics");
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let mut body = String::new();
+    s.read_to_string(&mut body).unwrap();
+    body
+}
+
 fn terminate(mut child: Child) -> i32 {
     let pid = child.id().to_string();
     Command::new("kill")
@@ -115,6 +133,111 @@ fn serves_with_a_kept_key_and_stops_on_sigterm() {
     // The key is kept: the same node id next time.
     let (child, again, _) = start(key_path, &["--generate", "10"]);
     assert_eq!(again, node_id);
+    assert_eq!(terminate(child), 0);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn serves_a_headers_file_and_reports_metrics() {
+    use lightwire_chain::generate::headers_after;
+    let dir = std::env::temp_dir().join(format!("lightwire-gw-file-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("chain.headers");
+    let mut data = REGTEST.genesis.encode().to_vec();
+    for h in headers_after(&REGTEST, &REGTEST.genesis, 0, 2500, 0) {
+        data.extend_from_slice(&h.encode());
+    }
+    std::fs::write(&file, &data).unwrap();
+    let key = dir.join("k");
+    let mut args = vec![
+        "--listen",
+        "127.0.0.1:0",
+        "--key-file",
+        key.to_str().unwrap(),
+    ];
+    args.extend_from_slice(&[
+        "--headers-file",
+        file.to_str().unwrap(),
+        "--network",
+        "regtest",
+    ]);
+    args.extend_from_slice(&["--metrics-listen", "127.0.0.1:0"]);
+    let mut child = gateway(&args).spawn().unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let (addr, id) = words[4]
+        .trim_start_matches("ws://")
+        .split_once('#')
+        .unwrap();
+    let mut metrics_line = String::new();
+    while !metrics_line.contains("/metrics") {
+        metrics_line.clear();
+        assert!(
+            err.read_line(&mut metrics_line).unwrap() > 0,
+            "no metrics line"
+        );
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let key = PublicKey::from_slice(&hex::decode(id).unwrap()).unwrap();
+    let served = runtime.block_on(async {
+        let mut c = Client::connect(
+            addr.parse().unwrap(),
+            &key,
+            REGTEST.genesis.block_hash().0,
+            Framing::OnePerFrame,
+        )
+        .await
+        .unwrap();
+        c.recv(|_| ()).await.unwrap();
+        c.recv(|_| ()).await.unwrap();
+        let req = GetHeaders {
+            id: 1,
+            max_count: 3000,
+            stop_hash: [0; 32],
+            locator: &[],
+        };
+        c.send(&Message::GetHeaders(req)).await.unwrap();
+        let mut n = 0;
+        loop {
+            let (count, last) = c
+                .recv(|m| match Message::decode(m) {
+                    Ok(Message::Headers(h)) => (h.count(), h.last),
+                    other => panic!("{other:?}"),
+                })
+                .await
+                .unwrap();
+            n += count;
+            if last {
+                break n;
+            }
+        }
+    });
+    assert_eq!(served, 2500);
+    let text = scrape(&metrics_line);
+    assert!(text.starts_with("HTTP/1.1 200 OK"), "{text}");
+    for want in [
+        "lightwire_connections_total 1",
+        "# TYPE lightwire_connections_open gauge",
+        "lightwire_handshakes_completed_total 1",
+        "lightwire_headers_served_total 2500",
+        "lightwire_tip_height 2500",
+        "lightwire_messages_in_total 2",
+        "# TYPE lightwire_bytes_in_total counter",
+        "# TYPE lightwire_bytes_out_total counter",
+        "# TYPE lightwire_messages_out_total counter",
+        "# TYPE lightwire_pool_in_use gauge",
+        "# TYPE lightwire_allocations_total counter",
+        "# TYPE lightwire_handshake_failures_total counter",
+    ] {
+        assert!(text.contains(want), "missing {want:?} in\n{text}");
+    }
     assert_eq!(terminate(child), 0);
     std::fs::remove_dir_all(&dir).unwrap();
 }

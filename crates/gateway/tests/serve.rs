@@ -447,3 +447,53 @@ async fn a_client_that_never_reads_is_dropped_not_buffered() {
     let mut good = gw.client(Framing::OnePerFrame).await;
     assert_eq!(sync(&mut good, 100_000).await, 200_000);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_clients_are_pinged_and_dropped_when_silent() {
+    let limits = Limits {
+        idle_ping: Duration::from_millis(300),
+        ping_timeout: Duration::from_millis(300),
+        ..quick()
+    };
+    let gw = Gateway::start(10, limits).await;
+    // One answers pings, one does not.
+    let mut alive = gw.client(Framing::OnePerFrame).await;
+    let mut silent = gw.client(Framing::OnePerFrame).await;
+    let mut pings = 0;
+    while pings < 3 {
+        let ping = alive
+            .recv(|m| matches!(Message::decode(m), Ok(Message::Ping(_))))
+            .await
+            .expect("still connected");
+        if ping {
+            pings += 1;
+            alive
+                .send(&Message::Pong(lightwire_wire::Pong { ignored: &[] }))
+                .await
+                .unwrap();
+        }
+    }
+    gw.closed_for("keepalive_timeout", false).await;
+    assert!(drain_until_closed(&mut silent).await);
+    // The one that answered is still served.
+    let req = GetHeaders {
+        id: 9,
+        max_count: 10,
+        stop_hash: [0; 32],
+        locator: &[],
+    };
+    alive.send(&Message::GetHeaders(req)).await.unwrap();
+    loop {
+        let got = alive
+            .recv(|m| match Message::decode(m) {
+                Ok(Message::Headers(h)) => Some((h.id, h.count())),
+                _ => None,
+            })
+            .await
+            .expect("still connected");
+        if let Some(got) = got {
+            assert_eq!(got, (9, 10));
+            break;
+        }
+    }
+}
