@@ -41,6 +41,9 @@ pub struct Limits {
     pub ping_timeout: Duration,
     /// How long one frame may take to be written (a client that does not read).
     pub write_timeout: Duration,
+    /// How long a frame may take to arrive once its first byte has (a client that trickles
+    /// bytes would otherwise hold a read buffer forever while looking active).
+    pub frame_timeout: Duration,
 }
 
 impl Default for Limits {
@@ -50,6 +53,7 @@ impl Default for Limits {
             idle_ping: Duration::from_secs(30),
             ping_timeout: Duration::from_secs(30),
             write_timeout: Duration::from_secs(30),
+            frame_timeout: Duration::from_secs(10),
         }
     }
 }
@@ -151,6 +155,8 @@ pub enum Close {
     PeerError,
     /// No reply to a keepalive ping.
     KeepaliveTimeout,
+    /// A frame did not finish arriving in time.
+    SlowFrame,
     /// The client did not take a frame in time.
     WriteTimeout,
     /// Socket error.
@@ -176,6 +182,7 @@ impl Close {
             Close::PeerClosed => "peer_closed",
             Close::PeerError => "peer_error",
             Close::KeepaliveTimeout => "keepalive_timeout",
+            Close::SlowFrame => "slow_frame",
             Close::WriteTimeout => "write_timeout",
             Close::Io(_) => "io",
             Close::Send(_) => "send",
@@ -196,6 +203,7 @@ impl fmt::Display for Close {
             Close::PeerClosed => f.write_str("closed by the client"),
             Close::PeerError => f.write_str("the client sent error"),
             Close::KeepaliveTimeout => f.write_str("no answer to a keepalive ping"),
+            Close::SlowFrame => f.write_str("a frame took too long to arrive"),
             Close::WriteTimeout => f.write_str("client did not read (write timed out)"),
             Close::Io(k) => write!(f, "socket: {k}"),
             Close::Send(e) => write!(f, "sealing: {e}"),
@@ -318,6 +326,8 @@ async fn connection(
     let handshake_deadline = Instant::now() + limits.handshake;
     let mut idle_deadline = handshake_deadline;
     let mut ping_outstanding = false;
+    // When the frame being received must be complete (a partial frame is held).
+    let mut frame_deadline: Option<Instant> = None;
     let mut rbuf = [0u8; READ_BUF];
     // Only during the upgrade: on the heap, so that it is not kept with the connection.
     let mut http = Vec::with_capacity(ws::MAX_REQUEST_LEN);
@@ -375,6 +385,11 @@ async fn connection(
                     conn.input(&mut rbuf[..n])
                 };
                 conn.release_reader();
+                frame_deadline = match (conn.reader.as_ref().map(FrameReader::buffered), frame_deadline) {
+                    (Some(n), Some(d)) if n > 0 => Some(d),
+                    (Some(n), None) if n > 0 => Some(Instant::now() + limits.frame_timeout),
+                    _ => None,
+                };
                 if let Err(close) = result {
                     if let (Close::Violation(v), Phase::Ready(r)) = (&close, &mut conn.phase) {
                         // Say why (after our init, if it has not gone out yet), then close.
@@ -404,7 +419,10 @@ async fn connection(
                     r.session.tip_changed();
                 }
             }
-            _ = sleep_until(idle_deadline) => {
+            _ = sleep_until(frame_deadline.map_or(idle_deadline, |d| d.min(idle_deadline))) => {
+                if frame_deadline.is_some_and(|d| d <= Instant::now()) {
+                    return Close::SlowFrame;
+                }
                 if !ready {
                     return Close::HandshakeTimeout;
                 }

@@ -93,6 +93,7 @@ fn quick() -> Limits {
         idle_ping: Duration::from_secs(30),
         ping_timeout: Duration::from_secs(30),
         write_timeout: Duration::from_secs(2),
+        frame_timeout: Duration::from_secs(1),
     }
 }
 
@@ -496,4 +497,26 @@ async fn idle_clients_are_pinged_and_dropped_when_silent() {
             break;
         }
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frame_trickled_too_slowly_is_dropped() {
+    // One pool buffer for reading: a trickling client must not keep it.
+    let gw = Gateway::start_with(10, quick(), Buffers::pooled(1)).await;
+    let mut slow = gw.client(Framing::OnePerFrame).await;
+    let frame = slow
+        .seal(&Message::Ping(lightwire_wire::Ping::new(4)))
+        .unwrap();
+    // A byte at a time, every 300 ms: active, but the frame never completes in 1 s.
+    let started = Instant::now();
+    for b in &frame[..6] {
+        // The gateway closes part-way through: later sends may fail.
+        let _ = slow.send_ws(std::slice::from_ref(b)).await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    gw.closed_for("slow_frame", false).await;
+    assert!(started.elapsed() >= Duration::from_millis(900));
+    // The buffer went back: another client is served.
+    let mut good = gw.client(Framing::OnePerFrame).await;
+    assert_eq!(sync(&mut good, 10).await, 10);
 }
