@@ -5,14 +5,13 @@
 use std::time::Duration;
 
 use lightwire_alloc::{CountingAllocator, snapshot};
-use lightwire_chain::REGTEST;
 use lightwire_gateway::client::{Client, Framing};
 use lightwire_gateway::served::ServedChain;
-use lightwire_gateway::server::{Buffers, Limits, Shared, serve};
-use lightwire_noise::SecretKey;
+use lightwire_gateway::server::{Buffers, Limits};
 use lightwire_wire::{GetHeaders, Message};
-use tokio::net::TcpListener;
-use tokio::sync::watch;
+
+mod common;
+use common::Gateway;
 
 #[global_allocator]
 static ALLOC: CountingAllocator = CountingAllocator::system();
@@ -49,21 +48,8 @@ async fn fetch(client: &mut Client, id: u32, count: u32) -> u32 {
 async fn serving_allocates_nothing_per_message_once_warm() {
     for buffers in [Buffers::pooled(2), Buffers::Fixed] {
         let chain = ServedChain::generate(100_000, 2_000_000_000).unwrap();
-        let key = SecretKey::from_bytes(&[0x33; 32]).unwrap();
-        let node_id = key.public_key();
-        let shared = Shared::new(chain, key, Limits::default(), buffers);
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let (stop, stopped) = watch::channel(false);
-        tokio::spawn(serve(listener, shared.clone(), stopped));
-        let mut client = Client::connect(
-            addr,
-            &node_id,
-            REGTEST.genesis.block_hash().0,
-            Framing::OnePerFrame,
-        )
-        .await
-        .unwrap();
+        let gw = Gateway::start(chain, Limits::default(), buffers).await;
+        let mut client = gw.client(Framing::OnePerFrame).await;
         // Warm up: init, tip, and whole answers (pools filled, buffers grown; the runtime's
         // own bookkeeping grows once on the first long answer, measured at 64 bytes).
         for id in 1..=3 {
@@ -80,6 +66,5 @@ async fn serving_allocates_nothing_per_message_once_warm() {
             "{} allocations ({} bytes) for {messages} messages",
             used.allocations, used.bytes_allocated
         );
-        let _ = stop.send(true);
     }
 }

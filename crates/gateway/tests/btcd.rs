@@ -11,15 +11,15 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use lightwire_chain::{Chain, Header, REGTEST};
+use lightwire_chain::{Chain, Header, Network, REGTEST};
 use lightwire_gateway::client::{Client, Framing};
 use lightwire_gateway::served::ServedChain;
-use lightwire_gateway::server::{Buffers, Limits, Shared, serve};
+use lightwire_gateway::server::{Buffers, Limits};
 use lightwire_gateway::upstream::follow;
-use lightwire_noise::SecretKey;
 use lightwire_wire::{GetHeaders, Message};
-use tokio::net::TcpListener;
-use tokio::sync::watch;
+
+mod common;
+use common::Gateway;
 
 /// A payment address btcd can mine to (regtest P2PKH; nobody holds its key).
 const MINING_ADDR: &str = "moKEEKbe5NZRvfgpbZx9wn3GKPYbVgfE7x";
@@ -165,33 +165,21 @@ async fn follows_btcd_to_its_tip_and_through_a_reorg() {
 
     // The gateway follows btcd from genesis.
     let (served, chain) = ServedChain::genesis_only(&REGTEST);
-    let key = SecretKey::from_bytes(&[0x22; 32]).unwrap();
-    let node_id = key.public_key();
-    let shared = Shared::new(served, key, Limits::default(), Buffers::pooled(8));
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let (stop, stopped) = watch::channel(false);
-    tokio::spawn(serve(listener, shared.clone(), stopped.clone()));
+    let gw = Gateway::start(served, Limits::default(), Buffers::pooled(8)).await;
+    let shared = gw.shared.clone();
     tokio::spawn(follow(
         btcd.p2p,
-        lightwire_chain::Network::Regtest,
+        Network::Regtest,
         shared.clone(),
         chain,
-        stopped,
+        gw.stopped(),
     ));
     wait_until("the gateway at btcd's tip (300)", || {
         shared.tip_height() == 300
     })
     .await;
 
-    let mut client = Client::connect(
-        addr,
-        &node_id,
-        REGTEST.genesis.block_hash().0,
-        Framing::OnePerFrame,
-    )
-    .await
-    .expect("connects");
+    let mut client = gw.client(Framing::OnePerFrame).await;
     let (height, hash) = next_tip(&mut client).await;
     assert_eq!((height, hash), (300, btcd.hash_at(300)));
 
@@ -265,5 +253,4 @@ async fn follows_btcd_to_its_tip_and_through_a_reorg() {
         Some(295)
     );
     drop(served);
-    let _ = stop.send(true);
 }

@@ -2,56 +2,40 @@
 //! sync validated with lightwire-chain, then hostile clients, each closed with its reason
 //! while a well-behaved client keeps being served.
 
-use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use lightwire_chain::{Chain, Header, Outcome, REGTEST};
 use lightwire_gateway::client::{Client, ClientError, Framing};
 use lightwire_gateway::served::ServedChain;
-use lightwire_gateway::server::{Buffers, Limits, Shared, serve};
+use lightwire_gateway::server::{Buffers, Limits};
 use lightwire_gateway::ws;
-use lightwire_noise::{PublicKey, SecretKey};
 use lightwire_wire::{GetHeaders, Message};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::watch;
+use tokio::net::TcpStream;
 
 const NOW: u64 = 2_000_000_000;
 
-struct Gateway {
-    addr: SocketAddr,
-    shared: Arc<Shared>,
-    node_id: PublicKey,
-    stop: watch::Sender<bool>,
+mod common;
+use common::Gateway;
+
+/// A generated chain of `count` headers.
+fn generated(count: u32) -> ServedChain {
+    ServedChain::generate(count, NOW).expect("generated chain")
 }
 
-impl Gateway {
-    async fn start(count: u32, limits: Limits) -> Gateway {
+trait Start {
+    async fn serving(count: u32, limits: Limits) -> Gateway;
+    async fn start_with(count: u32, limits: Limits, buffers: Buffers) -> Gateway;
+    async fn closed_for(&self, reason: &str, handshake: bool);
+}
+
+impl Start for Gateway {
+    async fn serving(count: u32, limits: Limits) -> Gateway {
         Gateway::start_with(count, limits, Buffers::pooled(4)).await
     }
 
     async fn start_with(count: u32, limits: Limits, buffers: Buffers) -> Gateway {
-        let chain = ServedChain::generate(count, NOW).expect("generated chain");
-        let key = SecretKey::from_bytes(&[0x11; 32]).unwrap();
-        let node_id = key.public_key();
-        let shared = Shared::new(chain, key, limits, buffers);
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let (stop, stopped) = watch::channel(false);
-        tokio::spawn(serve(listener, shared.clone(), stopped));
-        Gateway {
-            addr,
-            shared,
-            node_id,
-            stop,
-        }
-    }
-
-    async fn client(&self, framing: Framing) -> Client {
-        Client::connect(self.addr, &self.node_id, chain_hash(), framing)
-            .await
-            .expect("connects")
+        Gateway::start(generated(count), limits, buffers).await
     }
 
     /// Wait until the gateway has counted a close (or failed handshake) for `reason`.
@@ -75,16 +59,6 @@ impl Gateway {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
-}
-
-impl Drop for Gateway {
-    fn drop(&mut self) {
-        let _ = self.stop.send(true);
-    }
-}
-
-fn chain_hash() -> [u8; 32] {
-    REGTEST.genesis.block_hash().0
 }
 
 fn quick() -> Limits {
@@ -178,7 +152,7 @@ async fn a_client_syncs_with(buffers: Buffers) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn many_frames_in_one_websocket_message_are_all_read() {
-    let gw = Gateway::start(3_000, quick()).await;
+    let gw = Gateway::serving(3_000, quick()).await;
     let mut client = gw.client(Framing::OnePerFrame).await;
     client.recv(|_| ()).await.unwrap(); // init
     client.recv(|_| ()).await.unwrap(); // tip
@@ -221,7 +195,7 @@ async fn read_to_close(stream: &mut TcpStream) -> Vec<u8> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hostile_handshakes_are_closed_with_their_reason() {
-    let gw = Gateway::start(100, quick()).await;
+    let gw = Gateway::serving(100, quick()).await;
 
     // Garbage instead of an HTTP upgrade.
     let mut s = TcpStream::connect(gw.addr).await.unwrap();
@@ -311,7 +285,7 @@ async fn send_masked(s: &mut TcpStream, payload: &[u8]) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn transport_and_protocol_violations_close_only_that_connection() {
-    let gw = Gateway::start(2_000, quick()).await;
+    let gw = Gateway::serving(2_000, quick()).await;
     let mut good = gw.client(Framing::OnePerFrame).await;
 
     // A frame whose MAC fails (garbage after the handshake).
@@ -421,7 +395,7 @@ async fn warning_then_close(client: &mut Client) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_that_never_reads_is_dropped_not_buffered() {
-    let gw = Gateway::start(200_000, quick()).await;
+    let gw = Gateway::serving(200_000, quick()).await;
     let mut sleeper = gw.client(Framing::OnePerFrame).await;
     // Ask for everything, eight times over, and never read.
     for id in 1..=8u32 {
@@ -456,7 +430,7 @@ async fn idle_clients_are_pinged_and_dropped_when_silent() {
         ping_timeout: Duration::from_millis(300),
         ..quick()
     };
-    let gw = Gateway::start(10, limits).await;
+    let gw = Gateway::serving(10, limits).await;
     // One answers pings, one does not.
     let mut alive = gw.client(Framing::OnePerFrame).await;
     let mut silent = gw.client(Framing::OnePerFrame).await;
