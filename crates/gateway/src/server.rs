@@ -224,6 +224,52 @@ impl From<std::io::Error> for Close {
     }
 }
 
+/// A gateway serving in the background (tests, embedding): stops when dropped.
+pub struct Running {
+    /// Where it listens.
+    pub addr: SocketAddr,
+    /// Its shared state (chain, counters).
+    pub shared: Arc<Shared>,
+    /// Its node id.
+    pub node_id: lightwire_noise::PublicKey,
+    stop: watch::Sender<bool>,
+}
+
+impl Running {
+    /// Turns true when the gateway stops (for tasks run beside it, like an upstream).
+    pub fn stopped(&self) -> watch::Receiver<bool> {
+        self.stop.subscribe()
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.stop.send(true);
+    }
+}
+
+/// Listen on `listen` and serve `chain` with `key` on the current tokio runtime.
+pub async fn spawn(
+    listen: SocketAddr,
+    chain: ServedChain,
+    key: SecretKey,
+    limits: Limits,
+    buffers: Buffers,
+) -> std::io::Result<Running> {
+    let node_id = key.public_key();
+    let shared = Shared::new(chain, key, limits, buffers);
+    let listener = TcpListener::bind(listen).await?;
+    let addr = listener.local_addr()?;
+    let (stop, stopped) = watch::channel(false);
+    tokio::spawn(serve(listener, shared.clone(), stopped));
+    Ok(Running {
+        addr,
+        shared,
+        node_id,
+        stop,
+    })
+}
+
 /// Accept connections until `shutdown` turns true.
 pub async fn serve(listener: TcpListener, shared: Arc<Shared>, shutdown: watch::Receiver<bool>) {
     let mut stop = shutdown.clone();

@@ -11,7 +11,6 @@ use lightwire_gateway::server::{Buffers, Limits};
 use lightwire_wire::{GetHeaders, Message};
 
 mod common;
-use common::Gateway;
 
 #[global_allocator]
 static ALLOC: CountingAllocator = CountingAllocator::system();
@@ -48,8 +47,8 @@ async fn fetch(client: &mut Client, id: u32, count: u32) -> u32 {
 async fn serving_allocates_nothing_per_message_once_warm() {
     for buffers in [Buffers::pooled(2), Buffers::Fixed] {
         let chain = ServedChain::generate(100_000, 2_000_000_000).unwrap();
-        let gw = Gateway::start(chain, Limits::default(), buffers).await;
-        let mut client = gw.client(Framing::OnePerFrame).await;
+        let gw = common::start(chain, Limits::default(), buffers).await;
+        let mut client = common::client(&gw, Framing::OnePerFrame).await;
         // Warm up: init, tip, and whole answers (pools filled, buffers grown; the runtime's
         // own bookkeeping grows once on the first long answer, measured at 64 bytes).
         for id in 1..=3 {

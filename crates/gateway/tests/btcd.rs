@@ -19,7 +19,6 @@ use lightwire_gateway::upstream::follow;
 use lightwire_wire::{GetHeaders, Message};
 
 mod common;
-use common::Gateway;
 
 /// A payment address btcd can mine to (regtest P2PKH; nobody holds its key).
 const MINING_ADDR: &str = "moKEEKbe5NZRvfgpbZx9wn3GKPYbVgfE7x";
@@ -165,7 +164,7 @@ async fn follows_btcd_to_its_tip_and_through_a_reorg() {
 
     // The gateway follows btcd from genesis.
     let (served, chain) = ServedChain::genesis_only(&REGTEST);
-    let gw = Gateway::start(served, Limits::default(), Buffers::pooled(8)).await;
+    let gw = common::start(served, Limits::default(), Buffers::pooled(8)).await;
     let shared = gw.shared.clone();
     tokio::spawn(follow(
         btcd.p2p,
@@ -179,7 +178,7 @@ async fn follows_btcd_to_its_tip_and_through_a_reorg() {
     })
     .await;
 
-    let mut client = gw.client(Framing::OnePerFrame).await;
+    let mut client = common::client(&gw, Framing::OnePerFrame).await;
     let (height, hash) = next_tip(&mut client).await;
     assert_eq!((height, hash), (300, btcd.hash_at(300)));
 

@@ -35,7 +35,7 @@ impl Start for Gateway {
     }
 
     async fn start_with(count: u32, limits: Limits, buffers: Buffers) -> Gateway {
-        Gateway::start(generated(count), limits, buffers).await
+        common::start(generated(count), limits, buffers).await
     }
 
     /// Wait until the gateway has counted a close (or failed handshake) for `reason`.
@@ -133,10 +133,10 @@ async fn a_client_syncs_and_validates_the_whole_chain() {
 
 async fn a_client_syncs_with(buffers: Buffers) {
     let gw = Gateway::start_with(20_000, quick(), buffers).await;
-    let mut client = gw.client(Framing::OnePerFrame).await;
+    let mut client = common::client(&gw, Framing::OnePerFrame).await;
     assert_eq!(sync(&mut client, 5_000).await, 20_000);
     // Frames cut into 7-byte WebSocket messages arrive all the same.
-    let mut split = gw.client(Framing::Split(7)).await;
+    let mut split = common::client(&gw, Framing::Split(7)).await;
     assert_eq!(sync(&mut split, 100_000).await, 20_000);
     let m = &gw.shared.metrics;
     assert_eq!(
@@ -153,7 +153,7 @@ async fn a_client_syncs_with(buffers: Buffers) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn many_frames_in_one_websocket_message_are_all_read() {
     let gw = Gateway::serving(3_000, quick()).await;
-    let mut client = gw.client(Framing::OnePerFrame).await;
+    let mut client = common::client(&gw, Framing::OnePerFrame).await;
     client.recv(|_| ()).await.unwrap(); // init
     client.recv(|_| ()).await.unwrap(); // tip
     // Three requests sealed into one WebSocket message.
@@ -240,7 +240,7 @@ async fn hostile_handshakes_are_closed_with_their_reason() {
         drop(s);
     }
     // Meanwhile and after, a good client is served.
-    let mut client = gw.client(Framing::OnePerFrame).await;
+    let mut client = common::client(&gw, Framing::OnePerFrame).await;
     assert_eq!(sync(&mut client, 1_000).await, 100);
     let deadline = Instant::now() + Duration::from_secs(10);
     while gw
@@ -286,17 +286,17 @@ async fn send_masked(s: &mut TcpStream, payload: &[u8]) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn transport_and_protocol_violations_close_only_that_connection() {
     let gw = Gateway::serving(2_000, quick()).await;
-    let mut good = gw.client(Framing::OnePerFrame).await;
+    let mut good = common::client(&gw, Framing::OnePerFrame).await;
 
     // A frame whose MAC fails (garbage after the handshake).
-    let mut bad = gw.client(Framing::OnePerFrame).await;
+    let mut bad = common::client(&gw, Framing::OnePerFrame).await;
     bad.send_ws(&[0x55; 100]).await.unwrap();
     assert!(drain_until_closed(&mut bad).await);
     gw.closed_for("bad_frame", false).await;
 
     // A WebSocket frame claiming 2^40 bytes, then garbage: the first transport frame in it
     // fails its MAC; nothing waits for the rest.
-    let mut huge = gw.client(Framing::OnePerFrame).await;
+    let mut huge = common::client(&gw, Framing::OnePerFrame).await;
     let mut h = vec![0x82, 0xff];
     h.extend_from_slice(&(1u64 << 40).to_be_bytes());
     h.extend_from_slice(&[0, 0, 0, 0]);
@@ -305,7 +305,7 @@ async fn transport_and_protocol_violations_close_only_that_connection() {
     assert!(drain_until_closed(&mut huge).await);
 
     // A huge count: a warning naming the rule, then close.
-    let mut greedy = gw.client(Framing::OnePerFrame).await;
+    let mut greedy = common::client(&gw, Framing::OnePerFrame).await;
     let req = GetHeaders {
         id: 1,
         max_count: 10_000_000,
@@ -318,7 +318,7 @@ async fn transport_and_protocol_violations_close_only_that_connection() {
     gw.closed_for("max_count", false).await;
 
     // A locator of 102 hashes (encoded by hand: our encoder refuses it).
-    let mut bogus = gw.client(Framing::OnePerFrame).await;
+    let mut bogus = common::client(&gw, Framing::OnePerFrame).await;
     let mut m = vec![0x80, 0x01, 0, 0, 0, 1, 0, 0, 0, 10];
     m.extend_from_slice(&[0; 32]);
     m.extend_from_slice(&102u16.to_be_bytes());
@@ -334,7 +334,7 @@ async fn transport_and_protocol_violations_close_only_that_connection() {
     assert!(warning.contains("locator of 102 hashes"), "{warning}");
 
     // A locator of unknown hashes is not an error: the answer starts after genesis.
-    let mut lost = gw.client(Framing::OnePerFrame).await;
+    let mut lost = common::client(&gw, Framing::OnePerFrame).await;
     lost.recv(|_| ()).await.unwrap();
     lost.recv(|_| ()).await.unwrap();
     let unknown = [0xcd; 64];
@@ -396,7 +396,7 @@ async fn warning_then_close(client: &mut Client) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_that_never_reads_is_dropped_not_buffered() {
     let gw = Gateway::serving(200_000, quick()).await;
-    let mut sleeper = gw.client(Framing::OnePerFrame).await;
+    let mut sleeper = common::client(&gw, Framing::OnePerFrame).await;
     // Ask for everything, eight times over, and never read.
     for id in 1..=8u32 {
         let req = GetHeaders {
@@ -419,7 +419,7 @@ async fn a_client_that_never_reads_is_dropped_not_buffered() {
         "the gateway wrote {served} headers ahead of the client"
     );
     // Others are served.
-    let mut good = gw.client(Framing::OnePerFrame).await;
+    let mut good = common::client(&gw, Framing::OnePerFrame).await;
     assert_eq!(sync(&mut good, 100_000).await, 200_000);
 }
 
@@ -432,8 +432,8 @@ async fn idle_clients_are_pinged_and_dropped_when_silent() {
     };
     let gw = Gateway::serving(10, limits).await;
     // One answers pings, one does not.
-    let mut alive = gw.client(Framing::OnePerFrame).await;
-    let mut silent = gw.client(Framing::OnePerFrame).await;
+    let mut alive = common::client(&gw, Framing::OnePerFrame).await;
+    let mut silent = common::client(&gw, Framing::OnePerFrame).await;
     let mut pings = 0;
     while pings < 3 {
         let ping = alive
@@ -477,7 +477,7 @@ async fn idle_clients_are_pinged_and_dropped_when_silent() {
 async fn a_frame_trickled_too_slowly_is_dropped() {
     // One pool buffer for reading: a trickling client must not keep it.
     let gw = Gateway::start_with(10, quick(), Buffers::pooled(1)).await;
-    let mut slow = gw.client(Framing::OnePerFrame).await;
+    let mut slow = common::client(&gw, Framing::OnePerFrame).await;
     let frame = slow
         .seal(&Message::Ping(lightwire_wire::Ping::new(4)))
         .unwrap();
@@ -491,6 +491,6 @@ async fn a_frame_trickled_too_slowly_is_dropped() {
     gw.closed_for("slow_frame", false).await;
     assert!(started.elapsed() >= Duration::from_millis(900));
     // The buffer went back: another client is served.
-    let mut good = gw.client(Framing::OnePerFrame).await;
+    let mut good = common::client(&gw, Framing::OnePerFrame).await;
     assert_eq!(sync(&mut good, 10).await, 10);
 }

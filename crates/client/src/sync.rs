@@ -1,0 +1,249 @@
+//! Header sync, sans-IO: what to ask a gateway for, validation of what it sends, and the
+//! gathering of validated headers into store commits. The shell moves the requests and
+//! answers through a [`crate::peer::Peer`] and the commits into a `HeaderStore`.
+
+use core::fmt;
+
+use lightwire_chain::{BlockHash, Chain, ConnectError, Entry, Header, Outcome};
+use lightwire_store::{Batch, Durability, Pending, Tip};
+
+use crate::peer::decode_headers;
+
+/// Headers asked for per request: the bound on what is in flight from one gateway.
+pub const DEFAULT_REQUEST: u32 = 20_000;
+/// Headers gathered before a store commit during bulk sync (benches/README.md: 50,000
+/// per commit stores the 925,000-header chain fastest within the memory bound).
+pub const DEFAULT_COMMIT_EVERY: usize = 50_000;
+
+/// Why the sync with a gateway failed: the gateway is to be disconnected and marked bad.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum SyncError {
+    /// It sent a header that fails validation (the error names the height and rule).
+    Invalid(ConnectError),
+    /// It answered a request that was not made (or not this one).
+    UnexpectedAnswer {
+        /// The id it used.
+        id: u32,
+    },
+}
+
+impl fmt::Display for SyncError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SyncError::Invalid(e) => write!(f, "the gateway sent an invalid header: {e}"),
+            SyncError::UnexpectedAnswer { id } => {
+                write!(f, "the gateway answered request {id}, which was not asked")
+            }
+        }
+    }
+}
+
+impl std::error::Error for SyncError {}
+
+/// What one `headers` message did.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+pub struct Step {
+    /// Headers that extended the best chain (or replaced part of it).
+    pub accepted: u32,
+    /// Set when the best chain switched branches: the old tip and the fork height.
+    pub reorg: Option<(Entry, u32)>,
+    /// The answer's parent is below the validation window: the shell must fetch stored
+    /// entries ending at this hash and call [`Syncer::on_ancestors`].
+    pub need_ancestors: Option<BlockHash>,
+}
+
+/// The sync state of the best chain.
+pub struct Syncer {
+    chain: Chain,
+    pending: Pending,
+    /// The best tip a gateway announced that the chain does not have yet.
+    target: Option<(u32, BlockHash)>,
+    in_flight: Option<u32>,
+    /// Headers received in the answer in flight.
+    answer_len: u32,
+    next_id: u32,
+    batch: Vec<Header>,
+    /// Headers per request.
+    pub request_size: u32,
+    /// Headers per bulk commit.
+    pub commit_every: usize,
+    /// Headers validated since the start.
+    pub validated: u64,
+}
+
+impl Syncer {
+    /// Sync on top of `chain`, resumed from the store whose tip is `stored`.
+    pub fn new(chain: Chain, stored: &Tip) -> Syncer {
+        Syncer {
+            chain,
+            pending: Pending::new(stored.height),
+            target: None,
+            in_flight: None,
+            answer_len: 0,
+            next_id: 0,
+            batch: Vec::with_capacity(lightwire_chain::MAX_BATCH),
+            request_size: DEFAULT_REQUEST,
+            commit_every: DEFAULT_COMMIT_EVERY,
+            validated: 0,
+        }
+    }
+
+    /// The best chain's tip.
+    pub fn tip(&self) -> &Entry {
+        self.chain.tip()
+    }
+
+    /// The height the sync is heading for (the best announced tip), if above ours.
+    pub fn target(&self) -> Option<u32> {
+        self.target.map(|t| t.0)
+    }
+
+    /// A gateway announced its tip.
+    pub fn on_tip(&mut self, height: u32, header: &Header) {
+        let hash = header.block_hash();
+        if self.chain.window().height_of(&hash).is_some() {
+            return;
+        }
+        if self.target.is_none_or(|(h, _)| height > h) {
+            self.target = Some((height, hash));
+        }
+    }
+
+    /// Whether nothing is in flight and no announced tip is missing.
+    pub fn is_synced(&self) -> bool {
+        self.in_flight.is_none() && self.target.is_none()
+    }
+
+    /// The next request to send, if one is due: its id, size, and the locator (written
+    /// into `locator`, newest first).
+    pub fn next_request(&mut self, locator: &mut Vec<BlockHash>) -> Option<(u32, u32)> {
+        if self.in_flight.is_some() || self.target.is_none() {
+            return None;
+        }
+        self.next_id = self.next_id.wrapping_add(1);
+        self.in_flight = Some(self.next_id);
+        self.answer_len = 0;
+        self.locator(locator);
+        Some((self.next_id, self.request_size))
+    }
+
+    /// A block locator from the validation window: the tip, back by one for ten headers,
+    /// then by doubling steps, then genesis.
+    pub fn locator(&self, out: &mut Vec<BlockHash>) {
+        out.clear();
+        let window = self.chain.window();
+        let tip = self.chain.tip().height;
+        let mut height = i64::from(tip);
+        let mut step = 1;
+        while height >= 0 {
+            let Some(e) = window.get(height as u32) else {
+                break;
+            };
+            out.push(e.hash);
+            if out.len() >= 10 {
+                step *= 2;
+            }
+            height -= step;
+        }
+        let genesis = self.chain.params().genesis.block_hash();
+        if out.last() != Some(&genesis) {
+            out.push(genesis);
+        }
+    }
+
+    /// Take a `headers` message answering request `id`, validated as of `now`.
+    pub fn on_headers(
+        &mut self,
+        id: u32,
+        headers: &[u8],
+        last: bool,
+        now: u64,
+    ) -> Result<Step, SyncError> {
+        if self.in_flight != Some(id) {
+            return Err(SyncError::UnexpectedAnswer { id });
+        }
+        self.batch.clear();
+        self.batch.extend(decode_headers(headers));
+        self.answer_len += self.batch.len() as u32;
+        if last {
+            self.in_flight = None;
+            if self.answer_len == 0 {
+                // Nothing after our locator: the announced tip is not on the gateway's
+                // best chain (any more). Wait for its next announcement.
+                self.target = None;
+            }
+        }
+        let outcome = self
+            .chain
+            .connect(&self.batch, now)
+            .map_err(SyncError::Invalid)?;
+        Ok(self.after(outcome))
+    }
+
+    /// Continue an answer whose parent was below the window, with `ancestors` from the
+    /// store (oldest first, ending at that parent), and the same headers again.
+    pub fn on_ancestors(
+        &mut self,
+        ancestors: &[Entry],
+        headers: &[u8],
+        now: u64,
+    ) -> Result<Step, SyncError> {
+        self.batch.clear();
+        self.batch.extend(decode_headers(headers));
+        let outcome = self
+            .chain
+            .connect_branch(ancestors, &self.batch, now)
+            .map_err(SyncError::Invalid)?;
+        Ok(self.after(outcome))
+    }
+
+    fn after(&mut self, outcome: Outcome) -> Step {
+        let staged = self.chain.staged();
+        self.pending.push(&outcome, staged);
+        self.validated += self.batch.len() as u64;
+        let mut step = Step {
+            accepted: staged.len() as u32,
+            ..Step::default()
+        };
+        match outcome {
+            Outcome::Reorg {
+                fork_height,
+                old_tip,
+            } => step.reorg = Some((old_tip, fork_height)),
+            Outcome::NeedAncestors { parent } => step.need_ancestors = Some(parent),
+            _ => {}
+        }
+        if let Some((_, hash)) = self.target
+            && self.chain.window().height_of(&hash).is_some()
+        {
+            self.target = None;
+        }
+        // An answer that ended without reaching the target leaves it for the next request.
+        step
+    }
+
+    /// Whether a commit is due: enough gathered for a bulk commit, or the sync caught up.
+    pub fn commit_due(&self) -> bool {
+        !self.pending.is_empty() && (self.pending.len() >= self.commit_every || self.is_synced())
+    }
+
+    /// Headers gathered and not committed.
+    pub fn uncommitted(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// The gathered commit: `relaxed` during bulk sync, `strict` once caught up.
+    pub fn batch(&self) -> Batch<'_> {
+        let durability = if self.is_synced() {
+            Durability::Strict
+        } else {
+            Durability::Relaxed
+        };
+        self.pending.batch(durability)
+    }
+
+    /// The store took the commit; its tip is now `tip`.
+    pub fn committed(&mut self, tip: &Tip) {
+        self.pending.committed(tip);
+    }
+}
