@@ -11,6 +11,7 @@ wasm_bindgen_test::wasm_bindgen_test_configure!(run_in_browser);
 mod chain;
 pub mod generate;
 mod header;
+pub mod merkle;
 mod params;
 mod target;
 mod uint;
