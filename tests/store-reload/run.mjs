@@ -80,7 +80,8 @@ async function launch(profile) {
     '--disable-background-networking', '--disable-component-update', '--disable-sync',
     '--remote-debugging-port=0', `--user-data-dir=${profile}`, 'about:blank',
   ];
-  const proc = spawn(CHROMIUM, args, { stdio: ['ignore', 'ignore', 'pipe'] });
+  // Its own process group, so that a kill takes its renderer and utility processes too.
+  const proc = spawn(CHROMIUM, args, { stdio: ['ignore', 'ignore', 'pipe'], detached: true });
   const endpoint = await new Promise((resolve, reject) => {
     let err = '';
     const timer = setTimeout(() => reject(new Error(`chromium did not start: ${err}`)), 30_000);
@@ -106,11 +107,25 @@ async function open(page, url) {
   await page.waitForFunction(() => document.title === 'ready');
 }
 
+/// SIGKILL the browser and every process it started; resolves when the main one exited.
 function stop(proc) {
   return new Promise((resolve) => {
-    if (proc.exitCode !== null || proc.signalCode !== null) return resolve();
-    proc.once('exit', () => resolve());
-    proc.kill('SIGKILL');
+    const group = () => {
+      try {
+        process.kill(-proc.pid, 'SIGKILL');
+      } catch {
+        // already gone
+      }
+    };
+    if (proc.exitCode !== null || proc.signalCode !== null) {
+      group();
+      return resolve();
+    }
+    proc.once('exit', () => {
+      group();
+      resolve();
+    });
+    group();
   });
 }
 
@@ -196,7 +211,8 @@ async function main() {
       await stop(chrome.proc);
     }
     server.close();
-    rmSync(profile, { recursive: true, force: true });
+    // Children that outlive the main process can still be closing files for a moment.
+    rmSync(profile, { recursive: true, force: true, maxRetries: 10, retryDelay: 200 });
   }
 }
 
