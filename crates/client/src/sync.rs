@@ -246,4 +246,17 @@ impl Syncer {
     pub fn committed(&mut self, tip: &Tip) {
         self.pending.committed(tip);
     }
+
+    /// If a commit is due, move it into `into` (a spare [`Pending`] whose buffer is
+    /// reused) and return its durability; validation can go on while the shell commits
+    /// `into`. Should that commit fail, what was validated meanwhile is void: resume
+    /// from the store.
+    pub fn take_commit(&mut self, into: &mut Pending) -> Option<Durability> {
+        if !self.commit_due() {
+            return None;
+        }
+        let durability = self.batch().durability;
+        self.pending.take_into(into);
+        Some(durability)
+    }
 }

@@ -70,6 +70,17 @@ impl Pending {
         }
     }
 
+    /// Move what is gathered into `into` (whose buffer is reused here), to commit it while
+    /// gathering goes on: what is gathered next is based on the store as it will be once
+    /// that commit is done. If the commit fails, what was gathered after it is void too:
+    /// resume from the store.
+    pub fn take_into(&mut self, into: &mut Pending) {
+        core::mem::swap(self, into);
+        self.rollback_to = None;
+        self.entries.clear();
+        self.stored = into.entries.last().map_or(into.stored, |e| e.height);
+    }
+
     /// The batch was committed and the store's tip is now `tip`: start gathering afresh
     /// (the buffer is kept, so a sync allocates it once).
     pub fn committed(&mut self, tip: &Tip) {
@@ -150,6 +161,36 @@ mod tests {
         let mut want = headers[..1500].to_vec();
         want.extend_from_slice(&branch);
         assert_eq!(stored(&store, 2100), want);
+    }
+
+    #[test]
+    fn gathering_goes_on_while_a_commit_is_in_flight() {
+        let headers = headers_after(&REGTEST, &REGTEST.genesis, 0, 3000, 0);
+        let mut chain = Chain::new(&REGTEST);
+        let mut store = MemoryStore::new(&REGTEST);
+        let mut gathering = Pending::new(0);
+        let mut in_flight = Pending::new(0);
+        connect(&mut chain, &mut gathering, &headers[..1500]);
+        gathering.take_into(&mut in_flight);
+        assert!(gathering.is_empty());
+        // More arrives, including a reorg below what the in-flight commit will store.
+        connect(&mut chain, &mut gathering, &headers[1500..2000]);
+        let branch = headers_after(&REGTEST, &headers[1199], 1200, 1000, 3);
+        assert!(matches!(
+            connect(&mut chain, &mut gathering, &branch),
+            Outcome::Reorg {
+                fork_height: 1200,
+                ..
+            }
+        ));
+        assert_eq!(gathering.batch(Durability::Relaxed).rollback_to, Some(1200));
+        // The in-flight commit completes, then the gathered one applies on top of it.
+        commit(&mut store, &mut in_flight);
+        assert_eq!(now(store.tip()).unwrap().height, 1500);
+        commit(&mut store, &mut gathering);
+        let mut want = headers[..1200].to_vec();
+        want.extend_from_slice(&branch);
+        assert_eq!(stored(&store, 2200), want);
     }
 
     #[test]
