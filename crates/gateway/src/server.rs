@@ -167,6 +167,8 @@ pub enum Close {
     Shutdown,
     /// A buffer pool is closed (shutting down).
     NoBuffer,
+    /// No buffer came free within the frame timeout.
+    PoolExhausted,
 }
 
 impl Close {
@@ -188,6 +190,7 @@ impl Close {
             Close::Send(_) => "send",
             Close::Shutdown => "shutdown",
             Close::NoBuffer => "no_buffer",
+            Close::PoolExhausted => "pool_exhausted",
         }
     }
 }
@@ -209,6 +212,7 @@ impl fmt::Display for Close {
             Close::Send(e) => write!(f, "sealing: {e}"),
             Close::Shutdown => f.write_str("gateway shutting down"),
             Close::NoBuffer => f.write_str("no frame buffer (pool closed)"),
+            Close::PoolExhausted => f.write_str("no frame buffer came free in time"),
         }
     }
 }
@@ -282,9 +286,9 @@ pub async fn serve(listener: TcpListener, shared: Arc<Shared>, shutdown: watch::
                 tokio::spawn(async move {
                     shared.metrics.connections_total.fetch_add(1, Relaxed);
                     shared.metrics.connections_open.fetch_add(1, Relaxed);
-                    let close = connection(stream, &shared, shutdown).await;
+                    let (close, handshaken) = connection(stream, &shared, shutdown).await;
                     shared.metrics.connections_open.fetch_sub(1, Relaxed);
-                    log_close(peer, &close, &shared.metrics);
+                    log_close(peer, &close, handshaken, &shared.metrics);
                 });
             }
             _ = stop.changed() => break,
@@ -292,12 +296,11 @@ pub async fn serve(listener: TcpListener, shared: Arc<Shared>, shutdown: watch::
     }
 }
 
-fn log_close(peer: SocketAddr, close: &Close, metrics: &Metrics) {
-    match close {
-        Close::HandshakeTimeout | Close::Ws(_) | Close::Handshake(_) => {
-            metrics.handshake_failed(close.label())
-        }
-        _ => metrics.closed(close.label()),
+fn log_close(peer: SocketAddr, close: &Close, handshaken: bool, metrics: &Metrics) {
+    if handshaken {
+        metrics.closed(close.label());
+    } else {
+        metrics.handshake_failed(close.label());
     }
     if !matches!(close, Close::PeerClosed | Close::Shutdown) {
         eprintln!("lightwire-gateway: {peer}: closed: {close}");
@@ -344,12 +347,29 @@ struct Conn<'a> {
     /// The frame writer; in pooled mode only while a frame is written.
     writer: Option<FrameBuffer>,
     writer_permit: Option<OwnedSemaphorePermit>,
+    /// Pooled: transport bytes that arrived right after act three, before a reader
+    /// buffer was borrowed (at most one read's worth).
+    carry: Vec<u8>,
+    /// Transport messages received so far.
+    frames_done: u64,
 }
 
+/// Serve one connection; returns why it ended and whether its handshake had completed.
 async fn connection(
     stream: TcpStream,
     shared: &Shared,
+    shutdown: watch::Receiver<bool>,
+) -> (Close, bool) {
+    let mut handshaken = false;
+    let close = run(stream, shared, shutdown, &mut handshaken).await;
+    (close, handshaken)
+}
+
+async fn run(
+    stream: TcpStream,
+    shared: &Shared,
     mut shutdown: watch::Receiver<bool>,
+    handshaken: &mut bool,
 ) -> Close {
     let _ = stream.set_nodelay(true);
     let mut conn = Conn {
@@ -366,6 +386,8 @@ async fn connection(
         reader_permit: None,
         writer: None,
         writer_permit: None,
+        carry: Vec::new(),
+        frames_done: 0,
     };
     let mut tips = shared.tip_version.subscribe();
     let limits = shared.limits;
@@ -403,6 +425,7 @@ async fn connection(
                 if let Err(e) = conn.ensure_reader().await {
                     return e;
                 }
+                let frames_before = conn.frames_done;
                 let result = if matches!(conn.phase, Phase::Http) {
                     // Collect the upgrade request; what follows it is WebSocket data.
                     let take = n.min(ws::MAX_REQUEST_LEN - http.len());
@@ -430,12 +453,23 @@ async fn connection(
                 } else {
                     conn.input(&mut rbuf[..n])
                 };
-                conn.release_reader();
-                frame_deadline = match (conn.reader.as_ref().map(FrameReader::buffered), frame_deadline) {
-                    (Some(n), Some(d)) if n > 0 => Some(d),
-                    (Some(n), None) if n > 0 => Some(Instant::now() + limits.frame_timeout),
-                    _ => None,
+                let result = match result {
+                    Ok(()) if !conn.carry.is_empty() => conn.take_carry().await,
+                    other => other,
                 };
+                conn.release_reader();
+                // A partial frame must complete within the frame timeout of when it began:
+                // a read that completed frames and began another starts a new deadline.
+                let partial = conn.reader.as_ref().is_some_and(|r| r.buffered() > 0);
+                frame_deadline = match frame_deadline {
+                    _ if !partial => None,
+                    Some(d) if conn.frames_done == frames_before => Some(d),
+                    _ => Some(Instant::now() + limits.frame_timeout),
+                };
+                if !ready && matches!(conn.phase, Phase::Ready(_)) {
+                    shared.metrics.handshakes_completed.fetch_add(1, Relaxed);
+                    *handshaken = true;
+                }
                 if let Err(close) = result {
                     if let (Close::Violation(v), Phase::Ready(r)) = (&close, &mut conn.phase) {
                         // Say why (after our init, if it has not gone out yet), then close.
@@ -449,12 +483,11 @@ async fn connection(
                     }
                     return close;
                 }
-                if ready {
+                // Activity keeps an established connection alive; during the handshake
+                // the deadline stays where it was set at accept.
+                if matches!(conn.phase, Phase::Ready(_)) {
                     idle_deadline = Instant::now() + limits.idle_ping;
                     ping_outstanding = false;
-                } else if matches!(conn.phase, Phase::Ready(_)) {
-                    shared.metrics.handshakes_completed.fetch_add(1, Relaxed);
-                    idle_deadline = Instant::now() + limits.idle_ping;
                 }
             }
             changed = tips.changed(), if ready => {
@@ -523,10 +556,15 @@ impl Conn<'_> {
         Ok(())
     }
 
+    /// Queue a small frame (act two, a WebSocket pong or close) whole, or not at all: a
+    /// pong that does not fit is dropped (RFC 6455 lets an endpoint answer only the latest
+    /// of several pings), never cut, which would corrupt the stream.
     fn queue_urgent(&mut self, frame: &[u8]) {
-        let n = frame.len().min(self.urgent.len() - self.urgent_len);
-        self.urgent[self.urgent_len..self.urgent_len + n].copy_from_slice(&frame[..n]);
-        self.urgent_len += n;
+        if frame.len() > self.urgent.len() - self.urgent_len {
+            return;
+        }
+        self.urgent[self.urgent_len..self.urgent_len + frame.len()].copy_from_slice(frame);
+        self.urgent_len += frame.len();
     }
 
     /// WebSocket payload bytes, in order.
@@ -569,9 +607,15 @@ impl Conn<'_> {
                 }
                 Phase::Ready(mut r) => {
                     let result = match self.reader.as_mut() {
-                        Some(reader) => frames(self.shared, reader, &mut r, data),
-                        // ensure_reader gives every connection past act two a reader first.
-                        None => Err(Close::NoBuffer),
+                        Some(reader) => {
+                            frames(self.shared, reader, &mut r, data).map(|n| self.frames_done += n)
+                        }
+                        // Pooled, right after act three: keep the bytes until a buffer is
+                        // borrowed (bounded by the read that brought them).
+                        None => {
+                            self.carry.extend_from_slice(data);
+                            Ok(())
+                        }
                     };
                     self.phase = Phase::Ready(r);
                     return result;
@@ -645,19 +689,30 @@ impl Conn<'_> {
         Ok(done)
     }
 
-    /// Borrow a buffer from `pool`, counting the wait.
+    /// Borrow a buffer from `pool`, counting the wait; a connection that waits longer
+    /// than the frame timeout is closed (the pools are exhausted: it cannot be served).
     async fn borrow(&self, pool: &Pool) -> Result<crate::pool::Loan, Close> {
+        struct Waiting<'a>(&'a Metrics);
+        impl Drop for Waiting<'_> {
+            fn drop(&mut self) {
+                self.0.pool_waiting.fetch_sub(1, Relaxed);
+            }
+        }
         let m = &self.shared.metrics;
         m.pool_waiting.fetch_add(1, Relaxed);
-        let loan = pool.take().await;
-        m.pool_waiting.fetch_sub(1, Relaxed);
-        loan.ok_or(Close::NoBuffer)
+        let _waiting = Waiting(m);
+        match timeout(self.shared.limits.frame_timeout, pool.take()).await {
+            Ok(Some(loan)) => Ok(loan),
+            Ok(None) => Err(Close::NoBuffer),
+            Err(_) => Err(Close::PoolExhausted),
+        }
     }
 
-    /// Pooled: past act one, borrow a reader's buffer before input is processed (the
-    /// transport's first bytes may follow act three in the same read).
+    /// Pooled: once the transport is up, borrow a reader's buffer before input is
+    /// processed. (During the handshake none is held: bytes that follow act three in the
+    /// same read are carried until one is borrowed.)
     async fn ensure_reader(&mut self) -> Result<(), Close> {
-        if self.reader.is_some() || matches!(self.phase, Phase::Http | Phase::ActOne(_)) {
+        if self.reader.is_some() || !matches!(self.phase, Phase::Ready(_)) {
             return Ok(());
         }
         if let Buffers::Pooled { read, .. } = &self.shared.buffers {
@@ -666,6 +721,14 @@ impl Conn<'_> {
             self.reader_permit = Some(permit);
         }
         Ok(())
+    }
+
+    /// Pooled: borrow a reader and feed it the bytes carried from the handshake's read.
+    async fn take_carry(&mut self) -> Result<(), Close> {
+        self.ensure_reader().await?;
+        // Freed afterwards, not kept: it is needed once per connection.
+        let carry = std::mem::take(&mut self.carry);
+        self.data(&carry)
     }
 
     /// Pooled: give the reader's buffer back when no frame is half read.
@@ -713,11 +776,13 @@ fn frames(
     reader: &mut FrameReader,
     r: &mut Ready,
     mut data: &[u8],
-) -> Result<(), Close> {
+) -> Result<u64, Close> {
+    let mut done = 0;
     while !data.is_empty() {
         let (taken, message) = reader.read(&mut r.receiver, data).map_err(Close::Receive)?;
         data = &data[taken..];
         if let Some(message) = message {
+            done += 1;
             shared.metrics.messages_in.fetch_add(1, Relaxed);
             let chain = shared.chain.read().map_err(|_| Close::Shutdown)?;
             match r
@@ -730,7 +795,7 @@ fn frames(
             }
         }
     }
-    Ok(())
+    Ok(done)
 }
 
 /// Write `a` then `b` with vectored writes (one syscall when the socket takes both).

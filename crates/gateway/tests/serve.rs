@@ -205,13 +205,30 @@ async fn hostile_handshakes_are_closed_with_their_reason() {
     read_to_close(&mut s).await;
     gw.closed_for("websocket", true).await;
 
-    // A handshake never finished: closed after the 5 s limit.
+    // A handshake never finished, though bytes of act one keep trickling in: closed at
+    // the 5 s limit counted from the connection, not from the last byte.
     let started = Instant::now();
     let mut s = TcpStream::connect(gw.addr).await.unwrap();
-    read_to_close(&mut s).await;
+    upgrade(&mut s).await;
+    let trickle = async {
+        let mut b = [0u8; 64];
+        for _ in 0..40 {
+            if try_send_masked(&mut s, &[0]).await.is_err() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            // The gateway sends nothing during act one: a readable socket means closed.
+            if matches!(s.try_read(&mut b), Ok(0) | Err(_))
+                && s.peek(&mut b).await.is_ok_and(|n| n == 0)
+            {
+                return;
+            }
+        }
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(8), trickle).await;
     let waited = started.elapsed();
     assert!(
-        waited >= Duration::from_millis(4900),
+        waited >= Duration::from_millis(4900) && waited < Duration::from_secs(8),
         "closed after {waited:?}"
     );
     gw.closed_for("handshake_timeout", true).await;
@@ -274,13 +291,17 @@ async fn upgrade(s: &mut TcpStream) {
 }
 
 async fn send_masked(s: &mut TcpStream, payload: &[u8]) {
+    let _ = try_send_masked(s, payload).await;
+}
+
+async fn try_send_masked(s: &mut TcpStream, payload: &[u8]) -> std::io::Result<()> {
     let mask = [1, 2, 3, 4];
     let (h, n) = ws::client_binary_header(payload.len(), mask);
     let mut frame = h[..n].to_vec();
     let mut body = payload.to_vec();
     ws::apply_mask(&mut body, mask, 0);
     frame.extend(body);
-    s.write_all(&frame).await.unwrap();
+    s.write_all(&frame).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -493,4 +514,70 @@ async fn a_frame_trickled_too_slowly_is_dropped() {
     // The buffer went back: another client is served.
     let mut good = common::client(&gw, Framing::OnePerFrame).await;
     assert_eq!(sync(&mut good, 10).await, 10);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_handshake_holds_no_pooled_buffer() {
+    // One buffer in each pool. A client that sends act one and one byte of act three,
+    // then stalls, must not hold it: another client syncs meanwhile.
+    let gw = Gateway::start_with(500, quick(), Buffers::pooled(1)).await;
+    let mut stalled = TcpStream::connect(gw.addr).await.unwrap();
+    upgrade(&mut stalled).await;
+    let (_, act_one) = lightwire_noise::Initiator::start(
+        lightwire_noise::SecretKey::from_bytes(&[5; 32]).unwrap(),
+        gw.node_id,
+        lightwire_noise::SecretKey::from_bytes(&[6; 32]).unwrap(),
+    );
+    send_masked(&mut stalled, &act_one).await;
+    let mut buf = [0u8; 64];
+    let _ = stalled.read(&mut buf).await; // act two
+    send_masked(&mut stalled, &[0]).await;
+    let started = Instant::now();
+    let mut good = common::client(&gw, Framing::OnePerFrame).await;
+    assert_eq!(sync(&mut good, 500).await, 500);
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "waited for the stalled one"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn several_websocket_pings_in_one_read_leave_the_stream_intact() {
+    let gw = Gateway::serving(100, quick()).await;
+    let mut c = common::client(&gw, Framing::OnePerFrame).await;
+    c.recv(|_| ()).await.unwrap(); // init
+    c.recv(|_| ()).await.unwrap(); // tip
+    // Three pings of 125 bytes and a request, in one write: the pongs do not all fit
+    // the gateway's small queue, and must be dropped whole, not cut.
+    let mut wire = Vec::new();
+    for i in 0..3u8 {
+        let mask = [i, 1, 2, 3];
+        wire.extend_from_slice(&[0x89, 0x80 | 125]);
+        wire.extend_from_slice(&mask);
+        let mut body = [0x41u8; 125];
+        ws::apply_mask(&mut body, mask, 0);
+        wire.extend_from_slice(&body);
+    }
+    let req = GetHeaders {
+        id: 3,
+        max_count: 5,
+        stop_hash: [0; 32],
+        locator: &[],
+    };
+    let frame = c.seal(&Message::GetHeaders(req)).unwrap();
+    let mask = [9, 9, 9, 9];
+    let (h, n) = ws::client_binary_header(frame.len(), mask);
+    wire.extend_from_slice(&h[..n]);
+    let mut body = frame.clone();
+    ws::apply_mask(&mut body, mask, 0);
+    wire.extend_from_slice(&body);
+    c.stream().write_all(&wire).await.unwrap();
+    let (id, count) = c
+        .recv(|m| match Message::decode(m) {
+            Ok(Message::Headers(h)) => (h.id, h.count()),
+            other => panic!("{other:?}"),
+        })
+        .await
+        .expect("the stream is intact");
+    assert_eq!((id, count), (3, 5));
 }
