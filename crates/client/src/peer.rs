@@ -194,6 +194,9 @@ pub struct Peer {
     frame: FrameBuffer,
     /// Bytes waiting to be sent (frames back to back; one WebSocket message).
     out: Vec<u8>,
+    /// A pong owed: only the latest ping is answered, once per `receive`, so that a
+    /// gateway cannot make us queue 64 KB of pong per 40-byte ping.
+    pong_due: Option<u16>,
 }
 
 impl Peer {
@@ -216,6 +219,7 @@ impl Peer {
             reader: FrameReader::new(),
             frame: FrameBuffer::new(),
             out,
+            pong_due: None,
         }
     }
 
@@ -260,6 +264,11 @@ impl Peer {
                         data = &data[taken..];
                     }
                 }
+            }
+            if let Some(len) = self.pong_due.take() {
+                let n =
+                    Pong::encode_zeroed(len, self.frame.body_mut()).map_err(PeerError::Encode)?;
+                self.queue(n)?;
             }
             Ok(())
         })();
@@ -325,7 +334,6 @@ impl Peer {
             on_event(PeerEvent::Ready);
             return Ok(taken);
         }
-        let mut pong = None;
         match message {
             Message::Tip(t) => on_event(PeerEvent::Tip {
                 height: t.height,
@@ -344,13 +352,9 @@ impl Peer {
                     e.data_utf8().unwrap_or("(not printable)").to_string(),
                 ));
             }
-            Message::Ping(p) => pong = p.pong_len(),
+            Message::Ping(p) => self.pong_due = p.pong_len(),
             Message::Pong(_) => on_event(PeerEvent::Pong),
             Message::Init(_) | Message::GetHeaders(_) | Message::Unknown { .. } => {}
-        }
-        if let Some(len) = pong {
-            let n = Pong::encode_zeroed(len, self.frame.body_mut()).map_err(PeerError::Encode)?;
-            self.queue(n)?;
         }
         Ok(taken)
     }
@@ -420,6 +424,81 @@ mod tests {
     use wasm_bindgen_test::wasm_bindgen_test as test;
 
     use super::*;
+
+    /// A peer and a responder (the gateway's side of BOLT 8) after the handshake and both
+    /// inits; returns the peer and the gateway's transport.
+    fn connected() -> (Peer, lightwire_noise::Transport) {
+        use lightwire_chain::REGTEST;
+        use lightwire_noise::Responder;
+        let key = |b| SecretKey::from_bytes(&[b; 32]).unwrap();
+        let gateway_key = key(9);
+        let mut peer = Peer::new(&REGTEST, key(1), gateway_key.public_key(), key(2));
+        let act_one = peer.transmit().unwrap().to_vec();
+        peer.sent();
+        let (awaiting, act_two) = Responder::start(gateway_key, key(3))
+            .read_act_one(&act_one)
+            .unwrap();
+        peer.receive(&act_two, &mut |_| {}).unwrap();
+        let out = peer.transmit().unwrap().to_vec();
+        peer.sent();
+        let mut gw = awaiting.read_act_three(&out[..66]).unwrap();
+        // The gateway's init.
+        let chains = [REGTEST.genesis.block_hash().0];
+        let init = Init::new(Features::empty(), Some(Networks::from_chains(&chains)));
+        let mut body = vec![0u8; 200];
+        let n = init.encode(&mut body).unwrap();
+        let mut frame = vec![0u8; n + 34];
+        let len = gw.sender().encrypt(&body[..n], &mut frame).unwrap();
+        let mut ready = false;
+        peer.receive(&frame[..len], &mut |e| ready |= e == PeerEvent::Ready)
+            .unwrap();
+        assert!(ready && peer.is_ready());
+        (peer, gw)
+    }
+
+    #[test]
+    fn many_pings_get_one_pong() {
+        let (mut peer, mut gw) = connected();
+        let mut wire = Vec::new();
+        let mut body = [0u8; 16];
+        for _ in 0..1000 {
+            let n = Ping::encode_zeroed(65_531, 0, &mut body).unwrap();
+            let mut frame = [0u8; 64];
+            let len = gw.sender().encrypt(&body[..n], &mut frame).unwrap();
+            wire.extend_from_slice(&frame[..len]);
+        }
+        peer.receive(&wire, &mut |_| {}).unwrap();
+        // One pong of 65,531 zero bytes (plus type, length and MACs), not a thousand.
+        let out = peer.transmit().unwrap();
+        assert_eq!(out.len(), lightwire_noise::frame_len(2 + 2 + 65_531));
+    }
+
+    #[test]
+    fn another_network_is_refused() {
+        use lightwire_chain::MAINNET;
+        let key = |b| SecretKey::from_bytes(&[b; 32]).unwrap();
+        let gateway_key = key(9);
+        let mut peer = Peer::new(&MAINNET, key(1), gateway_key.public_key(), key(2));
+        let act_one = peer.transmit().unwrap().to_vec();
+        peer.sent();
+        let (awaiting, act_two) = lightwire_noise::Responder::start(gateway_key, key(3))
+            .read_act_one(&act_one)
+            .unwrap();
+        peer.receive(&act_two, &mut |_| {}).unwrap();
+        let out = peer.transmit().unwrap().to_vec();
+        let mut gw = awaiting.read_act_three(&out[..66]).unwrap();
+        let chains = [lightwire_chain::REGTEST.genesis.block_hash().0];
+        let init = Init::new(Features::empty(), Some(Networks::from_chains(&chains)));
+        let mut body = vec![0u8; 200];
+        let n = init.encode(&mut body).unwrap();
+        let mut frame = vec![0u8; n + 34];
+        let len = gw.sender().encrypt(&body[..n], &mut frame).unwrap();
+        assert_eq!(
+            peer.receive(&frame[..len], &mut |_| {}),
+            Err(PeerError::WrongNetwork)
+        );
+        assert_eq!(peer.receive(&[0], &mut |_| {}), Err(PeerError::Failed));
+    }
 
     #[test]
     fn connect_strings() {

@@ -58,6 +58,10 @@ pub struct Syncer {
     pending: Pending,
     /// The best tip a gateway announced that the chain does not have yet.
     target: Option<(u32, BlockHash)>,
+    /// Bumped by every announcement that sets the target.
+    target_seq: u64,
+    /// `target_seq` when the request in flight was made.
+    request_seq: u64,
     in_flight: Option<u32>,
     /// Headers received in the answer in flight.
     answer_len: u32,
@@ -78,6 +82,8 @@ impl Syncer {
             chain,
             pending: Pending::new(stored.height),
             target: None,
+            target_seq: 0,
+            request_seq: 0,
             in_flight: None,
             answer_len: 0,
             next_id: 0,
@@ -106,6 +112,7 @@ impl Syncer {
         }
         if self.target.is_none_or(|(h, _)| height > h) {
             self.target = Some((height, hash));
+            self.target_seq += 1;
         }
     }
 
@@ -123,6 +130,7 @@ impl Syncer {
         self.next_id = self.next_id.wrapping_add(1);
         self.in_flight = Some(self.next_id);
         self.answer_len = 0;
+        self.request_seq = self.target_seq;
         self.locator(locator);
         Some((self.next_id, self.request_size))
     }
@@ -167,9 +175,11 @@ impl Syncer {
         self.answer_len += self.batch.len() as u32;
         if last {
             self.in_flight = None;
-            if self.answer_len == 0 {
-                // Nothing after our locator: the announced tip is not on the gateway's
-                // best chain (any more). Wait for its next announcement.
+            if self.answer_len == 0 && self.request_seq == self.target_seq {
+                // Nothing after our locator, and no newer tip announced since we asked:
+                // the target is not on the gateway's best chain (any more). Wait for its
+                // next announcement. (An empty answer cut short by a reorg comes with a
+                // new tip, which keeps the target.)
                 self.target = None;
             }
         }
@@ -258,5 +268,88 @@ impl Syncer {
         let durability = self.batch().durability;
         self.pending.take_into(into);
         Some(durability)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    use lightwire_chain::REGTEST;
+    use lightwire_chain::generate::headers_after;
+
+    use super::*;
+
+    const NOW: u64 = 2_000_000_000;
+
+    fn syncer() -> Syncer {
+        let chain = Chain::new(&REGTEST);
+        let tip = Tip::from(chain.tip());
+        Syncer::new(chain, &tip)
+    }
+
+    fn encode(headers: &[Header]) -> Vec<u8> {
+        headers.iter().flat_map(|h| h.encode()).collect()
+    }
+
+    #[test]
+    fn requests_until_the_announced_tip_then_commits() {
+        let headers = headers_after(&REGTEST, &REGTEST.genesis, 0, 100, 0);
+        let mut s = syncer();
+        let mut locator = Vec::new();
+        assert_eq!(s.next_request(&mut locator), None, "no tip announced yet");
+        s.on_tip(100, &headers[99]);
+        let (id, _) = s.next_request(&mut locator).unwrap();
+        assert_eq!(locator, [REGTEST.genesis.block_hash()]);
+        assert_eq!(s.next_request(&mut locator), None, "one request in flight");
+        assert_eq!(
+            s.on_headers(id + 1, &[], true, NOW),
+            Err(SyncError::UnexpectedAnswer { id: id + 1 })
+        );
+        let step = s
+            .on_headers(id, &encode(&headers[..60]), false, NOW)
+            .unwrap();
+        assert_eq!(step.accepted, 60);
+        assert!(!s.commit_due(), "not caught up, not enough gathered");
+        s.on_headers(id, &encode(&headers[60..]), true, NOW)
+            .unwrap();
+        assert!(s.is_synced() && s.commit_due());
+        let mut spare = Pending::new(0);
+        assert_eq!(s.take_commit(&mut spare), Some(Durability::Strict));
+        assert_eq!(spare.len(), 100);
+        // An invalid header (wrong nBits at height 101) is refused, naming the rule.
+        let mut bad = headers_after(&REGTEST, &headers[99], 100, 1, 0);
+        bad[0].bits = lightwire_chain::CompactTarget(0x1d00ffff);
+        s.on_tip(101, &bad[0]);
+        let (id, _) = s
+            .next_request(&mut locator)
+            .expect("behind the announced tip");
+        let Err(SyncError::Invalid(ConnectError::Invalid(e))) =
+            s.on_headers(id, &encode(&bad), true, NOW)
+        else {
+            panic!("the bad header is refused");
+        };
+        assert_eq!(e.height, 101);
+    }
+
+    #[test]
+    fn an_empty_answer_drops_the_target_unless_a_newer_tip_came() {
+        let headers = headers_after(&REGTEST, &REGTEST.genesis, 0, 10, 0);
+        let mut s = syncer();
+        let mut locator = Vec::new();
+        s.on_tip(10, &headers[9]);
+        let (id, _) = s.next_request(&mut locator).unwrap();
+        // The gateway reorged while our request was queued: it announces a new, higher
+        // tip, then ends our answer empty. The new target stays.
+        let branch = headers_after(&REGTEST, &REGTEST.genesis, 0, 12, 1);
+        s.on_tip(12, &branch[11]);
+        s.on_headers(id, &[], true, NOW).unwrap();
+        assert_eq!(s.target(), Some(12));
+        let (id, _) = s.next_request(&mut locator).expect("asks again");
+        // Nothing after our locator and nothing new announced: the target is dropped.
+        s.on_headers(id, &[], true, NOW).unwrap();
+        assert_eq!(s.target(), None);
+        assert!(s.is_synced());
     }
 }
