@@ -29,6 +29,8 @@ pub enum UpstreamError {
     Closed,
     /// No handshake within 30 s.
     HandshakeTimeout,
+    /// Silent through a ping and its timeout (the node or the path to it is gone).
+    Silent,
 }
 
 impl fmt::Display for UpstreamError {
@@ -39,6 +41,7 @@ impl fmt::Display for UpstreamError {
             UpstreamError::Invalid(e) => write!(f, "invalid header from the node: {e}"),
             UpstreamError::Closed => f.write_str("closed by the node"),
             UpstreamError::HandshakeTimeout => f.write_str("no version/verack in time"),
+            UpstreamError::Silent => f.write_str("no answer to a ping"),
         }
     }
 }
@@ -70,13 +73,26 @@ pub async fn follow(
     addr: SocketAddr,
     network: Network,
     shared: Arc<Shared>,
+    chain: Chain,
+    shutdown: watch::Receiver<bool>,
+) {
+    follow_with(addr, network, shared, chain, shutdown, UPSTREAM_IDLE).await
+}
+
+/// [`follow`], pinging the node after `idle` of silence and reconnecting when it stays
+/// silent as long again.
+pub async fn follow_with(
+    addr: SocketAddr,
+    network: Network,
+    shared: Arc<Shared>,
     mut chain: Chain,
     mut shutdown: watch::Receiver<bool>,
+    idle: Duration,
 ) {
     let mut pause = Duration::from_secs(1);
     loop {
         let result = tokio::select! {
-            r = session(addr, network, &shared, &mut chain) => r,
+            r = session(addr, network, &shared, &mut chain, idle) => r,
             _ = shutdown.changed() => return,
         };
         match result {
@@ -94,12 +110,16 @@ pub async fn follow(
     }
 }
 
+/// Silence after which the node is pinged, and then how long it has to answer.
+pub const UPSTREAM_IDLE: Duration = Duration::from_secs(60);
+
 /// One connection to the node.
 async fn session(
     addr: SocketAddr,
     network: Network,
     shared: &Shared,
     chain: &mut Chain,
+    idle: Duration,
 ) -> Result<(), UpstreamError> {
     let magic = p2p::magic(network);
     let mut stream = TcpStream::connect(addr).await?;
@@ -117,6 +137,7 @@ async fn session(
     let mut headers: Vec<Header> = Vec::with_capacity(p2p::MAX_HEADERS);
     let mut handshake_done = false;
     let handshake_deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let mut pinged = false;
     loop {
         // Decode what is buffered.
         while let Some((frame, n)) = p2p::decode(&buf[start..end], magic)? {
@@ -160,7 +181,21 @@ async fn session(
         }
         let read = stream.read(&mut buf[end..]);
         let n = if handshake_done {
-            read.await?
+            match tokio::time::timeout(idle, read).await {
+                Ok(n) => {
+                    pinged = false;
+                    n?
+                }
+                Err(_) if pinged => return Err(UpstreamError::Silent),
+                Err(_) => {
+                    // Silent for a while: a ping it must answer (BIP 31 pong).
+                    out.clear();
+                    p2p::encode(&mut out, magic, "ping", |p| p.extend_from_slice(&nonce));
+                    stream.write_all(&out).await?;
+                    pinged = true;
+                    continue;
+                }
+            }
         } else {
             tokio::time::timeout_at(handshake_deadline, read)
                 .await

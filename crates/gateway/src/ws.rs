@@ -179,12 +179,23 @@ pub fn client_response(response: &[u8], key: &[u8; 24]) -> Result<Option<usize>,
         return Err(WsError::BadResponse("status"));
     }
     let want = accept_key(key);
-    let ok = head.split(|&b| b == b'\n').map(trim_cr).any(|line| {
-        line.iter().position(|&b| b == b':').is_some_and(|c| {
-            line[..c].eq_ignore_ascii_case(b"sec-websocket-accept") && trim(&line[c + 1..]) == want
+    let header = |name: &[u8], ok: &dyn Fn(&[u8]) -> bool| {
+        head.split(|&b| b == b'\n').map(trim_cr).any(|line| {
+            line.iter()
+                .position(|&b| b == b':')
+                .is_some_and(|c| line[..c].eq_ignore_ascii_case(name) && ok(trim(&line[c + 1..])))
         })
-    });
-    if !ok {
+    };
+    if !header(b"upgrade", &|v| v.eq_ignore_ascii_case(b"websocket")) {
+        return Err(WsError::BadResponse("Upgrade: websocket"));
+    }
+    if !header(b"connection", &|v| {
+        v.split(|&b| b == b',')
+            .any(|t| trim(t).eq_ignore_ascii_case(b"upgrade"))
+    }) {
+        return Err(WsError::BadResponse("Connection: Upgrade"));
+    }
+    if !header(b"sec-websocket-accept", &|v| v == want) {
         return Err(WsError::BadResponse("Sec-WebSocket-Accept"));
     }
     Ok(Some(end + 4))
@@ -381,7 +392,9 @@ impl Decoder {
             self.have += 1;
             taken += 1;
         };
-        let n = ((frame.len - frame.done) as usize).min(input.len() - taken);
+        // On 32-bit targets a frame can be longer than usize: saturate, never truncate.
+        let left = usize::try_from(frame.len - frame.done).unwrap_or(usize::MAX);
+        let n = left.min(input.len() - taken);
         let chunk = &mut input[taken..taken + n];
         if let Some(mask) = frame.mask {
             apply_mask(chunk, mask, frame.done);
@@ -509,6 +522,12 @@ mod tests {
         assert_eq!(consumed, n);
         assert_eq!(client_response(&resp[..len], key), Ok(Some(len)));
         assert!(client_response(&resp[..len], b"AAAAAAAAAAAAAAAAAAAAAA==").is_err());
+        let no_upgrade =
+            String::from_utf8_lossy(&resp[..len]).replace("Upgrade: websocket\r\n", "");
+        assert_eq!(
+            client_response(no_upgrade.as_bytes(), key),
+            Err(WsError::BadResponse("Upgrade: websocket"))
+        );
 
         let mut resp = [0u8; 256];
         assert!(matches!(
