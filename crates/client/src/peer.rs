@@ -11,7 +11,8 @@ use lightwire_noise::{
     ReceiveError, Receiver, SecretKey, SendError, Sender,
 };
 use lightwire_wire::{
-    DecodeError, EncodeError, Features, GetHeaders, Init, Message, Networks, Ping, Pong,
+    DecodeError, EncodeError, Features, GetHeaders, Init, InitRefusal, Message, Networks, Ping,
+    Pong,
 };
 
 /// A gateway's address and key, from a connect string `ws[s]://host:port#<node-id-hex>`.
@@ -142,6 +143,16 @@ impl fmt::Display for PeerError {
 }
 
 impl std::error::Error for PeerError {}
+
+impl From<InitRefusal> for PeerError {
+    fn from(r: InitRefusal) -> Self {
+        match r {
+            InitRefusal::UnknownRequiredFeature(bit) => PeerError::UnknownRequiredFeature(bit),
+            InitRefusal::MissingNetworks => PeerError::MissingNetworks,
+            InitRefusal::WrongNetwork => PeerError::WrongNetwork,
+        }
+    }
+}
 
 /// What the gateway said.
 #[derive(Debug, PartialEq, Eq)]
@@ -322,14 +333,7 @@ impl Peer {
             let Message::Init(init) = message else {
                 return Err(PeerError::NoInitFirst);
             };
-            if let Some(bit) = init.first_unknown_required_feature(&[]) {
-                return Err(PeerError::UnknownRequiredFeature(bit));
-            }
-            match init.networks {
-                None => return Err(PeerError::MissingNetworks),
-                Some(n) if !n.contains(&self.chain_hash) => return Err(PeerError::WrongNetwork),
-                Some(_) => {}
-            }
+            init.require_chain(&self.chain_hash)?;
             *ready = true;
             on_event(PeerEvent::Ready);
             return Ok(taken);

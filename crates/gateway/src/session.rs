@@ -13,8 +13,8 @@ use lightwire_wire::sync::{
     MAX_HEADERS_PER_MESSAGE, MAX_LOCATOR, MAX_PENDING_REQUESTS, MAX_REQUEST_HEADERS,
 };
 use lightwire_wire::{
-    DecodeError, EncodeError, Features, GetHeaders, Headers, Init, Message, Networks, Ping, Pong,
-    Tip, Warning,
+    DecodeError, EncodeError, Features, GetHeaders, Headers, Init, InitRefusal, Message, Networks,
+    Ping, Pong, Tip, Warning,
 };
 
 use crate::served::ServedChain;
@@ -38,6 +38,16 @@ pub enum Violation {
     LocatorTooLong(usize),
     /// More unanswered `get_headers` than allowed.
     TooManyRequests,
+}
+
+impl From<InitRefusal> for Violation {
+    fn from(r: InitRefusal) -> Self {
+        match r {
+            InitRefusal::UnknownRequiredFeature(bit) => Violation::UnknownRequiredFeature(bit),
+            InitRefusal::MissingNetworks => Violation::MissingNetworks,
+            InitRefusal::WrongNetwork => Violation::WrongNetwork,
+        }
+    }
 }
 
 impl Violation {
@@ -165,14 +175,7 @@ impl Session {
             let Message::Init(init) = message else {
                 return Err(Violation::NoInitFirst);
             };
-            if let Some(bit) = init.first_unknown_required_feature(&[]) {
-                return Err(Violation::UnknownRequiredFeature(bit));
-            }
-            match init.networks {
-                None => return Err(Violation::MissingNetworks),
-                Some(n) if !n.contains(&self.chain_hash) => return Err(Violation::WrongNetwork),
-                Some(_) => {}
-            }
+            init.require_chain(&self.chain_hash)?;
             self.init_received = true;
             return Ok(Received::Ok);
         }

@@ -112,6 +112,17 @@ impl<'a> Iterator for ChainHashes<'a> {
 impl ExactSizeIterator for ChainHashes<'_> {}
 impl core::iter::FusedIterator for ChainHashes<'_> {}
 
+/// Why [`Init::require_chain`] refused a peer's `init`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InitRefusal {
+    /// It requires a feature bit we do not know.
+    UnknownRequiredFeature(usize),
+    /// It has no `networks` record.
+    MissingNetworks,
+    /// Its `networks` record does not hold our chain.
+    WrongNetwork,
+}
+
 /// The `init` message, borrowing its fields from the decoded bytes.
 ///
 /// Unknown odd `init_tlvs` records (for example type 5, `option_will_fund`) are skipped
@@ -169,6 +180,20 @@ impl<'a> Init<'a> {
     /// the sender sent no `networks` record. A present but empty record accepts no chain.
     pub fn accepts_chain(&self, our_chain: &ChainHash) -> bool {
         self.networks.is_none_or(|n| n.contains(our_chain))
+    }
+
+    /// lightwire's rule for a peer's `init` (docs/PROTOCOL.md): no unknown required feature,
+    /// and a `networks` record that holds `our_chain` (absent is refused, unlike
+    /// [`Self::accepts_chain`]: a light client must never sync another network's headers).
+    pub fn require_chain(&self, our_chain: &ChainHash) -> Result<(), InitRefusal> {
+        if let Some(bit) = self.first_unknown_required_feature(&[]) {
+            return Err(InitRefusal::UnknownRequiredFeature(bit));
+        }
+        match self.networks {
+            None => Err(InitRefusal::MissingNetworks),
+            Some(n) if !n.contains(our_chain) => Err(InitRefusal::WrongNetwork),
+            Some(_) => Ok(()),
+        }
     }
 
     /// Decodes an `init` payload (the bytes after the message type).
@@ -335,6 +360,27 @@ mod tests {
         let n = empty.encode(&mut out).unwrap();
         assert_eq!(&out[..n], &[0x00, 0x10, 0, 0, 0, 0]);
         assert_eq!(decode(&out[..n]), Ok(empty));
+    }
+
+    #[test]
+    fn require_chain_refuses_a_missing_or_other_network() {
+        let chains = [testnet(), mainnet()];
+        let both = Init::new(Features::empty(), Some(Networks::from_chains(&chains)));
+        assert_eq!(both.require_chain(&mainnet()), Ok(()));
+        let only_testnet = Init::new(Features::empty(), Some(Networks::from_chains(&chains[..1])));
+        assert_eq!(
+            only_testnet.require_chain(&mainnet()),
+            Err(InitRefusal::WrongNetwork)
+        );
+        assert_eq!(
+            Init::default().require_chain(&mainnet()),
+            Err(InitRefusal::MissingNetworks)
+        );
+        let required = Init::new(Features::new(&[0x01]), Some(Networks::from_chains(&chains)));
+        assert_eq!(
+            required.require_chain(&mainnet()),
+            Err(InitRefusal::UnknownRequiredFeature(0))
+        );
     }
 
     #[test]

@@ -47,7 +47,8 @@ pub use error::{DecodeError, EncodeError, TlvError};
 pub use error_message::{ALL_CHANNELS, ChannelId, ErrorMessage, Warning, printable};
 pub use features::{CombinedFeatures, Features, SetBits};
 pub use init::{
-    CHAIN_HASH_LEN, ChainHash, ChainHashes, Init, NETWORKS_TLV, Networks, REMOTE_ADDR_TLV,
+    CHAIN_HASH_LEN, ChainHash, ChainHashes, Init, InitRefusal, NETWORKS_TLV, Networks,
+    REMOTE_ADDR_TLV,
 };
 pub use message::{MAX_MESSAGE_LEN, Message, TYPE_LEN, msg_type};
 pub use ping::{NO_PONG_THRESHOLD, Ping, Pong};
