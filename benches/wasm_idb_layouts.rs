@@ -34,7 +34,7 @@ use wasm_bindgen_futures::JsFuture;
 use wasm_bindgen_test::{wasm_bindgen_test, wasm_bindgen_test_configure};
 use web_sys::{
     IdbDatabase, IdbFactory, IdbKeyRange, IdbObjectStore, IdbOpenDbRequest, IdbRequest,
-    IdbTransaction, IdbTransactionMode,
+    IdbTransactionMode,
 };
 
 wasm_bindgen_test_configure!(run_in_browser);
@@ -44,7 +44,7 @@ wasm_bindgen_test_configure!(run_in_browser);
 static ALLOC: lightwire_alloc::CountingAllocator = lightwire_alloc::CountingAllocator::system();
 
 /// `db.transaction(stores, mode, { durability })`, bound by the store crate.
-use lightwire_store::idb::DbWithOptions;
+use lightwire_store::idb::{DbWithOptions, request_future, transaction_future};
 
 type Res<T> = Result<T, JsValue>;
 
@@ -220,28 +220,9 @@ impl Peaks {
     }
 }
 
-/// Resolves with the request's result once it succeeds. The handlers are set now, so
-/// create it right after the request.
-fn request_future(req: &IdbRequest) -> JsFuture {
-    let promise = Promise::new(&mut |resolve, reject| {
-        req.set_onsuccess(Some(&resolve));
-        req.set_onerror(Some(&reject));
-    });
-    JsFuture::from(promise)
-}
-
 async fn request_result(req: &IdbRequest) -> Res<JsValue> {
     request_future(req).await?;
     req.result()
-}
-
-fn transaction_future(tx: &IdbTransaction) -> JsFuture {
-    let promise = Promise::new(&mut |resolve, reject| {
-        tx.set_oncomplete(Some(&resolve));
-        tx.set_onerror(Some(&reject));
-        tx.set_onabort(Some(&reject));
-    });
-    JsFuture::from(promise)
 }
 
 fn factory() -> Res<IdbFactory> {

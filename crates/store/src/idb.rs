@@ -875,7 +875,7 @@ fn bytes_of(value: &JsValue) -> Option<Vec<u8>> {
 }
 
 /// Resolves once the request succeeds (set up now, before the request can complete).
-fn request_future(req: &IdbRequest) -> JsFuture {
+pub fn request_future(req: &IdbRequest) -> JsFuture {
     let promise = Promise::new(&mut |resolve, reject| {
         req.set_onsuccess(Some(&resolve));
         req.set_onerror(Some(&reject));
@@ -888,7 +888,8 @@ async fn request_result(req: &IdbRequest) -> Result<JsValue, StoreError> {
     req.result().map_err(store_error)
 }
 
-fn transaction_future(tx: &IdbTransaction) -> JsFuture {
+/// Resolves once the transaction completes; rejects if it fails or is aborted.
+pub fn transaction_future(tx: &IdbTransaction) -> JsFuture {
     let promise = Promise::new(&mut |resolve, reject| {
         tx.set_oncomplete(Some(&resolve));
         tx.set_onerror(Some(&reject));

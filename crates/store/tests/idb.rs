@@ -3,9 +3,10 @@
 //! back the same from each, also after closing and reopening.
 #![cfg(target_arch = "wasm32")]
 
-use js_sys::{Promise, Uint8Array};
+use js_sys::Uint8Array;
 use lightwire_chain::generate::headers_after;
 use lightwire_chain::{BlockHash, Chain, Header, MAINNET, Network, Outcome, REGTEST, WINDOW_LEN};
+use lightwire_store::idb::request_future;
 use lightwire_store::layout::{Meta, prefix};
 use lightwire_store::{
     Batch, Durability, HeaderStore, IdbOptions, IdbStore, MemoryStore, Pending, SCHEMA_VERSION,
@@ -13,7 +14,6 @@ use lightwire_store::{
 };
 use wasm_bindgen::JsCast;
 use wasm_bindgen::prelude::*;
-use wasm_bindgen_futures::JsFuture;
 use wasm_bindgen_test::{wasm_bindgen_test as test, wasm_bindgen_test_configure};
 use web_sys::{IdbDatabase, IdbOpenDbRequest, IdbRequest, IdbTransactionMode};
 
@@ -476,9 +476,5 @@ async fn raw_put(db: &IdbDatabase, store: &str, key: &JsValue, value: &[u8]) {
 }
 
 async fn await_request(req: &IdbRequest) {
-    let promise = Promise::new(&mut |resolve, reject| {
-        req.set_onsuccess(Some(&resolve));
-        req.set_onerror(Some(&reject));
-    });
-    JsFuture::from(promise).await.expect("request");
+    request_future(req).await.expect("request");
 }
