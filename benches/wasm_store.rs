@@ -138,7 +138,21 @@ struct Sync<'a> {
     validate_ns: f64,
 }
 
-impl Sync<'_> {
+impl<'a> Sync<'a> {
+    /// From genesis to height `end` of `source`.
+    fn new(source: &'a Uint8Array, end: u32, clock: &'a PerformanceNow) -> Sync<'a> {
+        Sync {
+            source,
+            end,
+            next: 1,
+            chain: Chain::new(&REGTEST),
+            bytes: Vec::with_capacity(PIECE as usize * HEADER_LEN),
+            headers: Vec::with_capacity(PIECE as usize),
+            clock,
+            validate_ns: 0.0,
+        }
+    }
+
     /// Validate pieces into `pending` until it holds `batch` entries or the source ends.
     fn fill(&mut self, pending: &mut Pending, batch: u32) {
         while (pending.len() as u32) < batch && self.next <= self.end {
@@ -167,16 +181,7 @@ impl Sync<'_> {
 
 /// Validation without storage: the same pieces, nothing gathered. Returns seconds.
 fn validate_only(source: &Uint8Array, end: u32, clock: &PerformanceNow) -> f64 {
-    let mut sync = Sync {
-        source,
-        end,
-        next: 1,
-        chain: Chain::new(&REGTEST),
-        bytes: Vec::with_capacity(PIECE as usize * HEADER_LEN),
-        headers: Vec::with_capacity(PIECE as usize),
-        clock,
-        validate_ns: 0.0,
-    };
+    let mut sync = Sync::new(source, end, clock);
     let mut pending = Pending::new(0);
     while sync.next <= sync.end {
         sync.fill(&mut pending, 1);
@@ -253,16 +258,7 @@ async fn run(
     let end = config
         .cap
         .map_or(total_headers(), |c| c.min(total_headers()));
-    let mut sync = Sync {
-        source,
-        end,
-        next: 1,
-        chain: Chain::new(&REGTEST),
-        bytes: Vec::with_capacity(PIECE as usize * HEADER_LEN),
-        headers: Vec::with_capacity(PIECE as usize),
-        clock,
-        validate_ns: 0.0,
-    };
+    let mut sync = Sync::new(source, end, clock);
     let mut gathering = Pending::new(0);
     let mut inflight = Pending::new(0);
     let allocs0 = allocations();

@@ -149,7 +149,6 @@ pub struct Client {
     receiver: Receiver,
     reader: FrameReader,
     frame: FrameBuffer,
-    out: Vec<u8>,
 }
 
 fn fresh_key() -> Result<lightwire_noise::SecretKey, ClientError> {
@@ -216,7 +215,6 @@ impl Client {
             receiver,
             reader: FrameReader::new(),
             frame: FrameBuffer::new(),
-            out: Vec::with_capacity(frame_len(MAX_MESSAGE_LEN)),
         };
         let chains = [chain_hash];
         let init = Init::new(Features::empty(), Some(Networks::from_chains(&chains)));
@@ -248,12 +246,7 @@ impl Client {
             .frame
             .seal(&mut self.sender, len)
             .map_err(ClientError::Send)?;
-        self.out.clear();
-        self.out.extend_from_slice(frame);
-        let out = std::mem::take(&mut self.out);
-        let r = self.link.send_raw(&out).await;
-        self.out = out;
-        r
+        self.link.send_raw(frame).await
     }
 
     /// Send bytes as one WebSocket binary message as they are (tests that misbehave).
