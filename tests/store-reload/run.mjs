@@ -13,17 +13,15 @@
 // After each, the page's `inspect` checks the store (see src/lib.rs), then `sync` resumes
 // from the stored tip to the end and `inspect` checks again.
 
-import { spawn, execFileSync } from 'node:child_process';
-import { createServer } from 'node:http';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, dirname, extname } from 'node:path';
+import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { chromium } from 'playwright-core';
+import { serve as serveFiles, launch, kill as stop } from '../browser.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const pkg = join(tmpdir(), 'lightwire-store-reload-pkg');
-const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
 const COUNT = 200_000;
 const BATCH = 20_000;
 /// Interrupt once this many commits have started (the earlier ones have completed).
@@ -51,82 +49,12 @@ const PAGE = `<!doctype html><meta charset="utf-8"><title>store reload</title>
 </script>`;
 
 function serve() {
-  const types = { '.js': 'text/javascript', '.wasm': 'application/wasm' };
-  const server = createServer((req, res) => {
-    const path = new URL(req.url, 'http://x').pathname;
-    try {
-      if (path === '/') {
-        res.writeHead(200, { 'content-type': 'text/html' }).end(PAGE);
-      } else if (path.startsWith('/pkg/') && !path.includes('..')) {
-        const body = readFileSync(join(pkg, path.slice(5)));
-        res.writeHead(200, { 'content-type': types[extname(path)] || 'application/octet-stream' });
-        res.end(body);
-      } else {
-        res.writeHead(404).end();
-      }
-    } catch {
-      res.writeHead(404).end();
-    }
-  });
-  return new Promise((resolve) => {
-    server.listen(0, '127.0.0.1', () => resolve(server));
-  });
-}
-
-/// Start Chromium on `profile` and connect to it over CDP.
-async function launch(profile) {
-  const args = [
-    '--headless', '--no-sandbox', '--disable-gpu', '--no-first-run',
-    '--disable-background-networking', '--disable-component-update', '--disable-sync',
-    '--remote-debugging-port=0', `--user-data-dir=${profile}`, 'about:blank',
-  ];
-  // Its own process group, so that a kill takes its renderer and utility processes too.
-  const proc = spawn(CHROMIUM, args, { stdio: ['ignore', 'ignore', 'pipe'], detached: true });
-  const endpoint = await new Promise((resolve, reject) => {
-    let err = '';
-    const timer = setTimeout(() => reject(new Error(`chromium did not start: ${err}`)), 30_000);
-    proc.stderr.on('data', (d) => {
-      err += d;
-      const m = /DevTools listening on (ws:\/\/\S+)/.exec(err);
-      if (m) {
-        clearTimeout(timer);
-        resolve(m[1]);
-      }
-    });
-    proc.on('exit', (code) => reject(new Error(`chromium exited (${code}): ${err}`)));
-  });
-  proc.stderr.resume();
-  const browser = await chromium.connectOverCDP(endpoint);
-  const context = browser.contexts()[0];
-  const page = context.pages()[0] || (await context.newPage());
-  return { proc, browser, page };
+  return serveFiles({ '/': PAGE }, { '/pkg/': pkg });
 }
 
 async function open(page, url) {
   await page.goto(url);
   await page.waitForFunction(() => document.title === 'ready');
-}
-
-/// SIGKILL the browser and every process it started; resolves when the main one exited.
-function stop(proc) {
-  return new Promise((resolve) => {
-    const group = () => {
-      try {
-        process.kill(-proc.pid, 'SIGKILL');
-      } catch {
-        // already gone
-      }
-    };
-    if (proc.exitCode !== null || proc.signalCode !== null) {
-      group();
-      return resolve();
-    }
-    proc.once('exit', () => {
-      group();
-      resolve();
-    });
-    group();
-  });
 }
 
 /// Start a sync in the page, and resolve once the `n`-th commit has started.

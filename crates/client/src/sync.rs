@@ -4,7 +4,7 @@
 
 use core::fmt;
 
-use lightwire_chain::{BlockHash, Chain, ConnectError, Entry, Header, Outcome};
+use lightwire_chain::{BlockHash, Chain, ConnectError, Entry, Header, Outcome, Work};
 use lightwire_store::{Batch, Durability, Pending, Tip};
 
 use crate::peer::decode_headers;
@@ -50,19 +50,25 @@ pub struct Step {
     /// The answer's parent is below the validation window: the shell must fetch stored
     /// entries ending at this hash and call [`Syncer::on_ancestors`].
     pub need_ancestors: Option<BlockHash>,
+    /// The answer ended without reaching the announced target, which is dropped (the
+    /// gateway does not have it, or not any more).
+    pub target_dropped: bool,
 }
 
 /// The sync state of the best chain.
 pub struct Syncer {
     chain: Chain,
     pending: Pending,
-    /// The best tip a gateway announced that the chain does not have yet.
-    target: Option<(u32, BlockHash)>,
+    /// The best tip a gateway announced that the chain does not have yet: height, hash
+    /// and the chainwork it claimed (hints until its headers are validated).
+    target: Option<(u32, BlockHash, Work)>,
     /// Bumped by every announcement that sets the target.
     target_seq: u64,
     /// `target_seq` when the request in flight was made.
     request_seq: u64,
     in_flight: Option<u32>,
+    /// A request given up (see [`Syncer::abandon`]): the rest of its answer is ignored.
+    abandoned: Option<u32>,
     /// Headers received in the answer in flight.
     answer_len: u32,
     next_id: u32,
@@ -85,6 +91,7 @@ impl Syncer {
             target_seq: 0,
             request_seq: 0,
             in_flight: None,
+            abandoned: None,
             answer_len: 0,
             next_id: 0,
             batch: Vec::with_capacity(lightwire_chain::MAX_BATCH),
@@ -104,16 +111,46 @@ impl Syncer {
         self.target.map(|t| t.0)
     }
 
-    /// A gateway announced its tip.
-    pub fn on_tip(&mut self, height: u32, header: &Header) {
+    /// A gateway announced its tip, claiming `chainwork`. Returns whether it became the
+    /// target: a tip we lack that claims more work than ours and than the current target.
+    /// (A claim is only a hint: what counts is the work of the headers that arrive.)
+    pub fn on_tip(&mut self, height: u32, header: &Header, chainwork: Work) -> bool {
         let hash = header.block_hash();
-        if self.chain.window().height_of(&hash).is_some() {
-            return;
+        if chainwork <= self.chain.tip().chainwork
+            || self.chain.window().height_of(&hash).is_some()
+        {
+            return false;
         }
-        if self.target.is_none_or(|(h, _)| height > h) {
-            self.target = Some((height, hash));
+        if self.target.is_none_or(|(_, _, w)| chainwork > w) {
+            self.target = Some((height, hash, chainwork));
             self.target_seq += 1;
+            return true;
         }
+        false
+    }
+
+    /// Forget the target (its gateway is gone); announcements set a new one.
+    pub fn clear_target(&mut self) {
+        self.target = None;
+    }
+
+    /// Give up the request in flight (its gateway is gone, or its answer forked below the
+    /// window and must be asked again after the ancestors are read): what still arrives
+    /// for it is ignored.
+    pub fn abandon(&mut self) {
+        if let Some(id) = self.in_flight.take() {
+            self.abandoned = Some(id);
+        }
+    }
+
+    /// Whether `id` is the request last given up.
+    pub fn is_abandoned(&self, id: u32) -> bool {
+        self.abandoned == Some(id)
+    }
+
+    /// Whether a request is in flight.
+    pub fn in_flight(&self) -> bool {
+        self.in_flight.is_some()
     }
 
     /// Whether nothing is in flight and no announced tip is missing.
@@ -168,30 +205,40 @@ impl Syncer {
         now: u64,
     ) -> Result<Step, SyncError> {
         if self.in_flight != Some(id) {
+            if self.abandoned == Some(id) {
+                return Ok(Step::default());
+            }
             return Err(SyncError::UnexpectedAnswer { id });
         }
         self.batch.clear();
         self.batch.extend(decode_headers(headers));
         self.answer_len += self.batch.len() as u32;
-        if last {
-            self.in_flight = None;
-            if self.answer_len == 0 && self.request_seq == self.target_seq {
-                // Nothing after our locator, and no newer tip announced since we asked:
-                // the target is not on the gateway's best chain (any more). Wait for its
-                // next announcement. (An empty answer cut short by a reorg comes with a
-                // new tip, which keeps the target.)
-                self.target = None;
-            }
-        }
         let outcome = self
             .chain
             .connect(&self.batch, now)
             .map_err(SyncError::Invalid)?;
-        Ok(self.after(outcome))
+        let mut step = self.after(outcome);
+        if last {
+            self.in_flight = None;
+            if self.target.is_some()
+                && self.answer_len < self.request_size
+                && self.request_seq == self.target_seq
+            {
+                // The gateway had nothing more after our locator, no newer tip was
+                // announced since we asked, and the target is still not ours: it is not
+                // on the gateway's best chain (any more), or its claimed work was not
+                // there. Wait for the next announcement. (An answer cut short by a reorg
+                // comes with a new tip, which keeps the target.)
+                self.target = None;
+                step.target_dropped = true;
+            }
+        }
+        Ok(step)
     }
 
     /// Continue an answer whose parent was below the window, with `ancestors` from the
-    /// store (oldest first, ending at that parent), and the same headers again.
+    /// store (oldest first, ending at that parent), and the same headers again. The request
+    /// was abandoned when the ancestors were asked for: ask again after this.
     pub fn on_ancestors(
         &mut self,
         ancestors: &[Entry],
@@ -223,7 +270,7 @@ impl Syncer {
             Outcome::NeedAncestors { parent } => step.need_ancestors = Some(parent),
             _ => {}
         }
-        if let Some((_, hash)) = self.target
+        if let Some((_, hash, _)) = self.target
             && self.chain.window().height_of(&hash).is_some()
         {
             self.target = None;
@@ -255,6 +302,17 @@ impl Syncer {
     /// The store took the commit; its tip is now `tip`.
     pub fn committed(&mut self, tip: &Tip) {
         self.pending.committed(tip);
+    }
+
+    /// Move everything gathered into `into` now, due or not (before reading ancestors from
+    /// the store, which must hold what was validated). None if nothing is gathered.
+    pub fn take_all(&mut self, into: &mut Pending) -> Option<Durability> {
+        if self.pending.is_empty() {
+            return None;
+        }
+        let durability = self.batch().durability;
+        self.pending.take_into(into);
+        Some(durability)
     }
 
     /// If a commit is due, move it into `into` (a spare [`Pending`] whose buffer is
@@ -289,6 +347,11 @@ mod tests {
         Syncer::new(chain, &tip)
     }
 
+    /// Regtest work of a chain `height` headers long (each header's work is 2).
+    fn work(height: u64) -> Work {
+        Work(lightwire_chain::U256::from_u64(2 * (height + 1)))
+    }
+
     fn encode(headers: &[Header]) -> Vec<u8> {
         headers.iter().flat_map(|h| h.encode()).collect()
     }
@@ -299,7 +362,7 @@ mod tests {
         let mut s = syncer();
         let mut locator = Vec::new();
         assert_eq!(s.next_request(&mut locator), None, "no tip announced yet");
-        s.on_tip(100, &headers[99]);
+        assert!(s.on_tip(100, &headers[99], work(100)));
         let (id, _) = s.next_request(&mut locator).unwrap();
         assert_eq!(locator, [REGTEST.genesis.block_hash()]);
         assert_eq!(s.next_request(&mut locator), None, "one request in flight");
@@ -321,7 +384,7 @@ mod tests {
         // An invalid header (wrong nBits at height 101) is refused, naming the rule.
         let mut bad = headers_after(&REGTEST, &headers[99], 100, 1, 0);
         bad[0].bits = lightwire_chain::CompactTarget(0x1d00ffff);
-        s.on_tip(101, &bad[0]);
+        s.on_tip(101, &bad[0], work(101));
         let (id, _) = s
             .next_request(&mut locator)
             .expect("behind the announced tip");
@@ -338,12 +401,12 @@ mod tests {
         let headers = headers_after(&REGTEST, &REGTEST.genesis, 0, 10, 0);
         let mut s = syncer();
         let mut locator = Vec::new();
-        s.on_tip(10, &headers[9]);
+        s.on_tip(10, &headers[9], work(10));
         let (id, _) = s.next_request(&mut locator).unwrap();
         // The gateway reorged while our request was queued: it announces a new, higher
         // tip, then ends our answer empty. The new target stays.
         let branch = headers_after(&REGTEST, &REGTEST.genesis, 0, 12, 1);
-        s.on_tip(12, &branch[11]);
+        assert!(s.on_tip(12, &branch[11], work(12)));
         s.on_headers(id, &[], true, NOW).unwrap();
         assert_eq!(s.target(), Some(12));
         let (id, _) = s.next_request(&mut locator).expect("asks again");

@@ -161,9 +161,13 @@ async fn sync(
                     return;
                 }
                 let mut on_event = |event: PeerEvent<'_>| match event {
-                    PeerEvent::Tip { height, header, .. } => {
+                    PeerEvent::Tip {
+                        height,
+                        header,
+                        chainwork,
+                    } => {
                         saw_tip = true;
-                        syncer.on_tip(height, &header);
+                        syncer.on_tip(height, &header, chainwork);
                     }
                     PeerEvent::Headers {
                         id, headers, last, ..

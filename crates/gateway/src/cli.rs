@@ -18,16 +18,20 @@ use crate::upstream::follow;
 const USAGE: &str = "usage: lightwire-gateway --listen HOST:PORT --key-file PATH SOURCE [--metrics-listen HOST:PORT]
                          [--buffers pooled|fixed] [--pool N]
   SOURCE is one of:
-    --generate N                                   a deterministic regtest chain of N headers
+    --generate N [--corrupt-at H]                  a deterministic regtest chain of N headers
+                                                   (--corrupt-at: for testing clients, serve
+                                                   header H with wrong nBits)
     --headers-file FILE --network NET [--from-height H]
-                                                   80-byte headers from a file (validated first)
+                                                   80-byte headers from a file (validated first;
+                                                   reloaded on SIGHUP, a new chain is served
+                                                   as a reorg)
     --upstream HOST:PORT --network NET             a Bitcoin node over P2P, followed to its tip
   networks: mainnet, testnet3, testnet4, signet, regtest
   --buffers: frame buffers lent from two pools of N (default 256) only while a frame is read
   or written (pooled, the default), or owned by each connection (fixed); benches/README.md";
 
 enum Source {
-    Generate(u32),
+    Generate { count: u32, corrupt_at: Option<u32> },
     File {
         path: PathBuf,
         network: Network,
@@ -54,6 +58,7 @@ fn parse(args: &[String]) -> Result<Options, String> {
     let mut listen = None;
     let mut key_file = None;
     let mut generate = None;
+    let mut corrupt_at = None;
     let mut file = None;
     let mut network = None;
     let mut from_height = None;
@@ -72,6 +77,7 @@ fn parse(args: &[String]) -> Result<Options, String> {
             "--listen" => listen = Some(addr(flag, &value()?)?),
             "--key-file" => key_file = Some(PathBuf::from(value()?)),
             "--generate" => generate = Some(number(flag, &value()?)?),
+            "--corrupt-at" => corrupt_at = Some(number(flag, &value()?)?),
             "--headers-file" => file = Some(PathBuf::from(value()?)),
             "--network" => {
                 let v = value()?;
@@ -95,7 +101,7 @@ fn parse(args: &[String]) -> Result<Options, String> {
     let listen = listen.ok_or("--listen is required")?;
     let key_file = key_file.ok_or("--key-file is required")?;
     let source = match (generate, file, upstream) {
-        (Some(n), None, None) => Source::Generate(n),
+        (Some(count), None, None) => Source::Generate { count, corrupt_at },
         (None, Some(path), None) => Source::File {
             path,
             network: network.ok_or("--headers-file needs --network")?,
@@ -107,6 +113,9 @@ fn parse(args: &[String]) -> Result<Options, String> {
         },
         _ => return Err("give exactly one of --generate, --headers-file, --upstream".into()),
     };
+    if corrupt_at.is_some() && !matches!(source, Source::Generate { .. }) {
+        return Err("--corrupt-at goes with --generate only".into());
+    }
     Ok(Options {
         listen,
         key_file,
@@ -163,9 +172,15 @@ fn load(source: &Source) -> Result<(ServedChain, Option<Chain>), String> {
             let (served, chain) = ServedChain::genesis_only(network.params());
             Ok((served, Some(chain)))
         }
-        Source::Generate(n) => ServedChain::generate(*n, now())
-            .map(|c| (c, None))
-            .map_err(|e| e.to_string()),
+        Source::Generate { count, corrupt_at } => {
+            let mut chain = ServedChain::generate(*count, now()).map_err(|e| e.to_string())?;
+            if let Some(h) = corrupt_at
+                && !chain.corrupt(*h)
+            {
+                return Err(format!("--corrupt-at {h}: not a height from 1 to {count}"));
+            }
+            Ok((chain, None))
+        }
         Source::File {
             path,
             network,
@@ -257,25 +272,51 @@ async fn run(o: Options) -> Result<(), String> {
             stopped.clone(),
         ));
     }
-    let server = tokio::spawn(serve(listener, shared, stopped));
-    wait_for_signal().await;
+    let server = tokio::spawn(serve(listener, shared.clone(), stopped));
+    let reload = || {
+        if !matches!(o.source, Source::File { .. }) {
+            eprintln!("lightwire-gateway: SIGHUP ignored (only a headers file is reloaded)");
+            return;
+        }
+        match load(&o.source) {
+            Ok((chain, _)) => {
+                let tip = chain.tip().height;
+                if let Ok(mut served) = shared.chain.write() {
+                    served.replace(chain);
+                }
+                shared.tip_version.send_modify(|v| *v += 1);
+                eprintln!("lightwire-gateway: reloaded the headers file, tip {tip}");
+            }
+            // A bad file changes nothing: the chain served stays the last good one.
+            Err(e) => eprintln!("lightwire-gateway: reload refused, still serving the old chain: {e}"),
+        }
+    };
+    wait_for_signal(reload).await;
     eprintln!("lightwire-gateway: shutting down");
     let _ = stop.send(true);
     let _ = server.await;
     Ok(())
 }
 
-async fn wait_for_signal() {
+/// Wait for SIGINT or SIGTERM; call `reload` on each SIGHUP meanwhile.
+async fn wait_for_signal(reload: impl Fn()) {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};
-        if let Ok(mut term) = signal(SignalKind::terminate()) {
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = term.recv() => {}
+        if let (Ok(mut term), Ok(mut hup)) = (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::hangup()),
+        ) {
+            loop {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => return,
+                    _ = term.recv() => return,
+                    _ = hup.recv() => reload(),
+                }
             }
-            return;
         }
     }
+    #[cfg(not(unix))]
+    let _ = reload;
     let _ = tokio::signal::ctrl_c().await;
 }

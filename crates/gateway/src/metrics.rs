@@ -69,9 +69,9 @@ impl Metrics {
             .unwrap_or(0)
     }
 
-    /// The Prometheus text exposition of every counter, with the tip height and the
-    /// process's allocation counters.
-    pub fn render(&self, tip_height: u32) -> String {
+    /// The Prometheus text exposition of every counter, with the tip (height and hash, in
+    /// display hex) and the process's allocation counters.
+    pub fn render(&self, tip_height: u32, tip_hash: &str) -> String {
         let mut out = String::with_capacity(2048);
         let mut gauge = |name: &str, help: &str, kind: &str, value: i128| {
             let _ = writeln!(
@@ -158,6 +158,10 @@ impl Metrics {
             "Heap bytes live.",
             "gauge",
             i128::from(alloc.live_bytes()),
+        );
+        let _ = writeln!(
+            out,
+            "# HELP lightwire_tip_info The served chain's tip hash.\n# TYPE lightwire_tip_info gauge\nlightwire_tip_info{{hash=\"{tip_hash}\"}} 1"
         );
         for (name, help, map) in [
             (

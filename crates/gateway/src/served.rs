@@ -171,6 +171,31 @@ impl ServedChain {
         true
     }
 
+    /// Serve `new` from now on (a reloaded headers file). Counted as a reorg, so answers
+    /// under way end at once and clients ask again from their locator.
+    pub fn replace(&mut self, new: ServedChain) {
+        let reorgs = self.reorgs + 1;
+        *self = new;
+        self.reorgs = reorgs;
+    }
+
+    /// For testing clients only: serve the header at `height` with its `nBits` changed, so
+    /// that it breaks the difficulty rule (its hash changes too, so the next header no
+    /// longer links to it). The index keeps the original hash. Returns false if `height`
+    /// is not above the first header served.
+    pub fn corrupt(&mut self, height: u32) -> bool {
+        if height <= self.base || height > self.tip.height {
+            return false;
+        }
+        let h = &mut self.headers[(height - self.base) as usize];
+        let bits = u32::from_le_bytes([h[72], h[73], h[74], h[75]]) ^ 0x0001_0000;
+        h[72..76].copy_from_slice(&bits.to_le_bytes());
+        if height == self.tip.height {
+            self.tip.header = *h;
+        }
+        true
+    }
+
     /// Reorgs applied since the chain was built.
     pub fn reorgs(&self) -> u64 {
         self.reorgs

@@ -15,6 +15,7 @@ use std::time::Duration;
 use core::fmt;
 use core::sync::atomic::Ordering::Relaxed;
 
+use lightwire_chain::hash_header_bytes;
 use lightwire_noise::{
     ACT_ONE_LEN, ACT_THREE_LEN, AwaitingActOne, AwaitingActThree, FrameBuffer, FrameReader,
     HandshakeError, ReceiveError, Receiver, Responder, SecretKey, SendError, Sender,
@@ -127,7 +128,15 @@ impl Shared {
             let lent = read.lent() + write.lent();
             self.metrics.pool_in_use.store(lent as i64, Relaxed);
         }
-        self.metrics.render(self.tip_height())
+        let (height, hash) = self
+            .chain
+            .read()
+            .map(|c| {
+                let tip = c.tip();
+                (tip.height, hash_header_bytes(&tip.header).to_string())
+            })
+            .unwrap_or_default();
+        self.metrics.render(height, &hash)
     }
 
     /// The tip height now.

@@ -54,7 +54,7 @@ impl Start for Gateway {
             assert!(
                 Instant::now() < deadline,
                 "no close for {reason}:\n{}",
-                m.render(0)
+                m.render(0, "")
             );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }

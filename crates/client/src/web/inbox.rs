@@ -1,0 +1,102 @@
+//! Everything that reaches the sync loop from JavaScript — socket events, timers, calls
+//! from the application — goes through one queue, in arrival order. The queue's buffer is
+//! reused, so a WebSocket message costs no allocation in wasm (its bytes stay in the
+//! JavaScript `ArrayBuffer` until the loop copies them into the peer's buffer).
+
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{Context, Poll, Waker};
+
+use js_sys::{ArrayBuffer, Function};
+
+/// A call from the application that needs the store, answered through a Promise.
+pub struct Call {
+    /// What is asked.
+    pub query: Query,
+    /// The Promise's resolve function.
+    pub resolve: Function,
+    /// The Promise's reject function.
+    pub reject: Function,
+}
+
+/// What a [`Call`] asks.
+pub enum Query {
+    /// The header at a height.
+    HeaderAt(u32),
+    /// The header with a hash (display hex).
+    HeaderByHash(String),
+    /// Check a Merkle branch against a stored header.
+    VerifyInclusion {
+        /// The transaction id (display hex).
+        txid: String,
+        /// Sibling hashes, lowest level first (display hex).
+        branch: Vec<String>,
+        /// The transaction's position in the block.
+        index: u32,
+        /// The block (display hex).
+        block_hash: String,
+    },
+    /// Stop syncing and close the store; resolves once done.
+    Stop,
+}
+
+/// One input to the loop. `epoch` tells a socket's events from those of the socket that
+/// replaced it.
+pub enum Input {
+    /// Gateway `g`'s socket opened.
+    Opened { g: usize, epoch: u32 },
+    /// A binary message from gateway `g`.
+    Message {
+        g: usize,
+        epoch: u32,
+        data: ArrayBuffer,
+    },
+    /// Gateway `g`'s socket closed or failed.
+    Closed { g: usize, epoch: u32, reason: String },
+    /// A reconnect delay for gateway `g` ran out.
+    ConnectDue { g: usize },
+    /// The once-a-second timer.
+    Tick,
+    /// A call from the application.
+    Call(Call),
+}
+
+/// The queue, shared by the loop and the JavaScript callbacks.
+#[derive(Default)]
+pub struct Inbox {
+    queue: RefCell<VecDeque<Input>>,
+    waker: Cell<Option<Waker>>,
+}
+
+impl Inbox {
+    /// Queue an input and wake the loop.
+    pub fn push(&self, input: Input) {
+        self.queue.borrow_mut().push_back(input);
+        if let Some(w) = self.waker.take() {
+            w.wake();
+        }
+    }
+
+    /// The next input, waiting for one.
+    pub fn next(self: &Rc<Self>) -> Next {
+        Next(self.clone())
+    }
+}
+
+/// See [`Inbox::next`].
+pub struct Next(Rc<Inbox>);
+
+impl Future for Next {
+    type Output = Input;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Input> {
+        if let Some(input) = self.0.queue.borrow_mut().pop_front() {
+            return Poll::Ready(input);
+        }
+        self.0.waker.set(Some(cx.waker().clone()));
+        Poll::Pending
+    }
+}

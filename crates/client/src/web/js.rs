@@ -1,0 +1,106 @@
+//! Small bridges to JavaScript: plain objects for events and answers, typed errors,
+//! timers, clocks.
+
+use js_sys::{Function, Object, Reflect};
+use lightwire_chain::{BlockHash, Header};
+use lightwire_store::Tip;
+use wasm_bindgen::JsCast;
+use wasm_bindgen::prelude::*;
+
+/// A plain object with these properties.
+pub fn object(props: &[(&str, JsValue)]) -> JsValue {
+    let o = Object::new();
+    for (k, v) in props {
+        let _ = Reflect::set(&o, &JsValue::from_str(k), v);
+    }
+    o.into()
+}
+
+/// An `Error` whose `name` is `kind` (what a caller can branch on) and whose message is a
+/// sentence for a user.
+pub fn error(kind: &str, message: impl AsRef<str>) -> JsValue {
+    let e = js_sys::Error::new(message.as_ref());
+    e.set_name(kind);
+    e.into()
+}
+
+/// A block hash as the usual display hex.
+pub fn hash(h: &BlockHash) -> JsValue {
+    JsValue::from_str(&h.to_string())
+}
+
+/// A header, and its height, as a plain object.
+pub fn header(height: u32, h: &Header) -> JsValue {
+    object(&[
+        ("height", height.into()),
+        ("hash", hash(&h.block_hash())),
+        ("prevHash", hash(&h.prev_blockhash)),
+        // Display hex, like hashes and txids (the byte order reversed).
+        ("merkleRoot", hash(&BlockHash(h.merkle_root))),
+        ("time", h.time.into()),
+        ("bits", h.bits.0.into()),
+        ("nonce", h.nonce.into()),
+        ("version", h.version.into()),
+    ])
+}
+
+/// A tip as `{height, hash}`.
+pub fn tip(t: &Tip) -> JsValue {
+    object(&[("height", t.height.into()), ("hash", hash(&t.hash))])
+}
+
+/// Milliseconds since the epoch.
+pub fn now_ms() -> f64 {
+    js_sys::Date::now()
+}
+
+/// A monotonic clock in milliseconds (for rates and durations).
+pub fn mono_ms() -> f64 {
+    Reflect::get(&js_sys::global(), &"performance".into())
+        .ok()
+        .and_then(|p| p.dyn_into::<web_sys::Performance>().ok())
+        .map_or_else(now_ms, |p| p.now())
+}
+
+/// A uniform random number in [0, 1) (backoff jitter only; keys use the CSPRNG).
+pub fn random() -> f64 {
+    js_sys::Math::random()
+}
+
+/// `setTimeout(f, ms)` on whatever global this runs in (window or worker).
+pub fn set_timeout(f: &Function, ms: f64) {
+    call_global("setTimeout", f, ms);
+}
+
+/// `setInterval(f, ms)`; returns its id.
+pub fn set_interval(f: &Function, ms: f64) -> JsValue {
+    call_global("setInterval", f, ms)
+}
+
+/// `clearInterval(id)`.
+pub fn clear_interval(id: &JsValue) {
+    if let Ok(clear) = Reflect::get(&js_sys::global(), &"clearInterval".into())
+        .and_then(|f| f.dyn_into::<Function>().map_err(JsValue::from))
+    {
+        let _ = clear.call1(&js_sys::global(), id);
+    }
+}
+
+fn call_global(name: &str, f: &Function, ms: f64) -> JsValue {
+    let global = js_sys::global();
+    Reflect::get(&global, &name.into())
+        .ok()
+        .and_then(|t| t.dyn_into::<Function>().ok())
+        .and_then(|t| t.call2(&global, f, &ms.into()).ok())
+        .unwrap_or(JsValue::UNDEFINED)
+}
+
+/// Parse a display-hex hash (64 hex digits), naming `what` in the error.
+pub fn parse_hash(s: &str, what: &str) -> Result<BlockHash, JsValue> {
+    BlockHash::from_display_hex(s).ok_or_else(|| {
+        error(
+            "InvalidArgument",
+            format!("{what} is not a 32-byte hash in hex (64 digits): {s:?}"),
+        )
+    })
+}

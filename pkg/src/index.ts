@@ -1,0 +1,182 @@
+// lightwire: a Bitcoin light client for web apps. See README.md for the ten-line example.
+import { openHere, type Backend } from './engine.js';
+import { toError, type Method, type Reply, type Request, type RequestBody } from './protocol.js';
+import type {
+  ClientOptions,
+  GatewayInfo,
+  HeaderInfo,
+  Inclusion,
+  LightwireEvent,
+  Metrics,
+  StorageInfo,
+  TipInfo,
+} from './types.js';
+
+export type * from './types.js';
+
+type Handler<K extends LightwireEvent['type']> = (event: Extract<LightwireEvent, { type: K }>) => void;
+
+/**
+ * A light client syncing block headers from its gateways into IndexedDB. Events are
+ * dispatched as `CustomEvent`s named after their `type` (the event object in `detail`), and
+ * every one also as `'event'`; {@link LightwireClient.on} is the typed shortcut.
+ */
+export class LightwireClient extends EventTarget {
+  readonly #backend: Backend;
+
+  private constructor(backend: Backend) {
+    super();
+    this.#backend = backend;
+  }
+
+  /**
+   * Open the store and start syncing. Rejects with an Error named `InvalidOptions`,
+   * `InvalidGateway`, `StoreError` or `KeyError` when it cannot start.
+   */
+  static async open(options: ClientOptions): Promise<LightwireClient> {
+    if (options.persist !== false) {
+      // Only a window may ask; a refusal (or a browser without the API) is not an error.
+      await globalThis.navigator?.storage?.persist?.().catch(() => false);
+    }
+    let client: LightwireClient | undefined;
+    const early: LightwireEvent[] = [];
+    const onEvent = (e: LightwireEvent) => (client ? client.#dispatch(e) : early.push(e));
+    const backend =
+      options.worker === false ? await openHere(options, onEvent) : await openInWorker(options, onEvent);
+    client = new LightwireClient(backend);
+    // Events sent while opening arrive once the caller can listen (next task).
+    const c = client;
+    setTimeout(() => early.splice(0).forEach((e) => c.#dispatch(e)), 0);
+    return client;
+  }
+
+  /** Delete a store and its client key (stop every client using it first). */
+  static async deleteStore(storeName: string): Promise<void> {
+    await Promise.all([deleteDatabase(storeName), deleteDatabase(`${storeName}-identity`)]);
+  }
+
+  /** Storage used and quota for this origin, and whether the browser will keep it. */
+  static async storage(): Promise<StorageInfo> {
+    const storage = globalThis.navigator?.storage;
+    const estimate = (await storage?.estimate?.()) ?? {};
+    return {
+      usage: estimate.usage ?? null,
+      quota: estimate.quota ?? null,
+      persisted: (await storage?.persisted?.()) ?? false,
+    };
+  }
+
+  /** Listen to one kind of event; returns a function that stops listening. */
+  on<K extends LightwireEvent['type']>(type: K, handler: Handler<K>): () => void {
+    const listener = (e: Event) => handler((e as CustomEvent).detail);
+    this.addEventListener(type, listener);
+    return () => this.removeEventListener(type, listener);
+  }
+
+  #dispatch(e: LightwireEvent): void {
+    this.dispatchEvent(new CustomEvent(e.type, { detail: e }));
+    this.dispatchEvent(new CustomEvent('event', { detail: e }));
+  }
+
+  #call<T>(method: Method, ...args: unknown[]): Promise<T> {
+    return this.#backend.call(method, args) as Promise<T>;
+  }
+
+  /** The stored tip. */
+  tip(): Promise<TipInfo | null> {
+    return this.#call('tip');
+  }
+
+  /** Each gateway's URL and state. */
+  gateways(): Promise<GatewayInfo[]> {
+    return this.#call('gateways');
+  }
+
+  /** A snapshot of the counters. */
+  metrics(): Promise<Metrics> {
+    return this.#call('metrics');
+  }
+
+  /** The stored header at a height, or null. */
+  headerAt(height: number): Promise<HeaderInfo | null> {
+    return this.#call('headerAt', height);
+  }
+
+  /** The stored header with this hash (display hex), or null. */
+  headerByHash(hash: string): Promise<HeaderInfo | null> {
+    return this.#call('headerByHash', hash);
+  }
+
+  /**
+   * Check that a transaction is in a stored block: its txid, Merkle branch (sibling hashes,
+   * lowest level first), position in the block, and the block's hash (all display hex).
+   * Rejects with an Error named `UnknownBlock`, `MerkleError` or `InvalidArgument`.
+   */
+  verifyInclusion(txid: string, merkleBranch: string[], index: number, blockHash: string): Promise<Inclusion> {
+    return this.#call('verifyInclusion', txid, merkleBranch, index, blockHash);
+  }
+
+  /** Stop syncing and close the store (and the worker). */
+  async stop(): Promise<void> {
+    await this.#call('stop');
+    this.#backend.close();
+  }
+}
+
+/** Open a client: {@link LightwireClient.open}. */
+export function createClient(options: ClientOptions): Promise<LightwireClient> {
+  return LightwireClient.open(options);
+}
+
+async function openInWorker(options: ClientOptions, onEvent: (e: LightwireEvent) => void): Promise<Backend> {
+  const worker = new Worker(new URL('./worker.js', import.meta.url), { type: 'module', name: 'lightwire' });
+  const waiting = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void }>();
+  let next = 0;
+  worker.addEventListener('message', (e: MessageEvent<Reply>) => {
+    const msg = e.data;
+    if ('event' in msg) {
+      onEvent(msg.event);
+      return;
+    }
+    const w = waiting.get(msg.id);
+    waiting.delete(msg.id);
+    if (msg.ok) w?.resolve(msg.value);
+    else w?.reject(toError(msg.error));
+  });
+  worker.addEventListener('error', (e) => {
+    const err = new Error(`the lightwire worker failed: ${e.message}`);
+    err.name = 'WorkerError';
+    waiting.forEach((w) => w.reject(err));
+    waiting.clear();
+  });
+  const send = (req: RequestBody) =>
+    new Promise<unknown>((resolve, reject) => {
+      const id = next++;
+      waiting.set(id, { resolve, reject });
+      const message: Request = { ...req, id };
+      worker.postMessage(message);
+    });
+  try {
+    await send({ op: 'open', options });
+  } catch (e) {
+    worker.terminate();
+    throw e;
+  }
+  return {
+    call: (method, args) => send({ op: 'call', method, args }),
+    close: () => worker.terminate(),
+  };
+}
+
+function deleteDatabase(name: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const req = indexedDB.deleteDatabase(name);
+    req.onsuccess = () => resolve();
+    req.onerror = () => reject(req.error);
+    req.onblocked = () => {
+      const err = new Error(`the store ${name} is still open elsewhere; stop its client first`);
+      err.name = 'StoreBusy';
+      reject(err);
+    };
+  });
+}

@@ -1,0 +1,39 @@
+// Messages between the page and the engine's worker.
+import type { ClientOptions, LightwireEvent } from './types.js';
+
+/** The engine's methods reachable from the page. */
+export type Method =
+  | 'tip'
+  | 'gateways'
+  | 'metrics'
+  | 'headerAt'
+  | 'headerByHash'
+  | 'verifyInclusion'
+  | 'stop';
+
+/** What the page asks of the worker. */
+export type RequestBody =
+  | { op: 'open'; options: ClientOptions }
+  | { op: 'call'; method: Method; args: unknown[] };
+
+/** Page to worker. */
+export type Request = RequestBody & { id: number };
+
+/** Worker to page. */
+export type Reply =
+  | { id: number; ok: true; value: unknown }
+  | { id: number; ok: false; error: { name: string; message: string } }
+  | { event: LightwireEvent };
+
+/** An error's name and message, which survive postMessage. */
+export function plainError(e: unknown): { name: string; message: string } {
+  if (e instanceof Error) return { name: e.name, message: e.message };
+  return { name: 'Error', message: String(e) };
+}
+
+/** Rebuild an Error from {@link plainError}. */
+export function toError(e: { name: string; message: string }): Error {
+  const err = new Error(e.message);
+  err.name = e.name;
+  return err;
+}

@@ -1,0 +1,179 @@
+// The types of the lightwire package's options, events and answers. The engine (Rust,
+// crates/client/src/web) builds these objects; keep both sides in step.
+
+/** A Bitcoin network the client can follow. */
+export type Network = 'mainnet' | 'testnet3' | 'testnet4' | 'signet' | 'regtest';
+
+/** Options for {@link LightwireClient.open}. */
+export interface ClientOptions {
+  /** The network to follow. Gateways serving another network are refused. */
+  network: Network;
+  /** Gateway connect strings, `ws[s]://host:port#<node id hex>` (the id pins the gateway's key). */
+  gateways: string[];
+  /** IndexedDB database name (default `lightwire-<network>`). */
+  storeName?: string;
+  /** Run the engine in a dedicated Web Worker (default true); false runs it on this thread. */
+  worker?: boolean;
+  /** Ask the browser to keep the store when space runs low (`navigator.storage.persist()`, default true). */
+  persist?: boolean;
+  /** Headers gathered per IndexedDB commit during bulk sync (default 50,000). */
+  commitEvery?: number;
+  /** Headers asked per request (default 20,000). */
+  requestSize?: number;
+  /** Least time between progress events in milliseconds (default 250). */
+  progressIntervalMs?: number;
+}
+
+/** Where a gateway connection stands. */
+export type GatewayState =
+  | 'connecting'
+  | 'handshaking'
+  | 'syncing'
+  | 'synced'
+  | 'backing-off'
+  | 'bad'
+  | 'stopped';
+
+/** A block by height and hash (display hex). */
+export interface BlockRef {
+  height: number;
+  hash: string;
+}
+
+/** A gateway's connection changed state. */
+export interface GatewayChange {
+  type: 'gateway';
+  gateway: number;
+  url: string;
+  state: GatewayState;
+  /** Why it dropped or was marked bad, as a sentence; null otherwise. */
+  reason: string | null;
+}
+
+/** Sync progress, at most every `progressIntervalMs` and whenever `synced` flips. */
+export interface SyncProgress {
+  type: 'progress';
+  /** Height of the validated best chain. */
+  height: number;
+  /** Height stored in IndexedDB. */
+  storedHeight: number;
+  /** The best tip announced by a gateway (or the height, when nothing is missing). */
+  targetHeight: number;
+  headersPerSecond: number;
+  bytesPerSecond: number;
+  synced: boolean;
+}
+
+/** A commit reached IndexedDB: the stored tip. */
+export interface NewTip extends BlockRef {
+  type: 'tip';
+  /** Block time, seconds since the epoch. */
+  time: number;
+}
+
+/** The best chain switched branches. */
+export interface Reorg {
+  type: 'reorg';
+  oldTip: BlockRef;
+  newTip: BlockRef;
+  /** Blocks of the old chain replaced. */
+  depth: number;
+}
+
+/** A gateway broke a rule (an invalid header, a failed handshake...) and was dropped for the session. */
+export interface Rejected {
+  type: 'rejected';
+  gateway: number;
+  url: string;
+  /** The rule, as a sentence. */
+  reason: string;
+}
+
+/** A gateway sent a warning. */
+export interface GatewayWarning {
+  type: 'warning';
+  gateway: number;
+  url: string;
+  text: string | null;
+}
+
+/** The client itself failed (storage); `fatal` when it stopped. */
+export interface ClientError {
+  type: 'error';
+  kind: string;
+  message: string;
+  fatal: boolean;
+}
+
+/** Every event the client dispatches. */
+export type LightwireEvent =
+  | GatewayChange
+  | SyncProgress
+  | NewTip
+  | Reorg
+  | Rejected
+  | GatewayWarning
+  | ClientError;
+
+/** A snapshot of the client's counters. */
+export interface Metrics {
+  /** Allocations in wasm since start (count, bytes), and bytes live now. */
+  allocations: number;
+  allocatedBytes: number;
+  liveBytes: number;
+  /** Size of the wasm linear memory. */
+  wasmMemoryBytes: number;
+  messagesIn: number;
+  bytesIn: number;
+  messagesOut: number;
+  bytesOut: number;
+  reconnects: number;
+  /** IndexedDB commits, their total and last duration, and headers they wrote. */
+  idbCommits: number;
+  idbCommitMs: number;
+  idbLastCommitMs: number;
+  idbHeadersWritten: number;
+  headersValidated: number;
+  validatedHeight: number;
+  storedHeight: number;
+  targetHeight: number | null;
+  synced: boolean;
+  elapsedMs: number;
+}
+
+/** A stored block header. Hashes are display hex. */
+export interface HeaderInfo {
+  height: number;
+  hash: string;
+  prevHash: string;
+  merkleRoot: string;
+  time: number;
+  bits: number;
+  nonce: number;
+  version: number;
+}
+
+/** The stored tip. */
+export interface TipInfo extends BlockRef {
+  time: number;
+}
+
+/** A transaction proven to be in a stored block. */
+export interface Inclusion {
+  height: number;
+  confirmations: number;
+  blockHash: string;
+}
+
+/** Storage use (bytes) and whether the browser promised to keep it. */
+export interface StorageInfo {
+  usage: number | null;
+  quota: number | null;
+  persisted: boolean;
+}
+
+/** A gateway's URL and state. */
+export interface GatewayInfo {
+  url: string;
+  state: GatewayState;
+}

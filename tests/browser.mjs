@@ -1,0 +1,101 @@
+// Shared by the browser tests (tests/store-reload, tests/e2e): Chromium started here on a
+// profile on disk and driven over CDP with playwright-core (which must not download a
+// browser of its own), and a static file server on 127.0.0.1.
+
+import { spawn } from 'node:child_process';
+import { createServer } from 'node:http';
+import { readFileSync } from 'node:fs';
+import { extname } from 'node:path';
+import { chromium } from 'playwright-core';
+
+export const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
+
+const TYPES = {
+  '.html': 'text/html',
+  '.js': 'text/javascript',
+  '.mjs': 'text/javascript',
+  '.wasm': 'application/wasm',
+  '.css': 'text/css',
+  '.json': 'application/json',
+  '.svg': 'image/svg+xml',
+};
+
+/// Serve `pages` (path -> HTML) and, under each prefix of `dirs` (prefix -> directory), its
+/// files; resolves to the listening server.
+export function serve(pages, dirs) {
+  const server = createServer((req, res) => {
+    const path = new URL(req.url, 'http://x').pathname;
+    try {
+      if (pages[path] !== undefined) {
+        res.writeHead(200, { 'content-type': 'text/html' }).end(pages[path]);
+        return;
+      }
+      for (const [prefix, dir] of Object.entries(dirs)) {
+        if (path.startsWith(prefix) && !path.includes('..')) {
+          const body = readFileSync(`${dir}/${path.slice(prefix.length)}`);
+          res.writeHead(200, { 'content-type': TYPES[extname(path)] || 'application/octet-stream' });
+          res.end(body);
+          return;
+        }
+      }
+      res.writeHead(404).end();
+    } catch {
+      res.writeHead(404).end();
+    }
+  });
+  return new Promise((resolve) => {
+    server.listen(0, '127.0.0.1', () => resolve(server));
+  });
+}
+
+/// Start Chromium on `profile` and connect to it over CDP: `{proc, browser, page}`.
+export async function launch(profile) {
+  const args = [
+    '--headless', '--no-sandbox', '--disable-gpu', '--no-first-run',
+    '--disable-background-networking', '--disable-component-update', '--disable-sync',
+    '--remote-debugging-port=0', `--user-data-dir=${profile}`, 'about:blank',
+  ];
+  // Its own process group, so that a kill takes its renderer and utility processes too.
+  const proc = spawn(CHROMIUM, args, { stdio: ['ignore', 'ignore', 'pipe'], detached: true });
+  const endpoint = await new Promise((resolve, reject) => {
+    let err = '';
+    const timer = setTimeout(() => reject(new Error(`chromium did not start: ${err}`)), 30_000);
+    proc.stderr.on('data', (d) => {
+      err += d;
+      const m = /DevTools listening on (ws:\/\/\S+)/.exec(err);
+      if (m) {
+        clearTimeout(timer);
+        resolve(m[1]);
+      }
+    });
+    proc.on('exit', (code) => reject(new Error(`chromium exited (${code}): ${err}`)));
+  });
+  proc.stderr.resume();
+  const browser = await chromium.connectOverCDP(endpoint);
+  const context = browser.contexts()[0];
+  const page = context.pages()[0] || (await context.newPage());
+  return { proc, browser, page };
+}
+
+/// SIGKILL a process started `detached` and every process in its group; resolves when the
+/// main one exited.
+export function kill(proc) {
+  return new Promise((resolve) => {
+    const group = () => {
+      try {
+        process.kill(-proc.pid, 'SIGKILL');
+      } catch {
+        // already gone
+      }
+    };
+    if (proc.exitCode !== null || proc.signalCode !== null) {
+      group();
+      return resolve();
+    }
+    proc.once('exit', () => {
+      group();
+      resolve();
+    });
+    group();
+  });
+}

@@ -1,0 +1,461 @@
+// End-to-end: the npm package (pkg/, its engine in a Web Worker) in headless Chromium
+// against real lightwire-gateway processes started here on 127.0.0.1.
+//
+//   node tests/e2e/run.mjs [--no-build] [--only NAME] [--bench]
+//
+// Scenarios (each starts and stops its own gateways; one browser profile on disk):
+//   full      sync the 925,000-header generated chain from empty; the stored tip equals
+//             the gateway's (from its /metrics); the figures are printed (the benchmark)
+//   reopen    close the page in the middle of a sync, open it again: the store is at a
+//             whole commit and the sync resumes from there
+//   reorg     the gateway reloads its headers file with a heavier fork 6,000 deep (below
+//             the validation window): the client reorgs and the store agrees
+//   invalid   a gateway serves a header with a wrong nBits: the client rejects it, marks
+//             the gateway bad, keeps only valid headers, and goes on with a good gateway
+//   mostwork  two gateways on different branches: the client ends on the heavier one
+//   restart   the gateway is stopped and started again: the client reconnects by itself
+//             and catches up
+//   queries   headerAt / headerByHash / verifyInclusion, and typed errors for bad input
+// --bench runs `full` only, twice, and prints the figures for benches/README.md.
+
+import { execFileSync, spawn } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { kill, launch, serve } from '../browser.mjs';
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
+const bin = (name) => join(root, 'target', 'release', name);
+const args = process.argv.slice(2);
+const only = args.includes('--only') ? args[args.indexOf('--only') + 1] : null;
+const bench = args.includes('--bench');
+
+function log(msg) {
+  console.log(`[e2e] ${msg}`);
+}
+
+function build() {
+  log('building the package (wasm-pack + tsc) and the gateway (release)');
+  execFileSync('bash', [join(root, 'scripts', 'build-pkg.sh')], { stdio: 'inherit' });
+  execFileSync('cargo', ['build', '--release', '-p', 'lightwire-gateway', '-p', 'lightwire-chain', '--bins'], {
+    stdio: 'inherit',
+    cwd: root,
+  });
+}
+
+const PAGE = `<!doctype html><meta charset="utf-8"><title>e2e</title>
+<script type="module">
+  import { LightwireClient } from '/pkg/dist/index.js';
+  window.events = [];
+  window.lw = {
+    async open(options) {
+      window.events = [];
+      window.client = await LightwireClient.open(options);
+      window.client.addEventListener('event', (e) => window.events.push(e.detail));
+      return true;
+    },
+    deleteStore: (name) => LightwireClient.deleteStore(name),
+    storage: () => LightwireClient.storage(),
+  };
+  document.title = 'ready';
+</script>`;
+
+/// A free TCP port on 127.0.0.1.
+function freePort() {
+  return new Promise((resolve) => {
+    const s = createServer();
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address();
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+const running = new Set();
+
+/// Start lightwire-gateway with `source` arguments; resolves once it listens.
+async function gateway(source, { port = 0, keyFile } = {}) {
+  keyFile ??= join(work, `key-${Math.random().toString(16).slice(2)}`);
+  const argv = ['--listen', `127.0.0.1:${port}`, '--key-file', keyFile, '--metrics-listen', '127.0.0.1:0', ...source];
+  const proc = spawn(bin('lightwire-gateway'), argv, { stdio: ['ignore', 'pipe', 'pipe'] });
+  running.add(proc);
+  proc.on('exit', () => running.delete(proc));
+  let out = '';
+  let err = '';
+  const ready = new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`gateway did not start: ${err}`)), 120_000);
+    const check = () => {
+      const c = /connect (ws:\/\/\S+)/.exec(out);
+      const m = /metrics on (http:\/\/\S+)/.exec(err);
+      if (c && m) {
+        clearTimeout(timer);
+        resolve({ connect: c[1], metrics: m[1] });
+      }
+    };
+    proc.stdout.on('data', (d) => {
+      out += d;
+      check();
+    });
+    proc.stderr.on('data', (d) => {
+      err += d;
+      check();
+    });
+    proc.on('exit', (code) => reject(new Error(`gateway exited (${code}): ${err}`)));
+  });
+  const { connect, metrics } = await ready;
+  return {
+    connect,
+    keyFile,
+    port: Number(/:(\d+)#/.exec(connect)[1]),
+    proc,
+    log: () => err,
+    async tip() {
+      const text = await (await fetch(metrics)).text();
+      return {
+        height: Number(/^lightwire_tip_height (\d+)$/m.exec(text)[1]),
+        hash: /lightwire_tip_info\{hash="([0-9a-f]+)"\}/.exec(text)[1],
+      };
+    },
+    hup: () => proc.kill('SIGHUP'),
+    stop() {
+      return new Promise((resolve) => {
+        if (proc.exitCode !== null || proc.signalCode !== null) return resolve();
+        proc.once('exit', resolve);
+        proc.kill('SIGTERM');
+      });
+    },
+  };
+}
+
+/// Headers files from `lightwire-chain generate`: main heights 0..count-1, and a fork of
+/// forkLen headers from forkAt; returns the raw bytes.
+function chainFiles(name, count, forkAt, forkLen) {
+  const file = join(work, name);
+  execFileSync(bin('lightwire-chain'), [
+    'generate', '--network', 'regtest', '--count', String(count),
+    '--fork-at', String(forkAt), '--fork-len', String(forkLen), file,
+  ]);
+  return { main: readFileSync(file), fork: readFileSync(`${file}.fork`) };
+}
+
+/// The display-hex hash of the 80-byte header at index `i` of `bytes`.
+function hashAt(bytes, i) {
+  const h = bytes.subarray(i * 80, i * 80 + 80);
+  const once = createHash('sha256').update(h).digest();
+  return Buffer.from(createHash('sha256').update(once).digest()).reverse().toString('hex');
+}
+
+function assert(cond, msg) {
+  if (!cond) throw new Error(msg);
+}
+
+async function openPage() {
+  const page = await chrome.browser.contexts()[0].newPage();
+  page.on('pageerror', (e) => log(`  page error: ${e.message}`));
+  await page.goto(url);
+  await page.waitForFunction(() => document.title === 'ready');
+  return page;
+}
+
+async function openClient(page, options) {
+  await page.evaluate((o) => window.lw.open(o), { network: 'regtest', ...options });
+}
+
+/// Wait until `pred(metrics, events)` holds in the page (polled), or fail after `ms`.
+async function until(page, what, ms, pred) {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const state = await page.evaluate(async () => ({
+      m: await window.client.metrics(),
+      events: window.events,
+    }));
+    if (pred(state.m, state.events)) return state;
+    if (Date.now() > deadline) {
+      const last = state.events.slice(-8).map((e) => JSON.stringify(e)).join('\n    ');
+      throw new Error(`timed out waiting for ${what}; metrics ${JSON.stringify(state.m)}\n    ${last}`);
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+const syncedTo = (h) => (m) => m.synced && m.storedHeight === h;
+
+async function stopClient(page) {
+  await page.evaluate(() => window.client.stop());
+}
+
+// ---------------------------------------------------------------- scenarios
+
+async function full(run = 1) {
+  const gw = await gateway(['--generate', '925000']);
+  const page = await openPage();
+  const store = `full-${run}`;
+  try {
+    const gwTip = await gw.tip();
+    const started = Date.now();
+    await openClient(page, { gateways: [gw.connect], storeName: store });
+    // Allocations once warm: between 300,000 and 800,000 validated headers.
+    let warm = null;
+    let peakMemory = 0;
+    const { m } = await until(page, 'the 925,000-header sync', 300_000, (m) => {
+      peakMemory = Math.max(peakMemory, m.wasmMemoryBytes);
+      if (!warm && m.headersValidated >= 300_000) warm = m;
+      if (warm && !warm.end && m.headersValidated >= 800_000) warm.end = m;
+      return syncedTo(925_000)(m);
+    });
+    const seconds = (Date.now() - started) / 1000;
+    const tip = await page.evaluate(() => window.client.tip());
+    assert(tip.height === gwTip.height && tip.hash === gwTip.hash,
+      `stored tip ${JSON.stringify(tip)} is not the gateway's ${JSON.stringify(gwTip)}`);
+    const perHeader = warm?.end
+      ? (warm.end.allocations - warm.allocations) / (warm.end.headersValidated - warm.headersValidated)
+      : NaN;
+    const figures = {
+      seconds: seconds.toFixed(2),
+      headersPerSecond: Math.round(925_000 / seconds),
+      engineMs: Math.round(m.elapsedMs),
+      peakWasmMiB: (peakMemory / 2 ** 20).toFixed(1),
+      bytesIn: m.bytesIn,
+      bytesOut: m.bytesOut,
+      messagesIn: m.messagesIn,
+      idbCommits: m.idbCommits,
+      idbCommitMs: Math.round(m.idbCommitMs),
+      allocationsPerHeaderWarm: perHeader.toFixed(4),
+      liveBytes: m.liveBytes,
+    };
+    log(`  synced 925,000 headers, tip ${tip.hash.slice(0, 16)}... = the gateway's`);
+    log(`  figures ${JSON.stringify(figures)}`);
+    assert(peakMemory < 64 * 2 ** 20, `peak wasm memory ${peakMemory} is over 64 MiB`);
+    await stopClient(page);
+    return figures;
+  } finally {
+    await page.close();
+    await gw.stop();
+  }
+}
+
+async function reopen() {
+  const gw = await gateway(['--generate', '200000']);
+  const store = 'reopen';
+  const options = { gateways: [gw.connect], storeName: store, commitEvery: 20_000, requestSize: 5_000 };
+  try {
+    let page = await openPage();
+    await openClient(page, options);
+    const { events } = await until(page, 'two commits', 60_000, (m) => m.idbCommits >= 2);
+    const committed = events.filter((e) => e.type === 'tip').map((e) => e.height);
+    await page.close(); // mid-sync: more commits were coming
+    page = await openPage();
+    await openClient(page, options);
+    const first = await page.evaluate(() => window.client.tip());
+    assert(first.height >= committed.at(-1) && first.height < 200_000,
+      `reopened at ${first.height}, commits seen ${committed}`);
+    assert(first.height % 20_000 === 0, `reopened at ${first.height}: not a whole commit of 20,000`);
+    const { m } = await until(page, 'the resumed sync', 60_000, syncedTo(200_000));
+    assert(m.headersValidated === 200_000 - first.height,
+      `validated ${m.headersValidated} after reopening at ${first.height}: the sync started over`);
+    log(`  closed after commits up to ${committed.at(-1)}; reopened at ${first.height} ` +
+      `(a whole commit), validated only the ${m.headersValidated} missing`);
+    await stopClient(page);
+    await page.close();
+  } finally {
+    await gw.stop();
+  }
+}
+
+async function reorg() {
+  // Main 0..10,000; a fork of 6,500 headers from 4,000 (tip 10,499, more work).
+  const { main, fork } = chainFiles('reorg', 10_001, 4_000, 6_500);
+  const file = join(work, 'reorg-served');
+  writeFileSync(file, main);
+  const gw = await gateway(['--headers-file', file, '--network', 'regtest']);
+  const page = await openPage();
+  try {
+    await openClient(page, { gateways: [gw.connect], storeName: 'reorg' });
+    await until(page, 'the first sync', 60_000, syncedTo(10_000));
+    writeFileSync(file, Buffer.concat([main.subarray(0, 4_000 * 80), fork]));
+    gw.hup();
+    const { events } = await until(page, 'the reorg', 60_000, syncedTo(10_499));
+    const r = events.find((e) => e.type === 'reorg');
+    assert(r && r.oldTip.height === 10_000 && r.depth === 6_001,
+      `reorg event ${JSON.stringify(r)}`);
+    const [below, at, tip] = await page.evaluate(async () => [
+      await window.client.headerAt(3_999),
+      await window.client.headerAt(4_000),
+      await window.client.tip(),
+    ]);
+    assert(below.hash === hashAt(main, 3_999), 'the header below the fork changed');
+    assert(at.hash === hashAt(fork, 0), 'the store does not hold the fork at 4,000');
+    assert(tip.hash === hashAt(fork, 6_499) && tip.hash === (await gw.tip()).hash, 'tip is not the fork tip');
+    const old = await page.evaluate((h) => window.client.headerByHash(h), hashAt(main, 10_000));
+    assert(old === null, 'the replaced tip is still found by hash');
+    log(`  reorg at 4,000, depth ${r.depth} (below the validation window): store = main[..4000] + fork`);
+    await stopClient(page);
+  } finally {
+    await page.close();
+    await gw.stop();
+  }
+}
+
+async function invalid() {
+  // The bad gateway claims more work (tip 3,000) than the good one (2,000): it is asked
+  // first, and its header 2,500 has a wrong nBits.
+  const bad = await gateway(['--generate', '3000', '--corrupt-at', '2500']);
+  const good = await gateway(['--generate', '2000']);
+  const page = await openPage();
+  try {
+    await openClient(page, { gateways: [bad.connect, good.connect], storeName: 'invalid', requestSize: 1_000 });
+    const { m, events } = await until(page, 'the bad gateway rejected', 60_000,
+      (m, ev) => ev.some((e) => e.type === 'rejected') && m.synced);
+    const rej = events.find((e) => e.type === 'rejected');
+    assert(rej.gateway === 0 && /2500/.test(rej.reason), `rejected ${JSON.stringify(rej)}`);
+    const states = await page.evaluate(() => window.client.gateways());
+    assert(states[0].state === 'bad', `bad gateway state ${states[0].state}`);
+    assert(m.storedHeight < 2_500 && m.storedHeight >= 2_000, `stored ${m.storedHeight}`);
+    const after = await page.evaluate(() => window.client.headerAt(2_500));
+    assert(after === null, 'the invalid header was stored');
+    const at2000 = await page.evaluate(() => window.client.headerAt(2_000));
+    assert(at2000.hash === (await good.tip()).hash, 'the store disagrees with the good gateway at 2,000');
+    log(`  rejected: "${rej.reason}"; gateway 0 is bad; the store holds valid headers to ${m.storedHeight}`);
+    await stopClient(page);
+  } finally {
+    await page.close();
+    await bad.stop();
+    await good.stop();
+  }
+}
+
+async function mostwork() {
+  // A: main 0..4,000. B: main 0..2,999 + a fork of 2,000 from 3,000 (tip 4,999: more work).
+  const { main, fork } = chainFiles('mostwork', 4_001, 3_000, 2_000);
+  const fa = join(work, 'mostwork-a');
+  const fb = join(work, 'mostwork-b');
+  writeFileSync(fa, main);
+  writeFileSync(fb, Buffer.concat([main.subarray(0, 3_000 * 80), fork]));
+  const a = await gateway(['--headers-file', fa, '--network', 'regtest']);
+  const b = await gateway(['--headers-file', fb, '--network', 'regtest']);
+  const page = await openPage();
+  try {
+    await openClient(page, { gateways: [a.connect, b.connect], storeName: 'mostwork' });
+    await until(page, 'the heavier chain', 60_000, syncedTo(4_999));
+    const tip = await page.evaluate(() => window.client.tip());
+    assert(tip.hash === hashAt(fork, 1_999), 'not the heavier branch');
+    const states = await page.evaluate(() => window.client.gateways());
+    assert(states.every((s) => s.state === 'synced'), `states ${JSON.stringify(states)}`);
+    log(`  two gateways (tips 4,000 and 4,999 on another branch): the client took 4,999`);
+    await stopClient(page);
+  } finally {
+    await page.close();
+    await a.stop();
+    await b.stop();
+  }
+}
+
+async function restart() {
+  const port = await freePort();
+  let gw = await gateway(['--generate', '5000'], { port });
+  const keyFile = gw.keyFile;
+  const page = await openPage();
+  try {
+    await openClient(page, { gateways: [gw.connect], storeName: 'restart' });
+    await until(page, 'the first sync', 60_000, syncedTo(5_000));
+    await gw.stop();
+    await until(page, 'the drop noticed', 30_000, (_, ev) =>
+      ev.some((e) => e.type === 'gateway' && e.state === 'backing-off'));
+    gw = await gateway(['--generate', '6000'], { port, keyFile });
+    const { m, events } = await until(page, 'the reconnect and catch-up', 60_000, syncedTo(6_000));
+    assert(m.reconnects >= 1, 'no reconnect counted');
+    const states = events.filter((e) => e.type === 'gateway').map((e) => e.state);
+    log(`  stopped and restarted the gateway: states ${states.join(' > ')}; caught up to 6,000`);
+    await stopClient(page);
+  } finally {
+    await page.close();
+    await gw.stop();
+  }
+}
+
+async function queries() {
+  const { main } = chainFiles('queries', 101, 50, 1);
+  const file = join(work, 'queries-served');
+  writeFileSync(file, main);
+  const gw = await gateway(['--headers-file', file, '--network', 'regtest']);
+  const page = await openPage();
+  try {
+    await openClient(page, { gateways: [gw.connect], storeName: 'queries', worker: false });
+    await until(page, 'the sync', 30_000, syncedTo(100));
+    const h = await page.evaluate((hash) => window.client.headerByHash(hash), hashAt(main, 42));
+    assert(h.height === 42 && h.prevHash === hashAt(main, 41), `headerByHash ${JSON.stringify(h)}`);
+    // A block with one transaction: its Merkle root is the txid (empty branch, index 0).
+    const txid = h.merkleRoot;
+    const proof = await page.evaluate(
+      ([txid, block]) => window.client.verifyInclusion(txid, [], 0, block), [txid, h.hash]);
+    assert(proof.height === 42 && proof.confirmations === 59, `verifyInclusion ${JSON.stringify(proof)}`);
+    const errors = await page.evaluate(async ([txid, block]) => {
+      const name = (p) => p.then(() => 'resolved', (e) => `${e.name}: ${e.message}`);
+      return [
+        await name(window.client.verifyInclusion(txid, [], 1, block)),
+        await name(window.client.verifyInclusion((txid[0] === '0' ? '1' : '0') + txid.slice(1), [], 0, block)),
+        await name(window.client.verifyInclusion(txid, [], 0, '00'.repeat(32))),
+        await name(window.client.verifyInclusion('xyz', [], 0, block)),
+        await name(window.lw.open({ network: 'regtest', gateways: ['http://nope'] })),
+        await name(window.lw.open({ network: 'moonnet', gateways: [] })),
+      ];
+    }, [txid, h.hash]);
+    const expect = ['MerkleError', 'MerkleError', 'UnknownBlock', 'InvalidArgument', 'InvalidGateway', 'InvalidOptions'];
+    errors.forEach((e, i) => assert(e.startsWith(expect[i]), `error ${i}: ${e}`));
+    log(`  queries answered; bad input refused with typed errors (${expect.join(', ')})`);
+    await stopClient(page);
+  } finally {
+    await page.close();
+    await gw.stop();
+  }
+}
+
+// ---------------------------------------------------------------- main
+
+const scenarios = { full, reopen, reorg, invalid, mostwork, restart, queries };
+let work;
+let chrome;
+let url;
+
+async function main() {
+  if (!args.includes('--no-build')) build();
+  work = mkdtempSync(join(tmpdir(), 'lightwire-e2e-'));
+  const server = await serve({ '/': PAGE }, { '/pkg/': join(root, 'pkg') });
+  url = `http://127.0.0.1:${server.address().port}/`;
+  let failed = 0;
+  try {
+    chrome = await launch(join(work, 'profile'));
+    if (bench) {
+      const runs = [await full(1), await full(2)];
+      console.log(JSON.stringify(runs, null, 2));
+      return;
+    }
+    for (const [name, f] of Object.entries(scenarios)) {
+      if (only && only !== name) continue;
+      log(name);
+      const t = Date.now();
+      try {
+        await f();
+        log(`  ok (${((Date.now() - t) / 1000).toFixed(1)} s)`);
+      } catch (e) {
+        failed += 1;
+        log(`  FAILED: ${e.stack || e}`);
+      }
+    }
+  } finally {
+    if (chrome) await kill(chrome.proc);
+    for (const p of running) p.kill('SIGKILL');
+    server.close();
+    rmSync(work, { recursive: true, force: true });
+  }
+  if (failed) {
+    log(`${failed} scenario(s) failed`);
+    process.exit(1);
+  }
+  log('all scenarios passed');
+}
+
+await main();
