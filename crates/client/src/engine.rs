@@ -185,6 +185,10 @@ pub struct Engine {
     /// headers, kept until the shell reads the ancestors from the store.
     ancestors: Option<(usize, BlockHash)>,
     deferred: Vec<u8>,
+    /// The rest of that answer, held until the ancestors come: (id, last, headers).
+    held: VecDeque<(u32, bool, Vec<u8>)>,
+    /// An answer ended short of the announced target (set by `take_step`).
+    dropped_target: bool,
     events: VecDeque<Event>,
     actions: VecDeque<Action>,
     local_static: SecretKey,
@@ -235,6 +239,8 @@ impl Engine {
             locator: Vec::with_capacity(lightwire_wire::sync::MAX_LOCATOR),
             ancestors: None,
             deferred: Vec::new(),
+            held: VecDeque::new(),
+            dropped_target: false,
             events: VecDeque::with_capacity(16),
             actions,
             local_static,
@@ -368,15 +374,12 @@ impl Engine {
             asked,
             ancestors,
             deferred,
+            held,
+            dropped_target,
             events,
             ..
         } = self;
-        let Gateway {
-            peer,
-            tip,
-            undelivered,
-            ..
-        } = &mut gateways[g];
+        let Gateway { peer, tip, .. } = &mut gateways[g];
         let Some(p) = peer.as_mut() else {
             return;
         };
@@ -416,28 +419,16 @@ impl Engine {
                         }
                         return;
                     }
-                    match syncer.on_headers(id, headers, last, now) {
-                        Ok(step) => {
-                            if let Some((old, fork)) = step.reorg {
-                                events.push_back(Event::Reorg {
-                                    old_tip: Tip::from(&old),
-                                    new_tip: Tip::from(syncer.tip()),
-                                    depth: old.height - fork,
-                                });
-                            }
-                            if let Some(parent) = step.need_ancestors {
-                                syncer.abandon();
-                                deferred.clear();
-                                deferred.extend_from_slice(headers);
-                                *ancestors = Some((g, parent));
-                            }
-                            if step.target_dropped {
-                                // It did not deliver the tip it announced: the target is
-                                // not set from that announcement again.
-                                *undelivered = tip.map(|(_, h, _)| h.block_hash());
-                            }
-                        }
-                        Err(e) => failure = Some(Drop::Bad(e.to_string())),
+                    if ancestors.is_some() || !held.is_empty() {
+                        // Waiting for ancestors from the store: the rest of the answer is
+                        // held (at most one request's worth; a deep fork only).
+                        held.push_back((id, last, headers.to_vec()));
+                        return;
+                    }
+                    let r = syncer.on_headers(id, headers, last, now);
+                    match take_step(r, g, headers, syncer, events, deferred, ancestors) {
+                        Ok(dropped) => *dropped_target |= dropped,
+                        Err(e) => failure = Some(e),
                     }
                 }
                 PeerEvent::Warning(text) => events.push_back(Event::Warning {
@@ -456,6 +447,10 @@ impl Engine {
         let gw = &mut self.gateways[g];
         gw.heard_ms = now_ms;
         gw.ping_sent_ms = None;
+        if self.dropped_target {
+            self.dropped_target = false;
+            self.undeliver(g);
+        }
         if let Some(f) = failure {
             self.drop_gateway(g, f, now_ms, random);
         } else if ready {
@@ -497,8 +492,9 @@ impl Engine {
         if had_socket {
             self.actions.push_back(Action::Close { gateway: g });
         }
-        if self.ancestors.is_some_and(|(a, _)| a == g) {
+        if self.ancestors.is_some_and(|(a, _)| a == g) || self.asked == Some(g) {
             self.ancestors = None;
+            self.held.clear();
         }
         match why {
             Drop::Bad(reason) => {
@@ -523,6 +519,13 @@ impl Engine {
         if self.source == Some(g) || self.asked == Some(g) {
             self.retarget();
         }
+    }
+
+    /// Gateway `g` did not deliver the tip it announced: the target is not set from that
+    /// announcement again.
+    fn undeliver(&mut self, g: usize) {
+        let gw = &mut self.gateways[g];
+        gw.undelivered = gw.tip.map(|(_, h, _)| h.block_hash());
     }
 
     /// The target's gateway is gone: give up its request and take the best tip the
@@ -613,44 +616,80 @@ impl Engine {
         self.update_states(now_ms);
     }
 
-    /// An answer forked below the validation window: once nothing is uncommitted, the shell
-    /// reads stored entries ending at this hash (up to `WINDOW_LEN`, at least 2016) and
-    /// calls [`Self::on_ancestors`].
-    pub fn need_ancestors(&self) -> Option<BlockHash> {
+    /// An answer's batch starts below the validation window: once nothing is uncommitted,
+    /// the shell looks up this parent hash and the batch's headers (80 bytes each) in the
+    /// store, and calls [`Self::on_ancestors`].
+    pub fn need_ancestors(&self) -> Option<(BlockHash, &[u8])> {
         if self.syncer.uncommitted() > 0 || self.committing {
             return None;
         }
-        self.ancestors.map(|(_, hash)| hash)
+        self.ancestors.map(|(_, hash)| (hash, &self.deferred[..]))
     }
 
-    /// The stored entries asked for by [`Self::need_ancestors`], or `None` if the store
-    /// does not hold that hash (the gateway's headers link to nothing we know: it is
-    /// marked bad).
-    pub fn on_ancestors(&mut self, entries: Option<&[Entry]>, now_ms: f64, random: f64) {
+    /// What [`Self::need_ancestors`] asked for: `known`, how many of the batch's first
+    /// headers the store holds on the best chain right after the parent, and stored
+    /// entries ending at the last of those (or at the parent; up to `WINDOW_LEN`, at least
+    /// 2016). `None` if the store does not hold the parent (the gateway's headers link to
+    /// nothing we know: it is marked bad).
+    pub fn on_ancestors(
+        &mut self,
+        found: Option<(&[Entry], usize)>,
+        now_ms: f64,
+        random: f64,
+    ) {
         let Some((g, _)) = self.ancestors.take() else {
             return;
         };
-        let result = match entries {
-            Some(entries) => self
-                .syncer
-                .on_ancestors(entries, &self.deferred, (now_ms / 1000.0) as u64),
+        let now = (now_ms / 1000.0) as u64;
+        let result = match found {
+            Some((entries, known)) => {
+                let skip = (known * lightwire_chain::HEADER_LEN).min(self.deferred.len());
+                self.syncer
+                    .on_ancestors(entries, &self.deferred[skip..], now)
+            }
             None => {
                 let why = "the gateway sent headers that link to no block on our chain";
                 self.drop_gateway(g, Drop::Bad(why.to_string()), now_ms, random);
                 return;
             }
         };
-        match result {
-            Ok(step) => {
-                if let Some((old, fork)) = step.reorg {
-                    self.events.push_back(Event::Reorg {
-                        old_tip: Tip::from(&old),
-                        new_tip: Tip::from(self.syncer.tip()),
-                        depth: old.height - fork,
-                    });
-                }
+        let mut r = take_step(
+            result,
+            g,
+            &[],
+            &mut self.syncer,
+            &mut self.events,
+            &mut self.deferred,
+            &mut self.ancestors,
+        );
+        // Then what was held, until it runs out or needs ancestors again.
+        while let Ok(dropped) = r {
+            self.dropped_target |= dropped;
+            if self.ancestors.is_some() {
+                break;
             }
-            Err(e) => self.drop_gateway(g, Drop::Bad(e.to_string()), now_ms, random),
+            let Some((id, last, headers)) = self.held.pop_front() else {
+                break;
+            };
+            let result = self.syncer.on_headers(id, &headers, last, now);
+            r = take_step(
+                result,
+                g,
+                &headers,
+                &mut self.syncer,
+                &mut self.events,
+                &mut self.deferred,
+                &mut self.ancestors,
+            );
+        }
+        if let Ok(dropped) = r {
+            self.dropped_target |= dropped;
+        }
+        if core::mem::take(&mut self.dropped_target) {
+            self.undeliver(g);
+        }
+        if let Err(e) = r {
+            self.drop_gateway(g, e, now_ms, random);
         }
         self.update_states(now_ms);
     }
@@ -689,6 +728,34 @@ impl Engine {
     pub fn node_id(&self, g: usize) -> PublicKey {
         self.gateways[g].connect.node_id
     }
+}
+
+/// What the engine does with a validated step: a reorg event, ancestors to read (the
+/// batch `headers` kept until they come), or the gateway dropped as bad.
+#[allow(clippy::too_many_arguments)]
+fn take_step(
+    result: Result<crate::sync::Step, SyncError>,
+    g: usize,
+    headers: &[u8],
+    syncer: &mut Syncer,
+    events: &mut VecDeque<Event>,
+    deferred: &mut Vec<u8>,
+    ancestors: &mut Option<(usize, BlockHash)>,
+) -> Result<bool, Drop> {
+    let step = result.map_err(|e| Drop::Bad(e.to_string()))?;
+    if let Some((old, fork)) = step.reorg {
+        events.push_back(Event::Reorg {
+            old_tip: Tip::from(&old),
+            new_tip: Tip::from(syncer.tip()),
+            depth: old.height - fork,
+        });
+    }
+    if let Some(parent) = step.need_ancestors {
+        deferred.clear();
+        deferred.extend_from_slice(headers);
+        *ancestors = Some((g, parent));
+    }
+    Ok(step.target_dropped)
 }
 
 #[cfg(test)]

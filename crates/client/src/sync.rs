@@ -71,6 +71,16 @@ pub struct Syncer {
     abandoned: Option<u32>,
     /// Headers received in the answer in flight.
     answer_len: u32,
+    /// The answer's last message needed ancestors: its end is handled in `on_ancestors`.
+    last_deferred: bool,
+    /// The last header of a full answer that stopped short of the target (on the best
+    /// chain or on a branch still short of it): the next locator starts there, so the
+    /// gateway continues the branch instead of sending it again.
+    continue_from: Option<BlockHash>,
+    /// Hashes of the best chain at period starts below the validation window (and, after
+    /// a resume, the ones the shell seeded): the locator's sparse part, so that a gateway
+    /// on a fork deeper than the window answers from near the fork, not from genesis.
+    deep: Vec<(u32, BlockHash)>,
     next_id: u32,
     batch: Vec<Header>,
     /// Headers per request.
@@ -93,6 +103,9 @@ impl Syncer {
             in_flight: None,
             abandoned: None,
             answer_len: 0,
+            last_deferred: false,
+            continue_from: None,
+            deep: Vec::new(),
             next_id: 0,
             batch: Vec::with_capacity(lightwire_chain::MAX_BATCH),
             request_size: DEFAULT_REQUEST,
@@ -172,23 +185,63 @@ impl Syncer {
         Some((self.next_id, self.request_size))
     }
 
-    /// A block locator from the validation window: the tip, back by one for ten headers,
-    /// then by doubling steps, then genesis.
+    /// Seed the locator's sparse part after a resume: best-chain hashes below the window
+    /// (any heights, oldest first), read from the store.
+    pub fn seed_locator(&mut self, hashes: &[(u32, BlockHash)]) {
+        self.deep.clear();
+        self.deep.extend_from_slice(hashes);
+    }
+
+    /// The heights whose hashes [`Self::seed_locator`] wants after a resume at `tip`:
+    /// period starts at doubling distances below the window, oldest first.
+    pub fn seed_heights(&self, tip: u32, out: &mut Vec<u32>) {
+        out.clear();
+        let interval = self.chain.params().retarget_interval;
+        let top = tip.saturating_sub(lightwire_chain::WINDOW_LEN as u32) / interval;
+        let mut step = 1;
+        let mut period = i64::from(top);
+        while period > 0 {
+            out.push(period as u32 * interval);
+            period -= step;
+            step *= 2;
+        }
+        out.reverse();
+    }
+
+    /// A block locator: where the last full answer stopped (if it did not reach the
+    /// target), then from the validation window the tip, back by one for ten headers,
+    /// then by doubling steps; then sparse hashes below the window; then genesis.
     pub fn locator(&self, out: &mut Vec<BlockHash>) {
         out.clear();
+        out.extend(self.continue_from);
         let window = self.chain.window();
         let tip = self.chain.tip().height;
         let mut height = i64::from(tip);
         let mut step = 1;
+        let mut lowest = tip;
         while height >= 0 {
             let Some(e) = window.get(height as u32) else {
                 break;
             };
             out.push(e.hash);
+            lowest = e.height;
             if out.len() >= 10 {
                 step *= 2;
             }
             height -= step;
+        }
+        let mut i = self.deep.len();
+        let mut stride = 1;
+        while i > 0 && out.len() < lightwire_wire::sync::MAX_LOCATOR - 1 {
+            i = i.saturating_sub(stride);
+            let (h, hash) = self.deep[i];
+            if h < lowest {
+                out.push(hash);
+                stride *= 2;
+            }
+            if i == 0 {
+                break;
+            }
         }
         let genesis = self.chain.params().genesis.block_hash();
         if out.last() != Some(&genesis) {
@@ -218,27 +271,40 @@ impl Syncer {
             .connect(&self.batch, now)
             .map_err(SyncError::Invalid)?;
         let mut step = self.after(outcome);
-        if last {
-            self.in_flight = None;
-            if self.target.is_some()
-                && self.answer_len < self.request_size
-                && self.request_seq == self.target_seq
-            {
-                // The gateway had nothing more after our locator, no newer tip was
-                // announced since we asked, and the target is still not ours: it is not
-                // on the gateway's best chain (any more), or its claimed work was not
-                // there. Wait for the next announcement. (An answer cut short by a reorg
-                // comes with a new tip, which keeps the target.)
-                self.target = None;
-                step.target_dropped = true;
-            }
+        if step.need_ancestors.is_some() {
+            // The batch waits for its ancestors; so does the end of the answer.
+            self.last_deferred = last;
+        } else if last {
+            self.end_answer(&mut step);
         }
         Ok(step)
     }
 
+    fn end_answer(&mut self, step: &mut Step) {
+        self.in_flight = None;
+        let last_hash = self.batch.last().map(Header::block_hash);
+        self.continue_from = None;
+        if self.target.is_none() {
+            return;
+        }
+        if self.answer_len >= self.request_size {
+            // Cut at our limit: go on from its last header.
+            self.continue_from = last_hash;
+        } else if self.request_seq == self.target_seq {
+            // The gateway had nothing more after our locator, no newer tip was announced
+            // since we asked, and the target is still not ours: it is not on the
+            // gateway's best chain (any more), or its claimed work was not there. Wait for
+            // the next announcement. (An answer cut short by a reorg comes with a new tip,
+            // which keeps the target.)
+            self.target = None;
+            step.target_dropped = true;
+        }
+    }
+
     /// Continue an answer whose parent was below the window, with `ancestors` from the
-    /// store (oldest first, ending at that parent), and the same headers again. The request
-    /// was abandoned when the ancestors were asked for: ask again after this.
+    /// store (oldest first, ending at that parent), and the same headers again, less any
+    /// the store already holds on the best chain (so that the fork is where the chains
+    /// really part); then the rest of the answer, which the shell held meanwhile.
     pub fn on_ancestors(
         &mut self,
         ancestors: &[Entry],
@@ -247,14 +313,33 @@ impl Syncer {
     ) -> Result<Step, SyncError> {
         self.batch.clear();
         self.batch.extend(decode_headers(headers));
-        let outcome = self
-            .chain
-            .connect_branch(ancestors, &self.batch, now)
-            .map_err(SyncError::Invalid)?;
-        Ok(self.after(outcome))
+        let mut step = if self.batch.is_empty() {
+            // Every header of the batch was already stored on the best chain.
+            Step::default()
+        } else {
+            let outcome = self
+                .chain
+                .connect_branch(ancestors, &self.batch, now)
+                .map_err(SyncError::Invalid)?;
+            self.after(outcome)
+        };
+        if core::mem::take(&mut self.last_deferred) {
+            self.end_answer(&mut step);
+        }
+        Ok(step)
     }
 
     fn after(&mut self, outcome: Outcome) -> Step {
+        if let Outcome::Reorg { fork_height, .. } = outcome {
+            let keep = self.deep.partition_point(|(h, _)| *h <= fork_height);
+            self.deep.truncate(keep);
+        }
+        let interval = self.chain.params().retarget_interval;
+        for e in self.chain.staged() {
+            if e.height % interval == 0 {
+                self.deep.push((e.height, e.hash));
+            }
+        }
         let staged = self.chain.staged();
         self.pending.push(&outcome, staged);
         self.validated += self.batch.len() as u64;
@@ -274,6 +359,7 @@ impl Syncer {
             && self.chain.window().height_of(&hash).is_some()
         {
             self.target = None;
+            self.continue_from = None;
         }
         // An answer that ended without reaching the target leaves it for the next request.
         step

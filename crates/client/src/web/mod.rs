@@ -24,7 +24,7 @@ use wasm_bindgen::JsCast;
 use wasm_bindgen::prelude::*;
 
 use crate::engine::{Action, Engine, Event, GatewayState};
-use crate::peer::ConnectString;
+use crate::peer::{ConnectString, decode_headers};
 use crate::sync::{DEFAULT_COMMIT_EVERY, DEFAULT_REQUEST};
 use inbox::{Call, Inbox, Input, Query};
 use socket::Socket;
@@ -134,6 +134,9 @@ impl Client {
         let mut engine = Engine::new(chain, &stored, o.gateways.clone(), key);
         engine.syncer_mut().commit_every = o.commit_every;
         engine.syncer_mut().request_size = o.request_size;
+        seed_locator(&store, &mut engine, stored.height)
+            .await
+            .map_err(|e| js::error("StoreError", e.to_string()))?;
         let inbox = Rc::new(Inbox::default());
         let status = Rc::new(RefCell::new(Status {
             stored: Some(stored),
@@ -298,14 +301,43 @@ async fn resume(store: &IdbStore) -> Result<Chain, StoreError> {
     })
 }
 
-/// Stored entries ending at `hash`, enough to validate a branch forking there; `None` if
-/// the store does not hold it.
-async fn ancestors(store: &IdbStore, hash: &BlockHash) -> Result<Option<Vec<Entry>>, StoreError> {
-    let Some(height) = store.height_of(hash).await? else {
+/// Give a resumed engine's locator hashes from below its validation window (a few period
+/// starts, read from the store), so that a gateway on a deeper fork answers from near it.
+async fn seed_locator(store: &IdbStore, engine: &mut Engine, tip: u32) -> Result<(), StoreError> {
+    let mut heights = Vec::new();
+    engine.syncer().seed_heights(tip, &mut heights);
+    let mut seeds = Vec::with_capacity(heights.len());
+    for h in heights {
+        if let Some(header) = store.header(h).await? {
+            seeds.push((h, header.block_hash()));
+        }
+    }
+    engine.syncer_mut().seed_locator(&seeds);
+    Ok(())
+}
+
+/// For a batch whose parent `parent` is below the window: how many of its first headers
+/// the store holds on the best chain right after the parent, and stored entries ending at
+/// the last of those, enough to validate what follows; `None` if the parent is not stored.
+async fn ancestors(
+    store: &IdbStore,
+    parent: &BlockHash,
+    batch: &[u8],
+) -> Result<Option<(Vec<Entry>, usize)>, StoreError> {
+    let Some(height) = store.height_of(parent).await? else {
         return Ok(None);
     };
-    let from = height.saturating_sub(WINDOW_LEN as u32 - 1);
-    store.entries(from, height).await.map(Some)
+    let hashes: Vec<BlockHash> = decode_headers(batch).map(|h| h.block_hash()).collect();
+    let mut heights = Vec::with_capacity(hashes.len());
+    store.heights_of(&hashes, &mut heights).await?;
+    let known = heights
+        .iter()
+        .enumerate()
+        .take_while(|(i, h)| **h == Some(height + 1 + *i as u32))
+        .count();
+    let end = height + known as u32;
+    let from = end.saturating_sub(WINDOW_LEN as u32 - 1);
+    Ok(Some((store.entries(from, end).await?, known)))
 }
 
 #[derive(Default, Clone, Copy)]
@@ -582,6 +614,7 @@ impl Net {
         self.engine = Engine::new(chain, &stored, self.gateways.clone(), key);
         self.engine.syncer_mut().commit_every = commit_every;
         self.engine.syncer_mut().request_size = request_size;
+        seed_locator(store, &mut self.engine, stored.height).await?;
         self.status.borrow_mut().stored = Some(stored);
         Ok(())
     }
@@ -609,11 +642,12 @@ async fn run(mut net: Net, mut store: IdbStore) {
         if net.engine.is_stopped() {
             break;
         }
-        if let Some(hash) = net.engine.need_ancestors() {
-            match ancestors(&store, &hash).await {
-                Ok(entries) => {
-                    net.engine
-                        .on_ancestors(entries.as_deref(), js::now_ms(), js::random());
+        if let Some((parent, batch)) = net.engine.need_ancestors() {
+            let found = ancestors(&store, &parent, batch).await;
+            match found {
+                Ok(found) => {
+                    let found = found.as_ref().map(|(e, known)| (&e[..], *known));
+                    net.engine.on_ancestors(found, js::now_ms(), js::random());
                 }
                 Err(e) => {
                     if !fail(&mut net, &store, &e).await {

@@ -1,0 +1,296 @@
+// The npm package as an application gets it: `npm pack` of pkg/, installed (offline, from
+// the npm cache) into a fresh Vite + TypeScript app written here, type-checked with tsc
+// (the .d.ts), built with `vite build` (the worker and the wasm bundled from
+// node_modules), then served and opened in headless Chromium against a real
+// lightwire-gateway: the app's stored tip must be the gateway's.
+//
+//   node tests/package/run.mjs
+//
+// Needs pkg/ built (scripts/build-pkg.sh), target/release/lightwire-gateway, and vite and
+// typescript installed in the repository's node_modules (their versions are used, and are
+// in the npm cache because of that install).
+
+import { execFileSync, spawn } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { kill, launch, serve } from '../browser.mjs';
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
+const HEIGHT = 3000;
+
+function log(msg) {
+  console.log(`[package] ${msg}`);
+}
+
+function fail(msg) {
+  throw new Error(msg);
+}
+
+/// Run a command; its stdout, or an Error carrying its output.
+function run(cmd, args, cwd) {
+  try {
+    return execFileSync(cmd, args, { cwd, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+  } catch (e) {
+    const out = `${e.stdout || ''}${e.stderr || ''}`.trim();
+    throw new Error(`\`${cmd} ${args.join(' ')}\` failed (in ${cwd}):\n${out}`);
+  }
+}
+
+const version = (name) => JSON.parse(readFileSync(join(root, 'node_modules', name, 'package.json'), 'utf8')).version;
+
+// ---------------------------------------------------------------- the app's files
+
+const MAIN_TS = `import { LightwireClient, type NewTip } from 'lightwire';
+
+const gateway = new URLSearchParams(location.search).get('gw') ?? 'ws://127.0.0.1:8333#<node id hex>';
+const client = await LightwireClient.open({ network: 'regtest', gateways: [gateway], storeName: 'app' });
+let tip: NewTip | null = null;
+let synced = false;
+const show = () => {
+  document.title = synced && tip ? \`synced \${tip.height}\` : 'syncing';
+  document.body.textContent = tip ? \`\${tip.height} \${tip.hash}\` : 'nothing stored yet';
+};
+client.on('progress', (e) => { synced = e.synced; show(); });
+client.on('tip', (e) => { tip = e; show(); });
+`;
+
+// Type-checked only (not imported by main.ts, so not bundled): the package's types are
+// precise, not \`any\` - each @ts-expect-error fails tsc if its line type-checks.
+const TYPES_TS = `import { LightwireClient, createClient, type ClientOptions, type LightwireEvent } from 'lightwire';
+
+export async function typesOnly(client: LightwireClient): Promise<void> {
+  const off: () => void = client.on('reorg', (e) => console.log(e.depth, e.oldTip.hash, e.newTip.height));
+  off();
+  client.on('gateway', (e) => console.log(e.state === 'backing-off', e.reason?.length));
+  client.on('rejected', (e) => console.log(e.gateway, e.url, e.reason));
+  client.on('warning', (e) => console.log(e.text));
+  client.on('error', (e) => console.log(e.kind, e.message, e.fatal));
+  // @ts-expect-error: a progress event has no hash
+  client.on('progress', (e) => e.hash);
+  // @ts-expect-error: no such event
+  client.on('block', () => {});
+  const tip = await client.tip();
+  const height: number | undefined = tip?.height;
+  const header = await client.headerAt(height ?? 0);
+  const root: string | undefined = header?.merkleRoot;
+  const proof = await client.verifyInclusion(root ?? '', [], 0, header?.hash ?? '');
+  const confirmations: number = proof.confirmations;
+  const m = await client.metrics();
+  const synced: boolean = m.synced;
+  const states: string[] = (await client.gateways()).map((g) => g.state);
+  const storage = await LightwireClient.storage();
+  console.log(confirmations, synced, states, storage.persisted);
+  const options: ClientOptions = { network: 'signet', gateways: [], worker: false, persist: false, commitEvery: 1, requestSize: 1, progressIntervalMs: 1 };
+  // @ts-expect-error: not a network
+  const bad: ClientOptions = { network: 'moonnet', gateways: [] };
+  console.log(bad);
+  const other = await createClient(options);
+  const kinds: LightwireEvent['type'][] = ['gateway', 'progress', 'tip', 'reorg', 'rejected', 'warning', 'error'];
+  console.log(kinds);
+  await other.stop();
+  await LightwireClient.deleteStore('app');
+}
+`;
+
+const INDEX_HTML = `<!doctype html>
+<html lang="en">
+  <head>
+    <meta charset="utf-8" />
+    <title>lightwire app</title>
+  </head>
+  <body>
+    <script type="module" src="/src/main.ts"></script>
+  </body>
+</html>
+`;
+
+const TSCONFIG = {
+  compilerOptions: {
+    target: 'ES2022',
+    module: 'ESNext',
+    moduleResolution: 'bundler',
+    lib: ['ES2022', 'DOM', 'DOM.Iterable'],
+    types: [],
+    strict: true,
+    noEmit: true,
+    isolatedModules: true,
+    skipLibCheck: false,
+  },
+  include: ['src'],
+};
+
+function writeApp(app, viteVersion, tsVersion) {
+  mkdirSync(join(app, 'src'), { recursive: true });
+  const pkg = {
+    name: 'lightwire-package-test-app',
+    private: true,
+    version: '0.0.0',
+    type: 'module',
+    devDependencies: { typescript: tsVersion, vite: viteVersion },
+  };
+  writeFileSync(join(app, 'package.json'), `${JSON.stringify(pkg, null, 2)}\n`);
+  writeFileSync(join(app, 'tsconfig.json'), `${JSON.stringify(TSCONFIG, null, 2)}\n`);
+  writeFileSync(join(app, 'index.html'), INDEX_HTML);
+  writeFileSync(join(app, 'src', 'main.ts'), MAIN_TS);
+  writeFileSync(join(app, 'src', 'types-check.ts'), TYPES_TS);
+}
+
+// ---------------------------------------------------------------- the gateway
+
+/// Start lightwire-gateway (as tests/e2e/run.mjs does); resolves once it listens.
+function gateway(work, source) {
+  const argv = [
+    '--listen', '127.0.0.1:0', '--key-file', join(work, 'key'),
+    '--metrics-listen', '127.0.0.1:0', ...source,
+  ];
+  const proc = spawn(join(root, 'target', 'release', 'lightwire-gateway'), argv, { stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  let err = '';
+  const ready = new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`the gateway did not start: ${err}`)), 120_000);
+    const check = () => {
+      const c = /connect (ws:\/\/\S+)/.exec(out);
+      const m = /metrics on (http:\/\/\S+)/.exec(err);
+      if (c && m) {
+        clearTimeout(timer);
+        resolve({ connect: c[1], metrics: m[1] });
+      }
+    };
+    proc.stdout.on('data', (d) => {
+      out += d;
+      check();
+    });
+    proc.stderr.on('data', (d) => {
+      err += d;
+      check();
+    });
+    proc.on('error', (e) => reject(new Error(`the gateway did not start: ${e.message}`)));
+    proc.on('exit', (code) => reject(new Error(`the gateway exited (${code}): ${err}`)));
+  });
+  return { proc, ready };
+}
+
+function stopGateway(proc) {
+  return new Promise((resolve) => {
+    if (proc.exitCode !== null || proc.signalCode !== null) return resolve();
+    const timer = setTimeout(() => proc.kill('SIGKILL'), 5_000);
+    proc.once('exit', () => {
+      clearTimeout(timer);
+      resolve();
+    });
+    proc.kill('SIGTERM');
+  });
+}
+
+// ---------------------------------------------------------------- main
+
+async function main() {
+  const work = mkdtempSync(join(tmpdir(), 'lightwire-package-'));
+  const app = join(work, 'app');
+  let gw;
+  let chrome;
+  let server;
+  try {
+    // 1. The tarball.
+    const packed = JSON.parse(run('npm', ['pack', '--json', '--pack-destination', work], join(root, 'pkg')));
+    const tarball = join(work, packed[0].filename);
+    const listed = run('tar', ['tzf', tarball], work).split('\n').filter(Boolean);
+    const needed = [
+      'dist/index.js', 'dist/index.d.ts', 'dist/worker.js',
+      'wasm/lightwire_bg.wasm', 'wasm/lightwire.js', 'README.md',
+    ];
+    const missing = needed.filter((f) => !listed.includes(`package/${f}`));
+    if (missing.length) fail(`the tarball lacks ${missing.join(', ')}; it holds ${listed.join(', ')}`);
+    const size = statSync(tarball).size;
+    log(`packed ${packed[0].filename}: ${(size / 1024).toFixed(1)} KiB (${size} bytes), ` +
+      `${listed.length} files, unpacked ${(packed[0].unpackedSize / 1024).toFixed(1)} KiB; has ${needed.join(', ')}`);
+
+    // 2. A fresh app, and the install from the tarball and the npm cache.
+    const viteVersion = version('vite');
+    const tsVersion = version('typescript');
+    writeApp(app, viteVersion, tsVersion);
+    const install = (mode) =>
+      run('npm', ['install', mode, '--no-audit', '--no-fund', tarball, `vite@${viteVersion}`, `typescript@${tsVersion}`], app);
+    try {
+      install('--offline');
+      log(`installed the tarball, vite@${viteVersion} and typescript@${tsVersion} with --offline (npm cache only)`);
+    } catch (e) {
+      if (!/ENOTCACHED|offline/i.test(e.message)) throw e;
+      log(`NOTE: --offline failed (something is not in the npm cache); retrying with --prefer-offline, ` +
+        `which may use the registry:\n${e.message.split('\n').slice(-6).join('\n')}`);
+      install('--prefer-offline');
+      log(`installed with --prefer-offline (NOT offline)`);
+    }
+    const installed = JSON.parse(readFileSync(join(app, 'node_modules', 'lightwire', 'package.json'), 'utf8'));
+    log(`node_modules/lightwire is ${installed.name}@${installed.version} from the tarball`);
+
+    // 3. Type-check and build.
+    run('npx', ['--no-install', 'tsc', '--noEmit', '-p', '.'], app);
+    log('tsc --noEmit passed (strict; the package\'s .d.ts and typed events)');
+    const built = run('npx', ['--no-install', 'vite', 'build'], app);
+    const dist = join(app, 'dist');
+    const assets = readdirSync(join(dist, 'assets'));
+    const wasm = assets.filter((f) => f.endsWith('.wasm'));
+    const workerChunk = assets.filter((f) => /^worker.*\.js$/.test(f));
+    if (!wasm.length || !workerChunk.length) {
+      fail(`vite build did not emit ${wasm.length ? '' : 'a .wasm asset '}${workerChunk.length ? '' : 'a worker chunk'}; ` +
+        `dist/assets: ${assets.join(', ')}\n${built}`);
+    }
+    // The worker must load the wasm it was bundled with.
+    const workerCode = readFileSync(join(dist, 'assets', workerChunk[0]), 'utf8');
+    if (!wasm.some((w) => workerCode.includes(w))) fail(`the worker chunk ${workerChunk[0]} does not refer to ${wasm.join(', ')}`);
+    const mainChunk = assets.filter((f) => /^index.*\.js$/.test(f));
+    if (!mainChunk.some((f) => readFileSync(join(dist, 'assets', f), 'utf8').includes(workerChunk[0]))) {
+      fail(`no entry chunk refers to the worker chunk ${workerChunk[0]}`);
+    }
+    const sizes = assets.map((f) => `${f} ${(statSync(join(dist, 'assets', f)).size / 1024).toFixed(1)} KiB`);
+    log(`vite build passed: dist/assets ${sizes.join(', ')}`);
+
+    // 4. The app against a real gateway.
+    gw = gateway(work, ['--generate', String(HEIGHT)]);
+    const { connect, metrics } = await gw.ready;
+    log(`gateway up: ${connect}`);
+    server = await serve({ '/': readFileSync(join(dist, 'index.html'), 'utf8') }, { '/': dist });
+    const url = `http://127.0.0.1:${server.address().port}/?gw=${encodeURIComponent(connect)}`;
+    chrome = await launch(join(work, 'profile'));
+    const errors = [];
+    chrome.page.on('pageerror', (e) => errors.push(`page error: ${e.message}`));
+    chrome.page.on('console', (m) => m.type() === 'error' && errors.push(`console: ${m.text()}`));
+    await chrome.page.goto(url);
+    try {
+      await chrome.page.waitForFunction((t) => document.title === t, `synced ${HEIGHT}`, { timeout: 60_000 });
+    } catch {
+      const title = await chrome.page.title().catch(() => '?');
+      const body = await chrome.page.evaluate(() => document.body.textContent).catch(() => '?');
+      fail(`the app did not reach "synced ${HEIGHT}" in 60 s: title "${title}", body "${body}"` +
+        `${errors.length ? `\n  ${errors.join('\n  ')}` : ''}`);
+    }
+    const [shownHeight, shownHash] = (await chrome.page.evaluate(() => document.body.textContent)).split(' ');
+    const text = await (await fetch(metrics)).text();
+    const gwHeight = Number(/^lightwire_tip_height (\d+)$/m.exec(text)?.[1]);
+    const gwHash = /lightwire_tip_info\{hash="([0-9a-f]+)"\}/.exec(text)?.[1];
+    if (Number(shownHeight) !== gwHeight || shownHash !== gwHash) {
+      fail(`the app's stored tip ${shownHeight} ${shownHash} is not the gateway's ${gwHeight} ${gwHash}`);
+    }
+    const workers = chrome.page.workers().map((w) => w.url());
+    if (!workers.some((u) => u.includes(`/assets/${workerChunk[0]}`))) {
+      fail(`the engine's worker (${workerChunk[0]}) is not running in the page; workers: ${workers.join(', ') || 'none'}`);
+    }
+    log(`the app (engine in its Web Worker) stored tip ${shownHeight} ${shownHash.slice(0, 16)}... = the gateway's /metrics`);
+  } finally {
+    if (chrome) await kill(chrome.proc);
+    if (gw) await stopGateway(gw.proc);
+    if (server) server.close();
+    rmSync(work, { recursive: true, force: true });
+  }
+}
+
+try {
+  await main();
+  log('passed');
+} catch (e) {
+  log(`FAILED: ${e.message}`);
+  process.exit(1);
+}
