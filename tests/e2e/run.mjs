@@ -196,7 +196,8 @@ async function full(run = 1) {
   try {
     const gwTip = await gw.tip();
     const started = Date.now();
-    await openClient(page, { gateways: [gw.connect], storeName: store });
+    const extra = JSON.parse(process.env.E2E_OPTIONS || '{}');
+    await openClient(page, { gateways: [gw.connect], storeName: store, ...extra });
     // Allocations once warm: between 300,000 and 800,000 validated headers.
     let warm = null;
     let peakMemory = 0;
@@ -225,7 +226,12 @@ async function full(run = 1) {
       idbCommitMs: Math.round(m.idbCommitMs),
       allocationsPerHeaderWarm: perHeader.toFixed(4),
       liveBytes: m.liveBytes,
+      receiveMs: Math.round(m.receiveMs),
     };
+    if (process.env.E2E_TRACE) {
+      const ev = await page.evaluate(() => window.events);
+      for (const e of ev) if (e.type !== 'gateway') log(`    ${JSON.stringify(e)}`);
+    }
     log(`  synced 925,000 headers, tip ${tip.hash.slice(0, 16)}... = the gateway's`);
     log(`  figures ${JSON.stringify(figures)}`);
     assert(peakMemory < 64 * 2 ** 20, `peak wasm memory ${peakMemory} is over 64 MiB`);

@@ -2,7 +2,8 @@
 // the npm cache) into a fresh Vite + TypeScript app written here, type-checked with tsc
 // (the .d.ts), built with `vite build` (the worker and the wasm bundled from
 // node_modules), then served and opened in headless Chromium against a real
-// lightwire-gateway: the app's stored tip must be the gateway's.
+// lightwire-gateway: the app's stored tip must be the gateway's. Then the same app under
+// `vite` (the dev server), with the vite.config.ts pkg/README.md asks for.
 //
 //   node tests/package/run.mjs
 //
@@ -11,7 +12,8 @@
 // in the npm cache because of that install).
 
 import { execFileSync, spawn } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -19,6 +21,7 @@ import { kill, launch, serve } from '../browser.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const HEIGHT = 3000;
+const GATEWAY = join(root, 'target', 'release', 'lightwire-gateway');
 
 function log(msg) {
   console.log(`[package] ${msg}`);
@@ -44,7 +47,7 @@ const version = (name) => JSON.parse(readFileSync(join(root, 'node_modules', nam
 
 const MAIN_TS = `import { LightwireClient, type NewTip } from 'lightwire';
 
-const gateway = new URLSearchParams(location.search).get('gw') ?? 'ws://127.0.0.1:8333#<node id hex>';
+const gateway = new URLSearchParams(location.search).get('gw') ?? 'ws://127.0.0.1:8335#<node id hex>';
 const client = await LightwireClient.open({ network: 'regtest', gateways: [gateway], storeName: 'app' });
 let tip: NewTip | null = null;
 let synced = false;
@@ -106,6 +109,16 @@ const INDEX_HTML = `<!doctype html>
 </html>
 `;
 
+// The dev server's dependency pre-bundling moves the package's modules into
+// node_modules/.vite/deps, where \`new URL('./worker.js', import.meta.url)\` no longer points
+// at the worker (vitejs/vite#8427): pkg/README.md tells apps to exclude it.
+const VITE_CONFIG = `import { defineConfig } from 'vite';
+
+export default defineConfig({
+  optimizeDeps: { exclude: ['lightwire'] },
+});
+`;
+
 const TSCONFIG = {
   compilerOptions: {
     target: 'ES2022',
@@ -133,6 +146,7 @@ function writeApp(app, viteVersion, tsVersion) {
   writeFileSync(join(app, 'package.json'), `${JSON.stringify(pkg, null, 2)}\n`);
   writeFileSync(join(app, 'tsconfig.json'), `${JSON.stringify(TSCONFIG, null, 2)}\n`);
   writeFileSync(join(app, 'index.html'), INDEX_HTML);
+  writeFileSync(join(app, 'vite.config.ts'), VITE_CONFIG);
   writeFileSync(join(app, 'src', 'main.ts'), MAIN_TS);
   writeFileSync(join(app, 'src', 'types-check.ts'), TYPES_TS);
 }
@@ -145,7 +159,7 @@ function gateway(work, source) {
     '--listen', '127.0.0.1:0', '--key-file', join(work, 'key'),
     '--metrics-listen', '127.0.0.1:0', ...source,
   ];
-  const proc = spawn(join(root, 'target', 'release', 'lightwire-gateway'), argv, { stdio: ['ignore', 'pipe', 'pipe'] });
+  const proc = spawn(GATEWAY, argv, { stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   let err = '';
   const ready = new Promise((resolve, reject) => {
@@ -174,7 +188,7 @@ function gateway(work, source) {
 
 function stopGateway(proc) {
   return new Promise((resolve) => {
-    if (proc.exitCode !== null || proc.signalCode !== null) return resolve();
+    if (proc.pid === undefined || proc.exitCode !== null || proc.signalCode !== null) return resolve();
     const timer = setTimeout(() => proc.kill('SIGKILL'), 5_000);
     proc.once('exit', () => {
       clearTimeout(timer);
@@ -182,6 +196,79 @@ function stopGateway(proc) {
     });
     proc.kill('SIGTERM');
   });
+}
+
+// ---------------------------------------------------------------- the browser
+
+/// A free TCP port on 127.0.0.1.
+function freePort() {
+  return new Promise((resolve) => {
+    const s = createServer();
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address();
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+/// Open the app at `url` in a new page of `browser`; wait for \`synced HEIGHT\` and check the
+/// tip it shows against the gateway's /metrics, and that its engine runs in the worker.
+async function openApp(browser, url, metrics, workerPath) {
+  const page = await browser.contexts()[0].newPage();
+  const errors = [];
+  page.on('pageerror', (e) => errors.push(`page error: ${e.message}`));
+  page.on('console', (m) => m.type() === 'error' && errors.push(`console: ${m.text()}`));
+  try {
+    await page.goto(url);
+    try {
+      await page.waitForFunction((t) => document.title === t, `synced ${HEIGHT}`, { timeout: 60_000 });
+    } catch {
+      const title = await page.title().catch(() => '?');
+      const body = await page.evaluate(() => document.body.textContent).catch(() => '?');
+      fail(`the app did not reach "synced ${HEIGHT}" in 60 s: title "${title}", body "${body}"` +
+        `${errors.length ? `\n  ${errors.join('\n  ')}` : ''}`);
+    }
+    const [height, hash] = (await page.evaluate(() => document.body.textContent)).split(' ');
+    const text = await (await fetch(metrics)).text();
+    const gwHeight = Number(/^lightwire_tip_height (\d+)$/m.exec(text)?.[1]);
+    const gwHash = /lightwire_tip_info\{hash="([0-9a-f]+)"\}/.exec(text)?.[1];
+    if (Number(height) !== gwHeight || hash !== gwHash) {
+      fail(`the app's stored tip ${height} ${hash} is not the gateway's ${gwHeight} ${gwHash}`);
+    }
+    const workers = page.workers().map((w) => w.url());
+    if (!workers.some((u) => u.includes(workerPath))) {
+      fail(`the engine's worker (${workerPath}) is not running in the page; workers: ${workers.join(', ') || 'none'}`);
+    }
+    return { height, hash };
+  } finally {
+    await page.close();
+  }
+}
+
+/// Start `vite` (the dev server) in `app` on `port`: `{proc, url, log, ready}`, `ready`
+/// resolving once it serves.
+function viteDev(app, port) {
+  const args = ['--no-install', 'vite', '--host', '127.0.0.1', '--port', String(port), '--strictPort'];
+  // Its own process group: npx, node and esbuild go together.
+  const proc = spawn('npx', args, { cwd: app, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+  let out = '';
+  proc.stdout.on('data', (d) => (out += d));
+  proc.stderr.on('data', (d) => (out += d));
+  const url = `http://127.0.0.1:${port}/`;
+  const ready = (async () => {
+    const deadline = Date.now() + 30_000;
+    for (;;) {
+      if (proc.exitCode !== null) fail(`vite (dev) exited (${proc.exitCode}):\n${out}`);
+      try {
+        if ((await fetch(url)).ok) return;
+      } catch {
+        // not listening yet
+      }
+      if (Date.now() > deadline) fail(`vite (dev) did not serve ${url} in 30 s:\n${out}`);
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  })();
+  return { proc, url, log: () => out, ready };
 }
 
 // ---------------------------------------------------------------- main
@@ -192,7 +279,11 @@ async function main() {
   let gw;
   let chrome;
   let server;
+  let dev;
   try {
+    for (const f of [GATEWAY, join(root, 'pkg', 'dist', 'index.js'), join(root, 'pkg', 'wasm', 'lightwire_bg.wasm')]) {
+      if (!existsSync(f)) fail(`${f} is missing: build the gateway (cargo build --release -p lightwire-gateway) and the package (scripts/build-pkg.sh) first`);
+    }
     // 1. The tarball.
     const packed = JSON.parse(run('npm', ['pack', '--json', '--pack-destination', work], join(root, 'pkg')));
     const tarball = join(work, packed[0].filename);
@@ -217,7 +308,7 @@ async function main() {
       install('--offline');
       log(`installed the tarball, vite@${viteVersion} and typescript@${tsVersion} with --offline (npm cache only)`);
     } catch (e) {
-      if (!/ENOTCACHED|offline/i.test(e.message)) throw e;
+      if (!/ENOTCACHED/.test(e.message)) throw e;
       log(`NOTE: --offline failed (something is not in the npm cache); retrying with --prefer-offline, ` +
         `which may use the registry:\n${e.message.split('\n').slice(-6).join('\n')}`);
       install('--prefer-offline');
@@ -229,14 +320,14 @@ async function main() {
     // 3. Type-check and build.
     run('npx', ['--no-install', 'tsc', '--noEmit', '-p', '.'], app);
     log('tsc --noEmit passed (strict; the package\'s .d.ts and typed events)');
-    const built = run('npx', ['--no-install', 'vite', 'build'], app);
+    const buildLog = run('npx', ['--no-install', 'vite', 'build'], app);
     const dist = join(app, 'dist');
     const assets = readdirSync(join(dist, 'assets'));
     const wasm = assets.filter((f) => f.endsWith('.wasm'));
     const workerChunk = assets.filter((f) => /^worker.*\.js$/.test(f));
     if (!wasm.length || !workerChunk.length) {
       fail(`vite build did not emit ${wasm.length ? '' : 'a .wasm asset '}${workerChunk.length ? '' : 'a worker chunk'}; ` +
-        `dist/assets: ${assets.join(', ')}\n${built}`);
+        `dist/assets: ${assets.join(', ')}\n${buildLog}`);
     }
     // The worker must load the wasm it was bundled with.
     const workerCode = readFileSync(join(dist, 'assets', workerChunk[0]), 'utf8');
@@ -253,34 +344,27 @@ async function main() {
     const { connect, metrics } = await gw.ready;
     log(`gateway up: ${connect}`);
     server = await serve({ '/': readFileSync(join(dist, 'index.html'), 'utf8') }, { '/': dist });
-    const url = `http://127.0.0.1:${server.address().port}/?gw=${encodeURIComponent(connect)}`;
+    const gwParam = `?gw=${encodeURIComponent(connect)}`;
     chrome = await launch(join(work, 'profile'));
-    const errors = [];
-    chrome.page.on('pageerror', (e) => errors.push(`page error: ${e.message}`));
-    chrome.page.on('console', (m) => m.type() === 'error' && errors.push(`console: ${m.text()}`));
-    await chrome.page.goto(url);
+    const built = await openApp(chrome.browser, `http://127.0.0.1:${server.address().port}/${gwParam}`,
+      metrics, `/assets/${workerChunk[0]}`);
+    log(`the built app (engine in its Web Worker) stored tip ${built.height} ${built.hash.slice(0, 16)}... ` +
+      `= the gateway's /metrics`);
+
+    // 5. The same app under the dev server.
+    dev = viteDev(app, await freePort());
+    await dev.ready;
     try {
-      await chrome.page.waitForFunction((t) => document.title === t, `synced ${HEIGHT}`, { timeout: 60_000 });
-    } catch {
-      const title = await chrome.page.title().catch(() => '?');
-      const body = await chrome.page.evaluate(() => document.body.textContent).catch(() => '?');
-      fail(`the app did not reach "synced ${HEIGHT}" in 60 s: title "${title}", body "${body}"` +
-        `${errors.length ? `\n  ${errors.join('\n  ')}` : ''}`);
+      const served = await openApp(chrome.browser, `${dev.url}${gwParam}`, metrics,
+        '/node_modules/lightwire/dist/worker.js');
+      log(`vite (dev server, optimizeDeps.exclude ['lightwire']): stored tip ${served.height} = the gateway's`);
+    } catch (e) {
+      e.message += `\n  vite said:\n${dev.log()}`;
+      throw e;
     }
-    const [shownHeight, shownHash] = (await chrome.page.evaluate(() => document.body.textContent)).split(' ');
-    const text = await (await fetch(metrics)).text();
-    const gwHeight = Number(/^lightwire_tip_height (\d+)$/m.exec(text)?.[1]);
-    const gwHash = /lightwire_tip_info\{hash="([0-9a-f]+)"\}/.exec(text)?.[1];
-    if (Number(shownHeight) !== gwHeight || shownHash !== gwHash) {
-      fail(`the app's stored tip ${shownHeight} ${shownHash} is not the gateway's ${gwHeight} ${gwHash}`);
-    }
-    const workers = chrome.page.workers().map((w) => w.url());
-    if (!workers.some((u) => u.includes(`/assets/${workerChunk[0]}`))) {
-      fail(`the engine's worker (${workerChunk[0]}) is not running in the page; workers: ${workers.join(', ') || 'none'}`);
-    }
-    log(`the app (engine in its Web Worker) stored tip ${shownHeight} ${shownHash.slice(0, 16)}... = the gateway's /metrics`);
   } finally {
     if (chrome) await kill(chrome.proc);
+    if (dev) await kill(dev.proc);
     if (gw) await stopGateway(gw.proc);
     if (server) server.close();
     rmSync(work, { recursive: true, force: true });

@@ -96,6 +96,8 @@ struct Status {
     urls: Vec<String>,
     synced: bool,
     started_ms: f64,
+    /// Time spent taking socket messages (decrypting and validating), in milliseconds.
+    receive_ms: f64,
 }
 
 /// The lightwire light client: syncs headers from its gateways into IndexedDB and keeps
@@ -232,6 +234,7 @@ impl Client {
             ),
             ("synced", s.synced.into()),
             ("elapsedMs", (js::mono_ms() - s.started_ms).into()),
+            ("receiveMs", s.receive_ms.into()),
         ])
     }
 
@@ -383,6 +386,7 @@ impl Net {
                 Err(e) => self.engine.closed(g, &e, now, js::random()),
             },
             Input::Message { g, epoch, data } if epoch == self.gens[g] => {
+                let started = js::mono_ms();
                 let bytes = js_sys::Uint8Array::new(&data);
                 let len = bytes.length() as usize;
                 if self.rx.len() < len {
@@ -390,6 +394,7 @@ impl Net {
                 }
                 bytes.copy_to(&mut self.rx[..len]);
                 self.engine.receive(g, &self.rx[..len], now, js::random());
+                self.status.borrow_mut().receive_ms += js::mono_ms() - started;
             }
             Input::Closed { g, epoch, reason } if epoch == self.gens[g] => {
                 self.sockets[g] = None;
