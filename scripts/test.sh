@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Every test: native (cargo), then wasm in headless Chromium (wasm-pack test).
+# Every test: native (cargo), then wasm in headless Chromium (wasm-pack test), then the
+# browser tests of the built package against real gateways (tests/e2e, tests/package).
 set -euo pipefail
 source "$(dirname "$0")/env.sh"
 cd "$ROOT"
@@ -37,6 +38,17 @@ done
 
 step "IndexedDB store: reload and browser crash in the middle of a sync (Chromium, CDP)"
 node tests/store-reload/run.mjs
+
+# build-pkg.sh type-checks the TypeScript layer (strict tsc) as it builds it.
+step "the npm package (wasm-pack --target web + tsc) and the gateway binaries (release)"
+bash scripts/build-pkg.sh
+cargo build --release -p lightwire-gateway -p lightwire-chain --bins
+
+step "end to end: the package in Chromium against real gateways (tests/e2e)"
+node tests/e2e/run.mjs --no-build
+
+step "the package from its tarball in a fresh Vite + TypeScript app (tests/package)"
+node tests/package/run.mjs
 
 echo
 echo "all tests passed in $(( $(date +%s) - started )) s"

@@ -588,10 +588,8 @@ impl Engine {
                     let why = "the gateway stopped answering".to_string();
                     self.drop_gateway(g, Drop::Transient(why), now_ms, random);
                 }
-                None if now_ms - gw.heard_ms > PING_AFTER_MS => {
-                    if peer.ping().is_ok() {
-                        gw.ping_sent_ms = Some(now_ms);
-                    }
+                None if now_ms - gw.heard_ms > PING_AFTER_MS && peer.ping().is_ok() => {
+                    gw.ping_sent_ms = Some(now_ms);
                 }
                 _ => {}
             }
@@ -631,12 +629,7 @@ impl Engine {
     /// entries ending at the last of those (or at the parent; up to `WINDOW_LEN`, at least
     /// 2016). `None` if the store does not hold the parent (the gateway's headers link to
     /// nothing we know: it is marked bad).
-    pub fn on_ancestors(
-        &mut self,
-        found: Option<(&[Entry], usize)>,
-        now_ms: f64,
-        random: f64,
-    ) {
+    pub fn on_ancestors(&mut self, found: Option<(&[Entry], usize)>, now_ms: f64, random: f64) {
         let Some((g, _)) = self.ancestors.take() else {
             return;
         };
@@ -705,8 +698,7 @@ impl Engine {
             }
             self.set_state(g, GatewayState::Stopped, None, now_ms);
         }
-        self.actions
-            .retain(|a| matches!(a, Action::Close { .. }));
+        self.actions.retain(|a| matches!(a, Action::Close { .. }));
     }
 
     /// Whether [`Self::stop`] was called.

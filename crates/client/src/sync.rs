@@ -129,8 +129,7 @@ impl Syncer {
     /// (A claim is only a hint: what counts is the work of the headers that arrive.)
     pub fn on_tip(&mut self, height: u32, header: &Header, chainwork: Work) -> bool {
         let hash = header.block_hash();
-        if chainwork <= self.chain.tip().chainwork
-            || self.chain.window().height_of(&hash).is_some()
+        if chainwork <= self.chain.tip().chainwork || self.chain.window().height_of(&hash).is_some()
         {
             return false;
         }

@@ -31,7 +31,10 @@ const USAGE: &str = "usage: lightwire-gateway --listen HOST:PORT --key-file PATH
   or written (pooled, the default), or owned by each connection (fixed); benches/README.md";
 
 enum Source {
-    Generate { count: u32, corrupt_at: Option<u32> },
+    Generate {
+        count: u32,
+        corrupt_at: Option<u32>,
+    },
     File {
         path: PathBuf,
         network: Network,
@@ -288,7 +291,9 @@ async fn run(o: Options) -> Result<(), String> {
                 eprintln!("lightwire-gateway: reloaded the headers file, tip {tip}");
             }
             // A bad file changes nothing: the chain served stays the last good one.
-            Err(e) => eprintln!("lightwire-gateway: reload refused, still serving the old chain: {e}"),
+            Err(e) => {
+                eprintln!("lightwire-gateway: reload refused, still serving the old chain: {e}")
+            }
         }
     };
     wait_for_signal(reload).await;

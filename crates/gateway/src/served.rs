@@ -392,6 +392,32 @@ mod tests {
     }
 
     #[test]
+    fn corrupt_breaks_one_header_and_replace_counts_as_a_reorg() {
+        let mut served = ServedChain::generate(100, NOW).unwrap();
+        let headers = headers_after(&REGTEST, &REGTEST.genesis, 0, 100, 0);
+        assert!(!served.corrupt(0), "genesis is not served for validation");
+        assert!(!served.corrupt(101), "above the tip");
+        assert!(served.corrupt(50));
+        let mut out = [0u8; HEADER_LEN];
+        served.copy_headers(50, 1, &mut out);
+        let bad = Header::decode(&out);
+        assert_ne!(bad.bits, headers[49].bits);
+        let mut chain = lightwire_chain::Chain::new(&REGTEST);
+        let mut sent = headers[..49].to_vec();
+        sent.push(bad);
+        let Err(lightwire_chain::ConnectError::Invalid(e)) = chain.connect(&sent, NOW) else {
+            panic!("the corrupted header must fail validation");
+        };
+        assert_eq!(e.height, 50);
+        assert!(matches!(e.rule, Rule::WrongBits { .. }), "{e}");
+
+        let before = served.reorgs();
+        served.replace(ServedChain::generate(120, NOW).unwrap());
+        assert_eq!(served.reorgs(), before + 1);
+        assert_eq!(served.tip().height, 120);
+    }
+
+    #[test]
     fn files_are_validated_before_serving() {
         let headers = headers_after(&REGTEST, &REGTEST.genesis, 0, 100, 0);
         let mut data = REGTEST.genesis.encode().to_vec();

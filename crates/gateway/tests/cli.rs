@@ -272,6 +272,38 @@ fn bad_arguments_and_bad_sources_are_refused() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    for (args, says) in [
+        (
+            vec![
+                "--headers-file",
+                "x",
+                "--network",
+                "regtest",
+                "--corrupt-at",
+                "5",
+            ],
+            "--corrupt-at goes with --generate only",
+        ),
+        (
+            vec!["--generate", "10", "--corrupt-at", "11"],
+            "--corrupt-at 11: not a height from 1 to 10",
+        ),
+    ] {
+        let mut all = vec![
+            "--listen",
+            "127.0.0.1:0",
+            "--key-file",
+            key.to_str().unwrap(),
+        ];
+        all.extend(args);
+        let out = gateway(&all).output().unwrap();
+        assert_ne!(out.status.code(), Some(0));
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains(says),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
     std::fs::write(&key, [1u8; 5]).unwrap();
     let out = gateway(&[
         "--listen",

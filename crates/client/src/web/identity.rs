@@ -106,7 +106,9 @@ async fn open(name: &str) -> Result<IdbDatabase, String> {
         let req = req.clone();
         Closure::once(move || {
             if let Ok(db) = req.result() {
-                let _ = db.unchecked_into::<IdbDatabase>().create_object_store(STORE);
+                let _ = db
+                    .unchecked_into::<IdbDatabase>()
+                    .create_object_store(STORE);
             }
         })
     };

@@ -55,7 +55,11 @@ pub enum Input {
         data: ArrayBuffer,
     },
     /// Gateway `g`'s socket closed or failed.
-    Closed { g: usize, epoch: u32, reason: String },
+    Closed {
+        g: usize,
+        epoch: u32,
+        reason: String,
+    },
     /// A reconnect delay for gateway `g` ran out.
     ConnectDue { g: usize },
     /// The once-a-second timer.

@@ -79,20 +79,22 @@ pub fn set_interval(f: &Function, ms: f64) -> JsValue {
 
 /// `clearInterval(id)`.
 pub fn clear_interval(id: &JsValue) {
-    if let Ok(clear) = Reflect::get(&js_sys::global(), &"clearInterval".into())
-        .and_then(|f| f.dyn_into::<Function>().map_err(JsValue::from))
-    {
-        let _ = clear.call1(&js_sys::global(), id);
+    if let Some((g, clear)) = global_function("clearInterval") {
+        let _ = clear.call1(&g, id);
     }
 }
 
 fn call_global(name: &str, f: &Function, ms: f64) -> JsValue {
-    let global = js_sys::global();
-    Reflect::get(&global, &name.into())
-        .ok()
-        .and_then(|t| t.dyn_into::<Function>().ok())
-        .and_then(|t| t.call2(&global, f, &ms.into()).ok())
+    global_function(name)
+        .and_then(|(g, t)| t.call2(&g, f, &ms.into()).ok())
         .unwrap_or(JsValue::UNDEFINED)
+}
+
+/// The global object (window or worker) and its function `name`.
+fn global_function(name: &str) -> Option<(JsValue, Function)> {
+    let global: JsValue = js_sys::global().into();
+    let f = Reflect::get(&global, &name.into()).ok()?.dyn_into().ok()?;
+    Some((global, f))
 }
 
 /// Parse a display-hex hash (64 hex digits), naming `what` in the error.

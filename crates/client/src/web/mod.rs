@@ -401,8 +401,7 @@ impl Net {
                 self.engine.closed(g, &reason, now, js::random());
             }
             Input::ConnectDue { g } => {
-                if !self.engine.is_stopped() && self.engine.state(g) == GatewayState::BackingOff
-                {
+                if !self.engine.is_stopped() && self.engine.state(g) == GatewayState::BackingOff {
                     self.connect(g);
                 }
             }
@@ -437,9 +436,8 @@ impl Net {
                 Action::Connect { gateway, after_ms } if after_ms <= 0.0 => self.connect(gateway),
                 Action::Connect { gateway, after_ms } => {
                     let inbox = self.inbox.clone();
-                    let due = Closure::once_into_js(move || {
-                        inbox.push(Input::ConnectDue { g: gateway })
-                    });
+                    let due =
+                        Closure::once_into_js(move || inbox.push(Input::ConnectDue { g: gateway }));
                     js::set_timeout(due.unchecked_ref(), after_ms);
                 }
                 Action::Close { gateway } => {
@@ -682,7 +680,11 @@ async fn run(mut net: Net, mut store: IdbStore) {
             };
             match result {
                 Ok(tip) => {
-                    let time = spare.batch(durability).entries.last().map_or(0, |e| e.header.time);
+                    let time = spare
+                        .batch(durability)
+                        .entries
+                        .last()
+                        .map_or(0, |e| e.header.time);
                     net.committed(&store, tip, time);
                 }
                 Err(e) => {
@@ -702,9 +704,10 @@ async fn run(mut net: Net, mut store: IdbStore) {
     net.update_status();
     net.progress(true);
     for call in std::mem::take(&mut net.calls) {
-        let _ = call
-            .reject
-            .call1(&JsValue::NULL, &js::error("Stopped", "the client was stopped"));
+        let _ = call.reject.call1(
+            &JsValue::NULL,
+            &js::error("Stopped", "the client was stopped"),
+        );
     }
     store.close();
     for call in std::mem::take(&mut net.stop_calls) {
