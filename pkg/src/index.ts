@@ -78,7 +78,14 @@ export class LightwireClient extends EventTarget {
     this.dispatchEvent(new CustomEvent('event', { detail: e }));
   }
 
+  #closed = false;
+
   #call<T>(method: Method, ...args: unknown[]): Promise<T> {
+    if (this.#closed) {
+      const err = new Error('the client has stopped');
+      err.name = 'Stopped';
+      return Promise.reject(err);
+    }
     return this.#backend.call(method, args) as Promise<T>;
   }
 
@@ -118,7 +125,9 @@ export class LightwireClient extends EventTarget {
 
   /** Stop syncing and close the store (and the worker). */
   async stop(): Promise<void> {
+    if (this.#closed) return;
     await this.#call('stop');
+    this.#closed = true;
     this.#backend.close();
   }
 }
@@ -148,6 +157,7 @@ async function openInWorker(options: ClientOptions, onEvent: (e: LightwireEvent)
     err.name = 'WorkerError';
     waiting.forEach((w) => w.reject(err));
     waiting.clear();
+    onEvent({ type: 'error', kind: 'WorkerError', message: err.message, fatal: true });
   });
   const send = (req: RequestBody) =>
     new Promise<unknown>((resolve, reject) => {

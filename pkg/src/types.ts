@@ -139,6 +139,8 @@ export interface Metrics {
   targetHeight: number | null;
   synced: boolean;
   elapsedMs: number;
+  /** Time the engine spent taking socket messages (decrypting, validating), ms. */
+  receiveMs: number;
 }
 
 /** A stored block header. Hashes are display hex. */

@@ -198,6 +198,7 @@ async function full(run = 1) {
     const started = Date.now();
     const extra = JSON.parse(process.env.E2E_OPTIONS || '{}');
     await openClient(page, { gateways: [gw.connect], storeName: store, ...extra });
+    const openMs = Date.now() - started;
     // Allocations once warm: between 300,000 and 800,000 validated headers.
     let warm = null;
     let peakMemory = 0;
@@ -216,6 +217,7 @@ async function full(run = 1) {
       : NaN;
     const figures = {
       seconds: seconds.toFixed(2),
+      openMs,
       headersPerSecond: Math.round(925_000 / seconds),
       engineMs: Math.round(m.elapsedMs),
       peakWasmMiB: (peakMemory / 2 ** 20).toFixed(1),
@@ -405,14 +407,19 @@ async function queries() {
         await name(window.client.verifyInclusion((txid[0] === '0' ? '1' : '0') + txid.slice(1), [], 0, block)),
         await name(window.client.verifyInclusion(txid, [], 0, '00'.repeat(32))),
         await name(window.client.verifyInclusion('xyz', [], 0, block)),
+        await name(window.client.headerAt(-1)),
         await name(window.lw.open({ network: 'regtest', gateways: ['http://nope'] })),
         await name(window.lw.open({ network: 'moonnet', gateways: [] })),
       ];
     }, [txid, h.hash]);
-    const expect = ['MerkleError', 'MerkleError', 'UnknownBlock', 'InvalidArgument', 'InvalidGateway', 'InvalidOptions'];
+    const expect = ['MerkleError', 'MerkleError', 'UnknownBlock', 'InvalidArgument', 'InvalidArgument', 'InvalidGateway', 'InvalidOptions'];
     errors.forEach((e, i) => assert(e.startsWith(expect[i]), `error ${i}: ${e}`));
-    log(`  queries answered; bad input refused with typed errors (${expect.join(', ')})`);
     await stopClient(page);
+    const after = await page.evaluate(() =>
+      window.client.tip().then(() => 'resolved', (e) => e.name));
+    assert(after === 'Stopped', `a call after stop: ${after}`);
+    log(`  queries answered; bad input refused with typed errors (${expect.join(', ')}); ` +
+      'calls after stop reject with Stopped');
   } finally {
     await page.close();
     await gw.stop();

@@ -28,6 +28,11 @@ pub const PING_AFTER_MS: f64 = 30_000.0;
 pub const PING_TIMEOUT_MS: f64 = 20_000.0;
 /// Drop a connection whose handshake and `init` take longer than this.
 pub const HANDSHAKE_TIMEOUT_MS: f64 = 10_000.0;
+/// Drop a gateway whose answer to a request makes no progress for this long (it may
+/// still answer pings).
+pub const REQUEST_TIMEOUT_MS: f64 = 30_000.0;
+/// Mark a gateway bad after this many announced tips it did not deliver.
+pub const MAX_UNDELIVERED: u32 = 3;
 /// First reconnect delay; doubled per failed attempt up to [`BACKOFF_MAX_MS`].
 pub const BACKOFF_BASE_MS: f64 = 500.0;
 /// Longest reconnect delay.
@@ -148,6 +153,8 @@ struct Gateway {
     tip: Option<(u32, Header, Work)>,
     /// An announced tip whose answer ended without it: not a target again.
     undelivered: Option<BlockHash>,
+    /// Tips it announced and did not deliver, since it last served us in full.
+    undelivered_count: u32,
     /// Reconnect attempts since it last served.
     failures: u32,
     /// When the state last changed (handshake deadline), and when it was last heard.
@@ -178,8 +185,9 @@ pub struct Engine {
     gateways: Vec<Gateway>,
     /// The gateway the target came from, which the next request goes to.
     source: Option<usize>,
-    /// The gateway the request in flight went to.
+    /// The gateway the request in flight went to, and when it was last heard on it.
     asked: Option<usize>,
+    answer_heard_ms: f64,
     locator: Vec<BlockHash>,
     /// An answer whose parent is below the window: its gateway, the parent, and the
     /// headers, kept until the shell reads the ancestors from the store.
@@ -193,6 +201,8 @@ pub struct Engine {
     actions: VecDeque<Action>,
     local_static: SecretKey,
     counters: Counters,
+    /// The time of the latest input (for the request deadline).
+    now_ms: f64,
     /// A commit from [`Engine::take_commit`] is in flight.
     committing: bool,
     stopped: bool,
@@ -223,6 +233,7 @@ impl Engine {
                     peer: None,
                     tip: None,
                     undelivered: None,
+                    undelivered_count: 0,
                     failures: 0,
                     since_ms: 0.0,
                     heard_ms: 0.0,
@@ -236,6 +247,7 @@ impl Engine {
             gateways,
             source: None,
             asked: None,
+            answer_heard_ms: 0.0,
             locator: Vec::with_capacity(lightwire_wire::sync::MAX_LOCATOR),
             ancestors: None,
             deferred: Vec::new(),
@@ -245,6 +257,7 @@ impl Engine {
             actions,
             local_static,
             counters: Counters::default(),
+            now_ms: 0.0,
             committing: false,
             stopped: false,
         }
@@ -364,6 +377,7 @@ impl Engine {
     /// A WebSocket message from gateway `g`, at `now_ms` (ms since the epoch; validation
     /// checks header times against it).
     pub fn receive(&mut self, g: usize, data: &[u8], now_ms: f64, random: f64) {
+        self.now_ms = now_ms;
         self.counters.messages_in += 1;
         self.counters.bytes_in += data.len() as u64;
         let now = (now_ms / 1000.0) as u64;
@@ -377,9 +391,15 @@ impl Engine {
             held,
             dropped_target,
             events,
+            answer_heard_ms,
             ..
         } = self;
-        let Gateway { peer, tip, .. } = &mut gateways[g];
+        let Gateway {
+            peer,
+            tip,
+            undelivered,
+            ..
+        } = &mut gateways[g];
         let Some(p) = peer.as_mut() else {
             return;
         };
@@ -397,12 +417,18 @@ impl Engine {
                     chainwork,
                 } => {
                     *tip = Some((height, header, chainwork));
+                    if *undelivered == Some(header.block_hash()) {
+                        // Announced again, still not delivered: not a target again.
+                        return;
+                    }
                     if syncer.on_tip(height, &header, chainwork) {
                         if asked.is_some_and(|a| a != g) {
                             // A better tip elsewhere: the request in flight to another
-                            // gateway is given up.
+                            // gateway is given up, with any answer held for ancestors.
                             syncer.abandon();
                             *asked = None;
+                            *ancestors = None;
+                            held.clear();
                         }
                         *source = Some(g);
                     }
@@ -419,6 +445,7 @@ impl Engine {
                         }
                         return;
                     }
+                    *answer_heard_ms = now_ms;
                     if ancestors.is_some() || !held.is_empty() {
                         // Waiting for ancestors from the store: the rest of the answer is
                         // held (at most one request's worth; a deep fork only).
@@ -449,7 +476,7 @@ impl Engine {
         gw.ping_sent_ms = None;
         if self.dropped_target {
             self.dropped_target = false;
-            self.undeliver(g);
+            self.undeliver(g, now_ms, random);
         }
         if let Some(f) = failure {
             self.drop_gateway(g, f, now_ms, random);
@@ -462,7 +489,6 @@ impl Engine {
     /// Set Syncing/Synced on the connected gateways; a gateway serving again has its
     /// backoff reset.
     fn update_states(&mut self, now_ms: f64) {
-        let synced = self.is_synced();
         for g in 0..self.gateways.len() {
             let gw = &self.gateways[g];
             if !matches!(gw.state, GatewayState::Syncing | GatewayState::Synced) {
@@ -471,13 +497,17 @@ impl Engine {
             let ours = gw.tip.is_some_and(|(_, h, w)| {
                 w <= self.syncer.tip().chainwork || h.block_hash() == self.syncer.tip().hash
             });
-            let state = if synced || ours && self.syncer.uncommitted() == 0 && !self.committing {
+            // Synced: its announced tip is ours (or behind it) and stored. A gateway whose
+            // claimed tip never came stays "syncing", and its count of undelivered tips
+            // is kept.
+            let state = if ours && self.syncer.uncommitted() == 0 && !self.committing {
                 GatewayState::Synced
             } else {
                 GatewayState::Syncing
             };
             if state == GatewayState::Synced {
                 self.gateways[g].failures = 0;
+                self.gateways[g].undelivered_count = 0;
             }
             self.set_state(g, state, None, now_ms);
         }
@@ -495,6 +525,7 @@ impl Engine {
         if self.ancestors.is_some_and(|(a, _)| a == g) || self.asked == Some(g) {
             self.ancestors = None;
             self.held.clear();
+            self.deferred.clear();
         }
         match why {
             Drop::Bad(reason) => {
@@ -522,19 +553,27 @@ impl Engine {
     }
 
     /// Gateway `g` did not deliver the tip it announced: the target is not set from that
-    /// announcement again.
-    fn undeliver(&mut self, g: usize) {
+    /// announcement again, the other gateways' tips are considered, and a gateway that
+    /// keeps announcing what it does not deliver is marked bad.
+    fn undeliver(&mut self, g: usize, now_ms: f64, random: f64) {
         let gw = &mut self.gateways[g];
         gw.undelivered = gw.tip.map(|(_, h, _)| h.block_hash());
+        gw.undelivered_count += 1;
+        if gw.undelivered_count >= MAX_UNDELIVERED {
+            let why =
+                format!("the gateway announced {MAX_UNDELIVERED} chain tips it did not deliver");
+            self.drop_gateway(g, Drop::Bad(why), now_ms, random);
+            return;
+        }
+        if self.source == Some(g) {
+            self.source = None;
+        }
+        self.offer_tips();
     }
 
-    /// The target's gateway is gone: give up its request and take the best tip the
-    /// others announced.
-    fn retarget(&mut self) {
-        self.syncer.abandon();
-        self.syncer.clear_target();
-        self.source = None;
-        self.asked = None;
+    /// Offer the connected gateways' announced tips (not the undelivered ones) to the
+    /// syncer; the best one becomes the target, its gateway the source.
+    fn offer_tips(&mut self) {
         for (g, gw) in self.gateways.iter().enumerate() {
             if let Some((height, header, work)) = gw.tip
                 && gw.undelivered != Some(header.block_hash())
@@ -544,6 +583,16 @@ impl Engine {
                 self.source = Some(g);
             }
         }
+    }
+
+    /// The target's gateway is gone: give up its request and take the best tip the
+    /// others announced.
+    fn retarget(&mut self) {
+        self.syncer.abandon();
+        self.syncer.clear_target();
+        self.source = None;
+        self.asked = None;
+        self.offer_tips();
     }
 
     /// Send the next request if one is due (call after every input).
@@ -560,8 +609,14 @@ impl Engine {
         if !peer.is_ready() {
             return;
         }
+        if self.committing && self.syncer.uncommitted() >= self.syncer.commit_every {
+            // A whole commit waits behind the one in flight: ask for more once it is
+            // done, so that what is gathered stays bounded however slow the store is.
+            return;
+        }
         if let Some((id, n)) = self.syncer.next_request(&mut self.locator) {
             self.asked = Some(g);
+            self.answer_heard_ms = self.now_ms;
             if let Err(e) = peer.request(id, n, &self.locator) {
                 // Cannot happen on a ready peer; treat as a broken connection.
                 self.drop_gateway(g, Drop::Transient(e.to_string()), 0.0, 0.5);
@@ -569,8 +624,17 @@ impl Engine {
         }
     }
 
-    /// Keepalive and handshake deadlines, at `now_ms`; call about once a second.
+    /// Keepalive, handshake and request deadlines, at `now_ms`; call about once a second.
     pub fn tick(&mut self, now_ms: f64, random: f64) {
+        self.now_ms = now_ms;
+        if let Some(g) = self.asked
+            && self.syncer.in_flight()
+            && self.ancestors.is_none()
+            && now_ms - self.answer_heard_ms > REQUEST_TIMEOUT_MS
+        {
+            let why = "the gateway stopped answering our request".to_string();
+            self.drop_gateway(g, Drop::Transient(why), now_ms, random);
+        }
         for g in 0..self.gateways.len() {
             let gw = &mut self.gateways[g];
             let Some(peer) = gw.peer.as_mut() else {
@@ -679,7 +743,7 @@ impl Engine {
             self.dropped_target |= dropped;
         }
         if core::mem::take(&mut self.dropped_target) {
-            self.undeliver(g);
+            self.undeliver(g, now_ms, random);
         }
         if let Err(e) = r {
             self.drop_gateway(g, e, now_ms, random);
@@ -756,6 +820,197 @@ mod tests {
     use wasm_bindgen_test::wasm_bindgen_test as test;
 
     use super::*;
+
+    use lightwire_chain::generate::headers_after;
+    use lightwire_chain::{REGTEST, U256};
+    use lightwire_noise::{FrameReader, Receiver, Responder, Sender};
+    use lightwire_wire::{Features, Headers, Init, Message, Networks};
+
+    const NOW_MS: f64 = 2_000_000_000_000.0;
+
+    fn key(b: u8) -> SecretKey {
+        SecretKey::from_bytes(&[b; 32]).unwrap()
+    }
+
+    /// The gateway's side of one connection, scripted by the test.
+    struct Fake {
+        tx: Sender,
+        rx: Receiver,
+        reader: FrameReader,
+    }
+
+    impl Fake {
+        /// Connect gateway `g` of `engine` (keys 0x40 + g) through the handshake and both
+        /// inits.
+        fn connect(engine: &mut Engine, g: usize) -> Fake {
+            engine.connecting(g, NOW_MS);
+            engine.opened(g, key(0x20 + g as u8), NOW_MS);
+            let act_one = engine.transmit(g).unwrap().to_vec();
+            engine.sent(g);
+            let (awaiting, act_two) = Responder::start(key(0x40 + g as u8), key(0x60))
+                .read_act_one(&act_one)
+                .unwrap();
+            engine.receive(g, &act_two, NOW_MS, 0.5);
+            let out = engine.transmit(g).unwrap().to_vec();
+            engine.sent(g);
+            let (tx, rx) = awaiting.read_act_three(&out[..66]).unwrap().split();
+            let mut fake = Fake {
+                tx,
+                rx,
+                reader: FrameReader::new(),
+            };
+            fake.reader.read(&mut fake.rx, &out[66..]).unwrap(); // the client's init
+            let chains = [REGTEST.genesis.block_hash().0];
+            let init = Init::new(Features::empty(), Some(Networks::from_chains(&chains)));
+            fake.send(engine, g, &Message::Init(init));
+            assert_eq!(engine.state(g), GatewayState::Syncing);
+            fake
+        }
+
+        fn send(&mut self, engine: &mut Engine, g: usize, m: &Message<'_>) {
+            let mut body = vec![0u8; 70_000];
+            let n = m.encode(&mut body).unwrap();
+            let mut frame = vec![0u8; n + 34];
+            let len = self.tx.encrypt(&body[..n], &mut frame).unwrap();
+            engine.receive(g, &frame[..len], NOW_MS, 0.5);
+        }
+
+        fn tip(&mut self, engine: &mut Engine, g: usize, height: u32, header: &Header) {
+            let work = U256::from_u64(2 * (u64::from(height) + 1)).to_be_bytes();
+            let tip = lightwire_wire::Tip {
+                height,
+                header: &header.encode(),
+                chainwork: &work,
+            };
+            self.send(engine, g, &Message::Tip(tip));
+        }
+
+        fn headers(&mut self, engine: &mut Engine, g: usize, id: u32, hs: &[Header], last: bool) {
+            let bytes: Vec<u8> = hs.iter().flat_map(|h| h.encode()).collect();
+            let m = Headers {
+                id,
+                first_height: 0,
+                last,
+                headers: &bytes,
+            };
+            self.send(engine, g, &Message::Headers(m));
+        }
+
+        /// The ids of the requests the engine sent this gateway since the last call.
+        fn requests(&mut self, engine: &mut Engine, g: usize) -> Vec<u32> {
+            let Some(out) = engine.transmit(g).map(<[u8]>::to_vec) else {
+                return Vec::new();
+            };
+            engine.sent(g);
+            let mut ids = Vec::new();
+            let mut at = 0;
+            while at < out.len() {
+                let (taken, m) = self.reader.read(&mut self.rx, &out[at..]).unwrap();
+                at += taken;
+                if let Some(Message::GetHeaders(r)) = m.map(|b| Message::decode(b).unwrap()) {
+                    ids.push(r.id);
+                }
+            }
+            ids
+        }
+    }
+
+    fn engine(gateways: usize) -> Engine {
+        let chain = Chain::new(&REGTEST);
+        let tip = Tip::from(chain.tip());
+        let list = (0..gateways)
+            .map(|g| ConnectString {
+                url: format!("ws://127.0.0.1:{}", 9000 + g),
+                node_id: key(0x40 + g as u8).public_key(),
+            })
+            .collect();
+        let mut e = Engine::new(chain, &tip, list, key(1));
+        while e.poll_action().is_some() {}
+        e
+    }
+
+    #[test]
+    fn a_given_up_answer_still_arriving_is_ignored_not_punished() {
+        let chain = headers_after(&REGTEST, &REGTEST.genesis, 0, 300, 0);
+        let mut e = engine(2);
+        let mut a = Fake::connect(&mut e, 0);
+        let mut b = Fake::connect(&mut e, 1);
+        a.tip(&mut e, 0, 100, &chain[99]);
+        e.schedule();
+        let first = a.requests(&mut e, 0);
+        assert_eq!(first.len(), 1, "asked A");
+        // B announces more work: A's request is given up, B is asked.
+        b.tip(&mut e, 1, 200, &chain[199]);
+        e.schedule();
+        assert_eq!(b.requests(&mut e, 1).len(), 1, "asked B");
+        // B goes away: A is asked again while its first answer is still on its way.
+        e.closed(1, "gone", NOW_MS, 0.5);
+        e.schedule();
+        let second = a.requests(&mut e, 0);
+        assert_eq!(second.len(), 1);
+        a.headers(&mut e, 0, first[0], &chain[..100], true);
+        assert_eq!(e.state(0), GatewayState::Syncing, "A is not marked bad");
+        a.headers(&mut e, 0, second[0], &chain[..100], true);
+        assert_eq!(e.syncer().tip().height, 100);
+        // An answer to a request never made is refused: A is bad.
+        a.headers(&mut e, 0, 999, &chain[100..110], true);
+        assert_eq!(e.state(0), GatewayState::Bad);
+        let actions: Vec<Action> = std::iter::from_fn(|| e.poll_action()).collect();
+        assert!(
+            actions.contains(&Action::Close { gateway: 0 }),
+            "{actions:?}"
+        );
+    }
+
+    #[test]
+    fn a_gateway_announcing_what_it_does_not_deliver_is_marked_bad() {
+        let chain = headers_after(&REGTEST, &REGTEST.genesis, 0, 50, 0);
+        let mut e = engine(1);
+        let mut a = Fake::connect(&mut e, 0);
+        for (i, claimed) in [1_000u32, 2_000, 3_000].into_iter().enumerate() {
+            // A tip "claimed" high, with a header we cannot check until it comes.
+            let mut fake = chain[10 + i];
+            fake.nonce ^= 1;
+            a.tip(&mut e, 0, claimed, &fake);
+            e.schedule();
+            let ids = a.requests(&mut e, 0);
+            assert_eq!(ids.len(), 1, "round {i}: asked");
+            a.headers(&mut e, 0, ids[0], &[], true);
+            // An undelivered tip announced again is not a target again.
+            a.tip(&mut e, 0, claimed, &fake);
+            e.schedule();
+            if i < 2 {
+                assert!(
+                    a.requests(&mut e, 0).is_empty(),
+                    "round {i}: not asked again"
+                );
+                assert_eq!(e.state(0), GatewayState::Syncing);
+            }
+        }
+        assert_eq!(e.state(0), GatewayState::Bad);
+    }
+
+    #[test]
+    fn a_request_without_progress_times_out_and_reconnects() {
+        let chain = headers_after(&REGTEST, &REGTEST.genesis, 0, 50, 0);
+        let mut e = engine(1);
+        let mut a = Fake::connect(&mut e, 0);
+        a.tip(&mut e, 0, 50, &chain[49]);
+        e.schedule();
+        assert_eq!(a.requests(&mut e, 0).len(), 1);
+        e.tick(NOW_MS + 10_000.0, 0.5);
+        assert_eq!(e.state(0), GatewayState::Syncing);
+        e.tick(NOW_MS + REQUEST_TIMEOUT_MS + 1.0, 0.5);
+        assert_eq!(e.state(0), GatewayState::BackingOff);
+        assert!(matches!(
+            e.poll_action(),
+            Some(Action::Close { gateway: 0 })
+        ));
+        assert!(matches!(
+            e.poll_action(),
+            Some(Action::Connect { gateway: 0, after_ms }) if after_ms > 0.0
+        ));
+    }
 
     #[test]
     fn backoff_doubles_to_a_cap_with_jitter() {

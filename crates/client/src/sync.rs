@@ -25,6 +25,11 @@ pub enum SyncError {
         /// The id it used.
         id: u32,
     },
+    /// Its answer holds more headers than were asked for.
+    TooManyHeaders {
+        /// The request's `max_count`.
+        asked: u32,
+    },
 }
 
 impl fmt::Display for SyncError {
@@ -33,6 +38,12 @@ impl fmt::Display for SyncError {
             SyncError::Invalid(e) => write!(f, "the gateway sent an invalid header: {e}"),
             SyncError::UnexpectedAnswer { id } => {
                 write!(f, "the gateway answered request {id}, which was not asked")
+            }
+            SyncError::TooManyHeaders { asked } => {
+                write!(
+                    f,
+                    "the gateway sent more than the {asked} headers asked for"
+                )
             }
         }
     }
@@ -67,8 +78,13 @@ pub struct Syncer {
     /// `target_seq` when the request in flight was made.
     request_seq: u64,
     in_flight: Option<u32>,
-    /// A request given up (see [`Syncer::abandon`]): the rest of its answer is ignored.
-    abandoned: Option<u32>,
+    /// Requests given up (see [`Syncer::abandon`]), the last 16: the rest of their
+    /// answers is ignored. (A gateway answers in order, so an answer given up may still be
+    /// arriving after several later requests were made.)
+    abandoned: [Option<u32>; 16],
+    abandoned_next: usize,
+    /// The last header received in the answer in flight, stored prefix included.
+    answer_last: Option<BlockHash>,
     /// Headers received in the answer in flight.
     answer_len: u32,
     /// The answer's last message needed ancestors: its end is handled in `on_ancestors`.
@@ -101,7 +117,9 @@ impl Syncer {
             target_seq: 0,
             request_seq: 0,
             in_flight: None,
-            abandoned: None,
+            abandoned: [None; 16],
+            abandoned_next: 0,
+            answer_last: None,
             answer_len: 0,
             last_deferred: false,
             continue_from: None,
@@ -151,13 +169,15 @@ impl Syncer {
     /// for it is ignored.
     pub fn abandon(&mut self) {
         if let Some(id) = self.in_flight.take() {
-            self.abandoned = Some(id);
+            self.abandoned[self.abandoned_next] = Some(id);
+            self.abandoned_next = (self.abandoned_next + 1) % self.abandoned.len();
+            self.last_deferred = false;
         }
     }
 
     /// Whether `id` is the request last given up.
     pub fn is_abandoned(&self, id: u32) -> bool {
-        self.abandoned == Some(id)
+        self.abandoned.contains(&Some(id))
     }
 
     /// Whether a request is in flight.
@@ -179,6 +199,7 @@ impl Syncer {
         self.next_id = self.next_id.wrapping_add(1);
         self.in_flight = Some(self.next_id);
         self.answer_len = 0;
+        self.answer_last = None;
         self.request_seq = self.target_seq;
         self.locator(locator);
         Some((self.next_id, self.request_size))
@@ -257,7 +278,7 @@ impl Syncer {
         now: u64,
     ) -> Result<Step, SyncError> {
         if self.in_flight != Some(id) {
-            if self.abandoned == Some(id) {
+            if self.is_abandoned(id) {
                 return Ok(Step::default());
             }
             return Err(SyncError::UnexpectedAnswer { id });
@@ -265,6 +286,14 @@ impl Syncer {
         self.batch.clear();
         self.batch.extend(decode_headers(headers));
         self.answer_len += self.batch.len() as u32;
+        if self.answer_len > self.request_size {
+            return Err(SyncError::TooManyHeaders {
+                asked: self.request_size,
+            });
+        }
+        if let Some(h) = self.batch.last() {
+            self.answer_last = Some(h.block_hash());
+        }
         let outcome = self
             .chain
             .connect(&self.batch, now)
@@ -281,14 +310,18 @@ impl Syncer {
 
     fn end_answer(&mut self, step: &mut Step) {
         self.in_flight = None;
-        let last_hash = self.batch.last().map(Header::block_hash);
-        self.continue_from = None;
+        let previous = self.continue_from.take();
         if self.target.is_none() {
             return;
         }
-        if self.answer_len >= self.request_size {
+        if self.answer_len >= self.request_size && self.answer_last != previous {
             // Cut at our limit: go on from its last header.
-            self.continue_from = last_hash;
+            self.continue_from = self.answer_last;
+        } else if self.answer_len >= self.request_size && self.request_seq == self.target_seq {
+            // A full answer that ends where the last one did: no progress. Drop the
+            // target rather than ask the same again.
+            self.target = None;
+            step.target_dropped = true;
         } else if self.request_seq == self.target_seq {
             // The gateway had nothing more after our locator, no newer tip was announced
             // since we asked, and the target is still not ours: it is not on the
@@ -333,26 +366,34 @@ impl Syncer {
             let keep = self.deep.partition_point(|(h, _)| *h <= fork_height);
             self.deep.truncate(keep);
         }
-        let interval = self.chain.params().retarget_interval;
-        for e in self.chain.staged() {
-            if e.height % interval == 0 {
-                self.deep.push((e.height, e.hash));
-            }
+        if let Outcome::NeedAncestors { parent } = outcome {
+            // Nothing validated yet: counted when the ancestors come.
+            return Step {
+                need_ancestors: Some(parent),
+                ..Step::default()
+            };
         }
-        let staged = self.chain.staged();
-        self.pending.push(&outcome, staged);
         self.validated += self.batch.len() as u64;
-        let mut step = Step {
-            accepted: staged.len() as u32,
-            ..Step::default()
-        };
-        match outcome {
-            Outcome::Reorg {
-                fork_height,
-                old_tip,
-            } => step.reorg = Some((old_tip, fork_height)),
-            Outcome::NeedAncestors { parent } => step.need_ancestors = Some(parent),
-            _ => {}
+        let mut step = Step::default();
+        // Only an extension or a reorg staged anything (`staged` is otherwise left from
+        // an earlier call).
+        if matches!(outcome, Outcome::Extended { .. } | Outcome::Reorg { .. }) {
+            let interval = self.chain.params().retarget_interval;
+            let staged = self.chain.staged();
+            for e in staged {
+                if e.height % interval == 0 {
+                    self.deep.push((e.height, e.hash));
+                }
+            }
+            self.pending.push(&outcome, staged);
+            step.accepted = staged.len() as u32;
+        }
+        if let Outcome::Reorg {
+            fork_height,
+            old_tip,
+        } = outcome
+        {
+            step.reorg = Some((old_tip, fork_height));
         }
         if let Some((_, hash, _)) = self.target
             && self.chain.window().height_of(&hash).is_some()

@@ -11,6 +11,7 @@ use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
 
 use js_sys::{ArrayBuffer, Function};
+use wasm_bindgen::JsValue;
 
 /// A call from the application that needs the store, answered through a Promise.
 pub struct Call {
@@ -20,6 +21,19 @@ pub struct Call {
     pub resolve: Function,
     /// The Promise's reject function.
     pub reject: Function,
+}
+
+impl Call {
+    /// The client has stopped: `stop` resolves, anything else rejects with `Stopped`.
+    pub fn settle_stopped(self) {
+        let _ = match self.query {
+            Query::Stop => self.resolve.call0(&JsValue::NULL),
+            _ => self.reject.call1(
+                &JsValue::NULL,
+                &super::js::error("Stopped", "the client has stopped"),
+            ),
+        };
+    }
 }
 
 /// What a [`Call`] asks.
@@ -73,14 +87,33 @@ pub enum Input {
 pub struct Inbox {
     queue: RefCell<VecDeque<Input>>,
     waker: Cell<Option<Waker>>,
+    /// The loop has ended: calls are settled at once, other inputs dropped.
+    closed: Cell<bool>,
 }
 
 impl Inbox {
     /// Queue an input and wake the loop.
     pub fn push(&self, input: Input) {
+        if self.closed.get() {
+            if let Input::Call(call) = input {
+                call.settle_stopped();
+            }
+            return;
+        }
         self.queue.borrow_mut().push_back(input);
         if let Some(w) = self.waker.take() {
             w.wake();
+        }
+    }
+
+    /// The loop ended: settle the calls still queued, and every later one.
+    pub fn close(&self) {
+        self.closed.set(true);
+        let queued: Vec<Input> = self.queue.borrow_mut().drain(..).collect();
+        for input in queued {
+            if let Input::Call(call) = input {
+                call.settle_stopped();
+            }
         }
     }
 

@@ -82,6 +82,10 @@ fn options(o: &JsValue) -> Result<Options, JsValue> {
     })
 }
 
+/// Bytes of a WebSocket message copied into wasm at a time: a gateway's message (one
+/// frame of at most 65,569 bytes) fits in one piece.
+const RX_CHUNK: usize = 128 * 1024;
+
 /// What the loop last knew, for the synchronous getters.
 #[derive(Default)]
 struct Status {
@@ -120,25 +124,21 @@ impl Client {
         let store = IdbStore::open(&o.store_name, params)
             .await
             .map_err(|e| js::error("StoreError", e.to_string()))?;
-        let key = identity::static_key(&format!("{}-identity", o.store_name))
-            .await
-            .map_err(|e| js::error("KeyError", e))?;
-        let chain = resume(&store).await.map_err(|e| {
-            js::error(
-                "StoreError",
-                format!("the stored chain could not be read: {e}"),
-            )
-        })?;
-        let stored = store
-            .tip()
-            .await
-            .map_err(|e| js::error("StoreError", e.to_string()))?;
+        let (key, chain, stored) = match prepare(&store, &o.store_name).await {
+            Ok(v) => v,
+            Err(e) => {
+                // Closed, so that the store can be deleted or opened again.
+                store.close();
+                return Err(e);
+            }
+        };
         let mut engine = Engine::new(chain, &stored, o.gateways.clone(), key);
         engine.syncer_mut().commit_every = o.commit_every;
         engine.syncer_mut().request_size = o.request_size;
-        seed_locator(&store, &mut engine, stored.height)
-            .await
-            .map_err(|e| js::error("StoreError", e.to_string()))?;
+        if let Err(e) = seed_locator(&store, &mut engine, stored.height).await {
+            store.close();
+            return Err(js::error("StoreError", e.to_string()));
+        }
         let inbox = Rc::new(Inbox::default());
         let status = Rc::new(RefCell::new(Status {
             stored: Some(stored),
@@ -168,7 +168,7 @@ impl Client {
             inbox: inbox.clone(),
             status: status.clone(),
             on_event,
-            rx: Vec::new(),
+            rx: vec![0; RX_CHUNK],
             calls: Vec::new(),
             stop_calls: Vec::new(),
             progress_ms: o.progress_ms,
@@ -176,7 +176,6 @@ impl Client {
             was_synced: false,
             _tick: tick,
             interval,
-            gateways: o.gateways,
         };
         wasm_bindgen_futures::spawn_local(run(net, store));
         Ok(Client { inbox, status })
@@ -240,8 +239,11 @@ impl Client {
 
     /// The stored header at `height`, or `null`.
     #[wasm_bindgen(js_name = headerAt)]
-    pub fn header_at(&self, height: u32) -> Promise {
-        self.call(Query::HeaderAt(height))
+    pub fn header_at(&self, height: f64) -> Promise {
+        match whole(height, "the height") {
+            Ok(h) => self.call(Query::HeaderAt(h)),
+            Err(e) => Promise::reject(&e),
+        }
     }
 
     /// The stored header with this hash (display hex), or `null`.
@@ -259,15 +261,18 @@ impl Client {
         &self,
         txid: String,
         merkle_branch: Vec<String>,
-        index: u32,
+        index: f64,
         block_hash: String,
     ) -> Promise {
-        self.call(Query::VerifyInclusion {
-            txid,
-            branch: merkle_branch,
-            index,
-            block_hash,
-        })
+        match whole(index, "the transaction index") {
+            Ok(index) => self.call(Query::VerifyInclusion {
+                txid,
+                branch: merkle_branch,
+                index,
+                block_hash,
+            }),
+            Err(e) => Promise::reject(&e),
+        }
     }
 
     /// Stop syncing, close the connections and the store. Resolves when done.
@@ -290,8 +295,39 @@ impl Client {
     }
 }
 
+/// A JavaScript number that must be a whole number from 0 to 2^32 - 1.
+fn whole(v: f64, what: &str) -> Result<u32, JsValue> {
+    if v.fract() == 0.0 && (0.0..=f64::from(u32::MAX)).contains(&v) {
+        Ok(v as u32)
+    } else {
+        Err(js::error(
+            "InvalidArgument",
+            format!("{what} must be a whole number from 0 to 4294967295, not {v}"),
+        ))
+    }
+}
+
 fn wasm_memory() -> usize {
     core::arch::wasm32::memory_size(0) * 65_536
+}
+
+/// The client key, the validation state and the stored tip, read once at open.
+async fn prepare(
+    store: &IdbStore,
+    name: &str,
+) -> Result<(lightwire_noise::SecretKey, Chain, Tip), JsValue> {
+    let key = identity::static_key(&format!("{name}-identity"))
+        .await
+        .map_err(|e| js::error("KeyError", e))?;
+    let store_error = |e: StoreError| {
+        js::error(
+            "StoreError",
+            format!("the stored chain could not be read: {e}"),
+        )
+    };
+    let chain = resume(store).await.map_err(store_error)?;
+    let stored = store.tip().await.map_err(store_error)?;
+    Ok((key, chain, stored))
 }
 
 /// The validation state rebuilt from the store's last `WINDOW_LEN` headers.
@@ -368,7 +404,6 @@ struct Net {
     was_synced: bool,
     _tick: Closure<dyn FnMut()>,
     interval: JsValue,
-    gateways: Vec<ConnectString>,
 }
 
 impl Net {
@@ -387,13 +422,20 @@ impl Net {
             },
             Input::Message { g, epoch, data } if epoch == self.gens[g] => {
                 let started = js::mono_ms();
+                // Copied in pieces of at most RX_CHUNK (the peer takes any chunking), so a
+                // hostile gateway's huge message cannot grow wasm memory.
                 let bytes = js_sys::Uint8Array::new(&data);
-                let len = bytes.length() as usize;
-                if self.rx.len() < len {
-                    self.rx.resize(len, 0);
+                let len = bytes.length();
+                let mut at = 0;
+                while at < len && self.engine.state(g) != GatewayState::Bad {
+                    let n = (len - at).min(RX_CHUNK as u32);
+                    bytes
+                        .subarray(at, at + n)
+                        .copy_to(&mut self.rx[..n as usize]);
+                    self.engine
+                        .receive(g, &self.rx[..n as usize], now, js::random());
+                    at += n;
                 }
-                bytes.copy_to(&mut self.rx[..len]);
-                self.engine.receive(g, &self.rx[..len], now, js::random());
                 self.status.borrow_mut().receive_ms += js::mono_ms() - started;
             }
             Input::Closed { g, epoch, reason } if epoch == self.gens[g] => {
@@ -574,13 +616,10 @@ impl Net {
         self.pump();
     }
 
-    /// A store failure: a sentence for the application; true if the sync can go on
-    /// (after resuming from the store), false if it must stop.
-    fn store_failed(&mut self, e: &StoreError) -> bool {
-        let fatal = matches!(
-            e,
-            StoreError::ChangedElsewhere | StoreError::Closed | StoreError::QuotaExceeded
-        );
+    /// A store failure ends the sync: an `error` event with a sentence for the user.
+    /// (What is stored stays as the last completed commit left it; opening the client
+    /// again resumes from there.)
+    fn store_failed(&mut self, e: &StoreError) {
         let message = match e {
             StoreError::QuotaExceeded => {
                 "the browser refused to store more headers (storage quota reached)".to_string()
@@ -589,41 +628,16 @@ impl Net {
                 "another tab or window took over this header store; this one stopped syncing"
                     .to_string()
             }
-            e => format!("storing headers failed ({e}); resuming from what is stored"),
+            e => format!("storing headers failed ({e}); open the client again to resume"),
         };
         self.emit(js::object(&[
             ("type", "error".into()),
             ("kind", "StoreError".into()),
             ("message", message.into()),
-            ("fatal", fatal.into()),
+            ("fatal", true.into()),
         ]));
-        !fatal
-    }
-
-    /// Start over from what the store holds (after a failed commit): new connections,
-    /// the validation state rebuilt from the store.
-    async fn restart(&mut self, store: &IdbStore) -> Result<(), StoreError> {
-        let chain = resume(store).await?;
-        let stored = store.tip().await?;
-        let key = self.engine_key();
-        let (commit_every, request_size) = {
-            let s = self.engine.syncer();
-            (s.commit_every, s.request_size)
-        };
-        for (g, socket) in self.sockets.iter_mut().enumerate() {
-            self.gens[g] = self.gens[g].wrapping_add(1);
-            *socket = None;
-        }
-        self.engine = Engine::new(chain, &stored, self.gateways.clone(), key);
-        self.engine.syncer_mut().commit_every = commit_every;
-        self.engine.syncer_mut().request_size = request_size;
-        seed_locator(store, &mut self.engine, stored.height).await?;
-        self.status.borrow_mut().stored = Some(stored);
-        Ok(())
-    }
-
-    fn engine_key(&self) -> lightwire_noise::SecretKey {
-        self.engine.local_static().clone()
+        self.engine.stop(js::now_ms());
+        self.pump();
     }
 
     fn stopping(&mut self, call: Call) {
@@ -653,9 +667,8 @@ async fn run(mut net: Net, mut store: IdbStore) {
                     net.engine.on_ancestors(found, js::now_ms(), js::random());
                 }
                 Err(e) => {
-                    if !fail(&mut net, &store, &e).await {
-                        break;
-                    }
+                    net.store_failed(&e);
+                    break;
                 }
             }
             continue;
@@ -688,9 +701,8 @@ async fn run(mut net: Net, mut store: IdbStore) {
                     net.committed(&store, tip, time);
                 }
                 Err(e) => {
-                    if !fail(&mut net, &store, &e).await {
-                        break;
-                    }
+                    net.store_failed(&e);
+                    break;
                 }
             }
             continue;
@@ -700,6 +712,7 @@ async fn run(mut net: Net, mut store: IdbStore) {
             serve(&mut net, &store, call).await;
         }
     }
+    net.inbox.close();
     js::clear_interval(&net.interval);
     net.update_status();
     net.progress(true);
@@ -713,21 +726,6 @@ async fn run(mut net: Net, mut store: IdbStore) {
     for call in std::mem::take(&mut net.stop_calls) {
         let _ = call.resolve.call0(&JsValue::NULL);
     }
-}
-
-/// A store failure: resume from the store, or stop. Returns whether the loop goes on.
-async fn fail(net: &mut Net, store: &IdbStore, e: &StoreError) -> bool {
-    if net.store_failed(e) {
-        match net.restart(store).await {
-            Ok(()) => return true,
-            Err(e) => {
-                net.store_failed(&StoreError::Backend(e.to_string()));
-            }
-        }
-    }
-    net.engine.stop(js::now_ms());
-    net.pump();
-    false
 }
 
 /// Answer a call that reads the store.
