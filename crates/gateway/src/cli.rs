@@ -284,9 +284,12 @@ async fn run(o: Options) -> Result<(), String> {
         match load(&o.source) {
             Ok((chain, _)) => {
                 let tip = chain.tip().height;
-                if let Ok(mut served) = shared.chain.write() {
-                    served.replace(chain);
-                }
+                let Ok(mut served) = shared.chain.write() else {
+                    eprintln!("lightwire-gateway: reload refused: the served chain is unusable");
+                    return;
+                };
+                served.replace(chain);
+                drop(served);
                 shared.tip_version.send_modify(|v| *v += 1);
                 eprintln!("lightwire-gateway: reloaded the headers file, tip {tip}");
             }
