@@ -50,7 +50,11 @@ fi
 
 # npm writes node_modules/.package-lock.json on install; `-nt` is also true when it is
 # missing, so this installs on a fresh clone and again only when the lock file changes.
+# `npm install`, not `npm ci`: the registry this machine reaches serves only some of
+# rollup's per-platform optional packages (Vite's bundler), so the lock file lists only
+# those, and `npm ci` refuses a lock file without all of them. The versions still come
+# from the lock file.
 if [ -f package-lock.json ] && [ package-lock.json -nt node_modules/.package-lock.json ]; then
-  step "npm ci"
-  npm ci --no-audit --no-fund
+  step "npm install (from package-lock.json)"
+  npm install --no-audit --no-fund
 fi
