@@ -58,3 +58,11 @@ if [ -f package-lock.json ] && [ package-lock.json -nt node_modules/.package-loc
   step "npm install (from package-lock.json)"
   npm install --no-audit --no-fund
 fi
+
+# The dashboard (web/) has its own dependencies: the package from ../pkg (a link), uPlot,
+# Vite and TypeScript. Same rules: installed from its lock file on a fresh clone, and again
+# only when that lock file changes.
+if [ web/package-lock.json -nt web/node_modules/.package-lock.json ]; then
+  step "npm install (web/, from web/package-lock.json)"
+  (cd web && npm install --no-audit --no-fund)
+fi

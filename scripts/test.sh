@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Every test: native (cargo), then wasm in headless Chromium (wasm-pack test), then the
-# browser tests of the built package against real gateways (tests/e2e, tests/package).
+# browser tests of the built package against real gateways (tests/e2e, tests/package), then
+# the demo and its dashboard (tests/dashboard).
 set -euo pipefail
 source "$(dirname "$0")/env.sh"
 cd "$ROOT"
@@ -49,6 +50,9 @@ node tests/e2e/run.mjs --no-build
 
 step "the package from its tarball in a fresh Vite + TypeScript app (tests/package)"
 node tests/package/run.mjs
+
+step "the dashboard as a user meets it: npm start and the page in Chromium (tests/dashboard)"
+node tests/dashboard/run.mjs
 
 echo
 echo "all tests passed in $(( $(date +%s) - started )) s"

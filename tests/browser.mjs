@@ -4,6 +4,7 @@
 
 import { spawn } from 'node:child_process';
 import { createServer } from 'node:http';
+import { createServer as createTcpServer } from 'node:net';
 import { readFileSync } from 'node:fs';
 import { extname } from 'node:path';
 import { chromium } from 'playwright-core';
@@ -97,5 +98,16 @@ export function kill(proc) {
       resolve();
     });
     group();
+  });
+}
+
+/// A free TCP port on 127.0.0.1.
+export function freePort() {
+  return new Promise((resolve) => {
+    const s = createTcpServer();
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address();
+      s.close(() => resolve(port));
+    });
   });
 }

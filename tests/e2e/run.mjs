@@ -21,11 +21,10 @@
 import { execFileSync, spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { kill, launch, serve } from '../browser.mjs';
+import { kill, launch, serve, freePort } from '../browser.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const bin = (name) => join(root, 'target', 'release', name);
@@ -62,17 +61,6 @@ const PAGE = `<!doctype html><meta charset="utf-8"><title>e2e</title>
   };
   document.title = 'ready';
 </script>`;
-
-/// A free TCP port on 127.0.0.1.
-function freePort() {
-  return new Promise((resolve) => {
-    const s = createServer();
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 const running = new Set();
 

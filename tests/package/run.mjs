@@ -13,11 +13,10 @@
 
 import { execFileSync, spawn } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { kill, launch, serve } from '../browser.mjs';
+import { kill, launch, serve, freePort } from '../browser.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const HEIGHT = 3000;
@@ -199,17 +198,6 @@ function stopGateway(proc) {
 }
 
 // ---------------------------------------------------------------- the browser
-
-/// A free TCP port on 127.0.0.1.
-function freePort() {
-  return new Promise((resolve) => {
-    const s = createServer();
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 /// Open the app at `url` in a new page of `browser`; wait for \`synced HEIGHT\` and check the
 /// tip it shows against the gateway's /metrics, and that its engine runs in the worker.

@@ -1,0 +1,340 @@
+// The dashboard as a user meets it: `npm start` (scripts/start.sh, on free ports, its key in
+// a temporary folder, a smaller chain) and the page it prints, opened in headless Chromium.
+//
+//   node tests/dashboard/run.mjs
+//
+// Checks that the progress reaches 100%; that the tip shown is the gateway's (its /metrics);
+// that the charts have data; that a reload resumes from the store instead of starting
+// over; that stopping the demo (Ctrl-C: every process gone, the ports free) and starting it
+// again shows the gateway backing off, reconnecting and synced again; that "Clear local
+// store" asks first and deletes the store; and that a bad connect string gets a sentence.
+// Screenshots (desktop 1280x800, phone 375x812) go to tests/dashboard/screenshots/.
+//
+// Needs pkg/ built, target/release/lightwire-gateway and web/node_modules (start.sh builds
+// or installs whichever is missing, as `npm start` does). LIGHTWIRE_DEMO_GENERATE sets the
+// chain length (default here 200,000; `npm start` serves 925,000).
+
+import { spawn } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { connect } from 'node:net';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { kill, launch, freePort } from '../browser.mjs';
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
+const shots = join(root, 'tests', 'dashboard', 'screenshots');
+const GENERATE = Number(process.env.LIGHTWIRE_DEMO_GENERATE || 200_000);
+const DESKTOP = { width: 1280, height: 800 };
+const PHONE = { width: 375, height: 812 };
+
+function log(msg) {
+  console.log(`[dashboard] ${msg}`);
+}
+
+function assert(cond, msg) {
+  if (!cond) throw new Error(msg);
+}
+
+/// Whether something accepts connections on 127.0.0.1:port.
+function listening(port) {
+  return new Promise((resolve) => {
+    const s = connect(port, '127.0.0.1');
+    s.once('connect', () => {
+      s.destroy();
+      resolve(true);
+    });
+    s.once('error', () => resolve(false));
+  });
+}
+
+/// Whether any process of the group `pgid` is left.
+function groupAlive(pgid) {
+  try {
+    process.kill(-pgid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+// ---------------------------------------------------------------- the demo (npm start)
+
+/// `bash scripts/start.sh` (what `npm start` runs) in its own process group, as a terminal
+/// would run it; resolves once it prints the page's URL.
+async function startDemo(env) {
+  const proc = spawn('bash', [join(root, 'scripts', 'start.sh')], {
+    cwd: root,
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+    detached: true,
+  });
+  let out = '';
+  proc.stdout.on('data', (d) => (out += d));
+  proc.stderr.on('data', (d) => (out += d));
+  const url = await new Promise((resolve, reject) => {
+    // The first start may build the page (and, on a fresh clone, much more).
+    const timer = setTimeout(() => reject(new Error(`npm start printed no URL in 10 min:\n${out}`)), 600_000);
+    const check = () => {
+      const m = /^Open (http:\/\/\S+)$/m.exec(out);
+      if (m) {
+        clearTimeout(timer);
+        resolve(m[1]);
+      }
+    };
+    proc.stdout.on('data', check);
+    proc.stderr.on('data', check);
+    proc.on('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`npm start exited (${code}) before printing a URL:\n${out}`));
+    });
+  });
+  return { proc, url, output: () => out };
+}
+
+/// Ctrl-C: SIGINT to the demo's process group, as a terminal sends it. Resolves with the
+/// exit code once the script has exited; SIGKILLs the group if it takes over 15 s.
+function interrupt(demo) {
+  const { proc } = demo;
+  return new Promise((resolve) => {
+    if (proc.exitCode !== null || proc.signalCode !== null) return resolve(proc.exitCode);
+    const timer = setTimeout(() => {
+      log(`  npm start did not stop in 15 s after Ctrl-C; killing it:\n${demo.output()}`);
+      try {
+        process.kill(-proc.pid, 'SIGKILL');
+      } catch {
+        // gone
+      }
+    }, 15_000);
+    proc.once('exit', (code) => {
+      clearTimeout(timer);
+      resolve(code);
+    });
+    try {
+      process.kill(-proc.pid, 'SIGINT');
+    } catch {
+      // gone
+    }
+  });
+}
+
+async function gatewayTip(metricsPort) {
+  const text = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
+  return {
+    height: Number(/^lightwire_tip_height (\d+)$/m.exec(text)?.[1]),
+    hash: /lightwire_tip_info\{hash="([0-9a-f]+)"\}/.exec(text)?.[1],
+  };
+}
+
+// ---------------------------------------------------------------- the page
+
+/// What the page shows, read from its elements (and its test hook).
+function readPage(page) {
+  return page.evaluate(() => {
+    const text = (id) => document.getElementById(id)?.textContent ?? null;
+    // An element's text with its parts apart: "14:15:26 drop Gateway 1 ...".
+    const words = (el) => [...el.children].map((c) => c.textContent.trim()).filter(Boolean).join(' ');
+    const gw = document.querySelector('[data-testid="gateway-0"]');
+    return {
+      state: document.body.dataset.state,
+      percent: Number(document.getElementById('progress-percent')?.dataset.value),
+      percentText: text('progress-percent'),
+      tipHeight: Number(document.getElementById('tip-height')?.dataset.value || NaN),
+      tipHash: text('tip-hash'),
+      gateway: gw?.getAttribute('data-state') ?? null,
+      gatewayText: gw ? words(gw) : null,
+      log: [...document.querySelectorAll('#event-log li')].map(words),
+      first: window.lightwireDashboard?.firstProgress ?? null,
+      charts: window.lightwireDashboard?.chartPoints() ?? {},
+    };
+  });
+}
+
+/// Poll the page until `pred(view)` holds; fail with what it showed after `ms`.
+async function until(page, what, ms, pred) {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const view = await readPage(page);
+    if (pred(view)) return view;
+    if (Date.now() > deadline) {
+      const { log: lines, ...rest } = view;
+      throw new Error(`timed out (${ms / 1000} s) waiting for ${what}; the page shows ${JSON.stringify(rest)}\n` +
+        `  its event log:\n    ${lines.slice(0, 10).join('\n    ')}`);
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+async function screenshot(page, name, viewport, fullPage = true) {
+  await page.setViewportSize(viewport);
+  await page.waitForTimeout(400); // layout and the charts' resize
+  const path = join(shots, `${name}.png`);
+  await page.screenshot({ path, fullPage });
+  return path;
+}
+
+/// Pixels drawn on each chart's canvas (uPlot draws on one canvas per chart).
+function chartPixels(page) {
+  return page.evaluate(() =>
+    Object.fromEntries(
+      [...document.querySelectorAll('figure.chart')].map((fig) => {
+        const canvas = fig.querySelector('canvas');
+        if (!canvas || canvas.width === 0) return [fig.id, 0];
+        const data = canvas.getContext('2d').getImageData(0, 0, canvas.width, canvas.height).data;
+        let drawn = 0;
+        for (let i = 3; i < data.length; i += 4) if (data[i] !== 0) drawn += 1;
+        return [fig.id, drawn];
+      }),
+    ),
+  );
+}
+
+// ---------------------------------------------------------------- main
+
+async function main() {
+  mkdirSync(shots, { recursive: true });
+  const work = mkdtempSync(join(tmpdir(), 'lightwire-dashboard-'));
+  const ports = { gateway: await freePort(), metrics: await freePort(), web: await freePort() };
+  const env = {
+    LIGHTWIRE_GATEWAY_PORT: String(ports.gateway),
+    LIGHTWIRE_METRICS_PORT: String(ports.metrics),
+    LIGHTWIRE_WEB_PORT: String(ports.web),
+    LIGHTWIRE_DEMO_GENERATE: String(GENERATE),
+    LIGHTWIRE_DEMO_DIR: join(work, 'demo'),
+  };
+  let demo;
+  let chrome;
+  const errors = [];
+  try {
+    // 1. npm start, and the page it prints.
+    let t = Date.now();
+    demo = await startDemo(env);
+    log(`npm start is up in ${((Date.now() - t) / 1000).toFixed(1)} s: ${demo.url}`);
+    assert(demo.url.includes(`127.0.0.1:${ports.web}/?gw=ws://127.0.0.1:${ports.gateway}%23`) &&
+      demo.url.endsWith('&network=regtest'), `unexpected URL ${demo.url}`);
+    chrome = await launch(join(work, 'profile'));
+    const { page } = chrome;
+    page.on('pageerror', (e) => errors.push(`page error: ${e.message}`));
+    page.on('console', (m) => m.type() === 'error' && errors.push(`console error: ${m.text()}`));
+    await page.setViewportSize(DESKTOP);
+    t = Date.now();
+    await page.goto(demo.url);
+
+    // 2. The progress reaches 100%.
+    const seen = [];
+    const synced = await until(page, 'the sync to 100%', 300_000, (v) => {
+      if (Number.isFinite(v.percent) && seen.at(-1) !== v.percent) seen.push(v.percent);
+      return v.state === 'synced' && v.percent === 100 && v.gateway === 'synced';
+    });
+    const steps = seen.map((p) => `${Math.floor(p)}%`).join(' ');
+    log(`synced ${GENERATE.toLocaleString('en-US')} headers in ${((Date.now() - t) / 1000).toFixed(1)} s ` +
+      `(the page showed ${synced.percentText}; on the way: ${steps})`);
+    assert(synced.first && synced.first.storedHeight === 0, `a fresh profile started at ${JSON.stringify(synced.first)}`);
+    for (let i = 1; i < seen.length; i++) assert(seen[i] >= seen[i - 1], `the progress went back: ${steps}`);
+
+    // 3. The tip shown is the gateway's.
+    const gw = await gatewayTip(ports.metrics);
+    assert(gw.height === GENERATE && /^[0-9a-f]{64}$/.test(gw.hash), `gateway /metrics: ${JSON.stringify(gw)}`);
+    const shown = await until(page, "the gateway's tip on the page", 30_000, (v) => v.tipHeight === gw.height);
+    assert(shown.tipHash === gw.hash, `the page shows tip hash ${shown.tipHash}, the gateway ${gw.hash}`);
+    log(`the page shows tip ${shown.tipHeight} ${shown.tipHash.slice(0, 16)}... = the gateway's /metrics`);
+
+    // 4. The charts have data, drawn.
+    const charted = await until(page, 'two samples in every chart', 15_000, (v) =>
+      Object.keys(v.charts).length === 6 && Object.values(v.charts).every((n) => n > 1));
+    const pixels = await chartPixels(page);
+    assert(Object.keys(pixels).length === 6 && Object.values(pixels).every((n) => n > 500),
+      `a chart canvas is blank: ${JSON.stringify(pixels)}`);
+    log(`charts: samples ${JSON.stringify(charted.charts)}; pixels drawn ${JSON.stringify(pixels)}`);
+
+    // Screenshots, once the charts hold a few seconds.
+    await page.waitForTimeout(3000);
+    const saved = [
+      await screenshot(page, 'desktop-synced', DESKTOP, false),
+      await screenshot(page, 'desktop-synced-full', DESKTOP),
+      await screenshot(page, 'phone-synced', PHONE, false),
+      await screenshot(page, 'phone-synced-full', PHONE),
+    ];
+    await page.setViewportSize(DESKTOP);
+    log(`screenshots: ${saved.map((p) => p.slice(root.length + 1)).join(', ')}`);
+
+    // 5. A reload resumes from the store.
+    await page.reload();
+    const resumed = await until(page, 'the sync after the reload', 60_000, (v) =>
+      v.first !== null && v.state === 'synced' && v.tipHeight === gw.height);
+    assert(resumed.first.storedHeight > 0,
+      `after the reload the first progress says storedHeight ${resumed.first.storedHeight}: it started over`);
+    const after = await page.evaluate(() => window.lightwireDashboard.client.metrics());
+    assert(after.headersValidated < GENERATE / 10,
+      `after the reload the client validated ${after.headersValidated} headers of ${GENERATE}: it started over`);
+    assert(resumed.log.some((l) => /already here/.test(l)), `the log does not say the store was reopened: ${resumed.log}`);
+    log(`reloaded: the first progress showed storedHeight ${resumed.first.storedHeight}; ` +
+      `${after.headersValidated} headers validated after it`);
+
+    // 6. Ctrl-C stops everything; npm start again; the page reconnects by itself.
+    const pgid = demo.proc.pid;
+    const code = await interrupt(demo);
+    const left = await Promise.all([listening(ports.gateway), listening(ports.metrics), listening(ports.web)]);
+    assert(!left.some(Boolean), `after Ctrl-C something still listens (gateway, metrics, web): ${left}`);
+    assert(!groupAlive(pgid), 'after Ctrl-C a process of npm start is still running');
+    assert(/stopped the gateway and the page server/.test(demo.output()), `npm start said:\n${demo.output()}`);
+    log(`Ctrl-C: npm start exited (${code}); nothing left running or listening`);
+    const dropped = await until(page, 'the gateway backing off', 60_000, (v) => v.gateway === 'backing-off');
+    await screenshot(page, 'desktop-backing-off', DESKTOP, false);
+    log(`the page shows the gateway backing off: "${dropped.gatewayText}"`);
+    t = Date.now();
+    demo = await startDemo(env);
+    const back = await until(page, 'the reconnect', 120_000, (v) =>
+      v.gateway === 'synced' && v.state === 'synced' && v.log.some((l) => /reconnected/.test(l)));
+    const m = await page.evaluate(() => window.lightwireDashboard.client.metrics());
+    assert(m.reconnects >= 1, `metrics count ${m.reconnects} reconnects`);
+    assert(back.tipHeight === gw.height, `after the restart the tip is ${back.tipHeight}`);
+    const story = back.log.filter((l) => /dropped|Could not reach|reconnected/.test(l)).reverse();
+    log(`restarted (same port and key): synced again ${((Date.now() - t) / 1000).toFixed(1)} s after ` +
+      `npm start began; ${m.reconnects} reconnect(s); the log says:\n    ${story.join('\n    ')}`);
+
+    // 7. Clear local store: asks first, then stops the client and deletes the store.
+    await page.click('#clear-store');
+    assert(await page.evaluate(() => document.getElementById('clear-dialog').open), 'no confirmation dialog');
+    await screenshot(page, 'desktop-clear-dialog', DESKTOP, false);
+    await page.keyboard.press('Escape');
+    await page.waitForFunction(() => !document.getElementById('clear-dialog').open);
+    assert((await readPage(page)).state === 'synced', 'cancelling the dialog changed the state');
+    await page.click('#clear-store');
+    await page.click('#clear-confirm');
+    await page.waitForFunction(() => /Deleted/.test(document.getElementById('storage-message').textContent),
+      null, { timeout: 30_000 });
+    const dbs = await page.evaluate(async () => (await indexedDB.databases()).map((d) => d.name));
+    assert(!dbs.includes('lightwire-regtest'), `the store is still there: ${dbs}`);
+    const cleared = await readPage(page);
+    assert(cleared.state === 'stopped', `after clearing the page is ${cleared.state}`);
+    log(`cleared after a confirmation dialog (Escape cancels): databases left ${JSON.stringify(dbs)}`);
+
+    // 8. A bad connect string gets a sentence.
+    await page.fill('#gateways', 'http://127.0.0.1:1');
+    await page.click('#connect');
+    await page.waitForSelector('#form-error:not([hidden])', { timeout: 30_000 });
+    const sentence = await page.textContent('#form-error');
+    assert(/connect string is not valid/.test(sentence), `the error reads: ${sentence}`);
+    await screenshot(page, 'phone-error', PHONE, false);
+    log(`a bad connect string: "${sentence}"`);
+
+    assert(errors.length === 0, `the page logged errors:\n  ${errors.join('\n  ')}`);
+  } finally {
+    if (chrome) await kill(chrome.proc);
+    if (demo) {
+      const pgid = demo.proc.pid;
+      await interrupt(demo);
+      if (groupAlive(pgid)) process.kill(-pgid, 'SIGKILL');
+    }
+    rmSync(work, { recursive: true, force: true });
+  }
+}
+
+try {
+  await main();
+  log('passed');
+} catch (e) {
+  log(`FAILED: ${e.stack || e}`);
+  process.exit(1);
+}
