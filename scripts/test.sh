@@ -51,6 +51,9 @@ node tests/e2e/run.mjs --no-build
 step "the package from its tarball in a fresh Vite + TypeScript app (tests/package)"
 node tests/package/run.mjs
 
+step "tsc --noEmit (the dashboard, against the built package's .d.ts)"
+(cd web && npx --no-install tsc --noEmit -p .)
+
 step "the dashboard as a user meets it: npm start and the page in Chromium (tests/dashboard)"
 node tests/dashboard/run.mjs
 
