@@ -425,7 +425,9 @@ impl Syncer {
         self.pending.batch(durability)
     }
 
-    /// The store took the commit; its tip is now `tip`.
+    /// The store took the commit of [`Self::batch`]; its tip is now `tip`. Only for a shell
+    /// that commits without [`Self::take_commit`]: after `take_commit` the gathering has
+    /// already moved on, and this would drop what was gathered since.
     pub fn committed(&mut self, tip: &Tip) {
         self.pending.committed(tip);
     }
