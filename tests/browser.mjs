@@ -111,3 +111,56 @@ export function freePort() {
     });
   });
 }
+
+/// Start lightwire-gateway (the binary at `path`) with `argv`, which must include
+/// `--metrics-listen`: `{proc, ready}`, where `ready` resolves to `{connect, metrics}`
+/// (its connect string and /metrics URL) once it listens.
+export function startGateway(path, argv) {
+  const proc = spawn(path, argv, { stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  let err = '';
+  const ready = new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`the gateway did not start: ${err}`)), 120_000);
+    const check = () => {
+      const c = /connect (ws:\/\/\S+)/.exec(out);
+      const m = /metrics on (http:\/\/\S+)/.exec(err);
+      if (c && m) {
+        clearTimeout(timer);
+        resolve({ connect: c[1], metrics: m[1] });
+      }
+    };
+    proc.stdout.on('data', (d) => {
+      out += d;
+      check();
+    });
+    proc.stderr.on('data', (d) => {
+      err += d;
+      check();
+    });
+    proc.on('error', (e) => reject(new Error(`the gateway did not start: ${e.message}`)));
+    proc.on('exit', (code) => reject(new Error(`the gateway exited (${code}): ${err}`)));
+  });
+  return { proc, ready };
+}
+
+/// A gateway's served tip from its /metrics: `{height, hash}` (display hex).
+export async function gatewayTip(metricsUrl) {
+  const text = await (await fetch(metricsUrl)).text();
+  return {
+    height: Number(/^lightwire_tip_height (\d+)$/m.exec(text)?.[1]),
+    hash: /lightwire_tip_info\{hash="([0-9a-f]+)"\}/.exec(text)?.[1],
+  };
+}
+
+/// SIGTERM a process (SIGKILL if it is still there after 5 s); resolves once it exited.
+export function terminate(proc) {
+  return new Promise((resolve) => {
+    if (proc.pid === undefined || proc.exitCode !== null || proc.signalCode !== null) return resolve();
+    const timer = setTimeout(() => proc.kill('SIGKILL'), 5_000);
+    proc.once('exit', () => {
+      clearTimeout(timer);
+      resolve();
+    });
+    proc.kill('SIGTERM');
+  });
+}

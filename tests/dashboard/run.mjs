@@ -20,7 +20,7 @@ import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { kill, launch, freePort } from '../browser.mjs';
+import { kill, launch, freePort, gatewayTip } from '../browser.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const shots = join(root, 'tests', 'dashboard', 'screenshots');
@@ -116,14 +116,6 @@ function interrupt(demo) {
       // gone
     }
   });
-}
-
-async function gatewayTip(metricsPort) {
-  const text = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
-  return {
-    height: Number(/^lightwire_tip_height (\d+)$/m.exec(text)?.[1]),
-    hash: /lightwire_tip_info\{hash="([0-9a-f]+)"\}/.exec(text)?.[1],
-  };
 }
 
 // ---------------------------------------------------------------- the page
@@ -233,7 +225,7 @@ async function main() {
     for (let i = 1; i < seen.length; i++) assert(seen[i] >= seen[i - 1], `the progress went back: ${steps}`);
 
     // 3. The tip shown is the gateway's.
-    const gw = await gatewayTip(ports.metrics);
+    const gw = await gatewayTip(`http://127.0.0.1:${ports.metrics}/metrics`);
     assert(gw.height === GENERATE && /^[0-9a-f]{64}$/.test(gw.hash), `gateway /metrics: ${JSON.stringify(gw)}`);
     const shown = await until(page, "the gateway's tip on the page", 30_000, (v) => v.tipHeight === gw.height);
     assert(shown.tipHash === gw.hash, `the page shows tip hash ${shown.tipHash}, the gateway ${gw.hash}`);

@@ -18,13 +18,13 @@
 //   queries   headerAt / headerByHash / verifyInclusion, and typed errors for bad input
 // --bench runs `full` only, twice, and prints the figures for benches/README.md.
 
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { kill, launch, serve, freePort } from '../browser.mjs';
+import { kill, launch, serve, freePort, gatewayTip, startGateway, terminate } from '../browser.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const bin = (name) => join(root, 'target', 'release', name);
@@ -68,53 +68,18 @@ const running = new Set();
 async function gateway(source, { port = 0, keyFile } = {}) {
   keyFile ??= join(work, `key-${Math.random().toString(16).slice(2)}`);
   const argv = ['--listen', `127.0.0.1:${port}`, '--key-file', keyFile, '--metrics-listen', '127.0.0.1:0', ...source];
-  const proc = spawn(bin('lightwire-gateway'), argv, { stdio: ['ignore', 'pipe', 'pipe'] });
+  const { proc, ready } = startGateway(bin('lightwire-gateway'), argv);
   running.add(proc);
   proc.on('exit', () => running.delete(proc));
-  let out = '';
-  let err = '';
-  const ready = new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`gateway did not start: ${err}`)), 120_000);
-    const check = () => {
-      const c = /connect (ws:\/\/\S+)/.exec(out);
-      const m = /metrics on (http:\/\/\S+)/.exec(err);
-      if (c && m) {
-        clearTimeout(timer);
-        resolve({ connect: c[1], metrics: m[1] });
-      }
-    };
-    proc.stdout.on('data', (d) => {
-      out += d;
-      check();
-    });
-    proc.stderr.on('data', (d) => {
-      err += d;
-      check();
-    });
-    proc.on('exit', (code) => reject(new Error(`gateway exited (${code}): ${err}`)));
-  });
   const { connect, metrics } = await ready;
   return {
     connect,
     keyFile,
     port: Number(/:(\d+)#/.exec(connect)[1]),
     proc,
-    log: () => err,
-    async tip() {
-      const text = await (await fetch(metrics)).text();
-      return {
-        height: Number(/^lightwire_tip_height (\d+)$/m.exec(text)[1]),
-        hash: /lightwire_tip_info\{hash="([0-9a-f]+)"\}/.exec(text)[1],
-      };
-    },
+    tip: () => gatewayTip(metrics),
     hup: () => proc.kill('SIGHUP'),
-    stop() {
-      return new Promise((resolve) => {
-        if (proc.exitCode !== null || proc.signalCode !== null) return resolve();
-        proc.once('exit', resolve);
-        proc.kill('SIGTERM');
-      });
-    },
+    stop: () => terminate(proc),
   };
 }
 

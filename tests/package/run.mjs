@@ -16,7 +16,7 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, 
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { kill, launch, serve, freePort } from '../browser.mjs';
+import { kill, launch, serve, freePort, gatewayTip, startGateway, terminate } from '../browser.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const HEIGHT = 3000;
@@ -152,49 +152,12 @@ function writeApp(app, viteVersion, tsVersion) {
 
 // ---------------------------------------------------------------- the gateway
 
-/// Start lightwire-gateway (as tests/e2e/run.mjs does); resolves once it listens.
+/// Start lightwire-gateway on a free port; `ready` resolves once it listens.
 function gateway(work, source) {
-  const argv = [
+  return startGateway(GATEWAY, [
     '--listen', '127.0.0.1:0', '--key-file', join(work, 'key'),
     '--metrics-listen', '127.0.0.1:0', ...source,
-  ];
-  const proc = spawn(GATEWAY, argv, { stdio: ['ignore', 'pipe', 'pipe'] });
-  let out = '';
-  let err = '';
-  const ready = new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`the gateway did not start: ${err}`)), 120_000);
-    const check = () => {
-      const c = /connect (ws:\/\/\S+)/.exec(out);
-      const m = /metrics on (http:\/\/\S+)/.exec(err);
-      if (c && m) {
-        clearTimeout(timer);
-        resolve({ connect: c[1], metrics: m[1] });
-      }
-    };
-    proc.stdout.on('data', (d) => {
-      out += d;
-      check();
-    });
-    proc.stderr.on('data', (d) => {
-      err += d;
-      check();
-    });
-    proc.on('error', (e) => reject(new Error(`the gateway did not start: ${e.message}`)));
-    proc.on('exit', (code) => reject(new Error(`the gateway exited (${code}): ${err}`)));
-  });
-  return { proc, ready };
-}
-
-function stopGateway(proc) {
-  return new Promise((resolve) => {
-    if (proc.pid === undefined || proc.exitCode !== null || proc.signalCode !== null) return resolve();
-    const timer = setTimeout(() => proc.kill('SIGKILL'), 5_000);
-    proc.once('exit', () => {
-      clearTimeout(timer);
-      resolve();
-    });
-    proc.kill('SIGTERM');
-  });
+  ]);
 }
 
 // ---------------------------------------------------------------- the browser
@@ -217,9 +180,7 @@ async function openApp(browser, url, metrics, workerPath) {
         `${errors.length ? `\n  ${errors.join('\n  ')}` : ''}`);
     }
     const [height, hash] = (await page.evaluate(() => document.body.textContent)).split(' ');
-    const text = await (await fetch(metrics)).text();
-    const gwHeight = Number(/^lightwire_tip_height (\d+)$/m.exec(text)?.[1]);
-    const gwHash = /lightwire_tip_info\{hash="([0-9a-f]+)"\}/.exec(text)?.[1];
+    const { height: gwHeight, hash: gwHash } = await gatewayTip(metrics);
     if (Number(height) !== gwHeight || hash !== gwHash) {
       fail(`the app's stored tip ${height} ${hash} is not the gateway's ${gwHeight} ${gwHash}`);
     }
@@ -353,7 +314,7 @@ async function main() {
   } finally {
     if (chrome) await kill(chrome.proc);
     if (dev) await kill(dev.proc);
-    if (gw) await stopGateway(gw.proc);
+    if (gw) await terminate(gw.proc);
     if (server) server.close();
     rmSync(work, { recursive: true, force: true });
   }
