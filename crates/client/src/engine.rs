@@ -16,7 +16,7 @@
 use std::collections::VecDeque;
 
 use lightwire_chain::{BlockHash, Chain, Entry, Header, Params, Work};
-use lightwire_noise::{PublicKey, SecretKey};
+use lightwire_noise::SecretKey;
 use lightwire_store::{Durability, Pending, Tip};
 
 use crate::peer::{ConnectString, Peer, PeerError, PeerEvent};
@@ -276,11 +276,6 @@ impl Engine {
     /// Counters since the start.
     pub fn counters(&self) -> Counters {
         self.counters
-    }
-
-    /// The number of gateways.
-    pub fn gateway_count(&self) -> usize {
-        self.gateways.len()
     }
 
     /// Gateway `g`'s WebSocket URL.
@@ -768,21 +763,6 @@ impl Engine {
     /// Whether [`Self::stop`] was called.
     pub fn is_stopped(&self) -> bool {
         self.stopped
-    }
-
-    /// The claimed tip of gateway `g`, if connected and announced: height and work.
-    pub fn announced(&self, g: usize) -> Option<(u32, Work)> {
-        self.gateways[g].tip.map(|(h, _, w)| (h, w))
-    }
-
-    /// The client's static key.
-    pub fn local_static(&self) -> &SecretKey {
-        &self.local_static
-    }
-
-    /// The pinned key of gateway `g`.
-    pub fn node_id(&self, g: usize) -> PublicKey {
-        self.gateways[g].connect.node_id
     }
 }
 

@@ -451,9 +451,7 @@ impl Syncer {
         if !self.commit_due() {
             return None;
         }
-        let durability = self.batch().durability;
-        self.pending.take_into(into);
-        Some(durability)
+        self.take_all(into)
     }
 }
 
