@@ -1,4 +1,4 @@
-// Numbers, sizes, durations and errors as a reader wants them.
+// Numbers, sizes, durations, errors and the engine's reasons as a reader wants them.
 
 const integer = new Intl.NumberFormat(undefined, { maximumFractionDigits: 0 });
 const compact = new Intl.NumberFormat(undefined, { notation: 'compact', maximumFractionDigits: 1 });
@@ -65,6 +65,22 @@ export function gatewayLabel(url: string): { address: string; node: string } {
   const id = hash < 0 ? '' : url.slice(hash + 1);
   const node = id.length > 16 ? `${id.slice(0, 8)}…${id.slice(-6)}` : id;
   return { address: address.replace(/^wss?:\/\//, ''), node };
+}
+
+/**
+ * A reason from the engine made easier to read: block hashes shortened, and WebSocket close
+ * code 1006 (which says only "closed without a reason") left out.
+ */
+export function plain(reason: string): string {
+  return reason.replace(/\s*\(code 1006\)/, '').replace(/\b([0-9a-f]{12})[0-9a-f]{52}\b/g, '$1…');
+}
+
+/** A reason from the engine as a sentence: capital first letter, final period. */
+export function sentence(text: string): string {
+  const t = text.trim();
+  if (!t) return t;
+  const s = t[0].toUpperCase() + t.slice(1);
+  return /[.!?]$/.test(s) ? s : `${s}.`;
 }
 
 /** A message as the end of a sentence: no trailing period, first letter as is. */
