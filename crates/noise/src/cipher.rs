@@ -10,6 +10,7 @@ use hkdf::Hkdf;
 use sha2::Sha256;
 use zeroize::Zeroizing;
 
+use crate::observe::Observer;
 use crate::{KEY_ROTATION_INTERVAL, MAC_LEN};
 
 /// A 32-byte key or chaining key, zeroized on drop.
@@ -99,52 +100,47 @@ impl CipherState {
         CipherState { key, ck, n: 0 }
     }
 
-    /// Encrypt `buf` in place with the next nonce and return its MAC.
-    pub(crate) fn seal(&mut self, buf: &mut [u8]) -> [u8; MAC_LEN] {
-        #[cfg(test)]
-        self.note_use("plaintext", buf);
-        let mac = seal(&self.key, self.n, &[], buf);
-        #[cfg(test)]
-        {
-            let mut with_tag = buf.to_vec();
-            with_tag.extend_from_slice(&mac);
-            crate::trace::note("", "ciphertext_with_tag", &with_tag);
-        }
-        self.advance();
-        mac
+    /// Seal `part` in place with the next nonce: its plaintext is `part` less its last 16
+    /// bytes, which receive the MAC. `part` is a length prefix or a body with its MAC, as
+    /// they lie in the frame, so the observer sees the ciphertext and its MAC as one value.
+    pub(crate) fn seal(&mut self, part: &mut [u8], observer: &impl Observer) {
+        // Invariant: `Sender::seal_in_place`, the only caller, passes the 18-byte length
+        // prefix or a body with its MAC, never fewer than 16 bytes.
+        let (buf, mac) = part.split_at_mut(part.len() - MAC_LEN);
+        observer.note("", "plaintext", buf);
+        observer.note("", "ad", &[]);
+        observer.note("", "nonce", &nonce(self.n));
+        observer.note("", "key", self.key.as_slice());
+        mac.copy_from_slice(&seal(&self.key, self.n, &[], buf));
+        observer.note("", "ciphertext_with_tag", part);
+        self.advance(observer);
     }
 
     /// Check `mac` and decrypt `buf` in place with the next nonce. A failure uses no
     /// nonce; the transport refuses further use after it (see `Receiver`).
-    pub(crate) fn open(&mut self, buf: &mut [u8], mac: &[u8; MAC_LEN]) -> Result<(), MacMismatch> {
+    pub(crate) fn open(
+        &mut self,
+        buf: &mut [u8],
+        mac: &[u8; MAC_LEN],
+        observer: &impl Observer,
+    ) -> Result<(), MacMismatch> {
         open(&self.key, self.n, &[], buf, mac)?;
-        self.advance();
+        self.advance(observer);
         Ok(())
     }
 
-    fn advance(&mut self) {
+    fn advance(&mut self, observer: &impl Observer) {
         self.n += 1;
         if self.n == KEY_ROTATION_INTERVAL {
             let (ck, key) = hkdf(&self.ck, self.key.as_slice());
-            #[cfg(test)]
-            {
-                crate::trace::note("rotation", "hkdf_salt_old_ck", self.ck.as_slice());
-                crate::trace::note("rotation", "hkdf_ikm_old_k", self.key.as_slice());
-                crate::trace::note("rotation", "new_ck", ck.as_slice());
-                crate::trace::note("rotation", "new_k", key.as_slice());
-            }
+            observer.note("rotation", "hkdf_salt_old_ck", self.ck.as_slice());
+            observer.note("rotation", "hkdf_ikm_old_k", self.key.as_slice());
+            observer.note("rotation", "new_ck", ck.as_slice());
+            observer.note("rotation", "new_k", key.as_slice());
             self.ck = ck;
             self.key = key;
             self.n = 0;
         }
-    }
-
-    #[cfg(test)]
-    fn note_use(&self, what: &str, data: &[u8]) {
-        crate::trace::note("", what, data);
-        crate::trace::note("", "ad", &[]);
-        crate::trace::note("", "nonce", &nonce(self.n));
-        crate::trace::note("", "key", self.key.as_slice());
     }
 
     #[cfg(test)]

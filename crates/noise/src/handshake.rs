@@ -9,6 +9,7 @@ use zeroize::Zeroizing;
 
 use crate::cipher::{self, Secret, hkdf};
 use crate::keys::{PublicKey, SecretKey, ecdh};
+use crate::observe::{Observer, Silent};
 use crate::transport::Transport;
 use crate::{ACT_ONE_LEN, ACT_THREE_LEN, ACT_TWO_LEN, HANDSHAKE_VERSION, MAC_LEN};
 
@@ -130,14 +131,6 @@ impl fmt::Display for HandshakeError {
 
 impl std::error::Error for HandshakeError {}
 
-/// Record a value for the vector tests (compiled out of non-test builds).
-macro_rules! note {
-    ($prefix:expr, $name:expr, $value:expr) => {
-        #[cfg(test)]
-        crate::trace::note($prefix, $name, $value);
-    };
-}
-
 /// The handshake hash `h` and chaining key `ck`.
 struct SymmetricState {
     h: [u8; 32],
@@ -167,23 +160,30 @@ impl SymmetricState {
     }
 
     /// `ck, temp_k = HKDF(ck, ikm)`; returns `temp_k`.
-    fn mix_key(&mut self, ikm: &[u8]) -> Secret {
-        note!("hkdf", "salt", self.ck.as_slice());
-        note!("hkdf", "ikm", ikm);
+    fn mix_key(&mut self, ikm: &[u8], observer: &impl Observer) -> Secret {
+        observer.note("hkdf", "salt", self.ck.as_slice());
+        observer.note("hkdf", "ikm", ikm);
         let (ck, temp_k) = hkdf(&self.ck, ikm);
         self.ck = ck;
-        note!("", "ck", self.ck.as_slice());
+        observer.note("", "ck", self.ck.as_slice());
         temp_k
     }
 
     /// `c = encryptWithAD(temp_k, n, h, plaintext)` into `out` (plaintext length + MAC).
-    fn encrypt(&self, label: &str, temp_k: &Secret, n: u64, plaintext: &[u8], out: &mut [u8]) {
-        note!(label, "k", temp_k.as_slice());
-        note!(label, "nonce", &cipher::nonce(n));
-        note!(label, "ad", &self.h);
-        note!(label, "plaintext", plaintext);
-        #[cfg(not(test))]
-        let _ = label;
+    /// `label` names the call in the vectors' trace (e.g. `encryptWithAD_static_key`).
+    fn encrypt(
+        &self,
+        label: &str,
+        temp_k: &Secret,
+        n: u64,
+        plaintext: &[u8],
+        out: &mut [u8],
+        observer: &impl Observer,
+    ) {
+        observer.note(label, "k", temp_k.as_slice());
+        observer.note(label, "nonce", &cipher::nonce(n));
+        observer.note(label, "ad", &self.h);
+        observer.note(label, "plaintext", plaintext);
         let (body, mac) = out.split_at_mut(plaintext.len());
         body.copy_from_slice(plaintext);
         mac.copy_from_slice(&cipher::seal(temp_k, n, &self.h, body));
@@ -197,15 +197,16 @@ impl SymmetricState {
         n: u64,
         plaintext: &[u8],
         out: &mut [u8],
+        observer: &impl Observer,
     ) {
-        self.encrypt(label, temp_k, n, plaintext, out);
-        note!("", "c", out);
+        self.encrypt(label, temp_k, n, plaintext, out, observer);
+        observer.note("", "c", out);
         self.mix_hash(out);
-        note!("", "h_after_mixing_c", &self.h);
+        observer.note("", "h_after_mixing_c", &self.h);
     }
 
     /// Check `c` (plaintext then MAC) with `decryptWithAD(temp_k, n, h, c)` and decrypt it
-    /// into `plaintext_out`.
+    /// into `plaintext_out`. `label` names the call in the vectors' trace.
     fn decrypt(
         &self,
         label: &str,
@@ -213,13 +214,12 @@ impl SymmetricState {
         n: u64,
         c: &[u8],
         plaintext_out: &mut [u8],
+        observer: &impl Observer,
     ) -> Result<(), cipher::MacMismatch> {
-        note!(label, "k", temp_k.as_slice());
-        note!(label, "nonce", &cipher::nonce(n));
-        note!(label, "ad", &self.h);
-        note!(label, "ciphertext", c);
-        #[cfg(not(test))]
-        let _ = label;
+        observer.note(label, "k", temp_k.as_slice());
+        observer.note(label, "nonce", &cipher::nonce(n));
+        observer.note(label, "ad", &self.h);
+        observer.note(label, "ciphertext", c);
         let (body, mac) = c.split_at(c.len() - MAC_LEN);
         plaintext_out.copy_from_slice(body);
         let mut tag = [0u8; MAC_LEN];
@@ -235,17 +235,18 @@ impl SymmetricState {
         n: u64,
         c: &[u8],
         plaintext_out: &mut [u8],
+        observer: &impl Observer,
     ) -> Result<(), cipher::MacMismatch> {
-        self.decrypt(label, temp_k, n, c, plaintext_out)?;
+        self.decrypt(label, temp_k, n, c, plaintext_out, observer)?;
         self.mix_hash(c);
-        note!("", "h_after_mixing_c", &self.h);
+        observer.note("", "h_after_mixing_c", &self.h);
         Ok(())
     }
 
     /// The final split: `HKDF(ck, empty)` gives the initiator's sending key first.
-    fn split(&self) -> (Secret, Secret) {
-        note!("final_hkdf", "salt", self.ck.as_slice());
-        note!("final_hkdf", "ikm", &[]);
+    fn split(&self, observer: &impl Observer) -> (Secret, Secret) {
+        observer.note("final_hkdf", "salt", self.ck.as_slice());
+        observer.note("final_hkdf", "ikm", &[]);
         hkdf(&self.ck, &[])
     }
 }
@@ -275,46 +276,63 @@ impl Initiator {
         remote_static: PublicKey,
         ephemeral: SecretKey,
     ) -> (AwaitingActTwo, [u8; ACT_ONE_LEN]) {
+        Self::start_observed(local_static, remote_static, ephemeral, Silent)
+    }
+
+    /// [`Self::start`], with `observer` shown every intermediate value of the handshake
+    /// and of the transport it leads to, secrets included: for tests and debugging only
+    /// (see [`Observer`]).
+    pub fn start_observed<O: Observer>(
+        local_static: SecretKey,
+        remote_static: PublicKey,
+        ephemeral: SecretKey,
+        observer: O,
+    ) -> (AwaitingActTwo<O>, [u8; ACT_ONE_LEN]) {
+        let obs = &observer;
         let mut sym = SymmetricState::new(&remote_static);
         let e_pub = ephemeral.public_key();
         sym.mix_hash(e_pub.as_bytes());
-        note!("", "h_after_mixing_e_pub", &sym.h);
+        obs.note("", "h_after_mixing_e_pub", &sym.h);
         let ss = ecdh(&ephemeral, &remote_static);
-        note!("", "ss_es", ss.as_slice());
-        let temp_k1 = sym.mix_key(ss.as_slice());
-        note!("", "temp_k1", temp_k1.as_slice());
+        obs.note("", "ss_es", ss.as_slice());
+        let temp_k1 = sym.mix_key(ss.as_slice(), obs);
+        obs.note("", "temp_k1", temp_k1.as_slice());
 
         let mut act = [0u8; ACT_ONE_LEN];
         act[0] = HANDSHAKE_VERSION;
         act[1..34].copy_from_slice(e_pub.as_bytes());
-        sym.encrypt_and_hash("encryptWithAD", &temp_k1, 0, &[], &mut act[34..]);
+        sym.encrypt_and_hash("encryptWithAD", &temp_k1, 0, &[], &mut act[34..], obs);
         (
             AwaitingActTwo {
                 sym,
                 local_static,
                 remote_static,
                 ephemeral,
+                observer,
             },
             act,
         )
     }
 }
 
-/// Initiator that has sent act one and waits for act two.
-pub struct AwaitingActTwo {
+/// Initiator that has sent act one and waits for act two. `O` is the [`Observer`] given
+/// to [`Initiator::start_observed`]: [`Silent`] unless one was.
+pub struct AwaitingActTwo<O = Silent> {
     sym: SymmetricState,
     local_static: SecretKey,
     remote_static: PublicKey,
     ephemeral: SecretKey,
+    observer: O,
 }
 
-impl AwaitingActTwo {
+impl<O: Observer> AwaitingActTwo<O> {
     /// Process act two (exactly 50 bytes). On success returns act three, which the caller
     /// must send before any transport frame, and the transport.
     pub fn read_act_two(
         mut self,
         act: &[u8],
-    ) -> Result<([u8; ACT_THREE_LEN], Transport), HandshakeError> {
+    ) -> Result<([u8; ACT_THREE_LEN], Transport<O>), HandshakeError> {
+        let obs = &self.observer;
         let version = check_len(act, ACT_TWO_LEN, |len| HandshakeError::Act2ReadFailed {
             len,
         })?;
@@ -322,20 +340,19 @@ impl AwaitingActTwo {
             return Err(HandshakeError::Act2BadVersion { version });
         }
         let re = PublicKey::from_slice(&act[1..34]).map_err(|_| HandshakeError::Act2BadPubkey)?;
-        note!("", "re", re.as_bytes());
+        obs.note("", "re", re.as_bytes());
         self.sym.mix_hash(re.as_bytes());
-        note!("", "h_after_mixing_re", &self.sym.h);
+        obs.note("", "h_after_mixing_re", &self.sym.h);
         let ss = ecdh(&self.ephemeral, &re);
-        note!("", "ss_ee", ss.as_slice());
-        let temp_k2 = self.sym.mix_key(ss.as_slice());
-        note!("", "temp_k2", temp_k2.as_slice());
+        obs.note("", "ss_ee", ss.as_slice());
+        let temp_k2 = self.sym.mix_key(ss.as_slice(), obs);
+        obs.note("", "temp_k2", temp_k2.as_slice());
         self.sym
-            .decrypt_and_hash("decryptWithAD", &temp_k2, 0, &act[34..], &mut [])
+            .decrypt_and_hash("decryptWithAD", &temp_k2, 0, &act[34..], &mut [], obs)
             .map_err(|_| HandshakeError::Act2BadTag)?;
 
         // Act three.
-        #[cfg(test)]
-        crate::trace::section("act_three");
+        obs.section("act_three");
         let mut out = [0u8; ACT_THREE_LEN];
         out[0] = HANDSHAKE_VERSION;
         let s_pub = self.local_static.public_key();
@@ -345,17 +362,24 @@ impl AwaitingActTwo {
             1,
             s_pub.as_bytes(),
             &mut out[1..50],
+            obs,
         );
         let ss = ecdh(&self.local_static, &re);
-        note!("", "ss_se", ss.as_slice());
-        let temp_k3 = self.sym.mix_key(ss.as_slice());
-        note!("", "temp_k3", temp_k3.as_slice());
+        obs.note("", "ss_se", ss.as_slice());
+        let temp_k3 = self.sym.mix_key(ss.as_slice(), obs);
+        obs.note("", "temp_k3", temp_k3.as_slice());
         // The final tag is not mixed into h: nothing follows it in the handshake.
-        self.sym
-            .encrypt("encryptWithAD_final_tag", &temp_k3, 0, &[], &mut out[50..]);
-        note!("", "t", &out[50..]);
-        let (sk, rk) = self.sym.split();
-        let transport = Transport::new(sk, rk, &self.sym.ck, self.remote_static);
+        self.sym.encrypt(
+            "encryptWithAD_final_tag",
+            &temp_k3,
+            0,
+            &[],
+            &mut out[50..],
+            obs,
+        );
+        obs.note("", "t", &out[50..]);
+        let (sk, rk) = self.sym.split(obs);
+        let transport = Transport::new(sk, rk, &self.sym.ck, self.remote_static, self.observer);
         Ok((out, transport))
     }
 }
@@ -367,26 +391,41 @@ impl Responder {
     /// Get ready for a handshake with our static key and a fresh random `ephemeral` key
     /// (never reuse one). Nothing is sent until act one arrives.
     pub fn start(local_static: SecretKey, ephemeral: SecretKey) -> AwaitingActOne {
+        Self::start_observed(local_static, ephemeral, Silent)
+    }
+
+    /// [`Self::start`], with `observer` shown every intermediate value of the handshake
+    /// and of the transport it leads to, secrets included: for tests and debugging only
+    /// (see [`Observer`]).
+    pub fn start_observed<O: Observer>(
+        local_static: SecretKey,
+        ephemeral: SecretKey,
+        observer: O,
+    ) -> AwaitingActOne<O> {
         AwaitingActOne {
             local_static,
             ephemeral,
+            observer,
         }
     }
 }
 
-/// Responder waiting for act one.
-pub struct AwaitingActOne {
+/// Responder waiting for act one. `O` is the [`Observer`] given to
+/// [`Responder::start_observed`]: [`Silent`] unless one was.
+pub struct AwaitingActOne<O = Silent> {
     local_static: SecretKey,
     ephemeral: SecretKey,
+    observer: O,
 }
 
-impl AwaitingActOne {
+impl<O: Observer> AwaitingActOne<O> {
     /// Process act one (exactly 50 bytes). On success returns the state awaiting act
     /// three and act two to send.
     pub fn read_act_one(
         self,
         act: &[u8],
-    ) -> Result<(AwaitingActThree, [u8; ACT_TWO_LEN]), HandshakeError> {
+    ) -> Result<(AwaitingActThree<O>, [u8; ACT_TWO_LEN]), HandshakeError> {
+        let obs = &self.observer;
         let version = check_len(act, ACT_ONE_LEN, |len| HandshakeError::Act1ReadFailed {
             len,
         })?;
@@ -395,55 +434,57 @@ impl AwaitingActOne {
         }
         let mut sym = SymmetricState::new(&self.local_static.public_key());
         let re = PublicKey::from_slice(&act[1..34]).map_err(|_| HandshakeError::Act1BadPubkey)?;
-        note!("", "re", re.as_bytes());
+        obs.note("", "re", re.as_bytes());
         sym.mix_hash(re.as_bytes());
-        note!("", "h_after_mixing_re", &sym.h);
+        obs.note("", "h_after_mixing_re", &sym.h);
         let ss = ecdh(&self.local_static, &re);
-        note!("", "ss_es", ss.as_slice());
-        let temp_k1 = sym.mix_key(ss.as_slice());
-        note!("", "temp_k1", temp_k1.as_slice());
-        sym.decrypt_and_hash("decryptWithAD", &temp_k1, 0, &act[34..], &mut [])
+        obs.note("", "ss_es", ss.as_slice());
+        let temp_k1 = sym.mix_key(ss.as_slice(), obs);
+        obs.note("", "temp_k1", temp_k1.as_slice());
+        sym.decrypt_and_hash("decryptWithAD", &temp_k1, 0, &act[34..], &mut [], obs)
             .map_err(|_| HandshakeError::Act1BadTag)?;
 
         // Act two.
-        #[cfg(test)]
-        crate::trace::section("act_two");
+        obs.section("act_two");
         let e_pub = self.ephemeral.public_key();
-        note!("", "e.pub", e_pub.as_bytes());
-        #[cfg(test)]
-        crate::trace::note("", "e.priv", self.ephemeral.to_bytes().as_slice());
+        obs.note("", "e.pub", e_pub.as_bytes());
+        obs.note_secret_key("", "e.priv", &self.ephemeral);
         sym.mix_hash(e_pub.as_bytes());
-        note!("", "h_after_mixing_e_pub", &sym.h);
+        obs.note("", "h_after_mixing_e_pub", &sym.h);
         let ss = ecdh(&self.ephemeral, &re);
-        note!("", "ss_ee", ss.as_slice());
-        let temp_k2 = sym.mix_key(ss.as_slice());
-        note!("", "temp_k2", temp_k2.as_slice());
+        obs.note("", "ss_ee", ss.as_slice());
+        let temp_k2 = sym.mix_key(ss.as_slice(), obs);
+        obs.note("", "temp_k2", temp_k2.as_slice());
         let mut out = [0u8; ACT_TWO_LEN];
         out[0] = HANDSHAKE_VERSION;
         out[1..34].copy_from_slice(e_pub.as_bytes());
-        sym.encrypt_and_hash("encryptWithAD", &temp_k2, 0, &[], &mut out[34..]);
+        sym.encrypt_and_hash("encryptWithAD", &temp_k2, 0, &[], &mut out[34..], obs);
         Ok((
             AwaitingActThree {
                 sym,
                 ephemeral: self.ephemeral,
                 temp_k2,
+                observer: self.observer,
             },
             out,
         ))
     }
 }
 
-/// Responder that has sent act two and waits for act three.
-pub struct AwaitingActThree {
+/// Responder that has sent act two and waits for act three. `O` is the [`Observer`]
+/// given to [`Responder::start_observed`]: [`Silent`] unless one was.
+pub struct AwaitingActThree<O = Silent> {
     sym: SymmetricState,
     ephemeral: SecretKey,
     temp_k2: Secret,
+    observer: O,
 }
 
-impl AwaitingActThree {
+impl<O: Observer> AwaitingActThree<O> {
     /// Process act three (exactly 66 bytes). On success returns the transport, whose
     /// [`Transport::remote_static`] is the initiator's authenticated static key.
-    pub fn read_act_three(mut self, act: &[u8]) -> Result<Transport, HandshakeError> {
+    pub fn read_act_three(mut self, act: &[u8]) -> Result<Transport<O>, HandshakeError> {
+        let obs = &self.observer;
         let version = check_len(act, ACT_THREE_LEN, |len| HandshakeError::Act3ReadFailed {
             len,
         })?;
@@ -458,20 +499,28 @@ impl AwaitingActThree {
                 1,
                 &act[1..50],
                 &mut rs_bytes,
+                obs,
             )
             .map_err(|_| HandshakeError::Act3BadCiphertext)?;
         let rs = PublicKey::from_slice(&rs_bytes).map_err(|_| HandshakeError::Act3BadPubkey)?;
-        note!("", "rs", rs.as_bytes());
+        obs.note("", "rs", rs.as_bytes());
         let ss = ecdh(&self.ephemeral, &rs);
-        note!("", "ss_se", ss.as_slice());
-        let temp_k3 = self.sym.mix_key(ss.as_slice());
-        note!("", "temp_k3", temp_k3.as_slice());
+        obs.note("", "ss_se", ss.as_slice());
+        let temp_k3 = self.sym.mix_key(ss.as_slice(), obs);
+        obs.note("", "temp_k3", temp_k3.as_slice());
         self.sym
-            .decrypt("decryptWithAD_final_tag", &temp_k3, 0, &act[50..], &mut [])
+            .decrypt(
+                "decryptWithAD_final_tag",
+                &temp_k3,
+                0,
+                &act[50..],
+                &mut [],
+                obs,
+            )
             .map_err(|_| HandshakeError::Act3BadTag)?;
         // The responder receives with the first key and sends with the second.
-        let (rk, sk) = self.sym.split();
-        Ok(Transport::new(sk, rk, &self.sym.ck, rs))
+        let (rk, sk) = self.sym.split(obs);
+        Ok(Transport::new(sk, rk, &self.sym.ck, rs, self.observer))
     }
 }
 

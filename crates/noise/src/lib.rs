@@ -16,6 +16,11 @@
 //!   caller lends; [`FrameBuffer`] and [`FrameReader`] own one fixed buffer each, so a
 //!   steady stream of messages allocates nothing.
 //!
+//! * Observation: every intermediate value, secrets included, goes to an [`Observer`]
+//!   rather than to trace calls. The default, [`Silent`], compiles to nothing; the BOLT 8
+//!   vector tests install a recording one through [`Initiator::start_observed`] and
+//!   [`Responder::start_observed`].
+//!
 //! Secrets (static and ephemeral keys, chaining keys, cipher keys) are zeroized on drop.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -23,13 +28,12 @@
 mod cipher;
 mod handshake;
 mod keys;
+mod observe;
 // ChaCha20-Poly1305 on wasm SIMD128 (RustCrypto has no wasm SIMD backend); see cipher.rs.
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
 mod simd128;
 mod transport;
 
-#[cfg(test)]
-mod trace;
 #[cfg(test)]
 mod vectors;
 
@@ -58,6 +62,7 @@ pub use handshake::{
     AwaitingActOne, AwaitingActThree, AwaitingActTwo, HandshakeError, Initiator, Responder,
 };
 pub use keys::{KeyError, PublicKey, SecretKey};
+pub use observe::{Observer, Silent};
 pub use transport::{
     FrameBuffer, FrameReader, ReceiveError, Receiver, SendError, Sender, Transport,
 };

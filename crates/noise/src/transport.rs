@@ -8,6 +8,7 @@ use core::fmt;
 
 use crate::cipher::{CipherState, Secret};
 use crate::keys::PublicKey;
+use crate::observe::{Observer, Silent};
 use crate::{LENGTH_HEADER_LEN, MAC_LEN, MAX_FRAME_LEN, MAX_MESSAGE_LEN, frame_len};
 
 /// Why a message could not be sealed. Nothing is consumed: the nonce is unchanged.
@@ -120,25 +121,35 @@ impl fmt::Display for ReceiveError {
 impl std::error::Error for ReceiveError {}
 
 /// Both directions of an established connection, and the peer's authenticated static key.
+/// `O` is the handshake's [`Observer`]: [`Silent`] unless one was given.
 // Clone only for tests (test-util): duplicating live nonce state would reuse nonces.
 #[cfg_attr(feature = "test-util", derive(Clone))]
-pub struct Transport {
-    sender: Sender,
-    receiver: Receiver,
+pub struct Transport<O = Silent> {
+    sender: Sender<O>,
+    receiver: Receiver<O>,
     remote_static: PublicKey,
 }
 
-impl Transport {
-    /// Both directions start from the handshake's final chaining key.
-    pub(crate) fn new(sk: Secret, rk: Secret, ck: &Secret, remote_static: PublicKey) -> Self {
+impl<O: Observer> Transport<O> {
+    /// Both directions start from the handshake's final chaining key; each half gets a
+    /// clone of the handshake's observer.
+    pub(crate) fn new(
+        sk: Secret,
+        rk: Secret,
+        ck: &Secret,
+        remote_static: PublicKey,
+        observer: O,
+    ) -> Self {
         Transport {
             sender: Sender {
                 cs: CipherState::new(sk, ck.clone()),
+                observer: observer.clone(),
             },
             receiver: Receiver {
                 cs: CipherState::new(rk, ck.clone()),
                 pending_body: None,
                 failed: false,
+                observer,
             },
             remote_static,
         }
@@ -151,39 +162,41 @@ impl Transport {
     }
 
     /// The sending half.
-    pub fn sender(&mut self) -> &mut Sender {
+    pub fn sender(&mut self) -> &mut Sender<O> {
         &mut self.sender
     }
 
     /// The receiving half.
-    pub fn receiver(&mut self) -> &mut Receiver {
+    pub fn receiver(&mut self) -> &mut Receiver<O> {
         &mut self.receiver
     }
 
     #[cfg(test)]
-    pub(crate) fn sender_ref(&self) -> &Sender {
+    pub(crate) fn sender_ref(&self) -> &Sender<O> {
         &self.sender
     }
 
     #[cfg(test)]
-    pub(crate) fn receiver_ref(&self) -> &Receiver {
+    pub(crate) fn receiver_ref(&self) -> &Receiver<O> {
         &self.receiver
     }
 
     /// Separate the halves, to send and receive from different places.
-    pub fn split(self) -> (Sender, Receiver) {
+    pub fn split(self) -> (Sender<O>, Receiver<O>) {
         (self.sender, self.receiver)
     }
 }
 
-/// The sending half of a transport.
+/// The sending half of a transport. `O` is the handshake's [`Observer`]: [`Silent`]
+/// unless one was given.
 // Clone only for tests (test-util): duplicating live nonce state would reuse nonces.
 #[cfg_attr(feature = "test-util", derive(Clone))]
-pub struct Sender {
+pub struct Sender<O = Silent> {
     cs: CipherState,
+    observer: O,
 }
 
-impl Sender {
+impl<O: Observer> Sender<O> {
     /// Seal the `len`-byte message already written at `frame[18..18 + len]`, in place,
     /// into a whole frame at `frame[..frame_len(len)]`; returns that length. This is the
     /// zero-copy path: encode the message straight into the body region, then seal.
@@ -199,22 +212,14 @@ impl Sender {
             });
         }
         let (header, rest) = frame.split_at_mut(LENGTH_HEADER_LEN);
-        let (prefix, prefix_mac) = header.split_at_mut(2);
         // `len <= 65535` was checked above.
-        prefix.copy_from_slice(&(len as u16).to_be_bytes());
-        #[cfg(test)]
-        {
-            crate::trace::section("length");
-            crate::trace::note("", "part", b"length");
-        }
-        prefix_mac.copy_from_slice(&self.cs.seal(prefix));
-        let (body, body_mac) = rest[..len + MAC_LEN].split_at_mut(len);
-        #[cfg(test)]
-        {
-            crate::trace::section("body");
-            crate::trace::note("", "part", b"body");
-        }
-        body_mac.copy_from_slice(&self.cs.seal(body));
+        header[..2].copy_from_slice(&(len as u16).to_be_bytes());
+        self.observer.section("length");
+        self.observer.note("", "part", b"length");
+        self.cs.seal(header, &self.observer);
+        self.observer.section("body");
+        self.observer.note("", "part", b"body");
+        self.cs.seal(&mut rest[..len + MAC_LEN], &self.observer);
         Ok(total)
     }
 
@@ -241,16 +246,18 @@ impl Sender {
 }
 
 /// The receiving half of a transport: open a length prefix, then its body, in place.
+/// `O` is the handshake's [`Observer`]: [`Silent`] unless one was given.
 // Clone only for tests (test-util): duplicating live nonce state would reuse nonces.
 #[cfg_attr(feature = "test-util", derive(Clone))]
-pub struct Receiver {
+pub struct Receiver<O = Silent> {
     cs: CipherState,
     /// Body length (without MAC) declared by the last opened prefix.
     pending_body: Option<usize>,
     failed: bool,
+    observer: O,
 }
 
-impl Receiver {
+impl<O: Observer> Receiver<O> {
     /// Open an 18-byte sealed length prefix; returns the body length that follows it
     /// (the body is that many bytes plus a 16-byte MAC).
     pub fn open_length(&mut self, header: &[u8]) -> Result<usize, ReceiveError> {
@@ -265,7 +272,7 @@ impl Receiver {
             let mut mac = [0u8; MAC_LEN];
             mac.copy_from_slice(&header[2..]);
             rx.cs
-                .open(&mut prefix, &mac)
+                .open(&mut prefix, &mac, &rx.observer)
                 .map_err(|_| ReceiveError::BadLengthMac)?;
             let len = usize::from(u16::from_be_bytes(prefix));
             rx.pending_body = Some(len);
@@ -288,7 +295,7 @@ impl Receiver {
             let mut tag = [0u8; MAC_LEN];
             tag.copy_from_slice(mac);
             rx.cs
-                .open(plain, &tag)
+                .open(plain, &tag, &rx.observer)
                 .map_err(|_| ReceiveError::BadBodyMac)?;
             rx.pending_body = None;
             Ok(len)
@@ -397,13 +404,21 @@ impl FrameBuffer {
     }
 
     /// Seal the `len` bytes written into [`Self::body_mut`]; returns the frame to send.
-    pub fn seal(&mut self, sender: &mut Sender, len: usize) -> Result<&[u8], SendError> {
+    pub fn seal<O: Observer>(
+        &mut self,
+        sender: &mut Sender<O>,
+        len: usize,
+    ) -> Result<&[u8], SendError> {
         let total = sender.seal_in_place(&mut self.buf, len)?;
         Ok(&self.buf[..total])
     }
 
     /// Copy `message` in and seal it; returns the frame to send.
-    pub fn encrypt(&mut self, sender: &mut Sender, message: &[u8]) -> Result<&[u8], SendError> {
+    pub fn encrypt<O: Observer>(
+        &mut self,
+        sender: &mut Sender<O>,
+        message: &[u8],
+    ) -> Result<&[u8], SendError> {
         let total = sender.encrypt(message, &mut self.buf)?;
         Ok(&self.buf[..total])
     }
@@ -481,9 +496,9 @@ impl FrameReader {
     /// }
     /// # Ok(()) }
     /// ```
-    pub fn read<'a>(
+    pub fn read<'a, O: Observer>(
         &'a mut self,
-        rx: &mut Receiver,
+        rx: &mut Receiver<O>,
         input: &[u8],
     ) -> Result<(usize, Option<&'a mut [u8]>), ReceiveError> {
         if self.failed || rx.is_failed() {

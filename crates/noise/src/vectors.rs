@@ -1,22 +1,64 @@
 //! Every BOLT 8 test vector, read from `$LIGHTWIRE_SHARED/vectors/bolt8.json`: both
 //! successful handshakes with every intermediate value of their traces, the 13 failure
 //! cases with their exact errors, and the transport messages 0, 1, 500, 501, 1000 and
-//! 1001 with both key rotations. These are unit tests (not integration tests) because the
-//! intermediate values are private; they run natively and, under wasm-bindgen-test, in
-//! headless Chromium. The file is embedded at compile time so the browser can read it.
+//! 1001 with both key rotations. The intermediate values come from a recording
+//! [`Observer`] installed with `start_observed`; the failure cases run on the default,
+//! silent path. They run natively and, under wasm-bindgen-test, in headless Chromium. The
+//! file is embedded at compile time so the browser can read it.
 
 #[cfg(target_arch = "wasm32")]
 use wasm_bindgen_test::wasm_bindgen_test as test;
 #[cfg(target_arch = "wasm32")]
 wasm_bindgen_test::wasm_bindgen_test_configure!(run_in_browser);
 
+use std::cell::RefCell;
+use std::rc::Rc;
+
 use serde_json::Value;
 
-use crate::trace::{self, Note, Section};
 use crate::{
-    AwaitingActThree, FrameReader, HandshakeError, Initiator, PublicKey, Responder, SecretKey,
-    Transport,
+    AwaitingActThree, FrameReader, HandshakeError, Initiator, Observer, PublicKey, Responder,
+    SecretKey, Transport,
 };
+
+/// A recorded value: its dotted name and its bytes.
+type Note = (String, Vec<u8>);
+/// A named run of notes (an act, or one part of a frame).
+type Section = (String, Vec<Note>);
+
+/// The recording observer: every value under its dotted name, split into the sections the
+/// code starts. Clones share one record (each half of a transport holds one).
+#[derive(Clone, Default)]
+struct Recorder(Rc<RefCell<Vec<Section>>>);
+
+impl Recorder {
+    /// Everything recorded since the last call; notes before the first section come under
+    /// the section `""`.
+    fn take(&self) -> Vec<Section> {
+        std::mem::take(&mut *self.0.borrow_mut())
+    }
+}
+
+impl Observer for Recorder {
+    fn note(&self, prefix: &str, name: &str, value: &[u8]) {
+        let name = if prefix.is_empty() {
+            name.to_string()
+        } else {
+            format!("{prefix}.{name}")
+        };
+        let mut sections = self.0.borrow_mut();
+        if sections.is_empty() {
+            sections.push((String::new(), Vec::new()));
+        }
+        if let Some((_, notes)) = sections.last_mut() {
+            notes.push((name, value.to_vec()));
+        }
+    }
+
+    fn section(&self, name: &str) {
+        self.0.borrow_mut().push((name.to_string(), Vec::new()));
+    }
+}
 
 const VECTORS: &str = include_str!(concat!(env!("LIGHTWIRE_SHARED"), "/vectors/bolt8.json"));
 
@@ -110,21 +152,24 @@ fn check_keys(inputs: &Value) {
     );
 }
 
-fn initiator_handshake(v: &Value) -> Transport {
+/// The initiator's side of the successful handshake, every value checked; returns the
+/// transport and the recorder it still reports to.
+fn initiator_handshake(v: &Value) -> (Transport<Recorder>, Recorder) {
     let inputs = &v["inputs"];
     check_keys(inputs);
-    trace::take();
-    let (state, act1) = Initiator::start(
+    let recorder = Recorder::default();
+    let (state, act1) = Initiator::start_observed(
         secret(&inputs["ls.priv"]),
         public(&inputs["rs.pub"]),
         secret(&inputs["e.priv"]),
+        recorder.clone(),
     );
     assert_eq!(
         hex::encode(act1),
         v["act_one"]["output"].as_str().unwrap(),
         "act one"
     );
-    let notes = trace::sections(trace::take());
+    let notes = recorder.take();
     check_trace(
         "initiator act one",
         &v["act_one"]["trace"],
@@ -139,7 +184,7 @@ fn initiator_handshake(v: &Value) -> Transport {
         v["act_three"]["output"].as_str().unwrap(),
         "act three"
     );
-    let notes = trace::sections(trace::take());
+    let notes = recorder.take();
     check_trace(
         "initiator act two",
         &v["act_two"]["trace"],
@@ -151,14 +196,20 @@ fn initiator_handshake(v: &Value) -> Transport {
         &section(&notes, "act_three"),
     );
     check_result(&v["result"], &transport);
-    transport
+    (transport, recorder)
 }
 
-fn responder_handshake(v: &Value) -> Transport {
+/// The responder's side of the successful handshake, every value checked; returns the
+/// transport and the recorder it still reports to.
+fn responder_handshake(v: &Value) -> (Transport<Recorder>, Recorder) {
     let inputs = &v["inputs"];
     check_keys(inputs);
-    trace::take();
-    let state = Responder::start(secret(&inputs["ls.priv"]), secret(&inputs["e.priv"]));
+    let recorder = Recorder::default();
+    let state = Responder::start_observed(
+        secret(&inputs["ls.priv"]),
+        secret(&inputs["e.priv"]),
+        recorder.clone(),
+    );
     let (state, act2) = state
         .read_act_one(&hex_of(&v["act_one"]["input"]))
         .expect("act one accepted");
@@ -167,7 +218,7 @@ fn responder_handshake(v: &Value) -> Transport {
         v["act_two"]["output"].as_str().unwrap(),
         "act two"
     );
-    let notes = trace::sections(trace::take());
+    let notes = recorder.take();
     check_trace(
         "responder act one",
         &v["act_one"]["trace"],
@@ -182,17 +233,17 @@ fn responder_handshake(v: &Value) -> Transport {
     let transport = state
         .read_act_three(&hex_of(&v["act_three"]["input"]))
         .expect("act three accepted");
-    let notes = trace::sections(trace::take());
+    let notes = recorder.take();
     check_trace(
         "responder act three",
         &v["act_three"]["trace"],
         &section(&notes, ""),
     );
     check_result(&v["result"], &transport);
-    transport
+    (transport, recorder)
 }
 
-fn check_result(result: &Value, transport: &Transport) {
+fn check_result<O: Observer>(result: &Value, transport: &Transport<O>) {
     assert_eq!(
         hex::encode(transport.sender_ref().cipher().key()),
         result["sk"].as_str().unwrap(),
@@ -218,7 +269,7 @@ fn check_result(result: &Value, transport: &Transport) {
 #[test]
 fn initiator_successful_handshake() {
     let v = vectors();
-    let transport = initiator_handshake(&v["initiator"]["successful_handshake"]);
+    let (transport, _) = initiator_handshake(&v["initiator"]["successful_handshake"]);
     let rs = public(&v["initiator"]["successful_handshake"]["inputs"]["rs.pub"]);
     assert_eq!(*transport.remote_static(), rs);
 }
@@ -226,7 +277,7 @@ fn initiator_successful_handshake() {
 #[test]
 fn responder_successful_handshake() {
     let v = vectors();
-    let transport = responder_handshake(&v["responder"]["successful_handshake"]);
+    let (transport, _) = responder_handshake(&v["responder"]["successful_handshake"]);
     // The responder learns the initiator's static key from act three.
     let initiator_static = public(&v["initiator"]["successful_handshake"]["inputs"]["ls.pub"]);
     assert_eq!(*transport.remote_static(), initiator_static);
@@ -334,8 +385,8 @@ fn thirteen_distinct_failures() {
 fn transport_messages_and_rotations() {
     let v = vectors();
     let m = &v["message_encryption"];
-    let mut initiator = initiator_handshake(&v["initiator"]["successful_handshake"]);
-    let mut responder = responder_handshake(&v["responder"]["successful_handshake"]);
+    let (mut initiator, recorder) = initiator_handshake(&v["initiator"]["successful_handshake"]);
+    let (mut responder, _) = responder_handshake(&v["responder"]["successful_handshake"]);
     assert_eq!(
         hex::encode(initiator.sender_ref().cipher().key()),
         m["sk"].as_str().unwrap()
@@ -356,22 +407,21 @@ fn transport_messages_and_rotations() {
     let mut rotations = Vec::new();
     let mut stream = Vec::new();
     let mut frame = [0u8; 64];
-    trace::take();
     for i in 0..1002u32 {
         let len = initiator
             .sender()
             .encrypt(&plaintext, &mut frame)
             .expect("seal");
         stream.extend_from_slice(&frame[..len]);
-        let notes = trace::take();
+        let parts = recorder.take();
         rotations.extend(
-            notes
+            parts
                 .iter()
+                .flat_map(|(_, notes)| notes)
                 .filter(|(n, _)| n.starts_with("rotation."))
                 .cloned(),
         );
         if let Some(trace_json) = m["trace"].get(format!("message_{i}")) {
-            let parts = trace::sections(notes);
             check_trace(
                 &format!("message {i} length"),
                 &trace_json["length"],
