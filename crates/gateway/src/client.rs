@@ -1,58 +1,32 @@
-//! A native client of the gateway (tokio): WebSocket, BOLT 8 initiator, `init`, then
-//! messages. Used by the tests and the load generator; the browser client is issue 5's.
+//! A native client of the gateway (tokio): the WebSocket upgrade and frames, and a
+//! [`Link`] (lightwire-proto's BOLT 8 initiator, which sends `init`) for raw messages. Used
+//! by the tests, which also misbehave through it, and by the load generator; the browser's
+//! client is the `lightwire` crate.
 
-use core::fmt;
 use std::net::SocketAddr;
 
-use lightwire_noise::{
-    ACT_TWO_LEN, FrameBuffer, FrameReader, HandshakeError, Initiator, PublicKey, ReceiveError,
-    Receiver, SendError, Sender, frame_len,
-};
-use lightwire_wire::{EncodeError, Features, Init, MAX_MESSAGE_LEN, Message, Networks};
+use lightwire_noise::{PublicKey, frame_len};
+use lightwire_proto::ws::{self, WsError};
+use lightwire_proto::{Link, PeerError};
+use lightwire_wire::{MAX_MESSAGE_LEN, Message};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::ws::{self, WsError};
-
 /// Why a client connection failed.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum ClientError {
     /// Socket error.
-    Io(std::io::Error),
+    #[error("socket: {0}")]
+    Io(#[from] std::io::Error),
     /// WebSocket rules broken by the gateway.
-    Ws(WsError),
-    /// BOLT 8 handshake failed.
-    Handshake(HandshakeError),
-    /// A frame from the gateway failed.
-    Receive(ReceiveError),
-    /// Sealing failed.
-    Send(SendError),
-    /// Encoding a message failed.
-    Encode(EncodeError),
+    #[error("websocket: {0}")]
+    Ws(#[from] WsError),
+    /// The BOLT 8 link failed (handshake, a frame, sealing, encoding).
+    #[error(transparent)]
+    Link(#[from] PeerError),
     /// The gateway closed the connection.
+    #[error("closed by the gateway")]
     Closed,
-}
-
-impl fmt::Display for ClientError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ClientError::Io(e) => write!(f, "socket: {e}"),
-            ClientError::Ws(e) => write!(f, "websocket: {e}"),
-            ClientError::Handshake(e) => write!(f, "handshake: {e}"),
-            ClientError::Receive(e) => write!(f, "frame: {e}"),
-            ClientError::Send(e) => write!(f, "sealing: {e}"),
-            ClientError::Encode(e) => write!(f, "encoding: {e}"),
-            ClientError::Closed => f.write_str("closed by the gateway"),
-        }
-    }
-}
-
-impl std::error::Error for ClientError {}
-
-impl From<std::io::Error> for ClientError {
-    fn from(e: std::io::Error) -> Self {
-        ClientError::Io(e)
-    }
 }
 
 /// How the client cuts its transport frames into WebSocket messages (the gateway must not
@@ -66,7 +40,7 @@ pub enum Framing {
 }
 
 /// The WebSocket side of a connection: reads frames, writes masked binary messages.
-struct Link {
+struct WsLink {
     stream: TcpStream,
     decoder: ws::Decoder,
     /// Read buffer; `rbuf[start..end]` not yet decoded, `rbuf[data.0..data.1]` WebSocket
@@ -81,7 +55,7 @@ struct Link {
     mask_seed: u32,
 }
 
-impl Link {
+impl WsLink {
     /// The next stretch of WebSocket payload in `rbuf` (reading from the socket if needed).
     async fn next_data(&mut self) -> Result<(usize, usize), ClientError> {
         loop {
@@ -89,10 +63,7 @@ impl Link {
                 return Ok(self.data);
             }
             if self.start < self.end {
-                let (n, event) = self
-                    .decoder
-                    .decode(&mut self.rbuf[self.start..self.end])
-                    .map_err(ClientError::Ws)?;
+                let (n, event) = self.decoder.decode(&mut self.rbuf[self.start..self.end])?;
                 let at = self.start;
                 self.start += n;
                 match event {
@@ -145,10 +116,7 @@ impl Link {
 /// A connected client that has sent its `init`.
 pub struct Client {
     link: Link,
-    sender: Sender,
-    receiver: Receiver,
-    reader: FrameReader,
-    frame: FrameBuffer,
+    ws: WsLink,
 }
 
 fn fresh_key() -> Result<lightwire_noise::SecretKey, ClientError> {
@@ -178,11 +146,11 @@ impl Client {
                 return Err(ClientError::Closed);
             }
             end += k;
-            if let Some(c) = ws::client_response(&rbuf[..end], &key).map_err(ClientError::Ws)? {
+            if let Some(c) = ws::client_response(&rbuf[..end], &key)? {
                 break c;
             }
         };
-        let mut link = Link {
+        let ws = WsLink {
             stream,
             decoder: ws::Decoder::client(),
             rbuf,
@@ -193,44 +161,34 @@ impl Client {
             framing,
             mask_seed: 0x9e37_79b9,
         };
-        let (awaiting, act_one) = Initiator::start(fresh_key()?, *node_id, fresh_key()?);
-        link.send_raw(&act_one).await?;
-        let mut act_two = [0u8; ACT_TWO_LEN];
-        let mut have = 0;
-        while have < ACT_TWO_LEN {
-            let (a, b) = link.next_data().await?;
-            let take = (b - a).min(ACT_TWO_LEN - have);
-            act_two[have..have + take].copy_from_slice(&link.rbuf[a..a + take]);
-            have += take;
-            link.data.0 = a + take;
+        let link = Link::new(chain_hash, fresh_key()?, *node_id, fresh_key()?);
+        let mut client = Client { link, ws };
+        // Act one; then act two in, act three and init out.
+        client.flush().await?;
+        while !client.link.is_established() {
+            let (a, b) = client.ws.next_data().await?;
+            let (taken, _) = client.link.read(&client.ws.rbuf[a..b])?;
+            client.ws.data.0 = a + taken;
         }
-        let (act_three, transport) = awaiting
-            .read_act_two(&act_two)
-            .map_err(ClientError::Handshake)?;
-        link.send_raw(&act_three).await?;
-        let (sender, receiver) = transport.split();
-        let mut client = Client {
-            link,
-            sender,
-            receiver,
-            reader: FrameReader::new(),
-            frame: FrameBuffer::new(),
-        };
-        let chains = [chain_hash];
-        let init = Init::new(Features::empty(), Some(Networks::from_chains(&chains)));
-        client.send(&Message::Init(init)).await?;
+        client.flush().await?;
         Ok(client)
+    }
+
+    /// Send what the link has queued.
+    async fn flush(&mut self) -> Result<(), ClientError> {
+        if let Some(out) = self.link.transmit() {
+            self.ws.send_raw(out).await?;
+            self.link.sent();
+        }
+        Ok(())
     }
 
     /// Receive the next message and hand its bytes to `f`.
     pub async fn recv<R>(&mut self, f: impl FnOnce(&[u8]) -> R) -> Result<R, ClientError> {
         loop {
-            let (a, b) = self.link.next_data().await?;
-            let (taken, message) = self
-                .reader
-                .read(&mut self.receiver, &self.link.rbuf[a..b])
-                .map_err(ClientError::Receive)?;
-            self.link.data.0 = a + taken;
+            let (a, b) = self.ws.next_data().await?;
+            let (taken, message) = self.link.read(&self.ws.rbuf[a..b])?;
+            self.ws.data.0 = a + taken;
             if let Some(m) = message {
                 return Ok(f(m));
             }
@@ -239,35 +197,22 @@ impl Client {
 
     /// Send a message.
     pub async fn send(&mut self, message: &Message<'_>) -> Result<(), ClientError> {
-        let len = message
-            .encode(self.frame.body_mut())
-            .map_err(ClientError::Encode)?;
-        let frame = self
-            .frame
-            .seal(&mut self.sender, len)
-            .map_err(ClientError::Send)?;
-        self.link.send_raw(frame).await
+        let frame = self.link.seal(message)?;
+        self.ws.send_raw(frame).await
     }
 
     /// Send bytes as one WebSocket binary message as they are (tests that misbehave).
     pub async fn send_ws(&mut self, payload: &[u8]) -> Result<(), ClientError> {
-        self.link.send_ws(payload).await
+        self.ws.send_ws(payload).await
     }
 
     /// Seal `message` into a frame without sending it (tests that misbehave).
     pub fn seal(&mut self, message: &Message<'_>) -> Result<Vec<u8>, ClientError> {
-        let len = message
-            .encode(self.frame.body_mut())
-            .map_err(ClientError::Encode)?;
-        Ok(self
-            .frame
-            .seal(&mut self.sender, len)
-            .map_err(ClientError::Send)?
-            .to_vec())
+        Ok(self.link.seal(message)?.to_vec())
     }
 
     /// The raw socket (tests that misbehave).
     pub fn stream(&mut self) -> &mut TcpStream {
-        &mut self.link.stream
+        &mut self.ws.stream
     }
 }

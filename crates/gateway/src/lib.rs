@@ -1,10 +1,13 @@
 //! The lightwire gateway: serves a validated header chain to browsers over BOLT 8 carried
 //! in WebSocket binary messages (docs/PROTOCOL.md).
 //!
-//! Sans-IO parts: [`ws`] (the WebSocket codec), [`session`] (one connection's protocol
-//! state), [`served`] (the chain, validated before it is served). The I/O is in
-//! [`server`] (tokio), [`metrics`] (`/metrics`) and [`client`] (a native client, for
-//! tests and the load generator).
+//! The protocol itself (the WebSocket codec, the handshake, the session that answers
+//! requests, every deadline) is `lightwire-proto`'s sans-IO [`lightwire_proto::Responder`];
+//! this crate is its tokio shell ([`server`]), the chains it serves ([`served`], validated
+//! before they are served, from a file, generated, or followed from a node over P2P:
+//! [`upstream`], [`p2p`]), the frame buffer pools ([`pool`]), `/metrics` ([`metrics`]), the
+//! command line ([`cli`]), and a native client for tests and the load generator
+//! ([`client`], a thin shell over [`lightwire_proto::Link`]).
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -15,9 +18,7 @@ pub mod p2p;
 pub mod pool;
 pub mod served;
 pub mod server;
-pub mod session;
 pub mod upstream;
-pub mod ws;
 
 /// A fresh random secret key (static or ephemeral), from the operating system's RNG.
 pub fn random_key() -> Result<lightwire_noise::SecretKey, getrandom::Error> {

@@ -50,17 +50,9 @@ impl fmt::Display for SourceError {
 
 impl std::error::Error for SourceError {}
 
-/// The tip as announced in `tip` messages.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub struct TipInfo {
-    /// Height.
-    pub height: u32,
-    /// The header, encoded.
-    pub header: [u8; HEADER_LEN],
-    /// Cumulative work, big-endian (from the first header served, for a chain that starts
-    /// at a trusted height).
-    pub chainwork: [u8; 32],
-}
+/// The tip as announced in `tip` messages (chainwork counted from the first header
+/// served, for a chain that starts at a trusted height).
+pub type TipInfo = lightwire_proto::ServedTip;
 
 /// A validated chain held in memory. Shared by every connection (it is `Sync`); the
 /// validation state that built it is not kept here.
@@ -325,17 +317,6 @@ impl ServedChain {
         self.index.get(hash).copied()
     }
 
-    /// Where an answer to `locator` starts: after the first hash on this chain, else
-    /// after the first header held.
-    pub fn start_after<'a>(&self, locator: impl Iterator<Item = &'a [u8; 32]>) -> u32 {
-        for hash in locator {
-            if let Some(h) = self.height_of(&BlockHash(*hash)) {
-                return h + 1;
-            }
-        }
-        self.base + 1
-    }
-
     /// Copy headers `from..from + n` (as many as exist) into `out`, 80 bytes each;
     /// returns how many were copied.
     pub fn copy_headers(&self, from: u32, n: usize, out: &mut [u8]) -> usize {
@@ -348,6 +329,28 @@ impl ServedChain {
             dst.copy_from_slice(h);
         }
         n
+    }
+}
+
+impl lightwire_proto::Served for ServedChain {
+    fn tip(&self) -> TipInfo {
+        self.tip
+    }
+
+    fn height_of(&self, hash: &BlockHash) -> Option<u32> {
+        ServedChain::height_of(self, hash)
+    }
+
+    fn base(&self) -> u32 {
+        self.base
+    }
+
+    fn copy_headers(&self, from: u32, n: usize, out: &mut [u8]) -> usize {
+        ServedChain::copy_headers(self, from, n, out)
+    }
+
+    fn reorgs(&self) -> u64 {
+        self.reorgs
     }
 }
 
@@ -372,6 +375,7 @@ mod tests {
     use lightwire_chain::{MAINNET, Rule};
 
     use super::*;
+    use lightwire_proto::Served;
 
     const NOW: u64 = 2_000_000_000;
 

@@ -8,7 +8,7 @@ use lightwire_chain::{Chain, Header, Outcome, REGTEST};
 use lightwire_gateway::client::{Client, ClientError, Framing};
 use lightwire_gateway::served::ServedChain;
 use lightwire_gateway::server::{Buffers, Limits};
-use lightwire_gateway::ws;
+use lightwire_proto::ws;
 use lightwire_wire::{GetHeaders, Message};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;

@@ -1,6 +1,6 @@
 //! One client connection's protocol state after the handshake, sans-IO (docs/PROTOCOL.md).
 //!
-//! The shell feeds each decrypted message to [`Session::receive`] and, whenever the
+//! The responder feeds each decrypted message to [`Session::receive`] and, whenever the
 //! connection can take another frame, asks [`Session::next_message`] to write the next
 //! message into the frame buffer's body. Answers are produced one message at a time from
 //! the served chain, so a connection holds at most one frame whatever its client asks for
@@ -8,6 +8,8 @@
 
 use core::fmt;
 use std::collections::VecDeque;
+
+use lightwire_chain::{BlockHash, HEADER_LEN};
 
 use lightwire_wire::sync::{
     MAX_HEADERS_PER_MESSAGE, MAX_LOCATOR, MAX_PENDING_REQUESTS, MAX_REQUEST_HEADERS,
@@ -17,26 +19,74 @@ use lightwire_wire::{
     Ping, Pong, Tip, Warning,
 };
 
-use crate::served::ServedChain;
+/// The tip as announced in `tip` messages.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct ServedTip {
+    /// Height.
+    pub height: u32,
+    /// The header, encoded.
+    pub header: [u8; HEADER_LEN],
+    /// Cumulative work, big-endian.
+    pub chainwork: [u8; 32],
+}
+
+/// The chain a responder serves, as its sessions read it: the gateway's in-memory chain,
+/// or a test's. Reads are brief and never block.
+pub trait Served {
+    /// The tip.
+    fn tip(&self) -> ServedTip;
+
+    /// The height of a header on this chain.
+    fn height_of(&self, hash: &BlockHash) -> Option<u32>;
+
+    /// Height of the first header held (0 for a chain from genesis).
+    fn base(&self) -> u32;
+
+    /// Copy headers `from..from + n` (as many as exist) into `out`, 80 bytes each;
+    /// returns how many were copied.
+    fn copy_headers(&self, from: u32, n: usize, out: &mut [u8]) -> usize;
+
+    /// Reorganisations so far: an answer planned before one is cut short.
+    fn reorgs(&self) -> u64;
+
+    /// Where an answer to `locator` starts: after the first hash on this chain, else
+    /// after the first header held.
+    fn start_after<'a>(&self, locator: impl Iterator<Item = &'a [u8; 32]>) -> u32 {
+        for hash in locator {
+            if let Some(h) = self.height_of(&BlockHash(*hash)) {
+                return h + 1;
+            }
+        }
+        self.base() + 1
+    }
+}
 
 /// A client broke a protocol rule; the gateway sends a `warning` and closes.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[derive(Clone, Copy, PartialEq, Eq, Debug, thiserror::Error)]
 pub enum Violation {
     /// A message other than `init` came first.
+    #[error("the first message must be init")]
     NoInitFirst,
     /// `init` without a `networks` record.
+    #[error("init must carry a networks record")]
     MissingNetworks,
     /// `init` whose `networks` does not hold the served chain.
+    #[error("init's networks does not include this gateway's chain")]
     WrongNetwork,
     /// `init` requires a feature bit the gateway does not know.
+    #[error("init requires unknown feature bit {0}")]
     UnknownRequiredFeature(usize),
     /// A message that does not decode (or an unknown even type).
+    #[error("message does not decode: {0}")]
     Undecodable(DecodeError),
     /// `get_headers` with `max_count` of 0 or over the limit.
+    #[error("get_headers max_count {0} is not in 1..={MAX_REQUEST_HEADERS}")]
     MaxCount(u32),
     /// `get_headers` with too many locator hashes.
+    #[error("get_headers locator of {0} hashes is over {MAX_LOCATOR}")]
     LocatorTooLong(usize),
     /// More unanswered `get_headers` than allowed.
+    #[error("more than {MAX_PENDING_REQUESTS} get_headers unanswered")]
     TooManyRequests,
 }
 
@@ -62,34 +112,6 @@ impl Violation {
             Violation::MaxCount(_) => "max_count",
             Violation::LocatorTooLong(_) => "locator_too_long",
             Violation::TooManyRequests => "too_many_requests",
-        }
-    }
-}
-
-impl fmt::Display for Violation {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Violation::NoInitFirst => f.write_str("the first message must be init"),
-            Violation::MissingNetworks => f.write_str("init must carry a networks record"),
-            Violation::WrongNetwork => {
-                f.write_str("init's networks does not include this gateway's chain")
-            }
-            Violation::UnknownRequiredFeature(bit) => {
-                write!(f, "init requires unknown feature bit {bit}")
-            }
-            Violation::Undecodable(e) => write!(f, "message does not decode: {e}"),
-            Violation::MaxCount(n) => {
-                write!(
-                    f,
-                    "get_headers max_count {n} is not in 1..={MAX_REQUEST_HEADERS}"
-                )
-            }
-            Violation::LocatorTooLong(n) => {
-                write!(f, "get_headers locator of {n} hashes is over {MAX_LOCATOR}")
-            }
-            Violation::TooManyRequests => {
-                write!(f, "more than {MAX_PENDING_REQUESTS} get_headers unanswered")
-            }
         }
     }
 }
@@ -169,7 +191,7 @@ impl Session {
     }
 
     /// Take one decrypted message from the client.
-    pub fn receive(&mut self, bytes: &[u8], chain: &ServedChain) -> Result<Received, Violation> {
+    pub fn receive<C: Served>(&mut self, bytes: &[u8], chain: &C) -> Result<Received, Violation> {
         let message = Message::decode(bytes).map_err(Violation::Undecodable)?;
         if !self.init_received {
             let Message::Init(init) = message else {
@@ -195,7 +217,7 @@ impl Session {
         Ok(Received::Ok)
     }
 
-    fn request(&mut self, req: &GetHeaders<'_>, chain: &ServedChain) -> Result<(), Violation> {
+    fn request<C: Served>(&mut self, req: &GetHeaders<'_>, chain: &C) -> Result<(), Violation> {
         if req.max_count == 0 || req.max_count > MAX_REQUEST_HEADERS {
             return Err(Violation::MaxCount(req.max_count));
         }
@@ -247,9 +269,9 @@ impl Session {
 
     /// Write the next message into `out` (a frame buffer's body, 65,535 bytes); `None`
     /// when there is nothing to send.
-    pub fn next_message(
+    pub fn next_message<C: Served>(
         &mut self,
-        chain: &ServedChain,
+        chain: &C,
         out: &mut [u8],
     ) -> Result<Option<usize>, EncodeError> {
         if !self.init_sent {
@@ -345,13 +367,14 @@ fn write_display(v: &impl fmt::Display, out: &mut [u8]) -> usize {
 
 #[cfg(test)]
 mod tests {
-    use lightwire_chain::generate::headers_after;
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
     use lightwire_chain::{BlockHash, REGTEST};
     use lightwire_wire::MAX_MESSAGE_LEN;
 
     use super::*;
-
-    const NOW: u64 = 2_000_000_000;
+    use crate::testing::TestChain;
 
     fn chain_hash() -> [u8; 32] {
         REGTEST.genesis.block_hash().0
@@ -383,7 +406,7 @@ mod tests {
     }
 
     /// Every message the session writes until it has nothing more.
-    fn drain(s: &mut Session, chain: &ServedChain) -> Vec<Vec<u8>> {
+    fn drain(s: &mut Session, chain: &TestChain) -> Vec<Vec<u8>> {
         let mut out = vec![0u8; MAX_MESSAGE_LEN];
         let mut all = Vec::new();
         while let Some(n) = s.next_message(chain, &mut out).unwrap() {
@@ -394,8 +417,8 @@ mod tests {
 
     #[test]
     fn answers_a_request_in_full_messages_then_a_last_one() {
-        let chain = ServedChain::generate(3000, NOW).unwrap();
-        let headers = headers_after(&REGTEST, &REGTEST.genesis, 0, 3000, 0);
+        let chain = TestChain::generate(3000);
+        let headers = &chain.headers()[1..];
         let mut s = Session::new(chain_hash());
         assert_eq!(s.receive(&init_for(chain_hash()), &chain), Ok(Received::Ok));
         s.receive(&get(7, 2000, &[REGTEST.genesis.block_hash()]), &chain)
@@ -449,7 +472,7 @@ mod tests {
 
     #[test]
     fn a_tip_change_is_announced_between_answers_only() {
-        let chain = ServedChain::generate(2000, NOW).unwrap();
+        let chain = TestChain::generate(2000);
         let mut s = Session::new(chain_hash());
         s.receive(&init_for(chain_hash()), &chain).unwrap();
         let _ = drain(&mut s, &chain);
@@ -467,7 +490,7 @@ mod tests {
 
     #[test]
     fn violations_are_typed() {
-        let chain = ServedChain::generate(10, NOW).unwrap();
+        let chain = TestChain::generate(10);
         let mut s = Session::new(chain_hash());
         assert_eq!(
             s.receive(&get(1, 1, &[]), &chain),
@@ -523,7 +546,7 @@ mod tests {
 
     #[test]
     fn a_warning_due_before_init_went_out_follows_init() {
-        let chain = ServedChain::generate(10, NOW).unwrap();
+        let chain = TestChain::generate(10);
         let mut s = Session::new(chain_hash());
         s.receive(&init_for(chain_hash()), &chain).unwrap();
         s.warn(Violation::MaxCount(0));
@@ -539,7 +562,7 @@ mod tests {
 
     #[test]
     fn pings_get_pongs() {
-        let chain = ServedChain::generate(10, NOW).unwrap();
+        let chain = TestChain::generate(10);
         let mut s = Session::new(chain_hash());
         s.receive(&init_for(chain_hash()), &chain).unwrap();
         let _ = drain(&mut s, &chain);
@@ -552,19 +575,14 @@ mod tests {
 
     #[test]
     fn an_answer_ends_at_once_when_the_chain_reorgs() {
-        let (mut chain, mut validation) = ServedChain::genesis_only(&REGTEST);
-        let main = headers_after(&REGTEST, &REGTEST.genesis, 0, 2000, 0);
-        let outcome = validation.connect(&main, NOW).unwrap();
-        chain.apply(&outcome, validation.staged());
+        let mut chain = TestChain::generate(2000);
         let mut s = Session::new(chain_hash());
         s.receive(&init_for(chain_hash()), &chain).unwrap();
         let _ = drain(&mut s, &chain);
         s.receive(&get(1, 2000, &[]), &chain).unwrap();
         let mut out = vec![0u8; MAX_MESSAGE_LEN];
         s.next_message(&chain, &mut out).unwrap(); // 819 headers from height 1
-        let branch = headers_after(&REGTEST, &main[1499], 1500, 600, 1);
-        let outcome = validation.connect(&branch, NOW).unwrap();
-        assert!(chain.apply(&outcome, validation.staged()));
+        chain.reorg(1500, 600, 1);
         s.tip_changed();
         let rest = drain(&mut s, &chain);
         let Ok(Message::Headers(h)) = Message::decode(&rest[0]) else {

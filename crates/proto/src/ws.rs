@@ -3,12 +3,12 @@
 //! WebSocket frame is handed on, unmasked in place, as it arrives; nothing is buffered but
 //! control frames (at most 125 bytes). Nothing allocates per frame.
 //!
-//! Written here rather than taken from tungstenite because the gateway's costs are per
+//! Our own frame codec rather than tungstenite's, because the gateway's costs are per
 //! connection and per message: tungstenite reserves a read buffer per connection (128 KiB
 //! by default) and takes each outgoing message as an owned `Bytes` (an allocation per
-//! message). Here the only per-connection state is [`Decoder`] (about 150 bytes).
-
-use core::fmt;
+//! message), while the gateway holds 4.7 KiB per idle connection and serves with no
+//! allocation per message once warm (benches/README.md). Here the only per-connection state
+//! is [`Decoder`] (about 150 bytes). The HTTP upgrade itself is parsed by `httparse`.
 
 use sha1::{Digest, Sha1};
 
@@ -16,45 +16,38 @@ use sha1::{Digest, Sha1};
 pub const MAX_REQUEST_LEN: usize = 4096;
 /// Largest frame header: 2 bytes, an 8-byte length, a 4-byte mask (client frames only).
 pub const MAX_HEADER_LEN: usize = 14;
+/// Header lines accepted in an upgrade request or response.
+const MAX_HEADER_LINES: usize = 32;
 const GUID: &[u8] = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
 
 /// Why a WebSocket connection is refused or ended.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[derive(Clone, Copy, PartialEq, Eq, Debug, thiserror::Error)]
 pub enum WsError {
     /// The upgrade request is longer than [`MAX_REQUEST_LEN`].
+    #[error("upgrade request over {MAX_REQUEST_LEN} bytes")]
     RequestTooLong,
     /// The upgrade request is not a WebSocket upgrade (the missing or wrong part).
+    #[error("not a WebSocket upgrade: {0}")]
     BadRequest(&'static str),
     /// A client frame without a mask (RFC 6455 5.1: the server must close).
+    #[error("client frame not masked")]
     Unmasked,
     /// A text frame: this protocol is binary only.
+    #[error("text frame (binary only)")]
     Text,
     /// A reserved bit or opcode.
+    #[error("reserved bit or opcode set")]
     Reserved,
     /// A control frame longer than 125 bytes or fragmented.
+    #[error("control frame too long or fragmented")]
     BadControl,
     /// A frame length over 2^63 (the top bit must be 0).
+    #[error("frame length out of range")]
     BadLength,
     /// The peer's handshake response is not a valid 101 for our key.
+    #[error("bad upgrade response: {0}")]
     BadResponse(&'static str),
 }
-
-impl fmt::Display for WsError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            WsError::RequestTooLong => write!(f, "upgrade request over {MAX_REQUEST_LEN} bytes"),
-            WsError::BadRequest(what) => write!(f, "not a WebSocket upgrade: {what}"),
-            WsError::Unmasked => f.write_str("client frame not masked"),
-            WsError::Text => f.write_str("text frame (binary only)"),
-            WsError::Reserved => f.write_str("reserved bit or opcode set"),
-            WsError::BadControl => f.write_str("control frame too long or fragmented"),
-            WsError::BadLength => f.write_str("frame length out of range"),
-            WsError::BadResponse(what) => write!(f, "bad upgrade response: {what}"),
-        }
-    }
-}
-
-impl std::error::Error for WsError {}
 
 /// `Sec-WebSocket-Accept` for a `Sec-WebSocket-Key`.
 pub fn accept_key(key: &[u8]) -> [u8; 28] {
@@ -84,6 +77,13 @@ fn base64_20(b: &[u8; 20]) -> [u8; 28] {
     out
 }
 
+/// Whether a comma-separated header value lists `token` (case-insensitive).
+fn lists(value: &[u8], token: &[u8]) -> bool {
+    value
+        .split(|&b| b == b',')
+        .any(|t| t.trim_ascii().eq_ignore_ascii_case(token))
+}
+
 /// Look at a (possibly partial) upgrade request. `Ok(None)`: not complete yet, read more.
 /// `Ok(Some((consumed, response)))`: the request's length and the 101 response to send
 /// (`response_buf[..n]`).
@@ -91,48 +91,43 @@ pub fn server_handshake(
     request: &[u8],
     response_buf: &mut [u8; 256],
 ) -> Result<Option<(usize, usize)>, WsError> {
-    let Some(end) = request.windows(4).position(|w| w == b"\r\n\r\n") else {
-        return if request.len() >= MAX_REQUEST_LEN {
-            Err(WsError::RequestTooLong)
-        } else {
-            Ok(None)
-        };
+    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADER_LINES];
+    let mut req = httparse::Request::new(&mut headers);
+    let end = match req.parse(request) {
+        Ok(httparse::Status::Complete(end)) => end,
+        Ok(httparse::Status::Partial) if request.len() >= MAX_REQUEST_LEN => {
+            return Err(WsError::RequestTooLong);
+        }
+        Ok(httparse::Status::Partial) => return Ok(None),
+        Err(httparse::Error::TooManyHeaders) => return Err(WsError::BadRequest("header count")),
+        Err(httparse::Error::Version | httparse::Error::Token) if !request.starts_with(b"GET ") => {
+            return Err(WsError::BadRequest("request line"));
+        }
+        Err(_) => return Err(WsError::BadRequest("header line")),
     };
-    let head = &request[..end];
-    let mut lines = head.split(|&b| b == b'\n').map(trim_cr);
-    let first = lines.next().unwrap_or_default();
-    if !first.starts_with(b"GET ") || !first.ends_with(b" HTTP/1.1") {
+    if end > MAX_REQUEST_LEN {
+        return Err(WsError::RequestTooLong);
+    }
+    if req.method != Some("GET") || req.version != Some(1) {
         return Err(WsError::BadRequest("request line"));
     }
-    let (mut upgrade, mut connection, mut version, mut key) = (false, false, false, None);
-    for line in lines {
-        let Some(colon) = line.iter().position(|&b| b == b':') else {
-            return Err(WsError::BadRequest("header line"));
-        };
-        let (name, value) = (&line[..colon], trim(&line[colon + 1..]));
-        if name.eq_ignore_ascii_case(b"upgrade") {
-            upgrade = value.eq_ignore_ascii_case(b"websocket");
-        } else if name.eq_ignore_ascii_case(b"connection") {
-            connection = value
-                .split(|&b| b == b',')
-                .any(|t| trim(t).eq_ignore_ascii_case(b"upgrade"));
-        } else if name.eq_ignore_ascii_case(b"sec-websocket-version") {
-            version = value == b"13";
-        } else if name.eq_ignore_ascii_case(b"sec-websocket-key") {
-            key = Some(value);
-        }
-    }
-    if !upgrade {
+    let header = |name: &str| {
+        req.headers
+            .iter()
+            .find(|h| h.name.eq_ignore_ascii_case(name))
+            .map(|h| h.value.trim_ascii())
+    };
+    if !header("upgrade").is_some_and(|v| v.eq_ignore_ascii_case(b"websocket")) {
         return Err(WsError::BadRequest("Upgrade: websocket"));
     }
-    if !connection {
+    if !header("connection").is_some_and(|v| lists(v, b"upgrade")) {
         return Err(WsError::BadRequest("Connection: Upgrade"));
     }
-    if !version {
+    if header("sec-websocket-version") != Some(b"13") {
         return Err(WsError::BadRequest("Sec-WebSocket-Version: 13"));
     }
     // The key is 16 random bytes in base64: 24 characters.
-    let key = key
+    let key = header("sec-websocket-key")
         .filter(|k| k.len() == 24)
         .ok_or(WsError::BadRequest("Sec-WebSocket-Key"))?;
     let accept = accept_key(key);
@@ -144,7 +139,7 @@ pub fn server_handshake(
             b"\r\n\r\n",
         ],
     );
-    Ok(Some((end + 4, n)))
+    Ok(Some((end, n)))
 }
 
 /// Write a client's upgrade request for `host` and `path` with `key` (24 base64
@@ -167,38 +162,35 @@ pub fn client_request(host: &str, path: &str, key: &[u8; 24], out: &mut [u8; 512
 /// Check a server's response to [`client_request`]. `Ok(None)`: incomplete.
 /// `Ok(Some(consumed))`: the response's length.
 pub fn client_response(response: &[u8], key: &[u8; 24]) -> Result<Option<usize>, WsError> {
-    let Some(end) = response.windows(4).position(|w| w == b"\r\n\r\n") else {
-        return if response.len() >= MAX_REQUEST_LEN {
-            Err(WsError::BadResponse("too long"))
-        } else {
-            Ok(None)
-        };
+    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADER_LINES];
+    let mut resp = httparse::Response::new(&mut headers);
+    let end = match resp.parse(response) {
+        Ok(httparse::Status::Complete(end)) => end,
+        Ok(httparse::Status::Partial) if response.len() >= MAX_REQUEST_LEN => {
+            return Err(WsError::BadResponse("too long"));
+        }
+        Ok(httparse::Status::Partial) => return Ok(None),
+        Err(_) => return Err(WsError::BadResponse("status")),
     };
-    let head = &response[..end];
-    if !head.starts_with(b"HTTP/1.1 101") {
+    if resp.code != Some(101) || resp.version != Some(1) {
         return Err(WsError::BadResponse("status"));
     }
-    let want = accept_key(key);
-    let header = |name: &[u8], ok: &dyn Fn(&[u8]) -> bool| {
-        head.split(|&b| b == b'\n').map(trim_cr).any(|line| {
-            line.iter()
-                .position(|&b| b == b':')
-                .is_some_and(|c| line[..c].eq_ignore_ascii_case(name) && ok(trim(&line[c + 1..])))
-        })
+    let header = |name: &str, ok: &dyn Fn(&[u8]) -> bool| {
+        resp.headers
+            .iter()
+            .any(|h| h.name.eq_ignore_ascii_case(name) && ok(h.value.trim_ascii()))
     };
-    if !header(b"upgrade", &|v| v.eq_ignore_ascii_case(b"websocket")) {
+    if !header("upgrade", &|v| v.eq_ignore_ascii_case(b"websocket")) {
         return Err(WsError::BadResponse("Upgrade: websocket"));
     }
-    if !header(b"connection", &|v| {
-        v.split(|&b| b == b',')
-            .any(|t| trim(t).eq_ignore_ascii_case(b"upgrade"))
-    }) {
+    if !header("connection", &|v| lists(v, b"upgrade")) {
         return Err(WsError::BadResponse("Connection: Upgrade"));
     }
-    if !header(b"sec-websocket-accept", &|v| v == want) {
+    let want = accept_key(key);
+    if !header("sec-websocket-accept", &|v| v == want) {
         return Err(WsError::BadResponse("Sec-WebSocket-Accept"));
     }
-    Ok(Some(end + 4))
+    Ok(Some(end))
 }
 
 fn write_parts(out: &mut [u8], parts: &[&[u8]]) -> usize {
@@ -209,22 +201,6 @@ fn write_parts(out: &mut [u8], parts: &[&[u8]]) -> usize {
         n += take;
     }
     n
-}
-
-fn trim_cr(line: &[u8]) -> &[u8] {
-    line.strip_suffix(b"\r").unwrap_or(line)
-}
-
-fn trim(v: &[u8]) -> &[u8] {
-    let start = v
-        .iter()
-        .position(|b| !b.is_ascii_whitespace())
-        .unwrap_or(v.len());
-    let end = v
-        .iter()
-        .rposition(|b| !b.is_ascii_whitespace())
-        .map_or(start, |e| e + 1);
-    &v[start..end]
 }
 
 /// Opcodes.

@@ -1,0 +1,502 @@
+//! The initiator's side (a client connecting to a gateway), sans-IO, in two layers:
+//!
+//! - [`Link`]: BOLT 8 inside WebSocket binary messages. Act one is queued at once, act two
+//!   is collected from any chunking, act three and our `init` follow; after that, whole
+//!   decrypted messages come out of [`Link::read`] and [`Link::send`] seals messages into
+//!   the outgoing bytes. The native test and load client uses this layer, raw.
+//! - [`Initiator`]: the lightwire protocol over a link: the gateway's `init` checked
+//!   (another network is refused), pings answered, keepalive and handshake deadlines on
+//!   the caller's clock, header requests sent. What the gateway says comes out one event per
+//!   call of [`Initiator::handle_input`], borrowing from the receive buffer.
+//!
+//! Both take the bytes of WebSocket messages: the browser (or the native shell, with
+//! [`crate::ws`]) does the WebSocket framing.
+
+use core::time::Duration;
+
+use lightwire_chain::{BlockHash, Header, Params, U256, Work};
+use lightwire_noise::{
+    ACT_TWO_LEN, AwaitingActTwo, FrameBuffer, FrameReader, HandshakeError, PublicKey, ReceiveError,
+    Receiver, SecretKey, SendError, Sender,
+};
+use lightwire_wire::{
+    DecodeError, EncodeError, Features, GetHeaders, Init, InitRefusal, Message, Networks, Ping,
+    Pong,
+};
+
+use crate::acts::ActBuffer;
+use crate::time::Millis;
+
+/// Why a connection to a gateway ended.
+#[derive(Clone, PartialEq, Eq, Debug, thiserror::Error)]
+pub enum PeerError {
+    /// The BOLT 8 handshake failed (a wrong pinned key shows up here).
+    #[error("handshake with the gateway failed: {0}")]
+    Handshake(HandshakeError),
+    /// A frame from the gateway failed to decrypt.
+    #[error("a message from the gateway was corrupted: {0}")]
+    Receive(ReceiveError),
+    /// A message from the gateway does not decode.
+    #[error("the gateway sent a message that does not decode: {0}")]
+    Decode(DecodeError),
+    /// The gateway's `init` names no network.
+    #[error("the gateway did not say which network it serves")]
+    MissingNetworks,
+    /// The gateway serves another network.
+    #[error("the gateway serves another Bitcoin network")]
+    WrongNetwork,
+    /// The gateway requires a feature we do not know.
+    #[error("the gateway requires feature bit {0}, which this client does not know")]
+    UnknownRequiredFeature(usize),
+    /// The gateway sent `error` (its text, if printable).
+    #[error("the gateway reported an error: {}", .0.as_deref().unwrap_or("(not printable)"))]
+    GatewayError(Option<String>),
+    /// The gateway's first message was not `init`.
+    #[error("the gateway did not start with init")]
+    NoInitFirst,
+    /// The handshake and `init` did not finish within [`Limits::handshake`].
+    #[error("the handshake did not finish in time")]
+    HandshakeTimeout,
+    /// A keepalive ping went unanswered for [`Limits::ping_timeout`].
+    #[error("the gateway stopped answering")]
+    KeepaliveTimeout,
+    /// A request was made before the connection was ready.
+    #[error("the connection is not ready")]
+    NotReady,
+    /// Sealing failed.
+    #[error("sealing a message failed: {0}")]
+    Send(SendError),
+    /// Encoding failed.
+    #[error("encoding a message failed: {0}")]
+    Encode(EncodeError),
+    /// An earlier error ended this connection.
+    #[error("the connection already failed")]
+    Failed,
+}
+
+impl PeerError {
+    /// Whether the gateway broke a rule (a failed handshake, a corrupt or undecodable
+    /// message, another network, no `init` first) rather than the connection failing or
+    /// timing out, or the gateway saying it has a problem.
+    pub fn is_violation(&self) -> bool {
+        !matches!(
+            self,
+            PeerError::GatewayError(_)
+                | PeerError::HandshakeTimeout
+                | PeerError::KeepaliveTimeout
+                | PeerError::NotReady
+                | PeerError::Send(_)
+                | PeerError::Encode(_)
+                | PeerError::Failed
+        )
+    }
+}
+
+impl From<InitRefusal> for PeerError {
+    fn from(r: InitRefusal) -> Self {
+        match r {
+            InitRefusal::UnknownRequiredFeature(bit) => PeerError::UnknownRequiredFeature(bit),
+            InitRefusal::MissingNetworks => PeerError::MissingNetworks,
+            InitRefusal::WrongNetwork => PeerError::WrongNetwork,
+        }
+    }
+}
+
+enum LinkState {
+    ActTwo(Box<AwaitingActTwo>),
+    Transport { sender: Sender, receiver: Receiver },
+    Failed,
+}
+
+/// BOLT 8 as the initiator, inside WebSocket messages: see the module documentation.
+pub struct Link {
+    chain_hash: [u8; 32],
+    state: LinkState,
+    acts: ActBuffer,
+    reader: FrameReader,
+    frame: FrameBuffer,
+    /// Bytes waiting to be sent (frames back to back; one WebSocket message).
+    out: Vec<u8>,
+}
+
+impl Link {
+    /// Start a handshake with the gateway whose key is `gateway` (pinned), as
+    /// `local_static`, for the chain whose genesis hash is `chain_hash` (our `init` names
+    /// it). Act one is queued for [`Self::transmit`].
+    pub fn new(
+        chain_hash: [u8; 32],
+        local_static: SecretKey,
+        gateway: PublicKey,
+        ephemeral: SecretKey,
+    ) -> Link {
+        let (state, act_one) = lightwire_noise::Initiator::start(local_static, gateway, ephemeral);
+        let mut out = Vec::with_capacity(lightwire_noise::MAX_FRAME_LEN);
+        out.extend_from_slice(&act_one);
+        Link {
+            chain_hash,
+            state: LinkState::ActTwo(Box::new(state)),
+            acts: ActBuffer::new(),
+            reader: FrameReader::new(),
+            frame: FrameBuffer::new(),
+            out,
+        }
+    }
+
+    /// Whether act three went out (messages can be sent and received).
+    pub fn is_established(&self) -> bool {
+        matches!(self.state, LinkState::Transport { .. })
+    }
+
+    /// Take bytes from the gateway (any chunking): returns how many were taken and, when
+    /// they completed one, the decrypted message. Call again with the rest. After an error
+    /// the link stays failed.
+    pub fn read(&mut self, data: &[u8]) -> Result<(usize, Option<&[u8]>), PeerError> {
+        match &mut self.state {
+            LinkState::Failed => Err(PeerError::Failed),
+            LinkState::ActTwo(_) => {
+                let mut rest = data;
+                if self.acts.fill(ACT_TWO_LEN, &mut rest).is_some() {
+                    if let Err(e) = self.finish_handshake() {
+                        self.state = LinkState::Failed;
+                        return Err(e);
+                    }
+                }
+                Ok((data.len() - rest.len(), None))
+            }
+            LinkState::Transport { receiver, .. } => match self.reader.read(receiver, data) {
+                Ok((taken, message)) => Ok((taken, message.map(|m| &*m))),
+                Err(e) => {
+                    self.state = LinkState::Failed;
+                    Err(PeerError::Receive(e))
+                }
+            },
+        }
+    }
+
+    fn finish_handshake(&mut self) -> Result<(), PeerError> {
+        let LinkState::ActTwo(state) = core::mem::replace(&mut self.state, LinkState::Failed)
+        else {
+            return Err(PeerError::Failed);
+        };
+        // The act is still in the buffer: `fill` returned it and starts over next time.
+        let mut act_two = [0u8; ACT_TWO_LEN];
+        act_two.copy_from_slice(self.acts.last(ACT_TWO_LEN));
+        let (act_three, transport) = state.read_act_two(&act_two).map_err(PeerError::Handshake)?;
+        self.out.extend_from_slice(&act_three);
+        let (sender, receiver) = transport.split();
+        self.state = LinkState::Transport { sender, receiver };
+        let chains = [self.chain_hash];
+        let init = Init::new(Features::empty(), Some(Networks::from_chains(&chains)));
+        self.send(&Message::Init(init))
+    }
+
+    /// Encode `message` into the frame buffer and seal it; returns the frame.
+    pub fn seal(&mut self, message: &Message<'_>) -> Result<&[u8], PeerError> {
+        let n = message
+            .encode(self.frame.body_mut())
+            .map_err(PeerError::Encode)?;
+        let LinkState::Transport { sender, .. } = &mut self.state else {
+            return Err(PeerError::NotReady);
+        };
+        self.frame.seal(sender, n).map_err(PeerError::Send)
+    }
+
+    /// The frame buffer's body, to encode a message straight into (then [`Self::queue`]).
+    pub fn body_mut(&mut self) -> &mut [u8] {
+        self.frame.body_mut()
+    }
+
+    /// Seal the first `len` bytes of [`Self::body_mut`] and queue the frame.
+    pub fn queue(&mut self, len: usize) -> Result<(), PeerError> {
+        let LinkState::Transport { sender, .. } = &mut self.state else {
+            return Err(PeerError::NotReady);
+        };
+        let frame = self.frame.seal(sender, len).map_err(PeerError::Send)?;
+        self.out.extend_from_slice(frame);
+        Ok(())
+    }
+
+    /// Encode, seal and queue `message`.
+    pub fn send(&mut self, message: &Message<'_>) -> Result<(), PeerError> {
+        let n = message
+            .encode(self.frame.body_mut())
+            .map_err(PeerError::Encode)?;
+        self.queue(n)
+    }
+
+    /// Bytes to send now (one WebSocket message), if any; call [`Self::sent`] after.
+    pub fn transmit(&self) -> Option<&[u8]> {
+        (!self.out.is_empty()).then_some(&self.out[..])
+    }
+
+    /// The bytes from [`Self::transmit`] went out.
+    pub fn sent(&mut self) {
+        self.out.clear();
+    }
+}
+
+/// Time limits of a connection to a gateway.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Limits {
+    /// From the socket opening to the gateway's `init`.
+    pub handshake: Duration,
+    /// Silence after which we ping.
+    pub ping_after: Duration,
+    /// How long a ping may go unanswered (by anything).
+    pub ping_timeout: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            handshake: Duration::from_secs(10),
+            ping_after: Duration::from_secs(30),
+            ping_timeout: Duration::from_secs(20),
+        }
+    }
+}
+
+/// What the gateway said.
+#[derive(Debug, PartialEq, Eq)]
+pub enum PeerEvent<'a> {
+    /// `init` arrived and was accepted: requests may be sent.
+    Ready,
+    /// The gateway's tip.
+    Tip {
+        /// Height (a hint).
+        height: u32,
+        /// The tip header.
+        header: Header,
+        /// Chainwork claimed (a hint).
+        chainwork: Work,
+    },
+    /// Headers answering request `id`.
+    Headers {
+        /// The request.
+        id: u32,
+        /// Height of the first (a hint).
+        first_height: u32,
+        /// `80 * n` bytes.
+        headers: &'a [u8],
+        /// The last message of this answer.
+        last: bool,
+    },
+    /// A `warning` (printable text, or `None`).
+    Warning(Option<&'a str>),
+    /// A `pong`.
+    Pong,
+}
+
+/// One connection to a gateway: see the module documentation.
+pub struct Initiator {
+    link: Link,
+    chain_hash: [u8; 32],
+    ready: bool,
+    failed: bool,
+    /// A pong owed: only the latest ping is answered, once per [`Self::poll_transmit`], so
+    /// that a gateway cannot make us queue 64 KB of pong per 40-byte ping.
+    pong_due: Option<u16>,
+    limits: Limits,
+    opened: Millis,
+    heard: Millis,
+    ping_sent: Option<Millis>,
+}
+
+impl Initiator {
+    /// Start a handshake at `now` with the gateway whose key is `gateway` (pinned), as
+    /// `local_static`, for `params`' network, with `ephemeral` (fresh randomness, one per
+    /// connection). Act one is ready in [`Self::poll_transmit`].
+    pub fn new(
+        now: Millis,
+        params: &Params,
+        local_static: SecretKey,
+        gateway: PublicKey,
+        ephemeral: SecretKey,
+        limits: Limits,
+    ) -> Initiator {
+        Initiator {
+            chain_hash: params.genesis.block_hash().0,
+            link: Link::new(
+                params.genesis.block_hash().0,
+                local_static,
+                gateway,
+                ephemeral,
+            ),
+            ready: false,
+            failed: false,
+            pong_due: None,
+            limits,
+            opened: now,
+            heard: now,
+            ping_sent: None,
+        }
+    }
+
+    /// Whether `init` has been exchanged.
+    pub fn is_ready(&self) -> bool {
+        self.ready && !self.failed
+    }
+
+    /// Take bytes from the gateway at `now` (a WebSocket message's payload, any chunking):
+    /// returns how many were taken and at most one event. Call again with the rest. After
+    /// an error the connection stays failed.
+    pub fn handle_input(
+        &mut self,
+        now: Millis,
+        data: &[u8],
+    ) -> Result<(usize, Option<PeerEvent<'_>>), PeerError> {
+        if self.failed {
+            return Err(PeerError::Failed);
+        }
+        self.heard = now;
+        self.ping_sent = None;
+        let (taken, message) = match self.link.read(data) {
+            Ok((taken, Some(bytes))) => (taken, bytes),
+            Ok((taken, None)) => return Ok((taken, None)),
+            Err(e) => {
+                self.failed = true;
+                return Err(e);
+            }
+        };
+        match interpret(message, &self.chain_hash, self.ready) {
+            Ok(Interpreted::Ready) => {
+                self.ready = true;
+                Ok((taken, Some(PeerEvent::Ready)))
+            }
+            Ok(Interpreted::Pong(len)) => {
+                self.pong_due = len;
+                Ok((taken, None))
+            }
+            Ok(Interpreted::Event(event)) => Ok((taken, event)),
+            Err(e) => {
+                self.failed = true;
+                Err(e)
+            }
+        }
+    }
+
+    /// Bytes to send now (one WebSocket message), if any; call [`Self::sent`] after.
+    pub fn poll_transmit(&mut self) -> Option<&[u8]> {
+        if let Some(len) = self.pong_due.take() {
+            let n = Pong::encode_zeroed(len, self.link.body_mut());
+            if n.map(|n| self.link.queue(n)).is_err() {
+                // Cannot happen: `pong_len` is checked against the frame size.
+                self.failed = true;
+            }
+        }
+        self.link.transmit()
+    }
+
+    /// The bytes from [`Self::poll_transmit`] went out.
+    pub fn sent(&mut self) {
+        self.link.sent();
+    }
+
+    /// When [`Self::handle_timeout`] must next run: the handshake deadline, then the
+    /// keepalive's.
+    pub fn poll_timeout(&self) -> Option<Millis> {
+        if self.failed {
+            return None;
+        }
+        Some(if !self.ready {
+            self.opened + self.limits.handshake
+        } else if let Some(sent) = self.ping_sent {
+            sent + self.limits.ping_timeout
+        } else {
+            self.heard + self.limits.ping_after
+        })
+    }
+
+    /// Deadlines at `now`: a handshake that has not finished, or a ping unanswered, fails
+    /// the connection; a silent gateway is pinged.
+    pub fn handle_timeout(&mut self, now: Millis) -> Result<(), PeerError> {
+        let Some(due) = self.poll_timeout() else {
+            return Ok(());
+        };
+        if now < due {
+            return Ok(());
+        }
+        let result = if !self.ready {
+            Err(PeerError::HandshakeTimeout)
+        } else if self.ping_sent.is_some() {
+            Err(PeerError::KeepaliveTimeout)
+        } else {
+            self.ping_sent = Some(now);
+            Ping::encode_zeroed(0, 0, self.link.body_mut())
+                .map_err(PeerError::Encode)
+                .and_then(|n| self.link.queue(n))
+        };
+        self.failed |= result.is_err();
+        result
+    }
+
+    /// Ask for at most `max_count` headers after the first of `locator` on the gateway's
+    /// chain (newest first; at most `MAX_LOCATOR` are sent).
+    pub fn request(
+        &mut self,
+        id: u32,
+        max_count: u32,
+        locator: &[BlockHash],
+    ) -> Result<(), PeerError> {
+        if !self.is_ready() {
+            return Err(PeerError::NotReady);
+        }
+        let mut flat = [0u8; 32 * lightwire_wire::sync::MAX_LOCATOR];
+        let n = locator.len().min(lightwire_wire::sync::MAX_LOCATOR);
+        for (dst, h) in flat.chunks_exact_mut(32).zip(&locator[..n]) {
+            dst.copy_from_slice(h.as_bytes());
+        }
+        let req = GetHeaders {
+            id,
+            max_count,
+            stop_hash: [0; 32],
+            locator: &flat[..n * 32],
+        };
+        self.link.send(&Message::GetHeaders(req))
+    }
+}
+
+enum Interpreted<'a> {
+    Ready,
+    Pong(Option<u16>),
+    Event(Option<PeerEvent<'a>>),
+}
+
+/// What a decrypted message from the gateway means, before or after its `init`.
+fn interpret<'a>(
+    bytes: &'a [u8],
+    chain_hash: &[u8; 32],
+    ready: bool,
+) -> Result<Interpreted<'a>, PeerError> {
+    let message = Message::decode(bytes).map_err(PeerError::Decode)?;
+    if !ready {
+        let Message::Init(init) = message else {
+            return Err(PeerError::NoInitFirst);
+        };
+        init.require_chain(chain_hash)?;
+        return Ok(Interpreted::Ready);
+    }
+    let event = match message {
+        Message::Tip(t) => PeerEvent::Tip {
+            height: t.height,
+            header: Header::decode(t.header),
+            chainwork: Work(U256::from_be_bytes(t.chainwork)),
+        },
+        Message::Headers(h) => PeerEvent::Headers {
+            id: h.id,
+            first_height: h.first_height,
+            headers: h.headers,
+            last: h.last,
+        },
+        Message::Warning(w) => PeerEvent::Warning(w.data_utf8()),
+        Message::Error(e) => {
+            return Err(PeerError::GatewayError(e.data_utf8().map(str::to_string)));
+        }
+        Message::Ping(p) => return Ok(Interpreted::Pong(p.pong_len())),
+        Message::Pong(_) => PeerEvent::Pong,
+        Message::Init(_) | Message::GetHeaders(_) | Message::Unknown { .. } => {
+            return Ok(Interpreted::Event(None));
+        }
+    };
+    Ok(Interpreted::Event(Some(event)))
+}

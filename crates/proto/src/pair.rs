@@ -1,0 +1,503 @@
+//! An [`Initiator`] against a [`Responder`] in memory, on a virtual clock (quinn-proto's
+//! `Pair`): the client's side does what a browser's WebSocket does (the upgrade, masked
+//! frames), the bytes move only when [`Pair::drive`] moves them, and time passes only in
+//! [`Pair::advance`]. Keepalive, deadlines, pool waits and closes are tested without sockets
+//! or sleeps.
+
+use core::time::Duration;
+
+use lightwire_chain::{BlockHash, REGTEST};
+use lightwire_noise::{MAX_FRAME_LEN, SecretKey};
+
+use crate::initiator::{Initiator, Limits as InitiatorLimits, PeerError, PeerEvent};
+use crate::responder::{BufferKind, BufferMode, Close, Limits, Responder, Transmit};
+use crate::testing::TestChain;
+use crate::time::Millis;
+use crate::ws;
+
+/// What the client heard, owned (for assertions).
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub enum Heard {
+    /// The gateway's `init` was accepted.
+    Ready,
+    /// A tip at this height.
+    Tip(u32),
+    /// Headers: request id, how many, whether the last.
+    Headers(u32, usize, bool),
+    /// A warning's text.
+    Warning(Option<String>),
+    /// A pong.
+    Pong,
+}
+
+/// The two ends and what is between them.
+pub struct Pair {
+    /// The virtual clock.
+    pub now: Millis,
+    /// The client's end.
+    pub client: Initiator,
+    /// The gateway's end.
+    pub server: Responder,
+    /// What the gateway serves.
+    pub chain: TestChain,
+    /// Buffers the gateway's pool can lend now (pooled mode).
+    pub pool: Vec<Box<[u8]>>,
+    /// Whether the client's bytes reach the gateway (false: the client went silent).
+    pub client_sends: bool,
+    /// Whether the gateway's bytes reach the client (false: the gateway went silent).
+    pub server_sends: bool,
+    /// Everything the client heard, in order.
+    pub heard: Vec<Heard>,
+    /// Why the client's connection failed, if it did.
+    pub client_error: Option<PeerError>,
+    to_server: Vec<u8>,
+    to_client: Vec<u8>,
+    upgraded: bool,
+    ws_key: [u8; 24],
+    decoder: ws::Decoder,
+    mask: u32,
+}
+
+fn key(b: u8) -> SecretKey {
+    SecretKey::from_bytes(&[b; 32]).expect("a valid test key")
+}
+
+impl Pair {
+    /// A client and a gateway serving `chain`, connected as far as the bytes queued at the
+    /// start (nothing moves until [`Self::drive`]). `pool` buffers are lent in pooled mode.
+    pub fn new(chain: TestChain, buffers: BufferMode, pool: usize) -> Pair {
+        let now = Millis(1_000_000);
+        let gateway = key(0x11);
+        let client = Initiator::new(
+            now,
+            &REGTEST,
+            key(0x22),
+            gateway.public_key(),
+            key(0x33),
+            InitiatorLimits::default(),
+        );
+        let server = Responder::new(
+            now,
+            gateway,
+            key(0x44),
+            REGTEST.genesis.block_hash().0,
+            Limits::default(),
+            buffers,
+        );
+        let ws_key = *b"dGhlIHNhbXBsZSBub25jZQ==";
+        let mut request = [0u8; 512];
+        let n = ws::client_request("127.0.0.1:1", "/", &ws_key, &mut request);
+        Pair {
+            now,
+            client,
+            server,
+            chain,
+            pool: (0..pool)
+                .map(|_| vec![0u8; MAX_FRAME_LEN].into_boxed_slice())
+                .collect(),
+            client_sends: true,
+            server_sends: true,
+            heard: Vec::new(),
+            client_error: None,
+            to_server: request[..n].to_vec(),
+            to_client: Vec::new(),
+            upgraded: false,
+            ws_key,
+            decoder: ws::Decoder::client(),
+            mask: 0x1234_5678,
+        }
+    }
+
+    /// Why the gateway closed, if it did.
+    pub fn server_close(&self) -> Option<&Close> {
+        self.server.poll_close()
+    }
+
+    /// Send `payload` from the client as one masked WebSocket message, as it is (tests
+    /// that misbehave).
+    pub fn client_raw(&mut self, payload: &[u8]) {
+        self.mask = self
+            .mask
+            .wrapping_mul(1_664_525)
+            .wrapping_add(1_013_904_223);
+        let mask = self.mask.to_be_bytes();
+        let (h, n) = ws::client_binary_header(payload.len(), mask);
+        self.to_server.extend_from_slice(&h[..n]);
+        let at = self.to_server.len();
+        self.to_server.extend_from_slice(payload);
+        ws::apply_mask(&mut self.to_server[at..], mask, 0);
+    }
+
+    /// Move bytes both ways until neither end has anything more to say (or can say it).
+    pub fn drive(&mut self) {
+        loop {
+            let mut moved = false;
+            if self.client_error.is_none()
+                && let Some(out) = self.client.poll_transmit().map(<[u8]>::to_vec)
+            {
+                self.client.sent();
+                if self.client_sends {
+                    self.client_raw(&out);
+                }
+                moved = true;
+            }
+            moved |= self.server_output();
+            if self.client_sends && !self.to_server.is_empty() && self.server.wants_input() {
+                if self.server.needs_read_buffer(self.now) && !self.lend(BufferKind::Read) {
+                    // Waits for a buffer (poll_timeout counts the wait).
+                } else {
+                    let mut bytes = core::mem::take(&mut self.to_server);
+                    self.server.handle_input(self.now, &mut bytes, &self.chain);
+                    if self.server.needs_read_buffer(self.now) {
+                        self.lend(BufferKind::Read);
+                    }
+                    self.give_back();
+                    moved = true;
+                }
+            }
+            if !self.to_client.is_empty() {
+                let mut bytes = core::mem::take(&mut self.to_client);
+                self.client_input(&mut bytes);
+                moved = true;
+            }
+            if !moved {
+                return;
+            }
+        }
+    }
+
+    /// Let `d` pass, running both ends' deadlines as they fall due, and drive.
+    pub fn advance(&mut self, d: Duration) {
+        let end = self.now + d;
+        loop {
+            let next = [self.client_timeout(), self.server.poll_timeout()]
+                .into_iter()
+                .flatten()
+                .filter(|t| *t <= end)
+                .min();
+            let Some(t) = next else { break };
+            self.now = t.max(self.now);
+            if self.client_error.is_none()
+                && let Err(e) = self.client.handle_timeout(self.now)
+            {
+                self.client_error = Some(e);
+            }
+            self.server.handle_timeout(self.now);
+            self.give_back();
+            self.drive();
+        }
+        self.now = end;
+        self.drive();
+    }
+
+    fn client_timeout(&self) -> Option<Millis> {
+        if self.client_error.is_some() {
+            None
+        } else {
+            self.client.poll_timeout()
+        }
+    }
+
+    /// Ask for `max_count` headers after `locator` from the client.
+    pub fn request(&mut self, id: u32, max_count: u32, locator: &[BlockHash]) {
+        self.client.request(id, max_count, locator).expect("ready");
+    }
+
+    fn lend(&mut self, kind: BufferKind) -> bool {
+        let Some(buf) = self.pool.pop() else {
+            return false;
+        };
+        self.server.give_buffer(self.now, kind, buf, &self.chain);
+        true
+    }
+
+    fn give_back(&mut self) {
+        while let Some((_, buf)) = self.server.reclaim() {
+            self.pool.push(buf);
+        }
+    }
+
+    fn server_output(&mut self) -> bool {
+        let mut moved = false;
+        loop {
+            match self.server.poll_transmit(self.now, &self.chain) {
+                None => break,
+                Some(Transmit::NeedBuffer) => {
+                    if !self.lend(BufferKind::Write) {
+                        break;
+                    }
+                    continue;
+                }
+                Some(Transmit::Raw(bytes)) => {
+                    if self.server_sends {
+                        self.to_client.extend_from_slice(bytes);
+                    }
+                }
+                Some(Transmit::Frame { header, frame }) => {
+                    if self.server_sends {
+                        self.to_client.extend_from_slice(header);
+                        self.to_client.extend_from_slice(frame);
+                    }
+                }
+            }
+            self.server.transmitted();
+            self.give_back();
+            moved = true;
+        }
+        moved
+    }
+
+    fn client_input(&mut self, mut bytes: &mut [u8]) {
+        if !self.upgraded {
+            let used = ws::client_response(bytes, &self.ws_key)
+                .expect("a valid upgrade response")
+                .expect("the whole response in one piece");
+            self.upgraded = true;
+            bytes = &mut bytes[used..];
+        }
+        let mut at = 0;
+        while at < bytes.len() {
+            let (n, event) = self.decoder.decode(&mut bytes[at..]).expect("valid frames");
+            if let Some(ws::Event::Data(r)) = event {
+                let (a, b) = (at + r.start, at + r.end);
+                self.payload(&bytes[a..b]);
+            }
+            at += n;
+        }
+    }
+
+    fn payload(&mut self, mut data: &[u8]) {
+        while !data.is_empty() && self.client_error.is_none() {
+            match self.client.handle_input(self.now, data) {
+                Ok((taken, event)) => {
+                    if let Some(e) = event {
+                        self.heard.push(match e {
+                            PeerEvent::Ready => Heard::Ready,
+                            PeerEvent::Tip { height, .. } => Heard::Tip(height),
+                            PeerEvent::Headers {
+                                id, headers, last, ..
+                            } => Heard::Headers(id, headers.len() / 80, last),
+                            PeerEvent::Warning(t) => Heard::Warning(t.map(str::to_string)),
+                            PeerEvent::Pong => Heard::Pong,
+                        });
+                    }
+                    data = &data[taken..];
+                }
+                Err(e) => self.client_error = Some(e),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    use lightwire_wire::Ping;
+
+    use super::*;
+    use crate::session::Violation;
+
+    fn connected(buffers: BufferMode, pool: usize) -> Pair {
+        let mut p = Pair::new(TestChain::generate(3000), buffers, pool);
+        p.drive();
+        assert!(p.server.is_established(), "{:?}", p.server_close());
+        assert!(p.client.is_ready(), "{:?}", p.client_error);
+        assert_eq!(p.heard, [Heard::Ready, Heard::Tip(3000)]);
+        p.heard.clear();
+        p
+    }
+
+    #[test]
+    fn a_sync_over_the_pair_in_both_buffer_modes() {
+        for (mode, pool) in [(BufferMode::Fixed, 0), (BufferMode::Pooled, 2)] {
+            let mut p = connected(mode, pool);
+            p.request(1, 2000, &[REGTEST.genesis.block_hash()]);
+            p.drive();
+            assert_eq!(
+                p.heard,
+                [
+                    Heard::Headers(1, 819, false),
+                    Heard::Headers(1, 819, false),
+                    Heard::Headers(1, 362, true)
+                ],
+                "{mode:?}"
+            );
+            assert_eq!(p.server.take_counts().headers_sent, 2000);
+            if mode == BufferMode::Pooled {
+                assert_eq!(p.pool.len(), 2, "both buffers back in the pool when idle");
+            }
+        }
+    }
+
+    #[test]
+    fn keepalive_both_ways_on_the_virtual_clock() {
+        let mut p = connected(BufferMode::Fixed, 0);
+        // Pings go both ways after 30 s of silence, and are answered: nothing closes.
+        for _ in 0..10 {
+            p.advance(Duration::from_secs(31));
+        }
+        assert!(p.server_close().is_none() && p.client_error.is_none());
+        assert!(
+            p.heard.contains(&Heard::Pong),
+            "the gateway answered our pings"
+        );
+
+        // A client that goes silent: the gateway pings at 30 s and closes 30 s later.
+        let mut p = connected(BufferMode::Fixed, 0);
+        p.client_sends = false;
+        p.advance(Duration::from_secs(59));
+        assert_eq!(p.server_close(), None);
+        p.advance(Duration::from_secs(2));
+        assert_eq!(p.server_close(), Some(&Close::KeepaliveTimeout));
+    }
+
+    #[test]
+    fn a_silent_gateway_fails_the_client_keepalive() {
+        let mut p = connected(BufferMode::Fixed, 0);
+        p.server_sends = false;
+        // Ping after 30 s, unanswered for 20 s.
+        p.advance(Duration::from_secs(49));
+        assert_eq!(p.client_error, None);
+        p.advance(Duration::from_secs(2));
+        assert_eq!(p.client_error, Some(PeerError::KeepaliveTimeout));
+    }
+
+    #[test]
+    fn handshake_deadlines_on_both_ends() {
+        // A client that never sends act one: the gateway closes after 5 s.
+        let mut p = Pair::new(TestChain::generate(10), BufferMode::Fixed, 0);
+        p.client_sends = false;
+        p.drive();
+        p.advance(Duration::from_millis(4_999));
+        assert_eq!(p.server_close(), None);
+        p.advance(Duration::from_millis(2));
+        assert_eq!(p.server_close(), Some(&Close::HandshakeTimeout));
+        // The client gives up after 10 s without the gateway's init.
+        p.advance(Duration::from_secs(5));
+        assert_eq!(p.client_error, Some(PeerError::HandshakeTimeout));
+    }
+
+    #[test]
+    fn a_frame_that_trickles_is_closed_at_the_frame_deadline() {
+        let mut p = connected(BufferMode::Pooled, 2);
+        // Half of a frame's length prefix: the gateway holds a read buffer for it.
+        p.client_raw(&[0u8; 10]);
+        p.drive();
+        assert_eq!(
+            p.pool.len(),
+            1,
+            "a read buffer is held for the partial frame"
+        );
+        p.advance(Duration::from_secs(9));
+        assert_eq!(p.server_close(), None);
+        p.advance(Duration::from_secs(2));
+        assert_eq!(p.server_close(), Some(&Close::SlowFrame));
+        // The half-read frame's buffer went with the connection (a real pool allocates
+        // another in its place: the loan ended with the connection).
+        assert_eq!(p.server.reclaim(), None);
+    }
+
+    #[test]
+    fn an_exhausted_pool_closes_the_waiting_connection() {
+        // No buffer to write the gateway's init with.
+        let mut p = Pair::new(TestChain::generate(10), BufferMode::Pooled, 0);
+        p.drive();
+        assert!(p.server.is_established());
+        p.advance(Duration::from_millis(9_999));
+        assert_eq!(p.server_close(), None);
+        // A buffer that comes free in time is used.
+        p.pool.push(vec![0u8; MAX_FRAME_LEN].into_boxed_slice());
+        p.drive();
+        assert!(p.client.is_ready());
+        // Now none again, and a request waits: closed 10 s after the wait began.
+        let buf = p.pool.pop().unwrap();
+        p.request(1, 10, &[]);
+        p.drive();
+        p.advance(Duration::from_secs(11));
+        assert_eq!(p.server_close(), Some(&Close::PoolExhausted));
+        drop(buf);
+    }
+
+    #[test]
+    fn a_violation_is_warned_then_closed() {
+        let mut p = connected(BufferMode::Fixed, 0);
+        p.request(1, 0, &[]);
+        p.drive();
+        assert_eq!(
+            p.server_close(),
+            Some(&Close::Violation(Violation::MaxCount(0)))
+        );
+        assert!(
+            matches!(p.heard.last(), Some(Heard::Warning(Some(t))) if t.contains("max_count 0"))
+        );
+    }
+
+    /// An initiator past the handshake with a bare responder, and that responder's
+    /// sending half, after the gateway's init for `chain` was taken (the result).
+    fn handshaken(chain: [u8; 32]) -> (Initiator, lightwire_noise::Sender, Result<(), PeerError>) {
+        use lightwire_wire::{Features, Init, Networks};
+        let gateway = key(9);
+        let mut c = Initiator::new(
+            Millis(0),
+            &REGTEST,
+            key(1),
+            gateway.public_key(),
+            key(2),
+            InitiatorLimits::default(),
+        );
+        let act_one = c.poll_transmit().unwrap().to_vec();
+        c.sent();
+        let (awaiting, act_two) = lightwire_noise::Responder::start(gateway, key(3))
+            .read_act_one(&act_one)
+            .unwrap();
+        assert_eq!(c.handle_input(Millis(0), &act_two).unwrap(), (50, None));
+        let out = c.poll_transmit().unwrap().to_vec();
+        c.sent();
+        let (mut tx, _rx) = awaiting.read_act_three(&out[..66]).unwrap().split();
+        let chains = [chain];
+        let init = Init::new(Features::empty(), Some(Networks::from_chains(&chains)));
+        let mut body = vec![0u8; 200];
+        let n = init.encode(&mut body).unwrap();
+        let mut frame = vec![0u8; n + 34];
+        let len = tx.encrypt(&body[..n], &mut frame).unwrap();
+        let r = c
+            .handle_input(Millis(0), &frame[..len])
+            .map(|(_, e)| assert_eq!(e, Some(PeerEvent::Ready)));
+        (c, tx, r)
+    }
+
+    #[test]
+    fn many_pings_get_one_pong() {
+        let (mut c, mut tx, r) = handshaken(REGTEST.genesis.block_hash().0);
+        r.unwrap();
+        // A gateway asking for 65,531 pong bytes a thousand times in one WebSocket message.
+        let mut body = [0u8; 16];
+        let n = Ping::encode_zeroed(65_531, 0, &mut body).unwrap();
+        let mut wire = Vec::new();
+        for _ in 0..1000 {
+            let mut frame = [0u8; 64];
+            let len = tx.encrypt(&body[..n], &mut frame).unwrap();
+            wire.extend_from_slice(&frame[..len]);
+        }
+        let mut data = &wire[..];
+        while !data.is_empty() {
+            let (taken, _) = c.handle_input(Millis(0), data).unwrap();
+            data = &data[taken..];
+        }
+        // One pong of 65,531 zero bytes (plus type, length and MACs), not a thousand.
+        let out = c.poll_transmit().unwrap();
+        assert_eq!(out.len(), lightwire_noise::frame_len(2 + 2 + 65_531));
+    }
+
+    #[test]
+    fn another_network_is_refused_and_the_connection_stays_failed() {
+        let mainnet = lightwire_chain::MAINNET.genesis.block_hash().0;
+        let (mut c, _tx, r) = handshaken(mainnet);
+        assert_eq!(r, Err(PeerError::WrongNetwork));
+        assert_eq!(c.handle_input(Millis(0), &[0]), Err(PeerError::Failed));
+        assert!(!c.is_ready());
+        assert_eq!(c.poll_timeout(), None);
+    }
+}
