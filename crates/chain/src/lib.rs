@@ -13,6 +13,8 @@ pub mod generate;
 mod header;
 pub mod merkle;
 mod params;
+#[cfg(test)]
+mod reference;
 mod target;
 mod uint;
 mod validate;

@@ -164,4 +164,133 @@ mod tests {
         let t = CompactTarget(0x207fffff).to_target().unwrap();
         assert_eq!(t.work(), Work(U256::from_u64(2)));
     }
+
+    /// Against crypto-bigint: `SetCompact` and `GetCompact` computed exactly (see
+    /// `crate::reference`), the work of a target, and the round trips between them.
+    mod differential {
+        #[cfg(target_arch = "wasm32")]
+        use wasm_bindgen_test::wasm_bindgen_test as test;
+
+        use crypto_bigint::U256 as Cb;
+
+        use super::super::*;
+        use crate::reference::{Rng, be, cb, edges, get_compact, set_compact, to_cb, work};
+
+        /// Decoding `bits`, and for a valid target the encoding back and the round trip.
+        fn check_compact(bits: u32) {
+            let got = CompactTarget(bits).to_target();
+            let expected = set_compact(bits);
+            assert_eq!(got.map(|t| to_cb(&t.0)), expected, "{bits:#010x}");
+            if let Ok(target) = got {
+                let back = target.to_compact();
+                // A decoded value has at most three significant bytes: it survives the
+                // round trip exactly, and its encoding is the canonical one.
+                assert_eq!(back.0, get_compact(&to_cb(&target.0)), "{bits:#010x}");
+                assert_eq!(back.to_target(), Ok(target), "{bits:#010x} -> {back}");
+            }
+        }
+
+        /// Encoding the value `b`, its work, and whether hashes meet it.
+        fn check_target(b: &[u8; 32], hash: &[u8; 32]) {
+            let target = Target(U256::from_be_bytes(b));
+            let r = cb(b);
+            let compact = target.to_compact();
+            assert_eq!(compact.0, get_compact(&r), "{target:?}");
+            assert_eq!(
+                target.is_met_by(&BlockHash(*hash)),
+                Cb::from_le_slice(hash) <= r,
+                "{target:?}"
+            );
+            // A hash is a little-endian number: equal to the target meets it, one more not.
+            let hash_of = |v: &Cb| {
+                let mut le = be(v);
+                le.reverse();
+                BlockHash(le)
+            };
+            assert!(target.is_met_by(&hash_of(&r)), "{target:?}");
+            if r != Cb::MAX {
+                let above = hash_of(&r.wrapping_add(&Cb::ONE));
+                assert!(!target.is_met_by(&above), "{target:?}");
+            }
+            if r == Cb::ZERO {
+                // No header carries a zero target (`to_target` refuses it).
+                assert_eq!(compact, CompactTarget(0));
+                return;
+            }
+            assert_eq!(to_cb(&target.work().0), work(&r), "{target:?}");
+            // The encoding keeps the top bytes and drops the rest (rounding down), and
+            // decodes to a valid target again.
+            let size = compact.0 >> 24;
+            let decoded = compact.to_target().map(|t| to_cb(&t.0));
+            let kept = if size > 3 {
+                r.unbounded_shr_vartime(8 * (size - 3))
+                    .unbounded_shl_vartime(8 * (size - 3))
+            } else {
+                r
+            };
+            assert_eq!(decoded, Ok(kept), "{target:?} -> {compact}");
+            assert_eq!(compact.0 & 0x0080_0000, 0, "{target:?} -> {compact}");
+        }
+
+        #[test]
+        fn every_exponent_with_edge_mantissas() {
+            let mantissas = [
+                0x00_0000, 0x00_0001, 0x00_007f, 0x00_0080, 0x00_00ff, 0x00_0100, 0x00_7fff,
+                0x00_8000, 0x00_ffff, 0x01_0000, 0x12_3456, 0x7f_ffff,
+            ];
+            for exponent in 0..=255u32 {
+                for mantissa in mantissas {
+                    for sign in [0, 0x0080_0000] {
+                        check_compact(exponent << 24 | sign | mantissa);
+                    }
+                }
+            }
+        }
+
+        #[test]
+        fn random_compacts() {
+            let mut rng = Rng::new(0x6e62_6974_7304);
+            for _ in 0..20_000 {
+                // Mostly the exponents of real targets, near the overflow edge at 32..=35.
+                let exponent = match rng.below(4) {
+                    0 => rng.below(256),
+                    1 => 30 + rng.below(7),
+                    _ => rng.below(36),
+                } as u32;
+                let mantissa = (rng.next_u64() as u32 & 0x00ff_ffff) >> rng.below(24);
+                check_compact(exponent << 24 | mantissa);
+            }
+        }
+
+        #[test]
+        fn targets_of_edge_values() {
+            let mut rng = Rng::new(0x7461_7267_7405);
+            for b in edges() {
+                check_target(&b, &rng.value());
+            }
+        }
+
+        #[test]
+        fn targets_of_random_values() {
+            let mut rng = Rng::new(0x7461_7267_7406);
+            for _ in 0..5000 {
+                let (b, hash) = (rng.value(), rng.value());
+                check_target(&b, &hash);
+            }
+        }
+
+        #[test]
+        fn network_limits() {
+            for network in crate::Network::ALL {
+                let params = network.params();
+                let limit = cb(&params.pow_limit);
+                assert_eq!(to_cb(&params.pow_limit().0), limit, "{network}");
+                assert_eq!(
+                    params.pow_limit_compact().0,
+                    get_compact(&limit),
+                    "{network}"
+                );
+            }
+        }
+    }
 }

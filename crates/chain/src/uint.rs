@@ -1,6 +1,18 @@
-//! A 256-bit unsigned integer with exactly the operations consensus needs (Bitcoin Core's
-//! `arith_uint256`): comparison, shifts, addition, multiplication and division by a u64,
-//! and full division for the work of a target. Limbs are little-endian u64s.
+//! Our own 256-bit unsigned integer rather than `crypto-bigint`'s (which the workspace
+//! already has, under k256), because consensus needs few operations, with Bitcoin Core's
+//! `arith_uint256` semantics, on public values: comparison, shifts that drop bits, addition,
+//! multiplication by a u64 that wraps, division by a u64, and one full division for the
+//! work of a target (`GetBlockProof`). These two hundred lines read side by side with
+//! `arith_uint256`, `SetCompact` and `GetCompact`. crypto-bigint is built for secrets:
+//! constant-time by default, checked operations that return `CtOption`, divisors wrapped in
+//! `NonZero`; none of that buys anything for targets and chainwork. Keeping it out also
+//! leaves `sha2` the only dependency the library uses and spares it crypto-bigint's pre-1.0
+//! breaking releases. Not the reasons: constness (crypto-bigint's operations are `const fn`
+//! too) and wasm size (the browser client links crypto-bigint through k256 anyway; no size
+//! difference has been measured). The tests at the bottom check every operation here
+//! against crypto-bigint.
+//!
+//! Limbs are little-endian u64s.
 
 use core::cmp::Ordering;
 use core::fmt;
@@ -295,5 +307,169 @@ mod tests {
             u("100000000000000000000000000000000").checked_div(&u("10000000000000000")),
             Some(u("10000000000000000"))
         );
+    }
+
+    /// Against crypto-bigint: every operation above on edge values and on seeded random
+    /// values of every length.
+    mod differential {
+        #[cfg(target_arch = "wasm32")]
+        use wasm_bindgen_test::wasm_bindgen_test as test;
+
+        use crypto_bigint::U256 as Cb;
+
+        use super::super::U256;
+        use crate::reference::{Rng, be, cb, div, edges, from_cb, pair_edges, to_cb};
+
+        /// Unary operations, the byte orders and formatting of `b`, read both ways.
+        fn check_one(b: &[u8; 32]) {
+            let x = U256::from_be_bytes(b);
+            let r = cb(b);
+            assert_eq!(x.to_be_bytes(), *b);
+            assert_eq!(x.to_be_bytes(), be(&r));
+            let mut le = *b;
+            le.reverse();
+            assert_eq!(U256::from_le_bytes(&le), x);
+            assert_eq!(be(&Cb::from_le_slice(&le)), *b);
+            assert_eq!(x.bits(), r.bits_vartime(), "{x:?}");
+            assert_eq!(x.is_zero(), r.is_zero_vartime(), "{x:?}");
+            let low: [u8; 8] = b[24..].try_into().unwrap();
+            assert_eq!(x.low_u64(), u64::from_be_bytes(low), "{x:?}");
+            assert_eq!(to_cb(&x.not()), r.not(), "{x:?}");
+            assert_eq!(format!("{x:x}"), format!("{r:x}"));
+            assert_eq!(format!("{x:?}"), format!("U256({r:x})"));
+        }
+
+        /// Shifts by every amount from 0 to 256, and a few beyond.
+        fn check_shifts(b: &[u8; 32]) {
+            let x = U256::from_be_bytes(b);
+            let r = cb(b);
+            for s in (0..=256).chain([257, 300, 511, 512, 1024, u32::MAX]) {
+                assert_eq!(to_cb(&x.shl(s)), r.unbounded_shl_vartime(s), "{x:?} << {s}");
+                assert_eq!(to_cb(&x.shr(s)), r.unbounded_shr_vartime(s), "{x:?} >> {s}");
+            }
+        }
+
+        /// Binary operations on `a` and `b`, and those taking a u64 with `m`.
+        fn check_pair(a: &[u8; 32], b: &[u8; 32], m: u64) {
+            let (x, y) = (U256::from_be_bytes(a), U256::from_be_bytes(b));
+            let (p, q) = (cb(a), cb(b));
+            assert_eq!(x.cmp(&y), p.cmp(&q), "{x:?} vs {y:?}");
+            assert_eq!(x.partial_cmp(&y), Some(p.cmp(&q)));
+            assert_eq!(x == y, p == q);
+            assert_eq!(x.max(y), from_cb(&p.max(q)));
+
+            let (sum, carry) = p.carrying_add(&q, crypto_bigint::Limb::ZERO);
+            let overflow = carry != crypto_bigint::Limb::ZERO;
+            assert_eq!(
+                x.checked_add(&y),
+                (!overflow).then(|| from_cb(&sum)),
+                "{x:?} + {y:?}"
+            );
+            assert_eq!(
+                x.saturating_add(&y),
+                from_cb(&p.saturating_add(&q)),
+                "{x:?} + {y:?}"
+            );
+            let difference = (p >= q).then(|| from_cb(&p.wrapping_sub(&q)));
+            assert_eq!(x.checked_sub(&y), difference, "{x:?} - {y:?}");
+            assert_eq!(
+                x.checked_div(&y),
+                div(&p, &q).map(|d| from_cb(&d)),
+                "{x:?} / {y:?}"
+            );
+
+            let mr = Cb::from_u64(m);
+            assert_eq!(
+                to_cb(&x.wrapping_mul_u64(m)),
+                p.wrapping_mul(&mr),
+                "{x:?} * {m:#x}"
+            );
+            let quotient = div(&p, &mr).map(|d| from_cb(&d));
+            assert_eq!(x.checked_div_u64(m), quotient, "{x:?} / {m:#x}");
+            // The same divisor as a U256 takes the single-limb path.
+            assert_eq!(
+                x.checked_div(&U256::from_u64(m)),
+                quotient,
+                "{x:?} / {m:#x}"
+            );
+        }
+
+        /// Multipliers and divisors: 0, 1, small ones, the retarget timespans, limb edges.
+        const U64_EDGES: [u64; 14] = [
+            0,
+            1,
+            2,
+            3,
+            4,
+            600,
+            1_209_600,
+            4 * 1_209_600,
+            u32::MAX as u64,
+            1 << 32,
+            1 << 63,
+            (1 << 63) + 1,
+            u64::MAX - 1,
+            u64::MAX,
+        ];
+
+        #[test]
+        fn constants_match() {
+            assert_eq!(to_cb(&U256::ZERO), Cb::ZERO);
+            assert_eq!(to_cb(&U256::ONE), Cb::ONE);
+            assert_eq!(to_cb(&U256::MAX), Cb::MAX);
+            assert_eq!(U256::default(), U256::ZERO);
+            for m in U64_EDGES {
+                assert_eq!(to_cb(&U256::from_u64(m)), Cb::from_u64(m));
+            }
+        }
+
+        #[test]
+        fn unary_operations_and_shifts_on_edge_values() {
+            let edges = edges();
+            assert!(edges.len() > 1000, "{}", edges.len());
+            for b in &edges {
+                check_one(b);
+                check_shifts(b);
+            }
+        }
+
+        #[test]
+        fn unary_operations_and_shifts_on_random_values() {
+            let mut rng = Rng::new(0x756e_6172_7901);
+            for _ in 0..2000 {
+                let b = rng.value();
+                check_one(&b);
+                check_shifts(&b);
+            }
+        }
+
+        #[test]
+        fn binary_operations_on_edge_pairs() {
+            let edges = pair_edges();
+            let mut rng = Rng::new(0x6564_6765_7302);
+            for a in &edges {
+                for b in &edges {
+                    check_pair(a, b, rng.u64());
+                }
+                for m in U64_EDGES {
+                    check_pair(a, &rng.value(), m);
+                }
+            }
+        }
+
+        #[test]
+        fn binary_operations_on_random_pairs() {
+            let mut rng = Rng::new(0x7061_6972_7303);
+            let edges = edges();
+            for _ in 0..5000 {
+                let (a, b, m) = (rng.value(), rng.value(), rng.u64());
+                check_pair(&a, &b, m);
+                // Equal operands, and edge values against random ones.
+                check_pair(&a, &a, m);
+                let e = edges[rng.below(edges.len() as u64) as usize];
+                check_pair(&e, &b, m);
+                check_pair(&a, &e, m);
+            }
+        }
     }
 }

@@ -926,4 +926,45 @@ mod tests {
         assert!(!window.truncate_to(10), "not held: nothing dropped");
         assert_eq!(window.tip().height, 4000);
     }
+
+    /// `retarget` against Core's `CalculateNextWorkRequired` computed with crypto-bigint
+    /// (`SetCompact` and `GetCompact` from `crate::reference`): the old target times the
+    /// clamped timespan (wrapping at 2^256, as `arith_uint256` does), divided by the target
+    /// timespan, capped at the limit.
+    #[test]
+    fn retarget_against_crypto_bigint() {
+        use crate::reference::{Rng, cb, get_compact, set_compact};
+        use crypto_bigint::{NonZero, U256 as Cb};
+
+        let mut rng = Rng::new(0x7265_7461_7207);
+        for _ in 0..5000 {
+            let params = crate::Network::ALL[rng.below(5) as usize].params();
+            let limit = cb(&params.pow_limit);
+            // Mostly real-looking targets at or below the limit, sometimes any nBits.
+            let bits = if rng.below(4) == 0 {
+                rng.next_u64() as u32
+            } else {
+                let value = cb(&rng.value());
+                get_compact(&value.min(limit))
+            };
+            let first_time = rng.next_u64() as u32;
+            let span = i64::from(params.target_timespan);
+            let last_time = match rng.below(3) {
+                0 => rng.next_u64() as u32,
+                _ => (i64::from(first_time) + rng.below(6 * span as u64) as i64 - span) as u32,
+            };
+
+            let actual = (i64::from(last_time) - i64::from(first_time)).clamp(span / 4, span * 4);
+            let old = set_compact(bits).unwrap_or(Cb::ZERO);
+            let scaled = old.wrapping_mul(&Cb::from_u64(actual as u64));
+            let timespan = NonZero::new(Cb::from_u32(params.target_timespan)).unwrap();
+            let new = scaled.div_rem_vartime(&timespan).0.min(limit);
+            assert_eq!(
+                retarget(params, first_time, CompactTarget(bits), last_time),
+                CompactTarget(get_compact(&new)),
+                "{} {first_time} {bits:#010x} {last_time}",
+                params.network
+            );
+        }
+    }
 }

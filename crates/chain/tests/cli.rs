@@ -23,6 +23,12 @@ fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
+/// A usage error's message, without the usage line that follows it (which names every
+/// required option).
+fn error_part(stderr: &str) -> &str {
+    stderr.split("\nUsage:").next().unwrap_or(stderr)
+}
+
 /// A scratch directory for this test, removed when dropped.
 struct Scratch(PathBuf);
 
@@ -100,20 +106,62 @@ fn check_refuses_bad_input_with_reasons() {
     assert!(text(&out.stderr).contains("81 bytes is not a whole number"));
 
     let missing = scratch.path("missing.bin");
-    assert_eq!(
-        run(&["check", "--network", "mainnet", &missing])
-            .status
-            .code(),
-        Some(2)
+    let out = run(&["check", "--network", "mainnet", &missing]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("missing.bin"),
+        "{}",
+        text(&out.stderr)
     );
-    assert_eq!(
-        run(&["check", "--network", "dogecoin", &partial])
-            .status
-            .code(),
-        Some(2)
+
+    // Usage errors: exit 2, naming what is wrong (the wording is clap's).
+    for (args, names) in [
+        (
+            &["check", "--network", "dogecoin", &partial][..],
+            "dogecoin",
+        ),
+        (&["check", &partial][..], "--network"),
+        (&["check", "--network", "mainnet"][..], "<FILE>"),
+        (
+            &[
+                "check",
+                "--network",
+                "mainnet",
+                "--from-height",
+                "x",
+                &partial,
+            ][..],
+            "--from-height",
+        ),
+        (
+            &["check", "--network", "mainnet", "--bogus", &partial][..],
+            "--bogus",
+        ),
+        (&["frobnicate"][..], "frobnicate"),
+    ] {
+        let out = run(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(out.stdout.is_empty(), "{args:?}");
+        let stderr = text(&out.stderr);
+        assert!(error_part(&stderr).contains(names), "{args:?}: {stderr}");
+    }
+    let out = run(&[]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("Usage: lightwire-chain <COMMAND>"));
+}
+
+#[test]
+fn help_is_not_an_error() {
+    let out = run(&["--help"]);
+    assert_eq!(out.status.code(), Some(0));
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains("check") && stdout.contains("generate"),
+        "{stdout}"
     );
-    assert_eq!(run(&["check", &partial]).status.code(), Some(2));
-    assert_eq!(run(&["frobnicate"]).status.code(), Some(2));
+    let out = run(&["check", "--help"]);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(text(&out.stdout).contains("--from-height"));
 }
 
 #[test]
@@ -200,10 +248,65 @@ fn generate_then_check_with_a_fork() {
         .success()
     );
     assert_eq!(std::fs::read(&again).unwrap(), main);
-    assert_eq!(
-        run(&["generate", "--network", "mainnet", "--count", "10", &again])
-            .status
-            .code(),
-        Some(2)
-    );
+
+    // Usage errors: exit 2, naming what is wrong, and nothing written.
+    let unwritten = scratch.path("unwritten.bin");
+    for (args, names) in [
+        (&["--network", "mainnet", "--count", "10"][..], "regtest"),
+        (&["--network", "regtest", "--count", "0"][..], "--count"),
+        (&["--network", "regtest"][..], "--count"),
+        (
+            &["--network", "regtest", "--count", "10", "--fork-at", "5"][..],
+            "--fork-len",
+        ),
+        (
+            &["--network", "regtest", "--count", "10", "--fork-len", "2"][..],
+            "--fork-at",
+        ),
+        (
+            &[
+                "--network",
+                "regtest",
+                "--count",
+                "10",
+                "--fork-at",
+                "10",
+                "--fork-len",
+                "2",
+            ][..],
+            "--fork-at",
+        ),
+        (
+            &[
+                "--network",
+                "regtest",
+                "--count",
+                "10",
+                "--fork-at",
+                "0",
+                "--fork-len",
+                "2",
+            ][..],
+            "--fork-at",
+        ),
+        (
+            &[
+                "--network",
+                "regtest",
+                "--count",
+                "10",
+                "--fork-at",
+                "5",
+                "--fork-len",
+                "0",
+            ][..],
+            "--fork-len",
+        ),
+    ] {
+        let out = run(&[&["generate"], args, &[unwritten.as_str()]].concat());
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let stderr = text(&out.stderr);
+        assert!(error_part(&stderr).contains(names), "{args:?}: {stderr}");
+        assert!(!std::path::Path::new(&unwritten).exists(), "{args:?}");
+    }
 }
