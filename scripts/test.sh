@@ -16,7 +16,7 @@ cargo clippy --workspace --all-targets -- -D warnings
 # Code behind cfg(target_arch = "wasm32") (the IndexedDB store, the browser benchmarks) is
 # only linted in a wasm build. The native benchmark binaries do not build for wasm.
 cargo clippy --target wasm32-unknown-unknown -p lightwire-noise -p lightwire-wire \
-  -p lightwire-chain -p lightwire-store -p lightwire-store-reload -p lightwire-benches -p lightwire \
+  -p lightwire-chain -p lightwire-proto -p lightwire-store -p lightwire-store-reload -p lightwire-benches -p lightwire \
   --lib --tests \
   -- -D warnings
 
@@ -28,7 +28,7 @@ cargo test --workspace --all-targets
 # with only a notice; treat that notice as a failure so no suite is silently left out.
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
-for crate in crates/noise crates/wire crates/chain crates/store crates/client; do
+for crate in crates/noise crates/wire crates/chain crates/proto crates/store crates/client; do
   step "wasm-pack test --headless --chrome $crate"
   wasm-pack test --headless --chrome --chromedriver "$CHROMEDRIVER" "$crate" 2>&1 | tee "$log"
   if grep -q "only configured to run in node.js" "$log"; then

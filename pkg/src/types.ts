@@ -40,6 +40,36 @@ export interface BlockRef {
   hash: string;
 }
 
+/**
+ * Why a gateway was dropped, for a program to branch on (the `reason` beside it is the
+ * sentence for a person). Rule breaks mark the gateway bad for the session; the others
+ * (timeouts, lost connections, the gateway's own error) reconnect after a backoff.
+ */
+export type DropCode =
+  // The gateway broke a rule.
+  | 'invalid-header'
+  | 'unexpected-answer'
+  | 'too-many-headers'
+  | 'orphan-headers'
+  | 'undelivered-tips'
+  | 'handshake-failed'
+  | 'corrupt-frame'
+  | 'undecodable-message'
+  | 'wrong-network'
+  | 'unknown-required-feature'
+  | 'no-init-first'
+  // The connection failed or timed out.
+  | 'gateway-error'
+  | 'handshake-timeout'
+  | 'keepalive-timeout'
+  | 'request-timeout'
+  | 'open-failed'
+  | 'closed'
+  | 'connection-lost'
+  | 'no-randomness'
+  | 'connection-failed'
+  | 'internal-error';
+
 /** A gateway's connection changed state. */
 export interface GatewayChange {
   type: 'gateway';
@@ -48,6 +78,8 @@ export interface GatewayChange {
   state: GatewayState;
   /** Why it dropped or was marked bad, as a sentence; null otherwise. */
   reason: string | null;
+  /** The same, as a code; null otherwise. */
+  code: DropCode | null;
 }
 
 /** Sync progress, at most every `progressIntervalMs` and whenever `synced` flips. */
@@ -87,6 +119,15 @@ export interface Rejected {
   url: string;
   /** The rule, as a sentence. */
   reason: string;
+  /** The rule, as a code. */
+  code: DropCode;
+  /** For an invalid header: its height; null otherwise. */
+  height: number | null;
+  /**
+   * For an invalid header: the rule it broke (Bitcoin Core's reject reason where it has
+   * one, e.g. 'high-hash', 'bad-diffbits', 'time-too-new'); null otherwise.
+   */
+  rule: string | null;
 }
 
 /** A gateway sent a warning. */

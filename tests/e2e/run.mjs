@@ -272,6 +272,10 @@ async function invalid() {
       (m, ev) => ev.some((e) => e.type === 'rejected') && m.synced);
     const rej = events.find((e) => e.type === 'rejected');
     assert(rej.gateway === 0 && /2500/.test(rej.reason), `rejected ${JSON.stringify(rej)}`);
+    // Typed up to here: the code, the height and the rule (Bitcoin Core's reject reason).
+    // (The gateway flips a bit of nBits: the header misses its new target or the required one.)
+    assert(rej.code === 'invalid-header' && rej.height === 2500 && ['bad-diffbits', 'high-hash'].includes(rej.rule),
+      `rejected ${JSON.stringify(rej)}`);
     const states = await page.evaluate(() => window.client.gateways());
     assert(states[0].state === 'bad', `bad gateway state ${states[0].state}`);
     assert(m.storedHeight < 2_500 && m.storedHeight >= 2_000, `stored ${m.storedHeight}`);

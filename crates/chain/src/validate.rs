@@ -99,6 +99,26 @@ pub enum Rule {
     },
 }
 
+impl Rule {
+    /// A short machine-readable name (kebab-case; Bitcoin Core's reject reason where it
+    /// has one), stable across versions for applications to match on.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Rule::PrevHashMismatch { .. } => "prev-hash-mismatch",
+            Rule::InvalidTarget { .. } => "bad-diffbits-target",
+            Rule::HighHash { .. } => "high-hash",
+            Rule::WrongBits { .. } => "bad-diffbits",
+            Rule::RetargetOutOfRange { .. } => "retarget-out-of-range",
+            Rule::TimeTooOld { .. } => "time-too-old",
+            Rule::TimeTooNew { .. } => "time-too-new",
+            Rule::Timewarp { .. } => "time-timewarp-attack",
+            Rule::BadVersion { .. } => "bad-version",
+            Rule::CheckpointMismatch { .. } => "checkpoint-mismatch",
+            Rule::ForkBelowCheckpoint { .. } => "bad-fork-prior-to-checkpoint",
+        }
+    }
+}
+
 impl fmt::Display for Rule {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

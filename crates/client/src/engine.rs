@@ -1,7 +1,8 @@
 //! Several gateways and one best chain, sans-IO: which gateway is asked for headers, which
-//! are dropped and marked bad, when to reconnect and ping. The shell (the wasm one in the
-//! browser, the tests' natively) owns the sockets, timers, randomness and the store; it
-//! feeds bytes and closes in, and carries out the [`Action`]s and commits that come out.
+//! are dropped and marked bad, when to reconnect, and when the engine next needs to run.
+//! The shell (the wasm one in the browser, the tests' natively) owns the sockets, the
+//! timer and the store; it feeds bytes, closes and the clock in, and carries out the
+//! [`Action`]s and commits that come out. The engine owns its seeded random numbers.
 //!
 //! Rules, all here so that both shells follow them:
 //! - The target is the announced tip claiming the most work above ours (a hint); the
@@ -11,40 +12,64 @@
 //!   answer nobody asked for, or that fails the handshake or `init`, is closed and marked
 //!   bad for the session (no reconnect). Sync continues from the others.
 //! - A gateway whose connection drops (or stops answering pings) is reconnected after an
-//!   exponential backoff with jitter ([`backoff_ms`]), reset once it is serving again.
+//!   exponential backoff with jitter ([`backoff`]), reset once it is serving again.
 
+use core::time::Duration;
 use std::collections::VecDeque;
 
 use lightwire_chain::{BlockHash, Chain, Entry, Header, Params, Work};
 use lightwire_noise::SecretKey;
+use lightwire_proto::initiator::Limits;
+use lightwire_proto::time::earliest;
+use lightwire_proto::{ConnectString, Initiator, Millis, PeerEvent};
 use lightwire_store::{Durability, Pending, Tip};
 
-use crate::peer::{ConnectString, Peer, PeerError, PeerEvent};
-use crate::sync::{SyncError, Syncer};
+use crate::reason::{DropReason, TransportError};
+use crate::sync::{Step, SyncError, Syncer};
 
-/// Keepalive: ping a gateway silent for this long.
-pub const PING_AFTER_MS: f64 = 30_000.0;
-/// Drop a gateway that has not answered a ping within this long.
-pub const PING_TIMEOUT_MS: f64 = 20_000.0;
-/// Drop a connection whose handshake and `init` take longer than this.
-pub const HANDSHAKE_TIMEOUT_MS: f64 = 10_000.0;
 /// Drop a gateway whose answer to a request makes no progress for this long (it may
 /// still answer pings).
-pub const REQUEST_TIMEOUT_MS: f64 = 30_000.0;
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 /// Mark a gateway bad after this many announced tips it did not deliver.
 pub const MAX_UNDELIVERED: u32 = 3;
-/// First reconnect delay; doubled per failed attempt up to [`BACKOFF_MAX_MS`].
-pub const BACKOFF_BASE_MS: f64 = 500.0;
+/// First reconnect delay; doubled per failed attempt up to [`BACKOFF_MAX`].
+pub const BACKOFF_BASE: Duration = Duration::from_millis(500);
 /// Longest reconnect delay.
-pub const BACKOFF_MAX_MS: f64 = 30_000.0;
+pub const BACKOFF_MAX: Duration = Duration::from_secs(30);
 
 /// The delay before reconnect attempt `failures` (1 for the first), given a uniform
 /// `random` in [0, 1): "equal jitter", half the exponential delay fixed and half random,
 /// so that clients dropped together do not come back together.
-pub fn backoff_ms(failures: u32, random: f64) -> f64 {
-    let exp = BACKOFF_BASE_MS * 2f64.powi(failures.saturating_sub(1).min(16) as i32);
-    let full = exp.min(BACKOFF_MAX_MS);
-    full / 2.0 + full / 2.0 * random.clamp(0.0, 1.0)
+pub fn backoff(failures: u32, random: f64) -> Duration {
+    let exp = BACKOFF_BASE.saturating_mul(1 << failures.saturating_sub(1).min(16));
+    let full = exp.min(BACKOFF_MAX);
+    full / 2 + (full / 2).mul_f64(random.clamp(0.0, 1.0))
+}
+
+/// The engine's random numbers (reconnect jitter): SplitMix64, seeded by the shell. Not
+/// for secrets; keys come from the platform's CSPRNG.
+#[derive(Clone, Debug)]
+pub struct Rng(u64);
+
+impl Rng {
+    /// A generator seeded with `seed`.
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed)
+    }
+
+    /// The next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in [0, 1).
+    pub fn next_f64(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
 }
 
 /// Where a gateway connection stands.
@@ -90,8 +115,8 @@ pub enum Event {
         gateway: usize,
         /// The new state.
         state: GatewayState,
-        /// Why it dropped (a sentence), when it did.
-        reason: Option<String>,
+        /// Why it dropped, when it did.
+        reason: Option<DropReason>,
     },
     /// The best chain switched branches.
     Reorg {
@@ -107,8 +132,8 @@ pub enum Event {
     Rejected {
         /// Index in the gateway list.
         gateway: usize,
-        /// The rule, as a sentence.
-        reason: String,
+        /// The rule.
+        reason: DropReason,
     },
     /// A gateway sent a `warning`.
     Warning {
@@ -120,15 +145,13 @@ pub enum Event {
 }
 
 /// What the shell must do for a gateway.
-#[derive(Clone, Copy, PartialEq, Debug)]
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Action {
-    /// Open a WebSocket to the gateway's URL, after `after_ms` milliseconds, then call
-    /// [`Engine::opened`] (or [`Engine::closed`] if it fails).
+    /// Open a WebSocket to the gateway's URL now, then call [`Engine::opened`] (or
+    /// [`Engine::closed`] if it fails).
     Connect {
         /// Index in the gateway list.
         gateway: usize,
-        /// Delay.
-        after_ms: f64,
     },
     /// Close the gateway's WebSocket (its later events are to be ignored).
     Close {
@@ -137,18 +160,12 @@ pub enum Action {
     },
 }
 
-/// Why a gateway is being dropped.
-enum Drop {
-    /// It broke a rule: closed and marked bad.
-    Bad(String),
-    /// The connection failed: reconnect later.
-    Transient(String),
-}
-
+/// What the engine keeps of a gateway apart from its connection.
 struct Gateway {
     connect: ConnectString,
     state: GatewayState,
-    peer: Option<Peer>,
+    /// Whether its connection has exchanged `init`.
+    ready: bool,
     /// Its last announced tip while connected: height, header, claimed chainwork.
     tip: Option<(u32, Header, Work)>,
     /// An announced tip whose answer ended without it: not a target again.
@@ -157,16 +174,16 @@ struct Gateway {
     undelivered_count: u32,
     /// Reconnect attempts since it last served.
     failures: u32,
-    /// When the state last changed (handshake deadline), and when it was last heard.
-    since_ms: f64,
-    heard_ms: f64,
-    ping_sent_ms: Option<f64>,
+    /// When to reconnect (backing off).
+    reconnect_at: Option<Millis>,
+    /// Its answer ended short of the tip it announced (handled by [`Engine::settle`]).
+    undelivered_pending: bool,
 }
 
 /// Counters since the engine started.
 #[derive(Clone, Copy, Default, Debug)]
 pub struct Counters {
-    /// WebSocket messages received, and their bytes.
+    /// WebSocket messages received.
     pub messages_in: u64,
     /// Bytes received.
     pub bytes_in: u64,
@@ -180,6 +197,14 @@ pub struct Counters {
 
 /// The client's sync over all its gateways.
 pub struct Engine {
+    /// Each gateway's connection, while it has one (apart from the rest of the state, so
+    /// that an event borrowed from a connection's buffer can be handled by [`Core`]).
+    conns: Vec<Option<Initiator>>,
+    core: Core,
+}
+
+/// Everything but the connections.
+struct Core {
     params: &'static Params,
     syncer: Syncer,
     gateways: Vec<Gateway>,
@@ -187,22 +212,22 @@ pub struct Engine {
     source: Option<usize>,
     /// The gateway the request in flight went to, and when it was last heard on it.
     asked: Option<usize>,
-    answer_heard_ms: f64,
+    answer_heard: Millis,
     locator: Vec<BlockHash>,
-    /// An answer whose parent is below the window: its gateway, the parent, and the
-    /// headers, kept until the shell reads the ancestors from the store.
+    /// An answer whose parent is below the window: its gateway and the parent; its
+    /// headers in `deferred`, kept until the shell reads the ancestors from the store.
     ancestors: Option<(usize, BlockHash)>,
     deferred: Vec<u8>,
     /// The rest of that answer, held until the ancestors come: (id, last, headers).
     held: VecDeque<(u32, bool, Vec<u8>)>,
-    /// An answer ended short of the announced target (set by `take_step`).
-    dropped_target: bool,
     events: VecDeque<Event>,
     actions: VecDeque<Action>,
     local_static: SecretKey,
+    limits: Limits,
+    rng: Rng,
     counters: Counters,
-    /// The time of the latest input (for the request deadline).
-    now_ms: f64,
+    /// The time of the latest input.
+    now: Millis,
     /// A commit from [`Engine::take_commit`] is in flight.
     committing: bool,
     stopped: bool,
@@ -210,110 +235,354 @@ pub struct Engine {
 
 impl Engine {
     /// An engine resumed on `chain` (rebuilt from the store whose tip is `stored`), for the
-    /// gateways `gateways`, as `local_static`. Every gateway gets a [`Action::Connect`].
+    /// gateways `gateways`, as `local_static`, at `now`, with randomness from `seed`. Every
+    /// gateway gets an [`Action::Connect`].
     pub fn new(
         chain: Chain,
         stored: &Tip,
         gateways: Vec<ConnectString>,
         local_static: SecretKey,
+        seed: u64,
+        now: Millis,
     ) -> Engine {
         let params = chain.params();
-        let mut actions = VecDeque::with_capacity(2 * gateways.len() + 4);
+        let n = gateways.len();
+        let mut actions = VecDeque::with_capacity(2 * n + 4);
+        actions.extend((0..n).map(|gateway| Action::Connect { gateway }));
         let gateways = gateways
             .into_iter()
-            .enumerate()
-            .map(|(i, connect)| {
-                actions.push_back(Action::Connect {
-                    gateway: i,
-                    after_ms: 0.0,
-                });
-                Gateway {
-                    connect,
-                    state: GatewayState::Connecting,
-                    peer: None,
-                    tip: None,
-                    undelivered: None,
-                    undelivered_count: 0,
-                    failures: 0,
-                    since_ms: 0.0,
-                    heard_ms: 0.0,
-                    ping_sent_ms: None,
-                }
+            .map(|connect| Gateway {
+                connect,
+                state: GatewayState::Connecting,
+                ready: false,
+                tip: None,
+                undelivered: None,
+                undelivered_count: 0,
+                failures: 0,
+                reconnect_at: None,
+                undelivered_pending: false,
             })
             .collect();
         Engine {
-            params,
-            syncer: Syncer::new(chain, stored),
-            gateways,
-            source: None,
-            asked: None,
-            answer_heard_ms: 0.0,
-            locator: Vec::with_capacity(lightwire_wire::sync::MAX_LOCATOR),
-            ancestors: None,
-            deferred: Vec::new(),
-            held: VecDeque::new(),
-            dropped_target: false,
-            events: VecDeque::with_capacity(16),
-            actions,
-            local_static,
-            counters: Counters::default(),
-            now_ms: 0.0,
-            committing: false,
-            stopped: false,
+            conns: (0..n).map(|_| None).collect(),
+            core: Core {
+                params,
+                syncer: Syncer::new(chain, stored),
+                gateways,
+                source: None,
+                asked: None,
+                answer_heard: now,
+                locator: Vec::with_capacity(lightwire_wire::sync::MAX_LOCATOR),
+                ancestors: None,
+                deferred: Vec::new(),
+                held: VecDeque::new(),
+                events: VecDeque::with_capacity(16),
+                actions,
+                local_static,
+                limits: Limits::default(),
+                rng: Rng::new(seed),
+                counters: Counters::default(),
+                now,
+                committing: false,
+                stopped: false,
+            },
         }
     }
 
     /// The sync state (tip, target, tuning).
     pub fn syncer(&self) -> &Syncer {
-        &self.syncer
+        &self.core.syncer
     }
 
-    /// The sync state, to tune (request size, commit size).
+    /// The sync state, to tune (request size, commit size) and seed.
     pub fn syncer_mut(&mut self) -> &mut Syncer {
-        &mut self.syncer
+        &mut self.core.syncer
     }
 
     /// Counters since the start.
     pub fn counters(&self) -> Counters {
-        self.counters
+        self.core.counters
     }
 
     /// Gateway `g`'s WebSocket URL.
     pub fn url(&self, g: usize) -> &str {
-        &self.gateways[g].connect.url
+        &self.core.gateways[g].connect.url
     }
 
     /// Gateway `g`'s state.
     pub fn state(&self, g: usize) -> GatewayState {
-        self.gateways[g].state
+        self.core.gateways[g].state
     }
 
     /// Whether nothing is missing: some gateway has been heard, and no announced tip is
     /// missing, nothing is in flight, nothing waits to be committed or is being committed.
     pub fn is_synced(&self) -> bool {
-        self.syncer.is_synced()
-            && self.syncer.uncommitted() == 0
-            && !self.committing
-            && self.gateways.iter().any(|g| g.tip.is_some())
+        let c = &self.core;
+        c.syncer.is_synced()
+            && c.syncer.uncommitted() == 0
+            && !c.committing
+            && c.gateways.iter().any(|g| g.tip.is_some())
     }
 
     /// The next event for the application.
     pub fn poll_event(&mut self) -> Option<Event> {
-        self.events.pop_front()
+        self.core.events.pop_front()
     }
 
     /// The next thing for the shell to do.
     pub fn poll_action(&mut self) -> Option<Action> {
-        self.actions.pop_front()
+        self.core.actions.pop_front()
     }
 
-    fn set_state(&mut self, g: usize, state: GatewayState, reason: Option<String>, now_ms: f64) {
+    /// The shell is opening gateway `g`'s WebSocket (after an [`Action::Connect`]).
+    pub fn connecting(&mut self, g: usize, now: Millis) {
+        self.core.now = now;
+        self.core.gateways[g].reconnect_at = None;
+        self.core.set_state(g, GatewayState::Connecting, None);
+    }
+
+    /// Gateway `g`'s WebSocket opened at `now`; the handshake starts with `ephemeral`
+    /// (fresh randomness, one per connection). Its act one is ready in
+    /// [`Self::poll_transmit`].
+    pub fn opened(&mut self, g: usize, ephemeral: SecretKey, now: Millis) {
+        let c = &mut self.core;
+        c.now = now;
+        if c.stopped || c.gateways[g].state == GatewayState::Bad {
+            return;
+        }
+        let gw = &mut c.gateways[g];
+        self.conns[g] = Some(Initiator::new(
+            now,
+            c.params,
+            c.local_static.clone(),
+            gw.connect.node_id,
+            ephemeral,
+            c.limits,
+        ));
+        gw.tip = None;
+        gw.ready = false;
+        c.set_state(g, GatewayState::Handshaking, None);
+    }
+
+    /// Bytes to send to gateway `g` now (one WebSocket message); call [`Self::sent`].
+    pub fn poll_transmit(&mut self, g: usize) -> Option<&[u8]> {
+        self.conns[g].as_mut()?.poll_transmit()
+    }
+
+    /// The bytes from [`Self::poll_transmit`] went out.
+    pub fn sent(&mut self, g: usize) {
+        if let Some(conn) = self.conns[g].as_mut() {
+            if let Some(out) = conn.poll_transmit() {
+                self.core.counters.messages_out += 1;
+                self.core.counters.bytes_out += out.len() as u64;
+            }
+            conn.sent();
+        }
+    }
+
+    /// Gateway `g`'s WebSocket closed (or failed to open) by itself.
+    pub fn closed(&mut self, g: usize, why: TransportError, now: Millis) {
+        self.core.now = now;
+        match self.core.gateways[g].state {
+            GatewayState::Bad | GatewayState::Stopped | GatewayState::BackingOff => {}
+            _ => self.drop_gateway(g, DropReason::Transport(why)),
+        }
+    }
+
+    /// A WebSocket message from gateway `g`, at `now` (Unix time: validation checks header
+    /// times against it).
+    pub fn receive(&mut self, g: usize, mut data: &[u8], now: Millis) {
+        self.core.now = now;
+        self.core.counters.messages_in += 1;
+        self.core.counters.bytes_in += data.len() as u64;
+        let mut failure = None;
+        while !data.is_empty() {
+            let Some(conn) = self.conns[g].as_mut() else {
+                return;
+            };
+            match conn.handle_input(now, data) {
+                Ok((taken, event)) => {
+                    data = &data[taken..];
+                    if let Some(event) = event
+                        && let Err(why) = self.core.on_event(g, event)
+                    {
+                        failure = Some(why);
+                        break;
+                    }
+                }
+                Err(e) => {
+                    failure = Some(DropReason::Connection(e));
+                    break;
+                }
+            }
+        }
+        if let Some(why) = failure {
+            self.drop_gateway(g, why);
+        }
+        self.settle();
+    }
+
+    /// Drop gateway `g` (and with it, whatever it was asked), and settle what follows.
+    fn drop_gateway(&mut self, g: usize, why: DropReason) {
+        let had_socket = self.conns[g].take().is_some()
+            || self.core.gateways[g].state == GatewayState::Connecting;
+        self.core.drop_gateway(g, why, had_socket);
+    }
+
+    /// After any input: gateways that did not deliver what they announced are handled,
+    /// and the states are brought up to date.
+    fn settle(&mut self) {
+        while let Some(g) = self.core.take_undelivered() {
+            if let Some(why) = self.core.undeliver(g) {
+                self.drop_gateway(g, why);
+            }
+        }
+        self.core.update_states();
+    }
+
+    /// When [`Self::handle_timeout`] must next run: a connection's handshake or
+    /// keepalive deadline, the request's, or a reconnect.
+    pub fn poll_timeout(&self) -> Option<Millis> {
+        let c = &self.core;
+        if c.stopped {
+            return None;
+        }
+        let mut next = None;
+        for (conn, gw) in self.conns.iter().zip(&c.gateways) {
+            next = earliest(next, conn.as_ref().and_then(Initiator::poll_timeout));
+            next = earliest(next, gw.reconnect_at);
+        }
+        earliest(next, c.request_deadline())
+    }
+
+    /// Deadlines at `now`: requests without progress, handshakes and keepalives that ran
+    /// out, pings due, reconnects due.
+    pub fn handle_timeout(&mut self, now: Millis) {
+        self.core.now = now;
+        if self.core.stopped {
+            return;
+        }
+        if let Some(due) = self.core.request_deadline()
+            && due <= now
+            && let Some(g) = self.core.asked
+        {
+            self.drop_gateway(g, DropReason::RequestTimeout);
+        }
+        for g in 0..self.conns.len() {
+            if let Some(conn) = self.conns[g].as_mut()
+                && let Err(e) = conn.handle_timeout(now)
+            {
+                self.drop_gateway(g, DropReason::Connection(e));
+            }
+            let gw = &mut self.core.gateways[g];
+            if gw.state == GatewayState::BackingOff && gw.reconnect_at.is_some_and(|t| t <= now) {
+                gw.reconnect_at = None;
+                self.core.actions.push_back(Action::Connect { gateway: g });
+            }
+        }
+        self.settle();
+    }
+
+    /// A commit to start, if one is due: moved into `into`, validation goes on meanwhile.
+    pub fn take_commit(&mut self, into: &mut Pending) -> Option<Durability> {
+        let c = &mut self.core;
+        let taken = if c.ancestors.is_some() {
+            // Everything validated must be stored before ancestors are read from it.
+            c.syncer.take_all(into)
+        } else {
+            c.syncer.take_commit(into)
+        };
+        c.committing |= taken.is_some();
+        taken
+    }
+
+    /// The commit from [`Self::take_commit`] completed.
+    pub fn committed(&mut self, now: Millis) {
+        self.core.now = now;
+        self.core.committing = false;
+        self.settle();
+    }
+
+    /// An answer's batch starts below the validation window: once nothing is uncommitted,
+    /// the shell looks up this parent hash and the batch's headers (80 bytes each) in the
+    /// store, and calls [`Self::on_ancestors`].
+    pub fn need_ancestors(&self) -> Option<(BlockHash, &[u8])> {
+        let c = &self.core;
+        if c.syncer.uncommitted() > 0 || c.committing {
+            return None;
+        }
+        c.ancestors.map(|(_, hash)| (hash, &c.deferred[..]))
+    }
+
+    /// What [`Self::need_ancestors`] asked for: `known`, how many of the batch's first
+    /// headers the store holds on the best chain right after the parent, and stored
+    /// entries ending at the last of those (or at the parent; up to `WINDOW_LEN`, at least
+    /// 2016). `None` if the store does not hold the parent (the gateway's headers link to
+    /// nothing we know: it is marked bad).
+    pub fn on_ancestors(&mut self, found: Option<(&[Entry], usize)>, now: Millis) {
+        self.core.now = now;
+        if let Err((g, why)) = self.core.on_ancestors(found) {
+            self.drop_gateway(g, why);
+        }
+        self.settle();
+    }
+
+    /// Send the next request if one is due (call after every input).
+    pub fn schedule(&mut self) {
+        let c = &mut self.core;
+        if c.ancestors.is_some() || c.stopped {
+            return;
+        }
+        let Some(g) = c.source else {
+            return;
+        };
+        let Some(conn) = self.conns[g].as_mut().filter(|p| p.is_ready()) else {
+            return;
+        };
+        if c.committing && c.syncer.uncommitted() >= c.syncer.commit_every {
+            // A whole commit waits behind the one in flight: ask for more once it is
+            // done, so that what is gathered stays bounded however slow the store is.
+            return;
+        }
+        if let Some((id, n)) = c.syncer.next_request(&mut c.locator) {
+            c.asked = Some(g);
+            c.answer_heard = c.now;
+            if let Err(e) = conn.request(id, n, &c.locator) {
+                // Cannot happen on a ready connection; treat it as a broken one.
+                self.drop_gateway(g, DropReason::Connection(e));
+                self.settle();
+            }
+        }
+    }
+
+    /// The application stops: every connection is closed, nothing reconnects.
+    pub fn stop(&mut self, now: Millis) {
+        let c = &mut self.core;
+        c.now = now;
+        c.stopped = true;
+        for g in 0..c.gateways.len() {
+            if self.conns[g].take().is_some() || c.gateways[g].state == GatewayState::Connecting {
+                c.actions.push_back(Action::Close { gateway: g });
+            }
+            c.gateways[g].reconnect_at = None;
+            c.set_state(g, GatewayState::Stopped, None);
+        }
+        c.actions.retain(|a| matches!(a, Action::Close { .. }));
+    }
+
+    /// Whether [`Self::stop`] was called.
+    pub fn is_stopped(&self) -> bool {
+        self.core.stopped
+    }
+}
+
+impl Core {
+    fn set_state(&mut self, g: usize, state: GatewayState, reason: Option<DropReason>) {
         let gw = &mut self.gateways[g];
         if gw.state == state && reason.is_none() {
             return;
         }
         gw.state = state;
-        gw.since_ms = now_ms;
         self.events.push_back(Event::Gateway {
             gateway: g,
             state,
@@ -321,177 +590,158 @@ impl Engine {
         });
     }
 
-    /// The shell is opening gateway `g`'s WebSocket (after a [`Action::Connect`]).
-    pub fn connecting(&mut self, g: usize, now_ms: f64) {
-        self.set_state(g, GatewayState::Connecting, None, now_ms);
+    fn request_deadline(&self) -> Option<Millis> {
+        (self.asked.is_some() && self.syncer.in_flight() && self.ancestors.is_none())
+            .then(|| self.answer_heard + REQUEST_TIMEOUT)
     }
 
-    /// Gateway `g`'s WebSocket opened; the handshake starts with `ephemeral` (fresh
-    /// randomness, one per connection). Its act one is ready in [`Self::transmit`].
-    pub fn opened(&mut self, g: usize, ephemeral: SecretKey, now_ms: f64) {
-        if self.stopped || self.gateways[g].state == GatewayState::Bad {
+    /// One event from gateway `g`'s connection; an error drops the gateway.
+    fn on_event(&mut self, g: usize, event: PeerEvent<'_>) -> Result<(), DropReason> {
+        match event {
+            PeerEvent::Ready => {
+                self.gateways[g].ready = true;
+                self.set_state(g, GatewayState::Syncing, None);
+            }
+            PeerEvent::Tip {
+                height,
+                header,
+                chainwork,
+            } => self.on_tip(g, height, header, chainwork),
+            PeerEvent::Headers {
+                id, headers, last, ..
+            } => return self.on_headers(g, id, headers, last),
+            PeerEvent::Warning(text) => self.events.push_back(Event::Warning {
+                gateway: g,
+                text: text.map(str::to_string),
+            }),
+            PeerEvent::Pong => {}
+        }
+        Ok(())
+    }
+
+    fn on_tip(&mut self, g: usize, height: u32, header: Header, chainwork: Work) {
+        let gw = &mut self.gateways[g];
+        gw.tip = Some((height, header, chainwork));
+        if gw.undelivered == Some(header.block_hash()) {
+            // Announced again, still not delivered: not a target again.
             return;
         }
-        let gw = &mut self.gateways[g];
-        gw.peer = Some(Peer::new(
-            self.params,
-            self.local_static.clone(),
-            gw.connect.node_id,
-            ephemeral,
-        ));
-        gw.tip = None;
-        gw.heard_ms = now_ms;
-        gw.ping_sent_ms = None;
-        self.set_state(g, GatewayState::Handshaking, None, now_ms);
-    }
-
-    /// Bytes to send to gateway `g` now (one WebSocket message); call [`Self::sent`].
-    pub fn transmit(&self, g: usize) -> Option<&[u8]> {
-        self.gateways[g].peer.as_ref()?.transmit()
-    }
-
-    /// The bytes from [`Self::transmit`] went out.
-    pub fn sent(&mut self, g: usize) {
-        if let Some(peer) = self.gateways[g].peer.as_mut() {
-            if let Some(out) = peer.transmit() {
-                self.counters.messages_out += 1;
-                self.counters.bytes_out += out.len() as u64;
+        if self.syncer.on_tip(height, &header, chainwork) {
+            if self.asked.is_some_and(|a| a != g) {
+                // A better tip elsewhere: the request in flight to another gateway is
+                // given up, with any answer held for ancestors.
+                self.syncer.abandon();
+                self.asked = None;
+                self.ancestors = None;
+                self.held.clear();
             }
-            peer.sent();
+            self.source = Some(g);
         }
     }
 
-    /// Gateway `g`'s WebSocket closed (or failed to open) by itself.
-    pub fn closed(&mut self, g: usize, reason: &str, now_ms: f64, random: f64) {
-        match self.gateways[g].state {
-            GatewayState::Bad | GatewayState::Stopped | GatewayState::BackingOff => {}
-            _ => self.drop_gateway(g, Drop::Transient(reason.to_string()), now_ms, random),
+    fn on_headers(
+        &mut self,
+        g: usize,
+        id: u32,
+        headers: &[u8],
+        last: bool,
+    ) -> Result<(), DropReason> {
+        if self.asked != Some(g) {
+            // Not the gateway asked: the rest of an answer given up is ignored, anything
+            // else was never asked for.
+            if self.syncer.is_abandoned(id) {
+                return Ok(());
+            }
+            return Err(DropReason::Sync(SyncError::UnexpectedAnswer { id }));
         }
+        self.answer_heard = self.now;
+        if self.ancestors.is_some() || !self.held.is_empty() {
+            // Waiting for ancestors from the store: the rest of the answer is held (at
+            // most one request's worth; a deep fork only).
+            self.held.push_back((id, last, headers.to_vec()));
+            return Ok(());
+        }
+        let step = self
+            .syncer
+            .on_headers(id, headers, last, self.now.as_secs());
+        self.take_step(step, g, headers)
     }
 
-    /// A WebSocket message from gateway `g`, at `now_ms` (ms since the epoch; validation
-    /// checks header times against it).
-    pub fn receive(&mut self, g: usize, data: &[u8], now_ms: f64, random: f64) {
-        self.now_ms = now_ms;
-        self.counters.messages_in += 1;
-        self.counters.bytes_in += data.len() as u64;
-        let now = (now_ms / 1000.0) as u64;
-        let Engine {
-            syncer,
-            gateways,
-            source,
-            asked,
-            ancestors,
-            deferred,
-            held,
-            dropped_target,
-            events,
-            answer_heard_ms,
-            ..
-        } = self;
-        let Gateway {
-            peer,
-            tip,
-            undelivered,
-            ..
-        } = &mut gateways[g];
-        let Some(p) = peer.as_mut() else {
-            return;
+    /// What follows a validated step: a reorg event, ancestors to read (the batch
+    /// `headers` kept until they come), or the gateway dropped as bad.
+    fn take_step(
+        &mut self,
+        step: Result<Step, SyncError>,
+        g: usize,
+        headers: &[u8],
+    ) -> Result<(), DropReason> {
+        let step = step.map_err(DropReason::Sync)?;
+        if let Some((old, fork)) = step.reorg {
+            self.events.push_back(Event::Reorg {
+                old_tip: Tip::from(&old),
+                new_tip: Tip::from(self.syncer.tip()),
+                depth: old.height - fork,
+            });
+        }
+        if let Some(parent) = step.need_ancestors {
+            self.deferred.clear();
+            self.deferred.extend_from_slice(headers);
+            self.ancestors = Some((g, parent));
+        }
+        if step.target_dropped {
+            self.gateways[g].undelivered_pending = true;
+        }
+        Ok(())
+    }
+
+    /// The ancestors came: the deferred batch, then what was held, until it runs out or
+    /// needs ancestors again. An error names the gateway to drop.
+    fn on_ancestors(
+        &mut self,
+        found: Option<(&[Entry], usize)>,
+    ) -> Result<(), (usize, DropReason)> {
+        let Some((g, _)) = self.ancestors.take() else {
+            return Ok(());
         };
-        let mut failure: Option<Drop> = None;
-        let mut ready = false;
-        let mut on_event = |event: PeerEvent<'_>| {
-            if failure.is_some() {
-                return;
-            }
-            match event {
-                PeerEvent::Ready => ready = true,
-                PeerEvent::Tip {
-                    height,
-                    header,
-                    chainwork,
-                } => {
-                    *tip = Some((height, header, chainwork));
-                    if *undelivered == Some(header.block_hash()) {
-                        // Announced again, still not delivered: not a target again.
-                        return;
-                    }
-                    if syncer.on_tip(height, &header, chainwork) {
-                        if asked.is_some_and(|a| a != g) {
-                            // A better tip elsewhere: the request in flight to another
-                            // gateway is given up, with any answer held for ancestors.
-                            syncer.abandon();
-                            *asked = None;
-                            *ancestors = None;
-                            held.clear();
-                        }
-                        *source = Some(g);
-                    }
-                }
-                PeerEvent::Headers {
-                    id, headers, last, ..
-                } => {
-                    if *asked != Some(g) {
-                        // Not the gateway asked: the rest of an answer given up is
-                        // ignored, anything else was never asked for.
-                        if !syncer.is_abandoned(id) {
-                            let e = SyncError::UnexpectedAnswer { id };
-                            failure = Some(Drop::Bad(e.to_string()));
-                        }
-                        return;
-                    }
-                    *answer_heard_ms = now_ms;
-                    if ancestors.is_some() || !held.is_empty() {
-                        // Waiting for ancestors from the store: the rest of the answer is
-                        // held (at most one request's worth; a deep fork only).
-                        held.push_back((id, last, headers.to_vec()));
-                        return;
-                    }
-                    let r = syncer.on_headers(id, headers, last, now);
-                    match take_step(r, g, headers, syncer, events, deferred, ancestors) {
-                        Ok(dropped) => *dropped_target |= dropped,
-                        Err(e) => failure = Some(e),
-                    }
-                }
-                PeerEvent::Warning(text) => events.push_back(Event::Warning {
-                    gateway: g,
-                    text: text.map(str::to_string),
-                }),
-                PeerEvent::Pong => {}
-            }
+        let Some((entries, known)) = found else {
+            return Err((g, DropReason::Orphan));
         };
-        if let Err(e) = p.receive(data, &mut on_event) {
-            failure = failure.or(Some(match e {
-                PeerError::GatewayError(_) => Drop::Transient(e.to_string()),
-                _ => Drop::Bad(e.to_string()),
-            }));
+        let now = self.now.as_secs();
+        let skip = (known * lightwire_chain::HEADER_LEN).min(self.deferred.len());
+        let step = self
+            .syncer
+            .on_ancestors(entries, &self.deferred[skip..], now);
+        self.take_step(step, g, &[]).map_err(|e| (g, e))?;
+        while self.ancestors.is_none() {
+            let Some((id, last, headers)) = self.held.pop_front() else {
+                break;
+            };
+            let step = self.syncer.on_headers(id, &headers, last, now);
+            self.take_step(step, g, &headers).map_err(|e| (g, e))?;
         }
-        let gw = &mut self.gateways[g];
-        gw.heard_ms = now_ms;
-        gw.ping_sent_ms = None;
-        if self.dropped_target {
-            self.dropped_target = false;
-            self.undeliver(g, now_ms, random);
-        }
-        if let Some(f) = failure {
-            self.drop_gateway(g, f, now_ms, random);
-        } else if ready {
-            self.set_state(g, GatewayState::Syncing, None, now_ms);
-        }
-        self.update_states(now_ms);
+        Ok(())
+    }
+
+    /// A gateway whose answer ended short of its announced tip, if any (see
+    /// [`Self::undeliver`]).
+    fn take_undelivered(&mut self) -> Option<usize> {
+        let g = self.gateways.iter().position(|gw| gw.undelivered_pending)?;
+        self.gateways[g].undelivered_pending = false;
+        Some(g)
     }
 
     /// Set Syncing/Synced on the connected gateways; a gateway serving again has its
     /// backoff reset.
-    fn update_states(&mut self, now_ms: f64) {
+    fn update_states(&mut self) {
         for g in 0..self.gateways.len() {
             let gw = &self.gateways[g];
             if !matches!(gw.state, GatewayState::Syncing | GatewayState::Synced) {
                 continue;
             }
-            let ours = gw.tip.is_some_and(|(_, h, w)| {
-                w <= self.syncer.tip().chainwork || h.block_hash() == self.syncer.tip().hash
-            });
+            let tip = self.syncer.tip();
+            let ours = gw
+                .tip
+                .is_some_and(|(_, h, w)| w <= tip.chainwork || h.block_hash() == tip.hash);
             // Synced: its announced tip is ours (or behind it) and stored. A gateway whose
             // claimed tip never came stays "syncing", and its count of undelivered tips
             // is kept.
@@ -504,16 +754,18 @@ impl Engine {
                 self.gateways[g].failures = 0;
                 self.gateways[g].undelivered_count = 0;
             }
-            self.set_state(g, state, None, now_ms);
+            self.set_state(g, state, None);
         }
     }
 
-    fn drop_gateway(&mut self, g: usize, why: Drop, now_ms: f64, random: f64) {
+    /// Gateway `g` is gone (its connection is already dropped by the engine): marked bad,
+    /// or scheduled to reconnect; what it was asked is given up.
+    fn drop_gateway(&mut self, g: usize, why: DropReason, had_socket: bool) {
         let gw = &mut self.gateways[g];
-        let had_socket = gw.peer.take().is_some() || gw.state == GatewayState::Connecting;
         gw.tip = None;
+        gw.ready = false;
         gw.undelivered = None;
-        gw.ping_sent_ms = None;
+        gw.undelivered_pending = false;
         if had_socket {
             self.actions.push_back(Action::Close { gateway: g });
         }
@@ -522,25 +774,19 @@ impl Engine {
             self.held.clear();
             self.deferred.clear();
         }
-        match why {
-            Drop::Bad(reason) => {
-                self.events.push_back(Event::Rejected {
-                    gateway: g,
-                    reason: reason.clone(),
-                });
-                self.set_state(g, GatewayState::Bad, Some(reason), now_ms);
-            }
-            Drop::Transient(reason) => {
-                let gw = &mut self.gateways[g];
-                gw.failures += 1;
-                let after_ms = backoff_ms(gw.failures, random);
-                self.counters.reconnects += 1;
-                self.actions.push_back(Action::Connect {
-                    gateway: g,
-                    after_ms,
-                });
-                self.set_state(g, GatewayState::BackingOff, Some(reason), now_ms);
-            }
+        if why.is_violation() {
+            self.events.push_back(Event::Rejected {
+                gateway: g,
+                reason: why.clone(),
+            });
+            self.set_state(g, GatewayState::Bad, Some(why));
+        } else {
+            let gw = &mut self.gateways[g];
+            gw.failures += 1;
+            let delay = backoff(gw.failures, self.rng.next_f64());
+            gw.reconnect_at = Some(self.now + delay);
+            self.counters.reconnects += 1;
+            self.set_state(g, GatewayState::BackingOff, Some(why));
         }
         if self.source == Some(g) || self.asked == Some(g) {
             self.retarget();
@@ -549,21 +795,19 @@ impl Engine {
 
     /// Gateway `g` did not deliver the tip it announced: the target is not set from that
     /// announcement again, the other gateways' tips are considered, and a gateway that
-    /// keeps announcing what it does not deliver is marked bad.
-    fn undeliver(&mut self, g: usize, now_ms: f64, random: f64) {
+    /// keeps announcing what it does not deliver is to be marked bad (returned).
+    fn undeliver(&mut self, g: usize) -> Option<DropReason> {
         let gw = &mut self.gateways[g];
         gw.undelivered = gw.tip.map(|(_, h, _)| h.block_hash());
         gw.undelivered_count += 1;
         if gw.undelivered_count >= MAX_UNDELIVERED {
-            let why =
-                format!("the gateway announced {MAX_UNDELIVERED} chain tips it did not deliver");
-            self.drop_gateway(g, Drop::Bad(why), now_ms, random);
-            return;
+            return Some(DropReason::Undelivered(MAX_UNDELIVERED));
         }
         if self.source == Some(g) {
             self.source = None;
         }
         self.offer_tips();
+        None
     }
 
     /// Offer the connected gateways' announced tips (not the undelivered ones) to the
@@ -572,7 +816,7 @@ impl Engine {
         for (g, gw) in self.gateways.iter().enumerate() {
             if let Some((height, header, work)) = gw.tip
                 && gw.undelivered != Some(header.block_hash())
-                && gw.peer.as_ref().is_some_and(Peer::is_ready)
+                && gw.ready
                 && self.syncer.on_tip(height, &header, work)
             {
                 self.source = Some(g);
@@ -589,209 +833,6 @@ impl Engine {
         self.asked = None;
         self.offer_tips();
     }
-
-    /// Send the next request if one is due (call after every input).
-    pub fn schedule(&mut self) {
-        if self.ancestors.is_some() || self.stopped {
-            return;
-        }
-        let Some(g) = self.source else {
-            return;
-        };
-        let Some(peer) = self.gateways[g].peer.as_mut() else {
-            return;
-        };
-        if !peer.is_ready() {
-            return;
-        }
-        if self.committing && self.syncer.uncommitted() >= self.syncer.commit_every {
-            // A whole commit waits behind the one in flight: ask for more once it is
-            // done, so that what is gathered stays bounded however slow the store is.
-            return;
-        }
-        if let Some((id, n)) = self.syncer.next_request(&mut self.locator) {
-            self.asked = Some(g);
-            self.answer_heard_ms = self.now_ms;
-            if let Err(e) = peer.request(id, n, &self.locator) {
-                // Cannot happen on a ready peer; treat as a broken connection.
-                self.drop_gateway(g, Drop::Transient(e.to_string()), 0.0, 0.5);
-            }
-        }
-    }
-
-    /// Keepalive, handshake and request deadlines, at `now_ms`; call about once a second.
-    pub fn tick(&mut self, now_ms: f64, random: f64) {
-        self.now_ms = now_ms;
-        if let Some(g) = self.asked
-            && self.syncer.in_flight()
-            && self.ancestors.is_none()
-            && now_ms - self.answer_heard_ms > REQUEST_TIMEOUT_MS
-        {
-            let why = "the gateway stopped answering our request".to_string();
-            self.drop_gateway(g, Drop::Transient(why), now_ms, random);
-        }
-        for g in 0..self.gateways.len() {
-            let gw = &mut self.gateways[g];
-            let Some(peer) = gw.peer.as_mut() else {
-                continue;
-            };
-            if !peer.is_ready() {
-                if now_ms - gw.since_ms > HANDSHAKE_TIMEOUT_MS {
-                    let why = "the handshake did not finish in time".to_string();
-                    self.drop_gateway(g, Drop::Transient(why), now_ms, random);
-                }
-                continue;
-            }
-            match gw.ping_sent_ms {
-                Some(sent) if now_ms - sent > PING_TIMEOUT_MS => {
-                    let why = "the gateway stopped answering".to_string();
-                    self.drop_gateway(g, Drop::Transient(why), now_ms, random);
-                }
-                None if now_ms - gw.heard_ms > PING_AFTER_MS && peer.ping().is_ok() => {
-                    gw.ping_sent_ms = Some(now_ms);
-                }
-                _ => {}
-            }
-        }
-    }
-
-    /// A commit to start, if one is due: moved into `into`, validation goes on meanwhile.
-    pub fn take_commit(&mut self, into: &mut Pending) -> Option<Durability> {
-        let taken = if self.ancestors.is_some() {
-            // Everything validated must be stored before ancestors are read from it.
-            self.syncer.take_all(into)
-        } else {
-            self.syncer.take_commit(into)
-        };
-        self.committing |= taken.is_some();
-        taken
-    }
-
-    /// The commit from [`Self::take_commit`] completed.
-    pub fn committed(&mut self, now_ms: f64) {
-        self.committing = false;
-        self.update_states(now_ms);
-    }
-
-    /// An answer's batch starts below the validation window: once nothing is uncommitted,
-    /// the shell looks up this parent hash and the batch's headers (80 bytes each) in the
-    /// store, and calls [`Self::on_ancestors`].
-    pub fn need_ancestors(&self) -> Option<(BlockHash, &[u8])> {
-        if self.syncer.uncommitted() > 0 || self.committing {
-            return None;
-        }
-        self.ancestors.map(|(_, hash)| (hash, &self.deferred[..]))
-    }
-
-    /// What [`Self::need_ancestors`] asked for: `known`, how many of the batch's first
-    /// headers the store holds on the best chain right after the parent, and stored
-    /// entries ending at the last of those (or at the parent; up to `WINDOW_LEN`, at least
-    /// 2016). `None` if the store does not hold the parent (the gateway's headers link to
-    /// nothing we know: it is marked bad).
-    pub fn on_ancestors(&mut self, found: Option<(&[Entry], usize)>, now_ms: f64, random: f64) {
-        let Some((g, _)) = self.ancestors.take() else {
-            return;
-        };
-        let now = (now_ms / 1000.0) as u64;
-        let result = match found {
-            Some((entries, known)) => {
-                let skip = (known * lightwire_chain::HEADER_LEN).min(self.deferred.len());
-                self.syncer
-                    .on_ancestors(entries, &self.deferred[skip..], now)
-            }
-            None => {
-                let why = "the gateway sent headers that link to no block on our chain";
-                self.drop_gateway(g, Drop::Bad(why.to_string()), now_ms, random);
-                return;
-            }
-        };
-        let mut r = take_step(
-            result,
-            g,
-            &[],
-            &mut self.syncer,
-            &mut self.events,
-            &mut self.deferred,
-            &mut self.ancestors,
-        );
-        // Then what was held, until it runs out or needs ancestors again.
-        while let Ok(dropped) = r {
-            self.dropped_target |= dropped;
-            if self.ancestors.is_some() {
-                break;
-            }
-            let Some((id, last, headers)) = self.held.pop_front() else {
-                break;
-            };
-            let result = self.syncer.on_headers(id, &headers, last, now);
-            r = take_step(
-                result,
-                g,
-                &headers,
-                &mut self.syncer,
-                &mut self.events,
-                &mut self.deferred,
-                &mut self.ancestors,
-            );
-        }
-        if let Ok(dropped) = r {
-            self.dropped_target |= dropped;
-        }
-        if core::mem::take(&mut self.dropped_target) {
-            self.undeliver(g, now_ms, random);
-        }
-        if let Err(e) = r {
-            self.drop_gateway(g, e, now_ms, random);
-        }
-        self.update_states(now_ms);
-    }
-
-    /// The application stops: every connection is closed, nothing reconnects.
-    pub fn stop(&mut self, now_ms: f64) {
-        self.stopped = true;
-        for g in 0..self.gateways.len() {
-            if self.gateways[g].peer.take().is_some()
-                || self.gateways[g].state == GatewayState::Connecting
-            {
-                self.actions.push_back(Action::Close { gateway: g });
-            }
-            self.set_state(g, GatewayState::Stopped, None, now_ms);
-        }
-        self.actions.retain(|a| matches!(a, Action::Close { .. }));
-    }
-
-    /// Whether [`Self::stop`] was called.
-    pub fn is_stopped(&self) -> bool {
-        self.stopped
-    }
-}
-
-/// What the engine does with a validated step: a reorg event, ancestors to read (the
-/// batch `headers` kept until they come), or the gateway dropped as bad.
-#[allow(clippy::too_many_arguments)]
-fn take_step(
-    result: Result<crate::sync::Step, SyncError>,
-    g: usize,
-    headers: &[u8],
-    syncer: &mut Syncer,
-    events: &mut VecDeque<Event>,
-    deferred: &mut Vec<u8>,
-    ancestors: &mut Option<(usize, BlockHash)>,
-) -> Result<bool, Drop> {
-    let step = result.map_err(|e| Drop::Bad(e.to_string()))?;
-    if let Some((old, fork)) = step.reorg {
-        events.push_back(Event::Reorg {
-            old_tip: Tip::from(&old),
-            new_tip: Tip::from(syncer.tip()),
-            depth: old.height - fork,
-        });
-    }
-    if let Some(parent) = step.need_ancestors {
-        deferred.clear();
-        deferred.extend_from_slice(headers);
-        *ancestors = Some((g, parent));
-    }
-    Ok(step.target_dropped)
 }
 
 #[cfg(test)]
@@ -800,17 +841,14 @@ mod tests {
     use wasm_bindgen_test::wasm_bindgen_test as test;
 
     use super::*;
+    use crate::reason::TransportError;
 
     use lightwire_chain::generate::headers_after;
     use lightwire_chain::{REGTEST, U256};
     use lightwire_noise::{FrameReader, Receiver, Responder, Sender};
     use lightwire_wire::{Features, Headers, Init, Message, Networks};
 
-    const NOW_MS: f64 = 2_000_000_000_000.0;
-
-    fn key(b: u8) -> SecretKey {
-        SecretKey::from_bytes(&[b; 32]).unwrap()
-    }
+    use crate::testnet::{NOW, key};
 
     /// The gateway's side of one connection, scripted by the test.
     struct Fake {
@@ -823,15 +861,15 @@ mod tests {
         /// Connect gateway `g` of `engine` (keys 0x40 + g) through the handshake and both
         /// inits.
         fn connect(engine: &mut Engine, g: usize) -> Fake {
-            engine.connecting(g, NOW_MS);
-            engine.opened(g, key(0x20 + g as u8), NOW_MS);
-            let act_one = engine.transmit(g).unwrap().to_vec();
+            engine.connecting(g, NOW);
+            engine.opened(g, key(0x20 + g as u8), NOW);
+            let act_one = engine.poll_transmit(g).unwrap().to_vec();
             engine.sent(g);
             let (awaiting, act_two) = Responder::start(key(0x40 + g as u8), key(0x60))
                 .read_act_one(&act_one)
                 .unwrap();
-            engine.receive(g, &act_two, NOW_MS, 0.5);
-            let out = engine.transmit(g).unwrap().to_vec();
+            engine.receive(g, &act_two, NOW);
+            let out = engine.poll_transmit(g).unwrap().to_vec();
             engine.sent(g);
             let (tx, rx) = awaiting.read_act_three(&out[..66]).unwrap().split();
             let mut fake = Fake {
@@ -852,7 +890,7 @@ mod tests {
             let n = m.encode(&mut body).unwrap();
             let mut frame = vec![0u8; n + 34];
             let len = self.tx.encrypt(&body[..n], &mut frame).unwrap();
-            engine.receive(g, &frame[..len], NOW_MS, 0.5);
+            engine.receive(g, &frame[..len], NOW);
         }
 
         fn tip(&mut self, engine: &mut Engine, g: usize, height: u32, header: &Header) {
@@ -878,7 +916,7 @@ mod tests {
 
         /// The ids of the requests the engine sent this gateway since the last call.
         fn requests(&mut self, engine: &mut Engine, g: usize) -> Vec<u32> {
-            let Some(out) = engine.transmit(g).map(<[u8]>::to_vec) else {
+            let Some(out) = engine.poll_transmit(g).map(<[u8]>::to_vec) else {
                 return Vec::new();
             };
             engine.sent(g);
@@ -904,7 +942,7 @@ mod tests {
                 node_id: key(0x40 + g as u8).public_key(),
             })
             .collect();
-        let mut e = Engine::new(chain, &tip, list, key(1));
+        let mut e = Engine::new(chain, &tip, list, key(1), 7, NOW);
         while e.poll_action().is_some() {}
         e
     }
@@ -924,7 +962,7 @@ mod tests {
         e.schedule();
         assert_eq!(b.requests(&mut e, 1).len(), 1, "asked B");
         // B goes away: A is asked again while its first answer is still on its way.
-        e.closed(1, "gone", NOW_MS, 0.5);
+        e.closed(1, TransportError::Closed, NOW);
         e.schedule();
         let second = a.requests(&mut e, 0);
         assert_eq!(second.len(), 1);
@@ -978,30 +1016,113 @@ mod tests {
         a.tip(&mut e, 0, 50, &chain[49]);
         e.schedule();
         assert_eq!(a.requests(&mut e, 0).len(), 1);
-        e.tick(NOW_MS + 10_000.0, 0.5);
+        assert_eq!(e.poll_timeout(), Some(NOW + REQUEST_TIMEOUT));
+        e.handle_timeout(NOW + Duration::from_secs(10));
         assert_eq!(e.state(0), GatewayState::Syncing);
-        e.tick(NOW_MS + REQUEST_TIMEOUT_MS + 1.0, 0.5);
+        e.handle_timeout(NOW + REQUEST_TIMEOUT);
         assert_eq!(e.state(0), GatewayState::BackingOff);
-        assert!(matches!(
-            e.poll_action(),
-            Some(Action::Close { gateway: 0 })
-        ));
-        assert!(matches!(
-            e.poll_action(),
-            Some(Action::Connect { gateway: 0, after_ms }) if after_ms > 0.0
-        ));
+        assert_eq!(e.poll_action(), Some(Action::Close { gateway: 0 }));
+        assert_eq!(e.poll_action(), None, "the reconnect waits for its backoff");
+        let Some(Event::Gateway {
+            reason: Some(why), ..
+        }) = std::iter::from_fn(|| e.poll_event()).last()
+        else {
+            panic!("a reason for the drop");
+        };
+        assert_eq!(why.code(), "request-timeout");
+        // One timer: the reconnect is due within the first backoff (250..500 ms).
+        let due = e.poll_timeout().unwrap();
+        let wait = due.since(NOW + REQUEST_TIMEOUT);
+        assert!(wait >= Duration::from_millis(250) && wait <= Duration::from_millis(500));
+        e.handle_timeout(due);
+        assert_eq!(e.poll_action(), Some(Action::Connect { gateway: 0 }));
     }
 
     #[test]
     fn backoff_doubles_to_a_cap_with_jitter() {
-        assert_eq!(backoff_ms(1, 0.0), 250.0);
-        assert_eq!(backoff_ms(1, 1.0), 500.0);
-        assert_eq!(backoff_ms(2, 0.0), 500.0);
-        assert_eq!(backoff_ms(3, 0.5), 1_500.0);
-        assert_eq!(backoff_ms(20, 1.0), BACKOFF_MAX_MS);
-        assert_eq!(backoff_ms(u32::MAX, 0.0), BACKOFF_MAX_MS / 2.0);
+        let ms = Duration::from_millis;
+        assert_eq!(backoff(1, 0.0), ms(250));
+        assert_eq!(backoff(1, 1.0), ms(500));
+        assert_eq!(backoff(2, 0.0), ms(500));
+        assert_eq!(backoff(3, 0.5), ms(1_500));
+        assert_eq!(backoff(20, 1.0), BACKOFF_MAX);
+        assert_eq!(backoff(u32::MAX, 0.0), BACKOFF_MAX / 2);
         // Out-of-range randomness is clamped, never a negative or unbounded delay.
-        assert_eq!(backoff_ms(1, -3.0), 250.0);
-        assert_eq!(backoff_ms(1, 9.0), 500.0);
+        assert_eq!(backoff(1, -3.0), ms(250));
+        assert_eq!(backoff(1, 9.0), ms(500));
+        // The engine's own numbers are uniform in [0, 1) and differ per seed.
+        let (mut a, mut b) = (Rng::new(1), Rng::new(2));
+        let xs: Vec<f64> = (0..1000).map(|_| a.next_f64()).collect();
+        assert!(xs.iter().all(|x| (0.0..1.0).contains(x)));
+        assert!((0.45..0.55).contains(&(xs.iter().sum::<f64>() / 1000.0)));
+        assert_ne!(a.next_u64(), b.next_u64());
+    }
+
+    #[test]
+    fn a_rejected_gateway_says_which_rule_at_which_height() {
+        use crate::testnet::{Net, memory};
+        use lightwire_proto::testing::TestChain;
+        // The bad gateway claims more work, with a header at 150 that misses its target.
+        let mut bad = TestChain::generate(320);
+        bad.corrupt(150);
+        let good = TestChain::generate(300);
+        let mut net = Net::new(memory(), vec![bad, good], |_| {});
+        net.drive();
+        let rejected: Vec<&DropReason> = net
+            .events
+            .iter()
+            .filter_map(|e| match e {
+                Event::Rejected { gateway: 0, reason } => Some(reason),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(rejected.len(), 1, "{:?}", net.events);
+        assert_eq!(rejected[0].code(), "invalid-header");
+        assert_eq!(rejected[0].invalid_header(), Some((150, "high-hash")));
+        assert!(
+            rejected[0].to_string().contains("height 150"),
+            "{}",
+            rejected[0]
+        );
+        assert_eq!(net.engine.state(0), GatewayState::Bad);
+        // The honest gateway's chain was synced and stored all the same.
+        assert_eq!(net.stored().height, 300);
+    }
+
+    #[test]
+    fn two_gateways_sync_into_the_store_and_keepalive_runs_on_one_timer() {
+        use crate::testnet::{Net, memory};
+        use lightwire_proto::testing::TestChain;
+        let mut net = Net::new(
+            memory(),
+            vec![TestChain::generate(5_000), TestChain::generate(5_000)],
+            |e| {
+                e.syncer_mut().request_size = 2_000;
+                e.syncer_mut().commit_every = 1_500;
+            },
+        );
+        net.drive();
+        assert_eq!(net.stored().height, 5_000);
+        assert!(net.engine.is_synced());
+        assert_eq!(net.engine.state(0), GatewayState::Synced);
+        // Idle for ten minutes: pings both ways keep every connection up.
+        net.advance(Duration::from_secs(600));
+        assert_eq!(net.engine.state(0), GatewayState::Synced);
+        assert_eq!(net.engine.state(1), GatewayState::Synced);
+        assert_eq!(net.engine.counters().reconnects, 0);
+        // A gateway that goes silent is dropped by the keepalive and reconnected.
+        net.gateways[1].as_mut().unwrap().speaks = false;
+        net.advance(Duration::from_secs(51));
+        assert_eq!(net.engine.counters().reconnects, 1);
+        let dropped = net.events.iter().any(|e| {
+            matches!(e, Event::Gateway { gateway: 1, reason: Some(r), .. } if r.code() == "keepalive-timeout")
+        });
+        assert!(dropped, "{:?}", net.events);
+        net.advance(Duration::from_secs(1));
+        assert_eq!(
+            net.engine.state(1),
+            GatewayState::Synced,
+            "back after the backoff"
+        );
     }
 }

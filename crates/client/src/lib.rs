@@ -1,12 +1,12 @@
 //! lightwire, the browser light client: brings a verified header chain from a gateway
-//! into IndexedDB and keeps it current (issue 5).
+//! into IndexedDB and keeps it current.
 //!
-//! The sans-IO core runs natively too and is tested against a real gateway: [`peer`] (one
-//! gateway connection: handshake, init, header-sync messages), [`sync`] (requests,
-//! validation, gathering commits) and [`engine`] (several gateways: targets, bad gateways,
-//! reconnects, keepalive). In wasm, `web` is the shell: the `Client` class JavaScript
-//! uses, with WebSockets, timers and the IndexedDB store. The Web Worker wiring and the
-//! TypeScript layer are in `pkg/`.
+//! The sans-IO core runs natively too: [`sync`] (requests, validation, gathering commits),
+//! [`engine`] (several gateways over `lightwire-proto` connections: targets, bad gateways,
+//! reconnects, deadlines; typed [`reason`]s for every drop) and [`pipeline`] (resume,
+//! locator seeding, ancestor reads and commits over any `HeaderStore`). In wasm, `web` is
+//! the shell: the `Client` class JavaScript uses, with WebSockets, one timer and the
+//! IndexedDB store. The Web Worker wiring and the TypeScript layer are in `pkg/`.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -14,8 +14,11 @@
 wasm_bindgen_test::wasm_bindgen_test_configure!(run_in_browser);
 
 pub mod engine;
-pub mod peer;
+pub mod pipeline;
+pub mod reason;
 pub mod sync;
+#[cfg(test)]
+mod testnet;
 #[cfg(target_arch = "wasm32")]
 pub mod web;
 

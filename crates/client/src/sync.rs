@@ -1,13 +1,10 @@
 //! Header sync, sans-IO: what to ask a gateway for, validation of what it sends, and the
-//! gathering of validated headers into store commits. The shell moves the requests and
-//! answers through a [`crate::peer::Peer`] and the commits into a `HeaderStore`.
-
-use core::fmt;
+//! gathering of validated headers into store commits. The engine moves the requests and
+//! answers through a `lightwire_proto::Initiator` and the commits into a `HeaderStore`.
 
 use lightwire_chain::{BlockHash, Chain, ConnectError, Entry, Header, Outcome, Work};
+use lightwire_proto::decode_headers;
 use lightwire_store::{Batch, Durability, Pending, Tip};
-
-use crate::peer::decode_headers;
 
 /// Headers asked for per request: the bound on what is in flight from one gateway.
 pub const DEFAULT_REQUEST: u32 = 20_000;
@@ -16,40 +13,24 @@ pub const DEFAULT_REQUEST: u32 = 20_000;
 pub const DEFAULT_COMMIT_EVERY: usize = 50_000;
 
 /// Why the sync with a gateway failed: the gateway is to be disconnected and marked bad.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[derive(Clone, Copy, PartialEq, Eq, Debug, thiserror::Error)]
 pub enum SyncError {
     /// It sent a header that fails validation (the error names the height and rule).
+    #[error("the gateway sent an invalid header: {0}")]
     Invalid(ConnectError),
     /// It answered a request that was not made (or not this one).
+    #[error("the gateway answered request {id}, which was not asked")]
     UnexpectedAnswer {
         /// The id it used.
         id: u32,
     },
     /// Its answer holds more headers than were asked for.
+    #[error("the gateway sent more than the {asked} headers asked for")]
     TooManyHeaders {
         /// The request's `max_count`.
         asked: u32,
     },
 }
-
-impl fmt::Display for SyncError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            SyncError::Invalid(e) => write!(f, "the gateway sent an invalid header: {e}"),
-            SyncError::UnexpectedAnswer { id } => {
-                write!(f, "the gateway answered request {id}, which was not asked")
-            }
-            SyncError::TooManyHeaders { asked } => {
-                write!(
-                    f,
-                    "the gateway sent more than the {asked} headers asked for"
-                )
-            }
-        }
-    }
-}
-
-impl std::error::Error for SyncError {}
 
 /// What one `headers` message did.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]

@@ -1,18 +1,23 @@
-//! The client's sans-IO engine (Peer + Syncer) against the real gateway, in-process on
-//! 127.0.0.1, over TCP and WebSocket, storing into a MemoryStore: a sync from empty, a
-//! resume, a reorg announced by the gateway, and the refusals (wrong network, wrong key).
+//! The client's sans-IO engine and store pipeline against the real gateway, in-process on
+//! 127.0.0.1, over TCP and WebSocket (a small native shell here plays the browser), storing
+//! into a MemoryStore: a sync from empty, a resume, a reorg announced by the gateway, and
+//! the refusals (wrong network, wrong key).
 #![cfg(not(target_arch = "wasm32"))]
 
 use std::net::SocketAddr;
 
-use lightwire::peer::{Peer, PeerError, PeerEvent};
-use lightwire::sync::{SyncError, Syncer};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use lightwire::engine::{Action, Event};
+use lightwire::pipeline::{self, Pipeline};
+use lightwire::reason::TransportError;
 use lightwire_chain::generate::headers_after;
-use lightwire_chain::{BlockHash, Chain, Header, MAINNET, Params, REGTEST, WINDOW_LEN};
+use lightwire_chain::{Header, MAINNET, Params, REGTEST};
 use lightwire_gateway::served::ServedChain;
 use lightwire_gateway::server::{Buffers, Limits, Running, spawn};
-use lightwire_gateway::ws;
 use lightwire_noise::{PublicKey, SecretKey};
+use lightwire_proto::ws;
+use lightwire_proto::{ConnectString, Millis, PeerError};
 use lightwire_store::{HeaderStore, MemoryStore};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -105,8 +110,17 @@ struct Run {
     commits: u32,
 }
 
-/// Resume from `store`, connect to `gw`, sync until synced (and, if `until` is given,
-/// until the store's tip reaches it). The gateway is pinned with `pinned`.
+fn now() -> Millis {
+    let ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis();
+    Millis(ms as u64)
+}
+
+/// Open an engine on `store`, connect it to `gw` (pinned with `pinned`), and sync until
+/// synced (and, if `until` is given, until the store's tip reaches it). A dropped or
+/// rejected gateway ends the run with its reason.
 async fn sync(
     params: &'static Params,
     gw: &Gateway,
@@ -114,85 +128,74 @@ async fn sync(
     store: &mut MemoryStore,
     until: Option<u32>,
 ) -> Result<Run, String> {
-    let stored = store.tip().await.unwrap();
-    let from = stored.height.saturating_sub(WINDOW_LEN as u32 - 1);
-    let chain = Chain::resume(params, &store.entries(from, stored.height).await.unwrap()).unwrap();
-    let mut syncer = Syncer::new(chain, &stored);
-    syncer.commit_every = 7_000;
-    syncer.request_size = 5_000;
-    let mut socket = Socket::open(gw.addr).await;
-    let mut peer = Peer::new(params, key(0x55), pinned, key(0x66));
-    let mut locator: Vec<BlockHash> = Vec::new();
+    assert_eq!(store.params().network, params.network);
+    let list = vec![ConnectString {
+        url: format!("ws://{}", gw.addr),
+        node_id: pinned,
+    }];
+    let (mut engine, _) = pipeline::open(&*store, list, key(0x55), 1, now())
+        .await
+        .map_err(|e| e.to_string())?;
+    engine.syncer_mut().commit_every = 7_000;
+    engine.syncer_mut().request_size = 5_000;
+    let mut pipeline = Pipeline::default();
+    let mut socket = None;
     let mut run = Run::default();
-    let mut saw_tip = false;
     loop {
-        if let Some(bytes) = peer.transmit() {
-            let bytes = bytes.to_vec();
-            socket.send(&bytes).await;
-            peer.sent();
+        while let Some(action) = engine.poll_action() {
+            match action {
+                Action::Connect { gateway } => {
+                    engine.connecting(gateway, now());
+                    socket = Some(Socket::open(gw.addr).await);
+                    engine.opened(gateway, key(0x66), now());
+                }
+                Action::Close { .. } => socket = None,
+            }
         }
-        if peer.is_ready()
-            && let Some((id, n)) = syncer.next_request(&mut locator)
-        {
-            peer.request(id, n, &locator).map_err(|e| e.to_string())?;
+        while let Some(event) = engine.poll_event() {
+            match event {
+                Event::Reorg { old_tip, depth, .. } => {
+                    run.reorgs.push((old_tip.height, old_tip.height - depth));
+                }
+                Event::Rejected { reason, .. }
+                | Event::Gateway {
+                    reason: Some(reason),
+                    ..
+                } => return Err(reason.to_string()),
+                _ => {}
+            }
+        }
+        engine.schedule();
+        if let (Some(s), Some(bytes)) = (socket.as_mut(), engine.poll_transmit(0)) {
+            s.send(bytes).await;
+            engine.sent(0);
             continue;
         }
-        if syncer.commit_due() {
-            let tip = store
-                .commit(syncer.batch())
-                .await
+        if pipeline
+            .read_ancestors(&mut engine, &*store, now())
+            .await
+            .map_err(|e| e.to_string())?
+        {
+            continue;
+        }
+        if let Some(batch) = pipeline.take_commit(&mut engine) {
+            let result = store.commit(batch).await;
+            pipeline
+                .finish(&mut engine, result, now())
                 .map_err(|e| e.to_string())?;
-            syncer.committed(&tip);
             run.commits += 1;
+            continue;
         }
         let stored = store.tip().await.unwrap().height;
-        let done = saw_tip
-            && syncer.is_synced()
-            && syncer.uncommitted() == 0
-            && until.is_none_or(|u| stored >= u);
-        if done {
-            run.validated = syncer.validated;
+        if engine.is_synced() && until.is_none_or(|u| stored >= u) {
+            run.validated = engine.syncer().validated;
             return Ok(run);
         }
-        let mut failure: Option<String> = None;
-        let open = socket
-            .read(|data| {
-                if failure.is_some() {
-                    return;
-                }
-                let mut on_event = |event: PeerEvent<'_>| match event {
-                    PeerEvent::Tip {
-                        height,
-                        header,
-                        chainwork,
-                    } => {
-                        saw_tip = true;
-                        syncer.on_tip(height, &header, chainwork);
-                    }
-                    PeerEvent::Headers {
-                        id, headers, last, ..
-                    } => match syncer.on_headers(id, headers, last, NOW) {
-                        Ok(step) => {
-                            if let Some((old, fork)) = step.reorg {
-                                run.reorgs.push((old.height, fork));
-                            }
-                            assert!(step.need_ancestors.is_none());
-                        }
-                        Err(SyncError::Invalid(e)) => failure = Some(format!("invalid: {e}")),
-                        Err(e) => failure = Some(e.to_string()),
-                    },
-                    _ => {}
-                };
-                if let Err(e) = peer.receive(data, &mut on_event) {
-                    failure = Some(format!("peer: {e}"));
-                }
-            })
-            .await;
-        if let Some(f) = failure {
-            return Err(f);
-        }
-        if !open {
-            return Err("the gateway closed the connection".into());
+        let Some(s) = socket.as_mut() else {
+            return Err("no connection".into());
+        };
+        if !s.read(|data| engine.receive(0, data, now())).await {
+            engine.closed(0, TransportError::Closed, now());
         }
     }
 }
@@ -271,7 +274,7 @@ async fn refuses_another_network_and_a_wrong_key() {
     let err = sync(&MAINNET, &gw, gw.node_id, &mut store, None)
         .await
         .unwrap_err();
-    assert_eq!(err, format!("peer: {}", PeerError::WrongNetwork));
+    assert_eq!(err, PeerError::WrongNetwork.to_string());
     // The pinned key is not the gateway's: the handshake fails.
     let mut store = MemoryStore::new(&REGTEST);
     let wrong = key(0x77).public_key();
@@ -279,7 +282,7 @@ async fn refuses_another_network_and_a_wrong_key() {
         .await
         .unwrap_err();
     assert!(
-        err.starts_with("peer: handshake with the gateway failed") || err.contains("closed"),
+        err.starts_with("handshake with the gateway failed") || err.contains("closed"),
         "{err}"
     );
     assert_eq!(store.tip().await.unwrap().height, 0);

@@ -30,26 +30,21 @@ pub enum Heard {
     Pong,
 }
 
-/// The two ends and what is between them.
-pub struct Pair {
-    /// The virtual clock.
-    pub now: Millis,
-    /// The client's end.
-    pub client: Initiator,
-    /// The gateway's end.
+/// A gateway's end as a browser sees it: a [`Responder`] serving a [`TestChain`], the
+/// bytes in flight each way, and the WebSocket client's side (the upgrade, masked frames
+/// out, server frames decoded into payloads). Used by [`Pair`], and by the client crate's
+/// tests to put its engine in front of several gateways.
+pub struct Gateway {
+    /// The responder.
     pub server: Responder,
-    /// What the gateway serves.
+    /// What it serves.
     pub chain: TestChain,
-    /// Buffers the gateway's pool can lend now (pooled mode).
+    /// Buffers its pool can lend now (pooled mode).
     pub pool: Vec<Box<[u8]>>,
-    /// Whether the client's bytes reach the gateway (false: the client went silent).
-    pub client_sends: bool,
-    /// Whether the gateway's bytes reach the client (false: the gateway went silent).
-    pub server_sends: bool,
-    /// Everything the client heard, in order.
-    pub heard: Vec<Heard>,
-    /// Why the client's connection failed, if it did.
-    pub client_error: Option<PeerError>,
+    /// Whether the client's bytes reach it (false: the client went silent).
+    pub hears: bool,
+    /// Whether its bytes reach the client (false: the gateway went silent).
+    pub speaks: bool,
     to_server: Vec<u8>,
     to_client: Vec<u8>,
     upgraded: bool,
@@ -58,28 +53,21 @@ pub struct Pair {
     mask: u32,
 }
 
-fn key(b: u8) -> SecretKey {
-    SecretKey::from_bytes(&[b; 32]).expect("a valid test key")
-}
-
-impl Pair {
-    /// A client and a gateway serving `chain`, connected as far as the bytes queued at the
-    /// start (nothing moves until [`Self::drive`]). `pool` buffers are lent in pooled mode.
-    pub fn new(chain: TestChain, buffers: BufferMode, pool: usize) -> Pair {
-        let now = Millis(1_000_000);
-        let gateway = key(0x11);
-        let client = Initiator::new(
-            now,
-            &REGTEST,
-            key(0x22),
-            gateway.public_key(),
-            key(0x33),
-            InitiatorLimits::default(),
-        );
+impl Gateway {
+    /// A gateway with static key `key`, accepting a connection at `now`, serving `chain`;
+    /// `pool` buffers are lent in pooled mode. The client's upgrade request is queued.
+    pub fn new(
+        now: Millis,
+        key: SecretKey,
+        chain: TestChain,
+        buffers: BufferMode,
+        pool: usize,
+    ) -> Gateway {
+        let ephemeral = SecretKey::from_bytes(&[0x44; 32]).expect("a valid test key");
         let server = Responder::new(
             now,
-            gateway,
-            key(0x44),
+            key,
+            ephemeral,
             REGTEST.genesis.block_hash().0,
             Limits::default(),
             buffers,
@@ -87,18 +75,14 @@ impl Pair {
         let ws_key = *b"dGhlIHNhbXBsZSBub25jZQ==";
         let mut request = [0u8; 512];
         let n = ws::client_request("127.0.0.1:1", "/", &ws_key, &mut request);
-        Pair {
-            now,
-            client,
+        Gateway {
             server,
             chain,
             pool: (0..pool)
                 .map(|_| vec![0u8; MAX_FRAME_LEN].into_boxed_slice())
                 .collect(),
-            client_sends: true,
-            server_sends: true,
-            heard: Vec::new(),
-            client_error: None,
+            hears: true,
+            speaks: true,
             to_server: request[..n].to_vec(),
             to_client: Vec::new(),
             upgraded: false,
@@ -108,14 +92,25 @@ impl Pair {
         }
     }
 
-    /// Why the gateway closed, if it did.
-    pub fn server_close(&self) -> Option<&Close> {
+    /// A new connection to the same chain (after the last one closed), at `now`.
+    pub fn reconnect(&mut self, now: Millis, key: SecretKey) {
+        let chain = core::mem::replace(&mut self.chain, TestChain::generate(0));
+        let buffers = self.server.buffer_mode();
+        let pool = core::mem::take(&mut self.pool);
+        *self = Gateway::new(now, key, chain, buffers, 0);
+        self.pool = pool;
+    }
+
+    /// Why the responder closed, if it did.
+    pub fn close(&self) -> Option<&Close> {
         self.server.poll_close()
     }
 
-    /// Send `payload` from the client as one masked WebSocket message, as it is (tests
-    /// that misbehave).
-    pub fn client_raw(&mut self, payload: &[u8]) {
+    /// One WebSocket binary message from the client, masked as a browser does.
+    pub fn send(&mut self, payload: &[u8]) {
+        if !self.hears {
+            return;
+        }
         self.mask = self
             .mask
             .wrapping_mul(1_664_525)
@@ -128,86 +123,61 @@ impl Pair {
         ws::apply_mask(&mut self.to_server[at..], mask, 0);
     }
 
-    /// Move bytes both ways until neither end has anything more to say (or can say it).
-    pub fn drive(&mut self) {
-        loop {
-            let mut moved = false;
-            if self.client_error.is_none()
-                && let Some(out) = self.client.poll_transmit().map(<[u8]>::to_vec)
-            {
-                self.client.sent();
-                if self.client_sends {
-                    self.client_raw(&out);
+    /// Run the responder on what the client sent and carry what it writes back, handing
+    /// each WebSocket payload to `deliver`; returns whether anything moved.
+    pub fn exchange(&mut self, now: Millis, mut deliver: impl FnMut(&[u8])) -> bool {
+        let mut moved = self.output(now);
+        if !self.to_server.is_empty() && self.server.wants_input() {
+            if self.server.needs_read_buffer(now) && !self.lend(now, BufferKind::Read) {
+                // Waits for a buffer (poll_timeout counts the wait).
+            } else {
+                let mut bytes = core::mem::take(&mut self.to_server);
+                self.server.handle_input(now, &mut bytes, &self.chain);
+                if self.server.needs_read_buffer(now) {
+                    self.lend(now, BufferKind::Read);
                 }
+                self.give_back();
                 moved = true;
             }
-            moved |= self.server_output();
-            if self.client_sends && !self.to_server.is_empty() && self.server.wants_input() {
-                if self.server.needs_read_buffer(self.now) && !self.lend(BufferKind::Read) {
-                    // Waits for a buffer (poll_timeout counts the wait).
-                } else {
-                    let mut bytes = core::mem::take(&mut self.to_server);
-                    self.server.handle_input(self.now, &mut bytes, &self.chain);
-                    if self.server.needs_read_buffer(self.now) {
-                        self.lend(BufferKind::Read);
-                    }
-                    self.give_back();
-                    moved = true;
+        }
+        moved |= self.output(now);
+        if !self.to_client.is_empty() {
+            let mut bytes = core::mem::take(&mut self.to_client);
+            let mut at = 0;
+            if !self.upgraded {
+                at = ws::client_response(&bytes, &self.ws_key)
+                    .expect("a valid upgrade response")
+                    .expect("the whole response in one piece");
+                self.upgraded = true;
+            }
+            while at < bytes.len() {
+                let (n, event) = self.decoder.decode(&mut bytes[at..]).expect("valid frames");
+                if let Some(ws::Event::Data(r)) = event {
+                    deliver(&bytes[at + r.start..at + r.end]);
                 }
+                at += n;
             }
-            if !self.to_client.is_empty() {
-                let mut bytes = core::mem::take(&mut self.to_client);
-                self.client_input(&mut bytes);
-                moved = true;
-            }
-            if !moved {
-                return;
-            }
+            moved = true;
         }
+        moved
     }
 
-    /// Let `d` pass, running both ends' deadlines as they fall due, and drive.
-    pub fn advance(&mut self, d: Duration) {
-        let end = self.now + d;
-        loop {
-            let next = [self.client_timeout(), self.server.poll_timeout()]
-                .into_iter()
-                .flatten()
-                .filter(|t| *t <= end)
-                .min();
-            let Some(t) = next else { break };
-            self.now = t.max(self.now);
-            if self.client_error.is_none()
-                && let Err(e) = self.client.handle_timeout(self.now)
-            {
-                self.client_error = Some(e);
-            }
-            self.server.handle_timeout(self.now);
-            self.give_back();
-            self.drive();
-        }
-        self.now = end;
-        self.drive();
+    /// The responder's next deadline.
+    pub fn poll_timeout(&self) -> Option<Millis> {
+        self.server.poll_timeout()
     }
 
-    fn client_timeout(&self) -> Option<Millis> {
-        if self.client_error.is_some() {
-            None
-        } else {
-            self.client.poll_timeout()
-        }
+    /// Run the responder's deadlines at `now`.
+    pub fn handle_timeout(&mut self, now: Millis) {
+        self.server.handle_timeout(now);
+        self.give_back();
     }
 
-    /// Ask for `max_count` headers after `locator` from the client.
-    pub fn request(&mut self, id: u32, max_count: u32, locator: &[BlockHash]) {
-        self.client.request(id, max_count, locator).expect("ready");
-    }
-
-    fn lend(&mut self, kind: BufferKind) -> bool {
+    fn lend(&mut self, now: Millis, kind: BufferKind) -> bool {
         let Some(buf) = self.pool.pop() else {
             return false;
         };
-        self.server.give_buffer(self.now, kind, buf, &self.chain);
+        self.server.give_buffer(now, kind, buf, &self.chain);
         true
     }
 
@@ -217,24 +187,24 @@ impl Pair {
         }
     }
 
-    fn server_output(&mut self) -> bool {
+    fn output(&mut self, now: Millis) -> bool {
         let mut moved = false;
         loop {
-            match self.server.poll_transmit(self.now, &self.chain) {
+            match self.server.poll_transmit(now, &self.chain) {
                 None => break,
                 Some(Transmit::NeedBuffer) => {
-                    if !self.lend(BufferKind::Write) {
+                    if !self.lend(now, BufferKind::Write) {
                         break;
                     }
                     continue;
                 }
                 Some(Transmit::Raw(bytes)) => {
-                    if self.server_sends {
+                    if self.speaks {
                         self.to_client.extend_from_slice(bytes);
                     }
                 }
                 Some(Transmit::Frame { header, frame }) => {
-                    if self.server_sends {
+                    if self.speaks {
                         self.to_client.extend_from_slice(header);
                         self.to_client.extend_from_slice(frame);
                     }
@@ -246,45 +216,139 @@ impl Pair {
         }
         moved
     }
+}
 
-    fn client_input(&mut self, mut bytes: &mut [u8]) {
-        if !self.upgraded {
-            let used = ws::client_response(bytes, &self.ws_key)
-                .expect("a valid upgrade response")
-                .expect("the whole response in one piece");
-            self.upgraded = true;
-            bytes = &mut bytes[used..];
-        }
-        let mut at = 0;
-        while at < bytes.len() {
-            let (n, event) = self.decoder.decode(&mut bytes[at..]).expect("valid frames");
-            if let Some(ws::Event::Data(r)) = event {
-                let (a, b) = (at + r.start, at + r.end);
-                self.payload(&bytes[a..b]);
-            }
-            at += n;
+fn key(b: u8) -> SecretKey {
+    SecretKey::from_bytes(&[b; 32]).expect("a valid test key")
+}
+
+/// An initiator and a gateway, and what the initiator heard.
+pub struct Pair {
+    /// The virtual clock.
+    pub now: Millis,
+    /// The client's end.
+    pub client: Initiator,
+    /// The gateway's end.
+    pub gateway: Gateway,
+    /// Everything the client heard, in order.
+    pub heard: Vec<Heard>,
+    /// Why the client's connection failed, if it did.
+    pub client_error: Option<PeerError>,
+}
+
+impl Pair {
+    /// A client and a gateway serving `chain`, connected as far as the bytes queued at the
+    /// start (nothing moves until [`Self::drive`]). `pool` buffers are lent in pooled mode.
+    pub fn new(chain: TestChain, buffers: BufferMode, pool: usize) -> Pair {
+        let now = Millis(1_000_000);
+        let gateway_key = key(0x11);
+        let client = Initiator::new(
+            now,
+            &REGTEST,
+            key(0x22),
+            gateway_key.public_key(),
+            key(0x33),
+            InitiatorLimits::default(),
+        );
+        Pair {
+            now,
+            client,
+            gateway: Gateway::new(now, gateway_key, chain, buffers, pool),
+            heard: Vec::new(),
+            client_error: None,
         }
     }
 
-    fn payload(&mut self, mut data: &[u8]) {
-        while !data.is_empty() && self.client_error.is_none() {
-            match self.client.handle_input(self.now, data) {
-                Ok((taken, event)) => {
-                    if let Some(e) = event {
-                        self.heard.push(match e {
-                            PeerEvent::Ready => Heard::Ready,
-                            PeerEvent::Tip { height, .. } => Heard::Tip(height),
-                            PeerEvent::Headers {
-                                id, headers, last, ..
-                            } => Heard::Headers(id, headers.len() / 80, last),
-                            PeerEvent::Warning(t) => Heard::Warning(t.map(str::to_string)),
-                            PeerEvent::Pong => Heard::Pong,
-                        });
-                    }
-                    data = &data[taken..];
-                }
-                Err(e) => self.client_error = Some(e),
+    /// Why the gateway closed, if it did.
+    pub fn server_close(&self) -> Option<&Close> {
+        self.gateway.close()
+    }
+
+    /// Move bytes both ways until neither end has anything more to say (or can say it).
+    pub fn drive(&mut self) {
+        loop {
+            let mut moved = false;
+            if self.client_error.is_none()
+                && let Some(out) = self.client.poll_transmit()
+            {
+                self.gateway.send(out);
+                self.client.sent();
+                moved = true;
             }
+            let Pair {
+                now,
+                client,
+                gateway,
+                heard,
+                client_error,
+            } = self;
+            moved |= gateway.exchange(*now, |payload| {
+                client_input(*now, client, heard, client_error, payload)
+            });
+            if !moved {
+                return;
+            }
+        }
+    }
+
+    /// Let `d` pass, running both ends' deadlines as they fall due, and drive.
+    pub fn advance(&mut self, d: Duration) {
+        let end = self.now + d;
+        loop {
+            let client = if self.client_error.is_some() {
+                None
+            } else {
+                self.client.poll_timeout()
+            };
+            let next = [client, self.gateway.poll_timeout()]
+                .into_iter()
+                .flatten()
+                .filter(|t| *t <= end)
+                .min();
+            let Some(t) = next else { break };
+            self.now = t.max(self.now);
+            if self.client_error.is_none()
+                && let Err(e) = self.client.handle_timeout(self.now)
+            {
+                self.client_error = Some(e);
+            }
+            self.gateway.handle_timeout(self.now);
+            self.drive();
+        }
+        self.now = end;
+        self.drive();
+    }
+
+    /// Ask for `max_count` headers after `locator` from the client.
+    pub fn request(&mut self, id: u32, max_count: u32, locator: &[BlockHash]) {
+        self.client.request(id, max_count, locator).expect("ready");
+    }
+}
+
+fn client_input(
+    now: Millis,
+    client: &mut Initiator,
+    heard: &mut Vec<Heard>,
+    error: &mut Option<PeerError>,
+    mut data: &[u8],
+) {
+    while !data.is_empty() && error.is_none() {
+        match client.handle_input(now, data) {
+            Ok((taken, event)) => {
+                if let Some(e) = event {
+                    heard.push(match e {
+                        PeerEvent::Ready => Heard::Ready,
+                        PeerEvent::Tip { height, .. } => Heard::Tip(height),
+                        PeerEvent::Headers {
+                            id, headers, last, ..
+                        } => Heard::Headers(id, headers.len() / 80, last),
+                        PeerEvent::Warning(t) => Heard::Warning(t.map(str::to_string)),
+                        PeerEvent::Pong => Heard::Pong,
+                    });
+                }
+                data = &data[taken..];
+            }
+            Err(e) => *error = Some(e),
         }
     }
 }
@@ -302,7 +366,7 @@ mod tests {
     fn connected(buffers: BufferMode, pool: usize) -> Pair {
         let mut p = Pair::new(TestChain::generate(3000), buffers, pool);
         p.drive();
-        assert!(p.server.is_established(), "{:?}", p.server_close());
+        assert!(p.gateway.server.is_established(), "{:?}", p.server_close());
         assert!(p.client.is_ready(), "{:?}", p.client_error);
         assert_eq!(p.heard, [Heard::Ready, Heard::Tip(3000)]);
         p.heard.clear();
@@ -324,9 +388,13 @@ mod tests {
                 ],
                 "{mode:?}"
             );
-            assert_eq!(p.server.take_counts().headers_sent, 2000);
+            assert_eq!(p.gateway.server.take_counts().headers_sent, 2000);
             if mode == BufferMode::Pooled {
-                assert_eq!(p.pool.len(), 2, "both buffers back in the pool when idle");
+                assert_eq!(
+                    p.gateway.pool.len(),
+                    2,
+                    "both buffers back in the pool when idle"
+                );
             }
         }
     }
@@ -346,7 +414,7 @@ mod tests {
 
         // A client that goes silent: the gateway pings at 30 s and closes 30 s later.
         let mut p = connected(BufferMode::Fixed, 0);
-        p.client_sends = false;
+        p.gateway.hears = false;
         p.advance(Duration::from_secs(59));
         assert_eq!(p.server_close(), None);
         p.advance(Duration::from_secs(2));
@@ -356,7 +424,7 @@ mod tests {
     #[test]
     fn a_silent_gateway_fails_the_client_keepalive() {
         let mut p = connected(BufferMode::Fixed, 0);
-        p.server_sends = false;
+        p.gateway.speaks = false;
         // Ping after 30 s, unanswered for 20 s.
         p.advance(Duration::from_secs(49));
         assert_eq!(p.client_error, None);
@@ -368,7 +436,7 @@ mod tests {
     fn handshake_deadlines_on_both_ends() {
         // A client that never sends act one: the gateway closes after 5 s.
         let mut p = Pair::new(TestChain::generate(10), BufferMode::Fixed, 0);
-        p.client_sends = false;
+        p.gateway.hears = false;
         p.drive();
         p.advance(Duration::from_millis(4_999));
         assert_eq!(p.server_close(), None);
@@ -383,10 +451,10 @@ mod tests {
     fn a_frame_that_trickles_is_closed_at_the_frame_deadline() {
         let mut p = connected(BufferMode::Pooled, 2);
         // Half of a frame's length prefix: the gateway holds a read buffer for it.
-        p.client_raw(&[0u8; 10]);
+        p.gateway.send(&[0u8; 10]);
         p.drive();
         assert_eq!(
-            p.pool.len(),
+            p.gateway.pool.len(),
             1,
             "a read buffer is held for the partial frame"
         );
@@ -396,7 +464,7 @@ mod tests {
         assert_eq!(p.server_close(), Some(&Close::SlowFrame));
         // The half-read frame's buffer went with the connection (a real pool allocates
         // another in its place: the loan ended with the connection).
-        assert_eq!(p.server.reclaim(), None);
+        assert_eq!(p.gateway.server.reclaim(), None);
     }
 
     #[test]
@@ -404,15 +472,17 @@ mod tests {
         // No buffer to write the gateway's init with.
         let mut p = Pair::new(TestChain::generate(10), BufferMode::Pooled, 0);
         p.drive();
-        assert!(p.server.is_established());
+        assert!(p.gateway.server.is_established());
         p.advance(Duration::from_millis(9_999));
         assert_eq!(p.server_close(), None);
         // A buffer that comes free in time is used.
-        p.pool.push(vec![0u8; MAX_FRAME_LEN].into_boxed_slice());
+        p.gateway
+            .pool
+            .push(vec![0u8; MAX_FRAME_LEN].into_boxed_slice());
         p.drive();
         assert!(p.client.is_ready());
         // Now none again, and a request waits: closed 10 s after the wait began.
-        let buf = p.pool.pop().unwrap();
+        let buf = p.gateway.pool.pop().unwrap();
         p.request(1, 10, &[]);
         p.drive();
         p.advance(Duration::from_secs(11));

@@ -297,6 +297,11 @@ impl Responder {
         }
     }
 
+    /// Where its frame buffers come from.
+    pub fn buffer_mode(&self) -> BufferMode {
+        self.buffers
+    }
+
     /// Whether the BOLT 8 handshake completed (even if the connection has ended since).
     pub fn is_established(&self) -> bool {
         self.established

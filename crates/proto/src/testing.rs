@@ -48,6 +48,18 @@ impl TestChain {
         self.reorgs += 1;
     }
 
+    /// Break the header at `height`: a nonce whose hash misses the header's target (what
+    /// a gateway serving a fake header sends). The index is left as it was.
+    pub fn corrupt(&mut self, height: u32) {
+        let h = &mut self.headers[height as usize];
+        let Ok(target) = h.bits.to_target() else {
+            return;
+        };
+        while target.is_met_by(&h.block_hash()) {
+            h.nonce = h.nonce.wrapping_add(1);
+        }
+    }
+
     fn extend(&mut self, headers: Vec<Header>) {
         for h in headers {
             self.index.insert(h.block_hash(), self.headers.len() as u32);

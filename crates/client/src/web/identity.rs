@@ -29,6 +29,14 @@ pub fn random_bytes() -> Result<[u8; 32], String> {
     Ok(bytes)
 }
 
+/// A seed for the engine's own random numbers (reconnect jitter).
+pub fn random_seed() -> Result<u64, String> {
+    let b = random_bytes()?;
+    let mut seed = [0u8; 8];
+    seed.copy_from_slice(&b[..8]);
+    Ok(u64::from_le_bytes(seed))
+}
+
 /// A fresh secret key (an ephemeral one per handshake, or a new static key).
 pub fn random_key() -> Result<SecretKey, String> {
     // A uniformly random 32-byte string is a valid scalar with probability 1 - 2^-128;

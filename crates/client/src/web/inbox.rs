@@ -13,6 +13,8 @@ use std::task::{Context, Poll, Waker};
 use js_sys::{ArrayBuffer, Function};
 use wasm_bindgen::JsValue;
 
+use crate::reason::TransportError;
+
 /// A call from the application that needs the store, answered through a Promise.
 pub struct Call {
     /// What is asked.
@@ -72,12 +74,10 @@ pub enum Input {
     Closed {
         g: usize,
         epoch: u32,
-        reason: String,
+        why: TransportError,
     },
-    /// A reconnect delay for gateway `g` ran out.
-    ConnectDue { g: usize },
-    /// The once-a-second timer.
-    Tick,
+    /// The timer armed for the engine's next deadline ran out.
+    Timeout,
     /// A call from the application.
     Call(Call),
 }

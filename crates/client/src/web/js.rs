@@ -62,24 +62,14 @@ pub fn mono_ms() -> f64 {
         .map_or_else(now_ms, |p| p.now())
 }
 
-/// A uniform random number in [0, 1) (backoff jitter only; keys use the CSPRNG).
-pub fn random() -> f64 {
-    js_sys::Math::random()
+/// `setTimeout(f, ms)` on whatever global this runs in (window or worker); returns its id.
+pub fn set_timeout(f: &Function, ms: f64) -> JsValue {
+    call_global("setTimeout", f, ms)
 }
 
-/// `setTimeout(f, ms)` on whatever global this runs in (window or worker).
-pub fn set_timeout(f: &Function, ms: f64) {
-    call_global("setTimeout", f, ms);
-}
-
-/// `setInterval(f, ms)`; returns its id.
-pub fn set_interval(f: &Function, ms: f64) -> JsValue {
-    call_global("setInterval", f, ms)
-}
-
-/// `clearInterval(id)`.
-pub fn clear_interval(id: &JsValue) {
-    if let Some((g, clear)) = global_function("clearInterval") {
+/// `clearTimeout(id)`.
+pub fn clear_timeout(id: &JsValue) {
+    if let Some((g, clear)) = global_function("clearTimeout") {
         let _ = clear.call1(&g, id);
     }
 }

@@ -1,5 +1,5 @@
 //! One gateway's WebSocket: its callbacks push into the [`Inbox`]; bytes go out as one
-//! binary message per [`crate::engine::Engine::transmit`].
+//! binary message per [`crate::engine::Engine::poll_transmit`].
 
 use std::rc::Rc;
 
@@ -9,6 +9,7 @@ use wasm_bindgen::prelude::*;
 use web_sys::{BinaryType, CloseEvent, MessageEvent, WebSocket};
 
 use super::inbox::{Inbox, Input};
+use crate::reason::TransportError;
 
 /// An open (or opening) WebSocket and the closures it calls.
 pub struct Socket {
@@ -21,8 +22,13 @@ pub struct Socket {
 
 impl Socket {
     /// Open a WebSocket to `url` for gateway `g`, epoch `epoch`.
-    pub fn open(url: &str, g: usize, epoch: u32, inbox: &Rc<Inbox>) -> Result<Socket, String> {
-        let ws = WebSocket::new(url).map_err(|e| describe(&e))?;
+    pub fn open(
+        url: &str,
+        g: usize,
+        epoch: u32,
+        inbox: &Rc<Inbox>,
+    ) -> Result<Socket, TransportError> {
+        let ws = WebSocket::new(url).map_err(|_| TransportError::OpenFailed)?;
         ws.set_binary_type(BinaryType::Arraybuffer);
         let on_open = {
             let inbox = inbox.clone();
@@ -41,12 +47,12 @@ impl Socket {
         let on_close = {
             let inbox = inbox.clone();
             Closure::<dyn FnMut(CloseEvent)>::new(move |e: CloseEvent| {
-                let reason = if e.was_clean() {
-                    "the gateway closed the connection".to_string()
+                let why = if e.was_clean() {
+                    TransportError::Closed
                 } else {
-                    format!("the connection to the gateway was lost (code {})", e.code())
+                    TransportError::Lost(e.code())
                 };
-                inbox.push(Input::Closed { g, epoch, reason });
+                inbox.push(Input::Closed { g, epoch, why });
             })
         };
         // An error is always followed by a close event, which carries the news.

@@ -1,0 +1,277 @@
+//! The store side of a sync, over any [`HeaderStore`]: the engine resumed from what the
+//! store holds (validation window, locator seeds), ancestors read for a fork deeper than
+//! the window, and commits taken from the engine while it keeps validating. The wasm shell
+//! runs this over IndexedDB and overlaps each commit with network input; tests run it
+//! natively over `MemoryStore` and a store that fails.
+
+use lightwire_chain::{BlockHash, Chain, Entry, WINDOW_LEN};
+use lightwire_noise::SecretKey;
+use lightwire_proto::{ConnectString, Millis, decode_headers};
+use lightwire_store::{Batch, Durability, HeaderStore, Pending, StoreError, Tip};
+
+use crate::engine::Engine;
+use crate::sync::Syncer;
+
+/// The validation state rebuilt from the store's last `WINDOW_LEN` headers.
+pub async fn resume<S: HeaderStore>(store: &S) -> Result<Chain, StoreError> {
+    let tip = store.tip().await?.height;
+    let from = tip.saturating_sub(WINDOW_LEN as u32 - 1);
+    let entries = store.entries(from, tip).await?;
+    Chain::resume(store.params(), &entries).ok_or(StoreError::Corrupt {
+        what: "stored headers do not form a chain",
+    })
+}
+
+/// Give a resumed syncer's locator hashes from below its validation window (a few period
+/// starts, read from the store), so that a gateway on a deeper fork answers from near it.
+pub async fn seed_locator<S: HeaderStore>(
+    store: &S,
+    syncer: &mut Syncer,
+) -> Result<(), StoreError> {
+    let tip = syncer.tip().height;
+    let mut heights = Vec::new();
+    syncer.seed_heights(tip, &mut heights);
+    let mut seeds = Vec::with_capacity(heights.len());
+    for h in heights {
+        if let Some(header) = store.header(h).await? {
+            seeds.push((h, header.block_hash()));
+        }
+    }
+    syncer.seed_locator(&seeds);
+    Ok(())
+}
+
+/// An engine resumed from `store` (and the stored tip), for `gateways`, as `key`, at `now`,
+/// with randomness from `seed`.
+pub async fn open<S: HeaderStore>(
+    store: &S,
+    gateways: Vec<ConnectString>,
+    key: SecretKey,
+    seed: u64,
+    now: Millis,
+) -> Result<(Engine, Tip), StoreError> {
+    let chain = resume(store).await?;
+    let stored = store.tip().await?;
+    let mut engine = Engine::new(chain, &stored, gateways, key, seed, now);
+    seed_locator(store, engine.syncer_mut()).await?;
+    Ok((engine, stored))
+}
+
+/// For a batch whose parent `parent` is below the window: how many of its first headers
+/// the store holds on the best chain right after the parent, and stored entries ending at
+/// the last of those, enough to validate what follows; `None` if the parent is not stored.
+pub async fn ancestors<S: HeaderStore>(
+    store: &S,
+    parent: &BlockHash,
+    batch: &[u8],
+) -> Result<Option<(Vec<Entry>, usize)>, StoreError> {
+    let Some(height) = store.height_of(parent).await? else {
+        return Ok(None);
+    };
+    let hashes: Vec<BlockHash> = decode_headers(batch).map(|h| h.block_hash()).collect();
+    let mut heights = Vec::with_capacity(hashes.len());
+    store.heights_of(&hashes, &mut heights).await?;
+    let known = heights
+        .iter()
+        .enumerate()
+        .take_while(|(i, h)| **h == Some(height + 1 + *i as u32))
+        .count();
+    let end = height + known as u32;
+    let from = end.saturating_sub(WINDOW_LEN as u32 - 1);
+    Ok(Some((store.entries(from, end).await?, known)))
+}
+
+/// A commit that completed: the new stored tip and its header's time.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Committed {
+    /// The stored tip.
+    pub tip: Tip,
+    /// Its header's time.
+    pub time: u32,
+}
+
+/// What is being committed (its buffer is reused from commit to commit).
+pub struct Pipeline {
+    spare: Pending,
+    durability: Option<Durability>,
+}
+
+impl Default for Pipeline {
+    fn default() -> Self {
+        Pipeline {
+            spare: Pending::new(0),
+            durability: None,
+        }
+    }
+}
+
+impl Pipeline {
+    /// If the engine waits for ancestors from the store, read them and hand them over;
+    /// returns whether it did.
+    pub async fn read_ancestors<S: HeaderStore>(
+        &mut self,
+        engine: &mut Engine,
+        store: &S,
+        now: Millis,
+    ) -> Result<bool, StoreError> {
+        let Some((parent, batch)) = engine.need_ancestors() else {
+            return Ok(false);
+        };
+        let found = ancestors(store, &parent, batch).await?;
+        let found = found.as_ref().map(|(e, known)| (&e[..], *known));
+        engine.on_ancestors(found, now);
+        Ok(true)
+    }
+
+    /// A commit to start, if one is due; the engine validates on meanwhile. Commit the
+    /// batch, then call [`Self::finish`].
+    pub fn take_commit(&mut self, engine: &mut Engine) -> Option<Batch<'_>> {
+        let durability = engine.take_commit(&mut self.spare)?;
+        self.durability = Some(durability);
+        Some(self.spare.batch(durability))
+    }
+
+    /// The commit from [`Self::take_commit`] ended with `result`. A failed commit stops
+    /// the engine (what the store holds is the last whole commit; open again to resume).
+    pub fn finish(
+        &mut self,
+        engine: &mut Engine,
+        result: Result<Tip, StoreError>,
+        now: Millis,
+    ) -> Result<Committed, StoreError> {
+        let durability = self.durability.take().unwrap_or(Durability::Relaxed);
+        match result {
+            Ok(tip) => {
+                let time = self
+                    .spare
+                    .batch(durability)
+                    .entries
+                    .last()
+                    .map_or(0, |e| e.header.time);
+                engine.committed(now);
+                Ok(Committed { tip, time })
+            }
+            Err(e) => {
+                engine.stop(now);
+                Err(e)
+            }
+        }
+    }
+
+    /// Everything the store owes the engine now, one step after another, with no network
+    /// input in between (a shell that does not overlap, and tests): ancestors, then
+    /// commits. Returns the last commit, if any.
+    pub async fn run<S: HeaderStore>(
+        &mut self,
+        engine: &mut Engine,
+        store: &mut S,
+        now: Millis,
+    ) -> Result<Option<Committed>, StoreError> {
+        let mut last = None;
+        loop {
+            if self.read_ancestors(engine, store, now).await? {
+                continue;
+            }
+            let Some(batch) = self.take_commit(engine) else {
+                return Ok(last);
+            };
+            let result = store.commit(batch).await;
+            last = Some(self.finish(engine, result, now)?);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    use lightwire_proto::testing::TestChain;
+
+    use super::*;
+    use crate::engine::Event;
+    use crate::testnet::{FailingStore, Net, block_on, memory};
+
+    fn small(e: &mut Engine) {
+        e.syncer_mut().request_size = 2_000;
+        e.syncer_mut().commit_every = 1_000;
+    }
+
+    #[test]
+    fn a_reopened_store_resumes_where_it_stopped() {
+        let mut net = Net::new(memory(), vec![TestChain::generate(3_000)], small);
+        net.drive();
+        assert_eq!(net.stored().height, 3_000);
+        let store = net.store;
+        // Later: the gateway has 2,000 more, and a new session starts from the store.
+        let chain = TestChain::generate(5_000);
+        let tip = chain.header(5_000);
+        let mut net = Net::new(store, vec![chain], small);
+        assert_eq!(
+            net.engine.syncer().tip().height,
+            3_000,
+            "resumed, not from genesis"
+        );
+        net.drive();
+        assert_eq!(net.stored().height, 5_000);
+        assert_eq!(net.stored().hash, tip.block_hash());
+        // Only what was missing was validated.
+        assert_eq!(net.engine.syncer().validated, 2_000);
+    }
+
+    #[test]
+    fn a_fork_deeper_than_the_window_reorganises_the_store() {
+        let mut net = Net::new(memory(), vec![TestChain::generate(6_000)], small);
+        net.drive();
+        assert_eq!(net.stored().height, 6_000);
+        let store = net.store;
+        // The gateway's chain now forks at 1,000 (5,000 below our tip, deeper than the
+        // 4,032-header window) and is longer.
+        let mut fork = TestChain::generate(6_000);
+        fork.reorg(1_000, 5_500, 1);
+        let branch_tip = fork.header(6_500).block_hash();
+        let branch_1001 = fork.header(1_001);
+        let mut net = Net::new(store, vec![fork], small);
+        net.drive();
+        assert_eq!(net.stored().height, 6_500);
+        assert_eq!(net.stored().hash, branch_tip);
+        assert_eq!(
+            block_on(net.store.header(1_001)).unwrap(),
+            Some(branch_1001),
+            "the store holds the branch from the fork on"
+        );
+        let depth = net.events.iter().find_map(|e| match e {
+            Event::Reorg { depth, .. } => Some(*depth),
+            _ => None,
+        });
+        assert_eq!(depth, Some(5_000));
+        assert!(net.engine.is_synced());
+    }
+
+    #[test]
+    fn a_failed_commit_keeps_the_last_whole_one_and_a_reopen_finishes() {
+        let store = FailingStore {
+            inner: memory(),
+            commits: 0,
+            fail_at: 3,
+            last_ok: None,
+        };
+        let mut net = Net::new(store, vec![TestChain::generate(5_000)], small);
+        net.drive();
+        assert_eq!(
+            net.store_error,
+            Some(lightwire_store::StoreError::QuotaExceeded)
+        );
+        assert!(net.engine.is_stopped(), "a store failure stops the sync");
+        // Two whole commits (of at least 1,000 each), nothing of the third.
+        let stored = net.stored();
+        assert_eq!(Some(stored), net.store.last_ok);
+        assert!((2_000..5_000).contains(&stored.height), "{stored:?}");
+        let mut store = net.store;
+        store.fail_at = usize::MAX;
+        let mut net = Net::new(store, vec![TestChain::generate(5_000)], small);
+        net.drive();
+        assert_eq!(net.stored().height, 5_000);
+        assert_eq!(net.store_error, None);
+    }
+}

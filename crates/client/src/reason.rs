@@ -1,0 +1,102 @@
+//! Why a gateway was dropped, typed up to the JavaScript edge: each reason has a stable
+//! machine-readable [`DropReason::code`] and a sentence (its `Display`), and says whether
+//! the gateway broke a rule (marked bad) or the connection merely failed (reconnect).
+
+use lightwire_chain::ConnectError;
+use lightwire_proto::PeerError;
+
+use crate::sync::SyncError;
+
+/// What the browser (or a native shell) reports about a socket.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, thiserror::Error)]
+pub enum TransportError {
+    /// The WebSocket could not be created (a malformed URL, a blocked port, mixed content).
+    #[error("the connection to the gateway could not be opened")]
+    OpenFailed,
+    /// The WebSocket closed cleanly (by the gateway, or a proxy).
+    #[error("the gateway closed the connection")]
+    Closed,
+    /// The WebSocket was lost (its close code).
+    #[error("the connection to the gateway was lost (code {0})")]
+    Lost(u16),
+    /// No randomness for a handshake key.
+    #[error("no randomness for a handshake key")]
+    NoRandomness,
+}
+
+/// Why a gateway was dropped.
+#[derive(Clone, PartialEq, Eq, Debug, thiserror::Error)]
+pub enum DropReason {
+    /// The connection failed or broke a protocol rule (handshake, `init`, a frame, a
+    /// timeout, the gateway's own `error`).
+    #[error(transparent)]
+    Connection(PeerError),
+    /// Its headers or answers broke a sync rule (an invalid header names its height and
+    /// rule).
+    #[error(transparent)]
+    Sync(SyncError),
+    /// Its headers link to no block on our chain.
+    #[error("the gateway sent headers that link to no block on our chain")]
+    Orphan,
+    /// It announced tips it did not deliver, this many times.
+    #[error("the gateway announced {0} chain tips it did not deliver")]
+    Undelivered(u32),
+    /// Its answer to our request made no progress in time.
+    #[error("the gateway stopped answering our request")]
+    RequestTimeout,
+    /// The socket closed or failed.
+    #[error(transparent)]
+    Transport(TransportError),
+}
+
+impl DropReason {
+    /// Whether the gateway broke a rule: it is marked bad for the session (otherwise it is
+    /// reconnected after a backoff).
+    pub fn is_violation(&self) -> bool {
+        match self {
+            DropReason::Connection(e) => e.is_violation(),
+            DropReason::Sync(_) | DropReason::Orphan | DropReason::Undelivered(_) => true,
+            DropReason::RequestTimeout | DropReason::Transport(_) => false,
+        }
+    }
+
+    /// A stable kebab-case code for applications to match on.
+    pub fn code(&self) -> &'static str {
+        match self {
+            DropReason::Connection(e) => match e {
+                PeerError::Handshake(_) => "handshake-failed",
+                PeerError::Receive(_) => "corrupt-frame",
+                PeerError::Decode(_) => "undecodable-message",
+                PeerError::MissingNetworks | PeerError::WrongNetwork => "wrong-network",
+                PeerError::UnknownRequiredFeature(_) => "unknown-required-feature",
+                PeerError::GatewayError(_) => "gateway-error",
+                PeerError::NoInitFirst => "no-init-first",
+                PeerError::HandshakeTimeout => "handshake-timeout",
+                PeerError::KeepaliveTimeout => "keepalive-timeout",
+                PeerError::NotReady | PeerError::Send(_) | PeerError::Encode(_) => "internal-error",
+                PeerError::Failed => "connection-failed",
+            },
+            DropReason::Sync(SyncError::Invalid(_)) => "invalid-header",
+            DropReason::Sync(SyncError::UnexpectedAnswer { .. }) => "unexpected-answer",
+            DropReason::Sync(SyncError::TooManyHeaders { .. }) => "too-many-headers",
+            DropReason::Orphan => "orphan-headers",
+            DropReason::Undelivered(_) => "undelivered-tips",
+            DropReason::RequestTimeout => "request-timeout",
+            DropReason::Transport(TransportError::OpenFailed) => "open-failed",
+            DropReason::Transport(TransportError::Closed) => "closed",
+            DropReason::Transport(TransportError::Lost(_)) => "connection-lost",
+            DropReason::Transport(TransportError::NoRandomness) => "no-randomness",
+        }
+    }
+
+    /// For an invalid header: its height and the rule's code (Bitcoin Core's reject
+    /// reason where it has one).
+    pub fn invalid_header(&self) -> Option<(u32, &'static str)> {
+        match self {
+            DropReason::Sync(SyncError::Invalid(ConnectError::Invalid(e))) => {
+                Some((e.height, e.rule.code()))
+            }
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,243 @@
+//! The `Client` JavaScript class: opened once, it hands the sync to the loop in
+//! [`super::run`] and answers the synchronous getters from the status that loop keeps.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use js_sys::{Array, Function, Promise};
+use lightwire_proto::Millis;
+use lightwire_store::{HeaderStore, IdbStore, StoreError, Tip};
+use wasm_bindgen::prelude::*;
+
+use super::identity;
+use super::inbox::{Call, Inbox, Input, Query};
+use super::js;
+use super::options::{Options, options};
+use super::run::{Net, run};
+use crate::engine::{Counters, Engine, GatewayState};
+
+/// What the loop last knew, for the synchronous getters.
+#[derive(Default)]
+pub struct Status {
+    pub stored: Option<Tip>,
+    pub stored_time: u32,
+    pub validated_height: u32,
+    pub target: Option<u32>,
+    pub validated: u64,
+    pub counters: Counters,
+    pub idb: lightwire_store::IdbStats,
+    pub states: Vec<GatewayState>,
+    pub urls: Vec<String>,
+    pub synced: bool,
+    pub started_ms: f64,
+    /// Time spent taking socket messages (decrypting and validating), in milliseconds.
+    pub receive_ms: f64,
+}
+
+/// The lightwire light client: syncs headers from its gateways into IndexedDB and keeps
+/// them current. Create it with `Client.open`.
+#[wasm_bindgen]
+pub struct Client {
+    inbox: Rc<Inbox>,
+    status: Rc<RefCell<Status>>,
+}
+
+#[wasm_bindgen]
+impl Client {
+    /// Open the store, read (or create) the client key, and start syncing from the given
+    /// gateways. `options`: `{ network, gateways: [connect strings], storeName?,
+    /// commitEvery?, requestSize?, progressIntervalMs? }`. `onEvent` gets every event
+    /// (plain objects with a `type`).
+    pub async fn open(options_: JsValue, on_event: Function) -> Result<Client, JsValue> {
+        let o = options(&options_)?;
+        let params = o.network.params();
+        let store = IdbStore::open(&o.store_name, params)
+            .await
+            .map_err(|e| js::error("StoreError", e.to_string()))?;
+        let (engine, stored, stored_time) = match prepare(&store, &o).await {
+            Ok(v) => v,
+            Err(e) => {
+                // Closed, so that the store can be deleted or opened again.
+                store.close();
+                return Err(e);
+            }
+        };
+        let inbox = Rc::new(Inbox::default());
+        let status = Rc::new(RefCell::new(Status {
+            stored: Some(stored),
+            stored_time,
+            validated_height: stored.height,
+            states: vec![GatewayState::Connecting; o.gateways.len()],
+            urls: o.gateways.iter().map(|g| g.url.clone()).collect(),
+            started_ms: js::mono_ms(),
+            ..Status::default()
+        }));
+        let net = Net::new(
+            engine,
+            o.gateways.len(),
+            &inbox,
+            &status,
+            on_event,
+            o.progress_ms,
+        );
+        wasm_bindgen_futures::spawn_local(run(net, store));
+        Ok(Client { inbox, status })
+    }
+
+    /// The stored tip: `{height, hash, time}`.
+    pub fn tip(&self) -> JsValue {
+        let s = self.status.borrow();
+        match s.stored {
+            Some(t) => js::object(&[
+                ("height", t.height.into()),
+                ("hash", js::hash(&t.hash)),
+                ("time", s.stored_time.into()),
+            ]),
+            None => JsValue::NULL,
+        }
+    }
+
+    /// Each gateway's URL and state: `[{url, state}]`.
+    pub fn gateways(&self) -> Array {
+        let s = self.status.borrow();
+        s.urls
+            .iter()
+            .zip(&s.states)
+            .map(|(u, st)| js::object(&[("url", u.into()), ("state", st.name().into())]))
+            .collect()
+    }
+
+    /// A snapshot of the counters: allocations in wasm (count, bytes, live), wasm memory,
+    /// messages and bytes each way, IndexedDB commits and their time, headers validated.
+    pub fn metrics(&self) -> JsValue {
+        let s = self.status.borrow();
+        let a = lightwire_alloc::snapshot();
+        let c = s.counters;
+        js::object(&[
+            ("allocations", (a.allocations as f64).into()),
+            ("allocatedBytes", (a.bytes_allocated as f64).into()),
+            ("liveBytes", (a.live_bytes() as f64).into()),
+            ("wasmMemoryBytes", (wasm_memory() as f64).into()),
+            ("messagesIn", (c.messages_in as f64).into()),
+            ("bytesIn", (c.bytes_in as f64).into()),
+            ("messagesOut", (c.messages_out as f64).into()),
+            ("bytesOut", (c.bytes_out as f64).into()),
+            ("reconnects", (c.reconnects as f64).into()),
+            ("idbCommits", (s.idb.commits as f64).into()),
+            ("idbCommitMs", s.idb.commit_ms.into()),
+            ("idbLastCommitMs", s.idb.last_commit_ms.into()),
+            ("idbHeadersWritten", (s.idb.headers_written as f64).into()),
+            ("headersValidated", (s.validated as f64).into()),
+            ("validatedHeight", s.validated_height.into()),
+            ("storedHeight", s.stored.map_or(0, |t| t.height).into()),
+            (
+                "targetHeight",
+                s.target.map_or(JsValue::NULL, JsValue::from),
+            ),
+            ("synced", s.synced.into()),
+            ("elapsedMs", (js::mono_ms() - s.started_ms).into()),
+            ("receiveMs", s.receive_ms.into()),
+        ])
+    }
+
+    /// The stored header at `height`, or `null`.
+    #[wasm_bindgen(js_name = headerAt)]
+    pub fn header_at(&self, height: f64) -> Promise {
+        match whole(height, "the height") {
+            Ok(h) => self.call(Query::HeaderAt(h)),
+            Err(e) => Promise::reject(&e),
+        }
+    }
+
+    /// The stored header with this hash (display hex), or `null`.
+    #[wasm_bindgen(js_name = headerByHash)]
+    pub fn header_by_hash(&self, hash: String) -> Promise {
+        self.call(Query::HeaderByHash(hash))
+    }
+
+    /// Check that transaction `txid` at position `index` of block `blockHash` is committed
+    /// to by that block's stored header, through `merkleBranch` (sibling hashes, lowest
+    /// level first; all display hex). Resolves `{height, confirmations, blockHash}`; rejects
+    /// with an Error naming the rule (`UnknownBlock`, `MerkleError`, `InvalidArgument`).
+    #[wasm_bindgen(js_name = verifyInclusion)]
+    pub fn verify_inclusion(
+        &self,
+        txid: String,
+        merkle_branch: Vec<String>,
+        index: f64,
+        block_hash: String,
+    ) -> Promise {
+        match whole(index, "the transaction index") {
+            Ok(index) => self.call(Query::VerifyInclusion {
+                txid,
+                branch: merkle_branch,
+                index,
+                block_hash,
+            }),
+            Err(e) => Promise::reject(&e),
+        }
+    }
+
+    /// Stop syncing, close the connections and the store. Resolves when done.
+    pub fn stop(&self) -> Promise {
+        self.call(Query::Stop)
+    }
+
+    fn call(&self, query: Query) -> Promise {
+        let inbox = self.inbox.clone();
+        let mut query = Some(query);
+        Promise::new(&mut |resolve, reject| {
+            if let Some(query) = query.take() {
+                inbox.push(Input::Call(Call {
+                    query,
+                    resolve,
+                    reject,
+                }));
+            }
+        })
+    }
+}
+
+/// A JavaScript number that must be a whole number from 0 to 2^32 - 1.
+fn whole(v: f64, what: &str) -> Result<u32, JsValue> {
+    if v.fract() == 0.0 && (0.0..=f64::from(u32::MAX)).contains(&v) {
+        Ok(v as u32)
+    } else {
+        Err(js::error(
+            "InvalidArgument",
+            format!("{what} must be a whole number from 0 to 4294967295, not {v}"),
+        ))
+    }
+}
+
+fn wasm_memory() -> usize {
+    core::arch::wasm32::memory_size(0) * 65_536
+}
+
+/// The engine resumed from the store (with the client key, read or made once), the
+/// stored tip and its time.
+async fn prepare(store: &IdbStore, o: &Options) -> Result<(Engine, Tip, u32), JsValue> {
+    let key = identity::static_key(&format!("{}-identity", o.store_name))
+        .await
+        .map_err(|e| js::error("KeyError", e))?;
+    let seed = identity::random_seed().map_err(|e| js::error("KeyError", e))?;
+    let store_error = |e: StoreError| {
+        js::error(
+            "StoreError",
+            format!("the stored chain could not be read: {e}"),
+        )
+    };
+    let now = Millis::from_f64(js::now_ms());
+    let (mut engine, stored) = crate::pipeline::open(store, o.gateways.clone(), key, seed, now)
+        .await
+        .map_err(store_error)?;
+    engine.syncer_mut().commit_every = o.commit_every;
+    engine.syncer_mut().request_size = o.request_size;
+    let stored_time = store
+        .header(stored.height)
+        .await
+        .ok()
+        .flatten()
+        .map_or(0, |h| h.time);
+    Ok((engine, stored, stored_time))
+}

@@ -1,0 +1,438 @@
+//! The sync loop: one task owns the engine, the sockets and the store, and takes its
+//! inputs from one queue ([`super::inbox`]). While a commit is in flight it keeps taking
+//! socket messages and validating (the engine gathers the next commit meanwhile); calls
+//! that need the store wait for the commit. What is in flight is bounded: one request per
+//! sync (its answer is at most `request_size` headers), one commit, and the next commit's
+//! gathering. One timer is armed for the engine's next deadline (and, while syncing, the
+//! next progress event): an idle tab is not woken.
+
+use std::cell::RefCell;
+use std::pin::pin;
+use std::rc::Rc;
+
+use futures_util::future::{Either, select};
+use js_sys::Function;
+use lightwire_proto::Millis;
+use lightwire_store::{HeaderStore, IdbStore, StoreError};
+use wasm_bindgen::JsCast;
+use wasm_bindgen::prelude::*;
+
+use super::client::Status;
+use super::identity;
+use super::inbox::{Call, Inbox, Input, Query};
+use super::js;
+use super::queries::serve;
+use super::socket::Socket;
+use crate::engine::{Action, Engine, Event, GatewayState};
+use crate::pipeline::{Committed, Pipeline};
+use crate::reason::TransportError;
+
+/// Bytes of a WebSocket message copied into wasm at a time: a gateway's message (one
+/// frame of at most 65,569 bytes) fits in one piece.
+const RX_CHUNK: usize = 128 * 1024;
+
+#[derive(Default, Clone, Copy)]
+struct Progress {
+    at_ms: f64,
+    validated: u64,
+    bytes_in: u64,
+}
+
+/// The loop's state apart from the store (which a commit in flight borrows).
+pub struct Net {
+    engine: Engine,
+    sockets: Vec<Option<Socket>>,
+    gens: Vec<u32>,
+    inbox: Rc<Inbox>,
+    status: Rc<RefCell<Status>>,
+    on_event: Function,
+    /// Where a message's bytes are copied into wasm (reused).
+    rx: Vec<u8>,
+    /// Calls that wait for the commit in flight.
+    calls: Vec<Call>,
+    stop_calls: Vec<Call>,
+    progress_ms: f64,
+    last_progress: Progress,
+    was_synced: bool,
+    /// The one timer: its callback, the deadline it is armed for, and its id.
+    on_timer: Closure<dyn FnMut()>,
+    timer: Option<(Millis, JsValue)>,
+}
+
+fn now() -> Millis {
+    Millis::from_f64(js::now_ms())
+}
+
+impl Net {
+    /// The loop's state for `engine` with `gateways` gateways.
+    pub fn new(
+        engine: Engine,
+        gateways: usize,
+        inbox: &Rc<Inbox>,
+        status: &Rc<RefCell<Status>>,
+        on_event: Function,
+        progress_ms: f64,
+    ) -> Net {
+        let on_timer = {
+            let inbox = inbox.clone();
+            Closure::<dyn FnMut()>::new(move || inbox.push(Input::Timeout))
+        };
+        Net {
+            engine,
+            sockets: (0..gateways).map(|_| None).collect(),
+            gens: vec![0; gateways],
+            inbox: inbox.clone(),
+            status: status.clone(),
+            on_event,
+            rx: vec![0; RX_CHUNK],
+            calls: Vec::new(),
+            stop_calls: Vec::new(),
+            progress_ms,
+            last_progress: Progress::default(),
+            was_synced: false,
+            on_timer,
+            timer: None,
+        }
+    }
+
+    fn emit(&self, event: JsValue) {
+        // An exception in the application's handler must not stop the sync.
+        let _ = self.on_event.call1(&JsValue::NULL, &event);
+    }
+
+    /// Take one input; returns a call that needs the store.
+    fn handle(&mut self, input: Input) -> Option<Call> {
+        match input {
+            Input::Opened { g, epoch } if epoch == self.gens[g] => match identity::random_key() {
+                Ok(ephemeral) => self.engine.opened(g, ephemeral, now()),
+                Err(_) => self.engine.closed(g, TransportError::NoRandomness, now()),
+            },
+            Input::Message { g, epoch, data } if epoch == self.gens[g] => {
+                let started = js::mono_ms();
+                let now = now();
+                // Copied in pieces of at most RX_CHUNK (the connection takes any chunking),
+                // so a hostile gateway's huge message cannot grow wasm memory.
+                let bytes = js_sys::Uint8Array::new(&data);
+                let len = bytes.length();
+                let mut at = 0;
+                while at < len && self.engine.state(g) != GatewayState::Bad {
+                    let n = (len - at).min(RX_CHUNK as u32);
+                    bytes
+                        .subarray(at, at + n)
+                        .copy_to(&mut self.rx[..n as usize]);
+                    self.engine.receive(g, &self.rx[..n as usize], now);
+                    at += n;
+                }
+                self.status.borrow_mut().receive_ms += js::mono_ms() - started;
+            }
+            Input::Closed { g, epoch, why } if epoch == self.gens[g] => {
+                self.sockets[g] = None;
+                self.engine.closed(g, why, now());
+            }
+            Input::Timeout => {
+                self.timer = None;
+                self.engine.handle_timeout(now());
+            }
+            Input::Call(call) => return Some(call),
+            // Events of a socket already replaced.
+            Input::Opened { .. } | Input::Message { .. } | Input::Closed { .. } => {}
+        }
+        None
+    }
+
+    fn connect(&mut self, g: usize) {
+        self.gens[g] = self.gens[g].wrapping_add(1);
+        self.engine.connecting(g, now());
+        match Socket::open(self.engine.url(g), g, self.gens[g], &self.inbox) {
+            Ok(s) => self.sockets[g] = Some(s),
+            Err(why) => self.engine.closed(g, why, now()),
+        }
+    }
+
+    /// Send what is due, carry out the engine's actions, pass its events on, and arm the
+    /// timer for the next deadline.
+    fn pump(&mut self) {
+        self.engine.schedule();
+        while let Some(action) = self.engine.poll_action() {
+            match action {
+                Action::Connect { gateway } => self.connect(gateway),
+                Action::Close { gateway } => {
+                    self.gens[gateway] = self.gens[gateway].wrapping_add(1);
+                    self.sockets[gateway] = None;
+                }
+            }
+        }
+        for g in 0..self.sockets.len() {
+            if let (Some(socket), Some(bytes)) = (&self.sockets[g], self.engine.poll_transmit(g))
+                && socket.send(bytes)
+            {
+                self.engine.sent(g);
+            }
+        }
+        while let Some(event) = self.engine.poll_event() {
+            let e = self.event(event);
+            self.emit(e);
+        }
+        self.update_status();
+        self.progress(false);
+        self.arm_timer();
+    }
+
+    /// One timer for the engine's next deadline and, while syncing, the next progress
+    /// event; none when there is nothing to wait for.
+    fn arm_timer(&mut self) {
+        let mut due = self.engine.poll_timeout();
+        if !self.engine.is_stopped() && !self.engine.is_synced() {
+            let next_progress = js::now_ms() + self.progress_ms;
+            let p = Millis::from_f64(next_progress);
+            due = Some(due.map_or(p, |d| d.min(p)));
+        }
+        if self.timer.as_ref().map(|(at, _)| *at) == due {
+            return;
+        }
+        if let Some((_, id)) = self.timer.take() {
+            js::clear_timeout(&id);
+        }
+        if let Some(at) = due {
+            let delay = (at.as_f64() - js::now_ms()).max(0.0);
+            let id = js::set_timeout(self.on_timer.as_ref().unchecked_ref(), delay);
+            self.timer = Some((at, id));
+        }
+    }
+
+    fn event(&mut self, event: Event) -> JsValue {
+        match event {
+            Event::Gateway {
+                gateway,
+                state,
+                reason,
+            } => {
+                self.status.borrow_mut().states[gateway] = state;
+                js::object(&[
+                    ("type", "gateway".into()),
+                    ("gateway", gateway.into()),
+                    ("url", self.engine.url(gateway).into()),
+                    ("state", state.name().into()),
+                    (
+                        "reason",
+                        reason
+                            .as_ref()
+                            .map_or(JsValue::NULL, |r| r.to_string().into()),
+                    ),
+                    (
+                        "code",
+                        reason.as_ref().map_or(JsValue::NULL, |r| r.code().into()),
+                    ),
+                ])
+            }
+            Event::Reorg {
+                old_tip,
+                new_tip,
+                depth,
+            } => js::object(&[
+                ("type", "reorg".into()),
+                ("oldTip", js::tip(&old_tip)),
+                ("newTip", js::tip(&new_tip)),
+                ("depth", depth.into()),
+            ]),
+            Event::Rejected { gateway, reason } => {
+                let (height, rule) = reason
+                    .invalid_header()
+                    .map_or((JsValue::NULL, JsValue::NULL), |(h, r)| {
+                        (h.into(), r.into())
+                    });
+                js::object(&[
+                    ("type", "rejected".into()),
+                    ("gateway", gateway.into()),
+                    ("url", self.engine.url(gateway).into()),
+                    ("reason", reason.to_string().into()),
+                    ("code", reason.code().into()),
+                    ("height", height),
+                    ("rule", rule),
+                ])
+            }
+            Event::Warning { gateway, text } => js::object(&[
+                ("type", "warning".into()),
+                ("gateway", gateway.into()),
+                ("url", self.engine.url(gateway).into()),
+                ("text", text.map_or(JsValue::NULL, JsValue::from)),
+            ]),
+        }
+    }
+
+    fn update_status(&mut self) {
+        let mut s = self.status.borrow_mut();
+        let syncer = self.engine.syncer();
+        s.validated_height = syncer.tip().height;
+        s.target = syncer.target();
+        s.validated = syncer.validated;
+        s.counters = self.engine.counters();
+        s.synced = self.engine.is_synced();
+    }
+
+    /// A progress event, at most every `progress_ms` (or now, if `force`, or when the
+    /// synced state flips).
+    fn progress(&mut self, force: bool) {
+        let now = js::mono_ms();
+        let synced = self.engine.is_synced();
+        let flip = synced != self.was_synced;
+        if !force && !flip && now - self.last_progress.at_ms < self.progress_ms {
+            return;
+        }
+        self.was_synced = synced;
+        let (validated, bytes_in, stored, target, height) = {
+            let s = self.status.borrow();
+            (
+                s.validated,
+                s.counters.bytes_in,
+                s.stored.map_or(0, |t| t.height),
+                s.target,
+                s.validated_height,
+            )
+        };
+        let last = self.last_progress;
+        let secs = ((now - last.at_ms) / 1000.0).max(1e-3);
+        let event = js::object(&[
+            ("type", "progress".into()),
+            ("height", height.into()),
+            ("storedHeight", stored.into()),
+            ("targetHeight", target.unwrap_or(height.max(stored)).into()),
+            (
+                "headersPerSecond",
+                ((validated - last.validated) as f64 / secs).into(),
+            ),
+            (
+                "bytesPerSecond",
+                ((bytes_in - last.bytes_in) as f64 / secs).into(),
+            ),
+            ("synced", synced.into()),
+        ]);
+        self.last_progress = Progress {
+            at_ms: now,
+            validated,
+            bytes_in,
+        };
+        self.emit(event);
+    }
+
+    fn committed(&mut self, store: &IdbStore, c: Committed) {
+        {
+            let mut s = self.status.borrow_mut();
+            s.stored = Some(c.tip);
+            s.stored_time = c.time;
+            s.idb = store.stats();
+        }
+        self.emit(js::object(&[
+            ("type", "tip".into()),
+            ("height", c.tip.height.into()),
+            ("hash", js::hash(&c.tip.hash)),
+            ("time", c.time.into()),
+        ]));
+        self.pump();
+    }
+
+    /// A store failure ends the sync: an `error` event with a sentence for the user.
+    /// (What is stored stays as the last completed commit left it; opening the client
+    /// again resumes from there.)
+    fn store_failed(&mut self, e: &StoreError) {
+        let message = match e {
+            StoreError::QuotaExceeded => {
+                "the browser refused to store more headers (storage quota reached)".to_string()
+            }
+            StoreError::ChangedElsewhere | StoreError::Closed => {
+                "another tab or window took over this header store; this one stopped syncing"
+                    .to_string()
+            }
+            e => format!("storing headers failed ({e}); open the client again to resume"),
+        };
+        self.emit(js::object(&[
+            ("type", "error".into()),
+            ("kind", "StoreError".into()),
+            ("message", message.into()),
+            ("fatal", true.into()),
+        ]));
+        self.engine.stop(now());
+        self.pump();
+    }
+
+    /// `stop` was called: close everything; the call resolves once the loop has ended.
+    pub fn stopping(&mut self, call: Call) {
+        if !self.engine.is_stopped() {
+            self.engine.stop(now());
+            self.pump();
+        }
+        self.stop_calls.push(call);
+    }
+}
+
+/// The loop, until the client stops or the store fails.
+pub async fn run(mut net: Net, mut store: IdbStore) {
+    let mut pipeline = Pipeline::default();
+    loop {
+        net.pump();
+        for call in std::mem::take(&mut net.calls) {
+            serve(&mut net, &store, call).await;
+        }
+        if net.engine.is_stopped() {
+            break;
+        }
+        match pipeline
+            .read_ancestors(&mut net.engine, &store, now())
+            .await
+        {
+            Ok(true) => continue,
+            Ok(false) => {}
+            Err(e) => {
+                net.store_failed(&e);
+                break;
+            }
+        }
+        if let Some(batch) = pipeline.take_commit(&mut net.engine) {
+            let result = {
+                let mut commit = pin!(store.commit(batch));
+                loop {
+                    match select(commit.as_mut(), net.inbox.next()).await {
+                        Either::Left((r, _)) => break r,
+                        Either::Right((input, _)) => {
+                            if let Some(call) = net.handle(input) {
+                                match call.query {
+                                    Query::Stop => net.stopping(call),
+                                    _ => net.calls.push(call),
+                                }
+                            }
+                            net.pump();
+                        }
+                    }
+                }
+            };
+            match pipeline.finish(&mut net.engine, result, now()) {
+                Ok(c) => net.committed(&store, c),
+                Err(e) => {
+                    net.store_failed(&e);
+                    break;
+                }
+            }
+            continue;
+        }
+        let input = net.inbox.next().await;
+        if let Some(call) = net.handle(input) {
+            serve(&mut net, &store, call).await;
+        }
+    }
+    net.inbox.close();
+    if let Some((_, id)) = net.timer.take() {
+        js::clear_timeout(&id);
+    }
+    net.update_status();
+    net.progress(true);
+    for call in std::mem::take(&mut net.calls) {
+        let _ = call.reject.call1(
+            &JsValue::NULL,
+            &js::error("Stopped", "the client was stopped"),
+        );
+    }
+    store.close();
+    for call in std::mem::take(&mut net.stop_calls) {
+        let _ = call.resolve.call0(&JsValue::NULL);
+    }
+}
