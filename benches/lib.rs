@@ -249,9 +249,9 @@ pub fn handshake(clock: &impl Clock, budget_ns: f64) -> Measurement {
     })
 }
 
-/// lnd brontide on this machine kind (issue 2): `BenchmarkWriteMessage`, 65,535 bytes.
+/// lnd brontide on this machine kind: `BenchmarkWriteMessage`, 65,535 bytes.
 pub const LND_WRITE: &str = "32 us/op, ~2 GB/s, 0 allocs";
-/// lnd brontide on this machine kind (issue 2): `BenchmarkReadHeaderAndBody`, 60,000 bytes.
+/// lnd brontide on this machine kind: `BenchmarkReadHeaderAndBody`, 60,000 bytes.
 pub const LND_READ: &str = "33 us/op, 3 allocs/op";
 
 /// The whole suite, each benchmark running for about `budget_ns`.

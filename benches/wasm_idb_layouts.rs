@@ -1,4 +1,4 @@
-//! IndexedDB layouts for the header store (issue 3), measured in headless Chromium as wasm.
+//! IndexedDB layouts for the header store, measured in headless Chromium as wasm.
 //! Exploratory: this decides the layout of the real backend, which is written later.
 //!
 //! Run it with the console shown:

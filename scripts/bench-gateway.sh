@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Gateway benchmarks (issue 4), native, release build: for fixed and for pooled frame
+# Gateway benchmarks, native, release build: for fixed and for pooled frame
 # buffers, the gateway's memory with 1, 1,000 and 10,000 idle connections that completed
 # the handshake, and aggregate headers/s serving the 925,000-header chain to 1, 10 and 100
 # concurrent clients. Prints Markdown rows for benches/README.md.

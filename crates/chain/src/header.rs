@@ -20,13 +20,9 @@ impl BlockHash {
 
     /// Parse the displayed (byte-reversed) hex form.
     pub fn from_display_hex(s: &str) -> Option<BlockHash> {
-        if s.len() != 64 {
-            return None;
-        }
         let mut out = [0u8; 32];
-        for (i, slot) in out.iter_mut().rev().enumerate() {
-            *slot = u8::from_str_radix(s.get(2 * i..2 * i + 2)?, 16).ok()?;
-        }
+        hex::decode_to_slice(s, &mut out).ok()?;
+        out.reverse();
         Some(BlockHash(out))
     }
 

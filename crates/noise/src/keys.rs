@@ -37,6 +37,21 @@ impl std::error::Error for KeyError {}
 pub struct SecretKey(k256::SecretKey);
 
 impl SecretKey {
+    /// A fresh secret key (static or ephemeral) from the platform's CSPRNG: the operating
+    /// system natively, `crypto.getRandomValues` in a browser. The one place lightwire
+    /// makes keys.
+    #[cfg(feature = "random")]
+    pub fn random() -> Result<SecretKey, getrandom::Error> {
+        loop {
+            let mut b = zeroize::Zeroizing::new([0u8; 32]);
+            getrandom::fill(&mut b[..])?;
+            // Out of range (about 2^-128 of the time): draw again.
+            if let Ok(k) = SecretKey::from_bytes(&b) {
+                return Ok(k);
+            }
+        }
+    }
+
     /// A secret key from its 32 big-endian bytes.
     pub fn from_bytes(bytes: &[u8; 32]) -> Result<Self, KeyError> {
         k256::SecretKey::from_slice(bytes)

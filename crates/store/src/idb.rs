@@ -1,6 +1,12 @@
 //! The IndexedDB backend (wasm): [`IdbStore`]. The records it writes are described in
 //! [`crate::layout`]; this module only moves them in and out of IndexedDB.
 //!
+//! Written on web-sys rather than the `idb` crate because `idb` cannot open a transaction
+//! with `durability: 'relaxed'`, which bulk commits use (a commit is the sync point of
+//! IndexedDB: 19 such commits store the 925,000-header chain in 2.2-3.7 s in Chromium,
+//! benches/README.md), and because the commit pipeline issues its writes without
+//! awaiting each request.
+//!
 //! Every commit is one readwrite transaction over all four object stores. It first reads
 //! the meta record and compares it with the tip this store last wrote (another tab may
 //! share the database), and only then can the transaction commit: a mismatch aborts it.

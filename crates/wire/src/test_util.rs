@@ -4,8 +4,5 @@
 /// fields). Panics on bad hex: test data only.
 pub(crate) fn hex(s: &str) -> Vec<u8> {
     let s: String = s.chars().filter(|c| !c.is_whitespace()).collect();
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
-        .collect()
+    hex::decode(s).expect("test hex")
 }

@@ -2,50 +2,29 @@
 //! next to the header store), read once per session and then held in memory. Handshakes
 //! take it from memory; storage is never read per handshake or per message.
 //!
-//! Randomness comes from `crypto.getRandomValues` (a CSPRNG in every browser and worker).
+//! Randomness comes from `crypto.getRandomValues` (a CSPRNG in every browser and worker),
+//! through getrandom: keys from `SecretKey::random`, the one place lightwire makes them.
 
 use js_sys::{Reflect, Uint8Array};
 use lightwire_noise::SecretKey;
 use lightwire_store::idb::{request_future, transaction_future};
 use wasm_bindgen::JsCast;
 use wasm_bindgen::prelude::*;
-use web_sys::{Crypto, IdbDatabase, IdbFactory, IdbTransactionMode};
+use web_sys::{IdbDatabase, IdbFactory, IdbTransactionMode};
 
 use super::socket::describe;
 
 const STORE: &str = "keys";
 const KEY: &str = "static";
 
-/// 32 bytes from the browser's CSPRNG.
-pub fn random_bytes() -> Result<[u8; 32], String> {
-    let crypto: Crypto = Reflect::get(&js_sys::global(), &"crypto".into())
-        .ok()
-        .and_then(|c| c.dyn_into().ok())
-        .ok_or("crypto.getRandomValues is not available here")?;
-    let mut bytes = [0u8; 32];
-    crypto
-        .get_random_values_with_u8_array(&mut bytes)
-        .map_err(|e| describe(&e))?;
-    Ok(bytes)
-}
-
 /// A seed for the engine's own random numbers (reconnect jitter).
 pub fn random_seed() -> Result<u64, String> {
-    let b = random_bytes()?;
-    let mut seed = [0u8; 8];
-    seed.copy_from_slice(&b[..8]);
-    Ok(u64::from_le_bytes(seed))
+    getrandom::u64().map_err(|e| e.to_string())
 }
 
 /// A fresh secret key (an ephemeral one per handshake, or a new static key).
 pub fn random_key() -> Result<SecretKey, String> {
-    // A uniformly random 32-byte string is a valid scalar with probability 1 - 2^-128;
-    // loop for the rest.
-    loop {
-        if let Ok(k) = SecretKey::from_bytes(&random_bytes()?) {
-            return Ok(k);
-        }
-    }
+    SecretKey::random().map_err(|e| e.to_string())
 }
 
 /// The static key kept in the database `name`, created on first use.
