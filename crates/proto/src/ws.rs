@@ -476,6 +476,9 @@ pub const CLOSE_FRAME: [u8; 2] = [0x88, 0x00];
 
 #[cfg(test)]
 mod tests {
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
     use super::*;
 
     #[test]
