@@ -73,12 +73,8 @@ impl Socket {
     }
 
     async fn send(&mut self, payload: &[u8]) {
-        let mask = [7, 1, 2, 9];
-        let (h, n) = ws::client_binary_header(payload.len(), mask);
-        let mut frame = h[..n].to_vec();
-        let at = frame.len();
-        frame.extend_from_slice(payload);
-        ws::apply_mask(&mut frame[at..], mask, 0);
+        let mut frame = Vec::with_capacity(payload.len() + ws::MAX_HEADER_LEN);
+        ws::push_client_frame(&mut frame, payload, [7, 1, 2, 9]);
         self.stream.write_all(&frame).await.unwrap();
     }
 

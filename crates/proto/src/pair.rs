@@ -115,12 +115,7 @@ impl Gateway {
             .mask
             .wrapping_mul(1_664_525)
             .wrapping_add(1_013_904_223);
-        let mask = self.mask.to_be_bytes();
-        let (h, n) = ws::client_binary_header(payload.len(), mask);
-        self.to_server.extend_from_slice(&h[..n]);
-        let at = self.to_server.len();
-        self.to_server.extend_from_slice(payload);
-        ws::apply_mask(&mut self.to_server[at..], mask, 0);
+        ws::push_client_frame(&mut self.to_server, payload, self.mask.to_be_bytes());
     }
 
     /// Run the responder on what the client sent and carry what it writes back, handing

@@ -253,6 +253,16 @@ pub fn client_binary_header(len: usize, mask: [u8; 4]) -> ([u8; MAX_HEADER_LEN],
     header(op::BINARY, len, Some(mask))
 }
 
+/// Append one client (masked) binary frame carrying `payload` to `out`: what a browser
+/// sends for `WebSocket.send`, for native clients and tests.
+pub fn push_client_frame(out: &mut Vec<u8>, payload: &[u8], mask: [u8; 4]) {
+    let (h, n) = client_binary_header(payload.len(), mask);
+    out.extend_from_slice(&h[..n]);
+    let at = out.len();
+    out.extend_from_slice(payload);
+    apply_mask(&mut out[at..], mask, 0);
+}
+
 /// XOR `data` with `mask`, `data[0]` being byte `offset` of the frame's payload.
 pub fn apply_mask(data: &mut [u8], mask: [u8; 4], offset: u64) {
     for (i, b) in data.iter_mut().enumerate() {
