@@ -128,7 +128,7 @@ impl Gateway {
             } else {
                 let mut bytes = core::mem::take(&mut self.to_server);
                 self.server.handle_input(now, &mut bytes, &self.chain);
-                if self.server.needs_read_buffer(now) {
+                if self.server.has_carry() && self.server.needs_read_buffer(now) {
                     self.lend(now, BufferKind::Read);
                 }
                 self.give_back();
@@ -564,5 +564,70 @@ mod tests {
         assert_eq!(c.handle_input(Millis(0), &[0]), Err(PeerError::Failed));
         assert!(!c.is_ready());
         assert_eq!(c.poll_timeout(), None);
+    }
+
+    #[test]
+    fn bytes_in_any_chunking_make_the_same_connection() {
+        // The whole client side (upgrade, act one, act three with init, a request) fed to
+        // the responder one byte per read.
+        let mut p = Pair::new(TestChain::generate(100), BufferMode::Pooled, 2);
+        let mut wire = core::mem::take(&mut p.gateway.to_server);
+        let mut act_one = Vec::new();
+        ws::push_client_frame(
+            &mut act_one,
+            p.client.poll_transmit().unwrap(),
+            [1, 2, 3, 4],
+        );
+        p.client.sent();
+        wire.extend_from_slice(&act_one);
+        let now = p.now;
+        for b in wire.iter_mut() {
+            p.gateway
+                .server
+                .handle_input(now, core::slice::from_mut(b), &p.gateway.chain);
+        }
+        assert!(p.gateway.server.poll_close().is_none());
+        // The upgrade response and act two came out; the rest goes through the pair.
+        p.drive();
+        assert!(p.client.is_ready(), "{:?}", p.client_error);
+        assert!(p.gateway.server.is_established());
+        p.request(9, 100, &[]);
+        p.drive();
+        assert_eq!(p.heard.last(), Some(&Heard::Headers(9, 100, true)));
+    }
+
+    #[test]
+    fn websocket_ping_and_close_and_an_oversized_upgrade() {
+        let mut p = connected(BufferMode::Fixed, 0);
+        // A WebSocket ping (masked, "hi") is answered with a pong carrying the same bytes.
+        let mut ping = vec![0x89, 0x82, 1, 2, 3, 4, b'h' ^ 1, b'i' ^ 2];
+        let now = p.now;
+        p.gateway
+            .server
+            .handle_input(now, &mut ping, &p.gateway.chain);
+        assert_eq!(
+            p.gateway.server.poll_transmit(now, &p.gateway.chain),
+            Some(Transmit::Raw(b"\x8a\x02hi"))
+        );
+        p.gateway.server.transmitted();
+        // A close is answered with a close, then the connection ends.
+        let mut close = vec![0x88, 0x80, 9, 9, 9, 9];
+        p.gateway
+            .server
+            .handle_input(now, &mut close, &p.gateway.chain);
+        assert!(!p.gateway.server.wants_input());
+        assert_eq!(
+            p.gateway.server.poll_transmit(now, &p.gateway.chain),
+            Some(Transmit::Raw(&ws::CLOSE_FRAME[..]))
+        );
+        p.gateway.server.transmitted();
+        assert_eq!(p.server_close(), Some(&Close::PeerClosed));
+
+        // An upgrade request that never ends is refused at 4 KiB.
+        let mut g = Gateway::new(now, key(0x11), TestChain::generate(1), BufferMode::Fixed, 0);
+        let mut junk = vec![b'A'; ws::MAX_REQUEST_LEN + 10];
+        let chain = TestChain::generate(1);
+        g.server.handle_input(now, &mut junk, &chain);
+        assert_eq!(g.close(), Some(&Close::Ws(ws::WsError::RequestTooLong)));
     }
 }

@@ -355,6 +355,12 @@ impl Responder {
         }
     }
 
+    /// Pooled: whether bytes that followed act three in the same read wait for a read
+    /// buffer (then lend one: [`Self::needs_read_buffer`] says so too).
+    pub fn has_carry(&self) -> bool {
+        !self.carry.is_empty()
+    }
+
     /// Pooled: whether a read buffer must be lent before more input (or the bytes carried
     /// from the handshake's read) can be taken. Starts the wait's clock.
     pub fn needs_read_buffer(&mut self, now: Millis) -> bool {

@@ -179,25 +179,27 @@ impl Net {
     }
 
     /// One timer for the engine's next deadline and, while syncing, the next progress
-    /// event; none when there is nothing to wait for.
+    /// event; none when there is nothing to wait for. A timer already armed for an earlier
+    /// moment is kept (firing early costs one idle `handle_timeout`), so the timer is not
+    /// re-armed for every message while deadlines move later.
     fn arm_timer(&mut self) {
         let mut due = self.engine.poll_timeout();
         if !self.engine.is_stopped() && !self.engine.is_synced() {
-            let next_progress = js::now_ms() + self.progress_ms;
-            let p = Millis::from_f64(next_progress);
+            let p = Millis::from_f64(js::now_ms() + self.progress_ms);
             due = Some(due.map_or(p, |d| d.min(p)));
         }
-        if self.timer.as_ref().map(|(at, _)| *at) == due {
+        let Some(due) = due else {
+            return;
+        };
+        if self.timer.as_ref().is_some_and(|(at, _)| *at <= due) {
             return;
         }
         if let Some((_, id)) = self.timer.take() {
             js::clear_timeout(&id);
         }
-        if let Some(at) = due {
-            let delay = (at.as_f64() - js::now_ms()).max(0.0);
-            let id = js::set_timeout(self.on_timer.as_ref().unchecked_ref(), delay);
-            self.timer = Some((at, id));
-        }
+        let delay = (due.as_f64() - js::now_ms()).max(0.0);
+        let id = js::set_timeout(self.on_timer.as_ref().unchecked_ref(), delay);
+        self.timer = Some((due, id));
     }
 
     fn event(&mut self, event: Event) -> JsValue {
