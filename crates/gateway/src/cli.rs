@@ -1,34 +1,103 @@
-//! The `lightwire-gateway` command line.
+//! The `lightwire-gateway` command line (part of the binary, not the library).
+//!
+//! What it writes, other than `--help` and clap's usage errors (exit 2):
+//! - stdout, one line once it listens: `node id <hex> connect ws://HOST:PORT#<hex>`;
+//! - stderr, with `--metrics-listen`: `lightwire-gateway: metrics on http://HOST:PORT/metrics`;
+//! - stderr, when it cannot start or stops on an error: `lightwire-gateway: <why>` (exit 1;
+//!   exit 2 when `RUST_LOG` is not a filter);
+//! - everything else is a `tracing` event (to stderr, filtered by `--log`).
+//!
+//! The first three are the program's output rather than logs, so they are printed with
+//! `println!`/`eprintln!`, exactly as before, whatever `--log` says: scripts/start.sh,
+//! scripts/bench-gateway.sh, tests/browser.mjs and tests/cli.rs take the connect string
+//! and the metrics URL from those lines, and an exit code of 1 always comes with its
+//! reason.
 
 use std::io::Write as _;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::process::ExitCode;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use clap::{Args, Parser, ValueEnum};
 use lightwire_chain::{Chain, Network};
+use lightwire_gateway::metrics::serve_metrics;
+use lightwire_gateway::served::ServedChain;
+use lightwire_gateway::server::{Buffers, Limits, Shared, serve};
+use lightwire_gateway::upstream::follow;
 use lightwire_noise::SecretKey;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
-use crate::metrics::serve_metrics;
-use crate::served::ServedChain;
-use crate::server::{Buffers, Limits, Shared, serve};
-use crate::upstream::follow;
+use crate::logging::LogArgs;
 
-const USAGE: &str = "usage: lightwire-gateway --listen HOST:PORT --key-file PATH SOURCE [--metrics-listen HOST:PORT]
-                         [--buffers pooled|fixed] [--pool N]
-  SOURCE is one of:
-    --generate N [--corrupt-at H]                  a deterministic regtest chain of N headers
-                                                   (--corrupt-at: for testing clients, serve
-                                                   header H with wrong nBits)
-    --headers-file FILE --network NET [--from-height H]
-                                                   80-byte headers from a file (validated first;
-                                                   reloaded on SIGHUP, a new chain is served
-                                                   as a reorg)
-    --upstream HOST:PORT --network NET             a Bitcoin node over P2P, followed to its tip
-  networks: mainnet, testnet3, testnet4, signet, regtest
-  --buffers: frame buffers lent from two pools of N (default 256) only while a frame is read
-  or written (pooled, the default), or owned by each connection (fixed); benches/README.md";
+/// Serves validated block headers to browsers over BOLT 8 in WebSocket.
+///
+/// Prints `node id <hex> connect ws://HOST:PORT#<hex>` on stdout once it listens; stops on
+/// SIGINT or SIGTERM. Exit codes: 0 after a clean stop, 1 when it cannot start (a bad key
+/// file, source or address), 2 for usage errors.
+#[derive(Parser)]
+#[command(
+    name = "lightwire-gateway",
+    group(clap::ArgGroup::new("source").required(true).args(["generate", "headers_file", "upstream"]))
+)]
+struct Cli {
+    /// Where to accept WebSocket connections
+    #[arg(long, value_name = "HOST:PORT", value_parser = addr)]
+    listen: SocketAddr,
+    /// The static secret key (32 bytes), created with mode 0600 if the file does not exist
+    #[arg(long, value_name = "PATH")]
+    key_file: PathBuf,
+    /// Serve Prometheus metrics on http://HOST:PORT/metrics
+    #[arg(long, value_name = "HOST:PORT", value_parser = addr)]
+    metrics_listen: Option<SocketAddr>,
+    /// Frame buffers (benches/README.md)
+    #[arg(long, value_enum, value_name = "MODE", default_value_t = BufferMode::Pooled)]
+    buffers: BufferMode,
+    /// Buffers in each of the two pools (--buffers pooled; at least 1)
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_POOL)]
+    pool: u32,
+    #[command(flatten)]
+    log: LogArgs,
+    #[command(flatten)]
+    source: SourceArgs,
+}
+
+/// Where the headers come from: exactly one of --generate, --headers-file, --upstream.
+#[derive(Args)]
+#[command(next_help_heading = "Source (exactly one of --generate, --headers-file, --upstream)")]
+struct SourceArgs {
+    /// A deterministic regtest chain of N headers
+    #[arg(long, value_name = "N")]
+    generate: Option<u32>,
+    /// For testing clients: serve header H of the generated chain with wrong nBits
+    #[arg(long, value_name = "H", conflicts_with_all = ["headers_file", "upstream"])]
+    corrupt_at: Option<u32>,
+    /// 80-byte headers from a file, validated first; reloaded on SIGHUP (a new chain is
+    /// served as a reorg)
+    #[arg(long, value_name = "FILE", requires = "network")]
+    headers_file: Option<PathBuf>,
+    /// Height of the file's first header [default: the file starts at genesis]
+    #[arg(long, value_name = "H")]
+    from_height: Option<u32>,
+    /// A Bitcoin node over P2P, followed to its tip
+    #[arg(long, value_name = "HOST:PORT", value_parser = addr, requires = "network")]
+    upstream: Option<SocketAddr>,
+    /// The network of --headers-file or --upstream: mainnet, testnet3, testnet4, signet or
+    /// regtest
+    #[arg(long, value_name = "NET")]
+    network: Option<Network>,
+}
+
+/// Where frame buffers live.
+#[derive(Clone, Copy, ValueEnum)]
+enum BufferMode {
+    /// Lent from two pools of --pool buffers (64 KiB each) only while a frame is read or
+    /// written
+    Pooled,
+    /// Owned by each connection
+    Fixed,
+}
 
 enum Source {
     Generate {
@@ -55,96 +124,56 @@ struct Options {
 }
 
 /// Buffers per pool by default: 2 x 256 x 64 KiB = 32 MiB at most.
-const DEFAULT_POOL: usize = 256;
+const DEFAULT_POOL: u32 = 256;
 
-fn parse(args: &[String]) -> Result<Options, String> {
-    let mut listen = None;
-    let mut key_file = None;
-    let mut generate = None;
-    let mut corrupt_at = None;
-    let mut file = None;
-    let mut network = None;
-    let mut from_height = None;
-    let mut upstream = None;
-    let mut metrics = None;
-    let mut pooled = true;
-    let mut pool = DEFAULT_POOL;
-    let mut it = args.iter();
-    while let Some(flag) = it.next() {
-        let mut value = || {
-            it.next()
-                .cloned()
-                .ok_or_else(|| format!("{flag} needs a value"))
+impl Cli {
+    /// The options to run with. clap has checked that exactly one source is given, with
+    /// --network where it needs one, so the `None` arms are unreachable; they are refused
+    /// all the same rather than unwrapped.
+    fn options(self) -> Result<Options, String> {
+        let s = self.source;
+        let source = match (s.generate, s.headers_file, s.upstream, s.network) {
+            (Some(count), None, None, _) => Source::Generate {
+                count,
+                corrupt_at: s.corrupt_at,
+            },
+            (None, Some(path), None, Some(network)) => Source::File {
+                path,
+                network,
+                from_height: s.from_height,
+            },
+            (None, None, Some(addr), Some(network)) => Source::Upstream { addr, network },
+            _ => {
+                return Err(
+                    "give exactly one of --generate, --headers-file, --upstream \
+                            (the last two with --network)"
+                        .into(),
+                );
+            }
         };
-        match flag.as_str() {
-            "--listen" => listen = Some(addr(flag, &value()?)?),
-            "--key-file" => key_file = Some(PathBuf::from(value()?)),
-            "--generate" => generate = Some(number(flag, &value()?)?),
-            "--corrupt-at" => corrupt_at = Some(number(flag, &value()?)?),
-            "--headers-file" => file = Some(PathBuf::from(value()?)),
-            "--network" => {
-                let v = value()?;
-                network = Some(v.parse::<Network>().map_err(|e| e.to_string())?)
-            }
-            "--from-height" => from_height = Some(number(flag, &value()?)?),
-            "--upstream" => upstream = Some(value()?),
-            "--metrics-listen" => metrics = Some(addr(flag, &value()?)?),
-            "--buffers" => {
-                pooled = match value()?.as_str() {
-                    "pooled" => true,
-                    "fixed" => false,
-                    other => return Err(format!("--buffers: {other} is not pooled or fixed")),
-                }
-            }
-            "--pool" => pool = number(flag, &value()?)?.max(1) as usize,
-            "-h" | "--help" => return Err(String::new()),
-            other => return Err(format!("unknown argument {other}")),
-        }
+        let pool = usize::try_from(self.pool.max(1)).unwrap_or(usize::MAX);
+        Ok(Options {
+            listen: self.listen,
+            key_file: self.key_file,
+            source,
+            metrics: self.metrics_listen,
+            pool: matches!(self.buffers, BufferMode::Pooled).then_some(pool),
+        })
     }
-    let listen = listen.ok_or("--listen is required")?;
-    let key_file = key_file.ok_or("--key-file is required")?;
-    let source = match (generate, file, upstream) {
-        (Some(count), None, None) => Source::Generate { count, corrupt_at },
-        (None, Some(path), None) => Source::File {
-            path,
-            network: network.ok_or("--headers-file needs --network")?,
-            from_height,
-        },
-        (None, None, Some(a)) => Source::Upstream {
-            addr: addr("--upstream", &a)?,
-            network: network.ok_or("--upstream needs --network")?,
-        },
-        _ => return Err("give exactly one of --generate, --headers-file, --upstream".into()),
-    };
-    if corrupt_at.is_some() && !matches!(source, Source::Generate { .. }) {
-        return Err("--corrupt-at goes with --generate only".into());
-    }
-    Ok(Options {
-        listen,
-        key_file,
-        source,
-        metrics,
-        pool: pooled.then_some(pool),
-    })
 }
 
-fn addr(flag: &str, v: &str) -> Result<SocketAddr, String> {
+fn addr(v: &str) -> Result<SocketAddr, String> {
     v.parse()
-        .map_err(|_| format!("{flag}: {v} is not HOST:PORT (an IP address and a port)"))
-}
-
-fn number(flag: &str, v: &str) -> Result<u32, String> {
-    v.parse()
-        .map_err(|_| format!("{flag}: {v} is not a number"))
+        .map_err(|_| format!("{v} is not HOST:PORT (an IP address and a port)"))
 }
 
 /// The static key in `path`, created (32 random bytes, mode 0600) if it does not exist.
-pub fn load_or_create_key(path: &Path) -> Result<SecretKey, String> {
+fn load_or_create_key(path: &Path) -> Result<SecretKey, String> {
     match std::fs::read(path) {
         Ok(bytes) => SecretKey::from_slice(&bytes)
             .map_err(|e| format!("{}: not a 32-byte secret key: {e}", path.display())),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            let key = crate::random_key().map_err(|e| format!("no randomness: {e}"))?;
+            let key = lightwire_gateway::random_key().map_err(|e| format!("no randomness: {e}"))?;
             let mut options = std::fs::OpenOptions::new();
             options.write(true).create_new(true);
             #[cfg(unix)]
@@ -198,17 +227,18 @@ fn load(source: &Source) -> Result<(ServedChain, Option<Chain>), String> {
 }
 
 /// Run the command line; returns the exit code.
-pub fn main() -> i32 {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let options = match parse(&args) {
+pub fn main() -> ExitCode {
+    // Exits itself after --help (0) or on a usage error (2).
+    let cli = Cli::parse();
+    if let Err(e) = cli.log.init() {
+        eprintln!("lightwire-gateway: {e}");
+        return ExitCode::from(2);
+    }
+    let options = match cli.options() {
         Ok(o) => o,
-        Err(e) if e.is_empty() => {
-            println!("{USAGE}");
-            return 0;
-        }
         Err(e) => {
-            eprintln!("lightwire-gateway: {e}\n{USAGE}");
-            return 2;
+            eprintln!("lightwire-gateway: {e}");
+            return ExitCode::from(2);
         }
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -216,18 +246,19 @@ pub fn main() -> i32 {
         .build()
     {
         Ok(r) => r,
-        Err(e) => {
-            eprintln!("lightwire-gateway: {e}");
-            return 1;
-        }
+        Err(e) => return fail(&e.to_string()),
     };
     match runtime.block_on(run(options)) {
-        Ok(()) => 0,
-        Err(e) => {
-            eprintln!("lightwire-gateway: {e}");
-            1
-        }
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => fail(&e),
     }
+}
+
+/// Why the gateway cannot go on, on stderr whatever `--log` says (see the module's
+/// documentation), and exit code 1.
+fn fail(why: &str) -> ExitCode {
+    eprintln!("lightwire-gateway: {why}");
+    ExitCode::from(1)
 }
 
 async fn run(o: Options) -> Result<(), String> {
@@ -235,8 +266,8 @@ async fn run(o: Options) -> Result<(), String> {
     let started = std::time::Instant::now();
     let (chain, following) = load(&o.source)?;
     let tip = chain.tip();
-    eprintln!(
-        "lightwire-gateway: serving {} headers of {} (tip {}), validated in {:.1} s",
+    tracing::info!(
+        "serving {} headers of {} (tip {}), validated in {:.1} s",
         tip.height + 1 - chain.base(),
         chain.params().network,
         tip.height,
@@ -252,16 +283,20 @@ async fn run(o: Options) -> Result<(), String> {
         None => Buffers::Fixed,
     };
     let shared = Shared::new(chain, key, Limits::default(), buffers);
+    let signals = Signals::catch();
     if let Some(m) = o.metrics {
         let metrics = TcpListener::bind(m)
             .await
             .map_err(|e| format!("{m}: {e}"))?;
         if let Ok(a) = metrics.local_addr() {
+            // Program output, not a log (see the module's documentation): scripts and
+            // tests take the URL from this line.
             eprintln!("lightwire-gateway: metrics on http://{a}/metrics");
         }
         let shared = shared.clone();
         tokio::spawn(serve_metrics(metrics, move || shared.render_metrics()));
     }
+    // Program output: the line scripts and tests wait for and take the connect string from.
     println!("node id {node_id} connect ws://{local}#{node_id}");
     let _ = std::io::stdout().flush();
 
@@ -278,53 +313,77 @@ async fn run(o: Options) -> Result<(), String> {
     let server = tokio::spawn(serve(listener, shared.clone(), stopped));
     let reload = || {
         if !matches!(o.source, Source::File { .. }) {
-            eprintln!("lightwire-gateway: SIGHUP ignored (only a headers file is reloaded)");
+            tracing::warn!("SIGHUP ignored (only a headers file is reloaded)");
             return;
         }
         match load(&o.source) {
             Ok((chain, _)) => {
                 let tip = chain.tip().height;
                 let Ok(mut served) = shared.chain.write() else {
-                    eprintln!("lightwire-gateway: reload refused: the served chain is unusable");
+                    tracing::error!("reload refused: the served chain is unusable");
                     return;
                 };
                 served.replace(chain);
                 drop(served);
                 shared.tip_version.send_modify(|v| *v += 1);
-                eprintln!("lightwire-gateway: reloaded the headers file, tip {tip}");
+                tracing::info!(tip, "reloaded the headers file");
             }
             // A bad file changes nothing: the chain served stays the last good one.
-            Err(e) => {
-                eprintln!("lightwire-gateway: reload refused, still serving the old chain: {e}")
-            }
+            Err(e) => tracing::error!("reload refused, still serving the old chain: {e}"),
         }
     };
-    wait_for_signal(reload).await;
-    eprintln!("lightwire-gateway: shutting down");
+    signals.wait(reload).await;
+    tracing::info!("shutting down");
     let _ = stop.send(true);
     let _ = server.await;
     Ok(())
 }
 
-/// Wait for SIGINT or SIGTERM; call `reload` on each SIGHUP meanwhile.
-async fn wait_for_signal(reload: impl Fn()) {
+/// SIGINT, SIGTERM and SIGHUP, caught from the moment this is made: before the metrics and
+/// connect lines are printed, so that a signal sent as soon as they are seen is handled
+/// (SIGTERM stops the gateway cleanly, exit 0) rather than killing it. While the chain is
+/// still being validated, before that, a signal does kill it.
+struct Signals {
     #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        if let (Ok(mut term), Ok(mut hup)) = (
-            signal(SignalKind::terminate()),
-            signal(SignalKind::hangup()),
-        ) {
+    unix: Option<[tokio::signal::unix::Signal; 3]>,
+}
+
+impl Signals {
+    /// Start catching them (inside the runtime).
+    fn catch() -> Signals {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            let caught = (|| {
+                Ok::<_, std::io::Error>([
+                    signal(SignalKind::interrupt())?,
+                    signal(SignalKind::terminate())?,
+                    signal(SignalKind::hangup())?,
+                ])
+            })();
+            let unix = caught
+                .map_err(|e| tracing::warn!("signals: {e}; only Ctrl-C stops the gateway"))
+                .ok();
+            Signals { unix }
+        }
+        #[cfg(not(unix))]
+        Signals {}
+    }
+
+    /// Wait for SIGINT or SIGTERM; call `reload` on each SIGHUP meanwhile.
+    async fn wait(self, reload: impl Fn()) {
+        #[cfg(unix)]
+        if let Some([mut int, mut term, mut hup]) = self.unix {
             loop {
                 tokio::select! {
-                    _ = tokio::signal::ctrl_c() => return,
+                    _ = int.recv() => return,
                     _ = term.recv() => return,
                     _ = hup.recv() => reload(),
                 }
             }
         }
+        #[cfg(not(unix))]
+        let _ = reload;
+        let _ = tokio::signal::ctrl_c().await;
     }
-    #[cfg(not(unix))]
-    let _ = reload;
-    let _ = tokio::signal::ctrl_c().await;
 }

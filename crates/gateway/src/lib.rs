@@ -5,13 +5,15 @@
 //! requests, every deadline) is `lightwire-proto`'s sans-IO [`lightwire_proto::Responder`];
 //! this crate is its tokio shell ([`server`]), the chains it serves ([`served`], validated
 //! before they are served, from a file, generated, or followed from a node over P2P:
-//! [`upstream`], [`p2p`]), the frame buffer pools ([`pool`]), `/metrics` ([`metrics`]), the
-//! command line ([`cli`]), and a native client for tests and the load generator
-//! ([`client`], a thin shell over [`lightwire_proto::Link`]).
+//! [`upstream`], [`p2p`]), the frame buffer pools ([`pool`]), `/metrics` ([`metrics`]), and
+//! a native client for tests and the load generator ([`client`], a thin shell over
+//! [`lightwire_proto::Link`]).
+//!
+//! It logs through `tracing` and never installs a subscriber: the binaries do
+//! (`lightwire-gateway`, whose command line is `src/cli.rs`, and `lightwire-load`).
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
-pub mod cli;
 pub mod client;
 pub mod metrics;
 pub mod p2p;

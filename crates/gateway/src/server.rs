@@ -192,8 +192,31 @@ fn log_close(peer: SocketAddr, close: &Close, handshaken: bool, metrics: &Metric
     } else {
         metrics.handshake_failed(close.label());
     }
-    if !matches!(close, Close::PeerClosed | Close::Shutdown) {
-        eprintln!("lightwire-gateway: {peer}: closed: {close}");
+    let reason = close.label();
+    macro_rules! closed {
+        ($level:ident) => {
+            tracing::$level!(%peer, reason, handshaken, "closed: {close}")
+        };
+    }
+    match close {
+        // Routine: the client went away, or the gateway is stopping (which also closes
+        // the pools).
+        Close::PeerClosed | Close::Shutdown | Close::NoBuffer => closed!(debug),
+        // The client's doing, or its network's: expected now and then on a public server.
+        Close::HandshakeTimeout
+        | Close::Ws(_)
+        | Close::Handshake(_)
+        | Close::Receive(_)
+        | Close::Violation(_)
+        | Close::PeerError
+        | Close::KeepaliveTimeout
+        | Close::SlowFrame
+        | Close::WriteTimeout
+        | Close::Io(_) => closed!(info),
+        // More connections busy than the pools serve: the operator may want a bigger --pool.
+        Close::PoolExhausted => closed!(warn),
+        // The gateway's own fault: a message planned larger than a frame, or sealing failed.
+        Close::Encode(_) | Close::Send(_) => closed!(error),
     }
 }
 

@@ -97,8 +97,9 @@ pub async fn follow_with(
         };
         match result {
             Ok(()) => pause = Duration::from_secs(1),
-            Err(e) => eprintln!(
-                "lightwire-gateway: upstream {addr}: {e}; again in {} s",
+            Err(e) => tracing::warn!(
+                upstream = %addr,
+                "upstream: {e}; again in {} s",
                 pause.as_secs()
             ),
         }
@@ -146,7 +147,7 @@ async fn session(
                 b"version" => p2p::encode(&mut out, magic, "verack", |_| {}),
                 b"verack" => {
                     handshake_done = true;
-                    eprintln!("lightwire-gateway: upstream {addr}: connected");
+                    tracing::info!(upstream = %addr, "upstream connected");
                     // Announce new blocks with headers (BIP 130), then ask for ours.
                     p2p::encode(&mut out, magic, "sendheaders", |_| {});
                     getheaders(&mut out, magic, shared);
@@ -252,8 +253,8 @@ fn take_headers(
                 old_tip,
             } = outcome
             {
-                eprintln!(
-                    "lightwire-gateway: upstream reorg: fork at {fork_height}, old tip {} {}, new tip {} {}",
+                tracing::info!(
+                    "upstream reorg: fork at {fork_height}, old tip {} {}, new tip {} {}",
                     old_tip.height,
                     old_tip.hash,
                     chain.tip().height,

@@ -242,12 +242,226 @@ fn serves_a_headers_file_and_reports_metrics() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
-#[test]
-fn bad_arguments_and_bad_sources_are_refused() {
-    let out = gateway(&["--listen", "127.0.0.1:0"]).output().unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("--key-file is required"));
+/// A usage error's message, without the usage line that follows it (which names every
+/// required flag whatever the error is).
+fn error_part(stderr: &str) -> &str {
+    stderr.split("\nUsage:").next().unwrap_or(stderr)
+}
 
+#[test]
+fn usage_errors_name_what_is_wrong() {
+    for (args, names) in [
+        (
+            vec!["--listen", "127.0.0.1:0", "--generate", "1"],
+            vec!["required", "--key-file"],
+        ),
+        (
+            vec!["--listen", "127.0.0.1:0", "--key-file", "k"],
+            vec!["required", "--generate", "--headers-file", "--upstream"],
+        ),
+        (
+            vec!["--listen", "x:1", "--key-file", "k", "--generate", "1"],
+            vec!["--listen", "x:1 is not HOST:PORT"],
+        ),
+        (
+            vec![
+                "--listen",
+                "127.0.0.1:0",
+                "--key-file",
+                "k",
+                "--generate",
+                "1",
+                "--upstream",
+                "127.0.0.1:1",
+            ],
+            vec!["--generate", "cannot be used with", "--upstream"],
+        ),
+        (
+            vec![
+                "--listen",
+                "127.0.0.1:0",
+                "--key-file",
+                "k",
+                "--headers-file",
+                "f",
+            ],
+            vec!["required", "--network"],
+        ),
+        (
+            vec![
+                "--listen",
+                "127.0.0.1:0",
+                "--key-file",
+                "k",
+                "--headers-file",
+                "f",
+                "--network",
+                "regtest",
+                "--corrupt-at",
+                "5",
+            ],
+            vec!["--corrupt-at", "cannot be used with", "--headers-file"],
+        ),
+        (
+            vec![
+                "--listen",
+                "127.0.0.1:0",
+                "--key-file",
+                "k",
+                "--upstream",
+                "127.0.0.1:1",
+            ],
+            vec!["required", "--network"],
+        ),
+        (
+            vec![
+                "--listen",
+                "127.0.0.1:0",
+                "--key-file",
+                "k",
+                "--upstream",
+                "127.0.0.1:1",
+                "--network",
+                "moon",
+            ],
+            vec!["--network", "moon"],
+        ),
+        (
+            vec![
+                "--listen",
+                "127.0.0.1:0",
+                "--key-file",
+                "k",
+                "--generate",
+                "ten",
+            ],
+            vec!["--generate", "ten"],
+        ),
+        (
+            vec![
+                "--listen",
+                "127.0.0.1:0",
+                "--key-file",
+                "k",
+                "--generate",
+                "1",
+                "--buffers",
+                "shared",
+            ],
+            vec!["--buffers", "shared", "pooled", "fixed"],
+        ),
+        (
+            vec![
+                "--listen",
+                "127.0.0.1:0",
+                "--key-file",
+                "k",
+                "--generate",
+                "1",
+                "--log",
+                "info=loud",
+            ],
+            vec!["--log", "info=loud"],
+        ),
+        (
+            vec!["--listen", "127.0.0.1:0", "--frobnicate"],
+            vec!["--frobnicate"],
+        ),
+    ] {
+        let out = gateway(&args).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        for name in names {
+            assert!(error_part(&stderr).contains(name), "{args:?}: {stderr}");
+        }
+    }
+    // RUST_LOG is read when --log is not given, and checked the same way.
+    let out = gateway(&[
+        "--listen",
+        "127.0.0.1:0",
+        "--key-file",
+        "k",
+        "--generate",
+        "1",
+    ])
+    .env("RUST_LOG", "info=loud")
+    .output()
+    .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("RUST_LOG=info=loud"));
+
+    let out = gateway(&["--help"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let help = String::from_utf8_lossy(&out.stdout);
+    for flag in [
+        "--listen",
+        "--key-file",
+        "--metrics-listen",
+        "--buffers",
+        "--pool",
+        "--log",
+        "--generate",
+        "--corrupt-at",
+        "--headers-file",
+        "--from-height",
+        "--upstream",
+        "--network",
+    ] {
+        assert!(help.contains(flag), "--help does not name {flag}:\n{help}");
+    }
+}
+
+/// The connect line and the metrics URL are the program's output, printed whatever `--log`
+/// filters out; the logs follow `--log`.
+#[test]
+fn the_connect_and_metrics_lines_do_not_depend_on_the_log_filter() {
+    let dir = std::env::temp_dir().join(format!("lightwire-gw-log-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let key = dir.join("k");
+    for (log, logs_serving) in [("off", false), ("info", true)] {
+        let (mut child, _, _) = start(
+            key.to_str().unwrap(),
+            &[
+                "--generate",
+                "10",
+                "--metrics-listen",
+                "127.0.0.1:0",
+                "--log",
+                log,
+            ],
+        );
+        let mut err = BufReader::new(child.stderr.take().unwrap());
+        let mut metrics_line = String::new();
+        err.read_line(&mut metrics_line).unwrap();
+        if logs_serving {
+            // The "serving" event comes before the metrics listener is bound.
+            assert!(
+                metrics_line.contains("serving 11 headers of regtest"),
+                "{metrics_line}"
+            );
+            metrics_line.clear();
+            err.read_line(&mut metrics_line).unwrap();
+        }
+        assert!(
+            metrics_line.starts_with("lightwire-gateway: metrics on http://127.0.0.1:")
+                && metrics_line.trim_end().ends_with("/metrics"),
+            "{log}: {metrics_line}"
+        );
+        assert_eq!(terminate(child), 0);
+        let mut rest = String::new();
+        std::io::Read::read_to_string(&mut err, &mut rest).unwrap();
+        assert_eq!(
+            rest.contains("shutting down"),
+            logs_serving,
+            "{log}: {rest}"
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn bad_sources_are_refused() {
     let dir = std::env::temp_dir().join(format!("lightwire-gw-bad-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let headers = dir.join("bad.headers");
@@ -272,38 +486,24 @@ fn bad_arguments_and_bad_sources_are_refused() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    for (args, says) in [
-        (
-            vec![
-                "--headers-file",
-                "x",
-                "--network",
-                "regtest",
-                "--corrupt-at",
-                "5",
-            ],
-            "--corrupt-at goes with --generate only",
-        ),
-        (
-            vec!["--generate", "10", "--corrupt-at", "11"],
-            "--corrupt-at 11: not a height from 1 to 10",
-        ),
-    ] {
-        let mut all = vec![
-            "--listen",
-            "127.0.0.1:0",
-            "--key-file",
-            key.to_str().unwrap(),
-        ];
-        all.extend(args);
-        let out = gateway(&all).output().unwrap();
-        assert_ne!(out.status.code(), Some(0));
-        assert!(
-            String::from_utf8_lossy(&out.stderr).contains(says),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
+    let out = gateway(&[
+        "--listen",
+        "127.0.0.1:0",
+        "--key-file",
+        key.to_str().unwrap(),
+        "--generate",
+        "10",
+        "--corrupt-at",
+        "11",
+    ])
+    .output()
+    .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--corrupt-at 11: not a height from 1 to 10"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     std::fs::write(&key, [1u8; 5]).unwrap();
     let out = gateway(&[
         "--listen",

@@ -3,71 +3,79 @@
 //! (for memory measurements).
 //!
 //! ```text
-//! lightwire-load --connect ws://HOST:PORT#<node-id> --network NET --clients N
-//!                [--idle SECONDS] [--per-request COUNT] [--validate]
+//! lightwire-load --connect ws://HOST:PORT#<node-id> --network NET [--clients N]
+//!                [--idle SECONDS] [--per-request COUNT] [--validate] [--log FILTER]
 //! ```
 //! `--validate` runs every header through lightwire-chain (costs client CPU, which on a
 //! small machine competes with the gateway); without it headers are only counted.
+//!
+//! Its results are the program's output, on stdout (scripts/bench-gateway.sh reads them):
+//! `connected ...`, then `idle` or `synced ...`; when it fails, `lightwire-load: <why>` on
+//! stderr and exit code 1 (2 for usage errors). Failures of single connections are
+//! `tracing` events (to stderr, filtered by `--log`).
+#![forbid(unsafe_code)]
 
 use std::net::SocketAddr;
+use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use clap::Parser;
 use lightwire_chain::{Chain, Header, Network, Params};
 use lightwire_gateway::client::{Client, Framing};
 use lightwire_noise::PublicKey;
 use lightwire_wire::{GetHeaders, Message};
 
-struct Options {
-    addr: SocketAddr,
-    node_id: PublicKey,
+#[path = "../logging.rs"]
+mod logging;
+
+/// Opens N connections to a gateway and syncs its whole chain on each (aggregate
+/// headers/s), or holds them idle after the handshake (--idle, for memory measurements).
+#[derive(Parser)]
+#[command(name = "lightwire-load")]
+struct Cli {
+    /// The gateway's connect string
+    #[arg(long, value_name = "ws://HOST:PORT#NODE_ID", value_parser = connect_string)]
+    connect: Connect,
+    /// mainnet, testnet3, testnet4, signet or regtest
+    #[arg(long, value_name = "NET")]
     network: Network,
+    /// Connections to open
+    #[arg(long, value_name = "N", default_value_t = 1)]
     clients: usize,
+    /// Hold the connections idle this long after the handshake instead of syncing
+    #[arg(long, value_name = "SECONDS")]
     idle: Option<u64>,
+    /// Headers asked for per request
+    #[arg(long, value_name = "COUNT", default_value_t = 100_000)]
     per_request: u32,
+    /// Validate every header with lightwire-chain (costs client CPU) rather than only
+    /// count them
+    #[arg(long)]
     validate: bool,
+    #[command(flatten)]
+    log: logging::LogArgs,
 }
 
-fn parse() -> Result<Options, String> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let (mut connect, mut network, mut clients) = (None, None, 1);
-    let (mut idle, mut per_request, mut validate) = (None, 100_000, false);
-    let mut it = args.iter();
-    while let Some(flag) = it.next() {
-        let mut value = || it.next().cloned().ok_or(format!("{flag} needs a value"));
-        match flag.as_str() {
-            "--connect" => connect = Some(value()?),
-            "--network" => network = Some(value()?.parse::<Network>().map_err(|e| e.to_string())?),
-            "--clients" => clients = value()?.parse().map_err(|_| "--clients: a number")?,
-            "--idle" => idle = Some(value()?.parse().map_err(|_| "--idle: seconds")?),
-            "--per-request" => {
-                per_request = value()?.parse().map_err(|_| "--per-request: a number")?
-            }
-            "--validate" => validate = true,
-            other => return Err(format!("unknown argument {other}")),
-        }
-    }
-    let connect = connect.ok_or("--connect ws://HOST:PORT#<node-id> is required")?;
-    let rest = connect
-        .strip_prefix("ws://")
-        .ok_or("--connect must start with ws://")?;
-    let (addr, id) = rest.split_once('#').ok_or("--connect needs #<node-id>")?;
+/// A parsed `ws://HOST:PORT#<node-id>`.
+#[derive(Clone)]
+struct Connect {
+    addr: SocketAddr,
+    node_id: PublicKey,
+}
+
+fn connect_string(s: &str) -> Result<Connect, String> {
+    let rest = s.strip_prefix("ws://").ok_or("must start with ws://")?;
+    let (addr, id) = rest.split_once('#').ok_or("needs #<node-id>")?;
     let node_id = hex::decode(id)
         .ok()
         .and_then(|b| PublicKey::from_slice(&b).ok())
         .ok_or("the node id is not a 33-byte compressed public key in hex")?;
-    Ok(Options {
-        addr: addr
-            .parse()
-            .map_err(|_| format!("{addr} is not HOST:PORT"))?,
-        node_id,
-        network: network.ok_or("--network is required")?,
-        clients,
-        idle,
-        per_request,
-        validate,
-    })
+    let addr = addr
+        .parse()
+        .map_err(|_| format!("{addr} is not HOST:PORT"))?;
+    Ok(Connect { addr, node_id })
 }
 
 /// Sync the whole chain; returns the headers received.
@@ -142,19 +150,29 @@ async fn sync(
     Ok(got)
 }
 
-async fn run(o: Options) -> Result<(), String> {
+async fn run(o: Cli) -> Result<(), String> {
     let params = o.network.params();
     let chain_hash = params.genesis.block_hash().0;
     let started = Instant::now();
     let mut clients = Vec::with_capacity(o.clients);
     let mut failed = 0;
     for _ in 0..o.clients {
-        match Client::connect(o.addr, &o.node_id, chain_hash, Framing::OnePerFrame).await {
+        match Client::connect(
+            o.connect.addr,
+            &o.connect.node_id,
+            chain_hash,
+            Framing::OnePerFrame,
+        )
+        .await
+        {
             Ok(c) => clients.push(c),
             Err(e) => {
                 failed += 1;
+                // The first few say why; the rest would repeat it, and are counted below.
                 if failed <= 5 {
-                    eprintln!("lightwire-load: connect: {e}");
+                    tracing::warn!("connect: {e}");
+                } else {
+                    tracing::debug!("connect: {e}");
                 }
             }
         }
@@ -189,11 +207,11 @@ async fn run(o: Options) -> Result<(), String> {
             }
             Ok(Err(e)) => {
                 errors += 1;
-                eprintln!("lightwire-load: sync: {e}");
+                tracing::warn!("sync: {e}");
             }
             Err(e) => {
                 errors += 1;
-                eprintln!("lightwire-load: task: {e}");
+                tracing::error!("task: {e}");
             }
         }
     }
@@ -208,20 +226,24 @@ async fn run(o: Options) -> Result<(), String> {
     Ok(())
 }
 
-fn main() {
-    let o = match parse() {
-        Ok(o) => o,
-        Err(e) => {
-            eprintln!("lightwire-load: {e}");
-            std::process::exit(2);
-        }
-    };
-    let rt = tokio::runtime::Builder::new_multi_thread()
+fn main() -> ExitCode {
+    // Exits itself after --help (0) or on a usage error (2).
+    let cli = Cli::parse();
+    if let Err(e) = cli.log.init() {
+        eprintln!("lightwire-load: {e}");
+        return ExitCode::from(2);
+    }
+    let result = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
-        .expect("tokio runtime");
-    if let Err(e) = rt.block_on(run(o)) {
-        eprintln!("lightwire-load: {e}");
-        std::process::exit(1);
+        .map_err(|e| e.to_string())
+        .and_then(|rt| rt.block_on(run(cli)));
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        // The program's output, not a log: why the exit code is 1.
+        Err(e) => {
+            eprintln!("lightwire-load: {e}");
+            ExitCode::from(1)
+        }
     }
 }
