@@ -173,7 +173,8 @@ fn load_or_create_key(path: &Path) -> Result<SecretKey, String> {
         Ok(bytes) => SecretKey::from_slice(&bytes)
             .map_err(|e| format!("{}: not a 32-byte secret key: {e}", path.display())),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            let key = lightwire_gateway::random_key().map_err(|e| format!("no randomness: {e}"))?;
+            let key =
+                lightwire_noise::SecretKey::random().map_err(|e| format!("no randomness: {e}"))?;
             let mut options = std::fs::OpenOptions::new();
             options.write(true).create_new(true);
             #[cfg(unix)]

@@ -120,7 +120,8 @@ pub struct Client {
 }
 
 fn fresh_key() -> Result<lightwire_noise::SecretKey, ClientError> {
-    crate::random_key().map_err(|e| ClientError::Io(std::io::Error::other(e.to_string())))
+    lightwire_noise::SecretKey::random()
+        .map_err(|e| ClientError::Io(std::io::Error::other(e.to_string())))
 }
 
 impl Client {

@@ -21,15 +21,3 @@ pub mod pool;
 pub mod served;
 pub mod server;
 pub mod upstream;
-
-/// A fresh random secret key (static or ephemeral), from the operating system's RNG.
-pub fn random_key() -> Result<lightwire_noise::SecretKey, getrandom::Error> {
-    loop {
-        let mut b = [0u8; 32];
-        getrandom::fill(&mut b)?;
-        // Out of range (about 2^-128 of the time): draw again.
-        if let Ok(k) = lightwire_noise::SecretKey::from_bytes(&b) {
-            return Ok(k);
-        }
-    }
-}

@@ -369,7 +369,7 @@ impl Io<'_> {
             Err(_) => conn.close(Close::Shutdown),
         }
         // Bytes that followed act three in the same read wait for a read buffer.
-        if conn.needs_read_buffer(self.now()) {
+        if conn.has_carry() && conn.needs_read_buffer(self.now()) {
             self.lend(conn, BufferKind::Read).await;
         }
         self.count(conn);
@@ -392,7 +392,7 @@ async fn run(
     handshaken: &mut bool,
 ) -> Close {
     let _ = stream.set_nodelay(true);
-    let Ok(ephemeral) = crate::random_key() else {
+    let Ok(ephemeral) = SecretKey::random() else {
         return Close::Io(std::io::ErrorKind::Other);
     };
     let mode = match shared.buffers {
