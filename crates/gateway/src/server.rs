@@ -316,43 +316,49 @@ impl Io<'_> {
         }
     }
 
-    /// Write what `conn` gives next (or lend it the buffer to write it with).
+    /// Write what `conn` gives next, lending it a write buffer first if it needs one
+    /// (in the same turn: a pooled connection writes a frame per turn, as a fixed one).
     async fn transmit(&mut self, conn: &mut Responder) -> Result<(), Close> {
-        let now = self.now();
         let limit = self.shared.limits.write_timeout;
-        let transmit = {
-            let chain = self.shared.chain.read().map_err(|_| Close::Shutdown)?;
-            conn.poll_transmit(now, &*chain)
-        };
-        let written = match transmit {
-            None => return Ok(()),
-            Some(Transmit::NeedBuffer) => {
-                self.lend(conn, BufferKind::Write).await;
-                return Ok(());
-            }
-            Some(Transmit::Raw(bytes)) => {
-                match timeout(limit, self.stream.write_all(bytes)).await {
-                    Err(_) => return Err(Close::WriteTimeout),
-                    Ok(r) => r?,
+        loop {
+            let now = self.now();
+            let transmit = {
+                let chain = self.shared.chain.read().map_err(|_| Close::Shutdown)?;
+                conn.poll_transmit(now, &*chain)
+            };
+            let written = match transmit {
+                None => return Ok(()),
+                Some(Transmit::NeedBuffer) => {
+                    self.lend(conn, BufferKind::Write).await;
+                    if conn.poll_close().is_some() {
+                        return Ok(());
+                    }
+                    continue;
                 }
-                bytes.len()
-            }
-            Some(Transmit::Frame { header, frame }) => {
-                match timeout(limit, write_two(&mut self.stream, header, frame)).await {
-                    Err(_) => return Err(Close::WriteTimeout),
-                    Ok(r) => r?,
+                Some(Transmit::Raw(bytes)) => {
+                    match timeout(limit, self.stream.write_all(bytes)).await {
+                        Err(_) => return Err(Close::WriteTimeout),
+                        Ok(r) => r?,
+                    }
+                    bytes.len()
                 }
-                self.shared.metrics.messages_out.fetch_add(1, Relaxed);
-                header.len() + frame.len()
-            }
-        };
-        self.shared
-            .metrics
-            .bytes_out
-            .fetch_add(written as u64, Relaxed);
-        conn.transmitted();
-        self.reclaim(conn);
-        Ok(())
+                Some(Transmit::Frame { header, frame }) => {
+                    match timeout(limit, write_two(&mut self.stream, header, frame)).await {
+                        Err(_) => return Err(Close::WriteTimeout),
+                        Ok(r) => r?,
+                    }
+                    self.shared.metrics.messages_out.fetch_add(1, Relaxed);
+                    header.len() + frame.len()
+                }
+            };
+            self.shared
+                .metrics
+                .bytes_out
+                .fetch_add(written as u64, Relaxed);
+            conn.transmitted();
+            self.reclaim(conn);
+            return Ok(());
+        }
     }
 
     /// Take `bytes` read from the socket.

@@ -194,8 +194,12 @@ pub struct Counts {
 }
 
 enum Phase {
-    /// The upgrade request so far (on the heap only until the upgrade is done).
-    Http(Vec<u8>),
+    /// The upgrade request so far (on the heap only until the upgrade is done), and the
+    /// keys for the handshake that starts after it (no key work before a valid upgrade).
+    Http {
+        request: Vec<u8>,
+        keys: (SecretKey, SecretKey),
+    },
     ActOne(AwaitingActOne),
     ActThree(AwaitingActThree),
     Ready(Box<Ready>),
@@ -221,11 +225,13 @@ enum Out {
 
 /// One client's connection: see the module documentation.
 pub struct Responder {
-    limits: Limits,
+    /// The limits it needs after the handshake began, in milliseconds (an idle connection
+    /// keeps 12 bytes of them, not 80).
+    idle_ping_ms: u32,
+    ping_timeout_ms: u32,
+    frame_timeout_ms: u32,
     buffers: BufferMode,
     chain_hash: [u8; 32],
-    /// The static key and the ephemeral one, until the upgrade is done.
-    keys: Option<(SecretKey, SecretKey)>,
     decoder: ws::Decoder,
     phase: Phase,
     acts: ActBuffer,
@@ -246,9 +252,10 @@ pub struct Responder {
     frame_deadline: Option<Millis>,
     /// Since when a pooled buffer has been wanted.
     waiting_since: Option<Millis>,
-    /// A violation whose `warning` is still to go out before the close.
-    closing: Option<Close>,
-    closed: Option<Close>,
+    /// Why the connection ends: set when the reason is known; while `ended` is false its
+    /// last words (a `warning`, a close frame) still go out.
+    end: Option<Close>,
+    ended: bool,
     established: bool,
     counts: Counts,
 }
@@ -269,13 +276,18 @@ impl Responder {
         buffers: BufferMode,
     ) -> Responder {
         let handshake_deadline = now + limits.handshake;
+        let ms = |d: Duration| u32::try_from(d.as_millis()).unwrap_or(u32::MAX);
         Responder {
-            limits,
+            idle_ping_ms: ms(limits.idle_ping),
+            ping_timeout_ms: ms(limits.ping_timeout),
+            frame_timeout_ms: ms(limits.frame_timeout),
             buffers,
             chain_hash,
-            keys: Some((key, ephemeral)),
             decoder: ws::Decoder::server(),
-            phase: Phase::Http(Vec::with_capacity(ws::MAX_REQUEST_LEN)),
+            phase: Phase::Http {
+                request: Vec::with_capacity(ws::MAX_REQUEST_LEN),
+                keys: (key, ephemeral),
+            },
             acts: ActBuffer::new(),
             urgent: [0; 256],
             urgent_len: 0,
@@ -290,8 +302,8 @@ impl Responder {
             ping_outstanding: false,
             frame_deadline: None,
             waiting_since: None,
-            closing: None,
-            closed: None,
+            end: None,
+            ended: false,
             established: false,
             counts: Counts::default(),
         }
@@ -309,19 +321,19 @@ impl Responder {
 
     /// Why the connection ended, once nothing more is to be written: close the socket.
     pub fn poll_close(&self) -> Option<&Close> {
-        self.closed.as_ref()
+        self.end.as_ref().filter(|_| self.ended)
     }
 
     /// Why the connection is ending while its last words (a `warning`, a close frame)
     /// still go out.
     pub fn closing(&self) -> Option<&Close> {
-        self.closing.as_ref()
+        self.end.as_ref().filter(|_| !self.ended)
     }
 
     /// Whether [`Self::poll_transmit`] has something to give (call it when the socket can
     /// take a write).
     pub fn wants_transmit(&self) -> bool {
-        if self.out != Out::None || self.closed.is_some() {
+        if self.out != Out::None || self.ended {
             return false;
         }
         if self.urgent_len > 0 {
@@ -332,14 +344,15 @@ impl Responder {
 
     /// Whether input is still wanted (not after an error or while a warning goes out).
     pub fn wants_input(&self) -> bool {
-        self.closed.is_none() && self.closing.is_none()
+        self.end.is_none()
     }
 
     /// End the connection for a reason found by the shell (a socket error, shutdown).
+    /// (A reason already known, such as a violation whose warning was going out, is
+    /// kept.)
     pub fn close(&mut self, why: Close) {
-        if self.closed.is_none() {
-            self.closed = Some(why);
-        }
+        self.end.get_or_insert(why);
+        self.ended = true;
         self.phase = Phase::Gone;
     }
 
@@ -417,7 +430,7 @@ impl Responder {
             Ok(buf) => Some((BufferKind::Read, buf)),
             // Closed with a frame half read: the buffer goes with the connection (its
             // loan ends when the shell drops it; a pool allocates another on demand).
-            Err(_) if self.closed.is_some() => None,
+            Err(_) if self.ended => None,
             Err(reader) => {
                 self.reader = Some(reader);
                 None
@@ -431,7 +444,7 @@ impl Responder {
             return;
         }
         let frames = self.counts.messages_in;
-        let r = if let Phase::Http(request) = &mut self.phase {
+        let r = if let Phase::Http { request, .. } = &mut self.phase {
             // Collect the upgrade request; what follows it is WebSocket data.
             let take = bytes
                 .len()
@@ -460,7 +473,8 @@ impl Responder {
     }
 
     fn upgraded(&mut self) {
-        if let Some((key, ephemeral)) = self.keys.take() {
+        if let Phase::Http { keys, .. } = core::mem::replace(&mut self.phase, Phase::Gone) {
+            let (key, ephemeral) = keys;
             self.phase = Phase::ActOne(lightwire_noise::Responder::start(key, ephemeral));
         }
     }
@@ -474,7 +488,7 @@ impl Responder {
                 (Close::Violation(v), Phase::Ready(ready)) => {
                     // Say why (after our init, if it has not gone out yet), then close.
                     ready.session.warn(*v);
-                    self.closing = Some(close);
+                    self.end = Some(close);
                 }
                 _ => self.close(close),
             }
@@ -484,10 +498,10 @@ impl Responder {
         self.frame_deadline = match self.frame_deadline {
             _ if !partial => None,
             Some(d) if self.counts.messages_in == frames_before => Some(d),
-            _ => Some(now + self.limits.frame_timeout),
+            _ => Some(now + ms(self.frame_timeout_ms)),
         };
         if matches!(self.phase, Phase::Ready(_)) {
-            self.idle_deadline = now + self.limits.idle_ping;
+            self.idle_deadline = now + ms(self.idle_ping_ms);
             self.ping_outstanding = false;
         }
     }
@@ -510,7 +524,7 @@ impl Responder {
                 Some(ws::Event::Close) => {
                     self.queue_urgent(&ws::CLOSE_FRAME);
                     self.close_after_urgent = true;
-                    self.closing = Some(Close::PeerClosed);
+                    self.end = Some(Close::PeerClosed);
                     return Ok(());
                 }
                 Some(ws::Event::Pong) | None => {}
@@ -578,7 +592,7 @@ impl Responder {
                     self.phase = Phase::Ready(r);
                     return result;
                 }
-                Phase::Http(_) | Phase::Gone => return Err(Close::PeerClosed),
+                Phase::Http { .. } | Phase::Gone => return Err(Close::PeerClosed),
             }
         }
         Ok(())
@@ -587,7 +601,7 @@ impl Responder {
     /// What to write next, if anything: small frames first, then the session's next
     /// message (one at a time: call [`Self::transmitted`] once it is written).
     pub fn poll_transmit(&mut self, now: Millis, chain: &impl Served) -> Option<Transmit<'_>> {
-        if self.out != Out::None || self.closed.is_some() {
+        if self.out != Out::None || self.ended {
             return None;
         }
         if self.urgent_len > 0 {
@@ -612,7 +626,8 @@ impl Responder {
             Ok(Some(len)) => len,
             Ok(None) => return None,
             Err(e) => {
-                self.closed = Some(Close::Encode(e));
+                self.end.get_or_insert(Close::Encode(e));
+                self.ended = true;
                 return None;
             }
         };
@@ -621,7 +636,8 @@ impl Responder {
         let frame = match writer.seal(&mut r.sender, len) {
             Ok(frame) => frame,
             Err(e) => {
-                self.closed = Some(Close::Send(e));
+                self.end.get_or_insert(Close::Send(e));
+                self.ended = true;
                 return None;
             }
         };
@@ -641,15 +657,13 @@ impl Responder {
             Out::Urgent => {
                 self.urgent_len = 0;
                 if self.close_after_urgent {
-                    let why = self.closing.take().unwrap_or(Close::PeerClosed);
-                    self.close(why);
+                    self.close(Close::PeerClosed);
                 }
             }
             Out::Frame { finished } => {
                 if finished {
                     // The warning went out: the connection ends with the violation.
-                    let why = self.closing.take().unwrap_or(Close::PeerClosed);
-                    self.close(why);
+                    self.close(Close::PeerClosed);
                 }
             }
         }
@@ -657,7 +671,7 @@ impl Responder {
 
     /// When [`Self::handle_timeout`] must next run.
     pub fn poll_timeout(&self) -> Option<Millis> {
-        if self.closed.is_some() {
+        if self.ended {
             return None;
         }
         let main = if matches!(self.phase, Phase::Ready(_)) {
@@ -665,7 +679,7 @@ impl Responder {
         } else {
             self.handshake_deadline
         };
-        let waiting = self.waiting_since.map(|t| t + self.limits.frame_timeout);
+        let waiting = self.waiting_since.map(|t| t + ms(self.frame_timeout_ms));
         earliest(earliest(Some(main), self.frame_deadline), waiting)
     }
 
@@ -673,12 +687,12 @@ impl Responder {
     /// handshake not finished, a ping unanswered close the connection; a silent client is
     /// pinged.
     pub fn handle_timeout(&mut self, now: Millis) {
-        if self.closed.is_some() {
+        if self.ended {
             return;
         }
         if self
             .waiting_since
-            .is_some_and(|t| t + self.limits.frame_timeout <= now)
+            .is_some_and(|t| t + ms(self.frame_timeout_ms) <= now)
         {
             return self.close(Close::PoolExhausted);
         }
@@ -691,7 +705,7 @@ impl Responder {
             }
             return;
         };
-        if self.idle_deadline > now || self.closing.is_some() {
+        if self.idle_deadline > now || self.end.is_some() {
             return;
         }
         if self.ping_outstanding {
@@ -699,8 +713,13 @@ impl Responder {
         }
         r.session.ping();
         self.ping_outstanding = true;
-        self.idle_deadline = now + self.limits.ping_timeout;
+        self.idle_deadline = now + ms(self.ping_timeout_ms);
     }
+}
+
+/// Milliseconds as a `Duration`.
+fn ms(ms: u32) -> Duration {
+    Duration::from_millis(u64::from(ms))
 }
 
 /// Transport bytes: decrypt frames, hand each message to the session.
