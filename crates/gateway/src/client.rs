@@ -102,12 +102,8 @@ impl WsLink {
             .mask_seed
             .wrapping_mul(1_664_525)
             .wrapping_add(1_013_904_223);
-        let mask = self.mask_seed.to_be_bytes();
-        let (h, n) = ws::client_binary_header(payload.len(), mask);
         self.wbuf.clear();
-        self.wbuf.extend_from_slice(&h[..n]);
-        self.wbuf.extend_from_slice(payload);
-        ws::apply_mask(&mut self.wbuf[n..], mask, 0);
+        ws::push_client_frame(&mut self.wbuf, payload, self.mask_seed.to_be_bytes());
         self.stream.write_all(&self.wbuf).await?;
         Ok(())
     }
