@@ -100,3 +100,47 @@ impl DropReason {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    use std::error::Error;
+
+    use lightwire_chain::{BlockHash, ConnectError, Rule, ValidationError};
+
+    use super::*;
+
+    #[test]
+    fn reasons_keep_their_type_code_and_cause() {
+        let invalid =
+            DropReason::Sync(SyncError::Invalid(ConnectError::Invalid(ValidationError {
+                height: 7,
+                rule: Rule::HighHash {
+                    hash: BlockHash([0xee; 32]),
+                },
+            })));
+        assert!(invalid.is_violation());
+        assert_eq!(invalid.code(), "invalid-header");
+        assert_eq!(invalid.invalid_header(), Some((7, "high-hash")));
+        assert!(invalid.to_string().contains("height 7"), "{invalid}");
+        // The cause is there for a program to walk: the chain's own error.
+        let cause = invalid.source().expect("a source");
+        assert!(cause.to_string().contains("height 7"));
+
+        let timeout = DropReason::Connection(PeerError::KeepaliveTimeout);
+        assert!(!timeout.is_violation());
+        assert_eq!(timeout.code(), "keepalive-timeout");
+        assert_eq!(timeout.invalid_header(), None);
+        let lost = DropReason::Transport(TransportError::Lost(1006));
+        assert!(!lost.is_violation());
+        assert_eq!(lost.code(), "connection-lost");
+        assert_eq!(
+            lost.to_string(),
+            "the connection to the gateway was lost (code 1006)"
+        );
+        assert!(DropReason::Connection(PeerError::WrongNetwork).is_violation());
+        assert!(!DropReason::Connection(PeerError::GatewayError(None)).is_violation());
+    }
+}

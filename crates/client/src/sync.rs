@@ -17,7 +17,7 @@ pub const DEFAULT_COMMIT_EVERY: usize = 50_000;
 pub enum SyncError {
     /// It sent a header that fails validation (the error names the height and rule).
     #[error("the gateway sent an invalid header: {0}")]
-    Invalid(ConnectError),
+    Invalid(#[source] ConnectError),
     /// It answered a request that was not made (or not this one).
     #[error("the gateway answered request {id}, which was not asked")]
     UnexpectedAnswer {

@@ -32,13 +32,13 @@ use crate::time::Millis;
 pub enum PeerError {
     /// The BOLT 8 handshake failed (a wrong pinned key shows up here).
     #[error("handshake with the gateway failed: {0}")]
-    Handshake(HandshakeError),
+    Handshake(#[source] HandshakeError),
     /// A frame from the gateway failed to decrypt.
     #[error("a message from the gateway was corrupted: {0}")]
-    Receive(ReceiveError),
+    Receive(#[source] ReceiveError),
     /// A message from the gateway does not decode.
     #[error("the gateway sent a message that does not decode: {0}")]
-    Decode(DecodeError),
+    Decode(#[source] DecodeError),
     /// The gateway's `init` names no network.
     #[error("the gateway did not say which network it serves")]
     MissingNetworks,
@@ -65,10 +65,10 @@ pub enum PeerError {
     NotReady,
     /// Sealing failed.
     #[error("sealing a message failed: {0}")]
-    Send(SendError),
+    Send(#[source] SendError),
     /// Encoding failed.
     #[error("encoding a message failed: {0}")]
-    Encode(EncodeError),
+    Encode(#[source] EncodeError),
     /// An earlier error ended this connection.
     #[error("the connection already failed")]
     Failed,

@@ -85,16 +85,16 @@ pub enum Close {
     HandshakeTimeout,
     /// WebSocket rules broken.
     #[error("websocket: {0}")]
-    Ws(WsError),
+    Ws(#[source] WsError),
     /// BOLT 8 handshake failed.
     #[error("BOLT 8 handshake: {0}")]
-    Handshake(HandshakeError),
+    Handshake(#[source] HandshakeError),
     /// A frame failed to decrypt, or was too long.
     #[error("frame: {0}")]
-    Receive(ReceiveError),
+    Receive(#[source] ReceiveError),
     /// The client broke a protocol rule (a warning was sent).
     #[error("protocol: {0}")]
-    Violation(Violation),
+    Violation(#[source] Violation),
     /// The client closed the WebSocket or the connection.
     #[error("closed by the client")]
     PeerClosed,
@@ -115,10 +115,10 @@ pub enum Close {
     Io(std::io::ErrorKind),
     /// Encoding a message failed (the session planned more than fits a frame).
     #[error("encoding: {0}")]
-    Encode(EncodeError),
+    Encode(#[source] EncodeError),
     /// Sealing failed (cannot happen with messages under 65,535 bytes).
     #[error("sealing: {0}")]
-    Send(SendError),
+    Send(#[source] SendError),
     /// The gateway is shutting down.
     #[error("gateway shutting down")]
     Shutdown,

@@ -78,7 +78,7 @@ pub enum Violation {
     UnknownRequiredFeature(usize),
     /// A message that does not decode (or an unknown even type).
     #[error("message does not decode: {0}")]
-    Undecodable(DecodeError),
+    Undecodable(#[source] DecodeError),
     /// `get_headers` with `max_count` of 0 or over the limit.
     #[error("get_headers max_count {0} is not in 1..={MAX_REQUEST_HEADERS}")]
     MaxCount(u32),
