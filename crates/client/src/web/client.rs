@@ -14,25 +14,8 @@ use super::inbox::{Call, Inbox, Input, Query};
 use super::js;
 use super::options::{Options, options};
 use super::run::{Net, run};
-use crate::engine::{Counters, Engine, GatewayState};
-
-/// What the loop last knew, for the synchronous getters.
-#[derive(Default)]
-pub struct Status {
-    pub stored: Option<Tip>,
-    pub stored_time: u32,
-    pub validated_height: u32,
-    pub target: Option<u32>,
-    pub validated: u64,
-    pub counters: Counters,
-    pub idb: lightwire_store::IdbStats,
-    pub states: Vec<GatewayState>,
-    pub urls: Vec<String>,
-    pub synced: bool,
-    pub started_ms: f64,
-    /// Time spent taking socket messages (decrypting and validating), in milliseconds.
-    pub receive_ms: f64,
-}
+use super::status::Status;
+use crate::engine::{Engine, GatewayState};
 
 /// The lightwire light client: syncs headers from its gateways into IndexedDB and keeps
 /// them current. Create it with `Client.open`.

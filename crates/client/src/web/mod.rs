@@ -2,7 +2,7 @@
 //! drives the sans-IO engine with WebSockets, one timer and the IndexedDB store.
 //!
 //! - [`options`]: what `Client.open` takes, checked.
-//! - [`client`]: the `Client` class and the status its getters read.
+//! - [`client`]: the `Client` class; [`status`]: what its getters read.
 //! - [`run`]: the loop: inputs from one queue ([`inbox`]), sockets ([`socket`]), the
 //!   engine, the store through `crate::pipeline`, events to JavaScript.
 //! - [`queries`]: the calls that read the store.
@@ -16,5 +16,6 @@ mod options;
 mod queries;
 mod run;
 mod socket;
+mod status;
 
 pub use client::Client;

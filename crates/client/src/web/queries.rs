@@ -7,15 +7,11 @@ use wasm_bindgen::prelude::*;
 
 use super::inbox::{Call, Query};
 use super::js;
-use super::run::Net;
 
-/// Answer a call that reads the store.
-pub async fn serve(net: &mut Net, store: &IdbStore, call: Call) {
+/// Answer a call that reads the store (`stop` is the loop's, and is refused here).
+pub async fn answer(store: &IdbStore, call: Call) {
     let result = match &call.query {
-        Query::Stop => {
-            net.stopping(call);
-            return;
-        }
+        Query::Stop => Err(js::error("InvalidArgument", "stop is not a query")),
         Query::HeaderAt(h) => header_at(store, *h).await,
         Query::HeaderByHash(hex) => match js::parse_hash(hex, "the block hash") {
             Ok(hash) => match store.height_of(&hash).await {

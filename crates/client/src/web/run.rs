@@ -17,12 +17,12 @@ use lightwire_store::{HeaderStore, IdbStore, StoreError};
 use wasm_bindgen::JsCast;
 use wasm_bindgen::prelude::*;
 
-use super::client::Status;
 use super::identity;
 use super::inbox::{Call, Inbox, Input, Query};
 use super::js;
-use super::queries::serve;
+use super::queries;
 use super::socket::Socket;
+use super::status::Status;
 use crate::engine::{Action, Engine, Event, GatewayState};
 use crate::pipeline::{Committed, Pipeline};
 use crate::reason::TransportError;
@@ -358,12 +358,20 @@ impl Net {
     }
 
     /// `stop` was called: close everything; the call resolves once the loop has ended.
-    pub fn stopping(&mut self, call: Call) {
+    fn stopping(&mut self, call: Call) {
         if !self.engine.is_stopped() {
             self.engine.stop(now());
             self.pump();
         }
         self.stop_calls.push(call);
+    }
+}
+
+/// Answer a call: `stop` stops the loop, the others read the store.
+async fn serve(net: &mut Net, store: &IdbStore, call: Call) {
+    match call.query {
+        Query::Stop => net.stopping(call),
+        _ => queries::answer(store, call).await,
     }
 }
 

@@ -1,0 +1,35 @@
+//! What the sync loop last knew, kept for the `Client`'s synchronous getters: the loop
+//! writes it, the getters read it.
+
+use lightwire_store::Tip;
+
+use crate::engine::{Counters, GatewayState};
+
+/// What the loop last knew, for the synchronous getters.
+#[derive(Default)]
+pub struct Status {
+    /// The stored tip.
+    pub stored: Option<Tip>,
+    /// Its header's time.
+    pub stored_time: u32,
+    /// The validated tip's height.
+    pub validated_height: u32,
+    /// The best announced tip's height, while behind it.
+    pub target: Option<u32>,
+    /// Headers validated.
+    pub validated: u64,
+    /// The engine's counters.
+    pub counters: Counters,
+    /// IndexedDB's counters.
+    pub idb: lightwire_store::IdbStats,
+    /// Each gateway's state.
+    pub states: Vec<GatewayState>,
+    /// Each gateway's URL.
+    pub urls: Vec<String>,
+    /// Whether nothing is missing.
+    pub synced: bool,
+    /// When the client opened (monotonic milliseconds).
+    pub started_ms: f64,
+    /// Time spent taking socket messages (decrypting and validating), in milliseconds.
+    pub receive_ms: f64,
+}
