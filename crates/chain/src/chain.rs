@@ -7,8 +7,6 @@
 //! forks below the window, it asks for the ancestors ([`Outcome::NeedAncestors`]) and the
 //! caller hands them back from its store.
 
-use core::fmt;
-
 use crate::header::{BlockHash, Header};
 use crate::params::Params;
 use crate::validate::{Entry, MAX_BATCH, Rule, ValidationError, WINDOW_LEN, Window, validate};
@@ -52,49 +50,25 @@ pub enum Outcome {
 }
 
 /// Why a batch was refused. The chain is unchanged.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[derive(Clone, Copy, PartialEq, Eq, Debug, thiserror::Error)]
 pub enum ConnectError {
     /// A header broke a rule.
-    Invalid(ValidationError),
+    #[error("{0}")]
+    Invalid(#[from] ValidationError),
     /// Batches hold at most [`MAX_BATCH`] headers (so that a failed one can be undone).
+    #[error("batch of {len} headers exceeds {MAX_BATCH}")]
     BatchTooLarge {
         /// Headers in the batch.
         len: usize,
     },
     /// The ancestors given to [`Chain::connect_branch`] do not end at the batch's parent,
     /// do not link, or do not meet the best chain.
+    #[error("ancestors do not lead to the batch's parent")]
     BadAncestors,
     /// A side branch grew past [`MAX_SIDE_BRANCH`] headers without overtaking the best
     /// chain; it is dropped (memory stays bounded).
+    #[error("side branch longer than {MAX_SIDE_BRANCH} headers without more work; dropped")]
     SideBranchTooLong,
-}
-
-impl fmt::Display for ConnectError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ConnectError::Invalid(e) => e.fmt(f),
-            ConnectError::BatchTooLarge { len } => {
-                write!(f, "batch of {len} headers exceeds {MAX_BATCH}")
-            }
-            ConnectError::BadAncestors => {
-                f.write_str("ancestors do not lead to the batch's parent")
-            }
-            ConnectError::SideBranchTooLong => {
-                write!(
-                    f,
-                    "side branch longer than {MAX_SIDE_BRANCH} headers without more work; dropped"
-                )
-            }
-        }
-    }
-}
-
-impl std::error::Error for ConnectError {}
-
-impl From<ValidationError> for ConnectError {
-    fn from(e: ValidationError) -> Self {
-        ConnectError::Invalid(e)
-    }
 }
 
 /// The best chain's recent headers and fork choice.
@@ -597,5 +571,24 @@ mod tests {
         ));
         assert!(Chain::resume(&REGTEST, &[]).is_none());
         assert!(Chain::resume(&REGTEST, &[entries[0], entries[2]]).is_none());
+    }
+
+    #[test]
+    fn a_rejected_header_is_the_source_of_the_refusal() {
+        use std::error::Error;
+
+        let invalid = ValidationError {
+            height: 2500,
+            rule: Rule::TimeTooOld { time: 1, median: 2 },
+        };
+        let err = ConnectError::from(invalid);
+        let source = err
+            .source()
+            .and_then(|s| s.downcast_ref::<ValidationError>());
+        assert_eq!(source, Some(&invalid));
+        // The message is still the rejected header's own.
+        assert_eq!(err.to_string(), invalid.to_string());
+        assert!(ConnectError::BadAncestors.source().is_none());
+        assert!(invalid.source().is_none());
     }
 }

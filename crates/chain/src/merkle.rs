@@ -1,22 +1,22 @@
 //! Merkle branches: whether a transaction is committed to by a header's Merkle root
 //! (what an SPV proof checks). Hashes are in internal byte order.
 
-use core::fmt;
-
 use sha2::{Digest, Sha256};
 
 /// Longest branch accepted: a block would need more than 2^32 transactions for more.
 pub const MAX_BRANCH: usize = 32;
 
 /// Why a Merkle proof was refused.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[derive(Clone, Copy, PartialEq, Eq, Debug, thiserror::Error)]
 pub enum MerkleError {
     /// More than [`MAX_BRANCH`] hashes.
+    #[error("Merkle branch of {len} hashes is longer than {MAX_BRANCH}")]
     BranchTooLong {
         /// Hashes given.
         len: usize,
     },
     /// The index has bits set above the branch's depth (it names no leaf of that tree).
+    #[error("transaction index {index} is outside a tree of depth {depth}")]
     IndexOutOfRange {
         /// The index given.
         index: u32,
@@ -25,41 +25,15 @@ pub enum MerkleError {
     },
     /// A sibling equals the hash it is paired with on the left: the CVE-2012-2459 shape
     /// (duplicated last nodes), which lets a proof claim a transaction at two positions.
+    #[error("Merkle branch pairs a node with itself at level {level} (ambiguous proof)")]
     DuplicateSibling {
         /// Level of the branch where it happened.
         level: usize,
     },
     /// The branch leads to another root.
+    #[error("the Merkle branch does not lead to the header's Merkle root")]
     RootMismatch,
 }
-
-impl fmt::Display for MerkleError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            MerkleError::BranchTooLong { len } => {
-                write!(
-                    f,
-                    "Merkle branch of {len} hashes is longer than {MAX_BRANCH}"
-                )
-            }
-            MerkleError::IndexOutOfRange { index, depth } => {
-                write!(
-                    f,
-                    "transaction index {index} is outside a tree of depth {depth}"
-                )
-            }
-            MerkleError::DuplicateSibling { level } => write!(
-                f,
-                "Merkle branch pairs a node with itself at level {level} (ambiguous proof)"
-            ),
-            MerkleError::RootMismatch => {
-                f.write_str("the Merkle branch does not lead to the header's Merkle root")
-            }
-        }
-    }
-}
-
-impl std::error::Error for MerkleError {}
 
 /// Double SHA-256 of two concatenated hashes.
 pub fn hash_pair(left: &[u8; 32], right: &[u8; 32]) -> [u8; 32] {

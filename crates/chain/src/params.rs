@@ -62,20 +62,9 @@ impl fmt::Display for Network {
 }
 
 /// The name is not a network this crate knows.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown network {0:?} (expected mainnet, testnet3, testnet4, signet or regtest)")]
 pub struct UnknownNetwork(pub String);
-
-impl fmt::Display for UnknownNetwork {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "unknown network {:?} (expected mainnet, testnet3, testnet4, signet or regtest)",
-            self.0
-        )
-    }
-}
-
-impl std::error::Error for UnknownNetwork {}
 
 impl FromStr for Network {
     type Err = UnknownNetwork;

@@ -24,13 +24,16 @@ impl fmt::Display for CompactTarget {
 }
 
 /// A compact value that no valid header can carry.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[derive(Clone, Copy, PartialEq, Eq, Debug, thiserror::Error)]
 pub enum CompactError {
     /// The sign bit is set on a non-zero mantissa.
+    #[error("compact target is negative (sign bit set on a non-zero mantissa)")]
     Negative,
     /// The value does not fit in 256 bits.
+    #[error("compact target does not fit in 256 bits")]
     Overflow,
     /// The target is zero.
+    #[error("compact target is zero")]
     Zero,
 }
 

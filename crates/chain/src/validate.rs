@@ -171,25 +171,14 @@ impl fmt::Display for Rule {
 }
 
 /// A rejected header: its height and the rule it broke.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[derive(Clone, Copy, PartialEq, Eq, Debug, thiserror::Error)]
+#[error("header at height {height} rejected: {rule}")]
 pub struct ValidationError {
     /// Height the header would have had.
     pub height: u32,
     /// The rule.
     pub rule: Rule,
 }
-
-impl fmt::Display for ValidationError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "header at height {} rejected: {}",
-            self.height, self.rule
-        )
-    }
-}
-
-impl std::error::Error for ValidationError {}
 
 /// What validation keeps of each recent header.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]

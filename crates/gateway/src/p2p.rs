@@ -2,8 +2,6 @@
 //! the 24-byte message header (magic, command, length, checksum) and the payloads of
 //! `version`, `verack`, `ping`/`pong`, `sendheaders`, `getheaders`, `headers` and `inv`.
 
-use core::fmt;
-
 use lightwire_chain::{BlockHash, HEADER_LEN, Header, Network};
 use sha2::{Digest, Sha256};
 
@@ -19,33 +17,24 @@ pub const MAX_HEADERS: usize = 2000;
 const MSG_BLOCK: u32 = 2;
 
 /// What went wrong with a message from the upstream node.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[derive(Clone, Copy, PartialEq, Eq, Debug, thiserror::Error)]
 pub enum P2pError {
     /// Another network's magic.
+    #[error("network magic {0:02x?} is not ours")]
     BadMagic([u8; 4]),
     /// The payload's checksum does not match.
+    #[error("payload checksum mismatch")]
     BadChecksum,
     /// A payload over [`MAX_PAYLOAD`].
+    #[error("payload of {0} bytes is over {MAX_PAYLOAD}")]
     TooLarge(usize),
     /// A payload too short for a field.
+    #[error("message truncated at {0}")]
     Truncated(&'static str),
     /// A `headers` message with more than [`MAX_HEADERS`].
+    #[error("headers message with {0} headers")]
     TooManyHeaders(u64),
 }
-
-impl fmt::Display for P2pError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            P2pError::BadMagic(m) => write!(f, "network magic {m:02x?} is not ours"),
-            P2pError::BadChecksum => f.write_str("payload checksum mismatch"),
-            P2pError::TooLarge(n) => write!(f, "payload of {n} bytes is over {MAX_PAYLOAD}"),
-            P2pError::Truncated(field) => write!(f, "message truncated at {field}"),
-            P2pError::TooManyHeaders(n) => write!(f, "headers message with {n} headers"),
-        }
-    }
-}
-
-impl std::error::Error for P2pError {}
 
 /// The message-start bytes of `network`.
 pub fn magic(network: Network) -> [u8; 4] {

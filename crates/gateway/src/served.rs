@@ -1,7 +1,6 @@
 //! The chain a gateway serves: every header of its best chain in memory, validated with
 //! `lightwire-chain` before it is served, and a hash -> height index for locators.
 
-use core::fmt;
 use std::collections::HashMap;
 
 use lightwire_chain::generate::next_header;
@@ -11,44 +10,29 @@ use lightwire_chain::{
 };
 
 /// Why a header source was refused.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum SourceError {
     /// The file could not be read.
+    #[error("reading headers: {0}")]
     Io(String),
     /// The file is not whole 80-byte headers, or is empty.
+    #[error("{len} bytes is not a whole, non-zero number of 80-byte headers")]
     NotHeaders {
         /// Its length.
         len: usize,
     },
     /// The first header is not the network's genesis (and no `--from-height` was given).
+    #[error(
+        "the first header is not {network}'s genesis (use --from-height for a file that starts later)"
+    )]
     NotGenesis {
         /// The network.
         network: Network,
     },
     /// A header failed validation (the height and rule are in the error).
-    Invalid(ConnectError),
+    #[error("invalid header: {0}")]
+    Invalid(#[source] ConnectError),
 }
-
-impl fmt::Display for SourceError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            SourceError::Io(e) => write!(f, "reading headers: {e}"),
-            SourceError::NotHeaders { len } => {
-                write!(
-                    f,
-                    "{len} bytes is not a whole, non-zero number of 80-byte headers"
-                )
-            }
-            SourceError::NotGenesis { network } => write!(
-                f,
-                "the first header is not {network}'s genesis (use --from-height for a file that starts later)"
-            ),
-            SourceError::Invalid(e) => write!(f, "invalid header: {e}"),
-        }
-    }
-}
-
-impl std::error::Error for SourceError {}
 
 /// The tip as announced in `tip` messages (chainwork counted from the first header
 /// served, for a chain that starts at a trusted height).
@@ -455,6 +439,26 @@ mod tests {
             ServedChain::from_file(&REGTEST, &data[..81], None, NOW),
             Err(SourceError::NotHeaders { len: 81 })
         ));
+    }
+
+    #[test]
+    fn the_refused_batch_is_the_source() {
+        use std::error::Error;
+
+        let invalid = lightwire_chain::ValidationError {
+            height: 60,
+            rule: Rule::TimeTooOld { time: 1, median: 2 },
+        };
+        let err = SourceError::Invalid(ConnectError::Invalid(invalid));
+        let connect = err.source().and_then(|s| s.downcast_ref::<ConnectError>());
+        assert_eq!(connect, Some(&ConnectError::Invalid(invalid)));
+        // The chain goes on to the rejected header.
+        let rejected = connect
+            .and_then(|c| c.source())
+            .and_then(|s| s.downcast_ref::<lightwire_chain::ValidationError>());
+        assert_eq!(rejected, Some(&invalid));
+        assert_eq!(err.to_string(), format!("invalid header: {invalid}"));
+        assert!(SourceError::NotHeaders { len: 81 }.source().is_none());
     }
 
     #[test]

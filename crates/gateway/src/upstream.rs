@@ -3,7 +3,6 @@
 //! takes it; new tips and reorgs are announced to every connection. On any failure the
 //! connection is dropped and made again after a pause (1 s, doubling to 30 s).
 
-use core::fmt;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -17,47 +16,26 @@ use crate::p2p::{self, P2pError};
 use crate::server::Shared;
 
 /// Why the upstream connection ended.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum UpstreamError {
     /// Socket error.
-    Io(std::io::Error),
+    #[error("socket: {0}")]
+    Io(#[from] std::io::Error),
     /// A malformed message.
-    P2p(P2pError),
+    #[error("message: {0}")]
+    P2p(#[from] P2pError),
     /// The node sent a header that fails validation (it is on another chain, or broken).
-    Invalid(ConnectError),
+    #[error("invalid header from the node: {0}")]
+    Invalid(#[source] ConnectError),
     /// The node closed the connection.
+    #[error("closed by the node")]
     Closed,
     /// No handshake within 30 s.
+    #[error("no version/verack in time")]
     HandshakeTimeout,
     /// Silent through a ping and its timeout (the node or the path to it is gone).
+    #[error("no answer to a ping")]
     Silent,
-}
-
-impl fmt::Display for UpstreamError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            UpstreamError::Io(e) => write!(f, "socket: {e}"),
-            UpstreamError::P2p(e) => write!(f, "message: {e}"),
-            UpstreamError::Invalid(e) => write!(f, "invalid header from the node: {e}"),
-            UpstreamError::Closed => f.write_str("closed by the node"),
-            UpstreamError::HandshakeTimeout => f.write_str("no version/verack in time"),
-            UpstreamError::Silent => f.write_str("no answer to a ping"),
-        }
-    }
-}
-
-impl std::error::Error for UpstreamError {}
-
-impl From<std::io::Error> for UpstreamError {
-    fn from(e: std::io::Error) -> Self {
-        UpstreamError::Io(e)
-    }
-}
-
-impl From<P2pError> for UpstreamError {
-    fn from(e: P2pError) -> Self {
-        UpstreamError::P2p(e)
-    }
 }
 
 fn now() -> u64 {
@@ -265,4 +243,27 @@ fn take_headers(
         }
     }
     Ok(false)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::error::Error;
+
+    use super::*;
+
+    #[test]
+    fn wrapped_errors_are_sources() {
+        let err = UpstreamError::from(P2pError::BadChecksum);
+        let source = err.source().and_then(|s| s.downcast_ref::<P2pError>());
+        assert_eq!(source, Some(&P2pError::BadChecksum));
+        assert_eq!(err.to_string(), "message: payload checksum mismatch");
+
+        let err = UpstreamError::Invalid(ConnectError::BadAncestors);
+        let source = err.source().and_then(|s| s.downcast_ref::<ConnectError>());
+        assert_eq!(source, Some(&ConnectError::BadAncestors));
+
+        let err = UpstreamError::from(std::io::Error::other("reset"));
+        assert!(err.source().is_some_and(|s| s.is::<std::io::Error>()));
+        assert!(UpstreamError::Closed.source().is_none());
+    }
 }

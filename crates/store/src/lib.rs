@@ -26,8 +26,6 @@ pub mod layout;
 mod memory;
 mod pending;
 
-use core::fmt;
-
 use lightwire_chain::{BlockHash, Entry, Header, Network, Params, Work, rebuild_entries};
 
 #[cfg(target_arch = "wasm32")]
@@ -110,9 +108,10 @@ pub(crate) fn batch_base(tip: u32, batch: &Batch<'_>) -> Result<u32, StoreError>
 }
 
 /// Why a store refused an operation. A refused commit changes nothing.
-#[derive(Clone, PartialEq, Eq, Debug)]
+#[derive(Clone, PartialEq, Eq, Debug, thiserror::Error)]
 pub enum StoreError {
     /// The store holds another network's chain.
+    #[error("the store holds {stored} headers, not {opened_as}")]
     WrongNetwork {
         /// What it holds.
         stored: Network,
@@ -120,6 +119,7 @@ pub enum StoreError {
         opened_as: Network,
     },
     /// Written by a newer lightwire with a layout this one does not know.
+    #[error("stored layout version {found} is newer than this build's {supported}")]
     SchemaTooNew {
         /// The stored schema version.
         found: u32,
@@ -127,6 +127,7 @@ pub enum StoreError {
         supported: u32,
     },
     /// A batch's entries do not start right after the tip, or skip a height.
+    #[error("batch entry at height {got} where {expected} was expected")]
     NotContiguous {
         /// The height expected.
         expected: u32,
@@ -134,11 +135,13 @@ pub enum StoreError {
         got: u32,
     },
     /// A batch's first entry does not link to the stored header before it.
+    #[error("batch entry at height {height} does not link to the stored header before it")]
     DoesNotLink {
         /// Height of the entry.
         height: u32,
     },
     /// A rollback to a height above the tip.
+    #[error("rollback to {rollback_to} is above the tip {tip}")]
     RollbackAboveTip {
         /// The height asked for.
         rollback_to: u32,
@@ -146,8 +149,10 @@ pub enum StoreError {
         tip: u32,
     },
     /// A rollback must come with the branch that replaces what it drops.
+    #[error("a rollback needs the entries that replace it")]
     RollbackWithoutEntries,
     /// A read beyond the tip (or an empty range).
+    #[error("heights {from}..={to} are not stored (tip {tip})")]
     OutOfRange {
         /// First height asked for.
         from: u32,
@@ -157,68 +162,25 @@ pub enum StoreError {
         tip: u32,
     },
     /// The browser refused to store more (quota).
+    #[error("storage quota exceeded; the store keeps its last batch")]
     QuotaExceeded,
     /// Another tab or worker committed to the same store since this one read its tip;
     /// nothing was written. Reopen the store to continue from what it holds.
+    #[error("another tab or worker changed the store; nothing was written, reopen it")]
     ChangedElsewhere,
     /// A stored record is not what this layout writes.
+    #[error("stored data is corrupt: {what}")]
     Corrupt {
         /// Which record, or what about it.
         what: &'static str,
     },
     /// The store was closed (for example because another tab deletes or upgrades it).
+    #[error("the store was closed")]
     Closed,
     /// The storage backend failed (its message).
+    #[error("storage failed: {0}")]
     Backend(String),
 }
-
-impl fmt::Display for StoreError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            StoreError::WrongNetwork { stored, opened_as } => {
-                write!(f, "the store holds {stored} headers, not {opened_as}")
-            }
-            StoreError::SchemaTooNew { found, supported } => {
-                write!(
-                    f,
-                    "stored layout version {found} is newer than this build's {supported}"
-                )
-            }
-            StoreError::NotContiguous { expected, got } => {
-                write!(
-                    f,
-                    "batch entry at height {got} where {expected} was expected"
-                )
-            }
-            StoreError::DoesNotLink { height } => {
-                write!(
-                    f,
-                    "batch entry at height {height} does not link to the stored header before it"
-                )
-            }
-            StoreError::RollbackAboveTip { rollback_to, tip } => {
-                write!(f, "rollback to {rollback_to} is above the tip {tip}")
-            }
-            StoreError::RollbackWithoutEntries => {
-                f.write_str("a rollback needs the entries that replace it")
-            }
-            StoreError::OutOfRange { from, to, tip } => {
-                write!(f, "heights {from}..={to} are not stored (tip {tip})")
-            }
-            StoreError::QuotaExceeded => {
-                f.write_str("storage quota exceeded; the store keeps its last batch")
-            }
-            StoreError::ChangedElsewhere => f.write_str(
-                "another tab or worker changed the store; nothing was written, reopen it",
-            ),
-            StoreError::Corrupt { what } => write!(f, "stored data is corrupt: {what}"),
-            StoreError::Closed => f.write_str("the store was closed"),
-            StoreError::Backend(msg) => write!(f, "storage failed: {msg}"),
-        }
-    }
-}
-
-impl std::error::Error for StoreError {}
 
 /// Where validated headers live. Reads never see half a commit.
 pub trait HeaderStore {
