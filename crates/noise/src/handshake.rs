@@ -2,8 +2,6 @@
 //! expects it, so an act cannot be replayed or skipped, and a failed act drops every
 //! secret of the attempt.
 
-use core::fmt;
-
 use sha2::{Digest, Sha256};
 use zeroize::Zeroizing;
 
@@ -17,52 +15,66 @@ const PROTOCOL_NAME: &[u8] = b"Noise_XK_secp256k1_ChaChaPoly_SHA256";
 const PROLOGUE: &[u8] = b"lightning";
 
 /// A handshake failure; each variant is one failure the BOLT 8 specification names.
-/// The connection must be closed after any of them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The connection must be closed after any of them. Each message starts with the
+/// variant's [`code`](HandshakeError::code).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum HandshakeError {
     /// Act one was not exactly 50 bytes.
+    #[error("{}: act one must be {ACT_ONE_LEN} bytes, got {len}", self.code())]
     Act1ReadFailed {
         /// Bytes received.
         len: usize,
     },
     /// Act one carried a handshake version other than 0.
+    #[error("{}: unknown handshake version {version}", self.code())]
     Act1BadVersion {
         /// The version byte received.
         version: u8,
     },
     /// Act one's ephemeral key is not a compressed secp256k1 point.
+    #[error("{}: ephemeral key is not a compressed secp256k1 point", self.code())]
     Act1BadPubkey,
     /// Act one's MAC did not verify (wrong responder key, or tampering).
+    #[error("{}: MAC check failed", self.code())]
     Act1BadTag,
     /// Act two was not exactly 50 bytes.
+    #[error("{}: act two must be {ACT_TWO_LEN} bytes, got {len}", self.code())]
     Act2ReadFailed {
         /// Bytes received.
         len: usize,
     },
     /// Act two carried a handshake version other than 0.
+    #[error("{}: unknown handshake version {version}", self.code())]
     Act2BadVersion {
         /// The version byte received.
         version: u8,
     },
     /// Act two's ephemeral key is not a compressed secp256k1 point.
+    #[error("{}: ephemeral key is not a compressed secp256k1 point", self.code())]
     Act2BadPubkey,
     /// Act two's MAC did not verify.
+    #[error("{}: MAC check failed", self.code())]
     Act2BadTag,
     /// Act three was not exactly 66 bytes.
+    #[error("{}: act three must be {ACT_THREE_LEN} bytes, got {len}", self.code())]
     Act3ReadFailed {
         /// Bytes received.
         len: usize,
     },
     /// Act three carried a handshake version other than 0.
+    #[error("{}: unknown handshake version {version}", self.code())]
     Act3BadVersion {
         /// The version byte received.
         version: u8,
     },
     /// Act three's sealed static key did not verify.
+    #[error("{}: sealed static key failed its MAC", self.code())]
     Act3BadCiphertext,
     /// Act three's static key decrypted, but is not a compressed secp256k1 point.
+    #[error("{}: static key is not a compressed secp256k1 point", self.code())]
     Act3BadPubkey,
     /// Act three's final MAC did not verify.
+    #[error("{}: MAC check failed", self.code())]
     Act3BadTag,
 }
 
@@ -86,50 +98,6 @@ impl HandshakeError {
         }
     }
 }
-
-impl fmt::Display for HandshakeError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let code = self.code();
-        match self {
-            HandshakeError::Act1ReadFailed { len } => {
-                write!(f, "{code}: act one must be {ACT_ONE_LEN} bytes, got {len}")
-            }
-            HandshakeError::Act2ReadFailed { len } => {
-                write!(f, "{code}: act two must be {ACT_TWO_LEN} bytes, got {len}")
-            }
-            HandshakeError::Act3ReadFailed { len } => {
-                write!(
-                    f,
-                    "{code}: act three must be {ACT_THREE_LEN} bytes, got {len}"
-                )
-            }
-            HandshakeError::Act1BadVersion { version }
-            | HandshakeError::Act2BadVersion { version }
-            | HandshakeError::Act3BadVersion { version } => {
-                write!(f, "{code}: unknown handshake version {version}")
-            }
-            HandshakeError::Act1BadPubkey | HandshakeError::Act2BadPubkey => {
-                write!(
-                    f,
-                    "{code}: ephemeral key is not a compressed secp256k1 point"
-                )
-            }
-            HandshakeError::Act3BadPubkey => {
-                write!(f, "{code}: static key is not a compressed secp256k1 point")
-            }
-            HandshakeError::Act1BadTag
-            | HandshakeError::Act2BadTag
-            | HandshakeError::Act3BadTag => {
-                write!(f, "{code}: MAC check failed")
-            }
-            HandshakeError::Act3BadCiphertext => {
-                write!(f, "{code}: sealed static key failed its MAC")
-            }
-        }
-    }
-}
-
-impl std::error::Error for HandshakeError {}
 
 /// The handshake hash `h` and chaining key `ck`.
 struct SymmetricState {
@@ -589,6 +557,61 @@ mod tests {
         ];
         for e in all {
             assert!(e.to_string().starts_with(e.code()), "{e}");
+        }
+    }
+
+    #[test]
+    fn error_text_is_pinned_and_has_no_source() {
+        use std::error::Error;
+        let cases = [
+            (
+                HandshakeError::Act1ReadFailed { len: 3 },
+                "ACT1_READ_FAILED: act one must be 50 bytes, got 3",
+            ),
+            (
+                HandshakeError::Act2ReadFailed { len: 49 },
+                "ACT2_READ_FAILED: act two must be 50 bytes, got 49",
+            ),
+            (
+                HandshakeError::Act3ReadFailed { len: 0 },
+                "ACT3_READ_FAILED: act three must be 66 bytes, got 0",
+            ),
+            (
+                HandshakeError::Act1BadVersion { version: 1 },
+                "ACT1_BAD_VERSION: unknown handshake version 1",
+            ),
+            (
+                HandshakeError::Act2BadVersion { version: 2 },
+                "ACT2_BAD_VERSION: unknown handshake version 2",
+            ),
+            (
+                HandshakeError::Act3BadVersion { version: 255 },
+                "ACT3_BAD_VERSION: unknown handshake version 255",
+            ),
+            (
+                HandshakeError::Act1BadPubkey,
+                "ACT1_BAD_PUBKEY: ephemeral key is not a compressed secp256k1 point",
+            ),
+            (
+                HandshakeError::Act2BadPubkey,
+                "ACT2_BAD_PUBKEY: ephemeral key is not a compressed secp256k1 point",
+            ),
+            (
+                HandshakeError::Act3BadPubkey,
+                "ACT3_BAD_PUBKEY: static key is not a compressed secp256k1 point",
+            ),
+            (HandshakeError::Act1BadTag, "ACT1_BAD_TAG: MAC check failed"),
+            (HandshakeError::Act2BadTag, "ACT2_BAD_TAG: MAC check failed"),
+            (HandshakeError::Act3BadTag, "ACT3_BAD_TAG: MAC check failed"),
+            (
+                HandshakeError::Act3BadCiphertext,
+                "ACT3_BAD_CIPHERTEXT: sealed static key failed its MAC",
+            ),
+        ];
+        for (e, text) in cases {
+            assert_eq!(e.to_string(), text);
+            // Every handshake failure is a leaf: nothing underneath it to report.
+            assert!(e.source().is_none(), "{e:?}");
         }
     }
 }

@@ -8,28 +8,15 @@ use sha2::{Digest, Sha256};
 use zeroize::Zeroizing;
 
 /// Why bytes are not a key.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum KeyError {
     /// A secret key must be 32 bytes, non-zero and below the curve order.
+    #[error("secret key must be 32 bytes, non-zero and below the curve order")]
     InvalidSecretKey,
     /// A public key must be 33 bytes: 0x02 or 0x03, then the x coordinate of a curve point.
+    #[error("public key must be a 33-byte compressed secp256k1 point")]
     InvalidPublicKey,
 }
-
-impl fmt::Display for KeyError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            KeyError::InvalidSecretKey => {
-                f.write_str("secret key must be 32 bytes, non-zero and below the curve order")
-            }
-            KeyError::InvalidPublicKey => {
-                f.write_str("public key must be a 33-byte compressed secp256k1 point")
-            }
-        }
-    }
-}
-
-impl std::error::Error for KeyError {}
 
 /// A secp256k1 secret key (a static node key or an ephemeral handshake key).
 /// Zeroized on drop; `Debug` does not print it.
@@ -189,6 +176,25 @@ mod tests {
             format!("{:?}", SecretKey::from_bytes(&[1; 32]).unwrap()),
             "SecretKey(..)"
         );
+    }
+
+    #[test]
+    fn error_text_is_pinned_and_has_no_source() {
+        use std::error::Error;
+        let cases = [
+            (
+                KeyError::InvalidSecretKey,
+                "secret key must be 32 bytes, non-zero and below the curve order",
+            ),
+            (
+                KeyError::InvalidPublicKey,
+                "public key must be a 33-byte compressed secp256k1 point",
+            ),
+        ];
+        for (e, text) in cases {
+            assert_eq!(e.to_string(), text);
+            assert!(e.source().is_none(), "{e:?}");
+        }
     }
 
     #[test]

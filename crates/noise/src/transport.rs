@@ -4,22 +4,22 @@
 //! work in buffers the caller lends, so they can live on different tasks. [`FrameBuffer`]
 //! and [`FrameReader`] each own one frame-sized buffer, allocated once.
 
-use core::fmt;
-
 use crate::cipher::{CipherState, Secret};
 use crate::keys::PublicKey;
 use crate::observe::{Observer, Silent};
 use crate::{LENGTH_HEADER_LEN, MAC_LEN, MAX_FRAME_LEN, MAX_MESSAGE_LEN, frame_len};
 
 /// Why a message could not be sealed. Nothing is consumed: the nonce is unchanged.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum SendError {
     /// BOLT 8 frames carry at most 65535 bytes; split the message or refuse it.
+    #[error("message of {len} bytes exceeds the BOLT 8 maximum of {MAX_MESSAGE_LEN}")]
     MessageTooLong {
         /// The length asked for.
         len: usize,
     },
     /// The buffer lent for the frame is shorter than the frame.
+    #[error("frame needs {needed} bytes, buffer has {available}")]
     BufferTooSmall {
         /// Bytes the frame needs.
         needed: usize,
@@ -28,39 +28,25 @@ pub enum SendError {
     },
 }
 
-impl fmt::Display for SendError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            SendError::MessageTooLong { len } => {
-                write!(
-                    f,
-                    "message of {len} bytes exceeds the BOLT 8 maximum of {MAX_MESSAGE_LEN}"
-                )
-            }
-            SendError::BufferTooSmall { needed, available } => {
-                write!(f, "frame needs {needed} bytes, buffer has {available}")
-            }
-        }
-    }
-}
-
-impl std::error::Error for SendError {}
-
 /// Why received bytes were refused. After any of these the [`Receiver`] is failed and the
 /// connection must be closed (BOLT 8: a MAC failure MUST close the connection).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum ReceiveError {
     /// The sealed length prefix failed its MAC (corruption, a wrong key, or bytes that
     /// are not a frame, such as garbage after a valid frame).
+    #[error("length prefix failed its MAC")]
     BadLengthMac,
     /// The body failed its MAC.
+    #[error("message body failed its MAC")]
     BadBodyMac,
     /// The slice given as a length prefix was not 18 bytes.
+    #[error("length prefix must be {LENGTH_HEADER_LEN} bytes, got {len}")]
     LengthHeaderSize {
         /// Bytes given.
         len: usize,
     },
     /// The slice given as a body is not the declared length plus the MAC.
+    #[error("body must be {expected} bytes (with MAC), got {got}")]
     BodySize {
         /// Bytes the length prefix declared, plus the MAC.
         expected: usize,
@@ -68,10 +54,13 @@ pub enum ReceiveError {
         got: usize,
     },
     /// A body was given before its length prefix was opened.
+    #[error("body given before its length prefix")]
     BodyWithoutLength,
     /// A length prefix was given while the previous one's body was still expected.
+    #[error("length prefix given while a body was due")]
     LengthWithoutBody,
     /// The stream ended inside a frame.
+    #[error("stream ended inside a frame: {have} of {needed} bytes")]
     Truncated {
         /// Bytes of the unfinished frame that arrived.
         have: usize,
@@ -79,46 +68,15 @@ pub enum ReceiveError {
         needed: usize,
     },
     /// A whole frame was given with bytes after its end.
+    #[error("{extra} bytes after the end of the frame")]
     TrailingBytes {
         /// Bytes after the frame.
         extra: usize,
     },
     /// An earlier error already failed this receiver.
+    #[error("receiver already failed; the connection must close")]
     Failed,
 }
-
-impl fmt::Display for ReceiveError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ReceiveError::BadLengthMac => f.write_str("length prefix failed its MAC"),
-            ReceiveError::BadBodyMac => f.write_str("message body failed its MAC"),
-            ReceiveError::LengthHeaderSize { len } => {
-                write!(
-                    f,
-                    "length prefix must be {LENGTH_HEADER_LEN} bytes, got {len}"
-                )
-            }
-            ReceiveError::BodySize { expected, got } => {
-                write!(f, "body must be {expected} bytes (with MAC), got {got}")
-            }
-            ReceiveError::BodyWithoutLength => f.write_str("body given before its length prefix"),
-            ReceiveError::LengthWithoutBody => {
-                f.write_str("length prefix given while a body was due")
-            }
-            ReceiveError::Truncated { have, needed } => {
-                write!(f, "stream ended inside a frame: {have} of {needed} bytes")
-            }
-            ReceiveError::TrailingBytes { extra } => {
-                write!(f, "{extra} bytes after the end of the frame")
-            }
-            ReceiveError::Failed => {
-                f.write_str("receiver already failed; the connection must close")
-            }
-        }
-    }
-}
-
-impl std::error::Error for ReceiveError {}
 
 /// Both directions of an established connection, and the peer's authenticated static key.
 /// `O` is the handshake's [`Observer`]: [`Silent`] unless one was given.
@@ -585,6 +543,70 @@ mod tests {
         let n = sender.encrypt(message, &mut out).expect("seal");
         assert_eq!(n, out.len());
         out
+    }
+
+    #[test]
+    fn error_text_is_pinned_and_has_no_source() {
+        use std::error::Error;
+        let send = [
+            (
+                SendError::MessageTooLong { len: 65536 },
+                "message of 65536 bytes exceeds the BOLT 8 maximum of 65535",
+            ),
+            (
+                SendError::BufferTooSmall {
+                    needed: 40,
+                    available: 39,
+                },
+                "frame needs 40 bytes, buffer has 39",
+            ),
+        ];
+        for (e, text) in send {
+            assert_eq!(e.to_string(), text);
+            assert!(e.source().is_none(), "{e:?}");
+        }
+        let receive = [
+            (ReceiveError::BadLengthMac, "length prefix failed its MAC"),
+            (ReceiveError::BadBodyMac, "message body failed its MAC"),
+            (
+                ReceiveError::LengthHeaderSize { len: 17 },
+                "length prefix must be 18 bytes, got 17",
+            ),
+            (
+                ReceiveError::BodySize {
+                    expected: 21,
+                    got: 20,
+                },
+                "body must be 21 bytes (with MAC), got 20",
+            ),
+            (
+                ReceiveError::BodyWithoutLength,
+                "body given before its length prefix",
+            ),
+            (
+                ReceiveError::LengthWithoutBody,
+                "length prefix given while a body was due",
+            ),
+            (
+                ReceiveError::Truncated {
+                    have: 5,
+                    needed: 18,
+                },
+                "stream ended inside a frame: 5 of 18 bytes",
+            ),
+            (
+                ReceiveError::TrailingBytes { extra: 2 },
+                "2 bytes after the end of the frame",
+            ),
+            (
+                ReceiveError::Failed,
+                "receiver already failed; the connection must close",
+            ),
+        ];
+        for (e, text) in receive {
+            assert_eq!(e.to_string(), text);
+            assert!(e.source().is_none(), "{e:?}");
+        }
     }
 
     #[test]

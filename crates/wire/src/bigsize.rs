@@ -5,9 +5,10 @@ use crate::cursor::{Reader, Writer};
 use crate::error::EncodeError;
 
 /// Why a BigSize could not be decoded.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum BigSizeError {
     /// The input ends inside the BigSize.
+    #[error("BigSize truncated: needs {needed} bytes but {available} remain")]
     Truncated {
         /// Bytes the encoding needs (the prefix byte included).
         needed: usize,
@@ -15,22 +16,9 @@ pub enum BigSizeError {
         available: usize,
     },
     /// The value fits a shorter encoding.
+    #[error("BigSize is not minimally encoded")]
     NonMinimal,
 }
-
-impl core::fmt::Display for BigSizeError {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        match self {
-            BigSizeError::Truncated { needed, available } => write!(
-                f,
-                "BigSize truncated: needs {needed} bytes but {available} remain"
-            ),
-            BigSizeError::NonMinimal => f.write_str("BigSize is not minimally encoded"),
-        }
-    }
-}
-
-impl core::error::Error for BigSizeError {}
 
 /// Bytes the minimal BigSize encoding of `value` takes: 1, 3, 5 or 9.
 pub const fn encoded_len(value: u64) -> usize {
@@ -178,6 +166,25 @@ mod tests {
                 }),
                 "{name}"
             );
+        }
+    }
+
+    #[test]
+    fn error_text_is_pinned_and_has_no_source() {
+        use core::error::Error;
+        let cases = [
+            (
+                BigSizeError::Truncated {
+                    needed: 9,
+                    available: 2,
+                },
+                "BigSize truncated: needs 9 bytes but 2 remain",
+            ),
+            (BigSizeError::NonMinimal, "BigSize is not minimally encoded"),
+        ];
+        for (e, text) in cases {
+            assert_eq!(e.to_string(), text);
+            assert!(e.source().is_none(), "{e:?}");
         }
     }
 

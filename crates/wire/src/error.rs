@@ -1,14 +1,13 @@
 //! Error types. Each variant names the BOLT 1 rule that was broken.
 
-use core::fmt;
-
 use crate::cursor::Truncated;
 
 /// A message could not be decoded. Per BOLT 1 each of these means the receiver must close
 /// the connection.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum DecodeError {
     /// A known message is too short for one of its fields.
+    #[error("message truncated: field `{field}` needs {needed} bytes but {available} remain")]
     Truncated {
         /// The field that did not fit.
         field: &'static str,
@@ -19,15 +18,18 @@ pub enum DecodeError {
     },
     /// A message of an even type this crate does not know ("it's ok to be odd" does not
     /// cover it).
+    #[error("unknown even message type {ty} (unknown even types must close the connection)")]
     UnknownEvenType {
         /// The message type.
         ty: u16,
     },
     /// A message's TLV stream broke a TLV rule.
+    #[error("invalid TLV stream in message type {msg_type}: {error}")]
     InvalidTlvStream {
         /// The type of the message carrying the stream.
         msg_type: u16,
         /// The rule that was broken.
+        #[source]
         error: TlvError,
     },
 }
@@ -42,41 +44,11 @@ impl From<Truncated> for DecodeError {
     }
 }
 
-impl fmt::Display for DecodeError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            DecodeError::Truncated {
-                field,
-                needed,
-                available,
-            } => write!(
-                f,
-                "message truncated: field `{field}` needs {needed} bytes but {available} remain"
-            ),
-            DecodeError::UnknownEvenType { ty } => write!(
-                f,
-                "unknown even message type {ty} (unknown even types must close the connection)"
-            ),
-            DecodeError::InvalidTlvStream { msg_type, error } => {
-                write!(f, "invalid TLV stream in message type {msg_type}: {error}")
-            }
-        }
-    }
-}
-
-impl core::error::Error for DecodeError {
-    fn source(&self) -> Option<&(dyn core::error::Error + 'static)> {
-        match self {
-            DecodeError::InvalidTlvStream { error, .. } => Some(error),
-            _ => None,
-        }
-    }
-}
-
 /// A TLV stream broke one of BOLT 1's TLV rules.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum TlvError {
     /// A record's BigSize `type` or `length` is cut off by the end of the stream.
+    #[error("TLV record {field} truncated: BigSize needs {needed} bytes but {available} remain")]
     Truncated {
         /// `"type"` or `"length"`.
         field: &'static str,
@@ -86,11 +58,13 @@ pub enum TlvError {
         available: usize,
     },
     /// A BigSize `type` or `length` was not minimally encoded.
+    #[error("TLV record {field} is not a minimally encoded BigSize")]
     NonMinimalBigSize {
         /// `"type"` or `"length"`.
         field: &'static str,
     },
     /// Record types must strictly increase (which also forbids repeats).
+    #[error("TLV type {ty} follows type {prev}: types must be strictly increasing")]
     NotStrictlyIncreasing {
         /// The previous record's type.
         prev: u64,
@@ -98,11 +72,13 @@ pub enum TlvError {
         ty: u64,
     },
     /// A record of an even type the reader does not know.
+    #[error("unknown even TLV type {ty} (unknown even types must fail the stream)")]
     UnknownEvenType {
         /// The record type.
         ty: u64,
     },
     /// A record's `length` runs past the end of the stream.
+    #[error("TLV type {ty} declares length {len} but only {remaining} bytes remain")]
     LengthExceedsStream {
         /// The record type.
         ty: u64,
@@ -112,6 +88,7 @@ pub enum TlvError {
         remaining: usize,
     },
     /// A known record's value has a length its encoding does not allow.
+    #[error("TLV type {ty} has a value of {len} bytes; its length must be {expected}")]
     InvalidLength {
         /// The record type.
         ty: u64,
@@ -122,46 +99,11 @@ pub enum TlvError {
     },
 }
 
-impl fmt::Display for TlvError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            TlvError::Truncated {
-                field,
-                needed,
-                available,
-            } => write!(
-                f,
-                "TLV record {field} truncated: BigSize needs {needed} bytes but {available} remain"
-            ),
-            TlvError::NonMinimalBigSize { field } => {
-                write!(f, "TLV record {field} is not a minimally encoded BigSize")
-            }
-            TlvError::NotStrictlyIncreasing { prev, ty } => write!(
-                f,
-                "TLV type {ty} follows type {prev}: types must be strictly increasing"
-            ),
-            TlvError::UnknownEvenType { ty } => write!(
-                f,
-                "unknown even TLV type {ty} (unknown even types must fail the stream)"
-            ),
-            TlvError::LengthExceedsStream { ty, len, remaining } => write!(
-                f,
-                "TLV type {ty} declares length {len} but only {remaining} bytes remain"
-            ),
-            TlvError::InvalidLength { ty, len, expected } => write!(
-                f,
-                "TLV type {ty} has a value of {len} bytes; its length must be {expected}"
-            ),
-        }
-    }
-}
-
-impl core::error::Error for TlvError {}
-
 /// A message could not be encoded into the buffer given.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum EncodeError {
     /// The output buffer is too small.
+    #[error("output buffer too small: need {needed} bytes, have {available}")]
     BufferTooSmall {
         /// Bytes the encoding needs (from the start of the buffer).
         needed: usize,
@@ -169,6 +111,7 @@ pub enum EncodeError {
         available: usize,
     },
     /// A field is longer than its `u16` length prefix can say.
+    #[error("field `{field}` is {len} bytes, longer than its limit of {max}")]
     FieldTooLong {
         /// The field.
         field: &'static str,
@@ -178,6 +121,7 @@ pub enum EncodeError {
         max: usize,
     },
     /// The message would be longer than the 65,535 bytes a transport frame can carry.
+    #[error("message is {len} bytes, longer than the {max} a transport frame can carry")]
     MessageTooLong {
         /// Its length, type included.
         len: usize,
@@ -185,6 +129,7 @@ pub enum EncodeError {
         max: usize,
     },
     /// TLV records were written out of order or repeated.
+    #[error("TLV type {ty} written after type {prev}: types must be strictly increasing")]
     TlvNotStrictlyIncreasing {
         /// The previous record's type.
         prev: u64,
@@ -192,31 +137,6 @@ pub enum EncodeError {
         ty: u64,
     },
 }
-
-impl fmt::Display for EncodeError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            EncodeError::BufferTooSmall { needed, available } => write!(
-                f,
-                "output buffer too small: need {needed} bytes, have {available}"
-            ),
-            EncodeError::FieldTooLong { field, len, max } => write!(
-                f,
-                "field `{field}` is {len} bytes, longer than its limit of {max}"
-            ),
-            EncodeError::MessageTooLong { len, max } => write!(
-                f,
-                "message is {len} bytes, longer than the {max} a transport frame can carry"
-            ),
-            EncodeError::TlvNotStrictlyIncreasing { prev, ty } => write!(
-                f,
-                "TLV type {ty} written after type {prev}: types must be strictly increasing"
-            ),
-        }
-    }
-}
-
-impl core::error::Error for EncodeError {}
 
 #[cfg(test)]
 mod tests {
@@ -317,11 +237,32 @@ mod tests {
 
     #[test]
     fn tlv_error_is_the_source() {
+        let tlv = TlvError::NonMinimalBigSize { field: "type" };
         let err = DecodeError::InvalidTlvStream {
             msg_type: 16,
-            error: TlvError::NonMinimalBigSize { field: "type" },
+            error: tlv,
         };
-        assert!(err.source().is_some());
-        assert!(DecodeError::UnknownEvenType { ty: 2 }.source().is_none());
+        let source = err.source().expect("the TLV error is the source");
+        assert_eq!(source.downcast_ref::<TlvError>(), Some(&tlv));
+        assert_eq!(source.to_string(), tlv.to_string());
+        // The chain ends there.
+        assert!(source.source().is_none());
+
+        let leaves: [&dyn Error; 4] = [
+            &DecodeError::UnknownEvenType { ty: 2 },
+            &DecodeError::Truncated {
+                field: "gflen",
+                needed: 2,
+                available: 1,
+            },
+            &TlvError::UnknownEvenType { ty: 2 },
+            &EncodeError::BufferTooSmall {
+                needed: 10,
+                available: 4,
+            },
+        ];
+        for e in leaves {
+            assert!(e.source().is_none(), "{e}");
+        }
     }
 }

@@ -19,7 +19,8 @@
 //! * `ping`: [`Ping::pong_len`] and [`Ping::encode_pong`] (no reply at 65532 and above);
 //! * `error`/`warning` text: [`ErrorMessage::data_utf8`], printable ASCII only.
 //!
-//! The crate is `no_std` and has no dependencies.
+//! The crate is `no_std`; its one dependency is thiserror, whose derive writes the error
+//! types' `Display` and `Error` impls.
 #![cfg_attr(not(test), no_std)]
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
