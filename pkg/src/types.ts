@@ -58,6 +58,7 @@ export type DropCode =
   | 'wrong-network'
   | 'unknown-required-feature'
   | 'no-init-first'
+  | 'ping-flood'
   // The connection failed or timed out.
   | 'gateway-error'
   | 'handshake-timeout'

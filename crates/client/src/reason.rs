@@ -73,6 +73,7 @@ impl DropReason {
                 PeerError::NoInitFirst => "no-init-first",
                 PeerError::HandshakeTimeout => "handshake-timeout",
                 PeerError::KeepaliveTimeout => "keepalive-timeout",
+                PeerError::PingFlood => "ping-flood",
                 PeerError::NotReady | PeerError::Send(_) | PeerError::Encode(_) => "internal-error",
                 PeerError::Failed => "connection-failed",
             },

@@ -60,6 +60,10 @@ pub enum PeerError {
     /// A keepalive ping went unanswered for [`Limits::ping_timeout`].
     #[error("the gateway stopped answering")]
     KeepaliveTimeout,
+    /// More pings than [`MAX_PINGS`] within [`PING_WINDOW`] (BOLT 1 lets a node fail a
+    /// peer that pings far more than once per 30 s: each ping can ask for 65 KB of pong).
+    #[error("the gateway sent more than {MAX_PINGS} pings in {} s", PING_WINDOW.as_secs())]
+    PingFlood,
     /// A request was made before the connection was ready.
     #[error("the connection is not ready")]
     NotReady,
@@ -235,6 +239,12 @@ impl Link {
     }
 }
 
+/// Pings a gateway may send within [`PING_WINDOW`] before it is failed (an honest one
+/// pings at most once per 30 s of silence).
+pub const MAX_PINGS: u32 = 10;
+/// The window [`MAX_PINGS`] counts in.
+pub const PING_WINDOW: Duration = Duration::from_secs(30);
+
 /// Time limits of a connection to a gateway.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub struct Limits {
@@ -296,6 +306,9 @@ pub struct Initiator {
     /// A pong owed: only the latest ping is answered, once per [`Self::poll_transmit`], so
     /// that a gateway cannot make us queue 64 KB of pong per 40-byte ping.
     pong_due: Option<u16>,
+    /// Pings counted since `ping_window` began.
+    pings: u32,
+    ping_window: Millis,
     limits: Limits,
     opened: Millis,
     heard: Millis,
@@ -325,6 +338,8 @@ impl Initiator {
             ready: false,
             failed: false,
             pong_due: None,
+            pings: 0,
+            ping_window: now,
             limits,
             opened: now,
             heard: now,
@@ -364,6 +379,15 @@ impl Initiator {
                 Ok((taken, Some(PeerEvent::Ready)))
             }
             Ok(Interpreted::Pong(len)) => {
+                if now.since(self.ping_window) >= PING_WINDOW {
+                    self.ping_window = now;
+                    self.pings = 0;
+                }
+                self.pings += 1;
+                if self.pings > MAX_PINGS {
+                    self.failed = true;
+                    return Err(PeerError::PingFlood);
+                }
                 self.pong_due = len;
                 Ok((taken, None))
             }
@@ -377,6 +401,9 @@ impl Initiator {
 
     /// Bytes to send now (one WebSocket message), if any; call [`Self::sent`] after.
     pub fn poll_transmit(&mut self) -> Option<&[u8]> {
+        if self.failed {
+            return None;
+        }
         if let Some(len) = self.pong_due.take() {
             let n = Pong::encode_zeroed(len, self.link.body_mut());
             if n.map(|n| self.link.queue(n)).is_err() {

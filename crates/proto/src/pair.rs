@@ -534,26 +534,58 @@ mod tests {
     }
 
     #[test]
-    fn many_pings_get_one_pong() {
+    fn pings_get_one_pong_per_transmit_and_a_ping_flood_fails_the_gateway() {
         let (mut c, mut tx, r) = handshaken(REGTEST.genesis.block_hash().0);
         r.unwrap();
-        // A gateway asking for 65,531 pong bytes a thousand times in one WebSocket message.
+        // Pings asking for 65,531 pong bytes each, `n` of them in one WebSocket message.
+        let mut pings = |n: usize| {
+            let mut body = [0u8; 16];
+            let len = Ping::encode_zeroed(65_531, 0, &mut body).unwrap();
+            let mut wire = Vec::new();
+            for _ in 0..n {
+                let mut frame = [0u8; 64];
+                let k = tx.encrypt(&body[..len], &mut frame).unwrap();
+                wire.extend_from_slice(&frame[..k]);
+            }
+            wire
+        };
+        let feed = |c: &mut Initiator, now: Millis, wire: &[u8]| -> Result<(), PeerError> {
+            let mut data = wire;
+            while !data.is_empty() {
+                let (taken, _) = c.handle_input(now, data)?;
+                data = &data[taken..];
+            }
+            Ok(())
+        };
+        // Five at once: one pong of 65,531 zero bytes (plus type, length and MACs).
+        feed(&mut c, Millis(0), &pings(5)).unwrap();
+        let out = c.poll_transmit().unwrap();
+        assert_eq!(out.len(), lightwire_noise::frame_len(2 + 2 + 65_531));
+        c.sent();
+        // Five more later in the same 30 s: still within the limit; thirty seconds on, the
+        // count starts again.
+        feed(&mut c, Millis(10_000), &pings(5)).unwrap();
+        c.sent();
+        feed(&mut c, Millis(40_000), &pings(10)).unwrap();
+        c.sent();
+        // One more within that window fails the gateway, before any 65 KB pong is made.
+        assert_eq!(
+            feed(&mut c, Millis(41_000), &pings(1)),
+            Err(PeerError::PingFlood)
+        );
+        assert!(!c.is_ready());
+        // A flood of a thousand pings in one message fails at the eleventh.
+        let (mut c, mut tx, _) = handshaken(REGTEST.genesis.block_hash().0);
         let mut body = [0u8; 16];
-        let n = Ping::encode_zeroed(65_531, 0, &mut body).unwrap();
+        let len = Ping::encode_zeroed(65_531, 0, &mut body).unwrap();
         let mut wire = Vec::new();
         for _ in 0..1000 {
             let mut frame = [0u8; 64];
-            let len = tx.encrypt(&body[..n], &mut frame).unwrap();
-            wire.extend_from_slice(&frame[..len]);
+            let k = tx.encrypt(&body[..len], &mut frame).unwrap();
+            wire.extend_from_slice(&frame[..k]);
         }
-        let mut data = &wire[..];
-        while !data.is_empty() {
-            let (taken, _) = c.handle_input(Millis(0), data).unwrap();
-            data = &data[taken..];
-        }
-        // One pong of 65,531 zero bytes (plus type, length and MACs), not a thousand.
-        let out = c.poll_transmit().unwrap();
-        assert_eq!(out.len(), lightwire_noise::frame_len(2 + 2 + 65_531));
+        assert_eq!(feed(&mut c, Millis(0), &wire), Err(PeerError::PingFlood));
+        assert_eq!(c.poll_transmit(), None, "a failed connection answers nothing");
     }
 
     #[test]
