@@ -656,8 +656,14 @@ impl Core {
         }
         self.answer_heard = self.now;
         if self.ancestors.is_some() || !self.held.is_empty() {
-            // Waiting for ancestors from the store: the rest of the answer is held (at
-            // most one request's worth; a deep fork only).
+            // Waiting for ancestors from the store: the rest of the answer is held, at most
+            // one request's worth (a deep fork only); more is more than was asked for.
+            let held: usize = self.held.iter().map(|(_, _, h)| h.len()).sum();
+            let held = held + self.deferred.len() + headers.len();
+            let asked = self.syncer.request_size;
+            if held > asked as usize * lightwire_chain::HEADER_LEN {
+                return Err(DropReason::Sync(SyncError::TooManyHeaders { asked }));
+            }
             self.held.push_back((id, last, headers.to_vec()));
             return Ok(());
         }
@@ -1123,6 +1129,45 @@ mod tests {
             net.engine.state(1),
             GatewayState::Synced,
             "back after the backoff"
+        );
+    }
+
+    #[test]
+    fn an_answer_held_for_ancestors_is_capped_at_what_was_asked() {
+        // Our chain: 5,000 headers, so that height 100 is below the validation window.
+        let main = headers_after(&REGTEST, &REGTEST.genesis, 0, 5_000, 0);
+        let mut chain = Chain::new(&REGTEST);
+        for piece in main.chunks(2_000) {
+            chain.connect(piece, NOW.as_secs()).unwrap();
+        }
+        let tip = Tip::from(chain.tip());
+        let list = vec![ConnectString {
+            url: "ws://127.0.0.1:9000".into(),
+            node_id: key(0x40).public_key(),
+        }];
+        let mut e = Engine::new(chain, &tip, list, key(1), 7, NOW);
+        e.syncer_mut().request_size = 2_000;
+        while e.poll_action().is_some() {}
+        let mut a = Fake::connect(&mut e, 0);
+        // A branch from height 100 with more work than ours.
+        let branch = headers_after(&REGTEST, &main[99], 100, 6_000, 1);
+        a.tip(&mut e, 0, 6_100, &branch[5_999]);
+        e.schedule();
+        let ids = a.requests(&mut e, 0);
+        assert_eq!(ids.len(), 1);
+        // Its first message forks below the window: the engine waits for ancestors.
+        a.headers(&mut e, 0, ids[0], &branch[..800], false);
+        assert!(e.need_ancestors().is_some());
+        // Meanwhile the gateway keeps sending: 1,200 more is the rest of the 2,000 asked
+        // for and is held; anything beyond is refused, and nothing more is held.
+        a.headers(&mut e, 0, ids[0], &branch[800..1_600], false);
+        a.headers(&mut e, 0, ids[0], &branch[1_600..2_000], false);
+        assert_eq!(e.state(0), GatewayState::Syncing);
+        a.headers(&mut e, 0, ids[0], &branch[2_000..2_001], false);
+        assert_eq!(e.state(0), GatewayState::Bad);
+        assert!(
+            e.need_ancestors().is_none(),
+            "what was held went with the gateway"
         );
     }
 }
