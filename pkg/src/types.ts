@@ -59,7 +59,8 @@ export type DropCode =
   | 'unknown-required-feature'
   | 'no-init-first'
   | 'ping-flood'
-  // The connection failed or timed out.
+  // The connection failed or timed out, or a header was ahead of our clock ("not yet").
+  | 'future-header'
   | 'gateway-error'
   | 'handshake-timeout'
   | 'keepalive-timeout'

@@ -1170,4 +1170,34 @@ mod tests {
             "what was held went with the gateway"
         );
     }
+
+    #[test]
+    fn a_header_from_the_future_is_not_yet_not_invalid() {
+        let chain = headers_after(&REGTEST, &REGTEST.genesis, 0, 10, 0);
+        let mut e = engine(1);
+        let mut a = Fake::connect(&mut e, 0);
+        // A valid header three hours ahead of our clock (our clock may be the slow one).
+        let mut future = headers_after(&REGTEST, &chain[9], 10, 1, 0)[0];
+        future.time = (NOW.as_secs() + 3 * 3600) as u32;
+        let target = future.bits.to_target().unwrap();
+        lightwire_chain::generate::mine(&mut future, &target);
+        a.tip(&mut e, 0, 11, &future);
+        e.schedule();
+        let ids = a.requests(&mut e, 0);
+        let mut answer = chain.clone();
+        answer.push(future);
+        a.headers(&mut e, 0, ids[0], &answer, true);
+        // Not marked bad: reconnected after a backoff, to be asked again.
+        assert_eq!(e.state(0), GatewayState::BackingOff);
+        let reason = std::iter::from_fn(|| e.poll_event()).find_map(|ev| match ev {
+            Event::Gateway {
+                reason: Some(r), ..
+            } => Some(r),
+            _ => None,
+        });
+        let reason = reason.expect("a reason");
+        assert_eq!(reason.code(), "future-header");
+        assert!(!reason.is_violation());
+        assert_eq!(reason.invalid_header(), Some((11, "time-too-new")));
+    }
 }

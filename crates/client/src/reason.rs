@@ -2,7 +2,7 @@
 //! machine-readable [`DropReason::code`] and a sentence (its `Display`), and says whether
 //! the gateway broke a rule (marked bad) or the connection merely failed (reconnect).
 
-use lightwire_chain::ConnectError;
+use lightwire_chain::{ConnectError, Rule};
 use lightwire_proto::PeerError;
 
 use crate::sync::SyncError;
@@ -55,6 +55,9 @@ impl DropReason {
     pub fn is_violation(&self) -> bool {
         match self {
             DropReason::Connection(e) => e.is_violation(),
+            // A header too far in the future is "not yet", not invalid (Bitcoin Core does
+            // not punish it either): our clock may be slow. Reconnect and ask again later.
+            DropReason::Sync(_) if self.is_future_header() => false,
             DropReason::Sync(_) | DropReason::Orphan | DropReason::Undelivered(_) => true,
             DropReason::RequestTimeout | DropReason::Transport(_) => false,
         }
@@ -77,6 +80,7 @@ impl DropReason {
                 PeerError::NotReady | PeerError::Send(_) | PeerError::Encode(_) => "internal-error",
                 PeerError::Failed => "connection-failed",
             },
+            DropReason::Sync(_) if self.is_future_header() => "future-header",
             DropReason::Sync(SyncError::Invalid(_)) => "invalid-header",
             DropReason::Sync(SyncError::UnexpectedAnswer { .. }) => "unexpected-answer",
             DropReason::Sync(SyncError::TooManyHeaders { .. }) => "too-many-headers",
@@ -88,6 +92,15 @@ impl DropReason {
             DropReason::Transport(TransportError::Lost(_)) => "connection-lost",
             DropReason::Transport(TransportError::NoRandomness) => "no-randomness",
         }
+    }
+
+    /// Whether a header was refused only for being more than two hours ahead of our clock.
+    fn is_future_header(&self) -> bool {
+        matches!(
+            self,
+            DropReason::Sync(SyncError::Invalid(ConnectError::Invalid(e)))
+                if matches!(e.rule, Rule::TimeTooNew { .. })
+        )
     }
 
     /// For an invalid header: its height and the rule's code (Bitcoin Core's reject
