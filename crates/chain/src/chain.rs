@@ -232,8 +232,10 @@ impl Chain {
         if fork == self.tip().height {
             return self.extend(rest, now);
         }
-        // Core: a header below the last checkpoint's height that is not on the best chain.
-        let checkpoint = self.params.last_checkpoint_height();
+        // Core (`bad-fork-prior-to-checkpoint`): a fork below the last checkpoint the chain
+        // has reached. Only a checkpoint reached counts: one fake header on genesis must not
+        // lock the real chain out before it gets there.
+        let checkpoint = self.params.last_checkpoint_reached(self.tip().height);
         if fork + 1 < checkpoint {
             return Err(ConnectError::Invalid(ValidationError {
                 height: fork + 1,
@@ -552,6 +554,39 @@ mod tests {
                 fork_height: 250,
                 ..
             })
+        ));
+    }
+
+    #[test]
+    fn a_checkpoint_not_reached_yet_does_not_lock_out_the_real_chain() {
+        let main = main_chain(300);
+        let cp_hash: &'static str = Box::leak(main[200].block_hash().to_string().into_boxed_str());
+        let params: &'static Params = Box::leak(Box::new(Params {
+            checkpoints: Box::leak(vec![(200, cp_hash)].into_boxed_slice()),
+            ..REGTEST.clone()
+        }));
+        // A hostile gateway's one header with valid proof of work on genesis is taken...
+        let mut chain = Chain::new(params);
+        let fake = headers_after(&main[0], 0, 1, 9);
+        assert!(matches!(
+            chain.connect(&fake, NOW),
+            Ok(Outcome::Extended { .. })
+        ));
+        // ...and the real chain, which forks from genesis, below the checkpoint, replaces
+        // it: the checkpoint at 200 is not reached yet.
+        assert!(matches!(
+            chain.connect(&main[1..=300], NOW),
+            Ok(Outcome::Reorg { fork_height: 0, .. })
+        ));
+        assert_eq!(chain.tip().hash, main[300].block_hash());
+        // Once it is reached, it guards what is below it.
+        let below = headers_after(&main[150], 150, 200, 1);
+        assert!(matches!(
+            chain.connect(&below, NOW),
+            Err(ConnectError::Invalid(ValidationError {
+                rule: Rule::ForkBelowCheckpoint { checkpoint: 200 },
+                ..
+            }))
         ));
     }
 

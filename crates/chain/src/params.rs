@@ -137,6 +137,18 @@ impl Params {
     pub fn last_checkpoint_height(&self) -> u32 {
         self.checkpoints.iter().map(|(h, _)| *h).max().unwrap_or(0)
     }
+
+    /// The height of the last checkpoint a chain whose tip is at `tip` has reached (0 if
+    /// none). A chain that reached a checkpoint's height holds that checkpoint: headers
+    /// are checked against it on arrival.
+    pub fn last_checkpoint_reached(&self, tip: u32) -> u32 {
+        self.checkpoints
+            .iter()
+            .map(|(h, _)| *h)
+            .filter(|h| *h <= tip)
+            .max()
+            .unwrap_or(0)
+    }
 }
 
 /// The merkle root of the genesis coinbase shared by mainnet, testnet3, testnet4's

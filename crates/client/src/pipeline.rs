@@ -274,4 +274,39 @@ mod tests {
         assert_eq!(net.stored().height, 5_000);
         assert_eq!(net.store_error, None);
     }
+
+    #[test]
+    fn a_fake_header_stored_in_one_session_does_not_lock_out_the_real_chain_in_the_next() {
+        use lightwire_chain::{Params, REGTEST};
+        use lightwire_store::MemoryStore;
+        let honest = TestChain::generate(300);
+        // Regtest with a checkpoint at 200 on the honest chain.
+        let cp: &'static str =
+            Box::leak(honest.header(200).block_hash().to_string().into_boxed_str());
+        let params: &'static Params = Box::leak(Box::new(Params {
+            checkpoints: Box::leak(vec![(200, cp)].into_boxed_slice()),
+            ..REGTEST.clone()
+        }));
+        // Session 1: the only gateway is hostile, and serves one valid header on genesis.
+        let mut fake = TestChain::generate(0);
+        fake.reorg(0, 1, 9);
+        let mut net = Net::new(MemoryStore::new(params), vec![fake], small);
+        net.drive();
+        assert_eq!(net.stored().height, 1, "the fake header was committed");
+        let store = net.store;
+        // Session 2: an honest gateway. Its chain forks below the checkpoint, which this
+        // chain has not reached: it is taken, and the honest gateway is not marked bad.
+        let tip = honest.header(300).block_hash();
+        let mut net = Net::new(store, vec![honest], small);
+        net.drive();
+        assert_eq!(net.stored().hash, tip);
+        assert_eq!(net.stored().height, 300);
+        assert!(
+            !net.events
+                .iter()
+                .any(|e| matches!(e, Event::Rejected { .. })),
+            "{:?}",
+            net.events
+        );
+    }
 }
