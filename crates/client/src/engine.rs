@@ -30,6 +30,9 @@ use crate::sync::{Step, SyncError, Syncer};
 /// Drop a gateway whose answer to a request makes no progress for this long (it may
 /// still answer pings).
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+/// Requests given up per gateway whose answers are still let through (a gateway answers in
+/// order and queues at most 8 requests; the oldest beyond this is forgotten).
+pub const MAX_GIVEN_UP: usize = 16;
 /// Mark a gateway bad after this many announced tips it did not deliver.
 pub const MAX_UNDELIVERED: u32 = 3;
 /// First reconnect delay; doubled per failed attempt up to [`BACKOFF_MAX`].
@@ -178,6 +181,10 @@ struct Gateway {
     reconnect_at: Option<Millis>,
     /// Its answer ended short of the tip it announced (handled by [`Engine::settle`]).
     undelivered_pending: bool,
+    /// Requests to this connection that were given up and whose answers have not ended:
+    /// what still arrives for them is ignored. Kept per gateway, so that others cannot
+    /// push an honest gateway's ids out and get it marked bad for answering.
+    given_up: VecDeque<u32>,
 }
 
 /// Counters since the engine started.
@@ -261,6 +268,7 @@ impl Engine {
                 failures: 0,
                 reconnect_at: None,
                 undelivered_pending: false,
+                given_up: VecDeque::with_capacity(MAX_GIVEN_UP),
             })
             .collect();
         Engine {
@@ -361,6 +369,7 @@ impl Engine {
         ));
         gw.tip = None;
         gw.ready = false;
+        gw.given_up.clear();
         c.set_state(g, GatewayState::Handshaking, None);
     }
 
@@ -630,7 +639,7 @@ impl Core {
             if self.asked.is_some_and(|a| a != g) {
                 // A better tip elsewhere: the request in flight to another gateway is
                 // given up, with any answer held for ancestors.
-                self.syncer.abandon();
+                self.give_up();
                 self.asked = None;
                 self.ancestors = None;
                 self.held.clear();
@@ -646,13 +655,17 @@ impl Core {
         headers: &[u8],
         last: bool,
     ) -> Result<(), DropReason> {
-        if self.asked != Some(g) {
-            // Not the gateway asked: the rest of an answer given up is ignored, anything
-            // else was never asked for.
-            if self.syncer.is_abandoned(id) {
-                return Ok(());
+        if self.asked != Some(g) || self.syncer.in_flight_id() != Some(id) {
+            // Not the request in flight: the rest of an answer this gateway was asked and
+            // then given up is ignored; anything else was never asked for.
+            let given_up = &mut self.gateways[g].given_up;
+            let Some(i) = given_up.iter().position(|x| *x == id) else {
+                return Err(DropReason::Sync(SyncError::UnexpectedAnswer { id }));
+            };
+            if last {
+                given_up.remove(i);
             }
-            return Err(DropReason::Sync(SyncError::UnexpectedAnswer { id }));
+            return Ok(());
         }
         self.answer_heard = self.now;
         if self.ancestors.is_some() || !self.held.is_empty() {
@@ -830,10 +843,26 @@ impl Core {
         }
     }
 
+    /// Give up the request in flight, remembering its id with the gateway it was sent to
+    /// (while that gateway is connected) so that the rest of its answer is let through.
+    fn give_up(&mut self) {
+        let (Some(id), Some(a)) = (self.syncer.abandon(), self.asked) else {
+            return;
+        };
+        let gw = &mut self.gateways[a];
+        if !gw.ready {
+            return;
+        }
+        if gw.given_up.len() == MAX_GIVEN_UP {
+            gw.given_up.pop_front();
+        }
+        gw.given_up.push_back(id);
+    }
+
     /// The target's gateway is gone: give up its request and take the best tip the
     /// others announced.
     fn retarget(&mut self) {
-        self.syncer.abandon();
+        self.give_up();
         self.syncer.clear_target();
         self.source = None;
         self.asked = None;
@@ -1199,5 +1228,35 @@ mod tests {
         assert_eq!(reason.code(), "future-header");
         assert!(!reason.is_violation());
         assert_eq!(reason.invalid_header(), Some((11, "time-too-new")));
+    }
+
+    #[test]
+    fn colluding_gateways_cannot_push_out_an_honest_gateways_given_up_requests() {
+        let chain = headers_after(&REGTEST, &REGTEST.genesis, 0, 300, 0);
+        let mut e = engine(3);
+        let mut honest = Fake::connect(&mut e, 0);
+        let mut a = Fake::connect(&mut e, 1);
+        let mut b = Fake::connect(&mut e, 2);
+        honest.tip(&mut e, 0, 100, &chain[99]);
+        e.schedule();
+        let first = honest.requests(&mut e, 0);
+        assert_eq!(first.len(), 1, "the honest gateway is asked");
+        // Two colluders take turns announcing ever "better" tips, so that request after
+        // request is given up: twenty of them, more than any global memory of 16 holds.
+        for i in 0..20u32 {
+            let (fake, g) = if i % 2 == 0 { (&mut a, 1) } else { (&mut b, 2) };
+            let mut header = chain[150];
+            header.nonce = header.nonce.wrapping_add(1_000 + i);
+            fake.tip(&mut e, g, 1_000 + i, &header);
+            e.schedule();
+            assert_eq!(fake.requests(&mut e, g).len(), 1, "round {i}");
+        }
+        // The honest gateway's answer to the first request arrives now: ignored, not
+        // punished.
+        honest.headers(&mut e, 0, first[0], &chain[..100], true);
+        assert_eq!(e.state(0), GatewayState::Syncing);
+        // A colluder answering the honest gateway's request id is another matter.
+        a.headers(&mut e, 1, first[0], &chain[..10], true);
+        assert_eq!(e.state(1), GatewayState::Bad);
     }
 }

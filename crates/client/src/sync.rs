@@ -59,11 +59,6 @@ pub struct Syncer {
     /// `target_seq` when the request in flight was made.
     request_seq: u64,
     in_flight: Option<u32>,
-    /// Requests given up (see [`Syncer::abandon`]), the last 16: the rest of their
-    /// answers is ignored. (A gateway answers in order, so an answer given up may still be
-    /// arriving after several later requests were made.)
-    abandoned: [Option<u32>; 16],
-    abandoned_next: usize,
     /// The last header received in the answer in flight, stored prefix included.
     answer_last: Option<BlockHash>,
     /// Headers received in the answer in flight.
@@ -98,8 +93,6 @@ impl Syncer {
             target_seq: 0,
             request_seq: 0,
             in_flight: None,
-            abandoned: [None; 16],
-            abandoned_next: 0,
             answer_last: None,
             answer_len: 0,
             last_deferred: false,
@@ -145,20 +138,18 @@ impl Syncer {
         self.target = None;
     }
 
-    /// Give up the request in flight (its gateway is gone, or its answer forked below the
-    /// window and must be asked again after the ancestors are read): what still arrives
-    /// for it is ignored.
-    pub fn abandon(&mut self) {
-        if let Some(id) = self.in_flight.take() {
-            self.abandoned[self.abandoned_next] = Some(id);
-            self.abandoned_next = (self.abandoned_next + 1) % self.abandoned.len();
-            self.last_deferred = false;
-        }
+    /// Give up the request in flight (its gateway is gone, or a better tip appeared
+    /// elsewhere); returns its id. What still arrives for it is the engine's to ignore: it
+    /// keeps the ids given up per gateway, since only that gateway may still answer them.
+    pub fn abandon(&mut self) -> Option<u32> {
+        let id = self.in_flight.take()?;
+        self.last_deferred = false;
+        Some(id)
     }
 
-    /// Whether `id` is the request last given up.
-    pub fn is_abandoned(&self, id: u32) -> bool {
-        self.abandoned.contains(&Some(id))
+    /// The id of the request in flight.
+    pub fn in_flight_id(&self) -> Option<u32> {
+        self.in_flight
     }
 
     /// Whether a request is in flight.
@@ -259,9 +250,6 @@ impl Syncer {
         now: u64,
     ) -> Result<Step, SyncError> {
         if self.in_flight != Some(id) {
-            if self.is_abandoned(id) {
-                return Ok(Step::default());
-            }
             return Err(SyncError::UnexpectedAnswer { id });
         }
         self.batch.clear();
