@@ -695,6 +695,11 @@ impl Core {
         headers: &[u8],
     ) -> Result<(), DropReason> {
         let step = step.map_err(DropReason::Sync)?;
+        if step.accepted > 0 {
+            // Validated progress: tips it announced and did not deliver before were
+            // honest reorgs (the answer ends before the new tip is announced), not lies.
+            self.gateways[g].undelivered_count = 0;
+        }
         if let Some((old, fork)) = step.reorg {
             self.events.push_back(Event::Reorg {
                 old_tip: Tip::from(&old),
@@ -1258,5 +1263,31 @@ mod tests {
         // A colluder answering the honest gateway's request id is another matter.
         a.headers(&mut e, 1, first[0], &chain[..10], true);
         assert_eq!(e.state(1), GatewayState::Bad);
+    }
+
+    #[test]
+    fn honest_reorgs_during_a_sync_do_not_count_against_the_gateway() {
+        let main = headers_after(&REGTEST, &REGTEST.genesis, 0, 1_200, 0);
+        let mut e = engine(1);
+        e.syncer_mut().request_size = 50;
+        let mut a = Fake::connect(&mut e, 0);
+        for round in 0..4 {
+            // The gateway announces a tip; its chain reorganises while our request waits,
+            // so the answer ends at once, empty, before the new tip is announced.
+            a.tip(&mut e, 0, 1_000 + round, &main[999 + round as usize]);
+            e.schedule();
+            let ids = a.requests(&mut e, 0);
+            assert_eq!(ids.len(), 1, "round {round}");
+            a.headers(&mut e, 0, ids[0], &[], true);
+            // The new tip, and the headers it asks for: progress.
+            a.tip(&mut e, 0, 1_100 + round, &main[1_099 + round as usize]);
+            e.schedule();
+            let ids = a.requests(&mut e, 0);
+            assert_eq!(ids.len(), 1, "round {round}");
+            let from = e.syncer().tip().height as usize;
+            a.headers(&mut e, 0, ids[0], &main[from..from + 50], true);
+            assert_eq!(e.syncer().tip().height as usize, from + 50);
+            assert_eq!(e.state(0), GatewayState::Syncing, "round {round}");
+        }
     }
 }
