@@ -475,7 +475,16 @@ impl Engine {
             && due <= now
             && let Some(g) = self.core.asked
         {
-            self.drop_gateway(g, DropReason::RequestTimeout);
+            // No validated progress in time: reconnected later, and counted as a tip not
+            // delivered; the third time it is marked bad.
+            let gw = &mut self.core.gateways[g];
+            gw.undelivered_count += 1;
+            let why = if gw.undelivered_count >= MAX_UNDELIVERED {
+                DropReason::Undelivered(MAX_UNDELIVERED)
+            } else {
+                DropReason::RequestTimeout
+            };
+            self.drop_gateway(g, why);
         }
         for g in 0..self.conns.len() {
             if let Some(conn) = self.conns[g].as_mut()
@@ -667,7 +676,6 @@ impl Core {
             }
             return Ok(());
         }
-        self.answer_heard = self.now;
         if self.ancestors.is_some() || !self.held.is_empty() {
             // Waiting for ancestors from the store: the rest of the answer is held, at most
             // one request's worth (a deep fork only); more is more than was asked for.
@@ -695,10 +703,21 @@ impl Core {
         headers: &[u8],
     ) -> Result<(), DropReason> {
         let step = step.map_err(DropReason::Sync)?;
-        if step.accepted > 0 {
-            // Validated progress: tips it announced and did not deliver before were
-            // honest reorgs (the answer ends before the new tip is announced), not lies.
+        if step.progress {
+            // Validated progress is what keeps a request alive (not messages), and clears
+            // the count of tips announced and not delivered: those were honest reorgs (an
+            // answer ends before the new tip is announced), not lies.
+            self.answer_heard = self.now;
             self.gateways[g].undelivered_count = 0;
+        } else if step.empty_answer && !step.target_dropped {
+            // An answer that brought nothing, while a newer tip was announced: one strike,
+            // as an undelivered tip (a gateway announcing a "higher" tip before each empty
+            // answer would otherwise stay the target for ever).
+            let gw = &mut self.gateways[g];
+            gw.undelivered_count += 1;
+            if gw.undelivered_count >= MAX_UNDELIVERED {
+                return Err(DropReason::Undelivered(MAX_UNDELIVERED));
+            }
         }
         if let Some((old, fork)) = step.reorg {
             self.events.push_back(Event::Reorg {
@@ -931,6 +950,30 @@ mod tests {
             let mut frame = vec![0u8; n + 34];
             let len = self.tx.encrypt(&body[..n], &mut frame).unwrap();
             engine.receive(g, &frame[..len], NOW);
+        }
+
+        /// A `headers` message received at `now`.
+        fn send_at(
+            &mut self,
+            engine: &mut Engine,
+            g: usize,
+            now: Millis,
+            id: u32,
+            hs: &[Header],
+            last: bool,
+        ) {
+            let bytes: Vec<u8> = hs.iter().flat_map(|h| h.encode()).collect();
+            let m = Headers {
+                id,
+                first_height: 0,
+                last,
+                headers: &bytes,
+            };
+            let mut body = vec![0u8; 70_000];
+            let n = Message::Headers(m).encode(&mut body).unwrap();
+            let mut frame = vec![0u8; n + 34];
+            let len = self.tx.encrypt(&body[..n], &mut frame).unwrap();
+            engine.receive(g, &frame[..len], now);
         }
 
         fn tip(&mut self, engine: &mut Engine, g: usize, height: u32, header: &Header) {
@@ -1289,5 +1332,82 @@ mod tests {
             assert_eq!(e.syncer().tip().height as usize, from + 50);
             assert_eq!(e.state(0), GatewayState::Syncing, "round {round}");
         }
+    }
+
+    /// A tip "claimed" at `height` whose header we cannot check until it comes (a
+    /// variant of `base`).
+    fn claimed(base: &Header, salt: u32) -> Header {
+        let mut h = *base;
+        h.nonce = h.nonce.wrapping_add(10_000 + salt);
+        h
+    }
+
+    #[test]
+    fn empty_messages_do_not_keep_a_request_alive() {
+        let chain = headers_after(&REGTEST, &REGTEST.genesis, 0, 50, 0);
+        let mut e = engine(1);
+        let mut a = Fake::connect(&mut e, 0);
+        a.tip(&mut e, 0, 50, &chain[49]);
+        e.schedule();
+        let ids = a.requests(&mut e, 0);
+        // Every 10 s an empty, not-last `headers`: messages, but no progress.
+        for k in 1..=2u64 {
+            let now = NOW + Duration::from_secs(10 * k);
+            e.handle_timeout(now);
+            a.send_at(&mut e, 0, now, ids[0], &[], false);
+        }
+        e.handle_timeout(NOW + Duration::from_secs(29));
+        assert_eq!(e.state(0), GatewayState::Syncing);
+        e.handle_timeout(NOW + REQUEST_TIMEOUT);
+        assert_eq!(
+            e.state(0),
+            GatewayState::BackingOff,
+            "30 s without progress"
+        );
+    }
+
+    #[test]
+    fn a_higher_tip_before_each_empty_answer_does_not_keep_a_gateway_the_target() {
+        let chain = headers_after(&REGTEST, &REGTEST.genesis, 0, 50, 0);
+        let mut e = engine(1);
+        let mut a = Fake::connect(&mut e, 0);
+        a.tip(&mut e, 0, 1_000, &claimed(&chain[10], 0));
+        for round in 1..=3u32 {
+            e.schedule();
+            let ids = a.requests(&mut e, 0);
+            assert_eq!(ids.len(), 1, "round {round}: asked");
+            // Just before ending the answer empty, a "higher" tip.
+            a.tip(&mut e, 0, 1_000 + round, &claimed(&chain[10], round));
+            a.headers(&mut e, 0, ids[0], &[], true);
+        }
+        assert_eq!(e.state(0), GatewayState::Bad);
+    }
+
+    #[test]
+    fn full_answers_of_known_headers_are_not_progress() {
+        let chain = headers_after(&REGTEST, &REGTEST.genesis, 0, 200, 0);
+        let mut e = engine(1);
+        e.syncer_mut().request_size = 50;
+        let mut a = Fake::connect(&mut e, 0);
+        // First a real answer: our chain reaches 50.
+        a.tip(&mut e, 0, 50, &chain[49]);
+        e.schedule();
+        let ids = a.requests(&mut e, 0);
+        a.headers(&mut e, 0, ids[0], &chain[..50], true);
+        assert_eq!(e.syncer().tip().height, 50);
+        // Then "higher" tips, each answered with a full answer of headers we have.
+        for round in 0..3u32 {
+            a.tip(&mut e, 0, 1_000 + round, &claimed(&chain[150], round));
+            e.schedule();
+            let ids = a.requests(&mut e, 0);
+            assert_eq!(ids.len(), 1, "round {round}: asked");
+            a.headers(&mut e, 0, ids[0], &chain[..50], true);
+            e.schedule();
+            assert!(
+                a.requests(&mut e, 0).is_empty(),
+                "round {round}: not continued from headers we have"
+            );
+        }
+        assert_eq!(e.state(0), GatewayState::Bad);
     }
 }

@@ -45,6 +45,11 @@ pub struct Step {
     /// The answer ended without reaching the announced target, which is dropped (the
     /// gateway does not have it, or not any more).
     pub target_dropped: bool,
+    /// This message brought headers new to us (on the best chain, or a side branch).
+    pub progress: bool,
+    /// The answer ended having brought nothing new: no progress, whatever tip was
+    /// announced meanwhile.
+    pub empty_answer: bool,
 }
 
 /// The sync state of the best chain.
@@ -63,6 +68,10 @@ pub struct Syncer {
     answer_last: Option<BlockHash>,
     /// Headers received in the answer in flight.
     answer_len: u32,
+    /// The answer in flight brought headers new to us.
+    answer_new: bool,
+    /// The most work of a side branch seen since the best chain last changed.
+    side_best: Work,
     /// The answer's last message needed ancestors: its end is handled in `on_ancestors`.
     last_deferred: bool,
     /// The last header of a full answer that stopped short of the target (on the best
@@ -95,6 +104,8 @@ impl Syncer {
             in_flight: None,
             answer_last: None,
             answer_len: 0,
+            answer_new: false,
+            side_best: Work::ZERO,
             last_deferred: false,
             continue_from: None,
             deep: Vec::new(),
@@ -171,6 +182,7 @@ impl Syncer {
         self.next_id = self.next_id.wrapping_add(1);
         self.in_flight = Some(self.next_id);
         self.answer_len = 0;
+        self.answer_new = false;
         self.answer_last = None;
         self.request_seq = self.target_seq;
         self.locator(locator);
@@ -283,12 +295,13 @@ impl Syncer {
         if self.target.is_none() {
             return;
         }
-        if self.answer_len >= self.request_size && self.answer_last != previous {
+        step.empty_answer = !self.answer_new;
+        if self.answer_len >= self.request_size && self.answer_new && self.answer_last != previous {
             // Cut at our limit: go on from its last header.
             self.continue_from = self.answer_last;
         } else if self.answer_len >= self.request_size && self.request_seq == self.target_seq {
-            // A full answer that ends where the last one did: no progress. Drop the
-            // target rather than ask the same again.
+            // A full answer that ends where the last one did, or of headers we already
+            // have: no progress. Drop the target rather than ask the same again.
             self.target = None;
             step.target_dropped = true;
         } else if self.request_seq == self.target_seq {
@@ -343,7 +356,24 @@ impl Syncer {
             };
         }
         self.validated += self.batch.len() as u64;
-        let mut step = Step::default();
+        // Progress is headers new to us: the best chain extended or replaced, or a side
+        // branch with more work than any seen (a branch sent again is not progress).
+        let progress = match outcome {
+            Outcome::Extended { .. } | Outcome::Reorg { .. } => {
+                self.side_best = Work::ZERO;
+                true
+            }
+            Outcome::Stale { branch_tip, .. } if branch_tip.chainwork > self.side_best => {
+                self.side_best = branch_tip.chainwork;
+                true
+            }
+            _ => false,
+        };
+        let mut step = Step {
+            progress,
+            ..Step::default()
+        };
+        self.answer_new |= step.progress;
         // Only an extension or a reorg staged anything (`staged` is otherwise left from
         // an earlier call).
         if matches!(outcome, Outcome::Extended { .. } | Outcome::Reorg { .. }) {
