@@ -4,7 +4,7 @@ use core::fmt;
 use core::str::FromStr;
 
 use crate::header::{BlockHash, Header};
-use crate::target::{CompactTarget, Target};
+use crate::target::{CompactTarget, Target, Work};
 use crate::uint::U256;
 
 /// A Bitcoin network.
@@ -112,6 +112,10 @@ pub struct Params {
     pub bip65_height: u32,
     /// Blocks whose hash is fixed: (height, hash shown byte-reversed).
     pub checkpoints: &'static [(u32, &'static str)],
+    /// Bitcoin Core's `nMinimumChainWork` (big-endian hex, 64 digits): below it a chain is
+    /// never reported as synced, whatever the gateways claim (a chain made by someone who
+    /// controls every gateway can be valid and still far lighter than the real one).
+    pub min_chain_work: &'static str,
 }
 
 impl Params {
@@ -123,6 +127,15 @@ impl Params {
     /// `pow_limit` in compact form, as headers carry it.
     pub fn pow_limit_compact(&self) -> CompactTarget {
         self.pow_limit().to_compact()
+    }
+
+    /// [`Self::min_chain_work`] as work (zero if it does not parse).
+    pub fn min_chain_work(&self) -> Work {
+        let mut bytes = [0u8; 32];
+        match hex::decode_to_slice(self.min_chain_work, &mut bytes) {
+            Ok(()) => Work(U256::from_be_bytes(&bytes)),
+            Err(_) => Work::ZERO,
+        }
     }
 
     /// The checkpoint at `height`, if any.
@@ -255,6 +268,8 @@ pub static MAINNET: Params = Params {
             "00000000000000004d9b4ef50f0f9d686fd69db2e03af35a100370c64632a983",
         ),
     ],
+    // Core v27 (src/kernel/chainparams.cpp; the chain at height 824,000).
+    min_chain_work: "000000000000000000000000000000000000000063c4ebd298db40af57541800",
 };
 
 /// testnet3.
@@ -275,6 +290,8 @@ pub static TESTNET3: Params = Params {
         546,
         "000000002a936ca763904c3c35fce2f3556c559c0214345d31b1bcebf76acb70",
     )],
+    // Core v27 (src/kernel/chainparams.cpp).
+    min_chain_work: "000000000000000000000000000000000000000000000c59b14e264ba6c15db9",
 };
 
 /// testnet4 (BIP94).
@@ -292,6 +309,9 @@ pub static TESTNET4: Params = Params {
     bip66_height: 1,
     bip65_height: 1,
     checkpoints: &[],
+    // Not in the Core release our other values come from (testnet4 came later), and we
+    // have no other source for it here: no minimum until one is added from Core.
+    min_chain_work: "0000000000000000000000000000000000000000000000000000000000000000",
 };
 
 /// The default signet.
@@ -312,6 +332,8 @@ pub static SIGNET: Params = Params {
     bip66_height: 1,
     bip65_height: 1,
     checkpoints: &[],
+    // Core v27 (src/kernel/chainparams.cpp).
+    min_chain_work: "00000000000000000000000000000000000000000000000000000206e86f08e8",
 };
 
 /// Regtest, with Bitcoin Core's current activation heights (all from block 1).
@@ -333,6 +355,7 @@ pub static REGTEST: Params = Params {
     bip66_height: 1,
     bip65_height: 1,
     checkpoints: &[],
+    min_chain_work: "0000000000000000000000000000000000000000000000000000000000000000",
 };
 
 #[cfg(test)]
@@ -341,6 +364,22 @@ mod tests {
     use wasm_bindgen_test::wasm_bindgen_test as test;
 
     use super::*;
+
+    #[test]
+    fn minimum_chain_work_is_cores() {
+        // Core's value equals the mainnet chainwork at height 824,000 (cross-checked in
+        // ../shared/data against the headers themselves).
+        assert_eq!(
+            MAINNET.min_chain_work().0.to_be_bytes()[20..],
+            [
+                0x63, 0xc4, 0xeb, 0xd2, 0x98, 0xdb, 0x40, 0xaf, 0x57, 0x54, 0x18, 0x00
+            ]
+        );
+        assert!(SIGNET.min_chain_work() > Work::ZERO);
+        assert!(TESTNET3.min_chain_work() > SIGNET.min_chain_work());
+        assert_eq!(REGTEST.min_chain_work(), Work::ZERO);
+        assert_eq!(TESTNET4.min_chain_work(), Work::ZERO);
+    }
 
     #[test]
     fn genesis_hashes() {

@@ -213,6 +213,8 @@ pub struct Engine {
 /// Everything but the connections.
 struct Core {
     params: &'static Params,
+    /// The network's minimum chain work: below it nothing is reported synced.
+    min_work: Work,
     syncer: Syncer,
     gateways: Vec<Gateway>,
     /// The gateway the target came from, which the next request goes to.
@@ -275,6 +277,7 @@ impl Engine {
             conns: (0..n).map(|_| None).collect(),
             core: Core {
                 params,
+                min_work: params.min_chain_work(),
                 syncer: Syncer::new(chain, stored),
                 gateways,
                 source: None,
@@ -323,10 +326,13 @@ impl Engine {
     }
 
     /// Whether nothing is missing: some gateway has been heard, and no announced tip is
-    /// missing, nothing is in flight, nothing waits to be committed or is being committed.
+    /// missing, nothing is in flight, nothing waits to be committed or is being committed,
+    /// and the chain has at least the network's minimum work (Bitcoin Core's
+    /// `nMinimumChainWork`: gateways that all lie cannot make a light chain look synced).
     pub fn is_synced(&self) -> bool {
         let c = &self.core;
-        c.syncer.is_synced()
+        c.syncer.tip().chainwork >= c.min_work
+            && c.syncer.is_synced()
             && c.syncer.uncommitted() == 0
             && !c.committing
             && c.gateways.iter().any(|g| g.tip.is_some())
@@ -788,7 +794,11 @@ impl Core {
             // Synced: its announced tip is ours (or behind it) and stored. A gateway whose
             // claimed tip never came stays "syncing", and its count of undelivered tips
             // is kept.
-            let state = if ours && self.syncer.uncommitted() == 0 && !self.committing {
+            let state = if ours
+                && self.syncer.uncommitted() == 0
+                && !self.committing
+                && tip.chainwork >= self.min_work
+            {
                 GatewayState::Synced
             } else {
                 GatewayState::Syncing

@@ -309,4 +309,38 @@ mod tests {
             net.events
         );
     }
+
+    #[test]
+    fn below_the_minimum_chain_work_nothing_is_synced_but_everything_is_stored() {
+        use lightwire_chain::{Params, REGTEST, U256};
+        use lightwire_store::MemoryStore;
+        // Regtest with a minimum chain work of 500 headers (each is 2 work).
+        let min: &'static str =
+            Box::leak(hex::encode(U256::from_u64(2 * 501).to_be_bytes()).into_boxed_str());
+        let params: &'static Params = Box::leak(Box::new(Params {
+            min_chain_work: min,
+            ..REGTEST.clone()
+        }));
+        let mut net = Net::new(
+            MemoryStore::new(params),
+            vec![TestChain::generate(300)],
+            small,
+        );
+        net.drive();
+        // Validated, stored and committed as it came...
+        assert_eq!(net.stored().height, 300);
+        assert!(
+            net.engine.syncer().is_synced(),
+            "caught up with the gateway"
+        );
+        // ...but not reported synced, and the gateway not "synced" either.
+        assert!(!net.engine.is_synced());
+        assert_eq!(net.engine.state(0), crate::engine::GatewayState::Syncing);
+        // Enough work: synced.
+        let store = net.store;
+        let mut net = Net::new(store, vec![TestChain::generate(600)], small);
+        net.drive();
+        assert_eq!(net.stored().height, 600);
+        assert!(net.engine.is_synced());
+    }
 }
