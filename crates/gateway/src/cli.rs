@@ -170,8 +170,12 @@ fn addr(v: &str) -> Result<SocketAddr, String> {
 /// The static key in `path`, created (32 random bytes, mode 0600) if it does not exist.
 fn load_or_create_key(path: &Path) -> Result<SecretKey, String> {
     match std::fs::read(path) {
-        Ok(bytes) => SecretKey::from_slice(&bytes)
-            .map_err(|e| format!("{}: not a 32-byte secret key: {e}", path.display())),
+        Ok(bytes) => {
+            let key = SecretKey::from_slice(&bytes)
+                .map_err(|e| format!("{}: not a 32-byte secret key: {e}", path.display()))?;
+            private(path)?;
+            Ok(key)
+        }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             let key =
                 lightwire_noise::SecretKey::random().map_err(|e| format!("no randomness: {e}"))?;
@@ -189,6 +193,32 @@ fn load_or_create_key(path: &Path) -> Result<SecretKey, String> {
         }
         Err(e) => Err(format!("{}: {e}", path.display())),
     }
+}
+
+/// Refuse a key file that others can read or write (as ssh does with private keys): the
+/// key is the gateway's identity, and every client pins it.
+#[cfg(unix)]
+fn private(path: &Path) -> Result<(), String> {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(path)
+        .map_err(|e| format!("{}: {e}", path.display()))?
+        .permissions()
+        .mode();
+    if mode & 0o077 != 0 {
+        return Err(format!(
+            "{}: the key file is open to other users (mode {:o}); make it private with \
+             `chmod 600 {}`",
+            path.display(),
+            mode & 0o777,
+            path.display()
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(not(unix))]
+fn private(_path: &Path) -> Result<(), String> {
+    Ok(())
 }
 
 fn now() -> u64 {

@@ -517,5 +517,28 @@ fn bad_sources_are_refused() {
     .unwrap();
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("not a 32-byte secret key"));
+    // A valid key that other users can read is refused, with the fix in the sentence.
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::write(&key, [7u8; 32]).unwrap();
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let out = gateway(&[
+            "--listen",
+            "127.0.0.1:0",
+            "--key-file",
+            key.to_str().unwrap(),
+            "--generate",
+            "1",
+        ])
+        .output()
+        .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        assert!(
+            stderr.contains("open to other users (mode 644)") && stderr.contains("chmod 600"),
+            "{stderr}"
+        );
+    }
     std::fs::remove_dir_all(&dir).unwrap();
 }
