@@ -955,32 +955,13 @@ mod tests {
         }
 
         fn send(&mut self, engine: &mut Engine, g: usize, m: &Message<'_>) {
-            let mut body = vec![0u8; 70_000];
-            let n = m.encode(&mut body).unwrap();
-            let mut frame = vec![0u8; n + 34];
-            let len = self.tx.encrypt(&body[..n], &mut frame).unwrap();
-            engine.receive(g, &frame[..len], NOW);
+            self.send_at(engine, g, NOW, m);
         }
 
-        /// A `headers` message received at `now`.
-        fn send_at(
-            &mut self,
-            engine: &mut Engine,
-            g: usize,
-            now: Millis,
-            id: u32,
-            hs: &[Header],
-            last: bool,
-        ) {
-            let bytes: Vec<u8> = hs.iter().flat_map(|h| h.encode()).collect();
-            let m = Headers {
-                id,
-                first_height: 0,
-                last,
-                headers: &bytes,
-            };
+        /// A message received at `now`.
+        fn send_at(&mut self, engine: &mut Engine, g: usize, now: Millis, m: &Message<'_>) {
             let mut body = vec![0u8; 70_000];
-            let n = Message::Headers(m).encode(&mut body).unwrap();
+            let n = m.encode(&mut body).unwrap();
             let mut frame = vec![0u8; n + 34];
             let len = self.tx.encrypt(&body[..n], &mut frame).unwrap();
             engine.receive(g, &frame[..len], now);
@@ -1364,7 +1345,13 @@ mod tests {
         for k in 1..=2u64 {
             let now = NOW + Duration::from_secs(10 * k);
             e.handle_timeout(now);
-            a.send_at(&mut e, 0, now, ids[0], &[], false);
+            let empty = Headers {
+                id: ids[0],
+                first_height: 0,
+                last: false,
+                headers: &[],
+            };
+            a.send_at(&mut e, 0, now, &Message::Headers(empty));
         }
         e.handle_timeout(NOW + Duration::from_secs(29));
         assert_eq!(e.state(0), GatewayState::Syncing);

@@ -504,26 +504,8 @@ fn bad_sources_are_refused() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    std::fs::write(&key, [1u8; 5]).unwrap();
-    let out = gateway(&[
-        "--listen",
-        "127.0.0.1:0",
-        "--key-file",
-        key.to_str().unwrap(),
-        "--generate",
-        "1",
-    ])
-    .output()
-    .unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("not a 32-byte secret key"));
-    // A valid key that other users can read is refused, with the fix in the sentence.
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::write(&key, [7u8; 32]).unwrap();
-        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).unwrap();
-        let out = gateway(&[
+    let with_key = || {
+        gateway(&[
             "--listen",
             "127.0.0.1:0",
             "--key-file",
@@ -532,7 +514,19 @@ fn bad_sources_are_refused() {
             "1",
         ])
         .output()
-        .unwrap();
+        .unwrap()
+    };
+    std::fs::write(&key, [1u8; 5]).unwrap();
+    let out = with_key();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a 32-byte secret key"));
+    // A valid key that other users can read is refused, with the fix in the sentence.
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::write(&key, [7u8; 32]).unwrap();
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let out = with_key();
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "{stderr}");
         assert!(

@@ -585,7 +585,11 @@ mod tests {
             wire.extend_from_slice(&frame[..k]);
         }
         assert_eq!(feed(&mut c, Millis(0), &wire), Err(PeerError::PingFlood));
-        assert_eq!(c.poll_transmit(), None, "a failed connection answers nothing");
+        assert_eq!(
+            c.poll_transmit(),
+            None,
+            "a failed connection answers nothing"
+        );
     }
 
     #[test]
