@@ -16,6 +16,8 @@ pub struct Metrics {
     pub connections_open: AtomicI64,
     /// Connections accepted since start.
     pub connections_total: AtomicU64,
+    /// Accepts that failed (out of descriptors, above all); each pauses the listener.
+    pub accept_errors: AtomicU64,
     /// Handshakes (WebSocket and BOLT 8) completed.
     pub handshakes_completed: AtomicU64,
     /// Bytes read from sockets.
@@ -91,6 +93,12 @@ impl Metrics {
             "Connections accepted.",
             "counter",
             get(&self.connections_total),
+        );
+        gauge(
+            "lightwire_accept_errors_total",
+            "Accepts that failed (each pauses accepting, 5 ms doubling to 1 s).",
+            "counter",
+            get(&self.accept_errors),
         );
         gauge(
             "lightwire_handshakes_completed_total",

@@ -167,10 +167,27 @@ pub async fn spawn(
 /// Accept connections until `shutdown` turns true.
 pub async fn serve(listener: TcpListener, shared: Arc<Shared>, shutdown: watch::Receiver<bool>) {
     let mut stop = shutdown.clone();
+    // After a failed accept (out of descriptors, above all) wait before the next one, 5 ms
+    // doubling to 1 s: the listener stays readable while the error lasts, and accepting at
+    // once again would spin a core at 100 % while refusing everyone.
+    let mut pause = ACCEPT_PAUSE_MIN;
     loop {
         tokio::select! {
             accepted = listener.accept() => {
-                let Ok((stream, peer)) = accepted else { continue };
+                let (stream, peer) = match accepted {
+                    Ok(a) => a,
+                    Err(e) => {
+                        shared.metrics.accept_errors.fetch_add(1, Relaxed);
+                        tracing::warn!(error = %e, pause_ms = pause.as_millis() as u64, "accept failed; pausing");
+                        tokio::select! {
+                            _ = tokio::time::sleep(pause) => {}
+                            _ = stop.changed() => break,
+                        }
+                        pause = (pause * 2).min(ACCEPT_PAUSE_MAX);
+                        continue;
+                    }
+                };
+                pause = ACCEPT_PAUSE_MIN;
                 let shared = shared.clone();
                 let shutdown = shutdown.clone();
                 tokio::spawn(async move {
@@ -185,6 +202,11 @@ pub async fn serve(listener: TcpListener, shared: Arc<Shared>, shutdown: watch::
         }
     }
 }
+
+/// The first pause after a failed accept.
+const ACCEPT_PAUSE_MIN: Duration = Duration::from_millis(5);
+/// The longest.
+const ACCEPT_PAUSE_MAX: Duration = Duration::from_secs(1);
 
 fn log_close(peer: SocketAddr, close: &Close, handshaken: bool, metrics: &Metrics) {
     if handshaken {

@@ -20,7 +20,13 @@ fn gateway(args: &[&str]) -> Command {
 fn start(key_file: &str, extra: &[&str]) -> (Child, String, SocketAddr) {
     let mut args = vec!["--listen", "127.0.0.1:0", "--key-file", key_file];
     args.extend_from_slice(extra);
-    let mut child = gateway(&args).spawn().expect("runs");
+    started(gateway(&args))
+}
+
+/// Run `command` (the gateway, possibly behind a shell); returns it with the node id and
+/// address from its connect line.
+fn started(mut command: Command) -> (Child, String, SocketAddr) {
+    let mut child = command.spawn().expect("runs");
     let stdout = child.stdout.take().expect("stdout");
     let mut line = String::new();
     BufReader::new(stdout).read_line(&mut line).expect("a line");
@@ -534,5 +540,81 @@ fn bad_sources_are_refused() {
             "{stderr}"
         );
     }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// CPU time a process has used, in clock ticks (user + system, /proc/PID/stat).
+#[cfg(target_os = "linux")]
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("stat");
+    let after_name = &stat[stat.rfind(')').expect("(comm)") + 2..];
+    let fields: Vec<&str> = after_name.split_whitespace().collect();
+    // Fields 14 and 15 of the whole line: 12 and 13 after the name and state.
+    fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
+}
+
+#[test]
+#[cfg(target_os = "linux")]
+fn out_of_descriptors_the_gateway_pauses_instead_of_spinning_and_recovers() {
+    let dir = std::env::temp_dir().join(format!("lightwire-gw-fd-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let key = dir.join("gateway.key");
+    // The gateway with 48 descriptors, behind a shell that sets the limit.
+    let mut command = Command::new("sh");
+    command
+        .args([
+            "-c",
+            "ulimit -n 48 && exec \"$0\" \"$@\"",
+            env!("CARGO_BIN_EXE_lightwire-gateway"),
+            "--listen",
+            "127.0.0.1:0",
+            "--key-file",
+            key.to_str().unwrap(),
+            "--generate",
+            "10",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    let (child, node_id, addr) = started(command);
+    // More connections than it has descriptors; they wait in the backlog (each accepted
+    // one is closed by the handshake deadline after 5 s).
+    let held: Vec<std::net::TcpStream> = (0..80)
+        .filter_map(|_| std::net::TcpStream::connect(addr).ok())
+        .collect();
+    assert!(held.len() > 48, "{} connections", held.len());
+    std::thread::sleep(Duration::from_millis(300));
+    let before = cpu_ticks(child.id());
+    std::thread::sleep(Duration::from_secs(2));
+    let used = cpu_ticks(child.id()) - before;
+    // A loop retrying accept at once burns the whole 2 s (about 200 ticks).
+    assert!(
+        used < 40,
+        "{used} ticks of CPU in 2 s while out of descriptors"
+    );
+    // Once descriptors are free again, clients are served.
+    drop(held);
+    std::thread::sleep(Duration::from_millis(1_200));
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let id = PublicKey::from_slice(&hex::decode(&node_id).unwrap()).unwrap();
+    runtime.block_on(async {
+        let mut c = tokio::time::timeout(
+            Duration::from_secs(10),
+            Client::connect(
+                addr,
+                &id,
+                REGTEST.genesis.block_hash().0,
+                Framing::OnePerFrame,
+            ),
+        )
+        .await
+        .expect("served again in time")
+        .expect("connects");
+        c.recv(|_| ()).await.expect("the gateway's init");
+    });
+    assert_eq!(terminate(child), 0);
     std::fs::remove_dir_all(&dir).unwrap();
 }
