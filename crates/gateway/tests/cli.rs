@@ -577,6 +577,18 @@ fn out_of_descriptors_the_gateway_pauses_instead_of_spinning_and_recovers() {
         .stdout(Stdio::piped())
         .stderr(Stdio::null());
     let (child, node_id, addr) = started(command);
+    // Killed if an assertion fails before the clean stop at the end.
+    struct Stop(Option<Child>);
+    impl Drop for Stop {
+        fn drop(&mut self) {
+            if let Some(c) = self.0.as_mut() {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+        }
+    }
+    let mut child = Stop(Some(child));
+    let pid = child.0.as_ref().map_or(0, Child::id);
     // More connections than it has descriptors; they wait in the backlog (each accepted
     // one is closed by the handshake deadline after 5 s).
     let held: Vec<std::net::TcpStream> = (0..80)
@@ -584,9 +596,9 @@ fn out_of_descriptors_the_gateway_pauses_instead_of_spinning_and_recovers() {
         .collect();
     assert!(held.len() > 48, "{} connections", held.len());
     std::thread::sleep(Duration::from_millis(300));
-    let before = cpu_ticks(child.id());
+    let before = cpu_ticks(pid);
     std::thread::sleep(Duration::from_secs(2));
-    let used = cpu_ticks(child.id()) - before;
+    let used = cpu_ticks(pid) - before;
     // A loop retrying accept at once burns the whole 2 s (about 200 ticks).
     assert!(
         used < 40,
@@ -615,6 +627,6 @@ fn out_of_descriptors_the_gateway_pauses_instead_of_spinning_and_recovers() {
         .expect("connects");
         c.recv(|_| ()).await.expect("the gateway's init");
     });
-    assert_eq!(terminate(child), 0);
+    assert_eq!(terminate(child.0.take().expect("running")), 0);
     std::fs::remove_dir_all(&dir).unwrap();
 }
