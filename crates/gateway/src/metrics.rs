@@ -5,8 +5,10 @@ use std::fmt::Write as _;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
 
+use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpListener;
+
+use tokio::net::{TcpListener, TcpStream};
 
 /// What the gateway counts. Counters are touched per message with relaxed atomics; the
 /// labelled ones (by reason) once per connection.
@@ -194,42 +196,125 @@ impl Metrics {
     }
 }
 
+/// How long one `/metrics` exchange may take, request and answer together: a client that
+/// trickles its request or does not read the answer cannot hold a task longer.
+pub const METRICS_DEADLINE: Duration = Duration::from_secs(5);
+
 /// Answer every HTTP request on `listener` with `body()`, until the task is dropped.
 pub async fn serve_metrics(
     listener: TcpListener,
     body: impl Fn() -> String + Send + Sync + 'static,
 ) {
+    serve_metrics_within(listener, body, METRICS_DEADLINE).await;
+}
+
+async fn serve_metrics_within(
+    listener: TcpListener,
+    body: impl Fn() -> String + Send + Sync + 'static,
+    deadline: Duration,
+) {
     let body = std::sync::Arc::new(body);
+    // After a failed accept (out of descriptors), pause before the next, as the gateway's
+    // own listener does, rather than spin.
+    let mut pause = Duration::from_millis(5);
     loop {
-        let Ok((mut stream, _)) = listener.accept().await else {
-            continue;
+        let mut stream = match listener.accept().await {
+            Ok((stream, _)) => {
+                pause = Duration::from_millis(5);
+                stream
+            }
+            Err(_) => {
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_secs(1));
+                continue;
+            }
         };
         let body = body.clone();
         tokio::spawn(async move {
-            let mut req = [0u8; 4096];
-            let mut n = 0;
-            // Read the request head (bounded), then answer whatever was asked.
-            while n < req.len() {
-                match tokio::time::timeout(
-                    std::time::Duration::from_secs(5),
-                    stream.read(&mut req[n..]),
-                )
-                .await
-                {
-                    Ok(Ok(0)) | Err(_) | Ok(Err(_)) => return,
-                    Ok(Ok(k)) => n += k,
-                }
-                if req[..n].windows(4).any(|w| w == b"\r\n\r\n") {
-                    break;
-                }
-            }
-            let text = body();
-            let head = format!(
-                "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-                text.len()
-            );
-            let _ = stream.write_all(head.as_bytes()).await;
-            let _ = stream.write_all(text.as_bytes()).await;
+            let _ = tokio::time::timeout(deadline, answer(&mut stream, &*body)).await;
         });
+    }
+}
+
+/// Read one request head (at most 4 KiB), then answer it with `body()`.
+async fn answer(
+    stream: &mut TcpStream,
+    body: &(dyn Fn() -> String + Send + Sync),
+) -> std::io::Result<()> {
+    let mut req = [0u8; 4096];
+    let mut n = 0;
+    while n < req.len() {
+        let k = stream.read(&mut req[n..]).await?;
+        if k == 0 {
+            return Ok(());
+        }
+        n += k;
+        if req[..n].windows(4).any(|w| w == b"\r\n\r\n") {
+            break;
+        }
+    }
+    let text = body();
+    let head = format!(
+        "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        text.len()
+    );
+    stream.write_all(head.as_bytes()).await?;
+    stream.write_all(text.as_bytes()).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Whether the server has closed `s` (a read sees the end, or the connection reset).
+    async fn closed(s: &mut TcpStream) -> bool {
+        let mut b = [0u8; 64];
+        loop {
+            match tokio::time::timeout(Duration::from_millis(10), s.read(&mut b)).await {
+                Ok(Ok(0)) | Ok(Err(_)) => return true,
+                Ok(Ok(_)) => continue,
+                Err(_) => return false,
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn a_trickled_request_is_cut_at_the_whole_request_deadline() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = tokio::spawn(serve_metrics_within(
+            listener,
+            || "x 1\n".to_string(),
+            Duration::from_millis(300),
+        ));
+        // A client that sends one byte every 100 ms (each read is quick; the whole is not).
+        let mut slow = TcpStream::connect(addr).await.unwrap();
+        let started = tokio::time::Instant::now();
+        let mut cut = false;
+        for b in b"GET /metrics HTTP/1.1\r\nHost: a-very-long-host-name\r\n"
+            .iter()
+            .cycle()
+            .take(20)
+        {
+            if slow.write_all(&[*b]).await.is_err() || closed(&mut slow).await {
+                cut = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert!(cut, "still open after {:?}", started.elapsed());
+        assert!(started.elapsed() < Duration::from_millis(900));
+        // A normal request is answered.
+        let mut ok = TcpStream::connect(addr).await.unwrap();
+        ok.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+            .await
+            .unwrap();
+        let mut text = String::new();
+        ok.read_to_string(&mut text).await.unwrap();
+        assert!(
+            text.starts_with("HTTP/1.1 200 OK") && text.ends_with("x 1\n"),
+            "{text}"
+        );
+        server.abort();
     }
 }
