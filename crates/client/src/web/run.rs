@@ -184,7 +184,9 @@ impl Net {
     /// re-armed for every message while deadlines move later.
     fn arm_timer(&mut self) {
         let mut due = self.engine.poll_timeout();
-        if !self.engine.is_stopped() && !self.engine.is_synced() {
+        // Progress events while headers are being fetched (not while the chain merely
+        // lacks the network's minimum work with nothing in flight: then nothing changes).
+        if !self.engine.is_stopped() && !self.engine.syncer().is_synced() {
             let p = Millis::from_f64(js::now_ms() + self.progress_ms);
             due = Some(due.map_or(p, |d| d.min(p)));
         }
