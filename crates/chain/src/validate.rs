@@ -100,6 +100,13 @@ pub enum Rule {
 }
 
 impl Rule {
+    /// Whether the header may become valid later without changing: only a time too far
+    /// ahead of our clock (Bitcoin Core's `BLOCK_TIME_FUTURE`, which it does not punish).
+    /// Every other rule is broken for good.
+    pub fn is_not_yet(&self) -> bool {
+        matches!(self, Rule::TimeTooNew { .. })
+    }
+
     /// A short machine-readable name (kebab-case; Bitcoin Core's reject reason where it
     /// has one), stable across versions for applications to match on.
     pub fn code(&self) -> &'static str {

@@ -387,11 +387,11 @@ impl Engine {
     /// The bytes from [`Self::poll_transmit`] went out.
     pub fn sent(&mut self, g: usize) {
         if let Some(conn) = self.conns[g].as_mut() {
-            if let Some(out) = conn.poll_transmit() {
+            let n = conn.sent();
+            if n > 0 {
                 self.core.counters.messages_out += 1;
-                self.core.counters.bytes_out += out.len() as u64;
+                self.core.counters.bytes_out += n as u64;
             }
-            conn.sent();
         }
     }
 

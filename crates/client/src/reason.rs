@@ -2,7 +2,7 @@
 //! machine-readable [`DropReason::code`] and a sentence (its `Display`), and says whether
 //! the gateway broke a rule (marked bad) or the connection merely failed (reconnect).
 
-use lightwire_chain::{ConnectError, Rule};
+use lightwire_chain::ConnectError;
 use lightwire_proto::PeerError;
 
 use crate::sync::SyncError;
@@ -99,7 +99,7 @@ impl DropReason {
         matches!(
             self,
             DropReason::Sync(SyncError::Invalid(ConnectError::Invalid(e)))
-                if matches!(e.rule, Rule::TimeTooNew { .. })
+                if e.rule.is_not_yet()
         )
     }
 

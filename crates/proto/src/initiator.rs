@@ -233,9 +233,11 @@ impl Link {
         (!self.out.is_empty()).then_some(&self.out[..])
     }
 
-    /// The bytes from [`Self::transmit`] went out.
-    pub fn sent(&mut self) {
+    /// The bytes from [`Self::transmit`] went out; returns how many.
+    pub fn sent(&mut self) -> usize {
+        let n = self.out.len();
         self.out.clear();
+        n
     }
 }
 
@@ -414,9 +416,10 @@ impl Initiator {
         self.link.transmit()
     }
 
-    /// The bytes from [`Self::poll_transmit`] went out.
-    pub fn sent(&mut self) {
-        self.link.sent();
+    /// The bytes from [`Self::poll_transmit`] went out; returns how many (0 if nothing was
+    /// waiting).
+    pub fn sent(&mut self) -> usize {
+        self.link.sent()
     }
 
     /// When [`Self::handle_timeout`] must next run: the handshake deadline, then the
