@@ -517,14 +517,19 @@ mod tests {
         );
     }
 
+    /// Regtest with a checkpoint at height 200 of `main`.
+    fn checkpoint_at_200(main: &[Header]) -> &'static Params {
+        let hash: &'static str = Box::leak(main[200].block_hash().to_string().into_boxed_str());
+        Box::leak(Box::new(Params {
+            checkpoints: Box::leak(vec![(200, hash)].into_boxed_slice()),
+            ..REGTEST.clone()
+        }))
+    }
+
     #[test]
     fn a_fork_below_the_last_checkpoint_is_refused() {
         let main = main_chain(300);
-        let cp_hash: &'static str = Box::leak(main[200].block_hash().to_string().into_boxed_str());
-        let params: &'static Params = Box::leak(Box::new(Params {
-            checkpoints: Box::leak(vec![(200, cp_hash)].into_boxed_slice()),
-            ..REGTEST.clone()
-        }));
+        let params = checkpoint_at_200(&main);
         let mut chain = Chain::new(params);
         chain
             .connect(&main[1..=300], NOW)
@@ -560,11 +565,7 @@ mod tests {
     #[test]
     fn a_checkpoint_not_reached_yet_does_not_lock_out_the_real_chain() {
         let main = main_chain(300);
-        let cp_hash: &'static str = Box::leak(main[200].block_hash().to_string().into_boxed_str());
-        let params: &'static Params = Box::leak(Box::new(Params {
-            checkpoints: Box::leak(vec![(200, cp_hash)].into_boxed_slice()),
-            ..REGTEST.clone()
-        }));
+        let params = checkpoint_at_200(&main);
         // A hostile gateway's one header with valid proof of work on genesis is taken...
         let mut chain = Chain::new(params);
         let fake = headers_after(&main[0], 0, 1, 9);
