@@ -152,8 +152,10 @@ impl Chain {
             return self.extend_side(headers, now);
         }
         match self.window.height_of(&first.prev_blockhash) {
-            Some(fork) => self.branch(None, fork, headers, now),
-            None => Ok(Outcome::NeedAncestors {
+            Some(fork) if self.window.has_context_at(fork) => self.branch(None, fork, headers, now),
+            // Not held, or too near the bottom of the window to check the median time and
+            // a retarget exactly: the caller's store has what lies below.
+            _ => Ok(Outcome::NeedAncestors {
                 parent: first.prev_blockhash,
             }),
         }
@@ -244,8 +246,15 @@ impl Chain {
         }
         // Forks are rare: copying the window (about 320 KB) here keeps the tip path free.
         let mut base = match deep {
-            Some(w) if skip == 0 => w,
-            _ => self.window.clone(),
+            Some(mut w) => {
+                // Headers skipped as known continue the stored ancestors.
+                for height in w.tip().height + 1..=fork {
+                    let entry = self.window.get(height).ok_or(ConnectError::BadAncestors)?;
+                    w.push(*entry);
+                }
+                w
+            }
+            None => self.window.clone(),
         };
         if !base.truncate_to(fork) {
             return Err(ConnectError::BadAncestors);
@@ -607,6 +616,67 @@ mod tests {
         ));
         assert!(Chain::resume(&REGTEST, &[]).is_none());
         assert!(Chain::resume(&REGTEST, &[entries[0], entries[2]]).is_none());
+    }
+
+    /// Item 11 of the trust issue: a fork a few headers above the bottom of the window
+    /// was validated on those few alone, so its median time past went unchecked. It now
+    /// asks for the stored ancestors, and the median is checked on them.
+    #[test]
+    fn a_fork_near_the_bottom_of_the_window_is_checked_on_its_ancestors() {
+        let main = main_chain(4600);
+        let mut chain = synced(&main, 2000);
+        let bottom = 4600 + 1 - WINDOW_LEN as u32;
+        let parent = bottom + 5;
+        assert!(chain.window().get(parent).is_some(), "the parent is held");
+        let median = {
+            let mut times: Vec<u32> = main[parent as usize - 10..=parent as usize]
+                .iter()
+                .map(|h| h.time)
+                .collect();
+            times.sort_unstable();
+            times[5]
+        };
+        let mut fork = headers_after(&main[parent as usize], parent, 1, 1);
+        fork[0].time = median;
+        let target = fork[0].bits.to_target().unwrap();
+        assert!(crate::generate::mine(&mut fork[0], &target));
+        assert_eq!(
+            chain.connect(&fork, NOW),
+            Ok(Outcome::NeedAncestors {
+                parent: main[parent as usize].block_hash()
+            })
+        );
+        let stored = synced(&main[..=parent as usize], 2000);
+        let ancestors: Vec<Entry> = (0..=parent)
+            .filter_map(|h| stored.window().get(h).copied())
+            .collect();
+        assert_eq!(
+            chain.connect_branch(&ancestors, &fork, NOW),
+            Err(ConnectError::Invalid(ValidationError {
+                height: parent + 1,
+                rule: Rule::TimeTooOld {
+                    time: median,
+                    median
+                }
+            }))
+        );
+        // Headers the store would skip as known continue its ancestors exactly too.
+        let mut known_then_fork = main[parent as usize + 1..parent as usize + 3].to_vec();
+        let mut late = headers_after(&main[parent as usize + 2], parent + 2, 1, 1);
+        late[0].time = 0;
+        assert!(crate::generate::mine(&mut late[0], &target));
+        known_then_fork.extend(late);
+        assert!(matches!(
+            chain.connect_branch(&ancestors, &known_then_fork, NOW),
+            Err(ConnectError::Invalid(ValidationError {
+                rule: Rule::TimeTooOld { time: 0, .. },
+                ..
+            }))
+        ));
+        // A fork higher up, with 2016 headers below it in the window, needs no store.
+        let higher = bottom + MAX_BATCH as u32;
+        let ok = headers_after(&main[higher as usize], higher, 1, 1);
+        assert!(matches!(chain.connect(&ok, NOW), Ok(Outcome::Stale { .. })));
     }
 
     #[test]

@@ -346,6 +346,15 @@ impl Window {
         Some(e)
     }
 
+    /// Whether a header whose parent is at `height` (held) can be validated exactly on this
+    /// window rewound to it: the window reaches back to genesis, or holds the 2016 entries
+    /// a retarget looks back over (which include the 11 of the median time). Otherwise a
+    /// fork there would be checked by range and without its median time.
+    pub fn has_context_at(&self, height: u32) -> bool {
+        let bottom = self.tip().height + 1 - self.len as u32;
+        (bottom == 0 && self.from_genesis) || height + 1 >= bottom + MAX_BATCH as u32
+    }
+
     /// The height of `hash` if the window holds it (a linear scan: for forks, not the
     /// per-header path).
     pub fn height_of(&self, hash: &BlockHash) -> Option<u32> {
@@ -598,13 +607,27 @@ fn next_bits(params: &Params, window: &Window, time: u32) -> Expected {
     }
     let first_height = last.height + 1 - params.retarget_interval;
     let Some(first) = window.get(first_height) else {
-        // The period began before what we hold: check the clamp's range only.
-        let old = last.bits().to_target().map(|t| t.0).unwrap_or_default();
-        let easiest = old.wrapping_mul_u64(4).min(params.pow_limit().0);
-        let hardest = old.checked_div_u64(4).unwrap_or_default();
+        // The period began before what we hold: check the clamp's range only (Core's
+        // `PermittedDifficultyTransition`). Both bounds go through the compact encoding, as
+        // a retarget's result does: its rounding only lowers a target, so an unrounded
+        // bound of a quarter would refuse a legitimate retarget just below it. BIP94
+        // retargets from the period's own target, which `normal_bits` holds even when the
+        // last header used the minimum-difficulty exception.
+        let old = if params.enforce_bip94 {
+            last.normal_bits
+        } else {
+            last.bits()
+        };
+        let old = old.to_target().map(|t| t.0).unwrap_or_default();
+        let rounded = |t| Target(t).to_compact().to_target().unwrap_or(Target(t));
+        let limit = params.pow_limit().0;
+        let easiest = match limit.checked_div_u64(4) {
+            Some(quarter) if old <= quarter => old.wrapping_mul_u64(4),
+            _ => limit,
+        };
         return Expected::Range {
-            easiest: Target(easiest),
-            hardest: Target(hardest),
+            easiest: rounded(easiest),
+            hardest: rounded(old.checked_div_u64(4).unwrap_or_default()),
         };
     };
     Expected::Exact(retarget(
@@ -727,6 +750,45 @@ mod tests {
             validate(&REGTEST, &window, &h, now).is_ok(),
             "exactly two hours ahead is fine"
         );
+    }
+
+    /// Item 11 of the trust issue: a retarget checked by range only (the period began
+    /// below the window) is refused or allowed exactly as Core's
+    /// `PermittedDifficultyTransition` does, with both bounds rounded through `nBits`.
+    /// (Checked on the rule's bounds: mining a mainnet-sized target is out of reach.)
+    #[test]
+    fn a_retarget_checked_by_range_rounds_its_bounds_as_core_does() {
+        let params = &crate::params::MAINNET;
+        // A full 23-bit mantissa: a quarter of it needs a fourth byte `nBits` lacks.
+        let old = CompactTarget(0x1c7f_ffff);
+        let quarter = retarget(params, 0, old, params.target_timespan / 4);
+        assert_eq!(
+            quarter,
+            CompactTarget(0x1c1f_ffff),
+            "Core's hardest retarget"
+        );
+        let fourfold = retarget(params, 0, old, params.target_timespan * 4);
+        let mut parent = params.genesis;
+        parent.bits = old;
+        let window = Window::from_trusted(Entry {
+            height: 2015,
+            hash: parent.block_hash(),
+            header: parent,
+            chainwork: Work::ZERO,
+            normal_bits: old,
+        });
+        let Expected::Range { easiest, hardest } = next_bits(params, &window, parent.time + 1)
+        else {
+            panic!("the period's first header is not in the window: a range");
+        };
+        let allowed = |bits: u32| {
+            let t = CompactTarget(bits).to_target().unwrap();
+            hardest <= t && t <= easiest
+        };
+        assert!(allowed(quarter.0), "Core's own result is allowed");
+        assert!(allowed(fourfold.0) && allowed(old.0));
+        assert!(!allowed(0x1c1f_fffe), "harder than any retarget");
+        assert!(!allowed(fourfold.0 + 1), "easier than any retarget");
     }
 
     #[test]
