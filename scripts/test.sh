@@ -43,7 +43,7 @@ node tests/store-reload/run.mjs
 # build-pkg.sh type-checks the TypeScript layer (strict tsc) as it builds it.
 step "the npm package (wasm-pack --target web + tsc) and the gateway binaries (release)"
 bash scripts/build-pkg.sh
-cargo build --release -p lightwire-gateway -p lightwire-chain --bins
+cargo build --release -p lightwire-gateway -p lightwire-chain -p lightwire-tests --bins
 
 step "end to end: the package in Chromium against real gateways (tests/e2e)"
 node tests/e2e/run.mjs --no-build

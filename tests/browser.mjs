@@ -113,9 +113,10 @@ export function freePort() {
 }
 
 /// Start lightwire-gateway (the binary at `path`) with `argv`, which must include
-/// `--metrics-listen`: `{proc, ready}`, where `ready` resolves to `{connect, metrics}`
-/// (its connect string and /metrics URL) once it listens.
-export function startGateway(path, argv) {
+/// `--metrics-listen` unless `metrics` is false (lightwire-hostile has none): `{proc,
+/// ready}`, where `ready` resolves to `{connect, metrics}` (its connect string and /metrics
+/// URL) once it listens.
+export function startGateway(path, argv, { metrics = true } = {}) {
   const proc = spawn(path, argv, { stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   let err = '';
@@ -124,9 +125,9 @@ export function startGateway(path, argv) {
     const check = () => {
       const c = /connect (ws:\/\/\S+)/.exec(out);
       const m = /metrics on (http:\/\/\S+)/.exec(err);
-      if (c && m) {
+      if (c && (m || !metrics)) {
         clearTimeout(timer);
-        resolve({ connect: c[1], metrics: m[1] });
+        resolve({ connect: c[1], metrics: m?.[1] });
       }
     };
     proc.stdout.on('data', (d) => {

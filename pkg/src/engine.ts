@@ -25,6 +25,7 @@ export async function openHere(
       network: options.network,
       gateways: options.gateways,
       storeName: options.storeName,
+      checkpoints: options.checkpoints,
       commitEvery: options.commitEvery,
       requestSize: options.requestSize,
       progressIntervalMs: options.progressIntervalMs,

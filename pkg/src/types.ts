@@ -4,12 +4,25 @@
 /** A Bitcoin network the client can follow. */
 export type Network = 'mainnet' | 'testnet3' | 'testnet4' | 'signet' | 'regtest';
 
+/** A block the app knows is on the real chain. */
+export interface Checkpoint {
+  height: number;
+  /** Block hash, display hex (as explorers show it). */
+  hash: string;
+}
+
 /** Options for {@link LightwireClient.open}. */
 export interface ClientOptions {
   /** The network to follow. Gateways serving another network are refused. */
   network: Network;
   /** Gateway connect strings, `ws[s]://host:port#<node id hex>` (the id pins the gateway's key). */
   gateways: string[];
+  /**
+   * Checkpoints the app trusts, added to the network's own (Bitcoin Core's): the header at
+   * each height must have that hash (display hex), and once the chain reaches one, no fork
+   * below it is taken. Give the same list every time a store is opened.
+   */
+  checkpoints?: Checkpoint[];
   /** IndexedDB database name (default `lightwire-<network>`). */
   storeName?: string;
   /** Run the engine in a dedicated Web Worker (default true); false runs it on this thread. */

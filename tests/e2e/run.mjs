@@ -16,6 +16,14 @@
 //   restart   the gateway is stopped and started again: the client reconnects by itself
 //             and catches up
 //   queries   headerAt / headerByHash / verifyInclusion, and typed errors for bad input
+//   checkpoint  (trust rules, item 1) a fake fork from genesis, committed in one session
+//             before the chain reaches the app's checkpoint, does not lock the next
+//             session out of the real chain
+//   stall     (item 2) two lying gateways (lightwire-hostile) claim far more work than they
+//             deliver, one answering empty with ever higher tips, one resending known
+//             headers: the client syncs from the honest one, which is never marked bad
+//   pings     (item 5) a gateway flooding pings that ask for 65 KB pongs is dropped after
+//             a few; what the client sent stays small; the honest one syncs it
 // --bench runs `full` only, twice, and prints the figures for benches/README.md.
 
 import { execFileSync } from 'node:child_process';
@@ -39,7 +47,7 @@ function log(msg) {
 function build() {
   log('building the package (wasm-pack + tsc) and the gateway (release)');
   execFileSync('bash', [join(root, 'scripts', 'build-pkg.sh')], { stdio: 'inherit' });
-  execFileSync('cargo', ['build', '--release', '-p', 'lightwire-gateway', '-p', 'lightwire-chain', '--bins'], {
+  execFileSync('cargo', ['build', '--release', '-p', 'lightwire-gateway', '-p', 'lightwire-chain', '-p', 'lightwire-tests', '--bins'], {
     stdio: 'inherit',
     cwd: root,
   });
@@ -81,6 +89,20 @@ async function gateway(source, { port = 0, keyFile } = {}) {
     hup: () => proc.kill('SIGHUP'),
     stop: () => terminate(proc),
   };
+}
+
+/// Start lightwire-hostile (tests/hostile.rs) serving `file` with `flags`; resolves once it
+/// listens. Its stderr says, per connection, what it sent.
+async function hostile(file, flags) {
+  const argv = ['--headers-file', file, ...flags];
+  const { proc, ready } = startGateway(bin('lightwire-hostile'), argv, { metrics: false });
+  running.add(proc);
+  proc.on('exit', () => running.delete(proc));
+  proc.stderr.on('data', (d) => {
+    for (const line of String(d).trimEnd().split('\n')) log(`    ${line}`);
+  });
+  const { connect } = await ready;
+  return { connect, proc, stop: () => terminate(proc) };
 }
 
 /// Headers files from `lightwire-chain generate`: main heights 0..count-1, and a fork of
@@ -383,9 +405,116 @@ async function queries() {
   }
 }
 
+/// The gateway states and drop codes seen for gateway `g`.
+const history = (events, g) =>
+  events.filter((e) => e.type === 'gateway' && e.gateway === g).map((e) => e.code ? `${e.state}:${e.code}` : e.state);
+
+async function checkpoint() {
+  // Honest: 0..1,000. Fake: genesis + 150 headers of another branch from height 1. The app
+  // pins the honest header at 200, which the fake chain never reaches.
+  const { main, fork } = chainFiles('checkpoint', 1_001, 1, 150);
+  const honestFile = join(work, 'checkpoint-honest');
+  const fakeFile = join(work, 'checkpoint-fake');
+  writeFileSync(honestFile, main);
+  writeFileSync(fakeFile, Buffer.concat([main.subarray(0, 80), fork]));
+  const checkpoints = [{ height: 200, hash: hashAt(main, 200) }];
+  const fake = await gateway(['--headers-file', fakeFile, '--network', 'regtest']);
+  let page = await openPage();
+  try {
+    await openClient(page, { gateways: [fake.connect], storeName: 'checkpoint', checkpoints });
+    await until(page, 'the fake chain', 30_000, syncedTo(150));
+    const stored = await page.evaluate(() => window.client.tip());
+    assert(stored.hash === hashAt(fork, 149), 'session 1 did not store the fake chain');
+    await stopClient(page);
+  } finally {
+    await page.close();
+    await fake.stop();
+  }
+  const honest = await gateway(['--headers-file', honestFile, '--network', 'regtest']);
+  page = await openPage();
+  try {
+    await openClient(page, { gateways: [honest.connect], storeName: 'checkpoint', checkpoints });
+    const { events } = await until(page, 'the real chain in the next session', 30_000, syncedTo(1_000));
+    const tip = await page.evaluate(() => window.client.tip());
+    assert(tip.hash === hashAt(main, 1_000), 'not the honest chain');
+    const r = events.find((e) => e.type === 'reorg');
+    assert(r && r.depth === 150 && r.oldTip.hash === hashAt(fork, 149), `reorg ${JSON.stringify(r)}`);
+    const seen = history(events, 0);
+    assert(!seen.some((s) => s.startsWith('bad')) && !events.some((e) => e.type === 'rejected'),
+      `the honest gateway was marked bad: ${seen.join(' > ')}`);
+    const at200 = await page.evaluate(() => window.client.headerAt(200));
+    assert(at200.hash === checkpoints[0].hash, 'the checkpoint is not on the stored chain');
+    log(`  session 1 stored a fake fork to 150 (checkpoint at 200 not reached); session 2 ` +
+      `reorged ${r.depth} deep onto the honest chain to 1,000; honest gateway: ${seen.join(' > ')}`);
+    await stopClient(page);
+  } finally {
+    await page.close();
+    await honest.stop();
+  }
+}
+
+async function stall() {
+  const { main } = chainFiles('stall', 3_001, 2_000, 1);
+  const honestFile = join(work, 'stall-honest');
+  const shortFile = join(work, 'stall-short');
+  writeFileSync(honestFile, main);
+  writeFileSync(shortFile, main.subarray(0, 501 * 80));
+  const huge = 'ff'.repeat(32);
+  const claim = ['--claim-work', huge, '--claim-height', '100000'];
+  const empty = await hostile(shortFile, [...claim, '--answers', 'empty', '--bump-tip']);
+  const known = await hostile(shortFile, [...claim, '--answers', 'known']);
+  const honest = await gateway(['--headers-file', honestFile, '--network', 'regtest']);
+  const page = await openPage();
+  try {
+    // The liars come first and claim the most work: they are asked first.
+    await openClient(page, {
+      gateways: [empty.connect, known.connect, honest.connect], storeName: 'stall', requestSize: 500,
+    });
+    const { m, events } = await until(page, 'the honest chain despite two liars', 90_000, syncedTo(3_000));
+    const tip = await page.evaluate(() => window.client.tip());
+    assert(tip.hash === hashAt(main, 3_000), 'not the honest tip');
+    const seen = history(events, 2);
+    assert(!seen.some((s) => s.startsWith('bad')), `the honest gateway was marked bad: ${seen.join(' > ')}`);
+    assert(m.wasmMemoryBytes < 64 * 2 ** 20, `wasm memory ${m.wasmMemoryBytes}`);
+    log(`  synced 3,000 from the honest gateway; liars: ${history(events, 0).join(' > ')} | ` +
+      `${history(events, 1).join(' > ')}; wasm memory ${(m.wasmMemoryBytes / 2 ** 20).toFixed(1)} MiB`);
+    await stopClient(page);
+  } finally {
+    await page.close();
+    await empty.stop();
+    await known.stop();
+    await honest.stop();
+  }
+}
+
+async function pings() {
+  const { main } = chainFiles('pings', 2_001, 1_000, 1);
+  const file = join(work, 'pings-served');
+  writeFileSync(file, main);
+  const flood = await hostile(file, ['--ping-flood', '20']);
+  const honest = await gateway(['--headers-file', file, '--network', 'regtest']);
+  const page = await openPage();
+  try {
+    await openClient(page, { gateways: [flood.connect, honest.connect], storeName: 'pings' });
+    const { m, events } = await until(page, 'the flood dropped and the sync done', 60_000,
+      (m, ev) => syncedTo(2_000)(m) && ev.some((e) => e.gateway === 0 && e.code === 'ping-flood'));
+    const seen = history(events, 1);
+    assert(!seen.some((s) => s.startsWith('bad')), `the honest gateway was marked bad: ${seen.join(' > ')}`);
+    // Each answered ping costs a 65 KB pong: at most the allowed few went out per connection.
+    assert(m.bytesOut < 4 * 2 ** 20, `the client sent ${m.bytesOut} bytes`);
+    log(`  flooder: ${history(events, 0).join(' > ')}; client sent ${m.bytesOut} bytes in all; ` +
+      'synced 2,000 from the honest gateway');
+    await stopClient(page);
+  } finally {
+    await page.close();
+    await flood.stop();
+    await honest.stop();
+  }
+}
+
 // ---------------------------------------------------------------- main
 
-const scenarios = { full, reopen, reorg, invalid, mostwork, restart, queries };
+const scenarios = { full, reopen, reorg, invalid, mostwork, restart, queries, checkpoint, stall, pings };
 let work;
 let chrome;
 let url;

@@ -28,12 +28,12 @@ pub struct Client {
 #[wasm_bindgen]
 impl Client {
     /// Open the store, read (or create) the client key, and start syncing from the given
-    /// gateways. `options`: `{ network, gateways: [connect strings], storeName?,
-    /// commitEvery?, requestSize?, progressIntervalMs? }`. `onEvent` gets every event
+    /// gateways. `options`: `{ network, gateways: [connect strings], checkpoints?,
+    /// storeName?, commitEvery?, requestSize?, progressIntervalMs? }`. `onEvent` gets every event
     /// (plain objects with a `type`).
     pub async fn open(options_: JsValue, on_event: Function) -> Result<Client, JsValue> {
         let o = options(&options_)?;
-        let params = o.network.params();
+        let params = o.params;
         let store = IdbStore::open(&o.store_name, params)
             .await
             .map_err(|e| js::error("StoreError", e.to_string()))?;

@@ -2,7 +2,7 @@
 //! `InvalidOptions` or `InvalidGateway` error naming what is wrong.
 
 use js_sys::{Array, Reflect};
-use lightwire_chain::Network;
+use lightwire_chain::{BlockHash, Network, Params};
 use lightwire_proto::ConnectString;
 use wasm_bindgen::prelude::*;
 
@@ -11,8 +11,8 @@ use crate::sync::{DEFAULT_COMMIT_EVERY, DEFAULT_REQUEST};
 
 /// What `Client.open` was given.
 pub struct Options {
-    /// `network` (default mainnet).
-    pub network: Network,
+    /// `network`'s rules (default mainnet), with `checkpoints` added to its own.
+    pub params: &'static Params,
     /// `gateways`: connect strings, at least one.
     pub gateways: Vec<ConnectString>,
     /// `storeName` (default `lightwire-<network>`).
@@ -57,14 +57,61 @@ pub fn options(o: &JsValue) -> Result<Options, JsValue> {
             )),
         }
     };
+    let params = with_checkpoints(network, &get("checkpoints"))?;
     Ok(Options {
+        params,
         store_name: get("storeName")
             .as_string()
             .unwrap_or_else(|| format!("lightwire-{network}")),
-        network,
         gateways,
         commit_every: number("commitEvery", DEFAULT_COMMIT_EVERY as f64, 1.0, 1e6)? as usize,
         request_size: number("requestSize", DEFAULT_REQUEST as f64, 1.0, 100_000.0)? as u32,
         progress_ms: number("progressIntervalMs", 250.0, 10.0, 60_000.0)?,
     })
+}
+
+/// The network's parameters with the app's own `checkpoints` (`[{ height, hash }]`, hash in
+/// display hex) added: a header at such a height must have that hash, and once the chain
+/// reaches it no fork below it is taken (Core's checkpoint rules). They can only narrow
+/// what is accepted. The parameters live for the rest of the page (a few hundred bytes per
+/// `open` with checkpoints: the chain code takes `&'static Params`).
+fn with_checkpoints(network: Network, list: &JsValue) -> Result<&'static Params, JsValue> {
+    let params = network.params();
+    if list.is_undefined() || list.is_null() {
+        return Ok(params);
+    }
+    let bad = |why: String| js::error("InvalidOptions", format!("options.checkpoints: {why}"));
+    if !Array::is_array(list) {
+        return Err(bad("must be an array of { height, hash }".into()));
+    }
+    let mut all: Vec<(u32, &'static str)> = params.checkpoints.to_vec();
+    for item in Array::from(list).iter() {
+        let get = |k: &str| Reflect::get(&item, &k.into()).unwrap_or(JsValue::UNDEFINED);
+        let height = get("height")
+            .as_f64()
+            .filter(|h| h.fract() == 0.0 && (1.0..=f64::from(u32::MAX)).contains(h))
+            .ok_or_else(|| bad("each height must be a whole number from 1".into()))?
+            as u32;
+        let hash = get("hash")
+            .as_string()
+            .unwrap_or_default()
+            .to_ascii_lowercase();
+        if BlockHash::from_display_hex(&hash).is_none() {
+            return Err(bad(format!("{hash:?} is not a block hash (64 hex digits)")));
+        }
+        match all.iter().find(|(h, _)| *h == height) {
+            Some((_, known)) if *known != hash => {
+                return Err(bad(format!(
+                    "height {height} is already a checkpoint of {network} with hash {known}"
+                )));
+            }
+            Some(_) => {}
+            None => all.push((height, Box::leak(hash.into_boxed_str()))),
+        }
+    }
+    all.sort_unstable();
+    Ok(Box::leak(Box::new(Params {
+        checkpoints: Box::leak(all.into_boxed_slice()),
+        ..params.clone()
+    })))
 }
