@@ -1,12 +1,18 @@
 //! The chain a gateway serves: every header of its best chain in memory, validated with
 //! `lightwire-chain` before it is served, and a hash -> height index for locators.
+//!
+//! A chain followed from a node is served only once it has the network's minimum chain
+//! work (Core's `nMinimumChainWork`, which Core's headers presync also waits for): until
+//! then clients see the first header alone, so that a node (or anyone on the unencrypted
+//! P2P path) cannot have a freshly started gateway hand every client a light chain as the
+//! best one. A headers file or a generated chain is served as the operator gave it.
 
 use std::collections::HashMap;
 
 use lightwire_chain::generate::next_header;
 use lightwire_chain::{
     BlockHash, Chain, ConnectError, Entry, HEADER_LEN, Header, MAX_BATCH, Network, Outcome, Params,
-    REGTEST, Work, rebuild_entries,
+    REGTEST, U256, Work, rebuild_entries,
 };
 
 /// Why a header source was refused.
@@ -51,6 +57,8 @@ pub struct ServedChain {
     period_work: Vec<Work>,
     /// Reorgs applied so far: an answer that started before one ends at once.
     reorgs: u64,
+    /// Below this chain work only the first header is served (see the module's comment).
+    min_work: Work,
 }
 
 /// A chain being built: what is served, and the validation window its next header needs.
@@ -74,6 +82,7 @@ impl Builder {
                 tip: tip_info(&first),
                 period_work: vec![first.chainwork],
                 reorgs: 0,
+                min_work: Work::ZERO,
             },
             chain,
         }
@@ -109,8 +118,30 @@ impl ServedChain {
     /// Only `params`' genesis header, with the validation state to extend it: the start of
     /// a chain that follows an upstream node.
     pub fn genesis_only(params: &'static Params) -> (ServedChain, Chain) {
-        let b = Builder::starting_at(params, genesis_entry(params));
+        let mut b = Builder::starting_at(params, genesis_entry(params));
+        b.served.min_work = params.min_chain_work();
         (b.served, b.chain)
+    }
+
+    /// Whether the chain has the work it needs to be served (always, but for a chain
+    /// followed from a node below the network's minimum).
+    pub fn has_min_work(&self) -> bool {
+        Work(U256::from_be_bytes(&self.tip.chainwork)) >= self.min_work
+    }
+
+    /// The tip clients are told about and served up to: the tip, or the first header
+    /// while the chain lacks the minimum work.
+    pub fn served_tip(&self) -> TipInfo {
+        if self.has_min_work() {
+            return self.tip;
+        }
+        let first = self.headers[0];
+        let work = self.period_work[0];
+        TipInfo {
+            height: self.base,
+            header: first,
+            chainwork: work.0.to_be_bytes(),
+        }
     }
 
     /// Store what `Chain::connect` staged with `outcome`: an extension, or a reorg (the
@@ -318,7 +349,7 @@ impl ServedChain {
 
 impl lightwire_proto::Served for ServedChain {
     fn tip(&self) -> TipInfo {
-        self.tip
+        self.served_tip()
     }
 
     fn height_of(&self, hash: &BlockHash) -> Option<u32> {
@@ -503,5 +534,34 @@ mod tests {
         assert_eq!(served.entries(3000, 3050).unwrap()[50], *chain.tip());
         // Outcomes that stage nothing change nothing.
         assert!(!served.apply(&Outcome::Known, &[]));
+    }
+
+    /// Trust issue, item 10: a chain followed from a node is not served below the
+    /// network's minimum chain work; a headers file is served as given.
+    #[test]
+    fn a_followed_chain_is_served_only_once_it_has_the_minimum_work() {
+        // Regtest headers have work 2 each: require the work of genesis + 1,000 headers.
+        let work: &'static str = Box::leak(format!("{:064x}", 2 * 1001).into_boxed_str());
+        let params: &'static Params = Box::leak(Box::new(Params {
+            min_chain_work: work,
+            ..REGTEST.clone()
+        }));
+        let (mut served, mut chain) = ServedChain::genesis_only(params);
+        let main = headers_after(params, &params.genesis, 0, 1500, 0);
+        let outcome = chain.connect(&main[..999], NOW).unwrap();
+        assert!(served.apply(&outcome, chain.staged()));
+        assert_eq!(served.tip().height, 999, "validated and held");
+        assert!(!served.has_min_work());
+        let shown = Served::tip(&served);
+        assert_eq!((shown.height, shown.header), (0, params.genesis.encode()));
+        assert_eq!(served.start_after([main[500].block_hash().0].iter()), 502);
+        let outcome = chain.connect(&main[999..1000], NOW).unwrap();
+        assert!(served.apply(&outcome, chain.staged()));
+        assert!(served.has_min_work());
+        assert_eq!(Served::tip(&served), served.tip());
+        assert_eq!(Served::tip(&served).height, 1000);
+        // A file is served as given, whatever its work.
+        let file = ServedChain::generate(10, NOW).unwrap();
+        assert!(file.has_min_work());
     }
 }

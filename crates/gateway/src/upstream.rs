@@ -222,7 +222,17 @@ fn take_headers(
                 .map_err(UpstreamError::Invalid)?;
         }
         let changed = match shared.chain.write() {
-            Ok(mut c) => c.apply(&outcome, chain.staged()),
+            Ok(mut c) => {
+                let had = c.has_min_work();
+                let changed = c.apply(&outcome, chain.staged());
+                if !had && c.has_min_work() {
+                    tracing::info!(
+                        height = chain.tip().height,
+                        "the chain from the node reached the network's minimum work: serving it"
+                    );
+                }
+                changed
+            }
             Err(_) => false,
         };
         if changed {
