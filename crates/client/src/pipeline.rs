@@ -60,6 +60,11 @@ pub async fn open<S: HeaderStore>(
 /// For a batch whose parent `parent` is below the window: how many of its first headers
 /// the store holds on the best chain right after the parent, and stored entries ending at
 /// the last of those, enough to validate what follows; `None` if the parent is not stored.
+///
+/// One index lookup (the parent) and one range of chunk records: the headers that follow
+/// are compared with the stored ones by hash, not looked up in the index one by one (an
+/// answer of 819 stored headers would otherwise read most of the index's shards, and a
+/// gateway could make the tab do nothing else).
 pub async fn ancestors<S: HeaderStore>(
     store: &S,
     parent: &BlockHash,
@@ -68,17 +73,21 @@ pub async fn ancestors<S: HeaderStore>(
     let Some(height) = store.height_of(parent).await? else {
         return Ok(None);
     };
-    let hashes: Vec<BlockHash> = decode_headers(batch).map(|h| h.block_hash()).collect();
-    let mut heights = Vec::with_capacity(hashes.len());
-    store.heights_of(&hashes, &mut heights).await?;
-    let known = heights
+    let count = (batch.len() / lightwire_chain::HEADER_LEN) as u32;
+    let last = height.saturating_add(count).min(store.tip().await?.height);
+    let from = height.saturating_sub(WINDOW_LEN as u32 - 1);
+    let mut all = store.entries(from, last).await?;
+    let after = (height - from + 1) as usize;
+    let known = all[after.min(all.len())..]
         .iter()
-        .enumerate()
-        .take_while(|(i, h)| **h == Some(height + 1 + *i as u32))
+        .zip(decode_headers(batch))
+        .take_while(|(e, h)| e.hash == h.block_hash())
         .count();
     let end = height + known as u32;
-    let from = end.saturating_sub(WINDOW_LEN as u32 - 1);
-    Ok(Some((store.entries(from, end).await?, known)))
+    all.truncate((end - from + 1) as usize);
+    let keep = all.len().saturating_sub(WINDOW_LEN);
+    all.drain(..keep);
+    Ok(Some((all, known)))
 }
 
 /// A commit that completed: the new stored tip and its header's time.
@@ -248,14 +257,67 @@ mod tests {
         assert!(net.engine.is_synced());
     }
 
+    /// Trust issue, item 3: an answer of headers already stored deep below the window costs
+    /// one index lookup and a range read, not a lookup per header.
+    #[test]
+    fn known_deep_headers_are_compared_not_looked_up_one_by_one() {
+        let chain = TestChain::generate(8_000);
+        let mut net = Net::new(
+            FailingStore::new(memory(), usize::MAX),
+            vec![TestChain::generate(8_000)],
+            small,
+        );
+        net.drive();
+        assert_eq!(net.stored().height, 8_000);
+        let store = &net.store;
+        let batch: Vec<u8> = (1_001..=1_819)
+            .flat_map(|h| chain.header(h).encode())
+            .collect();
+        let parent = chain.header(1_000).block_hash();
+        store.lookups.set(0);
+        let (entries, known) = block_on(ancestors(store, &parent, &batch))
+            .unwrap()
+            .expect("the parent is stored");
+        assert_eq!(known, 819, "every header is on the stored chain");
+        assert_eq!(store.lookups.get(), 1, "only the parent was looked up");
+        assert_eq!(entries.last().map(|e| e.height), Some(1_819));
+        assert_eq!(entries.len(), 1_820, "from genesis: fewer than the window");
+        // A batch that parts from the stored chain after 5 headers.
+        let mut fork = TestChain::generate(8_000);
+        fork.reorg(1_005, 20, 3);
+        let batch: Vec<u8> = (1_001..=1_020)
+            .flat_map(|h| fork.header(h).encode())
+            .collect();
+        let (entries, known) = block_on(ancestors(store, &parent, &batch))
+            .unwrap()
+            .unwrap();
+        assert_eq!(known, 5);
+        assert_eq!(
+            entries.last().unwrap().hash,
+            chain.header(1_005).block_hash()
+        );
+        // Deep in a long chain, the window's worth ending at the last known header.
+        let parent = chain.header(7_000).block_hash();
+        let batch: Vec<u8> = (7_001..=7_010)
+            .flat_map(|h| chain.header(h).encode())
+            .collect();
+        let (entries, known) = block_on(ancestors(store, &parent, &batch))
+            .unwrap()
+            .unwrap();
+        assert_eq!(known, 10);
+        assert_eq!(entries.len(), WINDOW_LEN);
+        assert_eq!(entries.last().unwrap().height, 7_010);
+        let unknown = BlockHash([7; 32]);
+        assert!(
+            block_on(ancestors(store, &unknown, &batch))
+                .unwrap()
+                .is_none()
+        );
+    }
+
     #[test]
     fn a_failed_commit_keeps_the_last_whole_one_and_a_reopen_finishes() {
-        let store = FailingStore {
-            inner: memory(),
-            commits: 0,
-            fail_at: 3,
-            last_ok: None,
-        };
+        let store = FailingStore::new(memory(), 3);
         let mut net = Net::new(store, vec![TestChain::generate(5_000)], small);
         net.drive();
         assert_eq!(

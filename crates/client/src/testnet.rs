@@ -45,6 +45,22 @@ pub struct FailingStore {
     pub fail_at: usize,
     /// The tip after the last commit that succeeded.
     pub last_ok: Option<Tip>,
+    /// Index lookups made (one per hash, as a batch lookup costs a shard read per hash
+    /// in the worst case).
+    pub lookups: core::cell::Cell<usize>,
+}
+
+impl FailingStore {
+    /// A store over `inner` whose commit number `fail_at` fails (`usize::MAX`: none).
+    pub fn new(inner: MemoryStore, fail_at: usize) -> FailingStore {
+        FailingStore {
+            inner,
+            commits: 0,
+            fail_at,
+            last_ok: None,
+            lookups: core::cell::Cell::new(0),
+        }
+    }
 }
 
 impl HeaderStore for FailingStore {
@@ -70,6 +86,7 @@ impl HeaderStore for FailingStore {
         self.inner.headers(from, to, out).await
     }
     async fn height_of(&self, hash: &BlockHash) -> Result<Option<u32>, StoreError> {
+        self.lookups.set(self.lookups.get() + 1);
         self.inner.height_of(hash).await
     }
     async fn chainwork_at_period_start(&self, height: u32) -> Result<Work, StoreError> {
