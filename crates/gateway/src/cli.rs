@@ -23,7 +23,7 @@ use clap::{Args, Parser, ValueEnum};
 use lightwire_chain::{Chain, Network};
 use lightwire_gateway::metrics::serve_metrics;
 use lightwire_gateway::served::ServedChain;
-use lightwire_gateway::server::{Buffers, Limits, Shared, serve};
+use lightwire_gateway::server::{Buffers, Caps, Limits, Shared, serve};
 use lightwire_gateway::upstream::follow;
 use lightwire_noise::SecretKey;
 use tokio::net::TcpListener;
@@ -57,6 +57,21 @@ struct Cli {
     /// Buffers in each of the two pools (--buffers pooled; at least 1)
     #[arg(long, value_name = "N", default_value_t = DEFAULT_POOL)]
     pool: u32,
+    /// Client connections open at once; more are answered 503 and closed before any
+    /// handshake
+    ///
+    /// 20,000 idle connections hold about 100 MB with pooled buffers; keep the descriptor
+    /// limit (`ulimit -n`) above it. At least 1.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_CONNECTIONS)]
+    max_connections: u32,
+    /// Client connections open at once from one IP address (IPv6: one /64); more are
+    /// refused the same way
+    ///
+    /// A browser tab opens one connection per gateway, so 64 leaves room for dozens of tabs
+    /// or users behind one NAT, while one host needs 313 addresses to take all 20,000
+    /// connections. At least 1.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_PER_ADDRESS)]
+    max_per_address: u32,
     #[command(flatten)]
     log: LogArgs,
     #[command(flatten)]
@@ -121,10 +136,20 @@ struct Options {
     source: Source,
     metrics: Option<SocketAddr>,
     pool: Option<usize>,
+    caps: Caps,
 }
 
 /// Buffers per pool by default: 2 x 256 x 64 KiB = 32 MiB at most.
 const DEFAULT_POOL: u32 = 256;
+
+/// [`Caps::DEFAULT_MAX_CONNECTIONS`], as the flag's type (the library says why).
+const DEFAULT_MAX_CONNECTIONS: u32 = 20_000;
+/// [`Caps::DEFAULT_MAX_PER_ADDRESS`], as the flag's type.
+const DEFAULT_MAX_PER_ADDRESS: u32 = 64;
+const _: () = assert!(
+    DEFAULT_MAX_CONNECTIONS as usize == Caps::DEFAULT_MAX_CONNECTIONS
+        && DEFAULT_MAX_PER_ADDRESS as usize == Caps::DEFAULT_MAX_PER_ADDRESS
+);
 
 impl Cli {
     /// The options to run with. clap has checked that exactly one source is given, with
@@ -151,13 +176,19 @@ impl Cli {
                 );
             }
         };
-        let pool = usize::try_from(self.pool.max(1)).unwrap_or(usize::MAX);
+        let count = |n: u32| usize::try_from(n.max(1)).unwrap_or(usize::MAX);
+        let pool = count(self.pool);
+        let caps = Caps {
+            max_connections: count(self.max_connections),
+            max_per_address: count(self.max_per_address),
+        };
         Ok(Options {
             listen: self.listen,
             key_file: self.key_file,
             source,
             metrics: self.metrics_listen,
             pool: matches!(self.buffers, BufferMode::Pooled).then_some(pool),
+            caps,
         })
     }
 }
@@ -313,7 +344,7 @@ async fn run(o: Options) -> Result<(), String> {
         Some(n) => Buffers::pooled(n),
         None => Buffers::Fixed,
     };
-    let shared = Shared::new(chain, key, Limits::default(), buffers);
+    let shared = Shared::with_caps(chain, key, Limits::default(), buffers, o.caps);
     let signals = Signals::catch();
     if let Some(m) = o.metrics {
         let metrics = TcpListener::bind(m)

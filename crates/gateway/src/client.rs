@@ -129,7 +129,19 @@ impl Client {
         chain_hash: [u8; 32],
         framing: Framing,
     ) -> Result<Client, ClientError> {
-        let mut stream = TcpStream::connect(addr).await?;
+        let stream = TcpStream::connect(addr).await?;
+        Client::over(stream, node_id, chain_hash, framing).await
+    }
+
+    /// [`Client::connect`] over a socket already connected to the gateway (one bound to a
+    /// chosen source address, say).
+    pub async fn over(
+        mut stream: TcpStream,
+        node_id: &PublicKey,
+        chain_hash: [u8; 32],
+        framing: Framing,
+    ) -> Result<Client, ClientError> {
+        let addr = stream.peer_addr()?;
         stream.set_nodelay(true)?;
         let key = *b"bGlnaHR3aXJlLWNsaWVudA==";
         let mut req = [0u8; 512];

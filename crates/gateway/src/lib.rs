@@ -5,7 +5,8 @@
 //! requests, every deadline) is `lightwire-proto`'s sans-IO [`lightwire_proto::Responder`];
 //! this crate is its tokio shell ([`server`]), the chains it serves ([`served`], validated
 //! before they are served, from a file, generated, or followed from a node over P2P:
-//! [`upstream`], [`p2p`]), the frame buffer pools ([`pool`]), `/metrics` ([`metrics`]), and
+//! [`upstream`], [`p2p`]), the frame buffer pools ([`pool`]), the connection caps
+//! ([`admission`]), `/metrics` ([`metrics`]), and
 //! a native client for tests and the load generator ([`client`], a thin shell over
 //! [`lightwire_proto::Link`]).
 //!
@@ -14,6 +15,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod admission;
 pub mod client;
 pub mod metrics;
 pub mod p2p;

@@ -10,14 +10,20 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use tokio::net::{TcpListener, TcpStream};
 
+use crate::admission::Refusal;
+
 /// What the gateway counts. Counters are touched per message with relaxed atomics; the
 /// labelled ones (by reason) once per connection.
 #[derive(Default, Debug)]
 pub struct Metrics {
     /// Connections open now.
     pub connections_open: AtomicI64,
-    /// Connections accepted since start.
+    /// Connections accepted and served since start (not the refused ones).
     pub connections_total: AtomicU64,
+    /// Connections refused at the connection cap, since start.
+    refused_max_connections: AtomicU64,
+    /// Connections refused at the per-address cap, since start.
+    refused_max_per_address: AtomicU64,
     /// Accepts that failed (out of descriptors, above all); each pauses the listener.
     pub accept_errors: AtomicU64,
     /// Handshakes (WebSocket and BOLT 8) completed.
@@ -43,6 +49,23 @@ pub struct Metrics {
 }
 
 impl Metrics {
+    /// Count a connection refused at a cap.
+    pub fn refused(&self, why: Refusal) {
+        self.refusals_of(why).fetch_add(1, Relaxed);
+    }
+
+    /// Connections refused for `why` so far.
+    pub fn refusals(&self, why: Refusal) -> u64 {
+        self.refusals_of(why).load(Relaxed)
+    }
+
+    fn refusals_of(&self, why: Refusal) -> &AtomicU64 {
+        match why {
+            Refusal::MaxConnections => &self.refused_max_connections,
+            Refusal::MaxPerAddress => &self.refused_max_per_address,
+        }
+    }
+
     /// Count a failed handshake.
     pub fn handshake_failed(&self, reason: &'static str) {
         if let Ok(mut m) = self.handshake_failures.lock() {
@@ -92,7 +115,7 @@ impl Metrics {
         );
         gauge(
             "lightwire_connections_total",
-            "Connections accepted.",
+            "Connections accepted and served (refused ones are in lightwire_refused_connections_total).",
             "counter",
             get(&self.connections_total),
         );
@@ -173,6 +196,21 @@ impl Metrics {
             out,
             "# HELP lightwire_tip_info The served chain's tip hash.\n# TYPE lightwire_tip_info gauge\nlightwire_tip_info{{hash=\"{tip_hash}\"}} 1"
         );
+        // Every reason, even at 0: an alert on a rate needs the series before the first
+        // refusal.
+        let name = "lightwire_refused_connections_total";
+        let _ = writeln!(
+            out,
+            "# HELP {name} Connections refused at a cap (a 503 and a close, before any handshake), by reason.\n# TYPE {name} counter"
+        );
+        for why in Refusal::ALL {
+            let _ = writeln!(
+                out,
+                "{name}{{reason=\"{}\"}} {}",
+                why.label(),
+                self.refusals(why)
+            );
+        }
         for (name, help, map) in [
             (
                 "lightwire_handshake_failures_total",

@@ -9,13 +9,33 @@
 //! anything else happens; while a client does not read, the write waits (up to
 //! [`Limits::write_timeout`]) and nothing more is read from it either, so what a connection
 //! holds stays bounded by one frame.
+//!
+//! What a client can hold of the pools ([`Buffers::Pooled`]) is bounded in time as well as
+//! in number (one read and one write buffer per connection), so that clients which trickle
+//! or do not read cannot keep the buffers from the others:
+//! - a read buffer, while a frame is partly read; each frame must be whole within
+//!   [`Limits::frame_timeout`] of its first byte (the responder's deadline,
+//!   [`Close::SlowFrame`]);
+//! - a write buffer, while the frame sealed in it is written: at most
+//!   [`Limits::frame_timeout`] too, when that is shorter than [`Limits::write_timeout`]
+//!   (this shell's deadline, [`Close::WriteTimeout`]; see `Io::transmit`); the buffer goes
+//!   back once the frame is written, before the connection asks for the next;
+//! - a wait for either buffer: at most [`Limits::frame_timeout`] ([`Close::PoolExhausted`]);
+//!   the pools lend in the order they were asked.
+//!
+//! So a client that stops reading gives its write buffer back before the first connection
+//! waiting behind it gives up (`tests/serve.rs`,
+//! `a_client_that_does_not_read_keeps_a_pooled_write_buffer_no_longer_than_others_wait`).
+//!
+//! Before any of that, each accepted socket is admitted under the connection caps
+//! ([`crate::admission`]) or refused at once: see [`serve`].
 
 use std::io::IoSlice;
 use std::net::SocketAddr;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use core::sync::atomic::Ordering::Relaxed;
+use core::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
 use lightwire_chain::hash_header_bytes;
 use lightwire_noise::SecretKey;
@@ -26,10 +46,12 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, watch};
 use tokio::time::{Instant, sleep_until, timeout};
 
+use crate::admission::{Admission, Refusal};
 use crate::metrics::Metrics;
 use crate::pool::Pool;
 use crate::served::ServedChain;
 
+pub use crate::admission::Caps;
 pub use lightwire_proto::responder::{Close, Limits};
 
 /// Where connections get their frame buffers (65,569 bytes each, one to read and one to
@@ -38,7 +60,8 @@ pub enum Buffers {
     /// Each connection owns its two buffers for its whole life.
     Fixed,
     /// Connections borrow from two bounded pools only while a frame is being read or
-    /// written, and wait when a pool is empty.
+    /// written (for at most [`Limits::frame_timeout`] each time: see the module's
+    /// documentation), and wait when a pool is empty.
     Pooled {
         /// Buffers for frames being received.
         read: Pool,
@@ -73,15 +96,30 @@ pub struct Shared {
     pub limits: Limits,
     /// Frame buffers.
     pub buffers: Buffers,
+    /// The connection caps, and the connections they count.
+    pub admission: Admission,
+    /// Refused connections still being answered (see [`refuse`]).
+    refusing: AtomicUsize,
 }
 
 impl Shared {
-    /// Shared state for serving `chain` with `key`.
+    /// Shared state for serving `chain` with `key`, under the default [`Caps`].
     pub fn new(
         chain: ServedChain,
         key: SecretKey,
         limits: Limits,
         buffers: Buffers,
+    ) -> Arc<Shared> {
+        Shared::with_caps(chain, key, limits, buffers, Caps::default())
+    }
+
+    /// Shared state for serving `chain` with `key`, at most `caps` connections open.
+    pub fn with_caps(
+        chain: ServedChain,
+        key: SecretKey,
+        limits: Limits,
+        buffers: Buffers,
+        caps: Caps,
     ) -> Arc<Shared> {
         let chain_hash = chain.params().genesis.block_hash().0;
         Arc::new(Shared {
@@ -92,6 +130,8 @@ impl Shared {
             metrics: Metrics::default(),
             limits,
             buffers,
+            admission: Admission::new(caps),
+            refusing: AtomicUsize::new(0),
         })
     }
 
@@ -142,7 +182,8 @@ impl Drop for Running {
     }
 }
 
-/// Listen on `listen` and serve `chain` with `key` on the current tokio runtime.
+/// Listen on `listen` and serve `chain` with `key` on the current tokio runtime, under
+/// the default [`Caps`].
 pub async fn spawn(
     listen: SocketAddr,
     chain: ServedChain,
@@ -150,8 +191,20 @@ pub async fn spawn(
     limits: Limits,
     buffers: Buffers,
 ) -> std::io::Result<Running> {
+    spawn_with_caps(listen, chain, key, limits, buffers, Caps::default()).await
+}
+
+/// [`spawn`] with at most `caps` connections open.
+pub async fn spawn_with_caps(
+    listen: SocketAddr,
+    chain: ServedChain,
+    key: SecretKey,
+    limits: Limits,
+    buffers: Buffers,
+    caps: Caps,
+) -> std::io::Result<Running> {
     let node_id = key.public_key();
-    let shared = Shared::new(chain, key, limits, buffers);
+    let shared = Shared::with_caps(chain, key, limits, buffers, caps);
     let listener = TcpListener::bind(listen).await?;
     let addr = listener.local_addr()?;
     let (stop, stopped) = watch::channel(false);
@@ -165,6 +218,10 @@ pub async fn spawn(
 }
 
 /// Accept connections until `shutdown` turns true.
+///
+/// Each accepted socket is admitted under the caps ([`Shared::admission`]) before anything
+/// is spent on it; one over a cap is refused at once (see `refuse`: a 503, then closed,
+/// no handshake) and does not count towards the caps.
 pub async fn serve(listener: TcpListener, shared: Arc<Shared>, shutdown: watch::Receiver<bool>) {
     let mut stop = shutdown.clone();
     // After a failed accept (out of descriptors, above all) wait before the next one, 5 ms
@@ -188,12 +245,20 @@ pub async fn serve(listener: TcpListener, shared: Arc<Shared>, shutdown: watch::
                     }
                 };
                 pause = ACCEPT_PAUSE_MIN;
+                let slot = match shared.admission.admit(peer.ip()) {
+                    Ok(slot) => slot,
+                    Err(why) => {
+                        refuse(stream, peer, why, &shared);
+                        continue;
+                    }
+                };
                 let shared = shared.clone();
                 let shutdown = shutdown.clone();
                 tokio::spawn(async move {
                     shared.metrics.connections_total.fetch_add(1, Relaxed);
                     shared.metrics.connections_open.fetch_add(1, Relaxed);
                     let (close, handshaken) = connection(stream, &shared, shutdown).await;
+                    drop(slot);
                     shared.metrics.connections_open.fetch_sub(1, Relaxed);
                     log_close(peer, &close, handshaken, &shared.metrics);
                 });
@@ -207,6 +272,72 @@ pub async fn serve(listener: TcpListener, shared: Arc<Shared>, shutdown: watch::
 const ACCEPT_PAUSE_MIN: Duration = Duration::from_millis(5);
 /// The longest.
 const ACCEPT_PAUSE_MAX: Duration = Duration::from_secs(1);
+
+/// What a refused client is told, whatever it sent (usually nothing yet: the refusal comes
+/// at accept): an HTTP answer to the WebSocket upgrade it is about to send, so that a
+/// browser sees the open fail at once rather than a connection that hangs.
+fn refusal_response(why: Refusal) -> &'static [u8] {
+    match why {
+        Refusal::MaxConnections => concat!(
+            "HTTP/1.1 503 Service Unavailable\r\n",
+            "Retry-After: 10\r\n",
+            "Content-Type: text/plain\r\n",
+            "Content-Length: 37\r\n",
+            "Connection: close\r\n\r\n",
+            "too many connections to this gateway\n",
+        )
+        .as_bytes(),
+        Refusal::MaxPerAddress => concat!(
+            "HTTP/1.1 503 Service Unavailable\r\n",
+            "Retry-After: 10\r\n",
+            "Content-Type: text/plain\r\n",
+            "Content-Length: 39\r\n",
+            "Connection: close\r\n\r\n",
+            "too many connections from this address\n",
+        )
+        .as_bytes(),
+    }
+}
+
+/// Refused sockets being answered at once; beyond this, a refused socket gets its answer
+/// only if the socket takes it without waiting, and is closed at once.
+const MAX_REFUSING: usize = 256;
+
+/// How long a refused socket may take to be answered and to close.
+const REFUSAL_DEADLINE: Duration = Duration::from_secs(2);
+
+/// Turn a socket away for `why`, at the cost of under a kilobyte for at most
+/// [`REFUSAL_DEADLINE`]: no frame buffer, no responder, no slot under the caps.
+///
+/// The answer is written, then the socket shut for writing and what the client sends
+/// (its upgrade request) read and dropped until it closes: closing a socket with unread
+/// input makes the kernel reset the connection, and a reset can destroy the answer before
+/// the client reads it. At most [`MAX_REFUSING`] are answered that way at once, so a flood
+/// of refused sockets costs bounded memory and descriptors; the rest get the answer only
+/// if it fits without waiting, then a plain close.
+fn refuse(stream: TcpStream, peer: SocketAddr, why: Refusal, shared: &Arc<Shared>) {
+    shared.metrics.refused(why);
+    tracing::debug!(%peer, reason = why.label(), "refused: {why}");
+    let response = refusal_response(why);
+    if shared.refusing.fetch_add(1, Relaxed) >= MAX_REFUSING {
+        shared.refusing.fetch_sub(1, Relaxed);
+        let _ = stream.try_write(response);
+        return;
+    }
+    let shared = shared.clone();
+    tokio::spawn(async move {
+        let _ = timeout(REFUSAL_DEADLINE, answer_refused(stream, response)).await;
+        shared.refusing.fetch_sub(1, Relaxed);
+    });
+}
+
+async fn answer_refused(mut stream: TcpStream, response: &[u8]) -> std::io::Result<()> {
+    stream.write_all(response).await?;
+    stream.shutdown().await?;
+    let mut sink = [0u8; 256];
+    while stream.read(&mut sink).await? > 0 {}
+    Ok(())
+}
 
 fn log_close(peer: SocketAddr, close: &Close, handshaken: bool, metrics: &Metrics) {
     if handshaken {
@@ -340,8 +471,14 @@ impl Io<'_> {
 
     /// Write what `conn` gives next, lending it a write buffer first if it needs one
     /// (in the same turn: a pooled connection writes a frame per turn, as a fixed one).
+    ///
+    /// A frame in a pooled buffer must be written within the frame timeout when that is
+    /// shorter than the write timeout: the connections waiting for a write buffer give up
+    /// after the frame timeout, and a client that does not read must not keep the buffer
+    /// longer than they wait (with one buffer, it would otherwise have every other
+    /// connection closed for [`Close::PoolExhausted`] while it sits on it).
     async fn transmit(&mut self, conn: &mut Responder) -> Result<(), Close> {
-        let limit = self.shared.limits.write_timeout;
+        let limits = &self.shared.limits;
         loop {
             let now = self.now();
             let transmit = {
@@ -358,13 +495,17 @@ impl Io<'_> {
                     continue;
                 }
                 Some(Transmit::Raw(bytes)) => {
-                    match timeout(limit, self.stream.write_all(bytes)).await {
+                    match timeout(limits.write_timeout, self.stream.write_all(bytes)).await {
                         Err(_) => return Err(Close::WriteTimeout),
                         Ok(r) => r?,
                     }
                     bytes.len()
                 }
                 Some(Transmit::Frame { header, frame }) => {
+                    let limit = match self.write_permit {
+                        Some(_) => limits.write_timeout.min(limits.frame_timeout),
+                        None => limits.write_timeout,
+                    };
                     match timeout(limit, write_two(&mut self.stream, header, frame)).await {
                         Err(_) => return Err(Close::WriteTimeout),
                         Ok(r) => r?,
@@ -500,4 +641,27 @@ async fn write_two(stream: &mut TcpStream, mut a: &[u8], mut b: &[u8]) -> Result
         b = &b[n - from_a..];
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refusal_responses_are_whole_503s() {
+        for why in Refusal::ALL {
+            let text = std::str::from_utf8(refusal_response(why)).unwrap();
+            let (head, body) = text.split_once("\r\n\r\n").unwrap();
+            assert!(
+                head.starts_with("HTTP/1.1 503 Service Unavailable\r\n"),
+                "{head}"
+            );
+            assert!(head.contains("\r\nRetry-After: 10\r\n"), "{head}");
+            let length = head
+                .lines()
+                .find_map(|l| l.strip_prefix("Content-Length: "))
+                .unwrap();
+            assert_eq!(length.parse::<usize>().unwrap(), body.len(), "{text}");
+        }
+    }
 }

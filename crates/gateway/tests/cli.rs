@@ -248,6 +248,75 @@ fn serves_a_headers_file_and_reports_metrics() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+#[test]
+fn connections_over_the_caps_are_refused_with_a_503_and_counted() {
+    let dir = std::env::temp_dir().join(format!("lightwire-gw-caps-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let key = dir.join("k");
+    let (mut child, node_id, addr) = start(
+        key.to_str().unwrap(),
+        &[
+            "--generate",
+            "10",
+            "--metrics-listen",
+            "127.0.0.1:0",
+            "--log",
+            "off",
+            "--max-connections",
+            "2",
+            "--max-per-address",
+            "1",
+        ],
+    );
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut metrics_line = String::new();
+    err.read_line(&mut metrics_line).unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let id = PublicKey::from_slice(&hex::decode(&node_id).unwrap()).unwrap();
+    let connect = |from: &'static str| async move {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind(format!("{from}:0").parse().unwrap()).unwrap();
+        let stream = socket.connect(addr).await.unwrap();
+        Client::over(
+            stream,
+            &id,
+            REGTEST.genesis.block_hash().0,
+            Framing::OnePerFrame,
+        )
+        .await
+    };
+    runtime.block_on(async {
+        let mut first = connect("127.0.0.1").await.expect("the first is served");
+        first.recv(|_| ()).await.expect("init");
+        // A second from the same address: the upgrade is answered 503 (the per-address
+        // cap of 1).
+        let refused = connect("127.0.0.1").await;
+        assert!(refused.is_err(), "served over --max-per-address 1");
+        let mut second = connect("127.0.0.2")
+            .await
+            .expect("another address is served");
+        second.recv(|_| ()).await.expect("init");
+        // A third address: over --max-connections 2.
+        let refused = connect("127.0.0.3").await;
+        assert!(refused.is_err(), "served over --max-connections 2");
+    });
+    let text = scrape(&metrics_line);
+    for want in [
+        "# TYPE lightwire_refused_connections_total counter",
+        "lightwire_refused_connections_total{reason=\"max_per_address\"} 1",
+        "lightwire_refused_connections_total{reason=\"max_connections\"} 1",
+        "lightwire_connections_total 2",
+    ] {
+        assert!(text.contains(want), "missing {want:?} in\n{text}");
+    }
+    assert_eq!(terminate(child), 0);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// A usage error's message, without the usage line that follows it (which names every
 /// required flag whatever the error is).
 fn error_part(stderr: &str) -> &str {
@@ -370,6 +439,19 @@ fn usage_errors_name_what_is_wrong() {
             vec!["--log", "info=loud"],
         ),
         (
+            vec![
+                "--listen",
+                "127.0.0.1:0",
+                "--key-file",
+                "k",
+                "--generate",
+                "1",
+                "--max-per-address",
+                "lots",
+            ],
+            vec!["--max-per-address", "lots"],
+        ),
+        (
             vec!["--listen", "127.0.0.1:0", "--frobnicate"],
             vec!["--frobnicate"],
         ),
@@ -405,6 +487,8 @@ fn usage_errors_name_what_is_wrong() {
         "--metrics-listen",
         "--buffers",
         "--pool",
+        "--max-connections",
+        "--max-per-address",
         "--log",
         "--generate",
         "--corrupt-at",
@@ -573,6 +657,10 @@ fn out_of_descriptors_the_gateway_pauses_instead_of_spinning_and_recovers() {
             key.to_str().unwrap(),
             "--generate",
             "10",
+            // 80 connections from 127.0.0.1: the per-address cap must not be what stops
+            // them.
+            "--max-per-address",
+            "1000",
         ])
         .stdout(Stdio::piped())
         .stderr(Stdio::null());

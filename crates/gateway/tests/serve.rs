@@ -2,12 +2,13 @@
 //! sync validated with lightwire-chain, then hostile clients, each closed with its reason
 //! while a well-behaved client keeps being served.
 
+use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
 use lightwire_chain::{Chain, Header, Outcome, REGTEST};
 use lightwire_gateway::client::{Client, ClientError, Framing};
 use lightwire_gateway::served::ServedChain;
-use lightwire_gateway::server::{Buffers, Limits};
+use lightwire_gateway::server::{Buffers, Caps, Limits};
 use lightwire_proto::ws;
 use lightwire_wire::{GetHeaders, Message};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -195,7 +196,10 @@ async fn read_to_close(stream: &mut TcpStream) -> Vec<u8> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hostile_handshakes_are_closed_with_their_reason() {
-    let gw = Gateway::serving(100, quick()).await;
+    // Thousands of connections from 127.0.0.1 below: no per-address cap (tests/caps.rs
+    // has those).
+    let gw =
+        common::start_capped(generated(100), quick(), Buffers::pooled(4), Caps::UNLIMITED).await;
 
     // Garbage instead of an HTTP upgrade.
     let mut s = TcpStream::connect(gw.addr).await.unwrap();
@@ -442,6 +446,60 @@ async fn a_client_that_never_reads_is_dropped_not_buffered() {
     // Others are served.
     let mut good = common::client(&gw, Framing::OnePerFrame).await;
     assert_eq!(sync(&mut good, 100_000).await, 200_000);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_does_not_read_keeps_a_pooled_write_buffer_no_longer_than_others_wait() {
+    // One write buffer. Others wait for it 2 s at most (the frame timeout); a write may
+    // take 20 s (the write timeout), which a frame in a pooled buffer must not.
+    let limits = Limits {
+        write_timeout: Duration::from_secs(20),
+        frame_timeout: Duration::from_secs(2),
+        ..quick()
+    };
+    let gw = Gateway::start_with(200_000, limits, Buffers::pooled(1)).await;
+    let Buffers::Pooled { write, .. } = &gw.shared.buffers else {
+        unreachable!("pooled")
+    };
+    let m = &gw.shared.metrics;
+    let mut sleeper = common::client(&gw, Framing::OnePerFrame).await;
+    for id in 1..=8u32 {
+        let req = GetHeaders {
+            id,
+            max_count: 100_000,
+            stop_hash: [0; 32],
+            locator: &[],
+        };
+        sleeper.send(&Message::GetHeaders(req)).await.unwrap();
+    }
+    // Its socket buffers fill; then the write buffer stays lent while nothing is written.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let (mut out, mut since) = (m.bytes_out.load(Relaxed), Instant::now());
+    loop {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let now_out = m.bytes_out.load(Relaxed);
+        if now_out != out {
+            (out, since) = (now_out, Instant::now());
+        } else if write.lent() == 1 && since.elapsed() >= Duration::from_millis(500) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the sleeper's writes never stalled"
+        );
+    }
+    // Another client needs the buffer for its first message, and waits: the stalled write
+    // is cut at 2 s, before that wait runs out, and the buffer goes to the waiting client.
+    let mut good = common::client(&gw, Framing::OnePerFrame).await;
+    assert_eq!(sync(&mut good, 100_000).await, 200_000);
+    gw.closed_for("write_timeout", false).await;
+    let stalled_for = since.elapsed();
+    assert_eq!(m.closes("pool_exhausted"), 0, "{}", m.render(0, ""));
+    assert!(
+        stalled_for < Duration::from_secs(20),
+        "the stalled write was cut after {stalled_for:?}"
+    );
+    assert_eq!(write.lent(), 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

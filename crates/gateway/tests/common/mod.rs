@@ -5,18 +5,35 @@
 use lightwire_chain::REGTEST;
 use lightwire_gateway::client::{Client, Framing};
 use lightwire_gateway::served::ServedChain;
-use lightwire_gateway::server::{Buffers, Limits, Running, spawn};
+use lightwire_gateway::server::{Buffers, Caps, Limits, Running, spawn_with_caps};
 use lightwire_noise::SecretKey;
 
 /// The running gateway.
 pub type Gateway = Running;
 
-/// Serve `chain` on 127.0.0.1 with a fixed test key.
+/// Serve `chain` on 127.0.0.1 with a fixed test key, under the default caps.
 pub async fn start(chain: ServedChain, limits: Limits, buffers: Buffers) -> Gateway {
+    start_capped(chain, limits, buffers, Caps::default()).await
+}
+
+/// Serve `chain` on 127.0.0.1 with a fixed test key, at most `caps` connections open.
+pub async fn start_capped(
+    chain: ServedChain,
+    limits: Limits,
+    buffers: Buffers,
+    caps: Caps,
+) -> Gateway {
     let key = SecretKey::from_bytes(&[0x11; 32]).unwrap();
-    spawn("127.0.0.1:0".parse().unwrap(), chain, key, limits, buffers)
-        .await
-        .expect("listens")
+    spawn_with_caps(
+        "127.0.0.1:0".parse().unwrap(),
+        chain,
+        key,
+        limits,
+        buffers,
+        caps,
+    )
+    .await
+    .expect("listens")
 }
 
 /// A connected client for the regtest chain.

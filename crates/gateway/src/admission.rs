@@ -1,0 +1,258 @@
+//! Who may open a connection: at most [`Caps::max_connections`] client connections open in
+//! all, and at most [`Caps::max_per_address`] from one address, so that one host cannot
+//! take every connection (or every descriptor) the gateway has.
+//!
+//! The accept loop asks [`Admission::admit`] for each accepted socket before it spends
+//! anything on it; a [`Slot`] counts the connection until it is dropped with it, and a
+//! [`Refusal`] says which cap it met (the server answers it with a 503 and closes, see
+//! `server.rs`). Refused sockets take no slot.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex, PoisonError};
+
+/// The connection caps.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Caps {
+    /// Client connections open at once, from everyone (at least 1).
+    pub max_connections: usize,
+    /// Client connections open at once from one [`Source`] (at least 1).
+    pub max_per_address: usize,
+}
+
+impl Caps {
+    /// 20,000 connections: about 100 MB of heap when idle with pooled buffers (4.7 KiB
+    /// each), well within a server's memory, and within the descriptor limit a service is
+    /// usually given (raise `ulimit -n` above it).
+    pub const DEFAULT_MAX_CONNECTIONS: usize = 20_000;
+    /// 64 per address: a browser tab opens one connection per gateway, so 64 is dozens of
+    /// tabs or users behind one NAT; a single host then needs 313 addresses to take all
+    /// 20,000 connections.
+    pub const DEFAULT_MAX_PER_ADDRESS: usize = 64;
+
+    /// No cap worth the name (tests that open thousands of connections from one address).
+    pub const UNLIMITED: Caps = Caps {
+        max_connections: usize::MAX,
+        max_per_address: usize::MAX,
+    };
+}
+
+impl Default for Caps {
+    fn default() -> Self {
+        Caps {
+            max_connections: Caps::DEFAULT_MAX_CONNECTIONS,
+            max_per_address: Caps::DEFAULT_MAX_PER_ADDRESS,
+        }
+    }
+}
+
+/// Why a connection was refused.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, thiserror::Error)]
+pub enum Refusal {
+    /// [`Caps::max_connections`] connections were open.
+    #[error("the gateway has its maximum of connections open")]
+    MaxConnections,
+    /// [`Caps::max_per_address`] connections were open from the same address.
+    #[error("the client's address has its maximum of connections open")]
+    MaxPerAddress,
+}
+
+impl Refusal {
+    /// Every reason, in the order `/metrics` lists them.
+    pub const ALL: [Refusal; 2] = [Refusal::MaxConnections, Refusal::MaxPerAddress];
+
+    /// A short label for metrics and logs.
+    pub fn label(self) -> &'static str {
+        match self {
+            Refusal::MaxConnections => "max_connections",
+            Refusal::MaxPerAddress => "max_per_address",
+        }
+    }
+}
+
+/// What one client counts as for [`Caps::max_per_address`]: an IPv4 address (also when it
+/// arrives IPv4-mapped on an IPv6 listener), or an IPv6 address's /64 prefix, because one
+/// subscriber is usually given a whole /64 and could otherwise open connections from as
+/// many addresses as it likes.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub enum Source {
+    /// An IPv4 address.
+    V4([u8; 4]),
+    /// The first 64 bits of an IPv6 address.
+    V6([u8; 8]),
+}
+
+impl From<IpAddr> for Source {
+    fn from(ip: IpAddr) -> Source {
+        let v6 = match ip {
+            IpAddr::V4(a) => return Source::V4(a.octets()),
+            IpAddr::V6(a) => a,
+        };
+        if let Some(v4) = v6.to_ipv4_mapped() {
+            return Source::V4(v4.octets());
+        }
+        let o = v6.octets();
+        Source::V6([o[0], o[1], o[2], o[3], o[4], o[5], o[6], o[7]])
+    }
+}
+
+/// The counts behind the caps.
+#[derive(Default)]
+struct Open {
+    total: usize,
+    /// Only sources with a connection open: an entry goes when its count reaches 0, so the
+    /// map holds at most `max_connections` entries.
+    by_source: HashMap<Source, usize>,
+}
+
+/// The caps and the connections they count (one lock, taken once when a connection is
+/// accepted and once when it ends).
+pub struct Admission {
+    caps: Caps,
+    open: Arc<Mutex<Open>>,
+}
+
+/// A connection's place under the caps, given back when dropped.
+pub struct Slot {
+    open: Arc<Mutex<Open>>,
+    source: Source,
+}
+
+impl Admission {
+    /// Count connections against `caps` (each cap at least 1).
+    pub fn new(caps: Caps) -> Admission {
+        Admission {
+            caps: Caps {
+                max_connections: caps.max_connections.max(1),
+                max_per_address: caps.max_per_address.max(1),
+            },
+            open: Arc::default(),
+        }
+    }
+
+    /// The caps.
+    pub fn caps(&self) -> Caps {
+        self.caps
+    }
+
+    /// A slot for a connection from `ip`, or why there is none.
+    pub fn admit(&self, ip: IpAddr) -> Result<Slot, Refusal> {
+        let source = Source::from(ip);
+        // Nothing panics while the lock is held: a poisoned lock still holds good counts.
+        let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
+        if open.total >= self.caps.max_connections {
+            return Err(Refusal::MaxConnections);
+        }
+        let from_source = open.by_source.entry(source).or_default();
+        if *from_source >= self.caps.max_per_address {
+            return Err(Refusal::MaxPerAddress);
+        }
+        *from_source += 1;
+        open.total += 1;
+        Ok(Slot {
+            open: self.open.clone(),
+            source,
+        })
+    }
+
+    /// Connections holding a slot now.
+    pub fn open(&self) -> usize {
+        self.open
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .total
+    }
+
+    /// Connections holding a slot now from `ip`'s [`Source`].
+    pub fn open_from(&self, ip: IpAddr) -> usize {
+        let open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
+        open.by_source.get(&Source::from(ip)).copied().unwrap_or(0)
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
+        open.total = open.total.saturating_sub(1);
+        if let Some(n) = open.by_source.get_mut(&self.source) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                open.by_source.remove(&self.source);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn each_cap_refuses_with_its_reason_until_a_slot_is_given_back() {
+        let a = Admission::new(Caps {
+            max_connections: 3,
+            max_per_address: 2,
+        });
+        let one = a.admit(ip("10.0.0.1")).unwrap();
+        let _two = a.admit(ip("10.0.0.1")).unwrap();
+        assert_eq!(a.admit(ip("10.0.0.1")).err(), Some(Refusal::MaxPerAddress));
+        let _three = a.admit(ip("10.0.0.2")).unwrap();
+        // The whole cap is met first, whoever asks.
+        assert_eq!(a.admit(ip("10.0.0.3")).err(), Some(Refusal::MaxConnections));
+        assert_eq!(a.admit(ip("10.0.0.1")).err(), Some(Refusal::MaxConnections));
+        assert_eq!((a.open(), a.open_from(ip("10.0.0.1"))), (3, 2));
+        drop(one);
+        assert_eq!((a.open(), a.open_from(ip("10.0.0.1"))), (2, 1));
+        let _again = a.admit(ip("10.0.0.1")).unwrap();
+        assert_eq!(a.admit(ip("10.0.0.3")).err(), Some(Refusal::MaxConnections));
+    }
+
+    #[test]
+    fn sources_that_close_leave_no_entry_behind() {
+        let a = Admission::new(Caps::default());
+        for i in 0..=255u8 {
+            drop(a.admit(IpAddr::from([10, 0, 0, i])).unwrap());
+        }
+        assert_eq!(a.open(), 0);
+        assert!(a.open.lock().unwrap().by_source.is_empty());
+    }
+
+    #[test]
+    fn ipv6_counts_by_its_64_prefix_and_mapped_ipv4_as_ipv4() {
+        let a = Admission::new(Caps {
+            max_connections: 100,
+            max_per_address: 1,
+        });
+        let _x = a.admit(ip("2001:db8:1:2::1")).unwrap();
+        assert_eq!(
+            a.admit(ip("2001:db8:1:2:ffff::9")).err(),
+            Some(Refusal::MaxPerAddress)
+        );
+        let _y = a.admit(ip("2001:db8:1:3::1")).unwrap();
+        let _z = a.admit(ip("192.0.2.7")).unwrap();
+        assert_eq!(
+            a.admit(ip("::ffff:192.0.2.7")).err(),
+            Some(Refusal::MaxPerAddress)
+        );
+    }
+
+    #[test]
+    fn caps_of_zero_mean_one() {
+        let a = Admission::new(Caps {
+            max_connections: 0,
+            max_per_address: 0,
+        });
+        assert_eq!(
+            a.caps(),
+            Caps {
+                max_connections: 1,
+                max_per_address: 1
+            }
+        );
+        let _one = a.admit(ip("10.0.0.1")).unwrap();
+    }
+}
