@@ -38,7 +38,9 @@ pub struct Limits {
     /// How long a ping may go unanswered (by anything) before the gateway closes.
     pub ping_timeout: Duration,
     /// How long one frame may take to be written (a client that does not read); the
-    /// shell enforces it around its socket write.
+    /// shell enforces it around its socket write. A frame in a buffer lent from a pool is
+    /// held no longer than `frame_timeout` (the gateway's shell takes the shorter), so a
+    /// client that does not read gives the buffer back before those waiting for it give up.
     pub write_timeout: Duration,
     /// How long a frame may take to arrive once its first byte has (a client that trickles
     /// bytes would otherwise hold a read buffer forever while looking active), and how long

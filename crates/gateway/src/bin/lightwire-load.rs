@@ -6,6 +6,8 @@
 //! lightwire-load --connect ws://HOST:PORT#<node-id> --network NET [--clients N]
 //!                [--idle SECONDS] [--per-request COUNT] [--validate] [--log FILTER]
 //! ```
+//! A gateway admits 64 connections per client address by default: for more from one
+//! machine, start it with `--max-per-address` above `--clients`.
 //! `--validate` runs every header through lightwire-chain (costs client CPU, which on a
 //! small machine competes with the gateway); without it headers are only counted.
 //!
