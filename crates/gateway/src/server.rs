@@ -26,6 +26,10 @@
 //! So a client that stops reading gives its write buffer back before the first connection
 //! waiting behind it gives up (`tests/serve.rs`,
 //! `a_client_that_does_not_read_keeps_a_pooled_write_buffer_no_longer_than_others_wait`).
+//! Not yet bounded: many slow connections together (more than about twice `--pool`, so
+//! from several addresses under `--max-per-address`) can keep the pool busy in turns and
+//! have honest waits end as `pool_exhausted` (they reconnect). A larger `--pool` or a lower
+//! `--max-per-address` narrows it; closing a stalled writer whenever others wait would end it.
 //!
 //! Before any of that, each accepted socket is admitted under the connection caps
 //! ([`crate::admission`]) or refused at once: see [`serve`].
