@@ -34,10 +34,10 @@ export class LightwireClient extends EventTarget {
    * `InvalidGateway`, `StoreError` or `KeyError` when it cannot start.
    */
   static async open(options: ClientOptions): Promise<LightwireClient> {
-    if (options.persist !== false) {
-      // Only a window may ask; a refusal (or a browser without the API) is not an error.
-      await globalThis.navigator?.storage?.persist?.().catch(() => false);
-    }
+    // Ask, never wait: Firefox asks the user, and the answer may never come. Only a window
+    // may ask; a refusal (or a browser without the API) is not an error.
+    const asked =
+      options.persist !== false ? globalThis.navigator?.storage?.persist?.().catch(() => false) : undefined;
     let client: LightwireClient | undefined;
     const early: LightwireEvent[] = [];
     const onEvent = (e: LightwireEvent) => (client ? client.#dispatch(e) : early.push(e));
@@ -47,6 +47,7 @@ export class LightwireClient extends EventTarget {
     // Events sent while opening arrive once the caller can listen (next task).
     const c = client;
     setTimeout(() => early.splice(0).forEach((e) => c.#dispatch(e)), 0);
+    void asked?.then((persisted) => setTimeout(() => c.#dispatch({ type: 'persistence', persisted }), 0));
     return client;
   }
 

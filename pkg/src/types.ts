@@ -27,7 +27,10 @@ export interface ClientOptions {
   storeName?: string;
   /** Run the engine in a dedicated Web Worker (default true); false runs it on this thread. */
   worker?: boolean;
-  /** Ask the browser to keep the store when space runs low (`navigator.storage.persist()`, default true). */
+  /**
+   * Ask the browser to keep the store when space runs low (`navigator.storage.persist()`,
+   * default true). Asked without waiting; the answer comes as a `persistence` event.
+   */
   persist?: boolean;
   /** Headers gathered per IndexedDB commit during bulk sync (default 50,000). */
   commitEvery?: number;
@@ -163,6 +166,7 @@ export interface ClientError {
 
 /** Every event the client dispatches. */
 export type LightwireEvent =
+  | Persistence
   | GatewayChange
   | SyncProgress
   | NewTip
@@ -170,6 +174,17 @@ export type LightwireEvent =
   | Rejected
   | GatewayWarning
   | ClientError;
+
+/**
+ * The browser's answer to the `persist` request, once it gives one. `open` never waits
+ * for it: Firefox asks the user first, and the answer may take as long as the user does
+ * (or never come).
+ */
+export interface Persistence {
+  type: 'persistence';
+  /** Whether the browser will keep the store when space runs low. */
+  persisted: boolean;
+}
 
 /** A snapshot of the client's counters. */
 export interface Metrics {

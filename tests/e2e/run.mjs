@@ -371,7 +371,10 @@ async function queries() {
   const page = await openPage();
   try {
     await openClient(page, { gateways: [gw.connect], storeName: 'queries', worker: false });
-    await until(page, 'the sync', 30_000, syncedTo(100));
+    const { events } = await until(page, 'the sync and the answer to persist', 30_000,
+      (m, ev) => syncedTo(100)(m) && ev.some((e) => e.type === 'persistence'));
+    const persisted = events.find((e) => e.type === 'persistence').persisted;
+    assert(typeof persisted === 'boolean', `persistence event ${persisted}`);
     const h = await page.evaluate((hash) => window.client.headerByHash(hash), hashAt(main, 42));
     assert(h.height === 42 && h.prevHash === hashAt(main, 41), `headerByHash ${JSON.stringify(h)}`);
     // A block with one transaction: its Merkle root is the txid (empty branch, index 0).
