@@ -36,6 +36,11 @@ missing=()
 [ -x /usr/bin/chromium ] || missing+=(chromium)
 [ -x /usr/bin/chromedriver ] || missing+=(chromium-driver)
 command -v wasm-opt >/dev/null || missing+=(binaryen)
+# The other engines users have (tests/engines.mjs): Firefox ESR, and WebKitGTK's
+# MiniBrowser with its WebDriver, under a virtual display.
+[ -x /usr/bin/firefox-esr ] || missing+=(firefox-esr)
+[ -x /usr/bin/WebKitWebDriver ] || missing+=(webkit2gtk-driver)
+[ -x /usr/bin/Xvfb ] || missing+=(xvfb)
 if [ ${#missing[@]} -gt 0 ]; then
   step "apt-get install ${missing[*]}"
   as_root apt-get update -qq

@@ -35,9 +35,12 @@ export class LightwireClient extends EventTarget {
    */
   static async open(options: ClientOptions): Promise<LightwireClient> {
     // Ask, never wait: Firefox asks the user, and the answer may never come. Only a window
-    // may ask; a refusal (or a browser without the API) is not an error.
+    // may ask; a refusal is not an error, and a browser without the API (WebKitGTK) has
+    // answered no.
     const asked =
-      options.persist !== false ? globalThis.navigator?.storage?.persist?.().catch(() => false) : undefined;
+      options.persist !== false
+        ? (globalThis.navigator?.storage?.persist?.().catch(() => false) ?? Promise.resolve(false))
+        : undefined;
     let client: LightwireClient | undefined;
     const early: LightwireEvent[] = [];
     const onEvent = (e: LightwireEvent) => (client ? client.#dispatch(e) : early.push(e));

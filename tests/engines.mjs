@@ -1,0 +1,162 @@
+// One small page interface over the three browser engines users have, so that a scenario
+// is written once (tests/e2e):
+//   chromium  Debian's Chromium over CDP (playwright-core), profile on disk
+//   firefox   Debian's Firefox ESR over WebDriver BiDi (puppeteer-core), profile on disk
+//   webkit    WebKitGTK's MiniBrowser (Safari's engine) over classic WebDriver
+//             (WebKitWebDriver), under Xvfb
+// No tool downloads a browser: each is the system's.
+//
+// openEngine(name, profile) resolves to { name, newPage(), close() }; a page has
+// goto(url), evaluate(fn, arg), waitForFunction(fn, arg, { timeout }), close() and
+// onError(callback) (uncaught page errors, where the driver reports them). `fn` runs in the
+// page and may be async; `arg` and the result must be JSON values.
+
+import { spawn } from 'node:child_process';
+import { existsSync, mkdirSync } from 'node:fs';
+import puppeteer from 'puppeteer-core';
+import { freePort, kill, launch } from './browser.mjs';
+
+export const ENGINES = ['chromium', 'firefox', 'webkit'];
+
+export const FIREFOX = process.env.FIREFOX || '/usr/bin/firefox-esr';
+export const WEBKIT_DRIVER = process.env.WEBKIT_DRIVER || '/usr/bin/WebKitWebDriver';
+export const MINIBROWSER = process.env.MINIBROWSER || '/usr/lib/x86_64-linux-gnu/webkit2gtk-4.1/MiniBrowser';
+
+/// Which engines this machine has (scripts/setup.sh installs all three).
+export function available() {
+  const have = { chromium: true, firefox: existsSync(FIREFOX), webkit: existsSync(WEBKIT_DRIVER) && existsSync(MINIBROWSER) };
+  return ENGINES.filter((e) => have[e]);
+}
+
+/// Start engine `name` with its profile in the directory `profile`.
+export async function openEngine(name, profile) {
+  mkdirSync(profile, { recursive: true });
+  if (name === 'chromium') return chromium(profile);
+  if (name === 'firefox') return firefox(profile);
+  if (name === 'webkit') return webkit(profile);
+  throw new Error(`unknown engine ${name}`);
+}
+
+async function chromium(profile) {
+  const chrome = await launch(profile);
+  return {
+    name: 'chromium',
+    async newPage() {
+      const page = await chrome.browser.contexts()[0].newPage();
+      return {
+        goto: (url) => page.goto(url),
+        evaluate: (fn, arg) => page.evaluate(fn, arg),
+        waitForFunction: (fn, arg, { timeout = 30_000 } = {}) => page.waitForFunction(fn, arg, { timeout }),
+        close: () => page.close(),
+        onError: (cb) => page.on('pageerror', (e) => cb(e.message)),
+      };
+    },
+    close: () => kill(chrome.proc),
+  };
+}
+
+async function firefox(profile) {
+  const browser = await puppeteer.launch({
+    browser: 'firefox',
+    executablePath: FIREFOX,
+    headless: true,
+    // Firefox's defaults, the persistent-storage prompt included (a headless browser never
+    // answers it: the package must not wait for it).
+    userDataDir: profile,
+  });
+  return {
+    name: 'firefox',
+    async newPage() {
+      const page = await browser.newPage();
+      return {
+        goto: (url) => page.goto(url),
+        evaluate: (fn, arg) => page.evaluate(fn, arg),
+        waitForFunction: (fn, arg, { timeout = 30_000 } = {}) =>
+          page.waitForFunction(fn, { timeout, polling: 100 }, arg),
+        close: () => page.close(),
+        onError: (cb) => page.on('pageerror', (e) => cb(e.message)),
+      };
+    },
+    close: () => browser.close(),
+  };
+}
+
+/// WebKitGTK over classic WebDriver: one session, a tab per page.
+async function webkit(profile) {
+  const display = `:${90 + Math.floor(Math.random() * 9)}`;
+  const xvfb = spawn('Xvfb', [display, '-screen', '0', '1280x800x24', '-nolisten', 'tcp'], {
+    stdio: 'ignore',
+    detached: true,
+  });
+  const port = await freePort();
+  const driver = spawn(WEBKIT_DRIVER, [`--port=${port}`, '--host=127.0.0.1'], {
+    stdio: 'ignore',
+    detached: true,
+    env: { ...process.env, DISPLAY: display, XDG_DATA_HOME: profile, XDG_CACHE_HOME: profile },
+  });
+  const base = `http://127.0.0.1:${port}`;
+  const call = async (method, path, body) => {
+    const res = await fetch(base + path, {
+      method,
+      headers: { 'content-type': 'application/json' },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    const json = await res.json();
+    if (json.value?.error) throw new Error(`webdriver ${path}: ${json.value.error}: ${json.value.message}`);
+    return json.value;
+  };
+  let session;
+  for (let i = 0; ; i += 1) {
+    try {
+      session = await call('POST', '/session', {
+        capabilities: {
+          alwaysMatch: { 'webkitgtk:browserOptions': { binary: MINIBROWSER, args: ['--automation'] } },
+        },
+      });
+      break;
+    } catch (e) {
+      if (i > 50) throw e;
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  }
+  const s = `/session/${session.sessionId}`;
+  await call('POST', `${s}/timeouts`, { script: 600_000, pageLoad: 60_000 });
+  const anchor = await call('GET', `${s}/window`);
+  const evaluate = async (fn, arg) => {
+    const script = `const done = arguments[arguments.length - 1];
+      Promise.resolve().then(() => (${fn})(arguments[0]))
+        .then((v) => done({ ok: v === undefined ? null : v }), (e) => done({ err: String(e && e.stack || e) }));`;
+    const r = await call('POST', `${s}/execute/async`, { script, args: [arg === undefined ? null : arg] });
+    if (r && 'err' in r) throw new Error(r.err);
+    return r.ok;
+  };
+  return {
+    name: 'webkit',
+    async newPage() {
+      const { handle } = await call('POST', `${s}/window/new`, { type: 'tab' });
+      await call('POST', `${s}/window`, { handle });
+      return {
+        goto: (url) => call('POST', `${s}/url`, { url }),
+        evaluate,
+        async waitForFunction(fn, arg, { timeout = 30_000 } = {}) {
+          const deadline = Date.now() + timeout;
+          while (!(await evaluate(fn, arg))) {
+            if (Date.now() > deadline) throw new Error(`waitForFunction timed out after ${timeout} ms`);
+            await new Promise((r) => setTimeout(r, 100));
+          }
+        },
+        async close() {
+          await call('DELETE', `${s}/window`);
+          await call('POST', `${s}/window`, { handle: anchor });
+        },
+        // Classic WebDriver reports no page errors; scenarios check results instead.
+        onError: () => {},
+      };
+    },
+    async close() {
+      await call('DELETE', s).catch(() => {});
+      await kill(driver);
+      await kill(xvfb);
+    },
+  };
+}
