@@ -31,7 +31,9 @@ export class LightwireClient extends EventTarget {
 
   /**
    * Open the store and start syncing. Rejects with an Error named `InvalidOptions`,
-   * `InvalidGateway`, `StoreError` or `KeyError` when it cannot start.
+   * `InvalidGateway`, `StoreUnavailable` (this page may not use IndexedDB: some private
+   * windows, storage blocked), `QuotaExceeded`, `StoreError` or `KeyError` when it cannot
+   * start.
    */
   static async open(options: ClientOptions): Promise<LightwireClient> {
     // Ask, never wait: Firefox asks the user, and the answer may never come. Only a window

@@ -159,6 +159,7 @@ export interface GatewayWarning {
 /** The client itself failed (storage); `fatal` when it stopped. */
 export interface ClientError {
   type: 'error';
+  /** `QuotaExceeded` (the browser will store no more), or `StoreError`. */
   kind: string;
   message: string;
   fatal: boolean;

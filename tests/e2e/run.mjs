@@ -388,7 +388,7 @@ async function queries() {
     const proof = await page.evaluate(
       ([txid, block]) => window.client.verifyInclusion(txid, [], 0, block), [txid, h.hash]);
     assert(proof.height === 42 && proof.confirmations === 59, `verifyInclusion ${JSON.stringify(proof)}`);
-    const errors = await page.evaluate(async ([txid, block]) => {
+    const errors = await page.evaluate(async ([txid, block, gateway]) => {
       const name = (p) => p.then(() => 'resolved', (e) => `${e.name}: ${e.message}`);
       return [
         await name(window.client.verifyInclusion(txid, [], 1, block)),
@@ -398,9 +398,16 @@ async function queries() {
         await name(window.client.headerAt(-1)),
         await name(window.lw.open({ network: 'regtest', gateways: ['http://nope'] })),
         await name(window.lw.open({ network: 'moonnet', gateways: [] })),
+        // A page that may not use IndexedDB (as in some private windows); last, as the
+        // page keeps no IndexedDB after it.
+        await name((async () => {
+          Object.defineProperty(globalThis, 'indexedDB', { value: undefined, configurable: true });
+          return window.lw.open({ network: 'regtest', gateways: [gateway], worker: false, storeName: 'none' });
+        })()),
       ];
-    }, [txid, h.hash]);
-    const expect = ['MerkleError', 'MerkleError', 'UnknownBlock', 'InvalidArgument', 'InvalidArgument', 'InvalidGateway', 'InvalidOptions'];
+    }, [txid, h.hash, gw.connect]);
+    const expect = ['MerkleError', 'MerkleError', 'UnknownBlock', 'InvalidArgument', 'InvalidArgument', 'InvalidGateway',
+      'InvalidOptions', 'StoreUnavailable'];
     errors.forEach((e, i) => assert(e.startsWith(expect[i]), `error ${i}: ${e}`));
     await stopClient(page);
     const after = await page.evaluate(() =>

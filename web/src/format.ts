@@ -103,6 +103,13 @@ export function explain(e: unknown): string {
       );
     case 'InvalidOptions':
       return `The client could not start with these settings (${detail}). Check the gateways and the network.`;
+    case 'StoreUnavailable':
+      return (
+        `This browser does not let this page use its local database, IndexedDB (${detail}). ` +
+        'Private windows and blocked site data are the usual causes.'
+      );
+    case 'QuotaExceeded':
+      return `The browser will not store more for this page (${detail}). Free some space, or clear the store.`;
     case 'StoreError':
       return (
         `This browser would not let the client use its local database, IndexedDB (${detail}). ` +

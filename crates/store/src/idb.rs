@@ -128,9 +128,11 @@ impl IdbStore {
             )));
         }
         let factory = factory()?;
+        // Refused at once (a storage-blocking setting, an opaque origin): not a store error
+        // the app can fix by reopening.
         let req = factory
             .open_with_u32(name, SCHEMA_VERSION)
-            .map_err(store_error)?;
+            .map_err(|e| unavailable(store_error(e)))?;
         let failed: Rc<RefCell<Option<StoreError>>> = Rc::default();
         let on_upgrade = {
             let req = req.clone();
@@ -160,7 +162,8 @@ impl IdbStore {
                         found: stored_version(&factory, name).await?,
                         supported: SCHEMA_VERSION,
                     },
-                    _ => request_error(&req),
+                    // Some private windows refuse to open any database.
+                    _ => unavailable(request_error(&req)),
                 });
             }
         };
@@ -853,7 +856,7 @@ fn factory() -> Result<IdbFactory, StoreError> {
     Reflect::get(&js_sys::global(), &"indexedDB".into())
         .ok()
         .and_then(|f| f.dyn_into::<IdbFactory>().ok())
-        .ok_or_else(|| StoreError::Backend("IndexedDB is not available here".into()))
+        .ok_or_else(|| StoreError::Unavailable("no indexedDB in this context".into()))
 }
 
 fn now_ms() -> f64 {
@@ -923,6 +926,20 @@ fn dom_error(e: &DomException) -> StoreError {
         "QuotaExceededError" => StoreError::QuotaExceeded,
         "InvalidStateError" => StoreError::Closed,
         name => StoreError::Backend(format!("{name}: {}", e.message())),
+    }
+}
+
+/// An error from opening the database: the browser's refusals (`SecurityError`,
+/// `InvalidStateError`, `UnknownError`) mean IndexedDB cannot be used here.
+fn unavailable(e: StoreError) -> StoreError {
+    match e {
+        StoreError::Closed => StoreError::Unavailable("InvalidStateError".into()),
+        StoreError::Backend(m)
+            if m.starts_with("SecurityError") || m.starts_with("UnknownError") =>
+        {
+            StoreError::Unavailable(m)
+        }
+        e => e,
     }
 }
 

@@ -164,6 +164,10 @@ pub enum StoreError {
     /// The browser refused to store more (quota).
     #[error("storage quota exceeded; the store keeps its last batch")]
     QuotaExceeded,
+    /// This page may not use IndexedDB at all (the API is missing, or the browser refuses
+    /// to open a database: some private windows, storage blocked by the user).
+    #[error("IndexedDB is not available here: {0}")]
+    Unavailable(String),
     /// Another tab or worker committed to the same store since this one read its tip;
     /// nothing was written. Reopen the store to continue from what it holds.
     #[error("another tab or worker changed the store; nothing was written, reopen it")]

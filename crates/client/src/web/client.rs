@@ -36,7 +36,7 @@ impl Client {
         let params = o.params;
         let store = IdbStore::open(&o.store_name, params)
             .await
-            .map_err(|e| js::error("StoreError", e.to_string()))?;
+            .map_err(|e| js::error(js::store_kind(&e), e.to_string()))?;
         let (engine, stored, stored_time) = match prepare(&store, &o).await {
             Ok(v) => v,
             Err(e) => {
@@ -206,7 +206,7 @@ async fn prepare(store: &IdbStore, o: &Options) -> Result<(Engine, Tip, u32), Js
     let seed = identity::random_seed().map_err(|e| js::error("KeyError", e))?;
     let store_error = |e: StoreError| {
         js::error(
-            "StoreError",
+            js::store_kind(&e),
             format!("the stored chain could not be read: {e}"),
         )
     };

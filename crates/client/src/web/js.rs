@@ -24,6 +24,18 @@ pub fn error(kind: &str, message: impl AsRef<str>) -> JsValue {
     e.into()
 }
 
+/// The `name` of an `Error` (or `kind` of an `error` event) for a store failure: what an
+/// app can branch on. `StoreUnavailable`: this page may not use IndexedDB (some private
+/// windows, storage blocked); `QuotaExceeded`: the browser will store no more; `StoreError`:
+/// anything else.
+pub fn store_kind(e: &lightwire_store::StoreError) -> &'static str {
+    match e {
+        lightwire_store::StoreError::Unavailable(_) => "StoreUnavailable",
+        lightwire_store::StoreError::QuotaExceeded => "QuotaExceeded",
+        _ => "StoreError",
+    }
+}
+
 /// A block hash as the usual display hex.
 pub fn hash(h: &BlockHash) -> JsValue {
     JsValue::from_str(&h.to_string())

@@ -35,7 +35,7 @@ pub async fn answer(store: &IdbStore, call: Call) {
 }
 
 fn store_error(e: &StoreError) -> JsValue {
-    js::error("StoreError", e.to_string())
+    js::error(js::store_kind(e), e.to_string())
 }
 
 async fn header_at(store: &IdbStore, height: u32) -> Result<JsValue, JsValue> {

@@ -351,7 +351,7 @@ impl Net {
         };
         self.emit(js::object(&[
             ("type", "error".into()),
-            ("kind", "StoreError".into()),
+            ("kind", js::store_kind(e).into()),
             ("message", message.into()),
             ("fatal", true.into()),
         ]));
