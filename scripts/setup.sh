@@ -32,6 +32,13 @@ if [ -n "$want" ] && [ "$want" != "$have" ]; then
   cargo_install wasm-bindgen-cli --version "$want" --force
 fi
 
+# geckodriver drives Firefox for the wasm test suites (wasm-pack test --firefox); Debian
+# does not package it.
+if ! command -v geckodriver >/dev/null; then
+  step "cargo install geckodriver"
+  cargo_install geckodriver
+fi
+
 missing=()
 [ -x /usr/bin/chromium ] || missing+=(chromium)
 [ -x /usr/bin/chromedriver ] || missing+=(chromium-driver)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Every test: native (cargo), then wasm in headless Chromium (wasm-pack test), then the
-# browser tests of the built package against real gateways (tests/e2e, tests/package), then
-# the demo and its dashboard (tests/dashboard).
+# Every test: native (cargo), then wasm in headless Chromium and Firefox (wasm-pack test),
+# then the browser tests of the built package against real gateways (tests/e2e in
+# Chromium, Firefox and WebKit; tests/package), then the demo and its dashboard
+# (tests/dashboard).
 set -euo pipefail
 source "$(dirname "$0")/env.sh"
 cd "$ROOT"
@@ -28,13 +29,17 @@ cargo test --workspace --all-targets
 # with only a notice; treat that notice as a failure so no suite is silently left out.
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
+# Each runs in Chromium and in Firefox (the same webdriver.json names both binaries).
 for crate in crates/noise crates/wire crates/chain crates/proto crates/store crates/client; do
-  step "wasm-pack test --headless --chrome $crate"
-  wasm-pack test --headless --chrome --chromedriver "$CHROMEDRIVER" "$crate" 2>&1 | tee "$log"
-  if grep -q "only configured to run in node.js" "$log"; then
-    echo "error: a test suite of $crate was skipped in the browser (missing run_in_browser)" >&2
-    exit 1
-  fi
+  for engine in chrome firefox; do
+    step "wasm-pack test --headless --$engine $crate"
+    if [ "$engine" = chrome ]; then driver=(--chromedriver "$CHROMEDRIVER"); else driver=(--geckodriver "$GECKODRIVER"); fi
+    wasm-pack test --headless "--$engine" "${driver[@]}" "$crate" 2>&1 | tee "$log"
+    if grep -q "only configured to run in node.js" "$log"; then
+      echo "error: a test suite of $crate was skipped in the browser (missing run_in_browser)" >&2
+      exit 1
+    fi
+  done
 done
 
 step "IndexedDB store: reload and browser crash in the middle of a sync (Chromium, CDP)"
@@ -45,7 +50,7 @@ step "the npm package (wasm-pack --target web + tsc) and the gateway binaries (r
 bash scripts/build-pkg.sh
 cargo build --release -p lightwire-gateway -p lightwire-chain -p lightwire-tests --bins
 
-step "end to end: the package in Chromium against real gateways (tests/e2e)"
+step "end to end: the package in Chromium, Firefox and WebKit against real gateways (tests/e2e)"
 node tests/e2e/run.mjs --no-build
 
 step "the package from its tarball in a fresh Vite + TypeScript app (tests/package)"
