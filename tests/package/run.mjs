@@ -1,11 +1,12 @@
 // The npm package as an application gets it: `npm pack` of pkg/, installed (offline, from
 // the npm cache) into a fresh Vite + TypeScript app written here, type-checked with tsc
 // (the .d.ts), built with `vite build` (the worker and the wasm bundled from
-// node_modules), then served and opened in headless Chromium against a real
-// lightwire-gateway: the app's stored tip must be the gateway's. Then the same app under
-// `vite` (the dev server), with the vite.config.ts pkg/README.md asks for.
+// node_modules), then served and opened in each browser engine (tests/engines.mjs:
+// Chromium, Firefox, WebKit) against a real lightwire-gateway: the app's stored tip must be
+// the gateway's. Then the same app under `vite` (the dev server), with the vite.config.ts
+// pkg/README.md asks for.
 //
-//   node tests/package/run.mjs
+//   node tests/package/run.mjs [--engines a,b]
 //
 // Needs pkg/ built (scripts/build-pkg.sh), target/release/lightwire-gateway, and vite and
 // typescript installed in the repository's node_modules (their versions are used, and are
@@ -16,11 +17,14 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, 
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { kill, launch, serve, freePort, gatewayTip, startGateway, terminate } from '../browser.mjs';
+import { kill, serve, freePort, gatewayTip, startGateway, terminate } from '../browser.mjs';
+import { available, openEngine } from '../engines.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const HEIGHT = 3000;
 const GATEWAY = join(root, 'target', 'release', 'lightwire-gateway');
+const argv = process.argv.slice(2);
+const engines = argv.includes('--engines') ? argv[argv.indexOf('--engines') + 1].split(',') : available();
 
 function log(msg) {
   console.log(`[package] ${msg}`);
@@ -165,18 +169,16 @@ function gateway(work, source) {
 /// Open the app at `url` in a new page of `browser`; wait for \`synced HEIGHT\` and check the
 /// tip it shows against the gateway's /metrics, and that its engine runs in the worker.
 async function openApp(browser, url, metrics, workerPath) {
-  const page = await browser.contexts()[0].newPage();
+  const page = await browser.newPage();
   const errors = [];
-  page.on('pageerror', (e) => errors.push(`page error: ${e.message}`));
-  page.on('console', (m) => m.type() === 'error' && errors.push(`console: ${m.text()}`));
+  page.onError((message) => errors.push(`page error: ${message}`));
   try {
     await page.goto(url);
     try {
       await page.waitForFunction((t) => document.title === t, `synced ${HEIGHT}`, { timeout: 60_000 });
     } catch {
-      const title = await page.title().catch(() => '?');
-      const body = await page.evaluate(() => document.body.textContent).catch(() => '?');
-      fail(`the app did not reach "synced ${HEIGHT}" in 60 s: title "${title}", body "${body}"` +
+      const [title, body] = await page.evaluate(() => [document.title, document.body.textContent]).catch(() => ['?', '?']);
+      fail(`the app did not reach "synced ${HEIGHT}" in 60 s in ${browser.name}: title "${title}", body "${body}"` +
         `${errors.length ? `\n  ${errors.join('\n  ')}` : ''}`);
     }
     const [height, hash] = (await page.evaluate(() => document.body.textContent)).split(' ');
@@ -184,9 +186,11 @@ async function openApp(browser, url, metrics, workerPath) {
     if (Number(height) !== gwHeight || hash !== gwHash) {
       fail(`the app's stored tip ${height} ${hash} is not the gateway's ${gwHeight} ${gwHash}`);
     }
-    const workers = page.workers().map((w) => w.url());
-    if (!workers.some((u) => u.includes(workerPath))) {
-      fail(`the engine's worker (${workerPath}) is not running in the page; workers: ${workers.join(', ') || 'none'}`);
+    // The engine runs in its Web Worker: the page loaded the worker's script (resource
+    // timing lists it in every engine).
+    const loaded = await page.evaluate(() => performance.getEntriesByType('resource').map((e) => e.name));
+    if (!loaded.some((u) => u.includes(workerPath))) {
+      fail(`the engine's worker (${workerPath}) was not loaded by the page; loaded: ${loaded.join(', ') || 'nothing'}`);
     }
     return { height, hash };
   } finally {
@@ -226,7 +230,7 @@ async function main() {
   const work = mkdtempSync(join(tmpdir(), 'lightwire-package-'));
   const app = join(work, 'app');
   let gw;
-  let chrome;
+  let browser;
   let server;
   let dev;
   try {
@@ -294,25 +298,29 @@ async function main() {
     log(`gateway up: ${connect}`);
     server = await serve({ '/': readFileSync(join(dist, 'index.html'), 'utf8') }, { '/': dist });
     const gwParam = `?gw=${encodeURIComponent(connect)}`;
-    chrome = await launch(join(work, 'profile'));
-    const built = await openApp(chrome.browser, `http://127.0.0.1:${server.address().port}/${gwParam}`,
-      metrics, `/assets/${workerChunk[0]}`);
-    log(`the built app (engine in its Web Worker) stored tip ${built.height} ${built.hash.slice(0, 16)}... ` +
-      `= the gateway's /metrics`);
-
-    // 5. The same app under the dev server.
     dev = viteDev(app, await freePort());
     await dev.ready;
-    try {
-      const served = await openApp(chrome.browser, `${dev.url}${gwParam}`, metrics,
-        '/node_modules/lightwire/dist/worker.js');
-      log(`vite (dev server, optimizeDeps.exclude ['lightwire']): stored tip ${served.height} = the gateway's`);
-    } catch (e) {
-      e.message += `\n  vite said:\n${dev.log()}`;
-      throw e;
+    for (const engine of engines) {
+      browser = await openEngine(engine, join(work, `profile-${engine}`));
+      const built = await openApp(browser, `http://127.0.0.1:${server.address().port}/${gwParam}`,
+        metrics, `/assets/${workerChunk[0]}`);
+      log(`${engine}: the built app (engine in its Web Worker) stored tip ${built.height} ` +
+        `${built.hash.slice(0, 16)}... = the gateway's /metrics`);
+
+      // 5. The same app under the dev server.
+      try {
+        const served = await openApp(browser, `${dev.url}${gwParam}`, metrics,
+          '/node_modules/lightwire/dist/worker.js');
+        log(`${engine}: vite (dev server, optimizeDeps.exclude ['lightwire']): stored tip ${served.height} = the gateway's`);
+      } catch (e) {
+        e.message += `\n  vite said:\n${dev.log()}`;
+        throw e;
+      }
+      await browser.close();
+      browser = undefined;
     }
   } finally {
-    if (chrome) await kill(chrome.proc);
+    if (browser) await browser.close();
     if (dev) await kill(dev.proc);
     if (gw) await terminate(gw.proc);
     if (server) server.close();
