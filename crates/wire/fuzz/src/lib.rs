@@ -1,0 +1,191 @@
+//! Shared pieces of the lightwire-wire fuzz targets: a cursor that reads structure out of
+//! fuzz input, and reference models written from BOLT 1 and BOLT 9 (not from the crate's
+//! code) for BigSize, TLV streams and feature fields, against which the crate's answers
+//! are compared.
+#![forbid(unsafe_code)]
+
+use core::ops::Range;
+
+use lightwire_wire::{BigSizeError, TlvError};
+
+/// Reads fields from fuzz input front to back; past the end every number is 0 and every
+/// byte string empty, so any input is a complete description.
+pub struct Cursor<'a> {
+    data: &'a [u8],
+}
+
+impl<'a> Cursor<'a> {
+    /// A cursor at the start of `data`.
+    pub fn new(data: &'a [u8]) -> Self {
+        Cursor { data }
+    }
+
+    /// Whether the input is used up.
+    pub fn is_empty(&self) -> bool {
+        self.data.is_empty()
+    }
+
+    /// The next byte, or 0.
+    pub fn u8(&mut self) -> u8 {
+        match self.data.split_first() {
+            Some((&b, rest)) => {
+                self.data = rest;
+                b
+            }
+            None => 0,
+        }
+    }
+
+    /// The next two bytes, little-endian.
+    pub fn u16(&mut self) -> u16 {
+        u16::from_le_bytes([self.u8(), self.u8()])
+    }
+
+    /// The next four bytes, little-endian.
+    pub fn u32(&mut self) -> u32 {
+        u32::from_le_bytes([self.u8(), self.u8(), self.u8(), self.u8()])
+    }
+
+    /// The next eight bytes, little-endian.
+    pub fn u64(&mut self) -> u64 {
+        u64::from(self.u32()) | (u64::from(self.u32()) << 32)
+    }
+
+    /// Up to `n` next bytes.
+    pub fn bytes(&mut self, n: usize) -> &'a [u8] {
+        let (head, rest) = self.data.split_at(n.min(self.data.len()));
+        self.data = rest;
+        head
+    }
+
+    /// All remaining bytes.
+    pub fn rest(&mut self) -> &'a [u8] {
+        self.bytes(self.data.len())
+    }
+}
+
+/// Whether `part` lies inside `whole` (same memory): a decoder that borrows must hand out
+/// slices of its input, never past its end.
+pub fn within(whole: &[u8], part: &[u8]) -> bool {
+    let (w, p) = (whole.as_ptr() as usize, part.as_ptr() as usize);
+    part.is_empty() || (p >= w && p + part.len() <= w + whole.len())
+}
+
+/// BigSize (BOLT 1): a first byte below 0xfd is the value; 0xfd, 0xfe, 0xff announce a
+/// big-endian u16, u32, u64, which must not fit a shorter form. Returns the value and the
+/// bytes it took.
+pub fn ref_bigsize(b: &[u8]) -> Result<(u64, usize), BigSizeError> {
+    let truncated = |needed| BigSizeError::Truncated {
+        needed,
+        available: b.len(),
+    };
+    let first = *b.first().ok_or(truncated(1))?;
+    let (len, min) = match first {
+        0xfd => (2, 0xfd),
+        0xfe => (4, 0x1_0000),
+        0xff => (8, 0x1_0000_0000),
+        v => return Ok((u64::from(v), 1)),
+    };
+    let body = b.get(1..1 + len).ok_or(truncated(1 + len))?;
+    let value = body.iter().fold(0u64, |v, &x| (v << 8) | u64::from(x));
+    if value < min {
+        return Err(BigSizeError::NonMinimal);
+    }
+    Ok((value, 1 + len))
+}
+
+/// The minimal BigSize encoding of `v`.
+pub fn ref_bigsize_encode(v: u64) -> Vec<u8> {
+    match v {
+        0..=0xfc => vec![v as u8],
+        0xfd..=0xffff => [&[0xfd][..], &(v as u16).to_be_bytes()].concat(),
+        0x1_0000..=0xffff_ffff => [&[0xfe][..], &(v as u32).to_be_bytes()].concat(),
+        _ => [&[0xff][..], &v.to_be_bytes()].concat(),
+    }
+}
+
+/// One record of a TLV stream, as offsets into the stream.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RefRecord {
+    /// The record type.
+    pub ty: u64,
+    /// The whole record (type, length, value).
+    pub record: Range<usize>,
+    /// The value.
+    pub value: Range<usize>,
+}
+
+/// A TLV stream read by BOLT 1's rules: records to the end, each a BigSize type (strictly
+/// above the previous one), a BigSize length, then that many bytes. Returns the records
+/// before the first broken rule, and that rule. Types are not judged (the caller knows
+/// which it understands).
+pub fn ref_tlv(stream: &[u8]) -> (Vec<RefRecord>, Option<TlvError>) {
+    let mut records = Vec::new();
+    let mut at = 0;
+    let mut prev: Option<u64> = None;
+    let field_err = |field, e| match e {
+        BigSizeError::Truncated { needed, available } => TlvError::Truncated {
+            field,
+            needed,
+            available,
+        },
+        BigSizeError::NonMinimal => TlvError::NonMinimalBigSize { field },
+    };
+    while at < stream.len() {
+        let start = at;
+        let (ty, n) = match ref_bigsize(&stream[at..]) {
+            Ok(v) => v,
+            Err(e) => return (records, Some(field_err("type", e))),
+        };
+        at += n;
+        if let Some(p) = prev
+            && ty <= p
+        {
+            return (records, Some(TlvError::NotStrictlyIncreasing { prev: p, ty }));
+        }
+        prev = Some(ty);
+        let (len, n) = match ref_bigsize(&stream[at..]) {
+            Ok(v) => v,
+            Err(e) => return (records, Some(field_err("length", e))),
+        };
+        at += n;
+        let remaining = stream.len() - at;
+        if len > remaining as u64 {
+            return (
+                records,
+                Some(TlvError::LengthExceedsStream { ty, len, remaining }),
+            );
+        }
+        let value = at..at + len as usize;
+        at = value.end;
+        records.push(RefRecord {
+            ty,
+            record: start..at,
+            value,
+        });
+    }
+    (records, None)
+}
+
+/// The set bits of a big-endian feature field (bit 0 is the low bit of the last byte),
+/// lowest first; with `other`, of the two fields ORed.
+pub fn ref_bits(a: &[u8], other: &[u8]) -> Vec<usize> {
+    let byte = |f: &[u8], i: usize| if i < f.len() { f[f.len() - 1 - i] } else { 0 };
+    let mut out = Vec::new();
+    for i in 0..a.len().max(other.len()) {
+        let b = byte(a, i) | byte(other, i);
+        for bit in 0..8 {
+            if b & (1 << bit) != 0 {
+                out.push(i * 8 + bit);
+            }
+        }
+    }
+    out
+}
+
+/// The lowest set even bit whose feature (the pair `2k`, `2k + 1`) is not in `known`.
+pub fn ref_first_unknown_required(bits: &[usize], known: &[usize]) -> Option<usize> {
+    bits.iter()
+        .copied()
+        .find(|&b| b % 2 == 0 && !known.iter().any(|&k| k / 2 == b / 2))
+}
