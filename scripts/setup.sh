@@ -48,10 +48,18 @@ command -v wasm-opt >/dev/null || missing+=(binaryen)
 [ -x /usr/bin/firefox-esr ] || missing+=(firefox-esr)
 [ -x /usr/bin/WebKitWebDriver ] || missing+=(webkit2gtk-driver)
 [ -x /usr/bin/Xvfb ] || missing+=(xvfb)
+[ -f /usr/share/i18n/locales/en_US ] || missing+=(locales)
 if [ ${#missing[@]} -gt 0 ]; then
   step "apt-get install ${missing[*]}"
   as_root apt-get update -qq
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+# WebKitGTK takes navigator.language from the process locale: under C it reports "C",
+# which no user has and Intl refuses; tests/engines.mjs runs it under en_US.UTF-8.
+if ! locale -a 2>/dev/null | grep -qix 'en_US.utf8'; then
+  step "localedef en_US.UTF-8"
+  as_root localedef -i en_US -f UTF-8 en_US.UTF-8
 fi
 
 # btcd (a real Bitcoin node) for the gateway's upstream test, built with Go.

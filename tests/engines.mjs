@@ -7,12 +7,14 @@
 // No tool downloads a browser: each is the system's.
 //
 // openEngine(name, profile) resolves to { name, newPage(), close() }; a page has
-// goto(url), evaluate(fn, arg), waitForFunction(fn, arg, { timeout }), close() and
-// onError(callback) (uncaught page errors, where the driver reports them). `fn` runs in the
-// page and may be async; `arg` and the result must be JSON values.
+// goto(url), reload(), evaluate(fn, arg), waitForFunction(fn, arg, { timeout }),
+// click(selector), fill(selector, text), press(key) (a key name: 'Escape'),
+// setViewport({ width, height }), screenshot(path, { fullPage }), close(), and
+// onError(callback) (uncaught page errors and console errors, where the driver reports
+// them). `fn` runs in the page and may be async; `arg` and the result must be JSON values.
 
 import { spawn } from 'node:child_process';
-import { existsSync, mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import puppeteer from 'puppeteer-core';
 import { freePort, kill, launch } from './browser.mjs';
 
@@ -45,10 +47,19 @@ async function chromium(profile) {
       const page = await chrome.browser.contexts()[0].newPage();
       return {
         goto: (url) => page.goto(url),
+        reload: () => page.reload(),
         evaluate: (fn, arg) => page.evaluate(fn, arg),
         waitForFunction: (fn, arg, { timeout = 30_000 } = {}) => page.waitForFunction(fn, arg, { timeout }),
+        click: (selector) => page.click(selector),
+        fill: (selector, text) => page.fill(selector, text),
+        press: (key) => page.keyboard.press(key),
+        setViewport: (size) => page.setViewportSize(size),
+        screenshot: (path, { fullPage = false } = {}) => page.screenshot({ path, fullPage }),
         close: () => page.close(),
-        onError: (cb) => page.on('pageerror', (e) => cb(e.message)),
+        onError: (cb) => {
+          page.on('pageerror', (e) => cb(`page error: ${e.message}`));
+          page.on('console', (m) => m.type() === 'error' && cb(`console error: ${m.text()}`));
+        },
       };
     },
     close: () => kill(chrome.proc),
@@ -70,18 +81,37 @@ async function firefox(profile) {
       const page = await browser.newPage();
       return {
         goto: (url) => page.goto(url),
+        reload: () => page.reload(),
         evaluate: (fn, arg) => page.evaluate(fn, arg),
         waitForFunction: (fn, arg, { timeout = 30_000 } = {}) =>
           page.waitForFunction(fn, { timeout, polling: 100 }, arg),
+        click: (selector) => page.click(selector),
+        async fill(selector, text) {
+          await page.$eval(selector, (el) => {
+            el.value = '';
+          });
+          await page.type(selector, text);
+        },
+        press: (key) => page.keyboard.press(key),
+        setViewport: (size) => page.setViewport(size),
+        screenshot: (path, { fullPage = false } = {}) => page.screenshot({ path, fullPage }),
         close: () => page.close(),
-        onError: (cb) => page.on('pageerror', (e) => cb(e.message)),
+        onError: (cb) => {
+          // Firefox also reports its own network log here (a WebSocket to a gateway that is
+          // down), which Chromium keeps out of the page's errors: not the page's error.
+          const network = /can’t establish a connection to the server at wss?:\/\//;
+          const report = (text) => network.test(text) || cb(text);
+          page.on('pageerror', (e) => report(`page error: ${e.message}`));
+          page.on('console', (m) => m.type() === 'error' && report(`console error: ${m.text()}`));
+        },
       };
     },
     close: () => browser.close(),
   };
 }
 
-/// WebKitGTK over classic WebDriver: one session, a tab per page.
+/// WebKitGTK over classic WebDriver: one session, a window per page (a background tab is
+/// not drawn, and a screenshot of it never comes).
 async function webkit(profile) {
   const display = `:${90 + Math.floor(Math.random() * 9)}`;
   const xvfb = spawn('Xvfb', [display, '-screen', '0', '1280x800x24', '-nolisten', 'tcp'], {
@@ -92,7 +122,9 @@ async function webkit(profile) {
   const driver = spawn(WEBKIT_DRIVER, [`--port=${port}`, '--host=127.0.0.1'], {
     stdio: 'ignore',
     detached: true,
-    env: { ...process.env, DISPLAY: display, XDG_DATA_HOME: profile, XDG_CACHE_HOME: profile },
+    // A real locale: under LANG=C WebKitGTK reports navigator.language "C", which no user
+    // has and which Intl refuses (uPlot formats with it).
+    env: { ...process.env, DISPLAY: display, XDG_DATA_HOME: profile, XDG_CACHE_HOME: profile, LANGUAGE: 'en_US', LANG: 'en_US.UTF-8', LC_ALL: 'en_US.UTF-8' },
   });
   const base = `http://127.0.0.1:${port}`;
   const call = async (method, path, body) => {
@@ -133,11 +165,37 @@ async function webkit(profile) {
   return {
     name: 'webkit',
     async newPage() {
-      const { handle } = await call('POST', `${s}/window/new`, { type: 'tab' });
+      const { handle } = await call('POST', `${s}/window/new`, { type: 'window' });
       await call('POST', `${s}/window`, { handle });
+      const element = async (selector) => {
+        const found = await call('POST', `${s}/element`, { using: 'css selector', value: selector });
+        return Object.values(found)[0];
+      };
       return {
         goto: (url) => call('POST', `${s}/url`, { url }),
+        reload: () => call('POST', `${s}/refresh`, {}),
         evaluate,
+        async click(selector) {
+          await call('POST', `${s}/element/${await element(selector)}/click`, {});
+        },
+        async fill(selector, text) {
+          const id = await element(selector);
+          await call('POST', `${s}/element/${id}/clear`, {});
+          await call('POST', `${s}/element/${id}/value`, { text });
+        },
+        async press(key) {
+          const value = { Escape: '\uE00C', Enter: '\uE007' }[key];
+          if (!value) throw new Error(`press: no WebDriver code for ${key}`);
+          await call('POST', `${s}/actions`, {
+            actions: [{ type: 'key', id: 'keyboard', actions: [{ type: 'keyDown', value }, { type: 'keyUp', value }] }],
+          });
+        },
+        // The window, not the viewport: classic WebDriver sets no viewport.
+        setViewport: ({ width, height }) => call('POST', `${s}/window/rect`, { width, height }),
+        // The viewport only: classic WebDriver has no full-page screenshot.
+        async screenshot(path) {
+          writeFileSync(path, Buffer.from(await call('GET', `${s}/screenshot`), 'base64'));
+        },
         async waitForFunction(fn, arg, { timeout = 30_000 } = {}) {
           const deadline = Date.now() + timeout;
           while (!(await evaluate(fn, arg))) {

@@ -1,14 +1,16 @@
 // The dashboard as a user meets it: `npm start` (scripts/start.sh, on free ports, its key in
-// a temporary folder, a smaller chain) and the page it prints, opened in headless Chromium.
+// a temporary folder, a smaller chain) and the page it prints, opened in each browser
+// engine (tests/engines.mjs: Chromium, Firefox, WebKit), one after another.
 //
-//   node tests/dashboard/run.mjs
+//   node tests/dashboard/run.mjs [--engines a,b]
 //
 // Checks that the progress reaches 100%; that the tip shown is the gateway's (its /metrics);
 // that the charts have data; that a reload resumes from the store instead of starting
 // over; that stopping the demo (Ctrl-C: every process gone, the ports free) and starting it
 // again shows the gateway backing off, reconnecting and synced again; that "Clear local
 // store" asks first and deletes the store; and that a bad connect string gets a sentence.
-// Screenshots (desktop 1280x800, phone 375x812) go to tests/dashboard/screenshots/.
+// Screenshots (desktop 1280x800, phone 375x812) go to tests/dashboard/screenshots/<engine>/
+// (WebKit's are of the viewport only: classic WebDriver takes no full-page shots).
 //
 // Needs pkg/ built, target/release/lightwire-gateway and web/node_modules (start.sh builds
 // or installs whichever is missing, as `npm start` does). LIGHTWIRE_DEMO_GENERATE sets the
@@ -20,13 +22,16 @@ import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { kill, launch, freePort, gatewayTip } from '../browser.mjs';
+import { freePort, gatewayTip } from '../browser.mjs';
+import { available, openEngine } from '../engines.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const shots = join(root, 'tests', 'dashboard', 'screenshots');
 const GENERATE = Number(process.env.LIGHTWIRE_DEMO_GENERATE || 200_000);
 const DESKTOP = { width: 1280, height: 800 };
 const PHONE = { width: 375, height: 812 };
+const argv = process.argv.slice(2);
+const engines = argv.includes('--engines') ? argv[argv.indexOf('--engines') + 1].split(',') : available();
 
 function log(msg) {
   console.log(`[dashboard] ${msg}`);
@@ -157,13 +162,17 @@ async function until(page, what, ms, pred) {
   }
 }
 
+let engineShots = shots;
+
 async function screenshot(page, name, viewport, fullPage = true) {
-  await page.setViewportSize(viewport);
-  await page.waitForTimeout(400); // layout and the charts' resize
-  const path = join(shots, `${name}.png`);
-  await page.screenshot({ path, fullPage });
+  await page.setViewport(viewport);
+  await sleep(400); // layout and the charts' resize
+  const path = join(engineShots, `${name}.png`);
+  await page.screenshot(path, { fullPage });
   return path;
 }
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 /// Pixels drawn on each chart's canvas (uPlot draws on one canvas per chart).
 function chartPixels(page) {
@@ -184,7 +193,15 @@ function chartPixels(page) {
 // ---------------------------------------------------------------- main
 
 async function main() {
-  mkdirSync(shots, { recursive: true });
+  for (const engine of engines) {
+    log(`${engine}:`);
+    engineShots = join(shots, engine);
+    await inEngine(engine);
+  }
+}
+
+async function inEngine(engine) {
+  mkdirSync(engineShots, { recursive: true });
   const work = mkdtempSync(join(tmpdir(), 'lightwire-dashboard-'));
   const ports = { gateway: await freePort(), metrics: await freePort(), web: await freePort() };
   const env = {
@@ -195,7 +212,7 @@ async function main() {
     LIGHTWIRE_DEMO_DIR: join(work, 'demo'),
   };
   let demo;
-  let chrome;
+  let browser;
   const errors = [];
   try {
     // 1. npm start, and the page it prints.
@@ -204,11 +221,10 @@ async function main() {
     log(`npm start is up in ${((Date.now() - t) / 1000).toFixed(1)} s: ${demo.url}`);
     assert(demo.url.includes(`127.0.0.1:${ports.web}/?gw=ws://127.0.0.1:${ports.gateway}%23`) &&
       demo.url.endsWith('&network=regtest'), `unexpected URL ${demo.url}`);
-    chrome = await launch(join(work, 'profile'));
-    const { page } = chrome;
-    page.on('pageerror', (e) => errors.push(`page error: ${e.message}`));
-    page.on('console', (m) => m.type() === 'error' && errors.push(`console error: ${m.text()}`));
-    await page.setViewportSize(DESKTOP);
+    browser = await openEngine(engine, join(work, 'profile'));
+    const page = await browser.newPage();
+    page.onError((message) => errors.push(message));
+    await page.setViewport(DESKTOP);
     t = Date.now();
     await page.goto(demo.url);
 
@@ -240,14 +256,14 @@ async function main() {
     log(`charts: samples ${JSON.stringify(charted.charts)}; pixels drawn ${JSON.stringify(pixels)}`);
 
     // Screenshots, once the charts hold a few seconds.
-    await page.waitForTimeout(3000);
+    await sleep(3000);
     const saved = [
       await screenshot(page, 'desktop-synced', DESKTOP, false),
       await screenshot(page, 'desktop-synced-full', DESKTOP),
       await screenshot(page, 'phone-synced', PHONE, false),
       await screenshot(page, 'phone-synced-full', PHONE),
     ];
-    await page.setViewportSize(DESKTOP);
+    await page.setViewport(DESKTOP);
     log(`screenshots: ${saved.map((p) => p.slice(root.length + 1)).join(', ')}`);
 
     // 5. A reload resumes from the store.
@@ -289,7 +305,7 @@ async function main() {
     await page.click('#clear-store');
     assert(await page.evaluate(() => document.getElementById('clear-dialog').open), 'no confirmation dialog');
     await screenshot(page, 'desktop-clear-dialog', DESKTOP, false);
-    await page.keyboard.press('Escape');
+    await page.press('Escape');
     await page.waitForFunction(() => !document.getElementById('clear-dialog').open);
     assert((await readPage(page)).state === 'synced', 'cancelling the dialog changed the state');
     await page.click('#clear-store');
@@ -305,15 +321,15 @@ async function main() {
     // 8. A bad connect string gets a sentence.
     await page.fill('#gateways', 'http://127.0.0.1:1');
     await page.click('#connect');
-    await page.waitForSelector('#form-error:not([hidden])', { timeout: 30_000 });
-    const sentence = await page.textContent('#form-error');
+    await page.waitForFunction(() => !document.getElementById('form-error').hidden, null, { timeout: 30_000 });
+    const sentence = await page.evaluate(() => document.getElementById('form-error').textContent);
     assert(/connect string is not valid/.test(sentence), `the error reads: ${sentence}`);
     await screenshot(page, 'phone-error', PHONE, false);
     log(`a bad connect string: "${sentence}"`);
 
     assert(errors.length === 0, `the page logged errors:\n  ${errors.join('\n  ')}`);
   } finally {
-    if (chrome) await kill(chrome.proc);
+    if (browser) await browser.close();
     if (demo) {
       const pgid = demo.proc.pid;
       await interrupt(demo);

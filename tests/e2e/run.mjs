@@ -134,7 +134,7 @@ function assert(cond, msg) {
 
 async function openPage() {
   const page = await browser.newPage();
-  page.onError((message) => log(`  page error: ${message}`));
+  page.onError((message) => log(`  ${message}`));
   await page.goto(url);
   await page.waitForFunction(() => document.title === 'ready');
   return page;
