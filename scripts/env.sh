@@ -5,7 +5,9 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 export ROOT
 export PATH="$HOME/.cargo/bin:$(go env GOPATH 2>/dev/null || echo "$HOME/go")/bin:$PATH"
 export CHROMEDRIVER=${CHROMEDRIVER:-/usr/bin/chromedriver}
-export GECKODRIVER=${GECKODRIVER:-$HOME/.cargo/bin/geckodriver}
+# Not exported as GECKODRIVER: wasm-bindgen-test-runner takes that variable before
+# CHROMEDRIVER, so every `--chrome` run would quietly run in Firefox.
+GECKODRIVER_BIN=${GECKODRIVER_BIN:-$HOME/.cargo/bin/geckodriver}
 
 # Tests read the BOLT 8 vectors and real headers from ../shared (read-only, never copied
 # into the repository). A fresh clone made elsewhere finds them next to the repository

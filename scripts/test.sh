@@ -33,7 +33,7 @@ trap 'rm -f "$log"' EXIT
 for crate in crates/noise crates/wire crates/chain crates/proto crates/store crates/client; do
   for engine in chrome firefox; do
     step "wasm-pack test --headless --$engine $crate"
-    if [ "$engine" = chrome ]; then driver=(--chromedriver "$CHROMEDRIVER"); else driver=(--geckodriver "$GECKODRIVER"); fi
+    if [ "$engine" = chrome ]; then driver=(--chromedriver "$CHROMEDRIVER"); else driver=(--geckodriver "$GECKODRIVER_BIN"); fi
     wasm-pack test --headless "--$engine" "${driver[@]}" "$crate" 2>&1 | tee "$log"
     if grep -q "only configured to run in node.js" "$log"; then
       echo "error: a test suite of $crate was skipped in the browser (missing run_in_browser)" >&2
