@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# A benchmark in headless Chromium (release wasm), with its table printed:
+# A benchmark in headless Chromium, or in Firefox or WebKit with LIGHTWIRE_BENCH_ENGINE=firefox
+# or webkit (release wasm), with its table printed:
 #   bash scripts/bench-wasm.sh                 the transport (wasm_transport)
 #   bash scripts/bench-wasm.sh wasm_validate   header validation of the 925,000-header chain
 #   bash scripts/bench-wasm.sh wasm_store      validation + IndexedDB store, several layouts
@@ -11,6 +12,14 @@ cd "$ROOT/benches"
 export CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUNNER=wasm-bindgen-test-runner
 # The store benchmark runs for minutes; the runner's default limit is 20 s.
 export WASM_BINDGEN_TEST_TIMEOUT=${WASM_BINDGEN_TEST_TIMEOUT:-1800}
-step "building the wasm benchmark and running it in headless Chromium"
+engine=${LIGHTWIRE_BENCH_ENGINE:-chromium}
+case "$engine" in
+  chromium) ;;
+  # The runner takes GECKODRIVER before CHROMEDRIVER.
+  firefox) export GECKODRIVER="$GECKODRIVER_BIN" ;;
+  webkit) export SAFARIDRIVER="$ROOT/scripts/webkit-driver.sh" ;;
+  *) echo "LIGHTWIRE_BENCH_ENGINE: chromium, firefox or webkit" >&2; exit 2 ;;
+esac
+step "building the wasm benchmark and running it in headless $engine"
 bench=${1:-wasm_transport}
 cargo test --release --target wasm32-unknown-unknown --test "$bench" -- --nocapture

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Every test: native (cargo), then wasm in headless Chromium and Firefox (wasm-pack test),
+# Every test: native (cargo), then wasm in headless Chromium, Firefox and WebKit (wasm-pack test),
 # then the browser tests of the built package against real gateways (tests/e2e in
 # Chromium, Firefox and WebKit; tests/package), then the demo and its dashboard
 # (tests/dashboard).
@@ -29,11 +29,16 @@ cargo test --workspace --all-targets
 # with only a notice; treat that notice as a failure so no suite is silently left out.
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
-# Each runs in Chromium and in Firefox (the same webdriver.json names both binaries).
+# Each runs in Chromium, Firefox (webdriver.json names both binaries) and WebKit (WebKitGTK's
+# WebDriver standing in for safaridriver: scripts/webkit-driver.sh).
 for crate in crates/noise crates/wire crates/chain crates/proto crates/store crates/client; do
-  for engine in chrome firefox; do
+  for engine in chrome firefox safari; do
     step "wasm-pack test --headless --$engine $crate"
-    if [ "$engine" = chrome ]; then driver=(--chromedriver "$CHROMEDRIVER"); else driver=(--geckodriver "$GECKODRIVER_BIN"); fi
+    case "$engine" in
+      chrome) driver=(--chromedriver "$CHROMEDRIVER") ;;
+      firefox) driver=(--geckodriver "$GECKODRIVER_BIN") ;;
+      safari) driver=(--safaridriver "$ROOT/scripts/webkit-driver.sh") ;;
+    esac
     wasm-pack test --headless "--$engine" "${driver[@]}" "$crate" 2>&1 | tee "$log"
     if grep -q "only configured to run in node.js" "$log"; then
       echo "error: a test suite of $crate was skipped in the browser (missing run_in_browser)" >&2
