@@ -30,12 +30,20 @@ export class LightwireClient extends EventTarget {
   }
 
   /**
-   * Open the store and start syncing. Rejects with an Error named `InvalidOptions`,
+   * Open the store and start syncing. Rejects with an Error named `UnsupportedBrowser`
+   * (no WebAssembly, as in iOS Lockdown Mode, or no SIMD128: Safari before 16.4),
+   * `InvalidOptions`,
    * `InvalidGateway`, `StoreUnavailable` (this page may not use IndexedDB: some private
    * windows, storage blocked), `QuotaExceeded`, `StoreError` or `KeyError` when it cannot
    * start.
    */
   static async open(options: ClientOptions): Promise<LightwireClient> {
+    const missing = unsupported();
+    if (missing) {
+      const err = new Error(`this browser cannot run the client: ${missing}`);
+      err.name = 'UnsupportedBrowser';
+      throw err;
+    }
     // Ask, never wait: Firefox asks the user, and the answer may never come. Only a window
     // may ask; a refusal is not an error, and a browser without the API (WebKitGTK) has
     // answered no.
@@ -195,4 +203,25 @@ function deleteDatabase(name: string): Promise<void> {
       reject(err);
     };
   });
+}
+
+/**
+ * The smallest module that uses SIMD128: one function returning `i8x16.splat(0)`. The
+ * engine's wasm is built with SIMD128 (it seals and opens frames on 128-bit vectors), so a
+ * browser that cannot validate this one cannot load it either.
+ */
+const SIMD_PROBE = new Uint8Array([
+  0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00, // "\0asm", version 1
+  0x01, 0x05, 0x01, 0x60, 0x00, 0x01, 0x7b, // types: () -> v128
+  0x03, 0x02, 0x01, 0x00, // functions: one, of type 0
+  0x0a, 0x08, 0x01, 0x06, 0x00, 0x41, 0x00, 0xfd, 0x0f, 0x0b, // code: i32.const 0, i8x16.splat, end
+]);
+
+/** What this browser lacks to run the engine, as a phrase; null when it has everything. */
+function unsupported(): string | null {
+  if (typeof WebAssembly !== 'object' || typeof WebAssembly.validate !== 'function') {
+    return 'WebAssembly is not available (it is off in iOS Lockdown Mode, for one)';
+  }
+  if (!WebAssembly.validate(SIMD_PROBE)) return 'WebAssembly SIMD128 is not supported (Safari before 16.4, for one)';
+  return null;
 }

@@ -413,6 +413,16 @@ async function queries() {
         await name(window.client.headerAt(-1)),
         await name(window.lw.open({ network: 'regtest', gateways: ['http://nope'] })),
         await name(window.lw.open({ network: 'moonnet', gateways: [] })),
+        // A browser without SIMD128 (Safari before 16.4): refused by name, before loading.
+        await name((async () => {
+          const validate = WebAssembly.validate;
+          WebAssembly.validate = () => false;
+          try {
+            return await window.lw.open({ network: 'regtest', gateways: [gateway], storeName: 'none' });
+          } finally {
+            WebAssembly.validate = validate;
+          }
+        })()),
         // A page that may not use IndexedDB (as in some private windows); last, as the
         // page keeps no IndexedDB after it.
         await name((async () => {
@@ -422,7 +432,7 @@ async function queries() {
       ];
     }, [txid, h.hash, gw.connect]);
     const expect = ['MerkleError', 'MerkleError', 'UnknownBlock', 'InvalidArgument', 'InvalidArgument', 'InvalidGateway',
-      'InvalidOptions', 'StoreUnavailable'];
+      'InvalidOptions', 'UnsupportedBrowser', 'StoreUnavailable'];
     errors.forEach((e, i) => assert(e.startsWith(expect[i]), `error ${i}: ${e}`));
     await stopClient(page);
     const after = await page.evaluate(() =>

@@ -103,6 +103,8 @@ export function explain(e: unknown): string {
       );
     case 'InvalidOptions':
       return `The client could not start with these settings (${detail}). Check the gateways and the network.`;
+    case 'UnsupportedBrowser':
+      return `This browser cannot run the client (${detail}). A current Chrome, Firefox, Edge or Safari can.`;
     case 'StoreUnavailable':
       return (
         `This browser does not let this page use its local database, IndexedDB (${detail}). ` +
