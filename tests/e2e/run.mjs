@@ -590,7 +590,8 @@ let url;
 async function main() {
   if (!args.includes('--no-build')) build();
   work = mkdtempSync(join(tmpdir(), 'lightwire-e2e-'));
-  const server = await serve({ '/': PAGE }, { '/pkg/': join(root, 'pkg') });
+  // An empty favicon: a 404 for it would be a console error in Chromium.
+  const server = await serve({ '/': PAGE, '/favicon.ico': '' }, { '/pkg/': join(root, 'pkg') });
   url = `http://127.0.0.1:${server.address().port}/`;
   let failed = 0;
   try {

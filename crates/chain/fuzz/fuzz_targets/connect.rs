@@ -84,12 +84,19 @@ struct State {
 enum Expect {
     Extended(u32),
     Reorg(u32),
-    Stale { fork: u32, tip: BlockHash, height: u32 },
+    Stale {
+        fork: u32,
+        tip: BlockHash,
+        height: u32,
+    },
     Known,
     NeedAncestors(BlockHash),
     TooLarge(usize),
     BadAncestors,
-    TooNew { height: u32, time: u32 },
+    TooNew {
+        height: u32,
+        time: u32,
+    },
 }
 
 /// Ancestors handed to `connect_branch`, and whether they are the best chain's.
@@ -113,7 +120,12 @@ fuzz_target!(|data: &[u8]| {
         2 => u64::from(chain.tip().time()) + u64::from(input.u16()),
         _ => u64::from(input.u32()),
     };
-    let mut s = State { chain, side: None, main_below: h, now };
+    let mut s = State {
+        chain,
+        side: None,
+        main_below: h,
+        now,
+    };
 
     for _ in 0..input.u8() % 8 {
         let (mut batch, ancestors) = op(&mut input, &s);
@@ -172,7 +184,10 @@ fn op(input: &mut Cursor, s: &State) -> (Vec<Header>, Option<Ancestors>) {
             let n = u32::from(input.u8() % 200);
             // The fork's parent on the main chain, preceded in the batch by `known` main
             // headers, so that the ancestors end at `base`.
-            let parent = (tip + 1).saturating_sub(WINDOW_LEN as u32).saturating_add(depth).min(MAIN_LEN);
+            let parent = (tip + 1)
+                .saturating_sub(WINDOW_LEN as u32)
+                .saturating_add(depth)
+                .min(MAIN_LEN);
             let known = known.min(parent);
             let base = parent - known;
             let mut batch: Vec<Header> = main.headers[base as usize + 1..=parent as usize].to_vec();
@@ -234,9 +249,29 @@ fn mutate(input: &mut Cursor, batch: &mut [Header]) -> bool {
         match field % 8 {
             0 => h.time = value,
             1 => h.time = h.time.saturating_sub(value % 8000),
-            2 => h.time = (NOW as u32 + MAX_FUTURE_BLOCK_TIME).wrapping_add(value % 3).wrapping_sub(1),
-            3 => h.bits.0 = if value & 1 == 0 { value } else { REGTEST.pow_limit_compact().0.wrapping_add(value >> 30).wrapping_sub(2) },
-            4 => h.version = if value & 1 == 0 { (value % 6) as i32 } else { value as i32 },
+            2 => {
+                h.time = (NOW as u32 + MAX_FUTURE_BLOCK_TIME)
+                    .wrapping_add(value % 3)
+                    .wrapping_sub(1)
+            }
+            3 => {
+                h.bits.0 = if value & 1 == 0 {
+                    value
+                } else {
+                    REGTEST
+                        .pow_limit_compact()
+                        .0
+                        .wrapping_add(value >> 30)
+                        .wrapping_sub(2)
+                }
+            }
+            4 => {
+                h.version = if value & 1 == 0 {
+                    (value % 6) as i32
+                } else {
+                    value as i32
+                }
+            }
             5 => h.prev_blockhash.0[(value % 32) as usize] ^= 1 << (value >> 29),
             6 => h.merkle_root[(value % 32) as usize] ^= 1 << (value >> 29),
             _ => h.nonce = h.nonce.wrapping_add(1),
@@ -272,7 +307,9 @@ fn predict(s: &State, batch: &[Header], ancestors: Option<&Ancestors>) -> Expect
         Some(a) => {
             let linked = a.entries.windows(2).all(|w| w[1].height == w[0].height + 1);
             match a.entries.last() {
-                Some(last) if linked && last.hash == prev && last.height <= tip.height => last.height,
+                Some(last) if linked && last.hash == prev && last.height <= tip.height => {
+                    last.height
+                }
                 _ => return Expect::BadAncestors,
             }
         }
@@ -357,8 +394,9 @@ fn step(s: &mut State, batch: &[Header], ancestors: Option<Ancestors>, clean: bo
     let at_fork = |height: u32| held(height).map(|e| e.hash);
     // (Fork operations reach 400 below the tip; deeper forks come with main-chain
     // ancestors.)
-    let before_at: Vec<Option<BlockHash>> =
-        (0..=before_tip.height.min(420)).map(|back| at_fork(before_tip.height - back)).collect();
+    let before_at: Vec<Option<BlockHash>> = (0..=before_tip.height.min(420))
+        .map(|back| at_fork(before_tip.height - back))
+        .collect();
     let fork_hash = |height: u32, s: &State| -> Option<BlockHash> {
         let back = before_tip.height.checked_sub(height)?;
         if let Some(h) = before_at.get(back as usize) {
@@ -379,10 +417,7 @@ fn step(s: &mut State, batch: &[Header], ancestors: Option<Ancestors>, clean: bo
         if after != before_window {
             panic!(
                 "{what}: window changed from {} entries to {} (tip {} then {})",
-                before_window.len,
-                after.len,
-                before_window.tip.height,
-                after.tip.height
+                before_window.len, after.len, before_window.tip.height, after.tip.height
             );
         }
         assert!(s.chain.staged().is_empty(), "{what}: staged entries");
@@ -414,35 +449,71 @@ fn step(s: &mut State, batch: &[Header], ancestors: Option<Ancestors>, clean: bo
             assert!(tip.chainwork > before_tip.chainwork);
             assert_eq!(s.chain.window().get(before_tip.height), Some(&before_tip));
         }
-        Ok(Outcome::Reorg { fork_height, old_tip }) => {
+        Ok(Outcome::Reorg {
+            fork_height,
+            old_tip,
+        }) => {
             assert_eq!(old_tip, before_tip, "old tip");
             assert!(tip.chainwork > before_tip.chainwork, "a reorg to less work");
             assert!(!staged.is_empty());
             assert_eq!(staged[0].height, fork_height + 1, "first staged height");
-            assert!(fork_height < before_tip.height, "a reorg forks below the tip");
+            assert!(
+                fork_height < before_tip.height,
+                "a reorg forks below the tip"
+            );
             let genuine = ancestors.as_ref().is_none_or(|a| a.genuine);
-            if genuine
-                && let Some(hash) = fork_hash(fork_height, s)
-            {
-                assert_eq!(staged[0].header.prev_blockhash, hash, "the branch forks from the best chain");
+            if genuine && let Some(hash) = fork_hash(fork_height, s) {
+                assert_eq!(
+                    staged[0].header.prev_blockhash, hash,
+                    "the branch forks from the best chain"
+                );
             }
             for w in staged.windows(2) {
                 link(&w[0], &w[1]);
             }
             assert_eq!(staged.last(), Some(&tip));
+            // Below the fork, the best chain is what it was (where the target knows it).
+            // After `connect_branch` the window starts at the ancestors given, which may
+            // be fewer.
+            for height in fork_height.saturating_sub(8)..=fork_height {
+                let now_held = s.chain.window().get(height).map(|e| e.hash);
+                if genuine
+                    && let Some(hash) = fork_hash(height, s)
+                    && (ancestors.is_none() || now_held.is_some())
+                {
+                    assert_eq!(
+                        now_held,
+                        Some(hash),
+                        "best chain at {height}, below the fork at {fork_height}"
+                    );
+                }
+            }
             let last = batch.last().expect("a reorg needs headers");
-            assert_eq!(tip.hash, last.block_hash(), "the new tip is the batch's last header");
+            assert_eq!(
+                tip.hash,
+                last.block_hash(),
+                "the new tip is the batch's last header"
+            );
             s.side = None;
             s.main_below = s.main_below.min(fork_height);
         }
-        Ok(Outcome::Stale { fork_height, branch_tip }) => {
+        Ok(Outcome::Stale {
+            fork_height,
+            branch_tip,
+        }) => {
             unchanged(s, "stale");
-            assert!(branch_tip.chainwork <= tip.chainwork, "a stale branch with more work");
+            assert!(
+                branch_tip.chainwork <= tip.chainwork,
+                "a stale branch with more work"
+            );
             assert!(branch_tip.height > fork_height && fork_height < tip.height);
             let last = batch.last().expect("a stale branch needs headers");
             assert_eq!(branch_tip.hash, last.block_hash());
             assert_eq!(branch_tip.header, *last);
-            s.side = Some(Side { tip: branch_tip, fork: fork_height });
+            s.side = Some(Side {
+                tip: branch_tip,
+                fork: fork_height,
+            });
         }
         Ok(Outcome::Known) => unchanged(s, "known"),
         Ok(Outcome::NeedAncestors { parent }) => {
@@ -459,7 +530,10 @@ fn step(s: &mut State, batch: &[Header], ancestors: Option<Ancestors>, clean: bo
         let got = match result {
             Ok(Outcome::Extended { first_height }) => Expect::Extended(first_height),
             Ok(Outcome::Reorg { fork_height, .. }) => Expect::Reorg(fork_height),
-            Ok(Outcome::Stale { fork_height, branch_tip }) => Expect::Stale {
+            Ok(Outcome::Stale {
+                fork_height,
+                branch_tip,
+            }) => Expect::Stale {
                 fork: fork_height,
                 tip: branch_tip.hash,
                 height: branch_tip.height,
@@ -472,16 +546,28 @@ fn step(s: &mut State, batch: &[Header], ancestors: Option<Ancestors>, clean: bo
                 height,
                 rule: Rule::TimeTooNew { time, .. },
             })) => Expect::TooNew { height, time },
-            Err(e) => panic!("unmutated batch of {} refused: {e:?}, expected {expect:?}", batch.len()),
+            Err(e) => panic!(
+                "unmutated batch of {} refused: {e:?}, expected {expect:?}",
+                batch.len()
+            ),
         };
-        assert_eq!(got, expect, "outcome of an unmutated batch of {}", batch.len());
+        assert_eq!(
+            got,
+            expect,
+            "outcome of an unmutated batch of {}",
+            batch.len()
+        );
     }
 }
 
 /// `staged` are the last headers of `batch`, each linked to the one before, the first to
 /// `parent`, with their own hashes, heights and growing work.
 fn linked(staged: &[Entry], parent: &Entry, batch: &[Header]) {
-    assert!(!staged.is_empty() && staged.len() <= batch.len(), "{} staged", staged.len());
+    assert!(
+        !staged.is_empty() && staged.len() <= batch.len(),
+        "{} staged",
+        staged.len()
+    );
     let tail = &batch[batch.len() - staged.len()..];
     for (e, h) in staged.iter().zip(tail) {
         assert_eq!(e.header, *h, "staged header");

@@ -69,7 +69,9 @@ pub fn main_chain() -> &'static Main {
         let mut chain = Chain::new(&REGTEST);
         let mut entries = vec![*Window::from_genesis(&REGTEST).tip()];
         for batch in headers[1..].chunks(2000) {
-            let outcome = chain.connect(batch, NOW).expect("the generated chain is valid");
+            let outcome = chain
+                .connect(batch, NOW)
+                .expect("the generated chain is valid");
             assert!(matches!(outcome, Outcome::Extended { .. }), "{outcome:?}");
             entries.extend_from_slice(chain.staged());
         }
@@ -110,12 +112,21 @@ pub fn snapshot(w: &Window) -> Snapshot {
         .chain(middle)
         .chain(base)
         .map(|h| {
-            let e = w.get(h).expect("a window holds its heights from bottom to tip");
+            let e = w
+                .get(h)
+                .expect("a window holds its heights from bottom to tip");
             assert_eq!(e.height, h, "entry height");
-            (h, u64::from_le_bytes(e.hash.0[..8].try_into().expect("8 bytes")))
+            (
+                h,
+                u64::from_le_bytes(e.hash.0[..8].try_into().expect("8 bytes")),
+            )
         })
         .collect();
-    Snapshot { len: w.len(), tip, samples }
+    Snapshot {
+        len: w.len(),
+        tip,
+        samples,
+    }
 }
 
 /// Whether `after` is `before` with, at most, entries lost at the bottom: the same tip,
@@ -124,11 +135,15 @@ pub fn kept(before: &Snapshot, after: &Window) -> bool {
     let bottom = after.tip().height + 1 - after.len() as u32;
     *after.tip() == before.tip
         && after.len() <= before.len
-        && before.samples.iter().filter(|(h, _)| *h >= bottom).all(|&(h, word)| {
-            after
-                .get(h)
-                .is_some_and(|e| u64::from_le_bytes(e.hash.0[..8].try_into().expect("8 bytes")) == word)
-        })
+        && before
+            .samples
+            .iter()
+            .filter(|(h, _)| *h >= bottom)
+            .all(|&(h, word)| {
+                after.get(h).is_some_and(|e| {
+                    u64::from_le_bytes(e.hash.0[..8].try_into().expect("8 bytes")) == word
+                })
+            })
 }
 
 /// Whether the run tolerates the known finding that a refused batch can shrink a full
@@ -136,7 +151,9 @@ pub fn kept(before: &Snapshot, after: &Window) -> bool {
 /// rest while it stands. Without it, the target holds `connect` to its documentation.
 pub fn allow_window_shrink() -> bool {
     static ALLOW: OnceLock<bool> = OnceLock::new();
-    *ALLOW.get_or_init(|| std::env::var_os("LIGHTWIRE_FUZZ_ALLOW_WINDOW_SHRINK").is_some_and(|v| v == "1"))
+    *ALLOW.get_or_init(|| {
+        std::env::var_os("LIGHTWIRE_FUZZ_ALLOW_WINDOW_SHRINK").is_some_and(|v| v == "1")
+    })
 }
 
 /// Set `header.nonce` so that its hash meets its own target, trying at most 16 nonces

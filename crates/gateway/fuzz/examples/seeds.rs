@@ -24,7 +24,9 @@ fn main() {
     let magic = p2p::magic(Network::Regtest);
     let headers = headers_after(&REGTEST, &REGTEST.genesis, 0, 5, 0);
     let mut s = Vec::new();
-    p2p::encode(&mut s, magic, "version", |p| p2p::write_version(p, 1_700_000_000, 42, 0));
+    p2p::encode(&mut s, magic, "version", |p| {
+        p2p::write_version(p, 1_700_000_000, 42, 0)
+    });
     p2p::encode(&mut s, magic, "verack", |_| {});
     let mut payload = Vec::new();
     p2p::write_compact(&mut payload, headers.len() as u64);
@@ -44,9 +46,17 @@ fn main() {
     write("p2p_decode", "stream", &[&[4u8][..], &s].concat());
     let mut bad = s.clone();
     bad[30] ^= 1;
-    write("p2p_decode", "stream-bad-checksum", &[&[4u8][..], &bad].concat());
+    write(
+        "p2p_decode",
+        "stream-bad-checksum",
+        &[&[4u8][..], &bad].concat(),
+    );
     // The payloads alone: mode 1 (headers), mode 2 (inv), mode 3 (compact).
-    write("p2p_decode", "headers-payload", &[&[4u8 | 8][..], &payload].concat());
+    write(
+        "p2p_decode",
+        "headers-payload",
+        &[&[4u8 | 8][..], &payload].concat(),
+    );
     write("p2p_decode", "inv-payload", &[4 | 16, 1, 2, 0, 0, 0x40]);
     write("p2p_decode", "compact", &[4 | 24, 0xfd, 0x00, 0x01]);
 
@@ -62,9 +72,22 @@ fn main() {
         &[2, 1, 2, 3, 4, 5, 6, 7, 8],                          // ping
     ]
     .concat();
-    write("p2p_stream", "clean", &[&clean[..], &[0, 1, 2, 0x10, 0x00]].concat());
-    for (kind, name) in [(0u8, "payload"), (1, "checksum"), (2, "magic"), (3, "command")] {
+    write(
+        "p2p_stream",
+        "clean",
+        &[&clean[..], &[0, 1, 2, 0x10, 0x00]].concat(),
+    );
+    for (kind, name) in [
+        (0u8, "payload"),
+        (1, "checksum"),
+        (2, "magic"),
+        (3, "command"),
+    ] {
         let m = [1u8, kind, 2, 5, 0, 0, 0, 3];
-        write("p2p_stream", &format!("corrupt-{name}"), &[&clean[..], &m[..]].concat());
+        write(
+            "p2p_stream",
+            &format!("corrupt-{name}"),
+            &[&clean[..], &m[..]].concat(),
+        );
     }
 }

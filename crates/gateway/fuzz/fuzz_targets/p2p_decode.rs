@@ -27,8 +27,7 @@ use libfuzzer_sys::fuzz_target;
 use lightwire_chain::{Header, REGTEST};
 use lightwire_gateway::p2p;
 use lightwire_gateway_fuzz::{
-    Cursor, NETWORKS, ref_compact, ref_compact_encode, ref_decode, ref_headers, ref_inv,
-    ref_magic,
+    Cursor, NETWORKS, ref_compact, ref_compact_encode, ref_decode, ref_headers, ref_inv, ref_magic,
 };
 
 fuzz_target!(|data: &[u8]| {
@@ -108,14 +107,22 @@ fn headers(payload: &[u8]) {
 }
 
 fn inv(payload: &[u8]) {
-    assert_eq!(p2p::inv_has_block(payload), ref_inv(payload), "inv_has_block");
+    assert_eq!(
+        p2p::inv_has_block(payload),
+        ref_inv(payload),
+        "inv_has_block"
+    );
 }
 
 fn compact(body: &[u8]) {
     for start in [0, body.first().map_or(0, |&b| usize::from(b))] {
         let (mut at, mut ref_at) = (start, start);
         let got = p2p::read_compact(body, &mut at, "n");
-        assert_eq!(got, ref_compact(body, &mut ref_at, "n"), "read_compact at {start}");
+        assert_eq!(
+            got,
+            ref_compact(body, &mut ref_at, "n"),
+            "read_compact at {start}"
+        );
         if got.is_ok() {
             assert_eq!(at, ref_at, "advance");
         }

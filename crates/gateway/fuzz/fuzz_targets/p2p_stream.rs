@@ -100,7 +100,10 @@ fuzz_target!(|data: &[u8]| {
     let want_error = loop {
         match ref_decode(&stream[at..], magic) {
             Ok(Some(f)) => {
-                let (c, p) = (f.command.start + at..f.command.end + at, f.payload.start + at..f.payload.end + at);
+                let (c, p) = (
+                    f.command.start + at..f.command.end + at,
+                    f.payload.start + at..f.payload.end + at,
+                );
                 want.push((stream[c].to_vec(), stream[p].to_vec()));
                 at += f.len;
             }
@@ -157,10 +160,18 @@ fuzz_target!(|data: &[u8]| {
         assert_eq!(got.len(), built.len(), "every message comes back");
         for (m, (command, payload)) in built.iter().zip(&got) {
             assert_eq!(command, &m.command, "command");
-            assert_eq!(payload, &m.payload, "payload of {:?}", String::from_utf8_lossy(command));
+            assert_eq!(
+                payload,
+                &m.payload,
+                "payload of {:?}",
+                String::from_utf8_lossy(command)
+            );
             if let Some((headers, error)) = &m.headers {
                 let mut out = Vec::new();
-                assert_eq!(p2p::read_headers(payload, &mut out), error.map_or(Ok(()), Err));
+                assert_eq!(
+                    p2p::read_headers(payload, &mut out),
+                    error.map_or(Ok(()), Err)
+                );
                 assert_eq!(&out, headers);
             }
             if let Some(has_block) = m.inv {
@@ -207,7 +218,9 @@ fn message(input: &mut Cursor, out: &mut Vec<u8>, magic: [u8; 4]) -> Built {
     let (command, payload): (String, Vec<u8>) = match input.u8() % 8 {
         0 => {
             let (now, nonce, height) = (u64::from(input.u32()), input.u64(), input.u32());
-            p2p::encode(out, magic, "version", |p| p2p::write_version(p, now, nonce, height));
+            p2p::encode(out, magic, "version", |p| {
+                p2p::write_version(p, now, nonce, height)
+            });
             b.version = Some((now as i64, nonce, height));
             ("version".into(), out[start + 24..].to_vec())
         }
@@ -236,7 +249,11 @@ fn message(input: &mut Cursor, out: &mut Vec<u8>, magic: [u8; 4]) -> Built {
             } else {
                 None
             };
-            let read = if declared > MAX_HEADERS as u64 { Vec::new() } else { headers.to_vec() };
+            let read = if declared > MAX_HEADERS as u64 {
+                Vec::new()
+            } else {
+                headers.to_vec()
+            };
             assert_eq!(ref_headers(&p), (read.clone(), error), "reference headers");
             b.headers = Some((read, error));
             ("headers".into(), p)
@@ -269,7 +286,9 @@ fn message(input: &mut Cursor, out: &mut Vec<u8>, magic: [u8; 4]) -> Built {
                 .map(|i| chain[(i * 7) % chain.len()].block_hash())
                 .collect();
             let stop = BlockHash([input.u8(); 32]);
-            p2p::encode(out, magic, "getheaders", |p| p2p::write_getheaders(p, &locator, &stop));
+            p2p::encode(out, magic, "getheaders", |p| {
+                p2p::write_getheaders(p, &locator, &stop)
+            });
             let mut p = (PROTOCOL_VERSION as u32).to_le_bytes().to_vec();
             p.extend(ref_compact_encode(n as u64));
             for h in &locator {
@@ -279,13 +298,23 @@ fn message(input: &mut Cursor, out: &mut Vec<u8>, magic: [u8; 4]) -> Built {
             ("getheaders".into(), p)
         }
         6 => {
-            let c = ["sendheaders", "wtxidrelay", "sendaddrv2", "feefilter", "sendcmpct", "lightwire-long-command"]
-                [usize::from(input.u8() % 6)];
+            let c = [
+                "sendheaders",
+                "wtxidrelay",
+                "sendaddrv2",
+                "feefilter",
+                "sendcmpct",
+                "lightwire-long-command",
+            ][usize::from(input.u8() % 6)];
             (c.into(), Vec::new())
         }
         _ => {
             let len = usize::from(input.u8() % 13);
-            let c: String = input.bytes(len).iter().map(|&x| char::from(x % 128)).collect();
+            let c: String = input
+                .bytes(len)
+                .iter()
+                .map(|&x| char::from(x % 128))
+                .collect();
             let n = usize::from(input.u8());
             (c, input.bytes(n).to_vec())
         }
@@ -298,7 +327,11 @@ fn message(input: &mut Cursor, out: &mut Vec<u8>, magic: [u8; 4]) -> Built {
     let bytes = &bytes[..bytes.len().min(12)];
     let end = bytes.iter().position(|&x| x == 0).unwrap_or(bytes.len());
     b.command = bytes[..end].to_vec();
-    assert_eq!(&out[start + 24..], &payload[..], "payload written for {command:?}");
+    assert_eq!(
+        &out[start + 24..],
+        &payload[..],
+        "payload written for {command:?}"
+    );
     b.payload = payload;
     b
 }
@@ -307,7 +340,10 @@ fn message(input: &mut Cursor, out: &mut Vec<u8>, magic: [u8; 4]) -> Built {
 /// if the layout is the protocol's (version 70016, no services, two 26-byte addresses, a
 /// user agent, no relay).
 fn parse_version(p: &[u8]) -> Option<(i64, u64, u32)> {
-    let u = |r: core::ops::Range<usize>| p.get(r).map(|b| b.iter().rev().fold(0u64, |v, &x| (v << 8) | u64::from(x)));
+    let u = |r: core::ops::Range<usize>| {
+        p.get(r)
+            .map(|b| b.iter().rev().fold(0u64, |v, &x| (v << 8) | u64::from(x)))
+    };
     if u(0..4)? != PROTOCOL_VERSION as u64 || u(4..12)? != 0 {
         return None;
     }

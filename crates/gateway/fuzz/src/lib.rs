@@ -152,9 +152,14 @@ pub fn ref_compact(b: &[u8], at: &mut usize, field: &'static str) -> Result<u64,
             return Ok(u64::from(v));
         }
     };
-    let bytes = b.get(*at + 1..*at + 1 + n).ok_or(P2pError::Truncated(field))?;
+    let bytes = b
+        .get(*at + 1..*at + 1 + n)
+        .ok_or(P2pError::Truncated(field))?;
     *at += 1 + n;
-    Ok(bytes.iter().rev().fold(0u64, |v, &x| (v << 8) | u64::from(x)))
+    Ok(bytes
+        .iter()
+        .rev()
+        .fold(0u64, |v, &x| (v << 8) | u64::from(x)))
 }
 
 /// The minimal CompactSize encoding of `n`.

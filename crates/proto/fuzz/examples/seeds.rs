@@ -33,10 +33,18 @@ fn main() {
     let (_, len) = ws::server_handshake(request, &mut response)
         .expect("the crate's own request")
         .expect("complete");
-    write("ws_handshake", "raw-response", &cat(&[&[1], &response[..len]]));
+    write(
+        "ws_handshake",
+        "raw-response",
+        &cat(&[&[1], &response[..len]]),
+    );
     write("ws_handshake", "built-request-crate", &[2, 0xff]);
     // GET / HTTP/1.1, then Host, Upgrade, Connection, Sec-WebSocket-Version, -Key.
-    write("ws_handshake", "built-request", &[2, 0, 0, 0, 5, 0, 1, 2, 3, 4]);
+    write(
+        "ws_handshake",
+        "built-request",
+        &[2, 0, 0, 0, 5, 0, 1, 2, 3, 4],
+    );
     // Names in lower case (selector bit 4), the key from the input.
     let mut lower = vec![2, 0, 1, 0, 5, 0x10, 0x11, 0x12, 0x13, 0x54];
     lower.extend_from_slice(&[7; 24]);
@@ -47,11 +55,20 @@ fn main() {
     // ws_frames, raw: client frames (masked) for the server side, server frames for the
     // client side, each with a ping between two binary messages.
     let mut client = Vec::new();
-    ws::push_client_frame(&mut client, b"act one is fifty bytes, more or less", [1, 2, 3, 4]);
+    ws::push_client_frame(
+        &mut client,
+        b"act one is fifty bytes, more or less",
+        [1, 2, 3, 4],
+    );
     client.extend_from_slice(&[0x89, 0x83, 9, 8, 7, 6, b'h' ^ 9, b'e' ^ 8, b'y' ^ 7]);
     ws::push_client_frame(&mut client, &[0x5a; 300], [0xff, 0, 0xff, 0]);
     let raw = |flags: u8, stream: &[u8]| {
-        cat(&[&[flags], &(stream.len() as u16).to_le_bytes(), stream, &[2, 5, 1, 0, 3, 0x20, 0]])
+        cat(&[
+            &[flags],
+            &(stream.len() as u16).to_le_bytes(),
+            stream,
+            &[2, 5, 1, 0, 3, 0x20, 0],
+        ])
     };
     write("ws_frames", "raw-client-frames", &raw(0, &client));
     let mut server = Vec::new();

@@ -157,7 +157,11 @@ impl Gen {
             1 => self.write(0x02, fin, len, my_mask, &payload, Form::Minimal, true),
             2 => self.write(0x00, fin, len, my_mask, &payload, Form::Minimal, true),
             3 => {
-                let form = if kind & 0x40 == 0 { Form::U16 } else { Form::U64 };
+                let form = if kind & 0x40 == 0 {
+                    Form::U16
+                } else {
+                    Form::U64
+                };
                 self.write(0x02, fin, len, my_mask, &payload, form, true);
             }
             // Control frames (a ping over 125 bytes or fragmented must be refused).
@@ -169,7 +173,15 @@ impl Gen {
             // Any first byte (reserved bits, reserved opcodes), the right mask bit.
             8 => {
                 let b0 = input.u8();
-                self.write(b0 & 0x7f, b0 & 0x80 != 0, len, my_mask, &payload, Form::Minimal, true);
+                self.write(
+                    b0 & 0x7f,
+                    b0 & 0x80 != 0,
+                    len,
+                    my_mask,
+                    &payload,
+                    Form::Minimal,
+                    true,
+                );
             }
             // The wrong mask bit for this side, or a length with the top bit set.
             _ => {

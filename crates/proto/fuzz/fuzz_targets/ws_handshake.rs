@@ -78,7 +78,11 @@ fn check_request(request: &[u8]) -> Result<Option<(usize, usize)>, WsError> {
     match got {
         Err(WsError::RequestTooLong | WsError::BadRequest(_)) => {}
         Err(e) => panic!("request refused with {e:?}"),
-        Ok(None) => assert!(request.len() < MAX_REQUEST_LEN, "incomplete at {} bytes", request.len()),
+        Ok(None) => assert!(
+            request.len() < MAX_REQUEST_LEN,
+            "incomplete at {} bytes",
+            request.len()
+        ),
         Ok(Some((end, n))) => {
             assert!(end <= request.len() && end <= MAX_REQUEST_LEN, "end {end}");
             let key = find_key(&request[..end]).expect("an accepted request has a key");
@@ -92,7 +96,11 @@ fn check_request(request: &[u8]) -> Result<Option<(usize, usize)>, WsError> {
             let mut more = request[..end].to_vec();
             more.extend_from_slice(NEXT_FRAME);
             let mut again = [0u8; 256];
-            assert_eq!(ws::server_handshake(&more, &mut again), Ok(Some((end, n))), "with a frame after it");
+            assert_eq!(
+                ws::server_handshake(&more, &mut again),
+                Ok(Some((end, n))),
+                "with a frame after it"
+            );
             assert_eq!(&again[..n], &want[..]);
             for cut in prefixes(end) {
                 assert_eq!(
@@ -117,12 +125,20 @@ fn check_response(response: &[u8]) -> Result<Option<usize>, WsError> {
     match got {
         Err(WsError::BadResponse(_)) => {}
         Err(e) => panic!("response refused with {e:?}"),
-        Ok(None) => assert!(response.len() < MAX_REQUEST_LEN, "incomplete at {} bytes", response.len()),
+        Ok(None) => assert!(
+            response.len() < MAX_REQUEST_LEN,
+            "incomplete at {} bytes",
+            response.len()
+        ),
         Ok(Some(end)) => {
             assert!(end <= response.len(), "end {end}");
             let mut more = response[..end].to_vec();
             more.extend_from_slice(NEXT_FRAME);
-            assert_eq!(ws::client_response(&more, KEY), Ok(Some(end)), "with a frame after it");
+            assert_eq!(
+                ws::client_response(&more, KEY),
+                Ok(Some(end)),
+                "with a frame after it"
+            );
             // A complete response may be longer than the limit, but an incomplete one
             // is refused once it reaches it.
             for cut in prefixes(end) {
@@ -196,7 +212,9 @@ fn pick<'a>(menu: &[&'a str], selector: u8) -> &'a str {
 /// the codec does not decode the key).
 fn input_key(input: &mut Cursor) -> String {
     const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    (0..24).map(|_| char::from(ALPHABET[usize::from(input.u8() % 64)])).collect()
+    (0..24)
+        .map(|_| char::from(ALPHABET[usize::from(input.u8() % 64)]))
+        .collect()
 }
 
 /// A request built from the input, and what the codec must answer.
@@ -215,7 +233,9 @@ fn request(input: &mut Cursor) -> (Vec<u8>, Result<(), Refusal>) {
         _ => {
             let n = usize::from(input.u8() % 12);
             let mut p = "/".to_string();
-            p.extend((0..n).map(|_| char::from(b"abcXYZ019-._~%/?=&"[usize::from(input.u8() % 18)])));
+            p.extend(
+                (0..n).map(|_| char::from(b"abcXYZ019-._~%/?=&"[usize::from(input.u8() % 18)])),
+            );
             p
         }
     };
@@ -228,13 +248,41 @@ fn request(input: &mut Cursor) -> (Vec<u8>, Result<(), Refusal>) {
         let s = input.u8();
         let (name, value) = match s % 8 {
             0 => ("Host", "gateway.example:443".to_string()),
-            1 => ("Upgrade", pick(&["websocket", "WebSocket", " websocket ", "h2c", "websocket, h2c", ""], s).to_string()),
+            1 => (
+                "Upgrade",
+                pick(
+                    &[
+                        "websocket",
+                        "WebSocket",
+                        " websocket ",
+                        "h2c",
+                        "websocket, h2c",
+                        "",
+                    ],
+                    s,
+                )
+                .to_string(),
+            ),
             2 => (
                 "Connection",
-                pick(&["Upgrade", "keep-alive, Upgrade", "keep-alive", " upgrade ,x", "", "Upgradex", "x,,upgrade"], s)
-                    .to_string(),
+                pick(
+                    &[
+                        "Upgrade",
+                        "keep-alive, Upgrade",
+                        "keep-alive",
+                        " upgrade ,x",
+                        "",
+                        "Upgradex",
+                        "x,,upgrade",
+                    ],
+                    s,
+                )
+                .to_string(),
             ),
-            3 => ("Sec-WebSocket-Version", pick(&["13", " 13 ", "8", "13, 8", "013"], s).to_string()),
+            3 => (
+                "Sec-WebSocket-Version",
+                pick(&["13", " 13 ", "8", "13, 8", "013"], s).to_string(),
+            ),
             4 => (
                 "Sec-WebSocket-Key",
                 match s >> 5 {
@@ -245,7 +293,10 @@ fn request(input: &mut Cursor) -> (Vec<u8>, Result<(), Refusal>) {
                     _ => format!("{}=", input_key(input)),
                 },
             ),
-            5 => ("X-Lightwire", pick(&["1", "a b c", "\"quoted\"", "x\ty"], s).to_string()),
+            5 => (
+                "X-Lightwire",
+                pick(&["1", "a b c", "\"quoted\"", "x\ty"], s).to_string(),
+            ),
             6 => ("X-Filler", "f".repeat(usize::from(input.u16()) % 5000)),
             _ => ("Origin", "https://example.org".to_string()),
         };
@@ -277,7 +328,12 @@ fn request_verdict(
     if method != "GET" || version != "HTTP/1.1" {
         return Err(Refusal::AnyBadRequest);
     }
-    let first = |name: &str| lines.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str());
+    let first = |name: &str| {
+        lines
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    };
     if !first("upgrade").is_some_and(|v| v.eq_ignore_ascii_case("websocket")) {
         return Err(Refusal::Exactly(WsError::BadRequest("Upgrade: websocket")));
     }
@@ -285,7 +341,9 @@ fn request_verdict(
         return Err(Refusal::Exactly(WsError::BadRequest("Connection: Upgrade")));
     }
     if first("sec-websocket-version") != Some("13") {
-        return Err(Refusal::Exactly(WsError::BadRequest("Sec-WebSocket-Version: 13")));
+        return Err(Refusal::Exactly(WsError::BadRequest(
+            "Sec-WebSocket-Version: 13",
+        )));
     }
     if !first("sec-websocket-key").is_some_and(|k| k.len() == 24) {
         return Err(Refusal::Exactly(WsError::BadRequest("Sec-WebSocket-Key")));
@@ -295,7 +353,9 @@ fn request_verdict(
 
 /// Whether a comma-separated list holds the token `upgrade` (any case, spaces around).
 fn lists_upgrade(value: &str) -> bool {
-    value.split(',').any(|t| t.trim().eq_ignore_ascii_case("upgrade"))
+    value
+        .split(',')
+        .any(|t| t.trim().eq_ignore_ascii_case("upgrade"))
 }
 
 /// A response built from the input, and what `client_response` must answer for [`KEY`].
@@ -320,7 +380,16 @@ fn response(input: &mut Cursor) -> (Vec<u8>, Result<(), Refusal>) {
                 ("Upgrade", v.to_string())
             }
             1 => {
-                let v = pick(&["Upgrade", "keep-alive, Upgrade", "keep-alive", "Upgradex", ""], s);
+                let v = pick(
+                    &[
+                        "Upgrade",
+                        "keep-alive, Upgrade",
+                        "keep-alive",
+                        "Upgradex",
+                        "",
+                    ],
+                    s,
+                );
                 connection |= lists_upgrade(v);
                 ("Connection", v.to_string())
             }
@@ -351,9 +420,13 @@ fn response(input: &mut Cursor) -> (Vec<u8>, Result<(), Refusal>) {
     } else if !upgrade {
         Err(Refusal::Exactly(WsError::BadResponse("Upgrade: websocket")))
     } else if !connection {
-        Err(Refusal::Exactly(WsError::BadResponse("Connection: Upgrade")))
+        Err(Refusal::Exactly(WsError::BadResponse(
+            "Connection: Upgrade",
+        )))
     } else if !accept {
-        Err(Refusal::Exactly(WsError::BadResponse("Sec-WebSocket-Accept")))
+        Err(Refusal::Exactly(WsError::BadResponse(
+            "Sec-WebSocket-Accept",
+        )))
     } else {
         Ok(())
     };

@@ -216,7 +216,11 @@ pub fn model(stream: &[u8], masked: bool) -> Delivered {
 /// an event); `Data(range)` is a non-empty range ending at `taken`; after a ping,
 /// `pong()` is a final, unmasked pong frame carrying the ping's payload. After the first
 /// error, every further call (an empty chunk, the rest of the chunk, later chunks) fails.
-pub fn drive(decoder: &mut Decoder, stream: &[u8], chunks: &[core::ops::Range<usize>]) -> Delivered {
+pub fn drive(
+    decoder: &mut Decoder,
+    stream: &[u8],
+    chunks: &[core::ops::Range<usize>],
+) -> Delivered {
     let mut out = Delivered {
         data: Vec::new(),
         controls: Vec::new(),

@@ -47,10 +47,22 @@ fn main() {
         ("init-empty", Message::Init(Init::default())),
         (
             "error",
-            Message::Error(ErrorMessage { channel_id: [0; 32], data: b"bad thing" }),
+            Message::Error(ErrorMessage {
+                channel_id: [0; 32],
+                data: b"bad thing",
+            }),
         ),
-        ("warning", Message::Warning(Warning::connection(b"careful\x07"))),
-        ("ping", Message::Ping(Ping { num_pong_bytes: 12, ignored: &[0; 4] })),
+        (
+            "warning",
+            Message::Warning(Warning::connection(b"careful\x07")),
+        ),
+        (
+            "ping",
+            Message::Ping(Ping {
+                num_pong_bytes: 12,
+                ignored: &[0; 4],
+            }),
+        ),
         ("ping-no-reply", Message::Ping(Ping::new(65532))),
         ("pong", Message::Pong(Pong { ignored: &[0; 12] })),
         (
@@ -64,10 +76,28 @@ fn main() {
         ),
         (
             "headers",
-            Message::Headers(Headers { id: 7, first_height: 100, last: true, headers: &headers }),
+            Message::Headers(Headers {
+                id: 7,
+                first_height: 100,
+                last: true,
+                headers: &headers,
+            }),
         ),
-        ("tip", Message::Tip(Tip { height: 900_000, header: &header, chainwork: &work })),
-        ("unknown-odd", Message::Unknown { ty: 32801, payload: &[1, 2, 3] }),
+        (
+            "tip",
+            Message::Tip(Tip {
+                height: 900_000,
+                header: &header,
+                chainwork: &work,
+            }),
+        ),
+        (
+            "unknown-odd",
+            Message::Unknown {
+                ty: 32801,
+                payload: &[1, 2, 3],
+            },
+        ),
     ];
     for (name, m) in messages {
         let bytes = encoded(m);
@@ -114,6 +144,16 @@ fn main() {
     for (i, s) in sizes.iter().enumerate() {
         write("tlv", &format!("bigsize-{i}"), &[&[1u8][..], s].concat());
     }
-    write("tlv", "writer", &[2, 0, 1, 6, 5, 1, 0, 5, 2, 4, 0, 2, 3, 1, 255]);
-    write("tlv", "features", &[3, 2, 5, 0x01, 0x02, 0x80, 0x00, 0x08, 2, 13, 4, 3, 9, 0, 15, 0, 16, 0]);
+    write(
+        "tlv",
+        "writer",
+        &[2, 0, 1, 6, 5, 1, 0, 5, 2, 4, 0, 2, 3, 1, 255],
+    );
+    write(
+        "tlv",
+        "features",
+        &[
+            3, 2, 5, 0x01, 0x02, 0x80, 0x00, 0x08, 2, 13, 4, 3, 9, 0, 15, 0, 16, 0,
+        ],
+    );
 }

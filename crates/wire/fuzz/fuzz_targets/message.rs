@@ -81,7 +81,10 @@ enum Ref {
 
 /// Offsets of `part` in `whole`; `part` must be a slice of it.
 fn offsets(whole: &[u8], part: &[u8]) -> Range<usize> {
-    assert!(within(whole, part), "a borrowed field is not a slice of the input");
+    assert!(
+        within(whole, part),
+        "a borrowed field is not a slice of the input"
+    );
     if part.is_empty() {
         return 0..0;
     }
@@ -124,7 +127,11 @@ impl Reader<'_> {
     fn take(&mut self, n: usize, field: &'static str) -> Result<Range<usize>, DecodeError> {
         let available = self.data.len() - self.at;
         if n > available {
-            return Err(DecodeError::Truncated { field, needed: n, available });
+            return Err(DecodeError::Truncated {
+                field,
+                needed: n,
+                available,
+            });
         }
         self.at += n;
         Ok(norm(self.at - n..self.at))
@@ -132,7 +139,9 @@ impl Reader<'_> {
 
     fn uint(&mut self, n: usize, field: &'static str) -> Result<u64, DecodeError> {
         let r = self.take(n, field)?;
-        Ok(self.data[r].iter().fold(0u64, |v, &b| (v << 8) | u64::from(b)))
+        Ok(self.data[r]
+            .iter()
+            .fold(0u64, |v, &b| (v << 8) | u64::from(b)))
     }
 
     fn array(&mut self, field: &'static str) -> Result<[u8; 32], DecodeError> {
@@ -140,7 +149,11 @@ impl Reader<'_> {
         Ok(self.data[r].try_into().expect("32 bytes"))
     }
 
-    fn prefixed(&mut self, len: &'static str, field: &'static str) -> Result<Range<usize>, DecodeError> {
+    fn prefixed(
+        &mut self,
+        len: &'static str,
+        field: &'static str,
+    ) -> Result<Range<usize>, DecodeError> {
         let n = self.uint(2, len)? as usize;
         self.take(n, field)
     }
@@ -155,12 +168,21 @@ fn reference(data: &[u8]) -> Result<Ref, DecodeError> {
             let global = r.prefixed("gflen", "globalfeatures")?;
             let local = r.prefixed("flen", "features")?;
             let (networks, remote_addr) = init_records(data, r.at)?;
-            Ref::Init { global, local, networks, remote_addr }
+            Ref::Init {
+                global,
+                local,
+                networks,
+                remote_addr,
+            }
         }
         17 | 1 => {
             let c = r.array("channel_id")?;
             let d = r.prefixed("len", "data")?;
-            if ty == 17 { Ref::Error(c, d) } else { Ref::Warning(c, d) }
+            if ty == 17 {
+                Ref::Error(c, d)
+            } else {
+                Ref::Warning(c, d)
+            }
         }
         18 => {
             let n = r.uint(2, "num_pong_bytes")? as u16;
@@ -199,7 +221,10 @@ fn init_records(
     data: &[u8],
     at: usize,
 ) -> Result<(Option<Range<usize>>, Option<Range<usize>>), DecodeError> {
-    let tlv_err = |error| DecodeError::InvalidTlvStream { msg_type: 16, error };
+    let tlv_err = |error| DecodeError::InvalidTlvStream {
+        msg_type: 16,
+        error,
+    };
     let (records, error) = ref_tlv(&data[at..]);
     let (mut networks, mut remote_addr) = (None, None);
     for rec in records {
@@ -281,7 +306,10 @@ fn round_trip(m: &Message<'_>, canonical: &[u8]) {
             let mut short = vec![0u8; size];
             assert_eq!(
                 m.encode(&mut short),
-                Err(EncodeError::BufferTooSmall { needed: n, available: size }),
+                Err(EncodeError::BufferTooSmall {
+                    needed: n,
+                    available: size
+                }),
                 "encode into {size} bytes"
             );
         }
@@ -346,7 +374,12 @@ fn helpers(m: &Message<'_>) {
             assert_eq!(g.locator.len() % 32, 0);
             let hashes: Vec<_> = g.locator_hashes().collect();
             assert_eq!(hashes.len(), g.locator.len() / 32);
-            assert!(hashes.iter().zip(g.locator.chunks(32)).all(|(h, c)| &h[..] == c));
+            assert!(
+                hashes
+                    .iter()
+                    .zip(g.locator.chunks(32))
+                    .all(|(h, c)| &h[..] == c)
+            );
         }
         Message::Headers(h) => {
             assert_eq!(h.headers.len() % HEADER_LEN, 0);
@@ -357,8 +390,14 @@ fn helpers(m: &Message<'_>) {
         Message::Unknown { ty, .. } => {
             assert!(ty % 2 == 1, "unknown type {ty} is even");
             assert!(
-                ![msg_type::WARNING, msg_type::INIT, msg_type::ERROR, msg_type::PING, msg_type::PONG]
-                    .contains(&ty)
+                ![
+                    msg_type::WARNING,
+                    msg_type::INIT,
+                    msg_type::ERROR,
+                    msg_type::PING,
+                    msg_type::PONG
+                ]
+                .contains(&ty)
                     && ![msg_type::GET_HEADERS, msg_type::HEADERS, msg_type::TIP].contains(&ty),
                 "known type {ty} decoded as unknown"
             );

@@ -58,9 +58,18 @@ fuzz_target!(|data: &[u8]| {
             networks: (flags & 4 != 0).then(|| Networks::from_chains(&chains)),
             remote_addr: (flags & 8 != 0).then_some(&c[..]),
         }),
-        1 => Message::Error(ErrorMessage { channel_id: id32, data: &a }),
-        2 => Message::Warning(Warning { channel_id: id32, data: &a }),
-        3 => Message::Ping(Ping { num_pong_bytes: n1 as u16, ignored: &a }),
+        1 => Message::Error(ErrorMessage {
+            channel_id: id32,
+            data: &a,
+        }),
+        2 => Message::Warning(Warning {
+            channel_id: id32,
+            data: &a,
+        }),
+        3 => Message::Ping(Ping {
+            num_pong_bytes: n1 as u16,
+            ignored: &a,
+        }),
         4 => Message::Pong(Pong { ignored: &a }),
         5 => Message::GetHeaders(GetHeaders {
             id: n1,
@@ -74,12 +83,21 @@ fuzz_target!(|data: &[u8]| {
             last: flags & 1 != 0,
             headers: &a,
         }),
-        7 => Message::Tip(Tip { height: n1, header, chainwork: work }),
+        7 => Message::Tip(Tip {
+            height: n1,
+            header,
+            chainwork: work,
+        }),
         _ => {
             // An odd type this crate does not know.
             let mut ty = (n1 as u16) | 1;
-            if [msg_type::WARNING, msg_type::GET_HEADERS, msg_type::HEADERS, msg_type::TIP]
-                .contains(&ty)
+            if [
+                msg_type::WARNING,
+                msg_type::GET_HEADERS,
+                msg_type::HEADERS,
+                msg_type::TIP,
+            ]
+            .contains(&ty)
                 || ty == 17
                 || ty == 19
             {
@@ -96,9 +114,15 @@ fuzz_target!(|data: &[u8]| {
     let mut out = vec![0x5au8; size];
     let got = m.encode(&mut out);
     let want = if n > MAX_MESSAGE_LEN {
-        Err(EncodeError::MessageTooLong { len: n, max: MAX_MESSAGE_LEN })
+        Err(EncodeError::MessageTooLong {
+            len: n,
+            max: MAX_MESSAGE_LEN,
+        })
     } else if size < n {
-        Err(EncodeError::BufferTooSmall { needed: n, available: size })
+        Err(EncodeError::BufferTooSmall {
+            needed: n,
+            available: size,
+        })
     } else if let Some(e) = field_error(&m) {
         Err(e)
     } else {
@@ -123,7 +147,9 @@ fn field(input: &mut Cursor) -> Vec<u8> {
         _ => HEADER_LEN * (MAX_HEADERS_PER_MESSAGE - 2 + usize::from(input.u8() % 4)),
     };
     let fill = input.u8();
-    (0..len).map(|i| fill ^ (i as u8) ^ ((i >> 8) as u8)).collect()
+    (0..len)
+        .map(|i| fill ^ (i as u8) ^ ((i >> 8) as u8))
+        .collect()
 }
 
 fn buffer_size(input: &mut Cursor, n: usize) -> usize {
@@ -138,7 +164,9 @@ fn buffer_size(input: &mut Cursor, n: usize) -> usize {
 /// The field rule `write_payload` enforces, if broken.
 fn field_error(m: &Message<'_>) -> Option<EncodeError> {
     match m {
-        Message::GetHeaders(g) if g.locator.len() % 32 != 0 || g.locator.len() / 32 > MAX_LOCATOR => {
+        Message::GetHeaders(g)
+            if g.locator.len() % 32 != 0 || g.locator.len() / 32 > MAX_LOCATOR =>
+        {
             Some(EncodeError::FieldTooLong {
                 field: "locator",
                 len: g.locator.len(),
@@ -227,7 +255,11 @@ fn zeroed(n: u32, headers: &[u8], input: &mut Cursor) {
     let mut a = vec![0x11u8; size];
     let mut b = vec![0x22u8; size];
     let got = Ping::encode_zeroed(num, len, &mut a);
-    let want = Message::Ping(Ping { num_pong_bytes: num, ignored: &zeros }).encode(&mut b);
+    let want = Message::Ping(Ping {
+        num_pong_bytes: num,
+        ignored: &zeros,
+    })
+    .encode(&mut b);
     assert_eq!(got, want, "zeroed ping");
     if let Ok(k) = got {
         assert_eq!(a[..k], b[..k]);
@@ -240,14 +272,22 @@ fn zeroed(n: u32, headers: &[u8], input: &mut Cursor) {
     }
     let whole = &headers[..headers.len() - headers.len() % HEADER_LEN];
     let count = whole.len() / HEADER_LEN;
-    let h = Headers { id: n, first_height: !n, last: n & 1 == 0, headers: whole };
+    let h = Headers {
+        id: n,
+        first_height: !n,
+        last: n & 1 == 0,
+        headers: whole,
+    };
     let got = h.encode_in_place(count, &mut a);
     let want = h.encode(&mut b);
     match (got, want) {
         (Ok((start, end)), Ok(k)) => {
             assert_eq!(end, k);
             assert_eq!(end - start, whole.len());
-            assert!(a[start..end].iter().all(|&x| x == 0), "in-place body is zeroed");
+            assert!(
+                a[start..end].iter().all(|&x| x == 0),
+                "in-place body is zeroed"
+            );
             a[start..end].copy_from_slice(whole);
             assert_eq!(a[..end], b[..k]);
         }

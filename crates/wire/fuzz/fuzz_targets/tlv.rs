@@ -38,8 +38,7 @@ use lightwire_wire::{
     TlvWriter, Writer, bigsize,
 };
 use lightwire_wire_fuzz::{
-    Cursor, ref_bigsize, ref_bigsize_encode, ref_bits, ref_first_unknown_required, ref_tlv,
-    within,
+    Cursor, ref_bigsize, ref_bigsize_encode, ref_bits, ref_first_unknown_required, ref_tlv, within,
 };
 
 fuzz_target!(|data: &[u8]| {
@@ -82,7 +81,8 @@ fn stream(bytes: &[u8]) {
     let mut w = Writer::new(&mut out);
     let mut tlv = TlvWriter::new(&mut w);
     for r in &records {
-        tlv.write(r.ty, &bytes[r.value.clone()]).expect("fits and in order");
+        tlv.write(r.ty, &bytes[r.value.clone()])
+            .expect("fits and in order");
     }
     assert_eq!(w.written(), end);
     assert_eq!(&out[..], &bytes[..end], "records written back");
@@ -169,8 +169,14 @@ fn writer(input: &mut Cursor) {
                 tlv.write_header(ty, len)
                     .and_then(|()| tlv.writer().write_bytes(&value))
             };
-            assert_eq!(got, want, "record {i}: type {ty}, {len} bytes, {written} written");
-            assert_eq!(tlv.writer().written(), written + if got.is_ok() { rec } else { 0 });
+            assert_eq!(
+                got, want,
+                "record {i}: type {ty}, {len} bytes, {written} written"
+            );
+            assert_eq!(
+                tlv.writer().written(),
+                written + if got.is_ok() { rec } else { 0 }
+            );
             if got.is_ok() {
                 written += rec;
                 prev = Some(ty);
@@ -202,19 +208,32 @@ fn features(input: &mut Cursor) {
     }
     assert!(!ff.is_set(usize::MAX));
     let both = ref_bits(g, f);
-    let combined = CombinedFeatures { global: gf, local: ff };
+    let combined = CombinedFeatures {
+        global: gf,
+        local: ff,
+    };
     assert_eq!(combined.iter().collect::<Vec<_>>(), both);
-    let known: Vec<usize> = (0..input.u8() % 8).map(|_| usize::from(input.u8())).collect();
+    let known: Vec<usize> = (0..input.u8() % 8)
+        .map(|_| usize::from(input.u8()))
+        .collect();
     for bit in 0..64 {
-        assert_eq!(is_known(bit, &known), known.iter().any(|k| k / 2 == bit / 2));
+        assert_eq!(
+            is_known(bit, &known),
+            known.iter().any(|k| k / 2 == bit / 2)
+        );
     }
     assert_eq!(
         combined.first_unknown_required(&known),
         ref_first_unknown_required(&both, &known)
     );
-    assert_eq!(ff.first_unknown_required(&known), ref_first_unknown_required(&bits, &known));
+    assert_eq!(
+        ff.first_unknown_required(&known),
+        ref_first_unknown_required(&bits, &known)
+    );
 
-    let asked: Vec<usize> = (0..input.u8() % 12).map(|_| usize::from(input.u16() % 600)).collect();
+    let asked: Vec<usize> = (0..input.u8() % 12)
+        .map(|_| usize::from(input.u16() % 600))
+        .collect();
     let need = asked.iter().max().map_or(0, |&b| b / 8 + 1);
     assert_eq!(bits_len(&asked), need);
     let size = match input.u8() % 3 {
@@ -234,7 +253,13 @@ fn features(input: &mut Cursor) {
         }
         Err(e) => {
             assert!(size < need);
-            assert_eq!(e, EncodeError::BufferTooSmall { needed: need, available: size });
+            assert_eq!(
+                e,
+                EncodeError::BufferTooSmall {
+                    needed: need,
+                    available: size
+                }
+            );
         }
     }
 }

@@ -141,7 +141,10 @@ pub fn ref_tlv(stream: &[u8]) -> (Vec<RefRecord>, Option<TlvError>) {
         if let Some(p) = prev
             && ty <= p
         {
-            return (records, Some(TlvError::NotStrictlyIncreasing { prev: p, ty }));
+            return (
+                records,
+                Some(TlvError::NotStrictlyIncreasing { prev: p, ty }),
+            );
         }
         prev = Some(ty);
         let (len, n) = match ref_bigsize(&stream[at..]) {
