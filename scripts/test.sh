@@ -58,13 +58,13 @@ cargo build --release -p lightwire-gateway -p lightwire-chain -p lightwire-tests
 step "end to end: the package in Chromium, Firefox and WebKit against real gateways (tests/e2e)"
 node tests/e2e/run.mjs --no-build
 
-step "the package from its tarball in a fresh Vite + TypeScript app (tests/package)"
+step "the package from its tarball in a fresh Vite + TypeScript app, in the three engines (tests/package)"
 node tests/package/run.mjs
 
 step "tsc --noEmit (the dashboard, against the built package's .d.ts)"
 (cd web && npx --no-install tsc --noEmit -p .)
 
-step "the dashboard as a user meets it: npm start and the page in Chromium (tests/dashboard)"
+step "the dashboard as a user meets it: npm start and the page in Chromium, Firefox and WebKit (tests/dashboard)"
 node tests/dashboard/run.mjs
 
 echo
