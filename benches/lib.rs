@@ -45,6 +45,16 @@ impl Clock for Monotonic {
     }
 }
 
+/// The browser the benchmark runs in, as its user agent says (tables name their engine).
+#[cfg(target_arch = "wasm32")]
+pub fn browser() -> String {
+    let get = |o: &wasm_bindgen::JsValue, k: &str| js_sys::Reflect::get(o, &k.into()).ok();
+    get(&js_sys::global(), "navigator")
+        .and_then(|n| get(&n, "userAgent"))
+        .and_then(|u| u.as_string())
+        .unwrap_or_else(|| "an unknown browser".into())
+}
+
 /// `performance.now()`, from a window or a worker: the in-browser benchmarks' clock.
 #[cfg(target_arch = "wasm32")]
 pub struct PerformanceNow(web_sys::Performance);

@@ -1,4 +1,5 @@
-//! The transport benchmark inside headless Chromium, as wasm: `bash scripts/bench-wasm.sh`.
+//! The transport benchmark inside a headless browser, as wasm: `bash scripts/bench-wasm.sh`
+//! (`LIGHTWIRE_BENCH_ENGINE=firefox` or `webkit` for the other engines).
 //! Natively this file holds nothing: the native benchmark is `transport.rs`.
 #![cfg(target_arch = "wasm32")]
 
@@ -15,7 +16,11 @@ fn transport_benchmark() {
     let rows = lightwire_benches::suite(&lightwire_benches::PerformanceNow::new(), 1e9);
     let table = lightwire_benches::table(&rows);
     web_sys::console::log_1(
-        &format!("lightwire transport benchmark (wasm32, headless Chromium)\n{table}").into(),
+        &format!(
+            "lightwire transport benchmark (wasm32, {})\n{table}",
+            lightwire_benches::browser()
+        )
+        .into(),
     );
     // The steady-state allocation count is deterministic, so it is asserted as well as shown.
     for r in rows.iter().filter(|r| r.name != "handshake (both sides)") {
