@@ -38,8 +38,10 @@
 //!   and growing chainwork, ending at the new tip;
 //! * `Reorg { fork_height, old_tip }`: `old_tip` is the old tip, the new tip has more work,
 //!   and the staged entries start at `fork_height + 1` on the best chain's header at
-//!   `fork_height` (unless the ancestors given were not the best chain's), are linked and
-//!   end at the new tip; entries up to the fork are as they were;
+//!   `fork_height`, are linked and end at the new tip, and the 9 heights up to the fork
+//!   hold what they held (the fork checks are skipped for a branch validated on ancestors
+//!   that were not the best chain's, now or when it became the side branch; a branch
+//!   validated on few ancestors brings a window that starts at them);
 //! * `Stale`, `Known`, `NeedAncestors { parent }`: the tip and window are unchanged and
 //!   nothing is staged; a stale branch has no more work than the tip and forks below it;
 //!   `parent` is the batch's first header's parent.
@@ -69,6 +71,11 @@ use lightwire_chain_fuzz::{
 struct Side {
     tip: Entry,
     fork: u32,
+    /// Whether it was validated on ancestors given to `connect_branch`: its window then
+    /// starts at them, and so does the best chain's if it overtakes.
+    deep: bool,
+    /// Whether those ancestors were not the best chain's (README, "Observation").
+    foreign: bool,
 }
 
 struct State {
@@ -424,6 +431,10 @@ fn step(s: &mut State, batch: &[Header], ancestors: Option<Ancestors>, clean: bo
     };
     assert!(tip.chainwork >= before_tip.chainwork, "chainwork went down");
 
+    // The kept side branch, if this call continued it.
+    let continued = before_side.filter(|x| {
+        ancestors.is_none() && Some(x.tip.hash) == batch.first().map(|h| h.prev_blockhash)
+    });
     match result {
         Err(e) => {
             assert!(!e.to_string().is_empty());
@@ -461,7 +472,8 @@ fn step(s: &mut State, batch: &[Header], ancestors: Option<Ancestors>, clean: bo
                 fork_height < before_tip.height,
                 "a reorg forks below the tip"
             );
-            let genuine = ancestors.as_ref().is_none_or(|a| a.genuine);
+            let genuine = ancestors.as_ref().is_none_or(|a| a.genuine)
+                && !continued.is_some_and(|x| x.foreign);
             if genuine && let Some(hash) = fork_hash(fork_height, s) {
                 assert_eq!(
                     staged[0].header.prev_blockhash, hash,
@@ -473,13 +485,15 @@ fn step(s: &mut State, batch: &[Header], ancestors: Option<Ancestors>, clean: bo
             }
             assert_eq!(staged.last(), Some(&tip));
             // Below the fork, the best chain is what it was (where the target knows it).
-            // After `connect_branch` the window starts at the ancestors given, which may
-            // be fewer.
+            // A branch validated on ancestors given to `connect_branch` (now, or when it
+            // became the side branch) brings a window that starts at them, which may be
+            // fewer.
+            let from_ancestors = ancestors.is_some() || continued.is_some_and(|x| x.deep);
             for height in fork_height.saturating_sub(8)..=fork_height {
                 let now_held = s.chain.window().get(height).map(|e| e.hash);
                 if genuine
                     && let Some(hash) = fork_hash(height, s)
-                    && (ancestors.is_none() || now_held.is_some())
+                    && (!from_ancestors || now_held.is_some())
                 {
                     assert_eq!(
                         now_held,
@@ -495,7 +509,13 @@ fn step(s: &mut State, batch: &[Header], ancestors: Option<Ancestors>, clean: bo
                 "the new tip is the batch's last header"
             );
             s.side = None;
-            s.main_below = s.main_below.min(fork_height);
+            // Ancestors off the best chain end at another header at the fork height.
+            let main_to = if genuine {
+                fork_height
+            } else {
+                fork_height.saturating_sub(1)
+            };
+            s.main_below = s.main_below.min(main_to);
         }
         Ok(Outcome::Stale {
             fork_height,
@@ -510,9 +530,14 @@ fn step(s: &mut State, batch: &[Header], ancestors: Option<Ancestors>, clean: bo
             let last = batch.last().expect("a stale branch needs headers");
             assert_eq!(branch_tip.hash, last.block_hash());
             assert_eq!(branch_tip.header, *last);
+            // A branch continued keeps where it was validated first.
             s.side = Some(Side {
                 tip: branch_tip,
                 fork: fork_height,
+                deep: continued.map_or(ancestors.is_some(), |x| x.deep),
+                foreign: continued.map_or(ancestors.as_ref().is_some_and(|a| !a.genuine), |x| {
+                    x.foreign
+                }),
             });
         }
         Ok(Outcome::Known) => unchanged(s, "known"),
