@@ -80,6 +80,9 @@ pub struct Chain {
     staged: Vec<Entry>,
     /// The latest branch with no more work than the best chain, kept to be continued.
     side: Option<Side>,
+    /// Entries a full window dropped while a batch was pushed, to put back if the batch is
+    /// refused (reused: allocated once).
+    evicted: Vec<Entry>,
 }
 
 /// A side branch: its own window (to validate what extends it) and every entry since the
@@ -109,6 +112,7 @@ impl Chain {
             window,
             staged: Vec::with_capacity(MAX_BATCH),
             side: None,
+            evicted: Vec::with_capacity(MAX_BATCH),
         }
     }
 
@@ -188,17 +192,16 @@ impl Chain {
 
     fn extend(&mut self, headers: &[Header], now: u64) -> Result<Outcome, ConnectError> {
         let first_height = self.tip().height + 1;
+        self.evicted.clear();
         for (i, header) in headers.iter().enumerate() {
             match validate(self.params, &self.window, header, now) {
                 Ok(v) => {
-                    self.window.push(v.entry);
+                    self.evicted.extend(self.window.push_evicting(v.entry));
                     self.staged.push(v.entry);
                 }
                 Err(e) => {
-                    // Undo the batch: the window holds two periods, a batch at most one.
-                    for _ in 0..i {
-                        self.window.pop();
-                    }
+                    // Undo the batch exactly, the entries a full window dropped included.
+                    undo(&mut self.window, i, &self.evicted);
                     self.staged.clear();
                     return Err(e.into());
                 }
@@ -287,18 +290,17 @@ impl Chain {
         if side.entries.len() + headers.len() > MAX_SIDE_BRANCH {
             return Err(ConnectError::SideBranchTooLong);
         }
+        self.evicted.clear();
         for (pushed, header) in headers.iter().enumerate() {
             match validate(self.params, &side.window, header, now) {
                 Ok(v) => {
-                    side.window.push(v.entry);
+                    self.evicted.extend(side.window.push_evicting(v.entry));
                     side.entries.push(v.entry);
                 }
                 // All or nothing: the branch is kept as it was before this batch.
                 Err(e) => {
-                    for _ in 0..pushed {
-                        side.entries.pop();
-                        side.window.pop();
-                    }
+                    side.entries.truncate(side.entries.len() - pushed);
+                    undo(&mut side.window, pushed, &self.evicted);
                     self.side = Some(side);
                     return Err(e.into());
                 }
@@ -329,6 +331,16 @@ impl Chain {
             self.side = Some(side);
             outcome
         }
+    }
+}
+
+/// Undo `pushed` pushes onto `window`, putting back what they `evicted` (oldest first).
+fn undo(window: &mut Window, pushed: usize, evicted: &[Entry]) {
+    for _ in 0..pushed {
+        window.pop();
+    }
+    for e in evicted.iter().rev() {
+        window.restore_oldest(*e);
     }
 }
 
@@ -415,6 +427,32 @@ mod tests {
         assert!(matches!(
             chain.connect(&main[2001..], NOW),
             Ok(Outcome::Extended { first_height: 2001 })
+        ));
+    }
+
+    /// A refused batch on a full window leaves every entry in place, the oldest ones the
+    /// batch pushed out included (found by the chain fuzz target: the window shrank).
+    #[test]
+    fn a_refused_batch_leaves_a_full_window_exactly_as_it_was() {
+        let main = main_chain(4_200);
+        let mut chain = synced(&main[..=4_032], 2_000);
+        let before: Vec<Entry> = (0..=4_032)
+            .filter_map(|h| chain.window().get(h).copied())
+            .collect();
+        assert_eq!(before.len(), WINDOW_LEN, "full");
+        let mut batch = main[4_033..=4_137].to_vec();
+        batch[9].time = 0;
+        assert!(chain.connect(&batch, NOW).is_err());
+        let after: Vec<Entry> = (0..=4_032)
+            .filter_map(|h| chain.window().get(h).copied())
+            .collect();
+        assert_eq!(after, before);
+        // And the valid headers still extend it.
+        assert!(matches!(
+            chain.connect(&main[4_033..], NOW),
+            Ok(Outcome::Extended {
+                first_height: 4_033
+            })
         ));
     }
 

@@ -328,10 +328,30 @@ impl Window {
 
     /// Append a validated entry as the new tip.
     pub fn push(&mut self, entry: Entry) {
+        self.push_evicting(entry);
+    }
+
+    /// [`Self::push`], returning the oldest entry when a full window drops it (so that an
+    /// undone batch can put it back with [`Self::restore_oldest`]).
+    pub fn push_evicting(&mut self, entry: Entry) -> Option<Entry> {
         let n = self.ring.len();
         self.tip = (self.tip + 1) % n;
+        let evicted = (self.len == n).then(|| self.ring[self.tip]);
         self.ring[self.tip] = entry;
         self.len = (self.len + 1).min(n);
+        evicted
+    }
+
+    /// Put back below the oldest entry one that [`Self::push_evicting`] dropped (most recent
+    /// first), once the entries pushed since have been popped. False if the window is full.
+    pub fn restore_oldest(&mut self, entry: Entry) -> bool {
+        let n = self.ring.len();
+        if self.len == n {
+            return false;
+        }
+        self.ring[(self.tip + n - self.len) % n] = entry;
+        self.len += 1;
+        true
     }
 
     /// Drop the tip (for a reorg), if more than one entry is held.
