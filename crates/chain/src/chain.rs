@@ -183,7 +183,16 @@ impl Chain {
         }
         let keep = &ancestors[ancestors.len().saturating_sub(WINDOW_LEN)..];
         let base = Window::from_entries(keep).ok_or(ConnectError::BadAncestors)?;
-        if base.tip().hash != first.prev_blockhash || base.tip().height > self.tip().height {
+        // They must end at the batch's parent, on the best chain: where the window holds that
+        // height its hash must match (below the window the caller's store vouches for it).
+        let on_best = self
+            .window
+            .get(base.tip().height)
+            .is_none_or(|e| e.hash == base.tip().hash);
+        if base.tip().hash != first.prev_blockhash
+            || base.tip().height > self.tip().height
+            || !on_best
+        {
             return Err(ConnectError::BadAncestors);
         }
         let fork = base.tip().height;
@@ -428,6 +437,25 @@ mod tests {
             chain.connect(&main[2001..], NOW),
             Ok(Outcome::Extended { first_height: 2001 })
         ));
+    }
+
+    /// Ancestors that end on another branch than the best chain's are refused where the
+    /// window can tell (found by the chain fuzz target).
+    #[test]
+    fn ancestors_off_the_best_chain_are_refused() {
+        let main = main_chain(3_000);
+        let mut chain = synced(&main, 1_000);
+        // A branch of 60 from genesis: its header 50 is not the best chain's.
+        let other = headers_after(&REGTEST.genesis, 0, 60, 7);
+        let mut side = Chain::new(&REGTEST);
+        side.connect(&other[..50], NOW).unwrap();
+        let ancestors: Vec<Entry> = (0..=50)
+            .filter_map(|h| side.window().get(h).copied())
+            .collect();
+        assert_eq!(
+            chain.connect_branch(&ancestors, &other[50..], NOW),
+            Err(ConnectError::BadAncestors)
+        );
     }
 
     /// A refused batch on a full window leaves every entry in place, the oldest ones the
