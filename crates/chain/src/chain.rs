@@ -9,7 +9,10 @@
 
 use crate::header::{BlockHash, Header};
 use crate::params::Params;
-use crate::validate::{Entry, MAX_BATCH, Rule, ValidationError, WINDOW_LEN, Window, validate};
+use crate::sha256x4::hash_header_list;
+use crate::validate::{
+    Entry, MAX_BATCH, Rule, ValidationError, WINDOW_LEN, Window, validate_hashed,
+};
 
 /// Longest side branch kept while it has no more work than the best chain (8 MB of
 /// entries). A branch arrives in batches; it must be kept until it overtakes.
@@ -69,6 +72,15 @@ pub enum ConnectError {
     /// chain; it is dropped (memory stays bounded).
     #[error("side branch longer than {MAX_SIDE_BRANCH} headers without more work; dropped")]
     SideBranchTooLong,
+    /// [`Chain::connect_hashed`] was given a different number of hashes than headers (a
+    /// caller's bug, refused rather than trusted).
+    #[error("{hashes} hashes given for {headers} headers")]
+    HashCount {
+        /// Headers in the batch.
+        headers: usize,
+        /// Hashes given.
+        hashes: usize,
+    },
 }
 
 /// The best chain's recent headers and fork choice.
@@ -83,6 +95,8 @@ pub struct Chain {
     /// Entries a full window dropped while a batch was pushed, to put back if the batch is
     /// refused (reused: allocated once).
     evicted: Vec<Entry>,
+    /// The block hashes of the batch [`Chain::connect`] hashes itself (reused).
+    hashes: Vec<BlockHash>,
 }
 
 /// A side branch: its own window (to validate what extends it) and every entry since the
@@ -113,6 +127,7 @@ impl Chain {
             staged: Vec::with_capacity(MAX_BATCH),
             side: None,
             evicted: Vec::with_capacity(MAX_BATCH),
+            hashes: Vec::with_capacity(MAX_BATCH),
         }
     }
 
@@ -136,27 +151,43 @@ impl Chain {
         &self.staged
     }
 
-    /// Take a batch of consecutive headers from a peer, `now` being the caller's clock.
+    /// Take a batch of consecutive headers from a peer, `now` being the caller's clock. The
+    /// block hashes are computed here, four at a time in wasm ([`crate::hash4`]).
     pub fn connect(&mut self, headers: &[Header], now: u64) -> Result<Outcome, ConnectError> {
+        let mut hashes = core::mem::take(&mut self.hashes);
+        hash_header_list(headers, &mut hashes);
+        let outcome = self.connect_hashed(headers, &hashes, now);
+        self.hashes = hashes;
+        outcome
+    }
+
+    /// [`Self::connect`] with the block hashes already computed (`hashes[i]` is the hash of
+    /// `headers[i]`), as a decoder that had to hash the headers to link them has them.
+    pub fn connect_hashed(
+        &mut self,
+        headers: &[Header],
+        hashes: &[BlockHash],
+        now: u64,
+    ) -> Result<Outcome, ConnectError> {
         self.staged.clear();
         let Some(first) = headers.first() else {
             return Ok(Outcome::Known);
         };
-        if headers.len() > MAX_BATCH {
-            return Err(ConnectError::BatchTooLarge { len: headers.len() });
-        }
+        check_batch(headers, hashes)?;
         if first.prev_blockhash == self.tip().hash {
-            return self.extend(headers, now);
+            return self.extend(headers, hashes, now);
         }
         if self
             .side
             .as_ref()
             .is_some_and(|s| s.window.tip().hash == first.prev_blockhash)
         {
-            return self.extend_side(headers, now);
+            return self.extend_side(headers, hashes, now);
         }
         match self.window.height_of(&first.prev_blockhash) {
-            Some(fork) if self.window.has_context_at(fork) => self.branch(None, fork, headers, now),
+            Some(fork) if self.window.has_context_at(fork) => {
+                self.branch(None, fork, headers, hashes, now)
+            }
             // Not held, or too near the bottom of the window to check the median time and
             // a retarget exactly: the caller's store has what lies below.
             _ => Ok(Outcome::NeedAncestors {
@@ -174,13 +205,26 @@ impl Chain {
         headers: &[Header],
         now: u64,
     ) -> Result<Outcome, ConnectError> {
+        let mut hashes = core::mem::take(&mut self.hashes);
+        hash_header_list(headers, &mut hashes);
+        let outcome = self.connect_branch_hashed(ancestors, headers, &hashes, now);
+        self.hashes = hashes;
+        outcome
+    }
+
+    /// [`Self::connect_branch`] with the block hashes already computed.
+    pub fn connect_branch_hashed(
+        &mut self,
+        ancestors: &[Entry],
+        headers: &[Header],
+        hashes: &[BlockHash],
+        now: u64,
+    ) -> Result<Outcome, ConnectError> {
         self.staged.clear();
         let Some(first) = headers.first() else {
             return Ok(Outcome::Known);
         };
-        if headers.len() > MAX_BATCH {
-            return Err(ConnectError::BatchTooLarge { len: headers.len() });
-        }
+        check_batch(headers, hashes)?;
         let keep = &ancestors[ancestors.len().saturating_sub(WINDOW_LEN)..];
         let base = Window::from_entries(keep).ok_or(ConnectError::BadAncestors)?;
         // They must end at the batch's parent, on the best chain: where the window holds that
@@ -196,14 +240,19 @@ impl Chain {
             return Err(ConnectError::BadAncestors);
         }
         let fork = base.tip().height;
-        self.branch(Some(base), fork, headers, now)
+        self.branch(Some(base), fork, headers, hashes, now)
     }
 
-    fn extend(&mut self, headers: &[Header], now: u64) -> Result<Outcome, ConnectError> {
+    fn extend(
+        &mut self,
+        headers: &[Header],
+        hashes: &[BlockHash],
+        now: u64,
+    ) -> Result<Outcome, ConnectError> {
         let first_height = self.tip().height + 1;
         self.evicted.clear();
-        for (i, header) in headers.iter().enumerate() {
-            match validate(self.params, &self.window, header, now) {
+        for (i, (header, hash)) in headers.iter().zip(hashes).enumerate() {
+            match validate_hashed(self.params, &self.window, header, *hash, now) {
                 Ok(v) => {
                     self.evicted.extend(self.window.push_evicting(v.entry));
                     self.staged.push(v.entry);
@@ -227,24 +276,25 @@ impl Chain {
         deep: Option<Window>,
         mut fork: u32,
         headers: &[Header],
+        hashes: &[BlockHash],
         now: u64,
     ) -> Result<Outcome, ConnectError> {
         // A peer may resend headers we already have: skip those on the best chain before
         // copying anything.
         let mut skip = 0;
-        while let (Some(h), Some(e)) = (headers.get(skip), self.window.get(fork + 1)) {
-            if e.hash != h.block_hash() {
+        while let (Some(h), Some(e)) = (hashes.get(skip), self.window.get(fork + 1)) {
+            if e.hash != *h {
                 break;
             }
             fork += 1;
             skip += 1;
         }
-        let rest = &headers[skip..];
+        let (rest, rest_hashes) = (&headers[skip..], &hashes[skip..]);
         if rest.is_empty() {
             return Ok(Outcome::Known);
         }
         if fork == self.tip().height {
-            return self.extend(rest, now);
+            return self.extend(rest, rest_hashes, now);
         }
         // Core (`bad-fork-prior-to-checkpoint`): a fork below the last checkpoint the chain
         // has reached. Only a checkpoint reached counts: one fake header on genesis must not
@@ -271,8 +321,8 @@ impl Chain {
         if !base.truncate_to(fork) {
             return Err(ConnectError::BadAncestors);
         }
-        for header in rest {
-            match validate(self.params, &base, header, now) {
+        for (header, hash) in rest.iter().zip(rest_hashes) {
+            match validate_hashed(self.params, &base, header, *hash, now) {
                 Ok(v) => {
                     base.push(v.entry);
                     self.staged.push(v.entry);
@@ -292,7 +342,12 @@ impl Chain {
     }
 
     /// Continue the kept side branch with `headers`.
-    fn extend_side(&mut self, headers: &[Header], now: u64) -> Result<Outcome, ConnectError> {
+    fn extend_side(
+        &mut self,
+        headers: &[Header],
+        hashes: &[BlockHash],
+        now: u64,
+    ) -> Result<Outcome, ConnectError> {
         let Some(mut side) = self.side.take() else {
             return Err(ConnectError::BadAncestors);
         };
@@ -300,8 +355,8 @@ impl Chain {
             return Err(ConnectError::SideBranchTooLong);
         }
         self.evicted.clear();
-        for (pushed, header) in headers.iter().enumerate() {
-            match validate(self.params, &side.window, header, now) {
+        for (pushed, (header, hash)) in headers.iter().zip(hashes).enumerate() {
+            match validate_hashed(self.params, &side.window, header, *hash, now) {
                 Ok(v) => {
                     self.evicted.extend(side.window.push_evicting(v.entry));
                     side.entries.push(v.entry);
@@ -341,6 +396,20 @@ impl Chain {
             outcome
         }
     }
+}
+
+/// A batch's size and its hashes' count.
+fn check_batch(headers: &[Header], hashes: &[BlockHash]) -> Result<(), ConnectError> {
+    if headers.len() > MAX_BATCH {
+        return Err(ConnectError::BatchTooLarge { len: headers.len() });
+    }
+    if hashes.len() != headers.len() {
+        return Err(ConnectError::HashCount {
+            headers: headers.len(),
+            hashes: hashes.len(),
+        });
+    }
+    Ok(())
 }
 
 /// Undo `pushed` pushes onto `window`, putting back what they `evicted` (oldest first).

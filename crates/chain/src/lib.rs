@@ -15,6 +15,7 @@ pub mod merkle;
 mod params;
 #[cfg(test)]
 mod reference;
+mod sha256x4;
 mod target;
 mod uint;
 mod validate;
@@ -22,9 +23,11 @@ mod validate;
 pub use chain::{Chain, ConnectError, MAX_SIDE_BRANCH, Outcome};
 pub use header::{BlockHash, HEADER_LEN, Header, hash_header_bytes};
 pub use params::{MAINNET, Network, Params, REGTEST, SIGNET, TESTNET3, TESTNET4, UnknownNetwork};
+pub use sha256x4::{hash_header_list, hash_headers, hash4};
 pub use target::{CompactError, CompactTarget, Target, Work};
 pub use uint::U256;
 pub use validate::{
     BitsCheck, Entry, MAX_BATCH, MAX_FUTURE_BLOCK_TIME, MAX_TIMEWARP, MEDIAN_TIME_SPAN, Rule,
     Validated, ValidationError, WINDOW_LEN, Window, rebuild_entries, retarget, validate,
+    validate_hashed,
 };

@@ -438,6 +438,19 @@ pub fn validate(
     header: &Header,
     now: u64,
 ) -> Result<Validated, ValidationError> {
+    validate_hashed(params, window, header, header.block_hash(), now)
+}
+
+/// [`validate`] with the header's block hash already computed (by [`crate::hash4`] for a
+/// batch). `hash` must be `header`'s: debug builds check it.
+pub fn validate_hashed(
+    params: &Params,
+    window: &Window,
+    header: &Header,
+    hash: BlockHash,
+    now: u64,
+) -> Result<Validated, ValidationError> {
+    debug_assert_eq!(hash, header.block_hash(), "the hash given is the header's");
     let parent = *window.tip();
     let height = parent.height + 1;
     let fail = |rule| Err(ValidationError { height, rule });
@@ -455,7 +468,6 @@ pub fn validate(
             return fail(Rule::InvalidTarget { bits: header.bits });
         }
     };
-    let hash = header.block_hash();
     if !target.is_met_by(&hash) {
         return fail(Rule::HighHash { hash });
     }
