@@ -9,6 +9,8 @@
 // Scenarios (each starts and stops its own gateways; one browser profile on disk):
 //   full      sync the 925,000-header generated chain from empty; the stored tip equals
 //             the gateway's (from its /metrics); the figures are printed (the benchmark)
+//   formats   a gateway from before headers_compact (--no-compact-headers) still syncs the
+//             client; a current one sends the same chain in about half the bytes
 //   reopen    close the page in the middle of a sync, open it again: the store is at a
 //             whole commit and the sync resumes from there
 //   reorg     the gateway reloads its headers file with a heavier fork 6,000 deep (below
@@ -238,6 +240,30 @@ async function full(run = 1) {
     await page.close();
     await gw.stop();
   }
+}
+
+async function formats() {
+  // A gateway from before headers_compact (80-byte headers only) still serves the client;
+  // the same chain from a current gateway takes about half the bytes.
+  const perHeader = {};
+  for (const [name, args] of [['plain', ['--no-compact-headers']], ['compact', []]]) {
+    const gw = await gateway(['--generate', '20000', ...args]);
+    const page = await openPage();
+    try {
+      await openClient(page, { gateways: [gw.connect], storeName: `format-${name}` });
+      const { m } = await until(page, `the sync from the ${name} gateway`, 60_000, syncedTo(20_000));
+      const tip = await page.evaluate(() => window.client.tip());
+      assert(tip.hash === (await gw.tip()).hash, `${name}: stored tip is not the gateway's`);
+      perHeader[name] = m.bytesIn / 20_000;
+      await stopClient(page);
+    } finally {
+      await page.close();
+      await gw.stop();
+    }
+  }
+  assert(perHeader.plain > 80 && perHeader.compact < 41,
+    `bytes in per header: ${JSON.stringify(perHeader)}`);
+  log(`  bytes in per header: plain ${perHeader.plain.toFixed(1)}, compact ${perHeader.compact.toFixed(1)}`);
 }
 
 async function reopen() {
@@ -582,7 +608,7 @@ async function timed(run) {
 
 // ---------------------------------------------------------------- main
 
-const scenarios = { full, reopen, reorg, invalid, mostwork, restart, queries, checkpoint, stall, pings };
+const scenarios = { full, formats, reopen, reorg, invalid, mostwork, restart, queries, checkpoint, stall, pings };
 let work;
 let browser;
 let url;

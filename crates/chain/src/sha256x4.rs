@@ -9,7 +9,7 @@
 //! it uses the CPU's SHA extensions.
 //!
 //! The rounds are written once, generic over [`Lanes`]: `v128` in wasm with SIMD128, and a
-//! plain `[u32; 4]` elsewhere, so the native tests run the same round code that the browser
+//! plain `[u32; 4]` in tests, so the native tests run the same round code that the browser
 //! runs and the browser tests check the vector type; both are differential-tested against
 //! `sha2`. Only the two shapes headers need are hashed: an 80-byte message (two blocks, the
 //! second mostly padding) and then its 32-byte digest (one block). Vectors are built from
@@ -17,224 +17,237 @@
 
 use crate::header::{BlockHash, HEADER_LEN, Header};
 
-/// SHA-256 round constants (FIPS 180-4, 4.2.2).
-const K: [u32; 64] = [
-    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
-    0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
-    0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
-    0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
-    0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
-    0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
-    0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
-    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2,
-];
+/// The four-lane SHA-256d, built where it is used: in wasm with SIMD128, and in tests.
+#[cfg(any(test, all(target_arch = "wasm32", target_feature = "simd128")))]
+mod lanes {
+    use crate::header::{BlockHash, HEADER_LEN};
 
-/// SHA-256 initial state (FIPS 180-4, 5.3.3).
-const IV: [u32; 8] = [
-    0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19,
-];
+    /// SHA-256 round constants (FIPS 180-4, 4.2.2).
+    const K: [u32; 64] = [
+        0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4,
+        0xab1c5ed5, 0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe,
+        0x9bdc06a7, 0xc19bf174, 0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f,
+        0x4a7484aa, 0x5cb0a9dc, 0x76f988da, 0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7,
+        0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967, 0x27b70a85, 0x2e1b2138, 0x4d2c6dfc,
+        0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85, 0xa2bfe8a1, 0xa81a664b,
+        0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070, 0x19a4c116,
+        0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
+        0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7,
+        0xc67178f2,
+    ];
 
-/// Four 32-bit lanes and the operations SHA-256 needs on them.
-pub(crate) trait Lanes: Copy {
-    /// The same word in every lane.
-    fn splat(x: u32) -> Self;
-    /// Lane `i` from `x[i]`.
-    fn from_lanes(x: [u32; 4]) -> Self;
-    /// The lanes, first to last.
-    fn to_lanes(self) -> [u32; 4];
-    /// Lane-wise wrapping addition.
-    fn add(self, o: Self) -> Self;
-    /// Lane-wise XOR.
-    fn xor(self, o: Self) -> Self;
-    /// Lane-wise bit select: bits of `a` where `self` has ones, of `b` where it has zeros.
-    fn select(self, a: Self, b: Self) -> Self;
-    /// Lane-wise logical right shift.
-    fn shr(self, n: u32) -> Self;
-    /// Lane-wise rotate right by `n` (0 < n < 32).
-    fn rotr(self, n: u32) -> Self;
-}
+    /// SHA-256 initial state (FIPS 180-4, 5.3.3).
+    const IV: [u32; 8] = [
+        0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab,
+        0x5be0cd19,
+    ];
 
-/// The portable lanes: the native build's, and the tests' everywhere.
-#[cfg(any(test, not(all(target_arch = "wasm32", target_feature = "simd128"))))]
-#[derive(Clone, Copy)]
-pub(crate) struct Portable([u32; 4]);
+    /// Four 32-bit lanes and the operations SHA-256 needs on them.
+    pub(crate) trait Lanes: Copy {
+        /// The same word in every lane.
+        fn splat(x: u32) -> Self;
+        /// Lane `i` from `x[i]`.
+        fn from_lanes(x: [u32; 4]) -> Self;
+        /// The lanes, first to last.
+        fn to_lanes(self) -> [u32; 4];
+        /// Lane-wise wrapping addition.
+        fn add(self, o: Self) -> Self;
+        /// Lane-wise XOR.
+        fn xor(self, o: Self) -> Self;
+        /// Lane-wise bit select: bits of `a` where `self` has ones, of `b` where it has zeros.
+        fn select(self, a: Self, b: Self) -> Self;
+        /// Lane-wise logical right shift.
+        fn shr(self, n: u32) -> Self;
+        /// Lane-wise rotate right by `n` (0 < n < 32).
+        fn rotr(self, n: u32) -> Self;
+    }
 
-#[cfg(any(test, not(all(target_arch = "wasm32", target_feature = "simd128"))))]
-impl Lanes for Portable {
-    #[inline(always)]
-    fn splat(x: u32) -> Self {
-        Portable([x; 4])
-    }
-    #[inline(always)]
-    fn from_lanes(x: [u32; 4]) -> Self {
-        Portable(x)
-    }
-    #[inline(always)]
-    fn to_lanes(self) -> [u32; 4] {
-        self.0
-    }
-    #[inline(always)]
-    fn add(self, o: Self) -> Self {
-        Portable(core::array::from_fn(|i| self.0[i].wrapping_add(o.0[i])))
-    }
-    #[inline(always)]
-    fn xor(self, o: Self) -> Self {
-        Portable(core::array::from_fn(|i| self.0[i] ^ o.0[i]))
-    }
-    #[inline(always)]
-    fn select(self, a: Self, b: Self) -> Self {
-        Portable(core::array::from_fn(|i| {
-            (self.0[i] & a.0[i]) | (!self.0[i] & b.0[i])
-        }))
-    }
-    #[inline(always)]
-    fn shr(self, n: u32) -> Self {
-        Portable(core::array::from_fn(|i| self.0[i] >> n))
-    }
-    #[inline(always)]
-    fn rotr(self, n: u32) -> Self {
-        Portable(core::array::from_fn(|i| self.0[i].rotate_right(n)))
-    }
-}
+    /// Plain integer lanes: the tests run the round code on them natively too.
+    #[cfg(test)]
+    #[derive(Clone, Copy)]
+    pub(crate) struct Portable([u32; 4]);
 
-#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-mod simd {
-    use core::arch::wasm32::{
-        u32x4, u32x4_add, u32x4_extract_lane, u32x4_shl, u32x4_shr, u32x4_splat, v128,
-        v128_bitselect, v128_or, v128_xor,
-    };
-
-    use super::Lanes;
-
-    impl Lanes for v128 {
+    #[cfg(test)]
+    impl Lanes for Portable {
         #[inline(always)]
         fn splat(x: u32) -> Self {
-            u32x4_splat(x)
+            Portable([x; 4])
         }
         #[inline(always)]
         fn from_lanes(x: [u32; 4]) -> Self {
-            u32x4(x[0], x[1], x[2], x[3])
+            Portable(x)
         }
         #[inline(always)]
         fn to_lanes(self) -> [u32; 4] {
-            [
-                u32x4_extract_lane::<0>(self),
-                u32x4_extract_lane::<1>(self),
-                u32x4_extract_lane::<2>(self),
-                u32x4_extract_lane::<3>(self),
-            ]
+            self.0
         }
         #[inline(always)]
         fn add(self, o: Self) -> Self {
-            u32x4_add(self, o)
+            Portable(core::array::from_fn(|i| self.0[i].wrapping_add(o.0[i])))
         }
         #[inline(always)]
         fn xor(self, o: Self) -> Self {
-            v128_xor(self, o)
+            Portable(core::array::from_fn(|i| self.0[i] ^ o.0[i]))
         }
         #[inline(always)]
         fn select(self, a: Self, b: Self) -> Self {
-            v128_bitselect(a, b, self)
+            Portable(core::array::from_fn(|i| {
+                (self.0[i] & a.0[i]) | (!self.0[i] & b.0[i])
+            }))
         }
         #[inline(always)]
         fn shr(self, n: u32) -> Self {
-            u32x4_shr(self, n)
+            Portable(core::array::from_fn(|i| self.0[i] >> n))
         }
         #[inline(always)]
         fn rotr(self, n: u32) -> Self {
-            v128_or(u32x4_shr(self, n), u32x4_shl(self, 32 - n))
+            Portable(core::array::from_fn(|i| self.0[i].rotate_right(n)))
         }
     }
-}
 
-/// The lanes this build hashes with.
-#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-type Native = core::arch::wasm32::v128;
-#[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
-type Native = Portable;
-
-/// One SHA-256 compression of four blocks, `w` being their sixteen message words.
-#[inline(always)]
-fn compress<L: Lanes>(state: &mut [L; 8], mut w: [L; 16]) {
-    let [mut a, mut b, mut c, mut d, mut e, mut f, mut g, mut h] = *state;
-    for (i, k) in K.iter().enumerate() {
-        let wi = if i < 16 {
-            w[i]
-        } else {
-            // The schedule in a ring of sixteen: w[i] = s1(w[i-2]) + w[i-7] + s0(w[i-15]) + w[i-16].
-            let w15 = w[(i + 1) % 16];
-            let w2 = w[(i + 14) % 16];
-            let s0 = w15.rotr(7).xor(w15.rotr(18)).xor(w15.shr(3));
-            let s1 = w2.rotr(17).xor(w2.rotr(19)).xor(w2.shr(10));
-            let x = w[i % 16].add(s0).add(w[(i + 9) % 16]).add(s1);
-            w[i % 16] = x;
-            x
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    mod simd {
+        use core::arch::wasm32::{
+            u32x4, u32x4_add, u32x4_extract_lane, u32x4_shl, u32x4_shr, u32x4_splat, v128,
+            v128_bitselect, v128_or, v128_xor,
         };
-        let s1 = e.rotr(6).xor(e.rotr(11)).xor(e.rotr(25));
-        // Ch: f where e is set, else g. Maj: a where a and b agree, else c.
-        let ch = e.select(f, g);
-        let t1 = h.add(s1).add(ch).add(L::splat(*k)).add(wi);
-        let s0 = a.rotr(2).xor(a.rotr(13)).xor(a.rotr(22));
-        let maj = a.xor(b).select(c, a);
-        let t2 = s0.add(maj);
-        h = g;
-        g = f;
-        f = e;
-        e = d.add(t1);
-        d = c;
-        c = b;
-        b = a;
-        a = t1.add(t2);
-    }
-    for (s, x) in state.iter_mut().zip([a, b, c, d, e, f, g, h]) {
-        *s = s.add(x);
-    }
-}
 
-/// Big-endian word `i` of each of four headers.
-#[inline(always)]
-fn word<L: Lanes>(h: &[&[u8; HEADER_LEN]; 4], i: usize) -> L {
-    L::from_lanes(core::array::from_fn(|l| {
-        let b = &h[l][4 * i..4 * i + 4];
-        u32::from_be_bytes([b[0], b[1], b[2], b[3]])
-    }))
-}
+        use super::Lanes;
 
-/// SHA-256d of four 80-byte headers.
-#[inline(always)]
-fn hash4_with<L: Lanes>(h: [&[u8; HEADER_LEN]; 4]) -> [BlockHash; 4] {
-    let mut state = IV.map(L::splat);
-    // First block: bytes 0..64.
-    compress(&mut state, core::array::from_fn(|i| word(&h, i)));
-    // Second block: bytes 64..80, then the padding: 0x80, zeros, and the length, 640 bits.
-    let mut w = [L::splat(0); 16];
-    for (i, x) in w.iter_mut().take(4).enumerate() {
-        *x = word(&h, 16 + i);
-    }
-    w[4] = L::splat(0x8000_0000);
-    w[15] = L::splat(640);
-    compress(&mut state, w);
-    // Second hash: the 32-byte digest, padded to one block (length 256 bits).
-    let mut w = [L::splat(0); 16];
-    w[..8].copy_from_slice(&state);
-    w[8] = L::splat(0x8000_0000);
-    w[15] = L::splat(256);
-    let mut second = IV.map(L::splat);
-    compress(&mut second, w);
-    let words = second.map(L::to_lanes);
-    core::array::from_fn(|lane| {
-        let mut out = [0u8; 32];
-        for (chunk, word) in out.chunks_exact_mut(4).zip(&words) {
-            chunk.copy_from_slice(&word[lane].to_be_bytes());
+        impl Lanes for v128 {
+            #[inline(always)]
+            fn splat(x: u32) -> Self {
+                u32x4_splat(x)
+            }
+            #[inline(always)]
+            fn from_lanes(x: [u32; 4]) -> Self {
+                u32x4(x[0], x[1], x[2], x[3])
+            }
+            #[inline(always)]
+            fn to_lanes(self) -> [u32; 4] {
+                [
+                    u32x4_extract_lane::<0>(self),
+                    u32x4_extract_lane::<1>(self),
+                    u32x4_extract_lane::<2>(self),
+                    u32x4_extract_lane::<3>(self),
+                ]
+            }
+            #[inline(always)]
+            fn add(self, o: Self) -> Self {
+                u32x4_add(self, o)
+            }
+            #[inline(always)]
+            fn xor(self, o: Self) -> Self {
+                v128_xor(self, o)
+            }
+            #[inline(always)]
+            fn select(self, a: Self, b: Self) -> Self {
+                v128_bitselect(a, b, self)
+            }
+            #[inline(always)]
+            fn shr(self, n: u32) -> Self {
+                u32x4_shr(self, n)
+            }
+            #[inline(always)]
+            fn rotr(self, n: u32) -> Self {
+                v128_or(u32x4_shr(self, n), u32x4_shl(self, 32 - n))
+            }
         }
-        BlockHash(out)
-    })
+    }
+
+    /// One SHA-256 compression of four blocks, `w` being their sixteen message words.
+    #[inline(always)]
+    fn compress<L: Lanes>(state: &mut [L; 8], mut w: [L; 16]) {
+        let [mut a, mut b, mut c, mut d, mut e, mut f, mut g, mut h] = *state;
+        for (i, k) in K.iter().enumerate() {
+            let wi = if i < 16 {
+                w[i]
+            } else {
+                // The schedule in a ring of sixteen: w[i] = s1(w[i-2]) + w[i-7] + s0(w[i-15]) + w[i-16].
+                let w15 = w[(i + 1) % 16];
+                let w2 = w[(i + 14) % 16];
+                let s0 = w15.rotr(7).xor(w15.rotr(18)).xor(w15.shr(3));
+                let s1 = w2.rotr(17).xor(w2.rotr(19)).xor(w2.shr(10));
+                let x = w[i % 16].add(s0).add(w[(i + 9) % 16]).add(s1);
+                w[i % 16] = x;
+                x
+            };
+            let s1 = e.rotr(6).xor(e.rotr(11)).xor(e.rotr(25));
+            // Ch: f where e is set, else g. Maj: a where a and b agree, else c.
+            let ch = e.select(f, g);
+            let t1 = h.add(s1).add(ch).add(L::splat(*k)).add(wi);
+            let s0 = a.rotr(2).xor(a.rotr(13)).xor(a.rotr(22));
+            let maj = a.xor(b).select(c, a);
+            let t2 = s0.add(maj);
+            h = g;
+            g = f;
+            f = e;
+            e = d.add(t1);
+            d = c;
+            c = b;
+            b = a;
+            a = t1.add(t2);
+        }
+        for (s, x) in state.iter_mut().zip([a, b, c, d, e, f, g, h]) {
+            *s = s.add(x);
+        }
+    }
+
+    /// Big-endian word `i` of each of four headers.
+    #[inline(always)]
+    fn word<L: Lanes>(h: &[&[u8; HEADER_LEN]; 4], i: usize) -> L {
+        L::from_lanes(core::array::from_fn(|l| {
+            let b = &h[l][4 * i..4 * i + 4];
+            u32::from_be_bytes([b[0], b[1], b[2], b[3]])
+        }))
+    }
+
+    /// SHA-256d of four 80-byte headers.
+    #[inline(always)]
+    pub(crate) fn hash4_with<L: Lanes>(h: [&[u8; HEADER_LEN]; 4]) -> [BlockHash; 4] {
+        let mut state = IV.map(L::splat);
+        // First block: bytes 0..64.
+        compress(&mut state, core::array::from_fn(|i| word(&h, i)));
+        // Second block: bytes 64..80, then the padding: 0x80, zeros, and the length, 640 bits.
+        let mut w = [L::splat(0); 16];
+        for (i, x) in w.iter_mut().take(4).enumerate() {
+            *x = word(&h, 16 + i);
+        }
+        w[4] = L::splat(0x8000_0000);
+        w[15] = L::splat(640);
+        compress(&mut state, w);
+        // Second hash: the 32-byte digest, padded to one block (length 256 bits).
+        let mut w = [L::splat(0); 16];
+        w[..8].copy_from_slice(&state);
+        w[8] = L::splat(0x8000_0000);
+        w[15] = L::splat(256);
+        let mut second = IV.map(L::splat);
+        compress(&mut second, w);
+        let words = second.map(L::to_lanes);
+        core::array::from_fn(|lane| {
+            let mut out = [0u8; 32];
+            for (chunk, word) in out.chunks_exact_mut(4).zip(&words) {
+                chunk.copy_from_slice(&word[lane].to_be_bytes());
+            }
+            BlockHash(out)
+        })
+    }
 }
 
-/// Block hashes of four headers at once (SIMD128 lanes in wasm; the same round code on plain
-/// integers elsewhere).
+#[cfg(test)]
+use lanes::{Lanes, Portable, hash4_with};
+
+/// Block hashes of four headers at once: in the four SIMD128 lanes in wasm, one after
+/// another with `sha2` natively (where it uses the CPU's SHA extensions).
 pub fn hash4(headers: [&[u8; HEADER_LEN]; 4]) -> [BlockHash; 4] {
-    hash4_with::<Native>(headers)
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    {
+        lanes::hash4_with::<core::arch::wasm32::v128>(headers)
+    }
+    #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
+    {
+        headers.map(crate::header::hash_header_bytes)
+    }
 }
 
 /// Block hashes of `headers` (back-to-back 80-byte encodings; a ragged tail is ignored) into

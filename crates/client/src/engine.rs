@@ -632,8 +632,12 @@ impl Core {
                 chainwork,
             } => self.on_tip(g, height, header, chainwork),
             PeerEvent::Headers {
-                id, headers, last, ..
-            } => return self.on_headers(g, id, headers, last),
+                id,
+                headers,
+                hashes,
+                last,
+                ..
+            } => return self.on_headers(g, id, headers, hashes, last),
             PeerEvent::Warning(text) => self.events.push_back(Event::Warning {
                 gateway: g,
                 text: text.map(str::to_string),
@@ -668,6 +672,7 @@ impl Core {
         g: usize,
         id: u32,
         headers: &[u8],
+        hashes: &[BlockHash],
         last: bool,
     ) -> Result<(), DropReason> {
         if self.asked != Some(g) || self.syncer.in_flight_id() != Some(id) {
@@ -694,9 +699,9 @@ impl Core {
             self.held.push_back((id, last, headers.to_vec()));
             return Ok(());
         }
-        let step = self
-            .syncer
-            .on_headers(id, headers, last, self.now.as_secs());
+        let step =
+            self.syncer
+                .on_headers_hashed(id, headers, Some(hashes), last, self.now.as_secs());
         self.take_step(step, g, headers)
     }
 

@@ -261,6 +261,19 @@ impl Syncer {
         last: bool,
         now: u64,
     ) -> Result<Step, SyncError> {
+        self.on_headers_hashed(id, headers, None, last, now)
+    }
+
+    /// [`Self::on_headers`] with the headers' block hashes, when the connection already
+    /// computed them (`hashes[i]` is the hash of the `i`-th header).
+    pub fn on_headers_hashed(
+        &mut self,
+        id: u32,
+        headers: &[u8],
+        hashes: Option<&[BlockHash]>,
+        last: bool,
+        now: u64,
+    ) -> Result<Step, SyncError> {
         if self.in_flight != Some(id) {
             return Err(SyncError::UnexpectedAnswer { id });
         }
@@ -272,13 +285,19 @@ impl Syncer {
                 asked: self.request_size,
             });
         }
-        if let Some(h) = self.batch.last() {
-            self.answer_last = Some(h.block_hash());
+        let outcome = match hashes {
+            Some(hashes) => {
+                self.answer_last = hashes.last().copied().or(self.answer_last);
+                self.chain.connect_hashed(&self.batch, hashes, now)
+            }
+            None => {
+                if let Some(h) = self.batch.last() {
+                    self.answer_last = Some(h.block_hash());
+                }
+                self.chain.connect(&self.batch, now)
+            }
         }
-        let outcome = self
-            .chain
-            .connect(&self.batch, now)
-            .map_err(SyncError::Invalid)?;
+        .map_err(SyncError::Invalid)?;
         let mut step = self.after(outcome);
         if step.need_ancestors.is_some() {
             // The batch waits for its ancestors; so does the end of the answer.

@@ -212,7 +212,9 @@ async fn syncs_from_empty_then_resumes() {
         .unwrap();
     assert_eq!(store.tip().await.unwrap().height, 30_000);
     assert_eq!(run.validated, 30_000);
-    assert!(run.commits >= 4, "commits of 7,000: {run:?}");
+    // Bulk commits of at least 7,000 (whole messages of up to 1,676 compact headers, and
+    // what arrived while the last commit was in flight), then the rest once caught up.
+    assert!(run.commits >= 3, "commits of 7,000: {run:?}");
     assert_eq!(
         stored_headers(&store).await,
         headers_after(&REGTEST, &REGTEST.genesis, 0, 30_000, 0)

@@ -72,6 +72,10 @@ struct Cli {
     /// connections. At least 1.
     #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_PER_ADDRESS)]
     max_per_address: u32,
+    /// Answer with plain 80-byte `headers` only, as a gateway from before `headers_compact`
+    /// (for testing that clients still work with one)
+    #[arg(long)]
+    no_compact_headers: bool,
     #[command(flatten)]
     log: LogArgs,
     #[command(flatten)]
@@ -137,6 +141,7 @@ struct Options {
     metrics: Option<SocketAddr>,
     pool: Option<usize>,
     caps: Caps,
+    compact: bool,
 }
 
 /// Buffers per pool by default: 2 x 256 x 64 KiB = 32 MiB at most.
@@ -189,6 +194,7 @@ impl Cli {
             metrics: self.metrics_listen,
             pool: matches!(self.buffers, BufferMode::Pooled).then_some(pool),
             caps,
+            compact: !self.no_compact_headers,
         })
     }
 }
@@ -345,6 +351,9 @@ async fn run(o: Options) -> Result<(), String> {
         None => Buffers::Fixed,
     };
     let shared = Shared::with_caps(chain, key, Limits::default(), buffers, o.caps);
+    shared
+        .offer_compact
+        .store(o.compact, core::sync::atomic::Ordering::Relaxed);
     let signals = Signals::catch();
     if let Some(m) = o.metrics {
         let metrics = TcpListener::bind(m)

@@ -136,10 +136,22 @@ impl Client {
     /// [`Client::connect`] over a socket already connected to the gateway (one bound to a
     /// chosen source address, say).
     pub async fn over(
+        stream: TcpStream,
+        node_id: &PublicKey,
+        chain_hash: [u8; 32],
+        framing: Framing,
+    ) -> Result<Client, ClientError> {
+        Client::over_offering(stream, node_id, chain_hash, framing, false).await
+    }
+
+    /// [`Client::over`], offering `headers_compact` in `init` when `compact` (answers then
+    /// come as `headers_compact`, for the caller to decode).
+    pub async fn over_offering(
         mut stream: TcpStream,
         node_id: &PublicKey,
         chain_hash: [u8; 32],
         framing: Framing,
+        compact: bool,
     ) -> Result<Client, ClientError> {
         let addr = stream.peer_addr()?;
         stream.set_nodelay(true)?;
@@ -170,7 +182,8 @@ impl Client {
             framing,
             mask_seed: 0x9e37_79b9,
         };
-        let link = Link::new(chain_hash, fresh_key()?, *node_id, fresh_key()?);
+        let mut link = Link::new(chain_hash, fresh_key()?, *node_id, fresh_key()?);
+        link.offer_compact_headers(compact);
         let mut client = Client { link, ws };
         // Act one; then act two in, act three and init out.
         client.flush().await?;

@@ -364,6 +364,11 @@ impl lightwire_proto::Served for ServedChain {
         ServedChain::copy_headers(self, from, n, out)
     }
 
+    fn header(&self, height: u32) -> Option<[u8; HEADER_LEN]> {
+        let i = height.checked_sub(self.base)?;
+        self.headers.get(i as usize).copied()
+    }
+
     fn reorgs(&self) -> u64 {
         self.reorgs
     }

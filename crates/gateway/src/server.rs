@@ -39,7 +39,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use core::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
 
 use lightwire_chain::hash_header_bytes;
 use lightwire_noise::SecretKey;
@@ -104,6 +104,9 @@ pub struct Shared {
     pub admission: Admission,
     /// Refused connections still being answered (see [`refuse`]).
     refusing: AtomicUsize,
+    /// Whether new connections offer `headers_compact` (on unless `--no-compact-headers`,
+    /// which makes the gateway answer as one from before it existed).
+    pub offer_compact: AtomicBool,
 }
 
 impl Shared {
@@ -136,6 +139,7 @@ impl Shared {
             buffers,
             admission: Admission::new(caps),
             refusing: AtomicUsize::new(0),
+            offer_compact: AtomicBool::new(true),
         })
     }
 
@@ -587,6 +591,7 @@ async fn run(
         shared.limits,
         mode,
     );
+    conn.offer_compact_headers(shared.offer_compact.load(Relaxed));
     let mut tips = shared.tip_version.subscribe();
     let mut rbuf = [0u8; READ_BUF];
     loop {

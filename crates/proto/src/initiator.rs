@@ -20,11 +20,12 @@ use lightwire_noise::{
     Receiver, SecretKey, SendError, Sender,
 };
 use lightwire_wire::{
-    DecodeError, EncodeError, Features, GetHeaders, Init, InitRefusal, Message, Networks, Ping,
-    Pong,
+    COMPACT_HEADERS_FEATURE, DecodeError, EncodeError, Features, GetHeaders, Init, InitRefusal,
+    Message, Networks, Ping, Pong,
 };
 
 use crate::acts::ActBuffer;
+use crate::compact::Expanded;
 use crate::time::Millis;
 
 /// Why a connection to a gateway ended.
@@ -121,6 +122,8 @@ pub struct Link {
     frame: FrameBuffer,
     /// Bytes waiting to be sent (frames back to back; one WebSocket message).
     out: Vec<u8>,
+    /// Whether our `init` offers `headers_compact`.
+    offer_compact: bool,
 }
 
 impl Link {
@@ -143,7 +146,15 @@ impl Link {
             reader: FrameReader::new(),
             frame: FrameBuffer::new(),
             out,
+            offer_compact: false,
         }
+    }
+
+    /// Whether our `init` offers `headers_compact` ([`COMPACT_HEADERS_FEATURE`]); off unless
+    /// turned on here before the handshake finishes (a raw link then decodes
+    /// `headers_compact` itself; [`Initiator`] turns it on and expands them).
+    pub fn offer_compact_headers(&mut self, on: bool) {
+        self.offer_compact = on;
     }
 
     /// Whether act three went out (messages can be sent and received).
@@ -190,7 +201,14 @@ impl Link {
         let (sender, receiver) = transport.split();
         self.state = LinkState::Transport { sender, receiver };
         let chains = [self.chain_hash];
-        let init = Init::new(Features::empty(), Some(Networks::from_chains(&chains)));
+        let mut field = [0u8; COMPACT_HEADERS_FEATURE / 8 + 1];
+        let bits: &[usize] = if self.offer_compact {
+            &[COMPACT_HEADERS_FEATURE]
+        } else {
+            &[]
+        };
+        let features = Features::write_bits(bits, &mut field).map_err(PeerError::Encode)?;
+        let init = Init::new(features, Some(Networks::from_chains(&chains)));
         self.send(&Message::Init(init))
     }
 
@@ -282,7 +300,7 @@ pub enum PeerEvent<'a> {
         /// Chainwork claimed (a hint).
         chainwork: Work,
     },
-    /// Headers answering request `id`.
+    /// Headers answering request `id` (from `headers` or `headers_compact`).
     Headers {
         /// The request.
         id: u32,
@@ -290,6 +308,8 @@ pub enum PeerEvent<'a> {
         first_height: u32,
         /// `80 * n` bytes.
         headers: &'a [u8],
+        /// Their block hashes, computed once here (four at a time).
+        hashes: &'a [BlockHash],
         /// The last message of this answer.
         last: bool,
     },
@@ -315,6 +335,10 @@ pub struct Initiator {
     opened: Millis,
     heard: Millis,
     ping_sent: Option<Millis>,
+    /// Whether our `init` offered `headers_compact` (only then is it taken).
+    compact: bool,
+    /// Headers expanded from `headers_compact` and the block hashes of every answer.
+    expanded: Expanded,
 }
 
 impl Initiator {
@@ -329,7 +353,7 @@ impl Initiator {
         ephemeral: SecretKey,
         limits: Limits,
     ) -> Initiator {
-        Initiator {
+        let mut initiator = Initiator {
             chain_hash: params.genesis.block_hash().0,
             link: Link::new(
                 params.genesis.block_hash().0,
@@ -346,7 +370,18 @@ impl Initiator {
             opened: now,
             heard: now,
             ping_sent: None,
-        }
+            compact: false,
+            expanded: Expanded::new(),
+        };
+        initiator.offer_compact_headers(true);
+        initiator
+    }
+
+    /// Whether to offer `headers_compact` (on by default); call before the handshake ends.
+    /// Off, the connection behaves as a client from before it existed.
+    pub fn offer_compact_headers(&mut self, on: bool) {
+        self.compact = on;
+        self.link.offer_compact_headers(on);
     }
 
     /// Whether `init` has been exchanged.
@@ -367,7 +402,8 @@ impl Initiator {
         }
         self.heard = now;
         self.ping_sent = None;
-        let (taken, message) = match self.link.read(data) {
+        let Initiator { link, expanded, .. } = self;
+        let (taken, message) = match link.read(data) {
             Ok((taken, Some(bytes))) => (taken, bytes),
             Ok((taken, None)) => return Ok((taken, None)),
             Err(e) => {
@@ -375,7 +411,13 @@ impl Initiator {
                 return Err(e);
             }
         };
-        match interpret(message, &self.chain_hash, self.ready) {
+        match interpret(
+            message,
+            &self.chain_hash,
+            self.ready,
+            expanded,
+            self.compact,
+        ) {
             Ok(Interpreted::Ready) => {
                 self.ready = true;
                 Ok((taken, Some(PeerEvent::Ready)))
@@ -492,11 +534,14 @@ enum Interpreted<'a> {
     Event(Option<PeerEvent<'a>>),
 }
 
-/// What a decrypted message from the gateway means, before or after its `init`.
+/// What a decrypted message from the gateway means, before or after its `init`. Headers are
+/// hashed (and `headers_compact` expanded, when we offered it) into `expanded`.
 fn interpret<'a>(
     bytes: &'a [u8],
     chain_hash: &[u8; 32],
     ready: bool,
+    expanded: &'a mut Expanded,
+    compact: bool,
 ) -> Result<Interpreted<'a>, PeerError> {
     let message = Message::decode(bytes).map_err(PeerError::Decode)?;
     if !ready {
@@ -516,15 +561,30 @@ fn interpret<'a>(
             id: h.id,
             first_height: h.first_height,
             headers: h.headers,
+            hashes: expanded.hash(h.headers),
             last: h.last,
         },
+        Message::HeadersCompact(h) if compact => {
+            let (headers, hashes) = expanded.expand(&h).map_err(PeerError::Decode)?;
+            PeerEvent::Headers {
+                id: h.id,
+                first_height: h.first_height,
+                headers,
+                hashes,
+                last: h.last,
+            }
+        }
         Message::Warning(w) => PeerEvent::Warning(w.data_utf8()),
         Message::Error(e) => {
             return Err(PeerError::GatewayError(e.data_utf8().map(str::to_string)));
         }
         Message::Ping(p) => return Ok(Interpreted::Pong(p.pong_len())),
         Message::Pong(_) => PeerEvent::Pong,
-        Message::Init(_) | Message::GetHeaders(_) | Message::Unknown { .. } => {
+        // Not offered: an odd type this connection does not know (BOLT 1: ignored).
+        Message::Init(_)
+        | Message::GetHeaders(_)
+        | Message::HeadersCompact(_)
+        | Message::Unknown { .. } => {
             return Ok(Interpreted::Event(None));
         }
     };

@@ -5,6 +5,7 @@
 //!
 //! - [`ws`]: the WebSocket codec (the upgrade, frames streamed through unmasked in place).
 //! - [`connect`]: connect strings, `ws[s]://host:port#<node id>`.
+//! - [`compact`]: `headers_compact` expanded and its hash chain rebuilt, four lanes at once.
 //! - [`initiator`]: a client's connection to a gateway ([`Link`] for raw BOLT 8 messages,
 //!   [`Initiator`] for the protocol with its keepalive).
 //! - [`responder`]: a gateway's connection from a client: upgrade, acts, then the
@@ -20,6 +21,7 @@
 wasm_bindgen_test::wasm_bindgen_test_configure!(run_in_browser);
 
 mod acts;
+pub mod compact;
 pub mod connect;
 pub mod initiator;
 #[cfg(any(test, feature = "test-util"))]

@@ -227,6 +227,8 @@ pub struct Pair {
     pub gateway: Gateway,
     /// Everything the client heard, in order.
     pub heard: Vec<Heard>,
+    /// Every header received, and the block hash the client computed for it.
+    pub headers: Vec<([u8; 80], BlockHash)>,
     /// Why the client's connection failed, if it did.
     pub client_error: Option<PeerError>,
 }
@@ -250,6 +252,7 @@ impl Pair {
             client,
             gateway: Gateway::new(now, gateway_key, chain, buffers, pool),
             heard: Vec::new(),
+            headers: Vec::new(),
             client_error: None,
         }
     }
@@ -275,10 +278,11 @@ impl Pair {
                 client,
                 gateway,
                 heard,
+                headers,
                 client_error,
             } = self;
             moved |= gateway.exchange(*now, |payload| {
-                client_input(*now, client, heard, client_error, payload)
+                client_input(*now, client, (heard, headers), client_error, payload)
             });
             if !moved {
                 return;
@@ -323,7 +327,7 @@ impl Pair {
 fn client_input(
     now: Millis,
     client: &mut Initiator,
-    heard: &mut Vec<Heard>,
+    (heard, received): (&mut Vec<Heard>, &mut Vec<([u8; 80], BlockHash)>),
     error: &mut Option<PeerError>,
     mut data: &[u8],
 ) {
@@ -335,8 +339,16 @@ fn client_input(
                         PeerEvent::Ready => Heard::Ready,
                         PeerEvent::Tip { height, .. } => Heard::Tip(height),
                         PeerEvent::Headers {
-                            id, headers, last, ..
-                        } => Heard::Headers(id, headers.len() / 80, last),
+                            id,
+                            headers,
+                            hashes,
+                            last,
+                            ..
+                        } => {
+                            let whole = headers.chunks_exact(80).filter_map(|h| h.try_into().ok());
+                            received.extend(whole.zip(hashes.iter().copied()));
+                            Heard::Headers(id, headers.len() / 80, last)
+                        }
                         PeerEvent::Warning(t) => Heard::Warning(t.map(str::to_string)),
                         PeerEvent::Pong => Heard::Pong,
                     });
@@ -374,13 +386,10 @@ mod tests {
             let mut p = connected(mode, pool);
             p.request(1, 2000, &[REGTEST.genesis.block_hash()]);
             p.drive();
+            // Both sides offer headers_compact: 2,000 headers in two messages.
             assert_eq!(
                 p.heard,
-                [
-                    Heard::Headers(1, 819, false),
-                    Heard::Headers(1, 819, false),
-                    Heard::Headers(1, 362, true)
-                ],
+                [Heard::Headers(1, 1676, false), Heard::Headers(1, 324, true)],
                 "{mode:?}"
             );
             assert_eq!(p.gateway.server.take_counts().headers_sent, 2000);
@@ -390,6 +399,34 @@ mod tests {
                     2,
                     "both buffers back in the pool when idle"
                 );
+            }
+        }
+    }
+
+    /// Old and new ends interoperate: `headers_compact` only when both offer it, and the
+    /// same headers, with their right hashes, either way.
+    #[test]
+    fn compact_headers_only_when_both_ends_offer_them() {
+        for (client, gateway) in [(true, true), (true, false), (false, true), (false, false)] {
+            let mut p = Pair::new(TestChain::generate(3000), BufferMode::Fixed, 0);
+            p.client.offer_compact_headers(client);
+            p.gateway.server.offer_compact_headers(gateway);
+            p.drive();
+            assert!(p.client.is_ready(), "{:?}", p.client_error);
+            p.heard.clear();
+            p.request(1, 2000, &[REGTEST.genesis.block_hash()]);
+            p.drive();
+            let messages = p.heard.len();
+            assert_eq!(
+                messages,
+                if client && gateway { 2 } else { 3 },
+                "{client} {gateway}"
+            );
+            let chain = &p.gateway.chain;
+            assert_eq!(p.headers.len(), 2000);
+            for (i, (h, hash)) in p.headers.iter().enumerate() {
+                assert_eq!(crate::Served::header(chain, i as u32 + 1).as_ref(), Some(h));
+                assert_eq!(*hash, lightwire_chain::hash_header_bytes(h));
             }
         }
     }

@@ -234,6 +234,8 @@ pub struct Responder {
     frame_timeout_ms: u32,
     buffers: BufferMode,
     chain_hash: [u8; 32],
+    /// Whether the session offers `headers_compact`.
+    offer_compact: bool,
     decoder: ws::Decoder,
     phase: Phase,
     acts: ActBuffer,
@@ -285,6 +287,7 @@ impl Responder {
             frame_timeout_ms: ms(limits.frame_timeout),
             buffers,
             chain_hash,
+            offer_compact: true,
             decoder: ws::Decoder::server(),
             phase: Phase::Http {
                 request: Vec::with_capacity(ws::MAX_REQUEST_LEN),
@@ -309,6 +312,12 @@ impl Responder {
             established: false,
             counts: Counts::default(),
         }
+    }
+
+    /// Whether to offer `headers_compact` to the client (on by default); call before the
+    /// handshake ends. Off, the gateway answers as one from before it existed.
+    pub fn offer_compact_headers(&mut self, on: bool) {
+        self.offer_compact = on;
     }
 
     /// Where its frame buffers come from.
@@ -568,10 +577,12 @@ impl Responder {
                             state.read_act_three(act_three).map_err(Close::Handshake)?;
                         let (sender, receiver) = transport.split();
                         self.established = true;
+                        let mut session = Session::new(self.chain_hash);
+                        session.offer_compact_headers(self.offer_compact);
                         self.phase = Phase::Ready(Box::new(Ready {
                             sender,
                             receiver,
-                            session: Session::new(self.chain_hash),
+                            session,
                         }));
                         if self.buffers == BufferMode::Fixed {
                             self.reader = Some(FrameReader::new());

@@ -15,8 +15,8 @@ use lightwire_wire::sync::{
     MAX_HEADERS_PER_MESSAGE, MAX_LOCATOR, MAX_PENDING_REQUESTS, MAX_REQUEST_HEADERS,
 };
 use lightwire_wire::{
-    DecodeError, EncodeError, Features, GetHeaders, Headers, Init, InitRefusal, Message, Networks,
-    Ping, Pong, Tip, Warning,
+    COMPACT_HEADERS_FEATURE, DecodeError, EncodeError, Features, GetHeaders, Headers,
+    HeadersCompact, Init, InitRefusal, Message, Networks, Ping, Pong, Tip, Warning,
 };
 
 /// The tip as announced in `tip` messages.
@@ -45,6 +45,12 @@ pub trait Served {
     /// Copy headers `from..from + n` (as many as exist) into `out`, 80 bytes each;
     /// returns how many were copied.
     fn copy_headers(&self, from: u32, n: usize, out: &mut [u8]) -> usize;
+
+    /// The header at `height`, encoded, if this chain holds it.
+    fn header(&self, height: u32) -> Option<[u8; HEADER_LEN]> {
+        let mut h = [0u8; HEADER_LEN];
+        (self.copy_headers(height, 1, &mut h) == 1).then_some(h)
+    }
 
     /// Reorganisations so far: an answer planned before one is cut short.
     fn reorgs(&self) -> u64;
@@ -155,6 +161,10 @@ pub struct Session {
     answering: Option<Request>,
     /// Headers sent since the session started.
     pub headers_sent: u64,
+    /// Whether this gateway offers `headers_compact` (see [`Self::offer_compact_headers`]).
+    offer_compact: bool,
+    /// Whether the client's `init` offered it too: answers are then `headers_compact`.
+    compact: bool,
 }
 
 impl Session {
@@ -172,7 +182,15 @@ impl Session {
             requests: VecDeque::with_capacity(MAX_PENDING_REQUESTS),
             answering: None,
             headers_sent: 0,
+            offer_compact: true,
+            compact: false,
         }
+    }
+
+    /// Whether to offer `headers_compact` (on by default); call before `init` goes out.
+    /// Off, the gateway answers as one from before it existed.
+    pub fn offer_compact_headers(&mut self, on: bool) {
+        self.offer_compact = on;
     }
 
     /// The tip changed: announce it at the next request boundary.
@@ -199,6 +217,8 @@ impl Session {
             };
             init.require_chain(&self.chain_hash)?;
             self.init_received = true;
+            self.compact =
+                self.offer_compact && init.combined_features().is_set(COMPACT_HEADERS_FEATURE);
             return Ok(Received::Ok);
         }
         match message {
@@ -211,6 +231,7 @@ impl Session {
             | Message::Warning(_)
             | Message::Pong(_)
             | Message::Headers(_)
+            | Message::HeadersCompact(_)
             | Message::Tip(_)
             | Message::Unknown { .. } => {}
         }
@@ -277,7 +298,14 @@ impl Session {
         if !self.init_sent {
             self.init_sent = true;
             let chains = [self.chain_hash];
-            let init = Init::new(Features::empty(), Some(Networks::from_chains(&chains)));
+            let mut field = [0u8; COMPACT_HEADERS_FEATURE / 8 + 1];
+            let bits: &[usize] = if self.offer_compact {
+                &[COMPACT_HEADERS_FEATURE]
+            } else {
+                &[]
+            };
+            let features = Features::write_bits(bits, &mut field)?;
+            let init = Init::new(features, Some(Networks::from_chains(&chains)));
             return init.encode(out).map(Some);
         }
         if self.done {
@@ -324,21 +352,37 @@ impl Session {
         }
         end = end.min(req.next.saturating_add(req.remaining - 1));
         let left = end.saturating_add(1).saturating_sub(req.next) as usize;
-        let count = left.min(MAX_HEADERS_PER_MESSAGE);
-        let last = count == left;
-        let fields = Headers {
-            id: req.id,
-            first_height: req.next,
-            last,
-            headers: &[],
+        let (len, count, last) = if self.compact {
+            let from = req.next;
+            let (len, count) = HeadersCompact::encode_answer(out, req.id, from, left, |i| {
+                chain.header(from + i as u32)
+            })?;
+            (len, count, count == left)
+        } else {
+            let count = left.min(MAX_HEADERS_PER_MESSAGE);
+            let fields = Headers {
+                id: req.id,
+                first_height: req.next,
+                last: count == left,
+                headers: &[],
+            };
+            let (start, len) = fields.encode_in_place(count, out)?;
+            let copied = chain.copy_headers(req.next, count, &mut out[start..len]);
+            if copied != count {
+                // The chain is behind what was planned (it cannot be: the tip was read above).
+                return Err(EncodeError::BufferTooSmall {
+                    needed: count,
+                    available: copied,
+                });
+            }
+            (len, count, count == left)
         };
-        let (start, len) = fields.encode_in_place(count, out)?;
-        let copied = chain.copy_headers(req.next, count, &mut out[start..len]);
-        if copied != count {
-            // The chain is behind what was planned (it cannot be: the tip was read above).
+        if !last && count == 0 {
+            // Nothing fitted, or the chain is behind what was planned (it cannot be: the tip
+            // was read above): never loop on empty messages.
             return Err(EncodeError::BufferTooSmall {
-                needed: count,
-                available: copied,
+                needed: left,
+                available: 0,
             });
         }
         self.headers_sent += count as u64;

@@ -32,6 +32,49 @@ pub enum DecodeError {
         #[source]
         error: TlvError,
     },
+    /// A `headers_compact` message broke its coding.
+    #[error("invalid headers_compact: {0}")]
+    Compact(#[source] CompactError),
+}
+
+/// A `headers_compact` message broke a rule of its coding (docs/PROTOCOL.md).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum CompactError {
+    /// More headers than one message can hold.
+    #[error("{count} headers: more than one message can hold")]
+    TooMany {
+        /// The count given.
+        count: u16,
+    },
+    /// `segments` must be 1 to 4 and at most `count`, and 0 exactly when `count` is.
+    #[error("{segments} segments for {count} headers")]
+    Segments {
+        /// The segments given.
+        segments: u8,
+        /// The count given.
+        count: u16,
+    },
+    /// A header's flags set a reserved bit or the reserved time form.
+    #[error("header {index} sets a reserved flag")]
+    ReservedBits {
+        /// The header's index in the message.
+        index: u16,
+    },
+    /// The first header must carry version, nBits and an absolute time.
+    #[error("the first header is not coded in full")]
+    FirstNotInFull,
+    /// A time delta carries past the range of `u32`.
+    #[error("header {index}'s time is out of range")]
+    TimeOutOfRange {
+        /// The header's index in the message.
+        index: u16,
+    },
+    /// Bytes after the last header.
+    #[error("{len} bytes after the last header")]
+    TrailingBytes {
+        /// How many.
+        len: usize,
+    },
 }
 
 impl From<Truncated> for DecodeError {

@@ -1,6 +1,7 @@
 //! The BOLT 1 message layer: framing by a `u16` message type, TLV streams, the setup and
 //! control messages `init`, `error`, `warning`, `ping` and `pong`, and lightwire's
-//! header-sync messages `get_headers`, `headers` and `tip` ([`sync`]).
+//! header-sync messages `get_headers`, `headers` and `tip` ([`sync`]), and the negotiated
+//! `headers_compact` ([`compact`]).
 //!
 //! Sans-IO and allocation-free: [`Message::decode`] borrows every variable-length field
 //! from the input (the decrypted body in the transport's receive buffer), and
@@ -29,6 +30,7 @@
 wasm_bindgen_test::wasm_bindgen_test_configure!(run_in_browser);
 
 pub mod bigsize;
+pub mod compact;
 mod cursor;
 mod error;
 mod error_message;
@@ -43,8 +45,9 @@ pub mod tlv;
 mod test_util;
 
 pub use bigsize::BigSizeError;
+pub use compact::{COMPACT_HEADERS_FEATURE, HeadersCompact, MAX_COMPACT_HEADERS_PER_MESSAGE};
 pub use cursor::{Reader, Truncated, Writer};
-pub use error::{DecodeError, EncodeError, TlvError};
+pub use error::{CompactError, DecodeError, EncodeError, TlvError};
 pub use error_message::{ALL_CHANNELS, ChannelId, ErrorMessage, Warning, printable};
 pub use features::{CombinedFeatures, Features, SetBits};
 pub use init::{

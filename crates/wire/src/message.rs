@@ -5,6 +5,7 @@
 //! constant, a new variant and a new arm in [`Message::decode`], [`Message::ty`],
 //! [`Message::payload_len`] and [`Message::encode`].
 
+use crate::compact::HeadersCompact;
 use crate::cursor::{Reader, Writer};
 use crate::error::{DecodeError, EncodeError};
 use crate::error_message::{ErrorMessage, Warning};
@@ -33,6 +34,8 @@ pub mod msg_type {
     pub const HEADERS: u16 = 32771;
     /// `tip` (lightwire header sync).
     pub const TIP: u16 = 32773;
+    /// `headers_compact` (lightwire header sync, negotiated).
+    pub const HEADERS_COMPACT: u16 = 32775;
 
     /// Whether a receiver that does not know `ty` may ignore it ("it's ok to be odd").
     pub const fn is_odd(ty: u16) -> bool {
@@ -68,6 +71,8 @@ pub enum Message<'a> {
     Headers(Headers<'a>),
     /// `tip` (32773).
     Tip(Tip<'a>),
+    /// `headers_compact` (32775).
+    HeadersCompact(HeadersCompact<'a>),
     /// A message of an odd type this crate does not know. BOLT 1: the receiver must
     /// ignore it. (Unknown even types are [`DecodeError::UnknownEvenType`].)
     Unknown {
@@ -96,6 +101,9 @@ impl<'a> Message<'a> {
             msg_type::GET_HEADERS => Message::GetHeaders(GetHeaders::decode_payload(payload)?),
             msg_type::HEADERS => Message::Headers(Headers::decode_payload(payload)?),
             msg_type::TIP => Message::Tip(Tip::decode_payload(payload)?),
+            msg_type::HEADERS_COMPACT => {
+                Message::HeadersCompact(HeadersCompact::decode_payload(payload)?)
+            }
             ty if msg_type::is_odd(ty) => Message::Unknown { ty, payload },
             ty => return Err(DecodeError::UnknownEvenType { ty }),
         };
@@ -113,6 +121,7 @@ impl<'a> Message<'a> {
             Message::GetHeaders(_) => GetHeaders::TYPE,
             Message::Headers(_) => Headers::TYPE,
             Message::Tip(_) => Tip::TYPE,
+            Message::HeadersCompact(_) => HeadersCompact::TYPE,
             Message::Unknown { ty, .. } => *ty,
         }
     }
@@ -128,6 +137,7 @@ impl<'a> Message<'a> {
             Message::GetHeaders(m) => m.payload_len(),
             Message::Headers(m) => m.payload_len(),
             Message::Tip(m) => m.payload_len(),
+            Message::HeadersCompact(m) => m.payload_len(),
             Message::Unknown { payload, .. } => payload.len(),
         }
     }
@@ -152,6 +162,7 @@ impl<'a> Message<'a> {
             Message::GetHeaders(m) => m.write_payload(w),
             Message::Headers(m) => m.write_payload(w),
             Message::Tip(m) => m.write_payload(w),
+            Message::HeadersCompact(m) => m.write_payload(w),
             Message::Unknown { payload, .. } => w.write_bytes(payload),
         })
     }

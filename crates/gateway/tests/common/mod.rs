@@ -47,3 +47,17 @@ pub async fn client(gw: &Gateway, framing: Framing) -> Client {
     .await
     .expect("connects")
 }
+
+/// A connected client for the regtest chain that offers `headers_compact`.
+pub async fn compact_client(gw: &Gateway, framing: Framing) -> Client {
+    let stream = tokio::net::TcpStream::connect(gw.addr).await.unwrap();
+    Client::over_offering(
+        stream,
+        &gw.node_id,
+        REGTEST.genesis.block_hash().0,
+        framing,
+        true,
+    )
+    .await
+    .expect("connects")
+}

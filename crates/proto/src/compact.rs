@@ -1,0 +1,175 @@
+//! The receiving half of `headers_compact`: the headers expanded to their 80-byte form and
+//! their previous-block hashes filled in from the block hashes, which are kept for
+//! validation, so each header is hashed once.
+//!
+//! The message's segments (lightwire-wire's `compact` module) are linked side by side: step
+//! `j` hashes header `j` of each of the four segments in one call of
+//! [`lightwire_chain::hash4`] (the four SIMD128 lanes in wasm), and header `j + 1` of each
+//! takes its previous-block hash from that. Whether the segments join up (each anchor is
+//! the hash of the header before it) is not checked here: validation compares every
+//! header's previous-block hash with its parent's hash anyway.
+
+use lightwire_chain::{BlockHash, HEADER_LEN, hash4};
+use lightwire_wire::compact::segment_start;
+use lightwire_wire::{DecodeError, HeadersCompact, MAX_COMPACT_HEADERS_PER_MESSAGE};
+
+/// A receiver's buffers for one expanded message: its headers and their block hashes.
+pub struct Expanded {
+    headers: Box<[u8]>,
+    hashes: Box<[BlockHash]>,
+}
+
+impl Default for Expanded {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Expanded {
+    /// Buffers for the largest message (about 190 KB, allocated once).
+    pub fn new() -> Expanded {
+        Expanded {
+            headers: vec![0; MAX_COMPACT_HEADERS_PER_MESSAGE * HEADER_LEN].into_boxed_slice(),
+            hashes: vec![BlockHash::ZERO; MAX_COMPACT_HEADERS_PER_MESSAGE].into_boxed_slice(),
+        }
+    }
+
+    /// Expand `m` and link its headers: returns the headers (80 bytes each) and their
+    /// block hashes.
+    pub fn expand(&mut self, m: &HeadersCompact<'_>) -> Result<(&[u8], &[BlockHash]), DecodeError> {
+        m.expand(&mut self.headers)?;
+        let count = usize::from(m.count);
+        link(
+            &mut self.headers[..count * HEADER_LEN],
+            m.segments(),
+            &mut self.hashes[..count],
+        );
+        Ok((&self.headers[..count * HEADER_LEN], &self.hashes[..count]))
+    }
+
+    /// The block hashes of `headers` (80 bytes each, consecutive, already whole: a plain
+    /// `headers` message), four at a time, into the hash buffer.
+    pub fn hash(&mut self, headers: &[u8]) -> &[BlockHash] {
+        let n = lightwire_chain::hash_headers(headers, &mut self.hashes);
+        &self.hashes[..n]
+    }
+}
+
+/// Fill in the previous-block hashes of `headers` (all but each segment's first, which
+/// holds its anchor) and write every block hash into `hashes`.
+fn link(headers: &mut [u8], segments: usize, hashes: &mut [BlockHash]) {
+    let count = hashes.len().min(headers.len() / HEADER_LEN);
+    let bounds: [(usize, usize); 4] = core::array::from_fn(|k| {
+        if k < segments {
+            (
+                segment_start(count, segments, k),
+                segment_start(count, segments, k + 1),
+            )
+        } else {
+            (0, 0)
+        }
+    });
+    let longest = bounds.iter().map(|(a, b)| b - a).max().unwrap_or(0);
+    const UNUSED: [u8; HEADER_LEN] = [0; HEADER_LEN];
+    for j in 0..longest {
+        let index: [Option<usize>; 4] = bounds.map(|(a, b)| (a + j < b).then_some(a + j));
+        for i in index.into_iter().flatten() {
+            if j > 0 {
+                headers[i * HEADER_LEN + 4..i * HEADER_LEN + 36].copy_from_slice(&hashes[i - 1].0);
+            }
+        }
+        let lane = |k: usize| -> &[u8; HEADER_LEN] {
+            index[k]
+                .and_then(|i| headers.get(i * HEADER_LEN..(i + 1) * HEADER_LEN))
+                .and_then(|h| h.try_into().ok())
+                .unwrap_or(&UNUSED)
+        };
+        let got = hash4([lane(0), lane(1), lane(2), lane(3)]);
+        for (i, h) in index.into_iter().zip(got) {
+            if let Some(i) = i {
+                hashes[i] = h;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    use lightwire_chain::{Header, REGTEST};
+    use lightwire_wire::{MAX_MESSAGE_LEN, Message};
+
+    use super::*;
+
+    fn chain(n: u32) -> Vec<[u8; HEADER_LEN]> {
+        lightwire_chain::generate::headers_after(&REGTEST, &REGTEST.genesis, 0, n, 0)
+            .iter()
+            .map(Header::encode)
+            .collect()
+    }
+
+    #[test]
+    fn expanded_headers_and_hashes_equal_the_originals_for_every_count() {
+        let hs = chain(1500);
+        let mut e = Expanded::new();
+        let mut out = vec![0u8; MAX_MESSAGE_LEN];
+        for n in (0..12).chain([63, 64, 65, 1000, 1500]) {
+            let (len, count) =
+                HeadersCompact::encode_answer(&mut out, 1, 1, n, |i| hs.get(i).copied()).unwrap();
+            assert_eq!(count, n);
+            let Ok(Message::HeadersCompact(m)) = Message::decode(&out[..len]) else {
+                panic!("{n}");
+            };
+            let (headers, hashes) = e.expand(&m).unwrap();
+            assert_eq!(headers, hs[..n].concat(), "{n} headers");
+            let want: Vec<BlockHash> = hs[..n]
+                .iter()
+                .map(lightwire_chain::hash_header_bytes)
+                .collect();
+            assert_eq!(hashes, want, "{n} hashes");
+        }
+    }
+
+    /// Bytes on the wire per header (message fields included, transport framing not) over
+    /// a whole answer of `hs`, checking that every message expands to the originals.
+    fn bytes_per_header(hs: &[[u8; HEADER_LEN]]) -> f64 {
+        let mut e = Expanded::new();
+        let mut out = vec![0u8; MAX_MESSAGE_LEN];
+        let (mut at, mut wire) = (0, 0);
+        while at < hs.len() {
+            let (len, count) =
+                HeadersCompact::encode_answer(&mut out, 1, at as u32, hs.len() - at, |i| {
+                    hs.get(at + i).copied()
+                })
+                .unwrap();
+            let Ok(Message::HeadersCompact(m)) = Message::decode(&out[..len]) else {
+                panic!()
+            };
+            let (headers, _) = e.expand(&m).unwrap();
+            assert_eq!(headers, hs[at..at + count].concat());
+            at += count;
+            wire += len;
+        }
+        wire as f64 / hs.len() as f64
+    }
+
+    /// The figures docs/PROTOCOL.md gives (`--nocapture` prints them).
+    #[test]
+    fn real_and_generated_headers_take_about_39_bytes_each_and_expand_exactly() {
+        let bytes = include_bytes!(concat!(
+            env!("LIGHTWIRE_SHARED"),
+            "/data/headers/mainnet_0-39999.bin"
+        ));
+        let real: Vec<[u8; HEADER_LEN]> = bytes
+            .chunks_exact(HEADER_LEN)
+            .map(|c| c.try_into().unwrap())
+            .collect();
+        let real = bytes_per_header(&real);
+        let generated = bytes_per_header(&chain(40_000));
+        println!("bytes per header: mainnet 0-39,999 {real:.2}, generated {generated:.2}");
+        assert!((38.0..40.0).contains(&real), "{real}");
+        assert!((38.0..40.0).contains(&generated), "{generated}");
+    }
+}
