@@ -23,7 +23,7 @@ mod validate;
 pub use chain::{Chain, ConnectError, MAX_SIDE_BRANCH, Outcome};
 pub use header::{BlockHash, HEADER_LEN, Header, hash_header_bytes};
 pub use params::{MAINNET, Network, Params, REGTEST, SIGNET, TESTNET3, TESTNET4, UnknownNetwork};
-pub use sha256x4::{hash_header_list, hash_headers, hash4};
+pub use sha256x4::{hash_header_list, hash_headers, hash4, link_segments};
 pub use target::{CompactError, CompactTarget, Target, Work};
 pub use uint::U256;
 pub use validate::{

@@ -295,6 +295,49 @@ pub fn hash_header_list(headers: &[Header], out: &mut Vec<BlockHash>) {
     }
 }
 
+/// Rebuild the hash chain of consecutive headers (80 bytes each) whose previous-block hash
+/// fields are to be filled in, all but each segment's first, which `starts` lists (in
+/// ascending order, the first 0): header `i` takes the block hash of header `i - 1`. Every
+/// block hash is written to `hashes`. Four segments are linked side by side, one header of
+/// each per [`hash4`] call (the four SIMD128 lanes in wasm), so rebuilding costs one hash
+/// per header and no serial chain longer than the longest segment.
+pub fn link_segments(headers: &mut [u8], starts: &[usize], hashes: &mut [BlockHash]) {
+    let count = hashes.len().min(headers.len() / HEADER_LEN);
+    for (g, group) in starts.chunks(4).enumerate() {
+        // The segments of this group, as (first, end) pairs.
+        let bounds: [(usize, usize); 4] = core::array::from_fn(|k| match group.get(k) {
+            Some(&a) => {
+                let end = starts.get(g * 4 + k + 1).copied().unwrap_or(count);
+                (a.min(count), end.clamp(a.min(count), count))
+            }
+            None => (0, 0),
+        });
+        let longest = bounds.iter().map(|(a, b)| b - a).max().unwrap_or(0);
+        const UNUSED: [u8; HEADER_LEN] = [0; HEADER_LEN];
+        for j in 0..longest {
+            let index: [Option<usize>; 4] = bounds.map(|(a, b)| (a + j < b).then_some(a + j));
+            if j > 0 {
+                for i in index.into_iter().flatten() {
+                    headers[i * HEADER_LEN + 4..i * HEADER_LEN + 36]
+                        .copy_from_slice(&hashes[i - 1].0);
+                }
+            }
+            let lane = |k: usize| -> &[u8; HEADER_LEN] {
+                index[k]
+                    .and_then(|i| headers.get(i * HEADER_LEN..(i + 1) * HEADER_LEN))
+                    .and_then(|h| h.try_into().ok())
+                    .unwrap_or(&UNUSED)
+            };
+            let got = hash4([lane(0), lane(1), lane(2), lane(3)]);
+            for (i, h) in index.into_iter().zip(got) {
+                if let Some(i) = i {
+                    hashes[i] = h;
+                }
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #[cfg(target_arch = "wasm32")]
@@ -343,6 +386,32 @@ mod tests {
     #[test]
     fn simd_lanes_equal_sha2_on_random_headers() {
         check_lanes::<core::arch::wasm32::v128>(&random_headers(400, 0x9e37_79b9_7f4a_7c15));
+    }
+
+    #[test]
+    fn linking_segments_rebuilds_every_previous_hash() {
+        let real = &MAINNET[..1000 * HEADER_LEN];
+        let want: Vec<BlockHash> = real
+            .chunks_exact(HEADER_LEN)
+            .map(|h| hash_header_bytes(h.try_into().unwrap()))
+            .collect();
+        for starts in [
+            &[0][..],
+            &[0, 250, 500, 750],
+            &[0, 1, 2, 3, 4, 5, 6, 999],
+            &[0, 333, 334],
+        ] {
+            let mut headers = real.to_vec();
+            for i in 0..1000 {
+                if !starts.contains(&i) {
+                    headers[i * HEADER_LEN + 4..i * HEADER_LEN + 36].fill(0);
+                }
+            }
+            let mut hashes = vec![BlockHash::ZERO; 1000];
+            link_segments(&mut headers, starts, &mut hashes);
+            assert_eq!(headers, real, "{starts:?}");
+            assert_eq!(hashes, want, "{starts:?}");
+        }
     }
 
     #[test]

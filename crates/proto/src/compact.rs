@@ -2,14 +2,14 @@
 //! their previous-block hashes filled in from the block hashes, which are kept for
 //! validation, so each header is hashed once.
 //!
-//! The message's segments (lightwire-wire's `compact` module) are linked side by side: step
-//! `j` hashes header `j` of each of the four segments in one call of
-//! [`lightwire_chain::hash4`] (the four SIMD128 lanes in wasm), and header `j + 1` of each
-//! takes its previous-block hash from that. Whether the segments join up (each anchor is
+//! The message's segments (lightwire-wire's `compact` module) are linked side by side by
+//! [`lightwire_chain::link_segments`]: step `j` hashes header `j` of each of the four
+//! segments at once (the four SIMD128 lanes in wasm), and header `j + 1` of each takes its
+//! previous-block hash from that. Whether the segments join up (each anchor is
 //! the hash of the header before it) is not checked here: validation compares every
 //! header's previous-block hash with its parent's hash anyway.
 
-use lightwire_chain::{BlockHash, HEADER_LEN, hash4};
+use lightwire_chain::{BlockHash, HEADER_LEN, link_segments};
 use lightwire_wire::compact::segment_start;
 use lightwire_wire::{DecodeError, HeadersCompact, MAX_COMPACT_HEADERS_PER_MESSAGE};
 
@@ -39,9 +39,11 @@ impl Expanded {
     pub fn expand(&mut self, m: &HeadersCompact<'_>) -> Result<(&[u8], &[BlockHash]), DecodeError> {
         m.expand(&mut self.headers)?;
         let count = usize::from(m.count);
-        link(
+        let segments = m.segments();
+        let starts: [usize; 4] = core::array::from_fn(|k| segment_start(count, segments, k));
+        link_segments(
             &mut self.headers[..count * HEADER_LEN],
-            m.segments(),
+            &starts[..segments],
             &mut self.hashes[..count],
         );
         Ok((&self.headers[..count * HEADER_LEN], &self.hashes[..count]))
@@ -52,44 +54,6 @@ impl Expanded {
     pub fn hash(&mut self, headers: &[u8]) -> &[BlockHash] {
         let n = lightwire_chain::hash_headers(headers, &mut self.hashes);
         &self.hashes[..n]
-    }
-}
-
-/// Fill in the previous-block hashes of `headers` (all but each segment's first, which
-/// holds its anchor) and write every block hash into `hashes`.
-fn link(headers: &mut [u8], segments: usize, hashes: &mut [BlockHash]) {
-    let count = hashes.len().min(headers.len() / HEADER_LEN);
-    let bounds: [(usize, usize); 4] = core::array::from_fn(|k| {
-        if k < segments {
-            (
-                segment_start(count, segments, k),
-                segment_start(count, segments, k + 1),
-            )
-        } else {
-            (0, 0)
-        }
-    });
-    let longest = bounds.iter().map(|(a, b)| b - a).max().unwrap_or(0);
-    const UNUSED: [u8; HEADER_LEN] = [0; HEADER_LEN];
-    for j in 0..longest {
-        let index: [Option<usize>; 4] = bounds.map(|(a, b)| (a + j < b).then_some(a + j));
-        for i in index.into_iter().flatten() {
-            if j > 0 {
-                headers[i * HEADER_LEN + 4..i * HEADER_LEN + 36].copy_from_slice(&hashes[i - 1].0);
-            }
-        }
-        let lane = |k: usize| -> &[u8; HEADER_LEN] {
-            index[k]
-                .and_then(|i| headers.get(i * HEADER_LEN..(i + 1) * HEADER_LEN))
-                .and_then(|h| h.try_into().ok())
-                .unwrap_or(&UNUSED)
-        };
-        let got = hash4([lane(0), lane(1), lane(2), lane(3)]);
-        for (i, h) in index.into_iter().zip(got) {
-            if let Some(i) = i {
-                hashes[i] = h;
-            }
-        }
     }
 }
 
