@@ -1,6 +1,7 @@
-//! Shared pieces of the lightwire-chain fuzz target: a cursor that reads structure out of
-//! fuzz input, the regtest main chain and its validation entries (made once per process),
-//! snapshots of a chain's window to compare, and mining that gives up.
+//! Shared pieces of the lightwire-chain fuzz target: the cursor that reads structure out
+//! of fuzz input (re-exported from lightwire-fuzz-support), the regtest main chain and its
+//! validation entries (made once per process), snapshots of a chain's window to compare,
+//! and mining that gives up.
 #![forbid(unsafe_code)]
 
 use std::sync::OnceLock;
@@ -8,44 +9,9 @@ use std::sync::OnceLock;
 use lightwire_chain::generate::headers_after;
 use lightwire_chain::{BlockHash, Chain, Entry, Header, Outcome, REGTEST, Window};
 
-/// Reads fields from fuzz input front to back; past the end every number is 0 and every
-/// byte string empty, so any input is a complete description.
-pub struct Cursor<'a> {
-    data: &'a [u8],
-}
-
-impl<'a> Cursor<'a> {
-    /// A cursor at the start of `data`.
-    pub fn new(data: &'a [u8]) -> Self {
-        Cursor { data }
-    }
-
-    /// Whether the input is used up.
-    pub fn is_empty(&self) -> bool {
-        self.data.is_empty()
-    }
-
-    /// The next byte, or 0.
-    pub fn u8(&mut self) -> u8 {
-        match self.data.split_first() {
-            Some((&b, rest)) => {
-                self.data = rest;
-                b
-            }
-            None => 0,
-        }
-    }
-
-    /// The next two bytes, little-endian.
-    pub fn u16(&mut self) -> u16 {
-        u16::from_le_bytes([self.u8(), self.u8()])
-    }
-
-    /// The next four bytes, little-endian.
-    pub fn u32(&mut self) -> u32 {
-        u32::from_le_bytes([self.u8(), self.u8(), self.u8(), self.u8()])
-    }
-}
+/// The input reader shared by every fuzz project (`crates/fuzz-support`), re-exported so
+/// that the targets take everything from this crate.
+pub use lightwire_fuzz_support::Cursor;
 
 /// Height of the last header of the generated main chain.
 pub const MAIN_LEN: u32 = 4800;

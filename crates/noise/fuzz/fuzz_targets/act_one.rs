@@ -16,8 +16,9 @@
 use libfuzzer_sys::fuzz_target;
 use lightwire_noise::{HANDSHAKE_VERSION, Responder};
 use lightwire_noise_fuzz::{
-    Cursor, INITIATOR_STATIC, RESPONDER_EPHEMERAL, RESPONDER_STATIC, assert_describes, assert_talk,
-    expect_act_one, key, same, shape_act, start_initiator, valid_acts,
+    Cursor, INITIATOR_STATIC, RESPONDER_EPHEMERAL, RESPONDER_STATIC, ReadSecretKey,
+    assert_describes, assert_talk, expect_act_one, key, same, shape_act, start_initiator,
+    valid_acts,
 };
 
 fuzz_target!(|data: &[u8]| {

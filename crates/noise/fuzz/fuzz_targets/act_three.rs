@@ -18,8 +18,8 @@ use libfuzzer_sys::fuzz_target;
 use lightwire_noise::Responder;
 use lightwire_noise_fuzz::{
     Cursor, INITIATOR_EPHEMERAL, INITIATOR_STATIC, RESPONDER_EPHEMERAL, RESPONDER_STATIC,
-    assert_describes, assert_talk, expect_act_three, key, same, shape_act, start_initiator,
-    valid_acts,
+    ReadSecretKey, assert_describes, assert_talk, expect_act_three, key, same, shape_act,
+    start_initiator, valid_acts,
 };
 
 fuzz_target!(|data: &[u8]| {

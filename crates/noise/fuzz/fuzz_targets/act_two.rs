@@ -16,8 +16,9 @@
 use libfuzzer_sys::fuzz_target;
 use lightwire_noise::{HANDSHAKE_VERSION, Responder};
 use lightwire_noise_fuzz::{
-    Cursor, INITIATOR_EPHEMERAL, INITIATOR_STATIC, RESPONDER_STATIC, assert_describes, assert_talk,
-    expect_act_two, key, same, shape_act, start_initiator, valid_acts,
+    Cursor, INITIATOR_EPHEMERAL, INITIATOR_STATIC, RESPONDER_STATIC, ReadSecretKey,
+    assert_describes, assert_talk, expect_act_two, key, same, shape_act, start_initiator,
+    valid_acts,
 };
 
 fuzz_target!(|data: &[u8]| {

@@ -1,6 +1,7 @@
 //! Shared pieces of the lightwire-noise fuzz targets: the fixed keys and the valid acts
 //! they produce, the oracle for each act (what a correct implementation must answer for
-//! any bytes), a connected pair, and a cursor that reads structure out of fuzz input.
+//! any bytes), a connected pair, and the cursor that reads structure out of fuzz input
+//! (re-exported from lightwire-fuzz-support, with [`ReadSecretKey`] added here).
 //!
 //! Every input layout is documented in the target that reads it; `examples/seeds.rs`
 //! writes a starting corpus in those layouts.
@@ -12,6 +13,10 @@ use lightwire_noise::{
     ACT_ONE_LEN, ACT_THREE_LEN, ACT_TWO_LEN, FrameBuffer, HANDSHAKE_VERSION, HandshakeError,
     Initiator, PublicKey, Responder, SecretKey, Transport,
 };
+
+/// The input reader shared by every fuzz project (`crates/fuzz-support`), re-exported so
+/// that the targets take everything from this crate.
+pub use lightwire_fuzz_support::Cursor;
 
 /// The initiator's static key byte (`[0x11; 32]`), as in the crate's own tests.
 pub const INITIATOR_STATIC: u8 = 0x11;
@@ -142,58 +147,16 @@ pub fn assert_describes(e: HandshakeError) {
     assert!(text.starts_with(e.code()), "{e:?} displays as {text:?}");
 }
 
-/// Reads fields from fuzz input front to back; past the end every number is 0 and every
-/// byte string empty, so any input is a complete description.
-pub struct Cursor<'a> {
-    data: &'a [u8],
+/// The one reading of fuzz input that needs lightwire-noise's types, kept here so that
+/// lightwire-fuzz-support stays without dependencies; a trait so that the targets still
+/// write `input.secret_key()`.
+pub trait ReadSecretKey {
+    /// A secret key from the next 32 bytes, if there are 32 and they form one.
+    fn secret_key(&mut self) -> Option<SecretKey>;
 }
 
-impl<'a> Cursor<'a> {
-    /// A cursor at the start of `data`.
-    pub fn new(data: &'a [u8]) -> Self {
-        Cursor { data }
-    }
-
-    /// Whether the input is used up.
-    pub fn is_empty(&self) -> bool {
-        self.data.is_empty()
-    }
-
-    /// The next byte, or 0.
-    pub fn u8(&mut self) -> u8 {
-        match self.data.split_first() {
-            Some((&b, rest)) => {
-                self.data = rest;
-                b
-            }
-            None => 0,
-        }
-    }
-
-    /// The next two bytes, little-endian.
-    pub fn u16(&mut self) -> u16 {
-        u16::from_le_bytes([self.u8(), self.u8()])
-    }
-
-    /// The next four bytes, little-endian.
-    pub fn u32(&mut self) -> u32 {
-        u32::from_le_bytes([self.u8(), self.u8(), self.u8(), self.u8()])
-    }
-
-    /// Up to `n` next bytes.
-    pub fn bytes(&mut self, n: usize) -> &'a [u8] {
-        let (head, rest) = self.data.split_at(n.min(self.data.len()));
-        self.data = rest;
-        head
-    }
-
-    /// All remaining bytes.
-    pub fn rest(&mut self) -> &'a [u8] {
-        self.bytes(self.data.len())
-    }
-
-    /// A secret key from the next 32 bytes, if there are 32 and they form one.
-    pub fn secret_key(&mut self) -> Option<SecretKey> {
+impl ReadSecretKey for Cursor<'_> {
+    fn secret_key(&mut self) -> Option<SecretKey> {
         SecretKey::from_slice(self.bytes(32)).ok()
     }
 }

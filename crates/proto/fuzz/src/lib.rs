@@ -1,5 +1,5 @@
-//! Shared pieces of the lightwire-proto fuzz targets: a cursor that reads structure out of
-//! fuzz input, a reference model of the WebSocket frame stream (what `ws::Decoder` must
+//! Shared pieces of the lightwire-proto fuzz targets: the cursor that reads structure out of
+//! fuzz input (re-exported from lightwire-fuzz-support), a reference model of the WebSocket frame stream (what `ws::Decoder` must
 //! report for any bytes), and a driver that feeds a stream to a real decoder in chunks and
 //! records what comes out in the same shape, so that the two can be compared.
 //!
@@ -11,61 +11,9 @@
 
 use lightwire_proto::ws::{Decoder, Event, WsError};
 
-/// Reads fields from fuzz input front to back; past the end every number is 0 and every
-/// byte string empty, so any input is a complete description.
-pub struct Cursor<'a> {
-    data: &'a [u8],
-}
-
-impl<'a> Cursor<'a> {
-    /// A cursor at the start of `data`.
-    pub fn new(data: &'a [u8]) -> Self {
-        Cursor { data }
-    }
-
-    /// Whether the input is used up.
-    pub fn is_empty(&self) -> bool {
-        self.data.is_empty()
-    }
-
-    /// The next byte, or 0.
-    pub fn u8(&mut self) -> u8 {
-        match self.data.split_first() {
-            Some((&b, rest)) => {
-                self.data = rest;
-                b
-            }
-            None => 0,
-        }
-    }
-
-    /// The next two bytes, little-endian.
-    pub fn u16(&mut self) -> u16 {
-        u16::from_le_bytes([self.u8(), self.u8()])
-    }
-
-    /// The next four bytes, little-endian.
-    pub fn u32(&mut self) -> u32 {
-        u32::from_le_bytes([self.u8(), self.u8(), self.u8(), self.u8()])
-    }
-
-    /// The next eight bytes, little-endian.
-    pub fn u64(&mut self) -> u64 {
-        u64::from(self.u32()) | (u64::from(self.u32()) << 32)
-    }
-
-    /// Up to `n` next bytes.
-    pub fn bytes(&mut self, n: usize) -> &'a [u8] {
-        let (head, rest) = self.data.split_at(n.min(self.data.len()));
-        self.data = rest;
-        head
-    }
-
-    /// All remaining bytes.
-    pub fn rest(&mut self) -> &'a [u8] {
-        self.bytes(self.data.len())
-    }
-}
+/// The input reader shared by every fuzz project (`crates/fuzz-support`), re-exported so
+/// that the targets take everything from this crate.
+pub use lightwire_fuzz_support::Cursor;
 
 /// A control frame the stream delivered.
 #[derive(Clone, Debug, PartialEq, Eq)]
