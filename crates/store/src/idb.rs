@@ -20,7 +20,7 @@ use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
 use js_sys::{Array, Object, Promise, Reflect, Uint8Array};
-use lightwire_chain::{BlockHash, HEADER_LEN, Header, Params, Work, hash_header_bytes};
+use lightwire_chain::{BlockHash, Header, Params, Work};
 use wasm_bindgen::JsCast;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
@@ -31,8 +31,8 @@ use web_sys::{
 };
 
 use crate::layout::{
-    CHUNK_WORK_LEN, DEFAULT_PREFIX_BITS, Grouped, INDEX_ENTRY_LEN, MAX_PREFIX_BITS, Meta, Tail,
-    chunk_work, find_in_index, header_in_chunk, prefix, retain_up_to,
+    CHUNK_WORK_LEN, DEFAULT_PREFIX_BITS, FRAGMENT_LEN, Grouped, INDEX_ENTRY_LEN, MAX_PREFIX_BITS,
+    Meta, Tail, chunk_work, entry_height, find_in_index, fragment, prefix, retain_up_to, v1,
 };
 use crate::{Batch, Durability, HeaderStore, SCHEMA_VERSION, StoreError, Tip, batch_base};
 
@@ -100,7 +100,11 @@ pub struct IdbStore {
     /// The next tail is built here, and swapped in once its commit completes.
     spare: Tail,
     grouped: Grouped,
+    /// A chunk's stored form, coded by a commit (reused).
+    encoded: Vec<u8>,
     scratch: RefCell<Vec<u8>>,
+    /// A stored chunk expanded by a read (reused).
+    expanded: RefCell<Tail>,
     stats: IdbStats,
     /// Records written by the commit in progress, counted into `stats` if it completes.
     issued: u64,
@@ -138,7 +142,30 @@ impl IdbStore {
             let req = req.clone();
             let failed = failed.clone();
             Closure::once(move |event: IdbVersionChangeEvent| {
-                if let Err(e) = upgrade(&req, event.old_version(), params, options) {
+                let old = event.old_version();
+                let result = if old == 0.0 {
+                    create(&req, params, options)
+                } else if old == 1.0 {
+                    // Requests issued from the task (which starts in this event's
+                    // microtasks) keep the versionchange transaction alive until it is done.
+                    match req.transaction() {
+                        Some(tx) => {
+                            wasm_bindgen_futures::spawn_local(async move {
+                                if let Err(e) = migrate_from_v1(&tx, params).await {
+                                    let _ = tx.abort();
+                                    *failed.borrow_mut() = Some(e);
+                                }
+                            });
+                            return;
+                        }
+                        None => Err(StoreError::Backend("no upgrade transaction".into())),
+                    }
+                } else {
+                    Err(StoreError::Backend(format!(
+                        "no migration from layout version {old} to {SCHEMA_VERSION}"
+                    )))
+                };
+                if let Err(e) = result {
                     if let Some(tx) = req.transaction() {
                         let _ = tx.abort();
                     }
@@ -197,7 +224,9 @@ impl IdbStore {
             spare: Tail::start(0, &Work::default(), len),
             tail,
             grouped: Grouped::default(),
+            encoded: Vec::new(),
             scratch: RefCell::new(Vec::new()),
+            expanded: RefCell::new(Tail::default()),
             stats: IdbStats::default(),
             issued: 0,
             closed,
@@ -251,13 +280,14 @@ impl IdbStore {
             .map_err(store_error)
     }
 
-    /// Build the tail the commit leaves in `self.spare`, starting from `tail` cut after
-    /// `base`, and issue every write of the commit on `tx`.
+    /// Build the tail the commit leaves in `self.spare`, starting from `tail` (or the stored
+    /// chunk holding `base`, expanded) cut after `base`, and issue every write of the commit
+    /// on `tx`.
     fn write(
         &mut self,
         tx: &IdbTransaction,
         base: u32,
-        from_stored: Option<&[u8]>,
+        from_stored: Option<&Tail>,
         batch: &Batch<'_>,
         meta: &Meta,
     ) -> Result<(), StoreError> {
@@ -268,12 +298,7 @@ impl IdbStore {
 
         // The chunk holding `base`, cut after it.
         let spare = &mut self.spare;
-        spare.chunk = base / len;
-        spare.bytes.clear();
-        match from_stored {
-            Some(record) => spare.bytes.extend_from_slice(record),
-            None => spare.bytes.extend_from_slice(&self.tail.bytes),
-        }
+        spare.copy_from(from_stored.unwrap_or(&self.tail));
         let before = spare.len();
         spare.truncate(base % len + 1);
         // A full chunk that was stored as it is needs no rewrite.
@@ -283,21 +308,22 @@ impl IdbStore {
         for e in batch.entries {
             if spare.len() == len {
                 if dirty {
+                    spare.encode(len, &mut self.encoded)?;
                     chunks
-                        .put_with_key(&Uint8Array::from(&spare.bytes[..]), &spare.chunk.into())
+                        .put_with_key(&Uint8Array::from(&self.encoded[..]), &spare.chunk.into())
                         .map_err(store_error)?;
                     written += 1;
                 }
-                spare.chunk += 1;
-                spare.bytes.clear();
-                spare.bytes.extend_from_slice(&e.chainwork.0.to_be_bytes());
+                spare.restart(spare.chunk + 1, &e.chainwork);
             }
-            spare.bytes.extend_from_slice(&e.header.encode());
+            spare.push(&e.header.encode(), e.hash);
             dirty = true;
         }
-        // `batch.entries` is not empty, so the last chunk changed.
+        // `batch.entries` is not empty, so the last chunk changed. Coding it checks that
+        // the batch links (the stored form keeps no previous-block hashes).
+        spare.encode(len, &mut self.encoded)?;
         chunks
-            .put_with_key(&Uint8Array::from(&spare.bytes[..]), &spare.chunk.into())
+            .put_with_key(&Uint8Array::from(&self.encoded[..]), &spare.chunk.into())
             .map_err(store_error)?;
         written += 1;
 
@@ -326,13 +352,13 @@ impl IdbStore {
 
     /// The rollback part of a commit: read what the rollback cuts through, check that the
     /// batch links to the header at `base`, and issue the deletes. Returns the stored chunk
-    /// holding `base` when it is not the tail.
+    /// holding `base`, expanded, when it is not the tail.
     async fn roll_back(
         &mut self,
         tx: &IdbTransaction,
         base: u32,
         batch: &Batch<'_>,
-    ) -> Result<Option<Vec<u8>>, StoreError> {
+    ) -> Result<Option<Tail>, StoreError> {
         let len = self.chunk_len();
         let chunks = object_store(tx, CHUNKS)?;
         let index = object_store(tx, INDEX)?;
@@ -383,18 +409,20 @@ impl IdbStore {
                     bytes_of(&req.result().map_err(store_error)?).ok_or(StoreError::Corrupt {
                         what: "missing chunk record",
                     })?;
-                if record.len() != CHUNK_WORK_LEN + len as usize * HEADER_LEN {
+                let mut chunk = Tail::default();
+                chunk.expand(base / len, &record, len)?;
+                if chunk.len() != len {
                     return Err(StoreError::Corrupt {
                         what: "chunk record length",
                     });
                 }
-                Some(record)
+                Some(chunk)
             }
             _ => None,
         };
         let parent = match &stored_chunk {
-            Some(record) => header_in_chunk(record, base % len).map(hash_header_bytes),
-            None => self.tail.header_bytes(base % len).map(hash_header_bytes),
+            Some(chunk) => chunk.hash(base % len),
+            None => self.tail.hash(base % len),
         };
         if let Some(first) = batch.entries.first()
             && parent != Some(first.header.prev_blockhash)
@@ -465,7 +493,7 @@ impl IdbStore {
             meta_fut.await.map_err(|_| request_error(&meta_req))?;
             self.check_unchanged(&meta_req)?;
             let stored = self.roll_back(tx, base, batch).await?;
-            self.write(tx, base, stored.as_deref(), batch, meta)?;
+            self.write(tx, base, stored.as_ref(), batch, meta)?;
         } else {
             // Writes go out now; the check below still comes before the commit can.
             self.write(tx, base, None, batch, meta)?;
@@ -507,20 +535,136 @@ impl IdbStore {
         index.get_all_with_key(&range).map_err(store_error)
     }
 
-    /// Search the records a shard request returned for `hash`.
-    fn find_in_shard(&self, req: &IdbRequest, hash: &BlockHash) -> Result<Option<u32>, StoreError> {
+    /// The candidate heights for `hash` in the records a shard request returned: entries
+    /// with its fragment, at or below the tip (entries above it cannot exist: a rollback
+    /// deletes them). Appended to `out` with `tag`.
+    fn candidates_in_shard(
+        &self,
+        req: &IdbRequest,
+        queries: &[(u32, BlockHash, usize)],
+        out: &mut Vec<(u32, usize)>,
+    ) -> Result<(), StoreError> {
         let records: Array = req.result().map_err(store_error)?.unchecked_into();
+        let tip = self.meta.tip.height;
         for record in records.iter() {
             let record: Uint8Array = record.dyn_into().map_err(|_| StoreError::Corrupt {
                 what: "index record type",
             })?;
-            if let Some(h) = self.with_bytes(&record, |b| find_in_index(b, hash)) {
-                // Entries above the tip cannot exist (a rollback deletes them); a stale one
-                // would be corruption, not an answer.
-                return Ok((h <= self.meta.tip.height).then_some(h));
+            self.with_bytes(&record, |b| {
+                if queries.len() == 1 {
+                    let (_, hash, tag) = &queries[0];
+                    out.extend(
+                        find_in_index(b, hash)
+                            .filter(|h| *h <= tip)
+                            .map(|h| (h, *tag)),
+                    );
+                    return;
+                }
+                // Many queries in one shard (sorted by fragment): one pass over the record.
+                for e in b.chunks_exact(INDEX_ENTRY_LEN) {
+                    let f = &e[..FRAGMENT_LEN];
+                    let first = queries.partition_point(|q| fragment(&q.1)[..] < *f);
+                    let height = entry_height(e);
+                    for q in queries[first..]
+                        .iter()
+                        .take_while(|q| fragment(&q.1)[..] == *f)
+                    {
+                        if height <= tip {
+                            out.push((height, q.2));
+                        }
+                    }
+                }
+            });
+        }
+        Ok(())
+    }
+
+    /// The block hashes at `heights` (each at or below the tip), read from the chunks
+    /// that hold them: one transaction, one `get` per chunk, all in flight together.
+    async fn hashes_at(&self, heights: &[u32]) -> Result<Vec<BlockHash>, StoreError> {
+        let len = self.chunk_len();
+        let mut out = vec![BlockHash::ZERO; heights.len()];
+        let mut chunks: Vec<u32> = heights
+            .iter()
+            .map(|h| h / len)
+            .filter(|k| *k != self.tail.chunk)
+            .collect();
+        chunks.sort_unstable();
+        chunks.dedup();
+        let mut reads = Vec::with_capacity(chunks.len());
+        if !chunks.is_empty() {
+            let tx = self.readonly(CHUNKS)?;
+            let store = object_store(&tx, CHUNKS)?;
+            for &k in &chunks {
+                let req = store.get(&k.into()).map_err(store_error)?;
+                let fut = request_future(&req);
+                reads.push((k, req, fut));
             }
         }
-        Ok(None)
+        for (k, req, fut) in reads {
+            fut.await.map_err(|_| request_error(&req))?;
+            let record: Uint8Array =
+                req.result()
+                    .map_err(store_error)?
+                    .dyn_into()
+                    .map_err(|_| StoreError::Corrupt {
+                        what: "missing chunk record",
+                    })?;
+            let mut chunk = self.expanded.borrow_mut();
+            self.with_bytes(&record, |b| chunk.expand(k, b, len))?;
+            for (o, h) in out.iter_mut().zip(heights) {
+                if h / len == k {
+                    *o = chunk.hash(h % len).ok_or(StoreError::Corrupt {
+                        what: "chunk record length",
+                    })?;
+                }
+            }
+        }
+        for (o, h) in out.iter_mut().zip(heights) {
+            if h / len == self.tail.chunk {
+                *o = self
+                    .tail
+                    .hash(h % len)
+                    .ok_or(StoreError::Corrupt { what: "last chunk" })?;
+            }
+        }
+        Ok(out)
+    }
+
+    /// The heights of `queries` (`(shard, hash, slot)`, sorted by shard then fragment),
+    /// written to `out[slot]`: candidates from the index, confirmed by the stored hashes.
+    async fn look_up(
+        &self,
+        queries: &[(u32, BlockHash, usize)],
+        out: &mut [Option<u32>],
+    ) -> Result<(), StoreError> {
+        // One transaction; one getAll per distinct shard, all in flight together. Each
+        // shard's records are then scanned once.
+        let tx = self.readonly(INDEX)?;
+        let index = object_store(&tx, INDEX)?;
+        let mut reqs = Vec::new();
+        for group in queries.chunk_by(|a, b| a.0 == b.0) {
+            let req = self.shard_request(&index, group[0].0)?;
+            let fut = request_future(&req);
+            reqs.push((group, req, fut));
+        }
+        let mut candidates = Vec::new();
+        for (group, req, fut) in reqs {
+            fut.await.map_err(|_| request_error(&req))?;
+            self.candidates_in_shard(&req, group, &mut candidates)?;
+        }
+        let heights: Vec<u32> = candidates.iter().map(|c| c.0).collect();
+        let hashes = self.hashes_at(&heights).await?;
+        let mut wanted = vec![BlockHash::ZERO; out.len()];
+        for q in queries {
+            wanted[q.2] = q.1;
+        }
+        for ((height, slot), hash) in candidates.into_iter().zip(hashes) {
+            if wanted[slot] == hash {
+                out[slot] = Some(height);
+            }
+        }
+        Ok(())
     }
 }
 
@@ -542,10 +686,7 @@ impl HeaderStore for IdbStore {
         // The parent is in memory unless a rollback reaches below the last chunk; then
         // the transaction reads it and checks there.
         if self.in_tail(base) {
-            let parent = self
-                .tail
-                .header_bytes(base % self.chunk_len())
-                .map(hash_header_bytes);
+            let parent = self.tail.hash(base % self.chunk_len());
             if parent != Some(batch.entries[0].header.prev_blockhash) {
                 return Err(StoreError::DoesNotLink {
                     height: batch.entries[0].height,
@@ -594,29 +735,9 @@ impl HeaderStore for IdbStore {
         if height > self.meta.tip.height {
             return Ok(None);
         }
-        let len = self.chunk_len();
-        if self.in_tail(height) {
-            return Ok(self.tail.header_bytes(height % len).map(Header::decode));
-        }
-        let tx = self.readonly(CHUNKS)?;
-        let req = object_store(&tx, CHUNKS)?
-            .get(&(height / len).into())
-            .map_err(store_error)?;
-        let record = request_result(&req).await?;
-        let record: Uint8Array = record.dyn_into().map_err(|_| StoreError::Corrupt {
-            what: "missing chunk record",
-        })?;
-        let at = (CHUNK_WORK_LEN + (height % len) as usize * HEADER_LEN) as u32;
-        if record.length() != CHUNK_WORK_LEN as u32 + len * HEADER_LEN as u32 {
-            return Err(StoreError::Corrupt {
-                what: "chunk record length",
-            });
-        }
-        let mut bytes = [0u8; HEADER_LEN];
-        record
-            .subarray(at, at + HEADER_LEN as u32)
-            .copy_to(&mut bytes);
-        Ok(Some(Header::decode(&bytes)))
+        let mut out = Vec::with_capacity(1);
+        self.headers(height, height, &mut out).await?;
+        Ok(out.pop())
     }
 
     async fn headers(&self, from: u32, to: u32, out: &mut Vec<Header>) -> Result<(), StoreError> {
@@ -625,7 +746,6 @@ impl HeaderStore for IdbStore {
             return Err(StoreError::OutOfRange { from, to, tip });
         }
         let len = self.chunk_len();
-        let full = CHUNK_WORK_LEN + len as usize * HEADER_LEN;
         out.reserve((to - from + 1) as usize);
         let (first_chunk, last_chunk) = (from / len, (to / len).min(self.tail.chunk));
         if first_chunk < self.tail.chunk {
@@ -643,20 +763,20 @@ impl HeaderStore for IdbStore {
                     what: "missing chunk record",
                 });
             }
+            let mut chunk = self.expanded.borrow_mut();
             for (k, record) in (first_chunk..).zip(records.iter()) {
                 let record: Uint8Array = record.dyn_into().map_err(|_| StoreError::Corrupt {
                     what: "chunk record type",
                 })?;
-                if record.length() as usize != full {
+                self.with_bytes(&record, |b| chunk.expand(k, b, len))?;
+                if chunk.len() != len {
                     return Err(StoreError::Corrupt {
                         what: "chunk record length",
                     });
                 }
                 let lo = from.max(k * len) - k * len;
                 let hi = to.min(k * len + len - 1) - k * len;
-                self.with_bytes(&record, |b| {
-                    out.extend((lo..=hi).filter_map(|i| header_in_chunk(b, i).map(Header::decode)))
-                });
+                out.extend((lo..=hi).filter_map(|i| chunk.header_bytes(i).map(Header::decode)));
             }
         }
         if to / len >= self.tail.chunk {
@@ -668,11 +788,10 @@ impl HeaderStore for IdbStore {
     }
 
     async fn height_of(&self, hash: &BlockHash) -> Result<Option<u32>, StoreError> {
-        let tx = self.readonly(INDEX)?;
-        let index = object_store(&tx, INDEX)?;
-        let req = self.shard_request(&index, prefix(hash, self.meta.prefix_bits))?;
-        request_result(&req).await?;
-        self.find_in_shard(&req, hash)
+        let mut out = [None];
+        let query = [(prefix(hash, self.meta.prefix_bits), *hash, 0)];
+        self.look_up(&query, &mut out).await?;
+        Ok(out[0])
     }
 
     async fn heights_of(
@@ -683,50 +802,16 @@ impl HeaderStore for IdbStore {
         if hashes.is_empty() {
             return Ok(());
         }
-        // One transaction; one getAll per distinct shard, all in flight together. Each
-        // shard's records are then scanned once, every entry looked up among the queries
-        // of that shard (sorted), so an unsharded index costs one pass, not one per hash.
-        let tx = self.readonly(INDEX)?;
-        let index = object_store(&tx, INDEX)?;
         let bits = self.meta.prefix_bits;
         let mut queries: Vec<(u32, BlockHash, usize)> = hashes
             .iter()
             .enumerate()
             .map(|(i, h)| (prefix(h, bits), *h, i))
             .collect();
-        queries.sort_unstable_by_key(|q| (q.0, q.1.0));
-        let mut reqs = Vec::new();
-        for group in queries.chunk_by(|a, b| a.0 == b.0) {
-            let req = self.shard_request(&index, group[0].0)?;
-            let fut = request_future(&req);
-            reqs.push((group, req, fut));
-        }
+        queries.sort_unstable_by_key(|q| (q.0, fragment(&q.1)));
         let start = out.len();
         out.resize(start + hashes.len(), None);
-        let tip = self.meta.tip.height;
-        for (group, req, fut) in reqs {
-            fut.await.map_err(|_| request_error(&req))?;
-            let records: Array = req.result().map_err(store_error)?.unchecked_into();
-            for record in records.iter() {
-                let record: Uint8Array = record.dyn_into().map_err(|_| StoreError::Corrupt {
-                    what: "index record type",
-                })?;
-                self.with_bytes(&record, |b| {
-                    for e in b.chunks_exact(INDEX_ENTRY_LEN) {
-                        let hash = &e[..32];
-                        // The same hash may be asked for more than once.
-                        let first = group.partition_point(|q| q.1.0[..] < *hash);
-                        let height = u32::from_le_bytes([e[32], e[33], e[34], e[35]]);
-                        for q in group[first..].iter().take_while(|q| q.1.0[..] == *hash) {
-                            if height <= tip {
-                                out[start + q.2] = Some(height);
-                            }
-                        }
-                    }
-                });
-            }
-        }
-        Ok(())
+        self.look_up(&queries, &mut out[start..]).await
     }
 
     async fn chainwork_at_period_start(&self, height: u32) -> Result<Work, StoreError> {
@@ -766,35 +851,25 @@ impl HeaderStore for IdbStore {
     }
 }
 
-/// Create or migrate the object stores, inside the open request's versionchange
+/// Create the object stores of a new database, inside the open request's versionchange
 /// transaction.
-fn upgrade(
-    req: &IdbOpenDbRequest,
-    old_version: f64,
-    params: &Params,
-    options: IdbOptions,
-) -> Result<(), StoreError> {
-    if old_version != 0.0 {
-        // Only one layout exists so far; a future one migrates from here.
-        return Err(StoreError::Backend(format!(
-            "no migration from layout version {old_version} to {SCHEMA_VERSION}"
-        )));
-    }
+fn create(req: &IdbOpenDbRequest, params: &Params, options: IdbOptions) -> Result<(), StoreError> {
     let db: IdbDatabase = req.result().map_err(store_error)?.unchecked_into();
     let meta = Meta::genesis(params, options.prefix_bits);
-    let genesis = params.genesis;
     let hash = meta.tip.hash;
 
     let chunks = db.create_object_store(CHUNKS).map_err(store_error)?;
-    let mut chunk = Tail::start(0, &meta.tip.chainwork, 1).bytes;
-    chunk.extend_from_slice(&genesis.encode());
+    let mut chunk = Tail::start(0, &meta.tip.chainwork, 1);
+    chunk.push(&params.genesis.encode(), hash);
+    let mut stored = Vec::new();
+    chunk.encode(params.retarget_interval, &mut stored)?;
     chunks
-        .put_with_key(&Uint8Array::from(&chunk[..]), &0.into())
+        .put_with_key(&Uint8Array::from(&stored[..]), &0.into())
         .map_err(store_error)?;
 
     let index = db.create_object_store(INDEX).map_err(store_error)?;
     let mut entry = [0u8; INDEX_ENTRY_LEN];
-    entry[..32].copy_from_slice(hash.as_bytes());
+    entry[..FRAGMENT_LEN].copy_from_slice(&fragment(&hash));
     index
         .put_with_key(
             &Uint8Array::from(&entry[..]),
@@ -809,6 +884,78 @@ fn upgrade(
 
     db.create_object_store(META)
         .map_err(store_error)?
+        .put_with_key(&Uint8Array::from(&meta.encode()[..]), &META_KEY.into())
+        .map_err(store_error)?;
+    Ok(())
+}
+
+/// Chunk records read per request while migrating (16 layout-1 chunks: 2.6 MB).
+const MIGRATE_CHUNKS: u32 = 16;
+
+/// Migrate a layout-1 store to this layout in place, inside the open request's
+/// versionchange transaction `tx`: every chunk record coded, every index record cut to
+/// fragments, keys kept (commit records and the meta's tip are the same in both layouts),
+/// then the meta's layout version. The open request completes only once this has, and if
+/// anything fails the transaction is aborted: the store stays as it was, in layout 1.
+async fn migrate_from_v1(tx: &IdbTransaction, params: &'static Params) -> Result<(), StoreError> {
+    let corrupt = |what| StoreError::Corrupt { what };
+    let meta_store = object_store(tx, META)?;
+    let req = meta_store.get(&META_KEY.into()).map_err(store_error)?;
+    let stored = bytes_of(&request_result(&req).await?).ok_or(corrupt("missing meta record"))?;
+    let mut meta = Meta::decode(&stored)?;
+    meta.check(params)?;
+    if meta.schema != 1 {
+        return Err(corrupt("meta record layout version"));
+    }
+    let len = params.retarget_interval;
+    let chunks = object_store(tx, CHUNKS)?;
+    let last = meta.tip.height / len;
+    let mut out = Vec::new();
+    let mut k = 0;
+    while k <= last {
+        let hi = (k + MIGRATE_CHUNKS - 1).min(last);
+        let range = IdbKeyRange::bound(&k.into(), &hi.into()).map_err(store_error)?;
+        let req = chunks.get_all_with_key(&range).map_err(store_error)?;
+        let records: Array = request_result(&req).await?.unchecked_into();
+        if records.length() != hi - k + 1 {
+            return Err(corrupt("missing chunk record"));
+        }
+        for (c, record) in (k..).zip(records.iter()) {
+            let bytes = bytes_of(&record).ok_or(corrupt("chunk record type"))?;
+            v1::convert_chunk(&bytes, c * len, len, &mut out)?;
+            chunks
+                .put_with_key(&Uint8Array::from(&out[..]), &c.into())
+                .map_err(store_error)?;
+        }
+        k = hi + 1;
+    }
+    // The index, about 256 shards' records per request.
+    let index = object_store(tx, INDEX)?;
+    let shards = 1u32 << meta.prefix_bits;
+    let step = (shards / 256).max(1);
+    for p in (0..shards).step_by(step as usize) {
+        let range = IdbKeyRange::bound_with_lower_open_and_upper_open(
+            &Array::of1(&p.into()),
+            &Array::of1(&(p + step).into()),
+            false,
+            true,
+        )
+        .map_err(store_error)?;
+        let keys_req = index.get_all_keys_with_key(&range).map_err(store_error)?;
+        let values_req = index.get_all_with_key(&range).map_err(store_error)?;
+        let keys: Array = request_result(&keys_req).await?.unchecked_into();
+        let values: Array = request_result(&values_req).await?.unchecked_into();
+        for (key, value) in keys.iter().zip(values.iter()) {
+            let bytes = bytes_of(&value).ok_or(corrupt("index record type"))?;
+            out.clear();
+            v1::convert_index(&bytes, &mut out)?;
+            index
+                .put_with_key(&Uint8Array::from(&out[..]), &key)
+                .map_err(store_error)?;
+        }
+    }
+    meta.schema = SCHEMA_VERSION;
+    meta_store
         .put_with_key(&Uint8Array::from(&meta.encode()[..]), &META_KEY.into())
         .map_err(store_error)?;
     Ok(())
@@ -836,9 +983,10 @@ async fn load(db: &IdbDatabase, params: &'static Params) -> Result<(Meta, Tail),
     let bytes = bytes_of(&request_result(&req).await?).ok_or(StoreError::Corrupt {
         what: "missing last chunk",
     })?;
-    let mut tail = Tail::from_record(chunk, bytes, len, &meta.tip)?;
-    tail.bytes
-        .reserve((CHUNK_WORK_LEN + len as usize * HEADER_LEN).saturating_sub(tail.bytes.len()));
+    let mut tail = Tail::from_record(chunk, &bytes, len, &meta.tip)?;
+    let room = len.saturating_sub(tail.len()) as usize;
+    tail.bytes.reserve(room * lightwire_chain::HEADER_LEN);
+    tail.hashes.reserve(room);
     Ok((meta, tail))
 }
 

@@ -2,24 +2,44 @@
 //! the tip into records. Kept apart from the I/O so that it is tested natively.
 //!
 //! - **Chunk** records, keyed by chunk number `k`: the chainwork at height `k * len`
-//!   (32 bytes, big-endian) and then the 80-byte headers of heights `k * len ..`, where `len`
-//!   is the network's retarget interval. A chunk is one difficulty period, so rebuilding
-//!   validation entries from a period start reads whole chunks and needs no other record.
+//!   (32 bytes, big-endian), then the headers of heights `k * len ..` coded as
+//!   `headers_compact` messages (docs/PROTOCOL.md), each after its length (u16,
+//!   big-endian): no previous-block hashes (rebuilt on read from each message's anchors,
+//!   four segments side by side; checked on write), version, time and nBits against the
+//!   header before: about 39 bytes a header instead of 80. `len` is the network's retarget
+//!   interval: a chunk is one difficulty period, so rebuilding validation entries from a
+//!   period start reads whole chunks and needs no other record.
 //! - **Index** records, keyed `[prefix, first height]`: one record per commit and hash
-//!   prefix, holding that commit's `(hash, height)` pairs whose hash starts with the prefix
-//!   ([`INDEX_ENTRY_LEN`] bytes each). Append-only: a commit never reads the index. A lookup
-//!   is one `getAll` over the prefix's key range (benches/README.md has the measurements
-//!   behind this choice).
+//!   prefix, holding that commit's entries whose hash starts with the prefix: 4 more bytes
+//!   of the hash (its *fragment*, bytes 2..6) and the height, [`INDEX_ENTRY_LEN`] bytes
+//!   each. A fragment match is a candidate, confirmed by the stored header's hash (false
+//!   candidates are rare: 2^-32 per entry compared, about one per million lookups in a
+//!   925,000-header index of 256 shards). Append-only: a commit never reads the index. A lookup is one `getAll` over the prefix's key range (benches/README.md has
+//!   the measurements behind this choice).
 //! - **Commit** records, keyed by first height: the last height of that commit, so that a
 //!   rollback finds the one commit it cuts through.
 //! - The **meta** record: [`Meta`].
+//!
+//! Layout 1 (80-byte headers in chunks, whole 32-byte hashes in the index) is read only to
+//! migrate it ([`v1`]).
 
-use lightwire_chain::{BlockHash, HEADER_LEN, Network, Params, U256, Work};
+use lightwire_chain::{BlockHash, HEADER_LEN, Network, Params, U256, Work, link_segments};
+use lightwire_wire::compact::{HeadersCompact, segment_start};
+use lightwire_wire::{MAX_MESSAGE_LEN, Message};
 
 use crate::{SCHEMA_VERSION, StoreError, Tip};
 
-/// Bytes of one index entry: the block hash and its height (u32, little-endian).
-pub const INDEX_ENTRY_LEN: usize = 36;
+/// Bytes of one index entry: the hash's fragment and its height (u32, little-endian).
+pub const INDEX_ENTRY_LEN: usize = FRAGMENT_LEN + 4;
+
+/// Bytes of the hash an index entry keeps (bytes 2..6: past any prefix a shard can use).
+pub const FRAGMENT_LEN: usize = 4;
+
+/// The fragment of `hash` an index entry keeps.
+pub fn fragment(hash: &BlockHash) -> [u8; FRAGMENT_LEN] {
+    let b = hash.as_bytes();
+    [b[2], b[3], b[4], b[5]]
+}
 
 /// Bytes of the chainwork that starts every chunk record.
 pub const CHUNK_WORK_LEN: usize = 32;
@@ -150,31 +170,29 @@ pub fn genesis_work(params: &Params) -> Work {
 }
 
 /// The partly filled last chunk, kept in memory so that a commit rewrites it without
-/// reading it back: the work prefix and the headers written so far, encoded as stored.
-#[derive(Clone, Debug)]
+/// reading it back: the work prefix and the headers written so far, 80 bytes each (stored
+/// coded: [`encode_chunk`]), with their block hashes. Also a stored chunk, expanded.
+#[derive(Clone, Debug, Default)]
 pub struct Tail {
     /// Chunk number.
     pub chunk: u32,
-    /// The chunk record as stored: work, then headers.
+    /// Work, then the 80-byte headers.
     pub bytes: Vec<u8>,
+    /// The headers' block hashes.
+    pub hashes: Vec<BlockHash>,
 }
 
 impl Tail {
     /// A tail from a stored chunk record, checked against the stored tip (its last
     /// header must be the tip).
-    pub fn from_record(
-        chunk: u32,
-        bytes: Vec<u8>,
-        len: u32,
-        tip: &Tip,
-    ) -> Result<Tail, StoreError> {
-        let expected = CHUNK_WORK_LEN + (tip.height - chunk * len + 1) as usize * HEADER_LEN;
-        if bytes.len() != expected {
+    pub fn from_record(chunk: u32, record: &[u8], len: u32, tip: &Tip) -> Result<Tail, StoreError> {
+        let mut tail = Tail::default();
+        tail.expand(chunk, record, len)?;
+        if tail.hashes.len() != (tip.height - chunk * len + 1) as usize {
             return Err(StoreError::Corrupt {
                 what: "last chunk length",
             });
         }
-        let tail = Tail { chunk, bytes };
         if tail.last_hash() != Some(tip.hash) {
             return Err(StoreError::Corrupt {
                 what: "last chunk does not end at the tip",
@@ -183,21 +201,55 @@ impl Tail {
         Ok(tail)
     }
 
+    /// Replace what this holds with stored chunk `chunk` ([`expand_chunk`]), reusing the
+    /// buffers.
+    pub fn expand(&mut self, chunk: u32, record: &[u8], len: u32) -> Result<(), StoreError> {
+        self.chunk = chunk;
+        expand_chunk(record, chunk * len, len, &mut self.bytes, &mut self.hashes).map(drop)
+    }
+
     /// A tail starting a new chunk at the header whose cumulative work is `work`.
     pub fn start(chunk: u32, work: &Work, capacity: u32) -> Tail {
         let mut bytes = Vec::with_capacity(CHUNK_WORK_LEN + capacity as usize * HEADER_LEN);
         bytes.extend_from_slice(&work.0.to_be_bytes());
-        Tail { chunk, bytes }
+        Tail {
+            chunk,
+            bytes,
+            hashes: Vec::with_capacity(capacity as usize),
+        }
+    }
+
+    /// Become a copy of `other`, reusing the buffers.
+    pub fn copy_from(&mut self, other: &Tail) {
+        self.chunk = other.chunk;
+        self.bytes.clear();
+        self.bytes.extend_from_slice(&other.bytes);
+        self.hashes.clear();
+        self.hashes.extend_from_slice(&other.hashes);
+    }
+
+    /// Start chunk `chunk` afresh at the header whose cumulative work is `work`.
+    pub fn restart(&mut self, chunk: u32, work: &Work) {
+        self.chunk = chunk;
+        self.bytes.clear();
+        self.bytes.extend_from_slice(&work.0.to_be_bytes());
+        self.hashes.clear();
+    }
+
+    /// Append a header and its block hash.
+    pub fn push(&mut self, header: &[u8; HEADER_LEN], hash: BlockHash) {
+        self.bytes.extend_from_slice(header);
+        self.hashes.push(hash);
     }
 
     /// Headers held.
     pub fn len(&self) -> u32 {
-        ((self.bytes.len() - CHUNK_WORK_LEN) / HEADER_LEN) as u32
+        self.hashes.len() as u32
     }
 
     /// Whether the tail holds no header (never true for a stored tail).
     pub fn is_empty(&self) -> bool {
-        self.len() == 0
+        self.hashes.is_empty()
     }
 
     /// The encoded header at index `i` of the chunk.
@@ -205,21 +257,30 @@ impl Tail {
         header_in_chunk(&self.bytes, i)
     }
 
+    /// The block hash of the header at index `i` of the chunk.
+    pub fn hash(&self, i: u32) -> Option<BlockHash> {
+        self.hashes.get(i as usize).copied()
+    }
+
     /// Hash of the last header held.
     pub fn last_hash(&self) -> Option<BlockHash> {
-        let last = self.len().checked_sub(1)?;
-        self.header_bytes(last)
-            .map(lightwire_chain::hash_header_bytes)
+        self.hashes.last().copied()
     }
 
     /// Keep the first `n` headers.
     pub fn truncate(&mut self, n: u32) {
         self.bytes
             .truncate(CHUNK_WORK_LEN + n as usize * HEADER_LEN);
+        self.hashes.truncate(n as usize);
+    }
+
+    /// The stored form of this chunk, into `out` ([`encode_chunk`]).
+    pub fn encode(&self, len: u32, out: &mut Vec<u8>) -> Result<(), StoreError> {
+        encode_chunk(&self.bytes, self.chunk * len, |i| self.hashes[i], out)
     }
 }
 
-/// The encoded header at index `i` of a chunk record.
+/// The encoded header at index `i` of a chunk held as work and 80-byte headers.
 pub fn header_in_chunk(record: &[u8], i: u32) -> Option<&[u8; HEADER_LEN]> {
     let at = CHUNK_WORK_LEN + i as usize * HEADER_LEN;
     record.get(at..at + HEADER_LEN)?.try_into().ok()
@@ -229,6 +290,166 @@ pub fn header_in_chunk(record: &[u8], i: u32) -> Option<&[u8; HEADER_LEN]> {
 pub fn chunk_work(record: &[u8]) -> Option<Work> {
     let b: &[u8; 32] = record.get(..CHUNK_WORK_LEN)?.try_into().ok()?;
     Some(Work(U256::from_be_bytes(b)))
+}
+
+/// Code a chunk held as work then 80-byte headers (a [`Tail`]'s bytes), whose first header
+/// is at `first_height`, into its stored form in `out` (replaced; its capacity reused).
+/// Fails if the headers do not link (each previous-block hash is the block hash of the
+/// header before, `hashes` holding those): the stored form drops them, so they are checked
+/// here rather than lost.
+pub fn encode_chunk(
+    held: &[u8],
+    first_height: u32,
+    hashes: impl Fn(usize) -> BlockHash,
+    out: &mut Vec<u8>,
+) -> Result<(), StoreError> {
+    let headers = held.get(CHUNK_WORK_LEN..).unwrap_or_default();
+    let header = |i: usize| -> Option<[u8; HEADER_LEN]> {
+        headers
+            .get(i * HEADER_LEN..(i + 1) * HEADER_LEN)
+            .and_then(|h| h.try_into().ok())
+    };
+    let n = headers.len() / HEADER_LEN;
+    for i in 1..n {
+        if header(i).is_none_or(|h| h[4..36] != hashes(i - 1).0) {
+            return Err(StoreError::DoesNotLink {
+                height: first_height + i as u32,
+            });
+        }
+    }
+    out.clear();
+    out.extend_from_slice(&held[..CHUNK_WORK_LEN.min(held.len())]);
+    let mut at = 0;
+    while at < n {
+        let start = out.len();
+        out.resize(start + 2 + MAX_MESSAGE_LEN, 0);
+        let (len, count) = HeadersCompact::encode_answer(
+            &mut out[start + 2..],
+            0,
+            first_height + at as u32,
+            n - at,
+            |i| header(at + i),
+        )
+        .map_err(|_| StoreError::Corrupt {
+            what: "a chunk that does not code",
+        })?;
+        out[start..start + 2].copy_from_slice(&(len as u16).to_be_bytes());
+        out.truncate(start + 2 + len);
+        at += count.max(1);
+    }
+    Ok(())
+}
+
+/// Expand a stored chunk record whose first header is at `first_height` into `headers`
+/// (work, then 80-byte headers; replaced) and their block hashes into `hashes` (replaced).
+/// Checks that the record's pieces and segments link, and that it holds at most `len`
+/// headers. Returns the chunk's work.
+pub fn expand_chunk(
+    record: &[u8],
+    first_height: u32,
+    len: u32,
+    headers: &mut Vec<u8>,
+    hashes: &mut Vec<BlockHash>,
+) -> Result<Work, StoreError> {
+    let corrupt = |what| StoreError::Corrupt { what };
+    let work = chunk_work(record).ok_or(corrupt("chunk record length"))?;
+    headers.clear();
+    headers.extend_from_slice(&record[..CHUNK_WORK_LEN]);
+    hashes.clear();
+    let mut rest = &record[CHUNK_WORK_LEN..];
+    while !rest.is_empty() {
+        let (n, after) = rest
+            .split_first_chunk::<2>()
+            .ok_or(corrupt("chunk record length"))?;
+        let (piece, after) = after
+            .split_at_checked(usize::from(u16::from_be_bytes(*n)))
+            .ok_or(corrupt("chunk record length"))?;
+        rest = after;
+        let Ok(Message::HeadersCompact(m)) = Message::decode(piece) else {
+            return Err(corrupt("chunk record piece"));
+        };
+        let done = hashes.len();
+        let count = usize::from(m.count);
+        if m.first_height != first_height + done as u32 || done + count > len as usize {
+            return Err(corrupt("chunk record piece heights"));
+        }
+        let at = headers.len();
+        headers.resize(at + count * HEADER_LEN, 0);
+        m.expand(&mut headers[at..])
+            .map_err(|_| corrupt("chunk record piece"))?;
+        hashes.resize(done + count, BlockHash::ZERO);
+        let segments = m.segments();
+        let starts: [usize; 4] = core::array::from_fn(|k| segment_start(count, segments, k));
+        link_segments(&mut headers[at..], &starts[..segments], &mut hashes[done..]);
+        // Each segment's anchor must be the hash of the header before it.
+        for &s in &starts[..segments] {
+            let i = done + s;
+            let prev = &headers[CHUNK_WORK_LEN + i * HEADER_LEN + 4..][..32];
+            if i > 0 && prev != hashes[i - 1].0 {
+                return Err(corrupt("chunk record does not link"));
+            }
+        }
+    }
+    Ok(work)
+}
+
+/// Layout 1, read only to migrate it: chunks of 80-byte headers, index entries of whole
+/// hashes.
+pub mod v1 {
+    use super::*;
+
+    /// Bytes of a layout-1 index entry: the block hash and its height (u32, little-endian).
+    pub const INDEX_ENTRY_LEN: usize = 36;
+
+    /// A layout-1 index record in layout 2's form (fragment and height), appended to `out`.
+    pub fn convert_index(record: &[u8], out: &mut Vec<u8>) -> Result<(), StoreError> {
+        if record.len() % INDEX_ENTRY_LEN != 0 {
+            return Err(StoreError::Corrupt {
+                what: "layout 1 index record length",
+            });
+        }
+        for e in record.chunks_exact(INDEX_ENTRY_LEN) {
+            out.extend_from_slice(&e[2..6]);
+            out.extend_from_slice(&e[32..36]);
+        }
+        Ok(())
+    }
+
+    /// A layout-1 chunk record (work, then 80-byte headers) in layout 2's form, written to
+    /// `out`; its headers must link.
+    pub fn convert_chunk(
+        record: &[u8],
+        first_height: u32,
+        len: u32,
+        out: &mut Vec<u8>,
+    ) -> Result<(), StoreError> {
+        let n = record.len().saturating_sub(CHUNK_WORK_LEN) / HEADER_LEN;
+        if record.len() < CHUNK_WORK_LEN
+            || (record.len() - CHUNK_WORK_LEN) % HEADER_LEN != 0
+            || n > len as usize
+        {
+            return Err(StoreError::Corrupt {
+                what: "layout 1 chunk record length",
+            });
+        }
+        let mut hashes = vec![BlockHash::ZERO; n];
+        lightwire_chain::hash_headers(&record[CHUNK_WORK_LEN..], &mut hashes);
+        super::encode_chunk(record, first_height, |i| hashes[i], out)
+    }
+
+    /// Layout 1's encoding of a chunk held as work and 80-byte headers: the same bytes.
+    /// (Kept to write layout-1 stores in tests, as a build from before layout 2 did.)
+    pub fn encode_chunk(held: &[u8]) -> Vec<u8> {
+        held.to_vec()
+    }
+
+    /// Layout 1's index entry for `hash` at `height`.
+    pub fn index_entry(hash: &BlockHash, height: u32) -> [u8; INDEX_ENTRY_LEN] {
+        let mut e = [0u8; INDEX_ENTRY_LEN];
+        e[..32].copy_from_slice(hash.as_bytes());
+        e[32..].copy_from_slice(&height.to_le_bytes());
+        e
+    }
 }
 
 /// One commit's index entries grouped by shard, reusing its buffers between commits.
@@ -266,8 +487,9 @@ impl Grouped {
         for ((hash, height), &p) in pairs.zip(self.shards.iter()) {
             let slot = &mut self.offsets[p as usize];
             let at = *slot as usize * INDEX_ENTRY_LEN;
-            self.entries[at..at + 32].copy_from_slice(hash.as_bytes());
-            self.entries[at + 32..at + INDEX_ENTRY_LEN].copy_from_slice(&height.to_le_bytes());
+            self.entries[at..at + FRAGMENT_LEN].copy_from_slice(&fragment(hash));
+            self.entries[at + FRAGMENT_LEN..at + INDEX_ENTRY_LEN]
+                .copy_from_slice(&height.to_le_bytes());
             *slot += 1;
         }
         // Each offsets[p] now holds the end of shard p, which is the start of p + 1.
@@ -289,12 +511,20 @@ impl Grouped {
     }
 }
 
-/// The height stored for `hash` in a packed index record.
-pub fn find_in_index(record: &[u8], hash: &BlockHash) -> Option<u32> {
+/// The heights a packed index record holds for hashes with `hash`'s fragment: the
+/// candidates for `hash`, to be confirmed against the stored headers.
+pub fn find_in_index<'a>(record: &'a [u8], hash: &BlockHash) -> impl Iterator<Item = u32> + 'a {
+    let f = fragment(hash);
     record
         .chunks_exact(INDEX_ENTRY_LEN)
-        .find(|e| e[..32] == hash.as_bytes()[..])
-        .map(|e| u32::from_le_bytes([e[32], e[33], e[34], e[35]]))
+        .filter(move |e| e[..FRAGMENT_LEN] == f)
+        .map(entry_height)
+}
+
+/// The height of a packed index entry.
+pub fn entry_height(e: &[u8]) -> u32 {
+    let h = &e[FRAGMENT_LEN..INDEX_ENTRY_LEN];
+    u32::from_le_bytes([h[0], h[1], h[2], h[3]])
 }
 
 /// Keep the entries of a packed index record at or below `height`, in place.
@@ -302,13 +532,7 @@ pub fn retain_up_to(record: &mut Vec<u8>, height: u32) {
     let mut kept = 0;
     for i in 0..record.len() / INDEX_ENTRY_LEN {
         let at = i * INDEX_ENTRY_LEN;
-        let h = u32::from_le_bytes([
-            record[at + 32],
-            record[at + 33],
-            record[at + 34],
-            record[at + 35],
-        ]);
-        if h <= height {
+        if entry_height(&record[at..at + INDEX_ENTRY_LEN]) <= height {
             record.copy_within(at..at + INDEX_ENTRY_LEN, kept * INDEX_ENTRY_LEN);
             kept += 1;
         }
@@ -403,18 +627,32 @@ mod tests {
                 seen += record.len() / INDEX_ENTRY_LEN;
                 let mut last = 0;
                 for e in record.chunks_exact(INDEX_ENTRY_LEN) {
-                    let h = BlockHash(e[..32].try_into().unwrap());
+                    let height = entry_height(e);
+                    let (h, _) = pairs[(height - 5000) as usize];
+                    assert_eq!(e[..FRAGMENT_LEN], fragment(&h));
                     assert_eq!(prefix(&h, bits) as usize, p);
-                    let height = u32::from_le_bytes(e[32..].try_into().unwrap());
                     assert!(height > last, "input order kept within a shard");
                     last = height;
                 }
             }
             assert_eq!(seen, pairs.len());
             for (h, n) in &pairs {
-                assert_eq!(find_in_index(g.of(prefix(h, bits) as usize), h), Some(*n));
+                let found: Vec<u32> = find_in_index(g.of(prefix(h, bits) as usize), h).collect();
+                assert_eq!(found, [*n]);
             }
         }
+    }
+
+    #[test]
+    fn a_fragment_match_is_only_a_candidate() {
+        // Two hashes with the same fragment and prefix: both heights are candidates.
+        let (a, mut b) = (hash(7, 7, 1), hash(7, 7, 1));
+        b.0[31] = 2;
+        let mut g = Grouped::default();
+        g.fill(8, [(&a, 10u32), (&b, 20)].into_iter());
+        let found: Vec<u32> = find_in_index(g.of(7), &a).collect();
+        assert_eq!(found, [10, 20]);
+        assert_eq!(find_in_index(g.of(7), &hash(7, 7, 9)).count(), 0);
     }
 
     #[test]
@@ -426,26 +664,125 @@ mod tests {
         let mut record = g.of(0).to_vec();
         retain_up_to(&mut record, 104);
         assert_eq!(record.len(), 5 * INDEX_ENTRY_LEN);
-        assert_eq!(find_in_index(&record, &pairs[4].0), Some(104));
-        assert_eq!(find_in_index(&record, &pairs[5].0), None);
+        assert_eq!(
+            find_in_index(&record, &pairs[4].0).collect::<Vec<_>>(),
+            [104]
+        );
+        assert_eq!(find_in_index(&record, &pairs[5].0).count(), 0);
         retain_up_to(&mut record, 99);
         assert!(record.is_empty());
     }
 
+    /// `n` regtest headers after genesis held as a chunk (work, then 80-byte headers), with
+    /// their hashes.
+    fn held(n: u32) -> (Vec<u8>, Vec<BlockHash>) {
+        let hs = lightwire_chain::generate::headers_after(&REGTEST, &REGTEST.genesis, 0, n, 0);
+        let mut bytes = Tail::start(0, &Work::default(), n).bytes;
+        let mut hashes = Vec::new();
+        for h in [REGTEST.genesis].iter().chain(&hs) {
+            bytes.extend_from_slice(&h.encode());
+            hashes.push(h.block_hash());
+        }
+        (bytes, hashes)
+    }
+
+    #[test]
+    fn chunks_code_to_about_half_and_expand_to_the_same_headers_and_hashes() {
+        for n in [0, 1, 4, 5, 1722, 1723, 1724, 2015] {
+            let (bytes, hashes) = held(n);
+            let mut stored = Vec::new();
+            encode_chunk(&bytes, 0, |i| hashes[i], &mut stored).unwrap();
+            let (mut back, mut back_hashes) = (Vec::new(), Vec::new());
+            let work = expand_chunk(&stored, 0, 2016, &mut back, &mut back_hashes).unwrap();
+            assert_eq!(work, Work::default());
+            assert_eq!(back, bytes, "{n}");
+            assert_eq!(back_hashes, hashes, "{n}");
+            if n == 2015 {
+                let per_header = (stored.len() - CHUNK_WORK_LEN) as f64 / 2016.0;
+                assert!(per_header < 40.0, "{per_header} bytes a header");
+            }
+        }
+    }
+
+    #[test]
+    fn a_chunk_that_does_not_link_is_refused_on_write_and_on_read() {
+        let (mut bytes, hashes) = held(100);
+        let mut stored = Vec::new();
+        // On write: header 50's previous-block hash is not header 49's hash.
+        bytes[CHUNK_WORK_LEN + 50 * HEADER_LEN + 4] ^= 1;
+        assert_eq!(
+            encode_chunk(&bytes, 0, |i| hashes[i], &mut stored),
+            Err(StoreError::DoesNotLink { height: 50 })
+        );
+        bytes[CHUNK_WORK_LEN + 50 * HEADER_LEN + 4] ^= 1;
+        encode_chunk(&bytes, 0, |i| hashes[i], &mut stored).unwrap();
+        // On read: a segment's anchor changed on disk.
+        let anchors = CHUNK_WORK_LEN + 2 + 2 + 12;
+        let mut bad = stored.clone();
+        bad[anchors + 32] ^= 1;
+        let (mut out, mut out_hashes) = (Vec::new(), Vec::new());
+        assert_eq!(
+            expand_chunk(&bad, 0, 2016, &mut out, &mut out_hashes),
+            Err(StoreError::Corrupt {
+                what: "chunk record does not link"
+            })
+        );
+        // Cut short, or at another height, or more than a chunk holds.
+        assert!(
+            expand_chunk(
+                &stored[..stored.len() - 1],
+                0,
+                2016,
+                &mut out,
+                &mut out_hashes
+            )
+            .is_err()
+        );
+        assert!(expand_chunk(&stored, 2016, 2016, &mut out, &mut out_hashes).is_err());
+        assert!(expand_chunk(&stored, 0, 100, &mut out, &mut out_hashes).is_err());
+        assert!(expand_chunk(&stored[..20], 0, 2016, &mut out, &mut out_hashes).is_err());
+    }
+
+    #[test]
+    fn layout_1_records_convert_to_layout_2() {
+        let (bytes, hashes) = held(2015);
+        let mut converted = Vec::new();
+        v1::convert_chunk(&v1::encode_chunk(&bytes), 0, 2016, &mut converted).unwrap();
+        let (mut back, mut back_hashes) = (Vec::new(), Vec::new());
+        expand_chunk(&converted, 0, 2016, &mut back, &mut back_hashes).unwrap();
+        assert_eq!((back, back_hashes), (bytes.clone(), hashes.clone()));
+        let record: Vec<u8> = hashes
+            .iter()
+            .enumerate()
+            .flat_map(|(i, h)| v1::index_entry(h, i as u32))
+            .collect();
+        let mut index = Vec::new();
+        v1::convert_index(&record, &mut index).unwrap();
+        for (i, h) in hashes.iter().enumerate() {
+            assert!(find_in_index(&index, h).any(|x| x == i as u32));
+        }
+        assert!(v1::convert_index(&record[..35], &mut index).is_err());
+        assert!(v1::convert_chunk(&bytes[..100], 0, 2016, &mut converted).is_err());
+    }
+
     #[test]
     fn the_tail_must_end_at_the_tip() {
-        let genesis = REGTEST.genesis;
         let meta = Meta::genesis(&REGTEST, 8);
-        let mut bytes = Tail::start(0, &meta.tip.chainwork, 2016).bytes;
-        bytes.extend_from_slice(&genesis.encode());
-        let tail = Tail::from_record(0, bytes.clone(), 2016, &meta.tip).unwrap();
+        let (bytes, hashes) = held(0);
+        let mut stored = Vec::new();
+        encode_chunk(&bytes, 0, |i| hashes[i], &mut stored).unwrap();
+        let tail = Tail::from_record(0, &stored, 2016, &meta.tip).unwrap();
         assert_eq!(tail.len(), 1);
-        assert_eq!(chunk_work(&tail.bytes), Some(meta.tip.chainwork));
+        assert_eq!(tail.bytes, bytes);
+        assert_eq!(tail.hashes, hashes);
+        let mut again = Vec::new();
+        tail.encode(2016, &mut again).unwrap();
+        assert_eq!(again, stored);
         let mut longer = meta.tip;
         longer.height = 1;
-        assert!(Tail::from_record(0, bytes.clone(), 2016, &longer).is_err());
+        assert!(Tail::from_record(0, &stored, 2016, &longer).is_err());
         let mut other = meta.tip;
         other.hash = hash(1, 1, 1);
-        assert!(Tail::from_record(0, bytes, 2016, &other).is_err());
+        assert!(Tail::from_record(0, &stored, 2016, &other).is_err());
     }
 }

@@ -34,8 +34,8 @@ pub use memory::MemoryStore;
 pub use pending::Pending;
 
 /// Version of the stored layout. A store written by a newer version is refused rather than
-/// misread; an older one is migrated (none exists yet).
-pub const SCHEMA_VERSION: u32 = 1;
+/// misread; an older one is migrated when opened (layout 1: `layout::v1`).
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// The best chain's tip as stored.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]

@@ -5,9 +5,11 @@
 
 use js_sys::Uint8Array;
 use lightwire_chain::generate::headers_after;
-use lightwire_chain::{BlockHash, Chain, Header, MAINNET, Network, Outcome, REGTEST, WINDOW_LEN};
+use lightwire_chain::{
+    BlockHash, Chain, Header, MAINNET, Network, Outcome, REGTEST, WINDOW_LEN, rebuild_entries,
+};
 use lightwire_store::idb::request_future;
-use lightwire_store::layout::{Meta, prefix};
+use lightwire_store::layout::{Meta, genesis_work, prefix, v1};
 use lightwire_store::{
     Batch, Durability, HeaderStore, IdbOptions, IdbStore, MemoryStore, Pending, SCHEMA_VERSION,
     StoreError, Tip,
@@ -449,6 +451,118 @@ async fn the_index_is_sharded_by_prefix() {
     IdbStore::delete(name).await.unwrap();
 }
 
+/// Issue 14, item 3: a store in layout 1, written record by record as every build before
+/// layout 2 wrote it (two commits, chunks of 80-byte headers, 36-byte index entries), opens,
+/// migrates in place, and reads back every header and hash; then it takes new commits and a
+/// reorg that cuts through a migrated commit and chunk.
+#[test]
+async fn a_layout_1_store_migrates_in_place_and_reads_back_everything() {
+    let name = "lightwire-test-migrate";
+    IdbStore::delete(name).await.unwrap();
+    let bits = 8u8;
+    let mut all = vec![REGTEST.genesis];
+    all.extend(headers_after(&REGTEST, &REGTEST.genesis, 0, 5000, 0));
+    let entries = rebuild_entries(&REGTEST, 0, &all, genesis_work(&REGTEST));
+
+    let db = raw_open(name, 1).await;
+    for (k, chunk) in entries.chunks(2016).enumerate() {
+        let mut held = chunk[0].chainwork.0.to_be_bytes().to_vec();
+        for e in chunk {
+            held.extend_from_slice(&e.header.encode());
+        }
+        raw_put(&db, "chunks", &(k as u32).into(), &v1::encode_chunk(&held)).await;
+    }
+    // Commits 0..=0 (genesis), 1..=3000, 3001..=5000: each its index records by prefix.
+    for (first, last) in [(0u32, 0u32), (1, 3000), (3001, 5000)] {
+        let mut shards = std::collections::BTreeMap::<u32, Vec<u8>>::new();
+        for e in &entries[first as usize..=last as usize] {
+            shards
+                .entry(prefix(&e.hash, bits))
+                .or_default()
+                .extend_from_slice(&v1::index_entry(&e.hash, e.height));
+        }
+        for (p, record) in shards {
+            let key = js_sys::Array::of2(&p.into(), &first.into());
+            raw_put(&db, "index", &key, &record).await;
+        }
+        raw_put_value(&db, "commits", &first.into(), &last.into()).await;
+    }
+    let meta = Meta {
+        schema: 1,
+        tip: Tip::from(&entries[5000]),
+        ..Meta::genesis(&REGTEST, bits)
+    };
+    raw_put(&db, "meta", &"meta".into(), &meta.encode()).await;
+    db.close();
+
+    let idb = IdbStore::open(name, &REGTEST)
+        .await
+        .expect("opens and migrates");
+    assert_eq!(idb.prefix_bits(), bits);
+    let mut pair = Pair {
+        idb,
+        mem: MemoryStore::new(&REGTEST),
+        chain: Chain::new(&REGTEST),
+        pending: Pending::new(0),
+        seen: vec![REGTEST.genesis.block_hash()],
+    };
+    pair.connect(&all[1..]);
+    let b = pair.pending.batch(Durability::Relaxed);
+    let tip = pair.mem.commit(b).await.unwrap();
+    pair.pending.committed(&tip);
+    pair.check().await;
+
+    // It is layout 2 now: reopening does not migrate again, and it goes on as any store.
+    let Pair { idb, .. } = pair;
+    idb.close();
+    let db = raw_open(name, SCHEMA_VERSION).await;
+    assert_eq!(db.version() as u32, SCHEMA_VERSION);
+    db.close();
+    let idb = IdbStore::open(name, &REGTEST).await.expect("reopens");
+    let mut pair = Pair { idb, ..pair };
+    pair.connect(&headers_after(&REGTEST, &all[5000], 5000, 100, 0));
+    pair.commit().await;
+    // A heavier fork from 4,000: inside the migrated commit 3001..=5000 and chunk 1.
+    let fork = headers_after(&REGTEST, &all[4000], 4000, 1200, 1);
+    assert!(outcomes_reorg(&pair.connect(&fork), 4000));
+    pair.commit().await;
+    pair.check().await;
+    assert_eq!(pair.idb.tip().await.unwrap().height, 5200);
+    let Pair { idb, .. } = pair;
+    idb.close();
+    IdbStore::delete(name).await.unwrap();
+}
+
+/// A layout-1 store whose chunk does not hold what its meta says is not migrated: the open
+/// fails with the reason, and the store is left in layout 1, untouched.
+#[test]
+async fn a_broken_layout_1_store_is_left_as_it_was() {
+    let name = "lightwire-test-migrate-broken";
+    IdbStore::delete(name).await.unwrap();
+    let db = raw_open(name, 1).await;
+    let work = genesis_work(&REGTEST);
+    let mut held = work.0.to_be_bytes().to_vec();
+    held.extend_from_slice(&REGTEST.genesis.encode());
+    held.extend_from_slice(&[7u8; 40]); // half a header
+    raw_put(&db, "chunks", &0.into(), &held).await;
+    let meta = Meta {
+        schema: 1,
+        ..Meta::genesis(&REGTEST, 8)
+    };
+    raw_put(&db, "meta", &"meta".into(), &meta.encode()).await;
+    db.close();
+    assert_eq!(
+        IdbStore::open(name, &REGTEST).await.err(),
+        Some(StoreError::Corrupt {
+            what: "layout 1 chunk record length"
+        })
+    );
+    let db = raw_open(name, 1).await;
+    assert_eq!(db.version() as u32, 1, "still layout 1");
+    db.close();
+    IdbStore::delete(name).await.unwrap();
+}
+
 /// Open `name` at `version` with plain IndexedDB, creating empty stores if new.
 async fn raw_open(name: &str, version: u32) -> IdbDatabase {
     let factory = web_sys::window().unwrap().indexed_db().unwrap().unwrap();
@@ -475,6 +589,18 @@ async fn raw_put(db: &IdbDatabase, store: &str, key: &JsValue, value: &[u8]) {
         .object_store(store)
         .unwrap()
         .put_with_key(&Uint8Array::from(value), key)
+        .unwrap();
+    await_request(&req).await;
+}
+
+async fn raw_put_value(db: &IdbDatabase, store: &str, key: &JsValue, value: &JsValue) {
+    let tx = db
+        .transaction_with_str_and_mode(store, IdbTransactionMode::Readwrite)
+        .unwrap();
+    let req = tx
+        .object_store(store)
+        .unwrap()
+        .put_with_key(value, key)
         .unwrap();
     await_request(&req).await;
 }
