@@ -112,6 +112,38 @@ fn main() {
     init.extend_from_slice(&[0x05, 0x02, 0xaa, 0xbb]);
     write("message", "init-unknown-odd-record", &init);
 
+    // headers_compact: a few headers with every coding form, whole, and 100 in four segments.
+    let mut time = 1_300_000_000u32;
+    let coded: Vec<[u8; 80]> = (0..100u32)
+        .map(|i| {
+            let mut h = [0u8; 80];
+            let version: u32 = if i % 9 == 4 { 0x2000_0000 | i } else { 2 };
+            time = match i % 4 {
+                0 => time + 600,
+                1 => time + 7,
+                2 => time - 100,
+                _ => time + 70_000,
+            };
+            let bits: u32 = if i % 13 == 0 { 0x1b00_ffff } else { 0x1d00_ffff };
+            h[..4].copy_from_slice(&version.to_le_bytes());
+            h[4..36].fill(i as u8);
+            h[36..68].fill(!(i as u8));
+            h[68..72].copy_from_slice(&time.to_le_bytes());
+            h[72..76].copy_from_slice(&bits.to_le_bytes());
+            h[76..].copy_from_slice(&(i * 77).to_le_bytes());
+            h
+        })
+        .collect();
+    for n in [0usize, 1, 3, 100] {
+        let mut out = vec![0u8; lightwire_wire::MAX_MESSAGE_LEN];
+        let (len, _) =
+            lightwire_wire::HeadersCompact::encode_answer(&mut out, 5, 1000, n, |i| {
+                coded.get(i).copied()
+            })
+            .expect("a seed codes");
+        write("message", &format!("headers-compact-{n}"), &out[..len]);
+    }
+
     // roundtrip: variant, three fields (selector, length bytes, fill), 144 fixed bytes,
     // two u32, flags, chain fill, buffer selector.
     for variant in 0..10u8 {

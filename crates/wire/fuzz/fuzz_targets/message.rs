@@ -23,6 +23,8 @@
 //!   (`ref_bits`), `pong_len`/`encode_pong` (a zeroed pong of `num_pong_bytes` below
 //!   65532, else nothing), `data_utf8` (printable ASCII only), `networks()`,
 //!   `accepts_chain`/`require_chain`, `Headers::count`/`iter`, `locator_hashes`.
+//! * `headers_compact`: its expansion fails with a typed error, or holds each segment's
+//!   anchor and codes back (shortest forms) to the same headers.
 //! * Every error's `Display` is non-empty.
 #![no_main]
 
@@ -30,9 +32,11 @@ use core::ops::Range;
 
 use libfuzzer_sys::fuzz_target;
 use lightwire_wire::sync::{HEADER_LEN, MAX_LOCATOR};
+use lightwire_wire::compact::{MAX_CODED_LEN, segment_start};
 use lightwire_wire::{
-    DecodeError, EncodeError, InitRefusal, MAX_MESSAGE_LEN, Message, NO_PONG_THRESHOLD, Pong,
-    TlvError, msg_type,
+    CompactError, DecodeError, EncodeError, HeadersCompact, InitRefusal,
+    MAX_COMPACT_HEADERS_PER_MESSAGE, MAX_MESSAGE_LEN, Message, NO_PONG_THRESHOLD, Pong, TlvError,
+    msg_type,
 };
 use lightwire_wire_fuzz::{ref_bits, ref_first_unknown_required, ref_tlv, within};
 
@@ -49,7 +53,7 @@ fuzz_target!(|data: &[u8]| {
                     Ok(Ref::Init { .. }) => init_canonical(data),
                     _ => data[..m.encoded_len().min(data.len())].to_vec(),
                 };
-                if let Ok(Ref::Headers(..)) = want {
+                if let Ok(Ref::Headers(..) | Ref::HeadersCompact(..)) = want {
                     // `flags` has one bit so far (`last`); the others are not kept.
                     canonical[10] &= 1;
                 }
@@ -76,6 +80,8 @@ enum Ref {
     GetHeaders(u32, u32, [u8; 32], Range<usize>),
     Headers(u32, u32, bool, Range<usize>),
     Tip(u32, Range<usize>, Range<usize>),
+    /// id, first_height, last, count, anchors, body.
+    HeadersCompact(u32, u32, bool, u16, Range<usize>, Range<usize>),
     Unknown(u16, Range<usize>),
 }
 
@@ -112,6 +118,14 @@ fn as_ref(m: &Message<'_>, data: &[u8]) -> Ref {
         Message::GetHeaders(g) => Ref::GetHeaders(g.id, g.max_count, g.stop_hash, o(g.locator)),
         Message::Headers(h) => Ref::Headers(h.id, h.first_height, h.last, o(h.headers)),
         Message::Tip(t) => Ref::Tip(t.height, o(t.header), o(t.chainwork)),
+        Message::HeadersCompact(h) => Ref::HeadersCompact(
+            h.id,
+            h.first_height,
+            h.last,
+            h.count,
+            o(h.anchors),
+            o(h.body),
+        ),
         Message::Unknown { ty, payload } => Ref::Unknown(ty, o(payload)),
     }
 }
@@ -208,6 +222,23 @@ fn reference(data: &[u8]) -> Result<Ref, DecodeError> {
             let header = r.take(80, "header")?;
             Ref::Tip(h, header, r.take(32, "chainwork")?)
         }
+        32775 => {
+            let id = r.uint(4, "id")? as u32;
+            let first = r.uint(4, "first_height")? as u32;
+            let flags = r.uint(1, "flags")?;
+            let count = r.uint(2, "count")? as u16;
+            let segments = r.uint(1, "segments")? as u8;
+            let n = usize::from(count);
+            if n > MAX_COMPACT_HEADERS_PER_MESSAGE {
+                return Err(DecodeError::Compact(CompactError::TooMany { count }));
+            }
+            if segments > 4 || usize::from(segments) > n || (segments == 0) != (n == 0) {
+                return Err(DecodeError::Compact(CompactError::Segments { segments, count }));
+            }
+            let anchors = r.take(usize::from(segments) * 32, "anchors")?;
+            let body = norm(r.at..data.len());
+            Ref::HeadersCompact(id, first, flags & 1 == 1, count, anchors, body)
+        }
         t if t % 2 == 1 => Ref::Unknown(t, norm(2..data.len())),
         t => return Err(DecodeError::UnknownEvenType { ty: t }),
     };
@@ -296,7 +327,7 @@ fn round_trip(m: &Message<'_>, canonical: &[u8]) {
         Message::GetHeaders(x) => x.encode(&mut own),
         Message::Headers(x) => x.encode(&mut own),
         Message::Tip(x) => x.encode(&mut own),
-        Message::Unknown { .. } => m.encode(&mut own),
+        Message::HeadersCompact(_) | Message::Unknown { .. } => m.encode(&mut own),
     };
     assert_eq!(k, Ok(n), "per-type encode of {m:?}");
     assert_eq!(&own[..], canonical, "per-type encoding");
@@ -312,6 +343,50 @@ fn round_trip(m: &Message<'_>, canonical: &[u8]) {
                 }),
                 "encode into {size} bytes"
             );
+        }
+    }
+}
+
+/// `headers_compact`: expanding either fails with a typed error or gives `count` headers
+/// whose segment starts carry the anchors; coding those again (shortest forms) and expanding
+/// gives the same headers, previous-block hashes aside (the segments may differ).
+fn compact(h: &HeadersCompact<'_>) {
+    let n = usize::from(h.count);
+    let mut expanded = vec![0xa5u8; n * HEADER_LEN];
+    match h.expand(&mut expanded) {
+        Err(e) => assert!(!e.to_string().is_empty()),
+        Ok(()) => {
+            let segments = h.segments();
+            for i in 0..n {
+                let prev = &expanded[i * HEADER_LEN + 4..i * HEADER_LEN + 36];
+                match (0..segments).find(|k| segment_start(n, segments, *k) == i) {
+                    Some(k) => assert_eq!(prev, &h.anchors[k * 32..k * 32 + 32]),
+                    None => assert_eq!(prev, [0u8; 32]),
+                }
+            }
+            let mut out = vec![0u8; MAX_MESSAGE_LEN];
+            let header = |i: usize| -> Option<[u8; HEADER_LEN]> {
+                expanded.get(i * HEADER_LEN..(i + 1) * HEADER_LEN)?.try_into().ok()
+            };
+            let (len, count) =
+                HeadersCompact::encode_answer(&mut out, h.id, h.first_height, n, header)
+                    .expect("codes");
+            // Shortest forms take no more room, but the encoder stops while a longest header
+            // might not fit, and may use more segments: only a nearly full message ends short.
+            assert!(
+                count == n || len + MAX_CODED_LEN + 3 * 32 > MAX_MESSAGE_LEN,
+                "{count} of {n} headers coded in {len} bytes"
+            );
+            let Ok(Message::HeadersCompact(again)) = Message::decode(&out[..len]) else {
+                panic!("the coding does not decode");
+            };
+            let want = (h.id, h.first_height, count == n);
+            assert_eq!((again.id, again.first_height, again.last), want);
+            let mut back = vec![0u8; count * HEADER_LEN];
+            again.expand(&mut back).expect("the coding expands");
+            for (a, b) in expanded.chunks_exact(HEADER_LEN).zip(back.chunks_exact(HEADER_LEN)) {
+                assert_eq!((&a[..4], &a[36..]), (&b[..4], &b[36..]));
+            }
         }
     }
 }
@@ -386,6 +461,7 @@ fn helpers(m: &Message<'_>) {
             assert_eq!(h.count(), h.headers.len() / HEADER_LEN);
             assert_eq!(h.iter().count(), h.count());
         }
+        Message::HeadersCompact(h) => compact(&h),
         Message::Pong(_) | Message::Tip(_) => {}
         Message::Unknown { ty, .. } => {
             assert!(ty % 2 == 1, "unknown type {ty} is even");

@@ -96,6 +96,7 @@ fuzz_target!(|data: &[u8]| {
                 msg_type::GET_HEADERS,
                 msg_type::HEADERS,
                 msg_type::TIP,
+                msg_type::HEADERS_COMPACT,
             ]
             .contains(&ty)
                 || ty == 17
@@ -240,6 +241,16 @@ fn encode_ref(m: &Message<'_>) -> Vec<u8> {
             o.extend_from_slice(&t.height.to_be_bytes());
             o.extend_from_slice(t.header);
             o.extend_from_slice(t.chainwork);
+        }
+        // Not built from the input here (the message target decodes and codes it).
+        Message::HeadersCompact(h) => {
+            o.extend_from_slice(&h.id.to_be_bytes());
+            o.extend_from_slice(&h.first_height.to_be_bytes());
+            o.push(u8::from(h.last));
+            o.extend_from_slice(&h.count.to_be_bytes());
+            o.push((h.anchors.len() / 32) as u8);
+            o.extend_from_slice(h.anchors);
+            o.extend_from_slice(h.body);
         }
         Message::Unknown { payload, .. } => o.extend_from_slice(payload),
     }
