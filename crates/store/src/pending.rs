@@ -51,6 +51,14 @@ impl Pending {
         self.entries.extend_from_slice(staged);
     }
 
+    /// Make room for `n` entries in all, exactly (once; no-op when there is room), so that
+    /// gathering up to `n` never grows the buffer by doubling.
+    pub fn reserve_for(&mut self, n: usize) {
+        if self.entries.capacity() < n {
+            self.entries.reserve_exact(n - self.entries.len());
+        }
+    }
+
     /// Entries gathered.
     pub fn len(&self) -> usize {
         self.entries.len()
