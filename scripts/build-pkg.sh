@@ -1,10 +1,25 @@
 #!/usr/bin/env bash
 # Build the npm package in pkg/: the client crate's wasm (wasm-pack --target web, release)
-# into pkg/wasm, then the TypeScript layer into pkg/dist. Run from anywhere.
+# into pkg/wasm, optimised with wasm-opt, then the TypeScript layer into pkg/dist. Run from
+# anywhere.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/env.sh
 wasm-pack build crates/client --target web --release --no-pack --out-dir ../../pkg/wasm >&2
 rm -f pkg/wasm/.gitignore
+
+# wasm-opt from the npm package `binaryen`, pinned in package.json (binaryen 132; wasm-pack's
+# own run stays off in crates/client/Cargo.toml, as it would take Debian's older binaryen or
+# download one). The features are the ones rustc lists in the module's target_features
+# section, no more: wasm-opt may then use only what the module already needs (SIMD128 is
+# the newest, Safari 16.4), where --all-features would let it emit instructions some
+# browsers lack. Binaryen drops the name section (function names, 83 KB) unless given -g.
+wasm=pkg/wasm/lightwire_bg.wasm
+node_modules/.bin/wasm-opt -O3 \
+  --enable-simd --enable-bulk-memory --enable-bulk-memory-opt --enable-sign-ext \
+  --enable-mutable-globals --enable-nontrapping-float-to-int --enable-reference-types \
+  --enable-multivalue --enable-call-indirect-overlong \
+  "$wasm" -o "$wasm" >&2
+
 rm -rf pkg/dist
 npx --no-install tsc -p pkg
