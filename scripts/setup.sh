@@ -42,7 +42,6 @@ fi
 missing=()
 [ -x /usr/bin/chromium ] || missing+=(chromium)
 [ -x /usr/bin/chromedriver ] || missing+=(chromium-driver)
-command -v wasm-opt >/dev/null || missing+=(binaryen)
 # The other engines users have (tests/engines.mjs): Firefox ESR, and WebKitGTK's
 # MiniBrowser with its WebDriver, under a virtual display.
 [ -x /usr/bin/firefox-esr ] || missing+=(firefox-esr)
