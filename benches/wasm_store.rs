@@ -90,6 +90,8 @@ fn configs() -> Vec<Config> {
         c(16, 10_000, false, Some(100_000)),
         c(16, 50_000, false, Some(200_000)),
         c(8, 10_000, true, None),
+        c(0, 50_000, true, None),
+        c(4, 50_000, true, None),
         c(8, 50_000, true, None),
         c(8, 100_000, true, None),
     ];

@@ -47,8 +47,8 @@ pub const CHUNK_WORK_LEN: usize = 32;
 /// Widest hash prefix the index can be sharded by (65,536 shards).
 pub const MAX_PREFIX_BITS: u8 = 16;
 
-/// The store's default shard width: 8 bits, 256 shards (benches/README.md, "Header store").
-pub const DEFAULT_PREFIX_BITS: u8 = 8;
+/// The store's default shard width: 4 bits, 16 shards (benches/README.md, "Header store").
+pub const DEFAULT_PREFIX_BITS: u8 = 4;
 
 /// The shard of `hash`: its first `bits` bits (0 for an unsharded index).
 pub fn prefix(hash: &BlockHash, bits: u8) -> u32 {
