@@ -255,6 +255,7 @@ async fn run(
     IdbStore::delete(&name).await?;
     let options = IdbOptions {
         prefix_bits: config.bits,
+        ..IdbOptions::default()
     };
     let mut store = IdbStore::open_with(&name, &REGTEST, options).await?;
     let end = config

@@ -26,6 +26,7 @@ export async function openHere(
       gateways: options.gateways,
       storeName: options.storeName,
       checkpoints: options.checkpoints,
+      start: options.start,
       commitEvery: options.commitEvery,
       requestSize: options.requestSize,
       progressIntervalMs: options.progressIntervalMs,

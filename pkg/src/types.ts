@@ -11,6 +11,21 @@ export interface Checkpoint {
   hash: string;
 }
 
+/**
+ * A header the app trusts to start a new store from, instead of genesis: at the first
+ * height of a difficulty period (a multiple of 2016), with the chain's cumulative work up
+ * to and including it. Everything after it is validated; nothing below it is fetched.
+ */
+export interface StartHeader {
+  height: number;
+  /** The header's 80-byte consensus encoding, hex (`getblockheader <hash> false`). */
+  header: string;
+  /** Cumulative chain work up to it, hex (`getblockheader`'s `chainwork`). */
+  chainwork: string;
+  /** Its block hash, display hex: checked against the header when given. */
+  hash?: string;
+}
+
 /** Options for {@link LightwireClient.open}. */
 export interface ClientOptions {
   /** The network to follow. Gateways serving another network are refused. */
@@ -23,6 +38,12 @@ export interface ClientOptions {
    * below it is taken. Give the same list every time a store is opened.
    */
   checkpoints?: Checkpoint[];
+  /**
+   * Where a new store starts: `'genesis'` (default), `'checkpoint'` (the package's recent
+   * header for the network: mainnet only so far) or a {@link StartHeader}. It trusts that
+   * header and its chainwork; an existing store keeps the start it was created with.
+   */
+  start?: 'genesis' | 'checkpoint' | StartHeader;
   /** IndexedDB database name (default `lightwire-<network>`). */
   storeName?: string;
   /** Run the engine in a dedicated Web Worker (default true); false runs it on this thread. */
@@ -67,6 +88,7 @@ export type DropCode =
   | 'unexpected-answer'
   | 'too-many-headers'
   | 'orphan-headers'
+  | 'off-checkpoint'
   | 'undelivered-tips'
   | 'handshake-failed'
   | 'corrupt-frame'

@@ -758,7 +758,13 @@ impl Core {
             return Ok(());
         };
         let Some((entries, known)) = found else {
-            return Err((g, DropReason::Orphan));
+            let base = self.syncer.base_height();
+            let reason = if base > 0 {
+                DropReason::OffCheckpoint(base)
+            } else {
+                DropReason::Orphan
+            };
+            return Err((g, reason));
         };
         let now = self.now.as_secs();
         let skip = (known * lightwire_chain::HEADER_LEN).min(self.deferred.len());

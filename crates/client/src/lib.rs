@@ -16,6 +16,7 @@ wasm_bindgen_test::wasm_bindgen_test_configure!(run_in_browser);
 pub mod engine;
 pub mod pipeline;
 pub mod reason;
+pub mod start;
 pub mod sync;
 #[cfg(test)]
 mod testnet;

@@ -15,7 +15,7 @@ use crate::sync::Syncer;
 /// The validation state rebuilt from the store's last `WINDOW_LEN` headers.
 pub async fn resume<S: HeaderStore>(store: &S) -> Result<Chain, StoreError> {
     let tip = store.tip().await?.height;
-    let from = tip.saturating_sub(WINDOW_LEN as u32 - 1);
+    let from = tip.saturating_sub(WINDOW_LEN as u32 - 1).max(store.base());
     let entries = store.entries(from, tip).await?;
     Chain::resume(store.params(), &entries).ok_or(StoreError::Corrupt {
         what: "stored headers do not form a chain",
@@ -53,6 +53,13 @@ pub async fn open<S: HeaderStore>(
     let chain = resume(store).await?;
     let stored = store.tip().await?;
     let mut engine = Engine::new(chain, &stored, gateways, key, seed, now);
+    let base = store.base();
+    if base > 0 {
+        let first = store.header(base).await?.ok_or(StoreError::Corrupt {
+            what: "the store's first header is missing",
+        })?;
+        engine.syncer_mut().set_base(base, first.block_hash());
+    }
     seed_locator(store, engine.syncer_mut()).await?;
     Ok((engine, stored))
 }
@@ -75,7 +82,9 @@ pub async fn ancestors<S: HeaderStore>(
     };
     let count = (batch.len() / lightwire_chain::HEADER_LEN) as u32;
     let last = height.saturating_add(count).min(store.tip().await?.height);
-    let from = height.saturating_sub(WINDOW_LEN as u32 - 1);
+    let from = height
+        .saturating_sub(WINDOW_LEN as u32 - 1)
+        .max(store.base());
     let mut all = store.entries(from, last).await?;
     let after = (height - from + 1) as usize;
     let known = all[after.min(all.len())..]

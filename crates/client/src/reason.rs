@@ -38,6 +38,11 @@ pub enum DropReason {
     /// Its headers link to no block on our chain.
     #[error("the gateway sent headers that link to no block on our chain")]
     Orphan,
+    /// Its headers link to no block on our chain, which starts from a checkpoint at this
+    /// height: the gateway's chain does not contain the checkpoint (another chain), or it
+    /// sent headers of no chain.
+    #[error("the gateway's chain does not contain the checkpoint at {0} our store starts from")]
+    OffCheckpoint(u32),
     /// It announced tips it did not deliver, this many times.
     #[error("the gateway announced {0} chain tips it did not deliver")]
     Undelivered(u32),
@@ -58,7 +63,10 @@ impl DropReason {
             // A header too far in the future is "not yet", not invalid (Bitcoin Core does
             // not punish it either): our clock may be slow. Reconnect and ask again later.
             DropReason::Sync(_) if self.is_future_header() => false,
-            DropReason::Sync(_) | DropReason::Orphan | DropReason::Undelivered(_) => true,
+            DropReason::Sync(_)
+            | DropReason::Orphan
+            | DropReason::OffCheckpoint(_)
+            | DropReason::Undelivered(_) => true,
             DropReason::RequestTimeout | DropReason::Transport(_) => false,
         }
     }
@@ -85,6 +93,7 @@ impl DropReason {
             DropReason::Sync(SyncError::UnexpectedAnswer { .. }) => "unexpected-answer",
             DropReason::Sync(SyncError::TooManyHeaders { .. }) => "too-many-headers",
             DropReason::Orphan => "orphan-headers",
+            DropReason::OffCheckpoint(_) => "off-checkpoint",
             DropReason::Undelivered(_) => "undelivered-tips",
             DropReason::RequestTimeout => "request-timeout",
             DropReason::Transport(TransportError::OpenFailed) => "open-failed",

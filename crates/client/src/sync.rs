@@ -82,6 +82,9 @@ pub struct Syncer {
     /// a resume, the ones the shell seeded): the locator's sparse part, so that a gateway
     /// on a fork deeper than the window answers from near the fork, not from genesis.
     deep: Vec<(u32, BlockHash)>,
+    /// The store's first header (height and hash): genesis, or the checkpoint it started
+    /// from. Every locator ends with it.
+    base: (u32, BlockHash),
     next_id: u32,
     batch: Vec<Header>,
     /// Headers per request.
@@ -95,6 +98,7 @@ pub struct Syncer {
 impl Syncer {
     /// Sync on top of `chain`, resumed from the store whose tip is `stored`.
     pub fn new(chain: Chain, stored: &Tip) -> Syncer {
+        let chain_genesis = chain.params().genesis.block_hash();
         Syncer {
             chain,
             pending: Pending::new(stored.height),
@@ -109,6 +113,7 @@ impl Syncer {
             last_deferred: false,
             continue_from: None,
             deep: Vec::new(),
+            base: (0, chain_genesis),
             next_id: 0,
             batch: Vec::with_capacity(lightwire_chain::MAX_BATCH),
             request_size: DEFAULT_REQUEST,
@@ -189,6 +194,17 @@ impl Syncer {
         Some((self.next_id, self.request_size))
     }
 
+    /// The store starts at `height` with `hash` (a checkpoint start) rather than at genesis:
+    /// locators end there, and nothing below it is asked for.
+    pub fn set_base(&mut self, height: u32, hash: BlockHash) {
+        self.base = (height, hash);
+    }
+
+    /// The height of the store's first header (0 unless it started from a checkpoint).
+    pub fn base_height(&self) -> u32 {
+        self.base.0
+    }
+
     /// Seed the locator's sparse part after a resume: best-chain hashes below the window
     /// (any heights, oldest first), read from the store.
     pub fn seed_locator(&mut self, hashes: &[(u32, BlockHash)]) {
@@ -202,9 +218,10 @@ impl Syncer {
         out.clear();
         let interval = self.chain.params().retarget_interval;
         let top = tip.saturating_sub(lightwire_chain::WINDOW_LEN as u32) / interval;
+        let bottom = i64::from(self.base.0 / interval);
         let mut step = 1;
         let mut period = i64::from(top);
-        while period > 0 {
+        while period > bottom {
             out.push(period as u32 * interval);
             period -= step;
             step *= 2;
@@ -214,7 +231,8 @@ impl Syncer {
 
     /// A block locator: where the last full answer stopped (if it did not reach the
     /// target), then from the validation window the tip, back by one for ten headers,
-    /// then by doubling steps; then sparse hashes below the window; then genesis.
+    /// then by doubling steps; then sparse hashes below the window; then the store's first
+    /// header (genesis, or the checkpoint it started from).
     pub fn locator(&self, out: &mut Vec<BlockHash>) {
         out.clear();
         out.extend(self.continue_from);
@@ -247,9 +265,9 @@ impl Syncer {
                 break;
             }
         }
-        let genesis = self.chain.params().genesis.block_hash();
-        if out.last() != Some(&genesis) {
-            out.push(genesis);
+        let (_, first) = self.base;
+        if out.last() != Some(&first) {
+            out.push(first);
         }
     }
 

@@ -10,7 +10,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use lightwire::engine::{Action, Event};
 use lightwire::pipeline::{self, Pipeline};
-use lightwire::reason::TransportError;
+use lightwire::reason::{DropReason, TransportError};
 use lightwire_chain::generate::headers_after;
 use lightwire_chain::{Header, MAINNET, Params, REGTEST};
 use lightwire_gateway::served::ServedChain;
@@ -284,4 +284,97 @@ async fn refuses_another_network_and_a_wrong_key() {
         "{err}"
     );
     assert_eq!(store.tip().await.unwrap().height, 0);
+}
+
+/// A served chain of exactly `headers` after genesis (validated as the gateway would).
+fn served(headers: &[Header]) -> ServedChain {
+    let (mut chain, mut validation) = ServedChain::genesis_only(&REGTEST);
+    for piece in headers.chunks(1_000) {
+        let outcome = validation.connect(piece, NOW).unwrap();
+        chain.apply(&outcome, validation.staged());
+    }
+    chain
+}
+
+/// Issue 14, item 4: a store started from a checkpoint (an app's: the generated chain's
+/// header at 4,032 with its chainwork) syncs forward from it and fetches nothing below it,
+/// resumes, follows a reorg the gateway announces above it; a gateway whose chain does not
+/// contain the checkpoint is dropped, `off-checkpoint`, and nothing is stored from it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_started_from_a_checkpoint_syncs_forward_resumes_and_reorgs() {
+    let main = headers_after(&REGTEST, &REGTEST.genesis, 0, 12_000, 0); // main[i]: height i + 1
+    let checkpoint = main[4_031];
+    // Regtest's work per header is 2: the chain up to 4,032 (genesis included) has 8,066.
+    let start = lightwire::start::parse(
+        &REGTEST,
+        4_032,
+        &hex::encode(checkpoint.encode()),
+        &format!("{:x}", 2 * 4_033),
+        Some(checkpoint.block_hash()),
+    )
+    .unwrap();
+    let mut store = MemoryStore::starting_at(&REGTEST, &start).unwrap();
+
+    // A gateway on another chain (no header at 4,032 is the checkpoint): dropped.
+    let other = gateway(served(&headers_after(
+        &REGTEST,
+        &REGTEST.genesis,
+        0,
+        6_000,
+        3,
+    )))
+    .await;
+    let err = sync(&REGTEST, &other, other.node_id, &mut store, None)
+        .await
+        .unwrap_err();
+    assert_eq!(err, DropReason::OffCheckpoint(4_032).to_string());
+    assert_eq!(
+        store.tip().await.unwrap().height,
+        4_032,
+        "nothing stored from it"
+    );
+
+    let gw = gateway(served(&main[..8_000])).await;
+    let run = sync(&REGTEST, &gw, gw.node_id, &mut store, None)
+        .await
+        .unwrap();
+    assert_eq!(
+        run.validated,
+        8_000 - 4_032,
+        "only what follows the checkpoint"
+    );
+    assert_eq!(store.header(4_031).await.unwrap(), None, "nothing below it");
+    let mut stored = Vec::new();
+    store.headers(4_032, 8_000, &mut stored).await.unwrap();
+    assert_eq!(stored, main[4_031..8_000]);
+    assert_eq!(store.base(), 4_032);
+
+    // Resumed on a longer chain (a new engine on the same store), then a heavier branch
+    // from 9,900 replaces the tip.
+    let gw = gateway(served(&main[..10_000])).await;
+    let run = sync(&REGTEST, &gw, gw.node_id, &mut store, None)
+        .await
+        .unwrap();
+    assert_eq!(run.validated, 2_000);
+    let branch = headers_after(&REGTEST, &main[9_899], 9_900, 150, 7);
+    {
+        let (_, mut validation) = ServedChain::genesis_only(&REGTEST);
+        for piece in main[..10_000].chunks(1_000) {
+            validation.connect(piece, NOW).unwrap();
+        }
+        let outcome = validation.connect(&branch, NOW).unwrap();
+        gw.shared
+            .chain
+            .write()
+            .unwrap()
+            .apply(&outcome, validation.staged());
+        gw.shared.tip_version.send_modify(|v| *v += 1);
+    }
+    let run = sync(&REGTEST, &gw, gw.node_id, &mut store, Some(10_050))
+        .await
+        .unwrap();
+    assert_eq!(run.reorgs, vec![(10_000, 9_900)]);
+    let tip = store.tip().await.unwrap();
+    assert_eq!((tip.height, tip.hash), (10_050, branch[149].block_hash()));
+    assert_eq!(store.header(4_032).await.unwrap(), Some(checkpoint));
 }

@@ -34,7 +34,7 @@ use crate::layout::{
     CHUNK_WORK_LEN, DEFAULT_PREFIX_BITS, FRAGMENT_LEN, Grouped, INDEX_ENTRY_LEN, MAX_PREFIX_BITS,
     Meta, Tail, chunk_work, entry_height, find_in_index, fragment, prefix, retain_up_to, v1,
 };
-use crate::{Batch, Durability, HeaderStore, SCHEMA_VERSION, StoreError, Tip, batch_base};
+use crate::{Batch, Durability, HeaderStore, SCHEMA_VERSION, Start, StoreError, Tip, batch_base};
 
 const CHUNKS: &str = "chunks";
 const INDEX: &str = "index";
@@ -66,12 +66,15 @@ pub struct IdbOptions {
     /// Width of the hash prefix the index is sharded by, 0 to
     /// [`MAX_PREFIX_BITS`](crate::layout::MAX_PREFIX_BITS).
     pub prefix_bits: u8,
+    /// Where a new store starts (`None`: the genesis header).
+    pub start: Option<Start>,
 }
 
 impl Default for IdbOptions {
     fn default() -> Self {
         IdbOptions {
             prefix_bits: DEFAULT_PREFIX_BITS,
+            start: None,
         }
     }
 }
@@ -130,6 +133,9 @@ impl IdbStore {
                 "prefix width {} is over {MAX_PREFIX_BITS} bits",
                 options.prefix_bits
             )));
+        }
+        if let Some(start) = &options.start {
+            start.check(params)?;
         }
         let factory = factory()?;
         // Refused at once (a storage-blocking setting, an opaque origin): not a store error
@@ -680,6 +686,14 @@ impl HeaderStore for IdbStore {
     async fn commit(&mut self, batch: Batch<'_>) -> Result<Tip, StoreError> {
         self.check_open()?;
         let base = batch_base(self.meta.tip.height, &batch)?;
+        if base < self.meta.base {
+            // Nothing below the store's start can be rolled back to.
+            return Err(StoreError::OutOfRange {
+                from: base,
+                to: base,
+                tip: self.meta.tip.height,
+            });
+        }
         let Some(last) = batch.entries.last() else {
             return Ok(self.meta.tip);
         };
@@ -731,8 +745,12 @@ impl HeaderStore for IdbStore {
         Ok(self.meta.tip)
     }
 
+    fn base(&self) -> u32 {
+        self.meta.base
+    }
+
     async fn header(&self, height: u32) -> Result<Option<Header>, StoreError> {
-        if height > self.meta.tip.height {
+        if height > self.meta.tip.height || height < self.meta.base {
             return Ok(None);
         }
         let mut out = Vec::with_capacity(1);
@@ -742,7 +760,7 @@ impl HeaderStore for IdbStore {
 
     async fn headers(&self, from: u32, to: u32, out: &mut Vec<Header>) -> Result<(), StoreError> {
         let tip = self.meta.tip.height;
-        if from > to || to > tip {
+        if from > to || to > tip || from < self.meta.base {
             return Err(StoreError::OutOfRange { from, to, tip });
         }
         let len = self.chunk_len();
@@ -817,7 +835,7 @@ impl HeaderStore for IdbStore {
     async fn chainwork_at_period_start(&self, height: u32) -> Result<Work, StoreError> {
         let len = self.chunk_len();
         let tip = self.meta.tip.height;
-        if height % len != 0 || height > tip {
+        if height % len != 0 || height > tip || height < self.meta.base {
             return Err(StoreError::OutOfRange {
                 from: height,
                 to: height,
@@ -855,31 +873,34 @@ impl HeaderStore for IdbStore {
 /// transaction.
 fn create(req: &IdbOpenDbRequest, params: &Params, options: IdbOptions) -> Result<(), StoreError> {
     let db: IdbDatabase = req.result().map_err(store_error)?.unchecked_into();
-    let meta = Meta::genesis(params, options.prefix_bits);
+    let start = options.start.unwrap_or_else(|| Start::genesis(params));
+    let meta = Meta::starting_at(params, &start, options.prefix_bits);
     let hash = meta.tip.hash;
+    let (base, len) = (start.height, params.retarget_interval);
 
     let chunks = db.create_object_store(CHUNKS).map_err(store_error)?;
-    let mut chunk = Tail::start(0, &meta.tip.chainwork, 1);
-    chunk.push(&params.genesis.encode(), hash);
+    let mut chunk = Tail::start(base / len, &meta.tip.chainwork, 1);
+    chunk.push(&start.header.encode(), hash);
     let mut stored = Vec::new();
-    chunk.encode(params.retarget_interval, &mut stored)?;
+    chunk.encode(len, &mut stored)?;
     chunks
-        .put_with_key(&Uint8Array::from(&stored[..]), &0.into())
+        .put_with_key(&Uint8Array::from(&stored[..]), &(base / len).into())
         .map_err(store_error)?;
 
     let index = db.create_object_store(INDEX).map_err(store_error)?;
     let mut entry = [0u8; INDEX_ENTRY_LEN];
     entry[..FRAGMENT_LEN].copy_from_slice(&fragment(&hash));
+    entry[FRAGMENT_LEN..].copy_from_slice(&base.to_le_bytes());
     index
         .put_with_key(
             &Uint8Array::from(&entry[..]),
-            &index_key(prefix(&hash, options.prefix_bits), 0),
+            &index_key(prefix(&hash, options.prefix_bits), base),
         )
         .map_err(store_error)?;
 
     let commits = db.create_object_store(COMMITS).map_err(store_error)?;
     commits
-        .put_with_key(&0.into(), &0.into())
+        .put_with_key(&base.into(), &base.into())
         .map_err(store_error)?;
 
     db.create_object_store(META)

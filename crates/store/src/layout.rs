@@ -59,8 +59,10 @@ pub fn prefix(hash: &BlockHash, bits: u8) -> u32 {
     u32::from(u16::from_be_bytes([b[0], b[1]])) >> (16 - u32::from(bits))
 }
 
-/// Bytes of an encoded [`Meta`].
-pub const META_LEN: usize = 4 + 4 + 32 + 1 + 4 + 32 + 32;
+/// Bytes of an encoded [`Meta`] (layout 1's lacked the last field, the base height).
+pub const META_LEN: usize = 4 + 4 + 32 + 1 + 4 + 32 + 32 + 4;
+/// Bytes of a layout-1 meta record.
+const META_V1_LEN: usize = META_LEN - 4;
 const META_MAGIC: &[u8; 4] = b"LWHS";
 
 /// What the store records about itself; rewritten by every commit.
@@ -74,25 +76,29 @@ pub struct Meta {
     pub prefix_bits: u8,
     /// The best stored header.
     pub tip: Tip,
+    /// The first stored height: 0, or the checkpoint the store started from.
+    pub base: u32,
 }
 
 impl Meta {
     /// The meta record of a new store: only the genesis header.
     pub fn genesis(params: &Params, prefix_bits: u8) -> Meta {
+        Meta::starting_at(params, &crate::Start::genesis(params), prefix_bits)
+    }
+
+    /// The meta record of a new store holding only `start`.
+    pub fn starting_at(params: &Params, start: &crate::Start, prefix_bits: u8) -> Meta {
         Meta {
             schema: SCHEMA_VERSION,
             genesis: params.genesis.block_hash(),
             prefix_bits,
-            tip: Tip {
-                height: 0,
-                hash: params.genesis.block_hash(),
-                chainwork: genesis_work(params),
-            },
+            tip: start.tip(),
+            base: start.height,
         }
     }
 
     /// `magic | schema u32 LE | genesis | prefix bits | tip height u32 LE | tip hash |
-    /// chainwork (big-endian)`.
+    /// chainwork (big-endian) | base height u32 LE`.
     pub fn encode(&self) -> [u8; META_LEN] {
         let mut b = [0u8; META_LEN];
         b[..4].copy_from_slice(META_MAGIC);
@@ -102,13 +108,14 @@ impl Meta {
         b[41..45].copy_from_slice(&self.tip.height.to_le_bytes());
         b[45..77].copy_from_slice(self.tip.hash.as_bytes());
         b[77..109].copy_from_slice(&self.tip.chainwork.0.to_be_bytes());
+        b[109..113].copy_from_slice(&self.base.to_le_bytes());
         b
     }
 
     /// Decode a stored meta record.
     pub fn decode(b: &[u8]) -> Result<Meta, StoreError> {
         let corrupt = |what| StoreError::Corrupt { what };
-        if b.len() != META_LEN || &b[..4] != META_MAGIC {
+        if (b.len() != META_LEN && b.len() != META_V1_LEN) || &b[..4] != META_MAGIC {
             return Err(corrupt("meta record"));
         }
         let u32_at = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
@@ -126,6 +133,8 @@ impl Meta {
                 hash: BlockHash(bytes32(45)),
                 chainwork: Work(U256::from_be_bytes(&bytes32(77))),
             },
+            // Layout 1 always started at genesis.
+            base: if b.len() == META_LEN { u32_at(109) } else { 0 },
         })
     }
 

@@ -58,6 +58,70 @@ impl From<&Entry> for Tip {
     }
 }
 
+/// Where a new store starts: the genesis header, or a trusted header at the first height of
+/// a difficulty period (a checkpoint start: nothing below it is stored or checked). Its
+/// header and chainwork are what the checks of the headers after it need: nBits and time
+/// for the next retarget, the work to compare chains and to reach the minimum chain work.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Start {
+    /// Height of the header, 0 or the first height of a period.
+    pub height: u32,
+    /// The header.
+    pub header: Header,
+    /// Cumulative work of the chain up to and including it.
+    pub chainwork: Work,
+}
+
+impl Start {
+    /// The genesis header of `params`' network.
+    pub fn genesis(params: &Params) -> Start {
+        Start {
+            height: 0,
+            header: params.genesis,
+            chainwork: layout::genesis_work(params),
+        }
+    }
+
+    /// Whether this can start a store of `params`' network: at a period's first height
+    /// (so that the retarget that follows is checked exactly), and at height 0 only as the
+    /// genesis header; its chainwork at least its own work.
+    pub fn check(&self, params: &Params) -> Result<(), StoreError> {
+        let bad = |what| Err(StoreError::BadStart { what });
+        if self.height % params.retarget_interval != 0 {
+            return bad("not the first height of a difficulty period");
+        }
+        if self.height == 0 && self.header != params.genesis {
+            return bad("height 0 but not the genesis header");
+        }
+        let own = self
+            .header
+            .bits
+            .to_target()
+            .map(|t| t.work())
+            .unwrap_or_default();
+        if self.height > 0 && self.chainwork <= own {
+            return bad("chainwork not above the header's own work");
+        }
+        Ok(())
+    }
+
+    /// Its validation entry (a period's first header: its nBits are the period's).
+    pub fn entry(&self) -> Entry {
+        Entry {
+            height: self.height,
+            hash: self.header.block_hash(),
+            header: self.header,
+            chainwork: self.chainwork,
+            normal_bits: self.header.bits,
+        }
+    }
+
+    /// As a stored tip.
+    pub fn tip(&self) -> Tip {
+        Tip::from(&self.entry())
+    }
+}
+
 /// How hard a commit must be made durable before it counts as done.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Durability {
@@ -172,6 +236,12 @@ pub enum StoreError {
     /// nothing was written. Reopen the store to continue from what it holds.
     #[error("another tab or worker changed the store; nothing was written, reopen it")]
     ChangedElsewhere,
+    /// A store cannot start at this header ([`Start::check`]).
+    #[error("cannot start a store there: {what}")]
+    BadStart {
+        /// Which rule.
+        what: &'static str,
+    },
     /// A stored record is not what this layout writes.
     #[error("stored data is corrupt: {what}")]
     Corrupt {
@@ -191,8 +261,14 @@ pub trait HeaderStore {
     /// The network's parameters.
     fn params(&self) -> &'static Params;
 
-    /// The stored tip (a new store holds the genesis header).
+    /// The stored tip (a new store holds its start: the genesis header, or a checkpoint).
     async fn tip(&self) -> Result<Tip, StoreError>;
+
+    /// The height of the first stored header: 0, or the checkpoint the store started from.
+    /// Nothing below it is stored.
+    fn base(&self) -> u32 {
+        0
+    }
 
     /// Apply `batch` atomically; returns the new tip.
     async fn commit(&mut self, batch: Batch<'_>) -> Result<Tip, StoreError>;
@@ -231,6 +307,9 @@ pub trait HeaderStore {
             return Err(StoreError::OutOfRange { from, to, tip });
         }
         let params = self.params();
+        if from < self.base() {
+            return Err(StoreError::OutOfRange { from, to, tip });
+        }
         let start = from - from % params.retarget_interval;
         let mut headers = Vec::with_capacity((to.saturating_sub(start) + 1) as usize);
         self.headers(start, to, &mut headers).await?;

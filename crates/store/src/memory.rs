@@ -4,12 +4,14 @@ use std::collections::HashMap;
 
 use lightwire_chain::{BlockHash, Header, Params, Work};
 
-use crate::{Batch, HeaderStore, StoreError, Tip, batch_base};
+use crate::{Batch, HeaderStore, Start, StoreError, Tip, batch_base};
 
 /// A store in memory: 80 bytes per header plus its index entry.
 pub struct MemoryStore {
     params: &'static Params,
-    /// Header at each height of the best chain.
+    /// The first stored height (0, or a checkpoint's).
+    base: u32,
+    /// Header at each height of the best chain from `base` (index: height - base).
     headers: Vec<Header>,
     index: HashMap<BlockHash, u32>,
     /// Chainwork at each period's first height (index k: height k * interval).
@@ -20,31 +22,38 @@ pub struct MemoryStore {
 impl MemoryStore {
     /// A store holding `params`' genesis header.
     pub fn new(params: &'static Params) -> MemoryStore {
-        let genesis = params.genesis;
-        let hash = genesis.block_hash();
-        let work = genesis
-            .bits
-            .to_target()
-            .map(|t| t.work())
-            .unwrap_or_default();
+        MemoryStore::from_start(params, &Start::genesis(params))
+    }
+
+    /// A store holding only `start` (the genesis header, or a checkpoint).
+    pub fn starting_at(params: &'static Params, start: &Start) -> Result<MemoryStore, StoreError> {
+        start.check(params)?;
+        Ok(MemoryStore::from_start(params, start))
+    }
+
+    fn from_start(params: &'static Params, start: &Start) -> MemoryStore {
+        let entry = start.entry();
         MemoryStore {
             params,
-            headers: vec![genesis],
-            index: HashMap::from([(hash, 0)]),
-            period_work: vec![work],
-            tip: Tip {
-                height: 0,
-                hash,
-                chainwork: work,
-            },
+            base: start.height,
+            headers: vec![start.header],
+            index: HashMap::from([(entry.hash, start.height)]),
+            // Period k's work at index k - base / interval.
+            period_work: vec![start.chainwork],
+            tip: start.tip(),
         }
+    }
+
+    /// The header at `height`, if stored.
+    fn at(&self, height: u32) -> Option<&Header> {
+        self.headers.get(height.checked_sub(self.base)? as usize)
     }
 
     /// Check `batch` against the store without changing anything.
     fn check(&self, batch: &Batch<'_>) -> Result<u32, StoreError> {
         let base = batch_base(self.tip.height, batch)?;
         if let Some(first) = batch.entries.first() {
-            let parent = self.headers.get(base as usize).map(Header::block_hash);
+            let parent = self.at(base).map(Header::block_hash);
             if parent != Some(first.header.prev_blockhash) {
                 return Err(StoreError::DoesNotLink {
                     height: first.height,
@@ -70,11 +79,12 @@ impl HeaderStore for MemoryStore {
         let Some(last) = batch.entries.last() else {
             return Ok(self.tip);
         };
-        for dropped in self.headers.drain(base as usize + 1..) {
+        for dropped in self.headers.drain((base - self.base) as usize + 1..) {
             self.index.remove(&dropped.block_hash());
         }
         let interval = self.params.retarget_interval;
-        self.period_work.truncate((base / interval) as usize + 1);
+        self.period_work
+            .truncate(((base - self.base) / interval) as usize + 1);
         for e in batch.entries {
             self.headers.push(e.header);
             self.index.insert(e.hash, e.height);
@@ -86,19 +96,24 @@ impl HeaderStore for MemoryStore {
         Ok(self.tip)
     }
 
+    fn base(&self) -> u32 {
+        self.base
+    }
+
     async fn header(&self, height: u32) -> Result<Option<Header>, StoreError> {
-        Ok(self.headers.get(height as usize).copied())
+        Ok(self.at(height).copied())
     }
 
     async fn headers(&self, from: u32, to: u32, out: &mut Vec<Header>) -> Result<(), StoreError> {
-        if from > to || to > self.tip.height {
+        if from > to || to > self.tip.height || from < self.base {
             return Err(StoreError::OutOfRange {
                 from,
                 to,
                 tip: self.tip.height,
             });
         }
-        out.extend_from_slice(&self.headers[from as usize..=to as usize]);
+        let (a, b) = ((from - self.base) as usize, (to - self.base) as usize);
+        out.extend_from_slice(&self.headers[a..=b]);
         Ok(())
     }
 
@@ -108,7 +123,7 @@ impl HeaderStore for MemoryStore {
 
     async fn chainwork_at_period_start(&self, height: u32) -> Result<Work, StoreError> {
         let interval = self.params.retarget_interval;
-        if height % interval != 0 || height > self.tip.height {
+        if height % interval != 0 || height > self.tip.height || height < self.base {
             return Err(StoreError::OutOfRange {
                 from: height,
                 to: height,
@@ -116,7 +131,7 @@ impl HeaderStore for MemoryStore {
             });
         }
         self.period_work
-            .get((height / interval) as usize)
+            .get(((height - self.base) / interval) as usize)
             .copied()
             .ok_or(StoreError::OutOfRange {
                 from: height,

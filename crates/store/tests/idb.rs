@@ -6,13 +6,14 @@
 use js_sys::Uint8Array;
 use lightwire_chain::generate::headers_after;
 use lightwire_chain::{
-    BlockHash, Chain, Header, MAINNET, Network, Outcome, REGTEST, WINDOW_LEN, rebuild_entries,
+    BlockHash, Chain, Header, MAINNET, Network, Outcome, REGTEST, U256, WINDOW_LEN, Work,
+    rebuild_entries,
 };
 use lightwire_store::idb::request_future;
 use lightwire_store::layout::{Meta, genesis_work, prefix, v1};
 use lightwire_store::{
     Batch, Durability, HeaderStore, IdbOptions, IdbStore, MemoryStore, Pending, SCHEMA_VERSION,
-    StoreError, Tip,
+    Start, StoreError, Tip,
 };
 use wasm_bindgen::JsCast;
 use wasm_bindgen::prelude::*;
@@ -25,9 +26,16 @@ const NOW: u64 = 2_000_000_000;
 
 async fn fresh(name: &str, bits: u8) -> IdbStore {
     IdbStore::delete(name).await.expect("delete");
-    IdbStore::open_with(name, &REGTEST, IdbOptions { prefix_bits: bits })
-        .await
-        .expect("open")
+    IdbStore::open_with(
+        name,
+        &REGTEST,
+        IdbOptions {
+            prefix_bits: bits,
+            ..IdbOptions::default()
+        },
+    )
+    .await
+    .expect("open")
 }
 
 /// Both stores, fed the same commits.
@@ -451,6 +459,83 @@ async fn the_index_is_sharded_by_prefix() {
     IdbStore::delete(name).await.unwrap();
 }
 
+/// Issue 14, item 4: a store created from a checkpoint (at 4,032) holds it first and
+/// nothing below; it takes commits, reads back like the memory store started the same
+/// way, reopens at its base, and refuses a rollback below it.
+#[test]
+async fn a_store_started_from_a_checkpoint_holds_nothing_below_it() {
+    let name = "lightwire-test-start";
+    IdbStore::delete(name).await.unwrap();
+    let main = headers_after(&REGTEST, &REGTEST.genesis, 0, 9000, 0); // main[i]: height i + 1
+    let start = Start {
+        height: 4032,
+        header: main[4031],
+        chainwork: Work(U256::from_u64(2 * 4033)),
+    };
+    let options = IdbOptions {
+        start: Some(start),
+        ..IdbOptions::default()
+    };
+    let mut idb = IdbStore::open_with(name, &REGTEST, options).await.unwrap();
+    let mut mem = MemoryStore::starting_at(&REGTEST, &start).unwrap();
+    assert_eq!(idb.tip().await.unwrap(), start.tip());
+    assert_eq!(idb.base(), 4032);
+    let mut chain = Chain::resume(&REGTEST, &idb.entries(4032, 4032).await.unwrap()).unwrap();
+    for piece in main[4032..].chunks(2000) {
+        chain.connect(piece, NOW).unwrap();
+        let b = Batch {
+            rollback_to: None,
+            entries: chain.staged(),
+            durability: Durability::Relaxed,
+        };
+        assert_eq!(idb.commit(b).await.unwrap(), mem.commit(b).await.unwrap());
+    }
+    idb.close();
+    let mut idb = IdbStore::open(name, &REGTEST).await.unwrap();
+    assert_eq!(idb.base(), 4032, "kept across a reopen");
+    let mut a = Vec::new();
+    idb.headers(4032, 9000, &mut a).await.unwrap();
+    assert_eq!(a, main[4031..]);
+    assert_eq!(idb.header(4031).await.unwrap(), None);
+    assert_eq!(idb.header(4032).await.unwrap(), Some(main[4031]));
+    assert!(matches!(
+        idb.headers(0, 10, &mut a).await,
+        Err(StoreError::OutOfRange { .. })
+    ));
+    assert_eq!(
+        idb.height_of(&main[4031].block_hash()).await.unwrap(),
+        Some(4032)
+    );
+    assert_eq!(idb.height_of(&main[100].block_hash()).await.unwrap(), None);
+    assert_eq!(
+        idb.chainwork_at_period_start(4032).await.unwrap(),
+        start.chainwork
+    );
+    assert_eq!(
+        idb.entries(8000, 9000).await.unwrap(),
+        mem.entries(8000, 9000).await.unwrap()
+    );
+    // A rollback below the start is refused.
+    let fork = headers_after(&REGTEST, &main[3999], 4000, 10, 5);
+    let mut other = Chain::new(&REGTEST);
+    for piece in main[..4000].chunks(2000) {
+        other.connect(piece, NOW).unwrap();
+    }
+    other.connect(&fork, NOW).unwrap();
+    let b = Batch {
+        rollback_to: Some(4000),
+        entries: &other.staged()[..1],
+        durability: Durability::Strict,
+    };
+    assert!(matches!(
+        idb.commit(b).await,
+        Err(StoreError::OutOfRange { .. })
+    ));
+    assert_eq!(idb.tip().await.unwrap().height, 9000);
+    idb.close();
+    IdbStore::delete(name).await.unwrap();
+}
+
 /// Issue 14, item 3: a store in layout 1, written record by record as every build before
 /// layout 2 wrote it (two commits, chunks of 80-byte headers, 36-byte index entries), opens,
 /// migrates in place, and reads back every header and hash; then it takes new commits and a
@@ -492,7 +577,8 @@ async fn a_layout_1_store_migrates_in_place_and_reads_back_everything() {
         tip: Tip::from(&entries[5000]),
         ..Meta::genesis(&REGTEST, bits)
     };
-    raw_put(&db, "meta", &"meta".into(), &meta.encode()).await;
+    // Layout 1's meta record: without the base height at the end.
+    raw_put(&db, "meta", &"meta".into(), &meta.encode()[..109]).await;
     db.close();
 
     let idb = IdbStore::open(name, &REGTEST)
@@ -549,7 +635,7 @@ async fn a_broken_layout_1_store_is_left_as_it_was() {
         schema: 1,
         ..Meta::genesis(&REGTEST, 8)
     };
-    raw_put(&db, "meta", &"meta".into(), &meta.encode()).await;
+    raw_put(&db, "meta", &"meta".into(), &meta.encode()[..109]).await;
     db.close();
     assert_eq!(
         IdbStore::open(name, &REGTEST).await.err(),

@@ -6,7 +6,7 @@ use std::rc::Rc;
 
 use js_sys::{Array, Function, Promise};
 use lightwire_proto::Millis;
-use lightwire_store::{HeaderStore, IdbStore, StoreError, Tip};
+use lightwire_store::{HeaderStore, IdbOptions, IdbStore, StoreError, Tip};
 use wasm_bindgen::prelude::*;
 
 use super::identity;
@@ -28,13 +28,17 @@ pub struct Client {
 #[wasm_bindgen]
 impl Client {
     /// Open the store, read (or create) the client key, and start syncing from the given
-    /// gateways. `options`: `{ network, gateways: [connect strings], checkpoints?,
+    /// gateways. `options`: `{ network, gateways: [connect strings], checkpoints?, start?,
     /// storeName?, commitEvery?, requestSize?, progressIntervalMs? }`. `onEvent` gets every event
     /// (plain objects with a `type`).
     pub async fn open(options_: JsValue, on_event: Function) -> Result<Client, JsValue> {
         let o = options(&options_)?;
         let params = o.params;
-        let store = IdbStore::open(&o.store_name, params)
+        let idb = IdbOptions {
+            start: o.start,
+            ..IdbOptions::default()
+        };
+        let store = IdbStore::open_with(&o.store_name, params, idb)
             .await
             .map_err(|e| js::error(js::store_kind(&e), e.to_string()))?;
         let (engine, stored, stored_time) = match prepare(&store, &o).await {

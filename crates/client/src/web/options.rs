@@ -4,9 +4,11 @@
 use js_sys::{Array, Reflect};
 use lightwire_chain::{BlockHash, Network, Params};
 use lightwire_proto::ConnectString;
+use lightwire_store::Start;
 use wasm_bindgen::prelude::*;
 
 use super::js;
+use crate::start;
 use crate::sync::{DEFAULT_COMMIT_EVERY, DEFAULT_REQUEST};
 
 /// What `Client.open` was given.
@@ -23,6 +25,8 @@ pub struct Options {
     pub request_size: u32,
     /// `progressIntervalMs`: the most frequent progress events.
     pub progress_ms: f64,
+    /// `start`: where a new store begins (`None`: genesis). An existing store keeps its own.
+    pub start: Option<Start>,
 }
 
 /// Read and check `o`.
@@ -58,7 +62,9 @@ pub fn options(o: &JsValue) -> Result<Options, JsValue> {
         }
     };
     let params = with_checkpoints(network, &get("checkpoints"))?;
+    let start = start_option(network, params, &get("start"))?;
     Ok(Options {
+        start,
         params,
         store_name: get("storeName")
             .as_string()
@@ -68,6 +74,47 @@ pub fn options(o: &JsValue) -> Result<Options, JsValue> {
         request_size: number("requestSize", DEFAULT_REQUEST as f64, 1.0, 100_000.0)? as u32,
         progress_ms: number("progressIntervalMs", 250.0, 10.0, 60_000.0)?,
     })
+}
+
+/// `start`: `'genesis'` (the default), `'checkpoint'` (the network's built-in one), or
+/// `{ height, header, chainwork, hash? }` (a header the app trusts at a period's first
+/// height: its 80-byte encoding in hex, the chainwork up to it in hex as Bitcoin Core's
+/// `getblockheader` gives it, and optionally its hash in display hex to check it against).
+fn start_option(
+    network: Network,
+    params: &'static Params,
+    v: &JsValue,
+) -> Result<Option<Start>, JsValue> {
+    let bad = |why: String| js::error("InvalidOptions", format!("options.start: {why}"));
+    if v.is_undefined() || v.is_null() || v.as_string().as_deref() == Some("genesis") {
+        return Ok(None);
+    }
+    if v.as_string().as_deref() == Some("checkpoint") {
+        return start::builtin(network)
+            .map(Some)
+            .map_err(|e| bad(e.to_string()));
+    }
+    if !v.is_object() {
+        return Err(bad(
+            "'genesis', 'checkpoint' or { height, header, chainwork, hash? }".into(),
+        ));
+    }
+    let get = |k: &str| Reflect::get(v, &k.into()).unwrap_or(JsValue::UNDEFINED);
+    let height = get("height")
+        .as_f64()
+        .filter(|h| h.fract() == 0.0 && (0.0..=f64::from(u32::MAX)).contains(h))
+        .ok_or_else(|| bad("height must be a whole number".into()))? as u32;
+    let text = |k: &str| get(k).as_string().unwrap_or_default().to_ascii_lowercase();
+    let hash = match get("hash").as_string() {
+        None => None,
+        Some(h) => Some(
+            BlockHash::from_display_hex(&h.to_ascii_lowercase())
+                .ok_or_else(|| bad(format!("{h:?} is not a block hash (64 hex digits)")))?,
+        ),
+    };
+    start::parse(params, height, &text("header"), &text("chainwork"), hash)
+        .map(Some)
+        .map_err(|e| bad(e.to_string()))
 }
 
 /// The network's parameters with the app's own `checkpoints` (`[{ height, hash }]`, hash in
