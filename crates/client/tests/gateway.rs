@@ -240,19 +240,7 @@ async fn follows_a_reorg_the_gateway_announces() {
     // The gateway's chain switches to a heavier branch from 2,900.
     let main = headers_after(&REGTEST, &REGTEST.genesis, 0, 3_000, 0);
     let branch = headers_after(&REGTEST, &main[2_899], 2_900, 150, 7);
-    {
-        let (_, mut validation) = ServedChain::genesis_only(&REGTEST);
-        for piece in main.chunks(1_000) {
-            validation.connect(piece, NOW).unwrap();
-        }
-        let outcome = validation.connect(&branch, NOW).unwrap();
-        gw.shared
-            .chain
-            .write()
-            .unwrap()
-            .apply(&outcome, validation.staged());
-        gw.shared.tip_version.send_modify(|v| *v += 1);
-    }
+    switch_to_branch(&gw, &main, &branch);
     let run = sync(&REGTEST, &gw, gw.node_id, &mut store, Some(3_050))
         .await
         .unwrap();
@@ -284,6 +272,22 @@ async fn refuses_another_network_and_a_wrong_key() {
         "{err}"
     );
     assert_eq!(store.tip().await.unwrap().height, 0);
+}
+
+/// The gateway, serving `main` (after genesis), switches to the heavier `branch` off it and
+/// announces the new tip, as when its node reorgs.
+fn switch_to_branch(gw: &Gateway, main: &[Header], branch: &[Header]) {
+    let (_, mut validation) = ServedChain::genesis_only(&REGTEST);
+    for piece in main.chunks(1_000) {
+        validation.connect(piece, NOW).unwrap();
+    }
+    let outcome = validation.connect(branch, NOW).unwrap();
+    gw.shared
+        .chain
+        .write()
+        .unwrap()
+        .apply(&outcome, validation.staged());
+    gw.shared.tip_version.send_modify(|v| *v += 1);
 }
 
 /// A served chain of exactly `headers` after genesis (validated as the gateway would).
@@ -357,19 +361,7 @@ async fn a_store_started_from_a_checkpoint_syncs_forward_resumes_and_reorgs() {
         .unwrap();
     assert_eq!(run.validated, 2_000);
     let branch = headers_after(&REGTEST, &main[9_899], 9_900, 150, 7);
-    {
-        let (_, mut validation) = ServedChain::genesis_only(&REGTEST);
-        for piece in main[..10_000].chunks(1_000) {
-            validation.connect(piece, NOW).unwrap();
-        }
-        let outcome = validation.connect(&branch, NOW).unwrap();
-        gw.shared
-            .chain
-            .write()
-            .unwrap()
-            .apply(&outcome, validation.staged());
-        gw.shared.tip_version.send_modify(|v| *v += 1);
-    }
+    switch_to_branch(&gw, &main[..10_000], &branch);
     let run = sync(&REGTEST, &gw, gw.node_id, &mut store, Some(10_050))
         .await
         .unwrap();
