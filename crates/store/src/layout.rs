@@ -136,6 +136,14 @@ impl Meta {
             // Layout 1 always started at genesis.
             base: if b.len() == META_LEN { u32_at(109) } else { 0 },
         })
+        .and_then(|m| {
+            // Only layout 1 wrote the shorter record.
+            if b.len() == META_V1_LEN && m.schema != 1 {
+                Err(corrupt("meta record length"))
+            } else {
+                Ok(m)
+            }
+        })
     }
 
     /// Check that this store holds `params`' chain in a layout this build reads.
@@ -612,6 +620,16 @@ mod tests {
         bad[0] = b'X';
         assert!(Meta::decode(&bad).is_err());
         assert!(Meta::decode(&meta.encode()[..50]).is_err());
+        // Layout 1's shorter record: only with layout version 1, and then from genesis.
+        assert!(Meta::decode(&meta.encode()[..META_V1_LEN]).is_err());
+        let v1 = Meta {
+            schema: 1,
+            base: 0,
+            ..meta
+        };
+        assert_eq!(Meta::decode(&v1.encode()[..META_V1_LEN]), Ok(v1));
+        let started = Meta { base: 4032, ..meta };
+        assert_eq!(Meta::decode(&started.encode()), Ok(started));
         let mut wide = meta.encode();
         wide[40] = 17;
         assert!(Meta::decode(&wide).is_err());
