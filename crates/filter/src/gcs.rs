@@ -1,0 +1,428 @@
+//! The Golomb-coded set of BIP158 and its basic filter.
+//!
+//! A filter holds N items (scripts), each hashed with SipHash-2-4 keyed by the first 16
+//! bytes of the block hash and mapped into `[0, N * M)` by a 64x64 -> 128-bit
+//! multiplication; the sorted values are stored as Golomb-Rice coded deltas (P bits of
+//! remainder, the quotient in unary), after N as a CompactSize.
+
+use alloc::vec::Vec;
+use core::hash::Hasher;
+
+use sha2::{Digest, Sha256};
+use siphasher::sip::SipHasher24;
+
+use crate::bits::{BitReader, BitWriter};
+use crate::block::{BlockError, Reader, output_scripts};
+
+/// The basic filter's Golomb-Rice parameter (BIP158).
+pub const BASIC_P: u32 = 19;
+/// The basic filter's false-positive rate parameter: 1/M per query and item (BIP158).
+pub const BASIC_M: u64 = 784_931;
+
+/// A filter did not decode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum FilterError {
+    /// It ended before its item count, or inside an item.
+    #[error("the filter ends inside {what}")]
+    Truncated {
+        /// What was being read.
+        what: &'static str,
+    },
+    /// It claims more items than its bytes can code (each takes at least P + 1 bits).
+    #[error("the filter claims {n} items in {bits} bits")]
+    TooManyItems {
+        /// The count it claims.
+        n: u64,
+        /// The bits after the count.
+        bits: usize,
+    },
+    /// An item's value leaves the range `[0, N * M)`: bad Golomb coding.
+    #[error("item {index} leaves the filter's range")]
+    OutOfRange {
+        /// The item's index.
+        index: u64,
+    },
+}
+
+/// The SipHash key of a block's filter: the first 16 bytes of its hash (internal order).
+fn key(block_hash: &[u8; 32]) -> (u64, u64) {
+    let le = |b: &[u8]| b.iter().rev().fold(0u64, |v, x| (v << 8) | u64::from(*x));
+    (le(&block_hash[..8]), le(&block_hash[8..16]))
+}
+
+fn siphash(k: (u64, u64), item: &[u8]) -> u64 {
+    let mut h = SipHasher24::new_with_keys(k.0, k.1);
+    h.write(item);
+    h.finish()
+}
+
+/// Map a 64-bit hash into `[0, f)` (BIP158's `hash_to_range`).
+fn to_range(hash: u64, f: u64) -> u64 {
+    ((u128::from(hash) * u128::from(f)) >> 64) as u64
+}
+
+fn write_compact_size(out: &mut Vec<u8>, n: u64) {
+    match n {
+        0..=0xfc => out.push(n as u8),
+        0xfd..=0xffff => {
+            out.push(0xfd);
+            out.extend_from_slice(&(n as u16).to_le_bytes());
+        }
+        0x1_0000..=0xffff_ffff => {
+            out.push(0xfe);
+            out.extend_from_slice(&(n as u32).to_le_bytes());
+        }
+        _ => {
+            out.push(0xff);
+            out.extend_from_slice(&n.to_le_bytes());
+        }
+    }
+}
+
+/// Build the basic filter of the block whose hash is `block_hash`: every output script of
+/// `block` that is not empty and does not start with `OP_RETURN`, and every non-empty script
+/// in `spent` (the output scripts its inputs spend), each distinct script once. Written to
+/// `out` (replaced).
+pub fn basic_filter<'s>(
+    block_hash: &[u8; 32],
+    block: &[u8],
+    spent: impl IntoIterator<Item = &'s [u8]>,
+    out: &mut Vec<u8>,
+) -> Result<(), BlockError> {
+    let k = key(block_hash);
+    let mut items: Vec<(u64, Vec<u8>)> = Vec::new();
+    output_scripts(block, |s| {
+        if !s.is_empty() && s[0] != 0x6a {
+            items.push((siphash(k, s), s.to_vec()));
+        }
+    })?;
+    for s in spent {
+        if !s.is_empty() {
+            items.push((siphash(k, s), s.to_vec()));
+        }
+    }
+    // A set of scripts: equal scripts hash equally, so after sorting they are neighbours.
+    items.sort_unstable();
+    items.dedup();
+    let n = items.len() as u64;
+    let f = n.saturating_mul(BASIC_M);
+    out.clear();
+    write_compact_size(out, n);
+    let mut w = BitWriter::new(out);
+    let mut last = 0u64;
+    for (hash, _) in &items {
+        // `to_range` keeps the order of the hashes, so the values are sorted too.
+        let v = to_range(*hash, f);
+        let delta = v - last;
+        w.unary(delta >> BASIC_P);
+        w.write(delta & ((1 << BASIC_P) - 1), BASIC_P);
+        last = v;
+    }
+    Ok(())
+}
+
+/// A filter's hash: double SHA-256 of its bytes (internal byte order).
+pub fn filter_hash(filter: &[u8]) -> [u8; 32] {
+    Sha256::digest(Sha256::digest(filter)).into()
+}
+
+/// The filter header chained on `prev_header` (BIP157): double SHA-256 of the filter's
+/// hash and the previous header (all zeros before the genesis block's).
+pub fn filter_header(filter_hash: &[u8; 32], prev_header: &[u8; 32]) -> [u8; 32] {
+    let mut both = [0u8; 64];
+    both[..32].copy_from_slice(filter_hash);
+    both[32..].copy_from_slice(prev_header);
+    Sha256::digest(Sha256::digest(both)).into()
+}
+
+/// A decoded filter's count and coded items, borrowing its bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Filter<'a> {
+    /// Items in the set.
+    pub n: u64,
+    coded: &'a [u8],
+}
+
+impl<'a> Filter<'a> {
+    /// Read the item count; refuses a count the bytes cannot hold.
+    pub fn decode(bytes: &'a [u8]) -> Result<Filter<'a>, FilterError> {
+        let mut r = Reader::new(bytes);
+        let n = r.compact_size("").map_err(|_| FilterError::Truncated {
+            what: "the item count",
+        })?;
+        let coded = r.rest();
+        let bits = coded.len() * 8;
+        if n.saturating_mul(u64::from(BASIC_P) + 1) > bits as u64 {
+            return Err(FilterError::TooManyItems { n, bits });
+        }
+        Ok(Filter { n, coded })
+    }
+
+    /// The item values in order (each in `[0, N * M)`), or the first coding error.
+    pub fn values(&self) -> Values<'a> {
+        Values {
+            bits: BitReader::new(self.coded),
+            left: self.n,
+            index: 0,
+            last: 0,
+            f: self.n.saturating_mul(BASIC_M),
+            failed: false,
+        }
+    }
+}
+
+/// The values of a [`Filter`], decoded one at a time (no allocation).
+pub struct Values<'a> {
+    bits: BitReader<'a>,
+    left: u64,
+    index: u64,
+    last: u64,
+    f: u64,
+    failed: bool,
+}
+
+impl Iterator for Values<'_> {
+    type Item = Result<u64, FilterError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.left == 0 || self.failed {
+            return None;
+        }
+        let index = self.index;
+        let result = self.decode_one(index);
+        self.failed = result.is_err();
+        self.left -= 1;
+        self.index += 1;
+        Some(result)
+    }
+}
+
+impl Values<'_> {
+    fn decode_one(&mut self, index: u64) -> Result<u64, FilterError> {
+        let truncated = FilterError::Truncated { what: "an item" };
+        // The quotient, in unary; any quotient past the range is already an error.
+        let limit = (self.f - self.last) >> BASIC_P;
+        let mut q = 0u64;
+        while self.bits.bit().ok_or(truncated)? {
+            q += 1;
+            if q > limit {
+                return Err(FilterError::OutOfRange { index });
+            }
+        }
+        let r = self.bits.read(BASIC_P).ok_or(truncated)?;
+        let v = self.last + ((q << BASIC_P) | r);
+        if v >= self.f {
+            return Err(FilterError::OutOfRange { index });
+        }
+        self.last = v;
+        Ok(v)
+    }
+}
+
+/// Matches scripts against filters, reusing one buffer for the queries' values: no
+/// allocation per filter once it has held the largest query set.
+#[derive(Default, Debug)]
+pub struct Matcher {
+    values: Vec<u64>,
+}
+
+impl Matcher {
+    /// A matcher with room for `queries` scripts.
+    pub fn with_capacity(queries: usize) -> Matcher {
+        Matcher {
+            values: Vec::with_capacity(queries),
+        }
+    }
+
+    /// Whether any of `scripts` is in `filter`, the basic filter of the block whose hash is
+    /// `block_hash`: the scripts are hashed with the filter's key and sorted, then merged
+    /// with the filter's values in one pass, stopping at the first match.
+    pub fn match_any<'s>(
+        &mut self,
+        filter: &[u8],
+        block_hash: &[u8; 32],
+        scripts: impl IntoIterator<Item = &'s [u8]>,
+    ) -> Result<bool, FilterError> {
+        let filter = Filter::decode(filter)?;
+        if filter.n == 0 {
+            return Ok(false);
+        }
+        let k = key(block_hash);
+        let f = filter.n.saturating_mul(BASIC_M);
+        self.values.clear();
+        self.values
+            .extend(scripts.into_iter().map(|s| to_range(siphash(k, s), f)));
+        self.values.sort_unstable();
+        let mut queries = self.values.iter().copied().peekable();
+        for value in filter.values() {
+            let value = value?;
+            while let Some(&q) = queries.peek() {
+                if q < value {
+                    queries.next();
+                } else {
+                    break;
+                }
+            }
+            match queries.peek() {
+                None => return Ok(false),
+                Some(&q) if q == value => return Ok(true),
+                Some(_) => {}
+            }
+        }
+        Ok(false)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    use alloc::string::String;
+    use alloc::vec;
+
+    use super::*;
+
+    /// `../shared/vectors/bip158.json`: the BIP's own testnet vectors (compiled in, so the
+    /// browser run has them too).
+    const VECTORS: &str = include_str!(concat!(env!("LIGHTWIRE_SHARED"), "/vectors/bip158.json"));
+
+    struct Vector {
+        height: u64,
+        block_hash: [u8; 32],
+        block: Vec<u8>,
+        spent: Vec<Vec<u8>>,
+        prev_header: [u8; 32],
+        filter: Vec<u8>,
+        header: [u8; 32],
+        notes: String,
+    }
+
+    /// Hashes in the vectors are displayed byte-reversed, as Bitcoin shows them.
+    fn displayed(s: &str) -> [u8; 32] {
+        let mut b = [0u8; 32];
+        hex::decode_to_slice(s, &mut b).unwrap();
+        b.reverse();
+        b
+    }
+
+    fn vectors() -> Vec<Vector> {
+        let rows: Vec<serde_json::Value> = serde_json::from_str(VECTORS).unwrap();
+        rows.iter()
+            .skip(1) // the column names
+            .map(|r| Vector {
+                height: r[0].as_u64().unwrap(),
+                block_hash: displayed(r[1].as_str().unwrap()),
+                block: hex::decode(r[2].as_str().unwrap()).unwrap(),
+                spent: r[3]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|s| hex::decode(s.as_str().unwrap()).unwrap())
+                    .collect(),
+                prev_header: displayed(r[4].as_str().unwrap()),
+                filter: hex::decode(r[5].as_str().unwrap()).unwrap(),
+                header: displayed(r[6].as_str().unwrap()),
+                notes: r[7].as_str().unwrap_or("").into(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn every_vector_builds_its_filter_and_header() {
+        let all = vectors();
+        assert!(all.len() >= 10, "{} vectors", all.len());
+        let mut out = Vec::new();
+        for v in &all {
+            basic_filter(
+                &v.block_hash,
+                &v.block,
+                v.spent.iter().map(Vec::as_slice),
+                &mut out,
+            )
+            .unwrap();
+            assert_eq!(out, v.filter, "filter at {} ({})", v.height, v.notes);
+            let header = filter_header(&filter_hash(&v.filter), &v.prev_header);
+            assert_eq!(header, v.header, "header at {} ({})", v.height, v.notes);
+        }
+    }
+
+    #[test]
+    fn every_item_of_every_vector_matches_and_others_do_not() {
+        let mut m = Matcher::with_capacity(4);
+        for v in vectors() {
+            let mut items: Vec<Vec<u8>> = Vec::new();
+            output_scripts(&v.block, |s| {
+                if !s.is_empty() && s[0] != 0x6a {
+                    items.push(s.to_vec());
+                }
+            })
+            .unwrap();
+            items.extend(v.spent.iter().filter(|s| !s.is_empty()).cloned());
+            let f = Filter::decode(&v.filter).unwrap();
+            let values: Result<Vec<u64>, _> = f.values().collect();
+            assert_eq!(values.unwrap().len() as u64, f.n);
+            for item in &items {
+                assert_eq!(
+                    m.match_any(&v.filter, &v.block_hash, [item.as_slice()]),
+                    Ok(true),
+                    "{} ({})",
+                    v.height,
+                    v.notes
+                );
+            }
+            // A script in no block: no match (a false positive is 1 in 784,931).
+            let stranger: &[u8] = b"\x00\x14lightwire-not-a-script";
+            assert_eq!(m.match_any(&v.filter, &v.block_hash, [stranger]), Ok(false));
+            // Among many others, one real item still matches.
+            if let Some(first) = items.first() {
+                let others: Vec<Vec<u8>> = (0..100u8).map(|i| vec![0x51, i, i]).collect();
+                let mut queries: Vec<&[u8]> = others.iter().map(Vec::as_slice).collect();
+                queries.push(first);
+                assert_eq!(m.match_any(&v.filter, &v.block_hash, queries), Ok(true));
+            }
+        }
+    }
+
+    #[test]
+    fn malformed_filters_are_typed_errors() {
+        let v = &vectors()[1];
+        let mut m = Matcher::default();
+        // No count, or a count the bytes cannot hold.
+        assert_eq!(
+            Filter::decode(&[]),
+            Err(FilterError::Truncated {
+                what: "the item count"
+            })
+        );
+        assert_eq!(
+            Filter::decode(&[0xfd, 0xff]),
+            Err(FilterError::Truncated {
+                what: "the item count"
+            })
+        );
+        assert!(matches!(
+            Filter::decode(&[0xff, 0, 0, 0, 0, 0, 0, 0, 1, 0xaa]),
+            Err(FilterError::TooManyItems { .. })
+        ));
+        // A quotient running past the range (all ones).
+        let ones = [0x02, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff];
+        let f = Filter::decode(&ones).unwrap();
+        assert_eq!(
+            f.values().next(),
+            Some(Err(FilterError::OutOfRange { index: 0 }))
+        );
+        assert_eq!(
+            m.match_any(&ones, &v.block_hash, [&b"x"[..]]),
+            Err(FilterError::OutOfRange { index: 0 })
+        );
+        // Cut short: every cut of a real filter decodes to an error or fewer items, never a
+        // panic.
+        for cut in 0..v.filter.len() {
+            if let Ok(f) = Filter::decode(&v.filter[..cut]) {
+                let _ = f.values().count();
+                let _ = m.match_any(&v.filter[..cut], &v.block_hash, [&b"x"[..]]);
+            }
+        }
+    }
+}

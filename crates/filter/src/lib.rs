@@ -1,0 +1,26 @@
+//! BIP158 compact block filters, sans-IO: the Golomb-coded set (P = 19, M = 784,931), the
+//! basic filter built from a block and the output scripts its inputs spend, matching many
+//! scripts against a filter in one sorted merge pass, the filter hash and the filter-header
+//! chain (BIP157).
+//!
+//! `no_std` with `alloc` (building a filter makes a buffer; decoding and matching use only
+//! what the caller lends, so a scan allocates nothing per filter once its buffers are warm).
+//! Every read of a filter or a block is checked: bad input is a typed [`FilterError`] or
+//! [`BlockError`], never a panic.
+#![cfg_attr(not(test), no_std)]
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+extern crate alloc;
+
+#[cfg(all(test, target_arch = "wasm32"))]
+wasm_bindgen_test::wasm_bindgen_test_configure!(run_in_browser);
+
+mod bits;
+pub mod block;
+mod gcs;
+
+pub use block::{BlockError, output_scripts};
+pub use gcs::{
+    BASIC_M, BASIC_P, Filter, FilterError, Matcher, basic_filter, filter_hash, filter_header,
+};
