@@ -88,7 +88,10 @@ impl<'a> Reader<'a> {
 
 /// Call `f` with every output script of every transaction in `block`, in order; returns
 /// how many transactions there were.
-pub fn output_scripts(block: &[u8], mut f: impl FnMut(&[u8])) -> Result<usize, BlockError> {
+pub fn output_scripts<'a>(
+    block: &'a [u8],
+    mut f: impl FnMut(&'a [u8]),
+) -> Result<usize, BlockError> {
     let mut r = Reader::new(block);
     r.take(80, "the header")?;
     // A transaction takes at least 10 bytes (version, two counts, lock time).

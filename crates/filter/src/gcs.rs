@@ -85,23 +85,31 @@ fn write_compact_size(out: &mut Vec<u8>, n: u64) {
 /// `out` (replaced).
 pub fn basic_filter<'s>(
     block_hash: &[u8; 32],
-    block: &[u8],
+    block: &'s [u8],
     spent: impl IntoIterator<Item = &'s [u8]>,
     out: &mut Vec<u8>,
 ) -> Result<(), BlockError> {
-    let k = key(block_hash);
-    let mut items: Vec<(u64, Vec<u8>)> = Vec::new();
+    let mut outputs: Vec<&[u8]> = Vec::new();
     output_scripts(block, |s| {
         if !s.is_empty() && s[0] != 0x6a {
-            items.push((siphash(k, s), s.to_vec()));
+            outputs.push(s);
         }
     })?;
-    for s in spent {
-        if !s.is_empty() {
-            items.push((siphash(k, s), s.to_vec()));
-        }
-    }
-    // A set of scripts: equal scripts hash equally, so after sorting they are neighbours.
+    let spent = spent.into_iter().filter(|s| !s.is_empty());
+    build_filter(block_hash, outputs.into_iter().chain(spent), out);
+    Ok(())
+}
+
+/// The filter of the set of `items` (each distinct item once), keyed by `block_hash`,
+/// written to `out` (replaced). [`basic_filter`] chooses a block's items and calls this.
+pub fn build_filter<'s>(
+    block_hash: &[u8; 32],
+    items: impl IntoIterator<Item = &'s [u8]>,
+    out: &mut Vec<u8>,
+) {
+    let k = key(block_hash);
+    let mut items: Vec<(u64, &[u8])> = items.into_iter().map(|s| (siphash(k, s), s)).collect();
+    // A set: equal items hash equally, so after sorting they are neighbours.
     items.sort_unstable();
     items.dedup();
     let n = items.len() as u64;
@@ -118,7 +126,6 @@ pub fn basic_filter<'s>(
         w.write(delta & ((1 << BASIC_P) - 1), BASIC_P);
         last = v;
     }
-    Ok(())
 }
 
 /// A filter's hash: double SHA-256 of its bytes (internal byte order).

@@ -22,5 +22,6 @@ mod gcs;
 
 pub use block::{BlockError, output_scripts};
 pub use gcs::{
-    BASIC_M, BASIC_P, Filter, FilterError, Matcher, basic_filter, filter_hash, filter_header,
+    BASIC_M, BASIC_P, Filter, FilterError, Matcher, Values, basic_filter, build_filter,
+    filter_hash, filter_header,
 };

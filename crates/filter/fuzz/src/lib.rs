@@ -1,0 +1,2 @@
+//! Shared by the filter fuzz targets: the input reader (crates/fuzz-support).
+pub use lightwire_fuzz_support::Cursor;
