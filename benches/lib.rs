@@ -6,6 +6,7 @@
 //! [`lightwire_alloc::CountingAllocator`] (the `count-alloc` feature, on by default).
 
 pub mod chain;
+pub mod filter;
 
 use std::hint::black_box;
 
