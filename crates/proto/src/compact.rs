@@ -10,7 +10,6 @@
 //! header's previous-block hash with its parent's hash anyway.
 
 use lightwire_chain::{BlockHash, HEADER_LEN, link_segments};
-use lightwire_wire::compact::segment_start;
 use lightwire_wire::{DecodeError, HeadersCompact, MAX_COMPACT_HEADERS_PER_MESSAGE};
 
 /// A receiver's buffers for one expanded message: its headers and their block hashes.
@@ -39,8 +38,7 @@ impl Expanded {
     pub fn expand(&mut self, m: &HeadersCompact<'_>) -> Result<(&[u8], &[BlockHash]), DecodeError> {
         m.expand(&mut self.headers)?;
         let count = usize::from(m.count);
-        let segments = m.segments();
-        let starts: [usize; 4] = core::array::from_fn(|k| segment_start(count, segments, k));
+        let (starts, segments) = m.segment_starts();
         link_segments(
             &mut self.headers[..count * HEADER_LEN],
             &starts[..segments],
@@ -94,6 +92,41 @@ mod tests {
                 .collect();
             assert_eq!(hashes, want, "{n} hashes");
         }
+    }
+
+    /// A gateway that forges an anchor (so that a segment hangs off a header that is not
+    /// the one before it) gets its headers expanded as sent, and refused by validation:
+    /// the segment's first header names another parent.
+    #[test]
+    fn a_forged_anchor_is_refused_by_validation() {
+        let hs = chain(400);
+        let mut out = vec![0u8; MAX_MESSAGE_LEN];
+        let (len, _) =
+            HeadersCompact::encode_answer(&mut out, 1, 1, 400, |i| hs.get(i).copied()).unwrap();
+        // The third anchor (segment 2 starts at header 200): point it at header 150.
+        let at = 2 + 12 + 2 * 32;
+        out[at..at + 32].copy_from_slice(&lightwire_chain::hash_header_bytes(&hs[150]).0);
+        let Ok(Message::HeadersCompact(m)) = Message::decode(&out[..len]) else {
+            panic!()
+        };
+        let mut e = Expanded::new();
+        let (headers, hashes) = e.expand(&m).unwrap();
+        let decoded: Vec<Header> = crate::decode_headers(headers).collect();
+        let mut chain = lightwire_chain::Chain::new(&REGTEST);
+        let refused = chain
+            .connect_hashed(&decoded, hashes, 2_000_000_000)
+            .unwrap_err();
+        assert!(
+            matches!(
+                refused,
+                lightwire_chain::ConnectError::Invalid(lightwire_chain::ValidationError {
+                    height: 201,
+                    rule: lightwire_chain::Rule::PrevHashMismatch { .. },
+                })
+            ),
+            "{refused:?}"
+        );
+        assert_eq!(chain.tip().height, 0, "nothing of the batch kept");
     }
 
     /// Bytes on the wire per header (message fields included, transport framing not) over

@@ -24,7 +24,7 @@
 //! migrate it ([`v1`]).
 
 use lightwire_chain::{BlockHash, HEADER_LEN, Network, Params, U256, Work, link_segments};
-use lightwire_wire::compact::{HeadersCompact, segment_start};
+use lightwire_wire::compact::HeadersCompact;
 use lightwire_wire::{MAX_MESSAGE_LEN, Message};
 
 use crate::{SCHEMA_VERSION, StoreError, Tip};
@@ -395,8 +395,7 @@ pub fn expand_chunk(
         m.expand(&mut headers[at..])
             .map_err(|_| corrupt("chunk record piece"))?;
         hashes.resize(done + count, BlockHash::ZERO);
-        let segments = m.segments();
-        let starts: [usize; 4] = core::array::from_fn(|k| segment_start(count, segments, k));
+        let (starts, segments) = m.segment_starts();
         link_segments(&mut headers[at..], &starts[..segments], &mut hashes[done..]);
         // Each segment's anchor must be the hash of the header before it.
         for &s in &starts[..segments] {

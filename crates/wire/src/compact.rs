@@ -108,6 +108,16 @@ impl<'a> HeadersCompact<'a> {
         self.anchors.len() / HASH_LEN
     }
 
+    /// The index of each segment's first header, and how many segments there are (the
+    /// first entries of the array): what a receiver links the headers by.
+    pub fn segment_starts(&self) -> ([usize; MAX_SEGMENTS], usize) {
+        let (count, segments) = (usize::from(self.count), self.segments());
+        (
+            core::array::from_fn(|k| segment_start(count, segments, k)),
+            segments,
+        )
+    }
+
     /// Decodes a payload (the bytes after the type). The body is checked by
     /// [`Self::expand`].
     pub fn decode_payload(payload: &'a [u8]) -> Result<Self, DecodeError> {
