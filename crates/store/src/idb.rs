@@ -115,6 +115,18 @@ pub struct IdbStore {
     _on_version_change: Closure<dyn FnMut()>,
 }
 
+/// A dropped store closes its connection and unhooks its `versionchange` handler first: the
+/// handler is a Rust closure dropped with the store, and a connection left open (until the
+/// garbage collector closes it) would have the browser call that freed closure when another
+/// connection upgrades or deletes the database (the client's tests drop stores without
+/// `close` and reopen them).
+impl Drop for IdbStore {
+    fn drop(&mut self) {
+        self.db.set_onversionchange(None);
+        self.db.close();
+    }
+}
+
 impl IdbStore {
     /// Open (or create, with default options) the store named `name` for `params`'
     /// network.
@@ -249,7 +261,8 @@ impl IdbStore {
 
     /// Close the database connection.
     pub fn close(self) {
-        self.db.close();
+        // Dropping closes it (see the Drop impl).
+        drop(self);
     }
 
     /// The index shard width this store was created with.
