@@ -1,7 +1,6 @@
 //! Deterministic chains of valid headers for tests and benchmarks: easy targets (regtest),
-//! each header mined by counting up its nonce, merkle roots derived from height and branch.
-
-use sha2::{Digest, Sha256};
+//! each header mined by counting up its nonce, its Merkle root that of the deterministic
+//! block of its height and branch ([`crate::synthetic`]).
 
 use crate::header::{BlockHash, Header};
 use crate::params::Params;
@@ -27,7 +26,7 @@ pub fn mine(header: &mut Header, target: &Target) -> bool {
 }
 
 /// The child of `prev` at `height` on branch `branch` (0 is the main chain), mined at
-/// `params`' limit. Different branches differ in their merkle roots.
+/// `params`' limit. Different branches differ in their Merkle roots (their coinbases).
 pub fn next_header(
     params: &Params,
     prev: &Header,
@@ -35,12 +34,7 @@ pub fn next_header(
     height: u32,
     branch: u32,
 ) -> Header {
-    let merkle_root: [u8; 32] = Sha256::new()
-        .chain_update(b"lightwire-generate")
-        .chain_update(height.to_le_bytes())
-        .chain_update(branch.to_le_bytes())
-        .finalize()
-        .into();
+    let merkle_root = crate::synthetic::merkle_root(height, branch);
     let mut header = Header {
         version: GENERATED_VERSION,
         prev_blockhash: prev_hash,

@@ -16,6 +16,7 @@ mod params;
 #[cfg(test)]
 mod reference;
 mod sha256x4;
+pub mod synthetic;
 mod target;
 mod uint;
 mod validate;
@@ -23,7 +24,9 @@ mod validate;
 pub use chain::{Chain, ConnectError, MAX_SIDE_BRANCH, Outcome};
 pub use header::{BlockHash, HEADER_LEN, Header, hash_header_bytes};
 pub use params::{MAINNET, Network, Params, REGTEST, SIGNET, TESTNET3, TESTNET4, UnknownNetwork};
-pub use sha256x4::{hash_header_list, hash_headers, hash4, link_segments};
+pub use sha256x4::{
+    hash_header_list, hash_headers, hash4, hash64x4, link_filter_headers, link_segments,
+};
 pub use target::{CompactError, CompactTarget, Target, Work};
 pub use uint::U256;
 pub use validate::{

@@ -232,10 +232,45 @@ mod lanes {
             BlockHash(out)
         })
     }
+
+    /// SHA-256d of four 64-byte messages (BIP157 filter headers: a filter hash and the
+    /// previous filter header).
+    #[inline(always)]
+    pub(crate) fn hash64x4_with<L: Lanes>(m: [&[u8; 64]; 4]) -> [[u8; 32]; 4] {
+        let mut state = IV.map(L::splat);
+        compress(
+            &mut state,
+            core::array::from_fn(|i| {
+                L::from_lanes(core::array::from_fn(|l| {
+                    let b = &m[l][4 * i..4 * i + 4];
+                    u32::from_be_bytes([b[0], b[1], b[2], b[3]])
+                }))
+            }),
+        );
+        // Second block: padding only, the length 512 bits.
+        let mut w = [L::splat(0); 16];
+        w[0] = L::splat(0x8000_0000);
+        w[15] = L::splat(512);
+        compress(&mut state, w);
+        let mut w = [L::splat(0); 16];
+        w[..8].copy_from_slice(&state);
+        w[8] = L::splat(0x8000_0000);
+        w[15] = L::splat(256);
+        let mut second = IV.map(L::splat);
+        compress(&mut second, w);
+        let words = second.map(L::to_lanes);
+        core::array::from_fn(|lane| {
+            let mut out = [0u8; 32];
+            for (chunk, word) in out.chunks_exact_mut(4).zip(&words) {
+                chunk.copy_from_slice(&word[lane].to_be_bytes());
+            }
+            out
+        })
+    }
 }
 
 #[cfg(test)]
-use lanes::{Lanes, Portable, hash4_with};
+use lanes::{Lanes, Portable, hash4_with, hash64x4_with};
 
 /// Block hashes of four headers at once: in the four SIMD128 lanes in wasm, one after
 /// another with `sha2` natively (where it uses the CPU's SHA extensions).
@@ -338,6 +373,72 @@ pub fn link_segments(headers: &mut [u8], starts: &[usize], hashes: &mut [BlockHa
     }
 }
 
+/// SHA-256d of four 64-byte messages at once (four SIMD128 lanes in wasm; `sha2` natively).
+pub fn hash64x4(m: [&[u8; 64]; 4]) -> [[u8; 32]; 4] {
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    {
+        lanes::hash64x4_with::<core::arch::wasm32::v128>(m)
+    }
+    #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
+    {
+        use sha2::{Digest, Sha256};
+        m.map(|x| Sha256::digest(Sha256::digest(x)).into())
+    }
+}
+
+/// Rebuild BIP157 filter headers from filter hashes: `headers[i]` = SHA-256d(`hashes[i]` ||
+/// `headers[i - 1]`), where each segment (its first index in `starts`, ascending, the first
+/// 0) starts from its anchor in `anchors` instead. Four segments side by side, as
+/// [`link_segments`] does for block hashes. Returns whether the segments join up: each
+/// segment's last header equals the next segment's anchor.
+pub fn link_filter_headers(
+    hashes: &[[u8; 32]],
+    anchors: &[[u8; 32]],
+    starts: &[usize],
+    headers: &mut [[u8; 32]],
+) -> bool {
+    let count = hashes.len().min(headers.len());
+    let segments = starts.len().min(anchors.len());
+    for g in (0..segments).step_by(4) {
+        let bounds: [(usize, usize); 4] = core::array::from_fn(|k| {
+            let s = g + k;
+            if s < segments {
+                let a = starts[s].min(count);
+                let end = starts.get(s + 1).copied().unwrap_or(count);
+                (a, end.clamp(a, count))
+            } else {
+                (0, 0)
+            }
+        });
+        let longest = bounds.iter().map(|(a, b)| b - a).max().unwrap_or(0);
+        let mut msgs = [[0u8; 64]; 4];
+        for j in 0..longest {
+            for (k, &(a, b)) in bounds.iter().enumerate() {
+                if a + j < b {
+                    let prev = if j == 0 {
+                        &anchors[g + k]
+                    } else {
+                        &headers[a + j - 1]
+                    };
+                    msgs[k][..32].copy_from_slice(&hashes[a + j]);
+                    msgs[k][32..].copy_from_slice(prev);
+                }
+            }
+            let got = hash64x4([&msgs[0], &msgs[1], &msgs[2], &msgs[3]]);
+            for (k, &(a, b)) in bounds.iter().enumerate() {
+                if a + j < b {
+                    headers[a + j] = got[k];
+                }
+            }
+        }
+    }
+    // Each segment's last header must be the next one's anchor.
+    (1..segments).all(|s| {
+        let last = starts[s].checked_sub(1).and_then(|i| headers.get(i));
+        last == Some(&anchors[s])
+    })
+}
+
 #[cfg(test)]
 mod tests {
     #[cfg(target_arch = "wasm32")]
@@ -386,6 +487,50 @@ mod tests {
     #[test]
     fn simd_lanes_equal_sha2_on_random_headers() {
         check_lanes::<core::arch::wasm32::v128>(&random_headers(400, 0x9e37_79b9_7f4a_7c15));
+    }
+
+    #[test]
+    fn filter_headers_link_four_segments_as_sha2_chains_them() {
+        use sha2::{Digest, Sha256};
+        let bytes = random_headers(40, 3);
+        let hashes: Vec<[u8; 32]> = bytes
+            .chunks_exact(32)
+            .map(|c| c.try_into().unwrap())
+            .collect();
+        let n = hashes.len();
+        let mut want = vec![[0u8; 32]; n];
+        let mut prev = [7u8; 32];
+        for (i, h) in hashes.iter().enumerate() {
+            let mut m = [0u8; 64];
+            m[..32].copy_from_slice(h);
+            m[32..].copy_from_slice(&prev);
+            want[i] = Sha256::digest(Sha256::digest(m)).into();
+            prev = want[i];
+        }
+        for starts in [&[0][..], &[0, 25, 50, 75], &[0, 1, 2, 99], &[0, 33, 34]] {
+            let anchors: Vec<[u8; 32]> = starts
+                .iter()
+                .map(|&s| if s == 0 { [7u8; 32] } else { want[s - 1] })
+                .collect();
+            let mut got = vec![[0u8; 32]; n];
+            assert!(
+                link_filter_headers(&hashes, &anchors, starts, &mut got),
+                "{starts:?}"
+            );
+            assert_eq!(got, want, "{starts:?}");
+            if starts.len() > 1 {
+                let mut bad = anchors.clone();
+                bad[1][0] ^= 1;
+                assert!(!link_filter_headers(&hashes, &bad, starts, &mut got));
+            }
+        }
+        let m: [[u8; 64]; 4] = core::array::from_fn(|l| core::array::from_fn(|i| (i * l) as u8));
+        let portable = hash64x4_with::<Portable>([&m[0], &m[1], &m[2], &m[3]]);
+        assert_eq!(portable, hash64x4([&m[0], &m[1], &m[2], &m[3]]));
+        assert_eq!(
+            portable[2],
+            <[u8; 32]>::from(Sha256::digest(Sha256::digest(m[2])))
+        );
     }
 
     #[test]

@@ -643,6 +643,17 @@ impl Core {
                 text: text.map(str::to_string),
             }),
             PeerEvent::Pong => {}
+            // The engine does not ask for filters yet (issue 15's client half is still to
+            // come): an answer to a filter request is an answer to a request never made.
+            PeerEvent::FilterHeaders { id, .. } => {
+                return Err(DropReason::Sync(SyncError::UnexpectedAnswer { id }));
+            }
+            PeerEvent::FilterCheckpoints(m) => {
+                return Err(DropReason::Sync(SyncError::UnexpectedAnswer { id: m.id }));
+            }
+            PeerEvent::Filters(m) => {
+                return Err(DropReason::Sync(SyncError::UnexpectedAnswer { id: m.id }));
+            }
         }
         Ok(())
     }

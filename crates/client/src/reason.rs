@@ -87,6 +87,7 @@ impl DropReason {
                 PeerError::PingFlood => "ping-flood",
                 PeerError::NotReady | PeerError::Send(_) | PeerError::Encode(_) => "internal-error",
                 PeerError::Failed => "connection-failed",
+                PeerError::FilterHeadersDisjoint => "filter-headers-disjoint",
             },
             DropReason::Sync(_) if self.is_future_header() => "future-header",
             DropReason::Sync(SyncError::Invalid(_)) => "invalid-header",

@@ -2,39 +2,60 @@
 
 use alloc::vec::Vec;
 
-/// Appends bits to a byte vector, most significant bit of each byte first.
+/// Appends bits to a byte vector, most significant bit of each byte first. Bits gather in
+/// a 64-bit word and go out a byte at a time; [`Self::finish`] writes the last, partial
+/// byte (zero-padded).
 pub(crate) struct BitWriter<'a> {
     out: &'a mut Vec<u8>,
-    /// Bits used in the last byte (0 when a new byte starts).
-    used: u32,
+    /// Pending bits, in the low `pending` bits.
+    acc: u64,
+    pending: u32,
 }
 
 impl<'a> BitWriter<'a> {
     pub(crate) fn new(out: &'a mut Vec<u8>) -> Self {
-        BitWriter { out, used: 0 }
+        BitWriter {
+            out,
+            acc: 0,
+            pending: 0,
+        }
     }
 
     /// Write the low `n` bits of `v` (n <= 64), most significant first.
     pub(crate) fn write(&mut self, v: u64, n: u32) {
-        for i in (0..n).rev() {
-            if self.used == 0 {
-                self.out.push(0);
-            }
-            if (v >> i) & 1 == 1 {
-                if let Some(last) = self.out.last_mut() {
-                    *last |= 0x80 >> self.used;
-                }
-            }
-            self.used = (self.used + 1) % 8;
+        if n > 32 {
+            self.write(v >> 32, n - 32);
+            self.write(v & 0xffff_ffff, 32);
+            return;
         }
+        if n == 0 {
+            return;
+        }
+        // At most 7 bits pend between calls, so 7 + 32 fit in the word.
+        self.acc = (self.acc << n) | (v & ((1u64 << n) - 1));
+        self.pending += n;
+        while self.pending >= 8 {
+            self.pending -= 8;
+            self.out.push((self.acc >> self.pending) as u8);
+        }
+        self.acc &= (1u64 << self.pending) - 1;
     }
 
     /// Write `q` one bits then a zero (unary).
-    pub(crate) fn unary(&mut self, q: u64) {
-        for _ in 0..q {
-            self.write(1, 1);
+    pub(crate) fn unary(&mut self, mut q: u64) {
+        while q >= 32 {
+            self.write(0xffff_ffff, 32);
+            q -= 32;
         }
-        self.write(0, 1);
+        // q ones, then the zero: q + 1 <= 32 bits.
+        self.write(((1u64 << q) - 1) << 1, q as u32 + 1);
+    }
+
+    /// Write the last partial byte, its low bits zero.
+    pub(crate) fn finish(self) {
+        if self.pending > 0 {
+            self.out.push((self.acc << (8 - self.pending)) as u8);
+        }
     }
 }
 
@@ -99,6 +120,8 @@ mod tests {
         w.write(0x7_ffff, 19);
         w.write(u64::MAX, 64);
         w.unary(0);
+        w.unary(70);
+        w.finish();
         let mut r = BitReader::new(&out);
         assert_eq!(r.read(3), Some(0b101));
         for _ in 0..3 {
@@ -107,6 +130,10 @@ mod tests {
         assert_eq!(r.bit(), Some(false));
         assert_eq!(r.read(19), Some(0x7_ffff));
         assert_eq!(r.read(64), Some(u64::MAX));
+        assert_eq!(r.bit(), Some(false));
+        for _ in 0..70 {
+            assert_eq!(r.bit(), Some(true));
+        }
         assert_eq!(r.bit(), Some(false));
         // Padding to the byte, then nothing.
         let left = r.remaining();

@@ -126,6 +126,7 @@ pub fn build_filter<'s>(
         w.write(delta & ((1 << BASIC_P) - 1), BASIC_P);
         last = v;
     }
+    w.finish();
 }
 
 /// A filter's hash: double SHA-256 of its bytes (internal byte order).

@@ -92,6 +92,13 @@ struct SourceArgs {
     /// For testing clients: serve header H of the generated chain with wrong nBits
     #[arg(long, value_name = "H", conflicts_with_all = ["headers_file", "upstream"])]
     corrupt_at: Option<u32>,
+    /// Do not serve compact block filters for the generated chain (they are built at start,
+    /// on every core: about 2 s for 925,000 blocks)
+    #[arg(long, conflicts_with_all = ["headers_file", "upstream"])]
+    no_filters: bool,
+    /// Megabytes of generated filters kept in memory; others are built again when asked for
+    #[arg(long, value_name = "MB", default_value_t = 256)]
+    filter_cache_mb: u32,
     /// 80-byte headers from a file, validated first; reloaded on SIGHUP (a new chain is
     /// served as a reorg)
     #[arg(long, value_name = "FILE", requires = "network")]
@@ -122,6 +129,8 @@ enum Source {
     Generate {
         count: u32,
         corrupt_at: Option<u32>,
+        /// Serve filters, caching this many bytes of them.
+        filter_cache: Option<usize>,
     },
     File {
         path: PathBuf,
@@ -166,6 +175,7 @@ impl Cli {
             (Some(count), None, None, _) => Source::Generate {
                 count,
                 corrupt_at: s.corrupt_at,
+                filter_cache: (!s.no_filters).then_some((s.filter_cache_mb as usize) << 20),
             },
             (None, Some(path), None, Some(network)) => Source::File {
                 path,
@@ -272,8 +282,15 @@ fn load(source: &Source) -> Result<(ServedChain, Option<Chain>), String> {
             let (served, chain) = ServedChain::genesis_only(network.params());
             Ok((served, Some(chain)))
         }
-        Source::Generate { count, corrupt_at } => {
+        Source::Generate {
+            count,
+            corrupt_at,
+            filter_cache,
+        } => {
             let mut chain = ServedChain::generate(*count, now()).map_err(|e| e.to_string())?;
+            if let Some(bytes) = filter_cache {
+                chain.serve_generated_filters(*bytes);
+            }
             if let Some(h) = corrupt_at
                 && !chain.corrupt(*h)
             {

@@ -9,11 +9,14 @@
 
 use std::collections::HashMap;
 
+use crate::filters::ServedFilters;
+
 use lightwire_chain::generate::next_header;
 use lightwire_chain::{
     BlockHash, Chain, ConnectError, Entry, HEADER_LEN, Header, MAX_BATCH, Network, Outcome, Params,
     REGTEST, U256, Work, rebuild_entries,
 };
+use lightwire_proto::session::{FilterEntry, FilterLookup};
 
 /// Why a header source was refused.
 #[derive(Debug, thiserror::Error)]
@@ -59,6 +62,8 @@ pub struct ServedChain {
     reorgs: u64,
     /// Below this chain work only the first header is served (see the module's comment).
     min_work: Work,
+    /// Compact block filters, when served.
+    filters: Option<ServedFilters>,
 }
 
 /// A chain being built: what is served, and the validation window its next header needs.
@@ -83,6 +88,7 @@ impl Builder {
                 period_work: vec![first.chainwork],
                 reorgs: 0,
                 min_work: Work::ZERO,
+                filters: None,
             },
             chain,
         }
@@ -272,6 +278,19 @@ impl ServedChain {
         Ok(served.served)
     }
 
+    /// Serve the compact block filters of this generated chain (built now, on every core;
+    /// the newest kept up to `cache_bytes`).
+    pub fn serve_generated_filters(&mut self, cache_bytes: usize) {
+        if self.base == 0 {
+            self.filters = Some(ServedFilters::generated(&self.headers, cache_bytes));
+        }
+    }
+
+    /// The filters served, if any.
+    pub fn filters(&self) -> Option<&ServedFilters> {
+        self.filters.as_ref()
+    }
+
     /// Headers from a file of concatenated 80-byte headers: from the genesis header, or
     /// with `from_height` the first is trusted at that height.
     pub fn from_file(
@@ -371,6 +390,25 @@ impl lightwire_proto::Served for ServedChain {
 
     fn reorgs(&self) -> u64 {
         self.reorgs
+    }
+
+    fn serves_filters(&self) -> bool {
+        self.filters.is_some()
+    }
+
+    fn filter_tip(&self) -> Option<u32> {
+        self.filters.as_ref()?.tip()
+    }
+
+    fn filter_entry(&self, height: u32) -> Option<FilterEntry> {
+        self.filters.as_ref()?.entry(height)
+    }
+
+    fn with_filter<R>(&self, height: u32, read: impl FnOnce(&[u8]) -> R) -> FilterLookup<R> {
+        match &self.filters {
+            Some(f) => f.with_filter(height, lightwire_proto::Served::header(self, height), read),
+            None => FilterLookup::Missing,
+        }
     }
 }
 

@@ -9,13 +9,18 @@
 //! the hash of the header before it) is not checked here: validation compares every
 //! header's previous-block hash with its parent's hash anyway.
 
-use lightwire_chain::{BlockHash, HEADER_LEN, link_segments};
-use lightwire_wire::{DecodeError, HeadersCompact, MAX_COMPACT_HEADERS_PER_MESSAGE};
+use lightwire_chain::{BlockHash, HEADER_LEN, link_filter_headers, link_segments};
+use lightwire_wire::filters::MAX_FILTER_HASHES_PER_MESSAGE;
+use lightwire_wire::{DecodeError, FilterHeaders, HeadersCompact, MAX_COMPACT_HEADERS_PER_MESSAGE};
 
-/// A receiver's buffers for one expanded message: its headers and their block hashes.
+/// A receiver's buffers for one expanded message: its headers and their block hashes, or
+/// the filter headers of a `filter_headers`.
 pub struct Expanded {
     headers: Box<[u8]>,
     hashes: Box<[BlockHash]>,
+    filter_hashes: Box<[[u8; 32]]>,
+    filter_anchors: [[u8; 32]; 4],
+    filter_headers: Box<[[u8; 32]]>,
 }
 
 impl Default for Expanded {
@@ -30,7 +35,42 @@ impl Expanded {
         Expanded {
             headers: vec![0; MAX_COMPACT_HEADERS_PER_MESSAGE * HEADER_LEN].into_boxed_slice(),
             hashes: vec![BlockHash::ZERO; MAX_COMPACT_HEADERS_PER_MESSAGE].into_boxed_slice(),
+            filter_hashes: vec![[0; 32]; MAX_FILTER_HASHES_PER_MESSAGE].into_boxed_slice(),
+            filter_anchors: [[0; 32]; 4],
+            filter_headers: vec![[0; 32]; MAX_FILTER_HASHES_PER_MESSAGE].into_boxed_slice(),
         }
+    }
+
+    /// The filter headers of `m`, rebuilt from its filter hashes four segments at a time,
+    /// with the header before the first; `None` when its segments do not join.
+    pub fn link_filter_headers(
+        &mut self,
+        m: &FilterHeaders<'_>,
+    ) -> Option<([u8; 32], &[[u8; 32]])> {
+        let count = m.count().min(self.filter_hashes.len());
+        for (dst, src) in self.filter_hashes.iter_mut().zip(m.hashes.chunks_exact(32)) {
+            dst.copy_from_slice(src);
+        }
+        let (starts, segments) = m.segment_starts();
+        for (dst, src) in self
+            .filter_anchors
+            .iter_mut()
+            .zip(m.anchors.chunks_exact(32))
+        {
+            dst.copy_from_slice(src);
+        }
+        let joined = link_filter_headers(
+            &self.filter_hashes[..count],
+            &self.filter_anchors[..segments],
+            &starts[..segments],
+            &mut self.filter_headers[..count],
+        );
+        let before = if segments > 0 {
+            self.filter_anchors[0]
+        } else {
+            [0; 32]
+        };
+        joined.then_some((before, &self.filter_headers[..count]))
     }
 
     /// Expand `m` and link its headers: returns the headers (80 bytes each) and their

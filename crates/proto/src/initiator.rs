@@ -20,8 +20,9 @@ use lightwire_noise::{
     Receiver, SecretKey, SendError, Sender,
 };
 use lightwire_wire::{
-    COMPACT_HEADERS_FEATURE, DecodeError, EncodeError, Features, GetHeaders, Init, InitRefusal,
-    Message, Networks, Ping, Pong,
+    AnswerFlags, COMPACT_HEADERS_FEATURE, DecodeError, EncodeError, FILTERS_FEATURE, Features,
+    FilterCheckpoints, FilterRange, Filters, GetFilterCheckpoints, GetFilterHeaders, GetFilters,
+    GetHeaders, Init, InitRefusal, Message, Networks, Ping, Pong,
 };
 
 use crate::acts::ActBuffer;
@@ -77,6 +78,10 @@ pub enum PeerError {
     /// An earlier error ended this connection.
     #[error("the connection already failed")]
     Failed,
+    /// A `filter_headers` message whose segments do not join: a segment's last filter
+    /// header is not the next segment's anchor.
+    #[error("the gateway sent filter headers that do not chain")]
+    FilterHeadersDisjoint,
 }
 
 impl PeerError {
@@ -313,6 +318,28 @@ pub enum PeerEvent<'a> {
         /// The last message of this answer.
         last: bool,
     },
+    /// Filter headers answering request `id` (`filter_headers`, rebuilt from the filter
+    /// hashes and linked: they chain from `before`).
+    FilterHeaders {
+        /// The request.
+        id: u32,
+        /// Height of the first (of the next, when there are none).
+        first_height: u32,
+        /// How the answer ends.
+        flags: AnswerFlags,
+        /// The filter header before the first (the message's first anchor; zeros when the
+        /// message is empty or starts at genesis).
+        before: [u8; 32],
+        /// The filter headers.
+        headers: &'a [[u8; 32]],
+        /// The filter hashes they chain.
+        hashes: &'a [u8],
+    },
+    /// Filter checkpoints answering request `id`.
+    FilterCheckpoints(FilterCheckpoints<'a>),
+    /// Filter pieces answering request `id` (the pieces are checked for range; their
+    /// order and completeness are the receiver's to check).
+    Filters(Filters<'a>),
     /// A `warning` (printable text, or `None`).
     Warning(Option<&'a str>),
     /// A `pong`.
@@ -337,6 +364,8 @@ pub struct Initiator {
     ping_sent: Option<Millis>,
     /// Whether our `init` offered `headers_compact` (only then is it taken).
     compact: bool,
+    /// Whether the gateway's `init` offers filters.
+    gateway_filters: bool,
     /// Headers expanded from `headers_compact` and the block hashes of every answer.
     expanded: Expanded,
 }
@@ -371,6 +400,7 @@ impl Initiator {
             heard: now,
             ping_sent: None,
             compact: false,
+            gateway_filters: false,
             expanded: Expanded::new(),
         };
         initiator.offer_compact_headers(true);
@@ -382,6 +412,12 @@ impl Initiator {
     pub fn offer_compact_headers(&mut self, on: bool) {
         self.compact = on;
         self.link.offer_compact_headers(on);
+    }
+
+    /// Whether the gateway's `init` said it serves compact block filters
+    /// ([`FILTERS_FEATURE`]).
+    pub fn serves_filters(&self) -> bool {
+        self.gateway_filters
     }
 
     /// Whether `init` has been exchanged.
@@ -418,8 +454,9 @@ impl Initiator {
             expanded,
             self.compact,
         ) {
-            Ok(Interpreted::Ready) => {
+            Ok(Interpreted::Ready(filters)) => {
                 self.ready = true;
+                self.gateway_filters = filters;
                 Ok((taken, Some(PeerEvent::Ready)))
             }
             Ok(Interpreted::Pong(len)) => {
@@ -526,10 +563,65 @@ impl Initiator {
         };
         self.link.send(&Message::GetHeaders(req))
     }
+
+    /// Ask for the filter hashes (and so the filter headers) of `start_height` up to the
+    /// block `stop_hash`.
+    pub fn request_filter_headers(
+        &mut self,
+        id: u32,
+        start_height: u32,
+        stop_hash: BlockHash,
+    ) -> Result<(), PeerError> {
+        let range = self.filter_range(id, start_height, stop_hash)?;
+        self.link
+            .send(&Message::GetFilterHeaders(GetFilterHeaders(range)))
+    }
+
+    /// Ask for the filters of `start_height` up to the block `stop_hash`.
+    pub fn request_filters(
+        &mut self,
+        id: u32,
+        start_height: u32,
+        stop_hash: BlockHash,
+    ) -> Result<(), PeerError> {
+        let range = self.filter_range(id, start_height, stop_hash)?;
+        self.link.send(&Message::GetFilters(GetFilters(range)))
+    }
+
+    /// Ask for the filter checkpoints up to the block `stop_hash`.
+    pub fn request_filter_checkpoints(
+        &mut self,
+        id: u32,
+        stop_hash: BlockHash,
+    ) -> Result<(), PeerError> {
+        let range = self.filter_range(id, 0, stop_hash)?;
+        let req = GetFilterCheckpoints {
+            id,
+            stop_hash: range.stop_hash,
+        };
+        self.link.send(&Message::GetFilterCheckpoints(req))
+    }
+
+    fn filter_range(
+        &self,
+        id: u32,
+        start_height: u32,
+        stop_hash: BlockHash,
+    ) -> Result<FilterRange, PeerError> {
+        if !self.is_ready() {
+            return Err(PeerError::NotReady);
+        }
+        Ok(FilterRange {
+            id,
+            start_height,
+            stop_hash: stop_hash.0,
+        })
+    }
 }
 
 enum Interpreted<'a> {
-    Ready,
+    /// With whether the gateway serves filters.
+    Ready(bool),
     Pong(Option<u16>),
     Event(Option<PeerEvent<'a>>),
 }
@@ -549,7 +641,8 @@ fn interpret<'a>(
             return Err(PeerError::NoInitFirst);
         };
         init.require_chain(chain_hash)?;
-        return Ok(Interpreted::Ready);
+        let filters = init.combined_features().is_set(FILTERS_FEATURE);
+        return Ok(Interpreted::Ready(filters));
     }
     let event = match message {
         Message::Tip(t) => PeerEvent::Tip {
@@ -574,6 +667,21 @@ fn interpret<'a>(
                 last: h.last,
             }
         }
+        Message::FilterHeaders(m) => {
+            let (before, headers) = expanded
+                .link_filter_headers(&m)
+                .ok_or(PeerError::FilterHeadersDisjoint)?;
+            PeerEvent::FilterHeaders {
+                id: m.id,
+                first_height: m.first_height,
+                flags: m.flags,
+                before,
+                headers,
+                hashes: m.hashes,
+            }
+        }
+        Message::FilterCheckpoints(m) => PeerEvent::FilterCheckpoints(m),
+        Message::Filters(m) => PeerEvent::Filters(m),
         Message::Warning(w) => PeerEvent::Warning(w.data_utf8()),
         Message::Error(e) => {
             return Err(PeerError::GatewayError(e.data_utf8().map(str::to_string)));
@@ -584,6 +692,9 @@ fn interpret<'a>(
         Message::Init(_)
         | Message::GetHeaders(_)
         | Message::HeadersCompact(_)
+        | Message::GetFilterHeaders(_)
+        | Message::GetFilterCheckpoints(_)
+        | Message::GetFilters(_)
         | Message::Unknown { .. } => {
             return Ok(Interpreted::Event(None));
         }

@@ -8,6 +8,7 @@ use core::time::Duration;
 
 use lightwire_chain::{BlockHash, REGTEST};
 use lightwire_noise::{MAX_FRAME_LEN, SecretKey};
+use lightwire_wire::AnswerFlags;
 
 use crate::initiator::{Initiator, Limits as InitiatorLimits, PeerError, PeerEvent};
 use crate::responder::{BufferKind, BufferMode, Close, Limits, Responder, Transmit};
@@ -28,6 +29,12 @@ pub enum Heard {
     Warning(Option<String>),
     /// A pong.
     Pong,
+    /// Filter headers: request id, first height, the header before, the headers, flags.
+    FilterHeaders(u32, u32, [u8; 32], Vec<[u8; 32]>, AnswerFlags),
+    /// Filter checkpoints: request id, (height, header) each, flags.
+    FilterCheckpoints(u32, Vec<(u32, [u8; 32])>, AnswerFlags),
+    /// Filter pieces: request id, (height, filter length, offset, bytes) each, flags.
+    Filters(u32, Vec<(u32, u32, u32, Vec<u8>)>, AnswerFlags),
 }
 
 /// A gateway's end as a browser sees it: a [`Responder`] serving a [`TestChain`], the
@@ -351,6 +358,28 @@ fn client_input(
                         }
                         PeerEvent::Warning(t) => Heard::Warning(t.map(str::to_string)),
                         PeerEvent::Pong => Heard::Pong,
+                        PeerEvent::FilterHeaders {
+                            id,
+                            first_height,
+                            flags,
+                            before,
+                            headers,
+                            ..
+                        } => {
+                            Heard::FilterHeaders(id, first_height, before, headers.to_vec(), flags)
+                        }
+                        PeerEvent::FilterCheckpoints(m) => Heard::FilterCheckpoints(
+                            m.id,
+                            m.iter().map(|(h, c)| (h, *c)).collect(),
+                            m.flags,
+                        ),
+                        PeerEvent::Filters(m) => Heard::Filters(
+                            m.id,
+                            m.pieces()
+                                .map(|p| (p.height, p.filter_len, p.offset, p.data.to_vec()))
+                                .collect(),
+                            m.flags,
+                        ),
                     });
                 }
                 data = &data[taken..];
@@ -368,7 +397,7 @@ mod tests {
     use lightwire_wire::Ping;
 
     use super::*;
-    use crate::session::Violation;
+    use crate::session::{Served, Violation};
 
     fn connected(buffers: BufferMode, pool: usize) -> Pair {
         let mut p = Pair::new(TestChain::generate(3000), buffers, pool);
@@ -400,6 +429,57 @@ mod tests {
                     "both buffers back in the pool when idle"
                 );
             }
+        }
+    }
+
+    /// Filter headers, checkpoints and filters through both ends: the client rebuilds every
+    /// filter header from the hashes and the anchors.
+    #[test]
+    fn filters_over_the_pair() {
+        let mut p = connected(BufferMode::Pooled, 2);
+        assert!(p.client.serves_filters());
+        let stop = p.gateway.chain.header(3000).block_hash();
+        p.client.request_filter_headers(1, 0, stop).unwrap();
+        p.client.request_filter_checkpoints(2, stop).unwrap();
+        p.client.request_filters(3, 2001, stop).unwrap();
+        p.drive();
+        let mut headers = Vec::new();
+        let mut filters: Vec<(u32, Vec<u8>)> = Vec::new();
+        for h in &p.heard {
+            match h {
+                Heard::FilterHeaders(1, first, before, got, _) => {
+                    assert_eq!(*first as usize, headers.len());
+                    let want = match first.checked_sub(1) {
+                        Some(b) => p.gateway.chain.filter_entry(b).unwrap().header,
+                        None => [0; 32],
+                    };
+                    assert_eq!(*before, want);
+                    headers.extend_from_slice(got);
+                }
+                Heard::FilterCheckpoints(2, got, flags) => {
+                    assert!(flags.last);
+                    for (height, c) in got {
+                        assert_eq!(*c, p.gateway.chain.filter_entry(*height).unwrap().header);
+                    }
+                    assert_eq!(got.len(), 3);
+                }
+                Heard::Filters(3, pieces, _) => {
+                    for (height, len, offset, data) in pieces {
+                        assert_eq!(*offset, 0);
+                        assert_eq!(*len as usize, data.len());
+                        filters.push((*height, data.clone()));
+                    }
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        assert_eq!(headers.len(), 3001);
+        for (h, got) in headers.iter().enumerate() {
+            assert_eq!(*got, p.gateway.chain.filter_entry(h as u32).unwrap().header);
+        }
+        assert_eq!(filters.len(), 1000);
+        for (h, f) in &filters {
+            assert_eq!(f, p.gateway.chain.filter(*h));
         }
     }
 

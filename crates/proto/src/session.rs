@@ -11,11 +11,17 @@ use std::collections::VecDeque;
 
 use lightwire_chain::{BlockHash, HEADER_LEN};
 
+use lightwire_wire::Features;
+use lightwire_wire::filters::{
+    FILTER_CHECKPOINT_INTERVAL, MAX_CHECKPOINTS_PER_MESSAGE, MAX_FILTER_HASHES_PER_MESSAGE,
+    MAX_REQUEST_FILTER_HEADERS, MAX_REQUEST_FILTERS,
+};
 use lightwire_wire::sync::{
     MAX_HEADERS_PER_MESSAGE, MAX_LOCATOR, MAX_PENDING_REQUESTS, MAX_REQUEST_HEADERS,
 };
 use lightwire_wire::{
-    COMPACT_HEADERS_FEATURE, DecodeError, EncodeError, Features, GetHeaders, Headers,
+    AnswerFlags, COMPACT_HEADERS_FEATURE, DecodeError, EncodeError, FILTERS_FEATURE,
+    FilterCheckpoints, FilterHeaders, FilterRange, FiltersWriter, GetHeaders, Headers,
     HeadersCompact, Init, InitRefusal, Message, Networks, Ping, Pong, Tip, Warning,
 };
 
@@ -28,6 +34,26 @@ pub struct ServedTip {
     pub header: [u8; HEADER_LEN],
     /// Cumulative work, big-endian.
     pub chainwork: [u8; 32],
+}
+
+/// A filter header and the filter hash it chains (BIP157).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct FilterEntry {
+    /// The filter header.
+    pub header: [u8; 32],
+    /// The filter's hash.
+    pub hash: [u8; 32],
+}
+
+/// What a [`Served`] chain has of a filter.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum FilterLookup<R> {
+    /// Here it is (what the reader returned).
+    Ready(R),
+    /// Being fetched: the shell calls [`Session::filters_arrived`] when it is in.
+    Pending,
+    /// Not on this chain, or not served.
+    Missing,
 }
 
 /// The chain a responder serves, as its sessions read it: the gateway's in-memory chain,
@@ -54,6 +80,28 @@ pub trait Served {
 
     /// Reorganisations so far: an answer planned before one is cut short.
     fn reorgs(&self) -> u64;
+
+    /// Whether compact block filters are served (the `filters` feature bit).
+    fn serves_filters(&self) -> bool {
+        false
+    }
+
+    /// The highest height whose filter header is known (filter headers may lag headers,
+    /// as when a gateway learns them from its node after the headers).
+    fn filter_tip(&self) -> Option<u32> {
+        None
+    }
+
+    /// The filter header and filter hash of the block at `height`.
+    fn filter_entry(&self, _height: u32) -> Option<FilterEntry> {
+        None
+    }
+
+    /// The basic filter of the block at `height` (its serialization: the item count, then
+    /// the Golomb-coded set), lent to `read`.
+    fn with_filter<R>(&self, _height: u32, _read: impl FnOnce(&[u8]) -> R) -> FilterLookup<R> {
+        FilterLookup::Missing
+    }
 
     /// Where an answer to `locator` starts: after the first hash on this chain, else
     /// after the first header held.
@@ -91,9 +139,22 @@ pub enum Violation {
     /// `get_headers` with too many locator hashes.
     #[error("get_headers locator of {0} hashes is over {MAX_LOCATOR}")]
     LocatorTooLong(usize),
-    /// More unanswered `get_headers` than allowed.
+    /// More unanswered requests than allowed.
     #[error("more than {MAX_PENDING_REQUESTS} get_headers unanswered")]
     TooManyRequests,
+    /// A filter request to a gateway that does not serve filters.
+    #[error("this gateway does not serve filters")]
+    FiltersNotServed,
+    /// A filter request whose range is empty or over its limit.
+    #[error("filter request from {start} to {stop} is empty or over the limit of {max}")]
+    FilterRange {
+        /// The start height asked for.
+        start: u32,
+        /// The height of the stop hash.
+        stop: u32,
+        /// The most that kind of request may ask for.
+        max: u32,
+    },
 }
 
 impl From<InitRefusal> for Violation {
@@ -118,6 +179,8 @@ impl Violation {
             Violation::MaxCount(_) => "max_count",
             Violation::LocatorTooLong(_) => "locator_too_long",
             Violation::TooManyRequests => "too_many_requests",
+            Violation::FiltersNotServed => "filters_not_served",
+            Violation::FilterRange { .. } => "filter_range",
         }
     }
 }
@@ -136,12 +199,27 @@ pub enum Received {
 #[derive(Clone, Copy, Debug)]
 struct Request {
     id: u32,
+    /// The next height to send (for checkpoints: the next checkpoint's height).
     next: u32,
-    remaining: u32,
-    /// The height of `stop_hash`, if it is on the chain.
-    stop: Option<u32>,
     /// The chain's reorg count when the answer started.
     reorgs: u64,
+    want: Want,
+}
+
+/// What a request asks for.
+#[derive(Clone, Copy, Debug)]
+enum Want {
+    Headers {
+        remaining: u32,
+        /// The height of `stop_hash`, if it is on the chain.
+        stop: Option<u32>,
+    },
+    /// Filter hashes up to `end` (`None`: the stop hash is not on the chain).
+    FilterHeaders { end: Option<u32> },
+    /// Checkpoints up to `end`.
+    Checkpoints { end: Option<u32> },
+    /// Filters up to `end`; `offset` into the filter of `next` already sent.
+    Filters { end: Option<u32>, offset: u32 },
 }
 
 /// The protocol state of one connection.
@@ -165,6 +243,10 @@ pub struct Session {
     offer_compact: bool,
     /// Whether the client's `init` offered it too: answers are then `headers_compact`.
     compact: bool,
+    /// A filter the answer needs is being fetched: nothing to write until it arrives.
+    waiting_for_filter: bool,
+    /// Filter bytes sent since the session started.
+    pub filter_bytes_sent: u64,
 }
 
 impl Session {
@@ -184,7 +266,14 @@ impl Session {
             headers_sent: 0,
             offer_compact: true,
             compact: false,
+            waiting_for_filter: false,
+            filter_bytes_sent: 0,
         }
+    }
+
+    /// A filter the session waited for is in (or given up): try again.
+    pub fn filters_arrived(&mut self) {
+        self.waiting_for_filter = false;
     }
 
     /// Whether to offer `headers_compact` (on by default); call before `init` goes out.
@@ -223,6 +312,35 @@ impl Session {
         }
         match message {
             Message::GetHeaders(req) => self.request(&req, chain)?,
+            Message::GetFilterHeaders(req) => {
+                let end = self.filter_request(&req.0, MAX_REQUEST_FILTER_HEADERS, chain)?;
+                self.queue(
+                    req.0.id,
+                    req.0.start_height,
+                    chain,
+                    Want::FilterHeaders { end },
+                );
+            }
+            Message::GetFilters(req) => {
+                let end = self.filter_request(&req.0, MAX_REQUEST_FILTERS, chain)?;
+                let want = Want::Filters { end, offset: 0 };
+                self.queue(req.0.id, req.0.start_height, chain, want);
+            }
+            Message::GetFilterCheckpoints(req) => {
+                let range = FilterRange {
+                    id: req.id,
+                    start_height: FILTER_CHECKPOINT_INTERVAL,
+                    stop_hash: req.stop_hash,
+                };
+                // Any stop height is fine: checkpoints are few.
+                let end = self.filter_request(&range, u32::MAX, chain)?;
+                self.queue(
+                    req.id,
+                    FILTER_CHECKPOINT_INTERVAL,
+                    chain,
+                    Want::Checkpoints { end },
+                );
+            }
             Message::Ping(ping) => self.pong_due = ping.pong_len(),
             Message::Error(_) => return Ok(Received::PeerError),
             // A second init, warnings, pongs, headers and tips from a client, and unknown odd
@@ -233,6 +351,9 @@ impl Session {
             | Message::Headers(_)
             | Message::HeadersCompact(_)
             | Message::Tip(_)
+            | Message::FilterHeaders(_)
+            | Message::FilterCheckpoints(_)
+            | Message::Filters(_)
             | Message::Unknown { .. } => {}
         }
         Ok(Received::Ok)
@@ -246,21 +367,59 @@ impl Session {
         if n > MAX_LOCATOR {
             return Err(Violation::LocatorTooLong(n));
         }
+        self.check_room()?;
+        let stop = (req.stop_hash != [0; 32])
+            .then(|| chain.height_of(&lightwire_chain::BlockHash(req.stop_hash)))
+            .flatten();
+        let want = Want::Headers {
+            remaining: req.max_count,
+            stop,
+        };
+        let next = chain.start_after(req.locator_hashes());
+        self.queue(req.id, next, chain, want);
+        Ok(())
+    }
+
+    fn check_room(&self) -> Result<(), Violation> {
         let unanswered = self.requests.len() + usize::from(self.answering.is_some());
         if unanswered >= MAX_PENDING_REQUESTS {
             return Err(Violation::TooManyRequests);
         }
-        let stop = (req.stop_hash != [0; 32])
-            .then(|| chain.height_of(&lightwire_chain::BlockHash(req.stop_hash)))
-            .flatten();
-        self.requests.push_back(Request {
-            id: req.id,
-            next: chain.start_after(req.locator_hashes()),
-            remaining: req.max_count,
-            stop,
-            reorgs: chain.reorgs(),
-        });
         Ok(())
+    }
+
+    fn queue<C: Served>(&mut self, id: u32, next: u32, chain: &C, want: Want) {
+        self.requests.push_back(Request {
+            id,
+            next,
+            reorgs: chain.reorgs(),
+            want,
+        });
+    }
+
+    /// Checks a filter request; the height of its stop hash (`None` when it is not on the
+    /// chain: the answer is empty, flagged `stop_unknown`).
+    fn filter_request<C: Served>(
+        &self,
+        req: &FilterRange,
+        max: u32,
+        chain: &C,
+    ) -> Result<Option<u32>, Violation> {
+        if !chain.serves_filters() {
+            return Err(Violation::FiltersNotServed);
+        }
+        self.check_room()?;
+        let Some(stop) = chain.height_of(&lightwire_chain::BlockHash(req.stop_hash)) else {
+            return Ok(None);
+        };
+        if req.start_height > stop || stop - req.start_height >= max {
+            return Err(Violation::FilterRange {
+                start: req.start_height,
+                stop,
+                max,
+            });
+        }
+        Ok(Some(stop))
     }
 
     /// Whether a message is waiting to be written.
@@ -273,6 +432,7 @@ impl Session {
             || self.pong_due.is_some()
             || self.ping_due
             || (self.init_received
+                && !self.waiting_for_filter
                 && ((self.answering.is_none() && self.tip_due)
                     || self.answering.is_some()
                     || !self.requests.is_empty()))
@@ -298,13 +458,22 @@ impl Session {
         if !self.init_sent {
             self.init_sent = true;
             let chains = [self.chain_hash];
-            let mut field = [0u8; COMPACT_HEADERS_FEATURE / 8 + 1];
             let bits: &[usize] = if self.offer_compact {
                 &[COMPACT_HEADERS_FEATURE]
             } else {
                 &[]
             };
-            let features = Features::write_bits(bits, &mut field)?;
+            let mut field = [0u8; FILTERS_FEATURE / 8 + 1];
+            let mut all = [0usize; 2];
+            let mut n = 0;
+            for &b in bits
+                .iter()
+                .chain(chain.serves_filters().then_some(&FILTERS_FEATURE))
+            {
+                all[n] = b;
+                n += 1;
+            }
+            let features = Features::write_bits(&all[..n], &mut field)?;
             let init = Init::new(features, Some(Networks::from_chains(&chains)));
             return init.encode(out).map(Some);
         }
@@ -340,17 +509,45 @@ impl Session {
             }
             self.answering = self.requests.pop_front();
         }
-        let Some(mut req) = self.answering else {
+        if self.waiting_for_filter {
+            return Ok(None);
+        }
+        let Some(req) = self.answering else {
             return Ok(None);
         };
+        let reorged = chain.reorgs() != req.reorgs;
+        let written = match req.want {
+            Want::Headers { remaining, stop } => {
+                self.write_headers(req, remaining, stop, reorged, chain, out)?
+            }
+            Want::FilterHeaders { end } => {
+                self.write_filter_headers(req, end, reorged, chain, out)?
+            }
+            Want::Checkpoints { end } => self.write_checkpoints(req, end, reorged, chain, out)?,
+            Want::Filters { end, offset } => {
+                self.write_filters(req, end, offset, reorged, chain, out)?
+            }
+        };
+        Ok(written)
+    }
+
+    fn write_headers<C: Served>(
+        &mut self,
+        mut req: Request,
+        remaining: u32,
+        stop: Option<u32>,
+        reorged: bool,
+        chain: &C,
+        out: &mut [u8],
+    ) -> Result<Option<usize>, EncodeError> {
         let tip = chain.tip().height;
-        let mut end = tip.min(req.stop.unwrap_or(u32::MAX));
-        if chain.reorgs() != req.reorgs {
+        let mut end = tip.min(stop.unwrap_or(u32::MAX));
+        if reorged {
             // The chain reorganised since this answer was planned: end it here; the client
             // learns the new tip next and asks again from its locator.
             end = req.next.saturating_sub(1);
         }
-        end = end.min(req.next.saturating_add(req.remaining - 1));
+        end = end.min(req.next.saturating_add(remaining - 1));
         let left = end.saturating_add(1).saturating_sub(req.next) as usize;
         let (len, count, last) = if self.compact {
             let from = req.next;
@@ -387,8 +584,173 @@ impl Session {
         }
         self.headers_sent += count as u64;
         req.next += count as u32;
-        req.remaining -= count as u32;
+        req.want = Want::Headers {
+            remaining: remaining - count as u32,
+            stop,
+        };
         self.answering = (!last).then_some(req);
+        Ok(Some(len))
+    }
+
+    /// The last height a filter answer reaches: its stop, but no further than what the
+    /// chain holds filter headers for, and at once after a reorg. `None` when the stop
+    /// hash was not on the chain.
+    fn filter_end<C: Served>(
+        req: &Request,
+        end: Option<u32>,
+        reorged: bool,
+        chain: &C,
+    ) -> Option<u32> {
+        let end = end?;
+        let held = chain.filter_tip().unwrap_or(0).min(chain.tip().height);
+        Some(if reorged {
+            req.next.saturating_sub(1)
+        } else {
+            end.min(held)
+        })
+    }
+
+    fn write_filter_headers<C: Served>(
+        &mut self,
+        mut req: Request,
+        end: Option<u32>,
+        reorged: bool,
+        chain: &C,
+        out: &mut [u8],
+    ) -> Result<Option<usize>, EncodeError> {
+        let stop_unknown = end.is_none();
+        let end = Self::filter_end(&req, end, reorged, chain);
+        let left = end.map_or(0, |e| (e + 1).saturating_sub(req.next) as usize);
+        let count = left.min(MAX_FILTER_HASHES_PER_MESSAGE);
+        let before = match req.next.checked_sub(1) {
+            Some(h) if count > 0 => chain.filter_entry(h).map(|e| e.header),
+            _ => Some([0; 32]),
+        };
+        let from = req.next;
+        let entries = (0..count as u32).map(|i| chain.filter_entry(from + i));
+        // The entries were held when `end` was worked out: a gap would be the chain's bug.
+        let (Some(before), true) = (before, entries.clone().all(|e| e.is_some())) else {
+            return Err(EncodeError::BufferTooSmall {
+                needed: count,
+                available: 0,
+            });
+        };
+        let flags = AnswerFlags {
+            last: count == left,
+            stop_unknown,
+        };
+        let len = FilterHeaders::encode_answer(out, req.id, from, flags, count, before, |i| {
+            let e = chain.filter_entry(from + i as u32).unwrap_or(FilterEntry {
+                header: [0; 32],
+                hash: [0; 32],
+            });
+            (e.header, e.hash)
+        })?;
+        req.next += count as u32;
+        self.answering = (!flags.last).then_some(req);
+        Ok(Some(len))
+    }
+
+    fn write_checkpoints<C: Served>(
+        &mut self,
+        mut req: Request,
+        end: Option<u32>,
+        reorged: bool,
+        chain: &C,
+        out: &mut [u8],
+    ) -> Result<Option<usize>, EncodeError> {
+        let stop_unknown = end.is_none();
+        let end = Self::filter_end(&req, end, reorged, chain);
+        let left = end.map_or(0, |e| {
+            (e / FILTER_CHECKPOINT_INTERVAL + 1)
+                .saturating_sub(req.next / FILTER_CHECKPOINT_INTERVAL)
+        }) as usize;
+        let count = left.min(MAX_CHECKPOINTS_PER_MESSAGE);
+        let flags = AnswerFlags {
+            last: count == left,
+            stop_unknown,
+        };
+        let m = FilterCheckpoints {
+            id: req.id,
+            first_height: req.next,
+            flags,
+            headers: &[],
+        };
+        let fixed = m.encode(out)?;
+        let body = &mut out[fixed..];
+        if body.len() < count * 32 {
+            return Err(EncodeError::BufferTooSmall {
+                needed: fixed + count * 32,
+                available: out.len(),
+            });
+        }
+        for (i, dst) in body.chunks_exact_mut(32).take(count).enumerate() {
+            let height = req.next + i as u32 * FILTER_CHECKPOINT_INTERVAL;
+            let e = chain
+                .filter_entry(height)
+                .ok_or(EncodeError::BufferTooSmall {
+                    needed: count,
+                    available: i,
+                })?;
+            dst.copy_from_slice(&e.header);
+        }
+        // `count` went out as 0 with the fixed fields: set it.
+        out[11..13].copy_from_slice(&(count as u16).to_be_bytes());
+        req.next += count as u32 * FILTER_CHECKPOINT_INTERVAL;
+        self.answering = (!flags.last).then_some(req);
+        Ok(Some(fixed + count * 32))
+    }
+
+    fn write_filters<C: Served>(
+        &mut self,
+        mut req: Request,
+        end: Option<u32>,
+        mut offset: u32,
+        reorged: bool,
+        chain: &C,
+        out: &mut [u8],
+    ) -> Result<Option<usize>, EncodeError> {
+        let stop_unknown = end.is_none();
+        let end = Self::filter_end(&req, end, reorged, chain);
+        let mut w = FiltersWriter::new(out, req.id)?;
+        let mut done = end.is_none_or(|e| req.next > e);
+        while !done && w.has_room() {
+            let height = req.next;
+            let pushed = chain.with_filter(height, |f| {
+                w.push(height, f, offset as usize)
+                    .map(|n| (n, offset as usize + n == f.len()))
+            });
+            match pushed {
+                FilterLookup::Ready(Some((n, whole))) => {
+                    self.filter_bytes_sent += n as u64;
+                    if whole {
+                        offset = 0;
+                        req.next += 1;
+                        done = end.is_none_or(|e| req.next > e);
+                    } else {
+                        offset += n as u32;
+                    }
+                }
+                FilterLookup::Ready(None) => break,
+                FilterLookup::Pending => {
+                    self.waiting_for_filter = true;
+                    break;
+                }
+                // Not held after all (the chain moved): end the answer here.
+                FilterLookup::Missing => done = true,
+            }
+        }
+        if !done && w.pieces() == 0 {
+            req.want = Want::Filters { end, offset };
+            self.answering = Some(req);
+            return Ok(None);
+        }
+        let len = w.finish(AnswerFlags {
+            last: done,
+            stop_unknown,
+        });
+        req.want = Want::Filters { end, offset };
+        self.answering = (!done).then_some(req);
         Ok(Some(len))
     }
 }
@@ -635,5 +997,170 @@ mod tests {
         assert_eq!((h.first_height, h.count(), h.last), (820, 0, true));
         assert!(matches!(Message::decode(&rest[1]), Ok(Message::Tip(t)) if t.height == 2100));
         assert_eq!(rest.len(), 2);
+    }
+
+    fn range(id: u32, start: u32, stop: BlockHash) -> FilterRange {
+        FilterRange {
+            id,
+            start_height: start,
+            stop_hash: stop.0,
+        }
+    }
+
+    fn ready(chain: &TestChain) -> Session {
+        let mut s = Session::new(chain_hash());
+        s.receive(&init_for(chain_hash()), chain).unwrap();
+        let sent = drain(&mut s, chain);
+        let Ok(Message::Init(init)) = Message::decode(&sent[0]) else {
+            panic!("init first")
+        };
+        assert!(init.combined_features().is_set(FILTERS_FEATURE));
+        s
+    }
+
+    #[test]
+    fn filter_headers_are_answered_with_anchors_that_chain() {
+        let chain = TestChain::generate(3000);
+        let mut s = ready(&chain);
+        let stop = chain.header(3000).block_hash();
+        let get = Message::GetFilterHeaders(lightwire_wire::GetFilterHeaders(range(4, 0, stop)));
+        s.receive(&encode(get), &chain).unwrap();
+        let sent = drain(&mut s, &chain);
+        let mut next = 0;
+        let mut prev = [0u8; 32];
+        for (i, m) in sent.iter().enumerate() {
+            let Ok(Message::FilterHeaders(m)) = Message::decode(m) else {
+                panic!("filter_headers");
+            };
+            assert_eq!((m.id, m.first_height), (4, next));
+            assert_eq!(m.flags.last, i == 1);
+            assert_eq!(&m.anchors[..32], &prev);
+            let (starts, segments) = m.segment_starts();
+            for (start, anchor) in starts[..segments].iter().zip(m.anchors.chunks_exact(32)) {
+                let h = next + *start as u32;
+                let before = h
+                    .checked_sub(1)
+                    .map_or([0; 32], |b| chain.filter_entry(b).unwrap().header);
+                assert_eq!(anchor, &before);
+            }
+            for (j, hash) in m.hashes.chunks_exact(32).enumerate() {
+                assert_eq!(hash, chain.filter_entry(next + j as u32).unwrap().hash);
+            }
+            next += m.count() as u32;
+            prev = chain.filter_entry(next - 1).unwrap().header;
+        }
+        assert_eq!((sent.len(), next), (2, 3001));
+
+        // A stop hash not on the chain: one empty answer saying so.
+        let get = Message::GetFilterHeaders(lightwire_wire::GetFilterHeaders(range(
+            5,
+            10,
+            BlockHash([9; 32]),
+        )));
+        s.receive(&encode(get), &chain).unwrap();
+        let sent = drain(&mut s, &chain);
+        let Ok(Message::FilterHeaders(m)) = Message::decode(&sent[0]) else {
+            panic!()
+        };
+        assert_eq!(
+            (m.count(), m.flags.last, m.flags.stop_unknown),
+            (0, true, true)
+        );
+    }
+
+    #[test]
+    fn checkpoints_are_every_thousandth_filter_header() {
+        let chain = TestChain::generate(3500);
+        let mut s = ready(&chain);
+        let get = lightwire_wire::GetFilterCheckpoints {
+            id: 2,
+            stop_hash: chain.header(3500).block_hash().0,
+        };
+        s.receive(&encode(Message::GetFilterCheckpoints(get)), &chain)
+            .unwrap();
+        let sent = drain(&mut s, &chain);
+        let Ok(Message::FilterCheckpoints(m)) = Message::decode(&sent[0]) else {
+            panic!()
+        };
+        let got: Vec<(u32, [u8; 32])> = m.iter().map(|(h, c)| (h, *c)).collect();
+        let want: Vec<(u32, [u8; 32])> = [1000, 2000, 3000]
+            .iter()
+            .map(|&h| (h, chain.filter_entry(h).unwrap().header))
+            .collect();
+        assert_eq!(got, want);
+        assert!(m.flags.last && !m.flags.stop_unknown);
+        assert_eq!(sent.len(), 1);
+    }
+
+    #[test]
+    fn filters_are_sent_whole_in_pieces_and_wait_for_a_pending_one() {
+        let mut chain = TestChain::generate(1200);
+        // A filter longer than a message: it goes in pieces.
+        let long: Vec<u8> = (0..100_000u32).map(|i| i as u8).collect();
+        chain.replace_filter(5, long.clone());
+        chain.pending_filters.insert(700);
+        let mut s = ready(&chain);
+        let stop = chain.header(1000).block_hash();
+        let get = Message::GetFilters(lightwire_wire::GetFilters(range(8, 1, stop)));
+        s.receive(&encode(get), &chain).unwrap();
+        let mut got: std::collections::BTreeMap<u32, Vec<u8>> = Default::default();
+        let take = |sent: Vec<Vec<u8>>, got: &mut std::collections::BTreeMap<u32, Vec<u8>>| {
+            let mut last = false;
+            for m in sent {
+                let Ok(Message::Filters(m)) = Message::decode(&m) else {
+                    panic!()
+                };
+                last = m.flags.last;
+                for p in m.pieces() {
+                    let f = got.entry(p.height).or_default();
+                    assert_eq!(p.offset as usize, f.len(), "pieces in order");
+                    f.extend_from_slice(p.data);
+                }
+            }
+            last
+        };
+        assert!(!take(drain(&mut s, &chain), &mut got));
+        assert!(!s.has_output(), "waiting for the filter of 700");
+        assert_eq!(got.keys().last(), Some(&699));
+        chain.pending_filters.clear();
+        s.filters_arrived();
+        assert!(take(drain(&mut s, &chain), &mut got));
+        assert_eq!(got.len(), 1000);
+        for (h, f) in &got {
+            assert_eq!(f, chain.filter(*h), "filter {h}");
+        }
+        assert_eq!(got[&5], long);
+    }
+
+    #[test]
+    fn filter_requests_break_rules_typed() {
+        let mut chain = TestChain::generate(3000);
+        let stop = chain.header(2000).block_hash();
+        let mut s = ready(&chain);
+        let filters = |id, start| {
+            encode(Message::GetFilters(lightwire_wire::GetFilters(range(
+                id, start, stop,
+            ))))
+        };
+        assert_eq!(
+            s.receive(&filters(1, 1000), &chain),
+            Err(Violation::FilterRange {
+                start: 1000,
+                stop: 2000,
+                max: MAX_REQUEST_FILTERS
+            })
+        );
+        assert!(matches!(
+            s.receive(&filters(1, 2001), &chain),
+            Err(Violation::FilterRange { .. })
+        ));
+        assert!(s.receive(&filters(1, 1001), &chain).is_ok());
+        chain.serve_filters = false;
+        let mut s = Session::new(chain_hash());
+        s.receive(&init_for(chain_hash()), &chain).unwrap();
+        assert_eq!(
+            s.receive(&filters(1, 1500), &chain),
+            Err(Violation::FiltersNotServed)
+        );
     }
 }

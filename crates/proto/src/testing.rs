@@ -1,18 +1,27 @@
 //! For tests (this crate's, and others' with the `test-util` feature): a served chain held
-//! in memory, generated on regtest, that can be reorganised on demand.
+//! in memory, generated on regtest, that can be reorganised on demand, with the compact
+//! block filters of its synthetic blocks.
 
 use std::collections::HashMap;
 
 use lightwire_chain::generate::headers_after;
+use lightwire_chain::synthetic::{DEFAULT_PROFILE, Pool, SyntheticBlock};
 use lightwire_chain::{BlockHash, HEADER_LEN, Header, REGTEST, U256};
+use lightwire_filter::{build_filter, filter_hash, filter_header};
 
-use crate::session::{Served, ServedTip};
+use crate::session::{FilterEntry, FilterLookup, Served, ServedTip};
 
 /// Headers from regtest's genesis, indexed by hash.
 pub struct TestChain {
     headers: Vec<Header>,
     index: HashMap<BlockHash, u32>,
     reorgs: u64,
+    /// Each block's filter (genesis: a stand-in item), and its entry.
+    filters: Vec<(Vec<u8>, FilterEntry)>,
+    /// Whether filters are served.
+    pub serve_filters: bool,
+    /// Heights whose filter is "being fetched" (answers wait for them).
+    pub pending_filters: std::collections::HashSet<u32>,
 }
 
 impl TestChain {
@@ -22,6 +31,9 @@ impl TestChain {
             headers: vec![REGTEST.genesis],
             index: HashMap::new(),
             reorgs: 0,
+            filters: Vec::new(),
+            serve_filters: true,
+            pending_filters: Default::default(),
         };
         chain.index.insert(REGTEST.genesis.block_hash(), 0);
         chain.extend(headers_after(&REGTEST, &REGTEST.genesis, 0, count, 0));
@@ -43,6 +55,7 @@ impl TestChain {
         for h in self.headers.drain(fork as usize + 1..) {
             self.index.remove(&h.block_hash());
         }
+        self.filters.truncate(fork as usize + 1);
         let parent = self.header(fork);
         self.extend(headers_after(&REGTEST, &parent, fork, len, branch));
         self.reorgs += 1;
@@ -60,11 +73,63 @@ impl TestChain {
         }
     }
 
+    /// The filter of the block at `height` (each block's generated content; branches
+    /// differ in their coinbase, heights from 915,001 carry a payload).
+    pub fn filter(&self, height: u32) -> &[u8] {
+        &self.filters[height as usize].0
+    }
+
+    /// Serve `filter` as the filter of `height` (with its entry unchanged: a lying gateway).
+    pub fn replace_filter(&mut self, height: u32, filter: Vec<u8>) {
+        self.filters[height as usize].0 = filter;
+    }
+
     fn extend(&mut self, headers: Vec<Header>) {
         for h in headers {
             self.index.insert(h.block_hash(), self.headers.len() as u32);
             self.headers.push(h);
         }
+        let mut prev = self.filters.last().map_or([0; 32], |f| f.1.header);
+        for height in self.filters.len()..self.headers.len() {
+            let hash = self.headers[height].block_hash().0;
+            let mut filter = Vec::new();
+            if height == 0 {
+                build_filter(&hash, [&b"genesis"[..]], &mut filter);
+            } else {
+                let pool = if height as u32 >= DEFAULT_PROFILE.heavy_from {
+                    Pool::default_pool()
+                } else {
+                    static EMPTY: std::sync::OnceLock<Pool> = std::sync::OnceLock::new();
+                    EMPTY.get_or_init(|| {
+                        Pool::build(&lightwire_chain::synthetic::Profile {
+                            heavy_from: u32::MAX,
+                            ..DEFAULT_PROFILE
+                        })
+                    })
+                };
+                let branch = self.branch_of(height);
+                let block = SyntheticBlock::new(&DEFAULT_PROFILE, pool, height as u32, branch);
+                build_filter(&hash, block.filter_items(), &mut filter);
+            }
+            let fh = filter_hash(&filter);
+            prev = filter_header(&fh, &prev);
+            self.filters.push((
+                filter,
+                FilterEntry {
+                    header: prev,
+                    hash: fh,
+                },
+            ));
+        }
+    }
+
+    /// The branch a generated header at `height` was made on: the one whose Merkle root it
+    /// carries (0 unless a reorg put another there).
+    fn branch_of(&self, height: usize) -> u32 {
+        let root = self.headers[height].merkle_root;
+        (0..64)
+            .find(|&b| lightwire_chain::synthetic::merkle_root(height as u32, b) == root)
+            .unwrap_or(0)
     }
 }
 
@@ -98,5 +163,27 @@ impl Served for TestChain {
 
     fn reorgs(&self) -> u64 {
         self.reorgs
+    }
+
+    fn serves_filters(&self) -> bool {
+        self.serve_filters
+    }
+
+    fn filter_tip(&self) -> Option<u32> {
+        (self.filters.len() as u32).checked_sub(1)
+    }
+
+    fn filter_entry(&self, height: u32) -> Option<FilterEntry> {
+        self.filters.get(height as usize).map(|f| f.1)
+    }
+
+    fn with_filter<R>(&self, height: u32, read: impl FnOnce(&[u8]) -> R) -> FilterLookup<R> {
+        if self.pending_filters.contains(&height) {
+            return FilterLookup::Pending;
+        }
+        match self.filters.get(height as usize) {
+            Some(f) => FilterLookup::Ready(read(&f.0)),
+            None => FilterLookup::Missing,
+        }
     }
 }

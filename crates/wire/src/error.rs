@@ -35,6 +35,55 @@ pub enum DecodeError {
     /// A `headers_compact` message broke its coding.
     #[error("invalid headers_compact: {0}")]
     Compact(#[source] CompactError),
+    /// A filter message broke its coding.
+    #[error("invalid filter message: {0}")]
+    Filters(#[source] FiltersError),
+}
+
+/// A filter message (`filter_headers`, `filter_checkpoints`, `filters`) broke a rule of its
+/// coding (docs/PROTOCOL.md).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum FiltersError {
+    /// More filter hashes than one message can hold.
+    #[error("{count} filter hashes: more than one message can hold")]
+    TooMany {
+        /// The count given.
+        count: u16,
+    },
+    /// `segments` must be 1 to 4 and at most `count`, and 0 exactly when `count` is.
+    #[error("{segments} segments for {count} filter hashes")]
+    Segments {
+        /// The segments given.
+        segments: u8,
+        /// The count given.
+        count: u16,
+    },
+    /// Checkpoints are at multiples of 1,000.
+    #[error("a filter checkpoint at height {height}, not a multiple of 1,000")]
+    CheckpointHeight {
+        /// The height given.
+        height: u32,
+    },
+    /// A filter longer than a receiver takes.
+    #[error("the filter of height {height} is {len} bytes, over the limit")]
+    FilterTooLong {
+        /// The block's height.
+        height: u32,
+        /// The length given.
+        len: u32,
+    },
+    /// A piece past its filter's end, or empty while its filter is not.
+    #[error("piece {index} does not lie within its filter")]
+    PieceOutOfRange {
+        /// The piece's index in the message.
+        index: u16,
+    },
+    /// Bytes after the last piece.
+    #[error("{len} bytes after the last piece")]
+    TrailingBytes {
+        /// How many.
+        len: usize,
+    },
 }
 
 /// A `headers_compact` message broke a rule of its coding (docs/PROTOCOL.md).

@@ -1,7 +1,7 @@
 //! The BOLT 1 message layer: framing by a `u16` message type, TLV streams, the setup and
 //! control messages `init`, `error`, `warning`, `ping` and `pong`, and lightwire's
 //! header-sync messages `get_headers`, `headers` and `tip` ([`sync`]), and the negotiated
-//! `headers_compact` ([`compact`]).
+//! `headers_compact` ([`compact`]), and the compact block filter messages ([`filters`]).
 //!
 //! Sans-IO and allocation-free: [`Message::decode`] borrows every variable-length field
 //! from the input (the decrypted body in the transport's receive buffer), and
@@ -35,6 +35,7 @@ mod cursor;
 mod error;
 mod error_message;
 pub mod features;
+pub mod filters;
 mod init;
 mod message;
 mod ping;
@@ -47,9 +48,13 @@ mod test_util;
 pub use bigsize::BigSizeError;
 pub use compact::{COMPACT_HEADERS_FEATURE, HeadersCompact, MAX_COMPACT_HEADERS_PER_MESSAGE};
 pub use cursor::{Reader, Truncated, Writer};
-pub use error::{CompactError, DecodeError, EncodeError, TlvError};
+pub use error::{CompactError, DecodeError, EncodeError, FiltersError, TlvError};
 pub use error_message::{ALL_CHANNELS, ChannelId, ErrorMessage, Warning, printable};
 pub use features::{CombinedFeatures, Features, SetBits};
+pub use filters::{
+    AnswerFlags, FILTERS_FEATURE, FilterCheckpoints, FilterHeaders, FilterPiece, FilterRange,
+    Filters, FiltersWriter, GetFilterCheckpoints, GetFilterHeaders, GetFilters,
+};
 pub use init::{
     CHAIN_HASH_LEN, ChainHash, ChainHashes, Init, InitRefusal, NETWORKS_TLV, Networks,
     REMOTE_ADDR_TLV,

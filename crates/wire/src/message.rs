@@ -9,6 +9,9 @@ use crate::compact::HeadersCompact;
 use crate::cursor::{Reader, Writer};
 use crate::error::{DecodeError, EncodeError};
 use crate::error_message::{ErrorMessage, Warning};
+use crate::filters::{
+    FilterCheckpoints, FilterHeaders, Filters, GetFilterCheckpoints, GetFilterHeaders, GetFilters,
+};
 use crate::init::Init;
 use crate::ping::{Ping, Pong};
 use crate::sync::{GetHeaders, Headers, Tip};
@@ -36,6 +39,18 @@ pub mod msg_type {
     pub const TIP: u16 = 32773;
     /// `headers_compact` (lightwire header sync, negotiated).
     pub const HEADERS_COMPACT: u16 = 32775;
+    /// `get_filter_headers` (compact block filters).
+    pub const GET_FILTER_HEADERS: u16 = 32777;
+    /// `filter_headers` (compact block filters).
+    pub const FILTER_HEADERS: u16 = 32779;
+    /// `get_filter_checkpoints` (compact block filters).
+    pub const GET_FILTER_CHECKPOINTS: u16 = 32781;
+    /// `filter_checkpoints` (compact block filters).
+    pub const FILTER_CHECKPOINTS: u16 = 32783;
+    /// `get_filters` (compact block filters).
+    pub const GET_FILTERS: u16 = 32785;
+    /// `filters` (compact block filters).
+    pub const FILTERS: u16 = 32787;
 
     /// Whether a receiver that does not know `ty` may ignore it ("it's ok to be odd").
     pub const fn is_odd(ty: u16) -> bool {
@@ -73,6 +88,18 @@ pub enum Message<'a> {
     Tip(Tip<'a>),
     /// `headers_compact` (32775).
     HeadersCompact(HeadersCompact<'a>),
+    /// `get_filter_headers` (32777).
+    GetFilterHeaders(GetFilterHeaders),
+    /// `filter_headers` (32779).
+    FilterHeaders(FilterHeaders<'a>),
+    /// `get_filter_checkpoints` (32781).
+    GetFilterCheckpoints(GetFilterCheckpoints),
+    /// `filter_checkpoints` (32783).
+    FilterCheckpoints(FilterCheckpoints<'a>),
+    /// `get_filters` (32785).
+    GetFilters(GetFilters),
+    /// `filters` (32787).
+    Filters(Filters<'a>),
     /// A message of an odd type this crate does not know. BOLT 1: the receiver must
     /// ignore it. (Unknown even types are [`DecodeError::UnknownEvenType`].)
     Unknown {
@@ -104,6 +131,20 @@ impl<'a> Message<'a> {
             msg_type::HEADERS_COMPACT => {
                 Message::HeadersCompact(HeadersCompact::decode_payload(payload)?)
             }
+            msg_type::GET_FILTER_HEADERS => {
+                Message::GetFilterHeaders(GetFilterHeaders::decode_payload(payload)?)
+            }
+            msg_type::FILTER_HEADERS => {
+                Message::FilterHeaders(FilterHeaders::decode_payload(payload)?)
+            }
+            msg_type::GET_FILTER_CHECKPOINTS => {
+                Message::GetFilterCheckpoints(GetFilterCheckpoints::decode_payload(payload)?)
+            }
+            msg_type::FILTER_CHECKPOINTS => {
+                Message::FilterCheckpoints(FilterCheckpoints::decode_payload(payload)?)
+            }
+            msg_type::GET_FILTERS => Message::GetFilters(GetFilters::decode_payload(payload)?),
+            msg_type::FILTERS => Message::Filters(Filters::decode_payload(payload)?),
             ty if msg_type::is_odd(ty) => Message::Unknown { ty, payload },
             ty => return Err(DecodeError::UnknownEvenType { ty }),
         };
@@ -122,6 +163,12 @@ impl<'a> Message<'a> {
             Message::Headers(_) => Headers::TYPE,
             Message::Tip(_) => Tip::TYPE,
             Message::HeadersCompact(_) => HeadersCompact::TYPE,
+            Message::GetFilterHeaders(_) => GetFilterHeaders::TYPE,
+            Message::FilterHeaders(_) => FilterHeaders::TYPE,
+            Message::GetFilterCheckpoints(_) => GetFilterCheckpoints::TYPE,
+            Message::FilterCheckpoints(_) => FilterCheckpoints::TYPE,
+            Message::GetFilters(_) => GetFilters::TYPE,
+            Message::Filters(_) => Filters::TYPE,
             Message::Unknown { ty, .. } => *ty,
         }
     }
@@ -138,6 +185,12 @@ impl<'a> Message<'a> {
             Message::Headers(m) => m.payload_len(),
             Message::Tip(m) => m.payload_len(),
             Message::HeadersCompact(m) => m.payload_len(),
+            Message::GetFilterHeaders(m) => m.payload_len(),
+            Message::FilterHeaders(m) => m.payload_len(),
+            Message::GetFilterCheckpoints(m) => m.payload_len(),
+            Message::FilterCheckpoints(m) => m.payload_len(),
+            Message::GetFilters(m) => m.payload_len(),
+            Message::Filters(m) => m.payload_len(),
             Message::Unknown { payload, .. } => payload.len(),
         }
     }
@@ -163,6 +216,12 @@ impl<'a> Message<'a> {
             Message::Headers(m) => m.write_payload(w),
             Message::Tip(m) => m.write_payload(w),
             Message::HeadersCompact(m) => m.write_payload(w),
+            Message::GetFilterHeaders(m) => m.write_payload(w),
+            Message::FilterHeaders(m) => m.write_payload(w),
+            Message::GetFilterCheckpoints(m) => m.write_payload(w),
+            Message::FilterCheckpoints(m) => m.write_payload(w),
+            Message::GetFilters(m) => m.write_payload(w),
+            Message::Filters(m) => m.write_payload(w),
             Message::Unknown { payload, .. } => w.write_bytes(payload),
         })
     }

@@ -1,0 +1,322 @@
+//! The deterministic blocks behind generated chains: what a generated header's Merkle root
+//! commits to, so that a gateway serving a generated chain can serve its blocks and their
+//! compact block filters, and a client can check both, as on a real chain.
+//!
+//! A block at `height` on `branch` holds a coinbase and, from [`Profile::heavy_from`] on,
+//! one *payload* transaction with a few thousand outputs and inputs, chosen from a pool of
+//! [`POOL_SIZE`] by the height: a basic filter of such a block has mainnet's size (about
+//! 14 KB on average: [`Profile::min_elements`] to [`Profile::max_elements`] items). The
+//! pool is built once, so a long chain costs one hash more per header, not a block each,
+//! and every block is produced again on demand from its height alone.
+//!
+//! Transactions are in the legacy serialization (no witness). They are not valid
+//! transactions: the payload's inputs spend made-up outpoints with empty scripts; what
+//! they spend is given by [`SyntheticBlock::spent_scripts`] (a gateway builds the filter
+//! from it, as a node does from its undo data).
+//!
+//! Coinbase: version 1; one input (null outpoint, script `04 <height LE> 04 <branch LE>`,
+//! sequence `ffffffff`); one output of 50 BTC to P2WPKH of the first 20 bytes of
+//! `SHA256("lightwire-synthetic" || height LE || branch LE)`; lock time 0. Payload: version
+//! 2; inputs and outputs from a splitmix64 stream seeded by the pool index (P2WPKH, P2TR,
+//! P2PKH and P2SH outputs in turn; each input spends a P2WPKH script); lock time 0.
+
+use std::sync::OnceLock;
+
+use sha2::{Digest, Sha256};
+
+use crate::merkle::hash_pair;
+
+/// Payload transactions to choose from.
+pub const POOL_SIZE: usize = 64;
+
+/// Where generated blocks carry payloads and how large their filters are. The same profile
+/// must be used everywhere a chain is generated: the Merkle roots depend on it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Profile {
+    /// First height whose block has a payload.
+    pub heavy_from: u32,
+    /// Fewest filter items a payload brings.
+    pub min_elements: u32,
+    /// Most filter items a payload brings.
+    pub max_elements: u32,
+}
+
+/// The profile of `lightwire-chain generate` and the gateway's `--generate`: payloads in
+/// the blocks above 915,000 (the last 10,000 of the 925,000-header benchmark chain), 3,800
+/// to 7,000 items each (filters of 10 to 18 KB, about 14 KB on average, mainnet's mean).
+pub const DEFAULT_PROFILE: Profile = Profile {
+    heavy_from: 915_001,
+    min_elements: 3_800,
+    max_elements: 7_000,
+};
+
+/// One payload transaction of the pool.
+#[derive(Debug)]
+pub struct PoolTx {
+    /// Its legacy serialization.
+    pub bytes: Vec<u8>,
+    /// Its txid (internal byte order).
+    pub txid: [u8; 32],
+    /// The output scripts its inputs spend.
+    pub spent: Vec<Vec<u8>>,
+    /// Where each output script lies in `bytes` (offset, length).
+    outputs: Vec<(u32, u8)>,
+}
+
+impl PoolTx {
+    /// Its output scripts.
+    pub fn output_scripts(&self) -> impl Iterator<Item = &[u8]> {
+        self.outputs
+            .iter()
+            .map(|&(at, len)| &self.bytes[at as usize..at as usize + usize::from(len)])
+    }
+}
+
+/// The pool of one profile's payloads, built once.
+#[derive(Debug)]
+pub struct Pool {
+    txs: Vec<PoolTx>,
+}
+
+static DEFAULT_POOL: OnceLock<Pool> = OnceLock::new();
+
+impl Pool {
+    /// The pool for `profile` (built on first use for [`DEFAULT_PROFILE`], about 60 ms;
+    /// other profiles build a pool each call, to keep).
+    pub fn build(profile: &Profile) -> Pool {
+        let txs = (0..POOL_SIZE as u64).map(|p| payload(p, profile)).collect();
+        Pool { txs }
+    }
+
+    /// The pool of [`DEFAULT_PROFILE`].
+    pub fn default_pool() -> &'static Pool {
+        DEFAULT_POOL.get_or_init(|| Pool::build(&DEFAULT_PROFILE))
+    }
+
+    /// The payload for `height`.
+    pub fn pick(&self, height: u32) -> &PoolTx {
+        &self.txs[(splitmix(u64::from(height)) % POOL_SIZE as u64) as usize]
+    }
+}
+
+/// One generated block's transactions.
+#[derive(Debug)]
+pub struct SyntheticBlock<'p> {
+    /// The coinbase, serialized.
+    pub coinbase: Vec<u8>,
+    /// The payload, from `heavy_from` on.
+    pub payload: Option<&'p PoolTx>,
+}
+
+impl<'p> SyntheticBlock<'p> {
+    /// The block at `height` on `branch` (0 is the main chain).
+    pub fn new(profile: &Profile, pool: &'p Pool, height: u32, branch: u32) -> Self {
+        SyntheticBlock {
+            coinbase: coinbase(height, branch),
+            payload: (height >= profile.heavy_from).then(|| pool.pick(height)),
+        }
+    }
+
+    /// Its Merkle root.
+    pub fn merkle_root(&self) -> [u8; 32] {
+        let cb = txid(&self.coinbase);
+        match self.payload {
+            Some(p) => hash_pair(&cb, &p.txid),
+            None => cb,
+        }
+    }
+
+    /// The whole block after `header`, serialized into `out` (replaced).
+    pub fn write(&self, header: &[u8; 80], out: &mut Vec<u8>) {
+        out.clear();
+        out.extend_from_slice(header);
+        out.push(1 + u8::from(self.payload.is_some()));
+        out.extend_from_slice(&self.coinbase);
+        if let Some(p) = self.payload {
+            out.extend_from_slice(&p.bytes);
+        }
+    }
+
+    /// The output scripts its inputs spend (the coinbase spends none).
+    pub fn spent_scripts(&self) -> impl Iterator<Item = &[u8]> {
+        self.payload
+            .into_iter()
+            .flat_map(|p| p.spent.iter().map(Vec::as_slice))
+    }
+
+    /// What its basic filter holds (BIP158): every output script (none is empty or
+    /// `OP_RETURN`) and every script its inputs spend, possibly repeated.
+    pub fn filter_items(&self) -> impl Iterator<Item = &[u8]> {
+        let coinbase_output = &self.coinbase[self.coinbase.len() - 4 - 22..self.coinbase.len() - 4];
+        core::iter::once(coinbase_output)
+            .chain(self.payload.into_iter().flat_map(PoolTx::output_scripts))
+            .chain(self.spent_scripts())
+    }
+}
+
+/// The Merkle root of the generated block at `height` on `branch` with the default profile.
+pub fn merkle_root(height: u32, branch: u32) -> [u8; 32] {
+    let pool = if height >= DEFAULT_PROFILE.heavy_from {
+        Pool::default_pool()
+    } else {
+        // Not used below `heavy_from`: avoid building it.
+        static EMPTY: Pool = Pool { txs: Vec::new() };
+        &EMPTY
+    };
+    SyntheticBlock::new(&DEFAULT_PROFILE, pool, height, branch).merkle_root()
+}
+
+fn txid(tx: &[u8]) -> [u8; 32] {
+    Sha256::digest(Sha256::digest(tx)).into()
+}
+
+fn coinbase(height: u32, branch: u32) -> Vec<u8> {
+    let mut tx = Vec::with_capacity(96);
+    tx.extend_from_slice(&1u32.to_le_bytes());
+    tx.push(1);
+    tx.extend_from_slice(&[0; 32]);
+    tx.extend_from_slice(&u32::MAX.to_le_bytes());
+    tx.push(10);
+    tx.push(4);
+    tx.extend_from_slice(&height.to_le_bytes());
+    tx.push(4);
+    tx.extend_from_slice(&branch.to_le_bytes());
+    tx.extend_from_slice(&u32::MAX.to_le_bytes());
+    tx.push(1);
+    tx.extend_from_slice(&5_000_000_000u64.to_le_bytes());
+    let key: [u8; 32] = Sha256::new()
+        .chain_update(b"lightwire-synthetic")
+        .chain_update(height.to_le_bytes())
+        .chain_update(branch.to_le_bytes())
+        .finalize()
+        .into();
+    tx.push(22);
+    tx.extend_from_slice(&[0x00, 0x14]);
+    tx.extend_from_slice(&key[..20]);
+    tx.extend_from_slice(&0u32.to_le_bytes());
+    tx
+}
+
+/// splitmix64: a fixed, fast stream of numbers for the pool's contents.
+fn splitmix(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+struct Stream(u64);
+
+impl Stream {
+    fn bytes(&mut self, out: &mut Vec<u8>, n: usize) {
+        for _ in 0..n.div_ceil(8) {
+            self.0 = self.0.wrapping_add(1);
+            out.extend_from_slice(&splitmix(self.0).to_le_bytes());
+        }
+        out.truncate(out.len() - (8 - n % 8) % 8);
+    }
+}
+
+fn compact_size(out: &mut Vec<u8>, n: usize) {
+    if n < 0xfd {
+        out.push(n as u8);
+    } else {
+        out.push(0xfd);
+        out.extend_from_slice(&(n as u16).to_le_bytes());
+    }
+}
+
+fn payload(index: u64, profile: &Profile) -> PoolTx {
+    let span = u64::from(profile.max_elements.saturating_sub(profile.min_elements)) + 1;
+    let elements = u64::from(profile.min_elements) + splitmix(index ^ 0x5157) % span;
+    let inputs = (elements / 3) as usize;
+    let outputs = elements as usize - inputs;
+    let mut s = Stream(index << 32);
+    let mut tx = Vec::with_capacity(inputs * 41 + outputs * 44 + 16);
+    let mut spent = Vec::with_capacity(inputs);
+    tx.extend_from_slice(&2u32.to_le_bytes());
+    compact_size(&mut tx, inputs);
+    for i in 0..inputs {
+        s.bytes(&mut tx, 32);
+        tx.extend_from_slice(&(i as u32).to_le_bytes());
+        tx.push(0);
+        tx.extend_from_slice(&u32::MAX.to_le_bytes());
+        let mut script = vec![0x00, 0x14];
+        s.bytes(&mut script, 20);
+        spent.push(script);
+    }
+    compact_size(&mut tx, outputs);
+    let mut scripts = Vec::with_capacity(outputs);
+    for j in 0..outputs {
+        tx.extend_from_slice(&(1000 + j as u64).to_le_bytes());
+        let (prefix, len, suffix): (&[u8], usize, &[u8]) = match j % 4 {
+            0 => (&[0x00, 0x14], 20, &[]),
+            1 => (&[0x51, 0x20], 32, &[]),
+            2 => (&[0x76, 0xa9, 0x14], 20, &[0x88, 0xac]),
+            _ => (&[0xa9, 0x14], 20, &[0x87]),
+        };
+        let script_len = (prefix.len() + len + suffix.len()) as u8;
+        tx.push(script_len);
+        scripts.push((tx.len() as u32, script_len));
+        tx.extend_from_slice(prefix);
+        s.bytes(&mut tx, len);
+        tx.extend_from_slice(suffix);
+    }
+    tx.extend_from_slice(&0u32.to_le_bytes());
+    PoolTx {
+        txid: txid(&tx),
+        bytes: tx,
+        spent,
+        outputs: scripts,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    use super::*;
+
+    #[test]
+    fn light_blocks_are_their_coinbase() {
+        let pool = Pool { txs: Vec::new() };
+        let b = SyntheticBlock::new(&DEFAULT_PROFILE, &pool, 7, 0);
+        assert!(b.payload.is_none());
+        assert_eq!(b.merkle_root(), txid(&b.coinbase));
+        assert_eq!(merkle_root(7, 0), b.merkle_root());
+        assert_ne!(merkle_root(7, 1), merkle_root(7, 0), "branches differ");
+        let mut block = Vec::new();
+        b.write(&[0; 80], &mut block);
+        assert_eq!(block.len(), 80 + 1 + b.coinbase.len());
+        assert_eq!(b.spent_scripts().count(), 0);
+        let items: Vec<&[u8]> = b.filter_items().collect();
+        assert_eq!(items.len(), 1);
+        assert_eq!(&items[0][..2], &[0x00, 0x14]);
+    }
+
+    #[test]
+    fn heavy_blocks_carry_a_payload_of_the_profile_size() {
+        let profile = Profile {
+            heavy_from: 10,
+            min_elements: 300,
+            max_elements: 400,
+        };
+        let pool = Pool::build(&profile);
+        let b = SyntheticBlock::new(&profile, &pool, 10, 0);
+        let p = b.payload.expect("a payload from heavy_from on");
+        assert!(
+            (100..=133).contains(&p.spent.len()),
+            "a third of the items are inputs"
+        );
+        let items = b.filter_items().count();
+        assert!((301..=401).contains(&items), "{items} items");
+        for script in p.output_scripts() {
+            assert!(matches!(script.len(), 22 | 23 | 25 | 34), "{script:02x?}");
+        }
+        assert_eq!(b.merkle_root(), hash_pair(&txid(&b.coinbase), &p.txid));
+        // Deterministic: the same pool is built again.
+        assert_eq!(Pool::build(&profile).pick(10).txid, p.txid);
+        assert!(SyntheticBlock::new(&profile, &pool, 9, 0).payload.is_none());
+    }
+}

@@ -1,0 +1,326 @@
+//! The compact block filters a gateway serves (BIP157/158, basic filters): every filter
+//! header and filter hash of its chain in memory (64 bytes a block), and the filters
+//! themselves produced on demand, the most recent kept in a cache bounded in bytes.
+//!
+//! For a generated chain the blocks are `lightwire-chain`'s synthetic ones: the filter of a
+//! block is built from its items with our own BIP158 code, keyed by its hash, exactly as a
+//! node builds it. (A chain followed from a node will take its filters from the node; not
+//! built yet.)
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+
+use lightwire_chain::synthetic::{DEFAULT_PROFILE, Pool, Profile, SyntheticBlock};
+use lightwire_chain::{HEADER_LEN, hash_header_bytes};
+use lightwire_filter::{build_filter, filter_hash, filter_header};
+use lightwire_proto::session::{FilterEntry, FilterLookup};
+
+/// The default bound on cached filters: every heavy filter of the default generated chain
+/// (10,000 of about 14 KB) fits.
+pub const DEFAULT_CACHE_BYTES: usize = 256 << 20;
+
+/// The output script of the genesis coinbase (the same on every network): the one item of
+/// the genesis block's filter.
+const GENESIS_OUTPUT_SCRIPT: [u8; 67] = {
+    let key = *b"\x04\x67\x8a\xfd\xb0\xfe\x55\x48\x27\x19\x67\xf1\xa6\x71\x30\xb7\x10\x5c\xd6\xa8\x28\xe0\x39\x09\xa6\x79\x62\xe0\xea\x1f\x61\xde\xb6\x49\xf6\xbc\x3f\x4c\xef\x38\xc4\xf3\x55\x04\xe5\x1e\xc1\x12\xde\x5c\x38\x4d\xf7\xba\x0b\x8d\x57\x8a\x4c\x70\x2b\x6b\xf1\x1d\x5f";
+    let mut s = [0u8; 67];
+    s[0] = 0x41;
+    let mut i = 0;
+    while i < 65 {
+        s[1 + i] = key[i];
+        i += 1;
+    }
+    s[66] = 0xac;
+    s
+};
+
+/// Filters of a generated chain.
+pub struct ServedFilters {
+    entries: Vec<FilterEntry>,
+    profile: Profile,
+    pool: &'static Pool,
+    cache: Mutex<Cache>,
+}
+
+struct Cache {
+    filters: HashMap<u32, Arc<[u8]>>,
+    order: VecDeque<u32>,
+    bytes: usize,
+    cap: usize,
+}
+
+impl Cache {
+    fn insert(&mut self, height: u32, filter: Arc<[u8]>) {
+        if filter.len() > self.cap || self.filters.contains_key(&height) {
+            return;
+        }
+        while self.bytes + filter.len() > self.cap {
+            let Some(old) = self.order.pop_front() else {
+                break;
+            };
+            if let Some(f) = self.filters.remove(&old) {
+                self.bytes -= f.len();
+            }
+        }
+        self.bytes += filter.len();
+        self.order.push_back(height);
+        self.filters.insert(height, filter);
+    }
+}
+
+impl ServedFilters {
+    /// The filters of the generated chain `headers` (from genesis, the default profile),
+    /// built on every core: each block's filter hash, then the header chain. The newest
+    /// filters are kept, up to `cache_bytes`.
+    pub fn generated(headers: &[[u8; HEADER_LEN]], cache_bytes: usize) -> ServedFilters {
+        let pool = if headers.len() as u64 > u64::from(DEFAULT_PROFILE.heavy_from) {
+            Pool::default_pool()
+        } else {
+            static NONE: std::sync::OnceLock<Pool> = std::sync::OnceLock::new();
+            NONE.get_or_init(|| {
+                Pool::build(&Profile {
+                    heavy_from: u32::MAX,
+                    ..DEFAULT_PROFILE
+                })
+            })
+        };
+        let mut served = ServedFilters {
+            entries: Vec::new(),
+            profile: DEFAULT_PROFILE,
+            pool,
+            cache: Mutex::new(Cache {
+                filters: HashMap::new(),
+                order: VecDeque::new(),
+                bytes: 0,
+                cap: cache_bytes,
+            }),
+        };
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        // Interleaved chunks so that every thread gets its share of the heavy blocks.
+        const CHUNK: usize = 4096;
+        let chunks: Vec<(usize, &[[u8; HEADER_LEN]])> = headers
+            .chunks(CHUNK)
+            .enumerate()
+            .map(|(i, c)| (i * CHUNK, c))
+            .collect();
+        let mut hashes = vec![[0u8; 32]; headers.len()];
+        let keep_from = headers.len().saturating_sub(cache_bytes / 14_000);
+        let kept = Mutex::new(Vec::new());
+        std::thread::scope(|scope| {
+            let (served, kept) = (&served, &kept);
+            let mut outs: Vec<Vec<(usize, [u8; 32])>> = Vec::new();
+            let workers: Vec<_> = (0..threads)
+                .map(|t| {
+                    let mine: Vec<(usize, &[[u8; HEADER_LEN]])> =
+                        chunks.iter().skip(t).step_by(threads).copied().collect();
+                    scope.spawn(move || {
+                        let mut out = Vec::new();
+                        let mut filter = Vec::new();
+                        for (start, chunk) in mine {
+                            for (i, h) in chunk.iter().enumerate() {
+                                let height = (start + i) as u32;
+                                served.build(height, h, &mut filter);
+                                out.push((start + i, filter_hash(&filter)));
+                                if start + i >= keep_from {
+                                    if let Ok(mut k) = kept.lock() {
+                                        k.push((height, Arc::<[u8]>::from(&filter[..])));
+                                    }
+                                }
+                            }
+                        }
+                        out
+                    })
+                })
+                .collect();
+            for w in workers {
+                if let Ok(out) = w.join() {
+                    outs.push(out);
+                }
+            }
+            for (i, hash) in outs.into_iter().flatten() {
+                hashes[i] = hash;
+            }
+        });
+        let mut prev = [0u8; 32];
+        served.entries = hashes
+            .into_iter()
+            .map(|hash| {
+                prev = filter_header(&hash, &prev);
+                FilterEntry { header: prev, hash }
+            })
+            .collect();
+        let mut kept = kept.into_inner().unwrap_or_default();
+        kept.sort_unstable_by_key(|(h, _)| *h);
+        if let Ok(cache) = served.cache.get_mut() {
+            for (height, filter) in kept {
+                cache.insert(height, filter);
+            }
+        }
+        served
+    }
+
+    /// Build the filter of the block at `height` whose header is `header` into `out`.
+    fn build(&self, height: u32, header: &[u8; HEADER_LEN], out: &mut Vec<u8>) {
+        let hash = hash_header_bytes(header);
+        if height == 0 {
+            build_filter(&hash.0, [&GENESIS_OUTPUT_SCRIPT[..]], out);
+        } else {
+            let block = SyntheticBlock::new(&self.profile, self.pool, height, 0);
+            build_filter(&hash.0, block.filter_items(), out);
+        }
+    }
+
+    /// The highest height with a filter header.
+    pub fn tip(&self) -> Option<u32> {
+        self.entries.len().checked_sub(1).map(|h| h as u32)
+    }
+
+    /// The filter header and hash at `height`.
+    pub fn entry(&self, height: u32) -> Option<FilterEntry> {
+        self.entries.get(height as usize).copied()
+    }
+
+    /// The filter of the block at `height` (whose header is `header`), lent to `read`:
+    /// from the cache, or built now and cached.
+    pub fn with_filter<R>(
+        &self,
+        height: u32,
+        header: Option<[u8; HEADER_LEN]>,
+        read: impl FnOnce(&[u8]) -> R,
+    ) -> FilterLookup<R> {
+        let Some(header) = header.filter(|_| (height as usize) < self.entries.len()) else {
+            return FilterLookup::Missing;
+        };
+        let cached = self
+            .cache
+            .lock()
+            .ok()
+            .and_then(|c| c.filters.get(&height).cloned());
+        let filter = match cached {
+            Some(f) => f,
+            None => {
+                let mut out = Vec::new();
+                self.build(height, &header, &mut out);
+                let f = Arc::<[u8]>::from(out);
+                if let Ok(mut c) = self.cache.lock() {
+                    c.insert(height, f.clone());
+                }
+                f
+            }
+        };
+        FilterLookup::Ready(read(&filter))
+    }
+
+    /// Bytes of filters cached.
+    pub fn cached_bytes(&self) -> usize {
+        self.cache.lock().map_or(0, |c| c.bytes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use lightwire_chain::generate::headers_after;
+    use lightwire_chain::synthetic::PoolTx;
+    use lightwire_chain::{Header, REGTEST};
+    use lightwire_filter::{Filter, basic_filter, output_scripts};
+
+    use super::*;
+
+    #[test]
+    fn the_genesis_filter_is_the_bip158_one() {
+        // BIP158's vector for testnet's genesis block (the same coinbase as every network's).
+        let genesis = [lightwire_chain::TESTNET3.genesis.encode()];
+        let f = ServedFilters::generated(&genesis, 1 << 20);
+        let got = f.with_filter(0, Some(genesis[0]), <[u8]>::to_vec);
+        assert_eq!(got, FilterLookup::Ready(hex::decode("019dfca8").unwrap()));
+        assert_eq!(f.tip(), Some(0));
+    }
+
+    #[test]
+    fn generated_filters_chain_and_match_their_blocks() {
+        let mut headers = vec![REGTEST.genesis];
+        headers.extend(headers_after(&REGTEST, &REGTEST.genesis, 0, 300, 0));
+        let encoded: Vec<[u8; 80]> = headers.iter().map(Header::encode).collect();
+        let f = ServedFilters::generated(&encoded, 1 << 20);
+        let mut prev = [0u8; 32];
+        let mut block = Vec::new();
+        let mut rebuilt = Vec::new();
+        for (height, h) in encoded.iter().enumerate().skip(1) {
+            let e = f.entry(height as u32).unwrap();
+            let FilterLookup::Ready(filter) =
+                f.with_filter(height as u32, Some(*h), <[u8]>::to_vec)
+            else {
+                panic!("no filter at {height}");
+            };
+            assert_eq!(e.hash, filter_hash(&filter));
+            let prev_header = if height == 1 {
+                f.entry(0).unwrap().header
+            } else {
+                prev
+            };
+            assert_eq!(e.header, filter_header(&e.hash, &prev_header));
+            prev = e.header;
+            // The same filter from the block itself, as a node builds it.
+            let b = SyntheticBlock::new(&DEFAULT_PROFILE, Pool::default_pool(), height as u32, 0);
+            b.write(h, &mut block);
+            basic_filter(
+                &hash_header_bytes(h).0,
+                &block,
+                b.spent_scripts(),
+                &mut rebuilt,
+            )
+            .unwrap();
+            assert_eq!(rebuilt, filter);
+            assert_eq!(Filter::decode(&filter).unwrap().n, 1);
+            // The header commits to the block.
+            assert_eq!(headers[height].merkle_root, b.merkle_root());
+        }
+        assert_eq!(
+            f.with_filter(301, Some(encoded[0]), |_| ()),
+            FilterLookup::Missing
+        );
+    }
+
+    #[test]
+    fn heavy_blocks_have_mainnet_sized_filters() {
+        let profile = Profile {
+            heavy_from: 1,
+            ..DEFAULT_PROFILE
+        };
+        let pool = Pool::build(&profile);
+        let mut sizes = Vec::new();
+        let mut filter = Vec::new();
+        let mut block = Vec::new();
+        for height in 1..=64u32 {
+            let b = SyntheticBlock::new(&profile, &pool, height, 0);
+            let p: &PoolTx = b.payload.unwrap();
+            b.write(&[0; 80], &mut block);
+            let mut outputs = 0;
+            output_scripts(&block, |_| outputs += 1).unwrap();
+            assert_eq!(outputs, 1 + p.output_scripts().count());
+            build_filter(&[height as u8; 32], b.filter_items(), &mut filter);
+            sizes.push(filter.len());
+        }
+        let mean = sizes.iter().sum::<usize>() / sizes.len();
+        let (min, max) = (sizes.iter().min().unwrap(), sizes.iter().max().unwrap());
+        assert!((12_000..=16_000).contains(&mean), "mean {mean}");
+        assert!(*min >= 9_500 && *max <= 19_000, "{min}..{max}");
+    }
+
+    #[test]
+    fn the_cache_is_bounded_in_bytes() {
+        let mut c = Cache {
+            filters: HashMap::new(),
+            order: VecDeque::new(),
+            bytes: 0,
+            cap: 100,
+        };
+        for h in 0..10 {
+            c.insert(h, Arc::from(vec![0u8; 30]));
+        }
+        assert_eq!((c.bytes, c.filters.len()), (90, 3));
+        assert!(c.filters.contains_key(&9) && !c.filters.contains_key(&6));
+        c.insert(99, Arc::from(vec![0u8; 101]));
+        assert!(!c.filters.contains_key(&99));
+    }
+}
