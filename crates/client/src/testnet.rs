@@ -82,6 +82,17 @@ impl HeaderStore for FailingStore {
     async fn header(&self, height: u32) -> Result<Option<Header>, StoreError> {
         self.inner.header(height).await
     }
+    async fn filter_tip(&self) -> Result<Option<lightwire_store::FilterTip>, StoreError> {
+        self.inner.filter_tip().await
+    }
+    async fn filter_headers(
+        &self,
+        from: u32,
+        to: u32,
+        out: &mut Vec<[u8; 32]>,
+    ) -> Result<(), StoreError> {
+        self.inner.filter_headers(from, to, out).await
+    }
     async fn headers(&self, from: u32, to: u32, out: &mut Vec<Header>) -> Result<(), StoreError> {
         self.inner.headers(from, to, out).await
     }

@@ -31,12 +31,17 @@ use web_sys::{
 };
 
 use crate::layout::{
-    CHUNK_WORK_LEN, DEFAULT_PREFIX_BITS, FRAGMENT_LEN, Grouped, INDEX_ENTRY_LEN, MAX_PREFIX_BITS,
-    Meta, Tail, chunk_work, entry_height, find_in_index, fragment, prefix, retain_up_to, v1,
+    CHUNK_WORK_LEN, DEFAULT_PREFIX_BITS, FILTER_CHUNK, FRAGMENT_LEN, Grouped, INDEX_ENTRY_LEN,
+    MAX_PREFIX_BITS, Meta, Tail, chunk_work, entry_height, find_in_index, fragment, prefix,
+    retain_up_to, v1,
 };
-use crate::{Batch, Durability, HeaderStore, SCHEMA_VERSION, Start, StoreError, Tip, batch_base};
+use crate::{
+    Batch, Durability, FilterRun, FilterTip, HeaderStore, SCHEMA_VERSION, Start, StoreError, Tip,
+    batch_base, filter_next,
+};
 
 const CHUNKS: &str = "chunks";
+const FILTERS: &str = "filters";
 const INDEX: &str = "index";
 const COMMITS: &str = "commits";
 const META: &str = "meta";
@@ -92,6 +97,55 @@ pub struct IdbStats {
     pub last_commit_ms: f64,
     /// Records put or deleted by completed commits (a range delete counts once).
     pub records_written: u64,
+    /// Filter headers written by them.
+    pub filter_headers_written: u64,
+}
+
+/// The filter headers of the last `filters` record, held in memory (as [`Tail`] holds the
+/// last chunk of headers): appends never read back what was just written.
+#[derive(Clone, Debug, Default)]
+struct FilterTail {
+    /// The record's key: heights `chunk * FILTER_CHUNK ..` up to the next chunk.
+    chunk: u32,
+    /// Height of `headers[0]` (the chunk's first height, or the store's base in its chunk).
+    first: u32,
+    headers: Vec<[u8; 32]>,
+}
+
+impl FilterTail {
+    fn empty_at(height: u32) -> FilterTail {
+        FilterTail {
+            chunk: height / FILTER_CHUNK,
+            first: height,
+            headers: Vec::new(),
+        }
+    }
+
+    fn from_record(chunk: u32, first: u32, bytes: &[u8]) -> Result<FilterTail, StoreError> {
+        if bytes.len() % 32 != 0 || bytes.len() / 32 > FILTER_CHUNK as usize {
+            return Err(StoreError::Corrupt {
+                what: "filter record length",
+            });
+        }
+        Ok(FilterTail {
+            chunk,
+            first,
+            headers: bytes
+                .chunks_exact(32)
+                .filter_map(|c| c.try_into().ok())
+                .collect(),
+        })
+    }
+
+    fn encode(&self) -> Uint8Array {
+        let flat: Vec<u8> = self.headers.iter().flatten().copied().collect();
+        Uint8Array::from(&flat[..])
+    }
+
+    /// Height after the last header.
+    fn next(&self) -> u32 {
+        self.first + self.headers.len() as u32
+    }
 }
 
 /// Headers in IndexedDB. See the module documentation and [`crate::layout`].
@@ -109,6 +163,9 @@ pub struct IdbStore {
     /// A stored chunk expanded by a read (reused).
     expanded: RefCell<Tail>,
     stats: IdbStats,
+    /// The last `filters` record, and the next one built by a commit.
+    ftail: FilterTail,
+    fspare: FilterTail,
     /// Records written by the commit in progress, counted into `stats` if it completes.
     issued: u64,
     closed: Rc<Cell<bool>>,
@@ -163,20 +220,26 @@ impl IdbStore {
                 let old = event.old_version();
                 let result = if old == 0.0 {
                     create(&req, params, options)
-                } else if old == 1.0 {
+                } else if old == 1.0 || old == 2.0 {
                     // Requests issued from the task (which starts in this event's
                     // microtasks) keep the versionchange transaction alive until it is done.
-                    match req.transaction() {
-                        Some(tx) => {
+                    match (req.transaction(), create_filters_store(&req)) {
+                        (Some(tx), Ok(())) => {
                             wasm_bindgen_futures::spawn_local(async move {
-                                if let Err(e) = migrate_from_v1(&tx, params).await {
+                                let migrated = if old == 1.0 {
+                                    migrate_from_v1(&tx, params).await
+                                } else {
+                                    migrate_meta_from_v2(&tx, params).await
+                                };
+                                if let Err(e) = migrated {
                                     let _ = tx.abort();
                                     *failed.borrow_mut() = Some(e);
                                 }
                             });
                             return;
                         }
-                        None => Err(StoreError::Backend("no upgrade transaction".into())),
+                        (_, Err(e)) => Err(e),
+                        (None, _) => Err(StoreError::Backend("no upgrade transaction".into())),
                     }
                 } else {
                     Err(StoreError::Backend(format!(
@@ -227,7 +290,7 @@ impl IdbStore {
         db.set_onversionchange(Some(on_version_change.as_ref().unchecked_ref()));
 
         let loaded = load(&db, params).await;
-        let (meta, tail) = match loaded {
+        let (meta, tail, ftail) = match loaded {
             Ok(v) => v,
             Err(e) => {
                 db.close();
@@ -246,6 +309,8 @@ impl IdbStore {
             scratch: RefCell::new(Vec::new()),
             expanded: RefCell::new(Tail::default()),
             stats: IdbStats::default(),
+            fspare: ftail.clone(),
+            ftail,
             issued: 0,
             closed,
             _on_version_change: on_version_change,
@@ -362,10 +427,72 @@ impl IdbStore {
         commits
             .put_with_key(&meta.tip.height.into(), &first.into())
             .map_err(store_error)?;
-        object_store(tx, META)?
-            .put_with_key(&Uint8Array::from(&meta.encode()[..]), &META_KEY.into())
-            .map_err(store_error)?;
-        self.issued += written + 2;
+        self.issued += written + 1;
+        Ok(())
+    }
+
+    /// The filter part of a commit: cut the stored filter headers at `cut` (reading the
+    /// record that holds the last one kept, when it is not the tail) and append `run`,
+    /// building the next tail in `self.fspare`.
+    async fn write_filters(
+        &mut self,
+        tx: &IdbTransaction,
+        cut: u32,
+        run: &FilterRun<'_>,
+    ) -> Result<(), StoreError> {
+        let store = object_store(tx, FILTERS)?;
+        let base = self.meta.base;
+        self.fspare.clone_from(&self.ftail);
+        if run.headers.is_empty() && cut == self.meta.filter_next {
+            return Ok(());
+        }
+        if cut < self.meta.filter_next {
+            if cut == base {
+                self.fspare = FilterTail::empty_at(base);
+            } else {
+                let k = (cut - 1) / FILTER_CHUNK;
+                if k != self.ftail.chunk {
+                    let req = store.get(&k.into()).map_err(store_error)?;
+                    let bytes =
+                        bytes_of(&request_result(&req).await?).ok_or(StoreError::Corrupt {
+                            what: "missing filter record",
+                        })?;
+                    let first = (k * FILTER_CHUNK).max(base);
+                    self.fspare = FilterTail::from_record(k, first, &bytes)?;
+                }
+                let keep = (cut - self.fspare.first) as usize;
+                if keep > self.fspare.headers.len() {
+                    return Err(StoreError::Corrupt {
+                        what: "filter record shorter than the stored filter tip",
+                    });
+                }
+                self.fspare.headers.truncate(keep);
+            }
+            let above = IdbKeyRange::lower_bound_with_open(&self.fspare.chunk.into(), true)
+                .map_err(store_error)?;
+            store.delete(&above).map_err(store_error)?;
+            self.issued += 1;
+        }
+        for h in run.headers {
+            if self.fspare.next() == (self.fspare.chunk + 1) * FILTER_CHUNK {
+                store
+                    .put_with_key(&self.fspare.encode(), &self.fspare.chunk.into())
+                    .map_err(store_error)?;
+                self.issued += 1;
+                self.fspare = FilterTail::empty_at((self.fspare.chunk + 1) * FILTER_CHUNK);
+            }
+            self.fspare.headers.push(*h);
+        }
+        if self.fspare.headers.is_empty() {
+            store
+                .delete(&self.fspare.chunk.into())
+                .map_err(store_error)?;
+        } else {
+            store
+                .put_with_key(&self.fspare.encode(), &self.fspare.chunk.into())
+                .map_err(store_error)?;
+        }
+        self.issued += 1;
         Ok(())
     }
 
@@ -501,24 +628,33 @@ impl IdbStore {
         &mut self,
         tx: &IdbTransaction,
         base: u32,
+        cut: u32,
         batch: &Batch<'_>,
         meta: &Meta,
     ) -> Result<(), StoreError> {
-        let meta_req = object_store(tx, META)?
-            .get(&META_KEY.into())
-            .map_err(store_error)?;
+        let meta_store = object_store(tx, META)?;
+        let meta_req = meta_store.get(&META_KEY.into()).map_err(store_error)?;
         let meta_fut = request_future(&meta_req);
         if batch.rollback_to.is_some() {
             meta_fut.await.map_err(|_| request_error(&meta_req))?;
             self.check_unchanged(&meta_req)?;
             let stored = self.roll_back(tx, base, batch).await?;
             self.write(tx, base, stored.as_ref(), batch, meta)?;
+            self.write_filters(tx, cut, &batch.filters).await?;
         } else {
             // Writes go out now; the check below still comes before the commit can.
-            self.write(tx, base, None, batch, meta)?;
+            if !batch.entries.is_empty() {
+                self.write(tx, base, None, batch, meta)?;
+            }
+            // Reads a record only to cut stored filter headers below the tail.
+            self.write_filters(tx, cut, &batch.filters).await?;
             meta_fut.await.map_err(|_| request_error(&meta_req))?;
             self.check_unchanged(&meta_req)?;
         }
+        meta_store
+            .put_with_key(&Uint8Array::from(&meta.encode()[..]), &META_KEY.into())
+            .map_err(store_error)?;
+        self.issued += 1;
         Ok(())
     }
 
@@ -707,21 +843,29 @@ impl HeaderStore for IdbStore {
                 tip: self.meta.tip.height,
             });
         }
-        let Some(last) = batch.entries.last() else {
+        let tip_after = batch
+            .entries
+            .last()
+            .map_or(self.meta.tip.height, |e| e.height);
+        let (filter_next, cut) = filter_next(self.meta.filter_next, tip_after, &batch)?;
+        if batch.entries.is_empty() && batch.filters.is_empty() {
             return Ok(self.meta.tip);
-        };
+        }
         // The parent is in memory unless a rollback reaches below the last chunk; then
         // the transaction reads it and checks there.
-        if self.in_tail(base) {
+        if let Some(first) = batch.entries.first()
+            && self.in_tail(base)
+        {
             let parent = self.tail.hash(base % self.chunk_len());
-            if parent != Some(batch.entries[0].header.prev_blockhash) {
+            if parent != Some(first.header.prev_blockhash) {
                 return Err(StoreError::DoesNotLink {
-                    height: batch.entries[0].height,
+                    height: first.height,
                 });
             }
         }
         let meta = Meta {
-            tip: Tip::from(last),
+            tip: batch.entries.last().map_or(self.meta.tip, Tip::from),
+            filter_next,
             ..self.meta
         };
         let durability = match batch.durability {
@@ -730,7 +874,13 @@ impl HeaderStore for IdbStore {
         };
         let options = Object::new();
         Reflect::set(&options, &"durability".into(), &durability.into()).map_err(store_error)?;
-        let stores = Array::of4(&CHUNKS.into(), &INDEX.into(), &COMMITS.into(), &META.into());
+        let stores = Array::of5(
+            &CHUNKS.into(),
+            &INDEX.into(),
+            &COMMITS.into(),
+            &META.into(),
+            &FILTERS.into(),
+        );
         let t0 = now_ms();
         let tx = self
             .db
@@ -739,7 +889,7 @@ impl HeaderStore for IdbStore {
             .map_err(store_error)?;
         let done = transaction_future(&tx);
         self.issued = 0;
-        if let Err(e) = self.commit_inner(&tx, base, &batch, &meta).await {
+        if let Err(e) = self.commit_inner(&tx, base, cut, &batch, &meta).await {
             // Nothing is kept: the transaction is undone as a whole.
             let _ = tx.abort();
             let _ = done.await;
@@ -747,11 +897,15 @@ impl HeaderStore for IdbStore {
         }
         done.await.map_err(|_| transaction_error(&tx))?;
 
-        core::mem::swap(&mut self.tail, &mut self.spare);
+        if !batch.entries.is_empty() {
+            core::mem::swap(&mut self.tail, &mut self.spare);
+        }
+        core::mem::swap(&mut self.ftail, &mut self.fspare);
         self.meta = meta;
         let ms = now_ms() - t0;
         self.stats.commits += 1;
         self.stats.headers_written += batch.entries.len() as u64;
+        self.stats.filter_headers_written += batch.filters.headers.len() as u64;
         self.stats.records_written += self.issued;
         self.stats.commit_ms += ms;
         self.stats.last_commit_ms = ms;
@@ -760,6 +914,71 @@ impl HeaderStore for IdbStore {
 
     fn base(&self) -> u32 {
         self.meta.base
+    }
+
+    async fn filter_tip(&self) -> Result<Option<FilterTip>, StoreError> {
+        Ok(self.ftail.headers.last().map(|h| FilterTip {
+            height: self.ftail.next() - 1,
+            header: *h,
+        }))
+    }
+
+    async fn filter_headers(
+        &self,
+        from: u32,
+        to: u32,
+        out: &mut Vec<[u8; 32]>,
+    ) -> Result<(), StoreError> {
+        let next = self.meta.filter_next;
+        if from > to || to >= next || from < self.meta.base {
+            return Err(StoreError::OutOfRange {
+                from,
+                to,
+                tip: next.saturating_sub(1),
+            });
+        }
+        let (first_chunk, tail_chunk) = (from / FILTER_CHUNK, self.ftail.chunk);
+        if first_chunk < tail_chunk {
+            let last = (to / FILTER_CHUNK).min(tail_chunk - 1);
+            let tx = self.readonly(FILTERS)?;
+            let range =
+                IdbKeyRange::bound(&first_chunk.into(), &last.into()).map_err(store_error)?;
+            let req = object_store(&tx, FILTERS)?
+                .get_all_with_key(&range)
+                .map_err(store_error)?;
+            let records: Array = request_result(&req).await?.unchecked_into();
+            if records.length() != last - first_chunk + 1 {
+                return Err(StoreError::Corrupt {
+                    what: "missing filter record",
+                });
+            }
+            for (k, record) in (first_chunk..).zip(records.iter()) {
+                let bytes = bytes_of(&record).ok_or(StoreError::Corrupt {
+                    what: "filter record type",
+                })?;
+                let chunk =
+                    FilterTail::from_record(k, (k * FILTER_CHUNK).max(self.meta.base), &bytes)?;
+                if chunk.next() != (k + 1) * FILTER_CHUNK {
+                    return Err(StoreError::Corrupt {
+                        what: "filter record length",
+                    });
+                }
+                let lo = from.max(chunk.first) - chunk.first;
+                let hi = to.min(chunk.next() - 1) - chunk.first;
+                out.extend_from_slice(&chunk.headers[lo as usize..=hi as usize]);
+            }
+        }
+        if to / FILTER_CHUNK >= tail_chunk {
+            let t = &self.ftail;
+            let lo = from.max(t.first) - t.first;
+            let hi = to - t.first;
+            out.extend_from_slice(t.headers.get(lo as usize..=hi as usize).ok_or(
+                StoreError::Corrupt {
+                    what: "filter tail",
+                },
+            )?);
+        }
+        Ok(())
     }
 
     async fn header(&self, height: u32) -> Result<Option<Header>, StoreError> {
@@ -916,6 +1135,7 @@ fn create(req: &IdbOpenDbRequest, params: &Params, options: IdbOptions) -> Resul
         .put_with_key(&base.into(), &base.into())
         .map_err(store_error)?;
 
+    db.create_object_store(FILTERS).map_err(store_error)?;
     db.create_object_store(META)
         .map_err(store_error)?
         .put_with_key(&Uint8Array::from(&meta.encode()[..]), &META_KEY.into())
@@ -996,8 +1216,11 @@ async fn migrate_from_v1(tx: &IdbTransaction, params: &'static Params) -> Result
 }
 
 /// Read the meta record and the last chunk of an open database.
-async fn load(db: &IdbDatabase, params: &'static Params) -> Result<(Meta, Tail), StoreError> {
-    let stores = Array::of2(&META.into(), &CHUNKS.into());
+async fn load(
+    db: &IdbDatabase,
+    params: &'static Params,
+) -> Result<(Meta, Tail, FilterTail), StoreError> {
+    let stores = Array::of3(&META.into(), &CHUNKS.into(), &FILTERS.into());
     let tx = db
         .transaction_with_str_sequence_and_mode(&stores, IdbTransactionMode::Readonly)
         .map_err(store_error)?;
@@ -1021,7 +1244,58 @@ async fn load(db: &IdbDatabase, params: &'static Params) -> Result<(Meta, Tail),
     let room = len.saturating_sub(tail.len()) as usize;
     tail.bytes.reserve(room * lightwire_chain::HEADER_LEN);
     tail.hashes.reserve(room);
-    Ok((meta, tail))
+    let ftail = if meta.filter_next > meta.base {
+        let k = (meta.filter_next - 1) / FILTER_CHUNK;
+        let req = object_store(&tx, FILTERS)?
+            .get(&k.into())
+            .map_err(store_error)?;
+        let bytes = bytes_of(&request_result(&req).await?).ok_or(StoreError::Corrupt {
+            what: "missing last filter record",
+        })?;
+        let t = FilterTail::from_record(k, (k * FILTER_CHUNK).max(meta.base), &bytes)?;
+        if t.next() != meta.filter_next {
+            return Err(StoreError::Corrupt {
+                what: "last filter record length",
+            });
+        }
+        t
+    } else {
+        FilterTail::empty_at(meta.base)
+    };
+    Ok((meta, tail, ftail))
+}
+
+/// Create the `filters` object store (layout 3), inside the open request's versionchange
+/// transaction.
+fn create_filters_store(req: &IdbOpenDbRequest) -> Result<(), StoreError> {
+    let db: IdbDatabase = req.result().map_err(store_error)?.unchecked_into();
+    db.create_object_store(FILTERS).map_err(store_error)?;
+    Ok(())
+}
+
+/// Layout 2 to 3: the same records, a `filters` object store (created by the caller) and a
+/// meta record that says no filter header is stored yet.
+async fn migrate_meta_from_v2(
+    tx: &IdbTransaction,
+    params: &'static Params,
+) -> Result<(), StoreError> {
+    let meta_store = object_store(tx, META)?;
+    let req = meta_store.get(&META_KEY.into()).map_err(store_error)?;
+    let stored = bytes_of(&request_result(&req).await?).ok_or(StoreError::Corrupt {
+        what: "missing meta record",
+    })?;
+    let mut meta = Meta::decode(&stored)?;
+    meta.check(params)?;
+    if meta.schema != 2 {
+        return Err(StoreError::Corrupt {
+            what: "meta record layout version",
+        });
+    }
+    meta.schema = SCHEMA_VERSION;
+    meta_store
+        .put_with_key(&Uint8Array::from(&meta.encode()[..]), &META_KEY.into())
+        .map_err(store_error)?;
+    Ok(())
 }
 
 /// The version of an existing database (opened without asking for one, then closed).

@@ -59,10 +59,15 @@ pub fn prefix(hash: &BlockHash, bits: u8) -> u32 {
     u32::from(u16::from_be_bytes([b[0], b[1]])) >> (16 - u32::from(bits))
 }
 
-/// Bytes of an encoded [`Meta`] (layout 1's lacked the last field, the base height).
-pub const META_LEN: usize = 4 + 4 + 32 + 1 + 4 + 32 + 32 + 4;
+/// Bytes of an encoded [`Meta`] (layout 1's lacked the last two fields, layout 2's the
+/// last one).
+pub const META_LEN: usize = 4 + 4 + 32 + 1 + 4 + 32 + 32 + 4 + 4;
+/// Bytes of a layout-2 meta record.
+const META_V2_LEN: usize = META_LEN - 4;
 /// Bytes of a layout-1 meta record.
-const META_V1_LEN: usize = META_LEN - 4;
+const META_V1_LEN: usize = META_V2_LEN - 4;
+/// Filter headers per record of the `filters` object store (64 KiB records).
+pub const FILTER_CHUNK: u32 = 2048;
 const META_MAGIC: &[u8; 4] = b"LWHS";
 
 /// What the store records about itself; rewritten by every commit.
@@ -78,6 +83,8 @@ pub struct Meta {
     pub tip: Tip,
     /// The first stored height: 0, or the checkpoint the store started from.
     pub base: u32,
+    /// The height of the next filter header to store (`base` when none is).
+    pub filter_next: u32,
 }
 
 impl Meta {
@@ -94,11 +101,12 @@ impl Meta {
             prefix_bits,
             tip: start.tip(),
             base: start.height,
+            filter_next: start.height,
         }
     }
 
     /// `magic | schema u32 LE | genesis | prefix bits | tip height u32 LE | tip hash |
-    /// chainwork (big-endian) | base height u32 LE`.
+    /// chainwork (big-endian) | base height u32 LE | next filter height u32 LE`.
     pub fn encode(&self) -> [u8; META_LEN] {
         let mut b = [0u8; META_LEN];
         b[..4].copy_from_slice(META_MAGIC);
@@ -109,13 +117,14 @@ impl Meta {
         b[45..77].copy_from_slice(self.tip.hash.as_bytes());
         b[77..109].copy_from_slice(&self.tip.chainwork.0.to_be_bytes());
         b[109..113].copy_from_slice(&self.base.to_le_bytes());
+        b[113..117].copy_from_slice(&self.filter_next.to_le_bytes());
         b
     }
 
     /// Decode a stored meta record.
     pub fn decode(b: &[u8]) -> Result<Meta, StoreError> {
         let corrupt = |what| StoreError::Corrupt { what };
-        if (b.len() != META_LEN && b.len() != META_V1_LEN) || &b[..4] != META_MAGIC {
+        if ![META_LEN, META_V2_LEN, META_V1_LEN].contains(&b.len()) || &b[..4] != META_MAGIC {
             return Err(corrupt("meta record"));
         }
         let u32_at = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
@@ -134,14 +143,24 @@ impl Meta {
                 chainwork: Work(U256::from_be_bytes(&bytes32(77))),
             },
             // Layout 1 always started at genesis.
-            base: if b.len() == META_LEN { u32_at(109) } else { 0 },
-        })
-        .and_then(|m| {
-            // Only layout 1 wrote the shorter record.
-            if b.len() == META_V1_LEN && m.schema != 1 {
-                Err(corrupt("meta record length"))
+            base: if b.len() >= META_V2_LEN {
+                u32_at(109)
             } else {
-                Ok(m)
+                0
+            },
+            filter_next: 0,
+        })
+        .and_then(|mut m| {
+            // Layouts 1 and 2 wrote the shorter records, and stored no filter headers.
+            m.filter_next = if b.len() == META_LEN {
+                u32_at(113)
+            } else {
+                m.base
+            };
+            match (b.len(), m.schema) {
+                (META_V1_LEN, 1) | (META_V2_LEN, 2) => Ok(m),
+                (META_LEN, s) if s >= 3 => Ok(m),
+                _ => Err(corrupt("meta record length")),
             }
         })
     }
@@ -624,10 +643,24 @@ mod tests {
         let v1 = Meta {
             schema: 1,
             base: 0,
+            filter_next: 0,
             ..meta
         };
         assert_eq!(Meta::decode(&v1.encode()[..META_V1_LEN]), Ok(v1));
-        let started = Meta { base: 4032, ..meta };
+        // Layout 2's: no filter headers stored.
+        let v2 = Meta {
+            schema: 2,
+            base: 4032,
+            filter_next: 4032,
+            ..meta
+        };
+        assert_eq!(Meta::decode(&v2.encode()[..META_V2_LEN]), Ok(v2));
+        assert!(Meta::decode(&meta.encode()[..META_V2_LEN]).is_err());
+        let started = Meta {
+            base: 4032,
+            filter_next: 5000,
+            ..meta
+        };
         assert_eq!(Meta::decode(&started.encode()), Ok(started));
         let mut wide = meta.encode();
         wide[40] = 17;

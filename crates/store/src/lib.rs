@@ -35,7 +35,7 @@ pub use pending::Pending;
 
 /// Version of the stored layout. A store written by a newer version is refused rather than
 /// misread; an older one is migrated when opened (layout 1: `layout::v1`).
-pub const SCHEMA_VERSION: u32 = 2;
+pub const SCHEMA_VERSION: u32 = 3;
 
 /// The best chain's tip as stored.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -140,8 +140,77 @@ pub struct Batch<'a> {
     /// Validated entries to append: consecutive, the first right after the (rolled-back)
     /// tip and linking to it.
     pub entries: &'a [Entry],
+    /// Filter headers to append (BIP157), after the rollback.
+    pub filters: FilterRun<'a>,
     /// See [`Durability`].
     pub durability: Durability,
+}
+
+/// The stored filter-header chain's last header.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct FilterTip {
+    /// Its block's height.
+    pub height: u32,
+    /// The filter header.
+    pub header: [u8; 32],
+}
+
+/// Filter headers in a commit. The store keeps filter headers for heights from its base up
+/// to at most its header tip, without gaps; a header rollback to `r` drops those above `r`
+/// too.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+pub struct FilterRun<'a> {
+    /// First drop every stored filter header at or above this height (filter headers found
+    /// wrong, to be replaced), applied after the header rollback.
+    pub truncate_from: Option<u32>,
+    /// Height of the first of `headers`: the stored filter tip's next, once the rollback
+    /// and the truncation are applied.
+    pub first_height: u32,
+    /// Consecutive filter headers, none above the header tip the batch leaves.
+    pub headers: &'a [[u8; 32]],
+}
+
+impl FilterRun<'_> {
+    /// Whether the run changes nothing.
+    pub fn is_empty(&self) -> bool {
+        self.truncate_from.is_none() && self.headers.is_empty()
+    }
+}
+
+/// Check a batch's filter run against the store: `next` is the height of the next filter
+/// header the store would take, `tip_after` the header tip the batch leaves. Returns the
+/// next height after the batch, and where the stored ones are cut (the new `next` before
+/// the run is appended).
+pub(crate) fn filter_next(
+    next: u32,
+    tip_after: u32,
+    batch: &Batch<'_>,
+) -> Result<(u32, u32), StoreError> {
+    let mut cut = next;
+    if let Some(r) = batch.rollback_to {
+        cut = cut.min(r + 1);
+    }
+    if let Some(t) = batch.filters.truncate_from {
+        cut = cut.min(t);
+    }
+    let run = &batch.filters;
+    if run.headers.is_empty() {
+        return Ok((cut, cut));
+    }
+    if run.first_height != cut {
+        return Err(StoreError::FiltersNotContiguous {
+            expected: cut,
+            got: run.first_height,
+        });
+    }
+    let last = cut + run.headers.len() as u32 - 1;
+    if last > tip_after {
+        return Err(StoreError::FiltersAboveTip {
+            height: last,
+            tip: tip_after,
+        });
+    }
+    Ok((last + 1, cut))
 }
 
 /// Check a batch's shape against the stored tip height, before anything changes; returns
@@ -212,6 +281,22 @@ pub enum StoreError {
         /// The tip.
         tip: u32,
     },
+    /// A batch's filter headers do not start right after the stored ones.
+    #[error("filter header at height {got} where {expected} was expected")]
+    FiltersNotContiguous {
+        /// The height expected.
+        expected: u32,
+        /// The height given.
+        got: u32,
+    },
+    /// Filter headers above the header tip.
+    #[error("filter header at height {height} is above the header tip {tip}")]
+    FiltersAboveTip {
+        /// Height of the last filter header.
+        height: u32,
+        /// The header tip.
+        tip: u32,
+    },
     /// A rollback must come with the branch that replaces what it drops.
     #[error("a rollback needs the entries that replace it")]
     RollbackWithoutEntries,
@@ -275,6 +360,17 @@ pub trait HeaderStore {
 
     /// The header at `height`, if stored.
     async fn header(&self, height: u32) -> Result<Option<Header>, StoreError>;
+
+    /// The last stored filter header, if any.
+    async fn filter_tip(&self) -> Result<Option<FilterTip>, StoreError>;
+
+    /// Filter headers `from..=to`, appended to `out`.
+    async fn filter_headers(
+        &self,
+        from: u32,
+        to: u32,
+        out: &mut Vec<[u8; 32]>,
+    ) -> Result<(), StoreError>;
 
     /// Headers `from..=to`, appended to `out` (a batch lookup).
     async fn headers(&self, from: u32, to: u32, out: &mut Vec<Header>) -> Result<(), StoreError>;

@@ -4,7 +4,7 @@ use std::collections::HashMap;
 
 use lightwire_chain::{BlockHash, Header, Params, Work};
 
-use crate::{Batch, HeaderStore, Start, StoreError, Tip, batch_base};
+use crate::{Batch, FilterTip, HeaderStore, Start, StoreError, Tip, batch_base, filter_next};
 
 /// A store in memory: 80 bytes per header plus its index entry.
 pub struct MemoryStore {
@@ -17,6 +17,8 @@ pub struct MemoryStore {
     /// Chainwork at each period's first height (index k: height k * interval).
     period_work: Vec<Work>,
     tip: Tip,
+    /// Filter headers from `base` on.
+    filters: Vec<[u8; 32]>,
 }
 
 impl MemoryStore {
@@ -41,6 +43,7 @@ impl MemoryStore {
             // Period k's work at index k - base / interval.
             period_work: vec![start.chainwork],
             tip: start.tip(),
+            filters: Vec::new(),
         }
     }
 
@@ -49,9 +52,13 @@ impl MemoryStore {
         self.headers.get(height.checked_sub(self.base)? as usize)
     }
 
-    /// Check `batch` against the store without changing anything.
-    fn check(&self, batch: &Batch<'_>) -> Result<u32, StoreError> {
+    /// Check `batch` against the store without changing anything: the height its entries
+    /// follow, and where the filter headers are cut.
+    fn check(&self, batch: &Batch<'_>) -> Result<(u32, u32), StoreError> {
         let base = batch_base(self.tip.height, batch)?;
+        let tip_after = batch.entries.last().map_or(self.tip.height, |e| e.height);
+        let next = self.base + self.filters.len() as u32;
+        let (_, cut) = filter_next(next, tip_after, batch)?;
         if let Some(first) = batch.entries.first() {
             let parent = self.at(base).map(Header::block_hash);
             if parent != Some(first.header.prev_blockhash) {
@@ -60,7 +67,7 @@ impl MemoryStore {
                 });
             }
         }
-        Ok(base)
+        Ok((base, cut))
     }
 }
 
@@ -75,7 +82,9 @@ impl HeaderStore for MemoryStore {
 
     async fn commit(&mut self, batch: Batch<'_>) -> Result<Tip, StoreError> {
         // Everything is checked before anything changes: a refused batch leaves no trace.
-        let base = self.check(&batch)?;
+        let (base, cut) = self.check(&batch)?;
+        self.filters.truncate((cut - self.base) as usize);
+        self.filters.extend_from_slice(batch.filters.headers);
         let Some(last) = batch.entries.last() else {
             return Ok(self.tip);
         };
@@ -102,6 +111,33 @@ impl HeaderStore for MemoryStore {
 
     async fn header(&self, height: u32) -> Result<Option<Header>, StoreError> {
         Ok(self.at(height).copied())
+    }
+
+    async fn filter_tip(&self) -> Result<Option<FilterTip>, StoreError> {
+        Ok(self.filters.last().map(|h| FilterTip {
+            height: self.base + self.filters.len() as u32 - 1,
+            header: *h,
+        }))
+    }
+
+    async fn filter_headers(
+        &self,
+        from: u32,
+        to: u32,
+        out: &mut Vec<[u8; 32]>,
+    ) -> Result<(), StoreError> {
+        let next = self.base + self.filters.len() as u32;
+        if from > to || to >= next || from < self.base {
+            return Err(StoreError::OutOfRange {
+                from,
+                to,
+                tip: next.saturating_sub(1),
+            });
+        }
+        out.extend_from_slice(
+            &self.filters[(from - self.base) as usize..=(to - self.base) as usize],
+        );
+        Ok(())
     }
 
     async fn headers(&self, from: u32, to: u32, out: &mut Vec<Header>) -> Result<(), StoreError> {
@@ -173,6 +209,7 @@ pub(crate) mod tests {
 
     fn batch(entries: &[Entry]) -> Batch<'_> {
         Batch {
+            filters: Default::default(),
             rollback_to: None,
             entries,
             durability: Durability::Relaxed,
@@ -236,6 +273,7 @@ pub(crate) mod tests {
         };
         assert_eq!(fork_height, 900);
         let b = Batch {
+            filters: Default::default(),
             rollback_to: Some(fork_height),
             entries: chain.staged(),
             durability: Durability::Strict,
@@ -277,6 +315,7 @@ pub(crate) mod tests {
             panic!("overtakes");
         };
         let b = Batch {
+            filters: Default::default(),
             rollback_to: Some(fork_height),
             entries: chain.staged(),
             durability: Durability::Strict,
@@ -321,6 +360,7 @@ pub(crate) mod tests {
             Err(StoreError::DoesNotLink { height: 201 })
         );
         let above = Batch {
+            filters: Default::default(),
             rollback_to: Some(250),
             entries: &staged,
             durability: Durability::Strict,
@@ -333,6 +373,7 @@ pub(crate) mod tests {
             })
         );
         let bare = Batch {
+            filters: Default::default(),
             rollback_to: Some(100),
             entries: &[],
             durability: Durability::Strict,
@@ -373,5 +414,78 @@ pub(crate) mod tests {
         );
         assert_eq!(now(store.commit(batch(&staged))).unwrap().height, 300);
         let _ = chain;
+    }
+
+    #[test]
+    fn filter_headers_follow_the_header_chain() {
+        let mut store = MemoryStore::new(&REGTEST);
+        let mut chain = Chain::new(&REGTEST);
+        let headers = after(&REGTEST.genesis, 0, 300, 0);
+        chain.connect(&headers, NOW).unwrap();
+        let staged = chain.staged().to_vec();
+        let fh = |h: u32| [h as u8; 32];
+        let run: Vec<[u8; 32]> = (0..=100).map(fh).collect();
+        let with = |rollback_to, entries, first_height, headers, truncate_from| Batch {
+            rollback_to,
+            entries,
+            filters: crate::FilterRun {
+                truncate_from,
+                first_height,
+                headers,
+            },
+            durability: Durability::Relaxed,
+        };
+        // Not from the next height, or above the header tip: refused, nothing changes.
+        assert_eq!(
+            now(store.commit(with(None, &staged, 1, &run, None))),
+            Err(StoreError::FiltersNotContiguous {
+                expected: 0,
+                got: 1
+            })
+        );
+        assert_eq!(
+            now(store.commit(with(None, &[], 0, &run, None))),
+            Err(StoreError::FiltersAboveTip {
+                height: 100,
+                tip: 0
+            })
+        );
+        assert_eq!(now(store.tip()).unwrap().height, 0);
+        now(store.commit(with(None, &staged, 0, &run, None))).unwrap();
+        assert_eq!(
+            now(store.filter_tip()).unwrap(),
+            Some(FilterTip {
+                height: 100,
+                header: fh(100)
+            })
+        );
+        // Filter headers alone.
+        let more: Vec<[u8; 32]> = (101..=200).map(fh).collect();
+        now(store.commit(with(None, &[], 101, &more, None))).unwrap();
+        let mut out = Vec::new();
+        now(store.filter_headers(99, 101, &mut out)).unwrap();
+        assert_eq!(out, [fh(99), fh(100), fh(101)]);
+        assert!(now(store.filter_headers(150, 201, &mut out)).is_err());
+        // A reorg at 150 drops the filter headers above it.
+        let fork = &headers[149];
+        let mut branch = Chain::resume(&REGTEST, &staged[..150]).unwrap();
+        let b = after(fork, 150, 200, 7);
+        assert!(matches!(
+            branch.connect(&b, NOW),
+            Ok(Outcome::Extended { .. })
+        ));
+        let entries = branch.staged().to_vec();
+        now(store.commit(with(Some(150), &entries, 0, &[], None))).unwrap();
+        assert_eq!(now(store.filter_tip()).unwrap().unwrap().height, 150);
+        // Truncated (found wrong) and replaced in one commit.
+        let again: Vec<[u8; 32]> = (120..=130).map(|h| [h as u8 ^ 0xff; 32]).collect();
+        now(store.commit(with(None, &[], 120, &again, Some(120)))).unwrap();
+        assert_eq!(
+            now(store.filter_tip()).unwrap(),
+            Some(FilterTip {
+                height: 130,
+                header: [130 ^ 0xff; 32]
+            })
+        );
     }
 }

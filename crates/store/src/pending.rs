@@ -18,6 +18,11 @@ pub struct Pending {
     stored: u32,
     rollback_to: Option<u32>,
     entries: Vec<Entry>,
+    /// Filter headers gathered, from `filter_first` on.
+    filters: Vec<[u8; 32]>,
+    filter_first: u32,
+    /// Stored filter headers from this height on are to be dropped.
+    filter_truncate: Option<u32>,
 }
 
 impl Pending {
@@ -27,7 +32,36 @@ impl Pending {
             stored: stored_height,
             rollback_to: None,
             entries: Vec::new(),
+            filters: Vec::new(),
+            filter_first: 0,
+            filter_truncate: None,
         }
+    }
+
+    /// Take filter headers from `first_height` on: right after what is gathered, or, when
+    /// nothing is, right after the filter headers stored (the caller tracks that).
+    pub fn push_filters(&mut self, first_height: u32, headers: &[[u8; 32]]) {
+        if self.filters.is_empty() {
+            self.filter_first = first_height;
+        }
+        debug_assert_eq!(first_height, self.filter_first + self.filters.len() as u32);
+        self.filters.extend_from_slice(headers);
+    }
+
+    /// Drop stored and gathered filter headers from `height` on (they were found wrong).
+    pub fn truncate_filters(&mut self, height: u32) {
+        if height <= self.filter_first || self.filters.is_empty() {
+            self.filters.clear();
+            self.filter_first = height;
+            self.filter_truncate = Some(self.filter_truncate.map_or(height, |t| t.min(height)));
+        } else {
+            self.filters.truncate((height - self.filter_first) as usize);
+        }
+    }
+
+    /// Filter headers gathered.
+    pub fn filter_len(&self) -> usize {
+        self.filters.len()
     }
 
     /// Take what a `Chain::connect` (or `connect_branch`) call staged, with its outcome.
@@ -37,6 +71,15 @@ impl Pending {
         match *outcome {
             Outcome::Extended { .. } => {}
             Outcome::Reorg { fork_height, .. } => {
+                // Filter headers above the fork are of the old branch. (The store drops the
+                // stored ones with the rollback.)
+                let above = fork_height + 1;
+                if self.filters.is_empty() || above <= self.filter_first {
+                    self.filters.clear();
+                    self.filter_first = self.filter_first.min(above);
+                } else {
+                    self.filters.truncate((above - self.filter_first) as usize);
+                }
                 let base = self.rollback_to.unwrap_or(self.stored);
                 if fork_height >= base {
                     // The fork is among the gathered entries: drop those above it.
@@ -66,7 +109,7 @@ impl Pending {
 
     /// Whether there is nothing to commit.
     pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+        self.entries.is_empty() && self.filters.is_empty() && self.filter_truncate.is_none()
     }
 
     /// The gathered change as one batch.
@@ -74,6 +117,11 @@ impl Pending {
         Batch {
             rollback_to: self.rollback_to,
             entries: &self.entries,
+            filters: crate::FilterRun {
+                truncate_from: self.filter_truncate,
+                first_height: self.filter_first,
+                headers: &self.filters,
+            },
             durability,
         }
     }
@@ -87,6 +135,9 @@ impl Pending {
         self.rollback_to = None;
         self.entries.clear();
         self.stored = into.entries.last().map_or(into.stored, |e| e.height);
+        self.filters.clear();
+        self.filter_first = into.filter_first + into.filters.len() as u32;
+        self.filter_truncate = None;
     }
 
     /// The batch was committed and the store's tip is now `tip`: start gathering afresh
@@ -95,6 +146,9 @@ impl Pending {
         self.stored = tip.height;
         self.rollback_to = None;
         self.entries.clear();
+        self.filter_first += self.filters.len() as u32;
+        self.filters.clear();
+        self.filter_truncate = None;
     }
 }
 

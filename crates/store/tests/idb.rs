@@ -84,7 +84,112 @@ impl Pair {
     /// Every header, every seen hash, and ranges across chunk edges read the same.
     async fn check(&self) {
         check_same(&self.idb, &self.mem, &self.seen).await;
+        check_filters_same(&self.idb, &self.mem).await;
     }
+}
+
+/// The filter-header chains read the same: the tip, all of it, and ranges across records.
+async fn check_filters_same(idb: &IdbStore, mem: &MemoryStore) {
+    let tip = mem.filter_tip().await.unwrap();
+    assert_eq!(idb.filter_tip().await.unwrap(), tip);
+    let Some(tip) = tip else {
+        return;
+    };
+    let base = mem.base();
+    for (from, to) in [
+        (base, tip.height),
+        (tip.height, tip.height),
+        (base + 2040, (base + 2060).min(tip.height)),
+        (base + 1, (base + 4200).min(tip.height)),
+    ] {
+        if from > to {
+            continue;
+        }
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        idb.filter_headers(from, to, &mut a).await.unwrap();
+        mem.filter_headers(from, to, &mut b).await.unwrap();
+        assert_eq!(a, b, "{from}..={to}");
+        assert_eq!(a.len() as u32, to - from + 1);
+    }
+    assert!(
+        idb.filter_headers(base, tip.height + 1, &mut Vec::new())
+            .await
+            .is_err()
+    );
+}
+
+/// A stand-in filter header for `height` on `branch`.
+fn fh(height: u32, branch: u8) -> [u8; 32] {
+    let mut h = [branch; 32];
+    h[..4].copy_from_slice(&height.to_le_bytes());
+    h
+}
+
+fn fhs(from: u32, to: u32, branch: u8) -> Vec<[u8; 32]> {
+    (from..=to).map(|h| fh(h, branch)).collect()
+}
+
+#[test]
+async fn filter_headers_are_stored_in_records_and_follow_reorgs() {
+    let name = "lightwire-test-filters";
+    let mut pair = Pair::new(name, 4).await;
+    let all = headers_after(&REGTEST, &REGTEST.genesis, 0, 5000, 0);
+    pair.connect(&all);
+    // With the headers, across two records of 2,048.
+    pair.pending.push_filters(0, &fhs(0, 4500, 0));
+    pair.commit().await;
+    pair.check().await;
+    // Alone.
+    pair.pending.push_filters(4501, &fhs(4501, 5000, 0));
+    pair.commit().await;
+    pair.check().await;
+    assert_eq!(pair.idb.stats().filter_headers_written, 5001);
+    // Reopened: the tail record is read back.
+    let Pair { idb, .. } = pair;
+    idb.close();
+    let idb = IdbStore::open(name, &REGTEST).await.unwrap();
+    let mut pair = Pair { idb, ..pair };
+    pair.check().await;
+    // A reorg at 3,000: filter headers above it go with the headers.
+    let fork = headers_after(&REGTEST, &all[2999], 3000, 2100, 1);
+    assert!(outcomes_reorg(&pair.connect(&fork), 3000));
+    pair.commit().await;
+    assert_eq!(pair.idb.filter_tip().await.unwrap().unwrap().height, 3000);
+    pair.check().await;
+    // Found wrong from 1,000 (in a record below the tail): cut and replaced in one commit.
+    pair.pending.truncate_filters(1000);
+    pair.pending.push_filters(1000, &fhs(1000, 2500, 9));
+    pair.commit().await;
+    pair.check().await;
+    let mut got = Vec::new();
+    pair.idb.filter_headers(999, 1000, &mut got).await.unwrap();
+    assert_eq!(got, [fh(999, 0), fh(1000, 9)]);
+    // Filter headers past the header tip, or not next, are refused and change nothing.
+    let b = Batch {
+        rollback_to: None,
+        entries: &[],
+        filters: lightwire_store::FilterRun {
+            truncate_from: None,
+            first_height: 2502,
+            headers: &fhs(2502, 2600, 3),
+        },
+        durability: Durability::Relaxed,
+    };
+    assert_eq!(
+        pair.idb.commit(b).await,
+        Err(StoreError::FiltersNotContiguous {
+            expected: 2501,
+            got: 2502
+        })
+    );
+    let Pair { idb, .. } = pair;
+    idb.close();
+    let idb = IdbStore::open(name, &REGTEST).await.unwrap();
+    let pair = Pair { idb, ..pair };
+    pair.check().await;
+    let Pair { idb, .. } = pair;
+    idb.close();
+    IdbStore::delete(name).await.unwrap();
 }
 
 async fn check_same(idb: &IdbStore, mem: &MemoryStore, seen: &[BlockHash]) {
@@ -174,6 +279,7 @@ async fn syncs_reads_and_reopens_like_the_memory_store() {
     ));
     let mut idb = idb;
     let b = Batch {
+        filters: Default::default(),
         rollback_to: None,
         entries: chain.staged(),
         durability: Durability::Strict,
@@ -252,6 +358,7 @@ async fn reorgs_at_every_depth_replace_the_branch() {
             .connect(&headers_after(&REGTEST, &tip_header, tip, 50, 9), NOW)
             .unwrap();
         let b = Batch {
+            filters: Default::default(),
             rollback_to: None,
             entries: chain.staged(),
             durability: Durability::Strict,
@@ -284,6 +391,7 @@ async fn refused_commits_leave_the_store_at_its_last_batch() {
     next.connect(&headers[4500..], NOW).unwrap();
     let staged = next.staged().to_vec();
     let batch = |entries| Batch {
+        filters: Default::default(),
         rollback_to: None,
         entries,
         durability: Durability::Relaxed,
@@ -314,6 +422,7 @@ async fn refused_commits_leave_the_store_at_its_last_batch() {
         e
     };
     let rollback = Batch {
+        filters: Default::default(),
         rollback_to: Some(1000),
         entries: &deep_entries,
         durability: Durability::Strict,
@@ -352,6 +461,7 @@ async fn a_second_writer_is_refused_without_writing() {
     chain.connect(&headers[..200], NOW).unwrap();
     let first = chain.staged().to_vec();
     let batch = |entries| Batch {
+        filters: Default::default(),
         rollback_to: None,
         entries,
         durability: Durability::Relaxed,
@@ -407,6 +517,7 @@ async fn corrupt_records_are_reported_not_misread() {
     chain.connect(&headers, NOW).unwrap();
     store
         .commit(Batch {
+            filters: Default::default(),
             rollback_to: None,
             entries: chain.staged(),
             durability: Durability::Strict,
@@ -484,6 +595,7 @@ async fn a_store_started_from_a_checkpoint_holds_nothing_below_it() {
     for piece in main[4032..].chunks(2000) {
         chain.connect(piece, NOW).unwrap();
         let b = Batch {
+            filters: Default::default(),
             rollback_to: None,
             entries: chain.staged(),
             durability: Durability::Relaxed,
@@ -523,6 +635,7 @@ async fn a_store_started_from_a_checkpoint_holds_nothing_below_it() {
     }
     other.connect(&fork, NOW).unwrap();
     let b = Batch {
+        filters: Default::default(),
         rollback_to: Some(4000),
         entries: &other.staged()[..1],
         durability: Durability::Strict,
@@ -598,7 +711,8 @@ async fn a_layout_1_store_migrates_in_place_and_reads_back_everything() {
     pair.pending.committed(&tip);
     pair.check().await;
 
-    // It is layout 2 now: reopening does not migrate again, and it goes on as any store.
+    // It is the current layout now: reopening does not migrate again, and it goes on as
+    // any store, filter headers included.
     let Pair { idb, .. } = pair;
     idb.close();
     let db = raw_open(name, SCHEMA_VERSION).await;
@@ -607,6 +721,7 @@ async fn a_layout_1_store_migrates_in_place_and_reads_back_everything() {
     let idb = IdbStore::open(name, &REGTEST).await.expect("reopens");
     let mut pair = Pair { idb, ..pair };
     pair.connect(&headers_after(&REGTEST, &all[5000], 5000, 100, 0));
+    pair.pending.push_filters(0, &fhs(0, 5100, 0));
     pair.commit().await;
     // A heavier fork from 4,000: inside the migrated commit 3001..=5000 and chunk 1.
     let fork = headers_after(&REGTEST, &all[4000], 4000, 1200, 1);
@@ -646,6 +761,78 @@ async fn a_broken_layout_1_store_is_left_as_it_was() {
     let db = raw_open(name, 1).await;
     assert_eq!(db.version() as u32, 1, "still layout 1");
     db.close();
+    IdbStore::delete(name).await.unwrap();
+}
+
+/// A layout-2 store (as the previous release wrote it: no `filters` records, a 113-byte
+/// meta record) opens as the current layout, with no filter headers, and takes them.
+#[test]
+async fn a_layout_2_store_gets_its_filter_records() {
+    let name = "lightwire-test-migrate-v2";
+    IdbStore::delete(name).await.unwrap();
+    let bits = 4u8;
+    let mut all = vec![REGTEST.genesis];
+    all.extend(headers_after(&REGTEST, &REGTEST.genesis, 0, 3000, 0));
+    let entries = rebuild_entries(&REGTEST, 0, &all, genesis_work(&REGTEST));
+    let db = raw_open(name, 2).await;
+    let mut out = Vec::new();
+    for (k, chunk) in entries.chunks(2016).enumerate() {
+        let mut held = chunk[0].chainwork.0.to_be_bytes().to_vec();
+        for e in chunk {
+            held.extend_from_slice(&e.header.encode());
+        }
+        v1::convert_chunk(&v1::encode_chunk(&held), k as u32 * 2016, 2016, &mut out).unwrap();
+        raw_put(&db, "chunks", &(k as u32).into(), &out).await;
+    }
+    for (first, last) in [(0u32, 0u32), (1, 3000)] {
+        let mut shards = std::collections::BTreeMap::<u32, Vec<u8>>::new();
+        for e in &entries[first as usize..=last as usize] {
+            shards
+                .entry(prefix(&e.hash, bits))
+                .or_default()
+                .extend_from_slice(&v1::index_entry(&e.hash, e.height));
+        }
+        for (p, record) in shards {
+            out.clear();
+            v1::convert_index(&record, &mut out).unwrap();
+            let key = js_sys::Array::of2(&p.into(), &first.into());
+            raw_put(&db, "index", &key, &out).await;
+        }
+        raw_put_value(&db, "commits", &first.into(), &last.into()).await;
+    }
+    let meta = Meta {
+        schema: 2,
+        tip: Tip::from(&entries[3000]),
+        ..Meta::genesis(&REGTEST, bits)
+    };
+    raw_put(&db, "meta", &"meta".into(), &meta.encode()[..113]).await;
+    db.close();
+
+    let idb = IdbStore::open(name, &REGTEST)
+        .await
+        .expect("opens and migrates");
+    assert_eq!(idb.filter_tip().await.unwrap(), None);
+    let mut pair = Pair {
+        idb,
+        mem: MemoryStore::new(&REGTEST),
+        chain: Chain::new(&REGTEST),
+        pending: Pending::new(0),
+        seen: vec![REGTEST.genesis.block_hash()],
+    };
+    pair.connect(&all[1..]);
+    let tip = pair
+        .mem
+        .commit(pair.pending.batch(Durability::Relaxed))
+        .await
+        .unwrap();
+    pair.pending.committed(&tip);
+    pair.check().await;
+    pair.connect(&headers_after(&REGTEST, &all[3000], 3000, 10, 0));
+    pair.pending.push_filters(0, &fhs(0, 3010, 0));
+    pair.commit().await;
+    pair.check().await;
+    let Pair { idb, .. } = pair;
+    idb.close();
     IdbStore::delete(name).await.unwrap();
 }
 
