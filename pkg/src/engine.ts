@@ -29,6 +29,7 @@ export async function openHere(
       start: options.start,
       commitEvery: options.commitEvery,
       requestSize: options.requestSize,
+      filters: options.filters,
       progressIntervalMs: options.progressIntervalMs,
     },
     (e: LightwireEvent) => onEvent(e),

@@ -59,6 +59,11 @@ export interface ClientOptions {
   requestSize?: number;
   /** Least time between progress events in milliseconds (default 250). */
   progressIntervalMs?: number;
+  /**
+   * Sync the compact block filter headers (BIP157) beside the block headers, from gateways
+   * that serve them (default true): 32 bytes a block on the wire and in IndexedDB.
+   */
+  filters?: boolean;
 }
 
 /** Where a gateway connection stands. */
@@ -97,6 +102,9 @@ export type DropCode =
   | 'unknown-required-feature'
   | 'no-init-first'
   | 'ping-flood'
+  | 'filter-headers-disjoint'
+  | 'filter-headers-out-of-order'
+  | 'too-many-filter-headers'
   // The connection failed or timed out, or a header was ahead of our clock ("not yet").
   | 'future-header'
   | 'gateway-error'
@@ -134,6 +142,8 @@ export interface SyncProgress {
   headersPerSecond: number;
   bytesPerSecond: number;
   synced: boolean;
+  /** Height of the last filter header held (BIP157), or null when none is. */
+  filterHeight: number | null;
 }
 
 /** A commit reached IndexedDB: the stored tip. */
@@ -195,8 +205,21 @@ export type LightwireEvent =
   | NewTip
   | Reorg
   | Rejected
+  | FilterConflict
   | GatewayWarning
   | ClientError;
+
+/**
+ * A gateway's filter headers do not follow on from the ones held: it is not asked for
+ * filters again this session (which side is wrong is not settled yet).
+ */
+export interface FilterConflict {
+  type: 'filterConflict';
+  gateway: number;
+  url: string;
+  /** Where its filter-header chain and ours part. */
+  height: number;
+}
 
 /**
  * The browser's answer to the `persist` request, once it gives one. `open` never waits

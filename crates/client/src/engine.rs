@@ -24,6 +24,7 @@ use lightwire_proto::time::earliest;
 use lightwire_proto::{ConnectString, Initiator, Millis, PeerEvent};
 use lightwire_store::{Durability, Pending, Tip};
 
+use crate::filters::{FilterAnswer, FilterSync, FilterSyncError};
 use crate::reason::{DropReason, TransportError};
 use crate::sync::{Step, SyncError, Syncer};
 
@@ -138,6 +139,14 @@ pub enum Event {
         /// The rule.
         reason: DropReason,
     },
+    /// A gateway's filter headers do not follow on from the ones held at `height`: it is
+    /// not asked for filters again this session.
+    FilterConflict {
+        /// Index in the gateway list.
+        gateway: usize,
+        /// Where its filter-header chain and ours part.
+        height: u32,
+    },
     /// A gateway sent a `warning`.
     Warning {
         /// Index in the gateway list.
@@ -185,6 +194,10 @@ struct Gateway {
     /// what still arrives for them is ignored. Kept per gateway, so that others cannot
     /// push an honest gateway's ids out and get it marked bad for answering.
     given_up: VecDeque<u32>,
+    /// Whether its `init` offers filters.
+    serves_filters: bool,
+    /// Its filter headers did not follow on from ours: not asked for filters again.
+    filter_conflict: bool,
 }
 
 /// Counters since the engine started.
@@ -240,6 +253,12 @@ struct Core {
     /// A commit from [`Engine::take_commit`] is in flight.
     committing: bool,
     stopped: bool,
+    /// The filter-header chain.
+    filters: FilterSync,
+    /// Whether filter headers are synced at all.
+    filters_on: bool,
+    /// When the filter request in flight last brought filter headers (or was sent).
+    filter_heard: Millis,
 }
 
 impl Engine {
@@ -271,6 +290,8 @@ impl Engine {
                 reconnect_at: None,
                 undelivered_pending: false,
                 given_up: VecDeque::with_capacity(MAX_GIVEN_UP),
+                serves_filters: false,
+                filter_conflict: false,
             })
             .collect();
         Engine {
@@ -296,8 +317,31 @@ impl Engine {
                 now,
                 committing: false,
                 stopped: false,
+                filters: FilterSync::new(None, 0),
+                filters_on: true,
+                filter_heard: now,
             },
         }
+    }
+
+    /// Resume the filter-header chain from the store's last filter header (height and
+    /// header), or from its base when it holds none. The stored tip is the first place a
+    /// request can stop at.
+    pub fn resume_filters(&mut self, tip: Option<(u32, [u8; 32])>, base: u32) {
+        let c = &mut self.core;
+        c.filters = FilterSync::new(tip, base);
+        let t = c.syncer.tip();
+        c.filters.mark(t.height, t.hash);
+    }
+
+    /// Whether to sync filter headers (on by default).
+    pub fn set_filters(&mut self, on: bool) {
+        self.core.filters_on = on;
+    }
+
+    /// The filter-header sync state.
+    pub fn filters(&self) -> &FilterSync {
+        &self.core.filters
     }
 
     /// The sync state (tip, target, tuning).
@@ -434,6 +478,9 @@ impl Engine {
         if let Some(why) = failure {
             self.drop_gateway(g, why);
         }
+        if let Some(conn) = &self.conns[g] {
+            self.core.gateways[g].serves_filters = conn.serves_filters();
+        }
         self.settle();
     }
 
@@ -467,7 +514,8 @@ impl Engine {
             next = earliest(next, conn.as_ref().and_then(Initiator::poll_timeout));
             next = earliest(next, gw.reconnect_at);
         }
-        earliest(next, c.request_deadline())
+        let next = earliest(next, c.request_deadline());
+        earliest(next, c.filter_deadline())
     }
 
     /// Deadlines at `now`: requests without progress, handshakes and keepalives that ran
@@ -491,6 +539,12 @@ impl Engine {
                 DropReason::RequestTimeout
             };
             self.drop_gateway(g, why);
+        }
+        if let Some(due) = self.core.filter_deadline()
+            && due <= now
+            && let Some(g) = self.core.filters.asked()
+        {
+            self.drop_gateway(g, DropReason::RequestTimeout);
         }
         for g in 0..self.conns.len() {
             if let Some(conn) = self.conns[g].as_mut()
@@ -551,8 +605,14 @@ impl Engine {
         self.settle();
     }
 
-    /// Send the next request if one is due (call after every input).
+    /// Send the next requests if any are due (call after every input): headers, then
+    /// filter headers.
     pub fn schedule(&mut self) {
+        self.schedule_headers();
+        self.schedule_filters();
+    }
+
+    fn schedule_headers(&mut self) {
         let c = &mut self.core;
         if c.ancestors.is_some() || c.stopped {
             return;
@@ -576,6 +636,38 @@ impl Engine {
                 self.drop_gateway(g, DropReason::Connection(e));
                 self.settle();
             }
+        }
+    }
+
+    /// Ask for the next filter headers, up to the last validated header, from the gateway
+    /// headers come from when it serves filters, else from another that does.
+    fn schedule_filters(&mut self) {
+        let c = &mut self.core;
+        if !c.filters_on || c.stopped || c.filters.asked().is_some() {
+            return;
+        }
+        let usable = |g: usize| {
+            let gw = &c.gateways[g];
+            gw.ready && gw.serves_filters && !gw.filter_conflict
+        };
+        let Some(g) = c
+            .source
+            .filter(|&g| usable(g))
+            .or_else(|| (0..c.gateways.len()).find(|&g| usable(g)))
+        else {
+            return;
+        };
+        let Some(conn) = self.conns[g].as_mut().filter(|p| p.is_ready()) else {
+            return;
+        };
+        let Some((id, start, stop)) = c.filters.next_request(g) else {
+            return;
+        };
+        c.filter_heard = c.now;
+        if let Err(e) = conn.request_filter_headers(id, start, stop) {
+            c.filters.abandon();
+            self.drop_gateway(g, DropReason::Connection(e));
+            self.settle();
         }
     }
 
@@ -619,6 +711,13 @@ impl Core {
             .then(|| self.answer_heard + REQUEST_TIMEOUT)
     }
 
+    /// When the filter request in flight times out without bringing filter headers.
+    fn filter_deadline(&self) -> Option<Millis> {
+        self.filters
+            .asked()
+            .map(|_| self.filter_heard + REQUEST_TIMEOUT)
+    }
+
     /// One event from gateway `g`'s connection; an error drops the gateway.
     fn on_event(&mut self, g: usize, event: PeerEvent<'_>) -> Result<(), DropReason> {
         match event {
@@ -643,11 +742,25 @@ impl Core {
                 text: text.map(str::to_string),
             }),
             PeerEvent::Pong => {}
-            // The engine does not ask for filters yet (issue 15's client half is still to
-            // come): an answer to a filter request is an answer to a request never made.
-            PeerEvent::FilterHeaders { id, .. } => {
-                return Err(DropReason::Sync(SyncError::UnexpectedAnswer { id }));
+            PeerEvent::FilterHeaders {
+                id,
+                first_height,
+                flags,
+                before,
+                headers,
+                ..
+            } => {
+                let answer = FilterAnswer {
+                    id,
+                    first_height,
+                    flags,
+                    before,
+                    headers,
+                };
+                return self.on_filter_headers(g, answer);
             }
+            // The engine does not ask for checkpoints or filters yet: an answer is an answer
+            // to a request never made.
             PeerEvent::FilterCheckpoints(m) => {
                 return Err(DropReason::Sync(SyncError::UnexpectedAnswer { id: m.id }));
             }
@@ -656,6 +769,46 @@ impl Core {
             }
         }
         Ok(())
+    }
+
+    fn on_filter_headers(&mut self, g: usize, answer: FilterAnswer<'_>) -> Result<(), DropReason> {
+        let (id, flags) = (answer.id, answer.flags);
+        if !self.filters.is_in_flight(g, id) {
+            // The rest of an answer given up (a reorg, or the gateway dropped) is ignored.
+            let given_up = &mut self.gateways[g].given_up;
+            let Some(i) = given_up.iter().position(|x| *x == id) else {
+                return Err(DropReason::Filters(FilterSyncError::Unexpected { id }));
+            };
+            if flags.last {
+                given_up.remove(i);
+            }
+            return Ok(());
+        }
+        let syncer = &mut self.syncer;
+        let step = self
+            .filters
+            .on_filter_headers(g, answer, |h, x| syncer.push_filters(h, x))
+            .map_err(DropReason::Filters)?;
+        if step.taken > 0 {
+            self.filter_heard = self.now;
+        }
+        if let Some(height) = step.conflict {
+            self.gateways[g].filter_conflict = true;
+            if !flags.last {
+                self.remember_given_up(g, id);
+            }
+            self.events
+                .push_back(Event::FilterConflict { gateway: g, height });
+        }
+        Ok(())
+    }
+
+    fn remember_given_up(&mut self, g: usize, id: u32) {
+        let gw = &mut self.gateways[g];
+        if gw.given_up.len() == MAX_GIVEN_UP {
+            gw.given_up.pop_front();
+        }
+        gw.given_up.push_back(id);
     }
 
     fn on_tip(&mut self, g: usize, height: u32, header: Header, chainwork: Work) {
@@ -740,6 +893,15 @@ impl Core {
             if gw.undelivered_count >= MAX_UNDELIVERED {
                 return Err(DropReason::Undelivered(MAX_UNDELIVERED));
             }
+        }
+        if let Some((_, fork)) = step.reorg
+            && let Some((a, id)) = self.filters.reorg(fork)
+        {
+            self.remember_given_up(a, id);
+        }
+        if step.progress || step.reorg.is_some() {
+            let tip = self.syncer.tip();
+            self.filters.mark(tip.height, tip.hash);
         }
         if let Some((old, fork)) = step.reorg {
             self.events.push_back(Event::Reorg {
@@ -848,6 +1010,9 @@ impl Core {
             self.ancestors = None;
             self.held.clear();
             self.deferred.clear();
+        }
+        if self.filters.asked() == Some(g) {
+            self.filters.abandon();
         }
         if why.is_violation() {
             self.events.push_back(Event::Rejected {

@@ -60,6 +60,8 @@ pub async fn open<S: HeaderStore>(
         })?;
         engine.syncer_mut().set_base(base, first.block_hash());
     }
+    let filters = store.filter_tip().await?;
+    engine.resume_filters(filters.map(|t| (t.height, t.header)), base);
     seed_locator(store, engine.syncer_mut()).await?;
     Ok((engine, stored))
 }
@@ -237,6 +239,46 @@ mod tests {
         assert_eq!(net.engine.syncer().validated, 2_000);
     }
 
+    /// The store's filter headers are `chain`'s, up to `tip`.
+    fn check_filters<S: HeaderStore>(store: &S, chain: &TestChain, tip: u32) {
+        use lightwire_proto::Served;
+        let stored = block_on(store.filter_tip())
+            .unwrap()
+            .expect("filter headers");
+        assert_eq!(stored.height, tip);
+        let mut got = Vec::new();
+        block_on(store.filter_headers(0, tip, &mut got)).unwrap();
+        for (h, header) in got.iter().enumerate() {
+            assert_eq!(*header, chain.filter_entry(h as u32).unwrap().header, "{h}");
+        }
+    }
+
+    #[test]
+    fn filter_headers_follow_the_best_chain_into_the_store() {
+        let mut net = Net::new(memory(), vec![TestChain::generate(6_000)], small);
+        net.drive();
+        check_filters(&net.store, &TestChain::generate(6_000), 6_000);
+        assert_eq!(net.engine.filters().height(), Some(6_000));
+        // A reorg 1,000 deep (the filter headers above the fork are still in memory), then
+        // a resumed session: the filter headers are the new branch's.
+        let mut fork = TestChain::generate(6_000);
+        fork.reorg(5_000, 1_500, 1);
+        let store = net.store;
+        let mut net = Net::new(store, vec![fork], small);
+        net.drive();
+        let mut want = TestChain::generate(6_000);
+        want.reorg(5_000, 1_500, 1);
+        check_filters(&net.store, &want, 6_500);
+        // Turned off: headers only.
+        let mut net = Net::new(memory(), vec![TestChain::generate(3_000)], |e| {
+            small(e);
+            e.set_filters(false);
+        });
+        net.drive();
+        assert_eq!(net.stored().height, 3_000);
+        assert_eq!(block_on(net.store.filter_tip()).unwrap(), None);
+    }
+
     #[test]
     fn a_fork_deeper_than_the_window_reorganises_the_store() {
         let mut net = Net::new(memory(), vec![TestChain::generate(6_000)], small);
@@ -264,6 +306,10 @@ mod tests {
         });
         assert_eq!(depth, Some(5_000));
         assert!(net.engine.is_synced());
+        // Deeper than the filter headers kept in memory too: the branch's are stored.
+        let mut want = TestChain::generate(6_000);
+        want.reorg(1_000, 5_500, 1);
+        check_filters(&net.store, &want, 6_500);
     }
 
     /// Trust issue, item 3: an answer of headers already stored deep below the window costs

@@ -5,6 +5,7 @@
 use lightwire_chain::ConnectError;
 use lightwire_proto::PeerError;
 
+use crate::filters::FilterSyncError;
 use crate::sync::SyncError;
 
 /// What the browser (or a native shell) reports about a socket.
@@ -46,6 +47,9 @@ pub enum DropReason {
     /// It announced tips it did not deliver, this many times.
     #[error("the gateway announced {0} chain tips it did not deliver")]
     Undelivered(u32),
+    /// Its answer to a filter request broke a rule.
+    #[error(transparent)]
+    Filters(FilterSyncError),
     /// Its answer to our request made no progress in time.
     #[error("the gateway stopped answering our request")]
     RequestTimeout,
@@ -66,7 +70,8 @@ impl DropReason {
             DropReason::Sync(_)
             | DropReason::Orphan
             | DropReason::OffCheckpoint(_)
-            | DropReason::Undelivered(_) => true,
+            | DropReason::Undelivered(_)
+            | DropReason::Filters(_) => true,
             DropReason::RequestTimeout | DropReason::Transport(_) => false,
         }
     }
@@ -96,6 +101,11 @@ impl DropReason {
             DropReason::Orphan => "orphan-headers",
             DropReason::OffCheckpoint(_) => "off-checkpoint",
             DropReason::Undelivered(_) => "undelivered-tips",
+            DropReason::Filters(FilterSyncError::Unexpected { .. }) => "unexpected-answer",
+            DropReason::Filters(FilterSyncError::OutOfOrder { .. }) => {
+                "filter-headers-out-of-order"
+            }
+            DropReason::Filters(FilterSyncError::PastStop { .. }) => "too-many-filter-headers",
             DropReason::RequestTimeout => "request-timeout",
             DropReason::Transport(TransportError::OpenFailed) => "open-failed",
             DropReason::Transport(TransportError::Closed) => "closed",

@@ -448,12 +448,25 @@ impl Syncer {
 
     /// Whether a commit is due: enough gathered for a bulk commit, or the sync caught up.
     pub fn commit_due(&self) -> bool {
-        !self.pending.is_empty() && (self.pending.len() >= self.commit_every || self.is_synced())
+        !self.pending.is_empty()
+            && (self.pending.len() >= self.commit_every
+                || self.pending.filter_len() >= self.commit_every
+                || self.is_synced())
     }
 
     /// Headers gathered and not committed.
     pub fn uncommitted(&self) -> usize {
         self.pending.len()
+    }
+
+    /// Filter headers gathered and not committed.
+    pub fn uncommitted_filters(&self) -> usize {
+        self.pending.filter_len()
+    }
+
+    /// Gather validated filter headers from `first_height` on, for the next commit.
+    pub fn push_filters(&mut self, first_height: u32, headers: &[[u8; 32]]) {
+        self.pending.push_filters(first_height, headers);
     }
 
     /// The gathered commit: `relaxed` during bulk sync, `strict` once caught up.

@@ -220,6 +220,7 @@ async fn prepare(store: &IdbStore, o: &Options) -> Result<(Engine, Tip, u32), Js
         .map_err(store_error)?;
     engine.syncer_mut().commit_every = o.commit_every;
     engine.syncer_mut().request_size = o.request_size;
+    engine.set_filters(o.filters);
     let stored_time = store
         .header(stored.height)
         .await

@@ -27,6 +27,8 @@ pub struct Options {
     pub progress_ms: f64,
     /// `start`: where a new store begins (`None`: genesis). An existing store keeps its own.
     pub start: Option<Start>,
+    /// `filters`: sync the filter-header chain beside the headers (default true).
+    pub filters: bool,
 }
 
 /// Read and check `o`.
@@ -73,6 +75,7 @@ pub fn options(o: &JsValue) -> Result<Options, JsValue> {
         commit_every: number("commitEvery", DEFAULT_COMMIT_EVERY as f64, 1.0, 1e6)? as usize,
         request_size: number("requestSize", DEFAULT_REQUEST as f64, 1.0, 100_000.0)? as u32,
         progress_ms: number("progressIntervalMs", 250.0, 10.0, 60_000.0)?,
+        filters: get("filters").as_bool().unwrap_or(true),
     })
 }
 

@@ -255,6 +255,12 @@ impl Net {
                     ("rule", rule),
                 ])
             }
+            Event::FilterConflict { gateway, height } => js::object(&[
+                ("type", "filterConflict".into()),
+                ("gateway", gateway.into()),
+                ("url", self.engine.url(gateway).into()),
+                ("height", height.into()),
+            ]),
             Event::Warning { gateway, text } => js::object(&[
                 ("type", "warning".into()),
                 ("gateway", gateway.into()),
@@ -310,6 +316,13 @@ impl Net {
                 ((bytes_in - last.bytes_in) as f64 / secs).into(),
             ),
             ("synced", synced.into()),
+            (
+                "filterHeight",
+                self.engine
+                    .filters()
+                    .height()
+                    .map_or(JsValue::NULL, JsValue::from),
+            ),
         ]);
         self.last_progress = Progress {
             at_ms: now,

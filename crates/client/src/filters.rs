@@ -1,0 +1,411 @@
+//! Filter-header sync (BIP157), sans-IO, beside the header sync: which filter headers to
+//! ask for next, from which block to which, and what an answer must be to be taken.
+//!
+//! The filter-header chain follows the best header chain: a request names its last block
+//! by hash (a *mark*, a validated header of our best chain), so gateway and client mean the
+//! same blocks; a reorganisation drops what we hold above the fork. Each answer's filter
+//! headers arrive rebuilt and linked by `lightwire-proto` from the gateway's filter hashes;
+//! here they must follow on from the last one we hold (the message's first anchor is the
+//! header before its first block). A gateway whose filter-header chain does not is in
+//! *conflict* with what we hold: it is not asked for filters again this session, and the
+//! application hears of it. (Which side is wrong, settled by building the filter from the
+//! block, is not done yet: see docs/PROTOCOL.md.)
+//!
+//! Trust: one gateway's filter headers are taken as they come; what makes them hard to
+//! forge is that they must chain from the hashes sent, and (to come) agree with the other
+//! gateways' checkpoints.
+
+use std::collections::VecDeque;
+
+use lightwire_chain::BlockHash;
+use lightwire_wire::AnswerFlags;
+use lightwire_wire::filters::MAX_REQUEST_FILTER_HEADERS;
+
+/// Filter headers asked for per request (the gateway allows up to 100,000).
+pub const FILTER_REQUEST: u32 = 20_000;
+/// Filter headers kept in memory below the next wanted, to pick up after a reorg.
+pub const RECENT_FILTER_HEADERS: usize = 4096;
+/// Marks kept (stop points for requests); one per validated headers message at most.
+const MAX_MARKS: usize = 4096;
+/// Request ids for filter headers have this bit set, apart from header requests'.
+pub const FILTER_ID_BIT: u32 = 1 << 31;
+
+/// A filter-header answer that cannot be taken.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, thiserror::Error)]
+pub enum FilterSyncError {
+    /// It answers no request in flight to that gateway.
+    #[error("the gateway answered filter request {id}, which was not asked")]
+    Unexpected {
+        /// The id it used.
+        id: u32,
+    },
+    /// It does not start where the request (or the previous message) left off.
+    #[error("filter headers from height {got} where {expected} was expected")]
+    OutOfOrder {
+        /// Where the answer should go on.
+        expected: u32,
+        /// Where it started.
+        got: u32,
+    },
+    /// More filter headers than asked for.
+    #[error("filter headers past the requested stop height {stop}")]
+    PastStop {
+        /// The last height asked for.
+        stop: u32,
+    },
+}
+
+/// What an answer did.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+pub struct FilterStep {
+    /// Filter headers taken.
+    pub taken: u32,
+    /// The gateway's chain of filter headers does not follow on from ours at this height.
+    pub conflict: Option<u32>,
+    /// The request is over.
+    pub done: bool,
+}
+
+/// One `filter_headers` message, as the connection hands it over.
+#[derive(Clone, Copy, Debug)]
+pub struct FilterAnswer<'a> {
+    /// The request answered.
+    pub id: u32,
+    /// Height of the first filter header.
+    pub first_height: u32,
+    /// How the answer ends.
+    pub flags: AnswerFlags,
+    /// The filter header before the first (the message's first anchor).
+    pub before: [u8; 32],
+    /// The filter headers, rebuilt from the hashes and linked from `before`.
+    pub headers: &'a [[u8; 32]],
+}
+
+#[derive(Clone, Copy, Debug)]
+struct InFlight {
+    id: u32,
+    gateway: usize,
+    stop: u32,
+}
+
+/// The filter-header sync state.
+#[derive(Debug)]
+pub struct FilterSync {
+    /// Height of the next filter header wanted.
+    next: u32,
+    /// The filter header at `next - 1`, when known: only a store started from a checkpoint
+    /// (before its first answer) or a reorg deeper than what is kept in memory leave it
+    /// unknown; the first answer's anchor is then taken.
+    prev: Option<[u8; 32]>,
+    /// The filter headers just below `next`, newest last.
+    recent: VecDeque<[u8; 32]>,
+    /// Validated headers of the best chain above `next - 1`, ascending: where requests stop.
+    marks: VecDeque<(u32, BlockHash)>,
+    in_flight: Option<InFlight>,
+    ids: u32,
+}
+
+impl FilterSync {
+    /// Filter sync over a store whose filter headers end at `tip` (height and header), or
+    /// that holds none and starts at `base` (the filter header before genesis is 32 zero
+    /// bytes; before a checkpoint start it is not known).
+    pub fn new(tip: Option<(u32, [u8; 32])>, base: u32) -> FilterSync {
+        let (next, prev) = match tip {
+            Some((height, header)) => (height + 1, Some(header)),
+            None if base == 0 => (0, Some([0; 32])),
+            None => (base, None),
+        };
+        FilterSync {
+            next,
+            prev,
+            recent: VecDeque::with_capacity(RECENT_FILTER_HEADERS),
+            marks: VecDeque::new(),
+            in_flight: None,
+            ids: 0,
+        }
+    }
+
+    /// Height of the last filter header held (validated and gathered or stored).
+    pub fn height(&self) -> Option<u32> {
+        self.next.checked_sub(1).filter(|_| self.prev.is_some())
+    }
+
+    /// Height of the next filter header wanted.
+    pub fn next(&self) -> u32 {
+        self.next
+    }
+
+    /// The gateway the request in flight went to.
+    pub fn asked(&self) -> Option<usize> {
+        self.in_flight.map(|f| f.gateway)
+    }
+
+    /// A validated header of the best chain: a place a request can stop at.
+    pub fn mark(&mut self, height: u32, hash: BlockHash) {
+        if height < self.next || self.marks.back().is_some_and(|&(h, _)| h >= height) {
+            return;
+        }
+        if self.marks.len() == MAX_MARKS {
+            // Keep the newest: the tip must stay reachable; requests stop at any mark.
+            self.marks.pop_front();
+        }
+        self.marks.push_back((height, hash));
+    }
+
+    /// The best chain switched branches at `fork`: marks and filter headers above it are
+    /// of the old branch. Returns the request in flight, if it was given up (its gateway
+    /// and id).
+    pub fn reorg(&mut self, fork: u32) -> Option<(usize, u32)> {
+        while self.marks.back().is_some_and(|&(h, _)| h > fork) {
+            self.marks.pop_back();
+        }
+        if self.next > fork + 1 {
+            let drop = (self.next - fork - 1) as usize;
+            if drop <= self.recent.len() {
+                self.recent.truncate(self.recent.len() - drop);
+                self.prev = self.recent.back().copied();
+            } else {
+                self.recent.clear();
+                self.prev = None;
+            }
+            self.next = fork + 1;
+        }
+        let gave_up = self.in_flight.filter(|f| f.stop > fork);
+        if gave_up.is_some() {
+            self.in_flight = None;
+        }
+        gave_up.map(|f| (f.gateway, f.id))
+    }
+
+    /// The next request, if one is due and nothing is in flight: its id, the first height
+    /// and the stop block. `gateway` is where it goes.
+    pub fn next_request(&mut self, gateway: usize) -> Option<(u32, u32, BlockHash)> {
+        if self.in_flight.is_some() {
+            return None;
+        }
+        while self.marks.front().is_some_and(|&(h, _)| h < self.next) {
+            self.marks.pop_front();
+        }
+        let limit = self
+            .next
+            .saturating_add(FILTER_REQUEST.min(MAX_REQUEST_FILTER_HEADERS) - 1);
+        let &(stop, hash) = self
+            .marks
+            .iter()
+            .take_while(|&&(h, _)| h <= limit)
+            .last()
+            .or(self.marks.front())?;
+        self.ids = self.ids.wrapping_add(1);
+        let id = FILTER_ID_BIT | (self.ids & !FILTER_ID_BIT);
+        self.in_flight = Some(InFlight { id, gateway, stop });
+        Some((id, self.next, hash))
+    }
+
+    /// The request in flight is given up (its gateway dropped).
+    pub fn abandon(&mut self) {
+        self.in_flight = None;
+    }
+
+    /// Whether request `id` from `gateway` is in flight.
+    pub fn is_in_flight(&self, gateway: usize, id: u32) -> bool {
+        self.in_flight
+            .is_some_and(|f| f.gateway == gateway && f.id == id)
+    }
+
+    /// One `filter_headers` message from `gateway`. What is taken is handed to `take`
+    /// (first height, headers), for the store.
+    pub fn on_filter_headers(
+        &mut self,
+        gateway: usize,
+        answer: FilterAnswer<'_>,
+        take: impl FnOnce(u32, &[[u8; 32]]),
+    ) -> Result<FilterStep, FilterSyncError> {
+        let FilterAnswer {
+            id,
+            first_height,
+            flags,
+            before,
+            headers,
+        } = answer;
+        let Some(f) = self
+            .in_flight
+            .filter(|f| f.gateway == gateway && f.id == id)
+        else {
+            return Err(FilterSyncError::Unexpected { id });
+        };
+        let mut step = FilterStep {
+            done: flags.last,
+            ..FilterStep::default()
+        };
+        if !headers.is_empty() {
+            if first_height != self.next {
+                return Err(FilterSyncError::OutOfOrder {
+                    expected: self.next,
+                    got: first_height,
+                });
+            }
+            let last = first_height + headers.len() as u32 - 1;
+            if last > f.stop {
+                return Err(FilterSyncError::PastStop { stop: f.stop });
+            }
+            if self.prev.is_some_and(|p| p != before) {
+                // Its chain does not follow on from ours here: take nothing more from it.
+                step.conflict = Some(first_height);
+                step.done = true;
+                self.in_flight = None;
+                return Ok(step);
+            }
+            take(first_height, headers);
+            for h in headers {
+                if self.recent.len() == RECENT_FILTER_HEADERS {
+                    self.recent.pop_front();
+                }
+                self.recent.push_back(*h);
+            }
+            self.prev = headers.last().copied();
+            self.next = last + 1;
+            step.taken = headers.len() as u32;
+        }
+        if step.done {
+            self.in_flight = None;
+        }
+        Ok(step)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    use super::*;
+
+    fn hash(h: u32) -> BlockHash {
+        let mut b = [0u8; 32];
+        b[..4].copy_from_slice(&h.to_le_bytes());
+        BlockHash(b)
+    }
+
+    fn fh(h: u32) -> [u8; 32] {
+        let mut b = [7u8; 32];
+        b[..4].copy_from_slice(&h.to_le_bytes());
+        b
+    }
+
+    fn ans(
+        id: u32,
+        first_height: u32,
+        flags: AnswerFlags,
+        before: [u8; 32],
+        headers: &[[u8; 32]],
+    ) -> FilterAnswer<'_> {
+        FilterAnswer {
+            id,
+            first_height,
+            flags,
+            before,
+            headers,
+        }
+    }
+
+    const LAST: AnswerFlags = AnswerFlags {
+        last: true,
+        stop_unknown: false,
+    };
+
+    #[test]
+    fn requests_stop_at_marks_and_answers_must_follow_on() {
+        let mut s = FilterSync::new(None, 0);
+        assert_eq!(s.next_request(0), None, "no mark yet");
+        for h in (1723..=50_000).step_by(1723) {
+            s.mark(h, hash(h));
+        }
+        let (id, start, stop) = s.next_request(0).unwrap();
+        assert_eq!(
+            (start, stop),
+            (0, hash(18_953)),
+            "the last mark within 20,000"
+        );
+        assert!(id & FILTER_ID_BIT != 0);
+        assert_eq!(s.next_request(0), None, "one at a time");
+        let headers: Vec<[u8; 32]> = (0..100).map(fh).collect();
+        let mut taken = Vec::new();
+        let flags = AnswerFlags::default();
+        // Not the request's gateway, or not from the next height: refused.
+        assert!(
+            s.on_filter_headers(1, ans(id, 0, flags, [0; 32], &headers), |_, _| {})
+                .is_err()
+        );
+        assert_eq!(
+            s.on_filter_headers(0, ans(id, 5, flags, [0; 32], &headers), |_, _| {}),
+            Err(FilterSyncError::OutOfOrder {
+                expected: 0,
+                got: 5
+            })
+        );
+        let step = s
+            .on_filter_headers(0, ans(id, 0, flags, [0; 32], &headers), |h, x| {
+                taken.push((h, x.len()))
+            })
+            .unwrap();
+        assert_eq!((step.taken, step.done, step.conflict), (100, false, None));
+        assert_eq!(taken, [(0, 100)]);
+        assert_eq!(s.height(), Some(99));
+        // The next message must chain from the last header taken.
+        let more: Vec<[u8; 32]> = (100..200).map(fh).collect();
+        let step = s
+            .on_filter_headers(0, ans(id, 100, LAST, [9; 32], &more), |_, _| {
+                panic!("taken")
+            })
+            .unwrap();
+        assert_eq!(step.conflict, Some(100));
+        assert!(step.done);
+        assert_eq!(s.next(), 100);
+        // Another gateway goes on from there.
+        let (id, start, _) = s.next_request(1).unwrap();
+        assert_eq!(start, 100);
+        let step = s
+            .on_filter_headers(1, ans(id, 100, LAST, fh(99), &more), |_, _| {})
+            .unwrap();
+        assert_eq!((step.taken, step.done), (100, true));
+        // Past the stop asked for: refused.
+        let (id, _, _) = s.next_request(1).unwrap();
+        let far: Vec<[u8; 32]> = (200..20_300).map(fh).collect();
+        assert!(matches!(
+            s.on_filter_headers(1, ans(id, 200, LAST, fh(199), &far), |_, _| {}),
+            Err(FilterSyncError::PastStop { .. })
+        ));
+    }
+
+    #[test]
+    fn a_reorg_drops_filter_headers_and_marks_above_the_fork() {
+        let mut s = FilterSync::new(Some((999, fh(999))), 0);
+        s.mark(3000, hash(3000));
+        let (id, start, _) = s.next_request(0).unwrap();
+        assert_eq!(start, 1000);
+        let headers: Vec<[u8; 32]> = (1000..=3000).map(fh).collect();
+        s.on_filter_headers(0, ans(id, 1000, LAST, fh(999), &headers), |_, _| {})
+            .unwrap();
+        assert_eq!(s.height(), Some(3000));
+        s.mark(3500, hash(3500));
+        assert_eq!(s.reorg(2500), None);
+        assert_eq!((s.next(), s.height()), (2501, Some(2500)));
+        assert_eq!(
+            s.next_request(0),
+            None,
+            "the mark at 3,500 was on the old branch"
+        );
+        s.mark(2600, hash(2600));
+        let (id, start, stop) = s.next_request(0).unwrap();
+        assert_eq!((start, stop), (2501, hash(2600)));
+        // The next answer must chain from the header kept at 2,500.
+        let step = s
+            .on_filter_headers(0, ans(id, 2501, LAST, fh(2500), &[fh(2501)]), |_, _| {})
+            .unwrap();
+        assert_eq!(step.taken, 1);
+        // Deeper than what is kept: the filter header before the fork is not known; the
+        // next answer's anchor is taken.
+        s.reorg(10);
+        assert_eq!((s.next(), s.height()), (11, None));
+    }
+}
