@@ -448,10 +448,9 @@ impl Syncer {
 
     /// Whether a commit is due: enough gathered for a bulk commit, or the sync caught up.
     pub fn commit_due(&self) -> bool {
-        !self.pending.is_empty()
-            && (self.pending.len() >= self.commit_every
-                || self.pending.filter_len() >= self.commit_every
-                || self.is_synced())
+        // Filter headers ride along with the header commits while headers come in (they
+        // follow the headers), and commit on their own once the headers are in.
+        !self.pending.is_empty() && (self.pending.len() >= self.commit_every || self.is_synced())
     }
 
     /// Headers gathered and not committed.

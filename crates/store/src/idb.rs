@@ -340,6 +340,15 @@ impl IdbStore {
         self.stats
     }
 
+    /// Height of the last stored filter header, if any (what [`HeaderStore::filter_tip`]
+    /// says, without waiting).
+    pub fn filter_height(&self) -> Option<u32> {
+        self.meta
+            .filter_next
+            .checked_sub(1)
+            .filter(|_| self.meta.filter_next > self.meta.base)
+    }
+
     fn check_open(&self) -> Result<(), StoreError> {
         if self.closed.get() {
             Err(StoreError::Closed)

@@ -57,6 +57,8 @@ impl Client {
             states: vec![GatewayState::Connecting; o.gateways.len()],
             urls: o.gateways.iter().map(|g| g.url.clone()).collect(),
             started_ms: js::mono_ms(),
+            stored_filter_height: store.filter_height(),
+            filter_height: store.filter_height(),
             ..Status::default()
         }));
         let net = Net::new(
@@ -122,6 +124,18 @@ impl Client {
                 s.target.map_or(JsValue::NULL, JsValue::from),
             ),
             ("synced", s.synced.into()),
+            (
+                "filterHeight",
+                s.filter_height.map_or(JsValue::NULL, JsValue::from),
+            ),
+            (
+                "storedFilterHeight",
+                s.stored_filter_height.map_or(JsValue::NULL, JsValue::from),
+            ),
+            (
+                "idbFilterHeadersWritten",
+                (s.idb.filter_headers_written as f64).into(),
+            ),
             ("elapsedMs", (js::mono_ms() - s.started_ms).into()),
             ("receiveMs", s.receive_ms.into()),
         ])

@@ -278,6 +278,7 @@ impl Net {
         s.validated = syncer.validated;
         s.counters = self.engine.counters();
         s.synced = self.engine.is_synced();
+        s.filter_height = self.engine.filters().height();
     }
 
     /// A progress event, at most every `progress_ms` (or now, if `force`, or when the
@@ -338,6 +339,7 @@ impl Net {
             s.stored = Some(c.tip);
             s.stored_time = c.time;
             s.idb = store.stats();
+            s.stored_filter_height = store.filter_height();
         }
         self.emit(js::object(&[
             ("type", "tip".into()),

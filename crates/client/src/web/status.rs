@@ -32,4 +32,8 @@ pub struct Status {
     pub started_ms: f64,
     /// Time spent taking socket messages (decrypting and validating), in milliseconds.
     pub receive_ms: f64,
+    /// Height of the last filter header validated.
+    pub filter_height: Option<u32>,
+    /// Height of the last filter header stored.
+    pub stored_filter_height: Option<u32>,
 }
