@@ -56,6 +56,7 @@ async function chromium(profile) {
         setViewport: (size) => page.setViewportSize(size),
         screenshot: (path, { fullPage = false } = {}) => page.screenshot({ path, fullPage }),
         close: () => page.close(),
+        cdp: () => page.context().newCDPSession(page),
         onError: (cb) => {
           page.on('pageerror', (e) => cb(`page error: ${e.message}`));
           page.on('console', (m) => m.type() === 'error' && cb(`console error: ${m.text()}`));

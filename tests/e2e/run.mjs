@@ -191,14 +191,23 @@ async function stopClient(page) {
 // ---------------------------------------------------------------- scenarios
 
 async function full(run = 1) {
-  const gw = await gateway(['--generate', '925000']);
+  const gw = await gateway(['--generate', '925000', ...(process.env.E2E_GATEWAY_ARGS ?? '').split(' ').filter(Boolean)]);
   const page = await openPage();
   const store = `full-${run}`;
   try {
     const gwTip = await gw.tip();
     const started = Date.now();
     const extra = JSON.parse(process.env.E2E_OPTIONS || '{}');
-    await openClient(page, { gateways: [gw.connect], storeName: store, ...extra });
+    const gateways = process.env.E2E_TWICE ? [gw.connect, gw.connect] : [gw.connect];
+    // E2E_PROFILE=FILE (Chromium, with E2E_OPTIONS='{"worker":false}'): a CPU profile of the
+    // page's thread during the sync, for chrome://inspect or a summary of self times.
+    const cdp = process.env.E2E_PROFILE && page.cdp ? await page.cdp() : null;
+    if (cdp) {
+      await cdp.send('Profiler.enable');
+      await cdp.send('Profiler.setSamplingInterval', { interval: 200 });
+      await cdp.send('Profiler.start');
+    }
+    await openClient(page, { gateways, storeName: store, ...extra });
     const openMs = Date.now() - started;
     // Allocations once warm: between 300,000 and 800,000 validated headers.
     let warm = null;
@@ -214,6 +223,19 @@ async function full(run = 1) {
       return syncedTo(925_000)(m) && (!filters || m.storedFilterHeight === 925_000);
     });
     const seconds = (Date.now() - started) / 1000;
+    if (cdp) {
+      const { profile } = await cdp.send('Profiler.stop');
+      writeFileSync(process.env.E2E_PROFILE, JSON.stringify(profile));
+      const self = new Map();
+      const dt = new Map();
+      profile.samples.forEach((id, i) => dt.set(id, (dt.get(id) ?? 0) + (profile.timeDeltas[i] ?? 0)));
+      for (const n of profile.nodes) {
+        const key = `${n.callFrame.functionName || '(anon)'} ${n.callFrame.url.split('/').pop()}`;
+        self.set(key, (self.get(key) ?? 0) + (dt.get(n.id) ?? 0));
+      }
+      const top = [...self].sort((a, b) => b[1] - a[1]).slice(0, 25);
+      for (const [k, us] of top) log(`    ${(us / 1000).toFixed(0).padStart(6)} ms  ${k}`);
+    }
     const tip = await page.evaluate(() => window.client.tip());
     assert(tip.height === gwTip.height && tip.hash === gwTip.hash,
       `stored tip ${JSON.stringify(tip)} is not the gateway's ${JSON.stringify(gwTip)}`);

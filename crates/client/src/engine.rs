@@ -650,10 +650,11 @@ impl Engine {
             let gw = &c.gateways[g];
             gw.ready && gw.serves_filters && !gw.filter_conflict
         };
-        let Some(g) = c
-            .source
-            .filter(|&g| usable(g))
-            .or_else(|| (0..c.gateways.len()).find(|&g| usable(g)))
+        // Another gateway than the one headers come from, when there is one: two
+        // connections carry the two streams side by side.
+        let Some(g) = (0..c.gateways.len())
+            .find(|&g| usable(g) && Some(g) != c.source)
+            .or(c.source.filter(|&g| usable(g)))
         else {
             return;
         };
