@@ -8,6 +8,8 @@ import type {
   Inclusion,
   LightwireEvent,
   Metrics,
+  ScanOptions,
+  ScanResult,
   StorageInfo,
   TipInfo,
 } from './types.js';
@@ -101,6 +103,19 @@ export class LightwireClient extends EventTarget {
       return Promise.reject(err);
     }
     return this.#backend.call(method, args) as Promise<T>;
+  }
+
+  /**
+   * Rescan with compact block filters (BIP157/158): from `fromHeight` (default 0), each
+   * block's filter is fetched from a gateway, checked against its stored filter header and
+   * matched against `scripts` (output scripts, hex) here in the tab; the gateway never
+   * learns the scripts. Resolves once every block whose filter header is stored has been
+   * matched, with the blocks that matched. The scan goes on as blocks arrive (`scanMatch`,
+   * `scanWithdrawn` on a reorg, `scan` progress events) until another scan replaces it
+   * (the pending promise then rejects with `ScanReplaced`). Filters are not kept.
+   */
+  scan(options: ScanOptions): Promise<ScanResult> {
+    return this.#call('scan', options.scripts, options.fromHeight);
   }
 
   /** The stored tip. */

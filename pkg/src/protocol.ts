@@ -9,6 +9,7 @@ export type Method =
   | 'headerAt'
   | 'headerByHash'
   | 'verifyInclusion'
+  | 'scan'
   | 'stop';
 
 /** What the page asks of the worker. */

@@ -105,6 +105,9 @@ export type DropCode =
   | 'filter-headers-disjoint'
   | 'filter-headers-out-of-order'
   | 'too-many-filter-headers'
+  | 'filter-mismatch'
+  | 'undecodable-filter'
+  | 'filter-pieces-out-of-order'
   // The connection failed or timed out, or a header was ahead of our clock ("not yet").
   | 'future-header'
   | 'gateway-error'
@@ -116,6 +119,7 @@ export type DropCode =
   | 'connection-lost'
   | 'no-randomness'
   | 'connection-failed'
+  | 'filters-cut-short'
   | 'internal-error';
 
 /** A gateway's connection changed state. */
@@ -151,6 +155,8 @@ export interface NewTip extends BlockRef {
   type: 'tip';
   /** Block time, seconds since the epoch. */
   time: number;
+  /** Height of the last stored filter header (BIP157), or null when none is. */
+  filterHeight: number | null;
 }
 
 /** The best chain switched branches. */
@@ -206,8 +212,67 @@ export type LightwireEvent =
   | Reorg
   | Rejected
   | FilterConflict
+  | ScanProgress
+  | ScanMatch
+  | ScanWithdrawn
+  | ScanReached
   | GatewayWarning
   | ClientError;
+
+/** What {@link LightwireClient.scan} watches. */
+export interface ScanOptions {
+  /** Output scripts, hex (e.g. `0014<20-byte key hash>` for P2WPKH). */
+  scripts: string[];
+  /** The first block to match (default 0). */
+  fromHeight?: number;
+}
+
+/** A block whose filter matched a watched script. */
+export interface ScanMatchRef {
+  height: number;
+  /** Display hex. */
+  blockHash: string;
+}
+
+/** What {@link LightwireClient.scan} resolves to. */
+export interface ScanResult {
+  /** Every block that matched, ascending. */
+  matches: ScanMatchRef[];
+}
+
+/** Scan progress, with the sync's progress events. */
+export interface ScanProgress {
+  type: 'scan';
+  /** The last block matched. */
+  height: number;
+  fromHeight: number;
+  /** The last stored filter header (where the scan is going), or null. */
+  targetHeight: number | null;
+  filtersPerSecond: number;
+  bytesPerSecond: number;
+  /** Filters matched since the scan started. */
+  filters: number;
+  /** Blocks that matched so far. */
+  matches: number;
+}
+
+/** A block's filter matched a watched script. */
+export interface ScanMatch extends ScanMatchRef {
+  type: 'scanMatch';
+}
+
+/** A matched block was disconnected by a reorg: the match is withdrawn. */
+export interface ScanWithdrawn extends ScanMatchRef {
+  type: 'scanWithdrawn';
+}
+
+/** The scan matched every block whose filter header is stored. */
+export interface ScanReached {
+  type: 'scanReached';
+  height: number;
+  /** How many blocks matched in all. */
+  matches: number;
+}
 
 /**
  * A gateway's filter headers do not follow on from the ones held: it is not asked for

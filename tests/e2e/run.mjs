@@ -31,7 +31,12 @@
 //             headers: the client syncs from the honest one, which is never marked bad
 //   pings     (item 5) a gateway flooding pings that ask for 65 KB pongs is dropped after
 //             a few; what the client sent stays small; the honest one syncs it
-// --bench: the 925,000-header sync three times per engine, timed in the page from before
+//   scan      (issue 15) filter headers synced beside the headers; scan() of 19,001
+//             filters for 100 scripts finds the blocks paying two of them (and BIP158's
+//             few false positives)
+// --bench: the 925,000-header sync three times per engine with filter headers (the
+// default) and three times without, alternated; then a rescan of 10,000 mainnet-sized
+// filters three times. The header sync is timed in the page from before
 // open to the tip event at 925,000 with nothing polling the engine (the figure for
 // benches/README.md), then three from a checkpoint 9,736 below the tip; `--only full` gives the detailed counters (polled every 100 ms).
 
@@ -79,16 +84,46 @@ const PAGE = `<!doctype html><meta charset="utf-8"><title>e2e</title>
     },
     // The benchmark: from before open to the tip event at \`height\`, timed in the page,
     // with nothing polling the engine; then its counters once, and the origin's storage.
+    // With filters (the default), until the filter headers are stored too; headersMs is
+    // when the headers alone were.
     async timedSync(options, height) {
       const t0 = performance.now();
       const client = await LightwireClient.open(options);
       const openMs = performance.now() - t0;
-      await new Promise((resolve) => client.on('tip', (e) => e.height >= height && resolve()));
+      let headersMs = null;
+      await new Promise((resolve) => client.on('tip', (e) => {
+        if (e.height >= height && headersMs === null) headersMs = performance.now() - t0;
+        if (e.height >= height && (options.filters === false || e.filterHeight >= height)) resolve();
+      }));
       const ms = performance.now() - t0;
       const m = await client.metrics();
       await client.stop();
       const estimate = (await navigator.storage?.estimate?.()) ?? {};
-      return { ms, openMs, wasmMemoryBytes: m.wasmMemoryBytes, idbCommits: m.idbCommits, usage: estimate.usage ?? null };
+      return { ms, headersMs, openMs, wasmMemoryBytes: m.wasmMemoryBytes, idbCommits: m.idbCommits, usage: estimate.usage ?? null };
+    },
+    // The rescan benchmark: a store synced to \`height\` (headers and filter headers), then
+    // scan() from \`from\` timed in the page; allocations counted from the scan's
+    // 2,000th filter to its end.
+    async timedScan(options, height, from, scripts) {
+      const client = await LightwireClient.open(options);
+      await new Promise((resolve) => client.on('tip', (e) => e.height >= height && e.filterHeight >= height && resolve()));
+      let warm = null;
+      client.on('scan', (e) => {
+        if (!warm && e.filters >= 2000) {
+          warm = { filters: e.filters };
+          client.metrics().then((m) => { warm.m = m; });
+        }
+      });
+      const before = await client.metrics();
+      const t0 = performance.now();
+      const result = await client.scan({ scripts, fromHeight: from });
+      const ms = performance.now() - t0;
+      const m = await client.metrics();
+      await client.stop();
+      const filters = height - from + 1;
+      const perFilter = warm?.m ? (m.allocations - warm.m.allocations) / (filters - warm.filters) : null;
+      return { ms, matches: result.matches, filters, bytesIn: m.bytesIn - before.bytesIn,
+        wasmMemoryBytes: m.wasmMemoryBytes, allocationsPerFilterWarm: perFilter };
     },
     deleteStore: (name) => LightwireClient.deleteStore(name),
     storage: () => LightwireClient.storage(),
@@ -700,18 +735,99 @@ async function pings() {
   }
 }
 
+/// The output script of the coinbase of generated block `height` (on the main branch):
+/// P2WPKH of the first 20 bytes of SHA256("lightwire-synthetic" || height LE || branch LE).
+function coinbaseScript(height, branch = 0) {
+  const le = (n) => { const b = Buffer.alloc(4); b.writeUInt32LE(n); return b; };
+  const h = createHash('sha256').update('lightwire-synthetic').update(le(height)).update(le(branch)).digest();
+  return `0014${h.subarray(0, 20).toString('hex')}`;
+}
+
+/// `n` P2WPKH scripts nobody pays (deterministic).
+function strangers(n) {
+  return Array.from({ length: n }, (_, i) => `0014${createHash('sha256').update(`stranger ${i}`).digest().subarray(0, 20).toString('hex')}`);
+}
+
+async function scan() {
+  const gw = await gateway(['--generate', '20000']);
+  const page = await openPage();
+  try {
+    await openClient(page, { gateways: [gw.connect], storeName: 'scan' });
+    await until(page, 'headers and filter headers', 60_000,
+      (m) => syncedTo(20_000)(m) && m.storedFilterHeight === 20_000);
+    const scripts = [coinbaseScript(5_000), coinbaseScript(15_000), coinbaseScript(500), ...strangers(97)];
+    const result = await page.evaluate((s) => window.client.scan({ scripts: s, fromHeight: 1_000 }), scripts);
+    // BIP158 filters have false positives: 1 in 784,931 per script and item, so about
+    // 19,001 x 100 / 784,931 = 2.4 expected here (blocks paying none of the scripts, which
+    // a wallet rules out by fetching the block). The chain and scripts are fixed, so the
+    // extras are too.
+    const heights = result.matches.map((x) => x.height);
+    const extras = heights.filter((h) => h !== 5_000 && h !== 15_000);
+    assert(heights.includes(5_000) && heights.includes(15_000) && !heights.includes(500),
+      `matches ${JSON.stringify(heights)}`);
+    assert(extras.length <= 8, `${extras.length} false positives: ${JSON.stringify(heights)}`);
+    for (const x of result.matches) {
+      const h = await page.evaluate((height) => window.client.headerAt(height), x.height);
+      assert(h.hash === x.blockHash, `match at ${x.height}: ${x.blockHash} is not the stored ${h.hash}`);
+    }
+    const events = await page.evaluate(() => window.events);
+    const matched = events.filter((e) => e.type === 'scanMatch').map((e) => e.height);
+    assert(JSON.stringify(matched) === JSON.stringify(heights), `scanMatch events ${JSON.stringify(matched)}`);
+    assert(events.some((e) => e.type === 'scanReached' && e.height === 20_000), 'no scanReached at 20,000');
+    const bad = await page.evaluate(() => window.client.scan({ scripts: ['zz'] }).then(() => 'resolved', (e) => e.name));
+    assert(bad === 'InvalidArgument', `a script that is not hex: ${bad}`);
+    const m = await page.evaluate(() => window.client.metrics());
+    log(`  scanned 19,001 filters from 1,000 for 100 scripts: matched 5,000 and 15,000 (the ` +
+      `blocks paying two of them; 500 is below the start) and ${extras.length} false ` +
+      `positive(s) ${JSON.stringify(extras)}; ${m.bytesIn} bytes in all`);
+    await stopClient(page);
+  } finally {
+    await page.close();
+    await gw.stop();
+  }
+}
+
+/// The rescan benchmark (--bench): a store started at 913,248 (a period start below the
+/// mainnet-sized filters from 915,001) synced to 925,000, then scan() of the 10,000 filters
+/// from 915,001 for 100 scripts, timed in the page.
+async function timedRescan(run, startAt) {
+  const gw = await gateway(['--generate', '925000']);
+  const page = await openPage();
+  try {
+    const options = { network: 'regtest', gateways: [gw.connect], storeName: `rescan-${run}`, start: startAt };
+    const scripts = [coinbaseScript(920_000), ...strangers(99)];
+    const r = await page.evaluate(([o, s]) => window.lw.timedScan(o, 925_000, 915_001, s), [options, scripts]);
+    const figures = {
+      seconds: (r.ms / 1000).toFixed(3),
+      filtersPerSecond: Math.round(r.filters / (r.ms / 1000)),
+      megabytesIn: (r.bytesIn / 1e6).toFixed(1),
+      wasmMiB: (r.wasmMemoryBytes / 2 ** 20).toFixed(1),
+      allocationsPerFilterWarm: r.allocationsPerFilterWarm?.toFixed(3),
+      matches: r.matches.map((x) => x.height),
+    };
+    log(`  ${browser.name} rescan, run ${run}: ${JSON.stringify(figures)}`);
+    await page.evaluate((name) => window.lw.deleteStore(name), `rescan-${run}`);
+    return figures;
+  } finally {
+    await page.close();
+    await gw.stop();
+  }
+}
+
 /// The benchmark (--bench): the 925,000-header sync timed in the page from before open to
 /// the tip event at 925,000, nothing polling; a fresh store each run.
-async function timed(run) {
+async function timed(run, filters = true) {
   const gw = await gateway(['--generate', '925000']);
   const page = await openPage();
   try {
     const r = await page.evaluate(
       ([o, h]) => window.lw.timedSync(o, h),
-      [{ network: 'regtest', gateways: [gw.connect], storeName: `timed-${run}` }, 925_000],
+      [{ network: 'regtest', gateways: [gw.connect], storeName: `timed-${run}`, filters }, 925_000],
     );
     const figures = {
+      filters,
       seconds: (r.ms / 1000).toFixed(2),
+      headersSeconds: (r.headersMs / 1000).toFixed(2),
       openMs: Math.round(r.openMs),
       headersPerSecond: Math.round(925_000 / (r.ms / 1000)),
       wasmMiB: (r.wasmMemoryBytes / 2 ** 20).toFixed(1),
@@ -749,21 +865,21 @@ async function timedFromCheckpoint(run, startAt) {
 }
 
 /// The start at 915,264 of the generated chain (the header from `lightwire-chain generate`).
-function benchStart() {
+function benchStart(height = 915_264) {
   const file = join(work, 'generated');
-  execFileSync(bin('lightwire-chain'), ['generate', '--network', 'regtest', '--count', '915265', file]);
+  execFileSync(bin('lightwire-chain'), ['generate', '--network', 'regtest', '--count', String(height + 1), file]);
   const bytes = readFileSync(file);
   return {
-    height: 915_264,
-    header: bytes.subarray(915_264 * 80).toString('hex'),
-    chainwork: (2n * 915_265n).toString(16),
-    hash: hashAt(bytes, 915_264),
+    height,
+    header: bytes.subarray(height * 80, height * 80 + 80).toString('hex'),
+    chainwork: (2n * BigInt(height + 1)).toString(16),
+    hash: hashAt(bytes, height),
   };
 }
 
 // ---------------------------------------------------------------- main
 
-const scenarios = { full, formats, reopen, reorg, invalid, mostwork, restart, queries, checkpoint, start, stall, pings };
+const scenarios = { full, formats, reopen, reorg, invalid, mostwork, restart, queries, checkpoint, start, stall, pings, scan };
 let work;
 let browser;
 let url;
@@ -780,11 +896,20 @@ async function main() {
       browser = await openEngine(engine, join(work, `profile-${engine}`));
       try {
         if (bench) {
-          const runs = [await timed(1), await timed(2), await timed(3)];
+          // Alternated, so that a slow stretch of the machine does not fall on one kind.
+          const runs = [];
+          const headersOnly = [];
+          for (const run of [1, 2, 3]) {
+            runs.push(await timed(run));
+            headersOnly.push(await timed(run + 10, false));
+          }
           const startAt = benchStart();
           const fromCheckpoint = [];
           for (const run of [1, 2, 3]) fromCheckpoint.push(await timedFromCheckpoint(run, startAt));
-          console.log(JSON.stringify({ engine, runs, fromCheckpoint }));
+          const rescanStart = benchStart(913_248);
+          const rescan = [];
+          for (const run of [1, 2, 3]) rescan.push(await timedRescan(run, rescanStart));
+          console.log(JSON.stringify({ engine, runs, headersOnly, fromCheckpoint, rescan }));
           continue;
         }
         for (const [name, f] of Object.entries(scenarios)) {

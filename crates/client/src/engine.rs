@@ -26,6 +26,7 @@ use lightwire_store::{Durability, Pending, Tip};
 
 use crate::filters::{FilterAnswer, FilterSync, FilterSyncError};
 use crate::reason::{DropReason, TransportError};
+use crate::scan::{Scan, ScanChange};
 use crate::sync::{Step, SyncError, Syncer};
 
 /// Drop a gateway whose answer to a request makes no progress for this long (it may
@@ -147,6 +148,28 @@ pub enum Event {
         /// Where its filter-header chain and ours part.
         height: u32,
     },
+    /// A block's filter matches a watched script (the scan's).
+    ScanMatch {
+        /// Its height.
+        height: u32,
+        /// Its hash.
+        hash: BlockHash,
+    },
+    /// A matched block was disconnected by a reorganisation: the match is withdrawn.
+    ScanWithdrawn {
+        /// Its height.
+        height: u32,
+        /// Its hash.
+        hash: BlockHash,
+    },
+    /// The scan has matched every block whose filter header is stored, up to `height`;
+    /// it goes on as more are stored.
+    ScanReached {
+        /// The last block matched.
+        height: u32,
+        /// Every block matched so far, ascending.
+        matches: Vec<(u32, BlockHash)>,
+    },
     /// A gateway sent a `warning`.
     Warning {
         /// Index in the gateway list.
@@ -259,6 +282,12 @@ struct Core {
     filters_on: bool,
     /// When the filter request in flight last brought filter headers (or was sent).
     filter_heard: Millis,
+    /// The rescan, if one was started.
+    scan: Option<Scan>,
+    /// When the scan's request last brought filters (or was sent).
+    scan_heard: Millis,
+    /// The last filter header stored, as the shell last said.
+    stored_filters: Option<u32>,
 }
 
 impl Engine {
@@ -320,6 +349,9 @@ impl Engine {
                 filters: FilterSync::new(None, 0),
                 filters_on: true,
                 filter_heard: now,
+                scan: None,
+                scan_heard: now,
+                stored_filters: None,
             },
         }
     }
@@ -332,6 +364,51 @@ impl Engine {
         c.filters = FilterSync::new(tip, base);
         let t = c.syncer.tip();
         c.filters.mark(t.height, t.hash);
+    }
+
+    /// Start a rescan of `scripts` from block `from` (replacing any scan under way).
+    pub fn start_scan(&mut self, scripts: Vec<Vec<u8>>, from: u32) {
+        let c = &mut self.core;
+        if let Some((g, id)) = c.scan.as_ref().and_then(Scan::asked) {
+            c.remember_given_up(g, id);
+        }
+        // A store started from a checkpoint holds no filter header below it: its first
+        // block's filter cannot be checked, so a scan starts after it.
+        let base = c.syncer.base_height();
+        let from = if base > 0 { from.max(base + 1) } else { from };
+        c.scan = Some(Scan::new(scripts, from));
+        c.scan_heard = c.now;
+    }
+
+    /// The rescan, if one was started.
+    pub fn scan(&self) -> Option<&Scan> {
+        self.core.scan.as_ref()
+    }
+
+    /// The store's last filter header is now at `height` (after opening, and after each
+    /// commit).
+    pub fn stored_filters(&mut self, height: Option<u32>) {
+        self.core.stored_filters = height;
+        self.settle();
+    }
+
+    /// The heights whose block hashes and filter headers the scan needs read from the
+    /// store next (then [`Self::on_scan_data`]).
+    pub fn need_scan_data(&mut self) -> Option<(u32, u32)> {
+        let c = &mut self.core;
+        if c.stopped {
+            return None;
+        }
+        let stored = c.stored_filters;
+        c.scan.as_mut()?.need_data(stored)
+    }
+
+    /// What [`Self::need_scan_data`] asked for: the block hashes of `start..=end` and the
+    /// filter headers of `start - 1..=end`.
+    pub fn on_scan_data(&mut self, start: u32, hashes: &[BlockHash], headers: &[[u8; 32]]) {
+        if let Some(scan) = self.core.scan.as_mut() {
+            scan.on_data(start, hashes, headers);
+        }
     }
 
     /// Whether to sync filter headers (on by default).
@@ -500,6 +577,7 @@ impl Engine {
             }
         }
         self.core.update_states();
+        self.core.check_scan_reached();
     }
 
     /// When [`Self::handle_timeout`] must next run: a connection's handshake or
@@ -515,6 +593,7 @@ impl Engine {
             next = earliest(next, gw.reconnect_at);
         }
         let next = earliest(next, c.request_deadline());
+        let next = earliest(next, c.scan_deadline());
         earliest(next, c.filter_deadline())
     }
 
@@ -543,6 +622,12 @@ impl Engine {
         if let Some(due) = self.core.filter_deadline()
             && due <= now
             && let Some(g) = self.core.filters.asked()
+        {
+            self.drop_gateway(g, DropReason::RequestTimeout);
+        }
+        if let Some(due) = self.core.scan_deadline()
+            && due <= now
+            && let Some((g, _)) = self.core.scan.as_ref().and_then(Scan::asked)
         {
             self.drop_gateway(g, DropReason::RequestTimeout);
         }
@@ -610,6 +695,40 @@ impl Engine {
     pub fn schedule(&mut self) {
         self.schedule_headers();
         self.schedule_filters();
+        self.schedule_scan();
+    }
+
+    /// Ask for the scan's next window of filters, from a gateway that serves them (another
+    /// than the headers' when there is one).
+    fn schedule_scan(&mut self) {
+        let c = &mut self.core;
+        if c.stopped || c.scan.as_ref().is_none_or(|s| s.asked().is_some()) {
+            return;
+        }
+        let usable = |g: usize| {
+            let gw = &c.gateways[g];
+            gw.ready && gw.serves_filters && !gw.filter_conflict
+        };
+        let Some(g) = (0..c.gateways.len())
+            .find(|&g| usable(g) && Some(g) != c.source)
+            .or(c.source.filter(|&g| usable(g)))
+        else {
+            return;
+        };
+        let Some(conn) = self.conns[g].as_mut().filter(|p| p.is_ready()) else {
+            return;
+        };
+        let Some((id, start, stop)) = c.scan.as_mut().and_then(|s| s.next_request(g)) else {
+            return;
+        };
+        c.scan_heard = c.now;
+        if let Err(e) = conn.request_filters(id, start, stop) {
+            if let Some(s) = c.scan.as_mut() {
+                s.abandon();
+            }
+            self.drop_gateway(g, DropReason::Connection(e));
+            self.settle();
+        }
     }
 
     fn schedule_headers(&mut self) {
@@ -719,6 +838,14 @@ impl Core {
             .map(|_| self.filter_heard + REQUEST_TIMEOUT)
     }
 
+    /// When the scan's request times out without bringing filters.
+    fn scan_deadline(&self) -> Option<Millis> {
+        self.scan
+            .as_ref()?
+            .asked()
+            .map(|_| self.scan_heard + REQUEST_TIMEOUT)
+    }
+
     /// One event from gateway `g`'s connection; an error drops the gateway.
     fn on_event(&mut self, g: usize, event: PeerEvent<'_>) -> Result<(), DropReason> {
         match event {
@@ -765,9 +892,7 @@ impl Core {
             PeerEvent::FilterCheckpoints(m) => {
                 return Err(DropReason::Sync(SyncError::UnexpectedAnswer { id: m.id }));
             }
-            PeerEvent::Filters(m) => {
-                return Err(DropReason::Sync(SyncError::UnexpectedAnswer { id: m.id }));
-            }
+            PeerEvent::Filters(m) => return self.on_filters(g, &m),
         }
         Ok(())
     }
@@ -802,6 +927,50 @@ impl Core {
                 .push_back(Event::FilterConflict { gateway: g, height });
         }
         Ok(())
+    }
+
+    fn on_filters(&mut self, g: usize, m: &lightwire_wire::Filters<'_>) -> Result<(), DropReason> {
+        let Some(scan) = self.scan.as_mut().filter(|s| s.is_in_flight(g, m.id)) else {
+            let given_up = &mut self.gateways[g].given_up;
+            let Some(i) = given_up.iter().position(|x| *x == m.id) else {
+                return Err(DropReason::Sync(SyncError::UnexpectedAnswer { id: m.id }));
+            };
+            if m.flags.last {
+                given_up.remove(i);
+            }
+            return Ok(());
+        };
+        let events = &mut self.events;
+        let before = scan.filters;
+        let result = scan.on_filters(m, |c| events.push_back(scan_event(c)));
+        if scan.filters > before {
+            self.scan_heard = self.now;
+        }
+        match result {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                if let Some(s) = self.scan.as_mut() {
+                    s.abandon();
+                }
+                if !m.flags.last {
+                    self.remember_given_up(g, m.id);
+                }
+                Err(DropReason::Scan(e))
+            }
+        }
+    }
+
+    /// Report a scan that has matched everything stored.
+    fn check_scan_reached(&mut self) {
+        let stored = self.stored_filters;
+        if let Some(scan) = self.scan.as_mut()
+            && scan.reached(stored)
+        {
+            self.events.push_back(Event::ScanReached {
+                height: scan.next().saturating_sub(1),
+                matches: scan.matches().to_vec(),
+            });
+        }
     }
 
     fn remember_given_up(&mut self, g: usize, id: u32) {
@@ -899,6 +1068,21 @@ impl Core {
             && let Some((a, id)) = self.filters.reorg(fork)
         {
             self.remember_given_up(a, id);
+        }
+        if let Some((_, fork)) = step.reorg {
+            // What the store holds above the fork is of the old branch: it is rolled back
+            // with the next commit, and not read for a scan meanwhile.
+            self.stored_filters = self.stored_filters.map(|s| s.min(fork));
+        }
+        if let Some((_, fork)) = step.reorg
+            && let Some(scan) = self.scan.as_mut()
+        {
+            let asked = scan.asked();
+            let events = &mut self.events;
+            scan.reorg(fork, |c| events.push_back(scan_event(c)));
+            if let Some((a, id)) = asked.filter(|_| scan.asked().is_none()) {
+                self.remember_given_up(a, id);
+            }
         }
         if step.progress || step.reorg.is_some() {
             let tip = self.syncer.tip();
@@ -1015,6 +1199,11 @@ impl Core {
         if self.filters.asked() == Some(g) {
             self.filters.abandon();
         }
+        if let Some(scan) = self.scan.as_mut()
+            && scan.asked().is_some_and(|(a, _)| a == g)
+        {
+            scan.abandon();
+        }
         if why.is_violation() {
             self.events.push_back(Event::Rejected {
                 gateway: g,
@@ -1089,6 +1278,13 @@ impl Core {
         self.source = None;
         self.asked = None;
         self.offer_tips();
+    }
+}
+
+fn scan_event(c: ScanChange) -> Event {
+    match c {
+        ScanChange::Matched { height, hash } => Event::ScanMatch { height, hash },
+        ScanChange::Withdrawn { height, hash } => Event::ScanWithdrawn { height, hash },
     }
 }
 

@@ -18,6 +18,7 @@ pub mod engine;
 pub mod filters;
 pub mod pipeline;
 pub mod reason;
+pub mod scan;
 pub mod start;
 pub mod sync;
 #[cfg(test)]

@@ -62,6 +62,7 @@ pub async fn open<S: HeaderStore>(
     }
     let filters = store.filter_tip().await?;
     engine.resume_filters(filters.map(|t| (t.height, t.header)), base);
+    engine.stored_filters(filters.map(|t| t.height));
     seed_locator(store, engine.syncer_mut()).await?;
     Ok((engine, stored))
 }
@@ -114,6 +115,12 @@ pub struct Committed {
 pub struct Pipeline {
     spare: Pending,
     durability: Option<Durability>,
+    /// A scan window read from the store (buffers reused).
+    headers: Vec<lightwire_chain::Header>,
+    hashes: Vec<lightwire_chain::BlockHash>,
+    filter_headers: Vec<[u8; 32]>,
+    /// Whether a read from the store was handed to the engine since [`Self::take_moved`].
+    moved: bool,
 }
 
 impl Default for Pipeline {
@@ -121,6 +128,10 @@ impl Default for Pipeline {
         Pipeline {
             spare: Pending::new(0),
             durability: None,
+            headers: Vec::new(),
+            hashes: Vec::new(),
+            filter_headers: Vec::new(),
+            moved: false,
         }
     }
 }
@@ -141,6 +152,59 @@ impl Pipeline {
         let found = found.as_ref().map(|(e, known)| (&e[..], *known));
         engine.on_ancestors(found, now);
         Ok(true)
+    }
+
+    /// If the scan needs a window read from the store, read it and hand it over; returns
+    /// whether it did.
+    pub async fn read_scan_data<S: HeaderStore>(
+        &mut self,
+        engine: &mut Engine,
+        store: &S,
+    ) -> Result<bool, StoreError> {
+        let Some((start, end)) = engine.need_scan_data() else {
+            return Ok(false);
+        };
+        self.headers.clear();
+        store.headers(start, end, &mut self.headers).await?;
+        self.hashes.clear();
+        lightwire_chain::hash_header_list(&self.headers, &mut self.hashes);
+        self.filter_headers.clear();
+        match start.checked_sub(1) {
+            Some(before) if before >= store.base() => {
+                store
+                    .filter_headers(before, end, &mut self.filter_headers)
+                    .await?;
+            }
+            // Before genesis: 32 zero bytes. Before a checkpoint start the filter header is
+            // not stored: the scan cannot check the first filter, and starts after it.
+            _ if start == 0 => {
+                self.filter_headers.push([0; 32]);
+                store
+                    .filter_headers(start, end, &mut self.filter_headers)
+                    .await?;
+            }
+            _ => return Ok(false),
+        }
+        engine.on_scan_data(start, &self.hashes, &self.filter_headers);
+        self.moved = true;
+        Ok(true)
+    }
+
+    /// Whether a read from the store was handed to the engine since the last call (a
+    /// shell that drives everything in turn loops until nothing moves).
+    pub fn take_moved(&mut self) -> bool {
+        core::mem::take(&mut self.moved)
+    }
+
+    /// After a commit: tell the engine where the stored filter headers end.
+    pub async fn after_commit<S: HeaderStore>(
+        &mut self,
+        engine: &mut Engine,
+        store: &S,
+    ) -> Result<(), StoreError> {
+        let tip = store.filter_tip().await?;
+        engine.stored_filters(tip.map(|t| t.height));
+        Ok(())
     }
 
     /// A commit to start, if one is due; the engine validates on meanwhile. Commit the
@@ -192,11 +256,15 @@ impl Pipeline {
             if self.read_ancestors(engine, store, now).await? {
                 continue;
             }
+            if self.read_scan_data(engine, store).await? {
+                continue;
+            }
             let Some(batch) = self.take_commit(engine) else {
                 return Ok(last);
             };
             let result = store.commit(batch).await;
             last = Some(self.finish(engine, result, now)?);
+            self.after_commit(engine, store).await?;
         }
     }
 }
@@ -277,6 +345,71 @@ mod tests {
         net.drive();
         assert_eq!(net.stored().height, 3_000);
         assert_eq!(block_on(net.store.filter_tip()).unwrap(), None);
+    }
+
+    /// The coinbase output script of generated block `height` on `branch`.
+    fn coinbase_script(height: u32, branch: u32) -> Vec<u8> {
+        use lightwire_chain::synthetic::{DEFAULT_PROFILE, Pool, SyntheticBlock};
+        let pool = Pool::build(&lightwire_chain::synthetic::Profile {
+            heavy_from: u32::MAX,
+            ..DEFAULT_PROFILE
+        });
+        let b = SyntheticBlock::new(&DEFAULT_PROFILE, &pool, height, branch);
+        b.filter_items().next().unwrap().to_vec()
+    }
+
+    fn reached(events: &[Event]) -> Vec<Vec<(u32, lightwire_chain::BlockHash)>> {
+        events
+            .iter()
+            .filter_map(|e| match e {
+                Event::ScanReached { matches, .. } => Some(matches.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_scan_finds_the_blocks_paying_its_scripts_and_follows_reorgs() {
+        let chain = TestChain::generate(5_000);
+        let (h1, h2) = (
+            chain.header(1_234).block_hash(),
+            chain.header(4_500).block_hash(),
+        );
+        let mut net = Net::new(memory(), vec![chain], small);
+        net.drive();
+        let scripts = vec![
+            coinbase_script(1_234, 0),
+            coinbase_script(4_500, 0),
+            coinbase_script(900, 0),
+        ];
+        net.engine.start_scan(scripts.clone(), 1_000);
+        net.drive();
+        assert_eq!(reached(&net.events), [vec![(1_234, h1), (4_500, h2)]]);
+        let scan = net.engine.scan().unwrap();
+        assert_eq!((scan.next(), scan.filters), (5_001, 4_001));
+        // The gateway reorganises at 4,000: the match at 4,500 is withdrawn, and the scan
+        // goes on over the new branch (which pays none of the scripts).
+        let mut fork = TestChain::generate(5_000);
+        fork.reorg(4_000, 1_200, 1);
+        let store = net.store;
+        let mut net = Net::new(store, vec![TestChain::generate(5_000)], small);
+        net.drive();
+        net.engine.start_scan(scripts, 1_000);
+        net.drive();
+        assert_eq!(reached(&net.events).len(), 1);
+        let Some(gw) = net.gateways[0].as_mut() else {
+            panic!("connected");
+        };
+        gw.chain = fork;
+        gw.server.tip_changed();
+        net.drive();
+        assert!(
+            net.events
+                .iter()
+                .any(|e| matches!(e, Event::ScanWithdrawn { height: 4_500, .. }))
+        );
+        assert_eq!(reached(&net.events).last().unwrap(), &vec![(1_234, h1)]);
+        assert_eq!(net.engine.scan().unwrap().next(), 5_201);
     }
 
     #[test]

@@ -6,6 +6,7 @@ use lightwire_chain::ConnectError;
 use lightwire_proto::PeerError;
 
 use crate::filters::FilterSyncError;
+use crate::scan::ScanError;
 use crate::sync::SyncError;
 
 /// What the browser (or a native shell) reports about a socket.
@@ -50,6 +51,10 @@ pub enum DropReason {
     /// Its answer to a filter request broke a rule.
     #[error(transparent)]
     Filters(FilterSyncError),
+    /// Its filters broke a rule (one that does not match its filter header, pieces out of
+    /// order), or its answer ended short of what was asked.
+    #[error(transparent)]
+    Scan(ScanError),
     /// Its answer to our request made no progress in time.
     #[error("the gateway stopped answering our request")]
     RequestTimeout,
@@ -72,6 +77,9 @@ impl DropReason {
             | DropReason::OffCheckpoint(_)
             | DropReason::Undelivered(_)
             | DropReason::Filters(_) => true,
+            // An answer cut short may be a reorganisation: asked again after a backoff.
+            DropReason::Scan(ScanError::Short { .. }) => false,
+            DropReason::Scan(_) => true,
             DropReason::RequestTimeout | DropReason::Transport(_) => false,
         }
     }
@@ -106,6 +114,10 @@ impl DropReason {
                 "filter-headers-out-of-order"
             }
             DropReason::Filters(FilterSyncError::PastStop { .. }) => "too-many-filter-headers",
+            DropReason::Scan(ScanError::Mismatch { .. }) => "filter-mismatch",
+            DropReason::Scan(ScanError::Undecodable { .. }) => "undecodable-filter",
+            DropReason::Scan(ScanError::OutOfOrder { .. }) => "filter-pieces-out-of-order",
+            DropReason::Scan(ScanError::Short { .. }) => "filters-cut-short",
             DropReason::RequestTimeout => "request-timeout",
             DropReason::Transport(TransportError::OpenFailed) => "open-failed",
             DropReason::Transport(TransportError::Closed) => "closed",

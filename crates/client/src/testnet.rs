@@ -200,7 +200,7 @@ impl<S: HeaderStore> Net<S> {
                         .run(&mut self.engine, &mut self.store, self.now),
                 ) {
                     Ok(Some(_)) => moved = true,
-                    Ok(None) => {}
+                    Ok(None) => moved |= self.pipeline.take_moved(),
                     Err(e) => {
                         self.store_error = Some(e);
                         moved = true;

@@ -179,6 +179,35 @@ impl Client {
         }
     }
 
+    /// Rescan from block `fromHeight` (default 0) for the output scripts `scripts` (hex):
+    /// each block's compact filter is fetched, checked against its stored filter header and
+    /// matched. Resolves `{ matches: [{ height, blockHash }] }` once every block whose
+    /// filter header is stored has been matched; the scan goes on as blocks arrive
+    /// (`scanMatch` and `scanWithdrawn` events) until another replaces it. Rejects with
+    /// `InvalidArgument` for a script that is not hex or is empty, `ScanReplaced` if another
+    /// scan starts before this one resolves.
+    pub fn scan(&self, scripts: Vec<String>, from_height: Option<f64>) -> Promise {
+        let mut parsed = Vec::with_capacity(scripts.len());
+        for s in &scripts {
+            match hex::decode(s) {
+                Ok(b) if !b.is_empty() && b.len() <= 10_000 => parsed.push(b),
+                _ => {
+                    return Promise::reject(&js::error(
+                        "InvalidArgument",
+                        format!("script {s:?} is not a non-empty hex output script"),
+                    ));
+                }
+            }
+        }
+        match whole(from_height.unwrap_or(0.0), "the start height") {
+            Ok(from) => self.call(Query::Scan {
+                scripts: parsed,
+                from,
+            }),
+            Err(e) => Promise::reject(&e),
+        }
+    }
+
     /// Stop syncing, close the connections and the store. Resolves when done.
     pub fn stop(&self) -> Promise {
         self.call(Query::Stop)

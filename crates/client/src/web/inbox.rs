@@ -57,6 +57,14 @@ pub enum Query {
     },
     /// Stop syncing and close the store; resolves once done.
     Stop,
+    /// Start a rescan of these output scripts from this height; resolves once it has
+    /// matched every block whose filter header is stored.
+    Scan {
+        /// The watched output scripts.
+        scripts: Vec<Vec<u8>>,
+        /// The first block to match.
+        from: u32,
+    },
 }
 
 /// One input to the loop. `epoch` tells a socket's events from those of the socket that

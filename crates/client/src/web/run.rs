@@ -51,6 +51,10 @@ pub struct Net {
     /// Calls that wait for the commit in flight.
     calls: Vec<Call>,
     stop_calls: Vec<Call>,
+    /// The `scan` call waiting for the scan to reach the stored tip.
+    scan_call: Option<Call>,
+    /// Filters and filter bytes at the last scan progress event.
+    scan_progress: (u64, u64),
     progress_ms: f64,
     last_progress: Progress,
     was_synced: bool,
@@ -87,6 +91,8 @@ impl Net {
             rx: vec![0; RX_CHUNK],
             calls: Vec::new(),
             stop_calls: Vec::new(),
+            scan_call: None,
+            scan_progress: (0, 0),
             progress_ms,
             last_progress: Progress::default(),
             was_synced: false,
@@ -186,7 +192,8 @@ impl Net {
         let mut due = self.engine.poll_timeout();
         // Progress events while headers are being fetched (not while the chain merely
         // lacks the network's minimum work with nothing in flight: then nothing changes).
-        if !self.engine.is_stopped() && !self.engine.syncer().is_synced() {
+        let scanning = self.engine.scan().is_some_and(|s| s.asked().is_some());
+        if !self.engine.is_stopped() && (!self.engine.syncer().is_synced() || scanning) {
             let p = Millis::from_f64(js::now_ms() + self.progress_ms);
             due = Some(due.map_or(p, |d| d.min(p)));
         }
@@ -261,6 +268,34 @@ impl Net {
                 ("url", self.engine.url(gateway).into()),
                 ("height", height.into()),
             ]),
+            Event::ScanMatch { height, hash } => js::object(&[
+                ("type", "scanMatch".into()),
+                ("height", height.into()),
+                ("blockHash", js::hash(&hash)),
+            ]),
+            Event::ScanWithdrawn { height, hash } => js::object(&[
+                ("type", "scanWithdrawn".into()),
+                ("height", height.into()),
+                ("blockHash", js::hash(&hash)),
+            ]),
+            Event::ScanReached { height, matches } => {
+                let list = js_sys::Array::new();
+                for (h, hash) in &matches {
+                    list.push(&js::object(&[
+                        ("height", (*h).into()),
+                        ("blockHash", js::hash(hash)),
+                    ]));
+                }
+                let result = js::object(&[("matches", list.into())]);
+                if let Some(call) = self.scan_call.take() {
+                    let _ = call.resolve.call1(&JsValue::NULL, &result);
+                }
+                js::object(&[
+                    ("type", "scanReached".into()),
+                    ("height", height.into()),
+                    ("matches", (matches.len() as u32).into()),
+                ])
+            }
             Event::Warning { gateway, text } => js::object(&[
                 ("type", "warning".into()),
                 ("gateway", gateway.into()),
@@ -331,6 +366,26 @@ impl Net {
             bytes_in,
         };
         self.emit(event);
+        if let Some(scan) = self.engine.scan() {
+            let (filters, bytes) = (scan.filters, scan.bytes);
+            let (f0, b0) = self.scan_progress;
+            let target = self.status.borrow().stored_filter_height;
+            let event = js::object(&[
+                ("type", "scan".into()),
+                (
+                    "height",
+                    scan.next().saturating_sub(1).max(scan.from()).into(),
+                ),
+                ("fromHeight", scan.from().into()),
+                ("targetHeight", target.map_or(JsValue::NULL, JsValue::from)),
+                ("filtersPerSecond", ((filters - f0) as f64 / secs).into()),
+                ("bytesPerSecond", ((bytes - b0) as f64 / secs).into()),
+                ("filters", (filters as f64).into()),
+                ("matches", (scan.matches().len() as u32).into()),
+            ]);
+            self.scan_progress = (filters, bytes);
+            self.emit(event);
+        }
     }
 
     fn committed(&mut self, store: &IdbStore, c: Committed) {
@@ -346,6 +401,10 @@ impl Net {
             ("height", c.tip.height.into()),
             ("hash", js::hash(&c.tip.hash)),
             ("time", c.time.into()),
+            (
+                "filterHeight",
+                store.filter_height().map_or(JsValue::NULL, JsValue::from),
+            ),
         ]));
         self.pump();
     }
@@ -375,6 +434,22 @@ impl Net {
     }
 
     /// `stop` was called: close everything; the call resolves once the loop has ended.
+    /// A `scan` call: the scan starts (replacing one under way, whose call is rejected).
+    fn scanning(&mut self, call: Call) {
+        let Query::Scan { scripts, from } = &call.query else {
+            return;
+        };
+        self.engine.start_scan(scripts.clone(), *from);
+        if let Some(old) = self.scan_call.replace(call) {
+            let _ = old.reject.call1(
+                &JsValue::NULL,
+                &js::error("ScanReplaced", "another scan started"),
+            );
+        }
+        self.scan_progress = (0, 0);
+        self.pump();
+    }
+
     fn stopping(&mut self, call: Call) {
         if !self.engine.is_stopped() {
             self.engine.stop(now());
@@ -384,10 +459,11 @@ impl Net {
     }
 }
 
-/// Answer a call: `stop` stops the loop, the others read the store.
+/// Answer a call: `stop` stops the loop, `scan` starts one, the others read the store.
 async fn serve(net: &mut Net, store: &IdbStore, call: Call) {
     match call.query {
         Query::Stop => net.stopping(call),
+        Query::Scan { .. } => net.scanning(call),
         _ => queries::answer(store, call).await,
     }
 }
@@ -414,6 +490,14 @@ pub async fn run(mut net: Net, mut store: IdbStore) {
                 break;
             }
         }
+        match pipeline.read_scan_data(&mut net.engine, &store).await {
+            Ok(true) => continue,
+            Ok(false) => {}
+            Err(e) => {
+                net.store_failed(&e);
+                break;
+            }
+        }
         if let Some(batch) = pipeline.take_commit(&mut net.engine) {
             let result = {
                 let mut commit = pin!(store.commit(batch));
@@ -424,6 +508,7 @@ pub async fn run(mut net: Net, mut store: IdbStore) {
                             if let Some(call) = net.handle(input) {
                                 match call.query {
                                     Query::Stop => net.stopping(call),
+                                    Query::Scan { .. } => net.scanning(call),
                                     _ => net.calls.push(call),
                                 }
                             }
@@ -439,6 +524,7 @@ pub async fn run(mut net: Net, mut store: IdbStore) {
                     break;
                 }
             }
+            net.engine.stored_filters(store.filter_height());
             continue;
         }
         let input = net.inbox.next().await;
