@@ -200,6 +200,20 @@ async function openClient(page, options) {
   await page.evaluate((o) => window.lw.open(o), { network: 'regtest', ...options });
 }
 
+/// Write a CPU profile to E2E_PROFILE and log the functions with the most self time.
+function summarizeProfile(profile) {
+  writeFileSync(process.env.E2E_PROFILE, JSON.stringify(profile));
+  const self = new Map();
+  const dt = new Map();
+  profile.samples.forEach((id, i) => dt.set(id, (dt.get(id) ?? 0) + (profile.timeDeltas[i] ?? 0)));
+  for (const n of profile.nodes) {
+    const key = `${n.callFrame.functionName || '(anon)'} ${n.callFrame.url.split('/').pop()}:${n.callFrame.lineNumber}`;
+    self.set(key, (self.get(key) ?? 0) + (dt.get(n.id) ?? 0));
+  }
+  const top = [...self].sort((a, b) => b[1] - a[1]).slice(0, 20);
+  for (const [k, us] of top) log(`    ${(us / 1000).toFixed(0).padStart(6)} ms  ${k}`);
+}
+
 /// Wait until `pred(metrics, events)` holds in the page (polled), or fail after `ms`.
 async function until(page, what, ms, pred) {
   const deadline = Date.now() + ms;
@@ -258,19 +272,7 @@ async function full(run = 1) {
       return syncedTo(925_000)(m) && (!filters || m.storedFilterHeight === 925_000);
     });
     const seconds = (Date.now() - started) / 1000;
-    if (cdp) {
-      const { profile } = await cdp.send('Profiler.stop');
-      writeFileSync(process.env.E2E_PROFILE, JSON.stringify(profile));
-      const self = new Map();
-      const dt = new Map();
-      profile.samples.forEach((id, i) => dt.set(id, (dt.get(id) ?? 0) + (profile.timeDeltas[i] ?? 0)));
-      for (const n of profile.nodes) {
-        const key = `${n.callFrame.functionName || '(anon)'} ${n.callFrame.url.split('/').pop()}`;
-        self.set(key, (self.get(key) ?? 0) + (dt.get(n.id) ?? 0));
-      }
-      const top = [...self].sort((a, b) => b[1] - a[1]).slice(0, 25);
-      for (const [k, us] of top) log(`    ${(us / 1000).toFixed(0).padStart(6)} ms  ${k}`);
-    }
+    if (cdp) summarizeProfile((await cdp.send('Profiler.stop')).profile);
     const tip = await page.evaluate(() => window.client.tip());
     assert(tip.height === gwTip.height && tip.hash === gwTip.hash,
       `stored tip ${JSON.stringify(tip)} is not the gateway's ${JSON.stringify(gwTip)}`);
@@ -795,9 +797,17 @@ async function timedRescan(run, startAt) {
   const gw = await gateway(['--generate', '925000']);
   const page = await openPage();
   try {
-    const options = { network: 'regtest', gateways: [gw.connect], storeName: `rescan-${run}`, start: startAt };
+    const extra = JSON.parse(process.env.E2E_OPTIONS || '{}');
+    const options = { network: 'regtest', gateways: [gw.connect], storeName: `rescan-${run}`, start: startAt, ...extra };
     const scripts = [coinbaseScript(920_000), ...strangers(99)];
+    const cdp = process.env.E2E_PROFILE && page.cdp ? await page.cdp() : null;
+    if (cdp) {
+      await cdp.send('Profiler.enable');
+      await cdp.send('Profiler.setSamplingInterval', { interval: 200 });
+      await cdp.send('Profiler.start');
+    }
     const r = await page.evaluate(([o, s]) => window.lw.timedScan(o, 925_000, 915_001, s), [options, scripts]);
+    if (cdp) summarizeProfile((await cdp.send('Profiler.stop')).profile);
     const figures = {
       seconds: (r.ms / 1000).toFixed(3),
       filtersPerSecond: Math.round(r.filters / (r.ms / 1000)),
@@ -896,6 +906,13 @@ async function main() {
     for (const engine of engines) {
       browser = await openEngine(engine, join(work, `profile-${engine}`));
       try {
+        if (bench && process.env.E2E_RESCAN_ONLY) {
+          const rescanStart = benchStart(913_248);
+          const rescan = [];
+          for (const run of [1, 2, 3]) rescan.push(await timedRescan(run, rescanStart));
+          console.log(JSON.stringify({ engine, rescan }));
+          continue;
+        }
         if (bench) {
           // Alternated, so that a slow stretch of the machine does not fall on one kind.
           const runs = [];

@@ -369,8 +369,11 @@ impl Engine {
     /// Start a rescan of `scripts` from block `from` (replacing any scan under way).
     pub fn start_scan(&mut self, scripts: Vec<Vec<u8>>, from: u32) {
         let c = &mut self.core;
-        if let Some((g, id)) = c.scan.as_ref().and_then(Scan::asked) {
-            c.remember_given_up(g, id);
+        if let Some(old) = c.scan.as_mut() {
+            let given_up: Vec<(usize, u32)> = old.abandon().collect();
+            for (g, id) in given_up {
+                c.remember_given_up(g, id);
+            }
         }
         // A store started from a checkpoint holds no filter header below it: its first
         // block's filter cannot be checked, so a scan starts after it.
@@ -709,25 +712,30 @@ impl Engine {
             let gw = &c.gateways[g];
             gw.ready && gw.serves_filters && !gw.filter_conflict
         };
-        let Some(g) = (0..c.gateways.len())
-            .find(|&g| usable(g) && Some(g) != c.source)
-            .or(c.source.filter(|&g| usable(g)))
-        else {
+        // Requests in flight all go to one gateway: its answers come in order.
+        let asked = c.scan.as_ref().and_then(Scan::asked).map(|(g, _)| g);
+        let Some(g) = asked.or_else(|| {
+            (0..c.gateways.len())
+                .find(|&g| usable(g) && Some(g) != c.source)
+                .or(c.source.filter(|&g| usable(g)))
+        }) else {
             return;
         };
         let Some(conn) = self.conns[g].as_mut().filter(|p| p.is_ready()) else {
             return;
         };
-        let Some((id, start, stop)) = c.scan.as_mut().and_then(|s| s.next_request(g)) else {
-            return;
-        };
-        c.scan_heard = c.now;
-        if let Err(e) = conn.request_filters(id, start, stop) {
-            if let Some(s) = c.scan.as_mut() {
-                s.abandon();
+        if asked.is_none() {
+            c.scan_heard = c.now;
+        }
+        while let Some((id, start, stop)) = c.scan.as_mut().and_then(|s| s.next_request(g)) {
+            if let Err(e) = conn.request_filters(id, start, stop) {
+                if let Some(s) = c.scan.as_mut() {
+                    s.abandon().for_each(drop);
+                }
+                self.drop_gateway(g, DropReason::Connection(e));
+                self.settle();
+                return;
             }
-            self.drop_gateway(g, DropReason::Connection(e));
-            self.settle();
         }
     }
 
@@ -949,11 +957,9 @@ impl Core {
         match result {
             Ok(()) => Ok(()),
             Err(e) => {
+                // The gateway is dropped: what it still sends is not read.
                 if let Some(s) = self.scan.as_mut() {
-                    s.abandon();
-                }
-                if !m.flags.last {
-                    self.remember_given_up(g, m.id);
+                    s.abandon().for_each(drop);
                 }
                 Err(DropReason::Scan(e))
             }
@@ -1077,10 +1083,11 @@ impl Core {
         if let Some((_, fork)) = step.reorg
             && let Some(scan) = self.scan.as_mut()
         {
-            let asked = scan.asked();
             let events = &mut self.events;
-            scan.reorg(fork, |c| events.push_back(scan_event(c)));
-            if let Some((a, id)) = asked.filter(|_| scan.asked().is_none()) {
+            let given_up: Vec<(usize, u32)> = scan
+                .reorg(fork, |c| events.push_back(scan_event(c)))
+                .collect();
+            for (a, id) in given_up {
                 self.remember_given_up(a, id);
             }
         }
@@ -1202,7 +1209,7 @@ impl Core {
         if let Some(scan) = self.scan.as_mut()
             && scan.asked().is_some_and(|(a, _)| a == g)
         {
-            scan.abandon();
+            scan.abandon().for_each(drop);
         }
         if why.is_violation() {
             self.events.push_back(Event::Rejected {

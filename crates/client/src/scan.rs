@@ -1,23 +1,31 @@
 //! A rescan, sans-IO: the filters of a range of blocks fetched from a gateway, each checked
 //! against the stored filter-header chain before it is used, and matched against the
-//! watched scripts (BIP157/158), a window of 1,000 blocks at a time.
+//! watched scripts (BIP157/158).
 //!
-//! For each window the shell reads from the store the block hashes (a filter is keyed by
-//! its block's hash) and the filter headers from the one before the window on; then one
-//! `get_filters` goes out. Pieces are put together in one buffer, grown to the largest
+//! For each window of up to 10,000 blocks the shell reads from the store the block hashes
+//! (a filter is keyed by its block's hash) and the filter headers from the one before the
+//! window on; then `get_filters` of 1,000 blocks go out, two in flight, so that one's
+//! filters follow the other's without a round trip between them. Pieces are put together in one buffer, grown to the largest
 //! filter seen (at most 1 MiB); a filter is hashed, chained on the stored filter header
 //! before it and compared with the stored one, then matched: no allocation per filter once
 //! warm. A filter that does not match its stored header is the gateway's lie (or, until
 //! filter headers are cross-checked across gateways, the lie of the gateway the headers
 //! came from: see docs/PROTOCOL.md). Filters are not kept.
 
+use std::collections::VecDeque;
+
 use lightwire_chain::BlockHash;
 use lightwire_filter::{FilterError, Matcher, filter_hash, filter_header};
 use lightwire_wire::filters::MAX_FILTER_LEN;
 use lightwire_wire::{FilterPiece, Filters};
 
-/// Blocks per window (one `get_filters`; BIP157's limit).
-pub const SCAN_WINDOW: u32 = 1000;
+/// Blocks per request (one `get_filters`; BIP157's limit).
+pub const SCAN_REQUEST: u32 = 1000;
+/// Blocks whose hashes and filter headers are read from the store at once.
+pub const SCAN_WINDOW: u32 = 10_000;
+/// Requests in flight at once: the next one's filters follow the first's with no round trip
+/// between them.
+pub const SCAN_IN_FLIGHT: usize = 2;
 /// Request ids for filters have these bits set.
 pub const SCAN_ID_BITS: u32 = 3 << 30;
 
@@ -25,7 +33,8 @@ pub const SCAN_ID_BITS: u32 = 3 << 30;
 #[derive(Clone, Copy, PartialEq, Eq, Debug, thiserror::Error)]
 pub enum ScanError {
     /// A piece that is not the next one: another block, another offset, or another length
-    /// than the filter's first piece said.
+    /// than the filter's first piece said; or an answer to a later request before the
+    /// earlier one ended.
     #[error("a filter piece for height {height} out of order")]
     OutOfOrder {
         /// The piece's height.
@@ -48,8 +57,8 @@ pub enum ScanError {
         #[source]
         error: FilterError,
     },
-    /// The answer ended with its window unfinished.
-    #[error("the filters answer ended at height {height}, short of the window")]
+    /// The answer ended with its request unfinished.
+    #[error("the filters answer ended at height {height}, short of the request")]
     Short {
         /// The next height that was due.
         height: u32,
@@ -75,16 +84,12 @@ pub enum ScanChange {
     },
 }
 
+/// A request in flight: its id, gateway and last height.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Window {
-    /// Nothing read yet.
-    Empty,
-    /// The shell reads heights `start..=end` from the store.
-    Reading { start: u32, end: u32 },
-    /// Read; the request is due.
-    Ready,
-    /// Requested from a gateway.
-    Requested { id: u32, gateway: usize },
+struct Request {
+    id: u32,
+    gateway: usize,
+    end: u32,
 }
 
 /// One rescan: its scripts, where it stands, what matched.
@@ -96,17 +101,22 @@ pub struct Scan {
     /// The next height to match.
     next: u32,
     matches: Vec<(u32, BlockHash)>,
-    window: Window,
-    /// The window's first height, its block hashes and its filter headers (from the one
-    /// before its first block).
+    /// Heights the shell is reading from the store.
+    reading: Option<(u32, u32)>,
+    /// The window read: its first height, block hashes and filter headers (from the one
+    /// before its first block); empty when none is.
     start: u32,
     hashes: Vec<BlockHash>,
     headers: Vec<[u8; 32]>,
+    /// Requests in flight, oldest first, all to one gateway (answers come in order).
+    requests: VecDeque<Request>,
+    /// The first height not yet requested.
+    next_request: u32,
     /// The filter being put together: its bytes so far and its whole length.
     buf: Vec<u8>,
     filter_len: Option<u32>,
     ids: u32,
-    /// Filters matched so far, and their bytes.
+    /// Filters matched so far.
     pub filters: u64,
     /// Filter bytes taken.
     pub bytes: u64,
@@ -123,10 +133,12 @@ impl Scan {
             from,
             next: from,
             matches: Vec::new(),
-            window: Window::Empty,
+            reading: None,
             start: from,
             hashes: Vec::with_capacity(SCAN_WINDOW as usize),
             headers: Vec::with_capacity(SCAN_WINDOW as usize + 1),
+            requests: VecDeque::with_capacity(SCAN_IN_FLIGHT),
+            next_request: from,
             buf: Vec::new(),
             filter_len: None,
             ids: 0,
@@ -151,33 +163,36 @@ impl Scan {
         &self.matches
     }
 
-    /// The window to read from the store, if one is due: heights `start..=end`, up to the
-    /// last stored filter header `stored`.
+    /// The first height after the window read.
+    fn window_end(&self) -> u32 {
+        self.start + self.hashes.len() as u32
+    }
+
+    /// The window to read from the store, if one is due (the one read is used up): heights
+    /// `start..=end`, up to the last stored filter header `stored`.
     pub fn need_data(&mut self, stored: Option<u32>) -> Option<(u32, u32)> {
-        match self.window {
-            Window::Reading { start, end } => Some((start, end)),
-            Window::Empty => {
-                let tip = stored.filter(|&t| t >= self.next)?;
-                let end = tip.min(self.next.saturating_add(SCAN_WINDOW - 1));
-                self.window = Window::Reading {
-                    start: self.next,
-                    end,
-                };
-                Some((self.next, end))
-            }
-            _ => None,
+        if let Some(r) = self.reading {
+            return Some(r);
         }
+        if self.next < self.window_end() || !self.requests.is_empty() {
+            return None;
+        }
+        let tip = stored.filter(|&t| t >= self.next)?;
+        let end = tip.min(self.next.saturating_add(SCAN_WINDOW - 1));
+        self.reading = Some((self.next, end));
+        self.reading
     }
 
     /// The store's answer to [`Self::need_data`]: the block hashes of `start..=end` and the
     /// filter headers of `start - 1..=end` (32 zero bytes before genesis). Ignored if the
     /// window was dropped meanwhile (a reorganisation) or does not fit.
     pub fn on_data(&mut self, start: u32, hashes: &[BlockHash], headers: &[[u8; 32]]) {
-        if !matches!(self.window, Window::Reading { start: s, .. } if s == start)
+        let asked = self.reading.take();
+        if asked.map(|r| r.0) != Some(start)
             || headers.len() != hashes.len() + 1
             || hashes.is_empty()
+            || start != self.next
         {
-            self.window = Window::Empty;
             return;
         }
         self.start = start;
@@ -185,68 +200,83 @@ impl Scan {
         self.hashes.extend_from_slice(hashes);
         self.headers.clear();
         self.headers.extend_from_slice(headers);
-        self.window = Window::Ready;
+        self.next_request = start;
     }
 
-    /// The request for the window, if it is due: id, first height and the last block's
-    /// hash. `gateway` is where it goes.
+    /// The next request, if one is due: id, first height and the last block's hash.
+    /// `gateway` is where it goes; requests in flight all go to one gateway (see
+    /// [`Self::asked`]).
     pub fn next_request(&mut self, gateway: usize) -> Option<(u32, u32, BlockHash)> {
-        if self.window != Window::Ready {
+        if self.requests.len() >= SCAN_IN_FLIGHT
+            || self.next_request >= self.window_end()
+            || self.requests.front().is_some_and(|r| r.gateway != gateway)
+        {
             return None;
         }
+        let first = self.next_request;
+        let end = (self.window_end() - 1).min(first.saturating_add(SCAN_REQUEST - 1));
         self.ids = self.ids.wrapping_add(1);
         let id = SCAN_ID_BITS | (self.ids & !SCAN_ID_BITS);
-        self.window = Window::Requested { id, gateway };
-        self.buf.clear();
-        self.filter_len = None;
-        Some((id, self.next, *self.hashes.last()?))
+        self.requests.push_back(Request { id, gateway, end });
+        self.next_request = end + 1;
+        let stop = *self.hashes.get((end - self.start) as usize)?;
+        Some((id, first, stop))
     }
 
-    /// The gateway a request is in flight to.
+    /// The gateway requests are in flight to, and the oldest one's id.
     pub fn asked(&self) -> Option<(usize, u32)> {
-        match self.window {
-            Window::Requested { id, gateway } => Some((gateway, id)),
-            _ => None,
-        }
+        self.requests.front().map(|r| (r.gateway, r.id))
     }
 
-    /// The request in flight is given up (its gateway dropped): asked again.
-    pub fn abandon(&mut self) {
-        if matches!(self.window, Window::Requested { .. }) {
-            self.window = Window::Ready;
-        }
+    /// Every request in flight is given up (its gateway dropped, or its answer broke a
+    /// rule): their ids, to ignore what still arrives; the filters are asked again.
+    pub fn abandon(&mut self) -> impl Iterator<Item = (usize, u32)> + '_ {
+        self.filter_len = None;
+        self.next_request = self.next;
+        self.requests.drain(..).map(|r| (r.gateway, r.id))
     }
 
-    /// Whether `id` from `gateway` is the request in flight.
+    /// Whether `id` from `gateway` is a request in flight.
     pub fn is_in_flight(&self, gateway: usize, id: u32) -> bool {
-        self.asked() == Some((gateway, id))
+        self.requests
+            .iter()
+            .any(|r| r.gateway == gateway && r.id == id)
     }
 
     /// Whether the scan stands at the stored filter tip `stored` (everything stored is
     /// matched) for the first time since it last moved: the shell reports it once.
     pub fn reached(&mut self, stored: Option<u32>) -> bool {
-        let at_tip = stored.is_some_and(|t| self.next > t) && self.window == Window::Empty;
+        let at_tip = stored.is_some_and(|t| self.next > t) && self.requests.is_empty();
         let first = at_tip && !self.reported_tip;
         self.reported_tip = at_tip;
         first
     }
 
-    /// One `filters` message. Matches and filters taken are reported to `change`.
+    /// One `filters` message. Matches are reported to `change`.
     pub fn on_filters(
         &mut self,
         m: &Filters<'_>,
         mut change: impl FnMut(ScanChange),
     ) -> Result<(), ScanError> {
+        if self.requests.front().map(|r| r.id) != Some(m.id) {
+            // An answer to a later request while an earlier one is unfinished.
+            return Err(ScanError::OutOfOrder { height: self.next });
+        }
         for piece in m.pieces() {
             self.on_piece(&piece, &mut change)?;
         }
-        if m.flags.last && matches!(self.window, Window::Requested { .. }) {
-            // Short of the window: the gateway's chain moved (a reorg: it says the stop
-            // block is not on its chain, and a new tip follows), or it is behind. Read the
-            // window again once things settle; an answer cut short otherwise is a strike.
-            self.window = Window::Empty;
-            if !m.flags.stop_unknown {
-                return Err(ScanError::Short { height: self.next });
+        if m.flags.last && self.requests.front().is_some_and(|r| r.id == m.id) {
+            // Short of the request: the gateway's chain moved (a reorg: it says the stop
+            // block is not on its chain, and a new tip follows), or it is behind. Asked
+            // again once things settle; an answer cut short otherwise is a strike.
+            let height = self.next;
+            self.abandon().for_each(drop);
+            if m.flags.stop_unknown {
+                self.hashes.clear();
+                self.headers.clear();
+                self.start = self.next;
+            } else {
+                return Err(ScanError::Short { height });
             }
         }
         Ok(())
@@ -259,7 +289,10 @@ impl Scan {
     ) -> Result<(), ScanError> {
         let height = p.height;
         let out_of_order = ScanError::OutOfOrder { height };
-        if !matches!(self.window, Window::Requested { .. }) || height != self.next {
+        let Some(front) = self.requests.front().copied() else {
+            return Err(out_of_order);
+        };
+        if height != self.next || height > front.end {
             return Err(out_of_order);
         }
         match self.filter_len {
@@ -301,15 +334,19 @@ impl Scan {
         }
         self.filters += 1;
         self.next += 1;
-        if i + 1 == self.hashes.len() {
-            self.window = Window::Empty;
+        if height == front.end {
+            self.requests.pop_front();
         }
         Ok(())
     }
 
     /// The best chain switched branches at `fork`: matches above it are withdrawn (to
-    /// `change`), and the scan goes on from the fork.
-    pub fn reorg(&mut self, fork: u32, mut change: impl FnMut(ScanChange)) {
+    /// `change`), and the scan goes on from the fork. Returns the requests given up.
+    pub fn reorg(
+        &mut self,
+        fork: u32,
+        mut change: impl FnMut(ScanChange),
+    ) -> impl Iterator<Item = (usize, u32)> + '_ {
         while let Some(&(height, hash)) = self.matches.last().filter(|(h, _)| *h > fork) {
             self.matches.pop();
             change(ScanChange::Withdrawn { height, hash });
@@ -317,17 +354,27 @@ impl Scan {
         if self.next > fork + 1 {
             self.next = (fork + 1).max(self.from);
         }
-        let touches = match self.window {
-            Window::Reading { end, .. } => end > fork,
-            Window::Ready | Window::Requested { .. } => {
-                self.start + self.hashes.len() as u32 > fork + 1
-            }
-            Window::Empty => false,
-        };
-        if touches {
-            self.window = Window::Empty;
-            self.filter_len = None;
+        if self.reading.is_some_and(|(_, end)| end > fork) {
+            self.reading = None;
         }
+        // The window keeps what is at or below the fork (common to both branches).
+        let keep = (fork + 1).saturating_sub(self.start) as usize;
+        if keep < self.hashes.len() {
+            self.hashes.truncate(keep);
+            self.headers.truncate(keep + 1);
+        }
+        if self.next < self.start || self.hashes.is_empty() {
+            self.hashes.clear();
+            self.headers.clear();
+            self.start = self.next;
+        }
+        let touched = self.requests.back().is_some_and(|r| r.end > fork);
+        let given_up: Vec<(usize, u32)> = if touched {
+            self.abandon().collect()
+        } else {
+            Vec::new()
+        };
+        given_up.into_iter()
     }
 }
 
@@ -405,25 +452,39 @@ mod tests {
         (changes, Ok(()))
     }
 
-    fn window(s: &mut Scan, headers: &[[u8; 32]], stored: u32) -> (u32, u32, u32) {
-        let (a, b) = s.need_data(Some(stored)).unwrap();
-        let hashes: Vec<BlockHash> = (a..=b).map(hash).collect();
-        s.on_data(a, &hashes, &headers[a as usize..=b as usize + 1]);
-        let (id, start, stop) = s.next_request(0).unwrap();
-        assert_eq!((start, stop), (a, hash(b)));
-        (id, a, b)
+    /// Read the window the scan asks for and take its requests: (id, first, last) each.
+    fn requests(s: &mut Scan, headers: &[[u8; 32]], stored: u32) -> Vec<(u32, u32, u32)> {
+        if let Some((a, b)) = s.need_data(Some(stored)) {
+            let hashes: Vec<BlockHash> = (a..=b).map(hash).collect();
+            s.on_data(a, &hashes, &headers[a as usize..=b as usize + 1]);
+        }
+        let mut out = Vec::new();
+        while let Some((id, start, stop)) = s.next_request(0) {
+            let end = u32::from_le_bytes(stop.0[..4].try_into().unwrap());
+            out.push((id, start, end));
+        }
+        out
     }
 
     #[test]
-    fn windows_of_filters_are_checked_then_matched() {
-        let (filters, headers) = chain(2000);
+    fn filters_are_checked_then_matched_two_requests_in_flight() {
+        let (filters, headers) = chain(2500);
         let mut s = Scan::new(vec![b"ours".to_vec(), b"not".to_vec()], 0);
         assert_eq!(s.need_data(None), None, "nothing stored");
-        let (id, a, b) = window(&mut s, &headers, 1999);
-        assert_eq!((a, b), (0, 999));
+        let r = requests(&mut s, &headers, 2499);
+        assert_eq!(
+            r.iter().map(|x| (x.1, x.2)).collect::<Vec<_>>(),
+            [(0, 999), (1000, 1999)]
+        );
+        assert!(r[0].0 & SCAN_ID_BITS == SCAN_ID_BITS);
+        // An answer to the second before the first ended: refused.
+        let (_, e) = feed(&mut s, &answer(r[1].0, &filters, 1000, 1999, 65_535));
+        assert!(matches!(e, Err(ScanError::OutOfOrder { .. })));
+        let mut s = Scan::new(vec![b"ours".to_vec(), b"not".to_vec()], 0);
+        let r = requests(&mut s, &headers, 2499);
         // Small messages: filters cut in pieces across them.
-        let (changes, r) = feed(&mut s, &answer(id, &filters, a, b, 40));
-        r.unwrap();
+        let (changes, e) = feed(&mut s, &answer(r[0].0, &filters, 0, 999, 40));
+        e.unwrap();
         assert_eq!(
             changes,
             [ScanChange::Matched {
@@ -432,17 +493,25 @@ mod tests {
             }]
         );
         assert_eq!(s.next(), 1000);
-        let (id, a, b) = window(&mut s, &headers, 1999);
-        assert_eq!((a, b), (1000, 1999));
-        let (changes, r) = feed(&mut s, &answer(id, &filters, a, b, 65_535));
-        r.unwrap();
+        // The third request goes out once the first is done; no store read is due yet.
+        assert_eq!(s.need_data(Some(2499)), None);
+        let third = requests(&mut s, &headers, 2499);
+        assert_eq!(
+            third.iter().map(|x| (x.1, x.2)).collect::<Vec<_>>(),
+            [(2000, 2499)]
+        );
+        let (changes, e) = feed(&mut s, &answer(r[1].0, &filters, 1000, 1999, 65_535));
+        e.unwrap();
         assert_eq!(changes.len(), 1);
-        assert!(s.reached(Some(1999)));
-        assert!(!s.reached(Some(1999)), "reported once");
+        feed(&mut s, &answer(third[0].0, &filters, 2000, 2499, 65_535))
+            .1
+            .unwrap();
+        assert!(s.reached(Some(2499)));
+        assert!(!s.reached(Some(2499)), "reported once");
         assert_eq!(s.matches(), [(7, hash(7)), (1500, hash(1500))]);
         // A reorg at 1,200 withdraws the match at 1,500 and goes on from 1,201.
         let mut withdrawn = Vec::new();
-        s.reorg(1200, |c| withdrawn.push(c));
+        assert_eq!(s.reorg(1200, |c| withdrawn.push(c)).count(), 0);
         assert_eq!(
             withdrawn,
             [ScanChange::Withdrawn {
@@ -451,28 +520,33 @@ mod tests {
             }]
         );
         assert_eq!(s.next(), 1201);
-        assert_eq!(s.filters, 2000);
+        assert_eq!(s.need_data(Some(1300)), Some((1201, 1300)));
+        assert_eq!(s.filters, 2500);
     }
 
     #[test]
-    fn a_wrong_filter_or_pieces_out_of_order_are_refused() {
+    fn a_wrong_filter_or_an_answer_cut_short_is_refused() {
         let (mut filters, headers) = chain(1000);
         let mut s = Scan::new(vec![b"ours".to_vec()], 0);
-        let (id, a, b) = window(&mut s, &headers, 999);
+        let r = requests(&mut s, &headers, 999);
         // Block 5's filter without its item: it does not chain to the stored header.
         build_filter(&hash(5).0, [&b"other"[..]], &mut filters[5]);
-        let (_, r) = feed(&mut s, &answer(id, &filters, a, b, 65_535));
-        assert_eq!(r, Err(ScanError::Mismatch { height: 5 }));
+        let (_, e) = feed(&mut s, &answer(r[0].0, &filters, 0, 999, 65_535));
+        assert_eq!(e, Err(ScanError::Mismatch { height: 5 }));
         // Pieces from another height than the next.
         let mut s = Scan::new(vec![b"ours".to_vec()], 0);
-        let (id, _, b) = window(&mut s, &headers, 999);
-        let (_, r) = feed(&mut s, &answer(id, &filters, 1, b, 65_535));
-        assert_eq!(r, Err(ScanError::OutOfOrder { height: 1 }));
-        // An answer that ends early.
+        let r = requests(&mut s, &headers, 999);
+        let (_, e) = feed(&mut s, &answer(r[0].0, &filters, 1, 999, 65_535));
+        assert_eq!(e, Err(ScanError::OutOfOrder { height: 1 }));
+        // An answer that ends early; the filters are asked again.
         let mut s = Scan::new(vec![b"ours".to_vec()], 0);
-        let (id, a, _) = window(&mut s, &headers, 999);
-        let mut short = answer(id, &filters, a, 3, 65_535);
-        let (_, r) = feed(&mut s, &short.split_off(0));
-        assert_eq!(r, Err(ScanError::Short { height: 4 }));
+        let r = requests(&mut s, &headers, 999);
+        let (_, e) = feed(&mut s, &answer(r[0].0, &filters, 0, 3, 65_535));
+        assert_eq!(e, Err(ScanError::Short { height: 4 }));
+        let again = requests(&mut s, &headers, 999);
+        assert_eq!(
+            again.iter().map(|x| (x.1, x.2)).collect::<Vec<_>>(),
+            [(4, 999)]
+        );
     }
 }

@@ -59,48 +59,101 @@ impl<'a> BitWriter<'a> {
     }
 }
 
-/// Reads bits from a byte slice, most significant bit of each byte first.
+/// Reads bits from a byte slice, most significant bit of each byte first, through a 64-bit
+/// word refilled a byte at a time (a unary run is counted with one `leading_zeros`).
 pub(crate) struct BitReader<'a> {
     bytes: &'a [u8],
-    /// Position in bits.
-    pos: usize,
+    /// The next byte to load.
+    next: usize,
+    /// Loaded bits, left-aligned; the bits below `have` are zero.
+    buf: u64,
+    have: u32,
 }
 
 impl<'a> BitReader<'a> {
     pub(crate) fn new(bytes: &'a [u8]) -> Self {
-        BitReader { bytes, pos: 0 }
+        BitReader {
+            bytes,
+            next: 0,
+            buf: 0,
+            have: 0,
+        }
     }
 
     /// Bits left.
     pub(crate) fn remaining(&self) -> usize {
-        self.bytes.len() * 8 - self.pos
+        (self.bytes.len() - self.next) * 8 + self.have as usize
+    }
+
+    fn refill(&mut self) {
+        while self.have <= 56 {
+            let Some(&b) = self.bytes.get(self.next) else {
+                break;
+            };
+            self.buf |= u64::from(b) << (56 - self.have);
+            self.have += 8;
+            self.next += 1;
+        }
     }
 
     /// Read one bit, `None` past the end.
+    #[cfg(test)]
     pub(crate) fn bit(&mut self) -> Option<bool> {
-        let byte = *self.bytes.get(self.pos / 8)?;
-        let bit = (byte >> (7 - self.pos % 8)) & 1 == 1;
-        self.pos += 1;
-        Some(bit)
+        self.read(1).map(|b| b == 1)
     }
 
     /// Read `n` bits (n <= 64) as a number, `None` if fewer remain.
     pub(crate) fn read(&mut self, n: u32) -> Option<u64> {
-        if (n as usize) > self.remaining() {
-            return None;
+        if n == 0 {
+            return Some(0);
         }
-        let mut v = 0u64;
-        let mut left = n;
-        while left > 0 {
-            let byte = self.bytes[self.pos / 8];
-            let offset = (self.pos % 8) as u32;
-            let take = (8 - offset).min(left);
-            let chunk = (u64::from(byte) >> (8 - offset - take)) & ((1u64 << take) - 1);
-            v = (v << take) | chunk;
-            self.pos += take as usize;
-            left -= take;
+        if n > 57 {
+            if (n as usize) > self.remaining() {
+                return None;
+            }
+            let hi = self.read(n - 32)?;
+            let lo = self.read(32)?;
+            return Some((hi << 32) | lo);
         }
+        if self.have < n {
+            self.refill();
+            if self.have < n {
+                return None;
+            }
+        }
+        let v = self.buf >> (64 - n);
+        self.buf <<= n;
+        self.have -= n;
         Some(v)
+    }
+
+    /// Read a unary number: one bits up to a zero, which is consumed too; `None` if the
+    /// bits end first. Stops counting once past `limit` (returning more than `limit`), so a
+    /// hostile run of ones costs no more than the range allows.
+    pub(crate) fn unary(&mut self, limit: u64) -> Option<u64> {
+        let mut q = 0u64;
+        loop {
+            if self.have == 0 {
+                self.refill();
+                if self.have == 0 {
+                    return None;
+                }
+            }
+            // Bits past `have` are zero: they end a run of ones as a zero would, and the
+            // count is cut to the bits loaded.
+            let ones = (!self.buf).leading_zeros().min(self.have);
+            if ones < self.have {
+                self.buf = self.buf.checked_shl(ones + 1).unwrap_or(0);
+                self.have -= ones + 1;
+                return Some(q + u64::from(ones));
+            }
+            q += u64::from(ones);
+            self.buf = 0;
+            self.have = 0;
+            if q > limit {
+                return Some(q);
+            }
+        }
     }
 }
 
@@ -110,6 +163,32 @@ mod tests {
     use wasm_bindgen_test::wasm_bindgen_test as test;
 
     use super::*;
+
+    #[test]
+    fn word_reads_equal_bit_reads_at_every_offset() {
+        let bytes: Vec<u8> = (0..64u32).map(|i| (i * 73 + 5) as u8).collect();
+        for start in 0..40 {
+            for n in [0u32, 1, 7, 19, 33, 57, 64] {
+                let mut a = BitReader::new(&bytes);
+                let mut b = BitReader::new(&bytes);
+                a.read(start);
+                b.read(start);
+                let want = (0..n).try_fold(0u64, |v, _| b.bit().map(|x| (v << 1) | u64::from(x)));
+                assert_eq!(a.read(n), want, "{start} {n}");
+                assert_eq!(a.remaining(), b.remaining());
+            }
+        }
+        // Unary: ones up to a zero, across words; the end of the bits is not a zero.
+        let mut ones = vec![0xffu8; 20];
+        ones.push(0x7f);
+        let mut r = BitReader::new(&ones);
+        assert_eq!(r.unary(1000), Some(160));
+        assert_eq!(r.remaining(), 7);
+        let mut r = BitReader::new(&[0xff, 0xff]);
+        assert_eq!(r.unary(1000), None, "no zero before the end");
+        let mut r = BitReader::new(&[0xff; 64]);
+        assert!(r.unary(10).unwrap() > 10, "stops past the limit");
+    }
 
     #[test]
     fn bits_round_trip() {

@@ -210,12 +210,9 @@ impl Values<'_> {
         let truncated = FilterError::Truncated { what: "an item" };
         // The quotient, in unary; any quotient past the range is already an error.
         let limit = (self.f - self.last) >> BASIC_P;
-        let mut q = 0u64;
-        while self.bits.bit().ok_or(truncated)? {
-            q += 1;
-            if q > limit {
-                return Err(FilterError::OutOfRange { index });
-            }
+        let q = self.bits.unary(limit).ok_or(truncated)?;
+        if q > limit {
+            return Err(FilterError::OutOfRange { index });
         }
         let r = self.bits.read(BASIC_P).ok_or(truncated)?;
         let v = self.last + ((q << BASIC_P) | r);

@@ -962,19 +962,25 @@ impl HeaderStore for IdbStore {
                 });
             }
             for (k, record) in (first_chunk..).zip(records.iter()) {
-                let bytes = bytes_of(&record).ok_or(StoreError::Corrupt {
+                let record: Uint8Array = record.dyn_into().map_err(|_| StoreError::Corrupt {
                     what: "filter record type",
                 })?;
-                let chunk =
-                    FilterTail::from_record(k, (k * FILTER_CHUNK).max(self.meta.base), &bytes)?;
-                if chunk.next() != (k + 1) * FILTER_CHUNK {
-                    return Err(StoreError::Corrupt {
-                        what: "filter record length",
-                    });
-                }
-                let lo = from.max(chunk.first) - chunk.first;
-                let hi = to.min(chunk.next() - 1) - chunk.first;
-                out.extend_from_slice(&chunk.headers[lo as usize..=hi as usize]);
+                // Copied through the scratch buffer and taken straight into `out`: a read
+                // allocates nothing once the buffers have grown.
+                let first = (k * FILTER_CHUNK).max(self.meta.base);
+                let end = (k + 1) * FILTER_CHUNK;
+                self.with_bytes(&record, |b| {
+                    if b.len() != (end - first) as usize * 32 {
+                        return Err(StoreError::Corrupt {
+                            what: "filter record length",
+                        });
+                    }
+                    let lo = from.max(first) - first;
+                    let hi = to.min(end - 1) - first;
+                    let taken = b[lo as usize * 32..(hi as usize + 1) * 32].chunks_exact(32);
+                    out.extend(taken.filter_map(|c| <[u8; 32]>::try_from(c).ok()));
+                    Ok(())
+                })?;
             }
         }
         if to / FILTER_CHUNK >= tail_chunk {
