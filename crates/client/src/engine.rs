@@ -988,6 +988,8 @@ impl Core {
     }
 
     fn on_tip(&mut self, g: usize, height: u32, header: Header, chainwork: Work) {
+        // A tip (again) may mean the gateway's filter headers caught up.
+        self.filters.unblock();
         let gw = &mut self.gateways[g];
         gw.tip = Some((height, header, chainwork));
         if gw.undelivered == Some(header.block_hash()) {

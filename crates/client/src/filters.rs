@@ -103,6 +103,9 @@ pub struct FilterSync {
     marks: VecDeque<(u32, BlockHash)>,
     in_flight: Option<InFlight>,
     ids: u32,
+    /// The last answer ended short of its stop (the gateway's filter headers lag its
+    /// headers): nothing is asked until a tip or new headers come.
+    short: bool,
 }
 
 impl FilterSync {
@@ -122,7 +125,13 @@ impl FilterSync {
             marks: VecDeque::new(),
             in_flight: None,
             ids: 0,
+            short: false,
         }
+    }
+
+    /// A gateway announced a tip: ask again even after an answer that ended short.
+    pub fn unblock(&mut self) {
+        self.short = false;
     }
 
     /// Height of the last filter header held (validated and gathered or stored).
@@ -145,6 +154,7 @@ impl FilterSync {
         if height < self.next || self.marks.back().is_some_and(|&(h, _)| h >= height) {
             return;
         }
+        self.short = false;
         if self.marks.len() == MAX_MARKS {
             // Keep the newest: the tip must stay reachable; requests stop at any mark.
             self.marks.pop_front();
@@ -180,7 +190,7 @@ impl FilterSync {
     /// The next request, if one is due and nothing is in flight: its id, the first height
     /// and the stop block. `gateway` is where it goes.
     pub fn next_request(&mut self, gateway: usize) -> Option<(u32, u32, BlockHash)> {
-        if self.in_flight.is_some() {
+        if self.in_flight.is_some() || self.short {
             return None;
         }
         while self.marks.front().is_some_and(|&(h, _)| h < self.next) {
@@ -268,6 +278,9 @@ impl FilterSync {
         }
         if step.done {
             self.in_flight = None;
+            // Not as far as asked: the gateway has not the filter headers yet. Asking again
+            // at once would only bring the same; wait for its next tip or new headers.
+            self.short = self.next <= f.stop;
         }
         Ok(step)
     }
@@ -368,6 +381,9 @@ mod tests {
             .on_filter_headers(1, ans(id, 100, LAST, fh(99), &more), |_, _| {})
             .unwrap();
         assert_eq!((step.taken, step.done), (100, true));
+        // It ended short of the stop: asked again after a tip.
+        assert_eq!(s.next_request(1), None);
+        s.unblock();
         // Past the stop asked for: refused.
         let (id, _, _) = s.next_request(1).unwrap();
         let far: Vec<[u8; 32]> = (200..20_300).map(fh).collect();
@@ -375,6 +391,24 @@ mod tests {
             s.on_filter_headers(1, ans(id, 200, LAST, fh(199), &far), |_, _| {}),
             Err(FilterSyncError::PastStop { .. })
         ));
+    }
+
+    #[test]
+    fn an_answer_short_of_its_stop_waits_for_a_tip() {
+        let mut s = FilterSync::new(None, 0);
+        s.mark(100, hash(100));
+        let (id, _, _) = s.next_request(0).unwrap();
+        let headers: Vec<[u8; 32]> = (0..50).map(fh).collect();
+        s.on_filter_headers(0, ans(id, 0, LAST, [0; 32], &headers), |_, _| {})
+            .unwrap();
+        assert_eq!(
+            s.next_request(0),
+            None,
+            "the gateway lags: not asked again at once"
+        );
+        s.unblock();
+        let (_, start, _) = s.next_request(0).unwrap();
+        assert_eq!(start, 50);
     }
 
     #[test]

@@ -92,11 +92,12 @@ struct SourceArgs {
     /// For testing clients: serve header H of the generated chain with wrong nBits
     #[arg(long, value_name = "H", conflicts_with_all = ["headers_file", "upstream"])]
     corrupt_at: Option<u32>,
-    /// Do not serve compact block filters for the generated chain (they are built at start,
-    /// on every core: about 2 s for 925,000 blocks)
-    #[arg(long, conflicts_with_all = ["headers_file", "upstream"])]
+    /// Do not serve compact block filters (for a generated chain they are built at start,
+    /// on every core: about 2 s for 925,000 blocks; from a node, its own are served)
+    #[arg(long, conflicts_with = "headers_file")]
     no_filters: bool,
-    /// Megabytes of generated filters kept in memory; others are built again when asked for
+    /// Megabytes of filters kept in memory; others are built again (generated) or fetched
+    /// again from the node when asked for
     #[arg(long, value_name = "MB", default_value_t = 256)]
     filter_cache_mb: u32,
     /// 80-byte headers from a file, validated first; reloaded on SIGHUP (a new chain is
@@ -140,6 +141,8 @@ enum Source {
     Upstream {
         addr: SocketAddr,
         network: Network,
+        /// Serve the node's filters, caching this many bytes of them.
+        filter_cache: Option<usize>,
     },
 }
 
@@ -182,7 +185,11 @@ impl Cli {
                 network,
                 from_height: s.from_height,
             },
-            (None, None, Some(addr), Some(network)) => Source::Upstream { addr, network },
+            (None, None, Some(addr), Some(network)) => Source::Upstream {
+                addr,
+                network,
+                filter_cache: (!s.no_filters).then_some((s.filter_cache_mb as usize) << 20),
+            },
             _ => {
                 return Err(
                     "give exactly one of --generate, --headers-file, --upstream \
@@ -371,6 +378,14 @@ async fn run(o: Options) -> Result<(), String> {
     shared
         .offer_compact
         .store(o.compact, core::sync::atomic::Ordering::Relaxed);
+    if let Source::Upstream {
+        filter_cache: Some(bytes),
+        ..
+    } = o.source
+        && let Ok(mut c) = shared.chain.write()
+    {
+        c.serve_upstream_filters(bytes, shared.filter_notify.clone());
+    }
     let signals = Signals::catch();
     if let Some(m) = o.metrics {
         let metrics = TcpListener::bind(m)
@@ -389,7 +404,7 @@ async fn run(o: Options) -> Result<(), String> {
     let _ = std::io::stdout().flush();
 
     let (stop, stopped) = watch::channel(false);
-    if let (Source::Upstream { addr, network }, Some(chain)) = (&o.source, following) {
+    if let (Source::Upstream { addr, network, .. }, Some(chain)) = (&o.source, following) {
         tokio::spawn(follow(
             *addr,
             *network,

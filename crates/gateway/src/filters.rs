@@ -4,11 +4,16 @@
 //!
 //! For a generated chain the blocks are `lightwire-chain`'s synthetic ones: the filter of a
 //! block is built from its items with our own BIP158 code, keyed by its hash, exactly as a
-//! node builds it. (A chain followed from a node will take its filters from the node; not
-//! built yet.)
+//! node builds it. For a chain followed from a node, the filter headers come from the
+//! node's `cfheaders` (chained here from its filter hashes, and from the header before,
+//! which must be the one held) and the filters from its `cfilter` on demand: a session
+//! asking for one not cached waits (`FilterLookup::Pending`) while the upstream task
+//! fetches it, and each is checked against its filter hash before it is cached.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
+
+use tokio::sync::Notify;
 
 use lightwire_chain::synthetic::{DEFAULT_PROFILE, Pool, Profile, SyntheticBlock};
 use lightwire_chain::{HEADER_LEN, hash_header_bytes};
@@ -34,12 +39,32 @@ const GENESIS_OUTPUT_SCRIPT: [u8; 67] = {
     s
 };
 
-/// Filters of a generated chain.
+/// The filters a gateway serves: of a generated chain, or of a chain followed from a node.
 pub struct ServedFilters {
     entries: Vec<FilterEntry>,
-    profile: Profile,
-    pool: &'static Pool,
     cache: Mutex<Cache>,
+    source: Source,
+}
+
+enum Source {
+    /// Built from the synthetic blocks.
+    Generated {
+        profile: Profile,
+        pool: &'static Pool,
+    },
+    /// Fetched from the node: heights sessions wait for, and the upstream task to wake.
+    Upstream {
+        wanted: Mutex<BTreeSet<u32>>,
+        notify: Arc<Notify>,
+    },
+}
+
+/// Filter headers from the node that do not follow on from those held.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, thiserror::Error)]
+#[error("the node's filter headers from height {height} do not follow on from those held")]
+pub struct FilterChainError {
+    /// Where they start.
+    pub height: u32,
 }
 
 struct Cache {
@@ -50,6 +75,15 @@ struct Cache {
 }
 
 impl Cache {
+    fn new(cap: usize) -> Cache {
+        Cache {
+            filters: HashMap::new(),
+            order: VecDeque::new(),
+            bytes: 0,
+            cap,
+        }
+    }
+
     fn insert(&mut self, height: u32, filter: Arc<[u8]>) {
         if filter.len() > self.cap || self.filters.contains_key(&height) {
             return;
@@ -86,14 +120,11 @@ impl ServedFilters {
         };
         let mut served = ServedFilters {
             entries: Vec::new(),
-            profile: DEFAULT_PROFILE,
-            pool,
-            cache: Mutex::new(Cache {
-                filters: HashMap::new(),
-                order: VecDeque::new(),
-                bytes: 0,
-                cap: cache_bytes,
-            }),
+            cache: Mutex::new(Cache::new(cache_bytes)),
+            source: Source::Generated {
+                profile: DEFAULT_PROFILE,
+                pool,
+            },
         };
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
         // Interleaved chunks so that every thread gets its share of the heavy blocks.
@@ -159,15 +190,111 @@ impl ServedFilters {
         served
     }
 
-    /// Build the filter of the block at `height` whose header is `header` into `out`.
-    fn build(&self, height: u32, header: &[u8; HEADER_LEN], out: &mut Vec<u8>) {
+    /// Filters of a chain followed from a node: none yet; `notify` wakes the task that
+    /// fetches them.
+    pub fn upstream(cache_bytes: usize, notify: Arc<Notify>) -> ServedFilters {
+        ServedFilters {
+            entries: Vec::new(),
+            cache: Mutex::new(Cache::new(cache_bytes)),
+            source: Source::Upstream {
+                wanted: Mutex::new(BTreeSet::new()),
+                notify,
+            },
+        }
+    }
+
+    /// Filter hashes from the node for heights `first..`, with the filter header before
+    /// `first`: they must follow on from what is held.
+    pub fn extend(
+        &mut self,
+        first: u32,
+        prev: [u8; 32],
+        hashes: &[[u8; 32]],
+    ) -> Result<(), FilterChainError> {
+        let held = match first.checked_sub(1) {
+            Some(h) => self.entries.get(h as usize).map(|e| e.header),
+            None => Some([0; 32]),
+        };
+        if first as usize != self.entries.len() || held != Some(prev) {
+            return Err(FilterChainError { height: first });
+        }
+        let mut prev = prev;
+        for hash in hashes {
+            prev = filter_header(hash, &prev);
+            self.entries.push(FilterEntry {
+                header: prev,
+                hash: *hash,
+            });
+        }
+        Ok(())
+    }
+
+    /// Drop what is held from `height` on (a reorganisation of the chain).
+    pub fn truncate(&mut self, height: u32) {
+        self.entries.truncate(height as usize);
+        if let Ok(cache) = self.cache.get_mut() {
+            let drop: Vec<u32> = cache
+                .filters
+                .keys()
+                .copied()
+                .filter(|h| *h >= height)
+                .collect();
+            for h in drop {
+                if let Some(f) = cache.filters.remove(&h) {
+                    cache.bytes -= f.len();
+                }
+            }
+            cache.order.retain(|h| *h < height);
+        }
+        if let Source::Upstream { wanted, .. } = &mut self.source
+            && let Ok(w) = wanted.get_mut()
+        {
+            w.retain(|h| *h < height);
+        }
+    }
+
+    /// A filter from the node for the block at `height`: cached if its hash is the one
+    /// held (returns whether it was).
+    pub fn insert(&self, height: u32, filter: &[u8]) -> bool {
+        let ok = self
+            .entry(height)
+            .is_some_and(|e| e.hash == filter_hash(filter));
+        if let Source::Upstream { wanted, .. } = &self.source
+            && let Ok(mut w) = wanted.lock()
+        {
+            w.remove(&height);
+        }
+        if ok && let Ok(mut c) = self.cache.lock() {
+            c.insert(height, Arc::from(filter));
+        }
+        ok
+    }
+
+    /// The next filters to fetch from the node: from the lowest height a session waits
+    /// for, up to `max` (fetched ahead, as a scan asks for them in order).
+    pub fn wanted(&self, max: u32) -> Option<(u32, u32)> {
+        let Source::Upstream { wanted, .. } = &self.source else {
+            return None;
+        };
+        let first = *wanted.lock().ok()?.iter().next()?;
+        let tip = self.tip()?;
+        Some((first, tip.min(first.saturating_add(max - 1))))
+    }
+
+    /// Build the filter of the block at `height` whose header is `header` into `out`
+    /// (a generated chain's; false for one followed from a node).
+    fn build(&self, height: u32, header: &[u8; HEADER_LEN], out: &mut Vec<u8>) -> bool {
+        let Source::Generated { profile, pool } = &self.source else {
+            return false;
+        };
         let hash = hash_header_bytes(header);
         if height == 0 {
             build_filter(&hash.0, [&GENESIS_OUTPUT_SCRIPT[..]], out);
         } else {
-            let block = SyntheticBlock::new(&self.profile, self.pool, height, 0);
+            let block = SyntheticBlock::new(profile, pool, height, 0);
             build_filter(&hash.0, block.filter_items(), out);
         }
+        true
     }
 
     /// The highest height with a filter header.
@@ -200,7 +327,16 @@ impl ServedFilters {
             Some(f) => f,
             None => {
                 let mut out = Vec::new();
-                self.build(height, &header, &mut out);
+                if !self.build(height, &header, &mut out) {
+                    // From the node: asked for, and the session waits.
+                    if let Source::Upstream { wanted, notify } = &self.source {
+                        if let Ok(mut w) = wanted.lock() {
+                            w.insert(height);
+                        }
+                        notify.notify_one();
+                    }
+                    return FilterLookup::Pending;
+                }
                 let f = Arc::<[u8]>::from(out);
                 if let Ok(mut c) = self.cache.lock() {
                     c.insert(height, f.clone());
@@ -308,13 +444,45 @@ mod tests {
     }
 
     #[test]
+    fn upstream_filters_chain_from_what_is_held_and_are_checked() {
+        let notify = Arc::new(Notify::new());
+        let mut f = ServedFilters::upstream(1 << 20, notify);
+        let filters: Vec<Vec<u8>> = (0..10u8).map(|i| vec![i; 5]).collect();
+        let hashes: Vec<[u8; 32]> = filters.iter().map(|x| filter_hash(x)).collect();
+        assert_eq!(
+            f.extend(1, [0; 32], &hashes[1..]),
+            Err(FilterChainError { height: 1 })
+        );
+        f.extend(0, [0; 32], &hashes[..4]).unwrap();
+        assert_eq!(
+            f.extend(4, [9; 32], &hashes[4..]),
+            Err(FilterChainError { height: 4 })
+        );
+        let before = f.entry(3).unwrap().header;
+        f.extend(4, before, &hashes[4..]).unwrap();
+        assert_eq!(f.tip(), Some(9));
+        let header = Some([0u8; 80]);
+        assert_eq!(f.with_filter(6, header, |_| ()), FilterLookup::Pending);
+        assert_eq!(f.with_filter(2, header, |_| ()), FilterLookup::Pending);
+        assert_eq!(f.wanted(3), Some((2, 4)));
+        // The node's filter is cached only if its hash is the one held.
+        assert!(!f.insert(2, &filters[3]));
+        assert!(f.insert(6, &filters[6]));
+        assert_eq!(
+            f.with_filter(6, header, <[u8]>::to_vec),
+            FilterLookup::Ready(filters[6].clone())
+        );
+        assert_eq!(f.wanted(100), None, "both answered (one refused)");
+        f.truncate(5);
+        assert_eq!(
+            (f.tip(), f.with_filter(6, header, |_| ())),
+            (Some(4), FilterLookup::Missing)
+        );
+    }
+
+    #[test]
     fn the_cache_is_bounded_in_bytes() {
-        let mut c = Cache {
-            filters: HashMap::new(),
-            order: VecDeque::new(),
-            bytes: 0,
-            cap: 100,
-        };
+        let mut c = Cache::new(100);
         for h in 0..10 {
             c.insert(h, Arc::from(vec![0u8; 30]));
         }

@@ -1,6 +1,7 @@
 //! The few Bitcoin P2P messages the gateway exchanges with its upstream node, sans-IO:
 //! the 24-byte message header (magic, command, length, checksum) and the payloads of
-//! `version`, `verack`, `ping`/`pong`, `sendheaders`, `getheaders`, `headers` and `inv`.
+//! `version`, `verack`, `ping`/`pong`, `sendheaders`, `getheaders`, `headers` and `inv`,
+//! and BIP157's `getcfheaders`/`cfheaders` and `getcfilters`/`cfilter` (basic filters).
 
 use lightwire_chain::{BlockHash, HEADER_LEN, Header, Network};
 use sha2::{Digest, Sha256};
@@ -34,6 +35,74 @@ pub enum P2pError {
     /// A `headers` message with more than [`MAX_HEADERS`].
     #[error("headers message with {0} headers")]
     TooManyHeaders(u64),
+    /// A `cfheaders` with more than [`MAX_CFHEADERS`], or a filter type other than basic.
+    #[error("cfheaders or cfilter breaks BIP157 ({0})")]
+    BadFilterMessage(&'static str),
+}
+
+/// Most filter hashes in one `cfheaders` (BIP157).
+pub const MAX_CFHEADERS: u32 = 2000;
+/// Most filters one `getcfilters` may ask for (BIP157).
+pub const MAX_GETCFILTERS: u32 = 1000;
+/// BIP158's basic filter type.
+const BASIC: u8 = 0;
+
+/// The `getcfheaders` and `getcfilters` payload: basic filters from `start_height` to the
+/// block `stop`.
+pub fn write_filter_request(out: &mut Vec<u8>, start_height: u32, stop: &BlockHash) {
+    out.push(BASIC);
+    out.extend_from_slice(&start_height.to_le_bytes());
+    out.extend_from_slice(stop.as_bytes());
+}
+
+/// A `cfheaders` payload: the stop block, the filter header before the first, and the
+/// filter hashes (appended to `hashes`).
+pub fn read_cfheaders(
+    payload: &[u8],
+    hashes: &mut Vec<[u8; 32]>,
+) -> Result<(BlockHash, [u8; 32]), P2pError> {
+    if payload.first() != Some(&BASIC) {
+        return Err(P2pError::BadFilterMessage("not the basic filter type"));
+    }
+    let stop = payload.get(1..33).ok_or(P2pError::Truncated("stop hash"))?;
+    let prev = payload
+        .get(33..65)
+        .ok_or(P2pError::Truncated("previous header"))?;
+    let mut at = 65;
+    let n = read_compact(payload, &mut at, "count")?;
+    if n > u64::from(MAX_CFHEADERS) {
+        return Err(P2pError::BadFilterMessage("more than 2,000 filter hashes"));
+    }
+    let body = payload
+        .get(at..at + n as usize * 32)
+        .ok_or(P2pError::Truncated("filter hashes"))?;
+    hashes.extend(
+        body.chunks_exact(32)
+            .filter_map(|c| <[u8; 32]>::try_from(c).ok()),
+    );
+    let mut stop_hash = [0u8; 32];
+    stop_hash.copy_from_slice(stop);
+    let mut previous = [0u8; 32];
+    previous.copy_from_slice(prev);
+    Ok((BlockHash(stop_hash), previous))
+}
+
+/// A `cfilter` payload: the block and its filter (borrowed).
+pub fn read_cfilter(payload: &[u8]) -> Result<(BlockHash, &[u8]), P2pError> {
+    if payload.first() != Some(&BASIC) {
+        return Err(P2pError::BadFilterMessage("not the basic filter type"));
+    }
+    let block = payload
+        .get(1..33)
+        .ok_or(P2pError::Truncated("block hash"))?;
+    let mut at = 33;
+    let n = read_compact(payload, &mut at, "filter length")?;
+    let filter = payload
+        .get(at..at + n as usize)
+        .ok_or(P2pError::Truncated("filter"))?;
+    let mut hash = [0u8; 32];
+    hash.copy_from_slice(block);
+    Ok((BlockHash(hash), filter))
 }
 
 /// The message-start bytes of `network`.
@@ -252,6 +321,36 @@ mod tests {
         bad[30] ^= 1;
         assert_eq!(decode(&bad, magic), Err(P2pError::BadChecksum));
         let _ = MAINNET;
+    }
+
+    #[test]
+    fn filter_messages_round_trip_and_are_checked() {
+        let stop = BlockHash([7; 32]);
+        let mut req = Vec::new();
+        write_filter_request(&mut req, 1000, &stop);
+        assert_eq!(req.len(), 37);
+        assert_eq!((req[0], &req[1..5]), (0, &1000u32.to_le_bytes()[..]));
+        let mut payload = vec![0u8];
+        payload.extend_from_slice(&[7; 32]);
+        payload.extend_from_slice(&[9; 32]);
+        write_compact(&mut payload, 2);
+        payload.extend_from_slice(&[1; 32]);
+        payload.extend_from_slice(&[2; 32]);
+        let mut hashes = Vec::new();
+        assert_eq!(read_cfheaders(&payload, &mut hashes), Ok((stop, [9; 32])));
+        assert_eq!(hashes, [[1; 32], [2; 32]]);
+        assert!(read_cfheaders(&payload[..100], &mut hashes).is_err());
+        payload[0] = 1;
+        assert!(matches!(
+            read_cfheaders(&payload, &mut hashes),
+            Err(P2pError::BadFilterMessage(_))
+        ));
+        let mut cf = vec![0u8];
+        cf.extend_from_slice(&[7; 32]);
+        write_compact(&mut cf, 3);
+        cf.extend_from_slice(&[1, 2, 3]);
+        assert_eq!(read_cfilter(&cf), Ok((stop, &[1u8, 2, 3][..])));
+        assert!(read_cfilter(&cf[..35]).is_err());
     }
 
     #[test]

@@ -168,6 +168,9 @@ impl ServedChain {
                 let interval = self.params.retarget_interval;
                 self.period_work
                     .truncate(((fork_height - self.base) / interval) as usize + 1);
+                if let Some(f) = self.filters.as_mut() {
+                    f.truncate(fork_height + 1);
+                }
                 self.reorgs += 1;
             }
             _ => return false,
@@ -289,6 +292,29 @@ impl ServedChain {
     /// The filters served, if any.
     pub fn filters(&self) -> Option<&ServedFilters> {
         self.filters.as_ref()
+    }
+
+    /// The filters served, to extend (a chain followed from a node).
+    pub fn filters_mut(&mut self) -> Option<&mut ServedFilters> {
+        self.filters.as_mut()
+    }
+
+    /// Serve filters fetched from the node (a chain followed from one); `notify` wakes the
+    /// task that fetches them.
+    pub fn serve_upstream_filters(
+        &mut self,
+        cache_bytes: usize,
+        notify: std::sync::Arc<tokio::sync::Notify>,
+    ) {
+        self.filters = Some(ServedFilters::upstream(cache_bytes, notify));
+    }
+
+    /// The hash of the block at `height` on this chain.
+    pub fn block_hash(&self, height: u32) -> Option<BlockHash> {
+        let i = height.checked_sub(self.base)?;
+        self.headers
+            .get(i as usize)
+            .map(lightwire_chain::hash_header_bytes)
     }
 
     /// Headers from a file of concatenated 80-byte headers: from the genesis header, or

@@ -94,6 +94,11 @@ pub struct Shared {
     pub key: SecretKey,
     /// Bumped whenever the tip changes.
     pub tip_version: watch::Sender<u64>,
+    /// Bumped whenever filters fetched from the node arrive: sessions waiting for one try
+    /// again.
+    pub filter_version: watch::Sender<u64>,
+    /// Wakes the task following the node when a session waits for a filter.
+    pub filter_notify: Arc<tokio::sync::Notify>,
     /// Counters.
     pub metrics: Metrics,
     /// Time limits.
@@ -134,6 +139,8 @@ impl Shared {
             chain_hash,
             key,
             tip_version: watch::channel(0).0,
+            filter_version: watch::channel(0).0,
+            filter_notify: Arc::new(tokio::sync::Notify::new()),
             metrics: Metrics::default(),
             limits,
             buffers,
@@ -593,6 +600,7 @@ async fn run(
     );
     conn.offer_compact_headers(shared.offer_compact.load(Relaxed));
     let mut tips = shared.tip_version.subscribe();
+    let mut filters = shared.filter_version.subscribe();
     let mut rbuf = [0u8; READ_BUF];
     loop {
         if let Some(close) = conn.poll_close() {
@@ -619,6 +627,12 @@ async fn run(
                     return Close::Shutdown;
                 }
                 conn.tip_changed();
+            }
+            changed = filters.changed(), if established => {
+                if changed.is_err() {
+                    return Close::Shutdown;
+                }
+                conn.filters_arrived();
             }
             _ = sleep_until(deadline.unwrap_or(io.start)), if deadline.is_some() => {
                 conn.handle_timeout(io.now());

@@ -36,6 +36,9 @@ pub enum UpstreamError {
     /// Silent through a ping and its timeout (the node or the path to it is gone).
     #[error("no answer to a ping")]
     Silent,
+    /// A filter whose hash is not the one the node's own filter headers commit to.
+    #[error("the node's filter for height {0} does not match its filter header")]
+    FilterMismatch(u32),
 }
 
 fn now() -> u64 {
@@ -114,6 +117,7 @@ async fn session(
     let mut buf = vec![0u8; 1 << 20];
     let (mut start, mut end) = (0, 0);
     let mut headers: Vec<Header> = Vec::with_capacity(p2p::MAX_HEADERS);
+    let mut filters = Filters::default();
     let mut handshake_done = false;
     let handshake_deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     let mut pinged = false;
@@ -144,7 +148,12 @@ async fn session(
                     }
                 }
                 b"inv" if p2p::inv_has_block(frame.payload)? => getheaders(&mut out, magic, shared),
+                b"cfheaders" => filters.on_cfheaders(shared, frame.payload)?,
+                b"cfilter" => filters.on_cfilter(shared, frame.payload)?,
                 _ => {}
+            }
+            if handshake_done {
+                filters.ask(&mut out, magic, shared);
             }
             start += n;
             if !out.is_empty() {
@@ -160,7 +169,20 @@ async fn session(
         }
         let read = stream.read(&mut buf[end..]);
         let n = if handshake_done {
-            match tokio::time::timeout(idle, read).await {
+            let woken = tokio::select! {
+                r = tokio::time::timeout(idle, read) => Some(r),
+                _ = shared.filter_notify.notified() => None,
+            };
+            let Some(read) = woken else {
+                // A session waits for a filter: ask the node.
+                out.clear();
+                filters.ask(&mut out, magic, shared);
+                if !out.is_empty() {
+                    stream.write_all(&out).await?;
+                }
+                continue;
+            };
+            match read {
                 Ok(n) => {
                     pinged = false;
                     n?
@@ -184,6 +206,117 @@ async fn session(
             return Err(UpstreamError::Closed);
         }
         end += n;
+    }
+}
+
+/// The node's compact block filters (BIP157), when the served chain takes them: the filter
+/// headers follow the headers, 2,000 per `getcfheaders`; filters are fetched when a
+/// session waits for one, up to 100 ahead (a scan asks for them in order). One request of
+/// each kind at a time.
+#[derive(Default)]
+struct Filters {
+    /// The first height of the `getcfheaders` in flight.
+    headers_from: Option<u32>,
+    /// The range of the `getcfilters` in flight.
+    fetching: Option<(u32, u32)>,
+    hashes: Vec<[u8; 32]>,
+}
+
+/// Filters fetched ahead of the one a session waits for.
+const FETCH_AHEAD: u32 = 100;
+
+impl Filters {
+    /// Ask for what is due: filter headers the chain lacks, filters sessions wait for.
+    fn ask(&mut self, out: &mut Vec<u8>, magic: [u8; 4], shared: &Shared) {
+        let Ok(c) = shared.chain.read() else {
+            return;
+        };
+        let Some(f) = c.filters() else {
+            return;
+        };
+        let next = f.tip().map_or(0, |t| t + 1);
+        if self.headers_from.is_none()
+            && next <= c.tip().height
+            && let Some(stop) = c.block_hash(c.tip().height.min(next + p2p::MAX_CFHEADERS - 1))
+        {
+            p2p::encode(out, magic, "getcfheaders", |p| {
+                p2p::write_filter_request(p, next, &stop)
+            });
+            self.headers_from = Some(next);
+        }
+        let wanted = f.wanted(FETCH_AHEAD.min(p2p::MAX_GETCFILTERS));
+        if self
+            .fetching
+            .is_some_and(|(_, last)| wanted.is_none_or(|(first, _)| first > last))
+        {
+            // Everything in flight is answered (or no longer wanted).
+            self.fetching = None;
+        }
+        if self.fetching.is_none()
+            && let Some((first, last)) = wanted
+            && let Some(stop) = c.block_hash(last)
+        {
+            p2p::encode(out, magic, "getcfilters", |p| {
+                p2p::write_filter_request(p, first, &stop)
+            });
+            self.fetching = Some((first, last));
+        }
+    }
+
+    /// Filter hashes from the node: chained onto those held; announced to clients (a tip
+    /// again) when they reach the tip.
+    fn on_cfheaders(&mut self, shared: &Shared, payload: &[u8]) -> Result<(), UpstreamError> {
+        let Some(first) = self.headers_from.take() else {
+            return Ok(());
+        };
+        self.hashes.clear();
+        let (stop, prev) = p2p::read_cfheaders(payload, &mut self.hashes)?;
+        let Ok(mut c) = shared.chain.write() else {
+            return Ok(());
+        };
+        let stop_height = c.height_of(&stop);
+        let expected = (first as usize + self.hashes.len()).checked_sub(1);
+        if stop_height.map(|h| h as usize) != expected {
+            // Not the answer to what we asked (the chain moved meanwhile): ask again.
+            return Ok(());
+        }
+        let tip = c.tip().height;
+        let Some(f) = c.filters_mut() else {
+            return Ok(());
+        };
+        if let Err(e) = f.extend(first, prev, &self.hashes) {
+            // The node's filter-header chain does not follow on from ours: ours is of a
+            // branch the node left (a reorg raced the request). Start over below it.
+            tracing::warn!(upstream_filters = %e, "filter headers start over from {}", first.saturating_sub(1));
+            f.truncate(first.saturating_sub(1));
+            return Ok(());
+        }
+        if f.tip() == Some(tip) {
+            drop(c);
+            shared.tip_version.send_modify(|v| *v += 1);
+        }
+        Ok(())
+    }
+
+    /// A filter from the node: cached if it is the one its filter header commits to.
+    fn on_cfilter(&mut self, shared: &Shared, payload: &[u8]) -> Result<(), UpstreamError> {
+        let (block, filter) = p2p::read_cfilter(payload)?;
+        let Ok(c) = shared.chain.read() else {
+            return Ok(());
+        };
+        let Some(height) = c.height_of(&block) else {
+            return Ok(());
+        };
+        let taken = c.filters().is_some_and(|f| f.insert(height, filter));
+        drop(c);
+        if !taken {
+            return Err(UpstreamError::FilterMismatch(height));
+        }
+        if self.fetching.is_some_and(|(_, last)| last == height) {
+            self.fetching = None;
+        }
+        shared.filter_version.send_modify(|v| *v += 1);
+        Ok(())
     }
 }
 

@@ -1,7 +1,8 @@
-//! The gateway following a real Bitcoin node: btcd on regtest, started by this test on
+//! The gateway following a real Bitcoin node: btcd on regtest, started by each test on
 //! 127.0.0.1. The gateway follows btcd to its tip; then btcd reorgs (a block is
 //! invalidated and a longer branch mined) and a connected client is told the new tip and
-//! syncs the new branch, validated natively.
+//! syncs the new branch, validated natively. And it serves btcd's compact block filters,
+//! which equal what btcd's RPC says and what our BIP158 code builds from btcd's blocks.
 //!
 //! btcd and btcctl come from `scripts/setup.sh` (`go install`); found on PATH, in
 //! `$(go env GOPATH)/bin`, or at `$LIGHTWIRE_BTCD_DIR`.
@@ -57,11 +58,16 @@ struct Btcd {
 
 impl Btcd {
     fn start() -> Btcd {
-        let dir = std::env::temp_dir().join(format!("lightwire-btcd-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
         let p2p: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
         let rpc: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+        // One directory per node: the tests of this file run side by side.
+        let dir = std::env::temp_dir().join(format!(
+            "lightwire-btcd-{}-{}",
+            std::process::id(),
+            p2p.port()
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
         let conf = dir.join("btcd.conf");
         std::fs::write(&conf, "").unwrap();
         let child = Command::new(tool("btcd"))
@@ -166,6 +172,11 @@ async fn follows_btcd_to_its_tip_and_through_a_reorg() {
     let (served, chain) = ServedChain::genesis_only(&REGTEST);
     let gw = common::start(served, Limits::default(), Buffers::pooled(8)).await;
     let shared = gw.shared.clone();
+    shared
+        .chain
+        .write()
+        .unwrap()
+        .serve_upstream_filters(1 << 20, shared.filter_notify.clone());
     tokio::spawn(follow(
         btcd.p2p,
         Network::Regtest,
@@ -241,15 +252,150 @@ async fn follows_btcd_to_its_tip_and_through_a_reorg() {
         }
     }
     assert_eq!(chain.tip().hash.to_string(), best);
-    let served = shared.chain.read().unwrap();
-    assert_eq!(
-        served.height_of(&lightwire_chain::BlockHash::from_display_hex(&replaced).unwrap()),
-        None
-    );
-    assert_eq!(
-        served
-            .height_of(&lightwire_chain::BlockHash::from_display_hex(&btcd.hash_at(295)).unwrap()),
-        Some(295)
-    );
-    drop(served);
+    {
+        let served = shared.chain.read().unwrap();
+        assert_eq!(
+            served.height_of(&lightwire_chain::BlockHash::from_display_hex(&replaced).unwrap()),
+            None
+        );
+        assert_eq!(
+            served.height_of(
+                &lightwire_chain::BlockHash::from_display_hex(&btcd.hash_at(295)).unwrap()
+            ),
+            Some(295)
+        );
+    }
+    // The filter headers followed the reorg: those of the new branch, btcd's.
+    let filter_header = |h: u32| {
+        shared
+            .chain
+            .read()
+            .ok()
+            .and_then(|c| c.filters().and_then(|f| f.entry(h)))
+            .map(|e| {
+                let mut shown = e.header;
+                shown.reverse();
+                hex::encode(shown)
+            })
+    };
+    wait_until("the filter headers of the new branch", || {
+        filter_header(309).is_some()
+    })
+    .await;
+    for h in 285..=309 {
+        let theirs = btcd.ctl(&["getcfilterheader", &btcd.hash_at(h), "0"]);
+        assert_eq!(filter_header(h), Some(theirs), "filter header at {h}");
+    }
+}
+
+/// Issue 15: the gateway follows btcd's filter headers (BIP157 `getcfheaders`) and serves
+/// its filters (`getcfilters`, fetched when a client asks): every filter header equals
+/// btcd's `getcfilterheader`, the filters a client gets equal btcd's `getcfilter`, and our
+/// own BIP158 code builds the same filter from btcd's raw block.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serves_btcds_filters_which_our_bip158_code_rebuilds() {
+    use lightwire_filter::basic_filter;
+    use lightwire_wire::{FilterRange, GetFilters};
+
+    let btcd = Btcd::start();
+    btcd.generate(150);
+    let (served, chain) = ServedChain::genesis_only(&REGTEST);
+    let gw = common::start(served, Limits::default(), Buffers::pooled(8)).await;
+    let shared = gw.shared.clone();
+    shared
+        .chain
+        .write()
+        .unwrap()
+        .serve_upstream_filters(1 << 20, shared.filter_notify.clone());
+    tokio::spawn(follow(
+        btcd.p2p,
+        Network::Regtest,
+        shared.clone(),
+        chain,
+        gw.stopped(),
+    ));
+    let filter_tip = || {
+        shared
+            .chain
+            .read()
+            .ok()
+            .and_then(|c| c.filters().and_then(|f| f.tip()))
+    };
+    wait_until("the gateway's filter headers at btcd's tip", || {
+        filter_tip() == Some(150)
+    })
+    .await;
+
+    // Every filter header is btcd's (it prints them as it prints hashes: reversed).
+    for height in 0..=150u32 {
+        let hash = btcd.hash_at(height);
+        let theirs = btcd.ctl(&["getcfilterheader", &hash, "0"]);
+        let ours = shared
+            .chain
+            .read()
+            .unwrap()
+            .filters()
+            .and_then(|f| f.entry(height))
+            .unwrap()
+            .header;
+        let mut ours_shown = ours;
+        ours_shown.reverse();
+        assert_eq!(hex::encode(ours_shown), theirs, "filter header at {height}");
+    }
+
+    // A client asks for filters 100..=150: the gateway fetches them from btcd.
+    let mut client = common::client(&gw, Framing::OnePerFrame).await;
+    let stop = lightwire_chain::BlockHash::from_display_hex(&btcd.hash_at(150)).unwrap();
+    let req = GetFilters(FilterRange {
+        id: 9,
+        start_height: 100,
+        stop_hash: stop.0,
+    });
+    client.send(&Message::GetFilters(req)).await.unwrap();
+    let mut got: Vec<(u32, Vec<u8>)> = Vec::new();
+    loop {
+        let (pieces, last) = tokio::time::timeout(
+            Duration::from_secs(30),
+            client.recv(|m| match Message::decode(m) {
+                Ok(Message::Filters(f)) => Some((
+                    f.pieces()
+                        .map(|p| (p.height, p.offset, p.data.to_vec()))
+                        .collect::<Vec<_>>(),
+                    f.flags.last,
+                )),
+                _ => None,
+            }),
+        )
+        .await
+        .expect("filters in time")
+        .unwrap()
+        .unwrap_or_default();
+        for (height, offset, data) in pieces {
+            match got.last_mut() {
+                Some((h, f)) if *h == height => {
+                    assert_eq!(offset as usize, f.len());
+                    f.extend_from_slice(&data);
+                }
+                _ => got.push((height, data)),
+            }
+        }
+        if last {
+            break;
+        }
+    }
+    assert_eq!(got.len(), 51);
+    let mut rebuilt = Vec::new();
+    for (height, filter) in &got {
+        let hash = btcd.hash_at(*height);
+        assert_eq!(
+            hex::encode(filter),
+            btcd.ctl(&["getcfilter", &hash, "0"]),
+            "filter at {height}"
+        );
+        // The block holds only its coinbase, which spends no output.
+        let block = hex::decode(btcd.ctl(&["getblock", &hash, "0"])).unwrap();
+        let block_hash = lightwire_chain::BlockHash::from_display_hex(&hash).unwrap();
+        basic_filter(&block_hash.0, &block, [], &mut rebuilt).unwrap();
+        assert_eq!(&rebuilt, filter, "our filter of block {height}");
+    }
 }

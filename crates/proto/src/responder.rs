@@ -379,6 +379,13 @@ impl Responder {
         }
     }
 
+    /// A filter the session waited for arrived (or was given up): it answers again.
+    pub fn filters_arrived(&mut self) {
+        if let Phase::Ready(r) = &mut self.phase {
+            r.session.filters_arrived();
+        }
+    }
+
     /// Pooled: whether bytes that followed act three in the same read wait for a read
     /// buffer (then lend one: [`Self::needs_read_buffer`] says so too).
     pub fn has_carry(&self) -> bool {
