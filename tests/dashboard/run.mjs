@@ -7,7 +7,8 @@
 // Checks that the progress reaches 100%; that the tip shown is the gateway's (its /metrics);
 // that the charts have data; that a reload resumes from the store instead of starting
 // over; that stopping the demo (Ctrl-C: every process gone, the ports free) and starting it
-// again shows the gateway backing off, reconnecting and synced again; that "Clear local
+// again shows the gateway backing off, reconnecting and synced again; that the scan panel
+// finds the blocks paying two of the demo chain's scripts; that "Clear local
 // store" asks first and deletes the store; and that a bad connect string gets a sentence.
 // Screenshots (desktop 1280x800, phone 375x812) go to tests/dashboard/screenshots/<engine>/
 // (WebKit's are of the viewport only: classic WebDriver takes no full-page shots).
@@ -143,6 +144,8 @@ function readPage(page) {
       log: [...document.querySelectorAll('#event-log li')].map(words),
       first: window.lightwireDashboard?.firstProgress ?? null,
       charts: window.lightwireDashboard?.chartPoints() ?? {},
+      scanMatches: [...document.querySelectorAll('#scan-matches li')].map((li) => Number(li.dataset.height)),
+      scanHeight: text('scan-height'),
     };
   });
 }
@@ -178,7 +181,7 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 function chartPixels(page) {
   return page.evaluate(() =>
     Object.fromEntries(
-      [...document.querySelectorAll('figure.chart')].map((fig) => {
+      [...document.querySelectorAll('.charts figure.chart')].map((fig) => {
         const canvas = fig.querySelector('canvas');
         if (!canvas || canvas.width === 0) return [fig.id, 0];
         const data = canvas.getContext('2d').getImageData(0, 0, canvas.width, canvas.height).data;
@@ -254,6 +257,19 @@ async function inEngine(engine) {
     assert(Object.keys(pixels).length === 6 && Object.values(pixels).every((n) => n > 500),
       `a chart canvas is blank: ${JSON.stringify(pixels)}`);
     log(`charts: samples ${JSON.stringify(charted.charts)}; pixels drawn ${JSON.stringify(pixels)}`);
+
+    // 4b. A scan with compact filters, from the panel: the blocks paying two of the demo
+    // chain's coinbase scripts are found (BIP158 may add a false positive, rarely).
+    const heights = [Math.floor(GENERATE * 0.6), Math.floor(GENERATE * 0.9)];
+    const scripts = await page.evaluate((hs) => Promise.all(hs.map((h) => window.demoScript(h))), heights);
+    await page.fill('#scan-scripts', scripts.join('\n'));
+    await page.fill('#scan-from', String(Math.floor(GENERATE / 2)));
+    await page.click('#scan-start');
+    t = Date.now();
+    const scanned = await until(page, 'the scan to find both blocks', 180_000, (v) =>
+      heights.every((h) => v.scanMatches.includes(h)));
+    log(`scan from ${Math.floor(GENERATE / 2)}: the page lists blocks ${scanned.scanMatches.join(', ')} ` +
+      `(paying the scripts of ${heights.join(' and ')}) after ${((Date.now() - t) / 1000).toFixed(1)} s`);
 
     // Screenshots, once the charts hold a few seconds.
     await sleep(3000);

@@ -5,6 +5,7 @@
 import { LightwireClient, type Network, type SyncProgress } from 'lightwire';
 import { count, explain } from './format';
 import { chartPoints, drawCharts, sample } from './metrics';
+import { attach as attachScan, drawScanCharts } from './scan';
 import {
   log,
   logAll,
@@ -37,7 +38,9 @@ let unsubscribe: (() => void)[] = [];
 // ---------------------------------------------------------------- events from the client
 
 function subscribe(c: LightwireClient): void {
+  attachScan(c);
   unsubscribe = [
+    () => attachScan(null),
     c.on('gateway', (e) => {
       const lines = gatewayChanged(e);
       if (!lines) return;
@@ -68,7 +71,10 @@ function subscribe(c: LightwireClient): void {
 // ---------------------------------------------------------------- timers
 
 setInterval(() => {
-  void sample().then(drawCharts);
+  void sample().then(() => {
+    drawCharts();
+    drawScanCharts();
+  });
 }, 1000);
 
 setInterval(() => {
