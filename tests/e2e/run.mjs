@@ -784,8 +784,33 @@ async function scan() {
       `blocks paying two of them; 500 is below the start) and ${extras.length} false ` +
       `positive(s) ${JSON.stringify(extras)}; ${m.bytesIn} bytes in all`);
     await stopClient(page);
-  } finally {
     await page.close();
+
+    // A page closed in the middle of a scan: the next session resumes it from the store.
+    const again = [coinbaseScript(2_000), coinbaseScript(19_000)];
+    const options = { gateways: [gw.connect], storeName: 'scan-reload', progressIntervalMs: 10 };
+    let p2 = await openPage();
+    await openClient(p2, options);
+    await until(p2, 'headers and filter headers', 60_000,
+      (m) => syncedTo(20_000)(m) && m.storedFilterHeight === 20_000);
+    await p2.evaluate((s) => { window.client.scan({ scripts: s, fromHeight: 1 }).catch(() => {}); }, again);
+    await until(p2, 'the scan under way', 60_000, (_, ev) =>
+      ev.some((e) => e.type === 'scan' && e.filters >= 3_000));
+    await p2.close();
+    p2 = await openPage();
+    await openClient(p2, options);
+    const resumed = await p2.evaluate((s) => window.client.scan({ scripts: s, fromHeight: 1 }), again);
+    const after = (await p2.evaluate(() => window.events)).filter((e) => e.type === 'scan');
+    const matchedAfter = Math.max(0, ...after.map((e) => e.filters));
+    const got = resumed.matches.map((x) => x.height);
+    assert(got.includes(2_000) && got.includes(19_000), `after the reload: matches ${JSON.stringify(got)}`);
+    assert(matchedAfter < 17_000, `after the reload ${matchedAfter} filters were matched: it started over`);
+    log(`  closed mid-scan (3,000+ of 20,000 filters matched); the next session resumed it, ` +
+      `matched ${matchedAfter} more and found ${JSON.stringify(got)}`);
+    await stopClient(p2);
+    await p2.close();
+  } finally {
+    await page.close().catch(() => {});
     await gw.stop();
   }
 }

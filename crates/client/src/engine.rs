@@ -388,6 +388,42 @@ impl Engine {
         self.core.scan.as_ref()
     }
 
+    /// Scan `scripts` from `from`: the scan under way goes on if it is that one (returns
+    /// true), else a new one starts.
+    pub fn scan_or_continue(&mut self, scripts: Vec<Vec<u8>>, from: u32) -> bool {
+        let base = self.core.syncer.base_height();
+        let from_clamped = if base > 0 { from.max(base + 1) } else { from };
+        if self
+            .core
+            .scan
+            .as_ref()
+            .is_some_and(|s| s.is_for(&scripts, from_clamped))
+        {
+            return true;
+        }
+        self.start_scan(scripts, from);
+        false
+    }
+
+    /// Whether the scan has matched everything stored.
+    pub fn scan_at_tip(&self) -> bool {
+        self.core
+            .scan
+            .as_ref()
+            .is_some_and(|s| s.at_tip(self.core.stored_filters))
+    }
+
+    /// Go on with a scan restored from the store.
+    pub fn resume_scan(&mut self, scan: Scan) {
+        self.core.scan = Some(scan);
+        self.core.scan_heard = self.core.now;
+    }
+
+    /// The scan's state to save, when it moved enough since it was last saved.
+    pub fn scan_to_save(&mut self) -> Option<Vec<u8>> {
+        self.core.scan.as_mut()?.save()
+    }
+
     /// The store's last filter header is now at `height` (after opening, and after each
     /// commit).
     pub fn stored_filters(&mut self, height: Option<u32>) {

@@ -10,6 +10,7 @@ use lightwire_proto::{ConnectString, Millis, decode_headers};
 use lightwire_store::{Batch, Durability, HeaderStore, Pending, StoreError, Tip};
 
 use crate::engine::Engine;
+use crate::scan::Scan;
 use crate::sync::Syncer;
 
 /// The validation state rebuilt from the store's last `WINDOW_LEN` headers.
@@ -63,8 +64,33 @@ pub async fn open<S: HeaderStore>(
     let filters = store.filter_tip().await?;
     engine.resume_filters(filters.map(|t| (t.height, t.header)), base);
     engine.stored_filters(filters.map(|t| t.height));
+    if let Some(scan) = resume_scan(store).await? {
+        engine.resume_scan(scan);
+    }
     seed_locator(store, engine.syncer_mut()).await?;
     Ok((engine, stored))
+}
+
+/// The scan saved in `store`, if any, with only the matches the stored chain still bears
+/// out (a reorg while the client was closed withdraws the rest).
+pub async fn resume_scan<S: HeaderStore>(store: &S) -> Result<Option<Scan>, StoreError> {
+    let Some(bytes) = store.scan_state().await? else {
+        return Ok(None);
+    };
+    let Some(mut scan) = Scan::restore(&bytes) else {
+        return Ok(None);
+    };
+    let mut on_chain = Vec::with_capacity(scan.matches().len());
+    for (h, hash) in scan.matches() {
+        let stored = store.header(*h).await?.map(|x| x.block_hash());
+        on_chain.push(stored == Some(*hash));
+    }
+    let mut i = 0;
+    scan.keep_matches_on(|_, _| {
+        i += 1;
+        on_chain[i - 1]
+    });
+    Ok(Some(scan))
 }
 
 /// For a batch whose parent `parent` is below the window: how many of its first headers
@@ -207,6 +233,18 @@ impl Pipeline {
         Ok(())
     }
 
+    /// Save the scan's state if it moved enough since it was last saved.
+    pub async fn save_scan<S: HeaderStore>(
+        &mut self,
+        engine: &mut Engine,
+        store: &mut S,
+    ) -> Result<(), StoreError> {
+        if let Some(state) = engine.scan_to_save() {
+            store.put_scan_state(Some(&state)).await?;
+        }
+        Ok(())
+    }
+
     /// A commit to start, if one is due; the engine validates on meanwhile. Commit the
     /// batch, then call [`Self::finish`].
     pub fn take_commit(&mut self, engine: &mut Engine) -> Option<Batch<'_>> {
@@ -259,6 +297,7 @@ impl Pipeline {
             if self.read_scan_data(engine, store).await? {
                 continue;
             }
+            self.save_scan(engine, store).await?;
             let Some(batch) = self.take_commit(engine) else {
                 return Ok(last);
             };
@@ -387,16 +426,20 @@ mod tests {
         assert_eq!(reached(&net.events), [vec![(1_234, h1), (4_500, h2)]]);
         let scan = net.engine.scan().unwrap();
         assert_eq!((scan.next(), scan.filters), (5_001, 4_001));
-        // The gateway reorganises at 4,000: the match at 4,500 is withdrawn, and the scan
-        // goes on over the new branch (which pays none of the scripts).
+        // A new session resumes the scan saved in the store: nothing is matched again.
         let mut fork = TestChain::generate(5_000);
         fork.reorg(4_000, 1_200, 1);
         let store = net.store;
         let mut net = Net::new(store, vec![TestChain::generate(5_000)], small);
         net.drive();
-        net.engine.start_scan(scripts, 1_000);
-        net.drive();
-        assert_eq!(reached(&net.events).len(), 1);
+        let scan = net.engine.scan().expect("resumed");
+        assert_eq!((scan.next(), scan.filters), (5_001, 0));
+        assert_eq!(scan.matches(), [(1_234, h1), (4_500, h2)]);
+        assert_eq!(reached(&net.events), [vec![(1_234, h1), (4_500, h2)]]);
+        // Asked for again, the same scan goes on; another would start over.
+        assert!(net.engine.scan_or_continue(scripts.clone(), 1_000));
+        // The gateway reorganises at 4,000: the match at 4,500 is withdrawn, and the scan
+        // goes on over the new branch (which pays none of the scripts).
         let Some(gw) = net.gateways[0].as_mut() else {
             panic!("connected");
         };

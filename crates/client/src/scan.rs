@@ -122,6 +122,8 @@ pub struct Scan {
     pub bytes: u64,
     /// Whether the scan has reached the stored filter tip since it last moved.
     reported_tip: bool,
+    /// Where the scan stood and how many matches it had when last saved.
+    saved: Option<(u32, usize)>,
 }
 
 impl Scan {
@@ -145,6 +147,114 @@ impl Scan {
             filters: 0,
             bytes: 0,
             reported_tip: false,
+            saved: None,
+        }
+    }
+
+    /// Whether this scan watches `scripts` from `from` (so that asking for it again goes on
+    /// with it rather than starting over).
+    pub fn is_for(&self, scripts: &[Vec<u8>], from: u32) -> bool {
+        self.scripts == scripts && self.from == from
+    }
+
+    /// Whether everything stored (up to `stored`) is matched and nothing is in flight.
+    pub fn at_tip(&self, stored: Option<u32>) -> bool {
+        stored.is_some_and(|t| self.next > t) && self.requests.is_empty()
+    }
+
+    /// The scan's state for the store, if it moved since it was last saved (by 1,000
+    /// blocks, or at all when nothing is in flight, or a match came or went): `version 1 | from u32 | next u32 | scripts (u32
+    /// count, then u16 length and bytes each) | matches (u32 count, then height u32 and
+    /// hash 32 each)`, little-endian.
+    pub fn save(&mut self) -> Option<Vec<u8>> {
+        let now = (self.next, self.matches.len());
+        let due = match self.saved {
+            None => true,
+            Some((next, matches)) => {
+                matches != now.1
+                    || self.next.abs_diff(next) >= SCAN_REQUEST
+                    || self.next < next
+                    // Nothing in flight (at the stored tip, or between windows): where it
+                    // stands is worth keeping.
+                    || (self.next != next && self.requests.is_empty())
+            }
+        };
+        if !due {
+            return None;
+        }
+        self.saved = Some(now);
+        let mut out = Vec::with_capacity(16 + self.scripts.len() * 24 + self.matches.len() * 36);
+        out.push(1);
+        out.extend_from_slice(&self.from.to_le_bytes());
+        out.extend_from_slice(&self.next.to_le_bytes());
+        out.extend_from_slice(&(self.scripts.len() as u32).to_le_bytes());
+        for s in &self.scripts {
+            out.extend_from_slice(&(s.len() as u16).to_le_bytes());
+            out.extend_from_slice(s);
+        }
+        out.extend_from_slice(&(self.matches.len() as u32).to_le_bytes());
+        for (h, hash) in &self.matches {
+            out.extend_from_slice(&h.to_le_bytes());
+            out.extend_from_slice(&hash.0);
+        }
+        Some(out)
+    }
+
+    /// A scan saved by [`Self::save`], going on from where it stood; `None` if the bytes
+    /// are not a saved scan (then it is not resumed).
+    pub fn restore(bytes: &[u8]) -> Option<Scan> {
+        let mut at = 0usize;
+        let mut take = |n: usize| -> Option<&[u8]> {
+            let b = bytes.get(at..at.checked_add(n)?)?;
+            at += n;
+            Some(b)
+        };
+        let u32_of = |b: &[u8]| u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+        if take(1)? != [1] {
+            return None;
+        }
+        let from = u32_of(take(4)?);
+        let next = u32_of(take(4)?);
+        let n = u32_of(take(4)?) as usize;
+        let mut scripts = Vec::with_capacity(n.min(10_000));
+        for _ in 0..n {
+            let len = take(2)?;
+            let len = usize::from(u16::from_le_bytes([len[0], len[1]]));
+            scripts.push(take(len)?.to_vec());
+        }
+        let m = u32_of(take(4)?) as usize;
+        let mut matches = Vec::with_capacity(m.min(100_000));
+        for _ in 0..m {
+            let h = u32_of(take(4)?);
+            let hash: [u8; 32] = take(32)?.try_into().ok()?;
+            matches.push((h, BlockHash(hash)));
+        }
+        if next < from || matches.iter().any(|&(h, _)| h < from || h >= next) {
+            return None;
+        }
+        let mut scan = Scan::new(scripts, from);
+        scan.next = next;
+        scan.start = next;
+        scan.next_request = next;
+        scan.matches = matches;
+        scan.saved = Some((next, scan.matches.len()));
+        Some(scan)
+    }
+
+    /// Keep only what the stored chain still bears out: a match whose block is no longer
+    /// at its height (a reorg while the scan was not running) goes, with everything from
+    /// it on, and the scan goes on from there.
+    pub fn keep_matches_on(&mut self, mut on_chain: impl FnMut(u32, &BlockHash) -> bool) {
+        if let Some(i) = self
+            .matches
+            .iter()
+            .position(|(h, hash)| !on_chain(*h, hash))
+        {
+            let height = self.matches[i].0;
+            self.matches.truncate(i);
+            self.next = self.next.min(height);
+            self.start = self.next;
+            self.next_request = self.next;
         }
     }
 
@@ -522,6 +632,27 @@ mod tests {
         assert_eq!(s.next(), 1201);
         assert_eq!(s.need_data(Some(1300)), Some((1201, 1300)));
         assert_eq!(s.filters, 2500);
+    }
+
+    #[test]
+    fn a_saved_scan_is_restored_where_it_stood() {
+        let mut s = Scan::new(vec![b"ours".to_vec(), vec![1, 2, 3]], 10);
+        s.next = 2500;
+        s.matches = vec![(20, hash(20)), (2000, hash(2000))];
+        let saved = s.save().unwrap();
+        assert_eq!(s.save(), None, "nothing moved");
+        let mut r = Scan::restore(&saved).unwrap();
+        assert!(r.is_for(&[b"ours".to_vec(), vec![1, 2, 3]], 10));
+        assert_eq!((r.next(), r.matches()), (2500, s.matches()));
+        // The block at 2,000 was reorged away while the tab was closed.
+        r.keep_matches_on(|h, _| h != 2000);
+        assert_eq!((r.next(), r.matches()), (2000, &[(20, hash(20))][..]));
+        // Broken or foreign bytes are not a scan.
+        assert!(Scan::restore(&saved[..saved.len() - 1]).is_none());
+        assert!(Scan::restore(&[2]).is_none());
+        let mut bad = saved.clone();
+        bad[5..9].copy_from_slice(&5u32.to_le_bytes()); // next below from
+        assert!(Scan::restore(&bad).is_none());
     }
 
     #[test]

@@ -82,6 +82,12 @@ impl HeaderStore for FailingStore {
     async fn header(&self, height: u32) -> Result<Option<Header>, StoreError> {
         self.inner.header(height).await
     }
+    async fn scan_state(&self) -> Result<Option<Vec<u8>>, StoreError> {
+        self.inner.scan_state().await
+    }
+    async fn put_scan_state(&mut self, state: Option<&[u8]>) -> Result<(), StoreError> {
+        self.inner.put_scan_state(state).await
+    }
     async fn filter_tip(&self) -> Result<Option<lightwire_store::FilterTip>, StoreError> {
         self.inner.filter_tip().await
     }

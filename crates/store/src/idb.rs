@@ -42,6 +42,9 @@ use crate::{
 
 const CHUNKS: &str = "chunks";
 const FILTERS: &str = "filters";
+/// The saved state of a rescan, under [`SCAN_KEY`].
+const SCANS: &str = "scans";
+const SCAN_KEY: &str = "scan";
 const INDEX: &str = "index";
 const COMMITS: &str = "commits";
 const META: &str = "meta";
@@ -925,6 +928,32 @@ impl HeaderStore for IdbStore {
         self.meta.base
     }
 
+    async fn scan_state(&self) -> Result<Option<Vec<u8>>, StoreError> {
+        let tx = self.readonly(SCANS)?;
+        let req = object_store(&tx, SCANS)?
+            .get(&SCAN_KEY.into())
+            .map_err(store_error)?;
+        Ok(bytes_of(&request_result(&req).await?))
+    }
+
+    async fn put_scan_state(&mut self, state: Option<&[u8]>) -> Result<(), StoreError> {
+        self.check_open()?;
+        let tx = self
+            .db
+            .transaction_with_str_and_mode(SCANS, IdbTransactionMode::Readwrite)
+            .map_err(store_error)?;
+        let done = transaction_future(&tx);
+        let store = object_store(&tx, SCANS)?;
+        match state {
+            Some(b) => store
+                .put_with_key(&Uint8Array::from(b), &SCAN_KEY.into())
+                .map(drop),
+            None => store.delete(&SCAN_KEY.into()).map(drop),
+        }
+        .map_err(store_error)?;
+        done.await.map(drop).map_err(|_| transaction_error(&tx))
+    }
+
     async fn filter_tip(&self) -> Result<Option<FilterTip>, StoreError> {
         Ok(self.ftail.headers.last().map(|h| FilterTip {
             height: self.ftail.next() - 1,
@@ -1151,6 +1180,7 @@ fn create(req: &IdbOpenDbRequest, params: &Params, options: IdbOptions) -> Resul
         .map_err(store_error)?;
 
     db.create_object_store(FILTERS).map_err(store_error)?;
+    db.create_object_store(SCANS).map_err(store_error)?;
     db.create_object_store(META)
         .map_err(store_error)?
         .put_with_key(&Uint8Array::from(&meta.encode()[..]), &META_KEY.into())
@@ -1280,11 +1310,12 @@ async fn load(
     Ok((meta, tail, ftail))
 }
 
-/// Create the `filters` object store (layout 3), inside the open request's versionchange
+/// Create the `filters` and `scans` object stores (layout 3), inside the open request's versionchange
 /// transaction.
 fn create_filters_store(req: &IdbOpenDbRequest) -> Result<(), StoreError> {
     let db: IdbDatabase = req.result().map_err(store_error)?.unchecked_into();
     db.create_object_store(FILTERS).map_err(store_error)?;
+    db.create_object_store(SCANS).map_err(store_error)?;
     Ok(())
 }
 

@@ -372,6 +372,13 @@ pub trait HeaderStore {
         out: &mut Vec<[u8; 32]>,
     ) -> Result<(), StoreError>;
 
+    /// The saved state of a rescan (the client's encoding; the store keeps it as given).
+    async fn scan_state(&self) -> Result<Option<Vec<u8>>, StoreError>;
+
+    /// Save (or with `None`, forget) the state of a rescan, on its own: it is written
+    /// apart from the commits of headers, and a reopened client checks it against them.
+    async fn put_scan_state(&mut self, state: Option<&[u8]>) -> Result<(), StoreError>;
+
     /// Headers `from..=to`, appended to `out` (a batch lookup).
     async fn headers(&self, from: u32, to: u32, out: &mut Vec<Header>) -> Result<(), StoreError>;
 

@@ -19,6 +19,7 @@ pub struct MemoryStore {
     tip: Tip,
     /// Filter headers from `base` on.
     filters: Vec<[u8; 32]>,
+    scan: Option<Vec<u8>>,
 }
 
 impl MemoryStore {
@@ -44,6 +45,7 @@ impl MemoryStore {
             period_work: vec![start.chainwork],
             tip: start.tip(),
             filters: Vec::new(),
+            scan: None,
         }
     }
 
@@ -111,6 +113,15 @@ impl HeaderStore for MemoryStore {
 
     async fn header(&self, height: u32) -> Result<Option<Header>, StoreError> {
         Ok(self.at(height).copied())
+    }
+
+    async fn scan_state(&self) -> Result<Option<Vec<u8>>, StoreError> {
+        Ok(self.scan.clone())
+    }
+
+    async fn put_scan_state(&mut self, state: Option<&[u8]>) -> Result<(), StoreError> {
+        self.scan = state.map(<[u8]>::to_vec);
+        Ok(())
     }
 
     async fn filter_tip(&self) -> Result<Option<FilterTip>, StoreError> {

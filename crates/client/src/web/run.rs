@@ -279,16 +279,8 @@ impl Net {
                 ("blockHash", js::hash(&hash)),
             ]),
             Event::ScanReached { height, matches } => {
-                let list = js_sys::Array::new();
-                for (h, hash) in &matches {
-                    list.push(&js::object(&[
-                        ("height", (*h).into()),
-                        ("blockHash", js::hash(hash)),
-                    ]));
-                }
-                let result = js::object(&[("matches", list.into())]);
                 if let Some(call) = self.scan_call.take() {
-                    let _ = call.resolve.call1(&JsValue::NULL, &result);
+                    let _ = call.resolve.call1(&JsValue::NULL, &scan_result(&matches));
                 }
                 js::object(&[
                     ("type", "scanReached".into()),
@@ -439,14 +431,26 @@ impl Net {
         let Query::Scan { scripts, from } = &call.query else {
             return;
         };
-        self.engine.start_scan(scripts.clone(), *from);
+        // The same scan again (after a reload, it was resumed from the store): it goes on.
+        let continued = self.engine.scan_or_continue(scripts.clone(), *from);
+        if continued && self.engine.scan_at_tip() {
+            let matches = self
+                .engine
+                .scan()
+                .map(|s| s.matches().to_vec())
+                .unwrap_or_default();
+            let _ = call.resolve.call1(&JsValue::NULL, &scan_result(&matches));
+            return;
+        }
         if let Some(old) = self.scan_call.replace(call) {
             let _ = old.reject.call1(
                 &JsValue::NULL,
                 &js::error("ScanReplaced", "another scan started"),
             );
         }
-        self.scan_progress = (0, 0);
+        if !continued {
+            self.scan_progress = (0, 0);
+        }
         self.pump();
     }
 
@@ -457,6 +461,18 @@ impl Net {
         }
         self.stop_calls.push(call);
     }
+}
+
+/// What `scan()` resolves to: `{ matches: [{ height, blockHash }] }`.
+fn scan_result(matches: &[(u32, lightwire_chain::BlockHash)]) -> JsValue {
+    let list = js_sys::Array::new();
+    for (h, hash) in matches {
+        list.push(&js::object(&[
+            ("height", (*h).into()),
+            ("blockHash", js::hash(hash)),
+        ]));
+    }
+    js::object(&[("matches", list.into())])
 }
 
 /// Answer a call: `stop` stops the loop, `scan` starts one, the others read the store.
@@ -497,6 +513,10 @@ pub async fn run(mut net: Net, mut store: IdbStore) {
                 net.store_failed(&e);
                 break;
             }
+        }
+        if let Err(e) = pipeline.save_scan(&mut net.engine, &mut store).await {
+            net.store_failed(&e);
+            break;
         }
         if let Some(batch) = pipeline.take_commit(&mut net.engine) {
             let result = {
