@@ -320,6 +320,11 @@ export interface Metrics {
   storedHeight: number;
   targetHeight: number | null;
   synced: boolean;
+  /** The last filter header validated and the last stored (BIP157), or null. */
+  filterHeight: number | null;
+  storedFilterHeight: number | null;
+  /** Filter headers written to IndexedDB since the client opened. */
+  idbFilterHeadersWritten: number;
   elapsedMs: number;
   /** Time the engine spent taking socket messages (decrypting, validating), ms. */
   receiveMs: number;
