@@ -39,7 +39,18 @@ for crate in crates/noise crates/wire crates/chain crates/filter crates/proto cr
       firefox) driver=(--geckodriver "$GECKODRIVER_BIN") ;;
       safari) driver=(--safaridriver "$ROOT/scripts/webkit-driver.sh") ;;
     esac
-    wasm-pack test --headless "--$engine" "${driver[@]}" "$crate" 2>&1 | tee "$log"
+    # WebKitGTK's runs of these suites fail now and then (about 1 in 10 for the client
+    # crate) with a trap or a wrong value inside one test, a different test each time,
+    # never in Chromium, Firefox or natively; the cause is not found yet (see the notes in
+    # benches/README.md). A failing WebKit run is run once more, and said so; a test that
+    # fails twice fails the suite.
+    if ! wasm-pack test --headless "--$engine" "${driver[@]}" "$crate" 2>&1 | tee "$log"; then
+      if [ "$engine" != safari ]; then
+        exit 1
+      fi
+      echo "warning: $crate failed in WebKit; running it once more (a known WebKit flake)" >&2
+      wasm-pack test --headless "--$engine" "${driver[@]}" "$crate" 2>&1 | tee "$log"
+    fi
     if grep -q "only configured to run in node.js" "$log"; then
       echo "error: a test suite of $crate was skipped in the browser (missing run_in_browser)" >&2
       exit 1
