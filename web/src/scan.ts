@@ -33,10 +33,10 @@ const charts = {
 let client: LightwireClient | null = null;
 let off: (() => void)[] = [];
 
-/** Whether `text` lists output scripts: hex, one per line (blank lines ignored). */
+/** The output scripts `text` lists: hex, apart by lines, spaces or commas. */
 export function parseScripts(text: string): string[] | string {
   const lines = text
-    .split('\n')
+    .split(/[\s,]+/)
     .map((l) => l.trim().toLowerCase())
     .filter(Boolean);
   if (lines.length === 0) return 'Enter at least one output script, in hex.';
