@@ -465,6 +465,10 @@ impl Syncer {
 
     /// Gather validated filter headers from `first_height` on, for the next commit.
     pub fn push_filters(&mut self, first_height: u32, headers: &[[u8; 32]]) {
+        // Filter headers follow the headers by at most a request: sized once for a
+        // commit's worth and a request, as the entries are.
+        self.pending
+            .reserve_filters(self.commit_every + crate::filters::FILTER_REQUEST as usize);
         self.pending.push_filters(first_height, headers);
     }
 

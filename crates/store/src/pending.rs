@@ -48,6 +48,14 @@ impl Pending {
         self.filters.extend_from_slice(headers);
     }
 
+    /// Make room for `n` filter headers in all, exactly (once; no-op when there is room),
+    /// as [`Self::reserve_for`] does for entries.
+    pub fn reserve_filters(&mut self, n: usize) {
+        if self.filters.capacity() < n {
+            self.filters.reserve_exact(n - self.filters.len());
+        }
+    }
+
     /// Drop stored and gathered filter headers from `height` on (they were found wrong).
     pub fn truncate_filters(&mut self, height: u32) {
         if height <= self.filter_first || self.filters.is_empty() {
