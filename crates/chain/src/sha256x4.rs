@@ -216,9 +216,15 @@ mod lanes {
         w[4] = L::splat(0x8000_0000);
         w[15] = L::splat(640);
         compress(&mut state, w);
-        // Second hash: the 32-byte digest, padded to one block (length 256 bits).
+        second_hash(&state).map(BlockHash)
+    }
+
+    /// The second SHA-256 of SHA-256d: each lane's 32-byte digest in `state`, padded to one
+    /// block (length 256 bits), hashed; the four results as bytes.
+    #[inline(always)]
+    fn second_hash<L: Lanes>(state: &[L; 8]) -> [[u8; 32]; 4] {
         let mut w = [L::splat(0); 16];
-        w[..8].copy_from_slice(&state);
+        w[..8].copy_from_slice(state);
         w[8] = L::splat(0x8000_0000);
         w[15] = L::splat(256);
         let mut second = IV.map(L::splat);
@@ -229,7 +235,7 @@ mod lanes {
             for (chunk, word) in out.chunks_exact_mut(4).zip(&words) {
                 chunk.copy_from_slice(&word[lane].to_be_bytes());
             }
-            BlockHash(out)
+            out
         })
     }
 
@@ -252,20 +258,7 @@ mod lanes {
         w[0] = L::splat(0x8000_0000);
         w[15] = L::splat(512);
         compress(&mut state, w);
-        let mut w = [L::splat(0); 16];
-        w[..8].copy_from_slice(&state);
-        w[8] = L::splat(0x8000_0000);
-        w[15] = L::splat(256);
-        let mut second = IV.map(L::splat);
-        compress(&mut second, w);
-        let words = second.map(L::to_lanes);
-        core::array::from_fn(|lane| {
-            let mut out = [0u8; 32];
-            for (chunk, word) in out.chunks_exact_mut(4).zip(&words) {
-                chunk.copy_from_slice(&word[lane].to_be_bytes());
-            }
-            out
-        })
+        second_hash(&state)
     }
 }
 

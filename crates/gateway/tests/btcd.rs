@@ -163,12 +163,8 @@ async fn next_tip(client: &mut Client) -> (u32, String) {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn follows_btcd_to_its_tip_and_through_a_reorg() {
-    let btcd = Btcd::start();
-    btcd.generate(300);
-
-    // The gateway follows btcd from genesis.
+/// A gateway following `btcd` from genesis, serving its filters too.
+async fn following(btcd: &Btcd) -> common::Gateway {
     let (served, chain) = ServedChain::genesis_only(&REGTEST);
     let gw = common::start(served, Limits::default(), Buffers::pooled(8)).await;
     let shared = gw.shared.clone();
@@ -184,6 +180,17 @@ async fn follows_btcd_to_its_tip_and_through_a_reorg() {
         chain,
         gw.stopped(),
     ));
+    gw
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn follows_btcd_to_its_tip_and_through_a_reorg() {
+    let btcd = Btcd::start();
+    btcd.generate(300);
+
+    // The gateway follows btcd from genesis.
+    let gw = following(&btcd).await;
+    let shared = gw.shared.clone();
     wait_until("the gateway at btcd's tip (300)", || {
         shared.tip_height() == 300
     })
@@ -299,21 +306,8 @@ async fn serves_btcds_filters_which_our_bip158_code_rebuilds() {
 
     let btcd = Btcd::start();
     btcd.generate(150);
-    let (served, chain) = ServedChain::genesis_only(&REGTEST);
-    let gw = common::start(served, Limits::default(), Buffers::pooled(8)).await;
+    let gw = following(&btcd).await;
     let shared = gw.shared.clone();
-    shared
-        .chain
-        .write()
-        .unwrap()
-        .serve_upstream_filters(1 << 20, shared.filter_notify.clone());
-    tokio::spawn(follow(
-        btcd.p2p,
-        Network::Regtest,
-        shared.clone(),
-        chain,
-        gw.stopped(),
-    ));
     let filter_tip = || {
         shared
             .chain

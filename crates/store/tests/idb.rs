@@ -662,37 +662,8 @@ async fn a_layout_1_store_migrates_in_place_and_reads_back_everything() {
     all.extend(headers_after(&REGTEST, &REGTEST.genesis, 0, 5000, 0));
     let entries = rebuild_entries(&REGTEST, 0, &all, genesis_work(&REGTEST));
 
-    let db = raw_open(name, 1).await;
-    for (k, chunk) in entries.chunks(2016).enumerate() {
-        let mut held = chunk[0].chainwork.0.to_be_bytes().to_vec();
-        for e in chunk {
-            held.extend_from_slice(&e.header.encode());
-        }
-        raw_put(&db, "chunks", &(k as u32).into(), &v1::encode_chunk(&held)).await;
-    }
     // Commits 0..=0 (genesis), 1..=3000, 3001..=5000: each its index records by prefix.
-    for (first, last) in [(0u32, 0u32), (1, 3000), (3001, 5000)] {
-        let mut shards = std::collections::BTreeMap::<u32, Vec<u8>>::new();
-        for e in &entries[first as usize..=last as usize] {
-            shards
-                .entry(prefix(&e.hash, bits))
-                .or_default()
-                .extend_from_slice(&v1::index_entry(&e.hash, e.height));
-        }
-        for (p, record) in shards {
-            let key = js_sys::Array::of2(&p.into(), &first.into());
-            raw_put(&db, "index", &key, &record).await;
-        }
-        raw_put_value(&db, "commits", &first.into(), &last.into()).await;
-    }
-    let meta = Meta {
-        schema: 1,
-        tip: Tip::from(&entries[5000]),
-        ..Meta::genesis(&REGTEST, bits)
-    };
-    // Layout 1's meta record: without the base height at the end.
-    raw_put(&db, "meta", &"meta".into(), &meta.encode()[..109]).await;
-    db.close();
+    write_old_store(name, 1, &entries, bits, &[(0, 0), (1, 3000), (3001, 5000)]).await;
 
     let idb = IdbStore::open(name, &REGTEST)
         .await
@@ -774,39 +745,7 @@ async fn a_layout_2_store_gets_its_filter_records() {
     let mut all = vec![REGTEST.genesis];
     all.extend(headers_after(&REGTEST, &REGTEST.genesis, 0, 3000, 0));
     let entries = rebuild_entries(&REGTEST, 0, &all, genesis_work(&REGTEST));
-    let db = raw_open(name, 2).await;
-    let mut out = Vec::new();
-    for (k, chunk) in entries.chunks(2016).enumerate() {
-        let mut held = chunk[0].chainwork.0.to_be_bytes().to_vec();
-        for e in chunk {
-            held.extend_from_slice(&e.header.encode());
-        }
-        v1::convert_chunk(&v1::encode_chunk(&held), k as u32 * 2016, 2016, &mut out).unwrap();
-        raw_put(&db, "chunks", &(k as u32).into(), &out).await;
-    }
-    for (first, last) in [(0u32, 0u32), (1, 3000)] {
-        let mut shards = std::collections::BTreeMap::<u32, Vec<u8>>::new();
-        for e in &entries[first as usize..=last as usize] {
-            shards
-                .entry(prefix(&e.hash, bits))
-                .or_default()
-                .extend_from_slice(&v1::index_entry(&e.hash, e.height));
-        }
-        for (p, record) in shards {
-            out.clear();
-            v1::convert_index(&record, &mut out).unwrap();
-            let key = js_sys::Array::of2(&p.into(), &first.into());
-            raw_put(&db, "index", &key, &out).await;
-        }
-        raw_put_value(&db, "commits", &first.into(), &last.into()).await;
-    }
-    let meta = Meta {
-        schema: 2,
-        tip: Tip::from(&entries[3000]),
-        ..Meta::genesis(&REGTEST, bits)
-    };
-    raw_put(&db, "meta", &"meta".into(), &meta.encode()[..113]).await;
-    db.close();
+    write_old_store(name, 2, &entries, bits, &[(0, 0), (1, 3000)]).await;
 
     let idb = IdbStore::open(name, &REGTEST)
         .await
@@ -834,6 +773,63 @@ async fn a_layout_2_store_gets_its_filter_records() {
     let Pair { idb, .. } = pair;
     idb.close();
     IdbStore::delete(name).await.unwrap();
+}
+
+/// Write `entries` as layout `version` (1 or 2) wrote them, record by record, with plain
+/// IndexedDB: chunk records, index records by prefix for each commit in `commits`, commit
+/// records, and the meta record of that layout's length.
+async fn write_old_store(
+    name: &str,
+    version: u32,
+    entries: &[lightwire_chain::Entry],
+    bits: u8,
+    commits: &[(u32, u32)],
+) {
+    let db = raw_open(name, version).await;
+    let mut out = Vec::new();
+    for (k, chunk) in entries.chunks(2016).enumerate() {
+        let mut held = chunk[0].chainwork.0.to_be_bytes().to_vec();
+        for e in chunk {
+            held.extend_from_slice(&e.header.encode());
+        }
+        let v1 = v1::encode_chunk(&held);
+        let record = if version == 1 {
+            v1
+        } else {
+            v1::convert_chunk(&v1, k as u32 * 2016, 2016, &mut out).unwrap();
+            out.clone()
+        };
+        raw_put(&db, "chunks", &(k as u32).into(), &record).await;
+    }
+    for &(first, last) in commits {
+        let mut shards = std::collections::BTreeMap::<u32, Vec<u8>>::new();
+        for e in &entries[first as usize..=last as usize] {
+            shards
+                .entry(prefix(&e.hash, bits))
+                .or_default()
+                .extend_from_slice(&v1::index_entry(&e.hash, e.height));
+        }
+        for (p, mut record) in shards {
+            if version == 2 {
+                out.clear();
+                v1::convert_index(&record, &mut out).unwrap();
+                record = out.clone();
+            }
+            let key = js_sys::Array::of2(&p.into(), &first.into());
+            raw_put(&db, "index", &key, &record).await;
+        }
+        raw_put_value(&db, "commits", &first.into(), &last.into()).await;
+    }
+    let tip = commits.last().map_or(0, |c| c.1) as usize;
+    let meta = Meta {
+        schema: version,
+        tip: Tip::from(&entries[tip]),
+        ..Meta::genesis(&REGTEST, bits)
+    };
+    // Layout 1's meta record lacked the base height, layout 2's the next filter height.
+    let len = if version == 1 { 109 } else { 113 };
+    raw_put(&db, "meta", &"meta".into(), &meta.encode()[..len]).await;
+    db.close();
 }
 
 /// Open `name` at `version` with plain IndexedDB, creating empty stores if new.

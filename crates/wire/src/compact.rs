@@ -71,6 +71,15 @@ pub const fn segment_start(count: usize, segments: usize, k: usize) -> usize {
     }
 }
 
+/// The first index of each of `segments` segments over `count` items, and `segments`
+/// (the first entries of the array count): what a receiver links a message by.
+pub fn segment_starts(count: usize, segments: usize) -> ([usize; MAX_SEGMENTS], usize) {
+    (
+        core::array::from_fn(|k| segment_start(count, segments, k)),
+        segments,
+    )
+}
+
 /// How many segments an encoder uses for `count` headers: four, or one per header when
 /// fewer.
 pub const fn segments_for(count: usize) -> usize {
@@ -111,11 +120,7 @@ impl<'a> HeadersCompact<'a> {
     /// The index of each segment's first header, and how many segments there are (the
     /// first entries of the array): what a receiver links the headers by.
     pub fn segment_starts(&self) -> ([usize; MAX_SEGMENTS], usize) {
-        let (count, segments) = (usize::from(self.count), self.segments());
-        (
-            core::array::from_fn(|k| segment_start(count, segments, k)),
-            segments,
-        )
+        segment_starts(usize::from(self.count), self.segments())
     }
 
     /// Decodes a payload (the bytes after the type). The body is checked by

@@ -225,11 +225,7 @@ impl<'a> FilterHeaders<'a> {
 
     /// The index of each segment's first hash, and how many segments there are.
     pub fn segment_starts(&self) -> ([usize; MAX_SEGMENTS], usize) {
-        let (count, segments) = (self.count(), self.segments());
-        (
-            core::array::from_fn(|k| segment_start(count, segments, k)),
-            segments,
-        )
+        crate::compact::segment_starts(self.count(), self.segments())
     }
 
     /// Decodes a payload (the bytes after the type).
