@@ -24,7 +24,7 @@ use lightwire_proto::time::earliest;
 use lightwire_proto::{ConnectString, Initiator, Millis, PeerEvent};
 use lightwire_store::{Durability, Pending, Tip};
 
-use crate::filters::{FilterAnswer, FilterSync, FilterSyncError};
+use crate::filters::{FilterAnswer, FilterSync};
 use crate::reason::{DropReason, TransportError};
 use crate::scan::{Scan, ScanChange};
 use crate::sync::{Step, SyncError, Syncer};
@@ -944,15 +944,7 @@ impl Core {
     fn on_filter_headers(&mut self, g: usize, answer: FilterAnswer<'_>) -> Result<(), DropReason> {
         let (id, flags) = (answer.id, answer.flags);
         if !self.filters.is_in_flight(g, id) {
-            // The rest of an answer given up (a reorg, or the gateway dropped) is ignored.
-            let given_up = &mut self.gateways[g].given_up;
-            let Some(i) = given_up.iter().position(|x| *x == id) else {
-                return Err(DropReason::Filters(FilterSyncError::Unexpected { id }));
-            };
-            if flags.last {
-                given_up.remove(i);
-            }
-            return Ok(());
+            return self.given_up_answer(g, id, flags.last);
         }
         let syncer = &mut self.syncer;
         let step = self
@@ -975,14 +967,7 @@ impl Core {
 
     fn on_filters(&mut self, g: usize, m: &lightwire_wire::Filters<'_>) -> Result<(), DropReason> {
         let Some(scan) = self.scan.as_mut().filter(|s| s.is_in_flight(g, m.id)) else {
-            let given_up = &mut self.gateways[g].given_up;
-            let Some(i) = given_up.iter().position(|x| *x == m.id) else {
-                return Err(DropReason::Sync(SyncError::UnexpectedAnswer { id: m.id }));
-            };
-            if m.flags.last {
-                given_up.remove(i);
-            }
-            return Ok(());
+            return self.given_up_answer(g, m.id, m.flags.last);
         };
         let events = &mut self.events;
         let before = scan.filters;
@@ -1015,6 +1000,20 @@ impl Core {
         }
     }
 
+    /// A message answering request `id`, which is not in flight to gateway `g`: the rest of
+    /// an answer this gateway was asked and then given up (a better tip elsewhere, a reorg)
+    /// is ignored, until its `last`; anything else was never asked for.
+    fn given_up_answer(&mut self, g: usize, id: u32, last: bool) -> Result<(), DropReason> {
+        let given_up = &mut self.gateways[g].given_up;
+        let Some(i) = given_up.iter().position(|x| *x == id) else {
+            return Err(DropReason::Sync(SyncError::UnexpectedAnswer { id }));
+        };
+        if last {
+            given_up.remove(i);
+        }
+        Ok(())
+    }
+
     fn remember_given_up(&mut self, g: usize, id: u32) {
         let gw = &mut self.gateways[g];
         if gw.given_up.len() == MAX_GIVEN_UP {
@@ -1024,8 +1023,11 @@ impl Core {
     }
 
     fn on_tip(&mut self, g: usize, height: u32, header: Header, chainwork: Work) {
-        // A tip (again) may mean the gateway's filter headers caught up.
+        // A tip (again) may mean the gateway's filter headers caught up, or its chain moved.
         self.filters.unblock();
+        if let Some(scan) = self.scan.as_mut() {
+            scan.unblock();
+        }
         let gw = &mut self.gateways[g];
         gw.tip = Some((height, header, chainwork));
         if gw.undelivered == Some(header.block_hash()) {
@@ -1054,16 +1056,7 @@ impl Core {
         last: bool,
     ) -> Result<(), DropReason> {
         if self.asked != Some(g) || self.syncer.in_flight_id() != Some(id) {
-            // Not the request in flight: the rest of an answer this gateway was asked and
-            // then given up is ignored; anything else was never asked for.
-            let given_up = &mut self.gateways[g].given_up;
-            let Some(i) = given_up.iter().position(|x| *x == id) else {
-                return Err(DropReason::Sync(SyncError::UnexpectedAnswer { id }));
-            };
-            if last {
-                given_up.remove(i);
-            }
-            return Ok(());
+            return self.given_up_answer(g, id, last);
         }
         if self.ancestors.is_some() || !self.held.is_empty() {
             // Waiting for ancestors from the store: the rest of the answer is held, at most

@@ -124,6 +124,9 @@ pub struct Scan {
     reported_tip: bool,
     /// Where the scan stood and how many matches it had when last saved.
     saved: Option<(u32, usize)>,
+    /// The gateway said the stop block is not on its chain: nothing is read or asked
+    /// until a tip comes (asking again at once would bring the same).
+    await_tip: bool,
 }
 
 impl Scan {
@@ -148,7 +151,13 @@ impl Scan {
             bytes: 0,
             reported_tip: false,
             saved: None,
+            await_tip: false,
         }
+    }
+
+    /// A gateway announced a tip: what was refused as not on its chain is asked again.
+    pub fn unblock(&mut self) {
+        self.await_tip = false;
     }
 
     /// Whether this scan watches `scripts` from `from` (so that asking for it again goes on
@@ -284,7 +293,7 @@ impl Scan {
         if let Some(r) = self.reading {
             return Some(r);
         }
-        if self.next < self.window_end() || !self.requests.is_empty() {
+        if self.next < self.window_end() || !self.requests.is_empty() || self.await_tip {
             return None;
         }
         let tip = stored.filter(|&t| t >= self.next)?;
@@ -385,6 +394,7 @@ impl Scan {
                 self.hashes.clear();
                 self.headers.clear();
                 self.start = self.next;
+                self.await_tip = true;
             } else {
                 return Err(ScanError::Short { height });
             }

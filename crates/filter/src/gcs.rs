@@ -61,7 +61,9 @@ fn to_range(hash: u64, f: u64) -> u64 {
     ((u128::from(hash) * u128::from(f)) >> 64) as u64
 }
 
-fn write_compact_size(out: &mut Vec<u8>, n: u64) {
+/// Append `n` as Bitcoin's CompactSize (1, 3, 5 or 9 bytes), as filters, blocks and P2P
+/// messages code counts and lengths.
+pub fn write_compact_size(out: &mut Vec<u8>, n: u64) {
     match n {
         0..=0xfc => out.push(n as u8),
         0xfd..=0xffff => {

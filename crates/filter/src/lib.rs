@@ -23,5 +23,5 @@ mod gcs;
 pub use block::{BlockError, output_scripts};
 pub use gcs::{
     BASIC_M, BASIC_P, Filter, FilterError, Matcher, Values, basic_filter, build_filter,
-    filter_hash, filter_header,
+    filter_hash, filter_header, write_compact_size,
 };

@@ -178,23 +178,9 @@ pub fn encode(out: &mut Vec<u8>, magic: [u8; 4], command: &str, write: impl FnOn
     out[start + 20..start + 24].copy_from_slice(&sum);
 }
 
-/// Append a CompactSize integer.
+/// Append a CompactSize integer (the one writer lightwire-filter also codes filters with).
 pub fn write_compact(out: &mut Vec<u8>, n: u64) {
-    match n {
-        0..=0xfc => out.push(n as u8),
-        0xfd..=0xffff => {
-            out.push(0xfd);
-            out.extend_from_slice(&(n as u16).to_le_bytes());
-        }
-        0x1_0000..=0xffff_ffff => {
-            out.push(0xfe);
-            out.extend_from_slice(&(n as u32).to_le_bytes());
-        }
-        _ => {
-            out.push(0xff);
-            out.extend_from_slice(&n.to_le_bytes());
-        }
-    }
+    lightwire_filter::write_compact_size(out, n);
 }
 
 /// Read a CompactSize integer at `*at`.
