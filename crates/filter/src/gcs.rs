@@ -280,6 +280,57 @@ impl Matcher {
     }
 }
 
+/// The items of a block's basic filter that can be known from the block alone: its output
+/// scripts that are not empty and do not start with `OP_RETURN` (BIP158). The scripts its
+/// inputs spend are in the filter too, but they are not in the block: an input's script
+/// and witness do not fix the script it spent (a bare script can look like any other), so
+/// they are not listed here.
+pub fn known_items<'a>(
+    block: &crate::block::Block<'a>,
+) -> impl Iterator<Item = &'a [u8]> + use<'a> {
+    block
+        .transactions()
+        .flat_map(|tx| tx.outputs())
+        .map(|o| o.script)
+        .filter(|s| !s.is_empty() && s[0] != 0x6a)
+}
+
+/// The first of `items` that `filter` (keyed by `block_hash`) does not hold, by its index
+/// in `items`: a filter that lacks an item its block must put in it is wrong. One sorted
+/// merge pass; allocates the items' values.
+pub fn first_absent<'s>(
+    filter: &[u8],
+    block_hash: &[u8; 32],
+    items: impl IntoIterator<Item = &'s [u8]>,
+) -> Result<Option<usize>, FilterError> {
+    let filter = Filter::decode(filter)?;
+    let k = key(block_hash);
+    let f = filter.n.saturating_mul(BASIC_M);
+    let mut wanted: Vec<(u64, usize)> = items
+        .into_iter()
+        .enumerate()
+        .map(|(i, s)| (to_range(siphash(k, s), f), i))
+        .collect();
+    wanted.sort_unstable();
+    let mut values = filter.values();
+    let mut held = None;
+    for (v, i) in wanted {
+        loop {
+            match held {
+                Some(h) if h >= v => break,
+                _ => match values.next() {
+                    Some(x) => held = Some(x?),
+                    None => return Ok(Some(i)),
+                },
+            }
+        }
+        if held != Some(v) {
+            return Ok(Some(i));
+        }
+    }
+    Ok(None)
+}
+
 #[cfg(test)]
 mod tests {
     #[cfg(target_arch = "wasm32")]
@@ -389,6 +440,39 @@ mod tests {
                 assert_eq!(m.match_any(&v.filter, &v.block_hash, queries), Ok(true));
             }
         }
+    }
+
+    #[test]
+    fn a_filter_holds_every_known_item_of_its_block_and_one_without_is_caught() {
+        let mut out = Vec::new();
+        let mut caught = 0;
+        for v in vectors() {
+            let block = crate::Block::parse(&v.block).unwrap();
+            // Each vector's block is its header's: the Merkle root of its txids.
+            let (root, mutated) = block.merkle_root();
+            assert_eq!(&root[..], &v.block[36..68], "{} ({})", v.height, v.notes);
+            assert!(!mutated);
+            let items: Vec<&[u8]> = known_items(&block).collect();
+            assert_eq!(
+                first_absent(&v.filter, &v.block_hash, items.iter().copied()),
+                Ok(None),
+                "{} ({})",
+                v.height,
+                v.notes
+            );
+            // The same filter without one output script: that script is found missing.
+            if let Some(&dropped) = items.last() {
+                let rest = items.iter().copied().filter(|s| *s != dropped);
+                // (A block may also spend that script: left out there too.)
+                let spent = v.spent.iter().map(Vec::as_slice);
+                let spent = spent.filter(|s| !s.is_empty() && *s != dropped);
+                build_filter(&v.block_hash, rest.chain(spent), &mut out);
+                let absent = first_absent(&out, &v.block_hash, items.iter().copied());
+                assert_eq!(absent.map(|a| a.map(|i| items[i])), Ok(Some(dropped)));
+                caught += 1;
+            }
+        }
+        assert!(caught >= 8, "{caught}");
     }
 
     #[test]

@@ -20,8 +20,8 @@ mod bits;
 pub mod block;
 mod gcs;
 
-pub use block::{BlockError, output_scripts};
+pub use block::{Block, BlockError, Input, Output, Tx, Witness, output_scripts};
 pub use gcs::{
     BASIC_M, BASIC_P, Filter, FilterError, Matcher, Values, basic_filter, build_filter,
-    filter_hash, filter_header, write_compact_size,
+    filter_hash, filter_header, first_absent, known_items, write_compact_size,
 };
