@@ -108,6 +108,10 @@ export type DropCode =
   | 'filter-mismatch'
   | 'undecodable-filter'
   | 'filter-pieces-out-of-order'
+  | 'filter-lacks-output'
+  | 'block-mismatch'
+  | 'filter-headers-contradicted'
+  | 'cross-check-out-of-order'
   // The connection failed or timed out, or a header was ahead of our clock ("not yet").
   | 'future-header'
   | 'gateway-error'
@@ -212,6 +216,7 @@ export type LightwireEvent =
   | Reorg
   | Rejected
   | FilterConflict
+  | FilterDispute
   | ScanProgress
   | ScanMatch
   | ScanWithdrawn
@@ -275,14 +280,32 @@ export interface ScanReached {
 }
 
 /**
- * A gateway's filter headers do not follow on from the ones held: it is not asked for
- * filters again this session (which side is wrong is not settled yet).
+ * A gateway's filter header differs from the one held at `height`: it is not asked for
+ * filters while a dispute settles which is wrong (a `filterDispute` follows).
  */
 export interface FilterConflict {
   type: 'filterConflict';
   gateway: number;
   url: string;
-  /** Where its filter-header chain and ours part. */
+  /** A height where its filter-header chain and ours differ. */
+  height: number;
+}
+
+/**
+ * A dispute over filter headers is over, settled from the block at `height`:
+ * `theirs-wrong`: the gateway's filter lacks an output script of the block (it is marked
+ * bad, `filter-lacks-output`); `ours-wrong`: the filter headers held were, and are synced
+ * again from this gateway (the gateways that vouched for them are marked bad);
+ * `undecided`: both filters hold every output script (the scripts inputs spend are not in
+ * the block), or the block could not be had: ours are kept, the gateway is not used for
+ * filters.
+ */
+export interface FilterDispute {
+  type: 'filterDispute';
+  gateway: number;
+  url: string;
+  verdict: 'theirs-wrong' | 'ours-wrong' | 'undecided';
+  /** Where the two filter-header chains part. */
   height: number;
 }
 

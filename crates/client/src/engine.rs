@@ -24,6 +24,9 @@ use lightwire_proto::time::earliest;
 use lightwire_proto::{ConnectString, Initiator, Millis, PeerEvent};
 use lightwire_store::{Durability, Pending, Tip};
 
+mod check;
+
+use crate::dispute::{Dispute, Verdict, is_check_id};
 use crate::filters::{FilterAnswer, FilterSync};
 use crate::reason::{DropReason, TransportError};
 use crate::scan::{Scan, ScanChange};
@@ -140,13 +143,20 @@ pub enum Event {
         /// The rule.
         reason: DropReason,
     },
-    /// A gateway's filter headers do not follow on from the ones held at `height`: it is
-    /// not asked for filters again this session.
+    /// A gateway's filter header at `height` is not ours: it is not asked for filters
+    /// while a dispute settles which is wrong ([`Event::FilterDispute`]).
     FilterConflict {
         /// Index in the gateway list.
         gateway: usize,
-        /// Where its filter-header chain and ours part.
+        /// A height where its filter-header chain and ours differ.
         height: u32,
+    },
+    /// A dispute over filter headers with a gateway is over.
+    FilterDispute {
+        /// The gateway disputed.
+        gateway: usize,
+        /// How it ended.
+        verdict: Verdict,
     },
     /// A block's filter matches a watched script (the scan's).
     ScanMatch {
@@ -219,8 +229,16 @@ struct Gateway {
     given_up: VecDeque<u32>,
     /// Whether its `init` offers filters.
     serves_filters: bool,
-    /// Its filter headers did not follow on from ours: not asked for filters again.
+    /// Its filter headers differ from ours (a dispute settles who is wrong): not asked
+    /// for filters.
     filter_conflict: bool,
+    /// The height of our latest filter header it is known to agree with (and so with
+    /// every one below): it is asked for filters up to there only.
+    filter_agreed: Option<u32>,
+    /// Its filter header at ours, asked for.
+    probe: Option<check::Probe>,
+    /// Its answer to the probe was empty (it lags): probed again after its next tip.
+    probe_short: bool,
 }
 
 /// Counters since the engine started.
@@ -288,6 +306,17 @@ struct Core {
     scan_heard: Millis,
     /// The last filter header stored, as the shell last said.
     stored_filters: Option<u32>,
+    /// The first height the store holds a filter header for.
+    filter_base: u32,
+    /// The dispute under way, and the conflicts waiting for one (gateway, height, its
+    /// filter header there).
+    dispute: Option<Dispute>,
+    disputes: VecDeque<(usize, u32, [u8; 32])>,
+    check_ids: u32,
+    /// When a cross-check request was last sent or answered.
+    check_heard: Millis,
+    /// Gateways found bad while handling another's message: dropped by the engine next.
+    drops: VecDeque<(usize, DropReason)>,
 }
 
 impl Engine {
@@ -321,6 +350,9 @@ impl Engine {
                 given_up: VecDeque::with_capacity(MAX_GIVEN_UP),
                 serves_filters: false,
                 filter_conflict: false,
+                filter_agreed: None,
+                probe: None,
+                probe_short: false,
             })
             .collect();
         Engine {
@@ -352,6 +384,12 @@ impl Engine {
                 scan: None,
                 scan_heard: now,
                 stored_filters: None,
+                filter_base: 0,
+                dispute: None,
+                disputes: VecDeque::new(),
+                check_ids: 0,
+                check_heard: now,
+                drops: VecDeque::new(),
             },
         }
     }
@@ -362,8 +400,12 @@ impl Engine {
     pub fn resume_filters(&mut self, tip: Option<(u32, [u8; 32])>, base: u32) {
         let c = &mut self.core;
         c.filters = FilterSync::new(tip, base);
+        c.filter_base = base;
         let t = c.syncer.tip();
         c.filters.mark(t.height, t.hash);
+        // Filter headers are stored with the headers: usually they end together, and the
+        // other gateways can be probed at once.
+        c.filters.reach(t.height, t.hash);
     }
 
     /// Start a rescan of `scripts` from block `from` (replacing any scan under way).
@@ -448,6 +490,24 @@ impl Engine {
         if let Some(scan) = self.core.scan.as_mut() {
             scan.on_data(start, hashes, headers);
         }
+    }
+
+    /// The heights whose block hashes and stored filter headers a dispute needs read from
+    /// the store next (then [`Self::on_dispute_data`]).
+    pub fn need_dispute_data(&mut self) -> Option<(u32, u32)> {
+        let c = &mut self.core;
+        if c.stopped {
+            return None;
+        }
+        let stored = c.stored_filters;
+        c.dispute.as_mut()?.need_read(stored)
+    }
+
+    /// What [`Self::need_dispute_data`] asked for: the block hashes and stored filter
+    /// headers of `from..=to`.
+    pub fn on_dispute_data(&mut self, from: u32, hashes: &[BlockHash], headers: &[[u8; 32]]) {
+        self.core.on_dispute_read(from, hashes, headers);
+        self.settle();
     }
 
     /// Whether to sync filter headers (on by default).
@@ -610,6 +670,11 @@ impl Engine {
     /// After any input: gateways that did not deliver what they announced are handled,
     /// and the states are brought up to date.
     fn settle(&mut self) {
+        while let Some((g, why)) = self.core.drops.pop_front() {
+            if self.core.gateways[g].ready {
+                self.drop_gateway(g, why);
+            }
+        }
         while let Some(g) = self.core.take_undelivered() {
             if let Some(why) = self.core.undeliver(g) {
                 self.drop_gateway(g, why);
@@ -633,6 +698,7 @@ impl Engine {
         }
         let next = earliest(next, c.request_deadline());
         let next = earliest(next, c.scan_deadline());
+        let next = earliest(next, c.check_deadline());
         earliest(next, c.filter_deadline())
     }
 
@@ -669,6 +735,13 @@ impl Engine {
             && let Some((g, _)) = self.core.scan.as_ref().and_then(Scan::asked)
         {
             self.drop_gateway(g, DropReason::RequestTimeout);
+        }
+        if let Some(due) = self.core.check_deadline()
+            && due <= now
+        {
+            for g in self.core.check_waiting_on() {
+                self.drop_gateway(g, DropReason::RequestTimeout);
+            }
         }
         for g in 0..self.conns.len() {
             if let Some(conn) = self.conns[g].as_mut()
@@ -734,6 +807,7 @@ impl Engine {
     pub fn schedule(&mut self) {
         self.schedule_headers();
         self.schedule_filters();
+        self.schedule_checks();
         self.schedule_scan();
     }
 
@@ -744,9 +818,11 @@ impl Engine {
         if c.stopped || c.scan.as_ref().is_none_or(|s| s.asked().is_some()) {
             return;
         }
+        // Only a gateway known to agree with our filter headers: a filter that does not
+        // match ours is then its own fault (and it is marked bad for it).
         let usable = |g: usize| {
             let gw = &c.gateways[g];
-            gw.ready && gw.serves_filters && !gw.filter_conflict
+            gw.ready && gw.serves_filters && !gw.filter_conflict && gw.filter_agreed.is_some()
         };
         // Requests in flight all go to one gateway: its answers come in order.
         let asked = c.scan.as_ref().and_then(Scan::asked).map(|(g, _)| g);
@@ -763,7 +839,8 @@ impl Engine {
         if asked.is_none() {
             c.scan_heard = c.now;
         }
-        while let Some((id, start, stop)) = c.scan.as_mut().and_then(|s| s.next_request(g)) {
+        let limit = c.gateways[g].filter_agreed.unwrap_or(0);
+        while let Some((id, start, stop)) = c.scan.as_mut().and_then(|s| s.next_request(g, limit)) {
             if let Err(e) = conn.request_filters(id, start, stop) {
                 if let Some(s) = c.scan.as_mut() {
                     s.abandon().for_each(drop);
@@ -929,20 +1006,22 @@ impl Core {
                     before,
                     headers,
                 };
+                if is_check_id(id) {
+                    return self.on_check_headers(g, answer);
+                }
                 return self.on_filter_headers(g, answer);
             }
-            // The engine does not ask for checkpoints or filters yet: an answer is an answer
-            // to a request never made.
-            PeerEvent::FilterCheckpoints(m) => {
-                return Err(DropReason::Sync(SyncError::UnexpectedAnswer { id: m.id }));
-            }
+            PeerEvent::FilterCheckpoints(m) => return self.on_checkpoints(g, &m),
+            PeerEvent::Filters(m) if is_check_id(m.id) => return self.on_check_filters(g, &m),
             PeerEvent::Filters(m) => return self.on_filters(g, &m),
+            PeerEvent::Block(p) => return self.on_block(g, &p),
         }
         Ok(())
     }
 
     fn on_filter_headers(&mut self, g: usize, answer: FilterAnswer<'_>) -> Result<(), DropReason> {
-        let (id, flags) = (answer.id, answer.flags);
+        let (id, flags, before) = (answer.id, answer.flags, answer.before);
+        let end = answer.first_height + answer.headers.len() as u32;
         if !self.filters.is_in_flight(g, id) {
             return self.given_up_answer(g, id, flags.last);
         }
@@ -953,14 +1032,15 @@ impl Core {
             .map_err(DropReason::Filters)?;
         if step.taken > 0 {
             self.filter_heard = self.now;
+            // Its chain follows on from ours: it agrees with all we hold.
+            self.gateways[g].filter_agreed = Some(end - 1);
         }
         if let Some(height) = step.conflict {
-            self.gateways[g].filter_conflict = true;
             if !flags.last {
                 self.remember_given_up(g, id);
             }
-            self.events
-                .push_back(Event::FilterConflict { gateway: g, height });
+            // Its header before `height` (the answer's anchor) is not ours.
+            self.conflict(g, height.saturating_sub(1), before);
         }
         Ok(())
     }
@@ -1025,6 +1105,7 @@ impl Core {
     fn on_tip(&mut self, g: usize, height: u32, header: Header, chainwork: Work) {
         // A tip (again) may mean the gateway's filter headers caught up, or its chain moved.
         self.filters.unblock();
+        self.gateways[g].probe_short = false;
         if let Some(scan) = self.scan.as_mut() {
             scan.unblock();
         }
@@ -1110,6 +1191,14 @@ impl Core {
             // What the store holds above the fork is of the old branch: it is rolled back
             // with the next commit, and not read for a scan meanwhile.
             self.stored_filters = self.stored_filters.map(|s| s.min(fork));
+            for gw in &mut self.gateways {
+                gw.filter_agreed = gw.filter_agreed.map(|a| a.min(fork));
+            }
+            if self.dispute.as_ref().is_some_and(|d| d.height() > fork) {
+                // Settled on blocks no longer ours: probed again on the new branch.
+                let height = fork;
+                self.finish_dispute(Verdict::Undecided { height });
+            }
         }
         if let Some((_, fork)) = step.reorg
             && let Some(scan) = self.scan.as_mut()
@@ -1242,6 +1331,7 @@ impl Core {
         {
             scan.abandon().for_each(drop);
         }
+        self.check_gateway_gone(g);
         if why.is_violation() {
             self.events.push_back(Event::Rejected {
                 gateway: g,

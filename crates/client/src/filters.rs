@@ -86,6 +86,7 @@ struct InFlight {
     id: u32,
     gateway: usize,
     stop: u32,
+    stop_hash: BlockHash,
 }
 
 /// The filter-header sync state.
@@ -106,6 +107,9 @@ pub struct FilterSync {
     /// The last answer ended short of its stop (the gateway's filter headers lag its
     /// headers): nothing is asked until a tip or new headers come.
     short: bool,
+    /// The last filter header held is of this block (known when a request ended at its
+    /// stop): where other gateways are probed.
+    reached: Option<(u32, BlockHash)>,
 }
 
 impl FilterSync {
@@ -118,15 +122,66 @@ impl FilterSync {
             None if base == 0 => (0, Some([0; 32])),
             None => (base, None),
         };
+        let mut recent = VecDeque::with_capacity(RECENT_FILTER_HEADERS);
+        recent.extend(tip.map(|t| t.1));
         FilterSync {
             next,
             prev,
-            recent: VecDeque::with_capacity(RECENT_FILTER_HEADERS),
+            recent,
             marks: VecDeque::new(),
             in_flight: None,
             ids: 0,
             short: false,
+            reached: None,
         }
+    }
+
+    /// The block the last filter header held is of, when known (see [`Self::reach`]).
+    pub fn reached(&self) -> Option<(u32, BlockHash)> {
+        self.reached.filter(|&(h, _)| Some(h) == self.height())
+    }
+
+    /// The last filter header held is of block `hash` at `height` (the shell knows it
+    /// when the store's filter headers end with its headers).
+    pub fn reach(&mut self, height: u32, hash: BlockHash) {
+        if Some(height) == self.height() {
+            self.reached = Some((height, hash));
+        }
+    }
+
+    /// The filter header held at `height`, if it is among the recent ones kept.
+    pub fn header_at(&self, height: u32) -> Option<[u8; 32]> {
+        let back = self.next.checked_sub(height)? as usize;
+        let i = self.recent.len().checked_sub(back)?;
+        self.recent.get(i).copied()
+    }
+
+    /// A block of the best chain below the marks held (where a request can stop after a
+    /// truncation).
+    pub fn mark_below(&mut self, height: u32, hash: BlockHash) {
+        if height >= self.next && self.marks.front().is_none_or(|&(h, _)| h > height) {
+            self.marks.push_front((height, hash));
+        }
+    }
+
+    /// The filter headers held above `height` were found wrong: the chain goes on from
+    /// `header`, ours at `height`. Returns the request in flight, given up (its gateway
+    /// and id).
+    pub fn truncate(&mut self, height: u32, header: [u8; 32]) -> Option<(usize, u32)> {
+        if height + 1 < self.next {
+            let drop = (self.next - height - 1) as usize;
+            if drop < self.recent.len() {
+                self.recent.truncate(self.recent.len() - drop);
+            } else {
+                self.recent.clear();
+                self.recent.push_back(header);
+            }
+            self.next = height + 1;
+            self.prev = Some(header);
+            self.reached = None;
+        }
+        self.short = false;
+        self.in_flight.take().map(|f| (f.gateway, f.id))
     }
 
     /// A gateway announced a tip: ask again even after an answer that ended short.
@@ -180,6 +235,9 @@ impl FilterSync {
             }
             self.next = fork + 1;
         }
+        if self.reached.is_some_and(|(h, _)| h > fork) {
+            self.reached = None;
+        }
         let gave_up = self.in_flight.filter(|f| f.stop > fork);
         if gave_up.is_some() {
             self.in_flight = None;
@@ -204,10 +262,18 @@ impl FilterSync {
             .iter()
             .take_while(|&&(h, _)| h <= limit)
             .last()
-            .or(self.marks.front())?;
+            .or(self.marks.front())
+            // After a truncation deeper than a request can reach, no mark is near enough
+            // (marks come with validated headers): nothing is asked this session.
+            .filter(|&&(h, _)| h - self.next < MAX_REQUEST_FILTER_HEADERS)?;
         self.ids = self.ids.wrapping_add(1);
         let id = FILTER_ID_BIT | (self.ids & !FILTER_ID_BIT);
-        self.in_flight = Some(InFlight { id, gateway, stop });
+        self.in_flight = Some(InFlight {
+            id,
+            gateway,
+            stop,
+            stop_hash: hash,
+        });
         Some((id, self.next, hash))
     }
 
@@ -275,6 +341,9 @@ impl FilterSync {
             self.prev = headers.last().copied();
             self.next = last + 1;
             step.taken = headers.len() as u32;
+            if last == f.stop {
+                self.reached = Some((last, f.stop_hash));
+            }
         }
         if step.done {
             self.in_flight = None;

@@ -2,7 +2,8 @@
 //! into IndexedDB and keeps it current.
 //!
 //! The sans-IO core runs natively too: [`sync`] (requests, validation, gathering commits),
-//! [`filters`] (the filter-header chain beside it),
+//! [`filters`] (the filter-header chain beside it), [`dispute`] (which gateway's filter
+//! is wrong, settled from the block), [`scan`] (matching filters against scripts),
 //! [`engine`] (several gateways over `lightwire-proto` connections: targets, bad gateways,
 //! reconnects, deadlines; typed [`reason`]s for every drop) and [`pipeline`] (resume,
 //! locator seeding, ancestor reads and commits over any `HeaderStore`). In wasm, `web` is
@@ -14,6 +15,7 @@
 #[cfg(all(test, target_arch = "wasm32"))]
 wasm_bindgen_test::wasm_bindgen_test_configure!(run_in_browser);
 
+pub mod dispute;
 pub mod engine;
 pub mod filters;
 pub mod pipeline;

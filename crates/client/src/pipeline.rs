@@ -180,13 +180,26 @@ impl Pipeline {
         Ok(true)
     }
 
-    /// If the scan needs a window read from the store, read it and hand it over; returns
-    /// whether it did.
-    pub async fn read_scan_data<S: HeaderStore>(
+    /// If a dispute over filter headers, or the scan, needs a read from the store (block
+    /// hashes and filter headers), read it and hand it over; returns whether it did.
+    pub async fn read_filter_data<S: HeaderStore>(
         &mut self,
         engine: &mut Engine,
         store: &S,
     ) -> Result<bool, StoreError> {
+        if let Some((from, to)) = engine.need_dispute_data() {
+            self.headers.clear();
+            store.headers(from, to, &mut self.headers).await?;
+            self.hashes.clear();
+            lightwire_chain::hash_header_list(&self.headers, &mut self.hashes);
+            self.filter_headers.clear();
+            store
+                .filter_headers(from, to, &mut self.filter_headers)
+                .await?;
+            engine.on_dispute_data(from, &self.hashes, &self.filter_headers);
+            self.moved = true;
+            return Ok(true);
+        }
         let Some((start, end)) = engine.need_scan_data() else {
             return Ok(false);
         };
@@ -294,7 +307,7 @@ impl Pipeline {
             if self.read_ancestors(engine, store, now).await? {
                 continue;
             }
-            if self.read_scan_data(engine, store).await? {
+            if self.read_filter_data(engine, store).await? {
                 continue;
             }
             self.save_scan(engine, store).await?;
@@ -316,6 +329,9 @@ mod tests {
     use lightwire_proto::testing::TestChain;
 
     use super::*;
+    use lightwire_proto::Served;
+
+    use crate::dispute::Verdict;
     use crate::engine::Event;
     use crate::testnet::{FailingStore, Net, block_on, memory};
 
@@ -453,6 +469,139 @@ mod tests {
         );
         assert_eq!(reached(&net.events).last().unwrap(), &vec![(1_234, h1)]);
         assert_eq!(net.engine.scan().unwrap().next(), 5_201);
+    }
+
+    /// The filter of `height` in `chain` without the block's coinbase output: what a
+    /// gateway hiding a payment would serve.
+    fn filter_without_coinbase(chain: &TestChain, height: u32) -> Vec<u8> {
+        let mut out = Vec::new();
+        let hash = chain.header(height).block_hash();
+        lightwire_filter::build_filter(&hash.0, [&b"not the coinbase"[..]], &mut out);
+        out
+    }
+
+    fn verdicts(events: &[Event]) -> Vec<(usize, Verdict)> {
+        events
+            .iter()
+            .filter_map(|e| match e {
+                Event::FilterDispute { gateway, verdict } => Some((*gateway, *verdict)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn rejected(events: &[Event]) -> Vec<(usize, &'static str)> {
+        events
+            .iter()
+            .filter_map(|e| match e {
+                Event::Rejected { gateway, reason } => Some((*gateway, reason.code())),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// A second gateway whose filter of one block lacks the block's coinbase output (its
+    /// filter headers rebuilt to match): the probe finds its header differs, the dispute
+    /// finds the block, and the block proves its filter wrong.
+    #[test]
+    fn a_gateway_serving_a_filter_without_an_output_is_caught_by_the_block() {
+        let honest = TestChain::generate(5_000);
+        let mut liar = TestChain::generate(5_000);
+        let f = filter_without_coinbase(&liar, 3_217);
+        liar.rewrite_filter(3_217, f);
+        let mut net = Net::new(memory(), vec![honest, liar], small);
+        net.drive();
+        // Filter headers come from the gateway headers do not (the liar here): ours are
+        // found wrong when the honest one is probed.
+        assert!(
+            net.events
+                .iter()
+                .any(|e| matches!(e, Event::FilterConflict { gateway: 0, .. })),
+            "{:?}",
+            net.events
+        );
+        let v = verdicts(&net.events);
+        assert!(
+            matches!(v[..], [(0, Verdict::OursWrong { height: 3_217, .. })]),
+            "{v:?}"
+        );
+        assert_eq!(rejected(&net.events), [(1, "filter-lacks-output")]);
+        let want = TestChain::generate(5_000);
+        let tip = block_on(net.store.filter_tip()).unwrap().unwrap();
+        assert_eq!(tip.height, 5_000);
+        assert_eq!(tip.header, want.filter_entry(5_000).unwrap().header);
+    }
+
+    /// The store's filter headers came from a liar; a later session meets an honest
+    /// gateway: ours are proven wrong from the block, dropped from the disputed height and
+    /// synced again, and the liar that vouched for them is marked bad. A scan then finds
+    /// the payment the liar hid.
+    #[test]
+    fn filter_headers_stored_from_a_liar_are_replaced_when_the_block_proves_them_wrong() {
+        let mut liar = TestChain::generate(5_000);
+        let f = filter_without_coinbase(&liar, 2_345);
+        liar.rewrite_filter(2_345, f);
+        let lying_tip = liar.filter_entry(5_000).unwrap().header;
+        let mut net = Net::new(memory(), vec![liar], small);
+        net.drive();
+        let tip = block_on(net.store.filter_tip()).unwrap().unwrap();
+        assert_eq!(tip.header, lying_tip);
+        let store = net.store;
+        let mut liar = TestChain::generate(5_000);
+        let f = filter_without_coinbase(&liar, 2_345);
+        liar.rewrite_filter(2_345, f);
+        let honest = TestChain::generate(5_000);
+        let want = honest.filter_entry(5_000).unwrap().header;
+        let paid = honest.header(2_345).block_hash();
+        let mut net = Net::new(store, vec![liar, honest], small);
+        net.drive();
+        assert_eq!(
+            verdicts(&net.events),
+            [(
+                1,
+                Verdict::OursWrong {
+                    height: 2_345,
+                    prev: TestChain::generate(5_000)
+                        .filter_entry(2_344)
+                        .unwrap()
+                        .header,
+                    hash: paid,
+                }
+            )]
+        );
+        assert_eq!(rejected(&net.events), [(0, "filter-lacks-output")]);
+        let tip = block_on(net.store.filter_tip()).unwrap().unwrap();
+        assert_eq!((tip.height, tip.header), (5_000, want));
+        net.engine
+            .start_scan(vec![coinbase_script(2_345, 0)], 2_000);
+        net.drive();
+        assert_eq!(reached(&net.events), [vec![(2_345, paid)]]);
+    }
+
+    /// A liar whose filter lacks only something the block cannot show (a script its inputs
+    /// spend would be; here an item is added instead): undecided, ours kept, the other
+    /// gateway not used for filters, nobody marked bad.
+    #[test]
+    fn a_dispute_the_block_cannot_settle_keeps_ours_and_marks_nobody() {
+        let honest = TestChain::generate(3_000);
+        let mut other = TestChain::generate(3_000);
+        let hash = other.header(1_500).block_hash();
+        let mut f = Vec::new();
+        let coinbase = coinbase_script(1_500, 0);
+        lightwire_filter::build_filter(&hash.0, [&coinbase[..], b"extra"], &mut f);
+        other.rewrite_filter(1_500, f.clone());
+        let mut same = TestChain::generate(3_000);
+        same.rewrite_filter(1_500, f);
+        let mut net = Net::new(memory(), vec![honest, same], small);
+        net.drive();
+        // Ours came from gateway 1 (filter headers go to the gateway headers do not).
+        assert_eq!(
+            verdicts(&net.events),
+            [(0, Verdict::Undecided { height: 1_500 })]
+        );
+        assert_eq!(rejected(&net.events), []);
+        let tip = block_on(net.store.filter_tip()).unwrap().unwrap();
+        assert_eq!(tip.header, other.filter_entry(3_000).unwrap().header);
     }
 
     #[test]

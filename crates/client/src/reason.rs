@@ -5,6 +5,7 @@
 use lightwire_chain::ConnectError;
 use lightwire_proto::PeerError;
 
+use crate::dispute::DisputeError;
 use crate::filters::FilterSyncError;
 use crate::scan::ScanError;
 use crate::sync::SyncError;
@@ -55,6 +56,9 @@ pub enum DropReason {
     /// order), or its answer ended short of what was asked.
     #[error(transparent)]
     Scan(ScanError),
+    /// It was found wrong, or broke a rule, in a dispute over filter headers.
+    #[error(transparent)]
+    Dispute(DisputeError),
     /// Its answer to our request made no progress in time.
     #[error("the gateway stopped answering our request")]
     RequestTimeout,
@@ -76,7 +80,8 @@ impl DropReason {
             | DropReason::Orphan
             | DropReason::OffCheckpoint(_)
             | DropReason::Undelivered(_)
-            | DropReason::Filters(_) => true,
+            | DropReason::Filters(_)
+            | DropReason::Dispute(_) => true,
             // An answer cut short may be a reorganisation: asked again after a backoff.
             DropReason::Scan(ScanError::Short { .. }) => false,
             DropReason::Scan(_) => true,
@@ -118,6 +123,14 @@ impl DropReason {
             DropReason::Scan(ScanError::Undecodable { .. }) => "undecodable-filter",
             DropReason::Scan(ScanError::OutOfOrder { .. }) => "filter-pieces-out-of-order",
             DropReason::Scan(ScanError::Short { .. }) => "filters-cut-short",
+            DropReason::Dispute(e) => match e {
+                DisputeError::FilterLacksOutput { .. } => "filter-lacks-output",
+                DisputeError::FilterMismatch { .. } => "filter-mismatch",
+                DisputeError::UndecodableFilter { .. } => "undecodable-filter",
+                DisputeError::BlockMismatch { .. } => "block-mismatch",
+                DisputeError::Contradiction { .. } => "filter-headers-contradicted",
+                DisputeError::OutOfOrder { .. } => "cross-check-out-of-order",
+            },
             DropReason::RequestTimeout => "request-timeout",
             DropReason::Transport(TransportError::OpenFailed) => "open-failed",
             DropReason::Transport(TransportError::Closed) => "closed",

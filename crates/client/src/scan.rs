@@ -323,17 +323,20 @@ impl Scan {
     }
 
     /// The next request, if one is due: id, first height and the last block's hash.
-    /// `gateway` is where it goes; requests in flight all go to one gateway (see
-    /// [`Self::asked`]).
-    pub fn next_request(&mut self, gateway: usize) -> Option<(u32, u32, BlockHash)> {
+    /// `gateway` is where it goes, for filters up to `limit` at most; requests in flight
+    /// all go to one gateway (see [`Self::asked`]).
+    pub fn next_request(&mut self, gateway: usize, limit: u32) -> Option<(u32, u32, BlockHash)> {
         if self.requests.len() >= SCAN_IN_FLIGHT
             || self.next_request >= self.window_end()
+            || self.next_request > limit
             || self.requests.front().is_some_and(|r| r.gateway != gateway)
         {
             return None;
         }
         let first = self.next_request;
-        let end = (self.window_end() - 1).min(first.saturating_add(SCAN_REQUEST - 1));
+        let end = (self.window_end() - 1)
+            .min(first.saturating_add(SCAN_REQUEST - 1))
+            .min(limit);
         self.ids = self.ids.wrapping_add(1);
         let id = SCAN_ID_BITS | (self.ids & !SCAN_ID_BITS);
         self.requests.push_back(Request { id, gateway, end });
@@ -579,7 +582,7 @@ mod tests {
             s.on_data(a, &hashes, &headers[a as usize..=b as usize + 1]);
         }
         let mut out = Vec::new();
-        while let Some((id, start, stop)) = s.next_request(0) {
+        while let Some((id, start, stop)) = s.next_request(0, u32::MAX) {
             let end = u32::from_le_bytes(stop.0[..4].try_into().unwrap());
             out.push((id, start, end));
         }

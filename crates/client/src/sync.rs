@@ -463,6 +463,12 @@ impl Syncer {
         self.pending.filter_len()
     }
 
+    /// Our filter headers from `height` on were found wrong: those gathered are dropped,
+    /// and the stored ones with the next commit.
+    pub fn truncate_filters(&mut self, height: u32) {
+        self.pending.truncate_filters(height);
+    }
+
     /// Gather validated filter headers from `first_height` on, for the next commit.
     pub fn push_filters(&mut self, first_height: u32, headers: &[[u8; 32]]) {
         // Filter headers follow the headers by at most a request: sized once for a

@@ -15,7 +15,9 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::Notify;
 
-use lightwire_chain::synthetic::{DEFAULT_PROFILE, Pool, Profile, SyntheticBlock};
+use lightwire_chain::synthetic::{
+    DEFAULT_PROFILE, GENESIS_OUTPUT_SCRIPT, Pool, Profile, SyntheticBlock,
+};
 use lightwire_chain::{HEADER_LEN, hash_header_bytes};
 use lightwire_filter::{build_filter, filter_hash, filter_header};
 use lightwire_proto::session::{FilterEntry, FilterLookup};
@@ -23,21 +25,6 @@ use lightwire_proto::session::{FilterEntry, FilterLookup};
 /// The default bound on cached filters: every heavy filter of the default generated chain
 /// (10,000 of about 14 KB) fits.
 pub const DEFAULT_CACHE_BYTES: usize = 256 << 20;
-
-/// The output script of the genesis coinbase (the same on every network): the one item of
-/// the genesis block's filter.
-const GENESIS_OUTPUT_SCRIPT: [u8; 67] = {
-    let key = *b"\x04\x67\x8a\xfd\xb0\xfe\x55\x48\x27\x19\x67\xf1\xa6\x71\x30\xb7\x10\x5c\xd6\xa8\x28\xe0\x39\x09\xa6\x79\x62\xe0\xea\x1f\x61\xde\xb6\x49\xf6\xbc\x3f\x4c\xef\x38\xc4\xf3\x55\x04\xe5\x1e\xc1\x12\xde\x5c\x38\x4d\xf7\xba\x0b\x8d\x57\x8a\x4c\x70\x2b\x6b\xf1\x1d\x5f";
-    let mut s = [0u8; 67];
-    s[0] = 0x41;
-    let mut i = 0;
-    while i < 65 {
-        s[1 + i] = key[i];
-        i += 1;
-    }
-    s[66] = 0xac;
-    s
-};
 
 /// The filters a gateway serves: of a generated chain, or of a chain followed from a node.
 pub struct ServedFilters {
@@ -289,12 +276,21 @@ impl ServedFilters {
         };
         let hash = hash_header_bytes(header);
         if height == 0 {
-            build_filter(&hash.0, [&GENESIS_OUTPUT_SCRIPT[..]], out);
+            build_filter(&hash.0, [GENESIS_OUTPUT_SCRIPT], out);
         } else {
             let block = SyntheticBlock::new(profile, pool, height, 0);
             build_filter(&hash.0, block.filter_items(), out);
         }
         true
+    }
+
+    /// The profile and payload pool of a generated chain's filters (`None` for a chain
+    /// followed from a node).
+    pub fn generated_source(&self) -> Option<(Profile, &'static Pool)> {
+        match &self.source {
+            Source::Generated { profile, pool } => Some((*profile, pool)),
+            Source::Upstream { .. } => None,
+        }
     }
 
     /// The highest height with a filter header.

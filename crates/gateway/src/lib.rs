@@ -16,6 +16,7 @@
 #![warn(missing_docs)]
 
 pub mod admission;
+pub mod blocks;
 pub mod client;
 pub mod filters;
 pub mod metrics;

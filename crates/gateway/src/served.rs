@@ -9,6 +9,7 @@
 
 use std::collections::HashMap;
 
+use crate::blocks::ServedBlocks;
 use crate::filters::ServedFilters;
 
 use lightwire_chain::generate::next_header;
@@ -64,6 +65,7 @@ pub struct ServedChain {
     min_work: Work,
     /// Compact block filters, when served.
     filters: Option<ServedFilters>,
+    blocks: Option<ServedBlocks>,
 }
 
 /// A chain being built: what is served, and the validation window its next header needs.
@@ -89,6 +91,7 @@ impl Builder {
                 reorgs: 0,
                 min_work: Work::ZERO,
                 filters: None,
+                blocks: None,
             },
             chain,
         }
@@ -285,7 +288,11 @@ impl ServedChain {
     /// the newest kept up to `cache_bytes`).
     pub fn serve_generated_filters(&mut self, cache_bytes: usize) {
         if self.base == 0 {
-            self.filters = Some(ServedFilters::generated(&self.headers, cache_bytes));
+            let filters = ServedFilters::generated(&self.headers, cache_bytes);
+            self.blocks = filters
+                .generated_source()
+                .map(|(profile, pool)| ServedBlocks::generated(profile, pool));
+            self.filters = Some(filters);
         }
     }
 
@@ -428,6 +435,17 @@ impl lightwire_proto::Served for ServedChain {
 
     fn filter_entry(&self, height: u32) -> Option<FilterEntry> {
         self.filters.as_ref()?.entry(height)
+    }
+
+    fn serves_blocks(&self) -> bool {
+        self.blocks.is_some()
+    }
+
+    fn with_block<R>(&self, height: u32, read: impl FnOnce(&[u8]) -> R) -> FilterLookup<R> {
+        match &self.blocks {
+            Some(b) => b.with_block(height, lightwire_proto::Served::header(self, height), read),
+            None => FilterLookup::Missing,
+        }
     }
 
     fn with_filter<R>(&self, height: u32, read: impl FnOnce(&[u8]) -> R) -> FilterLookup<R> {

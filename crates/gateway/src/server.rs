@@ -632,7 +632,7 @@ async fn run(
                 if changed.is_err() {
                     return Close::Shutdown;
                 }
-                conn.filters_arrived();
+                conn.data_arrived();
             }
             _ = sleep_until(deadline.unwrap_or(io.start)), if deadline.is_some() => {
                 conn.handle_timeout(io.now());

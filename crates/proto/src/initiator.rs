@@ -20,9 +20,10 @@ use lightwire_noise::{
     Receiver, SecretKey, SendError, Sender,
 };
 use lightwire_wire::{
-    AnswerFlags, COMPACT_HEADERS_FEATURE, DecodeError, EncodeError, FILTERS_FEATURE, Features,
-    FilterCheckpoints, FilterRange, Filters, GetFilterCheckpoints, GetFilterHeaders, GetFilters,
-    GetHeaders, Init, InitRefusal, Message, Networks, Ping, Pong,
+    AnswerFlags, BLOCKS_FEATURE, BlockPiece, COMPACT_HEADERS_FEATURE, DecodeError, EncodeError,
+    FILTERS_FEATURE, Features, FilterCheckpoints, FilterRange, Filters, GetBlock,
+    GetFilterCheckpoints, GetFilterHeaders, GetFilters, GetHeaders, Init, InitRefusal, Message,
+    Networks, Ping, Pong,
 };
 
 use crate::acts::ActBuffer;
@@ -340,6 +341,9 @@ pub enum PeerEvent<'a> {
     /// Filter pieces answering request `id` (the pieces are checked for range; their
     /// order and completeness are the receiver's to check).
     Filters(Filters<'a>),
+    /// A piece of the block answering request `id` (checked for range; order is the
+    /// receiver's to check).
+    Block(BlockPiece<'a>),
     /// A `warning` (printable text, or `None`).
     Warning(Option<&'a str>),
     /// A `pong`.
@@ -366,6 +370,8 @@ pub struct Initiator {
     compact: bool,
     /// Whether the gateway's `init` offers filters.
     gateway_filters: bool,
+    /// Whether the gateway's `init` offers blocks.
+    gateway_blocks: bool,
     /// Headers expanded from `headers_compact` and the block hashes of every answer.
     expanded: Expanded,
 }
@@ -401,6 +407,7 @@ impl Initiator {
             ping_sent: None,
             compact: false,
             gateway_filters: false,
+            gateway_blocks: false,
             expanded: Expanded::new(),
         };
         initiator.offer_compact_headers(true);
@@ -418,6 +425,11 @@ impl Initiator {
     /// ([`FILTERS_FEATURE`]).
     pub fn serves_filters(&self) -> bool {
         self.gateway_filters
+    }
+
+    /// Whether the gateway's `init` said it serves blocks ([`BLOCKS_FEATURE`]).
+    pub fn serves_blocks(&self) -> bool {
+        self.gateway_blocks
     }
 
     /// Whether `init` has been exchanged.
@@ -454,9 +466,10 @@ impl Initiator {
             expanded,
             self.compact,
         ) {
-            Ok(Interpreted::Ready(filters)) => {
+            Ok(Interpreted::Ready { filters, blocks }) => {
                 self.ready = true;
                 self.gateway_filters = filters;
+                self.gateway_blocks = blocks;
                 Ok((taken, Some(PeerEvent::Ready)))
             }
             Ok(Interpreted::Pong(len)) => {
@@ -602,6 +615,19 @@ impl Initiator {
         self.link.send(&Message::GetFilterCheckpoints(req))
     }
 
+    /// Ask for the block whose hash is `block_hash` (one at a time: the gateway answers a
+    /// second request before the first is done with a warning).
+    pub fn request_block(&mut self, id: u32, block_hash: BlockHash) -> Result<(), PeerError> {
+        if !self.is_ready() {
+            return Err(PeerError::NotReady);
+        }
+        let req = GetBlock {
+            id,
+            block_hash: block_hash.0,
+        };
+        self.link.send(&Message::GetBlock(req))
+    }
+
     fn filter_range(
         &self,
         id: u32,
@@ -620,8 +646,11 @@ impl Initiator {
 }
 
 enum Interpreted<'a> {
-    /// With whether the gateway serves filters.
-    Ready(bool),
+    /// With whether the gateway serves filters and blocks.
+    Ready {
+        filters: bool,
+        blocks: bool,
+    },
     Pong(Option<u16>),
     Event(Option<PeerEvent<'a>>),
 }
@@ -641,8 +670,11 @@ fn interpret<'a>(
             return Err(PeerError::NoInitFirst);
         };
         init.require_chain(chain_hash)?;
-        let filters = init.combined_features().is_set(FILTERS_FEATURE);
-        return Ok(Interpreted::Ready(filters));
+        let features = init.combined_features();
+        return Ok(Interpreted::Ready {
+            filters: features.is_set(FILTERS_FEATURE),
+            blocks: features.is_set(BLOCKS_FEATURE),
+        });
     }
     let event = match message {
         Message::Tip(t) => PeerEvent::Tip {
@@ -682,6 +714,7 @@ fn interpret<'a>(
         }
         Message::FilterCheckpoints(m) => PeerEvent::FilterCheckpoints(m),
         Message::Filters(m) => PeerEvent::Filters(m),
+        Message::Block(m) => PeerEvent::Block(m),
         Message::Warning(w) => PeerEvent::Warning(w.data_utf8()),
         Message::Error(e) => {
             return Err(PeerError::GatewayError(e.data_utf8().map(str::to_string)));
@@ -695,6 +728,7 @@ fn interpret<'a>(
         | Message::GetFilterHeaders(_)
         | Message::GetFilterCheckpoints(_)
         | Message::GetFilters(_)
+        | Message::GetBlock(_)
         | Message::Unknown { .. } => {
             return Ok(Interpreted::Event(None));
         }

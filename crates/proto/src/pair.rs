@@ -35,6 +35,8 @@ pub enum Heard {
     FilterCheckpoints(u32, Vec<(u32, [u8; 32])>, AnswerFlags),
     /// Filter pieces: request id, (height, filter length, offset, bytes) each, flags.
     Filters(u32, Vec<(u32, u32, u32, Vec<u8>)>, AnswerFlags),
+    /// A block piece: request id, block length, offset, bytes, last, not found.
+    Block(u32, u32, u32, Vec<u8>, bool, bool),
 }
 
 /// A gateway's end as a browser sees it: a [`Responder`] serving a [`TestChain`], the
@@ -380,6 +382,14 @@ fn client_input(
                                 .collect(),
                             m.flags,
                         ),
+                        PeerEvent::Block(p) => Heard::Block(
+                            p.id,
+                            p.block_len,
+                            p.offset,
+                            p.data.to_vec(),
+                            p.last,
+                            p.not_found,
+                        ),
                     });
                 }
                 data = &data[taken..];
@@ -481,6 +491,31 @@ mod tests {
         for (h, f) in &filters {
             assert_eq!(f, p.gateway.chain.filter(*h));
         }
+    }
+
+    /// A block through both ends, in pieces: the client gets the generated block, whose
+    /// Merkle root is its header's.
+    #[test]
+    fn a_block_over_the_pair() {
+        let mut p = connected(BufferMode::Pooled, 2);
+        assert!(p.client.serves_blocks());
+        let hash = p.gateway.chain.header(2500).block_hash();
+        p.client.request_block(7, hash).unwrap();
+        p.drive();
+        let mut block = Vec::new();
+        for h in &p.heard {
+            let Heard::Block(7, len, offset, data, last, false) = h else {
+                panic!("{h:?}");
+            };
+            assert_eq!(*offset as usize, block.len());
+            block.extend_from_slice(data);
+            assert_eq!(*last, block.len() == *len as usize);
+        }
+        assert_eq!(block, p.gateway.chain.block(2500));
+        let parsed = lightwire_filter::Block::parse(&block).unwrap();
+        let header = p.gateway.chain.header(2500);
+        assert_eq!(parsed.merkle_root(), (header.merkle_root, false));
+        assert_eq!(lightwire_chain::hash_header_bytes(parsed.header()), hash);
     }
 
     /// Old and new ends interoperate: `headers_compact` only when both offer it, and the

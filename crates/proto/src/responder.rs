@@ -379,10 +379,11 @@ impl Responder {
         }
     }
 
-    /// A filter the session waited for arrived (or was given up): it answers again.
-    pub fn filters_arrived(&mut self) {
+    /// A filter or block the session waited for arrived (or was given up): it answers
+    /// again.
+    pub fn data_arrived(&mut self) {
         if let Phase::Ready(r) = &mut self.phase {
-            r.session.filters_arrived();
+            r.session.data_arrived();
         }
     }
 

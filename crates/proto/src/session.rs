@@ -20,9 +20,9 @@ use lightwire_wire::sync::{
     MAX_HEADERS_PER_MESSAGE, MAX_LOCATOR, MAX_PENDING_REQUESTS, MAX_REQUEST_HEADERS,
 };
 use lightwire_wire::{
-    AnswerFlags, COMPACT_HEADERS_FEATURE, DecodeError, EncodeError, FILTERS_FEATURE,
-    FilterCheckpoints, FilterHeaders, FilterRange, FiltersWriter, GetHeaders, Headers,
-    HeadersCompact, Init, InitRefusal, Message, Networks, Ping, Pong, Tip, Warning,
+    AnswerFlags, BLOCKS_FEATURE, BlockPiece, COMPACT_HEADERS_FEATURE, DecodeError, EncodeError,
+    FILTERS_FEATURE, FilterCheckpoints, FilterHeaders, FilterRange, FiltersWriter, GetHeaders,
+    Headers, HeadersCompact, Init, InitRefusal, Message, Networks, Ping, Pong, Tip, Warning,
 };
 
 /// The tip as announced in `tip` messages.
@@ -45,12 +45,12 @@ pub struct FilterEntry {
     pub hash: [u8; 32],
 }
 
-/// What a [`Served`] chain has of a filter.
+/// What a [`Served`] chain has of a filter or a block.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum FilterLookup<R> {
     /// Here it is (what the reader returned).
     Ready(R),
-    /// Being fetched: the shell calls [`Session::filters_arrived`] when it is in.
+    /// Being fetched: the shell calls [`Session::data_arrived`] when it is in.
     Pending,
     /// Not on this chain, or not served.
     Missing,
@@ -100,6 +100,18 @@ pub trait Served {
     /// The basic filter of the block at `height` (its serialization: the item count, then
     /// the Golomb-coded set), lent to `read`.
     fn with_filter<R>(&self, _height: u32, _read: impl FnOnce(&[u8]) -> R) -> FilterLookup<R> {
+        FilterLookup::Missing
+    }
+
+    /// Whether blocks are served (the `blocks` feature bit).
+    fn serves_blocks(&self) -> bool {
+        false
+    }
+
+    /// The block at `height` of this chain (its serialization, with witness data), lent
+    /// to `read`. The session asks for the same block piece after piece: a chain fetching
+    /// it from a node keeps it until it is sent.
+    fn with_block<R>(&self, _height: u32, _read: impl FnOnce(&[u8]) -> R) -> FilterLookup<R> {
         FilterLookup::Missing
     }
 
@@ -155,6 +167,12 @@ pub enum Violation {
         /// The most that kind of request may ask for.
         max: u32,
     },
+    /// A block request to a gateway that does not serve blocks.
+    #[error("this gateway does not serve blocks")]
+    BlocksNotServed,
+    /// A second `get_block` before the first was answered in full.
+    #[error("get_block while a block is still being sent (one at a time)")]
+    BlockInFlight,
 }
 
 impl From<InitRefusal> for Violation {
@@ -181,6 +199,8 @@ impl Violation {
             Violation::TooManyRequests => "too_many_requests",
             Violation::FiltersNotServed => "filters_not_served",
             Violation::FilterRange { .. } => "filter_range",
+            Violation::BlocksNotServed => "blocks_not_served",
+            Violation::BlockInFlight => "block_in_flight",
         }
     }
 }
@@ -220,6 +240,9 @@ enum Want {
     Checkpoints { end: Option<u32> },
     /// Filters up to `end`; `offset` into the filter of `next` already sent.
     Filters { end: Option<u32>, offset: u32 },
+    /// The block of height `next` (`found` false: not on the chain); `offset` into it
+    /// already sent.
+    Block { found: bool, offset: u32 },
 }
 
 /// The protocol state of one connection.
@@ -243,10 +266,13 @@ pub struct Session {
     offer_compact: bool,
     /// Whether the client's `init` offered it too: answers are then `headers_compact`.
     compact: bool,
-    /// A filter the answer needs is being fetched: nothing to write until it arrives.
-    waiting_for_filter: bool,
+    /// A filter or block the answer needs is being fetched: nothing to write until it
+    /// arrives.
+    waiting_for_data: bool,
     /// Filter bytes sent since the session started.
     pub filter_bytes_sent: u64,
+    /// Block bytes sent since the session started.
+    pub block_bytes_sent: u64,
 }
 
 impl Session {
@@ -266,14 +292,15 @@ impl Session {
             headers_sent: 0,
             offer_compact: true,
             compact: false,
-            waiting_for_filter: false,
+            waiting_for_data: false,
             filter_bytes_sent: 0,
+            block_bytes_sent: 0,
         }
     }
 
-    /// A filter the session waited for is in (or given up): try again.
-    pub fn filters_arrived(&mut self) {
-        self.waiting_for_filter = false;
+    /// A filter or block the session waited for is in (or given up): try again.
+    pub fn data_arrived(&mut self) {
+        self.waiting_for_data = false;
     }
 
     /// Whether to offer `headers_compact` (on by default); call before `init` goes out.
@@ -341,6 +368,22 @@ impl Session {
                     Want::Checkpoints { end },
                 );
             }
+            Message::GetBlock(req) => {
+                if !chain.serves_blocks() {
+                    return Err(Violation::BlocksNotServed);
+                }
+                let is_block = |r: &Request| matches!(r.want, Want::Block { .. });
+                if self.answering.iter().chain(&self.requests).any(is_block) {
+                    return Err(Violation::BlockInFlight);
+                }
+                self.check_room()?;
+                let height = chain.height_of(&lightwire_chain::BlockHash(req.block_hash));
+                let want = Want::Block {
+                    found: height.is_some(),
+                    offset: 0,
+                };
+                self.queue(req.id, height.unwrap_or(0), chain, want);
+            }
             Message::Ping(ping) => self.pong_due = ping.pong_len(),
             Message::Error(_) => return Ok(Received::PeerError),
             // A second init, warnings, pongs, headers and tips from a client, and unknown odd
@@ -354,6 +397,7 @@ impl Session {
             | Message::FilterHeaders(_)
             | Message::FilterCheckpoints(_)
             | Message::Filters(_)
+            | Message::Block(_)
             | Message::Unknown { .. } => {}
         }
         Ok(Received::Ok)
@@ -432,7 +476,7 @@ impl Session {
             || self.pong_due.is_some()
             || self.ping_due
             || (self.init_received
-                && !self.waiting_for_filter
+                && !self.waiting_for_data
                 && ((self.answering.is_none() && self.tip_due)
                     || self.answering.is_some()
                     || !self.requests.is_empty()))
@@ -463,12 +507,13 @@ impl Session {
             } else {
                 &[]
             };
-            let mut field = [0u8; FILTERS_FEATURE / 8 + 1];
-            let mut all = [0usize; 2];
+            let mut field = [0u8; BLOCKS_FEATURE / 8 + 1];
+            let mut all = [0usize; 3];
             let mut n = 0;
             for &b in bits
                 .iter()
                 .chain(chain.serves_filters().then_some(&FILTERS_FEATURE))
+                .chain(chain.serves_blocks().then_some(&BLOCKS_FEATURE))
             {
                 all[n] = b;
                 n += 1;
@@ -509,7 +554,7 @@ impl Session {
             }
             self.answering = self.requests.pop_front();
         }
-        if self.waiting_for_filter {
+        if self.waiting_for_data {
             return Ok(None);
         }
         let Some(req) = self.answering else {
@@ -526,6 +571,9 @@ impl Session {
             Want::Checkpoints { end } => self.write_checkpoints(req, end, reorged, chain, out)?,
             Want::Filters { end, offset } => {
                 self.write_filters(req, end, offset, reorged, chain, out)?
+            }
+            Want::Block { found, offset } => {
+                self.write_block(req, found, offset, reorged, chain, out)?
             }
         };
         Ok(written)
@@ -733,7 +781,7 @@ impl Session {
                 }
                 FilterLookup::Ready(None) => break,
                 FilterLookup::Pending => {
-                    self.waiting_for_filter = true;
+                    self.waiting_for_data = true;
                     break;
                 }
                 // Not held after all (the chain moved): end the answer here.
@@ -752,6 +800,49 @@ impl Session {
         req.want = Want::Filters { end, offset };
         self.answering = (!done).then_some(req);
         Ok(Some(len))
+    }
+}
+
+impl Session {
+    /// One piece of the block asked for. After a reorg the height may hold another block:
+    /// the answer then ends with `not_found` (a client drops the pieces it had).
+    fn write_block<C: Served>(
+        &mut self,
+        mut req: Request,
+        found: bool,
+        offset: u32,
+        reorged: bool,
+        chain: &C,
+        out: &mut [u8],
+    ) -> Result<Option<usize>, EncodeError> {
+        let not_found = |out: &mut [u8]| Message::Block(BlockPiece::not_found(req.id)).encode(out);
+        if !found || reorged {
+            self.answering = None;
+            return not_found(out).map(Some);
+        }
+        let written = chain.with_block(req.next, |block| {
+            BlockPiece::next(req.id, block, offset as usize)
+                .map(|p| (Message::Block(p).encode(out), p.data.len(), p.last))
+        });
+        match written {
+            FilterLookup::Ready(Some((len, n, last))) => {
+                self.block_bytes_sent += n as u64;
+                req.want = Want::Block {
+                    found,
+                    offset: offset + n as u32,
+                };
+                self.answering = (!last).then_some(req);
+                len.map(Some)
+            }
+            FilterLookup::Pending => {
+                self.waiting_for_data = true;
+                Ok(None)
+            }
+            FilterLookup::Ready(None) | FilterLookup::Missing => {
+                self.answering = None;
+                not_found(out).map(Some)
+            }
+        }
     }
 }
 
@@ -1123,13 +1214,94 @@ mod tests {
         assert!(!s.has_output(), "waiting for the filter of 700");
         assert_eq!(got.keys().last(), Some(&699));
         chain.pending_filters.clear();
-        s.filters_arrived();
+        s.data_arrived();
         assert!(take(drain(&mut s, &chain), &mut got));
         assert_eq!(got.len(), 1000);
         for (h, f) in &got {
             assert_eq!(f, chain.filter(*h), "filter {h}");
         }
         assert_eq!(got[&5], long);
+    }
+
+    fn take_block(sent: Vec<Vec<u8>>, got: &mut Vec<u8>) -> Option<bool> {
+        let mut end = None;
+        for m in sent {
+            let Ok(Message::Block(p)) = Message::decode(&m) else {
+                panic!("block")
+            };
+            assert!(end.is_none(), "nothing after the last piece");
+            if p.not_found {
+                end = Some(false);
+                continue;
+            }
+            assert_eq!(p.offset as usize, got.len(), "pieces in order");
+            got.extend_from_slice(p.data);
+            end = p.last.then_some(true);
+        }
+        end
+    }
+
+    #[test]
+    fn a_block_is_sent_in_pieces_one_at_a_time_and_waits_while_fetched() {
+        let mut chain = TestChain::generate(1200);
+        let big: Vec<u8> = (0..300_000u32).map(|i| (i / 7) as u8).collect();
+        chain.replace_block(900, big.clone());
+        chain.pending_blocks.insert(900);
+        let mut s = ready(&chain);
+        let get = |id, hash: BlockHash| {
+            encode(Message::GetBlock(lightwire_wire::GetBlock {
+                id,
+                block_hash: hash.0,
+            }))
+        };
+        s.receive(&get(1, chain.header(900).block_hash()), &chain)
+            .unwrap();
+        // One block at a time.
+        assert_eq!(
+            s.receive(&get(2, chain.header(901).block_hash()), &chain),
+            Err(Violation::BlockInFlight)
+        );
+        let mut got = Vec::new();
+        assert_eq!(take_block(drain(&mut s, &chain), &mut got), None);
+        assert!(!s.has_output(), "waiting for the block");
+        chain.pending_blocks.clear();
+        s.data_arrived();
+        assert_eq!(take_block(drain(&mut s, &chain), &mut got), Some(true));
+        assert_eq!(got, big);
+        assert_eq!(s.block_bytes_sent, big.len() as u64);
+        // Answered: the next may come. A small one goes in one piece.
+        s.receive(&get(3, chain.header(7).block_hash()), &chain)
+            .unwrap();
+        got.clear();
+        assert_eq!(take_block(drain(&mut s, &chain), &mut got), Some(true));
+        assert_eq!(got, chain.block(7));
+        // A hash not on the chain: not found.
+        s.receive(&get(4, BlockHash([9; 32])), &chain).unwrap();
+        assert_eq!(take_block(drain(&mut s, &chain), &mut got), Some(false));
+        // A gateway that does not serve blocks.
+        chain.serve_blocks = false;
+        assert_eq!(
+            s.receive(&get(5, chain.header(7).block_hash()), &chain),
+            Err(Violation::BlocksNotServed)
+        );
+    }
+
+    #[test]
+    fn a_reorg_during_a_block_ends_it_not_found() {
+        let mut chain = TestChain::generate(1200);
+        chain.replace_block(1100, vec![1; 200_000]);
+        let mut s = ready(&chain);
+        let get = lightwire_wire::GetBlock {
+            id: 1,
+            block_hash: chain.header(1100).block_hash().0,
+        };
+        s.receive(&encode(Message::GetBlock(get)), &chain).unwrap();
+        let mut out = vec![0u8; lightwire_wire::MAX_MESSAGE_LEN];
+        let n = s.next_message(&chain, &mut out).unwrap().unwrap();
+        let mut got = Vec::new();
+        assert_eq!(take_block(vec![out[..n].to_vec()], &mut got), None);
+        chain.reorg(1000, 250, 1);
+        assert_eq!(take_block(drain(&mut s, &chain), &mut got), Some(false));
     }
 
     #[test]

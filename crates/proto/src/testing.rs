@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 
 use lightwire_chain::generate::headers_after;
-use lightwire_chain::synthetic::{DEFAULT_PROFILE, Pool, SyntheticBlock};
+use lightwire_chain::synthetic::{DEFAULT_PROFILE, GENESIS_OUTPUT_SCRIPT, Pool, SyntheticBlock};
 use lightwire_chain::{BlockHash, HEADER_LEN, Header, REGTEST, U256};
 use lightwire_filter::{build_filter, filter_hash, filter_header};
 
@@ -22,6 +22,12 @@ pub struct TestChain {
     pub serve_filters: bool,
     /// Heights whose filter is "being fetched" (answers wait for them).
     pub pending_filters: std::collections::HashSet<u32>,
+    /// Whether blocks are served.
+    pub serve_blocks: bool,
+    /// Heights whose block is "being fetched" (answers wait for them).
+    pub pending_blocks: std::collections::HashSet<u32>,
+    /// Blocks served instead of the generated ones (a lying gateway).
+    replaced_blocks: HashMap<u32, Vec<u8>>,
 }
 
 impl TestChain {
@@ -34,6 +40,9 @@ impl TestChain {
             filters: Vec::new(),
             serve_filters: true,
             pending_filters: Default::default(),
+            serve_blocks: true,
+            pending_blocks: Default::default(),
+            replaced_blocks: HashMap::new(),
         };
         chain.index.insert(REGTEST.genesis.block_hash(), 0);
         chain.extend(headers_after(&REGTEST, &REGTEST.genesis, 0, count, 0));
@@ -84,6 +93,45 @@ impl TestChain {
         self.filters[height as usize].0 = filter;
     }
 
+    /// Serve `filter` as the filter of `height`, with the filter-header chain rebuilt from
+    /// it up: a gateway that lies consistently (its filters match its own headers).
+    pub fn rewrite_filter(&mut self, height: u32, filter: Vec<u8>) {
+        let h = height as usize;
+        self.filters[h].0 = filter;
+        let mut prev = h
+            .checked_sub(1)
+            .map_or([0; 32], |p| self.filters[p].1.header);
+        for f in &mut self.filters[h..] {
+            let hash = filter_hash(&f.0);
+            prev = filter_header(&hash, &prev);
+            f.1 = FilterEntry { header: prev, hash };
+        }
+    }
+
+    /// The block at `height` (the real genesis block at 0, synthetic ones above).
+    pub fn block(&self, height: u32) -> Vec<u8> {
+        if let Some(b) = self.replaced_blocks.get(&height) {
+            return b.clone();
+        }
+        let mut out = Vec::new();
+        let header = self.header(height).encode();
+        let branch = self.branch_of(height as usize);
+        SyntheticBlock::write_at(
+            &DEFAULT_PROFILE,
+            pool_for(height),
+            height,
+            branch,
+            &header,
+            &mut out,
+        );
+        out
+    }
+
+    /// Serve `block` as the block of `height` (a lying gateway).
+    pub fn replace_block(&mut self, height: u32, block: Vec<u8>) {
+        self.replaced_blocks.insert(height, block);
+    }
+
     fn extend(&mut self, headers: Vec<Header>) {
         for h in headers {
             self.index.insert(h.block_hash(), self.headers.len() as u32);
@@ -94,19 +142,9 @@ impl TestChain {
             let hash = self.headers[height].block_hash().0;
             let mut filter = Vec::new();
             if height == 0 {
-                build_filter(&hash, [&b"genesis"[..]], &mut filter);
+                build_filter(&hash, [GENESIS_OUTPUT_SCRIPT], &mut filter);
             } else {
-                let pool = if height as u32 >= DEFAULT_PROFILE.heavy_from {
-                    Pool::default_pool()
-                } else {
-                    static EMPTY: std::sync::OnceLock<Pool> = std::sync::OnceLock::new();
-                    EMPTY.get_or_init(|| {
-                        Pool::build(&lightwire_chain::synthetic::Profile {
-                            heavy_from: u32::MAX,
-                            ..DEFAULT_PROFILE
-                        })
-                    })
-                };
+                let pool = pool_for(height as u32);
                 let branch = self.branch_of(height);
                 let block = SyntheticBlock::new(&DEFAULT_PROFILE, pool, height as u32, branch);
                 build_filter(&hash, block.filter_items(), &mut filter);
@@ -130,6 +168,22 @@ impl TestChain {
         (0..64)
             .find(|&b| lightwire_chain::synthetic::merkle_root(height as u32, b) == root)
             .unwrap_or(0)
+    }
+}
+
+/// The pool of payloads for `height`'s block (none is used below `heavy_from`: an empty
+/// one saves building the default pool in tests of short chains).
+fn pool_for(height: u32) -> &'static Pool {
+    if height >= DEFAULT_PROFILE.heavy_from {
+        Pool::default_pool()
+    } else {
+        static EMPTY: std::sync::OnceLock<Pool> = std::sync::OnceLock::new();
+        EMPTY.get_or_init(|| {
+            Pool::build(&lightwire_chain::synthetic::Profile {
+                heavy_from: u32::MAX,
+                ..DEFAULT_PROFILE
+            })
+        })
     }
 }
 
@@ -175,6 +229,20 @@ impl Served for TestChain {
 
     fn filter_entry(&self, height: u32) -> Option<FilterEntry> {
         self.filters.get(height as usize).map(|f| f.1)
+    }
+
+    fn serves_blocks(&self) -> bool {
+        self.serve_blocks
+    }
+
+    fn with_block<R>(&self, height: u32, read: impl FnOnce(&[u8]) -> R) -> FilterLookup<R> {
+        if self.pending_blocks.contains(&height) {
+            return FilterLookup::Pending;
+        }
+        if height as usize >= self.headers.len() {
+            return FilterLookup::Missing;
+        }
+        FilterLookup::Ready(read(&self.block(height)))
     }
 
     fn with_filter<R>(&self, height: u32, read: impl FnOnce(&[u8]) -> R) -> FilterLookup<R> {

@@ -38,6 +38,39 @@ pub enum DecodeError {
     /// A filter message broke its coding.
     #[error("invalid filter message: {0}")]
     Filters(#[source] FiltersError),
+    /// A `block` message broke its coding.
+    #[error("invalid block message: {0}")]
+    Blocks(#[source] BlocksError),
+}
+
+/// A `block` message broke a rule of its coding (docs/PROTOCOL.md).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum BlocksError {
+    /// A block longer than a receiver takes.
+    #[error("a block of {len} bytes, over the limit")]
+    BlockTooLong {
+        /// The length given.
+        len: u32,
+    },
+    /// A piece past the block's end, or empty.
+    #[error("a piece of {len} bytes at {offset} does not lie within its block")]
+    PieceOutOfRange {
+        /// Where it starts.
+        offset: u32,
+        /// Its length.
+        len: usize,
+    },
+    /// `last` on a piece that does not reach the block's end, or missing on one that does.
+    #[error(
+        "the piece at {offset}: the last flag must be set exactly on the piece that ends the block"
+    )]
+    LastMisplaced {
+        /// Where the piece starts.
+        offset: u32,
+    },
+    /// `not_found` must come alone: with `last`, no length and no piece.
+    #[error("not_found with a block, or without last")]
+    NotFoundWithBlock,
 }
 
 /// A filter message (`filter_headers`, `filter_checkpoints`, `filters`) broke a rule of its

@@ -1,7 +1,8 @@
 //! The BOLT 1 message layer: framing by a `u16` message type, TLV streams, the setup and
 //! control messages `init`, `error`, `warning`, `ping` and `pong`, and lightwire's
 //! header-sync messages `get_headers`, `headers` and `tip` ([`sync`]), and the negotiated
-//! `headers_compact` ([`compact`]), and the compact block filter messages ([`filters`]).
+//! `headers_compact` ([`compact`]), the compact block filter messages ([`filters`]) and
+//! the block messages ([`blocks`]).
 //!
 //! Sans-IO and allocation-free: [`Message::decode`] borrows every variable-length field
 //! from the input (the decrypted body in the transport's receive buffer), and
@@ -30,6 +31,7 @@
 wasm_bindgen_test::wasm_bindgen_test_configure!(run_in_browser);
 
 pub mod bigsize;
+pub mod blocks;
 pub mod compact;
 mod cursor;
 mod error;
@@ -46,9 +48,10 @@ pub mod tlv;
 mod test_util;
 
 pub use bigsize::BigSizeError;
+pub use blocks::{BLOCKS_FEATURE, BlockPiece, GetBlock, MAX_BLOCK_LEN, MAX_BLOCK_PIECE};
 pub use compact::{COMPACT_HEADERS_FEATURE, HeadersCompact, MAX_COMPACT_HEADERS_PER_MESSAGE};
 pub use cursor::{Reader, Truncated, Writer};
-pub use error::{CompactError, DecodeError, EncodeError, FiltersError, TlvError};
+pub use error::{BlocksError, CompactError, DecodeError, EncodeError, FiltersError, TlvError};
 pub use error_message::{ALL_CHANNELS, ChannelId, ErrorMessage, Warning, printable};
 pub use features::{CombinedFeatures, Features, SetBits};
 pub use filters::{

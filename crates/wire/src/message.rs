@@ -5,6 +5,7 @@
 //! constant, a new variant and a new arm in [`Message::decode`], [`Message::ty`],
 //! [`Message::payload_len`] and [`Message::encode`].
 
+use crate::blocks::{BlockPiece, GetBlock};
 use crate::compact::HeadersCompact;
 use crate::cursor::{Reader, Writer};
 use crate::error::{DecodeError, EncodeError};
@@ -51,6 +52,10 @@ pub mod msg_type {
     pub const GET_FILTERS: u16 = 32785;
     /// `filters` (compact block filters).
     pub const FILTERS: u16 = 32787;
+    /// `get_block` (blocks).
+    pub const GET_BLOCK: u16 = 32789;
+    /// `block` (blocks).
+    pub const BLOCK: u16 = 32791;
 
     /// Whether a receiver that does not know `ty` may ignore it ("it's ok to be odd").
     pub const fn is_odd(ty: u16) -> bool {
@@ -100,6 +105,10 @@ pub enum Message<'a> {
     GetFilters(GetFilters),
     /// `filters` (32787).
     Filters(Filters<'a>),
+    /// `get_block` (32789).
+    GetBlock(GetBlock),
+    /// `block` (32791).
+    Block(BlockPiece<'a>),
     /// A message of an odd type this crate does not know. BOLT 1: the receiver must
     /// ignore it. (Unknown even types are [`DecodeError::UnknownEvenType`].)
     Unknown {
@@ -145,6 +154,8 @@ impl<'a> Message<'a> {
             }
             msg_type::GET_FILTERS => Message::GetFilters(GetFilters::decode_payload(payload)?),
             msg_type::FILTERS => Message::Filters(Filters::decode_payload(payload)?),
+            msg_type::GET_BLOCK => Message::GetBlock(GetBlock::decode_payload(payload)?),
+            msg_type::BLOCK => Message::Block(BlockPiece::decode_payload(payload)?),
             ty if msg_type::is_odd(ty) => Message::Unknown { ty, payload },
             ty => return Err(DecodeError::UnknownEvenType { ty }),
         };
@@ -169,6 +180,8 @@ impl<'a> Message<'a> {
             Message::FilterCheckpoints(_) => FilterCheckpoints::TYPE,
             Message::GetFilters(_) => GetFilters::TYPE,
             Message::Filters(_) => Filters::TYPE,
+            Message::GetBlock(_) => GetBlock::TYPE,
+            Message::Block(_) => BlockPiece::TYPE,
             Message::Unknown { ty, .. } => *ty,
         }
     }
@@ -191,6 +204,8 @@ impl<'a> Message<'a> {
             Message::FilterCheckpoints(m) => m.payload_len(),
             Message::GetFilters(m) => m.payload_len(),
             Message::Filters(m) => m.payload_len(),
+            Message::GetBlock(m) => m.payload_len(),
+            Message::Block(m) => m.payload_len(),
             Message::Unknown { payload, .. } => payload.len(),
         }
     }
@@ -222,6 +237,8 @@ impl<'a> Message<'a> {
             Message::FilterCheckpoints(m) => m.write_payload(w),
             Message::GetFilters(m) => m.write_payload(w),
             Message::Filters(m) => m.write_payload(w),
+            Message::GetBlock(m) => m.write_payload(w),
+            Message::Block(m) => m.write_payload(w),
             Message::Unknown { payload, .. } => w.write_bytes(payload),
         })
     }

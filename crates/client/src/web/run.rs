@@ -23,6 +23,7 @@ use super::js;
 use super::queries;
 use super::socket::Socket;
 use super::status::Status;
+use crate::dispute::Verdict;
 use crate::engine::{Action, Engine, Event, GatewayState};
 use crate::pipeline::{Committed, Pipeline};
 use crate::reason::TransportError;
@@ -268,6 +269,20 @@ impl Net {
                 ("url", self.engine.url(gateway).into()),
                 ("height", height.into()),
             ]),
+            Event::FilterDispute { gateway, verdict } => {
+                let (name, height) = match verdict {
+                    Verdict::TheirsWrong { height } => ("theirs-wrong", height),
+                    Verdict::OursWrong { height, .. } => ("ours-wrong", height),
+                    Verdict::Undecided { height } => ("undecided", height),
+                };
+                js::object(&[
+                    ("type", "filterDispute".into()),
+                    ("gateway", gateway.into()),
+                    ("url", self.engine.url(gateway).into()),
+                    ("verdict", name.into()),
+                    ("height", height.into()),
+                ])
+            }
             Event::ScanMatch { height, hash } => js::object(&[
                 ("type", "scanMatch".into()),
                 ("height", height.into()),
@@ -506,7 +521,7 @@ pub async fn run(mut net: Net, mut store: IdbStore) {
                 break;
             }
         }
-        match pipeline.read_scan_data(&mut net.engine, &store).await {
+        match pipeline.read_filter_data(&mut net.engine, &store).await {
             Ok(true) => continue,
             Ok(false) => {}
             Err(e) => {

@@ -1,0 +1,756 @@
+//! Settling a disagreement over filter headers (BIP157's cross-check, as neutrino does it),
+//! sans-IO: which gateway's filter is wrong, proven from the block.
+//!
+//! Gateways are compared with what we hold: each is *probed* for its filter header at our
+//! latest one (a filter header commits to every one before it, so one equal header means
+//! agreement all the way down). A gateway whose header differs is in *conflict*, and a
+//! [`Dispute`] finds out where and who is wrong:
+//!
+//! 1. its filter checkpoints (every 1,000th header) up to the height where it differs,
+//!    compared with ours by bisection (one store read per step), give the 1,000 blocks
+//!    where the two chains part;
+//! 2. its filter headers over those give the first height `h` where they differ: there,
+//!    the two filters of block `h` differ;
+//! 3. its filter of `h` (checked against its own header), ours from a gateway that agrees
+//!    with us (checked against ours), and block `h` (checked against our header: its hash
+//!    and its Merkle root, refusing a mutated tree) are fetched;
+//! 4. a filter that lacks an output script of the block (not empty, not `OP_RETURN`:
+//!    BIP158 puts every such script in) is wrong, and so is its gateway.
+//!
+//! What the block cannot settle: the scripts its inputs spend are in the filter too, but
+//! they are not in the block, and an input's script and witness do not fix them (a bare
+//! output script can look like any other). Two filters that both hold every output script
+//! stay [`Verdict::Undecided`]: ours is kept and the other gateway is not used for filters.
+//! Judging by a guessed input script would let a liar with a crafted transaction get an
+//! honest gateway marked bad.
+
+use lightwire_chain::{BlockHash, hash_header_bytes};
+use lightwire_filter::known_items;
+use lightwire_filter::{Block, Filter, FilterError, filter_hash, filter_header, first_absent};
+use lightwire_wire::filters::MAX_FILTER_LEN;
+use lightwire_wire::{BlockPiece, FilterCheckpoints, Filters, MAX_BLOCK_LEN};
+
+use crate::filters::FilterAnswer;
+
+/// Request ids of the cross-check (probes and disputes) have these top bits: `01` (header
+/// requests use `00`, filter headers `10`, the scan `11`).
+pub const CHECK_ID_BITS: u32 = 1 << 30;
+const ID_MASK: u32 = (1 << 30) - 1;
+
+/// Whether `id` is a cross-check request's.
+pub fn is_check_id(id: u32) -> bool {
+    id >> 30 == 1
+}
+
+/// How a gateway broke a rule while a dispute questioned it (it is marked bad).
+#[derive(Clone, Copy, PartialEq, Eq, Debug, thiserror::Error)]
+pub enum DisputeError {
+    /// Its filter of the disputed block lacks one of the block's output scripts.
+    #[error("its filter of block {height} lacks an output script of the block (BIP158)")]
+    FilterLacksOutput {
+        /// The block's height.
+        height: u32,
+    },
+    /// Its filter does not match its own filter header.
+    #[error("its filter of block {height} does not match its own filter header")]
+    FilterMismatch {
+        /// The block's height.
+        height: u32,
+    },
+    /// Its filter does not decode.
+    #[error("its filter of block {height} does not decode: {error}")]
+    UndecodableFilter {
+        /// The block's height.
+        height: u32,
+        /// Why.
+        #[source]
+        error: FilterError,
+    },
+    /// The block it sent is not the block of our header: another hash, a Merkle root that
+    /// is not the header's, a mutated tree, or bytes that are not a block.
+    #[error("the block it sent for height {height} does not match our header")]
+    BlockMismatch {
+        /// The block's height.
+        height: u32,
+    },
+    /// Its filter headers contradict what it said before (a checkpoint, or the header it
+    /// was probed for), or do not start where asked.
+    #[error("its filter headers contradict its own answers near height {height}")]
+    Contradiction {
+        /// Where.
+        height: u32,
+    },
+    /// Pieces out of order, or an answer to something not asked.
+    #[error("its answer to the cross-check broke the protocol near height {height}")]
+    OutOfOrder {
+        /// Where.
+        height: u32,
+    },
+}
+
+/// How a dispute ended.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Verdict {
+    /// The other gateway's filter at `height` is wrong (it is marked bad).
+    TheirsWrong {
+        /// Where the chains part.
+        height: u32,
+    },
+    /// Ours is: the filter headers we hold from `height` on are dropped and synced again
+    /// from the gateway that was right; the gateway that gave us the wrong filter, and
+    /// every gateway that agreed with it at or above `height`, is marked bad.
+    OursWrong {
+        /// Where the chains part.
+        height: u32,
+        /// Our filter header below it (right: the two chains agree there).
+        prev: [u8; 32],
+        /// The block at `height`.
+        hash: BlockHash,
+    },
+    /// Both filters hold every output script of the block (or ours could not be fetched,
+    /// or the block): ours is kept, the other gateway is not used for filters.
+    Undecided {
+        /// Where the chains part (as far as it was found).
+        height: u32,
+    },
+}
+
+/// A request the dispute wants sent, to `gateway`.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Ask {
+    /// `get_filter_checkpoints` up to `stop`.
+    Checkpoints {
+        /// Request id.
+        id: u32,
+        /// The block at the top.
+        stop: BlockHash,
+    },
+    /// `get_filter_headers` from `start` to `stop`.
+    FilterHeaders {
+        /// Request id.
+        id: u32,
+        /// First height.
+        start: u32,
+        /// The last block.
+        stop: BlockHash,
+    },
+    /// `get_filters` for the one block `stop` at `height`.
+    Filter {
+        /// Request id.
+        id: u32,
+        /// Its height.
+        height: u32,
+        /// The block.
+        stop: BlockHash,
+    },
+    /// `get_block`.
+    Block {
+        /// Request id.
+        id: u32,
+        /// The block.
+        hash: BlockHash,
+    },
+}
+
+/// What an answer did.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Outcome {
+    /// Taken; the dispute goes on.
+    Going,
+    /// The dispute is over.
+    Over(Verdict),
+    /// The gateway answering broke a rule: it is marked bad. (When it is the one the
+    /// dispute is against, the dispute is over, [`Verdict::TheirsWrong`] if it was settled
+    /// by its filter.)
+    Bad(usize, DisputeError),
+}
+
+/// Which filter of the disputed block: the other gateway's, or ours.
+const THEIRS: usize = 0;
+const OURS: usize = 1;
+
+#[derive(Debug)]
+enum Stage {
+    /// Read the hash of `top` and our filter header there.
+    ReadTop,
+    /// Its checkpoints up to `top` are asked for.
+    Checkpoints {
+        stop: BlockHash,
+        got: Vec<(u32, [u8; 32])>,
+    },
+    /// Bisecting: `points` (their headers at checkpoint heights, then at `top`), the last
+    /// one known to agree (`lo`) and the first known to differ (`hi`); reading ours at the
+    /// middle.
+    Bisect {
+        points: Vec<(u32, [u8; 32])>,
+        lo: Option<usize>,
+        hi: usize,
+    },
+    /// Read hashes and our filter headers over `from..=to` (from the agreeing height, or
+    /// the first we hold).
+    ReadRange { from: u32, to: u32, agreed: bool },
+    /// Its filter headers over the range are asked for.
+    Range {
+        /// First height asked (one above the agreeing one).
+        start: u32,
+        /// Our filter header before `start` (unknown when the store starts there).
+        anchor: Option<[u8; 32]>,
+        ours: Vec<[u8; 32]>,
+        hashes: Vec<BlockHash>,
+        theirs: Vec<[u8; 32]>,
+    },
+    /// Settling block `height`.
+    Judge(Box<Judge>),
+}
+
+/// One side's filter of the disputed block.
+#[derive(Debug)]
+enum Fetch {
+    NotAsked,
+    /// Asked of `gateway` with `id`: the bytes so far and the whole length.
+    Asked {
+        gateway: usize,
+        id: u32,
+        buf: Vec<u8>,
+        len: Option<u32>,
+    },
+    /// In, checked against its filter header.
+    Done(Vec<u8>),
+    /// Could not be had (the gateway on our side went, or said it has no such block).
+    Failed,
+}
+
+#[derive(Debug)]
+struct Judge {
+    height: u32,
+    hash: BlockHash,
+    /// The filter header before `height` (the same in both chains).
+    prev: [u8; 32],
+    /// Each side's filter header at `height` (theirs, ours).
+    expect: [[u8; 32]; 2],
+    /// Each side's filter (theirs, ours).
+    filters: [Fetch; 2],
+    /// The block: asked from (gateway, id), what came so far, whether it is whole and
+    /// checked, and the gateways that could not give it.
+    block_from: Option<(usize, u32)>,
+    block: Vec<u8>,
+    block_done: bool,
+    tried: Vec<usize>,
+}
+
+/// One dispute with one gateway (see the module documentation).
+#[derive(Debug)]
+pub struct Dispute {
+    /// The gateway whose filter-header chain parts from ours.
+    pub against: usize,
+    top: u32,
+    top_theirs: [u8; 32],
+    /// The first height our store holds a filter header for.
+    base: u32,
+    stage: Stage,
+    /// The request in flight to `against` (not the judge's, which keeps its own).
+    asked: Option<u32>,
+    ids: u32,
+    reading: bool,
+}
+
+impl Dispute {
+    /// A dispute with `against`, whose filter header at `top` is `theirs` (not ours); our
+    /// store holds filter headers from `base` on.
+    pub fn new(against: usize, top: u32, theirs: [u8; 32], base: u32, ids: u32) -> Dispute {
+        Dispute {
+            against,
+            top,
+            top_theirs: theirs,
+            base,
+            stage: Stage::ReadTop,
+            asked: None,
+            ids,
+            reading: false,
+        }
+    }
+
+    /// Where it stands: the height known to differ, or the one being judged.
+    pub fn height(&self) -> u32 {
+        match &self.stage {
+            Stage::Judge(j) => j.height,
+            _ => self.top,
+        }
+    }
+
+    fn next_id(&mut self) -> u32 {
+        self.ids = self.ids.wrapping_add(1);
+        CHECK_ID_BITS | (self.ids & ID_MASK)
+    }
+
+    /// Heights whose block hashes and stored filter headers to read (then
+    /// [`Self::on_read`]), once our store holds filter headers up to `stored`.
+    pub fn need_read(&mut self, stored: Option<u32>) -> Option<(u32, u32)> {
+        if self.reading {
+            return None;
+        }
+        let want = match &self.stage {
+            Stage::ReadTop => (self.top, self.top),
+            Stage::Bisect { points, lo, hi, .. } => {
+                let mid = points[mid(*lo, *hi)].0;
+                (mid, mid)
+            }
+            Stage::ReadRange { from, to, .. } => (*from, *to),
+            _ => return None,
+        };
+        if stored.is_none_or(|s| s < want.1) {
+            return None;
+        }
+        self.reading = true;
+        Some(want)
+    }
+
+    /// What [`Self::need_read`] asked for: the block hashes and our filter headers of
+    /// `from..=to`. Returns the verdict when the read settles it.
+    pub fn on_read(&mut self, from: u32, hashes: &[BlockHash], ours: &[[u8; 32]]) -> Outcome {
+        self.reading = false;
+        let n = ours.len();
+        // Not what was asked (the store moved under it): given up rather than asked again.
+        let unusable = Outcome::Over(Verdict::Undecided { height: self.top });
+        if n == 0 || hashes.len() != n {
+            return unusable;
+        }
+        match &mut self.stage {
+            Stage::ReadTop => {
+                if ours[0] == self.top_theirs {
+                    // It agrees with what we hold now (our chain moved): nothing to settle.
+                    return Outcome::Over(Verdict::Undecided { height: self.top });
+                }
+                self.stage = Stage::Checkpoints {
+                    stop: hashes[0],
+                    got: Vec::new(),
+                };
+            }
+            Stage::Bisect { points, lo, hi } => {
+                let m = mid(*lo, *hi);
+                if points[m].0 != from {
+                    return unusable;
+                }
+                if ours[0] == points[m].1 {
+                    *lo = Some(m);
+                } else {
+                    *hi = m;
+                }
+                if *hi - lo.map_or(0, |l| l + 1) == 0 {
+                    self.stage = range_stage(points, *lo, *hi, self.base);
+                }
+            }
+            Stage::ReadRange {
+                from: f,
+                to,
+                agreed,
+            } => {
+                if *f != from || from + n as u32 - 1 != *to {
+                    return unusable;
+                }
+                let (anchor, ours, hashes) = if *agreed {
+                    (Some(ours[0]), &ours[1..], &hashes[1..])
+                } else if from == 0 {
+                    (Some([0; 32]), ours, hashes)
+                } else {
+                    (None, ours, hashes)
+                };
+                let start = if *agreed { from + 1 } else { from };
+                self.stage = Stage::Range {
+                    start,
+                    anchor,
+                    ours: ours.to_vec(),
+                    hashes: hashes.to_vec(),
+                    theirs: Vec::new(),
+                };
+            }
+            _ => {}
+        }
+        Outcome::Going
+    }
+
+    /// The next request to send, if one is due: to `against`, or for the judgment to
+    /// `ours` (a gateway that agrees with us above the disputed height, if there is one
+    /// ready). `Err` when the dispute cannot go on: no gateway left to give the block.
+    pub fn next_ask(&mut self, ours: Option<usize>) -> Result<Option<(usize, Ask)>, Verdict> {
+        self.ask(ours).map_err(|()| Verdict::Undecided {
+            height: self.height(),
+        })
+    }
+
+    fn ask(&mut self, ours: Option<usize>) -> Result<Option<(usize, Ask)>, ()> {
+        let against = self.against;
+        if let Stage::Judge(j) = &mut self.stage {
+            let (height, hash) = (j.height, j.hash);
+            let mut id = || {
+                self.ids = self.ids.wrapping_add(1);
+                CHECK_ID_BITS | (self.ids & ID_MASK)
+            };
+            let side = match (&j.filters[THEIRS], &j.filters[OURS], ours) {
+                (Fetch::NotAsked, _, _) => Some((THEIRS, against)),
+                (_, Fetch::NotAsked, Some(s)) if s != against => Some((OURS, s)),
+                _ => None,
+            };
+            if let Some((side, gateway)) = side {
+                let id = id();
+                j.filters[side] = Fetch::Asked {
+                    gateway,
+                    id,
+                    buf: Vec::new(),
+                    len: None,
+                };
+                let stop = hash;
+                return Ok(Some((gateway, Ask::Filter { id, height, stop })));
+            }
+            if j.block_from.is_none() && !j.block_done {
+                // The block from the gateway on our side first, then from the other.
+                let from = [ours, Some(against)]
+                    .into_iter()
+                    .flatten()
+                    .find(|g| !j.tried.contains(g))
+                    .ok_or(())?;
+                let id = id();
+                j.block_from = Some((from, id));
+                j.block.clear();
+                return Ok(Some((from, Ask::Block { id, hash })));
+            }
+            return Ok(None);
+        }
+        if self.asked.is_some() {
+            return Ok(None);
+        }
+        let ask = match &self.stage {
+            Stage::Checkpoints { stop, .. } => {
+                let stop = *stop;
+                Ask::Checkpoints {
+                    id: self.next_id(),
+                    stop,
+                }
+            }
+            Stage::Range { start, hashes, .. } => {
+                let Some(&stop) = hashes.last() else {
+                    return Err(());
+                };
+                let start = *start;
+                Ask::FilterHeaders {
+                    id: self.next_id(),
+                    start,
+                    stop,
+                }
+            }
+            _ => return Ok(None),
+        };
+        self.asked = Some(match ask {
+            Ask::Checkpoints { id, .. } | Ask::FilterHeaders { id, .. } => id,
+            Ask::Filter { id, .. } | Ask::Block { id, .. } => id,
+        });
+        Ok(Some((against, ask)))
+    }
+
+    /// The gateway a request `id` from `gateway` was asked of, if it is this dispute's.
+    pub fn is_asked(&self, gateway: usize, id: u32) -> bool {
+        if gateway == self.against && self.asked == Some(id) {
+            return true;
+        }
+        match &self.stage {
+            Stage::Judge(j) => {
+                j.block_from == Some((gateway, id))
+                    || j.filters.iter().any(|f| {
+                        matches!(f, Fetch::Asked { gateway: g, id: i, .. } if (*g, *i) == (gateway, id))
+                    })
+            }
+            _ => false,
+        }
+    }
+
+    /// Its filter checkpoints (one message of the answer).
+    pub fn on_checkpoints(&mut self, m: &FilterCheckpoints<'_>) -> Outcome {
+        let (top, against) = (self.top, self.against);
+        let Stage::Checkpoints { got, .. } = &mut self.stage else {
+            return Outcome::Bad(against, DisputeError::OutOfOrder { height: top });
+        };
+        for (height, header) in m.iter() {
+            if height > top || got.last().is_some_and(|&(h, _)| h >= height) {
+                return Outcome::Bad(against, DisputeError::OutOfOrder { height });
+            }
+            got.push((height, *header));
+        }
+        if !m.flags.last {
+            return Outcome::Going;
+        }
+        self.asked = None;
+        if m.flags.stop_unknown {
+            // Our block at `top` is not on its chain (any more): another matter (the
+            // headers), not this dispute's.
+            return Outcome::Over(Verdict::Undecided { height: top });
+        }
+        let mut points: Vec<(u32, [u8; 32])> = core::mem::take(got)
+            .into_iter()
+            .filter(|&(h, _)| h >= self.base && h < top)
+            .collect();
+        points.push((top, self.top_theirs));
+        let hi = points.len() - 1;
+        self.stage = if hi == 0 {
+            range_stage(&points, None, 0, self.base)
+        } else {
+            Stage::Bisect {
+                points,
+                lo: None,
+                hi,
+            }
+        };
+        Outcome::Going
+    }
+
+    /// Its filter headers over the range (one message of the answer).
+    pub fn on_filter_headers(&mut self, a: &FilterAnswer<'_>) -> Outcome {
+        let against = self.against;
+        let Stage::Range {
+            start,
+            anchor,
+            ours,
+            hashes,
+            theirs,
+        } = &mut self.stage
+        else {
+            return Outcome::Bad(against, DisputeError::OutOfOrder { height: self.top });
+        };
+        let start = *start;
+        let at = start + theirs.len() as u32;
+        if !a.headers.is_empty() {
+            if a.first_height != at || theirs.len() + a.headers.len() > ours.len() {
+                return Outcome::Bad(against, DisputeError::OutOfOrder { height: at });
+            }
+            if theirs.is_empty() && anchor.is_some_and(|x| x != a.before) {
+                // Its chain agreed with ours below `start` (its checkpoint said so).
+                return Outcome::Bad(against, DisputeError::Contradiction { height: start });
+            }
+            theirs.extend_from_slice(a.headers);
+        }
+        if !a.flags.last {
+            return Outcome::Going;
+        }
+        self.asked = None;
+        if a.flags.stop_unknown || theirs.len() < ours.len() {
+            return Outcome::Over(Verdict::Undecided { height: at });
+        }
+        let Some(i) = (0..ours.len()).find(|&i| ours[i] != theirs[i]) else {
+            // It said its header differs at the top, and now that it does not.
+            return Outcome::Bad(against, DisputeError::Contradiction { height: self.top });
+        };
+        let prev = match i.checked_sub(1) {
+            Some(p) => Some(ours[p]),
+            None => *anchor,
+        };
+        let Some(prev) = prev else {
+            // The first block our store holds: its filter cannot be checked against a
+            // header before it.
+            return Outcome::Over(Verdict::Undecided { height: start });
+        };
+        self.stage = Stage::Judge(Box::new(Judge {
+            height: start + i as u32,
+            hash: hashes[i],
+            prev,
+            expect: [theirs[i], ours[i]],
+            filters: [Fetch::NotAsked, Fetch::NotAsked],
+            block_from: None,
+            block: Vec::new(),
+            block_done: false,
+            tried: Vec::new(),
+        }));
+        Outcome::Going
+    }
+
+    /// A filter for the judgment (one message).
+    pub fn on_filters(&mut self, gateway: usize, m: &Filters<'_>) -> Outcome {
+        let Stage::Judge(j) = &mut self.stage else {
+            return Outcome::Bad(gateway, DisputeError::OutOfOrder { height: self.top });
+        };
+        let height = j.height;
+        let asked = |f: &Fetch| matches!(f, Fetch::Asked { gateway: g, id, .. } if (*g, *id) == (gateway, m.id));
+        let Some(side) = (0..2).find(|&s| asked(&j.filters[s])) else {
+            return Outcome::Bad(gateway, DisputeError::OutOfOrder { height });
+        };
+        let Fetch::Asked { buf, len, .. } = &mut j.filters[side] else {
+            return Outcome::Going;
+        };
+        for p in m.pieces() {
+            let fresh = len.is_none();
+            if p.height != height
+                || p.filter_len > MAX_FILTER_LEN
+                || (!fresh && *len != Some(p.filter_len))
+                || p.offset as usize != buf.len()
+            {
+                return Outcome::Bad(gateway, DisputeError::OutOfOrder { height });
+            }
+            *len = Some(p.filter_len);
+            buf.extend_from_slice(p.data);
+        }
+        if !m.flags.last {
+            return Outcome::Going;
+        }
+        if *len != Some(buf.len() as u32) {
+            // No filter, or not all of it: the block is not on its chain any more.
+            j.filters[side] = Fetch::Failed;
+            if side == THEIRS {
+                return Outcome::Over(Verdict::Undecided { height });
+            }
+            return self.try_verdict();
+        }
+        let filter = core::mem::take(buf);
+        if filter_header(&filter_hash(&filter), &j.prev) != j.expect[side] {
+            return Outcome::Bad(gateway, DisputeError::FilterMismatch { height });
+        }
+        let decoded =
+            Filter::decode(&filter).and_then(|f| f.values().try_for_each(|v| v.map(drop)));
+        if let Err(error) = decoded {
+            return Outcome::Bad(gateway, DisputeError::UndecodableFilter { height, error });
+        }
+        j.filters[side] = Fetch::Done(filter);
+        self.try_verdict()
+    }
+
+    /// A piece of the block for the judgment.
+    pub fn on_block(&mut self, gateway: usize, p: &BlockPiece<'_>) -> Outcome {
+        let Stage::Judge(j) = &mut self.stage else {
+            return Outcome::Bad(gateway, DisputeError::OutOfOrder { height: self.top });
+        };
+        let height = j.height;
+        if j.block_from != Some((gateway, p.id)) {
+            return Outcome::Bad(gateway, DisputeError::OutOfOrder { height });
+        }
+        if p.not_found {
+            // Not a rule broken (a node may lack it): asked of the other side.
+            j.tried.push(gateway);
+            j.block_from = None;
+            j.block.clear();
+            return Outcome::Going;
+        }
+        if p.block_len > MAX_BLOCK_LEN || p.offset as usize != j.block.len() {
+            return Outcome::Bad(gateway, DisputeError::OutOfOrder { height });
+        }
+        j.block.extend_from_slice(p.data);
+        if !p.last {
+            return Outcome::Going;
+        }
+        j.block_from = None;
+        let good = Block::parse(&j.block).is_ok_and(|b| {
+            hash_header_bytes(b.header()) == j.hash && {
+                let (root, mutated) = b.merkle_root();
+                !mutated && root[..] == b.header()[36..68]
+            }
+        });
+        if !good {
+            j.tried.push(gateway);
+            j.block.clear();
+            return Outcome::Bad(gateway, DisputeError::BlockMismatch { height });
+        }
+        j.block_done = true;
+        self.try_verdict()
+    }
+
+    /// The gateways that owe the dispute an answer.
+    pub fn asked_gateways(&self) -> Vec<usize> {
+        let mut out: Vec<usize> = self.asked.map(|_| self.against).into_iter().collect();
+        if let Stage::Judge(j) = &self.stage {
+            out.extend(j.block_from.map(|(g, _)| g));
+            for f in &j.filters {
+                if let Fetch::Asked { gateway, .. } = f {
+                    out.push(*gateway);
+                }
+            }
+        }
+        out
+    }
+
+    /// `gateway` does not serve blocks: the block is asked of the other side.
+    pub fn no_block_from(&mut self, gateway: usize) {
+        if let Stage::Judge(j) = &mut self.stage {
+            if j.block_from.is_some_and(|(g, _)| g == gateway) {
+                j.block_from = None;
+            }
+            j.tried.push(gateway);
+        }
+    }
+
+    /// A gateway is gone: what it was asked is asked elsewhere (or the dispute ends, when
+    /// it is the one disputed).
+    pub fn gateway_gone(&mut self, gateway: usize) -> Option<Verdict> {
+        if gateway == self.against {
+            return Some(Verdict::Undecided {
+                height: self.height(),
+            });
+        }
+        if let Stage::Judge(j) = &mut self.stage {
+            if j.block_from.is_some_and(|(g, _)| g == gateway) {
+                j.block_from = None;
+                j.block.clear();
+                j.tried.push(gateway);
+            }
+            if matches!(j.filters[OURS], Fetch::Asked { gateway: g, .. } if g == gateway) {
+                j.filters[OURS] = Fetch::Failed;
+            }
+        }
+        None
+    }
+
+    /// Whether every fetch of the judgment is in (or given up), and if so the verdict.
+    fn try_verdict(&mut self) -> Outcome {
+        let Stage::Judge(j) = &self.stage else {
+            return Outcome::Going;
+        };
+        let in_or_failed =
+            |f: &Fetch| matches!(f, Fetch::Done(_) | Fetch::Failed | Fetch::NotAsked);
+        if !matches!(j.filters[THEIRS], Fetch::Done(_))
+            || !in_or_failed(&j.filters[OURS])
+            || !j.block_done
+        {
+            return Outcome::Going;
+        }
+        let height = j.height;
+        let Ok(block) = Block::parse(&j.block) else {
+            return Outcome::Over(Verdict::Undecided { height });
+        };
+        let lacks = |side: usize| match &j.filters[side] {
+            Fetch::Done(f) => {
+                first_absent(f, &j.hash.0, known_items(&block)).is_ok_and(|a| a.is_some())
+            }
+            _ => false,
+        };
+        if lacks(THEIRS) {
+            Outcome::Bad(self.against, DisputeError::FilterLacksOutput { height })
+        } else if lacks(OURS) {
+            Outcome::Over(Verdict::OursWrong {
+                height,
+                prev: j.prev,
+                hash: j.hash,
+            })
+        } else {
+            Outcome::Over(Verdict::Undecided { height })
+        }
+    }
+}
+
+fn mid(lo: Option<usize>, hi: usize) -> usize {
+    let lo = lo.map_or(0, |l| l + 1);
+    lo + (hi - lo) / 2
+}
+
+/// The range stage after bisection: from the agreeing point (or, when no point agrees,
+/// the first height our store holds) to the first differing one: at most 1,000 heights,
+/// checkpoints being 1,000 apart.
+fn range_stage(points: &[(u32, [u8; 32])], lo: Option<usize>, hi: usize, base: u32) -> Stage {
+    let to = points[hi].0;
+    match lo {
+        Some(l) => Stage::ReadRange {
+            from: points[l].0,
+            to,
+            agreed: true,
+        },
+        None => Stage::ReadRange {
+            from: base,
+            to,
+            agreed: false,
+        },
+    }
+}
