@@ -815,6 +815,39 @@ async function scan() {
   }
 }
 
+/// Two gateways, one serving the filter of block 15,000 without its coinbase output, with
+/// filter headers rebuilt to match (it hides a payment): the client finds their filter
+/// headers differ, settles it from the block, marks the liar bad naming the rule, keeps
+/// (or syncs again) the honest filter headers, and a scan finds the hidden payment.
+async function crosscheck() {
+  const honest = await gateway(['--generate', '20000']);
+  const liar = await gateway(['--generate', '20000', '--lie-filter-at', '15000']);
+  const page = await openPage();
+  try {
+    await openClient(page, { gateways: [honest.connect, liar.connect], storeName: 'crosscheck' });
+    const { events } = await until(page, 'the dispute settled and the filter headers stored', 60_000,
+      (m, ev) => syncedTo(20_000)(m) && m.storedFilterHeight === 20_000
+        && ev.some((e) => e.type === 'filterDispute'));
+    const dispute = events.find((e) => e.type === 'filterDispute');
+    const rejected = events.filter((e) => e.type === 'rejected');
+    assert(dispute.height === 15_000 && dispute.verdict !== 'undecided', `dispute ${JSON.stringify(dispute)}`);
+    assert(rejected.length === 1 && rejected[0].gateway === 1 && rejected[0].code === 'filter-lacks-output',
+      `rejected ${JSON.stringify(rejected)}`);
+    const scripts = [coinbaseScript(15_000), coinbaseScript(12_000), ...strangers(8)];
+    const result = await page.evaluate((s) => window.client.scan({ scripts: s, fromHeight: 10_000 }), scripts);
+    const heights = result.matches.map((x) => x.height);
+    assert(heights.includes(15_000) && heights.includes(12_000), `matches ${JSON.stringify(heights)}`);
+    log(`  the liar's filter of 15,000 was proven wrong by the block (${dispute.verdict}: ` +
+      `${dispute.verdict === 'ours-wrong' ? 'its filter headers had been stored, and were synced again' : 'ours were kept'}); ` +
+      `it was marked bad (${rejected[0].code}) and the scan found ${JSON.stringify(heights)}`);
+    await stopClient(page);
+  } finally {
+    await page.close().catch(() => {});
+    await honest.stop();
+    await liar.stop();
+  }
+}
+
 /// The rescan benchmark (--bench): a store started at 913,248 (a period start below the
 /// mainnet-sized filters from 915,001) synced to 925,000, then scan() of the 10,000 filters
 /// from 915,001 for 100 scripts, timed in the page.
@@ -915,7 +948,7 @@ function benchStart(height = 915_264) {
 
 // ---------------------------------------------------------------- main
 
-const scenarios = { full, formats, reopen, reorg, invalid, mostwork, restart, queries, checkpoint, start, stall, pings, scan };
+const scenarios = { full, formats, reopen, reorg, invalid, mostwork, restart, queries, checkpoint, start, stall, pings, scan, crosscheck };
 let work;
 let browser;
 let url;

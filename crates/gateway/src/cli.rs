@@ -92,6 +92,10 @@ struct SourceArgs {
     /// For testing clients: serve header H of the generated chain with wrong nBits
     #[arg(long, value_name = "H", conflicts_with_all = ["headers_file", "upstream"])]
     corrupt_at: Option<u32>,
+    /// For testing clients: serve the filter of block H of the generated chain without
+    /// its coinbase output, filter headers rebuilt to match (a gateway hiding a payment)
+    #[arg(long, value_name = "H", conflicts_with_all = ["headers_file", "upstream", "no_filters"])]
+    lie_filter_at: Option<u32>,
     /// Do not serve compact block filters (for a generated chain they are built at start,
     /// on every core: about 2 s for 925,000 blocks; from a node, its own are served)
     #[arg(long, conflicts_with = "headers_file")]
@@ -130,6 +134,7 @@ enum Source {
     Generate {
         count: u32,
         corrupt_at: Option<u32>,
+        lie_filter_at: Option<u32>,
         /// Serve filters, caching this many bytes of them.
         filter_cache: Option<usize>,
     },
@@ -178,6 +183,7 @@ impl Cli {
             (Some(count), None, None, _) => Source::Generate {
                 count,
                 corrupt_at: s.corrupt_at,
+                lie_filter_at: s.lie_filter_at,
                 filter_cache: (!s.no_filters).then_some((s.filter_cache_mb as usize) << 20),
             },
             (None, Some(path), None, Some(network)) => Source::File {
@@ -292,6 +298,7 @@ fn load(source: &Source) -> Result<(ServedChain, Option<Chain>), String> {
         Source::Generate {
             count,
             corrupt_at,
+            lie_filter_at,
             filter_cache,
         } => {
             let mut chain = ServedChain::generate(*count, now()).map_err(|e| e.to_string())?;
@@ -302,6 +309,13 @@ fn load(source: &Source) -> Result<(ServedChain, Option<Chain>), String> {
                 && !chain.corrupt(*h)
             {
                 return Err(format!("--corrupt-at {h}: not a height from 1 to {count}"));
+            }
+            if let Some(h) = lie_filter_at
+                && !chain.lie_filter_at(*h)
+            {
+                return Err(format!(
+                    "--lie-filter-at {h}: not a height from 1 to {count}"
+                ));
             }
             Ok((chain, None))
         }

@@ -31,6 +31,8 @@ pub struct ServedFilters {
     entries: Vec<FilterEntry>,
     cache: Mutex<Cache>,
     source: Source,
+    /// For testing clients: a filter served in place of the real one (see [`Self::lie_at`]).
+    lie: Option<(u32, Arc<[u8]>)>,
 }
 
 enum Source {
@@ -108,6 +110,7 @@ impl ServedFilters {
         let mut served = ServedFilters {
             entries: Vec::new(),
             cache: Mutex::new(Cache::new(cache_bytes)),
+            lie: None,
             source: Source::Generated {
                 profile: DEFAULT_PROFILE,
                 pool,
@@ -183,6 +186,7 @@ impl ServedFilters {
         ServedFilters {
             entries: Vec::new(),
             cache: Mutex::new(Cache::new(cache_bytes)),
+            lie: None,
             source: Source::Upstream {
                 wanted: Mutex::new(BTreeSet::new()),
                 notify,
@@ -293,6 +297,34 @@ impl ServedFilters {
         }
     }
 
+    /// For testing clients: serve, as the filter of block `height` (whose header is
+    /// `header`), one without the block's coinbase output, and filter headers rebuilt from
+    /// it up, so that they match it: a gateway hiding a payment, which only the block can
+    /// prove wrong. False when there is no such block.
+    pub fn lie_at(&mut self, height: u32, header: &[u8; HEADER_LEN]) -> bool {
+        let h = height as usize;
+        if height == 0 || h >= self.entries.len() {
+            return false;
+        }
+        let Source::Generated { profile, pool } = &self.source else {
+            return false;
+        };
+        let block = SyntheticBlock::new(profile, pool, height, 0);
+        let hash = hash_header_bytes(header);
+        let mut out = Vec::new();
+        // The first item is the coinbase's output: everything else is kept.
+        build_filter(&hash.0, block.filter_items().skip(1), &mut out);
+        let mut prev = self.entries[h - 1].header;
+        let mut hashes: Vec<[u8; 32]> = self.entries[h..].iter().map(|e| e.hash).collect();
+        hashes[0] = filter_hash(&out);
+        for (e, hash) in self.entries[h..].iter_mut().zip(hashes) {
+            prev = filter_header(&hash, &prev);
+            *e = FilterEntry { header: prev, hash };
+        }
+        self.lie = Some((height, Arc::from(out)));
+        true
+    }
+
     /// The highest height with a filter header.
     pub fn tip(&self) -> Option<u32> {
         self.entries.len().checked_sub(1).map(|h| h as u32)
@@ -314,11 +346,13 @@ impl ServedFilters {
         let Some(header) = header.filter(|_| (height as usize) < self.entries.len()) else {
             return FilterLookup::Missing;
         };
-        let cached = self
-            .cache
-            .lock()
-            .ok()
-            .and_then(|c| c.filters.get(&height).cloned());
+        let lie = self.lie.as_ref().filter(|(h, _)| *h == height);
+        let cached = lie.map(|(_, f)| f.clone()).or_else(|| {
+            self.cache
+                .lock()
+                .ok()
+                .and_then(|c| c.filters.get(&height).cloned())
+        });
         let filter = match cached {
             Some(f) => f,
             None => {
@@ -410,6 +444,45 @@ mod tests {
         assert_eq!(
             f.with_filter(301, Some(encoded[0]), |_| ()),
             FilterLookup::Missing
+        );
+    }
+
+    /// The testing lie: a filter without the coinbase output, headers rebuilt to match,
+    /// and only the block shows it wrong.
+    #[test]
+    fn a_lying_filter_matches_its_own_headers_but_not_its_block() {
+        let mut headers = vec![REGTEST.genesis];
+        headers.extend(headers_after(&REGTEST, &REGTEST.genesis, 0, 50, 0));
+        let encoded: Vec<[u8; 80]> = headers.iter().map(Header::encode).collect();
+        let mut f = ServedFilters::generated(&encoded, 1 << 20);
+        let honest: Vec<FilterEntry> = (0..=50).map(|h| f.entry(h).unwrap()).collect();
+        assert!(f.lie_at(30, &encoded[30]));
+        assert!(!f.lie_at(51, &encoded[0]));
+        assert_eq!(f.entry(29), Some(honest[29]));
+        assert_ne!(f.entry(30), Some(honest[30]));
+        let FilterLookup::Ready(lie) = f.with_filter(30, Some(encoded[30]), <[u8]>::to_vec) else {
+            panic!("no filter");
+        };
+        assert_eq!(
+            f.entry(30).unwrap().header,
+            filter_header(&filter_hash(&lie), &honest[29].header)
+        );
+        for h in 31..=50 {
+            let e = f.entry(h).unwrap();
+            assert_eq!(e.hash, honest[h as usize].hash);
+            assert_eq!(
+                e.header,
+                filter_header(&e.hash, &f.entry(h - 1).unwrap().header)
+            );
+        }
+        let mut block = Vec::new();
+        SyntheticBlock::new(&DEFAULT_PROFILE, Pool::default_pool(), 30, 0)
+            .write(&encoded[30], &mut block);
+        let block = lightwire_filter::Block::parse(&block).unwrap();
+        let hash = hash_header_bytes(&encoded[30]).0;
+        assert_eq!(
+            lightwire_filter::first_absent(&lie, &hash, lightwire_filter::known_items(&block)),
+            Ok(Some(0))
         );
     }
 

@@ -296,6 +296,16 @@ impl ServedChain {
         }
     }
 
+    /// For testing clients: serve the filter of block `height` without its coinbase
+    /// output, with filter headers to match (see [`ServedFilters::lie_at`]).
+    pub fn lie_filter_at(&mut self, height: u32) -> bool {
+        let header = lightwire_proto::Served::header(self, height);
+        match (self.filters.as_mut(), header) {
+            (Some(f), Some(header)) => f.lie_at(height, &header),
+            _ => false,
+        }
+    }
+
     /// The filters served, if any.
     pub fn filters(&self) -> Option<&ServedFilters> {
         self.filters.as_ref()
