@@ -754,3 +754,249 @@ fn range_stage(points: &[(u32, [u8; 32])], lo: Option<usize>, hi: usize, base: u
         },
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    use lightwire_wire::AnswerFlags;
+
+    use super::*;
+
+    const LAST: AnswerFlags = AnswerFlags {
+        last: true,
+        stop_unknown: false,
+    };
+
+    fn hash(h: u32) -> BlockHash {
+        let mut b = [0u8; 32];
+        b[..4].copy_from_slice(&h.to_le_bytes());
+        BlockHash(b)
+    }
+
+    /// Two filter-header chains over 0..=3,500 that part at `fork`.
+    fn chains(fork: u32) -> (Vec<[u8; 32]>, Vec<[u8; 32]>) {
+        let ours: Vec<[u8; 32]> = (0..=3_500u32)
+            .map(|h| filter_header(&[h as u8; 32], &[1; 32]))
+            .collect();
+        let mut theirs = ours.clone();
+        for t in &mut theirs[fork as usize..] {
+            t[0] ^= 0xff;
+        }
+        (ours, theirs)
+    }
+
+    /// Read what the dispute asks from `ours`.
+    fn serve_read(d: &mut Dispute, ours: &[[u8; 32]]) -> Outcome {
+        let (from, to) = d.need_read(Some(3_500)).expect("a read");
+        let hashes: Vec<BlockHash> = (from..=to).map(hash).collect();
+        d.on_read(from, &hashes, &ours[from as usize..=to as usize])
+    }
+
+    fn checkpoints<'a>(id: u32, flat: &'a [u8]) -> FilterCheckpoints<'a> {
+        FilterCheckpoints {
+            id,
+            first_height: 1_000,
+            flags: LAST,
+            headers: flat,
+        }
+    }
+
+    /// Bring a dispute against gateway 1 (parting at `fork`) to its judgment of `fork`.
+    fn to_judgment(fork: u32) -> (Dispute, Vec<[u8; 32]>, Vec<[u8; 32]>) {
+        let (ours, theirs) = chains(fork);
+        let mut d = Dispute::new(1, 3_500, theirs[3_500], 0, 0);
+        assert_eq!(d.need_read(Some(3_000)), None, "not stored yet");
+        assert_eq!(serve_read(&mut d, &ours), Outcome::Going);
+        let Ok(Some((1, Ask::Checkpoints { id, stop }))) = d.next_ask(None) else {
+            panic!("checkpoints");
+        };
+        assert_eq!(stop, hash(3_500));
+        assert_eq!(d.next_ask(None), Ok(None), "one at a time");
+        let flat: Vec<u8> = [1_000, 2_000, 3_000]
+            .iter()
+            .flat_map(|&h| theirs[h].to_vec())
+            .collect();
+        assert_eq!(d.on_checkpoints(&checkpoints(id, &flat)), Outcome::Going);
+        // Bisection: reads of ours at checkpoints until the two around the fork.
+        let mut reads = 0;
+        while let Some((from, to)) = d.need_read(Some(3_500)) {
+            let hashes: Vec<BlockHash> = (from..=to).map(hash).collect();
+            assert_eq!(
+                d.on_read(from, &hashes, &ours[from as usize..=to as usize]),
+                Outcome::Going
+            );
+            reads += 1;
+            if to > from {
+                break;
+            }
+        }
+        assert!(reads <= 4, "{reads} reads");
+        let Ok(Some((1, Ask::FilterHeaders { id, start, stop }))) = d.next_ask(None) else {
+            panic!("filter headers");
+        };
+        let end = fork.div_ceil(1_000) * 1_000;
+        assert_eq!(
+            (start, stop),
+            ((end - 1_000 + 1), hash(end.min(3_500))),
+            "the 1,000 around the fork"
+        );
+        let answer = FilterAnswer {
+            id,
+            first_height: start,
+            flags: LAST,
+            before: theirs[start as usize - 1],
+            headers: &theirs[start as usize..=end as usize],
+        };
+        assert_eq!(d.on_filter_headers(&answer), Outcome::Going);
+        assert_eq!(d.height(), fork);
+        (d, ours, theirs)
+    }
+
+    #[test]
+    fn bisection_finds_the_first_differing_height() {
+        for fork in [1_001, 2_345, 2_999, 3_000] {
+            let (d, _, _) = to_judgment(fork);
+            assert_eq!(d.height(), fork);
+        }
+    }
+
+    #[test]
+    fn filter_headers_that_contradict_a_checkpoint_are_a_rule_broken() {
+        let (ours, theirs) = chains(2_345);
+        let mut d = Dispute::new(1, 3_500, theirs[3_500], 0, 0);
+        serve_read(&mut d, &ours);
+        let Ok(Some((_, Ask::Checkpoints { id, .. }))) = d.next_ask(None) else {
+            panic!()
+        };
+        let flat: Vec<u8> = [1_000, 2_000, 3_000]
+            .iter()
+            .flat_map(|&h| theirs[h].to_vec())
+            .collect();
+        d.on_checkpoints(&checkpoints(id, &flat));
+        while let Some((from, to)) = d.need_read(Some(3_500)) {
+            let hashes: Vec<BlockHash> = (from..=to).map(hash).collect();
+            d.on_read(from, &hashes, &ours[from as usize..=to as usize]);
+        }
+        let Ok(Some((_, Ask::FilterHeaders { id, start, .. }))) = d.next_ask(None) else {
+            panic!()
+        };
+        // Its anchor (at 2,000, where its checkpoint agreed with ours) is another.
+        let answer = FilterAnswer {
+            id,
+            first_height: start,
+            flags: LAST,
+            before: [9; 32],
+            headers: &theirs[start as usize..=3_000],
+        };
+        assert_eq!(
+            d.on_filter_headers(&answer),
+            Outcome::Bad(1, DisputeError::Contradiction { height: 2_001 })
+        );
+        // And headers that equal ours after all (it said the top differs).
+        let (ours, _) = chains(2_345);
+        let mut d = Dispute::new(1, 3_500, [7; 32], 0, 0);
+        serve_read(&mut d, &ours);
+        let Ok(Some((_, Ask::Checkpoints { id, .. }))) = d.next_ask(None) else {
+            panic!()
+        };
+        let flat: Vec<u8> = [1_000, 2_000, 3_000]
+            .iter()
+            .flat_map(|&h| ours[h].to_vec())
+            .collect();
+        d.on_checkpoints(&checkpoints(id, &flat));
+        while let Some((from, to)) = d.need_read(Some(3_500)) {
+            let hashes: Vec<BlockHash> = (from..=to).map(hash).collect();
+            d.on_read(from, &hashes, &ours[from as usize..=to as usize]);
+        }
+        let Ok(Some((_, Ask::FilterHeaders { id, start, .. }))) = d.next_ask(None) else {
+            panic!()
+        };
+        let answer = FilterAnswer {
+            id,
+            first_height: start,
+            flags: LAST,
+            before: ours[start as usize - 1],
+            headers: &ours[start as usize..=3_500],
+        };
+        assert_eq!(
+            d.on_filter_headers(&answer),
+            Outcome::Bad(1, DisputeError::Contradiction { height: 3_500 })
+        );
+    }
+
+    #[test]
+    fn checkpoints_out_of_order_or_above_the_top_are_a_rule_broken() {
+        let (ours, theirs) = chains(2_345);
+        let mut d = Dispute::new(1, 3_500, theirs[3_500], 0, 0);
+        serve_read(&mut d, &ours);
+        let Ok(Some((_, Ask::Checkpoints { id, .. }))) = d.next_ask(None) else {
+            panic!()
+        };
+        let flat = [0u8; 32 * 4];
+        assert_eq!(
+            d.on_checkpoints(&checkpoints(id, &flat)),
+            Outcome::Bad(1, DisputeError::OutOfOrder { height: 4_000 })
+        );
+    }
+
+    /// The judgment's fetches: a block that is not ours, then one that is; a filter that
+    /// does not match its gateway's own header.
+    #[test]
+    fn the_judgment_checks_the_block_and_each_filter_against_its_own_header() {
+        let (mut d, _, _) = to_judgment(2_345);
+        let Ok(Some((1, Ask::Filter { id, height, stop }))) = d.next_ask(Some(0)) else {
+            panic!("their filter");
+        };
+        assert_eq!((height, stop), (2_345, hash(2_345)));
+        let Ok(Some((0, Ask::Filter { .. }))) = d.next_ask(Some(0)) else {
+            panic!("ours")
+        };
+        let Ok(Some((0, Ask::Block { id: block_id, .. }))) = d.next_ask(Some(0)) else {
+            panic!("the block, from our side first")
+        };
+        assert!(d.is_asked(1, id) && d.is_asked(0, block_id) && !d.is_asked(0, id));
+        // Its filter does not hash to its header at 2,345.
+        let mut body = Vec::new();
+        body.extend_from_slice(&2_345u32.to_be_bytes());
+        body.extend_from_slice(&3u32.to_be_bytes());
+        body.extend_from_slice(&0u32.to_be_bytes());
+        body.extend_from_slice(&3u16.to_be_bytes());
+        body.extend_from_slice(&[1, 2, 3]);
+        let m = Filters {
+            id,
+            flags: LAST,
+            count: 1,
+            body: &body,
+        };
+        assert_eq!(
+            d.on_filters(1, &m),
+            Outcome::Bad(1, DisputeError::FilterMismatch { height: 2_345 })
+        );
+        // A block whose header is not ours at 2,345.
+        let mut block = vec![0u8; 80];
+        block.push(0);
+        let p = BlockPiece {
+            id: block_id,
+            last: true,
+            not_found: false,
+            block_len: block.len() as u32,
+            offset: 0,
+            data: &block,
+        };
+        assert_eq!(
+            d.on_block(0, &p),
+            Outcome::Bad(0, DisputeError::BlockMismatch { height: 2_345 })
+        );
+        // Asked of the other side next; with no one left, the dispute cannot go on.
+        let Ok(Some((1, Ask::Block { id: again, .. }))) = d.next_ask(Some(0)) else {
+            panic!("the block from the other side")
+        };
+        assert_eq!(d.on_block(1, &BlockPiece::not_found(again)), Outcome::Going);
+        assert_eq!(
+            d.next_ask(Some(0)),
+            Err(Verdict::Undecided { height: 2_345 })
+        );
+    }
+}
