@@ -20,9 +20,8 @@ use lightwire_gateway::upstream::follow;
 use lightwire_wire::{GetHeaders, Message};
 
 mod common;
-
-/// A payment address btcd can mine to (regtest P2PKH; nobody holds its key).
-const MINING_ADDR: &str = "moKEEKbe5NZRvfgpbZx9wn3GKPYbVgfE7x";
+#[path = "../../../tests/support/regtest_wallet.rs"]
+mod regtest_wallet;
 
 fn tool(name: &str) -> PathBuf {
     let mut dirs: Vec<PathBuf> = Vec::new();
@@ -77,7 +76,8 @@ impl Btcd {
             .arg(format!("--logdir={}", dir.join("log").display()))
             .arg(format!("--listen={p2p}"))
             .arg(format!("--rpclisten={rpc}"))
-            .arg(format!("--miningaddr={MINING_ADDR}"))
+            // The test wallet's key: its coinbases can be spent.
+            .arg(format!("--miningaddr={}", regtest_wallet::mining_address()))
             // Its miner can log a lot: never to a pipe nobody reads.
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -302,7 +302,6 @@ async fn follows_btcd_to_its_tip_and_through_a_reorg() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serves_btcds_filters_which_our_bip158_code_rebuilds() {
     use lightwire_filter::basic_filter;
-    use lightwire_wire::{FilterRange, GetFilters};
 
     let btcd = Btcd::start();
     btcd.generate(150);
@@ -339,10 +338,36 @@ async fn serves_btcds_filters_which_our_bip158_code_rebuilds() {
 
     // A client asks for filters 100..=150: the gateway fetches them from btcd.
     let mut client = common::client(&gw, Framing::OnePerFrame).await;
-    let stop = lightwire_chain::BlockHash::from_display_hex(&btcd.hash_at(150)).unwrap();
+    let got = get_filters(&mut client, &btcd, 100, 150).await;
+    assert_eq!(got.len(), 51);
+    let mut rebuilt = Vec::new();
+    for (height, filter) in &got {
+        let hash = btcd.hash_at(*height);
+        assert_eq!(
+            hex::encode(filter),
+            btcd.ctl(&["getcfilter", &hash, "0"]),
+            "filter at {height}"
+        );
+        // The block holds only its coinbase, which spends no output.
+        let block = hex::decode(btcd.ctl(&["getblock", &hash, "0"])).unwrap();
+        let block_hash = lightwire_chain::BlockHash::from_display_hex(&hash).unwrap();
+        basic_filter(&block_hash.0, &block, [], &mut rebuilt).unwrap();
+        assert_eq!(&rebuilt, filter, "our filter of block {height}");
+    }
+}
+
+/// The filters `start..=stop` of btcd's chain, asked of the gateway by `client`.
+async fn get_filters(
+    client: &mut Client,
+    btcd: &Btcd,
+    start: u32,
+    stop: u32,
+) -> Vec<(u32, Vec<u8>)> {
+    use lightwire_wire::{FilterRange, GetFilters};
+    let stop = lightwire_chain::BlockHash::from_display_hex(&btcd.hash_at(stop)).unwrap();
     let req = GetFilters(FilterRange {
         id: 9,
-        start_height: 100,
+        start_height: start,
         stop_hash: stop.0,
     });
     client.send(&Message::GetFilters(req)).await.unwrap();
@@ -377,19 +402,110 @@ async fn serves_btcds_filters_which_our_bip158_code_rebuilds() {
             break;
         }
     }
-    assert_eq!(got.len(), 51);
+    got
+}
+
+/// Issue 15 with real transactions: a block paying one output of every standard kind
+/// (P2PKH, P2SH-P2WPKH, P2WPKH, P2WSH, P2TR, and an `OP_RETURN`) and the next spending
+/// them all, built and signed by the test: every filter header is btcd's, the filters
+/// served are btcd's, our BIP158 code rebuilds them from the raw blocks and the scripts
+/// spent, each block checks against its header's Merkle root, and each script matches the
+/// blocks that pay it and spend it, and no other.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn filters_of_real_transactions_of_every_kind_are_btcds() {
+    use lightwire_filter::{Block, Matcher, basic_filter, first_absent, known_items};
+
+    let btcd = Btcd::start();
+    let built = regtest_wallet::build(&|args: &[&str]| btcd.ctl(args));
+    assert_eq!((built.paid_at, built.spent_at), (102, 103));
+    let gw = following(&btcd).await;
+    let shared = gw.shared.clone();
+    let filter_tip = || {
+        shared
+            .chain
+            .read()
+            .ok()
+            .and_then(|c| c.filters().and_then(|f| f.tip()))
+    };
+    wait_until("the gateway's filter headers at btcd's tip", || {
+        filter_tip() == Some(built.spent_at)
+    })
+    .await;
+    for height in 0..=built.spent_at {
+        let theirs = btcd.ctl(&["getcfilterheader", &btcd.hash_at(height), "0"]);
+        let mut ours = shared
+            .chain
+            .read()
+            .unwrap()
+            .filters()
+            .and_then(|f| f.entry(height))
+            .unwrap()
+            .header;
+        ours.reverse();
+        assert_eq!(hex::encode(ours), theirs, "filter header at {height}");
+    }
+    let mut client = common::client(&gw, Framing::OnePerFrame).await;
+    let got = get_filters(&mut client, &btcd, 95, built.spent_at).await;
+    assert_eq!(got.len(), 9);
+    let scripts: Vec<Vec<u8>> = built
+        .scripts
+        .iter()
+        .map(|(_, s)| hex::decode(s).unwrap())
+        .collect();
+    let mut matcher = Matcher::default();
     let mut rebuilt = Vec::new();
     for (height, filter) in &got {
         let hash = btcd.hash_at(*height);
-        assert_eq!(
-            hex::encode(filter),
-            btcd.ctl(&["getcfilter", &hash, "0"]),
-            "filter at {height}"
-        );
-        // The block holds only its coinbase, which spends no output.
-        let block = hex::decode(btcd.ctl(&["getblock", &hash, "0"])).unwrap();
+        assert_eq!(hex::encode(filter), btcd.ctl(&["getcfilter", &hash, "0"]));
+        let raw = hex::decode(btcd.ctl(&["getblock", &hash, "0"])).unwrap();
         let block_hash = lightwire_chain::BlockHash::from_display_hex(&hash).unwrap();
-        basic_filter(&block_hash.0, &block, [], &mut rebuilt).unwrap();
+        let block = Block::parse(&raw).unwrap();
+        let header: [u8; 80] = *block.header();
+        assert_eq!(lightwire_chain::hash_header_bytes(&header), block_hash);
+        let (root, mutated) = block.merkle_root();
+        assert!(
+            !mutated && root[..] == header[36..68],
+            "Merkle root of {height}"
+        );
+        assert_eq!(
+            first_absent(filter, &block_hash.0, known_items(&block)),
+            Ok(None)
+        );
+        let spent: Vec<Vec<u8>> = if *height == built.paid_at {
+            built
+                .spent_in_paying
+                .iter()
+                .map(|s| hex::decode(s).unwrap())
+                .collect()
+        } else if *height == built.spent_at {
+            built
+                .spent_in_spending
+                .iter()
+                .map(|s| hex::decode(s).unwrap())
+                .collect()
+        } else {
+            Vec::new()
+        };
+        basic_filter(
+            &block_hash.0,
+            &raw,
+            spent.iter().map(Vec::as_slice),
+            &mut rebuilt,
+        )
+        .unwrap();
         assert_eq!(&rebuilt, filter, "our filter of block {height}");
+        for (kind, script) in built.scripts.iter().map(|(k, _)| k).zip(&scripts) {
+            let matched = matcher
+                .match_any(filter, &block_hash.0, [script.as_slice()])
+                .unwrap();
+            let expected = *height == built.paid_at || *height == built.spent_at;
+            assert_eq!(matched, expected, "{kind} in block {height}");
+        }
+        if *height == built.spent_at {
+            // Witness data is there (the spends of P2SH-P2WPKH, P2WPKH, P2WSH and P2TR).
+            let tx = block.transactions().nth(1).unwrap();
+            assert!(tx.has_witness());
+            assert_eq!(tx.inputs().filter(|i| !i.witness.is_empty()).count(), 4);
+        }
     }
 }

@@ -1,0 +1,244 @@
+//! A test wallet for btcd on regtest (built with rust-bitcoin, test-only): it mines to its
+//! own P2PKH key, then pays one output of every standard kind (P2PKH, P2SH-P2WPKH, P2WPKH,
+//! P2WSH, P2TR and an `OP_RETURN`) in one block, and spends them all in the next, so the
+//! blocks' basic filters hold every kind of output script and every kind of spent script.
+//! Shared by the gateway's btcd test and the browser end-to-end test's helper binary
+//! (included with `#[path]`).
+//!
+//! Keys are fixed (`[n; 32]`): the chain differs from run to run only in its times.
+
+use bitcoin::consensus::encode::{deserialize, serialize_hex};
+use bitcoin::hashes::Hash;
+use bitcoin::key::{Keypair, TapTweak};
+use bitcoin::opcodes::all::OP_CHECKSIG;
+use bitcoin::script::{Builder, PushBytesBuf};
+use bitcoin::secp256k1::{Message, Secp256k1, SecretKey};
+use bitcoin::sighash::{EcdsaSighashType, Prevouts, SighashCache, TapSighashType};
+use bitcoin::{
+    Address, Amount, Block, CompressedPublicKey, Network, OutPoint, PublicKey, ScriptBuf, Sequence,
+    Transaction, TxIn, TxOut, Witness, absolute::LockTime, transaction::Version,
+};
+
+/// What the wallet built.
+#[derive(Debug)]
+pub struct Built {
+    /// Every output script it paid, by kind (hex).
+    pub scripts: Vec<(&'static str, String)>,
+    /// Height of the block paying them.
+    pub paid_at: u32,
+    /// Height of the block spending them.
+    pub spent_at: u32,
+    /// The scripts the paying block's and the spending block's inputs spend (hex), for
+    /// building their filters as a node does from its undo data.
+    pub spent_in_paying: Vec<String>,
+    /// See [`Self::spent_in_paying`].
+    pub spent_in_spending: Vec<String>,
+}
+
+fn key(n: u8) -> SecretKey {
+    SecretKey::from_slice(&[n; 32]).expect("a valid key")
+}
+
+/// The address btcd mines to (`--miningaddr`): P2PKH of key 1.
+pub fn mining_address() -> String {
+    let secp = Secp256k1::new();
+    let pk = PublicKey::new(key(1).public_key(&secp));
+    Address::p2pkh(pk, Network::Regtest).to_string()
+}
+
+/// Mine to maturity, pay every kind of output in one block, spend them all in the next.
+/// `ctl` runs a btcctl command and returns its output.
+pub fn build(ctl: &dyn Fn(&[&str]) -> String) -> Built {
+    let secp = Secp256k1::new();
+    let height = |ctl: &dyn Fn(&[&str]) -> String| -> u32 {
+        ctl(&["getblockcount"]).trim().parse().expect("a height")
+    };
+    let start = height(ctl);
+    if start < 101 {
+        ctl(&["generate", &(101 - start).to_string()]);
+    }
+    // The coinbase of block 1 (mature) pays key 1's P2PKH.
+    let hash = ctl(&["getblockhash", "1"]);
+    let block: Block =
+        deserialize(&hex::decode(ctl(&["getblock", hash.trim(), "0"]).trim()).unwrap()).unwrap();
+    let coinbase = &block.txdata[0];
+    let pk1 = PublicKey::new(key(1).public_key(&secp));
+    let p2pkh1 = ScriptBuf::new_p2pkh(&pk1.pubkey_hash());
+    assert_eq!(
+        coinbase.output[0].script_pubkey, p2pkh1,
+        "btcd mines to key 1"
+    );
+    let coinbase_value = coinbase.output[0].value;
+
+    // The outputs: one of every kind.
+    let pk2 = PublicKey::new(key(2).public_key(&secp));
+    let cpk3 = CompressedPublicKey(key(3).public_key(&secp));
+    let redeem3 = ScriptBuf::new_p2wpkh(&cpk3.wpubkey_hash());
+    let cpk4 = CompressedPublicKey(key(4).public_key(&secp));
+    let pk5 = PublicKey::new(key(5).public_key(&secp));
+    let wscript5 = Builder::new()
+        .push_key(&pk5)
+        .push_opcode(OP_CHECKSIG)
+        .into_script();
+    let kp6 = Keypair::from_secret_key(&secp, &key(6));
+    let (xonly6, _) = kp6.x_only_public_key();
+    let outputs: Vec<(&'static str, ScriptBuf)> = vec![
+        ("p2pkh", ScriptBuf::new_p2pkh(&pk2.pubkey_hash())),
+        ("p2sh-p2wpkh", ScriptBuf::new_p2sh(&redeem3.script_hash())),
+        ("p2wpkh", ScriptBuf::new_p2wpkh(&cpk4.wpubkey_hash())),
+        ("p2wsh", ScriptBuf::new_p2wsh(&wscript5.wscript_hash())),
+        ("p2tr", ScriptBuf::new_p2tr(&secp, xonly6, None)),
+    ];
+    let each = Amount::from_sat(1_000_000);
+    let fee = Amount::from_sat(20_000);
+    let change = coinbase_value - each * outputs.len() as u64 - fee;
+    let op_return =
+        ScriptBuf::new_op_return(PushBytesBuf::try_from(b"lightwire".to_vec()).unwrap());
+    let mut pay = Transaction {
+        version: Version::TWO,
+        lock_time: LockTime::ZERO,
+        input: vec![TxIn {
+            previous_output: OutPoint::new(coinbase.compute_txid(), 0),
+            script_sig: ScriptBuf::new(),
+            sequence: Sequence::MAX,
+            witness: Witness::new(),
+        }],
+        output: outputs
+            .iter()
+            .map(|(_, s)| TxOut {
+                value: each,
+                script_pubkey: s.clone(),
+            })
+            .chain([
+                TxOut {
+                    value: Amount::ZERO,
+                    script_pubkey: op_return,
+                },
+                TxOut {
+                    value: change,
+                    script_pubkey: p2pkh1.clone(),
+                },
+            ])
+            .collect(),
+    };
+    let sighash = SighashCache::new(&pay)
+        .legacy_signature_hash(0, &p2pkh1, EcdsaSighashType::All.to_u32())
+        .unwrap();
+    let sig = secp.sign_ecdsa(&Message::from_digest(sighash.to_byte_array()), &key(1));
+    let sig = bitcoin::ecdsa::Signature::sighash_all(sig);
+    pay.input[0].script_sig = Builder::new()
+        .push_slice(sig.serialize())
+        .push_key(&pk1)
+        .into_script();
+    ctl(&["sendrawtransaction", &serialize_hex(&pay)]);
+    ctl(&["generate", "1"]);
+    let paid_at = height(ctl);
+
+    // Spend all five (and the change) into one P2WPKH output.
+    let txid = pay.compute_txid();
+    let prevouts: Vec<TxOut> = (0..outputs.len())
+        .map(|i| pay.output[i].clone())
+        .chain([pay.output[outputs.len() + 1].clone()])
+        .collect();
+    let vouts: Vec<u32> = (0..outputs.len() as u32)
+        .chain([outputs.len() as u32 + 1])
+        .collect();
+    let total: Amount = prevouts.iter().map(|o| o.value).sum();
+    let mut spend = Transaction {
+        version: Version::TWO,
+        lock_time: LockTime::ZERO,
+        input: vouts
+            .iter()
+            .map(|&v| TxIn {
+                previous_output: OutPoint::new(txid, v),
+                script_sig: ScriptBuf::new(),
+                sequence: Sequence::MAX,
+                witness: Witness::new(),
+            })
+            .collect(),
+        output: vec![TxOut {
+            value: total - fee,
+            script_pubkey: ScriptBuf::new_p2wpkh(&cpk4.wpubkey_hash()),
+        }],
+    };
+    let mut cache = SighashCache::new(spend.clone());
+    let ecdsa = |digest: [u8; 32], k: u8| {
+        let s = secp.sign_ecdsa(&Message::from_digest(digest), &key(k));
+        bitcoin::ecdsa::Signature::sighash_all(s)
+    };
+    let all = EcdsaSighashType::All;
+    // 0: P2PKH (key 2).
+    let h = cache
+        .legacy_signature_hash(0, &prevouts[0].script_pubkey, all.to_u32())
+        .unwrap();
+    let s = ecdsa(h.to_byte_array(), 2);
+    let script_sig0 = Builder::new()
+        .push_slice(s.serialize())
+        .push_key(&pk2)
+        .into_script();
+    // 1: P2SH-P2WPKH (key 3): the redeem script in the input script, the rest witness.
+    let h = cache
+        .p2wpkh_signature_hash(1, &redeem3, prevouts[1].value, all)
+        .unwrap();
+    let w1 = Witness::p2wpkh(&ecdsa(h.to_byte_array(), 3), &cpk3.0);
+    let script_sig1 = Builder::new()
+        .push_slice(PushBytesBuf::try_from(redeem3.to_bytes()).unwrap())
+        .into_script();
+    // 2: P2WPKH (key 4).
+    let h = cache
+        .p2wpkh_signature_hash(2, &prevouts[2].script_pubkey, prevouts[2].value, all)
+        .unwrap();
+    let w2 = Witness::p2wpkh(&ecdsa(h.to_byte_array(), 4), &cpk4.0);
+    // 3: P2WSH (key 5's <pk> OP_CHECKSIG).
+    let h = cache
+        .p2wsh_signature_hash(3, &wscript5, prevouts[3].value, all)
+        .unwrap();
+    let mut w3 = Witness::new();
+    w3.push(ecdsa(h.to_byte_array(), 5).to_vec());
+    w3.push(wscript5.as_bytes());
+    // 4: P2TR key path (key 6, tweaked with no script tree).
+    let h = cache
+        .taproot_key_spend_signature_hash(4, &Prevouts::All(&prevouts), TapSighashType::Default)
+        .unwrap();
+    let tweaked = kp6.tap_tweak(&secp, None);
+    let schnorr = secp.sign_schnorr_no_aux_rand(
+        &Message::from_digest(h.to_byte_array()),
+        &tweaked.to_keypair(),
+    );
+    let w4 = Witness::p2tr_key_spend(&bitcoin::taproot::Signature {
+        signature: schnorr,
+        sighash_type: TapSighashType::Default,
+    });
+    // 5: the change, P2PKH (key 1).
+    let h = cache
+        .legacy_signature_hash(5, &p2pkh1, all.to_u32())
+        .unwrap();
+    let script_sig5 = Builder::new()
+        .push_slice(ecdsa(h.to_byte_array(), 1).serialize())
+        .push_key(&pk1)
+        .into_script();
+    spend.input[0].script_sig = script_sig0;
+    spend.input[1].script_sig = script_sig1;
+    spend.input[1].witness = w1;
+    spend.input[2].witness = w2;
+    spend.input[3].witness = w3;
+    spend.input[4].witness = w4;
+    spend.input[5].script_sig = script_sig5;
+    ctl(&["sendrawtransaction", &serialize_hex(&spend)]);
+    ctl(&["generate", "1"]);
+    let spent_at = height(ctl);
+
+    Built {
+        scripts: outputs
+            .iter()
+            .map(|(k, s)| (*k, hex::encode(s.as_bytes())))
+            .collect(),
+        paid_at,
+        spent_at,
+        spent_in_paying: vec![hex::encode(p2pkh1.as_bytes())],
+        spent_in_spending: prevouts
+            .iter()
+            .map(|o| hex::encode(o.script_pubkey.as_bytes()))
+            .collect(),
+    }
+}
