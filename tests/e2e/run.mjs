@@ -34,15 +34,21 @@
 //   scan      (issue 15) filter headers synced beside the headers; scan() of 19,001
 //             filters for 100 scripts finds the blocks paying two of them (and BIP158's
 //             few false positives)
+//   crosscheck (issue 15) a second gateway serves a filter without the coinbase output
+//             (headers rebuilt to match): the block proves it wrong, it is marked bad, and
+//             the scan finds the payment it hid
+//   btcd      (issue 15) btcd on regtest with real transactions of every standard kind
+//             (tests/regtest_wallet.rs); the package, through a gateway following btcd,
+//             scans for the scripts and finds exactly the blocks paying and spending them
 // --bench: the 925,000-header sync three times per engine with filter headers (the
 // default) and three times without, alternated; then a rescan of 10,000 mainnet-sized
 // filters three times. The header sync is timed in the page from before
 // open to the tip event at 925,000 with nothing polling the engine (the figure for
 // benches/README.md), then three from a checkpoint 9,736 below the tip; `--only full` gives the detailed counters (polled every 100 ms).
 
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -164,6 +170,55 @@ async function hostile(file, flags) {
   });
   const { connect } = await ready;
   return { connect, proc, stop: () => terminate(proc) };
+}
+
+/// A tool from `go install` (scripts/setup.sh): on PATH or in $(go env GOPATH)/bin.
+function goTool(name) {
+  const dirs = (process.env.PATH ?? '').split(':');
+  try {
+    dirs.push(join(execFileSync('go', ['env', 'GOPATH']).toString().trim(), 'bin'));
+  } catch {}
+  const found = dirs.map((d) => join(d, name)).find((p) => existsSync(p));
+  if (!found) throw new Error(`${name} not found: run scripts/setup.sh`);
+  return found;
+}
+
+/// btcd on regtest on 127.0.0.1, mining to the test wallet's key; resolves once its RPC
+/// answers.
+async function btcd() {
+  const [p2p, rpc] = [await freePort(), await freePort()];
+  const dir = join(work, `btcd-${p2p}`);
+  mkdirSync(dir, { recursive: true });
+  writeFileSync(join(dir, 'btcd.conf'), '');
+  writeFileSync(join(dir, 'btcctl.conf'), '');
+  const address = execFileSync(bin('lightwire-regtest-wallet'), ['address']).toString().trim();
+  const proc = spawn(goTool('btcd'), [
+    `--configfile=${join(dir, 'btcd.conf')}`, '--regtest', '--notls', '--rpcuser=u', '--rpcpass=p',
+    `--datadir=${join(dir, 'data')}`, `--logdir=${join(dir, 'log')}`,
+    `--listen=127.0.0.1:${p2p}`, `--rpclisten=127.0.0.1:${rpc}`, `--miningaddr=${address}`,
+  ], { stdio: 'ignore' });
+  running.add(proc);
+  proc.on('exit', () => running.delete(proc));
+  const ctl = (...args) => execFileSync(goTool('btcctl'), [
+    `--configfile=${join(dir, 'btcctl.conf')}`, '--regtest', '--notls', '--rpcuser=u', '--rpcpass=p',
+    `--rpcserver=127.0.0.1:${rpc}`, ...args,
+  ], { stdio: ['ignore', 'pipe', 'ignore'] }).toString().trim();
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    try {
+      ctl('getblockcount');
+      break;
+    } catch (e) {
+      if (Date.now() > deadline) throw new Error('btcd\'s RPC did not come up');
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  }
+  return {
+    p2p: `127.0.0.1:${p2p}`,
+    rpc: `127.0.0.1:${rpc}`,
+    ctl,
+    stop: () => terminate(proc),
+  };
 }
 
 /// Headers files from `lightwire-chain generate`: main heights 0..count-1, and a fork of
@@ -848,6 +903,48 @@ async function crosscheck() {
   }
 }
 
+/// A chain with real transactions on btcd (a block paying P2PKH, P2SH-P2WPKH, P2WPKH,
+/// P2WSH, P2TR and OP_RETURN outputs, the next spending them all), a gateway following
+/// it: the package syncs headers and filter headers, and scan() of the five scripts (and
+/// strangers) finds exactly the two blocks.
+async function btcdScan() {
+  const node = await btcd();
+  let gw;
+  const page = await openPage();
+  try {
+    const built = JSON.parse(execFileSync(bin('lightwire-regtest-wallet'),
+      ['build', '--rpc', node.rpc, '--user', 'u', '--pass', 'p']).toString());
+    const tip = built.spentAt;
+    gw = await gateway(['--upstream', node.p2p, '--network', 'regtest']);
+    await openClient(page, { gateways: [gw.connect], storeName: 'btcd' });
+    await until(page, 'headers and filter headers from btcd', 60_000,
+      (m) => m.storedHeight === tip && m.storedFilterHeight === tip);
+    const kinds = Object.keys(built.scripts);
+    const scripts = [...Object.values(built.scripts), ...strangers(20)];
+    const result = await page.evaluate((s) => window.client.scan({ scripts: s, fromHeight: 0 }), scripts);
+    const heights = result.matches.map((x) => x.height);
+    assert(JSON.stringify(heights) === JSON.stringify([built.paidAt, built.spentAt]),
+      `matches ${JSON.stringify(heights)}, expected ${built.paidAt} and ${built.spentAt}`);
+    for (const x of result.matches) {
+      const hash = node.ctl('getblockhash', String(x.height));
+      assert(hash === x.blockHash, `match at ${x.height}: ${x.blockHash}, btcd has ${hash}`);
+    }
+    // Each script alone: both blocks (paid, then spent).
+    for (const kind of kinds) {
+      const one = await page.evaluate((s) => window.client.scan({ scripts: [s], fromHeight: 0 }), built.scripts[kind]);
+      const got = one.matches.map((x) => x.height);
+      assert(JSON.stringify(got) === JSON.stringify([built.paidAt, built.spentAt]), `${kind}: ${JSON.stringify(got)}`);
+    }
+    log(`  btcd at ${tip}: block ${built.paidAt} pays ${kinds.join(', ')} (and an OP_RETURN), ` +
+      `block ${built.spentAt} spends them; the scan found exactly those two, for each kind alone too`);
+    await stopClient(page);
+  } finally {
+    await page.close().catch(() => {});
+    await gw?.stop();
+    await node.stop();
+  }
+}
+
 /// The rescan benchmark (--bench): a store started at 913,248 (a period start below the
 /// mainnet-sized filters from 915,001) synced to 925,000, then scan() of the 10,000 filters
 /// from 915,001 for 100 scripts, timed in the page.
@@ -948,7 +1045,7 @@ function benchStart(height = 915_264) {
 
 // ---------------------------------------------------------------- main
 
-const scenarios = { full, formats, reopen, reorg, invalid, mostwork, restart, queries, checkpoint, start, stall, pings, scan, crosscheck };
+const scenarios = { full, formats, reopen, reorg, invalid, mostwork, restart, queries, checkpoint, start, stall, pings, scan, crosscheck, btcd: btcdScan };
 let work;
 let browser;
 let url;

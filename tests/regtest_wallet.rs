@@ -1,0 +1,107 @@
+//! `lightwire-regtest-wallet`: the test wallet of `tests/support/regtest_wallet.rs` as a
+//! command, for the browser end-to-end test: it builds, on a btcd regtest node, a block
+//! paying one output of every standard kind and the next spending them all. Not shipped:
+//! it lives in the test crate.
+//!
+//! - `lightwire-regtest-wallet address`: the address btcd must mine to (`--miningaddr`);
+//! - `lightwire-regtest-wallet build --rpc HOST:PORT --user U --pass P`: mine to maturity,
+//!   pay, spend, and print what was built as one line of JSON: `{"scripts":
+//!   {kind: hex}, "paidAt": h, "spentAt": h, "spentInPaying": [hex], "spentInSpending":
+//!   [hex]}`. btcctl must be on PATH or in `$(go env
+//!   GOPATH)/bin` (scripts/setup.sh installs it).
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use clap::{Parser, Subcommand};
+
+#[path = "support/regtest_wallet.rs"]
+mod regtest_wallet;
+
+#[derive(Parser)]
+#[command(about = "A test wallet for btcd on regtest")]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Print the address btcd must mine to
+    Address,
+    /// Mine to maturity, pay every kind of output, spend them all; print JSON
+    Build {
+        /// btcd's RPC address
+        #[arg(long)]
+        rpc: String,
+        /// RPC user
+        #[arg(long)]
+        user: String,
+        /// RPC password
+        #[arg(long)]
+        pass: String,
+    },
+}
+
+fn btcctl() -> Result<PathBuf, String> {
+    let mut dirs: Vec<PathBuf> = std::env::var("PATH")
+        .map(|p| std::env::split_paths(&p).collect())
+        .unwrap_or_default();
+    if let Ok(out) = Command::new("go").args(["env", "GOPATH"]).output() {
+        dirs.push(PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()).join("bin"));
+    }
+    dirs.into_iter()
+        .map(|d| d.join("btcctl"))
+        .find(|p| p.is_file())
+        .ok_or_else(|| "btcctl not found: run scripts/setup.sh".to_string())
+}
+
+fn main() -> Result<(), String> {
+    match Cli::parse().command {
+        Cmd::Address => println!("{}", regtest_wallet::mining_address()),
+        Cmd::Build { rpc, user, pass } => {
+            let tool = btcctl()?;
+            // An empty configuration: nothing from the user's ~/.btcctl.
+            let conf =
+                std::env::temp_dir().join(format!("lightwire-wallet-{}.conf", std::process::id()));
+            std::fs::write(&conf, "").map_err(|e| e.to_string())?;
+            let ctl = |args: &[&str]| -> String {
+                let out = Command::new(&tool)
+                    .arg(format!("--configfile={}", conf.display()))
+                    .args(["--regtest", "--notls"])
+                    .arg(format!("--rpcuser={user}"))
+                    .arg(format!("--rpcpass={pass}"))
+                    .arg(format!("--rpcserver={rpc}"))
+                    .args(args)
+                    .output()
+                    .unwrap_or_else(|e| panic!("btcctl {args:?}: {e}"));
+                assert!(
+                    out.status.success(),
+                    "btcctl {args:?}: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                String::from_utf8_lossy(&out.stdout).trim().to_string()
+            };
+            let built = regtest_wallet::build(&ctl);
+            let scripts: Vec<String> = built
+                .scripts
+                .iter()
+                .map(|(k, s)| format!("\"{k}\":\"{s}\""))
+                .collect();
+            let list = |v: &[String]| {
+                let quoted: Vec<String> = v.iter().map(|s| format!("\"{s}\"")).collect();
+                format!("[{}]", quoted.join(","))
+            };
+            println!(
+                "{{\"scripts\":{{{}}},\"paidAt\":{},\"spentAt\":{},\"spentInPaying\":{},\"spentInSpending\":{}}}",
+                scripts.join(","),
+                built.paid_at,
+                built.spent_at,
+                list(&built.spent_in_paying),
+                list(&built.spent_in_spending)
+            );
+            let _ = std::fs::remove_file(&conf);
+        }
+    }
+    Ok(())
+}
