@@ -2,37 +2,128 @@
 //! `lightwire-chain`'s synthetic blocks, produced on demand from the height (the genesis
 //! block is the real one), so a client can fetch a block its filter matched, or that
 //! settles which gateway's filter is wrong, and check it against the header's Merkle root
-//! exactly as on a real chain. The last few are kept: a session reads the block it sends
-//! once per piece.
-//!
-//! Not built yet: blocks of a chain followed from a node (`getdata` for the witness block
-//! over P2P). Such a gateway does not offer the `blocks` feature bit.
+//! exactly as on a real chain. Following a node, a block is fetched from it when a session
+//! asks (`getdata` for the witness block; the session waits, `FilterLookup::Pending`),
+//! checked against the header (hash and Merkle root) and kept. The last few are kept
+//! either way: a session reads the block it sends once per piece.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
 
-use lightwire_chain::HEADER_LEN;
+use tokio::sync::Notify;
+
 use lightwire_chain::synthetic::{Pool, Profile, SyntheticBlock};
+use lightwire_chain::{BlockHash, HEADER_LEN, hash_header_bytes};
+use lightwire_filter::Block;
 use lightwire_proto::session::FilterLookup;
 
 /// Blocks kept after they were produced: one per session sending a block at the same time
 /// is enough to produce each once.
 const KEPT: usize = 8;
 
-/// The blocks of a generated chain.
+/// The blocks a gateway serves.
 pub struct ServedBlocks {
-    profile: Profile,
-    pool: &'static Pool,
+    source: Source,
     kept: Mutex<VecDeque<(u32, Arc<[u8]>)>>,
+}
+
+enum Source {
+    /// Synthetic, made on demand.
+    Generated {
+        profile: Profile,
+        pool: &'static Pool,
+    },
+    /// From the node: blocks sessions wait for (by hash, with their height), those the
+    /// node said it does not have, and the task to wake.
+    Upstream {
+        wanted: Mutex<BTreeMap<BlockHash, u32>>,
+        missing: Mutex<HashSet<BlockHash>>,
+        notify: Arc<Notify>,
+    },
+}
+
+/// A block from the node that is not the block asked for.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, thiserror::Error)]
+pub enum BlockFetchError {
+    /// It does not parse, its hash is not the one asked for, or its transactions are not
+    /// its header's (Merkle root, or a mutated tree).
+    #[error("the node's block {0} is not the block of that hash")]
+    Mismatch(BlockHash),
 }
 
 impl ServedBlocks {
     /// The synthetic blocks of `profile` (with its payload pool).
     pub fn generated(profile: Profile, pool: &'static Pool) -> ServedBlocks {
         ServedBlocks {
-            profile,
-            pool,
+            source: Source::Generated { profile, pool },
             kept: Mutex::new(VecDeque::with_capacity(KEPT)),
+        }
+    }
+
+    /// Blocks fetched from the node when asked for; `notify` wakes the task that does.
+    pub fn upstream(notify: Arc<Notify>) -> ServedBlocks {
+        ServedBlocks {
+            source: Source::Upstream {
+                wanted: Mutex::new(BTreeMap::new()),
+                missing: Mutex::new(HashSet::new()),
+                notify,
+            },
+            kept: Mutex::new(VecDeque::with_capacity(KEPT)),
+        }
+    }
+
+    /// A block to fetch from the node, if a session waits for one (the lowest first).
+    pub fn wanted(&self) -> Option<BlockHash> {
+        let Source::Upstream { wanted, .. } = &self.source else {
+            return None;
+        };
+        wanted.lock().ok()?.keys().next().copied()
+    }
+
+    /// The node's answer for block `hash`: checked (it must parse, hash to `hash`, and its
+    /// transactions must make its header's Merkle root without a repeated pair) and kept.
+    pub fn insert(&self, hash: &BlockHash, block: &[u8]) -> Result<(), BlockFetchError> {
+        let Source::Upstream { wanted, .. } = &self.source else {
+            return Ok(());
+        };
+        let Some(height) = wanted.lock().ok().and_then(|mut w| w.remove(hash)) else {
+            // Not asked for (or asked for and then answered already).
+            return Ok(());
+        };
+        let good = Block::parse(block).is_ok_and(|b| {
+            let (root, mutated) = b.merkle_root();
+            hash_header_bytes(b.header()) == *hash && !mutated && root[..] == b.header()[36..68]
+        });
+        if !good {
+            self.missing_block(hash);
+            return Err(BlockFetchError::Mismatch(*hash));
+        }
+        self.keep(height, Arc::from(block));
+        Ok(())
+    }
+
+    /// The node does not have block `hash` (`notfound`): sessions asking for it get
+    /// `not_found`.
+    pub fn missing_block(&self, hash: &BlockHash) {
+        if let Source::Upstream {
+            wanted, missing, ..
+        } = &self.source
+        {
+            if let Ok(mut w) = wanted.lock() {
+                w.remove(hash);
+            }
+            if let Ok(mut m) = missing.lock() {
+                m.insert(*hash);
+            }
+        }
+    }
+
+    fn keep(&self, height: u32, block: Arc<[u8]>) {
+        if let Ok(mut k) = self.kept.lock() {
+            if k.len() == KEPT {
+                k.pop_front();
+            }
+            k.push_back((height, block));
         }
     }
 
@@ -51,23 +142,34 @@ impl ServedBlocks {
                 .find(|(h, b)| *h == height && b.get(..HEADER_LEN) == Some(&header[..]))
                 .map(|(_, b)| b.clone())
         });
-        let block = match kept {
-            Some(b) => b,
-            None => {
+        if let Some(b) = kept {
+            return FilterLookup::Ready(read(&b));
+        }
+        match &self.source {
+            Source::Generated { profile, pool } => {
                 let mut out = Vec::new();
                 // Generated chains are served on branch 0 (a reorg replaces the chain).
-                SyntheticBlock::write_at(&self.profile, self.pool, height, 0, &header, &mut out);
+                SyntheticBlock::write_at(profile, pool, height, 0, &header, &mut out);
                 let b = Arc::<[u8]>::from(out);
-                if let Ok(mut k) = self.kept.lock() {
-                    if k.len() == KEPT {
-                        k.pop_front();
-                    }
-                    k.push_back((height, b.clone()));
-                }
-                b
+                self.keep(height, b.clone());
+                FilterLookup::Ready(read(&b))
             }
-        };
-        FilterLookup::Ready(read(&block))
+            Source::Upstream {
+                wanted,
+                missing,
+                notify,
+            } => {
+                let hash = hash_header_bytes(&header);
+                if missing.lock().is_ok_and(|m| m.contains(&hash)) {
+                    return FilterLookup::Missing;
+                }
+                if let Ok(mut w) = wanted.lock() {
+                    w.insert(hash, height);
+                }
+                notify.notify_one();
+                FilterLookup::Pending
+            }
+        }
     }
 }
 
@@ -79,7 +181,8 @@ mod tests {
     use super::*;
     use crate::served::ServedChain;
 
-    /// Every block served has its header's Merkle root, so a client can check it.
+    /// Every block served has its header's Merkle root, so a client can check it; a block
+    /// from a node is kept only if it is the block of its hash.
     #[test]
     fn generated_blocks_match_their_headers() {
         let mut chain = ServedChain::generate(300, 1_700_000_000).unwrap();
@@ -104,7 +207,45 @@ mod tests {
             chain.with_block(301, |_| ()),
             FilterLookup::Missing
         ));
-        // The payload pool is only built for heavy chains; the profile is the default's.
-        let _ = DEFAULT_PROFILE;
+
+        // From a node: asked for, then kept if it is the block of that hash.
+        let up = ServedBlocks::upstream(Arc::new(Notify::new()));
+        let header = chain.header(150).unwrap();
+        let hash = hash_header_bytes(&header);
+        assert!(matches!(
+            up.with_block(150, Some(header), |_| ()),
+            FilterLookup::Pending
+        ));
+        assert_eq!(up.wanted(), Some(hash));
+        let mut block = Vec::new();
+        SyntheticBlock::write_at(
+            &DEFAULT_PROFILE,
+            Pool::default_pool(),
+            150,
+            0,
+            &header,
+            &mut block,
+        );
+        // Another block under that hash (its transactions changed): refused, and
+        // sessions are told it is not found.
+        let mut other = block.clone();
+        let last = other.len() - 5;
+        other[last] ^= 1;
+        assert_eq!(
+            up.insert(&hash, &other),
+            Err(BlockFetchError::Mismatch(hash))
+        );
+        assert!(matches!(
+            up.with_block(150, Some(header), |_| ()),
+            FilterLookup::Missing
+        ));
+        let up = ServedBlocks::upstream(Arc::new(Notify::new()));
+        let _ = up.with_block(150, Some(header), |_| ());
+        assert_eq!(up.insert(&hash, &block), Ok(()));
+        assert_eq!(up.wanted(), None);
+        assert!(matches!(
+            up.with_block(150, Some(header), |b| b == &block[..]),
+            FilterLookup::Ready(true)
+        ));
     }
 }

@@ -400,6 +400,11 @@ async fn run(o: Options) -> Result<(), String> {
     {
         c.serve_upstream_filters(bytes, shared.filter_notify.clone());
     }
+    if let Source::Upstream { .. } = o.source
+        && let Ok(mut c) = shared.chain.write()
+    {
+        c.serve_upstream_blocks(shared.filter_notify.clone());
+    }
     let signals = Signals::catch();
     if let Some(m) = o.metrics {
         let metrics = TcpListener::bind(m)

@@ -1,7 +1,8 @@
 //! The few Bitcoin P2P messages the gateway exchanges with its upstream node, sans-IO:
 //! the 24-byte message header (magic, command, length, checksum) and the payloads of
 //! `version`, `verack`, `ping`/`pong`, `sendheaders`, `getheaders`, `headers` and `inv`,
-//! and BIP157's `getcfheaders`/`cfheaders` and `getcfilters`/`cfilter` (basic filters).
+//! BIP157's `getcfheaders`/`cfheaders` and `getcfilters`/`cfilter` (basic filters), and
+//! `getdata` for a witness block with its `block` or `notfound` answer.
 
 use lightwire_chain::{BlockHash, HEADER_LEN, Header, Network};
 use sha2::{Digest, Sha256};
@@ -16,6 +17,8 @@ pub const MAX_PAYLOAD: usize = 4_000_000;
 pub const MAX_HEADERS: usize = 2000;
 /// `inv` type of a block.
 const MSG_BLOCK: u32 = 2;
+/// The flag asking for witness data with it (BIP144).
+const MSG_WITNESS_FLAG: u32 = 1 << 30;
 
 /// What went wrong with a message from the upstream node.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, thiserror::Error)]
@@ -253,18 +256,34 @@ pub fn read_headers(payload: &[u8], out: &mut Vec<Header>) -> Result<(), P2pErro
 
 /// Whether an `inv` payload announces a block.
 pub fn inv_has_block(payload: &[u8]) -> Result<bool, P2pError> {
+    let mut any = false;
+    inv_blocks(payload, |_| any = true)?;
+    Ok(any)
+}
+
+/// Call `f` with the hash of every block in an `inv` or `notfound` payload (either
+/// type: `MSG_BLOCK`, or `MSG_WITNESS_BLOCK` = 0x40000002).
+pub fn inv_blocks(payload: &[u8], mut f: impl FnMut(BlockHash)) -> Result<(), P2pError> {
     let mut at = 0;
     let n = read_compact(payload, &mut at, "count")?;
     for _ in 0..n {
         let entry = payload.get(at..at + 36).ok_or(P2pError::Truncated("inv"))?;
         at += 36;
         let ty = u32::from_le_bytes([entry[0], entry[1], entry[2], entry[3]]);
-        // Also the witness flag variant (MSG_WITNESS_BLOCK = 0x40000002).
         if ty & 0x3fff_ffff == MSG_BLOCK {
-            return Ok(true);
+            let mut hash = [0u8; 32];
+            hash.copy_from_slice(&entry[4..]);
+            f(BlockHash(hash));
         }
     }
-    Ok(false)
+    Ok(())
+}
+
+/// The `getdata` payload asking for one block with its witness data (BIP144).
+pub fn write_getdata_block(out: &mut Vec<u8>, hash: &BlockHash) {
+    write_compact(out, 1);
+    out.extend_from_slice(&(MSG_BLOCK | MSG_WITNESS_FLAG).to_le_bytes());
+    out.extend_from_slice(hash.as_bytes());
 }
 
 #[cfg(test)]
@@ -337,6 +356,26 @@ mod tests {
         cf.extend_from_slice(&[1, 2, 3]);
         assert_eq!(read_cfilter(&cf), Ok((stop, &[1u8, 2, 3][..])));
         assert!(read_cfilter(&cf[..35]).is_err());
+    }
+
+    #[test]
+    fn getdata_and_notfound_name_witness_blocks() {
+        let mut p = Vec::new();
+        let hash = BlockHash([5; 32]);
+        write_getdata_block(&mut p, &hash);
+        assert_eq!(p.len(), 37);
+        assert_eq!(&p[1..5], &0x4000_0002u32.to_le_bytes());
+        let mut got = Vec::new();
+        inv_blocks(&p, |h| got.push(h)).unwrap();
+        assert_eq!(got, [hash]);
+        // A transaction in the list is not a block; a list cut short is an error.
+        p[0] = 2;
+        p.extend_from_slice(&1u32.to_le_bytes());
+        p.extend_from_slice(&[6; 32]);
+        got.clear();
+        inv_blocks(&p, |h| got.push(h)).unwrap();
+        assert_eq!(got, [hash]);
+        assert!(inv_blocks(&p[..50], |_| {}).is_err());
     }
 
     #[test]

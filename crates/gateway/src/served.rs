@@ -326,6 +326,17 @@ impl ServedChain {
         self.filters = Some(ServedFilters::upstream(cache_bytes, notify));
     }
 
+    /// Serve blocks fetched from the node (a chain followed from one); `notify` wakes the
+    /// task that fetches them.
+    pub fn serve_upstream_blocks(&mut self, notify: std::sync::Arc<tokio::sync::Notify>) {
+        self.blocks = Some(ServedBlocks::upstream(notify));
+    }
+
+    /// The blocks served, if any.
+    pub fn blocks(&self) -> Option<&ServedBlocks> {
+        self.blocks.as_ref()
+    }
+
     /// The hash of the block at `height` on this chain.
     pub fn block_hash(&self, height: u32) -> Option<BlockHash> {
         let i = height.checked_sub(self.base)?;

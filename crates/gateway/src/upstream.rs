@@ -39,6 +39,9 @@ pub enum UpstreamError {
     /// A filter whose hash is not the one the node's own filter headers commit to.
     #[error("the node's filter for height {0} does not match its filter header")]
     FilterMismatch(u32),
+    /// A block that is not the one asked for.
+    #[error(transparent)]
+    Block(#[from] crate::blocks::BlockFetchError),
 }
 
 fn now() -> u64 {
@@ -118,6 +121,8 @@ async fn session(
     let (mut start, mut end) = (0, 0);
     let mut headers: Vec<Header> = Vec::with_capacity(p2p::MAX_HEADERS);
     let mut filters = Filters::default();
+    // The block asked of the node (one at a time).
+    let mut block_asked: Option<BlockHash> = None;
     let mut handshake_done = false;
     let handshake_deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     let mut pinged = false;
@@ -150,10 +155,25 @@ async fn session(
                 b"inv" if p2p::inv_has_block(frame.payload)? => getheaders(&mut out, magic, shared),
                 b"cfheaders" => filters.on_cfheaders(shared, frame.payload)?,
                 b"cfilter" => filters.on_cfilter(shared, frame.payload)?,
+                b"block" => on_block(shared, &mut block_asked, frame.payload)?,
+                b"notfound" => {
+                    p2p::inv_blocks(frame.payload, |hash| {
+                        if let Ok(c) = shared.chain.read()
+                            && let Some(b) = c.blocks()
+                        {
+                            b.missing_block(&hash);
+                        }
+                        if block_asked == Some(hash) {
+                            block_asked = None;
+                        }
+                    })?;
+                    shared.filter_version.send_modify(|v| *v += 1);
+                }
                 _ => {}
             }
             if handshake_done {
                 filters.ask(&mut out, magic, shared);
+                ask_block(&mut out, magic, shared, &mut block_asked);
             }
             start += n;
             if !out.is_empty() {
@@ -165,7 +185,12 @@ async fn session(
         end -= start;
         start = 0;
         if end == buf.len() {
-            return Err(P2pError::TooLarge(end).into());
+            // A block takes up to 4 MB: the buffer grows to the largest message, no more.
+            let largest = p2p::MAX_PAYLOAD + p2p::MESSAGE_HEADER_LEN;
+            if buf.len() >= largest {
+                return Err(P2pError::TooLarge(end).into());
+            }
+            buf.resize(largest, 0);
         }
         let read = stream.read(&mut buf[end..]);
         let n = if handshake_done {
@@ -174,9 +199,10 @@ async fn session(
                 _ = shared.filter_notify.notified() => None,
             };
             let Some(read) = woken else {
-                // A session waits for a filter: ask the node.
+                // A session waits for a filter or a block: ask the node.
                 out.clear();
                 filters.ask(&mut out, magic, shared);
+                ask_block(&mut out, magic, shared, &mut block_asked);
                 if !out.is_empty() {
                     stream.write_all(&out).await?;
                 }
@@ -318,6 +344,51 @@ impl Filters {
         shared.filter_version.send_modify(|v| *v += 1);
         Ok(())
     }
+}
+
+/// Ask the node for the block a session waits for, if none is asked already.
+fn ask_block(out: &mut Vec<u8>, magic: [u8; 4], shared: &Shared, asked: &mut Option<BlockHash>) {
+    if asked.is_some() {
+        return;
+    }
+    let Some(hash) = shared
+        .chain
+        .read()
+        .ok()
+        .and_then(|c| c.blocks().and_then(|b| b.wanted()))
+    else {
+        return;
+    };
+    p2p::encode(out, magic, "getdata", |p| {
+        p2p::write_getdata_block(p, &hash)
+    });
+    *asked = Some(hash);
+}
+
+/// A block from the node: kept for the sessions waiting if it is the one asked for and
+/// checks against its header; a block that does not is an error (the connection to the
+/// node starts over).
+fn on_block(
+    shared: &Shared,
+    asked: &mut Option<BlockHash>,
+    payload: &[u8],
+) -> Result<(), UpstreamError> {
+    let header: &[u8; 80] = payload
+        .get(..80)
+        .and_then(|h| h.try_into().ok())
+        .ok_or(P2pError::Truncated("block"))?;
+    let hash = lightwire_chain::hash_header_bytes(header);
+    if *asked != Some(hash) {
+        // Not asked for (a block announced unasked): nothing to do.
+        return Ok(());
+    }
+    *asked = None;
+    let result = match shared.chain.read() {
+        Ok(c) => c.blocks().map_or(Ok(()), |b| b.insert(&hash, payload)),
+        Err(_) => Ok(()),
+    };
+    shared.filter_version.send_modify(|v| *v += 1);
+    result.map_err(UpstreamError::from)
 }
 
 fn getheaders(out: &mut Vec<u8>, magic: [u8; 4], shared: &Shared) {

@@ -173,6 +173,11 @@ async fn following(btcd: &Btcd) -> common::Gateway {
         .write()
         .unwrap()
         .serve_upstream_filters(1 << 20, shared.filter_notify.clone());
+    shared
+        .chain
+        .write()
+        .unwrap()
+        .serve_upstream_blocks(shared.filter_notify.clone());
     tokio::spawn(follow(
         btcd.p2p,
         Network::Regtest,
@@ -506,6 +511,53 @@ async fn filters_of_real_transactions_of_every_kind_are_btcds() {
             let tx = block.transactions().nth(1).unwrap();
             assert!(tx.has_witness());
             assert_eq!(tx.inputs().filter(|i| !i.witness.is_empty()).count(), 4);
+        }
+    }
+
+    // The gateway serves the blocks too, fetched from btcd (with witness data) when asked.
+    for height in [built.paid_at, built.spent_at, 7] {
+        let hash = lightwire_chain::BlockHash::from_display_hex(&btcd.hash_at(height)).unwrap();
+        let block = get_block(&mut client, hash).await.expect("the block");
+        let raw = hex::decode(btcd.ctl(&["getblock", &btcd.hash_at(height), "0"])).unwrap();
+        assert_eq!(block, raw, "block {height}");
+    }
+    // One it does not have: not found.
+    assert_eq!(
+        get_block(&mut client, lightwire_chain::BlockHash([7; 32])).await,
+        None
+    );
+}
+
+/// Block `hash` asked of the gateway by `client`: its bytes, or `None` for `not_found`.
+async fn get_block(client: &mut Client, hash: lightwire_chain::BlockHash) -> Option<Vec<u8>> {
+    use lightwire_wire::GetBlock;
+    let req = GetBlock {
+        id: 77,
+        block_hash: hash.0,
+    };
+    client.send(&Message::GetBlock(req)).await.unwrap();
+    let mut block = Vec::new();
+    loop {
+        let piece = tokio::time::timeout(
+            Duration::from_secs(30),
+            client.recv(|m| match Message::decode(m) {
+                Ok(Message::Block(p)) => Some((p.not_found, p.offset, p.data.to_vec(), p.last)),
+                _ => None,
+            }),
+        )
+        .await
+        .expect("a block in time")
+        .unwrap();
+        let Some((not_found, offset, data, last)) = piece else {
+            continue;
+        };
+        if not_found {
+            return None;
+        }
+        assert_eq!(offset as usize, block.len());
+        block.extend_from_slice(&data);
+        if last {
+            return Some(block);
         }
     }
 }
