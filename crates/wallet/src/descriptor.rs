@@ -1,0 +1,533 @@
+//! Output script descriptors over an extended public key (BIP380-386), the four a
+//! watch-only wallet needs: `pkh(KEY)`, `sh(wpkh(KEY))`, `wpkh(KEY)` and `tr(KEY)` (key path
+//! only), where `KEY` is `[origin]xpub/<0;1>/*` (receive and change), `xpub/N/*` (one
+//! branch), or a bare `xpub` (taken as `/<0;1>/*`), with fixed unhardened steps allowed
+//! before the branch. `tpub` on the test networks. A `#checksum` (BIP380) is checked when
+//! given. Private keys, hardened steps after the key, scripts and multisig are refused
+//! with a typed error.
+
+use alloc::string::String;
+use alloc::vec::Vec;
+use core::str::FromStr;
+
+use bip32::{ChildNumber, Prefix, XPub};
+use k256::elliptic_curve::PrimeField;
+use k256::elliptic_curve::sec1::ToSec1Point;
+use lightwire_chain::Network;
+
+use crate::hash;
+
+/// The script kind a descriptor derives.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Kind {
+    /// `pkh`: P2PKH (BIP44).
+    Pkh,
+    /// `sh(wpkh)`: P2WPKH nested in P2SH (BIP49).
+    ShWpkh,
+    /// `wpkh`: P2WPKH (BIP84).
+    Wpkh,
+    /// `tr`: P2TR, key path only (BIP86).
+    Tr,
+}
+
+impl Kind {
+    /// Its descriptor function, as written.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Pkh => "pkh",
+            Kind::ShWpkh => "sh(wpkh",
+            Kind::Wpkh => "wpkh",
+            Kind::Tr => "tr",
+        }
+    }
+}
+
+/// A descriptor that cannot be watched.
+#[derive(Clone, PartialEq, Eq, Debug, thiserror::Error)]
+pub enum DescriptorError {
+    /// Its `#checksum` is not the one its text has (BIP380).
+    #[error("the descriptor's checksum does not match (expected #{expected})")]
+    Checksum {
+        /// The checksum of the text given.
+        expected: String,
+    },
+    /// Not a descriptor this wallet reads.
+    #[error("not a descriptor: {0}")]
+    Syntax(&'static str),
+    /// A descriptor it does not watch (scripts, multisig, a key path with hardened steps).
+    #[error("not supported: {0}")]
+    Unsupported(&'static str),
+    /// The extended key does not decode (a typo: its checksum does not match).
+    #[error("the extended public key does not decode")]
+    BadKey,
+    /// An extended private key: a watch-only wallet takes the public one only.
+    #[error("an extended private key: give the xpub (tpub), never the xprv")]
+    PrivateKey,
+    /// A key of another network (`xpub` on mainnet, `tpub` on the others).
+    #[error("an extended key of another network, not {0}")]
+    WrongNetwork(&'static str),
+    /// A derived key that cannot be used (BIP32's 1-in-2^127 invalid child, or a
+    /// taproot tweak out of range).
+    #[error("derivation at index {0} gives an invalid key")]
+    InvalidChild(u32),
+}
+
+/// A parsed descriptor: its kind, the key its branches hang from, and the branches.
+#[derive(Clone)]
+pub struct Descriptor {
+    /// The script kind.
+    pub kind: Kind,
+    /// The key after the fixed steps, whose children are the branches.
+    base: XPub,
+    /// The branches (`<0;1>`: receive and change), or none when indexes hang from `base`.
+    pub branches: Vec<Option<u32>>,
+    /// The text, with its checksum.
+    pub text: String,
+}
+
+impl core::fmt::Debug for Descriptor {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+impl PartialEq for Descriptor {
+    fn eq(&self, other: &Self) -> bool {
+        self.text == other.text
+    }
+}
+
+impl Descriptor {
+    /// Parse `text` for `network`.
+    pub fn parse(text: &str, network: Network) -> Result<Descriptor, DescriptorError> {
+        let text = text.trim();
+        let (body, given) = match text.split_once('#') {
+            Some((b, c)) => (b, Some(c)),
+            None => (text, None),
+        };
+        let expected = checksum(body).ok_or(DescriptorError::Syntax(
+            "a character descriptors do not use",
+        ))?;
+        if given.is_some_and(|c| c != expected) {
+            return Err(DescriptorError::Checksum { expected });
+        }
+        let (kind, inner) = if let Some(r) = strip(body, "sh(wpkh(", "))") {
+            (Kind::ShWpkh, r)
+        } else if let Some(r) = strip(body, "wpkh(", ")") {
+            (Kind::Wpkh, r)
+        } else if let Some(r) = strip(body, "pkh(", ")") {
+            (Kind::Pkh, r)
+        } else if let Some(r) = strip(body, "tr(", ")") {
+            if r.contains(',') {
+                return Err(DescriptorError::Unsupported(
+                    "taproot script trees (key path only)",
+                ));
+            }
+            (Kind::Tr, r)
+        } else if [
+            "sh(",
+            "wsh(",
+            "multi(",
+            "sortedmulti(",
+            "combo(",
+            "addr(",
+            "raw(",
+        ]
+        .iter()
+        .any(|f| body.starts_with(f))
+        {
+            return Err(DescriptorError::Unsupported(
+                "only pkh, sh(wpkh), wpkh and tr over one extended key",
+            ));
+        } else {
+            return Err(DescriptorError::Syntax(
+                "expected pkh(, sh(wpkh(, wpkh( or tr(",
+            ));
+        };
+        let (key, base, branches) = parse_key(inner, network)?;
+        let _ = key;
+        let mut canonical = String::from(body);
+        canonical.push('#');
+        canonical.push_str(&expected);
+        Ok(Descriptor {
+            kind,
+            base,
+            branches,
+            text: canonical,
+        })
+    }
+
+    /// The extended key of branch `b` (an index into [`Self::branches`]).
+    pub fn branch_key(&self, b: usize) -> Result<XPub, DescriptorError> {
+        match self.branches.get(b).copied().flatten() {
+            Some(n) => child(&self.base, n),
+            None => Ok(self.base.clone()),
+        }
+    }
+
+    /// The output script at `index` under the branch key `branch` (from
+    /// [`Self::branch_key`]).
+    pub fn script_at(&self, branch: &XPub, index: u32) -> Result<Vec<u8>, DescriptorError> {
+        let key = child(branch, index)?.to_bytes();
+        script_for(self.kind, &key).ok_or(DescriptorError::InvalidChild(index))
+    }
+}
+
+/// `body` without `open` and `close`, when it has them.
+fn strip<'a>(body: &'a str, open: &str, close: &str) -> Option<&'a str> {
+    body.strip_prefix(open)?.strip_suffix(close)
+}
+
+fn child(key: &XPub, n: u32) -> Result<XPub, DescriptorError> {
+    let number = ChildNumber::new(n, false).map_err(|_| DescriptorError::InvalidChild(n))?;
+    key.derive_child(number)
+        .map_err(|_| DescriptorError::InvalidChild(n))
+}
+
+/// The key expression: `[origin]xpub`, then `/N` steps, a `/<a;b>` branch pair or one
+/// `/N` branch, and `/*`. Returns the key text, the key after the fixed steps, and the
+/// branches.
+#[allow(clippy::type_complexity)]
+fn parse_key(
+    inner: &str,
+    network: Network,
+) -> Result<(&str, XPub, Vec<Option<u32>>), DescriptorError> {
+    let mut rest = inner;
+    if let Some(r) = rest.strip_prefix('[') {
+        let (origin, after) = r
+            .split_once(']')
+            .ok_or(DescriptorError::Syntax("an unclosed key origin"))?;
+        let fingerprint = origin.split('/').next().unwrap_or_default();
+        if fingerprint.len() != 8 || !fingerprint.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(DescriptorError::Syntax(
+                "a key origin's fingerprint is 8 hex digits",
+            ));
+        }
+        rest = after;
+    }
+    let mut parts = rest.split('/');
+    let key_text = parts.next().unwrap_or_default();
+    let extended = bip32::ExtendedKey::from_str(key_text).map_err(|_| DescriptorError::BadKey)?;
+    if extended.prefix.is_private() {
+        return Err(DescriptorError::PrivateKey);
+    }
+    let wanted = if network == Network::Mainnet {
+        Prefix::XPUB
+    } else {
+        Prefix::TPUB
+    };
+    if extended.prefix != wanted {
+        return if extended.prefix == Prefix::XPUB || extended.prefix == Prefix::TPUB {
+            Err(DescriptorError::WrongNetwork(network.name()))
+        } else {
+            Err(DescriptorError::Unsupported(
+                "SLIP-132 prefixes (ypub, zpub): the descriptor says the kind; give the xpub",
+            ))
+        };
+    }
+    let mut key = XPub::try_from(extended).map_err(|_| DescriptorError::BadKey)?;
+    let steps: Vec<&str> = parts.collect();
+    if steps.is_empty() {
+        // A bare key: its receive and change branches.
+        return Ok((key_text, key, alloc::vec![Some(0), Some(1)]));
+    }
+    let (last, fixed) = steps.split_last().unwrap_or((&"", &[]));
+    if *last != "*" {
+        return Err(DescriptorError::Unsupported(
+            "a single key: descriptors here end in /*",
+        ));
+    }
+    let mut branches = alloc::vec![None];
+    for (i, step) in fixed.iter().enumerate() {
+        let is_branch = i + 1 == fixed.len();
+        if let Some(pair) = step.strip_prefix('<').and_then(|s| s.strip_suffix('>')) {
+            if !is_branch {
+                return Err(DescriptorError::Syntax(
+                    "a <a;b> step must be the one before /*",
+                ));
+            }
+            let numbers: Result<Vec<u32>, _> = pair.split(';').map(step_number).collect();
+            branches = numbers?.into_iter().map(Some).collect();
+            if branches.len() < 2 {
+                return Err(DescriptorError::Syntax("<a;b> takes two branches or more"));
+            }
+            continue;
+        }
+        let n = step_number(step)?;
+        if is_branch {
+            branches = alloc::vec![Some(n)];
+        } else {
+            key = child(&key, n)?;
+        }
+    }
+    Ok((key_text, key, branches))
+}
+
+fn step_number(step: &str) -> Result<u32, DescriptorError> {
+    if step.ends_with(['\'', 'h', 'H']) {
+        return Err(DescriptorError::Unsupported(
+            "hardened steps after an extended public key (they need the private key)",
+        ));
+    }
+    step.parse::<u32>()
+        .ok()
+        .filter(|n| *n < 1 << 31)
+        .ok_or(DescriptorError::Syntax(
+            "a derivation step is a number below 2^31",
+        ))
+}
+
+/// The script of `kind` for the compressed public key `key`.
+fn script_for(kind: Kind, key: &[u8; 33]) -> Option<Vec<u8>> {
+    Some(match kind {
+        Kind::Pkh => hash::p2pkh(&hash::hash160(key)),
+        Kind::Wpkh => hash::witness(0, &hash::hash160(key)),
+        Kind::ShWpkh => hash::p2sh(&hash::hash160(&hash::witness(0, &hash::hash160(key)))),
+        Kind::Tr => hash::witness(1, &taproot_output_key(key)?),
+    })
+}
+
+/// BIP86/BIP341: the output key of internal key `key` with no script tree: the x-only
+/// key lifted to even y, plus `hash_TapTweak(x)` times the generator.
+fn taproot_output_key(key: &[u8; 33]) -> Option<[u8; 32]> {
+    let mut even = *key;
+    even[0] = 0x02;
+    let p = k256::PublicKey::from_sec1_bytes(&even).ok()?;
+    let t = hash::tagged("TapTweak", &key[1..]);
+    let t = Option::<k256::Scalar>::from(k256::Scalar::from_repr(t.into()))?;
+    let q = (p.to_projective() + k256::ProjectivePoint::GENERATOR * t).to_affine();
+    let compressed = q.to_compressed_point();
+    let mut x = [0u8; 32];
+    x.copy_from_slice(&compressed[1..33]);
+    Some(x)
+}
+
+/// BIP380's descriptor checksum of `body` (8 characters), or `None` for a character
+/// outside descriptors' set.
+pub fn checksum(body: &str) -> Option<String> {
+    const INPUT: &str = "0123456789()[],'/*abcdefgh@:$%{}IJKLMNOPQRSTUVWXYZ&+-.;<=>?!^_|~ijklmnopqrstuvwxyzABCDEFGH`#\"\\ ";
+    const CHECKSUM: &[u8] = b"qpzry9x8gf2tvdw0s3jn54khce6mua7l";
+    const GENERATOR: [u64; 5] = [
+        0xf5dee51989,
+        0xa9fdca3312,
+        0x1bab10e32d,
+        0x3706b1677a,
+        0x644d626ffd,
+    ];
+    let polymod = |c: u64, value: u64| {
+        let top = c >> 35;
+        let mut c = ((c & 0x7_ffff_ffff) << 5) ^ value;
+        for (i, g) in GENERATOR.iter().enumerate() {
+            if (top >> i) & 1 == 1 {
+                c ^= g;
+            }
+        }
+        c
+    };
+    let mut c = 1u64;
+    let mut groups = [0u64; 3];
+    let mut n = 0;
+    for ch in body.chars() {
+        let v = INPUT.find(ch)? as u64;
+        c = polymod(c, v & 31);
+        groups[n] = v >> 5;
+        n += 1;
+        if n == 3 {
+            c = polymod(c, groups[0] * 9 + groups[1] * 3 + groups[2]);
+            n = 0;
+        }
+    }
+    match n {
+        1 => c = polymod(c, groups[0]),
+        2 => c = polymod(c, groups[0] * 3 + groups[1]),
+        _ => {}
+    }
+    for _ in 0..8 {
+        c = polymod(c, 0);
+    }
+    c ^= 1;
+    Some(
+        (0..8)
+            .map(|i| CHECKSUM[((c >> (5 * (7 - i))) & 31) as usize] as char)
+            .collect(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    use super::*;
+    use crate::address_of;
+
+    /// BIP84's account 0 (m/84'/0'/0') of the "abandon ... about" mnemonic.
+    const BIP84: &str = "xpub6CatWdiZiodmUeTDp8LT5or8nmbKNcuyvz7WyksVFkKB4RHwCD3XyuvPEbvqAQY3rAPshWcMLoP2fMFMKHPJ4ZeZXYVUhLv1VMrjPC7PW6V";
+    /// BIP86's account 0 (m/86'/0'/0') of the same mnemonic.
+    const BIP86: &str = "xpub6BgBgsespWvERF3LHQu6CnqdvfEvtMcQjYrcRzx53QJjSxarj2afYWcLteoGVky7D3UKDP9QyrLprQ3VCECoY49yfdDEHGCtMMj92pReUsQ";
+
+    fn addresses(d: &Descriptor, branch: usize, n: u32) -> Vec<String> {
+        let key = d.branch_key(branch).unwrap();
+        (0..n)
+            .map(|i| address_of(&d.script_at(&key, i).unwrap(), Network::Mainnet).unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn bip84_and_bip86_accounts_derive_their_addresses() {
+        let d =
+            Descriptor::parse(&alloc::format!("wpkh({BIP84}/<0;1>/*)"), Network::Mainnet).unwrap();
+        assert_eq!(d.kind, Kind::Wpkh);
+        assert_eq!(
+            addresses(&d, 0, 2),
+            [
+                "bc1qcr8te4kr609gcawutmrza0j4xv80jy8z306fyu",
+                "bc1qnjg0jd8228aq7egyzacy8cys3knf9xvrerkf9g"
+            ]
+        );
+        assert_eq!(
+            addresses(&d, 1, 1),
+            ["bc1q8c6fshw2dlwun7ekn9qwf37cu2rn755upcp6el"]
+        );
+        // A bare key is its receive and change branches.
+        let bare = Descriptor::parse(
+            &alloc::format!("[73c5da0a/84h/0h/0h]{BIP84}"),
+            Network::Mainnet,
+        );
+        assert!(bare.is_err(), "a key is not a descriptor");
+        let bare = Descriptor::parse(
+            &alloc::format!("wpkh([73c5da0a/84h/0h/0h]{BIP84})"),
+            Network::Mainnet,
+        )
+        .unwrap();
+        assert_eq!(bare.branches, [Some(0), Some(1)]);
+        assert_eq!(addresses(&bare, 1, 1), addresses(&d, 1, 1));
+
+        let t =
+            Descriptor::parse(&alloc::format!("tr({BIP86}/<0;1>/*)"), Network::Mainnet).unwrap();
+        assert_eq!(
+            addresses(&t, 0, 2),
+            [
+                "bc1p5cyxnuxmeuwuvkwfem96lqzszd02n6xdcjrs20cac6yqjjwudpxqkedrcr",
+                "bc1p4qhjn9zdvkux4e44uhx8tc55attvtyu358kutcqkudyccelu0was9fqzwh"
+            ]
+        );
+        assert_eq!(
+            addresses(&t, 1, 1),
+            ["bc1p3qkhfews2uk44qtvauqyr2ttdsw7svhkl9nkm9s9c3x4ax5h60wqwruhk7"]
+        );
+        // One branch only.
+        let r = Descriptor::parse(&alloc::format!("tr({BIP86}/1/*)"), Network::Mainnet).unwrap();
+        assert_eq!(r.branches, [Some(1)]);
+        assert_eq!(addresses(&r, 0, 1), addresses(&t, 1, 1));
+        // The same key as pkh and sh(wpkh): P2PKH and P2SH addresses.
+        let p = Descriptor::parse(&alloc::format!("pkh({BIP84}/0/*)"), Network::Mainnet).unwrap();
+        assert!(addresses(&p, 0, 1)[0].starts_with('1'));
+        let s =
+            Descriptor::parse(&alloc::format!("sh(wpkh({BIP84}/0/*))"), Network::Mainnet).unwrap();
+        assert!(addresses(&s, 0, 1)[0].starts_with('3'));
+    }
+
+    /// BIP32's test vector 1, from the public keys: m/0H to m/0H/1, and m/0H/1/2H/2 to
+    /// m/0H/1/2H/2/1000000000.
+    #[test]
+    fn bip32_public_derivation_matches_its_vectors() {
+        let pairs = [
+            (
+                "xpub68Gmy5EdvgibQVfPdqkBBCHxA5htiqg55crXYuXoQRKfDBFA1WEjWgP6LHhwBZeNK1VTsfTFUHCdrfp1bgwQ9xv5ski8PX9rL2dZXvgGDnw",
+                1,
+                "xpub6ASuArnXKPbfEwhqN6e3mwBcDTgzisQN1wXN9BJcM47sSikHjJf3UFHKkNAWbWMiGj7Wf5uMash7SyYq527Hqck2AxYysAA7xmALppuCkwQ",
+            ),
+            (
+                "xpub6FHa3pjLCk84BayeJxFW2SP4XRrFd1JYnxeLeU8EqN3vDfZmbqBqaGJAyiLjTAwm6ZLRQUMv1ZACTj37sR62cfN7fe5JnJ7dh8zL4fiyLHV",
+                1_000_000_000,
+                "xpub6H1LXWLaKsWFhvm6RVpEL9P4KfRZSW7abD2ttkWP3SSQvnyA8FSVqNTEcYFgJS2UaFcxupHiYkro49S8yGasTvXEYBVPamhGW6cFJodrTHy",
+            ),
+        ];
+        for (parent, n, want) in pairs {
+            let parent = XPub::from_str(parent).unwrap();
+            let got = child(&parent, n).unwrap();
+            assert_eq!(got.to_extended_key(Prefix::XPUB).to_string(), want);
+        }
+    }
+
+    #[test]
+    fn checksums_are_bip380s() {
+        // SLIP-0014's account descriptor, with its checksum, in both hardened notations'
+        // own checksums.
+        let body = "pkh([5c9e228d/44'/0'/0']xpub6BiVtCpG9fQPxnPmHXG8PhtzQdWC2Su4qWu6XW9tpWFYhxydCLJGrWBJZ5H6qTAHdPQ7pQhtpjiYZVZARo14qHiay2fvrX996oEP42u8wZy/0/*)";
+        assert_eq!(checksum(body).as_deref(), Some("vzuemqzv"));
+        let d = Descriptor::parse(&alloc::format!("{body}#vzuemqzv"), Network::Mainnet).unwrap();
+        assert_eq!(d.text, alloc::format!("{body}#vzuemqzv"));
+        assert_eq!(
+            Descriptor::parse(&alloc::format!("{body}#vzuemqzw"), Network::Mainnet),
+            Err(DescriptorError::Checksum {
+                expected: "vzuemqzv".into()
+            })
+        );
+    }
+
+    #[test]
+    fn what_cannot_be_watched_is_a_typed_error() {
+        let parse = |s: String| Descriptor::parse(&s, Network::Mainnet).map(|_| ());
+        // A private key: refused, and never kept.
+        let xprv = "xprv9s21ZrQH143K3QTDL4LXw2F7HEK3wJUD2nW2nRk4stbPy6cq3jPPqjiChkVvvNKmPGJxWUtg6LnF5kejMRNNU3TGtRBeJgk33yuGBxrMPHi";
+        assert_eq!(
+            parse(alloc::format!("wpkh({xprv}/0/*)")),
+            Err(DescriptorError::PrivateKey)
+        );
+        // A tpub on mainnet, an xpub on regtest.
+        let tpub = XPub::from_str(BIP84)
+            .unwrap()
+            .to_extended_key(Prefix::TPUB)
+            .to_string();
+        assert_eq!(
+            parse(alloc::format!("wpkh({tpub}/0/*)")),
+            Err(DescriptorError::WrongNetwork("mainnet"))
+        );
+        assert!(Descriptor::parse(&alloc::format!("wpkh({tpub}/0/*)"), Network::Regtest).is_ok());
+        assert_eq!(
+            Descriptor::parse(&alloc::format!("wpkh({BIP84}/0/*)"), Network::Regtest).map(|_| ()),
+            Err(DescriptorError::WrongNetwork("regtest"))
+        );
+        // A typo in the key.
+        let typo = BIP84.replace('W', "X");
+        assert_eq!(
+            parse(alloc::format!("wpkh({typo}/0/*)")),
+            Err(DescriptorError::BadKey)
+        );
+        // Hardened steps after the key, scripts, multisig, script trees, other shapes.
+        assert!(matches!(
+            parse(alloc::format!("wpkh({BIP84}/0h/*)")),
+            Err(DescriptorError::Unsupported(_))
+        ));
+        assert!(matches!(
+            parse(alloc::format!("wsh(multi(1,{BIP84}/0/*))")),
+            Err(DescriptorError::Unsupported(_))
+        ));
+        assert!(matches!(
+            parse(alloc::format!("tr({BIP84}/0/*,pk({BIP86}/0/*))")),
+            Err(DescriptorError::Unsupported(_))
+        ));
+        assert!(matches!(
+            parse(alloc::format!("wpkh({BIP84}/0/1)")),
+            Err(DescriptorError::Unsupported(_))
+        ));
+        assert!(matches!(
+            parse(alloc::format!("wpkh({BIP84}/<0;1>/2/*)")),
+            Err(DescriptorError::Syntax(_))
+        ));
+        assert!(matches!(
+            parse("wpkh(".into()),
+            Err(DescriptorError::BadKey | DescriptorError::Syntax(_))
+        ));
+        assert!(matches!(
+            parse("nonsense".into()),
+            Err(DescriptorError::Syntax(_))
+        ));
+        assert!(matches!(
+            parse("wpkh(é)".into()),
+            Err(DescriptorError::Syntax(_))
+        ));
+    }
+}
