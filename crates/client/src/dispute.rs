@@ -649,6 +649,14 @@ impl Dispute {
         self.try_verdict()
     }
 
+    /// Whether some gateway owes the dispute an answer (no allocation: asked on every
+    /// input, for the deadline).
+    pub fn is_waiting(&self) -> bool {
+        self.asked.is_some()
+            || matches!(&self.stage, Stage::Judge(j)
+                if j.block_from.is_some() || j.filters.iter().any(|f| matches!(f, Fetch::Asked { .. })))
+    }
+
     /// The gateways that owe the dispute an answer.
     pub fn asked_gateways(&self) -> Vec<usize> {
         let mut out: Vec<usize> = self.asked.map(|_| self.against).into_iter().collect();
