@@ -32,14 +32,15 @@ use lightwire_wire::{BlockPiece, FilterCheckpoints, Filters, MAX_BLOCK_LEN};
 
 use crate::filters::FilterAnswer;
 
-/// Request ids of the cross-check (probes and disputes) have these top bits: `01` (header
-/// requests use `00`, filter headers `10`, the scan `11`).
+/// Request ids of the cross-check (probes and disputes) have these top bits: `010` (header
+/// requests use `00`, filter headers `10`, the scan `11`, the wallet's blocks `011`).
 pub const CHECK_ID_BITS: u32 = 1 << 30;
-const ID_MASK: u32 = (1 << 30) - 1;
+/// The bits below the kind bits, for a counter.
+pub const ID_MASK: u32 = (1 << 29) - 1;
 
 /// Whether `id` is a cross-check request's.
 pub fn is_check_id(id: u32) -> bool {
-    id >> 30 == 1
+    id >> 29 == 0b010
 }
 
 /// How a gateway broke a rule while a dispute questioned it (it is marked bad).

@@ -25,12 +25,14 @@ use lightwire_proto::{ConnectString, Initiator, Millis, PeerEvent};
 use lightwire_store::{Durability, Pending, Tip};
 
 mod check;
+mod fetch;
 
 use crate::dispute::{Dispute, Verdict, is_check_id};
 use crate::filters::{FilterAnswer, FilterSync};
 use crate::reason::{DropReason, TransportError};
 use crate::scan::{Scan, ScanChange};
 use crate::sync::{Step, SyncError, Syncer};
+use crate::wallet::{WalletChange, WalletSync, is_wallet_id};
 
 /// Drop a gateway whose answer to a request makes no progress for this long (it may
 /// still answer pings).
@@ -180,6 +182,8 @@ pub enum Event {
         /// Every block matched so far, ascending.
         matches: Vec<(u32, BlockHash)>,
     },
+    /// The wallet found a transaction of its own, or lost one to a reorganisation.
+    Wallet(WalletChange),
     /// A gateway sent a `warning`.
     Warning {
         /// Index in the gateway list.
@@ -317,6 +321,12 @@ struct Core {
     check_heard: Millis,
     /// Gateways found bad while handling another's message: dropped by the engine next.
     drops: VecDeque<(usize, DropReason)>,
+    /// The watch-only wallet, once something is watched.
+    wallet: Option<WalletSync>,
+    /// Whether the scan under way is the wallet's (an app's own scan replaces it).
+    wallet_scanning: bool,
+    /// When the wallet's block request last brought a piece (or was sent).
+    wallet_heard: Millis,
 }
 
 impl Engine {
@@ -390,6 +400,9 @@ impl Engine {
                 check_ids: 0,
                 check_heard: now,
                 drops: VecDeque::new(),
+                wallet: None,
+                wallet_scanning: false,
+                wallet_heard: now,
             },
         }
     }
@@ -423,6 +436,7 @@ impl Engine {
         let from = if base > 0 { from.max(base + 1) } else { from };
         c.scan = Some(Scan::new(scripts, from));
         c.scan_heard = c.now;
+        c.wallet_scan_replaced();
     }
 
     /// The rescan, if one was started.
@@ -699,6 +713,7 @@ impl Engine {
         let next = earliest(next, c.request_deadline());
         let next = earliest(next, c.scan_deadline());
         let next = earliest(next, c.check_deadline());
+        let next = earliest(next, c.wallet_deadline());
         earliest(next, c.filter_deadline())
     }
 
@@ -733,6 +748,12 @@ impl Engine {
         if let Some(due) = self.core.scan_deadline()
             && due <= now
             && let Some((g, _)) = self.core.scan.as_ref().and_then(Scan::asked)
+        {
+            self.drop_gateway(g, DropReason::RequestTimeout);
+        }
+        if let Some(due) = self.core.wallet_deadline()
+            && due <= now
+            && let Some((g, _)) = self.core.wallet.as_ref().and_then(WalletSync::asked)
         {
             self.drop_gateway(g, DropReason::RequestTimeout);
         }
@@ -809,6 +830,7 @@ impl Engine {
         self.schedule_filters();
         self.schedule_checks();
         self.schedule_scan();
+        self.schedule_wallet();
     }
 
     /// Ask for the scan's next window of filters, from a gateway that serves them (another
@@ -1014,6 +1036,7 @@ impl Core {
             PeerEvent::FilterCheckpoints(m) => return self.on_checkpoints(g, &m),
             PeerEvent::Filters(m) if is_check_id(m.id) => return self.on_check_filters(g, &m),
             PeerEvent::Filters(m) => return self.on_filters(g, &m),
+            PeerEvent::Block(p) if is_wallet_id(p.id) => return self.on_wallet_block(g, &p),
             PeerEvent::Block(p) => return self.on_block(g, &p),
         }
         Ok(())
@@ -1051,9 +1074,21 @@ impl Core {
         };
         let events = &mut self.events;
         let before = scan.filters;
+        let heard = events.len();
         let result = scan.on_filters(m, |c| events.push_back(scan_event(c)));
         if scan.filters > before {
             self.scan_heard = self.now;
+        }
+        let matched: Vec<(u32, BlockHash)> = self
+            .events
+            .range(heard..)
+            .filter_map(|e| match e {
+                Event::ScanMatch { height, hash } => Some((*height, *hash)),
+                _ => None,
+            })
+            .collect();
+        for (height, hash) in matched {
+            self.wallet_matched(height, hash);
         }
         match result {
             Ok(()) => Ok(()),
@@ -1194,6 +1229,7 @@ impl Core {
             for gw in &mut self.gateways {
                 gw.filter_agreed = gw.filter_agreed.map(|a| a.min(fork));
             }
+            self.wallet_reorg(fork);
             if self.dispute.as_ref().is_some_and(|d| d.height() > fork) {
                 // Settled on blocks no longer ours: probed again on the new branch.
                 let height = fork;
@@ -1332,6 +1368,9 @@ impl Core {
             scan.abandon().for_each(drop);
         }
         self.check_gateway_gone(g);
+        if let Some(w) = self.wallet.as_mut() {
+            w.gateway_gone(g);
+        }
         if why.is_violation() {
             self.events.push_back(Event::Rejected {
                 gateway: g,

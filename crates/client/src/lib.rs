@@ -4,6 +4,7 @@
 //! The sans-IO core runs natively too: [`sync`] (requests, validation, gathering commits),
 //! [`filters`] (the filter-header chain beside it), [`dispute`] (which gateway's filter
 //! is wrong, settled from the block), [`scan`] (matching filters against scripts),
+//! [`wallet`] (the watch-only wallet: matched blocks fetched, checked and applied),
 //! [`engine`] (several gateways over `lightwire-proto` connections: targets, bad gateways,
 //! reconnects, deadlines; typed [`reason`]s for every drop) and [`pipeline`] (resume,
 //! locator seeding, ancestor reads and commits over any `HeaderStore`). In wasm, `web` is
@@ -25,6 +26,7 @@ pub mod start;
 pub mod sync;
 #[cfg(test)]
 mod testnet;
+pub mod wallet;
 #[cfg(target_arch = "wasm32")]
 pub mod web;
 

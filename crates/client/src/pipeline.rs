@@ -7,11 +7,12 @@
 use lightwire_chain::{BlockHash, Chain, Entry, WINDOW_LEN};
 use lightwire_noise::SecretKey;
 use lightwire_proto::{ConnectString, Millis, decode_headers};
-use lightwire_store::{Batch, Durability, HeaderStore, Pending, StoreError, Tip};
+use lightwire_store::{Batch, Durability, HeaderStore, Pending, StateKey, StoreError, Tip};
 
 use crate::engine::Engine;
 use crate::scan::Scan;
 use crate::sync::Syncer;
+use crate::wallet::WalletSync;
 
 /// The validation state rebuilt from the store's last `WINDOW_LEN` headers.
 pub async fn resume<S: HeaderStore>(store: &S) -> Result<Chain, StoreError> {
@@ -67,6 +68,9 @@ pub async fn open<S: HeaderStore>(
     if let Some(scan) = resume_scan(store).await? {
         engine.resume_scan(scan);
     }
+    if let Some(wallet) = resume_wallet(store).await? {
+        engine.resume_wallet(wallet);
+    }
     seed_locator(store, engine.syncer_mut()).await?;
     Ok((engine, stored))
 }
@@ -74,7 +78,7 @@ pub async fn open<S: HeaderStore>(
 /// The scan saved in `store`, if any, with only the matches the stored chain still bears
 /// out (a reorg while the client was closed withdraws the rest).
 pub async fn resume_scan<S: HeaderStore>(store: &S) -> Result<Option<Scan>, StoreError> {
-    let Some(bytes) = store.scan_state().await? else {
+    let Some(bytes) = store.state(StateKey::Scan).await? else {
         return Ok(None);
     };
     let Some(mut scan) = Scan::restore(&bytes) else {
@@ -91,6 +95,32 @@ pub async fn resume_scan<S: HeaderStore>(store: &S) -> Result<Option<Scan>, Stor
         on_chain[i - 1]
     });
     Ok(Some(scan))
+}
+
+/// The wallet saved in `store`, if any, with what it found in blocks the stored chain no
+/// longer has (a reorg while the client was closed) withdrawn.
+pub async fn resume_wallet<S: HeaderStore>(store: &S) -> Result<Option<WalletSync>, StoreError> {
+    let Some(bytes) = store.state(StateKey::Wallet).await? else {
+        return Ok(None);
+    };
+    let Some(mut wallet) = WalletSync::decode(&bytes, store.params().network) else {
+        return Ok(None);
+    };
+    let mut heights: Vec<(u32, [u8; 32])> = wallet
+        .ledger
+        .transactions()
+        .iter()
+        .map(|t| (t.height, t.block_hash))
+        .collect();
+    heights.dedup();
+    for (h, hash) in heights {
+        let stored = store.header(h).await?.map(|x| x.block_hash().0);
+        if stored != Some(hash) {
+            wallet.reorg(h.saturating_sub(1));
+            break;
+        }
+    }
+    Ok(Some(wallet))
 }
 
 /// For a batch whose parent `parent` is below the window: how many of its first headers
@@ -246,14 +276,18 @@ impl Pipeline {
         Ok(())
     }
 
-    /// Save the scan's state if it moved enough since it was last saved.
+    /// Save the scan's state if it moved enough since it was last saved, and the wallet's
+    /// if it changed.
     pub async fn save_scan<S: HeaderStore>(
         &mut self,
         engine: &mut Engine,
         store: &mut S,
     ) -> Result<(), StoreError> {
         if let Some(state) = engine.scan_to_save() {
-            store.put_scan_state(Some(&state)).await?;
+            store.put_state(StateKey::Scan, Some(&state)).await?;
+        }
+        if let Some(state) = engine.wallet_to_save() {
+            store.put_state(StateKey::Wallet, Some(&state)).await?;
         }
         Ok(())
     }
@@ -602,6 +636,93 @@ mod tests {
         assert_eq!(rejected(&net.events), []);
         let tip = block_on(net.store.filter_tip()).unwrap().unwrap();
         assert_eq!(tip.header, other.filter_entry(3_000).unwrap().header);
+    }
+
+    fn wallet_events(events: &[Event]) -> Vec<(bool, u32)> {
+        events
+            .iter()
+            .filter_map(|e| match e {
+                Event::Wallet(crate::wallet::WalletChange::Found(t)) => Some((true, t.height)),
+                Event::Wallet(crate::wallet::WalletChange::Withdrawn { height, .. }) => {
+                    Some((false, *height))
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn watch_coinbases(heights: &[u32]) -> Vec<crate::wallet::Watched> {
+        heights
+            .iter()
+            .map(|&h| crate::wallet::Watched::Script(hex::encode(coinbase_script(h, 0))))
+            .collect()
+    }
+
+    /// The wallet watches two coinbase scripts: the scan matches their blocks, which are
+    /// fetched, checked and applied; a reorg withdraws one; a new session resumes it.
+    #[test]
+    fn the_wallet_finds_its_coins_in_the_blocks_its_filters_match() {
+        let chain = TestChain::generate(5_000);
+        let mut net = Net::new(memory(), vec![chain], small);
+        net.drive();
+        net.engine
+            .watch(&watch_coinbases(&[1_234, 4_500]), 1_000)
+            .unwrap();
+        net.drive();
+        assert!(net.engine.wallet_synced());
+        assert_eq!(wallet_events(&net.events), [(true, 1_234), (true, 4_500)]);
+        let w = net.engine.wallet().unwrap();
+        let txs = w.ledger.transactions();
+        assert_eq!(txs.len(), 2);
+        assert_eq!(
+            (txs[0].received, txs[0].position, txs[0].fee),
+            (5_000_000_000, 0, None)
+        );
+        let b = w.ledger.balance(5_000, 1);
+        assert_eq!((b.confirmed, b.immature), (10_000_000_000, 0));
+        // A new session resumes the wallet from the store: nothing is fetched again.
+        let store = net.store;
+        let mut net = Net::new(store, vec![TestChain::generate(5_000)], small);
+        net.drive();
+        assert_eq!(net.engine.wallet().unwrap().ledger.transactions().len(), 2);
+        assert_eq!(wallet_events(&net.events), []);
+        // A reorg at 4,000: the coin at 4,500 goes.
+        let mut fork = TestChain::generate(5_000);
+        fork.reorg(4_000, 1_200, 1);
+        let Some(gw) = net.gateways[0].as_mut() else {
+            panic!("connected");
+        };
+        gw.chain = fork;
+        gw.server.tip_changed();
+        net.drive();
+        assert_eq!(wallet_events(&net.events), [(false, 4_500)]);
+        let w = net.engine.wallet().unwrap();
+        assert_eq!(w.ledger.transactions().len(), 1);
+    }
+
+    /// A gateway sending a block that is not the header's, or withholding one its filter
+    /// matched, is marked bad naming the rule; the block comes from the other.
+    #[test]
+    fn a_wrong_or_withheld_block_marks_its_gateway_bad() {
+        for (lie, code) in [(true, "block-mismatch"), (false, "block-withheld")] {
+            let mut liar = TestChain::generate(3_000);
+            if lie {
+                let other = liar.block(1_501);
+                liar.replace_block(1_500, other);
+            } else {
+                liar.withheld_blocks.insert(1_500);
+            }
+            // The liar first: filters and blocks are asked of another gateway than the
+            // headers' source, and it is the first such.
+            let mut net = Net::new(memory(), vec![TestChain::generate(3_000), liar], small);
+            net.drive();
+            net.engine.watch(&watch_coinbases(&[1_500]), 1_000).unwrap();
+            net.drive();
+            let rejected = rejected(&net.events);
+            assert_eq!(rejected, [(1, code)], "{:?}", net.events);
+            assert_eq!(wallet_events(&net.events), [(true, 1_500)]);
+            assert!(net.engine.wallet_synced());
+        }
     }
 
     #[test]

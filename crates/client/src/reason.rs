@@ -9,6 +9,7 @@ use crate::dispute::DisputeError;
 use crate::filters::FilterSyncError;
 use crate::scan::ScanError;
 use crate::sync::SyncError;
+use crate::wallet::WalletError;
 
 /// What the browser (or a native shell) reports about a socket.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, thiserror::Error)]
@@ -59,6 +60,9 @@ pub enum DropReason {
     /// It was found wrong, or broke a rule, in a dispute over filter headers.
     #[error(transparent)]
     Dispute(DisputeError),
+    /// It sent a block that is not the stored header's, or withheld one its filter matched.
+    #[error(transparent)]
+    Wallet(WalletError),
     /// Its answer to our request made no progress in time.
     #[error("the gateway stopped answering our request")]
     RequestTimeout,
@@ -81,7 +85,8 @@ impl DropReason {
             | DropReason::OffCheckpoint(_)
             | DropReason::Undelivered(_)
             | DropReason::Filters(_)
-            | DropReason::Dispute(_) => true,
+            | DropReason::Dispute(_)
+            | DropReason::Wallet(_) => true,
             // An answer cut short may be a reorganisation: asked again after a backoff.
             DropReason::Scan(ScanError::Short { .. }) => false,
             DropReason::Scan(_) => true,
@@ -130,6 +135,11 @@ impl DropReason {
                 DisputeError::BlockMismatch { .. } => "block-mismatch",
                 DisputeError::Contradiction { .. } => "filter-headers-contradicted",
                 DisputeError::OutOfOrder { .. } => "cross-check-out-of-order",
+            },
+            DropReason::Wallet(e) => match e {
+                WalletError::BlockMismatch { .. } => "block-mismatch",
+                WalletError::Withheld { .. } => "block-withheld",
+                WalletError::OutOfOrder { .. } => "block-pieces-out-of-order",
             },
             DropReason::RequestTimeout => "request-timeout",
             DropReason::Transport(TransportError::OpenFailed) => "open-failed",

@@ -155,6 +155,25 @@ impl Scan {
         }
     }
 
+    /// Watch `scripts` too, from the next filter matched on (a wallet's gap limit grew).
+    pub fn add_scripts(&mut self, scripts: impl IntoIterator<Item = Vec<u8>>) {
+        let before = self.scripts.len();
+        for s in scripts {
+            if !self.scripts.contains(&s) {
+                self.scripts.push(s);
+            }
+        }
+        if self.scripts.len() != before {
+            // Saved again (the scripts are part of the saved state).
+            self.saved = None;
+        }
+    }
+
+    /// The scripts watched.
+    pub fn scripts(&self) -> &[Vec<u8>] {
+        &self.scripts
+    }
+
     /// A gateway announced a tip: what was refused as not on its chain is asked again.
     pub fn unblock(&mut self) {
         self.await_tip = false;

@@ -13,7 +13,7 @@ use lightwire_noise::SecretKey;
 use lightwire_proto::pair::Gateway;
 use lightwire_proto::testing::TestChain;
 use lightwire_proto::{BufferMode, ConnectString, Millis};
-use lightwire_store::{Batch, HeaderStore, MemoryStore, StoreError, Tip};
+use lightwire_store::{Batch, HeaderStore, MemoryStore, StateKey, StoreError, Tip};
 
 use crate::engine::{Action, Engine, Event};
 use crate::pipeline::{self, Pipeline};
@@ -82,11 +82,11 @@ impl HeaderStore for FailingStore {
     async fn header(&self, height: u32) -> Result<Option<Header>, StoreError> {
         self.inner.header(height).await
     }
-    async fn scan_state(&self) -> Result<Option<Vec<u8>>, StoreError> {
-        self.inner.scan_state().await
+    async fn state(&self, key: StateKey) -> Result<Option<Vec<u8>>, StoreError> {
+        self.inner.state(key).await
     }
-    async fn put_scan_state(&mut self, state: Option<&[u8]>) -> Result<(), StoreError> {
-        self.inner.put_scan_state(state).await
+    async fn put_state(&mut self, key: StateKey, state: Option<&[u8]>) -> Result<(), StoreError> {
+        self.inner.put_state(key, state).await
     }
     async fn filter_tip(&self) -> Result<Option<lightwire_store::FilterTip>, StoreError> {
         self.inner.filter_tip().await

@@ -28,6 +28,8 @@ pub struct TestChain {
     pub pending_blocks: std::collections::HashSet<u32>,
     /// Blocks served instead of the generated ones (a lying gateway).
     replaced_blocks: HashMap<u32, Vec<u8>>,
+    /// Heights whose block is answered `not_found` (a gateway withholding them).
+    pub withheld_blocks: std::collections::HashSet<u32>,
 }
 
 impl TestChain {
@@ -43,6 +45,7 @@ impl TestChain {
             serve_blocks: true,
             pending_blocks: Default::default(),
             replaced_blocks: HashMap::new(),
+            withheld_blocks: Default::default(),
         };
         chain.index.insert(REGTEST.genesis.block_hash(), 0);
         chain.extend(headers_after(&REGTEST, &REGTEST.genesis, 0, count, 0));
@@ -239,7 +242,7 @@ impl Served for TestChain {
         if self.pending_blocks.contains(&height) {
             return FilterLookup::Pending;
         }
-        if height as usize >= self.headers.len() {
+        if height as usize >= self.headers.len() || self.withheld_blocks.contains(&height) {
             return FilterLookup::Missing;
         }
         FilterLookup::Ready(read(&self.block(height)))

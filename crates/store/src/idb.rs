@@ -36,15 +36,14 @@ use crate::layout::{
     retain_up_to, v1,
 };
 use crate::{
-    Batch, Durability, FilterRun, FilterTip, HeaderStore, SCHEMA_VERSION, Start, StoreError, Tip,
-    batch_base, filter_next,
+    Batch, Durability, FilterRun, FilterTip, HeaderStore, SCHEMA_VERSION, Start, StateKey,
+    StoreError, Tip, batch_base, filter_next,
 };
 
 const CHUNKS: &str = "chunks";
 const FILTERS: &str = "filters";
-/// The saved state of a rescan, under [`SCAN_KEY`].
+/// The saved states (of a rescan, of the wallet), under [`StateKey::name`].
 const SCANS: &str = "scans";
-const SCAN_KEY: &str = "scan";
 const INDEX: &str = "index";
 const COMMITS: &str = "commits";
 const META: &str = "meta";
@@ -928,15 +927,15 @@ impl HeaderStore for IdbStore {
         self.meta.base
     }
 
-    async fn scan_state(&self) -> Result<Option<Vec<u8>>, StoreError> {
+    async fn state(&self, key: StateKey) -> Result<Option<Vec<u8>>, StoreError> {
         let tx = self.readonly(SCANS)?;
         let req = object_store(&tx, SCANS)?
-            .get(&SCAN_KEY.into())
+            .get(&key.name().into())
             .map_err(store_error)?;
         Ok(bytes_of(&request_result(&req).await?))
     }
 
-    async fn put_scan_state(&mut self, state: Option<&[u8]>) -> Result<(), StoreError> {
+    async fn put_state(&mut self, key: StateKey, state: Option<&[u8]>) -> Result<(), StoreError> {
         self.check_open()?;
         let tx = self
             .db
@@ -946,9 +945,9 @@ impl HeaderStore for IdbStore {
         let store = object_store(&tx, SCANS)?;
         match state {
             Some(b) => store
-                .put_with_key(&Uint8Array::from(b), &SCAN_KEY.into())
+                .put_with_key(&Uint8Array::from(b), &key.name().into())
                 .map(drop),
-            None => store.delete(&SCAN_KEY.into()).map(drop),
+            None => store.delete(&key.name().into()).map(drop),
         }
         .map_err(store_error)?;
         done.await.map(drop).map_err(|_| transaction_error(&tx))

@@ -146,6 +146,25 @@ pub struct Batch<'a> {
     pub durability: Durability,
 }
 
+/// The states a client saves beside its headers.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum StateKey {
+    /// The rescan under way.
+    Scan,
+    /// The watch-only wallet: what it watches and what it found.
+    Wallet,
+}
+
+impl StateKey {
+    /// Its key in the store.
+    pub fn name(self) -> &'static str {
+        match self {
+            StateKey::Scan => "scan",
+            StateKey::Wallet => "wallet",
+        }
+    }
+}
+
 /// The stored filter-header chain's last header.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub struct FilterTip {
@@ -372,12 +391,13 @@ pub trait HeaderStore {
         out: &mut Vec<[u8; 32]>,
     ) -> Result<(), StoreError>;
 
-    /// The saved state of a rescan (the client's encoding; the store keeps it as given).
-    async fn scan_state(&self) -> Result<Option<Vec<u8>>, StoreError>;
+    /// A saved state: of a rescan, or of the wallet (the client's encoding; the store
+    /// keeps it as given).
+    async fn state(&self, key: StateKey) -> Result<Option<Vec<u8>>, StoreError>;
 
-    /// Save (or with `None`, forget) the state of a rescan, on its own: it is written
-    /// apart from the commits of headers, and a reopened client checks it against them.
-    async fn put_scan_state(&mut self, state: Option<&[u8]>) -> Result<(), StoreError>;
+    /// Save (or with `None`, forget) a state, on its own: it is written apart from the
+    /// commits of headers, and a reopened client checks it against them.
+    async fn put_state(&mut self, key: StateKey, state: Option<&[u8]>) -> Result<(), StoreError>;
 
     /// Headers `from..=to`, appended to `out` (a batch lookup).
     async fn headers(&self, from: u32, to: u32, out: &mut Vec<Header>) -> Result<(), StoreError>;

@@ -4,7 +4,9 @@ use std::collections::HashMap;
 
 use lightwire_chain::{BlockHash, Header, Params, Work};
 
-use crate::{Batch, FilterTip, HeaderStore, Start, StoreError, Tip, batch_base, filter_next};
+use crate::{
+    Batch, FilterTip, HeaderStore, Start, StateKey, StoreError, Tip, batch_base, filter_next,
+};
 
 /// A store in memory: 80 bytes per header plus its index entry.
 pub struct MemoryStore {
@@ -19,7 +21,8 @@ pub struct MemoryStore {
     tip: Tip,
     /// Filter headers from `base` on.
     filters: Vec<[u8; 32]>,
-    scan: Option<Vec<u8>>,
+    /// Saved states, by [`StateKey::name`].
+    states: HashMap<&'static str, Vec<u8>>,
 }
 
 impl MemoryStore {
@@ -45,7 +48,7 @@ impl MemoryStore {
             period_work: vec![start.chainwork],
             tip: start.tip(),
             filters: Vec::new(),
-            scan: None,
+            states: HashMap::new(),
         }
     }
 
@@ -115,12 +118,15 @@ impl HeaderStore for MemoryStore {
         Ok(self.at(height).copied())
     }
 
-    async fn scan_state(&self) -> Result<Option<Vec<u8>>, StoreError> {
-        Ok(self.scan.clone())
+    async fn state(&self, key: StateKey) -> Result<Option<Vec<u8>>, StoreError> {
+        Ok(self.states.get(key.name()).cloned())
     }
 
-    async fn put_scan_state(&mut self, state: Option<&[u8]>) -> Result<(), StoreError> {
-        self.scan = state.map(<[u8]>::to_vec);
+    async fn put_state(&mut self, key: StateKey, state: Option<&[u8]>) -> Result<(), StoreError> {
+        match state {
+            Some(b) => self.states.insert(key.name(), b.to_vec()),
+            None => self.states.remove(key.name()),
+        };
         Ok(())
     }
 

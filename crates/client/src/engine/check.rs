@@ -6,7 +6,7 @@ use lightwire_proto::Initiator;
 use lightwire_wire::{BlockPiece, FilterCheckpoints, Filters};
 
 use super::{Core, Engine, Event};
-use crate::dispute::{Ask, CHECK_ID_BITS, Dispute, DisputeError, Outcome, Verdict};
+use crate::dispute::{Ask, CHECK_ID_BITS, Dispute, DisputeError, ID_MASK, Outcome, Verdict};
 use crate::filters::FilterAnswer;
 use crate::reason::DropReason;
 
@@ -122,7 +122,7 @@ fn send(conn: &mut Initiator, ask: Ask) -> Result<(), lightwire_proto::PeerError
 impl Core {
     fn next_check_id(&mut self) -> u32 {
         self.check_ids = self.check_ids.wrapping_add(1);
-        CHECK_ID_BITS | (self.check_ids & (CHECK_ID_BITS - 1))
+        CHECK_ID_BITS | (self.check_ids & ID_MASK)
     }
 
     /// Gateway `g`'s filter headers differ from ours at `height` (it says `theirs`): it

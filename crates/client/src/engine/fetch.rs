@@ -1,0 +1,191 @@
+//! The engine's side of the wallet (see [`crate::wallet`]): what to watch starts its scan,
+//! the scan's matches are fetched one block at a time from a gateway that serves blocks,
+//! checked and applied, and the gap limit's new scripts join the scan.
+
+use lightwire_wire::BlockPiece;
+
+use super::{Core, Engine, Event, REQUEST_TIMEOUT};
+use crate::reason::DropReason;
+use crate::scan::Scan;
+use crate::wallet::{WalletSync, WatchError, Watched};
+
+impl Engine {
+    /// Watch `items` (scripts, addresses, descriptors) from block `from`: the wallet scans
+    /// for them, fetches the blocks that match and keeps what they did. Watching more
+    /// later scans again from the wallet's start (what was found is found again).
+    pub fn watch(&mut self, items: &[Watched], from: u32) -> Result<(), WatchError> {
+        let c = &mut self.core;
+        let network = c.params.network;
+        let mut wallet = match c.wallet.take() {
+            Some(w) => w,
+            None => WalletSync::new(network, from),
+        };
+        let before = wallet.watch.len();
+        if let Err(e) = wallet.watch(items) {
+            c.wallet = Some(wallet);
+            return Err(e);
+        }
+        let from = wallet.from.min(from);
+        let grew = wallet.watch.len() != before || wallet.from != from || !c.wallet_scanning;
+        if grew {
+            // Everything from the start again, with every script.
+            wallet.from = from;
+            wallet.ledger.disconnect_above(from.saturating_sub(1));
+            let scripts: Vec<Vec<u8>> = wallet.watch.scripts().map(<[u8]>::to_vec).collect();
+            c.wallet = Some(wallet);
+            self.start_scan(scripts, from);
+            self.core.wallet_scanning = true;
+        } else {
+            c.wallet = Some(wallet);
+        }
+        self.settle();
+        Ok(())
+    }
+
+    /// The wallet, if one watches anything.
+    pub fn wallet(&self) -> Option<&WalletSync> {
+        self.core.wallet.as_ref()
+    }
+
+    /// Go on with a wallet restored from the store: the blocks its scan matched and it
+    /// had not applied are fetched again.
+    pub fn resume_wallet(&mut self, mut wallet: WalletSync) {
+        let c = &mut self.core;
+        if let Some(scan) = c.scan.as_ref() {
+            let tip = wallet.ledger.tip();
+            for &(h, hash) in scan.matches() {
+                if tip.is_none_or(|t| h > t) {
+                    wallet.matched(h, hash);
+                }
+            }
+            c.wallet_scanning = scan.scripts().len() >= wallet.watch.len();
+        }
+        wallet.dirty = false;
+        c.wallet = Some(wallet);
+    }
+
+    /// The wallet's state to save, when it changed since it was last saved.
+    pub fn wallet_to_save(&mut self) -> Option<Vec<u8>> {
+        self.core.wallet.as_mut()?.to_save()
+    }
+
+    /// Whether the wallet has matched everything stored and applied every block matched.
+    pub fn wallet_synced(&self) -> bool {
+        self.core.wallet_scanning
+            && self.scan_at_tip()
+            && self
+                .core
+                .wallet
+                .as_ref()
+                .is_some_and(|w| w.pending_blocks() == 0)
+    }
+
+    /// Ask for the next matched block, from a gateway that serves blocks (the one the
+    /// scan asks first: its filter matched).
+    pub(super) fn schedule_wallet(&mut self) {
+        let c = &mut self.core;
+        if c.stopped {
+            return;
+        }
+        let scan_gateway = c.scan.as_ref().and_then(Scan::asked).map(|(g, _)| g);
+        let Some(wallet) = c.wallet.as_mut() else {
+            return;
+        };
+        let conns = &self.conns;
+        let gateways = &c.gateways;
+        let usable = |g: usize, tried: &[usize]| {
+            gateways[g].ready
+                && !tried.contains(&g)
+                && conns[g]
+                    .as_ref()
+                    .is_some_and(|p| p.is_ready() && p.serves_blocks())
+        };
+        let Some((g, id, hash)) = wallet.next_fetch(|tried| {
+            scan_gateway
+                .filter(|&g| usable(g, tried))
+                .or_else(|| (0..gateways.len()).find(|&g| usable(g, tried)))
+        }) else {
+            return;
+        };
+        c.wallet_heard = c.now;
+        let Some(conn) = self.conns[g].as_mut() else {
+            return;
+        };
+        if let Err(e) = conn.request_block(id, hash) {
+            if let Some(w) = self.core.wallet.as_mut() {
+                w.gateway_gone(g);
+            }
+            self.drop_gateway(g, DropReason::Connection(e));
+        }
+    }
+}
+
+impl Core {
+    /// A `block` message for the wallet.
+    pub(super) fn on_wallet_block(
+        &mut self,
+        g: usize,
+        p: &BlockPiece<'_>,
+    ) -> Result<(), DropReason> {
+        let Some(wallet) = self
+            .wallet
+            .as_mut()
+            .filter(|w| w.asked() == Some((g, p.id)))
+        else {
+            return self.given_up_answer(g, p.id, p.last);
+        };
+        self.wallet_heard = self.now;
+        match wallet.on_piece(p) {
+            Ok(None) => Ok(()),
+            Ok(Some((changes, derived))) => {
+                for change in changes {
+                    self.events.push_back(Event::Wallet(change));
+                }
+                if !derived.is_empty()
+                    && self.wallet_scanning
+                    && let Some(scan) = self.scan.as_mut()
+                {
+                    scan.add_scripts(derived);
+                }
+                Ok(())
+            }
+            Err(e) => Err(DropReason::Wallet(e)),
+        }
+    }
+
+    /// A scan match: the wallet fetches its block.
+    pub(super) fn wallet_matched(&mut self, height: u32, hash: lightwire_chain::BlockHash) {
+        if self.wallet_scanning
+            && let Some(w) = self.wallet.as_mut()
+        {
+            w.matched(height, hash);
+        }
+    }
+
+    /// A reorganisation at `fork`: what the wallet found above it is withdrawn.
+    pub(super) fn wallet_reorg(&mut self, fork: u32) {
+        let Some(w) = self.wallet.as_mut() else {
+            return;
+        };
+        let (changes, gave_up) = w.reorg(fork);
+        for change in changes {
+            self.events.push_back(Event::Wallet(change));
+        }
+        if let Some((g, id)) = gave_up {
+            self.remember_given_up(g, id);
+        }
+    }
+
+    /// When the block in flight times out without a piece.
+    pub(super) fn wallet_deadline(&self) -> Option<lightwire_proto::Millis> {
+        self.wallet
+            .as_ref()
+            .and_then(WalletSync::asked)
+            .map(|_| self.wallet_heard + REQUEST_TIMEOUT)
+    }
+
+    /// The app replaced the wallet's scan with its own.
+    pub(super) fn wallet_scan_replaced(&mut self) {
+        self.wallet_scanning = false;
+    }
+}
