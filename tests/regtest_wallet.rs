@@ -7,7 +7,9 @@
 //! - `lightwire-regtest-wallet build --rpc HOST:PORT --user U --pass P`: mine to maturity,
 //!   pay, spend, and print what was built as one line of JSON: `{"scripts":
 //!   {kind: hex}, "paidAt": h, "spentAt": h, "spentInPaying": [hex], "spentInSpending":
-//!   [hex]}`. btcctl must be on PATH or in `$(go env
+//!   [hex]}`; with `--xpub`, then a BIP84 account paid three times (the last past the first
+//!   gap of 20) and spent from once, under `"xpub": {descriptor, payments: [{height, branch,
+//!   index, value}], spend: {height, txid, fee}, balance}`. btcctl must be on PATH or in `$(go env
 //!   GOPATH)/bin` (scripts/setup.sh installs it).
 
 use std::path::PathBuf;
@@ -40,6 +42,9 @@ enum Cmd {
         /// RPC password
         #[arg(long)]
         pass: String,
+        /// Then pay a BIP84 account (a tpub descriptor) too, and spend from it
+        #[arg(long)]
+        xpub: bool,
     },
 }
 
@@ -59,7 +64,12 @@ fn btcctl() -> Result<PathBuf, String> {
 fn main() -> Result<(), String> {
     match Cli::parse().command {
         Cmd::Address => println!("{}", regtest_wallet::mining_address()),
-        Cmd::Build { rpc, user, pass } => {
+        Cmd::Build {
+            rpc,
+            user,
+            pass,
+            xpub,
+        } => {
             let tool = btcctl()?;
             // An empty configuration: nothing from the user's ~/.btcctl.
             let conf =
@@ -92,13 +102,35 @@ fn main() -> Result<(), String> {
                 let quoted: Vec<String> = v.iter().map(|s| format!("\"{s}\"")).collect();
                 format!("[{}]", quoted.join(","))
             };
+            let account = if xpub {
+                let x = regtest_wallet::build_xpub(&ctl);
+                let payments: Vec<String> = x
+                    .payments
+                    .iter()
+                    .map(|(h, b, i, v)| {
+                        format!("{{\"height\":{h},\"branch\":{b},\"index\":{i},\"value\":{v}}}")
+                    })
+                    .collect();
+                format!(
+                    ",\"xpub\":{{\"descriptor\":\"{}\",\"payments\":[{}],\"spend\":{{\"height\":{},\"txid\":\"{}\",\"fee\":{}}},\"balance\":{}}}",
+                    x.descriptor,
+                    payments.join(","),
+                    x.spend.0,
+                    x.spend.1,
+                    x.spend.2,
+                    x.balance
+                )
+            } else {
+                String::new()
+            };
             println!(
-                "{{\"scripts\":{{{}}},\"paidAt\":{},\"spentAt\":{},\"spentInPaying\":{},\"spentInSpending\":{}}}",
+                "{{\"scripts\":{{{}}},\"paidAt\":{},\"spentAt\":{},\"spentInPaying\":{},\"spentInSpending\":{}{}}}",
                 scripts.join(","),
                 built.paid_at,
                 built.spent_at,
                 list(&built.spent_in_paying),
-                list(&built.spent_in_spending)
+                list(&built.spent_in_spending),
+                account
             );
             let _ = std::fs::remove_file(&conf);
         }

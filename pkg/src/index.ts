@@ -8,8 +8,13 @@ import type {
   Inclusion,
   LightwireEvent,
   Metrics,
+  Balance,
   ScanOptions,
   ScanResult,
+  Utxo,
+  WalletSummary,
+  WalletTransaction,
+  WatchOptions,
   StorageInfo,
   TipInfo,
 } from './types.js';
@@ -116,6 +121,37 @@ export class LightwireClient extends EventTarget {
    */
   scan(options: ScanOptions): Promise<ScanResult> {
     return this.#call('scan', options.scripts, options.fromHeight);
+  }
+
+  /**
+   * Watch a wallet: addresses, output scripts and xpub descriptors ({@link WatchOptions}),
+   * from `fromHeight`. Its scan matches each block's filter here in the tab (the gateways
+   * never learn the scripts); the blocks that match are fetched, checked against their
+   * stored headers (hash and Merkle root) and kept as transactions and coins, saved in the
+   * store and resumed after a reload. Resolves once everything stored is matched and
+   * applied; `transaction` and `balance` events follow as blocks arrive, and on reorgs.
+   * Watching more scans again from the wallet's start. Rejects with `InvalidArgument`
+   * naming what cannot be watched (a malformed address, another network's, an xprv, ...).
+   * The wallet and {@link LightwireClient.scan} share one scan: a `scan()` call pauses the
+   * wallet until `watch()` is called again.
+   */
+  watch(options: WatchOptions): Promise<WalletSummary> {
+    return this.#call('watch', options);
+  }
+
+  /** The wallet's transactions, oldest first. */
+  transactions(): Promise<WalletTransaction[]> {
+    return this.#call('transactions');
+  }
+
+  /** The wallet's unspent coins. */
+  utxos(): Promise<Utxo[]> {
+    return this.#call('utxos');
+  }
+
+  /** The wallet's balance, counting coins with at least `minConfirmations` (default 1). */
+  balance(minConfirmations?: number): Promise<Balance> {
+    return this.#call('balance', minConfirmations);
   }
 
   /** The stored tip. */

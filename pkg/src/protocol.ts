@@ -10,6 +10,10 @@ export type Method =
   | 'headerByHash'
   | 'verifyInclusion'
   | 'scan'
+  | 'watch'
+  | 'transactions'
+  | 'utxos'
+  | 'balance'
   | 'stop';
 
 /** What the page asks of the worker. */

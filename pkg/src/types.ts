@@ -112,6 +112,8 @@ export type DropCode =
   | 'block-mismatch'
   | 'filter-headers-contradicted'
   | 'cross-check-out-of-order'
+  | 'block-withheld'
+  | 'block-pieces-out-of-order'
   // The connection failed or timed out, or a header was ahead of our clock ("not yet").
   | 'future-header'
   | 'gateway-error'
@@ -217,6 +219,8 @@ export type LightwireEvent =
   | Rejected
   | FilterConflict
   | FilterDispute
+  | TransactionEvent
+  | BalanceEvent
   | ScanProgress
   | ScanMatch
   | ScanWithdrawn
@@ -230,6 +234,89 @@ export interface ScanOptions {
   scripts: string[];
   /** The first block to match (default 0). */
   fromHeight?: number;
+}
+
+/** What {@link LightwireClient.watch} watches (at least one list). */
+export interface WatchOptions {
+  /** Addresses of the client's network: P2PKH, P2SH (base58check), P2WPKH, P2WSH, P2TR. */
+  addresses?: string[];
+  /** Output scripts, hex. */
+  scripts?: string[];
+  /**
+   * Descriptors over an extended public key: `pkh(...)`, `sh(wpkh(...))`, `wpkh(...)`,
+   * `tr(...)` (key path), with `xpub` (mainnet) or `tpub` and `/<0;1>/*` (receive and change,
+   * the default for a bare key), `/0/*` or `/1/*`; a `#checksum` is checked when given.
+   * Derived with a gap limit of 20 that grows as addresses are used.
+   */
+  descriptors?: string[];
+  /** The first block to look at (default 0): the wallet's birthday. */
+  fromHeight?: number;
+}
+
+/** Satoshis, as a number: every amount of bitcoin is below 2^53, so exact. */
+export type Satoshis = number;
+
+/** A transaction of the wallet's, found in a block. */
+export interface WalletTransaction {
+  /** Display hex. */
+  txid: string;
+  height: number;
+  /** Display hex. */
+  blockHash: string;
+  /** Its position in the block. */
+  position: number;
+  /** What its outputs pay the wallet. */
+  received: Satoshis;
+  /** The value of the wallet's coins it spends. */
+  sent: Satoshis;
+  /** Its fee, known when every input was the wallet's; null otherwise. */
+  fee: Satoshis | null;
+}
+
+/** An unspent coin of the wallet's. */
+export interface Utxo {
+  /** Display hex. */
+  txid: string;
+  vout: number;
+  value: Satoshis;
+  /** The output script, hex. */
+  script: string;
+  height: number;
+  confirmations: number;
+  /** A coinbase output: spendable after 100 confirmations. */
+  coinbase: boolean;
+}
+
+/** The wallet's balance. */
+export interface Balance {
+  /** Coins with at least the confirmations asked for (1 by default), mature. */
+  confirmed: Satoshis;
+  /** Coins with fewer confirmations than asked for. */
+  pending: Satoshis;
+  /** Coinbase outputs with fewer than 100 confirmations. */
+  immature: Satoshis;
+  /** Unspent coins in all. */
+  coins: number;
+}
+
+/** What {@link LightwireClient.watch} resolves to. */
+export interface WalletSummary {
+  transactions: number;
+  balance: Balance;
+}
+
+/**
+ * A wallet transaction found in a block (`found`), or withdrawn because a reorganisation
+ * disconnected its block (`withdrawn`: only `txid` and `height` are given; it comes back
+ * as `found` if the new branch has it).
+ */
+export type TransactionEvent =
+  | ({ type: 'transaction'; status: 'found' } & WalletTransaction)
+  | { type: 'transaction'; status: 'withdrawn'; txid: string; height: number };
+
+/** The balance after transactions were found or withdrawn. */
+export interface BalanceEvent extends Balance {
+  type: 'balance';
 }
 
 /** A block whose filter matched a watched script. */

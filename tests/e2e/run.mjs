@@ -40,6 +40,9 @@
 //   btcd      (issue 15) btcd on regtest with real transactions of every standard kind
 //             (tests/regtest_wallet.rs); the package, through a gateway following btcd,
 //             scans for the scripts and finds exactly the blocks paying and spending them
+//   wallet    (issue 16) watch() a BIP84 tpub account on btcd: its payments (one past the
+//             first gap), a spend with its fee, coins and balance; resumed after a reload;
+//             a reorg withdraws the spend and finds it again
 // --bench: the 925,000-header sync three times per engine with filter headers (the
 // default) and three times without, alternated; then a rescan of 10,000 mainnet-sized
 // filters three times. The header sync is timed in the page from before
@@ -945,6 +948,72 @@ async function btcdScan() {
   }
 }
 
+/// Issue 16: a watch-only wallet over a BIP84 account (a tpub descriptor) on btcd, paid
+/// three times (the last past the first gap of 20) and spent from once with change: the
+/// package finds exactly those transactions, the fee of the spend, the coins and the
+/// balance; a new page resumes the wallet from the store; btcd invalidates the block of
+/// the spend and mines another branch: the spend is withdrawn, then found again.
+async function walletScenario() {
+  const node = await btcd();
+  let gw;
+  let page = await openPage();
+  try {
+    const built = JSON.parse(execFileSync(bin('lightwire-regtest-wallet'),
+      ['build', '--rpc', node.rpc, '--user', 'u', '--pass', 'p', '--xpub']).toString());
+    const x = built.xpub;
+    const tip = x.spend.height;
+    gw = await gateway(['--upstream', node.p2p, '--network', 'regtest']);
+    const options = { gateways: [gw.connect], storeName: 'wallet' };
+    await openClient(page, options);
+    await until(page, 'headers and filter headers from btcd', 60_000,
+      (m) => m.storedHeight === tip && m.storedFilterHeight === tip);
+    const summary = await page.evaluate((d) => window.client.watch({ descriptors: [d] }), x.descriptor);
+    const txs = await page.evaluate(() => window.client.transactions());
+    const heights = txs.map((t) => t.height);
+    const want = [...x.payments.map((p) => p.height), x.spend.height];
+    assert(JSON.stringify(heights) === JSON.stringify(want), `transactions at ${JSON.stringify(heights)}, expected ${JSON.stringify(want)}`);
+    const spend = txs[txs.length - 1];
+    assert(spend.txid === x.spend.txid && spend.fee === x.spend.fee && spend.sent === x.payments[0].value,
+      `the spend ${JSON.stringify(spend)}`);
+    assert(summary.balance.confirmed === x.balance, `balance ${JSON.stringify(summary.balance)}, expected ${x.balance}`);
+    const utxos = await page.evaluate(() => window.client.utxos());
+    assert(utxos.length === 3, `coins ${JSON.stringify(utxos)}`);
+    const bad = await page.evaluate(() => window.client.watch({ addresses: ['bc1qw508d6qejxtdg4y5r3zarvary0c5xw7kv8f3t4'] })
+      .then(() => 'resolved', (e) => `${e.name}: ${e.message}`));
+    assert(bad.startsWith('InvalidArgument') && bad.includes('network'), `a mainnet address on regtest: ${bad}`);
+    log(`  ${x.descriptor.slice(0, 24)}...: payments at ${x.payments.map((p) => `${p.height} (index ${p.index})`).join(', ')}, ` +
+      `the spend at ${x.spend.height} (fee ${spend.fee}); balance ${summary.balance.confirmed} in ${utxos.length} coins`);
+    await stopClient(page);
+    await page.close();
+
+    // A new page: the wallet is resumed from the store.
+    page = await openPage();
+    await openClient(page, options);
+    await until(page, 'the store open', 30_000, (m) => m.storedHeight === tip);
+    const again = await page.evaluate(() => window.client.transactions());
+    assert(again.length === txs.length, `after a reload: ${again.length} transactions`);
+
+    // btcd drops the block of the spend and mines a longer branch (the spend is mined
+    // again from its mempool): withdrawn, then found again.
+    node.ctl('invalidateblock', node.ctl('getblockhash', String(x.spend.height)));
+    node.ctl('generate', '2');
+    const newTip = tip + 1;
+    const { events } = await until(page, 'the spend withdrawn and found again', 60_000, (m, ev) =>
+      m.storedHeight === newTip
+        && ev.some((e) => e.type === 'transaction' && e.status === 'withdrawn' && e.txid === x.spend.txid)
+        && ev.some((e) => e.type === 'transaction' && e.status === 'found' && e.txid === x.spend.txid));
+    const refound = events.filter((e) => e.type === 'transaction' && e.txid === x.spend.txid).map((e) => `${e.status}@${e.height}`);
+    const balance = await page.evaluate(() => window.client.balance());
+    assert(balance.confirmed === x.balance, `after the reorg: ${JSON.stringify(balance)}`);
+    log(`  reloaded: ${again.length} transactions resumed; reorg at ${x.spend.height}: the spend ${refound.join(', ')}`);
+    await stopClient(page);
+  } finally {
+    await page.close().catch(() => {});
+    await gw?.stop();
+    await node.stop();
+  }
+}
+
 /// The rescan benchmark (--bench): a store started at 913,248 (a period start below the
 /// mainnet-sized filters from 915,001) synced to 925,000, then scan() of the 10,000 filters
 /// from 915,001 for 100 scripts, timed in the page.
@@ -1045,7 +1114,7 @@ function benchStart(height = 915_264) {
 
 // ---------------------------------------------------------------- main
 
-const scenarios = { full, formats, reopen, reorg, invalid, mostwork, restart, queries, checkpoint, start, stall, pings, scan, crosscheck, btcd: btcdScan };
+const scenarios = { full, formats, reopen, reorg, invalid, mostwork, restart, queries, checkpoint, start, stall, pings, scan, crosscheck, btcd: btcdScan, wallet: walletScenario };
 let work;
 let browser;
 let url;

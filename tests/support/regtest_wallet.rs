@@ -242,3 +242,141 @@ pub fn build(ctl: &dyn Fn(&[&str]) -> String) -> Built {
             .collect(),
     }
 }
+
+/// What [`build_xpub`] built: the watch-only side's descriptor and what it should find.
+#[derive(Debug)]
+pub struct XpubBuilt {
+    /// `wpkh(tpub.../<0;1>/*)`: the account m/84'/1'/0' of a fixed seed.
+    pub descriptor: String,
+    /// The blocks paying it (height, branch, index, value), in order.
+    pub payments: Vec<(u32, u32, u32, u64)>,
+    /// The block spending the first payment, with change back to change index 2: its
+    /// height, txid (display hex) and fee.
+    pub spend: (u32, String, u64),
+    /// What the wallet should hold at the end, in satoshis.
+    pub balance: u64,
+}
+
+/// On a node where [`build`] ran: pay addresses of a BIP84 account (receive 0, 15 and
+/// 30, the last past the first gap of 20, and change 2 by a spend of receive 0), each in
+/// its own block, from the coinbases of blocks 2, 3 and 4.
+pub fn build_xpub(ctl: &dyn Fn(&[&str]) -> String) -> XpubBuilt {
+    use bitcoin::bip32::{ChildNumber, DerivationPath, Xpriv, Xpub};
+    use core::str::FromStr;
+
+    let secp = Secp256k1::new();
+    let master = Xpriv::new_master(Network::Regtest, &[7u8; 32]).unwrap();
+    let account = master
+        .derive_priv(&secp, &DerivationPath::from_str("m/84'/1'/0'").unwrap())
+        .unwrap();
+    let xpub = Xpub::from_priv(&secp, &account);
+    let child = |branch: u32, index: u32| {
+        account
+            .derive_priv(
+                &secp,
+                &[
+                    ChildNumber::from_normal_idx(branch).unwrap(),
+                    ChildNumber::from_normal_idx(index).unwrap(),
+                ],
+            )
+            .unwrap()
+            .private_key
+    };
+    let script = |branch: u32, index: u32| {
+        let pk = CompressedPublicKey(child(branch, index).public_key(&secp));
+        ScriptBuf::new_p2wpkh(&pk.wpubkey_hash())
+    };
+    let height = || -> u32 { ctl(&["getblockcount"]).trim().parse().unwrap() };
+    let pk1 = PublicKey::new(key(1).public_key(&secp));
+    let p2pkh1 = ScriptBuf::new_p2pkh(&pk1.pubkey_hash());
+    let fee = Amount::from_sat(10_000);
+    let mut payments = Vec::new();
+    let mut first: Option<(OutPoint, Amount)> = None;
+    for (cb_height, index, value) in [
+        (2u32, 0u32, 2_000_000u64),
+        (3, 15, 3_000_000),
+        (4, 30, 4_000_000),
+    ] {
+        let hash = ctl(&["getblockhash", &cb_height.to_string()]);
+        let block: Block =
+            deserialize(&hex::decode(ctl(&["getblock", hash.trim(), "0"]).trim()).unwrap())
+                .unwrap();
+        let coinbase = &block.txdata[0];
+        let value = Amount::from_sat(value);
+        let mut pay = Transaction {
+            version: Version::TWO,
+            lock_time: LockTime::ZERO,
+            input: vec![TxIn {
+                previous_output: OutPoint::new(coinbase.compute_txid(), 0),
+                script_sig: ScriptBuf::new(),
+                sequence: Sequence::MAX,
+                witness: Witness::new(),
+            }],
+            output: vec![
+                TxOut {
+                    value,
+                    script_pubkey: script(0, index),
+                },
+                TxOut {
+                    value: coinbase.output[0].value - value - fee,
+                    script_pubkey: p2pkh1.clone(),
+                },
+            ],
+        };
+        let sighash = SighashCache::new(&pay)
+            .legacy_signature_hash(0, &p2pkh1, EcdsaSighashType::All.to_u32())
+            .unwrap();
+        let sig = secp.sign_ecdsa(&Message::from_digest(sighash.to_byte_array()), &key(1));
+        pay.input[0].script_sig = Builder::new()
+            .push_slice(bitcoin::ecdsa::Signature::sighash_all(sig).serialize())
+            .push_key(&pk1)
+            .into_script();
+        ctl(&["sendrawtransaction", &serialize_hex(&pay)]);
+        ctl(&["generate", "1"]);
+        payments.push((height(), 0, index, value.to_sat()));
+        first.get_or_insert((OutPoint::new(pay.compute_txid(), 0), value));
+    }
+    // Spend receive 0: 500,000 to someone else, the rest (less the fee) to change 2.
+    let (outpoint, value) = first.unwrap();
+    let paid_out = Amount::from_sat(500_000);
+    let change = value - paid_out - fee;
+    let mut spend = Transaction {
+        version: Version::TWO,
+        lock_time: LockTime::ZERO,
+        input: vec![TxIn {
+            previous_output: outpoint,
+            script_sig: ScriptBuf::new(),
+            sequence: Sequence::MAX,
+            witness: Witness::new(),
+        }],
+        output: vec![
+            TxOut {
+                value: paid_out,
+                script_pubkey: ScriptBuf::new_p2pkh(
+                    &PublicKey::new(key(2).public_key(&secp)).pubkey_hash(),
+                ),
+            },
+            TxOut {
+                value: change,
+                script_pubkey: script(1, 2),
+            },
+        ],
+    };
+    let sk = child(0, 0);
+    let cpk = CompressedPublicKey(sk.public_key(&secp));
+    let sighash = SighashCache::new(&spend)
+        .p2wpkh_signature_hash(0, &script(0, 0), value, EcdsaSighashType::All)
+        .unwrap();
+    let sig = secp.sign_ecdsa(&Message::from_digest(sighash.to_byte_array()), &sk);
+    spend.input[0].witness = Witness::p2wpkh(&bitcoin::ecdsa::Signature::sighash_all(sig), &cpk.0);
+    ctl(&["sendrawtransaction", &serialize_hex(&spend)]);
+    ctl(&["generate", "1"]);
+    let spent_at = height();
+    let received: u64 = payments.iter().map(|p| p.3).sum();
+    XpubBuilt {
+        descriptor: format!("wpkh({xpub}/<0;1>/*)"),
+        payments,
+        spend: (spent_at, spend.compute_txid().to_string(), fee.to_sat()),
+        balance: received - value.to_sat() + change.to_sat(),
+    }
+}

@@ -20,6 +20,8 @@ use lightwire_gateway::upstream::follow;
 use lightwire_wire::{GetHeaders, Message};
 
 mod common;
+// Its `build_xpub` is for the browser end-to-end test's helper binary.
+#[allow(dead_code)]
 #[path = "../../../tests/support/regtest_wallet.rs"]
 mod regtest_wallet;
 

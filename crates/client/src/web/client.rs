@@ -7,10 +7,11 @@ use std::rc::Rc;
 use js_sys::{Array, Function, Promise};
 use lightwire_proto::Millis;
 use lightwire_store::{HeaderStore, IdbOptions, IdbStore, StoreError, Tip};
+use wasm_bindgen::JsCast;
 use wasm_bindgen::prelude::*;
 
 use super::identity;
-use super::inbox::{Call, Inbox, Input, Query};
+use super::inbox::{Call, Inbox, Input, Query, WalletQuery};
 use super::js;
 use super::options::{Options, options};
 use super::run::{Net, run};
@@ -208,6 +209,41 @@ impl Client {
         }
     }
 
+    /// Watch a wallet's scripts: `{ addresses?, scripts?, descriptors?, fromHeight? }`
+    /// (addresses of this network, output scripts as hex, descriptors `pkh`, `sh(wpkh)`,
+    /// `wpkh`, `tr` over an xpub). The blocks whose filters match are fetched, checked
+    /// against their stored headers and kept as transactions and coins. Resolves
+    /// `{ transactions, balance }` once every stored block is matched and every match
+    /// applied; `transaction` and `balance` events follow as blocks arrive. Rejects with
+    /// `InvalidArgument` naming what cannot be watched.
+    pub fn watch(&self, options: JsValue) -> Promise {
+        match watch_items(&options) {
+            Ok((items, from)) => self.call(Query::Watch { items, from }),
+            Err(e) => Promise::reject(&e),
+        }
+    }
+
+    /// The wallet's transactions, oldest first: `[{ txid, height, blockHash, position,
+    /// received, sent, fee }]` (satoshis as numbers; `fee` null unless every input was
+    /// ours).
+    pub fn transactions(&self) -> Promise {
+        self.call(Query::Wallet(WalletQuery::Transactions))
+    }
+
+    /// The wallet's unspent coins: `[{ txid, vout, value, script, height, coinbase }]`.
+    pub fn utxos(&self) -> Promise {
+        self.call(Query::Wallet(WalletQuery::Utxos))
+    }
+
+    /// The balance: `{ confirmed, pending, immature, coins }` (satoshis), counting coins
+    /// with at least `minConfirmations` (default 1) as confirmed.
+    pub fn balance(&self, min_confirmations: Option<f64>) -> Promise {
+        match whole(min_confirmations.unwrap_or(1.0), "minConfirmations") {
+            Ok(n) => self.call(Query::Wallet(WalletQuery::Balance(n))),
+            Err(e) => Promise::reject(&e),
+        }
+    }
+
     /// Stop syncing, close the connections and the store. Resolves when done.
     pub fn stop(&self) -> Promise {
         self.call(Query::Stop)
@@ -226,6 +262,52 @@ impl Client {
             }
         })
     }
+}
+
+/// What `watch` takes: its lists (each an array of strings, or absent) and start height.
+fn watch_items(options: &JsValue) -> Result<(Vec<crate::wallet::Watched>, u32), JsValue> {
+    use crate::wallet::Watched;
+    let mut items = Vec::new();
+    type Make = fn(String) -> Watched;
+    let lists: [(&str, Make); 3] = [
+        ("scripts", Watched::Script),
+        ("addresses", Watched::Address),
+        ("descriptors", Watched::Descriptor),
+    ];
+    for (key, make) in lists {
+        let v = js_sys::Reflect::get(options, &key.into()).unwrap_or(JsValue::UNDEFINED);
+        if v.is_undefined() || v.is_null() {
+            continue;
+        }
+        let Some(array) = v.dyn_ref::<js_sys::Array>() else {
+            return Err(js::error(
+                "InvalidArgument",
+                format!("{key} must be an array of strings"),
+            ));
+        };
+        for x in array.iter() {
+            let Some(s) = x.as_string() else {
+                return Err(js::error(
+                    "InvalidArgument",
+                    format!("{key} must be an array of strings"),
+                ));
+            };
+            items.push(make(s));
+        }
+    }
+    if items.is_empty() {
+        return Err(js::error(
+            "InvalidArgument",
+            "nothing to watch: give scripts, addresses or descriptors",
+        ));
+    }
+    let from = js_sys::Reflect::get(options, &"fromHeight".into()).unwrap_or(JsValue::UNDEFINED);
+    let from = match from.as_f64() {
+        Some(f) => whole(f, "fromHeight")?,
+        None if from.is_undefined() || from.is_null() => 0,
+        None => return Err(js::error("InvalidArgument", "fromHeight must be a number")),
+    };
+    Ok((items, from))
 }
 
 /// A JavaScript number that must be a whole number from 0 to 2^32 - 1.

@@ -65,6 +65,27 @@ pub enum Query {
         /// The first block to match.
         from: u32,
     },
+    /// Watch scripts, addresses and descriptors from this height; resolves once the
+    /// wallet has matched every stored block and applied what matched.
+    Watch {
+        /// What to watch.
+        items: Vec<crate::wallet::Watched>,
+        /// The first block.
+        from: u32,
+    },
+    /// The wallet's transactions, coins or balance (answered from the engine).
+    Wallet(WalletQuery),
+}
+
+/// What [`Query::Wallet`] asks.
+#[derive(Clone, Copy)]
+pub enum WalletQuery {
+    /// Every transaction found, oldest first.
+    Transactions,
+    /// The unspent coins.
+    Utxos,
+    /// The balance, counting coins with at least this many confirmations as confirmed.
+    Balance(u32),
 }
 
 /// One input to the loop. `epoch` tells a socket's events from those of the socket that

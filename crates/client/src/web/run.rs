@@ -18,7 +18,7 @@ use wasm_bindgen::JsCast;
 use wasm_bindgen::prelude::*;
 
 use super::identity;
-use super::inbox::{Call, Inbox, Input, Query};
+use super::inbox::{Call, Inbox, Input, Query, WalletQuery};
 use super::js;
 use super::queries;
 use super::socket::Socket;
@@ -27,6 +27,7 @@ use crate::dispute::Verdict;
 use crate::engine::{Action, Engine, Event, GatewayState};
 use crate::pipeline::{Committed, Pipeline};
 use crate::reason::TransportError;
+use crate::wallet::WalletChange;
 
 /// Bytes of a WebSocket message copied into wasm at a time: a gateway's message (one
 /// frame of at most 65,569 bytes) fits in one piece.
@@ -54,6 +55,8 @@ pub struct Net {
     stop_calls: Vec<Call>,
     /// The `scan` call waiting for the scan to reach the stored tip.
     scan_call: Option<Call>,
+    /// The `watch` calls waiting for the wallet to be synced.
+    watch_calls: Vec<Call>,
     /// Filters and filter bytes at the last scan progress event.
     scan_progress: (u64, u64),
     progress_ms: f64,
@@ -93,6 +96,7 @@ impl Net {
             calls: Vec::new(),
             stop_calls: Vec::new(),
             scan_call: None,
+            watch_calls: Vec::new(),
             scan_progress: (0, 0),
             progress_ms,
             last_progress: Progress::default(),
@@ -176,9 +180,25 @@ impl Net {
                 self.engine.sent(g);
             }
         }
+        let mut wallet_changed = false;
         while let Some(event) = self.engine.poll_event() {
+            wallet_changed |= matches!(event, Event::Wallet(_));
             let e = self.event(event);
             self.emit(e);
+        }
+        if wallet_changed {
+            let tip = self.engine.syncer().tip().height;
+            if let Some(w) = self.engine.wallet() {
+                let e = balance_object(&w.ledger.balance(tip, 1));
+                let _ = js_sys::Reflect::set(&e, &"type".into(), &"balance".into());
+                self.emit(e);
+            }
+        }
+        if !self.watch_calls.is_empty() && self.engine.wallet_synced() {
+            let summary = self.wallet_summary();
+            for call in std::mem::take(&mut self.watch_calls) {
+                let _ = call.resolve.call1(&JsValue::NULL, &summary);
+            }
         }
         self.update_status();
         self.progress(false);
@@ -283,6 +303,20 @@ impl Net {
                     ("height", height.into()),
                 ])
             }
+            Event::Wallet(change) => match change {
+                WalletChange::Found(t) => {
+                    let e = tx_object(&t);
+                    let _ = js_sys::Reflect::set(&e, &"type".into(), &"transaction".into());
+                    let _ = js_sys::Reflect::set(&e, &"status".into(), &"found".into());
+                    e
+                }
+                WalletChange::Withdrawn { txid, height } => js::object(&[
+                    ("type", "transaction".into()),
+                    ("status", "withdrawn".into()),
+                    ("txid", js::hash(&lightwire_chain::BlockHash(txid))),
+                    ("height", height.into()),
+                ]),
+            },
             Event::ScanMatch { height, hash } => js::object(&[
                 ("type", "scanMatch".into()),
                 ("height", height.into()),
@@ -469,6 +503,84 @@ impl Net {
         self.pump();
     }
 
+    /// A `watch` call: the wallet watches more (scanning again from its start when it
+    /// does); the call resolves once it is synced.
+    fn watching(&mut self, call: Call) {
+        let Query::Watch { items, from } = &call.query else {
+            return;
+        };
+        if let Err(e) = self.engine.watch(items, *from) {
+            let _ = call
+                .reject
+                .call1(&JsValue::NULL, &js::error("InvalidArgument", e.to_string()));
+            return;
+        }
+        if let Some(old) = self.scan_call.take() {
+            let _ = old.reject.call1(
+                &JsValue::NULL,
+                &js::error("ScanReplaced", "the wallet's scan started"),
+            );
+        }
+        self.scan_progress = (0, 0);
+        self.watch_calls.push(call);
+        self.pump();
+    }
+
+    /// A call about the wallet's state, answered from the engine.
+    fn wallet_query(&mut self, call: Call) {
+        let Query::Wallet(q) = &call.query else {
+            return;
+        };
+        let tip = self.engine.syncer().tip().height;
+        let value = match (self.engine.wallet(), q) {
+            (None, WalletQuery::Balance(_)) => balance_object(&Default::default()),
+            (None, _) => js_sys::Array::new().into(),
+            (Some(w), WalletQuery::Transactions) => w
+                .ledger
+                .transactions()
+                .iter()
+                .map(tx_object)
+                .collect::<js_sys::Array>()
+                .into(),
+            (Some(w), WalletQuery::Utxos) => w
+                .ledger
+                .utxos()
+                .map(|c| {
+                    js::object(&[
+                        (
+                            "txid",
+                            js::hash(&lightwire_chain::BlockHash(c.outpoint.txid)),
+                        ),
+                        ("vout", c.outpoint.vout.into()),
+                        ("value", (c.value as f64).into()),
+                        ("script", hex::encode(&c.script).into()),
+                        ("height", c.height.into()),
+                        ("confirmations", (tip.saturating_sub(c.height) + 1).into()),
+                        ("coinbase", c.coinbase.into()),
+                    ])
+                })
+                .collect::<js_sys::Array>()
+                .into(),
+            (Some(w), WalletQuery::Balance(n)) => balance_object(&w.ledger.balance(tip, *n)),
+        };
+        let _ = call.resolve.call1(&JsValue::NULL, &value);
+    }
+
+    /// What `watch()` resolves to.
+    fn wallet_summary(&self) -> JsValue {
+        let tip = self.engine.syncer().tip().height;
+        match self.engine.wallet() {
+            Some(w) => js::object(&[
+                (
+                    "transactions",
+                    (w.ledger.transactions().len() as u32).into(),
+                ),
+                ("balance", balance_object(&w.ledger.balance(tip, 1))),
+            ]),
+            None => JsValue::NULL,
+        }
+    }
+
     fn stopping(&mut self, call: Call) {
         if !self.engine.is_stopped() {
             self.engine.stop(now());
@@ -476,6 +588,32 @@ impl Net {
         }
         self.stop_calls.push(call);
     }
+}
+
+/// A wallet transaction as JavaScript sees it (satoshis as numbers: every amount of
+/// bitcoin is below 2^53).
+fn tx_object(t: &lightwire_wallet::WalletTx) -> JsValue {
+    js::object(&[
+        ("txid", js::hash(&lightwire_chain::BlockHash(t.txid))),
+        ("height", t.height.into()),
+        (
+            "blockHash",
+            js::hash(&lightwire_chain::BlockHash(t.block_hash)),
+        ),
+        ("position", t.position.into()),
+        ("received", (t.received as f64).into()),
+        ("sent", (t.sent as f64).into()),
+        ("fee", t.fee.map_or(JsValue::NULL, |f| (f as f64).into())),
+    ])
+}
+
+fn balance_object(b: &lightwire_wallet::Balance) -> JsValue {
+    js::object(&[
+        ("confirmed", (b.confirmed as f64).into()),
+        ("pending", (b.pending as f64).into()),
+        ("immature", (b.immature as f64).into()),
+        ("coins", b.coins.into()),
+    ])
 }
 
 /// What `scan()` resolves to: `{ matches: [{ height, blockHash }] }`.
@@ -495,6 +633,8 @@ async fn serve(net: &mut Net, store: &IdbStore, call: Call) {
     match call.query {
         Query::Stop => net.stopping(call),
         Query::Scan { .. } => net.scanning(call),
+        Query::Watch { .. } => net.watching(call),
+        Query::Wallet(_) => net.wallet_query(call),
         _ => queries::answer(store, call).await,
     }
 }
@@ -544,6 +684,8 @@ pub async fn run(mut net: Net, mut store: IdbStore) {
                                 match call.query {
                                     Query::Stop => net.stopping(call),
                                     Query::Scan { .. } => net.scanning(call),
+                                    Query::Watch { .. } => net.watching(call),
+                                    Query::Wallet(_) => net.wallet_query(call),
                                     _ => net.calls.push(call),
                                 }
                             }
