@@ -168,6 +168,7 @@ async function webkit(profile) {
     async newPage() {
       const { handle } = await call('POST', `${s}/window/new`, { type: 'window' });
       await call('POST', `${s}/window`, { handle });
+      let closed = false;
       const element = async (selector) => {
         const found = await call('POST', `${s}/element`, { using: 'css selector', value: selector });
         return Object.values(found)[0];
@@ -204,7 +205,13 @@ async function webkit(profile) {
             await new Promise((r) => setTimeout(r, 100));
           }
         },
+        // Its own window, once: DELETE /window closes the current one, and a second close
+        // of the same page would close the anchor (the session's last window), ending
+        // the session for every scenario after it.
         async close() {
+          if (closed) return;
+          closed = true;
+          await call('POST', `${s}/window`, { handle });
           await call('DELETE', `${s}/window`);
           await call('POST', `${s}/window`, { handle: anchor });
         },

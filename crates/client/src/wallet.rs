@@ -224,14 +224,23 @@ impl WalletSync {
         &self.given
     }
 
-    /// The scan matched block `hash` at `height`: it is fetched and applied.
-    pub fn matched(&mut self, height: u32, hash: BlockHash) {
-        if self.ledger.tip().is_some_and(|t| height <= t)
-            || self.queue.back().is_some_and(|&(h, _)| h >= height)
-        {
-            return;
+    /// The scan matched block `hash` at `height`: it is fetched and applied. Returns the
+    /// request given up, if one was (a block below the one in flight must come first).
+    pub fn matched(&mut self, height: u32, hash: BlockHash) -> Option<(usize, u32)> {
+        if self.ledger.tip().is_some_and(|t| height <= t) {
+            return None;
         }
-        self.queue.push_back((height, hash));
+        // In height order, once (a scan that went back for new scripts matches again).
+        let at = self.queue.partition_point(|&(h, _)| h < height);
+        if self.queue.get(at).is_some_and(|&(h, _)| h == height) {
+            return None;
+        }
+        self.queue.insert(at, (height, hash));
+        if at == 0 {
+            // Below the block in flight: that one is applied after this, so ask again.
+            return self.abandon_fetch();
+        }
+        None
     }
 
     /// Blocks matched and not applied yet.
@@ -269,13 +278,13 @@ impl WalletSync {
     }
 
     /// One piece of the block in flight. When the block is whole and checks, it is
-    /// applied: the changes, and the scripts newly derived (the gap limit grew; the scan
-    /// watches them from here on).
+    /// applied: its height, the changes, and the scripts newly derived (the gap limit grew;
+    /// the scan must watch them from the next block on).
     #[allow(clippy::type_complexity)]
     pub fn on_piece(
         &mut self,
         p: &BlockPiece<'_>,
-    ) -> Result<Option<(Vec<WalletChange>, Vec<Vec<u8>>)>, WalletError> {
+    ) -> Result<Option<(u32, Vec<WalletChange>, Vec<Vec<u8>>)>, WalletError> {
         let Some(f) = self.fetch.as_mut() else {
             return Ok(None);
         };
@@ -313,7 +322,8 @@ impl WalletSync {
         }
         self.queue.pop_front();
         self.tried.clear();
-        Ok(Some(self.apply(height, hash)))
+        let (changes, derived) = self.apply(height, hash);
+        Ok(Some((height, changes, derived)))
     }
 
     fn give_up_fetch(&mut self) {

@@ -55,7 +55,8 @@ impl Engine {
             let tip = wallet.ledger.tip();
             for &(h, hash) in scan.matches() {
                 if tip.is_none_or(|t| h > t) {
-                    wallet.matched(h, hash);
+                    // Nothing is in flight yet: nothing to give up.
+                    let _ = wallet.matched(h, hash);
                 }
             }
             c.wallet_scanning = scan.scripts().len() >= wallet.watch.len();
@@ -137,7 +138,7 @@ impl Core {
         self.wallet_heard = self.now;
         match wallet.on_piece(p) {
             Ok(None) => Ok(()),
-            Ok(Some((changes, derived))) => {
+            Ok(Some((height, changes, derived))) => {
                 for change in changes {
                     self.events.push_back(Event::Wallet(change));
                 }
@@ -145,7 +146,12 @@ impl Core {
                     && self.wallet_scanning
                     && let Some(scan) = self.scan.as_mut()
                 {
+                    // The scan may have matched past this block already without them:
+                    // it goes back to the block after it.
                     scan.add_scripts(derived);
+                    for (a, id) in scan.rewind(height + 1) {
+                        self.remember_given_up(a, id);
+                    }
                 }
                 Ok(())
             }
@@ -157,8 +163,9 @@ impl Core {
     pub(super) fn wallet_matched(&mut self, height: u32, hash: lightwire_chain::BlockHash) {
         if self.wallet_scanning
             && let Some(w) = self.wallet.as_mut()
+            && let Some((g, id)) = w.matched(height, hash)
         {
-            w.matched(height, hash);
+            self.remember_given_up(g, id);
         }
     }
 
