@@ -9,7 +9,8 @@
 //!   {kind: hex}, "paidAt": h, "spentAt": h, "spentInPaying": [hex], "spentInSpending":
 //!   [hex]}`; with `--xpub`, then a BIP84 account paid three times (the last past the first
 //!   gap of 20) and spent from once, under `"xpub": {descriptor, payments: [{height, branch,
-//!   index, value}], spend: {height, txid, fee}, balance}`. btcctl must be on PATH or in `$(go env
+//!   index, value}], spend: {height, txid, fee}, balance, unsent: {hex, txid, value, fee}}`
+//!   (`unsent`: signed, for the client to broadcast). btcctl must be on PATH or in `$(go env
 //!   GOPATH)/bin` (scripts/setup.sh installs it).
 
 use std::path::PathBuf;
@@ -112,13 +113,17 @@ fn main() -> Result<(), String> {
                     })
                     .collect();
                 format!(
-                    ",\"xpub\":{{\"descriptor\":\"{}\",\"payments\":[{}],\"spend\":{{\"height\":{},\"txid\":\"{}\",\"fee\":{}}},\"balance\":{}}}",
+                    ",\"xpub\":{{\"descriptor\":\"{}\",\"payments\":[{}],\"spend\":{{\"height\":{},\"txid\":\"{}\",\"fee\":{}}},\"balance\":{},\"unsent\":{{\"hex\":\"{}\",\"txid\":\"{}\",\"value\":{},\"fee\":{}}}}}",
                     x.descriptor,
                     payments.join(","),
                     x.spend.0,
                     x.spend.1,
                     x.spend.2,
-                    x.balance
+                    x.balance,
+                    x.unsent.0,
+                    x.unsent.1,
+                    x.unsent.2,
+                    x.unsent.3
                 )
             } else {
                 String::new()

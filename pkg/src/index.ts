@@ -9,6 +9,7 @@ import type {
   LightwireEvent,
   Metrics,
   Balance,
+  BroadcastResult,
   ScanOptions,
   ScanResult,
   Utxo,
@@ -152,6 +153,17 @@ export class LightwireClient extends EventTarget {
   /** The wallet's balance, counting coins with at least `minConfirmations` (default 1). */
   balance(minConfirmations?: number): Promise<Balance> {
     return this.#call('balance', minConfirmations);
+  }
+
+  /**
+   * Send a signed transaction (raw hex) to every connected gateway that relays; each
+   * checks it (one transaction, Bitcoin Core's standard weight and size) and passes it to
+   * its node over P2P. Resolves with how many did. Rejects with `InvalidArgument` (checked
+   * here first, the reason named) or `NoGateway`. A relayed transaction shows in the
+   * wallet once it is mined (the client does not see the mempool).
+   */
+  broadcast(rawTxHex: string): Promise<BroadcastResult> {
+    return this.#call('broadcast', rawTxHex);
   }
 
   /** The stored tip. */

@@ -14,6 +14,7 @@ export type Method =
   | 'transactions'
   | 'utxos'
   | 'balance'
+  | 'broadcast'
   | 'stop';
 
 /** What the page asks of the worker. */

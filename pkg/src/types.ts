@@ -221,6 +221,7 @@ export type LightwireEvent =
   | FilterDispute
   | TransactionEvent
   | BalanceEvent
+  | BroadcastEvent
   | ScanProgress
   | ScanMatch
   | ScanWithdrawn
@@ -313,6 +314,25 @@ export interface WalletSummary {
 export type TransactionEvent =
   | ({ type: 'transaction'; status: 'found' } & WalletTransaction)
   | { type: 'transaction'; status: 'withdrawn'; txid: string; height: number };
+
+/** What {@link LightwireClient.broadcast} resolves to (and the `broadcast` event). */
+export interface BroadcastResult {
+  /** Display hex. */
+  txid: string;
+  /** How many gateways passed it to their nodes. */
+  relayed: number;
+  /**
+   * The gateways that did not, and why: `malformed`, `oversized`, `not-standard`,
+   * `no-node` (it serves a chain of its own), `busy` (its node is not connected, or it did
+   * not answer in 30 s).
+   */
+  refused: { gateway: number; url: string; reason: 'malformed' | 'oversized' | 'not-standard' | 'no-node' | 'busy' }[];
+}
+
+/** Every gateway a transaction was sent to answered. */
+export interface BroadcastEvent extends BroadcastResult {
+  type: 'broadcast';
+}
 
 /** The balance after transactions were found or withdrawn. */
 export interface BalanceEvent extends Balance {

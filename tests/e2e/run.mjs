@@ -220,6 +220,15 @@ async function btcd() {
     p2p: `127.0.0.1:${p2p}`,
     rpc: `127.0.0.1:${rpc}`,
     ctl,
+    /// The last lines of its log that mention `what` (for a failure's message).
+    logAbout: (what) => {
+      try {
+        const text = readFileSync(join(dir, 'log', 'regtest', 'btcd.log'), 'utf8');
+        return text.split('\n').filter((l) => l.includes(what)).slice(-5).join('\n');
+      } catch (e) {
+        return `(no log: ${e.message})`;
+      }
+    },
     stop: () => terminate(proc),
   };
 }
@@ -1006,6 +1015,23 @@ async function walletScenario() {
     const balance = await page.evaluate(() => window.client.balance());
     assert(balance.confirmed === x.balance, `after the reorg: ${JSON.stringify(balance)}`);
     log(`  reloaded: ${again.length} transactions resumed; reorg at ${x.spend.height}: the spend ${refound.join(', ')}`);
+
+    // A transaction broadcast through the package reaches btcd, is mined, and shows.
+    const sent = await page.evaluate((hex) => window.client.broadcast(hex), x.unsent.hex);
+    assert(sent.txid === x.unsent.txid && sent.relayed === 1, `broadcast ${JSON.stringify(sent)}`);
+    const refused = await page.evaluate(() => window.client.broadcast('00').then(() => 'sent', (e) => e.name));
+    assert(refused === 'InvalidArgument', `a malformed transaction: ${refused}`);
+    const deadline = Date.now() + 20_000;
+    while (!node.ctl('getrawmempool').includes(x.unsent.txid)) {
+      assert(Date.now() < deadline, `the broadcast transaction never reached btcd's mempool; its log: ${node.logAbout(x.unsent.txid.slice(0, 8))} ${node.logAbout('tx')}`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    node.ctl('generate', '1');
+    await until(page, 'the broadcast transaction mined and found', 60_000, (m, ev) =>
+      ev.some((e) => e.type === 'transaction' && e.status === 'found' && e.txid === x.unsent.txid));
+    const after = await page.evaluate(() => window.client.balance());
+    assert(after.confirmed === x.balance - x.unsent.value, `after the broadcast: ${JSON.stringify(after)}`);
+    log(`  broadcast ${x.unsent.txid.slice(0, 16)}... through the gateway: relayed by 1, mined, found; balance ${after.confirmed}`);
     await stopClient(page);
   } finally {
     await page.close().catch(() => {});

@@ -255,6 +255,9 @@ pub struct XpubBuilt {
     pub spend: (u32, String, u64),
     /// What the wallet should hold at the end, in satoshis.
     pub balance: u64,
+    /// A transaction signed and not sent, for the client to broadcast: it spends receive
+    /// 15 whole to someone else. Its hex, txid (display hex), the value spent and the fee.
+    pub unsent: (String, String, u64, u64),
 }
 
 /// On a node where [`build`] ran: pay addresses of a BIP84 account (receive 0, 15 and
@@ -372,11 +375,51 @@ pub fn build_xpub(ctl: &dyn Fn(&[&str]) -> String) -> XpubBuilt {
     ctl(&["sendrawtransaction", &serialize_hex(&spend)]);
     ctl(&["generate", "1"]);
     let spent_at = height();
+    // Signed, not sent: receive 15 (the second payment) to key 2, less the fee.
+    let (second_txid, second_value) = {
+        let hash = ctl(&["getblockhash", &payments[1].0.to_string()]);
+        let block: Block =
+            deserialize(&hex::decode(ctl(&["getblock", hash.trim(), "0"]).trim()).unwrap())
+                .unwrap();
+        let tx = &block.txdata[1];
+        (tx.compute_txid(), tx.output[0].value)
+    };
+    let mut unsent = Transaction {
+        version: Version::TWO,
+        lock_time: LockTime::ZERO,
+        input: vec![TxIn {
+            previous_output: OutPoint::new(second_txid, 0),
+            script_sig: ScriptBuf::new(),
+            sequence: Sequence::MAX,
+            witness: Witness::new(),
+        }],
+        output: vec![TxOut {
+            value: second_value - fee,
+            script_pubkey: ScriptBuf::new_p2pkh(
+                &PublicKey::new(key(2).public_key(&secp)).pubkey_hash(),
+            ),
+        }],
+    };
+    let sk15 = child(0, 15);
+    let sighash = SighashCache::new(&unsent)
+        .p2wpkh_signature_hash(0, &script(0, 15), second_value, EcdsaSighashType::All)
+        .unwrap();
+    let sig = secp.sign_ecdsa(&Message::from_digest(sighash.to_byte_array()), &sk15);
+    unsent.input[0].witness = Witness::p2wpkh(
+        &bitcoin::ecdsa::Signature::sighash_all(sig),
+        &CompressedPublicKey(sk15.public_key(&secp)).0,
+    );
     let received: u64 = payments.iter().map(|p| p.3).sum();
     XpubBuilt {
         descriptor: format!("wpkh({xpub}/<0;1>/*)"),
         payments,
         spend: (spent_at, spend.compute_txid().to_string(), fee.to_sat()),
         balance: received - value.to_sat() + change.to_sat(),
+        unsent: (
+            serialize_hex(&unsent),
+            unsent.compute_txid().to_string(),
+            second_value.to_sat(),
+            fee.to_sat(),
+        ),
     }
 }

@@ -26,6 +26,9 @@ use lightwire_store::{Durability, Pending, Tip};
 
 mod check;
 mod fetch;
+mod relay;
+
+pub use relay::BroadcastError;
 
 use crate::dispute::{Dispute, Verdict, is_check_id};
 use crate::filters::{FilterAnswer, FilterSync};
@@ -184,6 +187,17 @@ pub enum Event {
     },
     /// The wallet found a transaction of its own, or lost one to a reorganisation.
     Wallet(WalletChange),
+    /// Every gateway a transaction was sent to answered (or gave up).
+    Broadcast {
+        /// The request ([`Engine::broadcast`]'s).
+        id: u32,
+        /// The transaction.
+        txid: [u8; 32],
+        /// The gateways that passed it to their nodes.
+        relayed: Vec<usize>,
+        /// Those that did not, and why.
+        refused: Vec<(usize, lightwire_wire::RelayStatus)>,
+    },
     /// A gateway sent a `warning`.
     Warning {
         /// Index in the gateway list.
@@ -325,6 +339,9 @@ struct Core {
     wallet: Option<WalletSync>,
     /// Whether the scan under way is the wallet's (an app's own scan replaces it).
     wallet_scanning: bool,
+    /// Broadcasts waiting for their gateways' answers.
+    broadcasts: Vec<relay::Pending>,
+    relay_ids: u32,
     /// When the wallet's block request last brought a piece (or was sent).
     wallet_heard: Millis,
 }
@@ -402,6 +419,8 @@ impl Engine {
                 drops: VecDeque::new(),
                 wallet: None,
                 wallet_scanning: false,
+                broadcasts: Vec::new(),
+                relay_ids: 0,
                 wallet_heard: now,
             },
         }
@@ -714,6 +733,7 @@ impl Engine {
         let next = earliest(next, c.scan_deadline());
         let next = earliest(next, c.check_deadline());
         let next = earliest(next, c.wallet_deadline());
+        let next = earliest(next, c.broadcast_deadline());
         earliest(next, c.filter_deadline())
     }
 
@@ -751,6 +771,7 @@ impl Engine {
         {
             self.drop_gateway(g, DropReason::RequestTimeout);
         }
+        self.core.finish_broadcasts();
         if let Some(due) = self.core.wallet_deadline()
             && due <= now
             && let Some((g, _)) = self.core.wallet.as_ref().and_then(WalletSync::asked)
@@ -1038,6 +1059,7 @@ impl Core {
             PeerEvent::Filters(m) => return self.on_filters(g, &m),
             PeerEvent::Block(p) if is_wallet_id(p.id) => return self.on_wallet_block(g, &p),
             PeerEvent::Block(p) => return self.on_block(g, &p),
+            PeerEvent::TxResult(r) => return self.on_tx_result(g, &r),
         }
         Ok(())
     }
@@ -1371,6 +1393,7 @@ impl Core {
         if let Some(w) = self.wallet.as_mut() {
             w.gateway_gone(g);
         }
+        self.relay_gateway_gone(g);
         if why.is_violation() {
             self.events.push_back(Event::Rejected {
                 gateway: g,

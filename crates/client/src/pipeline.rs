@@ -725,6 +725,58 @@ mod tests {
         }
     }
 
+    /// A transaction goes to every gateway that relays; the application hears how many
+    /// passed it on. One that is not a transaction never leaves.
+    #[test]
+    fn a_broadcast_reaches_every_relaying_gateway() {
+        use crate::engine::BroadcastError;
+        use lightwire_wire::RelayStatus;
+        let mut other = TestChain::generate(100);
+        other.relay = false;
+        let mut net = Net::new(
+            memory(),
+            vec![TestChain::generate(100), TestChain::generate(100), other],
+            small,
+        );
+        net.drive();
+        let mut tx = vec![2, 0, 0, 0, 1];
+        tx.extend_from_slice(&[5; 32]);
+        tx.extend_from_slice(&[0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 1]);
+        tx.extend_from_slice(&1_000u64.to_le_bytes());
+        tx.push(22);
+        tx.extend_from_slice(&[0, 0x14]);
+        tx.extend_from_slice(&[9; 20]);
+        tx.extend_from_slice(&[0; 4]);
+        let (id, txid) = net.engine.broadcast(&tx).unwrap();
+        net.drive();
+        let done: Vec<_> = net
+            .events
+            .iter()
+            .filter_map(|e| match e {
+                Event::Broadcast {
+                    id: i,
+                    txid: t,
+                    relayed,
+                    refused,
+                } => Some((*i, *t, relayed.clone(), refused.clone())),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(done, [(id, txid, vec![0, 1], vec![])]);
+        for g in [0, 1] {
+            let gw = net.gateways[g].as_ref().unwrap();
+            assert_eq!(*gw.chain.relayed.lock().unwrap(), [tx.clone()]);
+        }
+        assert_eq!(
+            net.engine.broadcast(&tx[..30]),
+            Err(BroadcastError::Refused(RelayStatus::Malformed))
+        );
+        assert_eq!(
+            net.engine.broadcast(&vec![0; 70_000]),
+            Err(BroadcastError::TooLarge(70_000))
+        );
+    }
+
     #[test]
     fn a_fork_deeper_than_the_window_reorganises_the_store() {
         let mut net = Net::new(memory(), vec![TestChain::generate(6_000)], small);

@@ -292,6 +292,28 @@ impl<'a> Tx<'a> {
         })
     }
 
+    /// One transaction alone (as `send_tx` carries it): checked to its last byte.
+    pub fn parse(bytes: &'a [u8]) -> Result<Tx<'a>, BlockError> {
+        let mut r = Reader::new(bytes);
+        let tx = Tx::read(&mut r)?;
+        match r.rest().len() {
+            0 => Ok(tx),
+            n => Err(BlockError::TrailingBytes(n)),
+        }
+    }
+
+    /// Its size without witness data (what its txid hashes).
+    pub fn base_size(&self) -> usize {
+        self.version.len() + self.body.len() + self.lock_time.len()
+    }
+
+    /// Its weight (BIP141): the base size three times, plus the whole size.
+    pub fn weight(&self) -> usize {
+        let marker = if self.witness.is_empty() { 0 } else { 2 };
+        let total = self.base_size() + marker + self.witness.len();
+        self.base_size() * 3 + total
+    }
+
     /// Its txid: double SHA-256 of its serialization without witness data (internal byte
     /// order).
     pub fn txid(&self) -> [u8; 32] {
@@ -462,6 +484,20 @@ mod tests {
         assert_eq!(items, [&[0xaa, 0xbb][..], &[0xcc][..]]);
         let out = t.outputs().next().unwrap();
         assert_eq!((out.value, out.script), (10_000, &[0x51, 0x52, 0x53][..]));
+        // Alone, as a relayed transaction: its weight counts the witness once, the rest
+        // four times.
+        let alone = tx(true);
+        let t = Tx::parse(&alone).unwrap();
+        assert_eq!(t.base_size(), tx(false).len());
+        assert_eq!(t.weight(), tx(false).len() * 3 + alone.len());
+        assert_eq!(Tx::parse(&tx(false)).unwrap().weight(), tx(false).len() * 4);
+        let mut more = alone.clone();
+        more.push(0);
+        assert_eq!(
+            Tx::parse(&more).map(|_| ()),
+            Err(BlockError::TrailingBytes(1))
+        );
+        assert!(Tx::parse(&alone[..alone.len() - 1]).is_err());
     }
 
     #[test]

@@ -404,6 +404,7 @@ async fn run(o: Options) -> Result<(), String> {
         && let Ok(mut c) = shared.chain.write()
     {
         c.serve_upstream_blocks(shared.filter_notify.clone());
+        c.serve_relay(shared.relay.clone());
     }
     let signals = Signals::catch();
     if let Some(m) = o.metrics {

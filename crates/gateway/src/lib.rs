@@ -22,6 +22,7 @@ pub mod filters;
 pub mod metrics;
 pub mod p2p;
 pub mod pool;
+pub mod relay;
 pub mod served;
 pub mod server;
 pub mod upstream;

@@ -17,6 +17,8 @@ pub const MAX_PAYLOAD: usize = 4_000_000;
 pub const MAX_HEADERS: usize = 2000;
 /// `inv` type of a block.
 const MSG_BLOCK: u32 = 2;
+/// The service bit saying a peer speaks BIP144's witness serialization.
+const NODE_WITNESS: u64 = 1 << 3;
 /// The flag asking for witness data with it (BIP144).
 const MSG_WITNESS_FLAG: u32 = 1 << 30;
 
@@ -209,7 +211,10 @@ pub fn read_compact(b: &[u8], at: &mut usize, field: &'static str) -> Result<u64
 /// The `version` payload: no services, no address, a nonce, our start height, no relay.
 pub fn write_version(out: &mut Vec<u8>, now: u64, nonce: u64, start_height: u32) {
     out.extend_from_slice(&PROTOCOL_VERSION.to_le_bytes());
-    out.extend_from_slice(&0u64.to_le_bytes()); // services
+    // Services: NODE_WITNESS only (we serve nothing). It says we speak BIP144's
+    // serialization: a node like btcd decodes a peer's `tx` with witness data only from a
+    // peer that says so, and the transactions clients relay through us carry it.
+    out.extend_from_slice(&NODE_WITNESS.to_le_bytes());
     out.extend_from_slice(&(now as i64).to_le_bytes());
     for _ in 0..2 {
         // addr_recv, addr_from: services, IPv6-mapped address (unspecified), port.

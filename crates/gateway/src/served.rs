@@ -66,6 +66,7 @@ pub struct ServedChain {
     /// Compact block filters, when served.
     filters: Option<ServedFilters>,
     blocks: Option<ServedBlocks>,
+    relay: Option<std::sync::Arc<crate::relay::TxRelay>>,
 }
 
 /// A chain being built: what is served, and the validation window its next header needs.
@@ -92,6 +93,7 @@ impl Builder {
                 min_work: Work::ZERO,
                 filters: None,
                 blocks: None,
+                relay: None,
             },
             chain,
         }
@@ -332,6 +334,11 @@ impl ServedChain {
         self.blocks = Some(ServedBlocks::upstream(notify));
     }
 
+    /// Relay clients' transactions to the node through `relay`.
+    pub fn serve_relay(&mut self, relay: std::sync::Arc<crate::relay::TxRelay>) {
+        self.relay = Some(relay);
+    }
+
     /// The blocks served, if any.
     pub fn blocks(&self) -> Option<&ServedBlocks> {
         self.blocks.as_ref()
@@ -460,6 +467,17 @@ impl lightwire_proto::Served for ServedChain {
 
     fn serves_blocks(&self) -> bool {
         self.blocks.is_some()
+    }
+
+    fn relays(&self) -> bool {
+        self.relay.is_some()
+    }
+
+    fn relay_tx(&self, tx: &[u8]) -> lightwire_proto::session::RelayStatus {
+        match &self.relay {
+            Some(r) => r.push(tx),
+            None => lightwire_proto::session::RelayStatus::NoNode,
+        }
     }
 
     fn with_block<R>(&self, height: u32, read: impl FnOnce(&[u8]) -> R) -> FilterLookup<R> {

@@ -97,8 +97,12 @@ pub struct Shared {
     /// Bumped whenever filters fetched from the node arrive: sessions waiting for one try
     /// again.
     pub filter_version: watch::Sender<u64>,
-    /// Wakes the task following the node when a session waits for a filter.
+    /// Wakes the task following the node when a session waits for a filter or a block,
+    /// or a client's transaction waits to be relayed.
     pub filter_notify: Arc<tokio::sync::Notify>,
+    /// Clients' transactions for the node (relayed by the chain served when it follows
+    /// one: [`ServedChain::serve_relay`]).
+    pub relay: Arc<crate::relay::TxRelay>,
     /// Counters.
     pub metrics: Metrics,
     /// Time limits.
@@ -134,13 +138,15 @@ impl Shared {
         caps: Caps,
     ) -> Arc<Shared> {
         let chain_hash = chain.params().genesis.block_hash().0;
+        let notify = Arc::new(tokio::sync::Notify::new());
         Arc::new(Shared {
             chain: RwLock::new(chain),
             chain_hash,
             key,
             tip_version: watch::channel(0).0,
             filter_version: watch::channel(0).0,
-            filter_notify: Arc::new(tokio::sync::Notify::new()),
+            filter_notify: notify.clone(),
+            relay: Arc::new(crate::relay::TxRelay::new(notify)),
             metrics: Metrics::default(),
             limits,
             buffers,

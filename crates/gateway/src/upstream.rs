@@ -79,6 +79,7 @@ pub async fn follow_with(
             r = session(addr, network, &shared, &mut chain, idle) => r,
             _ = shutdown.changed() => return,
         };
+        shared.relay.set_connected(false);
         match result {
             Ok(()) => pause = Duration::from_secs(1),
             Err(e) => tracing::warn!(
@@ -134,6 +135,7 @@ async fn session(
                 b"version" => p2p::encode(&mut out, magic, "verack", |_| {}),
                 b"verack" => {
                     handshake_done = true;
+                    shared.relay.set_connected(true);
                     tracing::info!(upstream = %addr, "upstream connected");
                     // Announce new blocks with headers (BIP 130), then ask for ours.
                     p2p::encode(&mut out, magic, "sendheaders", |_| {});
@@ -174,6 +176,7 @@ async fn session(
             if handshake_done {
                 filters.ask(&mut out, magic, shared);
                 ask_block(&mut out, magic, shared, &mut block_asked);
+                relay_txs(&mut out, magic, shared);
             }
             start += n;
             if !out.is_empty() {
@@ -199,10 +202,12 @@ async fn session(
                 _ = shared.filter_notify.notified() => None,
             };
             let Some(read) = woken else {
-                // A session waits for a filter or a block: ask the node.
+                // A session waits for a filter or a block, or a client's transaction
+                // waits: ask the node, or pass it on.
                 out.clear();
                 filters.ask(&mut out, magic, shared);
                 ask_block(&mut out, magic, shared, &mut block_asked);
+                relay_txs(&mut out, magic, shared);
                 if !out.is_empty() {
                     stream.write_all(&out).await?;
                 }
@@ -343,6 +348,13 @@ impl Filters {
         }
         shared.filter_version.send_modify(|v| *v += 1);
         Ok(())
+    }
+}
+
+/// Clients' transactions, as P2P `tx` messages.
+fn relay_txs(out: &mut Vec<u8>, magic: [u8; 4], shared: &Shared) {
+    for tx in shared.relay.take() {
+        p2p::encode(out, magic, "tx", |p| p.extend_from_slice(&tx));
     }
 }
 

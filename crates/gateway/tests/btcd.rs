@@ -180,6 +180,11 @@ async fn following(btcd: &Btcd) -> common::Gateway {
         .write()
         .unwrap()
         .serve_upstream_blocks(shared.filter_notify.clone());
+    shared
+        .chain
+        .write()
+        .unwrap()
+        .serve_relay(shared.relay.clone());
     tokio::spawn(follow(
         btcd.p2p,
         Network::Regtest,

@@ -23,7 +23,7 @@ use lightwire_wire::{
     AnswerFlags, BLOCKS_FEATURE, BlockPiece, COMPACT_HEADERS_FEATURE, DecodeError, EncodeError,
     FILTERS_FEATURE, Features, FilterCheckpoints, FilterRange, Filters, GetBlock,
     GetFilterCheckpoints, GetFilterHeaders, GetFilters, GetHeaders, Init, InitRefusal, Message,
-    Networks, Ping, Pong,
+    Networks, Ping, Pong, RELAY_FEATURE, SendTx, TxResult,
 };
 
 use crate::acts::ActBuffer;
@@ -344,6 +344,8 @@ pub enum PeerEvent<'a> {
     /// A piece of the block answering request `id` (checked for range; order is the
     /// receiver's to check).
     Block(BlockPiece<'a>),
+    /// What became of a transaction sent with [`Initiator::send_tx`].
+    TxResult(TxResult),
     /// A `warning` (printable text, or `None`).
     Warning(Option<&'a str>),
     /// A `pong`.
@@ -372,6 +374,8 @@ pub struct Initiator {
     gateway_filters: bool,
     /// Whether the gateway's `init` offers blocks.
     gateway_blocks: bool,
+    /// Whether the gateway's `init` offers transaction relay.
+    gateway_relay: bool,
     /// Headers expanded from `headers_compact` and the block hashes of every answer.
     expanded: Expanded,
 }
@@ -408,6 +412,7 @@ impl Initiator {
             compact: false,
             gateway_filters: false,
             gateway_blocks: false,
+            gateway_relay: false,
             expanded: Expanded::new(),
         };
         initiator.offer_compact_headers(true);
@@ -430,6 +435,11 @@ impl Initiator {
     /// Whether the gateway's `init` said it serves blocks ([`BLOCKS_FEATURE`]).
     pub fn serves_blocks(&self) -> bool {
         self.gateway_blocks
+    }
+
+    /// Whether the gateway's `init` said it relays transactions ([`RELAY_FEATURE`]).
+    pub fn relays(&self) -> bool {
+        self.gateway_relay
     }
 
     /// Whether `init` has been exchanged.
@@ -466,10 +476,15 @@ impl Initiator {
             expanded,
             self.compact,
         ) {
-            Ok(Interpreted::Ready { filters, blocks }) => {
+            Ok(Interpreted::Ready {
+                filters,
+                blocks,
+                relay,
+            }) => {
                 self.ready = true;
                 self.gateway_filters = filters;
                 self.gateway_blocks = blocks;
+                self.gateway_relay = relay;
                 Ok((taken, Some(PeerEvent::Ready)))
             }
             Ok(Interpreted::Pong(len)) => {
@@ -615,6 +630,15 @@ impl Initiator {
         self.link.send(&Message::GetFilterCheckpoints(req))
     }
 
+    /// Hand a signed transaction to the gateway for its node (at most
+    /// [`lightwire_wire::MAX_TX_LEN`] bytes).
+    pub fn send_tx(&mut self, id: u32, tx: &[u8]) -> Result<(), PeerError> {
+        if !self.is_ready() {
+            return Err(PeerError::NotReady);
+        }
+        self.link.send(&Message::SendTx(SendTx { id, tx }))
+    }
+
     /// Ask for the block whose hash is `block_hash` (one at a time: the gateway answers a
     /// second request before the first is done with a warning).
     pub fn request_block(&mut self, id: u32, block_hash: BlockHash) -> Result<(), PeerError> {
@@ -646,10 +670,11 @@ impl Initiator {
 }
 
 enum Interpreted<'a> {
-    /// With whether the gateway serves filters and blocks.
+    /// With whether the gateway serves filters and blocks and relays transactions.
     Ready {
         filters: bool,
         blocks: bool,
+        relay: bool,
     },
     Pong(Option<u16>),
     Event(Option<PeerEvent<'a>>),
@@ -674,6 +699,7 @@ fn interpret<'a>(
         return Ok(Interpreted::Ready {
             filters: features.is_set(FILTERS_FEATURE),
             blocks: features.is_set(BLOCKS_FEATURE),
+            relay: features.is_set(RELAY_FEATURE),
         });
     }
     let event = match message {
@@ -715,6 +741,7 @@ fn interpret<'a>(
         Message::FilterCheckpoints(m) => PeerEvent::FilterCheckpoints(m),
         Message::Filters(m) => PeerEvent::Filters(m),
         Message::Block(m) => PeerEvent::Block(m),
+        Message::TxResult(m) => PeerEvent::TxResult(m),
         Message::Warning(w) => PeerEvent::Warning(w.data_utf8()),
         Message::Error(e) => {
             return Err(PeerError::GatewayError(e.data_utf8().map(str::to_string)));
@@ -729,6 +756,7 @@ fn interpret<'a>(
         | Message::GetFilterCheckpoints(_)
         | Message::GetFilters(_)
         | Message::GetBlock(_)
+        | Message::SendTx(_)
         | Message::Unknown { .. } => {
             return Ok(Interpreted::Event(None));
         }

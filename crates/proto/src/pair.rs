@@ -37,6 +37,8 @@ pub enum Heard {
     Filters(u32, Vec<(u32, u32, u32, Vec<u8>)>, AnswerFlags),
     /// A block piece: request id, block length, offset, bytes, last, not found.
     Block(u32, u32, u32, Vec<u8>, bool, bool),
+    /// What became of a transaction: request id, status, txid.
+    TxResult(u32, lightwire_wire::RelayStatus, [u8; 32]),
 }
 
 /// A gateway's end as a browser sees it: a [`Responder`] serving a [`TestChain`], the
@@ -382,6 +384,7 @@ fn client_input(
                                 .collect(),
                             m.flags,
                         ),
+                        PeerEvent::TxResult(r) => Heard::TxResult(r.id, r.status, r.txid),
                         PeerEvent::Block(p) => Heard::Block(
                             p.id,
                             p.block_len,

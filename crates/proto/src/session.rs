@@ -22,8 +22,11 @@ use lightwire_wire::sync::{
 use lightwire_wire::{
     AnswerFlags, BLOCKS_FEATURE, BlockPiece, COMPACT_HEADERS_FEATURE, DecodeError, EncodeError,
     FILTERS_FEATURE, FilterCheckpoints, FilterHeaders, FilterRange, FiltersWriter, GetHeaders,
-    Headers, HeadersCompact, Init, InitRefusal, Message, Networks, Ping, Pong, Tip, Warning,
+    Headers, HeadersCompact, Init, InitRefusal, Message, Networks, Ping, Pong, RELAY_FEATURE, Tip,
+    TxResult, Warning,
 };
+
+pub use lightwire_wire::RelayStatus;
 
 /// The tip as announced in `tip` messages.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -113,6 +116,16 @@ pub trait Served {
     /// it from a node keeps it until it is sent.
     fn with_block<R>(&self, _height: u32, _read: impl FnOnce(&[u8]) -> R) -> FilterLookup<R> {
         FilterLookup::Missing
+    }
+
+    /// Whether transactions are relayed (the `relay` feature bit).
+    fn relays(&self) -> bool {
+        false
+    }
+
+    /// Pass a transaction (parsed and of standard weight) to the node.
+    fn relay_tx(&self, _tx: &[u8]) -> RelayStatus {
+        RelayStatus::NoNode
     }
 
     /// Where an answer to `locator` starts: after the first hash on this chain, else
@@ -273,6 +286,8 @@ pub struct Session {
     pub filter_bytes_sent: u64,
     /// Block bytes sent since the session started.
     pub block_bytes_sent: u64,
+    /// Answers to `send_tx` not sent yet.
+    tx_results: VecDeque<TxResult>,
 }
 
 impl Session {
@@ -295,6 +310,7 @@ impl Session {
             waiting_for_data: false,
             filter_bytes_sent: 0,
             block_bytes_sent: 0,
+            tx_results: VecDeque::new(),
         }
     }
 
@@ -384,6 +400,21 @@ impl Session {
                 };
                 self.queue(req.id, height.unwrap_or(0), chain, want);
             }
+            Message::SendTx(m) => {
+                if self.tx_results.len() >= MAX_PENDING_REQUESTS {
+                    return Err(Violation::TooManyRequests);
+                }
+                let (status, txid) = check_tx(m.tx);
+                let status = match status {
+                    RelayStatus::Relayed => chain.relay_tx(m.tx),
+                    refused => refused,
+                };
+                self.tx_results.push_back(TxResult {
+                    id: m.id,
+                    status,
+                    txid,
+                });
+            }
             Message::Ping(ping) => self.pong_due = ping.pong_len(),
             Message::Error(_) => return Ok(Received::PeerError),
             // A second init, warnings, pongs, headers and tips from a client, and unknown odd
@@ -398,6 +429,7 @@ impl Session {
             | Message::FilterCheckpoints(_)
             | Message::Filters(_)
             | Message::Block(_)
+            | Message::TxResult(_)
             | Message::Unknown { .. } => {}
         }
         Ok(Received::Ok)
@@ -475,6 +507,7 @@ impl Session {
             || self.warning.is_some()
             || self.pong_due.is_some()
             || self.ping_due
+            || !self.tx_results.is_empty()
             || (self.init_received
                 && !self.waiting_for_data
                 && ((self.answering.is_none() && self.tip_due)
@@ -507,13 +540,14 @@ impl Session {
             } else {
                 &[]
             };
-            let mut field = [0u8; BLOCKS_FEATURE / 8 + 1];
-            let mut all = [0usize; 3];
+            let mut field = [0u8; RELAY_FEATURE / 8 + 1];
+            let mut all = [0usize; 4];
             let mut n = 0;
             for &b in bits
                 .iter()
                 .chain(chain.serves_filters().then_some(&FILTERS_FEATURE))
                 .chain(chain.serves_blocks().then_some(&BLOCKS_FEATURE))
+                .chain(chain.relays().then_some(&RELAY_FEATURE))
             {
                 all[n] = b;
                 n += 1;
@@ -537,6 +571,9 @@ impl Session {
         if self.ping_due {
             self.ping_due = false;
             return Ping::encode_zeroed(0, 0, out).map(Some);
+        }
+        if let Some(r) = self.tx_results.pop_front() {
+            return Message::TxResult(r).encode(out).map(Some);
         }
         if !self.init_received {
             return Ok(None);
@@ -844,6 +881,33 @@ impl Session {
             }
         }
     }
+}
+
+/// Bitcoin Core's `MAX_STANDARD_TX_WEIGHT`.
+pub const MAX_STANDARD_TX_WEIGHT: usize = 400_000;
+/// Bitcoin Core's `MIN_STANDARD_TX_NONWITNESS_SIZE`.
+pub const MIN_STANDARD_TX_NONWITNESS_SIZE: usize = 65;
+
+/// Whether a transaction may be relayed: it parses as one transaction (nothing after it),
+/// has inputs and outputs and is no coinbase, weighs at most the standard limit, and is not
+/// under the standard size without witness. `Relayed` means it may; with its txid.
+pub fn check_tx(bytes: &[u8]) -> (RelayStatus, [u8; 32]) {
+    let Ok(tx) = lightwire_filter::Tx::parse(bytes) else {
+        return (RelayStatus::Malformed, [0; 32]);
+    };
+    let txid = tx.txid();
+    let status = if tx.weight() > MAX_STANDARD_TX_WEIGHT {
+        RelayStatus::Oversized
+    } else if tx.base_size() < MIN_STANDARD_TX_NONWITNESS_SIZE
+        || tx.inputs().next().is_none()
+        || tx.outputs().next().is_none()
+        || tx.is_coinbase()
+    {
+        RelayStatus::NotStandard
+    } else {
+        RelayStatus::Relayed
+    };
+    (status, txid)
 }
 
 /// Write `v`'s display text into `out` (truncated), returning the length.
@@ -1302,6 +1366,79 @@ mod tests {
         assert_eq!(take_block(vec![out[..n].to_vec()], &mut got), None);
         chain.reorg(1000, 250, 1);
         assert_eq!(take_block(drain(&mut s, &chain), &mut got), Some(false));
+    }
+
+    /// A standard-looking transaction: one input, one P2WPKH output, 82 bytes.
+    fn small_tx() -> Vec<u8> {
+        let mut t = vec![2, 0, 0, 0, 1];
+        t.extend_from_slice(&[5; 32]);
+        t.extend_from_slice(&[0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 1]);
+        t.extend_from_slice(&1_000u64.to_le_bytes());
+        t.push(22);
+        t.extend_from_slice(&[0, 0x14]);
+        t.extend_from_slice(&[9; 20]);
+        t.extend_from_slice(&[0; 4]);
+        t
+    }
+
+    #[test]
+    fn transactions_are_checked_then_relayed_and_answered() {
+        let chain = TestChain::generate(10);
+        let mut s = ready(&chain);
+        let send = |id, tx: &[u8]| encode(Message::SendTx(lightwire_wire::SendTx { id, tx }));
+        let good = small_tx();
+        let mut coinbase = good.clone();
+        coinbase[5..37].copy_from_slice(&[0; 32]);
+        coinbase[37..41].copy_from_slice(&[0xff; 4]);
+        let cases: [(&[u8], RelayStatus); 4] = [
+            (&good, RelayStatus::Relayed),
+            (&good[..40], RelayStatus::Malformed),
+            (&good[..good.len() - 1], RelayStatus::Malformed),
+            (&coinbase, RelayStatus::NotStandard),
+        ];
+        for (i, (tx, _)) in cases.iter().enumerate() {
+            s.receive(&send(i as u32, tx), &chain).unwrap();
+        }
+        let answers: Vec<(u32, RelayStatus)> = drain(&mut s, &chain)
+            .iter()
+            .filter_map(|m| match Message::decode(m) {
+                Ok(Message::TxResult(r)) => Some((r.id, r.status)),
+                _ => None,
+            })
+            .collect();
+        let want: Vec<(u32, RelayStatus)> = cases
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (i as u32, c.1))
+            .collect();
+        assert_eq!(answers, want);
+        assert_eq!(*chain.relayed.lock().unwrap(), std::slice::from_ref(&good));
+        assert_eq!(
+            check_tx(&good).1,
+            lightwire_filter::Tx::parse(&good).unwrap().txid()
+        );
+        // Under 65 bytes without witness, and over the weight.
+        // (One input, one output with an empty script: 60 bytes.)
+        let mut tiny = good[..46].to_vec();
+        tiny.push(1);
+        tiny.extend_from_slice(&[0; 8]);
+        tiny.push(0);
+        tiny.extend_from_slice(&[0; 4]);
+        assert_eq!(tiny.len(), 60);
+        assert_eq!(check_tx(&tiny).0, RelayStatus::NotStandard);
+        let mut heavy = good[..41].to_vec();
+        heavy.extend_from_slice(&[0xfe, 0xa0, 0x86, 0x01, 0x00]);
+        heavy.extend(std::iter::repeat_n(0x51u8, 100_000));
+        heavy.extend_from_slice(&good[42..]);
+        assert_eq!(check_tx(&heavy).0, RelayStatus::Oversized);
+        // More than 8 unanswered: a rule broken.
+        for i in 0..8 {
+            s.receive(&send(i, &good), &chain).unwrap();
+        }
+        assert_eq!(
+            s.receive(&send(9, &good), &chain),
+            Err(Violation::TooManyRequests)
+        );
     }
 
     #[test]

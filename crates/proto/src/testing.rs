@@ -30,6 +30,10 @@ pub struct TestChain {
     replaced_blocks: HashMap<u32, Vec<u8>>,
     /// Heights whose block is answered `not_found` (a gateway withholding them).
     pub withheld_blocks: std::collections::HashSet<u32>,
+    /// Whether transactions are relayed, and those relayed so far.
+    pub relay: bool,
+    /// Transactions passed to the "node".
+    pub relayed: std::sync::Mutex<Vec<Vec<u8>>>,
 }
 
 impl TestChain {
@@ -46,6 +50,8 @@ impl TestChain {
             pending_blocks: Default::default(),
             replaced_blocks: HashMap::new(),
             withheld_blocks: Default::default(),
+            relay: true,
+            relayed: Default::default(),
         };
         chain.index.insert(REGTEST.genesis.block_hash(), 0);
         chain.extend(headers_after(&REGTEST, &REGTEST.genesis, 0, count, 0));
@@ -236,6 +242,17 @@ impl Served for TestChain {
 
     fn serves_blocks(&self) -> bool {
         self.serve_blocks
+    }
+
+    fn relays(&self) -> bool {
+        self.relay
+    }
+
+    fn relay_tx(&self, tx: &[u8]) -> crate::session::RelayStatus {
+        if let Ok(mut r) = self.relayed.lock() {
+            r.push(tx.to_vec());
+        }
+        crate::session::RelayStatus::Relayed
     }
 
     fn with_block<R>(&self, height: u32, read: impl FnOnce(&[u8]) -> R) -> FilterLookup<R> {

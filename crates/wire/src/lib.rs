@@ -1,8 +1,8 @@
 //! The BOLT 1 message layer: framing by a `u16` message type, TLV streams, the setup and
 //! control messages `init`, `error`, `warning`, `ping` and `pong`, and lightwire's
 //! header-sync messages `get_headers`, `headers` and `tip` ([`sync`]), and the negotiated
-//! `headers_compact` ([`compact`]), the compact block filter messages ([`filters`]) and
-//! the block messages ([`blocks`]).
+//! `headers_compact` ([`compact`]), the compact block filter messages ([`filters`]), the
+//! block messages ([`blocks`]) and transaction relay ([`relay`]).
 //!
 //! Sans-IO and allocation-free: [`Message::decode`] borrows every variable-length field
 //! from the input (the decrypted body in the transport's receive buffer), and
@@ -41,6 +41,7 @@ pub mod filters;
 mod init;
 mod message;
 mod ping;
+pub mod relay;
 pub mod sync;
 pub mod tlv;
 
@@ -64,5 +65,6 @@ pub use init::{
 };
 pub use message::{MAX_MESSAGE_LEN, Message, TYPE_LEN, msg_type};
 pub use ping::{NO_PONG_THRESHOLD, Ping, Pong};
+pub use relay::{MAX_TX_LEN, RELAY_FEATURE, RelayStatus, SendTx, TxResult};
 pub use sync::{GetHeaders, Headers, Tip};
 pub use tlv::{TlvRecord, TlvStream, TlvWriter};

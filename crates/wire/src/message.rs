@@ -15,6 +15,7 @@ use crate::filters::{
 };
 use crate::init::Init;
 use crate::ping::{Ping, Pong};
+use crate::relay::{SendTx, TxResult};
 use crate::sync::{GetHeaders, Headers, Tip};
 
 /// Message type numbers.
@@ -56,6 +57,10 @@ pub mod msg_type {
     pub const GET_BLOCK: u16 = 32789;
     /// `block` (blocks).
     pub const BLOCK: u16 = 32791;
+    /// `send_tx` (relay).
+    pub const SEND_TX: u16 = 32793;
+    /// `tx_result` (relay).
+    pub const TX_RESULT: u16 = 32795;
 
     /// Whether a receiver that does not know `ty` may ignore it ("it's ok to be odd").
     pub const fn is_odd(ty: u16) -> bool {
@@ -109,6 +114,10 @@ pub enum Message<'a> {
     GetBlock(GetBlock),
     /// `block` (32791).
     Block(BlockPiece<'a>),
+    /// `send_tx` (32793).
+    SendTx(SendTx<'a>),
+    /// `tx_result` (32795).
+    TxResult(TxResult),
     /// A message of an odd type this crate does not know. BOLT 1: the receiver must
     /// ignore it. (Unknown even types are [`DecodeError::UnknownEvenType`].)
     Unknown {
@@ -156,6 +165,8 @@ impl<'a> Message<'a> {
             msg_type::FILTERS => Message::Filters(Filters::decode_payload(payload)?),
             msg_type::GET_BLOCK => Message::GetBlock(GetBlock::decode_payload(payload)?),
             msg_type::BLOCK => Message::Block(BlockPiece::decode_payload(payload)?),
+            msg_type::SEND_TX => Message::SendTx(SendTx::decode_payload(payload)?),
+            msg_type::TX_RESULT => Message::TxResult(TxResult::decode_payload(payload)?),
             ty if msg_type::is_odd(ty) => Message::Unknown { ty, payload },
             ty => return Err(DecodeError::UnknownEvenType { ty }),
         };
@@ -182,6 +193,8 @@ impl<'a> Message<'a> {
             Message::Filters(_) => Filters::TYPE,
             Message::GetBlock(_) => GetBlock::TYPE,
             Message::Block(_) => BlockPiece::TYPE,
+            Message::SendTx(_) => SendTx::TYPE,
+            Message::TxResult(_) => TxResult::TYPE,
             Message::Unknown { ty, .. } => *ty,
         }
     }
@@ -206,6 +219,8 @@ impl<'a> Message<'a> {
             Message::Filters(m) => m.payload_len(),
             Message::GetBlock(m) => m.payload_len(),
             Message::Block(m) => m.payload_len(),
+            Message::SendTx(m) => m.payload_len(),
+            Message::TxResult(m) => m.payload_len(),
             Message::Unknown { payload, .. } => payload.len(),
         }
     }
@@ -239,6 +254,8 @@ impl<'a> Message<'a> {
             Message::Filters(m) => m.write_payload(w),
             Message::GetBlock(m) => m.write_payload(w),
             Message::Block(m) => m.write_payload(w),
+            Message::SendTx(m) => m.write_payload(w),
+            Message::TxResult(m) => m.write_payload(w),
             Message::Unknown { payload, .. } => w.write_bytes(payload),
         })
     }

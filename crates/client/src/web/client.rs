@@ -244,6 +244,17 @@ impl Client {
         }
     }
 
+    /// Send a signed transaction (hex) to every connected gateway that relays, each passing
+    /// it to its node. Resolves `{ txid, relayed, refused: [{ gateway, url, reason }] }`
+    /// once they answered; rejects with `InvalidArgument` (not hex, not one transaction,
+    /// not standard: the reason named) or `NoGateway`.
+    pub fn broadcast(&self, raw_tx_hex: String) -> Promise {
+        match hex::decode(raw_tx_hex.trim()) {
+            Ok(tx) if !tx.is_empty() => self.call(Query::Broadcast(tx)),
+            _ => Promise::reject(&js::error("InvalidArgument", "the transaction is not hex")),
+        }
+    }
+
     /// Stop syncing, close the connections and the store. Resolves when done.
     pub fn stop(&self) -> Promise {
         self.call(Query::Stop)

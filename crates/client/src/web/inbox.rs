@@ -75,6 +75,8 @@ pub enum Query {
     },
     /// The wallet's transactions, coins or balance (answered from the engine).
     Wallet(WalletQuery),
+    /// Send a signed transaction to every gateway that relays; resolves once they answered.
+    Broadcast(Vec<u8>),
 }
 
 /// What [`Query::Wallet`] asks.

@@ -11,9 +11,14 @@ use super::js;
 /// Answer a call that reads the store (`stop` is the loop's, and is refused here).
 pub async fn answer(store: &IdbStore, call: Call) {
     let result = match &call.query {
-        Query::Stop | Query::Scan { .. } | Query::Watch { .. } | Query::Wallet(_) => Err(
-            js::error("InvalidArgument", "the loop answers these, not the store"),
-        ),
+        Query::Stop
+        | Query::Scan { .. }
+        | Query::Watch { .. }
+        | Query::Wallet(_)
+        | Query::Broadcast(_) => Err(js::error(
+            "InvalidArgument",
+            "the loop answers these, not the store",
+        )),
         Query::HeaderAt(h) => header_at(store, *h).await,
         Query::HeaderByHash(hex) => match js::parse_hash(hex, "the block hash") {
             Ok(hash) => match store.height_of(&hash).await {

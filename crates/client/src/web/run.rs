@@ -57,6 +57,8 @@ pub struct Net {
     scan_call: Option<Call>,
     /// The `watch` calls waiting for the wallet to be synced.
     watch_calls: Vec<Call>,
+    /// The `broadcast` calls waiting for their gateways, by request id.
+    broadcast_calls: Vec<(u32, Call)>,
     /// Filters and filter bytes at the last scan progress event.
     scan_progress: (u64, u64),
     progress_ms: f64,
@@ -97,6 +99,7 @@ impl Net {
             stop_calls: Vec::new(),
             scan_call: None,
             watch_calls: Vec::new(),
+            broadcast_calls: Vec::new(),
             scan_progress: (0, 0),
             progress_ms,
             last_progress: Progress::default(),
@@ -317,6 +320,34 @@ impl Net {
                     ("height", height.into()),
                 ]),
             },
+            Event::Broadcast {
+                id,
+                txid,
+                relayed,
+                refused,
+            } => {
+                let refused_list: js_sys::Array = refused
+                    .iter()
+                    .map(|(g, status)| {
+                        js::object(&[
+                            ("gateway", (*g).into()),
+                            ("url", self.engine.url(*g).into()),
+                            ("reason", status.name().into()),
+                        ])
+                    })
+                    .collect();
+                let result = js::object(&[
+                    ("txid", js::hash(&lightwire_chain::BlockHash(txid))),
+                    ("relayed", (relayed.len() as u32).into()),
+                    ("refused", refused_list.into()),
+                ]);
+                if let Some(i) = self.broadcast_calls.iter().position(|(x, _)| *x == id) {
+                    let (_, call) = self.broadcast_calls.remove(i);
+                    let _ = call.resolve.call1(&JsValue::NULL, &result);
+                }
+                let _ = js_sys::Reflect::set(&result, &"type".into(), &"broadcast".into());
+                result
+            }
             Event::ScanMatch { height, hash } => js::object(&[
                 ("type", "scanMatch".into()),
                 ("height", height.into()),
@@ -526,6 +557,28 @@ impl Net {
         self.pump();
     }
 
+    /// A `broadcast` call: sent to the gateways; resolved when they answered.
+    fn broadcasting(&mut self, call: Call) {
+        let Query::Broadcast(tx) = &call.query else {
+            return;
+        };
+        match self.engine.broadcast(tx) {
+            Ok((id, _)) => {
+                self.broadcast_calls.push((id, call));
+                self.pump();
+            }
+            Err(e) => {
+                let kind = match e {
+                    crate::engine::BroadcastError::NoGateway => "NoGateway",
+                    _ => "InvalidArgument",
+                };
+                let _ = call
+                    .reject
+                    .call1(&JsValue::NULL, &js::error(kind, e.to_string()));
+            }
+        }
+    }
+
     /// A call about the wallet's state, answered from the engine.
     fn wallet_query(&mut self, call: Call) {
         let Query::Wallet(q) = &call.query else {
@@ -635,6 +688,7 @@ async fn serve(net: &mut Net, store: &IdbStore, call: Call) {
         Query::Scan { .. } => net.scanning(call),
         Query::Watch { .. } => net.watching(call),
         Query::Wallet(_) => net.wallet_query(call),
+        Query::Broadcast(_) => net.broadcasting(call),
         _ => queries::answer(store, call).await,
     }
 }
@@ -686,6 +740,7 @@ pub async fn run(mut net: Net, mut store: IdbStore) {
                                     Query::Scan { .. } => net.scanning(call),
                                     Query::Watch { .. } => net.watching(call),
                                     Query::Wallet(_) => net.wallet_query(call),
+                                    Query::Broadcast(_) => net.broadcasting(call),
                                     _ => net.calls.push(call),
                                 }
                             }

@@ -1,0 +1,83 @@
+//! Transactions clients hand to the gateway for its node (`send_tx`): checked by the
+//! session (one transaction, standard weight and size), queued here, and written to the
+//! node as P2P `tx` messages by the task following it. Only while that task is connected;
+//! a bounded queue, so a client cannot make the gateway hold much.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::Notify;
+
+use lightwire_proto::session::RelayStatus;
+
+/// Transactions queued for the node at most (each at most 65,529 bytes).
+pub const RELAY_QUEUE: usize = 64;
+
+/// The queue of transactions to relay.
+pub struct TxRelay {
+    queue: Mutex<VecDeque<Vec<u8>>>,
+    connected: AtomicBool,
+    notify: Arc<Notify>,
+}
+
+impl TxRelay {
+    /// A queue whose task is woken by `notify`.
+    pub fn new(notify: Arc<Notify>) -> TxRelay {
+        TxRelay {
+            queue: Mutex::new(VecDeque::new()),
+            connected: AtomicBool::new(false),
+            notify,
+        }
+    }
+
+    /// The task following the node is connected (or not).
+    pub fn set_connected(&self, on: bool) {
+        self.connected.store(on, Ordering::Relaxed);
+    }
+
+    /// Queue `tx` for the node: `Busy` when the node is not connected or the queue is
+    /// full.
+    pub fn push(&self, tx: &[u8]) -> RelayStatus {
+        if !self.connected.load(Ordering::Relaxed) {
+            return RelayStatus::Busy;
+        }
+        let Ok(mut q) = self.queue.lock() else {
+            return RelayStatus::Busy;
+        };
+        if q.len() >= RELAY_QUEUE {
+            return RelayStatus::Busy;
+        }
+        q.push_back(tx.to_vec());
+        drop(q);
+        self.notify.notify_one();
+        RelayStatus::Relayed
+    }
+
+    /// The transactions to write to the node now.
+    pub fn take(&self) -> Vec<Vec<u8>> {
+        self.queue
+            .lock()
+            .map(|mut q| q.drain(..).collect())
+            .unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_while_connected_and_bounded() {
+        let r = TxRelay::new(Arc::new(Notify::new()));
+        assert_eq!(r.push(&[1]), RelayStatus::Busy, "no node yet");
+        r.set_connected(true);
+        for _ in 0..RELAY_QUEUE {
+            assert_eq!(r.push(&[1]), RelayStatus::Relayed);
+        }
+        assert_eq!(r.push(&[1]), RelayStatus::Busy, "full");
+        assert_eq!(r.take().len(), RELAY_QUEUE);
+        assert_eq!(r.push(&[2]), RelayStatus::Relayed);
+        assert_eq!(r.take(), [vec![2u8]]);
+    }
+}
