@@ -99,6 +99,11 @@ fn main() -> Result<(), String> {
                 .iter()
                 .map(|(k, s)| format!("\"{k}\":\"{s}\""))
                 .collect();
+            let addresses: Vec<String> = built
+                .addresses
+                .iter()
+                .map(|(k, a)| format!("\"{k}\":\"{a}\""))
+                .collect();
             let list = |v: &[String]| {
                 let quoted: Vec<String> = v.iter().map(|s| format!("\"{s}\"")).collect();
                 format!("[{}]", quoted.join(","))
@@ -129,8 +134,9 @@ fn main() -> Result<(), String> {
                 String::new()
             };
             println!(
-                "{{\"scripts\":{{{}}},\"paidAt\":{},\"spentAt\":{},\"spentInPaying\":{},\"spentInSpending\":{}{}}}",
+                "{{\"scripts\":{{{}}},\"addresses\":{{{}}},\"paidAt\":{},\"spentAt\":{},\"spentInPaying\":{},\"spentInSpending\":{}{}}}",
                 scripts.join(","),
+                addresses.join(","),
                 built.paid_at,
                 built.spent_at,
                 list(&built.spent_in_paying),

@@ -1032,6 +1032,20 @@ async function walletScenario() {
     const after = await page.evaluate(() => window.client.balance());
     assert(after.confirmed === x.balance - x.unsent.value, `after the broadcast: ${JSON.stringify(after)}`);
     log(`  broadcast ${x.unsent.txid.slice(0, 16)}... through the gateway: relayed by 1, mined, found; balance ${after.confirmed}`);
+
+    // Addresses of every kind too (P2PKH, P2SH-P2WPKH, P2WPKH, P2WSH, P2TR): watching more
+    // scans again from the start; the block paying them and the one spending them join.
+    const more = await page.evaluate((a) => window.client.watch({ addresses: a }), Object.values(built.addresses));
+    const all = await page.evaluate(() => window.client.transactions());
+    const paid = all.find((t) => t.height === built.paidAt);
+    const spentThem = all.find((t) => t.height === built.spentAt);
+    assert(paid && paid.received === 5 * 1_000_000 && paid.sent === 0, `the paying transaction ${JSON.stringify(paid)}`);
+    // (Its one output goes back to the P2WPKH script: received too; its fee is unknown,
+    // one input being someone else's.)
+    assert(spentThem && spentThem.sent === 5 * 1_000_000 && spentThem.received > 0 && spentThem.fee === null,
+      `the spending one ${JSON.stringify(spentThem)}`);
+    assert(more.transactions === all.length && all.length === 7, `${all.length} transactions`);
+    log(`  addresses of five kinds (${Object.keys(built.addresses).join(', ')}) paid at ${built.paidAt} and spent at ${built.spentAt}: found, ${all.length} transactions in all`);
     await stopClient(page);
   } finally {
     await page.close().catch(() => {});

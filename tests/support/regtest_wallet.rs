@@ -24,6 +24,8 @@ use bitcoin::{
 pub struct Built {
     /// Every output script it paid, by kind (hex).
     pub scripts: Vec<(&'static str, String)>,
+    /// The same as regtest addresses.
+    pub addresses: Vec<(&'static str, String)>,
     /// Height of the block paying them.
     pub paid_at: u32,
     /// Height of the block spending them.
@@ -232,6 +234,13 @@ pub fn build(ctl: &dyn Fn(&[&str]) -> String) -> Built {
         scripts: outputs
             .iter()
             .map(|(k, s)| (*k, hex::encode(s.as_bytes())))
+            .collect(),
+        addresses: outputs
+            .iter()
+            .map(|(k, s)| {
+                let a = Address::from_script(s, Network::Regtest).expect("an address");
+                (*k, a.to_string())
+            })
             .collect(),
         paid_at,
         spent_at,
