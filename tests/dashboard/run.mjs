@@ -8,7 +8,8 @@
 // that the charts have data; that a reload resumes from the store instead of starting
 // over; that stopping the demo (Ctrl-C: every process gone, the ports free) and starting it
 // again shows the gateway backing off, reconnecting and synced again; that the scan panel
-// finds the blocks paying two of the demo chain's scripts; that "Clear local
+// finds the blocks paying two of the demo chain's scripts, and the wallet panel their two
+// transactions and balance; that "Clear local
 // store" asks first and deletes the store; and that a bad connect string gets a sentence.
 // Screenshots (desktop 1280x800, phone 375x812) go to tests/dashboard/screenshots/<engine>/
 // (WebKit's are of the viewport only: classic WebDriver takes no full-page shots).
@@ -146,6 +147,9 @@ function readPage(page) {
       charts: window.lightwireDashboard?.chartPoints() ?? {},
       scanMatches: [...document.querySelectorAll('#scan-matches li')].map((li) => Number(li.dataset.height)),
       scanHeight: text('scan-height'),
+      walletTxs: [...document.querySelectorAll('#wallet-txs tr')].map((tr) => Number(tr.dataset.height)),
+      walletImmature: text('wallet-immature'),
+      walletConfirmed: text('wallet-confirmed'),
     };
   });
 }
@@ -271,6 +275,20 @@ async function inEngine(engine) {
       heights.every((h) => v.scanMatches.includes(h)));
     log(`scan from ${Math.floor(GENERATE / 2)}: the page lists blocks ${scanned.scanMatches.join(', ')} ` +
       `(paying the scripts of ${heights.join(' and ')}) after ${((Date.now() - t) / 1000).toFixed(1)} s`);
+
+    // 4c. The wallet panel watches the same two scripts: their blocks are fetched and
+    // checked, and the page lists the two coinbase transactions with the balance (50 BTC
+    // each; immature for their first 100 blocks).
+    await page.fill('#wallet-items', scripts.join(', '));
+    await page.fill('#wallet-from', String(Math.floor(GENERATE / 2)));
+    await page.click('#wallet-watch');
+    t = Date.now();
+    const watched = await until(page, 'the wallet to list both transactions', 180_000, (v) =>
+      heights.every((h) => v.walletTxs.includes(h)) && v.walletConfirmed !== '–');
+    // (Both blocks are more than 100 below the tip: mature.)
+    assert(watched.walletConfirmed === '100.00000000 BTC', `the balance: ${watched.walletConfirmed} / ${watched.walletImmature}`);
+    log(`wallet: the page lists transactions in blocks ${watched.walletTxs.join(', ')}; confirmed ` +
+      `${watched.walletConfirmed}, immature ${watched.walletImmature} after ${((Date.now() - t) / 1000).toFixed(1)} s`);
 
     // Screenshots, once the charts hold a few seconds.
     await sleep(3000);

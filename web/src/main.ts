@@ -6,6 +6,7 @@ import { LightwireClient, type Network, type SyncProgress } from 'lightwire';
 import { count, explain } from './format';
 import { chartPoints, drawCharts, sample } from './metrics';
 import { attach as attachScan, drawScanCharts } from './scan';
+import { attach as attachWallet } from './wallet';
 import {
   log,
   logAll,
@@ -39,8 +40,10 @@ let unsubscribe: (() => void)[] = [];
 
 function subscribe(c: LightwireClient): void {
   attachScan(c);
+  attachWallet(c);
   unsubscribe = [
     () => attachScan(null),
+    () => attachWallet(null),
     c.on('gateway', (e) => {
       const lines = gatewayChanged(e);
       if (!lines) return;

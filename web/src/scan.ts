@@ -67,6 +67,9 @@ function progressed(e: ScanProgress): void {
 }
 
 function matched(e: ScanMatch): void {
+  // Once per block: the wallet's scan (the client runs one scan at a time) may match a
+  // block this list shows already.
+  if (ui.matches.querySelector(`li[data-height="${e.height}"]`)) return;
   ui.matches.append(matchItem(e.height, e.blockHash));
   ui.count.textContent = count(ui.matches.children.length);
   log('info', `Block ${count(e.height)} matches a watched script.`);

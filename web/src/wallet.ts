@@ -1,0 +1,153 @@
+// The wallet panel: addresses, descriptors or scripts in, `client.watch()` started, then
+// the balance, the transactions (with confirmations) and the coins drawn as the
+// `transaction` and `balance` events come; and a raw transaction to broadcast.
+import type { Balance, LightwireClient, WalletTransaction } from 'lightwire';
+import { count, explain } from './format';
+import { $, log } from './render';
+
+const ui = {
+  form: $<HTMLFormElement>('wallet-form'),
+  items: $<HTMLTextAreaElement>('wallet-items'),
+  from: $<HTMLInputElement>('wallet-from'),
+  watch: $<HTMLButtonElement>('wallet-watch'),
+  error: $('wallet-error'),
+  confirmed: $('wallet-confirmed'),
+  pending: $('wallet-pending'),
+  immature: $('wallet-immature'),
+  coins: $('wallet-coins'),
+  txs: $<HTMLTableSectionElement>('wallet-txs'),
+  sendForm: $<HTMLFormElement>('broadcast-form'),
+  raw: $<HTMLTextAreaElement>('broadcast-raw'),
+  send: $<HTMLButtonElement>('broadcast-send'),
+  result: $('broadcast-result'),
+};
+
+let client: LightwireClient | null = null;
+let off: (() => void)[] = [];
+
+/** Satoshis as bitcoin, 8 decimals. */
+export function btc(sats: number): string {
+  return `${(sats / 1e8).toFixed(8)} BTC`;
+}
+
+/** What `text` lists (one per line, or apart by spaces or commas): descriptors (they have
+ * parentheses), output scripts (even-length hex) and addresses (the rest). */
+export function parseWatch(text: string): { descriptors: string[]; scripts: string[]; addresses: string[] } | string {
+  const items = text
+    .split(/\n+/)
+    .flatMap((l) => (l.includes('(') ? [l.trim()] : l.split(/[\s,]+/)))
+    .map((l) => l.trim())
+    .filter(Boolean);
+  if (items.length === 0) return 'Enter at least one address, descriptor or script.';
+  const out = { descriptors: [] as string[], scripts: [] as string[], addresses: [] as string[] };
+  for (const i of items) {
+    if (i.includes('(')) out.descriptors.push(i);
+    else if (/^([0-9a-fA-F]{2})+$/.test(i) && !/^(bc|tb|bcrt)1/i.test(i)) out.scripts.push(i.toLowerCase());
+    else out.addresses.push(i);
+  }
+  return out;
+}
+
+function showError(text: string | null): void {
+  ui.error.hidden = !text;
+  ui.error.textContent = text ?? '';
+}
+
+function showBalance(b: Balance): void {
+  ui.confirmed.textContent = btc(b.confirmed);
+  ui.pending.textContent = btc(b.pending);
+  ui.immature.textContent = btc(b.immature);
+  ui.coins.textContent = count(b.coins);
+}
+
+function row(t: WalletTransaction, tip: number): HTMLTableRowElement {
+  const tr = document.createElement('tr');
+  tr.dataset.height = String(t.height);
+  tr.dataset.txid = t.txid;
+  const cells = [
+    `${t.txid.slice(0, 16)}…`,
+    count(t.height),
+    count(Math.max(0, tip - t.height + 1)),
+    btc(t.received - t.sent),
+    t.fee === null ? '–' : btc(t.fee),
+  ];
+  for (const text of cells) {
+    const td = document.createElement('td');
+    td.textContent = text;
+    tr.append(td);
+  }
+  tr.title = t.txid;
+  return tr;
+}
+
+/** Redraw the transactions and the balance from the client. */
+async function refresh(): Promise<void> {
+  const c = client;
+  if (!c) return;
+  const [txs, balance, tip] = await Promise.all([c.transactions(), c.balance(), c.tip()]);
+  const height = tip?.height ?? 0;
+  ui.txs.replaceChildren(...txs.slice().reverse().map((t) => row(t, height)));
+  showBalance(balance);
+}
+
+/** The client the panel watches with (null when stopped). */
+export function attach(c: LightwireClient | null): void {
+  off.forEach((f) => f());
+  off = [];
+  client = c;
+  ui.watch.disabled = !c;
+  ui.send.disabled = !c;
+  if (!c) return;
+  off = [
+    c.on('transaction', (e) => {
+      if (e.status === 'found') log('info', `Wallet: transaction ${e.txid.slice(0, 16)}… in block ${count(e.height)}.`);
+      else log('reorg', `Wallet: transaction ${e.txid.slice(0, 16)}… withdrawn (block ${count(e.height)} replaced).`);
+      void refresh();
+    }),
+    c.on('balance', (e) => showBalance(e)),
+    c.on('tip', () => void refresh()),
+  ];
+  void refresh();
+}
+
+ui.form.addEventListener('submit', async (ev) => {
+  ev.preventDefault();
+  showError(null);
+  const c = client;
+  if (!c) return;
+  const parsed = parseWatch(ui.items.value);
+  if (typeof parsed === 'string') {
+    showError(parsed);
+    ui.items.focus();
+    return;
+  }
+  const from = Number(ui.from.value || 0);
+  if (!Number.isInteger(from) || from < 0) {
+    showError('The start height is a whole number, 0 or more.');
+    ui.from.focus();
+    return;
+  }
+  log('info', `Watching ${parsed.descriptors.length + parsed.scripts.length + parsed.addresses.length} item(s) from block ${count(from)}.`);
+  try {
+    const summary = await c.watch({ ...parsed, fromHeight: from });
+    log('info', `The wallet is synced: ${count(summary.transactions)} transaction(s), ${btc(summary.balance.confirmed)}.`);
+    await refresh();
+  } catch (e) {
+    const err = e as Error;
+    if (err.name !== 'Stopped') showError(explain(e));
+  }
+});
+
+ui.sendForm.addEventListener('submit', async (ev) => {
+  ev.preventDefault();
+  const c = client;
+  if (!c) return;
+  ui.result.textContent = '';
+  try {
+    const r = await c.broadcast(ui.raw.value.trim());
+    const refused = r.refused.map((x) => `${x.url}: ${x.reason}`).join('; ');
+    ui.result.textContent = `${r.txid.slice(0, 16)}…: relayed by ${r.relayed} gateway(s)${refused ? `; not by ${refused}` : ''}.`;
+  } catch (e) {
+    ui.result.textContent = explain(e);
+  }
+});
