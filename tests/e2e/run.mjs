@@ -40,6 +40,8 @@
 //   btcd      (issue 15) btcd on regtest with real transactions of every standard kind
 //             (tests/regtest_wallet.rs); the package, through a gateway following btcd,
 //             scans for the scripts and finds exactly the blocks paying and spending them
+//   wallethostile (issue 16) a gateway sending the wrong block, or withholding one its
+//             filter matched, is marked bad; the block comes from another
 //   wallet    (issue 16) watch() a BIP84 tpub account on btcd: its payments (one past the
 //             first gap), a spend with its fee, coins and balance; resumed after a reload;
 //             a reorg withdraws the spend and finds it again
@@ -1054,6 +1056,41 @@ async function walletScenario() {
   }
 }
 
+/// Issue 16, hostile gateways: one sends another block for the one its filter matched
+/// (`--wrong-block-at`), or withholds it (`--withhold-block-at`); the only other gateway is
+/// down at first. The liar is marked bad naming the rule; when the honest one comes up, the
+/// wallet gets the block from it and its state is right.
+async function walletHostile() {
+  for (const [flag, code] of [['--wrong-block-at', 'block-mismatch'], ['--withhold-block-at', 'block-withheld']]) {
+    // The honest gateway's connect string, then down until the liar has been caught.
+    let honest = await gateway(['--generate', '20000']);
+    const { connect, port, keyFile } = honest;
+    await honest.stop();
+    const liar = await gateway(['--generate', '20000', flag, '15000']);
+    const page = await openPage();
+    try {
+      await openClient(page, { gateways: [liar.connect, connect], storeName: `wallet-${code}` });
+      await until(page, 'headers and filter headers from the liar', 60_000,
+        (m) => m.storedHeight === 20_000 && m.storedFilterHeight === 20_000);
+      await page.evaluate((s) => { window.watching = window.client.watch({ scripts: [s], fromHeight: 14_000 }); }, coinbaseScript(15_000));
+      await until(page, `the liar marked bad (${code})`, 60_000, (_, ev) =>
+        ev.some((e) => e.type === 'rejected' && e.gateway === 0 && e.code === code));
+      honest = await gateway(['--generate', '20000'], { port, keyFile });
+      const summary = await page.evaluate(() => window.watching);
+      const txs = await page.evaluate(() => window.client.transactions());
+      assert(txs.length === 1 && txs[0].height === 15_000 && summary.transactions === 1,
+        `after the liar: ${JSON.stringify(txs)}`);
+      log(`  ${flag} 15000: the liar was marked bad (${code}); the honest gateway, up again, gave the block: ` +
+        `1 transaction at 15,000, ${summary.balance.confirmed} sats`);
+      await stopClient(page);
+    } finally {
+      await page.close().catch(() => {});
+      await liar.stop();
+      await honest.stop();
+    }
+  }
+}
+
 /// The rescan benchmark (--bench): a store started at 913,248 (a period start below the
 /// mainnet-sized filters from 915,001) synced to 925,000, then scan() of the 10,000 filters
 /// from 915,001 for 100 scripts, timed in the page.
@@ -1154,7 +1191,7 @@ function benchStart(height = 915_264) {
 
 // ---------------------------------------------------------------- main
 
-const scenarios = { full, formats, reopen, reorg, invalid, mostwork, restart, queries, checkpoint, start, stall, pings, scan, crosscheck, btcd: btcdScan, wallet: walletScenario };
+const scenarios = { full, formats, reopen, reorg, invalid, mostwork, restart, queries, checkpoint, start, stall, pings, scan, crosscheck, btcd: btcdScan, wallet: walletScenario, wallethostile: walletHostile };
 let work;
 let browser;
 let url;

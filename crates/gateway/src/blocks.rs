@@ -25,6 +25,17 @@ const KEPT: usize = 8;
 pub struct ServedBlocks {
     source: Source,
     kept: Mutex<VecDeque<(u32, Arc<[u8]>)>>,
+    /// For testing clients: a height whose block is lied about.
+    lie: Option<(u32, BlockLie)>,
+}
+
+/// How a gateway testing clients lies about one block.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum BlockLie {
+    /// Answer `not_found` (withhold it).
+    Withhold,
+    /// Send the next block instead (its header is not the one asked for).
+    Wrong,
 }
 
 enum Source {
@@ -57,6 +68,7 @@ impl ServedBlocks {
         ServedBlocks {
             source: Source::Generated { profile, pool },
             kept: Mutex::new(VecDeque::with_capacity(KEPT)),
+            lie: None,
         }
     }
 
@@ -69,7 +81,13 @@ impl ServedBlocks {
                 notify,
             },
             kept: Mutex::new(VecDeque::with_capacity(KEPT)),
+            lie: None,
         }
+    }
+
+    /// For testing clients: lie about the block at `height` (generated chains).
+    pub fn lie_at(&mut self, height: u32, lie: BlockLie) {
+        self.lie = Some((height, lie));
     }
 
     /// A block to fetch from the node, if a session waits for one (the lowest first).
@@ -137,6 +155,17 @@ impl ServedBlocks {
         let Some(header) = header else {
             return FilterLookup::Missing;
         };
+        if let (Some((h, lie)), Source::Generated { profile, pool }) = (self.lie, &self.source)
+            && h == height
+        {
+            if lie == BlockLie::Withhold {
+                return FilterLookup::Missing;
+            }
+            // The next block's transactions under this header: not the header's block.
+            let mut out = Vec::new();
+            SyntheticBlock::write_at(profile, pool, height + 1, 0, &header, &mut out);
+            return FilterLookup::Ready(read(&out));
+        }
         let kept = self.kept.lock().ok().and_then(|k| {
             k.iter()
                 .find(|(h, b)| *h == height && b.get(..HEADER_LEN) == Some(&header[..]))

@@ -21,6 +21,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use clap::{Args, Parser, ValueEnum};
 use lightwire_chain::{Chain, Network};
+use lightwire_gateway::blocks::BlockLie;
 use lightwire_gateway::metrics::serve_metrics;
 use lightwire_gateway::served::ServedChain;
 use lightwire_gateway::server::{Buffers, Caps, Limits, Shared, serve};
@@ -96,6 +97,12 @@ struct SourceArgs {
     /// its coinbase output, filter headers rebuilt to match (a gateway hiding a payment)
     #[arg(long, value_name = "H", conflicts_with_all = ["headers_file", "upstream", "no_filters"])]
     lie_filter_at: Option<u32>,
+    /// For testing clients: answer "not found" for block H of the generated chain
+    #[arg(long, value_name = "H", conflicts_with_all = ["headers_file", "upstream", "no_filters"])]
+    withhold_block_at: Option<u32>,
+    /// For testing clients: send the next block instead of block H of the generated chain
+    #[arg(long, value_name = "H", conflicts_with_all = ["headers_file", "upstream", "no_filters"])]
+    wrong_block_at: Option<u32>,
     /// Do not serve compact block filters (for a generated chain they are built at start,
     /// on every core: about 2 s for 925,000 blocks; from a node, its own are served)
     #[arg(long, conflicts_with = "headers_file")]
@@ -135,6 +142,7 @@ enum Source {
         count: u32,
         corrupt_at: Option<u32>,
         lie_filter_at: Option<u32>,
+        lie_block_at: Option<(u32, BlockLie)>,
         /// Serve filters, caching this many bytes of them.
         filter_cache: Option<usize>,
     },
@@ -184,6 +192,10 @@ impl Cli {
                 count,
                 corrupt_at: s.corrupt_at,
                 lie_filter_at: s.lie_filter_at,
+                lie_block_at: s
+                    .withhold_block_at
+                    .map(|h| (h, BlockLie::Withhold))
+                    .or(s.wrong_block_at.map(|h| (h, BlockLie::Wrong))),
                 filter_cache: (!s.no_filters).then_some((s.filter_cache_mb as usize) << 20),
             },
             (None, Some(path), None, Some(network)) => Source::File {
@@ -299,6 +311,7 @@ fn load(source: &Source) -> Result<(ServedChain, Option<Chain>), String> {
             count,
             corrupt_at,
             lie_filter_at,
+            lie_block_at,
             filter_cache,
         } => {
             let mut chain = ServedChain::generate(*count, now()).map_err(|e| e.to_string())?;
@@ -315,6 +328,13 @@ fn load(source: &Source) -> Result<(ServedChain, Option<Chain>), String> {
             {
                 return Err(format!(
                     "--lie-filter-at {h}: not a height from 1 to {count}"
+                ));
+            }
+            if let Some((h, lie)) = lie_block_at
+                && !chain.lie_block_at(*h, *lie)
+            {
+                return Err(format!(
+                    "block {h} to lie about: not a height from 0 to {count}"
                 ));
             }
             Ok((chain, None))

@@ -339,6 +339,17 @@ impl ServedChain {
         self.relay = Some(relay);
     }
 
+    /// For testing clients: lie about the block at `height` (a generated chain's).
+    pub fn lie_block_at(&mut self, height: u32, lie: crate::blocks::BlockLie) -> bool {
+        match self.blocks.as_mut() {
+            Some(b) if height <= self.tip.height => {
+                b.lie_at(height, lie);
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// The blocks served, if any.
     pub fn blocks(&self) -> Option<&ServedBlocks> {
         self.blocks.as_ref()

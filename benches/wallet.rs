@@ -1,0 +1,85 @@
+//! What the wallet does with a matched block: parse it, check its Merkle root (every
+//! txid), and pick out the transactions paying a watched script or spending a coin of
+//! ours. A 1 MB block of 2,700 segwit transactions (two inputs, two P2WPKH outputs each),
+//! five paying a wallet of 40 watched scripts (gap 20, both branches).
+
+use lightwire_chain::Network;
+use lightwire_filter::Block;
+use lightwire_wallet::{Descriptor, Ledger, Watchlist};
+
+use crate::Clock;
+use crate::filter::time;
+
+/// The account the block pays (BIP84's test vector).
+const DESCRIPTOR: &str = "wpkh(xpub6CatWdiZiodmUeTDp8LT5or8nmbKNcuyvz7WyksVFkKB4RHwCD3XyuvPEbvqAQY3rAPshWcMLoP2fMFMKHPJ4ZeZXYVUhLv1VMrjPC7PW6V/<0;1>/*)";
+
+/// A wallet watching [`DESCRIPTOR`] with a gap of 20.
+pub fn wallet() -> Watchlist {
+    let mut w = Watchlist::new(20);
+    w.add_descriptor(Descriptor::parse(DESCRIPTOR, Network::Mainnet).expect("descriptor"))
+        .expect("derives");
+    w
+}
+
+/// A block of `txs` transactions, of which those at the positions in `ours` pay the
+/// wallet's scripts: its bytes.
+pub fn block(txs: usize, ours: &[usize], w: &Watchlist) -> Vec<u8> {
+    let watched: Vec<&[u8]> = w.scripts().collect();
+    let mut b = vec![0u8; 80];
+    let mut n = Vec::new();
+    lightwire_filter::write_compact_size(&mut n, txs as u64);
+    b.extend_from_slice(&n);
+    for i in 0..txs {
+        b.extend_from_slice(&2u32.to_le_bytes());
+        b.extend_from_slice(&[0, 1, 2]); // marker, flag, two inputs
+        for j in 0..2u32 {
+            let mut prev = [0u8; 32];
+            prev[..8].copy_from_slice(&(i as u64).to_le_bytes());
+            b.extend_from_slice(&prev);
+            b.extend_from_slice(&j.to_le_bytes());
+            b.extend_from_slice(&[0, 0xfd, 0xff, 0xff, 0xff]);
+        }
+        b.push(2);
+        for j in 0..2usize {
+            b.extend_from_slice(&(10_000 + i as u64).to_le_bytes());
+            let script: Vec<u8> = if j == 0 && ours.contains(&i) {
+                watched[i % watched.len()].to_vec()
+            } else {
+                let mut s = vec![0x00, 0x14];
+                s.extend_from_slice(&[(i % 251) as u8; 20]);
+                s[2..10].copy_from_slice(&(i as u64 * 2 + j as u64).to_le_bytes());
+                s
+            };
+            b.push(script.len() as u8);
+            b.extend_from_slice(&script);
+        }
+        for _ in 0..2 {
+            b.push(2);
+            b.push(72);
+            b.extend_from_slice(&[0x30; 72]);
+            b.push(33);
+            b.extend_from_slice(&[0x02; 33]);
+        }
+        b.extend_from_slice(&0u32.to_le_bytes());
+    }
+    b
+}
+
+/// Parse, check the Merkle root, apply to an empty ledger: ns per block, and the
+/// transactions found (to check the work was done).
+pub fn extract(clock: &impl Clock, budget_ns: f64) -> (usize, f64, usize, u64) {
+    let w = wallet();
+    let bytes = block(2_700, &[10, 500, 1_200, 2_000, 2_650], &w);
+    let mut found = 0;
+    let (iterations, ns) = time(clock, budget_ns, || {
+        let Ok(b) = Block::parse(&bytes) else {
+            return false;
+        };
+        let (root, mutated) = b.merkle_root();
+        let mut ledger = Ledger::new();
+        let applied = ledger.apply(1, root, &b, |s| w.origin(s).is_some());
+        found = applied.map_or(0, |a| a.txids.len());
+        !mutated
+    });
+    (bytes.len(), ns, found, iterations)
+}

@@ -1,0 +1,21 @@
+//! The wallet's work on a matched 1 MB block in the browser (release wasm):
+//! `bash scripts/bench-wasm.sh wasm_wallet` (LIGHTWIRE_BENCH_ENGINE for Firefox or WebKit).
+#![cfg(target_arch = "wasm32")]
+
+use wasm_bindgen_test::{wasm_bindgen_test, wasm_bindgen_test_configure};
+
+wasm_bindgen_test_configure!(run_in_browser);
+
+#[wasm_bindgen_test]
+fn block_extraction_benchmark() {
+    let clock = lightwire_benches::PerformanceNow::new();
+    let (len, ns, found, iterations) = lightwire_benches::wallet::extract(&clock, 2e9);
+    web_sys::console::log_1(
+        &format!(
+            "lightwire wallet ({}): a {len}-byte block parsed, its Merkle root checked and its {found} transactions of ours picked out: {:.2} ms per block ({iterations} timed)",
+            lightwire_benches::browser(),
+            ns / 1e6
+        )
+        .into(),
+    );
+}
