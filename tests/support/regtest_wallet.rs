@@ -37,6 +37,31 @@ pub struct Built {
     pub spent_in_spending: Vec<String>,
 }
 
+/// An unsigned transaction (version 2, no lock time) spending `inputs` into `outputs`.
+fn spending(inputs: &[OutPoint], output: Vec<TxOut>) -> Transaction {
+    Transaction {
+        version: Version::TWO,
+        lock_time: LockTime::ZERO,
+        input: inputs
+            .iter()
+            .map(|&previous_output| TxIn {
+                previous_output,
+                script_sig: ScriptBuf::new(),
+                sequence: Sequence::MAX,
+                witness: Witness::new(),
+            })
+            .collect(),
+        output,
+    }
+}
+
+/// The block at `height` on the node.
+fn block_at(ctl: &dyn Fn(&[&str]) -> String, height: u32) -> Block {
+    let hash = ctl(&["getblockhash", &height.to_string()]);
+    let raw = hex::decode(ctl(&["getblock", hash.trim(), "0"]).trim()).expect("hex");
+    deserialize(&raw).expect("a block")
+}
+
 fn key(n: u8) -> SecretKey {
     SecretKey::from_slice(&[n; 32]).expect("a valid key")
 }
@@ -60,9 +85,7 @@ pub fn build(ctl: &dyn Fn(&[&str]) -> String) -> Built {
         ctl(&["generate", &(101 - start).to_string()]);
     }
     // The coinbase of block 1 (mature) pays key 1's P2PKH.
-    let hash = ctl(&["getblockhash", "1"]);
-    let block: Block =
-        deserialize(&hex::decode(ctl(&["getblock", hash.trim(), "0"]).trim()).unwrap()).unwrap();
+    let block = block_at(ctl, 1);
     let coinbase = &block.txdata[0];
     let pk1 = PublicKey::new(key(1).public_key(&secp));
     let p2pkh1 = ScriptBuf::new_p2pkh(&pk1.pubkey_hash());
@@ -96,16 +119,9 @@ pub fn build(ctl: &dyn Fn(&[&str]) -> String) -> Built {
     let change = coinbase_value - each * outputs.len() as u64 - fee;
     let op_return =
         ScriptBuf::new_op_return(PushBytesBuf::try_from(b"lightwire".to_vec()).unwrap());
-    let mut pay = Transaction {
-        version: Version::TWO,
-        lock_time: LockTime::ZERO,
-        input: vec![TxIn {
-            previous_output: OutPoint::new(coinbase.compute_txid(), 0),
-            script_sig: ScriptBuf::new(),
-            sequence: Sequence::MAX,
-            witness: Witness::new(),
-        }],
-        output: outputs
+    let mut pay = spending(
+        &[OutPoint::new(coinbase.compute_txid(), 0)],
+        outputs
             .iter()
             .map(|(_, s)| TxOut {
                 value: each,
@@ -122,7 +138,7 @@ pub fn build(ctl: &dyn Fn(&[&str]) -> String) -> Built {
                 },
             ])
             .collect(),
-    };
+    );
     let sighash = SighashCache::new(&pay)
         .legacy_signature_hash(0, &p2pkh1, EcdsaSighashType::All.to_u32())
         .unwrap();
@@ -146,23 +162,14 @@ pub fn build(ctl: &dyn Fn(&[&str]) -> String) -> Built {
         .chain([outputs.len() as u32 + 1])
         .collect();
     let total: Amount = prevouts.iter().map(|o| o.value).sum();
-    let mut spend = Transaction {
-        version: Version::TWO,
-        lock_time: LockTime::ZERO,
-        input: vouts
-            .iter()
-            .map(|&v| TxIn {
-                previous_output: OutPoint::new(txid, v),
-                script_sig: ScriptBuf::new(),
-                sequence: Sequence::MAX,
-                witness: Witness::new(),
-            })
-            .collect(),
-        output: vec![TxOut {
+    let inputs: Vec<OutPoint> = vouts.iter().map(|&v| OutPoint::new(txid, v)).collect();
+    let mut spend = spending(
+        &inputs,
+        vec![TxOut {
             value: total - fee,
             script_pubkey: ScriptBuf::new_p2wpkh(&cpk4.wpubkey_hash()),
         }],
-    };
+    );
     let mut cache = SighashCache::new(spend.clone());
     let ecdsa = |digest: [u8; 32], k: u8| {
         let s = secp.sign_ecdsa(&Message::from_digest(digest), &key(k));
@@ -309,22 +316,12 @@ pub fn build_xpub(ctl: &dyn Fn(&[&str]) -> String) -> XpubBuilt {
         (3, 15, 3_000_000),
         (4, 30, 4_000_000),
     ] {
-        let hash = ctl(&["getblockhash", &cb_height.to_string()]);
-        let block: Block =
-            deserialize(&hex::decode(ctl(&["getblock", hash.trim(), "0"]).trim()).unwrap())
-                .unwrap();
+        let block = block_at(ctl, cb_height);
         let coinbase = &block.txdata[0];
         let value = Amount::from_sat(value);
-        let mut pay = Transaction {
-            version: Version::TWO,
-            lock_time: LockTime::ZERO,
-            input: vec![TxIn {
-                previous_output: OutPoint::new(coinbase.compute_txid(), 0),
-                script_sig: ScriptBuf::new(),
-                sequence: Sequence::MAX,
-                witness: Witness::new(),
-            }],
-            output: vec![
+        let mut pay = spending(
+            &[OutPoint::new(coinbase.compute_txid(), 0)],
+            vec![
                 TxOut {
                     value,
                     script_pubkey: script(0, index),
@@ -334,7 +331,7 @@ pub fn build_xpub(ctl: &dyn Fn(&[&str]) -> String) -> XpubBuilt {
                     script_pubkey: p2pkh1.clone(),
                 },
             ],
-        };
+        );
         let sighash = SighashCache::new(&pay)
             .legacy_signature_hash(0, &p2pkh1, EcdsaSighashType::All.to_u32())
             .unwrap();
@@ -352,16 +349,9 @@ pub fn build_xpub(ctl: &dyn Fn(&[&str]) -> String) -> XpubBuilt {
     let (outpoint, value) = first.unwrap();
     let paid_out = Amount::from_sat(500_000);
     let change = value - paid_out - fee;
-    let mut spend = Transaction {
-        version: Version::TWO,
-        lock_time: LockTime::ZERO,
-        input: vec![TxIn {
-            previous_output: outpoint,
-            script_sig: ScriptBuf::new(),
-            sequence: Sequence::MAX,
-            witness: Witness::new(),
-        }],
-        output: vec![
+    let mut spend = spending(
+        &[outpoint],
+        vec![
             TxOut {
                 value: paid_out,
                 script_pubkey: ScriptBuf::new_p2pkh(
@@ -373,7 +363,7 @@ pub fn build_xpub(ctl: &dyn Fn(&[&str]) -> String) -> XpubBuilt {
                 script_pubkey: script(1, 2),
             },
         ],
-    };
+    );
     let sk = child(0, 0);
     let cpk = CompressedPublicKey(sk.public_key(&secp));
     let sighash = SighashCache::new(&spend)
@@ -386,29 +376,19 @@ pub fn build_xpub(ctl: &dyn Fn(&[&str]) -> String) -> XpubBuilt {
     let spent_at = height();
     // Signed, not sent: receive 15 (the second payment) to key 2, less the fee.
     let (second_txid, second_value) = {
-        let hash = ctl(&["getblockhash", &payments[1].0.to_string()]);
-        let block: Block =
-            deserialize(&hex::decode(ctl(&["getblock", hash.trim(), "0"]).trim()).unwrap())
-                .unwrap();
+        let block = block_at(ctl, payments[1].0);
         let tx = &block.txdata[1];
         (tx.compute_txid(), tx.output[0].value)
     };
-    let mut unsent = Transaction {
-        version: Version::TWO,
-        lock_time: LockTime::ZERO,
-        input: vec![TxIn {
-            previous_output: OutPoint::new(second_txid, 0),
-            script_sig: ScriptBuf::new(),
-            sequence: Sequence::MAX,
-            witness: Witness::new(),
-        }],
-        output: vec![TxOut {
+    let mut unsent = spending(
+        &[OutPoint::new(second_txid, 0)],
+        vec![TxOut {
             value: second_value - fee,
             script_pubkey: ScriptBuf::new_p2pkh(
                 &PublicKey::new(key(2).public_key(&secp)).pubkey_hash(),
             ),
         }],
-    };
+    );
     let sk15 = child(0, 15);
     let sighash = SighashCache::new(&unsent)
         .p2wpkh_signature_hash(0, &script(0, 15), second_value, EcdsaSighashType::All)

@@ -4,6 +4,7 @@
 import type { LightwireClient, ScanMatch, ScanProgress, ScanWithdrawn } from 'lightwire';
 import { LiveChart } from './charts';
 import { bytes, count, explain, short } from './format';
+import { readForm } from './forms';
 import { $, log } from './render';
 
 const ORANGE = '#f7931a';
@@ -101,18 +102,9 @@ ui.form.addEventListener('submit', async (ev) => {
   showError(null);
   const c = client;
   if (!c) return;
-  const scripts = parseScripts(ui.scripts.value);
-  if (typeof scripts === 'string') {
-    showError(scripts);
-    ui.scripts.focus();
-    return;
-  }
-  const from = Number(ui.from.value || 0);
-  if (!Number.isInteger(from) || from < 0) {
-    showError('The start height is a whole number, 0 or more.');
-    ui.from.focus();
-    return;
-  }
+  const form = readForm(ui.scripts, parseScripts, ui.from, showError);
+  if (!form) return;
+  const { items: scripts, from } = form;
   ui.matches.replaceChildren();
   ui.count.textContent = '0';
   ui.filters.textContent = '0';

@@ -3,6 +3,7 @@
 // `transaction` and `balance` events come; and a raw transaction to broadcast.
 import type { Balance, LightwireClient, WalletTransaction } from 'lightwire';
 import { count, explain } from './format';
+import { readForm } from './forms';
 import { $, log } from './render';
 
 const ui = {
@@ -115,18 +116,9 @@ ui.form.addEventListener('submit', async (ev) => {
   showError(null);
   const c = client;
   if (!c) return;
-  const parsed = parseWatch(ui.items.value);
-  if (typeof parsed === 'string') {
-    showError(parsed);
-    ui.items.focus();
-    return;
-  }
-  const from = Number(ui.from.value || 0);
-  if (!Number.isInteger(from) || from < 0) {
-    showError('The start height is a whole number, 0 or more.');
-    ui.from.focus();
-    return;
-  }
+  const form = readForm(ui.items, parseWatch, ui.from, showError);
+  if (!form) return;
+  const { items: parsed, from } = form;
   log('info', `Watching ${parsed.descriptors.length + parsed.scripts.length + parsed.addresses.length} item(s) from block ${count(from)}.`);
   try {
     const summary = await c.watch({ ...parsed, fromHeight: from });

@@ -871,17 +871,18 @@ mod tests {
         }
     }
 
-    #[test]
-    fn filter_headers_that_contradict_a_checkpoint_are_a_rule_broken() {
-        let (ours, theirs) = chains(2_345);
-        let mut d = Dispute::new(1, 3_500, theirs[3_500], 0, 0);
-        serve_read(&mut d, &ours);
+    /// A dispute against gateway 1, whose header at 3,500 is `top` and whose checkpoints
+    /// are `cps`' at 1,000, 2,000 and 3,000, brought to its filter-header request: the
+    /// dispute, the request's id and first height.
+    fn to_range(ours: &[[u8; 32]], cps: &[[u8; 32]], top: [u8; 32]) -> (Dispute, u32, u32) {
+        let mut d = Dispute::new(1, 3_500, top, 0, 0);
+        serve_read(&mut d, ours);
         let Ok(Some((_, Ask::Checkpoints { id, .. }))) = d.next_ask(None) else {
-            panic!()
+            panic!("checkpoints")
         };
         let flat: Vec<u8> = [1_000, 2_000, 3_000]
             .iter()
-            .flat_map(|&h| theirs[h].to_vec())
+            .flat_map(|&h| cps[h].to_vec())
             .collect();
         d.on_checkpoints(&checkpoints(id, &flat));
         while let Some((from, to)) = d.need_read(Some(3_500)) {
@@ -889,8 +890,15 @@ mod tests {
             d.on_read(from, &hashes, &ours[from as usize..=to as usize]);
         }
         let Ok(Some((_, Ask::FilterHeaders { id, start, .. }))) = d.next_ask(None) else {
-            panic!()
+            panic!("filter headers")
         };
+        (d, id, start)
+    }
+
+    #[test]
+    fn filter_headers_that_contradict_a_checkpoint_are_a_rule_broken() {
+        let (ours, theirs) = chains(2_345);
+        let (mut d, id, start) = to_range(&ours, &theirs, theirs[3_500]);
         // Its anchor (at 2,000, where its checkpoint agreed with ours) is another.
         let answer = FilterAnswer {
             id,
@@ -904,24 +912,7 @@ mod tests {
             Outcome::Bad(1, DisputeError::Contradiction { height: 2_001 })
         );
         // And headers that equal ours after all (it said the top differs).
-        let (ours, _) = chains(2_345);
-        let mut d = Dispute::new(1, 3_500, [7; 32], 0, 0);
-        serve_read(&mut d, &ours);
-        let Ok(Some((_, Ask::Checkpoints { id, .. }))) = d.next_ask(None) else {
-            panic!()
-        };
-        let flat: Vec<u8> = [1_000, 2_000, 3_000]
-            .iter()
-            .flat_map(|&h| ours[h].to_vec())
-            .collect();
-        d.on_checkpoints(&checkpoints(id, &flat));
-        while let Some((from, to)) = d.need_read(Some(3_500)) {
-            let hashes: Vec<BlockHash> = (from..=to).map(hash).collect();
-            d.on_read(from, &hashes, &ours[from as usize..=to as usize]);
-        }
-        let Ok(Some((_, Ask::FilterHeaders { id, start, .. }))) = d.next_ask(None) else {
-            panic!()
-        };
+        let (mut d, id, start) = to_range(&ours, &ours, [7; 32]);
         let answer = FilterAnswer {
             id,
             first_height: start,

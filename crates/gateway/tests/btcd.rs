@@ -318,35 +318,7 @@ async fn serves_btcds_filters_which_our_bip158_code_rebuilds() {
     let btcd = Btcd::start();
     btcd.generate(150);
     let gw = following(&btcd).await;
-    let shared = gw.shared.clone();
-    let filter_tip = || {
-        shared
-            .chain
-            .read()
-            .ok()
-            .and_then(|c| c.filters().and_then(|f| f.tip()))
-    };
-    wait_until("the gateway's filter headers at btcd's tip", || {
-        filter_tip() == Some(150)
-    })
-    .await;
-
-    // Every filter header is btcd's (it prints them as it prints hashes: reversed).
-    for height in 0..=150u32 {
-        let hash = btcd.hash_at(height);
-        let theirs = btcd.ctl(&["getcfilterheader", &hash, "0"]);
-        let ours = shared
-            .chain
-            .read()
-            .unwrap()
-            .filters()
-            .and_then(|f| f.entry(height))
-            .unwrap()
-            .header;
-        let mut ours_shown = ours;
-        ours_shown.reverse();
-        assert_eq!(hex::encode(ours_shown), theirs, "filter header at {height}");
-    }
+    filter_headers_are_btcds(&gw, &btcd, 150).await;
 
     // A client asks for filters 100..=150: the gateway fetches them from btcd.
     let mut client = common::client(&gw, Framing::OnePerFrame).await;
@@ -365,6 +337,30 @@ async fn serves_btcds_filters_which_our_bip158_code_rebuilds() {
         let block_hash = lightwire_chain::BlockHash::from_display_hex(&hash).unwrap();
         basic_filter(&block_hash.0, &block, [], &mut rebuilt).unwrap();
         assert_eq!(&rebuilt, filter, "our filter of block {height}");
+    }
+}
+
+/// Once the gateway holds btcd's filter headers up to `tip`: every one from genesis is
+/// btcd's `getcfilterheader` (which prints them as it prints hashes: reversed).
+async fn filter_headers_are_btcds(gw: &common::Gateway, btcd: &Btcd, tip: u32) {
+    let shared = gw.shared.clone();
+    let header = |height: u32| {
+        shared
+            .chain
+            .read()
+            .ok()
+            .and_then(|c| c.filters().and_then(|f| f.entry(height)))
+            .map(|e| e.header)
+    };
+    wait_until("the gateway's filter headers at btcd's tip", || {
+        header(tip).is_some()
+    })
+    .await;
+    for height in 0..=tip {
+        let theirs = btcd.ctl(&["getcfilterheader", &btcd.hash_at(height), "0"]);
+        let mut ours = header(height).expect("held");
+        ours.reverse();
+        assert_eq!(hex::encode(ours), theirs, "filter header at {height}");
     }
 }
 
@@ -431,31 +427,7 @@ async fn filters_of_real_transactions_of_every_kind_are_btcds() {
     let built = regtest_wallet::build(&|args: &[&str]| btcd.ctl(args));
     assert_eq!((built.paid_at, built.spent_at), (102, 103));
     let gw = following(&btcd).await;
-    let shared = gw.shared.clone();
-    let filter_tip = || {
-        shared
-            .chain
-            .read()
-            .ok()
-            .and_then(|c| c.filters().and_then(|f| f.tip()))
-    };
-    wait_until("the gateway's filter headers at btcd's tip", || {
-        filter_tip() == Some(built.spent_at)
-    })
-    .await;
-    for height in 0..=built.spent_at {
-        let theirs = btcd.ctl(&["getcfilterheader", &btcd.hash_at(height), "0"]);
-        let mut ours = shared
-            .chain
-            .read()
-            .unwrap()
-            .filters()
-            .and_then(|f| f.entry(height))
-            .unwrap()
-            .header;
-        ours.reverse();
-        assert_eq!(hex::encode(ours), theirs, "filter header at {height}");
-    }
+    filter_headers_are_btcds(&gw, &btcd, built.spent_at).await;
     let mut client = common::client(&gw, Framing::OnePerFrame).await;
     let got = get_filters(&mut client, &btcd, 95, built.spent_at).await;
     assert_eq!(got.len(), 9);
