@@ -140,6 +140,17 @@ export class LightwireClient extends EventTarget {
     return this.#call('watch', options);
   }
 
+  /**
+   * Stop watching some of what {@link LightwireClient.watch} was given (the same shape; an
+   * item is the same however it is written). What is left is scanned again from the
+   * wallet's start: `transaction` events withdraw what was found, then find again what is
+   * left. Resolves once that is synced (at once when nothing is left). Rejects with
+   * `InvalidArgument` for an item that is not an address, script or descriptor.
+   */
+  unwatch(options: Omit<WatchOptions, 'fromHeight'>): Promise<WalletSummary> {
+    return this.#call('unwatch', options);
+  }
+
   /** The wallet's transactions, oldest first. */
   transactions(): Promise<WalletTransaction[]> {
     return this.#call('transactions');

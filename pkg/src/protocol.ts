@@ -11,6 +11,7 @@ export type Method =
   | 'verifyInclusion'
   | 'scan'
   | 'watch'
+  | 'unwatch'
   | 'transactions'
   | 'utxos'
   | 'balance'

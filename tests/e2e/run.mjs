@@ -40,6 +40,7 @@
 //   btcd      (issue 15) btcd on regtest with real transactions of every standard kind
 //             (tests/regtest_wallet.rs); the package, through a gateway following btcd,
 //             scans for the scripts and finds exactly the blocks paying and spending them
+//   walletreload (issue 16) a page closed mid-rescan: the next session resumes the wallet
 //   wallethostile (issue 16) a gateway sending the wrong block, or withholding one its
 //             filter matched, is marked bad; the block comes from another
 //   wallet    (issue 16) watch() a BIP84 tpub account on btcd: its payments (one past the
@@ -1048,6 +1049,14 @@ async function walletScenario() {
       `the spending one ${JSON.stringify(spentThem)}`);
     assert(more.transactions === all.length && all.length === 7, `${all.length} transactions`);
     log(`  addresses of five kinds (${Object.keys(built.addresses).join(', ')}) paid at ${built.paidAt} and spent at ${built.spentAt}: found, ${all.length} transactions in all`);
+
+    // Unwatch the account: the payments to it go; what pays or spends the five addresses
+    // stays (the account's spend and the broadcast transaction pay the P2PKH one too).
+    const left = await page.evaluate((d) => window.client.unwatch({ descriptors: [d] }), x.descriptor);
+    const rest = (await page.evaluate(() => window.client.transactions())).map((t) => t.height);
+    assert(left.transactions === rest.length && rest.includes(built.paidAt) && rest.includes(built.spentAt)
+      && !x.payments.some((p) => rest.includes(p.height)), `after unwatching the account: ${JSON.stringify(rest)}`);
+    log(`  unwatched the account: ${JSON.stringify(rest)} left`);
     await stopClient(page);
   } finally {
     await page.close().catch(() => {});
@@ -1088,6 +1097,37 @@ async function walletHostile() {
       await liar.stop();
       await honest.stop();
     }
+  }
+}
+
+/// Issue 16: a page closed in the middle of the wallet's rescan; the next session resumes
+/// it from the store and ends with the same state as one that was not interrupted.
+async function walletReload() {
+  const gw = await gateway(['--generate', '20000']);
+  const options = { gateways: [gw.connect], storeName: 'wallet-reload', progressIntervalMs: 10 };
+  const scripts = [coinbaseScript(2_000), coinbaseScript(19_000)];
+  let page = await openPage();
+  try {
+    await openClient(page, options);
+    await until(page, 'headers and filter headers', 60_000,
+      (m) => m.storedHeight === 20_000 && m.storedFilterHeight === 20_000);
+    await page.evaluate((s) => { window.client.watch({ scripts: s, fromHeight: 1 }).catch(() => {}); }, scripts);
+    await until(page, 'the wallet scan under way', 60_000, (_, ev) =>
+      ev.some((e) => e.type === 'scan' && e.filters >= 3_000));
+    await page.close();
+    page = await openPage();
+    await openClient(page, options);
+    const summary = await page.evaluate((s) => window.client.watch({ scripts: s, fromHeight: 1 }), scripts);
+    const heights = (await page.evaluate(() => window.client.transactions())).map((t) => t.height);
+    const scanned = Math.max(0, ...(await page.evaluate(() => window.events)).filter((e) => e.type === 'scan').map((e) => e.filters));
+    assert(JSON.stringify(heights) === JSON.stringify([2_000, 19_000]) && summary.balance.confirmed + summary.balance.immature === 2 * 5e9,
+      `after the reload: ${JSON.stringify(heights)}, ${JSON.stringify(summary.balance)}`);
+    assert(scanned < 17_000, `after the reload ${scanned} filters were matched: it started over`);
+    log(`  closed mid-rescan; the next session resumed it (${scanned} more filters) and found ${JSON.stringify(heights)}`);
+    await stopClient(page);
+  } finally {
+    await page.close().catch(() => {});
+    await gw.stop();
   }
 }
 
@@ -1191,7 +1231,7 @@ function benchStart(height = 915_264) {
 
 // ---------------------------------------------------------------- main
 
-const scenarios = { full, formats, reopen, reorg, invalid, mostwork, restart, queries, checkpoint, start, stall, pings, scan, crosscheck, btcd: btcdScan, wallet: walletScenario, wallethostile: walletHostile };
+const scenarios = { full, formats, reopen, reorg, invalid, mostwork, restart, queries, checkpoint, start, stall, pings, scan, crosscheck, btcd: btcdScan, wallet: walletScenario, wallethostile: walletHostile, walletreload: walletReload };
 let work;
 let browser;
 let url;

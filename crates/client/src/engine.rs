@@ -339,6 +339,8 @@ struct Core {
     wallet: Option<WalletSync>,
     /// Whether the scan under way is the wallet's (an app's own scan replaces it).
     wallet_scanning: bool,
+    /// The wallet's scan was dropped (nothing left to watch): its saved state goes.
+    scan_dropped: bool,
     /// Broadcasts waiting for their gateways' answers.
     broadcasts: Vec<relay::Pending>,
     relay_ids: u32,
@@ -419,6 +421,7 @@ impl Engine {
                 drops: VecDeque::new(),
                 wallet: None,
                 wallet_scanning: false,
+                scan_dropped: false,
                 broadcasts: Vec::new(),
                 relay_ids: 0,
                 wallet_heard: now,

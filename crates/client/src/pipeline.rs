@@ -283,6 +283,9 @@ impl Pipeline {
         engine: &mut Engine,
         store: &mut S,
     ) -> Result<(), StoreError> {
+        if engine.take_scan_dropped() {
+            store.put_state(StateKey::Scan, None).await?;
+        }
         if let Some(state) = engine.scan_to_save() {
             store.put_state(StateKey::Scan, Some(&state)).await?;
         }
@@ -698,6 +701,42 @@ mod tests {
         assert_eq!(wallet_events(&net.events), [(false, 4_500)]);
         let w = net.engine.wallet().unwrap();
         assert_eq!(w.ledger.transactions().len(), 1);
+    }
+
+    /// Unwatching: what is left is found again from the start; nothing left, the scan
+    /// stops and its saved state goes.
+    #[test]
+    fn unwatching_keeps_what_is_left_and_stops_with_nothing_left() {
+        let mut net = Net::new(memory(), vec![TestChain::generate(3_000)], small);
+        net.drive();
+        let both = watch_coinbases(&[1_200, 2_500]);
+        net.engine.watch(&both, 1_000).unwrap();
+        net.drive();
+        assert_eq!(wallet_events(&net.events), [(true, 1_200), (true, 2_500)]);
+        net.events.clear();
+        // The same script written in capitals is the same one.
+        let upper =
+            crate::wallet::Watched::Script(hex::encode(coinbase_script(1_200, 0)).to_uppercase());
+        net.engine.unwatch(&[upper]).unwrap();
+        net.drive();
+        assert_eq!(
+            wallet_events(&net.events),
+            [(false, 1_200), (false, 2_500), (true, 2_500)]
+        );
+        assert!(net.engine.wallet_synced());
+        net.events.clear();
+        net.engine.unwatch(&both).unwrap();
+        net.drive();
+        assert_eq!(wallet_events(&net.events), [(false, 2_500)]);
+        assert!(net.engine.scan().is_none());
+        assert_eq!(block_on(net.store.state(StateKey::Scan)).unwrap(), None);
+        // Something that is not watched: nothing changes; something malformed: refused.
+        assert_eq!(net.engine.unwatch(&watch_coinbases(&[7])), Ok(()));
+        assert!(
+            net.engine
+                .unwatch(&[crate::wallet::Watched::Address("bc1nonsense".into())])
+                .is_err()
+        );
     }
 
     /// A gateway sending a block that is not the header's, or withholding one its filter

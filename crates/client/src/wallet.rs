@@ -219,6 +219,57 @@ impl WalletSync {
             .collect())
     }
 
+    /// Stop watching `items` (as [`Self::watch`] takes them: a script, an address or a
+    /// descriptor is the same one however it is written). What is left is watched from
+    /// scratch: the ledger is emptied (the caller scans again from the start). Returns the
+    /// changes (every transaction found so far, withdrawn) when something was removed.
+    pub fn unwatch(&mut self, items: &[Watched]) -> Result<Option<Vec<WalletChange>>, WatchError> {
+        let network = self.network;
+        let key = |item: &Watched| -> Result<String, WatchError> {
+            match item {
+                Watched::Script(hex) => decode_hex(hex)
+                    .map(|s| format!("s{}", hex_of(&s)))
+                    .ok_or_else(|| WatchError::Script(hex.clone())),
+                Watched::Address(a) => lightwire_wallet::script_of_address(a, network)
+                    .map(|s| format!("s{}", hex_of(&s)))
+                    .map_err(|error| WatchError::Address {
+                        address: a.clone(),
+                        error,
+                    }),
+                Watched::Descriptor(d) => Descriptor::parse(d, network)
+                    .map(|d| format!("d{}", d.text))
+                    .map_err(|error| WatchError::Descriptor {
+                        descriptor: d.clone(),
+                        error,
+                    }),
+            }
+        };
+        let gone: Vec<String> = items.iter().map(key).collect::<Result<_, _>>()?;
+        let remaining: Vec<Watched> = self
+            .given
+            .iter()
+            .filter(|g| key(g).is_ok_and(|k| !gone.contains(&k)))
+            .cloned()
+            .collect();
+        if remaining.len() == self.given.len() {
+            return Ok(None);
+        }
+        let withdrawn = self
+            .ledger
+            .transactions()
+            .iter()
+            .map(|t| WalletChange::Withdrawn {
+                txid: t.txid,
+                height: t.height,
+            })
+            .collect();
+        let mut fresh = WalletSync::new(network, self.from);
+        fresh.watch(&remaining)?;
+        *self = fresh;
+        self.dirty = true;
+        Ok(Some(withdrawn))
+    }
+
     /// What was given to watch.
     pub fn given(&self) -> &[Watched] {
         &self.given
@@ -505,6 +556,10 @@ impl WalletSync {
         w.dirty = false;
         Some(w)
     }
+}
+
+fn hex_of(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 fn decode_hex(s: &str) -> Option<Vec<u8>> {

@@ -42,6 +42,41 @@ impl Engine {
         Ok(())
     }
 
+    /// Stop watching `items`; what is left is scanned again from the wallet's start (every
+    /// transaction found is withdrawn, then those of what is left found again). Nothing
+    /// left: the wallet's scan stops.
+    pub fn unwatch(&mut self, items: &[Watched]) -> Result<(), WatchError> {
+        let c = &mut self.core;
+        let Some(wallet) = c.wallet.as_mut() else {
+            return Ok(());
+        };
+        let Some(changes) = wallet.unwatch(items)? else {
+            return Ok(());
+        };
+        for change in changes {
+            c.events.push_back(Event::Wallet(change));
+        }
+        let scripts: Vec<Vec<u8>> = wallet.watch.scripts().map(<[u8]>::to_vec).collect();
+        let from = wallet.from;
+        if scripts.is_empty() {
+            if c.wallet_scanning
+                && let Some(mut scan) = c.scan.take()
+            {
+                let given_up: Vec<(usize, u32)> = scan.abandon().collect();
+                for (g, id) in given_up {
+                    c.remember_given_up(g, id);
+                }
+            }
+            c.wallet_scanning = false;
+            c.scan_dropped = true;
+        } else {
+            self.start_scan(scripts, from);
+            self.core.wallet_scanning = true;
+        }
+        self.settle();
+        Ok(())
+    }
+
     /// The wallet, if one watches anything.
     pub fn wallet(&self) -> Option<&WalletSync> {
         self.core.wallet.as_ref()
@@ -63,6 +98,12 @@ impl Engine {
         }
         wallet.dirty = false;
         c.wallet = Some(wallet);
+    }
+
+    /// Whether the scan was dropped (nothing left to watch) since this was last asked: its
+    /// saved state is to be removed.
+    pub fn take_scan_dropped(&mut self) -> bool {
+        core::mem::take(&mut self.core.scan_dropped)
     }
 
     /// The wallet's state to save, when it changed since it was last saved.

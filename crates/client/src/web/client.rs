@@ -223,6 +223,19 @@ impl Client {
         }
     }
 
+    /// Stop watching some of what `watch` was given (the same shape: `{ addresses?,
+    /// scripts?, descriptors? }`; an item is the same however it is written). What is left
+    /// is scanned again from the wallet's start: `transaction` events withdraw everything
+    /// found, then find again what is left. Resolves `{ transactions, balance }` once it is
+    /// synced (at once when nothing is left); rejects with `InvalidArgument` for an item
+    /// that is not one.
+    pub fn unwatch(&self, options: JsValue) -> Promise {
+        match watch_items(&options) {
+            Ok((items, _)) => self.call(Query::Unwatch(items)),
+            Err(e) => Promise::reject(&e),
+        }
+    }
+
     /// The wallet's transactions, oldest first: `[{ txid, height, blockHash, position,
     /// received, sent, fee }]` (satoshis as numbers; `fee` null unless every input was
     /// ours).

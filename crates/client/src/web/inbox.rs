@@ -73,6 +73,8 @@ pub enum Query {
         /// The first block.
         from: u32,
     },
+    /// Stop watching these; resolves once what is left is synced again.
+    Unwatch(Vec<crate::wallet::Watched>),
     /// The wallet's transactions, coins or balance (answered from the engine).
     Wallet(WalletQuery),
     /// Send a signed transaction to every gateway that relays; resolves once they answered.

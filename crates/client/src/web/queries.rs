@@ -14,6 +14,7 @@ pub async fn answer(store: &IdbStore, call: Call) {
         Query::Stop
         | Query::Scan { .. }
         | Query::Watch { .. }
+        | Query::Unwatch(_)
         | Query::Wallet(_)
         | Query::Broadcast(_) => Err(js::error(
             "InvalidArgument",

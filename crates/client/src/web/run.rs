@@ -579,6 +579,25 @@ impl Net {
         }
     }
 
+    /// An `unwatch` call: resolves once what is left is synced (at once if nothing is).
+    fn unwatching(&mut self, call: Call) {
+        let Query::Unwatch(items) = &call.query else {
+            return;
+        };
+        if let Err(e) = self.engine.unwatch(items) {
+            let _ = call
+                .reject
+                .call1(&JsValue::NULL, &js::error("InvalidArgument", e.to_string()));
+            return;
+        }
+        if self.engine.wallet().is_none_or(|w| w.watch.is_empty()) {
+            let _ = call.resolve.call1(&JsValue::NULL, &self.wallet_summary());
+        } else {
+            self.watch_calls.push(call);
+        }
+        self.pump();
+    }
+
     /// A call about the wallet's state, answered from the engine.
     fn wallet_query(&mut self, call: Call) {
         let Query::Wallet(q) = &call.query else {
@@ -689,6 +708,7 @@ async fn serve(net: &mut Net, store: &IdbStore, call: Call) {
         Query::Watch { .. } => net.watching(call),
         Query::Wallet(_) => net.wallet_query(call),
         Query::Broadcast(_) => net.broadcasting(call),
+        Query::Unwatch(_) => net.unwatching(call),
         _ => queries::answer(store, call).await,
     }
 }
@@ -741,6 +761,7 @@ pub async fn run(mut net: Net, mut store: IdbStore) {
                                     Query::Watch { .. } => net.watching(call),
                                     Query::Wallet(_) => net.wallet_query(call),
                                     Query::Broadcast(_) => net.broadcasting(call),
+                                    Query::Unwatch(_) => net.unwatching(call),
                                     _ => net.calls.push(call),
                                 }
                             }
