@@ -28,9 +28,16 @@ impl Engine {
         let from = wallet.from.min(from);
         let grew = wallet.watch.len() != before || wallet.from != from || !c.wallet_scanning;
         if grew {
-            // Everything from the start again, with every script.
+            // Everything from the start again, with every script: what was found is
+            // withdrawn, and found again.
             wallet.from = from;
-            wallet.ledger.disconnect_above(from.saturating_sub(1));
+            let (withdrawn, gave_up) = wallet.reorg(from.saturating_sub(1));
+            for change in withdrawn {
+                c.events.push_back(Event::Wallet(change));
+            }
+            if let Some((g, id)) = gave_up {
+                c.remember_given_up(g, id);
+            }
             let scripts: Vec<Vec<u8>> = wallet.watch.scripts().map(<[u8]>::to_vec).collect();
             c.wallet = Some(wallet);
             self.start_scan(scripts, from);
@@ -94,7 +101,12 @@ impl Engine {
                     let _ = wallet.matched(h, hash);
                 }
             }
-            c.wallet_scanning = scan.scripts().len() >= wallet.watch.len();
+            // The saved scan feeds the wallet if it watches all the wallet's scripts (the
+            // wallet's own does; an app's scan() replaced it otherwise).
+            c.wallet_scanning = wallet
+                .watch
+                .scripts()
+                .all(|s| scan.scripts().iter().any(|x| x == s));
         }
         wallet.dirty = false;
         c.wallet = Some(wallet);
