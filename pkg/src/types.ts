@@ -200,10 +200,14 @@ export interface GatewayWarning {
   text: string | null;
 }
 
-/** The client itself failed (storage); `fatal` when it stopped. */
+/** The client itself failed (storage, or the engine); `fatal` when it stopped. */
 export interface ClientError {
   type: 'error';
-  /** `QuotaExceeded` (the browser will store no more), or `StoreError`. */
+  /**
+   * `QuotaExceeded` (the browser will store no more), `StoreError`, `WorkerError` (the
+   * worker failed to load or threw), or `EngineFailed` (the engine's loop failed in the
+   * worker: a bug, reported rather than silent).
+   */
   kind: string;
   message: string;
   fatal: boolean;

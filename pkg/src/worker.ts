@@ -9,6 +9,16 @@ interface WorkerScope {
 }
 
 const scope = self as unknown as WorkerScope;
+
+// The engine's loop runs as promise jobs: a failure there is an unhandled rejection in this
+// worker, which the page would not hear of. Say it, as a fatal error event.
+(self as unknown as { addEventListener(type: 'unhandledrejection', l: (e: PromiseRejectionEvent) => void): void }).addEventListener(
+  'unhandledrejection',
+  (e) => {
+    const error = plainError(e.reason);
+    scope.postMessage({ event: { type: 'error', kind: 'EngineFailed', message: `the engine failed: ${error.message}`, fatal: true } });
+  },
+);
 let engine: Backend | undefined;
 
 scope.addEventListener('message', async (e) => {
