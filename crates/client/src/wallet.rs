@@ -363,17 +363,25 @@ impl WalletSync {
         }
         let (gateway, hash) = (f.gateway, f.hash);
         self.fetch = None;
-        let good = Block::parse(&self.buf).is_ok_and(|b| {
+        // Parsed once: checked against the header, then applied.
+        let block = Block::parse(&self.buf).ok().filter(|b| {
             let (root, mutated) = b.merkle_root();
             hash_header_bytes(b.header()) == hash && !mutated && root[..] == b.header()[36..68]
         });
-        if !good {
+        let Some(block) = block else {
             self.tried.push(gateway);
             return Err(WalletError::BlockMismatch { height });
-        }
+        };
+        let watch = &self.watch;
+        let applied = self
+            .ledger
+            .apply(height, hash.0, &block, |s| watch.origin(s).is_some());
         self.queue.pop_front();
         self.tried.clear();
-        let (changes, derived) = self.apply(height, hash);
+        let (changes, derived) = match applied {
+            Some(applied) => self.applied(&applied),
+            None => (Vec::new(), Vec::new()),
+        };
         Ok(Some((height, changes, derived)))
     }
 
@@ -383,18 +391,12 @@ impl WalletSync {
         }
     }
 
-    /// Apply the block in `buf` (checked) at `height`.
-    fn apply(&mut self, height: u32, hash: BlockHash) -> (Vec<WalletChange>, Vec<Vec<u8>>) {
-        let Ok(block) = Block::parse(&self.buf) else {
-            return (Vec::new(), Vec::new());
-        };
-        let watch = &self.watch;
-        let Some(applied) = self
-            .ledger
-            .apply(height, hash.0, &block, |s| watch.origin(s).is_some())
-        else {
-            return (Vec::new(), Vec::new());
-        };
+    /// What a block applied to the ledger did: the transactions it found, and the scripts
+    /// the gap limit derives for the ones it used.
+    fn applied(
+        &mut self,
+        applied: &lightwire_wallet::ledger::Applied,
+    ) -> (Vec<WalletChange>, Vec<Vec<u8>>) {
         self.dirty = true;
         let changes = self
             .ledger
