@@ -1,10 +1,12 @@
 //! What the wallet does with a matched block: parse it, check its Merkle root (every
 //! txid), and pick out the transactions paying a watched script or spending a coin of
 //! ours. A 1 MB block of 2,700 segwit transactions (two inputs, two P2WPKH outputs each),
-//! five paying a wallet of 40 watched scripts (gap 20, both branches).
+//! five paying a wallet of 140 watched scripts (gap 20 and a lookahead of 50, both
+//! branches).
 
 use lightwire_chain::Network;
 use lightwire_filter::Block;
+use lightwire_wallet::watch::{DEFAULT_GAP, DEFAULT_LOOKAHEAD};
 use lightwire_wallet::{Descriptor, Ledger, Watchlist};
 
 use crate::Clock;
@@ -13,9 +15,9 @@ use crate::filter::time;
 /// The account the block pays (BIP84's test vector).
 const DESCRIPTOR: &str = "wpkh(xpub6CatWdiZiodmUeTDp8LT5or8nmbKNcuyvz7WyksVFkKB4RHwCD3XyuvPEbvqAQY3rAPshWcMLoP2fMFMKHPJ4ZeZXYVUhLv1VMrjPC7PW6V/<0;1>/*)";
 
-/// A wallet watching [`DESCRIPTOR`] with a gap of 20.
+/// A wallet watching [`DESCRIPTOR`] as the client's does.
 pub fn wallet() -> Watchlist {
-    let mut w = Watchlist::new(20);
+    let mut w = Watchlist::new(DEFAULT_GAP, DEFAULT_LOOKAHEAD);
     w.add_descriptor(Descriptor::parse(DESCRIPTOR, Network::Mainnet).expect("descriptor"))
         .expect("derives");
     w
@@ -24,7 +26,7 @@ pub fn wallet() -> Watchlist {
 /// A block of `txs` transactions, of which those at the positions in `ours` pay the
 /// wallet's scripts: its bytes.
 pub fn block(txs: usize, ours: &[usize], w: &Watchlist) -> Vec<u8> {
-    let watched: Vec<&[u8]> = w.scripts().collect();
+    let watched: Vec<&[u8]> = w.scripts().filter(|s| w.owns(s) == Some(true)).collect();
     let mut b = vec![0u8; 80];
     let mut n = Vec::new();
     lightwire_filter::write_compact_size(&mut n, txs as u64);
@@ -77,7 +79,7 @@ pub fn extract(clock: &impl Clock, budget_ns: f64) -> (usize, f64, usize, u64) {
         };
         let (root, mutated) = b.merkle_root();
         let mut ledger = Ledger::new();
-        let applied = ledger.apply(1, root, &b, |s| w.origin(s).is_some());
+        let applied = ledger.apply(1, root, &b, |s| w.owns(s) == Some(true));
         found = applied.map_or(0, |a| a.txids.len());
         !mutated
     });

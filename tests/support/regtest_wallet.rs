@@ -276,9 +276,11 @@ pub struct XpubBuilt {
     pub unsent: (String, String, u64, u64),
 }
 
-/// On a node where [`build`] ran: pay addresses of a BIP84 account (receive 0, 15 and
-/// 30, the last past the first gap of 20, and change 2 by a spend of receive 0), each in
-/// its own block, from the coinbases of blocks 2, 3 and 4.
+/// On a node where [`build`] ran: pay addresses of a BIP84 account, each in its own
+/// block, from the coinbases of blocks 2 to 7, out of index order: receive 80, 30, 15, 0,
+/// 45 and 65 (BIP44's gap of 20 reaches every one of them, but in height order receive 30
+/// is paid before 15 brings it within the gap, and 80 before anything brings it within 70
+/// of the start), then change 2 by a spend of receive 0.
 pub fn build_xpub(ctl: &dyn Fn(&[&str]) -> String) -> XpubBuilt {
     use bitcoin::bip32::{ChildNumber, DerivationPath, Xpriv, Xpub};
     use core::str::FromStr;
@@ -312,9 +314,12 @@ pub fn build_xpub(ctl: &dyn Fn(&[&str]) -> String) -> XpubBuilt {
     let mut payments = Vec::new();
     let mut first: Option<(OutPoint, Amount)> = None;
     for (cb_height, index, value) in [
-        (2u32, 0u32, 2_000_000u64),
-        (3, 15, 3_000_000),
-        (4, 30, 4_000_000),
+        (2u32, 80u32, 1_000_000u64),
+        (3, 30, 4_000_000),
+        (4, 15, 3_000_000),
+        (5, 0, 2_000_000),
+        (6, 45, 1_500_000),
+        (7, 65, 2_500_000),
     ] {
         let block = block_at(ctl, cb_height);
         let coinbase = &block.txdata[0];
@@ -343,7 +348,9 @@ pub fn build_xpub(ctl: &dyn Fn(&[&str]) -> String) -> XpubBuilt {
         ctl(&["sendrawtransaction", &serialize_hex(&pay)]);
         ctl(&["generate", "1"]);
         payments.push((height(), 0, index, value.to_sat()));
-        first.get_or_insert((OutPoint::new(pay.compute_txid(), 0), value));
+        if index == 0 {
+            first = Some((OutPoint::new(pay.compute_txid(), 0), value));
+        }
     }
     // Spend receive 0: 500,000 to someone else, the rest (less the fee) to change 2.
     let (outpoint, value) = first.unwrap();
@@ -374,9 +381,10 @@ pub fn build_xpub(ctl: &dyn Fn(&[&str]) -> String) -> XpubBuilt {
     ctl(&["sendrawtransaction", &serialize_hex(&spend)]);
     ctl(&["generate", "1"]);
     let spent_at = height();
-    // Signed, not sent: receive 15 (the second payment) to key 2, less the fee.
+    // Signed, not sent: receive 15 to key 2, less the fee.
     let (second_txid, second_value) = {
-        let block = block_at(ctl, payments[1].0);
+        let fifteen = payments.iter().find(|p| p.2 == 15).unwrap();
+        let block = block_at(ctl, fifteen.0);
         let tx = &block.txdata[1];
         (tx.compute_txid(), tx.output[0].value)
     };

@@ -445,20 +445,7 @@ impl Engine {
 
     /// Start a rescan of `scripts` from block `from` (replacing any scan under way).
     pub fn start_scan(&mut self, scripts: Vec<Vec<u8>>, from: u32) {
-        let c = &mut self.core;
-        if let Some(old) = c.scan.as_mut() {
-            let given_up: Vec<(usize, u32)> = old.abandon().collect();
-            for (g, id) in given_up {
-                c.remember_given_up(g, id);
-            }
-        }
-        // A store started from a checkpoint holds no filter header below it: its first
-        // block's filter cannot be checked, so a scan starts after it.
-        let base = c.syncer.base_height();
-        let from = if base > 0 { from.max(base + 1) } else { from };
-        c.scan = Some(Scan::new(scripts, from));
-        c.scan_heard = c.now;
-        c.wallet_scan_replaced();
+        self.core.start_scan(scripts, from);
     }
 
     /// The rescan, if one was started.
@@ -980,6 +967,23 @@ impl Engine {
 }
 
 impl Core {
+    /// Start a rescan of `scripts` from block `from` (see [`Engine::start_scan`]).
+    fn start_scan(&mut self, scripts: Vec<Vec<u8>>, from: u32) {
+        if let Some(old) = self.scan.as_mut() {
+            let given_up: Vec<(usize, u32)> = old.abandon().collect();
+            for (g, id) in given_up {
+                self.remember_given_up(g, id);
+            }
+        }
+        // A store started from a checkpoint holds no filter header below it: its first
+        // block's filter cannot be checked, so a scan starts after it.
+        let base = self.syncer.base_height();
+        let from = if base > 0 { from.max(base + 1) } else { from };
+        self.scan = Some(Scan::new(scripts, from));
+        self.scan_heard = self.now;
+        self.wallet_scan_replaced();
+    }
+
     fn set_state(&mut self, g: usize, state: GatewayState, reason: Option<DropReason>) {
         let gw = &mut self.gateways[g];
         if gw.state == state && reason.is_none() {

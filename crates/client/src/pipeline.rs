@@ -116,7 +116,7 @@ pub async fn resume_wallet<S: HeaderStore>(store: &S) -> Result<Option<WalletSyn
     for (h, hash) in heights {
         let stored = store.header(h).await?.map(|x| x.block_hash().0);
         if stored != Some(hash) {
-            wallet.reorg(h.saturating_sub(1));
+            wallet.withdraw_from(h);
             break;
         }
     }

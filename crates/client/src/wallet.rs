@@ -13,16 +13,21 @@
 //! - The witness commitment is not checked: nothing the wallet takes (outputs, outpoints,
 //!   txids) is in the witness data, which the Merkle root does not cover.
 //!
-//! Scripts derived when the gap limit grows are watched from the block where it grew on:
-//! a payment to one of them in an earlier block (an address handed out beyond the gap and
-//! paid before the ones below it) is not found until the wallet is scanned again from its
-//! start. Not built yet: that catch-up pass.
+//! The gap limit counts in index order, the scan in height order: an address beyond the
+//! gap can be paid before the ones that bring it within. The scan matches a lookahead past
+//! the gap too ([`lightwire_wallet::watch`]); the blocks it matches are applied like the
+//! others, and the lookahead scripts they pay are noted ([`WalletSync`]'s `early`). When
+//! one of those becomes the wallet's, the ledger goes back to that block and applies again
+//! from there ([`Again::From`]: the transactions after it are withdrawn and found again).
+//! When one becomes the wallet's that the scan did not match from its start (the used
+//! index grew by more than the lookahead during the scan), the wallet is scanned again
+//! from its start ([`Again::Restart`]).
 
 use std::collections::VecDeque;
 
 use lightwire_chain::{BlockHash, Network, hash_header_bytes};
 use lightwire_filter::Block;
-use lightwire_wallet::watch::DEFAULT_GAP;
+use lightwire_wallet::watch::{DEFAULT_GAP, DEFAULT_LOOKAHEAD};
 use lightwire_wallet::{AddressError, Descriptor, DescriptorError, Ledger, WalletTx, Watchlist};
 use lightwire_wire::{BlockPiece, MAX_BLOCK_LEN};
 
@@ -110,6 +115,29 @@ pub enum WalletChange {
     },
 }
 
+/// A block applied (see [`WalletSync::on_piece`]).
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct Applied {
+    /// Its height.
+    pub height: u32,
+    /// The transactions it found.
+    pub changes: Vec<WalletChange>,
+    /// Scripts derived for the lookahead: the scan matches them from the next block on.
+    pub derived: Vec<Vec<u8>>,
+    /// What must be done again, now that more scripts are the wallet's.
+    pub again: Option<Again>,
+}
+
+/// Work to do again because scripts became the wallet's (see the module documentation).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Again {
+    /// A block at this height paid one of them: the ledger is taken back below it and the
+    /// blocks the scan matched from there are applied again.
+    From(u32),
+    /// The scan did not match one of them from its start: scan again from there.
+    Restart,
+}
+
 #[derive(Debug)]
 struct Fetch {
     gateway: usize,
@@ -129,6 +157,8 @@ pub struct WalletSync {
     given: Vec<Watched>,
     /// Where its scan started.
     pub from: u32,
+    /// Lookahead scripts paid in blocks applied, and the first height each was paid at.
+    early: Vec<(Vec<u8>, u32)>,
     /// Blocks the scan matched, to fetch and apply, in height order.
     queue: VecDeque<(u32, BlockHash)>,
     fetch: Option<Fetch>,
@@ -145,10 +175,11 @@ impl WalletSync {
     pub fn new(network: Network, from: u32) -> WalletSync {
         WalletSync {
             network,
-            watch: Watchlist::new(DEFAULT_GAP),
+            watch: Watchlist::new(DEFAULT_GAP, DEFAULT_LOOKAHEAD),
             ledger: Ledger::new(),
             given: Vec::new(),
             from,
+            early: Vec::new(),
             queue: VecDeque::new(),
             fetch: None,
             buf: Vec::new(),
@@ -329,13 +360,8 @@ impl WalletSync {
     }
 
     /// One piece of the block in flight. When the block is whole and checks, it is
-    /// applied: its height, the changes, and the scripts newly derived (the gap limit grew;
-    /// the scan must watch them from the next block on).
-    #[allow(clippy::type_complexity)]
-    pub fn on_piece(
-        &mut self,
-        p: &BlockPiece<'_>,
-    ) -> Result<Option<(u32, Vec<WalletChange>, Vec<Vec<u8>>)>, WalletError> {
+    /// applied: what that did.
+    pub fn on_piece(&mut self, p: &BlockPiece<'_>) -> Result<Option<Applied>, WalletError> {
         let Some(f) = self.fetch.as_mut() else {
             return Ok(None);
         };
@@ -372,17 +398,31 @@ impl WalletSync {
             self.tried.push(gateway);
             return Err(WalletError::BlockMismatch { height });
         };
-        let watch = &self.watch;
+        let (watch, early) = (&self.watch, &mut self.early);
         let applied = self
             .ledger
-            .apply(height, hash.0, &block, |s| watch.origin(s).is_some());
+            .apply(height, hash.0, &block, |s| match watch.owns(s) {
+                Some(true) => true,
+                Some(false) => {
+                    if !early.iter().any(|(e, _)| e == s) {
+                        early.push((s.to_vec(), height));
+                    }
+                    false
+                }
+                None => false,
+            });
         self.queue.pop_front();
         self.tried.clear();
-        let (changes, derived) = match applied {
-            Some(applied) => self.applied(&applied),
-            None => (Vec::new(), Vec::new()),
+        let mut done = Applied {
+            height,
+            changes: Vec::new(),
+            derived: Vec::new(),
+            again: None,
         };
-        Ok(Some((height, changes, derived)))
+        if let Some(applied) = applied {
+            self.applied(&applied, &mut done);
+        }
+        Ok(Some(done))
     }
 
     fn give_up_fetch(&mut self) {
@@ -391,14 +431,12 @@ impl WalletSync {
         }
     }
 
-    /// What a block applied to the ledger did: the transactions it found, and the scripts
-    /// the gap limit derives for the ones it used.
-    fn applied(
-        &mut self,
-        applied: &lightwire_wallet::ledger::Applied,
-    ) -> (Vec<WalletChange>, Vec<Vec<u8>>) {
+    /// What a block applied to the ledger did: the transactions it found, the scripts the
+    /// gap limit derives for the ones it used, and what to do again for the lookahead
+    /// scripts that became the wallet's.
+    fn applied(&mut self, applied: &lightwire_wallet::ledger::Applied, done: &mut Applied) {
         self.dirty = true;
-        let changes = self
+        done.changes = self
             .ledger
             .transactions()
             .iter()
@@ -408,15 +446,38 @@ impl WalletSync {
             .cloned()
             .map(WalletChange::Found)
             .collect();
-        let mut derived = Vec::new();
+        let mut again: Option<u32> = None;
+        let mut restart = false;
         for s in &applied.used_scripts {
             // A derivation error cannot come from a key that derived before; if it did,
             // the branch just stops growing.
-            if let Ok(new) = self.watch.mark_used(s) {
-                derived.extend(new);
+            let Ok(used) = self.watch.mark_used(s) else {
+                continue;
+            };
+            done.derived.extend(used.derived);
+            restart |= used.uncovered;
+            for owned in &used.newly_owned {
+                if let Some(&(_, h)) = self.early.iter().find(|(e, _)| e == owned) {
+                    again = Some(again.map_or(h, |a| a.min(h)));
+                }
             }
         }
-        (changes, derived)
+        let watch = &self.watch;
+        self.early.retain(|(s, _)| watch.owns(s) == Some(false));
+        done.again = if restart {
+            Some(Again::Restart)
+        } else {
+            again.map(Again::From)
+        };
+    }
+
+    /// The scan starts again from the wallet's start: what was found is withdrawn (the
+    /// scan finds it again), and every script derived is matched from there.
+    pub fn restart(&mut self) -> (Vec<WalletChange>, Option<(usize, u32)>) {
+        self.watch.cover_all();
+        self.early.clear();
+        self.dirty = true;
+        self.withdraw_from(self.from)
     }
 
     /// The gateway `g` is gone: a block asked of it is asked again (of another first).
@@ -436,20 +497,30 @@ impl WalletSync {
     /// and blocks matched above it are not fetched (the scan matches the new branch).
     /// Returns the changes and the request given up, if one was.
     pub fn reorg(&mut self, fork: u32) -> (Vec<WalletChange>, Option<(usize, u32)>) {
+        match fork.checked_add(1) {
+            Some(first) => self.withdraw_from(first),
+            None => (Vec::new(), None),
+        }
+    }
+
+    /// What blocks from `first` on did is withdrawn, and they are not fetched until
+    /// matched again. Returns the changes and the request given up, if one was.
+    pub fn withdraw_from(&mut self, first: u32) -> (Vec<WalletChange>, Option<(usize, u32)>) {
         let withdrawn: Vec<WalletChange> = self
             .ledger
             .transactions()
             .iter()
-            .filter(|t| t.height > fork)
+            .filter(|t| t.height >= first)
             .map(|t| WalletChange::Withdrawn {
                 txid: t.txid,
                 height: t.height,
             })
             .collect();
-        self.ledger.disconnect_above(fork);
-        self.queue.retain(|&(h, _)| h <= fork);
+        self.ledger.disconnect_from(first);
+        self.queue.retain(|&(h, _)| h < first);
+        self.early.retain(|&(_, h)| h < first);
         let gave_up = match &self.fetch {
-            Some(f) if f.height > fork => self.fetch.take().map(|f| (f.gateway, f.id)),
+            Some(f) if f.height >= first => self.fetch.take().map(|f| (f.gateway, f.id)),
             _ => None,
         };
         if !withdrawn.is_empty() {
@@ -467,9 +538,9 @@ impl WalletSync {
     }
 
     /// The state as bytes: layout, network, start, what was given, the gap state of each
-    /// descriptor branch, the ledger.
+    /// descriptor branch (highest used, covered), the lookahead scripts paid, the ledger.
     pub fn encode(&self) -> Vec<u8> {
-        let mut out = vec![1u8];
+        let mut out = vec![2u8];
         out.extend_from_slice(self.network.name().as_bytes());
         out.push(0);
         out.extend_from_slice(&self.from.to_le_bytes());
@@ -484,17 +555,27 @@ impl WalletSync {
             out.extend_from_slice(&(text.len() as u32).to_le_bytes());
             out.extend_from_slice(text.as_bytes());
         }
-        // The highest used index of each branch (in the order descriptors were given).
-        let mut used = Vec::new();
+        // The highest used index of each branch (in the order descriptors were given) and
+        // how far the scan covered it.
+        let mut branches = Vec::new();
         for (d, desc) in self.watch.descriptors().enumerate() {
             for b in 0..desc.branches.len() {
                 let (u, _) = self.watch.branch_state(d, b).unwrap_or((None, 0));
-                used.push(u.map_or(u32::MAX, |u| u));
+                let covered = self.watch.covered(d, b).unwrap_or(0);
+                branches.push((u.map_or(u32::MAX, |u| u), covered));
             }
         }
-        out.extend_from_slice(&(used.len() as u32).to_le_bytes());
-        used.iter()
-            .for_each(|u| out.extend_from_slice(&u.to_le_bytes()));
+        out.extend_from_slice(&(branches.len() as u32).to_le_bytes());
+        for (u, covered) in branches {
+            out.extend_from_slice(&u.to_le_bytes());
+            out.extend_from_slice(&covered.to_le_bytes());
+        }
+        out.extend_from_slice(&(self.early.len() as u32).to_le_bytes());
+        for (script, height) in &self.early {
+            out.extend_from_slice(&(script.len() as u32).to_le_bytes());
+            out.extend_from_slice(script);
+            out.extend_from_slice(&height.to_le_bytes());
+        }
         out.extend_from_slice(&self.ledger.encode());
         out
     }
@@ -502,7 +583,7 @@ impl WalletSync {
     /// A wallet from [`Self::encode`]'s bytes (for `network`); `None` if they are not that.
     pub fn decode(bytes: &[u8], network: Network) -> Option<WalletSync> {
         let (&layout, rest) = bytes.split_first()?;
-        if layout != 1 {
+        if layout != 2 {
             return None;
         }
         let nul = rest.iter().position(|b| *b == 0)?;
@@ -531,9 +612,17 @@ impl WalletSync {
             });
         }
         let n = u32_at(take(4)?) as usize;
-        let mut used = Vec::with_capacity(n.min(1024));
+        let mut branches = Vec::with_capacity(n.min(1024));
         for _ in 0..n {
-            used.push(Some(u32_at(take(4)?)).filter(|u| *u != u32::MAX));
+            let used = Some(u32_at(take(4)?)).filter(|u| *u != u32::MAX);
+            branches.push((used, u32_at(take(4)?)));
+        }
+        let n = u32_at(take(4)?) as usize;
+        let mut early = Vec::with_capacity(n.min(1024));
+        for _ in 0..n {
+            let len = u32_at(take(4)?) as usize;
+            let script = take(len)?.to_vec();
+            early.push((script, u32_at(take(4)?)));
         }
         let ledger = Ledger::decode(r)?;
         let mut w = WalletSync::new(network, from);
@@ -543,17 +632,15 @@ impl WalletSync {
         let mut grow = Vec::new();
         for (d, desc) in w.watch.descriptors().enumerate() {
             for b in 0..desc.branches.len() {
-                if let Some(Some(u)) = used.get(i) {
-                    grow.push((d, b, *u));
-                }
+                let (used, covered) = *branches.get(i)?;
+                grow.push((d, b, used, covered));
                 i += 1;
             }
         }
-        for (d, b, u) in grow {
-            let key = w.watch.descriptors().nth(d)?.branch_key(b).ok()?;
-            let script = w.watch.descriptors().nth(d)?.script_at(&key, u).ok()?;
-            w.watch.mark_used(&script).ok()?;
+        for (d, b, used, covered) in grow {
+            w.watch.restore_branch(d, b, used, covered).ok()?;
         }
+        w.early = early;
         w.ledger = ledger;
         w.dirty = false;
         Some(w)
@@ -573,4 +660,128 @@ fn decode_hex(s: &str) -> Option<Vec<u8>> {
         .step_by(2)
         .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    use super::*;
+
+    const BIP84: &str = "wpkh(xpub6CatWdiZiodmUeTDp8LT5or8nmbKNcuyvz7WyksVFkKB4RHwCD3XyuvPEbvqAQY3rAPshWcMLoP2fMFMKHPJ4ZeZXYVUhLv1VMrjPC7PW6V/<0;1>/*)";
+
+    /// A block at `height` with a coinbase paying `script`, its Merkle root in its header;
+    /// and its hash.
+    fn block_paying(height: u32, script: &[u8]) -> (Vec<u8>, BlockHash) {
+        let mut tx = vec![1, 0, 0, 0, 1];
+        tx.extend_from_slice(&[0; 32]);
+        tx.extend_from_slice(&u32::MAX.to_le_bytes());
+        tx.push(4);
+        tx.extend_from_slice(&height.to_le_bytes());
+        tx.extend_from_slice(&[0xff; 4]);
+        tx.push(1);
+        tx.extend_from_slice(&50_000u64.to_le_bytes());
+        tx.push(script.len() as u8);
+        tx.extend_from_slice(script);
+        tx.extend_from_slice(&[0; 4]);
+        let mut block = vec![0u8; 80];
+        block.push(1);
+        block.extend_from_slice(&tx);
+        let (root, _) = Block::parse(&block).unwrap().merkle_root();
+        block[36..68].copy_from_slice(&root);
+        let hash = hash_header_bytes(block[..80].try_into().unwrap());
+        (block, hash)
+    }
+
+    /// The block fetched and applied whole.
+    fn deliver(w: &mut WalletSync, block: &[u8]) -> Applied {
+        let (_, id, _) = w.next_fetch(|_| Some(0)).expect("a block to fetch");
+        let piece = BlockPiece {
+            id,
+            last: true,
+            not_found: false,
+            block_len: block.len() as u32,
+            offset: 0,
+            data: block,
+        };
+        w.on_piece(&piece).unwrap().expect("applied")
+    }
+
+    fn found(a: &Applied) -> Vec<u32> {
+        a.changes
+            .iter()
+            .map(|c| match c {
+                WalletChange::Found(t) => t.height,
+                WalletChange::Withdrawn { height, .. } => u32::MAX - height,
+            })
+            .collect()
+    }
+
+    /// An address beyond the gap paid before the one that brings it within is found: the
+    /// ledger goes back to its block. One further than the lookahead makes the wallet scan
+    /// again from its start. Both survive a save and a restore.
+    #[test]
+    fn a_payment_beyond_the_gap_is_found_when_the_gap_reaches_it() {
+        let descriptor = Descriptor::parse(BIP84, Network::Mainnet).unwrap();
+        let receive = descriptor.branch_key(0).unwrap();
+        let at = |i| descriptor.script_at(&receive, i).unwrap();
+        let mut w = WalletSync::new(Network::Mainnet, 100);
+        w.watch(&[Watched::Descriptor(BIP84.into())]).unwrap();
+
+        // Receive 25 is paid at 101, before receive 10 at 102 (the gap covers 0..20).
+        let (b101, h101) = block_paying(101, &at(25));
+        let (b102, h102) = block_paying(102, &at(10));
+        w.matched(101, h101);
+        w.matched(102, h102);
+        let a = deliver(&mut w, &b101);
+        assert_eq!(
+            (found(&a), a.again),
+            (vec![], None),
+            "only in the lookahead"
+        );
+        let a = deliver(&mut w, &b102);
+        assert_eq!(found(&a), [102]);
+        assert_eq!(a.again, Some(Again::From(101)));
+        assert_eq!(a.derived.len(), 11, "receive 70..81");
+
+        // The caller takes the ledger back and applies the scan's matches again.
+        let (withdrawn, _) = w.withdraw_from(101);
+        assert_eq!(withdrawn.len(), 1);
+        w.matched(101, h101);
+        w.matched(102, h102);
+        let a = deliver(&mut w, &b101);
+        assert_eq!((found(&a), a.again), (vec![101], None));
+        let a = deliver(&mut w, &b102);
+        assert_eq!((found(&a), a.again), (vec![102], None));
+
+        // Saved and restored: the gap, the lookahead noted and the coverage come back.
+        let (b103, h103) = block_paying(103, &at(55));
+        w.matched(103, h103);
+        assert_eq!(found(&deliver(&mut w, &b103)), [] as [u32; 0]);
+        let mut w = WalletSync::decode(&w.encode(), Network::Mainnet).unwrap();
+        assert_eq!(w.watch.branch_state(0, 0), Some((Some(25), 96)));
+        assert_eq!(w.ledger.transactions().len(), 2);
+
+        // Receive 45 at 104 owns up to 66, 55 among them: back to 103. Applied again, 55
+        // owns up to 76, past the 70 covered from the start (0..20 and the lookahead of 50):
+        // scan again.
+        let (b104, h104) = block_paying(104, &at(45));
+        w.matched(104, h104);
+        let a = deliver(&mut w, &b104);
+        assert_eq!((found(&a), a.again), (vec![104], Some(Again::From(103))));
+        let (withdrawn, _) = w.withdraw_from(103);
+        assert_eq!(withdrawn.len(), 1);
+        w.matched(103, h103);
+        w.matched(104, h104);
+        let a = deliver(&mut w, &b103);
+        assert_eq!((found(&a), a.again), (vec![103], Some(Again::Restart)));
+        let (withdrawn, _) = w.restart();
+        assert_eq!(withdrawn.len(), 3);
+        assert!(w.ledger.transactions().is_empty());
+        assert_eq!(
+            w.watch.covered(0, 0),
+            w.watch.branch_state(0, 0).map(|s| s.1)
+        );
+    }
 }

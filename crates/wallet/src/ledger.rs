@@ -125,7 +125,7 @@ impl Ledger {
         height: u32,
         hash: [u8; 32],
         block: &Block<'_>,
-        watched: impl Fn(&[u8]) -> bool,
+        mut watched: impl FnMut(&[u8]) -> bool,
     ) -> Option<Applied> {
         if self.tip.is_some_and(|t| height <= t) {
             return None;
@@ -206,16 +206,25 @@ impl Ledger {
     /// they created are dropped and those they spent are unspent again. Returns the ids of
     /// the transactions withdrawn.
     pub fn disconnect_above(&mut self, fork: u32) -> Vec<[u8; 32]> {
-        let keep = self.txs.partition_point(|t| t.height <= fork);
+        match fork.checked_add(1) {
+            Some(first) => self.disconnect_from(first),
+            None => Vec::new(),
+        }
+    }
+
+    /// What blocks from `first` on did is undone (as [`Self::disconnect_above`]); from 0,
+    /// everything.
+    pub fn disconnect_from(&mut self, first: u32) -> Vec<[u8; 32]> {
+        let keep = self.txs.partition_point(|t| t.height < first);
         let gone: Vec<[u8; 32]> = self.txs.drain(keep..).map(|t| t.txid).collect();
-        self.coins.retain(|_, c| c.height <= fork);
+        self.coins.retain(|_, c| c.height < first);
         for c in self.coins.values_mut() {
-            if c.spent_by.is_some_and(|(_, h)| h > fork) {
+            if c.spent_by.is_some_and(|(_, h)| h >= first) {
                 c.spent_by = None;
             }
         }
-        if self.tip.is_some_and(|t| t > fork) {
-            self.tip = Some(fork);
+        if self.tip.is_some_and(|t| t >= first) {
+            self.tip = first.checked_sub(1);
         }
         gone
     }

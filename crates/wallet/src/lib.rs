@@ -27,4 +27,4 @@ pub mod watch;
 pub use address::{AddressError, address_of, script_of_address};
 pub use descriptor::{Descriptor, DescriptorError, Kind};
 pub use ledger::{Balance, Coin, Ledger, Outpoint, WalletTx};
-pub use watch::{Origin, Watchlist};
+pub use watch::{Origin, Used, Watchlist};

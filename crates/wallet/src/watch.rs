@@ -1,6 +1,15 @@
 //! The scripts a wallet watches: given ones, and those derived from its descriptors with
-//! a gap limit (BIP44's address gap): each branch is derived `gap` past its last used
-//! index, and a use (a match found) derives further.
+//! a gap limit (BIP44's address gap): each branch's scripts up to `gap` past its last used
+//! index are the wallet's, and a use (a match found) makes more of them so.
+//!
+//! A rescan goes through blocks in height order, but BIP44's gap counts in index order:
+//! an address beyond the gap may be paid before the ones that bring it within. So each
+//! branch is also derived a `lookahead` past the gap (as Bitcoin Core keeps a keypool ahead
+//! of its last used key): the scan matches those scripts too, and when one of them turns
+//! out to be the wallet's, what was seen of it is applied again ([`Used::newly_owned`]). A
+//! script that joins the lookahead after the scan started was not matched in the blocks
+//! before ([`Used::uncovered`]): the wallet is scanned again from its start
+//! ([`Watchlist::cover_all`]).
 
 use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
@@ -11,6 +20,12 @@ use crate::descriptor::{Descriptor, DescriptorError};
 
 /// BIP44's default gap limit.
 pub const DEFAULT_GAP: u32 = 20;
+
+/// Scripts derived past the gap on each branch, for the scan to match ahead: a payment up to
+/// this far beyond the gap, before the addresses that bring it within, is found in one
+/// pass. Each costs the scan a hash per filter and adds to its false matches (a block
+/// fetched for nothing about once in 784,931 filters per script).
+pub const DEFAULT_LOOKAHEAD: u32 = 50;
 
 /// Where a watched script comes from.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -34,6 +49,30 @@ struct Branch {
     derived: u32,
     /// The highest index used.
     used: Option<u32>,
+    /// Indexes below this were matched by the scan since it started.
+    covered: u32,
+}
+
+impl Branch {
+    /// Indexes below this are the wallet's: `gap` past the last used one.
+    fn owned(&self, gap: u32) -> u32 {
+        self.used
+            .map_or(0, |u| u.saturating_add(1))
+            .saturating_add(gap)
+    }
+}
+
+/// What a use of a script did (see [`Watchlist::mark_used`]).
+#[derive(Clone, PartialEq, Eq, Debug, Default)]
+pub struct Used {
+    /// Scripts derived for the lookahead (the scan watches them from the next block on).
+    pub derived: Vec<Vec<u8>>,
+    /// Scripts that were in the lookahead and are now the wallet's: blocks applied before
+    /// may have paid them.
+    pub newly_owned: Vec<Vec<u8>>,
+    /// One of them joined the lookahead after the scan started: the blocks before were
+    /// not matched against it.
+    pub uncovered: bool,
 }
 
 struct Tracked {
@@ -44,6 +83,7 @@ struct Tracked {
 /// What a wallet watches (see the module documentation).
 pub struct Watchlist {
     gap: u32,
+    lookahead: u32,
     tracked: Vec<Tracked>,
     /// Every script watched, in the order it was added.
     scripts: Vec<Vec<u8>>,
@@ -51,10 +91,12 @@ pub struct Watchlist {
 }
 
 impl Watchlist {
-    /// An empty list deriving `gap` scripts past the last used on each branch.
-    pub fn new(gap: u32) -> Watchlist {
+    /// An empty list owning `gap` scripts past the last used on each branch, and deriving
+    /// `lookahead` more for the scan.
+    pub fn new(gap: u32, lookahead: u32) -> Watchlist {
         Watchlist {
             gap: gap.max(1),
+            lookahead,
             tracked: Vec::new(),
             scripts: Vec::new(),
             origins: BTreeMap::new(),
@@ -75,8 +117,9 @@ impl Watchlist {
         true
     }
 
-    /// Watch `descriptor`, deriving `gap` scripts on each branch; its index among the
-    /// descriptors (the same one again is not added twice).
+    /// Watch `descriptor`, deriving `gap` and the lookahead on each branch; its index
+    /// among the descriptors (the same one again is not added twice). The scan starts
+    /// again for it: what is derived is covered.
     pub fn add_descriptor(&mut self, descriptor: Descriptor) -> Result<usize, DescriptorError> {
         if let Some(i) = self.tracked.iter().position(|t| t.descriptor == descriptor) {
             return Ok(i);
@@ -87,6 +130,7 @@ impl Watchlist {
                     key: descriptor.branch_key(b)?,
                     derived: 0,
                     used: None,
+                    covered: 0,
                 })
             })
             .collect::<Result<Vec<_>, DescriptorError>>()?;
@@ -95,8 +139,10 @@ impl Watchlist {
             branches,
         });
         let d = self.tracked.len() - 1;
+        let count = self.gap.saturating_add(self.lookahead);
         for b in 0..self.tracked[d].branches.len() {
-            self.derive_to(d, b, self.gap)?;
+            self.derive_to(d, b, count)?;
+            self.tracked[d].branches[b].covered = count;
         }
         Ok(d)
     }
@@ -121,29 +167,59 @@ impl Watchlist {
         Ok(added)
     }
 
-    /// `script` was used (paid or spent in a block): its branch is derived `gap` past it.
-    /// Returns the scripts newly derived (watch them from the start of the scan).
-    pub fn mark_used(&mut self, script: &[u8]) -> Result<Vec<Vec<u8>>, DescriptorError> {
+    /// `script`, one of the wallet's, was used (paid in a block): its branch owns `gap`
+    /// past it and is derived the lookahead further. Says what that did.
+    pub fn mark_used(&mut self, script: &[u8]) -> Result<Used, DescriptorError> {
         let Some(Origin::Derived {
             descriptor,
             branch,
             index,
         }) = self.origins.get(script).copied()
         else {
-            return Ok(Vec::new());
+            return Ok(Used::default());
         };
+        let gap = self.gap;
         let br = &mut self.tracked[descriptor].branches[branch];
-        if br.used.is_some_and(|u| u >= index) {
-            return Ok(Vec::new());
+        if br.used.is_some_and(|u| u >= index) || index >= br.owned(gap) {
+            return Ok(Used::default());
         }
+        let owned_before = br.owned(gap);
         br.used = Some(index);
+        let owned = br.owned(gap);
+        let uncovered = owned > br.covered;
         let before = self.scripts.len();
-        self.derive_to(
-            descriptor,
-            branch,
-            index.saturating_add(1).saturating_add(self.gap),
-        )?;
-        Ok(self.scripts[before..].to_vec())
+        self.derive_to(descriptor, branch, owned.saturating_add(self.lookahead))?;
+        let t = &self.tracked[descriptor];
+        let newly_owned = (owned_before..owned)
+            .map(|i| t.descriptor.script_at(&t.branches[branch].key, i))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Used {
+            derived: self.scripts[before..].to_vec(),
+            newly_owned,
+            uncovered,
+        })
+    }
+
+    /// The scan starts again from the wallet's start, matching every script derived.
+    pub fn cover_all(&mut self) {
+        for t in &mut self.tracked {
+            for b in &mut t.branches {
+                b.covered = b.derived;
+            }
+        }
+    }
+
+    /// Whether `script` is watched (`Some`), and if so whether it is the wallet's (given,
+    /// or within the gap) rather than only in the lookahead.
+    pub fn owns(&self, script: &[u8]) -> Option<bool> {
+        Some(match self.origins.get(script)? {
+            Origin::Given => true,
+            Origin::Derived {
+                descriptor,
+                branch,
+                index,
+            } => *index < self.tracked[*descriptor].branches[*branch].owned(self.gap),
+        })
     }
 
     /// Where a watched script comes from, if it is watched.
@@ -151,7 +227,7 @@ impl Watchlist {
         self.origins.get(script).copied()
     }
 
-    /// Every script watched, in the order added.
+    /// Every script watched (the lookahead too), in the order added.
     pub fn scripts(&self) -> impl Iterator<Item = &[u8]> {
         self.scripts.iter().map(Vec::as_slice)
     }
@@ -176,6 +252,32 @@ impl Watchlist {
         let br = self.tracked.get(d)?.branches.get(b)?;
         Some((br.used, br.derived))
     }
+
+    /// How many indexes of branch `b` of descriptor `d` the scan covered from its start.
+    pub fn covered(&self, d: usize, b: usize) -> Option<u32> {
+        Some(self.tracked.get(d)?.branches.get(b)?.covered)
+    }
+
+    /// Restore branch `b` of descriptor `d` from a saved state: its highest used index
+    /// ([`Self::branch_state`]) and how far the scan covered it ([`Self::covered`], at most
+    /// what is derived).
+    pub fn restore_branch(
+        &mut self,
+        d: usize,
+        b: usize,
+        used: Option<u32>,
+        covered: u32,
+    ) -> Result<(), DescriptorError> {
+        let Some(br) = self.tracked.get_mut(d).and_then(|t| t.branches.get_mut(b)) else {
+            return Ok(());
+        };
+        br.used = used;
+        let count = br.owned(self.gap).saturating_add(self.lookahead);
+        self.derive_to(d, b, count)?;
+        let br = &mut self.tracked[d].branches[b];
+        br.covered = covered.min(br.derived);
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -191,48 +293,56 @@ mod tests {
 
     #[test]
     fn the_gap_limit_grows_with_use() {
-        let mut w = Watchlist::new(DEFAULT_GAP);
+        let mut w = Watchlist::new(DEFAULT_GAP, 10);
         let d = Descriptor::parse(BIP84, Network::Mainnet).unwrap();
         assert_eq!(w.add_descriptor(d.clone()), Ok(0));
-        assert_eq!(w.len(), 40, "20 receive and 20 change");
+        assert_eq!(w.len(), 60, "20 receive and 20 change, 10 ahead on each");
         assert_eq!(w.add_descriptor(d.clone()), Ok(0), "the same one again");
-        assert_eq!(w.len(), 40);
+        assert_eq!(w.len(), 60);
         let receive = d.branch_key(0).unwrap();
-        let fifth = d.script_at(&receive, 5).unwrap();
+        let at = |i| d.script_at(&receive, i).unwrap();
         assert_eq!(
-            w.origin(&fifth),
+            w.origin(&at(5)),
             Some(Origin::Derived {
                 descriptor: 0,
                 branch: 0,
                 index: 5
             })
         );
-        // Index 5 used: receive goes to 26 (5 + 1 + 20), six new.
-        let new = w.mark_used(&fifth).unwrap();
-        assert_eq!(new.len(), 6);
-        assert_eq!(new[5], d.script_at(&receive, 25).unwrap());
-        assert_eq!(w.branch_state(0, 0), Some((Some(5), 26)));
+        assert_eq!(w.owns(&at(19)), Some(true));
+        assert_eq!(w.owns(&at(20)), Some(false), "in the lookahead");
+        assert_eq!(w.owns(&at(30)), None);
+        // A script in the lookahead used does nothing (the wallet only reports its own).
+        assert_eq!(w.mark_used(&at(25)).unwrap(), Used::default());
+        // Index 5 used: receive owns 26 (5 + 1 + 20) and derives to 36, six new of each.
+        let used = w.mark_used(&at(5)).unwrap();
+        assert_eq!(used.derived.len(), 6);
+        assert_eq!(used.derived[5], at(35));
+        assert_eq!(used.newly_owned, (20..26).map(at).collect::<Vec<_>>());
+        assert!(!used.uncovered, "20..26 were ahead since the start");
+        assert_eq!(w.branch_state(0, 0), Some((Some(5), 36)));
+        assert_eq!(w.owns(&at(25)), Some(true));
         // Used again, or an earlier one: nothing new.
-        assert!(w.mark_used(&fifth).unwrap().is_empty());
-        assert!(
-            w.mark_used(&d.script_at(&receive, 1).unwrap())
-                .unwrap()
-                .is_empty()
-        );
+        assert_eq!(w.mark_used(&at(5)).unwrap(), Used::default());
+        assert_eq!(w.mark_used(&at(1)).unwrap(), Used::default());
+        // Index 15: owns up to 35, and 30..36 were derived after the start.
+        let used = w.mark_used(&at(15)).unwrap();
+        assert_eq!(used.newly_owned.len(), 10);
+        assert!(used.uncovered);
+        // The scan starting again covers them all.
+        w.cover_all();
+        assert_eq!(w.covered(0, 0), Some(46));
+        assert!(!w.mark_used(&at(20)).unwrap().uncovered);
         // The change branch on its own.
         let change = d.branch_key(1).unwrap();
-        assert_eq!(
-            w.mark_used(&d.script_at(&change, 0).unwrap())
-                .unwrap()
-                .len(),
-            1
-        );
-        assert_eq!(w.branch_state(0, 1), Some((Some(0), 21)));
-        // A given script is watched once, and has no branch to grow.
+        let used = w.mark_used(&d.script_at(&change, 0).unwrap()).unwrap();
+        assert_eq!((used.derived.len(), used.newly_owned.len()), (1, 1));
+        assert_eq!(w.branch_state(0, 1), Some((Some(0), 31)));
+        // A given script is watched once, is owned, and has no branch to grow.
         assert!(w.add_script(alloc::vec![0x51]));
         assert!(!w.add_script(alloc::vec![0x51]));
         assert_eq!(w.origin(&[0x51]), Some(Origin::Given));
-        assert!(w.mark_used(&[0x51]).unwrap().is_empty());
-        assert_eq!(w.len(), 48);
+        assert_eq!(w.owns(&[0x51]), Some(true));
+        assert_eq!(w.mark_used(&[0x51]).unwrap(), Used::default());
     }
 }

@@ -7,7 +7,7 @@ use lightwire_wire::BlockPiece;
 use super::{Core, Engine, Event, REQUEST_TIMEOUT};
 use crate::reason::DropReason;
 use crate::scan::Scan;
-use crate::wallet::{WalletSync, WatchError, Watched};
+use crate::wallet::{Again, Applied, WalletSync, WatchError, Watched};
 
 impl Engine {
     /// Watch `items` (scripts, addresses, descriptors) from block `from`: the wallet scans
@@ -31,7 +31,7 @@ impl Engine {
             // Everything from the start again, with every script: what was found is
             // withdrawn, and found again.
             wallet.from = from;
-            let (withdrawn, gave_up) = wallet.reorg(from.saturating_sub(1));
+            let (withdrawn, gave_up) = wallet.restart();
             for change in withdrawn {
                 c.events.push_back(Event::Wallet(change));
             }
@@ -191,25 +191,73 @@ impl Core {
         self.wallet_heard = self.now;
         match wallet.on_piece(p) {
             Ok(None) => Ok(()),
-            Ok(Some((height, changes, derived))) => {
-                for change in changes {
-                    self.events.push_back(Event::Wallet(change));
-                }
-                if !derived.is_empty()
-                    && self.wallet_scanning
-                    && let Some(scan) = self.scan.as_mut()
-                {
-                    // The scan may have matched past this block already without them:
-                    // it goes back to the block after it.
-                    scan.add_scripts(derived);
-                    for (a, id) in scan.rewind(height + 1) {
-                        self.remember_given_up(a, id);
-                    }
-                }
+            Ok(Some(done)) => {
+                self.wallet_applied(done);
                 Ok(())
             }
             Err(e) => Err(DropReason::Wallet(e)),
         }
+    }
+
+    /// What a block applied to the wallet did: events, the scan told of the scripts the
+    /// gap limit derived, and what must be done again (see [`crate::wallet`]).
+    fn wallet_applied(&mut self, done: Applied) {
+        for change in done.changes {
+            self.events.push_back(Event::Wallet(change));
+        }
+        if !self.wallet_scanning {
+            return;
+        }
+        if done.again == Some(Again::Restart) {
+            self.restart_wallet_scan();
+            return;
+        }
+        if let Some(scan) = self.scan.as_mut()
+            && !done.derived.is_empty()
+        {
+            // The scan may have matched past this block already without them: it goes
+            // back to the block after it.
+            scan.add_scripts(done.derived);
+            for (a, id) in scan.rewind(done.height + 1) {
+                self.remember_given_up(a, id);
+            }
+        }
+        let (Some(Again::From(first)), Some(wallet), Some(scan)) =
+            (done.again, self.wallet.as_mut(), self.scan.as_ref())
+        else {
+            return;
+        };
+        // A block applied paid a script that has just become the wallet's: the ledger goes
+        // back below it and the blocks the scan matched from there are applied again.
+        let (withdrawn, gave_up) = wallet.withdraw_from(first);
+        let mut given_up: Vec<(usize, u32)> = gave_up.into_iter().collect();
+        for &(h, hash) in scan.matches().iter().filter(|(h, _)| *h >= first) {
+            given_up.extend(wallet.matched(h, hash));
+        }
+        for change in withdrawn {
+            self.events.push_back(Event::Wallet(change));
+        }
+        for (g, id) in given_up {
+            self.remember_given_up(g, id);
+        }
+    }
+
+    /// The wallet is scanned again from its start, with every script it derived.
+    fn restart_wallet_scan(&mut self) {
+        let Some(wallet) = self.wallet.as_mut() else {
+            return;
+        };
+        let (withdrawn, gave_up) = wallet.restart();
+        let scripts: Vec<Vec<u8>> = wallet.watch.scripts().map(<[u8]>::to_vec).collect();
+        let from = wallet.from;
+        for change in withdrawn {
+            self.events.push_back(Event::Wallet(change));
+        }
+        if let Some((g, id)) = gave_up {
+            self.remember_given_up(g, id);
+        }
+        self.start_scan(scripts, from);
+        self.wallet_scanning = true;
     }
 
     /// A scan match: the wallet fetches its block.
