@@ -4,11 +4,13 @@
 //! it lives in the test crate.
 //!
 //! - `lightwire-regtest-wallet address`: the address btcd must mine to (`--miningaddr`);
+//! - `lightwire-regtest-wallet account [--receive N] [--change N]`: the BIP84 account's
+//!   descriptor and first addresses as JSON (for a generated chain paying it);
 //! - `lightwire-regtest-wallet build --rpc HOST:PORT --user U --pass P`: mine to maturity,
 //!   pay, spend, and print what was built as one line of JSON: `{"scripts":
 //!   {kind: hex}, "paidAt": h, "spentAt": h, "spentInPaying": [hex], "spentInSpending":
-//!   [hex]}`; with `--xpub`, then a BIP84 account paid three times (the last past the first
-//!   gap of 20) and spent from once, under `"xpub": {descriptor, payments: [{height, branch,
+//!   [hex]}`; with `--xpub`, then a BIP84 account paid six times out of index order and spent
+//!   from once, under `"xpub": {descriptor, payments: [{height, branch,
 //!   index, value}], spend: {height, txid, fee}, balance, unsent: {hex, txid, value, fee}}`
 //!   (`unsent`: signed, for the client to broadcast). btcctl must be on PATH or in `$(go env
 //!   GOPATH)/bin` (scripts/setup.sh installs it).
@@ -47,6 +49,16 @@ enum Cmd {
         #[arg(long)]
         xpub: bool,
     },
+    /// Print the BIP84 account's descriptor and its first addresses as JSON, no node needed:
+    /// `{"descriptor": d, "receive": [address], "change": [address]}`
+    Account {
+        /// Receive addresses to print
+        #[arg(long, default_value_t = 20)]
+        receive: u32,
+        /// Change addresses to print
+        #[arg(long, default_value_t = 20)]
+        change: u32,
+    },
 }
 
 fn btcctl() -> Result<PathBuf, String> {
@@ -65,6 +77,18 @@ fn btcctl() -> Result<PathBuf, String> {
 fn main() -> Result<(), String> {
     match Cli::parse().command {
         Cmd::Address => println!("{}", regtest_wallet::mining_address()),
+        Cmd::Account { receive, change } => {
+            let (descriptor, receive, change) = regtest_wallet::account(receive, change);
+            let list = |v: &[String]| {
+                let quoted: Vec<String> = v.iter().map(|s| format!("\"{s}\"")).collect();
+                format!("[{}]", quoted.join(","))
+            };
+            println!(
+                "{{\"descriptor\":\"{descriptor}\",\"receive\":{},\"change\":{}}}",
+                list(&receive),
+                list(&change)
+            );
+        }
         Cmd::Build {
             rpc,
             user,

@@ -43,14 +43,16 @@
 //   walletreload (issue 16) a page closed mid-rescan: the next session resumes the wallet
 //   wallethostile (issue 16) a gateway sending the wrong block, or withholding one its
 //             filter matched, is marked bad; the block comes from another
-//   wallet    (issue 16) watch() a BIP84 tpub account on btcd: its payments (one past the
-//             first gap), a spend with its fee, coins and balance; resumed after a reload;
+//   wallet    (issue 16) watch() a BIP84 tpub account on btcd: its payments (out of
+//             index order, past the gap and the lookahead), a spend with its fee, coins and balance; resumed after a reload;
 //             a reorg withdraws the spend and finds it again
 // --bench: the 925,000-header sync three times per engine with filter headers (the
 // default) and three times without, alternated; then a rescan of 10,000 mainnet-sized
-// filters three times. The header sync is timed in the page from before
+// filters three times, then the wallet's rescan of a BIP84 account over the same 10,000
+// blocks (50 of them paying it, 1 MB each) three times. The header sync is timed in the page from before
 // open to the tip event at 925,000 with nothing polling the engine (the figure for
 // benches/README.md), then three from a checkpoint 9,736 below the tip; `--only full` gives the detailed counters (polled every 100 ms).
+// E2E_RESCAN_ONLY=1 or E2E_WALLET_ONLY=1 with --bench: only that rescan.
 
 import { execFileSync, spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
@@ -136,6 +138,22 @@ const PAGE = `<!doctype html><meta charset="utf-8"><title>e2e</title>
       const perFilter = warm?.m ? (m.allocations - warm.m.allocations) / (filters - warm.filters) : null;
       return { ms, matches: result.matches, filters, bytesIn: m.bytesIn - before.bytesIn,
         wasmMemoryBytes: m.wasmMemoryBytes, allocationsPerFilterWarm: perFilter };
+    },
+    // The wallet rescan benchmark: a store synced to \`height\` (headers and filter
+    // headers), then watch() of a descriptor from \`from\` timed in the page, to its
+    // resolution (every matched block fetched, checked and applied).
+    async timedWatch(options, height, from, descriptor) {
+      const client = await LightwireClient.open(options);
+      await new Promise((resolve) => client.on('tip', (e) => e.height >= height && e.filterHeight >= height && resolve()));
+      const before = await client.metrics();
+      const t0 = performance.now();
+      const summary = await client.watch({ descriptors: [descriptor], fromHeight: from });
+      const ms = performance.now() - t0;
+      const m = await client.metrics();
+      const txs = await client.transactions();
+      await client.stop();
+      return { ms, summary, heights: txs.map((t) => t.height), bytesIn: m.bytesIn - before.bytesIn,
+        wasmMemoryBytes: m.wasmMemoryBytes };
     },
     deleteStore: (name) => LightwireClient.deleteStore(name),
     storage: () => LightwireClient.storage(),
@@ -1169,6 +1187,42 @@ async function timedRescan(run, startAt) {
   }
 }
 
+/// The wallet rescan benchmark (--bench): the 925,000-block chain paying a BIP84 account
+/// (gap 20, both branches) in 50 blocks of 1 MB between 915,100 and 924,900, receive and
+/// change in turn; a store started at 913,248 synced to the tip, then watch() of the
+/// account from 915,001, timed in the page.
+async function timedWalletRescan(run, startAt) {
+  const account = JSON.parse(execFileSync(bin('lightwire-regtest-wallet'), ['account', '--receive', '25', '--change', '25']).toString());
+  const payments = Array.from({ length: 50 }, (_, k) => {
+    const address = k % 2 === 0 ? account.receive[k / 2] : account.change[(k - 1) / 2];
+    return { height: 915_100 + 200 * k, address, value: 100_000 + k };
+  });
+  const file = join(work, 'payments');
+  writeFileSync(file, payments.map((p) => `${p.height} ${p.address} ${p.value}`).join('\n') + '\n');
+  const gw = await gateway(['--generate', '925000', '--payments', file]);
+  const page = await openPage();
+  try {
+    const options = { network: 'regtest', gateways: [gw.connect], storeName: `wallet-rescan-${run}`, start: startAt };
+    const r = await page.evaluate(([o, d]) => window.lw.timedWatch(o, 925_000, 915_001, d), [options, account.descriptor]);
+    const want = payments.map((p) => p.height);
+    assert(JSON.stringify(r.heights) === JSON.stringify(want), `found ${JSON.stringify(r.heights)}`);
+    const received = payments.reduce((a, p) => a + p.value, 0);
+    assert(r.summary.balance.confirmed === received, `balance ${JSON.stringify(r.summary.balance)}`);
+    const figures = {
+      seconds: (r.ms / 1000).toFixed(3),
+      transactions: r.heights.length,
+      megabytesIn: (r.bytesIn / 1e6).toFixed(1),
+      wasmMiB: (r.wasmMemoryBytes / 2 ** 20).toFixed(1),
+    };
+    log(`  ${browser.name} wallet rescan, run ${run}: ${JSON.stringify(figures)}`);
+    await page.evaluate((name) => window.lw.deleteStore(name), `wallet-rescan-${run}`);
+    return figures;
+  } finally {
+    await page.close();
+    await gw.stop();
+  }
+}
+
 /// The benchmark (--bench): the 925,000-header sync timed in the page from before open to
 /// the tip event at 925,000, nothing polling; a fresh store each run.
 async function timed(run, filters = true) {
@@ -1250,6 +1304,13 @@ async function main() {
     for (const engine of engines) {
       browser = await openEngine(engine, join(work, `profile-${engine}`));
       try {
+        if (bench && process.env.E2E_WALLET_ONLY) {
+          const walletStart = benchStart(913_248);
+          const walletRescan = [];
+          for (const run of [1, 2, 3]) walletRescan.push(await timedWalletRescan(run, walletStart));
+          console.log(JSON.stringify({ engine, walletRescan }));
+          continue;
+        }
         if (bench && process.env.E2E_RESCAN_ONLY) {
           const rescanStart = benchStart(913_248);
           const rescan = [];
@@ -1271,7 +1332,9 @@ async function main() {
           const rescanStart = benchStart(913_248);
           const rescan = [];
           for (const run of [1, 2, 3]) rescan.push(await timedRescan(run, rescanStart));
-          console.log(JSON.stringify({ engine, runs, headersOnly, fromCheckpoint, rescan }));
+          const walletRescan = [];
+          for (const run of [1, 2, 3]) walletRescan.push(await timedWalletRescan(run, rescanStart));
+          console.log(JSON.stringify({ engine, runs, headersOnly, fromCheckpoint, rescan, walletRescan }));
           continue;
         }
         for (const [name, f] of Object.entries(scenarios)) {

@@ -420,3 +420,37 @@ pub fn build_xpub(ctl: &dyn Fn(&[&str]) -> String) -> XpubBuilt {
         ),
     }
 }
+
+/// The BIP84 account [`build_xpub`] pays, without a node: its descriptor, and the
+/// addresses of its first `receive` receive and `change` change indexes (for a generated
+/// chain that pays it: `lightwire-gateway --payments`).
+pub fn account(receive: u32, change: u32) -> (String, Vec<String>, Vec<String>) {
+    use bitcoin::bip32::{ChildNumber, DerivationPath, Xpriv, Xpub};
+    use core::str::FromStr;
+
+    let secp = Secp256k1::new();
+    let master = Xpriv::new_master(Network::Regtest, &[7u8; 32]).unwrap();
+    let path = DerivationPath::from_str("m/84'/1'/0'").unwrap();
+    let xpub = Xpub::from_priv(&secp, &master.derive_priv(&secp, &path).unwrap());
+    let addresses = |branch: u32, count: u32| -> Vec<String> {
+        (0..count)
+            .map(|i| {
+                let key = xpub
+                    .derive_pub(
+                        &secp,
+                        &[
+                            ChildNumber::from_normal_idx(branch).unwrap(),
+                            ChildNumber::from_normal_idx(i).unwrap(),
+                        ],
+                    )
+                    .unwrap();
+                Address::p2wpkh(&CompressedPublicKey(key.public_key), Network::Regtest).to_string()
+            })
+            .collect()
+    };
+    (
+        format!("wpkh({xpub}/<0;1>/*)"),
+        addresses(0, receive),
+        addresses(1, change),
+    )
+}

@@ -35,6 +35,17 @@ pub fn next_header(
     branch: u32,
 ) -> Header {
     let merkle_root = crate::synthetic::merkle_root(height, branch);
+    next_header_with_root(params, prev, prev_hash, merkle_root)
+}
+
+/// As [`next_header`], with `merkle_root` (of a block of a chain carrying payments:
+/// [`crate::synthetic::merkle_root_in`]).
+pub fn next_header_with_root(
+    params: &Params,
+    prev: &Header,
+    prev_hash: BlockHash,
+    merkle_root: [u8; 32],
+) -> Header {
     let mut header = Header {
         version: GENERATED_VERSION,
         prev_blockhash: prev_hash,

@@ -14,12 +14,20 @@
 //! they spend is given by [`SyntheticBlock::spent_scripts`] (a gateway builds the filter
 //! from it, as a node does from its undo data).
 //!
+//! A pool can also carry *payments* ([`Pool::with_payments`], for wallet tests and
+//! benchmarks): the block at a payment's height has, after its payload, segwit filler
+//! transactions bringing it to a given size (two inputs spending made-up outpoints of
+//! P2WPKH scripts, two P2WPKH outputs, a 72-byte signature and a key in each witness), the
+//! first of which pays the payment's script. Headers of such a chain must take their
+//! Merkle roots from the pool ([`merkle_root_in`]).
+//!
 //! Coinbase: version 1; one input (null outpoint, script `04 <height LE> 04 <branch LE>`,
 //! sequence `ffffffff`); one output of 50 BTC to P2WPKH of the first 20 bytes of
 //! `SHA256("lightwire-synthetic" || height LE || branch LE)`; lock time 0. Payload: version
 //! 2; inputs and outputs from a splitmix64 stream seeded by the pool index (P2WPKH, P2TR,
 //! P2PKH and P2SH outputs in turn; each input spends a P2WPKH script); lock time 0.
 
+use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
 use sha2::{Digest, Sha256};
@@ -93,10 +101,25 @@ impl PoolTx {
     }
 }
 
-/// The pool of one profile's payloads, built once.
+/// The pool of one profile's payloads, built once, and the payments its chain carries.
 #[derive(Debug)]
 pub struct Pool {
+    profile: Profile,
     txs: Vec<PoolTx>,
+    payments: BTreeMap<u32, Payment>,
+    /// The size of a block carrying a payment.
+    payment_block_bytes: usize,
+}
+
+/// A payment a generated chain carries: its block pays `value` to `script`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Payment {
+    /// The block's height.
+    pub height: u32,
+    /// The output script paid.
+    pub script: Vec<u8>,
+    /// Satoshis.
+    pub value: u64,
 }
 
 static DEFAULT_POOL: OnceLock<Pool> = OnceLock::new();
@@ -106,7 +129,36 @@ impl Pool {
     /// other profiles build a pool each call, to keep).
     pub fn build(profile: &Profile) -> Pool {
         let txs = (0..POOL_SIZE as u64).map(|p| payload(p, profile)).collect();
-        Pool { txs }
+        Pool {
+            profile: *profile,
+            txs,
+            payments: BTreeMap::new(),
+            payment_block_bytes: 0,
+        }
+    }
+
+    /// The pool for `profile` with `payments` (one per height: a later one at the same
+    /// height replaces an earlier), each in a block of about `block_bytes` (at least its
+    /// coinbase and payload, and one filler transaction).
+    pub fn with_payments(
+        profile: &Profile,
+        payments: impl IntoIterator<Item = Payment>,
+        block_bytes: usize,
+    ) -> Pool {
+        let mut pool = Pool::build(profile);
+        pool.payments = payments.into_iter().map(|p| (p.height, p)).collect();
+        pool.payment_block_bytes = block_bytes;
+        pool
+    }
+
+    /// The payment carried at `height`, if any.
+    pub fn payment_at(&self, height: u32) -> Option<&Payment> {
+        self.payments.get(&height)
+    }
+
+    /// Every payment carried, by height.
+    pub fn payments(&self) -> impl Iterator<Item = &Payment> {
+        self.payments.values()
     }
 
     /// The pool of [`DEFAULT_PROFILE`].
@@ -127,23 +179,55 @@ pub struct SyntheticBlock<'p> {
     pub coinbase: Vec<u8>,
     /// The payload, from `heavy_from` on.
     pub payload: Option<&'p PoolTx>,
+    /// The filler transactions of a block carrying a payment.
+    filler: Option<Filler>,
+}
+
+/// Filler transactions (see the module documentation).
+#[derive(Debug)]
+struct Filler {
+    /// Serialized, with their witnesses, one after another.
+    bytes: Vec<u8>,
+    txids: Vec<[u8; 32]>,
+    /// Where each output script but the payment's lies in `bytes` (offset; each is 22
+    /// bytes).
+    outputs: Vec<u32>,
+    /// The payment's output script.
+    paid: Vec<u8>,
+    /// The scripts their inputs spend.
+    spent: Vec<[u8; 22]>,
 }
 
 impl<'p> SyntheticBlock<'p> {
     /// The block at `height` on `branch` (0 is the main chain).
     pub fn new(profile: &Profile, pool: &'p Pool, height: u32, branch: u32) -> Self {
+        let coinbase = coinbase(height, branch);
+        let payload = (height >= profile.heavy_from).then(|| pool.pick(height));
+        let filler = pool.payment_at(height).map(|p| {
+            let base = 80 + 3 + coinbase.len() + payload.map_or(0, |t| t.bytes.len());
+            let count = pool.payment_block_bytes.saturating_sub(base) / FILLER_TX_LEN + 1;
+            filler(height, branch, p, count)
+        });
         SyntheticBlock {
-            coinbase: coinbase(height, branch),
-            payload: (height >= profile.heavy_from).then(|| pool.pick(height)),
+            coinbase,
+            payload,
+            filler,
         }
     }
 
     /// Its Merkle root.
     pub fn merkle_root(&self) -> [u8; 32] {
         let cb = txid(&self.coinbase);
-        match self.payload {
-            Some(p) => hash_pair(&cb, &p.txid),
-            None => cb,
+        match (self.payload, &self.filler) {
+            (Some(p), None) => hash_pair(&cb, &p.txid),
+            (None, None) => cb,
+            (payload, Some(f)) => {
+                let mut leaves = Vec::with_capacity(2 + f.txids.len());
+                leaves.push(cb);
+                leaves.extend(payload.map(|p| p.txid));
+                leaves.extend_from_slice(&f.txids);
+                crate::merkle::root(&leaves).unwrap_or(cb)
+            }
         }
     }
 
@@ -151,10 +235,14 @@ impl<'p> SyntheticBlock<'p> {
     pub fn write(&self, header: &[u8; 80], out: &mut Vec<u8>) {
         out.clear();
         out.extend_from_slice(header);
-        out.push(1 + u8::from(self.payload.is_some()));
+        let fillers = self.filler.as_ref().map_or(0, |f| f.txids.len());
+        compact_size(out, 1 + usize::from(self.payload.is_some()) + fillers);
         out.extend_from_slice(&self.coinbase);
         if let Some(p) = self.payload {
             out.extend_from_slice(&p.bytes);
+        }
+        if let Some(f) = &self.filler {
+            out.extend_from_slice(&f.bytes);
         }
     }
 
@@ -183,16 +271,108 @@ impl<'p> SyntheticBlock<'p> {
         self.payload
             .into_iter()
             .flat_map(|p| p.spent.iter().map(Vec::as_slice))
+            .chain(
+                self.filler
+                    .iter()
+                    .flat_map(|f| f.spent.iter().map(|s| &s[..])),
+            )
     }
 
     /// What its basic filter holds (BIP158): every output script (none is empty or
     /// `OP_RETURN`) and every script its inputs spend, possibly repeated.
     pub fn filter_items(&self) -> impl Iterator<Item = &[u8]> {
         let coinbase_output = &self.coinbase[self.coinbase.len() - 4 - 22..self.coinbase.len() - 4];
+        let filler_outputs = self.filler.iter().flat_map(|f| {
+            let paid = (!f.paid.is_empty() && f.paid[0] != 0x6a).then_some(&f.paid[..]);
+            paid.into_iter().chain(
+                f.outputs
+                    .iter()
+                    .map(|&at| &f.bytes[at as usize..at as usize + 22]),
+            )
+        });
         core::iter::once(coinbase_output)
             .chain(self.payload.into_iter().flat_map(PoolTx::output_scripts))
+            .chain(filler_outputs)
             .chain(self.spent_scripts())
     }
+}
+
+/// The serialized length of a filler transaction paying a 22-byte script.
+const FILLER_TX_LEN: usize = 372;
+
+/// `count` filler transactions for the block at `height` on `branch`, the first paying
+/// `payment` (its output script may be of any length).
+fn filler(height: u32, branch: u32, payment: &Payment, count: usize) -> Filler {
+    let mut f = Filler {
+        bytes: Vec::with_capacity(count * FILLER_TX_LEN + payment.script.len()),
+        txids: Vec::with_capacity(count),
+        outputs: Vec::with_capacity(2 * count),
+        paid: payment.script.clone(),
+        spent: Vec::with_capacity(2 * count),
+    };
+    let mut s = Stream(u64::from(height) << 24 ^ u64::from(branch) << 56 ^ 0xf111);
+    let mut legacy = Vec::with_capacity(FILLER_TX_LEN);
+    for i in 0..count {
+        // Without the witness first (for the txid), then with it.
+        legacy.clear();
+        legacy.extend_from_slice(&2u32.to_le_bytes());
+        legacy.push(2);
+        for j in 0..2u32 {
+            s.bytes(&mut legacy, 32);
+            legacy.extend_from_slice(&j.to_le_bytes());
+            legacy.push(0);
+            legacy.extend_from_slice(&0xffff_fffdu32.to_le_bytes());
+            let mut spent = [0u8; 22];
+            spent[1] = 0x14;
+            let mut key = Vec::with_capacity(24);
+            s.bytes(&mut key, 20);
+            spent[2..].copy_from_slice(&key);
+            f.spent.push(spent);
+        }
+        legacy.push(2);
+        let mut outputs = [0usize; 2];
+        for (j, at) in outputs.iter_mut().enumerate() {
+            if i == 0 && j == 0 {
+                legacy.extend_from_slice(&payment.value.to_le_bytes());
+                compact_size(&mut legacy, payment.script.len());
+                legacy.extend_from_slice(&payment.script);
+                continue;
+            }
+            legacy.extend_from_slice(&(10_000 + i as u64).to_le_bytes());
+            legacy.push(22);
+            *at = legacy.len();
+            legacy.extend_from_slice(&[0x00, 0x14]);
+            s.bytes(&mut legacy, 20);
+        }
+        let lock_time = legacy.len();
+        legacy.extend_from_slice(&0u32.to_le_bytes());
+        f.txids.push(txid(&legacy));
+        let start = f.bytes.len();
+        f.bytes.extend_from_slice(&legacy[..4]);
+        f.bytes.extend_from_slice(&[0, 1]);
+        f.bytes.extend_from_slice(&legacy[4..lock_time]);
+        for _ in 0..2 {
+            f.bytes.push(2);
+            f.bytes.push(72);
+            f.bytes.push(0x30);
+            f.bytes.extend_from_slice(&[0x45; 71]);
+            f.bytes.push(33);
+            f.bytes.push(0x02);
+            f.bytes.extend_from_slice(&[0x79; 32]);
+        }
+        f.bytes.extend_from_slice(&legacy[lock_time..]);
+        // Output scripts moved by the marker and flag (2 bytes).
+        for at in outputs.into_iter().filter(|&at| at != 0) {
+            f.outputs.push((start + at + 2) as u32);
+        }
+    }
+    f
+}
+
+/// The Merkle root of the generated block at `height` on `branch` of `pool`'s chain (one
+/// that may carry payments), with the profile it was built for.
+pub fn merkle_root_in(pool: &Pool, height: u32, branch: u32) -> [u8; 32] {
+    SyntheticBlock::new(&pool.profile, pool, height, branch).merkle_root()
 }
 
 /// The Merkle root of the generated block at `height` on `branch` with the default profile.
@@ -201,7 +381,12 @@ pub fn merkle_root(height: u32, branch: u32) -> [u8; 32] {
         Pool::default_pool()
     } else {
         // Not used below `heavy_from`: avoid building it.
-        static EMPTY: Pool = Pool { txs: Vec::new() };
+        static EMPTY: Pool = Pool {
+            profile: DEFAULT_PROFILE,
+            txs: Vec::new(),
+            payments: BTreeMap::new(),
+            payment_block_bytes: 0,
+        };
         &EMPTY
     };
     SyntheticBlock::new(&DEFAULT_PROFILE, pool, height, branch).merkle_root()
@@ -321,7 +506,12 @@ mod tests {
 
     #[test]
     fn light_blocks_are_their_coinbase() {
-        let pool = Pool { txs: Vec::new() };
+        let pool = Pool {
+            profile: DEFAULT_PROFILE,
+            txs: Vec::new(),
+            payments: BTreeMap::new(),
+            payment_block_bytes: 0,
+        };
         let b = SyntheticBlock::new(&DEFAULT_PROFILE, &pool, 7, 0);
         assert!(b.payload.is_none());
         assert_eq!(b.merkle_root(), txid(&b.coinbase));
@@ -359,5 +549,58 @@ mod tests {
         // Deterministic: the same pool is built again.
         assert_eq!(Pool::build(&profile).pick(10).txid, p.txid);
         assert!(SyntheticBlock::new(&profile, &pool, 9, 0).payload.is_none());
+    }
+
+    /// A block carrying a payment has the size asked for, pays the script in its first
+    /// filler transaction, and its filter items and Merkle root cover the fillers.
+    #[test]
+    fn a_payment_block_pays_its_script_at_the_size_asked() {
+        let profile = Profile {
+            heavy_from: 10,
+            min_elements: 300,
+            max_elements: 400,
+        };
+        let script = vec![0x51, 0x20, 7, 7];
+        let pay = |height| Payment {
+            height,
+            script: script.clone(),
+            value: 123_456,
+        };
+        let pool = Pool::with_payments(&profile, [pay(5), pay(12)], 100_000);
+        assert_eq!(pool.payments().count(), 2);
+        for height in [5, 12] {
+            let b = SyntheticBlock::new(&profile, &pool, height, 0);
+            let mut block = Vec::new();
+            b.write(&[0; 80], &mut block);
+            assert!(
+                (100_000..100_000 + FILLER_TX_LEN).contains(&block.len()),
+                "{}",
+                block.len()
+            );
+            let f = b.filler.as_ref().unwrap();
+            let items: Vec<&[u8]> = b.filter_items().collect();
+            assert!(items.contains(&&script[..]));
+            assert_eq!(
+                items.len(),
+                1 + b
+                    .payload
+                    .map_or(0, |p| p.output_scripts().count() + p.spent.len())
+                    + 1
+                    + f.outputs.len()
+                    + f.spent.len()
+            );
+            assert_eq!(f.outputs.len(), 2 * f.txids.len() - 1);
+            for &at in &f.outputs {
+                assert_eq!(&f.bytes[at as usize..at as usize + 2], &[0x00, 0x14]);
+            }
+            assert_eq!(merkle_root_in(&pool, height, 0), b.merkle_root());
+            assert_ne!(merkle_root_in(&pool, height, 0), merkle_root(height, 0));
+        }
+        assert!(SyntheticBlock::new(&profile, &pool, 6, 0).filler.is_none());
+        assert_eq!(
+            merkle_root_in(&pool, 6, 0),
+            merkle_root(6, 0),
+            "below heavy_from"
+        );
     }
 }

@@ -169,28 +169,6 @@ impl Scan {
         }
     }
 
-    /// Match again from `to` on (scripts were added that blocks from there may pay): the
-    /// matches from there are dropped quietly (found again), the window read is kept (the
-    /// chain is the same), the requests in flight are given up (returned, to ignore what
-    /// still arrives for them).
-    pub fn rewind(&mut self, to: u32) -> Vec<(usize, u32)> {
-        let to = to.max(self.from);
-        if to >= self.next {
-            return Vec::new();
-        }
-        self.matches.retain(|(h, _)| *h < to);
-        self.next = to;
-        self.reading = None;
-        if to < self.start {
-            self.hashes.clear();
-            self.headers.clear();
-            self.start = to;
-        }
-        self.reported_tip = false;
-        self.saved = None;
-        self.abandon().collect()
-    }
-
     /// The scripts watched.
     pub fn scripts(&self) -> &[Vec<u8>] {
         &self.scripts

@@ -237,6 +237,55 @@ mod tests {
             FilterLookup::Missing
         ));
 
+        // A chain carrying a payment: its block is the size asked for, matches its
+        // header, pays the script, and the filter served holds it.
+        let script = vec![
+            0x00, 0x14, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9,
+        ];
+        let payment = lightwire_chain::synthetic::Payment {
+            height: 150,
+            script: script.clone(),
+            value: 42_000,
+        };
+        let pool = Box::leak(Box::new(Pool::with_payments(
+            &DEFAULT_PROFILE,
+            [payment],
+            200_000,
+        )));
+        let mut paying = ServedChain::generate_paying(300, 1_700_000_000, Some(pool)).unwrap();
+        paying.serve_generated_filters(1 << 20);
+        assert_eq!(
+            paying.header(149),
+            chain.header(149),
+            "the same below the payment"
+        );
+        assert_ne!(paying.header(150), chain.header(150));
+        let header = paying.header(150).unwrap();
+        let FilterLookup::Ready((len, root, paid)) = paying.with_block(150, |b| {
+            let block = Block::parse(b).unwrap();
+            let paid = block
+                .transactions()
+                .flat_map(|t| {
+                    t.outputs()
+                        .map(|o| (o.value, o.script.to_vec()))
+                        .collect::<Vec<_>>()
+                })
+                .any(|(v, s)| v == 42_000 && s == script);
+            (b.len(), block.merkle_root(), paid)
+        }) else {
+            panic!("the paying block");
+        };
+        assert!((200_000..201_000).contains(&len), "{len}");
+        assert_eq!((&root.0[..], root.1), (&header[36..68], false));
+        assert!(paid);
+        let hash = hash_header_bytes(&header);
+        let FilterLookup::Ready(matched) = paying.with_filter(150, |f| {
+            lightwire_filter::Matcher::default().match_any(f, &hash.0, [&script[..]])
+        }) else {
+            panic!("the paying block's filter");
+        };
+        assert_eq!(matched, Ok(true));
+
         // From a node: asked for, then kept if it is the block of that hash.
         let up = ServedBlocks::upstream(Arc::new(Notify::new()));
         let header = chain.header(150).unwrap();

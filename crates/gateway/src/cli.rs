@@ -20,6 +20,7 @@ use std::process::ExitCode;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use clap::{Args, Parser, ValueEnum};
+use lightwire_chain::synthetic::{DEFAULT_PROFILE, Payment, Pool};
 use lightwire_chain::{Chain, Network};
 use lightwire_gateway::blocks::BlockLie;
 use lightwire_gateway::metrics::serve_metrics;
@@ -103,6 +104,19 @@ struct SourceArgs {
     /// For testing clients: send the next block instead of block H of the generated chain
     #[arg(long, value_name = "H", conflicts_with_all = ["headers_file", "upstream", "no_filters"])]
     wrong_block_at: Option<u32>,
+    /// For testing wallets: the generated chain pays what FILE lists, one payment a line:
+    /// `HEIGHT ADDRESS-OR-SCRIPT-HEX SATOSHIS` (regtest addresses; `#` starts a comment);
+    /// each paying block is made --payment-block-bytes long
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["headers_file", "upstream"])]
+    payments: Option<PathBuf>,
+    /// The size of a block carrying a payment of --payments
+    #[arg(
+        long,
+        value_name = "BYTES",
+        default_value_t = 1_000_000,
+        requires = "payments"
+    )]
+    payment_block_bytes: u32,
     /// Do not serve compact block filters (for a generated chain they are built at start,
     /// on every core: about 2 s for 925,000 blocks; from a node, its own are served)
     #[arg(long, conflicts_with = "headers_file")]
@@ -145,6 +159,8 @@ enum Source {
         lie_block_at: Option<(u32, BlockLie)>,
         /// Serve filters, caching this many bytes of them.
         filter_cache: Option<usize>,
+        /// What the chain pays (`--payments`), and the size of a paying block.
+        payments: Option<(PathBuf, usize)>,
     },
     File {
         path: PathBuf,
@@ -197,6 +213,7 @@ impl Cli {
                     .map(|h| (h, BlockLie::Withhold))
                     .or(s.wrong_block_at.map(|h| (h, BlockLie::Wrong))),
                 filter_cache: (!s.no_filters).then_some((s.filter_cache_mb as usize) << 20),
+                payments: s.payments.map(|p| (p, s.payment_block_bytes as usize)),
             },
             (None, Some(path), None, Some(network)) => Source::File {
                 path,
@@ -300,6 +317,57 @@ fn now() -> u64 {
         .unwrap_or(0)
 }
 
+/// The payments of a `--payments` file, in a pool of the default profile. The pool lives
+/// as long as the process (the chain's blocks and filters are made from it on demand).
+fn payments_pool(path: &std::path::Path, block_bytes: usize) -> Result<&'static Pool, String> {
+    let text =
+        std::fs::read_to_string(path).map_err(|e| format!("--payments {}: {e}", path.display()))?;
+    let payments =
+        parse_payments(&text).map_err(|e| format!("--payments {}: {e}", path.display()))?;
+    Ok(Box::leak(Box::new(Pool::with_payments(
+        &DEFAULT_PROFILE,
+        payments,
+        block_bytes,
+    ))))
+}
+
+/// The lines of a `--payments` file (see the flag).
+fn parse_payments(text: &str) -> Result<Vec<Payment>, String> {
+    let mut out = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let line = line.split('#').next().unwrap_or("").trim();
+        if line.is_empty() {
+            continue;
+        }
+        let bad = |why: String| format!("line {}: {why}", n + 1);
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let [height, to, value] = fields[..] else {
+            return Err(bad("expected HEIGHT ADDRESS-OR-SCRIPT-HEX SATOSHIS".into()));
+        };
+        let height: u32 = height
+            .parse()
+            .ok()
+            .filter(|h| *h > 0)
+            .ok_or_else(|| bad(format!("{height:?} is not a height above 0")))?;
+        let value: u64 = value
+            .parse()
+            .map_err(|_| bad(format!("{value:?} is not an amount in satoshis")))?;
+        let script = match lightwire_wallet::script_of_address(to, Network::Regtest) {
+            Ok(script) => script,
+            Err(e) => hex::decode(to)
+                .ok()
+                .filter(|s| !s.is_empty() && s.len() <= 10_000)
+                .ok_or_else(|| bad(format!("{to:?} is neither a script nor an address: {e}")))?,
+        };
+        out.push(Payment {
+            height,
+            script,
+            value,
+        });
+    }
+    Ok(out)
+}
+
 /// The chain to serve, and the validation state to keep following an upstream node.
 fn load(source: &Source) -> Result<(ServedChain, Option<Chain>), String> {
     match source {
@@ -313,8 +381,20 @@ fn load(source: &Source) -> Result<(ServedChain, Option<Chain>), String> {
             lie_filter_at,
             lie_block_at,
             filter_cache,
+            payments,
         } => {
-            let mut chain = ServedChain::generate(*count, now()).map_err(|e| e.to_string())?;
+            let pool = match payments {
+                Some((path, bytes)) => Some(payments_pool(path, *bytes)?),
+                None => None,
+            };
+            if let Some(p) = pool.and_then(|p| p.payments().find(|p| p.height > *count)) {
+                return Err(format!(
+                    "--payments: a payment at {}, above the chain's {count}",
+                    p.height
+                ));
+            }
+            let mut chain =
+                ServedChain::generate_paying(*count, now(), pool).map_err(|e| e.to_string())?;
             if let Some(bytes) = filter_cache {
                 chain.serve_generated_filters(*bytes);
             }

@@ -92,11 +92,17 @@ impl Cache {
 }
 
 impl ServedFilters {
-    /// The filters of the generated chain `headers` (from genesis, the default profile),
-    /// built on every core: each block's filter hash, then the header chain. The newest
-    /// filters are kept, up to `cache_bytes`.
-    pub fn generated(headers: &[[u8; HEADER_LEN]], cache_bytes: usize) -> ServedFilters {
-        let pool = if headers.len() as u64 > u64::from(DEFAULT_PROFILE.heavy_from) {
+    /// The filters of the generated chain `headers` (from genesis, the default profile,
+    /// with the payments of `payments` if given), built on every core: each block's filter
+    /// hash, then the header chain. The newest filters are kept, up to `cache_bytes`.
+    pub fn generated(
+        headers: &[[u8; HEADER_LEN]],
+        cache_bytes: usize,
+        payments: Option<&'static Pool>,
+    ) -> ServedFilters {
+        let pool = if let Some(pool) = payments {
+            pool
+        } else if headers.len() as u64 > u64::from(DEFAULT_PROFILE.heavy_from) {
             Pool::default_pool()
         } else {
             static NONE: std::sync::OnceLock<Pool> = std::sync::OnceLock::new();
@@ -396,7 +402,7 @@ mod tests {
     fn the_genesis_filter_is_the_bip158_one() {
         // BIP158's vector for testnet's genesis block (the same coinbase as every network's).
         let genesis = [lightwire_chain::TESTNET3.genesis.encode()];
-        let f = ServedFilters::generated(&genesis, 1 << 20);
+        let f = ServedFilters::generated(&genesis, 1 << 20, None);
         let got = f.with_filter(0, Some(genesis[0]), <[u8]>::to_vec);
         assert_eq!(got, FilterLookup::Ready(hex::decode("019dfca8").unwrap()));
         assert_eq!(f.tip(), Some(0));
@@ -407,7 +413,7 @@ mod tests {
         let mut headers = vec![REGTEST.genesis];
         headers.extend(headers_after(&REGTEST, &REGTEST.genesis, 0, 300, 0));
         let encoded: Vec<[u8; 80]> = headers.iter().map(Header::encode).collect();
-        let f = ServedFilters::generated(&encoded, 1 << 20);
+        let f = ServedFilters::generated(&encoded, 1 << 20, None);
         let mut prev = [0u8; 32];
         let mut block = Vec::new();
         let mut rebuilt = Vec::new();
@@ -454,7 +460,7 @@ mod tests {
         let mut headers = vec![REGTEST.genesis];
         headers.extend(headers_after(&REGTEST, &REGTEST.genesis, 0, 50, 0));
         let encoded: Vec<[u8; 80]> = headers.iter().map(Header::encode).collect();
-        let mut f = ServedFilters::generated(&encoded, 1 << 20);
+        let mut f = ServedFilters::generated(&encoded, 1 << 20, None);
         let honest: Vec<FilterEntry> = (0..=50).map(|h| f.entry(h).unwrap()).collect();
         assert!(f.lie_at(30, &encoded[30]));
         assert!(!f.lie_at(51, &encoded[0]));

@@ -12,7 +12,8 @@ use std::collections::HashMap;
 use crate::blocks::ServedBlocks;
 use crate::filters::ServedFilters;
 
-use lightwire_chain::generate::next_header;
+use lightwire_chain::generate::next_header_with_root;
+use lightwire_chain::synthetic::{Pool, merkle_root, merkle_root_in};
 use lightwire_chain::{
     BlockHash, Chain, ConnectError, Entry, HEADER_LEN, Header, MAX_BATCH, Network, Outcome, Params,
     REGTEST, U256, Work, rebuild_entries,
@@ -67,6 +68,8 @@ pub struct ServedChain {
     filters: Option<ServedFilters>,
     blocks: Option<ServedBlocks>,
     relay: Option<std::sync::Arc<crate::relay::TxRelay>>,
+    /// The payments a generated chain carries (its blocks' pool).
+    payments: Option<&'static Pool>,
 }
 
 /// A chain being built: what is served, and the validation window its next header needs.
@@ -94,6 +97,7 @@ impl Builder {
                 filters: None,
                 blocks: None,
                 relay: None,
+                payments: None,
             },
             chain,
         }
@@ -266,7 +270,18 @@ impl ServedChain {
 
     /// The deterministic regtest chain of `count` headers (`lightwire-chain generate`).
     pub fn generate(count: u32, now: u64) -> Result<ServedChain, SourceError> {
+        ServedChain::generate_paying(count, now, None)
+    }
+
+    /// The same chain, but carrying the payments of `payments` (a pool of the default
+    /// profile): the headers from the first payment on differ.
+    pub fn generate_paying(
+        count: u32,
+        now: u64,
+        payments: Option<&'static Pool>,
+    ) -> Result<ServedChain, SourceError> {
         let mut served = Builder::starting_at(&REGTEST, genesis_entry(&REGTEST));
+        served.served.payments = payments;
         served.served.headers.reserve(count as usize);
         served.served.index.reserve(count as usize);
         let mut batch = Vec::with_capacity(MAX_BATCH);
@@ -276,7 +291,13 @@ impl ServedChain {
             batch.clear();
             while height < count && batch.len() < MAX_BATCH {
                 height += 1;
-                let h = next_header(&REGTEST, &prev, prev_hash, height, 0);
+                let root = match payments {
+                    Some(pool) if pool.payment_at(height).is_some() => {
+                        merkle_root_in(pool, height, 0)
+                    }
+                    _ => merkle_root(height, 0),
+                };
+                let h = next_header_with_root(&REGTEST, &prev, prev_hash, root);
                 prev_hash = h.block_hash();
                 prev = h;
                 batch.push(h);
@@ -290,7 +311,7 @@ impl ServedChain {
     /// the newest kept up to `cache_bytes`).
     pub fn serve_generated_filters(&mut self, cache_bytes: usize) {
         if self.base == 0 {
-            let filters = ServedFilters::generated(&self.headers, cache_bytes);
+            let filters = ServedFilters::generated(&self.headers, cache_bytes, self.payments);
             self.blocks = filters
                 .generated_source()
                 .map(|(profile, pool)| ServedBlocks::generated(profile, pool));

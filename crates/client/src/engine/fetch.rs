@@ -215,12 +215,12 @@ impl Core {
         if let Some(scan) = self.scan.as_mut()
             && !done.derived.is_empty()
         {
-            // The scan may have matched past this block already without them: it goes
-            // back to the block after it.
+            // Matched from the scan's next filter on, not from this block: the scan may be
+            // far ahead, and going back for each block applied would fetch its filters
+            // again and again. Nothing is lost: a script derived after the scan started is
+            // not covered, and if it becomes the wallet's, the wallet scans again from its
+            // start (Again::Restart).
             scan.add_scripts(done.derived);
-            for (a, id) in scan.rewind(done.height + 1) {
-                self.remember_given_up(a, id);
-            }
         }
         let (Some(Again::From(first)), Some(wallet), Some(scan)) =
             (done.again, self.wallet.as_mut(), self.scan.as_ref())
