@@ -37,7 +37,7 @@ for mode in fixed pooled; do
   # Every load client connects from 127.0.0.1: lift the per-address cap (default 64) above
   # the 10,000 idle connections; the total cap (default 20,000) already allows them.
   "$bin/lightwire-gateway" --listen 127.0.0.1:0 --key-file "$dir/key" --generate "$count" \
-    --metrics-listen 127.0.0.1:0 --buffers "$mode" --max-per-address 20000 \
+    --metrics-listen 127.0.0.1:0 --buffers "$mode" --max-per-address 20000 --max-new-per-second 1000000 \
     >"$dir/gw.out" 2>"$dir/gw.err" &
   gw_pid=$!
   wait_for "$dir/gw.out" "connect ws://" 120

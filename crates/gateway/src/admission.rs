@@ -1,6 +1,14 @@
 //! Who may open a connection: at most [`Caps::max_connections`] client connections open in
 //! all, and at most [`Caps::max_per_address`] from one address, so that one host cannot
-//! take every connection (or every descriptor) the gateway has.
+//! take every connection (or every descriptor) the gateway has; and at most
+//! [`Caps::max_new_per_second`] new connections a second from one address (each costs a
+//! BOLT 8 handshake: two ECDH operations), so that one host cannot spend the gateway's
+//! CPU by connecting and closing in a loop under the other caps.
+//!
+//! The rate is kept by GCRA (the generic cell rate algorithm): each address has a
+//! theoretical arrival time, which each admitted connection moves one interval on; a
+//! connection is refused while that time is more than a burst's worth of intervals
+//! ahead of now. An address whose time has passed holds nothing and is pruned.
 //!
 //! The accept loop asks [`Admission::admit`] for each accepted socket before it spends
 //! anything on it; a [`Slot`] counts the connection until it is dropped with it, and a
@@ -10,6 +18,7 @@
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 /// The connection caps.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -18,6 +27,8 @@ pub struct Caps {
     pub max_connections: usize,
     /// Client connections open at once from one [`Source`] (at least 1).
     pub max_per_address: usize,
+    /// New connections a second from one [`Source`], in bursts of as many (at least 1).
+    pub max_new_per_second: u32,
 }
 
 impl Caps {
@@ -29,11 +40,16 @@ impl Caps {
     /// tabs or users behind one NAT; a single host then needs 313 addresses to take all
     /// 20,000 connections.
     pub const DEFAULT_MAX_PER_ADDRESS: usize = 64;
+    /// 20 a second: a tab reconnects with a backoff from 1 s, so this is twenty tabs behind
+    /// one address reconnecting at once; one host spends at most 40 ECDH operations a
+    /// second of the gateway's.
+    pub const DEFAULT_MAX_NEW_PER_SECOND: u32 = 20;
 
     /// No cap worth the name (tests that open thousands of connections from one address).
     pub const UNLIMITED: Caps = Caps {
         max_connections: usize::MAX,
         max_per_address: usize::MAX,
+        max_new_per_second: u32::MAX,
     };
 }
 
@@ -42,6 +58,7 @@ impl Default for Caps {
         Caps {
             max_connections: Caps::DEFAULT_MAX_CONNECTIONS,
             max_per_address: Caps::DEFAULT_MAX_PER_ADDRESS,
+            max_new_per_second: Caps::DEFAULT_MAX_NEW_PER_SECOND,
         }
     }
 }
@@ -55,17 +72,25 @@ pub enum Refusal {
     /// [`Caps::max_per_address`] connections were open from the same address.
     #[error("the client's address has its maximum of connections open")]
     MaxPerAddress,
+    /// [`Caps::max_new_per_second`] new connections came from the same address.
+    #[error("the client's address opens connections faster than allowed")]
+    MaxNewPerSecond,
 }
 
 impl Refusal {
     /// Every reason, in the order `/metrics` lists them.
-    pub const ALL: [Refusal; 2] = [Refusal::MaxConnections, Refusal::MaxPerAddress];
+    pub const ALL: [Refusal; 3] = [
+        Refusal::MaxConnections,
+        Refusal::MaxPerAddress,
+        Refusal::MaxNewPerSecond,
+    ];
 
     /// A short label for metrics and logs.
     pub fn label(self) -> &'static str {
         match self {
             Refusal::MaxConnections => "max_connections",
             Refusal::MaxPerAddress => "max_per_address",
+            Refusal::MaxNewPerSecond => "max_new_per_second",
         }
     }
 }
@@ -103,7 +128,14 @@ struct Open {
     /// Only sources with a connection open: an entry goes when its count reaches 0, so the
     /// map holds at most `max_connections` entries.
     by_source: HashMap<Source, usize>,
+    /// Each source's theoretical arrival time (GCRA), while it is ahead of now.
+    arrivals: HashMap<Source, Instant>,
+    /// `arrivals` is pruned of passed times when it reaches this many entries.
+    prune_at: usize,
 }
+
+/// Entries of `arrivals` before the first pruning.
+const PRUNE_FLOOR: usize = 4096;
 
 /// The caps and the connections they count (one lock, taken once when a connection is
 /// accepted and once when it ends).
@@ -125,8 +157,12 @@ impl Admission {
             caps: Caps {
                 max_connections: caps.max_connections.max(1),
                 max_per_address: caps.max_per_address.max(1),
+                max_new_per_second: caps.max_new_per_second.max(1),
             },
-            open: Arc::default(),
+            open: Arc::new(Mutex::new(Open {
+                prune_at: PRUNE_FLOOR,
+                ..Open::default()
+            })),
         }
     }
 
@@ -137,17 +173,35 @@ impl Admission {
 
     /// A slot for a connection from `ip`, or why there is none.
     pub fn admit(&self, ip: IpAddr) -> Result<Slot, Refusal> {
+        self.admit_at(ip, Instant::now())
+    }
+
+    /// [`Self::admit`] at `now`.
+    pub fn admit_at(&self, ip: IpAddr, now: Instant) -> Result<Slot, Refusal> {
         let source = Source::from(ip);
         // Nothing panics while the lock is held: a poisoned lock still holds good counts.
         let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
         if open.total >= self.caps.max_connections {
             return Err(Refusal::MaxConnections);
         }
-        let from_source = open.by_source.entry(source).or_default();
-        if *from_source >= self.caps.max_per_address {
+        if open.by_source.get(&source).copied().unwrap_or(0) >= self.caps.max_per_address {
             return Err(Refusal::MaxPerAddress);
         }
-        *from_source += 1;
+        let rate = self.caps.max_new_per_second;
+        if rate != u32::MAX {
+            let interval = Duration::from_secs(1) / rate;
+            let tolerance = interval * (rate - 1);
+            let arrival = open.arrivals.get(&source).copied().unwrap_or(now).max(now);
+            if arrival.duration_since(now) > tolerance {
+                return Err(Refusal::MaxNewPerSecond);
+            }
+            if open.arrivals.len() >= open.prune_at {
+                open.arrivals.retain(|_, t| *t > now);
+                open.prune_at = (open.arrivals.len() * 2).max(PRUNE_FLOOR);
+            }
+            open.arrivals.insert(source, arrival + interval);
+        }
+        *open.by_source.entry(source).or_default() += 1;
         open.total += 1;
         Ok(Slot {
             open: self.open.clone(),
@@ -196,6 +250,7 @@ mod tests {
         let a = Admission::new(Caps {
             max_connections: 3,
             max_per_address: 2,
+            max_new_per_second: 1000,
         });
         let one = a.admit(ip("10.0.0.1")).unwrap();
         let _two = a.admit(ip("10.0.0.1")).unwrap();
@@ -226,6 +281,7 @@ mod tests {
         let a = Admission::new(Caps {
             max_connections: 100,
             max_per_address: 1,
+            max_new_per_second: 1000,
         });
         let _x = a.admit(ip("2001:db8:1:2::1")).unwrap();
         assert_eq!(
@@ -245,14 +301,58 @@ mod tests {
         let a = Admission::new(Caps {
             max_connections: 0,
             max_per_address: 0,
+            max_new_per_second: 0,
         });
         assert_eq!(
             a.caps(),
             Caps {
                 max_connections: 1,
-                max_per_address: 1
+                max_per_address: 1,
+                max_new_per_second: 1,
             }
         );
         let _one = a.admit(ip("10.0.0.1")).unwrap();
+    }
+
+    /// An address may open a burst of `max_new_per_second` connections, then one per
+    /// interval; another address is not held back; passed times are pruned.
+    #[test]
+    fn new_connections_are_limited_per_address_per_second() {
+        let a = Admission::new(Caps {
+            max_new_per_second: 4,
+            ..Caps::default()
+        });
+        let t0 = Instant::now();
+        for _ in 0..4 {
+            drop(a.admit_at(ip("10.0.0.1"), t0).unwrap());
+        }
+        assert_eq!(
+            a.admit_at(ip("10.0.0.1"), t0).err(),
+            Some(Refusal::MaxNewPerSecond)
+        );
+        drop(a.admit_at(ip("10.0.0.2"), t0).unwrap());
+        // One interval (250 ms) later, one more; not two.
+        let t1 = t0 + Duration::from_millis(250);
+        drop(a.admit_at(ip("10.0.0.1"), t1).unwrap());
+        assert_eq!(
+            a.admit_at(ip("10.0.0.1"), t1).err(),
+            Some(Refusal::MaxNewPerSecond)
+        );
+        // A second later, a whole burst again; a refusal takes no slot.
+        let t2 = t1 + Duration::from_secs(1);
+        for _ in 0..4 {
+            drop(a.admit_at(ip("10.0.0.1"), t2).unwrap());
+        }
+        assert_eq!(a.open(), 0);
+        // Many addresses: the map is pruned of passed times and stays bounded.
+        let t3 = t2 + Duration::from_secs(2);
+        for i in 0..3 * PRUNE_FLOOR as u32 {
+            let at = t3 + Duration::from_secs(u64::from(i));
+            drop(
+                a.admit_at(IpAddr::from((0x0b00_0000 + i).to_be_bytes()), at)
+                    .unwrap(),
+            );
+        }
+        assert!(a.open.lock().unwrap().arrivals.len() <= PRUNE_FLOOR);
     }
 }

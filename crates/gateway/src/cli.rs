@@ -74,6 +74,14 @@ struct Cli {
     /// connections. At least 1.
     #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_PER_ADDRESS)]
     max_per_address: u32,
+    /// New connections a second from one IP address (IPv6: one /64), in bursts of as
+    /// many; more are refused the same way (a 503 with Retry-After: 1)
+    ///
+    /// Each connection costs a BOLT 8 handshake (two ECDH operations): this keeps one host
+    /// from spending the gateway's CPU by connecting and closing in a loop. A tab reconnects
+    /// with a backoff from 1 s. At least 1.
+    #[arg(long, value_name = "N", default_value_t = Caps::DEFAULT_MAX_NEW_PER_SECOND)]
+    max_new_per_second: u32,
     /// Answer with plain 80-byte `headers` only, as a gateway from before `headers_compact`
     /// (for testing that clients still work with one)
     #[arg(long)]
@@ -238,6 +246,7 @@ impl Cli {
         let caps = Caps {
             max_connections: count(self.max_connections),
             max_per_address: count(self.max_per_address),
+            max_new_per_second: self.max_new_per_second,
         };
         Ok(Options {
             listen: self.listen,

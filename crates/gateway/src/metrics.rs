@@ -24,6 +24,8 @@ pub struct Metrics {
     refused_max_connections: AtomicU64,
     /// Connections refused at the per-address cap, since start.
     refused_max_per_address: AtomicU64,
+    /// Connections refused at the per-address rate of new connections, since start.
+    refused_max_new_per_second: AtomicU64,
     /// Accepts that failed (out of descriptors, above all); each pauses the listener.
     pub accept_errors: AtomicU64,
     /// Handshakes (WebSocket and BOLT 8) completed.
@@ -63,6 +65,7 @@ impl Metrics {
         match why {
             Refusal::MaxConnections => &self.refused_max_connections,
             Refusal::MaxPerAddress => &self.refused_max_per_address,
+            Refusal::MaxNewPerSecond => &self.refused_max_new_per_second,
         }
     }
 

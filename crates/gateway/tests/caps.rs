@@ -29,6 +29,8 @@ async fn capped(max_connections: usize, max_per_address: usize) -> Gateway {
         Caps {
             max_connections,
             max_per_address,
+            // The rate of new connections is another test's (admission.rs, cli.rs).
+            max_new_per_second: u32::MAX,
         },
     )
     .await

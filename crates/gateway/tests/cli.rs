@@ -248,47 +248,75 @@ fn serves_a_headers_file_and_reports_metrics() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
-#[test]
-fn connections_over_the_caps_are_refused_with_a_503_and_counted() {
-    let dir = std::env::temp_dir().join(format!("lightwire-gw-caps-{}", std::process::id()));
+/// A gateway for the caps tests, started with `flags` (and `--metrics-listen`): the
+/// process, the line naming its metrics address, where it listens, its node id, and its
+/// directory.
+fn capped_gateway(
+    name: &str,
+    flags: &[&str],
+) -> (Child, String, SocketAddr, PublicKey, std::path::PathBuf) {
+    let dir = std::env::temp_dir().join(format!("lightwire-gw-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let key = dir.join("k");
-    let (mut child, node_id, addr) = start(
-        key.to_str().unwrap(),
-        &[
-            "--generate",
-            "10",
-            "--metrics-listen",
-            "127.0.0.1:0",
-            "--log",
-            "off",
-            "--max-connections",
-            "2",
-            "--max-per-address",
-            "1",
-        ],
-    );
+    let mut args = vec![
+        "--generate",
+        "10",
+        "--metrics-listen",
+        "127.0.0.1:0",
+        "--log",
+        "off",
+    ];
+    args.extend_from_slice(flags);
+    let (mut child, node_id, addr) = start(key.to_str().unwrap(), &args);
     let mut err = BufReader::new(child.stderr.take().unwrap());
     let mut metrics_line = String::new();
     err.read_line(&mut metrics_line).unwrap();
+    let id = PublicKey::from_slice(&hex::decode(&node_id).unwrap()).unwrap();
+    (child, metrics_line, addr, id, dir)
+}
+
+/// What a caps test ends with: `/metrics` holds every line of `wants`; the gateway stops
+/// cleanly; its directory goes.
+fn finish_capped(child: Child, metrics_line: &str, dir: &std::path::Path, wants: &[&str]) {
+    let text = scrape(metrics_line);
+    for want in wants {
+        assert!(text.contains(want), "missing {want:?} in\n{text}");
+    }
+    assert_eq!(terminate(child), 0);
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// A client of the gateway at `addr` (node id `id`) connecting from the loopback address
+/// `from`.
+async fn connect_from(
+    addr: SocketAddr,
+    id: &PublicKey,
+    from: &str,
+) -> Result<Client, lightwire_gateway::client::ClientError> {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind(format!("{from}:0").parse().unwrap()).unwrap();
+    let stream = socket.connect(addr).await.unwrap();
+    Client::over(
+        stream,
+        id,
+        REGTEST.genesis.block_hash().0,
+        Framing::OnePerFrame,
+    )
+    .await
+}
+
+#[test]
+fn connections_over_the_caps_are_refused_with_a_503_and_counted() {
+    let (child, metrics_line, addr, id, dir) = capped_gateway(
+        "caps",
+        &["--max-connections", "2", "--max-per-address", "1"],
+    );
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
-    let id = PublicKey::from_slice(&hex::decode(&node_id).unwrap()).unwrap();
-    let connect = |from: &'static str| async move {
-        let socket = tokio::net::TcpSocket::new_v4().unwrap();
-        socket.bind(format!("{from}:0").parse().unwrap()).unwrap();
-        let stream = socket.connect(addr).await.unwrap();
-        Client::over(
-            stream,
-            &id,
-            REGTEST.genesis.block_hash().0,
-            Framing::OnePerFrame,
-        )
-        .await
-    };
+    let connect = |from: &'static str| connect_from(addr, &id, from);
     runtime.block_on(async {
         let mut first = connect("127.0.0.1").await.expect("the first is served");
         first.recv(|_| ()).await.expect("init");
@@ -304,17 +332,52 @@ fn connections_over_the_caps_are_refused_with_a_503_and_counted() {
         let refused = connect("127.0.0.3").await;
         assert!(refused.is_err(), "served over --max-connections 2");
     });
-    let text = scrape(&metrics_line);
-    for want in [
-        "# TYPE lightwire_refused_connections_total counter",
-        "lightwire_refused_connections_total{reason=\"max_per_address\"} 1",
-        "lightwire_refused_connections_total{reason=\"max_connections\"} 1",
-        "lightwire_connections_total 2",
-    ] {
-        assert!(text.contains(want), "missing {want:?} in\n{text}");
-    }
-    assert_eq!(terminate(child), 0);
-    std::fs::remove_dir_all(&dir).unwrap();
+    finish_capped(
+        child,
+        &metrics_line,
+        &dir,
+        &[
+            "# TYPE lightwire_refused_connections_total counter",
+            "lightwire_refused_connections_total{reason=\"max_per_address\"} 1",
+            "lightwire_refused_connections_total{reason=\"max_connections\"} 1",
+            "lightwire_connections_total 2",
+        ],
+    );
+}
+
+/// `--max-new-per-second`: from one address, a burst of that many connections, then a 503
+/// and a count, while another address still gets in.
+#[test]
+fn connections_opened_too_fast_from_one_address_are_refused() {
+    let (child, metrics_line, addr, id, dir) =
+        capped_gateway("rate", &["--max-new-per-second", "2"]);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let connect = |from: &'static str| connect_from(addr, &id, from);
+    runtime.block_on(async {
+        // Within the same second (the burst is 2; the third comes at most a few ms later).
+        for _ in 0..2 {
+            let mut c = connect("127.0.0.1").await.expect("within the burst");
+            c.recv(|_| ()).await.expect("init");
+        }
+        let refused = connect("127.0.0.1").await;
+        assert!(refused.is_err(), "served over --max-new-per-second 2");
+        let mut other = connect("127.0.0.2")
+            .await
+            .expect("another address is served");
+        other.recv(|_| ()).await.expect("init");
+    });
+    finish_capped(
+        child,
+        &metrics_line,
+        &dir,
+        &[
+            "lightwire_refused_connections_total{reason=\"max_new_per_second\"} 1",
+            "lightwire_connections_total 3",
+        ],
+    );
 }
 
 /// A usage error's message, without the usage line that follows it (which names every
@@ -657,9 +720,11 @@ fn out_of_descriptors_the_gateway_pauses_instead_of_spinning_and_recovers() {
             key.to_str().unwrap(),
             "--generate",
             "10",
-            // 80 connections from 127.0.0.1: the per-address cap must not be what stops
+            // 80 connections from 127.0.0.1: the per-address caps must not be what stops
             // them.
             "--max-per-address",
+            "1000",
+            "--max-new-per-second",
             "1000",
         ])
         .stdout(Stdio::piped())

@@ -7,7 +7,8 @@
 //!                [--idle SECONDS] [--per-request COUNT] [--validate] [--log FILTER]
 //! ```
 //! A gateway admits 64 connections per client address by default: for more from one
-//! machine, start it with `--max-per-address` above `--clients`.
+//! machine, start it with `--max-per-address` above `--clients` and `--max-new-per-second`
+//! above the rate it connects at.
 //! `--validate` runs every header through lightwire-chain (costs client CPU, which on a
 //! small machine competes with the gateway); without it headers are only counted.
 //!
