@@ -122,7 +122,7 @@ pub struct Applied {
     pub height: u32,
     /// The transactions it found.
     pub changes: Vec<WalletChange>,
-    /// Scripts derived for the lookahead: the scan matches them from the next block on.
+    /// Scripts derived for the lookahead: the scan matches them from its next filter on.
     pub derived: Vec<Vec<u8>>,
     /// What must be done again, now that more scripts are the wallet's.
     pub again: Option<Again>,

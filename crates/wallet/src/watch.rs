@@ -65,7 +65,7 @@ impl Branch {
 /// What a use of a script did (see [`Watchlist::mark_used`]).
 #[derive(Clone, PartialEq, Eq, Debug, Default)]
 pub struct Used {
-    /// Scripts derived for the lookahead (the scan watches them from the next block on).
+    /// Scripts derived for the lookahead (the scan matches them from its next filter on).
     pub derived: Vec<Vec<u8>>,
     /// Scripts that were in the lookahead and are now the wallet's: blocks applied before
     /// may have paid them.
