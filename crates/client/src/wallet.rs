@@ -446,7 +446,6 @@ impl WalletSync {
             .cloned()
             .map(WalletChange::Found)
             .collect();
-        let mut again: Option<u32> = None;
         let mut restart = false;
         for s in &applied.used_scripts {
             // A derivation error cannot come from a key that derived before; if it did,
@@ -456,13 +455,15 @@ impl WalletSync {
             };
             done.derived.extend(used.derived);
             restart |= used.uncovered;
-            for owned in &used.newly_owned {
-                if let Some(&(_, h)) = self.early.iter().find(|(e, _)| e == owned) {
-                    again = Some(again.map_or(h, |a| a.min(h)));
-                }
-            }
         }
+        // Lookahead scripts seen paid that the uses made the wallet's: from the first.
         let watch = &self.watch;
+        let again = self
+            .early
+            .iter()
+            .filter(|(s, _)| watch.owns(s) == Some(true))
+            .map(|&(_, h)| h)
+            .min();
         self.early.retain(|(s, _)| watch.owns(s) == Some(false));
         done.again = if restart {
             Some(Again::Restart)

@@ -291,12 +291,10 @@ impl ServedChain {
             batch.clear();
             while height < count && batch.len() < MAX_BATCH {
                 height += 1;
-                let root = match payments {
-                    Some(pool) if pool.payment_at(height).is_some() => {
-                        merkle_root_in(pool, height, 0)
-                    }
-                    _ => merkle_root(height, 0),
-                };
+                let root = payments.map_or_else(
+                    || merkle_root(height, 0),
+                    |pool| merkle_root_in(pool, height, 0),
+                );
                 let h = next_header_with_root(&REGTEST, &prev, prev_hash, root);
                 prev_hash = h.block_hash();
                 prev = h;

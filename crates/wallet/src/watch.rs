@@ -6,7 +6,8 @@
 //! an address beyond the gap may be paid before the ones that bring it within. So each
 //! branch is also derived a `lookahead` past the gap (as Bitcoin Core keeps a keypool ahead
 //! of its last used key): the scan matches those scripts too, and when one of them turns
-//! out to be the wallet's, what was seen of it is applied again ([`Used::newly_owned`]). A
+//! out to be the wallet's ([`Watchlist::owns`] says so after a use), what was seen of it
+//! is applied again. A
 //! script that joins the lookahead after the scan started was not matched in the blocks
 //! before ([`Used::uncovered`]): the wallet is scanned again from its start
 //! ([`Watchlist::cover_all`]).
@@ -67,10 +68,7 @@ impl Branch {
 pub struct Used {
     /// Scripts derived for the lookahead (the scan matches them from its next filter on).
     pub derived: Vec<Vec<u8>>,
-    /// Scripts that were in the lookahead and are now the wallet's: blocks applied before
-    /// may have paid them.
-    pub newly_owned: Vec<Vec<u8>>,
-    /// One of them joined the lookahead after the scan started: the blocks before were
+    /// Some scripts that are now the wallet's joined the lookahead after the scan started: the blocks before were
     /// not matched against it.
     pub uncovered: bool,
 }
@@ -183,19 +181,13 @@ impl Watchlist {
         if br.used.is_some_and(|u| u >= index) || index >= br.owned(gap) {
             return Ok(Used::default());
         }
-        let owned_before = br.owned(gap);
         br.used = Some(index);
         let owned = br.owned(gap);
         let uncovered = owned > br.covered;
         let before = self.scripts.len();
         self.derive_to(descriptor, branch, owned.saturating_add(self.lookahead))?;
-        let t = &self.tracked[descriptor];
-        let newly_owned = (owned_before..owned)
-            .map(|i| t.descriptor.script_at(&t.branches[branch].key, i))
-            .collect::<Result<Vec<_>, _>>()?;
         Ok(Used {
             derived: self.scripts[before..].to_vec(),
-            newly_owned,
             uncovered,
         })
     }
@@ -318,16 +310,23 @@ mod tests {
         let used = w.mark_used(&at(5)).unwrap();
         assert_eq!(used.derived.len(), 6);
         assert_eq!(used.derived[5], at(35));
-        assert_eq!(used.newly_owned, (20..26).map(at).collect::<Vec<_>>());
+        assert!(
+            (20..26).all(|i| w.owns(&at(i)) == Some(true)),
+            "newly owned"
+        );
+        assert_eq!(w.owns(&at(26)), Some(false));
         assert!(!used.uncovered, "20..26 were ahead since the start");
         assert_eq!(w.branch_state(0, 0), Some((Some(5), 36)));
-        assert_eq!(w.owns(&at(25)), Some(true));
         // Used again, or an earlier one: nothing new.
         assert_eq!(w.mark_used(&at(5)).unwrap(), Used::default());
         assert_eq!(w.mark_used(&at(1)).unwrap(), Used::default());
         // Index 15: owns up to 35, and 30..36 were derived after the start.
         let used = w.mark_used(&at(15)).unwrap();
-        assert_eq!(used.newly_owned.len(), 10);
+        assert!(
+            (26..36).all(|i| w.owns(&at(i)) == Some(true)),
+            "ten newly owned"
+        );
+        assert_eq!(w.owns(&at(36)), Some(false));
         assert!(used.uncovered);
         // The scan starting again covers them all.
         w.cover_all();
@@ -336,7 +335,12 @@ mod tests {
         // The change branch on its own.
         let change = d.branch_key(1).unwrap();
         let used = w.mark_used(&d.script_at(&change, 0).unwrap()).unwrap();
-        assert_eq!((used.derived.len(), used.newly_owned.len()), (1, 1));
+        assert_eq!(used.derived.len(), 1);
+        assert_eq!(
+            w.owns(&d.script_at(&change, 20).unwrap()),
+            Some(true),
+            "one newly owned"
+        );
         assert_eq!(w.branch_state(0, 1), Some((Some(0), 31)));
         // A given script is watched once, is owned, and has no branch to grow.
         assert!(w.add_script(alloc::vec![0x51]));
