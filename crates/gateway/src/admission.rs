@@ -14,6 +14,11 @@
 //! anything on it; a [`Slot`] counts the connection until it is dropped with it, and a
 //! [`Refusal`] says which cap it met (the server answers it with a 503 and closes, see
 //! `server.rs`). Refused sockets take no slot.
+//!
+//! A connection from a proxy the gateway trusts (`--trusted-proxy`) takes a slot counted in
+//! the total only ([`Admission::admit_proxied`]); its upgrade request names the client, and
+//! the slot is then counted against that client under the same per-address caps
+//! ([`Admission::admit_forwarded`]) before any handshake.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -121,6 +126,81 @@ impl From<IpAddr> for Source {
     }
 }
 
+/// The proxies whose `X-Forwarded-For` the gateway believes (`--trusted-proxy`): addresses
+/// or CIDR blocks. A connection from anywhere else is its own client, whatever it sends.
+#[derive(Clone, Default, PartialEq, Eq, Debug)]
+pub struct TrustedProxies(Vec<Block>);
+
+/// One address block: the first `prefix` bits of `addr` (IPv4-mapped IPv6 addresses are
+/// compared as IPv4).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Block {
+    addr: IpAddr,
+    prefix: u8,
+}
+
+impl core::str::FromStr for Block {
+    type Err = String;
+
+    /// `ADDRESS` or `ADDRESS/PREFIX`.
+    fn from_str(s: &str) -> Result<Block, String> {
+        let bad = || format!("{s} is not an IP address or a CIDR block (ADDRESS/PREFIX)");
+        let (addr, prefix) = match s.split_once('/') {
+            Some((a, p)) => (a, Some(p.parse::<u8>().map_err(|_| bad())?)),
+            None => (s, None),
+        };
+        let addr = canonical(addr.parse().map_err(|_| bad())?);
+        let max = if addr.is_ipv4() { 32 } else { 128 };
+        let prefix = prefix.unwrap_or(max);
+        if prefix > max {
+            return Err(bad());
+        }
+        Ok(Block { addr, prefix })
+    }
+}
+
+impl Block {
+    fn contains(&self, ip: IpAddr) -> bool {
+        let bits = |ip: IpAddr| match ip {
+            IpAddr::V4(a) => u128::from(u32::from(a)) << 96,
+            IpAddr::V6(a) => u128::from(a),
+        };
+        let ip = canonical(ip);
+        if ip.is_ipv4() != self.addr.is_ipv4() {
+            return false;
+        }
+        let mask = u128::MAX
+            .checked_shl(128 - u32::from(self.prefix))
+            .unwrap_or(0);
+        bits(ip) & mask == bits(self.addr) & mask
+    }
+}
+
+/// IPv4-mapped IPv6 addresses as IPv4 (a dual-stack listener sees IPv4 clients so).
+fn canonical(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(a) => a.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+        v4 => v4,
+    }
+}
+
+impl TrustedProxies {
+    /// Trust these blocks.
+    pub fn new(blocks: Vec<Block>) -> TrustedProxies {
+        TrustedProxies(blocks)
+    }
+
+    /// Whether a connection from `ip` comes from a trusted proxy.
+    pub fn contains(&self, ip: IpAddr) -> bool {
+        self.0.iter().any(|b| b.contains(ip))
+    }
+
+    /// Whether any proxy is trusted.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
 /// The counts behind the caps.
 #[derive(Default)]
 struct Open {
@@ -147,7 +227,9 @@ pub struct Admission {
 /// A connection's place under the caps, given back when dropped.
 pub struct Slot {
     open: Arc<Mutex<Open>>,
-    source: Source,
+    /// Whom it counts against; none yet for a connection from a trusted proxy until its
+    /// upgrade request names the client ([`Admission::admit_forwarded`]).
+    source: Option<Source>,
 }
 
 impl Admission {
@@ -184,6 +266,56 @@ impl Admission {
         if open.total >= self.caps.max_connections {
             return Err(Refusal::MaxConnections);
         }
+        self.admit_source(&mut open, source, now)?;
+        open.total += 1;
+        Ok(Slot {
+            open: self.open.clone(),
+            source: Some(source),
+        })
+    }
+
+    /// A slot for a connection from a trusted proxy, counted in the total only: the
+    /// proxy's own address is not the client's, and the client is counted once its upgrade
+    /// request names it ([`Self::admit_forwarded`]).
+    pub fn admit_proxied(&self) -> Result<Slot, Refusal> {
+        let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
+        if open.total >= self.caps.max_connections {
+            return Err(Refusal::MaxConnections);
+        }
+        open.total += 1;
+        Ok(Slot {
+            open: self.open.clone(),
+            source: None,
+        })
+    }
+
+    /// Count `slot` (from [`Self::admit_proxied`]) against the client `ip` its proxy named,
+    /// under the per-address caps, or say which one it meets (the slot then still counts
+    /// in the total until dropped). A slot already counted against a client is left as
+    /// it is.
+    pub fn admit_forwarded(&self, slot: &mut Slot, ip: IpAddr) -> Result<(), Refusal> {
+        self.admit_forwarded_at(slot, ip, Instant::now())
+    }
+
+    /// [`Self::admit_forwarded`] at `now`.
+    pub fn admit_forwarded_at(
+        &self,
+        slot: &mut Slot,
+        ip: IpAddr,
+        now: Instant,
+    ) -> Result<(), Refusal> {
+        if slot.source.is_some() {
+            return Ok(());
+        }
+        let source = Source::from(ip);
+        let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
+        self.admit_source(&mut open, source, now)?;
+        slot.source = Some(source);
+        Ok(())
+    }
+
+    /// Count a new connection from `source` under the per-address caps (not the total).
+    fn admit_source(&self, open: &mut Open, source: Source, now: Instant) -> Result<(), Refusal> {
         if open.by_source.get(&source).copied().unwrap_or(0) >= self.caps.max_per_address {
             return Err(Refusal::MaxPerAddress);
         }
@@ -202,11 +334,7 @@ impl Admission {
             open.arrivals.insert(source, arrival + interval);
         }
         *open.by_source.entry(source).or_default() += 1;
-        open.total += 1;
-        Ok(Slot {
-            open: self.open.clone(),
-            source,
-        })
+        Ok(())
     }
 
     /// Connections holding a slot now.
@@ -228,10 +356,12 @@ impl Drop for Slot {
     fn drop(&mut self) {
         let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
         open.total = open.total.saturating_sub(1);
-        if let Some(n) = open.by_source.get_mut(&self.source) {
+        if let Some(source) = self.source
+            && let Some(n) = open.by_source.get_mut(&source)
+        {
             *n = n.saturating_sub(1);
             if *n == 0 {
-                open.by_source.remove(&self.source);
+                open.by_source.remove(&source);
             }
         }
     }
@@ -294,6 +424,72 @@ mod tests {
             a.admit(ip("::ffff:192.0.2.7")).err(),
             Some(Refusal::MaxPerAddress)
         );
+    }
+
+    /// A proxy's connections count in the total at once, and against each client it
+    /// names once named, under the same per-address caps as a direct connection.
+    #[test]
+    fn proxied_connections_count_against_the_client_the_proxy_names() {
+        let a = Admission::new(Caps {
+            max_connections: 4,
+            max_per_address: 1,
+            max_new_per_second: 1000,
+        });
+        let mut one = a.admit_proxied().unwrap();
+        let mut two = a.admit_proxied().unwrap();
+        assert_eq!((a.open(), a.open_from(ip("203.0.113.7"))), (2, 0));
+        a.admit_forwarded(&mut one, ip("203.0.113.7")).unwrap();
+        a.admit_forwarded(&mut one, ip("198.51.100.1")).unwrap();
+        assert_eq!(a.open_from(ip("198.51.100.1")), 0, "named once only");
+        assert_eq!(
+            a.admit_forwarded(&mut two, ip("203.0.113.7")),
+            Err(Refusal::MaxPerAddress)
+        );
+        assert_eq!(
+            a.admit(ip("203.0.113.7")).err(),
+            Some(Refusal::MaxPerAddress)
+        );
+        a.admit_forwarded(&mut two, ip("198.51.100.1")).unwrap();
+        let _direct = a.admit(ip("10.0.0.1")).unwrap();
+        let _three = a.admit_proxied().unwrap();
+        assert_eq!(a.admit_proxied().err(), Some(Refusal::MaxConnections));
+        drop(one);
+        assert_eq!((a.open(), a.open_from(ip("203.0.113.7"))), (3, 0));
+        drop(two);
+        assert!(a.open.lock().unwrap().by_source.len() == 1);
+    }
+
+    #[test]
+    fn trusted_proxies_are_addresses_or_blocks() {
+        let t = TrustedProxies::new(
+            ["127.0.0.1", "10.1.0.0/16", "2001:db8::/32"]
+                .iter()
+                .map(|b| b.parse().unwrap())
+                .collect(),
+        );
+        for yes in [
+            "127.0.0.1",
+            "::ffff:127.0.0.1",
+            "10.1.255.3",
+            "2001:db8:5::1",
+        ] {
+            assert!(t.contains(ip(yes)), "{yes}");
+        }
+        for no in ["127.0.0.2", "10.2.0.1", "2001:db9::1", "::1"] {
+            assert!(!t.contains(ip(no)), "{no}");
+        }
+        assert!(TrustedProxies::default().is_empty());
+        let all: Block = "0.0.0.0/0".parse().unwrap();
+        assert!(all.contains(ip("192.0.2.1")) && !all.contains(ip("2001:db8::1")));
+        for bad in [
+            "10.0.0.0/33",
+            "::/129",
+            "localhost",
+            "10.0.0.1/",
+            "10.0.0.1:80",
+        ] {
+            assert!(bad.parse::<Block>().is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! The `lightwire-gateway` command line (part of the binary, not the library).
 //!
 //! What it writes, other than `--help` and clap's usage errors (exit 2):
-//! - stdout, one line once it listens: `node id <hex> connect ws://HOST:PORT#<hex>`;
+//! - stdout, one line once it listens: `node id <hex> connect ws://HOST:PORT#<hex>`
+//!   (`wss://` with `--tls-cert`);
 //! - stderr, with `--metrics-listen`: `lightwire-gateway: metrics on http://HOST:PORT/metrics`;
 //! - stderr, when it cannot start or stops on an error: `lightwire-gateway: <why>` (exit 1;
 //!   exit 2 when `RUST_LOG` is not a filter);
@@ -22,10 +23,12 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use clap::{Args, Parser, ValueEnum};
 use lightwire_chain::synthetic::{DEFAULT_PROFILE, Payment, Pool};
 use lightwire_chain::{Chain, Network};
+use lightwire_gateway::admission::{Block, TrustedProxies};
 use lightwire_gateway::blocks::BlockLie;
 use lightwire_gateway::metrics::serve_metrics;
 use lightwire_gateway::served::ServedChain;
-use lightwire_gateway::server::{Buffers, Caps, Limits, Shared, serve};
+use lightwire_gateway::server::{Buffers, Caps, Front, Limits, Shared, serve};
+use lightwire_gateway::tls::Tls;
 use lightwire_gateway::upstream::follow;
 use lightwire_noise::SecretKey;
 use tokio::net::TcpListener;
@@ -35,8 +38,9 @@ use crate::logging::LogArgs;
 
 /// Serves validated block headers to browsers over BOLT 8 in WebSocket.
 ///
-/// Prints `node id <hex> connect ws://HOST:PORT#<hex>` on stdout once it listens; stops on
-/// SIGINT or SIGTERM. Exit codes: 0 after a clean stop, 1 when it cannot start (a bad key
+/// Prints `node id <hex> connect ws://HOST:PORT#<hex>` on stdout once it listens (`wss://`
+/// with --tls-cert); stops on SIGINT or SIGTERM; on SIGHUP loads the certificate and the
+/// headers file again. Exit codes: 0 after a clean stop, 1 when it cannot start (a bad key
 /// file, source or address), 2 for usage errors.
 #[derive(Parser)]
 #[command(
@@ -50,6 +54,21 @@ struct Cli {
     /// The static secret key (32 bytes), created with mode 0600 if the file does not exist
     #[arg(long, value_name = "PATH")]
     key_file: PathBuf,
+    /// Serve wss:// with this certificate chain (PEM: the server's certificate first, then
+    /// intermediates); loaded again on SIGHUP, for the connections that follow
+    #[arg(long, value_name = "PATH", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The certificate's private key (PEM: PKCS#8, PKCS#1 or SEC1)
+    #[arg(long, value_name = "PATH", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// A proxy in front (nginx, say) whose connections name their client in
+    /// X-Forwarded-For: an address or a CIDR block; repeatable
+    ///
+    /// The last address of the header is taken as the client's (the one the proxy wrote),
+    /// for the per-address caps and the logs; a request from it without one is refused.
+    /// Anyone else's X-Forwarded-For is ignored.
+    #[arg(long, value_name = "ADDRESS[/PREFIX]")]
+    trusted_proxy: Vec<Block>,
     /// Serve Prometheus metrics on http://HOST:PORT/metrics
     #[arg(long, value_name = "HOST:PORT", value_parser = addr)]
     metrics_listen: Option<SocketAddr>,
@@ -191,6 +210,8 @@ struct Options {
     pool: Option<usize>,
     caps: Caps,
     compact: bool,
+    tls: Option<(PathBuf, PathBuf)>,
+    trusted_proxies: TrustedProxies,
 }
 
 /// Buffers per pool by default: 2 x 256 x 64 KiB = 32 MiB at most.
@@ -256,6 +277,8 @@ impl Cli {
             pool: matches!(self.buffers, BufferMode::Pooled).then_some(pool),
             caps,
             compact: !self.no_compact_headers,
+            tls: self.tls_cert.zip(self.tls_key),
+            trusted_proxies: TrustedProxies::new(self.trusted_proxy),
         })
     }
 }
@@ -478,6 +501,10 @@ fn fail(why: &str) -> ExitCode {
 
 async fn run(o: Options) -> Result<(), String> {
     let key = load_or_create_key(&o.key_file)?;
+    let tls = match &o.tls {
+        Some((cert, key)) => Some(Tls::load(cert, key).map_err(|e| e.to_string())?),
+        None => None,
+    };
     let started = std::time::Instant::now();
     let (chain, following) = load(&o.source)?;
     let tip = chain.tip();
@@ -497,7 +524,12 @@ async fn run(o: Options) -> Result<(), String> {
         Some(n) => Buffers::pooled(n),
         None => Buffers::Fixed,
     };
-    let shared = Shared::with_caps(chain, key, Limits::default(), buffers, o.caps);
+    let scheme = if tls.is_some() { "wss" } else { "ws" };
+    let front = Front {
+        tls,
+        trusted_proxies: o.trusted_proxies.clone(),
+    };
+    let shared = Shared::with_front(chain, key, Limits::default(), buffers, o.caps, front);
     shared
         .offer_compact
         .store(o.compact, core::sync::atomic::Ordering::Relaxed);
@@ -529,7 +561,7 @@ async fn run(o: Options) -> Result<(), String> {
         tokio::spawn(serve_metrics(metrics, move || shared.render_metrics()));
     }
     // Program output: the line scripts and tests wait for and take the connect string from.
-    println!("node id {node_id} connect ws://{local}#{node_id}");
+    println!("node id {node_id} connect {scheme}://{local}#{node_id}");
     let _ = std::io::stdout().flush();
 
     let (stop, stopped) = watch::channel(false);
@@ -544,8 +576,17 @@ async fn run(o: Options) -> Result<(), String> {
     }
     let server = tokio::spawn(serve(listener, shared.clone(), stopped));
     let reload = || {
+        if let Some(tls) = &shared.front.tls {
+            match tls.reload() {
+                Ok(()) => tracing::info!("reloaded the TLS certificate and key"),
+                // A bad pair changes nothing: new connections get the last good one.
+                Err(e) => tracing::error!("TLS reload refused, still serving the old pair: {e}"),
+            }
+        }
         if !matches!(o.source, Source::File { .. }) {
-            tracing::warn!("SIGHUP ignored (only a headers file is reloaded)");
+            if shared.front.tls.is_none() {
+                tracing::warn!("SIGHUP ignored (it reloads a certificate or a headers file)");
+            }
             return;
         }
         match load(&o.source) {

@@ -1,16 +1,22 @@
 //! A native client of the gateway (tokio): the WebSocket upgrade and frames, and a
 //! [`Link`] (lightwire-proto's BOLT 8 initiator, which sends `init`) for raw messages. Used
 //! by the tests, which also misbehave through it, and by the load generator; the browser's
-//! client is the `lightwire` crate.
+//! client is the `lightwire` crate. It speaks `ws://` over a socket or `wss://` over
+//! tokio-rustls ([`Client::connect_tls`]), and can play a proxy in front of the gateway
+//! (extra upgrade headers such as `X-Forwarded-For`: [`Client::upgrade`]).
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use lightwire_noise::{PublicKey, frame_len};
 use lightwire_proto::ws::{self, WsError};
 use lightwire_proto::{Link, PeerError};
 use lightwire_wire::{MAX_MESSAGE_LEN, Message};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
+use tokio_rustls::TlsConnector;
+use tokio_rustls::client::TlsStream;
+use tokio_rustls::rustls::ClientConfig;
 
 /// Why a client connection failed.
 #[derive(Debug, thiserror::Error)]
@@ -40,8 +46,8 @@ pub enum Framing {
 }
 
 /// The WebSocket side of a connection: reads frames, writes masked binary messages.
-struct WsLink {
-    stream: TcpStream,
+struct WsLink<S> {
+    stream: S,
     decoder: ws::Decoder,
     /// Read buffer; `rbuf[start..end]` not yet decoded, `rbuf[data.0..data.1]` WebSocket
     /// payload not yet consumed.
@@ -55,7 +61,7 @@ struct WsLink {
     mask_seed: u32,
 }
 
-impl WsLink {
+impl<S: AsyncRead + AsyncWrite + Unpin> WsLink<S> {
     /// The next stretch of WebSocket payload in `rbuf` (reading from the socket if needed).
     async fn next_data(&mut self) -> Result<(usize, usize), ClientError> {
         loop {
@@ -105,14 +111,16 @@ impl WsLink {
         self.wbuf.clear();
         ws::push_client_frame(&mut self.wbuf, payload, self.mask_seed.to_be_bytes());
         self.stream.write_all(&self.wbuf).await?;
+        self.stream.flush().await?;
         Ok(())
     }
 }
 
-/// A connected client that has sent its `init`.
-pub struct Client {
+/// A connected client that has sent its `init`, over a socket (`S`: a [`TcpStream`]) or
+/// TLS.
+pub struct Client<S = TcpStream> {
     link: Link,
-    ws: WsLink,
+    ws: WsLink<S>,
 }
 
 fn fresh_key() -> Result<lightwire_noise::SecretKey, ClientError> {
@@ -147,7 +155,7 @@ impl Client {
     /// [`Client::over`], offering `headers_compact` in `init` when `compact` (answers then
     /// come as `headers_compact`, for the caller to decode).
     pub async fn over_offering(
-        mut stream: TcpStream,
+        stream: TcpStream,
         node_id: &PublicKey,
         chain_hash: [u8; 32],
         framing: Framing,
@@ -155,10 +163,52 @@ impl Client {
     ) -> Result<Client, ClientError> {
         let addr = stream.peer_addr()?;
         stream.set_nodelay(true)?;
+        let host = addr.to_string();
+        Client::upgrade(stream, &host, "", node_id, chain_hash, framing, compact).await
+    }
+
+    /// Connect to `addr` over TLS, checking its certificate for `server_name` (a DNS name
+    /// or an IP address) with `config`, then as [`Client::connect`].
+    pub async fn connect_tls(
+        addr: SocketAddr,
+        server_name: &str,
+        config: Arc<ClientConfig>,
+        node_id: &PublicKey,
+        chain_hash: [u8; 32],
+        framing: Framing,
+    ) -> Result<Client<TlsStream<TcpStream>>, ClientError> {
+        let name = pki_types::ServerName::try_from(server_name.to_owned())
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+        let tcp = TcpStream::connect(addr).await?;
+        tcp.set_nodelay(true)?;
+        let tls = TlsConnector::from(config).connect(name, tcp).await?;
+        let host = format!("{server_name}:{}", addr.port());
+        Client::upgrade(tls, &host, "", node_id, chain_hash, framing, false).await
+    }
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin> Client<S> {
+    /// The WebSocket upgrade on `stream` (already connected, through TLS or not) for
+    /// `host`, with `extra` header lines (each ending in `\r\n`; a proxy's
+    /// `X-Forwarded-For`, say), then the handshake and `init` as [`Client::connect`],
+    /// offering `headers_compact` when `compact`.
+    pub async fn upgrade(
+        mut stream: S,
+        host: &str,
+        extra: &str,
+        node_id: &PublicKey,
+        chain_hash: [u8; 32],
+        framing: Framing,
+        compact: bool,
+    ) -> Result<Client<S>, ClientError> {
         let key = *b"bGlnaHR3aXJlLWNsaWVudA==";
         let mut req = [0u8; 512];
-        let n = ws::client_request(&addr.to_string(), "/", &key, &mut req);
-        stream.write_all(&req[..n]).await?;
+        let n = ws::client_request(host, "/", &key, &mut req);
+        // The request ends with its blank line: the extra lines go before it.
+        stream.write_all(&req[..n - 2]).await?;
+        stream.write_all(extra.as_bytes()).await?;
+        stream.write_all(b"\r\n").await?;
+        stream.flush().await?;
         let mut rbuf = vec![0u8; 2 * (MAX_MESSAGE_LEN + 64)].into_boxed_slice();
         let mut end = 0;
         let consumed = loop {
@@ -233,8 +283,8 @@ impl Client {
         Ok(self.link.seal(message)?.to_vec())
     }
 
-    /// The raw socket (tests that misbehave).
-    pub fn stream(&mut self) -> &mut TcpStream {
+    /// The raw stream (tests that misbehave).
+    pub fn stream(&mut self) -> &mut S {
         &mut self.ws.stream
     }
 }

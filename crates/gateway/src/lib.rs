@@ -25,4 +25,5 @@ pub mod pool;
 pub mod relay;
 pub mod served;
 pub mod server;
+pub mod tls;
 pub mod upstream;

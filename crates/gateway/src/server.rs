@@ -32,7 +32,11 @@
 //! `--max-per-address` narrows it; closing a stalled writer whenever others wait would end it.
 //!
 //! Before any of that, each accepted socket is admitted under the connection caps
-//! ([`crate::admission`]) or refused at once: see [`serve`].
+//! ([`crate::admission`]) or refused at once: see [`serve`]. Then, with [`Front::tls`], the
+//! TLS handshake (within [`Limits::handshake`]); and from a proxy in
+//! [`Front::trusted_proxies`], the upgrade request is held until the client it names in
+//! `X-Forwarded-For` is admitted under the per-address caps (the responder's
+//! `expect_forwarded_for`), so that the caps and the logs see clients, not the proxy.
 
 use std::io::IoSlice;
 use std::net::SocketAddr;
@@ -45,15 +49,16 @@ use lightwire_chain::hash_header_bytes;
 use lightwire_noise::SecretKey;
 use lightwire_proto::responder::{BufferKind, BufferMode, Transmit};
 use lightwire_proto::{Millis, Responder};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, watch};
 use tokio::time::{Instant, sleep_until, timeout};
 
-use crate::admission::{Admission, Refusal};
+use crate::admission::{Admission, Refusal, Slot, TrustedProxies};
 use crate::metrics::Metrics;
 use crate::pool::Pool;
 use crate::served::ServedChain;
+use crate::tls::{Stream, Tls};
 
 pub use crate::admission::Caps;
 pub use lightwire_proto::responder::{Close, Limits};
@@ -84,6 +89,15 @@ impl Buffers {
     }
 }
 
+/// What stands between a client and the protocol: TLS, and proxies in front.
+#[derive(Default)]
+pub struct Front {
+    /// Serve `wss://` with this certificate (none: `ws://`).
+    pub tls: Option<Tls>,
+    /// Proxies whose connections name their client in `X-Forwarded-For`.
+    pub trusted_proxies: TrustedProxies,
+}
+
 /// What every connection shares.
 pub struct Shared {
     /// The served chain (read-locked briefly to copy each message's headers).
@@ -111,6 +125,8 @@ pub struct Shared {
     pub buffers: Buffers,
     /// The connection caps, and the connections they count.
     pub admission: Admission,
+    /// TLS and trusted proxies.
+    pub front: Front,
     /// Refused connections still being answered (see [`refuse`]).
     refusing: AtomicUsize,
     /// Whether new connections offer `headers_compact` (on unless `--no-compact-headers`,
@@ -137,6 +153,18 @@ impl Shared {
         buffers: Buffers,
         caps: Caps,
     ) -> Arc<Shared> {
+        Shared::with_front(chain, key, limits, buffers, caps, Front::default())
+    }
+
+    /// [`Self::with_caps`], behind `front`.
+    pub fn with_front(
+        chain: ServedChain,
+        key: SecretKey,
+        limits: Limits,
+        buffers: Buffers,
+        caps: Caps,
+        front: Front,
+    ) -> Arc<Shared> {
         let chain_hash = chain.params().genesis.block_hash().0;
         let notify = Arc::new(tokio::sync::Notify::new());
         Arc::new(Shared {
@@ -151,6 +179,7 @@ impl Shared {
             limits,
             buffers,
             admission: Admission::new(caps),
+            front,
             refusing: AtomicUsize::new(0),
             offer_compact: AtomicBool::new(true),
         })
@@ -224,8 +253,21 @@ pub async fn spawn_with_caps(
     buffers: Buffers,
     caps: Caps,
 ) -> std::io::Result<Running> {
+    spawn_with_front(listen, chain, key, limits, buffers, caps, Front::default()).await
+}
+
+/// [`spawn_with_caps`] behind `front` (TLS, trusted proxies).
+pub async fn spawn_with_front(
+    listen: SocketAddr,
+    chain: ServedChain,
+    key: SecretKey,
+    limits: Limits,
+    buffers: Buffers,
+    caps: Caps,
+    front: Front,
+) -> std::io::Result<Running> {
     let node_id = key.public_key();
-    let shared = Shared::with_caps(chain, key, limits, buffers, caps);
+    let shared = Shared::with_front(chain, key, limits, buffers, caps, front);
     let listener = TcpListener::bind(listen).await?;
     let addr = listener.local_addr()?;
     let (stop, stopped) = watch::channel(false);
@@ -242,7 +284,8 @@ pub async fn spawn_with_caps(
 ///
 /// Each accepted socket is admitted under the caps ([`Shared::admission`]) before anything
 /// is spent on it; one over a cap is refused at once (see `refuse`: a 503, then closed,
-/// no handshake) and does not count towards the caps.
+/// no handshake) and does not count towards the caps. One from a trusted proxy is counted
+/// in the total only, until its upgrade request names the client.
 pub async fn serve(listener: TcpListener, shared: Arc<Shared>, shutdown: watch::Receiver<bool>) {
     let mut stop = shutdown.clone();
     // After a failed accept (out of descriptors, above all) wait before the next one, 5 ms
@@ -266,7 +309,13 @@ pub async fn serve(listener: TcpListener, shared: Arc<Shared>, shutdown: watch::
                     }
                 };
                 pause = ACCEPT_PAUSE_MIN;
-                let slot = match shared.admission.admit(peer.ip()) {
+                let proxied = shared.front.trusted_proxies.contains(peer.ip());
+                let admitted = if proxied {
+                    shared.admission.admit_proxied()
+                } else {
+                    shared.admission.admit(peer.ip())
+                };
+                let slot = match admitted {
                     Ok(slot) => slot,
                     Err(why) => {
                         refuse(stream, peer, why, &shared);
@@ -278,10 +327,22 @@ pub async fn serve(listener: TcpListener, shared: Arc<Shared>, shutdown: watch::
                 tokio::spawn(async move {
                     shared.metrics.connections_total.fetch_add(1, Relaxed);
                     shared.metrics.connections_open.fetch_add(1, Relaxed);
-                    let (close, handshaken) = connection(stream, &shared, shutdown).await;
-                    drop(slot);
+                    let mut conn = Conn { client: None, slot, proxied };
+                    let ended = connection(stream, &mut conn, &shared, shutdown).await;
+                    drop(conn.slot);
                     shared.metrics.connections_open.fetch_sub(1, Relaxed);
-                    log_close(peer, &close, handshaken, &shared.metrics);
+                    match ended {
+                        Ended::Closed(close, handshaken) => {
+                            log_close(peer, conn.client, &close, handshaken, &shared.metrics);
+                        }
+                        Ended::Refused(why) => {
+                            tracing::debug!(%peer, client = ?conn.client, reason = why.label(), "refused: {why}");
+                        }
+                        Ended::Tls(e) => {
+                            shared.metrics.handshake_failed("tls");
+                            tracing::info!(%peer, reason = "tls", handshaken = false, "closed: TLS handshake: {e}");
+                        }
+                    }
                 });
             }
             _ = stop.changed() => break,
@@ -339,6 +400,10 @@ const REFUSAL_DEADLINE: Duration = Duration::from_secs(2);
 /// Turn a socket away for `why`, at the cost of under a kilobyte for at most
 /// [`REFUSAL_DEADLINE`]: no frame buffer, no responder, no slot under the caps.
 ///
+/// With TLS, the socket is closed without an answer: the answer would cost the TLS
+/// handshake the caps are there to spare (a browser sees the connection fail at once
+/// all the same).
+///
 /// The answer is written, then the socket shut for writing and what the client sends
 /// (its upgrade request) read and dropped until it closes: closing a socket with unread
 /// input makes the kernel reset the connection, and a reset can destroy the answer before
@@ -348,6 +413,9 @@ const REFUSAL_DEADLINE: Duration = Duration::from_secs(2);
 fn refuse(stream: TcpStream, peer: SocketAddr, why: Refusal, shared: &Arc<Shared>) {
     shared.metrics.refused(why);
     tracing::debug!(%peer, reason = why.label(), "refused: {why}");
+    if shared.front.tls.is_some() {
+        return;
+    }
     let response = refusal_response(why);
     if shared.refusing.fetch_add(1, Relaxed) >= MAX_REFUSING {
         shared.refusing.fetch_sub(1, Relaxed);
@@ -361,7 +429,10 @@ fn refuse(stream: TcpStream, peer: SocketAddr, why: Refusal, shared: &Arc<Shared
     });
 }
 
-async fn answer_refused(mut stream: TcpStream, response: &[u8]) -> std::io::Result<()> {
+async fn answer_refused(
+    mut stream: impl AsyncRead + AsyncWrite + Unpin,
+    response: &[u8],
+) -> std::io::Result<()> {
     stream.write_all(response).await?;
     stream.shutdown().await?;
     let mut sink = [0u8; 256];
@@ -369,7 +440,13 @@ async fn answer_refused(mut stream: TcpStream, response: &[u8]) -> std::io::Resu
     Ok(())
 }
 
-fn log_close(peer: SocketAddr, close: &Close, handshaken: bool, metrics: &Metrics) {
+fn log_close(
+    peer: SocketAddr,
+    client: Option<std::net::IpAddr>,
+    close: &Close,
+    handshaken: bool,
+    metrics: &Metrics,
+) {
     if handshaken {
         metrics.closed(close.label());
     } else {
@@ -378,7 +455,7 @@ fn log_close(peer: SocketAddr, close: &Close, handshaken: bool, metrics: &Metric
     let reason = close.label();
     macro_rules! closed {
         ($level:ident) => {
-            tracing::$level!(%peer, reason, handshaken, "closed: {close}")
+            tracing::$level!(%peer, client = ?client, reason, handshaken, "closed: {close}")
         };
     }
     match close {
@@ -407,21 +484,51 @@ fn log_close(peer: SocketAddr, close: &Close, handshaken: bool, metrics: &Metric
 /// this buffer lives as long as the connection.
 const READ_BUF: usize = 2048;
 
-/// Serve one connection; returns why it ended and whether its handshake had completed.
+/// One accepted connection's place under the caps, and who its client is.
+struct Conn {
+    /// The client a trusted proxy named, once it has.
+    client: Option<std::net::IpAddr>,
+    slot: Slot,
+    proxied: bool,
+}
+
+/// How a connection ended.
+enum Ended {
+    /// Why, and whether its BOLT 8 handshake had completed.
+    Closed(Close, bool),
+    /// The client a trusted proxy named was over a per-address cap (answered with a 503).
+    Refused(Refusal),
+    /// The TLS handshake failed.
+    Tls(std::io::Error),
+}
+
+/// Serve one connection: TLS first if the gateway serves `wss://`, then the protocol.
 async fn connection(
-    stream: TcpStream,
+    tcp: TcpStream,
+    conn: &mut Conn,
     shared: &Shared,
     shutdown: watch::Receiver<bool>,
-) -> (Close, bool) {
+) -> Ended {
+    let _ = tcp.set_nodelay(true);
+    let stream = match &shared.front.tls {
+        None => Stream::Plain(tcp),
+        Some(tls) => match timeout(shared.limits.handshake, tls.acceptor().accept(tcp)).await {
+            Ok(Ok(s)) => Stream::Tls(Box::new(s)),
+            Ok(Err(e)) => return Ended::Tls(e),
+            Err(_) => return Ended::Closed(Close::HandshakeTimeout, false),
+        },
+    };
     let mut handshaken = false;
-    let close = run(stream, shared, shutdown, &mut handshaken).await;
-    (close, handshaken)
+    match run(stream, conn, shared, shutdown, &mut handshaken).await {
+        Ok(close) => Ended::Closed(close, handshaken),
+        Err(why) => Ended::Refused(why),
+    }
 }
 
 /// The socket side of one connection: the stream, the clock the responder runs on, and
 /// the permits of the buffers it has on loan.
 struct Io<'a> {
-    stream: TcpStream,
+    stream: Stream,
     shared: &'a Shared,
     start: Instant,
     read_permit: Option<OwnedSemaphorePermit>,
@@ -525,7 +632,11 @@ impl Io<'_> {
                     continue;
                 }
                 Some(Transmit::Raw(bytes)) => {
-                    match timeout(limits.write_timeout, self.stream.write_all(bytes)).await {
+                    let write = async {
+                        self.stream.write_all(bytes).await?;
+                        self.stream.flush().await
+                    };
+                    match timeout(limits.write_timeout, write).await {
                         Err(_) => return Err(Close::WriteTimeout),
                         Ok(r) => r?,
                     }
@@ -584,15 +695,17 @@ impl Io<'_> {
     }
 }
 
+/// The protocol on one connection, until it closes (`Ok`), or until the client a trusted
+/// proxy names is refused under the caps (`Err`, after answering it).
 async fn run(
-    stream: TcpStream,
+    stream: Stream,
+    place: &mut Conn,
     shared: &Shared,
     mut shutdown: watch::Receiver<bool>,
     handshaken: &mut bool,
-) -> Close {
-    let _ = stream.set_nodelay(true);
+) -> Result<Close, Refusal> {
     let Ok(ephemeral) = SecretKey::random() else {
-        return Close::Io(std::io::ErrorKind::Other);
+        return Ok(Close::Io(std::io::ErrorKind::Other));
     };
     let mode = match shared.buffers {
         Buffers::Fixed => BufferMode::Fixed,
@@ -614,24 +727,42 @@ async fn run(
         mode,
     );
     conn.offer_compact_headers(shared.offer_compact.load(Relaxed));
+    if place.proxied {
+        conn.expect_forwarded_for();
+    }
     let mut tips = shared.tip_version.subscribe();
     let mut filters = shared.filter_version.subscribe();
     let mut rbuf = [0u8; READ_BUF];
     loop {
         if let Some(close) = conn.poll_close() {
-            return close.clone();
+            return Ok(close.clone());
         }
         let established = conn.is_established();
         let deadline = conn.poll_timeout().map(|t| io.instant(t));
         tokio::select! {
             read = io.stream.read(&mut rbuf[..]), if conn.wants_input() => {
                 let n = match read {
-                    Ok(0) => return Close::PeerClosed,
+                    Ok(0) => return Ok(Close::PeerClosed),
                     Ok(n) => n,
-                    Err(e) => return e.into(),
+                    Err(e) => return Ok(e.into()),
                 };
                 shared.metrics.bytes_in.fetch_add(n as u64, Relaxed);
                 io.input(&mut conn, &mut rbuf[..n]).await;
+                if let Some(client) = conn.forwarded_client() {
+                    place.client = Some(client);
+                    if let Err(why) = shared.admission.admit_forwarded(&mut place.slot, client) {
+                        shared.metrics.refused(why);
+                        let answer = answer_refused(&mut io.stream, refusal_response(why));
+                        let _ = timeout(REFUSAL_DEADLINE, answer).await;
+                        return Err(why);
+                    }
+                    let now = io.now();
+                    match shared.chain.read() {
+                        Ok(chain) => conn.release_upgrade(now, &*chain),
+                        Err(_) => return Ok(Close::Shutdown),
+                    }
+                    io.count(&mut conn);
+                }
                 if !established && conn.is_established() {
                     shared.metrics.handshakes_completed.fetch_add(1, Relaxed);
                     *handshaken = true;
@@ -639,13 +770,13 @@ async fn run(
             }
             changed = tips.changed(), if established => {
                 if changed.is_err() {
-                    return Close::Shutdown;
+                    return Ok(Close::Shutdown);
                 }
                 conn.tip_changed();
             }
             changed = filters.changed(), if established => {
                 if changed.is_err() {
-                    return Close::Shutdown;
+                    return Ok(Close::Shutdown);
                 }
                 conn.data_arrived();
             }
@@ -653,11 +784,11 @@ async fn run(
                 conn.handle_timeout(io.now());
                 io.reclaim(&mut conn);
             }
-            _ = shutdown.changed() => return Close::Shutdown,
+            _ = shutdown.changed() => return Ok(Close::Shutdown),
             _ = std::future::ready(()), if conn.wants_transmit() => {
                 if let Err(e) = io.transmit(&mut conn).await {
                     // A client told why it is being closed need not read it.
-                    return conn.closing().cloned().unwrap_or(e);
+                    return Ok(conn.closing().cloned().unwrap_or(e));
                 }
                 io.count(&mut conn);
             }
@@ -665,8 +796,9 @@ async fn run(
     }
 }
 
-/// Write `a` then `b` with vectored writes (one syscall when the socket takes both).
-async fn write_two(stream: &mut TcpStream, mut a: &[u8], mut b: &[u8]) -> Result<(), Close> {
+/// Write `a` then `b` with vectored writes (one syscall when the socket takes both), and
+/// flush (TLS keeps the last record otherwise; a socket has nothing to flush).
+async fn write_two(stream: &mut Stream, mut a: &[u8], mut b: &[u8]) -> Result<(), Close> {
     while !a.is_empty() || !b.is_empty() {
         let n = stream
             .write_vectored(&[IoSlice::new(a), IoSlice::new(b)])
@@ -678,6 +810,7 @@ async fn write_two(stream: &mut TcpStream, mut a: &[u8], mut b: &[u8]) -> Result
         a = &a[from_a..];
         b = &b[n - from_a..];
     }
+    stream.flush().await?;
     Ok(())
 }
 

@@ -2,16 +2,18 @@
 //! caps, clients from 127.0.0.1 and 127.0.0.2 (the whole of 127/8 is loopback). A
 //! connection over a cap is answered `503 Service Unavailable` and closed before any
 //! handshake, and counted by reason, while the connections already open keep being served.
+//! Behind a trusted proxy, the caps count the clients it names in `X-Forwarded-For`.
 
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
 use lightwire_chain::REGTEST;
-use lightwire_gateway::admission::Refusal;
+use lightwire_gateway::admission::{Refusal, TrustedProxies};
 use lightwire_gateway::client::{Client, ClientError, Framing};
 use lightwire_gateway::served::ServedChain;
-use lightwire_gateway::server::{Buffers, Caps, Limits};
+use lightwire_gateway::server::{Buffers, Caps, Front, Limits, spawn_with_front};
+use lightwire_noise::SecretKey;
 use lightwire_proto::ws;
 use lightwire_wire::{GetHeaders, Message};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -259,4 +261,104 @@ async fn a_flood_of_refused_connections_is_closed_at_once_and_holds_nothing() {
     };
     assert_eq!((read.lent(), write.lent()), (0, 0));
     still_served(&mut held, 1).await;
+}
+
+/// A gateway that trusts 127.0.0.1 as a proxy (as behind nginx on the same host), at most
+/// one connection per client.
+async fn behind_a_proxy() -> Gateway {
+    let chain = ServedChain::generate(1_000, 2_000_000_000).expect("generated chain");
+    let front = Front {
+        trusted_proxies: TrustedProxies::new(vec!["127.0.0.1".parse().unwrap()]),
+        ..Front::default()
+    };
+    spawn_with_front(
+        "127.0.0.1:0".parse().unwrap(),
+        chain,
+        SecretKey::from_bytes(&[0x11; 32]).unwrap(),
+        Limits::default(),
+        Buffers::pooled(4),
+        Caps {
+            max_connections: 10,
+            max_per_address: 1,
+            max_new_per_second: u32::MAX,
+        },
+        front,
+    )
+    .await
+    .expect("listens")
+}
+
+/// A connection from `source` whose upgrade request says `X-Forwarded-For: <xff>`.
+async fn forwarded(source: &str, xff: &str, gw: &Gateway) -> Result<Client, ClientError> {
+    let stream = from(source, gw).await;
+    let extra = format!("X-Forwarded-For: {xff}\r\n");
+    let genesis = REGTEST.genesis.block_hash().0;
+    let framing = Framing::OnePerFrame;
+    let mut c = Client::upgrade(stream, "gw", &extra, &gw.node_id, genesis, framing, false).await?;
+    c.recv(|_| ()).await?;
+    c.recv(|_| ()).await?;
+    Ok(c)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trusted_proxys_connections_count_against_the_clients_it_names() {
+    let gw = behind_a_proxy().await;
+    let (m, a) = (&gw.shared.metrics, &gw.shared.admission);
+    let ip = |s: &str| s.parse::<std::net::IpAddr>().unwrap();
+    // What the client claimed comes first; the proxy's own entry is the last.
+    let mut first = forwarded("127.0.0.1", "10.6.6.6, 203.0.113.7", &gw)
+        .await
+        .expect("served");
+    assert_eq!(a.open_from(ip("203.0.113.7")), 1);
+    assert_eq!(a.open_from(ip("127.0.0.1")), 0);
+    assert_eq!(a.open_from(ip("10.6.6.6")), 0);
+    // The same client again, through the proxy: over its cap, answered 503 before any
+    // handshake.
+    let mut s = from("127.0.0.1", &gw).await;
+    let mut req = [0u8; 512];
+    let n = ws::client_request("gw", "/", b"dGhlIHNhbXBsZSBub25jZQ==", &mut req);
+    s.write_all(&req[..n - 2]).await.unwrap();
+    s.write_all(b"X-Forwarded-For: 203.0.113.7\r\n\r\n")
+        .await
+        .unwrap();
+    assert_503(
+        &read_to_close(&mut s).await,
+        "too many connections from this address",
+    );
+    assert_eq!(m.refusals(Refusal::MaxPerAddress), 1);
+    assert_eq!(m.handshakes_completed.load(Relaxed), 1);
+    // Another client through the same proxy gets in.
+    let mut second = forwarded("127.0.0.1", "198.51.100.1", &gw)
+        .await
+        .expect("served");
+    // From an address that is not a trusted proxy, the header is the client's own claim:
+    // ignored, and the connection counts as its address.
+    let mut direct = forwarded("127.0.0.2", "203.0.113.7", &gw)
+        .await
+        .expect("served");
+    assert_eq!(a.open_from(ip("127.0.0.2")), 1);
+    assert_eq!(a.open_from(ip("203.0.113.7")), 1);
+    // A proxy request that names no client is refused as a bad upgrade.
+    let nameless = forwarded("127.0.0.1", "unknown", &gw).await;
+    assert!(nameless.is_err());
+    eventually("the nameless request counted", || {
+        m.handshake_failures("websocket") == 1
+    })
+    .await;
+    for (i, c) in [&mut first, &mut second, &mut direct]
+        .into_iter()
+        .enumerate()
+    {
+        still_served(c, i as u32 + 1).await;
+    }
+    // The first client goes: its address may connect again.
+    drop(first);
+    eventually("203.0.113.7's slot given back", || {
+        a.open_from(ip("203.0.113.7")) == 0
+    })
+    .await;
+    forwarded("127.0.0.1", "203.0.113.7", &gw)
+        .await
+        .expect("served again");
+    assert_eq!(a.open(), 4);
 }

@@ -445,6 +445,58 @@ mod tests {
         }
     }
 
+    /// A proxy's upgrade request (the client's, naming it in `X-Forwarded-For` when
+    /// `client` is given).
+    fn proxied(client: Option<&str>) -> Pair {
+        let mut p = Pair::new(TestChain::generate(10), BufferMode::Fixed, 0);
+        p.gateway.server.expect_forwarded_for();
+        let request = String::from_utf8(core::mem::take(&mut p.gateway.to_server)).unwrap();
+        let header = client.map(|c| format!("X-Forwarded-For: 10.9.9.9, {c}\r\n"));
+        p.gateway.to_server = request
+            .replace(
+                "\r\n\r\n",
+                &format!("\r\n{}\r\n", header.unwrap_or_default()),
+            )
+            .into_bytes();
+        p
+    }
+
+    #[test]
+    fn a_proxied_upgrade_is_held_until_the_client_it_names_is_admitted() {
+        let mut p = proxied(Some("203.0.113.7"));
+        // Act one follows the request in the same read: held with it.
+        p.drive();
+        assert_eq!(
+            p.gateway.server.forwarded_client(),
+            Some("203.0.113.7".parse().unwrap())
+        );
+        assert!(!p.gateway.server.wants_input());
+        assert!(!p.client.is_ready());
+        assert!(
+            p.heard.is_empty() && p.gateway.to_client.is_empty(),
+            "nothing answered"
+        );
+        assert_eq!(p.server_close(), None);
+
+        p.gateway.server.release_upgrade(p.now, &p.gateway.chain);
+        assert_eq!(p.gateway.server.forwarded_client(), None);
+        p.drive();
+        assert!(p.gateway.server.is_established(), "{:?}", p.server_close());
+        assert_eq!(p.heard, [Heard::Ready, Heard::Tip(10)]);
+    }
+
+    #[test]
+    fn a_proxied_upgrade_that_names_no_client_is_refused() {
+        let mut p = proxied(None);
+        p.drive();
+        assert_eq!(p.gateway.server.forwarded_client(), None);
+        assert_eq!(
+            p.server_close(),
+            Some(&Close::Ws(ws::WsError::BadRequest("X-Forwarded-For")))
+        );
+        assert!(!p.gateway.server.is_established());
+    }
+
     /// Filter headers, checkpoints and filters through both ends: the client rebuilds every
     /// filter header from the hashes and the anchors.
     #[test]

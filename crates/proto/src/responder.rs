@@ -262,6 +262,11 @@ pub struct Responder {
     ended: bool,
     established: bool,
     counts: Counts,
+    /// Whether the upgrade request comes from a proxy that names the client in
+    /// `X-Forwarded-For` ([`Responder::expect_forwarded_for`]).
+    expect_forwarded: bool,
+    /// The client named by a complete upgrade request held for the shell's admission.
+    held_for: Option<core::net::IpAddr>,
 }
 
 /// Largest carry accepted: the shell reads at most this much at a time after act three.
@@ -311,6 +316,33 @@ impl Responder {
             ended: false,
             established: false,
             counts: Counts::default(),
+            expect_forwarded: false,
+            held_for: None,
+        }
+    }
+
+    /// The connection comes from a proxy the gateway trusts, which names its client in
+    /// `X-Forwarded-For` ([`ws::forwarded_for`]); call before any input. Once the upgrade
+    /// request is complete it is held, unanswered and with nothing after it read, until
+    /// the shell has admitted the client [`Self::forwarded_client`] names
+    /// ([`Self::release_upgrade`]) or refused it (it then writes its refusal and drops
+    /// the connection). A request that names no client is refused as a bad upgrade
+    /// ([`Close::Ws`]), before any key work.
+    pub fn expect_forwarded_for(&mut self) {
+        self.expect_forwarded = true;
+    }
+
+    /// The client a trusted proxy named, while its upgrade request is held (see
+    /// [`Self::expect_forwarded_for`]).
+    pub fn forwarded_client(&self) -> Option<core::net::IpAddr> {
+        self.held_for
+    }
+
+    /// Answer the held upgrade request at `now` and go on with what followed it.
+    pub fn release_upgrade(&mut self, now: Millis, chain: &impl Served) {
+        if self.held_for.take().is_some() {
+            self.expect_forwarded = false;
+            self.handle_input(now, &mut [], chain);
         }
     }
 
@@ -355,7 +387,7 @@ impl Responder {
 
     /// Whether input is still wanted (not after an error or while a warning goes out).
     pub fn wants_input(&self) -> bool {
-        self.end.is_none()
+        self.end.is_none() && self.held_for.is_none()
     }
 
     /// End the connection for a reason found by the shell (a socket error, shutdown).
@@ -473,6 +505,19 @@ impl Responder {
             match ws::server_handshake(request, &mut response) {
                 Err(e) => Err(Close::Ws(e)),
                 Ok(None) => Ok(()),
+                Ok(Some(_)) if self.expect_forwarded => {
+                    // Hold it with what followed it in this read (at most one read).
+                    let rest = &bytes[take..];
+                    match ws::forwarded_for(request) {
+                        Ok(_) if rest.len() > MAX_CARRY => Err(Close::Ws(WsError::RequestTooLong)),
+                        Ok(client) => {
+                            request.extend_from_slice(rest);
+                            self.held_for = Some(client);
+                            Ok(())
+                        }
+                        Err(e) => Err(Close::Ws(e)),
+                    }
+                }
                 Ok(Some((consumed, len))) => {
                     let mut rest = core::mem::take(request);
                     self.queue_urgent(&response[..len]);

@@ -142,6 +142,35 @@ pub fn server_handshake(
     Ok(Some((end, n)))
 }
 
+/// The client a proxy in front of the gateway names in an upgrade request (complete, as
+/// [`server_handshake`] found it): the last address of the last `X-Forwarded-For` header.
+///
+/// That is the one the nearest proxy wrote (nginx's `$remote_addr`, or the end of
+/// `$proxy_add_x_forwarded_for`); anything before it came from the client or from
+/// proxies further out, which anyone can forge. Only ask this of a request from a
+/// proxy the gateway trusts. A request without one, or with something other than an
+/// IP address there, is refused: a proxy that does not say who its client is would
+/// put every client behind its own address.
+pub fn forwarded_for(request: &[u8]) -> Result<core::net::IpAddr, WsError> {
+    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADER_LINES];
+    let mut req = httparse::Request::new(&mut headers);
+    req.parse(request)
+        .map_err(|_| WsError::BadRequest("header line"))?;
+    let bad = WsError::BadRequest("X-Forwarded-For");
+    let value = req
+        .headers
+        .iter()
+        .rev()
+        .find(|h| h.name.eq_ignore_ascii_case("x-forwarded-for"))
+        .ok_or(bad)?
+        .value;
+    let last = value.rsplit(|&b| b == b',').next().unwrap_or(value);
+    core::str::from_utf8(last.trim_ascii())
+        .ok()
+        .and_then(|a| a.parse().ok())
+        .ok_or(bad)
+}
+
 /// Write a client's upgrade request for `host` and `path` with `key` (24 base64
 /// characters) into `out`; returns its length.
 pub fn client_request(host: &str, path: &str, key: &[u8; 24], out: &mut [u8; 512]) -> usize {
@@ -497,6 +526,42 @@ mod tests {
         assert_eq!(
             &accept_key(b"dGhlIHNhbXBsZSBub25jZQ=="),
             b"s3pPLMBiTxaQ9kYGzzhZRbK+xOo="
+        );
+    }
+
+    #[test]
+    fn the_forwarded_client_is_the_last_address_the_nearest_proxy_wrote() {
+        let request = |xff: &[&str]| {
+            let mut r = String::from("GET / HTTP/1.1\r\nHost: x\r\n");
+            for v in xff {
+                r += &format!("X-Forwarded-For: {v}\r\n");
+            }
+            r + "\r\n"
+        };
+        let ip = |s: &str| Ok(s.parse::<core::net::IpAddr>().unwrap());
+        assert_eq!(
+            forwarded_for(request(&["203.0.113.7"]).as_bytes()),
+            ip("203.0.113.7")
+        );
+        // What the client wrote itself comes first; the proxy's entry is the last.
+        assert_eq!(
+            forwarded_for(request(&["10.0.0.1, 198.51.100.2 ,2001:db8::5"]).as_bytes()),
+            ip("2001:db8::5")
+        );
+        assert_eq!(
+            forwarded_for(request(&["10.0.0.1", "198.51.100.9"]).as_bytes()),
+            ip("198.51.100.9")
+        );
+        let refused = Err(WsError::BadRequest("X-Forwarded-For"));
+        assert_eq!(forwarded_for(request(&[]).as_bytes()), refused);
+        assert_eq!(forwarded_for(request(&["unknown"]).as_bytes()), refused);
+        assert_eq!(
+            forwarded_for(request(&["198.51.100.9, "]).as_bytes()),
+            refused
+        );
+        assert_eq!(
+            forwarded_for(request(&["198.51.100.9:443"]).as_bytes()),
+            refused
         );
     }
 
