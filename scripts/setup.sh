@@ -48,10 +48,26 @@ missing=()
 [ -x /usr/bin/WebKitWebDriver ] || missing+=(webkit2gtk-driver)
 [ -x /usr/bin/Xvfb ] || missing+=(xvfb)
 [ -f /usr/share/i18n/locales/en_US ] || missing+=(locales)
+# A public gateway's front (deploy/): Debian's nginx, and openssl for the certificate
+# authority tests/public makes.
+[ -x /usr/sbin/nginx ] || missing+=(nginx)
+[ -x /usr/bin/openssl ] || missing+=(openssl)
+# systemd-analyze checks deploy/'s unit file (tests/public).
+[ -x /usr/bin/systemd-analyze ] || missing+=(systemd)
 if [ ${#missing[@]} -gt 0 ]; then
   step "apt-get install ${missing[*]}"
   as_root apt-get update -qq
+  # No service is started by a package here (policy-rc.d's "101: not allowed"): the tests
+  # start their own nginx on loopback, and nothing else may hold port 80.
+  policy=/usr/sbin/policy-rc.d
+  placed=
+  if [ ! -e "$policy" ]; then
+    printf '#!/bin/sh\nexit 101\n' | as_root tee "$policy" >/dev/null
+    as_root chmod 755 "$policy"
+    placed=1
+  fi
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+  [ -z "$placed" ] || as_root rm -f "$policy"
 fi
 
 # WebKitGTK takes navigator.language from the process locale: under C it reports "C",

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Every test: native (cargo), then wasm in headless Chromium, Firefox and WebKit (wasm-pack test),
 # then the browser tests of the built package against real gateways (tests/e2e in
-# Chromium, Firefox and WebKit; tests/package), then the demo and its dashboard
+# Chromium, Firefox and WebKit; tests/public behind nginx and TLS; tests/package), then
+# the demo and its dashboard
 # (tests/dashboard).
 set -euo pipefail
 source "$(dirname "$0")/env.sh"
@@ -68,6 +69,9 @@ cargo build --release -p lightwire-gateway -p lightwire-chain -p lightwire-tests
 
 step "end to end: the package in Chromium, Firefox and WebKit against real gateways (tests/e2e)"
 node tests/e2e/run.mjs --no-build
+
+step "a public gateway: https page, wss:// through Debian's nginx to a fleet, and native TLS (tests/public)"
+node tests/public/run.mjs --no-build
 
 step "the package from its tarball in a fresh Vite + TypeScript app, in the three engines (tests/package)"
 node tests/package/run.mjs

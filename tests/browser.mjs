@@ -49,12 +49,13 @@ export function serve(pages, dirs) {
   });
 }
 
-/// Start Chromium on `profile` and connect to it over CDP: `{proc, browser, page}`.
-export async function launch(profile) {
+/// Start Chromium on `profile` (with `extra` flags) and connect to it over CDP:
+/// `{proc, browser, page}`.
+export async function launch(profile, extra = []) {
   const args = [
     '--headless', '--no-sandbox', '--disable-gpu', '--no-first-run',
     '--disable-background-networking', '--disable-component-update', '--disable-sync',
-    '--remote-debugging-port=0', `--user-data-dir=${profile}`, 'about:blank',
+    '--remote-debugging-port=0', `--user-data-dir=${profile}`, ...extra, 'about:blank',
   ];
   // Its own process group, so that a kill takes its renderer and utility processes too.
   const proc = spawn(CHROMIUM, args, { stdio: ['ignore', 'ignore', 'pipe'], detached: true });
@@ -123,7 +124,7 @@ export function startGateway(path, argv, { metrics = true } = {}) {
   const ready = new Promise((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`the gateway did not start: ${err}`)), 120_000);
     const check = () => {
-      const c = /connect (ws:\/\/\S+)/.exec(out);
+      const c = /connect (wss?:\/\/\S+)/.exec(out);
       const m = /metrics on (http:\/\/\S+)/.exec(err);
       if (c && (m || !metrics)) {
         clearTimeout(timer);

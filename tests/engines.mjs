@@ -30,17 +30,18 @@ export function available() {
   return ENGINES.filter((e) => have[e]);
 }
 
-/// Start engine `name` with its profile in the directory `profile`.
-export async function openEngine(name, profile) {
+/// Start engine `name` with its profile in the directory `profile`; `chromiumFlags` are
+/// added to Chromium's command line (tests/public: the test certificate it trusts).
+export async function openEngine(name, profile, { chromiumFlags = [] } = {}) {
   mkdirSync(profile, { recursive: true });
-  if (name === 'chromium') return chromium(profile);
+  if (name === 'chromium') return chromium(profile, chromiumFlags);
   if (name === 'firefox') return firefox(profile);
   if (name === 'webkit') return webkit(profile);
   throw new Error(`unknown engine ${name}`);
 }
 
-async function chromium(profile) {
-  const chrome = await launch(profile);
+async function chromium(profile, flags) {
+  const chrome = await launch(profile, flags);
   return {
     name: 'chromium',
     async newPage() {
