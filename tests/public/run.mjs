@@ -25,27 +25,19 @@
 // Chromium only: Firefox and WebKit would need the test authority in their own stores
 // (not done yet; see the issue's note).
 
-import { execFileSync, spawn } from 'node:child_process';
-import { createHash, X509Certificate } from 'node:crypto';
+import { execFileSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir, userInfo } from 'node:os';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { freePort, gatewayTip, startGateway, terminate } from '../browser.mjs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { freePort, terminate } from '../browser.mjs';
 import { openEngine } from '../engines.mjs';
+import { assert, authority, bin, gateway, nginx, root, running, spkiOf } from './front.mjs';
 
-const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
-const bin = (name) => join(root, 'target', 'release', name);
 const args = process.argv.slice(2);
 const only = args.includes('--only') ? args[args.indexOf('--only') + 1] : null;
-const NGINX = process.env.NGINX || '/usr/sbin/nginx';
 
 function log(msg) {
   console.log(`[public] ${msg}`);
-}
-
-function assert(cond, msg) {
-  if (!cond) throw new Error(msg);
 }
 
 const PAGE = `<!doctype html><meta charset="utf-8"><title>public</title>
@@ -65,127 +57,6 @@ const PAGE = `<!doctype html><meta charset="utf-8"><title>public</title>
 
 let work;
 let browser;
-const running = new Set();
-
-/// A certificate authority and a certificate for localhost and 127.0.0.1 signed by it,
-/// made with openssl: `{ ca, cert, fullchain, key, spki }` (spki: the base64 SHA-256 of
-/// the certificate's public key, what Chromium is told to trust).
-function authority(dir, name) {
-  mkdirSync(dir, { recursive: true });
-  const f = (x) => join(dir, x);
-  const ssl = (...a) => execFileSync('openssl', a, { stdio: ['ignore', 'ignore', 'pipe'] });
-  const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'];
-  ssl('req', '-x509', ...ec, '-keyout', f('ca.key'), '-out', f('ca.crt'), '-days', '2',
-    '-subj', `/CN=lightwire test authority ${name}`,
-    '-addext', 'basicConstraints=critical,CA:TRUE', '-addext', 'keyUsage=critical,keyCertSign');
-  ssl('req', ...ec, '-keyout', f('key.pem'), '-out', f('req.csr'), '-subj', '/CN=localhost');
-  writeFileSync(f('ext.cnf'), [
-    'subjectAltName=DNS:localhost,IP:127.0.0.1',
-    'basicConstraints=CA:FALSE',
-    'keyUsage=critical,digitalSignature',
-    'extendedKeyUsage=serverAuth',
-  ].join('\n'));
-  ssl('x509', '-req', '-in', f('req.csr'), '-CA', f('ca.crt'), '-CAkey', f('ca.key'),
-    '-CAcreateserial', '-days', '2', '-extfile', f('ext.cnf'), '-out', f('cert.pem'));
-  const cert = readFileSync(f('cert.pem'), 'utf8');
-  writeFileSync(f('fullchain.pem'), cert + readFileSync(f('ca.crt'), 'utf8'));
-  const spki = new X509Certificate(cert).publicKey.export({ type: 'spki', format: 'der' });
-  return {
-    fullchain: f('fullchain.pem'),
-    key: f('key.pem'),
-    spki: createHash('sha256').update(spki).digest('base64'),
-  };
-}
-
-/// Start lightwire-gateway with `argv` on 127.0.0.1; resolves once it listens.
-async function gateway(argv, { keyFile, log: level = 'info' } = {}) {
-  const port = await freePort();
-  const full = ['--listen', `127.0.0.1:${port}`, '--key-file', keyFile,
-    '--metrics-listen', '127.0.0.1:0', '--log', level, ...argv];
-  const { proc, ready } = startGateway(bin('lightwire-gateway'), full);
-  running.add(proc);
-  proc.on('exit', () => running.delete(proc));
-  let stderr = '';
-  proc.stderr.on('data', (d) => { stderr += d; });
-  const { connect, metrics } = await ready;
-  return {
-    connect,
-    port,
-    proc,
-    metrics,
-    stderr: () => stderr,
-    tip: () => gatewayTip(metrics),
-    open: async () => Number(/^lightwire_connections_open (\d+)$/m.exec(await (await fetch(metrics)).text())?.[1]),
-    stop: () => terminate(proc),
-  };
-}
-
-/// deploy/nginx/lightwire-gateway.conf with the loopback fleet, port and certificate in
-/// place of the example ones (each replacement must happen: a change to the file that
-/// this test no longer follows fails here rather than testing something else).
-function deployedConf({ port, upstreams, cert }) {
-  let conf = readFileSync(join(root, 'deploy', 'nginx', 'lightwire-gateway.conf'), 'utf8');
-  const swap = (from, to) => {
-    assert(conf.includes(from), `deploy/nginx/lightwire-gateway.conf no longer has ${JSON.stringify(from)}`);
-    conf = conf.replaceAll(from, to);
-  };
-  swap('listen 443 ssl;', `listen 127.0.0.1:${port} ssl;`);
-  swap('listen [::]:443 ssl;', '');
-  swap('server_name gateway.example.com;', 'server_name localhost;');
-  swap('/etc/letsencrypt/live/gateway.example.com/fullchain.pem', cert.fullchain);
-  swap('/etc/letsencrypt/live/gateway.example.com/privkey.pem', cert.key);
-  swap('server 10.0.0.11:8335', `server 127.0.0.1:${upstreams[0]}`);
-  swap('server 10.0.0.12:8335', `server 127.0.0.1:${upstreams[1]}`);
-  return conf;
-}
-
-/// Start nginx with its prefix in `dir`: the page and the package over https on
-/// `pagePort`, and, given `fleet`, the deployed gateway configuration. Resolves once it
-/// answers; `stop()` stops it.
-async function nginx(dir, { pagePort, cert, fleet }) {
-  mkdirSync(join(dir, 'site'), { recursive: true });
-  mkdirSync(join(dir, 'temp'), { recursive: true });
-  writeFileSync(join(dir, 'site', 'index.html'), PAGE);
-  writeFileSync(join(dir, 'site', 'favicon.ico'), '');
-  if (fleet) writeFileSync(join(dir, 'lightwire-gateway.conf'), deployedConf({ ...fleet, cert }));
-  const temp = (name) => `${name}_temp_path ${join(dir, 'temp', name)};`;
-  const conf = `
-${userInfo().uid === 0 ? 'user root;' : ''}
-daemon off;
-worker_processes 1;
-pid ${join(dir, 'nginx.pid')};
-error_log ${join(dir, 'error.log')} warn;
-events { worker_connections 1024; }
-http {
-  include /etc/nginx/mime.types;
-  access_log ${join(dir, 'access.log')};
-  ${['client_body', 'proxy', 'fastcgi', 'uwsgi', 'scgi'].map(temp).join('\n  ')}
-  server {
-    listen 127.0.0.1:${pagePort} ssl;
-    server_name localhost;
-    ssl_certificate ${cert.fullchain};
-    ssl_certificate_key ${cert.key};
-    root ${join(dir, 'site')};
-    location /pkg/ { alias ${join(root, 'pkg')}/; }
-  }
-  ${fleet ? `include ${join(dir, 'lightwire-gateway.conf')};` : ''}
-}`;
-  writeFileSync(join(dir, 'nginx.conf'), conf);
-  execFileSync(NGINX, ['-t', '-q', '-p', dir, '-e', join(dir, 'error.log'), '-c', join(dir, 'nginx.conf')], { stdio: 'inherit' });
-  const proc = spawn(NGINX, ['-p', dir, '-e', join(dir, 'error.log'), '-c', join(dir, 'nginx.conf')], { stdio: 'inherit' });
-  running.add(proc);
-  proc.on('exit', () => running.delete(proc));
-  for (let i = 0; ; i += 1) {
-    try {
-      execFileSync('openssl', ['s_client', '-connect', `127.0.0.1:${pagePort}`, '-brief'], { input: '', stdio: ['pipe', 'ignore', 'ignore'] });
-      break;
-    } catch {
-      assert(i < 100, `nginx did not start: ${readFileSync(join(dir, 'error.log'), 'utf8')}`);
-      await new Promise((r) => setTimeout(r, 50));
-    }
-  }
-  return { stop: () => terminate(proc), errors: () => readFileSync(join(dir, 'error.log'), 'utf8') };
-}
 
 async function openPage(url) {
   const page = await browser.newPage();
@@ -223,7 +94,7 @@ async function fleet(cert) {
   const id = (c) => c.split('#')[1];
   assert(id(a.connect) === id(b.connect), 'the fleet does not share one node id');
   const [pagePort, gwPort] = [await freePort(), await freePort()];
-  const front = await nginx(join(work, 'nginx-fleet'), { pagePort, cert, fleet: { port: gwPort, upstreams: [a.port, b.port] } });
+  const front = await nginx(join(work, 'nginx-fleet'), { pagePort, cert, page: PAGE, fleet: { port: gwPort, upstreams: [a.port, b.port] } });
   const page = await openPage(`https://localhost:${pagePort}/`);
   try {
     // One connect string for the fleet: nginx's address, the fleet's key.
@@ -265,7 +136,7 @@ async function native(cert, next) {
     { keyFile: join(dir, 'gateway.key') });
   assert(gw.connect.startsWith('wss://127.0.0.1:'), `connect string ${gw.connect}`);
   const pagePort = await freePort();
-  const front = await nginx(join(work, 'nginx-native'), { pagePort, cert });
+  const front = await nginx(join(work, 'nginx-native'), { pagePort, cert, page: PAGE });
   const connect = gw.connect.replace('wss://127.0.0.1:', 'wss://localhost:');
   let page = await openPage(`https://localhost:${pagePort}/`);
   try {
@@ -289,7 +160,7 @@ async function native(cert, next) {
     const served = execFileSync('openssl', ['s_client', '-connect', `127.0.0.1:${gw.port}`, '-servername', 'localhost'],
       { input: '', stdio: ['pipe', 'pipe', 'ignore'] }).toString();
     const pem = /-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/.exec(served)?.[0];
-    const spki = pem && createHash('sha256').update(new X509Certificate(pem).publicKey.export({ type: 'spki', format: 'der' })).digest('base64');
+    const spki = pem && spkiOf(pem);
     assert(spki === next.spki, 'the gateway does not serve the rotated certificate');
     page = await openPage(`https://localhost:${pagePort}/`);
     await page.evaluate((o) => window.lw.open(o), { network: 'regtest', gateways: [connect], storeName: 'native' });

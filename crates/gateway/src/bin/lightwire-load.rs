@@ -3,9 +3,14 @@
 //! (for memory measurements).
 //!
 //! ```text
-//! lightwire-load --connect ws://HOST:PORT#<node-id> --network NET [--clients N]
-//!                [--idle SECONDS] [--per-request COUNT] [--validate] [--log FILTER]
+//! lightwire-load --connect ws[s]://HOST:PORT[/]#<node-id> --network NET [--clients N]
+//!                [--idle SECONDS | --handshakes SECONDS] [--per-request COUNT] [--validate]
+//!                [--tls-ca FILE] [--tls-name NAME] [--log FILTER]
 //! ```
+//! `wss://` connects over TLS, trusting the certificates in `--tls-ca` (PEM) for the name
+//! `--tls-name` (default: HOST). `--handshakes` opens, completes the handshake (TLS, then
+//! the WebSocket upgrade, BOLT 8 and `init`) and closes connections on `--clients` tasks
+//! for that many seconds, and reports handshakes/s.
 //! A gateway admits 64 connections per client address by default: for more from one
 //! machine, start it with `--max-per-address` above `--clients` and `--max-new-per-second`
 //! above the rate it connects at.
@@ -29,6 +34,11 @@ use lightwire_chain::{Chain, Header, Network, Params};
 use lightwire_gateway::client::{Client, Framing};
 use lightwire_noise::PublicKey;
 use lightwire_wire::{GetHeaders, Message};
+use pki_types::CertificateDer;
+use pki_types::pem::PemObject;
+use tokio::net::TcpStream;
+use tokio_rustls::client::TlsStream;
+use tokio_rustls::rustls::{self, ClientConfig, RootCertStore};
 
 #[path = "../logging.rs"]
 mod logging;
@@ -38,9 +48,15 @@ mod logging;
 #[derive(Parser)]
 #[command(name = "lightwire-load")]
 struct Cli {
-    /// The gateway's connect string
-    #[arg(long, value_name = "ws://HOST:PORT#NODE_ID", value_parser = connect_string)]
+    /// The gateway's connect string (HOST an IP address)
+    #[arg(long, value_name = "ws[s]://HOST:PORT#NODE_ID", value_parser = connect_string)]
     connect: Connect,
+    /// Certificates (PEM) to trust for wss://
+    #[arg(long, value_name = "FILE")]
+    tls_ca: Option<std::path::PathBuf>,
+    /// The name to check the certificate for [default: HOST]
+    #[arg(long, value_name = "NAME")]
+    tls_name: Option<String>,
     /// mainnet, testnet3, testnet4, signet or regtest
     #[arg(long, value_name = "NET")]
     network: Network,
@@ -48,8 +64,12 @@ struct Cli {
     #[arg(long, value_name = "N", default_value_t = 1)]
     clients: usize,
     /// Hold the connections idle this long after the handshake instead of syncing
-    #[arg(long, value_name = "SECONDS")]
+    #[arg(long, value_name = "SECONDS", conflicts_with = "handshakes")]
     idle: Option<u64>,
+    /// Open, handshake and close connections for this long, on --clients tasks, and
+    /// report handshakes/s
+    #[arg(long, value_name = "SECONDS")]
+    handshakes: Option<u64>,
     /// Headers asked for per request
     #[arg(long, value_name = "COUNT", default_value_t = 100_000)]
     per_request: u32,
@@ -61,16 +81,22 @@ struct Cli {
     log: logging::LogArgs,
 }
 
-/// A parsed `ws://HOST:PORT#<node-id>`.
+/// A parsed `ws[s]://HOST:PORT[/]#<node-id>`.
 #[derive(Clone)]
 struct Connect {
     addr: SocketAddr,
     node_id: PublicKey,
+    tls: bool,
 }
 
 fn connect_string(s: &str) -> Result<Connect, String> {
-    let rest = s.strip_prefix("ws://").ok_or("must start with ws://")?;
+    let (rest, tls) = match (s.strip_prefix("ws://"), s.strip_prefix("wss://")) {
+        (Some(rest), _) => (rest, false),
+        (_, Some(rest)) => (rest, true),
+        _ => return Err("must start with ws:// or wss://".into()),
+    };
     let (addr, id) = rest.split_once('#').ok_or("needs #<node-id>")?;
+    let addr = addr.strip_suffix('/').unwrap_or(addr);
     let node_id = hex::decode(id)
         .ok()
         .and_then(|b| PublicKey::from_slice(&b).ok())
@@ -78,12 +104,104 @@ fn connect_string(s: &str) -> Result<Connect, String> {
     let addr = addr
         .parse()
         .map_err(|_| format!("{addr} is not HOST:PORT"))?;
-    Ok(Connect { addr, node_id })
+    Ok(Connect { addr, node_id, tls })
+}
+
+/// One connection, over a socket or TLS.
+enum Conn {
+    Plain(Client),
+    Tls(Client<TlsStream<TcpStream>>),
+}
+
+/// How to reach the gateway.
+struct Dialer {
+    connect: Connect,
+    tls: Option<(Arc<ClientConfig>, String)>,
+    chain_hash: [u8; 32],
+}
+
+impl Dialer {
+    fn new(o: &Cli, chain_hash: [u8; 32]) -> Result<Dialer, String> {
+        let tls = match (o.connect.tls, &o.tls_ca) {
+            (false, _) => None,
+            (true, None) => return Err("wss:// needs --tls-ca".into()),
+            (true, Some(path)) => {
+                let why = |e: &dyn std::fmt::Display| format!("{}: {e}", path.display());
+                let mut roots = RootCertStore::empty();
+                for cert in CertificateDer::pem_file_iter(path).map_err(|e| why(&e))? {
+                    roots.add(cert.map_err(|e| why(&e))?).map_err(|e| why(&e))?;
+                }
+                let provider = Arc::new(rustls::crypto::ring::default_provider());
+                let config = ClientConfig::builder_with_provider(provider)
+                    .with_safe_default_protocol_versions()
+                    .map_err(|e| e.to_string())?
+                    .with_root_certificates(roots)
+                    .with_no_client_auth();
+                let name = o
+                    .tls_name
+                    .clone()
+                    .unwrap_or_else(|| o.connect.addr.ip().to_string());
+                Some((Arc::new(config), name))
+            }
+        };
+        Ok(Dialer {
+            connect: o.connect.clone(),
+            tls,
+            chain_hash,
+        })
+    }
+
+    async fn dial(&self) -> Result<Conn, lightwire_gateway::client::ClientError> {
+        let (addr, id, framing) = (
+            self.connect.addr,
+            &self.connect.node_id,
+            Framing::OnePerFrame,
+        );
+        Ok(match &self.tls {
+            None => Conn::Plain(Client::connect(addr, id, self.chain_hash, framing).await?),
+            Some((config, name)) => Conn::Tls(
+                Client::connect_tls(addr, name, config.clone(), id, self.chain_hash, framing)
+                    .await?,
+            ),
+        })
+    }
+}
+
+/// Handshakes completed (up to `init` received) on `tasks` tasks for `secs` seconds.
+async fn handshakes(dialer: Arc<Dialer>, tasks: usize, secs: u64) -> (u64, u64) {
+    let until = Instant::now() + Duration::from_secs(secs);
+    let mut joins = Vec::new();
+    for _ in 0..tasks.max(1) {
+        let dialer = dialer.clone();
+        joins.push(tokio::spawn(async move {
+            let (mut ok, mut failed) = (0u64, 0u64);
+            while Instant::now() < until {
+                let done = match dialer.dial().await {
+                    Ok(Conn::Plain(mut c)) => c.recv(|_| ()).await.is_ok(),
+                    Ok(Conn::Tls(mut c)) => c.recv(|_| ()).await.is_ok(),
+                    Err(e) => {
+                        tracing::debug!("connect: {e}");
+                        false
+                    }
+                };
+                if done { ok += 1 } else { failed += 1 }
+            }
+            (ok, failed)
+        }));
+    }
+    let mut total = (0, 0);
+    for j in joins {
+        if let Ok((ok, failed)) = j.await {
+            total.0 += ok;
+            total.1 += failed;
+        }
+    }
+    total
 }
 
 /// Sync the whole chain; returns the headers received.
-async fn sync(
-    mut c: Client,
+async fn sync<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
+    mut c: Client<S>,
     params: &'static Params,
     per_request: u32,
     validate: bool,
@@ -156,18 +274,22 @@ async fn sync(
 async fn run(o: Cli) -> Result<(), String> {
     let params = o.network.params();
     let chain_hash = params.genesis.block_hash().0;
+    let dialer = Arc::new(Dialer::new(&o, chain_hash)?);
+    if let Some(secs) = o.handshakes {
+        let t0 = Instant::now();
+        let (ok, failed) = handshakes(dialer, o.clients, secs).await;
+        let secs = t0.elapsed().as_secs_f64();
+        println!(
+            "handshakes {ok} in {secs:.2} s ({failed} failed) = {:.0} handshakes/s",
+            ok as f64 / secs
+        );
+        return Ok(());
+    }
     let started = Instant::now();
     let mut clients = Vec::with_capacity(o.clients);
     let mut failed = 0;
     for _ in 0..o.clients {
-        match Client::connect(
-            o.connect.addr,
-            &o.connect.node_id,
-            chain_hash,
-            Framing::OnePerFrame,
-        )
-        .await
-        {
+        match dialer.dial().await {
             Ok(c) => clients.push(c),
             Err(e) => {
                 failed += 1;
@@ -198,7 +320,10 @@ async fn run(o: Cli) -> Result<(), String> {
         let counter = counter.clone();
         let (per, validate) = (o.per_request, o.validate);
         tasks.push(tokio::spawn(async move {
-            sync(c, params, per, validate, &counter).await
+            match c {
+                Conn::Plain(c) => sync(c, params, per, validate, &counter).await,
+                Conn::Tls(c) => sync(c, params, per, validate, &counter).await,
+            }
         }));
     }
     let (mut ok, mut errors, mut total) = (0, 0, 0u64);
