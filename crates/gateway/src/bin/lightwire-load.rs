@@ -110,7 +110,7 @@ fn connect_string(s: &str) -> Result<Connect, String> {
 /// One connection, over a socket or TLS.
 enum Conn {
     Plain(Client),
-    Tls(Client<TlsStream<TcpStream>>),
+    Tls(Box<Client<TlsStream<TcpStream>>>),
 }
 
 /// How to reach the gateway.
@@ -159,10 +159,10 @@ impl Dialer {
         );
         Ok(match &self.tls {
             None => Conn::Plain(Client::connect(addr, id, self.chain_hash, framing).await?),
-            Some((config, name)) => Conn::Tls(
+            Some((config, name)) => Conn::Tls(Box::new(
                 Client::connect_tls(addr, name, config.clone(), id, self.chain_hash, framing)
                     .await?,
-            ),
+            )),
         })
     }
 }
@@ -322,7 +322,7 @@ async fn run(o: Cli) -> Result<(), String> {
         tasks.push(tokio::spawn(async move {
             match c {
                 Conn::Plain(c) => sync(c, params, per, validate, &counter).await,
-                Conn::Tls(c) => sync(c, params, per, validate, &counter).await,
+                Conn::Tls(c) => sync(*c, params, per, validate, &counter).await,
             }
         }));
     }
