@@ -107,9 +107,9 @@ fn connect_string(s: &str) -> Result<Connect, String> {
     Ok(Connect { addr, node_id, tls })
 }
 
-/// One connection, over a socket or TLS.
+/// One connection, over a socket or TLS (boxed: they differ in size, and are moved about).
 enum Conn {
-    Plain(Client),
+    Plain(Box<Client>),
     Tls(Box<Client<TlsStream<TcpStream>>>),
 }
 
@@ -158,7 +158,9 @@ impl Dialer {
             Framing::OnePerFrame,
         );
         Ok(match &self.tls {
-            None => Conn::Plain(Client::connect(addr, id, self.chain_hash, framing).await?),
+            None => Conn::Plain(Box::new(
+                Client::connect(addr, id, self.chain_hash, framing).await?,
+            )),
             Some((config, name)) => Conn::Tls(Box::new(
                 Client::connect_tls(addr, name, config.clone(), id, self.chain_hash, framing)
                     .await?,
@@ -321,7 +323,7 @@ async fn run(o: Cli) -> Result<(), String> {
         let (per, validate) = (o.per_request, o.validate);
         tasks.push(tokio::spawn(async move {
             match c {
-                Conn::Plain(c) => sync(c, params, per, validate, &counter).await,
+                Conn::Plain(c) => sync(*c, params, per, validate, &counter).await,
                 Conn::Tls(c) => sync(*c, params, per, validate, &counter).await,
             }
         }));
