@@ -29,7 +29,7 @@ use lightwire_gateway::metrics::serve_metrics;
 use lightwire_gateway::served::ServedChain;
 use lightwire_gateway::server::{Buffers, Caps, Front, Limits, Shared, serve};
 use lightwire_gateway::tls::Tls;
-use lightwire_gateway::upstream::follow;
+use lightwire_gateway::upstream::follow_all;
 use lightwire_noise::SecretKey;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -159,9 +159,11 @@ struct SourceArgs {
     /// Height of the file's first header [default: the file starts at genesis]
     #[arg(long, value_name = "H")]
     from_height: Option<u32>,
-    /// A Bitcoin node over P2P, followed to its tip
+    /// A Bitcoin node over P2P, followed to its tip; repeatable: the valid chain with the
+    /// most work among them is served, and any one may go away or lie (a node whose headers
+    /// break a rule is dropped, the rule logged, and left alone for 10 minutes)
     #[arg(long, value_name = "HOST:PORT", value_parser = addr, requires = "network")]
-    upstream: Option<SocketAddr>,
+    upstream: Vec<SocketAddr>,
     /// The network of --headers-file or --upstream: mainnet, testnet3, testnet4, signet or
     /// regtest
     #[arg(long, value_name = "NET")]
@@ -195,7 +197,8 @@ enum Source {
         from_height: Option<u32>,
     },
     Upstream {
-        addr: SocketAddr,
+        /// The nodes (at least one).
+        addrs: Vec<SocketAddr>,
         network: Network,
         /// Serve the node's filters, caching this many bytes of them.
         filter_cache: Option<usize>,
@@ -232,7 +235,8 @@ impl Cli {
     /// all the same rather than unwrapped.
     fn options(self) -> Result<Options, String> {
         let s = self.source;
-        let source = match (s.generate, s.headers_file, s.upstream, s.network) {
+        let upstream = (!s.upstream.is_empty()).then_some(s.upstream);
+        let source = match (s.generate, s.headers_file, upstream, s.network) {
             (Some(count), None, None, _) => Source::Generate {
                 count,
                 corrupt_at: s.corrupt_at,
@@ -249,8 +253,8 @@ impl Cli {
                 network,
                 from_height: s.from_height,
             },
-            (None, None, Some(addr), Some(network)) => Source::Upstream {
-                addr,
+            (None, None, Some(addrs), Some(network)) => Source::Upstream {
+                addrs,
                 network,
                 filter_cache: (!s.no_filters).then_some((s.filter_cache_mb as usize) << 20),
             },
@@ -565,14 +569,10 @@ async fn run(o: Options) -> Result<(), String> {
     let _ = std::io::stdout().flush();
 
     let (stop, stopped) = watch::channel(false);
-    if let (Source::Upstream { addr, network, .. }, Some(chain)) = (&o.source, following) {
-        tokio::spawn(follow(
-            *addr,
-            *network,
-            shared.clone(),
-            chain,
-            stopped.clone(),
-        ));
+    if let (Source::Upstream { addrs, network, .. }, Some(chain)) = (&o.source, following) {
+        let (addrs, network, shared) = (addrs.clone(), *network, shared.clone());
+        let stopped = stopped.clone();
+        tokio::spawn(async move { follow_all(&addrs, network, shared, chain, stopped).await });
     }
     let server = tokio::spawn(serve(listener, shared.clone(), stopped));
     let reload = || {

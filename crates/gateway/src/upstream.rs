@@ -1,10 +1,24 @@
-//! Following a Bitcoin node over P2P: version/verack, sendheaders, getheaders/headers,
+//! Following Bitcoin nodes over P2P: version/verack, sendheaders, getheaders/headers,
 //! ping/pong. Every header is validated with `lightwire-chain` before the served chain
 //! takes it; new tips and reorgs are announced to every connection. On any failure the
 //! connection is dropped and made again after a pause (1 s, doubling to 30 s).
+//!
+//! Several nodes ([`follow_all`], `--upstream` repeated) are followed at once, each by its
+//! own task, through one validation state ([`Followers`]): whatever any of them sends is
+//! validated against the same chain, so the gateway serves the valid chain with the most
+//! work among them (a node on a branch with less work is `Stale` there: kept, not served),
+//! and one that goes away or stalls leaves the others serving. A node whose headers break
+//! a rule is dropped with the rule in the log, and not dialled again for
+//! [`INVALID_PAUSE`]: a liar gets no second hearing soon, an honest node we disagree with
+//! (a checkpoint, our bug) is tried again later.
+//!
+//! Filters, blocks and clients' transactions go through one of them at a time, the lead:
+//! the first connected node whose headers are on the served chain; when it leaves or falls
+//! onto a lesser branch, the next one takes over.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use lightwire_chain::{BlockHash, Chain, ConnectError, Header, MAX_BATCH, Network, Outcome};
@@ -60,7 +74,19 @@ pub async fn follow(
     chain: Chain,
     shutdown: watch::Receiver<bool>,
 ) {
-    follow_with(addr, network, shared, chain, shutdown, UPSTREAM_IDLE).await
+    follow_all(&[addr], network, shared, chain, shutdown).await
+}
+
+/// Follow every node of `addrs` until `shutdown` turns true (see the module's
+/// documentation).
+pub async fn follow_all(
+    addrs: &[SocketAddr],
+    network: Network,
+    shared: Arc<Shared>,
+    chain: Chain,
+    shutdown: watch::Receiver<bool>,
+) {
+    follow_all_with(addrs, network, shared, chain, shutdown, UPSTREAM_IDLE).await
 }
 
 /// [`follow`], pinging the node after `idle` of silence and reconnecting when it stays
@@ -69,30 +95,163 @@ pub async fn follow_with(
     addr: SocketAddr,
     network: Network,
     shared: Arc<Shared>,
-    mut chain: Chain,
-    mut shutdown: watch::Receiver<bool>,
+    chain: Chain,
+    shutdown: watch::Receiver<bool>,
     idle: Duration,
+) {
+    follow_all_with(&[addr], network, shared, chain, shutdown, idle).await
+}
+
+/// [`follow_all`] with [`follow_with`]'s `idle`.
+pub async fn follow_all_with(
+    addrs: &[SocketAddr],
+    network: Network,
+    shared: Arc<Shared>,
+    chain: Chain,
+    shutdown: watch::Receiver<bool>,
+    idle: Duration,
+) {
+    let followers = Arc::new(Followers {
+        chain: Mutex::new(chain),
+        lead: Mutex::new(None),
+        connected: AtomicUsize::new(0),
+    });
+    let mut tasks = tokio::task::JoinSet::new();
+    for (i, addr) in addrs.iter().enumerate() {
+        let node = Node {
+            i,
+            addr: *addr,
+            network,
+            idle,
+        };
+        let (shared, followers) = (shared.clone(), followers.clone());
+        tasks.spawn(follow_one(node, shared, followers, shutdown.clone()));
+    }
+    while tasks.join_next().await.is_some() {}
+}
+
+/// What the tasks following the nodes share.
+pub struct Followers {
+    /// The validation state of the served chain's tip, and the latest lesser branch.
+    chain: Mutex<Chain>,
+    /// The node that fetches filters and blocks and relays transactions (its index).
+    lead: Mutex<Option<usize>>,
+    /// Nodes that completed the handshake.
+    connected: AtomicUsize,
+}
+
+impl Followers {
+    /// Whether node `i` is the lead, taking the lead if there is none and its headers are
+    /// on the served chain (`on_best`); one that falls off it gives the lead up.
+    fn leads(&self, i: usize, on_best: bool, shared: &Shared) -> bool {
+        let mut lead = self.lead.lock().unwrap_or_else(PoisonError::into_inner);
+        match *lead {
+            Some(l) if l == i && !on_best => {
+                *lead = None;
+                drop(lead);
+                // Another may take it now.
+                shared.filter_notify.notify_waiters();
+                false
+            }
+            Some(l) => l == i,
+            None if on_best => {
+                *lead = Some(i);
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+/// One node to follow.
+#[derive(Clone, Copy)]
+struct Node {
+    i: usize,
+    addr: SocketAddr,
+    network: Network,
+    idle: Duration,
+}
+
+/// How long a node whose headers broke a rule is left alone.
+pub const INVALID_PAUSE: Duration = Duration::from_secs(600);
+
+async fn follow_one(
+    node: Node,
+    shared: Arc<Shared>,
+    followers: Arc<Followers>,
+    mut shutdown: watch::Receiver<bool>,
 ) {
     let mut pause = Duration::from_secs(1);
     loop {
         let result = tokio::select! {
-            r = session(addr, network, &shared, &mut chain, idle) => r,
+            r = session(node, &shared, &followers) => r,
             _ = shutdown.changed() => return,
         };
-        shared.relay.set_connected(false);
-        match result {
-            Ok(()) => pause = Duration::from_secs(1),
-            Err(e) => tracing::warn!(
-                upstream = %addr,
-                "upstream: {e}; again in {} s",
-                pause.as_secs()
-            ),
-        }
+        let wait = match result {
+            Ok(()) => {
+                pause = Duration::from_secs(1);
+                pause
+            }
+            Err(UpstreamError::Invalid(rule)) => {
+                tracing::error!(
+                    upstream = %node.addr,
+                    "upstream dropped: it sent a header that breaks a rule ({rule}); \
+                     not dialled again for {} s",
+                    INVALID_PAUSE.as_secs()
+                );
+                INVALID_PAUSE
+            }
+            Err(e) => {
+                tracing::warn!(
+                    upstream = %node.addr,
+                    "upstream: {e}; again in {} s",
+                    pause.as_secs()
+                );
+                pause
+            }
+        };
         tokio::select! {
-            _ = tokio::time::sleep(pause) => {}
+            _ = tokio::time::sleep(wait) => {}
             _ = shutdown.changed() => return,
         }
         pause = (pause * 2).min(Duration::from_secs(30));
+    }
+}
+
+/// A node's place among the followers while its connection lasts: counted as connected
+/// once its handshake is done, and out of the lead when the connection ends.
+struct Seat<'a> {
+    node: Node,
+    shared: &'a Shared,
+    followers: &'a Followers,
+    connected: bool,
+}
+
+impl Seat<'_> {
+    fn handshake_done(&mut self) {
+        if !self.connected {
+            self.connected = true;
+            self.followers.connected.fetch_add(1, Relaxed);
+            self.shared.relay.set_connected(true);
+        }
+    }
+}
+
+impl Drop for Seat<'_> {
+    fn drop(&mut self) {
+        if self.connected && self.followers.connected.fetch_sub(1, Relaxed) == 1 {
+            self.shared.relay.set_connected(false);
+        }
+        let mut lead = self
+            .followers
+            .lead
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if *lead == Some(self.node.i) {
+            *lead = None;
+            drop(lead);
+            self.shared.filter_notify.notify_waiters();
+        }
     }
 }
 
@@ -100,21 +259,34 @@ pub async fn follow_with(
 pub const UPSTREAM_IDLE: Duration = Duration::from_secs(60);
 
 /// One connection to the node.
-async fn session(
-    addr: SocketAddr,
-    network: Network,
-    shared: &Shared,
-    chain: &mut Chain,
-    idle: Duration,
-) -> Result<(), UpstreamError> {
+async fn session(node: Node, shared: &Shared, followers: &Followers) -> Result<(), UpstreamError> {
+    let Node {
+        i,
+        addr,
+        network,
+        idle,
+        ..
+    } = node;
+    let mut seat = Seat {
+        node,
+        shared,
+        followers,
+        connected: false,
+    };
     let magic = p2p::magic(network);
     let mut stream = TcpStream::connect(addr).await?;
     stream.set_nodelay(true)?;
     let mut out = Vec::with_capacity(1024);
     let mut nonce = [0u8; 8];
     getrandom::fill(&mut nonce).map_err(|e| std::io::Error::other(e.to_string()))?;
+    let height = followers
+        .chain
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .tip()
+        .height;
     p2p::encode(&mut out, magic, "version", |p| {
-        p2p::write_version(p, now(), u64::from_le_bytes(nonce), chain.tip().height)
+        p2p::write_version(p, now(), u64::from_le_bytes(nonce), height)
     });
     stream.write_all(&out).await?;
 
@@ -127,6 +299,11 @@ async fn session(
     let mut handshake_done = false;
     let handshake_deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     let mut pinged = false;
+    // Whether the node's last headers were on the served chain (then it may lead). After a
+    // full batch the next request continues from its last header, so that a node on a
+    // lesser branch longer than a batch is walked to its end, not asked from the fork again
+    // and again.
+    let mut on_best = false;
     loop {
         // Decode what is buffered.
         while let Some((frame, n)) = p2p::decode(&buf[start..end], magic)? {
@@ -135,11 +312,11 @@ async fn session(
                 b"version" => p2p::encode(&mut out, magic, "verack", |_| {}),
                 b"verack" => {
                     handshake_done = true;
-                    shared.relay.set_connected(true);
+                    seat.handshake_done();
                     tracing::info!(upstream = %addr, "upstream connected");
                     // Announce new blocks with headers (BIP 130), then ask for ours.
                     p2p::encode(&mut out, magic, "sendheaders", |_| {});
-                    getheaders(&mut out, magic, shared);
+                    getheaders(&mut out, magic, shared, None);
                 }
                 b"ping" => {
                     let payload = frame.payload.to_vec();
@@ -149,12 +326,30 @@ async fn session(
                     headers.clear();
                     p2p::read_headers(frame.payload, &mut headers)?;
                     let full = headers.len() == p2p::MAX_HEADERS;
-                    let ask_again = take_headers(shared, chain, &headers)?;
-                    if full || ask_again {
-                        getheaders(&mut out, magic, shared);
+                    let taken = take_headers(shared, &followers.chain, &headers)?;
+                    let was = on_best;
+                    on_best = taken.on_best.unwrap_or(on_best);
+                    if was != on_best {
+                        match on_best {
+                            true => {
+                                tracing::info!(upstream = %addr, "upstream on the served chain")
+                            }
+                            false => tracing::info!(
+                                upstream = %addr,
+                                "upstream on a branch with less work than the served chain: not served"
+                            ),
+                        }
+                    }
+                    if taken.ask_again {
+                        getheaders(&mut out, magic, shared, None);
+                    } else if full {
+                        let last = headers.last().map(Header::block_hash);
+                        getheaders(&mut out, magic, shared, last);
                     }
                 }
-                b"inv" if p2p::inv_has_block(frame.payload)? => getheaders(&mut out, magic, shared),
+                b"inv" if p2p::inv_has_block(frame.payload)? => {
+                    getheaders(&mut out, magic, shared, None)
+                }
                 b"cfheaders" => filters.on_cfheaders(shared, frame.payload)?,
                 b"cfilter" => filters.on_cfilter(shared, frame.payload)?,
                 b"block" => on_block(shared, &mut block_asked, frame.payload)?,
@@ -173,7 +368,7 @@ async fn session(
                 }
                 _ => {}
             }
-            if handshake_done {
+            if handshake_done && followers.leads(i, on_best, shared) {
                 filters.ask(&mut out, magic, shared);
                 ask_block(&mut out, magic, shared, &mut block_asked);
                 relay_txs(&mut out, magic, shared);
@@ -203,11 +398,13 @@ async fn session(
             };
             let Some(read) = woken else {
                 // A session waits for a filter or a block, or a client's transaction
-                // waits: ask the node, or pass it on.
+                // waits (or the lead changed): ask the node, or pass it on, if it leads.
                 out.clear();
-                filters.ask(&mut out, magic, shared);
-                ask_block(&mut out, magic, shared, &mut block_asked);
-                relay_txs(&mut out, magic, shared);
+                if followers.leads(i, on_best, shared) {
+                    filters.ask(&mut out, magic, shared);
+                    ask_block(&mut out, magic, shared, &mut block_asked);
+                    relay_txs(&mut out, magic, shared);
+                }
                 if !out.is_empty() {
                     stream.write_all(&out).await?;
                 }
@@ -403,24 +600,44 @@ fn on_block(
     result.map_err(UpstreamError::from)
 }
 
-fn getheaders(out: &mut Vec<u8>, magic: [u8; 4], shared: &Shared) {
-    let locator = match shared.chain.read() {
+/// Ask for headers after the served chain's locator, or first after `from` (the last
+/// header of the node's previous batch, wherever it is).
+fn getheaders(out: &mut Vec<u8>, magic: [u8; 4], shared: &Shared, from: Option<BlockHash>) {
+    let mut locator = match shared.chain.read() {
         Ok(c) => c.locator(),
         Err(_) => return,
     };
+    if let Some(from) = from
+        && locator.first() != Some(&from)
+    {
+        locator.insert(0, from);
+    }
     p2p::encode(out, magic, "getheaders", |p| {
         p2p::write_getheaders(p, &locator, &BlockHash([0; 32]))
     });
 }
 
-/// Validate `headers` from the node and apply them to the served chain. Returns whether
-/// to ask for headers again (their parent was unknown: the node is on a branch we have
-/// not seen the start of).
+/// What a node's headers did.
+struct Taken {
+    /// Their parent was unknown (the node is on a branch we have not seen the start of):
+    /// ask again from the served chain.
+    ask_again: bool,
+    /// Whether they were on the served chain afterwards (`None`: none were taken).
+    on_best: Option<bool>,
+}
+
+/// Validate `headers` from a node and apply them to the served chain (the validation
+/// state locked throughout, so that it and the served chain move together).
 fn take_headers(
     shared: &Shared,
-    chain: &mut Chain,
+    chain: &Mutex<Chain>,
     headers: &[Header],
-) -> Result<bool, UpstreamError> {
+) -> Result<Taken, UpstreamError> {
+    let mut chain = chain.lock().unwrap_or_else(PoisonError::into_inner);
+    let mut taken = Taken {
+        ask_again: false,
+        on_best: None,
+    };
     for piece in headers.chunks(MAX_BATCH) {
         let now = now();
         let mut outcome = chain.connect(piece, now).map_err(UpstreamError::Invalid)?;
@@ -431,12 +648,14 @@ fn take_headers(
                 c.entries(fork.saturating_sub(MAX_BATCH as u32 - 1), fork)
             });
             let Some(ancestors) = ancestors else {
-                return Ok(true);
+                taken.ask_again = true;
+                return Ok(taken);
             };
             outcome = chain
                 .connect_branch(&ancestors, piece, now)
                 .map_err(UpstreamError::Invalid)?;
         }
+        taken.on_best = Some(!matches!(outcome, Outcome::Stale { .. }));
         let changed = match shared.chain.write() {
             Ok(mut c) => {
                 let had = c.has_min_work();
@@ -468,7 +687,7 @@ fn take_headers(
             shared.tip_version.send_modify(|v| *v += 1);
         }
     }
-    Ok(false)
+    Ok(taken)
 }
 
 #[cfg(test)]

@@ -1,13 +1,18 @@
-//! The upstream follower against a fake node that completes the handshake and then goes
-//! silent: the gateway pings it, and reconnects when the ping is not answered.
+//! The upstream follower against fake nodes: one that completes the handshake and then
+//! goes silent (the gateway pings it, and reconnects when the ping is not answered), and
+//! several serving chains of their own (the gateway serves the valid one with the most
+//! work, and drops a liar).
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::time::Duration;
 
-use lightwire_chain::{Network, REGTEST};
+use lightwire_chain::generate::headers_after;
+use lightwire_chain::{Header, Network, REGTEST};
 use lightwire_gateway::p2p;
 use lightwire_gateway::served::ServedChain;
 use lightwire_gateway::server::{Buffers, Limits};
-use lightwire_gateway::upstream::follow_with;
+use lightwire_gateway::upstream::{follow_all_with, follow_with};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -72,4 +77,218 @@ async fn a_silent_node_is_pinged_then_dropped_and_reconnected() {
         !wait_for(&mut s, b"never").await,
         "the silent connection was closed"
     );
+}
+
+/// A fake node on 127.0.0.1 serving the headers of `chain` (after genesis; it may grow
+/// while it runs: new headers are announced to each open connection, BIP 130 style). It
+/// answers the handshake, `getheaders` (up to 2,000 after the first locator hash it has)
+/// and pings. `accepted` counts connections; dropping the task stops it.
+struct FakeNode {
+    addr: std::net::SocketAddr,
+    chain: tokio::sync::watch::Sender<Vec<Header>>,
+    accepted: Arc<AtomicUsize>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl FakeNode {
+    async fn start(headers: Vec<Header>) -> FakeNode {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (chain, _) = tokio::sync::watch::channel(headers);
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let (tx, count) = (chain.clone(), accepted.clone());
+        let task = tokio::spawn(async move {
+            let mut conns = tokio::task::JoinSet::new();
+            while let Ok((s, _)) = listener.accept().await {
+                count.fetch_add(1, Relaxed);
+                conns.spawn(serve_node(s, tx.subscribe()));
+            }
+        });
+        FakeNode {
+            addr,
+            chain,
+            accepted,
+            task,
+        }
+    }
+
+    fn extend(&self, more: &[Header]) {
+        self.chain.send_modify(|c| c.extend_from_slice(more));
+    }
+}
+
+impl Drop for FakeNode {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// `headers` message of `headers`.
+fn headers_message(out: &mut Vec<u8>, headers: &[Header]) {
+    p2p::encode(out, p2p::magic(Network::Regtest), "headers", |p| {
+        p2p::write_compact(p, headers.len() as u64);
+        for h in headers {
+            p.extend_from_slice(&h.encode());
+            p.push(0);
+        }
+    });
+}
+
+async fn serve_node(mut s: TcpStream, mut chain: tokio::sync::watch::Receiver<Vec<Header>>) {
+    let magic = p2p::magic(Network::Regtest);
+    let mut buf = vec![0u8; 1 << 16];
+    let mut end = 0;
+    let mut announced = chain.borrow_and_update().len();
+    loop {
+        let mut out = Vec::new();
+        while let Ok(Some((frame, n))) = p2p::decode(&buf[..end], magic) {
+            match frame.command {
+                b"version" => {
+                    p2p::encode(&mut out, magic, "version", |p| {
+                        p2p::write_version(p, 0, 7, 0)
+                    });
+                    p2p::encode(&mut out, magic, "verack", |_| {});
+                }
+                b"ping" => {
+                    let payload = frame.payload.to_vec();
+                    p2p::encode(&mut out, magic, "pong", |p| p.extend_from_slice(&payload));
+                }
+                b"getheaders" => {
+                    let p = frame.payload;
+                    let mut at = 4;
+                    let count = p2p::read_compact(p, &mut at, "count").unwrap() as usize;
+                    let headers = chain.borrow().clone();
+                    let hashes: Vec<_> = std::iter::once(REGTEST.genesis.block_hash())
+                        .chain(headers.iter().map(Header::block_hash))
+                        .collect();
+                    let start = (0..count)
+                        .map(|i| &p[at + 32 * i..at + 32 * (i + 1)])
+                        .find_map(|h| hashes.iter().position(|x| x.as_bytes() == h))
+                        .unwrap_or(0);
+                    let after = &headers[start.min(headers.len())..];
+                    headers_message(&mut out, &after[..after.len().min(2000)]);
+                }
+                _ => {}
+            }
+            buf.copy_within(n..end, 0);
+            end -= n;
+        }
+        if !out.is_empty() && s.write_all(&out).await.is_err() {
+            return;
+        }
+        tokio::select! {
+            read = s.read(&mut buf[end..]) => match read {
+                Ok(0) | Err(_) => return,
+                Ok(n) => end += n,
+            },
+            changed = chain.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+                let headers = chain.borrow_and_update().clone();
+                let mut out = Vec::new();
+                headers_message(&mut out, &headers[announced.min(headers.len())..]);
+                announced = headers.len();
+                if s.write_all(&out).await.is_err() {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// Issue 17: three nodes, one on the chain, one on a heavier branch, one lying (a header
+/// with the wrong nBits on a branch that would be heavier still). The gateway serves the
+/// heavier valid branch, drops the liar and does not dial it again, keeps serving when the
+/// node it follows goes away, and moves to the first node's chain once that one overtakes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_most_work_valid_chain_among_several_nodes_is_served() {
+    let main = headers_after(&REGTEST, &REGTEST.genesis, 0, 3000, 0);
+    let mut heavier = main[..2500].to_vec();
+    heavier.extend(headers_after(&REGTEST, &main[2499], 2500, 1000, 1));
+    let mut lie = main[..2000].to_vec();
+    lie.extend(headers_after(&REGTEST, &main[1999], 2000, 3000, 2));
+    lie[2100].bits = lightwire_chain::CompactTarget(0x1d00_ffff);
+
+    let (a, b, liar) = (
+        FakeNode::start(main.clone()).await,
+        FakeNode::start(heavier.clone()).await,
+        FakeNode::start(lie).await,
+    );
+    let (served, chain) = ServedChain::genesis_only(&REGTEST);
+    let gw = common::start(served, Limits::default(), Buffers::pooled(2)).await;
+    let shared = gw.shared.clone();
+    let nodes = [a.addr, b.addr, liar.addr];
+    let stopped = gw.stopped();
+    tokio::spawn(async move {
+        follow_all_with(
+            &nodes,
+            Network::Regtest,
+            shared,
+            chain,
+            stopped,
+            Duration::from_secs(60),
+        )
+        .await
+    });
+    let tip = |gw: &common::Gateway| {
+        let c = gw.shared.chain.read().unwrap();
+        (
+            c.tip().height,
+            lightwire_chain::hash_header_bytes(&c.tip().header),
+        )
+    };
+    let served_at = |gw: &common::Gateway, h: &Header| {
+        gw.shared.chain.read().unwrap().height_of(&h.block_hash())
+    };
+    wait(
+        || tip(&gw) == (3500, heavier[3499].block_hash()),
+        "the heavier branch served",
+    )
+    .await;
+    assert_eq!(
+        served_at(&gw, &main[2999]),
+        None,
+        "the lighter branch is not served"
+    );
+    assert_eq!(served_at(&gw, &main[2400]), Some(2401));
+
+    // The liar was dropped at the rule and is not dialled again (for 10 minutes).
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(liar.accepted.load(Relaxed), 1, "the liar was dialled again");
+    assert_eq!(tip(&gw).0, 3500);
+
+    // The node with the served chain goes away: the chain is still served.
+    drop(b);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(tip(&gw), (3500, heavier[3499].block_hash()));
+    let mut client = common::client(&gw, lightwire_gateway::client::Framing::OnePerFrame).await;
+    client.recv(|_| ()).await.expect("init");
+    client.recv(|_| ()).await.expect("tip");
+
+    // The first node's chain grows past it: the gateway reorgs onto it.
+    let more = headers_after(&REGTEST, &main[2999], 3000, 1000, 0);
+    a.extend(&more);
+    wait(
+        || tip(&gw) == (4000, more[999].block_hash()),
+        "the first node's chain, now heavier",
+    )
+    .await;
+    assert_eq!(served_at(&gw, &heavier[3000]), None);
+    assert_eq!(
+        a.accepted.load(Relaxed),
+        1,
+        "the first node stayed connected"
+    );
+}
+
+async fn wait(mut ok: impl FnMut() -> bool, what: &str) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !ok() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
