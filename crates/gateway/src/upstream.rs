@@ -13,15 +13,18 @@
 //! (a checkpoint, our bug) is tried again later.
 //!
 //! Filters, blocks and clients' transactions go through one of them at a time, the lead:
-//! the first connected node whose headers are on the served chain; when it leaves or falls
-//! onto a lesser branch, the next one takes over.
+//! the first connected node whose tip (as far as its headers showed it) is on the served
+//! chain, asked for nothing above its tip; when it leaves, or the served chain moves to a
+//! branch it is not on, the next one takes over.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use lightwire_chain::{BlockHash, Chain, ConnectError, Header, MAX_BATCH, Network, Outcome};
+use lightwire_chain::{
+    BlockHash, Chain, ConnectError, Header, MAX_BATCH, Network, Outcome, hash_header_bytes,
+};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
@@ -141,8 +144,8 @@ pub struct Followers {
 }
 
 impl Followers {
-    /// Whether node `i` is the lead, taking the lead if there is none and its headers are
-    /// on the served chain (`on_best`); one that falls off it gives the lead up.
+    /// Whether node `i` is the lead, taking the lead if there is none and its tip is on the
+    /// served chain (`on_best`); one whose tip is no longer on it gives the lead up.
     fn leads(&self, i: usize, on_best: bool, shared: &Shared) -> bool {
         let mut lead = self.lead.lock().unwrap_or_else(PoisonError::into_inner);
         match *lead {
@@ -299,10 +302,12 @@ async fn session(node: Node, shared: &Shared, followers: &Followers) -> Result<(
     let mut handshake_done = false;
     let handshake_deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     let mut pinged = false;
-    // Whether the node's last headers were on the served chain (then it may lead). After a
-    // full batch the next request continues from its last header, so that a node on a
-    // lesser branch longer than a batch is walked to its end, not asked from the fork again
-    // and again.
+    // The node's tip as far as we know: the last header it sent, or the served tip when it
+    // had nothing after it. While that is on the served chain, the node may lead, and is
+    // asked for filters and blocks up to its height. After a full batch the next request
+    // continues from its last header, so that a node on a lesser branch longer than a
+    // batch is walked to its end, not asked from the fork again and again.
+    let mut node_tip: Option<BlockHash> = None;
     let mut on_best = false;
     loop {
         // Decode what is buffered.
@@ -326,21 +331,16 @@ async fn session(node: Node, shared: &Shared, followers: &Followers) -> Result<(
                     headers.clear();
                     p2p::read_headers(frame.payload, &mut headers)?;
                     let full = headers.len() == p2p::MAX_HEADERS;
-                    let taken = take_headers(shared, &followers.chain, &headers)?;
-                    let was = on_best;
-                    on_best = taken.on_best.unwrap_or(on_best);
-                    if was != on_best {
-                        match on_best {
-                            true => {
-                                tracing::info!(upstream = %addr, "upstream on the served chain")
-                            }
-                            false => tracing::info!(
-                                upstream = %addr,
-                                "upstream on a branch with less work than the served chain: not served"
-                            ),
-                        }
-                    }
-                    if taken.ask_again {
+                    let ask_again = take_headers(shared, &followers.chain, &headers)?;
+                    node_tip = match headers.last() {
+                        Some(last) => Some(last.block_hash()),
+                        None => shared
+                            .chain
+                            .read()
+                            .ok()
+                            .map(|c| hash_header_bytes(&c.tip().header)),
+                    };
+                    if ask_again {
                         getheaders(&mut out, magic, shared, None);
                     } else if full {
                         let last = headers.last().map(Header::block_hash);
@@ -368,10 +368,20 @@ async fn session(node: Node, shared: &Shared, followers: &Followers) -> Result<(
                 }
                 _ => {}
             }
-            if handshake_done && followers.leads(i, on_best, shared) {
-                filters.ask(&mut out, magic, shared);
-                ask_block(&mut out, magic, shared, &mut block_asked);
+            let limit = node_height(shared, node_tip);
+            if on_best != limit.is_some() {
+                on_best = limit.is_some();
+                log_place(addr, on_best);
+            }
+            if let Some(limit) = limit
+                && handshake_done
+                && followers.leads(i, true, shared)
+            {
+                filters.ask(&mut out, magic, shared, limit);
+                ask_block(&mut out, magic, shared, &mut block_asked, limit);
                 relay_txs(&mut out, magic, shared);
+            } else {
+                followers.leads(i, false, shared);
             }
             start += n;
             if !out.is_empty() {
@@ -400,10 +410,15 @@ async fn session(node: Node, shared: &Shared, followers: &Followers) -> Result<(
                 // A session waits for a filter or a block, or a client's transaction
                 // waits (or the lead changed): ask the node, or pass it on, if it leads.
                 out.clear();
-                if followers.leads(i, on_best, shared) {
-                    filters.ask(&mut out, magic, shared);
-                    ask_block(&mut out, magic, shared, &mut block_asked);
+                let limit = node_height(shared, node_tip);
+                if let Some(limit) = limit
+                    && followers.leads(i, true, shared)
+                {
+                    filters.ask(&mut out, magic, shared, limit);
+                    ask_block(&mut out, magic, shared, &mut block_asked, limit);
                     relay_txs(&mut out, magic, shared);
+                } else {
+                    followers.leads(i, false, shared);
                 }
                 if !out.is_empty() {
                     stream.write_all(&out).await?;
@@ -437,6 +452,22 @@ async fn session(node: Node, shared: &Shared, followers: &Followers) -> Result<(
     }
 }
 
+/// The height of `tip` (a node's) on the served chain, if it is on it.
+fn node_height(shared: &Shared, tip: Option<BlockHash>) -> Option<u32> {
+    let tip = tip?;
+    shared.chain.read().ok()?.height_of(&tip)
+}
+
+fn log_place(addr: SocketAddr, on_best: bool) {
+    match on_best {
+        true => tracing::info!(upstream = %addr, "upstream's tip on the served chain"),
+        false => tracing::info!(
+            upstream = %addr,
+            "upstream's tip off the served chain (a branch with less work, or unknown yet)"
+        ),
+    }
+}
+
 /// The node's compact block filters (BIP157), when the served chain takes them: the filter
 /// headers follow the headers, 2,000 per `getcfheaders`; filters are fetched when a
 /// session waits for one, up to 100 ahead (a scan asks for them in order). One request of
@@ -454,8 +485,9 @@ struct Filters {
 const FETCH_AHEAD: u32 = 100;
 
 impl Filters {
-    /// Ask for what is due: filter headers the chain lacks, filters sessions wait for.
-    fn ask(&mut self, out: &mut Vec<u8>, magic: [u8; 4], shared: &Shared) {
+    /// Ask for what is due, up to `limit` (the node's height): filter headers the chain
+    /// lacks, filters sessions wait for.
+    fn ask(&mut self, out: &mut Vec<u8>, magic: [u8; 4], shared: &Shared, limit: u32) {
         let Ok(c) = shared.chain.read() else {
             return;
         };
@@ -463,9 +495,10 @@ impl Filters {
             return;
         };
         let next = f.tip().map_or(0, |t| t + 1);
+        let top = c.tip().height.min(limit);
         if self.headers_from.is_none()
-            && next <= c.tip().height
-            && let Some(stop) = c.block_hash(c.tip().height.min(next + p2p::MAX_CFHEADERS - 1))
+            && next <= top
+            && let Some(stop) = c.block_hash(top.min(next + p2p::MAX_CFHEADERS - 1))
         {
             p2p::encode(out, magic, "getcfheaders", |p| {
                 p2p::write_filter_request(p, next, &stop)
@@ -482,7 +515,8 @@ impl Filters {
         }
         if self.fetching.is_none()
             && let Some((first, last)) = wanted
-            && let Some(stop) = c.block_hash(last)
+            && first <= limit
+            && let Some(stop) = c.block_hash(last.min(limit))
         {
             p2p::encode(out, magic, "getcfilters", |p| {
                 p2p::write_filter_request(p, first, &stop)
@@ -555,17 +589,22 @@ fn relay_txs(out: &mut Vec<u8>, magic: [u8; 4], shared: &Shared) {
     }
 }
 
-/// Ask the node for the block a session waits for, if none is asked already.
-fn ask_block(out: &mut Vec<u8>, magic: [u8; 4], shared: &Shared, asked: &mut Option<BlockHash>) {
+/// Ask the node for the block a session waits for, if none is asked already and the node
+/// has it (it is at or below `limit`, the node's height).
+fn ask_block(
+    out: &mut Vec<u8>,
+    magic: [u8; 4],
+    shared: &Shared,
+    asked: &mut Option<BlockHash>,
+    limit: u32,
+) {
     if asked.is_some() {
         return;
     }
-    let Some(hash) = shared
-        .chain
-        .read()
-        .ok()
-        .and_then(|c| c.blocks().and_then(|b| b.wanted()))
-    else {
+    let Some(hash) = shared.chain.read().ok().and_then(|c| {
+        let hash = c.blocks().and_then(|b| b.wanted())?;
+        c.height_of(&hash).filter(|h| *h <= limit).map(|_| hash)
+    }) else {
         return;
     };
     p2p::encode(out, magic, "getdata", |p| {
@@ -617,27 +656,16 @@ fn getheaders(out: &mut Vec<u8>, magic: [u8; 4], shared: &Shared, from: Option<B
     });
 }
 
-/// What a node's headers did.
-struct Taken {
-    /// Their parent was unknown (the node is on a branch we have not seen the start of):
-    /// ask again from the served chain.
-    ask_again: bool,
-    /// Whether they were on the served chain afterwards (`None`: none were taken).
-    on_best: Option<bool>,
-}
-
 /// Validate `headers` from a node and apply them to the served chain (the validation
-/// state locked throughout, so that it and the served chain move together).
+/// state locked throughout, so that it and the served chain move together). Returns
+/// whether to ask for headers again from the served chain (their parent was unknown: the
+/// node is on a branch we have not seen the start of).
 fn take_headers(
     shared: &Shared,
     chain: &Mutex<Chain>,
     headers: &[Header],
-) -> Result<Taken, UpstreamError> {
+) -> Result<bool, UpstreamError> {
     let mut chain = chain.lock().unwrap_or_else(PoisonError::into_inner);
-    let mut taken = Taken {
-        ask_again: false,
-        on_best: None,
-    };
     for piece in headers.chunks(MAX_BATCH) {
         let now = now();
         let mut outcome = chain.connect(piece, now).map_err(UpstreamError::Invalid)?;
@@ -648,14 +676,12 @@ fn take_headers(
                 c.entries(fork.saturating_sub(MAX_BATCH as u32 - 1), fork)
             });
             let Some(ancestors) = ancestors else {
-                taken.ask_again = true;
-                return Ok(taken);
+                return Ok(true);
             };
             outcome = chain
                 .connect_branch(&ancestors, piece, now)
                 .map_err(UpstreamError::Invalid)?;
         }
-        taken.on_best = Some(!matches!(outcome, Outcome::Stale { .. }));
         let changed = match shared.chain.write() {
             Ok(mut c) => {
                 let had = c.has_min_work();
@@ -687,7 +713,7 @@ fn take_headers(
             shared.tip_version.send_modify(|v| *v += 1);
         }
     }
-    Ok(taken)
+    Ok(false)
 }
 
 #[cfg(test)]

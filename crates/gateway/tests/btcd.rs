@@ -3,6 +3,8 @@
 //! invalidated and a longer branch mined) and a connected client is told the new tip and
 //! syncs the new branch, validated natively. And it serves btcd's compact block filters,
 //! which equal what btcd's RPC says and what our BIP158 code builds from btcd's blocks.
+//! Following two btcd nodes, it serves the valid chain with the most work among them while
+//! one is stopped and the other reorgs.
 //!
 //! btcd and btcctl come from `scripts/setup.sh` (`go install`); found on PATH, in
 //! `$(go env GOPATH)/bin`, or at `$LIGHTWIRE_BTCD_DIR`.
@@ -16,7 +18,7 @@ use lightwire_chain::{Chain, Header, Network, REGTEST};
 use lightwire_gateway::client::{Client, Framing};
 use lightwire_gateway::served::ServedChain;
 use lightwire_gateway::server::{Buffers, Limits};
-use lightwire_gateway::upstream::follow;
+use lightwire_gateway::upstream::follow_all;
 use lightwire_wire::{GetHeaders, Message};
 
 mod common;
@@ -167,6 +169,11 @@ async fn next_tip(client: &mut Client) -> (u32, String) {
 
 /// A gateway following `btcd` from genesis, serving its filters too.
 async fn following(btcd: &Btcd) -> common::Gateway {
+    following_all(&[btcd.p2p]).await
+}
+
+/// A gateway following every node of `nodes` from genesis, serving filters too.
+async fn following_all(nodes: &[SocketAddr]) -> common::Gateway {
     let (served, chain) = ServedChain::genesis_only(&REGTEST);
     let gw = common::start(served, Limits::default(), Buffers::pooled(8)).await;
     let shared = gw.shared.clone();
@@ -185,13 +192,10 @@ async fn following(btcd: &Btcd) -> common::Gateway {
         .write()
         .unwrap()
         .serve_relay(shared.relay.clone());
-    tokio::spawn(follow(
-        btcd.p2p,
-        Network::Regtest,
-        shared.clone(),
-        chain,
-        gw.stopped(),
-    ));
+    let (nodes, stopped) = (nodes.to_vec(), gw.stopped());
+    tokio::spawn(async move {
+        follow_all(&nodes, Network::Regtest, shared, chain, stopped).await;
+    });
     gw
 }
 
@@ -212,15 +216,19 @@ async fn follows_btcd_to_its_tip_and_through_a_reorg() {
     let (height, hash) = next_tip(&mut client).await;
     assert_eq!((height, hash), (300, btcd.hash_at(300)));
 
-    // New blocks on top are announced.
+    // New blocks on top are announced (301 may come first, and a tip again when its
+    // filter headers arrive).
     btcd.generate(2);
-    let (height, hash) = next_tip(&mut client).await;
-    let (height, hash) = if height == 302 {
-        (height, hash)
-    } else {
-        next_tip(&mut client).await
-    };
-    assert_eq!((height, hash), (302, btcd.hash_at(302)));
+    let mut announced = Vec::new();
+    loop {
+        let (height, hash) = next_tip(&mut client).await;
+        announced.push(height);
+        assert!(announced.len() <= 5, "tips {announced:?}");
+        if height == 302 {
+            assert_eq!(hash, btcd.hash_at(302));
+            break;
+        }
+    }
 
     // A reorg: btcd drops block 290 (and everything after it) and mines a longer branch.
     let replaced = btcd.hash_at(295);
@@ -539,4 +547,78 @@ async fn get_block(client: &mut Client, hash: lightwire_chain::BlockHash) -> Opt
             return Some(block);
         }
     }
+}
+
+/// Copy `a`'s blocks `from..=to` to `b` (`submitblock`): a shared history without a P2P
+/// link between them, which would merge their branches.
+fn copy_blocks(a: &Btcd, b: &Btcd, from: u32, to: u32) {
+    for h in from..=to {
+        let raw = a.ctl(&["getblock", &a.hash_at(h), "0"]);
+        b.ctl(&["submitblock", &raw]);
+    }
+    assert_eq!(b.hash_at(to), a.hash_at(to));
+}
+
+/// Issue 17: two btcd nodes with a shared history of 50 blocks, then branches of their own
+/// (a: 60, b: 55). The gateway follows both and serves a's, the heavier. a is stopped: the
+/// gateway still serves a's chain (b's has less work). b mines past it: the gateway reorgs
+/// onto b's. b reorgs itself (a block invalidated, a longer branch mined): the gateway
+/// follows. Throughout, the filter headers are those of the node whose chain is served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_btcd_nodes_one_stopped_one_reorged_the_most_work_is_served() {
+    let (a, b) = (Btcd::start(), Btcd::start());
+    a.generate(50);
+    copy_blocks(&a, &b, 1, 50);
+    a.generate(10);
+    b.generate(5);
+    let gw = following_all(&[a.p2p, b.p2p]).await;
+    let shared = gw.shared.clone();
+    let served_hash = |h: u32| {
+        shared
+            .chain
+            .read()
+            .unwrap()
+            .block_hash(h)
+            .map(|x| x.to_string())
+    };
+    let a_tip = a.hash_at(60);
+    wait_until("a's chain (60) served", || {
+        shared.tip_height() == 60 && served_hash(60).as_deref() == Some(&a_tip)
+    })
+    .await;
+    filter_headers_are_btcds(&gw, &a, 60).await;
+
+    // a stops: its chain is still the heaviest valid one anyone showed.
+    drop(a);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(served_hash(60).as_deref(), Some(a_tip.as_str()));
+    let mut client = common::client(&gw, Framing::OnePerFrame).await;
+    let (height, hash) = next_tip(&mut client).await;
+    assert_eq!(
+        (height, hash),
+        (60, a_tip.clone()),
+        "still served with a gone"
+    );
+
+    // b mines past it: the gateway reorgs onto b's branch, and takes its filters.
+    b.generate(10);
+    let b_tip = b.hash_at(65);
+    wait_until("b's chain (65) served", || {
+        shared.tip_height() == 65 && served_hash(65).as_deref() == Some(&b_tip)
+    })
+    .await;
+    assert_eq!(served_hash(55), Some(b.hash_at(55)));
+    filter_headers_are_btcds(&gw, &b, 65).await;
+
+    // b reorgs: block 52 invalidated, a longer branch mined from 51.
+    b.ctl(&["invalidateblock", &b.hash_at(52)]);
+    b.generate(20);
+    assert_eq!(b.ctl(&["getblockcount"]), "71");
+    let b_tip = b.ctl(&["getbestblockhash"]);
+    wait_until("b's new branch (71) served", || {
+        shared.tip_height() == 71 && served_hash(71).as_deref() == Some(&b_tip)
+    })
+    .await;
+    assert_eq!(served_hash(52), Some(b.hash_at(52)));
+    filter_headers_are_btcds(&gw, &b, 71).await;
 }
