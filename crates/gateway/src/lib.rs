@@ -5,8 +5,9 @@
 //! requests, every deadline) is `lightwire-proto`'s sans-IO [`lightwire_proto::Responder`];
 //! this crate is its tokio shell ([`server`]), the chains it serves ([`served`], validated
 //! before they are served, from a file, generated, or followed from a node over P2P:
-//! [`upstream`], [`p2p`]), the compact block filters it serves ([`filters`]), the frame buffer pools ([`pool`]), the connection caps
-//! ([`admission`]), `/metrics` ([`metrics`]), and
+//! [`upstream`], which follows several nodes, and [`p2p`]), the compact block filters it
+//! serves ([`filters`]), the frame buffer pools ([`pool`]), the connection caps and the
+//! trusted proxies ([`admission`]), native TLS ([`tls`]), `/metrics` ([`metrics`]), and
 //! a native client for tests and the load generator ([`client`], a thin shell over
 //! [`lightwire_proto::Link`]).
 //!
