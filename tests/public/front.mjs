@@ -15,6 +15,12 @@ export const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 export const bin = (name) => join(root, 'target', 'release', name);
 const NGINX = process.env.NGINX || '/usr/sbin/nginx';
 
+/// The hard limit on open descriptors here (a process may raise its own to it, no further).
+function hardLimit() {
+  const out = execFileSync('bash', ['-c', 'ulimit -Hn']).toString().trim();
+  return out === 'unlimited' ? 1 << 20 : Number(out);
+}
+
 /// Processes started here and still running.
 export const running = new Set();
 
@@ -99,9 +105,10 @@ export function deployedConf({ port, upstreams, cert, swaps = [] }) {
 
 /// Start nginx with its prefix in `dir`: `page` (HTML, as /) and the package over https on
 /// `pagePort`, and, given `fleet` (deployedConf's arguments but the certificate), the
-/// deployed gateway configuration, with `connections` per worker. Resolves once it
-/// answers: `{ proc, stop(), errors() }`.
-export async function nginx(dir, { pagePort, cert, fleet, page = '', connections = 1024 }) {
+/// deployed gateway configuration, with `workers` processes of `connections` each (their
+/// descriptors raised as far as the hard limit allows). Resolves once it answers:
+/// `{ proc, stop(), errors() }`.
+export async function nginx(dir, { pagePort, cert, fleet, page = '', connections = 1024, workers = 1 }) {
   mkdirSync(join(dir, 'site'), { recursive: true });
   mkdirSync(join(dir, 'temp'), { recursive: true });
   writeFileSync(join(dir, 'site', 'index.html'), page);
@@ -111,10 +118,10 @@ export async function nginx(dir, { pagePort, cert, fleet, page = '', connections
   const conf = `
 ${userInfo().uid === 0 ? 'user root;' : ''}
 daemon off;
-worker_processes 1;
+worker_processes ${workers};
 pid ${join(dir, 'nginx.pid')};
 error_log ${join(dir, 'error.log')} warn;
-worker_rlimit_nofile ${connections * 2};
+worker_rlimit_nofile ${Math.min(connections * 2, hardLimit())};
 events { worker_connections ${connections}; }
 http {
   include /etc/nginx/mime.types;

@@ -168,7 +168,8 @@ impl Client {
     }
 
     /// Connect to `addr` over TLS, checking its certificate for `server_name` (a DNS name
-    /// or an IP address) with `config`, then as [`Client::connect`].
+    /// or an IP address) with `config`, then as [`Client::connect`] (offering
+    /// `headers_compact` when `compact`).
     pub async fn connect_tls(
         addr: SocketAddr,
         server_name: &str,
@@ -176,6 +177,7 @@ impl Client {
         node_id: &PublicKey,
         chain_hash: [u8; 32],
         framing: Framing,
+        compact: bool,
     ) -> Result<Client<TlsStream<TcpStream>>, ClientError> {
         let name = pki_types::ServerName::try_from(server_name.to_owned())
             .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
@@ -183,7 +185,7 @@ impl Client {
         tcp.set_nodelay(true)?;
         let tls = TlsConnector::from(config).connect(name, tcp).await?;
         let host = format!("{server_name}:{}", addr.port());
-        Client::upgrade(tls, &host, "", node_id, chain_hash, framing, false).await
+        Client::upgrade(tls, &host, "", node_id, chain_hash, framing, compact).await
     }
 }
 

@@ -130,6 +130,7 @@ async fn a_sync_over_native_tls_and_a_reload_that_new_connections_see() {
             &gw.node_id,
             genesis,
             Framing::OnePerFrame,
+            false,
         )
     };
 
