@@ -52,6 +52,8 @@ missing=()
 # authority tests/public makes.
 [ -x /usr/sbin/nginx ] || missing+=(nginx)
 [ -x /usr/bin/openssl ] || missing+=(openssl)
+# certutil puts that authority in a Firefox profile's own certificate store.
+[ -x /usr/bin/certutil ] || missing+=(libnss3-tools)
 # systemd-analyze checks deploy/'s unit file (tests/public).
 [ -x /usr/bin/systemd-analyze ] || missing+=(systemd)
 if [ ${#missing[@]} -gt 0 ]; then

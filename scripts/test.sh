@@ -70,7 +70,7 @@ cargo build --release -p lightwire-gateway -p lightwire-chain -p lightwire-tests
 step "end to end: the package in Chromium, Firefox and WebKit against real gateways (tests/e2e)"
 node tests/e2e/run.mjs --no-build
 
-step "a public gateway: https page, wss:// through Debian's nginx to a fleet, and native TLS (tests/public)"
+step "a public gateway: an https page in Chromium, Firefox and WebKit, wss:// through Debian's nginx to a fleet, and native TLS (tests/public)"
 node tests/public/run.mjs --no-build
 
 step "the package from its tarball in a fresh Vite + TypeScript app, in the three engines (tests/package)"

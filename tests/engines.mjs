@@ -13,7 +13,7 @@
 // onError(callback) (uncaught page errors and console errors, where the driver reports
 // them). `fn` runs in the page and may be async; `arg` and the result must be JSON values.
 
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import puppeteer from 'puppeteer-core';
 import { freePort, kill, launch } from './browser.mjs';
@@ -30,13 +30,21 @@ export function available() {
   return ENGINES.filter((e) => have[e]);
 }
 
-/// Start engine `name` with its profile in the directory `profile`; `chromiumFlags` are
-/// added to Chromium's command line (tests/public: the test certificate it trusts).
-export async function openEngine(name, profile, { chromiumFlags = [] } = {}) {
+/// Start engine `name` with its profile in the directory `profile`. `trust` (tests/public):
+/// test certificates the engine is to accept for `host`, `{ host, cas, leaves, spki }`:
+/// the authorities' and the servers' certificates (PEM files), and the base64 SHA-256 of
+/// the servers' keys. Chromium takes the keys on its command line, Firefox the authorities
+/// in its profile's own store (NSS's certutil), WebKitGTK the servers' certificates for
+/// the host through its WebDriver (it allows a certificate, not an authority). No system
+/// store is touched.
+export async function openEngine(name, profile, { trust } = {}) {
   mkdirSync(profile, { recursive: true });
-  if (name === 'chromium') return chromium(profile, chromiumFlags);
-  if (name === 'firefox') return firefox(profile);
-  if (name === 'webkit') return webkit(profile);
+  if (name === 'chromium') {
+    const flags = trust ? [`--ignore-certificate-errors-spki-list=${trust.spki.join(',')}`] : [];
+    return chromium(profile, flags);
+  }
+  if (name === 'firefox') return firefox(profile, trust);
+  if (name === 'webkit') return webkit(profile, trust);
   throw new Error(`unknown engine ${name}`);
 }
 
@@ -68,7 +76,12 @@ async function chromium(profile, flags) {
   };
 }
 
-async function firefox(profile) {
+async function firefox(profile, trust) {
+  if (trust) {
+    const certutil = (...a) => execFileSync('certutil', ['-d', `sql:${profile}`, ...a], { stdio: 'ignore' });
+    if (!existsSync(`${profile}/cert9.db`)) certutil('-N', '--empty-password');
+    trust.cas.forEach((ca, i) => certutil('-A', '-n', `lightwire test authority ${i}`, '-t', 'C,,', '-i', ca));
+  }
   const browser = await puppeteer.launch({
     browser: 'firefox',
     executablePath: FIREFOX,
@@ -114,7 +127,7 @@ async function firefox(profile) {
 
 /// WebKitGTK over classic WebDriver: one session, a window per page (a background tab is
 /// not drawn, and a screenshot of it never comes).
-async function webkit(profile) {
+async function webkit(profile, trust) {
   const display = `:${90 + Math.floor(Math.random() * 9)}`;
   const xvfb = spawn('Xvfb', [display, '-screen', '0', '1280x800x24', '-nolisten', 'tcp'], {
     stdio: 'ignore',
@@ -144,7 +157,13 @@ async function webkit(profile) {
     try {
       session = await call('POST', '/session', {
         capabilities: {
-          alwaysMatch: { 'webkitgtk:browserOptions': { binary: MINIBROWSER, args: ['--automation'] } },
+          alwaysMatch: {
+            'webkitgtk:browserOptions': {
+              binary: MINIBROWSER,
+              args: ['--automation'],
+              ...(trust ? { certificates: trust.leaves.map((f) => ({ host: trust.host, certificateFile: f })) } : {}),
+            },
+          },
         },
       });
       break;

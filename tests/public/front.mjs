@@ -57,7 +57,7 @@ export function authority(dir, name) {
     '-CAcreateserial', '-days', '2', '-extfile', f('ext.cnf'), '-out', f('cert.pem'));
   const cert = readFileSync(f('cert.pem'), 'utf8');
   writeFileSync(f('fullchain.pem'), cert + readFileSync(f('ca.crt'), 'utf8'));
-  return { ca: f('ca.crt'), fullchain: f('fullchain.pem'), key: f('key.pem'), spki: spkiOf(cert) };
+  return { ca: f('ca.crt'), leaf: f('cert.pem'), fullchain: f('fullchain.pem'), key: f('key.pem'), spki: spkiOf(cert) };
 }
 
 /// Start lightwire-gateway with `argv` on 127.0.0.1; resolves once it listens.
