@@ -12,8 +12,8 @@
 //!
 //! The accept loop asks [`Admission::admit`] for each accepted socket before it spends
 //! anything on it; a [`Slot`] counts the connection until it is dropped with it, and a
-//! [`Refusal`] says which cap it met (the server answers it with a 503 and closes, see
-//! `server.rs`). Refused sockets take no slot.
+//! [`Refusal`] says which cap it met (the server answers it with a 503 and closes, or
+//! over TLS closes without an answer, see `server.rs`). Refused sockets take no slot.
 //!
 //! A connection from a proxy the gateway trusts (`--trusted-proxy`) takes a slot counted in
 //! the total only ([`Admission::admit_proxied`]); its upgrade request names the client, and

@@ -231,6 +231,37 @@ pub fn write_version(out: &mut Vec<u8>, now: u64, nonce: u64, start_height: u32)
     out.push(0); // relay: no transactions
 }
 
+/// What a node says of itself in its `version`.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Version {
+    /// Its service bits.
+    pub services: u64,
+    /// Its best height when it connected.
+    pub start_height: u32,
+}
+
+/// NODE_COMPACT_FILTERS (BIP157): the node serves `getcfilters` and `getcfheaders`.
+pub const NODE_COMPACT_FILTERS: u64 = 1 << 6;
+
+/// The services and start height of a `version` payload.
+pub fn read_version(payload: &[u8]) -> Result<Version, P2pError> {
+    let truncated = P2pError::Truncated("version");
+    let services = payload.get(4..12).ok_or(truncated)?;
+    // version, services, timestamp, two addresses (26 bytes each), nonce.
+    let mut at = 4 + 8 + 8 + 26 + 26 + 8;
+    let agent = read_compact(payload, &mut at, "user agent")?;
+    let at = usize::try_from(agent)
+        .ok()
+        .and_then(|n| at.checked_add(n))
+        .ok_or(truncated)?;
+    let height = payload.get(at..at + 4).ok_or(truncated)?;
+    Ok(Version {
+        services: u64::from_le_bytes(services.try_into().unwrap_or_default()),
+        start_height: u32::try_from(i32::from_le_bytes(height.try_into().unwrap_or_default()))
+            .unwrap_or(0),
+    })
+}
+
 /// The `getheaders` payload.
 pub fn write_getheaders(out: &mut Vec<u8>, locator: &[BlockHash], stop: &BlockHash) {
     out.extend_from_slice(&(PROTOCOL_VERSION as u32).to_le_bytes());
@@ -297,6 +328,19 @@ mod tests {
     use lightwire_chain::{MAINNET, REGTEST};
 
     use super::*;
+
+    #[test]
+    fn versions_say_their_services_and_height() {
+        let mut out = Vec::new();
+        write_version(&mut out, 1_700_000_000, 7, 812_345);
+        let v = read_version(&out).unwrap();
+        assert_eq!(v.start_height, 812_345);
+        assert_eq!(v.services, NODE_WITNESS);
+        assert_eq!(v.services & NODE_COMPACT_FILTERS, 0);
+        for cut in [0, 11, 80, out.len() - 5] {
+            assert!(read_version(&out[..cut]).is_err(), "{cut}");
+        }
+    }
 
     #[test]
     fn messages_round_trip_and_are_checked() {

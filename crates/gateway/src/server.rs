@@ -324,11 +324,12 @@ pub async fn serve(listener: TcpListener, shared: Arc<Shared>, shutdown: watch::
                 };
                 let shared = shared.clone();
                 let shutdown = shutdown.clone();
+                let accepted = Instant::now();
                 tokio::spawn(async move {
                     shared.metrics.connections_total.fetch_add(1, Relaxed);
                     shared.metrics.connections_open.fetch_add(1, Relaxed);
                     let mut conn = Conn { client: None, slot, proxied };
-                    let ended = connection(stream, &mut conn, &shared, shutdown).await;
+                    let ended = connection(stream, accepted, &mut conn, &shared, shutdown).await;
                     drop(conn.slot);
                     shared.metrics.connections_open.fetch_sub(1, Relaxed);
                     match ended {
@@ -502,9 +503,11 @@ enum Ended {
     Tls(std::io::Error),
 }
 
-/// Serve one connection: TLS first if the gateway serves `wss://`, then the protocol.
+/// Serve one connection accepted at `accepted`: TLS first if the gateway serves `wss://`,
+/// then the protocol. The handshake deadline counts from `accepted`, TLS included.
 async fn connection(
     tcp: TcpStream,
+    accepted: Instant,
     conn: &mut Conn,
     shared: &Shared,
     shutdown: watch::Receiver<bool>,
@@ -519,7 +522,7 @@ async fn connection(
         },
     };
     let mut handshaken = false;
-    match run(stream, conn, shared, shutdown, &mut handshaken).await {
+    match run(stream, accepted, conn, shared, shutdown, &mut handshaken).await {
         Ok(close) => Ended::Closed(close, handshaken),
         Err(why) => Ended::Refused(why),
     }
@@ -699,6 +702,7 @@ impl Io<'_> {
 /// proxy names is refused under the caps (`Err`, after answering it).
 async fn run(
     stream: Stream,
+    accepted: Instant,
     place: &mut Conn,
     shared: &Shared,
     mut shutdown: watch::Receiver<bool>,
@@ -714,12 +718,13 @@ async fn run(
     let mut io = Io {
         stream,
         shared,
-        start: Instant::now(),
+        start: accepted,
         read_permit: None,
         write_permit: None,
     };
+    // Created at the accept (time 0 on its clock): its handshake deadline includes TLS.
     let mut conn = Responder::new(
-        io.now(),
+        Millis(0),
         shared.key.clone(),
         ephemeral,
         shared.chain_hash,

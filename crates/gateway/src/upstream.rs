@@ -14,17 +14,16 @@
 //!
 //! Filters, blocks and clients' transactions go through one of them at a time, the lead:
 //! the first connected node whose tip (as far as its headers showed it) is on the served
-//! chain, asked for nothing above its tip; when it leaves, or the served chain moves to a
-//! branch it is not on, the next one takes over.
+//! chain and which says it serves filters (NODE_COMPACT_FILTERS) when the gateway serves
+//! them, asked for nothing above its tip. When it leaves, the served chain moves to a
+//! branch it is not on, or it leaves requests unanswered for half the idle time (30 s:
+//! its connection is then dropped), the next one takes over.
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use lightwire_chain::{
-    BlockHash, Chain, ConnectError, Header, MAX_BATCH, Network, Outcome, hash_header_bytes,
-};
+use lightwire_chain::{BlockHash, Chain, ConnectError, Header, MAX_BATCH, Network, Outcome};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
@@ -53,6 +52,10 @@ pub enum UpstreamError {
     /// Silent through a ping and its timeout (the node or the path to it is gone).
     #[error("no answer to a ping")]
     Silent,
+    /// As the lead, it left requests for filter headers, filters or a block unanswered
+    /// for half the idle time ([`UPSTREAM_IDLE`]: 30 s).
+    #[error("no answer to requests for filters or a block in time")]
+    Unanswered,
     /// A filter whose hash is not the one the node's own filter headers commit to.
     #[error("the node's filter for height {0} does not match its filter header")]
     FilterMismatch(u32),
@@ -117,7 +120,8 @@ pub async fn follow_all_with(
     let followers = Arc::new(Followers {
         chain: Mutex::new(chain),
         lead: Mutex::new(None),
-        connected: AtomicUsize::new(0),
+        lead_changed: watch::channel(0).0,
+        connected: Mutex::new(0),
     });
     let mut tasks = tokio::task::JoinSet::new();
     for (i, addr) in addrs.iter().enumerate() {
@@ -139,30 +143,49 @@ pub struct Followers {
     chain: Mutex<Chain>,
     /// The node that fetches filters and blocks and relays transactions (its index).
     lead: Mutex<Option<usize>>,
-    /// Nodes that completed the handshake.
-    connected: AtomicUsize,
+    /// Bumped when the lead is given up, so that another node's task takes it at once.
+    lead_changed: watch::Sender<u64>,
+    /// Nodes that completed the handshake (the relay is told under this lock, so that it
+    /// never says "none" while one is connected).
+    connected: Mutex<usize>,
 }
 
 impl Followers {
-    /// Whether node `i` is the lead, taking the lead if there is none and its tip is on the
-    /// served chain (`on_best`); one whose tip is no longer on it gives the lead up.
-    fn leads(&self, i: usize, on_best: bool, shared: &Shared) -> bool {
+    /// Whether node `i` is the lead, taking the lead if there is none and it may lead
+    /// (`may`: its tip is on the served chain, and it serves filters if the chain does);
+    /// one that may no longer gives the lead up.
+    fn leads(&self, i: usize, may: bool) -> bool {
         let mut lead = self.lead.lock().unwrap_or_else(PoisonError::into_inner);
         match *lead {
-            Some(l) if l == i && !on_best => {
+            Some(l) if l == i && !may => {
                 *lead = None;
                 drop(lead);
-                // Another may take it now.
-                shared.filter_notify.notify_waiters();
+                self.give_up();
                 false
             }
             Some(l) => l == i,
-            None if on_best => {
+            None if may => {
                 *lead = Some(i);
                 true
             }
             None => false,
         }
+    }
+
+    /// Node `i` is gone: the lead is free if it had it.
+    fn leave(&self, i: usize) {
+        let mut lead = self.lead.lock().unwrap_or_else(PoisonError::into_inner);
+        if *lead == Some(i) {
+            *lead = None;
+            drop(lead);
+            self.give_up();
+        }
+    }
+
+    /// Tell the other nodes' tasks that the lead is free (a `watch`: a task busy at this
+    /// moment sees it at its next wait, not only those waiting now).
+    fn give_up(&self) {
+        self.lead_changed.send_modify(|v| *v = v.wrapping_add(1));
     }
 }
 
@@ -234,7 +257,12 @@ impl Seat<'_> {
     fn handshake_done(&mut self) {
         if !self.connected {
             self.connected = true;
-            self.followers.connected.fetch_add(1, Relaxed);
+            let mut n = self
+                .followers
+                .connected
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            *n += 1;
             self.shared.relay.set_connected(true);
         }
     }
@@ -242,24 +270,130 @@ impl Seat<'_> {
 
 impl Drop for Seat<'_> {
     fn drop(&mut self) {
-        if self.connected && self.followers.connected.fetch_sub(1, Relaxed) == 1 {
-            self.shared.relay.set_connected(false);
+        if self.connected {
+            let mut n = self
+                .followers
+                .connected
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            *n = n.saturating_sub(1);
+            self.shared.relay.set_connected(*n > 0);
         }
-        let mut lead = self
-            .followers
-            .lead
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        if *lead == Some(self.node.i) {
-            *lead = None;
-            drop(lead);
-            self.shared.filter_notify.notify_waiters();
-        }
+        self.followers.leave(self.node.i);
     }
 }
 
 /// Silence after which the node is pinged, and then how long it has to answer.
 pub const UPSTREAM_IDLE: Duration = Duration::from_secs(60);
+
+/// How long the lead may leave its requests for filter headers, filters or a block
+/// unanswered (with nothing else of them answered meanwhile) before its connection is
+/// dropped and the lead goes to another node: half the idle time, 30 s. A node that
+/// answers pings but not these would otherwise hold every client's filters and blocks
+/// back.
+fn data_deadline(idle: Duration) -> Duration {
+    idle / 2
+}
+
+/// What the gateway knows of one node's place, for the lead: its tip as far as its
+/// headers showed it, its `version`, and its data requests in flight.
+struct Place {
+    addr: SocketAddr,
+    /// The last header it sent; with none yet, the served header at its `version` start
+    /// height when it had nothing after our tip (an empty `headers` means its tip is one
+    /// of our locator's hashes, and it may be below ours).
+    tip: Option<BlockHash>,
+    version: Option<p2p::Version>,
+    on_best: bool,
+    filters: Filters,
+    /// The block asked of the node (one at a time).
+    block_asked: Option<BlockHash>,
+    /// Since when requests are in flight with none answered (since the last answer).
+    waiting_since: Option<tokio::time::Instant>,
+    data_deadline: Duration,
+}
+
+impl Place {
+    /// The node's headers `headers` were taken.
+    fn headers(&mut self, shared: &Shared, headers: &[Header]) {
+        match headers.last() {
+            Some(last) => self.tip = Some(last.block_hash()),
+            None if self.tip.is_none() => {
+                let start = self.version.map_or(0, |v| v.start_height);
+                self.tip = shared
+                    .chain
+                    .read()
+                    .ok()
+                    .and_then(|c| c.block_hash(c.tip().height.min(start)));
+            }
+            None => {}
+        }
+    }
+
+    /// A data request was answered.
+    fn answered(&mut self) {
+        self.waiting_since = None;
+    }
+
+    /// When the requests in flight are overdue (see [`data_deadline`]).
+    fn deadline(&self) -> Option<tokio::time::Instant> {
+        self.waiting_since.map(|t| t + self.data_deadline)
+    }
+
+    /// If this node leads, ask it for what the sessions wait for (up to its height) and
+    /// pass clients' transactions on; if it may no longer lead, give the lead up.
+    fn serve(
+        &mut self,
+        out: &mut Vec<u8>,
+        magic: [u8; 4],
+        shared: &Shared,
+        followers: &Followers,
+        i: usize,
+    ) {
+        let limit = self
+            .tip
+            .and_then(|t| shared.chain.read().ok()?.height_of(&t));
+        if self.on_best != limit.is_some() {
+            self.on_best = limit.is_some();
+            log_place(self.addr, self.on_best);
+        }
+        let serves_filters = shared.chain.read().is_ok_and(|c| c.filters().is_some());
+        let has_filters = self
+            .version
+            .is_some_and(|v| v.services & p2p::NODE_COMPACT_FILTERS != 0);
+        let may = limit.is_some() && (has_filters || !serves_filters);
+        if !followers.leads(i, may) {
+            // Not the lead (or no longer): nothing of ours is awaited. What it was asked
+            // and may never answer (the served chain left its branch) is forgotten, so
+            // that it asks afresh if it leads again.
+            self.waiting_since = None;
+            if self.in_flight() {
+                self.filters = Filters::default();
+                self.block_asked = None;
+            }
+            return;
+        }
+        let Some(limit) = limit else {
+            return;
+        };
+        self.filters.ask(out, magic, shared, limit);
+        ask_block(out, magic, shared, &mut self.block_asked, limit);
+        // The clock runs from the last answer (or the first request) while anything is
+        // in flight.
+        if !self.in_flight() {
+            self.waiting_since = None;
+        } else if self.waiting_since.is_none() {
+            self.waiting_since = Some(tokio::time::Instant::now());
+        }
+        relay_txs(out, magic, shared);
+    }
+
+    fn in_flight(&self) -> bool {
+        self.filters.headers_from.is_some()
+            || self.filters.fetching.is_some()
+            || self.block_asked.is_some()
+    }
+}
 
 /// One connection to the node.
 async fn session(node: Node, shared: &Shared, followers: &Followers) -> Result<(), UpstreamError> {
@@ -296,25 +430,29 @@ async fn session(node: Node, shared: &Shared, followers: &Followers) -> Result<(
     let mut buf = vec![0u8; 1 << 20];
     let (mut start, mut end) = (0, 0);
     let mut headers: Vec<Header> = Vec::with_capacity(p2p::MAX_HEADERS);
-    let mut filters = Filters::default();
-    // The block asked of the node (one at a time).
-    let mut block_asked: Option<BlockHash> = None;
+    let mut place = Place {
+        addr,
+        tip: None,
+        version: None,
+        on_best: false,
+        filters: Filters::default(),
+        block_asked: None,
+        waiting_since: None,
+        data_deadline: data_deadline(idle),
+    };
+    let mut lead_changed = followers.lead_changed.subscribe();
     let mut handshake_done = false;
     let handshake_deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     let mut pinged = false;
-    // The node's tip as far as we know: the last header it sent, or the served tip when it
-    // had nothing after it. While that is on the served chain, the node may lead, and is
-    // asked for filters and blocks up to its height. After a full batch the next request
-    // continues from its last header, so that a node on a lesser branch longer than a
-    // batch is walked to its end, not asked from the fork again and again.
-    let mut node_tip: Option<BlockHash> = None;
-    let mut on_best = false;
     loop {
         // Decode what is buffered.
         while let Some((frame, n)) = p2p::decode(&buf[start..end], magic)? {
             out.clear();
             match frame.command {
-                b"version" => p2p::encode(&mut out, magic, "verack", |_| {}),
+                b"version" => {
+                    place.version = Some(p2p::read_version(frame.payload)?);
+                    p2p::encode(&mut out, magic, "verack", |_| {});
+                }
                 b"verack" => {
                     handshake_done = true;
                     seat.handshake_done();
@@ -332,14 +470,10 @@ async fn session(node: Node, shared: &Shared, followers: &Followers) -> Result<(
                     p2p::read_headers(frame.payload, &mut headers)?;
                     let full = headers.len() == p2p::MAX_HEADERS;
                     let ask_again = take_headers(shared, &followers.chain, &headers)?;
-                    node_tip = match headers.last() {
-                        Some(last) => Some(last.block_hash()),
-                        None => shared
-                            .chain
-                            .read()
-                            .ok()
-                            .map(|c| hash_header_bytes(&c.tip().header)),
-                    };
+                    place.headers(shared, &headers);
+                    // After a full batch the next request continues from its last header,
+                    // so that a node on a lesser branch longer than a batch is walked to
+                    // its end, not asked from the fork again and again.
                     if ask_again {
                         getheaders(&mut out, magic, shared, None);
                     } else if full {
@@ -350,43 +484,48 @@ async fn session(node: Node, shared: &Shared, followers: &Followers) -> Result<(
                 b"inv" if p2p::inv_has_block(frame.payload)? => {
                     getheaders(&mut out, magic, shared, None)
                 }
-                b"cfheaders" => filters.on_cfheaders(shared, frame.payload)?,
-                b"cfilter" => filters.on_cfilter(shared, frame.payload)?,
-                b"block" => on_block(shared, &mut block_asked, frame.payload)?,
+                b"cfheaders" => {
+                    place.answered();
+                    place.filters.on_cfheaders(shared, frame.payload)?;
+                }
+                b"cfilter" => {
+                    place.answered();
+                    place.filters.on_cfilter(shared, frame.payload)?;
+                }
+                b"block" => {
+                    place.answered();
+                    on_block(shared, &mut place.block_asked, frame.payload)?;
+                }
                 b"notfound" => {
+                    place.answered();
+                    let asked = &mut place.block_asked;
                     p2p::inv_blocks(frame.payload, |hash| {
                         if let Ok(c) = shared.chain.read()
                             && let Some(b) = c.blocks()
                         {
                             b.missing_block(&hash);
                         }
-                        if block_asked == Some(hash) {
-                            block_asked = None;
+                        if *asked == Some(hash) {
+                            *asked = None;
                         }
                     })?;
                     shared.filter_version.send_modify(|v| *v += 1);
                 }
                 _ => {}
             }
-            let limit = node_height(shared, node_tip);
-            if on_best != limit.is_some() {
-                on_best = limit.is_some();
-                log_place(addr, on_best);
-            }
-            if let Some(limit) = limit
-                && handshake_done
-                && followers.leads(i, true, shared)
-            {
-                filters.ask(&mut out, magic, shared, limit);
-                ask_block(&mut out, magic, shared, &mut block_asked, limit);
-                relay_txs(&mut out, magic, shared);
-            } else {
-                followers.leads(i, false, shared);
+            if handshake_done {
+                place.serve(&mut out, magic, shared, followers, i);
             }
             start += n;
             if !out.is_empty() {
                 stream.write_all(&out).await?;
             }
+        }
+        if place
+            .deadline()
+            .is_some_and(|d| d <= tokio::time::Instant::now())
+        {
+            return Err(UpstreamError::Unanswered);
         }
         // Keep the unread tail at the front, then read more.
         buf.copy_within(start..end, 0);
@@ -402,24 +541,18 @@ async fn session(node: Node, shared: &Shared, followers: &Followers) -> Result<(
         }
         let read = stream.read(&mut buf[end..]);
         let n = if handshake_done {
+            let overdue = place.deadline();
             let woken = tokio::select! {
                 r = tokio::time::timeout(idle, read) => Some(r),
                 _ = shared.filter_notify.notified() => None,
+                _ = lead_changed.changed() => None,
+                _ = tokio::time::sleep_until(overdue.unwrap_or_else(tokio::time::Instant::now)), if overdue.is_some() => None,
             };
             let Some(read) = woken else {
                 // A session waits for a filter or a block, or a client's transaction
-                // waits (or the lead changed): ask the node, or pass it on, if it leads.
+                // waits, or the lead is free: ask the node, or pass it on, if it leads.
                 out.clear();
-                let limit = node_height(shared, node_tip);
-                if let Some(limit) = limit
-                    && followers.leads(i, true, shared)
-                {
-                    filters.ask(&mut out, magic, shared, limit);
-                    ask_block(&mut out, magic, shared, &mut block_asked, limit);
-                    relay_txs(&mut out, magic, shared);
-                } else {
-                    followers.leads(i, false, shared);
-                }
+                place.serve(&mut out, magic, shared, followers, i);
                 if !out.is_empty() {
                     stream.write_all(&out).await?;
                 }
@@ -450,12 +583,6 @@ async fn session(node: Node, shared: &Shared, followers: &Followers) -> Result<(
         }
         end += n;
     }
-}
-
-/// The height of `tip` (a node's) on the served chain, if it is on it.
-fn node_height(shared: &Shared, tip: Option<BlockHash>) -> Option<u32> {
-    let tip = tip?;
-    shared.chain.read().ok()?.height_of(&tip)
 }
 
 fn log_place(addr: SocketAddr, on_best: bool) {

@@ -82,32 +82,41 @@ async fn a_silent_node_is_pinged_then_dropped_and_reconnected() {
 /// A fake node on 127.0.0.1 serving the headers of `chain` (after genesis; it may grow
 /// while it runs: new headers are announced to each open connection, BIP 130 style). It
 /// answers the handshake, `getheaders` (up to 2,000 after the first locator hash it has)
-/// and pings. `accepted` counts connections; dropping the task stops it.
+/// and pings, and nothing else: asked for filter headers (`cf_asked` counts them), it
+/// does not answer. `accepted` counts connections; dropping the task stops it.
 struct FakeNode {
     addr: std::net::SocketAddr,
     chain: tokio::sync::watch::Sender<Vec<Header>>,
     accepted: Arc<AtomicUsize>,
+    cf_asked: Arc<AtomicUsize>,
     task: tokio::task::JoinHandle<()>,
 }
 
 impl FakeNode {
     async fn start(headers: Vec<Header>) -> FakeNode {
+        FakeNode::with_services(headers, 0).await
+    }
+
+    /// A node that also says it has `services` (NODE_COMPACT_FILTERS, say).
+    async fn with_services(headers: Vec<Header>, services: u64) -> FakeNode {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let (chain, _) = tokio::sync::watch::channel(headers);
         let accepted = Arc::new(AtomicUsize::new(0));
-        let (tx, count) = (chain.clone(), accepted.clone());
+        let cf_asked = Arc::new(AtomicUsize::new(0));
+        let (tx, count, asked) = (chain.clone(), accepted.clone(), cf_asked.clone());
         let task = tokio::spawn(async move {
             let mut conns = tokio::task::JoinSet::new();
             while let Ok((s, _)) = listener.accept().await {
                 count.fetch_add(1, Relaxed);
-                conns.spawn(serve_node(s, tx.subscribe()));
+                conns.spawn(serve_node(s, tx.subscribe(), services, asked.clone()));
             }
         });
         FakeNode {
             addr,
             chain,
             accepted,
+            cf_asked,
             task,
         }
     }
@@ -134,7 +143,12 @@ fn headers_message(out: &mut Vec<u8>, headers: &[Header]) {
     });
 }
 
-async fn serve_node(mut s: TcpStream, mut chain: tokio::sync::watch::Receiver<Vec<Header>>) {
+async fn serve_node(
+    mut s: TcpStream,
+    mut chain: tokio::sync::watch::Receiver<Vec<Header>>,
+    services: u64,
+    cf_asked: Arc<AtomicUsize>,
+) {
     let magic = p2p::magic(Network::Regtest);
     let mut buf = vec![0u8; 1 << 16];
     let mut end = 0;
@@ -145,13 +159,18 @@ async fn serve_node(mut s: TcpStream, mut chain: tokio::sync::watch::Receiver<Ve
             match frame.command {
                 b"version" => {
                     p2p::encode(&mut out, magic, "version", |p| {
-                        p2p::write_version(p, 0, 7, 0)
+                        let at = p.len();
+                        p2p::write_version(p, 0, 7, 0);
+                        p[at + 4..at + 12].copy_from_slice(&services.to_le_bytes());
                     });
                     p2p::encode(&mut out, magic, "verack", |_| {});
                 }
                 b"ping" => {
                     let payload = frame.payload.to_vec();
                     p2p::encode(&mut out, magic, "pong", |p| p.extend_from_slice(&payload));
+                }
+                b"getcfheaders" => {
+                    cf_asked.fetch_add(1, Relaxed);
                 }
                 b"getheaders" => {
                     let p = frame.payload;
@@ -291,4 +310,46 @@ async fn wait(mut ok: impl FnMut() -> bool, what: &str) {
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// A lead that answers headers and pings but leaves its filter headers unasked for is
+/// dropped after half the idle time (30 s by default; 0.5 s here), and dialled again: it
+/// must not hold every client's filters back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lead_that_leaves_filter_requests_unanswered_is_dropped() {
+    let node = FakeNode::with_services(
+        headers_after(&REGTEST, &REGTEST.genesis, 0, 100, 0),
+        p2p::NODE_COMPACT_FILTERS,
+    )
+    .await;
+    let (served, chain) = ServedChain::genesis_only(&REGTEST);
+    let gw = common::start(served, Limits::default(), Buffers::pooled(2)).await;
+    let shared = gw.shared.clone();
+    shared
+        .chain
+        .write()
+        .unwrap()
+        .serve_upstream_filters(1 << 20, shared.filter_notify.clone());
+    let (nodes, stopped) = ([node.addr], gw.stopped());
+    tokio::spawn(async move {
+        follow_all_with(
+            &nodes,
+            Network::Regtest,
+            shared,
+            chain,
+            stopped,
+            Duration::from_secs(1),
+        )
+        .await
+    });
+    wait(|| gw.shared.tip_height() == 100, "the node's chain served").await;
+    wait(
+        || node.accepted.load(Relaxed) >= 2,
+        "the silent lead dropped and dialled again",
+    )
+    .await;
+    assert!(
+        node.cf_asked.load(Relaxed) >= 1,
+        "it was asked for filter headers"
+    );
 }
