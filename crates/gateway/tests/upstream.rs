@@ -234,22 +234,7 @@ async fn the_most_work_valid_chain_among_several_nodes_is_served() {
         FakeNode::start(heavier.clone()).await,
         FakeNode::start(lie).await,
     );
-    let (served, chain) = ServedChain::genesis_only(&REGTEST);
-    let gw = common::start(served, Limits::default(), Buffers::pooled(2)).await;
-    let shared = gw.shared.clone();
-    let nodes = [a.addr, b.addr, liar.addr];
-    let stopped = gw.stopped();
-    tokio::spawn(async move {
-        follow_all_with(
-            &nodes,
-            Network::Regtest,
-            shared,
-            chain,
-            stopped,
-            Duration::from_secs(60),
-        )
-        .await
-    });
+    let gw = following(&[a.addr, b.addr, liar.addr], Duration::from_secs(60), false).await;
     let tip = |gw: &common::Gateway| {
         let c = gw.shared.chain.read().unwrap();
         (
@@ -322,26 +307,7 @@ async fn a_lead_that_leaves_filter_requests_unanswered_is_dropped() {
         p2p::NODE_COMPACT_FILTERS,
     )
     .await;
-    let (served, chain) = ServedChain::genesis_only(&REGTEST);
-    let gw = common::start(served, Limits::default(), Buffers::pooled(2)).await;
-    let shared = gw.shared.clone();
-    shared
-        .chain
-        .write()
-        .unwrap()
-        .serve_upstream_filters(1 << 20, shared.filter_notify.clone());
-    let (nodes, stopped) = ([node.addr], gw.stopped());
-    tokio::spawn(async move {
-        follow_all_with(
-            &nodes,
-            Network::Regtest,
-            shared,
-            chain,
-            stopped,
-            Duration::from_secs(1),
-        )
-        .await
-    });
+    let gw = following(&[node.addr], Duration::from_secs(1), true).await;
     wait(|| gw.shared.tip_height() == 100, "the node's chain served").await;
     wait(
         || node.accepted.load(Relaxed) >= 2,
@@ -352,4 +318,29 @@ async fn a_lead_that_leaves_filter_requests_unanswered_is_dropped() {
         node.cf_asked.load(Relaxed) >= 1,
         "it was asked for filter headers"
     );
+}
+
+/// A gateway following `nodes` from genesis (pinging after `idle`), serving their filters
+/// when `filters`.
+async fn following(
+    nodes: &[std::net::SocketAddr],
+    idle: Duration,
+    filters: bool,
+) -> common::Gateway {
+    let (served, chain) = ServedChain::genesis_only(&REGTEST);
+    let gw = common::start(served, Limits::default(), Buffers::pooled(2)).await;
+    let shared = gw.shared.clone();
+    if filters {
+        let notify = shared.filter_notify.clone();
+        shared
+            .chain
+            .write()
+            .unwrap()
+            .serve_upstream_filters(1 << 20, notify);
+    }
+    let (nodes, stopped) = (nodes.to_vec(), gw.stopped());
+    tokio::spawn(async move {
+        follow_all_with(&nodes, Network::Regtest, shared, chain, stopped, idle).await
+    });
+    gw
 }
