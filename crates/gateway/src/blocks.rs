@@ -10,7 +10,7 @@
 use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
 
-use tokio::sync::Notify;
+use crate::wake::Wake;
 
 use lightwire_chain::synthetic::{Pool, Profile, SyntheticBlock};
 use lightwire_chain::{BlockHash, HEADER_LEN, hash_header_bytes};
@@ -49,7 +49,7 @@ enum Source {
     Upstream {
         wanted: Mutex<BTreeMap<BlockHash, u32>>,
         missing: Mutex<HashSet<BlockHash>>,
-        notify: Arc<Notify>,
+        notify: Arc<Wake>,
     },
 }
 
@@ -73,7 +73,7 @@ impl ServedBlocks {
     }
 
     /// Blocks fetched from the node when asked for; `notify` wakes the task that does.
-    pub fn upstream(notify: Arc<Notify>) -> ServedBlocks {
+    pub fn upstream(notify: Arc<Wake>) -> ServedBlocks {
         ServedBlocks {
             source: Source::Upstream {
                 wanted: Mutex::new(BTreeMap::new()),
@@ -195,7 +195,7 @@ impl ServedBlocks {
                 if let Ok(mut w) = wanted.lock() {
                     w.insert(hash, height);
                 }
-                notify.notify_one();
+                notify.wake();
                 FilterLookup::Pending
             }
         }
@@ -287,7 +287,7 @@ mod tests {
         assert_eq!(matched, Ok(true));
 
         // From a node: asked for, then kept if it is the block of that hash.
-        let up = ServedBlocks::upstream(Arc::new(Notify::new()));
+        let up = ServedBlocks::upstream(Arc::new(Wake::new()));
         let header = chain.header(150).unwrap();
         let hash = hash_header_bytes(&header);
         assert!(matches!(
@@ -317,7 +317,7 @@ mod tests {
             up.with_block(150, Some(header), |_| ()),
             FilterLookup::Missing
         ));
-        let up = ServedBlocks::upstream(Arc::new(Notify::new()));
+        let up = ServedBlocks::upstream(Arc::new(Wake::new()));
         let _ = up.with_block(150, Some(header), |_| ());
         assert_eq!(up.insert(&hash, &block), Ok(()));
         assert_eq!(up.wanted(), None);

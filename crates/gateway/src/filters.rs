@@ -13,7 +13,7 @@
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
-use tokio::sync::Notify;
+use crate::wake::Wake;
 
 use lightwire_chain::synthetic::{
     DEFAULT_PROFILE, GENESIS_OUTPUT_SCRIPT, Pool, Profile, SyntheticBlock,
@@ -44,7 +44,7 @@ enum Source {
     /// Fetched from the node: heights sessions wait for, and the upstream task to wake.
     Upstream {
         wanted: Mutex<BTreeSet<u32>>,
-        notify: Arc<Notify>,
+        notify: Arc<Wake>,
     },
 }
 
@@ -188,7 +188,7 @@ impl ServedFilters {
 
     /// Filters of a chain followed from a node: none yet; `notify` wakes the task that
     /// fetches them.
-    pub fn upstream(cache_bytes: usize, notify: Arc<Notify>) -> ServedFilters {
+    pub fn upstream(cache_bytes: usize, notify: Arc<Wake>) -> ServedFilters {
         ServedFilters {
             entries: Vec::new(),
             cache: Mutex::new(Cache::new(cache_bytes)),
@@ -369,7 +369,7 @@ impl ServedFilters {
                         if let Ok(mut w) = wanted.lock() {
                             w.insert(height);
                         }
-                        notify.notify_one();
+                        notify.wake();
                     }
                     return FilterLookup::Pending;
                 }
@@ -520,7 +520,7 @@ mod tests {
 
     #[test]
     fn upstream_filters_chain_from_what_is_held_and_are_checked() {
-        let notify = Arc::new(Notify::new());
+        let notify = Arc::new(Wake::new());
         let mut f = ServedFilters::upstream(1 << 20, notify);
         let filters: Vec<Vec<u8>> = (0..10u8).map(|i| vec![i; 5]).collect();
         let hashes: Vec<[u8; 32]> = filters.iter().map(|x| filter_hash(x)).collect();

@@ -28,3 +28,4 @@ pub mod served;
 pub mod server;
 pub mod tls;
 pub mod upstream;
+pub mod wake;

@@ -7,7 +7,7 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use tokio::sync::Notify;
+use crate::wake::Wake;
 
 use lightwire_proto::session::RelayStatus;
 
@@ -18,12 +18,12 @@ pub const RELAY_QUEUE: usize = 64;
 pub struct TxRelay {
     queue: Mutex<VecDeque<Vec<u8>>>,
     connected: AtomicBool,
-    notify: Arc<Notify>,
+    notify: Arc<Wake>,
 }
 
 impl TxRelay {
     /// A queue whose task is woken by `notify`.
-    pub fn new(notify: Arc<Notify>) -> TxRelay {
+    pub fn new(notify: Arc<Wake>) -> TxRelay {
         TxRelay {
             queue: Mutex::new(VecDeque::new()),
             connected: AtomicBool::new(false),
@@ -50,7 +50,7 @@ impl TxRelay {
         }
         q.push_back(tx.to_vec());
         drop(q);
-        self.notify.notify_one();
+        self.notify.wake();
         RelayStatus::Relayed
     }
 
@@ -69,7 +69,7 @@ mod tests {
 
     #[test]
     fn only_while_connected_and_bounded() {
-        let r = TxRelay::new(Arc::new(Notify::new()));
+        let r = TxRelay::new(Arc::new(Wake::new()));
         assert_eq!(r.push(&[1]), RelayStatus::Busy, "no node yet");
         r.set_connected(true);
         for _ in 0..RELAY_QUEUE {

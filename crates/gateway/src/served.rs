@@ -342,14 +342,14 @@ impl ServedChain {
     pub fn serve_upstream_filters(
         &mut self,
         cache_bytes: usize,
-        notify: std::sync::Arc<tokio::sync::Notify>,
+        notify: std::sync::Arc<crate::wake::Wake>,
     ) {
         self.filters = Some(ServedFilters::upstream(cache_bytes, notify));
     }
 
     /// Serve blocks fetched from the node (a chain followed from one); `notify` wakes the
     /// task that fetches them.
-    pub fn serve_upstream_blocks(&mut self, notify: std::sync::Arc<tokio::sync::Notify>) {
+    pub fn serve_upstream_blocks(&mut self, notify: std::sync::Arc<crate::wake::Wake>) {
         self.blocks = Some(ServedBlocks::upstream(notify));
     }
 

@@ -113,7 +113,7 @@ pub struct Shared {
     pub filter_version: watch::Sender<u64>,
     /// Wakes the task following the node when a session waits for a filter or a block,
     /// or a client's transaction waits to be relayed.
-    pub filter_notify: Arc<tokio::sync::Notify>,
+    pub filter_notify: Arc<crate::wake::Wake>,
     /// Clients' transactions for the node (relayed by the chain served when it follows
     /// one: [`ServedChain::serve_relay`]).
     pub relay: Arc<crate::relay::TxRelay>,
@@ -166,7 +166,7 @@ impl Shared {
         front: Front,
     ) -> Arc<Shared> {
         let chain_hash = chain.params().genesis.block_hash().0;
-        let notify = Arc::new(tokio::sync::Notify::new());
+        let notify = Arc::new(crate::wake::Wake::new());
         Arc::new(Shared {
             chain: RwLock::new(chain),
             chain_hash,

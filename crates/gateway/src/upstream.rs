@@ -441,6 +441,7 @@ async fn session(node: Node, shared: &Shared, followers: &Followers) -> Result<(
         data_deadline: data_deadline(idle),
     };
     let mut lead_changed = followers.lead_changed.subscribe();
+    let mut wanted = shared.filter_notify.subscribe();
     let mut handshake_done = false;
     let handshake_deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     let mut pinged = false;
@@ -544,7 +545,7 @@ async fn session(node: Node, shared: &Shared, followers: &Followers) -> Result<(
             let overdue = place.deadline();
             let woken = tokio::select! {
                 r = tokio::time::timeout(idle, read) => Some(r),
-                _ = shared.filter_notify.notified() => None,
+                _ = wanted.changed() => None,
                 _ = lead_changed.changed() => None,
                 _ = tokio::time::sleep_until(overdue.unwrap_or_else(tokio::time::Instant::now)), if overdue.is_some() => None,
             };

@@ -621,4 +621,20 @@ async fn two_btcd_nodes_one_stopped_one_reorged_the_most_work_is_served() {
     .await;
     assert_eq!(served_hash(52), Some(b.hash_at(52)));
     filter_headers_are_btcds(&gw, &b, 71).await;
+
+    // A client's filters come from the lead, b, asked when the client asks (both nodes'
+    // tasks are woken; the lead acts), within the filter timeout.
+    let mut client = common::client(&gw, Framing::OnePerFrame).await;
+    let started = Instant::now();
+    let got = get_filters(&mut client, &b, 60, 71).await;
+    assert_eq!(got.len(), 12);
+    for (height, filter) in got {
+        let theirs = b.ctl(&["getcfilter", &b.hash_at(height), "0"]);
+        assert_eq!(hex::encode(filter), theirs, "filter at {height}");
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
 }
