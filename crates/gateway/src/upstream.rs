@@ -350,14 +350,19 @@ impl Place {
         followers: &Followers,
         i: usize,
     ) {
-        let limit = self
-            .tip
-            .and_then(|t| shared.chain.read().ok()?.height_of(&t));
+        // The node's height on the served chain, and whether filters are served: one read
+        // of the chain per message.
+        let (limit, serves_filters) = match shared.chain.read() {
+            Ok(c) => (
+                self.tip.and_then(|t| c.height_of(&t)),
+                c.filters().is_some(),
+            ),
+            Err(_) => (None, false),
+        };
         if self.on_best != limit.is_some() {
             self.on_best = limit.is_some();
             log_place(self.addr, self.on_best);
         }
-        let serves_filters = shared.chain.read().is_ok_and(|c| c.filters().is_some());
         let has_filters = self
             .version
             .is_some_and(|v| v.services & p2p::NODE_COMPACT_FILTERS != 0);
