@@ -23,3 +23,5 @@ node_modules/.bin/wasm-opt -O3 \
 
 rm -rf pkg/dist
 npx --no-install tsc -p pkg
+# The licence texts and the changelog live at the repository's root; the package ships copies.
+cp LICENSE-MIT LICENSE-APACHE CHANGELOG.md pkg/

@@ -244,6 +244,7 @@ async function main() {
     const needed = [
       'dist/index.js', 'dist/index.d.ts', 'dist/worker.js',
       'wasm/lightwire_bg.wasm', 'wasm/lightwire.js', 'README.md',
+      'LICENSE-MIT', 'LICENSE-APACHE', 'CHANGELOG.md',
     ];
     const missing = needed.filter((f) => !listed.includes(`package/${f}`));
     if (missing.length) fail(`the tarball lacks ${missing.join(', ')}; it holds ${listed.join(', ')}`);

@@ -31,17 +31,7 @@ use lightwire_wire::filters::MAX_FILTER_LEN;
 use lightwire_wire::{BlockPiece, FilterCheckpoints, Filters, MAX_BLOCK_LEN};
 
 use crate::filters::FilterAnswer;
-
-/// Request ids of the cross-check (probes and disputes) have these top bits: `010` (header
-/// requests use `00`, filter headers `10`, the scan `11`, the wallet's blocks `011`).
-pub const CHECK_ID_BITS: u32 = 1 << 30;
-/// The bits below the kind bits, for a counter.
-pub const ID_MASK: u32 = (1 << 29) - 1;
-
-/// Whether `id` is a cross-check request's.
-pub fn is_check_id(id: u32) -> bool {
-    id >> 29 == 0b010
-}
+use crate::request::Ids;
 
 /// How a gateway broke a rule while a dispute questioned it (it is marked bad).
 #[derive(Clone, Copy, PartialEq, Eq, Debug, thiserror::Error)]
@@ -251,14 +241,14 @@ pub struct Dispute {
     stage: Stage,
     /// The request in flight to `against` (not the judge's, which keeps its own).
     asked: Option<u32>,
-    ids: u32,
+    ids: Ids,
     reading: bool,
 }
 
 impl Dispute {
     /// A dispute with `against`, whose filter header at `top` is `theirs` (not ours); our
     /// store holds filter headers from `base` on.
-    pub fn new(against: usize, top: u32, theirs: [u8; 32], base: u32, ids: u32) -> Dispute {
+    pub fn new(against: usize, top: u32, theirs: [u8; 32], base: u32, ids: Ids) -> Dispute {
         Dispute {
             against,
             top,
@@ -280,8 +270,7 @@ impl Dispute {
     }
 
     fn next_id(&mut self) -> u32 {
-        self.ids = self.ids.wrapping_add(1);
-        CHECK_ID_BITS | (self.ids & ID_MASK)
+        self.ids.next_id()
     }
 
     /// Heights whose block hashes and stored filter headers to read (then
@@ -383,10 +372,7 @@ impl Dispute {
         let against = self.against;
         if let Stage::Judge(j) = &mut self.stage {
             let (height, hash) = (j.height, j.hash);
-            let mut id = || {
-                self.ids = self.ids.wrapping_add(1);
-                CHECK_ID_BITS | (self.ids & ID_MASK)
-            };
+            let mut id = || self.ids.next_id();
             let side = match (&j.filters[THEIRS], &j.filters[OURS], ours) {
                 (Fetch::NotAsked, _, _) => Some((THEIRS, against)),
                 (_, Fetch::NotAsked, Some(s)) if s != against => Some((OURS, s)),
@@ -772,6 +758,7 @@ mod tests {
     use lightwire_wire::AnswerFlags;
 
     use super::*;
+    use crate::request::Task;
 
     const LAST: AnswerFlags = AnswerFlags {
         last: true,
@@ -815,7 +802,7 @@ mod tests {
     /// Bring a dispute against gateway 1 (parting at `fork`) to its judgment of `fork`.
     fn to_judgment(fork: u32) -> (Dispute, Vec<[u8; 32]>, Vec<[u8; 32]>) {
         let (ours, theirs) = chains(fork);
-        let mut d = Dispute::new(1, 3_500, theirs[3_500], 0, 0);
+        let mut d = Dispute::new(1, 3_500, theirs[3_500], 0, Ids::new(Task::Check));
         assert_eq!(d.need_read(Some(3_000)), None, "not stored yet");
         assert_eq!(serve_read(&mut d, &ours), Outcome::Going);
         let Ok(Some((1, Ask::Checkpoints { id, stop }))) = d.next_ask(None) else {
@@ -875,7 +862,7 @@ mod tests {
     /// are `cps`' at 1,000, 2,000 and 3,000, brought to its filter-header request: the
     /// dispute, the request's id and first height.
     fn to_range(ours: &[[u8; 32]], cps: &[[u8; 32]], top: [u8; 32]) -> (Dispute, u32, u32) {
-        let mut d = Dispute::new(1, 3_500, top, 0, 0);
+        let mut d = Dispute::new(1, 3_500, top, 0, Ids::new(Task::Check));
         serve_read(&mut d, ours);
         let Ok(Some((_, Ask::Checkpoints { id, .. }))) = d.next_ask(None) else {
             panic!("checkpoints")
@@ -929,7 +916,7 @@ mod tests {
     #[test]
     fn checkpoints_out_of_order_or_above_the_top_are_a_rule_broken() {
         let (ours, theirs) = chains(2_345);
-        let mut d = Dispute::new(1, 3_500, theirs[3_500], 0, 0);
+        let mut d = Dispute::new(1, 3_500, theirs[3_500], 0, Ids::new(Task::Check));
         serve_read(&mut d, &ours);
         let Ok(Some((_, Ask::Checkpoints { id, .. }))) = d.next_ask(None) else {
             panic!()

@@ -30,12 +30,13 @@ mod relay;
 
 pub use relay::BroadcastError;
 
-use crate::dispute::{Dispute, Verdict, is_check_id};
+use crate::dispute::{Dispute, Verdict};
 use crate::filters::{FilterAnswer, FilterSync};
 use crate::reason::{DropReason, TransportError};
+use crate::request::{Ids, Task, is_task};
 use crate::scan::{Scan, ScanChange};
 use crate::sync::{Step, SyncError, Syncer};
-use crate::wallet::{WalletChange, WalletSync, is_wallet_id};
+use crate::wallet::{WalletChange, WalletSync};
 
 /// Drop a gateway whose answer to a request makes no progress for this long (it may
 /// still answer pings).
@@ -330,7 +331,7 @@ struct Core {
     /// filter header there).
     dispute: Option<Dispute>,
     disputes: VecDeque<(usize, u32, [u8; 32])>,
-    check_ids: u32,
+    check_ids: Ids,
     /// When a cross-check request was last sent or answered.
     check_heard: Millis,
     /// Gateways found bad while handling another's message: dropped by the engine next.
@@ -343,7 +344,7 @@ struct Core {
     scan_dropped: bool,
     /// Broadcasts waiting for their gateways' answers.
     broadcasts: Vec<relay::Pending>,
-    relay_ids: u32,
+    relay_ids: Ids,
     /// When the wallet's block request last brought a piece (or was sent).
     wallet_heard: Millis,
 }
@@ -416,14 +417,14 @@ impl Engine {
                 filter_base: 0,
                 dispute: None,
                 disputes: VecDeque::new(),
-                check_ids: 0,
+                check_ids: Ids::new(Task::Check),
                 check_heard: now,
                 drops: VecDeque::new(),
                 wallet: None,
                 wallet_scanning: false,
                 scan_dropped: false,
                 broadcasts: Vec::new(),
-                relay_ids: 0,
+                relay_ids: Ids::new(Task::Relay),
                 wallet_heard: now,
             },
         }
@@ -1056,15 +1057,19 @@ impl Core {
                     before,
                     headers,
                 };
-                if is_check_id(id) {
+                if is_task(id, Task::Check) {
                     return self.on_check_headers(g, answer);
                 }
                 return self.on_filter_headers(g, answer);
             }
             PeerEvent::FilterCheckpoints(m) => return self.on_checkpoints(g, &m),
-            PeerEvent::Filters(m) if is_check_id(m.id) => return self.on_check_filters(g, &m),
+            PeerEvent::Filters(m) if is_task(m.id, Task::Check) => {
+                return self.on_check_filters(g, &m);
+            }
             PeerEvent::Filters(m) => return self.on_filters(g, &m),
-            PeerEvent::Block(p) if is_wallet_id(p.id) => return self.on_wallet_block(g, &p),
+            PeerEvent::Block(p) if is_task(p.id, Task::Wallet) => {
+                return self.on_wallet_block(g, &p);
+            }
             PeerEvent::Block(p) => return self.on_block(g, &p),
             PeerEvent::TxResult(r) => return self.on_tx_result(g, &r),
         }

@@ -15,6 +15,7 @@
 //! forge is that they must chain from the hashes sent, and (to come) agree with the other
 //! gateways' checkpoints.
 
+use crate::request::{Ids, Task};
 use std::collections::VecDeque;
 
 use lightwire_chain::BlockHash;
@@ -27,8 +28,6 @@ pub const FILTER_REQUEST: u32 = 20_000;
 pub const RECENT_FILTER_HEADERS: usize = 4096;
 /// Marks kept (stop points for requests); one per validated headers message at most.
 const MAX_MARKS: usize = 4096;
-/// Request ids for filter headers have this bit set, apart from header requests'.
-pub const FILTER_ID_BIT: u32 = 1 << 31;
 
 /// A filter-header answer that cannot be taken.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, thiserror::Error)]
@@ -103,7 +102,7 @@ pub struct FilterSync {
     /// Validated headers of the best chain above `next - 1`, ascending: where requests stop.
     marks: VecDeque<(u32, BlockHash)>,
     in_flight: Option<InFlight>,
-    ids: u32,
+    ids: Ids,
     /// The last answer ended short of its stop (the gateway's filter headers lag its
     /// headers): nothing is asked until a tip or new headers come.
     short: bool,
@@ -130,7 +129,7 @@ impl FilterSync {
             recent,
             marks: VecDeque::new(),
             in_flight: None,
-            ids: 0,
+            ids: Ids::new(Task::FilterHeaders),
             short: false,
             reached: None,
         }
@@ -266,8 +265,7 @@ impl FilterSync {
             // After a truncation deeper than a request can reach, no mark is near enough
             // (marks come with validated headers): nothing is asked this session.
             .filter(|&&(h, _)| h - self.next < MAX_REQUEST_FILTER_HEADERS)?;
-        self.ids = self.ids.wrapping_add(1);
-        let id = FILTER_ID_BIT | (self.ids & !FILTER_ID_BIT);
+        let id = self.ids.next_id();
         self.in_flight = Some(InFlight {
             id,
             gateway,
@@ -408,7 +406,7 @@ mod tests {
             (0, hash(18_953)),
             "the last mark within 20,000"
         );
-        assert!(id & FILTER_ID_BIT != 0);
+        assert!(crate::request::is_task(id, Task::FilterHeaders));
         assert_eq!(s.next_request(0), None, "one at a time");
         let headers: Vec<[u8; 32]> = (0..100).map(fh).collect();
         let mut taken = Vec::new();

@@ -21,6 +21,7 @@ pub mod engine;
 pub mod filters;
 pub mod pipeline;
 pub mod reason;
+pub mod request;
 pub mod scan;
 pub mod start;
 pub mod sync;

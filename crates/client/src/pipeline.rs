@@ -171,6 +171,8 @@ pub struct Committed {
 pub struct Pipeline {
     spare: Pending,
     durability: Option<Durability>,
+    /// The stored tip's block time: a commit of filter headers only leaves it as it was.
+    tip_time: u32,
     /// A scan window read from the store (buffers reused).
     headers: Vec<lightwire_chain::Header>,
     hashes: Vec<lightwire_chain::BlockHash>,
@@ -184,6 +186,7 @@ impl Default for Pipeline {
         Pipeline {
             spare: Pending::new(0),
             durability: None,
+            tip_time: 0,
             headers: Vec::new(),
             hashes: Vec::new(),
             filter_headers: Vec::new(),
@@ -193,6 +196,15 @@ impl Default for Pipeline {
 }
 
 impl Pipeline {
+    /// A pipeline for a store whose tip's block time is `tip_time` (reported by commits
+    /// that leave the tip where it is).
+    pub fn resumed(tip_time: u32) -> Pipeline {
+        Pipeline {
+            tip_time,
+            ..Pipeline::default()
+        }
+    }
+
     /// If the engine waits for ancestors from the store, read them and hand them over;
     /// returns whether it did.
     pub async fn read_ancestors<S: HeaderStore>(
@@ -314,12 +326,11 @@ impl Pipeline {
         let durability = self.durability.take().unwrap_or(Durability::Relaxed);
         match result {
             Ok(tip) => {
-                let time = self
-                    .spare
-                    .batch(durability)
-                    .entries
-                    .last()
-                    .map_or(0, |e| e.header.time);
+                let entries = self.spare.batch(durability).entries;
+                if let Some(last) = entries.last() {
+                    self.tip_time = last.header.time;
+                }
+                let time = self.tip_time;
                 engine.committed(now);
                 Ok(Committed { tip, time })
             }
@@ -375,6 +386,33 @@ mod tests {
     fn small(e: &mut Engine) {
         e.syncer_mut().request_size = 2_000;
         e.syncer_mut().commit_every = 1_000;
+    }
+
+    #[test]
+    fn a_commit_reports_the_stored_tips_block_time() {
+        // Filter headers end after the headers: the last commit carries filter headers
+        // only, and must still report the stored tip's time (it reported 0, shown as
+        // 1 January 1970).
+        let chain = TestChain::generate(3_000);
+        let want = chain.header(3_000).time;
+        let mut net = Net::new(memory(), vec![chain], small);
+        net.drive();
+        let c = net.committed.expect("a commit");
+        assert_eq!(c.tip.height, 3_000);
+        assert_eq!(c.time, want);
+        // A store synced without filters, resumed with them: every commit of the second
+        // session carries filter headers only.
+        let mut net = Net::new(memory(), vec![TestChain::generate(3_000)], |e| {
+            small(e);
+            e.set_filters(false);
+        });
+        net.drive();
+        let store = net.store;
+        let mut net = Net::new(store, vec![TestChain::generate(3_000)], small);
+        net.drive();
+        let c = net.committed.expect("filter headers committed");
+        assert_eq!(c.tip.height, 3_000);
+        assert_eq!(c.time, want);
     }
 
     #[test]

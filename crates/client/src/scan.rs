@@ -12,6 +12,7 @@
 //! filter headers are cross-checked across gateways, the lie of the gateway the headers
 //! came from: see docs/PROTOCOL.md). Filters are not kept.
 
+use crate::request::{Ids, Task};
 use std::collections::VecDeque;
 
 use lightwire_chain::BlockHash;
@@ -26,8 +27,6 @@ pub const SCAN_WINDOW: u32 = 10_000;
 /// Requests in flight at once: the next one's filters follow the first's with no round trip
 /// between them.
 pub const SCAN_IN_FLIGHT: usize = 2;
-/// Request ids for filters have these bits set.
-pub const SCAN_ID_BITS: u32 = 3 << 30;
 
 /// A `filters` answer that breaks a rule.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, thiserror::Error)]
@@ -115,7 +114,7 @@ pub struct Scan {
     /// The filter being put together: its bytes so far and its whole length.
     buf: Vec<u8>,
     filter_len: Option<u32>,
-    ids: u32,
+    ids: Ids,
     /// Filters matched so far.
     pub filters: u64,
     /// Filter bytes taken.
@@ -146,7 +145,7 @@ impl Scan {
             next_request: from,
             buf: Vec::new(),
             filter_len: None,
-            ids: 0,
+            ids: Ids::new(Task::Scan),
             filters: 0,
             bytes: 0,
             reported_tip: false,
@@ -356,8 +355,7 @@ impl Scan {
         let end = (self.window_end() - 1)
             .min(first.saturating_add(SCAN_REQUEST - 1))
             .min(limit);
-        self.ids = self.ids.wrapping_add(1);
-        let id = SCAN_ID_BITS | (self.ids & !SCAN_ID_BITS);
+        let id = self.ids.next_id();
         self.requests.push_back(Request { id, gateway, end });
         self.next_request = end + 1;
         let stop = *self.hashes.get((end - self.start) as usize)?;
@@ -618,7 +616,7 @@ mod tests {
             r.iter().map(|x| (x.1, x.2)).collect::<Vec<_>>(),
             [(0, 999), (1000, 1999)]
         );
-        assert!(r[0].0 & SCAN_ID_BITS == SCAN_ID_BITS);
+        assert!(crate::request::is_task(r[0].0, Task::Scan));
         // An answer to the second before the first ended: refused.
         let (_, e) = feed(&mut s, &answer(r[1].0, &filters, 1000, 1999, 65_535));
         assert!(matches!(e, Err(ScanError::OutOfOrder { .. })));

@@ -2,6 +2,7 @@
 //! gathering of validated headers into store commits. The engine moves the requests and
 //! answers through a `lightwire_proto::Initiator` and the commits into a `HeaderStore`.
 
+use crate::request::{Ids, Task};
 use lightwire_chain::{BlockHash, Chain, ConnectError, Entry, Header, Outcome, Work};
 use lightwire_proto::decode_headers;
 use lightwire_store::{Batch, Durability, Pending, Tip};
@@ -85,7 +86,7 @@ pub struct Syncer {
     /// The store's first header (height and hash): genesis, or the checkpoint it started
     /// from. Every locator ends with it.
     base: (u32, BlockHash),
-    next_id: u32,
+    ids: Ids,
     batch: Vec<Header>,
     /// Headers per request.
     pub request_size: u32,
@@ -114,7 +115,7 @@ impl Syncer {
             continue_from: None,
             deep: Vec::new(),
             base: (0, chain_genesis),
-            next_id: 0,
+            ids: Ids::new(Task::Headers),
             batch: Vec::with_capacity(lightwire_chain::MAX_BATCH),
             request_size: DEFAULT_REQUEST,
             commit_every: DEFAULT_COMMIT_EVERY,
@@ -184,14 +185,14 @@ impl Syncer {
         if self.in_flight.is_some() || self.target.is_none() {
             return None;
         }
-        self.next_id = self.next_id.wrapping_add(1);
-        self.in_flight = Some(self.next_id);
+        let id = self.ids.next_id();
+        self.in_flight = Some(id);
         self.answer_len = 0;
         self.answer_new = false;
         self.answer_last = None;
         self.request_seq = self.target_seq;
         self.locator(locator);
-        Some((self.next_id, self.request_size))
+        Some((id, self.request_size))
     }
 
     /// The store starts at `height` with `hash` (a checkpoint start) rather than at genesis:

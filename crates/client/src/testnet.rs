@@ -16,7 +16,7 @@ use lightwire_proto::{BufferMode, ConnectString, Millis};
 use lightwire_store::{Batch, HeaderStore, MemoryStore, StateKey, StoreError, Tip};
 
 use crate::engine::{Action, Engine, Event};
-use crate::pipeline::{self, Pipeline};
+use crate::pipeline::{self, Committed, Pipeline};
 
 /// Unix time of the tests (after every generated header, before their two-hour limit).
 pub const NOW: Millis = Millis(2_000_000_000_000);
@@ -130,6 +130,8 @@ pub struct Net<S: HeaderStore> {
     pub events: Vec<Event>,
     /// The store failure that stopped the sync, if any.
     pub store_error: Option<StoreError>,
+    /// The last commit that completed, as the shell reports it.
+    pub committed: Option<Committed>,
     pipeline: Pipeline,
 }
 
@@ -143,8 +145,11 @@ impl<S: HeaderStore> Net<S> {
                 node_id: key(0x40 + g as u8).public_key(),
             })
             .collect();
-        let (mut engine, _) =
+        let (mut engine, stored) =
             block_on(pipeline::open(&store, list, key(1), 7, NOW)).expect("the store opens");
+        let tip_time = block_on(store.header(stored.height))
+            .expect("the store reads")
+            .map_or(0, |h| h.time);
         tune(&mut engine);
         Net {
             now: NOW,
@@ -154,7 +159,8 @@ impl<S: HeaderStore> Net<S> {
             store,
             events: Vec::new(),
             store_error: None,
-            pipeline: Pipeline::default(),
+            committed: None,
+            pipeline: Pipeline::resumed(tip_time),
         }
     }
 
@@ -205,7 +211,10 @@ impl<S: HeaderStore> Net<S> {
                     self.pipeline
                         .run(&mut self.engine, &mut self.store, self.now),
                 ) {
-                    Ok(Some(_)) => moved = true,
+                    Ok(Some(c)) => {
+                        self.committed = Some(c);
+                        moved = true;
+                    }
                     Ok(None) => moved |= self.pipeline.take_moved(),
                     Err(e) => {
                         self.store_error = Some(e);

@@ -31,15 +31,7 @@ use lightwire_wallet::watch::{DEFAULT_GAP, DEFAULT_LOOKAHEAD};
 use lightwire_wallet::{AddressError, Descriptor, DescriptorError, Ledger, WalletTx, Watchlist};
 use lightwire_wire::{BlockPiece, MAX_BLOCK_LEN};
 
-use crate::dispute::ID_MASK;
-
-/// Request ids of the wallet's block fetches have these top bits: `011`.
-pub const WALLET_ID_BITS: u32 = 0b011 << 29;
-
-/// Whether `id` is a wallet block request's.
-pub fn is_wallet_id(id: u32) -> bool {
-    id >> 29 == 0b011
-}
+use crate::request::{Ids, Task};
 
 /// A block answer that breaks a rule (the gateway is marked bad).
 #[derive(Clone, Copy, PartialEq, Eq, Debug, thiserror::Error)]
@@ -165,7 +157,7 @@ pub struct WalletSync {
     buf: Vec<u8>,
     /// Gateways that failed the block at the front of the queue.
     tried: Vec<usize>,
-    ids: u32,
+    ids: Ids,
     /// Applied since the state was last saved.
     pub dirty: bool,
 }
@@ -184,7 +176,7 @@ impl WalletSync {
             fetch: None,
             buf: Vec::new(),
             tried: Vec::new(),
-            ids: 0,
+            ids: Ids::new(Task::Wallet),
             dirty: false,
         }
     }
@@ -341,8 +333,7 @@ impl WalletSync {
         }
         let &(height, hash) = self.queue.front()?;
         let gateway = pick(&self.tried)?;
-        self.ids = self.ids.wrapping_add(1);
-        let id = WALLET_ID_BITS | (self.ids & ID_MASK);
+        let id = self.ids.next_id();
         self.fetch = Some(Fetch {
             gateway,
             id,

@@ -6,9 +6,10 @@ use lightwire_proto::Initiator;
 use lightwire_wire::{BlockPiece, FilterCheckpoints, Filters};
 
 use super::{Core, Engine, Event};
-use crate::dispute::{Ask, CHECK_ID_BITS, Dispute, DisputeError, ID_MASK, Outcome, Verdict};
+use crate::dispute::{Ask, Dispute, DisputeError, Outcome, Verdict};
 use crate::filters::FilterAnswer;
 use crate::reason::DropReason;
+use crate::request::{Ids, Task};
 
 /// A probe in flight: its id, the height asked and our filter header there.
 #[derive(Clone, Copy, Debug)]
@@ -121,8 +122,7 @@ fn send(conn: &mut Initiator, ask: Ask) -> Result<(), lightwire_proto::PeerError
 
 impl Core {
     fn next_check_id(&mut self) -> u32 {
-        self.check_ids = self.check_ids.wrapping_add(1);
-        CHECK_ID_BITS | (self.check_ids & ID_MASK)
+        self.check_ids.next_id()
     }
 
     /// Gateway `g`'s filter headers differ from ours at `height` (it says `theirs`): it
@@ -142,8 +142,11 @@ impl Core {
     fn start_next_dispute(&mut self) {
         while let Some((g, height, theirs)) = self.disputes.pop_front() {
             if self.gateways[g].ready {
-                self.check_ids = self.check_ids.wrapping_add(1 << 20);
-                let ids = self.check_ids;
+                // A range of its own, so that a late answer to an earlier dispute is not
+                // taken for this one's.
+                let seq = self.check_ids.seq().wrapping_add(1 << 20);
+                self.check_ids = Ids::starting_at(Task::Check, seq);
+                let ids = self.check_ids.clone();
                 self.dispute = Some(Dispute::new(g, height, theirs, self.filter_base, ids));
                 self.check_heard = self.now;
                 return;

@@ -46,8 +46,7 @@ impl Engine {
             return Err(BroadcastError::Refused(status));
         }
         let c = &mut self.core;
-        c.relay_ids = c.relay_ids.wrapping_add(1);
-        let id = c.relay_ids;
+        let id = c.relay_ids.next_id();
         let mut waiting = Vec::new();
         for g in 0..c.gateways.len() {
             if !c.gateways[g].ready {

@@ -715,7 +715,8 @@ async fn serve(net: &mut Net, store: &IdbStore, call: Call) {
 
 /// The loop, until the client stops or the store fails.
 pub async fn run(mut net: Net, mut store: IdbStore) {
-    let mut pipeline = Pipeline::default();
+    let tip_time = net.status.borrow().stored_time;
+    let mut pipeline = Pipeline::resumed(tip_time);
     loop {
         net.pump();
         for call in std::mem::take(&mut net.calls) {

@@ -1,0 +1,170 @@
+//! Request ids: which task a request belongs to, written once. A gateway echoes the id of
+//! the request it answers; the engine routes the answer to the task named by the id's top
+//! three bits, and the task checks that the id is one it has in flight to that gateway (a
+//! gateway answering another task's request, or one never asked, breaks a rule).
+//!
+//! The bits are ours alone: a gateway sees opaque 32-bit ids, so the layout can change
+//! without a protocol change.
+
+use core::fmt;
+
+/// The bits below the task's, for a task's own counter.
+const SEQ_BITS: u32 = 29;
+const SEQ_MASK: u32 = (1 << SEQ_BITS) - 1;
+
+/// The engine's tasks that send requests.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Hash)]
+pub enum Task {
+    /// Headers (`get_headers`).
+    Headers,
+    /// Transactions to relay (`tx`).
+    Relay,
+    /// The filter cross-check: probes and disputes (filter headers, checkpoints, filters,
+    /// blocks).
+    Check,
+    /// The wallet's matched blocks.
+    Wallet,
+    /// The filter-header chain.
+    FilterHeaders,
+    /// The scan's filters.
+    Scan,
+}
+
+impl Task {
+    /// Every task, in the order of their bits.
+    pub const ALL: [Task; 6] = [
+        Task::Headers,
+        Task::Relay,
+        Task::Check,
+        Task::Wallet,
+        Task::FilterHeaders,
+        Task::Scan,
+    ];
+
+    /// The id's top three bits for this task.
+    const fn bits(self) -> u32 {
+        match self {
+            Task::Headers => 0b000,
+            Task::Relay => 0b001,
+            Task::Check => 0b010,
+            Task::Wallet => 0b011,
+            Task::FilterHeaders => 0b100,
+            Task::Scan => 0b110,
+        }
+    }
+
+    /// Its place in [`Self::ALL`] (for tables indexed by task).
+    pub const fn index(self) -> usize {
+        match self {
+            Task::Headers => 0,
+            Task::Relay => 1,
+            Task::Check => 2,
+            Task::Wallet => 3,
+            Task::FilterHeaders => 4,
+            Task::Scan => 5,
+        }
+    }
+}
+
+/// A request's id: a task and a counter of that task's.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct RequestId(u32);
+
+impl RequestId {
+    /// The id of `task`'s request number `seq` (counted modulo 2^29).
+    pub const fn new(task: Task, seq: u32) -> RequestId {
+        RequestId(task.bits() << SEQ_BITS | (seq & SEQ_MASK))
+    }
+
+    /// An id as it came on the wire.
+    pub const fn from_wire(id: u32) -> RequestId {
+        RequestId(id)
+    }
+
+    /// The id as it goes on the wire.
+    pub const fn get(self) -> u32 {
+        self.0
+    }
+
+    /// The task whose request this is, if the id names one.
+    pub fn task(self) -> Option<Task> {
+        let bits = self.0 >> SEQ_BITS;
+        Task::ALL.into_iter().find(|t| t.bits() == bits)
+    }
+}
+
+impl fmt::Debug for RequestId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.task() {
+            Some(t) => write!(f, "{t:?}#{}", self.0 & SEQ_MASK),
+            None => write!(f, "{:#010x}", self.0),
+        }
+    }
+}
+
+/// Whether wire id `id` is a request of `task`'s.
+pub fn is_task(id: u32, task: Task) -> bool {
+    RequestId::from_wire(id).task() == Some(task)
+}
+
+/// A task's request ids, one after another.
+#[derive(Clone, Debug)]
+pub struct Ids {
+    task: Task,
+    seq: u32,
+}
+
+impl Ids {
+    /// `task`'s ids, from its first.
+    pub const fn new(task: Task) -> Ids {
+        Ids { task, seq: 0 }
+    }
+
+    /// `task`'s ids, from number `seq` on (a dispute starts its own range, so that a late
+    /// answer to an earlier dispute is not taken for this one's).
+    pub const fn starting_at(task: Task, seq: u32) -> Ids {
+        Ids { task, seq }
+    }
+
+    /// The next id, as it goes on the wire.
+    pub fn next_id(&mut self) -> u32 {
+        self.seq = self.seq.wrapping_add(1);
+        RequestId::new(self.task, self.seq).get()
+    }
+
+    /// The counter (to start another range after it).
+    pub fn seq(&self) -> u32 {
+        self.seq
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    use super::*;
+
+    #[test]
+    fn every_task_reads_back_from_its_ids_and_no_other() {
+        for task in Task::ALL {
+            let mut ids = Ids::new(task);
+            for _ in 0..3 {
+                let id = ids.next_id();
+                assert_eq!(RequestId::from_wire(id).task(), Some(task), "{id:#x}");
+                for other in Task::ALL.into_iter().filter(|&o| o != task) {
+                    assert!(!is_task(id, other));
+                }
+            }
+            // The counter wraps inside the task's bits.
+            let mut ids = Ids::starting_at(task, u32::MAX - 1);
+            for _ in 0..4 {
+                assert_eq!(RequestId::from_wire(ids.next_id()).task(), Some(task));
+            }
+            assert_eq!(Task::ALL[task.index()], task);
+        }
+        // Ids no task sends: a gateway answering with one answers nothing we asked.
+        assert_eq!(RequestId::from_wire(0b101 << 29).task(), None);
+        assert_eq!(RequestId::from_wire(u32::MAX).task(), None);
+    }
+}
