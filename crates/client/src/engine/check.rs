@@ -1,19 +1,23 @@
-//! The engine's side of the filter cross-check (see [`crate::dispute`]): probing every
-//! gateway that serves filters for its filter header at ours, and carrying a dispute's
-//! requests, answers and verdict.
+//! The cross-check task (see [`crate::dispute`]): every gateway that serves filters is
+//! probed for its filter header at our latest; one that differs is in conflict, and a
+//! dispute settles who is wrong by evidence (the block), one dispute at a time.
 
-use lightwire_proto::Initiator;
+use std::collections::VecDeque;
+
+use lightwire_proto::{Initiator, Millis};
 use lightwire_wire::{BlockPiece, FilterCheckpoints, Filters};
 
-use super::{Core, Engine, Event};
+use super::ctx::{Broke, Conns, Ctx, Effect, ready};
+use super::event::Event;
+use super::gateway::FilterTrust;
 use crate::dispute::{Ask, Dispute, DisputeError, Outcome, Verdict};
-use crate::filters::FilterAnswer;
+use crate::filters::{FilterAnswer, FilterSync};
 use crate::reason::DropReason;
 use crate::request::{Ids, Task};
 
 /// A probe in flight: its id, the height asked and our filter header there.
 #[derive(Clone, Copy, Debug)]
-pub(super) struct Probe {
+struct Probe {
     id: u32,
     height: u32,
     ours: [u8; 32],
@@ -21,38 +25,67 @@ pub(super) struct Probe {
     theirs: Option<[u8; 32]>,
 }
 
-impl Engine {
-    /// Probe the gateways not known to agree with our latest filter header, and send what
-    /// a dispute asks.
-    pub(super) fn schedule_checks(&mut self) {
-        let c = &mut self.core;
-        if c.stopped || !c.filters_on {
-            return;
+/// The cross-check's state.
+pub struct Check {
+    /// Each gateway's probe in flight.
+    probes: Vec<Option<Probe>>,
+    /// The dispute under way, and the conflicts waiting for one (gateway, height, its
+    /// filter header there).
+    dispute: Option<Dispute>,
+    disputes: VecDeque<(usize, u32, [u8; 32])>,
+    ids: Ids,
+}
+
+impl Check {
+    /// Nothing probed yet, for `gateways` gateways.
+    pub fn new(gateways: usize) -> Check {
+        Check {
+            probes: vec![None; gateways],
+            dispute: None,
+            disputes: VecDeque::new(),
+            ids: Ids::new(Task::Check),
         }
-        if let Some((t, hash)) = c.filters.reached()
-            && let Some(ours) = c.filters.header_at(t)
+    }
+
+    /// The dispute under way.
+    pub fn dispute_mut(&mut self) -> Option<&mut Dispute> {
+        self.dispute.as_mut()
+    }
+
+    /// Probe the gateways not known to agree with our latest filter header (of
+    /// `filters`), and send what a dispute asks. `Err` names a gateway whose connection
+    /// broke.
+    pub fn schedule(
+        &mut self,
+        ctx: &mut Ctx,
+        conns: &mut Conns,
+        filters: &FilterSync,
+    ) -> Result<(), Broke> {
+        if ctx.stopped || !ctx.filters_on {
+            return Ok(());
+        }
+        if let Some((t, hash)) = filters.reached()
+            && let Some(ours) = filters.header_at(t)
         {
-            for g in 0..c.gateways.len() {
-                let gw = &c.gateways[g];
-                if !gw.ready
-                    || !gw.serves_filters
-                    || gw.filter_conflict
-                    || gw.probe.is_some()
-                    || gw.probe_short
-                    || gw.filter_agreed.is_some_and(|a| a >= t)
-                    || c.filters.asked() == Some(g)
+            for g in 0..ctx.gateways.len() {
+                let gw = &ctx.gateways[g];
+                if !gw.filters_usable()
+                    || self.probes[g].is_some()
+                    || matches!(gw.trust, FilterTrust::Lagging(_))
+                    || gw.trust.agreed().is_some_and(|a| a >= t)
+                    || filters.asked() == Some(g)
                 {
                     continue;
                 }
-                let Some(conn) = self.conns[g].as_mut().filter(|p| p.is_ready()) else {
+                let Some(conn) = ready(conns, g) else {
                     continue;
                 };
-                let id = c.next_check_id();
+                let id = self.ids.next_id();
                 if conn.request_filter_headers(id, t, hash).is_ok() {
-                    if c.gateways.iter().all(|gw| gw.probe.is_none()) {
-                        c.check_heard = c.now;
+                    if self.probes.iter().all(Option::is_none) {
+                        ctx.timers.touch(Task::Check, ctx.now);
                     }
-                    c.gateways[g].probe = Some(Probe {
+                    self.probes[g] = Some(Probe {
                         id,
                         height: t,
                         ours,
@@ -61,40 +94,32 @@ impl Engine {
                 }
             }
         }
-        self.schedule_dispute();
+        self.schedule_dispute(ctx, conns)
     }
 
-    fn schedule_dispute(&mut self) {
-        let c = &mut self.core;
-        if c.dispute.is_none() {
-            c.start_next_dispute();
+    fn schedule_dispute(&mut self, ctx: &mut Ctx, conns: &mut Conns) -> Result<(), Broke> {
+        if self.dispute.is_none() {
+            self.start_next_dispute(ctx);
         }
         loop {
-            let c = &mut self.core;
-            let Some(d) = c.dispute.as_mut() else {
-                return;
+            let Some(d) = self.dispute.as_mut() else {
+                return Ok(());
             };
             let height = d.height();
             let against = d.against;
             // A gateway on our side: it agrees with us at or above the disputed height.
-            let ours = (0..c.gateways.len()).find(|&g| {
-                let gw = &c.gateways[g];
-                g != against
-                    && gw.ready
-                    && gw.serves_filters
-                    && !gw.filter_conflict
-                    && gw.filter_agreed.is_some_and(|a| a >= height)
-            });
+            let ours = (0..ctx.gateways.len())
+                .find(|&g| g != against && ctx.gateways[g].agrees_at(height));
             let (g, ask) = match d.next_ask(ours) {
                 Ok(Some(next)) => next,
-                Ok(None) => return,
+                Ok(None) => return Ok(()),
                 Err(verdict) => {
-                    c.finish_dispute(verdict);
+                    self.finish(ctx, verdict);
                     continue;
                 }
             };
-            let Some(conn) = self.conns[g].as_mut().filter(|p| p.is_ready()) else {
-                return;
+            let Some(conn) = ready(conns, g) else {
+                return Ok(());
             };
             if let Ask::Block { .. } = ask
                 && !conn.serves_blocks()
@@ -102,12 +127,252 @@ impl Engine {
                 d.no_block_from(g);
                 continue;
             }
-            c.check_heard = c.now;
+            ctx.timers.touch(Task::Check, ctx.now);
             if let Err(e) = send(conn, ask) {
-                self.drop_gateway(g, DropReason::Connection(e));
+                return Err((g, e));
+            }
+        }
+    }
+
+    /// Gateway `g`'s filter headers differ from ours at `height` (it says `theirs`): it
+    /// is not used for filters, the application hears of it, and a dispute settles it.
+    pub fn conflict(&mut self, ctx: &mut Ctx, g: usize, height: u32, theirs: [u8; 32]) {
+        let gw = &mut ctx.gateways[g];
+        if gw.trust.is_conflict() {
+            return;
+        }
+        gw.trust.conflict(height);
+        ctx.events
+            .push_back(Event::FilterConflict { gateway: g, height });
+        self.disputes.push_back((g, height, theirs));
+    }
+
+    fn start_next_dispute(&mut self, ctx: &mut Ctx) {
+        while let Some((g, height, theirs)) = self.disputes.pop_front() {
+            if ctx.gateways[g].ready {
+                // A range of its own, so that a late answer to an earlier dispute is not
+                // taken for this one's.
+                let seq = self.ids.seq().wrapping_add(1 << 20);
+                self.ids = Ids::starting_at(Task::Check, seq);
+                let ids = self.ids.clone();
+                self.dispute = Some(Dispute::new(g, height, theirs, ctx.filter_base, ids));
+                ctx.timers.touch(Task::Check, ctx.now);
                 return;
             }
         }
+    }
+
+    /// A `filter_headers` message answering a cross-check request.
+    pub fn on_headers(
+        &mut self,
+        ctx: &mut Ctx,
+        g: usize,
+        a: FilterAnswer<'_>,
+    ) -> Result<(), DropReason> {
+        if let Some(p) = self.probes[g].filter(|p| p.id == a.id) {
+            return self.on_probe(ctx, g, p, a);
+        }
+        match self.dispute.as_mut().filter(|d| d.is_asked(g, a.id)) {
+            Some(d) => {
+                let outcome = d.on_filter_headers(&a);
+                self.outcome(ctx, g, outcome)
+            }
+            None => ctx.given_up_answer(g, a.id, a.flags.last),
+        }
+    }
+
+    fn on_probe(
+        &mut self,
+        ctx: &mut Ctx,
+        g: usize,
+        mut p: Probe,
+        a: FilterAnswer<'_>,
+    ) -> Result<(), DropReason> {
+        if let Some(&last) = a.headers.last() {
+            if a.first_height + a.headers.len() as u32 - 1 != p.height {
+                return Err(DropReason::Dispute(DisputeError::OutOfOrder {
+                    height: p.height,
+                }));
+            }
+            p.theirs = Some(last);
+        }
+        ctx.timers.touch(Task::Check, ctx.now);
+        if !a.flags.last {
+            self.probes[g] = Some(p);
+            return Ok(());
+        }
+        self.probes[g] = None;
+        match p.theirs {
+            // It has not these filter headers yet: asked again after its next tip.
+            None => ctx.gateways[g].trust.lag(),
+            Some(t) if t == p.ours => ctx.gateways[g].trust.agree(p.height),
+            Some(t) => self.conflict(ctx, g, p.height, t),
+        }
+        Ok(())
+    }
+
+    /// A `filter_checkpoints` message (only disputes ask for them).
+    pub fn on_checkpoints(
+        &mut self,
+        ctx: &mut Ctx,
+        g: usize,
+        m: &FilterCheckpoints<'_>,
+    ) -> Result<(), DropReason> {
+        match self.dispute.as_mut().filter(|d| d.is_asked(g, m.id)) {
+            Some(d) => {
+                let outcome = d.on_checkpoints(m);
+                self.outcome(ctx, g, outcome)
+            }
+            None => ctx.given_up_answer(g, m.id, m.flags.last),
+        }
+    }
+
+    /// A `filters` message answering a dispute's request.
+    pub fn on_filters(
+        &mut self,
+        ctx: &mut Ctx,
+        g: usize,
+        m: &Filters<'_>,
+    ) -> Result<(), DropReason> {
+        match self.dispute.as_mut().filter(|d| d.is_asked(g, m.id)) {
+            Some(d) => {
+                let outcome = d.on_filters(g, m);
+                self.outcome(ctx, g, outcome)
+            }
+            None => ctx.given_up_answer(g, m.id, m.flags.last),
+        }
+    }
+
+    /// A `block` message answering a dispute's request.
+    pub fn on_block(
+        &mut self,
+        ctx: &mut Ctx,
+        g: usize,
+        p: &BlockPiece<'_>,
+    ) -> Result<(), DropReason> {
+        match self.dispute.as_mut().filter(|d| d.is_asked(g, p.id)) {
+            Some(d) => {
+                let outcome = d.on_block(g, p);
+                self.outcome(ctx, g, outcome)
+            }
+            None => ctx.given_up_answer(g, p.id, p.last),
+        }
+    }
+
+    /// The store's answer to a dispute's read.
+    pub fn on_read(
+        &mut self,
+        ctx: &mut Ctx,
+        from: u32,
+        hashes: &[lightwire_chain::BlockHash],
+        ours: &[[u8; 32]],
+    ) {
+        if let Some(d) = self.dispute.as_mut()
+            && let Outcome::Over(verdict) = d.on_read(from, hashes, ours)
+        {
+            self.finish(ctx, verdict);
+        }
+    }
+
+    /// What an answer did to the dispute. `g` is the gateway whose message it was: an
+    /// error returned drops it; another gateway found bad is dropped by the engine after.
+    fn outcome(&mut self, ctx: &mut Ctx, g: usize, outcome: Outcome) -> Result<(), DropReason> {
+        ctx.timers.touch(Task::Check, ctx.now);
+        let (bad, e) = match outcome {
+            Outcome::Going => return Ok(()),
+            Outcome::Over(verdict) => {
+                self.finish(ctx, verdict);
+                return Ok(());
+            }
+            Outcome::Bad(bad, e) => (bad, e),
+        };
+        let against = self.dispute.as_ref().map(|d| d.against);
+        if against == Some(bad) {
+            let height = self.dispute.as_ref().map_or(0, Dispute::height);
+            let verdict = match e {
+                DisputeError::FilterLacksOutput { .. } => Verdict::TheirsWrong { height },
+                _ => Verdict::Undecided { height },
+            };
+            self.finish(ctx, verdict);
+        } else if let Some(v) = self.dispute.as_mut().and_then(|d| d.gateway_gone(bad)) {
+            // A gateway on our side that broke a rule: the dispute goes on with the
+            // others, unless it cannot.
+            self.finish(ctx, v);
+        }
+        let why = DropReason::Dispute(e);
+        if bad == g {
+            return Err(why);
+        }
+        ctx.drop_later(bad, why);
+        Ok(())
+    }
+
+    /// The dispute is over: the application hears the verdict, and when ours was wrong,
+    /// the gateways that vouched for ours are marked bad and the other tasks hear of it
+    /// ([`Effect::OursWrong`]).
+    pub fn finish(&mut self, ctx: &mut Ctx, verdict: Verdict) {
+        let Some(d) = self.dispute.take() else {
+            return;
+        };
+        let against = d.against;
+        ctx.events.push_back(Event::FilterDispute {
+            gateway: against,
+            verdict,
+        });
+        if let Verdict::OursWrong { height, prev, hash } = verdict {
+            ctx.stored_filters = ctx.stored_filters.map(|s| s.min(height - 1));
+            ctx.effects
+                .push_back(Effect::OursWrong { height, prev, hash });
+            for g in 0..ctx.gateways.len() {
+                let gw = &ctx.gateways[g];
+                if g != against && gw.trust.agreed().is_some_and(|a| a >= height) {
+                    let why = DropReason::Dispute(DisputeError::FilterLacksOutput { height });
+                    ctx.drop_later(g, why);
+                }
+            }
+            ctx.gateways[against].trust = FilterTrust::Agrees(height - 1);
+        }
+        self.start_next_dispute(ctx);
+    }
+
+    /// The best chain switched branches at `fork`: a dispute above it was over blocks no
+    /// longer ours (probed again on the new branch).
+    pub fn reorg(&mut self, ctx: &mut Ctx, fork: u32) {
+        if self.dispute.as_ref().is_some_and(|d| d.height() > fork) {
+            self.finish(ctx, Verdict::Undecided { height: fork });
+        }
+    }
+
+    /// Gateway `g` is gone: its probe and its part in a dispute.
+    pub fn gateway_gone(&mut self, ctx: &mut Ctx, g: usize) {
+        self.probes[g] = None;
+        self.disputes.retain(|&(x, _, _)| x != g);
+        if let Some(v) = self.dispute.as_mut().and_then(|d| d.gateway_gone(g)) {
+            self.finish(ctx, v);
+        }
+    }
+
+    /// The gateways the cross-check waits on (to drop when it times out).
+    pub fn waiting_on(&self) -> Vec<usize> {
+        let mut out: Vec<usize> = (0..self.probes.len())
+            .filter(|&g| self.probes[g].is_some())
+            .collect();
+        if let Some(d) = &self.dispute {
+            out.extend(d.asked_gateways());
+        }
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+
+    /// When the cross-check's requests time out without an answer.
+    pub fn deadline(&self, ctx: &Ctx) -> Option<Millis> {
+        let waiting = self.probes.iter().any(Option::is_some)
+            || self
+                .dispute
+                .as_ref()
+                .is_some_and(|d| !d.asked_gateways().is_empty());
+        ctx.timers.deadline(Task::Check, waiting)
     }
 }
 
@@ -117,249 +382,5 @@ fn send(conn: &mut Initiator, ask: Ask) -> Result<(), lightwire_proto::PeerError
         Ask::FilterHeaders { id, start, stop } => conn.request_filter_headers(id, start, stop),
         Ask::Filter { id, height, stop } => conn.request_filters(id, height, stop),
         Ask::Block { id, hash } => conn.request_block(id, hash),
-    }
-}
-
-impl Core {
-    fn next_check_id(&mut self) -> u32 {
-        self.check_ids.next_id()
-    }
-
-    /// Gateway `g`'s filter headers differ from ours at `height` (it says `theirs`): it
-    /// is not used for filters, the application hears of it, and a dispute settles it.
-    pub(super) fn conflict(&mut self, g: usize, height: u32, theirs: [u8; 32]) {
-        let gw = &mut self.gateways[g];
-        if gw.filter_conflict {
-            return;
-        }
-        gw.filter_conflict = true;
-        gw.filter_agreed = gw.filter_agreed.map(|a| a.min(height.saturating_sub(1)));
-        self.events
-            .push_back(Event::FilterConflict { gateway: g, height });
-        self.disputes.push_back((g, height, theirs));
-    }
-
-    fn start_next_dispute(&mut self) {
-        while let Some((g, height, theirs)) = self.disputes.pop_front() {
-            if self.gateways[g].ready {
-                // A range of its own, so that a late answer to an earlier dispute is not
-                // taken for this one's.
-                let seq = self.check_ids.seq().wrapping_add(1 << 20);
-                self.check_ids = Ids::starting_at(Task::Check, seq);
-                let ids = self.check_ids.clone();
-                self.dispute = Some(Dispute::new(g, height, theirs, self.filter_base, ids));
-                self.check_heard = self.now;
-                return;
-            }
-        }
-    }
-
-    /// A `filter_headers` message answering a cross-check request.
-    pub(super) fn on_check_headers(
-        &mut self,
-        g: usize,
-        a: FilterAnswer<'_>,
-    ) -> Result<(), DropReason> {
-        if let Some(mut p) = self.gateways[g].probe.filter(|p| p.id == a.id) {
-            if let Some(&last) = a.headers.last() {
-                if a.first_height + a.headers.len() as u32 - 1 != p.height {
-                    return Err(DropReason::Dispute(DisputeError::OutOfOrder {
-                        height: p.height,
-                    }));
-                }
-                p.theirs = Some(last);
-            }
-            self.check_heard = self.now;
-            if !a.flags.last {
-                self.gateways[g].probe = Some(p);
-                return Ok(());
-            }
-            self.gateways[g].probe = None;
-            match p.theirs {
-                // It has not these filter headers yet: asked again after its next tip.
-                None => self.gateways[g].probe_short = true,
-                Some(t) if t == p.ours => {
-                    let gw = &mut self.gateways[g];
-                    gw.filter_agreed = Some(gw.filter_agreed.map_or(p.height, |x| x.max(p.height)));
-                }
-                Some(t) => self.conflict(g, p.height, t),
-            }
-            return Ok(());
-        }
-        match self.dispute.as_mut().filter(|d| d.is_asked(g, a.id)) {
-            Some(d) => {
-                let outcome = d.on_filter_headers(&a);
-                self.dispute_outcome(g, outcome)
-            }
-            None => self.given_up_answer(g, a.id, a.flags.last),
-        }
-    }
-
-    /// A `filter_checkpoints` message (only disputes ask for them).
-    pub(super) fn on_checkpoints(
-        &mut self,
-        g: usize,
-        m: &FilterCheckpoints<'_>,
-    ) -> Result<(), DropReason> {
-        match self.dispute.as_mut().filter(|d| d.is_asked(g, m.id)) {
-            Some(d) => {
-                let outcome = d.on_checkpoints(m);
-                self.dispute_outcome(g, outcome)
-            }
-            None => self.given_up_answer(g, m.id, m.flags.last),
-        }
-    }
-
-    /// A `filters` message answering a dispute's request.
-    pub(super) fn on_check_filters(&mut self, g: usize, m: &Filters<'_>) -> Result<(), DropReason> {
-        match self.dispute.as_mut().filter(|d| d.is_asked(g, m.id)) {
-            Some(d) => {
-                let outcome = d.on_filters(g, m);
-                self.dispute_outcome(g, outcome)
-            }
-            None => self.given_up_answer(g, m.id, m.flags.last),
-        }
-    }
-
-    /// A `block` message (only disputes ask for blocks).
-    pub(super) fn on_block(&mut self, g: usize, p: &BlockPiece<'_>) -> Result<(), DropReason> {
-        match self.dispute.as_mut().filter(|d| d.is_asked(g, p.id)) {
-            Some(d) => {
-                let outcome = d.on_block(g, p);
-                self.dispute_outcome(g, outcome)
-            }
-            None => self.given_up_answer(g, p.id, p.last),
-        }
-    }
-
-    /// The store's answer to a dispute's read.
-    pub(super) fn on_dispute_read(
-        &mut self,
-        from: u32,
-        hashes: &[lightwire_chain::BlockHash],
-        ours: &[[u8; 32]],
-    ) {
-        if let Some(d) = self.dispute.as_mut()
-            && let Outcome::Over(verdict) = d.on_read(from, hashes, ours)
-        {
-            self.finish_dispute(verdict);
-        }
-    }
-
-    /// What an answer did to the dispute. `g` is the gateway whose message it was: an
-    /// error returned drops it; another gateway found bad is dropped by the engine after.
-    fn dispute_outcome(&mut self, g: usize, outcome: Outcome) -> Result<(), DropReason> {
-        self.check_heard = self.now;
-        match outcome {
-            Outcome::Going => Ok(()),
-            Outcome::Over(verdict) => {
-                self.finish_dispute(verdict);
-                Ok(())
-            }
-            Outcome::Bad(bad, e) => {
-                let against = self.dispute.as_ref().map(|d| d.against);
-                if against == Some(bad) {
-                    let height = self.dispute.as_ref().map_or(0, Dispute::height);
-                    let verdict = match e {
-                        DisputeError::FilterLacksOutput { .. } => Verdict::TheirsWrong { height },
-                        _ => Verdict::Undecided { height },
-                    };
-                    self.finish_dispute(verdict);
-                } else if let Some(d) = self.dispute.as_mut() {
-                    // A gateway on our side that broke a rule: the dispute goes on with
-                    // the others.
-                    if let Some(v) = d.gateway_gone(bad) {
-                        self.finish_dispute(v);
-                    }
-                }
-                let why = DropReason::Dispute(e);
-                if bad == g {
-                    Err(why)
-                } else {
-                    self.drops.push_back((bad, why));
-                    Ok(())
-                }
-            }
-        }
-    }
-
-    /// The dispute is over: the application hears the verdict, and when ours was wrong,
-    /// our filter headers from the disputed height on are dropped (stored ones with the
-    /// next commit) and synced again, and the gateways that vouched for them are marked
-    /// bad.
-    pub(super) fn finish_dispute(&mut self, verdict: Verdict) {
-        let Some(d) = self.dispute.take() else {
-            return;
-        };
-        let against = d.against;
-        self.events.push_back(Event::FilterDispute {
-            gateway: against,
-            verdict,
-        });
-        if let Verdict::OursWrong { height, prev, hash } = verdict {
-            if let Some((a, id)) = self.filters.truncate(height - 1, prev) {
-                self.remember_given_up(a, id);
-            }
-            self.filters.mark_below(height, hash);
-            let tip = self.syncer.tip();
-            self.filters.mark(tip.height, tip.hash);
-            self.syncer.truncate_filters(height);
-            self.stored_filters = self.stored_filters.map(|s| s.min(height - 1));
-            if let Some(scan) = self.scan.as_mut() {
-                let events = &mut self.events;
-                let given_up: Vec<(usize, u32)> = scan
-                    .reorg(height - 1, |c| events.push_back(super::scan_event(c)))
-                    .collect();
-                for (a, id) in given_up {
-                    self.remember_given_up(a, id);
-                }
-            }
-            for g in 0..self.gateways.len() {
-                let gw = &mut self.gateways[g];
-                if g != against && gw.filter_agreed.is_some_and(|a| a >= height) {
-                    let why = DropReason::Dispute(DisputeError::FilterLacksOutput { height });
-                    self.drops.push_back((g, why));
-                }
-            }
-            let gw = &mut self.gateways[against];
-            gw.filter_conflict = false;
-            gw.filter_agreed = Some(height - 1);
-        }
-        self.start_next_dispute();
-    }
-
-    /// Gateway `g` is gone: its probe, its agreement and its part in a dispute.
-    pub(super) fn check_gateway_gone(&mut self, g: usize) {
-        let gw = &mut self.gateways[g];
-        gw.probe = None;
-        gw.probe_short = false;
-        gw.filter_agreed = None;
-        self.disputes.retain(|&(x, _, _)| x != g);
-        if let Some(v) = self.dispute.as_mut().and_then(|d| d.gateway_gone(g)) {
-            self.finish_dispute(v);
-        }
-    }
-
-    /// When the cross-check's requests time out without an answer.
-    pub(super) fn check_deadline(&self) -> Option<lightwire_proto::Millis> {
-        let waiting = self.gateways.iter().any(|gw| gw.probe.is_some())
-            || self
-                .dispute
-                .as_ref()
-                .is_some_and(|d| !d.asked_gateways().is_empty());
-        waiting.then(|| self.check_heard + super::REQUEST_TIMEOUT)
-    }
-
-    /// The gateways the cross-check waits on (to drop when it times out).
-    pub(super) fn check_waiting_on(&self) -> Vec<usize> {
-        let mut out: Vec<usize> = (0..self.gateways.len())
-            .filter(|&g| self.gateways[g].probe.is_some())
-            .collect();
-        if let Some(d) = &self.dispute {
-            out.extend(d.asked_gateways());
-        }
-        out.sort_unstable();
-        out.dedup();
-        out
     }
 }

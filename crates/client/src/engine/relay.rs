@@ -1,12 +1,15 @@
-//! Broadcasting a transaction: it is checked here as a gateway would (one transaction,
+//! The relay task: a transaction is checked here as a gateway would (one transaction,
 //! standard weight and size), sent to every connected gateway that relays, and the
 //! application hears how many passed it to their nodes.
 
+use lightwire_proto::Millis;
 use lightwire_proto::session::{RelayStatus, check_tx};
 use lightwire_wire::{MAX_TX_LEN, TxResult};
 
-use super::{Core, Engine, Event, REQUEST_TIMEOUT};
+use super::ctx::{Conns, Ctx, REQUEST_TIMEOUT, ready};
+use super::event::Event;
 use crate::reason::DropReason;
+use crate::request::{Ids, Task};
 use crate::sync::SyncError;
 
 /// Why a transaction was not sent.
@@ -25,19 +28,38 @@ pub enum BroadcastError {
 
 /// A broadcast waiting for its gateways' answers.
 #[derive(Debug)]
-pub(super) struct Pending {
+struct Pending {
     id: u32,
     txid: [u8; 32],
     waiting: Vec<usize>,
     relayed: Vec<usize>,
     refused: Vec<(usize, RelayStatus)>,
-    sent_at: lightwire_proto::Millis,
+    sent_at: Millis,
 }
 
-impl Engine {
+/// The relay task's state.
+pub struct Relay {
+    broadcasts: Vec<Pending>,
+    ids: Ids,
+}
+
+impl Relay {
+    /// Nothing sent yet.
+    pub fn new() -> Relay {
+        Relay {
+            broadcasts: Vec::new(),
+            ids: Ids::new(Task::Relay),
+        }
+    }
+
     /// Send signed transaction `tx` to every connected gateway that relays; returns the
-    /// request's id and the txid. [`Event::Broadcast`] follows with what they did.
-    pub fn broadcast(&mut self, tx: &[u8]) -> Result<(u32, [u8; 32]), BroadcastError> {
+    /// request's id and the txid.
+    pub fn broadcast(
+        &mut self,
+        ctx: &mut Ctx,
+        conns: &mut Conns,
+        tx: &[u8],
+    ) -> Result<(u32, [u8; 32]), BroadcastError> {
         if tx.len() > MAX_TX_LEN {
             return Err(BroadcastError::TooLarge(tx.len()));
         }
@@ -45,71 +67,61 @@ impl Engine {
         if status != RelayStatus::Relayed {
             return Err(BroadcastError::Refused(status));
         }
-        let c = &mut self.core;
-        let id = c.relay_ids.next_id();
-        let mut waiting = Vec::new();
-        for g in 0..c.gateways.len() {
-            if !c.gateways[g].ready {
-                continue;
-            }
-            if let Some(conn) = self.conns[g]
-                .as_mut()
-                .filter(|p| p.is_ready() && p.relays())
-                && conn.send_tx(id, tx).is_ok()
-            {
-                waiting.push(g);
-            }
-        }
+        let id = self.ids.next_id();
+        let waiting: Vec<usize> = (0..ctx.gateways.len())
+            .filter(|&g| {
+                ctx.gateways[g].ready
+                    && ready(conns, g)
+                        .filter(|c| c.relays())
+                        .is_some_and(|c| c.send_tx(id, tx).is_ok())
+            })
+            .collect();
         if waiting.is_empty() {
             return Err(BroadcastError::NoGateway);
         }
-        let now = self.core.now;
-        self.core.broadcasts.push(Pending {
+        self.broadcasts.push(Pending {
             id,
             txid,
             waiting,
             relayed: Vec::new(),
             refused: Vec::new(),
-            sent_at: now,
+            sent_at: ctx.now,
         });
         Ok((id, txid))
     }
-}
 
-impl Core {
     /// A gateway's `tx_result`.
-    pub(super) fn on_tx_result(&mut self, g: usize, r: &TxResult) -> Result<(), DropReason> {
-        let Some(i) = self
+    pub fn on_result(&mut self, ctx: &mut Ctx, g: usize, r: &TxResult) -> Result<(), DropReason> {
+        let Some(b) = self
             .broadcasts
-            .iter()
-            .position(|b| b.id == r.id && b.waiting.contains(&g))
+            .iter_mut()
+            .find(|b| b.id == r.id && b.waiting.contains(&g))
         else {
             return Err(DropReason::Sync(SyncError::UnexpectedAnswer { id: r.id }));
         };
-        let b = &mut self.broadcasts[i];
         b.waiting.retain(|&w| w != g);
         match r.status {
             RelayStatus::Relayed => b.relayed.push(g),
             s => b.refused.push((g, s)),
         }
-        self.finish_broadcasts();
+        self.finish(ctx);
         Ok(())
     }
 
     /// Gateway `g` is gone: it relays nothing more.
-    pub(super) fn relay_gateway_gone(&mut self, g: usize) {
+    pub fn gateway_gone(&mut self, ctx: &mut Ctx, g: usize) {
         for b in &mut self.broadcasts {
             if b.waiting.contains(&g) {
                 b.waiting.retain(|&w| w != g);
                 b.refused.push((g, RelayStatus::Busy));
             }
         }
-        self.finish_broadcasts();
+        self.finish(ctx);
     }
 
     /// Broadcasts every gateway answered (or that waited too long) are reported.
-    pub(super) fn finish_broadcasts(&mut self) {
-        let now = self.now;
+    pub fn finish(&mut self, ctx: &mut Ctx) {
+        let now = ctx.now;
         let mut i = 0;
         while i < self.broadcasts.len() {
             let b = &mut self.broadcasts[i];
@@ -120,7 +132,7 @@ impl Core {
             }
             if b.waiting.is_empty() {
                 let b = self.broadcasts.remove(i);
-                self.events.push_back(Event::Broadcast {
+                ctx.events.push_back(Event::Broadcast {
                     id: b.id,
                     txid: b.txid,
                     relayed: b.relayed,
@@ -133,7 +145,7 @@ impl Core {
     }
 
     /// When a broadcast stops waiting for its gateways.
-    pub(super) fn broadcast_deadline(&self) -> Option<lightwire_proto::Millis> {
+    pub fn deadline(&self) -> Option<Millis> {
         self.broadcasts
             .iter()
             .map(|b| b.sent_at + REQUEST_TIMEOUT)

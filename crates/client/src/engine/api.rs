@@ -1,0 +1,277 @@
+//! The engine's calls apart from the network's: what the shell reads from the store and
+//! commits to it, what the application asks (scans, the wallet, broadcasts), and what it
+//! can read of the engine. Each hands over to the task it is for and settles.
+
+use lightwire_chain::{BlockHash, Entry};
+use lightwire_proto::Millis;
+use lightwire_store::{Durability, Pending};
+
+use super::{Action, Counters, Engine, Event, GatewayState, relay::BroadcastError};
+use crate::filters::FilterSync;
+use crate::scan::Scan;
+use crate::sync::Syncer;
+use crate::wallet::{WalletSync, WatchError, Watched};
+
+/// The store: resume, reads, commits.
+impl Engine {
+    /// Resume the filter-header chain from the store's last filter header (height and
+    /// header), or from its base when it holds none.
+    pub fn resume_filters(&mut self, tip: Option<(u32, [u8; 32])>, base: u32) {
+        self.ctx.filter_base = base;
+        let t = self.headers.syncer.tip();
+        let tip_of_headers = (t.height, t.hash);
+        self.filter_headers.resume(tip, base, tip_of_headers);
+    }
+
+    /// The store's last filter header is now at `height` (after opening, and after each
+    /// commit).
+    pub fn stored_filters(&mut self, height: Option<u32>) {
+        self.ctx.stored_filters = height;
+        self.settle();
+    }
+
+    /// A commit to start, if one is due: moved into `into`, validation goes on meanwhile.
+    pub fn take_commit(&mut self, into: &mut Pending) -> Option<Durability> {
+        self.headers.take_commit(into)
+    }
+
+    /// The commit from [`Self::take_commit`] completed.
+    pub fn committed(&mut self, now: Millis) {
+        self.ctx.now = now;
+        self.headers.committed();
+        self.settle();
+    }
+
+    /// An answer's batch starts below the validation window: once nothing is uncommitted,
+    /// the shell looks up this parent hash and the batch's headers (80 bytes each) in the
+    /// store, and calls [`Self::on_ancestors`].
+    pub fn need_ancestors(&self) -> Option<(BlockHash, &[u8])> {
+        self.headers.need_ancestors()
+    }
+
+    /// What [`Self::need_ancestors`] asked for: `known`, how many of the batch's first
+    /// headers the store holds on the best chain right after the parent, and stored
+    /// entries ending at the last of those (or at the parent; up to `WINDOW_LEN`, at least
+    /// 2016). `None` if the store does not hold the parent (the gateway's headers link to
+    /// nothing we know: it is marked bad).
+    pub fn on_ancestors(&mut self, found: Option<(&[Entry], usize)>, now: Millis) {
+        self.ctx.now = now;
+        if let Err((g, why)) = self.headers.on_ancestors(&mut self.ctx, found) {
+            self.apply_effects();
+            self.drop_gateway(g, why);
+        }
+        self.settle();
+    }
+
+    /// The heights whose block hashes and filter headers the scan needs read from the
+    /// store next (then [`Self::on_scan_data`]).
+    pub fn need_scan_data(&mut self) -> Option<(u32, u32)> {
+        if self.ctx.stopped {
+            return None;
+        }
+        let stored = self.ctx.stored_filters;
+        self.scan.scan.as_mut()?.need_data(stored)
+    }
+
+    /// What [`Self::need_scan_data`] asked for: the block hashes of `start..=end` and the
+    /// filter headers of `start - 1..=end`.
+    pub fn on_scan_data(&mut self, start: u32, hashes: &[BlockHash], headers: &[[u8; 32]]) {
+        if let Some(scan) = self.scan.scan.as_mut() {
+            scan.on_data(start, hashes, headers);
+        }
+    }
+
+    /// The heights whose block hashes and stored filter headers a dispute needs read from
+    /// the store next (then [`Self::on_dispute_data`]).
+    pub fn need_dispute_data(&mut self) -> Option<(u32, u32)> {
+        if self.ctx.stopped {
+            return None;
+        }
+        let stored = self.ctx.stored_filters;
+        self.check.dispute_mut()?.need_read(stored)
+    }
+
+    /// What [`Self::need_dispute_data`] asked for: the block hashes and stored filter
+    /// headers of `from..=to`.
+    pub fn on_dispute_data(&mut self, from: u32, hashes: &[BlockHash], headers: &[[u8; 32]]) {
+        self.check.on_read(&mut self.ctx, from, hashes, headers);
+        self.settle();
+    }
+
+    /// Go on with a scan restored from the store.
+    pub fn resume_scan(&mut self, scan: Scan) {
+        self.scan.scan = Some(scan);
+        self.ctx
+            .timers
+            .touch(crate::request::Task::Scan, self.ctx.now);
+    }
+
+    /// The scan's state to save, when it moved enough since it was last saved.
+    pub fn scan_to_save(&mut self) -> Option<Vec<u8>> {
+        self.scan.scan.as_mut()?.save()
+    }
+
+    /// Whether the scan was dropped (nothing left to watch) since this was last asked: its
+    /// saved state is to be removed.
+    pub fn take_scan_dropped(&mut self) -> bool {
+        core::mem::take(&mut self.scan.dropped)
+    }
+
+    /// Go on with a wallet restored from the store: the blocks its scan matched and it
+    /// had not applied are fetched again.
+    pub fn resume_wallet(&mut self, wallet: WalletSync) {
+        self.wallet.resume(&mut self.scan, wallet);
+    }
+
+    /// The wallet's state to save, when it changed since it was last saved.
+    pub fn wallet_to_save(&mut self) -> Option<Vec<u8>> {
+        self.wallet.wallet.as_mut()?.to_save()
+    }
+}
+
+/// The application's commands.
+impl Engine {
+    /// Start a rescan of `scripts` from block `from` (replacing any scan under way, the
+    /// wallet's included).
+    pub fn start_scan(&mut self, scripts: Vec<Vec<u8>>, from: u32) {
+        let base = self.headers.syncer.base_height();
+        self.scan.start(&mut self.ctx, scripts, from, base);
+    }
+
+    /// Scan `scripts` from `from`: the scan under way goes on if it is that one (returns
+    /// true), else a new one starts.
+    pub fn scan_or_continue(&mut self, scripts: Vec<Vec<u8>>, from: u32) -> bool {
+        let base = self.headers.syncer.base_height();
+        if self.scan.is_for(&scripts, from, base) {
+            return true;
+        }
+        self.start_scan(scripts, from);
+        false
+    }
+
+    /// Watch `items` (scripts, addresses, descriptors) from block `from`: the wallet scans
+    /// for them, fetches the blocks that match and keeps what they did. Watching more
+    /// later scans again from the wallet's start (what was found is found again).
+    pub fn watch(&mut self, items: &[Watched], from: u32) -> Result<(), WatchError> {
+        let base = self.headers.syncer.base_height();
+        let result = self
+            .wallet
+            .watch(&mut self.ctx, &mut self.scan, items, from, base);
+        self.settle();
+        result
+    }
+
+    /// Stop watching `items`; what is left is scanned again from the wallet's start (every
+    /// transaction found is withdrawn, then those of what is left found again). Nothing
+    /// left: the wallet's scan stops.
+    pub fn unwatch(&mut self, items: &[Watched]) -> Result<(), WatchError> {
+        let base = self.headers.syncer.base_height();
+        let result = self
+            .wallet
+            .unwatch(&mut self.ctx, &mut self.scan, items, base);
+        self.settle();
+        result
+    }
+
+    /// Send signed transaction `tx` to every connected gateway that relays; returns the
+    /// request's id and the txid. [`Event::Broadcast`] follows with what they did.
+    pub fn broadcast(&mut self, tx: &[u8]) -> Result<(u32, [u8; 32]), BroadcastError> {
+        self.relay.broadcast(&mut self.ctx, &mut self.conns, tx)
+    }
+
+    /// Whether to sync filter headers (on by default).
+    pub fn set_filters(&mut self, on: bool) {
+        self.ctx.filters_on = on;
+    }
+
+    /// The application stops: every connection is closed, nothing reconnects.
+    pub fn stop(&mut self, now: Millis) {
+        let c = &mut self.ctx;
+        c.now = now;
+        c.stopped = true;
+        for g in 0..c.gateways.len() {
+            if self.conns[g].take().is_some() || c.gateways[g].state == GatewayState::Connecting {
+                c.actions.push_back(Action::Close { gateway: g });
+            }
+            c.gateways[g].reconnect_at = None;
+            c.set_state(g, GatewayState::Stopped, None);
+        }
+        c.actions.retain(|a| matches!(a, Action::Close { .. }));
+    }
+}
+
+/// What the application and the shell read.
+impl Engine {
+    /// The next event for the application.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.ctx.events.pop_front()
+    }
+
+    /// The next thing for the shell to do.
+    pub fn poll_action(&mut self) -> Option<Action> {
+        self.ctx.actions.pop_front()
+    }
+
+    /// Whether [`Self::stop`] was called.
+    pub fn is_stopped(&self) -> bool {
+        self.ctx.stopped
+    }
+
+    /// Whether nothing is missing: some gateway has been heard, and no announced tip is
+    /// missing, nothing is in flight, nothing waits to be committed or is being committed,
+    /// and the chain has at least the network's minimum work (Bitcoin Core's
+    /// `nMinimumChainWork`: gateways that all lie cannot make a light chain look synced).
+    pub fn is_synced(&self) -> bool {
+        self.headers.is_synced(&self.ctx)
+    }
+
+    /// The sync state (tip, target, tuning).
+    pub fn syncer(&self) -> &Syncer {
+        &self.headers.syncer
+    }
+
+    /// The sync state, to tune (request size, commit size) and seed.
+    pub fn syncer_mut(&mut self) -> &mut Syncer {
+        &mut self.headers.syncer
+    }
+
+    /// The filter-header sync state.
+    pub fn filters(&self) -> &FilterSync {
+        &self.filter_headers.sync
+    }
+
+    /// The rescan, if one was started.
+    pub fn scan(&self) -> Option<&Scan> {
+        self.scan.scan.as_ref()
+    }
+
+    /// Whether the scan has matched everything stored.
+    pub fn scan_at_tip(&self) -> bool {
+        self.scan.at_tip(&self.ctx)
+    }
+
+    /// The wallet, if one watches anything.
+    pub fn wallet(&self) -> Option<&WalletSync> {
+        self.wallet.wallet.as_ref()
+    }
+
+    /// Whether the wallet has matched everything stored and applied every block matched.
+    pub fn wallet_synced(&self) -> bool {
+        self.wallet.synced(&self.ctx, &self.scan)
+    }
+
+    /// Counters since the start.
+    pub fn counters(&self) -> Counters {
+        self.ctx.counters
+    }
+
+    /// Gateway `g`'s WebSocket URL.
+    pub fn url(&self, g: usize) -> &str {
+        &self.ctx.gateways[g].connect.url
+    }
+
+    /// Gateway `g`'s state.
+    pub fn state(&self, g: usize) -> GatewayState {
+        self.ctx.gateways[g].state
+    }
+}

@@ -1,0 +1,258 @@
+//! What every task shares and the engine owns: the clock, the gateways, the queues of
+//! events (for the application), actions (for the shell) and effects (between tasks), the
+//! request timers, and the store's filter-header tip. Tasks take it by `&mut` in each
+//! call; none keeps a reference to another task.
+
+use core::time::Duration;
+use std::collections::VecDeque;
+
+use lightwire_chain::{BlockHash, Entry, Params};
+use lightwire_noise::SecretKey;
+use lightwire_proto::initiator::Limits;
+use lightwire_proto::{Initiator, Millis};
+use lightwire_store::Tip;
+
+use super::event::{Action, Counters, Event};
+use super::gateway::{Gateway, GatewayState, Rng, backoff};
+use crate::reason::DropReason;
+use crate::request::Task;
+use crate::sync::SyncError;
+
+/// Drop a gateway whose answer to a request makes no progress for this long (it may
+/// still answer pings).
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Each gateway's connection, while it has one. Kept apart from [`Ctx`], so that an event
+/// borrowed from a connection's buffer can be handled by the tasks.
+pub type Conns = Vec<Option<Initiator>>;
+
+/// A gateway whose connection refused a request (it is dropped as broken).
+pub type Broke = (usize, lightwire_proto::PeerError);
+
+/// The connection to gateway `g`, if it is ready for requests.
+pub fn ready(conns: &mut Conns, g: usize) -> Option<&mut Initiator> {
+    conns.get_mut(g)?.as_mut().filter(|c| c.is_ready())
+}
+
+/// What one task tells the others, carried by the engine after the input that caused it.
+#[derive(Clone, Debug)]
+pub enum Effect {
+    /// Headers were validated up to this block: filter headers may be asked up to it.
+    Validated {
+        /// Its height.
+        height: u32,
+        /// Its hash.
+        hash: BlockHash,
+    },
+    /// The best chain switched branches at `fork`: what anyone found above it is gone.
+    Reorg {
+        /// The tip replaced.
+        old: Entry,
+        /// The new tip.
+        new: Tip,
+        /// The last block both branches share.
+        fork: u32,
+    },
+    /// A gateway's filter header at `height` is not ours (it says `theirs`).
+    Conflict {
+        /// The gateway.
+        gateway: usize,
+        /// The height.
+        height: u32,
+        /// Its filter header there.
+        theirs: [u8; 32],
+    },
+    /// A dispute found our filter headers wrong from `height` on: `prev` is the right
+    /// one at `height - 1`, of block `hash`.
+    OursWrong {
+        /// The first wrong height.
+        height: u32,
+        /// The right filter header below it.
+        prev: [u8; 32],
+        /// The block at `height - 1`.
+        hash: BlockHash,
+    },
+    /// The scan matched a block (the wallet fetches it).
+    Matched {
+        /// Its height.
+        height: u32,
+        /// Its hash.
+        hash: BlockHash,
+    },
+}
+
+/// When each task was last heard from on its requests: a task waiting on an answer that
+/// brought nothing for [`REQUEST_TIMEOUT`] drops the gateways it waits on. One table, as
+/// quinn-proto's `TimerTable`.
+#[derive(Clone, Debug)]
+pub struct Timers {
+    heard: [Millis; Task::ALL.len()],
+}
+
+impl Timers {
+    /// Every timer heard at `now`.
+    pub fn new(now: Millis) -> Timers {
+        Timers {
+            heard: [now; Task::ALL.len()],
+        }
+    }
+
+    /// `task`'s requests were sent, or brought something, at `now`.
+    pub fn touch(&mut self, task: Task, now: Millis) {
+        self.heard[task.index()] = now;
+    }
+
+    /// When `task`'s wait runs out, if it waits.
+    pub fn deadline(&self, task: Task, waiting: bool) -> Option<Millis> {
+        waiting.then(|| self.heard[task.index()] + REQUEST_TIMEOUT)
+    }
+}
+
+/// The engine's shared state.
+pub struct Ctx {
+    /// The network's rules.
+    pub params: &'static Params,
+    /// The time of the latest input.
+    pub now: Millis,
+    /// Every gateway, as the application listed them.
+    pub gateways: Vec<Gateway>,
+    /// For the application.
+    pub events: VecDeque<Event>,
+    /// For the shell.
+    pub actions: VecDeque<Action>,
+    /// Between tasks.
+    pub effects: VecDeque<Effect>,
+    /// Gateways found bad while handling another's message: dropped by the engine next.
+    pub drops: VecDeque<(usize, DropReason)>,
+    /// When each task was last heard.
+    pub timers: Timers,
+    /// Counters since the start.
+    pub counters: Counters,
+    /// Reconnect jitter.
+    pub rng: Rng,
+    /// Our static key.
+    pub local_static: SecretKey,
+    /// Limits of each connection.
+    pub limits: Limits,
+    /// The application stopped the engine.
+    pub stopped: bool,
+    /// Whether filter headers are synced at all.
+    pub filters_on: bool,
+    /// The last filter header stored, as the shell last said (lowered at once by a reorg
+    /// or a truncation: what the store holds above is rolled back with the next commit).
+    pub stored_filters: Option<u32>,
+    /// The first height the store holds a filter header for.
+    pub filter_base: u32,
+}
+
+impl Ctx {
+    /// A context for `gateways` at `now`.
+    pub fn new(
+        params: &'static Params,
+        gateways: Vec<Gateway>,
+        local_static: SecretKey,
+        seed: u64,
+        now: Millis,
+    ) -> Ctx {
+        let n = gateways.len();
+        let mut actions = VecDeque::with_capacity(2 * n + 4);
+        actions.extend((0..n).map(|gateway| Action::Connect { gateway }));
+        Ctx {
+            params,
+            now,
+            gateways,
+            events: VecDeque::with_capacity(16),
+            actions,
+            effects: VecDeque::new(),
+            drops: VecDeque::new(),
+            timers: Timers::new(now),
+            counters: Counters::default(),
+            rng: Rng::new(seed),
+            local_static,
+            limits: Limits::default(),
+            stopped: false,
+            filters_on: true,
+            stored_filters: None,
+            filter_base: 0,
+        }
+    }
+
+    /// Gateway `g` moves to `state` (the application hears of it, with `reason`).
+    pub fn set_state(&mut self, g: usize, state: GatewayState, reason: Option<DropReason>) {
+        let gw = &mut self.gateways[g];
+        if gw.state == state && reason.is_none() {
+            return;
+        }
+        gw.state = state;
+        self.events.push_back(Event::Gateway {
+            gateway: g,
+            state,
+            reason,
+        });
+    }
+
+    /// Request `id` to gateway `g` was given up: the rest of its answer is let through.
+    pub fn give_up(&mut self, g: usize, id: u32) {
+        self.gateways[g].give_up(id);
+    }
+
+    /// Every `(gateway, id)` given up.
+    pub fn give_up_all(&mut self, given_up: impl IntoIterator<Item = (usize, u32)>) {
+        for (g, id) in given_up {
+            self.give_up(g, id);
+        }
+    }
+
+    /// A message answering request `id`, which is not in flight to gateway `g`: the rest of
+    /// an answer this gateway was asked and then given up (a better tip elsewhere, a reorg)
+    /// is ignored, until its `last`; anything else was never asked for.
+    pub fn given_up_answer(&mut self, g: usize, id: u32, last: bool) -> Result<(), DropReason> {
+        let given_up = &mut self.gateways[g].given_up;
+        let Some(i) = given_up.iter().position(|x| *x == id) else {
+            return Err(DropReason::Sync(SyncError::UnexpectedAnswer { id }));
+        };
+        if last {
+            given_up.remove(i);
+        }
+        Ok(())
+    }
+
+    /// Gateway `g` (not the one whose message is being handled) broke a rule: dropped by
+    /// the engine once the message is handled.
+    pub fn drop_later(&mut self, g: usize, why: DropReason) {
+        self.drops.push_back((g, why));
+    }
+
+    /// Gateway `g`'s connection is gone (`had_socket`: the shell must close it): what the
+    /// engine knew of it while connected is forgotten.
+    pub fn disconnected(&mut self, g: usize, had_socket: bool) {
+        let gw = &mut self.gateways[g];
+        gw.tip = None;
+        gw.ready = false;
+        gw.undelivered = None;
+        gw.undelivered_pending = false;
+        gw.trust.forget();
+        if had_socket {
+            self.actions.push_back(Action::Close { gateway: g });
+        }
+    }
+
+    /// Gateway `g` was dropped for `why`: marked bad for a broken rule, else reconnected
+    /// after a backoff.
+    pub fn dropped(&mut self, g: usize, why: DropReason) {
+        if why.is_violation() {
+            self.events.push_back(Event::Rejected {
+                gateway: g,
+                reason: why.clone(),
+            });
+            self.set_state(g, GatewayState::Bad, Some(why));
+        } else {
+            let gw = &mut self.gateways[g];
+            gw.failures += 1;
+            let delay = backoff(gw.failures, self.rng.next_f64());
+            gw.reconnect_at = Some(self.now + delay);
+            self.counters.reconnects += 1;
+            self.set_state(g, GatewayState::BackingOff, Some(why));
+        }
+    }
+}

@@ -1,0 +1,129 @@
+//! What comes out of the engine: events for the application, actions for the shell,
+//! counters.
+
+use lightwire_chain::BlockHash;
+use lightwire_store::Tip;
+
+use super::gateway::GatewayState;
+use crate::dispute::Verdict;
+use crate::reason::DropReason;
+use crate::wallet::WalletChange;
+
+/// What the application hears about.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub enum Event {
+    /// A gateway's connection changed state; `reason` says why it dropped, if it did.
+    Gateway {
+        /// Index in the gateway list.
+        gateway: usize,
+        /// The new state.
+        state: GatewayState,
+        /// Why it dropped, when it did.
+        reason: Option<DropReason>,
+    },
+    /// The best chain switched branches.
+    Reorg {
+        /// The tip that was replaced.
+        old_tip: Tip,
+        /// The new branch's tip so far.
+        new_tip: Tip,
+        /// Headers of the old chain replaced (old tip height - fork height).
+        depth: u32,
+    },
+    /// A gateway broke a rule and was marked bad; the headers it sent in the failing
+    /// batch were not taken.
+    Rejected {
+        /// Index in the gateway list.
+        gateway: usize,
+        /// The rule.
+        reason: DropReason,
+    },
+    /// A gateway's filter header at `height` is not ours: it is not asked for filters
+    /// while a dispute settles which is wrong ([`Event::FilterDispute`]).
+    FilterConflict {
+        /// Index in the gateway list.
+        gateway: usize,
+        /// A height where its filter-header chain and ours differ.
+        height: u32,
+    },
+    /// A dispute over filter headers with a gateway is over.
+    FilterDispute {
+        /// The gateway disputed.
+        gateway: usize,
+        /// How it ended.
+        verdict: Verdict,
+    },
+    /// A block's filter matches a watched script (the scan's).
+    ScanMatch {
+        /// Its height.
+        height: u32,
+        /// Its hash.
+        hash: BlockHash,
+    },
+    /// A matched block was disconnected by a reorganisation: the match is withdrawn.
+    ScanWithdrawn {
+        /// Its height.
+        height: u32,
+        /// Its hash.
+        hash: BlockHash,
+    },
+    /// The scan has matched every block whose filter header is stored, up to `height`;
+    /// it goes on as more are stored.
+    ScanReached {
+        /// The last block matched.
+        height: u32,
+        /// Every block matched so far, ascending.
+        matches: Vec<(u32, BlockHash)>,
+    },
+    /// The wallet found a transaction of its own, or lost one to a reorganisation.
+    Wallet(WalletChange),
+    /// Every gateway a transaction was sent to answered (or gave up).
+    Broadcast {
+        /// The request ([`Engine::broadcast`]'s).
+        id: u32,
+        /// The transaction.
+        txid: [u8; 32],
+        /// The gateways that passed it to their nodes.
+        relayed: Vec<usize>,
+        /// Those that did not, and why.
+        refused: Vec<(usize, lightwire_wire::RelayStatus)>,
+    },
+    /// A gateway sent a `warning`.
+    Warning {
+        /// Index in the gateway list.
+        gateway: usize,
+        /// Its text, if printable.
+        text: Option<String>,
+    },
+}
+
+/// What the shell must do for a gateway.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Action {
+    /// Open a WebSocket to the gateway's URL now, then call [`Engine::opened`] (or
+    /// [`Engine::closed`] if it fails).
+    Connect {
+        /// Index in the gateway list.
+        gateway: usize,
+    },
+    /// Close the gateway's WebSocket (its later events are to be ignored).
+    Close {
+        /// Index in the gateway list.
+        gateway: usize,
+    },
+}
+
+/// Counters since the engine started.
+#[derive(Clone, Copy, Default, Debug)]
+pub struct Counters {
+    /// WebSocket messages received.
+    pub messages_in: u64,
+    /// Bytes received.
+    pub bytes_in: u64,
+    /// WebSocket messages sent.
+    pub messages_out: u64,
+    /// Bytes sent.
+    pub bytes_out: u64,
+    /// Reconnects scheduled.
+    pub reconnects: u64,
+}

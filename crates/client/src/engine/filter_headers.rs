@@ -1,0 +1,150 @@
+//! The filter-header task: the BIP157 filter-header chain beside the headers, asked of a
+//! gateway that serves filters (another than the headers' when there is one), each answer
+//! checked to follow on from ours (see [`crate::filters`]). An answer that does not is a
+//! conflict, for the cross-check to settle.
+
+use lightwire_chain::BlockHash;
+
+use super::ctx::{Broke, Conns, Ctx, Effect, ready};
+use crate::filters::{FilterAnswer, FilterSync};
+use crate::reason::DropReason;
+use crate::request::Task;
+use crate::sync::Syncer;
+
+/// The filter-header task's state.
+pub struct FilterHeaders {
+    /// The filter-header chain.
+    pub sync: FilterSync,
+}
+
+impl FilterHeaders {
+    /// Nothing known until [`Self::resume`].
+    pub fn new() -> FilterHeaders {
+        FilterHeaders {
+            sync: FilterSync::new(None, 0),
+        }
+    }
+
+    /// Resume from the store's last filter header, or its base; the headers' tip `tip` is
+    /// the first place a request can stop at.
+    pub fn resume(&mut self, stored: Option<(u32, [u8; 32])>, base: u32, tip: (u32, BlockHash)) {
+        self.sync = FilterSync::new(stored, base);
+        self.sync.mark(tip.0, tip.1);
+        // Filter headers are stored with the headers: usually they end together, and the
+        // other gateways can be probed at once.
+        self.sync.reach(tip.0, tip.1);
+    }
+
+    /// A `filter_headers` answer to our request; its headers go into the headers' commit
+    /// buffer (`syncer`), so that both are stored in one transaction.
+    pub fn on_answer(
+        &mut self,
+        ctx: &mut Ctx,
+        syncer: &mut Syncer,
+        g: usize,
+        answer: FilterAnswer<'_>,
+    ) -> Result<(), DropReason> {
+        let (id, flags, before) = (answer.id, answer.flags, answer.before);
+        let end = answer.first_height + answer.headers.len() as u32;
+        if !self.sync.is_in_flight(g, id) {
+            return ctx.given_up_answer(g, id, flags.last);
+        }
+        let step = self
+            .sync
+            .on_filter_headers(g, answer, |h, x| syncer.push_filters(h, x))
+            .map_err(DropReason::Filters)?;
+        if step.taken > 0 {
+            ctx.timers.touch(Task::FilterHeaders, ctx.now);
+            // Its chain follows on from ours: it agrees with all we hold.
+            ctx.gateways[g].trust.agree(end - 1);
+        }
+        if let Some(height) = step.conflict {
+            if !flags.last {
+                ctx.give_up(g, id);
+            }
+            // Its header before `height` (the answer's anchor) is not ours.
+            ctx.effects.push_back(Effect::Conflict {
+                gateway: g,
+                height: height.saturating_sub(1),
+                theirs: before,
+            });
+        }
+        Ok(())
+    }
+
+    /// Ask for the next filter headers, up to the last validated header, from a gateway
+    /// that serves them: another than `source` (the headers') when there is one, so that
+    /// two connections carry the two streams side by side. `Err` names a gateway whose
+    /// connection broke.
+    pub fn schedule(
+        &mut self,
+        ctx: &mut Ctx,
+        conns: &mut Conns,
+        source: Option<usize>,
+    ) -> Result<(), Broke> {
+        if !ctx.filters_on || ctx.stopped || self.sync.asked().is_some() {
+            return Ok(());
+        }
+        let usable = |g: usize| ctx.gateways[g].filters_usable();
+        let Some(g) = (0..ctx.gateways.len())
+            .find(|&g| usable(g) && Some(g) != source)
+            .or(source.filter(|&g| usable(g)))
+        else {
+            return Ok(());
+        };
+        let Some(conn) = ready(conns, g) else {
+            return Ok(());
+        };
+        let Some((id, start, stop)) = self.sync.next_request(g) else {
+            return Ok(());
+        };
+        ctx.timers.touch(Task::FilterHeaders, ctx.now);
+        if let Err(e) = conn.request_filter_headers(id, start, stop) {
+            self.sync.abandon();
+            return Err((g, e));
+        }
+        Ok(())
+    }
+
+    /// When the request in flight times out without bringing filter headers.
+    pub fn deadline(&self, ctx: &Ctx) -> Option<lightwire_proto::Millis> {
+        ctx.timers
+            .deadline(Task::FilterHeaders, self.sync.asked().is_some())
+    }
+
+    /// The gateway the request in flight went to.
+    pub fn asked(&self) -> Option<usize> {
+        self.sync.asked()
+    }
+
+    /// Gateway `g` is gone: its request with it.
+    pub fn gateway_gone(&mut self, g: usize) {
+        if self.sync.asked() == Some(g) {
+            self.sync.abandon();
+        }
+    }
+
+    /// The best chain switched branches at `fork`.
+    pub fn reorg(&mut self, ctx: &mut Ctx, fork: u32) {
+        if let Some((a, id)) = self.sync.reorg(fork) {
+            ctx.give_up(a, id);
+        }
+    }
+
+    /// Our filter headers are wrong from `height` on (see [`Effect::OursWrong`]); the
+    /// headers' tip is `tip`.
+    pub fn ours_wrong(
+        &mut self,
+        ctx: &mut Ctx,
+        height: u32,
+        prev: [u8; 32],
+        hash: BlockHash,
+        tip: (u32, BlockHash),
+    ) {
+        if let Some((a, id)) = self.sync.truncate(height - 1, prev) {
+            ctx.give_up(a, id);
+        }
+        self.sync.mark_below(height, hash);
+        self.sync.mark(tip.0, tip.1);
+    }
+}

@@ -1,0 +1,263 @@
+//! What the engine keeps of each gateway apart from its connection: where it stands, the
+//! tip it announced, whether its filter headers are trusted, its reconnect backoff and the
+//! requests to it that were given up.
+
+use core::fmt;
+use core::time::Duration;
+use std::collections::VecDeque;
+
+use lightwire_chain::{BlockHash, Header, Work};
+use lightwire_proto::{ConnectString, Millis};
+
+/// Requests given up per gateway whose answers are still let through (a gateway answers in
+/// order and queues at most 8 requests; the oldest beyond this is forgotten).
+pub const MAX_GIVEN_UP: usize = 16;
+/// First reconnect delay; doubled per failed attempt up to [`BACKOFF_MAX`].
+pub const BACKOFF_BASE: Duration = Duration::from_millis(500);
+/// Longest reconnect delay.
+pub const BACKOFF_MAX: Duration = Duration::from_secs(30);
+
+/// A gateway: its place in the list the application gave.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct GatewayId(pub usize);
+
+impl GatewayId {
+    /// Its index in the gateway list.
+    pub const fn index(self) -> usize {
+        self.0
+    }
+}
+
+impl fmt::Debug for GatewayId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "gateway {}", self.0)
+    }
+}
+
+impl fmt::Display for GatewayId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self, f)
+    }
+}
+
+/// The delay before reconnect attempt `failures` (1 for the first), given a uniform
+/// `random` in [0, 1): "equal jitter", half the exponential delay fixed and half random,
+/// so that clients dropped together do not come back together.
+pub fn backoff(failures: u32, random: f64) -> Duration {
+    let exp = BACKOFF_BASE.saturating_mul(1 << failures.saturating_sub(1).min(16));
+    let full = exp.min(BACKOFF_MAX);
+    full / 2 + (full / 2).mul_f64(random.clamp(0.0, 1.0))
+}
+
+/// The engine's random numbers (reconnect jitter): SplitMix64, seeded by the shell. Not
+/// for secrets; keys come from the platform's CSPRNG.
+#[derive(Clone, Debug)]
+pub struct Rng(u64);
+
+impl Rng {
+    /// A generator seeded with `seed`.
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed)
+    }
+
+    /// The next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in [0, 1).
+    pub fn next_f64(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+/// Where a gateway connection stands.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum GatewayState {
+    /// The WebSocket is opening.
+    Connecting,
+    /// BOLT 8 handshake and `init` under way.
+    Handshaking,
+    /// Connected, and the chain is behind the best announced tip.
+    Syncing,
+    /// Connected, and nothing is missing.
+    Synced,
+    /// Disconnected; a reconnect is scheduled.
+    BackingOff,
+    /// Dropped for the session: it broke a rule (see [`super::Event::Rejected`]).
+    Bad,
+    /// Stopped by the application.
+    Stopped,
+}
+
+impl GatewayState {
+    /// A lowercase name, for JavaScript.
+    pub fn name(&self) -> &'static str {
+        match self {
+            GatewayState::Connecting => "connecting",
+            GatewayState::Handshaking => "handshaking",
+            GatewayState::Syncing => "syncing",
+            GatewayState::Synced => "synced",
+            GatewayState::BackingOff => "backing-off",
+            GatewayState::Bad => "bad",
+            GatewayState::Stopped => "stopped",
+        }
+    }
+}
+
+/// How far a gateway's filter headers are trusted, as the cross-check found. Only a
+/// gateway known to agree with ours is asked for filters (a filter that does not match
+/// ours is then its own fault); one in conflict is not asked for filter headers either.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum FilterTrust {
+    /// Nothing known yet (it is probed at our latest filter header).
+    Unknown,
+    /// It agrees with our filter headers up to this height, and so with every one below.
+    Agrees(u32),
+    /// Its answer to a probe was empty (its filter headers lag ours): probed again after
+    /// its next tip; what it agreed with before still holds.
+    Lagging(Option<u32>),
+    /// Its filter headers differ from ours: a dispute settles which is wrong. Sticks for
+    /// the session unless the dispute finds ours wrong. It is asked for nothing meanwhile;
+    /// the height up to which it agreed with ours is kept: if ours turn out wrong there,
+    /// it vouched for them.
+    Conflict(Option<u32>),
+}
+
+impl FilterTrust {
+    /// The height up to which it agrees with our filter headers.
+    pub fn agreed(self) -> Option<u32> {
+        match self {
+            FilterTrust::Agrees(h) => Some(h),
+            FilterTrust::Lagging(h) | FilterTrust::Conflict(h) => h,
+            FilterTrust::Unknown => None,
+        }
+    }
+
+    /// Whether its filter headers differ from ours.
+    pub fn is_conflict(self) -> bool {
+        matches!(self, FilterTrust::Conflict(_))
+    }
+
+    /// Its filter header at `height` is not ours: in conflict, agreeing below at most.
+    pub fn conflict(&mut self, height: u32) {
+        let below = height.saturating_sub(1);
+        *self = FilterTrust::Conflict(self.agreed().map(|a| a.min(below)));
+    }
+
+    /// It agrees up to `height` (at least): what a probe or a chain following ours showed.
+    pub fn agree(&mut self, height: u32) {
+        let up_to = self.agreed().map_or(height, |a| a.max(height));
+        match self {
+            FilterTrust::Conflict(_) => {}
+            FilterTrust::Lagging(a) => *a = Some(up_to),
+            FilterTrust::Unknown | FilterTrust::Agrees(_) => *self = FilterTrust::Agrees(up_to),
+        }
+    }
+
+    /// Its answer to a probe was empty.
+    pub fn lag(&mut self) {
+        if !self.is_conflict() {
+            *self = FilterTrust::Lagging(self.agreed());
+        }
+    }
+
+    /// A new tip from it: its filter headers may have caught up (probed again).
+    pub fn unlag(&mut self) {
+        if let FilterTrust::Lagging(a) = *self {
+            *self = a.map_or(FilterTrust::Unknown, FilterTrust::Agrees);
+        }
+    }
+
+    /// Its connection is gone: what it agreed with is asked again when it is back (a
+    /// conflict stays).
+    pub fn forget(&mut self) {
+        *self = match self {
+            FilterTrust::Conflict(_) => FilterTrust::Conflict(None),
+            _ => FilterTrust::Unknown,
+        };
+    }
+
+    /// A reorganisation or a truncation at `height`: what it agreed with above is gone.
+    pub fn cut(&mut self, height: u32) {
+        match self {
+            FilterTrust::Agrees(a)
+            | FilterTrust::Lagging(Some(a))
+            | FilterTrust::Conflict(Some(a)) => *a = (*a).min(height),
+            FilterTrust::Unknown | FilterTrust::Lagging(None) | FilterTrust::Conflict(None) => {}
+        }
+    }
+}
+
+/// What the engine keeps of a gateway apart from its connection.
+pub struct Gateway {
+    /// Where to connect, and its key.
+    pub connect: ConnectString,
+    /// Where its connection stands.
+    pub state: GatewayState,
+    /// Whether its connection has exchanged `init`.
+    pub ready: bool,
+    /// Whether its `init` offers filters.
+    pub serves_filters: bool,
+    /// Its last announced tip while connected: height, header, claimed chainwork.
+    pub tip: Option<(u32, Header, Work)>,
+    /// An announced tip whose answer ended without it: not a target again.
+    pub undelivered: Option<BlockHash>,
+    /// Tips it announced and did not deliver, since it last served us in full.
+    pub undelivered_count: u32,
+    /// Its answer ended short of the tip it announced (handled after the input).
+    pub undelivered_pending: bool,
+    /// Reconnect attempts since it last served.
+    pub failures: u32,
+    /// When to reconnect (backing off).
+    pub reconnect_at: Option<Millis>,
+    /// Requests to this connection that were given up and whose answers have not ended:
+    /// what still arrives for them is ignored. Kept per gateway, so that others cannot
+    /// push an honest gateway's ids out and get it marked bad for answering.
+    pub given_up: VecDeque<u32>,
+    /// How far its filter headers are trusted.
+    pub trust: FilterTrust,
+}
+
+impl Gateway {
+    /// A gateway not yet connected.
+    pub fn new(connect: ConnectString) -> Gateway {
+        Gateway {
+            connect,
+            state: GatewayState::Connecting,
+            ready: false,
+            serves_filters: false,
+            tip: None,
+            undelivered: None,
+            undelivered_count: 0,
+            undelivered_pending: false,
+            failures: 0,
+            reconnect_at: None,
+            given_up: VecDeque::with_capacity(MAX_GIVEN_UP),
+            trust: FilterTrust::Unknown,
+        }
+    }
+
+    /// Whether it can be asked for filter headers: connected, serving them, not in
+    /// conflict with ours.
+    pub fn filters_usable(&self) -> bool {
+        self.ready && self.serves_filters && !self.trust.is_conflict()
+    }
+
+    /// Whether it can be asked for filters up to our filter header at `height`.
+    pub fn agrees_at(&self, height: u32) -> bool {
+        self.filters_usable() && self.trust.agreed().is_some_and(|a| a >= height)
+    }
+
+    /// Remember request `id`, given up: the rest of its answer is let through.
+    pub fn give_up(&mut self, id: u32) {
+        if self.given_up.len() == MAX_GIVEN_UP {
+            self.given_up.pop_front();
+        }
+        self.given_up.push_back(id);
+    }
+}

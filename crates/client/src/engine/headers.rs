@@ -1,0 +1,393 @@
+//! The headers task: which gateway is asked for headers, what its answers do to the best
+//! chain, ancestors read from the store for a fork below the validation window, commits,
+//! and gateways that announce tips they do not deliver.
+//!
+//! - The target is the announced tip claiming the most work above ours (a hint); the
+//!   request goes to the gateway that announced it. What counts is the work of the headers
+//!   that arrive: `lightwire-chain` follows the valid chain with the most work.
+//! - A gateway whose answer ends short of its announced tip is not asked for that tip
+//!   again; the third such tip (or request without progress) marks it bad.
+
+use std::collections::VecDeque;
+
+use lightwire_chain::{BlockHash, Chain, Entry, Header, Work};
+use lightwire_store::{Durability, Pending, Tip};
+
+use super::ctx::{Broke, Conns, Ctx, Effect, ready};
+use super::gateway::GatewayState;
+use crate::reason::DropReason;
+use crate::request::Task;
+use crate::sync::{Step, SyncError, Syncer};
+
+/// Mark a gateway bad after this many announced tips it did not deliver.
+pub const MAX_UNDELIVERED: u32 = 3;
+
+/// The headers task's state.
+pub struct Headers {
+    /// The best chain and the requests for it.
+    pub syncer: Syncer,
+    /// The network's minimum chain work: below it nothing is reported synced.
+    min_work: Work,
+    /// The gateway the target came from, which the next request goes to.
+    source: Option<usize>,
+    /// The gateway the request in flight went to.
+    asked: Option<usize>,
+    locator: Vec<BlockHash>,
+    /// An answer whose parent is below the window: its gateway and the parent; its
+    /// headers in `deferred`, kept until the shell reads the ancestors from the store.
+    ancestors: Option<(usize, BlockHash)>,
+    deferred: Vec<u8>,
+    /// The rest of that answer, held until the ancestors come: (id, last, headers).
+    held: VecDeque<(u32, bool, Vec<u8>)>,
+    /// A commit taken by the shell is in flight.
+    committing: bool,
+}
+
+impl Headers {
+    /// The task resumed on `chain`, whose stored tip is `stored`.
+    pub fn new(chain: Chain, stored: &Tip) -> Headers {
+        let min_work = chain.params().min_chain_work();
+        Headers {
+            syncer: Syncer::new(chain, stored),
+            min_work,
+            source: None,
+            asked: None,
+            locator: Vec::with_capacity(lightwire_wire::sync::MAX_LOCATOR),
+            ancestors: None,
+            deferred: Vec::new(),
+            held: VecDeque::new(),
+            committing: false,
+        }
+    }
+
+    /// The gateway headers come from (others are preferred for the other streams).
+    pub fn source(&self) -> Option<usize> {
+        self.source
+    }
+
+    /// Whether nothing is missing (see [`super::Engine::is_synced`]).
+    pub fn is_synced(&self, ctx: &Ctx) -> bool {
+        self.syncer.tip().chainwork >= self.min_work
+            && self.syncer.is_synced()
+            && self.syncer.uncommitted() == 0
+            && !self.committing
+            && ctx.gateways.iter().any(|g| g.tip.is_some())
+    }
+
+    /// Gateway `g` announced a tip.
+    pub fn on_tip(&mut self, ctx: &mut Ctx, g: usize, height: u32, header: Header, work: Work) {
+        let gw = &mut ctx.gateways[g];
+        gw.tip = Some((height, header, work));
+        if gw.undelivered == Some(header.block_hash()) {
+            // Announced again, still not delivered: not a target again.
+            return;
+        }
+        if self.syncer.on_tip(height, &header, work) {
+            if self.asked.is_some_and(|a| a != g) {
+                // A better tip elsewhere: the request in flight to another gateway is
+                // given up, with any answer held for ancestors.
+                self.give_up(ctx);
+                self.asked = None;
+                self.ancestors = None;
+                self.held.clear();
+            }
+            self.source = Some(g);
+        }
+    }
+
+    /// A `headers` message from gateway `g`.
+    pub fn on_headers(
+        &mut self,
+        ctx: &mut Ctx,
+        g: usize,
+        id: u32,
+        headers: &[u8],
+        hashes: &[BlockHash],
+        last: bool,
+    ) -> Result<(), DropReason> {
+        if self.asked != Some(g) || self.syncer.in_flight_id() != Some(id) {
+            return ctx.given_up_answer(g, id, last);
+        }
+        if self.ancestors.is_some() || !self.held.is_empty() {
+            // Waiting for ancestors from the store: the rest of the answer is held, at most
+            // one request's worth (a deep fork only); more is more than was asked for.
+            let held: usize = self.held.iter().map(|(_, _, h)| h.len()).sum();
+            let held = held + self.deferred.len() + headers.len();
+            let asked = self.syncer.request_size;
+            if held > asked as usize * lightwire_chain::HEADER_LEN {
+                return Err(DropReason::Sync(SyncError::TooManyHeaders { asked }));
+            }
+            self.held.push_back((id, last, headers.to_vec()));
+            return Ok(());
+        }
+        let now = ctx.now.as_secs();
+        let step = self
+            .syncer
+            .on_headers_hashed(id, headers, Some(hashes), last, now);
+        self.take_step(ctx, step, g, headers)
+    }
+
+    /// What follows a validated step: effects for the other tasks, ancestors to read (the
+    /// batch `headers` kept until they come), or the gateway dropped as bad.
+    fn take_step(
+        &mut self,
+        ctx: &mut Ctx,
+        step: Result<Step, SyncError>,
+        g: usize,
+        headers: &[u8],
+    ) -> Result<(), DropReason> {
+        let step = step.map_err(DropReason::Sync)?;
+        if step.progress {
+            // Validated progress is what keeps a request alive (not messages), and clears
+            // the count of tips announced and not delivered: those were honest reorgs (an
+            // answer ends before the new tip is announced), not lies.
+            ctx.timers.touch(Task::Headers, ctx.now);
+            ctx.gateways[g].undelivered_count = 0;
+        } else if step.empty_answer && !step.target_dropped {
+            // An answer that brought nothing, while a newer tip was announced: one strike,
+            // as an undelivered tip (a gateway announcing a "higher" tip before each empty
+            // answer would otherwise stay the target for ever).
+            let gw = &mut ctx.gateways[g];
+            gw.undelivered_count += 1;
+            if gw.undelivered_count >= MAX_UNDELIVERED {
+                return Err(DropReason::Undelivered(MAX_UNDELIVERED));
+            }
+        }
+        let tip = self.syncer.tip();
+        if let Some((old, fork)) = step.reorg {
+            ctx.effects.push_back(Effect::Reorg {
+                old,
+                new: Tip::from(tip),
+                fork,
+            });
+        }
+        if step.progress || step.reorg.is_some() {
+            ctx.effects.push_back(Effect::Validated {
+                height: tip.height,
+                hash: tip.hash,
+            });
+        }
+        if let Some(parent) = step.need_ancestors {
+            self.deferred.clear();
+            self.deferred.extend_from_slice(headers);
+            self.ancestors = Some((g, parent));
+        }
+        if step.target_dropped {
+            ctx.gateways[g].undelivered_pending = true;
+        }
+        Ok(())
+    }
+
+    /// An answer's batch starts below the validation window: once nothing is uncommitted,
+    /// the parent hash and the batch's headers to look up in the store.
+    pub fn need_ancestors(&self) -> Option<(BlockHash, &[u8])> {
+        if self.syncer.uncommitted() > 0 || self.committing {
+            return None;
+        }
+        self.ancestors.map(|(_, hash)| (hash, &self.deferred[..]))
+    }
+
+    /// The ancestors came: the deferred batch, then what was held, until it runs out or
+    /// needs ancestors again. An error names the gateway to drop.
+    pub fn on_ancestors(
+        &mut self,
+        ctx: &mut Ctx,
+        found: Option<(&[Entry], usize)>,
+    ) -> Result<(), (usize, DropReason)> {
+        let Some((g, _)) = self.ancestors.take() else {
+            return Ok(());
+        };
+        let Some((entries, known)) = found else {
+            let base = self.syncer.base_height();
+            let reason = if base > 0 {
+                DropReason::OffCheckpoint(base)
+            } else {
+                DropReason::Orphan
+            };
+            return Err((g, reason));
+        };
+        let now = ctx.now.as_secs();
+        let skip = (known * lightwire_chain::HEADER_LEN).min(self.deferred.len());
+        let step = self
+            .syncer
+            .on_ancestors(entries, &self.deferred[skip..], now);
+        self.take_step(ctx, step, g, &[]).map_err(|e| (g, e))?;
+        while self.ancestors.is_none() {
+            let Some((id, last, headers)) = self.held.pop_front() else {
+                break;
+            };
+            let step = self.syncer.on_headers(id, &headers, last, now);
+            self.take_step(ctx, step, g, &headers).map_err(|e| (g, e))?;
+        }
+        Ok(())
+    }
+
+    /// A commit to start, if one is due, moved into `into`.
+    pub fn take_commit(&mut self, into: &mut Pending) -> Option<Durability> {
+        let taken = if self.ancestors.is_some() {
+            // Everything validated must be stored before ancestors are read from it.
+            self.syncer.take_all(into)
+        } else {
+            self.syncer.take_commit(into)
+        };
+        self.committing |= taken.is_some();
+        taken
+    }
+
+    /// The commit in flight completed.
+    pub fn committed(&mut self) {
+        self.committing = false;
+    }
+
+    /// Ask the target's gateway for the next headers, if it is due.
+    pub fn schedule(&mut self, ctx: &mut Ctx, conns: &mut Conns) -> Result<(), Broke> {
+        if self.ancestors.is_some() || ctx.stopped {
+            return Ok(());
+        }
+        let Some(g) = self.source else {
+            return Ok(());
+        };
+        let Some(conn) = ready(conns, g) else {
+            return Ok(());
+        };
+        if self.committing && self.syncer.uncommitted() >= self.syncer.commit_every {
+            // A whole commit waits behind the one in flight: ask for more once it is
+            // done, so that what is gathered stays bounded however slow the store is.
+            return Ok(());
+        }
+        if let Some((id, n)) = self.syncer.next_request(&mut self.locator) {
+            self.asked = Some(g);
+            ctx.timers.touch(Task::Headers, ctx.now);
+            if let Err(e) = conn.request(id, n, &self.locator) {
+                // Cannot happen on a ready connection; treat it as a broken one.
+                return Err((g, e));
+            }
+        }
+        Ok(())
+    }
+
+    /// When the request in flight times out without validated progress.
+    pub fn deadline(&self, ctx: &Ctx) -> Option<lightwire_proto::Millis> {
+        let waiting = self.asked.is_some() && self.syncer.in_flight() && self.ancestors.is_none();
+        ctx.timers.deadline(Task::Headers, waiting)
+    }
+
+    /// The request ran out of time: its gateway, and why it is dropped (reconnected
+    /// later, and counted as a tip not delivered; the third time it is marked bad).
+    pub fn timed_out(&mut self, ctx: &mut Ctx) -> Option<(usize, DropReason)> {
+        let g = self.asked?;
+        let gw = &mut ctx.gateways[g];
+        gw.undelivered_count += 1;
+        let why = if gw.undelivered_count >= MAX_UNDELIVERED {
+            DropReason::Undelivered(MAX_UNDELIVERED)
+        } else {
+            DropReason::RequestTimeout
+        };
+        Some((g, why))
+    }
+
+    /// Gateway `g` is gone: what it was asked, and an answer held for ancestors, go.
+    pub fn gateway_gone(&mut self, g: usize) {
+        if self.ancestors.is_some_and(|(a, _)| a == g) || self.asked == Some(g) {
+            self.ancestors = None;
+            self.held.clear();
+            self.deferred.clear();
+        }
+    }
+
+    /// After the gateways' drops: the target is taken again if its gateway went.
+    pub fn after_drop(&mut self, ctx: &mut Ctx, g: usize) {
+        if self.source == Some(g) || self.asked == Some(g) {
+            self.retarget(ctx);
+        }
+    }
+
+    /// A gateway whose answer ended short of its announced tip, if any (see
+    /// [`Self::undeliver`]).
+    pub fn take_undelivered(ctx: &mut Ctx) -> Option<usize> {
+        let g = ctx.gateways.iter().position(|gw| gw.undelivered_pending)?;
+        ctx.gateways[g].undelivered_pending = false;
+        Some(g)
+    }
+
+    /// Gateway `g` did not deliver the tip it announced: the target is not set from that
+    /// announcement again, the other gateways' tips are considered, and a gateway that
+    /// keeps announcing what it does not deliver is to be marked bad (returned).
+    pub fn undeliver(&mut self, ctx: &mut Ctx, g: usize) -> Option<DropReason> {
+        let gw = &mut ctx.gateways[g];
+        gw.undelivered = gw.tip.map(|(_, h, _)| h.block_hash());
+        gw.undelivered_count += 1;
+        if gw.undelivered_count >= MAX_UNDELIVERED {
+            return Some(DropReason::Undelivered(MAX_UNDELIVERED));
+        }
+        if self.source == Some(g) {
+            self.source = None;
+        }
+        self.offer_tips(ctx);
+        None
+    }
+
+    /// Offer the connected gateways' announced tips (not the undelivered ones) to the
+    /// syncer; the best one becomes the target, its gateway the source.
+    fn offer_tips(&mut self, ctx: &Ctx) {
+        for (g, gw) in ctx.gateways.iter().enumerate() {
+            if let Some((height, header, work)) = gw.tip
+                && gw.undelivered != Some(header.block_hash())
+                && gw.ready
+                && self.syncer.on_tip(height, &header, work)
+            {
+                self.source = Some(g);
+            }
+        }
+    }
+
+    /// Give up the request in flight, remembering its id with the gateway it was sent to
+    /// (while that gateway is connected) so that the rest of its answer is let through.
+    fn give_up(&mut self, ctx: &mut Ctx) {
+        let (Some(id), Some(a)) = (self.syncer.abandon(), self.asked) else {
+            return;
+        };
+        if ctx.gateways[a].ready {
+            ctx.give_up(a, id);
+        }
+    }
+
+    /// The target's gateway is gone: give up its request and take the best tip the
+    /// others announced.
+    fn retarget(&mut self, ctx: &mut Ctx) {
+        self.give_up(ctx);
+        self.syncer.clear_target();
+        self.source = None;
+        self.asked = None;
+        self.offer_tips(ctx);
+    }
+
+    /// Set Syncing/Synced on the connected gateways; a gateway serving again has its
+    /// backoff reset.
+    pub fn update_states(&self, ctx: &mut Ctx) {
+        let tip = self.syncer.tip();
+        let stored = self.syncer.uncommitted() == 0 && !self.committing;
+        for g in 0..ctx.gateways.len() {
+            let gw = &ctx.gateways[g];
+            if !matches!(gw.state, GatewayState::Syncing | GatewayState::Synced) {
+                continue;
+            }
+            let ours = gw
+                .tip
+                .is_some_and(|(_, h, w)| w <= tip.chainwork || h.block_hash() == tip.hash);
+            // Synced: its announced tip is ours (or behind it) and stored. A gateway whose
+            // claimed tip never came stays "syncing", and its count of undelivered tips
+            // is kept.
+            let state = if ours && stored && tip.chainwork >= self.min_work {
+                GatewayState::Synced
+            } else {
+                GatewayState::Syncing
+            };
+            if state == GatewayState::Synced {
+                ctx.gateways[g].failures = 0;
+                ctx.gateways[g].undelivered_count = 0;
+            }
+            ctx.set_state(g, state, None);
+        }
+    }
+}

@@ -1,0 +1,475 @@
+//! The engine, sans-IO: several gateways and one best chain, with its filter headers, the
+//! cross-check, a scan, a wallet and broadcasts. The shell (the wasm one in the browser,
+//! the tests' natively) owns the sockets, the timer and the store; it feeds bytes, closes
+//! and the clock in, and carries out the [`Action`]s, store reads and commits that come
+//! out. The engine owns its seeded random numbers.
+//!
+//! The engine is a router in quinn-proto's shape: it owns the gateways, their connections
+//! and what they share ([`ctx`]), and hands each input to the task it is for, named by
+//! the answer's request id ([`crate::request`]). Each capability is a task with its own
+//! file, state and requests: [`headers`], [`filter_headers`], [`check`] (the filter
+//! cross-check), [`scan`], [`wallet`], [`relay`]. What tasks tell each other (a reorg, a
+//! conflict, a scan match) goes through the engine as an [`ctx::Effect`]; [`Event`]s go
+//! only to the application.
+//!
+//! Rules the engine itself keeps:
+//! - A gateway that sends an invalid header, a header that links to nothing we know, an
+//!   answer nobody asked for, or that fails the handshake or `init`, is closed and marked
+//!   bad for the session (no reconnect). Sync continues from the others.
+//! - A gateway whose connection drops (or stops answering pings, or whose request makes
+//!   no progress in [`REQUEST_TIMEOUT`]) is reconnected after an exponential backoff with
+//!   jitter ([`backoff`]), reset once it is serving again.
+
+use lightwire_chain::Chain;
+use lightwire_noise::SecretKey;
+use lightwire_proto::time::earliest;
+use lightwire_proto::{ConnectString, Initiator, Millis, PeerEvent};
+use lightwire_store::Tip;
+
+mod api;
+mod check;
+mod ctx;
+mod event;
+mod filter_headers;
+mod gateway;
+mod headers;
+mod relay;
+mod scan;
+mod wallet;
+
+pub use ctx::REQUEST_TIMEOUT;
+pub use event::{Action, Counters, Event};
+pub use gateway::{
+    BACKOFF_BASE, BACKOFF_MAX, FilterTrust, GatewayId, GatewayState, MAX_GIVEN_UP, Rng, backoff,
+};
+pub use headers::MAX_UNDELIVERED;
+pub use relay::BroadcastError;
+
+use crate::filters::FilterAnswer;
+use crate::reason::{DropReason, TransportError};
+use crate::request::{Task, is_task};
+use ctx::{Conns, Ctx, Effect};
+
+/// The client's sync over all its gateways.
+pub struct Engine {
+    /// Each gateway's connection, while it has one (apart from the rest, so that an event
+    /// borrowed from a connection's buffer can be handled by the tasks).
+    conns: Conns,
+    ctx: Ctx,
+    headers: headers::Headers,
+    filter_headers: filter_headers::FilterHeaders,
+    check: check::Check,
+    scan: scan::ScanTask,
+    wallet: wallet::WalletTask,
+    relay: relay::Relay,
+}
+
+impl Engine {
+    /// An engine resumed on `chain` (rebuilt from the store whose tip is `stored`), for the
+    /// gateways `gateways`, as `local_static`, at `now`, with randomness from `seed`. Every
+    /// gateway gets an [`Action::Connect`].
+    pub fn new(
+        chain: Chain,
+        stored: &Tip,
+        gateways: Vec<ConnectString>,
+        local_static: SecretKey,
+        seed: u64,
+        now: Millis,
+    ) -> Engine {
+        let params = chain.params();
+        let n = gateways.len();
+        let gateways = gateways.into_iter().map(gateway::Gateway::new).collect();
+        Engine {
+            conns: (0..n).map(|_| None).collect(),
+            ctx: Ctx::new(params, gateways, local_static, seed, now),
+            headers: headers::Headers::new(chain, stored),
+            filter_headers: filter_headers::FilterHeaders::new(),
+            check: check::Check::new(n),
+            scan: scan::ScanTask::default(),
+            wallet: wallet::WalletTask::default(),
+            relay: relay::Relay::new(),
+        }
+    }
+
+    /// The shell is opening gateway `g`'s WebSocket (after an [`Action::Connect`]).
+    pub fn connecting(&mut self, g: usize, now: Millis) {
+        self.ctx.now = now;
+        self.ctx.gateways[g].reconnect_at = None;
+        self.ctx.set_state(g, GatewayState::Connecting, None);
+    }
+
+    /// Gateway `g`'s WebSocket opened at `now`; the handshake starts with `ephemeral`
+    /// (fresh randomness, one per connection). Its act one is ready in
+    /// [`Self::poll_transmit`].
+    pub fn opened(&mut self, g: usize, ephemeral: SecretKey, now: Millis) {
+        let c = &mut self.ctx;
+        c.now = now;
+        if c.stopped || c.gateways[g].state == GatewayState::Bad {
+            return;
+        }
+        let gw = &mut c.gateways[g];
+        let key = c.local_static.clone();
+        self.conns[g] = Some(Initiator::new(
+            now,
+            c.params,
+            key,
+            gw.connect.node_id,
+            ephemeral,
+            c.limits,
+        ));
+        gw.tip = None;
+        gw.ready = false;
+        gw.given_up.clear();
+        c.set_state(g, GatewayState::Handshaking, None);
+    }
+
+    /// Bytes to send to gateway `g` now (one WebSocket message); call [`Self::sent`].
+    pub fn poll_transmit(&mut self, g: usize) -> Option<&[u8]> {
+        self.conns[g].as_mut()?.poll_transmit()
+    }
+
+    /// The bytes from [`Self::poll_transmit`] went out.
+    pub fn sent(&mut self, g: usize) {
+        if let Some(conn) = self.conns[g].as_mut() {
+            let n = conn.sent();
+            if n > 0 {
+                self.ctx.counters.messages_out += 1;
+                self.ctx.counters.bytes_out += n as u64;
+            }
+        }
+    }
+
+    /// Gateway `g`'s WebSocket closed (or failed to open) by itself.
+    pub fn closed(&mut self, g: usize, why: TransportError, now: Millis) {
+        self.ctx.now = now;
+        match self.ctx.gateways[g].state {
+            GatewayState::Bad | GatewayState::Stopped | GatewayState::BackingOff => {}
+            _ => self.drop_gateway(g, DropReason::Transport(why)),
+        }
+        self.settle();
+    }
+
+    /// A WebSocket message from gateway `g`, at `now` (Unix time: validation checks header
+    /// times against it).
+    pub fn receive(&mut self, g: usize, mut data: &[u8], now: Millis) {
+        self.ctx.now = now;
+        self.ctx.counters.messages_in += 1;
+        self.ctx.counters.bytes_in += data.len() as u64;
+        let mut failure = None;
+        while !data.is_empty() {
+            let Some(conn) = self.conns[g].as_mut() else {
+                return;
+            };
+            match conn.handle_input(now, data) {
+                Ok((taken, event)) => {
+                    data = &data[taken..];
+                    let Some(event) = event else { continue };
+                    let parts = Parts {
+                        ctx: &mut self.ctx,
+                        headers: &mut self.headers,
+                        filter_headers: &mut self.filter_headers,
+                        check: &mut self.check,
+                        scan: &mut self.scan,
+                        wallet: &mut self.wallet,
+                        relay: &mut self.relay,
+                    };
+                    let routed = route(parts, g, event);
+                    self.apply_effects();
+                    if let Err(why) = routed {
+                        failure = Some(why);
+                        break;
+                    }
+                }
+                Err(e) => {
+                    failure = Some(DropReason::Connection(e));
+                    break;
+                }
+            }
+        }
+        if let Some(why) = failure {
+            self.drop_gateway(g, why);
+        }
+        if let Some(conn) = &self.conns[g] {
+            self.ctx.gateways[g].serves_filters = conn.serves_filters();
+        }
+        self.settle();
+    }
+
+    /// When [`Self::handle_timeout`] must next run: a connection's handshake or
+    /// keepalive deadline, a task's request, or a reconnect.
+    pub fn poll_timeout(&self) -> Option<Millis> {
+        let c = &self.ctx;
+        if c.stopped {
+            return None;
+        }
+        let mut next = None;
+        for (conn, gw) in self.conns.iter().zip(&c.gateways) {
+            next = earliest(next, conn.as_ref().and_then(Initiator::poll_timeout));
+            next = earliest(next, gw.reconnect_at);
+        }
+        self.task_deadlines()
+            .into_iter()
+            .fold(next, |next, (_, due)| earliest(next, due))
+    }
+
+    /// Every task's deadline.
+    fn task_deadlines(&self) -> [(Task, Option<Millis>); 6] {
+        let c = &self.ctx;
+        [
+            (Task::Headers, self.headers.deadline(c)),
+            (Task::FilterHeaders, self.filter_headers.deadline(c)),
+            (Task::Scan, self.scan.deadline(c)),
+            (Task::Relay, self.relay.deadline()),
+            (Task::Wallet, self.wallet.deadline(c)),
+            (Task::Check, self.check.deadline(c)),
+        ]
+    }
+
+    /// Deadlines at `now`: requests without progress (their gateways are dropped),
+    /// handshakes and keepalives that ran out, pings due, reconnects due.
+    pub fn handle_timeout(&mut self, now: Millis) {
+        self.ctx.now = now;
+        if self.ctx.stopped {
+            return;
+        }
+        for (task, due) in self.task_deadlines() {
+            if task == Task::Relay {
+                // Broadcasts that waited too long are reported; nobody is dropped.
+                self.relay.finish(&mut self.ctx);
+            } else if due.is_some_and(|d| d <= now) {
+                self.timed_out(task);
+            }
+        }
+        for g in 0..self.conns.len() {
+            if let Some(conn) = self.conns[g].as_mut()
+                && let Err(e) = conn.handle_timeout(now)
+            {
+                self.drop_gateway(g, DropReason::Connection(e));
+            }
+            let gw = &mut self.ctx.gateways[g];
+            if gw.state == GatewayState::BackingOff && gw.reconnect_at.is_some_and(|t| t <= now) {
+                gw.reconnect_at = None;
+                self.ctx.actions.push_back(Action::Connect { gateway: g });
+            }
+        }
+        self.settle();
+    }
+
+    /// `task`'s wait ran out: the gateways it waits on are dropped.
+    fn timed_out(&mut self, task: Task) {
+        let waiting: Vec<(usize, DropReason)> = match task {
+            Task::Headers => self.headers.timed_out(&mut self.ctx).into_iter().collect(),
+            Task::FilterHeaders => self
+                .filter_headers
+                .asked()
+                .into_iter()
+                .map(timeout)
+                .collect(),
+            Task::Scan => self.scan.asked().into_iter().map(timeout).collect(),
+            Task::Wallet => self.wallet.asked().into_iter().map(timeout).collect(),
+            Task::Check => self.check.waiting_on().into_iter().map(timeout).collect(),
+            Task::Relay => Vec::new(),
+        };
+        for (g, why) in waiting {
+            self.drop_gateway(g, why);
+        }
+    }
+
+    /// Send the next requests if any are due (call after every input).
+    pub fn schedule(&mut self) {
+        let source = self.headers.source();
+        let c = &mut self.ctx;
+        let conns = &mut self.conns;
+        let broke = [
+            self.headers.schedule(c, conns),
+            self.filter_headers.schedule(c, conns, source),
+            self.check.schedule(c, conns, &self.filter_headers.sync),
+            self.scan.schedule(c, conns, source),
+        ];
+        let scan_gateway = self.scan.asked();
+        let wallet = self.wallet.schedule(c, conns, scan_gateway);
+        let mut any = false;
+        for result in broke.into_iter().chain([wallet]) {
+            // A connection broken twice in one round is dropped once.
+            if let Err((g, e)) = result
+                && self.conns[g].is_some()
+            {
+                self.drop_gateway(g, DropReason::Connection(e));
+                any = true;
+            }
+        }
+        if any {
+            self.settle();
+        }
+    }
+
+    /// Drop gateway `g` (and with it, whatever it was asked, from every task), and settle
+    /// what follows.
+    fn drop_gateway(&mut self, g: usize, why: DropReason) {
+        let had_socket = self.conns[g].take().is_some()
+            || self.ctx.gateways[g].state == GatewayState::Connecting;
+        let c = &mut self.ctx;
+        c.disconnected(g, had_socket);
+        self.headers.gateway_gone(g);
+        self.filter_headers.gateway_gone(g);
+        self.scan.gateway_gone(g);
+        self.check.gateway_gone(c, g);
+        self.wallet.gateway_gone(g);
+        self.relay.gateway_gone(c, g);
+        c.dropped(g, why);
+        self.headers.after_drop(c, g);
+    }
+
+    /// Carry what tasks told each other, in order.
+    fn apply_effects(&mut self) {
+        while let Some(effect) = self.ctx.effects.pop_front() {
+            let c = &mut self.ctx;
+            match effect {
+                Effect::Validated { height, hash } => self.filter_headers.sync.mark(height, hash),
+                Effect::Reorg { old, new, fork } => {
+                    self.filter_headers.reorg(c, fork);
+                    // What the store holds above the fork is of the old branch: it is rolled
+                    // back with the next commit, and not read for a scan meanwhile.
+                    c.stored_filters = c.stored_filters.map(|s| s.min(fork));
+                    c.gateways.iter_mut().for_each(|gw| gw.trust.cut(fork));
+                    self.wallet.reorg(c, fork);
+                    self.check.reorg(c, fork);
+                    self.scan.reorg(c, fork);
+                    let depth = old.height - fork;
+                    let old_tip = Tip::from(&old);
+                    let new_tip = new;
+                    c.events.push_back(Event::Reorg {
+                        old_tip,
+                        new_tip,
+                        depth,
+                    });
+                }
+                Effect::Conflict {
+                    gateway,
+                    height,
+                    theirs,
+                } => self.check.conflict(c, gateway, height, theirs),
+                Effect::OursWrong { height, prev, hash } => {
+                    let t = self.headers.syncer.tip();
+                    let tip = (t.height, t.hash);
+                    self.filter_headers.ours_wrong(c, height, prev, hash, tip);
+                    self.headers.syncer.truncate_filters(height);
+                    self.scan.reorg(c, height - 1);
+                }
+                Effect::Matched { height, hash } => self.wallet.matched(c, height, hash),
+            }
+        }
+    }
+
+    /// After any input: effects carried, gateways found bad or that did not deliver what
+    /// they announced dropped, and the states brought up to date.
+    fn settle(&mut self) {
+        loop {
+            self.apply_effects();
+            if let Some((g, why)) = self.ctx.drops.pop_front() {
+                if self.ctx.gateways[g].ready {
+                    self.drop_gateway(g, why);
+                }
+                continue;
+            }
+            let Some(g) = headers::Headers::take_undelivered(&mut self.ctx) else {
+                break;
+            };
+            if let Some(why) = self.headers.undeliver(&mut self.ctx, g) {
+                self.drop_gateway(g, why);
+            }
+        }
+        self.headers.update_states(&mut self.ctx);
+        self.scan.check_reached(&mut self.ctx);
+    }
+}
+
+/// The engine's parts but the connections: an event borrowed from a connection's buffer
+/// is handled through these.
+struct Parts<'a> {
+    ctx: &'a mut Ctx,
+    headers: &'a mut headers::Headers,
+    filter_headers: &'a mut filter_headers::FilterHeaders,
+    check: &'a mut check::Check,
+    scan: &'a mut scan::ScanTask,
+    wallet: &'a mut wallet::WalletTask,
+    relay: &'a mut relay::Relay,
+}
+
+/// One event from gateway `g`'s connection, handed to the task it is for (an answer to
+/// the task its request id names); an error drops the gateway.
+fn route(p: Parts<'_>, g: usize, event: PeerEvent<'_>) -> Result<(), DropReason> {
+    let base = p.headers.syncer.base_height();
+    match event {
+        PeerEvent::Ready => {
+            p.ctx.gateways[g].ready = true;
+            p.ctx.set_state(g, GatewayState::Syncing, None);
+            Ok(())
+        }
+        PeerEvent::Tip {
+            height,
+            header,
+            chainwork,
+        } => {
+            // A tip (again) may mean the gateway's filter headers caught up, or its chain
+            // moved: whatever waited for it is asked again.
+            p.filter_headers.sync.unblock();
+            p.ctx.gateways[g].trust.unlag();
+            if let Some(scan) = p.scan.scan.as_mut() {
+                scan.unblock();
+            }
+            p.headers.on_tip(p.ctx, g, height, header, chainwork);
+            Ok(())
+        }
+        PeerEvent::Headers {
+            id,
+            headers,
+            hashes,
+            last,
+            ..
+        } => p.headers.on_headers(p.ctx, g, id, headers, hashes, last),
+        PeerEvent::Warning(text) => {
+            let text = text.map(str::to_string);
+            p.ctx.events.push_back(Event::Warning { gateway: g, text });
+            Ok(())
+        }
+        PeerEvent::Pong => Ok(()),
+        PeerEvent::FilterHeaders {
+            id,
+            first_height,
+            flags,
+            before,
+            headers,
+            ..
+        } => {
+            let answer = FilterAnswer {
+                id,
+                first_height,
+                flags,
+                before,
+                headers,
+            };
+            if is_task(id, Task::Check) {
+                return p.check.on_headers(p.ctx, g, answer);
+            }
+            let syncer = &mut p.headers.syncer;
+            p.filter_headers.on_answer(p.ctx, syncer, g, answer)
+        }
+        PeerEvent::FilterCheckpoints(m) => p.check.on_checkpoints(p.ctx, g, &m),
+        PeerEvent::Filters(m) if is_task(m.id, Task::Check) => p.check.on_filters(p.ctx, g, &m),
+        PeerEvent::Filters(m) => p.scan.on_filters(p.ctx, g, &m),
+        PeerEvent::Block(b) if is_task(b.id, Task::Wallet) => {
+            p.wallet.on_block(p.ctx, p.scan, g, &b, base)
+        }
+        PeerEvent::Block(b) => p.check.on_block(p.ctx, g, &b),
+        PeerEvent::TxResult(r) => p.relay.on_result(p.ctx, g, &r),
+    }
+}
+
+/// A gateway whose request timed out.
+fn timeout(g: usize) -> (usize, DropReason) {
+    (g, DropReason::RequestTimeout)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,191 @@
+//! The scan task: a rescan of scripts over the stored filter headers (see [`crate::scan`]),
+//! its filters asked of a gateway known to agree with our filter headers, each match told
+//! to the application and, when the scan is the wallet's, to the wallet.
+
+use lightwire_proto::Millis;
+use lightwire_wire::Filters;
+
+use super::ctx::{Broke, Conns, Ctx, Effect, ready};
+use super::event::Event;
+use crate::reason::DropReason;
+use crate::request::Task;
+use crate::scan::{Scan, ScanChange};
+
+/// The scan task's state.
+#[derive(Default)]
+pub struct ScanTask {
+    /// The rescan, if one was started.
+    pub scan: Option<Scan>,
+    /// Whether the scan under way is the wallet's (an app's own scan replaces it).
+    pub for_wallet: bool,
+    /// The wallet's scan was dropped (nothing left to watch): its saved state goes.
+    pub dropped: bool,
+}
+
+impl ScanTask {
+    /// Start a rescan of `scripts` from block `from`, replacing any under way. A store
+    /// started from a checkpoint at `base` holds no filter header below it: its first
+    /// block's filter cannot be checked, so a scan starts after it.
+    pub fn start(&mut self, ctx: &mut Ctx, scripts: Vec<Vec<u8>>, from: u32, base: u32) {
+        if let Some(old) = self.scan.as_mut() {
+            ctx.give_up_all(old.abandon());
+        }
+        let from = clamp(from, base);
+        self.scan = Some(Scan::new(scripts, from));
+        ctx.timers.touch(Task::Scan, ctx.now);
+        self.for_wallet = false;
+    }
+
+    /// Whether the scan under way is of `scripts` from `from` (with the store's `base`).
+    pub fn is_for(&self, scripts: &[Vec<u8>], from: u32, base: u32) -> bool {
+        self.scan
+            .as_ref()
+            .is_some_and(|s| s.is_for(scripts, clamp(from, base)))
+    }
+
+    /// The wallet's scan stops (nothing left to watch): its saved state is removed.
+    pub fn drop_wallets(&mut self, ctx: &mut Ctx) {
+        if self.for_wallet
+            && let Some(mut scan) = self.scan.take()
+        {
+            ctx.give_up_all(scan.abandon());
+        }
+        self.for_wallet = false;
+        self.dropped = true;
+    }
+
+    /// Whether it has matched everything stored.
+    pub fn at_tip(&self, ctx: &Ctx) -> bool {
+        self.scan
+            .as_ref()
+            .is_some_and(|s| s.at_tip(ctx.stored_filters))
+    }
+
+    /// A `filters` message answering the scan.
+    pub fn on_filters(
+        &mut self,
+        ctx: &mut Ctx,
+        g: usize,
+        m: &Filters<'_>,
+    ) -> Result<(), DropReason> {
+        let Some(scan) = self.scan.as_mut().filter(|s| s.is_in_flight(g, m.id)) else {
+            return ctx.given_up_answer(g, m.id, m.flags.last);
+        };
+        let before = scan.filters;
+        let for_wallet = self.for_wallet;
+        let result = scan.on_filters(m, |c| changed(ctx, c, for_wallet));
+        if scan.filters > before {
+            ctx.timers.touch(Task::Scan, ctx.now);
+        }
+        result.map_err(|e| {
+            // The gateway is dropped: what it still sends is not read.
+            scan.abandon().for_each(drop);
+            DropReason::Scan(e)
+        })
+    }
+
+    /// Ask for the scan's next window of filters, from a gateway known to agree with our
+    /// filter headers (a filter that does not match ours is then its own fault, and it
+    /// is marked bad for it): another than `source` (the headers') when there is one.
+    /// `Err` names a gateway whose connection broke.
+    pub fn schedule(
+        &mut self,
+        ctx: &mut Ctx,
+        conns: &mut Conns,
+        source: Option<usize>,
+    ) -> Result<(), Broke> {
+        let Some(scan) = self.scan.as_mut() else {
+            return Ok(());
+        };
+        if ctx.stopped || scan.asked().is_some() {
+            return Ok(());
+        }
+        let usable = |g: usize| {
+            let gw = &ctx.gateways[g];
+            gw.filters_usable() && gw.trust.agreed().is_some()
+        };
+        let Some(g) = (0..ctx.gateways.len())
+            .find(|&g| usable(g) && Some(g) != source)
+            .or(source.filter(|&g| usable(g)))
+        else {
+            return Ok(());
+        };
+        let Some(conn) = ready(conns, g) else {
+            return Ok(());
+        };
+        ctx.timers.touch(Task::Scan, ctx.now);
+        let limit = ctx.gateways[g].trust.agreed().unwrap_or(0);
+        // Requests in flight all go to one gateway: its answers come in order.
+        while let Some((id, start, stop)) = scan.next_request(g, limit) {
+            if let Err(e) = conn.request_filters(id, start, stop) {
+                scan.abandon().for_each(drop);
+                return Err((g, e));
+            }
+        }
+        Ok(())
+    }
+
+    /// Report a scan that has matched everything stored.
+    pub fn check_reached(&mut self, ctx: &mut Ctx) {
+        if let Some(scan) = self.scan.as_mut()
+            && scan.reached(ctx.stored_filters)
+        {
+            ctx.events.push_back(Event::ScanReached {
+                height: scan.next().saturating_sub(1),
+                matches: scan.matches().to_vec(),
+            });
+        }
+    }
+
+    /// Blocks above `fork` are no longer on the best chain (a reorganisation, or filter
+    /// headers found wrong from `fork + 1`): their matches are withdrawn and scanned
+    /// again.
+    pub fn reorg(&mut self, ctx: &mut Ctx, fork: u32) {
+        let Some(scan) = self.scan.as_mut() else {
+            return;
+        };
+        let events = &mut ctx.events;
+        let given_up: Vec<(usize, u32)> =
+            scan.reorg(fork, |c| events.push_back(event(c))).collect();
+        ctx.give_up_all(given_up);
+    }
+
+    /// The gateway asked, if a request is in flight.
+    pub fn asked(&self) -> Option<usize> {
+        self.scan.as_ref()?.asked().map(|(g, _)| g)
+    }
+
+    /// Gateway `g` is gone: its requests with it.
+    pub fn gateway_gone(&mut self, g: usize) {
+        if let Some(scan) = self.scan.as_mut()
+            && scan.asked().is_some_and(|(a, _)| a == g)
+        {
+            scan.abandon().for_each(drop);
+        }
+    }
+
+    /// When the scan's request times out without bringing filters.
+    pub fn deadline(&self, ctx: &Ctx) -> Option<Millis> {
+        ctx.timers.deadline(Task::Scan, self.asked().is_some())
+    }
+}
+
+/// A scan from `from`, on a store whose first header is at `base`.
+fn clamp(from: u32, base: u32) -> u32 {
+    if base > 0 { from.max(base + 1) } else { from }
+}
+
+/// A scan's change: the application hears it; the wallet fetches a match of its scan.
+fn changed(ctx: &mut Ctx, c: ScanChange, for_wallet: bool) {
+    if let (ScanChange::Matched { height, hash }, true) = (c, for_wallet) {
+        ctx.effects.push_back(Effect::Matched { height, hash });
+    }
+    ctx.events.push_back(event(c));
+}
+
+fn event(c: ScanChange) -> Event {
+    match c {
+        ScanChange::Matched { height, hash } => Event::ScanMatch { height, hash },
+        ScanChange::Withdrawn { height, hash } => Event::ScanWithdrawn { height, hash },
+    }
+}

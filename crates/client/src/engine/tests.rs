@@ -1,0 +1,507 @@
+//! The engine against scripted gateways: one message at a time, on a virtual clock.
+
+#[cfg(target_arch = "wasm32")]
+use wasm_bindgen_test::wasm_bindgen_test as test;
+
+use super::*;
+use core::time::Duration;
+
+use crate::reason::TransportError;
+use lightwire_chain::{Chain, Header};
+use lightwire_proto::ConnectString;
+
+use lightwire_chain::generate::headers_after;
+use lightwire_chain::{REGTEST, U256};
+use lightwire_noise::{FrameReader, Receiver, Responder, Sender};
+use lightwire_wire::{Features, Headers, Init, Message, Networks};
+
+use crate::testnet::{NOW, key};
+
+/// The gateway's side of one connection, scripted by the test.
+struct Fake {
+    tx: Sender,
+    rx: Receiver,
+    reader: FrameReader,
+}
+
+impl Fake {
+    /// Connect gateway `g` of `engine` (keys 0x40 + g) through the handshake and both
+    /// inits.
+    fn connect(engine: &mut Engine, g: usize) -> Fake {
+        engine.connecting(g, NOW);
+        engine.opened(g, key(0x20 + g as u8), NOW);
+        let act_one = engine.poll_transmit(g).unwrap().to_vec();
+        engine.sent(g);
+        let (awaiting, act_two) = Responder::start(key(0x40 + g as u8), key(0x60))
+            .read_act_one(&act_one)
+            .unwrap();
+        engine.receive(g, &act_two, NOW);
+        let out = engine.poll_transmit(g).unwrap().to_vec();
+        engine.sent(g);
+        let (tx, rx) = awaiting.read_act_three(&out[..66]).unwrap().split();
+        let mut fake = Fake {
+            tx,
+            rx,
+            reader: FrameReader::new(),
+        };
+        fake.reader.read(&mut fake.rx, &out[66..]).unwrap(); // the client's init
+        let chains = [REGTEST.genesis.block_hash().0];
+        let init = Init::new(Features::empty(), Some(Networks::from_chains(&chains)));
+        fake.send(engine, g, &Message::Init(init));
+        assert_eq!(engine.state(g), GatewayState::Syncing);
+        fake
+    }
+
+    fn send(&mut self, engine: &mut Engine, g: usize, m: &Message<'_>) {
+        self.send_at(engine, g, NOW, m);
+    }
+
+    /// A message received at `now`.
+    fn send_at(&mut self, engine: &mut Engine, g: usize, now: Millis, m: &Message<'_>) {
+        let mut body = vec![0u8; 70_000];
+        let n = m.encode(&mut body).unwrap();
+        let mut frame = vec![0u8; n + 34];
+        let len = self.tx.encrypt(&body[..n], &mut frame).unwrap();
+        engine.receive(g, &frame[..len], now);
+    }
+
+    fn tip(&mut self, engine: &mut Engine, g: usize, height: u32, header: &Header) {
+        let work = U256::from_u64(2 * (u64::from(height) + 1)).to_be_bytes();
+        let tip = lightwire_wire::Tip {
+            height,
+            header: &header.encode(),
+            chainwork: &work,
+        };
+        self.send(engine, g, &Message::Tip(tip));
+    }
+
+    fn headers(&mut self, engine: &mut Engine, g: usize, id: u32, hs: &[Header], last: bool) {
+        let bytes: Vec<u8> = hs.iter().flat_map(|h| h.encode()).collect();
+        let m = Headers {
+            id,
+            first_height: 0,
+            last,
+            headers: &bytes,
+        };
+        self.send(engine, g, &Message::Headers(m));
+    }
+
+    /// The ids of the requests the engine sent this gateway since the last call.
+    fn requests(&mut self, engine: &mut Engine, g: usize) -> Vec<u32> {
+        let Some(out) = engine.poll_transmit(g).map(<[u8]>::to_vec) else {
+            return Vec::new();
+        };
+        engine.sent(g);
+        let mut ids = Vec::new();
+        let mut at = 0;
+        while at < out.len() {
+            let (taken, m) = self.reader.read(&mut self.rx, &out[at..]).unwrap();
+            at += taken;
+            if let Some(Message::GetHeaders(r)) = m.map(|b| Message::decode(b).unwrap()) {
+                ids.push(r.id);
+            }
+        }
+        ids
+    }
+}
+
+fn engine(gateways: usize) -> Engine {
+    let chain = Chain::new(&REGTEST);
+    let tip = Tip::from(chain.tip());
+    let list = (0..gateways)
+        .map(|g| ConnectString {
+            url: format!("ws://127.0.0.1:{}", 9000 + g),
+            node_id: key(0x40 + g as u8).public_key(),
+        })
+        .collect();
+    let mut e = Engine::new(chain, &tip, list, key(1), 7, NOW);
+    while e.poll_action().is_some() {}
+    e
+}
+
+#[test]
+fn a_given_up_answer_still_arriving_is_ignored_not_punished() {
+    let chain = headers_after(&REGTEST, &REGTEST.genesis, 0, 300, 0);
+    let mut e = engine(2);
+    let mut a = Fake::connect(&mut e, 0);
+    let mut b = Fake::connect(&mut e, 1);
+    a.tip(&mut e, 0, 100, &chain[99]);
+    e.schedule();
+    let first = a.requests(&mut e, 0);
+    assert_eq!(first.len(), 1, "asked A");
+    // B announces more work: A's request is given up, B is asked.
+    b.tip(&mut e, 1, 200, &chain[199]);
+    e.schedule();
+    assert_eq!(b.requests(&mut e, 1).len(), 1, "asked B");
+    // B goes away: A is asked again while its first answer is still on its way.
+    e.closed(1, TransportError::Closed, NOW);
+    e.schedule();
+    let second = a.requests(&mut e, 0);
+    assert_eq!(second.len(), 1);
+    a.headers(&mut e, 0, first[0], &chain[..100], true);
+    assert_eq!(e.state(0), GatewayState::Syncing, "A is not marked bad");
+    a.headers(&mut e, 0, second[0], &chain[..100], true);
+    assert_eq!(e.syncer().tip().height, 100);
+    // An answer to a request never made is refused: A is bad.
+    a.headers(&mut e, 0, 999, &chain[100..110], true);
+    assert_eq!(e.state(0), GatewayState::Bad);
+    let actions: Vec<Action> = std::iter::from_fn(|| e.poll_action()).collect();
+    assert!(
+        actions.contains(&Action::Close { gateway: 0 }),
+        "{actions:?}"
+    );
+}
+
+#[test]
+fn a_gateway_announcing_what_it_does_not_deliver_is_marked_bad() {
+    let chain = headers_after(&REGTEST, &REGTEST.genesis, 0, 50, 0);
+    let mut e = engine(1);
+    let mut a = Fake::connect(&mut e, 0);
+    for (i, claimed) in [1_000u32, 2_000, 3_000].into_iter().enumerate() {
+        // A tip "claimed" high, with a header we cannot check until it comes.
+        let mut fake = chain[10 + i];
+        fake.nonce ^= 1;
+        a.tip(&mut e, 0, claimed, &fake);
+        e.schedule();
+        let ids = a.requests(&mut e, 0);
+        assert_eq!(ids.len(), 1, "round {i}: asked");
+        a.headers(&mut e, 0, ids[0], &[], true);
+        // An undelivered tip announced again is not a target again.
+        a.tip(&mut e, 0, claimed, &fake);
+        e.schedule();
+        if i < 2 {
+            assert!(
+                a.requests(&mut e, 0).is_empty(),
+                "round {i}: not asked again"
+            );
+            assert_eq!(e.state(0), GatewayState::Syncing);
+        }
+    }
+    assert_eq!(e.state(0), GatewayState::Bad);
+}
+
+#[test]
+fn a_request_without_progress_times_out_and_reconnects() {
+    let chain = headers_after(&REGTEST, &REGTEST.genesis, 0, 50, 0);
+    let mut e = engine(1);
+    let mut a = Fake::connect(&mut e, 0);
+    a.tip(&mut e, 0, 50, &chain[49]);
+    e.schedule();
+    assert_eq!(a.requests(&mut e, 0).len(), 1);
+    assert_eq!(e.poll_timeout(), Some(NOW + REQUEST_TIMEOUT));
+    e.handle_timeout(NOW + Duration::from_secs(10));
+    assert_eq!(e.state(0), GatewayState::Syncing);
+    e.handle_timeout(NOW + REQUEST_TIMEOUT);
+    assert_eq!(e.state(0), GatewayState::BackingOff);
+    assert_eq!(e.poll_action(), Some(Action::Close { gateway: 0 }));
+    assert_eq!(e.poll_action(), None, "the reconnect waits for its backoff");
+    let Some(Event::Gateway {
+        reason: Some(why), ..
+    }) = std::iter::from_fn(|| e.poll_event()).last()
+    else {
+        panic!("a reason for the drop");
+    };
+    assert_eq!(why.code(), "request-timeout");
+    // One timer: the reconnect is due within the first backoff (250..500 ms).
+    let due = e.poll_timeout().unwrap();
+    let wait = due.since(NOW + REQUEST_TIMEOUT);
+    assert!(wait >= Duration::from_millis(250) && wait <= Duration::from_millis(500));
+    e.handle_timeout(due);
+    assert_eq!(e.poll_action(), Some(Action::Connect { gateway: 0 }));
+}
+
+#[test]
+fn backoff_doubles_to_a_cap_with_jitter() {
+    let ms = Duration::from_millis;
+    assert_eq!(backoff(1, 0.0), ms(250));
+    assert_eq!(backoff(1, 1.0), ms(500));
+    assert_eq!(backoff(2, 0.0), ms(500));
+    assert_eq!(backoff(3, 0.5), ms(1_500));
+    assert_eq!(backoff(20, 1.0), BACKOFF_MAX);
+    assert_eq!(backoff(u32::MAX, 0.0), BACKOFF_MAX / 2);
+    // Out-of-range randomness is clamped, never a negative or unbounded delay.
+    assert_eq!(backoff(1, -3.0), ms(250));
+    assert_eq!(backoff(1, 9.0), ms(500));
+    // The engine's own numbers are uniform in [0, 1) and differ per seed.
+    let (mut a, mut b) = (Rng::new(1), Rng::new(2));
+    let xs: Vec<f64> = (0..1000).map(|_| a.next_f64()).collect();
+    assert!(xs.iter().all(|x| (0.0..1.0).contains(x)));
+    assert!((0.45..0.55).contains(&(xs.iter().sum::<f64>() / 1000.0)));
+    assert_ne!(a.next_u64(), b.next_u64());
+}
+
+#[test]
+fn a_rejected_gateway_says_which_rule_at_which_height() {
+    use crate::testnet::{Net, memory};
+    use lightwire_proto::testing::TestChain;
+    // The bad gateway claims more work, with a header at 150 that misses its target.
+    let mut bad = TestChain::generate(320);
+    bad.corrupt(150);
+    let good = TestChain::generate(300);
+    let mut net = Net::new(memory(), vec![bad, good], |_| {});
+    net.drive();
+    let rejected: Vec<&DropReason> = net
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Rejected { gateway: 0, reason } => Some(reason),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(rejected.len(), 1, "{:?}", net.events);
+    assert_eq!(rejected[0].code(), "invalid-header");
+    assert_eq!(rejected[0].invalid_header(), Some((150, "high-hash")));
+    assert!(
+        rejected[0].to_string().contains("height 150"),
+        "{}",
+        rejected[0]
+    );
+    assert_eq!(net.engine.state(0), GatewayState::Bad);
+    // The honest gateway's chain was synced and stored all the same.
+    assert_eq!(net.stored().height, 300);
+}
+
+#[test]
+fn two_gateways_sync_into_the_store_and_keepalive_runs_on_one_timer() {
+    use crate::testnet::{Net, memory};
+    use lightwire_proto::testing::TestChain;
+    let mut net = Net::new(
+        memory(),
+        vec![TestChain::generate(5_000), TestChain::generate(5_000)],
+        |e| {
+            e.syncer_mut().request_size = 2_000;
+            e.syncer_mut().commit_every = 1_500;
+        },
+    );
+    net.drive();
+    assert_eq!(net.stored().height, 5_000);
+    assert!(net.engine.is_synced());
+    assert_eq!(net.engine.state(0), GatewayState::Synced);
+    // Idle for ten minutes: pings both ways keep every connection up.
+    net.advance(Duration::from_secs(600));
+    assert_eq!(net.engine.state(0), GatewayState::Synced);
+    assert_eq!(net.engine.state(1), GatewayState::Synced);
+    assert_eq!(net.engine.counters().reconnects, 0);
+    // A gateway that goes silent is dropped by the keepalive and reconnected.
+    net.gateways[1].as_mut().unwrap().speaks = false;
+    net.advance(Duration::from_secs(51));
+    assert_eq!(net.engine.counters().reconnects, 1);
+    let dropped = net.events.iter().any(|e| {
+        matches!(e, Event::Gateway { gateway: 1, reason: Some(r), .. } if r.code() == "keepalive-timeout")
+    });
+    assert!(dropped, "{:?}", net.events);
+    net.advance(Duration::from_secs(1));
+    assert_eq!(
+        net.engine.state(1),
+        GatewayState::Synced,
+        "back after the backoff"
+    );
+}
+
+#[test]
+fn an_answer_held_for_ancestors_is_capped_at_what_was_asked() {
+    // Our chain: 5,000 headers, so that height 100 is below the validation window.
+    let main = headers_after(&REGTEST, &REGTEST.genesis, 0, 5_000, 0);
+    let mut chain = Chain::new(&REGTEST);
+    for piece in main.chunks(2_000) {
+        chain.connect(piece, NOW.as_secs()).unwrap();
+    }
+    let tip = Tip::from(chain.tip());
+    let list = vec![ConnectString {
+        url: "ws://127.0.0.1:9000".into(),
+        node_id: key(0x40).public_key(),
+    }];
+    let mut e = Engine::new(chain, &tip, list, key(1), 7, NOW);
+    e.syncer_mut().request_size = 2_000;
+    while e.poll_action().is_some() {}
+    let mut a = Fake::connect(&mut e, 0);
+    // A branch from height 100 with more work than ours.
+    let branch = headers_after(&REGTEST, &main[99], 100, 6_000, 1);
+    a.tip(&mut e, 0, 6_100, &branch[5_999]);
+    e.schedule();
+    let ids = a.requests(&mut e, 0);
+    assert_eq!(ids.len(), 1);
+    // Its first message forks below the window: the engine waits for ancestors.
+    a.headers(&mut e, 0, ids[0], &branch[..800], false);
+    assert!(e.need_ancestors().is_some());
+    // Meanwhile the gateway keeps sending: 1,200 more is the rest of the 2,000 asked
+    // for and is held; anything beyond is refused, and nothing more is held.
+    a.headers(&mut e, 0, ids[0], &branch[800..1_600], false);
+    a.headers(&mut e, 0, ids[0], &branch[1_600..2_000], false);
+    assert_eq!(e.state(0), GatewayState::Syncing);
+    a.headers(&mut e, 0, ids[0], &branch[2_000..2_001], false);
+    assert_eq!(e.state(0), GatewayState::Bad);
+    assert!(
+        e.need_ancestors().is_none(),
+        "what was held went with the gateway"
+    );
+}
+
+#[test]
+fn a_header_from_the_future_is_not_yet_not_invalid() {
+    let chain = headers_after(&REGTEST, &REGTEST.genesis, 0, 10, 0);
+    let mut e = engine(1);
+    let mut a = Fake::connect(&mut e, 0);
+    // A valid header three hours ahead of our clock (our clock may be the slow one).
+    let mut future = headers_after(&REGTEST, &chain[9], 10, 1, 0)[0];
+    future.time = (NOW.as_secs() + 3 * 3600) as u32;
+    let target = future.bits.to_target().unwrap();
+    lightwire_chain::generate::mine(&mut future, &target);
+    a.tip(&mut e, 0, 11, &future);
+    e.schedule();
+    let ids = a.requests(&mut e, 0);
+    let mut answer = chain.clone();
+    answer.push(future);
+    a.headers(&mut e, 0, ids[0], &answer, true);
+    // Not marked bad: reconnected after a backoff, to be asked again.
+    assert_eq!(e.state(0), GatewayState::BackingOff);
+    let reason = std::iter::from_fn(|| e.poll_event()).find_map(|ev| match ev {
+        Event::Gateway {
+            reason: Some(r), ..
+        } => Some(r),
+        _ => None,
+    });
+    let reason = reason.expect("a reason");
+    assert_eq!(reason.code(), "future-header");
+    assert!(!reason.is_violation());
+    assert_eq!(reason.invalid_header(), Some((11, "time-too-new")));
+}
+
+#[test]
+fn colluding_gateways_cannot_push_out_an_honest_gateways_given_up_requests() {
+    let chain = headers_after(&REGTEST, &REGTEST.genesis, 0, 300, 0);
+    let mut e = engine(3);
+    let mut honest = Fake::connect(&mut e, 0);
+    let mut a = Fake::connect(&mut e, 1);
+    let mut b = Fake::connect(&mut e, 2);
+    honest.tip(&mut e, 0, 100, &chain[99]);
+    e.schedule();
+    let first = honest.requests(&mut e, 0);
+    assert_eq!(first.len(), 1, "the honest gateway is asked");
+    // Two colluders take turns announcing ever "better" tips, so that request after
+    // request is given up: twenty of them, more than any global memory of 16 holds.
+    for i in 0..20u32 {
+        let (fake, g) = if i % 2 == 0 { (&mut a, 1) } else { (&mut b, 2) };
+        let mut header = chain[150];
+        header.nonce = header.nonce.wrapping_add(1_000 + i);
+        fake.tip(&mut e, g, 1_000 + i, &header);
+        e.schedule();
+        assert_eq!(fake.requests(&mut e, g).len(), 1, "round {i}");
+    }
+    // The honest gateway's answer to the first request arrives now: ignored, not
+    // punished.
+    honest.headers(&mut e, 0, first[0], &chain[..100], true);
+    assert_eq!(e.state(0), GatewayState::Syncing);
+    // A colluder answering the honest gateway's request id is another matter.
+    a.headers(&mut e, 1, first[0], &chain[..10], true);
+    assert_eq!(e.state(1), GatewayState::Bad);
+}
+
+#[test]
+fn honest_reorgs_during_a_sync_do_not_count_against_the_gateway() {
+    let main = headers_after(&REGTEST, &REGTEST.genesis, 0, 1_200, 0);
+    let mut e = engine(1);
+    e.syncer_mut().request_size = 50;
+    let mut a = Fake::connect(&mut e, 0);
+    for round in 0..4 {
+        // The gateway announces a tip; its chain reorganises while our request waits,
+        // so the answer ends at once, empty, before the new tip is announced.
+        a.tip(&mut e, 0, 1_000 + round, &main[999 + round as usize]);
+        e.schedule();
+        let ids = a.requests(&mut e, 0);
+        assert_eq!(ids.len(), 1, "round {round}");
+        a.headers(&mut e, 0, ids[0], &[], true);
+        // The new tip, and the headers it asks for: progress.
+        a.tip(&mut e, 0, 1_100 + round, &main[1_099 + round as usize]);
+        e.schedule();
+        let ids = a.requests(&mut e, 0);
+        assert_eq!(ids.len(), 1, "round {round}");
+        let from = e.syncer().tip().height as usize;
+        a.headers(&mut e, 0, ids[0], &main[from..from + 50], true);
+        assert_eq!(e.syncer().tip().height as usize, from + 50);
+        assert_eq!(e.state(0), GatewayState::Syncing, "round {round}");
+    }
+}
+
+/// A tip "claimed" at `height` whose header we cannot check until it comes (a
+/// variant of `base`).
+fn claimed(base: &Header, salt: u32) -> Header {
+    let mut h = *base;
+    h.nonce = h.nonce.wrapping_add(10_000 + salt);
+    h
+}
+
+#[test]
+fn empty_messages_do_not_keep_a_request_alive() {
+    let chain = headers_after(&REGTEST, &REGTEST.genesis, 0, 50, 0);
+    let mut e = engine(1);
+    let mut a = Fake::connect(&mut e, 0);
+    a.tip(&mut e, 0, 50, &chain[49]);
+    e.schedule();
+    let ids = a.requests(&mut e, 0);
+    // Every 10 s an empty, not-last `headers`: messages, but no progress.
+    for k in 1..=2u64 {
+        let now = NOW + Duration::from_secs(10 * k);
+        e.handle_timeout(now);
+        let empty = Headers {
+            id: ids[0],
+            first_height: 0,
+            last: false,
+            headers: &[],
+        };
+        a.send_at(&mut e, 0, now, &Message::Headers(empty));
+    }
+    e.handle_timeout(NOW + Duration::from_secs(29));
+    assert_eq!(e.state(0), GatewayState::Syncing);
+    e.handle_timeout(NOW + REQUEST_TIMEOUT);
+    assert_eq!(
+        e.state(0),
+        GatewayState::BackingOff,
+        "30 s without progress"
+    );
+}
+
+#[test]
+fn a_higher_tip_before_each_empty_answer_does_not_keep_a_gateway_the_target() {
+    let chain = headers_after(&REGTEST, &REGTEST.genesis, 0, 50, 0);
+    let mut e = engine(1);
+    let mut a = Fake::connect(&mut e, 0);
+    a.tip(&mut e, 0, 1_000, &claimed(&chain[10], 0));
+    for round in 1..=3u32 {
+        e.schedule();
+        let ids = a.requests(&mut e, 0);
+        assert_eq!(ids.len(), 1, "round {round}: asked");
+        // Just before ending the answer empty, a "higher" tip.
+        a.tip(&mut e, 0, 1_000 + round, &claimed(&chain[10], round));
+        a.headers(&mut e, 0, ids[0], &[], true);
+    }
+    assert_eq!(e.state(0), GatewayState::Bad);
+}
+
+#[test]
+fn full_answers_of_known_headers_are_not_progress() {
+    let chain = headers_after(&REGTEST, &REGTEST.genesis, 0, 200, 0);
+    let mut e = engine(1);
+    e.syncer_mut().request_size = 50;
+    let mut a = Fake::connect(&mut e, 0);
+    // First a real answer: our chain reaches 50.
+    a.tip(&mut e, 0, 50, &chain[49]);
+    e.schedule();
+    let ids = a.requests(&mut e, 0);
+    a.headers(&mut e, 0, ids[0], &chain[..50], true);
+    assert_eq!(e.syncer().tip().height, 50);
+    // Then "higher" tips, each answered with a full answer of headers we have.
+    for round in 0..3u32 {
+        a.tip(&mut e, 0, 1_000 + round, &claimed(&chain[150], round));
+        e.schedule();
+        let ids = a.requests(&mut e, 0);
+        assert_eq!(ids.len(), 1, "round {round}: asked");
+        a.headers(&mut e, 0, ids[0], &chain[..50], true);
+        e.schedule();
+        assert!(
+            a.requests(&mut e, 0).is_empty(),
+            "round {round}: not continued from headers we have"
+        );
+    }
+    assert_eq!(e.state(0), GatewayState::Bad);
+}

@@ -1,0 +1,263 @@
+//! The wallet task (see [`crate::wallet`]): what is watched starts the wallet's scan, the
+//! scan's matches are fetched one block at a time from a gateway that serves blocks,
+//! checked and applied, and the gap limit's new scripts join the scan. The wallet drives
+//! its scan: the engine hands it the scan task where it needs one.
+
+use lightwire_chain::BlockHash;
+use lightwire_proto::Millis;
+use lightwire_wire::BlockPiece;
+
+use super::ctx::{Broke, Conns, Ctx};
+use super::event::Event;
+use super::scan::ScanTask;
+use crate::reason::DropReason;
+use crate::request::Task;
+use crate::wallet::{Again, Applied, WalletChange, WalletSync, WatchError, Watched};
+
+/// The wallet task's state.
+#[derive(Default)]
+pub struct WalletTask {
+    /// The watch-only wallet, once something is watched.
+    pub wallet: Option<WalletSync>,
+}
+
+impl WalletTask {
+    /// Watch `items` from block `from`: the wallet scans for them (see
+    /// [`super::Engine::watch`]). `base` is the store's first height.
+    pub fn watch(
+        &mut self,
+        ctx: &mut Ctx,
+        scan: &mut ScanTask,
+        items: &[Watched],
+        from: u32,
+        base: u32,
+    ) -> Result<(), WatchError> {
+        let network = ctx.params.network;
+        let wallet = self
+            .wallet
+            .get_or_insert_with(|| WalletSync::new(network, from));
+        let before = wallet.watch.len();
+        wallet.watch(items)?;
+        let from = wallet.from.min(from);
+        if wallet.watch.len() != before || wallet.from != from || !scan.for_wallet {
+            // Everything from the start again, with every script: what was found is
+            // withdrawn, and found again.
+            wallet.from = from;
+            self.restart(ctx, scan, base);
+        }
+        Ok(())
+    }
+
+    /// Stop watching `items` (see [`super::Engine::unwatch`]).
+    pub fn unwatch(
+        &mut self,
+        ctx: &mut Ctx,
+        scan: &mut ScanTask,
+        items: &[Watched],
+        base: u32,
+    ) -> Result<(), WatchError> {
+        let Some(wallet) = self.wallet.as_mut() else {
+            return Ok(());
+        };
+        let Some(changes) = wallet.unwatch(items)? else {
+            return Ok(());
+        };
+        tell(ctx, changes);
+        let scripts: Vec<Vec<u8>> = wallet.watch.scripts().map(<[u8]>::to_vec).collect();
+        if scripts.is_empty() {
+            scan.drop_wallets(ctx);
+        } else {
+            scan.start(ctx, scripts, wallet.from, base);
+            scan.for_wallet = true;
+        }
+        Ok(())
+    }
+
+    /// Go on with a wallet restored from the store: the blocks its scan matched and it
+    /// had not applied are fetched again.
+    pub fn resume(&mut self, scan: &mut ScanTask, mut wallet: WalletSync) {
+        if let Some(s) = scan.scan.as_ref() {
+            let tip = wallet.ledger.tip();
+            for &(h, hash) in s.matches() {
+                if tip.is_none_or(|t| h > t) {
+                    // Nothing is in flight yet: nothing to give up.
+                    let _ = wallet.matched(h, hash);
+                }
+            }
+            // The saved scan feeds the wallet if it watches all the wallet's scripts (the
+            // wallet's own does; an app's scan() replaced it otherwise).
+            scan.for_wallet = wallet
+                .watch
+                .scripts()
+                .all(|x| s.scripts().iter().any(|y| y == x));
+        }
+        wallet.dirty = false;
+        self.wallet = Some(wallet);
+    }
+
+    /// Whether the wallet has matched everything stored and applied every block matched.
+    pub fn synced(&self, ctx: &Ctx, scan: &ScanTask) -> bool {
+        scan.for_wallet
+            && scan.at_tip(ctx)
+            && self
+                .wallet
+                .as_ref()
+                .is_some_and(|w| w.pending_blocks() == 0)
+    }
+
+    /// Ask for the next matched block, from a gateway that serves blocks (the one the
+    /// scan asks first: its filter matched). `Err` names a gateway whose connection broke.
+    pub fn schedule(
+        &mut self,
+        ctx: &mut Ctx,
+        conns: &mut Conns,
+        scan_gateway: Option<usize>,
+    ) -> Result<(), Broke> {
+        let Some(wallet) = self.wallet.as_mut().filter(|_| !ctx.stopped) else {
+            return Ok(());
+        };
+        let gateways = &ctx.gateways;
+        let usable = |g: usize, tried: &[usize]| {
+            gateways[g].ready
+                && !tried.contains(&g)
+                && conns[g]
+                    .as_ref()
+                    .is_some_and(|p| p.is_ready() && p.serves_blocks())
+        };
+        let Some((g, id, hash)) = wallet.next_fetch(|tried| {
+            scan_gateway
+                .filter(|&g| usable(g, tried))
+                .or_else(|| (0..gateways.len()).find(|&g| usable(g, tried)))
+        }) else {
+            return Ok(());
+        };
+        ctx.timers.touch(Task::Wallet, ctx.now);
+        let Some(conn) = conns[g].as_mut() else {
+            return Ok(());
+        };
+        if let Err(e) = conn.request_block(id, hash) {
+            wallet.gateway_gone(g);
+            return Err((g, e));
+        }
+        Ok(())
+    }
+
+    /// A `block` message for the wallet.
+    pub fn on_block(
+        &mut self,
+        ctx: &mut Ctx,
+        scan: &mut ScanTask,
+        g: usize,
+        p: &BlockPiece<'_>,
+        base: u32,
+    ) -> Result<(), DropReason> {
+        let Some(wallet) = self
+            .wallet
+            .as_mut()
+            .filter(|w| w.asked() == Some((g, p.id)))
+        else {
+            return ctx.given_up_answer(g, p.id, p.last);
+        };
+        ctx.timers.touch(Task::Wallet, ctx.now);
+        match wallet.on_piece(p) {
+            Ok(None) => Ok(()),
+            Ok(Some(done)) => {
+                self.applied(ctx, scan, done, base);
+                Ok(())
+            }
+            Err(e) => Err(DropReason::Wallet(e)),
+        }
+    }
+
+    /// What a block applied to the wallet did: events, the scan told of the scripts the
+    /// gap limit derived, and what must be done again (see [`crate::wallet`]).
+    fn applied(&mut self, ctx: &mut Ctx, scan: &mut ScanTask, done: Applied, base: u32) {
+        tell(ctx, done.changes);
+        if !scan.for_wallet {
+            return;
+        }
+        if done.again == Some(Again::Restart) {
+            self.restart(ctx, scan, base);
+            return;
+        }
+        if let Some(s) = scan.scan.as_mut()
+            && !done.derived.is_empty()
+        {
+            // Matched from the scan's next filter on, not from this block: the scan may be
+            // far ahead, and going back for each block applied would fetch its filters
+            // again and again. Nothing is lost: a script derived after the scan started is
+            // not covered, and if it becomes the wallet's, the wallet scans again from its
+            // start (Again::Restart).
+            s.add_scripts(done.derived);
+        }
+        let (Some(Again::From(first)), Some(wallet), Some(s)) =
+            (done.again, self.wallet.as_mut(), scan.scan.as_ref())
+        else {
+            return;
+        };
+        // A block applied paid a script that has just become the wallet's: the ledger goes
+        // back below it and the blocks the scan matched from there are applied again.
+        let (withdrawn, gave_up) = wallet.withdraw_from(first);
+        let mut given_up: Vec<(usize, u32)> = gave_up.into_iter().collect();
+        for &(h, hash) in s.matches().iter().filter(|(h, _)| *h >= first) {
+            given_up.extend(wallet.matched(h, hash));
+        }
+        tell(ctx, withdrawn);
+        ctx.give_up_all(given_up);
+    }
+
+    /// The wallet is scanned again from its start, with every script it derived.
+    fn restart(&mut self, ctx: &mut Ctx, scan: &mut ScanTask, base: u32) {
+        let Some(wallet) = self.wallet.as_mut() else {
+            return;
+        };
+        let (withdrawn, gave_up) = wallet.restart();
+        let scripts: Vec<Vec<u8>> = wallet.watch.scripts().map(<[u8]>::to_vec).collect();
+        let from = wallet.from;
+        tell(ctx, withdrawn);
+        ctx.give_up_all(gave_up);
+        scan.start(ctx, scripts, from, base);
+        scan.for_wallet = true;
+    }
+
+    /// The wallet's scan matched a block: the wallet fetches it.
+    pub fn matched(&mut self, ctx: &mut Ctx, height: u32, hash: BlockHash) {
+        if let Some(w) = self.wallet.as_mut()
+            && let Some((g, id)) = w.matched(height, hash)
+        {
+            ctx.give_up(g, id);
+        }
+    }
+
+    /// A reorganisation at `fork`: what the wallet found above it is withdrawn.
+    pub fn reorg(&mut self, ctx: &mut Ctx, fork: u32) {
+        let Some(w) = self.wallet.as_mut() else {
+            return;
+        };
+        let (changes, gave_up) = w.reorg(fork);
+        tell(ctx, changes);
+        ctx.give_up_all(gave_up);
+    }
+
+    /// The gateway asked for a block, if one is.
+    pub fn asked(&self) -> Option<usize> {
+        self.wallet.as_ref()?.asked().map(|(g, _)| g)
+    }
+
+    /// Gateway `g` is gone: its fetch is asked of another.
+    pub fn gateway_gone(&mut self, g: usize) {
+        if let Some(w) = self.wallet.as_mut() {
+            w.gateway_gone(g);
+        }
+    }
+
+    /// When the block in flight times out without a piece.
+    pub fn deadline(&self, ctx: &Ctx) -> Option<Millis> {
+        ctx.timers.deadline(Task::Wallet, self.asked().is_some())
+    }
+}
+
+/// The application hears of what the wallet found or lost.
+fn tell(ctx: &mut Ctx, changes: Vec<WalletChange>) {
+    ctx.events.extend(changes.into_iter().map(Event::Wallet));
+}
