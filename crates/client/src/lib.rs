@@ -17,12 +17,15 @@
 wasm_bindgen_test::wasm_bindgen_test_configure!(run_in_browser);
 
 pub mod dispute;
+pub mod driver;
 pub mod engine;
 pub mod filters;
 pub mod pipeline;
 pub mod reason;
 pub mod request;
 pub mod scan;
+#[cfg(test)]
+mod scenarios;
 pub mod start;
 pub mod sync;
 #[cfg(test)]

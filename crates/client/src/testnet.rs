@@ -7,6 +7,7 @@ use core::future::Future;
 use core::pin::pin;
 use core::task::{Context, Poll, Waker};
 use core::time::Duration;
+use std::collections::VecDeque;
 
 use lightwire_chain::{BlockHash, Entry, Header, REGTEST, Work};
 use lightwire_noise::SecretKey;
@@ -15,19 +16,24 @@ use lightwire_proto::testing::TestChain;
 use lightwire_proto::{BufferMode, ConnectString, Millis};
 use lightwire_store::{Batch, HeaderStore, MemoryStore, StateKey, StoreError, Tip};
 
+use crate::driver::{self, Host};
 use crate::engine::{Action, Engine, Event};
 use crate::pipeline::{self, Committed, Pipeline};
 
 /// Unix time of the tests (after every generated header, before their two-hour limit).
 pub const NOW: Millis = Millis(2_000_000_000_000);
 
-/// Run a future that never waits (a memory store's).
+/// Run a future whose waits end by themselves (a memory store's, or a test store's that
+/// yields a few times to let input in): polled again until it is ready.
 pub fn block_on<F: Future>(f: F) -> F::Output {
     let mut f = pin!(f);
-    match f.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
-        Poll::Ready(v) => v,
-        Poll::Pending => panic!("the test store never waits"),
+    let mut cx = Context::from_waker(Waker::noop());
+    for _ in 0..1_000_000 {
+        if let Poll::Ready(v) = f.as_mut().poll(&mut cx) {
+            return v;
+        }
     }
+    panic!("a test future that never ends")
 }
 
 /// Test keys: the client's 0x01, ephemeral 0x02, gateway `g`'s 0x40 + g.
@@ -48,6 +54,9 @@ pub struct FailingStore {
     /// Index lookups made (one per hash, as a batch lookup costs a shard read per hash
     /// in the worst case).
     pub lookups: core::cell::Cell<usize>,
+    /// How many times each commit waits before it runs (as IndexedDB's takes a while, and
+    /// the driver takes input meanwhile).
+    pub yields: u32,
 }
 
 impl FailingStore {
@@ -59,6 +68,7 @@ impl FailingStore {
             fail_at,
             last_ok: None,
             lookups: core::cell::Cell::new(0),
+            yields: 0,
         }
     }
 }
@@ -71,6 +81,7 @@ impl HeaderStore for FailingStore {
         self.inner.tip().await
     }
     async fn commit(&mut self, batch: Batch<'_>) -> Result<Tip, StoreError> {
+        Yield(self.yields).await;
         self.commits += 1;
         if self.commits >= self.fail_at {
             return Err(StoreError::QuotaExceeded);
@@ -114,24 +125,164 @@ impl HeaderStore for FailingStore {
     }
 }
 
-/// The engine, its gateways and its store.
-pub struct Net<S: HeaderStore> {
-    /// The virtual clock.
-    pub now: Millis,
+/// The test's edges: in-memory gateways on a virtual clock, and the events collected.
+pub struct TestHost<S> {
     /// The engine.
     pub engine: Engine,
+    /// The virtual clock.
+    pub now: Millis,
     /// Gateway `g`'s end, while connected.
     pub gateways: Vec<Option<Gateway>>,
     /// What each gateway serves (moved into its end while connected).
     chains: Vec<Option<TestChain>>,
-    /// The store.
-    pub store: S,
     /// Every event, in order.
     pub events: Vec<Event>,
-    /// The store failure that stopped the sync, if any.
-    pub store_error: Option<StoreError>,
     /// The last commit that completed, as the shell reports it.
     pub committed: Option<Committed>,
+    /// Inputs taken while a commit was in flight.
+    pub during_commits: usize,
+    /// The most headers validated and not yet committed, seen at an input.
+    pub most_uncommitted: usize,
+    /// Messages from the gateways, not yet handed to the engine.
+    queue: VecDeque<TestInput>,
+    _store: core::marker::PhantomData<fn() -> S>,
+}
+
+/// An input of the tests' host.
+pub enum TestInput {
+    /// A WebSocket message from a gateway.
+    Message(usize, Vec<u8>),
+    /// A gateway hung up.
+    Closed(usize),
+}
+
+impl<S> TestHost<S> {
+    fn disconnect(&mut self, g: usize) {
+        if let Some(gw) = self.gateways[g].take() {
+            self.chains[g] = Some(gw.chain);
+        }
+    }
+}
+
+impl<S: HeaderStore> Host for TestHost<S> {
+    type Store = S;
+    type Input = TestInput;
+    type Call = core::convert::Infallible;
+
+    fn engine(&mut self) -> &mut Engine {
+        &mut self.engine
+    }
+
+    fn now(&self) -> Millis {
+        self.now
+    }
+
+    fn pump(&mut self) {
+        let h = self;
+        let engine = &mut h.engine;
+        engine.schedule();
+        while let Some(action) = engine.poll_action() {
+            match action {
+                Action::Connect { gateway: g } => {
+                    engine.connecting(g, h.now);
+                    let chain = h.chains[g].take().expect("not connected");
+                    let end =
+                        Gateway::new(h.now, key(0x40 + g as u8), chain, BufferMode::Pooled, 2);
+                    h.gateways[g] = Some(end);
+                    engine.opened(g, key(2), h.now);
+                }
+                Action::Close { gateway: g } => {
+                    if let Some(gw) = h.gateways[g].take() {
+                        h.chains[g] = Some(gw.chain);
+                    }
+                }
+            }
+        }
+        for g in 0..h.gateways.len() {
+            if let (Some(gw), Some(out)) = (h.gateways[g].as_mut(), engine.poll_transmit(g)) {
+                gw.send(out);
+                engine.sent(g);
+            }
+        }
+        h.events.extend(core::iter::from_fn(|| engine.poll_event()));
+    }
+
+    async fn next(&mut self) -> Option<TestInput> {
+        let h = self;
+        while h.queue.is_empty() {
+            let mut moved = false;
+            for g in 0..h.gateways.len() {
+                let Some(gw) = h.gateways[g].as_mut() else {
+                    continue;
+                };
+                let queue = &mut h.queue;
+                moved |= gw.exchange(h.now, |m| {
+                    queue.push_back(TestInput::Message(g, m.to_vec()))
+                });
+                if gw.close().is_some() {
+                    // The gateway hung up: the socket closes.
+                    h.disconnect(g);
+                    h.queue.push_back(TestInput::Closed(g));
+                }
+            }
+            if !moved && h.queue.is_empty() {
+                return None;
+            }
+        }
+        h.queue.pop_front()
+    }
+
+    fn handle(&mut self, input: TestInput) -> Option<Self::Call> {
+        let now = self.now;
+        let engine = &mut self.engine;
+        if engine.is_committing() {
+            self.during_commits += 1;
+        }
+        let uncommitted = engine.syncer().uncommitted();
+        self.most_uncommitted = self.most_uncommitted.max(uncommitted);
+        match input {
+            TestInput::Message(g, bytes) => engine.receive(g, &bytes, now),
+            TestInput::Closed(g) => engine.closed(g, crate::reason::TransportError::Closed, now),
+        }
+        None
+    }
+
+    async fn serve(&mut self, _: &mut S, call: Self::Call) {
+        match call {}
+    }
+
+    fn unanswered(&mut self, call: Self::Call) {
+        match call {}
+    }
+
+    fn committed(&mut self, _: &S, commit: Committed) {
+        self.committed = Some(commit);
+    }
+}
+
+/// A future pending `n` times (waking itself each time) before it is ready.
+struct Yield(u32);
+
+impl Future for Yield {
+    type Output = ();
+    fn poll(mut self: core::pin::Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.0 == 0 {
+            return Poll::Ready(());
+        }
+        self.0 -= 1;
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    }
+}
+
+/// The engine, its gateways and its store, run by the shipped driver.
+pub struct Net<S: HeaderStore> {
+    /// The store.
+    pub store: S,
+    /// The store failure that stopped the sync, if any.
+    pub store_error: Option<StoreError>,
+    /// The host: the engine, the gateways, the events, the last commit.
+    pub host: TestHost<S>,
     pipeline: Pipeline,
 }
 
@@ -151,112 +302,60 @@ impl<S: HeaderStore> Net<S> {
             .expect("the store reads")
             .map_or(0, |h| h.time);
         tune(&mut engine);
-        Net {
-            now: NOW,
+        let host = TestHost {
             engine,
+            now: NOW,
             gateways: chains.iter().map(|_| None).collect(),
             chains: chains.into_iter().map(Some).collect(),
-            store,
             events: Vec::new(),
-            store_error: None,
             committed: None,
+            during_commits: 0,
+            most_uncommitted: 0,
+            queue: VecDeque::new(),
+            _store: core::marker::PhantomData,
+        };
+        Net {
+            store,
+            store_error: None,
+            host,
             pipeline: Pipeline::resumed(tip_time),
         }
     }
 
-    /// Move everything until nothing moves.
+    /// Run the driver until nothing moves (or the store fails: then nothing more runs).
     pub fn drive(&mut self) {
-        loop {
-            let mut moved = false;
-            while let Some(action) = self.engine.poll_action() {
-                moved = true;
-                match action {
-                    Action::Connect { gateway: g } => {
-                        self.engine.connecting(g, self.now);
-                        let chain = self.chains[g].take().expect("not connected");
-                        self.gateways[g] = Some(Gateway::new(
-                            self.now,
-                            key(0x40 + g as u8),
-                            chain,
-                            BufferMode::Pooled,
-                            2,
-                        ));
-                        self.engine.opened(g, key(2), self.now);
-                    }
-                    Action::Close { gateway: g } => self.disconnect(g),
-                }
-            }
-            self.engine.schedule();
-            for g in 0..self.gateways.len() {
-                let Some(gw) = self.gateways[g].as_mut() else {
-                    continue;
-                };
-                if let Some(out) = self.engine.poll_transmit(g) {
-                    gw.send(out);
-                    self.engine.sent(g);
-                    moved = true;
-                }
-                let (engine, now) = (&mut self.engine, self.now);
-                moved |= gw.exchange(now, |payload| engine.receive(g, payload, now));
-                if gw.close().is_some() {
-                    // The gateway hung up: the socket closes.
-                    self.disconnect(g);
-                    self.engine
-                        .closed(g, crate::reason::TransportError::Closed, self.now);
-                    moved = true;
-                }
-            }
-            if self.store_error.is_none() {
-                match block_on(
-                    self.pipeline
-                        .run(&mut self.engine, &mut self.store, self.now),
-                ) {
-                    Ok(Some(c)) => {
-                        self.committed = Some(c);
-                        moved = true;
-                    }
-                    Ok(None) => moved |= self.pipeline.take_moved(),
-                    Err(e) => {
-                        self.store_error = Some(e);
-                        moved = true;
-                    }
-                }
-            }
-            self.events
-                .extend(core::iter::from_fn(|| self.engine.poll_event()));
-            if !moved {
-                return;
-            }
+        if self.store_error.is_some() {
+            return;
         }
-    }
-
-    fn disconnect(&mut self, g: usize) {
-        if let Some(gw) = self.gateways[g].take() {
-            self.chains[g] = Some(gw.chain);
+        let run = driver::run(&mut self.host, &mut self.store, &mut self.pipeline);
+        if let Err(e) = block_on(run) {
+            self.store_error = Some(e);
         }
     }
 
     /// Let `d` pass, running every deadline as it falls due, and drive.
     pub fn advance(&mut self, d: Duration) {
-        let end = self.now + d;
+        let end = self.host.now + d;
         loop {
             let next = self
+                .host
                 .gateways
                 .iter()
                 .flatten()
                 .filter_map(Gateway::poll_timeout)
-                .chain(self.engine.poll_timeout())
+                .chain(self.host.engine.poll_timeout())
                 .filter(|t| *t <= end)
                 .min();
             let Some(t) = next else { break };
-            self.now = t.max(self.now);
-            self.engine.handle_timeout(self.now);
-            for gw in self.gateways.iter_mut().flatten() {
-                gw.handle_timeout(self.now);
+            let h = &mut self.host;
+            h.now = t.max(h.now);
+            h.engine.handle_timeout(h.now);
+            for gw in h.gateways.iter_mut().flatten() {
+                gw.handle_timeout(h.now);
             }
             self.drive();
         }
-        self.now = end;
+        self.host.now = end;
         self.drive();
     }
 

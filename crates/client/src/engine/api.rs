@@ -212,6 +212,11 @@ impl Engine {
         self.ctx.actions.pop_front()
     }
 
+    /// Whether a commit taken with [`Self::take_commit`] is in flight.
+    pub fn is_committing(&self) -> bool {
+        self.headers.is_committing()
+    }
+
     /// Whether [`Self::stop`] was called.
     pub fn is_stopped(&self) -> bool {
         self.ctx.stopped

@@ -234,6 +234,11 @@ impl Headers {
         taken
     }
 
+    /// Whether a commit is in flight.
+    pub fn is_committing(&self) -> bool {
+        self.committing
+    }
+
     /// The commit in flight completed.
     pub fn committed(&mut self) {
         self.committing = false;

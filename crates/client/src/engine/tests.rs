@@ -241,6 +241,7 @@ fn a_rejected_gateway_says_which_rule_at_which_height() {
     let mut net = Net::new(memory(), vec![bad, good], |_| {});
     net.drive();
     let rejected: Vec<&DropReason> = net
+        .host
         .events
         .iter()
         .filter_map(|e| match e {
@@ -248,7 +249,7 @@ fn a_rejected_gateway_says_which_rule_at_which_height() {
             _ => None,
         })
         .collect();
-    assert_eq!(rejected.len(), 1, "{:?}", net.events);
+    assert_eq!(rejected.len(), 1, "{:?}", net.host.events);
     assert_eq!(rejected[0].code(), "invalid-header");
     assert_eq!(rejected[0].invalid_header(), Some((150, "high-hash")));
     assert!(
@@ -256,7 +257,7 @@ fn a_rejected_gateway_says_which_rule_at_which_height() {
         "{}",
         rejected[0]
     );
-    assert_eq!(net.engine.state(0), GatewayState::Bad);
+    assert_eq!(net.host.engine.state(0), GatewayState::Bad);
     // The honest gateway's chain was synced and stored all the same.
     assert_eq!(net.stored().height, 300);
 }
@@ -275,24 +276,24 @@ fn two_gateways_sync_into_the_store_and_keepalive_runs_on_one_timer() {
     );
     net.drive();
     assert_eq!(net.stored().height, 5_000);
-    assert!(net.engine.is_synced());
-    assert_eq!(net.engine.state(0), GatewayState::Synced);
+    assert!(net.host.engine.is_synced());
+    assert_eq!(net.host.engine.state(0), GatewayState::Synced);
     // Idle for ten minutes: pings both ways keep every connection up.
     net.advance(Duration::from_secs(600));
-    assert_eq!(net.engine.state(0), GatewayState::Synced);
-    assert_eq!(net.engine.state(1), GatewayState::Synced);
-    assert_eq!(net.engine.counters().reconnects, 0);
+    assert_eq!(net.host.engine.state(0), GatewayState::Synced);
+    assert_eq!(net.host.engine.state(1), GatewayState::Synced);
+    assert_eq!(net.host.engine.counters().reconnects, 0);
     // A gateway that goes silent is dropped by the keepalive and reconnected.
-    net.gateways[1].as_mut().unwrap().speaks = false;
+    net.host.gateways[1].as_mut().unwrap().speaks = false;
     net.advance(Duration::from_secs(51));
-    assert_eq!(net.engine.counters().reconnects, 1);
-    let dropped = net.events.iter().any(|e| {
+    assert_eq!(net.host.engine.counters().reconnects, 1);
+    let dropped = net.host.events.iter().any(|e| {
         matches!(e, Event::Gateway { gateway: 1, reason: Some(r), .. } if r.code() == "keepalive-timeout")
     });
-    assert!(dropped, "{:?}", net.events);
+    assert!(dropped, "{:?}", net.host.events);
     net.advance(Duration::from_secs(1));
     assert_eq!(
-        net.engine.state(1),
+        net.host.engine.state(1),
         GatewayState::Synced,
         "back after the backoff"
     );

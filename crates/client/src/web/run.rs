@@ -7,13 +7,11 @@
 //! next progress event): an idle tab is not woken.
 
 use std::cell::RefCell;
-use std::pin::pin;
 use std::rc::Rc;
 
-use futures_util::future::{Either, select};
 use js_sys::Function;
 use lightwire_proto::Millis;
-use lightwire_store::{HeaderStore, IdbStore, StoreError};
+use lightwire_store::{IdbStore, StoreError};
 use wasm_bindgen::JsCast;
 use wasm_bindgen::prelude::*;
 
@@ -24,6 +22,7 @@ use super::queries;
 use super::socket::Socket;
 use super::status::Status;
 use crate::dispute::Verdict;
+use crate::driver::{self, Host};
 use crate::engine::{Action, Engine, Event, GatewayState};
 use crate::pipeline::{Committed, Pipeline};
 use crate::reason::TransportError;
@@ -50,7 +49,7 @@ pub struct Net {
     on_event: Function,
     /// Where a message's bytes are copied into wasm (reused).
     rx: Vec<u8>,
-    /// Calls that wait for the commit in flight.
+    /// Calls the loop ended without answering (rejected as stopped).
     calls: Vec<Call>,
     stop_calls: Vec<Call>,
     /// The `scan` call waiting for the scan to reach the stored tip.
@@ -114,8 +113,8 @@ impl Net {
         let _ = self.on_event.call1(&JsValue::NULL, &event);
     }
 
-    /// Take one input; returns a call that needs the store.
-    fn handle(&mut self, input: Input) -> Option<Call> {
+    /// Take one input; an application's call comes back.
+    fn take(&mut self, input: Input) -> Option<Call> {
         match input {
             Input::Opened { g, epoch } if epoch == self.gens[g] => match identity::random_key() {
                 Ok(ephemeral) => self.engine.opened(g, ephemeral, now()),
@@ -700,16 +699,54 @@ fn scan_result(matches: &[(u32, lightwire_chain::BlockHash)]) -> JsValue {
     js::object(&[("matches", list.into())])
 }
 
-/// Answer a call: `stop` stops the loop, `scan` starts one, the others read the store.
-async fn serve(net: &mut Net, store: &IdbStore, call: Call) {
-    match call.query {
-        Query::Stop => net.stopping(call),
-        Query::Scan { .. } => net.scanning(call),
-        Query::Watch { .. } => net.watching(call),
-        Query::Wallet(_) => net.wallet_query(call),
-        Query::Broadcast(_) => net.broadcasting(call),
-        Query::Unwatch(_) => net.unwatching(call),
-        _ => queries::answer(store, call).await,
+impl Host for Net {
+    type Store = IdbStore;
+    type Input = Input;
+    type Call = Call;
+
+    fn engine(&mut self) -> &mut Engine {
+        &mut self.engine
+    }
+
+    fn now(&self) -> Millis {
+        now()
+    }
+
+    fn pump(&mut self) {
+        Net::pump(self);
+    }
+
+    async fn next(&mut self) -> Option<Input> {
+        Some(self.inbox.next().await)
+    }
+
+    /// Inputs go to the engine; calls answered from the engine alone (`stop`, `scan`,
+    /// `watch`, the wallet's queries, `broadcast`, `unwatch`) are answered at once, even
+    /// while a commit is in flight; the others read the store.
+    fn handle(&mut self, input: Input) -> Option<Call> {
+        let call = self.take(input)?;
+        match call.query {
+            Query::Stop => self.stopping(call),
+            Query::Scan { .. } => self.scanning(call),
+            Query::Watch { .. } => self.watching(call),
+            Query::Wallet(_) => self.wallet_query(call),
+            Query::Broadcast(_) => self.broadcasting(call),
+            Query::Unwatch(_) => self.unwatching(call),
+            _ => return Some(call),
+        }
+        None
+    }
+
+    async fn serve(&mut self, store: &mut IdbStore, call: Call) {
+        queries::answer(store, call).await;
+    }
+
+    fn unanswered(&mut self, call: Call) {
+        self.calls.push(call);
+    }
+
+    fn committed(&mut self, store: &IdbStore, c: Committed) {
+        Net::committed(self, store, c);
     }
 }
 
@@ -717,74 +754,8 @@ async fn serve(net: &mut Net, store: &IdbStore, call: Call) {
 pub async fn run(mut net: Net, mut store: IdbStore) {
     let tip_time = net.status.borrow().stored_time;
     let mut pipeline = Pipeline::resumed(tip_time);
-    loop {
-        net.pump();
-        for call in std::mem::take(&mut net.calls) {
-            serve(&mut net, &store, call).await;
-        }
-        if net.engine.is_stopped() {
-            break;
-        }
-        match pipeline
-            .read_ancestors(&mut net.engine, &store, now())
-            .await
-        {
-            Ok(true) => continue,
-            Ok(false) => {}
-            Err(e) => {
-                net.store_failed(&e);
-                break;
-            }
-        }
-        match pipeline.read_filter_data(&mut net.engine, &store).await {
-            Ok(true) => continue,
-            Ok(false) => {}
-            Err(e) => {
-                net.store_failed(&e);
-                break;
-            }
-        }
-        if let Err(e) = pipeline.save_scan(&mut net.engine, &mut store).await {
-            net.store_failed(&e);
-            break;
-        }
-        if let Some(batch) = pipeline.take_commit(&mut net.engine) {
-            let result = {
-                let mut commit = pin!(store.commit(batch));
-                loop {
-                    match select(commit.as_mut(), net.inbox.next()).await {
-                        Either::Left((r, _)) => break r,
-                        Either::Right((input, _)) => {
-                            if let Some(call) = net.handle(input) {
-                                match call.query {
-                                    Query::Stop => net.stopping(call),
-                                    Query::Scan { .. } => net.scanning(call),
-                                    Query::Watch { .. } => net.watching(call),
-                                    Query::Wallet(_) => net.wallet_query(call),
-                                    Query::Broadcast(_) => net.broadcasting(call),
-                                    Query::Unwatch(_) => net.unwatching(call),
-                                    _ => net.calls.push(call),
-                                }
-                            }
-                            net.pump();
-                        }
-                    }
-                }
-            };
-            match pipeline.finish(&mut net.engine, result, now()) {
-                Ok(c) => net.committed(&store, c),
-                Err(e) => {
-                    net.store_failed(&e);
-                    break;
-                }
-            }
-            net.engine.stored_filters(store.filter_height());
-            continue;
-        }
-        let input = net.inbox.next().await;
-        if let Some(call) = net.handle(input) {
-            serve(&mut net, &store, call).await;
-        }
+    if let Err(e) = driver::run(&mut net, &mut store, &mut pipeline).await {
+        net.store_failed(&e);
     }
     net.inbox.close();
     if let Some((_, id)) = net.timer.take() {

@@ -1,0 +1,705 @@
+//! End-to-end scenarios: the engine, in-memory gateways (some lying) and a store, run by
+//! the shipped driver on a virtual clock: sync, reorgs, store failures, filter headers and
+//! their disputes, scans, the wallet, broadcasts.
+
+#[cfg(target_arch = "wasm32")]
+use wasm_bindgen_test::wasm_bindgen_test as test;
+
+use lightwire_proto::testing::TestChain;
+
+use lightwire_chain::{BlockHash, WINDOW_LEN};
+use lightwire_store::{HeaderStore, StateKey};
+
+use crate::engine::Engine;
+use crate::pipeline::ancestors;
+use lightwire_proto::Served;
+
+use crate::dispute::Verdict;
+use crate::engine::Event;
+use crate::testnet::{FailingStore, Net, block_on, memory};
+
+fn small(e: &mut Engine) {
+    e.syncer_mut().request_size = 2_000;
+    e.syncer_mut().commit_every = 1_000;
+}
+
+#[test]
+fn a_commit_reports_the_stored_tips_block_time() {
+    // Filter headers end after the headers: the last commit carries filter headers
+    // only, and must still report the stored tip's time (it reported 0, shown as
+    // 1 January 1970).
+    let chain = TestChain::generate(3_000);
+    let want = chain.header(3_000).time;
+    let mut net = Net::new(memory(), vec![chain], small);
+    net.drive();
+    let c = net.host.committed.expect("a commit");
+    assert_eq!(c.tip.height, 3_000);
+    assert_eq!(c.time, want);
+    // A store synced without filters, resumed with them: every commit of the second
+    // session carries filter headers only.
+    let mut net = Net::new(memory(), vec![TestChain::generate(3_000)], |e| {
+        small(e);
+        e.set_filters(false);
+    });
+    net.drive();
+    let store = net.store;
+    let mut net = Net::new(store, vec![TestChain::generate(3_000)], small);
+    net.drive();
+    let c = net.host.committed.expect("filter headers committed");
+    assert_eq!(c.tip.height, 3_000);
+    assert_eq!(c.time, want);
+}
+
+#[test]
+fn a_reopened_store_resumes_where_it_stopped() {
+    let mut net = Net::new(memory(), vec![TestChain::generate(3_000)], small);
+    net.drive();
+    assert_eq!(net.stored().height, 3_000);
+    let store = net.store;
+    // Later: the gateway has 2,000 more, and a new session starts from the store.
+    let chain = TestChain::generate(5_000);
+    let tip = chain.header(5_000);
+    let mut net = Net::new(store, vec![chain], small);
+    assert_eq!(
+        net.host.engine.syncer().tip().height,
+        3_000,
+        "resumed, not from genesis"
+    );
+    net.drive();
+    assert_eq!(net.stored().height, 5_000);
+    assert_eq!(net.stored().hash, tip.block_hash());
+    // Only what was missing was validated.
+    assert_eq!(net.host.engine.syncer().validated, 2_000);
+}
+
+/// The store's filter headers are `chain`'s, up to `tip`.
+fn check_filters<S: HeaderStore>(store: &S, chain: &TestChain, tip: u32) {
+    use lightwire_proto::Served;
+    let stored = block_on(store.filter_tip())
+        .unwrap()
+        .expect("filter headers");
+    assert_eq!(stored.height, tip);
+    let mut got = Vec::new();
+    block_on(store.filter_headers(0, tip, &mut got)).unwrap();
+    for (h, header) in got.iter().enumerate() {
+        assert_eq!(*header, chain.filter_entry(h as u32).unwrap().header, "{h}");
+    }
+}
+
+#[test]
+fn filter_headers_follow_the_best_chain_into_the_store() {
+    let mut net = Net::new(memory(), vec![TestChain::generate(6_000)], small);
+    net.drive();
+    check_filters(&net.store, &TestChain::generate(6_000), 6_000);
+    assert_eq!(net.host.engine.filters().height(), Some(6_000));
+    // A reorg 1,000 deep (the filter headers above the fork are still in memory), then
+    // a resumed session: the filter headers are the new branch's.
+    let mut fork = TestChain::generate(6_000);
+    fork.reorg(5_000, 1_500, 1);
+    let store = net.store;
+    let mut net = Net::new(store, vec![fork], small);
+    net.drive();
+    let mut want = TestChain::generate(6_000);
+    want.reorg(5_000, 1_500, 1);
+    check_filters(&net.store, &want, 6_500);
+    // Turned off: headers only.
+    let mut net = Net::new(memory(), vec![TestChain::generate(3_000)], |e| {
+        small(e);
+        e.set_filters(false);
+    });
+    net.drive();
+    assert_eq!(net.stored().height, 3_000);
+    assert_eq!(block_on(net.store.filter_tip()).unwrap(), None);
+}
+
+/// The coinbase output script of generated block `height` on `branch`.
+fn coinbase_script(height: u32, branch: u32) -> Vec<u8> {
+    use lightwire_chain::synthetic::{DEFAULT_PROFILE, Pool, SyntheticBlock};
+    let pool = Pool::build(&lightwire_chain::synthetic::Profile {
+        heavy_from: u32::MAX,
+        ..DEFAULT_PROFILE
+    });
+    let b = SyntheticBlock::new(&DEFAULT_PROFILE, &pool, height, branch);
+    b.filter_items().next().unwrap().to_vec()
+}
+
+fn reached(events: &[Event]) -> Vec<Vec<(u32, lightwire_chain::BlockHash)>> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            Event::ScanReached { matches, .. } => Some(matches.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_scan_finds_the_blocks_paying_its_scripts_and_follows_reorgs() {
+    let chain = TestChain::generate(5_000);
+    let (h1, h2) = (
+        chain.header(1_234).block_hash(),
+        chain.header(4_500).block_hash(),
+    );
+    let mut net = Net::new(memory(), vec![chain], small);
+    net.drive();
+    let scripts = vec![
+        coinbase_script(1_234, 0),
+        coinbase_script(4_500, 0),
+        coinbase_script(900, 0),
+    ];
+    net.host.engine.start_scan(scripts.clone(), 1_000);
+    net.drive();
+    assert_eq!(reached(&net.host.events), [vec![(1_234, h1), (4_500, h2)]]);
+    let scan = net.host.engine.scan().unwrap();
+    assert_eq!((scan.next(), scan.filters), (5_001, 4_001));
+    // A new session resumes the scan saved in the store: nothing is matched again.
+    let mut fork = TestChain::generate(5_000);
+    fork.reorg(4_000, 1_200, 1);
+    let store = net.store;
+    let mut net = Net::new(store, vec![TestChain::generate(5_000)], small);
+    net.drive();
+    let scan = net.host.engine.scan().expect("resumed");
+    assert_eq!((scan.next(), scan.filters), (5_001, 0));
+    assert_eq!(scan.matches(), [(1_234, h1), (4_500, h2)]);
+    assert_eq!(reached(&net.host.events), [vec![(1_234, h1), (4_500, h2)]]);
+    // Asked for again, the same scan goes on; another would start over.
+    assert!(net.host.engine.scan_or_continue(scripts.clone(), 1_000));
+    // The gateway reorganises at 4,000: the match at 4,500 is withdrawn, and the scan
+    // goes on over the new branch (which pays none of the scripts).
+    let Some(gw) = net.host.gateways[0].as_mut() else {
+        panic!("connected");
+    };
+    gw.chain = fork;
+    gw.server.tip_changed();
+    net.drive();
+    assert!(
+        net.host
+            .events
+            .iter()
+            .any(|e| matches!(e, Event::ScanWithdrawn { height: 4_500, .. }))
+    );
+    assert_eq!(
+        reached(&net.host.events).last().unwrap(),
+        &vec![(1_234, h1)]
+    );
+    assert_eq!(net.host.engine.scan().unwrap().next(), 5_201);
+}
+
+/// The filter of `height` in `chain` without the block's coinbase output: what a
+/// gateway hiding a payment would serve.
+fn filter_without_coinbase(chain: &TestChain, height: u32) -> Vec<u8> {
+    let mut out = Vec::new();
+    let hash = chain.header(height).block_hash();
+    lightwire_filter::build_filter(&hash.0, [&b"not the coinbase"[..]], &mut out);
+    out
+}
+
+fn verdicts(events: &[Event]) -> Vec<(usize, Verdict)> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            Event::FilterDispute { gateway, verdict } => Some((*gateway, *verdict)),
+            _ => None,
+        })
+        .collect()
+}
+
+fn rejected(events: &[Event]) -> Vec<(usize, &'static str)> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Rejected { gateway, reason } => Some((*gateway, reason.code())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A second gateway whose filter of one block lacks the block's coinbase output (its
+/// filter headers rebuilt to match): the probe finds its header differs, the dispute
+/// finds the block, and the block proves its filter wrong.
+#[test]
+fn a_gateway_serving_a_filter_without_an_output_is_caught_by_the_block() {
+    let honest = TestChain::generate(5_000);
+    let mut liar = TestChain::generate(5_000);
+    let f = filter_without_coinbase(&liar, 3_217);
+    liar.rewrite_filter(3_217, f);
+    let mut net = Net::new(memory(), vec![honest, liar], small);
+    net.drive();
+    // Filter headers come from the gateway headers do not (the liar here): ours are
+    // found wrong when the honest one is probed.
+    assert!(
+        net.host
+            .events
+            .iter()
+            .any(|e| matches!(e, Event::FilterConflict { gateway: 0, .. })),
+        "{:?}",
+        net.host.events
+    );
+    let v = verdicts(&net.host.events);
+    assert!(
+        matches!(v[..], [(0, Verdict::OursWrong { height: 3_217, .. })]),
+        "{v:?}"
+    );
+    assert_eq!(rejected(&net.host.events), [(1, "filter-lacks-output")]);
+    let want = TestChain::generate(5_000);
+    let tip = block_on(net.store.filter_tip()).unwrap().unwrap();
+    assert_eq!(tip.height, 5_000);
+    assert_eq!(tip.header, want.filter_entry(5_000).unwrap().header);
+}
+
+/// The store's filter headers came from a liar; a later session meets an honest
+/// gateway: ours are proven wrong from the block, dropped from the disputed height and
+/// synced again, and the liar that vouched for them is marked bad. A scan then finds
+/// the payment the liar hid.
+#[test]
+fn filter_headers_stored_from_a_liar_are_replaced_when_the_block_proves_them_wrong() {
+    let mut liar = TestChain::generate(5_000);
+    let f = filter_without_coinbase(&liar, 2_345);
+    liar.rewrite_filter(2_345, f);
+    let lying_tip = liar.filter_entry(5_000).unwrap().header;
+    let mut net = Net::new(memory(), vec![liar], small);
+    net.drive();
+    let tip = block_on(net.store.filter_tip()).unwrap().unwrap();
+    assert_eq!(tip.header, lying_tip);
+    let store = net.store;
+    let mut liar = TestChain::generate(5_000);
+    let f = filter_without_coinbase(&liar, 2_345);
+    liar.rewrite_filter(2_345, f);
+    let honest = TestChain::generate(5_000);
+    let want = honest.filter_entry(5_000).unwrap().header;
+    let paid = honest.header(2_345).block_hash();
+    let mut net = Net::new(store, vec![liar, honest], small);
+    net.drive();
+    assert_eq!(
+        verdicts(&net.host.events),
+        [(
+            1,
+            Verdict::OursWrong {
+                height: 2_345,
+                prev: TestChain::generate(5_000)
+                    .filter_entry(2_344)
+                    .unwrap()
+                    .header,
+                hash: paid,
+            }
+        )]
+    );
+    assert_eq!(rejected(&net.host.events), [(0, "filter-lacks-output")]);
+    let tip = block_on(net.store.filter_tip()).unwrap().unwrap();
+    assert_eq!((tip.height, tip.header), (5_000, want));
+    net.host
+        .engine
+        .start_scan(vec![coinbase_script(2_345, 0)], 2_000);
+    net.drive();
+    assert_eq!(reached(&net.host.events), [vec![(2_345, paid)]]);
+}
+
+/// A liar whose filter lacks only something the block cannot show (a script its inputs
+/// spend would be; here an item is added instead): undecided, ours kept, the other
+/// gateway not used for filters, nobody marked bad.
+#[test]
+fn a_dispute_the_block_cannot_settle_keeps_ours_and_marks_nobody() {
+    let honest = TestChain::generate(3_000);
+    let mut other = TestChain::generate(3_000);
+    let hash = other.header(1_500).block_hash();
+    let mut f = Vec::new();
+    let coinbase = coinbase_script(1_500, 0);
+    lightwire_filter::build_filter(&hash.0, [&coinbase[..], b"extra"], &mut f);
+    other.rewrite_filter(1_500, f.clone());
+    let mut same = TestChain::generate(3_000);
+    same.rewrite_filter(1_500, f);
+    let mut net = Net::new(memory(), vec![honest, same], small);
+    net.drive();
+    // Ours came from gateway 1 (filter headers go to the gateway headers do not).
+    assert_eq!(
+        verdicts(&net.host.events),
+        [(0, Verdict::Undecided { height: 1_500 })]
+    );
+    assert_eq!(rejected(&net.host.events), []);
+    let tip = block_on(net.store.filter_tip()).unwrap().unwrap();
+    assert_eq!(tip.header, other.filter_entry(3_000).unwrap().header);
+}
+
+fn wallet_events(events: &[Event]) -> Vec<(bool, u32)> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Wallet(crate::wallet::WalletChange::Found(t)) => Some((true, t.height)),
+            Event::Wallet(crate::wallet::WalletChange::Withdrawn { height, .. }) => {
+                Some((false, *height))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+fn watch_coinbases(heights: &[u32]) -> Vec<crate::wallet::Watched> {
+    heights
+        .iter()
+        .map(|&h| crate::wallet::Watched::Script(hex::encode(coinbase_script(h, 0))))
+        .collect()
+}
+
+/// The wallet watches two coinbase scripts: the scan matches their blocks, which are
+/// fetched, checked and applied; a reorg withdraws one; a new session resumes it.
+#[test]
+fn the_wallet_finds_its_coins_in_the_blocks_its_filters_match() {
+    let chain = TestChain::generate(5_000);
+    let mut net = Net::new(memory(), vec![chain], small);
+    net.drive();
+    net.host
+        .engine
+        .watch(&watch_coinbases(&[1_234, 4_500]), 1_000)
+        .unwrap();
+    net.drive();
+    assert!(net.host.engine.wallet_synced());
+    assert_eq!(
+        wallet_events(&net.host.events),
+        [(true, 1_234), (true, 4_500)]
+    );
+    let w = net.host.engine.wallet().unwrap();
+    let txs = w.ledger.transactions();
+    assert_eq!(txs.len(), 2);
+    assert_eq!(
+        (txs[0].received, txs[0].position, txs[0].fee),
+        (5_000_000_000, 0, None)
+    );
+    let b = w.ledger.balance(5_000, 1);
+    assert_eq!((b.confirmed, b.immature), (10_000_000_000, 0));
+    // A new session resumes the wallet from the store: nothing is fetched again.
+    let store = net.store;
+    let mut net = Net::new(store, vec![TestChain::generate(5_000)], small);
+    net.drive();
+    assert_eq!(
+        net.host
+            .engine
+            .wallet()
+            .unwrap()
+            .ledger
+            .transactions()
+            .len(),
+        2
+    );
+    assert_eq!(wallet_events(&net.host.events), []);
+    // A reorg at 4,000: the coin at 4,500 goes.
+    let mut fork = TestChain::generate(5_000);
+    fork.reorg(4_000, 1_200, 1);
+    let Some(gw) = net.host.gateways[0].as_mut() else {
+        panic!("connected");
+    };
+    gw.chain = fork;
+    gw.server.tip_changed();
+    net.drive();
+    assert_eq!(wallet_events(&net.host.events), [(false, 4_500)]);
+    let w = net.host.engine.wallet().unwrap();
+    assert_eq!(w.ledger.transactions().len(), 1);
+}
+
+/// Unwatching: what is left is found again from the start; nothing left, the scan
+/// stops and its saved state goes.
+#[test]
+fn unwatching_keeps_what_is_left_and_stops_with_nothing_left() {
+    let mut net = Net::new(memory(), vec![TestChain::generate(3_000)], small);
+    net.drive();
+    let both = watch_coinbases(&[1_200, 2_500]);
+    net.host.engine.watch(&both, 1_000).unwrap();
+    net.drive();
+    assert_eq!(
+        wallet_events(&net.host.events),
+        [(true, 1_200), (true, 2_500)]
+    );
+    net.host.events.clear();
+    // The same script written in capitals is the same one.
+    let upper =
+        crate::wallet::Watched::Script(hex::encode(coinbase_script(1_200, 0)).to_uppercase());
+    net.host.engine.unwatch(&[upper]).unwrap();
+    net.drive();
+    assert_eq!(
+        wallet_events(&net.host.events),
+        [(false, 1_200), (false, 2_500), (true, 2_500)]
+    );
+    assert!(net.host.engine.wallet_synced());
+    net.host.events.clear();
+    net.host.engine.unwatch(&both).unwrap();
+    net.drive();
+    assert_eq!(wallet_events(&net.host.events), [(false, 2_500)]);
+    assert!(net.host.engine.scan().is_none());
+    assert_eq!(block_on(net.store.state(StateKey::Scan)).unwrap(), None);
+    // Something that is not watched: nothing changes; something malformed: refused.
+    assert_eq!(net.host.engine.unwatch(&watch_coinbases(&[7])), Ok(()));
+    assert!(
+        net.host
+            .engine
+            .unwatch(&[crate::wallet::Watched::Address("bc1nonsense".into())])
+            .is_err()
+    );
+}
+
+/// A gateway sending a block that is not the header's, or withholding one its filter
+/// matched, is marked bad naming the rule; the block comes from the other.
+#[test]
+fn a_wrong_or_withheld_block_marks_its_gateway_bad() {
+    for (lie, code) in [(true, "block-mismatch"), (false, "block-withheld")] {
+        let mut liar = TestChain::generate(3_000);
+        if lie {
+            let other = liar.block(1_501);
+            liar.replace_block(1_500, other);
+        } else {
+            liar.withheld_blocks.insert(1_500);
+        }
+        // The liar first: filters and blocks are asked of another gateway than the
+        // headers' source, and it is the first such.
+        let mut net = Net::new(memory(), vec![TestChain::generate(3_000), liar], small);
+        net.drive();
+        net.host
+            .engine
+            .watch(&watch_coinbases(&[1_500]), 1_000)
+            .unwrap();
+        net.drive();
+        let rejected = rejected(&net.host.events);
+        assert_eq!(rejected, [(1, code)], "{:?}", net.host.events);
+        assert_eq!(wallet_events(&net.host.events), [(true, 1_500)]);
+        assert!(net.host.engine.wallet_synced());
+    }
+}
+
+/// A transaction goes to every gateway that relays; the application hears how many
+/// passed it on. One that is not a transaction never leaves.
+#[test]
+fn a_broadcast_reaches_every_relaying_gateway() {
+    use crate::engine::BroadcastError;
+    use lightwire_wire::RelayStatus;
+    let mut other = TestChain::generate(100);
+    other.relay = false;
+    let mut net = Net::new(
+        memory(),
+        vec![TestChain::generate(100), TestChain::generate(100), other],
+        small,
+    );
+    net.drive();
+    let mut tx = vec![2, 0, 0, 0, 1];
+    tx.extend_from_slice(&[5; 32]);
+    tx.extend_from_slice(&[0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 1]);
+    tx.extend_from_slice(&1_000u64.to_le_bytes());
+    tx.push(22);
+    tx.extend_from_slice(&[0, 0x14]);
+    tx.extend_from_slice(&[9; 20]);
+    tx.extend_from_slice(&[0; 4]);
+    let (id, txid) = net.host.engine.broadcast(&tx).unwrap();
+    net.drive();
+    let done: Vec<_> = net
+        .host
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Broadcast {
+                id: i,
+                txid: t,
+                relayed,
+                refused,
+            } => Some((*i, *t, relayed.clone(), refused.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(done, [(id, txid, vec![0, 1], vec![])]);
+    for g in [0, 1] {
+        let gw = net.host.gateways[g].as_ref().unwrap();
+        assert_eq!(*gw.chain.relayed.lock().unwrap(), [tx.clone()]);
+    }
+    assert_eq!(
+        net.host.engine.broadcast(&tx[..30]),
+        Err(BroadcastError::Refused(RelayStatus::Malformed))
+    );
+    assert_eq!(
+        net.host.engine.broadcast(&vec![0; 70_000]),
+        Err(BroadcastError::TooLarge(70_000))
+    );
+}
+
+#[test]
+fn a_fork_deeper_than_the_window_reorganises_the_store() {
+    let mut net = Net::new(memory(), vec![TestChain::generate(6_000)], small);
+    net.drive();
+    assert_eq!(net.stored().height, 6_000);
+    let store = net.store;
+    // The gateway's chain now forks at 1,000 (5,000 below our tip, deeper than the
+    // 4,032-header window) and is longer.
+    let mut fork = TestChain::generate(6_000);
+    fork.reorg(1_000, 5_500, 1);
+    let branch_tip = fork.header(6_500).block_hash();
+    let branch_1001 = fork.header(1_001);
+    let mut net = Net::new(store, vec![fork], small);
+    net.drive();
+    assert_eq!(net.stored().height, 6_500);
+    assert_eq!(net.stored().hash, branch_tip);
+    assert_eq!(
+        block_on(net.store.header(1_001)).unwrap(),
+        Some(branch_1001),
+        "the store holds the branch from the fork on"
+    );
+    let depth = net.host.events.iter().find_map(|e| match e {
+        Event::Reorg { depth, .. } => Some(*depth),
+        _ => None,
+    });
+    assert_eq!(depth, Some(5_000));
+    assert!(net.host.engine.is_synced());
+    // Deeper than the filter headers kept in memory too: the branch's are stored.
+    let mut want = TestChain::generate(6_000);
+    want.reorg(1_000, 5_500, 1);
+    check_filters(&net.store, &want, 6_500);
+}
+
+/// Trust issue, item 3: an answer of headers already stored deep below the window costs
+/// one index lookup and a range read, not a lookup per header.
+#[test]
+fn known_deep_headers_are_compared_not_looked_up_one_by_one() {
+    let chain = TestChain::generate(8_000);
+    let mut net = Net::new(
+        FailingStore::new(memory(), usize::MAX),
+        vec![TestChain::generate(8_000)],
+        small,
+    );
+    net.drive();
+    assert_eq!(net.stored().height, 8_000);
+    let store = &net.store;
+    let batch: Vec<u8> = (1_001..=1_819)
+        .flat_map(|h| chain.header(h).encode())
+        .collect();
+    let parent = chain.header(1_000).block_hash();
+    store.lookups.set(0);
+    let (entries, known) = block_on(ancestors(store, &parent, &batch))
+        .unwrap()
+        .expect("the parent is stored");
+    assert_eq!(known, 819, "every header is on the stored chain");
+    assert_eq!(store.lookups.get(), 1, "only the parent was looked up");
+    assert_eq!(entries.last().map(|e| e.height), Some(1_819));
+    assert_eq!(entries.len(), 1_820, "from genesis: fewer than the window");
+    // A batch that parts from the stored chain after 5 headers.
+    let mut fork = TestChain::generate(8_000);
+    fork.reorg(1_005, 20, 3);
+    let batch: Vec<u8> = (1_001..=1_020)
+        .flat_map(|h| fork.header(h).encode())
+        .collect();
+    let (entries, known) = block_on(ancestors(store, &parent, &batch))
+        .unwrap()
+        .unwrap();
+    assert_eq!(known, 5);
+    assert_eq!(
+        entries.last().unwrap().hash,
+        chain.header(1_005).block_hash()
+    );
+    // Deep in a long chain, the window's worth ending at the last known header.
+    let parent = chain.header(7_000).block_hash();
+    let batch: Vec<u8> = (7_001..=7_010)
+        .flat_map(|h| chain.header(h).encode())
+        .collect();
+    let (entries, known) = block_on(ancestors(store, &parent, &batch))
+        .unwrap()
+        .unwrap();
+    assert_eq!(known, 10);
+    assert_eq!(entries.len(), WINDOW_LEN);
+    assert_eq!(entries.last().unwrap().height, 7_010);
+    let unknown = BlockHash([7; 32]);
+    assert!(
+        block_on(ancestors(store, &unknown, &batch))
+            .unwrap()
+            .is_none()
+    );
+}
+
+#[test]
+fn a_failed_commit_keeps_the_last_whole_one_and_a_reopen_finishes() {
+    let store = FailingStore::new(memory(), 3);
+    let mut net = Net::new(store, vec![TestChain::generate(5_000)], small);
+    net.drive();
+    assert_eq!(
+        net.store_error,
+        Some(lightwire_store::StoreError::QuotaExceeded)
+    );
+    assert!(
+        net.host.engine.is_stopped(),
+        "a store failure stops the sync"
+    );
+    // Two whole commits (of at least 1,000 each), nothing of the third.
+    let stored = net.stored();
+    assert_eq!(Some(stored), net.store.last_ok);
+    assert!((2_000..5_000).contains(&stored.height), "{stored:?}");
+    let mut store = net.store;
+    store.fail_at = usize::MAX;
+    let mut net = Net::new(store, vec![TestChain::generate(5_000)], small);
+    net.drive();
+    assert_eq!(net.stored().height, 5_000);
+    assert_eq!(net.store_error, None);
+}
+
+#[test]
+fn a_fake_header_stored_in_one_session_does_not_lock_out_the_real_chain_in_the_next() {
+    use lightwire_chain::{Params, REGTEST};
+    use lightwire_store::MemoryStore;
+    let honest = TestChain::generate(300);
+    // Regtest with a checkpoint at 200 on the honest chain.
+    let cp: &'static str = Box::leak(honest.header(200).block_hash().to_string().into_boxed_str());
+    let params: &'static Params = Box::leak(Box::new(Params {
+        checkpoints: Box::leak(vec![(200, cp)].into_boxed_slice()),
+        ..REGTEST.clone()
+    }));
+    // Session 1: the only gateway is hostile, and serves one valid header on genesis.
+    let mut fake = TestChain::generate(0);
+    fake.reorg(0, 1, 9);
+    let mut net = Net::new(MemoryStore::new(params), vec![fake], small);
+    net.drive();
+    assert_eq!(net.stored().height, 1, "the fake header was committed");
+    let store = net.store;
+    // Session 2: an honest gateway. Its chain forks below the checkpoint, which this
+    // chain has not reached: it is taken, and the honest gateway is not marked bad.
+    let tip = honest.header(300).block_hash();
+    let mut net = Net::new(store, vec![honest], small);
+    net.drive();
+    assert_eq!(net.stored().hash, tip);
+    assert_eq!(net.stored().height, 300);
+    assert!(
+        !net.host
+            .events
+            .iter()
+            .any(|e| matches!(e, Event::Rejected { .. })),
+        "{:?}",
+        net.host.events
+    );
+}
+
+#[test]
+fn below_the_minimum_chain_work_nothing_is_synced_but_everything_is_stored() {
+    use lightwire_chain::{Params, REGTEST, U256};
+    use lightwire_store::MemoryStore;
+    // Regtest with a minimum chain work of 500 headers (each is 2 work).
+    let min: &'static str =
+        Box::leak(hex::encode(U256::from_u64(2 * 501).to_be_bytes()).into_boxed_str());
+    let params: &'static Params = Box::leak(Box::new(Params {
+        min_chain_work: min,
+        ..REGTEST.clone()
+    }));
+    let mut net = Net::new(
+        MemoryStore::new(params),
+        vec![TestChain::generate(300)],
+        small,
+    );
+    net.drive();
+    // Validated, stored and committed as it came...
+    assert_eq!(net.stored().height, 300);
+    assert!(
+        net.host.engine.syncer().is_synced(),
+        "caught up with the gateway"
+    );
+    // ...but not reported synced, and the gateway not "synced" either.
+    assert!(!net.host.engine.is_synced());
+    assert_eq!(
+        net.host.engine.state(0),
+        crate::engine::GatewayState::Syncing
+    );
+    // Enough work: synced.
+    let store = net.store;
+    let mut net = Net::new(store, vec![TestChain::generate(600)], small);
+    net.drive();
+    assert_eq!(net.stored().height, 600);
+    assert!(net.host.engine.is_synced());
+}
