@@ -1,6 +1,6 @@
-//! The client's sans-IO engine and store pipeline against the real gateway, in-process on
-//! 127.0.0.1, over TCP and WebSocket (a small native shell here plays the browser), storing
-//! into a MemoryStore: a sync from empty, a resume, a reorg announced by the gateway, and
+//! The client's sans-IO engine, run by the shipped driver, against the real gateway,
+//! in-process on 127.0.0.1, over TCP and WebSocket (a small native host here plays the
+//! browser), storing into a MemoryStore: a sync from empty, a resume, a reorg announced by the gateway, and
 //! the refusals (wrong network, wrong key).
 #![cfg(not(target_arch = "wasm32"))]
 
@@ -8,8 +8,11 @@ use std::net::SocketAddr;
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use lightwire::engine::{Action, Event};
-use lightwire::pipeline::{self, Pipeline};
+use std::collections::VecDeque;
+
+use lightwire::driver::{self, Host};
+use lightwire::engine::{Action, Engine, Event};
+use lightwire::pipeline::{self, Committed, Pipeline};
 use lightwire::reason::{DropReason, TransportError};
 use lightwire_chain::generate::headers_after;
 use lightwire_chain::{Header, MAINNET, Params, REGTEST};
@@ -114,9 +117,129 @@ fn now() -> Millis {
     Millis(ms as u64)
 }
 
-/// Open an engine on `store`, connect it to `gw` (pinned with `pinned`), and sync until
-/// synced (and, if `until` is given, until the store's tip reaches it). A dropped or
-/// rejected gateway ends the run with its reason.
+/// The test's edges for the shipped driver: one gateway over TCP, the clock, and what the
+/// run saw.
+struct TcpHost {
+    engine: Engine,
+    addr: SocketAddr,
+    socket: Option<Socket>,
+    /// A connect asked for (the socket opens when the driver next waits for input).
+    connect: bool,
+    /// What the engine sent, to write when the driver next waits for input.
+    outbox: Vec<Vec<u8>>,
+    inbox: VecDeque<Vec<u8>>,
+    run: Run,
+    stored: u32,
+    until: Option<u32>,
+    error: Option<String>,
+}
+
+/// An input of the TCP host.
+enum TcpInput {
+    Opened,
+    Message(Vec<u8>),
+    Closed,
+}
+
+impl Host for TcpHost {
+    type Store = MemoryStore;
+    type Input = TcpInput;
+    type Call = core::convert::Infallible;
+
+    fn engine(&mut self) -> &mut Engine {
+        &mut self.engine
+    }
+
+    fn now(&self) -> Millis {
+        now()
+    }
+
+    fn pump(&mut self) {
+        self.engine.schedule();
+        while let Some(action) = self.engine.poll_action() {
+            match action {
+                Action::Connect { .. } => self.connect = true,
+                Action::Close { .. } => self.socket = None,
+            }
+        }
+        while let Some(event) = self.engine.poll_event() {
+            match event {
+                Event::Reorg { old_tip, depth, .. } => {
+                    self.run
+                        .reorgs
+                        .push((old_tip.height, old_tip.height - depth));
+                }
+                Event::Rejected { reason, .. }
+                | Event::Gateway {
+                    reason: Some(reason),
+                    ..
+                } => self.error = Some(reason.to_string()),
+                _ => {}
+            }
+        }
+        if let Some(bytes) = self.engine.poll_transmit(0) {
+            self.outbox.push(bytes.to_vec());
+            self.engine.sent(0);
+        }
+    }
+
+    async fn next(&mut self) -> Option<TcpInput> {
+        if self.error.is_some() {
+            return None;
+        }
+        if core::mem::take(&mut self.connect) {
+            self.engine.connecting(0, now());
+            self.socket = Some(Socket::open(self.addr).await);
+            self.engine.opened(0, key(0x66), now());
+            return Some(TcpInput::Opened);
+        }
+        let socket = self.socket.as_mut()?;
+        for bytes in self.outbox.drain(..) {
+            socket.send(&bytes).await;
+        }
+        if let Some(m) = self.inbox.pop_front() {
+            return Some(TcpInput::Message(m));
+        }
+        if self.engine.is_synced() && self.until.is_none_or(|u| self.stored >= u) {
+            self.run.validated = self.engine.syncer().validated;
+            return None;
+        }
+        let inbox = &mut self.inbox;
+        if !socket.read(|data| inbox.push_back(data.to_vec())).await {
+            return Some(TcpInput::Closed);
+        }
+        self.inbox
+            .pop_front()
+            .map(TcpInput::Message)
+            .or(Some(TcpInput::Opened))
+    }
+
+    fn handle(&mut self, input: TcpInput) -> Option<Self::Call> {
+        match input {
+            TcpInput::Opened => {}
+            TcpInput::Message(m) => self.engine.receive(0, &m, now()),
+            TcpInput::Closed => self.engine.closed(0, TransportError::Closed, now()),
+        }
+        None
+    }
+
+    async fn serve(&mut self, _: &mut MemoryStore, call: Self::Call) {
+        match call {}
+    }
+
+    fn unanswered(&mut self, call: Self::Call) {
+        match call {}
+    }
+
+    fn committed(&mut self, _: &MemoryStore, c: Committed) {
+        self.run.commits += 1;
+        self.stored = c.tip.height;
+    }
+}
+
+/// Open an engine on `store`, connect it to `gw` (pinned with `pinned`), and sync with the
+/// shipped driver until synced (and, if `until` is given, until the store's tip reaches
+/// it). A dropped or rejected gateway ends the run with its reason.
 async fn sync(
     params: &'static Params,
     gw: &Gateway,
@@ -129,70 +252,31 @@ async fn sync(
         url: format!("ws://{}", gw.addr),
         node_id: pinned,
     }];
-    let (mut engine, _) = pipeline::open(&*store, list, key(0x55), 1, now())
+    let (mut engine, stored) = pipeline::open(&*store, list, key(0x55), 1, now())
         .await
         .map_err(|e| e.to_string())?;
     engine.syncer_mut().commit_every = 7_000;
     engine.syncer_mut().request_size = 5_000;
+    let mut host = TcpHost {
+        engine,
+        addr: gw.addr,
+        socket: None,
+        connect: false,
+        outbox: Vec::new(),
+        inbox: VecDeque::new(),
+        run: Run::default(),
+        stored: stored.height,
+        until,
+        error: None,
+    };
     let mut pipeline = Pipeline::default();
-    let mut socket = None;
-    let mut run = Run::default();
-    loop {
-        while let Some(action) = engine.poll_action() {
-            match action {
-                Action::Connect { gateway } => {
-                    engine.connecting(gateway, now());
-                    socket = Some(Socket::open(gw.addr).await);
-                    engine.opened(gateway, key(0x66), now());
-                }
-                Action::Close { .. } => socket = None,
-            }
-        }
-        while let Some(event) = engine.poll_event() {
-            match event {
-                Event::Reorg { old_tip, depth, .. } => {
-                    run.reorgs.push((old_tip.height, old_tip.height - depth));
-                }
-                Event::Rejected { reason, .. }
-                | Event::Gateway {
-                    reason: Some(reason),
-                    ..
-                } => return Err(reason.to_string()),
-                _ => {}
-            }
-        }
-        engine.schedule();
-        if let (Some(s), Some(bytes)) = (socket.as_mut(), engine.poll_transmit(0)) {
-            s.send(bytes).await;
-            engine.sent(0);
-            continue;
-        }
-        if pipeline
-            .read_ancestors(&mut engine, &*store, now())
-            .await
-            .map_err(|e| e.to_string())?
-        {
-            continue;
-        }
-        if let Some(batch) = pipeline.take_commit(&mut engine) {
-            let result = store.commit(batch).await;
-            pipeline
-                .finish(&mut engine, result, now())
-                .map_err(|e| e.to_string())?;
-            run.commits += 1;
-            continue;
-        }
-        let stored = store.tip().await.unwrap().height;
-        if engine.is_synced() && until.is_none_or(|u| stored >= u) {
-            run.validated = engine.syncer().validated;
-            return Ok(run);
-        }
-        let Some(s) = socket.as_mut() else {
-            return Err("no connection".into());
-        };
-        if !s.read(|data| engine.receive(0, data, now())).await {
-            engine.closed(0, TransportError::Closed, now());
-        }
+    driver::run(&mut host, store, &mut pipeline)
+        .await
+        .map_err(|e| e.to_string())?;
+    match host.error {
+        Some(e) => Err(e),
+        None if host.socket.is_none() => Err("no connection".into()),
+        None => Ok(host.run),
     }
 }
 

@@ -23,7 +23,7 @@
 use lightwire_chain::Chain;
 use lightwire_noise::SecretKey;
 use lightwire_proto::time::earliest;
-use lightwire_proto::{ConnectString, Initiator, Millis, PeerEvent};
+use lightwire_proto::{ConnectString, Initiator, Millis};
 use lightwire_store::Tip;
 
 mod api;
@@ -34,6 +34,7 @@ mod filter_headers;
 mod gateway;
 mod headers;
 mod relay;
+mod route;
 mod scan;
 mod wallet;
 
@@ -45,10 +46,10 @@ pub use gateway::{
 pub use headers::MAX_UNDELIVERED;
 pub use relay::BroadcastError;
 
-use crate::filters::FilterAnswer;
 use crate::reason::{DropReason, TransportError};
-use crate::request::{Task, is_task};
+use crate::request::Task;
 use ctx::{Conns, Ctx, Effect};
+use route::{Parts, route, timeout};
 
 /// The client's sync over all its gateways.
 pub struct Engine {
@@ -382,93 +383,6 @@ impl Engine {
         self.headers.update_states(&mut self.ctx);
         self.scan.check_reached(&mut self.ctx);
     }
-}
-
-/// The engine's parts but the connections: an event borrowed from a connection's buffer
-/// is handled through these.
-struct Parts<'a> {
-    ctx: &'a mut Ctx,
-    headers: &'a mut headers::Headers,
-    filter_headers: &'a mut filter_headers::FilterHeaders,
-    check: &'a mut check::Check,
-    scan: &'a mut scan::ScanTask,
-    wallet: &'a mut wallet::WalletTask,
-    relay: &'a mut relay::Relay,
-}
-
-/// One event from gateway `g`'s connection, handed to the task it is for (an answer to
-/// the task its request id names); an error drops the gateway.
-fn route(p: Parts<'_>, g: usize, event: PeerEvent<'_>) -> Result<(), DropReason> {
-    let base = p.headers.syncer.base_height();
-    match event {
-        PeerEvent::Ready => {
-            p.ctx.gateways[g].ready = true;
-            p.ctx.set_state(g, GatewayState::Syncing, None);
-            Ok(())
-        }
-        PeerEvent::Tip {
-            height,
-            header,
-            chainwork,
-        } => {
-            // A tip (again) may mean the gateway's filter headers caught up, or its chain
-            // moved: whatever waited for it is asked again.
-            p.filter_headers.sync.unblock();
-            p.ctx.gateways[g].trust.unlag();
-            if let Some(scan) = p.scan.scan.as_mut() {
-                scan.unblock();
-            }
-            p.headers.on_tip(p.ctx, g, height, header, chainwork);
-            Ok(())
-        }
-        PeerEvent::Headers {
-            id,
-            headers,
-            hashes,
-            last,
-            ..
-        } => p.headers.on_headers(p.ctx, g, id, headers, hashes, last),
-        PeerEvent::Warning(text) => {
-            let text = text.map(str::to_string);
-            p.ctx.events.push_back(Event::Warning { gateway: g, text });
-            Ok(())
-        }
-        PeerEvent::Pong => Ok(()),
-        PeerEvent::FilterHeaders {
-            id,
-            first_height,
-            flags,
-            before,
-            headers,
-            ..
-        } => {
-            let answer = FilterAnswer {
-                id,
-                first_height,
-                flags,
-                before,
-                headers,
-            };
-            if is_task(id, Task::Check) {
-                return p.check.on_headers(p.ctx, g, answer);
-            }
-            let syncer = &mut p.headers.syncer;
-            p.filter_headers.on_answer(p.ctx, syncer, g, answer)
-        }
-        PeerEvent::FilterCheckpoints(m) => p.check.on_checkpoints(p.ctx, g, &m),
-        PeerEvent::Filters(m) if is_task(m.id, Task::Check) => p.check.on_filters(p.ctx, g, &m),
-        PeerEvent::Filters(m) => p.scan.on_filters(p.ctx, g, &m),
-        PeerEvent::Block(b) if is_task(b.id, Task::Wallet) => {
-            p.wallet.on_block(p.ctx, p.scan, g, &b, base)
-        }
-        PeerEvent::Block(b) => p.check.on_block(p.ctx, g, &b),
-        PeerEvent::TxResult(r) => p.relay.on_result(p.ctx, g, &r),
-    }
-}
-
-/// A gateway whose request timed out.
-fn timeout(g: usize) -> (usize, DropReason) {
-    (g, DropReason::RequestTimeout)
 }
 
 #[cfg(test)]
