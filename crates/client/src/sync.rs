@@ -12,6 +12,10 @@ pub const DEFAULT_REQUEST: u32 = 20_000;
 /// Headers gathered before a store commit during bulk sync (benches/README.md: 50,000
 /// per commit stores the 925,000-header chain fastest within the memory bound).
 pub const DEFAULT_COMMIT_EVERY: usize = 50_000;
+/// Period starts kept for the locator's sparse part. Past this, the older half is thinned
+/// to every other entry: the oldest grow exponentially sparse, as a locator's steps do, and
+/// the list never grows (nor allocates) past its first size however long the chain.
+pub const DEEP_MAX: usize = 64;
 
 /// Why the sync with a gateway failed: the gateway is to be disconnected and marked bad.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, thiserror::Error)]
@@ -80,8 +84,9 @@ pub struct Syncer {
     /// gateway continues the branch instead of sending it again.
     continue_from: Option<BlockHash>,
     /// Hashes of the best chain at period starts below the validation window (and, after
-    /// a resume, the ones the shell seeded): the locator's sparse part, so that a gateway
-    /// on a fork deeper than the window answers from near the fork, not from genesis.
+    /// a resume, the ones the shell seeded), oldest first, sparser with age (at most
+    /// [`DEEP_MAX`]): the locator's sparse part, so that a gateway on a fork deeper than
+    /// the window answers from near the fork, not from genesis.
     deep: Vec<(u32, BlockHash)>,
     /// The store's first header (height and hash): genesis, or the checkpoint it started
     /// from. Every locator ends with it.
@@ -113,7 +118,7 @@ impl Syncer {
             side_best: Work::ZERO,
             last_deferred: false,
             continue_from: None,
-            deep: Vec::new(),
+            deep: Vec::with_capacity(DEEP_MAX),
             base: (0, chain_genesis),
             ids: Ids::new(Task::Headers),
             batch: Vec::with_capacity(lightwire_chain::MAX_BATCH),
@@ -210,7 +215,9 @@ impl Syncer {
     /// (any heights, oldest first), read from the store.
     pub fn seed_locator(&mut self, hashes: &[(u32, BlockHash)]) {
         self.deep.clear();
-        self.deep.extend_from_slice(hashes);
+        for &seed in hashes {
+            push_deep(&mut self.deep, seed);
+        }
     }
 
     /// The heights whose hashes [`Self::seed_locator`] wants after a resume at `tip`:
@@ -419,7 +426,7 @@ impl Syncer {
             let staged = self.chain.staged();
             for e in staged {
                 if e.height % interval == 0 {
-                    self.deep.push((e.height, e.hash));
+                    push_deep(&mut self.deep, (e.height, e.hash));
                 }
             }
             // Sized once for the most a commit can gather (a full commit plus the request
@@ -519,6 +526,20 @@ impl Syncer {
     }
 }
 
+/// Add the newest period start to the locator's sparse part, first thinning its older
+/// half to every other entry when it is full.
+fn push_deep(deep: &mut Vec<(u32, BlockHash)>, entry: (u32, BlockHash)) {
+    if deep.len() >= DEEP_MAX {
+        let older = deep.len() / 2;
+        let mut i = 0;
+        deep.retain(|_| {
+            i += 1;
+            i > older || i % 2 == 1
+        });
+    }
+    deep.push(entry);
+}
+
 #[cfg(test)]
 mod tests {
     #[cfg(target_arch = "wasm32")]
@@ -604,5 +625,22 @@ mod tests {
         s.on_headers(id, &[], true, NOW).unwrap();
         assert_eq!(s.target(), None);
         assert!(s.is_synced());
+    }
+
+    #[test]
+    fn the_locators_sparse_part_stays_bounded_and_reaches_far_back() {
+        let mut deep = Vec::with_capacity(DEEP_MAX);
+        // 5,000 period starts (ten million headers): the list stays within its first size.
+        for p in 1..=5_000u32 {
+            push_deep(&mut deep, (p * 2016, BlockHash([p as u8; 32])));
+            assert!(deep.len() <= DEEP_MAX);
+            assert_eq!(deep.capacity(), DEEP_MAX, "grew at period {p}");
+        }
+        let heights: Vec<u32> = deep.iter().map(|(h, _)| *h).collect();
+        // Oldest first, the newest kept densely, the oldest reaching near the start.
+        assert!(heights.windows(2).all(|w| w[0] < w[1]));
+        assert_eq!(*heights.last().unwrap(), 5_000 * 2016);
+        assert_eq!(heights[heights.len() - 2], 4_999 * 2016);
+        assert!(heights[0] <= 200 * 2016, "{heights:?}");
     }
 }
