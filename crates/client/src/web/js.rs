@@ -4,6 +4,8 @@
 use js_sys::{Function, Object, Reflect};
 use lightwire_chain::{BlockHash, Header};
 use lightwire_store::Tip;
+
+use crate::events::EventShape;
 use wasm_bindgen::JsCast;
 use wasm_bindgen::prelude::*;
 
@@ -14,6 +16,26 @@ pub fn object(props: &[(&str, JsValue)]) -> JsValue {
         let _ = Reflect::set(&o, &JsValue::from_str(k), v);
     }
     o.into()
+}
+
+/// The object of event `shape` with these properties: built through
+/// [`crate::events::js_event!`], which checks the names against the table.
+pub fn event(shape: &EventShape, props: &[(&str, JsValue)]) -> JsValue {
+    let o = tag_event(shape, Object::new().into());
+    for (k, v) in props {
+        let _ = Reflect::set(&o, &JsValue::from_str(k), v);
+    }
+    o
+}
+
+/// `o` with the `type` of event `shape` (and its variant) set: through
+/// [`crate::events::js_event_from!`].
+pub fn tag_event(shape: &EventShape, o: JsValue) -> JsValue {
+    let _ = Reflect::set(&o, &"type".into(), &shape.kind.into());
+    if let Some((k, v)) = shape.variant {
+        let _ = Reflect::set(&o, &k.into(), &v.into());
+    }
+    o
 }
 
 /// An `Error` whose `name` is `kind` (what a caller can branch on) and whose message is a
