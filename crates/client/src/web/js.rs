@@ -130,3 +130,60 @@ pub fn parse_hash(s: &str, what: &str) -> Result<BlockHash, JsValue> {
         )
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    use super::*;
+    use crate::events::{self, ALL, js_event, js_event_from, js_object};
+
+    fn keys(o: &JsValue) -> Vec<String> {
+        Object::keys(o.unchecked_ref::<Object>())
+            .iter()
+            .filter_map(|k| k.as_string())
+            .collect()
+    }
+
+    fn get(o: &JsValue, k: &str) -> JsValue {
+        Reflect::get(o, &k.into()).unwrap_or(JsValue::UNDEFINED)
+    }
+
+    /// Every event of the table, built: `type`, then its variant, then its properties.
+    #[test]
+    fn each_event_object_has_its_type_variant_and_properties() {
+        for shape in ALL {
+            let props: Vec<(&str, JsValue)> =
+                shape.fields.iter().map(|f| (*f, JsValue::NULL)).collect();
+            let e = event(shape, &props);
+            let mut expected = vec!["type"];
+            expected.extend(shape.variant.map(|v| v.0));
+            expected.extend(shape.fields);
+            assert_eq!(keys(&e), expected, "{}", shape.kind);
+            assert_eq!(get(&e, "type"), shape.kind, "{}", shape.kind);
+            if let Some((k, v)) = shape.variant {
+                assert_eq!(get(&e, k), v);
+            }
+        }
+    }
+
+    #[test]
+    fn the_builders_set_what_they_are_given() {
+        let e = js_event!(events::SCAN_MATCH {
+            "height": 5.into(),
+            "blockHash": "ab".into(),
+        });
+        assert_eq!(keys(&e), ["type", "height", "blockHash"]);
+        assert_eq!(get(&e, "height"), 5);
+        let balance = js_object!(events::BALANCE {
+            "confirmed": 1.into(),
+            "pending": 2.into(),
+            "immature": 3.into(),
+            "coins": 4.into(),
+        });
+        assert_eq!(keys(&balance), events::BALANCE);
+        let e = js_event_from!(events::BALANCE_CHANGED, events::BALANCE, balance);
+        assert_eq!(get(&e, "type"), "balance");
+        assert_eq!(get(&e, "coins"), 4);
+    }
+}
