@@ -25,6 +25,9 @@ cargo clippy --target wasm32-unknown-unknown -p lightwire-noise -p lightwire-wir
 step "cargo test (native)"
 cargo test --workspace --all-targets
 
+step "the event contract: the engine's events (crates/client/src/events.rs) against pkg/src/types.ts"
+node tests/event-contract/run.mjs
+
 # Each crate with browser tests has a webdriver.json giving Chromium its headless flags.
 # wasm-bindgen-test skips a test binary that lacks wasm_bindgen_test_configure!(run_in_browser)
 # with only a notice; treat that notice as a failure so no suite is silently left out.

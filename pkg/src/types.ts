@@ -1,5 +1,7 @@
 // The types of the lightwire package's options, events and answers. The engine (Rust,
-// crates/client/src/web) builds these objects; keep both sides in step.
+// crates/client/src/web) builds these objects; keep both sides in step. The events
+// (`LightwireEvent`) are checked: tests/event-contract compares them with the engine's
+// table of events (crates/client/src/events.rs), from which it builds every event.
 
 /** A Bitcoin network the client can follow. */
 export type Network = 'mainnet' | 'testnet3' | 'testnet4' | 'signet' | 'regtest';

@@ -19,6 +19,7 @@ wasm_bindgen_test::wasm_bindgen_test_configure!(run_in_browser);
 pub mod dispute;
 pub mod driver;
 pub mod engine;
+pub mod events;
 pub mod filters;
 pub mod pipeline;
 pub mod reason;

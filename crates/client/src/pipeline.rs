@@ -7,7 +7,7 @@
 use lightwire_chain::{BlockHash, Chain, Entry, WINDOW_LEN};
 use lightwire_noise::SecretKey;
 use lightwire_proto::{ConnectString, Millis, decode_headers};
-use lightwire_store::{Batch, Durability, HeaderStore, Pending, StateKey, StoreError, Tip};
+use lightwire_store::{Batch, Durability, HeaderStore, Pending, RecordKey, StoreError, Tip};
 
 use crate::engine::Engine;
 use crate::scan::Scan;
@@ -75,10 +75,15 @@ pub async fn open<S: HeaderStore>(
     Ok((engine, stored))
 }
 
+/// The records the client saves beside its headers: the rescan under way, and the
+/// watch-only wallet (what it watches and what it found).
+pub(crate) const SCAN: RecordKey = RecordKey::from_static("scan");
+pub(crate) const WALLET: RecordKey = RecordKey::from_static("wallet");
+
 /// The scan saved in `store`, if any, with only the matches the stored chain still bears
 /// out (a reorg while the client was closed withdraws the rest).
 pub async fn resume_scan<S: HeaderStore>(store: &S) -> Result<Option<Scan>, StoreError> {
-    let Some(bytes) = store.state(StateKey::Scan).await? else {
+    let Some(bytes) = store.record(SCAN).await? else {
         return Ok(None);
     };
     let Some(mut scan) = Scan::restore(&bytes) else {
@@ -100,7 +105,7 @@ pub async fn resume_scan<S: HeaderStore>(store: &S) -> Result<Option<Scan>, Stor
 /// The wallet saved in `store`, if any, with what it found in blocks the stored chain no
 /// longer has (a reorg while the client was closed) withdrawn.
 pub async fn resume_wallet<S: HeaderStore>(store: &S) -> Result<Option<WalletSync>, StoreError> {
-    let Some(bytes) = store.state(StateKey::Wallet).await? else {
+    let Some(bytes) = store.record(WALLET).await? else {
         return Ok(None);
     };
     let Some(mut wallet) = WalletSync::decode(&bytes, store.params().network) else {
@@ -285,13 +290,13 @@ impl Pipeline {
         store: &mut S,
     ) -> Result<(), StoreError> {
         if engine.take_scan_dropped() {
-            store.put_state(StateKey::Scan, None).await?;
+            store.put_record(SCAN, None).await?;
         }
         if let Some(state) = engine.scan_to_save() {
-            store.put_state(StateKey::Scan, Some(&state)).await?;
+            store.put_record(SCAN, Some(&state)).await?;
         }
         if let Some(state) = engine.wallet_to_save() {
-            store.put_state(StateKey::Wallet, Some(&state)).await?;
+            store.put_record(WALLET, Some(&state)).await?;
         }
         Ok(())
     }

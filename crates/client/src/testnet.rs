@@ -14,7 +14,7 @@ use lightwire_noise::SecretKey;
 use lightwire_proto::pair::Gateway;
 use lightwire_proto::testing::TestChain;
 use lightwire_proto::{BufferMode, ConnectString, Millis};
-use lightwire_store::{Batch, HeaderStore, MemoryStore, StateKey, StoreError, Tip};
+use lightwire_store::{Batch, HeaderStore, MemoryStore, RecordKey, StoreError, Tip};
 
 use crate::driver::{self, Host};
 use crate::engine::{Action, Engine, Event};
@@ -93,11 +93,15 @@ impl HeaderStore for FailingStore {
     async fn header(&self, height: u32) -> Result<Option<Header>, StoreError> {
         self.inner.header(height).await
     }
-    async fn state(&self, key: StateKey) -> Result<Option<Vec<u8>>, StoreError> {
-        self.inner.state(key).await
+    async fn record(&self, key: RecordKey) -> Result<Option<Vec<u8>>, StoreError> {
+        self.inner.record(key).await
     }
-    async fn put_state(&mut self, key: StateKey, state: Option<&[u8]>) -> Result<(), StoreError> {
-        self.inner.put_state(key, state).await
+    async fn put_record(
+        &mut self,
+        key: RecordKey,
+        record: Option<&[u8]>,
+    ) -> Result<(), StoreError> {
+        self.inner.put_record(key, record).await
     }
     async fn filter_tip(&self) -> Result<Option<lightwire_store::FilterTip>, StoreError> {
         self.inner.filter_tip().await

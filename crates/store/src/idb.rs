@@ -36,14 +36,16 @@ use crate::layout::{
     retain_up_to, v1,
 };
 use crate::{
-    Batch, Durability, FilterRun, FilterTip, HeaderStore, SCHEMA_VERSION, Start, StateKey,
+    Batch, Durability, FilterRun, FilterTip, HeaderStore, RecordKey, SCHEMA_VERSION, Start,
     StoreError, Tip, batch_base, filter_next,
 };
 
 const CHUNKS: &str = "chunks";
 const FILTERS: &str = "filters";
-/// The saved states (of a rescan, of the wallet), under [`StateKey::name`].
-const SCANS: &str = "scans";
+/// The saved records, under [`RecordKey::name`].
+const RECORDS: &str = "records";
+/// Where layout 3 kept the saved records; moved to [`RECORDS`] when such a store opens.
+const LAYOUT_3_RECORDS: &str = "scans";
 const INDEX: &str = "index";
 const COMMITS: &str = "commits";
 const META: &str = "meta";
@@ -222,18 +224,14 @@ impl IdbStore {
                 let old = event.old_version();
                 let result = if old == 0.0 {
                     create(&req, params, options)
-                } else if old == 1.0 || old == 2.0 {
+                } else if [1.0, 2.0, 3.0].contains(&old) {
+                    let old = old as u32;
                     // Requests issued from the task (which starts in this event's
                     // microtasks) keep the versionchange transaction alive until it is done.
-                    match (req.transaction(), create_filters_store(&req)) {
+                    match (req.transaction(), create_later_stores(&req, old)) {
                         (Some(tx), Ok(())) => {
                             wasm_bindgen_futures::spawn_local(async move {
-                                let migrated = if old == 1.0 {
-                                    migrate_from_v1(&tx, params).await
-                                } else {
-                                    migrate_meta_from_v2(&tx, params).await
-                                };
-                                if let Err(e) = migrated {
+                                if let Err(e) = migrate(&tx, old, params).await {
                                     let _ = tx.abort();
                                     *failed.borrow_mut() = Some(e);
                                 }
@@ -927,23 +925,27 @@ impl HeaderStore for IdbStore {
         self.meta.base
     }
 
-    async fn state(&self, key: StateKey) -> Result<Option<Vec<u8>>, StoreError> {
-        let tx = self.readonly(SCANS)?;
-        let req = object_store(&tx, SCANS)?
+    async fn record(&self, key: RecordKey) -> Result<Option<Vec<u8>>, StoreError> {
+        let tx = self.readonly(RECORDS)?;
+        let req = object_store(&tx, RECORDS)?
             .get(&key.name().into())
             .map_err(store_error)?;
         Ok(bytes_of(&request_result(&req).await?))
     }
 
-    async fn put_state(&mut self, key: StateKey, state: Option<&[u8]>) -> Result<(), StoreError> {
+    async fn put_record(
+        &mut self,
+        key: RecordKey,
+        record: Option<&[u8]>,
+    ) -> Result<(), StoreError> {
         self.check_open()?;
         let tx = self
             .db
-            .transaction_with_str_and_mode(SCANS, IdbTransactionMode::Readwrite)
+            .transaction_with_str_and_mode(RECORDS, IdbTransactionMode::Readwrite)
             .map_err(store_error)?;
         let done = transaction_future(&tx);
-        let store = object_store(&tx, SCANS)?;
-        match state {
+        let store = object_store(&tx, RECORDS)?;
+        match record {
             Some(b) => store
                 .put_with_key(&Uint8Array::from(b), &key.name().into())
                 .map(drop),
@@ -1179,7 +1181,7 @@ fn create(req: &IdbOpenDbRequest, params: &Params, options: IdbOptions) -> Resul
         .map_err(store_error)?;
 
     db.create_object_store(FILTERS).map_err(store_error)?;
-    db.create_object_store(SCANS).map_err(store_error)?;
+    db.create_object_store(RECORDS).map_err(store_error)?;
     db.create_object_store(META)
         .map_err(store_error)?
         .put_with_key(&Uint8Array::from(&meta.encode()[..]), &META_KEY.into())
@@ -1309,19 +1311,56 @@ async fn load(
     Ok((meta, tail, ftail))
 }
 
-/// Create the `filters` and `scans` object stores (layout 3), inside the open request's versionchange
-/// transaction.
-fn create_filters_store(req: &IdbOpenDbRequest) -> Result<(), StoreError> {
+/// Create the object stores that layouts after `old` added, inside the open request's
+/// versionchange transaction: `filters` (layout 3) and `records` (layout 4).
+fn create_later_stores(req: &IdbOpenDbRequest, old: u32) -> Result<(), StoreError> {
     let db: IdbDatabase = req.result().map_err(store_error)?.unchecked_into();
-    db.create_object_store(FILTERS).map_err(store_error)?;
-    db.create_object_store(SCANS).map_err(store_error)?;
+    if old < 3 {
+        db.create_object_store(FILTERS).map_err(store_error)?;
+    }
+    db.create_object_store(RECORDS).map_err(store_error)?;
     Ok(())
 }
 
-/// Layout 2 to 3: the same records, a `filters` object store (created by the caller) and a
-/// meta record that says no filter header is stored yet.
-async fn migrate_meta_from_v2(
+/// Migrate a store of layout `old` (1, 2 or 3) to this one, inside the open request's
+/// versionchange transaction `tx`, once [`create_later_stores`] has run. If anything fails
+/// the caller aborts the transaction: the store stays as it was.
+async fn migrate(tx: &IdbTransaction, old: u32, params: &'static Params) -> Result<(), StoreError> {
+    match old {
+        1 => migrate_from_v1(tx, params).await,
+        // Layout 2 to 4: the same records, a `filters` object store and a meta record
+        // that says no filter header is stored yet.
+        2 => set_layout_version(tx, 2, params).await,
+        _ => {
+            set_layout_version(tx, 3, params).await?;
+            move_layout_3_records(tx).await
+        }
+    }
+}
+
+/// Layout 3 to 4: every saved record moves from `scans` to `records` (created by the
+/// caller) as it is, under the same key, and `scans` is deleted.
+async fn move_layout_3_records(tx: &IdbTransaction) -> Result<(), StoreError> {
+    let old = object_store(tx, LAYOUT_3_RECORDS)?;
+    let keys_req = old.get_all_keys().map_err(store_error)?;
+    let values_req = old.get_all().map_err(store_error)?;
+    // Both in key order.
+    let keys: Array = request_result(&keys_req).await?.unchecked_into();
+    let values: Array = request_result(&values_req).await?.unchecked_into();
+    let records = object_store(tx, RECORDS)?;
+    for (key, value) in keys.iter().zip(values.iter()) {
+        records.put_with_key(&value, &key).map_err(store_error)?;
+    }
+    tx.db()
+        .delete_object_store(LAYOUT_3_RECORDS)
+        .map_err(store_error)
+}
+
+/// Rewrite the meta record of a store of layout `from` (checked) as this layout's: the
+/// fields it lacked take their defaults ([`Meta::decode`]).
+async fn set_layout_version(
     tx: &IdbTransaction,
+    from: u32,
     params: &'static Params,
 ) -> Result<(), StoreError> {
     let meta_store = object_store(tx, META)?;
@@ -1331,7 +1370,7 @@ async fn migrate_meta_from_v2(
     })?;
     let mut meta = Meta::decode(&stored)?;
     meta.check(params)?;
-    if meta.schema != 2 {
+    if meta.schema != from {
         return Err(StoreError::Corrupt {
             what: "meta record layout version",
         });

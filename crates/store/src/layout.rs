@@ -2,10 +2,10 @@
 //! the tip into records. Kept apart from the I/O so that it is tested natively.
 //!
 //! - **Chunk** records, keyed by chunk number `k`: the chainwork at height `k * len`
-//!   (32 bytes, big-endian), then the headers of heights `k * len ..` coded as
-//!   `headers_compact` messages (docs/PROTOCOL.md), each after its length (u16,
-//!   big-endian): no previous-block hashes (rebuilt on read from each message's anchors,
-//!   four segments side by side; checked on write), version, time and nBits against the
+//!   (32 bytes, big-endian), then the headers of heights `k * len ..` coded in pieces
+//!   ([`chunk`](crate::chunk)), each after its length (u16, big-endian): no
+//!   previous-block hashes (rebuilt on read from each piece's anchors, four segments side
+//!   by side; checked on write), version, time and nBits against the
 //!   header before: about 39 bytes a header instead of 80. `len` is the network's retarget
 //!   interval: a chunk is one difficulty period, so rebuilding validation entries from a
 //!   period start reads whole chunks and needs no other record.
@@ -19,15 +19,20 @@
 //! - **Commit** records, keyed by first height: the last height of that commit, so that a
 //!   rollback finds the one commit it cuts through.
 //! - The **meta** record: [`Meta`].
+//! - **Filter** records, keyed by `height / FILTER_CHUNK`: up to [`FILTER_CHUNK`] filter
+//!   headers of 32 bytes (layout 3 on).
+//! - Saved **records**, keyed by a [`RecordKey`](crate::RecordKey)'s name: what the caller
+//!   saves beside its headers, as given (the object store `records`, layout 4 on).
 //!
 //! Layout 1 (80-byte headers in chunks, whole 32-byte hashes in the index) is read only to
-//! migrate it ([`v1`]).
+//! migrate it ([`v1`]). Layout 2 coded the chunks and cut the index to fragments; layout 3
+//! added the filter records, and the saved records under the name `scans`; layout 4 moved
+//! those to `records`, a name that says nothing of what a client keeps there (the records
+//! themselves, and every other record, are as layout 3 wrote them).
 
 use lightwire_chain::{BlockHash, HEADER_LEN, Network, Params, U256, Work, link_segments};
-use lightwire_wire::compact::HeadersCompact;
-use lightwire_wire::{MAX_MESSAGE_LEN, Message};
 
-use crate::{SCHEMA_VERSION, StoreError, Tip};
+use crate::{SCHEMA_VERSION, StoreError, Tip, chunk};
 
 /// Bytes of one index entry: the hash's fragment and its height (u32, little-endian).
 pub const INDEX_ENTRY_LEN: usize = FRAGMENT_LEN + 4;
@@ -360,21 +365,16 @@ pub fn encode_chunk(
     out.extend_from_slice(&held[..CHUNK_WORK_LEN.min(held.len())]);
     let mut at = 0;
     while at < n {
-        let start = out.len();
-        out.resize(start + 2 + MAX_MESSAGE_LEN, 0);
-        let (len, count) = HeadersCompact::encode_answer(
-            &mut out[start + 2..],
-            0,
+        let len_at = out.len();
+        out.extend_from_slice(&[0, 0]);
+        at += chunk::push_piece(
+            &headers[at * HEADER_LEN..n * HEADER_LEN],
             first_height + at as u32,
-            n - at,
-            |i| header(at + i),
-        )
-        .map_err(|_| StoreError::Corrupt {
-            what: "a chunk that does not code",
-        })?;
-        out[start..start + 2].copy_from_slice(&(len as u16).to_be_bytes());
-        out.truncate(start + 2 + len);
-        at += count.max(1);
+            out,
+        );
+        // At most MAX_PIECE_LEN (u16::MAX) bytes.
+        let len = (out.len() - len_at - 2) as u16;
+        out[len_at..len_at + 2].copy_from_slice(&len.to_be_bytes());
     }
     Ok(())
 }
@@ -404,18 +404,15 @@ pub fn expand_chunk(
             .split_at_checked(usize::from(u16::from_be_bytes(*n)))
             .ok_or(corrupt("chunk record length"))?;
         rest = after;
-        let Ok(Message::HeadersCompact(m)) = Message::decode(piece) else {
-            return Err(corrupt("chunk record piece"));
-        };
+        let m = chunk::Piece::decode(piece).map_err(corrupt)?;
         let done = hashes.len();
-        let count = usize::from(m.count);
+        let count = m.count;
         if m.first_height != first_height + done as u32 || done + count > len as usize {
             return Err(corrupt("chunk record piece heights"));
         }
         let at = headers.len();
         headers.resize(at + count * HEADER_LEN, 0);
-        m.expand(&mut headers[at..])
-            .map_err(|_| corrupt("chunk record piece"))?;
+        m.expand(&mut headers[at..]).map_err(corrupt)?;
         hashes.resize(done + count, BlockHash::ZERO);
         let (starts, segments) = m.segment_starts();
         link_segments(&mut headers[at..], &starts[..segments], &mut hashes[done..]);

@@ -20,6 +20,7 @@
 #[cfg(all(test, target_arch = "wasm32"))]
 wasm_bindgen_test::wasm_bindgen_test_configure!(run_in_browser);
 
+pub mod chunk;
 #[cfg(target_arch = "wasm32")]
 pub mod idb;
 pub mod layout;
@@ -34,8 +35,8 @@ pub use memory::MemoryStore;
 pub use pending::Pending;
 
 /// Version of the stored layout. A store written by a newer version is refused rather than
-/// misread; an older one is migrated when opened (layout 1: `layout::v1`).
-pub const SCHEMA_VERSION: u32 = 3;
+/// misread; an older one is migrated when opened (the layouts: [`layout`]).
+pub const SCHEMA_VERSION: u32 = 4;
 
 /// The best chain's tip as stored.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -146,22 +147,50 @@ pub struct Batch<'a> {
     pub durability: Durability,
 }
 
-/// The states a client saves beside its headers.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum StateKey {
-    /// The rescan under way.
-    Scan,
-    /// The watch-only wallet: what it watches and what it found.
-    Wallet,
-}
+/// The name of a record saved beside the headers ([`HeaderStore::record`]): what the
+/// record holds is the caller's business (a client keeps its rescan and its wallet), the
+/// store keeps the bytes as given. A name is 1 to [`RecordKey::MAX_LEN`] bytes of
+/// lowercase ASCII letters, digits, `-`, `_` and `.`: a stable key in every backend.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub struct RecordKey(&'static str);
 
-impl StateKey {
-    /// Its key in the store.
-    pub fn name(self) -> &'static str {
-        match self {
-            StateKey::Scan => "scan",
-            StateKey::Wallet => "wallet",
+impl RecordKey {
+    /// Longest name, in bytes.
+    pub const MAX_LEN: usize = 64;
+
+    /// The key named `name`, or `None` if the name breaks the rule above.
+    pub const fn new(name: &'static str) -> Option<RecordKey> {
+        let b = name.as_bytes();
+        if b.is_empty() || b.len() > RecordKey::MAX_LEN {
+            return None;
         }
+        let mut i = 0;
+        while i < b.len() {
+            if !matches!(b[i], b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.') {
+                return None;
+            }
+            i += 1;
+        }
+        Some(RecordKey(name))
+    }
+
+    /// The key named `name`, a name fixed in the program: meant for constants
+    /// (`const SCAN: RecordKey = RecordKey::from_static("scan");`), where a name that
+    /// breaks the rule is a compile-time error.
+    ///
+    /// # Panics
+    ///
+    /// If `name` breaks the rule, when evaluated at run time.
+    pub const fn from_static(name: &'static str) -> RecordKey {
+        match RecordKey::new(name) {
+            Some(key) => key,
+            None => panic!("a record name is 1 to 64 bytes of a-z, 0-9, '-', '_' and '.'"),
+        }
+    }
+
+    /// Its name: its key in the store.
+    pub const fn name(self) -> &'static str {
+        self.0
     }
 }
 
@@ -391,13 +420,14 @@ pub trait HeaderStore {
         out: &mut Vec<[u8; 32]>,
     ) -> Result<(), StoreError>;
 
-    /// A saved state: of a rescan, or of the wallet (the client's encoding; the store
-    /// keeps it as given).
-    async fn state(&self, key: StateKey) -> Result<Option<Vec<u8>>, StoreError>;
+    /// The record saved under `key`, if any: the bytes as given to [`Self::put_record`].
+    async fn record(&self, key: RecordKey) -> Result<Option<Vec<u8>>, StoreError>;
 
-    /// Save (or with `None`, forget) a state, on its own: it is written apart from the
-    /// commits of headers, and a reopened client checks it against them.
-    async fn put_state(&mut self, key: StateKey, state: Option<&[u8]>) -> Result<(), StoreError>;
+    /// Save (or with `None`, forget) the record under `key`, on its own: it is written
+    /// apart from the commits of headers (a caller that keeps state tied to the chain in it
+    /// checks it against the headers when it reads it back).
+    async fn put_record(&mut self, key: RecordKey, record: Option<&[u8]>)
+    -> Result<(), StoreError>;
 
     /// Headers `from..=to`, appended to `out` (a batch lookup).
     async fn headers(&self, from: u32, to: u32, out: &mut Vec<Header>) -> Result<(), StoreError>;
@@ -440,5 +470,27 @@ pub trait HeaderStore {
         let mut all = rebuild_entries(params, start, &headers, work);
         all.drain(..(from - start) as usize);
         Ok(all)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    use super::*;
+
+    #[test]
+    fn record_names_are_short_lowercase_ascii() {
+        for good in ["scan", "wallet", "a", "b-1.x_2", &"z".repeat(64)] {
+            let name: &'static str = Box::leak(good.to_string().into_boxed_str());
+            assert_eq!(RecordKey::new(name).map(RecordKey::name), Some(name));
+        }
+        for bad in ["", "Scan", "a b", "é", "a/b", &"z".repeat(65)] {
+            let name: &'static str = Box::leak(bad.to_string().into_boxed_str());
+            assert_eq!(RecordKey::new(name), None, "{bad:?}");
+        }
+        const SCAN: RecordKey = RecordKey::from_static("scan");
+        assert_eq!(SCAN.name(), "scan");
     }
 }

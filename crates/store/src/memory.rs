@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use lightwire_chain::{BlockHash, Header, Params, Work};
 
 use crate::{
-    Batch, FilterTip, HeaderStore, Start, StateKey, StoreError, Tip, batch_base, filter_next,
+    Batch, FilterTip, HeaderStore, RecordKey, Start, StoreError, Tip, batch_base, filter_next,
 };
 
 /// A store in memory: 80 bytes per header plus its index entry.
@@ -21,8 +21,8 @@ pub struct MemoryStore {
     tip: Tip,
     /// Filter headers from `base` on.
     filters: Vec<[u8; 32]>,
-    /// Saved states, by [`StateKey::name`].
-    states: HashMap<&'static str, Vec<u8>>,
+    /// Saved records.
+    records: HashMap<RecordKey, Vec<u8>>,
 }
 
 impl MemoryStore {
@@ -48,7 +48,7 @@ impl MemoryStore {
             period_work: vec![start.chainwork],
             tip: start.tip(),
             filters: Vec::new(),
-            states: HashMap::new(),
+            records: HashMap::new(),
         }
     }
 
@@ -118,14 +118,18 @@ impl HeaderStore for MemoryStore {
         Ok(self.at(height).copied())
     }
 
-    async fn state(&self, key: StateKey) -> Result<Option<Vec<u8>>, StoreError> {
-        Ok(self.states.get(key.name()).cloned())
+    async fn record(&self, key: RecordKey) -> Result<Option<Vec<u8>>, StoreError> {
+        Ok(self.records.get(&key).cloned())
     }
 
-    async fn put_state(&mut self, key: StateKey, state: Option<&[u8]>) -> Result<(), StoreError> {
-        match state {
-            Some(b) => self.states.insert(key.name(), b.to_vec()),
-            None => self.states.remove(key.name()),
+    async fn put_record(
+        &mut self,
+        key: RecordKey,
+        record: Option<&[u8]>,
+    ) -> Result<(), StoreError> {
+        match record {
+            Some(b) => self.records.insert(key, b.to_vec()),
+            None => self.records.remove(&key),
         };
         Ok(())
     }
@@ -246,6 +250,20 @@ pub(crate) mod tests {
             assert_eq!(tip, Tip::from(chain.tip()));
         }
         (chain, store)
+    }
+
+    #[test]
+    fn saved_records_are_kept_as_given_by_name() {
+        let mut store = MemoryStore::new(&REGTEST);
+        let (a, b) = (RecordKey::from_static("a"), RecordKey::from_static("b"));
+        assert_eq!(now(store.record(a)), Ok(None));
+        now(store.put_record(a, Some(&[1, 2]))).unwrap();
+        now(store.put_record(b, Some(&[]))).unwrap();
+        assert_eq!(now(store.record(a)), Ok(Some(vec![1, 2])));
+        assert_eq!(now(store.record(b)), Ok(Some(vec![])));
+        now(store.put_record(a, None)).unwrap();
+        assert_eq!(now(store.record(a)), Ok(None));
+        assert_eq!(now(store.record(b)), Ok(Some(vec![])));
     }
 
     #[test]

@@ -12,8 +12,8 @@ use lightwire_chain::{
 use lightwire_store::idb::request_future;
 use lightwire_store::layout::{Meta, genesis_work, prefix, v1};
 use lightwire_store::{
-    Batch, Durability, HeaderStore, IdbOptions, IdbStore, MemoryStore, Pending, SCHEMA_VERSION,
-    Start, StoreError, Tip,
+    Batch, Durability, HeaderStore, IdbOptions, IdbStore, MemoryStore, Pending, RecordKey,
+    SCHEMA_VERSION, Start, StoreError, Tip,
 };
 use wasm_bindgen::JsCast;
 use wasm_bindgen::prelude::*;
@@ -50,13 +50,34 @@ struct Pair {
 
 impl Pair {
     async fn new(name: &str, bits: u8) -> Pair {
+        Pair::around(fresh(name, bits).await)
+    }
+
+    /// `idb` (which may already hold headers: see [`Pair::caught_up`]) beside a new memory
+    /// store.
+    fn around(idb: IdbStore) -> Pair {
         Pair {
-            idb: fresh(name, bits).await,
+            idb,
             mem: MemoryStore::new(&REGTEST),
             chain: Chain::new(&REGTEST),
             pending: Pending::new(0),
             seen: vec![REGTEST.genesis.block_hash()],
         }
+    }
+
+    /// `idb` holding the headers after genesis of `all` and the filter headers `filters`
+    /// from genesis (a migrated store), and a memory store given the same: both checked.
+    async fn caught_up(idb: IdbStore, all: &[Header], filters: &[[u8; 32]]) -> Pair {
+        let mut pair = Pair::around(idb);
+        pair.connect(&all[1..]);
+        if !filters.is_empty() {
+            pair.pending.push_filters(0, filters);
+        }
+        let b = pair.pending.batch(Durability::Relaxed);
+        let tip = pair.mem.commit(b).await.unwrap();
+        pair.pending.committed(&tip);
+        pair.check().await;
+        pair
     }
 
     /// Validate `headers` in validation-sized pieces and gather them.
@@ -649,8 +670,7 @@ async fn a_store_started_from_a_checkpoint_holds_nothing_below_it() {
     IdbStore::delete(name).await.unwrap();
 }
 
-/// Issue 14, item 3: a store in layout 1, written record by record as every build before
-/// layout 2 wrote it (two commits, chunks of 80-byte headers, 36-byte index entries), opens,
+/// A store in layout 1, written record by record as every build before layout 2 wrote it (two commits, chunks of 80-byte headers, 36-byte index entries), opens,
 /// migrates in place, and reads back every header and hash; then it takes new commits and a
 /// reorg that cuts through a migrated commit and chunk.
 #[test]
@@ -665,22 +685,12 @@ async fn a_layout_1_store_migrates_in_place_and_reads_back_everything() {
     // Commits 0..=0 (genesis), 1..=3000, 3001..=5000: each its index records by prefix.
     write_old_store(name, 1, &entries, bits, &[(0, 0), (1, 3000), (3001, 5000)]).await;
 
-    let idb = IdbStore::open(name, &REGTEST)
+    let mut idb = IdbStore::open(name, &REGTEST)
         .await
         .expect("opens and migrates");
     assert_eq!(idb.prefix_bits(), bits);
-    let mut pair = Pair {
-        idb,
-        mem: MemoryStore::new(&REGTEST),
-        chain: Chain::new(&REGTEST),
-        pending: Pending::new(0),
-        seen: vec![REGTEST.genesis.block_hash()],
-    };
-    pair.connect(&all[1..]);
-    let b = pair.pending.batch(Durability::Relaxed);
-    let tip = pair.mem.commit(b).await.unwrap();
-    pair.pending.committed(&tip);
-    pair.check().await;
+    check_records(&mut idb, &[]).await;
+    let pair = Pair::caught_up(idb, &all, &[]).await;
 
     // It is the current layout now: reopening does not migrate again, and it goes on as
     // any store, filter headers included.
@@ -747,25 +757,12 @@ async fn a_layout_2_store_gets_its_filter_records() {
     let entries = rebuild_entries(&REGTEST, 0, &all, genesis_work(&REGTEST));
     write_old_store(name, 2, &entries, bits, &[(0, 0), (1, 3000)]).await;
 
-    let idb = IdbStore::open(name, &REGTEST)
+    let mut idb = IdbStore::open(name, &REGTEST)
         .await
         .expect("opens and migrates");
     assert_eq!(idb.filter_tip().await.unwrap(), None);
-    let mut pair = Pair {
-        idb,
-        mem: MemoryStore::new(&REGTEST),
-        chain: Chain::new(&REGTEST),
-        pending: Pending::new(0),
-        seen: vec![REGTEST.genesis.block_hash()],
-    };
-    pair.connect(&all[1..]);
-    let tip = pair
-        .mem
-        .commit(pair.pending.batch(Durability::Relaxed))
-        .await
-        .unwrap();
-    pair.pending.committed(&tip);
-    pair.check().await;
+    check_records(&mut idb, &[]).await;
+    let mut pair = Pair::caught_up(idb, &all, &[]).await;
     pair.connect(&headers_after(&REGTEST, &all[3000], 3000, 10, 0));
     pair.pending.push_filters(0, &fhs(0, 3010, 0));
     pair.commit().await;
@@ -775,9 +772,93 @@ async fn a_layout_2_store_gets_its_filter_records() {
     IdbStore::delete(name).await.unwrap();
 }
 
-/// Write `entries` as layout `version` (1 or 2) wrote them, record by record, with plain
+/// A layout-3 store (its saved records in the object store `scans`) opens as the current
+/// layout: the records are in `records`, byte for byte, `scans` is gone, and its headers
+/// and filter headers read back as they were.
+#[test]
+async fn a_layout_3_store_moves_its_saved_records() {
+    let name = "lightwire-test-migrate-v3";
+    IdbStore::delete(name).await.unwrap();
+    let bits = 4u8;
+    let mut all = vec![REGTEST.genesis];
+    all.extend(headers_after(&REGTEST, &REGTEST.genesis, 0, 3000, 0));
+    let entries = rebuild_entries(&REGTEST, 0, &all, genesis_work(&REGTEST));
+    write_old_store(name, 3, &entries, bits, &[(0, 0), (1, 3000)]).await;
+    let db = raw_open(name, 3).await;
+    // Filter headers 0..=2500: a full record and the start of the next.
+    let filters = fhs(0, 2500, 0);
+    for (k, record) in filters.chunks(2000).enumerate() {
+        raw_put(&db, "filters", &(k as u32).into(), &record.concat()).await;
+    }
+    let meta = Meta {
+        schema: 3,
+        tip: Tip::from(&entries[3000]),
+        filter_next: 2501,
+        ..Meta::genesis(&REGTEST, bits)
+    };
+    raw_put(&db, "meta", &"meta".into(), &meta.encode()).await;
+    let wallet: Vec<u8> = (0..=255).collect();
+    raw_put(&db, "scans", &"scan".into(), &[1, 2, 3]).await;
+    raw_put(&db, "scans", &"wallet".into(), &wallet).await;
+    db.close();
+
+    let mut idb = IdbStore::open(name, &REGTEST)
+        .await
+        .expect("opens and migrates");
+    check_records(&mut idb, &[("scan", &[1, 2, 3]), ("wallet", &wallet)]).await;
+    let mut out = Vec::new();
+    idb.filter_headers(0, 2500, &mut out).await.unwrap();
+    assert_eq!(out, filters);
+    let Pair { idb, .. } = Pair::caught_up(idb, &all, &filters).await;
+    idb.close();
+    let db = raw_open(name, SCHEMA_VERSION).await;
+    let names = db.object_store_names();
+    assert!(!names.contains("scans") && names.contains("records"));
+    db.close();
+    IdbStore::delete(name).await.unwrap();
+}
+
+/// The saved records are kept as given, apart from the headers, and across a reopen.
+#[test]
+async fn saved_records_are_kept_as_given() {
+    let name = "lightwire-test-records";
+    let mut idb = fresh(name, 4).await;
+    check_records(&mut idb, &[]).await;
+    let (a, b) = (RecordKey::from_static("a"), RecordKey::from_static("b-1.x"));
+    idb.put_record(a, Some(&[7; 70_000])).await.unwrap();
+    idb.put_record(b, Some(&[])).await.unwrap();
+    idb.put_record(a, Some(&[8, 9])).await.unwrap();
+    idb.close();
+    let mut idb = IdbStore::open(name, &REGTEST).await.unwrap();
+    assert_eq!(idb.record(a).await.unwrap(), Some(vec![8, 9]));
+    assert_eq!(idb.record(b).await.unwrap(), Some(vec![]));
+    idb.put_record(a, None).await.unwrap();
+    assert_eq!(idb.record(a).await.unwrap(), None);
+    assert_eq!(idb.tip().await.unwrap().height, 0);
+    idb.close();
+    IdbStore::delete(name).await.unwrap();
+}
+
+/// The store holds exactly `expected` of the names "scan" and "wallet", and takes a new
+/// record.
+async fn check_records(idb: &mut IdbStore, expected: &[(&'static str, &[u8])]) {
+    for name in ["scan", "wallet"] {
+        let want = expected
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, b)| b.to_vec());
+        let key = RecordKey::from_static(name);
+        assert_eq!(idb.record(key).await.unwrap(), want, "{name}");
+    }
+    let key = RecordKey::from_static("check");
+    idb.put_record(key, Some(b"new")).await.unwrap();
+    assert_eq!(idb.record(key).await.unwrap(), Some(b"new".to_vec()));
+    idb.put_record(key, None).await.unwrap();
+}
+
+/// Write `entries` as layout `version` (1, 2 or 3) wrote them, record by record, with plain
 /// IndexedDB: chunk records, index records by prefix for each commit in `commits`, commit
-/// records, and the meta record of that layout's length.
+/// records, and the meta record of that layout's length (layout 3's: no filter headers).
 async fn write_old_store(
     name: &str,
     version: u32,
@@ -810,7 +891,7 @@ async fn write_old_store(
                 .extend_from_slice(&v1::index_entry(&e.hash, e.height));
         }
         for (p, mut record) in shards {
-            if version == 2 {
+            if version >= 2 {
                 out.clear();
                 v1::convert_index(&record, &mut out).unwrap();
                 record = out.clone();
@@ -827,19 +908,22 @@ async fn write_old_store(
         ..Meta::genesis(&REGTEST, bits)
     };
     // Layout 1's meta record lacked the base height, layout 2's the next filter height.
-    let len = if version == 1 { 109 } else { 113 };
+    let len = [109, 113, 117][version as usize - 1];
     raw_put(&db, "meta", &"meta".into(), &meta.encode()[..len]).await;
     db.close();
 }
 
-/// Open `name` at `version` with plain IndexedDB, creating empty stores if new.
+/// Open `name` at `version` with plain IndexedDB, creating empty stores if new (those of
+/// layout 3 too when `version` is 3).
 async fn raw_open(name: &str, version: u32) -> IdbDatabase {
     let factory = web_sys::window().unwrap().indexed_db().unwrap().unwrap();
     let req: IdbOpenDbRequest = factory.open_with_u32(name, version).unwrap();
     let r = req.clone();
     let on_upgrade = Closure::once(move || {
         let db: IdbDatabase = r.result().unwrap().unchecked_into();
-        for store in ["chunks", "index", "commits", "meta"] {
+        let layout_3 = ["filters", "scans"];
+        let stores = ["chunks", "index", "commits", "meta"].iter();
+        for store in stores.chain(if version == 3 { &layout_3[..] } else { &[] }) {
             if !db.object_store_names().contains(store) {
                 db.create_object_store(store).unwrap();
             }

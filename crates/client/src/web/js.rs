@@ -4,6 +4,8 @@
 use js_sys::{Function, Object, Reflect};
 use lightwire_chain::{BlockHash, Header};
 use lightwire_store::Tip;
+
+use crate::events::EventShape;
 use wasm_bindgen::JsCast;
 use wasm_bindgen::prelude::*;
 
@@ -14,6 +16,26 @@ pub fn object(props: &[(&str, JsValue)]) -> JsValue {
         let _ = Reflect::set(&o, &JsValue::from_str(k), v);
     }
     o.into()
+}
+
+/// The object of event `shape` with these properties: built through
+/// [`crate::events::js_event!`], which checks the names against the table.
+pub fn event(shape: &EventShape, props: &[(&str, JsValue)]) -> JsValue {
+    let o = tag_event(shape, Object::new().into());
+    for (k, v) in props {
+        let _ = Reflect::set(&o, &JsValue::from_str(k), v);
+    }
+    o
+}
+
+/// `o` with the `type` of event `shape` (and its variant) set: through
+/// [`crate::events::js_event_from!`].
+pub fn tag_event(shape: &EventShape, o: JsValue) -> JsValue {
+    let _ = Reflect::set(&o, &"type".into(), &shape.kind.into());
+    if let Some((k, v)) = shape.variant {
+        let _ = Reflect::set(&o, &k.into(), &v.into());
+    }
+    o
 }
 
 /// An `Error` whose `name` is `kind` (what a caller can branch on) and whose message is a
@@ -107,4 +129,61 @@ pub fn parse_hash(s: &str, what: &str) -> Result<BlockHash, JsValue> {
             format!("{what} is not a 32-byte hash in hex (64 digits): {s:?}"),
         )
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    use super::*;
+    use crate::events::{self, ALL, js_event, js_event_from, js_object};
+
+    fn keys(o: &JsValue) -> Vec<String> {
+        Object::keys(o.unchecked_ref::<Object>())
+            .iter()
+            .filter_map(|k| k.as_string())
+            .collect()
+    }
+
+    fn get(o: &JsValue, k: &str) -> JsValue {
+        Reflect::get(o, &k.into()).unwrap_or(JsValue::UNDEFINED)
+    }
+
+    /// Every event of the table, built: `type`, then its variant, then its properties.
+    #[test]
+    fn each_event_object_has_its_type_variant_and_properties() {
+        for shape in ALL {
+            let props: Vec<(&str, JsValue)> =
+                shape.fields.iter().map(|f| (*f, JsValue::NULL)).collect();
+            let e = event(shape, &props);
+            let mut expected = vec!["type"];
+            expected.extend(shape.variant.map(|v| v.0));
+            expected.extend(shape.fields);
+            assert_eq!(keys(&e), expected, "{}", shape.kind);
+            assert_eq!(get(&e, "type"), shape.kind, "{}", shape.kind);
+            if let Some((k, v)) = shape.variant {
+                assert_eq!(get(&e, k), v);
+            }
+        }
+    }
+
+    #[test]
+    fn the_builders_set_what_they_are_given() {
+        let e = js_event!(events::SCAN_MATCH {
+            "height": 5.into(),
+            "blockHash": "ab".into(),
+        });
+        assert_eq!(keys(&e), ["type", "height", "blockHash"]);
+        assert_eq!(get(&e, "height"), 5);
+        let balance = js_object!(events::BALANCE {
+            "confirmed": 1.into(),
+            "pending": 2.into(),
+            "immature": 3.into(),
+            "coins": 4.into(),
+        });
+        assert_eq!(keys(&balance), events::BALANCE);
+        let e = js_event_from!(events::BALANCE_CHANGED, events::BALANCE, balance);
+        assert_eq!(get(&e, "type"), "balance");
+        assert_eq!(get(&e, "coins"), 4);
+    }
 }

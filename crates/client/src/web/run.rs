@@ -24,6 +24,7 @@ use super::status::Status;
 use crate::dispute::Verdict;
 use crate::driver::{self, Host};
 use crate::engine::{Action, Engine, Event, GatewayState};
+use crate::events::{self, js_event, js_event_from, js_object};
 use crate::pipeline::{Committed, Pipeline};
 use crate::reason::TransportError;
 use crate::wallet::WalletChange;
@@ -191,9 +192,8 @@ impl Net {
         if wallet_changed {
             let tip = self.engine.syncer().tip().height;
             if let Some(w) = self.engine.wallet() {
-                let e = balance_object(&w.ledger.balance(tip, 1));
-                let _ = js_sys::Reflect::set(&e, &"type".into(), &"balance".into());
-                self.emit(e);
+                let b = balance_object(&w.ledger.balance(tip, 1));
+                self.emit(js_event_from!(events::BALANCE_CHANGED, events::BALANCE, b));
             }
         }
         if !self.watch_calls.is_empty() && self.engine.wallet_synced() {
@@ -242,82 +242,68 @@ impl Net {
                 reason,
             } => {
                 self.status.borrow_mut().states[gateway] = state;
-                js::object(&[
-                    ("type", "gateway".into()),
-                    ("gateway", gateway.into()),
-                    ("url", self.engine.url(gateway).into()),
-                    ("state", state.name().into()),
-                    (
-                        "reason",
-                        reason
-                            .as_ref()
-                            .map_or(JsValue::NULL, |r| r.to_string().into()),
-                    ),
-                    (
-                        "code",
-                        reason.as_ref().map_or(JsValue::NULL, |r| r.code().into()),
-                    ),
-                ])
+                js_event!(events::GATEWAY {
+                    "gateway": gateway.into(),
+                    "url": self.engine.url(gateway).into(),
+                    "state": state.name().into(),
+                    "reason": reason
+                        .as_ref()
+                        .map_or(JsValue::NULL, |r| r.to_string().into()),
+                    "code": reason.as_ref().map_or(JsValue::NULL, |r| r.code().into()),
+                })
             }
             Event::Reorg {
                 old_tip,
                 new_tip,
                 depth,
-            } => js::object(&[
-                ("type", "reorg".into()),
-                ("oldTip", js::tip(&old_tip)),
-                ("newTip", js::tip(&new_tip)),
-                ("depth", depth.into()),
-            ]),
+            } => js_event!(events::REORG {
+                "oldTip": js::tip(&old_tip),
+                "newTip": js::tip(&new_tip),
+                "depth": depth.into(),
+            }),
             Event::Rejected { gateway, reason } => {
                 let (height, rule) = reason
                     .invalid_header()
                     .map_or((JsValue::NULL, JsValue::NULL), |(h, r)| {
                         (h.into(), r.into())
                     });
-                js::object(&[
-                    ("type", "rejected".into()),
-                    ("gateway", gateway.into()),
-                    ("url", self.engine.url(gateway).into()),
-                    ("reason", reason.to_string().into()),
-                    ("code", reason.code().into()),
-                    ("height", height),
-                    ("rule", rule),
-                ])
+                js_event!(events::REJECTED {
+                    "gateway": gateway.into(),
+                    "url": self.engine.url(gateway).into(),
+                    "reason": reason.to_string().into(),
+                    "code": reason.code().into(),
+                    "height": height,
+                    "rule": rule,
+                })
             }
-            Event::FilterConflict { gateway, height } => js::object(&[
-                ("type", "filterConflict".into()),
-                ("gateway", gateway.into()),
-                ("url", self.engine.url(gateway).into()),
-                ("height", height.into()),
-            ]),
+            Event::FilterConflict { gateway, height } => js_event!(events::FILTER_CONFLICT {
+                "gateway": gateway.into(),
+                "url": self.engine.url(gateway).into(),
+                "height": height.into(),
+            }),
             Event::FilterDispute { gateway, verdict } => {
                 let (name, height) = match verdict {
                     Verdict::TheirsWrong { height } => ("theirs-wrong", height),
                     Verdict::OursWrong { height, .. } => ("ours-wrong", height),
                     Verdict::Undecided { height } => ("undecided", height),
                 };
-                js::object(&[
-                    ("type", "filterDispute".into()),
-                    ("gateway", gateway.into()),
-                    ("url", self.engine.url(gateway).into()),
-                    ("verdict", name.into()),
-                    ("height", height.into()),
-                ])
+                js_event!(events::FILTER_DISPUTE {
+                    "gateway": gateway.into(),
+                    "url": self.engine.url(gateway).into(),
+                    "verdict": name.into(),
+                    "height": height.into(),
+                })
             }
             Event::Wallet(change) => match change {
                 WalletChange::Found(t) => {
-                    let e = tx_object(&t);
-                    let _ = js_sys::Reflect::set(&e, &"type".into(), &"transaction".into());
-                    let _ = js_sys::Reflect::set(&e, &"status".into(), &"found".into());
-                    e
+                    js_event_from!(events::TRANSACTION_FOUND, events::WALLET_TX, tx_object(&t))
                 }
-                WalletChange::Withdrawn { txid, height } => js::object(&[
-                    ("type", "transaction".into()),
-                    ("status", "withdrawn".into()),
-                    ("txid", js::hash(&lightwire_chain::BlockHash(txid))),
-                    ("height", height.into()),
-                ]),
+                WalletChange::Withdrawn { txid, height } => {
+                    js_event!(events::TRANSACTION_WITHDRAWN {
+                        "txid": js::hash(&lightwire_chain::BlockHash(txid)),
+                        "height": height.into(),
+                    })
+                }
             },
             Event::Broadcast {
                 id,
@@ -335,44 +321,39 @@ impl Net {
                         ])
                     })
                     .collect();
-                let result = js::object(&[
-                    ("txid", js::hash(&lightwire_chain::BlockHash(txid))),
-                    ("relayed", (relayed.len() as u32).into()),
-                    ("refused", refused_list.into()),
-                ]);
+                let result = js_object!(events::BROADCAST_RESULT {
+                    "txid": js::hash(&lightwire_chain::BlockHash(txid)),
+                    "relayed": (relayed.len() as u32).into(),
+                    "refused": refused_list.into(),
+                });
                 if let Some(i) = self.broadcast_calls.iter().position(|(x, _)| *x == id) {
                     let (_, call) = self.broadcast_calls.remove(i);
                     let _ = call.resolve.call1(&JsValue::NULL, &result);
                 }
-                let _ = js_sys::Reflect::set(&result, &"type".into(), &"broadcast".into());
-                result
+                js_event_from!(events::BROADCAST, events::BROADCAST_RESULT, result)
             }
-            Event::ScanMatch { height, hash } => js::object(&[
-                ("type", "scanMatch".into()),
-                ("height", height.into()),
-                ("blockHash", js::hash(&hash)),
-            ]),
-            Event::ScanWithdrawn { height, hash } => js::object(&[
-                ("type", "scanWithdrawn".into()),
-                ("height", height.into()),
-                ("blockHash", js::hash(&hash)),
-            ]),
+            Event::ScanMatch { height, hash } => js_event!(events::SCAN_MATCH {
+                "height": height.into(),
+                "blockHash": js::hash(&hash),
+            }),
+            Event::ScanWithdrawn { height, hash } => js_event!(events::SCAN_WITHDRAWN {
+                "height": height.into(),
+                "blockHash": js::hash(&hash),
+            }),
             Event::ScanReached { height, matches } => {
                 if let Some(call) = self.scan_call.take() {
                     let _ = call.resolve.call1(&JsValue::NULL, &scan_result(&matches));
                 }
-                js::object(&[
-                    ("type", "scanReached".into()),
-                    ("height", height.into()),
-                    ("matches", (matches.len() as u32).into()),
-                ])
+                js_event!(events::SCAN_REACHED {
+                    "height": height.into(),
+                    "matches": (matches.len() as u32).into(),
+                })
             }
-            Event::Warning { gateway, text } => js::object(&[
-                ("type", "warning".into()),
-                ("gateway", gateway.into()),
-                ("url", self.engine.url(gateway).into()),
-                ("text", text.map_or(JsValue::NULL, JsValue::from)),
-            ]),
+            Event::Warning { gateway, text } => js_event!(events::WARNING {
+                "gateway": gateway.into(),
+                "url": self.engine.url(gateway).into(),
+                "text": text.map_or(JsValue::NULL, JsValue::from),
+            }),
         }
     }
 
@@ -409,28 +390,19 @@ impl Net {
         };
         let last = self.last_progress;
         let secs = ((now - last.at_ms) / 1000.0).max(1e-3);
-        let event = js::object(&[
-            ("type", "progress".into()),
-            ("height", height.into()),
-            ("storedHeight", stored.into()),
-            ("targetHeight", target.unwrap_or(height.max(stored)).into()),
-            (
-                "headersPerSecond",
-                ((validated - last.validated) as f64 / secs).into(),
-            ),
-            (
-                "bytesPerSecond",
-                ((bytes_in - last.bytes_in) as f64 / secs).into(),
-            ),
-            ("synced", synced.into()),
-            (
-                "filterHeight",
-                self.engine
-                    .filters()
-                    .height()
-                    .map_or(JsValue::NULL, JsValue::from),
-            ),
-        ]);
+        let event = js_event!(events::PROGRESS {
+            "height": height.into(),
+            "storedHeight": stored.into(),
+            "targetHeight": target.unwrap_or(height.max(stored)).into(),
+            "headersPerSecond": ((validated - last.validated) as f64 / secs).into(),
+            "bytesPerSecond": ((bytes_in - last.bytes_in) as f64 / secs).into(),
+            "synced": synced.into(),
+            "filterHeight": self
+                .engine
+                .filters()
+                .height()
+                .map_or(JsValue::NULL, JsValue::from),
+        });
         self.last_progress = Progress {
             at_ms: now,
             validated,
@@ -441,19 +413,15 @@ impl Net {
             let (filters, bytes) = (scan.filters, scan.bytes);
             let (f0, b0) = self.scan_progress;
             let target = self.status.borrow().stored_filter_height;
-            let event = js::object(&[
-                ("type", "scan".into()),
-                (
-                    "height",
-                    scan.next().saturating_sub(1).max(scan.from()).into(),
-                ),
-                ("fromHeight", scan.from().into()),
-                ("targetHeight", target.map_or(JsValue::NULL, JsValue::from)),
-                ("filtersPerSecond", ((filters - f0) as f64 / secs).into()),
-                ("bytesPerSecond", ((bytes - b0) as f64 / secs).into()),
-                ("filters", (filters as f64).into()),
-                ("matches", (scan.matches().len() as u32).into()),
-            ]);
+            let event = js_event!(events::SCAN {
+                "height": scan.next().saturating_sub(1).max(scan.from()).into(),
+                "fromHeight": scan.from().into(),
+                "targetHeight": target.map_or(JsValue::NULL, JsValue::from),
+                "filtersPerSecond": ((filters - f0) as f64 / secs).into(),
+                "bytesPerSecond": ((bytes - b0) as f64 / secs).into(),
+                "filters": (filters as f64).into(),
+                "matches": (scan.matches().len() as u32).into(),
+            });
             self.scan_progress = (filters, bytes);
             self.emit(event);
         }
@@ -467,16 +435,12 @@ impl Net {
             s.idb = store.stats();
             s.stored_filter_height = store.filter_height();
         }
-        self.emit(js::object(&[
-            ("type", "tip".into()),
-            ("height", c.tip.height.into()),
-            ("hash", js::hash(&c.tip.hash)),
-            ("time", c.time.into()),
-            (
-                "filterHeight",
-                store.filter_height().map_or(JsValue::NULL, JsValue::from),
-            ),
-        ]));
+        self.emit(js_event!(events::TIP {
+            "height": c.tip.height.into(),
+            "hash": js::hash(&c.tip.hash),
+            "time": c.time.into(),
+            "filterHeight": store.filter_height().map_or(JsValue::NULL, JsValue::from),
+        }));
         self.pump();
     }
 
@@ -494,12 +458,11 @@ impl Net {
             }
             e => format!("storing headers failed ({e}); open the client again to resume"),
         };
-        self.emit(js::object(&[
-            ("type", "error".into()),
-            ("kind", js::store_kind(e).into()),
-            ("message", message.into()),
-            ("fatal", true.into()),
-        ]));
+        self.emit(js_event!(events::ERROR {
+            "kind": js::store_kind(e).into(),
+            "message": message.into(),
+            "fatal": true.into(),
+        }));
         self.engine.stop(now());
         self.pump();
     }
@@ -664,27 +627,24 @@ impl Net {
 /// A wallet transaction as JavaScript sees it (satoshis as numbers: every amount of
 /// bitcoin is below 2^53).
 fn tx_object(t: &lightwire_wallet::WalletTx) -> JsValue {
-    js::object(&[
-        ("txid", js::hash(&lightwire_chain::BlockHash(t.txid))),
-        ("height", t.height.into()),
-        (
-            "blockHash",
-            js::hash(&lightwire_chain::BlockHash(t.block_hash)),
-        ),
-        ("position", t.position.into()),
-        ("received", (t.received as f64).into()),
-        ("sent", (t.sent as f64).into()),
-        ("fee", t.fee.map_or(JsValue::NULL, |f| (f as f64).into())),
-    ])
+    js_object!(events::WALLET_TX {
+        "txid": js::hash(&lightwire_chain::BlockHash(t.txid)),
+        "height": t.height.into(),
+        "blockHash": js::hash(&lightwire_chain::BlockHash(t.block_hash)),
+        "position": t.position.into(),
+        "received": (t.received as f64).into(),
+        "sent": (t.sent as f64).into(),
+        "fee": t.fee.map_or(JsValue::NULL, |f| (f as f64).into()),
+    })
 }
 
 fn balance_object(b: &lightwire_wallet::Balance) -> JsValue {
-    js::object(&[
-        ("confirmed", (b.confirmed as f64).into()),
-        ("pending", (b.pending as f64).into()),
-        ("immature", (b.immature as f64).into()),
-        ("coins", b.coins.into()),
-    ])
+    js_object!(events::BALANCE {
+        "confirmed": (b.confirmed as f64).into(),
+        "pending": (b.pending as f64).into(),
+        "immature": (b.immature as f64).into(),
+        "coins": b.coins.into(),
+    })
 }
 
 /// What `scan()` resolves to: `{ matches: [{ height, blockHash }] }`.
