@@ -424,7 +424,10 @@ fn unwatching_keeps_what_is_left_and_stops_with_nothing_left() {
     net.drive();
     assert_eq!(wallet_events(&net.host.events), [(false, 2_500)]);
     assert!(net.host.engine.scan().is_none());
-    assert_eq!(block_on(net.store.record(crate::pipeline::SCAN)).unwrap(), None);
+    assert_eq!(
+        block_on(net.store.record(crate::pipeline::SCAN)).unwrap(),
+        None
+    );
     // Something that is not watched: nothing changes; something malformed: refused.
     assert_eq!(net.host.engine.unwatch(&watch_coinbases(&[7])), Ok(()));
     assert!(
