@@ -784,7 +784,7 @@ mod tests {
         );
     }
 
-    /// Item 11 of the trust issue: a retarget checked by range only (the period began
+    /// A retarget checked by range only (the period began
     /// below the window) is refused or allowed exactly as Core's
     /// `PermittedDifficultyTransition` does, with both bounds rounded through `nBits`.
     /// (Checked on the rule's bounds: mining a mainnet-sized target is out of reach.)

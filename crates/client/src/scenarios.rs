@@ -552,8 +552,8 @@ fn a_fork_deeper_than_the_window_reorganises_the_store() {
     check_filters(&net.store, &want, 6_500);
 }
 
-/// Trust issue, item 3: an answer of headers already stored deep below the window costs
-/// one index lookup and a range read, not a lookup per header.
+/// An answer of headers already stored deep below the window costs one index lookup and
+/// a range read, not a lookup per header.
 #[test]
 fn known_deep_headers_are_compared_not_looked_up_one_by_one() {
     let chain = TestChain::generate(8_000);

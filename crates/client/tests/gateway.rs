@@ -384,7 +384,7 @@ fn served(headers: &[Header]) -> ServedChain {
     chain
 }
 
-/// Issue 14, item 4: a store started from a checkpoint (an app's: the generated chain's
+/// A store started from a checkpoint (an app's: the generated chain's
 /// header at 4,032 with its chainwork) syncs forward from it and fetches nothing below it,
 /// resumes, follows a reorg the gateway announces above it; a gateway whose chain does not
 /// contain the checkpoint is dropped, `off-checkpoint`, and nothing is stored from it.

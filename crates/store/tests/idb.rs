@@ -591,7 +591,7 @@ async fn the_index_is_sharded_by_prefix() {
     IdbStore::delete(name).await.unwrap();
 }
 
-/// Issue 14, item 4: a store created from a checkpoint (at 4,032) holds it first and
+/// A store created from a checkpoint (at 4,032) holds it first and
 /// nothing below; it takes commits, reads back like the memory store started the same
 /// way, reopens at its base, and refuses a rollback below it.
 #[test]
