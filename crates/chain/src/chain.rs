@@ -753,8 +753,9 @@ mod tests {
         assert!(Chain::resume(&REGTEST, &[entries[0], entries[2]]).is_none());
     }
 
-    /// A fork a few headers above the bottom of the window was once validated on those few alone, so its median time past went unchecked. It now
-    /// asks for the stored ancestors, and the median is checked on them.
+    /// A fork a few headers above the bottom of the window was once validated on those
+    /// few alone, so its median time past went unchecked. It now asks for the stored
+    /// ancestors, and the median is checked on them.
     #[test]
     fn a_fork_near_the_bottom_of_the_window_is_checked_on_its_ancestors() {
         let main = main_chain(4600);
