@@ -286,13 +286,12 @@ impl FilterSync {
             .is_some_and(|f| f.gateway == gateway && f.id == id)
     }
 
-    /// One `filter_headers` message from `gateway`. What is taken is handed to `take`
-    /// (first height, headers), for the store.
+    /// One `filter_headers` message from `gateway`. When [`FilterStep::taken`] is not
+    /// zero, every header of the answer was taken (from its `first_height`), for the store.
     pub fn on_filter_headers(
         &mut self,
         gateway: usize,
         answer: FilterAnswer<'_>,
-        take: impl FnOnce(u32, &[[u8; 32]]),
     ) -> Result<FilterStep, FilterSyncError> {
         let FilterAnswer {
             id,
@@ -329,7 +328,6 @@ impl FilterSync {
                 self.in_flight = None;
                 return Ok(step);
             }
-            take(first_height, headers);
             for h in headers {
                 if self.recent.len() == RECENT_FILTER_HEADERS {
                     self.recent.pop_front();
@@ -409,35 +407,30 @@ mod tests {
         assert!(crate::request::is_task(id, Task::FilterHeaders));
         assert_eq!(s.next_request(0), None, "one at a time");
         let headers: Vec<[u8; 32]> = (0..100).map(fh).collect();
-        let mut taken = Vec::new();
         let flags = AnswerFlags::default();
         // Not the request's gateway, or not from the next height: refused.
         assert!(
-            s.on_filter_headers(1, ans(id, 0, flags, [0; 32], &headers), |_, _| {})
+            s.on_filter_headers(1, ans(id, 0, flags, [0; 32], &headers))
                 .is_err()
         );
         assert_eq!(
-            s.on_filter_headers(0, ans(id, 5, flags, [0; 32], &headers), |_, _| {}),
+            s.on_filter_headers(0, ans(id, 5, flags, [0; 32], &headers)),
             Err(FilterSyncError::OutOfOrder {
                 expected: 0,
                 got: 5
             })
         );
         let step = s
-            .on_filter_headers(0, ans(id, 0, flags, [0; 32], &headers), |h, x| {
-                taken.push((h, x.len()))
-            })
+            .on_filter_headers(0, ans(id, 0, flags, [0; 32], &headers))
             .unwrap();
         assert_eq!((step.taken, step.done, step.conflict), (100, false, None));
-        assert_eq!(taken, [(0, 100)]);
         assert_eq!(s.height(), Some(99));
         // The next message must chain from the last header taken.
         let more: Vec<[u8; 32]> = (100..200).map(fh).collect();
         let step = s
-            .on_filter_headers(0, ans(id, 100, LAST, [9; 32], &more), |_, _| {
-                panic!("taken")
-            })
+            .on_filter_headers(0, ans(id, 100, LAST, [9; 32], &more))
             .unwrap();
+        assert_eq!(step.taken, 0);
         assert_eq!(step.conflict, Some(100));
         assert!(step.done);
         assert_eq!(s.next(), 100);
@@ -445,7 +438,7 @@ mod tests {
         let (id, start, _) = s.next_request(1).unwrap();
         assert_eq!(start, 100);
         let step = s
-            .on_filter_headers(1, ans(id, 100, LAST, fh(99), &more), |_, _| {})
+            .on_filter_headers(1, ans(id, 100, LAST, fh(99), &more))
             .unwrap();
         assert_eq!((step.taken, step.done), (100, true));
         // It ended short of the stop: asked again after a tip.
@@ -455,7 +448,7 @@ mod tests {
         let (id, _, _) = s.next_request(1).unwrap();
         let far: Vec<[u8; 32]> = (200..20_300).map(fh).collect();
         assert!(matches!(
-            s.on_filter_headers(1, ans(id, 200, LAST, fh(199), &far), |_, _| {}),
+            s.on_filter_headers(1, ans(id, 200, LAST, fh(199), &far)),
             Err(FilterSyncError::PastStop { .. })
         ));
     }
@@ -466,7 +459,7 @@ mod tests {
         s.mark(100, hash(100));
         let (id, _, _) = s.next_request(0).unwrap();
         let headers: Vec<[u8; 32]> = (0..50).map(fh).collect();
-        s.on_filter_headers(0, ans(id, 0, LAST, [0; 32], &headers), |_, _| {})
+        s.on_filter_headers(0, ans(id, 0, LAST, [0; 32], &headers))
             .unwrap();
         assert_eq!(
             s.next_request(0),
@@ -485,7 +478,7 @@ mod tests {
         let (id, start, _) = s.next_request(0).unwrap();
         assert_eq!(start, 1000);
         let headers: Vec<[u8; 32]> = (1000..=3000).map(fh).collect();
-        s.on_filter_headers(0, ans(id, 1000, LAST, fh(999), &headers), |_, _| {})
+        s.on_filter_headers(0, ans(id, 1000, LAST, fh(999), &headers))
             .unwrap();
         assert_eq!(s.height(), Some(3000));
         s.mark(3500, hash(3500));
@@ -501,7 +494,7 @@ mod tests {
         assert_eq!((start, stop), (2501, hash(2600)));
         // The next answer must chain from the header kept at 2,500.
         let step = s
-            .on_filter_headers(0, ans(id, 2501, LAST, fh(2500), &[fh(2501)]), |_, _| {})
+            .on_filter_headers(0, ans(id, 2501, LAST, fh(2500), &[fh(2501)]))
             .unwrap();
         assert_eq!(step.taken, 1);
         // Deeper than what is kept: the filter header before the fork is not known; the

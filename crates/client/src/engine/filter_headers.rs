@@ -9,7 +9,6 @@ use super::ctx::{Broke, Conns, Ctx, Effect, ready};
 use crate::filters::{FilterAnswer, FilterSync};
 use crate::reason::DropReason;
 use crate::request::Task;
-use crate::sync::Syncer;
 
 /// The filter-header task's state.
 pub struct FilterHeaders {
@@ -35,23 +34,24 @@ impl FilterHeaders {
         self.sync.reach(tip.0, tip.1);
     }
 
-    /// A `filter_headers` answer to our request; its headers go into the headers' commit
-    /// buffer (`syncer`), so that both are stored in one transaction.
-    pub fn on_answer(
+    /// A `filter_headers` answer to our request. What it validated comes back (its first
+    /// height and the headers): the engine puts it in the commit the headers task gathers,
+    /// so that headers and filter headers are stored in one transaction.
+    pub fn on_answer<'a>(
         &mut self,
         ctx: &mut Ctx,
-        syncer: &mut Syncer,
         g: usize,
-        answer: FilterAnswer<'_>,
-    ) -> Result<(), DropReason> {
+        answer: FilterAnswer<'a>,
+    ) -> Result<Option<(u32, &'a [[u8; 32]])>, DropReason> {
         let (id, flags, before) = (answer.id, answer.flags, answer.before);
-        let end = answer.first_height + answer.headers.len() as u32;
+        let (first, headers) = (answer.first_height, answer.headers);
+        let end = first + headers.len() as u32;
         if !self.sync.is_in_flight(g, id) {
-            return ctx.given_up_answer(g, id, flags.last);
+            return ctx.given_up_answer(g, id, flags.last).map(|()| None);
         }
         let step = self
             .sync
-            .on_filter_headers(g, answer, |h, x| syncer.push_filters(h, x))
+            .on_filter_headers(g, answer)
             .map_err(DropReason::Filters)?;
         if step.taken > 0 {
             ctx.timers.touch(Task::FilterHeaders, ctx.now);
@@ -69,7 +69,7 @@ impl FilterHeaders {
                 theirs: before,
             });
         }
-        Ok(())
+        Ok((step.taken > 0).then_some((first, headers)))
     }
 
     /// Ask for the next filter headers, up to the last validated header, from a gateway

@@ -80,8 +80,11 @@ pub fn route(p: Parts<'_>, g: usize, event: PeerEvent<'_>) -> Result<(), DropRea
             if is_task(id, Task::Check) {
                 return p.check.on_headers(p.ctx, g, answer);
             }
-            let syncer = &mut p.headers.syncer;
-            p.filter_headers.on_answer(p.ctx, syncer, g, answer)
+            // Validated filter headers join the commit the headers task gathers.
+            if let Some((first, taken)) = p.filter_headers.on_answer(p.ctx, g, answer)? {
+                p.headers.syncer.push_filters(first, taken);
+            }
+            Ok(())
         }
         PeerEvent::FilterCheckpoints(m) => p.check.on_checkpoints(p.ctx, g, &m),
         PeerEvent::Filters(m) if is_task(m.id, Task::Check) => p.check.on_filters(p.ctx, g, &m),
