@@ -10,6 +10,14 @@ use crate::filters::{FilterAnswer, FilterSync};
 use crate::reason::DropReason;
 use crate::request::Task;
 
+/// Filter headers an answer brought and the task validated, for the next commit.
+pub struct Taken<'a> {
+    /// The height of the first.
+    pub first: u32,
+    /// The headers, consecutive.
+    pub headers: &'a [[u8; 32]],
+}
+
 /// The filter-header task's state.
 pub struct FilterHeaders {
     /// The filter-header chain.
@@ -42,7 +50,7 @@ impl FilterHeaders {
         ctx: &mut Ctx,
         g: usize,
         answer: FilterAnswer<'a>,
-    ) -> Result<Option<(u32, &'a [[u8; 32]])>, DropReason> {
+    ) -> Result<Option<Taken<'a>>, DropReason> {
         let (id, flags, before) = (answer.id, answer.flags, answer.before);
         let (first, headers) = (answer.first_height, answer.headers);
         let end = first + headers.len() as u32;
@@ -69,7 +77,7 @@ impl FilterHeaders {
                 theirs: before,
             });
         }
-        Ok((step.taken > 0).then_some((first, headers)))
+        Ok((step.taken > 0).then_some(Taken { first, headers }))
     }
 
     /// Ask for the next filter headers, up to the last validated header, from a gateway

@@ -81,8 +81,8 @@ pub fn route(p: Parts<'_>, g: usize, event: PeerEvent<'_>) -> Result<(), DropRea
                 return p.check.on_headers(p.ctx, g, answer);
             }
             // Validated filter headers join the commit the headers task gathers.
-            if let Some((first, taken)) = p.filter_headers.on_answer(p.ctx, g, answer)? {
-                p.headers.syncer.push_filters(first, taken);
+            if let Some(t) = p.filter_headers.on_answer(p.ctx, g, answer)? {
+                p.headers.syncer.push_filters(t.first, t.headers);
             }
             Ok(())
         }
