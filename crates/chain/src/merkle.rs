@@ -1,7 +1,7 @@
 //! Merkle branches: whether a transaction is committed to by a header's Merkle root
 //! (what an SPV proof checks). Hashes are in internal byte order.
 
-use sha2::{Digest, Sha256};
+pub use lightwire_primitives::merkle::hash_pair;
 
 /// Longest branch accepted: a block would need more than 2^32 transactions for more.
 pub const MAX_BRANCH: usize = 32;
@@ -35,26 +35,10 @@ pub enum MerkleError {
     RootMismatch,
 }
 
-/// Double SHA-256 of two concatenated hashes.
-pub fn hash_pair(left: &[u8; 32], right: &[u8; 32]) -> [u8; 32] {
-    let once = Sha256::new()
-        .chain_update(left)
-        .chain_update(right)
-        .finalize();
-    Sha256::digest(once).into()
-}
-
 /// The Merkle root of `leaves` (Bitcoin's: an odd last node is paired with itself).
 /// `None` for no leaves.
 pub fn root(leaves: &[[u8; 32]]) -> Option<[u8; 32]> {
-    let mut level = leaves.to_vec();
-    while level.len() > 1 {
-        level = level
-            .chunks(2)
-            .map(|p| hash_pair(&p[0], p.get(1).unwrap_or(&p[0])))
-            .collect();
-    }
-    level.first().copied()
+    lightwire_primitives::merkle::merkle_root(leaves.iter().copied()).map(|(root, _)| root)
 }
 
 /// The branch proving leaf `index` of `leaves` (siblings from the bottom up).

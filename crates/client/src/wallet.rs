@@ -25,8 +25,8 @@
 
 use std::collections::VecDeque;
 
-use lightwire_chain::{BlockHash, Network, hash_header_bytes};
-use lightwire_filter::Block;
+use lightwire_chain::{BlockHash, Network};
+use lightwire_primitives::{Block, BlockError, Txid};
 use lightwire_wallet::watch::{DEFAULT_GAP, DEFAULT_LOOKAHEAD};
 use lightwire_wallet::{AddressError, Descriptor, DescriptorError, Ledger, WalletTx, Watchlist};
 use lightwire_wire::{BlockPiece, MAX_BLOCK_LEN};
@@ -45,10 +45,13 @@ pub fn is_wallet_id(id: u32) -> bool {
 #[derive(Clone, Copy, PartialEq, Eq, Debug, thiserror::Error)]
 pub enum WalletError {
     /// The block is not the one of the stored header at its height.
-    #[error("the block it sent for height {height} does not match the stored header")]
+    #[error("the block it sent for height {height} does not match the stored header: {error}")]
     BlockMismatch {
         /// The block's height.
         height: u32,
+        /// The rule it breaks.
+        #[source]
+        error: BlockError,
     },
     /// It answered `not_found` for a block its own filter matched.
     #[error("it withheld block {height}, which its filter matched")]
@@ -109,7 +112,7 @@ pub enum WalletChange {
     /// A transaction of ours was in a block a reorganisation disconnected.
     Withdrawn {
         /// Its id.
-        txid: [u8; 32],
+        txid: Txid,
         /// The height it had.
         height: u32,
     },
@@ -259,10 +262,10 @@ impl WalletSync {
         let key = |item: &Watched| -> Result<String, WatchError> {
             match item {
                 Watched::Script(hex) => decode_hex(hex)
-                    .map(|s| format!("s{}", hex_of(&s)))
+                    .map(|s| format!("s{}", hex::encode(s)))
                     .ok_or_else(|| WatchError::Script(hex.clone())),
                 Watched::Address(a) => lightwire_wallet::script_of_address(a, network)
-                    .map(|s| format!("s{}", hex_of(&s)))
+                    .map(|s| format!("s{}", hex::encode(s)))
                     .map_err(|error| WatchError::Address {
                         address: a.clone(),
                         error,
@@ -390,27 +393,24 @@ impl WalletSync {
         let (gateway, hash) = (f.gateway, f.hash);
         self.fetch = None;
         // Parsed once: checked against the header, then applied.
-        let block = Block::parse(&self.buf).ok().filter(|b| {
-            let (root, mutated) = b.merkle_root();
-            hash_header_bytes(b.header()) == hash && !mutated && root[..] == b.header()[36..68]
-        });
-        let Some(block) = block else {
-            self.tried.push(gateway);
-            return Err(WalletError::BlockMismatch { height });
+        let block = match Block::check(&self.buf, &hash) {
+            Ok(block) => block,
+            Err(error) => {
+                self.tried.push(gateway);
+                return Err(WalletError::BlockMismatch { height, error });
+            }
         };
         let (watch, early) = (&self.watch, &mut self.early);
-        let applied = self
-            .ledger
-            .apply(height, hash.0, &block, |s| match watch.owns(s) {
-                Some(true) => true,
-                Some(false) => {
-                    if !early.iter().any(|(e, _)| e == s) {
-                        early.push((s.to_vec(), height));
-                    }
-                    false
+        let applied = self.ledger.apply(height, &block, |s| match watch.owns(s) {
+            Some(true) => true,
+            Some(false) => {
+                if !early.iter().any(|(e, _)| e == s) {
+                    early.push((s.to_vec(), height));
                 }
-                None => false,
-            });
+                false
+            }
+            None => false,
+        });
         self.queue.pop_front();
         self.tried.clear();
         let mut done = Applied {
@@ -648,19 +648,9 @@ impl WalletSync {
     }
 }
 
-fn hex_of(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
+/// A script given as hex (surrounding white space ignored); not an empty one.
 fn decode_hex(s: &str) -> Option<Vec<u8>> {
-    let s = s.trim();
-    if s.is_empty() || s.len() % 2 != 0 {
-        return None;
-    }
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
-        .collect()
+    hex::decode(s.trim()).ok().filter(|s| !s.is_empty())
 }
 
 #[cfg(test)]
@@ -691,7 +681,7 @@ mod tests {
         block.extend_from_slice(&tx);
         let (root, _) = Block::parse(&block).unwrap().merkle_root();
         block[36..68].copy_from_slice(&root);
-        let hash = hash_header_bytes(block[..80].try_into().unwrap());
+        let hash = BlockHash::of_header(block[..80].try_into().unwrap());
         (block, hash)
     }
 
@@ -707,6 +697,56 @@ mod tests {
             data: block,
         };
         w.on_piece(&piece).unwrap().expect("applied")
+    }
+
+    /// A gateway sends, for a block the scan matched, the block with its last
+    /// transaction repeated (CVE-2012-2459): the header and its Merkle root are the
+    /// chain's, the tree is mutated. A rule broken, nothing applied; the real block, from
+    /// another gateway, is applied.
+    #[test]
+    fn a_mutated_block_is_a_rule_broken_and_not_applied() {
+        let script = [
+            0x00, 0x14, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3,
+        ];
+        let mut w = WalletSync::new(Network::Mainnet, 100);
+        w.watch(&[Watched::Script(hex::encode(script))]).unwrap();
+        let txs: Vec<Vec<u8>> = (0..3)
+            .map(|i| block_paying(150 + i, &script).0[81..].to_vec())
+            .collect();
+        let block = |txs: &[Vec<u8>]| {
+            let mut b = vec![0u8; 80];
+            b.push(txs.len() as u8);
+            txs.iter().for_each(|t| b.extend_from_slice(t));
+            let (root, _) = Block::parse(&b).unwrap().merkle_root();
+            b[36..68].copy_from_slice(&root);
+            b
+        };
+        let good = block(&txs);
+        let hash = BlockHash::of_header(good[..80].try_into().unwrap());
+        let mut repeated = txs.clone();
+        repeated.push(txs[2].clone());
+        let mutated = block(&repeated);
+        assert_eq!(mutated[..80], good[..80], "the same header");
+        w.matched(150, hash);
+        let (_, id, _) = w.next_fetch(|_| Some(0)).unwrap();
+        let piece = BlockPiece {
+            id,
+            last: true,
+            not_found: false,
+            block_len: mutated.len() as u32,
+            offset: 0,
+            data: &mutated,
+        };
+        assert_eq!(
+            w.on_piece(&piece),
+            Err(WalletError::BlockMismatch {
+                height: 150,
+                error: BlockError::Mutated
+            })
+        );
+        assert!(w.ledger.transactions().is_empty());
+        let a = deliver(&mut w, &good);
+        assert_eq!(found(&a), [150, 150, 150]);
     }
 
     fn found(a: &Applied) -> Vec<u32> {

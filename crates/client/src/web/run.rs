@@ -316,7 +316,7 @@ impl Net {
                 WalletChange::Withdrawn { txid, height } => js::object(&[
                     ("type", "transaction".into()),
                     ("status", "withdrawn".into()),
-                    ("txid", js::hash(&lightwire_chain::BlockHash(txid))),
+                    ("txid", js::hash(&txid)),
                     ("height", height.into()),
                 ]),
             },
@@ -337,7 +337,7 @@ impl Net {
                     })
                     .collect();
                 let result = js::object(&[
-                    ("txid", js::hash(&lightwire_chain::BlockHash(txid))),
+                    ("txid", js::hash(&lightwire_primitives::Txid(txid))),
                     ("relayed", (relayed.len() as u32).into()),
                     ("refused", refused_list.into()),
                 ]);
@@ -619,10 +619,7 @@ impl Net {
                 .utxos()
                 .map(|c| {
                     js::object(&[
-                        (
-                            "txid",
-                            js::hash(&lightwire_chain::BlockHash(c.outpoint.txid)),
-                        ),
+                        ("txid", js::hash(&c.outpoint.txid)),
                         ("vout", c.outpoint.vout.into()),
                         ("value", (c.value as f64).into()),
                         ("script", hex::encode(&c.script).into()),
@@ -666,7 +663,7 @@ impl Net {
 /// bitcoin is below 2^53).
 fn tx_object(t: &lightwire_wallet::WalletTx) -> JsValue {
     js::object(&[
-        ("txid", js::hash(&lightwire_chain::BlockHash(t.txid))),
+        ("txid", js::hash(&t.txid)),
         ("height", t.height.into()),
         (
             "blockHash",
