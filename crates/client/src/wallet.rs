@@ -662,9 +662,8 @@ mod tests {
 
     const BIP84: &str = "wpkh(xpub6CatWdiZiodmUeTDp8LT5or8nmbKNcuyvz7WyksVFkKB4RHwCD3XyuvPEbvqAQY3rAPshWcMLoP2fMFMKHPJ4ZeZXYVUhLv1VMrjPC7PW6V/<0;1>/*)";
 
-    /// A block at `height` with a coinbase paying `script`, its Merkle root in its header;
-    /// and its hash.
-    fn block_paying(height: u32, script: &[u8]) -> (Vec<u8>, BlockHash) {
+    /// A coinbase at `height` paying `script`.
+    fn coinbase_paying(height: u32, script: &[u8]) -> Vec<u8> {
         let mut tx = vec![1, 0, 0, 0, 1];
         tx.extend_from_slice(&[0; 32]);
         tx.extend_from_slice(&u32::MAX.to_le_bytes());
@@ -676,17 +675,27 @@ mod tests {
         tx.push(script.len() as u8);
         tx.extend_from_slice(script);
         tx.extend_from_slice(&[0; 4]);
+        tx
+    }
+
+    /// A block of `txs` with their Merkle root in its header; and its hash.
+    fn block_of(txs: &[Vec<u8>]) -> (Vec<u8>, BlockHash) {
         let mut block = vec![0u8; 80];
-        block.push(1);
-        block.extend_from_slice(&tx);
+        block.push(txs.len() as u8);
+        txs.iter().for_each(|t| block.extend_from_slice(t));
         let (root, _) = Block::parse(&block).unwrap().merkle_root();
         block[36..68].copy_from_slice(&root);
         let hash = BlockHash::of_header(block[..80].try_into().unwrap());
         (block, hash)
     }
 
-    /// The block fetched and applied whole.
-    fn deliver(w: &mut WalletSync, block: &[u8]) -> Applied {
+    /// A block at `height` with a coinbase paying `script`; and its hash.
+    fn block_paying(height: u32, script: &[u8]) -> (Vec<u8>, BlockHash) {
+        block_of(&[coinbase_paying(height, script)])
+    }
+
+    /// The block fetched whole: what the wallet made of it.
+    fn send(w: &mut WalletSync, block: &[u8]) -> Result<Option<Applied>, WalletError> {
         let (_, id, _) = w.next_fetch(|_| Some(0)).expect("a block to fetch");
         let piece = BlockPiece {
             id,
@@ -696,7 +705,12 @@ mod tests {
             offset: 0,
             data: block,
         };
-        w.on_piece(&piece).unwrap().expect("applied")
+        w.on_piece(&piece)
+    }
+
+    /// The block fetched and applied whole.
+    fn deliver(w: &mut WalletSync, block: &[u8]) -> Applied {
+        send(w, block).unwrap().expect("applied")
     }
 
     /// A gateway sends, for a block the scan matched, the block with its last
@@ -710,35 +724,15 @@ mod tests {
         ];
         let mut w = WalletSync::new(Network::Mainnet, 100);
         w.watch(&[Watched::Script(hex::encode(script))]).unwrap();
-        let txs: Vec<Vec<u8>> = (0..3)
-            .map(|i| block_paying(150 + i, &script).0[81..].to_vec())
-            .collect();
-        let block = |txs: &[Vec<u8>]| {
-            let mut b = vec![0u8; 80];
-            b.push(txs.len() as u8);
-            txs.iter().for_each(|t| b.extend_from_slice(t));
-            let (root, _) = Block::parse(&b).unwrap().merkle_root();
-            b[36..68].copy_from_slice(&root);
-            b
-        };
-        let good = block(&txs);
-        let hash = BlockHash::of_header(good[..80].try_into().unwrap());
+        let txs: Vec<Vec<u8>> = (0..3).map(|i| coinbase_paying(150 + i, &script)).collect();
+        let (good, hash) = block_of(&txs);
         let mut repeated = txs.clone();
         repeated.push(txs[2].clone());
-        let mutated = block(&repeated);
+        let (mutated, _) = block_of(&repeated);
         assert_eq!(mutated[..80], good[..80], "the same header");
         w.matched(150, hash);
-        let (_, id, _) = w.next_fetch(|_| Some(0)).unwrap();
-        let piece = BlockPiece {
-            id,
-            last: true,
-            not_found: false,
-            block_len: mutated.len() as u32,
-            offset: 0,
-            data: &mutated,
-        };
         assert_eq!(
-            w.on_piece(&piece),
+            send(&mut w, &mutated),
             Err(WalletError::BlockMismatch {
                 height: 150,
                 error: BlockError::Mutated
