@@ -1,5 +1,6 @@
 //! Merkle branches: whether a transaction is committed to by a header's Merkle root
-//! (what an SPV proof checks). Hashes are in internal byte order.
+//! (what an SPV proof checks). Hashes are in internal byte order. The root of a whole
+//! block's txids is `lightwire_primitives::merkle`'s.
 
 pub use lightwire_primitives::merkle::hash_pair;
 
@@ -33,12 +34,6 @@ pub enum MerkleError {
     /// The branch leads to another root.
     #[error("the Merkle branch does not lead to the header's Merkle root")]
     RootMismatch,
-}
-
-/// The Merkle root of `leaves` (Bitcoin's: an odd last node is paired with itself).
-/// `None` for no leaves.
-pub fn root(leaves: &[[u8; 32]]) -> Option<[u8; 32]> {
-    lightwire_primitives::merkle::merkle_root(leaves.iter().copied()).map(|(root, _)| root)
 }
 
 /// The branch proving leaf `index` of `leaves` (siblings from the bottom up).
@@ -99,6 +94,11 @@ mod tests {
     use wasm_bindgen_test::wasm_bindgen_test as test;
 
     use super::*;
+
+    /// The root of `leaves`, as a block's (the tree the branches are cut from).
+    fn root(leaves: &[[u8; 32]]) -> Option<[u8; 32]> {
+        lightwire_primitives::merkle::merkle_root(leaves.iter().copied()).map(|(root, _)| root)
+    }
 
     /// A hash given as displayed (byte-reversed hex).
     fn display(s: &str) -> [u8; 32] {
