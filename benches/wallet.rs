@@ -1,8 +1,8 @@
 //! What the wallet does with a matched block: parse it, check it against its header (its
-//! hash, its Merkle root from every txid, not mutated), and pick out the transactions paying a watched script or spending a coin of
-//! ours. A 1 MB block of 2,700 segwit transactions (two inputs, two P2WPKH outputs each),
-//! five paying a wallet of 140 watched scripts (gap 20 and a lookahead of 50, both
-//! branches).
+//! hash, its Merkle root from every txid, not mutated), and pick out the transactions
+//! paying a watched script or spending a coin of ours. A 1 MB block of 2,700 segwit
+//! transactions (two inputs, two P2WPKH outputs each), five paying a wallet of 140 watched
+//! scripts (gap 20 and a lookahead of 50, both branches).
 
 use lightwire_chain::Network;
 use lightwire_primitives::{Block, BlockHash};

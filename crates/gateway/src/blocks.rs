@@ -4,8 +4,8 @@
 //! settles which gateway's filter is wrong, and check it against the header's Merkle root
 //! exactly as on a real chain. Following a node, a block is fetched from it when a session
 //! asks (`getdata` for the witness block; the session waits, `FilterLookup::Pending`),
-//! checked against the header (hash, Merkle root, not mutated) and kept. The last few are kept
-//! either way: a session reads the block it sends once per piece.
+//! checked against the header (hash, Merkle root, not mutated) and kept. The last few are
+//! kept either way: a session reads the block it sends once per piece.
 
 use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
