@@ -38,16 +38,22 @@ fn checking_a_block_allocates_nothing() {
     let root = Block::parse(&block).unwrap().merkle_root().0;
     block[36..68].copy_from_slice(&root);
     let hash = BlockHash::of_header(block[..80].try_into().unwrap());
-    let before = snapshot();
     let mut outputs = 0;
-    for _ in 0..20 {
-        let checked = Block::check(&block, &hash).unwrap();
-        outputs += checked
-            .transactions()
-            .map(|t| t.outputs().count() + t.inputs().map(|i| i.witness.len()).sum::<usize>())
-            .sum::<usize>();
+    // The counters are the whole process's: the test harness's own thread can allocate
+    // while a round runs (seen on a loaded machine). Code that allocates per block does so
+    // in every round, so the fewest allocations of a few rounds is what it made.
+    let mut fewest = u64::MAX;
+    for _ in 0..3 {
+        let before = snapshot();
+        for _ in 0..10 {
+            let checked = Block::check(&block, &hash).unwrap();
+            outputs += checked
+                .transactions()
+                .map(|t| t.outputs().count() + t.inputs().map(|i| i.witness.len()).sum::<usize>())
+                .sum::<usize>();
+        }
+        fewest = fewest.min(snapshot().since(&before).allocations);
     }
-    let used = snapshot().since(&before);
-    assert_eq!(outputs, 20 * 1_001 * 4);
-    assert_eq!(used.allocations, 0, "{} allocations", used.allocations);
+    assert_eq!(outputs, 30 * 1_001 * 4);
+    assert_eq!(fewest, 0, "{fewest} allocations in every round");
 }
