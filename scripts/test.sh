@@ -17,7 +17,7 @@ step "cargo clippy -D warnings"
 cargo clippy --workspace --all-targets -- -D warnings
 # Code behind cfg(target_arch = "wasm32") (the IndexedDB store, the browser benchmarks) is
 # only linted in a wasm build. The native benchmark binaries do not build for wasm.
-cargo clippy --target wasm32-unknown-unknown -p lightwire-noise -p lightwire-wire \
+cargo clippy --target wasm32-unknown-unknown -p lightwire-noise -p lightwire-wire -p lightwire-primitives \
   -p lightwire-chain -p lightwire-filter -p lightwire-wallet -p lightwire-proto -p lightwire-store -p lightwire-store-reload -p lightwire-benches -p lightwire \
   --lib --tests \
   -- -D warnings
@@ -35,7 +35,7 @@ log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 # Each runs in Chromium, Firefox (webdriver.json names both binaries) and WebKit (WebKitGTK's
 # WebDriver standing in for safaridriver: scripts/webkit-driver.sh).
-for crate in crates/noise crates/wire crates/chain crates/filter crates/wallet crates/proto crates/store crates/client; do
+for crate in crates/noise crates/wire crates/primitives crates/chain crates/filter crates/wallet crates/proto crates/store crates/client; do
   for engine in chrome firefox safari; do
     step "wasm-pack test --headless --$engine $crate"
     case "$engine" in

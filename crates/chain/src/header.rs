@@ -1,51 +1,10 @@
 //! Block headers: the 80-byte consensus encoding and the block hash.
 
-use core::fmt;
-
-use sha2::{Digest, Sha256};
-
 use crate::target::CompactTarget;
 
-/// Length of a serialized header.
-pub const HEADER_LEN: usize = 80;
-
-/// A block hash in internal byte order (as hashed and as serialized in headers). Shown
-/// byte-reversed, as Bitcoin displays it.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct BlockHash(pub [u8; 32]);
-
-impl BlockHash {
-    /// The all-zero hash (the genesis block's previous-block field).
-    pub const ZERO: BlockHash = BlockHash([0; 32]);
-
-    /// Parse the displayed (byte-reversed) hex form.
-    pub fn from_display_hex(s: &str) -> Option<BlockHash> {
-        let mut out = [0u8; 32];
-        hex::decode_to_slice(s, &mut out).ok()?;
-        out.reverse();
-        Some(BlockHash(out))
-    }
-
-    /// Internal byte order.
-    pub fn as_bytes(&self) -> &[u8; 32] {
-        &self.0
-    }
-}
-
-impl fmt::Display for BlockHash {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for b in self.0.iter().rev() {
-            write!(f, "{b:02x}")?;
-        }
-        Ok(())
-    }
-}
-
-impl fmt::Debug for BlockHash {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "BlockHash({self})")
-    }
-}
+// The hash of a header and the header length live with the rest of the consensus
+// encoding; re-exported here so that the chain's users name them as before.
+pub use lightwire_primitives::{BlockHash, HEADER_LEN};
 
 /// A block header.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -107,7 +66,7 @@ impl Header {
 
 /// Double SHA-256 of an encoded header: its block hash.
 pub fn hash_header_bytes(b: &[u8; HEADER_LEN]) -> BlockHash {
-    BlockHash(Sha256::digest(Sha256::digest(b)).into())
+    BlockHash::of_header(b)
 }
 
 #[cfg(test)]

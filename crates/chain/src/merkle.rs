@@ -1,7 +1,8 @@
 //! Merkle branches: whether a transaction is committed to by a header's Merkle root
-//! (what an SPV proof checks). Hashes are in internal byte order.
+//! (what an SPV proof checks). Hashes are in internal byte order. The root of a whole
+//! block's txids is `lightwire_primitives::merkle`'s.
 
-use sha2::{Digest, Sha256};
+pub use lightwire_primitives::merkle::hash_pair;
 
 /// Longest branch accepted: a block would need more than 2^32 transactions for more.
 pub const MAX_BRANCH: usize = 32;
@@ -33,28 +34,6 @@ pub enum MerkleError {
     /// The branch leads to another root.
     #[error("the Merkle branch does not lead to the header's Merkle root")]
     RootMismatch,
-}
-
-/// Double SHA-256 of two concatenated hashes.
-pub fn hash_pair(left: &[u8; 32], right: &[u8; 32]) -> [u8; 32] {
-    let once = Sha256::new()
-        .chain_update(left)
-        .chain_update(right)
-        .finalize();
-    Sha256::digest(once).into()
-}
-
-/// The Merkle root of `leaves` (Bitcoin's: an odd last node is paired with itself).
-/// `None` for no leaves.
-pub fn root(leaves: &[[u8; 32]]) -> Option<[u8; 32]> {
-    let mut level = leaves.to_vec();
-    while level.len() > 1 {
-        level = level
-            .chunks(2)
-            .map(|p| hash_pair(&p[0], p.get(1).unwrap_or(&p[0])))
-            .collect();
-    }
-    level.first().copied()
 }
 
 /// The branch proving leaf `index` of `leaves` (siblings from the bottom up).
@@ -115,6 +94,11 @@ mod tests {
     use wasm_bindgen_test::wasm_bindgen_test as test;
 
     use super::*;
+
+    /// The root of `leaves`, as a block's (the tree the branches are cut from).
+    fn root(leaves: &[[u8; 32]]) -> Option<[u8; 32]> {
+        lightwire_primitives::merkle::merkle_root(leaves.iter().copied()).map(|(root, _)| root)
+    }
 
     /// A hash given as displayed (byte-reversed hex).
     fn display(s: &str) -> [u8; 32] {

@@ -32,7 +32,8 @@ use std::sync::OnceLock;
 
 use sha2::{Digest, Sha256};
 
-use crate::merkle::hash_pair;
+use lightwire_primitives::merkle::MerkleRoot;
+use lightwire_primitives::{sha256d, write_compact_size};
 
 /// The genesis block's one transaction (the same on every network), serialized.
 pub const GENESIS_COINBASE: [u8; 204] = [
@@ -218,17 +219,14 @@ impl<'p> SyntheticBlock<'p> {
     /// Its Merkle root.
     pub fn merkle_root(&self) -> [u8; 32] {
         let cb = txid(&self.coinbase);
-        match (self.payload, &self.filler) {
-            (Some(p), None) => hash_pair(&cb, &p.txid),
-            (None, None) => cb,
-            (payload, Some(f)) => {
-                let mut leaves = Vec::with_capacity(2 + f.txids.len());
-                leaves.push(cb);
-                leaves.extend(payload.map(|p| p.txid));
-                leaves.extend_from_slice(&f.txids);
-                crate::merkle::root(&leaves).unwrap_or(cb)
-            }
-        }
+        let mut root = MerkleRoot::new();
+        root.push(cb);
+        self.payload.iter().for_each(|p| root.push(p.txid));
+        self.filler
+            .iter()
+            .flat_map(|f| &f.txids)
+            .for_each(|t| root.push(*t));
+        root.finish().map_or(cb, |(r, _)| r)
     }
 
     /// The whole block after `header`, serialized into `out` (replaced).
@@ -236,7 +234,10 @@ impl<'p> SyntheticBlock<'p> {
         out.clear();
         out.extend_from_slice(header);
         let fillers = self.filler.as_ref().map_or(0, |f| f.txids.len());
-        compact_size(out, 1 + usize::from(self.payload.is_some()) + fillers);
+        write_compact_size(
+            out,
+            (1 + usize::from(self.payload.is_some()) + fillers) as u64,
+        );
         out.extend_from_slice(&self.coinbase);
         if let Some(p) = self.payload {
             out.extend_from_slice(&p.bytes);
@@ -334,7 +335,7 @@ fn filler(height: u32, branch: u32, payment: &Payment, count: usize) -> Filler {
         for (j, at) in outputs.iter_mut().enumerate() {
             if i == 0 && j == 0 {
                 legacy.extend_from_slice(&payment.value.to_le_bytes());
-                compact_size(&mut legacy, payment.script.len());
+                write_compact_size(&mut legacy, payment.script.len() as u64);
                 legacy.extend_from_slice(&payment.script);
                 continue;
             }
@@ -392,8 +393,9 @@ pub fn merkle_root(height: u32, branch: u32) -> [u8; 32] {
     SyntheticBlock::new(&DEFAULT_PROFILE, pool, height, branch).merkle_root()
 }
 
+/// The txid of a transaction serialized without witness data.
 fn txid(tx: &[u8]) -> [u8; 32] {
-    Sha256::digest(Sha256::digest(tx)).into()
+    sha256d(tx)
 }
 
 fn coinbase(height: u32, branch: u32) -> Vec<u8> {
@@ -443,15 +445,6 @@ impl Stream {
     }
 }
 
-fn compact_size(out: &mut Vec<u8>, n: usize) {
-    if n < 0xfd {
-        out.push(n as u8);
-    } else {
-        out.push(0xfd);
-        out.extend_from_slice(&(n as u16).to_le_bytes());
-    }
-}
-
 fn payload(index: u64, profile: &Profile) -> PoolTx {
     let span = u64::from(profile.max_elements.saturating_sub(profile.min_elements)) + 1;
     let elements = u64::from(profile.min_elements) + splitmix(index ^ 0x5157) % span;
@@ -461,7 +454,7 @@ fn payload(index: u64, profile: &Profile) -> PoolTx {
     let mut tx = Vec::with_capacity(inputs * 41 + outputs * 44 + 16);
     let mut spent = Vec::with_capacity(inputs);
     tx.extend_from_slice(&2u32.to_le_bytes());
-    compact_size(&mut tx, inputs);
+    write_compact_size(&mut tx, inputs as u64);
     for i in 0..inputs {
         s.bytes(&mut tx, 32);
         tx.extend_from_slice(&(i as u32).to_le_bytes());
@@ -471,7 +464,7 @@ fn payload(index: u64, profile: &Profile) -> PoolTx {
         s.bytes(&mut script, 20);
         spent.push(script);
     }
-    compact_size(&mut tx, outputs);
+    write_compact_size(&mut tx, outputs as u64);
     let mut scripts = Vec::with_capacity(outputs);
     for j in 0..outputs {
         tx.extend_from_slice(&(1000 + j as u64).to_le_bytes());
@@ -503,6 +496,7 @@ mod tests {
     use wasm_bindgen_test::wasm_bindgen_test as test;
 
     use super::*;
+    use crate::merkle::hash_pair;
 
     #[test]
     fn light_blocks_are_their_coinbase() {

@@ -24,9 +24,10 @@
 //! Judging by a guessed input script would let a liar with a crafted transaction get an
 //! honest gateway marked bad.
 
-use lightwire_chain::{BlockHash, hash_header_bytes};
+use lightwire_chain::BlockHash;
 use lightwire_filter::known_items;
-use lightwire_filter::{Block, Filter, FilterError, filter_hash, filter_header, first_absent};
+use lightwire_filter::{Filter, FilterError, filter_hash, filter_header, first_absent};
+use lightwire_primitives::{Block, BlockError};
 use lightwire_wire::filters::MAX_FILTER_LEN;
 use lightwire_wire::{BlockPiece, FilterCheckpoints, Filters, MAX_BLOCK_LEN};
 
@@ -59,10 +60,13 @@ pub enum DisputeError {
     },
     /// The block it sent is not the block of our header: another hash, a Merkle root that
     /// is not the header's, a mutated tree, or bytes that are not a block.
-    #[error("the block it sent for height {height} does not match our header")]
+    #[error("the block it sent for height {height} does not match our header: {error}")]
     BlockMismatch {
         /// The block's height.
         height: u32,
+        /// The rule it breaks.
+        #[source]
+        error: BlockError,
     },
     /// Its filter headers contradict what it said before (a checkpoint, or the header it
     /// was probed for), or do not start where asked.
@@ -621,16 +625,10 @@ impl Dispute {
             return Outcome::Going;
         }
         j.block_from = None;
-        let good = Block::parse(&j.block).is_ok_and(|b| {
-            hash_header_bytes(b.header()) == j.hash && {
-                let (root, mutated) = b.merkle_root();
-                !mutated && root[..] == b.header()[36..68]
-            }
-        });
-        if !good {
+        if let Err(error) = Block::check(&j.block, &j.hash) {
             j.tried.push(gateway);
             j.block.clear();
-            return Outcome::Bad(gateway, DisputeError::BlockMismatch { height });
+            return Outcome::Bad(gateway, DisputeError::BlockMismatch { height, error });
         }
         j.block_done = true;
         self.try_verdict()
@@ -974,7 +972,16 @@ mod tests {
         };
         assert_eq!(
             d.on_block(0, &p),
-            Outcome::Bad(0, DisputeError::BlockMismatch { height: 2_345 })
+            Outcome::Bad(
+                0,
+                DisputeError::BlockMismatch {
+                    height: 2_345,
+                    error: BlockError::HashMismatch {
+                        expected: hash(2_345),
+                        got: BlockHash::of_header(&[0; 80]),
+                    }
+                }
+            )
         );
         // Asked of the other side next; with no one left, the dispute cannot go on.
         let Ok(Some((1, Ask::Block { id: again, .. }))) = d.next_ask(Some(0)) else {

@@ -25,8 +25,8 @@
 
 use std::collections::VecDeque;
 
-use lightwire_chain::{BlockHash, Network, hash_header_bytes};
-use lightwire_filter::Block;
+use lightwire_chain::{BlockHash, Network};
+use lightwire_primitives::{Block, BlockError, Txid};
 use lightwire_wallet::watch::{DEFAULT_GAP, DEFAULT_LOOKAHEAD};
 use lightwire_wallet::{AddressError, Descriptor, DescriptorError, Ledger, WalletTx, Watchlist};
 use lightwire_wire::{BlockPiece, MAX_BLOCK_LEN};
@@ -37,10 +37,13 @@ use crate::request::{Ids, Task};
 #[derive(Clone, Copy, PartialEq, Eq, Debug, thiserror::Error)]
 pub enum WalletError {
     /// The block is not the one of the stored header at its height.
-    #[error("the block it sent for height {height} does not match the stored header")]
+    #[error("the block it sent for height {height} does not match the stored header: {error}")]
     BlockMismatch {
         /// The block's height.
         height: u32,
+        /// The rule it breaks.
+        #[source]
+        error: BlockError,
     },
     /// It answered `not_found` for a block its own filter matched.
     #[error("it withheld block {height}, which its filter matched")]
@@ -101,7 +104,7 @@ pub enum WalletChange {
     /// A transaction of ours was in a block a reorganisation disconnected.
     Withdrawn {
         /// Its id.
-        txid: [u8; 32],
+        txid: Txid,
         /// The height it had.
         height: u32,
     },
@@ -251,10 +254,10 @@ impl WalletSync {
         let key = |item: &Watched| -> Result<String, WatchError> {
             match item {
                 Watched::Script(hex) => decode_hex(hex)
-                    .map(|s| format!("s{}", hex_of(&s)))
+                    .map(|s| format!("s{}", hex::encode(s)))
                     .ok_or_else(|| WatchError::Script(hex.clone())),
                 Watched::Address(a) => lightwire_wallet::script_of_address(a, network)
-                    .map(|s| format!("s{}", hex_of(&s)))
+                    .map(|s| format!("s{}", hex::encode(s)))
                     .map_err(|error| WatchError::Address {
                         address: a.clone(),
                         error,
@@ -381,27 +384,24 @@ impl WalletSync {
         let (gateway, hash) = (f.gateway, f.hash);
         self.fetch = None;
         // Parsed once: checked against the header, then applied.
-        let block = Block::parse(&self.buf).ok().filter(|b| {
-            let (root, mutated) = b.merkle_root();
-            hash_header_bytes(b.header()) == hash && !mutated && root[..] == b.header()[36..68]
-        });
-        let Some(block) = block else {
-            self.tried.push(gateway);
-            return Err(WalletError::BlockMismatch { height });
+        let block = match Block::check(&self.buf, &hash) {
+            Ok(block) => block,
+            Err(error) => {
+                self.tried.push(gateway);
+                return Err(WalletError::BlockMismatch { height, error });
+            }
         };
         let (watch, early) = (&self.watch, &mut self.early);
-        let applied = self
-            .ledger
-            .apply(height, hash.0, &block, |s| match watch.owns(s) {
-                Some(true) => true,
-                Some(false) => {
-                    if !early.iter().any(|(e, _)| e == s) {
-                        early.push((s.to_vec(), height));
-                    }
-                    false
+        let applied = self.ledger.apply(height, &block, |s| match watch.owns(s) {
+            Some(true) => true,
+            Some(false) => {
+                if !early.iter().any(|(e, _)| e == s) {
+                    early.push((s.to_vec(), height));
                 }
-                None => false,
-            });
+                false
+            }
+            None => false,
+        });
         self.queue.pop_front();
         self.tried.clear();
         let mut done = Applied {
@@ -639,19 +639,9 @@ impl WalletSync {
     }
 }
 
-fn hex_of(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
+/// A script given as hex (surrounding white space ignored); not an empty one.
 fn decode_hex(s: &str) -> Option<Vec<u8>> {
-    let s = s.trim();
-    if s.is_empty() || s.len() % 2 != 0 {
-        return None;
-    }
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
-        .collect()
+    hex::decode(s.trim()).ok().filter(|s| !s.is_empty())
 }
 
 #[cfg(test)]
@@ -663,9 +653,8 @@ mod tests {
 
     const BIP84: &str = "wpkh(xpub6CatWdiZiodmUeTDp8LT5or8nmbKNcuyvz7WyksVFkKB4RHwCD3XyuvPEbvqAQY3rAPshWcMLoP2fMFMKHPJ4ZeZXYVUhLv1VMrjPC7PW6V/<0;1>/*)";
 
-    /// A block at `height` with a coinbase paying `script`, its Merkle root in its header;
-    /// and its hash.
-    fn block_paying(height: u32, script: &[u8]) -> (Vec<u8>, BlockHash) {
+    /// A coinbase at `height` paying `script`.
+    fn coinbase_paying(height: u32, script: &[u8]) -> Vec<u8> {
         let mut tx = vec![1, 0, 0, 0, 1];
         tx.extend_from_slice(&[0; 32]);
         tx.extend_from_slice(&u32::MAX.to_le_bytes());
@@ -677,17 +666,27 @@ mod tests {
         tx.push(script.len() as u8);
         tx.extend_from_slice(script);
         tx.extend_from_slice(&[0; 4]);
+        tx
+    }
+
+    /// A block of `txs` with their Merkle root in its header; and its hash.
+    fn block_of(txs: &[Vec<u8>]) -> (Vec<u8>, BlockHash) {
         let mut block = vec![0u8; 80];
-        block.push(1);
-        block.extend_from_slice(&tx);
+        block.push(txs.len() as u8);
+        txs.iter().for_each(|t| block.extend_from_slice(t));
         let (root, _) = Block::parse(&block).unwrap().merkle_root();
         block[36..68].copy_from_slice(&root);
-        let hash = hash_header_bytes(block[..80].try_into().unwrap());
+        let hash = BlockHash::of_header(block[..80].try_into().unwrap());
         (block, hash)
     }
 
-    /// The block fetched and applied whole.
-    fn deliver(w: &mut WalletSync, block: &[u8]) -> Applied {
+    /// A block at `height` with a coinbase paying `script`; and its hash.
+    fn block_paying(height: u32, script: &[u8]) -> (Vec<u8>, BlockHash) {
+        block_of(&[coinbase_paying(height, script)])
+    }
+
+    /// The block fetched whole: what the wallet made of it.
+    fn send(w: &mut WalletSync, block: &[u8]) -> Result<Option<Applied>, WalletError> {
         let (_, id, _) = w.next_fetch(|_| Some(0)).expect("a block to fetch");
         let piece = BlockPiece {
             id,
@@ -697,7 +696,42 @@ mod tests {
             offset: 0,
             data: block,
         };
-        w.on_piece(&piece).unwrap().expect("applied")
+        w.on_piece(&piece)
+    }
+
+    /// The block fetched and applied whole.
+    fn deliver(w: &mut WalletSync, block: &[u8]) -> Applied {
+        send(w, block).unwrap().expect("applied")
+    }
+
+    /// A gateway sends, for a block the scan matched, the block with its last
+    /// transaction repeated (CVE-2012-2459): the header and its Merkle root are the
+    /// chain's, the tree is mutated. A rule broken, nothing applied; the real block, from
+    /// another gateway, is applied.
+    #[test]
+    fn a_mutated_block_is_a_rule_broken_and_not_applied() {
+        let script = [
+            0x00, 0x14, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3,
+        ];
+        let mut w = WalletSync::new(Network::Mainnet, 100);
+        w.watch(&[Watched::Script(hex::encode(script))]).unwrap();
+        let txs: Vec<Vec<u8>> = (0..3).map(|i| coinbase_paying(150 + i, &script)).collect();
+        let (good, hash) = block_of(&txs);
+        let mut repeated = txs.clone();
+        repeated.push(txs[2].clone());
+        let (mutated, _) = block_of(&repeated);
+        assert_eq!(mutated[..80], good[..80], "the same header");
+        w.matched(150, hash);
+        assert_eq!(
+            send(&mut w, &mutated),
+            Err(WalletError::BlockMismatch {
+                height: 150,
+                error: BlockError::Mutated
+            })
+        );
+        assert!(w.ledger.transactions().is_empty());
+        let a = deliver(&mut w, &good);
+        assert_eq!(found(&a), [150, 150, 150]);
     }
 
     fn found(a: &Applied) -> Vec<u32> {

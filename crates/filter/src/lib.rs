@@ -6,7 +6,9 @@
 //! `no_std` with `alloc` (building a filter makes a buffer; decoding and matching use only
 //! what the caller lends, so a scan allocates nothing per filter once its buffers are warm).
 //! Every read of a filter or a block is checked: bad input is a typed [`FilterError`] or
-//! [`BlockError`], never a panic.
+//! [`DecodeError`], never a panic. Blocks are read with `lightwire-primitives` (the
+//! consensus encoding in one place); [`Block`] and [`DecodeError`] are re-exported because
+//! this crate's functions take and return them.
 #![cfg_attr(not(test), no_std)]
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -17,11 +19,10 @@ extern crate alloc;
 wasm_bindgen_test::wasm_bindgen_test_configure!(run_in_browser);
 
 mod bits;
-pub mod block;
 mod gcs;
 
-pub use block::{Block, BlockError, Input, Output, Tx, Witness, output_scripts};
 pub use gcs::{
     BASIC_M, BASIC_P, Filter, FilterError, Matcher, Values, basic_filter, build_filter,
-    filter_hash, filter_header, first_absent, known_items, write_compact_size,
+    filter_hash, filter_header, first_absent, known_items, output_scripts,
 };
+pub use lightwire_primitives::{Block, DecodeError};

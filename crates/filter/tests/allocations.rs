@@ -38,20 +38,26 @@ fn matching_allocates_nothing_per_filter_once_warm() {
         })
         .collect();
     let mut m = Matcher::with_capacity(scripts.len());
-    let before = snapshot();
     let mut matched = 0;
-    for _ in 0..100 {
-        for (hash, f) in &filters {
-            matched += usize::from(
-                m.match_any(f, hash, scripts.iter().map(Vec::as_slice))
-                    .unwrap(),
-            );
+    // The counters are the whole process's: the test harness's own thread can allocate
+    // while a round runs (seen on a loaded machine). Code that allocates per filter does
+    // so in every round, so the fewest allocations of a few rounds is what it made.
+    let mut fewest = u64::MAX;
+    for _ in 0..3 {
+        let before = snapshot();
+        for _ in 0..100 {
+            for (hash, f) in &filters {
+                matched += usize::from(
+                    m.match_any(f, hash, scripts.iter().map(Vec::as_slice))
+                        .unwrap(),
+                );
+            }
         }
+        fewest = fewest.min(snapshot().since(&before).allocations);
     }
-    let used = snapshot().since(&before);
     assert_eq!(
         matched, 0,
         "none of these scripts is in the vectors' blocks"
     );
-    assert_eq!(used.allocations, 0, "{} allocations", used.allocations);
+    assert_eq!(fewest, 0, "{fewest} allocations in every round");
 }

@@ -4,8 +4,8 @@
 //! settles which gateway's filter is wrong, and check it against the header's Merkle root
 //! exactly as on a real chain. Following a node, a block is fetched from it when a session
 //! asks (`getdata` for the witness block; the session waits, `FilterLookup::Pending`),
-//! checked against the header (hash and Merkle root) and kept. The last few are kept
-//! either way: a session reads the block it sends once per piece.
+//! checked against the header (hash, Merkle root, not mutated) and kept. The last few are
+//! kept either way: a session reads the block it sends once per piece.
 
 use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -14,7 +14,7 @@ use crate::wake::Wake;
 
 use lightwire_chain::synthetic::{Pool, Profile, SyntheticBlock};
 use lightwire_chain::{BlockHash, HEADER_LEN, hash_header_bytes};
-use lightwire_filter::Block;
+use lightwire_primitives::{Block, BlockError};
 use lightwire_proto::session::FilterLookup;
 
 /// Blocks kept after they were produced: one per session sending a block at the same time
@@ -58,8 +58,14 @@ enum Source {
 pub enum BlockFetchError {
     /// It does not parse, its hash is not the one asked for, or its transactions are not
     /// its header's (Merkle root, or a mutated tree).
-    #[error("the node's block {0} is not the block of that hash")]
-    Mismatch(BlockHash),
+    #[error("the node's block {hash} is not the block of that hash: {error}")]
+    Mismatch {
+        /// The hash asked for.
+        hash: BlockHash,
+        /// The rule it breaks.
+        #[source]
+        error: BlockError,
+    },
 }
 
 impl ServedBlocks {
@@ -108,13 +114,9 @@ impl ServedBlocks {
             // Not asked for (or asked for and then answered already).
             return Ok(());
         };
-        let good = Block::parse(block).is_ok_and(|b| {
-            let (root, mutated) = b.merkle_root();
-            hash_header_bytes(b.header()) == *hash && !mutated && root[..] == b.header()[36..68]
-        });
-        if !good {
+        if let Err(error) = Block::check(block, hash) {
             self.missing_block(hash);
-            return Err(BlockFetchError::Mismatch(*hash));
+            return Err(BlockFetchError::Mismatch { hash: *hash, error });
         }
         self.keep(height, Arc::from(block));
         Ok(())
@@ -205,7 +207,6 @@ impl ServedBlocks {
 #[cfg(test)]
 mod tests {
     use lightwire_chain::synthetic::DEFAULT_PROFILE;
-    use lightwire_filter::Block;
 
     use super::*;
     use crate::served::ServedChain;
@@ -311,12 +312,39 @@ mod tests {
         other[last] ^= 1;
         assert_eq!(
             up.insert(&hash, &other),
-            Err(BlockFetchError::Mismatch(hash))
+            Err(BlockFetchError::Mismatch {
+                hash,
+                error: BlockError::MerkleRootMismatch
+            })
         );
         assert!(matches!(
             up.with_block(150, Some(header), |_| ()),
             FilterLookup::Missing
         ));
+        // Another block whole (the one at 151, its own header): not the block of that
+        // hash, however well its transactions match its own header.
+        let up = ServedBlocks::upstream(Arc::new(Wake::new()));
+        let _ = up.with_block(150, Some(header), |_| ());
+        let next = chain.header(151).unwrap();
+        let mut wrong = Vec::new();
+        SyntheticBlock::write_at(
+            &DEFAULT_PROFILE,
+            Pool::default_pool(),
+            151,
+            0,
+            &next,
+            &mut wrong,
+        );
+        assert_eq!(
+            up.insert(&hash, &wrong),
+            Err(BlockFetchError::Mismatch {
+                hash,
+                error: BlockError::HashMismatch {
+                    expected: hash,
+                    got: hash_header_bytes(&next)
+                }
+            })
+        );
         let up = ServedBlocks::upstream(Arc::new(Wake::new()));
         let _ = up.with_block(150, Some(header), |_| ());
         assert_eq!(up.insert(&hash, &block), Ok(()));

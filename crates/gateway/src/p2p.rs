@@ -5,6 +5,7 @@
 //! `getdata` for a witness block with its `block` or `notfound` answer.
 
 use lightwire_chain::{BlockHash, HEADER_LEN, Header, Network};
+use lightwire_primitives::{CompactSizeError, read_compact_size};
 use sha2::{Digest, Sha256};
 
 /// Bytes of a message header.
@@ -37,6 +38,9 @@ pub enum P2pError {
     /// A payload too short for a field.
     #[error("message truncated at {0}")]
     Truncated(&'static str),
+    /// A CompactSize longer than its value needs.
+    #[error("{0} is not minimally encoded")]
+    NonCanonical(&'static str),
     /// A `headers` message with more than [`MAX_HEADERS`].
     #[error("headers message with {0} headers")]
     TooManyHeaders(u64),
@@ -183,29 +187,21 @@ pub fn encode(out: &mut Vec<u8>, magic: [u8; 4], command: &str, write: impl FnOn
     out[start + 20..start + 24].copy_from_slice(&sum);
 }
 
-/// Append a CompactSize integer (the one writer lightwire-filter also codes filters with).
-pub fn write_compact(out: &mut Vec<u8>, n: u64) {
-    lightwire_filter::write_compact_size(out, n);
-}
+/// Append a CompactSize integer: the one writer of the consensus encoding
+/// (`lightwire-primitives`), under the name this codec's readers and tests use.
+pub use lightwire_primitives::write_compact_size as write_compact;
 
-/// Read a CompactSize integer at `*at`.
+/// Read a CompactSize integer at `*at` (the consensus encoding's one reader), naming
+/// `field` when the payload ends inside it or encodes it longer than it needs (Bitcoin
+/// Core refuses such a message).
 pub fn read_compact(b: &[u8], at: &mut usize, field: &'static str) -> Result<u64, P2pError> {
-    let first = *b.get(*at).ok_or(P2pError::Truncated(field))?;
-    let (len, v) = match first {
-        0xfd => (2, None),
-        0xfe => (4, None),
-        0xff => (8, None),
-        v => (0, Some(u64::from(v))),
-    };
-    *at += 1;
-    if let Some(v) = v {
-        return Ok(v);
-    }
-    let bytes = b.get(*at..*at + len).ok_or(P2pError::Truncated(field))?;
+    let rest = b.get(*at..).ok_or(P2pError::Truncated(field))?;
+    let (n, len) = read_compact_size(rest).map_err(|e| match e {
+        CompactSizeError::Truncated => P2pError::Truncated(field),
+        CompactSizeError::NonCanonical { .. } => P2pError::NonCanonical(field),
+    })?;
     *at += len;
-    let mut le = [0u8; 8];
-    le[..len].copy_from_slice(bytes);
-    Ok(u64::from_le_bytes(le))
+    Ok(n)
 }
 
 /// The `version` payload: no services, no address, a nonce, our start height, no relay.
@@ -444,6 +440,19 @@ mod tests {
             assert_eq!(read_compact(&out, &mut at, "n"), Ok(n));
             assert_eq!(at, out.len());
         }
+        // Cut short, or written longer than needed: refused, naming the field.
+        assert_eq!(
+            read_compact(&[0xfe, 1, 0], &mut 0, "n"),
+            Err(P2pError::Truncated("n"))
+        );
+        assert_eq!(
+            read_compact(&[0xfd], &mut 1, "n"),
+            Err(P2pError::Truncated("n"))
+        );
+        assert_eq!(
+            read_headers(&[0xfd, 1, 0], &mut Vec::new()),
+            Err(P2pError::NonCanonical("count"))
+        );
         let mut big = Vec::new();
         write_compact(&mut big, 2001);
         assert_eq!(

@@ -892,10 +892,10 @@ pub const MIN_STANDARD_TX_NONWITNESS_SIZE: usize = 65;
 /// has inputs and outputs and is no coinbase, weighs at most the standard limit, and is not
 /// under the standard size without witness. `Relayed` means it may; with its txid.
 pub fn check_tx(bytes: &[u8]) -> (RelayStatus, [u8; 32]) {
-    let Ok(tx) = lightwire_filter::Tx::parse(bytes) else {
+    let Ok(tx) = lightwire_primitives::Tx::parse(bytes) else {
         return (RelayStatus::Malformed, [0; 32]);
     };
-    let txid = tx.txid();
+    let txid = tx.txid().0;
     let status = if tx.weight() > MAX_STANDARD_TX_WEIGHT {
         RelayStatus::Oversized
     } else if tx.base_size() < MIN_STANDARD_TX_NONWITNESS_SIZE
@@ -1415,7 +1415,7 @@ mod tests {
         assert_eq!(*chain.relayed.lock().unwrap(), std::slice::from_ref(&good));
         assert_eq!(
             check_tx(&good).1,
-            lightwire_filter::Tx::parse(&good).unwrap().txid()
+            lightwire_primitives::Tx::parse(&good).unwrap().txid().0
         );
         // Under 65 bytes without witness, and over the weight.
         // (One input, one output with an empty script: 60 bytes.)

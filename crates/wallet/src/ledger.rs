@@ -11,7 +11,7 @@
 use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
 
-use lightwire_filter::Block;
+use lightwire_primitives::{CheckedBlock, Txid};
 
 /// Blocks a coinbase output waits before it can be spent (consensus).
 pub const COINBASE_MATURITY: u32 = 100;
@@ -20,7 +20,7 @@ pub const COINBASE_MATURITY: u32 = 100;
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug, Hash)]
 pub struct Outpoint {
     /// The transaction.
-    pub txid: [u8; 32],
+    pub txid: Txid,
     /// The output's index.
     pub vout: u32,
 }
@@ -39,17 +39,18 @@ pub struct Coin {
     /// Whether a coinbase created it (spendable after [`COINBASE_MATURITY`] blocks).
     pub coinbase: bool,
     /// The transaction that spent it, and at what height, if one did.
-    pub spent_by: Option<([u8; 32], u32)>,
+    pub spent_by: Option<(Txid, u32)>,
 }
 
 /// A transaction of ours: it pays a watched script or spends one of our coins.
 #[derive(Clone, PartialEq, Eq, Debug)]
 pub struct WalletTx {
-    /// Its id (internal byte order).
-    pub txid: [u8; 32],
+    /// Its id.
+    pub txid: Txid,
     /// The height of its block.
     pub height: u32,
-    /// Its block's hash (internal byte order).
+    /// Its block's hash (internal byte order; the client's resume code compares it as
+    /// bytes, so it stays an array until that code moves to `BlockHash`).
     pub block_hash: [u8; 32],
     /// Its position in the block.
     pub position: u32,
@@ -90,7 +91,7 @@ pub struct Balance {
 pub struct Applied {
     /// Transactions of ours in it, by their index in [`Ledger::transactions`] order
     /// (their ids).
-    pub txids: Vec<[u8; 32]>,
+    pub txids: Vec<Txid>,
     /// Watched scripts its outputs pay (for the gap limit).
     pub used_scripts: Vec<Vec<u8>>,
 }
@@ -117,19 +118,19 @@ impl Ledger {
         self.tip
     }
 
-    /// Apply `block` (checked against its header by the caller), at `height`, whose hash
-    /// is `hash`; `watched` says whether an output script is ours. Blocks come in height
+    /// Apply `block` (checked against its header: only such a block is taken), at
+    /// `height`; `watched` says whether an output script is ours. Blocks come in height
     /// order: one at or below the last applied is refused (`None`; disconnect first).
     pub fn apply(
         &mut self,
         height: u32,
-        hash: [u8; 32],
-        block: &Block<'_>,
+        block: &CheckedBlock<'_>,
         mut watched: impl FnMut(&[u8]) -> bool,
     ) -> Option<Applied> {
         if self.tip.is_some_and(|t| height <= t) {
             return None;
         }
+        let hash = block.block_hash().0;
         let mut applied = Applied::default();
         for (position, tx) in block.transactions().enumerate() {
             let txid = tx.txid();
@@ -150,7 +151,7 @@ impl Ledger {
                 for (i, input) in tx.inputs().enumerate() {
                     inputs += 1;
                     let outpoint = Outpoint {
-                        txid: *input.prev_txid,
+                        txid: input.prev_txid(),
                         vout: input.prev_vout,
                     };
                     if let Some(coin) = self.coins.get_mut(&outpoint)
@@ -205,7 +206,7 @@ impl Ledger {
     /// The blocks above `fork` were disconnected: their transactions go away, the coins
     /// they created are dropped and those they spent are unspent again. Returns the ids of
     /// the transactions withdrawn.
-    pub fn disconnect_above(&mut self, fork: u32) -> Vec<[u8; 32]> {
+    pub fn disconnect_above(&mut self, fork: u32) -> Vec<Txid> {
         match fork.checked_add(1) {
             Some(first) => self.disconnect_from(first),
             None => Vec::new(),
@@ -214,9 +215,9 @@ impl Ledger {
 
     /// What blocks from `first` on did is undone (as [`Self::disconnect_above`]); from 0,
     /// everything.
-    pub fn disconnect_from(&mut self, first: u32) -> Vec<[u8; 32]> {
+    pub fn disconnect_from(&mut self, first: u32) -> Vec<Txid> {
         let keep = self.txs.partition_point(|t| t.height < first);
-        let gone: Vec<[u8; 32]> = self.txs.drain(keep..).map(|t| t.txid).collect();
+        let gone: Vec<Txid> = self.txs.drain(keep..).map(|t| t.txid).collect();
         self.coins.retain(|_, c| c.height < first);
         for c in self.coins.values_mut() {
             if c.spent_by.is_some_and(|(_, h)| h >= first) {
@@ -269,7 +270,7 @@ impl Ledger {
         out.extend_from_slice(&self.tip.map_or(u32::MAX, |t| t).to_le_bytes());
         out.extend_from_slice(&(self.txs.len() as u32).to_le_bytes());
         for t in &self.txs {
-            out.extend_from_slice(&t.txid);
+            out.extend_from_slice(&t.txid.0);
             out.extend_from_slice(&t.height.to_le_bytes());
             out.extend_from_slice(&t.block_hash);
             out.extend_from_slice(&t.position.to_le_bytes());
@@ -284,7 +285,7 @@ impl Ledger {
         }
         out.extend_from_slice(&(self.coins.len() as u32).to_le_bytes());
         for c in self.coins.values() {
-            out.extend_from_slice(&c.outpoint.txid);
+            out.extend_from_slice(&c.outpoint.txid.0);
             out.extend_from_slice(&c.outpoint.vout.to_le_bytes());
             out.extend_from_slice(&c.value.to_le_bytes());
             out.extend_from_slice(&c.height.to_le_bytes());
@@ -292,7 +293,7 @@ impl Ledger {
             match c.spent_by {
                 Some((txid, h)) => {
                     out.push(1);
-                    out.extend_from_slice(&txid);
+                    out.extend_from_slice(&txid.0);
                     out.extend_from_slice(&h.to_le_bytes());
                 }
                 None => out.push(0),
@@ -314,7 +315,7 @@ impl Ledger {
         let n = r.count(100)?;
         let mut txs = Vec::with_capacity(n);
         for _ in 0..n {
-            let txid = r.array()?;
+            let txid = Txid(r.array()?);
             let height = r.u32()?;
             let block_hash = r.array()?;
             let position = r.u32()?;
@@ -345,14 +346,14 @@ impl Ledger {
         let mut coins = BTreeMap::new();
         for _ in 0..n {
             let outpoint = Outpoint {
-                txid: r.array()?,
+                txid: Txid(r.array()?),
                 vout: r.u32()?,
             };
             let value = r.u64()?;
             let height = r.u32()?;
             let coinbase = r.u8()? == 1;
             let spent_by = match r.u8()? {
-                1 => Some((r.array()?, r.u32()?)),
+                1 => Some((Txid(r.array()?), r.u32()?)),
                 _ => None,
             };
             let len = r.count(1)?;
@@ -408,6 +409,8 @@ mod tests {
 
     use alloc::vec;
 
+    use lightwire_primitives::{Block, BlockHash};
+
     use super::*;
 
     /// A transaction: inputs (prev txid, vout), outputs (value, script); legacy coding.
@@ -428,21 +431,24 @@ mod tests {
         t
     }
 
+    /// A block of `txs` whose header carries their Merkle root.
     fn block(txs: &[Vec<u8>]) -> Vec<u8> {
         let mut b = vec![0u8; 80];
         b.push(txs.len() as u8);
         txs.iter().for_each(|t| b.extend_from_slice(t));
+        let root = Block::parse(&b).unwrap().merkle_root().0;
+        b[36..68].copy_from_slice(&root);
         b
     }
 
-    fn txid(t: &[u8]) -> [u8; 32] {
-        let b = block(&[t.to_vec()]);
-        Block::parse(&b)
-            .unwrap()
-            .transactions()
-            .next()
-            .unwrap()
-            .txid()
+    /// `block` checked against its own header, as the ledger takes it.
+    fn checked(block: &[u8]) -> CheckedBlock<'_> {
+        let hash = BlockHash::of_header(block[..80].try_into().unwrap());
+        Block::check(block, &hash).unwrap()
+    }
+
+    fn txid(t: &[u8]) -> Txid {
+        lightwire_primitives::Tx::parse(t).unwrap().txid()
     }
 
     const OURS: &[u8] = &[
@@ -458,10 +464,10 @@ mod tests {
         let cb = tx(&[([0; 32], u32::MAX)], &[(50_000, OURS)]);
         let pay = tx(&[([9; 32], 0)], &[(5_000, OURS), (1_000, OTHER)]);
         let b10 = block(&[cb.clone(), pay.clone()]);
-        let got = l
-            .apply(10, [10; 32], &Block::parse(&b10).unwrap(), ours)
-            .unwrap();
+        let got = l.apply(10, &checked(&b10), ours).unwrap();
         assert_eq!(got.txids, [txid(&cb), txid(&pay)]);
+        let hash = BlockHash::of_header(b10[..80].try_into().unwrap());
+        assert_eq!(l.transactions()[0].block_hash, hash.0);
         assert_eq!(got.used_scripts, [OURS.to_vec()]);
         assert_eq!(l.transactions()[1].received, 5_000);
         assert_eq!(l.transactions()[1].fee, None, "its input is not ours");
@@ -472,11 +478,9 @@ mod tests {
         assert_eq!(l.balance(110, 1).confirmed, 55_000);
         assert_eq!(l.balance(12, 6).pending, 5_000);
         // Block 20: spend the 5,000 into 4,000 elsewhere (fee 1,000).
-        let spend = tx(&[(txid(&pay), 0)], &[(4_000, OTHER)]);
+        let spend = tx(&[(txid(&pay).0, 0)], &[(4_000, OTHER)]);
         let b20 = block(&[tx(&[([0; 32], u32::MAX)], &[(1, OTHER)]), spend.clone()]);
-        let got = l
-            .apply(20, [20; 32], &Block::parse(&b20).unwrap(), ours)
-            .unwrap();
+        let got = l.apply(20, &checked(&b20), ours).unwrap();
         assert_eq!(got.txids, [txid(&spend)]);
         let s = &l.transactions()[2];
         assert_eq!(
@@ -486,10 +490,7 @@ mod tests {
         assert_eq!(s.our_inputs, [0]);
         assert_eq!(l.utxos().count(), 1);
         // Blocks out of order are refused.
-        assert!(
-            l.apply(15, [15; 32], &Block::parse(&b10).unwrap(), ours)
-                .is_none()
-        );
+        assert!(l.apply(15, &checked(&b10), ours).is_none());
         // A round trip through the store's bytes.
         assert_eq!(Ledger::decode(&l.encode()), Some(l.clone()));
         // Block 20 disconnected: the spend goes away, the coin is unspent again.
@@ -506,7 +507,7 @@ mod tests {
     fn damaged_bytes_are_refused_not_trusted() {
         let mut l = Ledger::new();
         let b = block(&[tx(&[([0; 32], u32::MAX)], &[(7, OURS)])]);
-        l.apply(3, [3; 32], &Block::parse(&b).unwrap(), |s| s == OURS);
+        l.apply(3, &checked(&b), |s| s == OURS);
         let bytes = l.encode();
         for cut in 0..bytes.len() {
             assert_eq!(Ledger::decode(&bytes[..cut]), None, "cut at {cut}");

@@ -58,8 +58,8 @@ pub fn store_kind(e: &lightwire_store::StoreError) -> &'static str {
     }
 }
 
-/// A block hash as the usual display hex.
-pub fn hash(h: &BlockHash) -> JsValue {
+/// A block hash or a txid as the usual display hex (byte-reversed).
+pub fn hash(h: &impl core::fmt::Display) -> JsValue {
     JsValue::from_str(&h.to_string())
 }
 

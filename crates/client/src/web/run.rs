@@ -300,7 +300,7 @@ impl Net {
                 }
                 WalletChange::Withdrawn { txid, height } => {
                     js_event!(events::TRANSACTION_WITHDRAWN {
-                        "txid": js::hash(&lightwire_chain::BlockHash(txid)),
+                        "txid": js::hash(&txid),
                         "height": height.into(),
                     })
                 }
@@ -322,7 +322,7 @@ impl Net {
                     })
                     .collect();
                 let result = js_object!(events::BROADCAST_RESULT {
-                    "txid": js::hash(&lightwire_chain::BlockHash(txid)),
+                    "txid": js::hash(&lightwire_primitives::Txid(txid)),
                     "relayed": (relayed.len() as u32).into(),
                     "refused": refused_list.into(),
                 });
@@ -581,10 +581,7 @@ impl Net {
                 .utxos()
                 .map(|c| {
                     js::object(&[
-                        (
-                            "txid",
-                            js::hash(&lightwire_chain::BlockHash(c.outpoint.txid)),
-                        ),
+                        ("txid", js::hash(&c.outpoint.txid)),
                         ("vout", c.outpoint.vout.into()),
                         ("value", (c.value as f64).into()),
                         ("script", hex::encode(&c.script).into()),
@@ -628,7 +625,7 @@ impl Net {
 /// bitcoin is below 2^53).
 fn tx_object(t: &lightwire_wallet::WalletTx) -> JsValue {
     js_object!(events::WALLET_TX {
-        "txid": js::hash(&lightwire_chain::BlockHash(t.txid)),
+        "txid": js::hash(&t.txid),
         "height": t.height.into(),
         "blockHash": js::hash(&lightwire_chain::BlockHash(t.block_hash)),
         "position": t.position.into(),

@@ -14,8 +14,9 @@
 //! Checks: every result is exactly the reference's (`ref_decode`, `ref_headers`, `ref_inv`,
 //! `ref_compact` in `src/lib.rs`, with the checksum computed apart): the same error
 //! (`BadMagic` with the bytes seen, `TooLarge` with the length, `BadChecksum`,
-//! `Truncated` with the field, `TooManyHeaders` with the count), or the same message
-//! (command up to its first NUL, payload and length, both slices of the input). A message
+//! `Truncated` or `NonCanonical` with the field, `TooManyHeaders` with the count), or the
+//! same message (command up to its first NUL, payload and length, both slices of the
+//! input). A message
 //! that decodes is `Ok(None)` when cut anywhere short of its end. For every message, its
 //! payload also goes through `read_headers` and `inv_has_block` against the references;
 //! `read_headers` appends exactly the headers read before an error, to what the vector

@@ -88,7 +88,8 @@ pub fn ref_decode(buf: &[u8], magic: [u8; 4]) -> Result<Option<RefFrame>, P2pErr
 }
 
 /// A CompactSize at `*at`: one byte below 0xfd, else 0xfd/0xfe/0xff and a little-endian
-/// u16/u32/u64 (not required to be minimal, as in `p2p.rs`).
+/// u16/u32/u64, which must be the minimal encoding (`NonCanonical` otherwise, as in
+/// `p2p.rs` and Bitcoin Core).
 pub fn ref_compact(b: &[u8], at: &mut usize, field: &'static str) -> Result<u64, P2pError> {
     let first = *b.get(*at).ok_or(P2pError::Truncated(field))?;
     let n = match first {
@@ -103,11 +104,16 @@ pub fn ref_compact(b: &[u8], at: &mut usize, field: &'static str) -> Result<u64,
     let bytes = b
         .get(*at + 1..*at + 1 + n)
         .ok_or(P2pError::Truncated(field))?;
-    *at += 1 + n;
-    Ok(bytes
+    let v = bytes
         .iter()
         .rev()
-        .fold(0u64, |v, &x| (v << 8) | u64::from(x)))
+        .fold(0u64, |v, &x| (v << 8) | u64::from(x));
+    // Bitcoin Core refuses a longer encoding than the value needs.
+    if ref_compact_encode(v).len() != 1 + n {
+        return Err(P2pError::NonCanonical(field));
+    }
+    *at += 1 + n;
+    Ok(v)
 }
 
 /// The minimal CompactSize encoding of `n`.
