@@ -32,7 +32,7 @@ use lightwire_wire::filters::MAX_FILTER_LEN;
 use lightwire_wire::{BlockPiece, FilterCheckpoints, Filters, MAX_BLOCK_LEN};
 
 use crate::filters::FilterAnswer;
-use crate::request::Ids;
+use crate::ids::{GatewayId, GivenUp, Ids};
 
 /// How a gateway broke a rule while a dispute questioned it (it is marked bad).
 #[derive(Clone, Copy, PartialEq, Eq, Debug, thiserror::Error)]
@@ -157,7 +157,7 @@ pub enum Outcome {
     /// The gateway answering broke a rule: it is marked bad. (When it is the one the
     /// dispute is against, the dispute is over, [`Verdict::TheirsWrong`] if it was settled
     /// by its filter.)
-    Bad(usize, DisputeError),
+    Bad(GatewayId, DisputeError),
 }
 
 /// Which filter of the disputed block: the other gateway's, or ours.
@@ -204,7 +204,7 @@ enum Fetch {
     NotAsked,
     /// Asked of `gateway` with `id`: the bytes so far and the whole length.
     Asked {
-        gateway: usize,
+        gateway: GatewayId,
         id: u32,
         buf: Vec<u8>,
         len: Option<u32>,
@@ -227,17 +227,17 @@ struct Judge {
     filters: [Fetch; 2],
     /// The block: asked from (gateway, id), what came so far, whether it is whole and
     /// checked, and the gateways that could not give it.
-    block_from: Option<(usize, u32)>,
+    block_from: Option<GivenUp>,
     block: Vec<u8>,
     block_done: bool,
-    tried: Vec<usize>,
+    tried: Vec<GatewayId>,
 }
 
 /// One dispute with one gateway (see the module documentation).
 #[derive(Debug)]
 pub struct Dispute {
     /// The gateway whose filter-header chain parts from ours.
-    pub against: usize,
+    pub against: GatewayId,
     top: u32,
     top_theirs: [u8; 32],
     /// The first height our store holds a filter header for.
@@ -252,7 +252,7 @@ pub struct Dispute {
 impl Dispute {
     /// A dispute with `against`, whose filter header at `top` is `theirs` (not ours); our
     /// store holds filter headers from `base` on.
-    pub fn new(against: usize, top: u32, theirs: [u8; 32], base: u32, ids: Ids) -> Dispute {
+    pub fn new(against: GatewayId, top: u32, theirs: [u8; 32], base: u32, ids: Ids) -> Dispute {
         Dispute {
             against,
             top,
@@ -366,13 +366,16 @@ impl Dispute {
     /// The next request to send, if one is due: to `against`, or for the judgment to
     /// `ours` (a gateway that agrees with us above the disputed height, if there is one
     /// ready). `Err` when the dispute cannot go on: no gateway left to give the block.
-    pub fn next_ask(&mut self, ours: Option<usize>) -> Result<Option<(usize, Ask)>, Verdict> {
+    pub fn next_ask(
+        &mut self,
+        ours: Option<GatewayId>,
+    ) -> Result<Option<(GatewayId, Ask)>, Verdict> {
         self.ask(ours).map_err(|()| Verdict::Undecided {
             height: self.height(),
         })
     }
 
-    fn ask(&mut self, ours: Option<usize>) -> Result<Option<(usize, Ask)>, ()> {
+    fn ask(&mut self, ours: Option<GatewayId>) -> Result<Option<(GatewayId, Ask)>, ()> {
         let against = self.against;
         if let Stage::Judge(j) = &mut self.stage {
             let (height, hash) = (j.height, j.hash);
@@ -439,7 +442,7 @@ impl Dispute {
     }
 
     /// The gateway a request `id` from `gateway` was asked of, if it is this dispute's.
-    pub fn is_asked(&self, gateway: usize, id: u32) -> bool {
+    pub fn is_asked(&self, gateway: GatewayId, id: u32) -> bool {
         if gateway == self.against && self.asked == Some(id) {
             return true;
         }
@@ -553,7 +556,7 @@ impl Dispute {
     }
 
     /// A filter for the judgment (one message).
-    pub fn on_filters(&mut self, gateway: usize, m: &Filters<'_>) -> Outcome {
+    pub fn on_filters(&mut self, gateway: GatewayId, m: &Filters<'_>) -> Outcome {
         let Stage::Judge(j) = &mut self.stage else {
             return Outcome::Bad(gateway, DisputeError::OutOfOrder { height: self.top });
         };
@@ -602,7 +605,7 @@ impl Dispute {
     }
 
     /// A piece of the block for the judgment.
-    pub fn on_block(&mut self, gateway: usize, p: &BlockPiece<'_>) -> Outcome {
+    pub fn on_block(&mut self, gateway: GatewayId, p: &BlockPiece<'_>) -> Outcome {
         let Stage::Judge(j) = &mut self.stage else {
             return Outcome::Bad(gateway, DisputeError::OutOfOrder { height: self.top });
         };
@@ -643,8 +646,8 @@ impl Dispute {
     }
 
     /// The gateways that owe the dispute an answer.
-    pub fn asked_gateways(&self) -> Vec<usize> {
-        let mut out: Vec<usize> = self.asked.map(|_| self.against).into_iter().collect();
+    pub fn asked_gateways(&self) -> Vec<GatewayId> {
+        let mut out: Vec<GatewayId> = self.asked.map(|_| self.against).into_iter().collect();
         if let Stage::Judge(j) = &self.stage {
             out.extend(j.block_from.map(|(g, _)| g));
             for f in &j.filters {
@@ -657,7 +660,7 @@ impl Dispute {
     }
 
     /// `gateway` does not serve blocks: the block is asked of the other side.
-    pub fn no_block_from(&mut self, gateway: usize) {
+    pub fn no_block_from(&mut self, gateway: GatewayId) {
         if let Stage::Judge(j) = &mut self.stage {
             if j.block_from.is_some_and(|(g, _)| g == gateway) {
                 j.block_from = None;
@@ -668,7 +671,7 @@ impl Dispute {
 
     /// A gateway is gone: what it was asked is asked elsewhere (or the dispute ends, when
     /// it is the one disputed).
-    pub fn gateway_gone(&mut self, gateway: usize) -> Option<Verdict> {
+    pub fn gateway_gone(&mut self, gateway: GatewayId) -> Option<Verdict> {
         if gateway == self.against {
             return Some(Verdict::Undecided {
                 height: self.height(),
@@ -756,7 +759,7 @@ mod tests {
     use lightwire_wire::AnswerFlags;
 
     use super::*;
-    use crate::request::Task;
+    use crate::ids::TaskId;
 
     const LAST: AnswerFlags = AnswerFlags {
         last: true,
@@ -800,10 +803,16 @@ mod tests {
     /// Bring a dispute against gateway 1 (parting at `fork`) to its judgment of `fork`.
     fn to_judgment(fork: u32) -> (Dispute, Vec<[u8; 32]>, Vec<[u8; 32]>) {
         let (ours, theirs) = chains(fork);
-        let mut d = Dispute::new(1, 3_500, theirs[3_500], 0, Ids::new(Task::Check));
+        let mut d = Dispute::new(
+            GatewayId(1),
+            3_500,
+            theirs[3_500],
+            0,
+            Ids::new(TaskId::Check),
+        );
         assert_eq!(d.need_read(Some(3_000)), None, "not stored yet");
         assert_eq!(serve_read(&mut d, &ours), Outcome::Going);
-        let Ok(Some((1, Ask::Checkpoints { id, stop }))) = d.next_ask(None) else {
+        let Ok(Some((GatewayId(1), Ask::Checkpoints { id, stop }))) = d.next_ask(None) else {
             panic!("checkpoints");
         };
         assert_eq!(stop, hash(3_500));
@@ -827,7 +836,8 @@ mod tests {
             }
         }
         assert!(reads <= 4, "{reads} reads");
-        let Ok(Some((1, Ask::FilterHeaders { id, start, stop }))) = d.next_ask(None) else {
+        let Ok(Some((GatewayId(1), Ask::FilterHeaders { id, start, stop }))) = d.next_ask(None)
+        else {
             panic!("filter headers");
         };
         let end = fork.div_ceil(1_000) * 1_000;
@@ -860,7 +870,7 @@ mod tests {
     /// are `cps`' at 1,000, 2,000 and 3,000, brought to its filter-header request: the
     /// dispute, the request's id and first height.
     fn to_range(ours: &[[u8; 32]], cps: &[[u8; 32]], top: [u8; 32]) -> (Dispute, u32, u32) {
-        let mut d = Dispute::new(1, 3_500, top, 0, Ids::new(Task::Check));
+        let mut d = Dispute::new(GatewayId(1), 3_500, top, 0, Ids::new(TaskId::Check));
         serve_read(&mut d, ours);
         let Ok(Some((_, Ask::Checkpoints { id, .. }))) = d.next_ask(None) else {
             panic!("checkpoints")
@@ -894,7 +904,7 @@ mod tests {
         };
         assert_eq!(
             d.on_filter_headers(&answer),
-            Outcome::Bad(1, DisputeError::Contradiction { height: 2_001 })
+            Outcome::Bad(GatewayId(1), DisputeError::Contradiction { height: 2_001 })
         );
         // And headers that equal ours after all (it said the top differs).
         let (mut d, id, start) = to_range(&ours, &ours, [7; 32]);
@@ -907,14 +917,20 @@ mod tests {
         };
         assert_eq!(
             d.on_filter_headers(&answer),
-            Outcome::Bad(1, DisputeError::Contradiction { height: 3_500 })
+            Outcome::Bad(GatewayId(1), DisputeError::Contradiction { height: 3_500 })
         );
     }
 
     #[test]
     fn checkpoints_out_of_order_or_above_the_top_are_a_rule_broken() {
         let (ours, theirs) = chains(2_345);
-        let mut d = Dispute::new(1, 3_500, theirs[3_500], 0, Ids::new(Task::Check));
+        let mut d = Dispute::new(
+            GatewayId(1),
+            3_500,
+            theirs[3_500],
+            0,
+            Ids::new(TaskId::Check),
+        );
         serve_read(&mut d, &ours);
         let Ok(Some((_, Ask::Checkpoints { id, .. }))) = d.next_ask(None) else {
             panic!()
@@ -922,7 +938,7 @@ mod tests {
         let flat = [0u8; 32 * 4];
         assert_eq!(
             d.on_checkpoints(&checkpoints(id, &flat)),
-            Outcome::Bad(1, DisputeError::OutOfOrder { height: 4_000 })
+            Outcome::Bad(GatewayId(1), DisputeError::OutOfOrder { height: 4_000 })
         );
     }
 
@@ -931,17 +947,25 @@ mod tests {
     #[test]
     fn the_judgment_checks_the_block_and_each_filter_against_its_own_header() {
         let (mut d, _, _) = to_judgment(2_345);
-        let Ok(Some((1, Ask::Filter { id, height, stop }))) = d.next_ask(Some(0)) else {
+        let Ok(Some((GatewayId(1), Ask::Filter { id, height, stop }))) =
+            d.next_ask(Some(GatewayId(0)))
+        else {
             panic!("their filter");
         };
         assert_eq!((height, stop), (2_345, hash(2_345)));
-        let Ok(Some((0, Ask::Filter { .. }))) = d.next_ask(Some(0)) else {
+        let Ok(Some((GatewayId(0), Ask::Filter { .. }))) = d.next_ask(Some(GatewayId(0))) else {
             panic!("ours")
         };
-        let Ok(Some((0, Ask::Block { id: block_id, .. }))) = d.next_ask(Some(0)) else {
+        let Ok(Some((GatewayId(0), Ask::Block { id: block_id, .. }))) =
+            d.next_ask(Some(GatewayId(0)))
+        else {
             panic!("the block, from our side first")
         };
-        assert!(d.is_asked(1, id) && d.is_asked(0, block_id) && !d.is_asked(0, id));
+        assert!(
+            d.is_asked(GatewayId(1), id)
+                && d.is_asked(GatewayId(0), block_id)
+                && !d.is_asked(GatewayId(0), id)
+        );
         // Its filter does not hash to its header at 2,345.
         let mut body = Vec::new();
         body.extend_from_slice(&2_345u32.to_be_bytes());
@@ -956,8 +980,8 @@ mod tests {
             body: &body,
         };
         assert_eq!(
-            d.on_filters(1, &m),
-            Outcome::Bad(1, DisputeError::FilterMismatch { height: 2_345 })
+            d.on_filters(GatewayId(1), &m),
+            Outcome::Bad(GatewayId(1), DisputeError::FilterMismatch { height: 2_345 })
         );
         // A block whose header is not ours at 2,345.
         let mut block = vec![0u8; 80];
@@ -971,9 +995,9 @@ mod tests {
             data: &block,
         };
         assert_eq!(
-            d.on_block(0, &p),
+            d.on_block(GatewayId(0), &p),
             Outcome::Bad(
-                0,
+                GatewayId(0),
                 DisputeError::BlockMismatch {
                     height: 2_345,
                     error: BlockError::HashMismatch {
@@ -984,12 +1008,16 @@ mod tests {
             )
         );
         // Asked of the other side next; with no one left, the dispute cannot go on.
-        let Ok(Some((1, Ask::Block { id: again, .. }))) = d.next_ask(Some(0)) else {
+        let Ok(Some((GatewayId(1), Ask::Block { id: again, .. }))) = d.next_ask(Some(GatewayId(0)))
+        else {
             panic!("the block from the other side")
         };
-        assert_eq!(d.on_block(1, &BlockPiece::not_found(again)), Outcome::Going);
         assert_eq!(
-            d.next_ask(Some(0)),
+            d.on_block(GatewayId(1), &BlockPiece::not_found(again)),
+            Outcome::Going
+        );
+        assert_eq!(
+            d.next_ask(Some(GatewayId(0))),
             Err(Verdict::Undecided { height: 2_345 })
         );
     }

@@ -15,7 +15,7 @@
 //! forge is that they must chain from the hashes sent, and (to come) agree with the other
 //! gateways' checkpoints.
 
-use crate::request::{Ids, Task};
+use crate::ids::{GatewayId, GivenUp, Ids, TaskId};
 use std::collections::VecDeque;
 
 use lightwire_chain::BlockHash;
@@ -83,7 +83,7 @@ pub struct FilterAnswer<'a> {
 #[derive(Clone, Copy, Debug)]
 struct InFlight {
     id: u32,
-    gateway: usize,
+    gateway: GatewayId,
     stop: u32,
     stop_hash: BlockHash,
 }
@@ -129,7 +129,7 @@ impl FilterSync {
             recent,
             marks: VecDeque::new(),
             in_flight: None,
-            ids: Ids::new(Task::FilterHeaders),
+            ids: Ids::new(TaskId::FilterHeaders),
             short: false,
             reached: None,
         }
@@ -166,7 +166,7 @@ impl FilterSync {
     /// The filter headers held above `height` were found wrong: the chain goes on from
     /// `header`, ours at `height`. Returns the request in flight, given up (its gateway
     /// and id).
-    pub fn truncate(&mut self, height: u32, header: [u8; 32]) -> Option<(usize, u32)> {
+    pub fn truncate(&mut self, height: u32, header: [u8; 32]) -> Option<GivenUp> {
         if height + 1 < self.next {
             let drop = (self.next - height - 1) as usize;
             if drop < self.recent.len() {
@@ -199,7 +199,7 @@ impl FilterSync {
     }
 
     /// The gateway the request in flight went to.
-    pub fn asked(&self) -> Option<usize> {
+    pub fn asked(&self) -> Option<GatewayId> {
         self.in_flight.map(|f| f.gateway)
     }
 
@@ -219,7 +219,7 @@ impl FilterSync {
     /// The best chain switched branches at `fork`: marks and filter headers above it are
     /// of the old branch. Returns the request in flight, if it was given up (its gateway
     /// and id).
-    pub fn reorg(&mut self, fork: u32) -> Option<(usize, u32)> {
+    pub fn reorg(&mut self, fork: u32) -> Option<GivenUp> {
         while self.marks.back().is_some_and(|&(h, _)| h > fork) {
             self.marks.pop_back();
         }
@@ -246,7 +246,7 @@ impl FilterSync {
 
     /// The next request, if one is due and nothing is in flight: its id, the first height
     /// and the stop block. `gateway` is where it goes.
-    pub fn next_request(&mut self, gateway: usize) -> Option<(u32, u32, BlockHash)> {
+    pub fn next_request(&mut self, gateway: GatewayId) -> Option<(u32, u32, BlockHash)> {
         if self.in_flight.is_some() || self.short {
             return None;
         }
@@ -281,7 +281,7 @@ impl FilterSync {
     }
 
     /// Whether request `id` from `gateway` is in flight.
-    pub fn is_in_flight(&self, gateway: usize, id: u32) -> bool {
+    pub fn is_in_flight(&self, gateway: GatewayId, id: u32) -> bool {
         self.in_flight
             .is_some_and(|f| f.gateway == gateway && f.id == id)
     }
@@ -290,7 +290,7 @@ impl FilterSync {
     /// zero, every header of the answer was taken (from its `first_height`), for the store.
     pub fn on_filter_headers(
         &mut self,
-        gateway: usize,
+        gateway: GatewayId,
         answer: FilterAnswer<'_>,
     ) -> Result<FilterStep, FilterSyncError> {
         let FilterAnswer {
@@ -357,6 +357,7 @@ mod tests {
     use wasm_bindgen_test::wasm_bindgen_test as test;
 
     use super::*;
+    use crate::ids::GatewayId;
 
     fn hash(h: u32) -> BlockHash {
         let mut b = [0u8; 32];
@@ -394,61 +395,61 @@ mod tests {
     #[test]
     fn requests_stop_at_marks_and_answers_must_follow_on() {
         let mut s = FilterSync::new(None, 0);
-        assert_eq!(s.next_request(0), None, "no mark yet");
+        assert_eq!(s.next_request(GatewayId(0)), None, "no mark yet");
         for h in (1723..=50_000).step_by(1723) {
             s.mark(h, hash(h));
         }
-        let (id, start, stop) = s.next_request(0).unwrap();
+        let (id, start, stop) = s.next_request(GatewayId(0)).unwrap();
         assert_eq!(
             (start, stop),
             (0, hash(18_953)),
             "the last mark within 20,000"
         );
-        assert!(crate::request::is_task(id, Task::FilterHeaders));
-        assert_eq!(s.next_request(0), None, "one at a time");
+        assert!(crate::ids::is_task(id, TaskId::FilterHeaders));
+        assert_eq!(s.next_request(GatewayId(0)), None, "one at a time");
         let headers: Vec<[u8; 32]> = (0..100).map(fh).collect();
         let flags = AnswerFlags::default();
         // Not the request's gateway, or not from the next height: refused.
         assert!(
-            s.on_filter_headers(1, ans(id, 0, flags, [0; 32], &headers))
+            s.on_filter_headers(GatewayId(1), ans(id, 0, flags, [0; 32], &headers))
                 .is_err()
         );
         assert_eq!(
-            s.on_filter_headers(0, ans(id, 5, flags, [0; 32], &headers)),
+            s.on_filter_headers(GatewayId(0), ans(id, 5, flags, [0; 32], &headers)),
             Err(FilterSyncError::OutOfOrder {
                 expected: 0,
                 got: 5
             })
         );
         let step = s
-            .on_filter_headers(0, ans(id, 0, flags, [0; 32], &headers))
+            .on_filter_headers(GatewayId(0), ans(id, 0, flags, [0; 32], &headers))
             .unwrap();
         assert_eq!((step.taken, step.done, step.conflict), (100, false, None));
         assert_eq!(s.height(), Some(99));
         // The next message must chain from the last header taken.
         let more: Vec<[u8; 32]> = (100..200).map(fh).collect();
         let step = s
-            .on_filter_headers(0, ans(id, 100, LAST, [9; 32], &more))
+            .on_filter_headers(GatewayId(0), ans(id, 100, LAST, [9; 32], &more))
             .unwrap();
         assert_eq!(step.taken, 0);
         assert_eq!(step.conflict, Some(100));
         assert!(step.done);
         assert_eq!(s.next(), 100);
         // Another gateway goes on from there.
-        let (id, start, _) = s.next_request(1).unwrap();
+        let (id, start, _) = s.next_request(GatewayId(1)).unwrap();
         assert_eq!(start, 100);
         let step = s
-            .on_filter_headers(1, ans(id, 100, LAST, fh(99), &more))
+            .on_filter_headers(GatewayId(1), ans(id, 100, LAST, fh(99), &more))
             .unwrap();
         assert_eq!((step.taken, step.done), (100, true));
         // It ended short of the stop: asked again after a tip.
-        assert_eq!(s.next_request(1), None);
+        assert_eq!(s.next_request(GatewayId(1)), None);
         s.unblock();
         // Past the stop asked for: refused.
-        let (id, _, _) = s.next_request(1).unwrap();
+        let (id, _, _) = s.next_request(GatewayId(1)).unwrap();
         let far: Vec<[u8; 32]> = (200..20_300).map(fh).collect();
         assert!(matches!(
-            s.on_filter_headers(1, ans(id, 200, LAST, fh(199), &far)),
+            s.on_filter_headers(GatewayId(1), ans(id, 200, LAST, fh(199), &far)),
             Err(FilterSyncError::PastStop { .. })
         ));
     }
@@ -457,17 +458,17 @@ mod tests {
     fn an_answer_short_of_its_stop_waits_for_a_tip() {
         let mut s = FilterSync::new(None, 0);
         s.mark(100, hash(100));
-        let (id, _, _) = s.next_request(0).unwrap();
+        let (id, _, _) = s.next_request(GatewayId(0)).unwrap();
         let headers: Vec<[u8; 32]> = (0..50).map(fh).collect();
-        s.on_filter_headers(0, ans(id, 0, LAST, [0; 32], &headers))
+        s.on_filter_headers(GatewayId(0), ans(id, 0, LAST, [0; 32], &headers))
             .unwrap();
         assert_eq!(
-            s.next_request(0),
+            s.next_request(GatewayId(0)),
             None,
             "the gateway lags: not asked again at once"
         );
         s.unblock();
-        let (_, start, _) = s.next_request(0).unwrap();
+        let (_, start, _) = s.next_request(GatewayId(0)).unwrap();
         assert_eq!(start, 50);
     }
 
@@ -475,26 +476,26 @@ mod tests {
     fn a_reorg_drops_filter_headers_and_marks_above_the_fork() {
         let mut s = FilterSync::new(Some((999, fh(999))), 0);
         s.mark(3000, hash(3000));
-        let (id, start, _) = s.next_request(0).unwrap();
+        let (id, start, _) = s.next_request(GatewayId(0)).unwrap();
         assert_eq!(start, 1000);
         let headers: Vec<[u8; 32]> = (1000..=3000).map(fh).collect();
-        s.on_filter_headers(0, ans(id, 1000, LAST, fh(999), &headers))
+        s.on_filter_headers(GatewayId(0), ans(id, 1000, LAST, fh(999), &headers))
             .unwrap();
         assert_eq!(s.height(), Some(3000));
         s.mark(3500, hash(3500));
         assert_eq!(s.reorg(2500), None);
         assert_eq!((s.next(), s.height()), (2501, Some(2500)));
         assert_eq!(
-            s.next_request(0),
+            s.next_request(GatewayId(0)),
             None,
             "the mark at 3,500 was on the old branch"
         );
         s.mark(2600, hash(2600));
-        let (id, start, stop) = s.next_request(0).unwrap();
+        let (id, start, stop) = s.next_request(GatewayId(0)).unwrap();
         assert_eq!((start, stop), (2501, hash(2600)));
         // The next answer must chain from the header kept at 2,500.
         let step = s
-            .on_filter_headers(0, ans(id, 2501, LAST, fh(2500), &[fh(2501)]))
+            .on_filter_headers(GatewayId(0), ans(id, 2501, LAST, fh(2500), &[fh(2501)]))
             .unwrap();
         assert_eq!(step.taken, 1);
         // Deeper than what is kept: the filter header before the fork is not known; the

@@ -21,9 +21,9 @@ pub mod driver;
 pub mod engine;
 pub mod events;
 pub mod filters;
+pub mod ids;
 pub mod pipeline;
 pub mod reason;
-pub mod request;
 pub mod scan;
 #[cfg(test)]
 mod scenarios;

@@ -12,7 +12,7 @@
 //! filter headers are cross-checked across gateways, the lie of the gateway the headers
 //! came from: see docs/PROTOCOL.md). Filters are not kept.
 
-use crate::request::{Ids, Task};
+use crate::ids::{GatewayId, GivenUp, Ids, TaskId};
 use std::collections::VecDeque;
 
 use lightwire_chain::BlockHash;
@@ -87,7 +87,7 @@ pub enum ScanChange {
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 struct Request {
     id: u32,
-    gateway: usize,
+    gateway: GatewayId,
     end: u32,
 }
 
@@ -145,7 +145,7 @@ impl Scan {
             next_request: from,
             buf: Vec::new(),
             filter_len: None,
-            ids: Ids::new(Task::Scan),
+            ids: Ids::new(TaskId::Scan),
             filters: 0,
             bytes: 0,
             reported_tip: false,
@@ -343,7 +343,11 @@ impl Scan {
     /// The next request, if one is due: id, first height and the last block's hash.
     /// `gateway` is where it goes, for filters up to `limit` at most; requests in flight
     /// all go to one gateway (see [`Self::asked`]).
-    pub fn next_request(&mut self, gateway: usize, limit: u32) -> Option<(u32, u32, BlockHash)> {
+    pub fn next_request(
+        &mut self,
+        gateway: GatewayId,
+        limit: u32,
+    ) -> Option<(u32, u32, BlockHash)> {
         if self.requests.len() >= SCAN_IN_FLIGHT
             || self.next_request >= self.window_end()
             || self.next_request > limit
@@ -363,20 +367,20 @@ impl Scan {
     }
 
     /// The gateway requests are in flight to, and the oldest one's id.
-    pub fn asked(&self) -> Option<(usize, u32)> {
+    pub fn asked(&self) -> Option<GivenUp> {
         self.requests.front().map(|r| (r.gateway, r.id))
     }
 
     /// Every request in flight is given up (its gateway dropped, or its answer broke a
     /// rule): their ids, to ignore what still arrives; the filters are asked again.
-    pub fn abandon(&mut self) -> impl Iterator<Item = (usize, u32)> + '_ {
+    pub fn abandon(&mut self) -> impl Iterator<Item = GivenUp> + '_ {
         self.filter_len = None;
         self.next_request = self.next;
         self.requests.drain(..).map(|r| (r.gateway, r.id))
     }
 
     /// Whether `id` from `gateway` is a request in flight.
-    pub fn is_in_flight(&self, gateway: usize, id: u32) -> bool {
+    pub fn is_in_flight(&self, gateway: GatewayId, id: u32) -> bool {
         self.requests
             .iter()
             .any(|r| r.gateway == gateway && r.id == id)
@@ -486,7 +490,7 @@ impl Scan {
         &mut self,
         fork: u32,
         mut change: impl FnMut(ScanChange),
-    ) -> impl Iterator<Item = (usize, u32)> + '_ {
+    ) -> impl Iterator<Item = GivenUp> + '_ {
         while let Some(&(height, hash)) = self.matches.last().filter(|(h, _)| *h > fork) {
             self.matches.pop();
             change(ScanChange::Withdrawn { height, hash });
@@ -509,7 +513,7 @@ impl Scan {
             self.start = self.next;
         }
         let touched = self.requests.back().is_some_and(|r| r.end > fork);
-        let given_up: Vec<(usize, u32)> = if touched {
+        let given_up: Vec<GivenUp> = if touched {
             self.abandon().collect()
         } else {
             Vec::new()
@@ -599,7 +603,7 @@ mod tests {
             s.on_data(a, &hashes, &headers[a as usize..=b as usize + 1]);
         }
         let mut out = Vec::new();
-        while let Some((id, start, stop)) = s.next_request(0, u32::MAX) {
+        while let Some((id, start, stop)) = s.next_request(GatewayId(0), u32::MAX) {
             let end = u32::from_le_bytes(stop.0[..4].try_into().unwrap());
             out.push((id, start, end));
         }
@@ -616,7 +620,7 @@ mod tests {
             r.iter().map(|x| (x.1, x.2)).collect::<Vec<_>>(),
             [(0, 999), (1000, 1999)]
         );
-        assert!(crate::request::is_task(r[0].0, Task::Scan));
+        assert!(crate::ids::is_task(r[0].0, TaskId::Scan));
         // An answer to the second before the first ended: refused.
         let (_, e) = feed(&mut s, &answer(r[1].0, &filters, 1000, 1999, 65_535));
         assert!(matches!(e, Err(ScanError::OutOfOrder { .. })));

@@ -11,6 +11,7 @@ use lightwire_chain::{BlockHash, WINDOW_LEN};
 use lightwire_store::HeaderStore;
 
 use crate::engine::Engine;
+use crate::ids::GatewayId;
 use crate::pipeline::ancestors;
 use lightwire_proto::Served;
 
@@ -198,7 +199,7 @@ fn verdicts(events: &[Event]) -> Vec<(usize, Verdict)> {
     events
         .iter()
         .filter_map(|e| match e {
-            Event::FilterDispute { gateway, verdict } => Some((*gateway, *verdict)),
+            Event::FilterDispute { gateway, verdict } => Some((gateway.index(), *verdict)),
             _ => None,
         })
         .collect()
@@ -208,7 +209,7 @@ fn rejected(events: &[Event]) -> Vec<(usize, &'static str)> {
     events
         .iter()
         .filter_map(|e| match e {
-            Event::Rejected { gateway, reason } => Some((*gateway, reason.code())),
+            Event::Rejected { gateway, reason } => Some((gateway.index(), reason.code())),
             _ => None,
         })
         .collect()
@@ -228,10 +229,13 @@ fn a_gateway_serving_a_filter_without_an_output_is_caught_by_the_block() {
     // Filter headers come from the gateway headers do not (the liar here): ours are
     // found wrong when the honest one is probed.
     assert!(
-        net.host
-            .events
-            .iter()
-            .any(|e| matches!(e, Event::FilterConflict { gateway: 0, .. })),
+        net.host.events.iter().any(|e| matches!(
+            e,
+            Event::FilterConflict {
+                gateway: GatewayId(0),
+                ..
+            }
+        )),
         "{:?}",
         net.host.events
     );
@@ -504,7 +508,7 @@ fn a_broadcast_reaches_every_relaying_gateway() {
             _ => None,
         })
         .collect();
-    assert_eq!(done, [(id, txid, vec![0, 1], vec![])]);
+    assert_eq!(done, [(id, txid, vec![GatewayId(0), GatewayId(1)], vec![])]);
     for g in [0, 1] {
         let gw = net.host.gateways[g].as_ref().unwrap();
         assert_eq!(*gw.chain.relayed.lock().unwrap(), [tx.clone()]);
@@ -696,7 +700,7 @@ fn below_the_minimum_chain_work_nothing_is_synced_but_everything_is_stored() {
     // ...but not reported synced, and the gateway not "synced" either.
     assert!(!net.host.engine.is_synced());
     assert_eq!(
-        net.host.engine.state(0),
+        net.host.engine.state(GatewayId(0)),
         crate::engine::GatewayState::Syncing
     );
     // Enough work: synced.

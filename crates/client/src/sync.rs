@@ -2,7 +2,7 @@
 //! gathering of validated headers into store commits. The engine moves the requests and
 //! answers through a `lightwire_proto::Initiator` and the commits into a `HeaderStore`.
 
-use crate::request::{Ids, Task};
+use crate::ids::{Ids, TaskId};
 use lightwire_chain::{BlockHash, Chain, ConnectError, Entry, Header, Outcome, Work};
 use lightwire_proto::decode_headers;
 use lightwire_store::{Batch, Durability, Pending, Tip};
@@ -120,7 +120,7 @@ impl Syncer {
             continue_from: None,
             deep: Vec::with_capacity(DEEP_MAX),
             base: (0, chain_genesis),
-            ids: Ids::new(Task::Headers),
+            ids: Ids::new(TaskId::Headers),
             batch: Vec::with_capacity(lightwire_chain::MAX_BATCH),
             request_size: DEFAULT_REQUEST,
             commit_every: DEFAULT_COMMIT_EVERY,

@@ -18,6 +18,7 @@ use lightwire_store::{Batch, HeaderStore, MemoryStore, RecordKey, StoreError, Ti
 
 use crate::driver::{self, Host};
 use crate::engine::{Action, Engine, Event};
+use crate::ids::GatewayId;
 use crate::pipeline::{self, Committed, Pipeline};
 
 /// Unix time of the tests (after every generated header, before their two-hour limit).
@@ -155,15 +156,15 @@ pub struct TestHost<S> {
 /// An input of the tests' host.
 pub enum TestInput {
     /// A WebSocket message from a gateway.
-    Message(usize, Vec<u8>),
+    Message(GatewayId, Vec<u8>),
     /// A gateway hung up.
-    Closed(usize),
+    Closed(GatewayId),
 }
 
 impl<S> TestHost<S> {
-    fn disconnect(&mut self, g: usize) {
-        if let Some(gw) = self.gateways[g].take() {
-            self.chains[g] = Some(gw.chain);
+    fn disconnect(&mut self, g: GatewayId) {
+        if let Some(gw) = self.gateways[g.index()].take() {
+            self.chains[g.index()] = Some(gw.chain);
         }
     }
 }
@@ -189,21 +190,27 @@ impl<S: HeaderStore> Host for TestHost<S> {
             match action {
                 Action::Connect { gateway: g } => {
                     engine.connecting(g, h.now);
-                    let chain = h.chains[g].take().expect("not connected");
-                    let end =
-                        Gateway::new(h.now, key(0x40 + g as u8), chain, BufferMode::Pooled, 2);
-                    h.gateways[g] = Some(end);
+                    let chain = h.chains[g.index()].take().expect("not connected");
+                    let end = Gateway::new(
+                        h.now,
+                        key(0x40 + g.index() as u8),
+                        chain,
+                        BufferMode::Pooled,
+                        2,
+                    );
+                    h.gateways[g.index()] = Some(end);
                     engine.opened(g, key(2), h.now);
                 }
                 Action::Close { gateway: g } => {
-                    if let Some(gw) = h.gateways[g].take() {
-                        h.chains[g] = Some(gw.chain);
+                    if let Some(gw) = h.gateways[g.index()].take() {
+                        h.chains[g.index()] = Some(gw.chain);
                     }
                 }
             }
         }
-        for g in 0..h.gateways.len() {
-            if let (Some(gw), Some(out)) = (h.gateways[g].as_mut(), engine.poll_transmit(g)) {
+        for g in (0..h.gateways.len()).map(GatewayId) {
+            if let (Some(gw), Some(out)) = (h.gateways[g.index()].as_mut(), engine.poll_transmit(g))
+            {
                 gw.send(out);
                 engine.sent(g);
             }
@@ -215,8 +222,8 @@ impl<S: HeaderStore> Host for TestHost<S> {
         let h = self;
         while h.queue.is_empty() {
             let mut moved = false;
-            for g in 0..h.gateways.len() {
-                let Some(gw) = h.gateways[g].as_mut() else {
+            for g in (0..h.gateways.len()).map(GatewayId) {
+                let Some(gw) = h.gateways[g.index()].as_mut() else {
                     continue;
                 };
                 let queue = &mut h.queue;

@@ -31,7 +31,7 @@ use lightwire_wallet::watch::{DEFAULT_GAP, DEFAULT_LOOKAHEAD};
 use lightwire_wallet::{AddressError, Descriptor, DescriptorError, Ledger, WalletTx, Watchlist};
 use lightwire_wire::{BlockPiece, MAX_BLOCK_LEN};
 
-use crate::request::{Ids, Task};
+use crate::ids::{GatewayId, GivenUp, Ids, TaskId};
 
 /// A block answer that breaks a rule (the gateway is marked bad).
 #[derive(Clone, Copy, PartialEq, Eq, Debug, thiserror::Error)]
@@ -135,7 +135,7 @@ pub enum Again {
 
 #[derive(Debug)]
 struct Fetch {
-    gateway: usize,
+    gateway: GatewayId,
     id: u32,
     height: u32,
     hash: BlockHash,
@@ -159,7 +159,7 @@ pub struct WalletSync {
     fetch: Option<Fetch>,
     buf: Vec<u8>,
     /// Gateways that failed the block at the front of the queue.
-    tried: Vec<usize>,
+    tried: Vec<GatewayId>,
     ids: Ids,
     /// Applied since the state was last saved.
     pub dirty: bool,
@@ -179,7 +179,7 @@ impl WalletSync {
             fetch: None,
             buf: Vec::new(),
             tried: Vec::new(),
-            ids: Ids::new(Task::Wallet),
+            ids: Ids::new(TaskId::Wallet),
             dirty: false,
         }
     }
@@ -303,7 +303,7 @@ impl WalletSync {
 
     /// The scan matched block `hash` at `height`: it is fetched and applied. Returns the
     /// request given up, if one was (a block below the one in flight must come first).
-    pub fn matched(&mut self, height: u32, hash: BlockHash) -> Option<(usize, u32)> {
+    pub fn matched(&mut self, height: u32, hash: BlockHash) -> Option<GivenUp> {
         if self.ledger.tip().is_some_and(|t| height <= t) {
             return None;
         }
@@ -329,8 +329,8 @@ impl WalletSync {
     /// chooses among the gateways (it is told which failed this block already).
     pub fn next_fetch(
         &mut self,
-        pick: impl FnOnce(&[usize]) -> Option<usize>,
-    ) -> Option<(usize, u32, BlockHash)> {
+        pick: impl FnOnce(&[GatewayId]) -> Option<GatewayId>,
+    ) -> Option<(GatewayId, u32, BlockHash)> {
         if self.fetch.is_some() {
             return None;
         }
@@ -349,7 +349,7 @@ impl WalletSync {
     }
 
     /// The gateway a block request is in flight to, and its id.
-    pub fn asked(&self) -> Option<(usize, u32)> {
+    pub fn asked(&self) -> Option<GivenUp> {
         self.fetch.as_ref().map(|f| (f.gateway, f.id))
     }
 
@@ -465,7 +465,7 @@ impl WalletSync {
 
     /// The scan starts again from the wallet's start: what was found is withdrawn (the
     /// scan finds it again), and every script derived is matched from there.
-    pub fn restart(&mut self) -> (Vec<WalletChange>, Option<(usize, u32)>) {
+    pub fn restart(&mut self) -> (Vec<WalletChange>, Option<GivenUp>) {
         self.watch.cover_all();
         self.early.clear();
         self.dirty = true;
@@ -473,7 +473,7 @@ impl WalletSync {
     }
 
     /// The gateway `g` is gone: a block asked of it is asked again (of another first).
-    pub fn gateway_gone(&mut self, g: usize) {
+    pub fn gateway_gone(&mut self, g: GatewayId) {
         if self.fetch.as_ref().is_some_and(|f| f.gateway == g) {
             self.fetch = None;
         }
@@ -481,14 +481,14 @@ impl WalletSync {
     }
 
     /// A gateway that failed a block is gone for good (marked bad): others are tried.
-    pub fn abandon_fetch(&mut self) -> Option<(usize, u32)> {
+    pub fn abandon_fetch(&mut self) -> Option<GivenUp> {
         self.fetch.take().map(|f| (f.gateway, f.id))
     }
 
     /// The best chain switched branches at `fork`: what was found above it is withdrawn,
     /// and blocks matched above it are not fetched (the scan matches the new branch).
     /// Returns the changes and the request given up, if one was.
-    pub fn reorg(&mut self, fork: u32) -> (Vec<WalletChange>, Option<(usize, u32)>) {
+    pub fn reorg(&mut self, fork: u32) -> (Vec<WalletChange>, Option<GivenUp>) {
         match fork.checked_add(1) {
             Some(first) => self.withdraw_from(first),
             None => (Vec::new(), None),
@@ -497,7 +497,7 @@ impl WalletSync {
 
     /// What blocks from `first` on did is withdrawn, and they are not fetched until
     /// matched again. Returns the changes and the request given up, if one was.
-    pub fn withdraw_from(&mut self, first: u32) -> (Vec<WalletChange>, Option<(usize, u32)>) {
+    pub fn withdraw_from(&mut self, first: u32) -> (Vec<WalletChange>, Option<GivenUp>) {
         let withdrawn: Vec<WalletChange> = self
             .ledger
             .transactions()
@@ -687,7 +687,9 @@ mod tests {
 
     /// The block fetched whole: what the wallet made of it.
     fn send(w: &mut WalletSync, block: &[u8]) -> Result<Option<Applied>, WalletError> {
-        let (_, id, _) = w.next_fetch(|_| Some(0)).expect("a block to fetch");
+        let (_, id, _) = w
+            .next_fetch(|_| Some(GatewayId(0)))
+            .expect("a block to fetch");
         let piece = BlockPiece {
             id,
             last: true,

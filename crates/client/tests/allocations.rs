@@ -8,6 +8,7 @@
 use core::future::Future;
 use core::pin::pin;
 use core::task::{Context, Poll, Waker};
+use lightwire::ids::GatewayId;
 use std::collections::VecDeque;
 
 use lightwire::driver::{self, Host};
@@ -71,15 +72,18 @@ impl Host for Counting {
         self.engine.schedule();
         while let Some(action) = self.engine.poll_action() {
             if let Action::Connect { .. } = action {
-                self.engine.connecting(0, NOW);
+                self.engine.connecting(GatewayId(0), NOW);
                 let chain = self.chain.take().expect("one connection");
                 self.gateway = Some(Gateway::new(NOW, key(0x40), chain, BufferMode::Pooled, 2));
-                self.engine.opened(0, key(2), NOW);
+                self.engine.opened(GatewayId(0), key(2), NOW);
             }
         }
-        if let (Some(gw), Some(out)) = (self.gateway.as_mut(), self.engine.poll_transmit(0)) {
+        if let (Some(gw), Some(out)) = (
+            self.gateway.as_mut(),
+            self.engine.poll_transmit(GatewayId(0)),
+        ) {
             gw.send(out);
-            self.engine.sent(0);
+            self.engine.sent(GatewayId(0));
         }
         while self.engine.poll_event().is_some() {}
     }
@@ -97,7 +101,7 @@ impl Host for Counting {
 
     fn handle(&mut self, input: Vec<u8>) -> Option<Self::Call> {
         let before = snapshot();
-        self.engine.receive(0, &input, NOW);
+        self.engine.receive(GatewayId(0), &input, NOW);
         if self.stored >= self.warm {
             let d = snapshot().since(&before);
             self.messages += 1;

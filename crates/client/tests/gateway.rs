@@ -4,6 +4,7 @@
 //! the refusals (wrong network, wrong key).
 #![cfg(not(target_arch = "wasm32"))]
 
+use lightwire::ids::GatewayId;
 use std::net::SocketAddr;
 
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -177,9 +178,9 @@ impl Host for TcpHost {
                 _ => {}
             }
         }
-        if let Some(bytes) = self.engine.poll_transmit(0) {
+        if let Some(bytes) = self.engine.poll_transmit(GatewayId(0)) {
             self.outbox.push(bytes.to_vec());
-            self.engine.sent(0);
+            self.engine.sent(GatewayId(0));
         }
     }
 
@@ -188,9 +189,9 @@ impl Host for TcpHost {
             return None;
         }
         if core::mem::take(&mut self.connect) {
-            self.engine.connecting(0, now());
+            self.engine.connecting(GatewayId(0), now());
             self.socket = Some(Socket::open(self.addr).await);
-            self.engine.opened(0, key(0x66), now());
+            self.engine.opened(GatewayId(0), key(0x66), now());
             return Some(TcpInput::Opened);
         }
         let socket = self.socket.as_mut()?;
@@ -217,8 +218,10 @@ impl Host for TcpHost {
     fn handle(&mut self, input: TcpInput) -> Option<Self::Call> {
         match input {
             TcpInput::Opened => {}
-            TcpInput::Message(m) => self.engine.receive(0, &m, now()),
-            TcpInput::Closed => self.engine.closed(0, TransportError::Closed, now()),
+            TcpInput::Message(m) => self.engine.receive(GatewayId(0), &m, now()),
+            TcpInput::Closed => self
+                .engine
+                .closed(GatewayId(0), TransportError::Closed, now()),
         }
         None
     }

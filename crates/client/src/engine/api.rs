@@ -6,7 +6,7 @@ use lightwire_chain::{BlockHash, Entry};
 use lightwire_proto::Millis;
 use lightwire_store::{Durability, Pending};
 
-use super::{Action, Counters, Engine, Event, GatewayState, relay::BroadcastError};
+use super::{Action, Counters, Engine, Event, GatewayId, GatewayState, relay::BroadcastError};
 use crate::filters::FilterSync;
 use crate::scan::Scan;
 use crate::sync::Syncer;
@@ -103,7 +103,7 @@ impl Engine {
         self.scan.scan = Some(scan);
         self.ctx
             .timers
-            .touch(crate::request::Task::Scan, self.ctx.now);
+            .touch(crate::ids::TaskId::Scan, self.ctx.now);
     }
 
     /// The scan's state to save, when it moved enough since it was last saved.
@@ -175,7 +175,10 @@ impl Engine {
 
     /// Send signed transaction `tx` to every connected gateway that relays; returns the
     /// request's id and the txid. [`Event::Broadcast`] follows with what they did.
-    pub fn broadcast(&mut self, tx: &[u8]) -> Result<(u32, [u8; 32]), BroadcastError> {
+    pub fn broadcast(
+        &mut self,
+        tx: &[u8],
+    ) -> Result<(u32, lightwire_primitives::Txid), BroadcastError> {
         self.relay.broadcast(&mut self.ctx, &mut self.conns, tx)
     }
 
@@ -189,7 +192,7 @@ impl Engine {
         let c = &mut self.ctx;
         c.now = now;
         c.stopped = true;
-        for g in 0..c.gateways.len() {
+        for g in c.gateways.ids() {
             if self.conns[g].take().is_some() || c.gateways[g].state == GatewayState::Connecting {
                 c.actions.push_back(Action::Close { gateway: g });
             }
@@ -271,12 +274,12 @@ impl Engine {
     }
 
     /// Gateway `g`'s WebSocket URL.
-    pub fn url(&self, g: usize) -> &str {
+    pub fn url(&self, g: GatewayId) -> &str {
         &self.ctx.gateways[g].connect.url
     }
 
     /// Gateway `g`'s state.
-    pub fn state(&self, g: usize) -> GatewayState {
+    pub fn state(&self, g: GatewayId) -> GatewayState {
         self.ctx.gateways[g].state
     }
 }

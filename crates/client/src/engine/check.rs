@@ -12,8 +12,8 @@ use super::event::Event;
 use super::gateway::FilterTrust;
 use crate::dispute::{Ask, Dispute, DisputeError, Outcome, Verdict};
 use crate::filters::{FilterAnswer, FilterSync};
+use crate::ids::{GatewayId, Ids, TaskId};
 use crate::reason::DropReason;
-use crate::request::{Ids, Task};
 
 /// A probe in flight: its id, the height asked and our filter header there.
 #[derive(Clone, Copy, Debug)]
@@ -32,7 +32,7 @@ pub struct Check {
     /// The dispute under way, and the conflicts waiting for one (gateway, height, its
     /// filter header there).
     dispute: Option<Dispute>,
-    disputes: VecDeque<(usize, u32, [u8; 32])>,
+    disputes: VecDeque<(GatewayId, u32, [u8; 32])>,
     ids: Ids,
 }
 
@@ -43,7 +43,7 @@ impl Check {
             probes: vec![None; gateways],
             dispute: None,
             disputes: VecDeque::new(),
-            ids: Ids::new(Task::Check),
+            ids: Ids::new(TaskId::Check),
         }
     }
 
@@ -67,10 +67,10 @@ impl Check {
         if let Some((t, hash)) = filters.reached()
             && let Some(ours) = filters.header_at(t)
         {
-            for g in 0..ctx.gateways.len() {
+            for g in ctx.gateways.ids() {
                 let gw = &ctx.gateways[g];
                 if !gw.filters_usable()
-                    || self.probes[g].is_some()
+                    || self.probes[g.index()].is_some()
                     || matches!(gw.trust, FilterTrust::Lagging(_))
                     || gw.trust.agreed().is_some_and(|a| a >= t)
                     || filters.asked() == Some(g)
@@ -83,9 +83,9 @@ impl Check {
                 let id = self.ids.next_id();
                 if conn.request_filter_headers(id, t, hash).is_ok() {
                     if self.probes.iter().all(Option::is_none) {
-                        ctx.timers.touch(Task::Check, ctx.now);
+                        ctx.timers.touch(TaskId::Check, ctx.now);
                     }
-                    self.probes[g] = Some(Probe {
+                    self.probes[g.index()] = Some(Probe {
                         id,
                         height: t,
                         ours,
@@ -108,7 +108,9 @@ impl Check {
             let height = d.height();
             let against = d.against;
             // A gateway on our side: it agrees with us at or above the disputed height.
-            let ours = (0..ctx.gateways.len())
+            let ours = ctx
+                .gateways
+                .ids()
                 .find(|&g| g != against && ctx.gateways[g].agrees_at(height));
             let (g, ask) = match d.next_ask(ours) {
                 Ok(Some(next)) => next,
@@ -127,7 +129,7 @@ impl Check {
                 d.no_block_from(g);
                 continue;
             }
-            ctx.timers.touch(Task::Check, ctx.now);
+            ctx.timers.touch(TaskId::Check, ctx.now);
             if let Err(e) = send(conn, ask) {
                 return Err((g, e));
             }
@@ -136,7 +138,7 @@ impl Check {
 
     /// Gateway `g`'s filter headers differ from ours at `height` (it says `theirs`): it
     /// is not used for filters, the application hears of it, and a dispute settles it.
-    pub fn conflict(&mut self, ctx: &mut Ctx, g: usize, height: u32, theirs: [u8; 32]) {
+    pub fn conflict(&mut self, ctx: &mut Ctx, g: GatewayId, height: u32, theirs: [u8; 32]) {
         let gw = &mut ctx.gateways[g];
         if gw.trust.is_conflict() {
             return;
@@ -153,10 +155,10 @@ impl Check {
                 // A range of its own, so that a late answer to an earlier dispute is not
                 // taken for this one's.
                 let seq = self.ids.seq().wrapping_add(1 << 20);
-                self.ids = Ids::starting_at(Task::Check, seq);
+                self.ids = Ids::starting_at(TaskId::Check, seq);
                 let ids = self.ids.clone();
                 self.dispute = Some(Dispute::new(g, height, theirs, ctx.filter_base, ids));
-                ctx.timers.touch(Task::Check, ctx.now);
+                ctx.timers.touch(TaskId::Check, ctx.now);
                 return;
             }
         }
@@ -166,10 +168,10 @@ impl Check {
     pub fn on_headers(
         &mut self,
         ctx: &mut Ctx,
-        g: usize,
+        g: GatewayId,
         a: FilterAnswer<'_>,
     ) -> Result<(), DropReason> {
-        if let Some(p) = self.probes[g].filter(|p| p.id == a.id) {
+        if let Some(p) = self.probes[g.index()].filter(|p| p.id == a.id) {
             return self.on_probe(ctx, g, p, a);
         }
         match self.dispute.as_mut().filter(|d| d.is_asked(g, a.id)) {
@@ -184,7 +186,7 @@ impl Check {
     fn on_probe(
         &mut self,
         ctx: &mut Ctx,
-        g: usize,
+        g: GatewayId,
         mut p: Probe,
         a: FilterAnswer<'_>,
     ) -> Result<(), DropReason> {
@@ -196,12 +198,12 @@ impl Check {
             }
             p.theirs = Some(last);
         }
-        ctx.timers.touch(Task::Check, ctx.now);
+        ctx.timers.touch(TaskId::Check, ctx.now);
         if !a.flags.last {
-            self.probes[g] = Some(p);
+            self.probes[g.index()] = Some(p);
             return Ok(());
         }
-        self.probes[g] = None;
+        self.probes[g.index()] = None;
         match p.theirs {
             // It has not these filter headers yet: asked again after its next tip.
             None => ctx.gateways[g].trust.lag(),
@@ -215,7 +217,7 @@ impl Check {
     pub fn on_checkpoints(
         &mut self,
         ctx: &mut Ctx,
-        g: usize,
+        g: GatewayId,
         m: &FilterCheckpoints<'_>,
     ) -> Result<(), DropReason> {
         match self.dispute.as_mut().filter(|d| d.is_asked(g, m.id)) {
@@ -231,7 +233,7 @@ impl Check {
     pub fn on_filters(
         &mut self,
         ctx: &mut Ctx,
-        g: usize,
+        g: GatewayId,
         m: &Filters<'_>,
     ) -> Result<(), DropReason> {
         match self.dispute.as_mut().filter(|d| d.is_asked(g, m.id)) {
@@ -247,7 +249,7 @@ impl Check {
     pub fn on_block(
         &mut self,
         ctx: &mut Ctx,
-        g: usize,
+        g: GatewayId,
         p: &BlockPiece<'_>,
     ) -> Result<(), DropReason> {
         match self.dispute.as_mut().filter(|d| d.is_asked(g, p.id)) {
@@ -276,8 +278,8 @@ impl Check {
 
     /// What an answer did to the dispute. `g` is the gateway whose message it was: an
     /// error returned drops it; another gateway found bad is dropped by the engine after.
-    fn outcome(&mut self, ctx: &mut Ctx, g: usize, outcome: Outcome) -> Result<(), DropReason> {
-        ctx.timers.touch(Task::Check, ctx.now);
+    fn outcome(&mut self, ctx: &mut Ctx, g: GatewayId, outcome: Outcome) -> Result<(), DropReason> {
+        ctx.timers.touch(TaskId::Check, ctx.now);
         let (bad, e) = match outcome {
             Outcome::Going => return Ok(()),
             Outcome::Over(verdict) => {
@@ -323,7 +325,7 @@ impl Check {
             ctx.stored_filters = ctx.stored_filters.map(|s| s.min(height - 1));
             ctx.effects
                 .push_back(Effect::OursWrong { height, prev, hash });
-            for g in 0..ctx.gateways.len() {
+            for g in ctx.gateways.ids() {
                 let gw = &ctx.gateways[g];
                 if g != against && gw.trust.agreed().is_some_and(|a| a >= height) {
                     let why = DropReason::Dispute(DisputeError::FilterLacksOutput { height });
@@ -344,8 +346,8 @@ impl Check {
     }
 
     /// Gateway `g` is gone: its probe and its part in a dispute.
-    pub fn gateway_gone(&mut self, ctx: &mut Ctx, g: usize) {
-        self.probes[g] = None;
+    pub fn gateway_gone(&mut self, ctx: &mut Ctx, g: GatewayId) {
+        self.probes[g.index()] = None;
         self.disputes.retain(|&(x, _, _)| x != g);
         if let Some(v) = self.dispute.as_mut().and_then(|d| d.gateway_gone(g)) {
             self.finish(ctx, v);
@@ -353,9 +355,10 @@ impl Check {
     }
 
     /// The gateways the cross-check waits on (to drop when it times out).
-    pub fn waiting_on(&self) -> Vec<usize> {
-        let mut out: Vec<usize> = (0..self.probes.len())
+    pub fn waiting_on(&self) -> Vec<GatewayId> {
+        let mut out: Vec<GatewayId> = (0..self.probes.len())
             .filter(|&g| self.probes[g].is_some())
+            .map(GatewayId)
             .collect();
         if let Some(d) = &self.dispute {
             out.extend(d.asked_gateways());
@@ -372,7 +375,7 @@ impl Check {
                 .dispute
                 .as_ref()
                 .is_some_and(|d| !d.asked_gateways().is_empty());
-        ctx.timers.deadline(Task::Check, waiting)
+        ctx.timers.deadline(TaskId::Check, waiting)
     }
 }
 

@@ -13,25 +13,23 @@ use lightwire_proto::{Initiator, Millis};
 use lightwire_store::Tip;
 
 use super::event::{Action, Counters, Event};
-use super::gateway::{Gateway, GatewayState, Rng, backoff};
+use super::gateway::{GatewayState, Gateways, Rng, backoff};
+use crate::ids::{GatewayId, GivenUp, TaskId};
 use crate::reason::DropReason;
-use crate::request::Task;
 use crate::sync::SyncError;
 
 /// Drop a gateway whose answer to a request makes no progress for this long (it may
 /// still answer pings).
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// Each gateway's connection, while it has one. Kept apart from [`Ctx`], so that an event
-/// borrowed from a connection's buffer can be handled by the tasks.
-pub type Conns = Vec<Option<Initiator>>;
+pub use super::gateway::Conns;
 
 /// A gateway whose connection refused a request (it is dropped as broken).
-pub type Broke = (usize, lightwire_proto::PeerError);
+pub type Broke = (GatewayId, lightwire_proto::PeerError);
 
 /// The connection to gateway `g`, if it is ready for requests.
-pub fn ready(conns: &mut Conns, g: usize) -> Option<&mut Initiator> {
-    conns.get_mut(g)?.as_mut().filter(|c| c.is_ready())
+pub fn ready(conns: &mut Conns, g: GatewayId) -> Option<&mut Initiator> {
+    conns[g].as_mut().filter(|c| c.is_ready())
 }
 
 /// What one task tells the others, carried by the engine after the input that caused it.
@@ -56,7 +54,7 @@ pub enum Effect {
     /// A gateway's filter header at `height` is not ours (it says `theirs`).
     Conflict {
         /// The gateway.
-        gateway: usize,
+        gateway: GatewayId,
         /// The height.
         height: u32,
         /// Its filter header there.
@@ -86,24 +84,24 @@ pub enum Effect {
 /// quinn-proto's `TimerTable`.
 #[derive(Clone, Debug)]
 pub struct Timers {
-    heard: [Millis; Task::ALL.len()],
+    heard: [Millis; TaskId::ALL.len()],
 }
 
 impl Timers {
     /// Every timer heard at `now`.
     pub fn new(now: Millis) -> Timers {
         Timers {
-            heard: [now; Task::ALL.len()],
+            heard: [now; TaskId::ALL.len()],
         }
     }
 
     /// `task`'s requests were sent, or brought something, at `now`.
-    pub fn touch(&mut self, task: Task, now: Millis) {
+    pub fn touch(&mut self, task: TaskId, now: Millis) {
         self.heard[task.index()] = now;
     }
 
     /// When `task`'s wait runs out, if it waits.
-    pub fn deadline(&self, task: Task, waiting: bool) -> Option<Millis> {
+    pub fn deadline(&self, task: TaskId, waiting: bool) -> Option<Millis> {
         waiting.then(|| self.heard[task.index()] + REQUEST_TIMEOUT)
     }
 }
@@ -115,7 +113,7 @@ pub struct Ctx {
     /// The time of the latest input.
     pub now: Millis,
     /// Every gateway, as the application listed them.
-    pub gateways: Vec<Gateway>,
+    pub gateways: Gateways,
     /// For the application.
     pub events: VecDeque<Event>,
     /// For the shell.
@@ -123,7 +121,7 @@ pub struct Ctx {
     /// Between tasks.
     pub effects: VecDeque<Effect>,
     /// Gateways found bad while handling another's message: dropped by the engine next.
-    pub drops: VecDeque<(usize, DropReason)>,
+    pub drops: VecDeque<(GatewayId, DropReason)>,
     /// When each task was last heard.
     pub timers: Timers,
     /// Counters since the start.
@@ -149,14 +147,13 @@ impl Ctx {
     /// A context for `gateways` at `now`.
     pub fn new(
         params: &'static Params,
-        gateways: Vec<Gateway>,
+        gateways: Gateways,
         local_static: SecretKey,
         seed: u64,
         now: Millis,
     ) -> Ctx {
-        let n = gateways.len();
-        let mut actions = VecDeque::with_capacity(2 * n + 4);
-        actions.extend((0..n).map(|gateway| Action::Connect { gateway }));
+        let mut actions = VecDeque::with_capacity(2 * gateways.len() + 4);
+        actions.extend(gateways.ids().map(|gateway| Action::Connect { gateway }));
         Ctx {
             params,
             now,
@@ -178,7 +175,7 @@ impl Ctx {
     }
 
     /// Gateway `g` moves to `state` (the application hears of it, with `reason`).
-    pub fn set_state(&mut self, g: usize, state: GatewayState, reason: Option<DropReason>) {
+    pub fn set_state(&mut self, g: GatewayId, state: GatewayState, reason: Option<DropReason>) {
         let gw = &mut self.gateways[g];
         if gw.state == state && reason.is_none() {
             return;
@@ -192,12 +189,12 @@ impl Ctx {
     }
 
     /// Request `id` to gateway `g` was given up: the rest of its answer is let through.
-    pub fn give_up(&mut self, g: usize, id: u32) {
+    pub fn give_up(&mut self, g: GatewayId, id: u32) {
         self.gateways[g].give_up(id);
     }
 
     /// Every `(gateway, id)` given up.
-    pub fn give_up_all(&mut self, given_up: impl IntoIterator<Item = (usize, u32)>) {
+    pub fn give_up_all(&mut self, given_up: impl IntoIterator<Item = GivenUp>) {
         for (g, id) in given_up {
             self.give_up(g, id);
         }
@@ -206,7 +203,7 @@ impl Ctx {
     /// A message answering request `id`, which is not in flight to gateway `g`: the rest of
     /// an answer this gateway was asked and then given up (a better tip elsewhere, a reorg)
     /// is ignored, until its `last`; anything else was never asked for.
-    pub fn given_up_answer(&mut self, g: usize, id: u32, last: bool) -> Result<(), DropReason> {
+    pub fn given_up_answer(&mut self, g: GatewayId, id: u32, last: bool) -> Result<(), DropReason> {
         let given_up = &mut self.gateways[g].given_up;
         let Some(i) = given_up.iter().position(|x| *x == id) else {
             return Err(DropReason::Sync(SyncError::UnexpectedAnswer { id }));
@@ -219,13 +216,13 @@ impl Ctx {
 
     /// Gateway `g` (not the one whose message is being handled) broke a rule: dropped by
     /// the engine once the message is handled.
-    pub fn drop_later(&mut self, g: usize, why: DropReason) {
+    pub fn drop_later(&mut self, g: GatewayId, why: DropReason) {
         self.drops.push_back((g, why));
     }
 
     /// Gateway `g`'s connection is gone (`had_socket`: the shell must close it): what the
     /// engine knew of it while connected is forgotten.
-    pub fn disconnected(&mut self, g: usize, had_socket: bool) {
+    pub fn disconnected(&mut self, g: GatewayId, had_socket: bool) {
         let gw = &mut self.gateways[g];
         gw.tip = None;
         gw.ready = false;
@@ -239,7 +236,7 @@ impl Ctx {
 
     /// Gateway `g` was dropped for `why`: marked bad for a broken rule, else reconnected
     /// after a backoff.
-    pub fn dropped(&mut self, g: usize, why: DropReason) {
+    pub fn dropped(&mut self, g: GatewayId, why: DropReason) {
         if why.is_violation() {
             self.events.push_back(Event::Rejected {
                 gateway: g,

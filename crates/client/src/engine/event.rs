@@ -6,6 +6,7 @@ use lightwire_store::Tip;
 
 use super::gateway::GatewayState;
 use crate::dispute::Verdict;
+use crate::ids::GatewayId;
 use crate::reason::DropReason;
 use crate::wallet::WalletChange;
 
@@ -15,7 +16,7 @@ pub enum Event {
     /// A gateway's connection changed state; `reason` says why it dropped, if it did.
     Gateway {
         /// Index in the gateway list.
-        gateway: usize,
+        gateway: GatewayId,
         /// The new state.
         state: GatewayState,
         /// Why it dropped, when it did.
@@ -34,7 +35,7 @@ pub enum Event {
     /// batch were not taken.
     Rejected {
         /// Index in the gateway list.
-        gateway: usize,
+        gateway: GatewayId,
         /// The rule.
         reason: DropReason,
     },
@@ -42,14 +43,14 @@ pub enum Event {
     /// while a dispute settles which is wrong ([`Event::FilterDispute`]).
     FilterConflict {
         /// Index in the gateway list.
-        gateway: usize,
+        gateway: GatewayId,
         /// A height where its filter-header chain and ours differ.
         height: u32,
     },
     /// A dispute over filter headers with a gateway is over.
     FilterDispute {
         /// The gateway disputed.
-        gateway: usize,
+        gateway: GatewayId,
         /// How it ended.
         verdict: Verdict,
     },
@@ -82,16 +83,16 @@ pub enum Event {
         /// The request ([`Engine::broadcast`]'s).
         id: u32,
         /// The transaction.
-        txid: [u8; 32],
+        txid: lightwire_primitives::Txid,
         /// The gateways that passed it to their nodes.
-        relayed: Vec<usize>,
+        relayed: Vec<GatewayId>,
         /// Those that did not, and why.
-        refused: Vec<(usize, lightwire_wire::RelayStatus)>,
+        refused: Vec<(GatewayId, lightwire_wire::RelayStatus)>,
     },
     /// A gateway sent a `warning`.
     Warning {
         /// Index in the gateway list.
-        gateway: usize,
+        gateway: GatewayId,
         /// Its text, if printable.
         text: Option<String>,
     },
@@ -104,12 +105,12 @@ pub enum Action {
     /// [`Engine::closed`] if it fails).
     Connect {
         /// Index in the gateway list.
-        gateway: usize,
+        gateway: GatewayId,
     },
     /// Close the gateway's WebSocket (its later events are to be ignored).
     Close {
         /// Index in the gateway list.
-        gateway: usize,
+        gateway: GatewayId,
     },
 }
 

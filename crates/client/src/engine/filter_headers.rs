@@ -7,8 +7,8 @@ use lightwire_chain::BlockHash;
 
 use super::ctx::{Broke, Conns, Ctx, Effect, ready};
 use crate::filters::{FilterAnswer, FilterSync};
+use crate::ids::{GatewayId, TaskId};
 use crate::reason::DropReason;
-use crate::request::Task;
 
 /// Filter headers an answer brought and the task validated, for the next commit.
 pub struct Taken<'a> {
@@ -48,7 +48,7 @@ impl FilterHeaders {
     pub fn on_answer<'a>(
         &mut self,
         ctx: &mut Ctx,
-        g: usize,
+        g: GatewayId,
         answer: FilterAnswer<'a>,
     ) -> Result<Option<Taken<'a>>, DropReason> {
         let (id, flags, before) = (answer.id, answer.flags, answer.before);
@@ -62,7 +62,7 @@ impl FilterHeaders {
             .on_filter_headers(g, answer)
             .map_err(DropReason::Filters)?;
         if step.taken > 0 {
-            ctx.timers.touch(Task::FilterHeaders, ctx.now);
+            ctx.timers.touch(TaskId::FilterHeaders, ctx.now);
             // Its chain follows on from ours: it agrees with all we hold.
             ctx.gateways[g].trust.agree(end - 1);
         }
@@ -88,13 +88,15 @@ impl FilterHeaders {
         &mut self,
         ctx: &mut Ctx,
         conns: &mut Conns,
-        source: Option<usize>,
+        source: Option<GatewayId>,
     ) -> Result<(), Broke> {
         if !ctx.filters_on || ctx.stopped || self.sync.asked().is_some() {
             return Ok(());
         }
-        let usable = |g: usize| ctx.gateways[g].filters_usable();
-        let Some(g) = (0..ctx.gateways.len())
+        let usable = |g: GatewayId| ctx.gateways[g].filters_usable();
+        let Some(g) = ctx
+            .gateways
+            .ids()
             .find(|&g| usable(g) && Some(g) != source)
             .or(source.filter(|&g| usable(g)))
         else {
@@ -106,7 +108,7 @@ impl FilterHeaders {
         let Some((id, start, stop)) = self.sync.next_request(g) else {
             return Ok(());
         };
-        ctx.timers.touch(Task::FilterHeaders, ctx.now);
+        ctx.timers.touch(TaskId::FilterHeaders, ctx.now);
         if let Err(e) = conn.request_filter_headers(id, start, stop) {
             self.sync.abandon();
             return Err((g, e));
@@ -117,16 +119,16 @@ impl FilterHeaders {
     /// When the request in flight times out without bringing filter headers.
     pub fn deadline(&self, ctx: &Ctx) -> Option<lightwire_proto::Millis> {
         ctx.timers
-            .deadline(Task::FilterHeaders, self.sync.asked().is_some())
+            .deadline(TaskId::FilterHeaders, self.sync.asked().is_some())
     }
 
     /// The gateway the request in flight went to.
-    pub fn asked(&self) -> Option<usize> {
+    pub fn asked(&self) -> Option<GatewayId> {
         self.sync.asked()
     }
 
     /// Gateway `g` is gone: its request with it.
-    pub fn gateway_gone(&mut self, g: usize) {
+    pub fn gateway_gone(&mut self, g: GatewayId) {
         if self.sync.asked() == Some(g) {
             self.sync.abandon();
         }

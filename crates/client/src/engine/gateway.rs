@@ -2,12 +2,14 @@
 //! tip it announced, whether its filter headers are trusted, its reconnect backoff and the
 //! requests to it that were given up.
 
-use core::fmt;
+use core::ops::{Index, IndexMut};
 use core::time::Duration;
 use std::collections::VecDeque;
 
 use lightwire_chain::{BlockHash, Header, Work};
-use lightwire_proto::{ConnectString, Millis};
+use lightwire_proto::{ConnectString, Initiator, Millis};
+
+use crate::ids::GatewayId;
 
 /// Requests given up per gateway whose answers are still let through (a gateway answers in
 /// order and queues at most 8 requests; the oldest beyond this is forgotten).
@@ -16,29 +18,6 @@ pub const MAX_GIVEN_UP: usize = 16;
 pub const BACKOFF_BASE: Duration = Duration::from_millis(500);
 /// Longest reconnect delay.
 pub const BACKOFF_MAX: Duration = Duration::from_secs(30);
-
-/// A gateway: its place in the list the application gave.
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct GatewayId(pub usize);
-
-impl GatewayId {
-    /// Its index in the gateway list.
-    pub const fn index(self) -> usize {
-        self.0
-    }
-}
-
-impl fmt::Debug for GatewayId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "gateway {}", self.0)
-    }
-}
-
-impl fmt::Display for GatewayId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(self, f)
-    }
-}
 
 /// The delay before reconnect attempt `failures` (1 for the first), given a uniform
 /// `random` in [0, 1): "equal jitter", half the exponential delay fixed and half random,
@@ -259,5 +238,86 @@ impl Gateway {
             self.given_up.pop_front();
         }
         self.given_up.push_back(id);
+    }
+}
+
+/// Every gateway the application listed, by id.
+pub struct Gateways(Vec<Gateway>);
+
+impl Gateways {
+    /// One for each connect string, in the application's order.
+    pub fn new(list: Vec<ConnectString>) -> Gateways {
+        Gateways(list.into_iter().map(Gateway::new).collect())
+    }
+
+    /// How many.
+    #[allow(clippy::len_without_is_empty)] // Never empty for long: an engine has gateways.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Every id, in order.
+    pub fn ids(&self) -> impl Iterator<Item = GatewayId> + use<> {
+        (0..self.0.len()).map(GatewayId)
+    }
+
+    /// Every gateway.
+    pub fn iter(&self) -> impl Iterator<Item = &Gateway> {
+        self.0.iter()
+    }
+
+    /// Every gateway with its id.
+    pub fn with_ids(&self) -> impl Iterator<Item = (GatewayId, &Gateway)> {
+        self.0.iter().enumerate().map(|(i, g)| (GatewayId(i), g))
+    }
+
+    /// Every gateway, to change.
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = &mut Gateway> {
+        self.0.iter_mut()
+    }
+}
+
+impl Index<GatewayId> for Gateways {
+    type Output = Gateway;
+    fn index(&self, g: GatewayId) -> &Gateway {
+        &self.0[g.index()]
+    }
+}
+
+impl IndexMut<GatewayId> for Gateways {
+    fn index_mut(&mut self, g: GatewayId) -> &mut Gateway {
+        &mut self.0[g.index()]
+    }
+}
+
+/// Each gateway's connection, while it has one. Kept apart from the rest of the gateway's
+/// state, so that an event borrowed from a connection's buffer can be handled by the tasks.
+pub struct Conns(Vec<Option<Initiator>>);
+
+impl Conns {
+    /// None connected, for `n` gateways.
+    pub fn new(n: usize) -> Conns {
+        Conns((0..n).map(|_| None).collect())
+    }
+}
+
+impl Index<GatewayId> for Conns {
+    type Output = Option<Initiator>;
+    fn index(&self, g: GatewayId) -> &Option<Initiator> {
+        &self.0[g.index()]
+    }
+}
+
+impl IndexMut<GatewayId> for Conns {
+    fn index_mut(&mut self, g: GatewayId) -> &mut Option<Initiator> {
+        &mut self.0[g.index()]
+    }
+}
+
+impl<'a> IntoIterator for &'a Conns {
+    type Item = &'a Option<Initiator>;
+    type IntoIter = core::slice::Iter<'a, Option<Initiator>>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.iter()
     }
 }

@@ -15,8 +15,8 @@ use lightwire_store::{Durability, Pending, Tip};
 
 use super::ctx::{Broke, Conns, Ctx, Effect, ready};
 use super::gateway::GatewayState;
+use crate::ids::{GatewayId, TaskId};
 use crate::reason::DropReason;
-use crate::request::Task;
 use crate::sync::{Step, SyncError, Syncer};
 
 /// Mark a gateway bad after this many announced tips it did not deliver.
@@ -29,13 +29,13 @@ pub struct Headers {
     /// The network's minimum chain work: below it nothing is reported synced.
     min_work: Work,
     /// The gateway the target came from, which the next request goes to.
-    source: Option<usize>,
+    source: Option<GatewayId>,
     /// The gateway the request in flight went to.
-    asked: Option<usize>,
+    asked: Option<GatewayId>,
     locator: Vec<BlockHash>,
     /// An answer whose parent is below the window: its gateway and the parent; its
     /// headers in `deferred`, kept until the shell reads the ancestors from the store.
-    ancestors: Option<(usize, BlockHash)>,
+    ancestors: Option<(GatewayId, BlockHash)>,
     deferred: Vec<u8>,
     /// The rest of that answer, held until the ancestors come: (id, last, headers).
     held: VecDeque<(u32, bool, Vec<u8>)>,
@@ -61,7 +61,7 @@ impl Headers {
     }
 
     /// The gateway headers come from (others are preferred for the other streams).
-    pub fn source(&self) -> Option<usize> {
+    pub fn source(&self) -> Option<GatewayId> {
         self.source
     }
 
@@ -75,7 +75,7 @@ impl Headers {
     }
 
     /// Gateway `g` announced a tip.
-    pub fn on_tip(&mut self, ctx: &mut Ctx, g: usize, height: u32, header: Header, work: Work) {
+    pub fn on_tip(&mut self, ctx: &mut Ctx, g: GatewayId, height: u32, header: Header, work: Work) {
         let gw = &mut ctx.gateways[g];
         gw.tip = Some((height, header, work));
         if gw.undelivered == Some(header.block_hash()) {
@@ -99,7 +99,7 @@ impl Headers {
     pub fn on_headers(
         &mut self,
         ctx: &mut Ctx,
-        g: usize,
+        g: GatewayId,
         id: u32,
         headers: &[u8],
         hashes: &[BlockHash],
@@ -133,7 +133,7 @@ impl Headers {
         &mut self,
         ctx: &mut Ctx,
         step: Result<Step, SyncError>,
-        g: usize,
+        g: GatewayId,
         headers: &[u8],
     ) -> Result<(), DropReason> {
         let step = step.map_err(DropReason::Sync)?;
@@ -141,7 +141,7 @@ impl Headers {
             // Validated progress is what keeps a request alive (not messages), and clears
             // the count of tips announced and not delivered: those were honest reorgs (an
             // answer ends before the new tip is announced), not lies.
-            ctx.timers.touch(Task::Headers, ctx.now);
+            ctx.timers.touch(TaskId::Headers, ctx.now);
             ctx.gateways[g].undelivered_count = 0;
         } else if step.empty_answer && !step.target_dropped {
             // An answer that brought nothing, while a newer tip was announced: one strike,
@@ -193,7 +193,7 @@ impl Headers {
         &mut self,
         ctx: &mut Ctx,
         found: Option<(&[Entry], usize)>,
-    ) -> Result<(), (usize, DropReason)> {
+    ) -> Result<(), (GatewayId, DropReason)> {
         let Some((g, _)) = self.ancestors.take() else {
             return Ok(());
         };
@@ -262,7 +262,7 @@ impl Headers {
         }
         if let Some((id, n)) = self.syncer.next_request(&mut self.locator) {
             self.asked = Some(g);
-            ctx.timers.touch(Task::Headers, ctx.now);
+            ctx.timers.touch(TaskId::Headers, ctx.now);
             if let Err(e) = conn.request(id, n, &self.locator) {
                 // Cannot happen on a ready connection; treat it as a broken one.
                 return Err((g, e));
@@ -274,12 +274,12 @@ impl Headers {
     /// When the request in flight times out without validated progress.
     pub fn deadline(&self, ctx: &Ctx) -> Option<lightwire_proto::Millis> {
         let waiting = self.asked.is_some() && self.syncer.in_flight() && self.ancestors.is_none();
-        ctx.timers.deadline(Task::Headers, waiting)
+        ctx.timers.deadline(TaskId::Headers, waiting)
     }
 
     /// The request ran out of time: its gateway, and why it is dropped (reconnected
     /// later, and counted as a tip not delivered; the third time it is marked bad).
-    pub fn timed_out(&mut self, ctx: &mut Ctx) -> Option<(usize, DropReason)> {
+    pub fn timed_out(&mut self, ctx: &mut Ctx) -> Option<(GatewayId, DropReason)> {
         let g = self.asked?;
         let gw = &mut ctx.gateways[g];
         gw.undelivered_count += 1;
@@ -292,7 +292,7 @@ impl Headers {
     }
 
     /// Gateway `g` is gone: what it was asked, and an answer held for ancestors, go.
-    pub fn gateway_gone(&mut self, g: usize) {
+    pub fn gateway_gone(&mut self, g: GatewayId) {
         if self.ancestors.is_some_and(|(a, _)| a == g) || self.asked == Some(g) {
             self.ancestors = None;
             self.held.clear();
@@ -301,7 +301,7 @@ impl Headers {
     }
 
     /// After the gateways' drops: the target is taken again if its gateway went.
-    pub fn after_drop(&mut self, ctx: &mut Ctx, g: usize) {
+    pub fn after_drop(&mut self, ctx: &mut Ctx, g: GatewayId) {
         if self.source == Some(g) || self.asked == Some(g) {
             self.retarget(ctx);
         }
@@ -309,8 +309,11 @@ impl Headers {
 
     /// A gateway whose answer ended short of its announced tip, if any (see
     /// [`Self::undeliver`]).
-    pub fn take_undelivered(ctx: &mut Ctx) -> Option<usize> {
-        let g = ctx.gateways.iter().position(|gw| gw.undelivered_pending)?;
+    pub fn take_undelivered(ctx: &mut Ctx) -> Option<GatewayId> {
+        let (g, _) = ctx
+            .gateways
+            .with_ids()
+            .find(|(_, gw)| gw.undelivered_pending)?;
         ctx.gateways[g].undelivered_pending = false;
         Some(g)
     }
@@ -318,7 +321,7 @@ impl Headers {
     /// Gateway `g` did not deliver the tip it announced: the target is not set from that
     /// announcement again, the other gateways' tips are considered, and a gateway that
     /// keeps announcing what it does not deliver is to be marked bad (returned).
-    pub fn undeliver(&mut self, ctx: &mut Ctx, g: usize) -> Option<DropReason> {
+    pub fn undeliver(&mut self, ctx: &mut Ctx, g: GatewayId) -> Option<DropReason> {
         let gw = &mut ctx.gateways[g];
         gw.undelivered = gw.tip.map(|(_, h, _)| h.block_hash());
         gw.undelivered_count += 1;
@@ -335,7 +338,7 @@ impl Headers {
     /// Offer the connected gateways' announced tips (not the undelivered ones) to the
     /// syncer; the best one becomes the target, its gateway the source.
     fn offer_tips(&mut self, ctx: &Ctx) {
-        for (g, gw) in ctx.gateways.iter().enumerate() {
+        for (g, gw) in ctx.gateways.with_ids() {
             if let Some((height, header, work)) = gw.tip
                 && gw.undelivered != Some(header.block_hash())
                 && gw.ready
@@ -372,7 +375,7 @@ impl Headers {
     pub fn update_states(&self, ctx: &mut Ctx) {
         let tip = self.syncer.tip();
         let stored = self.syncer.uncommitted() == 0 && !self.committing;
-        for g in 0..ctx.gateways.len() {
+        for g in ctx.gateways.ids() {
             let gw = &ctx.gateways[g];
             if !matches!(gw.state, GatewayState::Syncing | GatewayState::Synced) {
                 continue;

@@ -6,7 +6,7 @@
 //!
 //! The engine is a router in quinn-proto's shape: it owns the gateways, their connections
 //! and what they share ([`ctx`]), and hands each input to the task it is for, named by
-//! the answer's request id ([`crate::request`]). Each capability is a task with its own
+//! the answer's request id ([`crate::ids`]). Each capability is a task with its own
 //! file, state and requests: [`headers`], [`filter_headers`], [`check`] (the filter
 //! cross-check), [`scan`], [`wallet`], [`relay`]. What tasks tell each other (a reorg, a
 //! conflict, a scan match) goes through the engine as an [`ctx::Effect`]; [`Event`]s go
@@ -38,16 +38,17 @@ mod route;
 mod scan;
 mod wallet;
 
+pub use crate::ids::GatewayId;
 pub use ctx::REQUEST_TIMEOUT;
 pub use event::{Action, Counters, Event};
 pub use gateway::{
-    BACKOFF_BASE, BACKOFF_MAX, FilterTrust, GatewayId, GatewayState, MAX_GIVEN_UP, Rng, backoff,
+    BACKOFF_BASE, BACKOFF_MAX, FilterTrust, GatewayState, MAX_GIVEN_UP, Rng, backoff,
 };
 pub use headers::MAX_UNDELIVERED;
 pub use relay::BroadcastError;
 
+use crate::ids::TaskId;
 use crate::reason::{DropReason, TransportError};
-use crate::request::Task;
 use ctx::{Conns, Ctx, Effect};
 use route::{Parts, route, timeout};
 
@@ -79,9 +80,9 @@ impl Engine {
     ) -> Engine {
         let params = chain.params();
         let n = gateways.len();
-        let gateways = gateways.into_iter().map(gateway::Gateway::new).collect();
+        let gateways = gateway::Gateways::new(gateways);
         Engine {
-            conns: (0..n).map(|_| None).collect(),
+            conns: Conns::new(n),
             ctx: Ctx::new(params, gateways, local_static, seed, now),
             headers: headers::Headers::new(chain, stored),
             filter_headers: filter_headers::FilterHeaders::new(),
@@ -93,7 +94,7 @@ impl Engine {
     }
 
     /// The shell is opening gateway `g`'s WebSocket (after an [`Action::Connect`]).
-    pub fn connecting(&mut self, g: usize, now: Millis) {
+    pub fn connecting(&mut self, g: GatewayId, now: Millis) {
         self.ctx.now = now;
         self.ctx.gateways[g].reconnect_at = None;
         self.ctx.set_state(g, GatewayState::Connecting, None);
@@ -102,7 +103,7 @@ impl Engine {
     /// Gateway `g`'s WebSocket opened at `now`; the handshake starts with `ephemeral`
     /// (fresh randomness, one per connection). Its act one is ready in
     /// [`Self::poll_transmit`].
-    pub fn opened(&mut self, g: usize, ephemeral: SecretKey, now: Millis) {
+    pub fn opened(&mut self, g: GatewayId, ephemeral: SecretKey, now: Millis) {
         let c = &mut self.ctx;
         c.now = now;
         if c.stopped || c.gateways[g].state == GatewayState::Bad {
@@ -125,12 +126,12 @@ impl Engine {
     }
 
     /// Bytes to send to gateway `g` now (one WebSocket message); call [`Self::sent`].
-    pub fn poll_transmit(&mut self, g: usize) -> Option<&[u8]> {
+    pub fn poll_transmit(&mut self, g: GatewayId) -> Option<&[u8]> {
         self.conns[g].as_mut()?.poll_transmit()
     }
 
     /// The bytes from [`Self::poll_transmit`] went out.
-    pub fn sent(&mut self, g: usize) {
+    pub fn sent(&mut self, g: GatewayId) {
         if let Some(conn) = self.conns[g].as_mut() {
             let n = conn.sent();
             if n > 0 {
@@ -141,7 +142,7 @@ impl Engine {
     }
 
     /// Gateway `g`'s WebSocket closed (or failed to open) by itself.
-    pub fn closed(&mut self, g: usize, why: TransportError, now: Millis) {
+    pub fn closed(&mut self, g: GatewayId, why: TransportError, now: Millis) {
         self.ctx.now = now;
         match self.ctx.gateways[g].state {
             GatewayState::Bad | GatewayState::Stopped | GatewayState::BackingOff => {}
@@ -152,7 +153,7 @@ impl Engine {
 
     /// A WebSocket message from gateway `g`, at `now` (Unix time: validation checks header
     /// times against it).
-    pub fn receive(&mut self, g: usize, mut data: &[u8], now: Millis) {
+    pub fn receive(&mut self, g: GatewayId, mut data: &[u8], now: Millis) {
         self.ctx.now = now;
         self.ctx.counters.messages_in += 1;
         self.ctx.counters.bytes_in += data.len() as u64;
@@ -204,7 +205,7 @@ impl Engine {
             return None;
         }
         let mut next = None;
-        for (conn, gw) in self.conns.iter().zip(&c.gateways) {
+        for (conn, gw) in self.conns.into_iter().zip(c.gateways.iter()) {
             next = earliest(next, conn.as_ref().and_then(Initiator::poll_timeout));
             next = earliest(next, gw.reconnect_at);
         }
@@ -214,15 +215,15 @@ impl Engine {
     }
 
     /// Every task's deadline.
-    fn task_deadlines(&self) -> [(Task, Option<Millis>); 6] {
+    fn task_deadlines(&self) -> [(TaskId, Option<Millis>); 6] {
         let c = &self.ctx;
         [
-            (Task::Headers, self.headers.deadline(c)),
-            (Task::FilterHeaders, self.filter_headers.deadline(c)),
-            (Task::Scan, self.scan.deadline(c)),
-            (Task::Relay, self.relay.deadline()),
-            (Task::Wallet, self.wallet.deadline(c)),
-            (Task::Check, self.check.deadline(c)),
+            (TaskId::Headers, self.headers.deadline(c)),
+            (TaskId::FilterHeaders, self.filter_headers.deadline(c)),
+            (TaskId::Scan, self.scan.deadline(c)),
+            (TaskId::Relay, self.relay.deadline()),
+            (TaskId::Wallet, self.wallet.deadline(c)),
+            (TaskId::Check, self.check.deadline(c)),
         ]
     }
 
@@ -234,14 +235,14 @@ impl Engine {
             return;
         }
         for (task, due) in self.task_deadlines() {
-            if task == Task::Relay {
+            if task == TaskId::Relay {
                 // Broadcasts that waited too long are reported; nobody is dropped.
                 self.relay.finish(&mut self.ctx);
             } else if due.is_some_and(|d| d <= now) {
                 self.timed_out(task);
             }
         }
-        for g in 0..self.conns.len() {
+        for g in self.ctx.gateways.ids() {
             if let Some(conn) = self.conns[g].as_mut()
                 && let Err(e) = conn.handle_timeout(now)
             {
@@ -257,19 +258,19 @@ impl Engine {
     }
 
     /// `task`'s wait ran out: the gateways it waits on are dropped.
-    fn timed_out(&mut self, task: Task) {
-        let waiting: Vec<(usize, DropReason)> = match task {
-            Task::Headers => self.headers.timed_out(&mut self.ctx).into_iter().collect(),
-            Task::FilterHeaders => self
+    fn timed_out(&mut self, task: TaskId) {
+        let waiting: Vec<(GatewayId, DropReason)> = match task {
+            TaskId::Headers => self.headers.timed_out(&mut self.ctx).into_iter().collect(),
+            TaskId::FilterHeaders => self
                 .filter_headers
                 .asked()
                 .into_iter()
                 .map(timeout)
                 .collect(),
-            Task::Scan => self.scan.asked().into_iter().map(timeout).collect(),
-            Task::Wallet => self.wallet.asked().into_iter().map(timeout).collect(),
-            Task::Check => self.check.waiting_on().into_iter().map(timeout).collect(),
-            Task::Relay => Vec::new(),
+            TaskId::Scan => self.scan.asked().into_iter().map(timeout).collect(),
+            TaskId::Wallet => self.wallet.asked().into_iter().map(timeout).collect(),
+            TaskId::Check => self.check.waiting_on().into_iter().map(timeout).collect(),
+            TaskId::Relay => Vec::new(),
         };
         for (g, why) in waiting {
             self.drop_gateway(g, why);
@@ -306,7 +307,7 @@ impl Engine {
 
     /// Drop gateway `g` (and with it, whatever it was asked, from every task), and settle
     /// what follows.
-    fn drop_gateway(&mut self, g: usize, why: DropReason) {
+    fn drop_gateway(&mut self, g: GatewayId, why: DropReason) {
         let had_socket = self.conns[g].take().is_some()
             || self.ctx.gateways[g].state == GatewayState::Connecting;
         let c = &mut self.ctx;

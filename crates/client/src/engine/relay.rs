@@ -2,14 +2,15 @@
 //! standard weight and size), sent to every connected gateway that relays, and the
 //! application hears how many passed it to their nodes.
 
+use lightwire_primitives::Txid;
 use lightwire_proto::Millis;
 use lightwire_proto::session::{RelayStatus, check_tx};
 use lightwire_wire::{MAX_TX_LEN, TxResult};
 
 use super::ctx::{Conns, Ctx, REQUEST_TIMEOUT, ready};
 use super::event::Event;
+use crate::ids::{GatewayId, Ids, TaskId};
 use crate::reason::DropReason;
-use crate::request::{Ids, Task};
 use crate::sync::SyncError;
 
 /// Why a transaction was not sent.
@@ -30,10 +31,10 @@ pub enum BroadcastError {
 #[derive(Debug)]
 struct Pending {
     id: u32,
-    txid: [u8; 32],
-    waiting: Vec<usize>,
-    relayed: Vec<usize>,
-    refused: Vec<(usize, RelayStatus)>,
+    txid: Txid,
+    waiting: Vec<GatewayId>,
+    relayed: Vec<GatewayId>,
+    refused: Vec<(GatewayId, RelayStatus)>,
     sent_at: Millis,
 }
 
@@ -48,7 +49,7 @@ impl Relay {
     pub fn new() -> Relay {
         Relay {
             broadcasts: Vec::new(),
-            ids: Ids::new(Task::Relay),
+            ids: Ids::new(TaskId::Relay),
         }
     }
 
@@ -59,16 +60,19 @@ impl Relay {
         ctx: &mut Ctx,
         conns: &mut Conns,
         tx: &[u8],
-    ) -> Result<(u32, [u8; 32]), BroadcastError> {
+    ) -> Result<(u32, Txid), BroadcastError> {
         if tx.len() > MAX_TX_LEN {
             return Err(BroadcastError::TooLarge(tx.len()));
         }
         let (status, txid) = check_tx(tx);
+        let txid = Txid(txid);
         if status != RelayStatus::Relayed {
             return Err(BroadcastError::Refused(status));
         }
         let id = self.ids.next_id();
-        let waiting: Vec<usize> = (0..ctx.gateways.len())
+        let waiting: Vec<GatewayId> = ctx
+            .gateways
+            .ids()
             .filter(|&g| {
                 ctx.gateways[g].ready
                     && ready(conns, g)
@@ -91,7 +95,12 @@ impl Relay {
     }
 
     /// A gateway's `tx_result`.
-    pub fn on_result(&mut self, ctx: &mut Ctx, g: usize, r: &TxResult) -> Result<(), DropReason> {
+    pub fn on_result(
+        &mut self,
+        ctx: &mut Ctx,
+        g: GatewayId,
+        r: &TxResult,
+    ) -> Result<(), DropReason> {
         let Some(b) = self
             .broadcasts
             .iter_mut()
@@ -109,7 +118,7 @@ impl Relay {
     }
 
     /// Gateway `g` is gone: it relays nothing more.
-    pub fn gateway_gone(&mut self, ctx: &mut Ctx, g: usize) {
+    pub fn gateway_gone(&mut self, ctx: &mut Ctx, g: GatewayId) {
         for b in &mut self.broadcasts {
             if b.waiting.contains(&g) {
                 b.waiting.retain(|&w| w != g);
@@ -126,7 +135,7 @@ impl Relay {
         while i < self.broadcasts.len() {
             let b = &mut self.broadcasts[i];
             if b.sent_at + REQUEST_TIMEOUT <= now {
-                let late: Vec<usize> = b.waiting.drain(..).collect();
+                let late: Vec<GatewayId> = b.waiting.drain(..).collect();
                 b.refused
                     .extend(late.into_iter().map(|g| (g, RelayStatus::Busy)));
             }

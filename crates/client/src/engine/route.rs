@@ -1,6 +1,6 @@
 //! The router: an event from a gateway's connection goes to the task it is for, an answer
-//! to the task its request id names ([`crate::request`]). A new capability is a task, an
-//! arm here for its answers, and a variant of [`Task`].
+//! to the task its request id names ([`crate::ids`]). A new capability is a task, an
+//! arm here for its answers, and a variant of [`TaskId`].
 
 use lightwire_proto::PeerEvent;
 
@@ -9,8 +9,8 @@ use super::event::Event;
 use super::gateway::GatewayState;
 use super::{check, filter_headers, headers, relay, scan, wallet};
 use crate::filters::FilterAnswer;
+use crate::ids::{GatewayId, TaskId, is_task};
 use crate::reason::DropReason;
-use crate::request::{Task, is_task};
 
 /// The engine's parts but the connections: an event borrowed from a connection's buffer
 /// is handled through these.
@@ -26,7 +26,7 @@ pub struct Parts<'a> {
 
 /// One event from gateway `g`'s connection, handed to the task it is for (an answer to
 /// the task its request id names); an error drops the gateway.
-pub fn route(p: Parts<'_>, g: usize, event: PeerEvent<'_>) -> Result<(), DropReason> {
+pub fn route(p: Parts<'_>, g: GatewayId, event: PeerEvent<'_>) -> Result<(), DropReason> {
     let base = p.headers.syncer.base_height();
     match event {
         PeerEvent::Ready => {
@@ -77,7 +77,7 @@ pub fn route(p: Parts<'_>, g: usize, event: PeerEvent<'_>) -> Result<(), DropRea
                 before,
                 headers,
             };
-            if is_task(id, Task::Check) {
+            if is_task(id, TaskId::Check) {
                 return p.check.on_headers(p.ctx, g, answer);
             }
             // Validated filter headers join the commit the headers task gathers.
@@ -87,9 +87,9 @@ pub fn route(p: Parts<'_>, g: usize, event: PeerEvent<'_>) -> Result<(), DropRea
             Ok(())
         }
         PeerEvent::FilterCheckpoints(m) => p.check.on_checkpoints(p.ctx, g, &m),
-        PeerEvent::Filters(m) if is_task(m.id, Task::Check) => p.check.on_filters(p.ctx, g, &m),
+        PeerEvent::Filters(m) if is_task(m.id, TaskId::Check) => p.check.on_filters(p.ctx, g, &m),
         PeerEvent::Filters(m) => p.scan.on_filters(p.ctx, g, &m),
-        PeerEvent::Block(b) if is_task(b.id, Task::Wallet) => {
+        PeerEvent::Block(b) if is_task(b.id, TaskId::Wallet) => {
             p.wallet.on_block(p.ctx, p.scan, g, &b, base)
         }
         PeerEvent::Block(b) => p.check.on_block(p.ctx, g, &b),
@@ -98,6 +98,6 @@ pub fn route(p: Parts<'_>, g: usize, event: PeerEvent<'_>) -> Result<(), DropRea
 }
 
 /// A gateway whose request timed out.
-pub fn timeout(g: usize) -> (usize, DropReason) {
+pub fn timeout(g: GatewayId) -> (GatewayId, DropReason) {
     (g, DropReason::RequestTimeout)
 }

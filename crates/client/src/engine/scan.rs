@@ -7,8 +7,8 @@ use lightwire_wire::Filters;
 
 use super::ctx::{Broke, Conns, Ctx, Effect, ready};
 use super::event::Event;
+use crate::ids::{GatewayId, GivenUp, TaskId};
 use crate::reason::DropReason;
-use crate::request::Task;
 use crate::scan::{Scan, ScanChange};
 
 /// The scan task's state.
@@ -32,7 +32,7 @@ impl ScanTask {
         }
         let from = clamp(from, base);
         self.scan = Some(Scan::new(scripts, from));
-        ctx.timers.touch(Task::Scan, ctx.now);
+        ctx.timers.touch(TaskId::Scan, ctx.now);
         self.for_wallet = false;
     }
 
@@ -65,7 +65,7 @@ impl ScanTask {
     pub fn on_filters(
         &mut self,
         ctx: &mut Ctx,
-        g: usize,
+        g: GatewayId,
         m: &Filters<'_>,
     ) -> Result<(), DropReason> {
         let Some(scan) = self.scan.as_mut().filter(|s| s.is_in_flight(g, m.id)) else {
@@ -75,7 +75,7 @@ impl ScanTask {
         let for_wallet = self.for_wallet;
         let result = scan.on_filters(m, |c| changed(ctx, c, for_wallet));
         if scan.filters > before {
-            ctx.timers.touch(Task::Scan, ctx.now);
+            ctx.timers.touch(TaskId::Scan, ctx.now);
         }
         result.map_err(|e| {
             // The gateway is dropped: what it still sends is not read.
@@ -92,7 +92,7 @@ impl ScanTask {
         &mut self,
         ctx: &mut Ctx,
         conns: &mut Conns,
-        source: Option<usize>,
+        source: Option<GatewayId>,
     ) -> Result<(), Broke> {
         let Some(scan) = self.scan.as_mut() else {
             return Ok(());
@@ -100,11 +100,13 @@ impl ScanTask {
         if ctx.stopped || scan.asked().is_some() {
             return Ok(());
         }
-        let usable = |g: usize| {
+        let usable = |g: GatewayId| {
             let gw = &ctx.gateways[g];
             gw.filters_usable() && gw.trust.agreed().is_some()
         };
-        let Some(g) = (0..ctx.gateways.len())
+        let Some(g) = ctx
+            .gateways
+            .ids()
             .find(|&g| usable(g) && Some(g) != source)
             .or(source.filter(|&g| usable(g)))
         else {
@@ -113,7 +115,7 @@ impl ScanTask {
         let Some(conn) = ready(conns, g) else {
             return Ok(());
         };
-        ctx.timers.touch(Task::Scan, ctx.now);
+        ctx.timers.touch(TaskId::Scan, ctx.now);
         let limit = ctx.gateways[g].trust.agreed().unwrap_or(0);
         // Requests in flight all go to one gateway: its answers come in order.
         while let Some((id, start, stop)) = scan.next_request(g, limit) {
@@ -145,18 +147,17 @@ impl ScanTask {
             return;
         };
         let events = &mut ctx.events;
-        let given_up: Vec<(usize, u32)> =
-            scan.reorg(fork, |c| events.push_back(event(c))).collect();
+        let given_up: Vec<GivenUp> = scan.reorg(fork, |c| events.push_back(event(c))).collect();
         ctx.give_up_all(given_up);
     }
 
     /// The gateway asked, if a request is in flight.
-    pub fn asked(&self) -> Option<usize> {
+    pub fn asked(&self) -> Option<GatewayId> {
         self.scan.as_ref()?.asked().map(|(g, _)| g)
     }
 
     /// Gateway `g` is gone: its requests with it.
-    pub fn gateway_gone(&mut self, g: usize) {
+    pub fn gateway_gone(&mut self, g: GatewayId) {
         if let Some(scan) = self.scan.as_mut()
             && scan.asked().is_some_and(|(a, _)| a == g)
         {
@@ -166,7 +167,7 @@ impl ScanTask {
 
     /// When the scan's request times out without bringing filters.
     pub fn deadline(&self, ctx: &Ctx) -> Option<Millis> {
-        ctx.timers.deadline(Task::Scan, self.asked().is_some())
+        ctx.timers.deadline(TaskId::Scan, self.asked().is_some())
     }
 }
 

@@ -28,16 +28,16 @@ impl Fake {
     /// Connect gateway `g` of `engine` (keys 0x40 + g) through the handshake and both
     /// inits.
     fn connect(engine: &mut Engine, g: usize) -> Fake {
-        engine.connecting(g, NOW);
-        engine.opened(g, key(0x20 + g as u8), NOW);
-        let act_one = engine.poll_transmit(g).unwrap().to_vec();
-        engine.sent(g);
+        engine.connecting(GatewayId(g), NOW);
+        engine.opened(GatewayId(g), key(0x20 + g as u8), NOW);
+        let act_one = engine.poll_transmit(GatewayId(g)).unwrap().to_vec();
+        engine.sent(GatewayId(g));
         let (awaiting, act_two) = Responder::start(key(0x40 + g as u8), key(0x60))
             .read_act_one(&act_one)
             .unwrap();
-        engine.receive(g, &act_two, NOW);
-        let out = engine.poll_transmit(g).unwrap().to_vec();
-        engine.sent(g);
+        engine.receive(GatewayId(g), &act_two, NOW);
+        let out = engine.poll_transmit(GatewayId(g)).unwrap().to_vec();
+        engine.sent(GatewayId(g));
         let (tx, rx) = awaiting.read_act_three(&out[..66]).unwrap().split();
         let mut fake = Fake {
             tx,
@@ -48,7 +48,7 @@ impl Fake {
         let chains = [REGTEST.genesis.block_hash().0];
         let init = Init::new(Features::empty(), Some(Networks::from_chains(&chains)));
         fake.send(engine, g, &Message::Init(init));
-        assert_eq!(engine.state(g), GatewayState::Syncing);
+        assert_eq!(engine.state(GatewayId(g)), GatewayState::Syncing);
         fake
     }
 
@@ -62,7 +62,7 @@ impl Fake {
         let n = m.encode(&mut body).unwrap();
         let mut frame = vec![0u8; n + 34];
         let len = self.tx.encrypt(&body[..n], &mut frame).unwrap();
-        engine.receive(g, &frame[..len], now);
+        engine.receive(GatewayId(g), &frame[..len], now);
     }
 
     fn tip(&mut self, engine: &mut Engine, g: usize, height: u32, header: &Header) {
@@ -88,10 +88,10 @@ impl Fake {
 
     /// The ids of the requests the engine sent this gateway since the last call.
     fn requests(&mut self, engine: &mut Engine, g: usize) -> Vec<u32> {
-        let Some(out) = engine.poll_transmit(g).map(<[u8]>::to_vec) else {
+        let Some(out) = engine.poll_transmit(GatewayId(g)).map(<[u8]>::to_vec) else {
             return Vec::new();
         };
-        engine.sent(g);
+        engine.sent(GatewayId(g));
         let mut ids = Vec::new();
         let mut at = 0;
         while at < out.len() {
@@ -134,20 +134,26 @@ fn a_given_up_answer_still_arriving_is_ignored_not_punished() {
     e.schedule();
     assert_eq!(b.requests(&mut e, 1).len(), 1, "asked B");
     // B goes away: A is asked again while its first answer is still on its way.
-    e.closed(1, TransportError::Closed, NOW);
+    e.closed(GatewayId(1), TransportError::Closed, NOW);
     e.schedule();
     let second = a.requests(&mut e, 0);
     assert_eq!(second.len(), 1);
     a.headers(&mut e, 0, first[0], &chain[..100], true);
-    assert_eq!(e.state(0), GatewayState::Syncing, "A is not marked bad");
+    assert_eq!(
+        e.state(GatewayId(0)),
+        GatewayState::Syncing,
+        "A is not marked bad"
+    );
     a.headers(&mut e, 0, second[0], &chain[..100], true);
     assert_eq!(e.syncer().tip().height, 100);
     // An answer to a request never made is refused: A is bad.
     a.headers(&mut e, 0, 999, &chain[100..110], true);
-    assert_eq!(e.state(0), GatewayState::Bad);
+    assert_eq!(e.state(GatewayId(0)), GatewayState::Bad);
     let actions: Vec<Action> = std::iter::from_fn(|| e.poll_action()).collect();
     assert!(
-        actions.contains(&Action::Close { gateway: 0 }),
+        actions.contains(&Action::Close {
+            gateway: GatewayId(0)
+        }),
         "{actions:?}"
     );
 }
@@ -174,10 +180,10 @@ fn a_gateway_announcing_what_it_does_not_deliver_is_marked_bad() {
                 a.requests(&mut e, 0).is_empty(),
                 "round {i}: not asked again"
             );
-            assert_eq!(e.state(0), GatewayState::Syncing);
+            assert_eq!(e.state(GatewayId(0)), GatewayState::Syncing);
         }
     }
-    assert_eq!(e.state(0), GatewayState::Bad);
+    assert_eq!(e.state(GatewayId(0)), GatewayState::Bad);
 }
 
 #[test]
@@ -190,10 +196,15 @@ fn a_request_without_progress_times_out_and_reconnects() {
     assert_eq!(a.requests(&mut e, 0).len(), 1);
     assert_eq!(e.poll_timeout(), Some(NOW + REQUEST_TIMEOUT));
     e.handle_timeout(NOW + Duration::from_secs(10));
-    assert_eq!(e.state(0), GatewayState::Syncing);
+    assert_eq!(e.state(GatewayId(0)), GatewayState::Syncing);
     e.handle_timeout(NOW + REQUEST_TIMEOUT);
-    assert_eq!(e.state(0), GatewayState::BackingOff);
-    assert_eq!(e.poll_action(), Some(Action::Close { gateway: 0 }));
+    assert_eq!(e.state(GatewayId(0)), GatewayState::BackingOff);
+    assert_eq!(
+        e.poll_action(),
+        Some(Action::Close {
+            gateway: GatewayId(0)
+        })
+    );
     assert_eq!(e.poll_action(), None, "the reconnect waits for its backoff");
     let Some(Event::Gateway {
         reason: Some(why), ..
@@ -207,7 +218,12 @@ fn a_request_without_progress_times_out_and_reconnects() {
     let wait = due.since(NOW + REQUEST_TIMEOUT);
     assert!(wait >= Duration::from_millis(250) && wait <= Duration::from_millis(500));
     e.handle_timeout(due);
-    assert_eq!(e.poll_action(), Some(Action::Connect { gateway: 0 }));
+    assert_eq!(
+        e.poll_action(),
+        Some(Action::Connect {
+            gateway: GatewayId(0)
+        })
+    );
 }
 
 #[test]
@@ -245,7 +261,10 @@ fn a_rejected_gateway_says_which_rule_at_which_height() {
         .events
         .iter()
         .filter_map(|e| match e {
-            Event::Rejected { gateway: 0, reason } => Some(reason),
+            Event::Rejected {
+                gateway: GatewayId(0),
+                reason,
+            } => Some(reason),
             _ => None,
         })
         .collect();
@@ -257,7 +276,7 @@ fn a_rejected_gateway_says_which_rule_at_which_height() {
         "{}",
         rejected[0]
     );
-    assert_eq!(net.host.engine.state(0), GatewayState::Bad);
+    assert_eq!(net.host.engine.state(GatewayId(0)), GatewayState::Bad);
     // The honest gateway's chain was synced and stored all the same.
     assert_eq!(net.stored().height, 300);
 }
@@ -277,23 +296,23 @@ fn two_gateways_sync_into_the_store_and_keepalive_runs_on_one_timer() {
     net.drive();
     assert_eq!(net.stored().height, 5_000);
     assert!(net.host.engine.is_synced());
-    assert_eq!(net.host.engine.state(0), GatewayState::Synced);
+    assert_eq!(net.host.engine.state(GatewayId(0)), GatewayState::Synced);
     // Idle for ten minutes: pings both ways keep every connection up.
     net.advance(Duration::from_secs(600));
-    assert_eq!(net.host.engine.state(0), GatewayState::Synced);
-    assert_eq!(net.host.engine.state(1), GatewayState::Synced);
+    assert_eq!(net.host.engine.state(GatewayId(0)), GatewayState::Synced);
+    assert_eq!(net.host.engine.state(GatewayId(1)), GatewayState::Synced);
     assert_eq!(net.host.engine.counters().reconnects, 0);
     // A gateway that goes silent is dropped by the keepalive and reconnected.
     net.host.gateways[1].as_mut().unwrap().speaks = false;
     net.advance(Duration::from_secs(51));
     assert_eq!(net.host.engine.counters().reconnects, 1);
     let dropped = net.host.events.iter().any(|e| {
-        matches!(e, Event::Gateway { gateway: 1, reason: Some(r), .. } if r.code() == "keepalive-timeout")
+        matches!(e, Event::Gateway { gateway: GatewayId(1), reason: Some(r), .. } if r.code() == "keepalive-timeout")
     });
     assert!(dropped, "{:?}", net.host.events);
     net.advance(Duration::from_secs(1));
     assert_eq!(
-        net.host.engine.state(1),
+        net.host.engine.state(GatewayId(1)),
         GatewayState::Synced,
         "back after the backoff"
     );
@@ -329,9 +348,9 @@ fn an_answer_held_for_ancestors_is_capped_at_what_was_asked() {
     // for and is held; anything beyond is refused, and nothing more is held.
     a.headers(&mut e, 0, ids[0], &branch[800..1_600], false);
     a.headers(&mut e, 0, ids[0], &branch[1_600..2_000], false);
-    assert_eq!(e.state(0), GatewayState::Syncing);
+    assert_eq!(e.state(GatewayId(0)), GatewayState::Syncing);
     a.headers(&mut e, 0, ids[0], &branch[2_000..2_001], false);
-    assert_eq!(e.state(0), GatewayState::Bad);
+    assert_eq!(e.state(GatewayId(0)), GatewayState::Bad);
     assert!(
         e.need_ancestors().is_none(),
         "what was held went with the gateway"
@@ -355,7 +374,7 @@ fn a_header_from_the_future_is_not_yet_not_invalid() {
     answer.push(future);
     a.headers(&mut e, 0, ids[0], &answer, true);
     // Not marked bad: reconnected after a backoff, to be asked again.
-    assert_eq!(e.state(0), GatewayState::BackingOff);
+    assert_eq!(e.state(GatewayId(0)), GatewayState::BackingOff);
     let reason = std::iter::from_fn(|| e.poll_event()).find_map(|ev| match ev {
         Event::Gateway {
             reason: Some(r), ..
@@ -392,10 +411,10 @@ fn colluding_gateways_cannot_push_out_an_honest_gateways_given_up_requests() {
     // The honest gateway's answer to the first request arrives now: ignored, not
     // punished.
     honest.headers(&mut e, 0, first[0], &chain[..100], true);
-    assert_eq!(e.state(0), GatewayState::Syncing);
+    assert_eq!(e.state(GatewayId(0)), GatewayState::Syncing);
     // A colluder answering the honest gateway's request id is another matter.
     a.headers(&mut e, 1, first[0], &chain[..10], true);
-    assert_eq!(e.state(1), GatewayState::Bad);
+    assert_eq!(e.state(GatewayId(1)), GatewayState::Bad);
 }
 
 #[test]
@@ -420,7 +439,11 @@ fn honest_reorgs_during_a_sync_do_not_count_against_the_gateway() {
         let from = e.syncer().tip().height as usize;
         a.headers(&mut e, 0, ids[0], &main[from..from + 50], true);
         assert_eq!(e.syncer().tip().height as usize, from + 50);
-        assert_eq!(e.state(0), GatewayState::Syncing, "round {round}");
+        assert_eq!(
+            e.state(GatewayId(0)),
+            GatewayState::Syncing,
+            "round {round}"
+        );
     }
 }
 
@@ -453,10 +476,10 @@ fn empty_messages_do_not_keep_a_request_alive() {
         a.send_at(&mut e, 0, now, &Message::Headers(empty));
     }
     e.handle_timeout(NOW + Duration::from_secs(29));
-    assert_eq!(e.state(0), GatewayState::Syncing);
+    assert_eq!(e.state(GatewayId(0)), GatewayState::Syncing);
     e.handle_timeout(NOW + REQUEST_TIMEOUT);
     assert_eq!(
-        e.state(0),
+        e.state(GatewayId(0)),
         GatewayState::BackingOff,
         "30 s without progress"
     );
@@ -476,7 +499,7 @@ fn a_higher_tip_before_each_empty_answer_does_not_keep_a_gateway_the_target() {
         a.tip(&mut e, 0, 1_000 + round, &claimed(&chain[10], round));
         a.headers(&mut e, 0, ids[0], &[], true);
     }
-    assert_eq!(e.state(0), GatewayState::Bad);
+    assert_eq!(e.state(GatewayId(0)), GatewayState::Bad);
 }
 
 #[test]
@@ -504,5 +527,5 @@ fn full_answers_of_known_headers_are_not_progress() {
             "round {round}: not continued from headers we have"
         );
     }
-    assert_eq!(e.state(0), GatewayState::Bad);
+    assert_eq!(e.state(GatewayId(0)), GatewayState::Bad);
 }

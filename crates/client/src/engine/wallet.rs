@@ -10,8 +10,8 @@ use lightwire_wire::BlockPiece;
 use super::ctx::{Broke, Conns, Ctx};
 use super::event::Event;
 use super::scan::ScanTask;
+use crate::ids::{GatewayId, GivenUp, TaskId};
 use crate::reason::DropReason;
-use crate::request::Task;
 use crate::wallet::{Again, Applied, WalletChange, WalletSync, WatchError, Watched};
 
 /// The wallet task's state.
@@ -111,13 +111,13 @@ impl WalletTask {
         &mut self,
         ctx: &mut Ctx,
         conns: &mut Conns,
-        scan_gateway: Option<usize>,
+        scan_gateway: Option<GatewayId>,
     ) -> Result<(), Broke> {
         let Some(wallet) = self.wallet.as_mut().filter(|_| !ctx.stopped) else {
             return Ok(());
         };
         let gateways = &ctx.gateways;
-        let usable = |g: usize, tried: &[usize]| {
+        let usable = |g: GatewayId, tried: &[GatewayId]| {
             gateways[g].ready
                 && !tried.contains(&g)
                 && conns[g]
@@ -127,11 +127,11 @@ impl WalletTask {
         let Some((g, id, hash)) = wallet.next_fetch(|tried| {
             scan_gateway
                 .filter(|&g| usable(g, tried))
-                .or_else(|| (0..gateways.len()).find(|&g| usable(g, tried)))
+                .or_else(|| gateways.ids().find(|&g| usable(g, tried)))
         }) else {
             return Ok(());
         };
-        ctx.timers.touch(Task::Wallet, ctx.now);
+        ctx.timers.touch(TaskId::Wallet, ctx.now);
         let Some(conn) = conns[g].as_mut() else {
             return Ok(());
         };
@@ -147,7 +147,7 @@ impl WalletTask {
         &mut self,
         ctx: &mut Ctx,
         scan: &mut ScanTask,
-        g: usize,
+        g: GatewayId,
         p: &BlockPiece<'_>,
         base: u32,
     ) -> Result<(), DropReason> {
@@ -158,7 +158,7 @@ impl WalletTask {
         else {
             return ctx.given_up_answer(g, p.id, p.last);
         };
-        ctx.timers.touch(Task::Wallet, ctx.now);
+        ctx.timers.touch(TaskId::Wallet, ctx.now);
         match wallet.on_piece(p) {
             Ok(None) => Ok(()),
             Ok(Some(done)) => {
@@ -198,7 +198,7 @@ impl WalletTask {
         // A block applied paid a script that has just become the wallet's: the ledger goes
         // back below it and the blocks the scan matched from there are applied again.
         let (withdrawn, gave_up) = wallet.withdraw_from(first);
-        let mut given_up: Vec<(usize, u32)> = gave_up.into_iter().collect();
+        let mut given_up: Vec<GivenUp> = gave_up.into_iter().collect();
         for &(h, hash) in s.matches().iter().filter(|(h, _)| *h >= first) {
             given_up.extend(wallet.matched(h, hash));
         }
@@ -240,12 +240,12 @@ impl WalletTask {
     }
 
     /// The gateway asked for a block, if one is.
-    pub fn asked(&self) -> Option<usize> {
+    pub fn asked(&self) -> Option<GatewayId> {
         self.wallet.as_ref()?.asked().map(|(g, _)| g)
     }
 
     /// Gateway `g` is gone: its fetch is asked of another.
-    pub fn gateway_gone(&mut self, g: usize) {
+    pub fn gateway_gone(&mut self, g: GatewayId) {
         if let Some(w) = self.wallet.as_mut() {
             w.gateway_gone(g);
         }
@@ -253,7 +253,7 @@ impl WalletTask {
 
     /// When the block in flight times out without a piece.
     pub fn deadline(&self, ctx: &Ctx) -> Option<Millis> {
-        ctx.timers.deadline(Task::Wallet, self.asked().is_some())
+        ctx.timers.deadline(TaskId::Wallet, self.asked().is_some())
     }
 }
 

@@ -3,6 +3,7 @@
 //! reused, so a WebSocket message costs no allocation in wasm (its bytes stay in the
 //! JavaScript `ArrayBuffer` until the loop copies them into the peer's buffer).
 
+use crate::ids::GatewayId;
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::future::Future;
@@ -96,16 +97,16 @@ pub enum WalletQuery {
 /// replaced it.
 pub enum Input {
     /// Gateway `g`'s socket opened.
-    Opened { g: usize, epoch: u32 },
+    Opened { g: GatewayId, epoch: u32 },
     /// A binary message from gateway `g`.
     Message {
-        g: usize,
+        g: GatewayId,
         epoch: u32,
         data: ArrayBuffer,
     },
     /// Gateway `g`'s socket closed or failed.
     Closed {
-        g: usize,
+        g: GatewayId,
         epoch: u32,
         why: TransportError,
     },

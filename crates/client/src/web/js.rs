@@ -131,6 +131,13 @@ pub fn parse_hash(s: &str, what: &str) -> Result<BlockHash, JsValue> {
     })
 }
 
+/// A gateway as JavaScript sees it: its index in the list the application gave.
+impl From<crate::ids::GatewayId> for JsValue {
+    fn from(g: crate::ids::GatewayId) -> JsValue {
+        JsValue::from(g.index() as u32)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use wasm_bindgen_test::wasm_bindgen_test as test;

@@ -25,6 +25,7 @@ use crate::dispute::Verdict;
 use crate::driver::{self, Host};
 use crate::engine::{Action, Engine, Event, GatewayState};
 use crate::events::{self, js_event, js_event_from, js_object};
+use crate::ids::GatewayId;
 use crate::pipeline::{Committed, Pipeline};
 use crate::reason::TransportError;
 use crate::wallet::WalletChange;
@@ -117,11 +118,13 @@ impl Net {
     /// Take one input; an application's call comes back.
     fn take(&mut self, input: Input) -> Option<Call> {
         match input {
-            Input::Opened { g, epoch } if epoch == self.gens[g] => match identity::random_key() {
-                Ok(ephemeral) => self.engine.opened(g, ephemeral, now()),
-                Err(_) => self.engine.closed(g, TransportError::NoRandomness, now()),
-            },
-            Input::Message { g, epoch, data } if epoch == self.gens[g] => {
+            Input::Opened { g, epoch } if epoch == self.gens[g.index()] => {
+                match identity::random_key() {
+                    Ok(ephemeral) => self.engine.opened(g, ephemeral, now()),
+                    Err(_) => self.engine.closed(g, TransportError::NoRandomness, now()),
+                }
+            }
+            Input::Message { g, epoch, data } if epoch == self.gens[g.index()] => {
                 let started = js::mono_ms();
                 let now = now();
                 // Copied in pieces of at most RX_CHUNK (the connection takes any chunking),
@@ -139,8 +142,8 @@ impl Net {
                 }
                 self.status.borrow_mut().receive_ms += js::mono_ms() - started;
             }
-            Input::Closed { g, epoch, why } if epoch == self.gens[g] => {
-                self.sockets[g] = None;
+            Input::Closed { g, epoch, why } if epoch == self.gens[g.index()] => {
+                self.sockets[g.index()] = None;
                 self.engine.closed(g, why, now());
             }
             Input::Timeout => {
@@ -154,11 +157,11 @@ impl Net {
         None
     }
 
-    fn connect(&mut self, g: usize) {
-        self.gens[g] = self.gens[g].wrapping_add(1);
+    fn connect(&mut self, g: GatewayId) {
+        self.gens[g.index()] = self.gens[g.index()].wrapping_add(1);
         self.engine.connecting(g, now());
-        match Socket::open(self.engine.url(g), g, self.gens[g], &self.inbox) {
-            Ok(s) => self.sockets[g] = Some(s),
+        match Socket::open(self.engine.url(g), g, self.gens[g.index()], &self.inbox) {
+            Ok(s) => self.sockets[g.index()] = Some(s),
             Err(why) => self.engine.closed(g, why, now()),
         }
     }
@@ -171,13 +174,14 @@ impl Net {
             match action {
                 Action::Connect { gateway } => self.connect(gateway),
                 Action::Close { gateway } => {
-                    self.gens[gateway] = self.gens[gateway].wrapping_add(1);
-                    self.sockets[gateway] = None;
+                    self.gens[gateway.index()] = self.gens[gateway.index()].wrapping_add(1);
+                    self.sockets[gateway.index()] = None;
                 }
             }
         }
-        for g in 0..self.sockets.len() {
-            if let (Some(socket), Some(bytes)) = (&self.sockets[g], self.engine.poll_transmit(g))
+        for g in (0..self.sockets.len()).map(GatewayId) {
+            if let (Some(socket), Some(bytes)) =
+                (&self.sockets[g.index()], self.engine.poll_transmit(g))
                 && socket.send(bytes)
             {
                 self.engine.sent(g);
@@ -241,7 +245,7 @@ impl Net {
                 state,
                 reason,
             } => {
-                self.status.borrow_mut().states[gateway] = state;
+                self.status.borrow_mut().states[gateway.index()] = state;
                 js_event!(events::GATEWAY {
                     "gateway": gateway.into(),
                     "url": self.engine.url(gateway).into(),
@@ -322,7 +326,7 @@ impl Net {
                     })
                     .collect();
                 let result = js_object!(events::BROADCAST_RESULT {
-                    "txid": js::hash(&lightwire_primitives::Txid(txid)),
+                    "txid": js::hash(&txid),
                     "relayed": (relayed.len() as u32).into(),
                     "refused": refused_list.into(),
                 });

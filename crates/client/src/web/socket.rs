@@ -1,6 +1,7 @@
 //! One gateway's WebSocket: its callbacks push into the [`Inbox`]; bytes go out as one
 //! binary message per [`crate::engine::Engine::poll_transmit`].
 
+use crate::ids::GatewayId;
 use std::rc::Rc;
 
 use js_sys::ArrayBuffer;
@@ -24,7 +25,7 @@ impl Socket {
     /// Open a WebSocket to `url` for gateway `g`, epoch `epoch`.
     pub fn open(
         url: &str,
-        g: usize,
+        g: GatewayId,
         epoch: u32,
         inbox: &Rc<Inbox>,
     ) -> Result<Socket, TransportError> {

@@ -1,4 +1,4 @@
-//! Request ids: which task a request belongs to, written once. A gateway echoes the id of
+//! Ids: which gateway ([`GatewayId`]), and which task a request belongs to, written once. A gateway echoes the id of
 //! the request it answers; the engine routes the answer to the task named by the id's top
 //! three bits, and the task checks that the id is one it has in flight to that gateway (a
 //! gateway answering another task's request, or one never asked, breaks a rule).
@@ -8,13 +8,39 @@
 
 use core::fmt;
 
+/// A gateway: its place in the list the application gave.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct GatewayId(pub usize);
+
+impl GatewayId {
+    /// Its index in the gateway list.
+    pub const fn index(self) -> usize {
+        self.0
+    }
+}
+
+impl fmt::Debug for GatewayId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "gateway {}", self.0)
+    }
+}
+
+impl fmt::Display for GatewayId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self, f)
+    }
+}
+
+/// A request given up, by the gateway it went to: the rest of its answer is let through.
+pub type GivenUp = (GatewayId, u32);
+
 /// The bits below the task's, for a task's own counter.
 const SEQ_BITS: u32 = 29;
 const SEQ_MASK: u32 = (1 << SEQ_BITS) - 1;
 
 /// The engine's tasks that send requests.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Hash)]
-pub enum Task {
+pub enum TaskId {
     /// Headers (`get_headers`).
     Headers,
     /// Transactions to relay (`tx`).
@@ -30,38 +56,38 @@ pub enum Task {
     Scan,
 }
 
-impl Task {
+impl TaskId {
     /// Every task, in the order of their bits.
-    pub const ALL: [Task; 6] = [
-        Task::Headers,
-        Task::Relay,
-        Task::Check,
-        Task::Wallet,
-        Task::FilterHeaders,
-        Task::Scan,
+    pub const ALL: [TaskId; 6] = [
+        TaskId::Headers,
+        TaskId::Relay,
+        TaskId::Check,
+        TaskId::Wallet,
+        TaskId::FilterHeaders,
+        TaskId::Scan,
     ];
 
     /// The id's top three bits for this task.
     const fn bits(self) -> u32 {
         match self {
-            Task::Headers => 0b000,
-            Task::Relay => 0b001,
-            Task::Check => 0b010,
-            Task::Wallet => 0b011,
-            Task::FilterHeaders => 0b100,
-            Task::Scan => 0b110,
+            TaskId::Headers => 0b000,
+            TaskId::Relay => 0b001,
+            TaskId::Check => 0b010,
+            TaskId::Wallet => 0b011,
+            TaskId::FilterHeaders => 0b100,
+            TaskId::Scan => 0b110,
         }
     }
 
     /// Its place in [`Self::ALL`] (for tables indexed by task).
     pub const fn index(self) -> usize {
         match self {
-            Task::Headers => 0,
-            Task::Relay => 1,
-            Task::Check => 2,
-            Task::Wallet => 3,
-            Task::FilterHeaders => 4,
-            Task::Scan => 5,
+            TaskId::Headers => 0,
+            TaskId::Relay => 1,
+            TaskId::Check => 2,
+            TaskId::Wallet => 3,
+            TaskId::FilterHeaders => 4,
+            TaskId::Scan => 5,
         }
     }
 }
@@ -72,7 +98,7 @@ pub struct RequestId(u32);
 
 impl RequestId {
     /// The id of `task`'s request number `seq` (counted modulo 2^29).
-    pub const fn new(task: Task, seq: u32) -> RequestId {
+    pub const fn new(task: TaskId, seq: u32) -> RequestId {
         RequestId(task.bits() << SEQ_BITS | (seq & SEQ_MASK))
     }
 
@@ -87,9 +113,9 @@ impl RequestId {
     }
 
     /// The task whose request this is, if the id names one.
-    pub fn task(self) -> Option<Task> {
+    pub fn task(self) -> Option<TaskId> {
         let bits = self.0 >> SEQ_BITS;
-        Task::ALL.into_iter().find(|t| t.bits() == bits)
+        TaskId::ALL.into_iter().find(|t| t.bits() == bits)
     }
 }
 
@@ -103,26 +129,26 @@ impl fmt::Debug for RequestId {
 }
 
 /// Whether wire id `id` is a request of `task`'s.
-pub fn is_task(id: u32, task: Task) -> bool {
+pub fn is_task(id: u32, task: TaskId) -> bool {
     RequestId::from_wire(id).task() == Some(task)
 }
 
 /// A task's request ids, one after another.
 #[derive(Clone, Debug)]
 pub struct Ids {
-    task: Task,
+    task: TaskId,
     seq: u32,
 }
 
 impl Ids {
     /// `task`'s ids, from its first.
-    pub const fn new(task: Task) -> Ids {
+    pub const fn new(task: TaskId) -> Ids {
         Ids { task, seq: 0 }
     }
 
     /// `task`'s ids, from number `seq` on (a dispute starts its own range, so that a late
     /// answer to an earlier dispute is not taken for this one's).
-    pub const fn starting_at(task: Task, seq: u32) -> Ids {
+    pub const fn starting_at(task: TaskId, seq: u32) -> Ids {
         Ids { task, seq }
     }
 
@@ -147,12 +173,12 @@ mod tests {
 
     #[test]
     fn every_task_reads_back_from_its_ids_and_no_other() {
-        for task in Task::ALL {
+        for task in TaskId::ALL {
             let mut ids = Ids::new(task);
             for _ in 0..3 {
                 let id = ids.next_id();
                 assert_eq!(RequestId::from_wire(id).task(), Some(task), "{id:#x}");
-                for other in Task::ALL.into_iter().filter(|&o| o != task) {
+                for other in TaskId::ALL.into_iter().filter(|&o| o != task) {
                     assert!(!is_task(id, other));
                 }
             }
@@ -161,7 +187,7 @@ mod tests {
             for _ in 0..4 {
                 assert_eq!(RequestId::from_wire(ids.next_id()).task(), Some(task));
             }
-            assert_eq!(Task::ALL[task.index()], task);
+            assert_eq!(TaskId::ALL[task.index()], task);
         }
         // Ids no task sends: a gateway answering with one answers nothing we asked.
         assert_eq!(RequestId::from_wire(0b101 << 29).task(), None);
