@@ -18,9 +18,9 @@ impl Engine {
     /// header), or from its base when it holds none.
     pub fn resume_filters(&mut self, tip: Option<(u32, [u8; 32])>, base: u32) {
         self.ctx.filter_base = base;
-        let t = self.headers.syncer.tip();
+        let t = self.tasks.headers.syncer.tip();
         let tip_of_headers = (t.height, t.hash);
-        self.filter_headers.resume(tip, base, tip_of_headers);
+        self.tasks.filter_headers.resume(tip, base, tip_of_headers);
     }
 
     /// The store's last filter header is now at `height` (after opening, and after each
@@ -32,13 +32,13 @@ impl Engine {
 
     /// A commit to start, if one is due: moved into `into`, validation goes on meanwhile.
     pub fn take_commit(&mut self, into: &mut Pending) -> Option<Durability> {
-        self.headers.take_commit(into)
+        self.tasks.headers.take_commit(into)
     }
 
     /// The commit from [`Self::take_commit`] completed.
     pub fn committed(&mut self, now: Millis) {
         self.ctx.now = now;
-        self.headers.committed();
+        self.tasks.headers.committed();
         self.settle();
     }
 
@@ -46,7 +46,7 @@ impl Engine {
     /// the shell looks up this parent hash and the batch's headers (80 bytes each) in the
     /// store, and calls [`Self::on_ancestors`].
     pub fn need_ancestors(&self) -> Option<(BlockHash, &[u8])> {
-        self.headers.need_ancestors()
+        self.tasks.headers.need_ancestors()
     }
 
     /// What [`Self::need_ancestors`] asked for: `known`, how many of the batch's first
@@ -56,7 +56,7 @@ impl Engine {
     /// nothing we know: it is marked bad).
     pub fn on_ancestors(&mut self, found: Option<(&[Entry], usize)>, now: Millis) {
         self.ctx.now = now;
-        if let Err((g, why)) = self.headers.on_ancestors(&mut self.ctx, found) {
+        if let Err((g, why)) = self.tasks.headers.on_ancestors(&mut self.ctx, found) {
             self.apply_effects();
             self.drop_gateway(g, why);
         }
@@ -70,13 +70,13 @@ impl Engine {
             return None;
         }
         let stored = self.ctx.stored_filters;
-        self.scan.scan.as_mut()?.need_data(stored)
+        self.tasks.scan.scan.as_mut()?.need_data(stored)
     }
 
     /// What [`Self::need_scan_data`] asked for: the block hashes of `start..=end` and the
     /// filter headers of `start - 1..=end`.
     pub fn on_scan_data(&mut self, start: u32, hashes: &[BlockHash], headers: &[[u8; 32]]) {
-        if let Some(scan) = self.scan.scan.as_mut() {
+        if let Some(scan) = self.tasks.scan.scan.as_mut() {
             scan.on_data(start, hashes, headers);
         }
     }
@@ -88,19 +88,21 @@ impl Engine {
             return None;
         }
         let stored = self.ctx.stored_filters;
-        self.check.dispute_mut()?.need_read(stored)
+        self.tasks.check.dispute_mut()?.need_read(stored)
     }
 
     /// What [`Self::need_dispute_data`] asked for: the block hashes and stored filter
     /// headers of `from..=to`.
     pub fn on_dispute_data(&mut self, from: u32, hashes: &[BlockHash], headers: &[[u8; 32]]) {
-        self.check.on_read(&mut self.ctx, from, hashes, headers);
+        self.tasks
+            .check
+            .on_read(&mut self.ctx, from, hashes, headers);
         self.settle();
     }
 
     /// Go on with a scan restored from the store.
     pub fn resume_scan(&mut self, scan: Scan) {
-        self.scan.scan = Some(scan);
+        self.tasks.scan.scan = Some(scan);
         self.ctx
             .timers
             .touch(crate::ids::TaskId::Scan, self.ctx.now);
@@ -108,24 +110,24 @@ impl Engine {
 
     /// The scan's state to save, when it moved enough since it was last saved.
     pub fn scan_to_save(&mut self) -> Option<Vec<u8>> {
-        self.scan.scan.as_mut()?.save()
+        self.tasks.scan.scan.as_mut()?.save()
     }
 
     /// Whether the scan was dropped (nothing left to watch) since this was last asked: its
     /// saved state is to be removed.
     pub fn take_scan_dropped(&mut self) -> bool {
-        core::mem::take(&mut self.scan.dropped)
+        core::mem::take(&mut self.tasks.scan.dropped)
     }
 
     /// Go on with a wallet restored from the store: the blocks its scan matched and it
     /// had not applied are fetched again.
     pub fn resume_wallet(&mut self, wallet: WalletSync) {
-        self.wallet.resume(&mut self.scan, wallet);
+        self.tasks.wallet.resume(&mut self.tasks.scan, wallet);
     }
 
     /// The wallet's state to save, when it changed since it was last saved.
     pub fn wallet_to_save(&mut self) -> Option<Vec<u8>> {
-        self.wallet.wallet.as_mut()?.to_save()
+        self.tasks.wallet.wallet.as_mut()?.to_save()
     }
 }
 
@@ -134,15 +136,15 @@ impl Engine {
     /// Start a rescan of `scripts` from block `from` (replacing any scan under way, the
     /// wallet's included).
     pub fn start_scan(&mut self, scripts: Vec<Vec<u8>>, from: u32) {
-        let base = self.headers.syncer.base_height();
-        self.scan.start(&mut self.ctx, scripts, from, base);
+        let base = self.tasks.headers.syncer.base_height();
+        self.tasks.scan.start(&mut self.ctx, scripts, from, base);
     }
 
     /// Scan `scripts` from `from`: the scan under way goes on if it is that one (returns
     /// true), else a new one starts.
     pub fn scan_or_continue(&mut self, scripts: Vec<Vec<u8>>, from: u32) -> bool {
-        let base = self.headers.syncer.base_height();
-        if self.scan.is_for(&scripts, from, base) {
+        let base = self.tasks.headers.syncer.base_height();
+        if self.tasks.scan.is_for(&scripts, from, base) {
             return true;
         }
         self.start_scan(scripts, from);
@@ -153,10 +155,11 @@ impl Engine {
     /// for them, fetches the blocks that match and keeps what they did. Watching more
     /// later scans again from the wallet's start (what was found is found again).
     pub fn watch(&mut self, items: &[Watched], from: u32) -> Result<(), WatchError> {
-        let base = self.headers.syncer.base_height();
-        let result = self
-            .wallet
-            .watch(&mut self.ctx, &mut self.scan, items, from, base);
+        let base = self.tasks.headers.syncer.base_height();
+        let result =
+            self.tasks
+                .wallet
+                .watch(&mut self.ctx, &mut self.tasks.scan, items, from, base);
         self.settle();
         result
     }
@@ -165,10 +168,11 @@ impl Engine {
     /// transaction found is withdrawn, then those of what is left found again). Nothing
     /// left: the wallet's scan stops.
     pub fn unwatch(&mut self, items: &[Watched]) -> Result<(), WatchError> {
-        let base = self.headers.syncer.base_height();
+        let base = self.tasks.headers.syncer.base_height();
         let result = self
+            .tasks
             .wallet
-            .unwatch(&mut self.ctx, &mut self.scan, items, base);
+            .unwatch(&mut self.ctx, &mut self.tasks.scan, items, base);
         self.settle();
         result
     }
@@ -179,7 +183,9 @@ impl Engine {
         &mut self,
         tx: &[u8],
     ) -> Result<(u32, lightwire_primitives::Txid), BroadcastError> {
-        self.relay.broadcast(&mut self.ctx, &mut self.conns, tx)
+        self.tasks
+            .relay
+            .broadcast(&mut self.ctx, &mut self.conns, tx)
     }
 
     /// Whether to sync filter headers (on by default).
@@ -217,7 +223,7 @@ impl Engine {
 
     /// Whether a commit taken with [`Self::take_commit`] is in flight.
     pub fn is_committing(&self) -> bool {
-        self.headers.is_committing()
+        self.tasks.headers.is_committing()
     }
 
     /// Whether [`Self::stop`] was called.
@@ -230,42 +236,42 @@ impl Engine {
     /// and the chain has at least the network's minimum work (Bitcoin Core's
     /// `nMinimumChainWork`: gateways that all lie cannot make a light chain look synced).
     pub fn is_synced(&self) -> bool {
-        self.headers.is_synced(&self.ctx)
+        self.tasks.headers.is_synced(&self.ctx)
     }
 
     /// The sync state (tip, target, tuning).
     pub fn syncer(&self) -> &Syncer {
-        &self.headers.syncer
+        &self.tasks.headers.syncer
     }
 
     /// The sync state, to tune (request size, commit size) and seed.
     pub fn syncer_mut(&mut self) -> &mut Syncer {
-        &mut self.headers.syncer
+        &mut self.tasks.headers.syncer
     }
 
     /// The filter-header sync state.
     pub fn filters(&self) -> &FilterSync {
-        &self.filter_headers.sync
+        &self.tasks.filter_headers.sync
     }
 
     /// The rescan, if one was started.
     pub fn scan(&self) -> Option<&Scan> {
-        self.scan.scan.as_ref()
+        self.tasks.scan.scan.as_ref()
     }
 
     /// Whether the scan has matched everything stored.
     pub fn scan_at_tip(&self) -> bool {
-        self.scan.at_tip(&self.ctx)
+        self.tasks.scan.at_tip(&self.ctx)
     }
 
     /// The wallet, if one watches anything.
     pub fn wallet(&self) -> Option<&WalletSync> {
-        self.wallet.wallet.as_ref()
+        self.tasks.wallet.wallet.as_ref()
     }
 
     /// Whether the wallet has matched everything stored and applied every block matched.
     pub fn wallet_synced(&self) -> bool {
-        self.wallet.synced(&self.ctx, &self.scan)
+        self.tasks.wallet.synced(&self.ctx, &self.tasks.scan)
     }
 
     /// Counters since the start.

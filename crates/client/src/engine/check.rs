@@ -10,8 +10,9 @@ use lightwire_wire::{BlockPiece, FilterCheckpoints, Filters};
 use super::ctx::{Broke, Conns, Ctx, Effect, ready};
 use super::event::Event;
 use super::gateway::FilterTrust;
+use super::task::{Task, View, timeout};
 use crate::dispute::{Ask, Dispute, DisputeError, Outcome, Verdict};
-use crate::filters::{FilterAnswer, FilterSync};
+use crate::filters::FilterAnswer;
 use crate::ids::{GatewayId, Ids, TaskId};
 use crate::reason::DropReason;
 
@@ -50,51 +51,6 @@ impl Check {
     /// The dispute under way.
     pub fn dispute_mut(&mut self) -> Option<&mut Dispute> {
         self.dispute.as_mut()
-    }
-
-    /// Probe the gateways not known to agree with our latest filter header (of
-    /// `filters`), and send what a dispute asks. `Err` names a gateway whose connection
-    /// broke.
-    pub fn schedule(
-        &mut self,
-        ctx: &mut Ctx,
-        conns: &mut Conns,
-        filters: &FilterSync,
-    ) -> Result<(), Broke> {
-        if ctx.stopped || !ctx.filters_on {
-            return Ok(());
-        }
-        if let Some((t, hash)) = filters.reached()
-            && let Some(ours) = filters.header_at(t)
-        {
-            for g in ctx.gateways.ids() {
-                let gw = &ctx.gateways[g];
-                if !gw.filters_usable()
-                    || self.probes[g.index()].is_some()
-                    || matches!(gw.trust, FilterTrust::Lagging(_))
-                    || gw.trust.agreed().is_some_and(|a| a >= t)
-                    || filters.asked() == Some(g)
-                {
-                    continue;
-                }
-                let Some(conn) = ready(conns, g) else {
-                    continue;
-                };
-                let id = self.ids.next_id();
-                if conn.request_filter_headers(id, t, hash).is_ok() {
-                    if self.probes.iter().all(Option::is_none) {
-                        ctx.timers.touch(TaskId::Check, ctx.now);
-                    }
-                    self.probes[g.index()] = Some(Probe {
-                        id,
-                        height: t,
-                        ours,
-                        theirs: None,
-                    });
-                }
-            }
-        }
-        self.schedule_dispute(ctx, conns)
     }
 
     fn schedule_dispute(&mut self, ctx: &mut Ctx, conns: &mut Conns) -> Result<(), Broke> {
@@ -344,16 +300,18 @@ impl Check {
             self.finish(ctx, Verdict::Undecided { height: fork });
         }
     }
+}
 
-    /// Gateway `g` is gone: its probe and its part in a dispute.
-    pub fn gateway_gone(&mut self, ctx: &mut Ctx, g: GatewayId) {
-        self.probes[g.index()] = None;
-        self.disputes.retain(|&(x, _, _)| x != g);
-        if let Some(v) = self.dispute.as_mut().and_then(|d| d.gateway_gone(g)) {
-            self.finish(ctx, v);
-        }
+fn send(conn: &mut Initiator, ask: Ask) -> Result<(), lightwire_proto::PeerError> {
+    match ask {
+        Ask::Checkpoints { id, stop } => conn.request_filter_checkpoints(id, stop),
+        Ask::FilterHeaders { id, start, stop } => conn.request_filter_headers(id, start, stop),
+        Ask::Filter { id, height, stop } => conn.request_filters(id, height, stop),
+        Ask::Block { id, hash } => conn.request_block(id, hash),
     }
+}
 
+impl Check {
     /// The gateways the cross-check waits on (to drop when it times out).
     pub fn waiting_on(&self) -> Vec<GatewayId> {
         let mut out: Vec<GatewayId> = (0..self.probes.len())
@@ -367,9 +325,48 @@ impl Check {
         out.dedup();
         out
     }
+}
 
-    /// When the cross-check's requests time out without an answer.
-    pub fn deadline(&self, ctx: &Ctx) -> Option<Millis> {
+impl Task for Check {
+    /// Probe the gateways not known to agree with our latest filter header (of
+    /// `filters`), and send what a dispute asks. `Err` names a gateway whose connection
+    /// broke.
+    fn schedule(&mut self, ctx: &mut Ctx, conns: &mut Conns, view: &View) -> Result<(), Broke> {
+        if ctx.stopped || !ctx.filters_on {
+            return Ok(());
+        }
+        if let Some((t, hash, ours)) = view.filter_reached {
+            for g in ctx.gateways.ids() {
+                let gw = &ctx.gateways[g];
+                if !gw.filters_usable()
+                    || self.probes[g.index()].is_some()
+                    || matches!(gw.trust, FilterTrust::Lagging(_))
+                    || gw.trust.agreed().is_some_and(|a| a >= t)
+                    || view.filters_asked == Some(g)
+                {
+                    continue;
+                }
+                let Some(conn) = ready(conns, g) else {
+                    continue;
+                };
+                let id = self.ids.next_id();
+                if conn.request_filter_headers(id, t, hash).is_ok() {
+                    if self.probes.iter().all(Option::is_none) {
+                        ctx.timers.touch(TaskId::Check, ctx.now);
+                    }
+                    self.probes[g.index()] = Some(Probe {
+                        id,
+                        height: t,
+                        ours,
+                        theirs: None,
+                    });
+                }
+            }
+        }
+        self.schedule_dispute(ctx, conns)
+    }
+
+    fn deadline(&self, ctx: &Ctx) -> Option<Millis> {
         let waiting = self.probes.iter().any(Option::is_some)
             || self
                 .dispute
@@ -377,13 +374,17 @@ impl Check {
                 .is_some_and(|d| !d.asked_gateways().is_empty());
         ctx.timers.deadline(TaskId::Check, waiting)
     }
-}
 
-fn send(conn: &mut Initiator, ask: Ask) -> Result<(), lightwire_proto::PeerError> {
-    match ask {
-        Ask::Checkpoints { id, stop } => conn.request_filter_checkpoints(id, stop),
-        Ask::FilterHeaders { id, start, stop } => conn.request_filter_headers(id, start, stop),
-        Ask::Filter { id, height, stop } => conn.request_filters(id, height, stop),
-        Ask::Block { id, hash } => conn.request_block(id, hash),
+    /// The probes and the dispute's requests ran out: the gateways they wait on.
+    fn timed_out(&mut self, _: &mut Ctx) -> Vec<(GatewayId, DropReason)> {
+        self.waiting_on().into_iter().map(timeout).collect()
+    }
+
+    fn gateway_gone(&mut self, ctx: &mut Ctx, g: GatewayId) {
+        self.probes[g.index()] = None;
+        self.disputes.retain(|&(x, _, _)| x != g);
+        if let Some(v) = self.dispute.as_mut().and_then(|d| d.gateway_gone(g)) {
+            self.finish(ctx, v);
+        }
     }
 }

@@ -6,6 +6,7 @@
 use lightwire_chain::BlockHash;
 
 use super::ctx::{Broke, Conns, Ctx, Effect, ready};
+use super::task::{Task, View, timeout};
 use crate::filters::{FilterAnswer, FilterSync};
 use crate::ids::{GatewayId, TaskId};
 use crate::reason::DropReason;
@@ -80,16 +81,38 @@ impl FilterHeaders {
         Ok((step.taken > 0).then_some(Taken { first, headers }))
     }
 
+    /// The best chain switched branches at `fork`.
+    pub fn reorg(&mut self, ctx: &mut Ctx, fork: u32) {
+        if let Some((a, id)) = self.sync.reorg(fork) {
+            ctx.give_up(a, id);
+        }
+    }
+
+    /// Our filter headers are wrong from `height` on (see [`Effect::OursWrong`]); the
+    /// headers' tip is `tip`.
+    pub fn ours_wrong(
+        &mut self,
+        ctx: &mut Ctx,
+        height: u32,
+        prev: [u8; 32],
+        hash: BlockHash,
+        tip: (u32, BlockHash),
+    ) {
+        if let Some((a, id)) = self.sync.truncate(height - 1, prev) {
+            ctx.give_up(a, id);
+        }
+        self.sync.mark_below(height, hash);
+        self.sync.mark(tip.0, tip.1);
+    }
+}
+
+impl Task for FilterHeaders {
     /// Ask for the next filter headers, up to the last validated header, from a gateway
     /// that serves them: another than `source` (the headers') when there is one, so that
     /// two connections carry the two streams side by side. `Err` names a gateway whose
     /// connection broke.
-    pub fn schedule(
-        &mut self,
-        ctx: &mut Ctx,
-        conns: &mut Conns,
-        source: Option<GatewayId>,
-    ) -> Result<(), Broke> {
+    fn schedule(&mut self, ctx: &mut Ctx, conns: &mut Conns, view: &View) -> Result<(), Broke> {
+        let source = view.source;
         if !ctx.filters_on || ctx.stopped || self.sync.asked().is_some() {
             return Ok(());
         }
@@ -116,45 +139,18 @@ impl FilterHeaders {
         Ok(())
     }
 
-    /// When the request in flight times out without bringing filter headers.
-    pub fn deadline(&self, ctx: &Ctx) -> Option<lightwire_proto::Millis> {
+    fn deadline(&self, ctx: &Ctx) -> Option<lightwire_proto::Millis> {
         ctx.timers
             .deadline(TaskId::FilterHeaders, self.sync.asked().is_some())
     }
 
-    /// The gateway the request in flight went to.
-    pub fn asked(&self) -> Option<GatewayId> {
-        self.sync.asked()
+    fn timed_out(&mut self, _: &mut Ctx) -> Vec<(GatewayId, DropReason)> {
+        self.sync.asked().map(timeout).into_iter().collect()
     }
 
-    /// Gateway `g` is gone: its request with it.
-    pub fn gateway_gone(&mut self, g: GatewayId) {
+    fn gateway_gone(&mut self, _: &mut Ctx, g: GatewayId) {
         if self.sync.asked() == Some(g) {
             self.sync.abandon();
         }
-    }
-
-    /// The best chain switched branches at `fork`.
-    pub fn reorg(&mut self, ctx: &mut Ctx, fork: u32) {
-        if let Some((a, id)) = self.sync.reorg(fork) {
-            ctx.give_up(a, id);
-        }
-    }
-
-    /// Our filter headers are wrong from `height` on (see [`Effect::OursWrong`]); the
-    /// headers' tip is `tip`.
-    pub fn ours_wrong(
-        &mut self,
-        ctx: &mut Ctx,
-        height: u32,
-        prev: [u8; 32],
-        hash: BlockHash,
-        tip: (u32, BlockHash),
-    ) {
-        if let Some((a, id)) = self.sync.truncate(height - 1, prev) {
-            ctx.give_up(a, id);
-        }
-        self.sync.mark_below(height, hash);
-        self.sync.mark(tip.0, tip.1);
     }
 }

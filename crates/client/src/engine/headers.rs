@@ -15,6 +15,7 @@ use lightwire_store::{Durability, Pending, Tip};
 
 use super::ctx::{Broke, Conns, Ctx, Effect, ready};
 use super::gateway::GatewayState;
+use super::task::{Task, View};
 use crate::ids::{GatewayId, TaskId};
 use crate::reason::DropReason;
 use crate::sync::{Step, SyncError, Syncer};
@@ -244,69 +245,6 @@ impl Headers {
         self.committing = false;
     }
 
-    /// Ask the target's gateway for the next headers, if it is due.
-    pub fn schedule(&mut self, ctx: &mut Ctx, conns: &mut Conns) -> Result<(), Broke> {
-        if self.ancestors.is_some() || ctx.stopped {
-            return Ok(());
-        }
-        let Some(g) = self.source else {
-            return Ok(());
-        };
-        let Some(conn) = ready(conns, g) else {
-            return Ok(());
-        };
-        if self.committing && self.syncer.uncommitted() >= self.syncer.commit_every {
-            // A whole commit waits behind the one in flight: ask for more once it is
-            // done, so that what is gathered stays bounded however slow the store is.
-            return Ok(());
-        }
-        if let Some((id, n)) = self.syncer.next_request(&mut self.locator) {
-            self.asked = Some(g);
-            ctx.timers.touch(TaskId::Headers, ctx.now);
-            if let Err(e) = conn.request(id, n, &self.locator) {
-                // Cannot happen on a ready connection; treat it as a broken one.
-                return Err((g, e));
-            }
-        }
-        Ok(())
-    }
-
-    /// When the request in flight times out without validated progress.
-    pub fn deadline(&self, ctx: &Ctx) -> Option<lightwire_proto::Millis> {
-        let waiting = self.asked.is_some() && self.syncer.in_flight() && self.ancestors.is_none();
-        ctx.timers.deadline(TaskId::Headers, waiting)
-    }
-
-    /// The request ran out of time: its gateway, and why it is dropped (reconnected
-    /// later, and counted as a tip not delivered; the third time it is marked bad).
-    pub fn timed_out(&mut self, ctx: &mut Ctx) -> Option<(GatewayId, DropReason)> {
-        let g = self.asked?;
-        let gw = &mut ctx.gateways[g];
-        gw.undelivered_count += 1;
-        let why = if gw.undelivered_count >= MAX_UNDELIVERED {
-            DropReason::Undelivered(MAX_UNDELIVERED)
-        } else {
-            DropReason::RequestTimeout
-        };
-        Some((g, why))
-    }
-
-    /// Gateway `g` is gone: what it was asked, and an answer held for ancestors, go.
-    pub fn gateway_gone(&mut self, g: GatewayId) {
-        if self.ancestors.is_some_and(|(a, _)| a == g) || self.asked == Some(g) {
-            self.ancestors = None;
-            self.held.clear();
-            self.deferred.clear();
-        }
-    }
-
-    /// After the gateways' drops: the target is taken again if its gateway went.
-    pub fn after_drop(&mut self, ctx: &mut Ctx, g: GatewayId) {
-        if self.source == Some(g) || self.asked == Some(g) {
-            self.retarget(ctx);
-        }
-    }
-
     /// A gateway whose answer ended short of its announced tip, if any (see
     /// [`Self::undeliver`]).
     pub fn take_undelivered(ctx: &mut Ctx) -> Option<GatewayId> {
@@ -396,6 +334,68 @@ impl Headers {
                 ctx.gateways[g].undelivered_count = 0;
             }
             ctx.set_state(g, state, None);
+        }
+    }
+}
+
+impl Task for Headers {
+    fn schedule(&mut self, ctx: &mut Ctx, conns: &mut Conns, _: &View) -> Result<(), Broke> {
+        if self.ancestors.is_some() || ctx.stopped {
+            return Ok(());
+        }
+        let Some(g) = self.source else {
+            return Ok(());
+        };
+        let Some(conn) = ready(conns, g) else {
+            return Ok(());
+        };
+        if self.committing && self.syncer.uncommitted() >= self.syncer.commit_every {
+            // A whole commit waits behind the one in flight: ask for more once it is
+            // done, so that what is gathered stays bounded however slow the store is.
+            return Ok(());
+        }
+        if let Some((id, n)) = self.syncer.next_request(&mut self.locator) {
+            self.asked = Some(g);
+            ctx.timers.touch(TaskId::Headers, ctx.now);
+            if let Err(e) = conn.request(id, n, &self.locator) {
+                // Cannot happen on a ready connection; treat it as a broken one.
+                return Err((g, e));
+            }
+        }
+        Ok(())
+    }
+
+    fn deadline(&self, ctx: &Ctx) -> Option<lightwire_proto::Millis> {
+        let waiting = self.asked.is_some() && self.syncer.in_flight() && self.ancestors.is_none();
+        ctx.timers.deadline(TaskId::Headers, waiting)
+    }
+
+    /// The request ran out of time: its gateway is dropped (reconnected later, and
+    /// counted as a tip not delivered; the third time it is marked bad).
+    fn timed_out(&mut self, ctx: &mut Ctx) -> Vec<(GatewayId, DropReason)> {
+        let Some(g) = self.asked else {
+            return Vec::new();
+        };
+        let gw = &mut ctx.gateways[g];
+        gw.undelivered_count += 1;
+        let why = if gw.undelivered_count >= MAX_UNDELIVERED {
+            DropReason::Undelivered(MAX_UNDELIVERED)
+        } else {
+            DropReason::RequestTimeout
+        };
+        vec![(g, why)]
+    }
+
+    /// What it was asked, and an answer held for ancestors, go; if it was the target's
+    /// gateway, the best tip the others announced is taken.
+    fn gateway_gone(&mut self, ctx: &mut Ctx, g: GatewayId) {
+        if self.ancestors.is_some_and(|(a, _)| a == g) || self.asked == Some(g) {
+            self.ancestors = None;
+            self.held.clear();
+            self.deferred.clear();
+        }
+        if self.source == Some(g) || self.asked == Some(g) {
+            self.retarget(ctx);
         }
     }
 }

@@ -36,6 +36,7 @@ mod headers;
 mod relay;
 mod route;
 mod scan;
+mod task;
 mod wallet;
 
 pub use crate::ids::GatewayId;
@@ -47,10 +48,10 @@ pub use gateway::{
 pub use headers::MAX_UNDELIVERED;
 pub use relay::BroadcastError;
 
-use crate::ids::TaskId;
 use crate::reason::{DropReason, TransportError};
 use ctx::{Conns, Ctx, Effect};
-use route::{Parts, route, timeout};
+use route::route;
+use task::Tasks;
 
 /// The client's sync over all its gateways.
 pub struct Engine {
@@ -58,12 +59,7 @@ pub struct Engine {
     /// borrowed from a connection's buffer can be handled by the tasks).
     conns: Conns,
     ctx: Ctx,
-    headers: headers::Headers,
-    filter_headers: filter_headers::FilterHeaders,
-    check: check::Check,
-    scan: scan::ScanTask,
-    wallet: wallet::WalletTask,
-    relay: relay::Relay,
+    tasks: Tasks,
 }
 
 impl Engine {
@@ -84,12 +80,14 @@ impl Engine {
         Engine {
             conns: Conns::new(n),
             ctx: Ctx::new(params, gateways, local_static, seed, now),
-            headers: headers::Headers::new(chain, stored),
-            filter_headers: filter_headers::FilterHeaders::new(),
-            check: check::Check::new(n),
-            scan: scan::ScanTask::default(),
-            wallet: wallet::WalletTask::default(),
-            relay: relay::Relay::new(),
+            tasks: Tasks {
+                headers: headers::Headers::new(chain, stored),
+                filter_headers: filter_headers::FilterHeaders::new(),
+                check: check::Check::new(n),
+                scan: scan::ScanTask::default(),
+                wallet: wallet::WalletTask::default(),
+                relay: relay::Relay::new(),
+            },
         }
     }
 
@@ -166,16 +164,7 @@ impl Engine {
                 Ok((taken, event)) => {
                     data = &data[taken..];
                     let Some(event) = event else { continue };
-                    let parts = Parts {
-                        ctx: &mut self.ctx,
-                        headers: &mut self.headers,
-                        filter_headers: &mut self.filter_headers,
-                        check: &mut self.check,
-                        scan: &mut self.scan,
-                        wallet: &mut self.wallet,
-                        relay: &mut self.relay,
-                    };
-                    let routed = route(parts, g, event);
+                    let routed = route(&mut self.ctx, &mut self.tasks, g, event);
                     self.apply_effects();
                     if let Err(why) = routed {
                         failure = Some(why);
@@ -209,22 +198,10 @@ impl Engine {
             next = earliest(next, conn.as_ref().and_then(Initiator::poll_timeout));
             next = earliest(next, gw.reconnect_at);
         }
-        self.task_deadlines()
-            .into_iter()
-            .fold(next, |next, (_, due)| earliest(next, due))
-    }
-
-    /// Every task's deadline.
-    fn task_deadlines(&self) -> [(TaskId, Option<Millis>); 6] {
-        let c = &self.ctx;
-        [
-            (TaskId::Headers, self.headers.deadline(c)),
-            (TaskId::FilterHeaders, self.filter_headers.deadline(c)),
-            (TaskId::Scan, self.scan.deadline(c)),
-            (TaskId::Relay, self.relay.deadline()),
-            (TaskId::Wallet, self.wallet.deadline(c)),
-            (TaskId::Check, self.check.deadline(c)),
-        ]
+        let tasks = self.tasks.all();
+        tasks
+            .iter()
+            .fold(next, |next, t| earliest(next, t.deadline(c)))
     }
 
     /// Deadlines at `now`: requests without progress (their gateways are dropped),
@@ -234,12 +211,12 @@ impl Engine {
         if self.ctx.stopped {
             return;
         }
-        for (task, due) in self.task_deadlines() {
-            if task == TaskId::Relay {
-                // Broadcasts that waited too long are reported; nobody is dropped.
-                self.relay.finish(&mut self.ctx);
-            } else if due.is_some_and(|d| d <= now) {
-                self.timed_out(task);
+        for i in 0..self.tasks.all().len() {
+            let task = &mut self.tasks.all_mut()[i];
+            if task.deadline(&self.ctx).is_some_and(|d| d <= now) {
+                for (g, why) in task.timed_out(&mut self.ctx) {
+                    self.drop_gateway(g, why);
+                }
             }
         }
         for g in self.ctx.gateways.ids() {
@@ -257,43 +234,16 @@ impl Engine {
         self.settle();
     }
 
-    /// `task`'s wait ran out: the gateways it waits on are dropped.
-    fn timed_out(&mut self, task: TaskId) {
-        let waiting: Vec<(GatewayId, DropReason)> = match task {
-            TaskId::Headers => self.headers.timed_out(&mut self.ctx).into_iter().collect(),
-            TaskId::FilterHeaders => self
-                .filter_headers
-                .asked()
-                .into_iter()
-                .map(timeout)
-                .collect(),
-            TaskId::Scan => self.scan.asked().into_iter().map(timeout).collect(),
-            TaskId::Wallet => self.wallet.asked().into_iter().map(timeout).collect(),
-            TaskId::Check => self.check.waiting_on().into_iter().map(timeout).collect(),
-            TaskId::Relay => Vec::new(),
-        };
-        for (g, why) in waiting {
-            self.drop_gateway(g, why);
-        }
-    }
-
     /// Send the next requests if any are due (call after every input).
     pub fn schedule(&mut self) {
-        let source = self.headers.source();
-        let c = &mut self.ctx;
-        let conns = &mut self.conns;
-        let broke = [
-            self.headers.schedule(c, conns),
-            self.filter_headers.schedule(c, conns, source),
-            self.check.schedule(c, conns, &self.filter_headers.sync),
-            self.scan.schedule(c, conns, source),
-        ];
-        let scan_gateway = self.scan.asked();
-        let wallet = self.wallet.schedule(c, conns, scan_gateway);
         let mut any = false;
-        for result in broke.into_iter().chain([wallet]) {
+        for i in 0..self.tasks.all().len() {
+            // What the others show is taken again before each: the wallet fetches from
+            // the gateway the scan has just asked.
+            let view = self.tasks.view();
+            let sent = self.tasks.all_mut()[i].schedule(&mut self.ctx, &mut self.conns, &view);
             // A connection broken twice in one round is dropped once.
-            if let Err((g, e)) = result
+            if let Err((g, e)) = sent
                 && self.conns[g].is_some()
             {
                 self.drop_gateway(g, DropReason::Connection(e));
@@ -310,16 +260,11 @@ impl Engine {
     fn drop_gateway(&mut self, g: GatewayId, why: DropReason) {
         let had_socket = self.conns[g].take().is_some()
             || self.ctx.gateways[g].state == GatewayState::Connecting;
-        let c = &mut self.ctx;
-        c.disconnected(g, had_socket);
-        self.headers.gateway_gone(g);
-        self.filter_headers.gateway_gone(g);
-        self.scan.gateway_gone(g);
-        self.check.gateway_gone(c, g);
-        self.wallet.gateway_gone(g);
-        self.relay.gateway_gone(c, g);
-        c.dropped(g, why);
-        self.headers.after_drop(c, g);
+        self.ctx.disconnected(g, had_socket);
+        for task in self.tasks.all_mut() {
+            task.gateway_gone(&mut self.ctx, g);
+        }
+        self.ctx.dropped(g, why);
     }
 
     /// Carry what tasks told each other, in order.
@@ -327,16 +272,18 @@ impl Engine {
         while let Some(effect) = self.ctx.effects.pop_front() {
             let c = &mut self.ctx;
             match effect {
-                Effect::Validated { height, hash } => self.filter_headers.sync.mark(height, hash),
+                Effect::Validated { height, hash } => {
+                    self.tasks.filter_headers.sync.mark(height, hash)
+                }
                 Effect::Reorg { old, new, fork } => {
-                    self.filter_headers.reorg(c, fork);
+                    self.tasks.filter_headers.reorg(c, fork);
                     // What the store holds above the fork is of the old branch: it is rolled
                     // back with the next commit, and not read for a scan meanwhile.
                     c.stored_filters = c.stored_filters.map(|s| s.min(fork));
                     c.gateways.iter_mut().for_each(|gw| gw.trust.cut(fork));
-                    self.wallet.reorg(c, fork);
-                    self.check.reorg(c, fork);
-                    self.scan.reorg(c, fork);
+                    self.tasks.wallet.reorg(c, fork);
+                    self.tasks.check.reorg(c, fork);
+                    self.tasks.scan.reorg(c, fork);
                     let depth = old.height - fork;
                     let old_tip = Tip::from(&old);
                     let new_tip = new;
@@ -350,15 +297,17 @@ impl Engine {
                     gateway,
                     height,
                     theirs,
-                } => self.check.conflict(c, gateway, height, theirs),
+                } => self.tasks.check.conflict(c, gateway, height, theirs),
                 Effect::OursWrong { height, prev, hash } => {
-                    let t = self.headers.syncer.tip();
+                    let t = self.tasks.headers.syncer.tip();
                     let tip = (t.height, t.hash);
-                    self.filter_headers.ours_wrong(c, height, prev, hash, tip);
-                    self.headers.syncer.truncate_filters(height);
-                    self.scan.reorg(c, height - 1);
+                    self.tasks
+                        .filter_headers
+                        .ours_wrong(c, height, prev, hash, tip);
+                    self.tasks.headers.syncer.truncate_filters(height);
+                    self.tasks.scan.reorg(c, height - 1);
                 }
-                Effect::Matched { height, hash } => self.wallet.matched(c, height, hash),
+                Effect::Matched { height, hash } => self.tasks.wallet.matched(c, height, hash),
             }
         }
     }
@@ -377,12 +326,12 @@ impl Engine {
             let Some(g) = headers::Headers::take_undelivered(&mut self.ctx) else {
                 break;
             };
-            if let Some(why) = self.headers.undeliver(&mut self.ctx, g) {
+            if let Some(why) = self.tasks.headers.undeliver(&mut self.ctx, g) {
                 self.drop_gateway(g, why);
             }
         }
-        self.headers.update_states(&mut self.ctx);
-        self.scan.check_reached(&mut self.ctx);
+        self.tasks.headers.update_states(&mut self.ctx);
+        self.tasks.scan.check_reached(&mut self.ctx);
     }
 }
 

@@ -7,8 +7,9 @@ use lightwire_proto::Millis;
 use lightwire_proto::session::{RelayStatus, check_tx};
 use lightwire_wire::{MAX_TX_LEN, TxResult};
 
-use super::ctx::{Conns, Ctx, REQUEST_TIMEOUT, ready};
+use super::ctx::{Broke, Conns, Ctx, REQUEST_TIMEOUT, ready};
 use super::event::Event;
+use super::task::{Task, View};
 use crate::ids::{GatewayId, Ids, TaskId};
 use crate::reason::DropReason;
 use crate::sync::SyncError;
@@ -117,17 +118,6 @@ impl Relay {
         Ok(())
     }
 
-    /// Gateway `g` is gone: it relays nothing more.
-    pub fn gateway_gone(&mut self, ctx: &mut Ctx, g: GatewayId) {
-        for b in &mut self.broadcasts {
-            if b.waiting.contains(&g) {
-                b.waiting.retain(|&w| w != g);
-                b.refused.push((g, RelayStatus::Busy));
-            }
-        }
-        self.finish(ctx);
-    }
-
     /// Broadcasts every gateway answered (or that waited too long) are reported.
     pub fn finish(&mut self, ctx: &mut Ctx) {
         let now = ctx.now;
@@ -152,12 +142,35 @@ impl Relay {
             }
         }
     }
+}
 
-    /// When a broadcast stops waiting for its gateways.
-    pub fn deadline(&self) -> Option<Millis> {
+impl Task for Relay {
+    /// Transactions are sent when the application broadcasts them, not scheduled.
+    fn schedule(&mut self, _: &mut Ctx, _: &mut Conns, _: &View) -> Result<(), Broke> {
+        Ok(())
+    }
+
+    fn deadline(&self, _: &Ctx) -> Option<Millis> {
         self.broadcasts
             .iter()
             .map(|b| b.sent_at + REQUEST_TIMEOUT)
             .min()
+    }
+
+    /// Broadcasts that waited too long are reported; nobody is dropped (a gateway that
+    /// does not answer a `tx` is counted as refusing it).
+    fn timed_out(&mut self, ctx: &mut Ctx) -> Vec<(GatewayId, DropReason)> {
+        self.finish(ctx);
+        Vec::new()
+    }
+
+    fn gateway_gone(&mut self, ctx: &mut Ctx, g: GatewayId) {
+        for b in &mut self.broadcasts {
+            if b.waiting.contains(&g) {
+                b.waiting.retain(|&w| w != g);
+                b.refused.push((g, RelayStatus::Busy));
+            }
+        }
+        self.finish(ctx);
     }
 }

@@ -7,6 +7,7 @@ use lightwire_wire::Filters;
 
 use super::ctx::{Broke, Conns, Ctx, Effect, ready};
 use super::event::Event;
+use super::task::{Task, View, timeout};
 use crate::ids::{GatewayId, GivenUp, TaskId};
 use crate::reason::DropReason;
 use crate::scan::{Scan, ScanChange};
@@ -84,16 +85,63 @@ impl ScanTask {
         })
     }
 
+    /// Report a scan that has matched everything stored.
+    pub fn check_reached(&mut self, ctx: &mut Ctx) {
+        if let Some(scan) = self.scan.as_mut()
+            && scan.reached(ctx.stored_filters)
+        {
+            ctx.events.push_back(Event::ScanReached {
+                height: scan.next().saturating_sub(1),
+                matches: scan.matches().to_vec(),
+            });
+        }
+    }
+
+    /// Blocks above `fork` are no longer on the best chain (a reorganisation, or filter
+    /// headers found wrong from `fork + 1`): their matches are withdrawn and scanned
+    /// again.
+    pub fn reorg(&mut self, ctx: &mut Ctx, fork: u32) {
+        let Some(scan) = self.scan.as_mut() else {
+            return;
+        };
+        let events = &mut ctx.events;
+        let given_up: Vec<GivenUp> = scan.reorg(fork, |c| events.push_back(event(c))).collect();
+        ctx.give_up_all(given_up);
+    }
+
+    /// The gateway asked, if a request is in flight.
+    pub fn asked(&self) -> Option<GatewayId> {
+        self.scan.as_ref()?.asked().map(|(g, _)| g)
+    }
+}
+
+/// A scan from `from`, on a store whose first header is at `base`.
+fn clamp(from: u32, base: u32) -> u32 {
+    if base > 0 { from.max(base + 1) } else { from }
+}
+
+/// A scan's change: the application hears it; the wallet fetches a match of its scan.
+fn changed(ctx: &mut Ctx, c: ScanChange, for_wallet: bool) {
+    if let (ScanChange::Matched { height, hash }, true) = (c, for_wallet) {
+        ctx.effects.push_back(Effect::Matched { height, hash });
+    }
+    ctx.events.push_back(event(c));
+}
+
+fn event(c: ScanChange) -> Event {
+    match c {
+        ScanChange::Matched { height, hash } => Event::ScanMatch { height, hash },
+        ScanChange::Withdrawn { height, hash } => Event::ScanWithdrawn { height, hash },
+    }
+}
+
+impl Task for ScanTask {
     /// Ask for the scan's next window of filters, from a gateway known to agree with our
     /// filter headers (a filter that does not match ours is then its own fault, and it
     /// is marked bad for it): another than `source` (the headers') when there is one.
     /// `Err` names a gateway whose connection broke.
-    pub fn schedule(
-        &mut self,
-        ctx: &mut Ctx,
-        conns: &mut Conns,
-        source: Option<GatewayId>,
-    ) -> Result<(), Broke> {
+    fn schedule(&mut self, ctx: &mut Ctx, conns: &mut Conns, view: &View) -> Result<(), Broke> {
+        let source = view.source;
         let Some(scan) = self.scan.as_mut() else {
             return Ok(());
         };
@@ -127,66 +175,19 @@ impl ScanTask {
         Ok(())
     }
 
-    /// Report a scan that has matched everything stored.
-    pub fn check_reached(&mut self, ctx: &mut Ctx) {
-        if let Some(scan) = self.scan.as_mut()
-            && scan.reached(ctx.stored_filters)
-        {
-            ctx.events.push_back(Event::ScanReached {
-                height: scan.next().saturating_sub(1),
-                matches: scan.matches().to_vec(),
-            });
-        }
+    fn deadline(&self, ctx: &Ctx) -> Option<Millis> {
+        ctx.timers.deadline(TaskId::Scan, self.asked().is_some())
     }
 
-    /// Blocks above `fork` are no longer on the best chain (a reorganisation, or filter
-    /// headers found wrong from `fork + 1`): their matches are withdrawn and scanned
-    /// again.
-    pub fn reorg(&mut self, ctx: &mut Ctx, fork: u32) {
-        let Some(scan) = self.scan.as_mut() else {
-            return;
-        };
-        let events = &mut ctx.events;
-        let given_up: Vec<GivenUp> = scan.reorg(fork, |c| events.push_back(event(c))).collect();
-        ctx.give_up_all(given_up);
+    fn timed_out(&mut self, _: &mut Ctx) -> Vec<(GatewayId, DropReason)> {
+        self.asked().map(timeout).into_iter().collect()
     }
 
-    /// The gateway asked, if a request is in flight.
-    pub fn asked(&self) -> Option<GatewayId> {
-        self.scan.as_ref()?.asked().map(|(g, _)| g)
-    }
-
-    /// Gateway `g` is gone: its requests with it.
-    pub fn gateway_gone(&mut self, g: GatewayId) {
+    fn gateway_gone(&mut self, _: &mut Ctx, g: GatewayId) {
         if let Some(scan) = self.scan.as_mut()
             && scan.asked().is_some_and(|(a, _)| a == g)
         {
             scan.abandon().for_each(drop);
         }
-    }
-
-    /// When the scan's request times out without bringing filters.
-    pub fn deadline(&self, ctx: &Ctx) -> Option<Millis> {
-        ctx.timers.deadline(TaskId::Scan, self.asked().is_some())
-    }
-}
-
-/// A scan from `from`, on a store whose first header is at `base`.
-fn clamp(from: u32, base: u32) -> u32 {
-    if base > 0 { from.max(base + 1) } else { from }
-}
-
-/// A scan's change: the application hears it; the wallet fetches a match of its scan.
-fn changed(ctx: &mut Ctx, c: ScanChange, for_wallet: bool) {
-    if let (ScanChange::Matched { height, hash }, true) = (c, for_wallet) {
-        ctx.effects.push_back(Effect::Matched { height, hash });
-    }
-    ctx.events.push_back(event(c));
-}
-
-fn event(c: ScanChange) -> Event {
-    match c {
-        ScanChange::Matched { height, hash } => Event::ScanMatch { height, hash },
-        ScanChange::Withdrawn { height, hash } => Event::ScanWithdrawn { height, hash },
     }
 }

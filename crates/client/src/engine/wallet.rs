@@ -10,6 +10,7 @@ use lightwire_wire::BlockPiece;
 use super::ctx::{Broke, Conns, Ctx};
 use super::event::Event;
 use super::scan::ScanTask;
+use super::task::{Task, View, timeout};
 use crate::ids::{GatewayId, GivenUp, TaskId};
 use crate::reason::DropReason;
 use crate::wallet::{Again, Applied, WalletChange, WalletSync, WatchError, Watched};
@@ -103,43 +104,6 @@ impl WalletTask {
                 .wallet
                 .as_ref()
                 .is_some_and(|w| w.pending_blocks() == 0)
-    }
-
-    /// Ask for the next matched block, from a gateway that serves blocks (the one the
-    /// scan asks first: its filter matched). `Err` names a gateway whose connection broke.
-    pub fn schedule(
-        &mut self,
-        ctx: &mut Ctx,
-        conns: &mut Conns,
-        scan_gateway: Option<GatewayId>,
-    ) -> Result<(), Broke> {
-        let Some(wallet) = self.wallet.as_mut().filter(|_| !ctx.stopped) else {
-            return Ok(());
-        };
-        let gateways = &ctx.gateways;
-        let usable = |g: GatewayId, tried: &[GatewayId]| {
-            gateways[g].ready
-                && !tried.contains(&g)
-                && conns[g]
-                    .as_ref()
-                    .is_some_and(|p| p.is_ready() && p.serves_blocks())
-        };
-        let Some((g, id, hash)) = wallet.next_fetch(|tried| {
-            scan_gateway
-                .filter(|&g| usable(g, tried))
-                .or_else(|| gateways.ids().find(|&g| usable(g, tried)))
-        }) else {
-            return Ok(());
-        };
-        ctx.timers.touch(TaskId::Wallet, ctx.now);
-        let Some(conn) = conns[g].as_mut() else {
-            return Ok(());
-        };
-        if let Err(e) = conn.request_block(id, hash) {
-            wallet.gateway_gone(g);
-            return Err((g, e));
-        }
-        Ok(())
     }
 
     /// A `block` message for the wallet.
@@ -243,21 +207,58 @@ impl WalletTask {
     pub fn asked(&self) -> Option<GatewayId> {
         self.wallet.as_ref()?.asked().map(|(g, _)| g)
     }
-
-    /// Gateway `g` is gone: its fetch is asked of another.
-    pub fn gateway_gone(&mut self, g: GatewayId) {
-        if let Some(w) = self.wallet.as_mut() {
-            w.gateway_gone(g);
-        }
-    }
-
-    /// When the block in flight times out without a piece.
-    pub fn deadline(&self, ctx: &Ctx) -> Option<Millis> {
-        ctx.timers.deadline(TaskId::Wallet, self.asked().is_some())
-    }
 }
 
 /// The application hears of what the wallet found or lost.
 fn tell(ctx: &mut Ctx, changes: Vec<WalletChange>) {
     ctx.events.extend(changes.into_iter().map(Event::Wallet));
+}
+
+impl Task for WalletTask {
+    /// Ask for the next matched block, from a gateway that serves blocks (the one the
+    /// scan asks first: its filter matched). `Err` names a gateway whose connection broke.
+    fn schedule(&mut self, ctx: &mut Ctx, conns: &mut Conns, view: &View) -> Result<(), Broke> {
+        let scan_gateway = view.scan_gateway;
+        let Some(wallet) = self.wallet.as_mut().filter(|_| !ctx.stopped) else {
+            return Ok(());
+        };
+        let gateways = &ctx.gateways;
+        let usable = |g: GatewayId, tried: &[GatewayId]| {
+            gateways[g].ready
+                && !tried.contains(&g)
+                && conns[g]
+                    .as_ref()
+                    .is_some_and(|p| p.is_ready() && p.serves_blocks())
+        };
+        let Some((g, id, hash)) = wallet.next_fetch(|tried| {
+            scan_gateway
+                .filter(|&g| usable(g, tried))
+                .or_else(|| gateways.ids().find(|&g| usable(g, tried)))
+        }) else {
+            return Ok(());
+        };
+        ctx.timers.touch(TaskId::Wallet, ctx.now);
+        let Some(conn) = conns[g].as_mut() else {
+            return Ok(());
+        };
+        if let Err(e) = conn.request_block(id, hash) {
+            wallet.gateway_gone(g);
+            return Err((g, e));
+        }
+        Ok(())
+    }
+
+    fn deadline(&self, ctx: &Ctx) -> Option<Millis> {
+        ctx.timers.deadline(TaskId::Wallet, self.asked().is_some())
+    }
+
+    fn timed_out(&mut self, _: &mut Ctx) -> Vec<(GatewayId, DropReason)> {
+        self.asked().map(timeout).into_iter().collect()
+    }
+
+    fn gateway_gone(&mut self, _: &mut Ctx, g: GatewayId) {
+        if let Some(w) = self.wallet.as_mut() {
+            w.gateway_gone(g);
+        }
+    }
 }
