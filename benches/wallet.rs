@@ -32,13 +32,21 @@ pub fn block(txs: usize, ours: &[usize], w: &Watchlist) -> Vec<u8> {
     lightwire_primitives::write_compact_size(&mut n, txs as u64);
     b.extend_from_slice(&n);
     for i in 0..txs {
+        // The first is the coinbase (one input, spending the null outpoint), as a block's
+        // first must be; the others spend two outputs each.
+        let inputs: u32 = if i == 0 { 1 } else { 2 };
         b.extend_from_slice(&2u32.to_le_bytes());
-        b.extend_from_slice(&[0, 1, 2]); // marker, flag, two inputs
-        for j in 0..2u32 {
-            let mut prev = [0u8; 32];
-            prev[..8].copy_from_slice(&(i as u64).to_le_bytes());
-            b.extend_from_slice(&prev);
-            b.extend_from_slice(&j.to_le_bytes());
+        b.extend_from_slice(&[0, 1, inputs as u8]); // marker, flag, inputs
+        for j in 0..inputs {
+            if i == 0 {
+                b.extend_from_slice(&[0; 32]);
+                b.extend_from_slice(&u32::MAX.to_le_bytes());
+            } else {
+                let mut prev = [0u8; 32];
+                prev[..8].copy_from_slice(&(i as u64).to_le_bytes());
+                b.extend_from_slice(&prev);
+                b.extend_from_slice(&j.to_le_bytes());
+            }
             b.extend_from_slice(&[0, 0xfd, 0xff, 0xff, 0xff]);
         }
         b.push(2);
@@ -55,7 +63,7 @@ pub fn block(txs: usize, ours: &[usize], w: &Watchlist) -> Vec<u8> {
             b.push(script.len() as u8);
             b.extend_from_slice(&script);
         }
-        for _ in 0..2 {
+        for _ in 0..inputs {
             b.push(2);
             b.push(72);
             b.extend_from_slice(&[0x30; 72]);

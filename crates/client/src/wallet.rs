@@ -655,9 +655,23 @@ mod tests {
 
     /// A coinbase at `height` paying `script`.
     fn coinbase_paying(height: u32, script: &[u8]) -> Vec<u8> {
+        paying(height, script, None)
+    }
+
+    /// A transaction paying `script`: a coinbase (`spends` None) or one spending output 0
+    /// of the transaction `spends` names.
+    fn paying(height: u32, script: &[u8], spends: Option<u8>) -> Vec<u8> {
         let mut tx = vec![1, 0, 0, 0, 1];
-        tx.extend_from_slice(&[0; 32]);
-        tx.extend_from_slice(&u32::MAX.to_le_bytes());
+        match spends {
+            None => {
+                tx.extend_from_slice(&[0; 32]);
+                tx.extend_from_slice(&u32::MAX.to_le_bytes());
+            }
+            Some(t) => {
+                tx.extend_from_slice(&[t; 32]);
+                tx.extend_from_slice(&0u32.to_le_bytes());
+            }
+        }
         tx.push(4);
         tx.extend_from_slice(&height.to_le_bytes());
         tx.extend_from_slice(&[0xff; 4]);
@@ -717,7 +731,11 @@ mod tests {
         ];
         let mut w = WalletSync::new(Network::Mainnet, 100);
         w.watch(&[Watched::Script(hex::encode(script))]).unwrap();
-        let txs: Vec<Vec<u8>> = (0..3).map(|i| coinbase_paying(150 + i, &script)).collect();
+        // A coinbase, then two transactions paying the script: a block's first transaction,
+        // and only its first, is a coinbase.
+        let txs: Vec<Vec<u8>> = (0..3u8)
+            .map(|i| paying(150, &script, i.checked_sub(1).map(|t| t + 1)))
+            .collect();
         let (good, hash) = block_of(&txs);
         let mut repeated = txs.clone();
         repeated.push(txs[2].clone());

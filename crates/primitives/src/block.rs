@@ -36,6 +36,11 @@ pub enum BlockError {
     /// repeated transactions (CVE-2012-2459), refused as Bitcoin Core refuses them.
     #[error("its Merkle tree is mutated (repeated transactions)")]
     Mutated,
+    /// Its first transaction is not a coinbase, or a later one is (Bitcoin Core's
+    /// `bad-cb-missing` and `bad-cb-multiple`): without this rule a 64-byte transaction
+    /// could pass for an inner node of the Merkle tree.
+    #[error("its first transaction, and only its first, must be a coinbase")]
+    Coinbase,
 }
 
 /// A block's encoding was checked, but not that it is the block of any header.
@@ -115,6 +120,11 @@ impl<'a> Block<'a, Unchecked> {
         if mutated {
             return Err(BlockError::Mutated);
         }
+        // Core's next rule in CheckBlock.
+        let mut txs = self.transactions();
+        if !txs.next().is_some_and(|t| t.is_coinbase()) || txs.any(|t| t.is_coinbase()) {
+            return Err(BlockError::Coinbase);
+        }
         Ok(Block {
             header: self.header,
             txs: self.txs,
@@ -179,11 +189,18 @@ pub(crate) mod tests {
     /// Mainnet's genesis block.
     pub(crate) const GENESIS: &str = "0100000000000000000000000000000000000000000000000000000000000000000000003ba3edfd7a7b12b27ac72c3e67768f617fc81bc3888a51323a9fb8aa4b1e5e4a29ab5f49ffff001d1dac2b7c0101000000010000000000000000000000000000000000000000000000000000000000000000ffffffff4d04ffff001d0104455468652054696d65732030332f4a616e2f32303039204368616e63656c6c6f72206f6e206272696e6b206f66207365636f6e64206261696c6f757420666f722062616e6b73ffffffff0100f2052a01000000434104678afdb0fe5548271967f1a67130b7105cd6a828e03909a67962e0ea1f61deb649f6bc3f4cef38c4f35504e51ec112de5c384df7ba0b8d578a4c702b6bf11d5fac00000000";
 
-    /// A distinct legacy transaction (one input, one output), numbered `i`.
+    /// A distinct legacy transaction (one input, one output), numbered `i`; number 1 is a
+    /// coinbase (it spends the null outpoint), as a block's first must be.
     fn tx(i: u8) -> Vec<u8> {
         let mut t = alloc::vec![1, 0, 0, 0, 1];
-        t.extend_from_slice(&[i; 32]);
-        t.extend_from_slice(&[0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 1]);
+        if i == 1 {
+            t.extend_from_slice(&[0; 32]);
+            t.extend_from_slice(&[0xff; 4]);
+        } else {
+            t.extend_from_slice(&[i; 32]);
+            t.extend_from_slice(&[0; 4]);
+        }
+        t.extend_from_slice(&[0, 0xff, 0xff, 0xff, 0xff, 1]);
         t.extend_from_slice(&u64::from(i).to_le_bytes());
         t.extend_from_slice(&[1, 0x51, 0, 0, 0, 0]);
         t
@@ -251,6 +268,31 @@ pub(crate) mod tests {
             Block::check(&bad, &hash).map(|_| ()),
             Err(BlockError::Mutated)
         );
+    }
+
+    /// A block whose first transaction is not a coinbase, or with a second coinbase, is
+    /// refused even under a header it matches (Bitcoin Core's `bad-cb-missing`,
+    /// `bad-cb-multiple`).
+    #[test]
+    fn only_the_first_transaction_is_a_coinbase() {
+        let (good, hash) = block(&[tx(1), tx(2)], None);
+        assert!(Block::check(&good, &hash).is_ok());
+        // Another coinbase: the first's, paying another value.
+        let mut other = tx(1);
+        let at = other.len() - 14;
+        other[at] ^= 1;
+        for txs in [
+            alloc::vec![tx(2), tx(3)],
+            alloc::vec![tx(1), other],
+            alloc::vec![tx(2), tx(1)],
+        ] {
+            let (bad, hash) = block(&txs, None);
+            assert_eq!(
+                Block::check(&bad, &hash).map(|_| ()),
+                Err(BlockError::Coinbase),
+                "{txs:?}"
+            );
+        }
     }
 
     /// Transactions that make the header's Merkle root, under a header that is not the

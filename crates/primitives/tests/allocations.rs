@@ -13,9 +13,16 @@ static ALLOC: CountingAllocator = CountingAllocator::system();
 fn tx(i: u32, out: &mut Vec<u8>) {
     out.extend_from_slice(&2u32.to_le_bytes());
     out.extend_from_slice(&[0, 1, 1]);
-    out.extend_from_slice(&[7; 28]);
-    out.extend_from_slice(&i.to_le_bytes());
-    out.extend_from_slice(&[0, 0, 0, 0, 0, 0xfd, 0xff, 0xff, 0xff, 2]);
+    if i == 0 {
+        // The first is the coinbase: it spends the null outpoint.
+        out.extend_from_slice(&[0; 32]);
+        out.extend_from_slice(&[0xff; 4]);
+    } else {
+        out.extend_from_slice(&[7; 28]);
+        out.extend_from_slice(&i.to_le_bytes());
+        out.extend_from_slice(&[0; 4]);
+    }
+    out.extend_from_slice(&[0, 0xfd, 0xff, 0xff, 0xff, 2]);
     for j in 0..2u64 {
         out.extend_from_slice(&(1_000 + j).to_le_bytes());
         out.extend_from_slice(&[22, 0x00, 0x14]);
