@@ -34,7 +34,7 @@ use lightwire_gateway::blocks::BlockAnswer;
 use lightwire_gateway::filters::DEFAULT_CACHE_BYTES;
 use lightwire_gateway::metrics::serve_metrics;
 use lightwire_gateway::served::ServedChain;
-use lightwire_gateway::server::{Buffers, Limits, spawn};
+use lightwire_gateway::server::Shared;
 use lightwire_noise::SecretKey;
 use lightwire_proto::Served as _;
 
@@ -97,7 +97,8 @@ pub fn run(lies: &Lies, count: u32, listen: SocketAddr, key: SecretKey) -> Resul
         .build()
         .map_err(|e| e.to_string())?;
     runtime.block_on(async {
-        let gw = spawn(listen, chain, key, Limits::default(), Buffers::pooled(256))
+        let gw = Shared::builder(chain, key)
+            .spawn(listen)
             .await
             .map_err(|e| format!("{listen}: {e}"))?;
         if let Some(m) = lies.metrics_listen {

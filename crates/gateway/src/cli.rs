@@ -26,7 +26,7 @@ use lightwire_gateway::admission::{Block, TrustedProxies};
 use lightwire_gateway::key;
 use lightwire_gateway::metrics::serve_metrics;
 use lightwire_gateway::served::ServedChain;
-use lightwire_gateway::server::{Buffers, Caps, Front, Limits, Shared, serve};
+use lightwire_gateway::server::{Buffers, Caps, Shared, serve};
 use lightwire_gateway::tls::Tls;
 use lightwire_gateway::upstream::follow_all;
 use tokio::net::TcpListener;
@@ -184,7 +184,7 @@ struct Options {
     trusted_proxies: TrustedProxies,
 }
 
-/// Buffers per pool by default: 2 x 256 x 64 KiB = 32 MiB at most.
+/// [`Buffers::DEFAULT_POOL`], as the flag's type.
 const DEFAULT_POOL: u32 = 256;
 
 /// [`Caps::DEFAULT_MAX_CONNECTIONS`], as the flag's type (the library says why).
@@ -194,6 +194,7 @@ const DEFAULT_MAX_PER_ADDRESS: u32 = 64;
 const _: () = assert!(
     DEFAULT_MAX_CONNECTIONS as usize == Caps::DEFAULT_MAX_CONNECTIONS
         && DEFAULT_MAX_PER_ADDRESS as usize == Caps::DEFAULT_MAX_PER_ADDRESS
+        && DEFAULT_POOL as usize == Buffers::DEFAULT_POOL
 );
 
 impl Cli {
@@ -350,14 +351,15 @@ async fn run(o: Options) -> Result<(), String> {
         None => Buffers::Fixed,
     };
     let scheme = if tls.is_some() { "wss" } else { "ws" };
-    let front = Front {
-        tls,
-        trusted_proxies: o.trusted_proxies.clone(),
-    };
-    let shared = Shared::with_front(chain, key, Limits::default(), buffers, o.caps, front);
-    shared
-        .offer_compact
-        .store(o.compact, core::sync::atomic::Ordering::Relaxed);
+    let mut builder = Shared::builder(chain, key)
+        .buffers(buffers)
+        .caps(o.caps)
+        .trusted_proxies(o.trusted_proxies.clone())
+        .offer_compact_headers(o.compact);
+    if let Some(tls) = tls {
+        builder = builder.tls(tls);
+    }
+    let shared = builder.build();
     if let Source::Upstream {
         filter_cache: Some(bytes),
         ..
