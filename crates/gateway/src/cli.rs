@@ -32,7 +32,7 @@ use lightwire_gateway::upstream::follow_all;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
-use crate::logging::LogArgs;
+use lightwire_gateway::logging::LogArgs;
 
 /// Serves validated block headers to browsers over BOLT 8 in WebSocket.
 ///

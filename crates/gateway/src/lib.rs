@@ -16,8 +16,9 @@
 //! [`served::ServedChain::set_header`], [`filters::ServedFilters::set_filter`] and
 //! [`blocks::ServedBlocks::set_answer`]. The gateway itself never calls them.
 //!
-//! It logs through `tracing` and never installs a subscriber: the binaries do
-//! (`lightwire-gateway`, whose command line is `src/cli.rs`, and `lightwire-load`).
+//! It logs through `tracing` and never installs a subscriber itself: the binaries built on
+//! it do, with [`logging`] (`lightwire-gateway`, whose command line is `src/cli.rs`;
+//! `lightwire-load`, in its own crate).
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -26,6 +27,7 @@ pub mod blocks;
 pub mod client;
 pub mod filters;
 pub mod key;
+pub mod logging;
 pub mod metrics;
 pub mod p2p;
 pub mod pool;
