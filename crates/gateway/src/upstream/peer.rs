@@ -422,3 +422,6 @@ impl Peer {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
