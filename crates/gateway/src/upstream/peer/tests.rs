@@ -293,7 +293,11 @@ impl Link {
             self.peer.handle_timeout(t, &world.gw());
             self.pump(world);
             // A deadline handled must move on, or the shell would wake for it forever.
-            assert_ne!(self.peer.poll_timeout(), Some(t), "the deadline did nothing");
+            assert_ne!(
+                self.peer.poll_timeout(),
+                Some(t),
+                "the deadline did nothing"
+            );
         }
         world.now = to;
     }
