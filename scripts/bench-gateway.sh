@@ -8,8 +8,8 @@ set -euo pipefail
 source "$(dirname "$0")/env.sh"
 cd "$ROOT"
 count=${1:-925000}
-step "cargo build --release -p lightwire-gateway"
-cargo build --release -p lightwire-gateway
+step "cargo build --release -p lightwire-gateway -p lightwire-load"
+cargo build --release -p lightwire-gateway -p lightwire-load
 bin=$ROOT/target/release
 dir=$(mktemp -d)
 gw_pid=

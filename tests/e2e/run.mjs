@@ -163,11 +163,14 @@ const PAGE = `<!doctype html><meta charset="utf-8"><title>e2e</title>
 
 const running = new Set();
 
-/// Start lightwire-gateway with `source` arguments; resolves once it listens.
-async function gateway(source, { port = 0, keyFile } = {}) {
+/// Start lightwire-gateway with `source` arguments; resolves once it listens. With `binary`
+/// 'lightwire-hostile', the test crate's gateway (tests/hostile/generated.rs), which takes
+/// the same arguments and adds the lies in the data (--corrupt-at, --lie-filter-at,
+/// --withhold-block-at, --wrong-block-at) and --payments: the shipped gateway has none.
+async function gateway(source, { port = 0, keyFile, binary = 'lightwire-gateway' } = {}) {
   keyFile ??= join(work, `key-${Math.random().toString(16).slice(2)}`);
   const argv = ['--listen', `127.0.0.1:${port}`, '--key-file', keyFile, '--metrics-listen', '127.0.0.1:0', ...source];
-  const { proc, ready } = startGateway(bin('lightwire-gateway'), argv);
+  const { proc, ready } = startGateway(bin(binary), argv);
   running.add(proc);
   proc.on('exit', () => running.delete(proc));
   const { connect, metrics } = await ready;
@@ -182,8 +185,8 @@ async function gateway(source, { port = 0, keyFile } = {}) {
   };
 }
 
-/// Start lightwire-hostile (tests/hostile.rs) serving `file` with `flags`; resolves once it
-/// listens. Its stderr says, per connection, what it sent.
+/// Start lightwire-hostile (tests/hostile/protocol.rs) serving `file` with `flags`; resolves
+/// once it listens. Its stderr says, per connection, what it sent.
 async function hostile(file, flags) {
   const argv = ['--headers-file', file, ...flags];
   const { proc, ready } = startGateway(bin('lightwire-hostile'), argv, { metrics: false });
@@ -489,7 +492,7 @@ async function reorg() {
 async function invalid() {
   // The bad gateway claims more work (tip 3,000) than the good one (2,000): it is asked
   // first, and its header 2,500 has a wrong nBits.
-  const bad = await gateway(['--generate', '3000', '--corrupt-at', '2500']);
+  const bad = await gateway(['--generate', '3000', '--corrupt-at', '2500'], { binary: 'lightwire-hostile' });
   const good = await gateway(['--generate', '2000']);
   const page = await openPage();
   try {
@@ -909,7 +912,7 @@ async function scan() {
 /// (or syncs again) the honest filter headers, and a scan finds the hidden payment.
 async function crosscheck() {
   const honest = await gateway(['--generate', '20000']);
-  const liar = await gateway(['--generate', '20000', '--lie-filter-at', '15000']);
+  const liar = await gateway(['--generate', '20000', '--lie-filter-at', '15000'], { binary: 'lightwire-hostile' });
   const page = await openPage();
   try {
     await openClient(page, { gateways: [honest.connect, liar.connect], storeName: 'crosscheck' });
@@ -1096,7 +1099,7 @@ async function walletHostile() {
     let honest = await gateway(['--generate', '20000']);
     const { connect, port, keyFile } = honest;
     await honest.stop();
-    const liar = await gateway(['--generate', '20000', flag, '15000']);
+    const liar = await gateway(['--generate', '20000', flag, '15000'], { binary: 'lightwire-hostile' });
     const page = await openPage();
     try {
       await openClient(page, { gateways: [liar.connect, connect], storeName: `wallet-${code}` });
@@ -1199,7 +1202,7 @@ async function timedWalletRescan(run, startAt) {
   });
   const file = join(work, 'payments');
   writeFileSync(file, payments.map((p) => `${p.height} ${p.address} ${p.value}`).join('\n') + '\n');
-  const gw = await gateway(['--generate', '925000', '--payments', file]);
+  const gw = await gateway(['--generate', '925000', '--payments', file], { binary: 'lightwire-hostile' });
   const page = await openPage();
   try {
     const options = { network: 'regtest', gateways: [gw.connect], storeName: `wallet-rescan-${run}`, start: startAt };

@@ -235,7 +235,7 @@ async function handshakes(work, cert) {
 
 async function main() {
   if (!args.includes('--no-build')) {
-    execFileSync('cargo', ['build', '--release', '-p', 'lightwire-gateway', '--bins'], { stdio: 'inherit', cwd: root });
+    execFileSync('cargo', ['build', '--release', '-p', 'lightwire-gateway', '-p', 'lightwire-load', '--bins'], { stdio: 'inherit', cwd: root });
   }
   log(`load: ${readFileSync('/proc/loadavg', 'utf8').trim()}`);
   const work = mkdtempSync(join(tmpdir(), 'lightwire-public-bench-'));

@@ -423,7 +423,7 @@ pub fn build_xpub(ctl: &dyn Fn(&[&str]) -> String) -> XpubBuilt {
 
 /// The BIP84 account [`build_xpub`] pays, without a node: its descriptor, and the
 /// addresses of its first `receive` receive and `change` change indexes (for a generated
-/// chain that pays it: `lightwire-gateway --payments`).
+/// chain that pays it: `lightwire-hostile --generate N --payments FILE`).
 pub fn account(receive: u32, change: u32) -> (String, Vec<String>, Vec<String>) {
     use bitcoin::bip32::{ChildNumber, DerivationPath, Xpriv, Xpub};
     use core::str::FromStr;

@@ -18,7 +18,7 @@ use lightwire::reason::{DropReason, TransportError};
 use lightwire_chain::generate::headers_after;
 use lightwire_chain::{Header, MAINNET, Params, REGTEST};
 use lightwire_gateway::served::ServedChain;
-use lightwire_gateway::server::{Buffers, Limits, Running, spawn};
+use lightwire_gateway::server::{Buffers, Limits, Running, Shared};
 use lightwire_noise::{PublicKey, SecretKey};
 use lightwire_proto::ws;
 use lightwire_proto::{ConnectString, Millis, PeerError};
@@ -31,15 +31,12 @@ const NOW: u64 = 2_000_000_000;
 type Gateway = Running;
 
 async fn gateway(chain: ServedChain) -> Gateway {
-    spawn(
-        "127.0.0.1:0".parse().unwrap(),
-        chain,
-        key(0x44),
-        Limits::default(),
-        Buffers::pooled(4),
-    )
-    .await
-    .unwrap()
+    Shared::builder(chain, key(0x44))
+        .limits(Limits::default())
+        .buffers(Buffers::pooled(4))
+        .spawn("127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap()
 }
 
 fn key(b: u8) -> SecretKey {

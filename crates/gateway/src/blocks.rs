@@ -25,17 +25,18 @@ const KEPT: usize = 8;
 pub struct ServedBlocks {
     source: Source,
     kept: Mutex<VecDeque<(u32, Arc<[u8]>)>>,
-    /// For testing clients: a height whose block is lied about.
-    lie: Option<(u32, BlockLie)>,
+    /// Answers given by the program built on this library, in place of the source's (see
+    /// [`ServedBlocks::set_answer`]); none in the gateway itself.
+    set: BTreeMap<u32, BlockAnswer>,
 }
 
-/// How a gateway testing clients lies about one block.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum BlockLie {
-    /// Answer `not_found` (withhold it).
-    Withhold,
-    /// Send the next block instead (its header is not the one asked for).
-    Wrong,
+/// What is answered for one block, as set with [`ServedBlocks::set_answer`].
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub enum BlockAnswer {
+    /// These bytes, sent as the block (nothing checks them against its header).
+    Bytes(Arc<[u8]>),
+    /// `not_found`.
+    NotFound,
 }
 
 enum Source {
@@ -74,7 +75,7 @@ impl ServedBlocks {
         ServedBlocks {
             source: Source::Generated { profile, pool },
             kept: Mutex::new(VecDeque::with_capacity(KEPT)),
-            lie: None,
+            set: BTreeMap::new(),
         }
     }
 
@@ -87,13 +88,18 @@ impl ServedBlocks {
                 notify,
             },
             kept: Mutex::new(VecDeque::with_capacity(KEPT)),
-            lie: None,
+            set: BTreeMap::new(),
         }
     }
 
-    /// For testing clients: lie about the block at `height` (generated chains).
-    pub fn lie_at(&mut self, height: u32, lie: BlockLie) {
-        self.lie = Some((height, lie));
+    /// Answer `answer` when the block at `height` is asked for, from now on, in place of
+    /// the source's block (whatever the chain at `height` later becomes).
+    ///
+    /// An extension point for programs built on this library that serve blocks of their
+    /// own making (test gateways: a block that is not its header's, or one withheld); the
+    /// gateway itself never calls it.
+    pub fn set_answer(&mut self, height: u32, answer: BlockAnswer) {
+        self.set.insert(height, answer);
     }
 
     /// A block to fetch from the node, if a session waits for one (the lowest first).
@@ -157,16 +163,10 @@ impl ServedBlocks {
         let Some(header) = header else {
             return FilterLookup::Missing;
         };
-        if let (Some((h, lie)), Source::Generated { profile, pool }) = (self.lie, &self.source)
-            && h == height
-        {
-            if lie == BlockLie::Withhold {
-                return FilterLookup::Missing;
-            }
-            // The next block's transactions under this header: not the header's block.
-            let mut out = Vec::new();
-            SyntheticBlock::write_at(profile, pool, height + 1, 0, &header, &mut out);
-            return FilterLookup::Ready(read(&out));
+        match self.set.get(&height) {
+            Some(BlockAnswer::Bytes(b)) => return FilterLookup::Ready(read(b)),
+            Some(BlockAnswer::NotFound) => return FilterLookup::Missing,
+            None => {}
         }
         let kept = self.kept.lock().ok().and_then(|k| {
             k.iter()
@@ -353,5 +353,27 @@ mod tests {
             up.with_block(150, Some(header), |b| b == &block[..]),
             FilterLookup::Ready(true)
         ));
+    }
+
+    /// An answer set by the program is what is served for that height, and only there.
+    #[test]
+    fn a_set_answer_replaces_the_block_at_its_height() {
+        let mut chain = ServedChain::generate(20, 1_700_000_000).unwrap();
+        chain.serve_generated_filters(1 << 20);
+        let bytes: Arc<[u8]> = Arc::from(&[1u8, 2, 3][..]);
+        let blocks = chain.blocks_mut().unwrap();
+        blocks.set_answer(5, BlockAnswer::Bytes(bytes.clone()));
+        blocks.set_answer(6, BlockAnswer::NotFound);
+        use lightwire_proto::Served;
+        assert_eq!(
+            chain.with_block(5, <[u8]>::to_vec),
+            FilterLookup::Ready(bytes.to_vec())
+        );
+        assert_eq!(chain.with_block(6, |_| ()), FilterLookup::Missing);
+        let header = chain.header(7).unwrap();
+        assert_eq!(
+            chain.with_block(7, |b| b.get(..HEADER_LEN) == Some(&header[..])),
+            FilterLookup::Ready(true)
+        );
     }
 }

@@ -16,25 +16,23 @@
 
 use std::io::Write as _;
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use clap::{Args, Parser, ValueEnum};
-use lightwire_chain::synthetic::{DEFAULT_PROFILE, Payment, Pool};
 use lightwire_chain::{Chain, Network};
 use lightwire_gateway::admission::{Block, TrustedProxies};
-use lightwire_gateway::blocks::BlockLie;
+use lightwire_gateway::key;
 use lightwire_gateway::metrics::serve_metrics;
 use lightwire_gateway::served::ServedChain;
-use lightwire_gateway::server::{Buffers, Caps, Front, Limits, Shared, serve};
+use lightwire_gateway::server::{Buffers, Caps, Shared, serve};
 use lightwire_gateway::tls::Tls;
 use lightwire_gateway::upstream::follow_all;
-use lightwire_noise::SecretKey;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
-use crate::logging::LogArgs;
+use lightwire_gateway::logging::LogArgs;
 
 /// Serves validated block headers to browsers over BOLT 8 in WebSocket.
 ///
@@ -118,32 +116,6 @@ struct SourceArgs {
     /// A deterministic regtest chain of N headers
     #[arg(long, value_name = "N")]
     generate: Option<u32>,
-    /// For testing clients: serve header H of the generated chain with wrong nBits
-    #[arg(long, value_name = "H", conflicts_with_all = ["headers_file", "upstream"])]
-    corrupt_at: Option<u32>,
-    /// For testing clients: serve the filter of block H of the generated chain without
-    /// its coinbase output, filter headers rebuilt to match (a gateway hiding a payment)
-    #[arg(long, value_name = "H", conflicts_with_all = ["headers_file", "upstream", "no_filters"])]
-    lie_filter_at: Option<u32>,
-    /// For testing clients: answer "not found" for block H of the generated chain
-    #[arg(long, value_name = "H", conflicts_with_all = ["headers_file", "upstream", "no_filters"])]
-    withhold_block_at: Option<u32>,
-    /// For testing clients: send the next block instead of block H of the generated chain
-    #[arg(long, value_name = "H", conflicts_with_all = ["headers_file", "upstream", "no_filters"])]
-    wrong_block_at: Option<u32>,
-    /// For testing wallets: the generated chain pays what FILE lists, one payment a line:
-    /// `HEIGHT ADDRESS-OR-SCRIPT-HEX SATOSHIS` (regtest addresses; `#` starts a comment);
-    /// each paying block is made --payment-block-bytes long
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["headers_file", "upstream"])]
-    payments: Option<PathBuf>,
-    /// The size of a block carrying a payment of --payments
-    #[arg(
-        long,
-        value_name = "BYTES",
-        default_value_t = 1_000_000,
-        requires = "payments"
-    )]
-    payment_block_bytes: u32,
     /// Do not serve compact block filters (for a generated chain they are built at start,
     /// on every core: about 2 s for 925,000 blocks; from a node, its own are served)
     #[arg(long, conflicts_with = "headers_file")]
@@ -183,13 +155,8 @@ enum BufferMode {
 enum Source {
     Generate {
         count: u32,
-        corrupt_at: Option<u32>,
-        lie_filter_at: Option<u32>,
-        lie_block_at: Option<(u32, BlockLie)>,
         /// Serve filters, caching this many bytes of them.
         filter_cache: Option<usize>,
-        /// What the chain pays (`--payments`), and the size of a paying block.
-        payments: Option<(PathBuf, usize)>,
     },
     File {
         path: PathBuf,
@@ -217,7 +184,7 @@ struct Options {
     trusted_proxies: TrustedProxies,
 }
 
-/// Buffers per pool by default: 2 x 256 x 64 KiB = 32 MiB at most.
+/// [`Buffers::DEFAULT_POOL`], as the flag's type.
 const DEFAULT_POOL: u32 = 256;
 
 /// [`Caps::DEFAULT_MAX_CONNECTIONS`], as the flag's type (the library says why).
@@ -227,6 +194,7 @@ const DEFAULT_MAX_PER_ADDRESS: u32 = 64;
 const _: () = assert!(
     DEFAULT_MAX_CONNECTIONS as usize == Caps::DEFAULT_MAX_CONNECTIONS
         && DEFAULT_MAX_PER_ADDRESS as usize == Caps::DEFAULT_MAX_PER_ADDRESS
+        && DEFAULT_POOL as usize == Buffers::DEFAULT_POOL
 );
 
 impl Cli {
@@ -239,14 +207,7 @@ impl Cli {
         let source = match (s.generate, s.headers_file, upstream, s.network) {
             (Some(count), None, None, _) => Source::Generate {
                 count,
-                corrupt_at: s.corrupt_at,
-                lie_filter_at: s.lie_filter_at,
-                lie_block_at: s
-                    .withhold_block_at
-                    .map(|h| (h, BlockLie::Withhold))
-                    .or(s.wrong_block_at.map(|h| (h, BlockLie::Wrong))),
                 filter_cache: (!s.no_filters).then_some((s.filter_cache_mb as usize) << 20),
-                payments: s.payments.map(|p| (p, s.payment_block_bytes as usize)),
             },
             (None, Some(path), None, Some(network)) => Source::File {
                 path,
@@ -292,116 +253,11 @@ fn addr(v: &str) -> Result<SocketAddr, String> {
         .map_err(|_| format!("{v} is not HOST:PORT (an IP address and a port)"))
 }
 
-/// The static key in `path`, created (32 random bytes, mode 0600) if it does not exist.
-fn load_or_create_key(path: &Path) -> Result<SecretKey, String> {
-    match std::fs::read(path) {
-        Ok(bytes) => {
-            let key = SecretKey::from_slice(&bytes)
-                .map_err(|e| format!("{}: not a 32-byte secret key: {e}", path.display()))?;
-            private(path)?;
-            Ok(key)
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            let key =
-                lightwire_noise::SecretKey::random().map_err(|e| format!("no randomness: {e}"))?;
-            let mut options = std::fs::OpenOptions::new();
-            options.write(true).create_new(true);
-            #[cfg(unix)]
-            std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-            let mut f = options
-                .open(path)
-                .map_err(|e| format!("{}: {e}", path.display()))?;
-            f.write_all(&key.to_bytes()[..])
-                .and_then(|()| f.sync_all())
-                .map_err(|e| format!("{}: {e}", path.display()))?;
-            Ok(key)
-        }
-        Err(e) => Err(format!("{}: {e}", path.display())),
-    }
-}
-
-/// Refuse a key file that others can read or write (as ssh does with private keys): the
-/// key is the gateway's identity, and every client pins it.
-#[cfg(unix)]
-fn private(path: &Path) -> Result<(), String> {
-    use std::os::unix::fs::PermissionsExt;
-    let mode = std::fs::metadata(path)
-        .map_err(|e| format!("{}: {e}", path.display()))?
-        .permissions()
-        .mode();
-    if mode & 0o077 != 0 {
-        return Err(format!(
-            "{}: the key file is open to other users (mode {:o}); make it private with \
-             `chmod 600 {}`",
-            path.display(),
-            mode & 0o777,
-            path.display()
-        ));
-    }
-    Ok(())
-}
-
-#[cfg(not(unix))]
-fn private(_path: &Path) -> Result<(), String> {
-    Ok(())
-}
-
 fn now() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0)
-}
-
-/// The payments of a `--payments` file, in a pool of the default profile. The pool lives
-/// as long as the process (the chain's blocks and filters are made from it on demand).
-fn payments_pool(path: &std::path::Path, block_bytes: usize) -> Result<&'static Pool, String> {
-    let text =
-        std::fs::read_to_string(path).map_err(|e| format!("--payments {}: {e}", path.display()))?;
-    let payments =
-        parse_payments(&text).map_err(|e| format!("--payments {}: {e}", path.display()))?;
-    Ok(Box::leak(Box::new(Pool::with_payments(
-        &DEFAULT_PROFILE,
-        payments,
-        block_bytes,
-    ))))
-}
-
-/// The lines of a `--payments` file (see the flag).
-fn parse_payments(text: &str) -> Result<Vec<Payment>, String> {
-    let mut out = Vec::new();
-    for (n, line) in text.lines().enumerate() {
-        let line = line.split('#').next().unwrap_or("").trim();
-        if line.is_empty() {
-            continue;
-        }
-        let bad = |why: String| format!("line {}: {why}", n + 1);
-        let fields: Vec<&str> = line.split_whitespace().collect();
-        let [height, to, value] = fields[..] else {
-            return Err(bad("expected HEIGHT ADDRESS-OR-SCRIPT-HEX SATOSHIS".into()));
-        };
-        let height: u32 = height
-            .parse()
-            .ok()
-            .filter(|h| *h > 0)
-            .ok_or_else(|| bad(format!("{height:?} is not a height above 0")))?;
-        let value: u64 = value
-            .parse()
-            .map_err(|_| bad(format!("{value:?} is not an amount in satoshis")))?;
-        let script = match lightwire_wallet::script_of_address(to, Network::Regtest) {
-            Ok(script) => script,
-            Err(e) => hex::decode(to)
-                .ok()
-                .filter(|s| !s.is_empty() && s.len() <= 10_000)
-                .ok_or_else(|| bad(format!("{to:?} is neither a script nor an address: {e}")))?,
-        };
-        out.push(Payment {
-            height,
-            script,
-            value,
-        });
-    }
-    Ok(out)
 }
 
 /// The chain to serve, and the validation state to keep following an upstream node.
@@ -413,45 +269,11 @@ fn load(source: &Source) -> Result<(ServedChain, Option<Chain>), String> {
         }
         Source::Generate {
             count,
-            corrupt_at,
-            lie_filter_at,
-            lie_block_at,
             filter_cache,
-            payments,
         } => {
-            let pool = match payments {
-                Some((path, bytes)) => Some(payments_pool(path, *bytes)?),
-                None => None,
-            };
-            if let Some(p) = pool.and_then(|p| p.payments().find(|p| p.height > *count)) {
-                return Err(format!(
-                    "--payments: a payment at {}, above the chain's {count}",
-                    p.height
-                ));
-            }
-            let mut chain =
-                ServedChain::generate_paying(*count, now(), pool).map_err(|e| e.to_string())?;
+            let mut chain = ServedChain::generate(*count, now()).map_err(|e| e.to_string())?;
             if let Some(bytes) = filter_cache {
                 chain.serve_generated_filters(*bytes);
-            }
-            if let Some(h) = corrupt_at
-                && !chain.corrupt(*h)
-            {
-                return Err(format!("--corrupt-at {h}: not a height from 1 to {count}"));
-            }
-            if let Some(h) = lie_filter_at
-                && !chain.lie_filter_at(*h)
-            {
-                return Err(format!(
-                    "--lie-filter-at {h}: not a height from 1 to {count}"
-                ));
-            }
-            if let Some((h, lie)) = lie_block_at
-                && !chain.lie_block_at(*h, *lie)
-            {
-                return Err(format!(
-                    "block {h} to lie about: not a height from 0 to {count}"
-                ));
             }
             Ok((chain, None))
         }
@@ -504,7 +326,7 @@ fn fail(why: &str) -> ExitCode {
 }
 
 async fn run(o: Options) -> Result<(), String> {
-    let key = load_or_create_key(&o.key_file)?;
+    let key = key::load_or_create(&o.key_file).map_err(|e| e.to_string())?;
     let tls = match &o.tls {
         Some((cert, key)) => Some(Tls::load(cert, key).map_err(|e| e.to_string())?),
         None => None,
@@ -529,14 +351,15 @@ async fn run(o: Options) -> Result<(), String> {
         None => Buffers::Fixed,
     };
     let scheme = if tls.is_some() { "wss" } else { "ws" };
-    let front = Front {
-        tls,
-        trusted_proxies: o.trusted_proxies.clone(),
-    };
-    let shared = Shared::with_front(chain, key, Limits::default(), buffers, o.caps, front);
-    shared
-        .offer_compact
-        .store(o.compact, core::sync::atomic::Ordering::Relaxed);
+    let mut builder = Shared::builder(chain, key)
+        .buffers(buffers)
+        .caps(o.caps)
+        .trusted_proxies(o.trusted_proxies.clone())
+        .offer_compact_headers(o.compact);
+    if let Some(tls) = tls {
+        builder = builder.tls(tls);
+    }
+    let shared = builder.build();
     if let Source::Upstream {
         filter_cache: Some(bytes),
         ..

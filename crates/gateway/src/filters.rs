@@ -10,7 +10,7 @@
 //! asking for one not cached waits (`FilterLookup::Pending`) while the upstream task
 //! fetches it, and each is checked against its filter hash before it is cached.
 
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use crate::wake::Wake;
@@ -31,8 +31,9 @@ pub struct ServedFilters {
     entries: Vec<FilterEntry>,
     cache: Mutex<Cache>,
     source: Source,
-    /// For testing clients: a filter served in place of the real one (see [`Self::lie_at`]).
-    lie: Option<(u32, Arc<[u8]>)>,
+    /// Filters given by the program built on this library, served in place of the
+    /// source's (see [`Self::set_filter`]); none in the gateway itself.
+    set: BTreeMap<u32, Arc<[u8]>>,
 }
 
 enum Source {
@@ -116,7 +117,7 @@ impl ServedFilters {
         let mut served = ServedFilters {
             entries: Vec::new(),
             cache: Mutex::new(Cache::new(cache_bytes)),
-            lie: None,
+            set: BTreeMap::new(),
             source: Source::Generated {
                 profile: DEFAULT_PROFILE,
                 pool,
@@ -192,7 +193,7 @@ impl ServedFilters {
         ServedFilters {
             entries: Vec::new(),
             cache: Mutex::new(Cache::new(cache_bytes)),
-            lie: None,
+            set: BTreeMap::new(),
             source: Source::Upstream {
                 wanted: Mutex::new(BTreeSet::new()),
                 notify,
@@ -229,6 +230,7 @@ impl ServedFilters {
     /// Drop what is held from `height` on (a reorganisation of the chain).
     pub fn truncate(&mut self, height: u32) {
         self.entries.truncate(height as usize);
+        self.set.retain(|h, _| *h < height);
         if let Ok(cache) = self.cache.get_mut() {
             let drop: Vec<u32> = cache
                 .filters
@@ -303,31 +305,32 @@ impl ServedFilters {
         }
     }
 
-    /// For testing clients: serve, as the filter of block `height` (whose header is
-    /// `header`), one without the block's coinbase output, and filter headers rebuilt from
-    /// it up, so that they match it: a gateway hiding a payment, which only the block can
-    /// prove wrong. False when there is no such block.
-    pub fn lie_at(&mut self, height: u32, header: &[u8; HEADER_LEN]) -> bool {
+    /// Serve `filter` as the filter of block `height` from now on, and commit to it: its
+    /// filter hash and every filter header from `height` up are recomputed, so that the
+    /// filter headers served chain through it. False when there is no filter header at
+    /// `height`, or for genesis (whose filter header has nothing before it to chain from).
+    ///
+    /// An extension point for programs built on this library that serve filters of their
+    /// own making: the gateway itself never calls it. Nothing checks `filter` against the
+    /// block; a client can (by fetching the block), which is what test gateways built on
+    /// this check.
+    pub fn set_filter(&mut self, height: u32, filter: Vec<u8>) -> bool {
         let h = height as usize;
         if height == 0 || h >= self.entries.len() {
             return false;
         }
-        let Source::Generated { profile, pool } = &self.source else {
-            return false;
-        };
-        let block = SyntheticBlock::new(profile, pool, height, 0);
-        let hash = hash_header_bytes(header);
-        let mut out = Vec::new();
-        // The first item is the coinbase's output: everything else is kept.
-        build_filter(&hash.0, block.filter_items().skip(1), &mut out);
+        let filter = Arc::<[u8]>::from(filter);
         let mut prev = self.entries[h - 1].header;
-        let mut hashes: Vec<[u8; 32]> = self.entries[h..].iter().map(|e| e.hash).collect();
-        hashes[0] = filter_hash(&out);
-        for (e, hash) in self.entries[h..].iter_mut().zip(hashes) {
+        for (at, e) in self.entries[h..].iter_mut().enumerate() {
+            let hash = if at == 0 {
+                filter_hash(&filter)
+            } else {
+                e.hash
+            };
             prev = filter_header(&hash, &prev);
             *e = FilterEntry { header: prev, hash };
         }
-        self.lie = Some((height, Arc::from(out)));
+        self.set.insert(height, filter);
         true
     }
 
@@ -352,8 +355,7 @@ impl ServedFilters {
         let Some(header) = header.filter(|_| (height as usize) < self.entries.len()) else {
             return FilterLookup::Missing;
         };
-        let lie = self.lie.as_ref().filter(|(h, _)| *h == height);
-        let cached = lie.map(|(_, f)| f.clone()).or_else(|| {
+        let cached = self.set.get(&height).cloned().or_else(|| {
             self.cache
                 .lock()
                 .ok()
@@ -453,22 +455,30 @@ mod tests {
         );
     }
 
-    /// The testing lie: a filter without the coinbase output, headers rebuilt to match,
-    /// and only the block shows it wrong.
+    /// A filter set by the program (here: the block's without its coinbase output, a
+    /// gateway hiding a payment) is served with filter headers rebuilt to match it, so
+    /// that only the block shows it wrong; a reorg below it drops it.
     #[test]
-    fn a_lying_filter_matches_its_own_headers_but_not_its_block() {
+    fn a_set_filter_is_committed_to_and_only_its_block_shows_it_wrong() {
         let mut headers = vec![REGTEST.genesis];
         headers.extend(headers_after(&REGTEST, &REGTEST.genesis, 0, 50, 0));
         let encoded: Vec<[u8; 80]> = headers.iter().map(Header::encode).collect();
         let mut f = ServedFilters::generated(&encoded, 1 << 20, None);
         let honest: Vec<FilterEntry> = (0..=50).map(|h| f.entry(h).unwrap()).collect();
-        assert!(f.lie_at(30, &encoded[30]));
-        assert!(!f.lie_at(51, &encoded[0]));
+        let (profile, pool) = f.generated_source().unwrap();
+        let hash = hash_header_bytes(&encoded[30]).0;
+        let mut lie = Vec::new();
+        let block = SyntheticBlock::new(&profile, pool, 30, 0);
+        build_filter(&hash, block.filter_items().skip(1), &mut lie);
+        assert!(f.set_filter(30, lie.clone()));
+        assert!(!f.set_filter(51, lie.clone()), "above the tip");
+        assert!(!f.set_filter(0, lie.clone()), "genesis");
         assert_eq!(f.entry(29), Some(honest[29]));
-        assert_ne!(f.entry(30), Some(honest[30]));
-        let FilterLookup::Ready(lie) = f.with_filter(30, Some(encoded[30]), <[u8]>::to_vec) else {
-            panic!("no filter");
-        };
+        assert_eq!(f.entry(30).unwrap().hash, filter_hash(&lie));
+        assert_eq!(
+            f.with_filter(30, Some(encoded[30]), <[u8]>::to_vec),
+            FilterLookup::Ready(lie.clone())
+        );
         assert_eq!(
             f.entry(30).unwrap().header,
             filter_header(&filter_hash(&lie), &honest[29].header)
@@ -481,15 +491,15 @@ mod tests {
                 filter_header(&e.hash, &f.entry(h - 1).unwrap().header)
             );
         }
-        let mut block = Vec::new();
-        SyntheticBlock::new(&DEFAULT_PROFILE, Pool::default_pool(), 30, 0)
-            .write(&encoded[30], &mut block);
-        let block = lightwire_filter::Block::parse(&block).unwrap();
-        let hash = hash_header_bytes(&encoded[30]).0;
+        let mut bytes = Vec::new();
+        block.write(&encoded[30], &mut bytes);
+        let parsed = lightwire_filter::Block::parse(&bytes).unwrap();
         assert_eq!(
-            lightwire_filter::first_absent(&lie, &hash, lightwire_filter::known_items(&block)),
+            lightwire_filter::first_absent(&lie, &hash, lightwire_filter::known_items(&parsed)),
             Ok(Some(0))
         );
+        f.truncate(30);
+        assert!(f.set.is_empty(), "dropped with the heights it was set at");
     }
 
     #[test]

@@ -7,12 +7,18 @@
 //! before they are served, from a file, generated, or followed from a node over P2P:
 //! [`upstream`], which follows several nodes, and [`p2p`]), the compact block filters it
 //! serves ([`filters`]), the frame buffer pools ([`pool`]), the connection caps and the
-//! trusted proxies ([`admission`]), native TLS ([`tls`]), `/metrics` ([`metrics`]), and
-//! a native client for tests and the load generator ([`client`], a thin shell over
-//! [`lightwire_proto::Link`]).
+//! trusted proxies ([`admission`]), native TLS ([`tls`]), `/metrics` ([`metrics`]), the
+//! key file ([`key`]), and a native client for tests and the load generator ([`client`], a
+//! thin shell over [`lightwire_proto::Link`]).
 //!
-//! It logs through `tracing` and never installs a subscriber: the binaries do
-//! (`lightwire-gateway`, whose command line is `src/cli.rs`, and `lightwire-load`).
+//! Programs built on this library may serve data of their own making at a height in place
+//! of the validated or generated one (test gateways do, to check what clients refuse):
+//! [`served::ServedChain::set_header`], [`filters::ServedFilters::set_filter`] and
+//! [`blocks::ServedBlocks::set_answer`]. The gateway itself never calls them.
+//!
+//! It logs through `tracing` and never installs a subscriber itself: the binaries built on
+//! it do, with [`logging`] (`lightwire-gateway`, whose command line is `src/cli.rs`;
+//! `lightwire-load`, in its own crate).
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -20,6 +26,8 @@ pub mod admission;
 pub mod blocks;
 pub mod client;
 pub mod filters;
+pub mod key;
+pub mod logging;
 pub mod metrics;
 pub mod p2p;
 pub mod pool;

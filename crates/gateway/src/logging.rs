@@ -1,9 +1,9 @@
-//! Logs for the binaries: `tracing` events written to stderr, filtered by `--log` (or
-//! `RUST_LOG`).
+//! Logs for the binaries built on this library: `tracing` events written to stderr,
+//! filtered by `--log` (or `RUST_LOG`).
 //!
-//! Only the binaries include this module (`lightwire-gateway`'s `main.rs`, and
-//! `lightwire-load` through `#[path]`); the library emits events and never installs a
-//! subscriber, so a program using it keeps its own.
+//! Only binaries call [`LogArgs::init`] (`lightwire-gateway`, `lightwire-load`); the
+//! library itself emits events and never installs a subscriber, so a program using it
+//! keeps its own.
 
 use std::io::IsTerminal as _;
 

@@ -2,7 +2,6 @@
 #![forbid(unsafe_code)]
 
 mod cli;
-mod logging;
 
 /// Counts allocations for `/metrics` (a relaxed atomic add per allocation).
 #[global_allocator]

@@ -204,19 +204,21 @@ impl ServedChain {
         self.reorgs = reorgs;
     }
 
-    /// For testing clients only: serve the header at `height` with its `nBits` changed, so
-    /// that it breaks the difficulty rule (its hash changes too, so the next header no
-    /// longer links to it). The index keeps the original hash. Returns false if `height`
-    /// is not above the first header served.
-    pub fn corrupt(&mut self, height: u32) -> bool {
+    /// Serve `header` as the header at `height` from now on, in place of the one
+    /// validated. False unless `height` is above the first header held and at most the tip.
+    ///
+    /// An extension point for programs built on this library that serve headers of their
+    /// own making (a test gateway serving one that breaks a rule, to check that clients
+    /// refuse it); the gateway itself never calls it. Nothing checks `header`, and the
+    /// hash index keeps the validated header's hash (a locator naming it is still
+    /// understood).
+    pub fn set_header(&mut self, height: u32, header: [u8; HEADER_LEN]) -> bool {
         if height <= self.base || height > self.tip.height {
             return false;
         }
-        let h = &mut self.headers[(height - self.base) as usize];
-        let bits = u32::from_le_bytes([h[72], h[73], h[74], h[75]]) ^ 0x0001_0000;
-        h[72..76].copy_from_slice(&bits.to_le_bytes());
+        self.headers[(height - self.base) as usize] = header;
         if height == self.tip.height {
-            self.tip.header = *h;
+            self.tip.header = header;
         }
         true
     }
@@ -317,22 +319,13 @@ impl ServedChain {
         }
     }
 
-    /// For testing clients: serve the filter of block `height` without its coinbase
-    /// output, with filter headers to match (see [`ServedFilters::lie_at`]).
-    pub fn lie_filter_at(&mut self, height: u32) -> bool {
-        let header = lightwire_proto::Served::header(self, height);
-        match (self.filters.as_mut(), header) {
-            (Some(f), Some(header)) => f.lie_at(height, &header),
-            _ => false,
-        }
-    }
-
     /// The filters served, if any.
     pub fn filters(&self) -> Option<&ServedFilters> {
         self.filters.as_ref()
     }
 
-    /// The filters served, to extend (a chain followed from a node).
+    /// The filters served, to extend (a chain followed from a node) or to set one
+    /// ([`ServedFilters::set_filter`]).
     pub fn filters_mut(&mut self) -> Option<&mut ServedFilters> {
         self.filters.as_mut()
     }
@@ -358,20 +351,14 @@ impl ServedChain {
         self.relay = Some(relay);
     }
 
-    /// For testing clients: lie about the block at `height` (a generated chain's).
-    pub fn lie_block_at(&mut self, height: u32, lie: crate::blocks::BlockLie) -> bool {
-        match self.blocks.as_mut() {
-            Some(b) if height <= self.tip.height => {
-                b.lie_at(height, lie);
-                true
-            }
-            _ => false,
-        }
-    }
-
     /// The blocks served, if any.
     pub fn blocks(&self) -> Option<&ServedBlocks> {
         self.blocks.as_ref()
+    }
+
+    /// The blocks served, to change what is answered for one ([`ServedBlocks::set_answer`]).
+    pub fn blocks_mut(&mut self) -> Option<&mut ServedBlocks> {
+        self.blocks.as_mut()
     }
 
     /// The hash of the block at `height` on this chain.
@@ -566,22 +553,33 @@ mod tests {
         assert_eq!(served.copy_headers(5001, 3, &mut out), 0);
     }
 
+    /// A header set by the program is served as given (here one with another nBits, which
+    /// a client's validation refuses), only within the chain; a replaced chain counts as a
+    /// reorg.
     #[test]
-    fn corrupt_breaks_one_header_and_replace_counts_as_a_reorg() {
+    fn a_set_header_is_served_and_replace_counts_as_a_reorg() {
         let mut served = ServedChain::generate(100, NOW).unwrap();
         let headers = headers_after(&REGTEST, &REGTEST.genesis, 0, 100, 0);
-        assert!(!served.corrupt(0), "genesis is not served for validation");
-        assert!(!served.corrupt(101), "above the tip");
-        assert!(served.corrupt(50));
+        let mut bad = headers[49];
+        bad.bits = lightwire_chain::CompactTarget(bad.bits.0 ^ 0x0001_0000);
+        assert!(!served.set_header(0, bad.encode()), "the first header held");
+        assert!(!served.set_header(101, bad.encode()), "above the tip");
+        assert!(served.set_header(50, bad.encode()));
+        assert!(served.set_header(100, bad.encode()));
+        assert_eq!(
+            served.tip().header,
+            bad.encode(),
+            "the tip announced is the one served"
+        );
         let mut out = [0u8; HEADER_LEN];
         served.copy_headers(50, 1, &mut out);
-        let bad = Header::decode(&out);
-        assert_ne!(bad.bits, headers[49].bits);
+        assert_eq!(out, bad.encode());
+        assert_eq!(served.height_of(&headers[49].block_hash()), Some(50));
         let mut chain = lightwire_chain::Chain::new(&REGTEST);
         let mut sent = headers[..49].to_vec();
-        sent.push(bad);
+        sent.push(Header::decode(&out));
         let Err(lightwire_chain::ConnectError::Invalid(e)) = chain.connect(&sent, NOW) else {
-            panic!("the corrupted header must fail validation");
+            panic!("the header set must fail validation");
         };
         assert_eq!(e.height, 50);
         assert!(matches!(e.rule, Rule::WrongBits { .. }), "{e}");
@@ -692,8 +690,8 @@ mod tests {
         assert!(!served.apply(&Outcome::Known, &[]));
     }
 
-    /// Trust issue, item 10: a chain followed from a node is not served below the
-    /// network's minimum chain work; a headers file is served as given.
+    /// A chain followed from a node is not served below the network's minimum chain
+    /// work; a headers file is served as given.
     #[test]
     fn a_followed_chain_is_served_only_once_it_has_the_minimum_work() {
         // Regtest headers have work 2 each: require the work of genesis + 1,000 headers.

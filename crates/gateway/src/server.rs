@@ -43,7 +43,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
+use core::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
 use lightwire_chain::hash_header_bytes;
 use lightwire_noise::SecretKey;
@@ -80,12 +80,22 @@ pub enum Buffers {
 }
 
 impl Buffers {
+    /// Buffers in each pool by default: 2 x 256 x 64 KiB = 32 MiB at most.
+    pub const DEFAULT_POOL: usize = 256;
+
     /// Two pools of `max` buffers each.
     pub fn pooled(max: usize) -> Buffers {
         Buffers::Pooled {
             read: Pool::new(max),
             write: Pool::new(max),
         }
+    }
+}
+
+impl Default for Buffers {
+    /// Two pools of [`Buffers::DEFAULT_POOL`] buffers.
+    fn default() -> Buffers {
+        Buffers::pooled(Buffers::DEFAULT_POOL)
     }
 }
 
@@ -129,60 +139,129 @@ pub struct Shared {
     pub front: Front,
     /// Refused connections still being answered (see [`refuse`]).
     refusing: AtomicUsize,
-    /// Whether new connections offer `headers_compact` (on unless `--no-compact-headers`,
+    /// Whether connections offer `headers_compact` (on unless `--no-compact-headers`,
     /// which makes the gateway answer as one from before it existed).
-    pub offer_compact: AtomicBool,
+    pub offer_compact: bool,
 }
 
-impl Shared {
-    /// Shared state for serving `chain` with `key`, under the default [`Caps`].
-    pub fn new(
-        chain: ServedChain,
-        key: SecretKey,
-        limits: Limits,
-        buffers: Buffers,
-    ) -> Arc<Shared> {
-        Shared::with_caps(chain, key, limits, buffers, Caps::default())
+/// How a gateway serves a chain with its key: everything else has a default, changed by
+/// the method of its name. Made by [`Shared::builder`]; ends in [`Builder::build`] (the
+/// state for [`serve`], on a listener of the caller's) or [`Builder::spawn`] (listening,
+/// in the background).
+///
+/// ```no_run
+/// # async fn f(chain: lightwire_gateway::served::ServedChain, key: lightwire_noise::SecretKey)
+/// # -> std::io::Result<()> {
+/// use lightwire_gateway::server::{Buffers, Caps, Shared};
+/// let gateway = Shared::builder(chain, key)
+///     .buffers(Buffers::pooled(16))
+///     .caps(Caps::UNLIMITED)
+///     .spawn("127.0.0.1:0".parse().unwrap())
+///     .await?;
+/// # Ok(()) }
+/// ```
+#[must_use = "a builder does nothing until built or spawned"]
+pub struct Builder {
+    chain: ServedChain,
+    key: SecretKey,
+    limits: Limits,
+    buffers: Buffers,
+    caps: Caps,
+    front: Front,
+    offer_compact: bool,
+}
+
+impl Builder {
+    /// Time limits [default: [`Limits::default`]].
+    pub fn limits(mut self, limits: Limits) -> Builder {
+        self.limits = limits;
+        self
     }
 
-    /// Shared state for serving `chain` with `key`, at most `caps` connections open.
-    pub fn with_caps(
-        chain: ServedChain,
-        key: SecretKey,
-        limits: Limits,
-        buffers: Buffers,
-        caps: Caps,
-    ) -> Arc<Shared> {
-        Shared::with_front(chain, key, limits, buffers, caps, Front::default())
+    /// Where frame buffers live [default: two pools of [`Buffers::DEFAULT_POOL`]].
+    pub fn buffers(mut self, buffers: Buffers) -> Builder {
+        self.buffers = buffers;
+        self
     }
 
-    /// [`Self::with_caps`], behind `front`.
-    pub fn with_front(
-        chain: ServedChain,
-        key: SecretKey,
-        limits: Limits,
-        buffers: Buffers,
-        caps: Caps,
-        front: Front,
-    ) -> Arc<Shared> {
-        let chain_hash = chain.params().genesis.block_hash().0;
+    /// The connection caps [default: [`Caps::default`]].
+    pub fn caps(mut self, caps: Caps) -> Builder {
+        self.caps = caps;
+        self
+    }
+
+    /// Serve `wss://` with this certificate [default: `ws://`].
+    pub fn tls(mut self, tls: Tls) -> Builder {
+        self.front.tls = Some(tls);
+        self
+    }
+
+    /// Proxies whose connections name their client in `X-Forwarded-For` [default: none].
+    pub fn trusted_proxies(mut self, proxies: TrustedProxies) -> Builder {
+        self.front.trusted_proxies = proxies;
+        self
+    }
+
+    /// Whether connections offer `headers_compact` [default: true; false answers as a
+    /// gateway from before it, for testing that clients still work with one].
+    pub fn offer_compact_headers(mut self, offer: bool) -> Builder {
+        self.offer_compact = offer;
+        self
+    }
+
+    /// The state every connection shares, for [`serve`].
+    pub fn build(self) -> Arc<Shared> {
+        let chain_hash = self.chain.params().genesis.block_hash().0;
         let notify = Arc::new(crate::wake::Wake::new());
         Arc::new(Shared {
-            chain: RwLock::new(chain),
+            chain: RwLock::new(self.chain),
             chain_hash,
-            key,
+            key: self.key,
             tip_version: watch::channel(0).0,
             filter_version: watch::channel(0).0,
             filter_notify: notify.clone(),
             relay: Arc::new(crate::relay::TxRelay::new(notify)),
             metrics: Metrics::default(),
-            limits,
-            buffers,
-            admission: Admission::new(caps),
-            front,
+            limits: self.limits,
+            buffers: self.buffers,
+            admission: Admission::new(self.caps),
+            front: self.front,
             refusing: AtomicUsize::new(0),
-            offer_compact: AtomicBool::new(true),
+            offer_compact: self.offer_compact,
         })
+    }
+
+    /// Listen on `listen` and serve on the current tokio runtime, in the background, until
+    /// the [`Running`] returned is dropped.
+    pub async fn spawn(self, listen: SocketAddr) -> std::io::Result<Running> {
+        let node_id = self.key.public_key();
+        let listener = TcpListener::bind(listen).await?;
+        let addr = listener.local_addr()?;
+        let shared = self.build();
+        let (stop, stopped) = watch::channel(false);
+        tokio::spawn(serve(listener, shared.clone(), stopped));
+        Ok(Running {
+            addr,
+            shared,
+            node_id,
+            stop,
+        })
+    }
+}
+
+impl Shared {
+    /// A gateway serving `chain` with `key`, everything else as [`Builder`]'s defaults
+    /// until changed there.
+    pub fn builder(chain: ServedChain, key: SecretKey) -> Builder {
+        Builder {
+            chain,
+            key,
+            limits: Limits::default(),
+            buffers: Buffers::default(),
+            caps: Caps::default(),
+            front: Front::default(),
+            offer_compact: true,
+        }
     }
 
     /// The `/metrics` text now.
@@ -230,54 +309,6 @@ impl Drop for Running {
     fn drop(&mut self) {
         let _ = self.stop.send(true);
     }
-}
-
-/// Listen on `listen` and serve `chain` with `key` on the current tokio runtime, under
-/// the default [`Caps`].
-pub async fn spawn(
-    listen: SocketAddr,
-    chain: ServedChain,
-    key: SecretKey,
-    limits: Limits,
-    buffers: Buffers,
-) -> std::io::Result<Running> {
-    spawn_with_caps(listen, chain, key, limits, buffers, Caps::default()).await
-}
-
-/// [`spawn`] with at most `caps` connections open.
-pub async fn spawn_with_caps(
-    listen: SocketAddr,
-    chain: ServedChain,
-    key: SecretKey,
-    limits: Limits,
-    buffers: Buffers,
-    caps: Caps,
-) -> std::io::Result<Running> {
-    spawn_with_front(listen, chain, key, limits, buffers, caps, Front::default()).await
-}
-
-/// [`spawn_with_caps`] behind `front` (TLS, trusted proxies).
-pub async fn spawn_with_front(
-    listen: SocketAddr,
-    chain: ServedChain,
-    key: SecretKey,
-    limits: Limits,
-    buffers: Buffers,
-    caps: Caps,
-    front: Front,
-) -> std::io::Result<Running> {
-    let node_id = key.public_key();
-    let shared = Shared::with_front(chain, key, limits, buffers, caps, front);
-    let listener = TcpListener::bind(listen).await?;
-    let addr = listener.local_addr()?;
-    let (stop, stopped) = watch::channel(false);
-    tokio::spawn(serve(listener, shared.clone(), stopped));
-    Ok(Running {
-        addr,
-        shared,
-        node_id,
-        stop,
-    })
 }
 
 /// Accept connections until `shutdown` turns true.
@@ -731,7 +762,7 @@ async fn run(
         shared.limits,
         mode,
     );
-    conn.offer_compact_headers(shared.offer_compact.load(Relaxed));
+    conn.offer_compact_headers(shared.offer_compact);
     if place.proxied {
         conn.expect_forwarded_for();
     }
@@ -822,6 +853,39 @@ async fn write_two(stream: &mut Stream, mut a: &[u8], mut b: &[u8]) -> Result<()
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What is not set is the documented default; what is set is kept.
+    #[test]
+    fn the_builder_keeps_what_is_set_and_defaults_the_rest() {
+        let chain = || ServedChain::generate(10, 2_000_000_000).unwrap();
+        let key = || SecretKey::from_bytes(&[0x11; 32]).unwrap();
+        let default = Shared::builder(chain(), key()).build();
+        assert!(default.offer_compact);
+        assert!(default.front.tls.is_none());
+        assert_eq!(default.admission.caps(), Caps::default());
+        let Buffers::Pooled { read, .. } = &default.buffers else {
+            panic!("pooled by default");
+        };
+        assert_eq!(read.max(), Buffers::DEFAULT_POOL);
+        let limits = Limits {
+            handshake: Duration::from_millis(1),
+            ..Limits::default()
+        };
+        let set = Shared::builder(chain(), key())
+            .limits(limits)
+            .buffers(Buffers::Fixed)
+            .caps(Caps::UNLIMITED)
+            .offer_compact_headers(false)
+            .build();
+        assert!(!set.offer_compact);
+        assert!(matches!(set.buffers, Buffers::Fixed));
+        assert_eq!(set.admission.caps(), Caps::UNLIMITED);
+        assert_eq!(set.limits, limits);
+        assert_eq!(
+            set.chain_hash,
+            lightwire_chain::REGTEST.genesis.block_hash().0
+        );
+    }
 
     #[test]
     fn refusal_responses_are_whole_503s() {

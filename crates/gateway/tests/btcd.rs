@@ -315,7 +315,7 @@ async fn follows_btcd_to_its_tip_and_through_a_reorg() {
     }
 }
 
-/// Issue 15: the gateway follows btcd's filter headers (BIP157 `getcfheaders`) and serves
+/// The gateway follows btcd's filter headers (BIP157 `getcfheaders`) and serves
 /// its filters (`getcfilters`, fetched when a client asks): every filter header equals
 /// btcd's `getcfilterheader`, the filters a client gets equal btcd's `getcfilter`, and our
 /// own BIP158 code builds the same filter from btcd's raw block.
@@ -421,7 +421,7 @@ async fn get_filters(
     got
 }
 
-/// Issue 15 with real transactions: a block paying one output of every standard kind
+/// With real transactions: a block paying one output of every standard kind
 /// (P2PKH, P2SH-P2WPKH, P2WPKH, P2WSH, P2TR, and an `OP_RETURN`) and the next spending
 /// them all, built and signed by the test: every filter header is btcd's, the filters
 /// served are btcd's, our BIP158 code rebuilds them from the raw blocks and the scripts
@@ -559,7 +559,7 @@ fn copy_blocks(a: &Btcd, b: &Btcd, from: u32, to: u32) {
     assert_eq!(b.hash_at(to), a.hash_at(to));
 }
 
-/// Issue 17: two btcd nodes with a shared history of 50 blocks, then branches of their own
+/// Two btcd nodes with a shared history of 50 blocks, then branches of their own
 /// (a: 60, b: 55). The gateway follows both and serves a's, the heavier. a is stopped: the
 /// gateway still serves a's chain (b's has less work). b mines past it: the gateway reorgs
 /// onto b's. b reorgs itself (a block invalidated, a longer branch mined): the gateway

@@ -12,7 +12,7 @@ use lightwire_chain::REGTEST;
 use lightwire_gateway::admission::{Refusal, TrustedProxies};
 use lightwire_gateway::client::{Client, ClientError, Framing};
 use lightwire_gateway::served::ServedChain;
-use lightwire_gateway::server::{Buffers, Caps, Front, Limits, spawn_with_front};
+use lightwire_gateway::server::{Buffers, Caps, Limits, Shared};
 use lightwire_noise::SecretKey;
 use lightwire_proto::ws;
 use lightwire_wire::{GetHeaders, Message};
@@ -267,25 +267,17 @@ async fn a_flood_of_refused_connections_is_closed_at_once_and_holds_nothing() {
 /// one connection per client.
 async fn behind_a_proxy() -> Gateway {
     let chain = ServedChain::generate(1_000, 2_000_000_000).expect("generated chain");
-    let front = Front {
-        trusted_proxies: TrustedProxies::new(vec!["127.0.0.1".parse().unwrap()]),
-        ..Front::default()
-    };
-    spawn_with_front(
-        "127.0.0.1:0".parse().unwrap(),
-        chain,
-        SecretKey::from_bytes(&[0x11; 32]).unwrap(),
-        Limits::default(),
-        Buffers::pooled(4),
-        Caps {
+    Shared::builder(chain, SecretKey::from_bytes(&[0x11; 32]).unwrap())
+        .buffers(Buffers::pooled(4))
+        .caps(Caps {
             max_connections: 10,
             max_per_address: 1,
             max_new_per_second: u32::MAX,
-        },
-        front,
-    )
-    .await
-    .expect("listens")
+        })
+        .trusted_proxies(TrustedProxies::new(vec!["127.0.0.1".parse().unwrap()]))
+        .spawn("127.0.0.1:0".parse().unwrap())
+        .await
+        .expect("listens")
 }
 
 /// A connection from `source` whose upgrade request says `X-Forwarded-For: <xff>`.

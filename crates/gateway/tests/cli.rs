@@ -431,21 +431,6 @@ fn usage_errors_name_what_is_wrong() {
                 "127.0.0.1:0",
                 "--key-file",
                 "k",
-                "--headers-file",
-                "f",
-                "--network",
-                "regtest",
-                "--corrupt-at",
-                "5",
-            ],
-            vec!["--corrupt-at", "cannot be used with", "--headers-file"],
-        ),
-        (
-            vec![
-                "--listen",
-                "127.0.0.1:0",
-                "--key-file",
-                "k",
                 "--upstream",
                 "127.0.0.1:1",
             ],
@@ -518,6 +503,34 @@ fn usage_errors_name_what_is_wrong() {
             vec!["--listen", "127.0.0.1:0", "--frobnicate"],
             vec!["--frobnicate"],
         ),
+        // What tests need of a gateway that lies or pays a wallet is in the test crate's
+        // lightwire-hostile, not in the gateway that ships.
+        (
+            vec![
+                "--listen",
+                "127.0.0.1:0",
+                "--key-file",
+                "k",
+                "--generate",
+                "10",
+                "--corrupt-at",
+                "5",
+            ],
+            vec!["unexpected argument", "--corrupt-at"],
+        ),
+        (
+            vec![
+                "--listen",
+                "127.0.0.1:0",
+                "--key-file",
+                "k",
+                "--generate",
+                "10",
+                "--payments",
+                "f",
+            ],
+            vec!["unexpected argument", "--payments"],
+        ),
     ] {
         let out = gateway(&args).output().unwrap();
         assert_eq!(out.status.code(), Some(2), "{args:?}");
@@ -554,7 +567,6 @@ fn usage_errors_name_what_is_wrong() {
         "--max-per-address",
         "--log",
         "--generate",
-        "--corrupt-at",
         "--headers-file",
         "--from-height",
         "--upstream",
@@ -636,24 +648,6 @@ fn bad_sources_are_refused() {
     assert!(
         String::from_utf8_lossy(&out.stderr)
             .contains("not a whole, non-zero number of 80-byte headers"),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let out = gateway(&[
-        "--listen",
-        "127.0.0.1:0",
-        "--key-file",
-        key.to_str().unwrap(),
-        "--generate",
-        "10",
-        "--corrupt-at",
-        "11",
-    ])
-    .output()
-    .unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("--corrupt-at 11: not a height from 1 to 10"),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );

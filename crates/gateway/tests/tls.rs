@@ -10,7 +10,7 @@ use std::time::Duration;
 use lightwire_chain::REGTEST;
 use lightwire_gateway::client::{Client, ClientError, Framing};
 use lightwire_gateway::served::ServedChain;
-use lightwire_gateway::server::{Buffers, Caps, Front, Limits, spawn_with_front};
+use lightwire_gateway::server::{Buffers, Shared};
 use lightwire_gateway::tls::Tls;
 use lightwire_noise::SecretKey;
 use lightwire_wire::{GetHeaders, Message};
@@ -105,22 +105,13 @@ async fn a_sync_over_native_tls_and_a_reload_that_new_connections_see() {
     let dir = scratch("reload");
     let (old_ca, new_ca) = (Authority::new(), Authority::new());
     let (cert, key) = old_ca.issue(&dir, "gateway");
-    let front = Front {
-        tls: Some(Tls::load(&cert, &key).expect("a good pair")),
-        ..Front::default()
-    };
     let chain = ServedChain::generate(5_000, 2_000_000_000).unwrap();
-    let gw = spawn_with_front(
-        "127.0.0.1:0".parse().unwrap(),
-        chain,
-        SecretKey::from_bytes(&[0x11; 32]).unwrap(),
-        Limits::default(),
-        Buffers::pooled(4),
-        Caps::default(),
-        front,
-    )
-    .await
-    .unwrap();
+    let gw = Shared::builder(chain, SecretKey::from_bytes(&[0x11; 32]).unwrap())
+        .buffers(Buffers::pooled(4))
+        .tls(Tls::load(&cert, &key).expect("a good pair"))
+        .spawn("127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
     let genesis = REGTEST.genesis.block_hash().0;
     let connect = |config, name: &'static str| {
         Client::connect_tls(

@@ -216,7 +216,7 @@ async fn serve_node(
     }
 }
 
-/// Issue 17: three nodes, one on the chain, one on a heavier branch, one lying (a header
+/// Three nodes, one on the chain, one on a heavier branch, one lying (a header
 /// with the wrong nBits on a branch that would be heavier still). The gateway serves the
 /// heavier valid branch, drops the liar and does not dial it again, keeps serving when the
 /// node it follows goes away, and moves to the first node's chain once that one overtakes.

@@ -5,7 +5,7 @@
 use lightwire_chain::REGTEST;
 use lightwire_gateway::client::{Client, Framing};
 use lightwire_gateway::served::ServedChain;
-use lightwire_gateway::server::{Buffers, Caps, Limits, Running, spawn_with_caps};
+use lightwire_gateway::server::{Buffers, Caps, Limits, Running, Shared};
 use lightwire_noise::SecretKey;
 
 /// The running gateway.
@@ -24,16 +24,13 @@ pub async fn start_capped(
     caps: Caps,
 ) -> Gateway {
     let key = SecretKey::from_bytes(&[0x11; 32]).unwrap();
-    spawn_with_caps(
-        "127.0.0.1:0".parse().unwrap(),
-        chain,
-        key,
-        limits,
-        buffers,
-        caps,
-    )
-    .await
-    .expect("listens")
+    Shared::builder(chain, key)
+        .limits(limits)
+        .buffers(buffers)
+        .caps(caps)
+        .spawn("127.0.0.1:0".parse().unwrap())
+        .await
+        .expect("listens")
 }
 
 /// A connected client for the regtest chain.

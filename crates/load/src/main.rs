@@ -40,8 +40,7 @@ use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
 use tokio_rustls::rustls::{self, ClientConfig, RootCertStore};
 
-#[path = "../logging.rs"]
-mod logging;
+use lightwire_gateway::logging;
 
 /// Opens N connections to a gateway and syncs its whole chain on each (aggregate
 /// headers/s), or holds them idle after the handshake (--idle, for memory measurements).

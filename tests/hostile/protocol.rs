@@ -1,9 +1,6 @@
-//! `lightwire-hostile`: a gateway that lies, for tests of the client's trust rules
-//! (docs/PROTOCOL.md, "Trust rules"). It is not shipped: it lives in the test crate.
-//!
-//! It speaks the protocol correctly (WebSocket, BOLT 8, `init`, `tip`, `headers`, with the
-//! project's own codecs), and misbehaves only in ways a gateway that has read the client's
-//! code could choose:
+//! Lies in the protocol (`--headers-file`): a hand-written gateway that speaks the protocol
+//! correctly (WebSocket, BOLT 8, `init`, `tip`, `headers`, with the project's own codecs)
+//! and misbehaves only in ways a gateway that has read the client's code could choose:
 //!
 //! - `--claim-work HEX`: announce this chain work for its tip (more than it has);
 //! - `--claim-height N`: announce its tip at height N, with a header nobody has (its real
@@ -18,19 +15,17 @@
 //! It serves the headers in `--headers-file` (raw 80-byte headers from genesis, as
 //! `lightwire-chain generate` writes them): a file of a fake fork is a fake fork. Two
 //! processes collude by being given the same flags. Blocking I/O, a thread per connection:
-//! a test tool for a handful of connections.
-//!
-//! Output, as the real gateway's: `node id <hex> connect ws://HOST:PORT#<hex>` on stdout
-//! once it listens; on stderr one line per connection when it ends, with what was sent.
+//! a test tool for a handful of connections. On stderr, one line per connection when it
+//! ends, with what was sent.
 
 use std::collections::HashMap;
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::path::PathBuf;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use clap::{Parser, ValueEnum};
+use clap::{Args, ValueEnum};
 use lightwire_chain::{Chain, HEADER_LEN, Header, MAX_BATCH, Network};
 use lightwire_noise::{ACT_ONE_LEN, ACT_THREE_LEN, FrameBuffer, FrameReader, SecretKey, Sender};
 use lightwire_proto::ws;
@@ -39,7 +34,7 @@ use lightwire_wire::{Features, Headers, Init, Message, Networks, Ping, Pong, Tip
 
 /// How requests are answered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-enum Answers {
+pub enum Answers {
     /// As the real gateway does: the headers after the locator.
     Honest,
     /// An empty final `headers`, always.
@@ -48,32 +43,36 @@ enum Answers {
     Known,
 }
 
-#[derive(Parser, Debug)]
-#[command(name = "lightwire-hostile", about = "A gateway that lies, for tests")]
-struct Args {
-    /// Address to listen on.
-    #[arg(long, default_value = "127.0.0.1:0")]
-    listen: String,
+/// The flags of lies in the protocol.
+#[derive(Args, Debug)]
+#[group(id = "protocol_lies")]
+#[command(next_help_heading = "Lies in the protocol (with --headers-file)")]
+pub struct Lies {
     /// Headers to serve (80 bytes each, from genesis).
-    #[arg(long)]
-    headers_file: PathBuf,
+    #[arg(long, value_name = "FILE")]
+    pub headers_file: Option<PathBuf>,
     /// The network (its genesis and rules).
-    #[arg(long, default_value = "regtest")]
+    #[arg(long, default_value = "regtest", conflicts_with = "generate")]
     network: Network,
     /// Chain work to claim for the tip (64 hex digits, big-endian).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "generate")]
     claim_work: Option<String>,
     /// Announce the tip at this height, with a header nobody has.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", conflicts_with = "generate")]
     claim_height: Option<u32>,
     /// Announce a higher tip before every answer, never delivered.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "generate")]
     bump_tip: bool,
     /// How requests are answered.
-    #[arg(long, value_enum, default_value = "honest")]
+    #[arg(
+        long,
+        value_enum,
+        default_value = "honest",
+        conflicts_with = "generate"
+    )]
     answers: Answers,
     /// Send a ping asking for 65,531 pong bytes every this many milliseconds.
-    #[arg(long, value_name = "MS")]
+    #[arg(long, value_name = "MS", conflicts_with = "generate")]
     ping_flood: Option<u64>,
 }
 
@@ -90,17 +89,11 @@ struct Served {
     ping_flood: Option<Duration>,
 }
 
-fn main() {
-    if let Err(e) = run(Args::parse()) {
-        eprintln!("lightwire-hostile: {e}");
-        std::process::exit(1);
-    }
-}
-
-fn run(args: Args) -> Result<(), String> {
+/// Serve `file` (the value of `--headers-file`) on `listen` with `key`, lying as `args`
+/// say; runs until the process is stopped.
+pub fn run(args: &Lies, file: &Path, listen: SocketAddr, key: SecretKey) -> Result<(), String> {
     let params = args.network.params();
-    let file = std::fs::read(&args.headers_file)
-        .map_err(|e| format!("{}: {e}", args.headers_file.display()))?;
+    let file = std::fs::read(file).map_err(|e| format!("{}: {e}", file.display()))?;
     if file.len() % HEADER_LEN != 0 || file.len() < HEADER_LEN {
         return Err("the headers file is not whole 80-byte headers".into());
     }
@@ -141,8 +134,7 @@ fn run(args: Args) -> Result<(), String> {
         bump_tip: args.bump_tip,
         ping_flood: args.ping_flood.map(Duration::from_millis),
     });
-    let key = SecretKey::random().map_err(|e| format!("no randomness: {e}"))?;
-    let listener = TcpListener::bind(&args.listen).map_err(|e| format!("{}: {e}", args.listen))?;
+    let listener = TcpListener::bind(listen).map_err(|e| format!("{listen}: {e}"))?;
     let local = listener.local_addr().map_err(|e| e.to_string())?;
     let node_id = hex::encode(key.public_key().serialize());
     println!("node id {node_id} connect ws://{local}#{node_id}");

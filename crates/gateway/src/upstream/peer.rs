@@ -1,0 +1,427 @@
+//! One connection to a Bitcoin node, sans-IO: the state machine that follows it over P2P.
+//!
+//! It takes the node's bytes and the time ([`Peer::handle_input`]), the end of the stream
+//! ([`Peer::close`]), wake-ups ([`Peer::handle_wake`]: a session waits for a filter or a
+//! block, a client's transaction waits, or the lead is free) and its deadlines
+//! ([`Peer::poll_timeout`], [`Peer::handle_timeout`]); it gives the bytes to write
+//! ([`Peer::poll_transmit`]) and what the shell must pass on ([`Peer::poll_event`]: a new
+//! tip or data for the client sessions, the lead given up, the end). It owns no socket,
+//! timer or task: the tokio shell ([`super`]) does the I/O, and the tests drive it on a
+//! virtual clock with fake nodes.
+//!
+//! What the connections to every node share (the validation state, who leads, the served
+//! chain, the relay queue) is lent to each call as a [`Gateway`]. The time is a plain
+//! [`Millis`] on the shell's monotonic clock; the wall clock, which only the rule against
+//! headers from the future and our `version` read, comes in [`Gateway::unix_time`].
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::{Mutex, PoisonError, RwLock};
+use std::time::Duration;
+
+use lightwire_chain::{Chain, Header, Network};
+use lightwire_proto::Millis;
+
+use super::UpstreamError;
+use super::headers::{getheaders, take_headers};
+use super::lead::Place;
+use crate::p2p;
+use crate::relay::TxRelay;
+use crate::served::ServedChain;
+
+/// How long the node has for its `version` and `verack` after the connection is made.
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// What a node's connection reads and changes beyond itself, lent to each call.
+pub struct Gateway<'a> {
+    /// The chain served to clients, with its filters and blocks.
+    pub chain: &'a RwLock<ServedChain>,
+    /// What the connections to every node share.
+    pub followers: &'a Followers,
+    /// Clients' transactions for the node.
+    pub relay: &'a TxRelay,
+    /// The wall clock now, in seconds since the Unix epoch.
+    pub unix_time: u64,
+}
+
+/// What the connections to every node share: one validation state, so that whatever any
+/// node sends is validated against the same chain (the gateway serves the valid chain
+/// with the most work among them), the node that leads (fetches filters and blocks and
+/// relays transactions for everyone), and how many nodes completed their handshake.
+pub struct Followers {
+    /// The validation state of the served chain's tip, and the latest lesser branch.
+    chain: Mutex<Chain>,
+    /// The node that leads (its index).
+    lead: Mutex<Option<usize>>,
+    /// Nodes that completed the handshake (the relay is told under this lock, so that it
+    /// never says "none" while one is connected).
+    connected: Mutex<usize>,
+}
+
+impl Followers {
+    /// Nothing connected yet, validating with `chain` (the validation state of the served
+    /// chain's tip).
+    pub fn new(chain: Chain) -> Followers {
+        Followers {
+            chain: Mutex::new(chain),
+            lead: Mutex::new(None),
+            connected: Mutex::new(0),
+        }
+    }
+
+    /// The node that leads now, if any.
+    pub fn lead(&self) -> Option<usize> {
+        *self.lead.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Nodes that completed their handshake and are still connected.
+    pub fn connected(&self) -> usize {
+        *self
+            .connected
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The validation state (locked for as long as the guard lives).
+    pub(super) fn validation(&self) -> std::sync::MutexGuard<'_, Chain> {
+        self.chain.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Whether node `i` leads, taking the lead if there is none and it may lead (`may`:
+    /// its tip is on the served chain, and it serves filters if the chain does). One that
+    /// may no longer gives the lead up: the second value says so.
+    pub(super) fn leads(&self, i: usize, may: bool) -> (bool, bool) {
+        let mut lead = self.lead.lock().unwrap_or_else(PoisonError::into_inner);
+        match *lead {
+            Some(l) if l == i && !may => {
+                *lead = None;
+                (false, true)
+            }
+            Some(l) => (l == i, false),
+            None if may => {
+                *lead = Some(i);
+                (true, false)
+            }
+            None => (false, false),
+        }
+    }
+
+    /// Node `i` is gone: whether it freed the lead.
+    fn leave(&self, i: usize) -> bool {
+        let mut lead = self.lead.lock().unwrap_or_else(PoisonError::into_inner);
+        let freed = *lead == Some(i);
+        if freed {
+            *lead = None;
+        }
+        freed
+    }
+
+    /// Count a node in (`+1`) or out (`-1`), and tell the relay whether any is connected.
+    fn count(&self, relay: &TxRelay, up: bool) {
+        let mut n = self
+            .connected
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        *n = if up { *n + 1 } else { n.saturating_sub(1) };
+        relay.set_connected(*n > 0);
+    }
+}
+
+/// What the shell must pass on.
+#[derive(Debug)]
+pub enum Event {
+    /// The handshake completed.
+    Connected,
+    /// The served chain's tip changed, or its filter headers reached it: announce it to
+    /// the client sessions.
+    TipChanged,
+    /// Filters or a block arrived, or the node said it has not a block: the sessions
+    /// waiting for one try again.
+    DataArrived,
+    /// This node gave the lead up: wake the other nodes' connections
+    /// ([`Peer::handle_wake`]), so that one takes it.
+    LeadFreed,
+    /// The connection is over, and why: the shell closes the socket. Nothing more comes.
+    Closed(UpstreamError),
+}
+
+/// Who the node is among those followed, and how to follow it.
+#[derive(Clone, Copy, Debug)]
+pub struct PeerConfig {
+    /// Its index among the nodes followed (who leads is said by index).
+    pub index: usize,
+    /// Its address (for the logs).
+    pub addr: SocketAddr,
+    /// The network (the message magic).
+    pub network: Network,
+    /// Silence after which it is pinged, and then how long it has to answer; half of it
+    /// is how long, as the lead, it may leave requests for data unanswered.
+    pub idle: Duration,
+    /// Our `version` nonce (random: a node drops a connection to itself by it).
+    pub nonce: u64,
+}
+
+/// One connection to a node (see the module's documentation).
+pub struct Peer {
+    config: PeerConfig,
+    magic: [u8; 4],
+    /// Bytes read and not yet a whole message (at most one message and a read).
+    input: Vec<u8>,
+    /// Bytes to write.
+    out: Vec<u8>,
+    /// The headers of the message being handled (kept for its capacity).
+    headers: Vec<Header>,
+    /// Until when the node has to complete the handshake; `None` once it has.
+    handshake_by: Option<Millis>,
+    /// When the node last sent anything.
+    heard: Millis,
+    /// When we pinged it, unanswered since.
+    pinged: Option<Millis>,
+    /// Counted among the connected nodes (after its `verack`, until closed).
+    counted: bool,
+    place: Place,
+    events: VecDeque<Event>,
+    closed: bool,
+}
+
+impl Peer {
+    /// A connection just made at `now`: our `version` is the first thing to write.
+    pub fn new(now: Millis, config: PeerConfig, gw: &Gateway<'_>) -> Peer {
+        let magic = p2p::magic(config.network);
+        let height = gw.followers.validation().tip().height;
+        let mut out = Vec::with_capacity(1024);
+        p2p::encode(&mut out, magic, "version", |p| {
+            p2p::write_version(p, gw.unix_time, config.nonce, height)
+        });
+        Peer {
+            config,
+            magic,
+            input: Vec::new(),
+            out,
+            headers: Vec::with_capacity(p2p::MAX_HEADERS),
+            handshake_by: Some(now + HANDSHAKE_TIMEOUT),
+            heard: now,
+            pinged: None,
+            counted: false,
+            place: Place::new(config.addr, config.idle / 2),
+            events: VecDeque::new(),
+            closed: false,
+        }
+    }
+
+    /// Whether the handshake is done (and the connection not closed).
+    pub fn is_established(&self) -> bool {
+        self.handshake_by.is_none() && !self.closed
+    }
+
+    /// Take `bytes` read from the node at `now`.
+    pub fn handle_input(&mut self, now: Millis, bytes: &[u8], gw: &Gateway<'_>) {
+        if self.closed {
+            return;
+        }
+        self.heard = now;
+        self.pinged = None;
+        // Taken out while its messages are handled (they borrow it, and change the rest).
+        let mut input = std::mem::take(&mut self.input);
+        input.extend_from_slice(bytes);
+        let mut start = 0;
+        let result = loop {
+            match p2p::decode(&input[start..], self.magic) {
+                Ok(Some((frame, n))) => {
+                    start += n;
+                    if let Err(e) = self.message(now, frame.command, frame.payload, gw) {
+                        break Err(e);
+                    }
+                    if self.is_established() {
+                        self.serve(now, gw);
+                    }
+                }
+                Ok(None) => break Ok(()),
+                Err(e) => break Err(UpstreamError::from(e)),
+            }
+        };
+        input.drain(..start);
+        self.input = input;
+        match result {
+            Ok(()) => self.check_overdue(now, gw),
+            Err(e) => self.close(gw, e),
+        }
+    }
+
+    /// Something the lead may have to do (see the module's documentation): ask the node
+    /// for it, or pass it on, if this node leads, or take the lead if it is free.
+    pub fn handle_wake(&mut self, now: Millis, gw: &Gateway<'_>) {
+        if self.is_established() {
+            self.serve(now, gw);
+        }
+    }
+
+    /// The deadlines due at `now`: the handshake's, the ping's, the lead's requests'.
+    pub fn handle_timeout(&mut self, now: Millis, gw: &Gateway<'_>) {
+        if self.closed {
+            return;
+        }
+        if let Some(by) = self.handshake_by {
+            if now >= by {
+                self.close(gw, UpstreamError::HandshakeTimeout);
+            }
+            return;
+        }
+        match self.pinged {
+            Some(at) if now >= at + self.config.idle => {
+                return self.close(gw, UpstreamError::Silent);
+            }
+            None if now >= self.heard + self.config.idle => {
+                // Silent for a while: a ping it must answer (BIP 31 pong).
+                let nonce = self.config.nonce.to_le_bytes();
+                p2p::encode(&mut self.out, self.magic, "ping", |p| {
+                    p.extend_from_slice(&nonce)
+                });
+                self.pinged = Some(now);
+            }
+            _ => {}
+        }
+        if self.place.overdue(now) {
+            // It may no longer lead (then nothing of ours is awaited): ask first.
+            self.serve(now, gw);
+        }
+        self.check_overdue(now, gw);
+    }
+
+    /// The next deadline, if any.
+    pub fn poll_timeout(&self) -> Option<Millis> {
+        if self.closed {
+            return None;
+        }
+        if let Some(by) = self.handshake_by {
+            return Some(by);
+        }
+        let silence = match self.pinged {
+            Some(at) => at + self.config.idle,
+            None => self.heard + self.config.idle,
+        };
+        Some(self.place.deadline().map_or(silence, |d| d.min(silence)))
+    }
+
+    /// The bytes to write to the node next, if any; say how many were written with
+    /// [`Self::transmitted`].
+    pub fn poll_transmit(&self) -> Option<&[u8]> {
+        (!self.closed && !self.out.is_empty()).then_some(&self.out[..])
+    }
+
+    /// `n` bytes of [`Self::poll_transmit`]'s were written.
+    pub fn transmitted(&mut self, n: usize) {
+        self.out.drain(..n.min(self.out.len()));
+    }
+
+    /// What the shell must pass on next.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    /// End the connection for `why` (the node closed it, a socket error, or the shell is
+    /// stopping): out of the lead and of the count of connected nodes, and
+    /// [`Event::Closed`]. Nothing happens after; a second call does nothing.
+    pub fn close(&mut self, gw: &Gateway<'_>, why: UpstreamError) {
+        if self.closed {
+            return;
+        }
+        self.closed = true;
+        if gw.followers.leave(self.config.index) {
+            self.events.push_back(Event::LeadFreed);
+        }
+        if self.counted {
+            self.counted = false;
+            gw.followers.count(gw.relay, false);
+        }
+        self.out.clear();
+        self.events.push_back(Event::Closed(why));
+    }
+
+    /// One message from the node.
+    fn message(
+        &mut self,
+        now: Millis,
+        command: &[u8],
+        payload: &[u8],
+        gw: &Gateway<'_>,
+    ) -> Result<(), UpstreamError> {
+        let (magic, out) = (self.magic, &mut self.out);
+        match command {
+            b"version" => {
+                self.place.version = Some(p2p::read_version(payload)?);
+                p2p::encode(out, magic, "verack", |_| {});
+            }
+            b"verack" if self.handshake_by.is_some() => {
+                self.handshake_by = None;
+                self.heard = now;
+                self.counted = true;
+                gw.followers.count(gw.relay, true);
+                self.events.push_back(Event::Connected);
+                tracing::info!(upstream = %self.config.addr, "upstream connected");
+                // Announce new blocks with headers (BIP 130), then ask for ours.
+                p2p::encode(out, magic, "sendheaders", |_| {});
+                getheaders(out, magic, gw, None);
+            }
+            b"ping" => {
+                p2p::encode(out, magic, "pong", |p| p.extend_from_slice(payload));
+            }
+            b"headers" => self.on_headers(payload, gw)?,
+            b"inv" if p2p::inv_has_block(payload)? => getheaders(out, magic, gw, None),
+            b"cfheaders" => {
+                self.place.answered();
+                (self.place.filters).on_cfheaders(gw, payload, &mut self.events)?;
+            }
+            b"cfilter" => {
+                self.place.answered();
+                (self.place.filters).on_cfilter(gw, payload, &mut self.events)?;
+            }
+            b"block" => {
+                self.place.answered();
+                self.place.on_block(gw, payload, &mut self.events)?;
+            }
+            b"notfound" => {
+                self.place.answered();
+                self.place.on_notfound(gw, payload, &mut self.events)?;
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// A `headers` message: validated and applied, then more asked for as it says.
+    fn on_headers(&mut self, payload: &[u8], gw: &Gateway<'_>) -> Result<(), UpstreamError> {
+        self.headers.clear();
+        p2p::read_headers(payload, &mut self.headers)?;
+        let full = self.headers.len() == p2p::MAX_HEADERS;
+        let ask_again = take_headers(gw, &self.headers, &mut self.events)?;
+        self.place.headers(gw, &self.headers);
+        // After a full batch the next request continues from its last header, so that a
+        // node on a lesser branch longer than a batch is walked to its end, not asked
+        // from the fork again and again.
+        if ask_again {
+            getheaders(&mut self.out, self.magic, gw, None);
+        } else if full {
+            let last = self.headers.last().map(Header::block_hash);
+            getheaders(&mut self.out, self.magic, gw, last);
+        }
+        Ok(())
+    }
+
+    /// If this node leads, ask it for what the sessions wait for and pass clients'
+    /// transactions on; if it may no longer lead, give the lead up.
+    fn serve(&mut self, now: Millis, gw: &Gateway<'_>) {
+        let (out, events) = (&mut self.out, &mut self.events);
+        (self.place).serve(out, self.magic, gw, self.config.index, now, events);
+    }
+
+    /// Close the connection if the lead's requests are overdue.
+    fn check_overdue(&mut self, now: Millis, gw: &Gateway<'_>) {
+        if self.place.overdue(now) {
+            self.close(gw, UpstreamError::Unanswered);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,609 @@
+//! The state machine against fake nodes on a virtual clock: no socket, no task, no sleep.
+//! A fake node answers what it is asked as its behaviour says (or lies, stalls, goes
+//! silent); time moves only when a test advances it, from one deadline to the next.
+
+use std::sync::Arc;
+
+use lightwire_chain::generate::headers_after;
+use lightwire_chain::{BlockHash, CompactTarget, ConnectError, REGTEST};
+use lightwire_filter::{filter_hash, filter_header};
+use lightwire_proto::session::{FilterLookup, RelayStatus};
+
+use super::*;
+use crate::p2p::P2pError;
+use crate::wake::Wake;
+
+/// Far enough past every generated header's time that none is from the future.
+const UNIX_TIME: u64 = 4_000_000_000;
+const IDLE: Duration = Duration::from_secs(60);
+
+/// What every connection shares, and the virtual clock.
+struct World {
+    chain: RwLock<ServedChain>,
+    followers: Followers,
+    relay: TxRelay,
+    now: Millis,
+}
+
+impl World {
+    /// Following nodes from genesis; serving their filters when `filters`.
+    fn new(filters: bool) -> World {
+        let (mut served, chain) = ServedChain::genesis_only(&REGTEST);
+        let wake = Arc::new(Wake::new());
+        if filters {
+            served.serve_upstream_filters(1 << 20, wake.clone());
+        }
+        World {
+            chain: RwLock::new(served),
+            followers: Followers::new(chain),
+            relay: TxRelay::new(wake),
+            now: Millis(1_000),
+        }
+    }
+
+    fn gw(&self) -> Gateway<'_> {
+        Gateway {
+            chain: &self.chain,
+            followers: &self.followers,
+            relay: &self.relay,
+            unix_time: UNIX_TIME,
+        }
+    }
+
+    fn tip(&self) -> u32 {
+        self.chain.read().unwrap().tip().height
+    }
+
+    fn filter_tip(&self) -> Option<u32> {
+        self.chain.read().unwrap().filters().and_then(|f| f.tip())
+    }
+}
+
+/// How a fake node behaves.
+#[derive(Clone, Copy)]
+struct Behaviour {
+    /// Completes the handshake.
+    handshake: bool,
+    /// Answers `ping`.
+    pongs: bool,
+    /// Says it serves filters (NODE_COMPACT_FILTERS).
+    says_filters: bool,
+    /// Answers `getcfheaders` and `getcfilters`.
+    answers_filters: bool,
+}
+
+const HONEST: Behaviour = Behaviour {
+    handshake: true,
+    pongs: true,
+    says_filters: true,
+    answers_filters: true,
+};
+
+/// A fake node: its chain (after genesis), a filter per block (made up: the gateway only
+/// checks each against the filter hash the node itself committed to), and every message
+/// it was sent.
+struct FakeNode {
+    headers: Vec<Header>,
+    filters: Vec<Vec<u8>>,
+    behaviour: Behaviour,
+    received: Vec<(Vec<u8>, Vec<u8>)>,
+    pending: Vec<u8>,
+}
+
+impl FakeNode {
+    fn new(headers: Vec<Header>, behaviour: Behaviour) -> FakeNode {
+        let filters = (0..=headers.len() as u32)
+            .map(|h| h.to_le_bytes().to_vec())
+            .collect();
+        FakeNode {
+            headers,
+            filters,
+            behaviour,
+            received: Vec::new(),
+            pending: Vec::new(),
+        }
+    }
+
+    fn magic() -> [u8; 4] {
+        p2p::magic(Network::Regtest)
+    }
+
+    fn hash_at(&self, height: u32) -> BlockHash {
+        match height {
+            0 => REGTEST.genesis.block_hash(),
+            h => self.headers[h as usize - 1].block_hash(),
+        }
+    }
+
+    fn height_of(&self, hash: &[u8]) -> Option<u32> {
+        (0..=self.headers.len() as u32).find(|h| self.hash_at(*h).as_bytes() == hash)
+    }
+
+    /// The filter header at `height`, chained from genesis's.
+    fn filter_header(&self, height: u32) -> [u8; 32] {
+        (0..=height).fold([0; 32], |prev, h| {
+            filter_header(&filter_hash(&self.filters[h as usize]), &prev)
+        })
+    }
+
+    /// How many messages named `command` it was sent.
+    fn count(&self, command: &str) -> usize {
+        let c = command.as_bytes();
+        self.received.iter().filter(|(m, _)| m == c).count()
+    }
+
+    /// Take the gateway's bytes; return the node's answers.
+    fn receive(&mut self, bytes: &[u8]) -> Vec<u8> {
+        self.pending.extend_from_slice(bytes);
+        let mut out = Vec::new();
+        while let Ok(Some((frame, n))) = p2p::decode(&self.pending, FakeNode::magic()) {
+            let (command, payload) = (frame.command.to_vec(), frame.payload.to_vec());
+            self.pending.drain(..n);
+            self.answer(&command, &payload, &mut out);
+            self.received.push((command, payload));
+        }
+        out
+    }
+
+    fn answer(&self, command: &[u8], payload: &[u8], out: &mut Vec<u8>) {
+        let magic = FakeNode::magic();
+        let b = self.behaviour;
+        match command {
+            b"version" if b.handshake => {
+                let services = if b.says_filters {
+                    p2p::NODE_COMPACT_FILTERS
+                } else {
+                    0
+                };
+                let height = self.headers.len() as u32;
+                p2p::encode(out, magic, "version", |p| {
+                    let at = p.len();
+                    p2p::write_version(p, UNIX_TIME, 7, height);
+                    p[at + 4..at + 12].copy_from_slice(&services.to_le_bytes());
+                });
+                p2p::encode(out, magic, "verack", |_| {});
+            }
+            b"ping" if b.pongs => {
+                p2p::encode(out, magic, "pong", |p| p.extend_from_slice(payload));
+            }
+            b"getheaders" => {
+                let mut at = 4;
+                let count = p2p::read_compact(payload, &mut at, "count").unwrap() as usize;
+                let start = (0..count)
+                    .find_map(|i| self.height_of(&payload[at + 32 * i..at + 32 * (i + 1)]))
+                    .unwrap_or(0) as usize;
+                let after = &self.headers[start.min(self.headers.len())..];
+                headers_message(out, &after[..after.len().min(p2p::MAX_HEADERS)]);
+            }
+            b"getcfheaders" if b.answers_filters => {
+                let (first, stop) = filter_request(payload);
+                let stop = self.height_of(stop.as_bytes()).unwrap();
+                let prev = first
+                    .checked_sub(1)
+                    .map_or([0; 32], |h| self.filter_header(h));
+                p2p::encode(out, magic, "cfheaders", |p| {
+                    p.push(0);
+                    p.extend_from_slice(stop_hash(self, stop).as_bytes());
+                    p.extend_from_slice(&prev);
+                    p2p::write_compact(p, u64::from(stop - first + 1));
+                    for h in first..=stop {
+                        p.extend_from_slice(&filter_hash(&self.filters[h as usize]));
+                    }
+                });
+            }
+            b"getcfilters" if b.answers_filters => {
+                let (first, stop) = filter_request(payload);
+                for h in first..=self.height_of(stop.as_bytes()).unwrap() {
+                    let filter = &self.filters[h as usize];
+                    p2p::encode(out, magic, "cfilter", |p| {
+                        p.push(0);
+                        p.extend_from_slice(self.hash_at(h).as_bytes());
+                        p2p::write_compact(p, filter.len() as u64);
+                        p.extend_from_slice(filter);
+                    });
+                }
+            }
+            b"getdata" => {
+                // A block under the header asked for, without its transactions: not the
+                // header's block.
+                let hash = &payload[5..37];
+                if let Some(h) = self.height_of(hash).filter(|h| *h > 0) {
+                    p2p::encode(out, magic, "block", |p| {
+                        p.extend_from_slice(&self.headers[h as usize - 1].encode());
+                        p.push(0);
+                    });
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+fn stop_hash(node: &FakeNode, height: u32) -> BlockHash {
+    node.hash_at(height)
+}
+
+/// A `getcfheaders` or `getcfilters` payload: its start height and stop hash.
+fn filter_request(payload: &[u8]) -> (u32, BlockHash) {
+    let first = u32::from_le_bytes(payload[1..5].try_into().unwrap());
+    (first, BlockHash(payload[5..37].try_into().unwrap()))
+}
+
+fn headers_message(out: &mut Vec<u8>, headers: &[Header]) {
+    p2p::encode(out, FakeNode::magic(), "headers", |p| {
+        p2p::write_compact(p, headers.len() as u64);
+        for h in headers {
+            p.extend_from_slice(&h.encode());
+            p.push(0);
+        }
+    });
+}
+
+/// A connection between the state machine and a fake node, and what it passed on.
+struct Link {
+    peer: Peer,
+    node: FakeNode,
+    events: Vec<Event>,
+}
+
+impl Link {
+    /// Node `index` connected at the world's time.
+    fn open(world: &World, index: usize, node: FakeNode) -> Link {
+        let config = PeerConfig {
+            index,
+            addr: SocketAddr::from(([127, 0, 0, 1], 8333 + index as u16)),
+            network: Network::Regtest,
+            idle: IDLE,
+            nonce: 42,
+        };
+        let mut link = Link {
+            peer: Peer::new(world.now, config, &world.gw()),
+            node,
+            events: Vec::new(),
+        };
+        link.pump(world);
+        link
+    }
+
+    /// Exchange bytes until neither side has anything more to say.
+    fn pump(&mut self, world: &World) {
+        while let Some(bytes) = self.peer.poll_transmit() {
+            let n = bytes.len();
+            let answer = self.node.receive(bytes);
+            self.peer.transmitted(n);
+            if !answer.is_empty() {
+                self.peer.handle_input(world.now, &answer, &world.gw());
+            }
+        }
+        while let Some(e) = self.peer.poll_event() {
+            self.events.push(e);
+        }
+    }
+
+    /// Bytes from the node, unasked.
+    fn send(&mut self, world: &World, bytes: &[u8]) {
+        self.peer.handle_input(world.now, bytes, &world.gw());
+        self.pump(world);
+    }
+
+    /// Move the clock to `to`, deadline by deadline.
+    fn advance(&mut self, world: &mut World, to: Millis) {
+        while let Some(t) = self.peer.poll_timeout().filter(|t| *t <= to) {
+            world.now = t;
+            self.peer.handle_timeout(t, &world.gw());
+            self.pump(world);
+            // A deadline handled must move on, or the shell would wake for it forever.
+            assert_ne!(
+                self.peer.poll_timeout(),
+                Some(t),
+                "the deadline did nothing"
+            );
+        }
+        world.now = to;
+    }
+
+    fn closed(&self) -> Option<&UpstreamError> {
+        self.events.iter().find_map(|e| match e {
+            Event::Closed(why) => Some(why),
+            _ => None,
+        })
+    }
+
+    fn saw(&self, wanted: fn(&Event) -> bool) -> bool {
+        self.events.iter().any(wanted)
+    }
+}
+
+/// A millisecond before `t`.
+fn before(t: Millis) -> Millis {
+    Millis(t.0 - 1)
+}
+
+fn chain_of(n: u32) -> Vec<Header> {
+    headers_after(&REGTEST, &REGTEST.genesis, 0, n, 0)
+}
+
+#[test]
+fn the_handshake_then_headers_to_the_nodes_tip() {
+    let world = World::new(false);
+    let link = Link::open(&world, 0, FakeNode::new(chain_of(4500), HONEST));
+    assert!(link.peer.is_established());
+    assert_eq!(world.tip(), 4500, "three batches of headers");
+    assert_eq!(link.node.count("getheaders"), 3);
+    assert_eq!(
+        (link.node.count("verack"), link.node.count("sendheaders")),
+        (1, 1)
+    );
+    assert!(link.saw(|e| matches!(e, Event::Connected)));
+    assert!(link.saw(|e| matches!(e, Event::TipChanged)));
+    assert_eq!(world.followers.connected(), 1);
+    assert_eq!(
+        world.followers.lead(),
+        Some(0),
+        "on the served chain: it leads"
+    );
+    assert_eq!(
+        world.relay.push(&[1]),
+        RelayStatus::Relayed,
+        "the relay has a node"
+    );
+    assert!(link.closed().is_none());
+}
+
+/// A node that accepts the connection and never answers `version` is dropped when the
+/// handshake's time is up, not a moment before.
+#[test]
+fn a_node_that_never_completes_the_handshake_is_dropped_in_time() {
+    let mut world = World::new(false);
+    let mute = Behaviour {
+        handshake: false,
+        ..HONEST
+    };
+    let start = world.now;
+    let mut link = Link::open(&world, 0, FakeNode::new(chain_of(10), mute));
+    assert_eq!(link.peer.poll_timeout(), Some(start + HANDSHAKE_TIMEOUT));
+    link.advance(&mut world, before(start + HANDSHAKE_TIMEOUT));
+    assert!(link.closed().is_none());
+    link.advance(&mut world, start + HANDSHAKE_TIMEOUT);
+    assert!(matches!(
+        link.closed(),
+        Some(UpstreamError::HandshakeTimeout)
+    ));
+    assert_eq!(world.followers.connected(), 0);
+    assert_eq!(link.peer.poll_timeout(), None, "nothing after the end");
+}
+
+/// Silence is pinged after the idle time; a node that answers stays, one that does not
+/// is dropped after as long again.
+#[test]
+fn a_ping_not_answered_drops_the_node() {
+    let mut world = World::new(false);
+    let mut link = Link::open(&world, 0, FakeNode::new(chain_of(10), HONEST));
+    let t0 = world.now;
+    link.advance(&mut world, t0 + IDLE * 5);
+    assert_eq!(
+        link.node.count("ping"),
+        5,
+        "one per idle time, each answered"
+    );
+    assert!(link.closed().is_none());
+
+    link.node.behaviour.pongs = false;
+    let t1 = world.now;
+    link.advance(&mut world, t1 + IDLE);
+    assert_eq!(link.node.count("ping"), 6);
+    link.advance(&mut world, before(t1 + IDLE * 2));
+    assert!(link.closed().is_none(), "it still has time to answer");
+    link.advance(&mut world, t1 + IDLE * 2);
+    assert!(matches!(link.closed(), Some(UpstreamError::Silent)));
+    assert!(link.saw(|e| matches!(e, Event::LeadFreed)), "it led");
+    assert_eq!(
+        (world.followers.lead(), world.followers.connected()),
+        (None, 0)
+    );
+    assert_eq!(
+        world.relay.push(&[1]),
+        RelayStatus::Busy,
+        "no node to relay to"
+    );
+}
+
+/// A lead that answers headers and pings but never its `getcfheaders` is dropped after
+/// half the idle time, not a moment before, and gives the lead up.
+#[test]
+fn a_lead_that_stalls_on_filter_headers_is_dropped_after_half_the_idle_time() {
+    let mut world = World::new(true);
+    let stalls = Behaviour {
+        answers_filters: false,
+        ..HONEST
+    };
+    let mut link = Link::open(&world, 0, FakeNode::new(chain_of(100), stalls));
+    assert_eq!(world.followers.lead(), Some(0));
+    assert_eq!(link.node.count("getcfheaders"), 1);
+    let asked = world.now;
+    assert_eq!(link.peer.poll_timeout(), Some(asked + IDLE / 2));
+    link.advance(&mut world, before(asked + IDLE / 2));
+    assert!(link.closed().is_none());
+    link.advance(&mut world, asked + IDLE / 2);
+    assert!(matches!(link.closed(), Some(UpstreamError::Unanswered)));
+    assert!(link.saw(|e| matches!(e, Event::LeadFreed)));
+    assert_eq!(world.followers.lead(), None);
+    assert_eq!(world.filter_tip(), None, "nothing taken from it");
+}
+
+/// The lead goes away while a session waits for a filter: the next node that may lead
+/// (one that serves filters) takes the lead when woken, and fetches it.
+#[test]
+fn a_lead_that_disconnects_hands_the_lead_to_the_next() {
+    let world = World::new(true);
+    let mut a = Link::open(&world, 0, FakeNode::new(chain_of(100), HONEST));
+    let no_filters = Behaviour {
+        says_filters: false,
+        answers_filters: false,
+        ..HONEST
+    };
+    let mut c = Link::open(&world, 2, FakeNode::new(chain_of(100), no_filters));
+    let mut b = Link::open(&world, 1, FakeNode::new(chain_of(100), HONEST));
+    assert_eq!(world.followers.lead(), Some(0));
+    assert_eq!(world.followers.connected(), 3);
+    assert_eq!(world.filter_tip(), Some(100));
+    assert_eq!(b.node.count("getcfheaders"), 0, "only the lead is asked");
+
+    let filter_50 = || {
+        let chain = world.chain.read().unwrap();
+        let header = lightwire_proto::Served::header(&*chain, 50);
+        chain
+            .filters()
+            .unwrap()
+            .with_filter(50, header, <[u8]>::to_vec)
+    };
+    assert_eq!(filter_50(), FilterLookup::Pending, "a session waits");
+    a.peer.close(&world.gw(), UpstreamError::Closed);
+    a.pump(&world);
+    assert!(a.saw(|e| matches!(e, Event::LeadFreed)));
+    assert_eq!(world.followers.connected(), 2);
+    // The shell wakes the others.
+    c.peer.handle_wake(world.now, &world.gw());
+    c.pump(&world);
+    assert_eq!(
+        world.followers.lead(),
+        None,
+        "it serves no filters: it may not lead"
+    );
+    b.peer.handle_wake(world.now, &world.gw());
+    b.pump(&world);
+    assert_eq!(world.followers.lead(), Some(1));
+    assert_eq!(b.node.count("getcfilters"), 1);
+    assert_eq!(
+        filter_50(),
+        FilterLookup::Ready(50u32.to_le_bytes().to_vec())
+    );
+    assert!(b.saw(|e| matches!(e, Event::DataArrived)));
+}
+
+/// A node whose chain has a header breaking a rule is dropped naming the rule and the
+/// height; nothing of the batch holding it is served.
+#[test]
+fn a_header_breaking_a_rule_drops_the_node_with_the_rule() {
+    let mut headers = chain_of(3000);
+    headers[2100].bits = CompactTarget(0x1d00_ffff);
+    let world = World::new(false);
+    let link = Link::open(&world, 0, FakeNode::new(headers, HONEST));
+    let Some(UpstreamError::Invalid(ConnectError::Invalid(e))) = link.closed() else {
+        panic!("{:?}", link.events);
+    };
+    assert_eq!(e.height, 2101, "{e}");
+    assert_eq!(world.tip(), 2000, "the valid batch before it is kept");
+    assert_eq!(world.followers.connected(), 0);
+}
+
+/// Malformed messages end the connection with what is wrong with them; a message
+/// announcing more than the largest payload is refused from its header, not buffered.
+#[test]
+fn malformed_messages_drop_the_node_naming_the_fault() {
+    let magic = FakeNode::magic();
+    let mut checksum = Vec::new();
+    p2p::encode(&mut checksum, magic, "pong", |p| {
+        p.extend_from_slice(&[1; 8])
+    });
+    checksum[24] ^= 1;
+    let mut other_network = Vec::new();
+    p2p::encode(
+        &mut other_network,
+        p2p::magic(Network::Mainnet),
+        "pong",
+        |_| {},
+    );
+    let mut too_many = Vec::new();
+    p2p::encode(&mut too_many, magic, "headers", |p| {
+        p2p::write_compact(p, 2001)
+    });
+    let mut huge = Vec::new();
+    p2p::encode(&mut huge, magic, "block", |_| {});
+    huge[16..20].copy_from_slice(&(p2p::MAX_PAYLOAD as u32 + 1).to_le_bytes());
+    let mut not_basic = Vec::new();
+    p2p::encode(&mut not_basic, magic, "cfilter", |p| p.push(1));
+    for (bytes, fault) in [
+        (checksum, P2pError::BadChecksum),
+        (
+            other_network,
+            P2pError::BadMagic(p2p::magic(Network::Mainnet)),
+        ),
+        (too_many, P2pError::TooManyHeaders(2001)),
+        (huge, P2pError::TooLarge(p2p::MAX_PAYLOAD + 1)),
+        (
+            not_basic,
+            P2pError::BadFilterMessage("not the basic filter type"),
+        ),
+    ] {
+        let world = World::new(false);
+        let mut link = Link::open(&world, 0, FakeNode::new(chain_of(10), HONEST));
+        link.send(&world, &bytes);
+        assert!(
+            matches!(link.closed(), Some(UpstreamError::P2p(e)) if *e == fault),
+            "{fault}: {:?}",
+            link.events
+        );
+    }
+}
+
+/// A filter that is not the one the node's own filter headers commit to, and a block
+/// that is not its header's, drop the node; the sessions waiting for the block are told
+/// it is not found.
+#[test]
+fn a_lying_filter_or_block_drops_the_node() {
+    let world = World::new(true);
+    let mut link = Link::open(&world, 0, FakeNode::new(chain_of(100), HONEST));
+    link.node.filters[30] = b"another filter".to_vec();
+    let header = |h| lightwire_proto::Served::header(&*world.chain.read().unwrap(), h);
+    let wanted = world
+        .chain
+        .read()
+        .unwrap()
+        .filters()
+        .unwrap()
+        .with_filter(30, header(30), |_| ());
+    assert_eq!(wanted, FilterLookup::Pending);
+    link.peer.handle_wake(world.now, &world.gw());
+    link.pump(&world);
+    assert!(matches!(
+        link.closed(),
+        Some(UpstreamError::FilterMismatch(30))
+    ));
+
+    let world = World::new(true);
+    world
+        .chain
+        .write()
+        .unwrap()
+        .serve_upstream_blocks(Arc::new(Wake::new()));
+    let mut link = Link::open(&world, 0, FakeNode::new(chain_of(100), HONEST));
+    let block = |w: &World| {
+        let chain = w.chain.read().unwrap();
+        let header = lightwire_proto::Served::header(&*chain, 50);
+        chain.blocks().unwrap().with_block(50, header, |_| ())
+    };
+    assert_eq!(block(&world), FilterLookup::Pending);
+    link.peer.handle_wake(world.now, &world.gw());
+    link.pump(&world);
+    assert_eq!(link.node.count("getdata"), 1);
+    assert!(matches!(link.closed(), Some(UpstreamError::Block(_))));
+    assert!(link.saw(|e| matches!(e, Event::DataArrived)));
+    assert_eq!(block(&world), FilterLookup::Missing);
+}
+
+/// Messages cut anywhere (one byte at a time here) are read as whole ones.
+#[test]
+fn messages_arriving_a_byte_at_a_time_are_read_whole() {
+    let world = World::new(false);
+    let mut link = Link::open(&world, 0, FakeNode::new(chain_of(10), HONEST));
+    let mut more = Vec::new();
+    let extra = headers_after(&REGTEST, &link.node.headers[9], 10, 5, 0);
+    headers_message(&mut more, &extra);
+    link.node.headers.extend(extra);
+    for byte in &more {
+        link.send(&world, std::slice::from_ref(byte));
+    }
+    assert_eq!(world.tip(), 15);
+    assert!(link.closed().is_none());
+}
