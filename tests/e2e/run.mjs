@@ -21,29 +21,29 @@
 //   restart   the gateway is stopped and started again: the client reconnects by itself
 //             and catches up
 //   queries   headerAt / headerByHash / verifyInclusion, and typed errors for bad input
-//   checkpoint  (trust rules, item 1) a fake fork from genesis, committed in one session
+//   checkpoint  a fake fork from genesis, committed in one session
 //             before the chain reaches the app's checkpoint, does not lock the next
 //             session out of the real chain
-//   start     (issue 14) a store started from a checkpoint on the real mainnet headers:
+//   start     a store started from a checkpoint on the real mainnet headers:
 //             a gateway whose chain lacks it is dropped, the real one syncs from it
-//   stall     (item 2) two lying gateways (lightwire-hostile) claim far more work than they
+//   stall     two lying gateways (lightwire-hostile) claim far more work than they
 //             deliver, one answering empty with ever higher tips, one resending known
 //             headers: the client syncs from the honest one, which is never marked bad
-//   pings     (item 5) a gateway flooding pings that ask for 65 KB pongs is dropped after
+//   pings     a gateway flooding pings that ask for 65 KB pongs is dropped after
 //             a few; what the client sent stays small; the honest one syncs it
-//   scan      (issue 15) filter headers synced beside the headers; scan() of 19,001
+//   scan      filter headers synced beside the headers; scan() of 19,001
 //             filters for 100 scripts finds the blocks paying two of them (and BIP158's
 //             few false positives)
-//   crosscheck (issue 15) a second gateway serves a filter without the coinbase output
+//   crosscheck a second gateway serves a filter without the coinbase output
 //             (headers rebuilt to match): the block proves it wrong, it is marked bad, and
 //             the scan finds the payment it hid
-//   btcd      (issue 15) btcd on regtest with real transactions of every standard kind
+//   btcd      btcd on regtest with real transactions of every standard kind
 //             (tests/regtest_wallet.rs); the package, through a gateway following btcd,
 //             scans for the scripts and finds exactly the blocks paying and spending them
-//   walletreload (issue 16) a page closed mid-rescan: the next session resumes the wallet
-//   wallethostile (issue 16) a gateway sending the wrong block, or withholding one its
+//   walletreload a page closed mid-rescan: the next session resumes the wallet
+//   wallethostile a gateway sending the wrong block, or withholding one its
 //             filter matched, is marked bad; the block comes from another
-//   wallet    (issue 16) watch() a BIP84 tpub account on btcd: its payments (out of
+//   wallet    watch() a BIP84 tpub account on btcd: its payments (out of
 //             index order, past the gap and the lookahead), a spend with its fee, coins and balance; resumed after a reload;
 //             a reorg withdraws the spend and finds it again
 // --bench: the 925,000-header sync three times per engine with filter headers (the
@@ -682,7 +682,7 @@ async function checkpoint() {
 }
 
 async function start() {
-  // Issue 14, item 4, on real data: the mainnet headers 0..39,999 from ../shared/data. A new
+  // A store started from a checkpoint, on real data: the mainnet headers 0..39,999 from ../shared/data. A new
   // store starts from the header at 20,160 (a period start; its chainwork is 20,161 headers
   // at difficulty 1). A gateway whose chain does not contain it (the headers to 15,000,
   // claiming far more work, so that it is asked) is dropped, `off-checkpoint`; reopened
@@ -981,7 +981,7 @@ async function btcdScan() {
   }
 }
 
-/// Issue 16: a watch-only wallet over a BIP84 account (a tpub descriptor) on btcd, paid
+/// A watch-only wallet over a BIP84 account (a tpub descriptor) on btcd, paid
 /// six times out of index order (receive 30 before 15 brings it within the gap: the ledger
 /// goes back; receive 80 before anything brings it within the scan's lookahead: the wallet
 /// scans again from its start) and spent from once with change: the
@@ -1089,7 +1089,7 @@ async function walletScenario() {
   }
 }
 
-/// Issue 16, hostile gateways: one sends another block for the one its filter matched
+/// The wallet against hostile gateways: one sends another block for the one its filter matched
 /// (`--wrong-block-at`), or withholds it (`--withhold-block-at`); the only other gateway is
 /// down at first. The liar is marked bad naming the rule; when the honest one comes up, the
 /// wallet gets the block from it and its state is right.
@@ -1124,7 +1124,7 @@ async function walletHostile() {
   }
 }
 
-/// Issue 16: a page closed in the middle of the wallet's rescan; the next session resumes
+/// A page closed in the middle of the wallet's rescan; the next session resumes
 /// it from the store and ends with the same state as one that was not interrupted.
 async function walletReload() {
   const gw = await gateway(['--generate', '20000']);

@@ -1,4 +1,4 @@
-// Benchmarks of a public gateway (issue 17's targets; benches/README.md, "A public gateway"),
+// Benchmarks of a public gateway (its targets: benches/README.md, "A public gateway"),
 // with the pieces tests/public runs: Debian's nginx with deploy/nginx/lightwire-gateway.conf
 // in front of two gateways, a test certificate authority, and lightwire-load.
 //

@@ -1,4 +1,4 @@
-// A public gateway (issue 17), with the real components an operator has: Debian's nginx
+// A public gateway, with the real components an operator has: Debian's nginx
 // started here on 127.0.0.1 with deploy/nginx/lightwire-gateway.conf itself (loopback
 // addresses, ports and a test certificate put in place of its example ones), certificate
 // authorities made here with openssl, and lightwire-gateway processes, in each browser
