@@ -5,12 +5,15 @@
 //! out. The engine owns its seeded random numbers.
 //!
 //! The engine is a router in quinn-proto's shape: it owns the gateways, their connections
-//! and what they share ([`ctx`]), and hands each input to the task it is for, named by
-//! the answer's request id ([`crate::ids`]). Each capability is a task with its own
-//! file, state and requests: [`headers`], [`filter_headers`], [`check`] (the filter
-//! cross-check), [`scan`], [`wallet`], [`relay`]. What tasks tell each other (a reorg, a
-//! conflict, a scan match) goes through the engine as an [`ctx::Effect`]; [`Event`]s go
-//! only to the application.
+//! and what they share (`ctx.rs`), and hands each input to the task it is for, named by
+//! the answer's request id ([`crate::ids`]; the router is `route.rs`). Each capability is
+//! a task with its own file, state and requests: `headers.rs`, `filter_headers.rs`,
+//! `check.rs` (the filter cross-check), `scan.rs`, `wallet.rs`, `relay.rs`. The engine
+//! schedules them, times them out and tells them of a gateway gone through one trait
+//! (`task.rs`), each seeing what it needs of the others in a `View`. What tasks tell each
+//! other (a reorg, a conflict, a scan match) goes through the engine as an effect
+//! (`ctx.rs`); [`Event`]s go only to the application. This file is the facade's network
+//! side; `api.rs` its store reads, commits and the application's calls.
 //!
 //! Rules the engine itself keeps:
 //! - A gateway that sends an invalid header, a header that links to nothing we know, an
