@@ -112,17 +112,23 @@ impl<'a> Block<'a, Unchecked> {
                 got,
             });
         }
-        let (root, mutated) = self.merkle_root();
-        // Bitcoin Core's order: a wrong root first, then a mutated tree.
+        // One pass over the transactions: their txids, and which are coinbases.
+        let mut root = MerkleRoot::new();
+        let mut coinbases_right = true;
+        for (i, t) in self.transactions().enumerate() {
+            coinbases_right &= t.is_coinbase() == (i == 0);
+            root.push(t.txid().0);
+        }
+        let (root, mutated) = root.finish().unwrap_or(([0; 32], false));
+        // Bitcoin Core's order (CheckBlock): a wrong root, a mutated tree, then the
+        // coinbase rule.
         if root[..] != self.header[36..68] {
             return Err(BlockError::MerkleRootMismatch);
         }
         if mutated {
             return Err(BlockError::Mutated);
         }
-        // Core's next rule in CheckBlock.
-        let mut txs = self.transactions();
-        if !txs.next().is_some_and(|t| t.is_coinbase()) || txs.any(|t| t.is_coinbase()) {
+        if !coinbases_right || self.count == 0 {
             return Err(BlockError::Coinbase);
         }
         Ok(Block {
