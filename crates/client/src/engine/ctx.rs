@@ -174,6 +174,20 @@ impl Ctx {
         }
     }
 
+    /// A gateway that `usable` accepts, other than `source` (the headers') when there is
+    /// one, so that two connections carry two streams side by side; else `source`.
+    pub fn pick_besides(
+        &self,
+        source: Option<GatewayId>,
+        usable: impl Fn(&super::gateway::Gateway) -> bool,
+    ) -> Option<GatewayId> {
+        let ok = |g: GatewayId| usable(&self.gateways[g]);
+        self.gateways
+            .ids()
+            .find(|&g| ok(g) && Some(g) != source)
+            .or(source.filter(|&g| ok(g)))
+    }
+
     /// Gateway `g` moves to `state` (the application hears of it, with `reason`).
     pub fn set_state(&mut self, g: GatewayId, state: GatewayState, reason: Option<DropReason>) {
         let gw = &mut self.gateways[g];

@@ -116,13 +116,7 @@ impl Task for FilterHeaders {
         if !ctx.filters_on || ctx.stopped || self.sync.asked().is_some() {
             return Ok(());
         }
-        let usable = |g: GatewayId| ctx.gateways[g].filters_usable();
-        let Some(g) = ctx
-            .gateways
-            .ids()
-            .find(|&g| usable(g) && Some(g) != source)
-            .or(source.filter(|&g| usable(g)))
-        else {
+        let Some(g) = ctx.pick_besides(source, |gw| gw.filters_usable()) else {
             return Ok(());
         };
         let Some(conn) = ready(conns, g) else {

@@ -148,16 +148,9 @@ impl Task for ScanTask {
         if ctx.stopped || scan.asked().is_some() {
             return Ok(());
         }
-        let usable = |g: GatewayId| {
-            let gw = &ctx.gateways[g];
-            gw.filters_usable() && gw.trust.agreed().is_some()
-        };
-        let Some(g) = ctx
-            .gateways
-            .ids()
-            .find(|&g| usable(g) && Some(g) != source)
-            .or(source.filter(|&g| usable(g)))
-        else {
+        let usable =
+            |gw: &super::gateway::Gateway| gw.filters_usable() && gw.trust.agreed().is_some();
+        let Some(g) = ctx.pick_besides(source, usable) else {
             return Ok(());
         };
         let Some(conn) = ready(conns, g) else {
