@@ -16,6 +16,7 @@
 //! lanes and read back lane by lane, never through a pointer, so no `unsafe` is needed.
 
 use crate::header::{BlockHash, HEADER_LEN, Header};
+use lightwire_primitives::{FilterHash, FilterHeader};
 
 /// The four-lane SHA-256d, built where it is used: in wasm with SIMD128, and in tests.
 #[cfg(any(test, all(target_arch = "wasm32", target_feature = "simd128")))]
@@ -385,10 +386,10 @@ pub fn hash64x4(m: [&[u8; 64]; 4]) -> [[u8; 32]; 4] {
 /// [`link_segments`] does for block hashes. Returns whether the segments join up: each
 /// segment's last header equals the next segment's anchor.
 pub fn link_filter_headers(
-    hashes: &[[u8; 32]],
-    anchors: &[[u8; 32]],
+    hashes: &[FilterHash],
+    anchors: &[FilterHeader],
     starts: &[usize],
-    headers: &mut [[u8; 32]],
+    headers: &mut [FilterHeader],
 ) -> bool {
     let count = hashes.len().min(headers.len());
     let segments = starts.len().min(anchors.len());
@@ -413,14 +414,14 @@ pub fn link_filter_headers(
                     } else {
                         &headers[a + j - 1]
                     };
-                    msgs[k][..32].copy_from_slice(&hashes[a + j]);
-                    msgs[k][32..].copy_from_slice(prev);
+                    msgs[k][..32].copy_from_slice(&hashes[a + j].0);
+                    msgs[k][32..].copy_from_slice(&prev.0);
                 }
             }
             let got = hash64x4([&msgs[0], &msgs[1], &msgs[2], &msgs[3]]);
             for (k, &(a, b)) in bounds.iter().enumerate() {
                 if a + j < b {
-                    headers[a + j] = got[k];
+                    headers[a + j] = FilterHeader(got[k]);
                 }
             }
         }
@@ -486,26 +487,32 @@ mod tests {
     fn filter_headers_link_four_segments_as_sha2_chains_them() {
         use sha2::{Digest, Sha256};
         let bytes = random_headers(40, 3);
-        let hashes: Vec<[u8; 32]> = bytes
+        let hashes: Vec<FilterHash> = bytes
             .chunks_exact(32)
-            .map(|c| c.try_into().unwrap())
+            .map(|c| FilterHash(c.try_into().unwrap()))
             .collect();
         let n = hashes.len();
-        let mut want = vec![[0u8; 32]; n];
-        let mut prev = [7u8; 32];
+        let mut want = vec![FilterHeader::ZERO; n];
+        let mut prev = FilterHeader([7u8; 32]);
         for (i, h) in hashes.iter().enumerate() {
             let mut m = [0u8; 64];
-            m[..32].copy_from_slice(h);
-            m[32..].copy_from_slice(&prev);
-            want[i] = Sha256::digest(Sha256::digest(m)).into();
+            m[..32].copy_from_slice(&h.0);
+            m[32..].copy_from_slice(&prev.0);
+            want[i] = FilterHeader(Sha256::digest(Sha256::digest(m)).into());
             prev = want[i];
         }
         for starts in [&[0][..], &[0, 25, 50, 75], &[0, 1, 2, 99], &[0, 33, 34]] {
-            let anchors: Vec<[u8; 32]> = starts
+            let anchors: Vec<FilterHeader> = starts
                 .iter()
-                .map(|&s| if s == 0 { [7u8; 32] } else { want[s - 1] })
+                .map(|&s| {
+                    if s == 0 {
+                        FilterHeader([7u8; 32])
+                    } else {
+                        want[s - 1]
+                    }
+                })
                 .collect();
-            let mut got = vec![[0u8; 32]; n];
+            let mut got = vec![FilterHeader::ZERO; n];
             assert!(
                 link_filter_headers(&hashes, &anchors, starts, &mut got),
                 "{starts:?}"
@@ -513,7 +520,7 @@ mod tests {
             assert_eq!(got, want, "{starts:?}");
             if starts.len() > 1 {
                 let mut bad = anchors.clone();
-                bad[1][0] ^= 1;
+                bad[1].0[0] ^= 1;
                 assert!(!link_filter_headers(&hashes, &bad, starts, &mut got));
             }
         }

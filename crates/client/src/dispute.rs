@@ -27,7 +27,7 @@
 use lightwire_chain::BlockHash;
 use lightwire_filter::known_items;
 use lightwire_filter::{Filter, FilterError, filter_hash, filter_header, first_absent};
-use lightwire_primitives::{Block, BlockError};
+use lightwire_primitives::{Block, BlockError, FilterHeader};
 use lightwire_wire::filters::MAX_FILTER_LEN;
 use lightwire_wire::{BlockPiece, FilterCheckpoints, Filters, MAX_BLOCK_LEN};
 
@@ -98,7 +98,7 @@ pub enum Verdict {
         /// Where the chains part.
         height: u32,
         /// Our filter header below it (right: the two chains agree there).
-        prev: [u8; 32],
+        prev: FilterHeader,
         /// The block at `height`.
         hash: BlockHash,
     },
@@ -171,13 +171,13 @@ enum Stage {
     /// Its checkpoints up to `top` are asked for.
     Checkpoints {
         stop: BlockHash,
-        got: Vec<(u32, [u8; 32])>,
+        got: Vec<(u32, FilterHeader)>,
     },
     /// Bisecting: `points` (their headers at checkpoint heights, then at `top`), the last
     /// one known to agree (`lo`) and the first known to differ (`hi`); reading ours at the
     /// middle.
     Bisect {
-        points: Vec<(u32, [u8; 32])>,
+        points: Vec<(u32, FilterHeader)>,
         lo: Option<usize>,
         hi: usize,
     },
@@ -189,10 +189,10 @@ enum Stage {
         /// First height asked (one above the agreeing one).
         start: u32,
         /// Our filter header before `start` (unknown when the store starts there).
-        anchor: Option<[u8; 32]>,
-        ours: Vec<[u8; 32]>,
+        anchor: Option<FilterHeader>,
+        ours: Vec<FilterHeader>,
         hashes: Vec<BlockHash>,
-        theirs: Vec<[u8; 32]>,
+        theirs: Vec<FilterHeader>,
     },
     /// Settling block `height`.
     Judge(Box<Judge>),
@@ -220,9 +220,9 @@ struct Judge {
     height: u32,
     hash: BlockHash,
     /// The filter header before `height` (the same in both chains).
-    prev: [u8; 32],
+    prev: FilterHeader,
     /// Each side's filter header at `height` (theirs, ours).
-    expect: [[u8; 32]; 2],
+    expect: [FilterHeader; 2],
     /// Each side's filter (theirs, ours).
     filters: [Fetch; 2],
     /// The block: asked from (gateway, id), what came so far, whether it is whole and
@@ -239,7 +239,7 @@ pub struct Dispute {
     /// The gateway whose filter-header chain parts from ours.
     pub against: GatewayId,
     top: u32,
-    top_theirs: [u8; 32],
+    top_theirs: FilterHeader,
     /// The first height our store holds a filter header for.
     base: u32,
     stage: Stage,
@@ -252,7 +252,7 @@ pub struct Dispute {
 impl Dispute {
     /// A dispute with `against`, whose filter header at `top` is `theirs` (not ours); our
     /// store holds filter headers from `base` on.
-    pub fn new(against: GatewayId, top: u32, theirs: [u8; 32], base: u32, ids: Ids) -> Dispute {
+    pub fn new(against: GatewayId, top: u32, theirs: FilterHeader, base: u32, ids: Ids) -> Dispute {
         Dispute {
             against,
             top,
@@ -301,7 +301,7 @@ impl Dispute {
 
     /// What [`Self::need_read`] asked for: the block hashes and our filter headers of
     /// `from..=to`. Returns the verdict when the read settles it.
-    pub fn on_read(&mut self, from: u32, hashes: &[BlockHash], ours: &[[u8; 32]]) -> Outcome {
+    pub fn on_read(&mut self, from: u32, hashes: &[BlockHash], ours: &[FilterHeader]) -> Outcome {
         self.reading = false;
         let n = ours.len();
         // Not what was asked (the store moved under it): given up rather than asked again.
@@ -345,7 +345,7 @@ impl Dispute {
                 let (anchor, ours, hashes) = if *agreed {
                     (Some(ours[0]), &ours[1..], &hashes[1..])
                 } else if from == 0 {
-                    (Some([0; 32]), ours, hashes)
+                    (Some(FilterHeader::ZERO), ours, hashes)
                 } else {
                     (None, ours, hashes)
                 };
@@ -467,7 +467,7 @@ impl Dispute {
             if height > top || got.last().is_some_and(|&(h, _)| h >= height) {
                 return Outcome::Bad(against, DisputeError::OutOfOrder { height });
             }
-            got.push((height, *header));
+            got.push((height, FilterHeader(*header)));
         }
         if !m.flags.last {
             return Outcome::Going;
@@ -478,7 +478,7 @@ impl Dispute {
             // headers), not this dispute's.
             return Outcome::Over(Verdict::Undecided { height: top });
         }
-        let mut points: Vec<(u32, [u8; 32])> = core::mem::take(got)
+        let mut points: Vec<(u32, FilterHeader)> = core::mem::take(got)
             .into_iter()
             .filter(|&(h, _)| h >= self.base && h < top)
             .collect();
@@ -735,7 +735,7 @@ fn mid(lo: Option<usize>, hi: usize) -> usize {
 /// The range stage after bisection: from the agreeing point (or, when no point agrees,
 /// the first height our store holds) to the first differing one: at most 1,000 heights,
 /// checkpoints being 1,000 apart.
-fn range_stage(points: &[(u32, [u8; 32])], lo: Option<usize>, hi: usize, base: u32) -> Stage {
+fn range_stage(points: &[(u32, FilterHeader)], lo: Option<usize>, hi: usize, base: u32) -> Stage {
     let to = points[hi].0;
     match lo {
         Some(l) => Stage::ReadRange {
@@ -773,19 +773,24 @@ mod tests {
     }
 
     /// Two filter-header chains over 0..=3,500 that part at `fork`.
-    fn chains(fork: u32) -> (Vec<[u8; 32]>, Vec<[u8; 32]>) {
-        let ours: Vec<[u8; 32]> = (0..=3_500u32)
-            .map(|h| filter_header(&[h as u8; 32], &[1; 32]))
+    fn chains(fork: u32) -> (Vec<FilterHeader>, Vec<FilterHeader>) {
+        let ours: Vec<FilterHeader> = (0..=3_500u32)
+            .map(|h| {
+                filter_header(
+                    &lightwire_primitives::FilterHash([h as u8; 32]),
+                    &FilterHeader([1; 32]),
+                )
+            })
             .collect();
         let mut theirs = ours.clone();
         for t in &mut theirs[fork as usize..] {
-            t[0] ^= 0xff;
+            t.0[0] ^= 0xff;
         }
         (ours, theirs)
     }
 
     /// Read what the dispute asks from `ours`.
-    fn serve_read(d: &mut Dispute, ours: &[[u8; 32]]) -> Outcome {
+    fn serve_read(d: &mut Dispute, ours: &[FilterHeader]) -> Outcome {
         let (from, to) = d.need_read(Some(3_500)).expect("a read");
         let hashes: Vec<BlockHash> = (from..=to).map(hash).collect();
         d.on_read(from, &hashes, &ours[from as usize..=to as usize])
@@ -801,7 +806,7 @@ mod tests {
     }
 
     /// Bring a dispute against gateway 1 (parting at `fork`) to its judgment of `fork`.
-    fn to_judgment(fork: u32) -> (Dispute, Vec<[u8; 32]>, Vec<[u8; 32]>) {
+    fn to_judgment(fork: u32) -> (Dispute, Vec<FilterHeader>, Vec<FilterHeader>) {
         let (ours, theirs) = chains(fork);
         let mut d = Dispute::new(
             GatewayId(1),
@@ -819,7 +824,7 @@ mod tests {
         assert_eq!(d.next_ask(None), Ok(None), "one at a time");
         let flat: Vec<u8> = [1_000, 2_000, 3_000]
             .iter()
-            .flat_map(|&h| theirs[h].to_vec())
+            .flat_map(|&h| theirs[h].0)
             .collect();
         assert_eq!(d.on_checkpoints(&checkpoints(id, &flat)), Outcome::Going);
         // Bisection: reads of ours at checkpoints until the two around the fork.
@@ -869,7 +874,11 @@ mod tests {
     /// A dispute against gateway 1, whose header at 3,500 is `top` and whose checkpoints
     /// are `cps`' at 1,000, 2,000 and 3,000, brought to its filter-header request: the
     /// dispute, the request's id and first height.
-    fn to_range(ours: &[[u8; 32]], cps: &[[u8; 32]], top: [u8; 32]) -> (Dispute, u32, u32) {
+    fn to_range(
+        ours: &[FilterHeader],
+        cps: &[FilterHeader],
+        top: FilterHeader,
+    ) -> (Dispute, u32, u32) {
         let mut d = Dispute::new(GatewayId(1), 3_500, top, 0, Ids::new(TaskId::Check));
         serve_read(&mut d, ours);
         let Ok(Some((_, Ask::Checkpoints { id, .. }))) = d.next_ask(None) else {
@@ -877,7 +886,7 @@ mod tests {
         };
         let flat: Vec<u8> = [1_000, 2_000, 3_000]
             .iter()
-            .flat_map(|&h| cps[h].to_vec())
+            .flat_map(|&h| cps[h].0)
             .collect();
         d.on_checkpoints(&checkpoints(id, &flat));
         while let Some((from, to)) = d.need_read(Some(3_500)) {
@@ -899,7 +908,7 @@ mod tests {
             id,
             first_height: start,
             flags: LAST,
-            before: [9; 32],
+            before: FilterHeader([9; 32]),
             headers: &theirs[start as usize..=3_000],
         };
         assert_eq!(
@@ -907,7 +916,7 @@ mod tests {
             Outcome::Bad(GatewayId(1), DisputeError::Contradiction { height: 2_001 })
         );
         // And headers that equal ours after all (it said the top differs).
-        let (mut d, id, start) = to_range(&ours, &ours, [7; 32]);
+        let (mut d, id, start) = to_range(&ours, &ours, FilterHeader([7; 32]));
         let answer = FilterAnswer {
             id,
             first_height: start,

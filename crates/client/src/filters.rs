@@ -16,6 +16,7 @@
 //! gateways' checkpoints.
 
 use crate::ids::{GatewayId, GivenUp, Ids, TaskId};
+use lightwire_primitives::FilterHeader;
 use std::collections::VecDeque;
 
 use lightwire_chain::BlockHash;
@@ -75,9 +76,9 @@ pub struct FilterAnswer<'a> {
     /// How the answer ends.
     pub flags: AnswerFlags,
     /// The filter header before the first (the message's first anchor).
-    pub before: [u8; 32],
+    pub before: FilterHeader,
     /// The filter headers, rebuilt from the hashes and linked from `before`.
-    pub headers: &'a [[u8; 32]],
+    pub headers: &'a [FilterHeader],
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -96,9 +97,9 @@ pub struct FilterSync {
     /// The filter header at `next - 1`, when known: only a store started from a checkpoint
     /// (before its first answer) or a reorg deeper than what is kept in memory leave it
     /// unknown; the first answer's anchor is then taken.
-    prev: Option<[u8; 32]>,
+    prev: Option<FilterHeader>,
     /// The filter headers just below `next`, newest last.
-    recent: VecDeque<[u8; 32]>,
+    recent: VecDeque<FilterHeader>,
     /// Validated headers of the best chain above `next - 1`, ascending: where requests stop.
     marks: VecDeque<(u32, BlockHash)>,
     in_flight: Option<InFlight>,
@@ -115,10 +116,10 @@ impl FilterSync {
     /// Filter sync over a store whose filter headers end at `tip` (height and header), or
     /// that holds none and starts at `base` (the filter header before genesis is 32 zero
     /// bytes; before a checkpoint start it is not known).
-    pub fn new(tip: Option<(u32, [u8; 32])>, base: u32) -> FilterSync {
+    pub fn new(tip: Option<(u32, FilterHeader)>, base: u32) -> FilterSync {
         let (next, prev) = match tip {
             Some((height, header)) => (height + 1, Some(header)),
-            None if base == 0 => (0, Some([0; 32])),
+            None if base == 0 => (0, Some(FilterHeader::ZERO)),
             None => (base, None),
         };
         let mut recent = VecDeque::with_capacity(RECENT_FILTER_HEADERS);
@@ -149,7 +150,7 @@ impl FilterSync {
     }
 
     /// The filter header held at `height`, if it is among the recent ones kept.
-    pub fn header_at(&self, height: u32) -> Option<[u8; 32]> {
+    pub fn header_at(&self, height: u32) -> Option<FilterHeader> {
         let back = self.next.checked_sub(height)? as usize;
         let i = self.recent.len().checked_sub(back)?;
         self.recent.get(i).copied()
@@ -166,7 +167,7 @@ impl FilterSync {
     /// The filter headers held above `height` were found wrong: the chain goes on from
     /// `header`, ours at `height`. Returns the request in flight, given up (its gateway
     /// and id).
-    pub fn truncate(&mut self, height: u32, header: [u8; 32]) -> Option<GivenUp> {
+    pub fn truncate(&mut self, height: u32, header: FilterHeader) -> Option<GivenUp> {
         if height + 1 < self.next {
             let drop = (self.next - height - 1) as usize;
             if drop < self.recent.len() {
@@ -365,18 +366,18 @@ mod tests {
         BlockHash(b)
     }
 
-    fn fh(h: u32) -> [u8; 32] {
+    fn fh(h: u32) -> FilterHeader {
         let mut b = [7u8; 32];
         b[..4].copy_from_slice(&h.to_le_bytes());
-        b
+        FilterHeader(b)
     }
 
     fn ans(
         id: u32,
         first_height: u32,
         flags: AnswerFlags,
-        before: [u8; 32],
-        headers: &[[u8; 32]],
+        before: FilterHeader,
+        headers: &[FilterHeader],
     ) -> FilterAnswer<'_> {
         FilterAnswer {
             id,
@@ -407,29 +408,41 @@ mod tests {
         );
         assert!(crate::ids::is_task(id, TaskId::FilterHeaders));
         assert_eq!(s.next_request(GatewayId(0)), None, "one at a time");
-        let headers: Vec<[u8; 32]> = (0..100).map(fh).collect();
+        let headers: Vec<FilterHeader> = (0..100).map(fh).collect();
         let flags = AnswerFlags::default();
         // Not the request's gateway, or not from the next height: refused.
         assert!(
-            s.on_filter_headers(GatewayId(1), ans(id, 0, flags, [0; 32], &headers))
-                .is_err()
+            s.on_filter_headers(
+                GatewayId(1),
+                ans(id, 0, flags, FilterHeader::ZERO, &headers)
+            )
+            .is_err()
         );
         assert_eq!(
-            s.on_filter_headers(GatewayId(0), ans(id, 5, flags, [0; 32], &headers)),
+            s.on_filter_headers(
+                GatewayId(0),
+                ans(id, 5, flags, FilterHeader::ZERO, &headers)
+            ),
             Err(FilterSyncError::OutOfOrder {
                 expected: 0,
                 got: 5
             })
         );
         let step = s
-            .on_filter_headers(GatewayId(0), ans(id, 0, flags, [0; 32], &headers))
+            .on_filter_headers(
+                GatewayId(0),
+                ans(id, 0, flags, FilterHeader::ZERO, &headers),
+            )
             .unwrap();
         assert_eq!((step.taken, step.done, step.conflict), (100, false, None));
         assert_eq!(s.height(), Some(99));
         // The next message must chain from the last header taken.
-        let more: Vec<[u8; 32]> = (100..200).map(fh).collect();
+        let more: Vec<FilterHeader> = (100..200).map(fh).collect();
         let step = s
-            .on_filter_headers(GatewayId(0), ans(id, 100, LAST, [9; 32], &more))
+            .on_filter_headers(
+                GatewayId(0),
+                ans(id, 100, LAST, FilterHeader([9; 32]), &more),
+            )
             .unwrap();
         assert_eq!(step.taken, 0);
         assert_eq!(step.conflict, Some(100));
@@ -447,7 +460,7 @@ mod tests {
         s.unblock();
         // Past the stop asked for: refused.
         let (id, _, _) = s.next_request(GatewayId(1)).unwrap();
-        let far: Vec<[u8; 32]> = (200..20_300).map(fh).collect();
+        let far: Vec<FilterHeader> = (200..20_300).map(fh).collect();
         assert!(matches!(
             s.on_filter_headers(GatewayId(1), ans(id, 200, LAST, fh(199), &far)),
             Err(FilterSyncError::PastStop { .. })
@@ -459,8 +472,8 @@ mod tests {
         let mut s = FilterSync::new(None, 0);
         s.mark(100, hash(100));
         let (id, _, _) = s.next_request(GatewayId(0)).unwrap();
-        let headers: Vec<[u8; 32]> = (0..50).map(fh).collect();
-        s.on_filter_headers(GatewayId(0), ans(id, 0, LAST, [0; 32], &headers))
+        let headers: Vec<FilterHeader> = (0..50).map(fh).collect();
+        s.on_filter_headers(GatewayId(0), ans(id, 0, LAST, FilterHeader::ZERO, &headers))
             .unwrap();
         assert_eq!(
             s.next_request(GatewayId(0)),
@@ -478,7 +491,7 @@ mod tests {
         s.mark(3000, hash(3000));
         let (id, start, _) = s.next_request(GatewayId(0)).unwrap();
         assert_eq!(start, 1000);
-        let headers: Vec<[u8; 32]> = (1000..=3000).map(fh).collect();
+        let headers: Vec<FilterHeader> = (1000..=3000).map(fh).collect();
         s.on_filter_headers(GatewayId(0), ans(id, 1000, LAST, fh(999), &headers))
             .unwrap();
         assert_eq!(s.height(), Some(3000));

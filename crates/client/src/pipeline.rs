@@ -6,6 +6,7 @@
 
 use lightwire_chain::{BlockHash, Chain, Entry, WINDOW_LEN};
 use lightwire_noise::SecretKey;
+use lightwire_primitives::FilterHeader;
 use lightwire_proto::{ConnectString, Millis, decode_headers};
 use lightwire_store::{Batch, Durability, HeaderStore, Pending, RecordKey, StoreError, Tip};
 
@@ -111,7 +112,7 @@ pub async fn resume_wallet<S: HeaderStore>(store: &S) -> Result<Option<WalletSyn
     let Some(mut wallet) = WalletSync::decode(&bytes, store.params().network) else {
         return Ok(None);
     };
-    let mut heights: Vec<(u32, [u8; 32])> = wallet
+    let mut heights: Vec<(u32, BlockHash)> = wallet
         .ledger
         .transactions()
         .iter()
@@ -119,7 +120,7 @@ pub async fn resume_wallet<S: HeaderStore>(store: &S) -> Result<Option<WalletSyn
         .collect();
     heights.dedup();
     for (h, hash) in heights {
-        let stored = store.header(h).await?.map(|x| x.block_hash().0);
+        let stored = store.header(h).await?.map(|x| x.block_hash());
         if stored != Some(hash) {
             wallet.withdraw_from(h);
             break;
@@ -181,7 +182,7 @@ pub struct Pipeline {
     /// A scan window read from the store (buffers reused).
     headers: Vec<lightwire_chain::Header>,
     hashes: Vec<lightwire_chain::BlockHash>,
-    filter_headers: Vec<[u8; 32]>,
+    filter_headers: Vec<FilterHeader>,
 }
 
 impl Default for Pipeline {
@@ -260,7 +261,7 @@ impl Pipeline {
             // Before genesis: 32 zero bytes. Before a checkpoint start the filter header is
             // not stored: the scan cannot check the first filter, and starts after it.
             _ if start == 0 => {
-                self.filter_headers.push([0; 32]);
+                self.filter_headers.push(FilterHeader::ZERO);
                 store
                     .filter_headers(start, end, &mut self.filter_headers)
                     .await?;

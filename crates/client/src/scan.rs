@@ -13,6 +13,7 @@
 //! came from: see docs/PROTOCOL.md). Filters are not kept.
 
 use crate::ids::{GatewayId, GivenUp, Ids, TaskId};
+use lightwire_primitives::FilterHeader;
 use std::collections::VecDeque;
 
 use lightwire_chain::BlockHash;
@@ -106,7 +107,7 @@ pub struct Scan {
     /// before its first block); empty when none is.
     start: u32,
     hashes: Vec<BlockHash>,
-    headers: Vec<[u8; 32]>,
+    headers: Vec<FilterHeader>,
     /// Requests in flight, oldest first, all to one gateway (answers come in order).
     requests: VecDeque<Request>,
     /// The first height not yet requested.
@@ -323,7 +324,7 @@ impl Scan {
     /// The store's answer to [`Self::need_data`]: the block hashes of `start..=end` and the
     /// filter headers of `start - 1..=end` (32 zero bytes before genesis). Ignored if the
     /// window was dropped meanwhile (a reorganisation) or does not fit.
-    pub fn on_data(&mut self, start: u32, hashes: &[BlockHash], headers: &[[u8; 32]]) {
+    pub fn on_data(&mut self, start: u32, hashes: &[BlockHash], headers: &[FilterHeader]) {
         let asked = self.reading.take();
         if asked.map(|r| r.0) != Some(start)
             || headers.len() != hashes.len() + 1
@@ -539,9 +540,9 @@ mod tests {
     }
 
     /// Blocks 0..n: block h's filter holds script [h; 4] (and block 7's also "ours").
-    fn chain(n: u32) -> (Vec<Vec<u8>>, Vec<[u8; 32]>) {
+    fn chain(n: u32) -> (Vec<Vec<u8>>, Vec<FilterHeader>) {
         let mut filters = Vec::new();
-        let mut headers = vec![[0u8; 32]];
+        let mut headers = vec![FilterHeader::ZERO];
         for h in 0..n {
             let mut f = Vec::new();
             let mine = b"ours".to_vec();
@@ -597,7 +598,7 @@ mod tests {
     }
 
     /// Read the window the scan asks for and take its requests: (id, first, last) each.
-    fn requests(s: &mut Scan, headers: &[[u8; 32]], stored: u32) -> Vec<(u32, u32, u32)> {
+    fn requests(s: &mut Scan, headers: &[FilterHeader], stored: u32) -> Vec<(u32, u32, u32)> {
         if let Some((a, b)) = s.need_data(Some(stored)) {
             let hashes: Vec<BlockHash> = (a..=b).map(hash).collect();
             s.on_data(a, &hashes, &headers[a as usize..=b as usize + 1]);

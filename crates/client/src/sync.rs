@@ -4,6 +4,7 @@
 
 use crate::ids::{Ids, TaskId};
 use lightwire_chain::{BlockHash, Chain, ConnectError, Entry, Header, Outcome, Work};
+use lightwire_primitives::FilterHeader;
 use lightwire_proto::decode_headers;
 use lightwire_store::{Batch, Durability, Pending, Tip};
 
@@ -478,7 +479,7 @@ impl Syncer {
     }
 
     /// Gather validated filter headers from `first_height` on, for the next commit.
-    pub fn push_filters(&mut self, first_height: u32, headers: &[[u8; 32]]) {
+    pub fn push_filters(&mut self, first_height: u32, headers: &[FilterHeader]) {
         // Filter headers follow the headers by at most a request: sized once for a
         // commit's worth and a request, as the entries are.
         self.pending

@@ -7,6 +7,7 @@ use core::future::Future;
 use core::pin::pin;
 use core::task::{Context, Poll, Waker};
 use core::time::Duration;
+use lightwire_primitives::FilterHeader;
 use std::collections::VecDeque;
 
 use lightwire_chain::{BlockHash, Entry, Header, REGTEST, Work};
@@ -111,7 +112,7 @@ impl HeaderStore for FailingStore {
         &self,
         from: u32,
         to: u32,
-        out: &mut Vec<[u8; 32]>,
+        out: &mut Vec<FilterHeader>,
     ) -> Result<(), StoreError> {
         self.inner.filter_headers(from, to, out).await
     }

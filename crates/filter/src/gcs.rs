@@ -10,7 +10,9 @@ use core::hash::Hasher;
 
 use siphasher::sip::SipHasher24;
 
-use lightwire_primitives::{Block, DecodeError, Reader, sha256d, write_compact_size};
+use lightwire_primitives::{
+    Block, DecodeError, FilterHash, FilterHeader, Reader, write_compact_size,
+};
 
 use crate::bits::{BitReader, BitWriter};
 
@@ -128,18 +130,15 @@ pub fn build_filter<'s>(
     w.finish();
 }
 
-/// A filter's hash: double SHA-256 of its bytes (internal byte order).
-pub fn filter_hash(filter: &[u8]) -> [u8; 32] {
-    sha256d(filter)
+/// A filter's hash: double SHA-256 of its bytes.
+pub fn filter_hash(filter: &[u8]) -> FilterHash {
+    FilterHash::of(filter)
 }
 
 /// The filter header chained on `prev_header` (BIP157): double SHA-256 of the filter's
 /// hash and the previous header (all zeros before the genesis block's).
-pub fn filter_header(filter_hash: &[u8; 32], prev_header: &[u8; 32]) -> [u8; 32] {
-    let mut both = [0u8; 64];
-    both[..32].copy_from_slice(filter_hash);
-    both[32..].copy_from_slice(prev_header);
-    sha256d(&both)
+pub fn filter_header(filter_hash: &FilterHash, prev_header: &FilterHeader) -> FilterHeader {
+    prev_header.next(filter_hash)
 }
 
 /// A decoded filter's count and coded items, borrowing its bytes.
@@ -375,9 +374,9 @@ mod tests {
         block_hash: [u8; 32],
         block: Vec<u8>,
         spent: Vec<Vec<u8>>,
-        prev_header: [u8; 32],
+        prev_header: FilterHeader,
         filter: Vec<u8>,
-        header: [u8; 32],
+        header: FilterHeader,
         notes: String,
     }
 
@@ -403,9 +402,9 @@ mod tests {
                     .iter()
                     .map(|s| hex::decode(s.as_str().unwrap()).unwrap())
                     .collect(),
-                prev_header: displayed(r[4].as_str().unwrap()),
+                prev_header: FilterHeader(displayed(r[4].as_str().unwrap())),
                 filter: hex::decode(r[5].as_str().unwrap()).unwrap(),
-                header: displayed(r[6].as_str().unwrap()),
+                header: FilterHeader(displayed(r[6].as_str().unwrap())),
                 notes: r[7].as_str().unwrap_or("").into(),
             })
             .collect()

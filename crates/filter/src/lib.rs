@@ -25,4 +25,4 @@ pub use gcs::{
     BASIC_M, BASIC_P, Filter, FilterError, Matcher, Values, basic_filter, build_filter,
     filter_hash, filter_header, first_absent, known_items, output_scripts,
 };
-pub use lightwire_primitives::{Block, DecodeError};
+pub use lightwire_primitives::{Block, DecodeError, FilterHash, FilterHeader};

@@ -19,7 +19,7 @@ use lightwire_chain::synthetic::{
     DEFAULT_PROFILE, GENESIS_OUTPUT_SCRIPT, Pool, Profile, SyntheticBlock,
 };
 use lightwire_chain::{HEADER_LEN, hash_header_bytes};
-use lightwire_filter::{build_filter, filter_hash, filter_header};
+use lightwire_filter::{FilterHash, FilterHeader, build_filter, filter_hash, filter_header};
 use lightwire_proto::session::{FilterEntry, FilterLookup};
 
 /// The default bound on cached filters: every heavy filter of the default generated chain
@@ -131,12 +131,12 @@ impl ServedFilters {
             .enumerate()
             .map(|(i, c)| (i * CHUNK, c))
             .collect();
-        let mut hashes = vec![[0u8; 32]; headers.len()];
+        let mut hashes = vec![FilterHash::ZERO; headers.len()];
         let keep_from = headers.len().saturating_sub(cache_bytes / 14_000);
         let kept = Mutex::new(Vec::new());
         std::thread::scope(|scope| {
             let (served, kept) = (&served, &kept);
-            let mut outs: Vec<Vec<(usize, [u8; 32])>> = Vec::new();
+            let mut outs: Vec<Vec<(usize, FilterHash)>> = Vec::new();
             let workers: Vec<_> = (0..threads)
                 .map(|t| {
                     let mine: Vec<(usize, &[[u8; HEADER_LEN]])> =
@@ -169,7 +169,7 @@ impl ServedFilters {
                 hashes[i] = hash;
             }
         });
-        let mut prev = [0u8; 32];
+        let mut prev = FilterHeader::ZERO;
         served.entries = hashes
             .into_iter()
             .map(|hash| {
@@ -206,12 +206,12 @@ impl ServedFilters {
     pub fn extend(
         &mut self,
         first: u32,
-        prev: [u8; 32],
-        hashes: &[[u8; 32]],
+        prev: FilterHeader,
+        hashes: &[FilterHash],
     ) -> Result<(), FilterChainError> {
         let held = match first.checked_sub(1) {
             Some(h) => self.entries.get(h as usize).map(|e| e.header),
-            None => Some([0; 32]),
+            None => Some(FilterHeader::ZERO),
         };
         if first as usize != self.entries.len() || held != Some(prev) {
             return Err(FilterChainError { height: first });
@@ -416,7 +416,7 @@ mod tests {
         headers.extend(headers_after(&REGTEST, &REGTEST.genesis, 0, 300, 0));
         let encoded: Vec<[u8; 80]> = headers.iter().map(Header::encode).collect();
         let f = ServedFilters::generated(&encoded, 1 << 20, None);
-        let mut prev = [0u8; 32];
+        let mut prev = FilterHeader::ZERO;
         let mut block = Vec::new();
         let mut rebuilt = Vec::new();
         for (height, h) in encoded.iter().enumerate().skip(1) {
@@ -533,14 +533,14 @@ mod tests {
         let notify = Arc::new(Wake::new());
         let mut f = ServedFilters::upstream(1 << 20, notify);
         let filters: Vec<Vec<u8>> = (0..10u8).map(|i| vec![i; 5]).collect();
-        let hashes: Vec<[u8; 32]> = filters.iter().map(|x| filter_hash(x)).collect();
+        let hashes: Vec<FilterHash> = filters.iter().map(|x| filter_hash(x)).collect();
         assert_eq!(
-            f.extend(1, [0; 32], &hashes[1..]),
+            f.extend(1, FilterHeader::ZERO, &hashes[1..]),
             Err(FilterChainError { height: 1 })
         );
-        f.extend(0, [0; 32], &hashes[..4]).unwrap();
+        f.extend(0, FilterHeader::ZERO, &hashes[..4]).unwrap();
         assert_eq!(
-            f.extend(4, [9; 32], &hashes[4..]),
+            f.extend(4, FilterHeader([9; 32]), &hashes[4..]),
             Err(FilterChainError { height: 4 })
         );
         let before = f.entry(3).unwrap().header;

@@ -5,7 +5,7 @@
 //! `getdata` for a witness block with its `block` or `notfound` answer.
 
 use lightwire_chain::{BlockHash, HEADER_LEN, Header, Network};
-use lightwire_primitives::{CompactSizeError, read_compact_size};
+use lightwire_primitives::{CompactSizeError, FilterHash, FilterHeader, read_compact_size};
 use sha2::{Digest, Sha256};
 
 /// Bytes of a message header.
@@ -68,8 +68,8 @@ pub fn write_filter_request(out: &mut Vec<u8>, start_height: u32, stop: &BlockHa
 /// filter hashes (appended to `hashes`).
 pub fn read_cfheaders(
     payload: &[u8],
-    hashes: &mut Vec<[u8; 32]>,
-) -> Result<(BlockHash, [u8; 32]), P2pError> {
+    hashes: &mut Vec<FilterHash>,
+) -> Result<(BlockHash, FilterHeader), P2pError> {
     if payload.first() != Some(&BASIC) {
         return Err(P2pError::BadFilterMessage("not the basic filter type"));
     }
@@ -87,13 +87,13 @@ pub fn read_cfheaders(
         .ok_or(P2pError::Truncated("filter hashes"))?;
     hashes.extend(
         body.chunks_exact(32)
-            .filter_map(|c| <[u8; 32]>::try_from(c).ok()),
+            .filter_map(|c| <[u8; 32]>::try_from(c).ok().map(FilterHash)),
     );
     let mut stop_hash = [0u8; 32];
     stop_hash.copy_from_slice(stop);
     let mut previous = [0u8; 32];
     previous.copy_from_slice(prev);
-    Ok((BlockHash(stop_hash), previous))
+    Ok((BlockHash(stop_hash), FilterHeader(previous)))
 }
 
 /// A `cfilter` payload: the block and its filter (borrowed).
@@ -387,8 +387,11 @@ mod tests {
         payload.extend_from_slice(&[1; 32]);
         payload.extend_from_slice(&[2; 32]);
         let mut hashes = Vec::new();
-        assert_eq!(read_cfheaders(&payload, &mut hashes), Ok((stop, [9; 32])));
-        assert_eq!(hashes, [[1; 32], [2; 32]]);
+        assert_eq!(
+            read_cfheaders(&payload, &mut hashes),
+            Ok((stop, FilterHeader([9; 32])))
+        );
+        assert_eq!(hashes, [FilterHash([1; 32]), FilterHash([2; 32])]);
         assert!(read_cfheaders(&payload[..100], &mut hashes).is_err());
         payload[0] = 1;
         assert!(matches!(

@@ -73,6 +73,36 @@ hash_type!(
     Txid
 );
 
+hash_type!(
+    /// A compact filter's hash (BIP157): double SHA-256 of the encoded filter. What a
+    /// `cfheaders` answer lists, one per block.
+    FilterHash
+);
+
+hash_type!(
+    /// A compact filter header (BIP157): double SHA-256 of a filter's hash and the previous
+    /// filter header. The chain of these commits to every filter up to its block; all
+    /// zeros before the genesis block's.
+    FilterHeader
+);
+
+impl FilterHeader {
+    /// The filter header chained on `self` by a filter whose hash is `filter_hash`.
+    pub fn next(&self, filter_hash: &FilterHash) -> FilterHeader {
+        let mut both = [0u8; 64];
+        both[..32].copy_from_slice(&filter_hash.0);
+        both[32..].copy_from_slice(&self.0);
+        FilterHeader(sha256d(&both))
+    }
+}
+
+impl FilterHash {
+    /// The hash of an encoded filter.
+    pub fn of(filter: &[u8]) -> FilterHash {
+        FilterHash(sha256d(filter))
+    }
+}
+
 impl BlockHash {
     /// The hash of an encoded header.
     pub fn of_header(header: &[u8; HEADER_LEN]) -> BlockHash {

@@ -1,6 +1,6 @@
 //! Bitcoin's consensus encoding in one place, in the shape of rust-bitcoin's `primitives`
 //! crate: CompactSize ([`read_compact_size`], [`write_compact_size`]), the hash newtypes
-//! ([`BlockHash`], [`Txid`]) shown in Bitcoin's byte-reversed hex, transactions
+//! ([`BlockHash`], [`Txid`], [`FilterHash`], [`FilterHeader`]) shown in Bitcoin's byte-reversed hex, transactions
 //! read by borrowing ([`Tx`]), and a block checked once against its header
 //! ([`UncheckedBlock::validate`] gives a [`CheckedBlock`] or a [`BlockError`] naming the
 //! rule).
@@ -32,6 +32,6 @@ pub mod transaction;
 
 pub use block::{Block, BlockError, Checked, CheckedBlock, Unchecked, UncheckedBlock};
 pub use compact_size::{CompactSizeError, compact_size_len, read_compact_size, write_compact_size};
-pub use hash::{BlockHash, HEADER_LEN, Txid, sha256d};
+pub use hash::{BlockHash, FilterHash, FilterHeader, HEADER_LEN, Txid, sha256d};
 pub use reader::{DecodeError, Reader};
 pub use transaction::{Input, Output, Tx, Witness};

@@ -10,6 +10,7 @@
 //! header's previous-block hash with its parent's hash anyway.
 
 use lightwire_chain::{BlockHash, HEADER_LEN, link_filter_headers, link_segments};
+use lightwire_primitives::{FilterHash, FilterHeader};
 use lightwire_wire::filters::MAX_FILTER_HASHES_PER_MESSAGE;
 use lightwire_wire::{DecodeError, FilterHeaders, HeadersCompact, MAX_COMPACT_HEADERS_PER_MESSAGE};
 
@@ -18,9 +19,9 @@ use lightwire_wire::{DecodeError, FilterHeaders, HeadersCompact, MAX_COMPACT_HEA
 pub struct Expanded {
     headers: Box<[u8]>,
     hashes: Box<[BlockHash]>,
-    filter_hashes: Box<[[u8; 32]]>,
-    filter_anchors: [[u8; 32]; 4],
-    filter_headers: Box<[[u8; 32]]>,
+    filter_hashes: Box<[FilterHash]>,
+    filter_anchors: [FilterHeader; 4],
+    filter_headers: Box<[FilterHeader]>,
 }
 
 impl Default for Expanded {
@@ -35,9 +36,10 @@ impl Expanded {
         Expanded {
             headers: vec![0; MAX_COMPACT_HEADERS_PER_MESSAGE * HEADER_LEN].into_boxed_slice(),
             hashes: vec![BlockHash::ZERO; MAX_COMPACT_HEADERS_PER_MESSAGE].into_boxed_slice(),
-            filter_hashes: vec![[0; 32]; MAX_FILTER_HASHES_PER_MESSAGE].into_boxed_slice(),
-            filter_anchors: [[0; 32]; 4],
-            filter_headers: vec![[0; 32]; MAX_FILTER_HASHES_PER_MESSAGE].into_boxed_slice(),
+            filter_hashes: vec![FilterHash::ZERO; MAX_FILTER_HASHES_PER_MESSAGE].into_boxed_slice(),
+            filter_anchors: [FilterHeader::ZERO; 4],
+            filter_headers: vec![FilterHeader::ZERO; MAX_FILTER_HASHES_PER_MESSAGE]
+                .into_boxed_slice(),
         }
     }
 
@@ -46,10 +48,10 @@ impl Expanded {
     pub fn link_filter_headers(
         &mut self,
         m: &FilterHeaders<'_>,
-    ) -> Option<([u8; 32], &[[u8; 32]])> {
+    ) -> Option<(FilterHeader, &[FilterHeader])> {
         let count = m.count().min(self.filter_hashes.len());
         for (dst, src) in self.filter_hashes.iter_mut().zip(m.hashes.chunks_exact(32)) {
-            dst.copy_from_slice(src);
+            dst.0.copy_from_slice(src);
         }
         let (starts, segments) = m.segment_starts();
         for (dst, src) in self
@@ -57,7 +59,7 @@ impl Expanded {
             .iter_mut()
             .zip(m.anchors.chunks_exact(32))
         {
-            dst.copy_from_slice(src);
+            dst.0.copy_from_slice(src);
         }
         let joined = link_filter_headers(
             &self.filter_hashes[..count],
@@ -68,7 +70,7 @@ impl Expanded {
         let before = if segments > 0 {
             self.filter_anchors[0]
         } else {
-            [0; 32]
+            FilterHeader::ZERO
         };
         joined.then_some((before, &self.filter_headers[..count]))
     }

@@ -19,6 +19,7 @@ use lightwire_noise::{
     ACT_TWO_LEN, AwaitingActTwo, FrameBuffer, FrameReader, HandshakeError, PublicKey, ReceiveError,
     Receiver, SecretKey, SendError, Sender,
 };
+use lightwire_primitives::FilterHeader;
 use lightwire_wire::{
     AnswerFlags, BLOCKS_FEATURE, BlockPiece, COMPACT_HEADERS_FEATURE, DecodeError, EncodeError,
     FILTERS_FEATURE, Features, FilterCheckpoints, FilterRange, Filters, GetBlock,
@@ -330,9 +331,9 @@ pub enum PeerEvent<'a> {
         flags: AnswerFlags,
         /// The filter header before the first (the message's first anchor; zeros when the
         /// message is empty or starts at genesis).
-        before: [u8; 32],
+        before: FilterHeader,
         /// The filter headers.
-        headers: &'a [[u8; 32]],
+        headers: &'a [FilterHeader],
         /// The filter hashes they chain.
         hashes: &'a [u8],
     },

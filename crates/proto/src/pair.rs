@@ -8,6 +8,7 @@ use core::time::Duration;
 
 use lightwire_chain::{BlockHash, REGTEST};
 use lightwire_noise::{MAX_FRAME_LEN, SecretKey};
+use lightwire_primitives::FilterHeader;
 use lightwire_wire::AnswerFlags;
 
 use crate::initiator::{Initiator, Limits as InitiatorLimits, PeerError, PeerEvent};
@@ -30,7 +31,7 @@ pub enum Heard {
     /// A pong.
     Pong,
     /// Filter headers: request id, first height, the header before, the headers, flags.
-    FilterHeaders(u32, u32, [u8; 32], Vec<[u8; 32]>, AnswerFlags),
+    FilterHeaders(u32, u32, FilterHeader, Vec<FilterHeader>, AnswerFlags),
     /// Filter checkpoints: request id, (height, header) each, flags.
     FilterCheckpoints(u32, Vec<(u32, [u8; 32])>, AnswerFlags),
     /// Filter pieces: request id, (height, filter length, offset, bytes) each, flags.
@@ -516,7 +517,7 @@ mod tests {
                     assert_eq!(*first as usize, headers.len());
                     let want = match first.checked_sub(1) {
                         Some(b) => p.gateway.chain.filter_entry(b).unwrap().header,
-                        None => [0; 32],
+                        None => FilterHeader::ZERO,
                     };
                     assert_eq!(*before, want);
                     headers.extend_from_slice(got);
@@ -524,7 +525,7 @@ mod tests {
                 Heard::FilterCheckpoints(2, got, flags) => {
                     assert!(flags.last);
                     for (height, c) in got {
-                        assert_eq!(*c, p.gateway.chain.filter_entry(*height).unwrap().header);
+                        assert_eq!(*c, p.gateway.chain.filter_entry(*height).unwrap().header.0);
                     }
                     assert_eq!(got.len(), 3);
                 }

@@ -10,6 +10,7 @@ use core::fmt;
 use std::collections::VecDeque;
 
 use lightwire_chain::{BlockHash, HEADER_LEN};
+use lightwire_primitives::{FilterHash, FilterHeader};
 
 use lightwire_wire::Features;
 use lightwire_wire::filters::{
@@ -43,9 +44,9 @@ pub struct ServedTip {
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub struct FilterEntry {
     /// The filter header.
-    pub header: [u8; 32],
+    pub header: FilterHeader,
     /// The filter's hash.
-    pub hash: [u8; 32],
+    pub hash: FilterHash,
 }
 
 /// What a [`Served`] chain has of a filter or a block.
@@ -708,7 +709,7 @@ impl Session {
         let left = end.map_or(0, |e| (e + 1).saturating_sub(req.next) as usize);
         let count = left.min(MAX_FILTER_HASHES_PER_MESSAGE);
         let before = match req.next.checked_sub(1) {
-            Some(h) if count > 0 => chain.filter_entry(h).map(|e| e.header),
+            Some(h) if count > 0 => chain.filter_entry(h).map(|e| e.header.0),
             _ => Some([0; 32]),
         };
         let from = req.next;
@@ -726,10 +727,10 @@ impl Session {
         };
         let len = FilterHeaders::encode_answer(out, req.id, from, flags, count, before, |i| {
             let e = chain.filter_entry(from + i as u32).unwrap_or(FilterEntry {
-                header: [0; 32],
-                hash: [0; 32],
+                header: FilterHeader::ZERO,
+                hash: FilterHash::ZERO,
             });
-            (e.header, e.hash)
+            (e.header.0, e.hash.0)
         })?;
         req.next += count as u32;
         self.answering = (!flags.last).then_some(req);
@@ -777,7 +778,7 @@ impl Session {
                     needed: count,
                     available: i,
                 })?;
-            dst.copy_from_slice(&e.header);
+            dst.copy_from_slice(&e.header.0);
         }
         // `count` went out as 0 with the fixed fields: set it.
         out[11..13].copy_from_slice(&(count as u16).to_be_bytes());
@@ -1195,14 +1196,14 @@ mod tests {
                 let h = next + *start as u32;
                 let before = h
                     .checked_sub(1)
-                    .map_or([0; 32], |b| chain.filter_entry(b).unwrap().header);
+                    .map_or([0; 32], |b| chain.filter_entry(b).unwrap().header.0);
                 assert_eq!(anchor, &before);
             }
             for (j, hash) in m.hashes.chunks_exact(32).enumerate() {
-                assert_eq!(hash, chain.filter_entry(next + j as u32).unwrap().hash);
+                assert_eq!(hash, chain.filter_entry(next + j as u32).unwrap().hash.0);
             }
             next += m.count() as u32;
-            prev = chain.filter_entry(next - 1).unwrap().header;
+            prev = chain.filter_entry(next - 1).unwrap().header.0;
         }
         assert_eq!((sent.len(), next), (2, 3001));
 
@@ -1240,7 +1241,7 @@ mod tests {
         let got: Vec<(u32, [u8; 32])> = m.iter().map(|(h, c)| (h, *c)).collect();
         let want: Vec<(u32, [u8; 32])> = [1000, 2000, 3000]
             .iter()
-            .map(|&h| (h, chain.filter_entry(h).unwrap().header))
+            .map(|&h| (h, chain.filter_entry(h).unwrap().header.0))
             .collect();
         assert_eq!(got, want);
         assert!(m.flags.last && !m.flags.stop_unknown);

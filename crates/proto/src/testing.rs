@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use lightwire_chain::generate::headers_after;
 use lightwire_chain::synthetic::{DEFAULT_PROFILE, GENESIS_OUTPUT_SCRIPT, Pool, SyntheticBlock};
 use lightwire_chain::{BlockHash, HEADER_LEN, Header, REGTEST, U256};
-use lightwire_filter::{build_filter, filter_hash, filter_header};
+use lightwire_filter::{FilterHeader, build_filter, filter_hash, filter_header};
 
 use crate::session::{FilterEntry, FilterLookup, Served, ServedTip};
 
@@ -109,7 +109,7 @@ impl TestChain {
         self.filters[h].0 = filter;
         let mut prev = h
             .checked_sub(1)
-            .map_or([0; 32], |p| self.filters[p].1.header);
+            .map_or(FilterHeader::ZERO, |p| self.filters[p].1.header);
         for f in &mut self.filters[h..] {
             let hash = filter_hash(&f.0);
             prev = filter_header(&hash, &prev);
@@ -146,7 +146,10 @@ impl TestChain {
             self.index.insert(h.block_hash(), self.headers.len() as u32);
             self.headers.push(h);
         }
-        let mut prev = self.filters.last().map_or([0; 32], |f| f.1.header);
+        let mut prev = self
+            .filters
+            .last()
+            .map_or(FilterHeader::ZERO, |f| f.1.header);
         for height in self.filters.len()..self.headers.len() {
             let hash = self.headers[height].block_hash().0;
             let mut filter = Vec::new();

@@ -28,6 +28,7 @@ mod memory;
 mod pending;
 
 use lightwire_chain::{BlockHash, Entry, Header, Network, Params, Work, rebuild_entries};
+pub use lightwire_primitives::FilterHeader;
 
 #[cfg(target_arch = "wasm32")]
 pub use idb::{IdbOptions, IdbStats, IdbStore};
@@ -200,7 +201,7 @@ pub struct FilterTip {
     /// Its block's height.
     pub height: u32,
     /// The filter header.
-    pub header: [u8; 32],
+    pub header: FilterHeader,
 }
 
 /// Filter headers in a commit. The store keeps filter headers for heights from its base up
@@ -215,7 +216,7 @@ pub struct FilterRun<'a> {
     /// and the truncation are applied.
     pub first_height: u32,
     /// Consecutive filter headers, none above the header tip the batch leaves.
-    pub headers: &'a [[u8; 32]],
+    pub headers: &'a [FilterHeader],
 }
 
 impl FilterRun<'_> {
@@ -417,7 +418,7 @@ pub trait HeaderStore {
         &self,
         from: u32,
         to: u32,
-        out: &mut Vec<[u8; 32]>,
+        out: &mut Vec<FilterHeader>,
     ) -> Result<(), StoreError>;
 
     /// The record saved under `key`, if any: the bytes as given to [`Self::put_record`].

@@ -3,6 +3,7 @@
 use std::collections::HashMap;
 
 use lightwire_chain::{BlockHash, Header, Params, Work};
+use lightwire_primitives::FilterHeader;
 
 use crate::{
     Batch, FilterTip, HeaderStore, RecordKey, Start, StoreError, Tip, batch_base, filter_next,
@@ -20,7 +21,7 @@ pub struct MemoryStore {
     period_work: Vec<Work>,
     tip: Tip,
     /// Filter headers from `base` on.
-    filters: Vec<[u8; 32]>,
+    filters: Vec<FilterHeader>,
     /// Saved records.
     records: HashMap<RecordKey, Vec<u8>>,
 }
@@ -145,7 +146,7 @@ impl HeaderStore for MemoryStore {
         &self,
         from: u32,
         to: u32,
-        out: &mut Vec<[u8; 32]>,
+        out: &mut Vec<FilterHeader>,
     ) -> Result<(), StoreError> {
         let next = self.base + self.filters.len() as u32;
         if from > to || to >= next || from < self.base {
@@ -458,8 +459,8 @@ pub(crate) mod tests {
         let headers = after(&REGTEST.genesis, 0, 300, 0);
         chain.connect(&headers, NOW).unwrap();
         let staged = chain.staged().to_vec();
-        let fh = |h: u32| [h as u8; 32];
-        let run: Vec<[u8; 32]> = (0..=100).map(fh).collect();
+        let fh = |h: u32| FilterHeader([h as u8; 32]);
+        let run: Vec<FilterHeader> = (0..=100).map(fh).collect();
         let with = |rollback_to, entries, first_height, headers, truncate_from| Batch {
             rollback_to,
             entries,
@@ -495,7 +496,7 @@ pub(crate) mod tests {
             })
         );
         // Filter headers alone.
-        let more: Vec<[u8; 32]> = (101..=200).map(fh).collect();
+        let more: Vec<FilterHeader> = (101..=200).map(fh).collect();
         now(store.commit(with(None, &[], 101, &more, None))).unwrap();
         let mut out = Vec::new();
         now(store.filter_headers(99, 101, &mut out)).unwrap();
@@ -513,13 +514,15 @@ pub(crate) mod tests {
         now(store.commit(with(Some(150), &entries, 0, &[], None))).unwrap();
         assert_eq!(now(store.filter_tip()).unwrap().unwrap().height, 150);
         // Truncated (found wrong) and replaced in one commit.
-        let again: Vec<[u8; 32]> = (120..=130).map(|h| [h as u8 ^ 0xff; 32]).collect();
+        let again: Vec<FilterHeader> = (120..=130)
+            .map(|h| FilterHeader([h as u8 ^ 0xff; 32]))
+            .collect();
         now(store.commit(with(None, &[], 120, &again, Some(120)))).unwrap();
         assert_eq!(
             now(store.filter_tip()).unwrap(),
             Some(FilterTip {
                 height: 130,
-                header: [130 ^ 0xff; 32]
+                header: FilterHeader([130 ^ 0xff; 32])
             })
         );
     }

@@ -1,6 +1,7 @@
 //! Gathering validated batches into one store commit.
 
 use lightwire_chain::{Entry, Outcome};
+use lightwire_primitives::FilterHeader;
 
 use crate::{Batch, Durability, Tip};
 
@@ -19,7 +20,7 @@ pub struct Pending {
     rollback_to: Option<u32>,
     entries: Vec<Entry>,
     /// Filter headers gathered, from `filter_first` on.
-    filters: Vec<[u8; 32]>,
+    filters: Vec<FilterHeader>,
     filter_first: u32,
     /// Stored filter headers from this height on are to be dropped.
     filter_truncate: Option<u32>,
@@ -40,7 +41,7 @@ impl Pending {
 
     /// Take filter headers from `first_height` on: right after what is gathered, or, when
     /// nothing is, right after the filter headers stored (the caller tracks that).
-    pub fn push_filters(&mut self, first_height: u32, headers: &[[u8; 32]]) {
+    pub fn push_filters(&mut self, first_height: u32, headers: &[FilterHeader]) {
         if self.filters.is_empty() {
             self.filter_first = first_height;
         }

@@ -12,8 +12,8 @@ use lightwire_chain::{
 use lightwire_store::idb::request_future;
 use lightwire_store::layout::{Meta, genesis_work, prefix, v1};
 use lightwire_store::{
-    Batch, Durability, HeaderStore, IdbOptions, IdbStore, MemoryStore, Pending, RecordKey,
-    SCHEMA_VERSION, Start, StoreError, Tip,
+    Batch, Durability, FilterHeader, HeaderStore, IdbOptions, IdbStore, MemoryStore, Pending,
+    RecordKey, SCHEMA_VERSION, Start, StoreError, Tip,
 };
 use wasm_bindgen::JsCast;
 use wasm_bindgen::prelude::*;
@@ -67,7 +67,7 @@ impl Pair {
 
     /// `idb` holding the headers after genesis of `all` and the filter headers `filters`
     /// from genesis (a migrated store), and a memory store given the same: both checked.
-    async fn caught_up(idb: IdbStore, all: &[Header], filters: &[[u8; 32]]) -> Pair {
+    async fn caught_up(idb: IdbStore, all: &[Header], filters: &[FilterHeader]) -> Pair {
         let mut pair = Pair::around(idb);
         pair.connect(&all[1..]);
         if !filters.is_empty() {
@@ -140,13 +140,13 @@ async fn check_filters_same(idb: &IdbStore, mem: &MemoryStore) {
 }
 
 /// A stand-in filter header for `height` on `branch`.
-fn fh(height: u32, branch: u8) -> [u8; 32] {
+fn fh(height: u32, branch: u8) -> FilterHeader {
     let mut h = [branch; 32];
     h[..4].copy_from_slice(&height.to_le_bytes());
-    h
+    FilterHeader(h)
 }
 
-fn fhs(from: u32, to: u32, branch: u8) -> Vec<[u8; 32]> {
+fn fhs(from: u32, to: u32, branch: u8) -> Vec<FilterHeader> {
     (from..=to).map(|h| fh(h, branch)).collect()
 }
 
@@ -788,7 +788,8 @@ async fn a_layout_3_store_moves_its_saved_records() {
     // Filter headers 0..=2500: a full record and the start of the next.
     let filters = fhs(0, 2500, 0);
     for (k, record) in filters.chunks(2000).enumerate() {
-        raw_put(&db, "filters", &(k as u32).into(), &record.concat()).await;
+        let bytes: Vec<u8> = record.iter().flat_map(|h| h.0).collect();
+        raw_put(&db, "filters", &(k as u32).into(), &bytes).await;
     }
     let meta = Meta {
         schema: 3,

@@ -11,7 +11,7 @@
 use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
 
-use lightwire_primitives::{CheckedBlock, Txid};
+use lightwire_primitives::{BlockHash, CheckedBlock, Txid};
 
 /// Blocks a coinbase output waits before it can be spent (consensus).
 pub const COINBASE_MATURITY: u32 = 100;
@@ -51,7 +51,7 @@ pub struct WalletTx {
     pub height: u32,
     /// Its block's hash (internal byte order; the client's resume code compares it as
     /// bytes, so it stays an array until that code moves to `BlockHash`).
-    pub block_hash: [u8; 32],
+    pub block_hash: BlockHash,
     /// Its position in the block.
     pub position: u32,
     /// What its outputs pay our scripts.
@@ -130,7 +130,7 @@ impl Ledger {
         if self.tip.is_some_and(|t| height <= t) {
             return None;
         }
-        let hash = block.block_hash().0;
+        let hash = block.block_hash();
         let mut applied = Applied::default();
         for (position, tx) in block.transactions().enumerate() {
             let txid = tx.txid();
@@ -272,7 +272,7 @@ impl Ledger {
         for t in &self.txs {
             out.extend_from_slice(&t.txid.0);
             out.extend_from_slice(&t.height.to_le_bytes());
-            out.extend_from_slice(&t.block_hash);
+            out.extend_from_slice(&t.block_hash.0);
             out.extend_from_slice(&t.position.to_le_bytes());
             out.extend_from_slice(&t.received.to_le_bytes());
             out.extend_from_slice(&t.sent.to_le_bytes());
@@ -317,7 +317,7 @@ impl Ledger {
         for _ in 0..n {
             let txid = Txid(r.array()?);
             let height = r.u32()?;
-            let block_hash = r.array()?;
+            let block_hash = BlockHash(r.array()?);
             let position = r.u32()?;
             let received = r.u64()?;
             let sent = r.u64()?;
@@ -467,7 +467,7 @@ mod tests {
         let got = l.apply(10, &checked(&b10), ours).unwrap();
         assert_eq!(got.txids, [txid(&cb), txid(&pay)]);
         let hash = BlockHash::of_header(b10[..80].try_into().unwrap());
-        assert_eq!(l.transactions()[0].block_hash, hash.0);
+        assert_eq!(l.transactions()[0].block_hash, hash);
         assert_eq!(got.used_scripts, [OURS.to_vec()]);
         assert_eq!(l.transactions()[1].received, 5_000);
         assert_eq!(l.transactions()[1].fee, None, "its input is not ours");

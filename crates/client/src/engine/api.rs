@@ -3,6 +3,7 @@
 //! can read of the engine. Each hands over to the task it is for and settles.
 
 use lightwire_chain::{BlockHash, Entry};
+use lightwire_primitives::FilterHeader;
 use lightwire_proto::Millis;
 use lightwire_store::{Durability, Pending};
 
@@ -16,7 +17,7 @@ use crate::wallet::{WalletSync, WatchError, Watched};
 impl Engine {
     /// Resume the filter-header chain from the store's last filter header (height and
     /// header), or from its base when it holds none.
-    pub fn resume_filters(&mut self, tip: Option<(u32, [u8; 32])>, base: u32) {
+    pub fn resume_filters(&mut self, tip: Option<(u32, FilterHeader)>, base: u32) {
         self.ctx.filter_base = base;
         let t = self.tasks.headers.syncer.tip();
         let tip_of_headers = (t.height, t.hash);
@@ -75,7 +76,7 @@ impl Engine {
 
     /// What [`Self::need_scan_data`] asked for: the block hashes of `start..=end` and the
     /// filter headers of `start - 1..=end`.
-    pub fn on_scan_data(&mut self, start: u32, hashes: &[BlockHash], headers: &[[u8; 32]]) {
+    pub fn on_scan_data(&mut self, start: u32, hashes: &[BlockHash], headers: &[FilterHeader]) {
         if let Some(scan) = self.tasks.scan.scan.as_mut() {
             scan.on_data(start, hashes, headers);
         }
@@ -93,7 +94,7 @@ impl Engine {
 
     /// What [`Self::need_dispute_data`] asked for: the block hashes and stored filter
     /// headers of `from..=to`.
-    pub fn on_dispute_data(&mut self, from: u32, hashes: &[BlockHash], headers: &[[u8; 32]]) {
+    pub fn on_dispute_data(&mut self, from: u32, hashes: &[BlockHash], headers: &[FilterHeader]) {
         self.tasks
             .check
             .on_read(&mut self.ctx, from, hashes, headers);

@@ -2,6 +2,7 @@
 //! probed for its filter header at our latest; one that differs is in conflict, and a
 //! dispute settles who is wrong by evidence (the block), one dispute at a time.
 
+use lightwire_primitives::FilterHeader;
 use std::collections::VecDeque;
 
 use lightwire_proto::{Initiator, Millis};
@@ -21,9 +22,9 @@ use crate::reason::DropReason;
 struct Probe {
     id: u32,
     height: u32,
-    ours: [u8; 32],
+    ours: FilterHeader,
     /// Their header at `height`, once it came.
-    theirs: Option<[u8; 32]>,
+    theirs: Option<FilterHeader>,
 }
 
 /// The cross-check's state.
@@ -33,7 +34,7 @@ pub struct Check {
     /// The dispute under way, and the conflicts waiting for one (gateway, height, its
     /// filter header there).
     dispute: Option<Dispute>,
-    disputes: VecDeque<(GatewayId, u32, [u8; 32])>,
+    disputes: VecDeque<(GatewayId, u32, FilterHeader)>,
     ids: Ids,
 }
 
@@ -94,7 +95,7 @@ impl Check {
 
     /// Gateway `g`'s filter headers differ from ours at `height` (it says `theirs`): it
     /// is not used for filters, the application hears of it, and a dispute settles it.
-    pub fn conflict(&mut self, ctx: &mut Ctx, g: GatewayId, height: u32, theirs: [u8; 32]) {
+    pub fn conflict(&mut self, ctx: &mut Ctx, g: GatewayId, height: u32, theirs: FilterHeader) {
         let gw = &mut ctx.gateways[g];
         if gw.trust.is_conflict() {
             return;
@@ -223,7 +224,7 @@ impl Check {
         ctx: &mut Ctx,
         from: u32,
         hashes: &[lightwire_chain::BlockHash],
-        ours: &[[u8; 32]],
+        ours: &[FilterHeader],
     ) {
         if let Some(d) = self.dispute.as_mut()
             && let Outcome::Over(verdict) = d.on_read(from, hashes, ours)

@@ -4,6 +4,7 @@
 //! call; none keeps a reference to another task.
 
 use core::time::Duration;
+use lightwire_primitives::FilterHeader;
 use std::collections::VecDeque;
 
 use lightwire_chain::{BlockHash, Entry, Params};
@@ -58,7 +59,7 @@ pub enum Effect {
         /// The height.
         height: u32,
         /// Its filter header there.
-        theirs: [u8; 32],
+        theirs: FilterHeader,
     },
     /// A dispute found our filter headers wrong from `height` on: `prev` is the right
     /// one at `height - 1`, of block `hash`.
@@ -66,7 +67,7 @@ pub enum Effect {
         /// The first wrong height.
         height: u32,
         /// The right filter header below it.
-        prev: [u8; 32],
+        prev: FilterHeader,
         /// The block at `height - 1`.
         hash: BlockHash,
     },

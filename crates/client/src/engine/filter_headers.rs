@@ -4,6 +4,7 @@
 //! conflict, for the cross-check to settle.
 
 use lightwire_chain::BlockHash;
+use lightwire_primitives::FilterHeader;
 
 use super::ctx::{Broke, Conns, Ctx, Effect, ready};
 use super::task::{Task, View, timeout};
@@ -16,7 +17,7 @@ pub struct Taken<'a> {
     /// The height of the first.
     pub first: u32,
     /// The headers, consecutive.
-    pub headers: &'a [[u8; 32]],
+    pub headers: &'a [FilterHeader],
 }
 
 /// The filter-header task's state.
@@ -35,7 +36,12 @@ impl FilterHeaders {
 
     /// Resume from the store's last filter header, or its base; the headers' tip `tip` is
     /// the first place a request can stop at.
-    pub fn resume(&mut self, stored: Option<(u32, [u8; 32])>, base: u32, tip: (u32, BlockHash)) {
+    pub fn resume(
+        &mut self,
+        stored: Option<(u32, FilterHeader)>,
+        base: u32,
+        tip: (u32, BlockHash),
+    ) {
         self.sync = FilterSync::new(stored, base);
         self.sync.mark(tip.0, tip.1);
         // Filter headers are stored with the headers: usually they end together, and the
@@ -94,7 +100,7 @@ impl FilterHeaders {
         &mut self,
         ctx: &mut Ctx,
         height: u32,
-        prev: [u8; 32],
+        prev: FilterHeader,
         hash: BlockHash,
         tip: (u32, BlockHash),
     ) {

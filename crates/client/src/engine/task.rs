@@ -5,6 +5,7 @@
 //! [`TaskId`](crate::ids::TaskId) and of [`super::Event`].
 
 use lightwire_chain::BlockHash;
+use lightwire_primitives::FilterHeader;
 use lightwire_proto::Millis;
 
 use super::check::Check;
@@ -41,7 +42,7 @@ pub struct View {
     /// The gateway the scan asks (the wallet fetches matched blocks from it first).
     pub scan_gateway: Option<GatewayId>,
     /// Our latest filter header a probe asks about: its height, block and header.
-    pub filter_reached: Option<(u32, BlockHash, [u8; 32])>,
+    pub filter_reached: Option<(u32, BlockHash, FilterHeader)>,
     /// The gateway our filter-header request went to (not probed meanwhile).
     pub filters_asked: Option<GatewayId>,
 }

@@ -631,7 +631,7 @@ fn tx_object(t: &lightwire_wallet::WalletTx) -> JsValue {
     js_object!(events::WALLET_TX {
         "txid": js::hash(&t.txid),
         "height": t.height.into(),
-        "blockHash": js::hash(&lightwire_chain::BlockHash(t.block_hash)),
+        "blockHash": js::hash(&t.block_hash),
         "position": t.position.into(),
         "received": (t.received as f64).into(),
         "sent": (t.sent as f64).into(),

@@ -8,6 +8,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use lightwire_chain::{BlockHash, Header};
+use lightwire_primitives::FilterHash;
 use lightwire_proto::Millis;
 
 use super::UpstreamError;
@@ -217,7 +218,7 @@ pub(super) struct Filters {
     headers_from: Option<u32>,
     /// The range of the `getcfilters` in flight.
     fetching: Option<(u32, u32)>,
-    hashes: Vec<[u8; 32]>,
+    hashes: Vec<FilterHash>,
 }
 
 /// Filters fetched ahead of the one a session waits for.

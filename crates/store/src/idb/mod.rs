@@ -21,6 +21,7 @@ use std::rc::Rc;
 
 use js_sys::{Array, Object, Promise, Reflect, Uint8Array};
 use lightwire_chain::{BlockHash, Header, Params, Work};
+use lightwire_primitives::FilterHeader;
 use wasm_bindgen::JsCast;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
@@ -121,7 +122,7 @@ struct FilterTail {
     chunk: u32,
     /// Height of `headers[0]` (the chunk's first height, or the store's base in its chunk).
     first: u32,
-    headers: Vec<[u8; 32]>,
+    headers: Vec<FilterHeader>,
 }
 
 impl FilterTail {
@@ -144,13 +145,13 @@ impl FilterTail {
             first,
             headers: bytes
                 .chunks_exact(32)
-                .filter_map(|c| c.try_into().ok())
+                .filter_map(|c| <[u8; 32]>::try_from(c).ok().map(FilterHeader))
                 .collect(),
         })
     }
 
     fn encode(&self) -> Uint8Array {
-        let flat: Vec<u8> = self.headers.iter().flatten().copied().collect();
+        let flat: Vec<u8> = self.headers.iter().flat_map(|h| h.0).collect();
         Uint8Array::from(&flat[..])
     }
 
@@ -605,7 +606,7 @@ impl HeaderStore for IdbStore {
         &self,
         from: u32,
         to: u32,
-        out: &mut Vec<[u8; 32]>,
+        out: &mut Vec<FilterHeader>,
     ) -> Result<(), StoreError> {
         let next = self.meta.filter_next;
         if from > to || to >= next || from < self.meta.base {
@@ -647,7 +648,9 @@ impl HeaderStore for IdbStore {
                     let lo = from.max(first) - first;
                     let hi = to.min(end - 1) - first;
                     let taken = b[lo as usize * 32..(hi as usize + 1) * 32].chunks_exact(32);
-                    out.extend(taken.filter_map(|c| <[u8; 32]>::try_from(c).ok()));
+                    out.extend(
+                        taken.filter_map(|c| <[u8; 32]>::try_from(c).ok().map(FilterHeader)),
+                    );
                     Ok(())
                 })?;
             }

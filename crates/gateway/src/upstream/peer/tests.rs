@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use lightwire_chain::generate::headers_after;
 use lightwire_chain::{BlockHash, CompactTarget, ConnectError, REGTEST};
-use lightwire_filter::{filter_hash, filter_header};
+use lightwire_filter::{FilterHeader, filter_hash, filter_header};
 use lightwire_proto::session::{FilterLookup, RelayStatus};
 
 use super::*;
@@ -121,9 +121,10 @@ impl FakeNode {
 
     /// The filter header at `height`, chained from genesis's.
     fn filter_header(&self, height: u32) -> [u8; 32] {
-        (0..=height).fold([0; 32], |prev, h| {
+        let header = (0..=height).fold(FilterHeader::ZERO, |prev, h| {
             filter_header(&filter_hash(&self.filters[h as usize]), &prev)
-        })
+        });
+        header.0
     }
 
     /// How many messages named `command` it was sent.
@@ -187,7 +188,7 @@ impl FakeNode {
                     p.extend_from_slice(&prev);
                     p2p::write_compact(p, u64::from(stop - first + 1));
                     for h in first..=stop {
-                        p.extend_from_slice(&filter_hash(&self.filters[h as usize]));
+                        p.extend_from_slice(&filter_hash(&self.filters[h as usize]).0);
                     }
                 });
             }
