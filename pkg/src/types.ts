@@ -111,6 +111,8 @@ export type DropCode =
   | 'undecodable-filter'
   | 'filter-pieces-out-of-order'
   | 'filter-lacks-output'
+  | 'filter-withheld'
+  | 'filter-checkpoints-missing'
   | 'block-mismatch'
   | 'filter-headers-contradicted'
   | 'cross-check-out-of-order'
@@ -409,7 +411,9 @@ export interface FilterConflict {
  * `theirs-wrong`: the gateway's filter lacks an output script of the block (it is marked
  * bad, `filter-lacks-output`); `ours-wrong`: the filter headers held were, and are synced
  * again from this gateway (the gateways that vouched for them are marked bad);
- * `undecided`: both filters hold every output script (the scripts inputs spend are not in
+ * `ours-undefended`: no gateway present would defend the filter headers held (by handing
+ * over their filter of the block) and this gateway's filter holds every output script:
+ * they are synced again from it, nobody marked bad; `undecided`: both filters hold every output script (the scripts inputs spend are not in
  * the block), or the block could not be had: ours are kept, the gateway is not used for
  * filters.
  */
@@ -417,7 +421,7 @@ export interface FilterDispute {
   type: 'filterDispute';
   gateway: number;
   url: string;
-  verdict: 'theirs-wrong' | 'ours-wrong' | 'undecided';
+  verdict: 'theirs-wrong' | 'ours-wrong' | 'ours-undefended' | 'undecided';
   /** Where the two filter-header chains part. */
   height: number;
 }

@@ -37,6 +37,10 @@
 //   crosscheck a second gateway serves a filter without the coinbase output
 //             (headers rebuilt to match): the block proves it wrong, it is marked bad, and
 //             the scan finds the payment it hid
+//   undefended one session with only that liar stores its filter headers; the next,
+//             with only the honest gateway, finds nobody to defend them: the block
+//             proves the honest filter, the stored ones give way, the scan finds the
+//             payment
 //   btcd      btcd on regtest with real transactions of every standard kind
 //             (tests/regtest_wallet.rs); the package, through a gateway following btcd,
 //             scans for the scripts and finds exactly the blocks paying and spending them
@@ -939,6 +943,48 @@ async function crosscheck() {
   }
 }
 
+/// One session with only a gateway hiding a payment in its filter of block 15,000 (filter
+/// headers rebuilt to match) stores its filter headers; the next session has only an
+/// honest gateway. Nobody present defends the stored chain, and the honest filter holds
+/// every output script of the block: the stored filter headers give way from 15,000
+/// (`ours-undefended`, nobody marked bad), and a scan finds the payment. (It used to end
+/// undecided, the liar's chain kept for good.)
+async function undefended() {
+  const storeName = 'undefended';
+  const liar = await gateway(['--generate', '20000', '--lie-filter-at', '15000'], { binary: 'lightwire-hostile' });
+  let page = await openPage();
+  try {
+    await openClient(page, { gateways: [liar.connect], storeName });
+    await until(page, "the liar's filter headers stored", 60_000,
+      (m) => syncedTo(20_000)(m) && m.storedFilterHeight === 20_000);
+    await stopClient(page);
+  } finally {
+    await page.close().catch(() => {});
+    await liar.stop();
+  }
+  const honest = await gateway(['--generate', '20000']);
+  page = await openPage();
+  try {
+    await openClient(page, { gateways: [honest.connect], storeName });
+    const { events } = await until(page, 'the dispute settled', 60_000,
+      (m, ev) => ev.some((e) => e.type === 'filterDispute') && m.storedFilterHeight === 20_000);
+    const dispute = events.find((e) => e.type === 'filterDispute');
+    const rejected = events.filter((e) => e.type === 'rejected');
+    assert(dispute.height === 15_000 && dispute.verdict === 'ours-undefended', `dispute ${JSON.stringify(dispute)}`);
+    assert(rejected.length === 0, `rejected ${JSON.stringify(rejected)}`);
+    const scripts = [coinbaseScript(15_000), ...strangers(4)];
+    const result = await page.evaluate((s) => window.client.scan({ scripts: s, fromHeight: 14_000 }), scripts);
+    const heights = result.matches.map((x) => x.height);
+    assert(heights.includes(15_000), `matches ${JSON.stringify(heights)}`);
+    log(`  a liar's filter headers stored in one session gave way in the next (${dispute.verdict} at ` +
+      `${dispute.height}, nobody marked bad) and the scan found ${JSON.stringify(heights)}`);
+    await stopClient(page);
+  } finally {
+    await page.close().catch(() => {});
+    await honest.stop();
+  }
+}
+
 /// A chain with real transactions on btcd (a block paying P2PKH, P2SH-P2WPKH, P2WPKH,
 /// P2WSH, P2TR and OP_RETURN outputs, the next spending them all), a gateway following
 /// it: the package syncs headers and filter headers, and scan() of the five scripts (and
@@ -1291,7 +1337,7 @@ function benchStart(height = 915_264) {
 
 // ---------------------------------------------------------------- main
 
-const scenarios = { full, formats, reopen, reorg, invalid, mostwork, restart, queries, checkpoint, start, stall, pings, scan, crosscheck, btcd: btcdScan, wallet: walletScenario, wallethostile: walletHostile, walletreload: walletReload };
+const scenarios = { full, formats, reopen, reorg, invalid, mostwork, restart, queries, checkpoint, start, stall, pings, scan, crosscheck, undefended, btcd: btcdScan, wallet: walletScenario, wallethostile: walletHostile, walletreload: walletReload };
 let work;
 let browser;
 let url;

@@ -17,6 +17,16 @@
 //! 4. a filter that lacks an output script of the block (not empty, not `OP_RETURN`:
 //!    BIP158 puts every such script in) is wrong, and so is its gateway.
 //!
+//! Our side needs a *defender*: a gateway present that agrees with our filter headers at
+//! the disputed height and hands over our filter. A defender that vouched for that filter
+//! header and will not produce the filter is at fault (as is the other gateway, for its
+//! own). When no gateway present can defend ours (the one that gave it is gone, or all
+//! present are in conflict with it) and the other side's filter is proven against the
+//! block, ours gives way: [`Verdict::OursUndefended`], and the chain is synced again from
+//! the disputed height. A stored chain nobody will defend does not outrank one a present
+//! gateway proves; otherwise one session with one lying gateway would blind the wallet
+//! for good.
+//!
 //! What the block cannot settle: the scripts its inputs spend are in the filter too, but
 //! they are not in the block, and an input's script and witness do not fix them (a bare
 //! output script can look like any other). Two filters that both hold every output script
@@ -28,7 +38,7 @@ use lightwire_chain::BlockHash;
 use lightwire_filter::known_items;
 use lightwire_filter::{Filter, FilterError, filter_hash, filter_header, first_absent};
 use lightwire_primitives::{Block, BlockError, FilterHeader};
-use lightwire_wire::filters::MAX_FILTER_LEN;
+use lightwire_wire::filters::{FILTER_CHECKPOINT_INTERVAL, MAX_FILTER_LEN};
 use lightwire_wire::{BlockPiece, FilterCheckpoints, Filters, MAX_BLOCK_LEN};
 
 use crate::filters::FilterAnswer;
@@ -75,6 +85,22 @@ pub enum DisputeError {
         /// Where.
         height: u32,
     },
+    /// Its filter checkpoints skip one (they come at every 1,000th height up to the block
+    /// asked): the range to compare would be unbounded.
+    #[error("its filter checkpoints skip height {height}")]
+    MissingCheckpoint {
+        /// The first height missing.
+        height: u32,
+    },
+    /// It vouched for its filter header of the disputed block (its answers chain to it)
+    /// and then did not hand over the filter.
+    #[error(
+        "it did not hand over its filter of block {height}, whose filter header it vouched for"
+    )]
+    WithheldFilter {
+        /// The block's height.
+        height: u32,
+    },
     /// Pieces out of order, or an answer to something not asked.
     #[error("its answer to the cross-check broke the protocol near height {height}")]
     OutOfOrder {
@@ -102,8 +128,19 @@ pub enum Verdict {
         /// The block at `height`.
         hash: BlockHash,
     },
-    /// Both filters hold every output script of the block (or ours could not be fetched,
-    /// or the block): ours is kept, the other gateway is not used for filters.
+    /// Nobody present defends ours (see [`Defence`]) and the other gateway's filter at
+    /// `height` holds every output script of the block: ours gives way from `height` on, as
+    /// for [`Verdict::OursWrong`], with nobody marked bad (who gave ours is not here).
+    OursUndefended {
+        /// Where the chains part.
+        height: u32,
+        /// Our filter header below it (the same in both chains).
+        prev: FilterHeader,
+        /// The block at `height`.
+        hash: BlockHash,
+    },
+    /// Both filters hold every output script of the block (or the block could not be
+    /// had): ours is kept, the other gateway is not used for filters.
     Undecided {
         /// Where the chains part (as far as it was found).
         height: u32,
@@ -158,6 +195,17 @@ pub enum Outcome {
     /// dispute is against, the dispute is over, [`Verdict::TheirsWrong`] if it was settled
     /// by its filter.)
     Bad(GatewayId, DisputeError),
+}
+
+/// Who can defend our filter of the disputed block (the engine knows the gateways).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Defence {
+    /// This gateway agrees with our filter headers at the disputed height.
+    By(GatewayId),
+    /// No gateway does yet, but one present has not been compared with ours.
+    Awaited,
+    /// No gateway present can.
+    Nobody,
 }
 
 /// Which filter of the disputed block: the other gateway's, or ours.
@@ -231,6 +279,10 @@ struct Judge {
     block: Vec<u8>,
     block_done: bool,
     tried: Vec<GatewayId>,
+    /// Defenders that could not hand over our filter (gone, or withheld it).
+    failed_defenders: Vec<GatewayId>,
+    /// Nobody present can defend ours.
+    undefended: bool,
 }
 
 /// One dispute with one gateway (see the module documentation).
@@ -364,25 +416,37 @@ impl Dispute {
     }
 
     /// The next request to send, if one is due: to `against`, or for the judgment to
-    /// `ours` (a gateway that agrees with us above the disputed height, if there is one
-    /// ready). `Err` when the dispute cannot go on: no gateway left to give the block.
-    pub fn next_ask(
-        &mut self,
-        ours: Option<GatewayId>,
-    ) -> Result<Option<(GatewayId, Ask)>, Verdict> {
-        self.ask(ours).map_err(|()| Verdict::Undecided {
-            height: self.height(),
-        })
+    /// the defender of ours (`defence`, as the engine sees the gateways now). `Err` when
+    /// the dispute is over: a verdict once nobody can defend ours, or undecided when no
+    /// gateway is left to give the block.
+    pub fn next_ask(&mut self, defence: Defence) -> Result<Option<(GatewayId, Ask)>, Verdict> {
+        let undecided = |d: &Dispute| Verdict::Undecided { height: d.height() };
+        let against = self.against;
+        let Stage::Judge(j) = &mut self.stage else {
+            return self.ask().map_err(|()| undecided(self));
+        };
+        let defender = match defence {
+            Defence::By(g) if g != against && !j.failed_defenders.contains(&g) => Some(g),
+            _ => None,
+        };
+        j.undefended = matches!(j.filters[OURS], Fetch::NotAsked | Fetch::Failed)
+            && defence == Defence::Nobody;
+        if j.undefended
+            && let Outcome::Over(verdict) = self.try_verdict()
+        {
+            return Err(verdict);
+        }
+        self.ask_judgment(defender).map_err(|()| undecided(self))
     }
 
-    fn ask(&mut self, ours: Option<GatewayId>) -> Result<Option<(GatewayId, Ask)>, ()> {
+    fn ask_judgment(&mut self, ours: Option<GatewayId>) -> Result<Option<(GatewayId, Ask)>, ()> {
         let against = self.against;
         if let Stage::Judge(j) = &mut self.stage {
             let (height, hash) = (j.height, j.hash);
             let mut id = || self.ids.next_id();
             let side = match (&j.filters[THEIRS], &j.filters[OURS], ours) {
                 (Fetch::NotAsked, _, _) => Some((THEIRS, against)),
-                (_, Fetch::NotAsked, Some(s)) if s != against => Some((OURS, s)),
+                (_, Fetch::NotAsked | Fetch::Failed, Some(s)) => Some((OURS, s)),
                 _ => None,
             };
             if let Some((side, gateway)) = side {
@@ -408,8 +472,12 @@ impl Dispute {
                 j.block.clear();
                 return Ok(Some((from, Ask::Block { id, hash })));
             }
-            return Ok(None);
         }
+        Ok(None)
+    }
+
+    fn ask(&mut self) -> Result<Option<(GatewayId, Ask)>, ()> {
+        let against = self.against;
         if self.asked.is_some() {
             return Ok(None);
         }
@@ -482,6 +550,13 @@ impl Dispute {
             .into_iter()
             .filter(|&(h, _)| h >= self.base && h < top)
             .collect();
+        // Every 1,000th height above the first we hold must be there: the bisection then
+        // ends with at most 1,000 heights to read and compare. Without this, an answer with
+        // none (or with gaps) made us read every filter header between the first we hold
+        // and the top, the whole chain, into memory.
+        if let Some(height) = missing_checkpoint(&points, self.base, top) {
+            return Outcome::Bad(against, DisputeError::MissingCheckpoint { height });
+        }
         points.push((top, self.top_theirs));
         let hi = points.len() - 1;
         self.stage = if hi == 0 {
@@ -551,6 +626,8 @@ impl Dispute {
             block: Vec::new(),
             block_done: false,
             tried: Vec::new(),
+            failed_defenders: Vec::new(),
+            undefended: false,
         }));
         Outcome::Going
     }
@@ -584,12 +661,15 @@ impl Dispute {
             return Outcome::Going;
         }
         if *len != Some(buf.len() as u32) {
-            // No filter, or not all of it: the block is not on its chain any more.
+            // No filter, or not all of it, for a block whose filter header it vouched for
+            // (theirs differs from ours there; a defender agrees with ours up to it): not
+            // a block it lacks, a filter it withholds. Our side is asked of another
+            // defender, if there is one.
             j.filters[side] = Fetch::Failed;
-            if side == THEIRS {
-                return Outcome::Over(Verdict::Undecided { height });
+            if side == OURS {
+                j.failed_defenders.push(gateway);
             }
-            return self.try_verdict();
+            return Outcome::Bad(gateway, DisputeError::WithheldFilter { height });
         }
         let filter = core::mem::take(buf);
         if filter_header(&filter_hash(&filter), &j.prev) != j.expect[side] {
@@ -686,6 +766,9 @@ impl Dispute {
             if matches!(j.filters[OURS], Fetch::Asked { gateway: g, .. } if g == gateway) {
                 j.filters[OURS] = Fetch::Failed;
             }
+            if !j.failed_defenders.contains(&gateway) {
+                j.failed_defenders.push(gateway);
+            }
         }
         None
     }
@@ -695,12 +778,13 @@ impl Dispute {
         let Stage::Judge(j) = &self.stage else {
             return Outcome::Going;
         };
-        let in_or_failed =
-            |f: &Fetch| matches!(f, Fetch::Done(_) | Fetch::Failed | Fetch::NotAsked);
-        if !matches!(j.filters[THEIRS], Fetch::Done(_))
-            || !in_or_failed(&j.filters[OURS])
-            || !j.block_done
-        {
+        // Ours is in, or nobody present can defend it.
+        let ours_settled = match j.filters[OURS] {
+            Fetch::Done(_) => true,
+            Fetch::Asked { .. } => false,
+            Fetch::NotAsked | Fetch::Failed => j.undefended,
+        };
+        if !matches!(j.filters[THEIRS], Fetch::Done(_)) || !ours_settled || !j.block_done {
             return Outcome::Going;
         }
         let height = j.height;
@@ -713,18 +797,33 @@ impl Dispute {
             }
             _ => false,
         };
+        let (prev, hash) = (j.prev, j.hash);
         if lacks(THEIRS) {
             Outcome::Bad(self.against, DisputeError::FilterLacksOutput { height })
         } else if lacks(OURS) {
-            Outcome::Over(Verdict::OursWrong {
-                height,
-                prev: j.prev,
-                hash: j.hash,
-            })
+            Outcome::Over(Verdict::OursWrong { height, prev, hash })
+        } else if !matches!(j.filters[OURS], Fetch::Done(_)) {
+            // Theirs is proven as far as the block can prove it, and nobody present will
+            // hand over ours.
+            Outcome::Over(Verdict::OursUndefended { height, prev, hash })
         } else {
             Outcome::Over(Verdict::Undecided { height })
         }
     }
+}
+
+/// The first multiple of 1,000 above `base` and below `top` that `points` (ascending,
+/// each at or above `base`) lack, if any.
+fn missing_checkpoint(points: &[(u32, FilterHeader)], base: u32, top: u32) -> Option<u32> {
+    let step = FILTER_CHECKPOINT_INTERVAL;
+    let mut want = (base / step).saturating_add(1).saturating_mul(step);
+    for &(h, _) in points.iter().filter(|&&(h, _)| h > base) {
+        if h != want {
+            return Some(want);
+        }
+        want = want.saturating_add(step);
+    }
+    (want < top).then_some(want)
 }
 
 fn mid(lo: Option<usize>, hi: usize) -> usize {
@@ -817,11 +916,12 @@ mod tests {
         );
         assert_eq!(d.need_read(Some(3_000)), None, "not stored yet");
         assert_eq!(serve_read(&mut d, &ours), Outcome::Going);
-        let Ok(Some((GatewayId(1), Ask::Checkpoints { id, stop }))) = d.next_ask(None) else {
+        let Ok(Some((GatewayId(1), Ask::Checkpoints { id, stop }))) = d.next_ask(Defence::Awaited)
+        else {
             panic!("checkpoints");
         };
         assert_eq!(stop, hash(3_500));
-        assert_eq!(d.next_ask(None), Ok(None), "one at a time");
+        assert_eq!(d.next_ask(Defence::Awaited), Ok(None), "one at a time");
         let flat: Vec<u8> = [1_000, 2_000, 3_000]
             .iter()
             .flat_map(|&h| theirs[h].0)
@@ -841,7 +941,8 @@ mod tests {
             }
         }
         assert!(reads <= 4, "{reads} reads");
-        let Ok(Some((GatewayId(1), Ask::FilterHeaders { id, start, stop }))) = d.next_ask(None)
+        let Ok(Some((GatewayId(1), Ask::FilterHeaders { id, start, stop }))) =
+            d.next_ask(Defence::Awaited)
         else {
             panic!("filter headers");
         };
@@ -881,7 +982,7 @@ mod tests {
     ) -> (Dispute, u32, u32) {
         let mut d = Dispute::new(GatewayId(1), 3_500, top, 0, Ids::new(TaskId::Check));
         serve_read(&mut d, ours);
-        let Ok(Some((_, Ask::Checkpoints { id, .. }))) = d.next_ask(None) else {
+        let Ok(Some((_, Ask::Checkpoints { id, .. }))) = d.next_ask(Defence::Awaited) else {
             panic!("checkpoints")
         };
         let flat: Vec<u8> = [1_000, 2_000, 3_000]
@@ -893,7 +994,8 @@ mod tests {
             let hashes: Vec<BlockHash> = (from..=to).map(hash).collect();
             d.on_read(from, &hashes, &ours[from as usize..=to as usize]);
         }
-        let Ok(Some((_, Ask::FilterHeaders { id, start, .. }))) = d.next_ask(None) else {
+        let Ok(Some((_, Ask::FilterHeaders { id, start, .. }))) = d.next_ask(Defence::Awaited)
+        else {
             panic!("filter headers")
         };
         (d, id, start)
@@ -941,7 +1043,7 @@ mod tests {
             Ids::new(TaskId::Check),
         );
         serve_read(&mut d, &ours);
-        let Ok(Some((_, Ask::Checkpoints { id, .. }))) = d.next_ask(None) else {
+        let Ok(Some((_, Ask::Checkpoints { id, .. }))) = d.next_ask(Defence::Awaited) else {
             panic!()
         };
         let flat = [0u8; 32 * 4];
@@ -951,22 +1053,89 @@ mod tests {
         );
     }
 
+    /// Checkpoints must come at every 1,000th height above the first we hold up to the
+    /// top: none at all, or a gap, is a rule broken (else the range to read and compare
+    /// is every filter header from the first we hold).
+    #[test]
+    fn checkpoints_that_skip_a_height_are_a_rule_broken() {
+        let (ours, theirs) = chains(2_345);
+        let start = |d: &mut Dispute| {
+            serve_read(d, &ours);
+            let Ok(Some((_, Ask::Checkpoints { id, .. }))) = d.next_ask(Defence::Awaited) else {
+                panic!()
+            };
+            id
+        };
+        let new = || {
+            Dispute::new(
+                GatewayId(1),
+                3_500,
+                theirs[3_500],
+                0,
+                Ids::new(TaskId::Check),
+            )
+        };
+        let mut d = new();
+        let id = start(&mut d);
+        assert_eq!(
+            d.on_checkpoints(&checkpoints(id, &[])),
+            Outcome::Bad(
+                GatewayId(1),
+                DisputeError::MissingCheckpoint { height: 1_000 }
+            )
+        );
+        let mut d = new();
+        let id = start(&mut d);
+        let first = FilterCheckpoints {
+            id,
+            first_height: 1_000,
+            flags: AnswerFlags::default(),
+            headers: &theirs[1_000].0,
+        };
+        assert_eq!(d.on_checkpoints(&first), Outcome::Going);
+        let then = FilterCheckpoints {
+            id,
+            first_height: 3_000,
+            flags: LAST,
+            headers: &theirs[3_000].0,
+        };
+        assert_eq!(
+            d.on_checkpoints(&then),
+            Outcome::Bad(
+                GatewayId(1),
+                DisputeError::MissingCheckpoint { height: 2_000 }
+            )
+        );
+        // Stopping short of the top.
+        let mut d = new();
+        let id = start(&mut d);
+        let flat: Vec<u8> = [1_000, 2_000].iter().flat_map(|&h| theirs[h].0).collect();
+        assert_eq!(
+            d.on_checkpoints(&checkpoints(id, &flat)),
+            Outcome::Bad(
+                GatewayId(1),
+                DisputeError::MissingCheckpoint { height: 3_000 }
+            )
+        );
+    }
+
     /// The judgment's fetches: a block that is not ours, then one that is; a filter that
     /// does not match its gateway's own header.
     #[test]
     fn the_judgment_checks_the_block_and_each_filter_against_its_own_header() {
         let (mut d, _, _) = to_judgment(2_345);
         let Ok(Some((GatewayId(1), Ask::Filter { id, height, stop }))) =
-            d.next_ask(Some(GatewayId(0)))
+            d.next_ask(Defence::By(GatewayId(0)))
         else {
             panic!("their filter");
         };
         assert_eq!((height, stop), (2_345, hash(2_345)));
-        let Ok(Some((GatewayId(0), Ask::Filter { .. }))) = d.next_ask(Some(GatewayId(0))) else {
+        let Ok(Some((GatewayId(0), Ask::Filter { .. }))) = d.next_ask(Defence::By(GatewayId(0)))
+        else {
             panic!("ours")
         };
         let Ok(Some((GatewayId(0), Ask::Block { id: block_id, .. }))) =
-            d.next_ask(Some(GatewayId(0)))
+            d.next_ask(Defence::By(GatewayId(0)))
         else {
             panic!("the block, from our side first")
         };
@@ -1017,7 +1186,8 @@ mod tests {
             )
         );
         // Asked of the other side next; with no one left, the dispute cannot go on.
-        let Ok(Some((GatewayId(1), Ask::Block { id: again, .. }))) = d.next_ask(Some(GatewayId(0)))
+        let Ok(Some((GatewayId(1), Ask::Block { id: again, .. }))) =
+            d.next_ask(Defence::By(GatewayId(0)))
         else {
             panic!("the block from the other side")
         };
@@ -1026,7 +1196,7 @@ mod tests {
             Outcome::Going
         );
         assert_eq!(
-            d.next_ask(Some(GatewayId(0))),
+            d.next_ask(Defence::By(GatewayId(0))),
             Err(Verdict::Undecided { height: 2_345 })
         );
     }

@@ -164,20 +164,23 @@ impl FilterSync {
         }
     }
 
-    /// The filter headers held above `height` were found wrong: the chain goes on from
-    /// `header`, ours at `height`. Returns the request in flight, given up (its gateway
-    /// and id).
-    pub fn truncate(&mut self, height: u32, header: FilterHeader) -> Option<GivenUp> {
-        if height + 1 < self.next {
-            let drop = (self.next - height - 1) as usize;
+    /// The filter headers held from `height` on were found wrong: the chain goes on from
+    /// `prev`, ours before `height` (all zeros before genesis). Returns the request in
+    /// flight, given up (its gateway and id).
+    pub fn truncate(&mut self, height: u32, prev: FilterHeader) -> Option<GivenUp> {
+        if height < self.next {
+            let drop = (self.next - height) as usize;
             if drop < self.recent.len() {
                 self.recent.truncate(self.recent.len() - drop);
             } else {
                 self.recent.clear();
-                self.recent.push_back(header);
+                // Below genesis there is no header to keep, only the zeros it chains from.
+                if height > 0 {
+                    self.recent.push_back(prev);
+                }
             }
-            self.next = height + 1;
-            self.prev = Some(header);
+            self.next = height;
+            self.prev = Some(prev);
             self.reached = None;
         }
         self.short = false;

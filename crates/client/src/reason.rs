@@ -135,6 +135,8 @@ impl DropReason {
                 DisputeError::BlockMismatch { .. } => "block-mismatch",
                 DisputeError::Contradiction { .. } => "filter-headers-contradicted",
                 DisputeError::OutOfOrder { .. } => "cross-check-out-of-order",
+                DisputeError::WithheldFilter { .. } => "filter-withheld",
+                DisputeError::MissingCheckpoint { .. } => "filter-checkpoints-missing",
             },
             DropReason::Wallet(e) => match e {
                 WalletError::BlockMismatch { .. } => "block-mismatch",

@@ -490,20 +490,32 @@ impl Scan {
     pub fn reorg(
         &mut self,
         fork: u32,
+        change: impl FnMut(ScanChange),
+    ) -> impl Iterator<Item = GivenUp> + '_ {
+        self.drop_from(fork.saturating_add(1), change)
+    }
+
+    /// What was scanned from `height` on no longer holds (a reorg above `height - 1`, or
+    /// the filter headers found wrong from `height`, which may be 0): matches from there
+    /// are withdrawn (to `change`), and the scan goes on from there. Returns the requests
+    /// given up.
+    pub fn drop_from(
+        &mut self,
+        height: u32,
         mut change: impl FnMut(ScanChange),
     ) -> impl Iterator<Item = GivenUp> + '_ {
-        while let Some(&(height, hash)) = self.matches.last().filter(|(h, _)| *h > fork) {
+        while let Some(&(h, hash)) = self.matches.last().filter(|(h, _)| *h >= height) {
             self.matches.pop();
-            change(ScanChange::Withdrawn { height, hash });
+            change(ScanChange::Withdrawn { height: h, hash });
         }
-        if self.next > fork + 1 {
-            self.next = (fork + 1).max(self.from);
+        if self.next > height {
+            self.next = height.max(self.from);
         }
-        if self.reading.is_some_and(|(_, end)| end > fork) {
+        if self.reading.is_some_and(|(_, end)| end >= height) {
             self.reading = None;
         }
-        // The window keeps what is at or below the fork (common to both branches).
-        let keep = (fork + 1).saturating_sub(self.start) as usize;
+        // The window keeps what is below `height` (common to both).
+        let keep = height.saturating_sub(self.start) as usize;
         if keep < self.hashes.len() {
             self.hashes.truncate(keep);
             self.headers.truncate(keep + 1);
@@ -513,7 +525,7 @@ impl Scan {
             self.headers.clear();
             self.start = self.next;
         }
-        let touched = self.requests.back().is_some_and(|r| r.end > fork);
+        let touched = self.requests.back().is_some_and(|r| r.end >= height);
         let given_up: Vec<GivenUp> = if touched {
             self.abandon().collect()
         } else {

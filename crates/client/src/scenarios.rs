@@ -19,6 +19,8 @@ use crate::dispute::Verdict;
 use crate::engine::Event;
 use crate::testnet::{FailingStore, Net, block_on, memory};
 
+mod trust;
+
 fn small(e: &mut Engine) {
     e.syncer_mut().request_size = 2_000;
     e.syncer_mut().commit_every = 1_000;
@@ -289,13 +291,23 @@ fn filter_headers_stored_from_a_liar_are_replaced_when_the_block_proves_them_wro
         )]
     );
     assert_eq!(rejected(&net.host.events), [(0, "filter-lacks-output")]);
-    let tip = block_on(net.store.filter_tip()).unwrap().unwrap();
-    assert_eq!((tip.height, tip.header), (5_000, want));
+    holds_and_finds(&mut net, (5_000, want), (2_345, paid));
+}
+
+/// The store's filter tip is `tip` (the honest chain's), and a scan from 2,000 for the
+/// coinbase script of the block `paid` finds that block (the payment a liar hid).
+fn holds_and_finds(
+    net: &mut Net<lightwire_store::MemoryStore>,
+    tip: (u32, lightwire_primitives::FilterHeader),
+    paid: (u32, BlockHash),
+) {
+    let stored = block_on(net.store.filter_tip()).unwrap().unwrap();
+    assert_eq!((stored.height, stored.header), tip);
     net.host
         .engine
-        .start_scan(vec![coinbase_script(2_345, 0)], 2_000);
+        .start_scan(vec![coinbase_script(paid.0, 0)], 2_000);
     net.drive();
-    assert_eq!(reached(&net.host.events), [vec![(2_345, paid)]]);
+    assert_eq!(reached(&net.host.events), [vec![paid]]);
 }
 
 /// A liar whose filter lacks only something the block cannot show (a script its inputs

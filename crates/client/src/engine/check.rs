@@ -12,7 +12,7 @@ use super::ctx::{Broke, Conns, Ctx, Effect, ready};
 use super::event::Event;
 use super::gateway::FilterTrust;
 use super::task::{Task, View, timeout};
-use crate::dispute::{Ask, Dispute, DisputeError, Outcome, Verdict};
+use crate::dispute::{Ask, Defence, Dispute, DisputeError, Outcome, Verdict};
 use crate::filters::FilterAnswer;
 use crate::ids::{GatewayId, Ids, TaskId};
 use crate::reason::DropReason;
@@ -62,14 +62,8 @@ impl Check {
             let Some(d) = self.dispute.as_mut() else {
                 return Ok(());
             };
-            let height = d.height();
-            let against = d.against;
-            // A gateway on our side: it agrees with us at or above the disputed height.
-            let ours = ctx
-                .gateways
-                .ids()
-                .find(|&g| g != against && ctx.gateways[g].agrees_at(height));
-            let (g, ask) = match d.next_ask(ours) {
+            let defence = defence(ctx, &self.probes, d.against, d.height());
+            let (g, ask) = match d.next_ask(defence) {
                 Ok(Some(next)) => next,
                 Ok(None) => return Ok(()),
                 Err(verdict) => {
@@ -249,7 +243,9 @@ impl Check {
         if against == Some(bad) {
             let height = self.dispute.as_ref().map_or(0, Dispute::height);
             let verdict = match e {
-                DisputeError::FilterLacksOutput { .. } => Verdict::TheirsWrong { height },
+                DisputeError::FilterLacksOutput { .. } | DisputeError::WithheldFilter { .. } => {
+                    Verdict::TheirsWrong { height }
+                }
                 _ => Verdict::Undecided { height },
             };
             self.finish(ctx, verdict);
@@ -266,9 +262,9 @@ impl Check {
         Ok(())
     }
 
-    /// The dispute is over: the application hears the verdict, and when ours was wrong,
-    /// the gateways that vouched for ours are marked bad and the other tasks hear of it
-    /// ([`Effect::OursWrong`]).
+    /// The dispute is over: the application hears the verdict, and when ours was wrong
+    /// (or gave way, undefended), the other tasks hear of it ([`Effect::OursWrong`]); when
+    /// it was proven wrong, the gateways that vouched for ours are marked bad.
     pub fn finish(&mut self, ctx: &mut Ctx, verdict: Verdict) {
         let Some(d) = self.dispute.take() else {
             return;
@@ -278,19 +274,27 @@ impl Check {
             gateway: against,
             verdict,
         });
-        if let Verdict::OursWrong { height, prev, hash } = verdict {
-            ctx.stored_filters = ctx.stored_filters.map(|s| s.min(height - 1));
-            ctx.effects
-                .push_back(Effect::OursWrong { height, prev, hash });
-            for g in ctx.gateways.ids() {
-                let gw = &ctx.gateways[g];
-                if g != against && gw.trust.agreed().is_some_and(|a| a >= height) {
-                    let why = DropReason::Dispute(DisputeError::FilterLacksOutput { height });
-                    ctx.drop_later(g, why);
-                }
+        let (height, prev, hash, proven) = match verdict {
+            Verdict::OursWrong { height, prev, hash } => (height, prev, hash, true),
+            Verdict::OursUndefended { height, prev, hash } => (height, prev, hash, false),
+            Verdict::TheirsWrong { .. } | Verdict::Undecided { .. } => {
+                self.start_next_dispute(ctx);
+                return;
             }
-            ctx.gateways[against].trust = FilterTrust::Agrees(height - 1);
+        };
+        // Ours stand below `height`: none at all when it is the first block.
+        let below = height.checked_sub(1);
+        ctx.stored_filters = ctx.stored_filters.and_then(|s| below.map(|b| s.min(b)));
+        ctx.effects
+            .push_back(Effect::OursWrong { height, prev, hash });
+        for g in ctx.gateways.ids() {
+            let gw = &ctx.gateways[g];
+            if proven && g != against && gw.trust.agreed().is_some_and(|a| a >= height) {
+                let why = DropReason::Dispute(DisputeError::FilterLacksOutput { height });
+                ctx.drop_later(g, why);
+            }
         }
+        ctx.gateways[against].trust = below.map_or(FilterTrust::Unknown, FilterTrust::Agrees);
         self.start_next_dispute(ctx);
     }
 
@@ -300,6 +304,26 @@ impl Check {
         if self.dispute.as_ref().is_some_and(|d| d.height() > fork) {
             self.finish(ctx, Verdict::Undecided { height: fork });
         }
+    }
+}
+
+/// Who can defend our filter at `height` against `against`: a gateway that agrees with
+/// ours at or above it; else, while another filter-serving gateway has not been compared
+/// with ours (never probed, or its probe in flight), it may; else nobody.
+fn defence(ctx: &Ctx, probes: &[Option<Probe>], against: GatewayId, height: u32) -> Defence {
+    let others = || ctx.gateways.ids().filter(move |&g| g != against);
+    if let Some(g) = others().find(|&g| ctx.gateways[g].agrees_at(height)) {
+        return Defence::By(g);
+    }
+    let unknown = others().any(|g| {
+        let gw = &ctx.gateways[g];
+        gw.filters_usable()
+            && (matches!(gw.trust, FilterTrust::Unknown) || probes[g.index()].is_some())
+    });
+    if unknown {
+        Defence::Awaited
+    } else {
+        Defence::Nobody
     }
 }
 

@@ -104,7 +104,7 @@ impl FilterHeaders {
         hash: BlockHash,
         tip: (u32, BlockHash),
     ) {
-        if let Some((a, id)) = self.sync.truncate(height - 1, prev) {
+        if let Some((a, id)) = self.sync.truncate(height, prev) {
             ctx.give_up(a, id);
         }
         self.sync.mark_below(height, hash);

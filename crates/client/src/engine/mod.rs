@@ -308,7 +308,7 @@ impl Engine {
                         .filter_headers
                         .ours_wrong(c, height, prev, hash, tip);
                     self.tasks.headers.syncer.truncate_filters(height);
-                    self.tasks.scan.reorg(c, height - 1);
+                    self.tasks.scan.drop_from(c, height);
                 }
                 Effect::Matched { height, hash } => self.tasks.wallet.matched(c, height, hash),
             }

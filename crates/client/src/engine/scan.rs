@@ -109,6 +109,19 @@ impl ScanTask {
         ctx.give_up_all(given_up);
     }
 
+    /// What was scanned from `height` on no longer holds (our filter headers were found
+    /// wrong from there): scanned again.
+    pub fn drop_from(&mut self, ctx: &mut Ctx, height: u32) {
+        let Some(scan) = self.scan.as_mut() else {
+            return;
+        };
+        let events = &mut ctx.events;
+        let given_up: Vec<GivenUp> = scan
+            .drop_from(height, |c| events.push_back(event(c)))
+            .collect();
+        ctx.give_up_all(given_up);
+    }
+
     /// The gateway asked, if a request is in flight.
     pub fn asked(&self) -> Option<GatewayId> {
         self.scan.as_ref()?.asked().map(|(g, _)| g)

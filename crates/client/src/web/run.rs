@@ -289,6 +289,7 @@ impl Net {
                 let (name, height) = match verdict {
                     Verdict::TheirsWrong { height } => ("theirs-wrong", height),
                     Verdict::OursWrong { height, .. } => ("ours-wrong", height),
+                    Verdict::OursUndefended { height, .. } => ("ours-undefended", height),
                     Verdict::Undecided { height } => ("undecided", height),
                 };
                 js_event!(events::FILTER_DISPUTE {

@@ -1,0 +1,114 @@
+//! The filter layer's trust rule, against gateways that lie and then withhold: a stored
+//! filter-header chain that no present gateway will defend does not outrank one that a
+//! present gateway proves against the block; a gateway that vouched for a filter header
+//! and will not produce its filter is at fault; a dispute over the first block never
+//! underflows.
+
+#[cfg(target_arch = "wasm32")]
+use wasm_bindgen_test::wasm_bindgen_test as test;
+
+use lightwire_primitives::FilterHeader;
+use lightwire_proto::Served;
+use lightwire_proto::testing::TestChain;
+use lightwire_store::HeaderStore;
+
+use super::{filter_without_coinbase, holds_and_finds, rejected, small, verdicts};
+use crate::dispute::Verdict;
+use crate::testnet::{Net, block_on, memory};
+
+/// A chain of `n` blocks whose filter of `height` lacks the block's coinbase output, its
+/// filter headers rebuilt to match: a gateway hiding a payment.
+fn liar(n: u32, height: u32) -> TestChain {
+    let mut c = TestChain::generate(n);
+    let f = filter_without_coinbase(&c, height);
+    c.rewrite_filter(height, f);
+    c
+}
+
+/// One session with the liar alone stores its filter headers; the next has only an honest
+/// gateway. Nobody present defends the stored chain (the liar is gone), and the honest
+/// gateway's filter of the disputed block is proven against the block: the stored chain is
+/// dropped from there and the honest one synced, nobody marked bad, and a scan finds the
+/// payment the liar hid. (The dispute used to end undecided with the liar's chain kept, in
+/// this session and every later one.)
+#[test]
+fn a_stored_chain_nobody_defends_gives_way_to_one_the_block_proves() {
+    let mut net = Net::new(memory(), vec![liar(5_000, 2_345)], small);
+    net.drive();
+    let lying_tip = liar(5_000, 2_345).filter_entry(5_000).unwrap().header;
+    let tip = block_on(net.store.filter_tip()).unwrap().unwrap();
+    assert_eq!(tip.header, lying_tip);
+
+    let honest = TestChain::generate(5_000);
+    let want = honest.filter_entry(5_000).unwrap().header;
+    let paid = honest.header(2_345).block_hash();
+    let prev = honest.filter_entry(2_344).unwrap().header;
+    let mut net = Net::new(net.store, vec![honest], small);
+    net.drive();
+    assert_eq!(
+        verdicts(&net.host.events),
+        [(
+            0,
+            Verdict::OursUndefended {
+                height: 2_345,
+                prev,
+                hash: paid,
+            }
+        )]
+    );
+    assert_eq!(rejected(&net.host.events), []);
+    holds_and_finds(&mut net, (5_000, want), (2_345, paid));
+}
+
+/// The liar that stored our filter headers is present in the next session too, but will
+/// not hand over its filter of the disputed block (an empty answer, as for a block it does
+/// not have): it vouched for that filter header, so withholding the filter is its fault. It
+/// is marked bad, nobody else defends ours, and the honest chain replaces it.
+#[test]
+fn a_gateway_that_withholds_the_filter_it_vouched_for_is_at_fault() {
+    let mut net = Net::new(memory(), vec![liar(5_000, 2_345)], small);
+    net.drive();
+    let mut withholding = liar(5_000, 2_345);
+    withholding.withheld_filters.insert(2_345);
+    let honest = TestChain::generate(5_000);
+    let want = honest.filter_entry(5_000).unwrap().header;
+    let paid = honest.header(2_345).block_hash();
+    let mut net = Net::new(net.store, vec![withholding, honest], small);
+    net.drive();
+    assert_eq!(rejected(&net.host.events), [(0, "filter-withheld")]);
+    let v = verdicts(&net.host.events);
+    assert!(
+        matches!(v[..], [(1, Verdict::OursUndefended { height: 2_345, .. })]),
+        "{v:?}"
+    );
+    holds_and_finds(&mut net, (5_000, want), (2_345, paid));
+}
+
+/// Our filter headers are wrong from the very first block (a liar's genesis filter lacks
+/// its output): the verdict names height 0 with the all-zero header before it, and the
+/// store's filter headers are synced again from genesis. (It underflowed: a panic in a
+/// debug build, a wrapped height in a release one.)
+#[test]
+fn ours_wrong_at_the_first_block_starts_again_from_genesis() {
+    let mut net = Net::new(memory(), vec![liar(3_000, 0)], small);
+    net.drive();
+    let honest = TestChain::generate(3_000);
+    let want = honest.filter_entry(3_000).unwrap().header;
+    let genesis = honest.header(0).block_hash();
+    let mut net = Net::new(net.store, vec![liar(3_000, 0), honest], small);
+    net.drive();
+    assert_eq!(
+        verdicts(&net.host.events),
+        [(
+            1,
+            Verdict::OursWrong {
+                height: 0,
+                prev: FilterHeader::ZERO,
+                hash: genesis,
+            }
+        )]
+    );
+    assert_eq!(rejected(&net.host.events), [(0, "filter-lacks-output")]);
+    let tip = block_on(net.store.filter_tip()).unwrap().unwrap();
+    assert_eq!((tip.height, tip.header), (3_000, want));
+}
