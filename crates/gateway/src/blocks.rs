@@ -11,6 +11,7 @@ use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use crate::wake::Wake;
+use crate::wants::SessionId;
 
 use lightwire_chain::synthetic::{Pool, Profile, SyntheticBlock};
 use lightwire_chain::{BlockHash, HEADER_LEN, hash_header_bytes};
@@ -156,6 +157,22 @@ impl ServedBlocks {
     /// The block at `height` whose header is `header`, lent to `read`.
     pub fn with_block<R>(
         &self,
+        height: u32,
+        header: Option<[u8; HEADER_LEN]>,
+        read: impl FnOnce(&[u8]) -> R,
+    ) -> FilterLookup<R> {
+        self.with_block_for(SessionId::ANONYMOUS, height, header, read)
+    }
+
+    /// Session `session` has ended.
+    // Not yet: what it waits for stays wanted (the next commit drops it).
+    pub fn session_ended(&self, _session: SessionId) {}
+
+    /// [`Self::with_block`] for session `session`.
+    // Not yet: the session is not looked at (the next commit counts what each waits for).
+    pub fn with_block_for<R>(
+        &self,
+        _session: SessionId,
         height: u32,
         header: Option<[u8; HEADER_LEN]>,
         read: impl FnOnce(&[u8]) -> R,
@@ -353,6 +370,57 @@ mod tests {
             up.with_block(150, Some(header), |b| b == &block[..]),
             FilterLookup::Ready(true)
         ));
+    }
+
+    /// A block is fetched while a live session waits for it: sessions that asked and went
+    /// away (connect, ask for a block, disconnect) leave nothing to fetch, and the one
+    /// still waiting is the next fetched; a session waits for one block at a time.
+    #[test]
+    fn block_fetches_end_with_the_sessions_that_asked() {
+        let chain = ServedChain::generate(100, 1_700_000_000).unwrap();
+        let header = |h| lightwire_proto::Served::header(&chain, h);
+        let hash = |h| hash_header_bytes(&header(h).unwrap());
+        let up = ServedBlocks::upstream(Arc::new(Wake::new()));
+        for s in 1..=20u32 {
+            let asked = up.with_block_for(SessionId(s.into()), s, header(s), |_| ());
+            assert_eq!(asked, FilterLookup::Pending);
+        }
+        for s in 1..=20u32 {
+            up.session_ended(SessionId(s.into()));
+        }
+        assert_eq!(up.wanted(), None, "nobody waits");
+        for s in [99, 100] {
+            let _ = up.with_block_for(SessionId(s), 77, header(77), |_| ());
+        }
+        up.session_ended(SessionId(99));
+        assert_eq!(up.wanted(), Some(hash(77)), "one still waits");
+        let _ = up.with_block_for(SessionId(100), 78, header(78), |_| ());
+        assert_eq!(up.wanted(), Some(hash(78)), "it moved on to another");
+        up.session_ended(SessionId(100));
+        assert_eq!(up.wanted(), None);
+    }
+
+    /// What nodes said they lack is remembered boundedly: a flood of hashes said missing
+    /// pushes the oldest out (that block is asked for again), it does not grow memory.
+    #[test]
+    fn what_nodes_lack_is_remembered_boundedly() {
+        let chain = ServedChain::generate(10, 1_700_000_000).unwrap();
+        let header = lightwire_proto::Served::header(&chain, 5);
+        let hash = hash_header_bytes(&header.unwrap());
+        let up = ServedBlocks::upstream(Arc::new(Wake::new()));
+        let _ = up.with_block(5, header, |_| ());
+        up.missing_block(&hash);
+        assert_eq!(up.with_block(5, header, |_| ()), FilterLookup::Missing);
+        for i in 0..10_000u32 {
+            let mut other = [0u8; 32];
+            other[..4].copy_from_slice(&i.to_le_bytes());
+            up.missing_block(&BlockHash(other));
+        }
+        assert_eq!(
+            up.with_block(5, header, |_| ()),
+            FilterLookup::Pending,
+            "forgotten, and asked for again"
+        );
     }
 
     /// An answer set by the program is what is served for that height, and only there.

@@ -14,6 +14,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use crate::wake::Wake;
+use crate::wants::SessionId;
 
 use lightwire_chain::synthetic::{
     DEFAULT_PROFILE, GENESIS_OUTPUT_SCRIPT, Pool, Profile, SyntheticBlock,
@@ -352,6 +353,22 @@ impl ServedFilters {
         header: Option<[u8; HEADER_LEN]>,
         read: impl FnOnce(&[u8]) -> R,
     ) -> FilterLookup<R> {
+        self.with_filter_for(SessionId::ANONYMOUS, height, header, read)
+    }
+
+    /// Session `session` has ended.
+    // Not yet: what it waits for stays wanted (the next commit drops it).
+    pub fn session_ended(&self, _session: SessionId) {}
+
+    /// [`Self::with_filter`] for session `session`.
+    // Not yet: the session is not looked at (the next commit counts what each waits for).
+    pub fn with_filter_for<R>(
+        &self,
+        _session: SessionId,
+        height: u32,
+        header: Option<[u8; HEADER_LEN]>,
+        read: impl FnOnce(&[u8]) -> R,
+    ) -> FilterLookup<R> {
         let Some(header) = header.filter(|_| (height as usize) < self.entries.len()) else {
             return FilterLookup::Missing;
         };
@@ -563,6 +580,26 @@ mod tests {
             (f.tip(), f.with_filter(6, header, |_| ())),
             (Some(4), FilterLookup::Missing)
         );
+    }
+
+    /// Filters are fetched while a live session waits for them: sessions that asked and
+    /// went away leave nothing to fetch.
+    #[test]
+    fn filter_fetches_end_with_the_sessions_that_asked() {
+        let mut f = ServedFilters::upstream(1 << 20, Arc::new(Wake::new()));
+        let hashes: Vec<FilterHash> = (0..10u8).map(|i| filter_hash(&[i; 5])).collect();
+        f.extend(0, FilterHeader::ZERO, &hashes).unwrap();
+        let header = Some([0u8; 80]);
+        for s in 1..=5u32 {
+            let asked = f.with_filter_for(SessionId(s.into()), s, header, |_| ());
+            assert_eq!(asked, FilterLookup::Pending);
+        }
+        for s in 1..=5u32 {
+            f.session_ended(SessionId(s.into()));
+        }
+        assert_eq!(f.wanted(3), None, "nobody waits");
+        let _ = f.with_filter_for(SessionId(7), 8, header, |_| ());
+        assert_eq!(f.wanted(3), Some((8, 9)));
     }
 
     #[test]

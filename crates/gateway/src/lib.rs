@@ -37,3 +37,4 @@ pub mod server;
 pub mod tls;
 pub mod upstream;
 pub mod wake;
+pub mod wants;

@@ -406,6 +406,25 @@ mod tests {
         assert!(read_cfilter(&cf[..35]).is_err());
     }
 
+    /// Lengths a node declares are added to offsets without overflowing: a `cfilter` or a
+    /// `version` declaring one near the largest integer is a message cut short (an error
+    /// naming the field), not a panic.
+    #[test]
+    fn declared_lengths_near_the_integer_limit_are_refused_without_overflow() {
+        let mut cf = vec![0u8];
+        cf.extend_from_slice(&[7; 32]);
+        write_compact(&mut cf, u64::MAX);
+        assert_eq!(read_cfilter(&cf), Err(P2pError::Truncated("filter")));
+        let mut version = Vec::new();
+        write_version(&mut version, 1_700_000_000, 7, 5);
+        // The user agent's length is the CompactSize after the nonce (80 bytes in): one
+        // that ends two bytes short of the largest offset, so the height after it is past it.
+        let mut huge = version[..80].to_vec();
+        write_compact(&mut huge, (usize::MAX - 80 - 9 - 1) as u64);
+        huge.extend_from_slice(&[0; 8]);
+        assert_eq!(read_version(&huge), Err(P2pError::Truncated("version")));
+    }
+
     #[test]
     fn getdata_and_notfound_name_witness_blocks() {
         let mut p = Vec::new();

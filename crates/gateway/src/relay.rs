@@ -7,6 +7,7 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
+use crate::admission::Source;
 use crate::wake::Wake;
 
 use lightwire_proto::session::RelayStatus;
@@ -39,6 +40,12 @@ impl TxRelay {
     /// Queue `tx` for the node: `Busy` when the node is not connected or the queue is
     /// full.
     pub fn push(&self, tx: &[u8]) -> RelayStatus {
+        self.push_from(None, tx)
+    }
+
+    /// Queue `tx` from the client `from` for the node.
+    // Not yet fair: the client is not looked at (the next commit gives each its share).
+    pub fn push_from(&self, _from: Option<Source>, tx: &[u8]) -> RelayStatus {
         if !self.connected.load(Ordering::Relaxed) {
             return RelayStatus::Busy;
         }
@@ -79,5 +86,43 @@ mod tests {
         assert_eq!(r.take().len(), RELAY_QUEUE);
         assert_eq!(r.push(&[2]), RelayStatus::Relayed);
         assert_eq!(r.take(), [vec![2u8]]);
+    }
+
+    fn client(ip: &str) -> Option<Source> {
+        Some(Source::from(ip.parse::<std::net::IpAddr>().unwrap()))
+    }
+
+    /// One client cannot make the queue busy for the others: it gets its share, and the
+    /// rest stays open to other clients (an IPv6 client counts by its /64, as under the
+    /// connection caps).
+    #[test]
+    fn one_client_cannot_fill_the_queue_for_everyone() {
+        let r = TxRelay::new(Arc::new(Wake::new()));
+        r.set_connected(true);
+        let greedy = client("2001:db8:1:2::1");
+        let mut taken = 0;
+        while r.push_from(greedy, &[1]) == RelayStatus::Relayed {
+            taken += 1;
+            assert!(taken <= RELAY_QUEUE);
+        }
+        assert!(
+            taken < RELAY_QUEUE,
+            "its share ({taken}), not the whole queue"
+        );
+        assert_eq!(
+            r.push_from(client("2001:db8:1:2::99"), &[1]),
+            RelayStatus::Busy,
+            "the same /64"
+        );
+        for other in ["192.0.2.7", "198.51.100.1", "2001:db8:1:3::1"] {
+            assert_eq!(
+                r.push_from(client(other), &[2]),
+                RelayStatus::Relayed,
+                "{other}"
+            );
+        }
+        // Once written to the node, its share is free again.
+        assert_eq!(r.take().len(), taken + 3);
+        assert_eq!(r.push_from(greedy, &[1]), RelayStatus::Relayed);
     }
 }

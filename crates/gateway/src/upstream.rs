@@ -74,9 +74,42 @@ pub enum UpstreamError {
     /// A block that is not the one asked for.
     #[error(transparent)]
     Block(#[from] crate::blocks::BlockFetchError),
+    /// A `cfheaders` that does not answer what was asked, or does not follow on from the
+    /// filter headers held (Bitcoin Core drops a peer for such an answer, and so do we:
+    /// another node is asked).
+    #[error("the node's filter headers from height {height}: {wrong}")]
+    FilterHeaders {
+        /// The first height asked for.
+        height: u32,
+        /// What is wrong with them.
+        #[source]
+        wrong: WrongFilterHeaders,
+    },
     /// The gateway is stopping.
     #[error("the gateway is stopping")]
     Stopping,
+}
+
+/// What is wrong with a `cfheaders` answer.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, thiserror::Error)]
+pub enum WrongFilterHeaders {
+    /// Its stop hash is not the block asked for (BIP157: the answer names the stop hash of
+    /// its request).
+    #[error("the stop hash is not the block asked for")]
+    WrongStop,
+    /// It holds another number of filter hashes than the request covers.
+    #[error("{got} filter hashes where {asked} were asked for")]
+    WrongCount {
+        /// How many the request covers.
+        asked: u32,
+        /// How many came.
+        got: usize,
+    },
+    /// Its previous filter header is not the one held at the height before: the node's
+    /// filter-header chain and the one held (from this node or another) disagree. The
+    /// ones held are kept.
+    #[error("they do not follow on from the filter header held before them")]
+    DoNotFollowOn,
 }
 
 /// The wall clock, in seconds since the Unix epoch.
@@ -190,8 +223,10 @@ impl Redial {
         }
     }
 
-    /// The pause after a connection that ended for `why`.
-    fn after(&mut self, why: &UpstreamError) -> Duration {
+    /// The pause after a connection that ended for `why`, `healthy` when it had served
+    /// for a while first.
+    // Not yet: `healthy` is not looked at (the next commit starts the pauses over).
+    fn after(&mut self, why: &UpstreamError, _healthy: bool) -> Duration {
         let wait = match why {
             UpstreamError::Invalid(_) => INVALID_PAUSE,
             _ => self.pause,
@@ -213,7 +248,7 @@ async fn follow_one(
             why = session(node, &shared, &together) => why,
             _ = shutdown.changed() => return,
         };
-        let wait = redial.after(&why);
+        let wait = redial.after(&why, false);
         match why {
             UpstreamError::Invalid(rule) => tracing::error!(
                 upstream = %node.addr,
@@ -373,10 +408,26 @@ mod errors {
     fn the_pause_before_dialling_again() {
         let mut r = Redial::new();
         let pauses: Vec<u64> = (0..7)
-            .map(|_| r.after(&UpstreamError::Closed).as_secs())
+            .map(|_| r.after(&UpstreamError::Closed, false).as_secs())
             .collect();
         assert_eq!(pauses, [1, 2, 4, 8, 16, 30, 30]);
         let invalid = UpstreamError::Invalid(ConnectError::BadAncestors);
-        assert_eq!(Redial::new().after(&invalid), INVALID_PAUSE);
+        assert_eq!(Redial::new().after(&invalid, false), INVALID_PAUSE);
+    }
+
+    /// A connection that served for a while and then ended (Bitcoin Core dropping the
+    /// gateway over a client's invalid transaction, say) is dialled again after the first
+    /// pause, not the longest one the node's earlier failures reached; a node dropped
+    /// for breaking a rule still waits its pause.
+    #[test]
+    fn the_pause_starts_over_after_a_healthy_connection() {
+        let mut r = Redial::new();
+        for _ in 0..6 {
+            r.after(&UpstreamError::Closed, false);
+        }
+        assert_eq!(r.after(&UpstreamError::Closed, true).as_secs(), 1);
+        assert_eq!(r.after(&UpstreamError::Closed, false).as_secs(), 2);
+        let invalid = UpstreamError::Invalid(ConnectError::BadAncestors);
+        assert_eq!(r.after(&invalid, true), INVALID_PAUSE);
     }
 }
