@@ -10,11 +10,11 @@
 //! asking for one not cached waits (`FilterLookup::Pending`) while the upstream task
 //! fetches it, and each is checked against its filter hash before it is cached.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use crate::wake::Wake;
-use crate::wants::SessionId;
+use crate::wants::{SessionId, Wants};
 
 use lightwire_chain::synthetic::{
     DEFAULT_PROFILE, GENESIS_OUTPUT_SCRIPT, Pool, Profile, SyntheticBlock,
@@ -43,9 +43,10 @@ enum Source {
         profile: Profile,
         pool: &'static Pool,
     },
-    /// Fetched from the node: heights sessions wait for, and the upstream task to wake.
+    /// Fetched from the node: heights live sessions wait for, and the upstream task to
+    /// wake.
     Upstream {
-        wanted: Mutex<BTreeSet<u32>>,
+        wanted: Mutex<Wants<u32>>,
         notify: Arc<Wake>,
     },
 }
@@ -196,7 +197,7 @@ impl ServedFilters {
             cache: Mutex::new(Cache::new(cache_bytes)),
             set: BTreeMap::new(),
             source: Source::Upstream {
-                wanted: Mutex::new(BTreeSet::new()),
+                wanted: Mutex::new(Wants::new()),
                 notify,
             },
         }
@@ -262,7 +263,7 @@ impl ServedFilters {
         if let Source::Upstream { wanted, .. } = &self.source
             && let Ok(mut w) = wanted.lock()
         {
-            w.remove(&height);
+            w.answered(&height);
         }
         if ok && let Ok(mut c) = self.cache.lock() {
             c.insert(height, Arc::from(filter));
@@ -270,13 +271,13 @@ impl ServedFilters {
         ok
     }
 
-    /// The next filters to fetch from the node: from the lowest height a session waits
-    /// for, up to `max` (fetched ahead, as a scan asks for them in order).
+    /// The next filters to fetch from the node: from the lowest height a live session
+    /// waits for, up to `max` (fetched ahead, as a scan asks for them in order).
     pub fn wanted(&self, max: u32) -> Option<(u32, u32)> {
         let Source::Upstream { wanted, .. } = &self.source else {
             return None;
         };
-        let first = *wanted.lock().ok()?.iter().next()?;
+        let first = *wanted.lock().ok()?.items().next()?;
         let tip = self.tip()?;
         Some((first, tip.min(first.saturating_add(max - 1))))
     }
@@ -356,15 +357,20 @@ impl ServedFilters {
         self.with_filter_for(SessionId::ANONYMOUS, height, header, read)
     }
 
-    /// Session `session` has ended.
-    // Not yet: what it waits for stays wanted (the next commit drops it).
-    pub fn session_ended(&self, _session: SessionId) {}
+    /// Session `session` has ended: the filter it waited for is no longer fetched for it.
+    pub fn session_ended(&self, session: SessionId) {
+        if let Source::Upstream { wanted, .. } = &self.source
+            && let Ok(mut w) = wanted.lock()
+        {
+            w.session_ended(session);
+        }
+    }
 
-    /// [`Self::with_filter`] for session `session`.
-    // Not yet: the session is not looked at (the next commit counts what each waits for).
+    /// [`Self::with_filter`] for session `session`: a filter to fetch is fetched while it
+    /// (or another session) waits for it.
     pub fn with_filter_for<R>(
         &self,
-        _session: SessionId,
+        session: SessionId,
         height: u32,
         header: Option<[u8; HEADER_LEN]>,
         read: impl FnOnce(&[u8]) -> R,
@@ -386,7 +392,7 @@ impl ServedFilters {
                     // From the node: asked for, and the session waits.
                     if let Source::Upstream { wanted, notify } = &self.source {
                         if let Ok(mut w) = wanted.lock() {
-                            w.insert(height);
+                            w.want(session, height);
                         }
                         notify.wake();
                     }

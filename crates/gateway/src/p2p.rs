@@ -106,8 +106,10 @@ pub fn read_cfilter(payload: &[u8]) -> Result<(BlockHash, &[u8]), P2pError> {
         .ok_or(P2pError::Truncated("block hash"))?;
     let mut at = 33;
     let n = read_compact(payload, &mut at, "filter length")?;
-    let filter = payload
-        .get(at..at + n as usize)
+    // The length is the node's: added to the offset without overflowing.
+    let filter = usize::try_from(n)
+        .ok()
+        .and_then(|n| payload.get(at..at.checked_add(n)?))
         .ok_or(P2pError::Truncated("filter"))?;
     let mut hash = [0u8; 32];
     hash.copy_from_slice(block);
@@ -246,11 +248,13 @@ pub fn read_version(payload: &[u8]) -> Result<Version, P2pError> {
     // version, services, timestamp, two addresses (26 bytes each), nonce.
     let mut at = 4 + 8 + 8 + 26 + 26 + 8;
     let agent = read_compact(payload, &mut at, "user agent")?;
-    let at = usize::try_from(agent)
+    // The agent's length is the node's: every offset after it is added without
+    // overflowing.
+    let height = usize::try_from(agent)
         .ok()
         .and_then(|n| at.checked_add(n))
+        .and_then(|at| payload.get(at..at.checked_add(4)?))
         .ok_or(truncated)?;
-    let height = payload.get(at..at + 4).ok_or(truncated)?;
     Ok(Version {
         services: u64::from_le_bytes(services.try_into().unwrap_or_default()),
         start_height: u32::try_from(i32::from_le_bytes(height.try_into().unwrap_or_default()))

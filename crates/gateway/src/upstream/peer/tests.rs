@@ -579,14 +579,20 @@ fn a_lead_that_disconnects_hands_the_lead_to_the_next() {
     a.pump(&world);
     assert!(a.saw(|e| matches!(e, Event::LeadFreed)));
     assert_eq!(world.followers.connected(), 2);
-    // The shell wakes the others.
+    // The shell wakes the others: the first woken hands the lead to the one that may
+    // take it, even when that is not itself.
     c.peer.handle_wake(world.now, &world.gw());
     c.pump(&world);
     assert_eq!(
         world.followers.lead(),
-        None,
+        Some(1),
         "it serves no filters: it may not lead"
     );
+    assert!(
+        c.saw(|e| matches!(e, Event::LeadFreed)),
+        "the others are woken"
+    );
+    assert_eq!(b.node.count("getcfilters"), 0, "not yet woken");
     b.peer.handle_wake(world.now, &world.gw());
     b.pump(&world);
     assert_eq!(world.followers.lead(), Some(1));
