@@ -225,7 +225,8 @@ pub const HEALTHY: Duration = Duration::from_secs(60);
 
 /// The pause before dialling a node again: 1 s, doubling to 30 s after each connection
 /// that ended, from 1 s again after one that was up for [`HEALTHY`]; [`INVALID_PAUSE`]
-/// after one whose headers broke a rule or that answered what was not asked.
+/// after one whose headers broke a rule or whose `cfheaders` did not answer what was
+/// asked.
 struct Redial {
     pause: Duration,
 }
@@ -467,5 +468,13 @@ mod errors {
         assert_eq!(r.after(&UpstreamError::Closed, false).as_secs(), 2);
         let invalid = UpstreamError::Invalid(ConnectError::BadAncestors);
         assert_eq!(r.after(&invalid, true), INVALID_PAUSE);
+        // An answer that is not one to what was asked is a lie as plain; filter headers
+        // that do not follow on from those held may be an honest node's (the held ones
+        // came from another), so it is dialled again as after any ending.
+        let wrong = |wrong| UpstreamError::FilterHeaders { height: 5, wrong };
+        let stop = wrong(WrongFilterHeaders::WrongStop);
+        assert_eq!(Redial::new().after(&stop, false), INVALID_PAUSE);
+        let disagrees = wrong(WrongFilterHeaders::DoNotFollowOn);
+        assert_eq!(Redial::new().after(&disagrees, false), Redial::FIRST);
     }
 }
