@@ -7,10 +7,11 @@
 //! checked against the header (hash, Merkle root, not mutated) and kept. The last few are
 //! kept either way: a session reads the block it sends once per piece.
 
-use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use crate::wake::Wake;
+use crate::wants::{SessionId, Wants};
 
 use lightwire_chain::synthetic::{Pool, Profile, SyntheticBlock};
 use lightwire_chain::{BlockHash, HEADER_LEN, hash_header_bytes};
@@ -20,6 +21,11 @@ use lightwire_proto::session::FilterLookup;
 /// Blocks kept after they were produced: one per session sending a block at the same time
 /// is enough to produce each once.
 const KEPT: usize = 8;
+
+/// Blocks the node said it does not have, remembered at most: a node is believed only
+/// for the block it was asked for, one at a time, so this is many answers' worth, and a
+/// flood pushes the oldest out (asked for again) rather than growing memory.
+pub const MISSING_KEPT: usize = 64;
 
 /// The blocks a gateway serves.
 pub struct ServedBlocks {
@@ -45,11 +51,12 @@ enum Source {
         profile: Profile,
         pool: &'static Pool,
     },
-    /// From the node: blocks sessions wait for (by hash, with their height), those the
-    /// node said it does not have, and the task to wake.
+    /// From the node: blocks live sessions wait for (by height, then hash), those the
+    /// node leading said it does not have (the newest [`MISSING_KEPT`], until another
+    /// node leads), and the task to wake.
     Upstream {
-        wanted: Mutex<BTreeMap<BlockHash, u32>>,
-        missing: Mutex<HashSet<BlockHash>>,
+        wanted: Mutex<Wants<(u32, BlockHash)>>,
+        missing: Mutex<VecDeque<BlockHash>>,
         notify: Arc<Wake>,
     },
 }
@@ -83,8 +90,8 @@ impl ServedBlocks {
     pub fn upstream(notify: Arc<Wake>) -> ServedBlocks {
         ServedBlocks {
             source: Source::Upstream {
-                wanted: Mutex::new(BTreeMap::new()),
-                missing: Mutex::new(HashSet::new()),
+                wanted: Mutex::new(Wants::new()),
+                missing: Mutex::new(VecDeque::new()),
                 notify,
             },
             kept: Mutex::new(VecDeque::with_capacity(KEPT)),
@@ -102,22 +109,51 @@ impl ServedBlocks {
         self.set.insert(height, answer);
     }
 
-    /// A block to fetch from the node, if a session waits for one (the lowest first).
+    /// A block to fetch from the node, if a live session waits for one (the lowest first).
     pub fn wanted(&self) -> Option<BlockHash> {
+        self.wanted_within(|_, _| true)
+    }
+
+    /// The lowest block a live session waits for that `fetchable` takes (given its height
+    /// and hash: the node leading has it on the served chain).
+    pub fn wanted_within(&self, fetchable: impl Fn(u32, &BlockHash) -> bool) -> Option<BlockHash> {
         let Source::Upstream { wanted, .. } = &self.source else {
             return None;
         };
-        wanted.lock().ok()?.keys().next().copied()
+        let wanted = wanted.lock().ok()?;
+        let found = wanted.items().find(|(h, hash)| fetchable(*h, hash));
+        found.map(|(_, hash)| *hash)
+    }
+
+    /// Session `session` has ended: the block it waited for is no longer fetched for it
+    /// (one already asked of the node arrives all the same, and is dropped unchecked if
+    /// no other session waits for it).
+    pub fn session_ended(&self, session: SessionId) {
+        if let Source::Upstream { wanted, .. } = &self.source
+            && let Ok(mut w) = wanted.lock()
+        {
+            w.session_ended(session);
+        }
+    }
+
+    /// Nobody waits for block `hash` any more; its height, if somebody did.
+    fn answered(&self, hash: &BlockHash) -> Option<u32> {
+        let Source::Upstream { wanted, .. } = &self.source else {
+            return None;
+        };
+        let mut w = wanted.lock().ok()?;
+        let item = w.items().find(|(_, h)| h == hash).copied()?;
+        w.answered(&item);
+        Some(item.0)
     }
 
     /// The node's answer for block `hash`: checked (it must parse, hash to `hash`, and its
-    /// transactions must make its header's Merkle root without a repeated pair) and kept.
+    /// transactions must make its header's Merkle root without a repeated pair) and kept,
+    /// if a live session waits for it.
     pub fn insert(&self, hash: &BlockHash, block: &[u8]) -> Result<(), BlockFetchError> {
-        let Source::Upstream { wanted, .. } = &self.source else {
-            return Ok(());
-        };
-        let Some(height) = wanted.lock().ok().and_then(|mut w| w.remove(hash)) else {
-            // Not asked for (or asked for and then answered already).
+        let Some(height) = self.answered(hash) else {
+            // Not asked for, answered already, or the sessions that asked have ended:
+            // nobody to check it for.
             return Ok(());
         };
         if let Err(error) = Block::check(block, hash) {
@@ -128,19 +164,28 @@ impl ServedBlocks {
         Ok(())
     }
 
-    /// The node does not have block `hash` (`notfound`): sessions asking for it get
-    /// `not_found`.
+    /// The node does not have block `hash` (`notfound` from the node leading, for the
+    /// block it was asked for): sessions asking for it get `not_found`, until another node
+    /// leads ([`Self::forget_missing`]) or [`MISSING_KEPT`] newer ones push it out.
     pub fn missing_block(&self, hash: &BlockHash) {
-        if let Source::Upstream {
-            wanted, missing, ..
-        } = &self.source
+        let _ = self.answered(hash);
+        if let Source::Upstream { missing, .. } = &self.source
+            && let Ok(mut m) = missing.lock()
+            && !m.contains(hash)
         {
-            if let Ok(mut w) = wanted.lock() {
-                w.remove(hash);
+            if m.len() == MISSING_KEPT {
+                m.pop_front();
             }
-            if let Ok(mut m) = missing.lock() {
-                m.insert(*hash);
-            }
+            m.push_back(*hash);
+        }
+    }
+
+    /// Another node leads: what the one before said it lacks is asked of it.
+    pub fn forget_missing(&self) {
+        if let Source::Upstream { missing, .. } = &self.source
+            && let Ok(mut m) = missing.lock()
+        {
+            m.clear();
         }
     }
 
@@ -156,6 +201,18 @@ impl ServedBlocks {
     /// The block at `height` whose header is `header`, lent to `read`.
     pub fn with_block<R>(
         &self,
+        height: u32,
+        header: Option<[u8; HEADER_LEN]>,
+        read: impl FnOnce(&[u8]) -> R,
+    ) -> FilterLookup<R> {
+        self.with_block_for(SessionId::ANONYMOUS, height, header, read)
+    }
+
+    /// [`Self::with_block`] for session `session`: a block to fetch is fetched while it
+    /// (or another session) waits for it.
+    pub fn with_block_for<R>(
+        &self,
+        session: SessionId,
         height: u32,
         header: Option<[u8; HEADER_LEN]>,
         read: impl FnOnce(&[u8]) -> R,
@@ -195,7 +252,7 @@ impl ServedBlocks {
                     return FilterLookup::Missing;
                 }
                 if let Ok(mut w) = wanted.lock() {
-                    w.insert(hash, height);
+                    w.want(session, (height, hash));
                 }
                 notify.wake();
                 FilterLookup::Pending
@@ -353,6 +410,57 @@ mod tests {
             up.with_block(150, Some(header), |b| b == &block[..]),
             FilterLookup::Ready(true)
         ));
+    }
+
+    /// A block is fetched while a live session waits for it: sessions that asked and went
+    /// away (connect, ask for a block, disconnect) leave nothing to fetch, and the one
+    /// still waiting is the next fetched; a session waits for one block at a time.
+    #[test]
+    fn block_fetches_end_with_the_sessions_that_asked() {
+        let chain = ServedChain::generate(100, 1_700_000_000).unwrap();
+        let header = |h| lightwire_proto::Served::header(&chain, h);
+        let hash = |h| hash_header_bytes(&header(h).unwrap());
+        let up = ServedBlocks::upstream(Arc::new(Wake::new()));
+        for s in 1..=20u32 {
+            let asked = up.with_block_for(SessionId(s.into()), s, header(s), |_| ());
+            assert_eq!(asked, FilterLookup::Pending);
+        }
+        for s in 1..=20u32 {
+            up.session_ended(SessionId(s.into()));
+        }
+        assert_eq!(up.wanted(), None, "nobody waits");
+        for s in [99, 100] {
+            let _ = up.with_block_for(SessionId(s), 77, header(77), |_| ());
+        }
+        up.session_ended(SessionId(99));
+        assert_eq!(up.wanted(), Some(hash(77)), "one still waits");
+        let _ = up.with_block_for(SessionId(100), 78, header(78), |_| ());
+        assert_eq!(up.wanted(), Some(hash(78)), "it moved on to another");
+        up.session_ended(SessionId(100));
+        assert_eq!(up.wanted(), None);
+    }
+
+    /// What nodes said they lack is remembered boundedly: a flood of hashes said missing
+    /// pushes the oldest out (that block is asked for again), it does not grow memory.
+    #[test]
+    fn what_nodes_lack_is_remembered_boundedly() {
+        let chain = ServedChain::generate(10, 1_700_000_000).unwrap();
+        let header = lightwire_proto::Served::header(&chain, 5);
+        let hash = hash_header_bytes(&header.unwrap());
+        let up = ServedBlocks::upstream(Arc::new(Wake::new()));
+        let _ = up.with_block(5, header, |_| ());
+        up.missing_block(&hash);
+        assert_eq!(up.with_block(5, header, |_| ()), FilterLookup::Missing);
+        for i in 0..10_000u32 {
+            let mut other = [0u8; 32];
+            other[..4].copy_from_slice(&i.to_le_bytes());
+            up.missing_block(&BlockHash(other));
+        }
+        assert_eq!(
+            up.with_block(5, header, |_| ()),
+            FilterLookup::Pending,
+            "forgotten, and asked for again"
+        );
     }
 
     /// An answer set by the program is what is served for that height, and only there.

@@ -10,10 +10,11 @@
 //! asking for one not cached waits (`FilterLookup::Pending`) while the upstream task
 //! fetches it, and each is checked against its filter hash before it is cached.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use crate::wake::Wake;
+use crate::wants::{SessionId, Wants};
 
 use lightwire_chain::synthetic::{
     DEFAULT_PROFILE, GENESIS_OUTPUT_SCRIPT, Pool, Profile, SyntheticBlock,
@@ -42,9 +43,10 @@ enum Source {
         profile: Profile,
         pool: &'static Pool,
     },
-    /// Fetched from the node: heights sessions wait for, and the upstream task to wake.
+    /// Fetched from the node: heights live sessions wait for, and the upstream task to
+    /// wake.
     Upstream {
-        wanted: Mutex<BTreeSet<u32>>,
+        wanted: Mutex<Wants<u32>>,
         notify: Arc<Wake>,
     },
 }
@@ -195,7 +197,7 @@ impl ServedFilters {
             cache: Mutex::new(Cache::new(cache_bytes)),
             set: BTreeMap::new(),
             source: Source::Upstream {
-                wanted: Mutex::new(BTreeSet::new()),
+                wanted: Mutex::new(Wants::new()),
                 notify,
             },
         }
@@ -261,7 +263,7 @@ impl ServedFilters {
         if let Source::Upstream { wanted, .. } = &self.source
             && let Ok(mut w) = wanted.lock()
         {
-            w.remove(&height);
+            w.answered(&height);
         }
         if ok && let Ok(mut c) = self.cache.lock() {
             c.insert(height, Arc::from(filter));
@@ -269,13 +271,13 @@ impl ServedFilters {
         ok
     }
 
-    /// The next filters to fetch from the node: from the lowest height a session waits
-    /// for, up to `max` (fetched ahead, as a scan asks for them in order).
+    /// The next filters to fetch from the node: from the lowest height a live session
+    /// waits for, up to `max` (fetched ahead, as a scan asks for them in order).
     pub fn wanted(&self, max: u32) -> Option<(u32, u32)> {
         let Source::Upstream { wanted, .. } = &self.source else {
             return None;
         };
-        let first = *wanted.lock().ok()?.iter().next()?;
+        let first = *wanted.lock().ok()?.items().next()?;
         let tip = self.tip()?;
         Some((first, tip.min(first.saturating_add(max - 1))))
     }
@@ -352,6 +354,27 @@ impl ServedFilters {
         header: Option<[u8; HEADER_LEN]>,
         read: impl FnOnce(&[u8]) -> R,
     ) -> FilterLookup<R> {
+        self.with_filter_for(SessionId::ANONYMOUS, height, header, read)
+    }
+
+    /// Session `session` has ended: the filter it waited for is no longer fetched for it.
+    pub fn session_ended(&self, session: SessionId) {
+        if let Source::Upstream { wanted, .. } = &self.source
+            && let Ok(mut w) = wanted.lock()
+        {
+            w.session_ended(session);
+        }
+    }
+
+    /// [`Self::with_filter`] for session `session`: a filter to fetch is fetched while it
+    /// (or another session) waits for it.
+    pub fn with_filter_for<R>(
+        &self,
+        session: SessionId,
+        height: u32,
+        header: Option<[u8; HEADER_LEN]>,
+        read: impl FnOnce(&[u8]) -> R,
+    ) -> FilterLookup<R> {
         let Some(header) = header.filter(|_| (height as usize) < self.entries.len()) else {
             return FilterLookup::Missing;
         };
@@ -369,7 +392,7 @@ impl ServedFilters {
                     // From the node: asked for, and the session waits.
                     if let Source::Upstream { wanted, notify } = &self.source {
                         if let Ok(mut w) = wanted.lock() {
-                            w.insert(height);
+                            w.want(session, height);
                         }
                         notify.wake();
                     }
@@ -563,6 +586,26 @@ mod tests {
             (f.tip(), f.with_filter(6, header, |_| ())),
             (Some(4), FilterLookup::Missing)
         );
+    }
+
+    /// Filters are fetched while a live session waits for them: sessions that asked and
+    /// went away leave nothing to fetch.
+    #[test]
+    fn filter_fetches_end_with_the_sessions_that_asked() {
+        let mut f = ServedFilters::upstream(1 << 20, Arc::new(Wake::new()));
+        let hashes: Vec<FilterHash> = (0..10u8).map(|i| filter_hash(&[i; 5])).collect();
+        f.extend(0, FilterHeader::ZERO, &hashes).unwrap();
+        let header = Some([0u8; 80]);
+        for s in 1..=5u32 {
+            let asked = f.with_filter_for(SessionId(s.into()), s, header, |_| ());
+            assert_eq!(asked, FilterLookup::Pending);
+        }
+        for s in 1..=5u32 {
+            f.session_ended(SessionId(s.into()));
+        }
+        assert_eq!(f.wanted(3), None, "nobody waits");
+        let _ = f.with_filter_for(SessionId(7), 8, header, |_| ());
+        assert_eq!(f.wanted(3), Some((8, 9)));
     }
 
     #[test]

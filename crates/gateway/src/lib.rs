@@ -6,7 +6,8 @@
 //! this crate is its tokio shell ([`server`]), the chains it serves ([`served`], validated
 //! before they are served, from a file, generated, or followed from a node over P2P:
 //! [`upstream`], which follows several nodes, and [`p2p`]), the compact block filters it
-//! serves ([`filters`]), the frame buffer pools ([`pool`]), the connection caps and the
+//! serves ([`filters`]) and what client sessions wait for from the node ([`wants`]), the
+//! frame buffer pools ([`pool`]), the connection caps and the
 //! trusted proxies ([`admission`]), native TLS ([`tls`]), `/metrics` ([`metrics`]), the
 //! key file ([`key`]), and a native client for tests and the load generator ([`client`], a
 //! thin shell over [`lightwire_proto::Link`]).
@@ -37,3 +38,4 @@ pub mod server;
 pub mod tls;
 pub mod upstream;
 pub mod wake;
+pub mod wants;

@@ -106,8 +106,10 @@ pub fn read_cfilter(payload: &[u8]) -> Result<(BlockHash, &[u8]), P2pError> {
         .ok_or(P2pError::Truncated("block hash"))?;
     let mut at = 33;
     let n = read_compact(payload, &mut at, "filter length")?;
-    let filter = payload
-        .get(at..at + n as usize)
+    // The length is the node's: added to the offset without overflowing.
+    let filter = usize::try_from(n)
+        .ok()
+        .and_then(|n| payload.get(at..at.checked_add(n)?))
         .ok_or(P2pError::Truncated("filter"))?;
     let mut hash = [0u8; 32];
     hash.copy_from_slice(block);
@@ -246,11 +248,13 @@ pub fn read_version(payload: &[u8]) -> Result<Version, P2pError> {
     // version, services, timestamp, two addresses (26 bytes each), nonce.
     let mut at = 4 + 8 + 8 + 26 + 26 + 8;
     let agent = read_compact(payload, &mut at, "user agent")?;
-    let at = usize::try_from(agent)
+    // The agent's length is the node's: every offset after it is added without
+    // overflowing.
+    let height = usize::try_from(agent)
         .ok()
         .and_then(|n| at.checked_add(n))
+        .and_then(|at| payload.get(at..at.checked_add(4)?))
         .ok_or(truncated)?;
-    let height = payload.get(at..at + 4).ok_or(truncated)?;
     Ok(Version {
         services: u64::from_le_bytes(services.try_into().unwrap_or_default()),
         start_height: u32::try_from(i32::from_le_bytes(height.try_into().unwrap_or_default()))
@@ -404,6 +408,25 @@ mod tests {
         cf.extend_from_slice(&[1, 2, 3]);
         assert_eq!(read_cfilter(&cf), Ok((stop, &[1u8, 2, 3][..])));
         assert!(read_cfilter(&cf[..35]).is_err());
+    }
+
+    /// Lengths a node declares are added to offsets without overflowing: a `cfilter` or a
+    /// `version` declaring one near the largest integer is a message cut short (an error
+    /// naming the field), not a panic.
+    #[test]
+    fn declared_lengths_near_the_integer_limit_are_refused_without_overflow() {
+        let mut cf = vec![0u8];
+        cf.extend_from_slice(&[7; 32]);
+        write_compact(&mut cf, u64::MAX);
+        assert_eq!(read_cfilter(&cf), Err(P2pError::Truncated("filter")));
+        let mut version = Vec::new();
+        write_version(&mut version, 1_700_000_000, 7, 5);
+        // The user agent's length is the CompactSize after the nonce (80 bytes in): one
+        // that ends two bytes short of the largest offset, so the height after it is past it.
+        let mut huge = version[..80].to_vec();
+        write_compact(&mut huge, (usize::MAX - 80 - 9 - 1) as u64);
+        huge.extend_from_slice(&[0; 8]);
+        assert_eq!(read_version(&huge), Err(P2pError::Truncated("version")));
     }
 
     #[test]

@@ -9,8 +9,10 @@
 
 use std::collections::HashMap;
 
+use crate::admission::Source;
 use crate::blocks::ServedBlocks;
 use crate::filters::ServedFilters;
+use crate::wants::SessionId;
 
 use lightwire_chain::generate::next_header_with_root;
 use lightwire_chain::synthetic::{Pool, merkle_root, merkle_root_in};
@@ -491,22 +493,116 @@ impl lightwire_proto::Served for ServedChain {
     }
 
     fn relay_tx(&self, tx: &[u8]) -> lightwire_proto::session::RelayStatus {
-        match &self.relay {
-            Some(r) => r.push(tx),
+        self.for_session(SessionId::ANONYMOUS, None).relay_tx(tx)
+    }
+
+    fn with_block<R>(&self, height: u32, read: impl FnOnce(&[u8]) -> R) -> FilterLookup<R> {
+        self.for_session(SessionId::ANONYMOUS, None)
+            .with_block(height, read)
+    }
+
+    fn with_filter<R>(&self, height: u32, read: impl FnOnce(&[u8]) -> R) -> FilterLookup<R> {
+        self.for_session(SessionId::ANONYMOUS, None)
+            .with_filter(height, read)
+    }
+}
+
+impl ServedChain {
+    /// The chain as session `session` of client `client` reads it (see [`SessionView`]).
+    pub fn for_session(&self, session: SessionId, client: Option<Source>) -> SessionView<'_> {
+        SessionView {
+            chain: self,
+            session,
+            client,
+        }
+    }
+
+    /// Session `session` has ended: the block or filter it waited for from the node is
+    /// no longer fetched for it.
+    pub fn session_ended(&self, session: SessionId) {
+        if let Some(b) = &self.blocks {
+            b.session_ended(session);
+        }
+        if let Some(f) = &self.filters {
+            f.session_ended(session);
+        }
+    }
+}
+
+/// The served chain as one client session reads it (the server's connections): the block
+/// or filter it waits for from the node is fetched while it waits and dropped when it ends
+/// ([`ServedChain::session_ended`]), and its transactions count against its client's share
+/// of the relay queue ([`crate::relay::RELAY_PER_CLIENT`]).
+pub struct SessionView<'a> {
+    chain: &'a ServedChain,
+    session: SessionId,
+    client: Option<Source>,
+}
+
+impl lightwire_proto::Served for SessionView<'_> {
+    fn tip(&self) -> TipInfo {
+        self.chain.served_tip()
+    }
+
+    fn height_of(&self, hash: &BlockHash) -> Option<u32> {
+        self.chain.height_of(hash)
+    }
+
+    fn base(&self) -> u32 {
+        self.chain.base
+    }
+
+    fn copy_headers(&self, from: u32, n: usize, out: &mut [u8]) -> usize {
+        self.chain.copy_headers(from, n, out)
+    }
+
+    fn header(&self, height: u32) -> Option<[u8; HEADER_LEN]> {
+        lightwire_proto::Served::header(self.chain, height)
+    }
+
+    fn reorgs(&self) -> u64 {
+        self.chain.reorgs
+    }
+
+    fn serves_filters(&self) -> bool {
+        self.chain.filters.is_some()
+    }
+
+    fn filter_tip(&self) -> Option<u32> {
+        self.chain.filters.as_ref()?.tip()
+    }
+
+    fn filter_entry(&self, height: u32) -> Option<FilterEntry> {
+        self.chain.filters.as_ref()?.entry(height)
+    }
+
+    fn serves_blocks(&self) -> bool {
+        self.chain.blocks.is_some()
+    }
+
+    fn relays(&self) -> bool {
+        self.chain.relay.is_some()
+    }
+
+    fn relay_tx(&self, tx: &[u8]) -> lightwire_proto::session::RelayStatus {
+        match &self.chain.relay {
+            Some(r) => r.push_from(self.client, tx),
             None => lightwire_proto::session::RelayStatus::NoNode,
         }
     }
 
     fn with_block<R>(&self, height: u32, read: impl FnOnce(&[u8]) -> R) -> FilterLookup<R> {
-        match &self.blocks {
-            Some(b) => b.with_block(height, lightwire_proto::Served::header(self, height), read),
+        let header = lightwire_proto::Served::header(self.chain, height);
+        match &self.chain.blocks {
+            Some(b) => b.with_block_for(self.session, height, header, read),
             None => FilterLookup::Missing,
         }
     }
 
     fn with_filter<R>(&self, height: u32, read: impl FnOnce(&[u8]) -> R) -> FilterLookup<R> {
-        match &self.filters {
-            Some(f) => f.with_filter(height, lightwire_proto::Served::header(self, height), read),
+        let header = lightwire_proto::Served::header(self.chain, height);
+        match &self.chain.filters {
+            Some(f) => f.with_filter_for(self.session, height, header, read),
             None => FilterLookup::Missing,
         }
     }
@@ -688,6 +784,42 @@ mod tests {
         assert_eq!(served.entries(3000, 3050).unwrap()[50], *chain.tip());
         // Outcomes that stage nothing change nothing.
         assert!(!served.apply(&Outcome::Known, &[]));
+    }
+
+    /// A session reads the chain as it is, but what it waits for from the node is its
+    /// own: it is fetched while the session waits, and not once the session has ended;
+    /// its transactions count against its client's share of the relay queue.
+    #[test]
+    fn a_session_view_waits_as_its_own_session() {
+        use crate::wake::Wake;
+        use std::sync::Arc;
+        let (mut served, mut chain) = ServedChain::genesis_only(&REGTEST);
+        let main = headers_after(&REGTEST, &REGTEST.genesis, 0, 20, 0);
+        let outcome = chain.connect(&main, NOW).unwrap();
+        assert!(served.apply(&outcome, chain.staged()));
+        served.serve_upstream_blocks(Arc::new(Wake::new()));
+        let relay = Arc::new(crate::relay::TxRelay::new(Arc::new(Wake::new())));
+        relay.set_connected(true);
+        served.serve_relay(relay.clone());
+        let client = Some(Source::from(std::net::IpAddr::from([192, 0, 2, 1])));
+        let view = served.for_session(SessionId(7), client);
+        assert_eq!(
+            (view.tip(), view.header(5)),
+            (served.served_tip(), served.header(5))
+        );
+        assert_eq!(view.with_block(5, |_| ()), FilterLookup::Pending);
+        let blocks = served.blocks().unwrap();
+        assert_eq!(blocks.wanted(), Some(main[4].block_hash()));
+        served.session_ended(SessionId(7));
+        assert_eq!(blocks.wanted(), None, "it ended");
+        let relayed = (0..=crate::relay::RELAY_PER_CLIENT)
+            .filter(|_| view.relay_tx(&[1]) == lightwire_proto::session::RelayStatus::Relayed)
+            .count();
+        assert_eq!(
+            relayed,
+            crate::relay::RELAY_PER_CLIENT,
+            "its client's share"
+        );
     }
 
     /// A chain followed from a node is not served below the network's minimum chain

@@ -43,7 +43,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use core::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 
 use lightwire_chain::hash_header_bytes;
 use lightwire_noise::SecretKey;
@@ -54,11 +54,12 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, watch};
 use tokio::time::{Instant, sleep_until, timeout};
 
-use crate::admission::{Admission, Refusal, Slot, TrustedProxies};
+use crate::admission::{Admission, Refusal, Slot, Source, TrustedProxies};
 use crate::metrics::Metrics;
 use crate::pool::Pool;
-use crate::served::ServedChain;
+use crate::served::{ServedChain, SessionView};
 use crate::tls::{Stream, Tls};
+use crate::wants::SessionId;
 
 pub use crate::admission::Caps;
 pub use lightwire_proto::responder::{Close, Limits};
@@ -139,6 +140,8 @@ pub struct Shared {
     pub front: Front,
     /// Refused connections still being answered (see [`refuse`]).
     refusing: AtomicUsize,
+    /// The number of the last connection (what a session waits for is counted by it).
+    sessions: AtomicU64,
     /// Whether connections offer `headers_compact` (on unless `--no-compact-headers`,
     /// which makes the gateway answer as one from before it existed).
     pub offer_compact: bool,
@@ -227,6 +230,7 @@ impl Builder {
             admission: Admission::new(self.caps),
             front: self.front,
             refusing: AtomicUsize::new(0),
+            sessions: AtomicU64::new(SessionId::ANONYMOUS.0),
             offer_compact: self.offer_compact,
         })
     }
@@ -359,7 +363,7 @@ pub async fn serve(listener: TcpListener, shared: Arc<Shared>, shutdown: watch::
                 tokio::spawn(async move {
                     shared.metrics.connections_total.fetch_add(1, Relaxed);
                     shared.metrics.connections_open.fetch_add(1, Relaxed);
-                    let mut conn = Conn { client: None, slot, proxied };
+                    let mut conn = Conn { client: None, addr: peer.ip(), slot, proxied };
                     let ended = connection(stream, accepted, &mut conn, &shared, shutdown).await;
                     drop(conn.slot);
                     shared.metrics.connections_open.fetch_sub(1, Relaxed);
@@ -520,6 +524,8 @@ const READ_BUF: usize = 2048;
 struct Conn {
     /// The client a trusted proxy named, once it has.
     client: Option<std::net::IpAddr>,
+    /// The address the connection comes from (the proxy's, when proxied).
+    addr: std::net::IpAddr,
     slot: Slot,
     proxied: bool,
 }
@@ -559,17 +565,35 @@ async fn connection(
     }
 }
 
-/// The socket side of one connection: the stream, the clock the responder runs on, and
-/// the permits of the buffers it has on loan.
+/// The socket side of one connection: the stream, the clock the responder runs on, the
+/// permits of the buffers it has on loan, and who it is as the chain counts what its
+/// session waits for and relays.
 struct Io<'a> {
     stream: Stream,
     shared: &'a Shared,
     start: Instant,
     read_permit: Option<OwnedSemaphorePermit>,
     write_permit: Option<OwnedSemaphorePermit>,
+    session: SessionId,
+    /// Its client (none yet while a proxy has not named it).
+    client: Option<Source>,
+}
+
+impl Drop for Io<'_> {
+    /// The session is over, however the connection ended: nothing more is fetched for it.
+    fn drop(&mut self) {
+        if let Ok(chain) = self.shared.chain.read() {
+            chain.session_ended(self.session);
+        }
+    }
 }
 
 impl Io<'_> {
+    /// The chain as this connection's session reads it.
+    fn view<'c>(&self, chain: &'c ServedChain) -> SessionView<'c> {
+        chain.for_session(self.session, self.client)
+    }
+
     fn now(&self) -> Millis {
         Millis(u64::try_from(self.start.elapsed().as_millis()).unwrap_or(u64::MAX))
     }
@@ -612,7 +636,7 @@ impl Io<'_> {
                     }
                     let now = self.now();
                     match self.shared.chain.read() {
-                        Ok(chain) => conn.give_buffer(now, kind, buf, &*chain),
+                        Ok(chain) => conn.give_buffer(now, kind, buf, &self.view(&chain)),
                         Err(_) => conn.close(Close::Shutdown),
                     }
                     return;
@@ -654,7 +678,7 @@ impl Io<'_> {
             let now = self.now();
             let transmit = {
                 let chain = self.shared.chain.read().map_err(|_| Close::Shutdown)?;
-                conn.poll_transmit(now, &*chain)
+                conn.poll_transmit(now, &self.view(&chain))
             };
             let written = match transmit {
                 None => return Ok(()),
@@ -709,7 +733,7 @@ impl Io<'_> {
         }
         let now = self.now();
         match self.shared.chain.read() {
-            Ok(chain) => conn.handle_input(now, bytes, &*chain),
+            Ok(chain) => conn.handle_input(now, bytes, &self.view(&chain)),
             Err(_) => conn.close(Close::Shutdown),
         }
         // Bytes that followed act three in the same read wait for a read buffer.
@@ -752,6 +776,8 @@ async fn run(
         start: accepted,
         read_permit: None,
         write_permit: None,
+        session: SessionId(shared.sessions.fetch_add(1, Relaxed) + 1),
+        client: (!place.proxied).then(|| Source::from(place.addr)),
     };
     // Created at the accept (time 0 on its clock): its handshake deadline includes TLS.
     let mut conn = Responder::new(
@@ -786,6 +812,7 @@ async fn run(
                 io.input(&mut conn, &mut rbuf[..n]).await;
                 if let Some(client) = conn.forwarded_client() {
                     place.client = Some(client);
+                    io.client = Some(Source::from(client));
                     if let Err(why) = shared.admission.admit_forwarded(&mut place.slot, client) {
                         shared.metrics.refused(why);
                         let answer = answer_refused(&mut io.stream, refusal_response(why));
@@ -794,7 +821,7 @@ async fn run(
                     }
                     let now = io.now();
                     match shared.chain.read() {
-                        Ok(chain) => conn.release_upgrade(now, &*chain),
+                        Ok(chain) => conn.release_upgrade(now, &io.view(&chain)),
                         Err(_) => return Ok(Close::Shutdown),
                     }
                     io.count(&mut conn);

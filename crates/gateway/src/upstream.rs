@@ -13,11 +13,23 @@
 //! (a checkpoint, our bug) is tried again later.
 //!
 //! Filters, blocks and clients' transactions go through one of them at a time, the lead:
-//! the first connected node whose tip (as far as its headers showed it) is on the served
-//! chain and which says it serves filters (NODE_COMPACT_FILTERS) when the gateway serves
-//! them, asked for nothing above its tip. When it leaves, the served chain moves to a
-//! branch it is not on, or it leaves requests unanswered for half the idle time (30 s:
-//! its connection is then dropped), the next one takes over.
+//! a node whose tip (as far as its headers showed it) is on the served chain and which
+//! says it serves filters (NODE_COMPACT_FILTERS) when the gateway serves them, asked for
+//! nothing above its tip. The lead is the node that can deliver the most: the highest on
+//! the served chain (so one that says it is at genesis and shows no headers holds it only
+//! until another shows more), then one that has not answered `notfound` for the blocks
+//! asked of it again and again ([`Followers`]). Only an answer to what was asked counts:
+//! one that leaves requests unanswered for half the idle time (30 s) is dropped, as is
+//! one whose `cfheaders` do not answer what was asked or do not follow on from the filter
+//! headers held (Bitcoin Core drops a peer for that; the ones held are never erased by an
+//! answer), and `notfound` is believed only for the block asked of the node. When it
+//! leaves, the served chain moves to a branch it is not on, or another ranks above it,
+//! the next one takes over, and the log says so.
+//!
+//! The pause before dialling a node again starts over after a connection that served
+//! for a while ([`HEALTHY`]): Bitcoin Core drops a peer that relays a transaction with a
+//! bad signature (a client's, which the gateway checks only for structure) unless the
+//! peer has the `noban` permission, and the gateway is back a second later.
 //!
 //! The protocol with one node is the sans-IO state machine [`peer::Peer`]; this module is
 //! its tokio shell (the socket, the clock, the wake-ups, the pause before dialling again).
@@ -74,9 +86,42 @@ pub enum UpstreamError {
     /// A block that is not the one asked for.
     #[error(transparent)]
     Block(#[from] crate::blocks::BlockFetchError),
+    /// A `cfheaders` that does not answer what was asked, or does not follow on from the
+    /// filter headers held (Bitcoin Core drops a peer for such an answer, and so do we:
+    /// another node is asked).
+    #[error("the node's filter headers from height {height}: {wrong}")]
+    FilterHeaders {
+        /// The first height asked for.
+        height: u32,
+        /// What is wrong with them.
+        #[source]
+        wrong: WrongFilterHeaders,
+    },
     /// The gateway is stopping.
     #[error("the gateway is stopping")]
     Stopping,
+}
+
+/// What is wrong with a `cfheaders` answer.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, thiserror::Error)]
+pub enum WrongFilterHeaders {
+    /// Its stop hash is not the block asked for (BIP157: the answer names the stop hash of
+    /// its request).
+    #[error("the stop hash is not the block asked for")]
+    WrongStop,
+    /// It holds another number of filter hashes than the request covers.
+    #[error("{got} filter hashes where {asked} were asked for")]
+    WrongCount {
+        /// How many the request covers.
+        asked: u32,
+        /// How many came.
+        got: usize,
+    },
+    /// Its previous filter header is not the one held at the height before: the node's
+    /// filter-header chain and the one held (from this node or another) disagree. The
+    /// ones held are kept.
+    #[error("they do not follow on from the filter header held before them")]
+    DoNotFollowOn,
 }
 
 /// The wall clock, in seconds since the Unix epoch.
@@ -174,8 +219,14 @@ pub const INVALID_PAUSE: Duration = Duration::from_secs(600);
 /// Silence after which the node is pinged, and then how long it has to answer.
 pub const UPSTREAM_IDLE: Duration = Duration::from_secs(60);
 
+/// How long a connection must have been up after its handshake for the pause before the
+/// next one to start over from the first.
+pub const HEALTHY: Duration = Duration::from_secs(60);
+
 /// The pause before dialling a node again: 1 s, doubling to 30 s after each connection
-/// that ended; [`INVALID_PAUSE`] after one whose headers broke a rule.
+/// that ended, from 1 s again after one that was up for [`HEALTHY`]; [`INVALID_PAUSE`]
+/// after one whose headers broke a rule or whose `cfheaders` did not answer what was
+/// asked.
 struct Redial {
     pause: Duration,
 }
@@ -190,10 +241,19 @@ impl Redial {
         }
     }
 
-    /// The pause after a connection that ended for `why`.
-    fn after(&mut self, why: &UpstreamError) -> Duration {
+    /// The pause after a connection that ended for `why`, `healthy` when it had served
+    /// for a while first (the pauses start over).
+    fn after(&mut self, why: &UpstreamError, healthy: bool) -> Duration {
+        if healthy {
+            self.pause = Redial::FIRST;
+        }
         let wait = match why {
             UpstreamError::Invalid(_) => INVALID_PAUSE,
+            UpstreamError::FilterHeaders { wrong, .. }
+                if *wrong != WrongFilterHeaders::DoNotFollowOn =>
+            {
+                INVALID_PAUSE
+            }
             _ => self.pause,
         };
         self.pause = (self.pause * 2).min(Redial::MOST);
@@ -209,16 +269,21 @@ async fn follow_one(
 ) {
     let mut redial = Redial::new();
     loop {
-        let why = tokio::select! {
-            why = session(node, &shared, &together) => why,
+        let (why, up) = tokio::select! {
+            ended = session(node, &shared, &together) => ended,
             _ = shutdown.changed() => return,
         };
-        let wait = redial.after(&why);
+        let wait = redial.after(&why, up.is_some_and(|up| up >= HEALTHY));
         match why {
             UpstreamError::Invalid(rule) => tracing::error!(
                 upstream = %node.addr,
                 "upstream dropped: it sent a header that breaks a rule ({rule}); \
                  not dialled again for {} s",
+                wait.as_secs()
+            ),
+            e @ UpstreamError::FilterHeaders { .. } => tracing::error!(
+                upstream = %node.addr,
+                "upstream dropped: {e} (the filter headers held are kept); again in {} s",
                 wait.as_secs()
             ),
             e => tracing::warn!(
@@ -282,8 +347,13 @@ impl Drop for Seat<'_> {
 /// message yet).
 const READ_BUF: usize = 64 << 10;
 
-/// One connection to the node, until it ends (and why).
-async fn session(node: Node, shared: &Shared, together: &Together) -> UpstreamError {
+/// One connection to the node, until it ends: why, and how long it was up after its
+/// handshake (`None`: it never completed one).
+async fn session(
+    node: Node,
+    shared: &Shared,
+    together: &Together,
+) -> (UpstreamError, Option<Duration>) {
     let connected = async {
         let stream = TcpStream::connect(node.addr).await?;
         stream.set_nodelay(true)?;
@@ -293,7 +363,7 @@ async fn session(node: Node, shared: &Shared, together: &Together) -> UpstreamEr
     };
     let (mut stream, nonce) = match connected.await {
         Ok(c) => c,
-        Err(e) => return e.into(),
+        Err(e) => return (e.into(), None),
     };
     let start = Instant::now();
     let now = || Millis(u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX));
@@ -313,9 +383,13 @@ async fn session(node: Node, shared: &Shared, together: &Together) -> UpstreamEr
     let mut wanted = shared.filter_notify.subscribe();
     let mut lead_changed = together.lead_changed.subscribe();
     let mut buf = vec![0u8; READ_BUF];
+    let mut established: Option<Instant> = None;
     loop {
+        if established.is_none() && seat.peer.is_established() {
+            established = Some(Instant::now());
+        }
         if let Some(why) = seat.pass_on() {
-            return why;
+            return (why, established.map(|at| at.elapsed()));
         }
         if let Some(bytes) = seat.peer.poll_transmit() {
             let n = bytes.len();
@@ -373,10 +447,34 @@ mod errors {
     fn the_pause_before_dialling_again() {
         let mut r = Redial::new();
         let pauses: Vec<u64> = (0..7)
-            .map(|_| r.after(&UpstreamError::Closed).as_secs())
+            .map(|_| r.after(&UpstreamError::Closed, false).as_secs())
             .collect();
         assert_eq!(pauses, [1, 2, 4, 8, 16, 30, 30]);
         let invalid = UpstreamError::Invalid(ConnectError::BadAncestors);
-        assert_eq!(Redial::new().after(&invalid), INVALID_PAUSE);
+        assert_eq!(Redial::new().after(&invalid, false), INVALID_PAUSE);
+    }
+
+    /// A connection that served for a while and then ended (Bitcoin Core dropping the
+    /// gateway over a client's invalid transaction, say) is dialled again after the first
+    /// pause, not the longest one the node's earlier failures reached; a node dropped
+    /// for breaking a rule still waits its pause.
+    #[test]
+    fn the_pause_starts_over_after_a_healthy_connection() {
+        let mut r = Redial::new();
+        for _ in 0..6 {
+            r.after(&UpstreamError::Closed, false);
+        }
+        assert_eq!(r.after(&UpstreamError::Closed, true).as_secs(), 1);
+        assert_eq!(r.after(&UpstreamError::Closed, false).as_secs(), 2);
+        let invalid = UpstreamError::Invalid(ConnectError::BadAncestors);
+        assert_eq!(r.after(&invalid, true), INVALID_PAUSE);
+        // An answer that is not one to what was asked is a lie as plain; filter headers
+        // that do not follow on from those held may be an honest node's (the held ones
+        // came from another), so it is dialled again as after any ending.
+        let wrong = |wrong| UpstreamError::FilterHeaders { height: 5, wrong };
+        let stop = wrong(WrongFilterHeaders::WrongStop);
+        assert_eq!(Redial::new().after(&stop, false), INVALID_PAUSE);
+        let disagrees = wrong(WrongFilterHeaders::DoNotFollowOn);
+        assert_eq!(Redial::new().after(&disagrees, false), Redial::FIRST);
     }
 }

@@ -344,3 +344,44 @@ async fn following(
     });
     gw
 }
+
+/// A session that asks for a block and goes away leaves nothing to fetch: the server ends
+/// its wait when its connection ends, so that clients connecting, asking for a block and
+/// disconnecting, again and again, have the node asked for nothing more (here the node
+/// never sends the block, and the session never gets it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_block_asked_by_a_session_that_left_is_no_longer_wanted() {
+    use lightwire_gateway::client::Framing;
+    use lightwire_wire::{GetBlock, Message};
+
+    let chain = headers_after(&REGTEST, &REGTEST.genesis, 0, 100, 0);
+    let node = FakeNode::start(chain.clone()).await;
+    let gw = following(&[node.addr], Duration::from_secs(60), false).await;
+    let notify = gw.shared.filter_notify.clone();
+    gw.shared
+        .chain
+        .write()
+        .unwrap()
+        .serve_upstream_blocks(notify);
+    wait(|| gw.shared.tip_height() == 100, "the node's chain served").await;
+    let wanted = || {
+        let chain = gw.shared.chain.read().unwrap();
+        chain.blocks().and_then(|b| b.wanted())
+    };
+    for height in [50, 60, 70] {
+        let hash = chain[height - 1].block_hash();
+        let mut client = common::client(&gw, Framing::OnePerFrame).await;
+        let ask = GetBlock {
+            id: 1,
+            block_hash: hash.0,
+        };
+        client.send(&Message::GetBlock(ask)).await.unwrap();
+        wait(|| wanted() == Some(hash), "the session waits for the block").await;
+        drop(client);
+        wait(
+            || wanted().is_none(),
+            "nothing wanted once the session left",
+        )
+        .await;
+    }
+}

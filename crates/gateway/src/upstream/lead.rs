@@ -2,6 +2,14 @@
 //! its node: filter headers following the headers, the filters and blocks sessions wait
 //! for, and clients' transactions to relay. Sans-IO: requests are appended to the bytes
 //! to write, and what the shell must pass on to [`Event`]s.
+//!
+//! Only an answer to what was asked counts as one (it moves the lead's deadline on): a
+//! `cfheaders` for the request in flight, a `cfilter` in the range asked for, the block
+//! asked for, or `notfound` for it. A `cfheaders` that does not answer what was asked or
+//! does not follow on from the filter headers held ends the connection (Bitcoin Core
+//! drops a peer for one) and erases nothing held. `notfound` is believed only for the
+//! block asked of this node, and [`STRIKES`] of them in a row rank the node below those
+//! with the same height that have not said so ([`Candidacy`]).
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -11,9 +19,33 @@ use lightwire_chain::{BlockHash, Header};
 use lightwire_primitives::FilterHash;
 use lightwire_proto::Millis;
 
-use super::UpstreamError;
 use super::peer::{Event, Gateway};
+use super::{UpstreamError, WrongFilterHeaders};
 use crate::p2p::{self, P2pError};
+
+/// `notfound` answers in a row (for blocks of its own chain) after which a node ranks
+/// below the nodes of the same height that have not said so.
+pub(super) const STRIKES: u32 = 3;
+
+/// What a node's connection says of its place for the lead (see
+/// [`super::Followers`]): the node that can deliver the most leads.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(super) struct Candidacy {
+    /// Its height on the served chain; `None` when its tip is not on it, or it serves no
+    /// filters while the served chain does: then it may not lead.
+    pub(super) height: Option<u32>,
+    /// It said `notfound` for [`STRIKES`] blocks in a row.
+    pub(super) struck: bool,
+}
+
+impl Candidacy {
+    /// How it ranks: by its height on the served chain (a node can be asked for nothing
+    /// above it, so one stuck at genesis delivers nothing), then not struck; `None` when
+    /// it may not lead.
+    pub(super) fn rank(&self) -> Option<(u32, bool)> {
+        self.height.map(|h| (h, !self.struck))
+    }
+}
 
 /// What the gateway knows of one node's place, for the lead: its tip as far as its
 /// headers showed it, its `version`, and its data requests in flight.
@@ -26,9 +58,13 @@ pub(super) struct Place {
     /// What it said of itself.
     pub(super) version: Option<p2p::Version>,
     on_best: bool,
+    /// Whether it led when last it looked.
+    leading: bool,
     pub(super) filters: Filters,
     /// The block asked of the node (one at a time).
     block_asked: Option<BlockHash>,
+    /// `notfound` answers in a row for the block asked.
+    strikes: u32,
     /// Since when requests are in flight with none answered (since the last answer).
     waiting_since: Option<Millis>,
     /// How long they may stay so.
@@ -44,8 +80,10 @@ impl Place {
             tip: None,
             version: None,
             on_best: false,
+            leading: false,
             filters: Filters::default(),
             block_asked: None,
+            strikes: 0,
             waiting_since: None,
             data_deadline,
         }
@@ -109,10 +147,17 @@ impl Place {
         let has_filters = self
             .version
             .is_some_and(|v| v.services & p2p::NODE_COMPACT_FILTERS != 0);
-        let may = limit.is_some() && (has_filters || !serves_filters);
-        let (leads, gave_up) = gw.followers.leads(i, may);
-        if gave_up {
+        let candidacy = Candidacy {
+            height: limit.filter(|_| has_filters || !serves_filters),
+            struck: self.strikes >= STRIKES,
+        };
+        let (leads, changed) = gw.followers.leads(i, candidacy);
+        if changed {
             events.push_back(Event::LeadFreed);
+        }
+        if leads != self.leading {
+            self.leading = leads;
+            self.took_or_lost(gw, candidacy);
         }
         if !leads {
             // Not the lead (or no longer): nothing of ours is awaited. What it was asked
@@ -142,21 +187,42 @@ impl Place {
         }
     }
 
+    /// The node took the lead, or lost it: said in the log; one that takes it is asked
+    /// for the blocks the node before said it lacks.
+    fn took_or_lost(&self, gw: &Gateway<'_>, candidacy: Candidacy) {
+        let height = candidacy.height.unwrap_or(0);
+        if !self.leading {
+            tracing::info!(upstream = %self.addr, height, "upstream no longer leads");
+            return;
+        }
+        tracing::info!(
+            upstream = %self.addr,
+            height,
+            "upstream leads: filters, blocks and clients' transactions go through it"
+        );
+        if let Ok(c) = gw.chain.read()
+            && let Some(b) = c.blocks()
+        {
+            b.forget_missing();
+        }
+    }
+
     fn in_flight(&self) -> bool {
-        self.filters.headers_from.is_some()
+        self.filters.headers_asked.is_some()
             || self.filters.fetching.is_some()
             || self.block_asked.is_some()
     }
 
     /// A block from the node: kept for the sessions waiting if it is the one asked for and
     /// checks against its header; a block that does not is an error (the connection to
-    /// the node starts over), after the sessions are told it is not found.
+    /// the node starts over), after the sessions are told it is not found. Whether it
+    /// answered what was asked.
     pub(super) fn on_block(
         &mut self,
         gw: &Gateway<'_>,
         payload: &[u8],
         events: &mut VecDeque<Event>,
-    ) -> Result<(), UpstreamError> {
+    ) -> Result<bool, UpstreamError> {
         let header: &[u8; 80] = payload
             .get(..80)
             .and_then(|h| h.try_into().ok())
@@ -164,37 +230,55 @@ impl Place {
         let hash = lightwire_chain::hash_header_bytes(header);
         if self.block_asked != Some(hash) {
             // Not asked for (a block announced unasked): nothing to do.
-            return Ok(());
+            return Ok(false);
         }
         self.block_asked = None;
+        self.strikes = 0;
+        // Checked and kept only if a live session still waits for it.
         let result = match gw.chain.read() {
             Ok(c) => c.blocks().map_or(Ok(()), |b| b.insert(&hash, payload)),
             Err(_) => Ok(()),
         };
         events.push_back(Event::DataArrived);
-        result.map_err(UpstreamError::from)
+        result.map(|()| true).map_err(UpstreamError::from)
     }
 
-    /// The node has not the blocks of a `notfound`: sessions asking for them are told.
+    /// A `notfound`: believed only for the block asked of this node (as Bitcoin Core
+    /// tracks the blocks in flight per peer), whose sessions are told it is not found; a
+    /// strike against the node. Blocks listed unasked are not looked at (they would
+    /// poison the blocks of every session, and a 4 MB list of them the memory). Whether
+    /// it answered what was asked.
     pub(super) fn on_notfound(
         &mut self,
         gw: &Gateway<'_>,
         payload: &[u8],
         events: &mut VecDeque<Event>,
-    ) -> Result<(), UpstreamError> {
-        let asked = &mut self.block_asked;
-        p2p::inv_blocks(payload, |hash| {
-            if let Ok(c) = gw.chain.read()
-                && let Some(b) = c.blocks()
-            {
-                b.missing_block(&hash);
-            }
-            if *asked == Some(hash) {
-                *asked = None;
-            }
-        })?;
+    ) -> Result<bool, UpstreamError> {
+        let Some(asked) = self.block_asked else {
+            // Still read whole: a malformed one is an error all the same.
+            p2p::inv_blocks(payload, |_| {})?;
+            return Ok(false);
+        };
+        let mut lacks = false;
+        p2p::inv_blocks(payload, |hash| lacks |= hash == asked)?;
+        if !lacks {
+            return Ok(false);
+        }
+        self.block_asked = None;
+        self.strikes = self.strikes.saturating_add(1);
+        tracing::info!(
+            upstream = %self.addr,
+            block = %asked,
+            strikes = self.strikes,
+            "upstream has not the block asked for (notfound)"
+        );
+        if let Ok(c) = gw.chain.read()
+            && let Some(b) = c.blocks()
+        {
+            b.missing_block(&asked);
+        }
         events.push_back(Event::DataArrived);
-        Ok(())
+        Ok(true)
     }
 }
 
@@ -214,11 +298,22 @@ fn log_place(addr: SocketAddr, on_best: bool) {
 /// each kind at a time.
 #[derive(Default)]
 pub(super) struct Filters {
-    /// The first height of the `getcfheaders` in flight.
-    headers_from: Option<u32>,
+    /// The `getcfheaders` in flight.
+    headers_asked: Option<HeadersAsked>,
     /// The range of the `getcfilters` in flight.
     fetching: Option<(u32, u32)>,
     hashes: Vec<FilterHash>,
+}
+
+/// A `getcfheaders` in flight: what its answer must be.
+#[derive(Clone, Copy)]
+struct HeadersAsked {
+    /// Its first height.
+    first: u32,
+    /// Its stop block.
+    stop: BlockHash,
+    /// How many filter hashes it covers.
+    count: u32,
 }
 
 /// Filters fetched ahead of the one a session waits for.
@@ -236,14 +331,19 @@ impl Filters {
         };
         let next = f.tip().map_or(0, |t| t + 1);
         let top = c.tip().height.min(limit);
-        if self.headers_from.is_none()
+        let last = top.min(next.saturating_add(p2p::MAX_CFHEADERS - 1));
+        if self.headers_asked.is_none()
             && next <= top
-            && let Some(stop) = c.block_hash(top.min(next + p2p::MAX_CFHEADERS - 1))
+            && let Some(stop) = c.block_hash(last)
         {
             p2p::encode(out, magic, "getcfheaders", |p| {
                 p2p::write_filter_request(p, next, &stop)
             });
-            self.headers_from = Some(next);
+            self.headers_asked = Some(HeadersAsked {
+                first: next,
+                stop,
+                count: last - next + 1,
+            });
         }
         let wanted = f.wanted(FETCH_AHEAD.min(p2p::MAX_GETCFILTERS));
         if self
@@ -261,73 +361,97 @@ impl Filters {
             p2p::encode(out, magic, "getcfilters", |p| {
                 p2p::write_filter_request(p, first, &stop)
             });
-            self.fetching = Some((first, last));
+            // The node answers up to the stop block: that is the last to wait for.
+            self.fetching = Some((first, last.min(limit)));
         }
     }
 
     /// Filter hashes from the node: chained onto those held; announced to clients (a tip
-    /// again) when they reach the tip.
+    /// again) when they reach the tip. One that does not answer the request in flight,
+    /// or does not follow on from the filter headers held, is an error (the held ones
+    /// stay). Whether it answered what was asked.
     pub(super) fn on_cfheaders(
         &mut self,
         gw: &Gateway<'_>,
         payload: &[u8],
         events: &mut VecDeque<Event>,
-    ) -> Result<(), UpstreamError> {
-        let Some(first) = self.headers_from.take() else {
-            return Ok(());
+    ) -> Result<bool, UpstreamError> {
+        let Some(asked) = self.headers_asked.take() else {
+            // Not asked for: nothing to do.
+            return Ok(false);
         };
         self.hashes.clear();
         let (stop, prev) = p2p::read_cfheaders(payload, &mut self.hashes)?;
-        let Ok(mut c) = gw.chain.write() else {
-            return Ok(());
+        let wrong = |wrong| UpstreamError::FilterHeaders {
+            height: asked.first,
+            wrong,
         };
-        let stop_height = c.height_of(&stop);
-        let expected = (first as usize + self.hashes.len()).checked_sub(1);
-        if stop_height.map(|h| h as usize) != expected {
-            // Not the answer to what we asked (the chain moved meanwhile): ask again.
-            return Ok(());
+        if stop != asked.stop {
+            return Err(wrong(WrongFilterHeaders::WrongStop));
         }
-        let tip = c.tip().height;
-        let Some(f) = c.filters_mut() else {
-            return Ok(());
+        if self.hashes.len() != asked.count as usize {
+            return Err(wrong(WrongFilterHeaders::WrongCount {
+                asked: asked.count,
+                got: self.hashes.len(),
+            }));
+        }
+        let Ok(mut c) = gw.chain.write() else {
+            return Ok(true);
         };
-        if let Err(e) = f.extend(first, prev, &self.hashes) {
-            // The node's filter-header chain does not follow on from ours: ours is of a
-            // branch the node left (a reorg raced the request). Start over below it.
-            tracing::warn!(upstream_filters = %e, "filter headers start over from {}", first.saturating_sub(1));
-            f.truncate(first.saturating_sub(1));
-            return Ok(());
+        let tip = c.tip().height;
+        // The served chain moved since the request (a reorg took the stop block off it,
+        // or filter headers held were dropped or came from the node leading before): the
+        // answer is of no use now, and no fault of the node's. It is asked afresh.
+        if c.height_of(&stop) != Some(asked.first + asked.count - 1) {
+            return Ok(true);
+        }
+        let Some(f) = c.filters_mut() else {
+            return Ok(true);
+        };
+        if f.tip().map_or(0, |t| t + 1) != asked.first {
+            return Ok(true);
+        }
+        if f.extend(asked.first, prev, &self.hashes).is_err() {
+            // Its chain of filter headers and the one held disagree below `first`: one of
+            // the nodes lied, and which cannot be told from here. The held ones stay (an
+            // answer never erases them), and this node goes.
+            return Err(wrong(WrongFilterHeaders::DoNotFollowOn));
         }
         if f.tip() == Some(tip) {
             events.push_back(Event::TipChanged);
         }
-        Ok(())
+        Ok(true)
     }
 
-    /// A filter from the node: cached if it is the one its filter header commits to.
+    /// A filter from the node, in the range asked for: cached if it is the one its filter
+    /// header commits to, an error if not. Whether it answered what was asked.
     pub(super) fn on_cfilter(
         &mut self,
         gw: &Gateway<'_>,
         payload: &[u8],
         events: &mut VecDeque<Event>,
-    ) -> Result<(), UpstreamError> {
+    ) -> Result<bool, UpstreamError> {
         let (block, filter) = p2p::read_cfilter(payload)?;
         let Ok(c) = gw.chain.read() else {
-            return Ok(());
+            return Ok(false);
         };
         let Some(height) = c.height_of(&block) else {
-            return Ok(());
+            return Ok(false);
+        };
+        let Some((_, last)) = self.fetching.filter(|(a, b)| (*a..=*b).contains(&height)) else {
+            // Not asked for: not looked at.
+            return Ok(false);
         };
         let taken = c.filters().is_some_and(|f| f.insert(height, filter));
         drop(c);
         if !taken {
             return Err(UpstreamError::FilterMismatch(height));
         }
-        if self.fetching.is_some_and(|(_, last)| last == height) {
+        if last == height {
             self.fetching = None;
         }
         events.push_back(Event::DataArrived);
-        Ok(())
+        Ok(true)
     }
 }
 
@@ -343,9 +467,11 @@ fn ask_block(
     if asked.is_some() {
         return;
     }
+    // The lowest block a live session waits for that the node has: on the served chain
+    // (a session may wait for one a reorg took off it) at or below its height.
     let Some(hash) = gw.chain.read().ok().and_then(|c| {
-        let hash = c.blocks().and_then(|b| b.wanted())?;
-        c.height_of(&hash).filter(|h| *h <= limit).map(|_| hash)
+        c.blocks()?
+            .wanted_within(|height, hash| height <= limit && c.height_of(hash) == Some(height))
     }) else {
         return;
     };

@@ -14,7 +14,7 @@
 //! [`Millis`] on the shell's monotonic clock; the wall clock, which only the rule against
 //! headers from the future and our `version` read, comes in [`Gateway::unix_time`].
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::{Mutex, PoisonError, RwLock};
 use std::time::Duration;
@@ -24,7 +24,7 @@ use lightwire_proto::Millis;
 
 use super::UpstreamError;
 use super::headers::{getheaders, take_headers};
-use super::lead::Place;
+use super::lead::{Candidacy, Place};
 use crate::p2p;
 use crate::relay::TxRelay;
 use crate::served::ServedChain;
@@ -48,11 +48,17 @@ pub struct Gateway<'a> {
 /// node sends is validated against the same chain (the gateway serves the valid chain
 /// with the most work among them), the node that leads (fetches filters and blocks and
 /// relays transactions for everyone), and how many nodes completed their handshake.
+///
+/// The lead goes by what a node can deliver: the node highest on the served chain leads
+/// (one can be asked for nothing above its height), and among those as high, one that
+/// has not said `notfound` for the blocks asked again and again. The lead keeps it until
+/// another ranks strictly above it (no change among equals, so that requests in flight
+/// are not dropped for nothing), it may no longer lead, or it goes.
 pub struct Followers {
     /// The validation state of the served chain's tip, and the latest lesser branch.
     chain: Mutex<Chain>,
-    /// The node that leads (its index).
-    lead: Mutex<Option<usize>>,
+    /// Who leads, and what each node's connection last said of its place.
+    lead: Mutex<Lead>,
     /// Nodes that completed the handshake (the relay is told under this lock, so that it
     /// never says "none" while one is connected).
     connected: Mutex<usize>,
@@ -64,14 +70,17 @@ impl Followers {
     pub fn new(chain: Chain) -> Followers {
         Followers {
             chain: Mutex::new(chain),
-            lead: Mutex::new(None),
+            lead: Mutex::new(Lead::default()),
             connected: Mutex::new(0),
         }
     }
 
     /// The node that leads now, if any.
     pub fn lead(&self) -> Option<usize> {
-        *self.lead.lock().unwrap_or_else(PoisonError::into_inner)
+        self.lead
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .node
     }
 
     /// Nodes that completed their handshake and are still connected.
@@ -87,31 +96,23 @@ impl Followers {
         self.chain.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Whether node `i` leads, taking the lead if there is none and it may lead (`may`:
-    /// its tip is on the served chain, and it serves filters if the chain does). One that
-    /// may no longer gives the lead up: the second value says so.
-    pub(super) fn leads(&self, i: usize, may: bool) -> (bool, bool) {
+    /// Whether node `i`, whose place is now `candidacy`, leads (see the type's
+    /// documentation for who does); the second value says the lead changed hands (the
+    /// others are to be woken).
+    pub(super) fn leads(&self, i: usize, candidacy: Candidacy) -> (bool, bool) {
         let mut lead = self.lead.lock().unwrap_or_else(PoisonError::into_inner);
-        match *lead {
-            Some(l) if l == i && !may => {
-                *lead = None;
-                (false, true)
-            }
-            Some(l) => (l == i, false),
-            None if may => {
-                *lead = Some(i);
-                (true, false)
-            }
-            None => (false, false),
-        }
+        lead.candidates.insert(i, candidacy);
+        let changed = lead.choose();
+        (lead.node == Some(i), changed)
     }
 
     /// Node `i` is gone: whether it freed the lead.
     fn leave(&self, i: usize) -> bool {
         let mut lead = self.lead.lock().unwrap_or_else(PoisonError::into_inner);
-        let freed = *lead == Some(i);
+        lead.candidates.remove(&i);
+        let freed = lead.node == Some(i);
         if freed {
-            *lead = None;
+            lead.node = None;
         }
         freed
     }
@@ -127,6 +128,34 @@ impl Followers {
     }
 }
 
+/// Who leads, and what each node's connection last said of its place for the lead.
+#[derive(Default)]
+struct Lead {
+    node: Option<usize>,
+    candidates: BTreeMap<usize, Candidacy>,
+}
+
+impl Lead {
+    /// Keep the lead or hand it to the node ranking strictly above it (the lowest index
+    /// among equals); whether it changed hands.
+    fn choose(&mut self) -> bool {
+        let rank = |n: &usize| self.candidates.get(n).and_then(Candidacy::rank);
+        let best = self
+            .candidates
+            .iter()
+            .filter_map(|(n, c)| Some((c.rank()?, std::cmp::Reverse(*n))))
+            .max();
+        let keep = self
+            .node
+            .and_then(|l| Some((l, rank(&l)?)))
+            .filter(|(_, r)| best.is_none_or(|(b, _)| b <= *r));
+        let next = keep.map(|(l, _)| l).or(best.map(|(_, n)| n.0));
+        let changed = next != self.node;
+        self.node = next;
+        changed
+    }
+}
+
 /// What the shell must pass on.
 #[derive(Debug)]
 pub enum Event {
@@ -138,8 +167,10 @@ pub enum Event {
     /// Filters or a block arrived, or the node said it has not a block: the sessions
     /// waiting for one try again.
     DataArrived,
-    /// This node gave the lead up: wake the other nodes' connections
-    /// ([`Peer::handle_wake`]), so that one takes it.
+    /// The lead changed hands through this node (it gave the lead up, took it, or handed
+    /// it to a node ranking above it): wake the other nodes' connections
+    /// ([`Peer::handle_wake`]), so that the one leading now asks for what is waited for
+    /// and the one before forgets what it asked.
     LeadFreed,
     /// The connection is over, and why: the shell closes the socket. Nothing more comes.
     Closed(UpstreamError),
@@ -368,21 +399,18 @@ impl Peer {
             }
             b"headers" => self.on_headers(payload, gw)?,
             b"inv" if p2p::inv_has_block(payload)? => getheaders(out, magic, gw, None),
-            b"cfheaders" => {
-                self.place.answered();
-                (self.place.filters).on_cfheaders(gw, payload, &mut self.events)?;
-            }
-            b"cfilter" => {
-                self.place.answered();
-                (self.place.filters).on_cfilter(gw, payload, &mut self.events)?;
-            }
-            b"block" => {
-                self.place.answered();
-                self.place.on_block(gw, payload, &mut self.events)?;
-            }
-            b"notfound" => {
-                self.place.answered();
-                self.place.on_notfound(gw, payload, &mut self.events)?;
+            b"cfheaders" | b"cfilter" | b"block" | b"notfound" => {
+                let (place, events) = (&mut self.place, &mut self.events);
+                let answered = match command {
+                    b"cfheaders" => place.filters.on_cfheaders(gw, payload, events)?,
+                    b"cfilter" => place.filters.on_cfilter(gw, payload, events)?,
+                    b"block" => place.on_block(gw, payload, events)?,
+                    _ => place.on_notfound(gw, payload, events)?,
+                };
+                // Only an answer to what was asked moves the lead's deadline on.
+                if answered {
+                    place.answered();
+                }
             }
             _ => {}
         }

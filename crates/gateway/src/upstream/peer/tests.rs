@@ -5,12 +5,14 @@
 use std::sync::Arc;
 
 use lightwire_chain::generate::headers_after;
+use lightwire_chain::synthetic::{DEFAULT_PROFILE, Pool, SyntheticBlock};
 use lightwire_chain::{BlockHash, CompactTarget, ConnectError, REGTEST};
 use lightwire_filter::{FilterHeader, filter_hash, filter_header};
 use lightwire_proto::session::{FilterLookup, RelayStatus};
 
 use super::*;
 use crate::p2p::P2pError;
+use crate::upstream::WrongFilterHeaders;
 use crate::wake::Wake;
 
 /// Far enough past every generated header's time that none is from the future.
@@ -70,6 +72,34 @@ struct Behaviour {
     says_filters: bool,
     /// Answers `getcfheaders` and `getcfilters`.
     answers_filters: bool,
+    /// How it answers `getcfheaders` (while it has lies left).
+    cfheaders: CfHeaders,
+    /// How it answers `getdata` for a block.
+    blocks: Blocks,
+}
+
+/// What a fake node answers to `getcfheaders`.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum CfHeaders {
+    /// Its filter headers as asked.
+    Honest,
+    /// A previous filter header that is not its own.
+    WrongPrev,
+    /// A stop hash that is not the one asked for.
+    WrongStop,
+    /// No filter hashes.
+    Empty,
+}
+
+/// What a fake node answers to `getdata` for a block.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Blocks {
+    /// The block.
+    Real,
+    /// Its header without its transactions: not the header's block.
+    Bogus,
+    /// `notfound`.
+    NotFound,
 }
 
 const HONEST: Behaviour = Behaviour {
@@ -77,6 +107,8 @@ const HONEST: Behaviour = Behaviour {
     pongs: true,
     says_filters: true,
     answers_filters: true,
+    cfheaders: CfHeaders::Honest,
+    blocks: Blocks::Real,
 };
 
 /// A fake node: its chain (after genesis), a filter per block (made up: the gateway only
@@ -86,6 +118,8 @@ struct FakeNode {
     headers: Vec<Header>,
     filters: Vec<Vec<u8>>,
     behaviour: Behaviour,
+    /// How many more answers its behaviour may lie in (then it answers honestly).
+    lies_left: u32,
     received: Vec<(Vec<u8>, Vec<u8>)>,
     pending: Vec<u8>,
 }
@@ -99,6 +133,7 @@ impl FakeNode {
             headers,
             filters,
             behaviour,
+            lies_left: u32::MAX,
             received: Vec::new(),
             pending: Vec::new(),
         }
@@ -146,7 +181,16 @@ impl FakeNode {
         out
     }
 
-    fn answer(&self, command: &[u8], payload: &[u8], out: &mut Vec<u8>) {
+    /// The lie of `lie` if it has lies left (counting it), else the truth.
+    fn lie<T: PartialEq>(&mut self, lie: T, truth: T) -> T {
+        if lie == truth || self.lies_left == 0 {
+            return truth;
+        }
+        self.lies_left -= 1;
+        lie
+    }
+
+    fn answer(&mut self, command: &[u8], payload: &[u8], out: &mut Vec<u8>) {
         let magic = FakeNode::magic();
         let b = self.behaviour;
         match command {
@@ -179,16 +223,26 @@ impl FakeNode {
             b"getcfheaders" if b.answers_filters => {
                 let (first, stop) = filter_request(payload);
                 let stop = self.height_of(stop.as_bytes()).unwrap();
-                let prev = first
+                let mut prev = first
                     .checked_sub(1)
                     .map_or([0; 32], |h| self.filter_header(h));
+                let mut stop_hash = self.hash_at(stop);
+                let mut hashes: Vec<_> = (first..=stop)
+                    .map(|h| filter_hash(&self.filters[h as usize]))
+                    .collect();
+                match self.lie(b.cfheaders, CfHeaders::Honest) {
+                    CfHeaders::Honest => {}
+                    CfHeaders::WrongPrev => prev = [0xee; 32],
+                    CfHeaders::WrongStop => stop_hash = BlockHash([0xee; 32]),
+                    CfHeaders::Empty => hashes.clear(),
+                }
                 p2p::encode(out, magic, "cfheaders", |p| {
                     p.push(0);
-                    p.extend_from_slice(stop_hash(self, stop).as_bytes());
+                    p.extend_from_slice(stop_hash.as_bytes());
                     p.extend_from_slice(&prev);
-                    p2p::write_compact(p, u64::from(stop - first + 1));
-                    for h in first..=stop {
-                        p.extend_from_slice(&filter_hash(&self.filters[h as usize]).0);
+                    p2p::write_compact(p, hashes.len() as u64);
+                    for hash in &hashes {
+                        p.extend_from_slice(&hash.0);
                     }
                 });
             }
@@ -205,23 +259,32 @@ impl FakeNode {
                 }
             }
             b"getdata" => {
-                // A block under the header asked for, without its transactions: not the
-                // header's block.
                 let hash = &payload[5..37];
-                if let Some(h) = self.height_of(hash).filter(|h| *h > 0) {
-                    p2p::encode(out, magic, "block", |p| {
-                        p.extend_from_slice(&self.headers[h as usize - 1].encode());
+                let Some(h) = self.height_of(hash).filter(|h| *h > 0) else {
+                    return;
+                };
+                let header = self.headers[h as usize - 1].encode();
+                match b.blocks {
+                    Blocks::Real => p2p::encode(out, magic, "block", |p| {
+                        let mut block = Vec::new();
+                        let pool = Pool::default_pool();
+                        SyntheticBlock::write_at(&DEFAULT_PROFILE, pool, h, 0, &header, &mut block);
+                        p.extend_from_slice(&block);
+                    }),
+                    // The header asked for, without its transactions.
+                    Blocks::Bogus => p2p::encode(out, magic, "block", |p| {
+                        p.extend_from_slice(&header);
                         p.push(0);
-                    });
+                    }),
+                    // The same inventory as asked for.
+                    Blocks::NotFound => {
+                        p2p::encode(out, magic, "notfound", |p| p.extend_from_slice(payload))
+                    }
                 }
             }
             _ => {}
         }
     }
-}
-
-fn stop_hash(node: &FakeNode, height: u32) -> BlockHash {
-    node.hash_at(height)
 }
 
 /// A `getcfheaders` or `getcfilters` payload: its start height and stop hash.
@@ -322,6 +385,59 @@ fn before(t: Millis) -> Millis {
 
 fn chain_of(n: u32) -> Vec<Header> {
     headers_after(&REGTEST, &REGTEST.genesis, 0, n, 0)
+}
+
+impl World {
+    /// Following nodes from genesis, serving their filters when `filters` and their blocks.
+    fn with_blocks(filters: bool) -> World {
+        let world = World::new(filters);
+        world
+            .chain
+            .write()
+            .unwrap()
+            .serve_upstream_blocks(Arc::new(Wake::new()));
+        world
+    }
+
+    /// A session asks for the block at `height`: whether it is here (its length), being
+    /// fetched, or not to be had.
+    fn block(&self, height: u32) -> FilterLookup<usize> {
+        let chain = self.chain.read().unwrap();
+        let header = lightwire_proto::Served::header(&*chain, height);
+        chain
+            .blocks()
+            .unwrap()
+            .with_block(height, header, <[u8]>::len)
+    }
+
+    /// The hash of the served block at `height`.
+    fn hash(&self, height: u32) -> BlockHash {
+        self.chain.read().unwrap().block_hash(height).unwrap()
+    }
+}
+
+/// What the shell does on a wake-up (a session waits, the lead changed hands), for every
+/// connection, until nothing more happens.
+fn wake_all(world: &World, links: &mut [&mut Link]) {
+    for _ in 0..3 {
+        for link in links.iter_mut() {
+            link.peer.handle_wake(world.now, &world.gw());
+            link.pump(world);
+        }
+    }
+}
+
+/// A `notfound` listing `hashes` as blocks.
+fn notfound(hashes: &[BlockHash]) -> Vec<u8> {
+    let mut out = Vec::new();
+    p2p::encode(&mut out, FakeNode::magic(), "notfound", |p| {
+        p2p::write_compact(p, hashes.len() as u64);
+        for h in hashes {
+            p.extend_from_slice(&2u32.to_le_bytes());
+            p.extend_from_slice(h.as_bytes());
+        }
+    });
+    out
 }
 
 #[test]
@@ -463,14 +579,20 @@ fn a_lead_that_disconnects_hands_the_lead_to_the_next() {
     a.pump(&world);
     assert!(a.saw(|e| matches!(e, Event::LeadFreed)));
     assert_eq!(world.followers.connected(), 2);
-    // The shell wakes the others.
+    // The shell wakes the others: the first woken hands the lead to the one that may
+    // take it, even when that is not itself.
     c.peer.handle_wake(world.now, &world.gw());
     c.pump(&world);
     assert_eq!(
         world.followers.lead(),
-        None,
+        Some(1),
         "it serves no filters: it may not lead"
     );
+    assert!(
+        c.saw(|e| matches!(e, Event::LeadFreed)),
+        "the others are woken"
+    );
+    assert_eq!(b.node.count("getcfilters"), 0, "not yet woken");
     b.peer.handle_wake(world.now, &world.gw());
     b.pump(&world);
     assert_eq!(world.followers.lead(), Some(1));
@@ -578,7 +700,11 @@ fn a_lying_filter_or_block_drops_the_node() {
         .write()
         .unwrap()
         .serve_upstream_blocks(Arc::new(Wake::new()));
-    let mut link = Link::open(&world, 0, FakeNode::new(chain_of(100), HONEST));
+    let bogus = Behaviour {
+        blocks: Blocks::Bogus,
+        ..HONEST
+    };
+    let mut link = Link::open(&world, 0, FakeNode::new(chain_of(100), bogus));
     let block = |w: &World| {
         let chain = w.chain.read().unwrap();
         let header = lightwire_proto::Served::header(&*chain, 50);
@@ -607,4 +733,197 @@ fn messages_arriving_a_byte_at_a_time_are_read_whole() {
     }
     assert_eq!(world.tip(), 15);
     assert!(link.closed().is_none());
+}
+
+/// A node that says it is at genesis (start height 0, NODE_COMPACT_FILTERS) and answers
+/// `headers` empty takes the lead when it comes first; once an honest node shows a chain
+/// above it, the honest one leads: filter headers, blocks and clients' transactions go
+/// through the node that can deliver them, not into nothing.
+#[test]
+fn a_node_stuck_at_genesis_does_not_keep_the_lead() {
+    let world = World::with_blocks(true);
+    let mut stuck = Link::open(&world, 0, FakeNode::new(Vec::new(), HONEST));
+    assert_eq!(
+        world.followers.lead(),
+        Some(0),
+        "alone at genesis, it leads"
+    );
+    let mut honest = Link::open(&world, 1, FakeNode::new(chain_of(100), HONEST));
+    wake_all(&world, &mut [&mut stuck, &mut honest]);
+    assert_eq!(world.tip(), 100);
+    assert_eq!(
+        world.followers.lead(),
+        Some(1),
+        "the node that can deliver leads"
+    );
+    assert_eq!(world.filter_tip(), Some(100));
+    assert_eq!(world.block(50), FilterLookup::Pending);
+    wake_all(&world, &mut [&mut stuck, &mut honest]);
+    assert!(matches!(world.block(50), FilterLookup::Ready(_)));
+    assert_eq!(world.relay.push(&[1, 2, 3]), RelayStatus::Relayed);
+    wake_all(&world, &mut [&mut stuck, &mut honest]);
+    assert_eq!((stuck.node.count("tx"), honest.node.count("tx")), (0, 1));
+    assert_eq!(stuck.node.count("getdata"), 0);
+    assert!(stuck.closed().is_none() && honest.closed().is_none());
+}
+
+/// A lead whose `cfheaders` do not follow on from the filter headers held (its previous
+/// filter header is not ours) is dropped, naming the height; the filter headers held
+/// stay (today's answer erased one per round), and it is not asked again.
+#[test]
+fn a_lead_whose_filter_headers_do_not_follow_on_is_dropped_and_erases_nothing() {
+    let world = World::new(true);
+    let mut first = Link::open(&world, 0, FakeNode::new(chain_of(100), HONEST));
+    assert_eq!(world.filter_tip(), Some(100));
+    let held = |h| world.chain.read().unwrap().filters().unwrap().entry(h);
+    let before = held(100);
+    first.peer.close(&world.gw(), UpstreamError::Closed);
+    first.pump(&world);
+    let lies = Behaviour {
+        cfheaders: CfHeaders::WrongPrev,
+        ..HONEST
+    };
+    let mut node = FakeNode::new(chain_of(101), lies);
+    node.lies_left = 1;
+    let liar = Link::open(&world, 1, node);
+    assert_eq!(world.tip(), 101);
+    assert!(
+        matches!(
+            liar.closed(),
+            Some(UpstreamError::FilterHeaders {
+                height: 101,
+                wrong: WrongFilterHeaders::DoNotFollowOn
+            })
+        ),
+        "{:?}",
+        liar.events
+    );
+    assert_eq!(liar.node.count("getcfheaders"), 1, "not asked again");
+    assert_eq!((world.filter_tip(), held(100)), (Some(100), before));
+    assert_eq!(world.followers.lead(), None);
+}
+
+/// A `cfheaders` that does not answer what was asked (another stop hash, or no filter
+/// hashes) drops the node at once instead of being asked again and again.
+#[test]
+fn a_lead_answering_filter_headers_not_asked_for_is_dropped() {
+    for (lie, wrong) in [
+        (CfHeaders::WrongStop, WrongFilterHeaders::WrongStop),
+        (
+            CfHeaders::Empty,
+            WrongFilterHeaders::WrongCount { asked: 51, got: 0 },
+        ),
+    ] {
+        let world = World::new(true);
+        let mut node = FakeNode::new(chain_of(50), HONEST);
+        node.behaviour.cfheaders = lie;
+        node.lies_left = 3;
+        let link = Link::open(&world, 0, node);
+        assert!(
+            matches!(link.closed(), Some(UpstreamError::FilterHeaders { height: 0, wrong: w }) if *w == wrong),
+            "{lie:?}: {:?}",
+            link.events
+        );
+        assert_eq!(link.node.count("getcfheaders"), 1, "{lie:?}");
+        assert_eq!(world.filter_tip(), None);
+    }
+}
+
+/// A lead that answers `notfound` for blocks of its own chain is believed for the block
+/// asked (the session is told), and after three such answers another node that has the
+/// same chain leads; the block the first said it lacks is asked of the new lead. A node
+/// without blocks is not a liar: it stays connected.
+#[test]
+fn a_lead_that_has_no_blocks_hands_the_lead_to_one_that_has() {
+    let world = World::with_blocks(false);
+    let lacks = Behaviour {
+        blocks: Blocks::NotFound,
+        ..HONEST
+    };
+    let mut a = Link::open(&world, 0, FakeNode::new(chain_of(100), lacks));
+    let mut b = Link::open(&world, 1, FakeNode::new(chain_of(100), HONEST));
+    assert_eq!(world.followers.lead(), Some(0));
+    for h in [10, 11, 12] {
+        assert_eq!(world.block(h), FilterLookup::Pending);
+        // The wake-up reaches the lead first.
+        a.peer.handle_wake(world.now, &world.gw());
+        a.pump(&world);
+        assert_eq!(
+            world.block(h),
+            FilterLookup::Missing,
+            "believed from the node asked"
+        );
+    }
+    assert_eq!(a.node.count("getdata"), 3);
+    assert_eq!(world.followers.lead(), Some(1));
+    assert!(a.saw(|e| matches!(e, Event::LeadFreed)));
+    wake_all(&world, &mut [&mut a, &mut b]);
+    assert_eq!(
+        world.block(10),
+        FilterLookup::Pending,
+        "asked again, of the new lead"
+    );
+    wake_all(&world, &mut [&mut a, &mut b]);
+    assert!(matches!(world.block(10), FilterLookup::Ready(_)));
+    assert_eq!(b.node.count("getdata"), 1);
+    assert!(a.closed().is_none() && b.closed().is_none());
+}
+
+/// A lead that never answers its `getcfheaders` but keeps sending things nobody asked
+/// for (a `notfound`, a `block`) is dropped after half the idle time all the same:
+/// only an answer to what was asked counts.
+#[test]
+fn unasked_messages_do_not_count_as_answers() {
+    let mut world = World::new(true);
+    let stalls = Behaviour {
+        answers_filters: false,
+        ..HONEST
+    };
+    let mut link = Link::open(&world, 0, FakeNode::new(chain_of(100), stalls));
+    let asked = world.now;
+    let mut block = Vec::new();
+    p2p::encode(&mut block, FakeNode::magic(), "block", |p| {
+        p.extend_from_slice(&link.node.headers[4].encode());
+        p.push(0);
+    });
+    for (at, unasked) in [(10, notfound(&[BlockHash([7; 32])])), (20, block)] {
+        link.advance(&mut world, asked + Duration::from_secs(at));
+        link.send(&world, &unasked);
+    }
+    link.advance(&mut world, before(asked + IDLE / 2));
+    assert!(link.closed().is_none());
+    link.advance(&mut world, asked + IDLE / 2);
+    assert!(
+        matches!(link.closed(), Some(UpstreamError::Unanswered)),
+        "{:?}",
+        link.events
+    );
+}
+
+/// `notfound` is believed only from the node asked, for the block asked: blocks that
+/// nodes list unasked (the lead one, another node thirty thousand) poison nothing, take
+/// no memory and wake no session, and are fetched when a session asks.
+#[test]
+fn an_unsolicited_notfound_is_not_believed() {
+    let world = World::with_blocks(false);
+    let mut lead = Link::open(&world, 0, FakeNode::new(chain_of(100), HONEST));
+    let mut other = Link::open(&world, 1, FakeNode::new(chain_of(100), HONEST));
+    lead.send(&world, &notfound(&[world.hash(50)]));
+    let mut many: Vec<BlockHash> = (0..30_000u32)
+        .map(|i| {
+            let mut h = [0u8; 32];
+            h[..4].copy_from_slice(&i.to_le_bytes());
+            BlockHash(h)
+        })
+        .collect();
+    many.push(world.hash(60));
+    other.send(&world, &notfound(&many));
+    let woke = |l: &Link| l.saw(|e| matches!(e, Event::DataArrived));
+    assert!(!woke(&lead) && !woke(&other), "no session woken");
+    for h in [50, 60] {
+        assert_eq!(world.block(h), FilterLookup::Pending, "{h}");
+        wake_all(&world, &mut [&mut lead, &mut other]);
+        assert!(matches!(world.block(h), FilterLookup::Ready(_)), "{h}");
+    }
+    assert!(lead.closed().is_none() && other.closed().is_none());
 }
