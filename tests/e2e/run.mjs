@@ -40,7 +40,8 @@
 //   undefended one session with only that liar stores its filter headers; the next,
 //             with only the honest gateway, finds nobody to defend them: the block
 //             proves the honest filter, the stored ones give way, the scan finds the
-//             payment
+//             payment; then, with the liar back beside the honest one but withholding
+//             the filter it vouched for, it is marked bad and the same happens
 //   btcd      btcd on regtest with real transactions of every standard kind
 //             (tests/regtest_wallet.rs); the package, through a gateway following btcd,
 //             scans for the scripts and finds exactly the blocks paying and spending them
@@ -950,38 +951,56 @@ async function crosscheck() {
 /// (`ours-undefended`, nobody marked bad), and a scan finds the payment. (It used to end
 /// undecided, the liar's chain kept for good.)
 async function undefended() {
-  const storeName = 'undefended';
-  const liar = await gateway(['--generate', '20000', '--lie-filter-at', '15000'], { binary: 'lightwire-hostile' });
-  let page = await openPage();
-  try {
-    await openClient(page, { gateways: [liar.connect], storeName });
-    await until(page, "the liar's filter headers stored", 60_000,
-      (m) => syncedTo(20_000)(m) && m.storedFilterHeight === 20_000);
-    await stopClient(page);
-  } finally {
-    await page.close().catch(() => {});
-    await liar.stop();
-  }
-  const honest = await gateway(['--generate', '20000']);
-  page = await openPage();
-  try {
-    await openClient(page, { gateways: [honest.connect], storeName });
-    const { events } = await until(page, 'the dispute settled', 60_000,
-      (m, ev) => ev.some((e) => e.type === 'filterDispute') && m.storedFilterHeight === 20_000);
-    const dispute = events.find((e) => e.type === 'filterDispute');
-    const rejected = events.filter((e) => e.type === 'rejected');
-    assert(dispute.height === 15_000 && dispute.verdict === 'ours-undefended', `dispute ${JSON.stringify(dispute)}`);
-    assert(rejected.length === 0, `rejected ${JSON.stringify(rejected)}`);
-    const scripts = [coinbaseScript(15_000), ...strangers(4)];
-    const result = await page.evaluate((s) => window.client.scan({ scripts: s, fromHeight: 14_000 }), scripts);
-    const heights = result.matches.map((x) => x.height);
-    assert(heights.includes(15_000), `matches ${JSON.stringify(heights)}`);
-    log(`  a liar's filter headers stored in one session gave way in the next (${dispute.verdict} at ` +
-      `${dispute.height}, nobody marked bad) and the scan found ${JSON.stringify(heights)}`);
-    await stopClient(page);
-  } finally {
-    await page.close().catch(() => {});
-    await honest.stop();
+  const lie = ['--generate', '20000', '--lie-filter-at', '15000'];
+  // The second session: the honest gateway, and perhaps a liar beside it; whether the
+  // liar is marked bad for withholding the filter it vouched for.
+  const second = async (storeName, others, withheld) => {
+    const honest = await gateway(['--generate', '20000']);
+    const page = await openPage();
+    try {
+      await openClient(page, { gateways: [...others.map((g) => g.connect), honest.connect], storeName });
+      const { events } = await until(page, 'the dispute settled', 60_000,
+        (m, ev) => ev.some((e) => e.type === 'filterDispute') && m.storedFilterHeight === 20_000);
+      const dispute = events.find((e) => e.type === 'filterDispute');
+      const rejected = events.filter((e) => e.type === 'rejected').map((e) => [e.gateway, e.code]);
+      assert(dispute.height === 15_000 && dispute.verdict === 'ours-undefended', `dispute ${JSON.stringify(dispute)}`);
+      const want = withheld ? [[0, 'filter-withheld']] : [];
+      assert(JSON.stringify(rejected) === JSON.stringify(want), `rejected ${JSON.stringify(rejected)}`);
+      const scripts = [coinbaseScript(15_000), ...strangers(4)];
+      const result = await page.evaluate((s) => window.client.scan({ scripts: s, fromHeight: 14_000 }), scripts);
+      const heights = result.matches.map((x) => x.height);
+      assert(heights.includes(15_000), `matches ${JSON.stringify(heights)}`);
+      log(`  ${withheld ? 'the liar present but withholding its filter (marked bad, filter-withheld)' : 'the liar gone'}: ` +
+        `its stored filter headers gave way (${dispute.verdict} at ${dispute.height}) and the scan found ${JSON.stringify(heights)}`);
+      await stopClient(page);
+    } finally {
+      await page.close().catch(() => {});
+      await honest.stop();
+    }
+  };
+  for (const withheld of [false, true]) {
+    const storeName = `undefended-${withheld}`;
+    const liar = await gateway(lie, { binary: 'lightwire-hostile' });
+    const page = await openPage();
+    try {
+      await openClient(page, { gateways: [liar.connect], storeName });
+      await until(page, "the liar's filter headers stored", 60_000,
+        (m) => syncedTo(20_000)(m) && m.storedFilterHeight === 20_000);
+      await stopClient(page);
+    } finally {
+      await page.close().catch(() => {});
+      await liar.stop();
+    }
+    if (!withheld) {
+      await second(storeName, [], false);
+      continue;
+    }
+    const withholding = await gateway([...lie, '--withhold-filter-at', '15000'], { binary: 'lightwire-hostile' });
+    try {
+      await second(storeName, [withholding], true);
+    } finally {
+      await withholding.stop();
+    }
   }
 }
 

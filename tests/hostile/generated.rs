@@ -9,6 +9,8 @@
 //! - `--lie-filter-at H`: the filter of block H without its coinbase output, filter
 //!   headers rebuilt to match (a gateway hiding a payment, which only the block shows);
 //! - `--withhold-block-at H`: `not_found` for block H;
+//! - `--withhold-filter-at H`: the filter of block H not served (an answer that ends
+//!   without it), though its filter header is;
 //! - `--wrong-block-at H`: the next block's transactions under block H's header.
 //!
 //! And for wallet tests and benchmarks, `--payments FILE`: the chain pays what the file
@@ -66,6 +68,9 @@ pub struct Lies {
     /// Answer "not found" for block H
     #[arg(long, value_name = "H", conflicts_with_all = ["headers_file", "no_filters"])]
     withhold_block_at: Option<u32>,
+    /// Answer requests for the filter of block H without it (its filter header served)
+    #[arg(long, value_name = "H", conflicts_with_all = ["headers_file", "no_filters"])]
+    withhold_filter_at: Option<u32>,
     /// Send the next block's transactions as block H
     #[arg(
         long,
@@ -143,6 +148,13 @@ fn chain(lies: &Lies, count: u32) -> Result<ServedChain, String> {
     }
     if let Some(h) = lies.lie_filter_at {
         hide_coinbase(&mut chain, h).ok_or_else(|| range("lie-filter-at", h, 1))?;
+    }
+    if let Some(h) = lies.withhold_filter_at {
+        chain
+            .filters_mut()
+            .is_some_and(|f| f.withhold_filter(h))
+            .then_some(())
+            .ok_or_else(|| range("withhold-filter-at", h, 0))?;
     }
     if let Some(h) = lies.withhold_block_at {
         answer_block(&mut chain, h, |_| Some(BlockAnswer::NotFound))
@@ -332,6 +344,30 @@ mod tests {
             panic!("no block at 30");
         };
         assert_eq!(absent, Ok(Some(0)));
+    }
+
+    /// A withheld filter is not served, though its filter header is; the others are.
+    #[test]
+    fn a_withheld_filter_is_not_served_but_its_header_is() {
+        let honest = chain(&lies(&["--generate", "40"]), 40).unwrap();
+        let withheld = chain(
+            &lies(&["--generate", "40", "--withhold-filter-at", "30"]),
+            40,
+        )
+        .unwrap();
+        assert_eq!(withheld.with_filter(30, |_| ()), FilterLookup::Missing);
+        assert!(matches!(
+            withheld.with_filter(31, |_| ()),
+            FilterLookup::Ready(())
+        ));
+        assert_eq!(
+            withheld.filters().unwrap().entry(30),
+            honest.filters().unwrap().entry(30)
+        );
+        assert_eq!(
+            super::chain(&lies(&["--generate", "40", "--withhold-filter-at", "41"]), 40).err(),
+            Some("--withhold-filter-at 41: not a height from 0 to 40".into())
+        );
     }
 
     /// The wrong block has the header asked for but not its transactions; the withheld one

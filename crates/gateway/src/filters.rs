@@ -10,7 +10,7 @@
 //! asking for one not cached waits (`FilterLookup::Pending`) while the upstream task
 //! fetches it, and each is checked against its filter hash before it is cached.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use crate::wake::Wake;
@@ -35,6 +35,9 @@ pub struct ServedFilters {
     /// Filters given by the program built on this library, served in place of the
     /// source's (see [`Self::set_filter`]); none in the gateway itself.
     set: BTreeMap<u32, Arc<[u8]>>,
+    /// Heights whose filter is not served though its filter header is (see
+    /// [`Self::withhold_filter`]); none in the gateway itself.
+    withheld: BTreeSet<u32>,
 }
 
 enum Source {
@@ -120,6 +123,7 @@ impl ServedFilters {
             entries: Vec::new(),
             cache: Mutex::new(Cache::new(cache_bytes)),
             set: BTreeMap::new(),
+            withheld: BTreeSet::new(),
             source: Source::Generated {
                 profile: DEFAULT_PROFILE,
                 pool,
@@ -196,6 +200,7 @@ impl ServedFilters {
             entries: Vec::new(),
             cache: Mutex::new(Cache::new(cache_bytes)),
             set: BTreeMap::new(),
+            withheld: BTreeSet::new(),
             source: Source::Upstream {
                 wanted: Mutex::new(Wants::new()),
                 notify,
@@ -307,6 +312,20 @@ impl ServedFilters {
         }
     }
 
+    /// Answer requests for the filter of block `height` without it (as for a block off
+    /// the chain), while its filter header is still served: a gateway withholding the
+    /// filter it vouched for. False when there is no filter header at `height`.
+    ///
+    /// An extension point for test gateways built on this library: the gateway itself
+    /// never calls it.
+    pub fn withhold_filter(&mut self, height: u32) -> bool {
+        let held = (height as usize) < self.entries.len();
+        if held {
+            self.withheld.insert(height);
+        }
+        held
+    }
+
     /// Serve `filter` as the filter of block `height` from now on, and commit to it: its
     /// filter hash and every filter header from `height` up are recomputed, so that the
     /// filter headers served chain through it. False when there is no filter header at
@@ -378,6 +397,9 @@ impl ServedFilters {
         let Some(header) = header.filter(|_| (height as usize) < self.entries.len()) else {
             return FilterLookup::Missing;
         };
+        if self.withheld.contains(&height) {
+            return FilterLookup::Missing;
+        }
         let cached = self.set.get(&height).cloned().or_else(|| {
             self.cache
                 .lock()
