@@ -308,8 +308,8 @@ impl Headers {
         self.offer_tips(ctx);
     }
 
-    /// Set Syncing/Synced on the connected gateways; a gateway serving again has its
-    /// backoff reset.
+    /// Set Syncing/Synced on the connected gateways; a gateway serving in full has its
+    /// count of undelivered tips cleared.
     pub fn update_states(&self, ctx: &mut Ctx) {
         let tip = self.syncer.tip();
         let stored = self.syncer.uncommitted() == 0 && !self.committing;
@@ -329,8 +329,10 @@ impl Headers {
             } else {
                 GatewayState::Syncing
             };
+            // Not its backoff: a gateway is "synced" right after its handshake, and one that
+            // then misbehaves at once would be reconnected at once, again and again (its
+            // backoff starts over after a healthy session instead).
             if state == GatewayState::Synced {
-                ctx.gateways[g].failures = 0;
                 ctx.gateways[g].undelivered_count = 0;
             }
             ctx.set_state(g, state, None);

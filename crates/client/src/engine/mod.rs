@@ -21,7 +21,9 @@
 //!   bad for the session (no reconnect). Sync continues from the others.
 //! - A gateway whose connection drops (or stops answering pings, or whose request makes
 //!   no progress in [`REQUEST_TIMEOUT`]) is reconnected after an exponential backoff with
-//!   jitter ([`backoff`]), reset once it is serving again.
+//!   jitter ([`backoff`]), started over only after a session that stayed up
+//!   [`HEALTHY_SESSION`] (not at each handshake: a gateway that handshakes and then
+//!   misbehaves at once is reconnected ever more slowly).
 
 use lightwire_chain::Chain;
 use lightwire_noise::SecretKey;
@@ -46,7 +48,8 @@ pub use crate::ids::GatewayId;
 pub use ctx::REQUEST_TIMEOUT;
 pub use event::{Action, Counters, Event};
 pub use gateway::{
-    BACKOFF_BASE, BACKOFF_MAX, FilterTrust, GatewayState, MAX_GIVEN_UP, Rng, backoff,
+    BACKOFF_BASE, BACKOFF_MAX, FilterTrust, GatewayState, HEALTHY_SESSION, MAX_GIVEN_UP, Rng,
+    backoff,
 };
 pub use headers::MAX_UNDELIVERED;
 pub use relay::BroadcastError;

@@ -24,6 +24,8 @@ pub fn route(
     match event {
         PeerEvent::Ready => {
             ctx.gateways[g].ready = true;
+            // How long the session lasts from here decides its next backoff.
+            ctx.gateways[g].ready_at = Some(ctx.now);
             ctx.set_state(g, GatewayState::Syncing, None);
             Ok(())
         }
