@@ -167,6 +167,12 @@ impl Syncer {
         self.chain.tip()
     }
 
+    /// The height of block `hash` on the best chain, if it is among the recent headers
+    /// held (the validation window).
+    pub fn height_on_best(&self, hash: &BlockHash) -> Option<u32> {
+        self.chain.window().height_of(hash)
+    }
+
     /// The height the sync is heading for (the best announced tip), if above ours.
     pub fn target(&self) -> Option<u32> {
         self.target.map(|t| t.0)

@@ -171,7 +171,7 @@ impl Engine {
                     data = &data[taken..];
                     let Some(event) = event else { continue };
                     let routed = route(&mut self.ctx, &mut self.tasks, g, event);
-                    self.apply_effects();
+                    self.apply_effects(Some(g));
                     if let Err(why) = routed {
                         failure = Some(why);
                         break;
@@ -273,8 +273,10 @@ impl Engine {
         self.ctx.dropped(g, why);
     }
 
-    /// Carry what tasks told each other, in order.
-    fn apply_effects(&mut self) {
+    /// Carry what tasks told each other, in order. `from`: the gateway whose message
+    /// caused them, when one did (they are carried right after each message): a scan's
+    /// match is then of a filter it served, and it vouched for the block.
+    fn apply_effects(&mut self, from: Option<GatewayId>) {
         while let Some(effect) = self.ctx.effects.pop_front() {
             let c = &mut self.ctx;
             match effect {
@@ -313,7 +315,9 @@ impl Engine {
                     self.tasks.headers.syncer.truncate_filters(height);
                     self.tasks.scan.reorg(c, height - 1);
                 }
-                Effect::Matched { height, hash } => self.tasks.wallet.matched(c, height, hash),
+                Effect::Matched { height, hash } => {
+                    self.tasks.wallet.matched(c, height, hash, from)
+                }
             }
         }
     }
@@ -322,7 +326,7 @@ impl Engine {
     /// they announced dropped, and the states brought up to date.
     fn settle(&mut self) {
         loop {
-            self.apply_effects();
+            self.apply_effects(None);
             if let Some((g, why)) = self.ctx.drops.pop_front() {
                 if self.ctx.gateways[g].ready {
                     self.drop_gateway(g, why);
