@@ -498,6 +498,51 @@ fn a_future_header_keeps_the_ones_before_it_and_another_gateway_is_asked() {
     assert_eq!(e.counters().reconnects, 0);
 }
 
+/// A deep fork whose first message waits for ancestors from the store, and ends with a
+/// header three hours ahead: the branch before it is validated once the ancestors come,
+/// and the rest of the answer (held meanwhile, or still arriving) is not read, nor
+/// punished.
+#[test]
+fn a_future_header_in_an_answer_held_for_ancestors_costs_only_the_rest_of_it() {
+    let main = headers_after(&REGTEST, &REGTEST.genesis, 0, 5_000, 0);
+    let mut chain = Chain::new(&REGTEST);
+    let mut stored = vec![*chain.tip()];
+    for piece in main.chunks(2_000) {
+        chain.connect(piece, NOW.as_secs()).unwrap();
+        stored.extend_from_slice(chain.staged());
+    }
+    let tip = Tip::from(chain.tip());
+    let list = vec![ConnectString {
+        url: "ws://127.0.0.1:9000".into(),
+        node_id: key(0x40).public_key(),
+    }];
+    let mut e = Engine::new(chain, &tip, list, key(1), 7, NOW);
+    while e.poll_action().is_some() {}
+    let mut a = Fake::connect(&mut e, 0);
+    // A branch from height 100 (below the window), claiming more work than ours.
+    let branch = headers_after(&REGTEST, &main[99], 100, 200, 1);
+    a.tip(&mut e, 0, 6_100, &claimed(&branch[199], 0));
+    e.schedule();
+    let ids = a.requests(&mut e, 0);
+    let mut first = branch[..50].to_vec();
+    first.push(future_header(&branch[49], 151));
+    a.headers(&mut e, 0, ids[0], &first, false);
+    assert!(e.need_ancestors().is_some());
+    a.headers(&mut e, 0, ids[0], &branch[50..100], false);
+    e.on_ancestors(Some((&stored[..=100], 0)), NOW);
+    assert!(e.need_ancestors().is_none());
+    assert_eq!(e.state(GatewayId(0)), GatewayState::Syncing);
+    let codes: Vec<&str> = reasons(&mut e, 0).iter().map(DropReason::code).collect();
+    assert_eq!(codes, ["future-header"]);
+    a.headers(&mut e, 0, ids[0], &branch[100..150], true);
+    assert_eq!(e.state(GatewayId(0)), GatewayState::Syncing);
+    assert_eq!(
+        e.syncer().tip().hash,
+        main[4_999].block_hash(),
+        "ours has more work"
+    );
+}
+
 /// Heights a gateway sends near the top of `u32`: an answer whose first height plus its
 /// length passes `u32::MAX` is refused as the rule it breaks (a debug build panicked on
 /// the sum), whether it answers the cross-check's probe or nothing at all.
