@@ -278,6 +278,27 @@ fn backoff_doubles_to_a_cap_with_jitter() {
     assert_ne!(a.next_u64(), b.next_u64());
 }
 
+/// A session dropped within a minute of its `init` doubles the next delay, whatever the
+/// gateway did meanwhile; one that stayed up a minute starts it over; a connection that
+/// never reached `init` doubles it too.
+#[test]
+fn the_backoff_starts_over_only_after_a_healthy_session() {
+    let ms = Duration::from_millis;
+    let mut gw = gateway::Gateway::new(ConnectString {
+        url: "ws://127.0.0.1:9000".into(),
+        node_id: key(0x40).public_key(),
+    });
+    for want in [500, 1_000, 2_000] {
+        gw.ready_at = Some(NOW);
+        let dropped = NOW + (HEALTHY_SESSION - ms(1));
+        assert_eq!(gw.backoff_after_drop(dropped, 1.0), ms(want));
+    }
+    gw.ready_at = Some(NOW);
+    assert_eq!(gw.backoff_after_drop(NOW + HEALTHY_SESSION, 1.0), ms(500));
+    assert_eq!(gw.ready_at, None, "the session is over");
+    assert_eq!(gw.backoff_after_drop(NOW + HEALTHY_SESSION, 1.0), ms(1_000));
+}
+
 #[test]
 fn a_rejected_gateway_says_which_rule_at_which_height() {
     use crate::testnet::{Net, memory};
