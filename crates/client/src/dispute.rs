@@ -726,17 +726,23 @@ impl Dispute {
     }
 
     /// The gateways that owe the dispute an answer.
-    pub fn asked_gateways(&self) -> Vec<GatewayId> {
-        let mut out: Vec<GatewayId> = self.asked.map(|_| self.against).into_iter().collect();
-        if let Stage::Judge(j) = &self.stage {
-            out.extend(j.block_from.map(|(g, _)| g));
-            for f in &j.filters {
-                if let Fetch::Asked { gateway, .. } = f {
-                    out.push(*gateway);
-                }
-            }
-        }
-        out
+    pub fn asked_gateways(&self) -> impl Iterator<Item = GatewayId> + '_ {
+        // Without allocating: asked at every `poll_timeout` while a dispute is on.
+        let judge = match &self.stage {
+            Stage::Judge(j) => Some(&**j),
+            _ => None,
+        };
+        let filters = judge.into_iter().flat_map(|j| {
+            j.filters.iter().filter_map(|f| match f {
+                Fetch::Asked { gateway, .. } => Some(*gateway),
+                _ => None,
+            })
+        });
+        self.asked
+            .map(|_| self.against)
+            .into_iter()
+            .chain(judge.and_then(|j| j.block_from.map(|(g, _)| g)))
+            .chain(filters)
     }
 
     /// `gateway` does not serve blocks: the block is asked of the other side.

@@ -113,6 +113,7 @@ impl DropReason {
                 PeerError::FilterHeadersDisjoint => "filter-headers-disjoint",
             },
             DropReason::Sync(_) if self.is_future_header() => "future-header",
+            DropReason::Sync(SyncError::NotYet(_)) => "future-header",
             DropReason::Sync(SyncError::Invalid(_)) => "invalid-header",
             DropReason::Sync(SyncError::UnexpectedAnswer { .. }) => "unexpected-answer",
             DropReason::Sync(SyncError::TooManyHeaders { .. }) => "too-many-headers",
@@ -153,11 +154,11 @@ impl DropReason {
 
     /// Whether a header was refused only for being more than two hours ahead of our clock.
     fn is_future_header(&self) -> bool {
-        matches!(
-            self,
-            DropReason::Sync(SyncError::Invalid(ConnectError::Invalid(e)))
-                if e.rule.is_not_yet()
-        )
+        match self {
+            DropReason::Sync(SyncError::NotYet(_)) => true,
+            DropReason::Sync(SyncError::Invalid(ConnectError::Invalid(e))) => e.rule.is_not_yet(),
+            _ => false,
+        }
     }
 
     /// For an invalid header: its height and the rule's code (Bitcoin Core's reject

@@ -454,6 +454,19 @@ fn unwatching_keeps_what_is_left_and_stops_with_nothing_left() {
     );
 }
 
+/// Gateways serving `chains`, synced, and the wallet watching block 1,500's coinbase
+/// from 1,000.
+fn watching_1_500(chains: Vec<TestChain>) -> Net<lightwire_store::MemoryStore> {
+    let mut net = Net::new(memory(), chains, small);
+    net.drive();
+    net.host
+        .engine
+        .watch(&watch_coinbases(&[1_500]), 1_000)
+        .unwrap();
+    net.drive();
+    net
+}
+
 /// A gateway sending a block that is not the header's, or withholding one its filter
 /// matched, is marked bad naming the rule; the block comes from the other.
 #[test]
@@ -468,18 +481,102 @@ fn a_wrong_or_withheld_block_marks_its_gateway_bad() {
         }
         // The liar first: filters and blocks are asked of another gateway than the
         // headers' source, and it is the first such.
-        let mut net = Net::new(memory(), vec![TestChain::generate(3_000), liar], small);
-        net.drive();
-        net.host
-            .engine
-            .watch(&watch_coinbases(&[1_500]), 1_000)
-            .unwrap();
-        net.drive();
+        let net = watching_1_500(vec![TestChain::generate(3_000), liar]);
         let rejected = rejected(&net.host.events);
         assert_eq!(rejected, [(1, code)], "{:?}", net.host.events);
         assert_eq!(wallet_events(&net.host.events), [(true, 1_500)]);
         assert!(net.host.engine.wallet_synced());
     }
+}
+
+/// The gateway asked for a block its filter matched loses the block to a reorganisation
+/// while it fetches it: its `not_found` comes before the tip that explains it. Not a
+/// block withheld: the gateway is not marked bad, and the reorganisation withdraws the
+/// match.
+#[test]
+fn a_block_a_reorganisation_removed_is_not_found_without_fault() {
+    let mut chain = TestChain::generate(3_000);
+    chain.pending_blocks.insert(1_500);
+    let mut net = watching_1_500(vec![chain]);
+    let pending = net.host.engine.wallet().map(|w| w.pending_blocks());
+    assert_eq!(
+        pending,
+        Some(1),
+        "block 1,500 is asked for, its answer waits"
+    );
+    let mut fork = TestChain::generate(3_000);
+    fork.reorg(1_400, 1_700, 1);
+    let Some(gw) = net.host.gateways[0].as_mut() else {
+        panic!("connected");
+    };
+    gw.chain = fork;
+    gw.server.tip_changed();
+    gw.server.data_arrived();
+    net.drive();
+    // What else it was asked on the old branch ends short: asked again after a backoff.
+    net.advance(core::time::Duration::from_secs(5));
+    assert_eq!(rejected(&net.host.events), []);
+    assert_ne!(
+        net.host.engine.state(GatewayId(0)),
+        crate::engine::GatewayState::Bad
+    );
+    assert_eq!(net.stored().height, 3_100);
+    assert_eq!(wallet_events(&net.host.events), []);
+    assert!(net.host.engine.wallet_synced());
+}
+
+/// A gateway that never served the filter that matched a block answers `not_found` for
+/// it (its node lacks it): it vouched for nothing, and is not marked bad; the block comes
+/// from another gateway.
+#[test]
+fn not_found_from_a_gateway_whose_filter_did_not_match_is_no_fault() {
+    // Gateway 0 is the headers' source, serves no filters and lacks the block; gateway 1
+    // serves the filters and no blocks; gateway 2 has it.
+    let mut lacking = TestChain::generate(3_000);
+    lacking.withheld_blocks.insert(1_500);
+    lacking.serve_filters = false;
+    let mut filters_only = TestChain::generate(3_000);
+    filters_only.serve_blocks = false;
+    let net = watching_1_500(vec![lacking, filters_only, TestChain::generate(3_000)]);
+    assert_eq!(rejected(&net.host.events), [], "{:?}", net.host.events);
+    assert_eq!(wallet_events(&net.host.events), [(true, 1_500)]);
+    assert!(net.host.engine.wallet_synced());
+}
+
+/// A gateway that handshakes, serves headers, and then cuts every `filters` answer short
+/// (an answer cut short may be a reorganisation: not marked bad, reconnected): its backoff
+/// doubles from 0.5 s to 30 s instead of starting over at each handshake, so it is
+/// reconnected a few times a minute, not hammered (and hammering us) hundreds of times.
+#[test]
+fn a_gateway_that_cuts_every_answer_short_is_backed_off_not_hammered() {
+    let mut chain = TestChain::generate(3_000);
+    chain.missing_filters.insert(2_000);
+    let mut net = Net::new(memory(), vec![chain], small);
+    net.drive();
+    net.host
+        .engine
+        .start_scan(vec![coinbase_script(2_500, 0)], 1_000);
+    net.drive();
+    let cut_short = |events: &[Event]| {
+        events
+            .iter()
+            .filter(|e| {
+                matches!(e, Event::Gateway { reason: Some(r), .. } if r.code() == "filters-cut-short")
+            })
+            .count()
+    };
+    assert_eq!(cut_short(&net.host.events), 1, "{:?}", net.host.events);
+    let before = net.host.engine.counters().reconnects;
+    net.advance(core::time::Duration::from_secs(60));
+    let reconnects = net.host.engine.counters().reconnects - before;
+    // Delays of at least 0.25, 0.5, 1, 2, 4, 8, 15, 15 s (half of each, at the least,
+    // with jitter): no more than eight in a minute.
+    assert!((3..=8).contains(&reconnects), "{reconnects} in a minute");
+    assert_eq!(cut_short(&net.host.events) as u64, 1 + reconnects);
+    assert_ne!(
+        net.host.engine.state(GatewayId(0)),
+        crate::engine::GatewayState::Bad
+    );
 }
 
 /// A transaction goes to every gateway that relays; the application hears how many

@@ -3,7 +3,9 @@
 //! answers through a `lightwire_proto::Initiator` and the commits into a `HeaderStore`.
 
 use crate::ids::{Ids, TaskId};
-use lightwire_chain::{BlockHash, Chain, ConnectError, Entry, Header, Outcome, Work};
+use lightwire_chain::{
+    BlockHash, Chain, ConnectError, Entry, Header, Outcome, Rule, ValidationError, Work,
+};
 use lightwire_primitives::FilterHeader;
 use lightwire_proto::decode_headers;
 use lightwire_store::{Batch, Durability, Pending, Tip};
@@ -18,12 +20,17 @@ pub const DEFAULT_COMMIT_EVERY: usize = 50_000;
 /// the list never grows (nor allocates) past its first size however long the chain.
 pub const DEEP_MAX: usize = 64;
 
-/// Why the sync with a gateway failed: the gateway is to be disconnected and marked bad.
+/// Why the sync with a gateway failed: the gateway is to be disconnected and marked bad
+/// (all but [`SyncError::NotYet`], which is neither).
 #[derive(Clone, Copy, PartialEq, Eq, Debug, thiserror::Error)]
 pub enum SyncError {
     /// It sent a header that fails validation (the error names the height and rule).
     #[error("the gateway sent an invalid header: {0}")]
     Invalid(#[source] ConnectError),
+    /// It sent a header whose time is too far ahead of our clock: not yet valid, and not
+    /// invalid (our clock may be the slow one). The gateway stays; see [`NotYet`].
+    #[error(transparent)]
+    NotYet(NotYet),
     /// It answered a request that was not made (or not this one).
     #[error("the gateway answered request {id}, which was not asked")]
     UnexpectedAnswer {
@@ -36,6 +43,26 @@ pub enum SyncError {
         /// The request's `max_count`.
         asked: u32,
     },
+}
+
+/// A header more than two hours ahead of our clock: Bitcoin Core's `time-too-new`
+/// (`BLOCK_TIME_FUTURE`), which it neither punishes nor caches as invalid, and before
+/// which it accepts the headers of the same message. So here: the headers before it are
+/// kept, the rest of the answer (which builds on it) is not read, the tip it leads to is
+/// not asked for again until announced again, and it is validated afresh when it comes
+/// again.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, thiserror::Error)]
+#[error(
+    "the gateway sent a header not yet valid (time too far ahead): height {height}, time \
+     {time}, after {max} (our clock + 2 h); the headers before it are kept"
+)]
+pub struct NotYet {
+    /// The header's height.
+    pub height: u32,
+    /// Its time.
+    pub time: u32,
+    /// The latest time taken now.
+    pub max: u32,
 }
 
 /// What one `headers` message did.
@@ -56,6 +83,12 @@ pub struct Step {
     /// The answer ended having brought nothing new: no progress, whatever tip was
     /// announced meanwhile.
     pub empty_answer: bool,
+    /// The answer reached a header not yet valid: what came before it was taken, and the
+    /// request and its target are dropped.
+    pub not_yet: Option<NotYet>,
+    /// The request given up before its answer's last message (with `not_yet`): what still
+    /// comes for it is to be ignored.
+    pub given_up: Option<u32>,
 }
 
 /// The sync state of the best chain.
@@ -132,6 +165,12 @@ impl Syncer {
     /// The best chain's tip.
     pub fn tip(&self) -> &Entry {
         self.chain.tip()
+    }
+
+    /// The height of block `hash` on the best chain, if it is among the recent headers
+    /// held (the validation window).
+    pub fn height_on_best(&self, hash: &BlockHash) -> Option<u32> {
+        self.chain.window().height_of(hash)
     }
 
     /// The height the sync is heading for (the best announced tip), if above ours.
@@ -312,27 +351,83 @@ impl Syncer {
                 asked: self.request_size,
             });
         }
-        let outcome = match hashes {
-            Some(hashes) => {
-                self.answer_last = hashes.last().copied().or(self.answer_last);
-                self.chain.connect_hashed(&self.batch, hashes, now)
-            }
-            None => {
-                if let Some(h) = self.batch.last() {
-                    self.answer_last = Some(h.block_hash());
-                }
-                self.chain.connect(&self.batch, now)
-            }
+        self.answer_last = match hashes {
+            Some(hashes) => hashes.last().copied(),
+            None => self.batch.last().map(Header::block_hash),
         }
-        .map_err(SyncError::Invalid)?;
+        .or(self.answer_last);
+        let (outcome, not_yet) = self.connect_batch(hashes, None, now)?;
         let mut step = self.after(outcome);
-        if step.need_ancestors.is_some() {
+        if let Some(n) = not_yet {
+            self.end_not_yet(&mut step, n, last);
+        } else if step.need_ancestors.is_some() {
             // The batch waits for its ancestors; so does the end of the answer.
             self.last_deferred = last;
         } else if last {
             self.end_answer(&mut step);
         }
         Ok(step)
+    }
+
+    /// Connect the batch decoded in `self.batch` (on `ancestors` when its parent is below
+    /// the window). A header not yet valid does not cost the ones before it, as in Core:
+    /// they are connected alone (the chain took nothing of the whole batch). Returns where
+    /// they landed, and the header not yet valid if there was one.
+    fn connect_batch(
+        &mut self,
+        hashes: Option<&[BlockHash]>,
+        ancestors: Option<&[Entry]>,
+        now: u64,
+    ) -> Result<(Outcome, Option<NotYet>), SyncError> {
+        let (height, time, max) = match self.connect_once(hashes, ancestors, now) {
+            Ok(outcome) => return Ok((outcome, None)),
+            Err(ConnectError::Invalid(ValidationError {
+                height,
+                rule: Rule::TimeTooNew { time, max },
+            })) => (height, time, max),
+            Err(e) => return Err(SyncError::Invalid(e)),
+        };
+        // The headers before it passed every rule, the time limit included: the first
+        // past it is the one refused.
+        let valid = self
+            .batch
+            .iter()
+            .position(|h| h.time > max)
+            .unwrap_or(self.batch.len());
+        self.batch.truncate(valid);
+        let outcome = if valid == 0 {
+            Outcome::Known
+        } else {
+            let hashes = hashes.map(|h| h.get(..valid).unwrap_or_default());
+            self.connect_once(hashes, ancestors, now)
+                .map_err(SyncError::Invalid)?
+        };
+        Ok((outcome, Some(NotYet { height, time, max })))
+    }
+
+    fn connect_once(
+        &mut self,
+        hashes: Option<&[BlockHash]>,
+        ancestors: Option<&[Entry]>,
+        now: u64,
+    ) -> Result<Outcome, ConnectError> {
+        match (ancestors, hashes) {
+            (Some(ancestors), _) => self.chain.connect_branch(ancestors, &self.batch, now),
+            (None, Some(hashes)) => self.chain.connect_hashed(&self.batch, hashes, now),
+            (None, None) => self.chain.connect(&self.batch, now),
+        }
+    }
+
+    /// The answer reached a header not yet valid (see [`NotYet`]): the request ends here
+    /// (given up unless this was its `last` message) and its target is dropped, without
+    /// counting against the gateway (that is the engine's: it sets the tip aside).
+    fn end_not_yet(&mut self, step: &mut Step, not_yet: NotYet, last: bool) {
+        let id = self.in_flight.take();
+        step.given_up = id.filter(|_| !last);
+        step.not_yet = Some(not_yet);
+        self.last_deferred = false;
+        self.continue_from = None;
+        self.target = None;
     }
 
     fn end_answer(&mut self, step: &mut Step) {
@@ -373,17 +468,20 @@ impl Syncer {
     ) -> Result<Step, SyncError> {
         self.batch.clear();
         self.batch.extend(decode_headers(headers));
-        let mut step = if self.batch.is_empty() {
+        if self.batch.is_empty() {
             // Every header of the batch was already stored on the best chain.
-            Step::default()
-        } else {
-            let outcome = self
-                .chain
-                .connect_branch(ancestors, &self.batch, now)
-                .map_err(SyncError::Invalid)?;
-            self.after(outcome)
-        };
-        if core::mem::take(&mut self.last_deferred) {
+            let mut step = Step::default();
+            if core::mem::take(&mut self.last_deferred) {
+                self.end_answer(&mut step);
+            }
+            return Ok(step);
+        }
+        let (outcome, not_yet) = self.connect_batch(None, Some(ancestors), now)?;
+        let mut step = self.after(outcome);
+        let last = core::mem::take(&mut self.last_deferred);
+        if let Some(n) = not_yet {
+            self.end_not_yet(&mut step, n, last);
+        } else if last {
             self.end_answer(&mut step);
         }
         Ok(step)
@@ -606,6 +704,49 @@ mod tests {
             panic!("the bad header is refused");
         };
         assert_eq!(e.height, 101);
+    }
+
+    /// Core's `time-too-new`: the headers of the message before the one too far ahead are
+    /// accepted; the rest of the message and of the answer are not, and the tip it led to
+    /// is no longer the target.
+    #[test]
+    fn a_header_not_yet_valid_keeps_the_ones_before_it() {
+        let headers = headers_after(&REGTEST, &REGTEST.genesis, 0, 30, 0);
+        let mut future = headers_after(&REGTEST, &headers[19], 20, 1, 7)[0];
+        future.time = (NOW + 3 * 3600) as u32;
+        let target = future.bits.to_target().unwrap();
+        lightwire_chain::generate::mine(&mut future, &target);
+        let mut s = syncer();
+        let mut locator = Vec::new();
+        assert!(s.on_tip(40, &future, work(40)));
+        let (id, _) = s.next_request(&mut locator).unwrap();
+        let mut answer = headers[..20].to_vec();
+        answer.push(future);
+        answer.extend_from_slice(&headers[20..25]);
+        let step = s.on_headers(id, &encode(&answer), false, NOW).unwrap();
+        assert_eq!(step.accepted, 20);
+        assert!(step.progress);
+        assert_eq!(
+            step.given_up,
+            Some(id),
+            "the rest of the answer is not read"
+        );
+        let n = step.not_yet.expect("the header not yet valid");
+        assert_eq!((n.height, n.time), (21, future.time));
+        assert!(
+            n.to_string().contains("not yet valid (time too far ahead)"),
+            "{n}"
+        );
+        assert_eq!(s.tip().height, 20);
+        assert_eq!(s.target(), None);
+        assert!(s.is_synced() && s.commit_due());
+        // The header is not held as invalid: with time, it is taken.
+        assert!(s.on_tip(21, &future, work(21)));
+        let (id, _) = s.next_request(&mut locator).unwrap();
+        let later = NOW + 3 * 3600;
+        let step = s.on_headers(id, &encode(&[future]), true, later).unwrap();
+        assert_eq!((step.accepted, step.not_yet), (1, None));
+        assert_eq!(s.tip().hash, future.block_hash());
     }
 
     #[test]

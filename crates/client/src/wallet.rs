@@ -8,8 +8,14 @@
 //!   repeated pair (CVE-2012-2459). A block that is not is a rule broken
 //!   ([`WalletError::BlockMismatch`]): the gateway is marked bad and the block asked of
 //!   another.
-//! - A gateway that served the filter that matched, and answers `not_found` for its block,
-//!   withholds it ([`WalletError::Withheld`]): marked bad, asked of another.
+//! - `not_found` is no fault in itself: a gateway answers so for a block a reorganisation
+//!   has just removed, or that its node lacks. The block is asked of another gateway
+//!   (every gateway that said `not_found` is asked again after a while). Only the gateway
+//!   that served the filter that matched the block vouched for it ([`NotFound`]'s
+//!   `vouched`); if the block then comes from another gateway and the tip it announces
+//!   still holds the block, it withheld it ([`WalletError::Withheld`]): marked bad. The
+//!   engine's wallet task judges it then, when the tip of a reorganisation that took the
+//!   block would have come.
 //! - The witness commitment is not checked: nothing the wallet takes (outputs, outpoints,
 //!   txids) is in the witness data, which the Merkle root does not cover.
 //!
@@ -45,7 +51,8 @@ pub enum WalletError {
         #[source]
         error: BlockError,
     },
-    /// It answered `not_found` for a block its own filter matched.
+    /// It answered `not_found` for a block its own filter matched, and which its tip
+    /// still holds.
     #[error("it withheld block {height}, which its filter matched")]
     Withheld {
         /// The block's height.
@@ -110,6 +117,28 @@ pub enum WalletChange {
     },
 }
 
+/// What one piece of a block did (see [`WalletSync::on_piece`]).
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub enum Piece {
+    /// Taken; more is to come.
+    More,
+    /// The block is whole, checked and applied.
+    Applied(Applied),
+    /// The gateway answered `not_found`: the block is asked of another.
+    NotFound(NotFound),
+}
+
+/// A gateway answered `not_found` for a block (see the module documentation).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct NotFound {
+    /// The gateway.
+    pub gateway: GatewayId,
+    /// The block's height.
+    pub height: u32,
+    /// Whether it served the filter that matched the block: it vouched for the block.
+    pub vouched: bool,
+}
+
 /// A block applied (see [`WalletSync::on_piece`]).
 #[derive(Clone, PartialEq, Eq, Debug)]
 pub struct Applied {
@@ -131,6 +160,16 @@ pub enum Again {
     From(u32),
     /// The scan did not match one of them from its start: scan again from there.
     Restart,
+}
+
+/// A block the scan matched, to fetch and apply.
+#[derive(Clone, Copy, Debug)]
+struct Queued {
+    height: u32,
+    hash: BlockHash,
+    /// The gateway whose filter matched it, when known (not for a match restored from the
+    /// store): it vouched for the block.
+    voucher: Option<GatewayId>,
 }
 
 #[derive(Debug)]
@@ -155,11 +194,12 @@ pub struct WalletSync {
     /// Lookahead scripts paid in blocks applied, and the first height each was paid at.
     early: Vec<(Vec<u8>, u32)>,
     /// Blocks the scan matched, to fetch and apply, in height order.
-    queue: VecDeque<(u32, BlockHash)>,
+    queue: VecDeque<Queued>,
     fetch: Option<Fetch>,
     buf: Vec<u8>,
-    /// Gateways that failed the block at the front of the queue.
+    /// Gateways that failed the block at the front of the queue (`tried_for`).
     tried: Vec<GatewayId>,
+    tried_for: Option<BlockHash>,
     ids: Ids,
     /// Applied since the state was last saved.
     pub dirty: bool,
@@ -179,6 +219,7 @@ impl WalletSync {
             fetch: None,
             buf: Vec::new(),
             tried: Vec::new(),
+            tried_for: None,
             ids: Ids::new(TaskId::Wallet),
             dirty: false,
         }
@@ -301,18 +342,34 @@ impl WalletSync {
         &self.given
     }
 
-    /// The scan matched block `hash` at `height`: it is fetched and applied. Returns the
-    /// request given up, if one was (a block below the one in flight must come first).
-    pub fn matched(&mut self, height: u32, hash: BlockHash) -> Option<GivenUp> {
+    /// The scan matched block `hash` at `height`, by a filter `voucher` served (when
+    /// known): it is fetched and applied. Returns the request given up, if one was (a
+    /// block below the one in flight must come first).
+    pub fn matched(
+        &mut self,
+        height: u32,
+        hash: BlockHash,
+        voucher: Option<GatewayId>,
+    ) -> Option<GivenUp> {
         if self.ledger.tip().is_some_and(|t| height <= t) {
             return None;
         }
         // In height order, once (a scan that went back for new scripts matches again).
-        let at = self.queue.partition_point(|&(h, _)| h < height);
-        if self.queue.get(at).is_some_and(|&(h, _)| h == height) {
+        let at = self.queue.partition_point(|q| q.height < height);
+        if let Some(q) = self.queue.get_mut(at).filter(|q| q.height == height) {
+            if q.hash == hash {
+                q.voucher = q.voucher.or(voucher);
+            }
             return None;
         }
-        self.queue.insert(at, (height, hash));
+        self.queue.insert(
+            at,
+            Queued {
+                height,
+                hash,
+                voucher,
+            },
+        );
         if at == 0 {
             // Below the block in flight: that one is applied after this, so ask again.
             return self.abandon_fetch();
@@ -334,7 +391,13 @@ impl WalletSync {
         if self.fetch.is_some() {
             return None;
         }
-        let &(height, hash) = self.queue.front()?;
+        let &Queued { height, hash, .. } = self.queue.front()?;
+        if self.tried_for != Some(hash) {
+            // Another block at the front (one below came, or a reorganisation): every
+            // gateway may be asked for it.
+            self.tried.clear();
+            self.tried_for = Some(hash);
+        }
         let gateway = pick(&self.tried)?;
         let id = self.ids.next_id();
         self.fetch = Some(Fetch {
@@ -353,18 +416,37 @@ impl WalletSync {
         self.fetch.as_ref().map(|f| (f.gateway, f.id))
     }
 
+    /// Whether the block at the front waits for a gateway none of whose connected ones
+    /// are left untried: every one asked said `not_found` (or failed it).
+    pub fn all_tried(&self) -> bool {
+        self.fetch.is_none() && !self.queue.is_empty() && !self.tried.is_empty()
+    }
+
+    /// Every gateway may be asked for the block at the front again.
+    pub fn try_again(&mut self) {
+        self.tried.clear();
+    }
+
     /// One piece of the block in flight. When the block is whole and checks, it is
     /// applied: what that did.
-    pub fn on_piece(&mut self, p: &BlockPiece<'_>) -> Result<Option<Applied>, WalletError> {
+    pub fn on_piece(&mut self, p: &BlockPiece<'_>) -> Result<Piece, WalletError> {
         let Some(f) = self.fetch.as_mut() else {
-            return Ok(None);
+            return Ok(Piece::More);
         };
         let height = f.height;
         if p.not_found {
             let gateway = f.gateway;
             self.fetch = None;
             self.tried.push(gateway);
-            return Err(WalletError::Withheld { height });
+            let vouched = self
+                .queue
+                .front()
+                .is_some_and(|q| q.height == height && q.voucher == Some(gateway));
+            return Ok(Piece::NotFound(NotFound {
+                gateway,
+                height,
+                vouched,
+            }));
         }
         if p.block_len > MAX_BLOCK_LEN
             || f.len.is_some_and(|l| l != p.block_len)
@@ -379,7 +461,7 @@ impl WalletSync {
         f.len = Some(p.block_len);
         self.buf.extend_from_slice(p.data);
         if !p.last {
-            return Ok(None);
+            return Ok(Piece::More);
         }
         let (gateway, hash) = (f.gateway, f.hash);
         self.fetch = None;
@@ -404,6 +486,7 @@ impl WalletSync {
         });
         self.queue.pop_front();
         self.tried.clear();
+        self.tried_for = None;
         let mut done = Applied {
             height,
             changes: Vec::new(),
@@ -413,7 +496,7 @@ impl WalletSync {
         if let Some(applied) = applied {
             self.applied(&applied, &mut done);
         }
-        Ok(Some(done))
+        Ok(Piece::Applied(done))
     }
 
     fn give_up_fetch(&mut self) {
@@ -509,7 +592,7 @@ impl WalletSync {
             })
             .collect();
         self.ledger.disconnect_from(first);
-        self.queue.retain(|&(h, _)| h < first);
+        self.queue.retain(|q| q.height < first);
         self.early.retain(|&(_, h)| h < first);
         let gave_up = match &self.fetch {
             Some(f) if f.height >= first => self.fetch.take().map(|f| (f.gateway, f.id)),
@@ -712,7 +795,10 @@ mod tests {
             offset: 0,
             data: block,
         };
-        w.on_piece(&piece)
+        w.on_piece(&piece).map(|p| match p {
+            Piece::Applied(a) => Some(a),
+            Piece::More | Piece::NotFound(_) => None,
+        })
     }
 
     /// The block fetched and applied whole.
@@ -741,7 +827,7 @@ mod tests {
         repeated.push(txs[2].clone());
         let (mutated, _) = block_of(&repeated);
         assert_eq!(mutated[..80], good[..80], "the same header");
-        w.matched(150, hash);
+        w.matched(150, hash, None);
         assert_eq!(
             send(&mut w, &mutated),
             Err(WalletError::BlockMismatch {
@@ -752,6 +838,40 @@ mod tests {
         assert!(w.ledger.transactions().is_empty());
         let a = deliver(&mut w, &good);
         assert_eq!(found(&a), [150, 150, 150]);
+    }
+
+    /// `not_found` for a matched block: vouched for only by the gateway whose filter
+    /// matched it; each gateway that said it is tried last for that block, until the
+    /// block at the front changes or all are asked again.
+    #[test]
+    fn not_found_is_vouched_only_by_the_gateway_whose_filter_matched() {
+        let script = [
+            0x00, 0x14, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5,
+        ];
+        let mut w = WalletSync::new(Network::Mainnet, 100);
+        w.watch(&[Watched::Script(hex::encode(script))]).unwrap();
+        let (block, hash) = block_paying(150, &script);
+        w.matched(150, hash, Some(GatewayId(1)));
+        let not_found = |w: &mut WalletSync, g: GatewayId| {
+            let (asked, id, _) = w.next_fetch(|tried| {
+                assert!(!tried.contains(&g), "{g} asked again");
+                Some(g)
+            })?;
+            assert_eq!(asked, g);
+            let piece = BlockPiece::not_found(id);
+            match w.on_piece(&piece) {
+                Ok(Piece::NotFound(n)) => Some(n),
+                other => panic!("{other:?}"),
+            }
+        };
+        let n = not_found(&mut w, GatewayId(0)).unwrap();
+        assert_eq!((n.gateway, n.height, n.vouched), (GatewayId(0), 150, false));
+        let n = not_found(&mut w, GatewayId(1)).unwrap();
+        assert!(n.vouched);
+        assert!(w.all_tried());
+        w.try_again();
+        assert!(!w.all_tried());
+        assert_eq!(found(&deliver(&mut w, &block)), [150]);
     }
 
     fn found(a: &Applied) -> Vec<u32> {
@@ -778,8 +898,8 @@ mod tests {
         // Receive 25 is paid at 101, before receive 10 at 102 (the gap covers 0..20).
         let (b101, h101) = block_paying(101, &at(25));
         let (b102, h102) = block_paying(102, &at(10));
-        w.matched(101, h101);
-        w.matched(102, h102);
+        w.matched(101, h101, None);
+        w.matched(102, h102, None);
         let a = deliver(&mut w, &b101);
         assert_eq!(
             (found(&a), a.again),
@@ -794,8 +914,8 @@ mod tests {
         // The caller takes the ledger back and applies the scan's matches again.
         let (withdrawn, _) = w.withdraw_from(101);
         assert_eq!(withdrawn.len(), 1);
-        w.matched(101, h101);
-        w.matched(102, h102);
+        w.matched(101, h101, None);
+        w.matched(102, h102, None);
         let a = deliver(&mut w, &b101);
         assert_eq!((found(&a), a.again), (vec![101], None));
         let a = deliver(&mut w, &b102);
@@ -803,7 +923,7 @@ mod tests {
 
         // Saved and restored: the gap, the lookahead noted and the coverage come back.
         let (b103, h103) = block_paying(103, &at(55));
-        w.matched(103, h103);
+        w.matched(103, h103, None);
         assert_eq!(found(&deliver(&mut w, &b103)), [] as [u32; 0]);
         let mut w = WalletSync::decode(&w.encode(), Network::Mainnet).unwrap();
         assert_eq!(w.watch.branch_state(0, 0), Some((Some(25), 96)));
@@ -813,13 +933,13 @@ mod tests {
         // owns up to 76, past the 70 covered from the start (0..20 and the lookahead of 50):
         // scan again.
         let (b104, h104) = block_paying(104, &at(45));
-        w.matched(104, h104);
+        w.matched(104, h104, None);
         let a = deliver(&mut w, &b104);
         assert_eq!((found(&a), a.again), (vec![104], Some(Again::From(103))));
         let (withdrawn, _) = w.withdraw_from(103);
         assert_eq!(withdrawn.len(), 1);
-        w.matched(103, h103);
-        w.matched(104, h104);
+        w.matched(103, h103, None);
+        w.matched(104, h104, None);
         let a = deliver(&mut w, &b103);
         assert_eq!((found(&a), a.again), (vec![103], Some(Again::Restart)));
         let (withdrawn, _) = w.restart();

@@ -22,6 +22,9 @@ pub struct TestChain {
     pub serve_filters: bool,
     /// Heights whose filter is "being fetched" (answers wait for them).
     pub pending_filters: std::collections::HashSet<u32>,
+    /// Heights whose filter it does not have although it serves their filter headers: a
+    /// `filters` answer ends there, short of its request.
+    pub missing_filters: std::collections::HashSet<u32>,
     /// Whether blocks are served.
     pub serve_blocks: bool,
     /// Heights whose block is "being fetched" (answers wait for them).
@@ -49,6 +52,7 @@ impl TestChain {
             filters: Vec::new(),
             serve_filters: true,
             pending_filters: Default::default(),
+            missing_filters: Default::default(),
             serve_blocks: true,
             pending_blocks: Default::default(),
             replaced_blocks: HashMap::new(),
@@ -275,6 +279,9 @@ impl Served for TestChain {
     fn with_filter<R>(&self, height: u32, read: impl FnOnce(&[u8]) -> R) -> FilterLookup<R> {
         if self.pending_filters.contains(&height) {
             return FilterLookup::Pending;
+        }
+        if self.missing_filters.contains(&height) {
+            return FilterLookup::Missing;
         }
         match self.filters.get(height as usize) {
             Some(_) if self.withheld_filters.contains(&height) => FilterLookup::Missing,

@@ -58,7 +58,7 @@ impl Engine {
     pub fn on_ancestors(&mut self, found: Option<(&[Entry], usize)>, now: Millis) {
         self.ctx.now = now;
         if let Err((g, why)) = self.tasks.headers.on_ancestors(&mut self.ctx, found) {
-            self.apply_effects();
+            self.apply_effects(None);
             self.drop_gateway(g, why);
         }
         self.settle();

@@ -142,7 +142,12 @@ impl Check {
         a: FilterAnswer<'_>,
     ) -> Result<(), DropReason> {
         if let Some(&last) = a.headers.last() {
-            if a.first_height + a.headers.len() as u32 - 1 != p.height {
+            // The first height is the gateway's: checked, so that one near `u32::MAX` is
+            // refused, not summed past it.
+            let end = u32::try_from(a.headers.len() - 1)
+                .ok()
+                .and_then(|n| a.first_height.checked_add(n));
+            if end != Some(p.height) {
                 return Err(DropReason::Dispute(DisputeError::OutOfOrder {
                     height: p.height,
                 }));
@@ -393,10 +398,7 @@ impl Task for Check {
 
     fn deadline(&self, ctx: &Ctx) -> Option<Millis> {
         let waiting = self.probes.iter().any(Option::is_some)
-            || self
-                .dispute
-                .as_ref()
-                .is_some_and(|d| !d.asked_gateways().is_empty());
+            || self.dispute.as_ref().is_some_and(|d| d.is_waiting());
         ctx.timers.deadline(TaskId::Check, waiting)
     }
 

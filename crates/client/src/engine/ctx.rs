@@ -14,7 +14,7 @@ use lightwire_proto::{Initiator, Millis};
 use lightwire_store::Tip;
 
 use super::event::{Action, Counters, Event};
-use super::gateway::{GatewayState, Gateways, Rng, backoff};
+use super::gateway::{GatewayState, Gateways, Rng};
 use crate::ids::{GatewayId, GivenUp, TaskId};
 use crate::reason::DropReason;
 use crate::sync::SyncError;
@@ -260,8 +260,7 @@ impl Ctx {
             self.set_state(g, GatewayState::Bad, Some(why));
         } else {
             let gw = &mut self.gateways[g];
-            gw.failures += 1;
-            let delay = backoff(gw.failures, self.rng.next_f64());
+            let delay = gw.backoff_after_drop(self.now, self.rng.next_f64());
             gw.reconnect_at = Some(self.now + delay);
             self.counters.reconnects += 1;
             self.set_state(g, GatewayState::BackingOff, Some(why));

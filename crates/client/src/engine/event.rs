@@ -13,7 +13,9 @@ use crate::wallet::WalletChange;
 /// What the application hears about.
 #[derive(Clone, PartialEq, Eq, Debug)]
 pub enum Event {
-    /// A gateway's connection changed state; `reason` says why it dropped, if it did.
+    /// A gateway's connection changed state; `reason` says why it dropped, if it did. With
+    /// its state unchanged, the reason is a header of its not yet valid (`future-header`):
+    /// it stays, and the headers before that one were kept.
     Gateway {
         /// Index in the gateway list.
         gateway: GatewayId,

@@ -60,7 +60,9 @@ impl FilterHeaders {
     ) -> Result<Option<Taken<'a>>, DropReason> {
         let (id, flags, before) = (answer.id, answer.flags, answer.before);
         let (first, headers) = (answer.first_height, answer.headers);
-        let end = first + headers.len() as u32;
+        // Saturating: `first` is the gateway's, and an answer not in flight is refused
+        // below (one that is starts where ours end, far from the top).
+        let end = first.saturating_add(headers.len() as u32);
         if !self.sync.is_in_flight(g, id) {
             return ctx.given_up_answer(g, id, flags.last).map(|()| None);
         }

@@ -18,6 +18,11 @@ pub const MAX_GIVEN_UP: usize = 16;
 pub const BACKOFF_BASE: Duration = Duration::from_millis(500);
 /// Longest reconnect delay.
 pub const BACKOFF_MAX: Duration = Duration::from_secs(30);
+/// A session that lasted this long from its `init` was a healthy one: a drop after it
+/// starts the backoff over from [`BACKOFF_BASE`]. A drop sooner (for cause or not) doubles
+/// it, so that a gateway that handshakes and then misbehaves or fails at once is
+/// reconnected ever more slowly, not at once each time.
+pub const HEALTHY_SESSION: Duration = Duration::from_secs(60);
 
 /// The delay before reconnect attempt `failures` (1 for the first), given a uniform
 /// `random` in [0, 1): "equal jitter", half the exponential delay fixed and half random,
@@ -190,8 +195,10 @@ pub struct Gateway {
     pub undelivered_count: u32,
     /// Its answer ended short of the tip it announced (handled after the input).
     pub undelivered_pending: bool,
-    /// Reconnect attempts since it last served.
+    /// Drops since its last healthy session (see [`HEALTHY_SESSION`]).
     pub failures: u32,
+    /// When its connection exchanged `init`, while it has one.
+    pub ready_at: Option<Millis>,
     /// When to reconnect (backing off).
     pub reconnect_at: Option<Millis>,
     /// Requests to this connection that were given up and whose answers have not ended:
@@ -215,6 +222,7 @@ impl Gateway {
             undelivered_count: 0,
             undelivered_pending: false,
             failures: 0,
+            ready_at: None,
             reconnect_at: None,
             given_up: VecDeque::with_capacity(MAX_GIVEN_UP),
             trust: FilterTrust::Unknown,
@@ -230,6 +238,22 @@ impl Gateway {
     /// Whether it can be asked for filters up to our filter header at `height`.
     pub fn agrees_at(&self, height: u32) -> bool {
         self.filters_usable() && self.trust.agreed().is_some_and(|a| a >= height)
+    }
+
+    /// Its connection was dropped at `now` (not for a broken rule): the delay before it is
+    /// reconnected, given a uniform `random` in [0, 1). A session that stayed up
+    /// [`HEALTHY_SESSION`] starts the backoff over; any shorter one (a handshake alone is
+    /// not a healthy session) doubles it.
+    pub fn backoff_after_drop(&mut self, now: Millis, random: f64) -> Duration {
+        if self
+            .ready_at
+            .take()
+            .is_some_and(|t| now.since(t) >= HEALTHY_SESSION)
+        {
+            self.failures = 0;
+        }
+        self.failures = self.failures.saturating_add(1);
+        backoff(self.failures, random)
     }
 
     /// Remember request `id`, given up: the rest of its answer is let through.

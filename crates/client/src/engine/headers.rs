@@ -7,6 +7,9 @@
 //!   that arrive: `lightwire-chain` follows the valid chain with the most work.
 //! - A gateway whose answer ends short of its announced tip is not asked for that tip
 //!   again; the third such tip (or request without progress) marks it bad.
+//! - A header more than two hours ahead of our clock is "not yet", as in Bitcoin Core: the
+//!   headers before it are kept, its gateway is neither dropped nor struck, and its tip
+//!   is set aside until it announces another.
 
 use std::collections::VecDeque;
 
@@ -18,7 +21,7 @@ use super::gateway::GatewayState;
 use super::task::{Task, View};
 use crate::ids::{GatewayId, TaskId};
 use crate::reason::DropReason;
-use crate::sync::{Step, SyncError, Syncer};
+use crate::sync::{NotYet, Step, SyncError, Syncer};
 
 /// Mark a gateway bad after this many announced tips it did not deliver.
 pub const MAX_UNDELIVERED: u32 = 3;
@@ -176,7 +179,32 @@ impl Headers {
         if step.target_dropped {
             ctx.gateways[g].undelivered_pending = true;
         }
+        if let Some(n) = step.not_yet {
+            self.not_yet(ctx, g, n, step.given_up);
+        }
         Ok(())
+    }
+
+    /// Gateway `g`'s answer reached a header not yet valid (see [`NotYet`]): the gateway
+    /// stays connected and unpunished, as in Core, but the tip it announced is set aside
+    /// until it announces another (or reconnects), without a strike, and the others' tips
+    /// are taken: a gateway that ends every answer so holds nobody back. The application
+    /// hears of it, with the gateway's state unchanged.
+    fn not_yet(&mut self, ctx: &mut Ctx, g: GatewayId, n: NotYet, given_up: Option<u32>) {
+        if let Some(id) = given_up {
+            ctx.give_up(g, id);
+        }
+        // What was held of the same answer builds on that header: not read either.
+        self.held.clear();
+        self.asked = None;
+        if self.source == Some(g) {
+            self.source = None;
+        }
+        let gw = &mut ctx.gateways[g];
+        gw.undelivered = gw.tip.map(|(_, h, _)| h.block_hash());
+        let state = gw.state;
+        ctx.set_state(g, state, Some(DropReason::Sync(SyncError::NotYet(n))));
+        self.offer_tips(ctx);
     }
 
     /// An answer's batch starts below the validation window: once nothing is uncommitted,
@@ -308,8 +336,8 @@ impl Headers {
         self.offer_tips(ctx);
     }
 
-    /// Set Syncing/Synced on the connected gateways; a gateway serving again has its
-    /// backoff reset.
+    /// Set Syncing/Synced on the connected gateways; a gateway serving in full has its
+    /// count of undelivered tips cleared.
     pub fn update_states(&self, ctx: &mut Ctx) {
         let tip = self.syncer.tip();
         let stored = self.syncer.uncommitted() == 0 && !self.committing;
@@ -329,8 +357,10 @@ impl Headers {
             } else {
                 GatewayState::Syncing
             };
+            // Not its backoff: a gateway is "synced" right after its handshake, and one that
+            // then misbehaves at once would be reconnected at once, again and again (its
+            // backoff starts over after a healthy session instead).
             if state == GatewayState::Synced {
-                ctx.gateways[g].failures = 0;
                 ctx.gateways[g].undelivered_count = 0;
             }
             ctx.set_state(g, state, None);

@@ -21,7 +21,9 @@
 //!   bad for the session (no reconnect). Sync continues from the others.
 //! - A gateway whose connection drops (or stops answering pings, or whose request makes
 //!   no progress in [`REQUEST_TIMEOUT`]) is reconnected after an exponential backoff with
-//!   jitter ([`backoff`]), reset once it is serving again.
+//!   jitter ([`backoff`]), started over only after a session that stayed up
+//!   [`HEALTHY_SESSION`] (not at each handshake: a gateway that handshakes and then
+//!   misbehaves at once is reconnected ever more slowly).
 
 use lightwire_chain::Chain;
 use lightwire_noise::SecretKey;
@@ -46,7 +48,8 @@ pub use crate::ids::GatewayId;
 pub use ctx::REQUEST_TIMEOUT;
 pub use event::{Action, Counters, Event};
 pub use gateway::{
-    BACKOFF_BASE, BACKOFF_MAX, FilterTrust, GatewayState, MAX_GIVEN_UP, Rng, backoff,
+    BACKOFF_BASE, BACKOFF_MAX, FilterTrust, GatewayState, HEALTHY_SESSION, MAX_GIVEN_UP, Rng,
+    backoff,
 };
 pub use headers::MAX_UNDELIVERED;
 pub use relay::BroadcastError;
@@ -168,7 +171,7 @@ impl Engine {
                     data = &data[taken..];
                     let Some(event) = event else { continue };
                     let routed = route(&mut self.ctx, &mut self.tasks, g, event);
-                    self.apply_effects();
+                    self.apply_effects(Some(g));
                     if let Err(why) = routed {
                         failure = Some(why);
                         break;
@@ -270,8 +273,10 @@ impl Engine {
         self.ctx.dropped(g, why);
     }
 
-    /// Carry what tasks told each other, in order.
-    fn apply_effects(&mut self) {
+    /// Carry what tasks told each other, in order. `from`: the gateway whose message
+    /// caused them, when one did (they are carried right after each message): a scan's
+    /// match is then of a filter it served, and it vouched for the block.
+    fn apply_effects(&mut self, from: Option<GatewayId>) {
         while let Some(effect) = self.ctx.effects.pop_front() {
             let c = &mut self.ctx;
             match effect {
@@ -310,7 +315,9 @@ impl Engine {
                     self.tasks.headers.syncer.truncate_filters(height);
                     self.tasks.scan.drop_from(c, height);
                 }
-                Effect::Matched { height, hash } => self.tasks.wallet.matched(c, height, hash),
+                Effect::Matched { height, hash } => {
+                    self.tasks.wallet.matched(c, height, hash, from)
+                }
             }
         }
     }
@@ -319,7 +326,7 @@ impl Engine {
     /// they announced dropped, and the states brought up to date.
     fn settle(&mut self) {
         loop {
-            self.apply_effects();
+            self.apply_effects(None);
             if let Some((g, why)) = self.ctx.drops.pop_front() {
                 if self.ctx.gateways[g].ready {
                     self.drop_gateway(g, why);

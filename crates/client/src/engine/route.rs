@@ -24,6 +24,8 @@ pub fn route(
     match event {
         PeerEvent::Ready => {
             ctx.gateways[g].ready = true;
+            // How long the session lasts from here decides its next backoff.
+            ctx.gateways[g].ready_at = Some(ctx.now);
             ctx.set_state(g, GatewayState::Syncing, None);
             Ok(())
         }
@@ -83,7 +85,8 @@ pub fn route(
         PeerEvent::Filters(m) if is_task(m.id, TaskId::Check) => t.check.on_filters(ctx, g, &m),
         PeerEvent::Filters(m) => t.scan.on_filters(ctx, g, &m),
         PeerEvent::Block(b) if is_task(b.id, TaskId::Wallet) => {
-            t.wallet.on_block(ctx, &mut t.scan, g, &b, base)
+            let best = &t.headers.syncer;
+            t.wallet.on_block(ctx, &mut t.scan, g, &b, (base, best))
         }
         PeerEvent::Block(b) => t.check.on_block(ctx, g, &b),
         PeerEvent::TxResult(r) => t.relay.on_result(ctx, g, &r),

@@ -17,6 +17,17 @@ use lightwire_wire::{Features, Headers, Init, Message, Networks};
 
 use crate::testnet::{NOW, key};
 
+/// A request the engine sent a scripted gateway: its kind and id.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Asked {
+    /// `get_headers`.
+    Headers(u32),
+    /// `get_filter_headers`.
+    FilterHeaders(u32),
+    /// Anything else.
+    Other,
+}
+
 /// The gateway's side of one connection, scripted by the test.
 struct Fake {
     tx: Sender,
@@ -28,6 +39,11 @@ impl Fake {
     /// Connect gateway `g` of `engine` (keys 0x40 + g) through the handshake and both
     /// inits.
     fn connect(engine: &mut Engine, g: usize) -> Fake {
+        Fake::connect_offering(engine, g, &[])
+    }
+
+    /// [`Self::connect`], its `init` offering the feature bits `bits`.
+    fn connect_offering(engine: &mut Engine, g: usize, bits: &[usize]) -> Fake {
         engine.connecting(GatewayId(g), NOW);
         engine.opened(GatewayId(g), key(0x20 + g as u8), NOW);
         let act_one = engine.poll_transmit(GatewayId(g)).unwrap().to_vec();
@@ -46,7 +62,9 @@ impl Fake {
         };
         fake.reader.read(&mut fake.rx, &out[66..]).unwrap(); // the client's init
         let chains = [REGTEST.genesis.block_hash().0];
-        let init = Init::new(Features::empty(), Some(Networks::from_chains(&chains)));
+        let mut field = [0u8; 33];
+        let features = Features::write_bits(bits, &mut field).unwrap();
+        let init = Init::new(features, Some(Networks::from_chains(&chains)));
         fake.send(engine, g, &Message::Init(init));
         assert_eq!(engine.state(GatewayId(g)), GatewayState::Syncing);
         fake
@@ -86,22 +104,36 @@ impl Fake {
         self.send(engine, g, &Message::Headers(m));
     }
 
-    /// The ids of the requests the engine sent this gateway since the last call.
+    /// The ids of the `get_headers` requests the engine sent this gateway since the last
+    /// call (others are read and left).
     fn requests(&mut self, engine: &mut Engine, g: usize) -> Vec<u32> {
+        self.asked(engine, g)
+            .into_iter()
+            .filter_map(|a| match a {
+                Asked::Headers(id) => Some(id),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The requests the engine sent this gateway since the last call.
+    fn asked(&mut self, engine: &mut Engine, g: usize) -> Vec<Asked> {
         let Some(out) = engine.poll_transmit(GatewayId(g)).map(<[u8]>::to_vec) else {
             return Vec::new();
         };
         engine.sent(GatewayId(g));
-        let mut ids = Vec::new();
+        let mut asked = Vec::new();
         let mut at = 0;
         while at < out.len() {
             let (taken, m) = self.reader.read(&mut self.rx, &out[at..]).unwrap();
             at += taken;
-            if let Some(Message::GetHeaders(r)) = m.map(|b| Message::decode(b).unwrap()) {
-                ids.push(r.id);
-            }
+            asked.extend(m.map(|b| match Message::decode(b).unwrap() {
+                Message::GetHeaders(r) => Asked::Headers(r.id),
+                Message::GetFilterHeaders(r) => Asked::FilterHeaders(r.0.id),
+                _ => Asked::Other,
+            }));
         }
-        ids
+        asked
     }
 }
 
@@ -246,6 +278,27 @@ fn backoff_doubles_to_a_cap_with_jitter() {
     assert_ne!(a.next_u64(), b.next_u64());
 }
 
+/// A session dropped within a minute of its `init` doubles the next delay, whatever the
+/// gateway did meanwhile; one that stayed up a minute starts it over; a connection that
+/// never reached `init` doubles it too.
+#[test]
+fn the_backoff_starts_over_only_after_a_healthy_session() {
+    let ms = Duration::from_millis;
+    let mut gw = gateway::Gateway::new(ConnectString {
+        url: "ws://127.0.0.1:9000".into(),
+        node_id: key(0x40).public_key(),
+    });
+    for want in [500, 1_000, 2_000] {
+        gw.ready_at = Some(NOW);
+        let dropped = NOW + (HEALTHY_SESSION - ms(1));
+        assert_eq!(gw.backoff_after_drop(dropped, 1.0), ms(want));
+    }
+    gw.ready_at = Some(NOW);
+    assert_eq!(gw.backoff_after_drop(NOW + HEALTHY_SESSION, 1.0), ms(500));
+    assert_eq!(gw.ready_at, None, "the session is over");
+    assert_eq!(gw.backoff_after_drop(NOW + HEALTHY_SESSION, 1.0), ms(1_000));
+}
+
 #[test]
 fn a_rejected_gateway_says_which_rule_at_which_height() {
     use crate::testnet::{Net, memory};
@@ -357,34 +410,209 @@ fn an_answer_held_for_ancestors_is_capped_at_what_was_asked() {
     );
 }
 
+/// A gateway alone, ending its answer with a header three hours ahead: the headers
+/// before it are ours, and the gateway stays (neither bad nor dropped): our clock may be
+/// the slow one.
 #[test]
 fn a_header_from_the_future_is_not_yet_not_invalid() {
     let chain = headers_after(&REGTEST, &REGTEST.genesis, 0, 10, 0);
     let mut e = engine(1);
     let mut a = Fake::connect(&mut e, 0);
-    // A valid header three hours ahead of our clock (our clock may be the slow one).
-    let mut future = headers_after(&REGTEST, &chain[9], 10, 1, 0)[0];
-    future.time = (NOW.as_secs() + 3 * 3600) as u32;
-    let target = future.bits.to_target().unwrap();
-    lightwire_chain::generate::mine(&mut future, &target);
+    let future = future_header(&chain[9], 11);
     a.tip(&mut e, 0, 11, &future);
     e.schedule();
     let ids = a.requests(&mut e, 0);
     let mut answer = chain.clone();
     answer.push(future);
     a.headers(&mut e, 0, ids[0], &answer, true);
-    // Not marked bad: reconnected after a backoff, to be asked again.
-    assert_eq!(e.state(GatewayId(0)), GatewayState::BackingOff);
-    let reason = std::iter::from_fn(|| e.poll_event()).find_map(|ev| match ev {
-        Event::Gateway {
-            reason: Some(r), ..
-        } => Some(r),
-        _ => None,
-    });
-    let reason = reason.expect("a reason");
+    assert_eq!(e.syncer().tip().height, 10);
+    assert!(e.syncer().is_synced(), "nothing more is asked for that tip");
+    assert_eq!(e.state(GatewayId(0)), GatewayState::Syncing);
+    let reason = reasons(&mut e, 0);
+    let [reason] = &reason[..] else {
+        panic!("one reason: {reason:?}");
+    };
     assert_eq!(reason.code(), "future-header");
     assert!(!reason.is_violation());
-    assert_eq!(reason.invalid_header(), Some((11, "time-too-new")));
+    assert_eq!(reason.invalid_header(), None, "not an invalid header");
+}
+
+/// A valid header at `height` after `parent`, three hours ahead of our clock (our clock
+/// may be the slow one).
+fn future_header(parent: &Header, height: u32) -> Header {
+    let mut future = headers_after(&REGTEST, parent, height - 1, 1, 0)[0];
+    future.time = (NOW.as_secs() + 3 * 3600) as u32;
+    let target = future.bits.to_target().unwrap();
+    lightwire_chain::generate::mine(&mut future, &target);
+    future
+}
+
+/// The reasons given in the events for gateway `g`, since the last call.
+fn reasons(e: &mut Engine, g: usize) -> Vec<DropReason> {
+    std::iter::from_fn(|| e.poll_event())
+        .filter_map(|ev| match ev {
+            Event::Gateway {
+                gateway,
+                reason: Some(r),
+                ..
+            } if gateway == GatewayId(g) => Some(r),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Bitcoin Core's `time-too-new`: a header more than two hours ahead of our clock is "not
+/// yet", not invalid, and the headers before it in the same message are accepted. A
+/// gateway that ends every answer with one (claiming the most work, so that it is asked
+/// first) costs us neither those headers nor the others' tips: its tip is set aside until
+/// it announces another, the gateway stays connected, and the next tip is asked of
+/// another gateway.
+#[test]
+fn a_future_header_keeps_the_ones_before_it_and_another_gateway_is_asked() {
+    let chain = headers_after(&REGTEST, &REGTEST.genesis, 0, 50, 0);
+    let mut e = engine(2);
+    let mut liar = Fake::connect(&mut e, 0);
+    let mut honest = Fake::connect(&mut e, 1);
+    honest.tip(&mut e, 1, 40, &chain[39]);
+    // Its chain is ours up to 20, then a header three hours ahead; it claims 100.
+    liar.tip(&mut e, 0, 100, &future_header(&chain[19], 21));
+    e.schedule();
+    let ids = liar.requests(&mut e, 0);
+    assert_eq!(ids.len(), 1, "the most work claimed: the liar is asked");
+    let mut answer = chain[..20].to_vec();
+    answer.push(future_header(&chain[19], 21));
+    liar.headers(&mut e, 0, ids[0], &answer, false);
+    assert_eq!(e.syncer().tip().height, 20, "the 20 before it are kept");
+    // The rest of its answer (what follows the future header) is not read, nor punished.
+    liar.headers(&mut e, 0, ids[0], &chain[20..25], true);
+    assert_eq!(e.state(GatewayId(0)), GatewayState::Syncing);
+    let said = reasons(&mut e, 0);
+    assert_eq!(said.len(), 1, "{said:?}");
+    assert_eq!(said[0].code(), "future-header");
+    assert!(!said[0].is_violation());
+    let text = said[0].to_string();
+    assert!(
+        text.contains("not yet valid (time too far ahead)"),
+        "{text}"
+    );
+    assert!(!text.contains("invalid"), "{text}");
+    // The honest gateway's tip is the target now.
+    e.schedule();
+    let ids = honest.requests(&mut e, 1);
+    assert_eq!(ids.len(), 1, "the other gateway is asked");
+    honest.headers(&mut e, 1, ids[0], &chain[20..40], true);
+    assert_eq!(e.syncer().tip().height, 40);
+    // Its next tip ends the same way: asked once, what is valid taken, nothing dropped.
+    liar.tip(&mut e, 0, 200, &future_header(&chain[49], 51));
+    e.schedule();
+    let ids = liar.requests(&mut e, 0);
+    assert_eq!(ids.len(), 1, "a new tip is asked for");
+    let mut answer = chain[40..50].to_vec();
+    answer.push(future_header(&chain[49], 51));
+    liar.headers(&mut e, 0, ids[0], &answer, true);
+    assert_eq!(e.syncer().tip().height, 50);
+    // Announced again, the same tip is not asked for again.
+    liar.tip(&mut e, 0, 200, &future_header(&chain[49], 51));
+    e.schedule();
+    assert_eq!(liar.requests(&mut e, 0), [] as [u32; 0]);
+    assert_eq!(e.state(GatewayId(0)), GatewayState::Syncing);
+    assert_eq!(e.counters().reconnects, 0);
+}
+
+/// A deep fork whose first message waits for ancestors from the store, and ends with a
+/// header three hours ahead: the branch before it is validated once the ancestors come,
+/// and the rest of the answer (held meanwhile, or still arriving) is not read, nor
+/// punished.
+#[test]
+fn a_future_header_in_an_answer_held_for_ancestors_costs_only_the_rest_of_it() {
+    let main = headers_after(&REGTEST, &REGTEST.genesis, 0, 5_000, 0);
+    let mut chain = Chain::new(&REGTEST);
+    let mut stored = vec![*chain.tip()];
+    for piece in main.chunks(2_000) {
+        chain.connect(piece, NOW.as_secs()).unwrap();
+        stored.extend_from_slice(chain.staged());
+    }
+    let tip = Tip::from(chain.tip());
+    let list = vec![ConnectString {
+        url: "ws://127.0.0.1:9000".into(),
+        node_id: key(0x40).public_key(),
+    }];
+    let mut e = Engine::new(chain, &tip, list, key(1), 7, NOW);
+    while e.poll_action().is_some() {}
+    let mut a = Fake::connect(&mut e, 0);
+    // A branch from height 100 (below the window), claiming more work than ours.
+    let branch = headers_after(&REGTEST, &main[99], 100, 200, 1);
+    a.tip(&mut e, 0, 6_100, &claimed(&branch[199], 0));
+    e.schedule();
+    let ids = a.requests(&mut e, 0);
+    let mut first = branch[..50].to_vec();
+    first.push(future_header(&branch[49], 151));
+    a.headers(&mut e, 0, ids[0], &first, false);
+    assert!(e.need_ancestors().is_some());
+    a.headers(&mut e, 0, ids[0], &branch[50..100], false);
+    e.on_ancestors(Some((&stored[..=100], 0)), NOW);
+    assert!(e.need_ancestors().is_none());
+    assert_eq!(e.state(GatewayId(0)), GatewayState::Syncing);
+    let codes: Vec<&str> = reasons(&mut e, 0).iter().map(DropReason::code).collect();
+    assert_eq!(codes, ["future-header"]);
+    a.headers(&mut e, 0, ids[0], &branch[100..150], true);
+    assert_eq!(e.state(GatewayId(0)), GatewayState::Syncing);
+    assert_eq!(
+        e.syncer().tip().hash,
+        main[4_999].block_hash(),
+        "ours has more work"
+    );
+}
+
+/// Heights a gateway sends near the top of `u32`: an answer whose first height plus its
+/// length passes `u32::MAX` is refused as the rule it breaks (a debug build panicked on
+/// the sum), whether it answers the cross-check's probe or nothing at all.
+#[test]
+fn heights_near_the_top_of_u32_are_refused_not_summed_into_a_panic() {
+    use lightwire_primitives::FilterHeader;
+    use lightwire_wire::{AnswerFlags, FILTERS_FEATURE, FilterHeaders};
+    let mut e = engine(2);
+    e.resume_filters(Some((0, FilterHeader([7; 32]))), 0);
+    let mut a = Fake::connect_offering(&mut e, 0, &[FILTERS_FEATURE]);
+    let mut b = Fake::connect_offering(&mut e, 1, &[FILTERS_FEATURE]);
+    // A tip claimed at the top height is only a hint.
+    a.tip(&mut e, 0, u32::MAX, &claimed(&REGTEST.genesis, 1));
+    e.schedule();
+    let probe = a.asked(&mut e, 0).into_iter().find_map(|r| match r {
+        Asked::FilterHeaders(id) => Some(id),
+        _ => None,
+    });
+    let probe = probe.expect("our filter header is probed");
+    // Two filter hashes, in two segments that link (the second's anchor is the header
+    // the first makes), so that the connection hands them on.
+    let second = lightwire_filter::filter_header(
+        &lightwire_primitives::FilterHash([1; 32]),
+        &FilterHeader::ZERO,
+    );
+    let mut anchors = [0; 64];
+    anchors[32..].copy_from_slice(&second.0);
+    let answer = |id| FilterHeaders {
+        id,
+        first_height: u32::MAX,
+        flags: AnswerFlags {
+            last: true,
+            stop_unknown: false,
+        },
+        anchors: &anchors,
+        hashes: &[1; 64],
+    };
+    a.send(&mut e, 0, &Message::FilterHeaders(answer(probe)));
+    assert_eq!(e.state(GatewayId(0)), GatewayState::Bad);
+    // An answer to no request of ours (a header request's id), as high.
+    b.send(&mut e, 1, &Message::FilterHeaders(answer(12_345)));
+    assert_eq!(e.state(GatewayId(1)), GatewayState::Bad);
+    let codes: Vec<&str> = std::iter::from_fn(|| e.poll_event())
+        .filter_map(|ev| match ev {
+            Event::Rejected { reason, .. } => Some(reason.code()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(codes, ["cross-check-out-of-order", "unexpected-answer"]);
 }
 
 #[test]

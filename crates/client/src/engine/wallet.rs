@@ -2,6 +2,14 @@
 //! scan's matches are fetched one block at a time from a gateway that serves blocks,
 //! checked and applied, and the gap limit's new scripts join the scan. The wallet drives
 //! its scan: the engine hands it the scan task where it needs one.
+//!
+//! A block a gateway answers `not_found` for is asked of the next gateway; once every one
+//! connected has said so, all are asked again after [`BLOCK_RETRY`] (a reorganisation
+//! meanwhile withdraws the block): a bounded retry, never a stall on one gateway, and no
+//! fault in itself. The gateway whose filter matched the block is judged when the block
+//! comes from another: if the tip it announces then still holds the block, it withheld it.
+
+use core::time::Duration;
 
 use lightwire_chain::BlockHash;
 use lightwire_proto::Millis;
@@ -13,13 +21,25 @@ use super::scan::ScanTask;
 use super::task::{Task, View, timeout};
 use crate::ids::{GatewayId, GivenUp, TaskId};
 use crate::reason::DropReason;
-use crate::wallet::{Again, Applied, WalletChange, WalletSync, WatchError, Watched};
+use crate::sync::Syncer;
+use crate::wallet::{
+    Again, Applied, NotFound, Piece, WalletChange, WalletError, WalletSync, WatchError, Watched,
+};
+
+/// How long a block every connected gateway answered `not_found` for waits before they
+/// are all asked again.
+pub const BLOCK_RETRY: Duration = Duration::from_secs(10);
 
 /// The wallet task's state.
 #[derive(Default)]
 pub struct WalletTask {
     /// The watch-only wallet, once something is watched.
     pub wallet: Option<WalletSync>,
+    /// The gateway that vouched for the block at the front (its filter matched it) and
+    /// answered `not_found`: judged when the block comes from another.
+    suspect: Option<NotFound>,
+    /// When the block every gateway answered `not_found` for is asked again.
+    retry_at: Option<Millis>,
 }
 
 impl WalletTask {
@@ -63,6 +83,8 @@ impl WalletTask {
         let Some(changes) = wallet.unwatch(items)? else {
             return Ok(());
         };
+        // The wallet starts from scratch: nothing of its queue is fetched any more.
+        self.suspect = None;
         tell(ctx, changes);
         let scripts: Vec<Vec<u8>> = wallet.watch.scripts().map(<[u8]>::to_vec).collect();
         if scripts.is_empty() {
@@ -81,8 +103,9 @@ impl WalletTask {
             let tip = wallet.ledger.tip();
             for &(h, hash) in s.matches() {
                 if tip.is_none_or(|t| h > t) {
-                    // Nothing is in flight yet: nothing to give up.
-                    let _ = wallet.matched(h, hash);
+                    // Nothing is in flight yet: nothing to give up. Whose filter matched is
+                    // not kept with the scan.
+                    let _ = wallet.matched(h, hash, None);
                 }
             }
             // The saved scan feeds the wallet if it watches all the wallet's scripts (the
@@ -106,14 +129,15 @@ impl WalletTask {
                 .is_some_and(|w| w.pending_blocks() == 0)
     }
 
-    /// A `block` message for the wallet.
+    /// A `block` message for the wallet; `best` holds the best chain (where a suspect's
+    /// tip is looked up).
     pub fn on_block(
         &mut self,
         ctx: &mut Ctx,
         scan: &mut ScanTask,
         g: GatewayId,
         p: &BlockPiece<'_>,
-        base: u32,
+        (base, best): (u32, &Syncer),
     ) -> Result<(), DropReason> {
         let Some(wallet) = self
             .wallet
@@ -124,13 +148,47 @@ impl WalletTask {
         };
         ctx.timers.touch(TaskId::Wallet, ctx.now);
         match wallet.on_piece(p) {
-            Ok(None) => Ok(()),
-            Ok(Some(done)) => {
+            Ok(Piece::More) => Ok(()),
+            Ok(Piece::Applied(done)) => {
+                self.judge(ctx, g, done.height, best);
                 self.applied(ctx, scan, done, base);
+                Ok(())
+            }
+            Ok(Piece::NotFound(n)) => {
+                if n.vouched {
+                    self.suspect = Some(n);
+                }
                 Ok(())
             }
             Err(e) => Err(DropReason::Wallet(e)),
         }
+    }
+
+    /// Block `height` came from gateway `from`: a suspect that answered `not_found` for
+    /// it withheld it if its announced tip still holds the block (it is on our best
+    /// chain, at the block's height or above). A tip elsewhere may be the reorganisation
+    /// that took it (an honest race; its `not_found` may come before its new tip).
+    fn judge(&mut self, ctx: &mut Ctx, from: GatewayId, height: u32, best: &Syncer) {
+        let Some(s) = self.suspect.filter(|s| s.height == height) else {
+            return;
+        };
+        self.suspect = None;
+        let gw = &ctx.gateways[s.gateway];
+        let holds = gw.tip.is_some_and(|(_, header, _)| {
+            best.height_on_best(&header.block_hash())
+                .is_some_and(|h| h >= height)
+        });
+        if s.gateway != from && gw.ready && holds {
+            ctx.drop_later(
+                s.gateway,
+                DropReason::Wallet(WalletError::Withheld { height }),
+            );
+        }
+    }
+
+    /// Forget a suspect whose block is no longer to be fetched (from `first` on).
+    fn forget_suspect_from(&mut self, first: u32) {
+        self.suspect = self.suspect.filter(|s| s.height < first);
     }
 
     /// What a block applied to the wallet did: events, the scan told of the scripts the
@@ -162,9 +220,12 @@ impl WalletTask {
         // A block applied paid a script that has just become the wallet's: the ledger goes
         // back below it and the blocks the scan matched from there are applied again.
         let (withdrawn, gave_up) = wallet.withdraw_from(first);
+        self.suspect = self.suspect.filter(|s| s.height < first);
         let mut given_up: Vec<GivenUp> = gave_up.into_iter().collect();
+        // Matched again without the gateway whose filter matched: it is no longer known
+        // (so not judged for these).
         for &(h, hash) in s.matches().iter().filter(|(h, _)| *h >= first) {
-            given_up.extend(wallet.matched(h, hash));
+            given_up.extend(wallet.matched(h, hash, None));
         }
         tell(ctx, withdrawn);
         ctx.give_up_all(given_up);
@@ -178,16 +239,24 @@ impl WalletTask {
         let (withdrawn, gave_up) = wallet.restart();
         let scripts: Vec<Vec<u8>> = wallet.watch.scripts().map(<[u8]>::to_vec).collect();
         let from = wallet.from;
+        self.suspect = None;
         tell(ctx, withdrawn);
         ctx.give_up_all(gave_up);
         scan.start(ctx, scripts, from, base);
         scan.for_wallet = true;
     }
 
-    /// The wallet's scan matched a block: the wallet fetches it.
-    pub fn matched(&mut self, ctx: &mut Ctx, height: u32, hash: BlockHash) {
+    /// The wallet's scan matched a block, by a filter gateway `voucher` served (when
+    /// known): the wallet fetches it.
+    pub fn matched(
+        &mut self,
+        ctx: &mut Ctx,
+        height: u32,
+        hash: BlockHash,
+        voucher: Option<GatewayId>,
+    ) {
         if let Some(w) = self.wallet.as_mut()
-            && let Some((g, id)) = w.matched(height, hash)
+            && let Some((g, id)) = w.matched(height, hash, voucher)
         {
             ctx.give_up(g, id);
         }
@@ -195,6 +264,7 @@ impl WalletTask {
 
     /// A reorganisation at `fork`: what the wallet found above it is withdrawn.
     pub fn reorg(&mut self, ctx: &mut Ctx, fork: u32) {
+        self.forget_suspect_from(fork.saturating_add(1));
         let Some(w) = self.wallet.as_mut() else {
             return;
         };
@@ -235,8 +305,12 @@ impl Task for WalletTask {
                 .filter(|&g| usable(g, tried))
                 .or_else(|| gateways.ids().find(|&g| usable(g, tried)))
         }) else {
+            if wallet.all_tried() && self.retry_at.is_none() {
+                self.retry_at = Some(ctx.now + BLOCK_RETRY);
+            }
             return Ok(());
         };
+        self.retry_at = None;
         ctx.timers.touch(TaskId::Wallet, ctx.now);
         let Some(conn) = conns[g].as_mut() else {
             return Ok(());
@@ -248,12 +322,25 @@ impl Task for WalletTask {
         Ok(())
     }
 
+    /// The block request's wait, or the retry of a block every gateway said it lacks.
     fn deadline(&self, ctx: &Ctx) -> Option<Millis> {
-        ctx.timers.deadline(TaskId::Wallet, self.asked().is_some())
+        match self.asked() {
+            Some(_) => ctx.timers.deadline(TaskId::Wallet, true),
+            None => self.retry_at,
+        }
     }
 
+    /// A block request without progress drops its gateway; a retry due asks every gateway
+    /// again (the next schedule).
     fn timed_out(&mut self, _: &mut Ctx) -> Vec<(GatewayId, DropReason)> {
-        self.asked().map(timeout).into_iter().collect()
+        if let Some(g) = self.asked() {
+            return vec![timeout(g)];
+        }
+        self.retry_at = None;
+        if let Some(w) = self.wallet.as_mut() {
+            w.try_again();
+        }
+        Vec::new()
     }
 
     fn gateway_gone(&mut self, _: &mut Ctx, g: GatewayId) {
