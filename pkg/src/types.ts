@@ -118,7 +118,8 @@ export type DropCode =
   | 'cross-check-out-of-order'
   | 'block-withheld'
   | 'block-pieces-out-of-order'
-  // The connection failed or timed out, or a header was ahead of our clock ("not yet").
+  // A header more than two hours ahead of our clock: not a drop. The headers before it are
+  // kept, the gateway's tip is set aside until it announces another, its state unchanged.
   | 'future-header'
   | 'gateway-error'
   | 'handshake-timeout'
@@ -138,7 +139,11 @@ export interface GatewayChange {
   gateway: number;
   url: string;
   state: GatewayState;
-  /** Why it dropped or was marked bad, as a sentence; null otherwise. */
+  /**
+   * Why it dropped or was marked bad, as a sentence (or, with the state unchanged and
+   * code `future-header`, why its tip is set aside: a header not yet valid); null
+   * otherwise.
+   */
   reason: string | null;
   /** The same, as a code; null otherwise. */
   code: DropCode | null;

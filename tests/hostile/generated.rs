@@ -365,7 +365,11 @@ mod tests {
             honest.filters().unwrap().entry(30)
         );
         assert_eq!(
-            super::chain(&lies(&["--generate", "40", "--withhold-filter-at", "41"]), 40).err(),
+            super::chain(
+                &lies(&["--generate", "40", "--withhold-filter-at", "41"]),
+                40
+            )
+            .err(),
             Some("--withhold-filter-at 41: not a height from 0 to 40".into())
         );
     }

@@ -4,7 +4,7 @@
 //! are process-wide.
 #![cfg(not(target_arch = "wasm32"))]
 
-use lightwire::dispute::{Dispute, Outcome};
+use lightwire::dispute::{Defence, Dispute, Outcome};
 use lightwire::ids::{GatewayId, Ids, TaskId};
 use lightwire_alloc::{CountingAllocator, snapshot};
 use lightwire_chain::BlockHash;
@@ -29,7 +29,7 @@ fn whom_a_dispute_waits_on_is_told_without_allocating() {
         d.on_read(2_000, &[BlockHash([2; 32])], &ours),
         Outcome::Going
     );
-    let asked = d.next_ask(Some(GatewayId(0))).expect("going");
+    let asked = d.next_ask(Defence::By(GatewayId(0))).expect("going");
     assert_eq!(asked.map(|(g, _)| g), Some(against), "its checkpoints");
     // The fewest of three rounds: the test harness's own thread may allocate meanwhile.
     let fewest = (0..3)

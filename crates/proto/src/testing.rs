@@ -33,9 +33,6 @@ pub struct TestChain {
     replaced_blocks: HashMap<u32, Vec<u8>>,
     /// Heights whose block is answered `not_found` (a gateway withholding them).
     pub withheld_blocks: std::collections::HashSet<u32>,
-    /// Heights whose filter is not served (answered as for a block off its chain: the
-    /// answer ends without it), though its filter header is.
-    pub withheld_filters: std::collections::HashSet<u32>,
     /// Whether transactions are relayed, and those relayed so far.
     pub relay: bool,
     /// Transactions passed to the "node".
@@ -57,7 +54,6 @@ impl TestChain {
             pending_blocks: Default::default(),
             replaced_blocks: HashMap::new(),
             withheld_blocks: Default::default(),
-            withheld_filters: Default::default(),
             relay: true,
             relayed: Default::default(),
         };
@@ -284,7 +280,6 @@ impl Served for TestChain {
             return FilterLookup::Missing;
         }
         match self.filters.get(height as usize) {
-            Some(_) if self.withheld_filters.contains(&height) => FilterLookup::Missing,
             Some(f) => FilterLookup::Ready(read(&f.0)),
             None => FilterLookup::Missing,
         }

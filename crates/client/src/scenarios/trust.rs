@@ -69,7 +69,7 @@ fn a_gateway_that_withholds_the_filter_it_vouched_for_is_at_fault() {
     let mut net = Net::new(memory(), vec![liar(5_000, 2_345)], small);
     net.drive();
     let mut withholding = liar(5_000, 2_345);
-    withholding.withheld_filters.insert(2_345);
+    withholding.missing_filters.insert(2_345);
     let honest = TestChain::generate(5_000);
     let want = honest.filter_entry(5_000).unwrap().header;
     let paid = honest.header(2_345).block_hash();
