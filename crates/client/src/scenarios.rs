@@ -115,7 +115,7 @@ fn filter_headers_follow_the_best_chain_into_the_store() {
 }
 
 /// The coinbase output script of generated block `height` on `branch`.
-fn coinbase_script(height: u32, branch: u32) -> Vec<u8> {
+pub fn coinbase_script(height: u32, branch: u32) -> Vec<u8> {
     use lightwire_chain::synthetic::{DEFAULT_PROFILE, Pool, SyntheticBlock};
     let pool = Pool::build(&lightwire_chain::synthetic::Profile {
         heavy_from: u32::MAX,

@@ -531,7 +531,7 @@ fn full_answers_of_known_headers_are_not_progress() {
 }
 
 #[test]
-fn a_task_asks_a_benched_gateway_last_and_goes_round_from_where_it_was() {
+fn a_task_asks_a_benched_gateway_last_and_draws_evenly_among_the_others() {
     use super::ctx::Ctx;
     use super::gateway::{BENCHED_FOR, Gateways, MAX_STRIKES};
     let list = (0..3)
@@ -610,4 +610,29 @@ fn a_gateway_whose_empty_answers_another_fills_is_benched_and_the_other_serves()
             .filter_headers
             .is_benched(net.host.now)
     );
+}
+
+#[test]
+fn a_gateway_holding_a_scan_request_past_its_deadline_is_struck_and_another_serves() {
+    use crate::testnet::{Net, memory};
+    use lightwire_proto::testing::TestChain;
+    // Listed first, the honest gateway is the headers' source: the scan asks the other,
+    // which holds the filter of 2,200 back (answering pings meanwhile).
+    let mut holder = TestChain::generate(3_000);
+    holder.pending_filters.insert(2_200);
+    let honest = TestChain::generate(3_000);
+    let paid = honest.header(2_500).block_hash();
+    let mut net = Net::new(memory(), vec![honest, holder], |e| {
+        e.syncer_mut().request_size = 2_000;
+        e.syncer_mut().commit_every = 1_000;
+    });
+    net.drive();
+    let script = crate::scenarios::coinbase_script(2_500, 0);
+    net.host.engine.start_scan(vec![script], 2_001);
+    net.drive();
+    assert_eq!(net.host.engine.scan().map(|s| s.next()), Some(2_200));
+    net.advance(REQUEST_TIMEOUT);
+    assert_eq!(net.host.engine.ctx.gateways[GatewayId(1)].scan.strikes, 1);
+    let scan = net.host.engine.scan().unwrap();
+    assert_eq!((scan.next(), scan.matches()), (3_001, &[(2_500, paid)][..]));
 }
