@@ -81,6 +81,59 @@ pub struct FilterAnswer<'a> {
     pub headers: &'a [FilterHeader],
 }
 
+/// The gateways whose answer ended short of what was asked (they said they lack what
+/// follows: an empty answer, or "the stop block is not on my chain"). Each *waits*, not
+/// asked again, until a tip comes or new headers are validated (asking again at once would
+/// bring the same), and the others are asked meanwhile. One whose lack another gateway
+/// then fills is *shown* (once, whether or not it still waits): a strike for it (the
+/// engine's `Standing` of the gateway with the task). One entry per gateway at most.
+#[derive(Clone, Debug, Default)]
+pub struct Lacking(Vec<Lack>);
+
+#[derive(Clone, Copy, Debug)]
+struct Lack {
+    gateway: GatewayId,
+    /// The first height it lacked (`u32::MAX` once shown).
+    from: u32,
+    /// Not asked again until a tip or new headers.
+    waits: bool,
+}
+
+impl Lacking {
+    /// `gateway` lacks what follows height `from - 1`.
+    pub fn add(&mut self, gateway: GatewayId, from: u32) {
+        self.0.retain(|l| l.gateway != gateway);
+        self.0.push(Lack {
+            gateway,
+            from,
+            waits: true,
+        });
+    }
+
+    /// Whether `gateway` said it lacks what we ask next, and waits.
+    pub fn contains(&self, gateway: GatewayId) -> bool {
+        self.0.iter().any(|l| l.gateway == gateway && l.waits)
+    }
+
+    /// A tip or new headers came: every gateway is asked again (what they said they
+    /// lacked is kept, to be shown).
+    pub fn release(&mut self) {
+        self.0.iter_mut().for_each(|l| l.waits = false);
+    }
+
+    /// `by` delivered everything below `next`: the others that said they lacked some of
+    /// it, each once.
+    pub fn shown(&mut self, by: GatewayId, next: u32) -> impl Iterator<Item = GatewayId> + '_ {
+        self.0
+            .iter_mut()
+            .filter(move |l| l.gateway != by && l.from < next)
+            .map(|l| {
+                l.from = u32::MAX;
+                l.gateway
+            })
+    }
+}
+
 #[derive(Clone, Copy, Debug)]
 struct InFlight {
     id: u32,
@@ -104,9 +157,9 @@ pub struct FilterSync {
     marks: VecDeque<(u32, BlockHash)>,
     in_flight: Option<InFlight>,
     ids: Ids,
-    /// The last answer ended short of its stop (the gateway's filter headers lag its
-    /// headers): nothing is asked until a tip or new headers come.
-    short: bool,
+    /// The gateways whose last answer ended short of its stop (their filter headers lag
+    /// their headers, or they say so): not asked until a tip or new headers come.
+    short: Lacking,
     /// The last filter header held is of this block (known when a request ended at its
     /// stop): where other gateways are probed.
     reached: Option<(u32, BlockHash)>,
@@ -131,7 +184,7 @@ impl FilterSync {
             marks: VecDeque::new(),
             in_flight: None,
             ids: Ids::new(TaskId::FilterHeaders),
-            short: false,
+            short: Lacking::default(),
             reached: None,
         }
     }
@@ -183,13 +236,24 @@ impl FilterSync {
             self.prev = Some(prev);
             self.reached = None;
         }
-        self.short = false;
+        self.short.release();
         self.in_flight.take().map(|f| (f.gateway, f.id))
     }
 
-    /// A gateway announced a tip: ask again even after an answer that ended short.
+    /// A gateway announced a tip: ask again even those whose answer ended short.
     pub fn unblock(&mut self) {
-        self.short = false;
+        self.short.release();
+    }
+
+    /// Whether `gateway`'s last answer ended short, with no tip or new headers since:
+    /// another is asked.
+    pub fn is_short(&self, gateway: GatewayId) -> bool {
+        self.short.contains(gateway)
+    }
+
+    /// The gateways whose answer ended short of what `by` has now delivered (each once).
+    pub fn shown_short(&mut self, by: GatewayId) -> impl Iterator<Item = GatewayId> + '_ {
+        self.short.shown(by, self.next)
     }
 
     /// Height of the last filter header held (validated and gathered or stored).
@@ -212,7 +276,7 @@ impl FilterSync {
         if height < self.next || self.marks.back().is_some_and(|&(h, _)| h >= height) {
             return;
         }
-        self.short = false;
+        self.short.release();
         if self.marks.len() == MAX_MARKS {
             // Keep the newest: the tip must stay reachable; requests stop at any mark.
             self.marks.pop_front();
@@ -251,7 +315,7 @@ impl FilterSync {
     /// The next request, if one is due and nothing is in flight: its id, the first height
     /// and the stop block. `gateway` is where it goes.
     pub fn next_request(&mut self, gateway: GatewayId) -> Option<(u32, u32, BlockHash)> {
-        if self.in_flight.is_some() || self.short {
+        if self.in_flight.is_some() || self.short.contains(gateway) {
             return None;
         }
         while self.marks.front().is_some_and(|&(h, _)| h < self.next) {
@@ -347,9 +411,12 @@ impl FilterSync {
         }
         if step.done {
             self.in_flight = None;
-            // Not as far as asked: the gateway has not the filter headers yet. Asking again
-            // at once would only bring the same; wait for its next tip or new headers.
-            self.short = self.next <= f.stop;
+            // Not as far as asked: the gateway has not the filter headers yet. Asking it
+            // again at once would only bring the same: it waits for a tip or new headers,
+            // and another is asked meanwhile.
+            if self.next <= f.stop {
+                self.short.add(gateway, self.next);
+            }
         }
         Ok(step)
     }
@@ -486,6 +553,36 @@ mod tests {
         s.unblock();
         let (_, start, _) = s.next_request(GatewayId(0)).unwrap();
         assert_eq!(start, 50);
+    }
+
+    #[test]
+    fn a_gateway_that_answered_short_is_passed_over_and_shown_when_another_fills_it() {
+        let mut s = FilterSync::new(None, 0);
+        s.mark(100, hash(100));
+        let (id, _, _) = s.next_request(GatewayId(0)).unwrap();
+        s.on_filter_headers(GatewayId(0), ans(id, 0, LAST, FilterHeader::ZERO, &[]))
+            .unwrap();
+        assert!(s.is_short(GatewayId(0)) && !s.is_short(GatewayId(1)));
+        assert_eq!(s.next_request(GatewayId(0)), None, "it said it lacks them");
+        assert_eq!(
+            s.shown_short(GatewayId(1)).count(),
+            0,
+            "nobody filled it yet"
+        );
+        // Another is asked at once, and delivers what the first said it lacked.
+        let (id, start, _) = s.next_request(GatewayId(1)).unwrap();
+        assert_eq!(start, 0);
+        let headers: Vec<FilterHeader> = (0..=100).map(fh).collect();
+        s.on_filter_headers(GatewayId(1), ans(id, 0, LAST, FilterHeader::ZERO, &headers))
+            .unwrap();
+        assert_eq!(
+            s.shown_short(GatewayId(1)).collect::<Vec<_>>(),
+            [GatewayId(0)]
+        );
+        assert_eq!(s.shown_short(GatewayId(1)).count(), 0, "shown once");
+        // A tip: asked again.
+        s.unblock();
+        assert!(!s.is_short(GatewayId(0)));
     }
 
     #[test]

@@ -12,6 +12,7 @@
 //! filter headers are cross-checked across gateways, the lie of the gateway the headers
 //! came from: see docs/PROTOCOL.md). Filters are not kept.
 
+use crate::filters::Lacking;
 use crate::ids::{GatewayId, GivenUp, Ids, TaskId};
 use lightwire_primitives::FilterHeader;
 use std::collections::VecDeque;
@@ -124,9 +125,9 @@ pub struct Scan {
     reported_tip: bool,
     /// Where the scan stood and how many matches it had when last saved.
     saved: Option<(u32, usize)>,
-    /// The gateway said the stop block is not on its chain: nothing is read or asked
-    /// until a tip comes (asking again at once would bring the same).
-    await_tip: bool,
+    /// The gateways that said the stop block is not on their chain: not asked until a tip
+    /// comes (asking again at once would bring the same); another is asked meanwhile.
+    refused: Lacking,
 }
 
 impl Scan {
@@ -151,7 +152,7 @@ impl Scan {
             bytes: 0,
             reported_tip: false,
             saved: None,
-            await_tip: false,
+            refused: Lacking::default(),
         }
     }
 
@@ -176,7 +177,17 @@ impl Scan {
 
     /// A gateway announced a tip: what was refused as not on its chain is asked again.
     pub fn unblock(&mut self) {
-        self.await_tip = false;
+        self.refused.release();
+    }
+
+    /// Whether `gateway` said the blocks asked are not on its chain, with no tip since.
+    pub fn is_refused(&self, gateway: GatewayId) -> bool {
+        self.refused.contains(gateway)
+    }
+
+    /// The gateways that refused what `by` has now delivered (each once).
+    pub fn shown_refused(&mut self, by: GatewayId) -> impl Iterator<Item = GatewayId> + '_ {
+        self.refused.shown(by, self.next)
     }
 
     /// Whether this scan watches `scripts` from `from` (so that asking for it again goes on
@@ -312,7 +323,7 @@ impl Scan {
         if let Some(r) = self.reading {
             return Some(r);
         }
-        if self.next < self.window_end() || !self.requests.is_empty() || self.await_tip {
+        if self.next < self.window_end() || !self.requests.is_empty() {
             return None;
         }
         let tip = stored.filter(|&t| t >= self.next)?;
@@ -350,6 +361,7 @@ impl Scan {
         limit: u32,
     ) -> Option<(u32, u32, BlockHash)> {
         if self.requests.len() >= SCAN_IN_FLIGHT
+            || self.refused.contains(gateway)
             || self.next_request >= self.window_end()
             || self.next_request > limit
             || self.requests.front().is_some_and(|r| r.gateway != gateway)
@@ -409,17 +421,19 @@ impl Scan {
         for piece in m.pieces() {
             self.on_piece(&piece, &mut change)?;
         }
-        if m.flags.last && self.requests.front().is_some_and(|r| r.id == m.id) {
+        let ended = self.requests.front().copied();
+        if let Some(front) = ended.filter(|r| m.flags.last && r.id == m.id) {
             // Short of the request: the gateway's chain moved (a reorg: it says the stop
-            // block is not on its chain, and a new tip follows), or it is behind. Asked
-            // again once things settle; an answer cut short otherwise is a strike.
-            let height = self.next;
+            // block is not on its chain, and a new tip follows), or it is behind. It is
+            // asked again once a tip comes, another meanwhile; an answer cut short
+            // otherwise is a strike.
+            let (height, gateway) = (self.next, front.gateway);
             self.abandon().for_each(drop);
             if m.flags.stop_unknown {
                 self.hashes.clear();
                 self.headers.clear();
                 self.start = self.next;
-                self.await_tip = true;
+                self.refused.add(gateway, height);
             } else {
                 return Err(ScanError::Short { height });
             }
@@ -679,6 +693,38 @@ mod tests {
         assert_eq!(s.next(), 1201);
         assert_eq!(s.need_data(Some(1300)), Some((1201, 1300)));
         assert_eq!(s.filters, 2500);
+    }
+
+    #[test]
+    fn a_gateway_saying_the_stop_is_not_on_its_chain_is_passed_over_until_a_tip() {
+        let (filters, headers) = chain(1000);
+        let mut s = Scan::new(vec![b"ours".to_vec()], 0);
+        let r = requests(&mut s, &headers, 999);
+        let mut buf = vec![0u8; 64];
+        let w = FiltersWriter::new(&mut buf, r[0].0).unwrap();
+        let len = w.finish(AnswerFlags {
+            last: true,
+            stop_unknown: true,
+        });
+        let (_, e) = feed(&mut s, &[buf[..len].to_vec()]);
+        e.unwrap();
+        assert!(s.is_refused(GatewayId(0)));
+        // The window is read again, and another gateway is asked for it at once.
+        let (a, b) = s.need_data(Some(999)).unwrap();
+        let hashes: Vec<BlockHash> = (a..=b).map(hash).collect();
+        s.on_data(a, &hashes, &headers[a as usize..=b as usize + 1]);
+        assert_eq!(s.next_request(GatewayId(0), u32::MAX), None);
+        let (id, start, _) = s.next_request(GatewayId(1), u32::MAX).unwrap();
+        assert_eq!(start, 0);
+        feed(&mut s, &answer(id, &filters, 0, 999, 65_535))
+            .1
+            .unwrap();
+        assert_eq!(
+            s.shown_refused(GatewayId(1)).collect::<Vec<_>>(),
+            [GatewayId(0)]
+        );
+        s.unblock();
+        assert!(!s.is_refused(GatewayId(0)));
     }
 
     #[test]

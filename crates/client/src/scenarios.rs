@@ -5,6 +5,7 @@
 #[cfg(target_arch = "wasm32")]
 use wasm_bindgen_test::wasm_bindgen_test as test;
 
+use core::time::Duration;
 use lightwire_proto::testing::TestChain;
 
 use lightwire_chain::{BlockHash, WINDOW_LEN};
@@ -116,7 +117,7 @@ fn filter_headers_follow_the_best_chain_into_the_store() {
 }
 
 /// The coinbase output script of generated block `height` on `branch`.
-fn coinbase_script(height: u32, branch: u32) -> Vec<u8> {
+pub fn coinbase_script(height: u32, branch: u32) -> Vec<u8> {
     use lightwire_chain::synthetic::{DEFAULT_PROFILE, Pool, SyntheticBlock};
     let pool = Pool::build(&lightwire_chain::synthetic::Profile {
         heavy_from: u32::MAX,
@@ -228,8 +229,8 @@ fn a_gateway_serving_a_filter_without_an_output_is_caught_by_the_block() {
     liar.rewrite_filter(3_217, f);
     let mut net = Net::new(memory(), vec![honest, liar], small);
     net.drive();
-    // Filter headers come from the gateway headers do not (the liar here): ours are
-    // found wrong when the honest one is probed.
+    // With this seed the filter headers that cover the lie are drawn from the liar: ours
+    // are found wrong when the honest gateway's chain meets them.
     assert!(
         net.host.events.iter().any(|e| matches!(
             e,
@@ -324,16 +325,102 @@ fn a_dispute_the_block_cannot_settle_keeps_ours_and_marks_nobody() {
     other.rewrite_filter(1_500, f.clone());
     let mut same = TestChain::generate(3_000);
     same.rewrite_filter(1_500, f);
+    let tips = [honest.filter_entry(3_000), other.filter_entry(3_000)];
     let mut net = Net::new(memory(), vec![honest, same], small);
     net.drive();
-    // Ours came from gateway 1 (filter headers go to the gateway headers do not).
-    assert_eq!(
-        verdicts(&net.host.events),
-        [(0, Verdict::Undecided { height: 1_500 })]
-    );
+    // Ours came from the gateway drawn for the first filter headers: the other is
+    // disputed, and stays in conflict.
+    let v = verdicts(&net.host.events);
+    let [(disputed, Verdict::Undecided { height: 1_500 })] = v[..] else {
+        panic!("{v:?}");
+    };
     assert_eq!(rejected(&net.host.events), []);
     let tip = block_on(net.store.filter_tip()).unwrap().unwrap();
-    assert_eq!(tip.header, other.filter_entry(3_000).unwrap().header);
+    assert_eq!(Some(tip.header), tips[1 - disputed].map(|e| e.header));
+}
+
+/// A gateway listed first that answers every filter-header request empty (with `last`, as
+/// a gateway whose filter headers lag would) while an honest gateway serves them: the
+/// stored filter tip still reaches the chain tip within a bounded time. (Its chain is one
+/// block shorter, so that headers come from the honest gateway and the staller is the one
+/// asked for filter headers.)
+#[test]
+fn a_gateway_answering_filter_headers_empty_does_not_stall_their_sync() {
+    let mut staller = TestChain::generate(2_999);
+    staller.filters_held = Some(0);
+    let honest = TestChain::generate(3_000);
+    let want = honest.filter_entry(3_000).unwrap().header;
+    let mut net = Net::new(memory(), vec![staller, honest], small);
+    net.drive();
+    net.advance(Duration::from_secs(60));
+    let tip = block_on(net.store.filter_tip()).unwrap();
+    assert_eq!(tip.map(|t| (t.height, t.header)), Some((3_000, want)));
+}
+
+/// A gateway agreed on our filter headers whose chain then moves to another branch (or
+/// that says it did): it answers the scan's `get_filters` with `stop_unknown` while an
+/// honest gateway holds those filters. The scan is not held back by it: it reaches the
+/// stored tip within a bounded time and finds the payment.
+#[test]
+fn a_gateway_answering_the_scan_stop_unknown_does_not_stall_it() {
+    let honest = TestChain::generate(3_000);
+    let paid = honest.header(2_500).block_hash();
+    // Listed first, the honest gateway announces first: headers come from it, and the
+    // scan asks the other.
+    let mut net = Net::new(memory(), vec![honest, TestChain::generate(3_000)], small);
+    net.drive();
+    let Some(gw) = net.host.gateways[1].as_mut() else {
+        panic!("connected");
+    };
+    gw.chain.reorg(2_000, 999, 1);
+    gw.server.tip_changed();
+    net.drive();
+    net.host
+        .engine
+        .start_scan(vec![coinbase_script(2_500, 0)], 2_100);
+    net.drive();
+    net.advance(Duration::from_secs(60));
+    assert_eq!(reached(&net.host.events), [vec![(2_500, paid)]]);
+}
+
+/// A gateway that announces its tip after the honest one (listed second, its tip comes
+/// later) and lies consistently (a filter without the block's coinbase output, its filter
+/// headers rebuilt on it) does not choose which filter-header chain is stored first: over
+/// sessions with different random numbers, the honest gateway is not always the one
+/// found in conflict with ours. Every session ends with the honest chain stored and the
+/// liar marked bad.
+#[test]
+fn a_gateway_that_delays_its_tip_does_not_choose_the_filter_headers_stored_first() {
+    let want = TestChain::generate(3_000)
+        .filter_entry(3_000)
+        .unwrap()
+        .header;
+    let sessions = 8;
+    let mut liars_first = 0;
+    for seed in 0..sessions {
+        let mut liar = TestChain::generate(3_000);
+        let f = filter_without_coinbase(&liar, 1_217);
+        liar.rewrite_filter(1_217, f);
+        let chains = vec![TestChain::generate(3_000), liar];
+        let mut net = Net::seeded(memory(), chains, seed, small);
+        net.drive();
+        let first = net.host.events.iter().find_map(|e| match e {
+            Event::FilterConflict { gateway, .. } => Some(gateway.index()),
+            _ => None,
+        });
+        // The honest gateway is found in conflict when the liar's chain was ours.
+        if first == Some(0) {
+            liars_first += 1;
+        }
+        let rejected = rejected(&net.host.events);
+        assert_eq!(rejected, [(1, "filter-lacks-output")], "seed {seed}");
+        let tip = block_on(net.store.filter_tip()).unwrap().unwrap();
+        assert_eq!((tip.height, tip.header), (3_000, want), "seed {seed}");
+    }
+    assert!(
+        liars_first < sessions,
+        "the liar's chain was stored first in every session"
+    );
 }
 
 fn wallet_events(events: &[Event]) -> Vec<(bool, u32)> {

@@ -302,6 +302,16 @@ impl<S: HeaderStore> Net<S> {
     /// An engine opened on `store`, with one gateway per chain (connected by the first
     /// [`Self::drive`]); `tune` sets the syncer's sizes.
     pub fn new(store: S, chains: Vec<TestChain>, tune: impl FnOnce(&mut Engine)) -> Net<S> {
+        Net::seeded(store, chains, 7, tune)
+    }
+
+    /// [`Self::new`], with the engine's random numbers from `seed`.
+    pub fn seeded(
+        store: S,
+        chains: Vec<TestChain>,
+        seed: u64,
+        tune: impl FnOnce(&mut Engine),
+    ) -> Net<S> {
         let list = (0..chains.len())
             .map(|g| ConnectString {
                 url: format!("ws://127.0.0.1:{}", 9000 + g),
@@ -309,7 +319,7 @@ impl<S: HeaderStore> Net<S> {
             })
             .collect();
         let (mut engine, stored) =
-            block_on(pipeline::open(&store, list, key(1), 7, NOW)).expect("the store opens");
+            block_on(pipeline::open(&store, list, key(1), seed, NOW)).expect("the store opens");
         let tip_time = block_on(store.header(stored.height))
             .expect("the store reads")
             .map_or(0, |h| h.time);

@@ -20,6 +20,9 @@ pub struct TestChain {
     filters: Vec<(Vec<u8>, FilterEntry)>,
     /// Whether filters are served.
     pub serve_filters: bool,
+    /// Filter headers claimed only up to this height (a gateway whose filter headers lag,
+    /// or that says so to answer every request empty).
+    pub filters_held: Option<u32>,
     /// Heights whose filter is "being fetched" (answers wait for them).
     pub pending_filters: std::collections::HashSet<u32>,
     /// Heights whose filter it does not have although it serves their filter headers: a
@@ -48,6 +51,7 @@ impl TestChain {
             reorgs: 0,
             filters: Vec::new(),
             serve_filters: true,
+            filters_held: None,
             pending_filters: Default::default(),
             missing_filters: Default::default(),
             serve_blocks: true,
@@ -240,7 +244,8 @@ impl Served for TestChain {
     }
 
     fn filter_tip(&self) -> Option<u32> {
-        (self.filters.len() as u32).checked_sub(1)
+        let held = (self.filters.len() as u32).checked_sub(1)?;
+        Some(self.filters_held.map_or(held, |h| h.min(held)))
     }
 
     fn filter_entry(&self, height: u32) -> Option<FilterEntry> {

@@ -14,7 +14,7 @@ use lightwire_proto::{Initiator, Millis};
 use lightwire_store::Tip;
 
 use super::event::{Action, Counters, Event};
-use super::gateway::{GatewayState, Gateways, Rng};
+use super::gateway::{Gateway, GatewayState, Gateways, Rng, Standing};
 use crate::ids::{GatewayId, GivenUp, TaskId};
 use crate::reason::DropReason;
 use crate::sync::SyncError;
@@ -127,7 +127,7 @@ pub struct Ctx {
     pub timers: Timers,
     /// Counters since the start.
     pub counters: Counters,
-    /// Reconnect jitter.
+    /// Reconnect jitter, and where the filter-header task's turns start.
     pub rng: Rng,
     /// Our static key.
     pub local_static: SecretKey,
@@ -175,18 +175,27 @@ impl Ctx {
         }
     }
 
-    /// A gateway that `usable` accepts, other than `source` (the headers') when there is
-    /// one, so that two connections carry two streams side by side; else `source`.
-    pub fn pick_besides(
+    /// The gateway a task asks next, of those `usable` accepts: one not benched in the
+    /// task (`standing` is its standing there) before one that is, then one other than
+    /// `avoid` (the headers' source, so that two connections carry two streams side by
+    /// side) before it; of the `n` left, the `draw % n`-th in list order (a random `draw`
+    /// picks among them evenly). A benched gateway is still asked when no other can be:
+    /// benching orders, it never stalls.
+    pub fn pick(
         &self,
-        source: Option<GatewayId>,
-        usable: impl Fn(&super::gateway::Gateway) -> bool,
+        draw: usize,
+        avoid: Option<GatewayId>,
+        usable: impl Fn(GatewayId, &Gateway) -> bool,
+        standing: impl Fn(&Gateway) -> Standing,
     ) -> Option<GatewayId> {
-        let ok = |g: GatewayId| usable(&self.gateways[g]);
-        self.gateways
-            .ids()
-            .find(|&g| ok(g) && Some(g) != source)
-            .or(source.filter(|&g| ok(g)))
+        let rank = |g: GatewayId| {
+            let gw = &self.gateways[g];
+            let benched = standing(gw).is_benched(self.now);
+            usable(g, gw).then_some((benched, Some(g) == avoid))
+        };
+        let best = self.gateways.ids().filter_map(rank).min()?;
+        let tied = || self.gateways.ids().filter(|&g| rank(g) == Some(best));
+        tied().nth(draw % tied().count())
     }
 
     /// Gateway `g` moves to `state` (the application hears of it, with `reason`).

@@ -1,12 +1,27 @@
-//! The filter-header task: the BIP157 filter-header chain beside the headers, asked of a
-//! gateway that serves filters (another than the headers' when there is one), each answer
-//! checked to follow on from ours (see [`crate::filters`]). An answer that does not is a
-//! conflict, for the cross-check to settle.
+//! The filter-header task: the BIP157 filter-header chain beside the headers, each
+//! request asked of a gateway that serves filters drawn at random, each answer checked to
+//! follow on from ours (see [`crate::filters`]). An answer that does not is a conflict,
+//! for the cross-check to settle.
+//!
+//! Whom to ask: a gateway drawn at random for each request. Were it the first in the
+//! list, the one other than the headers' source (the gateway whose tip came first), or
+//! the next in turns (the one that was not ready for the first request), a gateway could
+//! make its own chain the one stored first by where it is listed or when it answers.
+//! Drawn, no gateway chooses which batches it serves; each batch must follow on from the
+//! last, whoever served it, and the others are probed where it ends (see `check.rs`), so
+//! two chains meet within a batch and a dispute settles which is wrong. A gateway whose
+//! answer ends short (it says it lacks them) is not asked again until a tip or new
+//! headers come, and another is asked at once; each such answer that another gateway
+//! then fills is a strike, and a gateway with [`MAX_STRIKES`] is asked only when no other
+//! can be, for [`BENCHED_FOR`].
 
 use lightwire_chain::BlockHash;
 use lightwire_primitives::FilterHeader;
 
 use super::ctx::{Broke, Conns, Ctx, Effect, ready};
+use super::gateway::Gateway;
+#[cfg(doc)]
+use super::gateway::{BENCHED_FOR, MAX_STRIKES};
 use super::task::{Task, View, timeout};
 use crate::filters::{FilterAnswer, FilterSync};
 use crate::ids::{GatewayId, TaskId};
@@ -24,6 +39,9 @@ pub struct Taken<'a> {
 pub struct FilterHeaders {
     /// The filter-header chain.
     pub sync: FilterSync,
+    /// A random number drawn for the next request: where among the gateways the search
+    /// for one to ask starts.
+    draw: Option<usize>,
 }
 
 impl FilterHeaders {
@@ -31,6 +49,7 @@ impl FilterHeaders {
     pub fn new() -> FilterHeaders {
         FilterHeaders {
             sync: FilterSync::new(None, 0),
+            draw: None,
         }
     }
 
@@ -74,6 +93,11 @@ impl FilterHeaders {
             ctx.timers.touch(TaskId::FilterHeaders, ctx.now);
             // Its chain follows on from ours: it agrees with all we hold.
             ctx.gateways[g].trust.agree(end - 1);
+            ctx.gateways[g].filter_headers.delivered();
+            // Those that said they lacked these had less than it did.
+            for s in self.sync.shown_short(g) {
+                ctx.gateways[s].filter_headers.strike(ctx.now);
+            }
         }
         if let Some(height) = step.conflict {
             if !flags.last {
@@ -115,16 +139,18 @@ impl FilterHeaders {
 }
 
 impl Task for FilterHeaders {
-    /// Ask for the next filter headers, up to the last validated header, from a gateway
-    /// that serves them: another than `source` (the headers') when there is one, so that
-    /// two connections carry the two streams side by side. `Err` names a gateway whose
-    /// connection broke.
-    fn schedule(&mut self, ctx: &mut Ctx, conns: &mut Conns, view: &View) -> Result<(), Broke> {
-        let source = view.source;
+    /// Ask for the next filter headers, up to the last validated header, from the next
+    /// gateway in turn that serves them (see the module's comment). `Err` names a gateway
+    /// whose connection broke.
+    fn schedule(&mut self, ctx: &mut Ctx, conns: &mut Conns, _: &View) -> Result<(), Broke> {
         if !ctx.filters_on || ctx.stopped || self.sync.asked().is_some() {
             return Ok(());
         }
-        let Some(g) = ctx.pick_besides(source, |gw| gw.filters_usable()) else {
+        // The engine's seeded random numbers: the shell seeds them from the platform's.
+        let draw = *self.draw.get_or_insert_with(|| ctx.rng.next_u64() as usize);
+        let sync = &self.sync;
+        let usable = |g: GatewayId, gw: &Gateway| gw.filters_usable() && !sync.is_short(g);
+        let Some(g) = ctx.pick(draw, None, usable, |gw| gw.filter_headers) else {
             return Ok(());
         };
         let Some(conn) = ready(conns, g) else {
@@ -133,6 +159,8 @@ impl Task for FilterHeaders {
         let Some((id, start, stop)) = self.sync.next_request(g) else {
             return Ok(());
         };
+        // Drawn again for the next request.
+        self.draw = None;
         ctx.timers.touch(TaskId::FilterHeaders, ctx.now);
         if let Err(e) = conn.request_filter_headers(id, start, stop) {
             self.sync.abandon();
@@ -146,8 +174,14 @@ impl Task for FilterHeaders {
             .deadline(TaskId::FilterHeaders, self.sync.asked().is_some())
     }
 
-    fn timed_out(&mut self, _: &mut Ctx) -> Vec<(GatewayId, DropReason)> {
-        self.sync.asked().map(timeout).into_iter().collect()
+    /// Its request made no progress: the gateway is dropped (and reconnected), and
+    /// struck, so that one that takes every request and never answers is benched too.
+    fn timed_out(&mut self, ctx: &mut Ctx) -> Vec<(GatewayId, DropReason)> {
+        let asked = self.sync.asked();
+        if let Some(g) = asked {
+            ctx.gateways[g].filter_headers.strike(ctx.now);
+        }
+        asked.map(timeout).into_iter().collect()
     }
 
     fn gateway_gone(&mut self, _: &mut Ctx, g: GatewayId) {

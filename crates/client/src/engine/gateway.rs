@@ -23,6 +23,14 @@ pub const BACKOFF_MAX: Duration = Duration::from_secs(30);
 /// it, so that a gateway that handshakes and then misbehaves or fails at once is
 /// reconnected ever more slowly, not at once each time.
 pub const HEALTHY_SESSION: Duration = Duration::from_secs(60);
+/// Strikes after which a task asks a gateway only when no other can be asked (see
+/// [`Standing`]): enough that an honest gateway a moment behind another (its node still
+/// building the newest filter) is not benched for one late block.
+pub const MAX_STRIKES: u32 = 3;
+/// How long a gateway with [`MAX_STRIKES`] strikes in a task is asked by it only as the
+/// last resort: about a block's time, so that a gateway that has caught up is soon asked
+/// again.
+pub const BENCHED_FOR: Duration = Duration::from_secs(600);
 
 /// The delay before reconnect attempt `failures` (1 for the first), given a uniform
 /// `random` in [0, 1): "equal jitter", half the exponential delay fixed and half random,
@@ -177,6 +185,43 @@ impl FilterTrust {
     }
 }
 
+/// A gateway's standing with one task that asks for filter headers or filters: the answers
+/// it ended with nothing where another gateway then delivered (an empty answer, or "the
+/// stop block is not on my chain", for data another showed it holds). Each is a strike;
+/// [`MAX_STRIKES`] bench it for [`BENCHED_FOR`]: the task asks the others first, so that
+/// a gateway that answers every request empty cannot hold the task back while another
+/// serves it. Strikes are kept across reconnects in the session (hanging up does not
+/// clear them) and cleared by a delivery.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+pub struct Standing {
+    /// Strikes since it last delivered or was benched.
+    pub strikes: u32,
+    /// Until when it is benched.
+    pub benched_until: Option<Millis>,
+}
+
+impl Standing {
+    /// Another gateway delivered what it answered it had not, at `now`: a strike; the
+    /// last one benches it.
+    pub fn strike(&mut self, now: Millis) {
+        self.strikes += 1;
+        if self.strikes >= MAX_STRIKES {
+            self.strikes = 0;
+            self.benched_until = Some(now + BENCHED_FOR);
+        }
+    }
+
+    /// It delivered: its strikes and bench go.
+    pub fn delivered(&mut self) {
+        *self = Standing::default();
+    }
+
+    /// Whether it is benched at `now`.
+    pub fn is_benched(&self, now: Millis) -> bool {
+        self.benched_until.is_some_and(|t| now < t)
+    }
+}
+
 /// What the engine keeps of a gateway apart from its connection.
 pub struct Gateway {
     /// Where to connect, and its key.
@@ -207,6 +252,10 @@ pub struct Gateway {
     pub given_up: VecDeque<u32>,
     /// How far its filter headers are trusted.
     pub trust: FilterTrust,
+    /// Its standing with the filter-header task.
+    pub filter_headers: Standing,
+    /// Its standing with the scan.
+    pub scan: Standing,
 }
 
 impl Gateway {
@@ -226,6 +275,8 @@ impl Gateway {
             reconnect_at: None,
             given_up: VecDeque::with_capacity(MAX_GIVEN_UP),
             trust: FilterTrust::Unknown,
+            filter_headers: Standing::default(),
+            scan: Standing::default(),
         }
     }
 

@@ -77,6 +77,11 @@ impl ScanTask {
         let result = scan.on_filters(m, |c| changed(ctx, c, for_wallet));
         if scan.filters > before {
             ctx.timers.touch(TaskId::Scan, ctx.now);
+            ctx.gateways[g].scan.delivered();
+            // Those that said these blocks were not on their chain had less than it did.
+            for s in scan.shown_refused(g) {
+                ctx.gateways[s].scan.strike(ctx.now);
+            }
         }
         result.map_err(|e| {
             // The gateway is dropped: what it still sends is not read.
@@ -151,8 +156,9 @@ fn event(c: ScanChange) -> Event {
 impl Task for ScanTask {
     /// Ask for the scan's next window of filters, from a gateway known to agree with our
     /// filter headers (a filter that does not match ours is then its own fault, and it
-    /// is marked bad for it): another than `source` (the headers') when there is one.
-    /// `Err` names a gateway whose connection broke.
+    /// is marked bad for it): not one that said the blocks are not on its chain since the
+    /// last tip, one not benched for such answers first, another than `source` (the
+    /// headers') when there is one. `Err` names a gateway whose connection broke.
     fn schedule(&mut self, ctx: &mut Ctx, conns: &mut Conns, view: &View) -> Result<(), Broke> {
         let source = view.source;
         let Some(scan) = self.scan.as_mut() else {
@@ -161,9 +167,10 @@ impl Task for ScanTask {
         if ctx.stopped || scan.asked().is_some() {
             return Ok(());
         }
-        let usable =
-            |gw: &super::gateway::Gateway| gw.filters_usable() && gw.trust.agreed().is_some();
-        let Some(g) = ctx.pick_besides(source, usable) else {
+        let usable = |g: GatewayId, gw: &super::gateway::Gateway| {
+            gw.filters_usable() && gw.trust.agreed().is_some() && !scan.is_refused(g)
+        };
+        let Some(g) = ctx.pick(0, source, usable, |gw| gw.scan) else {
             return Ok(());
         };
         let Some(conn) = ready(conns, g) else {
@@ -185,8 +192,14 @@ impl Task for ScanTask {
         ctx.timers.deadline(TaskId::Scan, self.asked().is_some())
     }
 
-    fn timed_out(&mut self, _: &mut Ctx) -> Vec<(GatewayId, DropReason)> {
-        self.asked().map(timeout).into_iter().collect()
+    /// Its request made no progress: the gateway is dropped (and reconnected), and
+    /// struck, so that one that takes every request and never answers is benched too.
+    fn timed_out(&mut self, ctx: &mut Ctx) -> Vec<(GatewayId, DropReason)> {
+        let asked = self.asked();
+        if let Some(g) = asked {
+            ctx.gateways[g].scan.strike(ctx.now);
+        }
+        asked.map(timeout).into_iter().collect()
     }
 
     fn gateway_gone(&mut self, _: &mut Ctx, g: GatewayId) {

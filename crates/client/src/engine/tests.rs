@@ -757,3 +757,110 @@ fn full_answers_of_known_headers_are_not_progress() {
     }
     assert_eq!(e.state(GatewayId(0)), GatewayState::Bad);
 }
+
+#[test]
+fn a_task_asks_a_benched_gateway_last_and_draws_evenly_among_the_others() {
+    use super::ctx::Ctx;
+    use super::gateway::{BENCHED_FOR, Gateways, MAX_STRIKES};
+    let list = (0..3)
+        .map(|g| ConnectString {
+            url: format!("ws://127.0.0.1:{}", 9000 + g),
+            node_id: key(0x40 + g as u8).public_key(),
+        })
+        .collect();
+    let mut ctx = Ctx::new(&REGTEST, Gateways::new(list), key(1), 7, NOW);
+    let all = |_: GatewayId, _: &gateway::Gateway| true;
+    let standing = |gw: &gateway::Gateway| gw.filter_headers;
+    // The draw picks among the usable evenly; the headers' source after the others.
+    assert_eq!(ctx.pick(1, None, all, standing), Some(GatewayId(1)));
+    assert_eq!(ctx.pick(5, None, all, standing), Some(GatewayId(2)));
+    let source = Some(GatewayId(1));
+    assert_eq!(ctx.pick(1, source, all, standing), Some(GatewayId(2)));
+    assert_eq!(ctx.pick(2, source, all, standing), Some(GatewayId(0)));
+    let not_0 = |g: GatewayId, _: &gateway::Gateway| g != GatewayId(0);
+    assert_eq!(ctx.pick(2, None, not_0, standing), Some(GatewayId(1)));
+    // Strikes short of the limit change nothing; the last benches it.
+    for _ in 1..MAX_STRIKES {
+        ctx.gateways[GatewayId(2)].filter_headers.strike(NOW);
+    }
+    assert_eq!(ctx.pick(2, None, all, standing), Some(GatewayId(2)));
+    ctx.gateways[GatewayId(2)].filter_headers.strike(NOW);
+    assert_eq!(ctx.pick(2, None, all, standing), Some(GatewayId(0)));
+    // Benched, it is still asked when no other can be: it orders, it never stalls.
+    let only_2 = |g: GatewayId, _: &gateway::Gateway| g == GatewayId(2);
+    assert_eq!(ctx.pick(0, None, only_2, standing), Some(GatewayId(2)));
+    // Other tasks keep their own standing; the bench ends.
+    assert_eq!(ctx.pick(2, None, all, |gw| gw.scan), Some(GatewayId(2)));
+    ctx.now = NOW + BENCHED_FOR;
+    assert_eq!(ctx.pick(2, None, all, standing), Some(GatewayId(2)));
+    // A delivery clears its strikes.
+    let gw = &mut ctx.gateways[GatewayId(2)];
+    gw.filter_headers.strike(NOW);
+    gw.filter_headers.delivered();
+    assert_eq!(gw.filter_headers, gateway::Standing::default());
+    // No gateways, nobody.
+    let none = Ctx::new(&REGTEST, Gateways::new(vec![]), key(1), 7, NOW);
+    assert_eq!(none.pick(3, None, all, standing), None);
+}
+
+#[test]
+fn a_gateway_whose_empty_answers_another_fills_is_benched_and_the_other_serves() {
+    use crate::testnet::{Net, block_on, memory};
+    use lightwire_proto::testing::TestChain;
+    use lightwire_store::HeaderStore;
+    let mut staller = TestChain::generate(2_999);
+    staller.filters_held = Some(0);
+    // Small requests: each brings new marks, and with them a new draw of whom to ask.
+    let mut net = Net::new(memory(), vec![staller, TestChain::generate(3_000)], |e| {
+        e.syncer_mut().request_size = 250;
+        e.syncer_mut().commit_every = 500;
+    });
+    net.drive();
+    let gws = &net.host.engine.ctx.gateways;
+    assert!(gws[GatewayId(0)].filter_headers.is_benched(net.host.now));
+    assert_eq!(
+        gws[GatewayId(1)].filter_headers,
+        gateway::Standing::default()
+    );
+    // New blocks: the honest gateway serves their filter headers.
+    for h in 3_001..=3_003u32 {
+        let Some(gw) = net.host.gateways[1].as_mut() else {
+            panic!("connected");
+        };
+        gw.chain.reorg(h - 1, 1, 0);
+        gw.server.tip_changed();
+        net.drive();
+        let tip = block_on(net.store.filter_tip()).unwrap().unwrap();
+        assert_eq!(tip.height, h);
+    }
+    assert!(
+        net.host.engine.ctx.gateways[GatewayId(0)]
+            .filter_headers
+            .is_benched(net.host.now)
+    );
+}
+
+#[test]
+fn a_gateway_holding_a_scan_request_past_its_deadline_is_struck_and_another_serves() {
+    use crate::testnet::{Net, memory};
+    use lightwire_proto::testing::TestChain;
+    // Listed first, the honest gateway is the headers' source: the scan asks the other,
+    // which holds the filter of 2,200 back (answering pings meanwhile).
+    let mut holder = TestChain::generate(3_000);
+    holder.pending_filters.insert(2_200);
+    let honest = TestChain::generate(3_000);
+    let paid = honest.header(2_500).block_hash();
+    let mut net = Net::new(memory(), vec![honest, holder], |e| {
+        e.syncer_mut().request_size = 2_000;
+        e.syncer_mut().commit_every = 1_000;
+    });
+    net.drive();
+    let script = crate::scenarios::coinbase_script(2_500, 0);
+    net.host.engine.start_scan(vec![script], 2_001);
+    net.drive();
+    assert_eq!(net.host.engine.scan().map(|s| s.next()), Some(2_200));
+    net.advance(REQUEST_TIMEOUT);
+    assert_eq!(net.host.engine.ctx.gateways[GatewayId(1)].scan.strikes, 1);
+    let scan = net.host.engine.scan().unwrap();
+    assert_eq!((scan.next(), scan.matches()), (3_001, &[(2_500, paid)][..]));
+}
