@@ -576,6 +576,21 @@ fn a_wrong_or_withheld_block_marks_its_gateway_bad() {
     }
 }
 
+/// The only gateway that serves blocks withholds one its own filter matched: asked again
+/// after the retry wait, it says `not_found` again while the tip it announces still holds
+/// the block (no reorganisation came to explain the first one): marked bad. (With another
+/// gateway to deliver the block it is judged then; alone, it went unjudged, and the wallet
+/// waited on it for ever.)
+#[test]
+fn a_block_its_voucher_alone_withholds_twice_marks_it_bad() {
+    let mut liar = TestChain::generate(3_000);
+    liar.withheld_blocks.insert(1_500);
+    let mut net = watching_1_500(vec![liar]);
+    assert_eq!(rejected(&net.host.events), []);
+    net.advance(crate::engine::BLOCK_RETRY + core::time::Duration::from_secs(1));
+    assert_eq!(rejected(&net.host.events), [(0, "block-withheld")]);
+}
+
 /// The gateway asked for a block its filter matched loses the block to a reorganisation
 /// while it fetches it: its `not_found` comes before the tip that explains it. Not a
 /// block withheld: the gateway is not marked bad, and the reorganisation withdraws the

@@ -53,6 +53,7 @@ pub use gateway::{
 };
 pub use headers::MAX_UNDELIVERED;
 pub use relay::BroadcastError;
+pub use wallet::BLOCK_RETRY;
 
 use crate::reason::{DropReason, TransportError};
 use ctx::{Conns, Ctx, Effect};

@@ -7,7 +7,9 @@
 //! connected has said so, all are asked again after [`BLOCK_RETRY`] (a reorganisation
 //! meanwhile withdraws the block): a bounded retry, never a stall on one gateway, and no
 //! fault in itself. The gateway whose filter matched the block is judged when the block
-//! comes from another: if the tip it announces then still holds the block, it withheld it.
+//! comes from another, or when it says `not_found` again after the retry wait (no other
+//! gateway has the block): if the tip it announces then still holds the block, it withheld
+//! it.
 
 use core::time::Duration;
 
@@ -150,13 +152,19 @@ impl WalletTask {
         match wallet.on_piece(p) {
             Ok(Piece::More) => Ok(()),
             Ok(Piece::Applied(done)) => {
-                self.judge(ctx, g, done.height, best);
+                self.judge(ctx, Some(g), done.height, best);
                 self.applied(ctx, scan, done, base);
                 Ok(())
             }
             Ok(Piece::NotFound(n)) => {
                 if n.vouched {
+                    // Said again after the retry wait: a reorganisation that explained the
+                    // first would have been announced by now.
+                    let again = self.suspect == Some(n);
                     self.suspect = Some(n);
+                    if again {
+                        self.judge(ctx, None, n.height, best);
+                    }
                 }
                 Ok(())
             }
@@ -164,11 +172,13 @@ impl WalletTask {
         }
     }
 
-    /// Block `height` came from gateway `from`: a suspect that answered `not_found` for
-    /// it withheld it if its announced tip still holds the block (it is on our best
-    /// chain, at the block's height or above). A tip elsewhere may be the reorganisation
-    /// that took it (an honest race; its `not_found` may come before its new tip).
-    fn judge(&mut self, ctx: &mut Ctx, from: GatewayId, height: u32, best: &Syncer) {
+    /// Block `height` came from gateway `from` (or, with `None`, its suspect said
+    /// `not_found` for it a second time, after the retry wait): a suspect that answered
+    /// `not_found` for it withheld it if its announced tip still holds the block (it is on
+    /// our best chain, at the block's height or above). A tip elsewhere may be the
+    /// reorganisation that took it (an honest race; its `not_found` may come before its
+    /// new tip).
+    fn judge(&mut self, ctx: &mut Ctx, from: Option<GatewayId>, height: u32, best: &Syncer) {
         let Some(s) = self.suspect.filter(|s| s.height == height) else {
             return;
         };
@@ -178,7 +188,7 @@ impl WalletTask {
             best.height_on_best(&header.block_hash())
                 .is_some_and(|h| h >= height)
         });
-        if s.gateway != from && gw.ready && holds {
+        if from != Some(s.gateway) && gw.ready && holds {
             ctx.drop_later(
                 s.gateway,
                 DropReason::Wallet(WalletError::Withheld { height }),
