@@ -57,7 +57,8 @@
 // blocks (50 of them paying it, 1 MB each) three times. The header sync is timed in the page from before
 // open to the tip event at 925,000 with nothing polling the engine (the figure for
 // benches/README.md), then three from a checkpoint 9,736 below the tip; `--only full` gives the detailed counters (polled every 100 ms).
-// E2E_RESCAN_ONLY=1 or E2E_WALLET_ONLY=1 with --bench: only that rescan.
+// E2E_RESCAN_ONLY=1 or E2E_WALLET_ONLY=1 with --bench: only that rescan;
+// E2E_CHECKPOINT_ONLY=N: only the start from a checkpoint, N times.
 
 import { execFileSync, spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
@@ -1377,6 +1378,14 @@ async function main() {
           const walletRescan = [];
           for (const run of [1, 2, 3]) walletRescan.push(await timedWalletRescan(run, walletStart));
           console.log(JSON.stringify({ engine, walletRescan }));
+          continue;
+        }
+        if (bench && process.env.E2E_CHECKPOINT_ONLY) {
+          const startAt = benchStart();
+          const fromCheckpoint = [];
+          const n = Number(process.env.E2E_CHECKPOINT_ONLY) || 3;
+          for (let run = 1; run <= n; run++) fromCheckpoint.push(await timedFromCheckpoint(run, startAt));
+          console.log(JSON.stringify({ engine, fromCheckpoint }));
           continue;
         }
         if (bench && process.env.E2E_RESCAN_ONLY) {

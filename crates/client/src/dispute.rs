@@ -317,6 +317,15 @@ impl Dispute {
         }
     }
 
+    /// The block being judged, if it is: its height, our filter header there and its
+    /// hash (what a defender is asked to agree with).
+    pub fn judged(&self) -> Option<(u32, FilterHeader, BlockHash)> {
+        match &self.stage {
+            Stage::Judge(j) => Some((j.height, j.expect[OURS], j.hash)),
+            _ => None,
+        }
+    }
+
     /// Where it stands: the height known to differ, or the one being judged.
     pub fn height(&self) -> u32 {
         match &self.stage {

@@ -2,7 +2,7 @@
 //! probed for its filter header at our latest; one that differs is in conflict, and a
 //! dispute settles who is wrong by evidence (the block), one dispute at a time.
 
-use lightwire_primitives::FilterHeader;
+use lightwire_primitives::{BlockHash, FilterHeader};
 use std::collections::VecDeque;
 
 use lightwire_proto::{Initiator, Millis};
@@ -36,6 +36,9 @@ pub struct Check {
     dispute: Option<Dispute>,
     disputes: VecDeque<(GatewayId, u32, FilterHeader)>,
     ids: Ids,
+    /// The disputed height the gateways in `defenders_probed` were asked about.
+    defenders_probed_at: Option<u32>,
+    defenders_probed: Vec<GatewayId>,
 }
 
 impl Check {
@@ -46,6 +49,8 @@ impl Check {
             dispute: None,
             disputes: VecDeque::new(),
             ids: Ids::new(TaskId::Check),
+            defenders_probed_at: None,
+            defenders_probed: Vec::new(),
         }
     }
 
@@ -59,6 +64,13 @@ impl Check {
             self.start_next_dispute(ctx);
         }
         loop {
+            let Some(d) = self.dispute.as_ref() else {
+                return Ok(());
+            };
+            let (against, judged) = (d.against, d.judged());
+            if let Some(judged) = judged {
+                self.probe_defenders(ctx, conns, against, judged);
+            }
             let Some(d) = self.dispute.as_mut() else {
                 return Ok(());
             };
@@ -87,6 +99,69 @@ impl Check {
         }
     }
 
+    /// Ask every gateway that may defend ours at the disputed height (`judged`: the
+    /// height, our filter header there and its block) for its filter header there, once
+    /// per height: one that agrees with ours at our latest is a defender already, but one
+    /// whose filter headers lag our latest (its probe there came back empty), or that was
+    /// never compared, may still agree at the disputed height, which is all a defender
+    /// needs. Without this, a lagging honest gateway counted for nobody and ours gave way.
+    fn probe_defenders(
+        &mut self,
+        ctx: &mut Ctx,
+        conns: &mut Conns,
+        against: GatewayId,
+        (height, ours, hash): (u32, FilterHeader, BlockHash),
+    ) {
+        if self.defenders_probed_at != Some(height) {
+            self.defenders_probed_at = Some(height);
+            self.defenders_probed.clear();
+        }
+        for g in ctx.gateways.ids() {
+            let gw = &ctx.gateways[g];
+            if g == against
+                || !gw.filters_usable()
+                || gw.agrees_at(height)
+                || self.probes[g.index()].is_some()
+                || self.defenders_probed.contains(&g)
+            {
+                continue;
+            }
+            let Some(conn) = ready(conns, g) else {
+                continue;
+            };
+            if self.probe(ctx, conn, g, height, hash, ours) {
+                self.defenders_probed.push(g);
+            }
+        }
+    }
+
+    /// Ask `g` for its filter header at `height` (ours there is `ours`); whether it was
+    /// sent.
+    fn probe(
+        &mut self,
+        ctx: &mut Ctx,
+        conn: &mut Initiator,
+        g: GatewayId,
+        height: u32,
+        hash: BlockHash,
+        ours: FilterHeader,
+    ) -> bool {
+        let id = self.ids.next_id();
+        if conn.request_filter_headers(id, height, hash).is_err() {
+            return false;
+        }
+        if self.probes.iter().all(Option::is_none) {
+            ctx.timers.touch(TaskId::Check, ctx.now);
+        }
+        self.probes[g.index()] = Some(Probe {
+            id,
+            height,
+            ours,
+            theirs: None,
+        });
+        true
+    }
+
     /// Gateway `g`'s filter headers differ from ours at `height` (it says `theirs`): it
     /// is not used for filters, the application hears of it, and a dispute settles it.
     pub fn conflict(&mut self, ctx: &mut Ctx, g: GatewayId, height: u32, theirs: FilterHeader) {
@@ -106,8 +181,11 @@ impl Check {
                 // A range of its own, so that a late answer to an earlier dispute is not
                 // taken for this one's.
                 let seq = self.ids.seq().wrapping_add(1 << 20);
-                self.ids = Ids::starting_at(TaskId::Check, seq);
-                let ids = self.ids.clone();
+                let ids = Ids::starting_at(TaskId::Check, seq);
+                // The probes' ids from the upper half of the range: never one of the
+                // dispute's.
+                self.ids = Ids::starting_at(TaskId::Check, seq.wrapping_add(1 << 19));
+                self.defenders_probed_at = None;
                 self.dispute = Some(Dispute::new(g, height, theirs, ctx.filter_base, ids));
                 ctx.timers.touch(TaskId::Check, ctx.now);
                 return;
@@ -314,7 +392,8 @@ impl Check {
 
 /// Who can defend our filter at `height` against `against`: a gateway that agrees with
 /// ours at or above it; else, while another filter-serving gateway has not been compared
-/// with ours (never probed, or its probe in flight), it may; else nobody.
+/// with ours (its probe in flight: every one was asked, see [`Check::probe_defenders`]), it
+/// may; else nobody.
 fn defence(ctx: &Ctx, probes: &[Option<Probe>], against: GatewayId, height: u32) -> Defence {
     let others = || ctx.gateways.ids().filter(move |&g| g != against);
     if let Some(g) = others().find(|&g| ctx.gateways[g].agrees_at(height)) {
@@ -322,8 +401,7 @@ fn defence(ctx: &Ctx, probes: &[Option<Probe>], against: GatewayId, height: u32)
     }
     let unknown = others().any(|g| {
         let gw = &ctx.gateways[g];
-        gw.filters_usable()
-            && (matches!(gw.trust, FilterTrust::Unknown) || probes[g.index()].is_some())
+        gw.filters_usable() && probes[g.index()].is_some()
     });
     if unknown {
         Defence::Awaited
@@ -379,18 +457,7 @@ impl Task for Check {
                 let Some(conn) = ready(conns, g) else {
                     continue;
                 };
-                let id = self.ids.next_id();
-                if conn.request_filter_headers(id, t, hash).is_ok() {
-                    if self.probes.iter().all(Option::is_none) {
-                        ctx.timers.touch(TaskId::Check, ctx.now);
-                    }
-                    self.probes[g.index()] = Some(Probe {
-                        id,
-                        height: t,
-                        ours,
-                        theirs: None,
-                    });
-                }
+                self.probe(ctx, conn, g, t, hash, ours);
             }
         }
         self.schedule_dispute(ctx, conns)

@@ -112,3 +112,35 @@ fn ours_wrong_at_the_first_block_starts_again_from_genesis() {
     let tip = block_on(net.store.filter_tip()).unwrap().unwrap();
     assert_eq!((tip.height, tip.header), (3_000, want));
 }
+
+/// Ours came from an honest gateway in an earlier session. Now a gateway whose filter of
+/// one block differs in what the block cannot show (an extra item) is in conflict, and the
+/// honest gateway is present but its filter headers lag our latest (its probe at our tip
+/// comes back empty). It can still defend ours at the disputed height, and is asked there:
+/// undecided, ours kept. (Taken for nobody, ours gave way to the other's chain.)
+#[test]
+fn a_lagging_gateway_is_asked_to_defend_ours_at_the_disputed_height() {
+    let mut net = Net::new(memory(), vec![TestChain::generate(5_000)], small);
+    net.drive();
+    let ours = TestChain::generate(5_000)
+        .filter_entry(5_000)
+        .unwrap()
+        .header;
+    let mut other = TestChain::generate(5_000);
+    let hash = other.header(2_345).block_hash();
+    let coinbase = super::coinbase_script(2_345, 0);
+    let mut f = Vec::new();
+    lightwire_filter::build_filter(&hash.0, [&coinbase[..], b"extra"], &mut f);
+    other.rewrite_filter(2_345, f);
+    let mut lagging = TestChain::generate(5_000);
+    lagging.filters_held = Some(4_000);
+    let mut net = Net::new(net.store, vec![other, lagging], small);
+    net.drive();
+    assert_eq!(
+        verdicts(&net.host.events),
+        [(0, Verdict::Undecided { height: 2_345 })]
+    );
+    assert_eq!(rejected(&net.host.events), []);
+    let tip = block_on(net.store.filter_tip()).unwrap().unwrap();
+    assert_eq!((tip.height, tip.header), (5_000, ours));
+}
