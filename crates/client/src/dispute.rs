@@ -37,7 +37,7 @@
 use lightwire_chain::BlockHash;
 use lightwire_filter::known_items;
 use lightwire_filter::{Filter, FilterError, filter_hash, filter_header, first_absent};
-use lightwire_primitives::{Block, BlockError, FilterHeader};
+use lightwire_primitives::{Block, BlockError, FilterHash, FilterHeader};
 use lightwire_wire::filters::{FILTER_CHECKPOINT_INTERVAL, MAX_FILTER_LEN};
 use lightwire_wire::{BlockPiece, FilterCheckpoints, Filters, MAX_BLOCK_LEN};
 
@@ -117,26 +117,34 @@ pub enum Verdict {
         /// Where the chains part.
         height: u32,
     },
-    /// Ours is: the filter headers we hold from `height` on are dropped and synced again
+    /// Ours is: the filter headers we hold from `from` on are dropped and synced again
     /// from the gateway that was right; the gateway that gave us the wrong filter, and
     /// every gateway that agreed with it at or above `height`, is marked bad.
     OursWrong {
-        /// Where the chains part.
+        /// The block whose filter in our chain lacks an output script.
         height: u32,
-        /// Our filter header below it (right: the two chains agree there).
+        /// Where ours is dropped from: where the two chains' filter headers part, `height`
+        /// unless they differ below it only in what no scan reads (what a store started
+        /// from a checkpoint commits to below its first block).
+        from: u32,
+        /// Their filter header before `from` (the same as ours when `from` is above the
+        /// first block we hold).
         prev: FilterHeader,
-        /// The block at `height`.
+        /// The block at `from`.
         hash: BlockHash,
     },
     /// Nobody present defends ours (see [`Defence`]) and the other gateway's filter at
     /// `height` holds every output script of the block: ours gives way from `height` on, as
     /// for [`Verdict::OursWrong`], with nobody marked bad (who gave ours is not here).
     OursUndefended {
-        /// Where the chains part.
+        /// The block whose filters differ (where they part, when every filter a scan
+        /// reads is the same).
         height: u32,
-        /// Our filter header below it (the same in both chains).
+        /// Where ours is dropped from (see [`Verdict::OursWrong`]).
+        from: u32,
+        /// Their filter header before `from`.
         prev: FilterHeader,
-        /// The block at `height`.
+        /// The block at `from`.
         hash: BlockHash,
     },
     /// Both filters hold every output script of the block (or the block could not be
@@ -230,21 +238,120 @@ enum Stage {
         hi: usize,
     },
     /// Read hashes and our filter headers over `from..=to` (from the agreeing height, or
-    /// the first we hold).
+    /// the first we hold; or, walking on, from the last height of the stretch before).
     ReadRange { from: u32, to: u32, agreed: bool },
-    /// Its filter headers over the range are asked for.
-    Range {
-        /// First height asked (one above the agreeing one).
-        start: u32,
-        /// Our filter header before `start` (unknown when the store starts there).
-        anchor: Option<FilterHeader>,
-        ours: Vec<FilterHeader>,
-        hashes: Vec<BlockHash>,
-        theirs: Vec<FilterHeader>,
-    },
-    /// Settling block `height`.
+    /// Its filter headers over the stretch are asked for.
+    Range(Chunk),
+    /// Settling the first block whose filters differ.
     Judge(Box<Judge>),
+    /// Fetching its filter of a later block whose filter differs from ours (`chunk.at - 1`),
+    /// to be matched beside ours.
+    Contest { chunk: Chunk, fetch: Fetch },
+    /// Every filter from the first block a scan reads to the top is the same in both
+    /// chains: they differ only in what they commit to below our store. Whoever is
+    /// defended present keeps its chain.
+    Same,
 }
+
+/// A stretch of the walk over both chains: block hashes, our filter headers and theirs
+/// over `start..start + ours.len()`, and their filter hashes. At most
+/// [`FILTER_CHECKPOINT_INTERVAL`] + 1 heights.
+#[derive(Debug)]
+struct Chunk {
+    start: u32,
+    /// Our filter header before `start` (unknown at the first block of a store started
+    /// from a checkpoint).
+    anchor: Option<FilterHeader>,
+    ours: Vec<FilterHeader>,
+    hashes: Vec<BlockHash>,
+    theirs: Vec<FilterHeader>,
+    their_hashes: Vec<FilterHash>,
+    /// Their filter header before `start` (the answer's first anchor).
+    their_before: Option<FilterHeader>,
+    /// The next index the walk looks at.
+    at: usize,
+}
+
+impl Chunk {
+    fn new(
+        start: u32,
+        anchor: Option<FilterHeader>,
+        ours: &[FilterHeader],
+        hashes: &[BlockHash],
+    ) -> Chunk {
+        Chunk {
+            start,
+            anchor,
+            ours: ours.to_vec(),
+            hashes: hashes.to_vec(),
+            theirs: Vec::with_capacity(ours.len()),
+            their_hashes: Vec::with_capacity(ours.len()),
+            their_before: None,
+            at: 0,
+        }
+    }
+
+    fn ours_before(&self, i: usize) -> Option<FilterHeader> {
+        match i.checked_sub(1) {
+            Some(p) => self.ours.get(p).copied(),
+            None => self.anchor,
+        }
+    }
+
+    fn theirs_before(&self, i: usize) -> Option<FilterHeader> {
+        match i.checked_sub(1) {
+            Some(p) => self.theirs.get(p).copied(),
+            None => self.their_before,
+        }
+    }
+
+    /// The next block from `at` on whose filter differs in the two chains: its filter
+    /// hash in theirs, linked to our header before it, is not our header there (what
+    /// their headers below it commit to does not matter). Not known at a checkpoint
+    /// store's first block, whose filter no scan reads: passed over.
+    fn next_difference(&mut self) -> Option<usize> {
+        while self.at < self.ours.len().min(self.their_hashes.len()) {
+            let i = self.at;
+            self.at += 1;
+            let differs = self
+                .ours_before(i)
+                .is_some_and(|prev| filter_header(&self.their_hashes[i], &prev) != self.ours[i]);
+            if differs {
+                return Some(i);
+            }
+        }
+        None
+    }
+
+    /// The height of index `i`.
+    fn height(&self, i: usize) -> u32 {
+        self.start + i as u32
+    }
+
+    /// The last height it covers.
+    fn end(&self) -> u32 {
+        self.start + (self.ours.len() as u32).saturating_sub(1)
+    }
+}
+
+/// A block whose filter differs in the two chains where the block cannot tell which is
+/// wrong (both hold every output script it has; they differ in the scripts its inputs
+/// spend, which the block does not show): the other gateway's filter, checked against its
+/// chain, for scans to match beside ours, so that whichever chain is right nothing is
+/// missed.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct Contested {
+    /// The block's height.
+    pub height: u32,
+    /// The block.
+    pub hash: BlockHash,
+    /// The other gateway's filter of it.
+    pub filter: Vec<u8>,
+}
+
+/// Contested blocks one dispute hands over at most: past these it ends undecided (each
+/// costs a filter from the other gateway, and a liar could make every block differ).
+pub const MAX_CONTESTED: usize = 64;
 
 /// One side's filter of the disputed block.
 #[derive(Debug)]
@@ -267,8 +374,9 @@ enum Fetch {
 struct Judge {
     height: u32,
     hash: BlockHash,
-    /// The filter header before `height` (the same in both chains).
-    prev: FilterHeader,
+    /// Each side's filter header before `height` (theirs, ours): the same, unless the two
+    /// chains differ below in what no scan reads.
+    prev: [FilterHeader; 2],
     /// Each side's filter header at `height` (theirs, ours).
     expect: [FilterHeader; 2],
     /// Each side's filter (theirs, ours).
@@ -283,6 +391,8 @@ struct Judge {
     failed_defenders: Vec<GatewayId>,
     /// Nobody present can defend ours.
     undefended: bool,
+    /// The stretch it is in, for the walk to go on when the block cannot settle it.
+    chunk: Chunk,
 }
 
 /// One dispute with one gateway (see the module documentation).
@@ -299,6 +409,18 @@ pub struct Dispute {
     asked: Option<u32>,
     ids: Ids,
     reading: bool,
+    /// Where ours would be dropped from were it found wrong: the first height whose filter
+    /// header differs, their header before it and the block there. Below it the chains
+    /// agree, or differ only in what they commit to below our store.
+    drop_from: Option<(u32, FilterHeader, BlockHash)>,
+    /// Their filter header at the end of the stretch walked (the next must follow on).
+    their_last: Option<FilterHeader>,
+    /// The first block whose filters differ, once judged undecided: the walk goes on, and
+    /// each later block whose filters differ is contested.
+    judged: Option<u32>,
+    /// Contested blocks found, for the engine to take ([`Self::take_contested`]).
+    contested: Vec<Contested>,
+    contested_count: usize,
 }
 
 impl Dispute {
@@ -314,7 +436,17 @@ impl Dispute {
             asked: None,
             ids,
             reading: false,
+            drop_from: None,
+            their_last: None,
+            judged: None,
+            contested: Vec::new(),
+            contested_count: 0,
         }
+    }
+
+    /// The contested blocks found since last asked (see [`Contested`]).
+    pub fn take_contested(&mut self) -> Vec<Contested> {
+        core::mem::take(&mut self.contested)
     }
 
     /// The block being judged, if it is: its height, our filter header there and its
@@ -330,6 +462,7 @@ impl Dispute {
     pub fn height(&self) -> u32 {
         match &self.stage {
             Stage::Judge(j) => j.height,
+            Stage::Contest { chunk, .. } => chunk.height(chunk.at.saturating_sub(1)),
             _ => self.top,
         }
     }
@@ -411,13 +544,10 @@ impl Dispute {
                     (None, ours, hashes)
                 };
                 let start = if *agreed { from + 1 } else { from };
-                self.stage = Stage::Range {
-                    start,
-                    anchor,
-                    ours: ours.to_vec(),
-                    hashes: hashes.to_vec(),
-                    theirs: Vec::new(),
-                };
+                if ours.is_empty() {
+                    return unusable;
+                }
+                self.stage = Stage::Range(Chunk::new(start, anchor, ours, hashes));
             }
             _ => {}
         }
@@ -431,6 +561,9 @@ impl Dispute {
     pub fn next_ask(&mut self, defence: Defence) -> Result<Option<(GatewayId, Ask)>, Verdict> {
         let undecided = |d: &Dispute| Verdict::Undecided { height: d.height() };
         let against = self.against;
+        if let Stage::Same = self.stage {
+            return self.same(defence);
+        }
         let Stage::Judge(j) = &mut self.stage else {
             return self.ask().map_err(|()| undecided(self));
         };
@@ -498,16 +631,33 @@ impl Dispute {
                     stop,
                 }
             }
-            Stage::Range { start, hashes, .. } => {
-                let Some(&stop) = hashes.last() else {
+            Stage::Range(c) => {
+                let Some(&stop) = c.hashes.last() else {
                     return Err(());
                 };
-                let start = *start;
+                let start = c.start;
                 Ask::FilterHeaders {
                     id: self.next_id(),
                     start,
                     stop,
                 }
+            }
+            Stage::Contest {
+                fetch: Fetch::NotAsked,
+                chunk,
+            } => {
+                let i = chunk.at - 1;
+                let (height, stop) = (chunk.height(i), chunk.hashes[i]);
+                let id = self.next_id();
+                if let Stage::Contest { fetch, .. } = &mut self.stage {
+                    *fetch = Fetch::Asked {
+                        gateway: against,
+                        id,
+                        buf: Vec::new(),
+                        len: None,
+                    };
+                }
+                Ask::Filter { id, height, stop }
             }
             _ => return Ok(None),
         };
@@ -580,69 +730,139 @@ impl Dispute {
         Outcome::Going
     }
 
-    /// Its filter headers over the range (one message of the answer).
+    /// Its filter headers over the stretch asked (one message of the answer).
     pub fn on_filter_headers(&mut self, a: &FilterAnswer<'_>) -> Outcome {
-        let against = self.against;
-        let Stage::Range {
-            start,
-            anchor,
-            ours,
-            hashes,
-            theirs,
-        } = &mut self.stage
-        else {
-            return Outcome::Bad(against, DisputeError::OutOfOrder { height: self.top });
+        let (against, top, top_theirs) = (self.against, self.top, self.top_theirs);
+        let Stage::Range(c) = &mut self.stage else {
+            return Outcome::Bad(against, DisputeError::OutOfOrder { height: top });
         };
-        let start = *start;
-        let at = start + theirs.len() as u32;
+        let at = c.start + c.theirs.len() as u32;
         if !a.headers.is_empty() {
-            if a.first_height != at || theirs.len() + a.headers.len() > ours.len() {
+            if a.first_height != at
+                || c.theirs.len() + a.headers.len() > c.ours.len()
+                || a.hashes.len() != a.headers.len() * 32
+            {
                 return Outcome::Bad(against, DisputeError::OutOfOrder { height: at });
             }
-            if theirs.is_empty() && anchor.is_some_and(|x| x != a.before) {
-                // Its chain agreed with ours below `start` (its checkpoint said so).
-                return Outcome::Bad(against, DisputeError::Contradiction { height: start });
+            if c.theirs.is_empty() {
+                // Walking on, its chain must follow on from the stretch before; at first,
+                // from the height where its checkpoint agreed with ours.
+                let expect = self.their_last.or(c.anchor);
+                if expect.is_some_and(|x| x != a.before) {
+                    return Outcome::Bad(against, DisputeError::Contradiction { height: at });
+                }
+                c.their_before = Some(a.before);
             }
-            theirs.extend_from_slice(a.headers);
+            c.theirs.extend_from_slice(a.headers);
+            c.their_hashes.extend(
+                a.hashes
+                    .chunks_exact(32)
+                    .map(|h| FilterHash(h.try_into().unwrap_or([0; 32]))),
+            );
         }
         if !a.flags.last {
             return Outcome::Going;
         }
         self.asked = None;
-        if a.flags.stop_unknown || theirs.len() < ours.len() {
+        if a.flags.stop_unknown || c.theirs.len() < c.ours.len() {
             return Outcome::Over(Verdict::Undecided { height: at });
         }
-        let Some(i) = (0..ours.len()).find(|&i| ours[i] != theirs[i]) else {
-            // It said its header differs at the top, and now that it does not.
-            return Outcome::Bad(against, DisputeError::Contradiction { height: self.top });
+        if c.end() == top && c.theirs.last() != Some(&top_theirs) {
+            // Not the chain whose header at the top it gave us.
+            return Outcome::Bad(against, DisputeError::Contradiction { height: top });
+        }
+        if self.drop_from.is_none() {
+            let Some(i) = (0..c.ours.len()).find(|&i| c.ours[i] != c.theirs[i]) else {
+                // It said its header differs at the top, and now that it does not.
+                return Outcome::Bad(against, DisputeError::Contradiction { height: top });
+            };
+            let Some(prev) = c.theirs_before(i) else {
+                return Outcome::Bad(against, DisputeError::OutOfOrder { height: at });
+            };
+            self.drop_from = Some((c.height(i), prev, c.hashes[i]));
+            c.at = i;
+        }
+        let Stage::Range(chunk) = core::mem::replace(&mut self.stage, Stage::Same) else {
+            return Outcome::Going;
         };
-        let prev = match i.checked_sub(1) {
-            Some(p) => Some(ours[p]),
-            None => *anchor,
+        self.walk(chunk)
+    }
+
+    /// Go on from `chunk.at` to the next block whose filters differ: the first is judged
+    /// from the block, each later one (once the first was undecided) contested. Past the
+    /// stretch, on to the next one; at the top, the dispute ends.
+    fn walk(&mut self, mut chunk: Chunk) -> Outcome {
+        if let Some(i) = chunk.next_difference() {
+            let (height, hash) = (chunk.height(i), chunk.hashes[i]);
+            if self.judged.is_some() {
+                if self.contested_count >= MAX_CONTESTED {
+                    return Outcome::Over(Verdict::Undecided { height });
+                }
+                self.stage = Stage::Contest {
+                    chunk,
+                    fetch: Fetch::NotAsked,
+                };
+                return Outcome::Going;
+            }
+            let (Some(theirs), Some(ours)) = (chunk.theirs_before(i), chunk.ours_before(i)) else {
+                return Outcome::Over(Verdict::Undecided { height });
+            };
+            self.stage = Stage::Judge(Box::new(Judge {
+                height,
+                hash,
+                prev: [theirs, ours],
+                expect: [chunk.theirs[i], chunk.ours[i]],
+                filters: [Fetch::NotAsked, Fetch::NotAsked],
+                block_from: None,
+                block: Vec::new(),
+                block_done: false,
+                tried: Vec::new(),
+                failed_defenders: Vec::new(),
+                undefended: false,
+                chunk,
+            }));
+            return Outcome::Going;
+        }
+        let end = chunk.end();
+        if end >= self.top {
+            return match self.judged {
+                Some(height) => Outcome::Over(Verdict::Undecided { height }),
+                None => {
+                    self.stage = Stage::Same;
+                    Outcome::Going
+                }
+            };
+        }
+        self.their_last = chunk.theirs.last().copied();
+        self.stage = Stage::ReadRange {
+            from: end,
+            to: end.saturating_add(FILTER_CHECKPOINT_INTERVAL).min(self.top),
+            agreed: true,
         };
-        let Some(prev) = prev else {
-            // The first block our store holds: its filter cannot be checked against a
-            // header before it.
-            return Outcome::Over(Verdict::Undecided { height: start });
-        };
-        self.stage = Stage::Judge(Box::new(Judge {
-            height: start + i as u32,
-            hash: hashes[i],
-            prev,
-            expect: [theirs[i], ours[i]],
-            filters: [Fetch::NotAsked, Fetch::NotAsked],
-            block_from: None,
-            block: Vec::new(),
-            block_done: false,
-            tried: Vec::new(),
-            failed_defenders: Vec::new(),
-            undefended: false,
-        }));
         Outcome::Going
+    }
+
+    /// Every filter a scan reads is the same in both chains: the one a present gateway
+    /// defends is kept; with nobody to defend ours, theirs replaces it (else filter sync
+    /// could never go on from ours with the gateways present).
+    fn same(&self, defence: Defence) -> Result<Option<(GatewayId, Ask)>, Verdict> {
+        match (defence, self.drop_from) {
+            (Defence::Awaited, _) => Ok(None),
+            (Defence::Nobody, Some((from, prev, hash))) => Err(Verdict::OursUndefended {
+                height: from,
+                from,
+                prev,
+                hash,
+            }),
+            _ => Err(Verdict::Undecided { height: self.top }),
+        }
     }
 
     /// A filter for the judgment (one message).
     pub fn on_filters(&mut self, gateway: GatewayId, m: &Filters<'_>) -> Outcome {
+        if let Stage::Contest { .. } = self.stage {
+            return self.on_contested_filter(gateway, m);
+        }
         let Stage::Judge(j) = &mut self.stage else {
             return Outcome::Bad(gateway, DisputeError::OutOfOrder { height: self.top });
         };
@@ -651,46 +871,65 @@ impl Dispute {
         let Some(side) = (0..2).find(|&s| asked(&j.filters[s])) else {
             return Outcome::Bad(gateway, DisputeError::OutOfOrder { height });
         };
-        let Fetch::Asked { buf, len, .. } = &mut j.filters[side] else {
-            return Outcome::Going;
+        let filter = match collect(&mut j.filters[side], height, m) {
+            Ok(Some(filter)) => filter,
+            Ok(None) => return Outcome::Going,
+            Err(e) => {
+                // No filter, or not all of it, for a block whose filter header it vouched
+                // for (theirs differs from ours there; a defender agrees with ours up to
+                // it): not a block it lacks, a filter it withholds. Our side is asked of
+                // another defender, if there is one.
+                j.filters[side] = Fetch::Failed;
+                if side == OURS && e == (DisputeError::WithheldFilter { height }) {
+                    j.failed_defenders.push(gateway);
+                }
+                return Outcome::Bad(gateway, e);
+            }
         };
-        for p in m.pieces() {
-            let fresh = len.is_none();
-            if p.height != height
-                || p.filter_len > MAX_FILTER_LEN
-                || (!fresh && *len != Some(p.filter_len))
-                || p.offset as usize != buf.len()
-            {
-                return Outcome::Bad(gateway, DisputeError::OutOfOrder { height });
-            }
-            *len = Some(p.filter_len);
-            buf.extend_from_slice(p.data);
-        }
-        if !m.flags.last {
-            return Outcome::Going;
-        }
-        if *len != Some(buf.len() as u32) {
-            // No filter, or not all of it, for a block whose filter header it vouched for
-            // (theirs differs from ours there; a defender agrees with ours up to it): not
-            // a block it lacks, a filter it withholds. Our side is asked of another
-            // defender, if there is one.
-            j.filters[side] = Fetch::Failed;
-            if side == OURS {
-                j.failed_defenders.push(gateway);
-            }
-            return Outcome::Bad(gateway, DisputeError::WithheldFilter { height });
-        }
-        let filter = core::mem::take(buf);
-        if filter_header(&filter_hash(&filter), &j.prev) != j.expect[side] {
+        if filter_header(&filter_hash(&filter), &j.prev[side]) != j.expect[side] {
             return Outcome::Bad(gateway, DisputeError::FilterMismatch { height });
         }
-        let decoded =
-            Filter::decode(&filter).and_then(|f| f.values().try_for_each(|v| v.map(drop)));
-        if let Err(error) = decoded {
+        if let Err(error) = decodes(&filter) {
             return Outcome::Bad(gateway, DisputeError::UndecodableFilter { height, error });
         }
         j.filters[side] = Fetch::Done(filter);
         self.try_verdict()
+    }
+
+    /// Its filter of a contested block: checked against its filter hash there (which its
+    /// chain up to the top it gave commits to), handed over, and the walk goes on.
+    fn on_contested_filter(&mut self, gateway: GatewayId, m: &Filters<'_>) -> Outcome {
+        let height = self.height();
+        let Stage::Contest { chunk, fetch } = &mut self.stage else {
+            return Outcome::Going;
+        };
+        if gateway != self.against || self.asked != Some(m.id) {
+            return Outcome::Bad(gateway, DisputeError::OutOfOrder { height });
+        }
+        let filter = match collect(fetch, height, m) {
+            Ok(Some(filter)) => filter,
+            Ok(None) => return Outcome::Going,
+            Err(e) => return Outcome::Bad(gateway, e),
+        };
+        self.asked = None;
+        let i = chunk.at - 1;
+        if filter_hash(&filter) != chunk.their_hashes[i] {
+            return Outcome::Bad(gateway, DisputeError::FilterMismatch { height });
+        }
+        if let Err(error) = decodes(&filter) {
+            return Outcome::Bad(gateway, DisputeError::UndecodableFilter { height, error });
+        }
+        let hash = chunk.hashes[i];
+        self.contested.push(Contested {
+            height,
+            hash,
+            filter,
+        });
+        self.contested_count += 1;
+        let Stage::Contest { chunk, .. } = core::mem::replace(&mut self.stage, Stage::Same) else {
+            return Outcome::Going;
+        };
+        self.walk(chunk)
     }
 
     /// A piece of the block for the judgment.
@@ -812,19 +1051,90 @@ impl Dispute {
             }
             _ => false,
         };
-        let (prev, hash) = (j.prev, j.hash);
-        if lacks(THEIRS) {
+        let (theirs_lack, ours_lack) = (lacks(THEIRS), lacks(OURS));
+        // Ours is dropped from where the two chains' headers part (their header before it):
+        // the same height, unless they differ below it only in what no scan reads.
+        let (from, prev, hash) = self.drop_from.unwrap_or((height, j.prev[THEIRS], j.hash));
+        if theirs_lack {
             Outcome::Bad(self.against, DisputeError::FilterLacksOutput { height })
-        } else if lacks(OURS) {
-            Outcome::Over(Verdict::OursWrong { height, prev, hash })
+        } else if ours_lack {
+            Outcome::Over(Verdict::OursWrong {
+                height,
+                from,
+                prev,
+                hash,
+            })
         } else if !matches!(j.filters[OURS], Fetch::Done(_)) {
             // Theirs is proven as far as the block can prove it, and nobody present will
             // hand over ours.
-            Outcome::Over(Verdict::OursUndefended { height, prev, hash })
+            Outcome::Over(Verdict::OursUndefended {
+                height,
+                from,
+                prev,
+                hash,
+            })
         } else {
-            Outcome::Over(Verdict::Undecided { height })
+            // Both hold every output script: they differ in what the block's inputs
+            // spend, which the block does not show. Theirs is matched beside ours, and
+            // the walk goes on to the next block whose filters differ.
+            let Stage::Judge(j) = core::mem::replace(&mut self.stage, Stage::Same) else {
+                return Outcome::Going;
+            };
+            let Judge {
+                hash,
+                filters: [theirs, _],
+                chunk,
+                ..
+            } = *j;
+            if let Fetch::Done(filter) = theirs {
+                self.contested.push(Contested {
+                    height,
+                    hash,
+                    filter,
+                });
+                self.contested_count += 1;
+            }
+            self.judged = Some(height);
+            self.walk(chunk)
         }
     }
+}
+
+/// One `filters` message of the filter of block `height` asked with `fetch`: the whole
+/// filter once the last piece came. A filter cut short (or none) is withheld: filters
+/// have no `not_found`, and the gateway vouched for this one by its filter header.
+fn collect(
+    fetch: &mut Fetch,
+    height: u32,
+    m: &Filters<'_>,
+) -> Result<Option<Vec<u8>>, DisputeError> {
+    let Fetch::Asked { buf, len, .. } = fetch else {
+        return Err(DisputeError::OutOfOrder { height });
+    };
+    for p in m.pieces() {
+        let fresh = len.is_none();
+        if p.height != height
+            || p.filter_len > MAX_FILTER_LEN
+            || (!fresh && *len != Some(p.filter_len))
+            || p.offset as usize != buf.len()
+        {
+            return Err(DisputeError::OutOfOrder { height });
+        }
+        *len = Some(p.filter_len);
+        buf.extend_from_slice(p.data);
+    }
+    if !m.flags.last {
+        return Ok(None);
+    }
+    if *len != Some(buf.len() as u32) {
+        return Err(DisputeError::WithheldFilter { height });
+    }
+    Ok(Some(core::mem::take(buf)))
+}
+
+/// Whether a filter decodes to the end.
+fn decodes(filter: &[u8]) -> Result<(), FilterError> {
+    Filter::decode(filter).and_then(|f| f.values().try_for_each(|v| v.map(drop)))
 }
 
 /// The first multiple of 1,000 above `base` and below `top` that `points` (ascending,
@@ -886,21 +1196,30 @@ mod tests {
         BlockHash(b)
     }
 
-    /// Two filter-header chains over 0..=3,500 that part at `fork`.
-    fn chains(fork: u32) -> (Vec<FilterHeader>, Vec<FilterHeader>) {
-        let ours: Vec<FilterHeader> = (0..=3_500u32)
-            .map(|h| {
-                filter_header(
-                    &lightwire_primitives::FilterHash([h as u8; 32]),
-                    &FilterHeader([1; 32]),
-                )
-            })
-            .collect();
-        let mut theirs = ours.clone();
-        for t in &mut theirs[fork as usize..] {
-            t.0[0] ^= 0xff;
-        }
-        (ours, theirs)
+    fn filter_hash_of(h: u32, branch: u8) -> FilterHash {
+        let mut b = [branch; 32];
+        b[..4].copy_from_slice(&h.to_le_bytes());
+        FilterHash(b)
+    }
+
+    /// Two filter-header chains over 0..=3,500 that part at `fork` (their filter of `fork`
+    /// is another), and their filter hashes (32 bytes each).
+    fn chains(fork: u32) -> (Vec<FilterHeader>, Vec<FilterHeader>, Vec<u8>) {
+        let link = |theirs: bool| {
+            let mut prev = FilterHeader::ZERO;
+            let mut headers = Vec::new();
+            let mut hashes = Vec::new();
+            for h in 0..=3_500u32 {
+                let hash = filter_hash_of(h, u8::from(theirs && h == fork));
+                prev = filter_header(&hash, &prev);
+                headers.push(prev);
+                hashes.extend_from_slice(&hash.0);
+            }
+            (headers, hashes)
+        };
+        let (ours, _) = link(false);
+        let (theirs, hashes) = link(true);
+        (ours, theirs, hashes)
     }
 
     /// Read what the dispute asks from `ours`.
@@ -921,7 +1240,7 @@ mod tests {
 
     /// Bring a dispute against gateway 1 (parting at `fork`) to its judgment of `fork`.
     fn to_judgment(fork: u32) -> (Dispute, Vec<FilterHeader>, Vec<FilterHeader>) {
-        let (ours, theirs) = chains(fork);
+        let (ours, theirs, th) = chains(fork);
         let mut d = Dispute::new(
             GatewayId(1),
             3_500,
@@ -973,6 +1292,7 @@ mod tests {
             flags: LAST,
             before: theirs[start as usize - 1],
             headers: &theirs[start as usize..=end as usize],
+            hashes: &th[start as usize * 32..(end as usize + 1) * 32],
         };
         assert_eq!(d.on_filter_headers(&answer), Outcome::Going);
         assert_eq!(d.height(), fork);
@@ -1018,7 +1338,7 @@ mod tests {
 
     #[test]
     fn filter_headers_that_contradict_a_checkpoint_are_a_rule_broken() {
-        let (ours, theirs) = chains(2_345);
+        let (ours, theirs, th) = chains(2_345);
         let (mut d, id, start) = to_range(&ours, &theirs, theirs[3_500]);
         // Its anchor (at 2,000, where its checkpoint agreed with ours) is another.
         let answer = FilterAnswer {
@@ -1027,6 +1347,7 @@ mod tests {
             flags: LAST,
             before: FilterHeader([9; 32]),
             headers: &theirs[start as usize..=3_000],
+            hashes: &th[start as usize * 32..3_001 * 32],
         };
         assert_eq!(
             d.on_filter_headers(&answer),
@@ -1040,6 +1361,7 @@ mod tests {
             flags: LAST,
             before: ours[start as usize - 1],
             headers: &ours[start as usize..=3_500],
+            hashes: &chains(u32::MAX).2[start as usize * 32..3_501 * 32],
         };
         assert_eq!(
             d.on_filter_headers(&answer),
@@ -1049,7 +1371,7 @@ mod tests {
 
     #[test]
     fn checkpoints_out_of_order_or_above_the_top_are_a_rule_broken() {
-        let (ours, theirs) = chains(2_345);
+        let (ours, theirs, _) = chains(2_345);
         let mut d = Dispute::new(
             GatewayId(1),
             3_500,
@@ -1073,7 +1395,7 @@ mod tests {
     /// is every filter header from the first we hold).
     #[test]
     fn checkpoints_that_skip_a_height_are_a_rule_broken() {
-        let (ours, theirs) = chains(2_345);
+        let (ours, theirs, _) = chains(2_345);
         let start = |d: &mut Dispute| {
             serve_read(d, &ours);
             let Ok(Some((_, Ask::Checkpoints { id, .. }))) = d.next_ask(Defence::Awaited) else {
@@ -1214,5 +1536,105 @@ mod tests {
             d.next_ask(Defence::By(GatewayId(0))),
             Err(Verdict::Undecided { height: 2_345 })
         );
+    }
+
+    /// Our store starts at 1 (as from a checkpoint: the filter header below it is not
+    /// ours to check), and theirs differs from ours only below it: every header differs,
+    /// every filter from 1 on is the same. The dispute walks both chains 1,000 heights at a
+    /// time to the top, and ends by who defends ours; an answer that does not follow on
+    /// from the stretch before is a contradiction.
+    #[test]
+    fn chains_that_differ_only_below_the_store_are_walked_to_the_top() {
+        let (ours, _, hashes) = chains(u32::MAX);
+        let mut theirs = Vec::new();
+        let mut prev = filter_header(&filter_hash_of(0, 9), &FilterHeader::ZERO);
+        let below = prev;
+        for h in 1..=3_500usize {
+            prev = filter_header(
+                &FilterHash(hashes[h * 32..h * 32 + 32].try_into().unwrap()),
+                &prev,
+            );
+            theirs.push(prev);
+        }
+        theirs.insert(0, below);
+        let walk = |break_at: Option<u32>| {
+            let mut d = Dispute::new(
+                GatewayId(1),
+                3_500,
+                theirs[3_500],
+                1,
+                Ids::new(TaskId::Check),
+            );
+            serve_read(&mut d, &ours);
+            let Ok(Some((_, Ask::Checkpoints { id, .. }))) = d.next_ask(Defence::Awaited) else {
+                panic!("checkpoints")
+            };
+            let flat: Vec<u8> = [1_000, 2_000, 3_000]
+                .iter()
+                .flat_map(|&h| theirs[h].0)
+                .collect();
+            assert_eq!(d.on_checkpoints(&checkpoints(id, &flat)), Outcome::Going);
+            let mut stretches = 0;
+            loop {
+                while let Some((from, to)) = d.need_read(Some(3_500)) {
+                    assert!(to - from <= 1_000);
+                    let hs: Vec<BlockHash> = (from..=to).map(hash).collect();
+                    assert_eq!(
+                        d.on_read(from, &hs, &ours[from as usize..=to as usize]),
+                        Outcome::Going
+                    );
+                }
+                let Ok(Some((_, Ask::FilterHeaders { id, start, stop }))) =
+                    d.next_ask(Defence::Awaited)
+                else {
+                    return d;
+                };
+                stretches += 1;
+                let end = u32::from_le_bytes(stop.0[..4].try_into().unwrap()) as usize;
+                let before = match break_at {
+                    Some(b) if b == start => FilterHeader([3; 32]),
+                    _ => theirs[start as usize - 1],
+                };
+                let answer = FilterAnswer {
+                    id,
+                    first_height: start,
+                    flags: LAST,
+                    before,
+                    headers: &theirs[start as usize..=end],
+                    hashes: &hashes[start as usize * 32..(end + 1) * 32],
+                };
+                let out = d.on_filter_headers(&answer);
+                if break_at == Some(start) {
+                    assert_eq!(
+                        out,
+                        Outcome::Bad(GatewayId(1), DisputeError::Contradiction { height: start })
+                    );
+                    return d;
+                }
+                assert_eq!(out, Outcome::Going);
+                assert!(stretches <= 4, "{stretches} stretches");
+            }
+        };
+        let mut d = walk(None);
+        assert_eq!(
+            d.next_ask(Defence::Awaited),
+            Ok(None),
+            "waits for a defender"
+        );
+        assert_eq!(
+            d.next_ask(Defence::Nobody),
+            Err(Verdict::OursUndefended {
+                height: 1,
+                from: 1,
+                prev: theirs[0],
+                hash: hash(1)
+            })
+        );
+        let mut d = walk(None);
+        assert_eq!(
+            d.next_ask(Defence::By(GatewayId(0))),
+            Err(Verdict::Undecided { height: 3_500 })
+        );
+        walk(Some(1_001));
     }
 }

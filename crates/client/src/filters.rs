@@ -79,6 +79,10 @@ pub struct FilterAnswer<'a> {
     pub before: FilterHeader,
     /// The filter headers, rebuilt from the hashes and linked from `before`.
     pub headers: &'a [FilterHeader],
+    /// The filter hashes they chain, 32 bytes each (what a dispute compares: two chains
+    /// hold the same filter of a block when its hash, linked to our header before it,
+    /// gives our header there, whatever their headers below it).
+    pub hashes: &'a [u8],
 }
 
 /// The gateways whose answer ended short of what was asked (they said they lack what
@@ -367,6 +371,7 @@ impl FilterSync {
             flags,
             before,
             headers,
+            ..
         } = answer;
         let Some(f) = self
             .in_flight
@@ -455,6 +460,7 @@ mod tests {
             flags,
             before,
             headers,
+            hashes: &[],
         }
     }
 

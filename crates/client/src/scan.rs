@@ -102,6 +102,9 @@ pub struct Scan {
     /// The next height to match.
     next: u32,
     matches: Vec<(u32, BlockHash)>,
+    /// Blocks not reached yet that a contested filter matched (see [`Self::contest`]),
+    /// ascending: matched when the scan gets there, whatever our filter says.
+    forced: Vec<(u32, BlockHash)>,
     /// Heights the shell is reading from the store.
     reading: Option<(u32, u32)>,
     /// The window read: its first height, block hashes and filter headers (from the one
@@ -139,6 +142,7 @@ impl Scan {
             from,
             next: from,
             matches: Vec::new(),
+            forced: Vec::new(),
             reading: None,
             start: from,
             hashes: Vec::with_capacity(SCAN_WINDOW as usize),
@@ -278,6 +282,44 @@ impl Scan {
         scan.matches = matches;
         scan.saved = Some((next, scan.matches.len()));
         Some(scan)
+    }
+
+    /// Another gateway's filter of block `c.height`, which a dispute could not settle
+    /// against ours (see [`crate::dispute::Contested`]): when it matches a script, the
+    /// block is matched, now if the scan has passed it (returned, to be told), else when
+    /// the scan gets there. (An empty filter stands for one not kept: always matched.)
+    pub fn contest(&mut self, c: &crate::dispute::Contested) -> Option<ScanChange> {
+        if c.height < self.from {
+            return None;
+        }
+        let scripts = self.scripts.iter().map(Vec::as_slice);
+        // A filter that does not decode was refused before it got here; were it to, the
+        // block is matched (fetched and read), never passed over.
+        let matched = c.filter.is_empty()
+            || self
+                .matcher
+                .match_any(&c.filter, &c.hash.0, scripts)
+                .unwrap_or(true);
+        if !matched {
+            return None;
+        }
+        let entry = (c.height, c.hash);
+        if c.height >= self.next {
+            let at = self.forced.partition_point(|f| *f < entry);
+            if self.forced.get(at) != Some(&entry) {
+                self.forced.insert(at, entry);
+            }
+            return None;
+        }
+        let at = self.matches.partition_point(|&(h, _)| h < c.height);
+        if self.matches.get(at).is_some_and(|&(h, _)| h == c.height) {
+            return None;
+        }
+        self.matches.insert(at, entry);
+        Some(ScanChange::Matched {
+            height: c.height,
+            hash: c.hash,
+        })
     }
 
     /// Keep only what the stored chain still bears out: a match whose block is no longer
@@ -484,7 +526,11 @@ impl Scan {
             .matcher
             .match_any(&self.buf, &hash.0, scripts)
             .map_err(|error| ScanError::Undecodable { height, error })?;
-        if matched {
+        let forced = !self.forced.is_empty() && {
+            self.forced.retain(|&(h, _)| h >= height);
+            self.forced.first() == Some(&(height, *hash))
+        };
+        if matched || forced {
             self.matches.push((height, *hash));
             change(ScanChange::Matched {
                 height,

@@ -20,6 +20,7 @@ use crate::dispute::Verdict;
 use crate::engine::Event;
 use crate::testnet::{FailingStore, Net, block_on, memory};
 
+mod content;
 mod trust;
 
 fn small(e: &mut Engine) {
@@ -283,6 +284,7 @@ fn filter_headers_stored_from_a_liar_are_replaced_when_the_block_proves_them_wro
             1,
             Verdict::OursWrong {
                 height: 2_345,
+                from: 2_345,
                 prev: TestChain::generate(5_000)
                     .filter_entry(2_344)
                     .unwrap()

@@ -32,7 +32,8 @@ use lightwire::dispute::{Ask, Defence, Dispute, Outcome, Verdict};
 use lightwire::filters::FilterAnswer;
 use lightwire::ids::{GatewayId, Ids, TaskId};
 use lightwire_fuzz_support::Cursor;
-use lightwire_primitives::{Block, BlockHash, FilterHeader};
+use lightwire_filter::filter_header;
+use lightwire_primitives::{Block, BlockHash, FilterHash, FilterHeader};
 use lightwire_proto::Served;
 use lightwire_proto::session::FilterLookup;
 use lightwire_proto::testing::TestChain;
@@ -205,24 +206,35 @@ fn answer(
                 Way::Shifted => (start + 1, end),
                 _ => (start, end),
             };
-            let mut headers: Vec<FilterHeader> = (first..=last.min(TOP))
+            // As the connection hands them over: headers rebuilt from the hashes sent.
+            let mut hashes: Vec<FilterHash> = (first..=last.min(TOP))
                 .filter(|_| last >= first)
-                .map(|h| entry(c, h))
+                .map(|h| c.filter_entry(h).map_or(FilterHash([0; 32]), |e| e.hash))
                 .collect();
             if w == Way::Garbage
-                && let Some(x) = headers.get_mut(usize::from(input.u8()))
+                && let Some(x) = hashes.get_mut(usize::from(input.u8()))
             {
                 x.0[1] ^= 1;
             }
             let before = first
                 .checked_sub(1)
                 .map_or(FilterHeader::ZERO, |b| entry(c, b));
+            let mut prev = before;
+            let headers: Vec<FilterHeader> = hashes
+                .iter()
+                .map(|h| {
+                    prev = filter_header(h, &prev);
+                    prev
+                })
+                .collect();
+            let flat: Vec<u8> = hashes.iter().flat_map(|h| h.0).collect();
             d.on_filter_headers(&FilterAnswer {
                 id,
                 first_height: first,
                 flags: LAST,
                 before,
                 headers: &headers,
+                hashes: &flat,
             })
         }
         Ask::Filter { id, height, .. } => {

@@ -314,6 +314,7 @@ impl Check {
     /// error returned drops it; another gateway found bad is dropped by the engine after.
     fn outcome(&mut self, ctx: &mut Ctx, g: GatewayId, outcome: Outcome) -> Result<(), DropReason> {
         ctx.timers.touch(TaskId::Check, ctx.now);
+        self.hand_over(ctx);
         let (bad, e) = match outcome {
             Outcome::Going => return Ok(()),
             Outcome::Over(verdict) => {
@@ -349,6 +350,7 @@ impl Check {
     /// (or gave way, undefended), the other tasks hear of it ([`Effect::OursWrong`]); when
     /// it was proven wrong, the gateways that vouched for ours are marked bad.
     pub fn finish(&mut self, ctx: &mut Ctx, verdict: Verdict) {
+        self.hand_over(ctx);
         let Some(d) = self.dispute.take() else {
             return;
         };
@@ -357,19 +359,32 @@ impl Check {
             gateway: against,
             verdict,
         });
-        let (height, prev, hash, proven) = match verdict {
-            Verdict::OursWrong { height, prev, hash } => (height, prev, hash, true),
-            Verdict::OursUndefended { height, prev, hash } => (height, prev, hash, false),
+        let (height, from, prev, hash, proven) = match verdict {
+            Verdict::OursWrong {
+                height,
+                from,
+                prev,
+                hash,
+            } => (height, from, prev, hash, true),
+            Verdict::OursUndefended {
+                height,
+                from,
+                prev,
+                hash,
+            } => (height, from, prev, hash, false),
             Verdict::TheirsWrong { .. } | Verdict::Undecided { .. } => {
                 self.start_next_dispute(ctx);
                 return;
             }
         };
-        // Ours stand below `height`: none at all when it is the first block.
-        let below = height.checked_sub(1);
+        // Ours stand below `from`: none at all when it is the first block we hold.
+        let below = from.checked_sub(1).filter(|&b| b >= ctx.filter_base);
         ctx.stored_filters = ctx.stored_filters.and_then(|s| below.map(|b| s.min(b)));
-        ctx.effects
-            .push_back(Effect::OursWrong { height, prev, hash });
+        ctx.effects.push_back(Effect::OursWrong {
+            height: from,
+            prev,
+            hash,
+        });
         for g in ctx.gateways.ids() {
             let gw = &ctx.gateways[g];
             if proven && g != against && gw.trust.agreed().is_some_and(|a| a >= height) {
@@ -379,6 +394,20 @@ impl Check {
         }
         ctx.gateways[against].trust = below.map_or(FilterTrust::Unknown, FilterTrust::Agrees);
         self.start_next_dispute(ctx);
+    }
+
+    /// The contested blocks the dispute found (see [`crate::dispute::Contested`]): kept for the session,
+    /// and the scan told.
+    fn hand_over(&mut self, ctx: &mut Ctx) {
+        let Some(d) = self.dispute.as_mut() else {
+            return;
+        };
+        for c in d.take_contested() {
+            let (height, hash) = (c.height, c.hash);
+            if ctx.contest(c) {
+                ctx.effects.push_back(Effect::Contested { height, hash });
+            }
+        }
     }
 
     /// The best chain switched branches at `fork`: a dispute above it was over blocks no

@@ -9,6 +9,8 @@ use std::collections::VecDeque;
 
 use lightwire_chain::{BlockHash, Entry, Params};
 use lightwire_noise::SecretKey;
+
+use crate::dispute::Contested;
 use lightwire_proto::initiator::Limits;
 use lightwire_proto::{Initiator, Millis};
 use lightwire_store::Tip;
@@ -69,6 +71,14 @@ pub enum Effect {
         /// The right filter header below it.
         prev: FilterHeader,
         /// The block at `height - 1`.
+        hash: BlockHash,
+    },
+    /// A dispute contested a block (see [`Ctx::contested`]): the scan matches its filter
+    /// beside ours.
+    Contested {
+        /// Its height.
+        height: u32,
+        /// Its hash.
         hash: BlockHash,
     },
     /// The scan matched a block (the wallet fetches it).
@@ -142,9 +152,34 @@ pub struct Ctx {
     pub stored_filters: Option<u32>,
     /// The first height the store holds a filter header for.
     pub filter_base: u32,
+    /// Blocks whose filter a gateway in conflict disputes where the block cannot settle
+    /// it: every scan this session matches its filter beside ours (see
+    /// [`crate::dispute::Contested`]). At most [`MAX_CONTESTED_KEPT`], their filters at
+    /// most [`MAX_CONTESTED_BYTES`] in all: past that a filter is dropped and its block
+    /// matched by every scan (fetched, never missed).
+    pub contested: Vec<Contested>,
 }
 
+/// Contested blocks kept in a session.
+pub const MAX_CONTESTED_KEPT: usize = 256;
+/// The bytes of their filters kept in a session.
+pub const MAX_CONTESTED_BYTES: usize = 16 << 20;
+
 impl Ctx {
+    /// Keep a contested block (see [`Ctx::contested`]); whether it is new.
+    pub fn contest(&mut self, mut c: Contested) -> bool {
+        if self.contested.contains(&c) || self.contested.len() >= MAX_CONTESTED_KEPT {
+            return false;
+        }
+        let bytes: usize = self.contested.iter().map(|c| c.filter.len()).sum();
+        if bytes + c.filter.len() > MAX_CONTESTED_BYTES {
+            // Matched by every scan: the block is fetched and read whole.
+            c.filter.clear();
+        }
+        self.contested.push(c);
+        true
+    }
+
     /// A context for `gateways` at `now`.
     pub fn new(
         params: &'static Params,
@@ -172,6 +207,7 @@ impl Ctx {
             filters_on: true,
             stored_filters: None,
             filter_base: 0,
+            contested: Vec::new(),
         }
     }
 

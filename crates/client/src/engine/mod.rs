@@ -243,21 +243,28 @@ impl Engine {
 
     /// Send the next requests if any are due (call after every input).
     pub fn schedule(&mut self) {
-        let mut any = false;
-        for i in 0..self.tasks.all().len() {
-            // What the others show is taken again before each: the wallet fetches from
-            // the gateway the scan has just asked.
-            let view = self.tasks.view();
-            let sent = self.tasks.all_mut()[i].schedule(&mut self.ctx, &mut self.conns, &view);
-            // A connection broken twice in one round is dropped once.
-            if let Err((g, e)) = sent
-                && self.conns[g].is_some()
-            {
-                self.drop_gateway(g, DropReason::Connection(e));
-                any = true;
+        // A round may leave something to carry: a connection broken, or a verdict reached
+        // while scheduling (a dispute that ends for want of a defender): carried, and
+        // every task scheduled again, so that what follows (filter headers to sync again)
+        // is asked now, not at the next input. A few rounds at most.
+        for _ in 0..4 {
+            let mut any = false;
+            for i in 0..self.tasks.all().len() {
+                // What the others show is taken again before each: the wallet fetches from
+                // the gateway the scan has just asked.
+                let view = self.tasks.view();
+                let sent = self.tasks.all_mut()[i].schedule(&mut self.ctx, &mut self.conns, &view);
+                // A connection broken twice in one round is dropped once.
+                if let Err((g, e)) = sent
+                    && self.conns[g].is_some()
+                {
+                    self.drop_gateway(g, DropReason::Connection(e));
+                    any = true;
+                }
             }
-        }
-        if any {
+            if !any && self.ctx.effects.is_empty() && self.ctx.drops.is_empty() {
+                return;
+            }
             self.settle();
         }
     }
@@ -290,6 +297,7 @@ impl Engine {
                     // back with the next commit, and not read for a scan meanwhile.
                     c.stored_filters = c.stored_filters.map(|s| s.min(fork));
                     c.gateways.iter_mut().for_each(|gw| gw.trust.cut(fork));
+                    c.contested.retain(|x| x.height <= fork);
                     self.tasks.wallet.reorg(c, fork);
                     self.tasks.check.reorg(c, fork);
                     self.tasks.scan.reorg(c, fork);
@@ -316,8 +324,10 @@ impl Engine {
                     self.tasks.headers.syncer.truncate_filters(height);
                     self.tasks.scan.drop_from(c, height);
                 }
+                Effect::Contested { height, hash } => self.tasks.scan.contest(c, height, hash),
                 Effect::Matched { height, hash } => {
-                    self.tasks.wallet.matched(c, height, hash, from)
+                    let scan = &self.tasks.scan;
+                    self.tasks.wallet.matched(c, scan, height, hash, from)
                 }
             }
         }

@@ -63,7 +63,7 @@ pub fn route(
             flags,
             before,
             headers,
-            ..
+            hashes,
         } => {
             let answer = FilterAnswer {
                 id,
@@ -71,6 +71,7 @@ pub fn route(
                 flags,
                 before,
                 headers,
+                hashes,
             };
             if is_task(id, TaskId::Check) {
                 return t.check.on_headers(ctx, g, answer);

@@ -32,7 +32,13 @@ impl ScanTask {
             ctx.give_up_all(old.abandon());
         }
         let from = clamp(from, base);
-        self.scan = Some(Scan::new(scripts, from));
+        let mut scan = Scan::new(scripts, from);
+        // Nothing is scanned yet: each contested block the scan will reach is matched by
+        // the other gateway's filter too.
+        for c in &ctx.contested {
+            scan.contest(c);
+        }
+        self.scan = Some(scan);
         ctx.timers.touch(TaskId::Scan, ctx.now);
         self.for_wallet = false;
     }
@@ -125,6 +131,24 @@ impl ScanTask {
             .drop_from(height, |c| events.push_back(event(c)))
             .collect();
         ctx.give_up_all(given_up);
+    }
+
+    /// A dispute contested block `height` (see [`Ctx::contested`]): the scan matches the
+    /// other gateway's filter of it too, whether it has passed the block (a match told
+    /// now) or not (matched when it gets there).
+    pub fn contest(&mut self, ctx: &mut Ctx, height: u32, hash: lightwire_chain::BlockHash) {
+        let Some(scan) = self.scan.as_mut() else {
+            return;
+        };
+        let changes: Vec<ScanChange> = ctx
+            .contested
+            .iter()
+            .filter(|c| (c.height, c.hash) == (height, hash))
+            .filter_map(|c| scan.contest(c))
+            .collect();
+        for c in changes {
+            changed(ctx, c, self.for_wallet);
+        }
     }
 
     /// The gateway asked, if a request is in flight.

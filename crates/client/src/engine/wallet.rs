@@ -222,13 +222,20 @@ impl WalletTask {
             // start (Again::Restart).
             s.add_scripts(done.derived);
         }
-        let (Some(Again::From(first)), Some(wallet), Some(s)) =
-            (done.again, self.wallet.as_mut(), scan.scan.as_ref())
-        else {
+        if let Some(Again::From(first)) = done.again {
+            // A block applied paid a script that has just become the wallet's: the ledger
+            // goes back below it and the blocks the scan matched from there are applied
+            // again.
+            self.again_from(ctx, scan, first);
+        }
+    }
+
+    /// The ledger goes back below `first`, and the blocks the scan matched from there are
+    /// fetched and applied again.
+    fn again_from(&mut self, ctx: &mut Ctx, scan: &ScanTask, first: u32) {
+        let (Some(wallet), Some(s)) = (self.wallet.as_mut(), scan.scan.as_ref()) else {
             return;
         };
-        // A block applied paid a script that has just become the wallet's: the ledger goes
-        // back below it and the blocks the scan matched from there are applied again.
         let (withdrawn, gave_up) = wallet.withdraw_from(first);
         self.suspect = self.suspect.filter(|s| s.height < first);
         let mut given_up: Vec<GivenUp> = gave_up.into_iter().collect();
@@ -257,17 +264,27 @@ impl WalletTask {
     }
 
     /// The wallet's scan matched a block, by a filter gateway `voucher` served (when
-    /// known): the wallet fetches it.
+    /// known): the wallet fetches it. A block below what the wallet applied (a contested
+    /// block matched late, see [`crate::dispute::Contested`]) takes the ledger back below
+    /// it, and what the scan matched from there is applied again, in order.
     pub fn matched(
         &mut self,
         ctx: &mut Ctx,
+        scan: &ScanTask,
         height: u32,
         hash: BlockHash,
         voucher: Option<GatewayId>,
     ) {
-        if let Some(w) = self.wallet.as_mut()
-            && let Some((g, id)) = w.matched(height, hash, voucher)
-        {
+        let Some(w) = self.wallet.as_mut() else {
+            return;
+        };
+        if w.ledger.tip().is_some_and(|t| height <= t) {
+            if scan.for_wallet {
+                self.again_from(ctx, scan, height);
+            }
+            return;
+        }
+        if let Some((g, id)) = w.matched(height, hash, voucher) {
             ctx.give_up(g, id);
         }
     }

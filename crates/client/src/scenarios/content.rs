@@ -63,7 +63,6 @@ fn filter_tip(net: &Net<MemoryStore>) -> (u32, lightwire_primitives::FilterHeade
 /// the liar's; a scan finds the payment. (It ended undecided at the first block, the
 /// liar's chain kept in this and every later session.)
 #[test]
-#[ignore = "fails today: the fix follows"]
 fn a_checkpoint_stores_anchor_from_a_liar_gives_way_when_the_block_proves_the_lie() {
     let honest = TestChain::generate(5_000);
     let mut net = Net::new(
@@ -72,7 +71,10 @@ fn a_checkpoint_stores_anchor_from_a_liar_gives_way_when_the_block_proves_the_li
         small,
     );
     net.drive();
-    let lying = anchored_liar(5_000, 3_456).filter_entry(5_000).unwrap().header;
+    let lying = anchored_liar(5_000, 3_456)
+        .filter_entry(5_000)
+        .unwrap()
+        .header;
     assert_eq!(filter_tip(&net), (5_000, lying));
 
     let want = honest.filter_entry(5_000).unwrap().header;
@@ -101,7 +103,6 @@ fn a_checkpoint_stores_anchor_from_a_liar_gives_way_when_the_block_proves_the_li
 /// liar's chain, the honest one is proven against the block where they differ, and
 /// replaces it.
 #[test]
-#[ignore = "fails today: the fix follows"]
 fn a_checkpoint_stores_anchor_from_a_liar_gives_way_when_nobody_defends_it() {
     let honest = TestChain::generate(5_000);
     let mut net = Net::new(
@@ -115,10 +116,7 @@ fn a_checkpoint_stores_anchor_from_a_liar_gives_way_when_nobody_defends_it() {
     net.drive();
     let v = verdicts(&net.host.events);
     assert!(
-        matches!(
-            v[..],
-            [(0, Verdict::OursUndefended { height: 3_456, .. })]
-        ),
+        matches!(v[..], [(0, Verdict::OursUndefended { height: 3_456, .. })]),
         "{v:?}"
     );
     assert_eq!(rejected(&net.host.events), []);
@@ -131,7 +129,6 @@ fn a_checkpoint_stores_anchor_from_a_liar_gives_way_when_nobody_defends_it() {
 /// stored filter headers reach the new tip. (They stayed at the old one: every answer
 /// conflicted with the anchor taken from the first gateway.)
 #[test]
-#[ignore = "fails today: the fix follows"]
 fn a_chain_that_differs_only_below_a_checkpoint_store_does_not_freeze_filter_sync() {
     let honest = TestChain::generate(5_100);
     let mut net = Net::new(
@@ -168,7 +165,6 @@ fn spending(n: u32, heights: &[u32], spent: &[u8]) -> TestChain {
 /// spends of its own coins and report too high a balance). (Undecided kept the liar's
 /// chain, and the scan found nothing.)
 #[test]
-#[ignore = "fails today: the fix follows"]
 fn blocks_whose_spent_scripts_a_kept_chain_leaves_out_are_still_found() {
     const SPENT: &[u8] = b"\x00\x14a script an input spends";
     let mut net = Net::new(

@@ -51,6 +51,7 @@ fn a_stored_chain_nobody_defends_gives_way_to_one_the_block_proves() {
             0,
             Verdict::OursUndefended {
                 height: 2_345,
+                from: 2_345,
                 prev,
                 hash: paid,
             }
@@ -103,6 +104,7 @@ fn ours_wrong_at_the_first_block_starts_again_from_genesis() {
             1,
             Verdict::OursWrong {
                 height: 0,
+                from: 0,
                 prev: FilterHeader::ZERO,
                 hash: genesis,
             }
