@@ -103,7 +103,8 @@ pub struct Scan {
     next: u32,
     matches: Vec<(u32, BlockHash)>,
     /// Blocks not reached yet that a contested filter matched (see [`Self::contest`]),
-    /// ascending: matched when the scan gets there, whatever our filter says.
+    /// ascending: matched when the scan gets there, whatever our filter says. Saved with
+    /// the scan, so that a session that ends first does not forget them.
     forced: Vec<(u32, BlockHash)>,
     /// Heights the shell is reading from the store.
     reading: Option<(u32, u32)>,
@@ -126,8 +127,9 @@ pub struct Scan {
     pub bytes: u64,
     /// Whether the scan has reached the stored filter tip since it last moved.
     reported_tip: bool,
-    /// Where the scan stood and how many matches it had when last saved.
-    saved: Option<(u32, usize)>,
+    /// Where the scan stood, how many matches and blocks matched ahead it had when last
+    /// saved.
+    saved: Option<(u32, usize, usize)>,
     /// The gateways that said the stop block is not on their chain: not asked until a tip
     /// comes (asking again at once would bring the same); another is asked meanwhile.
     refused: Lacking,
@@ -206,15 +208,17 @@ impl Scan {
     }
 
     /// The scan's state for the store, if it moved since it was last saved (by 1,000
-    /// blocks, or at all when nothing is in flight, or a match came or went): `version 1 | from u32 | next u32 | scripts (u32
-    /// count, then u16 length and bytes each) | matches (u32 count, then height u32 and
-    /// hash 32 each)`, little-endian.
+    /// blocks, or at all when nothing is in flight, or a match came or went):
+    /// `version 2 | from u32 | next u32 | scripts (u32 count, then u16 length and bytes
+    /// each) | matches | blocks matched ahead`, each list a u32 count, then height u32 and
+    /// hash 32 each; little-endian. (Version 1, still read, had no blocks matched ahead.)
     pub fn save(&mut self) -> Option<Vec<u8>> {
-        let now = (self.next, self.matches.len());
+        let now = (self.next, self.matches.len(), self.forced.len());
         let due = match self.saved {
             None => true,
-            Some((next, matches)) => {
+            Some((next, matches, forced)) => {
                 matches != now.1
+                    || forced != now.2
                     || self.next.abs_diff(next) >= SCAN_REQUEST
                     || self.next < next
                     // Nothing in flight (at the stored tip, or between windows): where it
@@ -227,7 +231,7 @@ impl Scan {
         }
         self.saved = Some(now);
         let mut out = Vec::with_capacity(16 + self.scripts.len() * 24 + self.matches.len() * 36);
-        out.push(1);
+        out.push(2);
         out.extend_from_slice(&self.from.to_le_bytes());
         out.extend_from_slice(&self.next.to_le_bytes());
         out.extend_from_slice(&(self.scripts.len() as u32).to_le_bytes());
@@ -235,10 +239,12 @@ impl Scan {
             out.extend_from_slice(&(s.len() as u16).to_le_bytes());
             out.extend_from_slice(s);
         }
-        out.extend_from_slice(&(self.matches.len() as u32).to_le_bytes());
-        for (h, hash) in &self.matches {
-            out.extend_from_slice(&h.to_le_bytes());
-            out.extend_from_slice(&hash.0);
+        for list in [&self.matches, &self.forced] {
+            out.extend_from_slice(&(list.len() as u32).to_le_bytes());
+            for (h, hash) in list {
+                out.extend_from_slice(&h.to_le_bytes());
+                out.extend_from_slice(&hash.0);
+            }
         }
         Some(out)
     }
@@ -253,7 +259,9 @@ impl Scan {
             Some(b)
         };
         let u32_of = |b: &[u8]| u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
-        if take(1)? != [1] {
+        // Version 1 had no blocks matched ahead.
+        let version = take(1)?[0];
+        if !(1..=2).contains(&version) {
             return None;
         }
         let from = u32_of(take(4)?);
@@ -265,14 +273,19 @@ impl Scan {
             let len = usize::from(u16::from_le_bytes([len[0], len[1]]));
             scripts.push(take(len)?.to_vec());
         }
-        let m = u32_of(take(4)?) as usize;
-        let mut matches = Vec::with_capacity(m.min(100_000));
-        for _ in 0..m {
-            let h = u32_of(take(4)?);
-            let hash: [u8; 32] = take(32)?.try_into().ok()?;
-            matches.push((h, BlockHash(hash)));
+        let mut lists = [Vec::new(), Vec::new()];
+        for list in lists.iter_mut().take(usize::from(version)) {
+            let m = u32_of(take(4)?) as usize;
+            list.reserve(m.min(100_000));
+            for _ in 0..m {
+                let h = u32_of(take(4)?);
+                let hash: [u8; 32] = take(32)?.try_into().ok()?;
+                list.push((h, BlockHash(hash)));
+            }
         }
-        if next < from || matches.iter().any(|&(h, _)| h < from || h >= next) {
+        let [matches, forced] = lists;
+        if next < from || matches.iter().any(|&(h, _)| h < from || h >= next) || !forced.is_sorted()
+        {
             return None;
         }
         let mut scan = Scan::new(scripts, from);
@@ -280,7 +293,8 @@ impl Scan {
         scan.start = next;
         scan.next_request = next;
         scan.matches = matches;
-        scan.saved = Some((next, scan.matches.len()));
+        scan.forced = forced;
+        scan.saved = Some((next, scan.matches.len(), scan.forced.len()));
         Some(scan)
     }
 
@@ -778,9 +792,18 @@ mod tests {
         let mut s = Scan::new(vec![b"ours".to_vec(), vec![1, 2, 3]], 10);
         s.next = 2500;
         s.matches = vec![(20, hash(20)), (2000, hash(2000))];
+        s.forced = vec![(3000, hash(3000))];
         let saved = s.save().unwrap();
         assert_eq!(s.save(), None, "nothing moved");
         let mut r = Scan::restore(&saved).unwrap();
+        assert_eq!(
+            r.forced, s.forced,
+            "a contested block matched ahead is kept"
+        );
+        // A scan saved before blocks were matched ahead (version 1) is still read.
+        let mut v1 = saved[..saved.len() - 40].to_vec();
+        v1[0] = 1;
+        assert_eq!(Scan::restore(&v1).unwrap().matches(), s.matches());
         assert!(r.is_for(&[b"ours".to_vec(), vec![1, 2, 3]], 10));
         assert_eq!((r.next(), r.matches()), (2500, s.matches()));
         // The block at 2,000 was reorged away while the tab was closed.
