@@ -973,23 +973,31 @@ impl Dispute {
                 if j.block_from.is_some() || j.filters.iter().any(|f| matches!(f, Fetch::Asked { .. })))
     }
 
-    /// The gateways that owe the dispute an answer.
+    /// The gateways that owe the dispute an answer (without allocating: asked at every
+    /// `poll_timeout` while a dispute is on).
     pub fn asked_gateways(&self) -> impl Iterator<Item = GatewayId> + '_ {
-        // Without allocating: asked at every `poll_timeout` while a dispute is on.
+        self.in_flight().map(|(g, _)| g)
+    }
+
+    /// Every request in flight, as (gateway, id): when the dispute ends before their
+    /// answers come, they are given up, so that the answers are known for what they are
+    /// (a defender asked for our filter and the block while the other side's answer ended
+    /// the dispute still answers).
+    pub fn in_flight(&self) -> impl Iterator<Item = GivenUp> + '_ {
         let judge = match &self.stage {
             Stage::Judge(j) => Some(&**j),
             _ => None,
         };
         let filters = judge.into_iter().flat_map(|j| {
             j.filters.iter().filter_map(|f| match f {
-                Fetch::Asked { gateway, .. } => Some(*gateway),
+                Fetch::Asked { gateway, id, .. } => Some((*gateway, *id)),
                 _ => None,
             })
         });
         self.asked
-            .map(|_| self.against)
+            .map(|id| (self.against, id))
             .into_iter()
-            .chain(judge.and_then(|j| j.block_from.map(|(g, _)| g)))
+            .chain(judge.and_then(|j| j.block_from))
             .chain(filters)
     }
 

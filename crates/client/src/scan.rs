@@ -464,12 +464,14 @@ impl Scan {
         first
     }
 
-    /// One `filters` message. Matches are reported to `change`.
+    /// One `filters` message. Matches are reported to `change`. Returns the requests given
+    /// up because of it (the others in flight, after an answer that ended short): their
+    /// answers may still come, and must be known for what they are.
     pub fn on_filters(
         &mut self,
         m: &Filters<'_>,
         mut change: impl FnMut(ScanChange),
-    ) -> Result<(), ScanError> {
+    ) -> Result<Vec<GivenUp>, ScanError> {
         if self.requests.front().map(|r| r.id) != Some(m.id) {
             // An answer to a later request while an earlier one is unfinished.
             return Err(ScanError::OutOfOrder { height: self.next });
@@ -484,7 +486,10 @@ impl Scan {
             // asked again once a tip comes, another meanwhile; an answer cut short
             // otherwise is a strike.
             let (height, gateway) = (self.next, front.gateway);
-            self.abandon().for_each(drop);
+            // The others in flight (to the same gateway) are given up, not forgotten: it
+            // answers them too, a moment later. (Dropped without a trace, that answer
+            // made an honest gateway an `unexpected-answer`.)
+            let others: Vec<GivenUp> = self.abandon().filter(|&(_, id)| id != m.id).collect();
             if m.flags.stop_unknown {
                 self.hashes.clear();
                 self.headers.clear();
@@ -493,8 +498,9 @@ impl Scan {
             } else {
                 return Err(ScanError::Short { height });
             }
+            return Ok(others);
         }
-        Ok(())
+        Ok(Vec::new())
     }
 
     fn on_piece(

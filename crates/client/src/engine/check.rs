@@ -354,6 +354,8 @@ impl Check {
         let Some(d) = self.dispute.take() else {
             return;
         };
+        // What it still waits for comes anyway: known for what it is when it does.
+        ctx.give_up_all(d.in_flight());
         let against = d.against;
         ctx.events.push_back(Event::FilterDispute {
             gateway: against,

@@ -89,11 +89,17 @@ impl ScanTask {
                 ctx.gateways[s].scan.strike(ctx.now);
             }
         }
-        result.map_err(|e| {
-            // The gateway is dropped: what it still sends is not read.
-            scan.abandon().for_each(drop);
-            DropReason::Scan(e)
-        })
+        match result {
+            Ok(given_up) => {
+                ctx.give_up_all(given_up);
+                Ok(())
+            }
+            Err(e) => {
+                // The gateway is dropped: what it still sends is not read.
+                scan.abandon().for_each(drop);
+                Err(DropReason::Scan(e))
+            }
+        }
     }
 
     /// Report a scan that has matched everything stored.

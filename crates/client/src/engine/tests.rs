@@ -864,3 +864,58 @@ fn a_gateway_holding_a_scan_request_past_its_deadline_is_struck_and_another_serv
     let scan = net.host.engine.scan().unwrap();
     assert_eq!((scan.next(), scan.matches()), (3_001, &[(2_500, paid)][..]));
 }
+
+/// The scan has two requests in flight to one gateway, and the first is answered "the
+/// stop block is not on my chain" (a reorganisation there): the second is given up, not
+/// forgotten, so that its answer (the same, a moment later) is taken for what it is. It
+/// was dropped without a trace, and the honest gateway answering it was marked bad for an
+/// `unexpected-answer`.
+#[test]
+fn a_scan_request_abandoned_after_stop_unknown_is_given_up_not_forgotten() {
+    use super::ctx::Ctx;
+    use super::gateway::Gateways;
+    use super::scan::ScanTask;
+    use crate::scan::Scan;
+    use lightwire_wire::{AnswerFlags, FiltersWriter};
+    let list = vec![ConnectString {
+        url: "ws://127.0.0.1:9000".into(),
+        node_id: key(0x40).public_key(),
+    }];
+    let mut ctx = Ctx::new(&REGTEST, Gateways::new(list), key(1), 7, NOW);
+    let g = GatewayId(0);
+    let mut task = ScanTask {
+        scan: Some(Scan::new(vec![b"ours".to_vec()], 0)),
+        ..ScanTask::default()
+    };
+    let scan = task.scan.as_mut().unwrap();
+    let (a, b) = scan.need_data(Some(2_499)).unwrap();
+    let hashes: Vec<lightwire_chain::BlockHash> = (a..=b)
+        .map(|h| lightwire_chain::BlockHash([h as u8; 32]))
+        .collect();
+    let headers = vec![lightwire_primitives::FilterHeader([0; 32]); hashes.len() + 1];
+    scan.on_data(a, &hashes, &headers);
+    let first = scan.next_request(g, u32::MAX).unwrap().0;
+    let second = scan.next_request(g, u32::MAX).unwrap().0;
+    let refused = |id: u32| {
+        let mut buf = vec![0u8; 64];
+        let len = FiltersWriter::new(&mut buf, id)
+            .unwrap()
+            .finish(AnswerFlags {
+                last: true,
+                stop_unknown: true,
+            });
+        buf.truncate(len);
+        buf
+    };
+    for id in [first, second] {
+        let bytes = refused(id);
+        let Ok(Message::Filters(m)) = Message::decode(&bytes) else {
+            panic!("filters")
+        };
+        assert_eq!(
+            task.on_filters(&mut ctx, g, &m),
+            Ok(()),
+            "the answer to {id}"
+        );
+    }
+}

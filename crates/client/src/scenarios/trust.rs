@@ -146,3 +146,29 @@ fn a_lagging_gateway_is_asked_to_defend_ours_at_the_disputed_height() {
     let tip = block_on(net.store.filter_tip()).unwrap().unwrap();
     assert_eq!((tip.height, tip.header), (5_000, ours));
 }
+
+/// Ours came from an honest gateway; a liar whose filter of 2,345 hides a payment is in
+/// conflict and, asked for that filter, withholds it. Our filter and the block are asked of
+/// the honest gateway at the same moment: the liar is marked bad, and the honest
+/// gateway's answers, which come after the dispute ended, are known for what they are.
+/// (They were taken for answers never asked, and the honest gateway was marked bad for an
+/// `unexpected-answer`: a liar could get the defender dropped by withholding its own.)
+#[test]
+fn a_liar_withholding_its_own_filter_does_not_get_the_defender_dropped() {
+    let mut net = Net::new(memory(), vec![TestChain::generate(5_000)], small);
+    net.drive();
+    let mut withholding = liar(5_000, 2_345);
+    withholding.missing_filters.insert(2_345);
+    // The liar listed first: its answer is read before the honest gateway's.
+    let mut net = Net::new(
+        net.store,
+        vec![withholding, TestChain::generate(5_000)],
+        small,
+    );
+    net.drive();
+    assert_eq!(rejected(&net.host.events), [(0, "filter-withheld")]);
+    assert_eq!(
+        verdicts(&net.host.events),
+        [(0, Verdict::TheirsWrong { height: 2_345 })]
+    );
+}
