@@ -919,3 +919,33 @@ fn a_scan_request_abandoned_after_stop_unknown_is_given_up_not_forgotten() {
         );
     }
 }
+
+/// A block is being fetched for the wallet when the application unwatches one of its
+/// items: the wallet starts again without it, and the fetch in flight is given up, not
+/// forgotten, so that the gateway's answer is known for what it is. (It was dropped with
+/// the old wallet, and the honest gateway answering it marked bad, `unexpected-answer`.)
+#[test]
+fn a_block_in_flight_when_an_item_is_unwatched_is_given_up_not_forgotten() {
+    use super::ctx::Ctx;
+    use super::gateway::Gateways;
+    use super::scan::ScanTask;
+    use super::wallet::WalletTask;
+    use crate::wallet::Watched;
+    let list = vec![ConnectString {
+        url: "ws://127.0.0.1:9000".into(),
+        node_id: key(0x40).public_key(),
+    }];
+    let mut ctx = Ctx::new(&REGTEST, Gateways::new(list), key(1), 7, NOW);
+    let g = GatewayId(0);
+    let (mut task, mut scan) = (WalletTask::default(), ScanTask::default());
+    let items = [
+        Watched::Script(hex::encode([0x51])),
+        Watched::Script(hex::encode([0x52])),
+    ];
+    task.watch(&mut ctx, &mut scan, &items, 100, 0).unwrap();
+    let wallet = task.wallet.as_mut().unwrap();
+    wallet.matched(150, lightwire_chain::BlockHash([1; 32]), Some(g));
+    let (_, id, _) = wallet.next_fetch(|_| Some(g)).unwrap();
+    task.unwatch(&mut ctx, &mut scan, &items[..1], 0).unwrap();
+    assert_eq!(ctx.given_up_answer(g, id, true), Ok(()));
+}

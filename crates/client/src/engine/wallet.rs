@@ -82,10 +82,13 @@ impl WalletTask {
         let Some(wallet) = self.wallet.as_mut() else {
             return Ok(());
         };
+        let in_flight = wallet.asked();
         let Some(changes) = wallet.unwatch(items)? else {
             return Ok(());
         };
-        // The wallet starts from scratch: nothing of its queue is fetched any more.
+        // The wallet starts from scratch: nothing of its queue is fetched any more. The
+        // block in flight is given up (its answer still comes, and is no fault).
+        ctx.give_up_all(in_flight);
         self.suspect = None;
         tell(ctx, changes);
         let scripts: Vec<Vec<u8>> = wallet.watch.scripts().map(<[u8]>::to_vec).collect();
