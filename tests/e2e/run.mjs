@@ -2,7 +2,7 @@
 // (tests/engines.mjs: Chromium, Firefox, WebKit) against real lightwire-gateway processes
 // started here on 127.0.0.1.
 //
-//   node tests/e2e/run.mjs [--no-build] [--only NAME] [--engines a,b] [--bench]
+//   node tests/e2e/run.mjs [--no-build] [--only NAME[,NAME]] [--engines a,b] [--bench]
 //
 // --engines: which engines (default every one this machine has); each gets its own profile
 // and runs every scenario.
@@ -42,6 +42,12 @@
 //             proves the honest filter, the stored ones give way, the scan finds the
 //             payment; then, with the liar back beside the honest one but withholding
 //             the filter it vouched for, it is marked bad and the same happens
+//   anchor    a store started from a checkpoint whose filter anchor came from a liar
+//             (another anchor, a payment hidden above): the next session, with the
+//             honest gateway alone and then beside the liar, the block proves the lie,
+//             the filter headers are synced again from the checkpoint, the scan finds it
+//   lagging   a gateway whose filters lag, listed first, does not hold filter sync or
+//             scans back while an honest one serves them, and is not dropped
 //   btcd      btcd on regtest with real transactions of every standard kind
 //             (tests/regtest_wallet.rs); the package, through a gateway following btcd,
 //             scans for the scripts and finds exactly the blocks paying and spending them
@@ -74,7 +80,8 @@ const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const shared = process.env.LIGHTWIRE_SHARED ?? join(root, '..', 'shared');
 const bin = (name) => join(root, 'target', 'release', name);
 const args = process.argv.slice(2);
-const only = args.includes('--only') ? args[args.indexOf('--only') + 1] : null;
+// --only NAME[,NAME...]: those scenarios; a name that is none is an error, not a pass.
+const only = args.includes('--only') ? args[args.indexOf('--only') + 1].split(',') : null;
 const bench = args.includes('--bench');
 const engines = args.includes('--engines') ? args[args.indexOf('--engines') + 1].split(',') : available();
 
@@ -1013,6 +1020,103 @@ async function undefended() {
   }
 }
 
+/// A store started from a checkpoint at 10,080 takes the filter header below it (its
+/// anchor, which nothing it holds can check) from the first answer. One session with only
+/// a liar that serves another anchor (every filter header differs, every filter from
+/// 10,080 the same) and hides a payment in its filter of 15,000 stores its filter headers.
+/// The next: with the honest gateway alone, nobody defends them and the block proves the
+/// honest filter (`ours-undefended`); with the liar back beside it, the block proves the
+/// liar's filter wrong (`ours-wrong`, the liar marked bad). Either way the filter headers
+/// are synced again from 10,080 and a scan finds the payment. (Both ended undecided at
+/// 10,080, the liar's chain kept for good.)
+async function anchor() {
+  const lie = ['--generate', '20000', '--lie-anchor-below', '10080', '--lie-filter-at', '15000'];
+  const start = benchStart(10_080);
+  for (const present of [false, true]) {
+    const storeName = `anchor-${present}`;
+    const liar = await gateway(lie, { binary: 'lightwire-hostile' });
+    let page = await openPage();
+    try {
+      await openClient(page, { gateways: [liar.connect], storeName, start });
+      await until(page, "the liar's filter headers stored", 60_000,
+        (m) => syncedTo(20_000)(m) && m.storedFilterHeight === 20_000);
+      await stopClient(page);
+    } finally {
+      await page.close().catch(() => {});
+      if (!present) await liar.stop();
+    }
+    const honest = await gateway(['--generate', '20000']);
+    page = await openPage();
+    try {
+      const gateways = present ? [liar.connect, honest.connect] : [honest.connect];
+      await openClient(page, { gateways, storeName, start });
+      const { events } = await until(page, 'the dispute settled and the filter headers synced again', 60_000,
+        (m, ev) => ev.some((e) => e.type === 'filterDispute') && m.storedFilterHeight === 20_000
+          && m.idbFilterHeadersWritten >= 20_000 - 10_080 + 1);
+      const dispute = events.find((e) => e.type === 'filterDispute');
+      const rejected = events.filter((e) => e.type === 'rejected').map((e) => [e.gateway, e.code]);
+      const verdict = present ? 'ours-wrong' : 'ours-undefended';
+      assert(dispute.height === 15_000 && dispute.verdict === verdict, `dispute ${JSON.stringify(dispute)}`);
+      const want = present ? [[0, 'filter-lacks-output']] : [];
+      assert(JSON.stringify(rejected) === JSON.stringify(want), `rejected ${JSON.stringify(rejected)}; events ` +
+        JSON.stringify(events.filter((e) => !['progress', 'scan', 'tip'].includes(e.type))));
+      const scripts = [coinbaseScript(15_000), ...strangers(4)];
+      const result = await page.evaluate((s) => window.client.scan({ scripts: s, fromHeight: 14_000 }), scripts);
+      const heights = result.matches.map((x) => x.height);
+      assert(heights.includes(15_000), `matches ${JSON.stringify(heights)}`);
+      log(`  ${present ? 'the liar present (marked bad, filter-lacks-output)' : 'the honest gateway alone'}: ` +
+        `${dispute.verdict} at ${dispute.height}, filter headers synced again from 10,080, the scan found ${JSON.stringify(heights)}`);
+      await stopClient(page);
+    } finally {
+      await page.close().catch(() => {});
+      await honest.stop();
+      if (present) await liar.stop();
+    }
+  }
+}
+
+/// A gateway listed first whose filters lag (filter headers and filters only to 1,000:
+/// every request above is answered empty) beside an honest one: filter headers reach
+/// 20,000 and a scan finds the payment at 15,000, the lagging gateway not marked bad (a
+/// lag is no fault); the next session, with the lagging gateway alone beside nothing new,
+/// keeps what is stored and drops nobody.
+async function lagging() {
+  const storeName = 'lagging';
+  const slow = await gateway(['--generate', '20000', '--filters-to', '1000'], { binary: 'lightwire-hostile' });
+  const honest = await gateway(['--generate', '20000']);
+  try {
+    let page = await openPage();
+    try {
+      await openClient(page, { gateways: [slow.connect, honest.connect], storeName });
+      const { m, events } = await until(page, 'the filter headers from the honest gateway', 60_000,
+        (m) => syncedTo(20_000)(m) && m.storedFilterHeight === 20_000);
+      assert(!events.some((e) => e.type === 'rejected'), `rejected: ${JSON.stringify(events.filter((e) => e.type === 'rejected'))}`);
+      const result = await page.evaluate((s) => window.client.scan({ scripts: s, fromHeight: 14_000 }),
+        [coinbaseScript(15_000), ...strangers(4)]);
+      const heights = result.matches.map((x) => x.height);
+      assert(heights.includes(15_000), `matches ${JSON.stringify(heights)}`);
+      log(`  filter headers to ${m.storedFilterHeight} with the lagging gateway listed first; the scan found ${JSON.stringify(heights)}`);
+      await stopClient(page);
+    } finally {
+      await page.close().catch(() => {});
+    }
+    page = await openPage();
+    try {
+      await openClient(page, { gateways: [slow.connect], storeName });
+      const { m, events } = await until(page, 'the next session with the lagging gateway alone', 60_000, syncedTo(20_000));
+      assert(m.storedFilterHeight === 20_000 && !events.some((e) => e.type === 'rejected' || e.type === 'filterConflict'),
+        `stored ${m.storedFilterHeight}; ${JSON.stringify(events.filter((e) => !['progress', 'scan', 'tip'].includes(e.type)))}`);
+      log('  the next session with the lagging gateway alone: nothing stored lost, nobody dropped');
+      await stopClient(page);
+    } finally {
+      await page.close().catch(() => {});
+    }
+  } finally {
+    await slow.stop();
+    await honest.stop();
+  }
+}
+
 /// A chain with real transactions on btcd (a block paying P2PKH, P2SH-P2WPKH, P2WPKH,
 /// P2WSH, P2TR and OP_RETURN outputs, the next spending them all), a gateway following
 /// it: the package syncs headers and filter headers, and scan() of the five scripts (and
@@ -1365,12 +1469,14 @@ function benchStart(height = 915_264) {
 
 // ---------------------------------------------------------------- main
 
-const scenarios = { full, formats, reopen, reorg, invalid, mostwork, restart, queries, checkpoint, start, stall, pings, scan, crosscheck, undefended, btcd: btcdScan, wallet: walletScenario, wallethostile: walletHostile, walletreload: walletReload };
+const scenarios = { full, formats, reopen, reorg, invalid, mostwork, restart, queries, checkpoint, start, stall, pings, scan, crosscheck, undefended, anchor, lagging, btcd: btcdScan, wallet: walletScenario, wallethostile: walletHostile, walletreload: walletReload };
 let work;
 let browser;
 let url;
 
 async function main() {
+  const unknown = (only ?? []).filter((name) => !(name in scenarios));
+  if (unknown.length) throw new Error(`--only: no scenario ${unknown.join(', ')} (there are ${Object.keys(scenarios).join(', ')})`);
   if (!args.includes('--no-build')) build();
   work = mkdtempSync(join(tmpdir(), 'lightwire-e2e-'));
   // An empty favicon: a 404 for it would be a console error in Chromium.
@@ -1423,7 +1529,7 @@ async function main() {
           continue;
         }
         for (const [name, f] of Object.entries(scenarios)) {
-          if (only && only !== name) continue;
+          if (only && !only.includes(name)) continue;
           log(`${engine}: ${name}`);
           const t = Date.now();
           try {

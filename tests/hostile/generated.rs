@@ -11,6 +11,11 @@
 //! - `--withhold-block-at H`: `not_found` for block H;
 //! - `--withhold-filter-at H`: the filter of block H not served (an answer that ends
 //!   without it), though its filter header is;
+//! - `--lie-anchor-below H`: another filter for block H - 1, filter headers rebuilt from
+//!   it: every filter from H on is the same, every filter header differs (the lie a store
+//!   started from a checkpoint at H cannot check);
+//! - `--filters-to H`: filter headers and filters only up to H, though headers go on (a
+//!   gateway whose filters lag, or that says so: every request above is answered empty);
 //! - `--wrong-block-at H`: the next block's transactions under block H's header.
 //!
 //! And for wallet tests and benchmarks, `--payments FILE`: the chain pays what the file
@@ -71,6 +76,13 @@ pub struct Lies {
     /// Answer requests for the filter of block H without it (its filter header served)
     #[arg(long, value_name = "H", conflicts_with_all = ["headers_file", "no_filters"])]
     withhold_filter_at: Option<u32>,
+    /// Serve another filter for block H - 1, filter headers rebuilt from it (every filter
+    /// from H on the same, every filter header different)
+    #[arg(long, value_name = "H", conflicts_with_all = ["headers_file", "no_filters"])]
+    lie_anchor_below: Option<u32>,
+    /// Serve filter headers and filters only up to height H
+    #[arg(long, value_name = "H", conflicts_with_all = ["headers_file", "no_filters"])]
+    filters_to: Option<u32>,
     /// Send the next block's transactions as block H
     #[arg(
         long,
@@ -146,8 +158,15 @@ fn chain(lies: &Lies, count: u32) -> Result<ServedChain, String> {
     if let Some(h) = lies.corrupt_at {
         corrupt_header(&mut chain, h).ok_or_else(|| range("corrupt-at", h, 1))?;
     }
+    if let Some(h) = lies.lie_anchor_below {
+        other_anchor(&mut chain, h).ok_or_else(|| range("lie-anchor-below", h, 2))?;
+    }
     if let Some(h) = lies.lie_filter_at {
         hide_coinbase(&mut chain, h).ok_or_else(|| range("lie-filter-at", h, 1))?;
+    }
+    if let Some(h) = lies.filters_to {
+        let f = chain.filters_mut().filter(|_| h <= count);
+        f.ok_or_else(|| range("filters-to", h, 0))?.truncate(h + 1);
     }
     if let Some(h) = lies.withhold_filter_at {
         chain
@@ -193,6 +212,20 @@ fn hide_coinbase(chain: &mut ServedChain, height: u32) -> Option<()> {
         .filters_mut()?
         .set_filter(height, filter)
         .then_some(())
+}
+
+/// Serve another filter for block `height - 1` (an item no block has), the filter headers
+/// rebuilt from it. `None` outside `2..=tip`, or without filters.
+fn other_anchor(chain: &mut ServedChain, height: u32) -> Option<()> {
+    let below = height.checked_sub(1).filter(|&b| b > 0)?;
+    let header = chain.header(below)?;
+    let mut filter = Vec::new();
+    lightwire_filter::build_filter(
+        &hash_header_bytes(&header).0,
+        [&b"another anchor"[..]],
+        &mut filter,
+    );
+    chain.filters_mut()?.set_filter(below, filter).then_some(())
 }
 
 /// Answer what `answer` makes for block `height`. `None` above the tip, or without blocks.
@@ -344,6 +377,28 @@ mod tests {
             panic!("no block at 30");
         };
         assert_eq!(absent, Ok(Some(0)));
+    }
+
+    /// Another anchor: every filter from the height given on is the same, every filter
+    /// header differs; filters only up to a height: none above.
+    #[test]
+    fn another_anchor_changes_every_header_and_no_filter_above_it() {
+        let honest = chain(&lies(&["--generate", "40"]), 40).unwrap();
+        let liar = chain(&lies(&["--generate", "40", "--lie-anchor-below", "30"]), 40).unwrap();
+        let (h, l) = (honest.filters().unwrap(), liar.filters().unwrap());
+        assert_eq!(h.entry(28), l.entry(28));
+        for at in 30..=40 {
+            let (a, b) = (h.entry(at).unwrap(), l.entry(at).unwrap());
+            assert_eq!(a.hash, b.hash, "the same filter at {at}");
+            assert_ne!(a.header, b.header, "another header at {at}");
+        }
+        let lagging = chain(&lies(&["--generate", "40", "--filters-to", "25"]), 40).unwrap();
+        assert_eq!(lagging.filters().unwrap().tip(), Some(25));
+        assert_eq!(lagging.tip().height, 40);
+        for bad in [["--lie-anchor-below", "1"], ["--filters-to", "41"]] {
+            let flags = ["--generate", "40", bad[0], bad[1]];
+            assert!(super::chain(&lies(&flags), 40).is_err(), "{flags:?}");
+        }
     }
 
     /// A withheld filter is not served, though its filter header is; the others are.
