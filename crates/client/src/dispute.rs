@@ -353,6 +353,12 @@ pub struct Contested {
 /// costs a filter from the other gateway, and a liar could make every block differ).
 pub const MAX_CONTESTED: usize = 64;
 
+/// Blocks whose filters differ that one dispute judges from the block (a block and two
+/// filters each); past these, each is only contested (the other's filter). So a liar
+/// cannot hide a provable lie behind one the block cannot show, unless behind this many,
+/// and even then nothing is missed: the lie is matched beside ours.
+pub const MAX_JUDGED: usize = 8;
+
 /// One side's filter of the disputed block.
 #[derive(Debug)]
 enum Fetch {
@@ -415,9 +421,10 @@ pub struct Dispute {
     drop_from: Option<(u32, FilterHeader, BlockHash)>,
     /// Their filter header at the end of the stretch walked (the next must follow on).
     their_last: Option<FilterHeader>,
-    /// The first block whose filters differ, once judged undecided: the walk goes on, and
-    /// each later block whose filters differ is contested.
+    /// The first block whose filters differ, once judged undecided: the walk goes on to
+    /// the next, judged too (up to [`MAX_JUDGED`]; then only contested).
     judged: Option<u32>,
+    judged_count: usize,
     /// Contested blocks found, for the engine to take ([`Self::take_contested`]).
     contested: Vec<Contested>,
     contested_count: usize,
@@ -439,6 +446,7 @@ impl Dispute {
             drop_from: None,
             their_last: None,
             judged: None,
+            judged_count: 0,
             contested: Vec::new(),
             contested_count: 0,
         }
@@ -788,13 +796,13 @@ impl Dispute {
         self.walk(chunk)
     }
 
-    /// Go on from `chunk.at` to the next block whose filters differ: the first is judged
-    /// from the block, each later one (once the first was undecided) contested. Past the
-    /// stretch, on to the next one; at the top, the dispute ends.
+    /// Go on from `chunk.at` to the next block whose filters differ: judged from the block
+    /// (the first [`MAX_JUDGED`]; a judgment that cannot settle it goes on here), then
+    /// only contested. Past the stretch, on to the next one; at the top, the dispute ends.
     fn walk(&mut self, mut chunk: Chunk) -> Outcome {
         if let Some(i) = chunk.next_difference() {
             let (height, hash) = (chunk.height(i), chunk.hashes[i]);
-            if self.judged.is_some() {
+            if self.judged_count >= MAX_JUDGED {
                 if self.contested_count >= MAX_CONTESTED {
                     return Outcome::Over(Verdict::Undecided { height });
                 }
@@ -1102,7 +1110,8 @@ impl Dispute {
                 });
                 self.contested_count += 1;
             }
-            self.judged = Some(height);
+            self.judged = self.judged.or(Some(height));
+            self.judged_count += 1;
             self.walk(chunk)
         }
     }

@@ -184,3 +184,47 @@ fn blocks_whose_spent_scripts_a_kept_chain_leaves_out_are_still_found() {
     net.drive();
     assert_eq!(reached(&net.host.events).last(), Some(&found.to_vec()));
 }
+
+/// The stored filter headers came from a liar that first differs where the block cannot
+/// show it (an item added to the filter of 2,345) and then hides a payment (its filter of
+/// 3,456 without the coinbase output). With the honest gateway present, the walk judges
+/// the second block too: the liar's chain is proven wrong, dropped from 2,345, and the
+/// liar marked bad. (Judging only the first difference left its chain stored, the
+/// payment found only by matching the honest filter beside it.)
+#[test]
+fn a_provable_lie_behind_one_the_block_cannot_show_is_still_proven() {
+    let liar = || {
+        let mut c = TestChain::generate(5_000);
+        let hash = c.header(2_345).block_hash();
+        let coinbase = coinbase_script(2_345, 0);
+        let mut f = Vec::new();
+        lightwire_filter::build_filter(&hash.0, [&coinbase[..], b"extra"], &mut f);
+        c.rewrite_filter(2_345, f);
+        let f = filter_without_coinbase(&c, 3_456);
+        c.rewrite_filter(3_456, f);
+        c
+    };
+    let mut net = Net::new(super::super::testnet::memory(), vec![liar()], small);
+    net.drive();
+    let honest = TestChain::generate(5_000);
+    let want = honest.filter_entry(5_000).unwrap().header;
+    let mut net = Net::new(net.store, vec![liar(), honest], small);
+    net.drive();
+    let v = verdicts(&net.host.events);
+    assert!(
+        matches!(
+            v[..],
+            [(
+                1,
+                Verdict::OursWrong {
+                    height: 3_456,
+                    from: 2_345,
+                    ..
+                }
+            )]
+        ),
+        "{v:?}"
+    );
+    assert_eq!(rejected(&net.host.events), [(0, "filter-lacks-output")]);
+    assert_eq!(filter_tip(&net), (5_000, want));
+}
