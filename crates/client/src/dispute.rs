@@ -425,6 +425,14 @@ pub struct Dispute {
     /// the next, judged too (up to [`MAX_JUDGED`]; then only contested).
     judged: Option<u32>,
     judged_count: usize,
+    /// The first judged block where nobody present could defend ours; whether ours was
+    /// defended at any; whether a block whose filters differ was left unjudged (past
+    /// [`MAX_JUDGED`]). Ours gives way, undefended, only to a chain proven at every block
+    /// where the two differ: one judged block alone would let a liar put a harmless
+    /// difference before its lie.
+    undefended_at: Option<u32>,
+    defended: bool,
+    unjudged: bool,
     /// Contested blocks found, for the engine to take ([`Self::take_contested`]).
     contested: Vec<Contested>,
     contested_count: usize,
@@ -447,6 +455,9 @@ impl Dispute {
             their_last: None,
             judged: None,
             judged_count: 0,
+            undefended_at: None,
+            defended: false,
+            unjudged: false,
             contested: Vec::new(),
             contested_count: 0,
         }
@@ -564,27 +575,32 @@ impl Dispute {
 
     /// The next request to send, if one is due: to `against`, or for the judgment to
     /// the defender of ours (`defence`, as the engine sees the gateways now). `Err` when
-    /// the dispute is over: a verdict once nobody can defend ours, or undecided when no
-    /// gateway is left to give the block.
-    pub fn next_ask(&mut self, defence: Defence) -> Result<Option<(GatewayId, Ask)>, Verdict> {
-        let undecided = |d: &Dispute| Verdict::Undecided { height: d.height() };
+    /// the dispute is over (a verdict once nobody can defend ours, undecided when no
+    /// gateway is left to give the block) or `against` is found wrong by what it already
+    /// gave (judged without ours).
+    pub fn next_ask(&mut self, defence: Defence) -> Result<Option<(GatewayId, Ask)>, Outcome> {
+        let undecided = |d: &Dispute| Outcome::Over(Verdict::Undecided { height: d.height() });
         let against = self.against;
         if let Stage::Same = self.stage {
-            return self.same(defence);
+            return self.same(defence).map_err(Outcome::Over);
         }
         let Stage::Judge(j) = &mut self.stage else {
             return self.ask().map_err(|()| undecided(self));
         };
+        let height = j.height;
         let defender = match defence {
             Defence::By(g) if g != against && !j.failed_defenders.contains(&g) => Some(g),
             _ => None,
         };
         j.undefended = matches!(j.filters[OURS], Fetch::NotAsked | Fetch::Failed)
             && defence == Defence::Nobody;
-        if j.undefended
-            && let Outcome::Over(verdict) = self.try_verdict()
-        {
-            return Err(verdict);
+        if j.undefended {
+            match self.try_verdict() {
+                Outcome::Going if self.judged().is_some_and(|(h, ..)| h == height) => {}
+                // Judged without ours: the walk went on (at most once per block).
+                Outcome::Going => return self.next_ask(defence),
+                done => return Err(done),
+            }
         }
         self.ask_judgment(defender).map_err(|()| undecided(self))
     }
@@ -803,6 +819,7 @@ impl Dispute {
         if let Some(i) = chunk.next_difference() {
             let (height, hash) = (chunk.height(i), chunk.hashes[i]);
             if self.judged_count >= MAX_JUDGED {
+                self.unjudged = true;
                 if self.contested_count >= MAX_CONTESTED {
                     return Outcome::Over(Verdict::Undecided { height });
                 }
@@ -833,12 +850,22 @@ impl Dispute {
         }
         let end = chunk.end();
         if end >= self.top {
-            return match self.judged {
-                Some(height) => Outcome::Over(Verdict::Undecided { height }),
-                None => {
+            return match (self.judged, self.undefended_at, self.drop_from) {
+                (None, ..) => {
                     self.stage = Stage::Same;
                     Outcome::Going
                 }
+                (Some(_), Some(height), Some((from, prev, hash)))
+                    if !self.defended && !self.unjudged =>
+                {
+                    Outcome::Over(Verdict::OursUndefended {
+                        height,
+                        from,
+                        prev,
+                        hash,
+                    })
+                }
+                (Some(height), ..) => Outcome::Over(Verdict::Undecided { height }),
             };
         }
         self.their_last = chunk.theirs.last().copied();
@@ -1080,19 +1107,17 @@ impl Dispute {
                 prev,
                 hash,
             })
-        } else if !matches!(j.filters[OURS], Fetch::Done(_)) {
-            // Theirs is proven as far as the block can prove it, and nobody present will
-            // hand over ours.
-            Outcome::Over(Verdict::OursUndefended {
-                height,
-                from,
-                prev,
-                hash,
-            })
         } else {
-            // Both hold every output script: they differ in what the block's inputs
-            // spend, which the block does not show. Theirs is matched beside ours, and
-            // the walk goes on to the next block whose filters differ.
+            // Both hold every output script (they differ in what the block's inputs
+            // spend, which the block does not show), or theirs does and nobody present
+            // will hand over ours. Theirs is matched beside ours, and the walk goes on to
+            // the next block whose filters differ: ours gives way, undefended, only to a
+            // chain proven wherever the two differ.
+            if matches!(j.filters[OURS], Fetch::Done(_)) {
+                self.defended = true;
+            } else {
+                self.undefended_at = self.undefended_at.or(Some(height));
+            }
             let Stage::Judge(j) = core::mem::replace(&mut self.stage, Stage::Same) else {
                 return Outcome::Going;
             };
@@ -1551,7 +1576,7 @@ mod tests {
         );
         assert_eq!(
             d.next_ask(Defence::By(GatewayId(0))),
-            Err(Verdict::Undecided { height: 2_345 })
+            Err(Outcome::Over(Verdict::Undecided { height: 2_345 }))
         );
     }
 
@@ -1640,17 +1665,17 @@ mod tests {
         );
         assert_eq!(
             d.next_ask(Defence::Nobody),
-            Err(Verdict::OursUndefended {
+            Err(Outcome::Over(Verdict::OursUndefended {
                 height: 1,
                 from: 1,
                 prev: theirs[0],
                 hash: hash(1)
-            })
+            }))
         );
         let mut d = walk(None);
         assert_eq!(
             d.next_ask(Defence::By(GatewayId(0))),
-            Err(Verdict::Undecided { height: 3_500 })
+            Err(Outcome::Over(Verdict::Undecided { height: 3_500 }))
         );
         walk(Some(1_001));
     }

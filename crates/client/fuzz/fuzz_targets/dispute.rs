@@ -4,11 +4,15 @@
 //! (its filter headers rebuilt to match), either without the block's first output (a lie
 //! the block proves) or with an item added (a lie it cannot prove). Our stored chain is
 //! either side's; gateway 0 defends ours (it serves our chain, or is absent), gateway 1 is
-//! the one the dispute is against.
+//! the one the dispute is against. The liar may also add an item to a second block's filter
+//! (a second lie the block cannot show), and the store may start from a checkpoint at
+//! 1,001 with the liar's filter of 1,000 another (its anchor: every filter header differs
+//! from there, while the filters a scan reads differ only where it lies).
 //!
 //! Input layout: byte 0 picks the lie's height (from a fixed list of edges: around the
-//! checkpoints, the first block, the top), byte 1 its kind (even: the block proves it) and
-//! whose chain is ours (bit 1), byte 2 whether a defender is present (bit 0). The rest is
+//! checkpoints, the first block, the top; above 1,001 for a checkpoint store), byte 1 its
+//! kind (even: the block proves it), whose chain is ours (bit 1), a second lie (bit 2) and
+//! a checkpoint store (bit 3), byte 2 whether a defender is present (bit 0). The rest is
 //! read as the run goes: for each answer the liar gives, one byte says how it answers
 //! (honestly, empty, cut short, out of order, at other heights, garbage, not at all) and
 //! what with.
@@ -18,7 +22,11 @@
 //!   is never that ours was proven wrong;
 //! - the dispute ends (a verdict, or the liar found bad) within a bounded number of steps,
 //!   never stalling with nothing asked and nothing to read;
-//! - every read of the store is of at most 1,001 heights (the memory a dispute holds);
+//! - every read of the store is of at most 1,001 heights (the memory a dispute holds), none
+//!   below the first the store holds;
+//! - every contested filter is the other side's own filter of that block, and when the
+//!   liar answers everything honestly and the dispute ends undecided, every block where
+//!   it told a lie the block cannot show was contested;
 //! - when the liar answers everything honestly (its own chain) and its lie is one the
 //!   block shows, the verdict names it: it is bad when it is the other side, ours is
 //!   dropped when ours was its chain.
@@ -28,7 +36,7 @@ use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
 
 use libfuzzer_sys::fuzz_target;
-use lightwire::dispute::{Ask, Defence, Dispute, Outcome, Verdict};
+use lightwire::dispute::{Ask, Contested, Defence, Dispute, Outcome, Verdict};
 use lightwire::filters::FilterAnswer;
 use lightwire::ids::{GatewayId, Ids, TaskId};
 use lightwire_fuzz_support::Cursor;
@@ -55,31 +63,59 @@ fn honest() -> &'static TestChain {
     HONEST.get_or_init(|| TestChain::generate(TOP))
 }
 
-/// The liar's chain for a lie at `height`, `provable` or not (built once, kept).
-fn liar(height: u32, provable: bool) -> &'static TestChain {
-    static LIARS: OnceLock<Mutex<HashMap<(u32, bool), &'static TestChain>>> = OnceLock::new();
+/// The first block a checkpoint store holds.
+const BASE: u32 = 1_001;
+
+/// What the liar's chain differs in: a lie at `at`, `provable` or not, a second one the
+/// block cannot show at `second`, another anchor below [`BASE`].
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+struct Lies {
+    at: u32,
+    provable: bool,
+    second: Option<u32>,
+    anchor: bool,
+}
+
+/// The filter of `height` in `c` without its first output (`provable`), or with an item
+/// added.
+fn lie(c: &mut TestChain, height: u32, provable: bool) {
+    let block = c.block(height);
+    let hash = c.header(height).block_hash();
+    let parsed = Block::parse(&block).expect("a generated block parses");
+    let outputs: Vec<Vec<u8>> = lightwire_filter::known_items(&parsed)
+        .map(<[u8]>::to_vec)
+        .collect();
+    let mut items: Vec<&[u8]> = outputs.iter().map(Vec::as_slice).collect();
+    if provable {
+        items.remove(0);
+    } else {
+        items.push(b"an item the block cannot show");
+    }
+    let mut filter = Vec::new();
+    lightwire_filter::build_filter(&hash.0, items, &mut filter);
+    c.rewrite_filter(height, filter);
+}
+
+/// The liar's chain (built once, kept).
+fn liar(lies: Lies) -> &'static TestChain {
+    static LIARS: OnceLock<Mutex<HashMap<Lies, &'static TestChain>>> = OnceLock::new();
     let mut liars = LIARS
         .get_or_init(|| Mutex::new(HashMap::new()))
         .lock()
         .unwrap_or_else(|e| e.into_inner());
     {
-        *liars.entry((height, provable)).or_insert_with(|| {
+        *liars.entry(lies).or_insert_with(|| {
             let mut c = TestChain::generate(TOP);
-            let block = c.block(height);
-            let hash = c.header(height).block_hash();
-            let parsed = Block::parse(&block).expect("a generated block parses");
-            let outputs: Vec<Vec<u8>> = lightwire_filter::known_items(&parsed)
-                .map(<[u8]>::to_vec)
-                .collect();
-            let mut items: Vec<&[u8]> = outputs.iter().map(Vec::as_slice).collect();
-            if provable {
-                items.remove(0);
-            } else {
-                items.push(b"an item the block cannot show");
+            if lies.anchor {
+                let hash = c.header(BASE - 1).block_hash();
+                let mut f = Vec::new();
+                lightwire_filter::build_filter(&hash.0, [&b"another anchor"[..]], &mut f);
+                c.rewrite_filter(BASE - 1, f);
             }
-            let mut filter = Vec::new();
-            lightwire_filter::build_filter(&hash.0, items, &mut filter);
-            c.rewrite_filter(height, filter);
+            lie(&mut c, lies.at, lies.provable);
+            if let Some(s) = lies.second {
+                lie(&mut c, s, false);
+            }
             Box::leak(Box::new(c))
         })
     }
@@ -317,14 +353,27 @@ fn answer(
 
 fuzz_target!(|data: &[u8]| {
     let mut input = Cursor::new(data);
-    let lie_at = HEIGHTS[usize::from(input.u8()) % HEIGHTS.len()];
+    let picked = HEIGHTS[usize::from(input.u8()) % HEIGHTS.len()];
     let setup = input.u8();
     let provable = setup & 1 == 0;
     let ours_honest = setup & 2 == 0;
+    let anchor = setup & 8 != 0;
+    let lie_at = if anchor && picked <= BASE {
+        picked + 1_100
+    } else {
+        picked
+    };
+    let second = (setup & 4 != 0).then_some(if lie_at < 3_200 { 3_210 } else { 1_210 });
+    let base = if anchor { BASE } else { 0 };
     let mut defender_present = input.u8() & 1 == 1;
     {
         let honest = honest();
-        let liar = liar(lie_at, provable);
+        let liar = liar(Lies {
+            at: lie_at,
+            provable,
+            second,
+            anchor,
+        });
         let (ours, theirs) = if ours_honest {
             (honest, liar)
         } else {
@@ -339,7 +388,8 @@ fuzz_target!(|data: &[u8]| {
             honest: !ours_honest,
         };
         let mut liar_honest = true;
-        let mut d = Dispute::new(AGAINST, TOP, entry(theirs, TOP), 0, Ids::new(TaskId::Check));
+        let mut d = Dispute::new(AGAINST, TOP, entry(theirs, TOP), base, Ids::new(TaskId::Check));
+        let mut contested = Vec::new();
         let end = run(
             &mut d,
             &mut input,
@@ -347,7 +397,17 @@ fuzz_target!(|data: &[u8]| {
             &other,
             &mut defender_present,
             &mut liar_honest,
+            &mut contested,
+            base,
         );
+        contested.extend(d.take_contested());
+        // Each contested filter is the other side's own.
+        for c in &contested {
+            let FilterLookup::Ready(f) = theirs.with_filter(c.height, <[u8]>::to_vec) else {
+                panic!("contested {} where the other side has no filter", c.height);
+            };
+            assert_eq!((c.hash, &c.filter), (hash(theirs, c.height), &f));
+        }
         let Some(end) = end else {
             panic!("the dispute did not end within {MAX_STEPS} steps");
         };
@@ -373,6 +433,17 @@ fuzz_target!(|data: &[u8]| {
             };
             assert!(found, "a provable lie at {lie_at} not found: {:?}", end);
         }
+        // Told honestly, every lie the block cannot show is contested when undecided.
+        if liar_honest && let End::Over(Verdict::Undecided { .. }) = end {
+            let unprovable = (!provable).then_some(lie_at).into_iter().chain(second);
+            for u in unprovable {
+                assert!(
+                    contested.iter().any(|c| c.height == u),
+                    "{u} not contested: {:?}",
+                    contested.iter().map(|c| c.height).collect::<Vec<_>>()
+                );
+            }
+        }
     }
 });
 
@@ -390,11 +461,15 @@ fn run(
     other: &Party<'_>,
     defender_present: &mut bool,
     liar_honest: &mut bool,
+    contested: &mut Vec<Contested>,
+    base: u32,
 ) -> Option<End> {
     let ours = defender.chain;
     for _ in 0..MAX_STEPS {
+        contested.extend(d.take_contested());
         if let Some((from, to)) = d.need_read(Some(TOP)) {
             assert!(to >= from && to - from <= 1_000, "a read of {from}..={to}");
+            assert!(from >= base, "a read of {from}, below the store");
             let hashes: Vec<BlockHash> = (from..=to).map(|h| hash(ours, h)).collect();
             let headers: Vec<FilterHeader> = (from..=to).map(|h| entry(ours, h)).collect();
             match d.on_read(from, &hashes, &headers) {
@@ -409,7 +484,9 @@ fn run(
             Defence::Nobody
         };
         let (g, ask) = match d.next_ask(defence) {
-            Err(v) => return Some(End::Over(v)),
+            Err(Outcome::Over(v)) => return Some(End::Over(v)),
+            Err(Outcome::Bad(g, _)) => return Some(End::Bad(g)),
+            Err(Outcome::Going) => panic!("next_ask ended with nothing"),
             Ok(None) => panic!("stalled: nothing asked, nothing to read"),
             Ok(Some(next)) => next,
         };

@@ -78,8 +78,14 @@ impl Check {
             let (g, ask) = match d.next_ask(defence) {
                 Ok(Some(next)) => next,
                 Ok(None) => return Ok(()),
-                Err(verdict) => {
-                    self.finish(ctx, verdict);
+                Err(outcome) => {
+                    // No message of any gateway's settled it: one found bad is dropped
+                    // once this round is over.
+                    if let Err(why) = self.outcome(ctx, None, outcome)
+                        && let Outcome::Bad(bad, _) = outcome
+                    {
+                        ctx.drop_later(bad, why);
+                    }
                     continue;
                 }
             };
@@ -206,7 +212,7 @@ impl Check {
         match self.dispute.as_mut().filter(|d| d.is_asked(g, a.id)) {
             Some(d) => {
                 let outcome = d.on_filter_headers(&a);
-                self.outcome(ctx, g, outcome)
+                self.outcome(ctx, Some(g), outcome)
             }
             None => ctx.given_up_answer(g, a.id, a.flags.last),
         }
@@ -257,7 +263,7 @@ impl Check {
         match self.dispute.as_mut().filter(|d| d.is_asked(g, m.id)) {
             Some(d) => {
                 let outcome = d.on_checkpoints(m);
-                self.outcome(ctx, g, outcome)
+                self.outcome(ctx, Some(g), outcome)
             }
             None => ctx.given_up_answer(g, m.id, m.flags.last),
         }
@@ -273,7 +279,7 @@ impl Check {
         match self.dispute.as_mut().filter(|d| d.is_asked(g, m.id)) {
             Some(d) => {
                 let outcome = d.on_filters(g, m);
-                self.outcome(ctx, g, outcome)
+                self.outcome(ctx, Some(g), outcome)
             }
             None => ctx.given_up_answer(g, m.id, m.flags.last),
         }
@@ -289,7 +295,7 @@ impl Check {
         match self.dispute.as_mut().filter(|d| d.is_asked(g, p.id)) {
             Some(d) => {
                 let outcome = d.on_block(g, p);
-                self.outcome(ctx, g, outcome)
+                self.outcome(ctx, Some(g), outcome)
             }
             None => ctx.given_up_answer(g, p.id, p.last),
         }
@@ -310,9 +316,16 @@ impl Check {
         }
     }
 
-    /// What an answer did to the dispute. `g` is the gateway whose message it was: an
-    /// error returned drops it; another gateway found bad is dropped by the engine after.
-    fn outcome(&mut self, ctx: &mut Ctx, g: GatewayId, outcome: Outcome) -> Result<(), DropReason> {
+    /// What an answer did to the dispute. `g` is the gateway whose message it was (none:
+    /// the dispute settled while asking): an error returned drops it (or the gateway found
+    /// bad, when there was no message); another gateway found bad is dropped by the
+    /// engine after.
+    fn outcome(
+        &mut self,
+        ctx: &mut Ctx,
+        g: Option<GatewayId>,
+        outcome: Outcome,
+    ) -> Result<(), DropReason> {
         ctx.timers.touch(TaskId::Check, ctx.now);
         self.hand_over(ctx);
         let (bad, e) = match outcome {
@@ -339,7 +352,7 @@ impl Check {
             self.finish(ctx, v);
         }
         let why = DropReason::Dispute(e);
-        if bad == g {
+        if g.is_none_or(|g| g == bad) {
             return Err(why);
         }
         ctx.drop_later(bad, why);

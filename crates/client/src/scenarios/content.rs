@@ -228,3 +228,45 @@ fn a_provable_lie_behind_one_the_block_cannot_show_is_still_proven() {
     assert_eq!(rejected(&net.host.events), [(0, "filter-lacks-output")]);
     assert_eq!(filter_tip(&net), (5_000, want));
 }
+
+/// Ours came from an honest gateway; the next session has only a liar, whose filter of
+/// 2,100 holds an item more (the block cannot show it) and whose filter of 3,456 hides a
+/// payment. Nobody present defends ours, but the liar's chain is not proven where it
+/// differs: its filter of 3,456 lacks an output of the block. It is marked bad, ours kept,
+/// and the payment found. (Ours gave way at the first difference, the liar's chain was
+/// stored and the payment hidden: a harmless difference put before a lie was enough.)
+#[test]
+fn an_undefended_chain_gives_way_only_to_one_proven_wherever_they_differ() {
+    let mut net = Net::new(
+        super::super::testnet::memory(),
+        vec![TestChain::generate(5_000)],
+        small,
+    );
+    net.drive();
+    let honest = TestChain::generate(5_000);
+    let want = honest.filter_entry(5_000).unwrap().header;
+    let paid = honest.header(3_456).block_hash();
+    let mut liar = TestChain::generate(5_000);
+    let hash = liar.header(2_100).block_hash();
+    let mut f = Vec::new();
+    let coinbase = coinbase_script(2_100, 0);
+    lightwire_filter::build_filter(&hash.0, [&coinbase[..], b"extra"], &mut f);
+    liar.rewrite_filter(2_100, f);
+    let f = filter_without_coinbase(&liar, 3_456);
+    liar.rewrite_filter(3_456, f);
+    let mut net = Net::new(net.store, vec![liar], small);
+    net.drive();
+    assert_eq!(
+        verdicts(&net.host.events),
+        [(0, Verdict::TheirsWrong { height: 3_456 })]
+    );
+    assert_eq!(rejected(&net.host.events), [(0, "filter-lacks-output")]);
+    assert_eq!(filter_tip(&net), (5_000, want));
+    let mut net = Net::new(net.store, vec![TestChain::generate(5_000)], small);
+    net.drive();
+    net.host
+        .engine
+        .start_scan(vec![coinbase_script(3_456, 0)], 2_000);
+    net.drive();
+    assert_eq!(reached(&net.host.events), [vec![(3_456, paid)]]);
+}
