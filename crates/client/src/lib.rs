@@ -29,8 +29,10 @@ pub mod scan;
 mod scenarios;
 pub mod start;
 pub mod sync;
-#[cfg(test)]
-mod testnet;
+/// The engine, a store and in-memory gateways on a virtual clock, driven as the shell
+/// drives them: for this crate's tests and for fuzz targets (feature `test-util`).
+#[cfg(any(test, feature = "test-util"))]
+pub mod testnet;
 pub mod wallet;
 #[cfg(target_arch = "wasm32")]
 pub mod web;
