@@ -433,6 +433,9 @@ pub struct Dispute {
     undefended_at: Option<u32>,
     defended: bool,
     unjudged: bool,
+    /// The walk has handled every block up to here: where the filters differ, judged or
+    /// contested; elsewhere the same (see [`Self::checked_to`]).
+    walked_to: Option<u32>,
     /// Contested blocks found, for the engine to take ([`Self::take_contested`]).
     contested: Vec<Contested>,
     contested_count: usize,
@@ -458,9 +461,17 @@ impl Dispute {
             undefended_at: None,
             defended: false,
             unjudged: false,
+            walked_to: None,
             contested: Vec::new(),
             contested_count: 0,
         }
+    }
+
+    /// Up to which height every block where the other gateway's filters differ from ours
+    /// has been judged or contested: its filters up to there can be checked against ours
+    /// (the same, or the one contested), though its headers differ.
+    pub fn checked_to(&self) -> Option<u32> {
+        self.walked_to
     }
 
     /// The contested blocks found since last asked (see [`Contested`]).
@@ -818,6 +829,7 @@ impl Dispute {
     fn walk(&mut self, mut chunk: Chunk) -> Outcome {
         if let Some(i) = chunk.next_difference() {
             let (height, hash) = (chunk.height(i), chunk.hashes[i]);
+            self.walked_to = height.checked_sub(1);
             if self.judged_count >= MAX_JUDGED {
                 self.unjudged = true;
                 if self.contested_count >= MAX_CONTESTED {
@@ -849,6 +861,7 @@ impl Dispute {
             return Outcome::Going;
         }
         let end = chunk.end();
+        self.walked_to = Some(end);
         if end >= self.top {
             return match (self.judged, self.undefended_at, self.drop_from) {
                 (None, ..) => {

@@ -467,9 +467,13 @@ impl Scan {
     /// One `filters` message. Matches are reported to `change`. Returns the requests given
     /// up because of it (the others in flight, after an answer that ended short): their
     /// answers may still come, and must be known for what they are.
+    /// `contested` says whether a filter that does not match our filter header is the one
+    /// a dispute contested at that block (from a gateway in conflict): then it is taken,
+    /// and the block matched.
     pub fn on_filters(
         &mut self,
         m: &Filters<'_>,
+        contested: impl Fn(u32, &BlockHash, &[u8]) -> bool,
         mut change: impl FnMut(ScanChange),
     ) -> Result<Vec<GivenUp>, ScanError> {
         if self.requests.front().map(|r| r.id) != Some(m.id) {
@@ -477,7 +481,7 @@ impl Scan {
             return Err(ScanError::OutOfOrder { height: self.next });
         }
         for piece in m.pieces() {
-            self.on_piece(&piece, &mut change)?;
+            self.on_piece(&piece, &contested, &mut change)?;
         }
         let ended = self.requests.front().copied();
         if let Some(front) = ended.filter(|r| m.flags.last && r.id == m.id) {
@@ -506,6 +510,7 @@ impl Scan {
     fn on_piece(
         &mut self,
         p: &FilterPiece<'_>,
+        contested: &impl Fn(u32, &BlockHash, &[u8]) -> bool,
         change: &mut impl FnMut(ScanChange),
     ) -> Result<(), ScanError> {
         let height = p.height;
@@ -538,7 +543,8 @@ impl Scan {
         ) else {
             return Err(out_of_order);
         };
-        if filter_header(&filter_hash(&self.buf), before) != *stored {
+        let theirs = filter_header(&filter_hash(&self.buf), before) != *stored;
+        if theirs && !contested(height, hash, &self.buf) {
             return Err(ScanError::Mismatch { height });
         }
         let scripts = self.scripts.iter().map(Vec::as_slice);
@@ -550,7 +556,7 @@ impl Scan {
             self.forced.retain(|&(h, _)| h >= height);
             self.forced.first() == Some(&(height, *hash))
         };
-        if matched || forced {
+        if matched || forced || theirs {
             self.matches.push((height, *hash));
             change(ScanChange::Matched {
                 height,
@@ -682,7 +688,7 @@ mod tests {
             let Ok(Message::Filters(f)) = Message::decode(m) else {
                 panic!("filters")
             };
-            if let Err(e) = s.on_filters(&f, |c| changes.push(c)) {
+            if let Err(e) = s.on_filters(&f, |_, _, _| false, |c| changes.push(c)) {
                 return (changes, Err(e));
             }
         }

@@ -387,11 +387,23 @@ impl Check {
                 prev,
                 hash,
             } => (height, from, prev, hash, false),
-            Verdict::TheirsWrong { .. } | Verdict::Undecided { .. } => {
+            Verdict::Undecided { .. } => {
+                // It stays in conflict; a scan may still ask it where every difference
+                // is contested.
+                ctx.gateways[against].contested_to = d.checked_to();
+                self.start_next_dispute(ctx);
+                return;
+            }
+            Verdict::TheirsWrong { .. } => {
                 self.start_next_dispute(ctx);
                 return;
             }
         };
+        // Ours change from `from`: what was checked against them no longer holds.
+        for g in ctx.gateways.ids() {
+            let gw = &mut ctx.gateways[g];
+            gw.contested_to = gw.contested_to.filter(|&c| c < from);
+        }
         // Ours stand below `from`: none at all when it is the first block we hold.
         let below = from.checked_sub(1).filter(|&b| b >= ctx.filter_base);
         ctx.stored_filters = ctx.stored_filters.and_then(|s| below.map(|b| s.min(b)));

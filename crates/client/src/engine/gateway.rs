@@ -252,6 +252,13 @@ pub struct Gateway {
     pub given_up: VecDeque<u32>,
     /// How far its filter headers are trusted.
     pub trust: FilterTrust,
+    /// In conflict with ours after a dispute that could not settle it: every block up to
+    /// this height where its filters differ from ours is contested (see
+    /// [`super::ctx::Ctx::contested`]), so its filters up to here can still be checked
+    /// (the same as ours, or the one contested) and a scan may ask it. Without this, a
+    /// gateway that agrees with ours and cuts every scan short held the scan back for
+    /// good while an honest one in conflict stood by.
+    pub contested_to: Option<u32>,
     /// Its standing with the filter-header task.
     pub filter_headers: Standing,
     /// Its standing with the scan.
@@ -275,6 +282,7 @@ impl Gateway {
             reconnect_at: None,
             given_up: VecDeque::with_capacity(MAX_GIVEN_UP),
             trust: FilterTrust::Unknown,
+            contested_to: None,
             filter_headers: Standing::default(),
             scan: Standing::default(),
         }
@@ -284,6 +292,18 @@ impl Gateway {
     /// conflict with ours.
     pub fn filters_usable(&self) -> bool {
         self.ready && self.serves_filters && !self.trust.is_conflict()
+    }
+
+    /// Up to which height a scan may ask it for filters: as far as it agrees with ours, or,
+    /// in conflict, as far as every difference is contested.
+    pub fn scan_limit(&self) -> Option<u32> {
+        if !self.ready || !self.serves_filters {
+            return None;
+        }
+        match self.trust {
+            FilterTrust::Conflict(_) => self.contested_to,
+            t => t.agreed(),
+        }
     }
 
     /// Whether it can be asked for filters up to our filter header at `height`.

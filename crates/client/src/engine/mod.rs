@@ -296,7 +296,10 @@ impl Engine {
                     // What the store holds above the fork is of the old branch: it is rolled
                     // back with the next commit, and not read for a scan meanwhile.
                     c.stored_filters = c.stored_filters.map(|s| s.min(fork));
-                    c.gateways.iter_mut().for_each(|gw| gw.trust.cut(fork));
+                    c.gateways.iter_mut().for_each(|gw| {
+                        gw.trust.cut(fork);
+                        gw.contested_to = gw.contested_to.map(|t| t.min(fork));
+                    });
                     c.contested.retain(|x| x.height <= fork);
                     self.tasks.wallet.reorg(c, fork);
                     self.tasks.check.reorg(c, fork);

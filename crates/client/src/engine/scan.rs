@@ -11,6 +11,7 @@ use super::task::{Task, View, timeout};
 use crate::ids::{GatewayId, GivenUp, TaskId};
 use crate::reason::DropReason;
 use crate::scan::{Scan, ScanChange};
+use lightwire_chain::BlockHash;
 
 /// The scan task's state.
 #[derive(Default)]
@@ -80,7 +81,19 @@ impl ScanTask {
         };
         let before = scan.filters;
         let for_wallet = self.for_wallet;
-        let result = scan.on_filters(m, |c| changed(ctx, c, for_wallet));
+        // A filter that is not ours, from a gateway in conflict, is taken where it is the
+        // one a dispute contested (its block is then matched: fetched and read whole).
+        let mut changes = Vec::new();
+        let contested = &ctx.contested;
+        let is_contested = |height: u32, hash: &BlockHash, filter: &[u8]| {
+            contested
+                .iter()
+                .any(|c| (c.height, &c.hash) == (height, hash) && c.filter == filter)
+        };
+        let result = scan.on_filters(m, is_contested, |c| changes.push(c));
+        for c in changes {
+            changed(ctx, c, for_wallet);
+        }
         if scan.filters > before {
             ctx.timers.touch(TaskId::Scan, ctx.now);
             ctx.gateways[g].scan.delivered();
@@ -198,7 +211,7 @@ impl Task for ScanTask {
             return Ok(());
         }
         let usable = |g: GatewayId, gw: &super::gateway::Gateway| {
-            gw.filters_usable() && gw.trust.agreed().is_some() && !scan.is_refused(g)
+            gw.scan_limit().is_some() && !scan.is_refused(g)
         };
         let Some(g) = ctx.pick(0, source, usable, |gw| gw.scan) else {
             return Ok(());
@@ -207,7 +220,7 @@ impl Task for ScanTask {
             return Ok(());
         };
         ctx.timers.touch(TaskId::Scan, ctx.now);
-        let limit = ctx.gateways[g].trust.agreed().unwrap_or(0);
+        let limit = ctx.gateways[g].scan_limit().unwrap_or(0);
         // Requests in flight all go to one gateway: its answers come in order.
         while let Some((id, start, stop)) = scan.next_request(g, limit) {
             if let Err(e) = conn.request_filters(id, start, stop) {

@@ -270,3 +270,48 @@ fn an_undefended_chain_gives_way_only_to_one_proven_wherever_they_differ() {
     net.drive();
     assert_eq!(reached(&net.host.events), [vec![(3_456, paid)]]);
 }
+
+/// Both gateways present in two sessions; the one whose chain is stored (it leaves out
+/// the script a block's input spends at 2,000: the dispute with the honest gateway is
+/// undecided) then cuts every scan answer short at 1,500 (it withholds that filter). The
+/// honest gateway, in conflict, can still be checked wherever the two differ (every
+/// difference is contested): the scan asks it and reaches the tip, finding the payment at
+/// 1,500 and the spend at 2,000. (It stalled at 1,500 for good: only the gateway agreeing
+/// with ours was asked. Found by the fuzz target `crosscheck`.)
+#[test]
+fn a_scan_is_not_held_back_by_the_only_agreeing_gateway() {
+    use core::time::Duration;
+    const SPENT: &[u8] = b"\x00\x14a script an input spends";
+    let honest = || spending(2_500, &[2_000], SPENT);
+    let liar = || {
+        let mut c = TestChain::generate(2_500);
+        c.missing_filters.insert(1_500);
+        c
+    };
+    let settle = |net: &mut Net<MemoryStore>| {
+        net.drive();
+        for _ in 0..12 {
+            net.advance(Duration::from_secs(60));
+        }
+    };
+    let mut net = Net::seeded(
+        super::super::testnet::memory(),
+        vec![honest(), liar()],
+        0,
+        small,
+    );
+    settle(&mut net);
+    assert_eq!(
+        verdicts(&net.host.events),
+        [(0, Verdict::Undecided { height: 2_000 })]
+    );
+    let mut net = Net::seeded(net.store, vec![honest(), liar()], 1, small);
+    settle(&mut net);
+    net.host
+        .engine
+        .start_scan(vec![coinbase_script(1_500, 0), SPENT.to_vec()], 1);
+    settle(&mut net);
+    let found = [1_500, 2_000].map(|h| (h, honest().header(h).block_hash()));
+    assert_eq!(reached(&net.host.events).last(), Some(&found.to_vec()));
+    assert_eq!(rejected(&net.host.events), []);
+}
