@@ -85,10 +85,12 @@ impl ScanTask {
         // one a dispute contested (its block is then matched: fetched and read whole).
         let mut changes = Vec::new();
         let contested = &ctx.contested;
+        let in_conflict = ctx.gateways[g].trust.is_conflict();
         let is_contested = |height: u32, hash: &BlockHash, filter: &[u8]| {
-            contested
-                .iter()
-                .any(|c| (c.height, &c.hash) == (height, hash) && c.filter == filter)
+            in_conflict
+                && contested
+                    .iter()
+                    .any(|c| (c.height, &c.hash) == (height, hash) && c.filter == filter)
         };
         let result = scan.on_filters(m, is_contested, |c| changes.push(c));
         for c in changes {
