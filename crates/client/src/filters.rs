@@ -265,6 +265,11 @@ impl FilterSync {
         self.next.checked_sub(1).filter(|_| self.prev.is_some())
     }
 
+    /// The filter header at `next - 1`, when known.
+    pub fn prev(&self) -> Option<FilterHeader> {
+        self.prev
+    }
+
     /// Height of the next filter header wanted.
     pub fn next(&self) -> u32 {
         self.next

@@ -16,7 +16,8 @@
 //! can be, for [`BENCHED_FOR`].
 
 use lightwire_chain::BlockHash;
-use lightwire_primitives::FilterHeader;
+use lightwire_filter::filter_header;
+use lightwire_primitives::{FilterHash, FilterHeader};
 
 use super::ctx::{Broke, Conns, Ctx, Effect, ready};
 use super::gateway::Gateway;
@@ -42,6 +43,8 @@ pub struct FilterHeaders {
     /// A random number drawn for the next request: where among the gateways the search
     /// for one to ask starts.
     draw: Option<usize>,
+    /// An answer of a gateway in conflict, linked onto ours (see [`Self::on_answer`]).
+    relinked: Vec<FilterHeader>,
 }
 
 impl FilterHeaders {
@@ -50,6 +53,7 @@ impl FilterHeaders {
         FilterHeaders {
             sync: FilterSync::new(None, 0),
             draw: None,
+            relinked: Vec::new(),
         }
     }
 
@@ -71,29 +75,57 @@ impl FilterHeaders {
     /// A `filter_headers` answer to our request. What it validated comes back (its first
     /// height and the headers): the engine puts it in the commit the headers task gathers,
     /// so that headers and filter headers are stored in one transaction.
+    ///
+    /// A gateway in conflict is asked only when none that agrees with ours can be, and
+    /// only once a dispute walked its chain up to our latest (every difference judged or
+    /// contested): its filter hashes are then linked onto ours. Ours hold what they held,
+    /// and from here what its filters hold; the others are probed at our new latest as
+    /// after any batch. Without this, ours kept after a dispute the block could not settle
+    /// could not grow once the gateway that agreed with them stopped serving (filter sync
+    /// frozen, with an honest gateway present).
     pub fn on_answer<'a>(
-        &mut self,
+        &'a mut self,
         ctx: &mut Ctx,
         g: GatewayId,
-        answer: FilterAnswer<'a>,
+        mut answer: FilterAnswer<'a>,
     ) -> Result<Option<Taken<'a>>, DropReason> {
         let (id, flags, before) = (answer.id, answer.flags, answer.before);
-        let (first, headers) = (answer.first_height, answer.headers);
+        let first = answer.first_height;
         // Saturating: `first` is the gateway's, and an answer not in flight is refused
         // below (one that is starts where ours end, far from the top).
-        let end = first.saturating_add(headers.len() as u32);
+        let end = first.saturating_add(answer.headers.len() as u32);
         if !self.sync.is_in_flight(g, id) {
             return ctx.given_up_answer(g, id, flags.last).map(|()| None);
         }
+        let relink = ctx.gateways[g].trust.is_conflict();
+        if relink && let Some(prev) = self.sync.prev() {
+            self.relinked.clear();
+            let mut at = prev;
+            for h in answer.hashes.chunks_exact(32) {
+                let hash = FilterHash(h.try_into().unwrap_or([0; 32]));
+                at = filter_header(&hash, &at);
+                self.relinked.push(at);
+            }
+            answer.before = prev;
+            answer.headers = &self.relinked;
+        }
+        let headers = answer.headers;
         let step = self
             .sync
             .on_filter_headers(g, answer)
             .map_err(DropReason::Filters)?;
         if step.taken > 0 {
             ctx.timers.touch(TaskId::FilterHeaders, ctx.now);
-            // Its chain follows on from ours: it agrees with all we hold.
-            ctx.gateways[g].trust.agree(end - 1);
-            ctx.gateways[g].filter_headers.delivered();
+            let gw = &mut ctx.gateways[g];
+            if relink {
+                // Still in conflict (its headers differ); what it gave is ours now, so
+                // it is checked up to here.
+                gw.contested_to = gw.contested_to.map(|c| c.max(end - 1));
+            } else {
+                // Its chain follows on from ours: it agrees with all we hold.
+                gw.trust.agree(end - 1);
+            }
+            gw.filter_headers.delivered();
             // Those that said they lacked these had less than it did.
             for s in self.sync.shown_short(g) {
                 ctx.gateways[s].filter_headers.strike(ctx.now);
@@ -150,7 +182,20 @@ impl Task for FilterHeaders {
         let draw = *self.draw.get_or_insert_with(|| ctx.rng.next_u64() as usize);
         let sync = &self.sync;
         let usable = |g: GatewayId, gw: &Gateway| gw.filters_usable() && !sync.is_short(g);
-        let Some(g) = ctx.pick(draw, None, usable, |gw| gw.filter_headers) else {
+        // One in conflict whose chain a dispute walked up to ours, when no other can be
+        // asked (see `on_answer`).
+        let walked = |g: GatewayId, gw: &Gateway| {
+            gw.ready
+                && gw.serves_filters
+                && gw.trust.is_conflict()
+                && !sync.is_short(g)
+                && gw.contested_to.is_some_and(|c| Some(c) >= sync.height())
+                && sync.prev().is_some()
+        };
+        let picked = ctx
+            .pick(draw, None, usable, |gw| gw.filter_headers)
+            .or_else(|| ctx.pick(draw, None, walked, |gw| gw.filter_headers));
+        let Some(g) = picked else {
             return Ok(());
         };
         let Some(conn) = ready(conns, g) else {

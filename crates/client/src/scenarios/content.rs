@@ -315,3 +315,41 @@ fn a_scan_is_not_held_back_by_the_only_agreeing_gateway() {
     assert_eq!(reached(&net.host.events).last(), Some(&found.to_vec()));
     assert_eq!(rejected(&net.host.events), []);
 }
+
+/// The stored filter headers came from a liar alone, whose filters stop at 2,000 and leave
+/// out the script the input of block 2,000 spends; the next session has the honest
+/// gateway beside it, its chain grown. The dispute at 2,000 cannot be settled, the liar
+/// serves nothing above, and the honest gateway's filter headers do not follow on from
+/// ours: filter sync must still reach the tip (its filter hashes linked onto ours) and a
+/// scan find the payment at 2,345. (Filter sync stayed at 2,000 for good. Found by the
+/// fuzz target `crosscheck`.)
+#[test]
+fn filter_sync_goes_on_from_a_kept_chain_whose_gateway_stopped_serving() {
+    use core::time::Duration;
+    const SPENT: &[u8] = b"\x00\x14a script an input spends";
+    let liar = || {
+        let mut c = TestChain::generate(2_500);
+        c.filters_held = Some(2_000);
+        c
+    };
+    let settle = |net: &mut Net<MemoryStore>| {
+        net.drive();
+        for _ in 0..12 {
+            net.advance(Duration::from_secs(60));
+        }
+    };
+    let mut net = Net::seeded(super::super::testnet::memory(), vec![liar()], 0, small);
+    settle(&mut net);
+    assert_eq!(filter_tip(&net).0, 2_000);
+    let honest = || spending(2_500, &[2_000], SPENT);
+    let mut net = Net::seeded(net.store, vec![honest(), liar()], 1, small);
+    settle(&mut net);
+    assert_eq!(filter_tip(&net).0, 2_500);
+    net.host
+        .engine
+        .start_scan(vec![coinbase_script(2_345, 0), SPENT.to_vec()], 1);
+    settle(&mut net);
+    let found = [2_000, 2_345].map(|h| (h, honest().header(h).block_hash()));
+    assert_eq!(reached(&net.host.events).last(), Some(&found.to_vec()));
+    assert_eq!(rejected(&net.host.events), []);
+}
