@@ -212,8 +212,11 @@ impl Task for ScanTask {
         if ctx.stopped || scan.asked().is_some() {
             return Ok(());
         }
+        // One that can be asked for the next filter: one checked only below it would be
+        // picked and asked nothing, for good.
+        let next = scan.next();
         let usable = |g: GatewayId, gw: &super::gateway::Gateway| {
-            gw.scan_limit().is_some() && !scan.is_refused(g)
+            gw.scan_limit().is_some_and(|l| l >= next) && !scan.is_refused(g)
         };
         let Some(g) = ctx.pick(0, source, usable, |gw| gw.scan) else {
             return Ok(());

@@ -353,3 +353,47 @@ fn filter_sync_goes_on_from_a_kept_chain_whose_gateway_stopped_serving() {
     assert_eq!(reached(&net.host.events).last(), Some(&found.to_vec()));
     assert_eq!(rejected(&net.host.events), []);
 }
+
+/// The fuzz target `crosscheck`'s second finding: a liar listed first whose filters stop
+/// at 2,000, hiding a payment at 2,001 and leaving out the spent script at 1,234, beside
+/// the honest gateway in both sessions. The liar ends up agreeing with ours only up to the
+/// contested block; the scan must ask a gateway that can serve its next filter, not the
+/// first usable one (which was asked nothing, and the scan stood at 1,235 for good).
+#[test]
+fn a_scan_asks_a_gateway_that_can_serve_its_next_filter() {
+    use core::time::Duration;
+    const SPENT: &[u8] = b"\x00\x14a script an input spends";
+    let (p, u) = (2_001u32, 1_234u32);
+    let honest = || spending(2_500, &[u], SPENT);
+    let liar = || {
+        let mut c = TestChain::generate(2_500);
+        let f = filter_without_coinbase(&c, p);
+        c.rewrite_filter(p, f);
+        c.missing_filters.insert(p);
+        c.withheld_blocks.insert(p);
+        c.filters_held = Some(2_000);
+        c
+    };
+    let settle = |net: &mut Net<MemoryStore>| {
+        net.drive();
+        for _ in 0..12 {
+            net.advance(Duration::from_secs(60));
+        }
+    };
+    let mut net = Net::seeded(
+        super::super::testnet::memory(),
+        vec![liar(), honest()],
+        0,
+        small,
+    );
+    settle(&mut net);
+    let mut net = Net::seeded(net.store, vec![liar(), honest()], 1, small);
+    settle(&mut net);
+    net.host
+        .engine
+        .start_scan(vec![coinbase_script(p, 0), SPENT.to_vec()], 1);
+    settle(&mut net);
+    let found = [u, p].map(|h| (h, honest().header(h).block_hash()));
+    assert_eq!(reached(&net.host.events).last(), Some(&found.to_vec()));
+    assert_eq!(rejected(&net.host.events), []);
+}
