@@ -20,6 +20,7 @@ use crate::dispute::Verdict;
 use crate::engine::Event;
 use crate::testnet::{FailingStore, Net, block_on, memory};
 
+mod miscomputed;
 mod trust;
 
 fn small(e: &mut Engine) {
