@@ -97,8 +97,6 @@ export type DropCode =
   | 'orphan-headers'
   | 'off-checkpoint'
   | 'undelivered-tips'
-  | 'handshake-failed'
-  | 'corrupt-frame'
   | 'undecodable-message'
   | 'wrong-network'
   | 'unknown-required-feature'
@@ -121,6 +119,10 @@ export type DropCode =
   // A header more than two hours ahead of our clock: not a drop. The headers before it are
   // kept, the gateway's tip is set aside until it announces another, its state unchanged.
   | 'future-header'
+  // A failed handshake or a frame whose MAC does not check: the client's own engine
+  // computing a wrong value (WebKit has been seen to) fails them too, so they reconnect.
+  | 'handshake-failed'
+  | 'corrupt-frame'
   | 'gateway-error'
   | 'handshake-timeout'
   | 'keepalive-timeout'
@@ -183,7 +185,7 @@ export interface Reorg {
   depth: number;
 }
 
-/** A gateway broke a rule (an invalid header, a failed handshake...) and was dropped for the session. */
+/** A gateway broke a rule (an invalid header, an undecodable message...) and was dropped for the session. */
 export interface Rejected {
   type: 'rejected';
   gateway: number;
