@@ -30,9 +30,9 @@ type Handler<K extends LightwireEvent['type']> = (event: Extract<LightwireEvent,
  * every one also as `'event'`; {@link LightwireClient.on} is the typed shortcut.
  */
 export class LightwireClient extends EventTarget {
-  readonly #backend: Backend;
+  readonly #backend: Backend & { hang?(): Promise<unknown> };
 
-  private constructor(backend: Backend) {
+  private constructor(backend: Backend & { hang?(): Promise<unknown> }) {
     super();
     this.#backend = backend;
   }
@@ -211,6 +211,20 @@ export class LightwireClient extends EventTarget {
     return this.#call('verifyInclusion', txid, merkleBranch, index, blockHash);
   }
 
+  /**
+   * For the package's own tests only: make the engine's worker spin for ever, as a hung
+   * engine does. Rejects at once unless the client runs in a worker opened with the
+   * `testHooks` option.
+   */
+  testHangWorker(): Promise<void> {
+    if (!this.#backend.hang || this.#closed) {
+      const err = new Error('the engine does not run in a worker here');
+      err.name = 'InvalidState';
+      return Promise.reject(err);
+    }
+    return this.#backend.hang() as Promise<void>;
+  }
+
   /** Stop syncing and close the store (and the worker). */
   async stop(): Promise<void> {
     if (this.#closed) return;
@@ -225,7 +239,7 @@ export function createClient(options: ClientOptions): Promise<LightwireClient> {
   return LightwireClient.open(options);
 }
 
-async function openInWorker(options: ClientOptions, onEvent: (e: LightwireEvent) => void): Promise<Backend> {
+async function openInWorker(options: ClientOptions, onEvent: (e: LightwireEvent) => void): Promise<Backend & { hang(): Promise<unknown> }> {
   const worker = new Worker(new URL('./worker.js', import.meta.url), { type: 'module', name: 'lightwire' });
   const waiting = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void }>();
   let next = 0;
@@ -263,6 +277,7 @@ async function openInWorker(options: ClientOptions, onEvent: (e: LightwireEvent)
   return {
     call: (method, args) => send({ op: 'call', method, args }),
     close: () => worker.terminate(),
+    hang: () => send({ op: 'hang' }),
   };
 }
 

@@ -66,6 +66,11 @@ export interface ClientOptions {
    * that serve them (default true): 32 bytes a block on the wire and in IndexedDB.
    */
   filters?: boolean;
+  /**
+   * For the package's own tests only, never in an app: lets
+   * {@link LightwireClient.testHangWorker} make the worker spin for ever.
+   */
+  testHooks?: boolean;
 }
 
 /** Where a gateway connection stands. */
