@@ -19,8 +19,8 @@ export type Method =
   | 'stop';
 
 /**
- * What the page asks of the worker: open the engine, call it, answer a ping (for a
- * watchdog), or, for the package's own tests and only in a worker opened
+ * What the page asks of the worker: open the engine, call it, answer a ping (the page's
+ * watchdog: see supervisor.ts), or, for the package's own tests and only in a worker opened
  * with `testHooks: true`, spin for ever as a hung engine does.
  */
 export type RequestBody =
