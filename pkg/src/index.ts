@@ -1,6 +1,7 @@
 // lightwire: a Bitcoin light client for web apps. See README.md for the ten-line example.
 import { openHere, type Backend } from './engine.js';
-import { toError, type Method, type Reply, type Request, type RequestBody } from './protocol.js';
+import type { Method } from './protocol.js';
+import { WorkerBackend } from './supervisor.js';
 import type {
   ClientOptions,
   GatewayInfo,
@@ -63,7 +64,7 @@ export class LightwireClient extends EventTarget {
     const early: LightwireEvent[] = [];
     const onEvent = (e: LightwireEvent) => (client ? client.#dispatch(e) : early.push(e));
     const backend =
-      options.worker === false ? await openHere(options, onEvent) : await openInWorker(options, onEvent);
+      options.worker === false ? await openHere(options, onEvent) : await WorkerBackend.open(options, onEvent);
     client = new LightwireClient(backend);
     // Events sent while opening arrive once the caller can listen (next task).
     const c = client;
@@ -211,6 +212,21 @@ export class LightwireClient extends EventTarget {
     return this.#call('verifyInclusion', txid, merkleBranch, index, blockHash);
   }
 
+  /**
+   * For the package's own tests only: make the engine's worker spin for ever, as a hung
+   * engine does, to see the watchdog terminate and restart it (a `workerRestarted` event;
+   * this promise then rejects with `WorkerRestarted`). Rejects at once unless the client
+   * runs in a worker opened with the `testHooks` option.
+   */
+  testHangWorker(): Promise<void> {
+    if (!(this.#backend instanceof WorkerBackend) || this.#closed) {
+      const err = new Error('the engine does not run in a worker here');
+      err.name = 'InvalidState';
+      return Promise.reject(err);
+    }
+    return this.#backend.hang() as Promise<void>;
+  }
+
   /** Stop syncing and close the store (and the worker). */
   async stop(): Promise<void> {
     if (this.#closed) return;
@@ -223,47 +239,6 @@ export class LightwireClient extends EventTarget {
 /** Open a client: {@link LightwireClient.open}. */
 export function createClient(options: ClientOptions): Promise<LightwireClient> {
   return LightwireClient.open(options);
-}
-
-async function openInWorker(options: ClientOptions, onEvent: (e: LightwireEvent) => void): Promise<Backend> {
-  const worker = new Worker(new URL('./worker.js', import.meta.url), { type: 'module', name: 'lightwire' });
-  const waiting = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void }>();
-  let next = 0;
-  worker.addEventListener('message', (e: MessageEvent<Reply>) => {
-    const msg = e.data;
-    if ('event' in msg) {
-      onEvent(msg.event);
-      return;
-    }
-    const w = waiting.get(msg.id);
-    waiting.delete(msg.id);
-    if (msg.ok) w?.resolve(msg.value);
-    else w?.reject(toError(msg.error));
-  });
-  worker.addEventListener('error', (e) => {
-    const err = new Error(`the lightwire worker failed: ${e.message}`);
-    err.name = 'WorkerError';
-    waiting.forEach((w) => w.reject(err));
-    waiting.clear();
-    onEvent({ type: 'error', kind: 'WorkerError', message: err.message, fatal: true });
-  });
-  const send = (req: RequestBody) =>
-    new Promise<unknown>((resolve, reject) => {
-      const id = next++;
-      waiting.set(id, { resolve, reject });
-      const message: Request = { ...req, id };
-      worker.postMessage(message);
-    });
-  try {
-    await send({ op: 'open', options });
-  } catch (e) {
-    worker.terminate();
-    throw e;
-  }
-  return {
-    call: (method, args) => send({ op: 'call', method, args }),
-    close: () => worker.terminate(),
-  };
 }
 
 function deleteDatabase(name: string): Promise<void> {

@@ -18,10 +18,16 @@ export type Method =
   | 'broadcast'
   | 'stop';
 
-/** What the page asks of the worker. */
+/**
+ * What the page asks of the worker: open the engine, call it, answer a ping (the page's
+ * watchdog: see supervisor.ts), or, for the package's own tests and only in a worker opened
+ * with `testHooks: true`, spin for ever as a hung engine does.
+ */
 export type RequestBody =
   | { op: 'open'; options: ClientOptions }
-  | { op: 'call'; method: Method; args: unknown[] };
+  | { op: 'call'; method: Method; args: unknown[] }
+  | { op: 'ping' }
+  | { op: 'hang' };
 
 /** Page to worker. */
 export type Request = RequestBody & { id: number };

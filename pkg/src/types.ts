@@ -66,6 +66,18 @@ export interface ClientOptions {
    * that serve them (default true): 32 bytes a block on the wire and in IndexedDB.
    */
   filters?: boolean;
+  /**
+   * How long the engine's worker may leave the page's ping unanswered (pinged every 5 s)
+   * before it is taken for hung, terminated and started again on the same store with the
+   * same options (a `workerRestarted` event). Default 30,000 ms: the engine's longest
+   * synchronous stretch (one message, one commit) is well under a second.
+   */
+  workerTimeoutMs?: number;
+  /**
+   * For the package's own tests only, never in an app: lets
+   * {@link LightwireClient.testHangWorker} make the worker spin for ever.
+   */
+  testHooks?: boolean;
 }
 
 /** Where a gateway connection stands. */
@@ -97,8 +109,6 @@ export type DropCode =
   | 'orphan-headers'
   | 'off-checkpoint'
   | 'undelivered-tips'
-  | 'handshake-failed'
-  | 'corrupt-frame'
   | 'undecodable-message'
   | 'wrong-network'
   | 'unknown-required-feature'
@@ -121,6 +131,10 @@ export type DropCode =
   // A header more than two hours ahead of our clock: not a drop. The headers before it are
   // kept, the gateway's tip is set aside until it announces another, its state unchanged.
   | 'future-header'
+  // A failed handshake or a frame whose MAC does not check: the client's own engine
+  // computing a wrong value (WebKit has been seen to) fails them too, so they reconnect.
+  | 'handshake-failed'
+  | 'corrupt-frame'
   | 'gateway-error'
   | 'handshake-timeout'
   | 'keepalive-timeout'
@@ -183,7 +197,7 @@ export interface Reorg {
   depth: number;
 }
 
-/** A gateway broke a rule (an invalid header, a failed handshake...) and was dropped for the session. */
+/** A gateway broke a rule (an invalid header, an undecodable message...) and was dropped for the session. */
 export interface Rejected {
   type: 'rejected';
   gateway: number;
@@ -214,7 +228,7 @@ export interface ClientError {
   type: 'error';
   /**
    * `QuotaExceeded` (the browser will store no more), `StoreError`, `WorkerError` (the
-   * worker failed to load or threw), or `EngineFailed` (the engine's loop failed in the
+   * worker failed to load or threw, or could not be restarted after it hung), or `EngineFailed` (the engine's loop failed in the
    * worker: a bug, reported rather than silent).
    */
   kind: string;
@@ -222,9 +236,26 @@ export interface ClientError {
   fatal: boolean;
 }
 
+/**
+ * The engine's worker left a ping unanswered for `silentMs` (see
+ * `ClientOptions.workerTimeoutMs`): it was terminated and a new one opened on the same store
+ * with the same options; the sync and the watched wallet resume from the store. Calls that
+ * only read were asked again of the new worker (`retried`); the others in flight
+ * (`rejected`: scan, watch, unwatch, broadcast) rejected with `WorkerRestarted`.
+ */
+export interface WorkerRestarted {
+  type: 'workerRestarted';
+  silentMs: number;
+  /** Restarts in this client's life, this one included. */
+  restarts: number;
+  retried: number;
+  rejected: number;
+}
+
 /** Every event the client dispatches. */
 export type LightwireEvent =
   | Persistence
+  | WorkerRestarted
   | GatewayChange
   | SyncProgress
   | NewTip

@@ -20,12 +20,24 @@ const scope = self as unknown as WorkerScope;
   },
 );
 let engine: Backend | undefined;
+/** Whether the page opened the engine with `testHooks: true` (the package's own tests). */
+let testHooks = false;
 
 scope.addEventListener('message', async (e) => {
   const msg = e.data;
   try {
     let value: unknown = null;
-    if (msg.op === 'open') {
+    if (msg.op === 'ping') {
+      // Answered at once, engine or not: the page only learns that this event loop turns.
+    } else if (msg.op === 'hang') {
+      if (!testHooks) throw new Error('this worker was not opened with testHooks: it does not hang on request');
+      // A hung engine, as WebKit's JIT has been seen to leave one: this thread never
+      // returns to its event loop, so pings go unanswered until the page terminates it.
+      for (;;) {
+        // spin
+      }
+    } else if (msg.op === 'open') {
+      testHooks = msg.options.testHooks === true;
       engine = await openHere(msg.options, (event) => scope.postMessage({ event }));
     } else if (engine) {
       value = await engine.call(msg.method, msg.args);

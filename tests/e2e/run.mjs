@@ -20,6 +20,11 @@
 //   mostwork  two gateways on different branches: the client ends on the heavier one
 //   restart   the gateway is stopped and started again: the client reconnects by itself
 //             and catches up
+//   hang      the engine's worker made to spin for ever (the testHooks option): the page's
+//             watchdog terminates it and opens a new one on the same store (a
+//             workerRestarted event); a read call made during the hang is answered by the new
+//             one, the wallet watched before it is resumed from the store and finds a
+//             payment mined after it, and the client catches up with the gateway's new tip
 //   queries   headerAt / headerByHash / verifyInclusion, and typed errors for bad input
 //   checkpoint  a fake fork from genesis, committed in one session
 //             before the chain reaches the app's checkpoint, does not lock the next
@@ -576,6 +581,57 @@ async function restart() {
     assert(m.reconnects >= 1, 'no reconnect counted');
     const states = events.filter((e) => e.type === 'gateway').map((e) => e.state);
     log(`  stopped and restarted the gateway: states ${states.join(' > ')}; caught up to 6,000`);
+    await stopClient(page);
+  } finally {
+    await page.close();
+    await gw.stop();
+  }
+}
+
+async function hang() {
+  const port = await freePort();
+  let gw = await gateway(['--generate', '3000'], { port });
+  const keyFile = gw.keyFile;
+  const page = await openPage();
+  try {
+    // A short timeout for the test (pinged every 500 ms); the default is 30 s.
+    await openClient(page, { gateways: [gw.connect], storeName: 'hang', testHooks: true, workerTimeoutMs: 3_000 });
+    await until(page, 'headers and filter headers', 60_000,
+      (m) => m.storedHeight === 3_000 && m.storedFilterHeight === 3_000);
+    // 3,200 is mined after the hang: only a wallet resumed by the new worker can find it.
+    const scripts = [coinbaseScript(2_000), coinbaseScript(3_200)];
+    await page.evaluate((s) => window.client.watch({ scripts: s, fromHeight: 1 }), scripts);
+    // watch() resolves before the wallet is saved (the save follows in the engine's next
+    // round): a call that reads the store is answered after it. Without this the hang could
+    // come first and the watch be lost, as on a reload at that moment.
+    await page.evaluate(() => window.client.tip());
+    await page.evaluate(() => {
+      window.hung = window.client.testHangWorker().then(() => 'resolved', (e) => e.name);
+      window.during = window.client.headerAt(2_000);
+    });
+    await gw.stop();
+    gw = await gateway(['--generate', '3500'], { port, keyFile });
+    // Polled from the page's own list: a call to the hung engine would never return.
+    const deadline = Date.now() + 30_000;
+    while (!(await page.evaluate(() => window.events.some((e) => e.type === 'workerRestarted')))) {
+      assert(Date.now() < deadline, 'no workerRestarted event in 30 s: the hung worker was not restarted');
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    const { events } = await until(page, 'the catch-up after the restart', 60_000, (m) =>
+      m.synced && m.storedHeight === 3_500);
+    const restarted = events.filter((e) => e.type === 'workerRestarted');
+    assert(restarted.length === 1 && restarted[0].restarts === 1 && restarted[0].silentMs >= 3_000 && restarted[0].rejected === 1,
+      `restarts ${JSON.stringify(restarted)}`);
+    const hung = await page.evaluate(() => window.hung);
+    assert(hung === 'WorkerRestarted', `the hang request ended ${hung}`);
+    const during = await page.evaluate(() => window.during);
+    assert(during?.height === 2_000, `headerAt(2000) made during the hang: ${JSON.stringify(during)}`);
+    await until(page, 'the payment at 3,200 found by the resumed wallet', 60_000, (_, ev) =>
+      ev.some((e) => e.type === 'transaction' && e.status === 'found' && e.height === 3_200));
+    const heights = (await page.evaluate(() => window.client.transactions())).map((t) => t.height);
+    assert(JSON.stringify(heights) === JSON.stringify([2_000, 3_200]), `the wallet after the restart: ${JSON.stringify(heights)}`);
+    log(`  the worker hung, was restarted after ${restarted[0].silentMs} ms (${restarted[0].retried} call(s) retried); ` +
+      `caught up to 3,500; the wallet found ${JSON.stringify(heights)}`);
     await stopClient(page);
   } finally {
     await page.close();
@@ -1469,7 +1525,7 @@ function benchStart(height = 915_264) {
 
 // ---------------------------------------------------------------- main
 
-const scenarios = { full, formats, reopen, reorg, invalid, mostwork, restart, queries, checkpoint, start, stall, pings, scan, crosscheck, undefended, anchor, lagging, btcd: btcdScan, wallet: walletScenario, wallethostile: walletHostile, walletreload: walletReload };
+const scenarios = { full, formats, reopen, reorg, invalid, mostwork, restart, hang, queries, checkpoint, start, stall, pings, scan, crosscheck, undefended, anchor, lagging, btcd: btcdScan, wallet: walletScenario, wallethostile: walletHostile, walletreload: walletReload };
 let work;
 let browser;
 let url;

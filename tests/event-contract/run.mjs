@@ -28,6 +28,7 @@ const UNION = 'LightwireEvent';
 /// Members of the union that the engine does not send: the TypeScript layer dispatches them.
 const TYPESCRIPT_ONLY = {
   persistence: 'pkg/src/index.ts: the browser\'s answer to navigator.storage.persist()',
+  workerRestarted: 'pkg/src/supervisor.ts: the page\'s watchdog restarted a hung worker',
 };
 
 function log(msg) {

@@ -32,7 +32,8 @@ pub enum TransportError {
 #[derive(Clone, PartialEq, Eq, Debug, thiserror::Error)]
 pub enum DropReason {
     /// The connection failed or broke a protocol rule (handshake, `init`, a frame, a
-    /// timeout, the gateway's own `error`).
+    /// timeout, the gateway's own `error`); a failed handshake or a frame that does not
+    /// decrypt is a failure, not a rule broken (see [`PeerError::is_violation`]).
     #[error(transparent)]
     Connection(PeerError),
     /// Its headers or answers broke a sync rule (an invalid header names its height and
@@ -181,6 +182,8 @@ mod tests {
     use std::error::Error;
 
     use lightwire_chain::{BlockHash, ConnectError, Rule, ValidationError};
+    use lightwire_noise::{HandshakeError, ReceiveError};
+    use lightwire_wire::DecodeError;
 
     use super::*;
 
@@ -214,5 +217,16 @@ mod tests {
         );
         assert!(DropReason::Connection(PeerError::WrongNetwork).is_violation());
         assert!(!DropReason::Connection(PeerError::GatewayError(None)).is_violation());
+        // A BOLT 8 check that failed may be our engine's wrong computation: a reconnect.
+        let handshake = DropReason::Connection(PeerError::Handshake(HandshakeError::Act2BadTag));
+        assert!(!handshake.is_violation());
+        assert_eq!(handshake.code(), "handshake-failed");
+        let frame = DropReason::Connection(PeerError::Receive(ReceiveError::BadBodyMac));
+        assert!(!frame.is_violation());
+        assert_eq!(frame.code(), "corrupt-frame");
+        // A message that decrypted and does not decode is the gateway's.
+        let decode =
+            DropReason::Connection(PeerError::Decode(DecodeError::UnknownEvenType { ty: 2 }));
+        assert!(decode.is_violation());
     }
 }

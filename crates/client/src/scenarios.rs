@@ -21,6 +21,7 @@ use crate::engine::Event;
 use crate::testnet::{FailingStore, Net, block_on, memory};
 
 mod content;
+mod miscomputed;
 mod trust;
 
 fn small(e: &mut Engine) {

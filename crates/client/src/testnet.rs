@@ -151,6 +151,12 @@ pub struct TestHost<S> {
     pub most_uncommitted: usize,
     /// Messages from the gateways, not yet handed to the engine.
     queue: VecDeque<TestInput>,
+    /// Per gateway: from which of its WebSocket messages on each connection (0: act two)
+    /// the last byte is flipped on the way, as a miscomputing engine or a tampering
+    /// gateway makes a MAC fail (see [`Net::corrupt`]).
+    corrupt_from: Vec<Option<usize>>,
+    /// Per gateway: its WebSocket messages delivered on the current connection.
+    delivered: Vec<usize>,
     _store: core::marker::PhantomData<fn() -> S>,
 }
 
@@ -200,6 +206,7 @@ impl<S: HeaderStore> Host for TestHost<S> {
                         2,
                     );
                     h.gateways[g.index()] = Some(end);
+                    h.delivered[g.index()] = 0;
                     engine.opened(g, key(2), h.now);
                 }
                 Action::Close { gateway: g } => {
@@ -228,8 +235,17 @@ impl<S: HeaderStore> Host for TestHost<S> {
                     continue;
                 };
                 let queue = &mut h.queue;
+                let corrupt_from = h.corrupt_from[g.index()];
+                let delivered = &mut h.delivered[g.index()];
                 moved |= gw.exchange(h.now, |m| {
-                    queue.push_back(TestInput::Message(g, m.to_vec()))
+                    let mut m = m.to_vec();
+                    if corrupt_from.is_some_and(|from| *delivered >= from) {
+                        if let Some(last) = m.last_mut() {
+                            *last ^= 0x01;
+                        }
+                    }
+                    *delivered += 1;
+                    queue.push_back(TestInput::Message(g, m));
                 });
                 if gw.close().is_some() {
                     // The gateway hung up: the socket closes.
@@ -324,6 +340,7 @@ impl<S: HeaderStore> Net<S> {
             .expect("the store reads")
             .map_or(0, |h| h.time);
         tune(&mut engine);
+        let gateways = chains.len();
         let host = TestHost {
             engine,
             now: NOW,
@@ -334,6 +351,8 @@ impl<S: HeaderStore> Net<S> {
             during_commits: 0,
             most_uncommitted: 0,
             queue: VecDeque::new(),
+            corrupt_from: vec![None; gateways],
+            delivered: vec![0; gateways],
             _store: core::marker::PhantomData,
         };
         Net {
@@ -342,6 +361,13 @@ impl<S: HeaderStore> Net<S> {
             host,
             pipeline: Pipeline::resumed(tip_time),
         }
+    }
+
+    /// From now on, the last byte of gateway `g`'s WebSocket messages is flipped on the
+    /// way, from its message `from` on each connection: 0 fails act two's MAC (a failed
+    /// handshake), 1 the MAC of a frame after it.
+    pub fn corrupt(&mut self, g: GatewayId, from: usize) {
+        self.host.corrupt_from[g.index()] = Some(from);
     }
 
     /// Run the driver until nothing moves (or the store fails: then nothing more runs).

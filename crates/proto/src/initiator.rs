@@ -87,13 +87,32 @@ pub enum PeerError {
 }
 
 impl PeerError {
-    /// Whether the gateway broke a rule (a failed handshake, a corrupt or undecodable
-    /// message, another network, no `init` first) rather than the connection failing or
-    /// timing out, or the gateway saying it has a problem.
+    /// Whether the gateway broke a rule (an undecodable message, another network, no
+    /// `init` first, a ping flood) rather than the connection failing or timing out, the
+    /// gateway saying it has a problem, or a BOLT 8 check failing.
+    ///
+    /// A failed handshake or a frame that does not decrypt is not held against the
+    /// gateway: these are checks the client computes itself (ChaCha20-Poly1305 tags,
+    /// SHA-256 and HKDF, secp256k1 ECDH and point decoding), and an engine that computes
+    /// a wrong value (WebKit's JavaScriptCore has been seen to, now and then) fails them
+    /// against an honest gateway exactly as against one that tampers. Counted as a
+    /// connection failure (a reconnect with backoff), it costs an honest gateway nothing,
+    /// and a gateway failing them on purpose gains nothing (nothing it sent was believed)
+    /// and is only reconnected more and more slowly. The same holds for a pinned key that
+    /// is not the gateway's (act two's tag fails): retried at the slowest backoff, not
+    /// given up, since a wrong tag cannot be told from a wrong computation.
+    ///
+    /// The line is drawn at decryption: a message whose MAC checked but that does not
+    /// decode, or that breaks a rule, stays a violation. A miscomputing engine could
+    /// garble those too, but the failures seen were in the cryptography, and a gateway
+    /// that breaks a rule in a well-formed message can do so on purpose at no cost: it
+    /// must stay one that is dropped for the session.
     pub fn is_violation(&self) -> bool {
         !matches!(
             self,
-            PeerError::GatewayError(_)
+            PeerError::Handshake(_)
+                | PeerError::Receive(_)
+                | PeerError::GatewayError(_)
                 | PeerError::HandshakeTimeout
                 | PeerError::KeepaliveTimeout
                 | PeerError::NotReady

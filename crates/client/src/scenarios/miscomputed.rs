@@ -1,0 +1,81 @@
+//! A gateway whose bytes fail their BOLT 8 checks, again and again: a MAC of act two (a
+//! failed handshake) or of a frame after it. The client cannot tell a gateway tampering
+//! from its own engine computing a wrong value (WebKit's JavaScriptCore was seen to, now
+//! and then), so such a gateway is reconnected with the usual backoff, slowed down and
+//! never marked bad, while an honest gateway beside it serves the chain.
+
+#[cfg(target_arch = "wasm32")]
+use wasm_bindgen_test::wasm_bindgen_test as test;
+
+use core::time::Duration;
+
+use lightwire_proto::testing::TestChain;
+
+use super::{rejected, small};
+use crate::engine::{Event, GatewayState};
+use crate::ids::GatewayId;
+use crate::testnet::{Net, memory};
+
+/// The drops of gateway `g`: each one's state and code.
+fn drops(events: &[Event], g: usize) -> Vec<(GatewayState, &'static str)> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Gateway {
+                gateway,
+                state,
+                reason: Some(r),
+            } if gateway.index() == g => Some((*state, r.code())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Gateway 0's messages fail their MAC from message `from` of each connection on
+/// (0: act two, 1: the first frame); gateway 1 is honest. Gateway 0 is dropped with
+/// `code` each time and reconnected ever more slowly, never marked bad; gateway 1 serves
+/// the chain.
+fn corrupted_is_backed_off(from: usize, code: &str) {
+    let mut net = Net::new(
+        memory(),
+        vec![TestChain::generate(3_000), TestChain::generate(3_000)],
+        small,
+    );
+    net.corrupt(GatewayId(0), from);
+    net.drive();
+    assert_eq!(net.stored().height, 3_000, "the honest gateway serves");
+    assert_eq!(
+        drops(&net.host.events, 0),
+        [(GatewayState::BackingOff, code)],
+        "{:?}",
+        net.host.events
+    );
+    let before = net.host.engine.counters().reconnects;
+    net.advance(Duration::from_secs(60));
+    let reconnects = net.host.engine.counters().reconnects - before;
+    // Delays of at least 0.25, 0.5, 1, 2, 4, 8, 15, 15 s (half of each, at the least,
+    // with jitter): no more than eight in a minute, and the backoff doubles at least
+    // three times. Without it, a reconnect would follow each drop at once.
+    assert!((3..=8).contains(&reconnects), "{reconnects} in a minute");
+    let dropped = drops(&net.host.events, 0);
+    assert_eq!(dropped.len() as u64, 1 + reconnects, "{dropped:?}");
+    assert!(
+        dropped
+            .iter()
+            .all(|d| *d == (GatewayState::BackingOff, code)),
+        "{dropped:?}"
+    );
+    assert_eq!(rejected(&net.host.events), []);
+    assert_ne!(net.host.engine.state(GatewayId(0)), GatewayState::Bad);
+    assert_eq!(drops(&net.host.events, 1), [], "the honest one stays");
+}
+
+#[test]
+fn a_gateway_whose_frames_fail_their_mac_is_reconnected_with_backoff_not_marked_bad() {
+    corrupted_is_backed_off(1, "corrupt-frame");
+}
+
+#[test]
+fn a_gateway_whose_handshake_fails_its_mac_is_reconnected_with_backoff_not_marked_bad() {
+    corrupted_is_backed_off(0, "handshake-failed");
+}

@@ -1,0 +1,231 @@
+// The engine's dedicated worker, watched. The page pings it; a worker that stops answering
+// (a hung engine: WebKit's JavaScriptCore has been seen to spin for ever in JIT code, and
+// Safari runs the same engine) is terminated and a new one started on the same store with
+// the same options, with a `workerRestarted` event. What the engine keeps (the headers, the
+// filter headers, the watched wallet) lives in the store, so the new engine resumes it.
+import type { Backend } from './engine.js';
+import { toError, type Method, type Reply, type Request, type RequestBody } from './protocol.js';
+import type { ClientOptions, LightwireEvent } from './types.js';
+
+/**
+ * How long the worker may leave a ping unanswered before it is taken for hung (the default
+ * of `ClientOptions.workerTimeoutMs`). The engine yields to its worker's event loop between
+ * messages, store commits and batches of filters, so a ping waits only for the longest
+ * synchronous stretch of work: handling one message (a block of a few MB for the wallet,
+ * at most 2,000 headers), building one commit, or starting from a store. That is well
+ * under a second on the machine of benches/README.md; 30 s leaves room for a device tens
+ * of times slower, and for a tab the browser throttles, before a busy engine is killed.
+ */
+export const WORKER_TIMEOUT_MS = 30_000;
+
+/** How often the worker is pinged, at most (a shorter timeout pings six times per timeout). */
+const PING_EVERY_MS = 5_000;
+
+/**
+ * Calls that only read: asked again of the new worker after a restart, since asking twice
+ * changes nothing. The others (`scan`, `watch`, `unwatch`, `broadcast`) may have been
+ * carried out in part before the worker hung (a watch saved, a transaction sent), so they
+ * are rejected with `WorkerRestarted` and the application decides.
+ */
+const RETRIED: ReadonlySet<Method> = new Set<Method>([
+  'tip',
+  'gateways',
+  'metrics',
+  'headerAt',
+  'headerByHash',
+  'verifyInclusion',
+  'transactions',
+  'utxos',
+  'balance',
+]);
+
+/** A request posted to the current worker and not answered yet. */
+interface Pending {
+  /** The engine method called, or null for the worker's own requests (`open`, `hang`). */
+  method: Method | null;
+  args: unknown[];
+  resolve: (v: unknown) => void;
+  reject: (e: Error) => void;
+}
+
+function named(name: string, message: string): Error {
+  const err = new Error(message);
+  err.name = name;
+  return err;
+}
+
+/** The engine in a watched dedicated worker: see the module's comment. */
+export class WorkerBackend implements Backend {
+  readonly #options: ClientOptions;
+  readonly #onEvent: (e: LightwireEvent) => void;
+  readonly #timeoutMs: number;
+  readonly #pingEveryMs: number;
+  #worker: Worker | undefined;
+  /** Requests posted to the current worker, by id. */
+  readonly #pending = new Map<number, Pending>();
+  #next = 0;
+  /** The ping not answered yet: its id, and how long this page has run since it was sent. */
+  #ping: { id: number; waitedMs: number } | null = null;
+  #lastTick = 0;
+  #timer: ReturnType<typeof setInterval> | undefined;
+  /** While a new worker opens, calls wait for it (rejects if it could not open). */
+  #opening: Promise<void> = Promise.resolve();
+  #restarting = false;
+  #restarts = 0;
+  #closed = false;
+
+  private constructor(options: ClientOptions, onEvent: (e: LightwireEvent) => void) {
+    this.#options = options;
+    this.#onEvent = onEvent;
+    this.#timeoutMs = Math.max(100, options.workerTimeoutMs ?? WORKER_TIMEOUT_MS);
+    this.#pingEveryMs = Math.min(PING_EVERY_MS, this.#timeoutMs / 6);
+  }
+
+  /** Open the engine in a worker and start watching it. Rejects as `open` does. */
+  static async open(options: ClientOptions, onEvent: (e: LightwireEvent) => void): Promise<WorkerBackend> {
+    const backend = new WorkerBackend(options, onEvent);
+    await backend.#start();
+    backend.#lastTick = performance.now();
+    backend.#timer = setInterval(() => backend.#tick(), backend.#pingEveryMs);
+    return backend;
+  }
+
+  async call(method: Method, args: unknown[]): Promise<unknown> {
+    await this.#opening;
+    if (this.#closed || !this.#worker) throw named('Stopped', 'the client has stopped');
+    return this.#post(this.#worker, { op: 'call', method, args }, method, args);
+  }
+
+  close(): void {
+    this.#closed = true;
+    clearInterval(this.#timer);
+    this.#worker?.terminate();
+  }
+
+  /**
+   * For the package's own tests: make the worker spin for ever. The worker refuses unless
+   * it was opened with `testHooks: true`.
+   */
+  async hang(): Promise<unknown> {
+    await this.#opening;
+    if (this.#closed || !this.#worker) throw named('Stopped', 'the client has stopped');
+    return this.#post(this.#worker, { op: 'hang' }, null, []);
+  }
+
+  /** A new worker, opened on the store. Rejects (the worker terminated) if it cannot open. */
+  async #start(): Promise<void> {
+    const worker = new Worker(new URL('./worker.js', import.meta.url), { type: 'module', name: 'lightwire' });
+    this.#worker = worker;
+    worker.addEventListener('message', (e: MessageEvent<Reply>) => this.#message(worker, e.data));
+    worker.addEventListener('error', (e) => this.#failed(worker, e.message));
+    try {
+      await this.#post(worker, { op: 'open', options: this.#options }, null, []);
+    } catch (e) {
+      worker.terminate();
+      throw e;
+    }
+  }
+
+  #post(worker: Worker, req: RequestBody, method: Method | null, args: unknown[]): Promise<unknown> {
+    return new Promise((resolve, reject) => {
+      const id = this.#next++;
+      this.#pending.set(id, { method, args, resolve, reject });
+      const message: Request = { ...req, id };
+      worker.postMessage(message);
+    });
+  }
+
+  #message(worker: Worker, msg: Reply): void {
+    // A terminated worker's last messages are not the engine's any more.
+    if (worker !== this.#worker) return;
+    if ('event' in msg) {
+      this.#onEvent(msg.event);
+      return;
+    }
+    if (this.#ping?.id === msg.id) {
+      this.#ping = null;
+      return;
+    }
+    const p = this.#pending.get(msg.id);
+    this.#pending.delete(msg.id);
+    if (msg.ok) p?.resolve(msg.value);
+    else p?.reject(toError(msg.error));
+  }
+
+  /** The worker failed to load or threw: the client stops (a fatal error event). */
+  #failed(worker: Worker, message: string): void {
+    if (worker !== this.#worker) return;
+    const err = named('WorkerError', `the lightwire worker failed: ${message}`);
+    this.#pending.forEach((p) => p.reject(err));
+    this.#pending.clear();
+    this.#onEvent({ type: 'error', kind: 'WorkerError', message: err.message, fatal: true });
+  }
+
+  /** Ping the worker, or restart it when the last ping went unanswered too long. */
+  #tick(): void {
+    const now = performance.now();
+    // Only the time this page itself ran counts: a frozen or throttled tab's timers fire
+    // late, and its worker may have been frozen with it.
+    const ran = Math.min(now - this.#lastTick, 2 * this.#pingEveryMs);
+    this.#lastTick = now;
+    if (this.#closed || this.#restarting || !this.#worker) return;
+    if (this.#ping) {
+      this.#ping.waitedMs += ran;
+      if (this.#ping.waitedMs >= this.#timeoutMs) void this.#restart(this.#ping.waitedMs);
+      return;
+    }
+    const id = this.#next++;
+    this.#ping = { id, waitedMs: 0 };
+    const message: Request = { op: 'ping', id };
+    this.#worker.postMessage(message);
+  }
+
+  /** Terminate the hung worker and open a new one on the same store. */
+  async #restart(silentMs: number): Promise<void> {
+    this.#worker?.terminate();
+    this.#worker = undefined;
+    this.#ping = null;
+    const pending = [...this.#pending.values()];
+    this.#pending.clear();
+    if (pending.some((p) => p.method === 'stop')) {
+      // It hung while stopping: nothing is left to stop.
+      this.close();
+      pending.forEach((p) => (p.method === 'stop' ? p.resolve(null) : p.reject(named('Stopped', 'the client has stopped'))));
+      return;
+    }
+    const retried = pending.filter((p) => p.method && RETRIED.has(p.method));
+    const rejected = pending.filter((p) => !retried.includes(p));
+    const err = named('WorkerRestarted',
+      `the engine's worker did not answer for ${Math.round(silentMs / 1000)} s and was restarted; this call did not complete`);
+    rejected.forEach((p) => p.reject(err));
+    // The new worker is not pinged while it opens (loading the module and the store): one
+    // that hangs there is not restarted again. Not handled yet; the page would then see no
+    // events, and its calls would wait.
+    this.#restarting = true;
+    this.#restarts += 1;
+    this.#opening = this.#start();
+    try {
+      await this.#opening;
+    } catch (e) {
+      // The new worker could not open the store: the client stops, as for a failed worker.
+      this.close();
+      this.#opening = Promise.resolve();
+      const failed = named('WorkerError', `the lightwire worker could not be restarted: ${(e as Error).message}`);
+      retried.forEach((p) => p.reject(failed));
+      this.#onEvent({ type: 'error', kind: 'WorkerError', message: failed.message, fatal: true });
+      return;
+    } finally {
+      this.#restarting = false;
+    }
+    this.#onEvent({
+      type: 'workerRestarted',
+      silentMs: Math.round(silentMs),
+      restarts: this.#restarts,
+      retried: retried.length,
+      rejected: rejected.length,
+    });
+    for (const p of retried) {
+      this.call(p.method as Method, p.args).then(p.resolve, p.reject);
+    }
+  }
+}
