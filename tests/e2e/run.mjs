@@ -1011,6 +1011,31 @@ async function crosscheck() {
   }
 }
 
+/// Wait until a dispute ended with `verdict` at 15,000 and the filter headers to 20,000 are
+/// stored again (`written` of them in this session: a scan started before they are back
+/// ends at the last stored), with the gateways rejected exactly `want` ([index, code]).
+async function settledAt15000(page, verdict, written, want) {
+  const { events } = await until(page, 'the dispute settled and the filter headers synced again', 60_000,
+    (m, ev) => ev.some((e) => e.type === 'filterDispute') && m.storedFilterHeight === 20_000
+      && m.idbFilterHeadersWritten >= written);
+  const dispute = events.find((e) => e.type === 'filterDispute');
+  const rejected = events.filter((e) => e.type === 'rejected').map((e) => [e.gateway, e.code]);
+  assert(dispute.height === 15_000 && dispute.verdict === verdict, `dispute ${JSON.stringify(dispute)}`);
+  assert(JSON.stringify(rejected) === JSON.stringify(want), `rejected ${JSON.stringify(rejected)}; events ` +
+    JSON.stringify(events.filter((e) => !['progress', 'scan', 'tip'].includes(e.type))));
+  return dispute;
+}
+
+/// scan() from 14,000 for the coinbase script of block 15,000 (the payment a liar hides)
+/// and four strangers: the heights matched, which must hold 15,000.
+async function scanFinds15000(page) {
+  const scripts = [coinbaseScript(15_000), ...strangers(4)];
+  const result = await page.evaluate((s) => window.client.scan({ scripts: s, fromHeight: 14_000 }), scripts);
+  const heights = result.matches.map((x) => x.height);
+  assert(heights.includes(15_000), `matches ${JSON.stringify(heights)}`);
+  return heights;
+}
+
 /// One session with only a gateway hiding a payment in its filter of block 15,000 (filter
 /// headers rebuilt to match) stores its filter headers; the next session has only an
 /// honest gateway. Nobody present defends the stored chain, and the honest filter holds
@@ -1029,19 +1054,8 @@ async function undefended() {
       // Settled, and the 5,001 filter headers from 15,000 synced again in this session (the
       // stored tip is 20,000 before the dispute too: a scan started before they are back
       // ends at 14,999, the last stored).
-      const { events } = await until(page, 'the dispute settled and the filter headers synced again', 60_000,
-        (m, ev) => ev.some((e) => e.type === 'filterDispute') && m.storedFilterHeight === 20_000
-          && m.idbFilterHeadersWritten >= 5_001);
-      const dispute = events.find((e) => e.type === 'filterDispute');
-      const rejected = events.filter((e) => e.type === 'rejected').map((e) => [e.gateway, e.code]);
-      assert(dispute.height === 15_000 && dispute.verdict === 'ours-undefended', `dispute ${JSON.stringify(dispute)}`);
-      const want = withheld ? [[0, 'filter-withheld']] : [];
-      assert(JSON.stringify(rejected) === JSON.stringify(want), `rejected ${JSON.stringify(rejected)}; events ` +
-        JSON.stringify(events.filter((e) => !['progress', 'scan', 'tip'].includes(e.type))));
-      const scripts = [coinbaseScript(15_000), ...strangers(4)];
-      const result = await page.evaluate((s) => window.client.scan({ scripts: s, fromHeight: 14_000 }), scripts);
-      const heights = result.matches.map((x) => x.height);
-      assert(heights.includes(15_000), `matches ${JSON.stringify(heights)}`);
+      const dispute = await settledAt15000(page, 'ours-undefended', 5_001, withheld ? [[0, 'filter-withheld']] : []);
+      const heights = await scanFinds15000(page);
       log(`  ${withheld ? 'the liar present but withholding its filter (marked bad, filter-withheld)' : 'the liar gone'}: ` +
         `its stored filter headers gave way (${dispute.verdict} at ${dispute.height}) and the scan found ${JSON.stringify(heights)}`);
       await stopClient(page);
@@ -1106,20 +1120,9 @@ async function anchor() {
     try {
       const gateways = present ? [liar.connect, honest.connect] : [honest.connect];
       await openClient(page, { gateways, storeName, start });
-      const { events } = await until(page, 'the dispute settled and the filter headers synced again', 60_000,
-        (m, ev) => ev.some((e) => e.type === 'filterDispute') && m.storedFilterHeight === 20_000
-          && m.idbFilterHeadersWritten >= 20_000 - 10_080 + 1);
-      const dispute = events.find((e) => e.type === 'filterDispute');
-      const rejected = events.filter((e) => e.type === 'rejected').map((e) => [e.gateway, e.code]);
-      const verdict = present ? 'ours-wrong' : 'ours-undefended';
-      assert(dispute.height === 15_000 && dispute.verdict === verdict, `dispute ${JSON.stringify(dispute)}`);
-      const want = present ? [[0, 'filter-lacks-output']] : [];
-      assert(JSON.stringify(rejected) === JSON.stringify(want), `rejected ${JSON.stringify(rejected)}; events ` +
-        JSON.stringify(events.filter((e) => !['progress', 'scan', 'tip'].includes(e.type))));
-      const scripts = [coinbaseScript(15_000), ...strangers(4)];
-      const result = await page.evaluate((s) => window.client.scan({ scripts: s, fromHeight: 14_000 }), scripts);
-      const heights = result.matches.map((x) => x.height);
-      assert(heights.includes(15_000), `matches ${JSON.stringify(heights)}`);
+      const dispute = await settledAt15000(page, present ? 'ours-wrong' : 'ours-undefended', 20_000 - 10_080 + 1,
+        present ? [[0, 'filter-lacks-output']] : []);
+      const heights = await scanFinds15000(page);
       log(`  ${present ? 'the liar present (marked bad, filter-lacks-output)' : 'the honest gateway alone'}: ` +
         `${dispute.verdict} at ${dispute.height}, filter headers synced again from 10,080, the scan found ${JSON.stringify(heights)}`);
       await stopClient(page);
@@ -1147,10 +1150,7 @@ async function lagging() {
       const { m, events } = await until(page, 'the filter headers from the honest gateway', 60_000,
         (m) => syncedTo(20_000)(m) && m.storedFilterHeight === 20_000);
       assert(!events.some((e) => e.type === 'rejected'), `rejected: ${JSON.stringify(events.filter((e) => e.type === 'rejected'))}`);
-      const result = await page.evaluate((s) => window.client.scan({ scripts: s, fromHeight: 14_000 }),
-        [coinbaseScript(15_000), ...strangers(4)]);
-      const heights = result.matches.map((x) => x.height);
-      assert(heights.includes(15_000), `matches ${JSON.stringify(heights)}`);
+      const heights = await scanFinds15000(page);
       log(`  filter headers to ${m.storedFilterHeight} with the lagging gateway listed first; the scan found ${JSON.stringify(heights)}`);
       await stopClient(page);
     } finally {

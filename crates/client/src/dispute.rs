@@ -1370,7 +1370,24 @@ mod tests {
         cps: &[FilterHeader],
         top: FilterHeader,
     ) -> (Dispute, u32, u32) {
-        let mut d = Dispute::new(GatewayId(1), 3_500, top, 0, Ids::new(TaskId::Check));
+        let mut d = with_checkpoints(ours, cps, top, 0);
+        serve_reads(&mut d, ours);
+        let Ok(Some((_, Ask::FilterHeaders { id, start, .. }))) = d.next_ask(Defence::Awaited)
+        else {
+            panic!("filter headers")
+        };
+        (d, id, start)
+    }
+
+    /// A dispute against gateway 1 (its header at 3,500 `top`, our store from `base`)
+    /// given `cps`' checkpoints at 1,000, 2,000 and 3,000.
+    fn with_checkpoints(
+        ours: &[FilterHeader],
+        cps: &[FilterHeader],
+        top: FilterHeader,
+        base: u32,
+    ) -> Dispute {
+        let mut d = Dispute::new(GatewayId(1), 3_500, top, base, Ids::new(TaskId::Check));
         serve_read(&mut d, ours);
         let Ok(Some((_, Ask::Checkpoints { id, .. }))) = d.next_ask(Defence::Awaited) else {
             panic!("checkpoints")
@@ -1379,16 +1396,20 @@ mod tests {
             .iter()
             .flat_map(|&h| cps[h].0)
             .collect();
-        d.on_checkpoints(&checkpoints(id, &flat));
+        assert_eq!(d.on_checkpoints(&checkpoints(id, &flat)), Outcome::Going);
+        d
+    }
+
+    /// Every read the dispute asks for, from `ours`.
+    fn serve_reads(d: &mut Dispute, ours: &[FilterHeader]) {
         while let Some((from, to)) = d.need_read(Some(3_500)) {
+            assert!(to - from <= 1_000, "a read of {from}..={to}");
             let hashes: Vec<BlockHash> = (from..=to).map(hash).collect();
-            d.on_read(from, &hashes, &ours[from as usize..=to as usize]);
+            assert_eq!(
+                d.on_read(from, &hashes, &ours[from as usize..=to as usize]),
+                Outcome::Going
+            );
         }
-        let Ok(Some((_, Ask::FilterHeaders { id, start, .. }))) = d.next_ask(Defence::Awaited)
-        else {
-            panic!("filter headers")
-        };
-        (d, id, start)
     }
 
     #[test]
@@ -1613,32 +1634,10 @@ mod tests {
         }
         theirs.insert(0, below);
         let walk = |break_at: Option<u32>| {
-            let mut d = Dispute::new(
-                GatewayId(1),
-                3_500,
-                theirs[3_500],
-                1,
-                Ids::new(TaskId::Check),
-            );
-            serve_read(&mut d, &ours);
-            let Ok(Some((_, Ask::Checkpoints { id, .. }))) = d.next_ask(Defence::Awaited) else {
-                panic!("checkpoints")
-            };
-            let flat: Vec<u8> = [1_000, 2_000, 3_000]
-                .iter()
-                .flat_map(|&h| theirs[h].0)
-                .collect();
-            assert_eq!(d.on_checkpoints(&checkpoints(id, &flat)), Outcome::Going);
+            let mut d = with_checkpoints(&ours, &theirs, theirs[3_500], 1);
             let mut stretches = 0;
             loop {
-                while let Some((from, to)) = d.need_read(Some(3_500)) {
-                    assert!(to - from <= 1_000);
-                    let hs: Vec<BlockHash> = (from..=to).map(hash).collect();
-                    assert_eq!(
-                        d.on_read(from, &hs, &ours[from as usize..=to as usize]),
-                        Outcome::Going
-                    );
-                }
+                serve_reads(&mut d, &ours);
                 let Ok(Some((_, Ask::FilterHeaders { id, start, stop }))) =
                     d.next_ask(Defence::Awaited)
                 else {

@@ -865,6 +865,19 @@ fn a_gateway_holding_a_scan_request_past_its_deadline_is_struck_and_another_serv
     assert_eq!((scan.next(), scan.matches()), (3_001, &[(2_500, paid)][..]));
 }
 
+/// A context with one gateway listed (not connected), and its id.
+fn one_gateway() -> (super::ctx::Ctx, GatewayId) {
+    let list = vec![ConnectString {
+        url: "ws://127.0.0.1:9000".into(),
+        node_id: key(0x40).public_key(),
+    }];
+    let gateways = super::gateway::Gateways::new(list);
+    (
+        super::ctx::Ctx::new(&REGTEST, gateways, key(1), 7, NOW),
+        GatewayId(0),
+    )
+}
+
 /// The scan has two requests in flight to one gateway, and the first is answered "the
 /// stop block is not on my chain" (a reorganisation there): the second is given up, not
 /// forgotten, so that its answer (the same, a moment later) is taken for what it is. It
@@ -872,17 +885,10 @@ fn a_gateway_holding_a_scan_request_past_its_deadline_is_struck_and_another_serv
 /// `unexpected-answer`.
 #[test]
 fn a_scan_request_abandoned_after_stop_unknown_is_given_up_not_forgotten() {
-    use super::ctx::Ctx;
-    use super::gateway::Gateways;
     use super::scan::ScanTask;
     use crate::scan::Scan;
     use lightwire_wire::{AnswerFlags, FiltersWriter};
-    let list = vec![ConnectString {
-        url: "ws://127.0.0.1:9000".into(),
-        node_id: key(0x40).public_key(),
-    }];
-    let mut ctx = Ctx::new(&REGTEST, Gateways::new(list), key(1), 7, NOW);
-    let g = GatewayId(0);
+    let (mut ctx, g) = one_gateway();
     let mut task = ScanTask {
         scan: Some(Scan::new(vec![b"ours".to_vec()], 0)),
         ..ScanTask::default()
@@ -926,17 +932,10 @@ fn a_scan_request_abandoned_after_stop_unknown_is_given_up_not_forgotten() {
 /// the old wallet, and the honest gateway answering it marked bad, `unexpected-answer`.)
 #[test]
 fn a_block_in_flight_when_an_item_is_unwatched_is_given_up_not_forgotten() {
-    use super::ctx::Ctx;
-    use super::gateway::Gateways;
     use super::scan::ScanTask;
     use super::wallet::WalletTask;
     use crate::wallet::Watched;
-    let list = vec![ConnectString {
-        url: "ws://127.0.0.1:9000".into(),
-        node_id: key(0x40).public_key(),
-    }];
-    let mut ctx = Ctx::new(&REGTEST, Gateways::new(list), key(1), 7, NOW);
-    let g = GatewayId(0);
+    let (mut ctx, g) = one_gateway();
     let (mut task, mut scan) = (WalletTask::default(), ScanTask::default());
     let items = [
         Watched::Script(hex::encode([0x51])),

@@ -52,6 +52,29 @@ fn anchored_liar(n: u32, height: u32) -> TestChain {
     c
 }
 
+/// A script a block's input spends: in its filter, not in the block.
+const SPENT: &[u8] = b"\x00\x14a script an input spends";
+
+/// Drive until nothing moves, then let every deadline fall due for twelve minutes.
+fn settle(net: &mut Net<MemoryStore>) {
+    net.drive();
+    for _ in 0..12 {
+        net.advance(core::time::Duration::from_secs(60));
+    }
+}
+
+/// A scan from the first block for the coinbase script of `paid` and [`SPENT`] finds
+/// exactly the blocks `found` of `honest`, and nobody was rejected in the session.
+fn scan_finds(net: &mut Net<MemoryStore>, honest: &TestChain, paid: u32, found: [u32; 2]) {
+    net.host
+        .engine
+        .start_scan(vec![coinbase_script(paid, 0), SPENT.to_vec()], 1);
+    settle(net);
+    let found = found.map(|h| (h, honest.header(h).block_hash()));
+    assert_eq!(reached(&net.host.events).last(), Some(&found.to_vec()));
+    assert_eq!(rejected(&net.host.events), []);
+}
+
 fn filter_tip(net: &Net<MemoryStore>) -> (u32, lightwire_primitives::FilterHeader) {
     let t = block_on(net.store.filter_tip()).unwrap().unwrap();
     (t.height, t.header)
@@ -166,7 +189,6 @@ fn spending(n: u32, heights: &[u32], spent: &[u8]) -> TestChain {
 /// chain, and the scan found nothing.)
 #[test]
 fn blocks_whose_spent_scripts_a_kept_chain_leaves_out_are_still_found() {
-    const SPENT: &[u8] = b"\x00\x14a script an input spends";
     let mut net = Net::new(
         super::super::testnet::memory(),
         vec![TestChain::generate(5_000)],
@@ -280,19 +302,11 @@ fn an_undefended_chain_gives_way_only_to_one_proven_wherever_they_differ() {
 /// with ours was asked. Found by the fuzz target `crosscheck`.)
 #[test]
 fn a_scan_is_not_held_back_by_the_only_agreeing_gateway() {
-    use core::time::Duration;
-    const SPENT: &[u8] = b"\x00\x14a script an input spends";
     let honest = || spending(2_500, &[2_000], SPENT);
     let liar = || {
         let mut c = TestChain::generate(2_500);
         c.missing_filters.insert(1_500);
         c
-    };
-    let settle = |net: &mut Net<MemoryStore>| {
-        net.drive();
-        for _ in 0..12 {
-            net.advance(Duration::from_secs(60));
-        }
     };
     let mut net = Net::seeded(
         super::super::testnet::memory(),
@@ -307,13 +321,7 @@ fn a_scan_is_not_held_back_by_the_only_agreeing_gateway() {
     );
     let mut net = Net::seeded(net.store, vec![honest(), liar()], 1, small);
     settle(&mut net);
-    net.host
-        .engine
-        .start_scan(vec![coinbase_script(1_500, 0), SPENT.to_vec()], 1);
-    settle(&mut net);
-    let found = [1_500, 2_000].map(|h| (h, honest().header(h).block_hash()));
-    assert_eq!(reached(&net.host.events).last(), Some(&found.to_vec()));
-    assert_eq!(rejected(&net.host.events), []);
+    scan_finds(&mut net, &honest(), 1_500, [1_500, 2_000]);
 }
 
 /// The stored filter headers came from a liar alone, whose filters stop at 2,000 and leave
@@ -325,18 +333,10 @@ fn a_scan_is_not_held_back_by_the_only_agreeing_gateway() {
 /// fuzz target `crosscheck`.)
 #[test]
 fn filter_sync_goes_on_from_a_kept_chain_whose_gateway_stopped_serving() {
-    use core::time::Duration;
-    const SPENT: &[u8] = b"\x00\x14a script an input spends";
     let liar = || {
         let mut c = TestChain::generate(2_500);
         c.filters_held = Some(2_000);
         c
-    };
-    let settle = |net: &mut Net<MemoryStore>| {
-        net.drive();
-        for _ in 0..12 {
-            net.advance(Duration::from_secs(60));
-        }
     };
     let mut net = Net::seeded(super::super::testnet::memory(), vec![liar()], 0, small);
     settle(&mut net);
@@ -345,13 +345,7 @@ fn filter_sync_goes_on_from_a_kept_chain_whose_gateway_stopped_serving() {
     let mut net = Net::seeded(net.store, vec![honest(), liar()], 1, small);
     settle(&mut net);
     assert_eq!(filter_tip(&net).0, 2_500);
-    net.host
-        .engine
-        .start_scan(vec![coinbase_script(2_345, 0), SPENT.to_vec()], 1);
-    settle(&mut net);
-    let found = [2_000, 2_345].map(|h| (h, honest().header(h).block_hash()));
-    assert_eq!(reached(&net.host.events).last(), Some(&found.to_vec()));
-    assert_eq!(rejected(&net.host.events), []);
+    scan_finds(&mut net, &honest(), 2_345, [2_000, 2_345]);
 }
 
 /// The fuzz target `crosscheck`'s second finding: a liar listed first whose filters stop
@@ -361,8 +355,6 @@ fn filter_sync_goes_on_from_a_kept_chain_whose_gateway_stopped_serving() {
 /// first usable one (which was asked nothing, and the scan stood at 1,235 for good).
 #[test]
 fn a_scan_asks_a_gateway_that_can_serve_its_next_filter() {
-    use core::time::Duration;
-    const SPENT: &[u8] = b"\x00\x14a script an input spends";
     let (p, u) = (2_001u32, 1_234u32);
     let honest = || spending(2_500, &[u], SPENT);
     let liar = || {
@@ -374,12 +366,6 @@ fn a_scan_asks_a_gateway_that_can_serve_its_next_filter() {
         c.filters_held = Some(2_000);
         c
     };
-    let settle = |net: &mut Net<MemoryStore>| {
-        net.drive();
-        for _ in 0..12 {
-            net.advance(Duration::from_secs(60));
-        }
-    };
     let mut net = Net::seeded(
         super::super::testnet::memory(),
         vec![liar(), honest()],
@@ -389,11 +375,5 @@ fn a_scan_asks_a_gateway_that_can_serve_its_next_filter() {
     settle(&mut net);
     let mut net = Net::seeded(net.store, vec![liar(), honest()], 1, small);
     settle(&mut net);
-    net.host
-        .engine
-        .start_scan(vec![coinbase_script(p, 0), SPENT.to_vec()], 1);
-    settle(&mut net);
-    let found = [u, p].map(|h| (h, honest().header(h).block_hash()));
-    assert_eq!(reached(&net.host.events).last(), Some(&found.to_vec()));
-    assert_eq!(rejected(&net.host.events), []);
+    scan_finds(&mut net, &honest(), p, [u, p]);
 }
