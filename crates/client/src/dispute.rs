@@ -775,7 +775,7 @@ impl Dispute {
         if !a.headers.is_empty() {
             if a.first_height != at
                 || c.theirs.len() + a.headers.len() > c.ours.len()
-                || a.hashes.len() != a.headers.len() * 32
+                || a.hashes.len() != a.headers.len()
             {
                 return Outcome::Bad(against, DisputeError::OutOfOrder { height: at });
             }
@@ -789,11 +789,7 @@ impl Dispute {
                 c.their_before = Some(a.before);
             }
             c.theirs.extend_from_slice(a.headers);
-            c.their_hashes.extend(
-                a.hashes
-                    .chunks_exact(32)
-                    .map(|h| FilterHash(h.try_into().unwrap_or([0; 32]))),
-            );
+            c.their_hashes.extend_from_slice(a.hashes);
         }
         if !a.flags.last {
             return Outcome::Going;
@@ -1258,8 +1254,8 @@ mod tests {
     }
 
     /// Two filter-header chains over 0..=3,500 that part at `fork` (their filter of `fork`
-    /// is another), and their filter hashes (32 bytes each).
-    fn chains(fork: u32) -> (Vec<FilterHeader>, Vec<FilterHeader>, Vec<u8>) {
+    /// is another), and their filter hashes.
+    fn chains(fork: u32) -> (Vec<FilterHeader>, Vec<FilterHeader>, Vec<FilterHash>) {
         let link = |theirs: bool| {
             let mut prev = FilterHeader::ZERO;
             let mut headers = Vec::new();
@@ -1268,7 +1264,7 @@ mod tests {
                 let hash = filter_hash_of(h, u8::from(theirs && h == fork));
                 prev = filter_header(&hash, &prev);
                 headers.push(prev);
-                hashes.extend_from_slice(&hash.0);
+                hashes.push(hash);
             }
             (headers, hashes)
         };
@@ -1347,7 +1343,7 @@ mod tests {
             flags: LAST,
             before: theirs[start as usize - 1],
             headers: &theirs[start as usize..=end as usize],
-            hashes: &th[start as usize * 32..(end as usize + 1) * 32],
+            hashes: &th[start as usize..=end as usize],
         };
         assert_eq!(d.on_filter_headers(&answer), Outcome::Going);
         assert_eq!(d.height(), fork);
@@ -1423,7 +1419,7 @@ mod tests {
             flags: LAST,
             before: FilterHeader([9; 32]),
             headers: &theirs[start as usize..=3_000],
-            hashes: &th[start as usize * 32..3_001 * 32],
+            hashes: &th[start as usize..=3_000],
         };
         assert_eq!(
             d.on_filter_headers(&answer),
@@ -1437,7 +1433,7 @@ mod tests {
             flags: LAST,
             before: ours[start as usize - 1],
             headers: &ours[start as usize..=3_500],
-            hashes: &chains(u32::MAX).2[start as usize * 32..3_501 * 32],
+            hashes: &chains(u32::MAX).2[start as usize..=3_500],
         };
         assert_eq!(
             d.on_filter_headers(&answer),
@@ -1622,17 +1618,13 @@ mod tests {
     #[test]
     fn chains_that_differ_only_below_the_store_are_walked_to_the_top() {
         let (ours, _, hashes) = chains(u32::MAX);
-        let mut theirs = Vec::new();
+        // Their filter of 0 is another; from 1 on, ours.
         let mut prev = filter_header(&filter_hash_of(0, 9), &FilterHeader::ZERO);
-        let below = prev;
-        for h in 1..=3_500usize {
-            prev = filter_header(
-                &FilterHash(hashes[h * 32..h * 32 + 32].try_into().unwrap()),
-                &prev,
-            );
+        let mut theirs = vec![prev];
+        for hash in &hashes[1..] {
+            prev = filter_header(hash, &prev);
             theirs.push(prev);
         }
-        theirs.insert(0, below);
         let walk = |break_at: Option<u32>| {
             let mut d = with_checkpoints(&ours, &theirs, theirs[3_500], 1);
             let mut stretches = 0;
@@ -1655,7 +1647,7 @@ mod tests {
                     flags: LAST,
                     before,
                     headers: &theirs[start as usize..=end],
-                    hashes: &hashes[start as usize * 32..(end + 1) * 32],
+                    hashes: &hashes[start as usize..=end],
                 };
                 let out = d.on_filter_headers(&answer);
                 if break_at == Some(start) {

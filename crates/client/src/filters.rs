@@ -16,7 +16,7 @@
 //! gateways' checkpoints.
 
 use crate::ids::{GatewayId, GivenUp, Ids, TaskId};
-use lightwire_primitives::FilterHeader;
+use lightwire_primitives::{FilterHash, FilterHeader};
 use std::collections::VecDeque;
 
 use lightwire_chain::BlockHash;
@@ -79,10 +79,10 @@ pub struct FilterAnswer<'a> {
     pub before: FilterHeader,
     /// The filter headers, rebuilt from the hashes and linked from `before`.
     pub headers: &'a [FilterHeader],
-    /// The filter hashes they chain, 32 bytes each (what a dispute compares: two chains
-    /// hold the same filter of a block when its hash, linked to our header before it,
-    /// gives our header there, whatever their headers below it).
-    pub hashes: &'a [u8],
+    /// The filter hashes they chain (what a dispute compares: two chains hold the same
+    /// filter of a block when its hash, linked to our header before it, gives our header
+    /// there, whatever their headers below it).
+    pub hashes: &'a [FilterHash],
 }
 
 /// The gateways whose answer ended short of what was asked (they said they lack what

@@ -44,11 +44,12 @@ impl Expanded {
     }
 
     /// The filter headers of `m`, rebuilt from its filter hashes four segments at a time,
-    /// with the header before the first; `None` when its segments do not join.
+    /// with the header before the first, and the hashes; `None` when its segments do not
+    /// join.
     pub fn link_filter_headers(
         &mut self,
         m: &FilterHeaders<'_>,
-    ) -> Option<(FilterHeader, &[FilterHeader])> {
+    ) -> Option<(FilterHeader, &[FilterHeader], &[FilterHash])> {
         let count = m.count().min(self.filter_hashes.len());
         for (dst, src) in self.filter_hashes.iter_mut().zip(m.hashes.chunks_exact(32)) {
             dst.0.copy_from_slice(src);
@@ -72,7 +73,11 @@ impl Expanded {
         } else {
             FilterHeader::ZERO
         };
-        joined.then_some((before, &self.filter_headers[..count]))
+        joined.then_some((
+            before,
+            &self.filter_headers[..count],
+            &self.filter_hashes[..count],
+        ))
     }
 
     /// Expand `m` and link its headers: returns the headers (80 bytes each) and their

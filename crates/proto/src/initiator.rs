@@ -19,7 +19,7 @@ use lightwire_noise::{
     ACT_TWO_LEN, AwaitingActTwo, FrameBuffer, FrameReader, HandshakeError, PublicKey, ReceiveError,
     Receiver, SecretKey, SendError, Sender,
 };
-use lightwire_primitives::FilterHeader;
+use lightwire_primitives::{FilterHash, FilterHeader};
 use lightwire_wire::{
     AnswerFlags, BLOCKS_FEATURE, BlockPiece, COMPACT_HEADERS_FEATURE, DecodeError, EncodeError,
     FILTERS_FEATURE, Features, FilterCheckpoints, FilterRange, Filters, GetBlock,
@@ -354,7 +354,7 @@ pub enum PeerEvent<'a> {
         /// The filter headers.
         headers: &'a [FilterHeader],
         /// The filter hashes they chain.
-        hashes: &'a [u8],
+        hashes: &'a [FilterHash],
     },
     /// Filter checkpoints answering request `id`.
     FilterCheckpoints(FilterCheckpoints<'a>),
@@ -746,7 +746,7 @@ fn interpret<'a>(
             }
         }
         Message::FilterHeaders(m) => {
-            let (before, headers) = expanded
+            let (before, headers, hashes) = expanded
                 .link_filter_headers(&m)
                 .ok_or(PeerError::FilterHeadersDisjoint)?;
             PeerEvent::FilterHeaders {
@@ -755,7 +755,7 @@ fn interpret<'a>(
                 flags: m.flags,
                 before,
                 headers,
-                hashes: m.hashes,
+                hashes,
             }
         }
         Message::FilterCheckpoints(m) => PeerEvent::FilterCheckpoints(m),

@@ -263,14 +263,13 @@ fn answer(
                     prev
                 })
                 .collect();
-            let flat: Vec<u8> = hashes.iter().flat_map(|h| h.0).collect();
             d.on_filter_headers(&FilterAnswer {
                 id,
                 first_height: first,
                 flags: LAST,
                 before,
                 headers: &headers,
-                hashes: &flat,
+                hashes: &hashes,
             })
         }
         Ask::Filter { id, height, .. } => {

@@ -16,8 +16,8 @@
 //! can be, for [`BENCHED_FOR`].
 
 use lightwire_chain::BlockHash;
-use lightwire_filter::filter_header;
-use lightwire_primitives::{FilterHash, FilterHeader};
+use lightwire_chain::link_filter_headers;
+use lightwire_primitives::FilterHeader;
 
 use super::ctx::{Broke, Conns, Ctx, Effect, ready};
 use super::gateway::Gateway;
@@ -99,13 +99,11 @@ impl FilterHeaders {
         }
         let relink = ctx.gateways[g].trust.is_conflict();
         if relink && let Some(prev) = self.sync.prev() {
+            // One segment, from our latest instead of its anchor.
             self.relinked.clear();
-            let mut at = prev;
-            for h in answer.hashes.chunks_exact(32) {
-                let hash = FilterHash(h.try_into().unwrap_or([0; 32]));
-                at = filter_header(&hash, &at);
-                self.relinked.push(at);
-            }
+            self.relinked
+                .resize(answer.hashes.len(), FilterHeader::ZERO);
+            link_filter_headers(answer.hashes, &[prev], &[0], &mut self.relinked);
             answer.before = prev;
             answer.headers = &self.relinked;
         }
