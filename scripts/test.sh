@@ -74,6 +74,9 @@ step "the npm package (wasm-pack --target web + tsc) and the gateway binaries (r
 bash scripts/build-pkg.sh
 cargo build --release -p lightwire-gateway -p lightwire-chain -p lightwire-tests --bins
 
+step "one engine for every tab: the package's routing between tabs, with fake tabs and locks (pkg/test)"
+node --test pkg/test/
+
 step "end to end: the package in Chromium, Firefox and WebKit against real gateways (tests/e2e)"
 node tests/e2e/run.mjs --no-build
 

@@ -12,6 +12,7 @@
 // setViewport({ width, height }), screenshot(path, { fullPage }), close(), and
 // onError(callback) (uncaught page errors and console errors, where the driver reports
 // them). `fn` runs in the page and may be async; `arg` and the result must be JSON values.
+// Chromium's pages also have cdp() (a DevTools session) and crash() (kill the renderer).
 
 import { execFileSync, spawn } from 'node:child_process';
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
@@ -66,6 +67,13 @@ async function chromium(profile, flags) {
         screenshot: (path, { fullPage = false } = {}) => page.screenshot({ path, fullPage }),
         close: () => page.close(),
         cdp: () => page.context().newCDPSession(page),
+        // Kill the page's renderer, as a crash does (DevTools' Page.crash); the answer never
+        // comes, so it is not awaited.
+        async crash() {
+          const cdp = await page.context().newCDPSession(page);
+          cdp.send('Page.crash').catch(() => {});
+          await new Promise((resolve) => page.once('crash', resolve));
+        },
         onError: (cb) => {
           page.on('pageerror', (e) => cb(`page error: ${e.message}`));
           page.on('console', (m) => m.type() === 'error' && cb(`console error: ${m.text()}`));
@@ -175,6 +183,21 @@ async function webkit(profile, trust) {
   const s = `/session/${session.sessionId}`;
   await call('POST', `${s}/timeouts`, { script: 600_000, pageLoad: 60_000 });
   const anchor = await call('GET', `${s}/window`);
+  // Classic WebDriver acts on the current window: a page's every call first makes its
+  // window current, and calls run one at a time (a scenario may drive several pages at
+  // once: their calls would otherwise interleave between one page's switch and its call).
+  let current = anchor;
+  let queue = Promise.resolve();
+  const serial = (f) => {
+    const run = queue.then(f);
+    queue = run.catch(() => {});
+    return run;
+  };
+  const focus = async (handle) => {
+    if (current === handle) return;
+    await call('POST', `${s}/window`, { handle });
+    current = handle;
+  };
   const evaluate = async (fn, arg) => {
     const script = `const done = arguments[arguments.length - 1];
       Promise.resolve().then(() => (${fn})(arguments[0]))
@@ -186,41 +209,50 @@ async function webkit(profile, trust) {
   return {
     name: 'webkit',
     async newPage() {
-      const { handle } = await call('POST', `${s}/window/new`, { type: 'window' });
-      await call('POST', `${s}/window`, { handle });
+      const handle = await serial(async () => {
+        const made = await call('POST', `${s}/window/new`, { type: 'window' });
+        await focus(made.handle);
+        return made.handle;
+      });
       let closed = false;
       const element = async (selector) => {
+        await focus(handle);
         const found = await call('POST', `${s}/element`, { using: 'css selector', value: selector });
         return Object.values(found)[0];
       };
+      const here = (f) => (...a) =>
+        serial(async () => {
+          await focus(handle);
+          return f(...a);
+        });
       return {
-        goto: (url) => call('POST', `${s}/url`, { url }),
-        reload: () => call('POST', `${s}/refresh`, {}),
-        evaluate,
-        async click(selector) {
+        goto: here((url) => call('POST', `${s}/url`, { url })),
+        reload: here(() => call('POST', `${s}/refresh`, {})),
+        evaluate: here(evaluate),
+        click: here(async (selector) => {
           await call('POST', `${s}/element/${await element(selector)}/click`, {});
-        },
-        async fill(selector, text) {
+        }),
+        fill: here(async (selector, text) => {
           const id = await element(selector);
           await call('POST', `${s}/element/${id}/clear`, {});
           await call('POST', `${s}/element/${id}/value`, { text });
-        },
-        async press(key) {
+        }),
+        press: here(async (key) => {
           const value = { Escape: '\uE00C', Enter: '\uE007' }[key];
           if (!value) throw new Error(`press: no WebDriver code for ${key}`);
           await call('POST', `${s}/actions`, {
             actions: [{ type: 'key', id: 'keyboard', actions: [{ type: 'keyDown', value }, { type: 'keyUp', value }] }],
           });
-        },
+        }),
         // The window, not the viewport: classic WebDriver sets no viewport.
-        setViewport: ({ width, height }) => call('POST', `${s}/window/rect`, { width, height }),
+        setViewport: here(({ width, height }) => call('POST', `${s}/window/rect`, { width, height })),
         // The viewport only: classic WebDriver has no full-page screenshot.
-        async screenshot(path) {
+        screenshot: here(async (path) => {
           writeFileSync(path, Buffer.from(await call('GET', `${s}/screenshot`), 'base64'));
-        },
+        }),
         async waitForFunction(fn, arg, { timeout = 30_000 } = {}) {
           const deadline = Date.now() + timeout;
-          while (!(await evaluate(fn, arg))) {
+          while (!(await serial(() => focus(handle).then(() => evaluate(fn, arg))))) {
             if (Date.now() > deadline) throw new Error(`waitForFunction timed out after ${timeout} ms`);
             await new Promise((r) => setTimeout(r, 100));
           }
@@ -228,13 +260,15 @@ async function webkit(profile, trust) {
         // Its own window, once: DELETE /window closes the current one, and a second close
         // of the same page would close the anchor (the session's last window), ending
         // the session for every scenario after it.
-        async close() {
-          if (closed) return;
-          closed = true;
-          await call('POST', `${s}/window`, { handle });
-          await call('DELETE', `${s}/window`);
-          await call('POST', `${s}/window`, { handle: anchor });
-        },
+        close: () =>
+          serial(async () => {
+            if (closed) return;
+            closed = true;
+            await focus(handle);
+            await call('DELETE', `${s}/window`);
+            current = null;
+            await focus(anchor);
+          }),
         // Classic WebDriver reports no page errors; scenarios check results instead.
         onError: () => {},
       };

@@ -2,6 +2,7 @@
 import { openHere, type Backend } from './engine.js';
 import type { Method } from './protocol.js';
 import { WorkerBackend } from './supervisor.js';
+import { canShare, SharedBackend } from './tabs.js';
 import type {
   ClientOptions,
   GatewayInfo,
@@ -9,6 +10,7 @@ import type {
   Inclusion,
   LightwireEvent,
   Metrics,
+  Role,
   Balance,
   BroadcastResult,
   ScanOptions,
@@ -44,7 +46,10 @@ export class LightwireClient extends EventTarget {
    * `InvalidOptions`,
    * `InvalidGateway`, `StoreUnavailable` (this page may not use IndexedDB: some private
    * windows, storage blocked), `QuotaExceeded`, `StoreError` or `KeyError` when it cannot
-   * start.
+   * start. Where another tab already runs the engine on this store, resolves once that tab
+   * answered, as a follower (see `ClientOptions.shareTabs`); rejects with `InvalidOptions`
+   * if that tab follows another network, or `VersionMismatch` if it runs another version
+   * of the package.
    */
   static async open(options: ClientOptions): Promise<LightwireClient> {
     const missing = unsupported();
@@ -63,8 +68,10 @@ export class LightwireClient extends EventTarget {
     let client: LightwireClient | undefined;
     const early: LightwireEvent[] = [];
     const onEvent = (e: LightwireEvent) => (client ? client.#dispatch(e) : early.push(e));
+    const engine = (events: (e: LightwireEvent) => void): Promise<Backend> =>
+      options.worker === false ? openHere(options, events) : WorkerBackend.open(options, events);
     const backend =
-      options.worker === false ? await openHere(options, onEvent) : await WorkerBackend.open(options, onEvent);
+      options.shareTabs !== false && canShare() ? await SharedBackend.open(options, onEvent, engine) : await engine(onEvent);
     client = new LightwireClient(backend);
     // Events sent while opening arrive once the caller can listen (next task).
     const c = client;
@@ -87,6 +94,20 @@ export class LightwireClient extends EventTarget {
       quota: estimate.quota ?? null,
       persisted: (await storage?.persisted?.()) ?? false,
     };
+  }
+
+  /**
+   * Whether this tab runs the engine (`'leader'`) or follows the tab that does
+   * (`'follower'`); a `role` event says when it changes. A client that does not share its
+   * engine (`shareTabs: false`, or a browser without Web Locks or BroadcastChannel) leads.
+   */
+  get role(): Role {
+    return this.#backend instanceof SharedBackend ? this.#backend.role : 'leader';
+  }
+
+  /** Whether this tab runs the engine: {@link LightwireClient.role} is `'leader'`. */
+  get isLeader(): boolean {
+    return this.role === 'leader';
   }
 
   /** Listen to one kind of event; returns a function that stops listening. */
@@ -215,16 +236,17 @@ export class LightwireClient extends EventTarget {
   /**
    * For the package's own tests only: make the engine's worker spin for ever, as a hung
    * engine does, to see the watchdog terminate and restart it (a `workerRestarted` event;
-   * this promise then rejects with `WorkerRestarted`). Rejects at once unless the client
-   * runs in a worker opened with the `testHooks` option.
+   * this promise then rejects with `WorkerRestarted`). Rejects at once unless this tab
+   * runs the engine (it leads), in a worker opened with the `testHooks` option.
    */
   testHangWorker(): Promise<void> {
-    if (!(this.#backend instanceof WorkerBackend) || this.#closed) {
+    const engine = this.#backend instanceof SharedBackend ? this.#backend.engine : this.#backend;
+    if (!(engine instanceof WorkerBackend) || this.#closed) {
       const err = new Error('the engine does not run in a worker here');
       err.name = 'InvalidState';
       return Promise.reject(err);
     }
-    return this.#backend.hang() as Promise<void>;
+    return engine.hang() as Promise<void>;
   }
 
   /** Stop syncing and close the store (and the worker). */

@@ -2,21 +2,36 @@
 import type { ClientOptions, LightwireEvent } from './types.js';
 
 /** The engine's methods reachable from the page. */
-export type Method =
-  | 'tip'
-  | 'gateways'
-  | 'metrics'
-  | 'headerAt'
-  | 'headerByHash'
-  | 'verifyInclusion'
-  | 'scan'
-  | 'watch'
-  | 'unwatch'
-  | 'transactions'
-  | 'utxos'
-  | 'balance'
-  | 'broadcast'
-  | 'stop';
+export const METHODS = [
+  'tip',
+  'gateways',
+  'metrics',
+  'headerAt',
+  'headerByHash',
+  'verifyInclusion',
+  'scan',
+  'watch',
+  'unwatch',
+  'transactions',
+  'utxos',
+  'balance',
+  'broadcast',
+  'stop',
+] as const;
+
+/** One of {@link METHODS}. */
+export type Method = (typeof METHODS)[number];
+
+/** The methods that change what the engine does or holds; the others only read. */
+export const CHANGING: ReadonlySet<Method> = new Set<Method>(['scan', 'watch', 'unwatch', 'broadcast', 'stop']);
+
+/** A call sent on and not answered yet. */
+export interface PendingCall<M> {
+  method: M;
+  args: unknown[];
+  resolve: (v: unknown) => void;
+  reject: (e: Error) => void;
+}
 
 /**
  * What the page asks of the worker: open the engine, call it, answer a ping (the page's
@@ -42,6 +57,13 @@ export type Reply =
 export function plainError(e: unknown): { name: string; message: string } {
   if (e instanceof Error) return { name: e.name, message: e.message };
   return { name: 'Error', message: String(e) };
+}
+
+/** An Error with this name (what callers tell errors apart by) and message. */
+export function named(name: string, message: string): Error {
+  const err = new Error(message);
+  err.name = name;
+  return err;
 }
 
 /** Rebuild an Error from {@link plainError}. */

@@ -4,7 +4,7 @@
 // the same options, with a `workerRestarted` event. What the engine keeps (the headers, the
 // filter headers, the watched wallet) lives in the store, so the new engine resumes it.
 import type { Backend } from './engine.js';
-import { toError, type Method, type Reply, type Request, type RequestBody } from './protocol.js';
+import { CHANGING, METHODS, named, toError, type Method, type PendingCall, type Reply, type Request, type RequestBody } from './protocol.js';
 import type { ClientOptions, LightwireEvent } from './types.js';
 
 /**
@@ -27,32 +27,13 @@ const PING_EVERY_MS = 5_000;
  * carried out in part before the worker hung (a watch saved, a transaction sent), so they
  * are rejected with `WorkerRestarted` and the application decides.
  */
-const RETRIED: ReadonlySet<Method> = new Set<Method>([
-  'tip',
-  'gateways',
-  'metrics',
-  'headerAt',
-  'headerByHash',
-  'verifyInclusion',
-  'transactions',
-  'utxos',
-  'balance',
-]);
+const RETRIED: ReadonlySet<Method> = new Set<Method>(METHODS.filter((m) => !CHANGING.has(m)));
 
-/** A request posted to the current worker and not answered yet. */
-interface Pending {
-  /** The engine method called, or null for the worker's own requests (`open`, `hang`). */
-  method: Method | null;
-  args: unknown[];
-  resolve: (v: unknown) => void;
-  reject: (e: Error) => void;
-}
-
-function named(name: string, message: string): Error {
-  const err = new Error(message);
-  err.name = name;
-  return err;
-}
+/**
+ * A request posted to the current worker and not answered yet: its method is null for the
+ * worker's own requests (`open`, `hang`).
+ */
+type Pending = PendingCall<Method | null>;
 
 /** The engine in a watched dedicated worker: see the module's comment. */
 export class WorkerBackend implements Backend {

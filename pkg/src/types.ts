@@ -74,6 +74,15 @@ export interface ClientOptions {
    */
   workerTimeoutMs?: number;
   /**
+   * Share one engine between every tab (and worker) of this origin that opens the same
+   * store (default true, where the browser has Web Locks and BroadcastChannel): one of them,
+   * the leader, runs the engine and the gateways' connections; the others follow it with the
+   * same API (see pkg/README, "Several tabs"). With false, this client runs its own engine:
+   * a second client on the same store then takes it over and the first stops with a
+   * `StoreError`, as where sharing is not available.
+   */
+  shareTabs?: boolean;
+  /**
    * For the package's own tests only, never in an app: lets
    * {@link LightwireClient.testHangWorker} make the worker spin for ever.
    */
@@ -252,9 +261,26 @@ export interface WorkerRestarted {
   rejected: number;
 }
 
+/**
+ * Whether this tab runs the engine (`leader`: the gateways' connections, the store's only
+ * writer) or has its calls carried to the tab that does (`follower`). See
+ * `ClientOptions.shareTabs`.
+ */
+export type Role = 'leader' | 'follower';
+
+/**
+ * This tab's role, once it is known (with the first events after `open`) and whenever it
+ * changes: a follower becomes the leader when the leading tab goes.
+ */
+export interface RoleChange {
+  type: 'role';
+  role: Role;
+}
+
 /** Every event the client dispatches. */
 export type LightwireEvent =
   | Persistence
+  | RoleChange
   | WorkerRestarted
   | GatewayChange
   | SyncProgress

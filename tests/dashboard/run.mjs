@@ -136,6 +136,7 @@ function readPage(page) {
     const gw = document.querySelector('[data-testid="gateway-0"]');
     return {
       state: document.body.dataset.state,
+      role: document.getElementById('role')?.dataset.role || null,
       percent: Number(document.getElementById('progress-percent')?.dataset.value),
       percentText: text('progress-percent'),
       tipHeight: Number(document.getElementById('tip-height')?.dataset.value || NaN),
@@ -253,6 +254,18 @@ async function inEngine(engine) {
     const shown = await until(page, "the gateway's tip on the page", 30_000, (v) => v.tipHeight === gw.height);
     assert(shown.tipHash === gw.hash, `the page shows tip hash ${shown.tipHash}, the gateway ${gw.hash}`);
     log(`the page shows tip ${shown.tipHeight} ${shown.tipHash.slice(0, 16)}... = the gateway's /metrics`);
+
+    // 3b. The dashboard open in a second tab follows the first: it shows its role and the
+    // same tip, through the first tab's connection.
+    assert(shown.role === 'leader', `the first tab shows role ${shown.role}`);
+    const second = await browser.newPage();
+    second.onError((message) => errors.push(message));
+    await second.goto(demo.url);
+    const follows = await until(second, 'the second tab following', 60_000, (v) =>
+      v.role === 'follower' && v.state === 'synced' && v.tipHeight === gw.height);
+    assert(follows.tipHash === gw.hash, `the second tab shows tip hash ${follows.tipHash}`);
+    await second.close();
+    log(`a second tab shows role "follower" and the same tip; the first, "leader"`);
 
     // 4. The charts have data, drawn.
     const charted = await until(page, 'two samples in every chart', 15_000, (v) =>

@@ -110,8 +110,14 @@ const PAGE = `<!doctype html><meta charset="utf-8"><title>e2e</title>
   window.lw = {
     async open(options) {
       window.events = [];
+      // When each event came (Date.now(), the clock the test runner shares).
+      window.eventAt = [];
+      const at = (e) => {
+        window.events.push(e.detail);
+        window.eventAt.push(Date.now());
+      };
       window.client = await LightwireClient.open(options);
-      window.client.addEventListener('event', (e) => window.events.push(e.detail));
+      window.client.addEventListener('event', at);
       return true;
     },
     // The benchmark: from before open to the tip event at \`height\`, timed in the page,
@@ -198,6 +204,8 @@ async function gateway(source, { port = 0, keyFile, binary = 'lightwire-gateway'
     port: Number(/:(\d+)#/.exec(connect)[1]),
     proc,
     tip: () => gatewayTip(metrics),
+    /// A counter or gauge of its /metrics (NaN when it has none by that name).
+    metric: async (name) => Number(new RegExp(`^${name} (\\d+)$`, 'm').exec(await (await fetch(metrics)).text())?.[1]),
     hup: () => proc.kill('SIGHUP'),
     stop: () => terminate(proc),
   };
@@ -1358,6 +1366,308 @@ async function walletHostile() {
   }
 }
 
+// ---------------------------------------------------------------- several tabs
+
+/// The page among `pages` whose client leads (runs the engine), or null while none does.
+async function leaderOf(pages) {
+  for (const p of pages) {
+    if ((await p.evaluate(() => window.client?.role ?? null)) === 'leader') return p;
+  }
+  return null;
+}
+
+/// Wait until one of `pages` leads; returns it.
+async function newLeader(pages, what, ms = 30_000) {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const p = await leaderOf(pages);
+    if (p) return p;
+    assert(Date.now() < deadline, `no tab took over in ${ms} ms (${what})`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+/// The hand-over: from `since` (the leading tab closed, reloaded or killed) to the new
+/// leader's gateway connection syncing (its first request sent), from the times that page
+/// saw its own events at.
+async function handOverMs(page, since) {
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    const at = await page.evaluate(() => {
+      let led = -1;
+      window.events.forEach((e, i) => {
+        if (e.type === 'role' && e.role === 'leader') led = i;
+      });
+      const i = window.events.findIndex((e, k) => k > led && e.type === 'gateway' && (e.state === 'syncing' || e.state === 'synced'));
+      return led < 0 || i < 0 ? null : window.eventAt[i];
+    });
+    if (at !== null) return at - since;
+    assert(Date.now() < deadline, 'the new leader never had a gateway syncing');
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+/// The most client connections `gw` had open at once, sampled every 20 ms until `end()`.
+function connectionsPeak(gw) {
+  let peak = 0;
+  let on = true;
+  const loop = (async () => {
+    while (on) {
+      peak = Math.max(peak, await gw.metric('lightwire_connections_open'));
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  })();
+  return {
+    async end() {
+      on = false;
+      await loop;
+      return peak;
+    },
+  };
+}
+
+/// Check that the store behind `page`'s client is whole up to `tip`: at every 5,000th
+/// height, 100 others at random and the last 20, the header reads back by height and by
+/// its hash and links to the one below it; with `hashOf`, it is the served chain's.
+/// Returns how many heights were read.
+async function checkStore(page, tip, hashOf) {
+  const heights = new Set();
+  for (let h = 1; h <= tip; h += 5_000) heights.add(h);
+  for (let k = 0; k < 100; k++) heights.add(1 + Math.floor(Math.random() * tip));
+  for (let h = Math.max(1, tip - 19); h <= tip; h++) heights.add(h);
+  const got = await page.evaluate(async (hs) => {
+    const out = [];
+    for (const h of hs) {
+      const [a, below] = await Promise.all([window.client.headerAt(h), window.client.headerAt(h - 1)]);
+      const byHash = a ? await window.client.headerByHash(a.hash) : null;
+      out.push({ h, hash: a?.hash ?? null, linked: !!a && !!below && a.prevHash === below.hash, byHash: byHash?.height ?? null });
+    }
+    return out;
+  }, [...heights].sort((a, b) => a - b));
+  const bad = got.filter((g) => !g.hash || !g.linked || g.byHash !== g.h || (hashOf && g.hash !== hashOf(g.h)));
+  assert(bad.length === 0, `the store is not whole: ${JSON.stringify(bad.slice(0, 5))}`);
+  return got.length;
+}
+
+/// The `error` events a page's client has seen.
+async function errorsIn(page) {
+  return page.evaluate(() => window.events.filter((e) => e.type === 'error'));
+}
+
+const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor((xs.length - 1) / 2)];
+
+/// One engine for every tab of a store (pkg/src/tabs.ts): three tabs of one profile, the
+/// second and third opened while the first syncs 925,000 headers, all reach the tip
+/// through one gateway connection; a watch() in a follower shows in every tab; the leading
+/// tab stopped, closed mid-sync, killed (Chromium) and reloaded ten times: another tab
+/// takes over and finishes, never two connections at once, never an error, the store
+/// whole. The hand-overs are timed (benches/README.md).
+async function tabs() {
+  const pages = [];
+  const servers = [];
+  const open = async (options) => {
+    const p = await openPage();
+    pages.push(p);
+    await openClient(p, options);
+    return p;
+  };
+  const closeAll = async () => {
+    for (const p of pages.splice(0)) await p.close().catch(() => {});
+  };
+  const handOvers = [];
+  try {
+    // Three tabs, the second and third opened while the first syncs.
+    const gw = await gateway(['--generate', '925000']);
+    servers.push(gw);
+    const options = { gateways: [gw.connect], storeName: 'tabs' };
+    const first = await open(options);
+    await until(first, 'the first tab syncing', 60_000, (m) => m.storedHeight >= 100_000);
+    const joined = (await first.evaluate(() => window.client.tip())).height;
+    await open(options);
+    await open(options);
+    const roles = await Promise.all(pages.map((p) => p.evaluate(() => window.client.role)));
+    assert(JSON.stringify(roles) === '["leader","follower","follower"]', `roles ${JSON.stringify(roles)}`);
+    for (const [i, p] of pages.entries()) {
+      const { events } = await until(p, `tab ${i + 1} at the tip`, 120_000, (m, ev) =>
+        ev.some((e) => e.type === 'tip' && e.height === 925_000 && e.filterHeight === 925_000));
+      const errors = events.filter((e) => e.type === 'error');
+      assert(errors.length === 0, `tab ${i + 1}: ${JSON.stringify(errors)}`);
+      const own = events.filter((e) => e.type === 'role').map((e) => e.role);
+      assert(JSON.stringify(own) === JSON.stringify([roles[i]]), `tab ${i + 1}'s role events ${JSON.stringify(own)}`);
+      const tip = await p.evaluate(() => window.client.tip());
+      const gwTip = await gw.tip();
+      assert(tip.height === gwTip.height && tip.hash === gwTip.hash, `tab ${i + 1}'s tip ${JSON.stringify(tip)}`);
+    }
+    const connections = await gw.metric('lightwire_connections_total');
+    assert(connections === 1, `the gateway saw ${connections} client connections for three tabs`);
+    // How fast a follower's queries are answered (through the leader), beside the leader's own.
+    const latency = async (p) => p.evaluate(async () => {
+      const time = async (f) => {
+        const ms = [];
+        for (let i = 0; i < 21; i++) {
+          const t = performance.now();
+          await f();
+          ms.push(performance.now() - t);
+        }
+        return ms.sort((a, b) => a - b)[10];
+      };
+      return { tip: await time(() => window.client.tip()), balance: await time(() => window.client.balance()) };
+    });
+    const [leaderMs, followerMs] = [await latency(pages[0]), await latency(pages[1])];
+    log(`  three tabs (two joined at ${joined}): one gateway connection, each at 925,000 with no error; ` +
+      `median tip() ${followerMs.tip.toFixed(1)} ms and balance() ${followerMs.balance.toFixed(1)} ms in a follower ` +
+      `(${leaderMs.tip.toFixed(1)} / ${leaderMs.balance.toFixed(1)} ms in the leader)`);
+
+    // watch() in a follower: the wallet is the leader's, and shows in every tab.
+    const summary = await pages[2].evaluate((s) => window.client.watch({ scripts: [s], fromHeight: 924_000 }), coinbaseScript(924_500));
+    assert(summary.transactions === 1, `watch() in a follower: ${JSON.stringify(summary)}`);
+    // A call that reads the store is answered after the wallet is saved (see hang).
+    await pages[0].evaluate(() => window.client.tip());
+    for (const [i, p] of pages.entries()) {
+      await until(p, `tab ${i + 1} told of the payment`, 30_000, (_, ev) =>
+        ev.some((e) => e.type === 'transaction' && e.status === 'found' && e.height === 924_500));
+      const txs = await p.evaluate(() => window.client.transactions());
+      assert(txs.length === 1 && txs[0].height === 924_500, `tab ${i + 1}'s transactions ${JSON.stringify(txs)}`);
+    }
+
+    // What a tab in a bad state, or of another version, may post on the store's channel:
+    // dropped; a call to stop carried to the leader is refused; nothing stops or fails.
+    const odd = await pages[1].evaluate(async () => {
+      const ch = new BroadcastChannel('lightwire:tabs');
+      const leader = await new Promise((resolve) => {
+        ch.onmessage = (e) => e.data?.kind === 'leader' && e.data.to === 'odd-tab' && resolve(e.data.from);
+        ch.postMessage({ v: 1, kind: 'hello', from: 'odd-tab' });
+      });
+      const replies = [];
+      const stopped = new Promise((resolve) => {
+        ch.onmessage = (e) => {
+          if (e.data?.kind !== 'reply' || e.data.to !== 'odd-tab') return;
+          replies.push(e.data);
+          if (e.data.id === 1) resolve();
+        };
+      });
+      for (const m of [null, 7, 'x', {}, { v: 1 }, { v: 1, kind: 'event', from: leader, event: null },
+        { v: 1, kind: 'reply', from: leader, to: 'nobody', id: 0, ok: true, value: 1 },
+        { v: 2, kind: 'leader', from: 'another-version', to: null, network: 'regtest', state: [] },
+        { v: 1, kind: 'call', from: 'odd-tab', to: leader, id: 'x', method: 'tip', args: [] },
+        { v: 1, kind: 'call', from: 'odd-tab', to: leader, id: 2, method: 'tip', args: 'no' },
+        { v: 1, kind: 'call', from: 'odd-tab', to: leader, id: 1, method: 'stop', args: [] }]) {
+        ch.postMessage(m);
+      }
+      await stopped;
+      ch.close();
+      return replies.map((r) => ({ id: r.id, ok: r.ok, name: r.error?.name }));
+    });
+    assert(odd.map((r) => `${r.id} ${r.ok} ${r.name}`).join(', ') === '2 false InvalidArgument, 1 false InvalidArgument',
+      `odd messages answered ${JSON.stringify(odd)}`);
+    for (const [i, p] of pages.entries()) {
+      const { role, tip } = await p.evaluate(async () => ({ role: window.client.role, tip: await window.client.tip() }));
+      assert(role === roles[i] && tip.height === 925_000, `tab ${i + 1} after odd messages: ${role} at ${tip.height}`);
+      const errors = await errorsIn(p);
+      assert(errors.length === 0, `tab ${i + 1} after odd messages: ${JSON.stringify(errors)}`);
+    }
+    log('  odd messages on the channel (not objects, no version, another version\'s leader, a bad id, ' +
+      'a call to stop): dropped or refused; every tab still runs');
+
+    // The leader stops: a follower takes over, with the wallet.
+    await stopClient(pages[0]);
+    const next = await newLeader(pages.slice(1), 'the leader stopped');
+    await until(next, 'the new leader synced', 30_000, (m) => m.synced);
+    const carried = await next.evaluate(() => window.client.transactions());
+    assert(carried.length === 1, `after the hand-over: ${JSON.stringify(carried)}`);
+    assert((await gw.metric('lightwire_connections_total')) === 2, 'the new leader did not connect once');
+    log(`  the leader stopped: tab ${pages.indexOf(next) + 1} took over with the wallet (1 transaction)`);
+    for (const p of pages.slice(1)) await stopClient(p);
+    await closeAll();
+
+    // The leading tab closed mid-sync (and, in Chromium, the next one's renderer killed).
+    const count = 400_000;
+    const { main } = chainFiles('tabs', count + 1, 100, 1);
+    const file = join(work, 'tabs-served');
+    writeFileSync(file, main);
+    const served = await gateway(['--headers-file', file, '--network', 'regtest']);
+    servers.push(served);
+    const small = { gateways: [served.connect], storeName: 'tabs-handover', commitEvery: 10_000, requestSize: 2_000, filters: false };
+    const peak = connectionsPeak(served);
+    const a = await open(small);
+    await open(small);
+    await open(small);
+    const { m } = await until(a, 'two commits', 60_000, (mm) => mm.idbCommits >= 2);
+    assert(m.storedHeight < count, 'the sync ended before the leader was closed');
+    let since = Date.now();
+    await a.close();
+    pages.splice(pages.indexOf(a), 1);
+    let leader = await newLeader(pages, 'the leading tab closed');
+    handOvers.push(await handOverMs(leader, since));
+    const how = [`closed at ${m.storedHeight}`];
+    if (browser.name === 'chromium') {
+      const { m: m2 } = await until(leader, 'a commit by the new leader', 60_000, (mm) => mm.idbCommits >= 1);
+      assert(m2.storedHeight < count, 'the sync ended before the second leader was killed');
+      since = Date.now();
+      await leader.crash();
+      pages.splice(pages.indexOf(leader), 1);
+      leader = await newLeader(pages, 'the leading tab\'s renderer killed');
+      handOvers.push(await handOverMs(leader, since));
+      how.push(`killed at ${m2.storedHeight}`);
+    }
+    for (const p of pages) {
+      await until(p, 'the sync finished by the new leader', 120_000, syncedTo(count));
+      const errors = await errorsIn(p);
+      assert(errors.length === 0, `a follower saw ${JSON.stringify(errors)}`);
+    }
+    const read = await checkStore(leader, count, (h) => hashAt(main, h));
+    const most = await peak.end();
+    assert(most <= 1, `the gateway had ${most} connections open at once`);
+    log(`  leading tab ${how.join(', then ')}: the next finished; ${read} heights read back, the served chain's; ` +
+      `at most ${most} connection open`);
+    for (const p of pages) await stopClient(p);
+    await closeAll();
+
+    // The leader reloaded ten times while two followers stay.
+    const gw3 = await gateway(['--generate', '925000']);
+    servers.push(gw3);
+    // Small requests, so that the reloads come while it syncs.
+    const reloading = { gateways: [gw3.connect], storeName: 'tabs-reload', commitEvery: 10_000, requestSize: 1_000 };
+    const peak3 = connectionsPeak(gw3);
+    for (let i = 0; i < 3; i++) await open(reloading);
+    let midSync = 0;
+    for (let i = 1; i <= 10; i++) {
+      const lead = await newLeader(pages, `before reload ${i}`);
+      for (const p of pages) {
+        const errors = await errorsIn(p);
+        assert(errors.length === 0, `before reload ${i}: ${JSON.stringify(errors)}`);
+      }
+      if (!(await lead.evaluate(() => window.client.metrics())).synced) midSync += 1;
+      since = Date.now();
+      await lead.reload();
+      await lead.waitForFunction(() => document.title === 'ready');
+      await openClient(lead, reloading);
+      const took = await newLeader(pages, `reload ${i}`);
+      handOvers.push(await handOverMs(took, since));
+    }
+    for (const [i, p] of pages.entries()) {
+      await until(p, `tab ${i + 1} at the tip after the reloads`, 120_000, syncedTo(925_000));
+      const errors = await errorsIn(p);
+      assert(errors.length === 0, `after the reloads, tab ${i + 1}: ${JSON.stringify(errors)}`);
+    }
+    const last = await newLeader(pages, 'after the reloads');
+    const gwTip = await gw3.tip();
+    const tip = await last.evaluate(() => window.client.tip());
+    assert(tip.height === gwTip.height && tip.hash === gwTip.hash, `after the reloads: ${JSON.stringify(tip)}`);
+    const read3 = await checkStore(last, 925_000);
+    const most3 = await peak3.end();
+    assert(most3 <= 1, `the gateway had ${most3} connections open at once`);
+    log(`  the leading tab reloaded 10 times (${midSync} mid-sync): no error, ${read3} heights read back, ` +
+      `at most ${most3} connection open`);
+    log(`  hand-overs (tab gone to the new leader's first request), ms: median ${median(handOvers)}, ` +
+      `min ${Math.min(...handOvers)}, max ${Math.max(...handOvers)} of ${handOvers.length}: ${JSON.stringify(handOvers)}`);
+    for (const p of pages) await stopClient(p);
+  } finally {
+    await closeAll();
+    for (const s of servers) await s.stop();
+  }
+}
+
 /// A page closed in the middle of the wallet's rescan; the next session resumes
 /// it from the store and ends with the same state as one that was not interrupted.
 async function walletReload() {
@@ -1525,7 +1835,7 @@ function benchStart(height = 915_264) {
 
 // ---------------------------------------------------------------- main
 
-const scenarios = { full, formats, reopen, reorg, invalid, mostwork, restart, hang, queries, checkpoint, start, stall, pings, scan, crosscheck, undefended, anchor, lagging, btcd: btcdScan, wallet: walletScenario, wallethostile: walletHostile, walletreload: walletReload };
+const scenarios = { full, formats, reopen, reorg, invalid, mostwork, restart, hang, queries, checkpoint, start, stall, pings, scan, crosscheck, undefended, anchor, lagging, btcd: btcdScan, wallet: walletScenario, wallethostile: walletHostile, walletreload: walletReload, tabs };
 let work;
 let browser;
 let url;

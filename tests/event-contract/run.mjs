@@ -29,6 +29,7 @@ const UNION = 'LightwireEvent';
 const TYPESCRIPT_ONLY = {
   persistence: 'pkg/src/index.ts: the browser\'s answer to navigator.storage.persist()',
   workerRestarted: 'pkg/src/supervisor.ts: the page\'s watchdog restarted a hung worker',
+  role: 'pkg/src/tabs.ts: whether this tab runs the engine or follows the one that does',
 };
 
 function log(msg) {

@@ -13,6 +13,7 @@ import {
   refreshStorage,
   renderGateways,
   renderProgress,
+  renderRole,
   renderStatus,
   renderTip,
   setPageState,
@@ -60,6 +61,14 @@ function subscribe(c: LightwireClient): void {
       logAll(tipStored(e));
       renderTip();
       renderProgress();
+    }),
+    c.on('role', (e) => {
+      if (state.role === e.role) return;
+      state.role = e.role;
+      renderRole();
+      log('info', e.role === 'leader'
+        ? 'This tab now runs the client (the tab that ran it went): it resumes from the local store.'
+        : 'Another tab runs the client on this store: this one follows it.');
     }),
     c.on('reorg', (e) => logAll(reorged(e))),
     c.on('rejected', (e) => logAll(rejected(e))),
@@ -110,6 +119,8 @@ async function stop(next: PageState = 'stopped'): Promise<void> {
     }
   }
   state.gateways.forEach((g) => (g.state = 'stopped'));
+  state.role = null;
+  renderRole();
   ui.disconnect.disabled = true;
   ui.connect.textContent = 'Connect';
   setBusy(false);
@@ -149,6 +160,8 @@ async function connect(urls: string[], net: Network): Promise<void> {
   }
   state.client = c;
   subscribe(c);
+  state.role = c.role;
+  renderRole();
   void sample(); // the baseline for the first rates a second from now
   ui.disconnect.disabled = false;
   ui.connect.disabled = false;

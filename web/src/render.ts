@@ -14,6 +14,7 @@ export function $<T extends HTMLElement = HTMLElement>(id: string): T {
 
 export const ui = {
   status: $('status'),
+  role: $('role'),
   announce: $('announce'),
   form: $<HTMLFormElement>('connect-form'),
   gateways: $<HTMLTextAreaElement>('gateways'),
@@ -240,6 +241,18 @@ export function renderTip(): void {
   ui.tipTime.textContent = `${when.toLocaleString(undefined, { dateStyle: 'medium', timeStyle: 'medium' })} (${ago(tip.time)})`;
   ui.tipTime.title = when.toISOString();
   ui.copyHash.disabled = false;
+}
+
+/** Which tab runs the client: this one, or another tab open on the same store. */
+export function renderRole(): void {
+  ui.role.hidden = state.role === null;
+  ui.role.dataset.role = state.role ?? '';
+  ui.role.textContent =
+    state.role === 'leader'
+      ? 'This tab runs the client; other tabs on this store follow it.'
+      : state.role === 'follower'
+        ? 'Another tab runs the client; this one follows it.'
+        : '';
 }
 
 export function renderStatus(): void {

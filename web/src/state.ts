@@ -12,6 +12,7 @@ import type {
   NewTip,
   Rejected,
   Reorg,
+  Role,
   SyncProgress,
   TipInfo,
 } from 'lightwire';
@@ -54,6 +55,8 @@ export const state = {
   metrics: null as Metrics | null,
   previous: null as Metrics | null,
   pageState: 'idle' as PageState,
+  /** Whether this tab runs the client or follows the tab that does; null when not connected. */
+  role: null as Role | null,
   wasSynced: false,
   /** The status line in the 'error' state. */
   errorStatus: 'Could not connect',
