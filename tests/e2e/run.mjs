@@ -1846,7 +1846,9 @@ async function main() {
   if (!args.includes('--no-build')) build();
   work = mkdtempSync(join(tmpdir(), 'lightwire-e2e-'));
   // An empty favicon: a 404 for it would be a console error in Chromium.
-  const server = await serve({ '/': PAGE, '/favicon.ico': '' }, { '/pkg/': join(root, 'pkg') });
+  // E2E_PKG=DIR: the package served from DIR instead of pkg/ (an older build's, to time
+  // two clients against the same gateways and harness).
+  const server = await serve({ '/': PAGE, '/favicon.ico': '' }, { '/pkg/': process.env.E2E_PKG ?? join(root, 'pkg') });
   url = `http://127.0.0.1:${server.address().port}/`;
   let failed = 0;
   try {
