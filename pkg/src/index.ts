@@ -152,9 +152,10 @@ export class LightwireClient extends EventTarget {
    * never learn the scripts); the blocks that match are fetched, checked against their
    * stored headers (hash and Merkle root) and kept as transactions and coins, saved in the
    * store and resumed after a reload. Resolves once everything stored is matched and
-   * applied; `transaction` and `balance` events follow as blocks arrive, and on reorgs.
-   * Watching more scans again from the wallet's start. Rejects with `InvalidArgument`
-   * naming what cannot be watched (a malformed address, another network's, an xprv, ...).
+   * applied, and the wallet saved; `transaction` and `balance` events follow as blocks
+   * arrive, and on reorgs. Watching more scans again from the wallet's start. Rejects
+   * with `InvalidArgument` naming what cannot be watched (a malformed address, another
+   * network's, an xprv, ...).
    * The wallet and {@link LightwireClient.scan} share one scan: a `scan()` call pauses the
    * wallet until `watch()` is called again.
    */

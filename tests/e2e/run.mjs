@@ -608,11 +608,8 @@ async function hang() {
       (m) => m.storedHeight === 3_000 && m.storedFilterHeight === 3_000);
     // 3,200 is mined after the hang: only a wallet resumed by the new worker can find it.
     const scripts = [coinbaseScript(2_000), coinbaseScript(3_200)];
+    // watch() resolves once the wallet is saved: the hang right after cannot lose it.
     await page.evaluate((s) => window.client.watch({ scripts: s, fromHeight: 1 }), scripts);
-    // watch() resolves before the wallet is saved (the save follows in the engine's next
-    // round): a call that reads the store is answered after it. Without this the hang could
-    // come first and the watch be lost, as on a reload at that moment.
-    await page.evaluate(() => window.client.tip());
     await page.evaluate(() => {
       window.hung = window.client.testHangWorker().then(() => 'resolved', (e) => e.name);
       window.during = window.client.headerAt(2_000);
@@ -1521,8 +1518,6 @@ async function tabs() {
     // watch() in a follower: the wallet is the leader's, and shows in every tab.
     const summary = await pages[2].evaluate((s) => window.client.watch({ scripts: [s], fromHeight: 924_000 }), coinbaseScript(924_500));
     assert(summary.transactions === 1, `watch() in a follower: ${JSON.stringify(summary)}`);
-    // A call that reads the store is answered after the wallet is saved (see hang).
-    await pages[0].evaluate(() => window.client.tip());
     for (const [i, p] of pages.entries()) {
       await until(p, `tab ${i + 1} told of the payment`, 30_000, (_, ev) =>
         ev.some((e) => e.type === 'transaction' && e.status === 'found' && e.height === 924_500));

@@ -6,7 +6,8 @@
 //!
 //! Each round: the host sends what is due and passes events on ([`Host::pump`]); calls
 //! that waited for the store are answered; the store's reads the engine waits for are
-//! done (ancestors, filter data), its states saved; then a commit, if one is due, runs
+//! done (ancestors, filter data), its states saved (a wallet saved goes round again, so
+//! that the host answers what waited for it); then a commit, if one is due, runs
 //! while the host keeps feeding input (the engine validates the next batch meanwhile, and
 //! calls that need the store wait for the commit); else the loop waits for one input.
 //! What is in flight stays bounded: one commit, and the next one's gathering (the engine
@@ -106,7 +107,10 @@ async fn rounds<H: Host>(
         if pipeline.read_filter_data(host.engine(), store).await? {
             continue;
         }
-        pipeline.save_scan(host.engine(), store).await?;
+        if pipeline.save_scan(host.engine(), store).await? {
+            // The host answers what waited for the wallet to be saved.
+            continue;
+        }
         if let Some(c) = commit(host, store, pipeline, waiting).await? {
             pipeline.after_commit(host.engine(), store).await?;
             host.committed(store, c);

@@ -284,22 +284,24 @@ impl Pipeline {
     }
 
     /// Save the scan's state if it moved enough since it was last saved, and the wallet's
-    /// if it changed.
+    /// if it changed; returns whether the wallet was saved (calls waiting for it to be,
+    /// `watch` and `unwatch`, can then be answered: [`Engine::wallet_settled`]).
     pub async fn save_scan<S: HeaderStore>(
         &mut self,
         engine: &mut Engine,
         store: &mut S,
-    ) -> Result<(), StoreError> {
+    ) -> Result<bool, StoreError> {
         if engine.take_scan_dropped() {
             store.put_record(SCAN, None).await?;
         }
         if let Some(state) = engine.scan_to_save() {
             store.put_record(SCAN, Some(&state)).await?;
         }
-        if let Some(state) = engine.wallet_to_save() {
-            store.put_record(WALLET, Some(&state)).await?;
-        }
-        Ok(())
+        let Some(state) = engine.wallet_to_save() else {
+            return Ok(false);
+        };
+        store.put_record(WALLET, Some(&state)).await?;
+        Ok(true)
     }
 
     /// A commit to start, if one is due; the engine validates on meanwhile. Commit the

@@ -9,7 +9,7 @@ use core::time::Duration;
 use lightwire_proto::testing::TestChain;
 
 use lightwire_chain::{BlockHash, WINDOW_LEN};
-use lightwire_store::HeaderStore;
+use lightwire_store::{HeaderStore, StoreError};
 
 use crate::engine::Engine;
 use crate::ids::GatewayId;
@@ -444,6 +444,48 @@ fn watch_coinbases(heights: &[u32]) -> Vec<crate::wallet::Watched> {
         .iter()
         .map(|&h| crate::wallet::Watched::Script(hex::encode(coinbase_script(h, 0))))
         .collect()
+}
+
+/// `watch` is answered (the wallet settled) only once what it found is saved: the wallet
+/// pays the tip's block, so it is synced by the very block that changes it; a store that
+/// refuses that save ends the session with its error and the wallet was never settled, so
+/// no shell told the app it watched what the store did not keep (a tab closed right after
+/// would have lost it).
+#[test]
+fn a_watch_is_answered_only_once_the_wallet_is_saved() {
+    let session = |refuse_from: usize| {
+        let mut net = Net::new(
+            FailingStore::new(memory(), usize::MAX),
+            vec![TestChain::generate(3_000)],
+            small,
+        );
+        net.drive();
+        net.store.refuse_records_from = refuse_from;
+        net.host
+            .engine
+            .watch(&watch_coinbases(&[3_000]), 2_000)
+            .unwrap();
+        net.drive();
+        net
+    };
+    let whole = session(usize::MAX);
+    assert!(whole.host.settled_seen && whole.store_error.is_none());
+    let saved = block_on(whole.store.record(crate::pipeline::WALLET)).unwrap();
+    assert!(saved.is_some_and(|w| !w.is_empty()));
+    // The same session with its last save of the wallet refused.
+    let last = whole
+        .store
+        .records
+        .iter()
+        .rposition(|k| *k == crate::pipeline::WALLET)
+        .expect("the wallet saved");
+    let cut = session(last + 1);
+    assert_eq!(cut.store_error, Some(StoreError::QuotaExceeded));
+    assert!(cut.host.engine.wallet_synced());
+    assert!(
+        !cut.host.settled_seen,
+        "the wallet was settled before it was saved"
+    );
 }
 
 /// The wallet watches two coinbase scripts: the scan matches their blocks, which are

@@ -59,6 +59,10 @@ pub struct FailingStore {
     /// How many times each commit waits before it runs (as IndexedDB's takes a while, and
     /// the driver takes input meanwhile).
     pub yields: u32,
+    /// The records saved (scan and wallet states), in order, one refused included.
+    pub records: Vec<RecordKey>,
+    /// From which saved record on (counted from 1) saving fails, as with the quota reached.
+    pub refuse_records_from: usize,
 }
 
 impl FailingStore {
@@ -71,6 +75,8 @@ impl FailingStore {
             last_ok: None,
             lookups: core::cell::Cell::new(0),
             yields: 0,
+            records: Vec::new(),
+            refuse_records_from: usize::MAX,
         }
     }
 }
@@ -103,6 +109,10 @@ impl HeaderStore for FailingStore {
         key: RecordKey,
         record: Option<&[u8]>,
     ) -> Result<(), StoreError> {
+        self.records.push(key);
+        if self.records.len() >= self.refuse_records_from {
+            return Err(StoreError::QuotaExceeded);
+        }
         self.inner.put_record(key, record).await
     }
     async fn filter_tip(&self) -> Result<Option<lightwire_store::FilterTip>, StoreError> {
@@ -149,6 +159,9 @@ pub struct TestHost<S> {
     pub during_commits: usize,
     /// The most headers validated and not yet committed, seen at an input.
     pub most_uncommitted: usize,
+    /// Whether the wallet was settled (synced and saved) at a pump: when a shell answers
+    /// `watch`.
+    pub settled_seen: bool,
     /// Messages from the gateways, not yet handed to the engine.
     queue: VecDeque<TestInput>,
     /// Per gateway: from which of its WebSocket messages on each connection (0: act two)
@@ -224,6 +237,7 @@ impl<S: HeaderStore> Host for TestHost<S> {
             }
         }
         h.events.extend(core::iter::from_fn(|| engine.poll_event()));
+        h.settled_seen |= engine.wallet_settled();
     }
 
     async fn next(&mut self) -> Option<TestInput> {
@@ -349,6 +363,7 @@ impl<S: HeaderStore> Net<S> {
             events: Vec::new(),
             committed: None,
             during_commits: 0,
+            settled_seen: false,
             most_uncommitted: 0,
             queue: VecDeque::new(),
             corrupt_from: vec![None; gateways],

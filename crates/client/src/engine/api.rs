@@ -275,6 +275,13 @@ impl Engine {
         self.tasks.wallet.synced(&self.ctx, &self.tasks.scan)
     }
 
+    /// Whether the wallet is synced and what it watches and found is saved: what a
+    /// `watch` or `unwatch` call waits for, so that a tab closed right after the call
+    /// resolves still has it in the store (the driver saves before it pumps again).
+    pub fn wallet_settled(&self) -> bool {
+        self.wallet_synced() && !self.tasks.wallet.wallet.as_ref().is_some_and(|w| w.dirty)
+    }
+
     /// Counters since the start.
     pub fn counters(&self) -> Counters {
         self.ctx.counters

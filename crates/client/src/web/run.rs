@@ -200,7 +200,8 @@ impl Net {
                 self.emit(js_event_from!(events::BALANCE_CHANGED, events::BALANCE, b));
             }
         }
-        if !self.watch_calls.is_empty() && self.engine.wallet_synced() {
+        // Answered once the wallet is saved too: a tab closed right after still has it.
+        if !self.watch_calls.is_empty() && self.engine.wallet_settled() {
             let summary = self.wallet_summary();
             for call in std::mem::take(&mut self.watch_calls) {
                 let _ = call.resolve.call1(&JsValue::NULL, &summary);
