@@ -103,13 +103,35 @@ export function kill(proc) {
 }
 
 /// A free TCP port on 127.0.0.1.
-export function freePort() {
+export async function freePort() {
+  // Below the kernel's ephemeral range: a port the kernel hands out for `listen(0)` comes
+  // from that range, where any outgoing connection may take it as its local end before the
+  // server it was picked for binds it (seen: a gateway started by `npm start` seconds
+  // later failed with EADDRINUSE). Ports below it are only taken by servers that ask.
+  const first = ephemeralStart();
+  for (let tries = 0; tries < 200; tries++) {
+    const port = 10_000 + Math.floor(Math.random() * (first - 10_000));
+    if (await canListen(port)) return port;
+  }
+  throw new Error(`no free port found between 10000 and ${first}`);
+}
+
+/// The first port of the kernel's ephemeral range (32768 where it cannot be read).
+function ephemeralStart() {
+  try {
+    const first = Number(readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/)[0]);
+    return Number.isInteger(first) && first > 11_000 ? first : 32_768;
+  } catch {
+    return 32_768;
+  }
+}
+
+/// Whether a server can listen on 127.0.0.1:`port` now.
+function canListen(port) {
   return new Promise((resolve) => {
     const s = createTcpServer();
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
+    s.once('error', () => resolve(false));
+    s.listen(port, '127.0.0.1', () => s.close(() => resolve(true)));
   });
 }
 
