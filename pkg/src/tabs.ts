@@ -267,7 +267,7 @@ export class SharedBackend implements Backend {
         if (!p) return;
         this.#pending.delete(msg.id);
         if (msg.ok) p.resolve(msg.value);
-        else p.reject(toError(msg.error));
+        else p.reject(toError(answerError(msg.error)));
         return;
       }
       case 'event':
@@ -384,6 +384,14 @@ export class SharedBackend implements Backend {
     this.#release();
     this.#channel.close();
   }
+}
+
+/** A reply's error as sent, or one saying it came malformed (the call must still settle). */
+function answerError(e: unknown): { name: string; message: string } {
+  const { name, message } = (typeof e === 'object' && e !== null ? e : {}) as { name?: unknown; message?: unknown };
+  return typeof name === 'string' && typeof message === 'string'
+    ? { name, message }
+    : { name: 'InvalidState', message: 'the leading tab answered this call with a malformed error' };
 }
 
 /** The key under which the leader keeps an event's last value, for tabs joining later. */

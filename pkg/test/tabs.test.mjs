@@ -303,6 +303,30 @@ test('odd messages on the channel are dropped, a call to stop is refused, and an
   }
 });
 
+test('a failed answer without its error still settles the call', { timeout: 10_000 }, async () => {
+  const w = world();
+  try {
+    const a = await w.open('a');
+    const b = await w.open('b');
+    // The leader's answer, forged in its name before it can answer: ok false, no error.
+    a.engine.hold = new Promise(() => {});
+    const ch = w.channel();
+    const forged = new Promise((resolve) => {
+      ch.onmessage = (e) => {
+        if (e.data?.kind !== 'call') return;
+        ch.postMessage({ v: 1, kind: 'reply', from: e.data.to, to: e.data.from, id: e.data.id, ok: false });
+        resolve();
+      };
+    });
+    const asked = b.backend.call('tip', []);
+    await forged;
+    ch.close();
+    await assert.rejects(asked, { name: 'InvalidState' });
+  } finally {
+    w.close();
+  }
+});
+
 test('a call that cannot be carried to the leader fails alone', { timeout: 10_000 }, async () => {
   const w = world();
   try {
