@@ -195,14 +195,7 @@ export class SharedBackend implements Backend {
     this.#leader = this.#me;
     this.#setRole('leader');
     this.#announced = true;
-    this.#post({
-      v: VERSION,
-      kind: 'leader',
-      from: this.#me,
-      to: null,
-      network: this.#options.network,
-      state: [...this.#state.values()],
-    });
+    this.#announce(null);
     // What this tab asked while it followed, it now answers itself.
     const pending = [...this.#pending.values()];
     this.#pending.clear();
@@ -219,6 +212,12 @@ export class SharedBackend implements Backend {
     if (key) this.#state.set(key, e);
     this.#onEvent(e);
     if (this.#announced && !this.#stopping) this.#post({ v: VERSION, kind: 'event', from: this.#me, event: e });
+  }
+
+  /** Say that this tab leads, to every tab (`to` null) or to the one that asked. */
+  #announce(to: string | null): void {
+    const state = [...this.#state.values()];
+    this.#post({ v: VERSION, kind: 'leader', from: this.#me, to, network: this.#options.network, state });
   }
 
   #setRole(role: Role): void {
@@ -243,16 +242,7 @@ export class SharedBackend implements Backend {
     if (msg.v !== VERSION || typeof msg.from !== 'string' || msg.from === this.#me) return;
     switch (msg.kind) {
       case 'hello':
-        if (this.#engine && this.#announced && !this.#stopping) {
-          this.#post({
-            v: VERSION,
-            kind: 'leader',
-            from: this.#me,
-            to: msg.from,
-            network: this.#options.network,
-            state: [...this.#state.values()],
-          });
-        }
+        if (this.#engine && this.#announced && !this.#stopping) this.#announce(msg.from);
         return;
       case 'leader':
         if (msg.to !== null && msg.to !== this.#me) return;
