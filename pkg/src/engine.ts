@@ -31,6 +31,7 @@ export async function openHere(
       requestSize: options.requestSize,
       filters: options.filters,
       progressIntervalMs: options.progressIntervalMs,
+      unconfirmedExpiryMs: options.unconfirmedExpiryMs,
     },
     (e: LightwireEvent) => onEvent(e),
   );

@@ -17,7 +17,7 @@ import type {
   ScanResult,
   Utxo,
   WalletSummary,
-  WalletTransaction,
+  TransactionEntry,
   WatchOptions,
   StorageInfo,
   TipInfo,
@@ -174,12 +174,18 @@ export class LightwireClient extends EventTarget {
     return this.#call('unwatch', options);
   }
 
-  /** The wallet's transactions, oldest first. */
-  transactions(): Promise<WalletTransaction[]> {
+  /**
+   * The wallet's transactions: those in blocks oldest first, then the unconfirmed ones in
+   * the order they were first seen.
+   */
+  transactions(): Promise<TransactionEntry[]> {
     return this.#call('transactions');
   }
 
-  /** The wallet's unspent coins. */
+  /**
+   * The wallet's coins that no known transaction spends: confirmed ones and outputs of
+   * unconfirmed transactions (`status`), as Bitcoin Core's `listunspent`.
+   */
   utxos(): Promise<Utxo[]> {
     return this.#call('utxos');
   }
@@ -193,8 +199,10 @@ export class LightwireClient extends EventTarget {
    * Send a signed transaction (raw hex) to every connected gateway that relays; each
    * checks it (one transaction, Bitcoin Core's standard weight and size) and passes it to
    * its node over P2P. Resolves with how many did. Rejects with `InvalidArgument` (checked
-   * here first, the reason named) or `NoGateway`. A relayed transaction shows in the
-   * wallet once it is mined (the client does not see the mempool).
+   * here first, the reason named) or `NoGateway`. A transaction of the wallet's that at
+   * least one gateway relayed is in the wallet as unconfirmed before this resolves (a
+   * `transaction` event, `status: 'unconfirmed'`), confirmed when mined, dropped (with its
+   * reason) if a mined transaction conflicts with it or it expires.
    */
   broadcast(rawTxHex: string): Promise<BroadcastResult> {
     return this.#call('broadcast', rawTxHex);

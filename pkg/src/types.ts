@@ -67,6 +67,12 @@ export interface ClientOptions {
    */
   filters?: boolean;
   /**
+   * How long an unconfirmed transaction of the wallet's that no gateway is known to hold
+   * is kept unmined before it is dropped as `expired`, in milliseconds (default two weeks,
+   * Bitcoin Core's mempool expiry).
+   */
+  unconfirmedExpiryMs?: number;
+  /**
    * How long the engine's worker may leave the page's ping unanswered (pinged every 5 s)
    * before it is taken for hung, terminated and started again on the same store with the
    * same options (a `workerRestarted` event). Default 30,000 ms: the engine's longest
@@ -344,7 +350,37 @@ export interface WalletTransaction {
   fee: Satoshis | null;
 }
 
-/** An unspent coin of the wallet's. */
+/**
+ * A transaction of the wallet's not in a block: one it broadcast that a gateway passed to
+ * its node. Nothing proves it (no proof of work): it may never be mined, and is never
+ * counted as confirmed.
+ */
+export interface UnconfirmedTransaction {
+  /** Display hex. */
+  txid: string;
+  height: null;
+  blockHash: null;
+  /** What its outputs pay the wallet. */
+  received: Satoshis;
+  /** The value of the wallet's coins it spends (confirmed or unconfirmed). */
+  sent: Satoshis;
+  /** Its fee, known when every input was the wallet's; null otherwise. */
+  fee: Satoshis | null;
+  /** How many gateways are known to hold it now (0 after a restart until one says so). */
+  gateways: number;
+  /** When it was first seen, in milliseconds since the Unix epoch. */
+  firstSeen: number;
+}
+
+/** An entry of {@link LightwireClient.transactions}: in a block, or not yet. */
+export type TransactionEntry =
+  | ({ status: 'confirmed' } & WalletTransaction)
+  | ({ status: 'unconfirmed' } & UnconfirmedTransaction);
+
+/**
+ * A coin of the wallet's that no known transaction spends (as Bitcoin Core's
+ * `listunspent`): a confirmed one, or an output of an unconfirmed transaction.
+ */
 export interface Utxo {
   /** Display hex. */
   txid: string;
@@ -352,10 +388,13 @@ export interface Utxo {
   value: Satoshis;
   /** The output script, hex. */
   script: string;
-  height: number;
+  /** Its block's height; null while unconfirmed. */
+  height: number | null;
+  /** 0 while unconfirmed. */
   confirmations: number;
   /** A coinbase output: spendable after 100 confirmations. */
   coinbase: boolean;
+  status: 'confirmed' | 'unconfirmed';
 }
 
 /** The wallet's balance. */
@@ -368,6 +407,12 @@ export interface Balance {
   immature: Satoshis;
   /** Unspent coins in all. */
   coins: number;
+  /**
+   * The net of the unconfirmed transactions (incoming positive, outgoing negative): what
+   * they will do to the balance if they are mined. Never part of the others: a coin an
+   * unconfirmed transaction spends is still in `confirmed` until a block spends it.
+   */
+  unconfirmed: Satoshis;
 }
 
 /** What {@link LightwireClient.watch} resolves to. */
@@ -377,13 +422,26 @@ export interface WalletSummary {
 }
 
 /**
- * A wallet transaction found in a block (`found`), or withdrawn because a reorganisation
+ * Why an unconfirmed transaction was dropped: `replaced` (a later one spending the same
+ * coin replaced it or its ancestor, BIP125), `conflicted` (a mined transaction spent a
+ * coin it, or its ancestor, spends), `expired` (not mined within `unconfirmedExpiryMs`
+ * and no gateway holds it), `unwatched` (it touches nothing still watched).
+ */
+export type DropReason = 'replaced' | 'conflicted' | 'expired' | 'unwatched';
+
+/**
+ * A wallet transaction found in a block (`found`), withdrawn because a reorganisation
  * disconnected its block (`withdrawn`: only `txid` and `height` are given; it comes back
- * as `found` if the new branch has it).
+ * as `found` if the new branch has it), seen unconfirmed (`unconfirmed`: again when the
+ * number of gateways holding it changes), or dropped unmined (`dropped`; `by` names the
+ * replacing or conflicting transaction when one did). A mined unconfirmed transaction
+ * comes as `found`.
  */
 export type TransactionEvent =
   | ({ type: 'transaction'; status: 'found' } & WalletTransaction)
-  | { type: 'transaction'; status: 'withdrawn'; txid: string; height: number };
+  | { type: 'transaction'; status: 'withdrawn'; txid: string; height: number }
+  | ({ type: 'transaction'; status: 'unconfirmed' } & UnconfirmedTransaction)
+  | { type: 'transaction'; status: 'dropped'; txid: string; reason: DropReason; by: string | null };
 
 /** What {@link LightwireClient.broadcast} resolves to (and the `broadcast` event). */
 export interface BroadcastResult {

@@ -1,7 +1,7 @@
 // The wallet panel: addresses, descriptors or scripts in, `client.watch()` started, then
 // the balance, the transactions (with confirmations) and the coins drawn as the
 // `transaction` and `balance` events come; and a raw transaction to broadcast.
-import type { Balance, LightwireClient, WalletTransaction } from 'lightwire';
+import type { Balance, LightwireClient, UnconfirmedTransaction, WalletTransaction } from 'lightwire';
 import { count, explain } from './format';
 import { readForm } from './forms';
 import { $, log } from './render';
@@ -16,7 +16,10 @@ const ui = {
   pending: $('wallet-pending'),
   immature: $('wallet-immature'),
   coins: $('wallet-coins'),
+  unconfirmed: $('wallet-unconfirmed'),
   txs: $<HTMLTableSectionElement>('wallet-txs'),
+  unconfirmedBox: $('wallet-unconfirmed-box'),
+  unconfirmedTxs: $<HTMLTableSectionElement>('wallet-unconfirmed-txs'),
   sendForm: $<HTMLFormElement>('broadcast-form'),
   raw: $<HTMLTextAreaElement>('broadcast-raw'),
   send: $<HTMLButtonElement>('broadcast-send'),
@@ -59,26 +62,41 @@ function showBalance(b: Balance): void {
   ui.pending.textContent = btc(b.pending);
   ui.immature.textContent = btc(b.immature);
   ui.coins.textContent = count(b.coins);
+  ui.unconfirmed.textContent = b.unconfirmed === 0 ? '–' : `${b.unconfirmed > 0 ? '+' : ''}${btc(b.unconfirmed)}`;
 }
 
-function row(t: WalletTransaction, tip: number): HTMLTableRowElement {
+function cellsRow(txid: string, cells: string[]): HTMLTableRowElement {
   const tr = document.createElement('tr');
-  tr.dataset.height = String(t.height);
-  tr.dataset.txid = t.txid;
-  const cells = [
-    `${t.txid.slice(0, 16)}…`,
-    count(t.height),
-    count(Math.max(0, tip - t.height + 1)),
-    btc(t.received - t.sent),
-    t.fee === null ? '–' : btc(t.fee),
-  ];
+  tr.dataset.txid = txid;
   for (const text of cells) {
     const td = document.createElement('td');
     td.textContent = text;
     tr.append(td);
   }
-  tr.title = t.txid;
+  tr.title = txid;
   return tr;
+}
+
+function row(t: WalletTransaction, tip: number): HTMLTableRowElement {
+  const tr = cellsRow(t.txid, [
+    `${t.txid.slice(0, 16)}…`,
+    count(t.height),
+    count(Math.max(0, tip - t.height + 1)),
+    btc(t.received - t.sent),
+    t.fee === null ? '–' : btc(t.fee),
+  ]);
+  tr.dataset.height = String(t.height);
+  return tr;
+}
+
+function unconfirmedRow(t: UnconfirmedTransaction): HTMLTableRowElement {
+  return cellsRow(t.txid, [
+    `${t.txid.slice(0, 16)}…`,
+    count(t.gateways),
+    new Date(t.firstSeen).toLocaleTimeString(),
+    btc(t.received - t.sent),
+    t.fee === null ? '–' : btc(t.fee),
+  ]);
 }
 
 /** Redraw the transactions and the balance from the client. */
@@ -87,7 +105,15 @@ async function refresh(): Promise<void> {
   if (!c) return;
   const [txs, balance, tip] = await Promise.all([c.transactions(), c.balance(), c.tip()]);
   const height = tip?.height ?? 0;
-  ui.txs.replaceChildren(...txs.slice().reverse().map((t) => row(t, height)));
+  const confirmed: WalletTransaction[] = [];
+  const unconfirmed: UnconfirmedTransaction[] = [];
+  for (const t of txs) {
+    if (t.status === 'confirmed') confirmed.push(t);
+    else unconfirmed.push(t);
+  }
+  ui.txs.replaceChildren(...confirmed.reverse().map((t) => row(t, height)));
+  ui.unconfirmedTxs.replaceChildren(...unconfirmed.reverse().map(unconfirmedRow));
+  ui.unconfirmedBox.hidden = unconfirmed.length === 0;
   showBalance(balance);
 }
 
@@ -101,8 +127,11 @@ export function attach(c: LightwireClient | null): void {
   if (!c) return;
   off = [
     c.on('transaction', (e) => {
-      if (e.status === 'found') log('info', `Wallet: transaction ${e.txid.slice(0, 16)}… in block ${count(e.height)}.`);
-      else log('reorg', `Wallet: transaction ${e.txid.slice(0, 16)}… withdrawn (block ${count(e.height)} replaced).`);
+      const id = `${e.txid.slice(0, 16)}…`;
+      if (e.status === 'found') log('info', `Wallet: transaction ${id} in block ${count(e.height)}.`);
+      else if (e.status === 'withdrawn') log('reorg', `Wallet: transaction ${id} withdrawn (block ${count(e.height)} replaced).`);
+      else if (e.status === 'unconfirmed') log('info', `Wallet: transaction ${id} unconfirmed, held by ${count(e.gateways)} gateway(s).`);
+      else log('reorg', `Wallet: unconfirmed transaction ${id} dropped (${e.reason}${e.by ? ` by ${e.by.slice(0, 16)}…` : ''}).`);
       void refresh();
     }),
     c.on('balance', (e) => showBalance(e)),

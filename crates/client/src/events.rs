@@ -50,8 +50,21 @@ pub const WALLET_TX: &[&str] = &[
     "fee",
 ];
 
+/// An unconfirmed transaction of the wallet's (`UnconfirmedTransaction`): in the answer
+/// to `transactions()`, and an unconfirmed `transaction` event.
+pub const UNCONFIRMED_TX: &[&str] = &[
+    "txid",
+    "height",
+    "blockHash",
+    "received",
+    "sent",
+    "fee",
+    "gateways",
+    "firstSeen",
+];
+
 /// The wallet's balance (`Balance`): the answer to `balance()`, and a `balance` event.
-pub const BALANCE: &[&str] = &["confirmed", "pending", "immature", "coins"];
+pub const BALANCE: &[&str] = &["confirmed", "pending", "immature", "coins", "unconfirmed"];
 
 /// What `broadcast()` resolves to (`BroadcastResult`), and a `broadcast` event.
 pub const BROADCAST_RESULT: &[&str] = &["txid", "relayed", "refused"];
@@ -105,6 +118,19 @@ events! {
         "transaction",
         ("status", "withdrawn"),
         &["txid", "height"],
+    );
+    /// An unconfirmed transaction of the wallet's taken, or held by another number of
+    /// gateways (`TransactionEvent`).
+    TRANSACTION_UNCONFIRMED = variant(
+        "transaction",
+        ("status", "unconfirmed"),
+        UNCONFIRMED_TX,
+    );
+    /// An unconfirmed transaction dropped, not mined (`TransactionEvent`).
+    TRANSACTION_DROPPED = variant(
+        "transaction",
+        ("status", "dropped"),
+        &["txid", "reason", "by"],
     );
     /// The balance after transactions were found or withdrawn (`BalanceEvent`).
     BALANCE_CHANGED = event("balance", BALANCE);

@@ -779,6 +779,110 @@ fn a_broadcast_reaches_every_relaying_gateway() {
     );
 }
 
+/// A transaction of the wallet's that a gateway relayed is the wallet's unconfirmed
+/// transaction as soon as the broadcast is answered: the coin it spends still counted
+/// confirmed (no block spent it), its net apart, never both. It is saved and resumed
+/// with the wallet; held by a gateway it stays past the expiry, and once none is known
+/// to hold it (after a restart), it expires. One that no gateway relayed never shows.
+#[test]
+fn a_broadcast_of_the_wallets_is_unconfirmed_at_once_saved_and_expires() {
+    use crate::wallet::WalletChange;
+    let mut busy = TestChain::generate(3_000);
+    busy.relay_answer = lightwire_wire::RelayStatus::Busy;
+    let mut net = Net::new(memory(), vec![TestChain::generate(3_000)], |e| {
+        small(e);
+        e.set_unconfirmed_expiry(Duration::from_secs(60));
+    });
+    net.drive();
+    let ours = coinbase_script(1_234, 0);
+    net.host
+        .engine
+        .watch(&watch_coinbases(&[1_234]), 1_000)
+        .unwrap();
+    net.drive();
+    let coin = net.host.engine.wallet().unwrap().ledger.transactions()[0].txid;
+    // Spend it: 4,000,000,000 elsewhere, 999,990,000 back to the same script, fee 10,000.
+    let mut tx = vec![2, 0, 0, 0, 1];
+    tx.extend_from_slice(&coin.0);
+    tx.extend_from_slice(&[0, 0, 0, 0, 0, 0xfd, 0xff, 0xff, 0xff, 2]);
+    tx.extend_from_slice(&4_000_000_000u64.to_le_bytes());
+    tx.extend_from_slice(&[22, 0, 0x14]);
+    tx.extend_from_slice(&[9; 20]);
+    tx.extend_from_slice(&999_990_000u64.to_le_bytes());
+    tx.push(ours.len() as u8);
+    tx.extend_from_slice(&ours);
+    tx.extend_from_slice(&[0; 4]);
+    net.host.events.clear();
+    let (_, txid) = net.host.engine.broadcast(&tx).unwrap();
+    net.drive();
+    let unconfirmed: Vec<_> = net
+        .host
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Wallet(WalletChange::Unconfirmed(t)) => Some(t.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(unconfirmed.len(), 1, "{:?}", net.host.events);
+    let t = &unconfirmed[0];
+    assert_eq!(
+        (t.txid, t.gateways, t.sent, t.received, t.fee),
+        (txid, 1, 5_000_000_000, 999_990_000, Some(10_000))
+    );
+    let balance = |net: &Net<_>| net.host.engine.wallet().unwrap().balance(3_000, 1);
+    let b = balance(&net);
+    assert_eq!(
+        (b.confirmed, b.unconfirmed),
+        (5_000_000_000, -4_000_010_000)
+    );
+    // Held by a gateway: kept past the expiry.
+    net.advance(Duration::from_secs(120));
+    assert_eq!(net.host.engine.wallet().unwrap().unconfirmed.len(), 1);
+    // A new session: resumed from the store, no gateway known to hold it; it expires.
+    let store = net.store;
+    let mut net = Net::new(store, vec![busy], |e| {
+        small(e);
+        e.set_unconfirmed_expiry(Duration::from_secs(60));
+    });
+    net.drive();
+    let w = net.host.engine.wallet().unwrap();
+    assert_eq!(w.unconfirmed.transactions()[0].txid, txid);
+    assert_eq!(w.unconfirmed.transactions()[0].gateways, 0);
+    assert_eq!(balance(&net).unconfirmed, -4_000_010_000);
+    // Broadcast through a gateway whose node is gone: refused, never the wallet's.
+    let mut other = tx.clone();
+    let at = other.len() - 4 - ours.len() - 1 - 8;
+    other[at..at + 8].copy_from_slice(&999_980_000u64.to_le_bytes());
+    net.host.engine.broadcast(&other).unwrap();
+    net.drive();
+    assert_eq!(net.host.engine.wallet().unwrap().unconfirmed.len(), 1);
+    net.advance(Duration::from_secs(61));
+    let dropped: Vec<_> = net
+        .host
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Wallet(WalletChange::Dropped(d)) => Some(*d),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        dropped,
+        [lightwire_wallet::unconfirmed::Dropped {
+            txid,
+            reason: lightwire_wallet::unconfirmed::Reason::Expired,
+            by: None
+        }]
+    );
+    assert_eq!(balance(&net).unconfirmed, 0);
+    // The drop is saved: a third session has nothing unconfirmed.
+    let store = net.store;
+    let mut net = Net::new(store, vec![TestChain::generate(3_000)], small);
+    net.drive();
+    assert!(net.host.engine.wallet().unwrap().unconfirmed.is_empty());
+}
+
 #[test]
 fn a_fork_deeper_than_the_window_reorganises_the_store() {
     let mut net = Net::new(memory(), vec![TestChain::generate(6_000)], small);

@@ -33,8 +33,12 @@ use std::collections::VecDeque;
 
 use lightwire_chain::{BlockHash, Network};
 use lightwire_primitives::{Block, BlockError, Txid};
+use lightwire_wallet::unconfirmed::{AddError, Added, Dropped, Source};
 use lightwire_wallet::watch::{DEFAULT_GAP, DEFAULT_LOOKAHEAD};
-use lightwire_wallet::{AddressError, Descriptor, DescriptorError, Ledger, WalletTx, Watchlist};
+use lightwire_wallet::{
+    AddressError, Balance, Descriptor, DescriptorError, Ledger, Unconfirmed, UnconfirmedTx,
+    WalletTx, Watchlist,
+};
 use lightwire_wire::{BlockPiece, MAX_BLOCK_LEN};
 
 use crate::ids::{GatewayId, GivenUp, Ids, TaskId};
@@ -115,6 +119,10 @@ pub enum WalletChange {
         /// The height it had.
         height: u32,
     },
+    /// An unconfirmed transaction of ours was taken, or how many gateways hold it changed.
+    Unconfirmed(UnconfirmedTx),
+    /// An unconfirmed transaction of ours was dropped (not mined: mined ones are found).
+    Dropped(Dropped),
 }
 
 /// What one piece of a block did (see [`WalletSync::on_piece`]).
@@ -188,6 +196,8 @@ pub struct WalletSync {
     pub watch: Watchlist,
     /// What it found.
     pub ledger: Ledger,
+    /// Its transactions not in a block (yet), apart from the ledger.
+    pub unconfirmed: Unconfirmed,
     given: Vec<Watched>,
     /// Where its scan started.
     pub from: u32,
@@ -212,6 +222,7 @@ impl WalletSync {
             network,
             watch: Watchlist::new(DEFAULT_GAP, DEFAULT_LOOKAHEAD),
             ledger: Ledger::new(),
+            unconfirmed: Unconfirmed::new(),
             given: Vec::new(),
             from,
             early: Vec::new(),
@@ -277,6 +288,9 @@ impl WalletSync {
                 self.given.push(item.clone());
             }
         }
+        // An unconfirmed transaction may pay a script watched now.
+        let watch = &self.watch;
+        self.unconfirmed.rewatch(|s| watch.owns(s) == Some(true));
         self.dirty = true;
         Ok(self
             .watch
@@ -329,12 +343,70 @@ impl WalletSync {
                 txid: t.txid,
                 height: t.height,
             })
-            .collect();
+            .collect::<Vec<_>>();
         let mut fresh = WalletSync::new(network, self.from);
         fresh.watch(&remaining)?;
+        // The unconfirmed transactions stay, for what they still touch.
+        let mut unconfirmed = core::mem::take(&mut self.unconfirmed);
+        let watch = &fresh.watch;
+        let dropped = unconfirmed.rewatch(|s| watch.owns(s) == Some(true));
+        fresh.unconfirmed = unconfirmed;
         *self = fresh;
         self.dirty = true;
-        Ok(Some(withdrawn))
+        let mut changes = withdrawn;
+        changes.extend(dropped.into_iter().map(WalletChange::Dropped));
+        Ok(Some(changes))
+    }
+
+    /// Take unconfirmed transaction `raw` from `source`, seen at `now` (milliseconds since
+    /// the Unix epoch), held by `gateways` gateways: what changed (the transaction taken,
+    /// or its gateway count updated, and what it replaced).
+    pub fn add_unconfirmed(
+        &mut self,
+        raw: &[u8],
+        source: Source,
+        now: u64,
+        gateways: u32,
+    ) -> Result<Vec<WalletChange>, AddError> {
+        let watch = &self.watch;
+        let added = self
+            .unconfirmed
+            .add(raw, source, now, gateways, &self.ledger, |s| {
+                watch.owns(s) == Some(true)
+            })?;
+        let mut changes = Vec::new();
+        let txid = match added {
+            Added::New { dropped } => {
+                self.dirty = true;
+                changes.extend(dropped.into_iter().map(WalletChange::Dropped));
+                lightwire_primitives::Tx::parse(raw).map(|t| t.txid()).ok()
+            }
+            Added::Known(true) => lightwire_primitives::Tx::parse(raw).map(|t| t.txid()).ok(),
+            Added::Known(false) => None,
+        };
+        if let Some(t) = txid.and_then(|t| self.unconfirmed.get(&t)) {
+            changes.push(WalletChange::Unconfirmed(t.clone()));
+        }
+        Ok(changes)
+    }
+
+    /// Unconfirmed transactions first seen `expiry` ms or more before `now` that no
+    /// gateway holds are dropped.
+    pub fn expire_unconfirmed(&mut self, now: u64, expiry: u64) -> Vec<WalletChange> {
+        let dropped = self.unconfirmed.expire(now, expiry);
+        if !dropped.is_empty() {
+            self.dirty = true;
+        }
+        dropped.into_iter().map(WalletChange::Dropped).collect()
+    }
+
+    /// The balance with the best chain's tip at `tip`, counting coins with at least
+    /// `min_confirmations` as confirmed; the unconfirmed transactions' net apart.
+    pub fn balance(&self, tip: u32, min_confirmations: u32) -> Balance {
+        Balance {
+            unconfirmed: self.unconfirmed.net(),
+            ..self.ledger.balance(tip, min_confirmations)
+        }
     }
 
     /// What was given to watch.
@@ -495,6 +567,10 @@ impl WalletSync {
         };
         if let Some(applied) = applied {
             self.applied(&applied, &mut done);
+            // Mined ones are found above; those a spend in the block conflicts go.
+            let after = self.unconfirmed.after_block(&self.ledger, &applied.txids);
+            done.changes
+                .extend(after.dropped.into_iter().map(WalletChange::Dropped));
         }
         Ok(Piece::Applied(done))
     }
@@ -613,9 +689,10 @@ impl WalletSync {
     }
 
     /// The state as bytes: layout, network, start, what was given, the gap state of each
-    /// descriptor branch (highest used, covered), the lookahead scripts paid, the ledger.
+    /// descriptor branch (highest used, covered), the lookahead scripts paid, the
+    /// unconfirmed transactions, the ledger.
     pub fn encode(&self) -> Vec<u8> {
-        let mut out = vec![2u8];
+        let mut out = vec![3u8];
         out.extend_from_slice(self.network.name().as_bytes());
         out.push(0);
         out.extend_from_slice(&self.from.to_le_bytes());
@@ -651,14 +728,16 @@ impl WalletSync {
             out.extend_from_slice(script);
             out.extend_from_slice(&height.to_le_bytes());
         }
+        self.unconfirmed.encode(&mut out);
         out.extend_from_slice(&self.ledger.encode());
         out
     }
 
-    /// A wallet from [`Self::encode`]'s bytes (for `network`); `None` if they are not that.
+    /// A wallet from [`Self::encode`]'s bytes (for `network`), or from the layout before
+    /// (no unconfirmed transactions); `None` if they are not that.
     pub fn decode(bytes: &[u8], network: Network) -> Option<WalletSync> {
         let (&layout, rest) = bytes.split_first()?;
-        if layout != 2 {
+        if layout != 2 && layout != 3 {
             return None;
         }
         let nul = rest.iter().position(|b| *b == 0)?;
@@ -699,7 +778,6 @@ impl WalletSync {
             let script = take(len)?.to_vec();
             early.push((script, u32_at(take(4)?)));
         }
-        let ledger = Ledger::decode(r)?;
         let mut w = WalletSync::new(network, from);
         w.watch(&given).ok()?;
         // Grow each branch back to where it was.
@@ -715,8 +793,18 @@ impl WalletSync {
         for (d, b, used, covered) in grow {
             w.watch.restore_branch(d, b, used, covered).ok()?;
         }
+        // Read once the watchlist is whole: what an unconfirmed transaction pays is
+        // matched against it.
+        let (unconfirmed, r) = match layout {
+            3 => {
+                let watch = &w.watch;
+                Unconfirmed::decode(r, |s| watch.owns(s) == Some(true))?
+            }
+            _ => (Unconfirmed::new(), r),
+        };
+        w.ledger = Ledger::decode(r)?;
+        w.unconfirmed = unconfirmed;
         w.early = early;
-        w.ledger = ledger;
         w.dirty = false;
         Some(w)
     }
@@ -877,9 +965,10 @@ mod tests {
     fn found(a: &Applied) -> Vec<u32> {
         a.changes
             .iter()
-            .map(|c| match c {
-                WalletChange::Found(t) => t.height,
-                WalletChange::Withdrawn { height, .. } => u32::MAX - height,
+            .filter_map(|c| match c {
+                WalletChange::Found(t) => Some(t.height),
+                WalletChange::Withdrawn { height, .. } => Some(u32::MAX - height),
+                WalletChange::Unconfirmed(_) | WalletChange::Dropped(_) => None,
             })
             .collect()
     }

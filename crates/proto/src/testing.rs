@@ -40,6 +40,9 @@ pub struct TestChain {
     pub relay: bool,
     /// Transactions passed to the "node".
     pub relayed: std::sync::Mutex<Vec<Vec<u8>>>,
+    /// What it answers a transaction it relays (`Relayed`, or a refusal: a node that is
+    /// not connected).
+    pub relay_answer: crate::session::RelayStatus,
 }
 
 impl TestChain {
@@ -60,6 +63,7 @@ impl TestChain {
             withheld_blocks: Default::default(),
             relay: true,
             relayed: Default::default(),
+            relay_answer: crate::session::RelayStatus::Relayed,
         };
         chain.index.insert(REGTEST.genesis.block_hash(), 0);
         chain.extend(headers_after(&REGTEST, &REGTEST.genesis, 0, count, 0));
@@ -264,7 +268,7 @@ impl Served for TestChain {
         if let Ok(mut r) = self.relayed.lock() {
             r.push(tx.to_vec());
         }
-        crate::session::RelayStatus::Relayed
+        self.relay_answer
     }
 
     fn with_block<R>(&self, height: u32, read: impl FnOnce(&[u8]) -> R) -> FilterLookup<R> {

@@ -4,8 +4,8 @@
 //! everything above the fork (the transactions there go away until their blocks are
 //! found again on the new branch).
 //!
-//! Amounts are satoshis (`u64`). Only mined transactions are known: a light client does
-//! not see the mempool. A transaction's fee is known when every input spends one of our
+//! Amounts are satoshis (`u64`). Only mined transactions are here: unconfirmed ones are
+//! kept apart ([`crate::unconfirmed`]). A transaction's fee is known when every input spends one of our
 //! coins (only then are all input values known).
 
 use alloc::collections::BTreeMap;
@@ -84,6 +84,9 @@ pub struct Balance {
     pub immature: u64,
     /// How many unspent coins in all.
     pub coins: u32,
+    /// The net of the unconfirmed transactions (incoming positive, outgoing negative):
+    /// what they will do to the balance if they are mined. Never part of the others.
+    pub unconfirmed: i64,
 }
 
 /// What applying a block found.
@@ -240,6 +243,11 @@ impl Ledger {
         self.coins.values().filter(|c| c.spent_by.is_none())
     }
 
+    /// The coin at `outpoint`, spent or not, if it was ever ours.
+    pub fn coin(&self, outpoint: &Outpoint) -> Option<&Coin> {
+        self.coins.get(outpoint)
+    }
+
     /// Every coin we had, spent or not.
     pub fn coins(&self) -> impl Iterator<Item = &Coin> {
         self.coins.values()
@@ -375,28 +383,28 @@ impl Ledger {
 }
 
 /// A reader over the encoded ledger: every read checked.
-struct Cursor<'a>(&'a [u8]);
+pub(crate) struct Cursor<'a>(pub(crate) &'a [u8]);
 
 impl<'a> Cursor<'a> {
-    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+    pub(crate) fn take(&mut self, n: usize) -> Option<&'a [u8]> {
         let (head, tail) = self.0.split_at_checked(n)?;
         self.0 = tail;
         Some(head)
     }
-    fn u8(&mut self) -> Option<u8> {
+    pub(crate) fn u8(&mut self) -> Option<u8> {
         Some(self.take(1)?[0])
     }
-    fn u32(&mut self) -> Option<u32> {
+    pub(crate) fn u32(&mut self) -> Option<u32> {
         Some(u32::from_le_bytes(self.take(4)?.try_into().ok()?))
     }
-    fn u64(&mut self) -> Option<u64> {
+    pub(crate) fn u64(&mut self) -> Option<u64> {
         Some(u64::from_le_bytes(self.take(8)?.try_into().ok()?))
     }
-    fn array(&mut self) -> Option<[u8; 32]> {
+    pub(crate) fn array(&mut self) -> Option<[u8; 32]> {
         self.take(32)?.try_into().ok()
     }
     /// A count of items at least `min` bytes each: refused if the bytes cannot hold them.
-    fn count(&mut self, min: usize) -> Option<usize> {
+    pub(crate) fn count(&mut self, min: usize) -> Option<usize> {
         let n = self.u32()? as usize;
         (n.saturating_mul(min) <= self.0.len()).then_some(n)
     }

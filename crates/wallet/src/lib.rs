@@ -3,8 +3,9 @@
 //! BIP350) checked for the network, and from extended public keys as simple descriptors
 //! (`pkh`, `sh(wpkh)`, `wpkh`, `tr` with a key path only; BIP380-386), derived on their
 //! receive and change branches with a gap limit that grows as addresses are used
-//! ([`Watchlist`]); and the [`Ledger`] of what checked blocks did to them: transactions,
-//! coins, the balance by depth, undone on a reorganisation.
+//! ([`Watchlist`]); the [`Ledger`] of what checked blocks did to them: transactions,
+//! coins, the balance by depth, undone on a reorganisation; and the [`Unconfirmed`]
+//! transactions kept apart from it.
 //!
 //! `no_std` with `alloc`. Crates: `bech32` and `bs58` for the address codecs, `bip32` on
 //! `k256` for derivation (the curve crate the handshake uses), `ripemd` for HASH160.
@@ -22,9 +23,11 @@ pub mod address;
 pub mod descriptor;
 mod hash;
 pub mod ledger;
+pub mod unconfirmed;
 pub mod watch;
 
 pub use address::{AddressError, address_of, script_of_address};
 pub use descriptor::{Descriptor, DescriptorError, Kind};
 pub use ledger::{Balance, Coin, Ledger, Outpoint, WalletTx};
+pub use unconfirmed::{Unconfirmed, UnconfirmedTx};
 pub use watch::{Origin, Used, Watchlist};

@@ -194,6 +194,12 @@ impl Engine {
         self.ctx.filters_on = on;
     }
 
+    /// How long an unconfirmed transaction no gateway is known to hold is kept unmined
+    /// (default [`super::UNCONFIRMED_EXPIRY`]).
+    pub fn set_unconfirmed_expiry(&mut self, expiry: core::time::Duration) {
+        self.tasks.wallet.expiry = expiry;
+    }
+
     /// The application stops: every connection is closed, nothing reconnects.
     pub fn stop(&mut self, now: Millis) {
         let c = &mut self.ctx;

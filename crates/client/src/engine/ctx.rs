@@ -88,6 +88,14 @@ pub enum Effect {
         /// Its hash.
         hash: BlockHash,
     },
+    /// A transaction broadcast was passed to their nodes by `gateways` gateways (at least
+    /// one): the wallet takes it as unconfirmed if it is the wallet's.
+    Relayed {
+        /// The transaction.
+        tx: Vec<u8>,
+        /// How many gateways relayed it.
+        gateways: u32,
+    },
 }
 
 /// When each task was last heard from on its requests: a task waiting on an answer that

@@ -53,7 +53,7 @@ pub use gateway::{
 };
 pub use headers::MAX_UNDELIVERED;
 pub use relay::BroadcastError;
-pub use wallet::BLOCK_RETRY;
+pub use wallet::{BLOCK_RETRY, UNCONFIRMED_EXPIRY};
 
 use crate::reason::{DropReason, TransportError};
 use ctx::{Conns, Ctx, Effect};
@@ -332,6 +332,7 @@ impl Engine {
                     let scan = &self.tasks.scan;
                     self.tasks.wallet.matched(c, scan, height, hash, from)
                 }
+                Effect::Relayed { tx, gateways } => self.tasks.wallet.broadcast(c, &tx, gateways),
             }
         }
     }

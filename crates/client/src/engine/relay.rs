@@ -1,13 +1,15 @@
 //! The relay task: a transaction is checked here as a gateway would (one transaction,
 //! standard weight and size), sent to every connected gateway that relays, and the
-//! application hears how many passed it to their nodes.
+//! application hears how many passed it to their nodes. One that at least one gateway
+//! relayed goes to the wallet (an effect), which keeps it as unconfirmed if it is the
+//! wallet's: only then, so that a transaction every node refused never shows.
 
 use lightwire_primitives::Txid;
 use lightwire_proto::Millis;
 use lightwire_proto::session::{RelayStatus, check_tx};
 use lightwire_wire::{MAX_TX_LEN, TxResult};
 
-use super::ctx::{Broke, Conns, Ctx, REQUEST_TIMEOUT, ready};
+use super::ctx::{Broke, Conns, Ctx, Effect, REQUEST_TIMEOUT, ready};
 use super::event::Event;
 use super::task::{Task, View};
 use crate::ids::{GatewayId, Ids, TaskId};
@@ -33,6 +35,8 @@ pub enum BroadcastError {
 struct Pending {
     id: u32,
     txid: Txid,
+    /// The transaction, for the wallet once a gateway relayed it.
+    tx: Vec<u8>,
     waiting: Vec<GatewayId>,
     relayed: Vec<GatewayId>,
     refused: Vec<(GatewayId, RelayStatus)>,
@@ -87,6 +91,7 @@ impl Relay {
         self.broadcasts.push(Pending {
             id,
             txid,
+            tx: tx.to_vec(),
             waiting,
             relayed: Vec::new(),
             refused: Vec::new(),
@@ -131,6 +136,12 @@ impl Relay {
             }
             if b.waiting.is_empty() {
                 let b = self.broadcasts.remove(i);
+                if !b.relayed.is_empty() {
+                    ctx.effects.push_back(Effect::Relayed {
+                        tx: b.tx,
+                        gateways: b.relayed.len() as u32,
+                    });
+                }
                 ctx.events.push_back(Event::Broadcast {
                     id: b.id,
                     txid: b.txid,

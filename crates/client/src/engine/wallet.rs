@@ -15,6 +15,8 @@ use core::time::Duration;
 
 use lightwire_chain::BlockHash;
 use lightwire_proto::Millis;
+use lightwire_proto::time::earliest;
+use lightwire_wallet::unconfirmed::Source;
 use lightwire_wire::BlockPiece;
 
 use super::ctx::{Broke, Conns, Ctx};
@@ -32,8 +34,11 @@ use crate::wallet::{
 /// are all asked again.
 pub const BLOCK_RETRY: Duration = Duration::from_secs(10);
 
+/// How long an unconfirmed transaction no gateway is known to hold is kept unmined, by
+/// default: two weeks, Bitcoin Core's mempool expiry (`-mempoolexpiry=336` hours).
+pub const UNCONFIRMED_EXPIRY: Duration = Duration::from_secs(336 * 3600);
+
 /// The wallet task's state.
-#[derive(Default)]
 pub struct WalletTask {
     /// The watch-only wallet, once something is watched.
     pub wallet: Option<WalletSync>,
@@ -42,6 +47,19 @@ pub struct WalletTask {
     suspect: Option<NotFound>,
     /// When the block every gateway answered `not_found` for is asked again.
     retry_at: Option<Millis>,
+    /// How long an unconfirmed transaction no gateway holds is kept unmined.
+    pub expiry: Duration,
+}
+
+impl Default for WalletTask {
+    fn default() -> WalletTask {
+        WalletTask {
+            wallet: None,
+            suspect: None,
+            retry_at: None,
+            expiry: UNCONFIRMED_EXPIRY,
+        }
+    }
 }
 
 impl WalletTask {
@@ -303,6 +321,26 @@ impl WalletTask {
         ctx.give_up_all(gave_up);
     }
 
+    /// Transaction `raw` was broadcast and `gateways` gateways passed it to their nodes:
+    /// it is the wallet's unconfirmed transaction if it touches the wallet (one that does
+    /// not, or that a confirmed transaction conflicts, is not the wallet's to show).
+    pub fn broadcast(&mut self, ctx: &mut Ctx, raw: &[u8], gateways: u32) {
+        let Some(w) = self.wallet.as_mut() else {
+            return;
+        };
+        if let Ok(changes) = w.add_unconfirmed(raw, Source::Own, ctx.now.0, gateways) {
+            tell(ctx, changes);
+        }
+    }
+
+    /// When the next unconfirmed transaction expires, if one can.
+    fn expires_at(&self) -> Option<Millis> {
+        let w = self.wallet.as_ref()?;
+        w.unconfirmed
+            .next_expiry(self.expiry.as_millis() as u64)
+            .map(Millis)
+    }
+
     /// The gateway asked for a block, if one is.
     pub fn asked(&self) -> Option<GatewayId> {
         self.wallet.as_ref()?.asked().map(|(g, _)| g)
@@ -352,23 +390,39 @@ impl Task for WalletTask {
         Ok(())
     }
 
-    /// The block request's wait, or the retry of a block every gateway said it lacks.
+    /// The block request's wait, or the retry of a block every gateway said it lacks;
+    /// and the next unconfirmed transaction's expiry.
     fn deadline(&self, ctx: &Ctx) -> Option<Millis> {
-        match self.asked() {
+        let blocks = match self.asked() {
             Some(_) => ctx.timers.deadline(TaskId::Wallet, true),
             None => self.retry_at,
-        }
+        };
+        earliest(blocks, self.expires_at())
     }
 
     /// A block request without progress drops its gateway; a retry due asks every gateway
-    /// again (the next schedule).
-    fn timed_out(&mut self, _: &mut Ctx) -> Vec<(GatewayId, DropReason)> {
-        if let Some(g) = self.asked() {
-            return vec![timeout(g)];
+    /// again (the next schedule); unconfirmed transactions due expire.
+    fn timed_out(&mut self, ctx: &mut Ctx) -> Vec<(GatewayId, DropReason)> {
+        let now = ctx.now;
+        if self.expires_at().is_some_and(|t| t <= now)
+            && let Some(w) = self.wallet.as_mut()
+        {
+            let changes = w.expire_unconfirmed(now.0, self.expiry.as_millis() as u64);
+            tell(ctx, changes);
         }
-        self.retry_at = None;
-        if let Some(w) = self.wallet.as_mut() {
-            w.try_again();
+        if let Some(g) = self.asked() {
+            if ctx
+                .timers
+                .deadline(TaskId::Wallet, true)
+                .is_some_and(|d| d <= now)
+            {
+                return vec![timeout(g)];
+            }
+        } else if self.retry_at.is_some_and(|t| t <= now) {
+            self.retry_at = None;
+            if let Some(w) = self.wallet.as_mut() {
+                w.try_again();
+            }
         }
         Vec::new()
     }

@@ -370,6 +370,7 @@ async fn prepare(store: &IdbStore, o: &Options) -> Result<(Engine, Tip, u32), Js
     engine.syncer_mut().commit_every = o.commit_every;
     engine.syncer_mut().request_size = o.request_size;
     engine.set_filters(o.filters);
+    engine.set_unconfirmed_expiry(o.unconfirmed_expiry);
     let stored_time = store
         .header(stored.height)
         .await

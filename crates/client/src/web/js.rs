@@ -18,6 +18,11 @@ pub fn object(props: &[(&str, JsValue)]) -> JsValue {
     o.into()
 }
 
+/// Set property `key` of object `o`.
+pub fn set(o: &JsValue, key: &str, value: JsValue) {
+    let _ = Reflect::set(o, &JsValue::from_str(key), &value);
+}
+
 /// The object of event `shape` with these properties: built through
 /// [`crate::events::js_event!`], which checks the names against the table.
 pub fn event(shape: &EventShape, props: &[(&str, JsValue)]) -> JsValue {
@@ -187,6 +192,7 @@ mod tests {
             "pending": 2.into(),
             "immature": 3.into(),
             "coins": 4.into(),
+            "unconfirmed": (-5).into(),
         });
         assert_eq!(keys(&balance), events::BALANCE);
         let e = js_event_from!(events::BALANCE_CHANGED, events::BALANCE, balance);

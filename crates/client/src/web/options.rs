@@ -8,6 +8,7 @@ use lightwire_store::Start;
 use wasm_bindgen::prelude::*;
 
 use super::js;
+use crate::engine::UNCONFIRMED_EXPIRY;
 use crate::start;
 use crate::sync::{DEFAULT_COMMIT_EVERY, DEFAULT_REQUEST};
 
@@ -29,6 +30,9 @@ pub struct Options {
     pub start: Option<Start>,
     /// `filters`: sync the filter-header chain beside the headers (default true).
     pub filters: bool,
+    /// `unconfirmedExpiryMs`: how long an unconfirmed transaction no gateway holds is kept
+    /// unmined (default two weeks, Bitcoin Core's mempool expiry).
+    pub unconfirmed_expiry: core::time::Duration,
 }
 
 /// Read and check `o`.
@@ -76,6 +80,12 @@ pub fn options(o: &JsValue) -> Result<Options, JsValue> {
         request_size: number("requestSize", DEFAULT_REQUEST as f64, 1.0, 100_000.0)? as u32,
         progress_ms: number("progressIntervalMs", 250.0, 10.0, 60_000.0)?,
         filters: get("filters").as_bool().unwrap_or(true),
+        unconfirmed_expiry: core::time::Duration::from_millis(number(
+            "unconfirmedExpiryMs",
+            UNCONFIRMED_EXPIRY.as_millis() as f64,
+            1.0,
+            1e12,
+        )? as u64),
     })
 }
 

@@ -196,7 +196,7 @@ impl Net {
         if wallet_changed {
             let tip = self.engine.syncer().tip().height;
             if let Some(w) = self.engine.wallet() {
-                let b = balance_object(&w.ledger.balance(tip, 1));
+                let b = balance_object(&w.balance(tip, 1));
                 self.emit(js_event_from!(events::BALANCE_CHANGED, events::BALANCE, b));
             }
         }
@@ -310,6 +310,16 @@ impl Net {
                         "height": height.into(),
                     })
                 }
+                WalletChange::Unconfirmed(t) => js_event_from!(
+                    events::TRANSACTION_UNCONFIRMED,
+                    events::UNCONFIRMED_TX,
+                    unconfirmed_object(&t)
+                ),
+                WalletChange::Dropped(d) => js_event!(events::TRANSACTION_DROPPED {
+                    "txid": js::hash(&d.txid),
+                    "reason": d.reason.name().into(),
+                    "by": d.by.as_ref().map_or(JsValue::NULL, js::hash),
+                }),
             },
             Event::Broadcast {
                 id,
@@ -575,30 +585,51 @@ impl Net {
         let value = match (self.engine.wallet(), q) {
             (None, WalletQuery::Balance(_)) => balance_object(&Default::default()),
             (None, _) => js_sys::Array::new().into(),
-            (Some(w), WalletQuery::Transactions) => w
-                .ledger
-                .transactions()
-                .iter()
-                .map(tx_object)
-                .collect::<js_sys::Array>()
-                .into(),
-            (Some(w), WalletQuery::Utxos) => w
-                .ledger
-                .utxos()
-                .map(|c| {
-                    js::object(&[
-                        ("txid", js::hash(&c.outpoint.txid)),
-                        ("vout", c.outpoint.vout.into()),
-                        ("value", (c.value as f64).into()),
-                        ("script", hex::encode(&c.script).into()),
-                        ("height", c.height.into()),
-                        ("confirmations", (tip.saturating_sub(c.height) + 1).into()),
-                        ("coinbase", c.coinbase.into()),
-                    ])
-                })
-                .collect::<js_sys::Array>()
-                .into(),
-            (Some(w), WalletQuery::Balance(n)) => balance_object(&w.ledger.balance(tip, *n)),
+            // Confirmed ones oldest first, then the unconfirmed in the order first seen.
+            (Some(w), WalletQuery::Transactions) => {
+                let with = |o: JsValue, status: &str| {
+                    js::set(&o, "status", status.into());
+                    o
+                };
+                let confirmed = w.ledger.transactions().iter();
+                let unconfirmed = w.unconfirmed.transactions().iter();
+                confirmed
+                    .map(|t| with(tx_object(t), "confirmed"))
+                    .chain(unconfirmed.map(|t| with(unconfirmed_object(t), "unconfirmed")))
+                    .collect::<js_sys::Array>()
+                    .into()
+            }
+            // What can be spent now, as Bitcoin Core's `listunspent`: coins no transaction
+            // (mined or not) spends, confirmed ones and the unconfirmed ones' outputs.
+            (Some(w), WalletQuery::Utxos) => {
+                let u = &w.unconfirmed;
+                let confirmed = w
+                    .ledger
+                    .utxos()
+                    .filter(|c| !u.spends(&c.outpoint))
+                    .map(|c| {
+                        let confirmations = tip.saturating_sub(c.height) + 1;
+                        let (height, coinbase) = (c.height.into(), c.coinbase);
+                        utxo_object(
+                            &c.outpoint,
+                            c.value,
+                            &c.script,
+                            height,
+                            confirmations,
+                            coinbase,
+                        )
+                    });
+                let pending = u
+                    .transactions()
+                    .iter()
+                    .flat_map(|t| t.coins())
+                    .filter(|(o, _, _)| !u.spends(o))
+                    .map(|(o, value, script)| {
+                        utxo_object(&o, value, script, JsValue::NULL, 0, false)
+                    });
+                confirmed.chain(pending).collect::<js_sys::Array>().into()
+            }
+            (Some(w), WalletQuery::Balance(n)) => balance_object(&w.balance(tip, *n)),
         };
         let _ = call.resolve.call1(&JsValue::NULL, &value);
     }
@@ -612,7 +643,7 @@ impl Net {
                     "transactions",
                     (w.ledger.transactions().len() as u32).into(),
                 ),
-                ("balance", balance_object(&w.ledger.balance(tip, 1))),
+                ("balance", balance_object(&w.balance(tip, 1))),
             ]),
             None => JsValue::NULL,
         }
@@ -641,12 +672,54 @@ fn tx_object(t: &lightwire_wallet::WalletTx) -> JsValue {
     })
 }
 
+/// An unconfirmed transaction as JavaScript sees it: no block, and how many gateways
+/// hold it.
+fn unconfirmed_object(t: &lightwire_wallet::UnconfirmedTx) -> JsValue {
+    js_object!(events::UNCONFIRMED_TX {
+        "txid": js::hash(&t.txid),
+        "height": JsValue::NULL,
+        "blockHash": JsValue::NULL,
+        "received": (t.received as f64).into(),
+        "sent": (t.sent as f64).into(),
+        "fee": t.fee.map_or(JsValue::NULL, |f| (f as f64).into()),
+        "gateways": t.gateways.into(),
+        "firstSeen": (t.first_seen as f64).into(),
+    })
+}
+
+/// One of `utxos()`' entries: unconfirmed when it has no height.
+fn utxo_object(
+    o: &lightwire_wallet::Outpoint,
+    value: u64,
+    script: &[u8],
+    height: JsValue,
+    confirmations: u32,
+    coinbase: bool,
+) -> JsValue {
+    let status = if height.is_null() {
+        "unconfirmed"
+    } else {
+        "confirmed"
+    };
+    js::object(&[
+        ("txid", js::hash(&o.txid)),
+        ("vout", o.vout.into()),
+        ("value", (value as f64).into()),
+        ("script", hex::encode(script).into()),
+        ("height", height),
+        ("confirmations", confirmations.into()),
+        ("coinbase", coinbase.into()),
+        ("status", status.into()),
+    ])
+}
+
 fn balance_object(b: &lightwire_wallet::Balance) -> JsValue {
     js_object!(events::BALANCE {
         "confirmed": (b.confirmed as f64).into(),
         "pending": (b.pending as f64).into(),
         "immature": (b.immature as f64).into(),
         "coins": b.coins.into(),
+        "unconfirmed": (b.unconfirmed as f64).into(),
     })
 }
 
