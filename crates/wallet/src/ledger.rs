@@ -411,7 +411,7 @@ impl<'a> Cursor<'a> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     #[cfg(target_arch = "wasm32")]
     use wasm_bindgen_test::wasm_bindgen_test as test;
 
@@ -422,7 +422,7 @@ mod tests {
     use super::*;
 
     /// A transaction: inputs (prev txid, vout), outputs (value, script); legacy coding.
-    fn tx(inputs: &[([u8; 32], u32)], outputs: &[(u64, &[u8])]) -> Vec<u8> {
+    pub(crate) fn tx(inputs: &[([u8; 32], u32)], outputs: &[(u64, &[u8])]) -> Vec<u8> {
         let mut t = vec![2, 0, 0, 0, inputs.len() as u8];
         for (txid, vout) in inputs {
             t.extend_from_slice(txid);
@@ -440,7 +440,7 @@ mod tests {
     }
 
     /// A block of `txs` whose header carries their Merkle root.
-    fn block(txs: &[Vec<u8>]) -> Vec<u8> {
+    pub(crate) fn block(txs: &[Vec<u8>]) -> Vec<u8> {
         let mut b = vec![0u8; 80];
         b.push(txs.len() as u8);
         txs.iter().for_each(|t| b.extend_from_slice(t));
@@ -450,19 +450,19 @@ mod tests {
     }
 
     /// `block` checked against its own header, as the ledger takes it.
-    fn checked(block: &[u8]) -> CheckedBlock<'_> {
+    pub(crate) fn checked(block: &[u8]) -> CheckedBlock<'_> {
         let hash = BlockHash::of_header(block[..80].try_into().unwrap());
         Block::check(block, &hash).unwrap()
     }
 
-    fn txid(t: &[u8]) -> Txid {
+    pub(crate) fn txid(t: &[u8]) -> Txid {
         lightwire_primitives::Tx::parse(t).unwrap().txid()
     }
 
-    const OURS: &[u8] = &[
+    pub(crate) const OURS: &[u8] = &[
         0x00, 0x14, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7,
     ];
-    const OTHER: &[u8] = &[0x51];
+    pub(crate) const OTHER: &[u8] = &[0x51];
 
     #[test]
     fn payments_spends_fees_balance_and_a_reorg() {

@@ -547,50 +547,19 @@ mod tests {
 
     use alloc::vec;
 
-    use lightwire_primitives::{Block, BlockHash, CheckedBlock};
-
     use super::*;
+    use crate::ledger::tests::{OTHER, OURS, block, checked, tx, txid};
 
-    /// A transaction: inputs (prev txid, vout), outputs (value, script); legacy coding.
-    fn tx(inputs: &[([u8; 32], u32)], outputs: &[(u64, &[u8])]) -> Vec<u8> {
-        let mut t = vec![2, 0, 0, 0, inputs.len() as u8];
-        for (txid, vout) in inputs {
-            t.extend_from_slice(txid);
-            t.extend_from_slice(&vout.to_le_bytes());
-            t.extend_from_slice(&[0, 0xfd, 0xff, 0xff, 0xff]);
-        }
-        t.push(outputs.len() as u8);
-        for (value, script) in outputs {
-            t.extend_from_slice(&value.to_le_bytes());
-            t.push(script.len() as u8);
-            t.extend_from_slice(script);
-        }
-        t.extend_from_slice(&[0; 4]);
-        t
+    /// What `txs` dropped for `reason` by `by` look like.
+    fn dropped(txs: &[&[u8]], reason: Reason, by: &[u8]) -> Vec<Dropped> {
+        txs.iter()
+            .map(|t| Dropped {
+                txid: txid(t),
+                reason,
+                by: Some(txid(by)),
+            })
+            .collect()
     }
-
-    fn block(txs: &[Vec<u8>]) -> Vec<u8> {
-        let mut b = vec![0u8; 80];
-        b.push(txs.len() as u8);
-        txs.iter().for_each(|t| b.extend_from_slice(t));
-        let root = Block::parse(&b).unwrap().merkle_root().0;
-        b[36..68].copy_from_slice(&root);
-        b
-    }
-
-    fn checked(block: &[u8]) -> CheckedBlock<'_> {
-        let hash = BlockHash::of_header(block[..80].try_into().unwrap());
-        Block::check(block, &hash).unwrap()
-    }
-
-    fn txid(t: &[u8]) -> Txid {
-        Tx::parse(t).unwrap().txid()
-    }
-
-    const OURS: &[u8] = &[
-        0x00, 0x14, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7,
-    ];
-    const OTHER: &[u8] = &[0x51];
 
     fn ours(s: &[u8]) -> bool {
         s == OURS
@@ -665,21 +634,9 @@ mod tests {
         let Ok(Added::New { dropped }) = u.add(&bumped, Source::Own, 4, 1, &l, ours) else {
             panic!()
         };
-        let by = Some(txid(&bumped));
         assert_eq!(
             dropped,
-            [
-                Dropped {
-                    txid: txid(&first),
-                    reason: Reason::Replaced,
-                    by
-                },
-                Dropped {
-                    txid: txid(&child),
-                    reason: Reason::Replaced,
-                    by
-                },
-            ]
+            super::tests::dropped(&[&first, &child], Reason::Replaced, &bumped)
         );
         assert_eq!(u.len(), 2);
         assert_eq!(u.net(), -1_200 + 700);
@@ -699,21 +656,9 @@ mod tests {
             .apply(6, &checked(&block(&[cb, other.clone()])), ours)
             .unwrap();
         let after = u.after_block(&l, &a.txids);
-        let by = Some(txid(&other));
         assert_eq!(
             after.dropped,
-            [
-                Dropped {
-                    txid: txid(&ours_tx),
-                    reason: Reason::Conflicted,
-                    by
-                },
-                Dropped {
-                    txid: txid(&child),
-                    reason: Reason::Conflicted,
-                    by
-                },
-            ]
+            dropped(&[&ours_tx, &child], Reason::Conflicted, &other)
         );
         assert!(u.is_empty());
         // Offered after: it can never be mined.
