@@ -1282,9 +1282,28 @@ async function walletScenario() {
     assert(balance.confirmed === x.balance, `after the reorg: ${JSON.stringify(balance)}`);
     log(`  reloaded: ${again.length} transactions resumed; reorg at ${x.spend.height}: the spend ${refound.join(', ')}`);
 
-    // A transaction broadcast through the package reaches btcd, is mined, and shows.
-    const sent = await page.evaluate((hex) => window.client.broadcast(hex), x.unsent.hex);
-    assert(sent.txid === x.unsent.txid && sent.relayed === 1, `broadcast ${JSON.stringify(sent)}`);
+    // A transaction broadcast through the package reaches btcd; it is the wallet's
+    // unconfirmed transaction before broadcast() resolves (its coins still confirmed, its
+    // net apart, never both), survives a reload, and is found when mined.
+    const sent = await page.evaluate(async (hex) => {
+      let seen = null;
+      const off = window.client.on('transaction', (e) => { if (e.status === 'unconfirmed') seen ??= e; });
+      const r = await window.client.broadcast(hex);
+      off();
+      return { r, seen, list: await window.client.transactions(), balance: await window.client.balance(), utxos: await window.client.utxos() };
+    }, x.unsent.hex);
+    assert(sent.r.txid === x.unsent.txid && sent.r.relayed === 1, `broadcast ${JSON.stringify(sent.r)}`);
+    assert(sent.seen?.txid === x.unsent.txid && sent.seen.gateways === 1 && sent.seen.height === null
+      && sent.seen.received - sent.seen.sent === -x.unsent.value, `the unconfirmed event ${JSON.stringify(sent.seen)}`);
+    const listed = sent.list.find((t) => t.txid === x.unsent.txid);
+    assert(listed?.status === 'unconfirmed' && sent.list.filter((t) => t.status === 'confirmed').length === txs.length,
+      `transactions() while unconfirmed: ${JSON.stringify(listed)}`);
+    assert(sent.balance.confirmed === x.balance && sent.balance.unconfirmed === -x.unsent.value,
+      `the balance while unconfirmed: ${JSON.stringify(sent.balance)}`);
+    // The coin it spends (receive 15's payment) is no longer listed as spendable.
+    const fifteen = x.payments.find((p) => p.branch === 0 && p.index === 15);
+    assert(sent.utxos.length === utxos.length - 1 && !sent.utxos.some((u) => u.height === fifteen.height && u.value === fifteen.value),
+      `utxos() while unconfirmed: ${JSON.stringify(sent.utxos)}`);
     const refused = await page.evaluate(() => window.client.broadcast('00').then(() => 'sent', (e) => e.name));
     assert(refused === 'InvalidArgument', `a malformed transaction: ${refused}`);
     const deadline = Date.now() + 20_000;
@@ -1292,12 +1311,23 @@ async function walletScenario() {
       assert(Date.now() < deadline, `the broadcast transaction never reached btcd's mempool; its log: ${node.logAbout(x.unsent.txid.slice(0, 8))} ${node.logAbout('tx')}`);
       await new Promise((r) => setTimeout(r, 100));
     }
+    // Reloaded while unconfirmed: resumed from the store, no gateway known to hold it yet.
+    await stopClient(page);
+    await page.close();
+    page = await openPage();
+    await openClient(page, options);
+    await until(page, 'the store open', 30_000, (m) => m.storedHeight === newTip);
+    const resumed = (await page.evaluate(() => window.client.transactions())).find((t) => t.txid === x.unsent.txid);
+    assert(resumed?.status === 'unconfirmed' && resumed.gateways === 0, `after a reload: ${JSON.stringify(resumed)}`);
     node.ctl('generate', '1');
     await until(page, 'the broadcast transaction mined and found', 60_000, (m, ev) =>
       ev.some((e) => e.type === 'transaction' && e.status === 'found' && e.txid === x.unsent.txid));
     const after = await page.evaluate(() => window.client.balance());
-    assert(after.confirmed === x.balance - x.unsent.value, `after the broadcast: ${JSON.stringify(after)}`);
-    log(`  broadcast ${x.unsent.txid.slice(0, 16)}... through the gateway: relayed by 1, mined, found; balance ${after.confirmed}`);
+    assert(after.confirmed === x.balance - x.unsent.value && after.unconfirmed === 0, `after the broadcast: ${JSON.stringify(after)}`);
+    const mined = (await page.evaluate(() => window.client.transactions())).filter((t) => t.txid === x.unsent.txid);
+    assert(mined.length === 1 && mined[0].status === 'confirmed', `once mined: ${JSON.stringify(mined)}`);
+    log(`  broadcast ${x.unsent.txid.slice(0, 16)}... through the gateway: relayed by 1, unconfirmed at once ` +
+      `(net ${sent.balance.unconfirmed}), resumed after a reload, mined, found; balance ${after.confirmed}`);
 
     // Addresses of every kind too (P2PKH, P2SH-P2WPKH, P2WPKH, P2WSH, P2TR): watching more
     // scans again from the start; the block paying them and the one spending them join.
