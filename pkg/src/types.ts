@@ -352,7 +352,8 @@ export interface WalletTransaction {
 
 /**
  * A transaction of the wallet's not in a block: one it broadcast that a gateway passed to
- * its node. Nothing proves it (no proof of work): it may never be mined, and is never
+ * its node, or one a gateway's mempool digest announced that pays the wallet or spends
+ * its coins. Nothing proves it (no proof of work): it may never be mined, and is never
  * counted as confirmed.
  */
 export interface UnconfirmedTransaction {
@@ -425,9 +426,10 @@ export interface WalletSummary {
  * Why an unconfirmed transaction was dropped: `replaced` (a later one spending the same
  * coin replaced it or its ancestor, BIP125), `conflicted` (a mined transaction spent a
  * coin it, or its ancestor, spends), `expired` (not mined within `unconfirmedExpiryMs`
- * and no gateway holds it), `unwatched` (it touches nothing still watched).
+ * and no gateway holds it), `evicted` (every gateway that held it let it go),
+ * `unwatched` (it touches nothing still watched).
  */
-export type DropReason = 'replaced' | 'conflicted' | 'expired' | 'unwatched';
+export type DroppedReason = 'replaced' | 'conflicted' | 'expired' | 'evicted' | 'unwatched';
 
 /**
  * A wallet transaction found in a block (`found`), withdrawn because a reorganisation
@@ -441,7 +443,7 @@ export type TransactionEvent =
   | ({ type: 'transaction'; status: 'found' } & WalletTransaction)
   | { type: 'transaction'; status: 'withdrawn'; txid: string; height: number }
   | ({ type: 'transaction'; status: 'unconfirmed' } & UnconfirmedTransaction)
-  | { type: 'transaction'; status: 'dropped'; txid: string; reason: DropReason; by: string | null };
+  | { type: 'transaction'; status: 'dropped'; txid: string; reason: DroppedReason; by: string | null };
 
 /** What {@link LightwireClient.broadcast} resolves to (and the `broadcast` event). */
 export interface BroadcastResult {

@@ -17,6 +17,12 @@ impl GatewayId {
     pub const fn index(self) -> usize {
         self.0
     }
+
+    /// Its bit in a set of gateways held in a `u64` (as the wallet keeps who holds an
+    /// unconfirmed transaction); none for the 65th gateway on (they are not counted).
+    pub const fn bit(self) -> u64 {
+        if self.0 < 64 { 1 << self.0 } else { 0 }
+    }
 }
 
 impl fmt::Debug for GatewayId {
@@ -54,17 +60,20 @@ pub enum TaskId {
     FilterHeaders,
     /// The scan's filters.
     Scan,
+    /// Transactions the mempool digest matched.
+    Mempool,
 }
 
 impl TaskId {
     /// Every task, in the order of their bits.
-    pub const ALL: [TaskId; 6] = [
+    pub const ALL: [TaskId; 7] = [
         TaskId::Headers,
         TaskId::Relay,
         TaskId::Check,
         TaskId::Wallet,
         TaskId::FilterHeaders,
         TaskId::Scan,
+        TaskId::Mempool,
     ];
 
     /// The id's top three bits for this task.
@@ -76,6 +85,7 @@ impl TaskId {
             TaskId::Wallet => 0b011,
             TaskId::FilterHeaders => 0b100,
             TaskId::Scan => 0b110,
+            TaskId::Mempool => 0b101,
         }
     }
 
@@ -88,6 +98,7 @@ impl TaskId {
             TaskId::Wallet => 3,
             TaskId::FilterHeaders => 4,
             TaskId::Scan => 5,
+            TaskId::Mempool => 6,
         }
     }
 }
@@ -190,7 +201,6 @@ mod tests {
             assert_eq!(TaskId::ALL[task.index()], task);
         }
         // Ids no task sends: a gateway answering with one answers nothing we asked.
-        assert_eq!(RequestId::from_wire(0b101 << 29).task(), None);
         assert_eq!(RequestId::from_wire(u32::MAX).task(), None);
     }
 }

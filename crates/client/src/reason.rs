@@ -6,6 +6,7 @@ use lightwire_chain::ConnectError;
 use lightwire_proto::PeerError;
 
 use crate::dispute::DisputeError;
+use crate::engine::MempoolError;
 use crate::filters::FilterSyncError;
 use crate::scan::ScanError;
 use crate::sync::SyncError;
@@ -64,6 +65,9 @@ pub enum DropReason {
     /// It sent a block that is not the stored header's, or withheld one its filter matched.
     #[error(transparent)]
     Wallet(WalletError),
+    /// Its mempool digest does not describe the transaction it names, or came unasked.
+    #[error(transparent)]
+    Mempool(MempoolError),
     /// Its answer to our request made no progress in time.
     #[error("the gateway stopped answering our request")]
     RequestTimeout,
@@ -87,7 +91,8 @@ impl DropReason {
             | DropReason::Undelivered(_)
             | DropReason::Filters(_)
             | DropReason::Dispute(_)
-            | DropReason::Wallet(_) => true,
+            | DropReason::Wallet(_)
+            | DropReason::Mempool(_) => true,
             // An answer cut short may be a reorganisation: asked again after a backoff.
             DropReason::Scan(ScanError::Short { .. }) => false,
             DropReason::Scan(_) => true,
@@ -144,6 +149,12 @@ impl DropReason {
                 WalletError::BlockMismatch { .. } => "block-mismatch",
                 WalletError::Withheld { .. } => "block-withheld",
                 WalletError::OutOfOrder { .. } => "block-pieces-out-of-order",
+            },
+            DropReason::Mempool(e) => match e {
+                MempoolError::Unasked => "unexpected-answer",
+                MempoolError::UndecodableSet(_) => "undecodable-digest",
+                MempoolError::WrongTransaction(_) => "wrong-transaction",
+                MempoolError::DigestMismatch(_) => "digest-mismatch",
             },
             DropReason::RequestTimeout => "request-timeout",
             DropReason::Transport(TransportError::OpenFailed) => "open-failed",

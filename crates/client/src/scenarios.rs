@@ -21,6 +21,7 @@ use crate::engine::Event;
 use crate::testnet::{FailingStore, Net, block_on, memory};
 
 mod content;
+mod mempool;
 mod miscomputed;
 mod trust;
 
@@ -827,7 +828,7 @@ fn a_broadcast_of_the_wallets_is_unconfirmed_at_once_saved_and_expires() {
     assert_eq!(unconfirmed.len(), 1, "{:?}", net.host.events);
     let t = &unconfirmed[0];
     assert_eq!(
-        (t.txid, t.gateways, t.sent, t.received, t.fee),
+        (t.txid, t.gateways(), t.sent, t.received, t.fee),
         (txid, 1, 5_000_000_000, 999_990_000, Some(10_000))
     );
     let balance = |net: &Net<_>| net.host.engine.wallet().unwrap().balance(3_000, 1);
@@ -848,7 +849,7 @@ fn a_broadcast_of_the_wallets_is_unconfirmed_at_once_saved_and_expires() {
     net.drive();
     let w = net.host.engine.wallet().unwrap();
     assert_eq!(w.unconfirmed.transactions()[0].txid, txid);
-    assert_eq!(w.unconfirmed.transactions()[0].gateways, 0);
+    assert_eq!(w.unconfirmed.transactions()[0].gateways(), 0);
     assert_eq!(balance(&net).unconfirmed, -4_000_010_000);
     // Broadcast through a gateway whose node is gone: refused, never the wallet's.
     let mut other = tx.clone();

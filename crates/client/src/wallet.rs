@@ -359,35 +359,64 @@ impl WalletSync {
     }
 
     /// Take unconfirmed transaction `raw` from `source`, seen at `now` (milliseconds since
-    /// the Unix epoch), held by `gateways` gateways: what changed (the transaction taken,
-    /// or its gateway count updated, and what it replaced).
+    /// the Unix epoch), held by the gateways `holders` (one bit each): what changed (the
+    /// transaction taken, or its holders updated, and what it replaced).
     pub fn add_unconfirmed(
         &mut self,
         raw: &[u8],
         source: Source,
         now: u64,
-        gateways: u32,
+        holders: u64,
     ) -> Result<Vec<WalletChange>, AddError> {
         let watch = &self.watch;
         let added = self
             .unconfirmed
-            .add(raw, source, now, gateways, &self.ledger, |s| {
+            .add(raw, source, now, holders, &self.ledger, |s| {
                 watch.owns(s) == Some(true)
             })?;
-        let mut changes = Vec::new();
-        let txid = match added {
-            Added::New { dropped } => {
-                self.dirty = true;
-                changes.extend(dropped.into_iter().map(WalletChange::Dropped));
-                lightwire_primitives::Tx::parse(raw).map(|t| t.txid()).ok()
-            }
-            Added::Known(true) => lightwire_primitives::Tx::parse(raw).map(|t| t.txid()).ok(),
-            Added::Known(false) => None,
+        let txid = lightwire_primitives::Tx::parse(raw).map(|t| t.txid()).ok();
+        // Who holds it is not saved: a change of holders alone leaves the state clean.
+        let (dropped, shown, changed) = match added {
+            Added::New { dropped } => (dropped, txid, true),
+            Added::Foreign { dropped } => (dropped, None, true),
+            Added::Known(true) => (Vec::new(), txid, false),
+            Added::Known(false) => (Vec::new(), None, false),
         };
-        if let Some(t) = txid.and_then(|t| self.unconfirmed.get(&t)) {
+        self.dirty |= changed;
+        let mut changes: Vec<WalletChange> =
+            dropped.into_iter().map(WalletChange::Dropped).collect();
+        if let Some(t) = shown.and_then(|t| self.unconfirmed.get(&t)) {
             changes.push(WalletChange::Unconfirmed(t.clone()));
         }
         Ok(changes)
+    }
+
+    /// The gateways holding unconfirmed transaction `txid` are now `holders`: the change,
+    /// if there is one.
+    pub fn set_holders(&mut self, txid: &Txid, holders: u64) -> Option<WalletChange> {
+        if !self.unconfirmed.set_holders(txid, holders) {
+            return None;
+        }
+        self.unconfirmed
+            .get(txid)
+            .map(|t| WalletChange::Unconfirmed(t.clone()))
+    }
+
+    /// Unconfirmed transaction `txid` is dropped as evicted if no gateway holds it.
+    pub fn evict(&mut self, txid: &Txid) -> Vec<WalletChange> {
+        let dropped = self.unconfirmed.evict(txid);
+        self.dirty |= !dropped.is_empty();
+        dropped.into_iter().map(WalletChange::Dropped).collect()
+    }
+
+    /// Gateway `bit` holds nothing any more (it is gone): the changes.
+    pub fn forget_holder(&mut self, bit: u64) -> Vec<WalletChange> {
+        let changed = self.unconfirmed.forget_holder(bit);
+        changed
+            .iter()
+            .filter_map(|t| self.unconfirmed.get(t))
+            .map(|t| WalletChange::Unconfirmed(t.clone()))
+            .collect()
     }
 
     /// Unconfirmed transactions first seen `expiry` ms or more before `now` that no

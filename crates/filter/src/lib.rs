@@ -1,7 +1,8 @@
 //! BIP158 compact block filters, sans-IO: the Golomb-coded set (P = 19, M = 784,931), the
 //! basic filter built from a block and the output scripts its inputs spend, matching many
 //! scripts against a filter in one sorted merge pass, the filter hash and the filter-header
-//! chain (BIP157).
+//! chain (BIP157); and the set of one unconfirmed transaction in a gateway's mempool
+//! digest ([`txset`]).
 //!
 //! `no_std` with `alloc` (building a filter makes a buffer; decoding and matching use only
 //! what the caller lends, so a scan allocates nothing per filter once its buffers are warm).
@@ -20,6 +21,7 @@ wasm_bindgen_test::wasm_bindgen_test_configure!(run_in_browser);
 
 mod bits;
 mod gcs;
+pub mod txset;
 
 pub use gcs::{
     BASIC_M, BASIC_P, Filter, FilterError, Matcher, Values, basic_filter, build_filter,

@@ -23,8 +23,9 @@ use lightwire_primitives::{FilterHash, FilterHeader};
 use lightwire_wire::{
     AnswerFlags, BLOCKS_FEATURE, BlockPiece, COMPACT_HEADERS_FEATURE, DecodeError, EncodeError,
     FILTERS_FEATURE, Features, FilterCheckpoints, FilterRange, Filters, GetBlock,
-    GetFilterCheckpoints, GetFilterHeaders, GetFilters, GetHeaders, Init, InitRefusal, Message,
-    Networks, Ping, Pong, RELAY_FEATURE, SendTx, TxResult,
+    GetFilterCheckpoints, GetFilterHeaders, GetFilters, GetHeaders, Init, InitRefusal,
+    MEMPOOL_FEATURE, MempoolDigest, MempoolSubscribe, MempoolTx, Message, Networks, Ping, Pong,
+    RELAY_FEATURE, SALT_LEN, SendTx, TxResult,
 };
 
 use crate::acts::ActBuffer;
@@ -366,6 +367,11 @@ pub enum PeerEvent<'a> {
     Block(BlockPiece<'a>),
     /// What became of a transaction sent with [`Initiator::send_tx`].
     TxResult(TxResult),
+    /// Transactions that entered or left the gateway's mempool (after
+    /// [`Initiator::subscribe_mempool`]; the entries are checked whole).
+    MempoolDigest(MempoolDigest<'a>),
+    /// The transaction asked with [`Initiator::get_mempool_tx`], or `not_found`.
+    MempoolTx(MempoolTx<'a>),
     /// A `warning` (printable text, or `None`).
     Warning(Option<&'a str>),
     /// A `pong`.
@@ -396,6 +402,8 @@ pub struct Initiator {
     gateway_blocks: bool,
     /// Whether the gateway's `init` offers transaction relay.
     gateway_relay: bool,
+    /// Whether the gateway's `init` offers the mempool digest.
+    gateway_mempool: bool,
     /// Headers expanded from `headers_compact` and the block hashes of every answer.
     expanded: Expanded,
 }
@@ -433,6 +441,7 @@ impl Initiator {
             gateway_filters: false,
             gateway_blocks: false,
             gateway_relay: false,
+            gateway_mempool: false,
             expanded: Expanded::new(),
         };
         initiator.offer_compact_headers(true);
@@ -460,6 +469,12 @@ impl Initiator {
     /// Whether the gateway's `init` said it relays transactions ([`RELAY_FEATURE`]).
     pub fn relays(&self) -> bool {
         self.gateway_relay
+    }
+
+    /// Whether the gateway's `init` said it serves the mempool digest
+    /// ([`MEMPOOL_FEATURE`]).
+    pub fn serves_mempool(&self) -> bool {
+        self.gateway_mempool
     }
 
     /// Whether `init` has been exchanged.
@@ -500,11 +515,13 @@ impl Initiator {
                 filters,
                 blocks,
                 relay,
+                mempool,
             }) => {
                 self.ready = true;
                 self.gateway_filters = filters;
                 self.gateway_blocks = blocks;
                 self.gateway_relay = relay;
+                self.gateway_mempool = mempool;
                 Ok((taken, Some(PeerEvent::Ready)))
             }
             Ok(Interpreted::Pong(len)) => {
@@ -659,6 +676,30 @@ impl Initiator {
         self.link.send(&Message::SendTx(SendTx { id, tx }))
     }
 
+    /// Ask the gateway to stream its mempool digest, each transaction's set keyed by
+    /// `salt` (fresh randomness, one per connection); with `snapshot`, every transaction
+    /// it holds now first.
+    pub fn subscribe_mempool(
+        &mut self,
+        salt: [u8; SALT_LEN],
+        snapshot: bool,
+    ) -> Result<(), PeerError> {
+        if !self.is_ready() {
+            return Err(PeerError::NotReady);
+        }
+        let m = MempoolSubscribe { salt, snapshot };
+        self.link.send(&Message::MempoolSubscribe(m))
+    }
+
+    /// Ask for the transaction whose txid is `txid` from the gateway's mempool.
+    pub fn get_mempool_tx(&mut self, id: u32, txid: [u8; 32]) -> Result<(), PeerError> {
+        if !self.is_ready() {
+            return Err(PeerError::NotReady);
+        }
+        let m = lightwire_wire::GetMempoolTx { id, txid };
+        self.link.send(&Message::GetMempoolTx(m))
+    }
+
     /// Ask for the block whose hash is `block_hash` (one at a time: the gateway answers a
     /// second request before the first is done with a warning).
     pub fn request_block(&mut self, id: u32, block_hash: BlockHash) -> Result<(), PeerError> {
@@ -690,11 +731,13 @@ impl Initiator {
 }
 
 enum Interpreted<'a> {
-    /// With whether the gateway serves filters and blocks and relays transactions.
+    /// With whether the gateway serves filters, blocks and the mempool digest, and relays
+    /// transactions.
     Ready {
         filters: bool,
         blocks: bool,
         relay: bool,
+        mempool: bool,
     },
     Pong(Option<u16>),
     Event(Option<PeerEvent<'a>>),
@@ -720,6 +763,7 @@ fn interpret<'a>(
             filters: features.is_set(FILTERS_FEATURE),
             blocks: features.is_set(BLOCKS_FEATURE),
             relay: features.is_set(RELAY_FEATURE),
+            mempool: features.is_set(MEMPOOL_FEATURE),
         });
     }
     let event = match message {
@@ -762,6 +806,8 @@ fn interpret<'a>(
         Message::Filters(m) => PeerEvent::Filters(m),
         Message::Block(m) => PeerEvent::Block(m),
         Message::TxResult(m) => PeerEvent::TxResult(m),
+        Message::MempoolDigest(m) => PeerEvent::MempoolDigest(m),
+        Message::MempoolTx(m) => PeerEvent::MempoolTx(m),
         Message::Warning(w) => PeerEvent::Warning(w.data_utf8()),
         Message::Error(e) => {
             return Err(PeerError::GatewayError(e.data_utf8().map(str::to_string)));
@@ -777,6 +823,8 @@ fn interpret<'a>(
         | Message::GetFilters(_)
         | Message::GetBlock(_)
         | Message::SendTx(_)
+        | Message::MempoolSubscribe(_)
+        | Message::GetMempoolTx(_)
         | Message::Unknown { .. } => {
             return Ok(Interpreted::Event(None));
         }

@@ -10,6 +10,8 @@
 //!   [`Initiator`] for the protocol with its keepalive).
 //! - [`responder`]: a gateway's connection from a client: upgrade, acts, then the
 //!   [`Session`] that answers requests from a [`Served`] chain.
+//! - [`feed`]: a session's mempool digest subscription (its salt, its place in the served
+//!   mempool's changes, the transactions asked for).
 //! - [`time`]: [`Millis`], the caller's clock.
 //!
 //! With the `test-util` feature (and in this crate's tests), `testing` holds a served chain
@@ -23,6 +25,7 @@ wasm_bindgen_test::wasm_bindgen_test_configure!(run_in_browser);
 mod acts;
 pub mod compact;
 pub mod connect;
+pub mod feed;
 pub mod initiator;
 #[cfg(any(test, feature = "test-util"))]
 pub mod pair;

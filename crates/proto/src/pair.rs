@@ -40,7 +40,15 @@ pub enum Heard {
     Block(u32, u32, u32, Vec<u8>, bool, bool),
     /// What became of a transaction: request id, status, txid.
     TxResult(u32, lightwire_wire::RelayStatus, [u8; 32]),
+    /// A mempool digest: reset, then each entry's txid with its set (added) or its reason
+    /// (removed).
+    MempoolDigest(bool, Vec<HeardEntry>),
+    /// A mempool transaction: request id, the transaction (`None`: not found).
+    MempoolTx(u32, Option<Vec<u8>>),
 }
+
+/// A digest entry heard: a transaction's txid, with its set (added) or why it left.
+pub type HeardEntry = ([u8; 32], Result<Vec<u8>, lightwire_wire::Removal>);
 
 /// A gateway's end as a browser sees it: a [`Responder`] serving a [`TestChain`], the
 /// bytes in flight each way, and the WebSocket client's side (the upgrade, masked frames
@@ -386,6 +394,22 @@ fn client_input(
                             m.flags,
                         ),
                         PeerEvent::TxResult(r) => Heard::TxResult(r.id, r.status, r.txid),
+                        PeerEvent::MempoolDigest(d) => Heard::MempoolDigest(
+                            d.reset,
+                            d.entries()
+                                .map(|e| match e {
+                                    lightwire_wire::DigestEntry::Added { txid, set } => {
+                                        (*txid, Ok(set.to_vec()))
+                                    }
+                                    lightwire_wire::DigestEntry::Removed { txid, reason } => {
+                                        (*txid, Err(reason))
+                                    }
+                                })
+                                .collect(),
+                        ),
+                        PeerEvent::MempoolTx(m) => {
+                            Heard::MempoolTx(m.id, (!m.not_found).then(|| m.tx.to_vec()))
+                        }
                         PeerEvent::Block(p) => Heard::Block(
                             p.id,
                             p.block_len,

@@ -411,6 +411,13 @@ impl Responder {
         }
     }
 
+    /// The served mempool changed: the session sends a digest if its client subscribed.
+    pub fn mempool_changed(&mut self) {
+        if let Phase::Ready(r) = &mut self.phase {
+            r.session.mempool_changed();
+        }
+    }
+
     /// A filter or block the session waited for arrived (or was given up): it answers
     /// again.
     pub fn data_arrived(&mut self) {

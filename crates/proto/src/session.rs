@@ -23,11 +23,14 @@ use lightwire_wire::sync::{
 use lightwire_wire::{
     AnswerFlags, BLOCKS_FEATURE, BlockPiece, COMPACT_HEADERS_FEATURE, DecodeError, EncodeError,
     FILTERS_FEATURE, FilterCheckpoints, FilterHeaders, FilterRange, FiltersWriter, GetHeaders,
-    Headers, HeadersCompact, Init, InitRefusal, Message, Networks, Ping, Pong, RELAY_FEATURE, Tip,
-    TxResult, Warning,
+    Headers, HeadersCompact, Init, InitRefusal, MEMPOOL_FEATURE, Message, Networks, Ping, Pong,
+    RELAY_FEATURE, Tip, TxResult, Warning,
 };
 
 pub use lightwire_wire::RelayStatus;
+
+use crate::feed::Feed;
+pub use crate::feed::MempoolChange;
 
 /// The tip as announced in `tip` messages.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -129,6 +132,44 @@ pub trait Served {
         RelayStatus::NoNode
     }
 
+    /// Whether the mempool digest is served (the `mempool` feature bit).
+    fn serves_mempool(&self) -> bool {
+        false
+    }
+
+    /// The number of the latest change to the served mempool (0: none yet).
+    fn mempool_head(&self) -> u64 {
+        0
+    }
+
+    /// The transactions the served mempool holds that came in the changes numbered after
+    /// `after` and at most `upto`, in the order they came (a snapshot), lent to `each`
+    /// with their numbers until it returns `false`.
+    fn mempool_held(
+        &self,
+        _after: u64,
+        _upto: u64,
+        _each: impl FnMut(u64, MempoolChange<'_>) -> bool,
+    ) {
+    }
+
+    /// The changes to the served mempool numbered after `after`, in order, lent to `each`
+    /// with their numbers until it returns `false`; `false` (and nothing lent) when they
+    /// are no longer all held: the caller starts over from a snapshot.
+    fn mempool_changes(
+        &self,
+        _after: u64,
+        _each: impl FnMut(u64, MempoolChange<'_>) -> bool,
+    ) -> bool {
+        true
+    }
+
+    /// The transaction whose txid is `txid`, if the served mempool holds it, lent to
+    /// `read`.
+    fn with_mempool_tx<R>(&self, _txid: &[u8; 32], _read: impl FnOnce(&[u8]) -> R) -> Option<R> {
+        None
+    }
+
     /// Where an answer to `locator` starts: after the first hash on this chain, else
     /// after the first header held.
     fn start_after<'a>(&self, locator: impl Iterator<Item = &'a [u8; 32]>) -> u32 {
@@ -187,6 +228,9 @@ pub enum Violation {
     /// A second `get_block` before the first was answered in full.
     #[error("get_block while a block is still being sent (one at a time)")]
     BlockInFlight,
+    /// A mempool message to a gateway that does not serve the digest.
+    #[error("this gateway does not serve the mempool digest")]
+    MempoolNotServed,
 }
 
 impl From<InitRefusal> for Violation {
@@ -215,6 +259,7 @@ impl Violation {
             Violation::FilterRange { .. } => "filter_range",
             Violation::BlocksNotServed => "blocks_not_served",
             Violation::BlockInFlight => "block_in_flight",
+            Violation::MempoolNotServed => "mempool_not_served",
         }
     }
 }
@@ -289,6 +334,8 @@ pub struct Session {
     pub block_bytes_sent: u64,
     /// Answers to `send_tx` not sent yet.
     tx_results: VecDeque<TxResult>,
+    /// The mempool digest subscription, and `get_mempool_tx` requests.
+    feed: Feed,
 }
 
 impl Session {
@@ -312,6 +359,7 @@ impl Session {
             filter_bytes_sent: 0,
             block_bytes_sent: 0,
             tx_results: VecDeque::new(),
+            feed: Feed::default(),
         }
     }
 
@@ -329,6 +377,11 @@ impl Session {
     /// The tip changed: announce it at the next request boundary.
     pub fn tip_changed(&mut self) {
         self.tip_due = true;
+    }
+
+    /// The served mempool changed: a digest may be due (if the client subscribed).
+    pub fn mempool_changed(&mut self) {
+        self.feed.changed();
     }
 
     /// Send a keepalive `ping`.
@@ -416,6 +469,8 @@ impl Session {
                     txid,
                 });
             }
+            Message::MempoolSubscribe(m) => self.feed.subscribe(&m, chain)?,
+            Message::GetMempoolTx(m) => self.feed.ask(m, chain)?,
             Message::Ping(ping) => self.pong_due = ping.pong_len(),
             Message::Error(_) => return Ok(Received::PeerError),
             // A second init, warnings, pongs, headers and tips from a client, and unknown odd
@@ -431,6 +486,8 @@ impl Session {
             | Message::Filters(_)
             | Message::Block(_)
             | Message::TxResult(_)
+            | Message::MempoolDigest(_)
+            | Message::MempoolTx(_)
             | Message::Unknown { .. } => {}
         }
         Ok(Received::Ok)
@@ -509,6 +566,7 @@ impl Session {
             || self.pong_due.is_some()
             || self.ping_due
             || !self.tx_results.is_empty()
+            || (self.init_received && self.feed.has_output())
             || (self.init_received
                 && !self.waiting_for_data
                 && ((self.answering.is_none() && self.tip_due)
@@ -541,14 +599,15 @@ impl Session {
             } else {
                 &[]
             };
-            let mut field = [0u8; RELAY_FEATURE / 8 + 1];
-            let mut all = [0usize; 4];
+            let mut field = [0u8; MEMPOOL_FEATURE / 8 + 1];
+            let mut all = [0usize; 5];
             let mut n = 0;
             for &b in bits
                 .iter()
                 .chain(chain.serves_filters().then_some(&FILTERS_FEATURE))
                 .chain(chain.serves_blocks().then_some(&BLOCKS_FEATURE))
                 .chain(chain.relays().then_some(&RELAY_FEATURE))
+                .chain(chain.serves_mempool().then_some(&MEMPOOL_FEATURE))
             {
                 all[n] = b;
                 n += 1;
@@ -578,6 +637,9 @@ impl Session {
         }
         if !self.init_received {
             return Ok(None);
+        }
+        if let Some(n) = self.feed.next_message(chain, out)? {
+            return Ok(Some(n));
         }
         if self.answering.is_none() {
             if self.tip_due {
@@ -1380,6 +1442,131 @@ mod tests {
         t.extend_from_slice(&[9; 20]);
         t.extend_from_slice(&[0; 4]);
         t
+    }
+
+    /// A transaction paying `script` from output `vout` of `[prev; 32]`.
+    fn paying(prev: u8, vout: u32, script: &[u8]) -> Vec<u8> {
+        let mut t = vec![2, 0, 0, 0, 1];
+        t.extend_from_slice(&[prev; 32]);
+        t.extend_from_slice(&vout.to_le_bytes());
+        t.extend_from_slice(&[0, 0xff, 0xff, 0xff, 0xff, 1]);
+        t.extend_from_slice(&1_000u64.to_le_bytes());
+        t.push(script.len() as u8);
+        t.extend_from_slice(script);
+        t.extend_from_slice(&[0; 4]);
+        t
+    }
+
+    /// A digest as the tests compare it: reset, and (txid, added?) of each entry.
+    type Digest = (bool, Vec<([u8; 32], bool)>);
+
+    /// The digests among `sent`.
+    fn digests(sent: &[Vec<u8>]) -> Vec<Digest> {
+        sent.iter()
+            .filter_map(|m| match Message::decode(m) {
+                Ok(Message::MempoolDigest(d)) => Some((
+                    d.reset,
+                    d.entries()
+                        .map(|e| match e {
+                            lightwire_wire::DigestEntry::Added { txid, .. } => (*txid, true),
+                            lightwire_wire::DigestEntry::Removed { txid, .. } => (*txid, false),
+                        })
+                        .collect(),
+                )),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The digest: a subscriber with `snapshot` gets what is held first, then each change
+    /// as it comes, each set keyed by its salt (it matches the scripts paid, and the
+    /// outpoints spent); transactions asked for are answered, or `not_found`. One too far
+    /// behind gets `reset` and everything held again. A gateway without a mempool refuses
+    /// the messages.
+    #[test]
+    fn the_mempool_digest_streams_changes_under_the_subscribers_salt() {
+        use lightwire_wire::{GetMempoolTx, MEMPOOL_FEATURE, MempoolSubscribe, Removal};
+        let mut chain = TestChain::generate(10);
+        let mut s = ready(&chain);
+        let sub = encode(Message::MempoolSubscribe(MempoolSubscribe {
+            salt: [3; 16],
+            snapshot: true,
+        }));
+        assert_eq!(s.receive(&sub, &chain), Err(Violation::MempoolNotServed));
+        chain.mempool = Some(Default::default());
+        let mut s = Session::new(chain_hash());
+        s.receive(&init_for(chain_hash()), &chain).unwrap();
+        let sent = drain(&mut s, &chain);
+        let Ok(Message::Init(init)) = Message::decode(&sent[0]) else {
+            panic!("init first")
+        };
+        assert!(init.combined_features().is_set(MEMPOOL_FEATURE));
+        let script = [
+            0x00, 0x14, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8,
+        ];
+        let (a, b) = (paying(1, 0, &script), paying(2, 5, &[0x51]));
+        let m = chain.mempool.as_mut().unwrap();
+        let (ta, tb) = (m.add(&a), m.add(&b));
+        // Nothing before the subscription.
+        assert!(drain(&mut s, &chain).is_empty());
+        s.receive(&sub, &chain).unwrap();
+        let sent = drain(&mut s, &chain);
+        assert_eq!(digests(&sent), [(false, vec![(ta, true), (tb, true)])]);
+        let Ok(Message::MempoolDigest(d)) = Message::decode(&sent[0]) else {
+            panic!()
+        };
+        let sets: Vec<&[u8]> = d
+            .entries()
+            .filter_map(|e| match e {
+                lightwire_wire::DigestEntry::Added { set, .. } => Some(set),
+                _ => None,
+            })
+            .collect();
+        let spent = lightwire_filter::txset::outpoint_item(&[2; 32], 5);
+        let matches = |set: &[u8], q: &[u8], salt| {
+            lightwire_filter::txset::set_matches(
+                &mut lightwire_filter::Matcher::default(),
+                set,
+                salt,
+                [q],
+            )
+            .unwrap()
+        };
+        assert!(matches(sets[0], &script, &[3; 16]));
+        assert!(!matches(sets[1], &script, &[3; 16]));
+        assert!(matches(sets[1], &spent, &[3; 16]));
+        // Changes as they come: a removal, an addition.
+        let m = chain.mempool.as_mut().unwrap();
+        m.remove(ta, Removal::Mined);
+        let tc = m.add(&paying(3, 0, &script));
+        s.mempool_changed();
+        assert_eq!(
+            digests(&drain(&mut s, &chain)),
+            [(false, vec![(ta, false), (tc, true)])]
+        );
+        assert!(!s.has_output(), "nothing due until the mempool changes");
+        // Asked for: held, or not.
+        let ask = |id, txid| encode(Message::GetMempoolTx(GetMempoolTx { id, txid }));
+        s.receive(&ask(7, tb), &chain).unwrap();
+        s.receive(&ask(8, ta), &chain).unwrap();
+        let answers: Vec<_> = drain(&mut s, &chain)
+            .iter()
+            .filter_map(|m| match Message::decode(m) {
+                Ok(Message::MempoolTx(t)) => Some((t.id, t.not_found, t.tx.to_vec())),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(answers, [(7, false, b.clone()), (8, true, vec![])]);
+        // Behind what is kept: reset, then what is held (b and c).
+        let m = chain.mempool.as_mut().unwrap();
+        let td = m.add(&paying(4, 0, &script));
+        m.remove(td, Removal::Evicted);
+        m.kept_from = m.changes_len() + 1;
+        s.mempool_changed();
+        assert_eq!(
+            digests(&drain(&mut s, &chain)),
+            [(true, vec![(tb, true), (tc, true)])]
+        );
     }
 
     #[test]

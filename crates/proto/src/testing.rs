@@ -43,6 +43,71 @@ pub struct TestChain {
     /// What it answers a transaction it relays (`Relayed`, or a refusal: a node that is
     /// not connected).
     pub relay_answer: crate::session::RelayStatus,
+    /// Its mempool, served as a digest when `Some`.
+    pub mempool: Option<TestMempool>,
+}
+
+/// A served mempool in memory: the transactions held, and every change numbered from 1
+/// (those before `kept_from` forgotten, as a gateway's bounded log forgets them).
+#[derive(Default, Debug)]
+pub struct TestMempool {
+    txs: HashMap<[u8; 32], Vec<u8>>,
+    /// Transactions announced in the digest as another (a lying gateway: the set it sends
+    /// is the other's).
+    announced_as: HashMap<[u8; 32], Vec<u8>>,
+    changes: Vec<(u64, [u8; 32], Option<lightwire_wire::Removal>)>,
+    head: u64,
+    /// Changes numbered below this are no longer held.
+    pub kept_from: u64,
+    /// Transactions handed over (`get_mempool_tx` answered with one).
+    served: std::sync::atomic::AtomicUsize,
+}
+
+impl TestMempool {
+    /// `tx` entered the mempool; its txid.
+    pub fn add(&mut self, tx: &[u8]) -> [u8; 32] {
+        let txid = lightwire_primitives::Tx::parse(tx)
+            .expect("a transaction")
+            .txid()
+            .0;
+        self.txs.insert(txid, tx.to_vec());
+        self.head += 1;
+        self.changes.push((self.head, txid, None));
+        txid
+    }
+
+    /// `tx` entered the mempool, and the digest describes it as `other` (a lie); its
+    /// txid.
+    pub fn add_announced_as(&mut self, tx: &[u8], other: &[u8]) -> [u8; 32] {
+        let txid = self.add(tx);
+        self.announced_as.insert(txid, other.to_vec());
+        txid
+    }
+
+    /// What the digest describes the transaction `txid` as.
+    fn announced(&self, txid: &[u8; 32]) -> Option<&[u8]> {
+        self.announced_as
+            .get(txid)
+            .or_else(|| self.txs.get(txid))
+            .map(Vec::as_slice)
+    }
+
+    /// How many transactions were handed over.
+    pub fn served(&self) -> usize {
+        self.served.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// The number of the latest change.
+    pub fn changes_len(&self) -> u64 {
+        self.head
+    }
+
+    /// The transaction `txid` left it, for `reason`.
+    pub fn remove(&mut self, txid: [u8; 32], reason: lightwire_wire::Removal) {
+        self.txs.remove(&txid);
+        self.head += 1;
+        self.changes.push((self.head, txid, Some(reason)));
+    }
 }
 
 impl TestChain {
@@ -64,6 +129,7 @@ impl TestChain {
             relay: true,
             relayed: Default::default(),
             relay_answer: crate::session::RelayStatus::Relayed,
+            mempool: None,
         };
         chain.index.insert(REGTEST.genesis.block_hash(), 0);
         chain.extend(headers_after(&REGTEST, &REGTEST.genesis, 0, count, 0));
@@ -269,6 +335,80 @@ impl Served for TestChain {
             r.push(tx.to_vec());
         }
         self.relay_answer
+    }
+
+    fn serves_mempool(&self) -> bool {
+        self.mempool.is_some()
+    }
+
+    fn mempool_head(&self) -> u64 {
+        self.mempool.as_ref().map_or(0, |m| m.head)
+    }
+
+    fn mempool_held(
+        &self,
+        after: u64,
+        upto: u64,
+        mut each: impl FnMut(u64, crate::feed::MempoolChange<'_>) -> bool,
+    ) {
+        let Some(m) = &self.mempool else {
+            return;
+        };
+        for (n, txid, removal) in &m.changes {
+            if *n <= after || *n > upto || removal.is_some() {
+                continue;
+            }
+            if m.txs.contains_key(txid)
+                && let Some(tx) = m.announced(txid)
+                && !each(*n, crate::feed::MempoolChange::Added { txid, tx })
+            {
+                return;
+            }
+        }
+    }
+
+    fn mempool_changes(
+        &self,
+        after: u64,
+        mut each: impl FnMut(u64, crate::feed::MempoolChange<'_>) -> bool,
+    ) -> bool {
+        use crate::feed::MempoolChange;
+        let Some(m) = &self.mempool else {
+            return true;
+        };
+        if after + 1 < m.kept_from {
+            return false;
+        }
+        for (n, txid, removal) in &m.changes {
+            if *n <= after {
+                continue;
+            }
+            let held = m
+                .txs
+                .contains_key(txid)
+                .then(|| m.announced(txid))
+                .flatten();
+            let change = match (removal, held) {
+                (Some(reason), _) => MempoolChange::Removed {
+                    txid,
+                    reason: *reason,
+                },
+                (None, Some(tx)) => MempoolChange::Added { txid, tx },
+                // Gone since: its removal follows.
+                (None, None) => continue,
+            };
+            if !each(*n, change) {
+                break;
+            }
+        }
+        true
+    }
+
+    fn with_mempool_tx<R>(&self, txid: &[u8; 32], read: impl FnOnce(&[u8]) -> R) -> Option<R> {
+        let m = self.mempool.as_ref()?;
+        let tx = m.txs.get(txid)?;
+        m.served.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Some(read(tx))
     }
 
     fn with_block<R>(&self, height: u32, read: impl FnOnce(&[u8]) -> R) -> FilterLookup<R> {

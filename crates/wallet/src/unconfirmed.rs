@@ -44,18 +44,22 @@ pub const MAX_RAW: usize = 4 << 20;
 pub enum Source {
     /// The wallet's application broadcast it, and a gateway passed it to its node.
     Own,
+    /// A gateway's mempool digest announced it, and the transaction fetched matched.
+    Announced,
 }
 
 impl Source {
     fn code(self) -> u8 {
         match self {
             Source::Own => 0,
+            Source::Announced => 1,
         }
     }
 
     fn from_code(c: u8) -> Option<Source> {
         match c {
             0 => Some(Source::Own),
+            1 => Some(Source::Announced),
             _ => None,
         }
     }
@@ -85,9 +89,9 @@ pub struct UnconfirmedTx {
     pub source: Source,
     /// When it was first seen (the caller's clock: milliseconds since the Unix epoch).
     pub first_seen: u64,
-    /// How many gateways are known to hold it now (not saved: none are known after a
-    /// restart until one says so).
-    pub gateways: u32,
+    /// The gateways known to hold it now, one bit each (bit `i`: the caller's gateway
+    /// `i`, below 64); not saved: none are known after a restart until one says so.
+    pub holders: u64,
     /// The wallet's coins it spends.
     pub spends: Vec<SpentCoin>,
     /// Indexes of its outputs that pay watched scripts.
@@ -101,13 +105,18 @@ pub struct UnconfirmedTx {
 }
 
 impl UnconfirmedTx {
+    /// How many gateways are known to hold it now.
+    pub fn gateways(&self) -> u32 {
+        self.holders.count_ones()
+    }
+
     /// `received - sent`: what it will do to the balance if it is mined.
     pub fn net(&self) -> i64 {
         self.received as i64 - self.sent as i64
     }
 
     /// The outputs it spends, the wallet's or not (from its bytes, checked when taken).
-    fn inputs(&self) -> impl Iterator<Item = Outpoint> + '_ {
+    pub fn inputs(&self) -> impl Iterator<Item = Outpoint> + '_ {
         Tx::parse(&self.raw).into_iter().flat_map(|tx| {
             tx.inputs().map(|i| Outpoint {
                 txid: i.prev_txid(),
@@ -170,16 +179,20 @@ pub enum Reason {
     Expired,
     /// It touches none of the scripts still watched.
     Unwatched,
+    /// Every gateway that held it said it let it go (its mempool full, or the transaction
+    /// too old), none holds it now.
+    Evicted,
 }
 
 impl Reason {
-    /// Its name in events: `replaced`, `conflicted`, `expired`, `unwatched`.
+    /// Its name in events: `replaced`, `conflicted`, `expired`, `unwatched`, `evicted`.
     pub const fn name(self) -> &'static str {
         match self {
             Reason::Replaced => "replaced",
             Reason::Conflicted => "conflicted",
             Reason::Expired => "expired",
             Reason::Unwatched => "unwatched",
+            Reason::Evicted => "evicted",
         }
     }
 }
@@ -226,7 +239,13 @@ pub enum Added {
         /// What it replaced, with their descendants.
         dropped: Vec<Dropped>,
     },
-    /// Held already; how many gateways hold it was brought up to date if that changed
+    /// Not the wallet's, but it spends an output one held spends: those it replaced were
+    /// dropped (a payment to the wallet replaced by one paying elsewhere).
+    Foreign {
+        /// What it replaced, with their descendants.
+        dropped: Vec<Dropped>,
+    },
+    /// Held already; the gateways holding it were brought up to date if they changed
     /// (`true`).
     Known(bool),
 }
@@ -282,15 +301,15 @@ impl Unconfirmed {
         self.txs.iter().any(|t| t.inputs().any(|o| o == *outpoint))
     }
 
-    /// Take transaction `raw` from `source`, seen at `now`, held by `gateways` gateways;
-    /// `ledger` holds the confirmed coins and `watched` says whether a script is the
-    /// wallet's.
+    /// Take transaction `raw` from `source`, seen at `now`, held by the gateways `holders`
+    /// (one bit each; those of a transaction held already are added to its own); `ledger`
+    /// holds the confirmed coins and `watched` says whether a script is the wallet's.
     pub fn add(
         &mut self,
         raw: &[u8],
         source: Source,
         now: u64,
-        gateways: u32,
+        holders: u64,
         ledger: &Ledger,
         watched: impl Fn(&[u8]) -> bool,
     ) -> Result<Added, AddError> {
@@ -300,8 +319,8 @@ impl Unconfirmed {
         }
         let txid = tx.txid();
         if let Some(t) = self.txs.iter_mut().find(|t| t.txid == txid) {
-            let changed = t.gateways != gateways;
-            t.gateways = gateways;
+            let changed = t.holders | holders != t.holders;
+            t.holders |= holders;
             return Ok(Added::Known(changed));
         }
         if ledger.transactions().iter().any(|t| t.txid == txid) {
@@ -342,14 +361,13 @@ impl Unconfirmed {
             raw: raw.to_vec(),
             source,
             first_seen: now,
-            gateways,
+            holders,
             spends,
             our_outputs: Vec::new(),
             received: 0,
             sent: 0,
             fee: None,
         };
-        entry.account(&watched).ok_or(AddError::NotOurs)?;
         // What it replaces goes first: the bound counts what is left.
         let inputs: Vec<Outpoint> = entry.inputs().collect();
         let replaced: Vec<Txid> = self
@@ -358,6 +376,13 @@ impl Unconfirmed {
             .filter(|t| t.inputs().any(|o| inputs.contains(&o)))
             .map(|t| t.txid)
             .collect();
+        if entry.account(&watched).is_none() {
+            if replaced.is_empty() {
+                return Err(AddError::NotOurs);
+            }
+            let dropped = self.drop_with_descendants(&replaced, Reason::Replaced, Some(txid));
+            return Ok(Added::Foreign { dropped });
+        }
         let held: usize = self.txs.iter().map(|t| t.raw.len()).sum();
         let freed: usize = self
             .txs
@@ -432,13 +457,46 @@ impl Unconfirmed {
         after
     }
 
+    /// The gateways holding `txid` are now `holders` (one bit each); whether that
+    /// changed anything.
+    pub fn set_holders(&mut self, txid: &Txid, holders: u64) -> bool {
+        match self.txs.iter_mut().find(|t| t.txid == *txid) {
+            Some(t) if t.holders != holders => {
+                t.holders = holders;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Gateway `bit` no longer holds anything (it is gone): the transactions whose
+    /// holders changed.
+    pub fn forget_holder(&mut self, bit: u64) -> Vec<Txid> {
+        let mut changed = Vec::new();
+        for t in &mut self.txs {
+            if t.holders & bit != 0 {
+                t.holders &= !bit;
+                changed.push(t.txid);
+            }
+        }
+        changed
+    }
+
+    /// `txid` is dropped as evicted (with its descendants) if no gateway holds it.
+    pub fn evict(&mut self, txid: &Txid) -> Vec<Dropped> {
+        if self.get(txid).is_none_or(|t| t.holders != 0) {
+            return Vec::new();
+        }
+        self.drop_with_descendants(&[*txid], Reason::Evicted, None)
+    }
+
     /// Those first seen `expiry` milliseconds or more before `now` that no gateway is
     /// known to hold are dropped.
     pub fn expire(&mut self, now: u64, expiry: u64) -> Vec<Dropped> {
         let old: Vec<Txid> = self
             .txs
             .iter()
-            .filter(|t| t.gateways == 0 && now.saturating_sub(t.first_seen) >= expiry)
+            .filter(|t| t.holders == 0 && now.saturating_sub(t.first_seen) >= expiry)
             .map(|t| t.txid)
             .collect();
         self.drop_with_descendants(&old, Reason::Expired, None)
@@ -448,7 +506,7 @@ impl Unconfirmed {
     pub fn next_expiry(&self, expiry: u64) -> Option<u64> {
         self.txs
             .iter()
-            .filter(|t| t.gateways == 0)
+            .filter(|t| t.holders == 0)
             .map(|t| t.first_seen.saturating_add(expiry))
             .min()
     }
@@ -523,7 +581,7 @@ impl Unconfirmed {
                 raw,
                 source,
                 first_seen,
-                gateways: 0,
+                holders: 0,
                 spends,
                 our_outputs: Vec::new(),
                 received: 0,
@@ -640,6 +698,16 @@ mod tests {
         );
         assert_eq!(u.len(), 2);
         assert_eq!(u.net(), -1_200 + 700);
+        // A payment to the wallet replaced by one paying elsewhere: not the wallet's, but
+        // the payment goes.
+        let elsewhere = tx(&[([3; 32], 1)], &[(650, OTHER)]);
+        assert_eq!(
+            u.add(&elsewhere, Source::Announced, 5, 1, &l, ours),
+            Ok(Added::Foreign {
+                dropped: super::tests::dropped(&[&unrelated_input], Reason::Replaced, &elsewhere)
+            })
+        );
+        assert_eq!(u.len(), 1);
     }
 
     #[test]
@@ -731,7 +799,7 @@ mod tests {
         let (back, rest) = Unconfirmed::decode(&bytes, ours).unwrap();
         assert_eq!(rest, [0xaa]);
         let mut expected = u.clone();
-        expected.txs[0].gateways = 0;
+        expected.txs[0].holders = 0;
         assert_eq!(back, expected);
         for cut in 0..bytes.len() - 1 {
             assert!(

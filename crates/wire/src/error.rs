@@ -41,6 +41,35 @@ pub enum DecodeError {
     /// A `block` message broke its coding.
     #[error("invalid block message: {0}")]
     Blocks(#[source] BlocksError),
+    /// A mempool message broke its coding.
+    #[error("invalid mempool message: {0}")]
+    Mempool(#[source] MempoolError),
+}
+
+/// A mempool message broke a rule of its coding (docs/PROTOCOL.md).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum MempoolError {
+    /// A digest entry ends early.
+    #[error("a digest entry is cut short")]
+    Truncated,
+    /// A digest entry of a kind this client does not know.
+    #[error("a digest entry of unknown kind {kind}")]
+    UnknownKind {
+        /// The kind given.
+        kind: u8,
+    },
+    /// A digest whose entries are not as many as it says, or with bytes after the last.
+    #[error("a digest that says {count} entries holds another number")]
+    CountMismatch {
+        /// The count given.
+        count: u16,
+    },
+    /// A `mempool_tx` found without a transaction, not found with one, or over the limit.
+    #[error("mempool_tx answering {id} is neither a transaction nor not_found")]
+    BadAnswer {
+        /// The request answered.
+        id: u32,
+    },
 }
 
 /// A `block` message broke a rule of its coding (docs/PROTOCOL.md).

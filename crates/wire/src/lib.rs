@@ -2,7 +2,8 @@
 //! control messages `init`, `error`, `warning`, `ping` and `pong`, and lightwire's
 //! header-sync messages `get_headers`, `headers` and `tip` ([`sync`]), and the negotiated
 //! `headers_compact` ([`compact`]), the compact block filter messages ([`filters`]), the
-//! block messages ([`blocks`]) and transaction relay ([`relay`]).
+//! block messages ([`blocks`]), transaction relay ([`relay`]) and the mempool digest
+//! ([`mempool`]).
 //!
 //! Sans-IO and allocation-free: [`Message::decode`] borrows every variable-length field
 //! from the input (the decrypted body in the transport's receive buffer), and
@@ -39,6 +40,7 @@ mod error_message;
 pub mod features;
 pub mod filters;
 mod init;
+pub mod mempool;
 mod message;
 mod ping;
 pub mod relay;
@@ -52,7 +54,9 @@ pub use bigsize::BigSizeError;
 pub use blocks::{BLOCKS_FEATURE, BlockPiece, GetBlock, MAX_BLOCK_LEN, MAX_BLOCK_PIECE};
 pub use compact::{COMPACT_HEADERS_FEATURE, HeadersCompact, MAX_COMPACT_HEADERS_PER_MESSAGE};
 pub use cursor::{Reader, Truncated, Writer};
-pub use error::{BlocksError, CompactError, DecodeError, EncodeError, FiltersError, TlvError};
+pub use error::{
+    BlocksError, CompactError, DecodeError, EncodeError, FiltersError, MempoolError, TlvError,
+};
 pub use error_message::{ALL_CHANNELS, ChannelId, ErrorMessage, Warning, printable};
 pub use features::{CombinedFeatures, Features, SetBits};
 pub use filters::{
@@ -62,6 +66,10 @@ pub use filters::{
 pub use init::{
     CHAIN_HASH_LEN, ChainHash, ChainHashes, Init, InitRefusal, NETWORKS_TLV, Networks,
     REMOTE_ADDR_TLV,
+};
+pub use mempool::{
+    DigestEntry, DigestWriter, GetMempoolTx, MEMPOOL_FEATURE, MempoolDigest, MempoolSubscribe,
+    MempoolTx, Removal, SALT_LEN,
 };
 pub use message::{MAX_MESSAGE_LEN, Message, TYPE_LEN, msg_type};
 pub use ping::{NO_PONG_THRESHOLD, Ping, Pong};

@@ -14,6 +14,7 @@ use crate::filters::{
     FilterCheckpoints, FilterHeaders, Filters, GetFilterCheckpoints, GetFilterHeaders, GetFilters,
 };
 use crate::init::Init;
+use crate::mempool::{GetMempoolTx, MempoolDigest, MempoolSubscribe, MempoolTx};
 use crate::ping::{Ping, Pong};
 use crate::relay::{SendTx, TxResult};
 use crate::sync::{GetHeaders, Headers, Tip};
@@ -61,6 +62,14 @@ pub mod msg_type {
     pub const SEND_TX: u16 = 32793;
     /// `tx_result` (relay).
     pub const TX_RESULT: u16 = 32795;
+    /// `mempool_subscribe` (mempool digest).
+    pub const MEMPOOL_SUBSCRIBE: u16 = 32797;
+    /// `mempool_digest` (mempool digest).
+    pub const MEMPOOL_DIGEST: u16 = 32799;
+    /// `get_mempool_tx` (mempool digest).
+    pub const GET_MEMPOOL_TX: u16 = 32801;
+    /// `mempool_tx` (mempool digest).
+    pub const MEMPOOL_TX: u16 = 32803;
 
     /// Whether a receiver that does not know `ty` may ignore it ("it's ok to be odd").
     pub const fn is_odd(ty: u16) -> bool {
@@ -118,6 +127,14 @@ pub enum Message<'a> {
     SendTx(SendTx<'a>),
     /// `tx_result` (32795).
     TxResult(TxResult),
+    /// `mempool_subscribe` (32797).
+    MempoolSubscribe(MempoolSubscribe),
+    /// `mempool_digest` (32799).
+    MempoolDigest(MempoolDigest<'a>),
+    /// `get_mempool_tx` (32801).
+    GetMempoolTx(GetMempoolTx),
+    /// `mempool_tx` (32803).
+    MempoolTx(MempoolTx<'a>),
     /// A message of an odd type this crate does not know. BOLT 1: the receiver must
     /// ignore it. (Unknown even types are [`DecodeError::UnknownEvenType`].)
     Unknown {
@@ -167,6 +184,16 @@ impl<'a> Message<'a> {
             msg_type::BLOCK => Message::Block(BlockPiece::decode_payload(payload)?),
             msg_type::SEND_TX => Message::SendTx(SendTx::decode_payload(payload)?),
             msg_type::TX_RESULT => Message::TxResult(TxResult::decode_payload(payload)?),
+            msg_type::MEMPOOL_SUBSCRIBE => {
+                Message::MempoolSubscribe(MempoolSubscribe::decode_payload(payload)?)
+            }
+            msg_type::MEMPOOL_DIGEST => {
+                Message::MempoolDigest(MempoolDigest::decode_payload(payload)?)
+            }
+            msg_type::GET_MEMPOOL_TX => {
+                Message::GetMempoolTx(GetMempoolTx::decode_payload(payload)?)
+            }
+            msg_type::MEMPOOL_TX => Message::MempoolTx(MempoolTx::decode_payload(payload)?),
             ty if msg_type::is_odd(ty) => Message::Unknown { ty, payload },
             ty => return Err(DecodeError::UnknownEvenType { ty }),
         };
@@ -195,6 +222,10 @@ impl<'a> Message<'a> {
             Message::Block(_) => BlockPiece::TYPE,
             Message::SendTx(_) => SendTx::TYPE,
             Message::TxResult(_) => TxResult::TYPE,
+            Message::MempoolSubscribe(_) => MempoolSubscribe::TYPE,
+            Message::MempoolDigest(_) => MempoolDigest::TYPE,
+            Message::GetMempoolTx(_) => GetMempoolTx::TYPE,
+            Message::MempoolTx(_) => MempoolTx::TYPE,
             Message::Unknown { ty, .. } => *ty,
         }
     }
@@ -221,6 +252,10 @@ impl<'a> Message<'a> {
             Message::Block(m) => m.payload_len(),
             Message::SendTx(m) => m.payload_len(),
             Message::TxResult(m) => m.payload_len(),
+            Message::MempoolSubscribe(m) => m.payload_len(),
+            Message::MempoolDigest(m) => m.payload_len(),
+            Message::GetMempoolTx(m) => m.payload_len(),
+            Message::MempoolTx(m) => m.payload_len(),
             Message::Unknown { payload, .. } => payload.len(),
         }
     }
@@ -256,6 +291,10 @@ impl<'a> Message<'a> {
             Message::Block(m) => m.write_payload(w),
             Message::SendTx(m) => m.write_payload(w),
             Message::TxResult(m) => m.write_payload(w),
+            Message::MempoolSubscribe(m) => m.write_payload(w),
+            Message::MempoolDigest(m) => m.write_payload(w),
+            Message::GetMempoolTx(m) => m.write_payload(w),
+            Message::MempoolTx(m) => m.write_payload(w),
             Message::Unknown { payload, .. } => w.write_bytes(payload),
         })
     }

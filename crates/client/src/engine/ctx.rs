@@ -88,13 +88,18 @@ pub enum Effect {
         /// Its hash.
         hash: BlockHash,
     },
-    /// A transaction broadcast was passed to their nodes by `gateways` gateways (at least
-    /// one): the wallet takes it as unconfirmed if it is the wallet's.
+    /// A transaction broadcast was passed to their nodes by the gateways `holders` (one
+    /// bit each, at least one): the wallet takes it as unconfirmed if it is the wallet's.
     Relayed {
         /// The transaction.
         tx: Vec<u8>,
-        /// How many gateways relayed it.
-        gateways: u32,
+        /// The gateways that relayed it.
+        holders: u64,
+    },
+    /// A gateway is gone: it holds none of the wallet's unconfirmed transactions now.
+    Unheld {
+        /// The gateway.
+        gateway: GatewayId,
     },
 }
 

@@ -8,7 +8,8 @@
 //! and what they share (`ctx.rs`), and hands each input to the task it is for, named by
 //! the answer's request id ([`crate::ids`]; the router is `route.rs`). Each capability is
 //! a task with its own file, state and requests: `headers.rs`, `filter_headers.rs`,
-//! `check.rs` (the filter cross-check), `scan.rs`, `wallet.rs`, `relay.rs`. The engine
+//! `check.rs` (the filter cross-check), `scan.rs`, `wallet.rs`, `relay.rs`, `mempool.rs`
+//! (the mempool digest). The engine
 //! schedules them, times them out and tells them of a gateway gone through one trait
 //! (`task.rs`), each seeing what it needs of the others in a `View`. What tasks tell each
 //! other (a reorg, a conflict, a scan match) goes through the engine as an effect
@@ -38,6 +39,7 @@ mod event;
 mod filter_headers;
 mod gateway;
 mod headers;
+mod mempool;
 mod relay;
 mod route;
 mod scan;
@@ -52,6 +54,7 @@ pub use gateway::{
     backoff,
 };
 pub use headers::MAX_UNDELIVERED;
+pub use mempool::{MAX_WANTED, MempoolError};
 pub use relay::BroadcastError;
 pub use wallet::{BLOCK_RETRY, UNCONFIRMED_EXPIRY};
 
@@ -94,6 +97,7 @@ impl Engine {
                 scan: scan::ScanTask::default(),
                 wallet: wallet::WalletTask::default(),
                 relay: relay::Relay::new(),
+                mempool: mempool::MempoolTask::new(n),
             },
         }
     }
@@ -332,7 +336,8 @@ impl Engine {
                     let scan = &self.tasks.scan;
                     self.tasks.wallet.matched(c, scan, height, hash, from)
                 }
-                Effect::Relayed { tx, gateways } => self.tasks.wallet.broadcast(c, &tx, gateways),
+                Effect::Relayed { tx, holders } => self.tasks.wallet.broadcast(c, &tx, holders),
+                Effect::Unheld { gateway } => self.tasks.wallet.unheld(c, gateway),
             }
         }
     }

@@ -139,7 +139,7 @@ impl Relay {
                 if !b.relayed.is_empty() {
                     ctx.effects.push_back(Effect::Relayed {
                         tx: b.tx,
-                        gateways: b.relayed.len() as u32,
+                        holders: b.relayed.iter().fold(0, |h, g| h | g.bit()),
                     });
                 }
                 ctx.events.push_back(Event::Broadcast {

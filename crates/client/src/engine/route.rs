@@ -91,5 +91,7 @@ pub fn route(
         }
         PeerEvent::Block(b) => t.check.on_block(ctx, g, &b),
         PeerEvent::TxResult(r) => t.relay.on_result(ctx, g, &r),
+        PeerEvent::MempoolDigest(d) => t.mempool.on_digest(ctx, g, &d, &mut t.wallet),
+        PeerEvent::MempoolTx(m) => t.mempool.on_tx(ctx, g, &m, &mut t.wallet),
     }
 }

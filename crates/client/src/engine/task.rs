@@ -12,6 +12,7 @@ use super::check::Check;
 use super::ctx::{Broke, Conns, Ctx};
 use super::filter_headers::FilterHeaders;
 use super::headers::Headers;
+use super::mempool::MempoolTask;
 use super::relay::Relay;
 use super::scan::ScanTask;
 use super::wallet::WalletTask;
@@ -45,6 +46,8 @@ pub struct View {
     pub filter_reached: Option<(u32, BlockHash, FilterHeader)>,
     /// The gateway our filter-header request went to (not probed meanwhile).
     pub filters_asked: Option<GatewayId>,
+    /// Whether the wallet watches something (the mempool digest is followed for it).
+    pub wallet: bool,
 }
 
 /// The engine's tasks.
@@ -61,12 +64,14 @@ pub struct Tasks {
     pub wallet: WalletTask,
     /// Broadcasts.
     pub relay: Relay,
+    /// The mempool digest.
+    pub mempool: MempoolTask,
 }
 
 impl Tasks {
     /// Every task, in the order they schedule: headers first (the others follow them), the
     /// wallet after the scan (it fetches what the scan matched).
-    pub fn all_mut(&mut self) -> [&mut dyn Task; 6] {
+    pub fn all_mut(&mut self) -> [&mut dyn Task; 7] {
         [
             &mut self.headers,
             &mut self.filter_headers,
@@ -74,11 +79,12 @@ impl Tasks {
             &mut self.scan,
             &mut self.wallet,
             &mut self.relay,
+            &mut self.mempool,
         ]
     }
 
     /// Every task, to read.
-    pub fn all(&self) -> [&dyn Task; 6] {
+    pub fn all(&self) -> [&dyn Task; 7] {
         [
             &self.headers,
             &self.filter_headers,
@@ -86,6 +92,7 @@ impl Tasks {
             &self.scan,
             &self.wallet,
             &self.relay,
+            &self.mempool,
         ]
     }
 
@@ -99,6 +106,11 @@ impl Tasks {
                 .reached()
                 .and_then(|(t, hash)| filters.header_at(t).map(|ours| (t, hash, ours))),
             filters_asked: filters.asked(),
+            wallet: self
+                .wallet
+                .wallet
+                .as_ref()
+                .is_some_and(|w| !w.watch.is_empty()),
         }
     }
 }

@@ -321,15 +321,23 @@ impl WalletTask {
         ctx.give_up_all(gave_up);
     }
 
-    /// Transaction `raw` was broadcast and `gateways` gateways passed it to their nodes:
-    /// it is the wallet's unconfirmed transaction if it touches the wallet (one that does
-    /// not, or that a confirmed transaction conflicts, is not the wallet's to show).
-    pub fn broadcast(&mut self, ctx: &mut Ctx, raw: &[u8], gateways: u32) {
+    /// Transaction `raw` was broadcast and the gateways `holders` passed it to their
+    /// nodes: it is the wallet's unconfirmed transaction if it touches the wallet (one
+    /// that does not, or that a confirmed transaction conflicts, is not the wallet's to
+    /// show).
+    pub fn broadcast(&mut self, ctx: &mut Ctx, raw: &[u8], holders: u64) {
         let Some(w) = self.wallet.as_mut() else {
             return;
         };
-        if let Ok(changes) = w.add_unconfirmed(raw, Source::Own, ctx.now.0, gateways) {
+        if let Ok(changes) = w.add_unconfirmed(raw, Source::Own, ctx.now.0, holders) {
             tell(ctx, changes);
+        }
+    }
+
+    /// Gateway `g` is gone: it holds none of the unconfirmed transactions now.
+    pub fn unheld(&mut self, ctx: &mut Ctx, g: GatewayId) {
+        if let Some(w) = self.wallet.as_mut() {
+            tell(ctx, w.forget_holder(g.bit()));
         }
     }
 

@@ -682,7 +682,7 @@ fn unconfirmed_object(t: &lightwire_wallet::UnconfirmedTx) -> JsValue {
         "received": (t.received as f64).into(),
         "sent": (t.sent as f64).into(),
         "fee": t.fee.map_or(JsValue::NULL, |f| (f as f64).into()),
-        "gateways": t.gateways.into(),
+        "gateways": t.gateways().into(),
         "firstSeen": (t.first_seen as f64).into(),
     })
 }

@@ -1,0 +1,384 @@
+//! The mempool task: incoming payments before they are mined, without telling any gateway
+//! which scripts are the wallet's. Each gateway that serves the mempool digest is
+//! subscribed, once the wallet watches something, with a salt of our own (fresh per
+//! connection); its digest's sets are matched here against the wallet's scripts and the
+//! outpoints of its coins and of its unconfirmed transactions' inputs (a spend of a coin,
+//! a replacement); a transaction that matches is fetched (one at a time, from a gateway
+//! whose digest announced it) and, if it is the wallet's, taken as unconfirmed, held by
+//! every gateway whose digest announced it.
+//!
+//! Rules, for a gateway that may lie:
+//! - A transaction fetched must be the one asked for (its txid), and its set under each
+//!   announcing gateway's salt must be the set that gateway sent: a gateway whose digest
+//!   does not describe the transaction it names is at fault ([`MempoolError`]), as is one
+//!   that sends a digest unasked or a set that does not decode.
+//! - `not_found` is no fault (the transaction may have just left its mempool): another
+//!   gateway that announced it is asked, or the match is let go.
+//! - A gateway can invent a transaction (it is then shown unconfirmed, held by that
+//!   gateway alone, and never counted as confirmed: only a checked block confirms it) or
+//!   hide one (another gateway shows it). A removal counts only for the gateway that says
+//!   it: a transaction is dropped as evicted only when no gateway holds it any more; one
+//!   said mined waits for its block; one replaced goes when its replacement (which spends
+//!   an outpoint matched here) is fetched.
+//! - What is fetched, and when, is all a gateway learns: the real matches, among false
+//!   ones at 1 in 784,931 per watched item and transaction item, which differ by salt.
+
+use std::collections::VecDeque;
+
+use lightwire_filter::Matcher;
+use lightwire_filter::txset::{SALT_LEN, outpoint_item, set_matches, tx_set};
+use lightwire_primitives::{Tx, Txid};
+use lightwire_proto::Millis;
+use lightwire_wallet::unconfirmed::{AddError, Source};
+use lightwire_wire::{DigestEntry, MempoolDigest, MempoolTx, Removal};
+
+use super::ctx::{Broke, Conns, Ctx, Effect, ready};
+use super::event::Event;
+use super::task::{Task, View, timeout};
+use super::wallet::WalletTask;
+use crate::ids::{GatewayId, Ids, TaskId};
+use crate::reason::DropReason;
+use crate::wallet::WalletSync;
+
+/// Matched transactions waiting to be fetched, at most: more are let go (a gateway cannot
+/// make them match without lying, and a lie is found when its match is fetched).
+pub const MAX_WANTED: usize = 64;
+
+/// Fetched transactions that were not the wallet's (false positives), remembered so that
+/// another gateway's match of the same one is not fetched again.
+const NOT_OURS_KEPT: usize = 256;
+
+/// A gateway's mempool digest or transaction broke a rule.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, thiserror::Error)]
+pub enum MempoolError {
+    /// A digest from a gateway not subscribed on this connection.
+    #[error("it sent a mempool digest unasked")]
+    Unasked,
+    /// A set that does not decode.
+    #[error("its digest's set for transaction {0} does not decode")]
+    UndecodableSet(Txid),
+    /// The transaction it sent is not the one asked for.
+    #[error("it sent another transaction for {0}")]
+    WrongTransaction(Txid),
+    /// Its digest's set for a transaction is not that transaction's.
+    #[error("its digest does not describe transaction {0}")]
+    DigestMismatch(Txid),
+}
+
+/// A transaction the digest matched: the gateways that announced it, with their sets.
+#[derive(Debug)]
+struct Wanted {
+    txid: Txid,
+    from: Vec<(GatewayId, Vec<u8>)>,
+}
+
+#[derive(Debug)]
+struct Fetch {
+    gateway: GatewayId,
+    id: u32,
+    txid: Txid,
+}
+
+/// The mempool task's state.
+pub struct MempoolTask {
+    /// Each gateway's salt, once subscribed on its connection.
+    salts: Vec<Option<[u8; SALT_LEN]>>,
+    wanted: VecDeque<Wanted>,
+    fetch: Option<Fetch>,
+    not_ours: VecDeque<Txid>,
+    /// What is matched: the wallet's scripts and outpoints, flat, with their ends.
+    queries: Vec<u8>,
+    ends: Vec<usize>,
+    matcher: Matcher,
+    /// Scratch for a set rebuilt from a fetched transaction.
+    items: Vec<u8>,
+    set: Vec<u8>,
+    ids: Ids,
+}
+
+impl MempoolTask {
+    /// For `n` gateways; nothing subscribed.
+    pub fn new(n: usize) -> MempoolTask {
+        MempoolTask {
+            salts: vec![None; n],
+            wanted: VecDeque::new(),
+            fetch: None,
+            not_ours: VecDeque::new(),
+            queries: Vec::new(),
+            ends: Vec::new(),
+            matcher: Matcher::default(),
+            items: Vec::new(),
+            set: Vec::new(),
+            ids: Ids::new(TaskId::Mempool),
+        }
+    }
+
+    /// The wallet's scripts, and the outpoints of its coins (confirmed and not) and of
+    /// its unconfirmed transactions' inputs, into the query buffers (reused).
+    fn queries(&mut self, w: &WalletSync) {
+        self.queries.clear();
+        self.ends.clear();
+        let (q, ends) = (&mut self.queries, &mut self.ends);
+        let mut push = |item: &[u8]| {
+            q.extend_from_slice(item);
+            ends.push(q.len());
+        };
+        w.watch.scripts().for_each(&mut push);
+        for c in w.ledger.utxos() {
+            push(&outpoint_item(&c.outpoint.txid.0, c.outpoint.vout));
+        }
+        for t in w.unconfirmed.transactions() {
+            for (o, _, _) in t.coins() {
+                push(&outpoint_item(&o.txid.0, o.vout));
+            }
+            for o in t.inputs() {
+                push(&outpoint_item(&o.txid.0, o.vout));
+            }
+        }
+    }
+
+    /// A `mempool_digest` from gateway `g`.
+    pub fn on_digest(
+        &mut self,
+        ctx: &mut Ctx,
+        g: GatewayId,
+        d: &MempoolDigest<'_>,
+        wallet: &mut WalletTask,
+    ) -> Result<(), DropReason> {
+        let Some(salt) = self.salts.get(g.index()).copied().flatten() else {
+            return Err(DropReason::Mempool(MempoolError::Unasked));
+        };
+        let Some(w) = wallet.wallet.as_mut() else {
+            return Ok(());
+        };
+        if d.reset {
+            // It forgets everything it said: it holds nothing until it says so again.
+            tell(ctx, w.forget_holder(g.bit()));
+            self.forget(g);
+        }
+        self.queries(w);
+        for entry in d.entries() {
+            match entry {
+                DigestEntry::Added { txid, set } => {
+                    let txid = Txid(*txid);
+                    if let Some(t) = w.unconfirmed.get(&txid) {
+                        let holders = t.holders | g.bit();
+                        tell(ctx, w.set_holders(&txid, holders));
+                        continue;
+                    }
+                    if self.not_ours.contains(&txid) {
+                        continue;
+                    }
+                    let (q, ends) = (&self.queries, &self.ends);
+                    let items = ends.iter().scan(0, |start, &end| {
+                        let item = &q[*start..end];
+                        *start = end;
+                        Some(item)
+                    });
+                    let matched = set_matches(&mut self.matcher, set, &salt, items)
+                        .map_err(|_| DropReason::Mempool(MempoolError::UndecodableSet(txid)))?;
+                    if matched {
+                        self.want(txid, g, set);
+                    }
+                }
+                DigestEntry::Removed { txid, reason } => {
+                    let txid = Txid(*txid);
+                    if let Some(i) = self.wanted.iter().position(|x| x.txid == txid) {
+                        self.wanted[i].from.retain(|(x, _)| *x != g);
+                        if self.wanted[i].from.is_empty() && self.fetch_of(&txid).is_none() {
+                            self.wanted.remove(i);
+                        }
+                    }
+                    let Some(t) = w.unconfirmed.get(&txid) else {
+                        continue;
+                    };
+                    let holders = t.holders & !g.bit();
+                    tell(ctx, w.set_holders(&txid, holders));
+                    // Mined: its block confirms it. Replaced: its replacement, which
+                    // spends an outpoint matched here, drops it when fetched.
+                    if reason == Removal::Evicted {
+                        tell(ctx, w.evict(&txid));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The fetch in flight, if it is of `txid`.
+    fn fetch_of(&self, txid: &Txid) -> Option<&Fetch> {
+        self.fetch.as_ref().filter(|f| f.txid == *txid)
+    }
+
+    /// Gateway `g` announced `txid` with `set`, which matched: fetch it (once).
+    fn want(&mut self, txid: Txid, g: GatewayId, set: &[u8]) {
+        if let Some(x) = self.wanted.iter_mut().find(|x| x.txid == txid) {
+            if !x.from.iter().any(|(y, _)| *y == g) {
+                x.from.push((g, set.to_vec()));
+            }
+            return;
+        }
+        if self.wanted.len() < MAX_WANTED {
+            self.wanted.push_back(Wanted {
+                txid,
+                from: vec![(g, set.to_vec())],
+            });
+        }
+    }
+
+    /// Gateway `g` said nothing it held stands: its announcements go.
+    fn forget(&mut self, g: GatewayId) {
+        for x in &mut self.wanted {
+            x.from.retain(|(y, _)| *y != g);
+        }
+        let in_flight = self.fetch.as_ref().map(|f| f.txid);
+        self.wanted
+            .retain(|x| !x.from.is_empty() || Some(x.txid) == in_flight);
+    }
+
+    /// A `mempool_tx` from gateway `g`.
+    pub fn on_tx(
+        &mut self,
+        ctx: &mut Ctx,
+        g: GatewayId,
+        m: &MempoolTx<'_>,
+        wallet: &mut WalletTask,
+    ) -> Result<(), DropReason> {
+        let Some(f) = self.fetch.take_if(|f| f.gateway == g && f.id == m.id) else {
+            return ctx.given_up_answer(g, m.id, true);
+        };
+        ctx.timers.touch(TaskId::Mempool, ctx.now);
+        let Some(i) = self.wanted.iter().position(|x| x.txid == f.txid) else {
+            return Ok(());
+        };
+        if m.not_found {
+            // No fault: it may have just left. Another that announced it is asked.
+            self.wanted[i].from.retain(|(y, _)| *y != g);
+            if self.wanted[i].from.is_empty() {
+                self.wanted.remove(i);
+            }
+            return Ok(());
+        }
+        let Some(wanted) = self.wanted.remove(i) else {
+            return Ok(());
+        };
+        let tx = match Tx::parse(m.tx) {
+            Ok(tx) if tx.txid() == f.txid => tx,
+            _ => return Err(DropReason::Mempool(MempoolError::WrongTransaction(f.txid))),
+        };
+        // Each gateway that announced it: its set must be the transaction's, under its
+        // salt. The one that sent it is judged here; the others after.
+        let mut holders = 0u64;
+        for (x, set) in &wanted.from {
+            let Some(salt) = self.salts.get(x.index()).copied().flatten() else {
+                continue;
+            };
+            tx_set(&tx, &salt, &mut self.items, &mut self.set);
+            if self.set != *set {
+                let why = DropReason::Mempool(MempoolError::DigestMismatch(f.txid));
+                if *x == g {
+                    return Err(why);
+                }
+                ctx.drop_later(*x, why);
+                continue;
+            }
+            holders |= x.bit();
+        }
+        let Some(w) = wallet.wallet.as_mut() else {
+            return Ok(());
+        };
+        match w.add_unconfirmed(m.tx, Source::Announced, ctx.now.0, holders) {
+            Ok(changes) => tell(ctx, changes),
+            Err(AddError::NotOurs) => {
+                if self.not_ours.len() == NOT_OURS_KEPT {
+                    self.not_ours.pop_front();
+                }
+                self.not_ours.push_back(f.txid);
+            }
+            // Mined already, spending a coin a mined transaction spent, or too many held:
+            // nothing to show.
+            Err(_) => {}
+        }
+        Ok(())
+    }
+}
+
+/// The application hears of what the wallet took or dropped.
+fn tell(ctx: &mut Ctx, changes: impl IntoIterator<Item = crate::wallet::WalletChange>) {
+    ctx.events.extend(changes.into_iter().map(Event::Wallet));
+}
+
+impl Task for MempoolTask {
+    /// Subscribe to each gateway that serves the digest (once the wallet watches
+    /// something), and fetch the next transaction matched.
+    fn schedule(&mut self, ctx: &mut Ctx, conns: &mut Conns, view: &View) -> Result<(), Broke> {
+        if ctx.stopped || !view.wallet {
+            return Ok(());
+        }
+        for g in ctx.gateways.ids() {
+            if self.salts[g.index()].is_some() || !ctx.gateways[g].ready {
+                continue;
+            }
+            let Some(conn) = ready(conns, g).filter(|c| c.serves_mempool()) else {
+                continue;
+            };
+            let mut salt = [0u8; SALT_LEN];
+            salt[..8].copy_from_slice(&ctx.rng.next_u64().to_le_bytes());
+            salt[8..].copy_from_slice(&ctx.rng.next_u64().to_le_bytes());
+            conn.subscribe_mempool(salt, true).map_err(|e| (g, e))?;
+            self.salts[g.index()] = Some(salt);
+        }
+        if self.fetch.is_some() {
+            return Ok(());
+        }
+        while let Some(front) = self.wanted.front() {
+            let txid = front.txid;
+            let from = front
+                .from
+                .iter()
+                .map(|(g, _)| *g)
+                .find(|&g| ctx.gateways[g].ready && ready(conns, g).is_some());
+            let Some(g) = from else {
+                self.wanted.pop_front();
+                continue;
+            };
+            let id = self.ids.next_id();
+            if let Some(conn) = ready(conns, g) {
+                conn.get_mempool_tx(id, txid.0).map_err(|e| (g, e))?;
+            }
+            ctx.timers.touch(TaskId::Mempool, ctx.now);
+            self.fetch = Some(Fetch {
+                gateway: g,
+                id,
+                txid,
+            });
+            break;
+        }
+        Ok(())
+    }
+
+    fn deadline(&self, ctx: &Ctx) -> Option<Millis> {
+        ctx.timers.deadline(TaskId::Mempool, self.fetch.is_some())
+    }
+
+    /// A fetch without an answer drops its gateway.
+    fn timed_out(&mut self, _: &mut Ctx) -> Vec<(GatewayId, DropReason)> {
+        self.fetch
+            .as_ref()
+            .map(|f| timeout(f.gateway))
+            .into_iter()
+            .collect()
+    }
+
+    /// Its subscription and what it announced go; what it held, it holds no more.
+    fn gateway_gone(&mut self, ctx: &mut Ctx, g: GatewayId) {
+        if let Some(s) = self.salts.get_mut(g.index()) {
+            *s = None;
+        }
+        if self.fetch.as_ref().is_some_and(|f| f.gateway == g) {
+            self.fetch = None;
+        }
+        self.forget(g);
+        ctx.effects.push_back(Effect::Unheld { gateway: g });
+    }
+}

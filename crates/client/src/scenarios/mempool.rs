@@ -1,0 +1,162 @@
+//! The mempool digest, end to end in memory: gateways that serve it stream digests to a
+//! client whose wallet watches a script; what matches is fetched and shown unconfirmed,
+//! held by the gateways that announced it; removals count per gateway; a gateway whose
+//! digest does not describe the transaction it names is marked bad.
+
+#[cfg(target_arch = "wasm32")]
+use wasm_bindgen_test::wasm_bindgen_test as test;
+
+use lightwire_primitives::Txid;
+use lightwire_proto::testing::TestChain;
+use lightwire_wallet::unconfirmed::{Reason, Source};
+use lightwire_wire::Removal;
+
+use super::{coinbase_script, rejected, small, watch_coinbases};
+use crate::engine::{Event, GatewayState};
+use crate::ids::GatewayId;
+use crate::testnet::{Net, memory};
+use crate::wallet::WalletChange;
+
+/// A transaction spending output `vout` of `[prev; 32]` and paying 1,000 to each of
+/// `scripts`.
+fn paying(prev: u8, vout: u32, scripts: &[&[u8]]) -> Vec<u8> {
+    let mut t = vec![2, 0, 0, 0, 1];
+    t.extend_from_slice(&[prev; 32]);
+    t.extend_from_slice(&vout.to_le_bytes());
+    t.extend_from_slice(&[0, 0xfd, 0xff, 0xff, 0xff, scripts.len() as u8]);
+    for s in scripts {
+        t.extend_from_slice(&1_000u64.to_le_bytes());
+        t.push(s.len() as u8);
+        t.extend_from_slice(s);
+    }
+    t.extend_from_slice(&[0; 4]);
+    t
+}
+
+/// A chain whose gateway serves a mempool.
+fn with_mempool() -> TestChain {
+    let mut c = TestChain::generate(3_000);
+    c.mempool = Some(Default::default());
+    c
+}
+
+/// What gateway `g` does to its mempool, announced to its session.
+fn mempool(
+    net: &mut Net<lightwire_store::MemoryStore>,
+    g: usize,
+    f: impl FnOnce(&mut lightwire_proto::testing::TestMempool),
+) {
+    let gw = net.host.gateways[g].as_mut().expect("connected");
+    f(gw.chain.mempool.as_mut().expect("a mempool"));
+    gw.server.mempool_changed();
+    net.drive();
+}
+
+/// The unconfirmed and dropped events heard: (txid, gateways) and (txid, reason).
+type Heard = (Vec<(Txid, u32)>, Vec<(Txid, Reason)>);
+
+/// What was heard since the last call.
+fn heard(net: &mut Net<lightwire_store::MemoryStore>) -> Heard {
+    let mut seen = (Vec::new(), Vec::new());
+    for e in net.host.events.drain(..) {
+        match e {
+            Event::Wallet(WalletChange::Unconfirmed(t)) => seen.0.push((t.txid, t.gateways())),
+            Event::Wallet(WalletChange::Dropped(d)) => seen.1.push((d.txid, d.reason)),
+            _ => {}
+        }
+    }
+    seen
+}
+
+/// A payment to a watched script enters one gateway's mempool: shown unconfirmed, held by
+/// it; the other gateway announces it too: held by both (not fetched again). A
+/// transaction paying elsewhere is not fetched. Evicted by one, it is held by the other;
+/// by both, it is dropped as evicted.
+#[test]
+fn a_payment_announced_in_the_digest_is_unconfirmed_and_held_by_its_gateways() {
+    let mut net = Net::new(memory(), vec![with_mempool(), with_mempool()], small);
+    net.drive();
+    let ours = coinbase_script(1_234, 0);
+    net.host
+        .engine
+        .watch(&watch_coinbases(&[1_234]), 1_000)
+        .unwrap();
+    net.drive();
+    heard(&mut net);
+    let pay = paying(1, 0, &[&ours]);
+    let mut txid = [0u8; 32];
+    mempool(&mut net, 0, |m| txid = m.add(&pay));
+    let txid = Txid(txid);
+    assert_eq!(heard(&mut net), (vec![(txid, 1)], vec![]));
+    let w = net.host.engine.wallet().unwrap();
+    let t = w.unconfirmed.get(&txid).expect("held");
+    assert_eq!(
+        (t.source, t.received, t.sent),
+        (Source::Announced, 1_000, 0)
+    );
+    assert_eq!(w.balance(3_000, 1).unconfirmed, 1_000);
+    let answered = |net: &Net<_>, g: usize| {
+        net.host.gateways[g]
+            .as_ref()
+            .unwrap()
+            .chain
+            .mempool
+            .as_ref()
+            .unwrap()
+            .served()
+    };
+    assert_eq!(answered(&net, 0), 1, "asked for the payment only");
+    // The other gateway has it too: held by both, not fetched again.
+    mempool(&mut net, 1, |m| {
+        m.add(&pay);
+    });
+    assert_eq!(heard(&mut net), (vec![(txid, 2)], vec![]));
+    assert_eq!(answered(&net, 1), 0);
+    // Someone else's payment: not fetched.
+    mempool(&mut net, 0, |m| {
+        m.add(&paying(2, 0, &[&[0x51]]));
+    });
+    assert_eq!(answered(&net, 0), 1);
+    // Evicted by one: held by the other. By both: dropped.
+    mempool(&mut net, 0, |m| m.remove(txid.0, Removal::Evicted));
+    assert_eq!(heard(&mut net), (vec![(txid, 1)], vec![]));
+    mempool(&mut net, 1, |m| m.remove(txid.0, Removal::Evicted));
+    assert_eq!(
+        heard(&mut net),
+        (vec![(txid, 0)], vec![(txid, Reason::Evicted)])
+    );
+    assert!(net.host.engine.wallet().unwrap().unconfirmed.is_empty());
+}
+
+/// A gateway whose digest describes a transaction as another (so that it matches) is
+/// marked bad when the transaction is fetched; nothing of it is taken. One that only says
+/// a transaction was mined does not drop it: its block will confirm it.
+#[test]
+fn a_digest_that_does_not_describe_its_transaction_is_a_rule_broken() {
+    let mut net = Net::new(memory(), vec![with_mempool(), with_mempool()], small);
+    net.drive();
+    let ours = coinbase_script(1_234, 0);
+    net.host
+        .engine
+        .watch(&watch_coinbases(&[1_234]), 1_000)
+        .unwrap();
+    net.drive();
+    heard(&mut net);
+    // Gateway 1 announces someone else's transaction as one paying the wallet.
+    let theirs = paying(3, 0, &[&[0x51]]);
+    mempool(&mut net, 1, |m| {
+        m.add_announced_as(&theirs, &paying(3, 0, &[&ours]));
+    });
+    assert_eq!(rejected(&net.host.events), [(1, "digest-mismatch")]);
+    assert_eq!(net.host.engine.state(GatewayId(1)), GatewayState::Bad);
+    assert!(net.host.engine.wallet().unwrap().unconfirmed.is_empty());
+    // Gateway 0's payment, said mined before any block has it: still shown.
+    let pay = paying(4, 0, &[&ours]);
+    let mut txid = [0u8; 32];
+    mempool(&mut net, 0, |m| txid = m.add(&pay));
+    mempool(&mut net, 0, |m| m.remove(txid, Removal::Mined));
+    let (shown, dropped) = heard(&mut net);
+    assert_eq!(shown.last(), Some(&(Txid(txid), 0)));
+    assert!(dropped.is_empty());
+    assert_eq!(net.host.engine.wallet().unwrap().unconfirmed.len(), 1);
+}
