@@ -447,6 +447,22 @@ fn watch_coinbases(heights: &[u32]) -> Vec<crate::wallet::Watched> {
         .collect()
 }
 
+/// A session on `chains` (tuned by `tune`) whose wallet watches the coinbase script of
+/// block 1,234, synced; and that script.
+fn watching_1234(
+    chains: Vec<TestChain>,
+    tune: impl FnOnce(&mut Engine),
+) -> (Net<lightwire_store::MemoryStore>, Vec<u8>) {
+    let mut net = Net::new(memory(), chains, tune);
+    net.drive();
+    net.host
+        .engine
+        .watch(&watch_coinbases(&[1_234]), 1_000)
+        .unwrap();
+    net.drive();
+    (net, coinbase_script(1_234, 0))
+}
+
 /// `watch` is answered (the wallet settled) only once what it found is saved: the wallet
 /// pays the tip's block, so it is synced by the very block that changes it; a store that
 /// refuses that save ends the session with its error and the wallet was never settled, so
@@ -790,17 +806,10 @@ fn a_broadcast_of_the_wallets_is_unconfirmed_at_once_saved_and_expires() {
     use crate::wallet::WalletChange;
     let mut busy = TestChain::generate(3_000);
     busy.relay_answer = lightwire_wire::RelayStatus::Busy;
-    let mut net = Net::new(memory(), vec![TestChain::generate(3_000)], |e| {
+    let (mut net, ours) = watching_1234(vec![TestChain::generate(3_000)], |e| {
         small(e);
         e.set_unconfirmed_expiry(Duration::from_secs(60));
     });
-    net.drive();
-    let ours = coinbase_script(1_234, 0);
-    net.host
-        .engine
-        .watch(&watch_coinbases(&[1_234]), 1_000)
-        .unwrap();
-    net.drive();
     let coin = net.host.engine.wallet().unwrap().ledger.transactions()[0].txid;
     // Spend it: 4,000,000,000 elsewhere, 999,990,000 back to the same script, fee 10,000.
     let mut tx = vec![2, 0, 0, 0, 1];

@@ -11,10 +11,10 @@ use lightwire_proto::testing::TestChain;
 use lightwire_wallet::unconfirmed::{Reason, Source};
 use lightwire_wire::Removal;
 
-use super::{coinbase_script, rejected, small, watch_coinbases};
+use super::{rejected, small, watching_1234};
 use crate::engine::{Event, GatewayState};
 use crate::ids::GatewayId;
-use crate::testnet::{Net, memory};
+use crate::testnet::Net;
 use crate::wallet::WalletChange;
 
 /// A transaction spending output `vout` of `[prev; 32]` and paying 1,000 to each of
@@ -74,14 +74,7 @@ fn heard(net: &mut Net<lightwire_store::MemoryStore>) -> Heard {
 /// by both, it is dropped as evicted.
 #[test]
 fn a_payment_announced_in_the_digest_is_unconfirmed_and_held_by_its_gateways() {
-    let mut net = Net::new(memory(), vec![with_mempool(), with_mempool()], small);
-    net.drive();
-    let ours = coinbase_script(1_234, 0);
-    net.host
-        .engine
-        .watch(&watch_coinbases(&[1_234]), 1_000)
-        .unwrap();
-    net.drive();
+    let (mut net, ours) = watching_1234(vec![with_mempool(), with_mempool()], small);
     heard(&mut net);
     let pay = paying(1, 0, &[&ours]);
     let mut txid = [0u8; 32];
@@ -133,14 +126,7 @@ fn a_payment_announced_in_the_digest_is_unconfirmed_and_held_by_its_gateways() {
 /// a transaction was mined does not drop it: its block will confirm it.
 #[test]
 fn a_digest_that_does_not_describe_its_transaction_is_a_rule_broken() {
-    let mut net = Net::new(memory(), vec![with_mempool(), with_mempool()], small);
-    net.drive();
-    let ours = coinbase_script(1_234, 0);
-    net.host
-        .engine
-        .watch(&watch_coinbases(&[1_234]), 1_000)
-        .unwrap();
-    net.drive();
+    let (mut net, ours) = watching_1234(vec![with_mempool(), with_mempool()], small);
     heard(&mut net);
     // Gateway 1 announces someone else's transaction as one paying the wallet.
     let theirs = paying(3, 0, &[&[0x51]]);
