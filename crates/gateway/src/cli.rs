@@ -140,6 +140,13 @@ struct SourceArgs {
     /// regtest
     #[arg(long, value_name = "NET")]
     network: Option<Network>,
+    /// Do not follow the nodes' mempools (with --upstream, they are followed and served as
+    /// a private digest: clients see payments to them before they are mined)
+    #[arg(long)]
+    no_mempool: bool,
+    /// Megabytes of the nodes' unconfirmed transactions kept; past it the oldest are let go
+    #[arg(long, value_name = "MB", default_value_t = 64)]
+    mempool_mb: u32,
 }
 
 /// Where frame buffers live.
@@ -169,6 +176,8 @@ enum Source {
         network: Network,
         /// Serve the node's filters, caching this many bytes of them.
         filter_cache: Option<usize>,
+        /// Follow the nodes' mempools, holding this many bytes of transactions.
+        mempool: Option<usize>,
     },
 }
 
@@ -218,6 +227,7 @@ impl Cli {
                 addrs,
                 network,
                 filter_cache: (!s.no_filters).then_some((s.filter_cache_mb as usize) << 20),
+                mempool: (!s.no_mempool).then_some((s.mempool_mb as usize) << 20),
             },
             _ => {
                 return Err(
@@ -359,6 +369,13 @@ async fn run(o: Options) -> Result<(), String> {
     if let Some(tls) = tls {
         builder = builder.tls(tls);
     }
+    if let Source::Upstream {
+        mempool: Some(budget),
+        ..
+    } = o.source
+    {
+        builder = builder.mempool(budget);
+    }
     let shared = builder.build();
     if let Source::Upstream {
         filter_cache: Some(bytes),
@@ -373,6 +390,9 @@ async fn run(o: Options) -> Result<(), String> {
     {
         c.serve_upstream_blocks(shared.filter_notify.clone());
         c.serve_relay(shared.relay.clone());
+        if shared.follows_mempool {
+            c.serve_mempool(shared.mempool.clone());
+        }
     }
     let signals = Signals::catch();
     if let Some(m) = o.metrics {

@@ -29,6 +29,7 @@ pub mod client;
 pub mod filters;
 pub mod key;
 pub mod logging;
+pub mod mempool;
 pub mod metrics;
 pub mod p2p;
 pub mod pool;

@@ -18,6 +18,11 @@ pub const MAX_PAYLOAD: usize = 4_000_000;
 pub const MAX_HEADERS: usize = 2000;
 /// `inv` type of a block.
 const MSG_BLOCK: u32 = 2;
+/// `inv` type of a transaction (by txid).
+const MSG_TX: u32 = 1;
+/// The service bit saying a peer serves BIP37 filtering and BIP35 `mempool` (Bitcoin
+/// Core disconnects a peer that sends `mempool` without it).
+pub const NODE_BLOOM: u64 = 1 << 2;
 /// The service bit saying a peer speaks BIP144's witness serialization.
 const NODE_WITNESS: u64 = 1 << 3;
 /// The flag asking for witness data with it (BIP144).
@@ -207,7 +212,9 @@ pub fn read_compact(b: &[u8], at: &mut usize, field: &'static str) -> Result<u64
 }
 
 /// The `version` payload: no services, no address, a nonce, our start height, no relay.
-pub fn write_version(out: &mut Vec<u8>, now: u64, nonce: u64, start_height: u32) {
+/// With `relay`, the node announces transactions to us (BIP37's `fRelay`); without, it
+/// sends none.
+pub fn write_version(out: &mut Vec<u8>, now: u64, nonce: u64, start_height: u32, relay: bool) {
     out.extend_from_slice(&PROTOCOL_VERSION.to_le_bytes());
     // Services: NODE_WITNESS only (we serve nothing). It says we speak BIP144's
     // serialization: a node like btcd decodes a peer's `tx` with witness data only from a
@@ -226,7 +233,7 @@ pub fn write_version(out: &mut Vec<u8>, now: u64, nonce: u64, start_height: u32)
     write_compact(out, agent.len() as u64);
     out.extend_from_slice(agent);
     out.extend_from_slice(&(start_height as i32).to_le_bytes());
-    out.push(0); // relay: no transactions
+    out.push(u8::from(relay));
 }
 
 /// What a node says of itself in its `version`.
@@ -315,6 +322,33 @@ pub fn inv_blocks(payload: &[u8], mut f: impl FnMut(BlockHash)) -> Result<(), P2
     Ok(())
 }
 
+/// Call `f` with the txid of every transaction in an `inv` payload (`MSG_TX`, or
+/// `MSG_WITNESS_TX`: the same id).
+pub fn inv_txs(payload: &[u8], mut f: impl FnMut([u8; 32])) -> Result<(), P2pError> {
+    let mut at = 0;
+    let n = read_compact(payload, &mut at, "count")?;
+    for _ in 0..n {
+        let entry = payload.get(at..at + 36).ok_or(P2pError::Truncated("inv"))?;
+        at += 36;
+        let ty = u32::from_le_bytes([entry[0], entry[1], entry[2], entry[3]]);
+        if ty & 0x3fff_ffff == MSG_TX {
+            let mut txid = [0u8; 32];
+            txid.copy_from_slice(&entry[4..]);
+            f(txid);
+        }
+    }
+    Ok(())
+}
+
+/// The `getdata` payload asking for transactions with their witness data (BIP144).
+pub fn write_getdata_txs(out: &mut Vec<u8>, txids: &[[u8; 32]]) {
+    write_compact(out, txids.len() as u64);
+    for t in txids {
+        out.extend_from_slice(&(MSG_TX | MSG_WITNESS_FLAG).to_le_bytes());
+        out.extend_from_slice(t);
+    }
+}
+
 /// The `getdata` payload asking for one block with its witness data (BIP144).
 pub fn write_getdata_block(out: &mut Vec<u8>, hash: &BlockHash) {
     write_compact(out, 1);
@@ -332,7 +366,7 @@ mod tests {
     #[test]
     fn versions_say_their_services_and_height() {
         let mut out = Vec::new();
-        write_version(&mut out, 1_700_000_000, 7, 812_345);
+        write_version(&mut out, 1_700_000_000, 7, 812_345, false);
         let v = read_version(&out).unwrap();
         assert_eq!(v.start_height, 812_345);
         assert_eq!(v.services, NODE_WITNESS);
@@ -420,7 +454,7 @@ mod tests {
         write_compact(&mut cf, u64::MAX);
         assert_eq!(read_cfilter(&cf), Err(P2pError::Truncated("filter")));
         let mut version = Vec::new();
-        write_version(&mut version, 1_700_000_000, 7, 5);
+        write_version(&mut version, 1_700_000_000, 7, 5, false);
         // The user agent's length is the CompactSize after the nonce (80 bytes in): one
         // that ends two bytes short of the largest offset, so the height after it is past it.
         let mut huge = version[..80].to_vec();

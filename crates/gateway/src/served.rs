@@ -70,6 +70,8 @@ pub struct ServedChain {
     filters: Option<ServedFilters>,
     blocks: Option<ServedBlocks>,
     relay: Option<std::sync::Arc<crate::relay::TxRelay>>,
+    /// The nodes' mempool, when followed.
+    mempool: Option<std::sync::Arc<crate::mempool::ServedMempool>>,
     /// The payments a generated chain carries (its blocks' pool).
     payments: Option<&'static Pool>,
 }
@@ -99,6 +101,7 @@ impl Builder {
                 filters: None,
                 blocks: None,
                 relay: None,
+                mempool: None,
                 payments: None,
             },
             chain,
@@ -353,6 +356,11 @@ impl ServedChain {
         self.relay = Some(relay);
     }
 
+    /// Serve `mempool` as the mempool digest.
+    pub fn serve_mempool(&mut self, mempool: std::sync::Arc<crate::mempool::ServedMempool>) {
+        self.mempool = Some(mempool);
+    }
+
     /// The blocks served, if any.
     pub fn blocks(&self) -> Option<&ServedBlocks> {
         self.blocks.as_ref()
@@ -582,6 +590,40 @@ impl lightwire_proto::Served for SessionView<'_> {
 
     fn relays(&self) -> bool {
         self.chain.relay.is_some()
+    }
+
+    fn serves_mempool(&self) -> bool {
+        self.chain.mempool.is_some()
+    }
+
+    fn mempool_head(&self) -> u64 {
+        self.chain.mempool.as_ref().map_or(0, |m| m.head())
+    }
+
+    fn mempool_held(
+        &self,
+        after: u64,
+        upto: u64,
+        each: impl FnMut(u64, lightwire_proto::feed::MempoolChange<'_>) -> bool,
+    ) {
+        if let Some(m) = &self.chain.mempool {
+            m.held(after, upto, each);
+        }
+    }
+
+    fn mempool_changes(
+        &self,
+        after: u64,
+        each: impl FnMut(u64, lightwire_proto::feed::MempoolChange<'_>) -> bool,
+    ) -> bool {
+        self.chain
+            .mempool
+            .as_ref()
+            .is_none_or(|m| m.changes(after, each))
+    }
+
+    fn with_mempool_tx<R>(&self, txid: &[u8; 32], read: impl FnOnce(&[u8]) -> R) -> Option<R> {
+        self.chain.mempool.as_ref()?.with_tx(txid, read)
     }
 
     fn relay_tx(&self, tx: &[u8]) -> lightwire_proto::session::RelayStatus {

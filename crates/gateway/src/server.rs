@@ -128,6 +128,12 @@ pub struct Shared {
     /// Clients' transactions for the node (relayed by the chain served when it follows
     /// one: [`ServedChain::serve_relay`]).
     pub relay: Arc<crate::relay::TxRelay>,
+    /// The nodes' mempool, served as a digest when followed ([`Builder::mempool`]).
+    pub mempool: Arc<crate::mempool::ServedMempool>,
+    /// Whether the nodes' mempool is followed.
+    pub follows_mempool: bool,
+    /// Bumped whenever the mempool followed changes: sessions send their digests.
+    pub mempool_version: watch::Sender<u64>,
     /// Counters.
     pub metrics: Metrics,
     /// Time limits.
@@ -172,9 +178,18 @@ pub struct Builder {
     caps: Caps,
     front: Front,
     offer_compact: bool,
+    /// The mempool's byte budget, when the nodes' mempool is followed.
+    mempool: Option<usize>,
 }
 
 impl Builder {
+    /// Follow the nodes' mempool and serve it as a digest, holding at most `budget` bytes
+    /// of transactions [default: not followed]. Only a chain followed from nodes has one.
+    pub fn mempool(mut self, budget: usize) -> Builder {
+        self.mempool = Some(budget);
+        self
+    }
+
     /// Time limits [default: [`Limits::default`]].
     pub fn limits(mut self, limits: Limits) -> Builder {
         self.limits = limits;
@@ -224,6 +239,11 @@ impl Builder {
             filter_version: watch::channel(0).0,
             filter_notify: notify.clone(),
             relay: Arc::new(crate::relay::TxRelay::new(notify)),
+            mempool: Arc::new(crate::mempool::ServedMempool::new(
+                self.mempool.unwrap_or(0),
+            )),
+            follows_mempool: self.mempool.is_some(),
+            mempool_version: watch::channel(0).0,
             metrics: Metrics::default(),
             limits: self.limits,
             buffers: self.buffers,
@@ -265,6 +285,7 @@ impl Shared {
             caps: Caps::default(),
             front: Front::default(),
             offer_compact: true,
+            mempool: None,
         }
     }
 
@@ -794,6 +815,7 @@ async fn run(
     }
     let mut tips = shared.tip_version.subscribe();
     let mut filters = shared.filter_version.subscribe();
+    let mut mempools = shared.mempool_version.subscribe();
     let mut rbuf = [0u8; READ_BUF];
     loop {
         if let Some(close) = conn.poll_close() {
@@ -842,6 +864,12 @@ async fn run(
                     return Ok(Close::Shutdown);
                 }
                 conn.data_arrived();
+            }
+            changed = mempools.changed(), if established => {
+                if changed.is_err() {
+                    return Ok(Close::Shutdown);
+                }
+                conn.mempool_changed();
             }
             _ = sleep_until(deadline.unwrap_or(io.start)), if deadline.is_some() => {
                 conn.handle_timeout(io.now());

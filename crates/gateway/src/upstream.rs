@@ -315,6 +315,7 @@ impl<'a> Seat<'a> {
             chain: &shared.chain,
             followers: &together.followers,
             relay: &shared.relay,
+            mempool: shared.follows_mempool.then_some(&*shared.mempool),
             unix_time: unix_time(),
         }
     }
@@ -327,6 +328,7 @@ impl<'a> Seat<'a> {
                 Event::Connected => {}
                 Event::TipChanged => self.shared.tip_version.send_modify(bump),
                 Event::DataArrived => self.shared.filter_version.send_modify(bump),
+                Event::MempoolChanged => self.shared.mempool_version.send_modify(bump),
                 Event::LeadFreed => self.together.lead_changed.send_modify(bump),
                 Event::Closed(why) => return Some(why),
             }

@@ -62,7 +62,7 @@ async fn a_silent_node_is_pinged_then_dropped_and_reconnected() {
     assert!(wait_for(&mut s, b"version").await);
     let mut out = Vec::new();
     p2p::encode(&mut out, magic, "version", |p| {
-        p2p::write_version(p, 0, 1, 0)
+        p2p::write_version(p, 0, 1, 0, false)
     });
     p2p::encode(&mut out, magic, "verack", |_| {});
     s.write_all(&out).await.unwrap();
@@ -160,7 +160,7 @@ async fn serve_node(
                 b"version" => {
                     p2p::encode(&mut out, magic, "version", |p| {
                         let at = p.len();
-                        p2p::write_version(p, 0, 7, 0);
+                        p2p::write_version(p, 0, 7, 0, false);
                         p[at + 4..at + 12].copy_from_slice(&services.to_le_bytes());
                     });
                     p2p::encode(&mut out, magic, "verack", |_| {});

@@ -25,7 +25,7 @@ fn main() {
     let headers = headers_after(&REGTEST, &REGTEST.genesis, 0, 5, 0);
     let mut s = Vec::new();
     p2p::encode(&mut s, magic, "version", |p| {
-        p2p::write_version(p, 1_700_000_000, 42, 0)
+        p2p::write_version(p, 1_700_000_000, 42, 0, false)
     });
     p2p::encode(&mut s, magic, "verack", |_| {});
     let mut payload = Vec::new();

@@ -219,7 +219,7 @@ fn message(input: &mut Cursor, out: &mut Vec<u8>, magic: [u8; 4]) -> Built {
         0 => {
             let (now, nonce, height) = (u64::from(input.u32()), input.u64(), input.u32());
             p2p::encode(out, magic, "version", |p| {
-                p2p::write_version(p, now, nonce, height)
+                p2p::write_version(p, now, nonce, height, false)
             });
             b.version = Some((now as i64, nonce, height));
             ("version".into(), out[start + 24..].to_vec())

@@ -25,6 +25,7 @@ use lightwire_proto::Millis;
 use super::UpstreamError;
 use super::headers::{getheaders, take_headers};
 use super::lead::{Candidacy, Place};
+use crate::mempool::ServedMempool;
 use crate::p2p;
 use crate::relay::TxRelay;
 use crate::served::ServedChain;
@@ -40,6 +41,8 @@ pub struct Gateway<'a> {
     pub followers: &'a Followers,
     /// Clients' transactions for the node.
     pub relay: &'a TxRelay,
+    /// The mempool followed for the digest, if it is.
+    pub mempool: Option<&'a ServedMempool>,
     /// The wall clock now, in seconds since the Unix epoch.
     pub unix_time: u64,
 }
@@ -167,6 +170,8 @@ pub enum Event {
     /// Filters or a block arrived, or the node said it has not a block: the sessions
     /// waiting for one try again.
     DataArrived,
+    /// The mempool followed changed: the sessions send their digests.
+    MempoolChanged,
     /// The lead changed hands through this node (it gave the lead up, took it, or handed
     /// it to a node ranking above it): wake the other nodes' connections
     /// ([`Peer::handle_wake`]), so that the one leading now asks for what is waited for
@@ -211,9 +216,15 @@ pub struct Peer {
     /// Counted among the connected nodes (after its `verack`, until closed).
     counted: bool,
     place: Place,
+    /// New blocks asked of the node for the mempool (what they mine leaves it).
+    mempool_blocks: VecDeque<lightwire_chain::BlockHash>,
     events: VecDeque<Event>,
     closed: bool,
 }
+
+/// New blocks asked for the mempool at most: a batch of more headers is a catch-up (what
+/// those blocks mined is let go with the rest, by the byte budget and the expiry).
+const MEMPOOL_BLOCKS: usize = 6;
 
 impl Peer {
     /// A connection just made at `now`: our `version` is the first thing to write.
@@ -222,7 +233,7 @@ impl Peer {
         let height = gw.followers.validation().tip().height;
         let mut out = Vec::with_capacity(1024);
         p2p::encode(&mut out, magic, "version", |p| {
-            p2p::write_version(p, gw.unix_time, config.nonce, height)
+            p2p::write_version(p, gw.unix_time, config.nonce, height, gw.mempool.is_some())
         });
         Peer {
             config,
@@ -235,6 +246,7 @@ impl Peer {
             pinged: None,
             counted: false,
             place: Place::new(config.addr, config.idle / 2),
+            mempool_blocks: VecDeque::new(),
             events: VecDeque::new(),
             closed: false,
         }
@@ -393,14 +405,42 @@ impl Peer {
                 // Announce new blocks with headers (BIP 130), then ask for ours.
                 p2p::encode(out, magic, "sendheaders", |_| {});
                 getheaders(out, magic, gw, None);
+                // Its mempool as it is now (BIP35), where it serves `mempool`.
+                let services = self.place.version.map_or(0, |v| v.services);
+                if gw.mempool.is_some() && services & p2p::NODE_BLOOM != 0 {
+                    p2p::encode(out, magic, "mempool", |_| {});
+                }
             }
             b"ping" => {
                 p2p::encode(out, magic, "pong", |p| p.extend_from_slice(payload));
             }
             b"headers" => self.on_headers(payload, gw)?,
-            b"inv" if p2p::inv_has_block(payload)? => getheaders(out, magic, gw, None),
+            b"inv" => {
+                if p2p::inv_has_block(payload)? {
+                    getheaders(out, magic, gw, None);
+                }
+                if let Some(m) = gw.mempool {
+                    let mut announced = Vec::new();
+                    p2p::inv_txs(payload, |t| announced.push(t))?;
+                    let ask = m.to_ask(&announced, now);
+                    // At most 50,000 a message (Bitcoin Core's MAX_INV_SZ).
+                    for chunk in ask.chunks(50_000) {
+                        p2p::encode(out, magic, "getdata", |p| p2p::write_getdata_txs(p, chunk));
+                    }
+                }
+            }
+            b"tx" => {
+                if let Some(m) = gw.mempool
+                    && m.add(payload, now)
+                {
+                    self.events.push_back(Event::MempoolChanged);
+                }
+            }
             b"cfheaders" | b"cfilter" | b"block" | b"notfound" => {
                 let (place, events) = (&mut self.place, &mut self.events);
+                if command == b"block" {
+                    mempool_block(&mut self.mempool_blocks, payload, gw, events);
+                }
                 let answered = match command {
                     b"cfheaders" => place.filters.on_cfheaders(gw, payload, events)?,
                     b"cfilter" => place.filters.on_cfilter(gw, payload, events)?,
@@ -424,6 +464,19 @@ impl Peer {
         let full = self.headers.len() == p2p::MAX_HEADERS;
         let ask_again = take_headers(gw, &self.headers, &mut self.events)?;
         self.place.headers(gw, &self.headers);
+        // A few new blocks: asked for, for what they mine to leave the mempool.
+        if gw.mempool.is_some() && self.headers.len() <= MEMPOOL_BLOCKS {
+            for h in &self.headers {
+                let hash = h.block_hash();
+                if self.mempool_blocks.len() == MEMPOOL_BLOCKS {
+                    self.mempool_blocks.pop_front();
+                }
+                self.mempool_blocks.push_back(hash);
+                p2p::encode(&mut self.out, self.magic, "getdata", |p| {
+                    p2p::write_getdata_block(p, &hash)
+                });
+            }
+        }
         // After a full batch the next request continues from its last header, so that a
         // node on a lesser branch longer than a batch is walked to its end, not asked
         // from the fork again and again.
@@ -448,6 +501,27 @@ impl Peer {
         if self.place.overdue(now) {
             self.close(gw, UpstreamError::Unanswered);
         }
+    }
+}
+
+/// A `block` from the node: if it was asked for the mempool (one of `asked`), what it
+/// mines leaves the mempool. (The lead may have asked for it too: it is handled there as
+/// well.)
+fn mempool_block(
+    asked: &mut VecDeque<lightwire_chain::BlockHash>,
+    payload: &[u8],
+    gw: &Gateway<'_>,
+    events: &mut VecDeque<Event>,
+) {
+    let (Some(m), Some(hash)) = (gw.mempool, crate::mempool::block_hash(payload)) else {
+        return;
+    };
+    let Some(i) = asked.iter().position(|h| *h == hash) else {
+        return;
+    };
+    asked.remove(i);
+    if m.block(payload) {
+        events.push_back(Event::MempoolChanged);
     }
 }
 

@@ -24,6 +24,8 @@ struct World {
     chain: RwLock<ServedChain>,
     followers: Followers,
     relay: TxRelay,
+    /// The mempool followed, when it is.
+    mempool: Option<ServedMempool>,
     now: Millis,
 }
 
@@ -39,6 +41,7 @@ impl World {
             chain: RwLock::new(served),
             followers: Followers::new(chain),
             relay: TxRelay::new(wake),
+            mempool: None,
             now: Millis(1_000),
         }
     }
@@ -48,6 +51,7 @@ impl World {
             chain: &self.chain,
             followers: &self.followers,
             relay: &self.relay,
+            mempool: self.mempool.as_ref(),
             unix_time: UNIX_TIME,
         }
     }
@@ -120,6 +124,11 @@ struct FakeNode {
     behaviour: Behaviour,
     /// How many more answers its behaviour may lie in (then it answers honestly).
     lies_left: u32,
+    /// Its mempool: listed for `mempool` (BIP35) when it says NODE_BLOOM, served for
+    /// `getdata`.
+    mempool: Vec<Vec<u8>>,
+    /// Whether it says NODE_BLOOM.
+    bloom: bool,
     received: Vec<(Vec<u8>, Vec<u8>)>,
     pending: Vec<u8>,
 }
@@ -134,6 +143,8 @@ impl FakeNode {
             filters,
             behaviour,
             lies_left: u32::MAX,
+            mempool: Vec::new(),
+            bloom: false,
             received: Vec::new(),
             pending: Vec::new(),
         }
@@ -195,15 +206,18 @@ impl FakeNode {
         let b = self.behaviour;
         match command {
             b"version" if b.handshake => {
-                let services = if b.says_filters {
+                let mut services = if b.says_filters {
                     p2p::NODE_COMPACT_FILTERS
                 } else {
                     0
                 };
+                if self.bloom {
+                    services |= p2p::NODE_BLOOM;
+                }
                 let height = self.headers.len() as u32;
                 p2p::encode(out, magic, "version", |p| {
                     let at = p.len();
-                    p2p::write_version(p, UNIX_TIME, 7, height);
+                    p2p::write_version(p, UNIX_TIME, 7, height, false);
                     p[at + 4..at + 12].copy_from_slice(&services.to_le_bytes());
                 });
                 p2p::encode(out, magic, "verack", |_| {});
@@ -256,6 +270,20 @@ impl FakeNode {
                         p2p::write_compact(p, filter.len() as u64);
                         p.extend_from_slice(filter);
                     });
+                }
+            }
+            b"mempool" if self.bloom => {
+                let txids: Vec<[u8; 32]> = self.mempool.iter().map(|t| txid_of(t)).collect();
+                out.extend_from_slice(&inv_txs(&txids));
+            }
+            // A transaction asked for (MSG_WITNESS_TX), from its mempool.
+            b"getdata" if payload[1..5] == (1u32 | 1 << 30).to_le_bytes() => {
+                let n = payload[0] as usize;
+                for i in 0..n {
+                    let want = &payload[1 + 36 * i + 4..1 + 36 * (i + 1)];
+                    if let Some(tx) = self.mempool.iter().find(|t| txid_of(t) == want) {
+                        p2p::encode(out, magic, "tx", |p| p.extend_from_slice(tx));
+                    }
                 }
             }
             b"getdata" => {
@@ -376,6 +404,75 @@ impl Link {
     fn saw(&self, wanted: fn(&Event) -> bool) -> bool {
         self.events.iter().any(wanted)
     }
+}
+
+/// A transaction's txid.
+fn txid_of(tx: &[u8]) -> [u8; 32] {
+    lightwire_primitives::Tx::parse(tx).unwrap().txid().0
+}
+
+/// An `inv` announcing `txids` as transactions.
+fn inv_txs(txids: &[[u8; 32]]) -> Vec<u8> {
+    let mut out = Vec::new();
+    p2p::encode(&mut out, FakeNode::magic(), "inv", |p| {
+        p2p::write_compact(p, txids.len() as u64);
+        for t in txids {
+            p.extend_from_slice(&1u32.to_le_bytes());
+            p.extend_from_slice(t);
+        }
+    });
+    out
+}
+
+/// A transaction spending output 0 of `[prev; 32]`, paying 1,000 to `OP_TRUE`.
+fn a_tx(prev: u8) -> Vec<u8> {
+    let mut t = vec![2, 0, 0, 0, 1];
+    t.extend_from_slice(&[prev; 32]);
+    t.extend_from_slice(&[0, 0, 0, 0, 0, 0xfd, 0xff, 0xff, 0xff, 1]);
+    t.extend_from_slice(&1_000u64.to_le_bytes());
+    t.extend_from_slice(&[1, 0x51, 0, 0, 0, 0]);
+    t
+}
+
+/// The gateway follows a node's mempool: it asks for the transactions already there
+/// (BIP35 `mempool`, only of a node that says NODE_BLOOM: Bitcoin Core drops a peer that
+/// sends it otherwise), and for those announced after (`inv`), once each; each taken is a
+/// change the sessions hear of. Not followed, it asks for none.
+#[test]
+fn a_nodes_mempool_is_followed_where_it_serves_it() {
+    let mut world = World::new(false);
+    world.mempool = Some(ServedMempool::new(1 << 20));
+    let mut node = FakeNode::new(chain_of(10), HONEST);
+    node.bloom = true;
+    node.mempool = vec![a_tx(1), a_tx(2)];
+    let mut link = Link::open(&world, 0, node);
+    assert_eq!(link.node.count("mempool"), 1);
+    let m = world.mempool.as_ref().unwrap();
+    assert_eq!(m.size().0, 2);
+    assert!(link.saw(|e| matches!(e, Event::MempoolChanged)));
+    // Announced after: asked for once, however often announced.
+    link.node.mempool.push(a_tx(3));
+    let third = txid_of(&a_tx(3));
+    link.send(&world, &inv_txs(&[third]));
+    link.send(&world, &inv_txs(&[third]));
+    assert_eq!(m.size().0, 3);
+    let asked = link
+        .node
+        .received
+        .iter()
+        .filter(|(c, p)| c == b"getdata" && p[5..37] == third)
+        .count();
+    assert_eq!(asked, 1);
+    // A node without NODE_BLOOM is not sent `mempool`; a gateway not following the
+    // mempool asks for nothing.
+    let mut world = World::new(false);
+    world.mempool = Some(ServedMempool::new(1 << 20));
+    let link = Link::open(&world, 0, FakeNode::new(chain_of(10), HONEST));
+    assert_eq!(link.node.count("mempool"), 0);
+    let world = World::new(false);
+    let mut link = Link::open(&world, 0, FakeNode::new(chain_of(10), HONEST));
+    link.send(&world, &inv_txs(&[third]));
+    assert_eq!(link.node.count("getdata"), 0);
 }
 
 /// A millisecond before `t`.
