@@ -4,6 +4,9 @@
 //! it lives in the test crate.
 //!
 //! - `lightwire-regtest-wallet address`: the address btcd must mine to (`--miningaddr`);
+//! - `lightwire-regtest-wallet mempool --rpc .. --user .. --pass .. --address A`: signed
+//!   replaceable payments to the address and their replacements, none sent (the mempool
+//!   test sends them one by one);
 //! - `lightwire-regtest-wallet account [--receive N] [--change N]`: the BIP84 account's
 //!   descriptor and first addresses as JSON (for a generated chain paying it);
 //! - `lightwire-regtest-wallet build --rpc HOST:PORT --user U --pass P`: mine to maturity,
@@ -49,6 +52,23 @@ enum Cmd {
         #[arg(long)]
         xpub: bool,
     },
+    /// Mine to maturity and print signed transactions paying `address` (none sent) as JSON:
+    /// `{"pay": {hex, txid}, "bump": .., "other": .., "conflict": ..}` (`bump` replaces
+    /// `pay`, `conflict` replaces `other` paying elsewhere)
+    Mempool {
+        /// btcd's RPC address
+        #[arg(long)]
+        rpc: String,
+        /// RPC user
+        #[arg(long)]
+        user: String,
+        /// RPC password
+        #[arg(long)]
+        pass: String,
+        /// The watched address (regtest)
+        #[arg(long)]
+        address: String,
+    },
     /// Print the BIP84 account's descriptor and its first addresses as JSON, no node needed:
     /// `{"descriptor": d, "receive": [address], "change": [address]}`
     Account {
@@ -74,6 +94,43 @@ fn btcctl() -> Result<PathBuf, String> {
         .ok_or_else(|| "btcctl not found: run scripts/setup.sh".to_string())
 }
 
+/// A function running btcctl against the node at `rpc` (and the empty configuration file
+/// it reads, to remove after).
+fn runner(
+    rpc: &str,
+    user: &str,
+    pass: &str,
+) -> Result<(impl Fn(&[&str]) -> String, PathBuf), String> {
+    let tool = btcctl()?;
+    // An empty configuration: nothing from the user's ~/.btcctl.
+    let conf = std::env::temp_dir().join(format!("lightwire-wallet-{}.conf", std::process::id()));
+    std::fs::write(&conf, "").map_err(|e| e.to_string())?;
+    let (rpc, user, pass, file) = (
+        rpc.to_string(),
+        user.to_string(),
+        pass.to_string(),
+        conf.clone(),
+    );
+    let ctl = move |args: &[&str]| -> String {
+        let out = Command::new(&tool)
+            .arg(format!("--configfile={}", file.display()))
+            .args(["--regtest", "--notls"])
+            .arg(format!("--rpcuser={user}"))
+            .arg(format!("--rpcpass={pass}"))
+            .arg(format!("--rpcserver={rpc}"))
+            .args(args)
+            .output()
+            .unwrap_or_else(|e| panic!("btcctl {args:?}: {e}"));
+        assert!(
+            out.status.success(),
+            "btcctl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    Ok((ctl, conf))
+}
+
 fn main() -> Result<(), String> {
     match Cli::parse().command {
         Cmd::Address => println!("{}", regtest_wallet::mining_address()),
@@ -89,34 +146,34 @@ fn main() -> Result<(), String> {
                 list(&change)
             );
         }
+        Cmd::Mempool {
+            rpc,
+            user,
+            pass,
+            address,
+        } => {
+            let script = regtest_wallet::script_of(&address)?;
+            let (ctl, conf) = runner(&rpc, &user, &pass)?;
+            let m = regtest_wallet::mempool_txs(&ctl, &script);
+            let one = |(hex, txid): &(String, String)| {
+                format!("{{\"hex\":\"{hex}\",\"txid\":\"{txid}\"}}")
+            };
+            println!(
+                "{{\"pay\":{},\"bump\":{},\"other\":{},\"conflict\":{}}}",
+                one(&m.pay),
+                one(&m.bump),
+                one(&m.other),
+                one(&m.conflict)
+            );
+            let _ = std::fs::remove_file(&conf);
+        }
         Cmd::Build {
             rpc,
             user,
             pass,
             xpub,
         } => {
-            let tool = btcctl()?;
-            // An empty configuration: nothing from the user's ~/.btcctl.
-            let conf =
-                std::env::temp_dir().join(format!("lightwire-wallet-{}.conf", std::process::id()));
-            std::fs::write(&conf, "").map_err(|e| e.to_string())?;
-            let ctl = |args: &[&str]| -> String {
-                let out = Command::new(&tool)
-                    .arg(format!("--configfile={}", conf.display()))
-                    .args(["--regtest", "--notls"])
-                    .arg(format!("--rpcuser={user}"))
-                    .arg(format!("--rpcpass={pass}"))
-                    .arg(format!("--rpcserver={rpc}"))
-                    .args(args)
-                    .output()
-                    .unwrap_or_else(|e| panic!("btcctl {args:?}: {e}"));
-                assert!(
-                    out.status.success(),
-                    "btcctl {args:?}: {}",
-                    String::from_utf8_lossy(&out.stderr)
-                );
-                String::from_utf8_lossy(&out.stdout).trim().to_string()
-            };
+            let (ctl, conf) = runner(&rpc, &user, &pass)?;
             let built = regtest_wallet::build(&ctl);
             let scripts: Vec<String> = built
                 .scripts

@@ -56,6 +56,9 @@
 //   btcd      btcd on regtest with real transactions of every standard kind
 //             (tests/regtest_wallet.rs); the package, through a gateway following btcd,
 //             scans for the scripts and finds exactly the blocks paying and spending them
+//   mempool   btcd's mempool through the gateway's digest: a payment to a watched address
+//             unconfirmed within 2 s, replaced (BIP125), mined and found; one replaced by a
+//             spend elsewhere dropped
 //   walletreload a page closed mid-rescan: the next session resumes the wallet
 //   wallethostile a gateway sending the wrong block, or withholding one its
 //             filter matched, is marked bad; the block comes from another
@@ -238,7 +241,7 @@ function goTool(name) {
 
 /// btcd on regtest on 127.0.0.1, mining to the test wallet's key; resolves once its RPC
 /// answers.
-async function btcd() {
+async function btcd(extra = []) {
   const [p2p, rpc] = [await freePort(), await freePort()];
   const dir = join(work, `btcd-${p2p}`);
   mkdirSync(dir, { recursive: true });
@@ -249,6 +252,7 @@ async function btcd() {
     `--configfile=${join(dir, 'btcd.conf')}`, '--regtest', '--notls', '--rpcuser=u', '--rpcpass=p',
     `--datadir=${join(dir, 'data')}`, `--logdir=${join(dir, 'log')}`,
     `--listen=127.0.0.1:${p2p}`, `--rpclisten=127.0.0.1:${rpc}`, `--miningaddr=${address}`,
+    ...extra,
   ], { stdio: 'ignore' });
   running.add(proc);
   proc.on('exit', () => running.delete(proc));
@@ -1358,6 +1362,75 @@ async function walletScenario() {
   }
 }
 
+/// The mempool digest on btcd (announcing transactions every 200 ms, not 10 s): a tab
+/// watching an address, through a gateway following btcd that never learns it, sees a
+/// payment sent to btcd as unconfirmed within 2 s; the gateway was asked for that
+/// transaction alone. A replacement (BIP125, a higher fee) replaces it; mined, it is
+/// found and nothing is left unconfirmed. A second payment replaced by a spend paying
+/// elsewhere is dropped as replaced.
+async function mempoolScenario() {
+  const node = await btcd(['--trickleinterval=200ms']);
+  let gw;
+  const page = await openPage();
+  try {
+    const account = JSON.parse(execFileSync(bin('lightwire-regtest-wallet'), ['account', '--receive', '1', '--change', '0']).toString());
+    const address = account.receive[0];
+    const txs = JSON.parse(execFileSync(bin('lightwire-regtest-wallet'),
+      ['mempool', '--rpc', node.rpc, '--user', 'u', '--pass', 'p', '--address', address]).toString());
+    const tip = Number(node.ctl('getblockcount'));
+    gw = await gateway(['--upstream', node.p2p, '--network', 'regtest']);
+    await openClient(page, { gateways: [gw.connect], storeName: 'mempool' });
+    await until(page, 'headers and filter headers from btcd', 60_000,
+      (m) => m.storedHeight === tip && m.storedFilterHeight === tip);
+    await page.evaluate((a) => window.client.watch({ addresses: [a] }), address);
+    const served = () => gw.metric('lightwire_mempool_txs_served_total');
+    const seen = (status, txid) => (m, ev) => ev.some((e) => e.type === 'transaction' && e.status === status && e.txid === txid);
+    // Subscribed: the gateway's session streams the digest (its mempool is empty so far).
+    await new Promise((r) => setTimeout(r, 500));
+    let sentAt = Date.now();
+    node.ctl('sendrawtransaction', txs.pay.hex);
+    await until(page, 'the payment unconfirmed', 10_000, seen('unconfirmed', txs.pay.txid));
+    const payMs = Date.now() - sentAt;
+    assert(payMs < 2_000, `the payment took ${payMs} ms to show`);
+    assert(await served() === 1, `the gateway handed over ${await served()} transactions, not the payment alone`);
+    const listed = (await page.evaluate(() => window.client.transactions())).find((t) => t.txid === txs.pay.txid);
+    assert(listed?.status === 'unconfirmed' && listed.gateways === 1 && listed.received === 1e8, `transactions(): ${JSON.stringify(listed)}`);
+    let balance = await page.evaluate(() => window.client.balance());
+    assert(balance.unconfirmed === 1e8 && balance.confirmed === 0, `balance ${JSON.stringify(balance)}`);
+    // Replaced (a higher fee, the same payment): the first dropped, the replacement shown.
+    sentAt = Date.now();
+    node.ctl('sendrawtransaction', txs.bump.hex);
+    const { events } = await until(page, 'the payment replaced', 10_000, (m, ev) =>
+      seen('unconfirmed', txs.bump.txid)(m, ev) && seen('dropped', txs.pay.txid)(m, ev));
+    const bumpMs = Date.now() - sentAt;
+    const drop = events.find((e) => e.type === 'transaction' && e.status === 'dropped' && e.txid === txs.pay.txid);
+    assert(drop.reason === 'replaced', `dropped ${JSON.stringify(drop)}`);
+    balance = await page.evaluate(() => window.client.balance());
+    assert(balance.unconfirmed === 1e8, `after the replacement: ${JSON.stringify(balance)}`);
+    // Mined: found, nothing left unconfirmed.
+    node.ctl('generate', '1');
+    await until(page, 'the replacement mined and found', 30_000, seen('found', txs.bump.txid));
+    balance = await page.evaluate(() => window.client.balance());
+    assert(balance.unconfirmed === 0 && balance.confirmed === 1e8, `once mined: ${JSON.stringify(balance)}`);
+    // Another payment, replaced by a spend of the same coin paying elsewhere: dropped.
+    node.ctl('sendrawtransaction', txs.other.hex);
+    await until(page, 'the second payment unconfirmed', 10_000, seen('unconfirmed', txs.other.txid));
+    node.ctl('sendrawtransaction', txs.conflict.hex);
+    const after = await until(page, 'the second payment dropped', 10_000, seen('dropped', txs.other.txid));
+    const gone = after.events.find((e) => e.type === 'transaction' && e.status === 'dropped' && e.txid === txs.other.txid);
+    assert(gone.reason === 'replaced', `dropped ${JSON.stringify(gone)}`);
+    balance = await page.evaluate(() => window.client.balance());
+    assert(balance.unconfirmed === 0 && balance.confirmed === 1e8, `after the conflict: ${JSON.stringify(balance)}`);
+    log(`  btcd's mempool through the digest: the payment unconfirmed in ${payMs} ms (1 transaction handed over), ` +
+      `its replacement in ${bumpMs} ms; mined and found; a payment replaced by a spend elsewhere dropped (${gone.reason})`);
+    await stopClient(page);
+  } finally {
+    await page.close().catch(() => {});
+    await gw?.stop();
+    await node.stop();
+  }
+}
+
 /// The wallet against hostile gateways: one sends another block for the one its filter matched
 /// (`--wrong-block-at`), or withholds it (`--withhold-block-at`); the only other gateway is
 /// down at first. The liar is marked bad naming the rule; when the honest one comes up, the
@@ -1860,7 +1933,7 @@ function benchStart(height = 915_264) {
 
 // ---------------------------------------------------------------- main
 
-const scenarios = { full, formats, reopen, reorg, invalid, mostwork, restart, hang, queries, checkpoint, start, stall, pings, scan, crosscheck, undefended, anchor, lagging, btcd: btcdScan, wallet: walletScenario, wallethostile: walletHostile, walletreload: walletReload, tabs };
+const scenarios = { full, formats, reopen, reorg, invalid, mostwork, restart, hang, queries, checkpoint, start, stall, pings, scan, crosscheck, undefended, anchor, lagging, btcd: btcdScan, wallet: walletScenario, wallethostile: walletHostile, walletreload: walletReload, mempool: mempoolScenario, tabs };
 let work;
 let browser;
 let url;

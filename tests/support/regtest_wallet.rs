@@ -454,3 +454,83 @@ pub fn account(receive: u32, change: u32) -> (String, Vec<String>, Vec<String>) 
         addresses(1, change),
     )
 }
+
+/// Signed transactions for the mempool test, none sent: spends of two mature coinbases
+/// (blocks 2 and 3, key 1's P2PKH), each signalling replaceability (BIP125).
+#[derive(Debug)]
+pub struct MempoolTxs {
+    /// Coinbase A pays the watched script 1 BTC (change back to key 1).
+    pub pay: (String, String),
+    /// Coinbase A again, paying the watched script 1 BTC with a higher fee: replaces
+    /// `pay`.
+    pub bump: (String, String),
+    /// Coinbase B pays the watched script 2 BTC.
+    pub other: (String, String),
+    /// Coinbase B again, paying key 1 alone with a higher fee: conflicts with `other`.
+    pub conflict: (String, String),
+}
+
+/// Mine to maturity (blocks 2 and 3 mature) and sign [`MempoolTxs`] paying `script`.
+pub fn mempool_txs(ctl: &dyn Fn(&[&str]) -> String, script: &[u8]) -> MempoolTxs {
+    let secp = Secp256k1::new();
+    let tip: u32 = ctl(&["getblockcount"]).trim().parse().expect("a height");
+    if tip < 103 {
+        ctl(&["generate", &(103 - tip).to_string()]);
+    }
+    let pk1 = PublicKey::new(key(1).public_key(&secp));
+    let p2pkh1 = ScriptBuf::new_p2pkh(&pk1.pubkey_hash());
+    let watched = ScriptBuf::from_bytes(script.to_vec());
+    let sign = |coinbase_at: u32, outputs: Vec<TxOut>| -> (String, String) {
+        let block = block_at(ctl, coinbase_at);
+        let coinbase = &block.txdata[0];
+        let mut tx = spending(&[OutPoint::new(coinbase.compute_txid(), 0)], outputs);
+        tx.input[0].sequence = Sequence::ENABLE_RBF_NO_LOCKTIME;
+        let sighash = SighashCache::new(&tx)
+            .legacy_signature_hash(0, &p2pkh1, EcdsaSighashType::All.to_u32())
+            .unwrap();
+        let sig = secp.sign_ecdsa(&Message::from_digest(sighash.to_byte_array()), &key(1));
+        let sig = bitcoin::ecdsa::Signature::sighash_all(sig);
+        tx.input[0].script_sig = Builder::new()
+            .push_slice(sig.serialize())
+            .push_key(&pk1)
+            .into_script();
+        (serialize_hex(&tx), tx.compute_txid().to_string())
+    };
+    let value = |at: u32| block_at(ctl, at).txdata[0].output[0].value;
+    let btc = Amount::from_sat(100_000_000);
+    let pay_to = |amount: Amount, rest: Amount| {
+        vec![
+            TxOut {
+                value: amount,
+                script_pubkey: watched.clone(),
+            },
+            TxOut {
+                value: rest,
+                script_pubkey: p2pkh1.clone(),
+            },
+        ]
+    };
+    let (a, b) = (value(2), value(3));
+    MempoolTxs {
+        pay: sign(2, pay_to(btc, a - btc - Amount::from_sat(10_000))),
+        bump: sign(2, pay_to(btc, a - btc - Amount::from_sat(50_000))),
+        other: sign(3, pay_to(btc * 2, b - btc * 2 - Amount::from_sat(10_000))),
+        conflict: sign(
+            3,
+            vec![TxOut {
+                value: b - Amount::from_sat(60_000),
+                script_pubkey: p2pkh1.clone(),
+            }],
+        ),
+    }
+}
+
+/// The output script of a regtest address.
+pub fn script_of(address: &str) -> Result<Vec<u8>, String> {
+    let a: Address<bitcoin::address::NetworkUnchecked> =
+        address.parse().map_err(|e| format!("{address}: {e}"))?;
+    let a = a
+        .require_network(Network::Regtest)
+        .map_err(|e| format!("{address}: {e}"))?;
+    Ok(a.script_pubkey().to_bytes())
+}

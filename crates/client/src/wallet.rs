@@ -402,9 +402,13 @@ impl WalletSync {
             .map(|t| WalletChange::Unconfirmed(t.clone()))
     }
 
-    /// Unconfirmed transaction `txid` is dropped as evicted if no gateway holds it.
-    pub fn evict(&mut self, txid: &Txid) -> Vec<WalletChange> {
-        let dropped = self.unconfirmed.evict(txid);
+    /// Unconfirmed transaction `txid` is dropped for `reason` if no gateway holds it.
+    pub fn let_go(
+        &mut self,
+        txid: &Txid,
+        reason: lightwire_wallet::unconfirmed::Reason,
+    ) -> Vec<WalletChange> {
+        let dropped = self.unconfirmed.let_go(txid, reason);
         self.dirty |= !dropped.is_empty();
         dropped.into_iter().map(WalletChange::Dropped).collect()
     }

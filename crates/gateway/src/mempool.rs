@@ -4,8 +4,8 @@
 //! their cursors (`lightwire_proto::feed`).
 //!
 //! What leaves, and why ([`Removal`]): a transaction a new block holds (`Mined`), one
-//! spending an output that a transaction taken later, or one a block holds, spends
-//! (`Replaced`: the node accepted the replacement, or mined the conflict), and what the
+//! spending an output that a transaction taken later spends (`Replaced`: the node
+//! accepted the replacement) or that one a block holds spends (`Conflicted`), and what the
 //! gateway lets go (`Evicted`): the oldest first when the transactions held pass the byte
 //! budget, and any older than two weeks (Bitcoin Core's `-mempoolexpiry`). A node evicting
 //! a transaction says nothing over P2P: the gateway keeps it until one of these.
@@ -16,6 +16,7 @@
 //! (`upstream::peer`) hands it what the node sends, with the time.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{PoisonError, RwLock};
 use std::time::Duration;
 
@@ -71,6 +72,8 @@ struct State {
 pub struct ServedMempool {
     budget: usize,
     state: RwLock<State>,
+    /// Transactions handed to clients.
+    served: AtomicU64,
 }
 
 impl ServedMempool {
@@ -79,6 +82,7 @@ impl ServedMempool {
         ServedMempool {
             budget,
             state: RwLock::new(State::default()),
+            served: AtomicU64::new(0),
         }
     }
 
@@ -165,7 +169,7 @@ impl ServedMempool {
     }
 
     /// A block joined the best chain: what it holds is mined, what spends what it spends
-    /// is replaced. Whether anything changed.
+    /// is conflicted. Whether anything changed.
     pub fn block(&self, block: &[u8]) -> bool {
         let Ok(block) = Block::parse(block) else {
             return false;
@@ -184,7 +188,7 @@ impl ServedMempool {
             for i in tx.inputs() {
                 let o = lightwire_filter::txset::outpoint_item(i.prev_txid, i.prev_vout);
                 if let Some(other) = s.spent.get(&o).copied() {
-                    remove(&mut s, &other, Removal::Replaced);
+                    remove(&mut s, &other, Removal::Conflicted);
                 }
             }
         }
@@ -249,9 +253,17 @@ impl ServedMempool {
         true
     }
 
-    /// The held transaction `txid`, lent to `read`.
+    /// The held transaction `txid`, lent to `read` (counted as handed to a client).
     pub fn with_tx<R>(&self, txid: &[u8; 32], read: impl FnOnce(&[u8]) -> R) -> Option<R> {
-        self.read().txs.get(txid).map(|h| read(&h.raw))
+        let s = self.read();
+        let h = s.txs.get(txid)?;
+        self.served.fetch_add(1, Ordering::Relaxed);
+        Some(read(&h.raw))
+    }
+
+    /// How many transactions were handed to clients.
+    pub fn served(&self) -> u64 {
+        self.served.load(Ordering::Relaxed)
     }
 
     /// The nodes' mempools are no longer followed (none connected): everything held goes,
@@ -371,7 +383,7 @@ mod tests {
         });
         assert_eq!(snap, [5]);
         assert_eq!(m.with_tx(&txid(&b), <[u8]>::len), Some(b.len()));
-        // A block mining b, and spending what c spends: b mined, c replaced.
+        // A block mining b, and spending what c spends: b mined, c conflicted.
         let c = tx([2; 32], 0, 0);
         m.add(&c, now);
         let conflict = tx([2; 32], 0, 9);
@@ -386,7 +398,7 @@ mod tests {
             tail,
             [
                 (7, txid(&b), Some(Removal::Mined)),
-                (8, txid(&c), Some(Removal::Replaced)),
+                (8, txid(&c), Some(Removal::Conflicted)),
             ]
         );
         // The budget: 1,000 bytes hold 16 of these (61 bytes each); the oldest go.

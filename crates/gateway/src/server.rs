@@ -303,7 +303,23 @@ impl Shared {
                 (tip.height, hash_header_bytes(&tip.header).to_string())
             })
             .unwrap_or_default();
-        self.metrics.render(height, &hash)
+        let mut out = self.metrics.render(height, &hash);
+        if self.follows_mempool {
+            let (txs, bytes) = self.mempool.size();
+            let served = self.mempool.served();
+            out.push_str(&format!(
+                "# HELP lightwire_mempool_transactions Unconfirmed transactions of the nodes held for the digest.\n\
+                 # TYPE lightwire_mempool_transactions gauge\n\
+                 lightwire_mempool_transactions {txs}\n\
+                 # HELP lightwire_mempool_bytes Their bytes.\n\
+                 # TYPE lightwire_mempool_bytes gauge\n\
+                 lightwire_mempool_bytes {bytes}\n\
+                 # HELP lightwire_mempool_txs_served_total Transactions handed to clients (get_mempool_tx).\n\
+                 # TYPE lightwire_mempool_txs_served_total counter\n\
+                 lightwire_mempool_txs_served_total {served}\n"
+            ));
+        }
+        out
     }
 
     /// The tip height now.

@@ -171,16 +171,17 @@ impl UnconfirmedTx {
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Reason {
     /// A later transaction spending one of the same outputs replaced it (or one of its
-    /// ancestors).
+    /// ancestors): fetched, or said by the last gateway that held it.
     Replaced,
-    /// A confirmed transaction spent one of the coins it (or one of its ancestors) spends.
+    /// A confirmed transaction spent one of the coins it (or one of its ancestors) spends
+    /// (seen in a block of the wallet's, or said by the last gateway that held it).
     Conflicted,
     /// It was not mined within the expiry, and no gateway is known to hold it.
     Expired,
     /// It touches none of the scripts still watched.
     Unwatched,
-    /// Every gateway that held it said it let it go (its mempool full, or the transaction
-    /// too old), none holds it now.
+    /// Every gateway that held it let it go (its mempool full, or the transaction too
+    /// old): none holds it now.
     Evicted,
 }
 
@@ -482,12 +483,12 @@ impl Unconfirmed {
         changed
     }
 
-    /// `txid` is dropped as evicted (with its descendants) if no gateway holds it.
-    pub fn evict(&mut self, txid: &Txid) -> Vec<Dropped> {
+    /// `txid` is dropped for `reason` (with its descendants) if no gateway holds it.
+    pub fn let_go(&mut self, txid: &Txid, reason: Reason) -> Vec<Dropped> {
         if self.get(txid).is_none_or(|t| t.holders != 0) {
             return Vec::new();
         }
-        self.drop_with_descendants(&[*txid], Reason::Evicted, None)
+        self.drop_with_descendants(&[*txid], reason, None)
     }
 
     /// Those first seen `expiry` milliseconds or more before `now` that no gateway is

@@ -9,7 +9,8 @@
 //! - `mempool_digest` (32799): `u8 flags` (bit 0: `reset`, forget every transaction this
 //!   gateway said it holds), `u16 count`, then `count` entries: `u8 kind, [32] txid`, and
 //!   for kind 0 (`added`) `u16 len` and the transaction's set (`len` bytes: a BIP158
-//!   Golomb-coded set keyed by the salt), for kind 1 (`removed`) `u8 reason`.
+//!   Golomb-coded set keyed by the salt), for kind 1 (`removed`) `u8 reason` (0 mined, 1
+//!   replaced, 2 evicted, 3 conflicted).
 //! - `get_mempool_tx` (32801): `u32 id, [32] txid`.
 //! - `mempool_tx` (32803): `u32 id, u8 flags` (bit 0: `not_found`), then the transaction
 //!   (with its witness data), at most [`crate::MAX_TX_LEN`] bytes; nothing when not found.
@@ -80,10 +81,12 @@ impl MempoolSubscribe {
 pub enum Removal {
     /// A block mined it.
     Mined,
-    /// Another spending one of the same outputs replaced it (or a block mined such a one).
+    /// Another spending one of the same outputs replaced it in the mempool.
     Replaced,
     /// The gateway or its node let it go (the mempool full, or too old).
     Evicted,
+    /// A block holds a transaction spending one of the outputs it spends.
+    Conflicted,
 }
 
 impl Removal {
@@ -93,6 +96,7 @@ impl Removal {
             Removal::Mined => 0,
             Removal::Replaced => 1,
             Removal::Evicted => 2,
+            Removal::Conflicted => 3,
         }
     }
 
@@ -102,6 +106,7 @@ impl Removal {
         match c {
             0 => Removal::Mined,
             1 => Removal::Replaced,
+            3 => Removal::Conflicted,
             _ => Removal::Evicted,
         }
     }

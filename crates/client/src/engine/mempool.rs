@@ -17,9 +17,10 @@
 //! - A gateway can invent a transaction (it is then shown unconfirmed, held by that
 //!   gateway alone, and never counted as confirmed: only a checked block confirms it) or
 //!   hide one (another gateway shows it). A removal counts only for the gateway that says
-//!   it: a transaction is dropped as evicted only when no gateway holds it any more; one
-//!   said mined waits for its block; one replaced goes when its replacement (which spends
-//!   an outpoint matched here) is fetched.
+//!   it: a transaction is dropped (replaced, conflicted or evicted, as the last gateway to
+//!   hold it says) only when no gateway holds it any more; one said mined waits for its
+//!   block. A replacement that spends an outpoint matched here is fetched, and drops it
+//!   with its txid named.
 //! - What is fetched, and when, is all a gateway learns: the real matches, among false
 //!   ones at 1 in 784,931 per watched item and transaction item, which differ by salt.
 
@@ -29,7 +30,7 @@ use lightwire_filter::Matcher;
 use lightwire_filter::txset::{SALT_LEN, outpoint_item, set_matches, tx_set};
 use lightwire_primitives::{Tx, Txid};
 use lightwire_proto::Millis;
-use lightwire_wallet::unconfirmed::{AddError, Source};
+use lightwire_wallet::unconfirmed::{AddError, Reason, Source};
 use lightwire_wire::{DigestEntry, MempoolDigest, MempoolTx, Removal};
 
 use super::ctx::{Broke, Conns, Ctx, Effect, ready};
@@ -194,10 +195,16 @@ impl MempoolTask {
                     };
                     let holders = t.holders & !g.bit();
                     tell(ctx, w.set_holders(&txid, holders));
-                    // Mined: its block confirms it. Replaced: its replacement, which
-                    // spends an outpoint matched here, drops it when fetched.
-                    if reason == Removal::Evicted {
-                        tell(ctx, w.evict(&txid));
+                    // Said mined: its block confirms it (or, if no block does, it expires).
+                    // Otherwise it goes once no gateway holds it, for the last one's reason.
+                    let why = match reason {
+                        Removal::Mined => None,
+                        Removal::Replaced => Some(Reason::Replaced),
+                        Removal::Conflicted => Some(Reason::Conflicted),
+                        Removal::Evicted => Some(Reason::Evicted),
+                    };
+                    if let Some(why) = why {
+                        tell(ctx, w.let_go(&txid, why));
                     }
                 }
             }

@@ -71,7 +71,8 @@ fn heard(net: &mut Net<lightwire_store::MemoryStore>) -> Heard {
 /// A payment to a watched script enters one gateway's mempool: shown unconfirmed, held by
 /// it; the other gateway announces it too: held by both (not fetched again). A
 /// transaction paying elsewhere is not fetched. Evicted by one, it is held by the other;
-/// by both, it is dropped as evicted.
+/// by both, it is dropped as evicted. Said conflicted by the only one holding it: dropped
+/// as conflicted.
 #[test]
 fn a_payment_announced_in_the_digest_is_unconfirmed_and_held_by_its_gateways() {
     let (mut net, ours) = watching_1234(vec![with_mempool(), with_mempool()], small);
@@ -119,6 +120,16 @@ fn a_payment_announced_in_the_digest_is_unconfirmed_and_held_by_its_gateways() {
         (vec![(txid, 0)], vec![(txid, Reason::Evicted)])
     );
     assert!(net.host.engine.wallet().unwrap().unconfirmed.is_empty());
+    // Conflicted away by a block, as the only gateway holding it says.
+    let other = paying(5, 0, &[&ours]);
+    let mut txid = [0u8; 32];
+    mempool(&mut net, 1, |m| txid = m.add(&other));
+    mempool(&mut net, 1, |m| m.remove(txid, Removal::Conflicted));
+    let txid = Txid(txid);
+    assert_eq!(
+        heard(&mut net),
+        (vec![(txid, 1), (txid, 0)], vec![(txid, Reason::Conflicted)])
+    );
 }
 
 /// A gateway whose digest describes a transaction as another (so that it matches) is
