@@ -143,6 +143,9 @@ export type DropCode =
   | 'cross-check-out-of-order'
   | 'block-withheld'
   | 'block-pieces-out-of-order'
+  | 'digest-mismatch'
+  | 'wrong-transaction'
+  | 'undecodable-digest'
   // A header more than two hours ahead of our clock: not a drop. The headers before it are
   // kept, the gateway's tip is set aside until it announces another, its state unchanged.
   | 'future-header'

@@ -13,7 +13,8 @@
 //! scripts would be the same for every session, and a gateway watching which transactions
 //! a client fetches could tell them from its real payments. With the client's own random
 //! salt they differ each time; only the real matches repeat. A false positive costs one
-//! transaction fetched: 1 in 784,931 per watched item and transaction item.
+//! transaction fetched: 1 in 784,931 per watched item and transaction, however many items
+//! the transaction has (each query falls on one of N values in a range N * M wide).
 
 use alloc::vec::Vec;
 

@@ -22,7 +22,7 @@
 //!   block. A replacement that spends an outpoint matched here is fetched, and drops it
 //!   with its txid named.
 //! - What is fetched, and when, is all a gateway learns: the real matches, among false
-//!   ones at 1 in 784,931 per watched item and transaction item, which differ by salt.
+//!   ones at 1 in 784,931 per watched item and transaction, which differ by salt.
 
 use std::collections::VecDeque;
 

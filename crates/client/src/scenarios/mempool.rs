@@ -133,8 +133,8 @@ fn a_payment_announced_in_the_digest_is_unconfirmed_and_held_by_its_gateways() {
 }
 
 /// A gateway whose digest describes a transaction as another (so that it matches) is
-/// marked bad when the transaction is fetched; nothing of it is taken. One that only says
-/// a transaction was mined does not drop it: its block will confirm it.
+/// marked bad when the transaction is fetched; nothing of it is taken. One that invents a
+/// payment and says it was mined does not make it confirmed: only a block does.
 #[test]
 fn a_digest_that_does_not_describe_its_transaction_is_a_rule_broken() {
     let (mut net, ours) = watching_1234(vec![with_mempool(), with_mempool()], small);
@@ -147,7 +147,9 @@ fn a_digest_that_does_not_describe_its_transaction_is_a_rule_broken() {
     assert_eq!(rejected(&net.host.events), [(1, "digest-mismatch")]);
     assert_eq!(net.host.engine.state(GatewayId(1)), GatewayState::Bad);
     assert!(net.host.engine.wallet().unwrap().unconfirmed.is_empty());
-    // Gateway 0's payment, said mined before any block has it: still shown.
+    // Gateway 0 invents a payment (no block will ever hold it) and says it was mined:
+    // shown unconfirmed until a block confirms it, never counted as confirmed.
+    let confirmed = net.host.engine.wallet().unwrap().balance(3_000, 1).confirmed;
     let pay = paying(4, 0, &[&ours]);
     let mut txid = [0u8; 32];
     mempool(&mut net, 0, |m| txid = m.add(&pay));
@@ -155,5 +157,8 @@ fn a_digest_that_does_not_describe_its_transaction_is_a_rule_broken() {
     let (shown, dropped) = heard(&mut net);
     assert_eq!(shown.last(), Some(&(Txid(txid), 0)));
     assert!(dropped.is_empty());
-    assert_eq!(net.host.engine.wallet().unwrap().unconfirmed.len(), 1);
+    let w = net.host.engine.wallet().unwrap();
+    assert_eq!(w.unconfirmed.len(), 1);
+    let b = w.balance(3_000, 1);
+    assert_eq!((b.confirmed, b.unconfirmed), (confirmed, 1_000));
 }
