@@ -149,7 +149,13 @@ fn a_digest_that_does_not_describe_its_transaction_is_a_rule_broken() {
     assert!(net.host.engine.wallet().unwrap().unconfirmed.is_empty());
     // Gateway 0 invents a payment (no block will ever hold it) and says it was mined:
     // shown unconfirmed until a block confirms it, never counted as confirmed.
-    let confirmed = net.host.engine.wallet().unwrap().balance(3_000, 1).confirmed;
+    let confirmed = net
+        .host
+        .engine
+        .wallet()
+        .unwrap()
+        .balance(3_000, 1)
+        .confirmed;
     let pay = paying(4, 0, &[&ours]);
     let mut txid = [0u8; 32];
     mempool(&mut net, 0, |m| txid = m.add(&pay));
