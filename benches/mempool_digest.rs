@@ -87,7 +87,7 @@ fn main() {
     let mut rng = Rng(7);
     let txs: Vec<Vec<u8>> = (0..n).map(|_| a_tx(&mut rng)).collect();
     let salt: [u8; 16] = rng.bytes();
-    let (mut items, mut set) = (Vec::new(), Vec::new());
+    let (mut items, mut set): (Vec<u64>, Vec<u8>) = (Vec::new(), Vec::new());
     let mut out = vec![0u8; 65_535];
     // Added: one message each.
     let (mut added, mut set_bytes, mut item_count) = (0usize, 0usize, 0usize);

@@ -221,7 +221,7 @@ fn chat_payload(from: u8, i: usize) -> Vec<u8> {
 struct Tally {
     /// LDK's pongs to our pings.
     pongs: usize,
-    /// LDK's chats (custom type 32801) to us.
+    /// LDK's chats (custom type 40001) to us.
     chats: usize,
     /// Our chats as LDK's custom handler received them.
     chats_at_ldk: usize,

@@ -28,7 +28,7 @@ use lightning::util::ser::{LengthLimitedRead, Writeable, Writer};
 
 /// Type of the custom message [`Chatter`] sends and reads: odd (a peer that does not know
 /// it must ignore it) and in BOLT 1's custom range (32768 and up).
-pub const CHAT_TYPE: u16 = 32801;
+pub const CHAT_TYPE: u16 = 40001;
 
 /// Optional custom feature bit [`Chatter`] adds to LDK's `init`. Above 255, so LDK's
 /// feature field is at least 33 bytes long.

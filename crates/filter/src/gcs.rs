@@ -113,15 +113,36 @@ pub fn build_filter<'s>(
     // A set: equal items hash equally, so after sorting they are neighbours.
     items.sort_unstable();
     items.dedup();
-    let n = items.len() as u64;
+    write_set(items.iter().map(|(hash, _)| *hash), items.len(), out);
+}
+
+/// The SipHash of `item` under the key a 32-byte `block_hash` gives (its first 16 bytes).
+pub(crate) fn item_hash(block_hash: &[u8; 32], item: &[u8]) -> u64 {
+    siphash(key(block_hash), item)
+}
+
+/// The set of items whose hashes are `hashes` (sorted here, equal ones once), written to
+/// `out` (replaced): as [`build_filter`], from hashes a caller computed into a buffer it
+/// keeps (no allocation once the buffer is warm). Two distinct items whose 64-bit hashes
+/// are equal count once here, where [`build_filter`] keeps both: for sets both ends build
+/// with this function alone.
+pub(crate) fn build_from_hashes(hashes: &mut Vec<u64>, out: &mut Vec<u8>) {
+    hashes.sort_unstable();
+    hashes.dedup();
+    write_set(hashes.iter().copied(), hashes.len(), out);
+}
+
+/// Code `n` sorted hashes as a set into `out` (replaced).
+fn write_set(hashes: impl Iterator<Item = u64>, n: usize, out: &mut Vec<u8>) {
+    let n = n as u64;
     let f = n.saturating_mul(BASIC_M);
     out.clear();
     write_compact_size(out, n);
     let mut w = BitWriter::new(out);
     let mut last = 0u64;
-    for (hash, _) in &items {
+    for hash in hashes {
         // `to_range` keeps the order of the hashes, so the values are sorted too.
-        let v = to_range(*hash, f);
+        let v = to_range(hash, f);
         let delta = v - last;
         w.unary(delta >> BASIC_P);
         w.write(delta & ((1 << BASIC_P) - 1), BASIC_P);

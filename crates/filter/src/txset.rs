@@ -21,7 +21,7 @@ use alloc::vec::Vec;
 use lightwire_primitives::Tx;
 
 use crate::FilterError;
-use crate::gcs::{Matcher, build_filter};
+use crate::gcs::{Matcher, build_from_hashes, item_hash};
 
 /// Bytes of a salt.
 pub const SALT_LEN: usize = 16;
@@ -54,24 +54,13 @@ pub fn tx_items(tx: &Tx<'_>, mut f: impl FnMut(&[u8])) {
     }
 }
 
-/// The set of `tx` keyed by `salt`, written to `out` (replaced). `items` is scratch kept
-/// by the caller (no allocation once it has held the largest transaction's items).
-pub fn tx_set(tx: &Tx<'_>, salt: &[u8; SALT_LEN], items: &mut Vec<u8>, out: &mut Vec<u8>) {
-    // The items are copied into one buffer (scripts are borrowed, outpoints are built):
-    // each as a length byte pair and its bytes.
-    items.clear();
-    tx_items(tx, |item| {
-        items.extend_from_slice(&(item.len() as u16).to_le_bytes());
-        items.extend_from_slice(item);
-    });
-    let mut rest = &items[..];
-    let list = core::iter::from_fn(|| {
-        let (len, tail) = rest.split_first_chunk::<2>()?;
-        let (item, tail) = tail.split_at_checked(u16::from_le_bytes(*len).into())?;
-        rest = tail;
-        Some(item)
-    });
-    build_filter(&key(salt), list, out);
+/// The set of `tx` keyed by `salt`, written to `out` (replaced). `hashes` is scratch kept
+/// by the caller: no allocation once it has held the largest transaction's items.
+pub fn tx_set(tx: &Tx<'_>, salt: &[u8; SALT_LEN], hashes: &mut Vec<u64>, out: &mut Vec<u8>) {
+    let k = key(salt);
+    hashes.clear();
+    tx_items(tx, |item| hashes.push(item_hash(&k, item)));
+    build_from_hashes(hashes, out);
 }
 
 /// Whether any of `queries` is in `set`, a transaction's set keyed by `salt`.
@@ -119,8 +108,8 @@ mod tests {
         let bytes = tx(([9; 32], 3), &[ours, op_return]);
         let t = Tx::parse(&bytes).unwrap();
         let (salt, other_salt) = ([5u8; 16], [6u8; 16]);
-        let (mut items, mut set) = (Vec::new(), Vec::new());
-        tx_set(&t, &salt, &mut items, &mut set);
+        let (mut hashes, mut set) = (Vec::new(), Vec::new());
+        tx_set(&t, &salt, &mut hashes, &mut set);
         assert_eq!(set[0], 2, "the script and the outpoint; not OP_RETURN");
         let mut m = Matcher::default();
         let spent = outpoint_item(&[9; 32], 3);
@@ -130,7 +119,7 @@ mod tests {
         assert!(!set_matches(&mut m, &set, &salt, [&outpoint_item(&[9; 32], 4)[..]]).unwrap());
         // Another salt codes another set.
         let mut set2 = Vec::new();
-        tx_set(&t, &other_salt, &mut items, &mut set2);
+        tx_set(&t, &other_salt, &mut hashes, &mut set2);
         assert_ne!(set, set2);
         assert!(set_matches(&mut m, &set2, &other_salt, [ours]).unwrap());
     }

@@ -61,3 +61,37 @@ fn matching_allocates_nothing_per_filter_once_warm() {
     );
     assert_eq!(fewest, 0, "{fewest} allocations in every round");
 }
+
+/// A mempool transaction's set is built, and matched, without allocating once the
+/// caller's buffers are warm (the gateway builds one per transaction per subscribed
+/// session; the client rebuilds one per transaction fetched).
+#[test]
+fn a_transaction_set_allocates_nothing_once_warm() {
+    use lightwire_filter::txset::{set_matches, tx_set};
+    let rows: Vec<serde_json::Value> = serde_json::from_str(VECTORS).unwrap();
+    let blocks: Vec<Vec<u8>> = rows
+        .iter()
+        .skip(1)
+        .map(|r| hex::decode(r[2].as_str().unwrap()).unwrap())
+        .collect();
+    let scripts: Vec<Vec<u8>> = (0..100u8).map(|i| vec![0x00, 0x14, i, i, i]).collect();
+    let (mut hashes, mut set) = (Vec::new(), Vec::new());
+    let mut m = Matcher::with_capacity(scripts.len());
+    let salt = [9u8; 16];
+    let mut fewest = u64::MAX;
+    let mut txs = 0;
+    for _ in 0..3 {
+        let before = snapshot();
+        for b in &blocks {
+            let block = lightwire_filter::Block::parse(b).unwrap();
+            for tx in block.transactions() {
+                tx_set(&tx, &salt, &mut hashes, &mut set);
+                let _ = set_matches(&mut m, &set, &salt, scripts.iter().map(Vec::as_slice));
+                txs += 1;
+            }
+        }
+        fewest = fewest.min(snapshot().since(&before).allocations);
+    }
+    assert!(txs > 30, "{txs} transactions");
+    assert_eq!(fewest, 0, "allocations in a warm round of {} sets", txs / 3);
+}

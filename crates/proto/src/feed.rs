@@ -6,8 +6,9 @@
 //!
 //! The served mempool ([`crate::session::Served`]) numbers its changes; a session reads
 //! those after its cursor. A snapshot is the transactions held that came up to the head
-//! when it started, then the changes from there (a transaction that came during the
-//! snapshot may be sent twice: the client takes it once). One too far behind (the changes
+//! when it started (its last message says `snapshot_end`, even with no entry), then the
+//! changes from there (a transaction that came during the snapshot may be sent twice: the
+//! client takes it once). One too far behind (the changes
 //! it has not been sent are no longer held) starts over: a digest with `reset`, then a
 //! snapshot.
 
@@ -58,8 +59,8 @@ pub struct Feed {
     due: bool,
     /// `get_mempool_tx` requests to answer, in order.
     asked: VecDeque<GetMempoolTx>,
-    /// Scratch for a transaction's items and its set (kept for their capacity).
-    items: Vec<u8>,
+    /// Scratch for a transaction's item hashes and its set (kept for their capacity).
+    items: Vec<u64>,
     set: Vec<u8>,
 }
 
@@ -163,11 +164,13 @@ impl Feed {
             complete.set(complete.get() && fits);
             fits
         };
+        let mut snapshot_ends = false;
         if let Some(upto) = *snapshot_to {
             chain.mempool_held(last.get(), upto, &mut write);
             if complete.get() {
                 *snapshot_to = None;
                 last.set(upto);
+                snapshot_ends = true;
             }
         }
         let behind = complete.get()
@@ -189,7 +192,9 @@ impl Feed {
             // Everything was sent: nothing is due until the mempool changes.
             self.due = false;
         }
-        if w.count() == 0 && !*reset_due {
+        if snapshot_ends {
+            w.end_snapshot();
+        } else if w.count() == 0 && !*reset_due {
             return Ok(None);
         }
         self.reset_due = false;

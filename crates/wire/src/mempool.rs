@@ -7,7 +7,8 @@
 //! - `mempool_subscribe` (32797): `[16] salt, u8 flags` (bit 0: `snapshot`, every
 //!   transaction held now first).
 //! - `mempool_digest` (32799): `u8 flags` (bit 0: `reset`, forget every transaction this
-//!   gateway said it holds), `u16 count`, then `count` entries: `u8 kind, [32] txid`, and
+//!   gateway said it holds; bit 1: `snapshot_end`, the snapshot asked for is whole with
+//!   these entries), `u16 count`, then `count` entries: `u8 kind, [32] txid`, and
 //!   for kind 0 (`added`) `u16 len` and the transaction's set (`len` bytes: a BIP158
 //!   Golomb-coded set keyed by the salt), for kind 1 (`removed`) `u8 reason` (0 mined, 1
 //!   replaced, 2 evicted, 3 conflicted).
@@ -37,6 +38,7 @@ const REMOVED_LEN: usize = 1 + HASH_LEN + 1;
 
 const SNAPSHOT: u8 = 1;
 const RESET: u8 = 1;
+const SNAPSHOT_END: u8 = 2;
 const NOT_FOUND: u8 = 1;
 const ADDED: u8 = 0;
 const REMOVED: u8 = 1;
@@ -136,6 +138,9 @@ pub enum DigestEntry<'a> {
 pub struct MempoolDigest<'a> {
     /// Forget every transaction this gateway said it holds (before these entries).
     pub reset: bool,
+    /// The snapshot asked for is whole with these entries: what it did not list, the
+    /// gateway does not hold.
+    pub snapshot_end: bool,
     /// How many entries.
     pub count: u16,
     /// The entries, coded.
@@ -150,11 +155,12 @@ impl<'a> MempoolDigest<'a> {
     /// follow the last.
     pub fn decode_payload(payload: &'a [u8]) -> Result<Self, DecodeError> {
         let mut r = Reader::new(payload);
-        let reset = r.read_u8("flags")? & RESET != 0;
+        let flags = r.read_u8("flags")?;
         let count = r.read_u16("count")?;
         let entries = r.take_rest();
         let digest = MempoolDigest {
-            reset,
+            reset: flags & RESET != 0,
+            snapshot_end: flags & SNAPSHOT_END != 0,
             count,
             entries,
         };
@@ -187,7 +193,9 @@ impl<'a> MempoolDigest<'a> {
 
     /// Writes the payload.
     pub fn write_payload(&self, w: &mut Writer<'_>) -> Result<(), EncodeError> {
-        w.write_u8(if self.reset { RESET } else { 0 })?;
+        let flags =
+            if self.reset { RESET } else { 0 } | if self.snapshot_end { SNAPSHOT_END } else { 0 };
+        w.write_u8(flags)?;
         w.write_u16(self.count)?;
         w.write_bytes(self.entries)
     }
@@ -287,6 +295,11 @@ impl<'o> DigestWriter<'o> {
 
     fn room(&self, len: usize) -> bool {
         self.out.len() - self.pos >= len && self.count < u16::MAX
+    }
+
+    /// Say the snapshot asked for is whole with this message.
+    pub fn end_snapshot(&mut self) {
+        self.out[2] |= SNAPSHOT_END;
     }
 
     /// Entries written so far.
@@ -432,11 +445,12 @@ mod tests {
         assert!(w.added(&[1; 32], &[4, 0xaa, 0xbb]));
         assert!(w.removed(&[2; 32], Removal::Replaced));
         assert!(w.added(&[3; 32], &[]));
+        w.end_snapshot();
         let n = w.finish();
         let Ok(Message::MempoolDigest(d)) = Message::decode(&out[..n]) else {
             panic!("a digest")
         };
-        assert!(d.reset);
+        assert!(d.reset && d.snapshot_end);
         let entries: Vec<_> = d.entries().collect();
         assert_eq!(
             entries,

@@ -385,7 +385,7 @@ mod tests {
             }),
             Message::Pong(Pong { ignored: &pad }),
             Message::Unknown {
-                ty: 32801,
+                ty: 40001,
                 payload: &[1, 2, 3],
             },
             Message::Unknown {
@@ -424,14 +424,18 @@ mod tests {
         assert_eq!(GetHeaders::TYPE, msg_type::GET_HEADERS);
         assert_eq!(Headers::TYPE, msg_type::HEADERS);
         assert_eq!(Tip::TYPE, msg_type::TIP);
+        assert_eq!(crate::MempoolSubscribe::TYPE, msg_type::MEMPOOL_SUBSCRIBE);
+        assert_eq!(crate::MempoolDigest::TYPE, msg_type::MEMPOOL_DIGEST);
+        assert_eq!(crate::GetMempoolTx::TYPE, msg_type::GET_MEMPOOL_TX);
+        assert_eq!(crate::MempoolTx::TYPE, msg_type::MEMPOOL_TX);
     }
 
     #[test]
     fn unknown_odd_type_is_kept_unknown_even_fails() {
         assert_eq!(
-            Message::decode(&[0x80, 0x21, 0xaa]),
+            Message::decode(&[0x9c, 0x41, 0xaa]),
             Ok(Message::Unknown {
-                ty: 32801,
+                ty: 40001,
                 payload: &[0xaa]
             })
         );

@@ -20,7 +20,10 @@
 //!   it: a transaction is dropped (replaced, conflicted or evicted, as the last gateway to
 //!   hold it says) only when no gateway holds it any more; one said mined waits for its
 //!   block. A replacement that spends an outpoint matched here is fetched, and drops it
-//!   with its txid named.
+//!   with its txid named. When a gateway's snapshot ends (its whole mempool told, as after
+//!   a reconnect or a reload), an announced transaction no gateway holds is dropped as
+//!   evicted (it left while this client was away); the wallet's own broadcasts are not
+//!   (a gateway's digest does not list what it relayed itself): they expire.
 //! - What is fetched, and when, is all a gateway learns: the real matches, among false
 //!   ones at 1 in 784,931 per watched item and transaction, which differ by salt.
 
@@ -91,8 +94,8 @@ pub struct MempoolTask {
     queries: Vec<u8>,
     ends: Vec<usize>,
     matcher: Matcher,
-    /// Scratch for a set rebuilt from a fetched transaction.
-    items: Vec<u8>,
+    /// Scratch for a set rebuilt from a fetched transaction (item hashes, the set).
+    items: Vec<u64>,
     set: Vec<u8>,
     ids: Ids,
 }
@@ -207,6 +210,20 @@ impl MempoolTask {
                         tell(ctx, w.let_go(&txid, why));
                     }
                 }
+            }
+        }
+        if d.snapshot_end {
+            // Its whole mempool is known now: a transaction a digest announced that no
+            // gateway holds (one that left while this client was away) is gone.
+            let gone: Vec<Txid> = w
+                .unconfirmed
+                .transactions()
+                .iter()
+                .filter(|t| t.source == Source::Announced && t.holders == 0)
+                .map(|t| t.txid)
+                .collect();
+            for txid in gone {
+                tell(ctx, w.let_go(&txid, Reason::Evicted));
             }
         }
         Ok(())

@@ -132,6 +132,29 @@ fn a_payment_announced_in_the_digest_is_unconfirmed_and_held_by_its_gateways() {
     );
 }
 
+/// A payment shown unconfirmed, then the session ends; it leaves the gateway's mempool
+/// meanwhile. The next session resumes it from the store (held by nobody yet); the
+/// gateway's snapshot does not list it: dropped as evicted. One still listed stays.
+#[test]
+fn a_payment_that_left_while_the_client_was_away_goes_at_the_snapshots_end() {
+    let (mut net, ours) = watching_1234(vec![with_mempool()], small);
+    let (gone, kept) = (paying(6, 0, &[&ours]), paying(7, 0, &[&ours]));
+    let mut ids = [[0u8; 32]; 2];
+    mempool(&mut net, 0, |m| ids = [m.add(&gone), m.add(&kept)]);
+    assert_eq!(net.host.engine.wallet().unwrap().unconfirmed.len(), 2);
+    let store = net.store;
+    // Away: the gateway's mempool has only `kept` now.
+    let mut chain = with_mempool();
+    chain.mempool.as_mut().unwrap().add(&kept);
+    let mut net = Net::new(store, vec![chain], small);
+    net.drive();
+    let (_, dropped) = heard(&mut net);
+    assert_eq!(dropped, [(Txid(ids[0]), Reason::Evicted)]);
+    let w = net.host.engine.wallet().unwrap();
+    assert_eq!(w.unconfirmed.len(), 1);
+    assert_eq!(w.unconfirmed.get(&Txid(ids[1])).unwrap().gateways(), 1);
+}
+
 /// A gateway whose digest describes a transaction as another (so that it matches) is
 /// marked bad when the transaction is fetched; nothing of it is taken. One that invents a
 /// payment and says it was mined does not make it confirmed: only a block does.

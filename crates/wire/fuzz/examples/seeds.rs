@@ -94,7 +94,7 @@ fn main() {
         (
             "unknown-odd",
             Message::Unknown {
-                ty: 32801,
+                ty: 40001,
                 payload: &[1, 2, 3],
             },
         ),

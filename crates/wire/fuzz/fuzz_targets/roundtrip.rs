@@ -102,7 +102,7 @@ fuzz_target!(|data: &[u8]| {
                 || ty == 17
                 || ty == 19
             {
-                ty = 32801;
+                ty = 40001;
             }
             Message::Unknown { ty, payload: &a }
         }
