@@ -166,6 +166,15 @@ impl MempoolTask {
                 DigestEntry::Added { txid, set } => {
                     let txid = Txid(*txid);
                     if let Some(t) = w.unconfirmed.get(&txid) {
+                        // Held already: its set is checked here and now (a gateway cannot
+                        // claim to hold what it does not describe).
+                        if let Ok(tx) = Tx::parse(&t.raw) {
+                            tx_set(&tx, &salt, &mut self.items, &mut self.set);
+                            if self.set != set {
+                                let why = MempoolError::DigestMismatch(txid);
+                                return Err(DropReason::Mempool(why));
+                            }
+                        }
                         let holders = t.holders | g.bit();
                         tell(ctx, w.set_holders(&txid, holders));
                         continue;

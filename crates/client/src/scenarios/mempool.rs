@@ -170,6 +170,7 @@ fn a_digest_that_does_not_describe_its_transaction_is_a_rule_broken() {
     assert_eq!(rejected(&net.host.events), [(1, "digest-mismatch")]);
     assert_eq!(net.host.engine.state(GatewayId(1)), GatewayState::Bad);
     assert!(net.host.engine.wallet().unwrap().unconfirmed.is_empty());
+    net.host.events.clear();
     // Gateway 0 invents a payment (no block will ever hold it) and says it was mined:
     // shown unconfirmed until a block confirms it, never counted as confirmed.
     let confirmed = net
@@ -190,4 +191,23 @@ fn a_digest_that_does_not_describe_its_transaction_is_a_rule_broken() {
     assert_eq!(w.unconfirmed.len(), 1);
     let b = w.balance(3_000, 1);
     assert_eq!((b.confirmed, b.unconfirmed), (confirmed, 1_000));
+}
+
+/// A gateway that claims to hold a transaction the wallet holds, with a set that is not
+/// that transaction's, is marked bad at once (the wallet has the transaction to check
+/// against), and is not counted as holding it.
+#[test]
+fn a_claim_to_hold_a_held_transaction_is_checked_against_it() {
+    let (mut net, ours) = watching_1234(vec![with_mempool(), with_mempool()], small);
+    let pay = paying(8, 0, &[&ours]);
+    let mut txid = [0u8; 32];
+    mempool(&mut net, 0, |m| txid = m.add(&pay));
+    heard(&mut net);
+    net.host.events.clear();
+    mempool(&mut net, 1, |m| {
+        m.add_announced_as(&pay, &paying(9, 0, &[&ours]));
+    });
+    assert_eq!(rejected(&net.host.events), [(1, "digest-mismatch")]);
+    let w = net.host.engine.wallet().unwrap();
+    assert_eq!(w.unconfirmed.get(&Txid(txid)).unwrap().gateways(), 1);
 }
