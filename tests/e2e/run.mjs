@@ -59,6 +59,8 @@
 //   mempool   btcd's mempool through the gateway's digest: a payment to a watched address
 //             unconfirmed within 2 s, replaced (BIP125), mined and found; one replaced by a
 //             spend elsewhere dropped
+//   conflict  a payment conflicted away by a block a second btcd mined apart: dropped as
+//             conflicted
 //   walletreload a page closed mid-rescan: the next session resumes the wallet
 //   wallethostile a gateway sending the wrong block, or withholding one its
 //             filter matched, is marked bad; the block comes from another
@@ -1431,6 +1433,57 @@ async function mempoolScenario() {
   }
 }
 
+/// A payment conflicted away by a block: a second btcd, cut off from the first, mines a
+/// spend of the payment's coin; when it joins again, the first takes its block and drops
+/// the payment from its mempool. The gateway (following the first alone, which never had
+/// the conflict in its mempool) says `conflicted`, and the tab drops the payment so.
+async function mempoolConflict() {
+  const node = await btcd(['--trickleinterval=200ms']);
+  const other = await btcd(['--trickleinterval=200ms']);
+  let gw;
+  const page = await openPage();
+  try {
+    const account = JSON.parse(execFileSync(bin('lightwire-regtest-wallet'), ['account', '--receive', '1', '--change', '0']).toString());
+    const address = account.receive[0];
+    const txs = JSON.parse(execFileSync(bin('lightwire-regtest-wallet'),
+      ['mempool', '--rpc', node.rpc, '--user', 'u', '--pass', 'p', '--address', address]).toString());
+    const tip = Number(node.ctl('getblockcount'));
+    // The second node takes the first's chain, then is cut off.
+    other.ctl('node', 'connect', node.p2p, 'temp');
+    const synced = Date.now() + 30_000;
+    while (Number(other.ctl('getblockcount')) < tip) {
+      assert(Date.now() < synced, 'the second btcd did not sync from the first');
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    other.ctl('node', 'disconnect', node.p2p);
+    gw = await gateway(['--upstream', node.p2p, '--network', 'regtest']);
+    await openClient(page, { gateways: [gw.connect], storeName: 'conflict' });
+    await until(page, 'headers and filter headers from btcd', 60_000,
+      (m) => m.storedHeight === tip && m.storedFilterHeight === tip);
+    await page.evaluate((a) => window.client.watch({ addresses: [a] }), address);
+    const seen = (status, txid) => (m, ev) => ev.some((e) => e.type === 'transaction' && e.status === status && e.txid === txid);
+    node.ctl('sendrawtransaction', txs.other.hex);
+    await until(page, 'the payment unconfirmed', 10_000, seen('unconfirmed', txs.other.txid));
+    // Apart, the second node mines a spend of the same coin, then joins again.
+    other.ctl('sendrawtransaction', txs.conflict.hex);
+    other.ctl('generate', '1');
+    other.ctl('node', 'connect', node.p2p, 'temp');
+    const { events } = await until(page, 'the payment dropped', 30_000, seen('dropped', txs.other.txid));
+    const gone = events.find((e) => e.type === 'transaction' && e.status === 'dropped' && e.txid === txs.other.txid);
+    assert(gone.reason === 'conflicted', `dropped ${JSON.stringify(gone)}`);
+    await until(page, 'the block stored', 30_000, (m) => m.storedHeight === tip + 1);
+    const balance = await page.evaluate(() => window.client.balance());
+    assert(balance.unconfirmed === 0 && balance.confirmed === 0, `after the conflict: ${JSON.stringify(balance)}`);
+    log(`  a payment conflicted away by a block mined apart: dropped (${gone.reason}); nothing left unconfirmed`);
+    await stopClient(page);
+  } finally {
+    await page.close().catch(() => {});
+    await gw?.stop();
+    await other.stop();
+    await node.stop();
+  }
+}
+
 /// The wallet against hostile gateways: one sends another block for the one its filter matched
 /// (`--wrong-block-at`), or withholds it (`--withhold-block-at`); the only other gateway is
 /// down at first. The liar is marked bad naming the rule; when the honest one comes up, the
@@ -1933,7 +1986,7 @@ function benchStart(height = 915_264) {
 
 // ---------------------------------------------------------------- main
 
-const scenarios = { full, formats, reopen, reorg, invalid, mostwork, restart, hang, queries, checkpoint, start, stall, pings, scan, crosscheck, undefended, anchor, lagging, btcd: btcdScan, wallet: walletScenario, wallethostile: walletHostile, walletreload: walletReload, mempool: mempoolScenario, tabs };
+const scenarios = { full, formats, reopen, reorg, invalid, mostwork, restart, hang, queries, checkpoint, start, stall, pings, scan, crosscheck, undefended, anchor, lagging, btcd: btcdScan, wallet: walletScenario, wallethostile: walletHostile, walletreload: walletReload, mempool: mempoolScenario, conflict: mempoolConflict, tabs };
 let work;
 let browser;
 let url;
