@@ -8,7 +8,9 @@
 //! accepted the replacement) or that one a block holds spends (`Conflicted`), and what the
 //! gateway lets go (`Evicted`): the oldest first when the transactions held pass the byte
 //! budget, and any older than two weeks (Bitcoin Core's `-mempoolexpiry`). A node evicting
-//! a transaction says nothing over P2P: the gateway keeps it until one of these.
+//! a transaction says nothing over P2P: the gateway keeps it until one of these (also while
+//! its nodes are away: a node that comes back lists its mempool again, BIP35, and what left
+//! meanwhile goes with a block that conflicts it, the budget or the expiry).
 //!
 //! Bounded: the bytes held ([`ServedMempool::new`]'s budget), the changes remembered
 //! ([`LOG_KEPT`]; a session further behind starts over with `reset`), the transactions
@@ -265,18 +267,6 @@ impl ServedMempool {
     pub fn served(&self) -> u64 {
         self.served.load(Ordering::Relaxed)
     }
-
-    /// The nodes' mempools are no longer followed (none connected): everything held goes,
-    /// as evicted (a node's mempool is not known until it is asked again).
-    pub fn clear(&self) -> bool {
-        let mut s = self.write();
-        let all: Vec<[u8; 32]> = s.by_seq.values().copied().collect();
-        for t in &all {
-            remove(&mut s, t, Removal::Evicted);
-        }
-        s.asked.clear();
-        !all.is_empty()
-    }
 }
 
 /// Remove `txid` for `reason` (and log it), with what spends its outputs: those can no
@@ -430,7 +420,5 @@ mod tests {
         assert!(!m.changes(3, |_, _| true));
         assert!(m.changes(m.head() - 5, |_, _| true));
         assert!(m.changes(m.head(), |_, _| true));
-        assert!(m.clear());
-        assert_eq!(m.size(), (0, 0));
     }
 }

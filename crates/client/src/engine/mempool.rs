@@ -1,7 +1,8 @@
 //! The mempool task: incoming payments before they are mined, without telling any gateway
 //! which scripts are the wallet's. Each gateway that serves the mempool digest is
 //! subscribed, once the wallet watches something, with a salt of our own (fresh per
-//! connection); its digest's sets are matched here against the wallet's scripts and the
+//! connection, from the engine's random numbers, which the browser seeds from
+//! `crypto.getRandomValues`); its digest's sets are matched here against the wallet's scripts and the
 //! outpoints of its coins and of its unconfirmed transactions' inputs (a spend of a coin,
 //! a replacement); a transaction that matches is fetched (one at a time, from a gateway
 //! whose digest announced it) and, if it is the wallet's, taken as unconfirmed, held by
