@@ -177,18 +177,18 @@ impl Feed {
             && snapshot_to.is_none()
             && !chain.mempool_changes(last.get(), &mut write);
         *cursor = last.get();
-        let mut complete = complete.get();
         if behind {
-            // Too far behind: `reset`, then a snapshot from scratch.
+            // Too far behind: `reset`, then a snapshot from scratch (with this message,
+            // when nothing is in it yet; after it otherwise).
             *reset_due = true;
             *snapshot_to = Some(head);
             *cursor = 0;
             if w.count() == 0 {
                 return self.next_message(chain, out);
             }
-            complete = false;
+            return Ok(Some(w.finish()));
         }
-        if complete && *cursor >= head {
+        if complete.get() && *cursor >= head {
             // Everything was sent: nothing is due until the mempool changes.
             self.due = false;
         }
