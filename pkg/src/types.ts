@@ -399,6 +399,19 @@ export interface Utxo {
   /** A coinbase output: spendable after 100 confirmations. */
   coinbase: boolean;
   status: 'confirmed' | 'unconfirmed';
+  /** For a coin of a watched descriptor: the descriptor (with its checksum); else null. */
+  descriptor: string | null;
+  /** `'change'` on a descriptor's change branch (`/1` of `<0;1>`), else `'receive'`; null
+   * for a coin of a script or address watched as such. */
+  keychain: 'receive' | 'change' | null;
+  /** The index on its branch; null as above. */
+  index: number | null;
+  /** The full BIP32 path from the master key (`m/84'/0'/0'/0/5`: the descriptor's key
+   * origin, its steps, the branch, the index); null as above. */
+  derivationPath: string | null;
+  /** The master key's fingerprint (hex, 8 digits) from the descriptor's key origin, or the
+   * extended key's own when it gives none; null as above. */
+  masterFingerprint: string | null;
 }
 
 /** The wallet's balance. */

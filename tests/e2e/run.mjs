@@ -1259,6 +1259,17 @@ async function walletScenario() {
     const utxos = await page.evaluate(() => window.client.utxos());
     // Every payment is a coin, but receive 0's, spent, and the spend's change is one.
     assert(utxos.length === x.payments.length, `coins ${JSON.stringify(utxos)}`);
+    // Each says where its key comes from (what a PSBT signer needs): the account's
+    // descriptor has no key origin, so paths start at its key.
+    for (const u of utxos) {
+      const branch = u.keychain === 'change' ? 1 : 0;
+      assert(u.descriptor?.startsWith(x.descriptor) && u.derivationPath === `m/${branch}/${u.index}`
+        && /^[0-9a-f]{8}$/.test(u.masterFingerprint), `a coin's origin ${JSON.stringify(u)}`);
+    }
+    for (const p of x.payments.filter((p) => !(p.branch === 0 && p.index === 0))) {
+      assert(utxos.some((u) => u.keychain === (p.branch === 1 ? 'change' : 'receive') && u.index === p.index && u.value === p.value),
+        `no coin for payment ${JSON.stringify(p)}`);
+    }
     const bad = await page.evaluate(() => window.client.watch({ addresses: ['bc1qw508d6qejxtdg4y5r3zarvary0c5xw7kv8f3t4'] })
       .then(() => 'resolved', (e) => `${e.name}: ${e.message}`));
     assert(bad.startsWith('InvalidArgument') && bad.includes('network'), `a mainnet address on regtest: ${bad}`);

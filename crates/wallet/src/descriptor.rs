@@ -77,6 +77,12 @@ pub enum DescriptorError {
 pub struct Descriptor {
     /// The script kind.
     pub kind: Kind,
+    /// Where the extended key comes from: the master key's fingerprint and the path from
+    /// it (as given in `[fingerprint/path]`; without one, the key's own fingerprint and
+    /// an empty path), for a signer to find the keys (BIP174's key origins).
+    pub origin: KeyOrigin,
+    /// The steps after the extended key, before the branch (`xpub/1/2/<0;1>/*`: 1, 2).
+    steps: Vec<u32>,
     /// The key after the fixed steps, whose children are the branches.
     base: XPub,
     /// The branches (`<0;1>`: receive and change), or none when indexes hang from `base`.
@@ -144,17 +150,28 @@ impl Descriptor {
                 "expected pkh(, sh(wpkh(, wpkh( or tr(",
             ));
         };
-        let (key, base, branches) = parse_key(inner, network)?;
-        let _ = key;
+        let parsed = parse_key(inner, network)?;
         let mut canonical = String::from(body);
         canonical.push('#');
         canonical.push_str(&expected);
         Ok(Descriptor {
             kind,
-            base,
-            branches,
+            origin: parsed.origin,
+            steps: parsed.steps,
+            base: parsed.base,
+            branches: parsed.branches,
             text: canonical,
         })
+    }
+
+    /// The full derivation path, from the origin's master key, of the key at `index` on
+    /// branch `b` (an index into [`Self::branches`]); hardened steps have bit 31 set.
+    pub fn path_of(&self, b: usize, index: u32) -> Vec<u32> {
+        let mut path = self.origin.path.clone();
+        path.extend_from_slice(&self.steps);
+        path.extend(self.branches.get(b).copied().flatten());
+        path.push(index);
+        path
     }
 
     /// The extended key of branch `b` (an index into [`Self::branches`]).
@@ -184,25 +201,95 @@ fn child(key: &XPub, n: u32) -> Result<XPub, DescriptorError> {
         .map_err(|_| DescriptorError::InvalidChild(n))
 }
 
+/// Where an extended key comes from: the master key's fingerprint, and the path from it.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct KeyOrigin {
+    /// The first four bytes of HASH160 of the master public key.
+    pub fingerprint: [u8; 4],
+    /// The steps from the master key (hardened ones with bit 31 set).
+    pub path: Vec<u32>,
+}
+
+/// Bit 31 of a hardened derivation step.
+pub const HARDENED: u32 = 1 << 31;
+
+/// A path as BIP32 writes it: `m/84'/0'/0'/0/5`.
+pub fn path_text(path: &[u32]) -> String {
+    use core::fmt::Write;
+    let mut out = String::from("m");
+    for n in path {
+        out.push('/');
+        let _ = write!(out, "{}", n & !HARDENED);
+        if n & HARDENED != 0 {
+            out.push('\'');
+        }
+    }
+    out
+}
+
+/// A key expression taken apart (see [`parse_key`]).
+struct ParsedKey {
+    origin: KeyOrigin,
+    steps: Vec<u32>,
+    base: XPub,
+    branches: Vec<Option<u32>>,
+}
+
+/// The origin `fingerprint/step/...` (steps hardened with `'`, `h` or `H`).
+fn parse_origin(origin: &str) -> Result<KeyOrigin, DescriptorError> {
+    let mut parts = origin.split('/');
+    let fingerprint = parts.next().unwrap_or_default();
+    let mut fp = [0u8; 4];
+    if fingerprint.len() != 8 || hex_into(fingerprint, &mut fp).is_none() {
+        return Err(DescriptorError::Syntax(
+            "a key origin's fingerprint is 8 hex digits",
+        ));
+    }
+    let path = parts
+        .map(|step| {
+            let (number, hardened) = match step.strip_suffix(['\'', 'h', 'H']) {
+                Some(n) => (n, HARDENED),
+                None => (step, 0),
+            };
+            number
+                .parse::<u32>()
+                .ok()
+                .filter(|n| *n < HARDENED)
+                .map(|n| n | hardened)
+                .ok_or(DescriptorError::Syntax(
+                    "a key origin's step is a number below 2^31",
+                ))
+        })
+        .collect::<Result<Vec<u32>, _>>()?;
+    Ok(KeyOrigin {
+        fingerprint: fp,
+        path,
+    })
+}
+
+/// Hex digits into `out` (exactly its length).
+fn hex_into(text: &str, out: &mut [u8]) -> Option<()> {
+    let bytes = text.as_bytes();
+    if bytes.len() != out.len() * 2 {
+        return None;
+    }
+    for (o, pair) in out.iter_mut().zip(bytes.chunks(2)) {
+        let digit = |c: u8| (c as char).to_digit(16);
+        *o = (digit(pair[0])? * 16 + digit(pair[1])?) as u8;
+    }
+    Some(())
+}
+
 /// The key expression: `[origin]xpub`, then `/N` steps, a `/<a;b>` branch pair or one
-/// `/N` branch, and `/*`. Returns the key text, the key after the fixed steps, and the
-/// branches.
-#[allow(clippy::type_complexity)]
-fn parse_key(
-    inner: &str,
-    network: Network,
-) -> Result<(&str, XPub, Vec<Option<u32>>), DescriptorError> {
+/// `/N` branch, and `/*`.
+fn parse_key(inner: &str, network: Network) -> Result<ParsedKey, DescriptorError> {
     let mut rest = inner;
+    let mut origin = None;
     if let Some(r) = rest.strip_prefix('[') {
-        let (origin, after) = r
+        let (given, after) = r
             .split_once(']')
             .ok_or(DescriptorError::Syntax("an unclosed key origin"))?;
-        let fingerprint = origin.split('/').next().unwrap_or_default();
-        if fingerprint.len() != 8 || !fingerprint.bytes().all(|b| b.is_ascii_hexdigit()) {
-            return Err(DescriptorError::Syntax(
-                "a key origin's fingerprint is 8 hex digits",
-            ));
-        }
+        origin = Some(parse_origin(given)?);
         rest = after;
     }
     let mut parts = rest.split('/');
@@ -226,10 +313,20 @@ fn parse_key(
         };
     }
     let mut key = XPub::try_from(extended).map_err(|_| DescriptorError::BadKey)?;
+    // Without an origin, the key is its own master: its fingerprint, an empty path.
+    let origin = origin.unwrap_or_else(|| KeyOrigin {
+        fingerprint: key.fingerprint(),
+        path: Vec::new(),
+    });
     let steps: Vec<&str> = parts.collect();
     if steps.is_empty() {
         // A bare key: its receive and change branches.
-        return Ok((key_text, key, alloc::vec![Some(0), Some(1)]));
+        return Ok(ParsedKey {
+            origin,
+            steps: Vec::new(),
+            base: key,
+            branches: alloc::vec![Some(0), Some(1)],
+        });
     }
     let (last, fixed) = steps.split_last().unwrap_or((&"", &[]));
     if *last != "*" {
@@ -238,6 +335,7 @@ fn parse_key(
         ));
     }
     let mut branches = alloc::vec![None];
+    let mut fixed_steps = Vec::new();
     for (i, step) in fixed.iter().enumerate() {
         let is_branch = i + 1 == fixed.len();
         if let Some(pair) = step.strip_prefix('<').and_then(|s| s.strip_suffix('>')) {
@@ -258,9 +356,15 @@ fn parse_key(
             branches = alloc::vec![Some(n)];
         } else {
             key = child(&key, n)?;
+            fixed_steps.push(n);
         }
     }
-    Ok((key_text, key, branches))
+    Ok(ParsedKey {
+        origin,
+        steps: fixed_steps,
+        base: key,
+        branches,
+    })
 }
 
 fn step_number(step: &str) -> Result<u32, DescriptorError> {
@@ -529,5 +633,41 @@ mod tests {
             parse("wpkh(é)".into()),
             Err(DescriptorError::Syntax(_))
         ));
+    }
+
+    /// The key origin and the full path of each derived key, as a signer needs them
+    /// (BIP174): the given origin, the fixed steps, the branch and the index; without an
+    /// origin, the key's own fingerprint and the path from it.
+    #[test]
+    fn origins_and_paths_reach_back_to_the_master_key() {
+        let d = Descriptor::parse(
+            &format!("wpkh([d34db33f/84h/0'/0H]{BIP84}/<0;1>/*)"),
+            Network::Mainnet,
+        )
+        .unwrap();
+        assert_eq!(d.origin.fingerprint, [0xd3, 0x4d, 0xb3, 0x3f]);
+        let h = |n: u32| n | HARDENED;
+        assert_eq!(d.origin.path, [h(84), h(0), h(0)]);
+        assert_eq!(d.path_of(1, 7), [h(84), h(0), h(0), 1, 7]);
+        assert_eq!(path_text(&d.path_of(1, 7)), "m/84'/0'/0'/1/7");
+        let bare = Descriptor::parse(&format!("tr({BIP86}/3/<0;1>/*)"), Network::Mainnet).unwrap();
+        assert_eq!(bare.origin.path, [] as [u32; 0]);
+        let given: XPub = BIP86.parse().unwrap();
+        assert_eq!(bare.origin.fingerprint, given.fingerprint());
+        assert_eq!(bare.path_of(0, 2), [3, 0, 2]);
+        for bad in [
+            "[d34db33f/84x]",
+            "[d34db3/84h]",
+            "[d34db33g]",
+            "[d34db33f/2147483648]",
+        ] {
+            assert!(
+                matches!(
+                    Descriptor::parse(&format!("wpkh({bad}{BIP84}/*)"), Network::Mainnet),
+                    Err(DescriptorError::Syntax(_))
+                ),
+                "{bad}"
+            );
+        }
     }
 }

@@ -610,14 +610,15 @@ impl Net {
                     .map(|c| {
                         let confirmations = tip.saturating_sub(c.height) + 1;
                         let (height, coinbase) = (c.height.into(), c.coinbase);
-                        utxo_object(
+                        let o = utxo_object(
                             &c.outpoint,
                             c.value,
                             &c.script,
                             height,
                             confirmations,
                             coinbase,
-                        )
+                        );
+                        with_origin(o, &w.watch, &c.script)
                     });
                 let pending = u
                     .transactions()
@@ -625,7 +626,8 @@ impl Net {
                     .flat_map(|t| t.coins())
                     .filter(|(o, _, _)| !u.spends(o))
                     .map(|(o, value, script)| {
-                        utxo_object(&o, value, script, JsValue::NULL, 0, false)
+                        let o = utxo_object(&o, value, script, JsValue::NULL, 0, false);
+                        with_origin(o, &w.watch, script)
                     });
                 confirmed.chain(pending).collect::<js_sys::Array>().into()
             }
@@ -685,6 +687,53 @@ fn unconfirmed_object(t: &lightwire_wallet::UnconfirmedTx) -> JsValue {
         "gateways": t.gateways().into(),
         "firstSeen": (t.first_seen as f64).into(),
     })
+}
+
+/// A `utxos()` entry with where its key comes from, for a signer (BIP174): for a coin of
+/// a descriptor, the descriptor, the keychain (`receive` for branch 0 or a single branch,
+/// `change` for branch 1), the index, the full derivation path and the master key's
+/// fingerprint; null for a coin of a script or an address given as such.
+fn with_origin(o: JsValue, watch: &lightwire_wallet::Watchlist, script: &[u8]) -> JsValue {
+    use lightwire_wallet::descriptor::path_text;
+    let derived = match watch.origin(script) {
+        Some(lightwire_wallet::Origin::Derived {
+            descriptor,
+            branch,
+            index,
+        }) => watch
+            .descriptors()
+            .nth(descriptor)
+            .map(|d| (d, branch, index)),
+        _ => None,
+    };
+    let (descriptor, keychain, index, path, fingerprint) = match derived {
+        Some((d, branch, index)) => {
+            let keychain = match d.branches.get(branch).copied().flatten() {
+                Some(1) => "change",
+                _ => "receive",
+            };
+            (
+                JsValue::from(d.text.as_str()),
+                JsValue::from(keychain),
+                JsValue::from(index),
+                JsValue::from(path_text(&d.path_of(branch, index))),
+                JsValue::from(hex::encode(d.origin.fingerprint)),
+            )
+        }
+        None => (
+            JsValue::NULL,
+            JsValue::NULL,
+            JsValue::NULL,
+            JsValue::NULL,
+            JsValue::NULL,
+        ),
+    };
+    js::set(&o, "descriptor", descriptor);
+    js::set(&o, "keychain", keychain);
+    js::set(&o, "index", index);
+    js::set(&o, "derivationPath", path);
+    js::set(&o, "masterFingerprint", fingerprint);
+    o
 }
 
 /// One of `utxos()`' entries: unconfirmed when it has no height.
