@@ -33,21 +33,28 @@ struct Cli {
     command: Cmd,
 }
 
+/// How to reach btcd's RPC.
+#[derive(clap::Args)]
+struct NodeArgs {
+    /// btcd's RPC address
+    #[arg(long)]
+    rpc: String,
+    /// RPC user
+    #[arg(long)]
+    user: String,
+    /// RPC password
+    #[arg(long)]
+    pass: String,
+}
+
 #[derive(Subcommand)]
 enum Cmd {
     /// Print the address btcd must mine to
     Address,
     /// Mine to maturity, pay every kind of output, spend them all; print JSON
     Build {
-        /// btcd's RPC address
-        #[arg(long)]
-        rpc: String,
-        /// RPC user
-        #[arg(long)]
-        user: String,
-        /// RPC password
-        #[arg(long)]
-        pass: String,
+        #[command(flatten)]
+        node: NodeArgs,
         /// Then pay a BIP84 account (a tpub descriptor) too, and spend from it
         #[arg(long)]
         xpub: bool,
@@ -56,15 +63,8 @@ enum Cmd {
     /// `{"pay": {hex, txid}, "bump": .., "other": .., "conflict": ..}` (`bump` replaces
     /// `pay`, `conflict` replaces `other` paying elsewhere)
     Mempool {
-        /// btcd's RPC address
-        #[arg(long)]
-        rpc: String,
-        /// RPC user
-        #[arg(long)]
-        user: String,
-        /// RPC password
-        #[arg(long)]
-        pass: String,
+        #[command(flatten)]
+        node: NodeArgs,
         /// The watched address (regtest)
         #[arg(long)]
         address: String,
@@ -96,19 +96,15 @@ fn btcctl() -> Result<PathBuf, String> {
 
 /// A function running btcctl against the node at `rpc` (and the empty configuration file
 /// it reads, to remove after).
-fn runner(
-    rpc: &str,
-    user: &str,
-    pass: &str,
-) -> Result<(impl Fn(&[&str]) -> String, PathBuf), String> {
+fn runner(node: &NodeArgs) -> Result<(impl Fn(&[&str]) -> String, PathBuf), String> {
     let tool = btcctl()?;
     // An empty configuration: nothing from the user's ~/.btcctl.
     let conf = std::env::temp_dir().join(format!("lightwire-wallet-{}.conf", std::process::id()));
     std::fs::write(&conf, "").map_err(|e| e.to_string())?;
     let (rpc, user, pass, file) = (
-        rpc.to_string(),
-        user.to_string(),
-        pass.to_string(),
+        node.rpc.clone(),
+        node.user.clone(),
+        node.pass.clone(),
         conf.clone(),
     );
     let ctl = move |args: &[&str]| -> String {
@@ -146,14 +142,9 @@ fn main() -> Result<(), String> {
                 list(&change)
             );
         }
-        Cmd::Mempool {
-            rpc,
-            user,
-            pass,
-            address,
-        } => {
+        Cmd::Mempool { node, address } => {
             let script = regtest_wallet::script_of(&address)?;
-            let (ctl, conf) = runner(&rpc, &user, &pass)?;
+            let (ctl, conf) = runner(&node)?;
             let m = regtest_wallet::mempool_txs(&ctl, &script);
             let one = |(hex, txid): &(String, String)| {
                 format!("{{\"hex\":\"{hex}\",\"txid\":\"{txid}\"}}")
@@ -167,13 +158,8 @@ fn main() -> Result<(), String> {
             );
             let _ = std::fs::remove_file(&conf);
         }
-        Cmd::Build {
-            rpc,
-            user,
-            pass,
-            xpub,
-        } => {
-            let (ctl, conf) = runner(&rpc, &user, &pass)?;
+        Cmd::Build { node, xpub } => {
+            let (ctl, conf) = runner(&node)?;
             let built = regtest_wallet::build(&ctl);
             let scripts: Vec<String> = built
                 .scripts

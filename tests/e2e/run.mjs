@@ -1375,6 +1375,27 @@ async function walletScenario() {
   }
 }
 
+/// For the mempool scenarios: signed payments to a fresh address on `node` (none sent;
+/// see lightwire-regtest-wallet mempool), a gateway following `node`, and a client in
+/// `page` synced through it and watching the address. Returns the gateway, the
+/// transactions and the tip.
+async function watchingThroughGateway(node, page, storeName) {
+  const account = JSON.parse(execFileSync(bin('lightwire-regtest-wallet'), ['account', '--receive', '1', '--change', '0']).toString());
+  const address = account.receive[0];
+  const txs = JSON.parse(execFileSync(bin('lightwire-regtest-wallet'),
+    ['mempool', '--rpc', node.rpc, '--user', 'u', '--pass', 'p', '--address', address]).toString());
+  const tip = Number(node.ctl('getblockcount'));
+  const gw = await gateway(['--upstream', node.p2p, '--network', 'regtest']);
+  await openClient(page, { gateways: [gw.connect], storeName });
+  await until(page, 'headers and filter headers from btcd', 60_000,
+    (m) => m.storedHeight === tip && m.storedFilterHeight === tip);
+  await page.evaluate((a) => window.client.watch({ addresses: [a] }), address);
+  return { gw, txs, tip };
+}
+
+/// A predicate for `until`: a `transaction` event of `status` for `txid` was heard.
+const seen = (status, txid) => (m, ev) => ev.some((e) => e.type === 'transaction' && e.status === status && e.txid === txid);
+
 /// The mempool digest on btcd (announcing transactions every 200 ms, not 10 s): a tab
 /// watching an address, through a gateway following btcd that never learns it, sees a
 /// payment sent to btcd as unconfirmed within 2 s; the gateway was asked for that
@@ -1386,18 +1407,9 @@ async function mempoolScenario() {
   let gw;
   const page = await openPage();
   try {
-    const account = JSON.parse(execFileSync(bin('lightwire-regtest-wallet'), ['account', '--receive', '1', '--change', '0']).toString());
-    const address = account.receive[0];
-    const txs = JSON.parse(execFileSync(bin('lightwire-regtest-wallet'),
-      ['mempool', '--rpc', node.rpc, '--user', 'u', '--pass', 'p', '--address', address]).toString());
-    const tip = Number(node.ctl('getblockcount'));
-    gw = await gateway(['--upstream', node.p2p, '--network', 'regtest']);
-    await openClient(page, { gateways: [gw.connect], storeName: 'mempool' });
-    await until(page, 'headers and filter headers from btcd', 60_000,
-      (m) => m.storedHeight === tip && m.storedFilterHeight === tip);
-    await page.evaluate((a) => window.client.watch({ addresses: [a] }), address);
+    let txs;
+    ({ gw, txs } = await watchingThroughGateway(node, page, 'mempool'));
     const served = () => gw.metric('lightwire_mempool_txs_served_total');
-    const seen = (status, txid) => (m, ev) => ev.some((e) => e.type === 'transaction' && e.status === status && e.txid === txid);
     // Subscribed: the gateway's session streams the digest (its mempool is empty so far).
     await new Promise((r) => setTimeout(r, 500));
     let sentAt = Date.now();
@@ -1454,11 +1466,8 @@ async function mempoolConflict() {
   let gw;
   const page = await openPage();
   try {
-    const account = JSON.parse(execFileSync(bin('lightwire-regtest-wallet'), ['account', '--receive', '1', '--change', '0']).toString());
-    const address = account.receive[0];
-    const txs = JSON.parse(execFileSync(bin('lightwire-regtest-wallet'),
-      ['mempool', '--rpc', node.rpc, '--user', 'u', '--pass', 'p', '--address', address]).toString());
-    const tip = Number(node.ctl('getblockcount'));
+    let txs, tip;
+    ({ gw, txs, tip } = await watchingThroughGateway(node, page, 'conflict'));
     // The second node takes the first's chain, then is cut off.
     other.ctl('node', 'connect', node.p2p, 'temp');
     const synced = Date.now() + 30_000;
@@ -1467,12 +1476,6 @@ async function mempoolConflict() {
       await new Promise((r) => setTimeout(r, 100));
     }
     other.ctl('node', 'disconnect', node.p2p);
-    gw = await gateway(['--upstream', node.p2p, '--network', 'regtest']);
-    await openClient(page, { gateways: [gw.connect], storeName: 'conflict' });
-    await until(page, 'headers and filter headers from btcd', 60_000,
-      (m) => m.storedHeight === tip && m.storedFilterHeight === tip);
-    await page.evaluate((a) => window.client.watch({ addresses: [a] }), address);
-    const seen = (status, txid) => (m, ev) => ev.some((e) => e.type === 'transaction' && e.status === status && e.txid === txid);
     node.ctl('sendrawtransaction', txs.other.hex);
     await until(page, 'the payment unconfirmed', 10_000, seen('unconfirmed', txs.other.txid));
     // Apart, the second node mines a spend of the same coin, then joins again.

@@ -304,40 +304,40 @@ pub fn inv_has_block(payload: &[u8]) -> Result<bool, P2pError> {
     Ok(any)
 }
 
-/// Call `f` with the hash of every block in an `inv` or `notfound` payload (either
-/// type: `MSG_BLOCK`, or `MSG_WITNESS_BLOCK` = 0x40000002).
-pub fn inv_blocks(payload: &[u8], mut f: impl FnMut(BlockHash)) -> Result<(), P2pError> {
+/// Call `f` with the type (without the witness flag) and hash of every entry of an `inv`
+/// or `notfound` payload.
+fn inv_entries(payload: &[u8], mut f: impl FnMut(u32, [u8; 32])) -> Result<(), P2pError> {
     let mut at = 0;
     let n = read_compact(payload, &mut at, "count")?;
     for _ in 0..n {
         let entry = payload.get(at..at + 36).ok_or(P2pError::Truncated("inv"))?;
         at += 36;
         let ty = u32::from_le_bytes([entry[0], entry[1], entry[2], entry[3]]);
-        if ty & 0x3fff_ffff == MSG_BLOCK {
-            let mut hash = [0u8; 32];
-            hash.copy_from_slice(&entry[4..]);
-            f(BlockHash(hash));
-        }
+        let mut hash = [0u8; 32];
+        hash.copy_from_slice(&entry[4..]);
+        f(ty & 0x3fff_ffff, hash);
     }
     Ok(())
+}
+
+/// Call `f` with the hash of every block in an `inv` or `notfound` payload (either
+/// type: `MSG_BLOCK`, or `MSG_WITNESS_BLOCK` = 0x40000002).
+pub fn inv_blocks(payload: &[u8], mut f: impl FnMut(BlockHash)) -> Result<(), P2pError> {
+    inv_entries(payload, |ty, hash| {
+        if ty == MSG_BLOCK {
+            f(BlockHash(hash));
+        }
+    })
 }
 
 /// Call `f` with the txid of every transaction in an `inv` payload (`MSG_TX`, or
 /// `MSG_WITNESS_TX`: the same id).
 pub fn inv_txs(payload: &[u8], mut f: impl FnMut([u8; 32])) -> Result<(), P2pError> {
-    let mut at = 0;
-    let n = read_compact(payload, &mut at, "count")?;
-    for _ in 0..n {
-        let entry = payload.get(at..at + 36).ok_or(P2pError::Truncated("inv"))?;
-        at += 36;
-        let ty = u32::from_le_bytes([entry[0], entry[1], entry[2], entry[3]]);
-        if ty & 0x3fff_ffff == MSG_TX {
-            let mut txid = [0u8; 32];
-            txid.copy_from_slice(&entry[4..]);
+    inv_entries(payload, |ty, txid| {
+        if ty == MSG_TX {
             f(txid);
         }
-    }
-    Ok(())
+    })
 }
 
 /// The `getdata` payload asking for transactions with their witness data (BIP144).

@@ -27,6 +27,7 @@
 //! unconfirmed ones); the coins spent are noted with their value and script when the
 //! transaction is taken, so the amounts hold while the ledger is rebuilt under them.
 
+use alloc::collections::BTreeSet;
 use alloc::vec::Vec;
 
 use lightwire_primitives::{Tx, Txid};
@@ -297,9 +298,10 @@ impl Unconfirmed {
         self.txs.iter().map(UnconfirmedTx::net).sum()
     }
 
-    /// Whether an unconfirmed transaction spends `outpoint`.
-    pub fn spends(&self, outpoint: &Outpoint) -> bool {
-        self.txs.iter().any(|t| t.inputs().any(|o| o == *outpoint))
+    /// Every output an unconfirmed transaction spends (each transaction read once: ask
+    /// this set, not the transactions, once per coin).
+    pub fn spent(&self) -> BTreeSet<Outpoint> {
+        self.txs.iter().flat_map(UnconfirmedTx::inputs).collect()
     }
 
     /// Take transaction `raw` from `source`, seen at `now`, held by the gateways `holders`
@@ -649,7 +651,7 @@ mod tests {
             (10_000, 3_500, Some(500), -6_500)
         );
         assert_eq!(u.net(), -6_500);
-        assert!(u.spends(&Outpoint {
+        assert!(u.spent().contains(&Outpoint {
             txid: txid(&pay),
             vout: 0
         }));

@@ -603,10 +603,11 @@ impl Net {
             // (mined or not) spends, confirmed ones and the unconfirmed ones' outputs.
             (Some(w), WalletQuery::Utxos) => {
                 let u = &w.unconfirmed;
+                let spent = u.spent();
                 let confirmed = w
                     .ledger
                     .utxos()
-                    .filter(|c| !u.spends(&c.outpoint))
+                    .filter(|c| !spent.contains(&c.outpoint))
                     .map(|c| {
                         let confirmations = tip.saturating_sub(c.height) + 1;
                         let (height, coinbase) = (c.height.into(), c.coinbase);
@@ -624,7 +625,7 @@ impl Net {
                     .transactions()
                     .iter()
                     .flat_map(|t| t.coins())
-                    .filter(|(o, _, _)| !u.spends(o))
+                    .filter(|(o, _, _)| !spent.contains(o))
                     .map(|(o, value, script)| {
                         let o = utxo_object(&o, value, script, JsValue::NULL, 0, false);
                         with_origin(o, &w.watch, script)
