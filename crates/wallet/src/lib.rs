@@ -23,6 +23,7 @@ pub mod address;
 pub mod descriptor;
 mod hash;
 pub mod ledger;
+pub mod spend;
 pub mod unconfirmed;
 pub mod watch;
 

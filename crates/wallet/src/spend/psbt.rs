@@ -1,0 +1,148 @@
+//! BIP174 (PSBT version 0) written for an unsigned transaction, with BIP371's taproot
+//! fields, and base64 (RFC 4648) for handing it over. Written here rather than taken from
+//! rust-bitcoin's `psbt` (or the `base64` crate): a watch-only wallet only ever writes the
+//! handful of fields below, and rust-bitcoin would add its whole transaction and script
+//! model to a package kept small.
+
+use alloc::string::String;
+use alloc::vec::Vec;
+
+use lightwire_primitives::write_compact_size;
+
+/// BIP174's magic: `psbt` and 0xff.
+pub const MAGIC: [u8; 5] = *b"psbt\xff";
+
+/// Global: the unsigned transaction.
+pub const GLOBAL_UNSIGNED_TX: u8 = 0x00;
+/// Input: the whole transaction the input spends from.
+pub const IN_NON_WITNESS_UTXO: u8 = 0x00;
+/// Input: the output spent (value and script), for segwit inputs.
+pub const IN_WITNESS_UTXO: u8 = 0x01;
+/// Input: the redeem script of a P2SH input.
+pub const IN_REDEEM_SCRIPT: u8 = 0x04;
+/// Input: a key's origin: master fingerprint and path (key: the public key).
+pub const IN_BIP32_DERIVATION: u8 = 0x06;
+/// Input (BIP371): a taproot key's leaf hashes and origin (key: the x-only key).
+pub const IN_TAP_BIP32_DERIVATION: u8 = 0x16;
+/// Input (BIP371): the taproot internal key.
+pub const IN_TAP_INTERNAL_KEY: u8 = 0x17;
+/// Output: a key's origin (key: the public key).
+pub const OUT_BIP32_DERIVATION: u8 = 0x02;
+/// Output (BIP371): the taproot internal key.
+pub const OUT_TAP_INTERNAL_KEY: u8 = 0x05;
+/// Output (BIP371): a taproot key's leaf hashes and origin (key: the x-only key).
+pub const OUT_TAP_BIP32_DERIVATION: u8 = 0x07;
+
+/// A PSBT being written: the global map, then each input's, then each output's, in
+/// order; every map ends with [`Writer::end_map`].
+pub struct Writer {
+    out: Vec<u8>,
+}
+
+impl Writer {
+    /// The magic and the global map's unsigned transaction (`unsigned_tx`: no scriptSig,
+    /// no witness), its map ended.
+    pub fn new(unsigned_tx: &[u8]) -> Writer {
+        let mut w = Writer {
+            out: Vec::with_capacity(unsigned_tx.len() * 3),
+        };
+        w.out.extend_from_slice(&MAGIC);
+        w.pair(GLOBAL_UNSIGNED_TX, &[], unsigned_tx);
+        w.end_map();
+        w
+    }
+
+    /// One key-value pair: the key is `kind` then `key_data`.
+    pub fn pair(&mut self, kind: u8, key_data: &[u8], value: &[u8]) {
+        write_compact_size(&mut self.out, 1 + key_data.len() as u64);
+        self.out.push(kind);
+        self.out.extend_from_slice(key_data);
+        write_compact_size(&mut self.out, value.len() as u64);
+        self.out.extend_from_slice(value);
+    }
+
+    /// A key origin (`kind` is [`IN_BIP32_DERIVATION`] or [`OUT_BIP32_DERIVATION`]): the
+    /// fingerprint, then each step, little-endian.
+    pub fn derivation(&mut self, kind: u8, pubkey: &[u8], fingerprint: [u8; 4], path: &[u32]) {
+        let mut value = Vec::with_capacity(4 + 4 * path.len());
+        value.extend_from_slice(&fingerprint);
+        path.iter()
+            .for_each(|s| value.extend_from_slice(&s.to_le_bytes()));
+        self.pair(kind, pubkey, &value);
+    }
+
+    /// A taproot key-path key's origin (BIP371, no leaf hashes) and the internal key.
+    pub fn taproot_key(
+        &mut self,
+        (derivation, internal): (u8, u8),
+        xonly: &[u8; 32],
+        fingerprint: [u8; 4],
+        path: &[u32],
+    ) {
+        let mut value = Vec::with_capacity(5 + 4 * path.len());
+        write_compact_size(&mut value, 0);
+        value.extend_from_slice(&fingerprint);
+        path.iter()
+            .for_each(|s| value.extend_from_slice(&s.to_le_bytes()));
+        self.pair(derivation, xonly, &value);
+        self.pair(internal, &[], xonly);
+    }
+
+    /// The end of a map.
+    pub fn end_map(&mut self) {
+        self.out.push(0x00);
+    }
+
+    /// The PSBT's bytes.
+    pub fn finish(self) -> Vec<u8> {
+        self.out
+    }
+}
+
+/// `bytes` in base64 with padding (RFC 4648 section 4), as BIP174 hands PSBTs over.
+pub fn base64(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let b = [
+            chunk[0],
+            chunk.get(1).copied().unwrap_or(0),
+            chunk.get(2).copied().unwrap_or(0),
+        ];
+        let n = u32::from(b[0]) << 16 | u32::from(b[1]) << 8 | u32::from(b[2]);
+        for k in 0..4 {
+            if k <= chunk.len() {
+                out.push(char::from(ALPHABET[(n >> (18 - 6 * k)) as usize & 63]));
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    use super::*;
+
+    #[test]
+    fn base64_is_rfc_4648() {
+        // RFC 4648 section 10's test vectors.
+        let cases = [
+            ("", ""),
+            ("f", "Zg=="),
+            ("fo", "Zm8="),
+            ("foo", "Zm9v"),
+            ("foob", "Zm9vYg=="),
+            ("fooba", "Zm9vYmE="),
+            ("foobar", "Zm9vYmFy"),
+        ];
+        for (plain, encoded) in cases {
+            assert_eq!(base64(plain.as_bytes()), encoded);
+        }
+        assert_eq!(base64(&[0xff, 0xfe, 0xfd]), "//79");
+    }
+}
