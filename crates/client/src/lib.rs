@@ -5,6 +5,7 @@
 //! [`filters`] (the filter-header chain beside it), [`dispute`] (which gateway's filter
 //! is wrong, settled from the block), [`scan`] (matching filters against scripts),
 //! [`wallet`] (the watch-only wallet: matched blocks fetched, checked and applied),
+//! [`spend`] (PSBTs spending its coins),
 //! [`engine`] (several gateways over `lightwire-proto` connections: targets, bad gateways,
 //! reconnects, deadlines; typed [`reason`]s for every drop) and [`pipeline`] (resume,
 //! locator seeding, ancestor reads and commits over any `HeaderStore`). In wasm, `web` is
@@ -27,6 +28,7 @@ pub mod reason;
 pub mod scan;
 #[cfg(test)]
 mod scenarios;
+pub mod spend;
 pub mod start;
 pub mod sync;
 /// The engine, a store and in-memory gateways on a virtual clock, driven as the shell

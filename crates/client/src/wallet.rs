@@ -236,6 +236,11 @@ impl WalletSync {
         }
     }
 
+    /// The network it is on.
+    pub fn network(&self) -> Network {
+        self.network
+    }
+
     /// Watch `items` too; returns the scripts newly watched. Nothing is taken if one item
     /// is refused.
     pub fn watch(&mut self, items: &[Watched]) -> Result<Vec<Vec<u8>>, WatchError> {

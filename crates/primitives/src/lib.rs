@@ -11,7 +11,7 @@
 //! as the chain's synthetic blocks, the wallet, the client and the gateway's P2P codec.
 //! Below all of them, the encoding is written once.
 //!
-//! `no_std` with `alloc` (only [`write_compact_size`] appends to a `Vec`). Reading borrows:
+//! `no_std` with `alloc` (only [`write_compact_size`] and [`Tx::write_without_witness`] append to a `Vec`). Reading borrows:
 //! decoding a block or a transaction, computing its txids and its Merkle root allocate
 //! nothing. Every read is checked: bad input is a typed error, never a panic.
 #![cfg_attr(not(test), no_std)]

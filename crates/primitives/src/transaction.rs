@@ -142,6 +142,13 @@ impl<'a> Tx<'a> {
         self.version.len() + self.body.len() + self.lock_time.len()
     }
 
+    /// Its serialization without witness data (what its txid hashes), appended to `out`.
+    pub fn write_without_witness(&self, out: &mut alloc::vec::Vec<u8>) {
+        out.extend_from_slice(self.version);
+        out.extend_from_slice(self.body);
+        out.extend_from_slice(self.lock_time);
+    }
+
     /// Its weight (BIP141): the base size three times, plus the whole size.
     pub fn weight(&self) -> usize {
         let marker = if self.witness.is_empty() { 0 } else { 2 };

@@ -186,7 +186,13 @@ impl Descriptor {
     /// [`Self::branch_key`]).
     pub fn script_at(&self, branch: &XPub, index: u32) -> Result<Vec<u8>, DescriptorError> {
         let key = child(branch, index)?.to_bytes();
-        script_for(self.kind, &key).ok_or(DescriptorError::InvalidChild(index))
+        script_for_key(self.kind, &key).ok_or(DescriptorError::InvalidChild(index))
+    }
+
+    /// The compressed public key at `index` under the branch key `branch` (for `tr`, the
+    /// internal key, before the taproot tweak).
+    pub fn key_at(branch: &XPub, index: u32) -> Result<[u8; 33], DescriptorError> {
+        Ok(child(branch, index)?.to_bytes())
     }
 }
 
@@ -381,8 +387,9 @@ fn step_number(step: &str) -> Result<u32, DescriptorError> {
         ))
 }
 
-/// The script of `kind` for the compressed public key `key`.
-fn script_for(kind: Kind, key: &[u8; 33]) -> Option<Vec<u8>> {
+/// The output script of `kind` for the compressed public key `key` (`None` for a taproot
+/// key whose tweak is out of range).
+pub fn script_for_key(kind: Kind, key: &[u8; 33]) -> Option<Vec<u8>> {
     Some(match kind {
         Kind::Pkh => hash::p2pkh(&hash::hash160(key)),
         Kind::Wpkh => hash::witness(0, &hash::hash160(key)),

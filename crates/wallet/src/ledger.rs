@@ -11,7 +11,7 @@
 use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
 
-use lightwire_primitives::{BlockHash, CheckedBlock, Txid};
+use lightwire_primitives::{BlockHash, CheckedBlock, Tx, Txid};
 
 /// Blocks a coinbase output waits before it can be spent (consensus).
 pub const COINBASE_MATURITY: u32 = 100;
@@ -108,7 +108,20 @@ pub struct Ledger {
     coins: BTreeMap<Outpoint, Coin>,
     /// The highest block applied.
     tip: Option<u32>,
+    /// The transactions (without witness data) that created coins a signer needs the
+    /// whole transaction for (BIP174's `non_witness_utxo`: every script but taproot's),
+    /// by txid: kept while one of their coins is unspent or spent less than
+    /// [`FUNDING_KEPT`] blocks deep (a reorganisation may unspend it).
+    funding: BTreeMap<Txid, Vec<u8>>,
 }
+
+/// How deep a coin's spend must be before its funding transaction is let go.
+pub const FUNDING_KEPT: u32 = 144;
+
+/// Funding transactions larger than this (without witness data) are not kept: a payment
+/// in a huge transaction cannot make the wallet's record grow by its size. A legacy coin
+/// from one cannot be put in a PSBT (its signer needs the whole transaction).
+pub const MAX_FUNDING_LEN: usize = 100_000;
 
 impl Ledger {
     /// An empty ledger.
@@ -187,6 +200,14 @@ impl Ledger {
                         spent_by: None,
                     },
                 );
+                if output.script.first() != Some(&0x51)
+                    && tx.base_size() <= MAX_FUNDING_LEN
+                    && !self.funding.contains_key(&txid)
+                {
+                    let mut bytes = Vec::with_capacity(tx.base_size());
+                    tx.write_without_witness(&mut bytes);
+                    self.funding.insert(txid, bytes);
+                }
                 record.received = record.received.saturating_add(output.value);
                 record.our_outputs.push(vout as u32);
                 if !applied.used_scripts.iter().any(|s| s == output.script) {
@@ -203,7 +224,31 @@ impl Ledger {
             self.txs.push(record);
         }
         self.tip = Some(height);
+        self.prune_funding(height);
         Some(applied)
+    }
+
+    /// Funding transactions none of whose coins may be spent again are let go.
+    fn prune_funding(&mut self, tip: u32) {
+        let coins = &self.coins;
+        self.funding.retain(|txid, _| {
+            let first = Outpoint {
+                txid: *txid,
+                vout: 0,
+            };
+            coins
+                .range(first..)
+                .take_while(|(o, _)| o.txid == *txid)
+                .any(|(_, c)| {
+                    c.spent_by
+                        .is_none_or(|(_, h)| h.saturating_add(FUNDING_KEPT) > tip)
+                })
+        });
+    }
+
+    /// The transaction that created `outpoint`, when kept (see [`MAX_FUNDING_LEN`]).
+    pub fn funding(&self, txid: &Txid) -> Option<&[u8]> {
+        self.funding.get(txid).map(Vec::as_slice)
     }
 
     /// The blocks above `fork` were disconnected: their transactions go away, the coins
@@ -230,6 +275,17 @@ impl Ledger {
         if self.tip.is_some_and(|t| t >= first) {
             self.tip = first.checked_sub(1);
         }
+        let coins = &self.coins;
+        self.funding.retain(|txid, _| {
+            let first = Outpoint {
+                txid: *txid,
+                vout: 0,
+            };
+            coins
+                .range(first..)
+                .next()
+                .is_some_and(|(o, _)| o.txid == *txid)
+        });
         gone
     }
 
@@ -274,7 +330,7 @@ impl Ledger {
     /// The ledger as bytes, for the store (see [`Self::decode`]).
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(16 + self.txs.len() * 120 + self.coins.len() * 80);
-        out.push(1); // layout
+        out.push(2); // layout
         out.extend_from_slice(&self.tip.map_or(u32::MAX, |t| t).to_le_bytes());
         out.extend_from_slice(&(self.txs.len() as u32).to_le_bytes());
         for t in &self.txs {
@@ -309,6 +365,12 @@ impl Ledger {
             out.extend_from_slice(&(c.script.len() as u32).to_le_bytes());
             out.extend_from_slice(&c.script);
         }
+        out.extend_from_slice(&(self.funding.len() as u32).to_le_bytes());
+        for (txid, tx) in &self.funding {
+            out.extend_from_slice(&txid.0);
+            out.extend_from_slice(&(tx.len() as u32).to_le_bytes());
+            out.extend_from_slice(tx);
+        }
         out
     }
 
@@ -316,7 +378,9 @@ impl Ledger {
     /// written by another version, or damaged).
     pub fn decode(bytes: &[u8]) -> Option<Ledger> {
         let mut r = Cursor(bytes);
-        if r.u8()? != 1 {
+        // Layout 1 kept no funding transactions.
+        let layout = r.u8()?;
+        if layout != 1 && layout != 2 {
             return None;
         }
         let tip = Some(r.u32()?).filter(|t| *t != u32::MAX);
@@ -378,7 +442,26 @@ impl Ledger {
                 },
             );
         }
-        r.0.is_empty().then_some(Ledger { txs, coins, tip })
+        let mut funding = BTreeMap::new();
+        if layout == 2 {
+            let n = r.count(36)?;
+            for _ in 0..n {
+                let txid = Txid(r.array()?);
+                let len = r.count(1)?;
+                let tx = r.take(len)?;
+                // Only the transaction it names (a damaged record is refused whole).
+                if len > MAX_FUNDING_LEN || Tx::parse(tx).ok()?.txid() != txid {
+                    return None;
+                }
+                funding.insert(txid, tx.to_vec());
+            }
+        }
+        r.0.is_empty().then_some(Ledger {
+            txs,
+            coins,
+            tip,
+            funding,
+        })
     }
 }
 
@@ -526,5 +609,58 @@ pub(crate) mod tests {
         let mut lie = bytes.clone();
         lie[5..9].copy_from_slice(&u32::MAX.to_le_bytes());
         assert_eq!(Ledger::decode(&lie), None, "a count the bytes cannot hold");
+    }
+
+    #[test]
+    fn funding_transactions_are_kept_for_what_a_signer_needs_them_for() {
+        let mut l = Ledger::new();
+        let taproot: &[u8] = &[[0x51, 0x20].as_slice(), &[5; 32]].concat();
+        let ours = |s: &[u8]| s == OURS || s == taproot;
+        let cb = tx(&[([0; 32], u32::MAX)], &[(1, OTHER)]);
+        let block = |txs: &[Vec<u8>]| block(&[std::slice::from_ref(&cb), txs].concat());
+        let pay = tx(&[([9; 32], 0)], &[(5_000, OURS)]);
+        let pay_tr = tx(&[([8; 32], 0)], &[(6_000, taproot)]);
+        l.apply(10, &checked(&block(&[pay.clone(), pay_tr.clone()])), ours);
+        assert_eq!(l.funding(&txid(&pay)), Some(&pay[..]));
+        assert_eq!(
+            l.funding(&txid(&pay_tr)),
+            None,
+            "taproot signs the amounts it spends"
+        );
+        assert_eq!(Ledger::decode(&l.encode()), Some(l.clone()));
+        // A record from before funding transactions were kept is read, without them.
+        let mut old = l.encode();
+        old[0] = 1;
+        old.truncate(old.len() - (4 + 32 + 4 + pay.len()));
+        let read = Ledger::decode(&old).unwrap();
+        assert_eq!(read.funding(&txid(&pay)), None);
+        assert_eq!(read.utxos().count(), 2);
+        // A record whose funding transaction is not the one it names is refused.
+        let mut lie = l.encode();
+        let at = lie.len() - 1;
+        lie[at] ^= 1;
+        assert_eq!(Ledger::decode(&lie), None);
+        // Spent at 20: kept until the spend is 144 deep (a reorganisation may undo it).
+        let spend = tx(&[(txid(&pay).0, 0)], &[(4_000, OTHER)]);
+        l.apply(20, &checked(&block(&[spend])), ours);
+        assert!(l.funding(&txid(&pay)).is_some());
+        l.apply(
+            163,
+            &checked(&block(&[tx(&[([1; 32], 0)], &[(1, OTHER)])])),
+            ours,
+        );
+        assert!(l.funding(&txid(&pay)).is_some(), "143 deep");
+        l.apply(
+            164,
+            &checked(&block(&[tx(&[([2; 32], 0)], &[(1, OTHER)])])),
+            ours,
+        );
+        assert_eq!(l.funding(&txid(&pay)), None, "144 deep");
+        // Disconnecting the block that paid drops its funding transaction with its coin.
+        let pay2 = tx(&[([3; 32], 0)], &[(7_000, OURS)]);
+        l.apply(170, &checked(&block(std::slice::from_ref(&pay2))), ours);
+        assert!(l.funding(&txid(&pay2)).is_some());
+        l.disconnect_above(169);
+        assert_eq!(l.funding(&txid(&pay2)), None);
     }
 }

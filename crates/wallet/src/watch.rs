@@ -245,6 +245,17 @@ impl Watchlist {
         Some((br.used, br.derived))
     }
 
+    /// The public key at `index` on branch `b` of descriptor `d` (see
+    /// [`Descriptor::key_at`]), from the branch key kept.
+    pub fn key_at(&self, d: usize, b: usize, index: u32) -> Result<[u8; 33], DescriptorError> {
+        let br = self
+            .tracked
+            .get(d)
+            .and_then(|t| t.branches.get(b))
+            .ok_or(DescriptorError::InvalidChild(index))?;
+        Descriptor::key_at(&br.key, index)
+    }
+
     /// How many indexes of branch `b` of descriptor `d` the scan covered from its start.
     pub fn covered(&self, d: usize, b: usize) -> Option<u32> {
         Some(self.tracked.get(d)?.branches.get(b)?.covered)

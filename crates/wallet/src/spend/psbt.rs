@@ -7,7 +7,7 @@
 use alloc::string::String;
 use alloc::vec::Vec;
 
-use lightwire_primitives::write_compact_size;
+use lightwire_primitives::{DecodeError, Reader, Tx, write_compact_size};
 
 /// BIP174's magic: `psbt` and 0xff.
 pub const MAGIC: [u8; 5] = *b"psbt\xff";
@@ -99,6 +99,62 @@ impl Writer {
     }
 }
 
+/// Bytes that are not a PSBT.
+#[derive(Clone, PartialEq, Eq, Debug, thiserror::Error)]
+pub enum PsbtReadError {
+    /// No BIP174 magic.
+    #[error("not a PSBT (it does not start with psbt and 0xff)")]
+    Magic,
+    /// A key twice in one map (BIP174 forbids it).
+    #[error("a key repeated within one map")]
+    Repeated,
+    /// No unsigned transaction in the global map.
+    #[error("no unsigned transaction")]
+    NoTransaction,
+    /// A field that does not decode.
+    #[error(transparent)]
+    Decode(#[from] DecodeError),
+}
+
+/// One map of a PSBT read back: its key-value pairs, borrowed, in order.
+pub type Map<'a> = Vec<(&'a [u8], &'a [u8])>;
+
+/// A PSBT's maps read back (checked to the last byte): the global map, then one for each
+/// input and output of its unsigned transaction, whose count they must match.
+pub fn read_maps(bytes: &[u8]) -> Result<Vec<Map<'_>>, PsbtReadError> {
+    let mut r = Reader::new(bytes);
+    if r.take(5, "psbt magic")? != MAGIC {
+        return Err(PsbtReadError::Magic);
+    }
+    let mut maps: Vec<Map<'_>> = Vec::new();
+    let mut expected = 1;
+    while maps.len() < expected {
+        let mut map = Map::new();
+        loop {
+            let key = r.var_bytes("psbt key")?;
+            if key.is_empty() {
+                break;
+            }
+            let value = r.var_bytes("psbt value")?;
+            if map.iter().any(|(k, _)| *k == key) {
+                return Err(PsbtReadError::Repeated);
+            }
+            map.push((key, value));
+        }
+        if maps.is_empty() {
+            let tx = map
+                .iter()
+                .find(|(k, _)| *k == [GLOBAL_UNSIGNED_TX])
+                .ok_or(PsbtReadError::NoTransaction)?;
+            let tx = Tx::parse(tx.1)?;
+            expected = 1 + tx.inputs().count() + tx.outputs().count();
+        }
+        maps.push(map);
+    }
+    r.finish()?;
+    Ok(maps)
+}
+
 /// `bytes` in base64 with padding (RFC 4648 section 4), as BIP174 hands PSBTs over.
 pub fn base64(bytes: &[u8]) -> String {
     const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -144,5 +200,36 @@ mod tests {
             assert_eq!(base64(plain.as_bytes()), encoded);
         }
         assert_eq!(base64(&[0xff, 0xfe, 0xfd]), "//79");
+    }
+
+    #[test]
+    fn maps_are_read_back_whole_or_refused() {
+        // Version 2, one input (no scriptSig), one output paying OP_TRUE, lock time 0.
+        let tx = [
+            &[2, 0, 0, 0, 1][..],
+            &[1; 36],
+            &[0, 0xff, 0xff, 0xff, 0xff, 1],
+            &[0; 8],
+            &[1, 0x51, 0, 0, 0, 0],
+        ]
+        .concat();
+        let mut w = Writer::new(&tx);
+        w.pair(IN_WITNESS_UTXO, &[], &[1, 2, 3]);
+        w.end_map();
+        w.end_map();
+        let bytes = w.finish();
+        let maps = read_maps(&bytes).unwrap();
+        assert_eq!(maps.len(), 3, "global, one input, one output");
+        assert_eq!(maps[1], [(&[IN_WITNESS_UTXO][..], &[1u8, 2, 3][..])]);
+        for cut in 0..bytes.len() {
+            assert!(read_maps(&bytes[..cut]).is_err(), "cut at {cut}");
+        }
+        let mut more = bytes.clone();
+        more.push(0);
+        assert!(read_maps(&more).is_err(), "a map too many");
+        let mut twice = bytes[..bytes.len() - 2].to_vec();
+        twice.extend_from_slice(&[1, IN_WITNESS_UTXO, 0, 0, 0]);
+        assert_eq!(read_maps(&twice), Err(PsbtReadError::Repeated));
+        assert_eq!(read_maps(b"psbu\xff"), Err(PsbtReadError::Magic));
     }
 }

@@ -8,36 +8,12 @@ use wasm_bindgen_test::wasm_bindgen_test as test;
 use alloc::vec;
 use alloc::vec::Vec;
 
-use lightwire_primitives::{Tx, read_compact_size};
+use lightwire_primitives::Tx;
 
 use super::*;
 
-/// A PSBT's maps: the global one, then each input's and output's, as (key, value) pairs.
-fn parse_psbt(bytes: &[u8]) -> Vec<Vec<(Vec<u8>, Vec<u8>)>> {
-    assert_eq!(&bytes[..5], &psbt::MAGIC);
-    let mut at = 5;
-    let mut maps = vec![Vec::new()];
-    while at < bytes.len() {
-        let (len, n) = read_compact_size(&bytes[at..]).unwrap();
-        at += n;
-        if len == 0 {
-            maps.push(Vec::new());
-            continue;
-        }
-        let key = bytes[at..at + len as usize].to_vec();
-        at += len as usize;
-        let (len, n) = read_compact_size(&bytes[at..]).unwrap();
-        at += n;
-        let value = bytes[at..at + len as usize].to_vec();
-        at += len as usize;
-        maps.last_mut().unwrap().push((key, value));
-    }
-    assert!(maps.pop().unwrap().is_empty(), "every map ended");
-    maps
-}
-
-fn get(map: &[(Vec<u8>, Vec<u8>)], kind: u8) -> Option<&(Vec<u8>, Vec<u8>)> {
-    map.iter().find(|(k, _)| k[0] == kind)
+fn get<'a>(map: &[(&'a [u8], &'a [u8])], kind: u8) -> Option<(&'a [u8], &'a [u8])> {
+    map.iter().find(|(k, _)| k[0] == kind).copied()
 }
 
 /// A transaction paying `script` `value` at output `vout` (others before it), for a
@@ -175,7 +151,7 @@ fn signed_weight(unsigned: &[u8], kinds: &[Kind]) -> u64 {
 
 /// Everything a built spend must be, checked from its PSBT alone.
 fn check(req: &Request<'_>, built: &Built) {
-    let maps = parse_psbt(&built.psbt);
+    let maps = psbt::read_maps(&built.psbt).unwrap();
     let unsigned = &get(&maps[0], psbt::GLOBAL_UNSIGNED_TX).unwrap().1;
     let tx = Tx::parse(unsigned).unwrap();
     assert_eq!(tx.version(), 2);
@@ -237,10 +213,10 @@ fn check(req: &Request<'_>, built: &Built) {
                 let (k, v) = get(map, psbt::IN_BIP32_DERIVATION).unwrap();
                 assert_eq!(&k[1..], &key[..]);
                 assert_eq!(v.len(), 4 + 16);
-                let redeem = get(map, psbt::IN_REDEEM_SCRIPT).map(|(_, r)| r.clone());
+                let redeem = get(map, psbt::IN_REDEEM_SCRIPT).map(|(_, r)| r);
                 if kind == Kind::ShWpkh {
                     let r = redeem.unwrap();
-                    assert_eq!(hash::p2sh(&hash::hash160(&r)), c.script);
+                    assert_eq!(hash::p2sh(&hash::hash160(r)), c.script);
                 } else {
                     assert!(redeem.is_none());
                 }
