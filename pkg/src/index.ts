@@ -13,6 +13,8 @@ import type {
   Role,
   Balance,
   BroadcastResult,
+  CreatedPsbt,
+  CreatePsbtOptions,
   ScanOptions,
   ScanResult,
   Utxo,
@@ -206,6 +208,22 @@ export class LightwireClient extends EventTarget {
    */
   broadcast(rawTxHex: string): Promise<BroadcastResult> {
     return this.#call('broadcast', rawTxHex);
+  }
+
+  /**
+   * A spend of the wallet's coins, as a BIP174 PSBT (base64) that a standard signer
+   * (@scure/btc-signer, bitcoinjs-lib, a hardware wallet) signs and finalizes without
+   * asking anything more: each input carries the output it spends, the funding transaction
+   * for all but taproot inputs, its key's origin (BIP32, or BIP371 for `tr`), and the change
+   * output its own. Coins are picked (Bitcoin Core's branch and bound, then largest first)
+   * among the wallet's descriptor coins, confirmed ones only unless `includeUnconfirmed`;
+   * `coins` names the ones to spend instead (all of them). The fee is at least `feeRate`
+   * for the signed size (72-byte signatures budgeted); change goes to the next unused change
+   * address, or to the fee when it would be dust. Broadcast the signed transaction with
+   * {@link broadcast}. Rejects with `InsufficientFunds` or `InvalidArgument`.
+   */
+  createPsbt(options: CreatePsbtOptions): Promise<CreatedPsbt> {
+    return this.#call('createPsbt', options);
   }
 
   /** The stored tip. */

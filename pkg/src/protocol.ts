@@ -16,6 +16,7 @@ export const METHODS = [
   'utxos',
   'balance',
   'broadcast',
+  'createPsbt',
   'stop',
 ] as const;
 

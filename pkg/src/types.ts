@@ -475,6 +475,36 @@ export interface BroadcastResult {
   refused: { gateway: number; url: string; reason: 'malformed' | 'oversized' | 'not-standard' | 'no-node' | 'busy' }[];
 }
 
+/** What {@link LightwireClient.createPsbt} takes. */
+export interface CreatePsbtOptions {
+  /** What to pay, in order: an address of the client's network and whole satoshis (not
+   * dust for its script: 294 for P2WPKH, 330 for P2TR, 546 for P2PKH). */
+  outputs: { address: string; value: Satoshis }[];
+  /** Satoshis per virtual byte, from 1 (the minimum nodes relay) to 10,000. */
+  feeRate: number;
+  /** Coins to spend (`txid:vout`), all of them and no others; by default the wallet picks. */
+  coins?: string[];
+  /** Let the wallet pick coins of unconfirmed transactions too (default false). */
+  includeUnconfirmed?: boolean;
+}
+
+/** What {@link LightwireClient.createPsbt} resolves to. */
+export interface CreatedPsbt {
+  /** The PSBT (BIP174, version 0), base64. */
+  psbt: string;
+  /** The fee it pays. */
+  fee: Satoshis;
+  /** Its virtual size once signed, as budgeted (72-byte ECDSA, 65-byte Schnorr signatures). */
+  vsize: number;
+  /** The rate asked, sat/vB. */
+  feeRate: number;
+  /** The change output, or null when there is none (the rest, below a change output's
+   * worth, went to the fee). */
+  change: { address: string; value: Satoshis; vout: number } | null;
+  /** The coins it spends, `txid:vout`, in input order. */
+  inputs: string[];
+}
+
 /** Every gateway a transaction was sent to answered. */
 export interface BroadcastEvent extends BroadcastResult {
   type: 'broadcast';

@@ -62,10 +62,7 @@ pub fn script_of_address(address: &str, network: Network) -> Result<Vec<u8>, Add
         }
         return Ok(hash::witness(version.to_u8(), &program));
     }
-    let payload = bs58::decode(address)
-        .with_check(None)
-        .into_vec()
-        .map_err(|_| AddressError::NotAnAddress)?;
+    let payload = base58check(address).ok_or(AddressError::NotAnAddress)?;
     let (version, body) = payload.split_first().ok_or(AddressError::NotAnAddress)?;
     let hash: &[u8; 20] = body.try_into().map_err(|_| AddressError::UnknownBase58 {
         version: *version,
@@ -97,6 +94,74 @@ fn segwit_error(address: &str) -> AddressError {
     }
 }
 
+/// Bitcoin's base58 alphabet.
+const BASE58: &[u8; 58] = b"123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz";
+
+/// Base58 `text` as bytes (each leading `1` a zero byte), or `None` for a character
+/// outside the alphabet. Written here rather than taken from `bs58`: its decoder carries
+/// its checked variant, and with it a second SHA-256, into the package; addresses and
+/// extended keys are short (under 112 characters), so the schoolbook conversion is enough.
+fn base58_decode(text: &str) -> Option<Vec<u8>> {
+    let zeros = text.bytes().take_while(|&c| c == b'1').count();
+    // Big-endian, without the leading zeros.
+    let mut n: Vec<u8> = Vec::with_capacity(text.len());
+    for c in text.bytes().skip(zeros) {
+        let mut carry = BASE58.iter().position(|&a| a == c)? as u32;
+        for byte in n.iter_mut().rev() {
+            carry += u32::from(*byte) * 58;
+            *byte = carry as u8;
+            carry >>= 8;
+        }
+        while carry > 0 {
+            n.insert(0, carry as u8);
+            carry >>= 8;
+        }
+    }
+    let mut out = alloc::vec![0u8; zeros];
+    out.extend_from_slice(&n);
+    Some(out)
+}
+
+/// `bytes` in base58 (each leading zero byte a `1`).
+fn base58_encode(bytes: &[u8]) -> String {
+    let zeros = bytes.iter().take_while(|&&b| b == 0).count();
+    // Base-58 digits, least significant first.
+    let mut digits: Vec<u8> = Vec::with_capacity(bytes.len() * 138 / 100 + 1);
+    for &b in &bytes[zeros..] {
+        let mut carry = u32::from(b);
+        for d in digits.iter_mut() {
+            carry += u32::from(*d) << 8;
+            *d = (carry % 58) as u8;
+            carry /= 58;
+        }
+        while carry > 0 {
+            digits.push((carry % 58) as u8);
+            carry /= 58;
+        }
+    }
+    let ones = core::iter::repeat_n('1', zeros);
+    ones.chain(
+        digits
+            .iter()
+            .rev()
+            .map(|&d| char::from(BASE58[usize::from(d)])),
+    )
+    .collect()
+}
+
+/// The payload of base58check `text` (its four-byte checksum, the first of SHA-256d of the
+/// rest, checked), or `None`. The checksum is computed here with the SHA-256 the rest of
+/// lightwire uses: `bs58`'s own would bring a second implementation into the package.
+pub(crate) fn base58check(text: &str) -> Option<Vec<u8>> {
+    let mut bytes = base58_decode(text)?;
+    let at = bytes.len().checked_sub(4)?;
+    let check = lightwire_primitives::sha256d(&bytes[..at]);
+    (bytes[at..] == check[..4]).then(|| {
+        bytes.truncate(at);
+        bytes
+    })
+}
+
 /// The address of an output script on `network`, if it has one (P2PKH, P2SH, or a witness
 /// program of version 0 to 16).
 pub fn address_of(script: &[u8], network: Network) -> Option<String> {
@@ -105,7 +170,9 @@ pub fn address_of(script: &[u8], network: Network) -> Option<String> {
         let mut payload = Vec::with_capacity(21);
         payload.push(version);
         payload.extend_from_slice(hash);
-        bs58::encode(payload).with_check().into_string()
+        let check = lightwire_primitives::sha256d(&payload);
+        payload.extend_from_slice(&check[..4]);
+        base58_encode(&payload)
     };
     match script {
         [0x76, 0xa9, 0x14, hash @ .., 0x88, 0xac] if hash.len() == 20 => Some(base58(p2pkh, hash)),
@@ -250,5 +317,24 @@ mod tests {
                 len: 32
             })
         );
+    }
+
+    #[test]
+    fn base58_agrees_with_the_bs58_crate() {
+        let cases: [&[u8]; 6] = [
+            &[],
+            &[0],
+            &[0, 0, 1],
+            &[0xff; 25],
+            &[1, 2, 3, 4, 5],
+            &[0, 0x61, 0x62],
+        ];
+        for bytes in cases {
+            let ours = base58_encode(bytes);
+            assert_eq!(ours, bs58::encode(bytes).into_string(), "{bytes:?}");
+            assert_eq!(base58_decode(&ours).as_deref(), Some(bytes));
+        }
+        assert_eq!(base58_decode("0OIl"), None, "not in the alphabet");
+        assert_eq!(base58check("1111"), None, "too short for a checksum");
     }
 }

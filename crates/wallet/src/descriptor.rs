@@ -8,7 +8,6 @@
 
 use alloc::string::String;
 use alloc::vec::Vec;
-use core::str::FromStr;
 
 use bip32::{ChildNumber, Prefix, XPub};
 use k256::elliptic_curve::PrimeField;
@@ -233,6 +232,59 @@ pub fn path_text(path: &[u32]) -> String {
     out
 }
 
+/// The extended public key `text` (base58check, BIP32's 78 bytes) of `network`. Decoded
+/// here, with the checksum checked by the SHA-256 the rest of lightwire uses, rather than
+/// by `bip32`'s parser, whose base58check brings a second SHA-256 implementation into
+/// the package.
+fn extended_key(text: &str, network: Network) -> Result<bip32::ExtendedKey, DescriptorError> {
+    let bytes = crate::address::base58check(text).ok_or(DescriptorError::BadKey)?;
+    let bytes: &[u8; 78] = bytes[..].try_into().map_err(|_| DescriptorError::BadKey)?;
+    let version = u32::from_be_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
+    let wanted = if network == Network::Mainnet {
+        Prefix::XPUB
+    } else {
+        Prefix::TPUB
+    };
+    let prefix = match version {
+        v if v == wanted.version() => wanted,
+        v if v == Prefix::XPRV.version() || v == Prefix::TPRV.version() => {
+            return Err(DescriptorError::PrivateKey);
+        }
+        v if v == Prefix::XPUB.version() || v == Prefix::TPUB.version() => {
+            return Err(DescriptorError::WrongNetwork(network.name()));
+        }
+        _ => {
+            return Err(DescriptorError::Unsupported(
+                "SLIP-132 prefixes (ypub, zpub): the descriptor says the kind; give the xpub",
+            ));
+        }
+    };
+    let array = |r: core::ops::Range<usize>| -> [u8; 32] {
+        let mut a = [0u8; 32];
+        a[..r.len()].copy_from_slice(&bytes[r]);
+        a
+    };
+    let fingerprint = array(5..9);
+    let child = array(9..13);
+    let mut key_bytes = [0u8; 33];
+    key_bytes.copy_from_slice(&bytes[45..78]);
+    Ok(bip32::ExtendedKey {
+        prefix,
+        attrs: bip32::ExtendedKeyAttrs {
+            depth: bytes[4],
+            parent_fingerprint: [
+                fingerprint[0],
+                fingerprint[1],
+                fingerprint[2],
+                fingerprint[3],
+            ],
+            child_number: ChildNumber::from_bytes([child[0], child[1], child[2], child[3]]),
+            chain_code: array(13..45),
+        },
+        key_bytes,
+    })
+}
+
 /// A key expression taken apart (see [`parse_key`]).
 struct ParsedKey {
     origin: KeyOrigin,
@@ -300,24 +352,7 @@ fn parse_key(inner: &str, network: Network) -> Result<ParsedKey, DescriptorError
     }
     let mut parts = rest.split('/');
     let key_text = parts.next().unwrap_or_default();
-    let extended = bip32::ExtendedKey::from_str(key_text).map_err(|_| DescriptorError::BadKey)?;
-    if extended.prefix.is_private() {
-        return Err(DescriptorError::PrivateKey);
-    }
-    let wanted = if network == Network::Mainnet {
-        Prefix::XPUB
-    } else {
-        Prefix::TPUB
-    };
-    if extended.prefix != wanted {
-        return if extended.prefix == Prefix::XPUB || extended.prefix == Prefix::TPUB {
-            Err(DescriptorError::WrongNetwork(network.name()))
-        } else {
-            Err(DescriptorError::Unsupported(
-                "SLIP-132 prefixes (ypub, zpub): the descriptor says the kind; give the xpub",
-            ))
-        };
-    }
+    let extended = extended_key(key_text, network)?;
     let mut key = XPub::try_from(extended).map_err(|_| DescriptorError::BadKey)?;
     // Without an origin, the key is its own master: its fingerprint, an empty path.
     let origin = origin.unwrap_or_else(|| KeyOrigin {
@@ -468,6 +503,8 @@ pub fn checksum(body: &str) -> Option<String> {
 mod tests {
     #[cfg(target_arch = "wasm32")]
     use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    use core::str::FromStr;
 
     use super::*;
     use crate::address_of;

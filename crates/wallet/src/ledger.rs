@@ -110,9 +110,9 @@ pub struct Ledger {
     tip: Option<u32>,
     /// The transactions (without witness data) that created coins a signer needs the
     /// whole transaction for (BIP174's `non_witness_utxo`: every script but taproot's),
-    /// by txid: kept while one of their coins is unspent or spent less than
+    /// in txid order: kept while one of their coins is unspent or spent less than
     /// [`FUNDING_KEPT`] blocks deep (a reorganisation may unspend it).
-    funding: BTreeMap<Txid, Vec<u8>>,
+    funding: Vec<(Txid, Vec<u8>)>,
 }
 
 /// How deep a coin's spend must be before its funding transaction is let go.
@@ -200,13 +200,12 @@ impl Ledger {
                         spent_by: None,
                     },
                 );
-                if output.script.first() != Some(&0x51)
-                    && tx.base_size() <= MAX_FUNDING_LEN
-                    && !self.funding.contains_key(&txid)
-                {
-                    let mut bytes = Vec::with_capacity(tx.base_size());
-                    tx.write_without_witness(&mut bytes);
-                    self.funding.insert(txid, bytes);
+                if output.script.first() != Some(&0x51) && tx.base_size() <= MAX_FUNDING_LEN {
+                    if let Err(at) = self.funding.binary_search_by_key(&txid, |f| f.0) {
+                        let mut bytes = Vec::with_capacity(tx.base_size());
+                        tx.write_without_witness(&mut bytes);
+                        self.funding.insert(at, (txid, bytes));
+                    }
                 }
                 record.received = record.received.saturating_add(output.value);
                 record.our_outputs.push(vout as u32);
@@ -230,25 +229,30 @@ impl Ledger {
 
     /// Funding transactions none of whose coins may be spent again are let go.
     fn prune_funding(&mut self, tip: u32) {
-        let coins = &self.coins;
-        self.funding.retain(|txid, _| {
-            let first = Outpoint {
-                txid: *txid,
-                vout: 0,
-            };
-            coins
-                .range(first..)
-                .take_while(|(o, _)| o.txid == *txid)
-                .any(|(_, c)| {
-                    c.spent_by
-                        .is_none_or(|(_, h)| h.saturating_add(FUNDING_KEPT) > tip)
-                })
+        self.keep_funding(|c| {
+            c.spent_by
+                .is_none_or(|(_, h)| h.saturating_add(FUNDING_KEPT) > tip)
         });
+    }
+
+    /// Funding transactions are kept only for transactions one of whose coins `live`
+    /// says is.
+    fn keep_funding(&mut self, live: impl Fn(&Coin) -> bool) {
+        // The coins are in outpoint order, so their txids come sorted.
+        let mut txids: Vec<Txid> = self
+            .coins
+            .values()
+            .filter(|c| live(c))
+            .map(|c| c.outpoint.txid)
+            .collect();
+        txids.dedup();
+        self.funding.retain(|(t, _)| txids.binary_search(t).is_ok());
     }
 
     /// The transaction that created `outpoint`, when kept (see [`MAX_FUNDING_LEN`]).
     pub fn funding(&self, txid: &Txid) -> Option<&[u8]> {
-        self.funding.get(txid).map(Vec::as_slice)
+        let at = self.funding.binary_search_by_key(txid, |f| f.0).ok()?;
+        Some(&self.funding[at].1)
     }
 
     /// The blocks above `fork` were disconnected: their transactions go away, the coins
@@ -275,17 +279,7 @@ impl Ledger {
         if self.tip.is_some_and(|t| t >= first) {
             self.tip = first.checked_sub(1);
         }
-        let coins = &self.coins;
-        self.funding.retain(|txid, _| {
-            let first = Outpoint {
-                txid: *txid,
-                vout: 0,
-            };
-            coins
-                .range(first..)
-                .next()
-                .is_some_and(|(o, _)| o.txid == *txid)
-        });
+        self.keep_funding(|_| true);
         gone
     }
 
@@ -442,18 +436,20 @@ impl Ledger {
                 },
             );
         }
-        let mut funding = BTreeMap::new();
+        let mut funding: Vec<(Txid, Vec<u8>)> = Vec::new();
         if layout == 2 {
             let n = r.count(36)?;
             for _ in 0..n {
                 let txid = Txid(r.array()?);
                 let len = r.count(1)?;
                 let tx = r.take(len)?;
-                // Only the transaction it names (a damaged record is refused whole).
-                if len > MAX_FUNDING_LEN || Tx::parse(tx).ok()?.txid() != txid {
+                // Only the transaction it names, in txid order (a damaged record is
+                // refused whole).
+                let ordered = funding.last().is_none_or(|(t, _)| *t < txid);
+                if !ordered || len > MAX_FUNDING_LEN || Tx::parse(tx).ok()?.txid() != txid {
                     return None;
                 }
-                funding.insert(txid, tx.to_vec());
+                funding.push((txid, tx.to_vec()));
             }
         }
         r.0.is_empty().then_some(Ledger {

@@ -7,7 +7,8 @@
 //! coins, the balance by depth, undone on a reorganisation; and the [`Unconfirmed`]
 //! transactions kept apart from it.
 //!
-//! `no_std` with `alloc`. Crates: `bech32` and `bs58` for the address codecs, `bip32` on
+//! `no_std` with `alloc`. Crates: `bech32` for segwit addresses (base58 is written here, see
+//! [`address`]), `bip32` on
 //! `k256` for derivation (the curve crate the handshake uses), `ripemd` for HASH160.
 //! Malformed input of any kind is a typed error naming what is wrong, never a panic.
 #![cfg_attr(not(test), no_std)]

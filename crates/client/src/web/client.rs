@@ -268,6 +268,20 @@ impl Client {
         }
     }
 
+    /// A spend of the wallet's coins as a BIP174 PSBT for a signer: `{ outputs: [{ address,
+    /// value }], feeRate, coins?, includeUnconfirmed? }` (values in satoshis, `feeRate` in
+    /// sat/vB, `coins` as `txid:vout` to spend all of and only). Resolves `{ psbt, fee,
+    /// vsize, feeRate, change, inputs }` (`psbt` in base64, `change` `{ address, value,
+    /// vout }` or null, `inputs` the coins spent as `txid:vout`); rejects with
+    /// `InsufficientFunds` or `InvalidArgument` naming what is wrong.
+    #[wasm_bindgen(js_name = createPsbt)]
+    pub fn create_psbt(&self, options: JsValue) -> Promise {
+        match psbt_ask(&options) {
+            Ok(ask) => self.call(Query::CreatePsbt(ask)),
+            Err(e) => Promise::reject(&e),
+        }
+    }
+
     /// Stop syncing, close the connections and the store. Resolves when done.
     pub fn stop(&self) -> Promise {
         self.call(Query::Stop)
@@ -334,6 +348,60 @@ fn watch_items(options: &JsValue) -> Result<(Vec<crate::wallet::Watched>, u32), 
     Ok((items, from))
 }
 
+/// What `createPsbt` takes, checked for its shape (the wallet checks the rest).
+fn psbt_ask(options: &JsValue) -> Result<crate::spend::PsbtAsk, JsValue> {
+    use lightwire_wallet::spend::{FeeRate, MAX_MONEY};
+    let bad = |m: String| js::error("InvalidArgument", m);
+    let get =
+        |o: &JsValue, k: &str| js_sys::Reflect::get(o, &k.into()).unwrap_or(JsValue::UNDEFINED);
+    let list = get(options, "outputs");
+    let Some(list) = list.dyn_ref::<js_sys::Array>() else {
+        return Err(bad("outputs must be an array of { address, value }".into()));
+    };
+    let mut outputs = Vec::with_capacity(list.length() as usize);
+    for (i, o) in list.iter().enumerate() {
+        let address = get(&o, "address").as_string();
+        let value = get(&o, "value").as_f64();
+        match (address, value) {
+            (Some(a), Some(v)) if v.fract() == 0.0 && v > 0.0 && v <= MAX_MONEY as f64 => {
+                outputs.push((a, v as u64))
+            }
+            _ => {
+                return Err(bad(format!(
+                    "outputs[{i}] must be {{ address, value }} with a whole number of satoshis from 1 to 21e14"
+                )));
+            }
+        }
+    }
+    let rate = get(options, "feeRate")
+        .as_f64()
+        .and_then(FeeRate::from_sat_per_vb)
+        .ok_or_else(|| bad("feeRate must be a number of sat/vB".into()))?;
+    let coins = match get(options, "coins") {
+        v if v.is_undefined() || v.is_null() => None,
+        v => {
+            let Some(a) = v.dyn_ref::<js_sys::Array>() else {
+                return Err(bad("coins must be an array of txid:vout".into()));
+            };
+            let mut coins = Vec::with_capacity(a.length() as usize);
+            for c in a.iter() {
+                let text = c.as_string().unwrap_or_default();
+                let o = crate::spend::parse_outpoint(&text)
+                    .ok_or_else(|| bad(format!("coins: {text:?} is not txid:vout")))?;
+                coins.push(o);
+            }
+            Some(coins)
+        }
+    };
+    let include_unconfirmed = get(options, "includeUnconfirmed").is_truthy();
+    Ok(crate::spend::PsbtAsk {
+        outputs,
+        rate,
+        coins,
+        include_unconfirmed,
+    })
+}
+
 /// A JavaScript number that must be a whole number from 0 to 2^32 - 1.
 fn whole(v: f64, what: &str) -> Result<u32, JsValue> {
     if v.fract() == 0.0 && (0.0..=f64::from(u32::MAX)).contains(&v) {
@@ -341,7 +409,10 @@ fn whole(v: f64, what: &str) -> Result<u32, JsValue> {
     } else {
         Err(js::error(
             "InvalidArgument",
-            format!("{what} must be a whole number from 0 to 4294967295, not {v}"),
+            format!(
+                "{what} must be a whole number from 0 to 4294967295, not {}",
+                js::num(v)
+            ),
         ))
     }
 }

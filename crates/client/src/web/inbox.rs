@@ -80,6 +80,8 @@ pub enum Query {
     Wallet(WalletQuery),
     /// Send a signed transaction to every gateway that relays; resolves once they answered.
     Broadcast(Vec<u8>),
+    /// A PSBT spending the wallet's coins (answered from the engine).
+    CreatePsbt(crate::spend::PsbtAsk),
 }
 
 /// What [`Query::Wallet`] asks.

@@ -63,7 +63,12 @@ pub fn options(o: &JsValue) -> Result<Options, JsValue> {
             Some(v) if (min..=max).contains(&v) => Ok(v),
             Some(v) => Err(js::error(
                 "InvalidOptions",
-                format!("options.{k} is {v}; it must be between {min} and {max}"),
+                format!(
+                    "options.{k} is {}; it must be between {} and {}",
+                    js::num(v),
+                    js::num(min),
+                    js::num(max)
+                ),
             )),
         }
     };

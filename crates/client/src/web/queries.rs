@@ -16,7 +16,8 @@ pub async fn answer(store: &IdbStore, call: Call) {
         | Query::Watch { .. }
         | Query::Unwatch(_)
         | Query::Wallet(_)
-        | Query::Broadcast(_) => Err(js::error(
+        | Query::Broadcast(_)
+        | Query::CreatePsbt(_) => Err(js::error(
             "InvalidArgument",
             "the loop answers these, not the store",
         )),

@@ -637,6 +637,28 @@ impl Net {
         let _ = call.resolve.call1(&JsValue::NULL, &value);
     }
 
+    /// A `createPsbt` call, answered from the wallet at once.
+    fn creating_psbt(&mut self, call: Call) {
+        let Query::CreatePsbt(ask) = &call.query else {
+            return;
+        };
+        let tip = self.engine.syncer().tip().height;
+        let seed =
+            super::identity::random_seed().unwrap_or_else(|_| js_sys::Math::random().to_bits());
+        let built = match self.engine.wallet() {
+            Some(w) => crate::spend::create_psbt(w, ask, tip, seed).map(|b| (b, w.network())),
+            None => Err(crate::spend::PsbtError::NoWallet),
+        };
+        let _ = match built {
+            Ok((b, network)) => call
+                .resolve
+                .call1(&JsValue::NULL, &psbt_object(&b, ask, network)),
+            Err(e) => call
+                .reject
+                .call1(&JsValue::NULL, &js::error(e.name(), e.to_string())),
+        };
+    }
+
     /// What `watch()` resolves to.
     fn wallet_summary(&self) -> JsValue {
         let tip = self.engine.syncer().tip().height;
@@ -763,6 +785,42 @@ fn utxo_object(
     ])
 }
 
+/// What `createPsbt()` resolves to.
+fn psbt_object(
+    b: &lightwire_wallet::spend::Built,
+    ask: &crate::spend::PsbtAsk,
+    network: lightwire_chain::Network,
+) -> JsValue {
+    use lightwire_wallet::spend::psbt;
+    // The change output, read back from the transaction written.
+    let change = b.change.and_then(|(vout, value)| {
+        let maps = psbt::read_maps(&b.psbt).ok()?;
+        let tx = lightwire_primitives::Tx::parse(maps.first()?.first()?.1).ok()?;
+        let script = tx.outputs().nth(vout as usize)?.script;
+        let address = lightwire_wallet::address_of(script, network)?;
+        Some(js::object(&[
+            ("address", address.into()),
+            ("value", (value as f64).into()),
+            ("vout", vout.into()),
+        ]))
+    });
+    js::object(&[
+        ("psbt", psbt::base64(&b.psbt).into()),
+        ("fee", (b.fee as f64).into()),
+        ("vsize", (b.vsize as f64).into()),
+        ("feeRate", (ask.rate.0 as f64 / 1000.0).into()),
+        ("change", change.unwrap_or(JsValue::NULL)),
+        (
+            "inputs",
+            b.spent
+                .iter()
+                .map(|o| JsValue::from(crate::spend::outpoint_text(o)))
+                .collect::<js_sys::Array>()
+                .into(),
+        ),
+    ])
+}
+
 fn balance_object(b: &lightwire_wallet::Balance) -> JsValue {
     js_object!(events::BALANCE {
         "confirmed": (b.confirmed as f64).into(),
@@ -807,7 +865,7 @@ impl Host for Net {
     }
 
     /// Inputs go to the engine; calls answered from the engine alone (`stop`, `scan`,
-    /// `watch`, the wallet's queries, `broadcast`, `unwatch`) are answered at once, even
+    /// `watch`, the wallet's queries, `broadcast`, `unwatch`, `createPsbt`) are answered at once, even
     /// while a commit is in flight; the others read the store.
     fn handle(&mut self, input: Input) -> Option<Call> {
         let call = self.take(input)?;
@@ -818,6 +876,7 @@ impl Host for Net {
             Query::Wallet(_) => self.wallet_query(call),
             Query::Broadcast(_) => self.broadcasting(call),
             Query::Unwatch(_) => self.unwatching(call),
+            Query::CreatePsbt(_) => self.creating_psbt(call),
             _ => return Some(call),
         }
         None

@@ -333,7 +333,9 @@ fn upgrade(
         }
     } else {
         Err(StoreError::Backend(format!(
-            "no migration from layout version {old} to {SCHEMA_VERSION}"
+            "no migration from layout version {} to {SCHEMA_VERSION}",
+            // IndexedDB versions are whole numbers (and Rust's float formatting is big).
+            old as u64
         )))
     };
     if let Err(e) = result {

@@ -14,6 +14,7 @@
 
 pub mod psbt;
 pub mod select;
+pub mod wallet;
 
 use alloc::vec::Vec;
 
@@ -321,9 +322,11 @@ pub fn build(
         (0..req.coins.len()).collect()
     } else {
         // Coins that cost more to spend than they are worth are left alone (as Core).
-        let worth: Vec<usize> = (0..candidates.len())
+        let mut worth: Vec<usize> = (0..candidates.len())
             .filter(|&i| candidates[i].effective > 0)
             .collect();
+        // Largest first, as both selections take them.
+        worth.sort_unstable_by_key(|&i| core::cmp::Reverse(candidates[i].effective));
         let pool: Vec<Candidate> = worth.iter().map(|&i| candidates[i]).collect();
         let found = select::branch_and_bound(&pool, &target).or_else(|| {
             req.change

@@ -38,16 +38,14 @@ pub struct Target {
     pub with_change: i128,
 }
 
-/// Branch and bound over `coins` (each with a positive effective value), sorted here:
+/// Branch and bound over `coins` (each with a positive effective value, largest first):
 /// the indexes (into `coins`) of the set of least waste whose effective value is within
 /// `[amount, amount + cost_of_change]`, if one is found within [`TOTAL_TRIES`].
 pub fn branch_and_bound(coins: &[Candidate], target: &Target) -> Option<Vec<usize>> {
-    let mut order: Vec<usize> = (0..coins.len()).collect();
-    order.sort_by(|&a, &b| coins[b].effective.cmp(&coins[a].effective));
     // What the coins from each position on add up to, for pruning.
-    let mut rest = alloc::vec![0i128; order.len() + 1];
-    for i in (0..order.len()).rev() {
-        rest[i] = rest[i + 1] + coins[order[i]].effective;
+    let mut rest = alloc::vec![0i128; coins.len() + 1];
+    for i in (0..coins.len()).rev() {
+        rest[i] = rest[i + 1] + coins[i].effective;
     }
     let upper = target.amount + target.cost_of_change;
     // With fees above the long-term rate, every input adds waste: a branch already
@@ -80,40 +78,37 @@ pub fn branch_and_bound(coins: &[Candidate], target: &Target) -> Option<Vec<usiz
             let Some(last) = stack.pop() else {
                 break;
             };
-            let c = coins[order[last]];
+            let c = coins[last];
             value -= c.effective;
             waste -= c.waste;
             i = last + 1;
-            while i < order.len() && coins[order[i]] == c {
+            while i < coins.len() && coins[i] == c {
                 i += 1;
             }
         } else {
-            let c = coins[order[i]];
+            let c = coins[i];
             stack.push(i);
             value += c.effective;
             waste += c.waste;
             i += 1;
         }
     }
-    best.map(|(_, picked)| picked.into_iter().map(|p| order[p]).collect())
+    best.map(|(_, picked)| picked)
 }
 
-/// Largest first: coins in descending effective value until `with_change` is covered
+/// Largest first over `coins` (largest first already): until `with_change` is covered
 /// (then with change), or, failing that, every coin when they cover `amount` (without
 /// change: what is left is below a change output's worth and goes to the fee). The
 /// indexes into `coins`, or `None` when even every coin falls short of `amount`.
 pub fn largest_first(coins: &[Candidate], target: &Target) -> Option<Vec<usize>> {
-    let mut order: Vec<usize> = (0..coins.len()).collect();
-    order.sort_by(|&a, &b| coins[b].effective.cmp(&coins[a].effective));
     let mut value = 0i128;
-    for (n, &i) in order.iter().enumerate() {
-        value += coins[i].effective;
+    for (n, c) in coins.iter().enumerate() {
+        value += c.effective;
         if value >= target.with_change {
-            order.truncate(n + 1);
-            return Some(order);
+            return Some((0..=n).collect());
         }
     }
-    (value >= target.amount).then_some(order)
+    (value >= target.amount).then(|| (0..coins.len()).collect())
 }
 
 #[cfg(test)]
@@ -123,7 +118,10 @@ mod tests {
 
     use super::*;
 
+    /// Candidates of `values`, largest first (as selection takes them).
     fn coins(values: &[i128]) -> Vec<Candidate> {
+        let mut values = values.to_vec();
+        values.sort_by(|a, b| b.cmp(a));
         values
             .iter()
             .map(|&v| Candidate {
@@ -179,14 +177,14 @@ mod tests {
 
     #[test]
     fn largest_first_covers_change_or_spends_everything() {
-        let c = coins(&[5, 50, 20]);
+        let c = coins(&[50, 20, 5]);
         let t = Target {
             amount: 30,
             cost_of_change: 3,
             with_change: 60,
         };
         let picked = largest_first(&c, &t).unwrap();
-        assert_eq!(picked, [1, 2], "50 + 20 covers 60");
+        assert_eq!(picked, [0, 1], "50 + 20 covers 60");
         let t = Target {
             with_change: 80,
             ..t
