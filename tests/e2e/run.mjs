@@ -61,6 +61,10 @@
 //             spend elsewhere dropped
 //   conflict  a payment conflicted away by a block a second btcd mined apart: dropped as
 //             conflicted
+//   spend     createPsbt on btcd: a BIP84 account (mined to) pays a BIP86 one, which
+//             pays out; each PSBT signed and finalized by @scure/btc-signer from the
+//             test's seed alone, broadcast by the package, accepted and mined by btcd;
+//             history, coins and balance right at each step
 //   walletreload a page closed mid-rescan: the next session resumes the wallet
 //   wallethostile a gateway sending the wrong block, or withholding one its
 //             filter matched, is marked bad; the block comes from another
@@ -241,15 +245,15 @@ function goTool(name) {
   return found;
 }
 
-/// btcd on regtest on 127.0.0.1, mining to the test wallet's key; resolves once its RPC
-/// answers.
-async function btcd(extra = []) {
+/// btcd on regtest on 127.0.0.1, mining to the test wallet's key (or to `miningAddress`);
+/// resolves once its RPC answers.
+async function btcd(extra = [], { miningAddress } = {}) {
   const [p2p, rpc] = [await freePort(), await freePort()];
   const dir = join(work, `btcd-${p2p}`);
   mkdirSync(dir, { recursive: true });
   writeFileSync(join(dir, 'btcd.conf'), '');
   writeFileSync(join(dir, 'btcctl.conf'), '');
-  const address = execFileSync(bin('lightwire-regtest-wallet'), ['address']).toString().trim();
+  const address = miningAddress ?? execFileSync(bin('lightwire-regtest-wallet'), ['address']).toString().trim();
   const proc = spawn(goTool('btcd'), [
     `--configfile=${join(dir, 'btcd.conf')}`, '--regtest', '--notls', '--rpcuser=u', '--rpcpass=p',
     `--datadir=${join(dir, 'data')}`, `--logdir=${join(dir, 'log')}`,
@@ -2000,7 +2004,134 @@ function benchStart(height = 915_264) {
 
 // ---------------------------------------------------------------- main
 
-const scenarios = { full, formats, reopen, reorg, invalid, mostwork, restart, hang, queries, checkpoint, start, stall, pings, scan, crosscheck, undefended, anchor, lagging, btcd: btcdScan, wallet: walletScenario, wallethostile: walletHostile, walletreload: walletReload, mempool: mempoolScenario, conflict: mempoolConflict, tabs };
+/// The spend scenario's keys: a BIP32 seed of the test's own, its BIP84 and BIP86 accounts
+/// (regtest: coin type 1) as descriptors with their origins, and their addresses. The
+/// signer (@scure/btc-signer, with @scure/bip32) is a test dependency only: the package
+/// never sees a private key.
+async function spendKeys() {
+  const btc = await import('@scure/btc-signer');
+  const { HDKey } = await import('@scure/bip32');
+  const versions = { private: 0x04358394, public: 0x043587cf };
+  const regtest = { bech32: 'bcrt', pubKeyHash: 0x6f, scriptHash: 0xc4, wif: 0xef };
+  const seed = createHash('sha256').update('lightwire spend test seed').digest();
+  const master = HDKey.fromMasterSeed(seed, versions);
+  const fp = master.fingerprint.toString(16).padStart(8, '0');
+  const account = (purpose, kind) => {
+    const key = master.derive(`m/${purpose}'/1'/0'`);
+    const address = (branch, index) => {
+      const pub = key.deriveChild(branch).deriveChild(index).publicKey;
+      return kind === 'wpkh' ? btc.p2wpkh(pub, regtest).address : btc.p2tr(pub.slice(1), undefined, regtest).address;
+    };
+    return { descriptor: `${kind}([${fp}/${purpose}'/1'/0']${key.publicExtendedKey}/<0;1>/*)`, address };
+  };
+  const sign = (psbtBase64) => {
+    const tx = btc.Transaction.fromPSBT(Buffer.from(psbtBase64, 'base64'));
+    tx.sign(master);
+    tx.finalize();
+    return { hex: tx.hex, txid: tx.id, vsize: tx.vsize, fee: Number(tx.fee) };
+  };
+  // An address of no account here (m/84'/1'/1'/0/0): money leaving the wallet.
+  const elsewhere = btc.p2wpkh(master.derive("m/84'/1'/1'/0/0").publicKey, regtest).address;
+  return { bip84: account(84, 'wpkh'), bip86: account(86, 'tr'), sign, elsewhere };
+}
+
+/// createPsbt end to end on btcd: btcd mines to the BIP84 account's first address; the
+/// package, watching that account and a BIP86 one through a gateway following btcd, builds
+/// a spend paying two BIP86 addresses; @scure/btc-signer signs and finalizes it from the
+/// seed and the PSBT's key origins alone; the package broadcasts it, btcd accepts and mines
+/// it. Then the BIP86 coins, named, pay out (taproot key-path signatures). At each step:
+/// the fee is at least the asked rate for the signed size, change went to the next unused
+/// change address, and history, coins and balance are what the chain says.
+async function spendScenario() {
+  const keys = await spendKeys();
+  const node = await btcd([], { miningAddress: keys.bip84.address(0, 0) });
+  let gw;
+  const page = await openPage();
+  try {
+    // 105 blocks: the coinbases of 1-5 are mature (101 confirmations).
+    node.ctl('generate', '105');
+    gw = await gateway(['--upstream', node.p2p, '--network', 'regtest']);
+    await openClient(page, { gateways: [gw.connect], storeName: 'spend' });
+    await until(page, 'headers and filter headers from btcd', 60_000,
+      (m) => m.storedHeight === 105 && m.storedFilterHeight === 105);
+    const descriptors = [keys.bip84.descriptor, keys.bip86.descriptor];
+    await page.evaluate((d) => window.client.watch({ descriptors: d }), descriptors);
+    const call = (method, ...args) => page.evaluate(({ method, args }) =>
+      window.client[method](...args).then((r) => ({ r }), (e) => ({ error: e.name, message: e.message })), { method, args });
+    let balance = (await call('balance')).r;
+    assert(balance.confirmed === 5 * 50e8 && balance.immature === 100 * 50e8, `mined: ${JSON.stringify(balance)}`);
+
+    // Refusals, typed: too much, a bad address, a rate below relay.
+    const to = [{ address: keys.bip86.address(0, 0), value: 1e8 }, { address: keys.bip86.address(0, 1), value: 0.5e8 }];
+    const tooMuch = await call('createPsbt', { outputs: [{ address: keys.elsewhere, value: 300 * 1e8 }], feeRate: 1 });
+    assert(tooMuch.error === 'InsufficientFunds', `300 BTC of 250: ${JSON.stringify(tooMuch)}`);
+    const badAddress = await call('createPsbt', { outputs: [{ address: 'bc1qnotanaddress', value: 1e8 }], feeRate: 1 });
+    assert(badAddress.error === 'InvalidArgument', `a bad address: ${JSON.stringify(badAddress)}`);
+    const lowRate = await call('createPsbt', { outputs: to, feeRate: 0.5 });
+    assert(lowRate.error === 'InvalidArgument', `0.5 sat/vB: ${JSON.stringify(lowRate)}`);
+
+    // BIP84 pays two BIP86 addresses at 2 sat/vB.
+    const first = (await call('createPsbt', { outputs: to, feeRate: 2 })).r;
+    // Change like the payment: to the BIP86 account's first change address.
+    assert(first?.change?.address === keys.bip86.address(1, 0), `change to BIP86 change 0: ${JSON.stringify(first)}`);
+    const signed1 = keys.sign(first.psbt);
+    assert(signed1.fee === first.fee && signed1.vsize <= first.vsize && first.fee >= Math.ceil(2 * signed1.vsize),
+      `the fee ${first.fee} for ${signed1.vsize} vB signed (${first.vsize} budgeted) at 2 sat/vB`);
+    const sent1 = (await call('broadcast', signed1.hex)).r;
+    assert(sent1?.txid === signed1.txid && sent1.relayed === 1, `broadcast ${JSON.stringify(sent1)}`);
+    assert(node.ctl('getrawmempool').includes(signed1.txid), 'btcd took the first spend into its mempool');
+    node.ctl('generate', '1');
+    await until(page, 'the first spend mined and found', 30_000, seen('found', signed1.txid));
+    // The block matured coinbase 6 and took the fee: 6 coinbases less the fee.
+    balance = (await call('balance')).r;
+    assert(balance.confirmed === 6 * 50e8 - first.fee && balance.unconfirmed === 0, `after the first spend: ${JSON.stringify(balance)}`);
+    const utxos = (await call('utxos')).r;
+    const taproot = utxos.filter((u) => u.descriptor?.startsWith('tr(') && u.keychain === 'receive');
+    assert(taproot.length === 2 && taproot.every((u) => u.txid === signed1.txid)
+      && taproot.map((u) => u.derivationPath).sort().join() === "m/86'/1'/0'/0/0,m/86'/1'/0'/0/1",
+      `the BIP86 coins: ${JSON.stringify(taproot)}`);
+
+    // The two BIP86 coins, named, pay out at 5 sat/vB (taproot key path).
+    const coins = taproot.map((u) => `${u.txid}:${u.vout}`);
+    const second = (await call('createPsbt', { outputs: [{ address: keys.elsewhere, value: 1.2e8 }], feeRate: 5, coins })).r;
+    assert(second.inputs.slice().sort().join() === coins.slice().sort().join(), `spent ${JSON.stringify(second.inputs)}`);
+    // Paying a P2WPKH address: change to the BIP84 account's first change address.
+    assert(second.change?.address === keys.bip84.address(1, 0), `change to BIP84 change 0: ${JSON.stringify(second.change)}`);
+    const signed2 = keys.sign(second.psbt);
+    assert(signed2.fee === second.fee && signed2.vsize <= second.vsize && second.fee >= Math.ceil(5 * signed2.vsize),
+      `the fee ${second.fee} for ${signed2.vsize} vB signed (${second.vsize} budgeted) at 5 sat/vB`);
+    let heard = null;
+    const sent2 = await page.evaluate(async (hex) => {
+      let seenEvent = null;
+      const off = window.client.on('transaction', (e) => { if (e.status === 'unconfirmed') seenEvent ??= e; });
+      const r = await window.client.broadcast(hex);
+      off();
+      return { r, seenEvent, balance: await window.client.balance() };
+    }, signed2.hex);
+    heard = sent2.seenEvent;
+    assert(sent2.r.relayed === 1 && heard?.txid === signed2.txid && heard.sent === 1.5e8 && heard.received === 1.5e8 - 1.2e8 - second.fee,
+      `the payout unconfirmed: ${JSON.stringify(sent2)}`);
+    assert(sent2.balance.unconfirmed === -(1.2e8 + second.fee), `unconfirmed net ${JSON.stringify(sent2.balance)}`);
+    node.ctl('generate', '1');
+    await until(page, 'the payout mined and found', 30_000, seen('found', signed2.txid));
+    balance = (await call('balance')).r;
+    assert(balance.confirmed === 7 * 50e8 - first.fee - 1.2e8 - second.fee && balance.unconfirmed === 0,
+      `after the payout: ${JSON.stringify(balance)}`);
+    const history = (await call('transactions')).r;
+    const fees = [signed1.txid, signed2.txid].map((t) => history.find((x) => x.txid === t)?.fee);
+    assert(fees[0] === first.fee && fees[1] === second.fee, `fees in history: ${JSON.stringify(fees)}`);
+    log(`  BIP84 -> BIP86: ${first.inputs.length} input(s), fee ${first.fee} for ${signed1.vsize} vB (2 sat/vB); ` +
+      `BIP86 -> elsewhere: 2 taproot inputs named, fee ${second.fee} for ${signed2.vsize} vB (5 sat/vB); ` +
+      'signed by @scure/btc-signer from the PSBTs alone, accepted and mined by btcd');
+    await stopClient(page);
+  } finally {
+    await page.close().catch(() => {});
+    await gw?.stop();
+    await node.stop();
+  }
+}
+
+const scenarios = { full, formats, reopen, reorg, invalid, mostwork, restart, hang, queries, checkpoint, start, stall, pings, scan, crosscheck, undefended, anchor, lagging, btcd: btcdScan, wallet: walletScenario, wallethostile: walletHostile, walletreload: walletReload, mempool: mempoolScenario, conflict: mempoolConflict, spend: spendScenario, tabs };
 let work;
 let browser;
 let url;
