@@ -7,6 +7,7 @@
 
 pub mod chain;
 pub mod filter;
+pub mod spend;
 pub mod wallet;
 
 use std::hint::black_box;

@@ -48,6 +48,9 @@ struct Branch {
     key: XPub,
     /// Scripts derived: indexes `0..derived`.
     derived: u32,
+    /// The public keys of those scripts, by index: a spend's inputs and change name them
+    /// (derivation costs a quarter of a millisecond in wasm, a spend may have hundreds).
+    keys: Vec<[u8; 33]>,
     /// The highest index used.
     used: Option<u32>,
     /// Indexes below this were matched by the scan since it started.
@@ -127,6 +130,7 @@ impl Watchlist {
                 Ok(Branch {
                     key: descriptor.branch_key(b)?,
                     derived: 0,
+                    keys: Vec::new(),
                     used: None,
                     covered: 0,
                 })
@@ -151,8 +155,12 @@ impl Watchlist {
         while self.tracked[d].branches[b].derived < count {
             let t = &self.tracked[d];
             let index = t.branches[b].derived;
-            let script = t.descriptor.script_at(&t.branches[b].key, index)?;
-            self.tracked[d].branches[b].derived += 1;
+            let key = Descriptor::key_at(&t.branches[b].key, index)?;
+            let script = crate::descriptor::script_for_key(t.descriptor.kind, &key)
+                .ok_or(DescriptorError::InvalidChild(index))?;
+            let br = &mut self.tracked[d].branches[b];
+            br.derived += 1;
+            br.keys.push(key);
             let origin = Origin::Derived {
                 descriptor: d,
                 branch: b,
@@ -246,14 +254,17 @@ impl Watchlist {
     }
 
     /// The public key at `index` on branch `b` of descriptor `d` (see
-    /// [`Descriptor::key_at`]), from the branch key kept.
+    /// [`Descriptor::key_at`]): the one kept if derived already.
     pub fn key_at(&self, d: usize, b: usize, index: u32) -> Result<[u8; 33], DescriptorError> {
         let br = self
             .tracked
             .get(d)
             .and_then(|t| t.branches.get(b))
             .ok_or(DescriptorError::InvalidChild(index))?;
-        Descriptor::key_at(&br.key, index)
+        match br.keys.get(index as usize) {
+            Some(k) => Ok(*k),
+            None => Descriptor::key_at(&br.key, index),
+        }
     }
 
     /// How many indexes of branch `b` of descriptor `d` the scan covered from its start.
