@@ -40,7 +40,11 @@ pub fn wallet(coins: usize) -> (lightwire_wallet::Watchlist, Ledger) {
         // Values spread so that sums rarely land exactly: 10,000 + i * 1,987 (mod 2 M).
         let value = 10_000 + (i as u64 * 1_987_003) % 1_990_000;
         b.extend_from_slice(&value.to_le_bytes());
-        let script: &[u8] = if i == 0 { &[0x51] } else { &owned[i % owned.len()] };
+        let script: &[u8] = if i == 0 {
+            &[0x51]
+        } else {
+            &owned[i % owned.len()]
+        };
         b.push(script.len() as u8);
         b.extend_from_slice(script);
         b.extend_from_slice(&0u32.to_le_bytes());
@@ -58,7 +62,12 @@ pub fn wallet(coins: usize) -> (lightwire_wallet::Watchlist, Ledger) {
 
 /// `createPsbt` for a wallet of `coins` coins paying `value` at 3 sat/vB: the time per
 /// call (ns), the inputs and whether there was change, and the iterations timed.
-pub fn create(clock: &impl Clock, coins: usize, value: u64, budget_ns: f64) -> (f64, usize, bool, u64) {
+pub fn create(
+    clock: &impl Clock,
+    coins: usize,
+    value: u64,
+    budget_ns: f64,
+) -> (f64, usize, bool, u64) {
     let (watch, ledger) = wallet(coins);
     let unconfirmed = Unconfirmed::new();
     let state = WalletState {

@@ -198,7 +198,9 @@ export class LightwireClient extends EventTarget {
   }
 
   /**
-   * Send a signed transaction (raw hex) to every connected gateway that relays; each
+   * Send a signed transaction (raw hex, or a finalized PSBT in base64 as a signer hands
+   * back what {@link createPsbt} built: its transaction is extracted) to every connected
+   * gateway that relays; each
    * checks it (one transaction, Bitcoin Core's standard weight and size) and passes it to
    * its node over P2P. Resolves with how many did. Rejects with `InvalidArgument` (checked
    * here first, the reason named) or `NoGateway`. A transaction of the wallet's that at
@@ -206,8 +208,8 @@ export class LightwireClient extends EventTarget {
    * `transaction` event, `status: 'unconfirmed'`), confirmed when mined, dropped (with its
    * reason) if a mined transaction conflicts with it or it expires.
    */
-  broadcast(rawTxHex: string): Promise<BroadcastResult> {
-    return this.#call('broadcast', rawTxHex);
+  broadcast(rawTxHexOrPsbt: string): Promise<BroadcastResult> {
+    return this.#call('broadcast', rawTxHexOrPsbt);
   }
 
   /**

@@ -303,6 +303,25 @@ async function inEngine(engine) {
     log(`wallet: the page lists transactions in blocks ${watched.walletTxs.join(', ')}; confirmed ` +
       `${watched.walletConfirmed}, immature ${watched.walletImmature} after ${((Date.now() - t) / 1000).toFixed(1)} s`);
 
+    // 4d. The send form: the two coins are of scripts watched as such, which the wallet
+    // spends only when named, so a PSBT from the form is refused with what is spendable
+    // and why; a bad amount is refused before asking.
+    // (The P2WPKH address of the generator point's key, on regtest.)
+    await page.fill('#psbt-address', 'bcrt1qw508d6qejxtdg4y5r3zarvary0c5xw7kygt080');
+    await page.fill('#psbt-amount', '0.000000001');
+    await page.click('#psbt-create');
+    let psbtError = await page.evaluate(() => document.getElementById('psbt-error').textContent);
+    assert(/at most 8 decimals/.test(psbtError), `a ninth decimal: ${psbtError}`);
+    await page.fill('#psbt-amount', '1');
+    await page.click('#psbt-create');
+    const asked = Date.now();
+    do {
+      await sleep(100);
+      psbtError = await page.evaluate(() => document.getElementById('psbt-error').textContent);
+    } while (/at most 8 decimals/.test(psbtError) && Date.now() - asked < 30_000);
+    assert(/spent only when named/.test(psbtError), `the send form: ${psbtError}`);
+    log(`send form: ${psbtError}`);
+
     // Screenshots, once the charts hold a few seconds.
     await sleep(3000);
     const saved = [

@@ -2028,7 +2028,8 @@ async function spendKeys() {
     const tx = btc.Transaction.fromPSBT(Buffer.from(psbtBase64, 'base64'));
     tx.sign(master);
     tx.finalize();
-    return { hex: tx.hex, txid: tx.id, vsize: tx.vsize, fee: Number(tx.fee) };
+    const finalized = Buffer.from(tx.toPSBT()).toString('base64');
+    return { hex: tx.hex, psbt: finalized, txid: tx.id, vsize: tx.vsize, fee: Number(tx.fee) };
   };
   // An address of no account here (m/84'/1'/1'/0/0): money leaving the wallet.
   const elsewhere = btc.p2wpkh(master.derive("m/84'/1'/1'/0/0").publicKey, regtest).address;
@@ -2101,15 +2102,18 @@ async function spendScenario() {
     assert(signed2.fee === second.fee && signed2.vsize <= second.vsize && second.fee >= Math.ceil(5 * signed2.vsize),
       `the fee ${second.fee} for ${signed2.vsize} vB signed (${second.vsize} budgeted) at 5 sat/vB`);
     let heard = null;
-    const sent2 = await page.evaluate(async (hex) => {
+    // Handed back as the signer finalized it, a PSBT: the package extracts the transaction.
+    const unfinished = await call('broadcast', second.psbt);
+    assert(unfinished.error === 'InvalidArgument' && /not finalized/.test(unfinished.message), `the unsigned PSBT: ${JSON.stringify(unfinished)}`);
+    const sent2 = await page.evaluate(async (psbt) => {
       let seenEvent = null;
       const off = window.client.on('transaction', (e) => { if (e.status === 'unconfirmed') seenEvent ??= e; });
-      const r = await window.client.broadcast(hex);
+      const r = await window.client.broadcast(psbt);
       off();
       return { r, seenEvent, balance: await window.client.balance() };
-    }, signed2.hex);
+    }, signed2.psbt);
     heard = sent2.seenEvent;
-    assert(sent2.r.relayed === 1 && heard?.txid === signed2.txid && heard.sent === 1.5e8 && heard.received === 1.5e8 - 1.2e8 - second.fee,
+    assert(sent2.r.txid === signed2.txid && sent2.r.relayed === 1 && heard?.txid === signed2.txid && heard.sent === 1.5e8 && heard.received === 1.5e8 - 1.2e8 - second.fee,
       `the payout unconfirmed: ${JSON.stringify(sent2)}`);
     assert(sent2.balance.unconfirmed === -(1.2e8 + second.fee), `unconfirmed net ${JSON.stringify(sent2.balance)}`);
     node.ctl('generate', '1');

@@ -121,6 +121,10 @@ export function explain(e: unknown): string {
       return `The client could not create or load its own key in this browser's storage (${detail}).`;
     case 'StoreBusy':
       return 'The local store is still open, probably in another tab. Close other lightwire tabs, then try again.';
+    case 'InsufficientFunds':
+      return `The wallet cannot pay that (${detail}). Lower the amount or the fee rate, or wait for coins to confirm.`;
+    case 'InvalidArgument':
+      return `That cannot be done as entered: ${detail}.`;
     case 'WorkerError':
       return `The background worker that runs the client failed (${detail}). Reloading the page usually helps.`;
     default:

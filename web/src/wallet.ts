@@ -1,6 +1,7 @@
 // The wallet panel: addresses, descriptors or scripts in, `client.watch()` started, then
 // the balance, the transactions (with confirmations) and the coins drawn as the
-// `transaction` and `balance` events come; and a raw transaction to broadcast.
+// `transaction` and `balance` events come; a send form that builds a PSBT for the user's
+// signer (`client.createPsbt()`); and a signed transaction or finalized PSBT to broadcast.
 import type { Balance, LightwireClient, UnconfirmedTransaction, WalletTransaction } from 'lightwire';
 import { count, explain } from './format';
 import { readForm } from './forms';
@@ -20,6 +21,17 @@ const ui = {
   txs: $<HTMLTableSectionElement>('wallet-txs'),
   unconfirmedBox: $('wallet-unconfirmed-box'),
   unconfirmedTxs: $<HTMLTableSectionElement>('wallet-unconfirmed-txs'),
+  psbtForm: $<HTMLFormElement>('psbt-form'),
+  psbtAddress: $<HTMLInputElement>('psbt-address'),
+  psbtAmount: $<HTMLInputElement>('psbt-amount'),
+  psbtRate: $<HTMLInputElement>('psbt-rate'),
+  psbtCreate: $<HTMLButtonElement>('psbt-create'),
+  psbtError: $('psbt-error'),
+  psbtBox: $('psbt-box'),
+  psbtSummary: $('psbt-summary'),
+  psbtOut: $<HTMLTextAreaElement>('psbt-out'),
+  psbtCopy: $<HTMLButtonElement>('psbt-copy'),
+  psbtCopied: $('psbt-copied'),
   sendForm: $<HTMLFormElement>('broadcast-form'),
   raw: $<HTMLTextAreaElement>('broadcast-raw'),
   send: $<HTMLButtonElement>('broadcast-send'),
@@ -124,6 +136,7 @@ export function attach(c: LightwireClient | null): void {
   client = c;
   ui.watch.disabled = !c;
   ui.send.disabled = !c;
+  ui.psbtCreate.disabled = !c;
   if (!c) return;
   off = [
     c.on('transaction', (e) => {
@@ -156,6 +169,59 @@ ui.form.addEventListener('submit', async (ev) => {
   } catch (e) {
     const err = e as Error;
     if (err.name !== 'Stopped') showError(explain(e));
+  }
+});
+
+/** A BTC amount typed in, as whole satoshis; null when it is not one. */
+export function satoshis(text: string): number | null {
+  if (!/^\d+(\.\d{1,8})?$/.test(text.trim())) return null;
+  const [whole, frac = ''] = text.trim().split('.');
+  const sats = Number(whole) * 1e8 + Number(frac.padEnd(8, '0'));
+  return Number.isSafeInteger(sats) && sats > 0 ? sats : null;
+}
+
+function showPsbtError(text: string | null, field?: HTMLInputElement): void {
+  ui.psbtError.hidden = !text;
+  ui.psbtError.textContent = text ?? '';
+  if (text) {
+    ui.psbtBox.hidden = true;
+    field?.focus();
+  }
+}
+
+ui.psbtForm.addEventListener('submit', async (ev) => {
+  ev.preventDefault();
+  const c = client;
+  if (!c) return;
+  showPsbtError(null);
+  const address = ui.psbtAddress.value.trim();
+  const value = satoshis(ui.psbtAmount.value);
+  const feeRate = Number(ui.psbtRate.value);
+  if (!address) return showPsbtError('Enter the address to pay.', ui.psbtAddress);
+  if (value === null) return showPsbtError('The amount is in BTC, more than 0, at most 8 decimals.', ui.psbtAmount);
+  if (!(feeRate >= 1 && feeRate <= 10_000)) return showPsbtError('The fee rate is from 1 to 10,000 sat/vB.', ui.psbtRate);
+  try {
+    const r = await c.createPsbt({ outputs: [{ address, value }], feeRate });
+    const change = r.change ? `, change ${btc(r.change.value)} to ${r.change.address}` : ', no change';
+    ui.psbtSummary.textContent = `${count(r.inputs.length)} input(s), fee ${count(r.fee)} sat for ${count(r.vsize)} vB${change}. ` +
+      'Sign it with your wallet, then paste the signed transaction or PSBT below.';
+    ui.psbtOut.value = r.psbt;
+    ui.psbtCopied.textContent = '';
+    ui.psbtBox.hidden = false;
+    log('info', `Wallet: a PSBT paying ${btc(value)} (fee ${count(r.fee)} sat) is ready to sign.`);
+  } catch (e) {
+    showPsbtError(explain(e));
+  }
+});
+
+ui.psbtCopy.addEventListener('click', async () => {
+  try {
+    await navigator.clipboard.writeText(ui.psbtOut.value);
+    ui.psbtCopied.textContent = 'Copied.';
+  } catch {
+    // Clipboard access refused (an insecure origin, a denied permission): select it instead.
+    ui.psbtOut.select();
+    ui.psbtCopied.textContent = 'Selected: copy it with Ctrl+C.';
   }
 });
 

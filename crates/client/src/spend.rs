@@ -267,4 +267,59 @@ mod tests {
             &script(1, 1)[..]
         );
     }
+
+    #[test]
+    fn coins_of_addresses_watched_as_such_are_spent_only_when_named() {
+        let mut w = WalletSync::new(Network::Mainnet, 0);
+        let address = address_of(ELSEWHERE, Network::Mainnet).unwrap();
+        w.watch(&[Watched::Address(address)]).unwrap();
+        apply(
+            &mut w,
+            10,
+            &[paying(None, &[0x51], 1), paying(Some(3), ELSEWHERE, 70_000)],
+        );
+        let err = create_psbt(&w, &ask(&[(&script(0, 0), 10_000)], 1_000), 20, 1).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                PsbtError::NamedOnly {
+                    available: 0,
+                    named_only: 70_000,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        assert_eq!(err.name(), "InsufficientFunds");
+        // Named, it is spent: its output and funding transaction given, no key origin (the
+        // wallet has none for it); change nowhere (no descriptor), so none is due here:
+        // the excess is refused rather than given to the fee.
+        let coin = Outpoint {
+            txid: Tx::parse(&paying(Some(3), ELSEWHERE, 70_000))
+                .unwrap()
+                .txid(),
+            vout: 0,
+        };
+        let named = PsbtAsk {
+            coins: Some(vec![coin]),
+            ..ask(&[(&script(0, 0), 10_000)], 1_000)
+        };
+        assert_eq!(
+            create_psbt(&w, &named, 20, 1),
+            Err(PsbtError::Spend(SpendError::NoChangeAddress))
+        );
+        let all = PsbtAsk {
+            coins: Some(vec![coin]),
+            ..ask(&[(&script(0, 0), 69_800)], 1_000)
+        };
+        let b = create_psbt(&w, &all, 20, 1).unwrap();
+        assert_eq!(b.spent, [coin]);
+        let maps = psbt::read_maps(&b.psbt).unwrap();
+        assert!(
+            maps[1]
+                .iter()
+                .all(|(k, _)| k[0] != psbt::IN_BIP32_DERIVATION)
+        );
+        assert!(maps[1].iter().any(|(k, _)| k[0] == psbt::IN_WITNESS_UTXO));
+    }
 }

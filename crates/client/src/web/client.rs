@@ -261,10 +261,28 @@ impl Client {
     /// it to its node. Resolves `{ txid, relayed, refused: [{ gateway, url, reason }] }`
     /// once they answered; rejects with `InvalidArgument` (not hex, not one transaction,
     /// not standard: the reason named) or `NoGateway`.
+    /// A finalized PSBT (base64, as a signer hands it back) is taken too: its transaction is
+    /// extracted (BIP174's extractor) and sent; rejects with `InvalidArgument` if an input
+    /// is not finalized.
     pub fn broadcast(&self, raw_tx_hex: String) -> Promise {
-        match hex::decode(raw_tx_hex.trim()) {
+        use lightwire_wallet::spend::psbt;
+        let text = raw_tx_hex.trim();
+        // Base64 of BIP174's magic `psbt` 0xff.
+        if text.starts_with("cHNidP8") {
+            let tx = psbt::from_base64(text)
+                .ok_or_else(|| "the PSBT is not base64".to_string())
+                .and_then(|b| psbt::extract(&b).map_err(|e| format!("the PSBT: {e}")));
+            return match tx {
+                Ok(tx) => self.call(Query::Broadcast(tx)),
+                Err(e) => Promise::reject(&js::error("InvalidArgument", e)),
+            };
+        }
+        match hex::decode(text) {
             Ok(tx) if !tx.is_empty() => self.call(Query::Broadcast(tx)),
-            _ => Promise::reject(&js::error("InvalidArgument", "the transaction is not hex")),
+            _ => Promise::reject(&js::error(
+                "InvalidArgument",
+                "the transaction is neither hex nor a PSBT in base64",
+            )),
         }
     }
 

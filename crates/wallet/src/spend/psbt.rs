@@ -26,6 +26,10 @@ pub const IN_BIP32_DERIVATION: u8 = 0x06;
 pub const IN_TAP_BIP32_DERIVATION: u8 = 0x16;
 /// Input (BIP371): the taproot internal key.
 pub const IN_TAP_INTERNAL_KEY: u8 = 0x17;
+/// Input: the finalized scriptSig.
+pub const IN_FINAL_SCRIPTSIG: u8 = 0x07;
+/// Input: the finalized witness (its items, serialized as in a transaction).
+pub const IN_FINAL_SCRIPTWITNESS: u8 = 0x08;
 /// Output: a key's origin (key: the public key).
 pub const OUT_BIP32_DERIVATION: u8 = 0x02;
 /// Output (BIP371): the taproot internal key.
@@ -114,6 +118,87 @@ pub enum PsbtReadError {
     /// A field that does not decode.
     #[error(transparent)]
     Decode(#[from] DecodeError),
+    /// An input a signer has not finalized (no final scriptSig or witness).
+    #[error("input {0} is not finalized: sign and finalize the PSBT first")]
+    NotFinalized(usize),
+}
+
+/// The network transaction of a finalized PSBT (BIP174's transaction extractor): the
+/// unsigned transaction with each input's final scriptSig and witness in place.
+pub fn extract(bytes: &[u8]) -> Result<Vec<u8>, PsbtReadError> {
+    let maps = read_maps(bytes)?;
+    let unsigned = maps[0]
+        .iter()
+        .find(|(k, _)| *k == [GLOBAL_UNSIGNED_TX])
+        .ok_or(PsbtReadError::NoTransaction)?
+        .1;
+    let tx = Tx::parse(unsigned)?;
+    let n = tx.inputs().count();
+    let field = |i: usize, kind: u8| maps[1 + i].iter().find(|(k, _)| *k == [kind]).map(|f| f.1);
+    let mut finals = Vec::with_capacity(n);
+    for i in 0..n {
+        let (sig, witness) = (
+            field(i, IN_FINAL_SCRIPTSIG),
+            field(i, IN_FINAL_SCRIPTWITNESS),
+        );
+        if sig.is_none() && witness.is_none() {
+            return Err(PsbtReadError::NotFinalized(i));
+        }
+        finals.push((sig.unwrap_or_default(), witness));
+    }
+    let segwit = finals.iter().any(|(_, w)| w.is_some());
+    let mut out = Vec::with_capacity(bytes.len());
+    out.extend_from_slice(&tx.version().to_le_bytes());
+    if segwit {
+        out.extend_from_slice(&[0, 1]);
+    }
+    write_compact_size(&mut out, n as u64);
+    for (input, (sig, _)) in tx.inputs().zip(&finals) {
+        out.extend_from_slice(input.prev_txid);
+        out.extend_from_slice(&input.prev_vout.to_le_bytes());
+        write_compact_size(&mut out, sig.len() as u64);
+        out.extend_from_slice(sig);
+        out.extend_from_slice(&input.sequence.to_le_bytes());
+    }
+    write_compact_size(&mut out, tx.outputs().count() as u64);
+    for o in tx.outputs() {
+        out.extend_from_slice(&o.value.to_le_bytes());
+        write_compact_size(&mut out, o.script.len() as u64);
+        out.extend_from_slice(o.script);
+    }
+    if segwit {
+        for (_, w) in &finals {
+            out.extend_from_slice(w.unwrap_or(&[0]));
+        }
+    }
+    out.extend_from_slice(&tx.lock_time().to_le_bytes());
+    // What came out must be one transaction (a witness field that is not a stack fails).
+    Tx::parse(&out)?;
+    Ok(out)
+}
+
+/// Base64 `text` (RFC 4648, padding optional, white space ignored) as bytes, or `None`.
+pub fn from_base64(text: &str) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(text.len() / 4 * 3);
+    let (mut acc, mut bits) = (0u32, 0u32);
+    for c in text.bytes().filter(|c| !c.is_ascii_whitespace()) {
+        let v = match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'+' => 62,
+            b'/' => 63,
+            b'=' => break,
+            _ => return None,
+        };
+        acc = (acc << 6) | u32::from(v);
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((acc >> bits) as u8);
+        }
+    }
+    Some(out)
 }
 
 /// One map of a PSBT read back: its key-value pairs, borrowed, in order.
@@ -232,4 +317,74 @@ mod tests {
         assert_eq!(read_maps(&twice), Err(PsbtReadError::Repeated));
         assert_eq!(read_maps(b"psbu\xff"), Err(PsbtReadError::Magic));
     }
+
+    #[test]
+    fn base64_reads_back() {
+        for bytes in [
+            &b""[..],
+            b"f",
+            b"fo",
+            b"foo",
+            b"foob",
+            &[0xff, 0xfe, 0xfd, 0],
+        ] {
+            assert_eq!(from_base64(&base64(bytes)).as_deref(), Some(bytes));
+        }
+        assert_eq!(from_base64("Zm9v\nYg=="), Some(b"foob".to_vec()));
+        assert_eq!(from_base64("Zm9v!"), None);
+    }
+
+    /// BIP174's extractor vector: the finalized PSBT gives the network transaction.
+    #[test]
+    fn extraction_matches_bip174s_extractor() {
+        let finalized = from_base64(FINALIZED).unwrap();
+        let tx = extract(&finalized).unwrap();
+        let hex: alloc::string::String = tx.iter().map(|b| alloc::format!("{b:02x}")).collect();
+        assert_eq!(hex, EXTRACTED);
+        // A PSBT not finalized (BIP174's creator vector) is refused, naming the input.
+        let mut w = Writer::new(&Tx::parse(&tx).map(|_| unsigned_of(&finalized)).unwrap());
+        (0..4).for_each(|_| w.end_map());
+        assert_eq!(extract(&w.finish()), Err(PsbtReadError::NotFinalized(0)));
+    }
+
+    /// The unsigned transaction of `psbt`.
+    fn unsigned_of(psbt: &[u8]) -> Vec<u8> {
+        read_maps(psbt).unwrap()[0][0].1.to_vec()
+    }
+
+    /// BIP174's finalized PSBT (the input finalizer's vector).
+    const FINALIZED: &str = concat!(
+        "cHNidP8BAJoCAAAAAljoeiG1ba8MI76OcHBFbDNvfLqlyHV5JPVFiHuyq911AAAAAAD/////g40EJ9DsZQpoqka7CwmK6kQi",
+        "wHGyyng1Kgd5WdB86h0BAAAAAP////8CcKrwCAAAAAAWABTYXCtx0AYLCcmIauuBXlCZHdoSTQDh9QUAAAAAFgAUAK6pouXw",
+        "+HaliN9VRuh0LR2HAI8AAAAAAAEAuwIAAAABqtc5MQGL0l+ErkALaISL4J23BurCrBgpi6vucatlb4sAAAAASEcwRAIgWPb8",
+        "fGoz4bMVSNSByCbAFb0wE1qtQs1neQ2rZtKtJDsCIEoc7SYExnNbY5PltBaR3XiwDwxZQvufdRhW+qk4FX26Af7///8CgPD6",
+        "AgAAAAAXqRQPuUY0IWlrgsgzryQceMF9295JNIfQ8gonAQAAABepFCnKdPigj4GZlCgYXJe12FLkBj9hh2UAAAABB9oARzBE",
+        "AiB0AYrUGACXuHMyPAAVcgs2hMyBI4kQSOfbzZtVrWecmQIgc9Npt0Dj61Pc76M4I8gHBRTKVafdlUTxV8FnkTJhEYwBSDBF",
+        "AiEA9hA4swjcHahlo0hSdG8BV3KTQgjG0kRUOTzZm98iF3cCIAVuZ1pnWm0KArhbFOXikHTYolqbV2C+ooFvZhkQoAbqAUdS",
+        "IQKVg785rgpgl0etGZrd1jT6YQhVnWxc05tMIYPxq5bgfyEC2rYf9JoU22p9ArDNH7t4/EsYMStbTlTa5Nui+/71NtdSrgAB",
+        "ASAAwusLAAAAABepFLf1+vQOPUClpFmx2zU18rcvqSHohwEHIyIAIIwjUxc3Q7WV37Sge3K6jkLjeX2nTof+fZ10l+OyAokD",
+        "AQjaBABHMEQCIGLrelVhB6fHP0WsSrWh3d9vcHX7EnWWmn84Pv/3hLyyAiAMBdu3Rw2/LwhVfdNWxzJcHtMJE+mWzThAlF2x",
+        "IijaXwFHMEQCIGX0W6WZi1mif/4ae+0BavHx+Q1Us6qPdFCqX1aiUQO9AiB/ckcDrR7blmgLKEtW1P/LiPf7dZ6rvgiqMPKb",
+        "hROD0gFHUiEDCJ3BDHrG21T5EymvYXMz2ziM6tDCMfcjN50bmQMLAtwhAjrdkE89bc9Z3bkGsN7iNSm3/7ntUOXoYVGSaGAi",
+        "Hw5zUq4AIgIDqaTDf1mW06ol26xrVwrwZQOUSSlCRgs1R1Ptnuylh3EQ2QxqTwAAAIAAAACABAAAgAAiAgJ/Y5l1fS7/VaE2",
+        "rQLGhLGDi2VW5fG2s0KCqUtrUAUQlhDZDGpPAAAAgAAAAIAFAACAAA==",
+    );
+
+    /// The transaction BIP174's extractor makes of it.
+    const EXTRACTED: &str = concat!(
+        "0200000000010258e87a21b56daf0c23be8e7070456c336f7cbaa5c8757924f545887bb2abdd7500000000da00473044",
+        "022074018ad4180097b873323c0015720b3684cc8123891048e7dbcd9b55ad679c99022073d369b740e3eb53dcefa338",
+        "23c8070514ca55a7dd9544f157c167913261118c01483045022100f61038b308dc1da865a34852746f015772934208c6",
+        "d24454393cd99bdf2217770220056e675a675a6d0a02b85b14e5e29074d8a25a9b5760bea2816f661910a006ea014752",
+        "21029583bf39ae0a609747ad199addd634fa6108559d6c5cd39b4c2183f1ab96e07f2102dab61ff49a14db6a7d02b0cd",
+        "1fbb78fc4b18312b5b4e54dae4dba2fbfef536d752aeffffffff838d0427d0ec650a68aa46bb0b098aea4422c071b2ca",
+        "78352a077959d07cea1d01000000232200208c2353173743b595dfb4a07b72ba8e42e3797da74e87fe7d9d7497e3b202",
+        "8903ffffffff0270aaf00800000000160014d85c2b71d0060b09c9886aeb815e50991dda124d00e1f505000000001600",
+        "1400aea9a2e5f0f876a588df5546e8742d1d87008f000400473044022062eb7a556107a7c73f45ac4ab5a1dddf6f7075",
+        "fb1275969a7f383efff784bcb202200c05dbb7470dbf2f08557dd356c7325c1ed30913e996cd3840945db12228da5f01",
+        "473044022065f45ba5998b59a27ffe1a7bed016af1f1f90d54b3aa8f7450aa5f56a25103bd02207f724703ad1edb9668",
+        "0b284b56d4ffcb88f7fb759eabbe08aa30f29b851383d20147522103089dc10c7ac6db54f91329af617333db388cead0",
+        "c231f723379d1b99030b02dc21023add904f3d6dcf59ddb906b0dee23529b7ffb9ed50e5e86151926860221f0e7352ae",
+        "00000000",
+    );
 }

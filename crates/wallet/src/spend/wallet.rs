@@ -82,6 +82,20 @@ pub enum PsbtError {
         /// Why.
         why: &'static str,
     },
+    /// Short with the coins the wallet picks, while it holds coins of addresses or scripts
+    /// watched as such, which it spends only when named (their signer may not be this
+    /// wallet's).
+    #[error(
+        "insufficient funds: {needed} sat needed at this fee rate, {available} sat in the descriptors' coins; {named_only} sat more in coins of addresses or scripts watched as such, spent only when named in `coins`"
+    )]
+    NamedOnly {
+        /// What the spend needs.
+        needed: u64,
+        /// What the coins the wallet picks from add up to.
+        available: u64,
+        /// What the others add up to.
+        named_only: u64,
+    },
     /// The same coin named twice.
     #[error("coin {0} is named twice")]
     Twice(String),
@@ -97,7 +111,8 @@ impl PsbtError {
     /// The error's name, for JavaScript: `InsufficientFunds` or `InvalidArgument`.
     pub fn name(&self) -> &'static str {
         match self {
-            PsbtError::Spend(SpendError::InsufficientFunds { .. }) => "InsufficientFunds",
+            PsbtError::Spend(SpendError::InsufficientFunds { .. })
+            | PsbtError::NamedOnly { .. } => "InsufficientFunds",
             _ => "InvalidArgument",
         }
     }
@@ -197,7 +212,25 @@ pub fn create_psbt(
         lock_time: tip,
         seed,
     };
-    Ok(super::build(&request, keys)?)
+    match super::build(&request, keys) {
+        // Short, with coins the wallet does not pick by itself: say so.
+        Err(SpendError::InsufficientFunds { needed, available }) if ask.coins.is_none() => {
+            let named_only: u64 = found
+                .iter()
+                .filter(|f| f.origin.is_none() && (f.confirmed || ask.include_unconfirmed))
+                .map(|f| f.coin.value)
+                .sum();
+            Err(match named_only {
+                0 => SpendError::InsufficientFunds { needed, available }.into(),
+                _ => PsbtError::NamedOnly {
+                    needed,
+                    available,
+                    named_only,
+                },
+            })
+        }
+        built => Ok(built?),
+    }
 }
 
 /// Every coin the wallet may spend now, with how it is spent (coins whose script does not
