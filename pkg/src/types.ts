@@ -484,7 +484,8 @@ export interface CreatePsbtOptions {
   feeRate: number;
   /** Coins to spend (`txid:vout`), all of them and no others; by default the wallet picks. */
   coins?: string[];
-  /** Let the wallet pick coins of unconfirmed transactions too (default false). */
+  /** Let the wallet pick the outputs of unconfirmed transactions it broadcast itself too
+   * (default false); someone else's unconfirmed payment is spent only when named. */
   includeUnconfirmed?: boolean;
 }
 

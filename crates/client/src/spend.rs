@@ -322,4 +322,36 @@ mod tests {
         );
         assert!(maps[1].iter().any(|(k, _)| k[0] == psbt::IN_WITNESS_UTXO));
     }
+
+    /// A payment announced by a gateway's mempool digest may be invented: the wallet does
+    /// not pick it even with `includeUnconfirmed` (Bitcoin Core spends only its own
+    /// unconfirmed change); named, it is spent.
+    #[test]
+    fn someone_elses_unconfirmed_payment_is_spent_only_when_named() {
+        let mut w = WalletSync::new(Network::Mainnet, 0);
+        w.watch(&[Watched::Descriptor(BIP84.into())]).unwrap();
+        let incoming = paying(Some(5), &script(0, 2), 60_000);
+        w.add_unconfirmed(&incoming, Source::Announced, 0, 1)
+            .unwrap();
+        let with = PsbtAsk {
+            include_unconfirmed: true,
+            ..ask(&[(ELSEWHERE, 20_000)], 1_000)
+        };
+        assert!(matches!(
+            create_psbt(&w, &with, 20, 1),
+            Err(PsbtError::Spend(SpendError::InsufficientFunds {
+                available: 0,
+                ..
+            }))
+        ));
+        let coin = Outpoint {
+            txid: Tx::parse(&incoming).unwrap().txid(),
+            vout: 0,
+        };
+        let named = PsbtAsk {
+            coins: Some(vec![coin]),
+            ..with
+        };
+        assert_eq!(create_psbt(&w, &named, 20, 1).unwrap().spent, [coin]);
+    }
 }

@@ -142,6 +142,18 @@ struct Found {
     coin: Spendable,
     origin: Option<(usize, usize, u32)>,
     confirmed: bool,
+    /// An output of a transaction the wallet broadcast itself (unconfirmed): one an
+    /// `includeUnconfirmed` spend may pick, as Bitcoin Core spends its own unconfirmed
+    /// change and never someone else's unconfirmed payment (a gateway may have invented
+    /// it).
+    own: bool,
+}
+
+impl Found {
+    /// Whether the wallet may pick it by itself.
+    fn pickable(&self, include_unconfirmed: bool) -> bool {
+        self.confirmed || (include_unconfirmed && self.own)
+    }
 }
 
 /// Build the PSBT `ask` asks for from `wallet` with the best chain's tip at `tip` (the
@@ -188,7 +200,7 @@ pub fn create_psbt(
         }
         None => found
             .iter()
-            .filter(|f| f.origin.is_some() && (f.confirmed || ask.include_unconfirmed))
+            .filter(|f| f.origin.is_some() && f.pickable(ask.include_unconfirmed))
             .collect(),
     };
     let list: Vec<Spendable> = coins.iter().map(|f| f.coin.clone()).collect();
@@ -217,7 +229,7 @@ pub fn create_psbt(
         Err(SpendError::InsufficientFunds { needed, available }) if ask.coins.is_none() => {
             let named_only: u64 = found
                 .iter()
-                .filter(|f| f.origin.is_none() && (f.confirmed || ask.include_unconfirmed))
+                .filter(|f| f.origin.is_none() && f.pickable(ask.include_unconfirmed))
                 .map(|f| f.coin.value)
                 .sum();
             Err(match named_only {
@@ -238,44 +250,49 @@ pub fn create_psbt(
 fn spendable(wallet: &WalletState<'_>, tip: u32) -> Vec<Found> {
     let spent = wallet.unconfirmed.spent();
     let mut found = Vec::new();
-    let mut add =
-        |outpoint: Outpoint, value: u64, script: &[u8], confirmed: bool, funding: Option<&[u8]>| {
-            let (kind, origin) = match wallet.watch.origin(script) {
-                Some(Origin::Derived {
-                    descriptor,
-                    branch,
-                    index,
-                }) => match wallet.watch.descriptors().nth(descriptor) {
-                    Some(d) => (Some(d.kind), Some((descriptor, branch, index))),
-                    None => (None, None),
-                },
-                _ => (super::kind_of(script), None),
-            };
-            if let Some(kind) = kind {
-                found.push(Found {
-                    coin: Spendable {
-                        outpoint,
-                        value,
-                        script: script.to_vec(),
-                        kind,
-                        funding: funding.filter(|_| kind != Kind::Tr).map(<[u8]>::to_vec),
-                    },
-                    origin,
-                    confirmed,
-                });
-            }
+    let mut add = |outpoint: Outpoint,
+                   value: u64,
+                   script: &[u8],
+                   (confirmed, own): (bool, bool),
+                   funding: Option<&[u8]>| {
+        let (kind, origin) = match wallet.watch.origin(script) {
+            Some(Origin::Derived {
+                descriptor,
+                branch,
+                index,
+            }) => match wallet.watch.descriptors().nth(descriptor) {
+                Some(d) => (Some(d.kind), Some((descriptor, branch, index))),
+                None => (None, None),
+            },
+            _ => (super::kind_of(script), None),
         };
+        if let Some(kind) = kind {
+            found.push(Found {
+                coin: Spendable {
+                    outpoint,
+                    value,
+                    script: script.to_vec(),
+                    kind,
+                    funding: funding.filter(|_| kind != Kind::Tr).map(<[u8]>::to_vec),
+                },
+                origin,
+                confirmed,
+                own,
+            });
+        }
+    };
     for c in wallet.ledger.utxos() {
         let mature = !c.coinbase || tip >= c.height.saturating_add(COINBASE_CONFIRMATIONS - 1);
         if mature && !spent.contains(&c.outpoint) {
             let funding = wallet.ledger.funding(&c.outpoint.txid);
-            add(c.outpoint, c.value, &c.script, true, funding);
+            add(c.outpoint, c.value, &c.script, (true, false), funding);
         }
     }
     for t in wallet.unconfirmed.transactions() {
+        let own = t.source == crate::unconfirmed::Source::Own;
         for (o, value, script) in t.coins() {
             if !spent.contains(&o) {
-                add(o, value, script, false, Some(&t.raw));
+                add(o, value, script, (false, own), Some(&t.raw));
             }
         }
     }
