@@ -17,6 +17,7 @@ export const METHODS = [
   'balance',
   'broadcast',
   'createPsbt',
+  'feeRates',
   'stop',
 ] as const;
 

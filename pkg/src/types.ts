@@ -506,6 +506,23 @@ export interface CreatedPsbt {
   inputs: string[];
 }
 
+/** What {@link LightwireClient.feeRates} resolves to: sat/vB, null where none is known. */
+export interface FeeRatesResult {
+  blocks1: number | null;
+  blocks6: number | null;
+  blocks144: number | null;
+  /** Each gateway's answer, as it said it (not bounded). */
+  sources: {
+    gateway: number;
+    url: string;
+    /** Its node's `estimatesmartfee` (Bitcoin Core), `estimatefee` (btcd), or none yet. */
+    source: 'estimatesmartfee' | 'estimatefee' | 'none' | 'other';
+    blocks1: number | null;
+    blocks6: number | null;
+    blocks144: number | null;
+  }[];
+}
+
 /** Every gateway a transaction was sent to answered. */
 export interface BroadcastEvent extends BroadcastResult {
   type: 'broadcast';

@@ -65,6 +65,8 @@
 //             pays out; each PSBT signed and finalized by @scure/btc-signer from the
 //             test's seed alone, broadcast by the package, accepted and mined by btcd;
 //             history, coins and balance right at each step
+//   fees      feeRates() through three gateways asking nodes' RPC (two fakes that disagree
+//             wildly, btcd): each answer shown as said, the figures bounded lower medians
 //   walletreload a page closed mid-rescan: the next session resumes the wallet
 //   wallethostile a gateway sending the wrong block, or withholding one its
 //             filter matched, is marked bad; the block comes from another
@@ -2135,7 +2137,77 @@ async function spendScenario() {
   }
 }
 
-const scenarios = { full, formats, reopen, reorg, invalid, mostwork, restart, hang, queries, checkpoint, start, stall, pings, scan, crosscheck, undefended, anchor, lagging, btcd: btcdScan, wallet: walletScenario, wallethostile: walletHostile, walletreload: walletReload, mempool: mempoolScenario, conflict: mempoolConflict, spend: spendScenario, tabs };
+/// A fake node JSON-RPC on 127.0.0.1 answering `estimatesmartfee` with `rates` (BTC/kvB
+/// by target; a missing target: no estimate), after checking the credentials u:p.
+async function fakeFeeRpc(rates) {
+  const { createServer } = await import('node:http');
+  const server = createServer((req, res) => {
+    let body = '';
+    req.on('data', (d) => { body += d; });
+    req.on('end', () => {
+      if (req.headers.authorization !== `Basic ${Buffer.from('u:p').toString('base64')}`) {
+        res.writeHead(401).end();
+        return;
+      }
+      const { method, params } = JSON.parse(body);
+      const rate = rates[params[0]];
+      const result = method !== 'estimatesmartfee' ? null
+        : rate === undefined ? { errors: ['Insufficient data or no feerate found'], blocks: 0 } : { feerate: rate, blocks: params[0] };
+      res.writeHead(200, { 'Content-Type': 'application/json' }).end(JSON.stringify({ result, error: null, id: 1 }));
+    });
+  });
+  await new Promise((r) => server.listen(0, '127.0.0.1', r));
+  return { addr: `127.0.0.1:${server.address().port}`, close: () => server.close() };
+}
+
+/// feeRates() through three gateways following btcd: two ask fake nodes whose estimates
+/// disagree wildly (one sane, one absurd in both directions), one asks btcd itself (which
+/// has `estimatefee` only, and no estimate on regtest). Each answer is shown as its gateway
+/// said it; each figure is the bounded lower median.
+async function feesScenario() {
+  const node = await btcd();
+  const sane = await fakeFeeRpc({ 1: 0.00025, 6: 0.00012, 144: 0.00002 });
+  const wild = await fakeFeeRpc({ 1: 50, 6: 0.00000001 });
+  const auth = join(work, 'rpc-auth');
+  writeFileSync(auth, 'u:p\n');
+  const gws = [];
+  const page = await openPage();
+  try {
+    node.ctl('generate', '3');
+    for (const rpc of [sane.addr, wild.addr, node.rpc]) {
+      gws.push(await gateway(['--upstream', node.p2p, '--network', 'regtest', '--node-rpc', rpc, '--node-rpc-auth', auth]));
+    }
+    await openClient(page, { gateways: gws.map((g) => g.connect), storeName: 'fees' });
+    await until(page, 'synced through three gateways', 60_000, (m) => m.storedHeight === 3);
+    // Each gateway asks its node at start, then every minute: asked until all three have.
+    let r;
+    for (const deadline = Date.now() + 20_000; ;) {
+      r = await page.evaluate(() => window.client.feeRates());
+      if (r.sources.length === 3 && r.sources.every((x) => x.source !== 'none')) break;
+      assert(Date.now() < deadline, `the gateways never had estimates: ${JSON.stringify(r)}`);
+      await new Promise((res) => setTimeout(res, 200));
+    }
+    const by = (url) => r.sources.find((x) => x.url === url);
+    const [a, b, c] = gws.map((g) => by(g.connect.split('#')[0]));
+    assert(a?.source === 'estimatesmartfee' && a.blocks1 === 25 && a.blocks6 === 12 && a.blocks144 === 2, `the sane one: ${JSON.stringify(a)} of ${JSON.stringify(r)}`);
+    assert(b?.source === 'estimatesmartfee' && b.blocks1 === 5e6 && b.blocks6 === 0.001 && b.blocks144 === null, `the wild one, as said: ${JSON.stringify(b)}`);
+    assert(c?.source === 'estimatefee' && c.blocks1 === null, `btcd's: ${JSON.stringify(c)}`);
+    // 1 block: 25 and 10,000 (5e6 bounded): the lower; 6: 12 and 1 (0.001 bounded): the
+    // lower; 144: the sane one alone (2), not above 6's (1).
+    assert(r.blocks1 === 25 && r.blocks6 === 1 && r.blocks144 === 1, `the figures: ${JSON.stringify(r)}`);
+    log(`  fee rates from three gateways: ${JSON.stringify({ blocks1: r.blocks1, blocks6: r.blocks6, blocks144: r.blocks144 })}; ` +
+      `sources ${r.sources.map((x) => `${x.source} ${x.blocks1}/${x.blocks6}/${x.blocks144}`).join(', ')}`);
+    await stopClient(page);
+  } finally {
+    await page.close().catch(() => {});
+    for (const g of gws) await g.stop();
+    sane.close();
+    wild.close();
+    await node.stop();
+  }
+}
+
+const scenarios = { full, formats, reopen, reorg, invalid, mostwork, restart, hang, queries, checkpoint, start, stall, pings, scan, crosscheck, undefended, anchor, lagging, btcd: btcdScan, wallet: walletScenario, wallethostile: walletHostile, walletreload: walletReload, mempool: mempoolScenario, conflict: mempoolConflict, spend: spendScenario, fees: feesScenario, tabs };
 let work;
 let browser;
 let url;

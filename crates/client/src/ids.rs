@@ -62,11 +62,13 @@ pub enum TaskId {
     Scan,
     /// Transactions the mempool digest matched.
     Mempool,
+    /// Fee rates (`get_fee_rates`).
+    Fees,
 }
 
 impl TaskId {
     /// Every task, in the order of their bits.
-    pub const ALL: [TaskId; 7] = [
+    pub const ALL: [TaskId; 8] = [
         TaskId::Headers,
         TaskId::Relay,
         TaskId::Check,
@@ -74,6 +76,7 @@ impl TaskId {
         TaskId::FilterHeaders,
         TaskId::Scan,
         TaskId::Mempool,
+        TaskId::Fees,
     ];
 
     /// The id's top three bits for this task.
@@ -86,6 +89,7 @@ impl TaskId {
             TaskId::FilterHeaders => 0b100,
             TaskId::Scan => 0b110,
             TaskId::Mempool => 0b101,
+            TaskId::Fees => 0b111,
         }
     }
 
@@ -99,6 +103,7 @@ impl TaskId {
             TaskId::FilterHeaders => 4,
             TaskId::Scan => 5,
             TaskId::Mempool => 6,
+            TaskId::Fees => 7,
         }
     }
 }

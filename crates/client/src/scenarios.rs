@@ -796,6 +796,67 @@ fn a_broadcast_reaches_every_relaying_gateway() {
     );
 }
 
+/// Fee rates from three gateways: two that disagree wildly and one that serves none. Each
+/// answer is heard as the gateway said it; the figure is bounded and the lower median;
+/// the gateway that serves none is not asked. An answer nobody asked for is a fault.
+#[test]
+fn fee_rates_from_gateways_that_disagree_are_bounded_and_each_shown() {
+    use lightwire_wire::FeeSource;
+    let mut honest = TestChain::generate(100);
+    honest.fee_rates = Some((
+        FeeSource::SmartFee,
+        [Some(25_000), Some(12_000), Some(2_000)],
+    ));
+    let mut wild = TestChain::generate(100);
+    wild.fee_rates = Some((FeeSource::EstimateFee, [Some(u64::MAX - 1), Some(1), None]));
+    let mut net = Net::new(
+        memory(),
+        vec![honest, wild, TestChain::generate(100)],
+        small,
+    );
+    net.drive();
+    let id = net
+        .host
+        .engine
+        .fee_rates()
+        .expect("two gateways serve fee rates");
+    net.drive();
+    let heard: Vec<_> = net
+        .host
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            Event::FeeRates {
+                id: i,
+                rates,
+                answers,
+            } => Some((*i, *rates, answers.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(heard.len(), 1);
+    let (i, rates, mut answers) = heard[0].clone();
+    assert_eq!(i, id);
+    // 1 block: 25,000 and 10,000,000 (bounded): the lower. 6: 12,000 and 1,000 (bounded
+    // up): the lower. 144: the honest one alone, not above 6's.
+    assert_eq!(rates, [Some(25_000), Some(1_000), Some(1_000)]);
+    answers.sort_by_key(|a| a.gateway);
+    assert_eq!(answers.len(), 2, "the gateway serving none was not asked");
+    assert_eq!(answers[0].rates, [Some(25_000), Some(12_000), Some(2_000)]);
+    assert_eq!(answers[1].source, FeeSource::EstimateFee);
+    assert_eq!(
+        answers[1].rates,
+        [Some(u64::MAX - 1), Some(1), None],
+        "as it said them"
+    );
+    for g in 0..3 {
+        assert_ne!(
+            net.host.engine.state(GatewayId(g)),
+            crate::engine::GatewayState::Bad
+        );
+    }
+}
+
 /// A transaction of the wallet's that a gateway relayed is the wallet's unconfirmed
 /// transaction as soon as the broadcast is answered: the coin it spends still counted
 /// confirmed (no block spent it), its net apart, never both. It is saved and resumed

@@ -147,6 +147,14 @@ struct SourceArgs {
     /// Megabytes of the nodes' unconfirmed transactions kept; past it the oldest are let go
     #[arg(long, value_name = "MB", default_value_t = 64)]
     mempool_mb: u32,
+    /// A node's JSON-RPC, asked every minute for its fee estimates (estimatesmartfee, or
+    /// btcd's estimatefee), which are served to clients; needs --node-rpc-auth
+    #[arg(long, value_name = "HOST:PORT", value_parser = addr, requires_all = ["upstream", "node_rpc_auth"])]
+    node_rpc: Option<SocketAddr>,
+    /// A file holding the RPC's user:password on its first line (Bitcoin Core's .cookie is
+    /// one), read at start
+    #[arg(long, value_name = "FILE", requires = "node_rpc")]
+    node_rpc_auth: Option<PathBuf>,
 }
 
 /// Where frame buffers live.
@@ -178,6 +186,8 @@ enum Source {
         filter_cache: Option<usize>,
         /// Follow the nodes' mempools, holding this many bytes of transactions.
         mempool: Option<usize>,
+        /// Ask a node's RPC for fee estimates, and serve them.
+        rpc: Option<lightwire_gateway::fees::RpcEndpoint>,
     },
 }
 
@@ -206,6 +216,22 @@ const _: () = assert!(
         && DEFAULT_POOL as usize == Buffers::DEFAULT_POOL
 );
 
+/// The node's RPC at `addr`, with the `user:password` on `file`'s first line.
+fn rpc_endpoint(
+    addr: SocketAddr,
+    file: &std::path::Path,
+) -> Result<lightwire_gateway::fees::RpcEndpoint, String> {
+    let text = std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
+    let credentials = text.lines().next().unwrap_or_default().trim().to_string();
+    if !credentials.contains(':') {
+        return Err(format!(
+            "{}: the first line must be user:password (as Bitcoin Core's .cookie)",
+            file.display()
+        ));
+    }
+    Ok(lightwire_gateway::fees::RpcEndpoint { addr, credentials })
+}
+
 impl Cli {
     /// The options to run with. clap has checked that exactly one source is given, with
     /// --network where it needs one, so the `None` arms are unreachable; they are refused
@@ -228,6 +254,10 @@ impl Cli {
                 network,
                 filter_cache: (!s.no_filters).then_some((s.filter_cache_mb as usize) << 20),
                 mempool: (!s.no_mempool).then_some((s.mempool_mb as usize) << 20),
+                rpc: match (s.node_rpc, s.node_rpc_auth) {
+                    (Some(addr), Some(file)) => Some(rpc_endpoint(addr, &file)?),
+                    _ => None,
+                },
             },
             _ => {
                 return Err(
@@ -393,6 +423,13 @@ async fn run(o: Options) -> Result<(), String> {
         if shared.follows_mempool {
             c.serve_mempool(shared.mempool.clone());
         }
+    }
+    if let Source::Upstream { rpc: Some(rpc), .. } = &o.source
+        && let Ok(mut c) = shared.chain.write()
+    {
+        let fees = std::sync::Arc::new(lightwire_gateway::fees::NodeFees::default());
+        c.serve_fees(fees.clone());
+        tokio::spawn(lightwire_gateway::fees::poll(rpc.clone(), fees));
     }
     let signals = Signals::catch();
     if let Some(m) = o.metrics {

@@ -72,6 +72,8 @@ pub struct ServedChain {
     relay: Option<std::sync::Arc<crate::relay::TxRelay>>,
     /// The nodes' mempool, when followed.
     mempool: Option<std::sync::Arc<crate::mempool::ServedMempool>>,
+    /// The node's fee estimates, when asked of it (`--node-rpc`).
+    fees: Option<std::sync::Arc<crate::fees::NodeFees>>,
     /// The payments a generated chain carries (its blocks' pool).
     payments: Option<&'static Pool>,
 }
@@ -102,6 +104,7 @@ impl Builder {
                 blocks: None,
                 relay: None,
                 mempool: None,
+                fees: None,
                 payments: None,
             },
             chain,
@@ -356,6 +359,11 @@ impl ServedChain {
         self.relay = Some(relay);
     }
 
+    /// Serve the node's fee estimates `fees` (`fee_rates`).
+    pub fn serve_fees(&mut self, fees: std::sync::Arc<crate::fees::NodeFees>) {
+        self.fees = Some(fees);
+    }
+
     /// Serve `mempool` as the mempool digest.
     pub fn serve_mempool(&mut self, mempool: std::sync::Arc<crate::mempool::ServedMempool>) {
         self.mempool = Some(mempool);
@@ -594,6 +602,10 @@ impl lightwire_proto::Served for SessionView<'_> {
 
     fn serves_mempool(&self) -> bool {
         self.chain.mempool.is_some()
+    }
+
+    fn fee_rates(&self) -> Option<(lightwire_wire::FeeSource, [Option<u64>; 3])> {
+        Some(self.chain.fees.as_ref()?.current())
     }
 
     fn mempool_head(&self) -> u64 {

@@ -372,6 +372,8 @@ pub enum PeerEvent<'a> {
     MempoolDigest(MempoolDigest<'a>),
     /// The transaction asked with [`Initiator::get_mempool_tx`], or `not_found`.
     MempoolTx(MempoolTx<'a>),
+    /// The fee rates asked with [`Initiator::get_fee_rates`].
+    FeeRates(lightwire_wire::FeeRates),
     /// A `warning` (printable text, or `None`).
     Warning(Option<&'a str>),
     /// A `pong`.
@@ -404,6 +406,7 @@ pub struct Initiator {
     gateway_relay: bool,
     /// Whether the gateway's `init` offers the mempool digest.
     gateway_mempool: bool,
+    gateway_fees: bool,
     /// Headers expanded from `headers_compact` and the block hashes of every answer.
     expanded: Expanded,
 }
@@ -442,6 +445,7 @@ impl Initiator {
             gateway_blocks: false,
             gateway_relay: false,
             gateway_mempool: false,
+            gateway_fees: false,
             expanded: Expanded::new(),
         };
         initiator.offer_compact_headers(true);
@@ -475,6 +479,12 @@ impl Initiator {
     /// ([`MEMPOOL_FEATURE`]).
     pub fn serves_mempool(&self) -> bool {
         self.gateway_mempool
+    }
+
+    /// Whether the gateway's `init` said it answers `get_fee_rates`
+    /// ([`lightwire_wire::FEES_FEATURE`]).
+    pub fn serves_fees(&self) -> bool {
+        self.gateway_fees
     }
 
     /// Whether `init` has been exchanged.
@@ -516,12 +526,14 @@ impl Initiator {
                 blocks,
                 relay,
                 mempool,
+                fees,
             }) => {
                 self.ready = true;
                 self.gateway_filters = filters;
                 self.gateway_blocks = blocks;
                 self.gateway_relay = relay;
                 self.gateway_mempool = mempool;
+                self.gateway_fees = fees;
                 Ok((taken, Some(PeerEvent::Ready)))
             }
             Ok(Interpreted::Pong(len)) => {
@@ -700,6 +712,15 @@ impl Initiator {
         self.link.send(&Message::GetMempoolTx(m))
     }
 
+    /// Ask for the gateway's node's fee estimates.
+    pub fn get_fee_rates(&mut self, id: u32) -> Result<(), PeerError> {
+        if !self.is_ready() {
+            return Err(PeerError::NotReady);
+        }
+        self.link
+            .send(&Message::GetFeeRates(lightwire_wire::GetFeeRates { id }))
+    }
+
     /// Ask for the block whose hash is `block_hash` (one at a time: the gateway answers a
     /// second request before the first is done with a warning).
     pub fn request_block(&mut self, id: u32, block_hash: BlockHash) -> Result<(), PeerError> {
@@ -738,6 +759,7 @@ enum Interpreted<'a> {
         blocks: bool,
         relay: bool,
         mempool: bool,
+        fees: bool,
     },
     Pong(Option<u16>),
     Event(Option<PeerEvent<'a>>),
@@ -764,6 +786,7 @@ fn interpret<'a>(
             blocks: features.is_set(BLOCKS_FEATURE),
             relay: features.is_set(RELAY_FEATURE),
             mempool: features.is_set(MEMPOOL_FEATURE),
+            fees: features.is_set(lightwire_wire::FEES_FEATURE),
         });
     }
     let event = match message {
@@ -808,6 +831,7 @@ fn interpret<'a>(
         Message::TxResult(m) => PeerEvent::TxResult(m),
         Message::MempoolDigest(m) => PeerEvent::MempoolDigest(m),
         Message::MempoolTx(m) => PeerEvent::MempoolTx(m),
+        Message::FeeRates(m) => PeerEvent::FeeRates(m),
         Message::Warning(w) => PeerEvent::Warning(w.data_utf8()),
         Message::Error(e) => {
             return Err(PeerError::GatewayError(e.data_utf8().map(str::to_string)));
@@ -825,6 +849,7 @@ fn interpret<'a>(
         | Message::SendTx(_)
         | Message::MempoolSubscribe(_)
         | Message::GetMempoolTx(_)
+        | Message::GetFeeRates(_)
         | Message::Unknown { .. } => {
             return Ok(Interpreted::Event(None));
         }

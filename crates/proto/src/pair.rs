@@ -45,6 +45,8 @@ pub enum Heard {
     MempoolDigest(bool, Vec<HeardEntry>),
     /// A mempool transaction: request id, the transaction (`None`: not found).
     MempoolTx(u32, Option<Vec<u8>>),
+    /// Fee rates.
+    FeeRates(lightwire_wire::FeeRates),
 }
 
 /// A digest entry heard: a transaction's txid, with its set (added) or why it left.
@@ -410,6 +412,7 @@ fn client_input(
                         PeerEvent::MempoolTx(m) => {
                             Heard::MempoolTx(m.id, (!m.not_found).then(|| m.tx.to_vec()))
                         }
+                        PeerEvent::FeeRates(m) => Heard::FeeRates(m),
                         PeerEvent::Block(p) => Heard::Block(
                             p.id,
                             p.block_len,

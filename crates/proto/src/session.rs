@@ -26,6 +26,7 @@ use lightwire_wire::{
     Headers, HeadersCompact, Init, InitRefusal, MEMPOOL_FEATURE, Message, Networks, Ping, Pong,
     RELAY_FEATURE, Tip, TxResult, Warning,
 };
+use lightwire_wire::{FEES_FEATURE, FeeRates, FeeSource};
 
 pub use lightwire_wire::RelayStatus;
 
@@ -132,6 +133,12 @@ pub trait Served {
         RelayStatus::NoNode
     }
 
+    /// The node's fee estimates, when they are served (the `fees` feature bit): where
+    /// they come from and the sat/kvB for 1, 6 and 144 blocks, where there is one.
+    fn fee_rates(&self) -> Option<(FeeSource, [Option<u64>; 3])> {
+        None
+    }
+
     /// Whether the mempool digest is served (the `mempool` feature bit).
     fn serves_mempool(&self) -> bool {
         false
@@ -231,6 +238,9 @@ pub enum Violation {
     /// A mempool message to a gateway that does not serve the digest.
     #[error("this gateway does not serve the mempool digest")]
     MempoolNotServed,
+    /// `get_fee_rates` to a gateway that does not serve them.
+    #[error("this gateway does not serve fee rates")]
+    FeesNotServed,
 }
 
 impl From<InitRefusal> for Violation {
@@ -260,6 +270,7 @@ impl Violation {
             Violation::BlocksNotServed => "blocks_not_served",
             Violation::BlockInFlight => "block_in_flight",
             Violation::MempoolNotServed => "mempool_not_served",
+            Violation::FeesNotServed => "fees_not_served",
         }
     }
 }
@@ -334,6 +345,8 @@ pub struct Session {
     pub block_bytes_sent: u64,
     /// Answers to `send_tx` not sent yet.
     tx_results: VecDeque<TxResult>,
+    /// `get_fee_rates` asked and not answered yet: their ids.
+    fee_asks: VecDeque<u32>,
     /// The mempool digest subscription, and `get_mempool_tx` requests.
     feed: Feed,
 }
@@ -359,6 +372,7 @@ impl Session {
             filter_bytes_sent: 0,
             block_bytes_sent: 0,
             tx_results: VecDeque::new(),
+            fee_asks: VecDeque::new(),
             feed: Feed::default(),
         }
     }
@@ -469,6 +483,15 @@ impl Session {
                     txid,
                 });
             }
+            Message::GetFeeRates(m) => {
+                if chain.fee_rates().is_none() {
+                    return Err(Violation::FeesNotServed);
+                }
+                if self.fee_asks.len() >= MAX_PENDING_REQUESTS {
+                    return Err(Violation::TooManyRequests);
+                }
+                self.fee_asks.push_back(m.id);
+            }
             Message::MempoolSubscribe(m) => self.feed.subscribe(&m, chain)?,
             Message::GetMempoolTx(m) => self.feed.ask(m, chain)?,
             Message::Ping(ping) => self.pong_due = ping.pong_len(),
@@ -488,6 +511,7 @@ impl Session {
             | Message::TxResult(_)
             | Message::MempoolDigest(_)
             | Message::MempoolTx(_)
+            | Message::FeeRates(_)
             | Message::Unknown { .. } => {}
         }
         Ok(Received::Ok)
@@ -566,6 +590,7 @@ impl Session {
             || self.pong_due.is_some()
             || self.ping_due
             || !self.tx_results.is_empty()
+            || !self.fee_asks.is_empty()
             || (self.init_received && self.feed.has_output())
             || (self.init_received
                 && !self.waiting_for_data
@@ -599,8 +624,8 @@ impl Session {
             } else {
                 &[]
             };
-            let mut field = [0u8; MEMPOOL_FEATURE / 8 + 1];
-            let mut all = [0usize; 5];
+            let mut field = [0u8; FEES_FEATURE / 8 + 1];
+            let mut all = [0usize; 6];
             let mut n = 0;
             for &b in bits
                 .iter()
@@ -608,6 +633,7 @@ impl Session {
                 .chain(chain.serves_blocks().then_some(&BLOCKS_FEATURE))
                 .chain(chain.relays().then_some(&RELAY_FEATURE))
                 .chain(chain.serves_mempool().then_some(&MEMPOOL_FEATURE))
+                .chain(chain.fee_rates().is_some().then_some(&FEES_FEATURE))
             {
                 all[n] = b;
                 n += 1;
@@ -634,6 +660,11 @@ impl Session {
         }
         if let Some(r) = self.tx_results.pop_front() {
             return Message::TxResult(r).encode(out).map(Some);
+        }
+        if let Some(id) = self.fee_asks.pop_front() {
+            let (source, rates) = chain.fee_rates().unwrap_or((FeeSource::None, [None; 3]));
+            let m = FeeRates { id, source, rates };
+            return Message::FeeRates(m).encode(out).map(Some);
         }
         if !self.init_received {
             return Ok(None);
@@ -1366,6 +1397,47 @@ mod tests {
             end = p.last.then_some(true);
         }
         end
+    }
+
+    #[test]
+    fn fee_rates_are_answered_when_served_and_refused_when_not() {
+        let ask = |id| encode(Message::GetFeeRates(lightwire_wire::GetFeeRates { id }));
+        // Not served: the feature is not offered, and asking is a violation.
+        let chain = TestChain::generate(10);
+        let mut s = Session::new(chain_hash());
+        s.receive(&init_for(chain_hash()), &chain).unwrap();
+        let sent = drain(&mut s, &chain);
+        let Ok(Message::Init(init)) = Message::decode(&sent[0]) else {
+            panic!("init first")
+        };
+        assert!(!init.combined_features().is_set(FEES_FEATURE));
+        assert_eq!(s.receive(&ask(1), &chain), Err(Violation::FeesNotServed));
+        // Served: offered, and each ask answered with the chain's rates, in order.
+        let mut chain = TestChain::generate(10);
+        chain.fee_rates = Some((FeeSource::SmartFee, [Some(30_000), None, Some(1_000)]));
+        let mut s = Session::new(chain_hash());
+        s.receive(&init_for(chain_hash()), &chain).unwrap();
+        let sent = drain(&mut s, &chain);
+        let Ok(Message::Init(init)) = Message::decode(&sent[0]) else {
+            panic!("init first")
+        };
+        assert!(init.combined_features().is_set(FEES_FEATURE));
+        s.receive(&ask(7), &chain).unwrap();
+        s.receive(&ask(8), &chain).unwrap();
+        let answers: Vec<_> = drain(&mut s, &chain)
+            .iter()
+            .filter_map(|m| match Message::decode(m) {
+                Ok(Message::FeeRates(f)) => Some(f),
+                _ => None,
+            })
+            .collect();
+        let rates = [Some(30_000), None, Some(1_000)];
+        let want = |id| FeeRates {
+            id,
+            source: FeeSource::SmartFee,
+            rates,
+        };
+        assert_eq!(answers, [want(7), want(8)]);
     }
 
     #[test]

@@ -45,6 +45,8 @@ pub struct TestChain {
     pub relay_answer: crate::session::RelayStatus,
     /// Its mempool, served as a digest when `Some`.
     pub mempool: Option<TestMempool>,
+    /// Its fee rates (source; sat/kvB for 1, 6 and 144 blocks), served when `Some`.
+    pub fee_rates: Option<(lightwire_wire::FeeSource, [Option<u64>; 3])>,
 }
 
 /// A served mempool in memory: the transactions held, and every change numbered from 1
@@ -130,6 +132,7 @@ impl TestChain {
             relayed: Default::default(),
             relay_answer: crate::session::RelayStatus::Relayed,
             mempool: None,
+            fee_rates: None,
         };
         chain.index.insert(REGTEST.genesis.block_hash(), 0);
         chain.extend(headers_after(&REGTEST, &REGTEST.genesis, 0, count, 0));
@@ -339,6 +342,10 @@ impl Served for TestChain {
 
     fn serves_mempool(&self) -> bool {
         self.mempool.is_some()
+    }
+
+    fn fee_rates(&self) -> Option<(lightwire_wire::FeeSource, [Option<u64>; 3])> {
+        self.fee_rates
     }
 
     fn mempool_head(&self) -> u64 {

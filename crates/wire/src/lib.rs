@@ -38,6 +38,7 @@ mod cursor;
 mod error;
 mod error_message;
 pub mod features;
+pub mod fees;
 pub mod filters;
 mod init;
 pub mod mempool;
@@ -59,6 +60,7 @@ pub use error::{
 };
 pub use error_message::{ALL_CHANNELS, ChannelId, ErrorMessage, Warning, printable};
 pub use features::{CombinedFeatures, Features, SetBits};
+pub use fees::{FEE_TARGETS, FEES_FEATURE, FeeRates, FeeSource, GetFeeRates};
 pub use filters::{
     AnswerFlags, FILTERS_FEATURE, FilterCheckpoints, FilterHeaders, FilterPiece, FilterRange,
     Filters, FiltersWriter, GetFilterCheckpoints, GetFilterHeaders, GetFilters,

@@ -10,6 +10,7 @@ use crate::compact::HeadersCompact;
 use crate::cursor::{Reader, Writer};
 use crate::error::{DecodeError, EncodeError};
 use crate::error_message::{ErrorMessage, Warning};
+use crate::fees::{FeeRates, GetFeeRates};
 use crate::filters::{
     FilterCheckpoints, FilterHeaders, Filters, GetFilterCheckpoints, GetFilterHeaders, GetFilters,
 };
@@ -70,6 +71,10 @@ pub mod msg_type {
     pub const GET_MEMPOOL_TX: u16 = 32801;
     /// `mempool_tx` (mempool digest).
     pub const MEMPOOL_TX: u16 = 32803;
+    /// `get_fee_rates`: the gateway's node's fee estimates, asked.
+    pub const GET_FEE_RATES: u16 = 32805;
+    /// `fee_rates`: the answer.
+    pub const FEE_RATES: u16 = 32807;
 
     /// Whether a receiver that does not know `ty` may ignore it ("it's ok to be odd").
     pub const fn is_odd(ty: u16) -> bool {
@@ -135,6 +140,10 @@ pub enum Message<'a> {
     GetMempoolTx(GetMempoolTx),
     /// `mempool_tx` (32803).
     MempoolTx(MempoolTx<'a>),
+    /// `get_fee_rates` (32805).
+    GetFeeRates(GetFeeRates),
+    /// `fee_rates` (32807).
+    FeeRates(FeeRates),
     /// A message of an odd type this crate does not know. BOLT 1: the receiver must
     /// ignore it. (Unknown even types are [`DecodeError::UnknownEvenType`].)
     Unknown {
@@ -194,6 +203,8 @@ impl<'a> Message<'a> {
                 Message::GetMempoolTx(GetMempoolTx::decode_payload(payload)?)
             }
             msg_type::MEMPOOL_TX => Message::MempoolTx(MempoolTx::decode_payload(payload)?),
+            msg_type::GET_FEE_RATES => Message::GetFeeRates(GetFeeRates::decode_payload(payload)?),
+            msg_type::FEE_RATES => Message::FeeRates(FeeRates::decode_payload(payload)?),
             ty if msg_type::is_odd(ty) => Message::Unknown { ty, payload },
             ty => return Err(DecodeError::UnknownEvenType { ty }),
         };
@@ -226,6 +237,8 @@ impl<'a> Message<'a> {
             Message::MempoolDigest(_) => MempoolDigest::TYPE,
             Message::GetMempoolTx(_) => GetMempoolTx::TYPE,
             Message::MempoolTx(_) => MempoolTx::TYPE,
+            Message::GetFeeRates(_) => GetFeeRates::TYPE,
+            Message::FeeRates(_) => FeeRates::TYPE,
             Message::Unknown { ty, .. } => *ty,
         }
     }
@@ -256,6 +269,8 @@ impl<'a> Message<'a> {
             Message::MempoolDigest(m) => m.payload_len(),
             Message::GetMempoolTx(m) => m.payload_len(),
             Message::MempoolTx(m) => m.payload_len(),
+            Message::GetFeeRates(m) => m.payload_len(),
+            Message::FeeRates(m) => m.payload_len(),
             Message::Unknown { payload, .. } => payload.len(),
         }
     }
@@ -295,6 +310,8 @@ impl<'a> Message<'a> {
             Message::MempoolDigest(m) => m.write_payload(w),
             Message::GetMempoolTx(m) => m.write_payload(w),
             Message::MempoolTx(m) => m.write_payload(w),
+            Message::GetFeeRates(m) => m.write_payload(w),
+            Message::FeeRates(m) => m.write_payload(w),
             Message::Unknown { payload, .. } => w.write_bytes(payload),
         })
     }
@@ -428,6 +445,8 @@ mod tests {
         assert_eq!(crate::MempoolDigest::TYPE, msg_type::MEMPOOL_DIGEST);
         assert_eq!(crate::GetMempoolTx::TYPE, msg_type::GET_MEMPOOL_TX);
         assert_eq!(crate::MempoolTx::TYPE, msg_type::MEMPOOL_TX);
+        assert_eq!(crate::GetFeeRates::TYPE, msg_type::GET_FEE_RATES);
+        assert_eq!(crate::FeeRates::TYPE, msg_type::FEE_RATES);
     }
 
     #[test]

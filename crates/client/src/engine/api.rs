@@ -189,6 +189,12 @@ impl Engine {
             .broadcast(&mut self.ctx, &mut self.conns, tx)
     }
 
+    /// Ask every connected gateway that serves fee rates for its node's estimates; the
+    /// request's id ([`Event::FeeRates`] follows), or `None` when no gateway serves them.
+    pub fn fee_rates(&mut self) -> Option<u32> {
+        self.tasks.fees.ask(&mut self.ctx, &mut self.conns)
+    }
+
     /// Whether to sync filter headers (on by default).
     pub fn set_filters(&mut self, on: bool) {
         self.ctx.filters_on = on;

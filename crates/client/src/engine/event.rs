@@ -91,6 +91,15 @@ pub enum Event {
         /// Those that did not, and why.
         refused: Vec<(GatewayId, lightwire_wire::RelayStatus)>,
     },
+    /// The gateways asked by [`Engine::fee_rates`] answered (or some waited too long).
+    FeeRates {
+        /// The request ([`Engine::fee_rates`]'s).
+        id: u32,
+        /// The figure for 1, 6 and 144 blocks (sat/kvB; see [`super::fees::combine`]).
+        rates: [Option<u64>; 3],
+        /// Each gateway's answer, as it said it.
+        answers: Vec<super::fees::FeeAnswer>,
+    },
     /// A gateway sent a `warning`.
     Warning {
         /// Index in the gateway list.

@@ -36,6 +36,7 @@ mod api;
 mod check;
 mod ctx;
 mod event;
+pub mod fees;
 mod filter_headers;
 mod gateway;
 mod headers;
@@ -98,6 +99,7 @@ impl Engine {
                 wallet: wallet::WalletTask::default(),
                 relay: relay::Relay::new(),
                 mempool: mempool::MempoolTask::new(n),
+                fees: fees::Fees::default(),
             },
         }
     }

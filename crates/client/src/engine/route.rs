@@ -93,5 +93,6 @@ pub fn route(
         PeerEvent::TxResult(r) => t.relay.on_result(ctx, g, &r),
         PeerEvent::MempoolDigest(d) => t.mempool.on_digest(ctx, g, &d, &mut t.wallet),
         PeerEvent::MempoolTx(m) => t.mempool.on_tx(ctx, g, &m, &mut t.wallet),
+        PeerEvent::FeeRates(m) => t.fees.on_rates(ctx, g, &m),
     }
 }

@@ -10,6 +10,7 @@ use lightwire_proto::Millis;
 
 use super::check::Check;
 use super::ctx::{Broke, Conns, Ctx};
+use super::fees::Fees;
 use super::filter_headers::FilterHeaders;
 use super::headers::Headers;
 use super::mempool::MempoolTask;
@@ -66,12 +67,14 @@ pub struct Tasks {
     pub relay: Relay,
     /// The mempool digest.
     pub mempool: MempoolTask,
+    /// Fee rates.
+    pub fees: Fees,
 }
 
 impl Tasks {
     /// Every task, in the order they schedule: headers first (the others follow them), the
     /// wallet after the scan (it fetches what the scan matched).
-    pub fn all_mut(&mut self) -> [&mut dyn Task; 7] {
+    pub fn all_mut(&mut self) -> [&mut dyn Task; 8] {
         [
             &mut self.headers,
             &mut self.filter_headers,
@@ -80,11 +83,12 @@ impl Tasks {
             &mut self.wallet,
             &mut self.relay,
             &mut self.mempool,
+            &mut self.fees,
         ]
     }
 
     /// Every task, to read.
-    pub fn all(&self) -> [&dyn Task; 7] {
+    pub fn all(&self) -> [&dyn Task; 8] {
         [
             &self.headers,
             &self.filter_headers,
@@ -93,6 +97,7 @@ impl Tasks {
             &self.wallet,
             &self.relay,
             &self.mempool,
+            &self.fees,
         ]
     }
 

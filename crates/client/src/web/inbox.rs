@@ -82,6 +82,8 @@ pub enum Query {
     Broadcast(Vec<u8>),
     /// A PSBT spending the wallet's coins (answered from the engine).
     CreatePsbt(crate::spend::PsbtAsk),
+    /// The gateways' fee rates; resolves once they answered.
+    FeeRates,
 }
 
 /// What [`Query::Wallet`] asks.

@@ -17,7 +17,8 @@ pub async fn answer(store: &IdbStore, call: Call) {
         | Query::Unwatch(_)
         | Query::Wallet(_)
         | Query::Broadcast(_)
-        | Query::CreatePsbt(_) => Err(js::error(
+        | Query::CreatePsbt(_)
+        | Query::FeeRates => Err(js::error(
             "InvalidArgument",
             "the loop answers these, not the store",
         )),

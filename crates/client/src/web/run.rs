@@ -60,6 +60,8 @@ pub struct Net {
     watch_calls: Vec<Call>,
     /// The `broadcast` calls waiting for their gateways, by request id.
     broadcast_calls: Vec<(u32, Call)>,
+    /// `feeRates()` calls waiting for their gateways, by request id.
+    fee_calls: Vec<(u32, Call)>,
     /// Filters and filter bytes at the last scan progress event.
     scan_progress: (u64, u64),
     progress_ms: f64,
@@ -101,6 +103,7 @@ impl Net {
             scan_call: None,
             watch_calls: Vec::new(),
             broadcast_calls: Vec::new(),
+            fee_calls: Vec::new(),
             scan_progress: (0, 0),
             progress_ms,
             last_progress: Progress::default(),
@@ -191,7 +194,9 @@ impl Net {
         while let Some(event) = self.engine.poll_event() {
             wallet_changed |= matches!(event, Event::Wallet(_));
             let e = self.event(event);
-            self.emit(e);
+            if !e.is_undefined() {
+                self.emit(e);
+            }
         }
         if wallet_changed {
             let tip = self.engine.syncer().tip().height;
@@ -239,8 +244,17 @@ impl Net {
         self.timer = Some((due, id));
     }
 
+    /// The event for the application (`undefined` for one that only answers a call).
     fn event(&mut self, event: Event) -> JsValue {
         match event {
+            Event::FeeRates { id, rates, answers } => {
+                if let Some(i) = self.fee_calls.iter().position(|(x, _)| *x == id) {
+                    let (_, call) = self.fee_calls.remove(i);
+                    let value = fee_rates_object(&rates, &answers, |g| self.engine.url(g).into());
+                    let _ = call.resolve.call1(&JsValue::NULL, &value);
+                }
+                JsValue::UNDEFINED
+            }
             Event::Gateway {
                 gateway,
                 state,
@@ -785,6 +799,35 @@ fn utxo_object(
     ])
 }
 
+/// What `feeRates()` resolves to: the figure for each target and each gateway's answer,
+/// in sat/vB (null where there is none).
+fn fee_rates_object(
+    rates: &[Option<u64>; 3],
+    answers: &[crate::engine::fees::FeeAnswer],
+    url: impl Fn(GatewayId) -> JsValue,
+) -> JsValue {
+    let per_vb = |r: Option<u64>| r.map_or(JsValue::NULL, |k| (k as f64 / 1000.0).into());
+    let sources: js_sys::Array = answers
+        .iter()
+        .map(|a| {
+            js::object(&[
+                ("gateway", a.gateway.into()),
+                ("url", url(a.gateway)),
+                ("source", a.source.name().into()),
+                ("blocks1", per_vb(a.rates[0])),
+                ("blocks6", per_vb(a.rates[1])),
+                ("blocks144", per_vb(a.rates[2])),
+            ])
+        })
+        .collect();
+    js::object(&[
+        ("blocks1", per_vb(rates[0])),
+        ("blocks6", per_vb(rates[1])),
+        ("blocks144", per_vb(rates[2])),
+        ("sources", sources.into()),
+    ])
+}
+
 /// What `createPsbt()` resolves to.
 fn psbt_object(
     b: &lightwire_wallet::spend::Built,
@@ -877,6 +920,16 @@ impl Host for Net {
             Query::Broadcast(_) => self.broadcasting(call),
             Query::Unwatch(_) => self.unwatching(call),
             Query::CreatePsbt(_) => self.creating_psbt(call),
+            Query::FeeRates => match self.engine.fee_rates() {
+                Some(id) => {
+                    self.fee_calls.push((id, call));
+                    self.pump();
+                }
+                None => {
+                    let e = js::error("NoGateway", "no connected gateway serves fee rates");
+                    let _ = call.reject.call1(&JsValue::NULL, &e);
+                }
+            },
             _ => return Some(call),
         }
         None

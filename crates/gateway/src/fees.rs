@@ -1,0 +1,309 @@
+//! The node's fee estimates, served as `fee_rates` (docs/PROTOCOL.md, "Fee rates"): with
+//! `--node-rpc`, the gateway asks its node over JSON-RPC every [`POLL`] for the rate to be
+//! mined within 1, 6 and 144 blocks: `estimatesmartfee` (Bitcoin Core), or, where the node
+//! does not know that method, `estimatefee` (btcd). P2P carries no estimates (BIP133's
+//! `feefilter` is a floor, not an estimate), hence RPC.
+//!
+//! An estimate older than [`STALE`] (the node stopped answering) is served as none: a
+//! client should not build on a rate from an hour ago. The client bounds and combines what
+//! gateways say; nothing here is trusted by it.
+
+use std::net::SocketAddr;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use lightwire_wire::{FEE_TARGETS, FeeSource};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// How often the node is asked.
+pub const POLL: Duration = Duration::from_secs(60);
+
+/// How old an estimate may be and still be served.
+pub const STALE: Duration = Duration::from_secs(10 * 60);
+
+/// How long one RPC call may take.
+const CALL_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The most of an RPC answer read (an estimate is a few dozen bytes).
+const MAX_ANSWER: usize = 64 * 1024;
+
+/// The node's JSON-RPC endpoint: its address and HTTP basic credentials (`user:password`,
+/// as Bitcoin Core's `.cookie` file holds them).
+#[derive(Clone, Debug)]
+pub struct RpcEndpoint {
+    /// Where it listens.
+    pub addr: SocketAddr,
+    /// `user:password`.
+    pub credentials: String,
+}
+
+/// Estimates as served: where they come from, and sat/kvB for each of [`FEE_TARGETS`].
+pub type Estimates = (FeeSource, [Option<u64>; 3]);
+
+/// The latest estimates, shared by the sessions.
+#[derive(Default)]
+pub struct NodeFees {
+    latest: Mutex<Option<(Estimates, Instant)>>,
+}
+
+impl NodeFees {
+    /// What is served now: the latest estimates unless stale, else none.
+    pub fn current(&self) -> Estimates {
+        let latest = self.latest.lock().map(|l| *l).unwrap_or(None);
+        match latest {
+            Some((estimates, at)) if at.elapsed() < STALE => estimates,
+            _ => (FeeSource::None, [None; 3]),
+        }
+    }
+
+    /// Keep `rates` from `source` as the latest.
+    pub fn set(&self, source: FeeSource, rates: [Option<u64>; 3]) {
+        if let Ok(mut l) = self.latest.lock() {
+            *l = Some(((source, rates), Instant::now()));
+        }
+    }
+}
+
+/// Why the node gave no estimates.
+#[derive(Debug, thiserror::Error)]
+pub enum RpcError {
+    /// Connecting, writing or reading failed, or took too long.
+    #[error("the node's RPC: {0}")]
+    Io(#[from] std::io::Error),
+    /// Not an HTTP answer with a JSON body.
+    #[error("the node's RPC answered something that is not JSON-RPC: {0}")]
+    Malformed(&'static str),
+    /// HTTP 401: the credentials are wrong.
+    #[error("the node's RPC refused the credentials")]
+    Unauthorized,
+}
+
+/// Ask the node for its estimates every [`POLL`], for ever, keeping them in `fees`.
+pub async fn poll(endpoint: RpcEndpoint, fees: std::sync::Arc<NodeFees>) {
+    loop {
+        match estimates(&endpoint).await {
+            Ok((source, rates)) => fees.set(source, rates),
+            Err(e) => tracing::warn!(rpc = %endpoint.addr, "no fee estimates: {e}"),
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+/// The node's estimates for [`FEE_TARGETS`], in sat/kvB: `estimatesmartfee`, or
+/// `estimatefee` where the node does not know it.
+pub async fn estimates(endpoint: &RpcEndpoint) -> Result<Estimates, RpcError> {
+    let mut rates = [None; 3];
+    let mut source = FeeSource::SmartFee;
+    for (slot, target) in rates.iter_mut().zip(FEE_TARGETS) {
+        let answer = match source {
+            FeeSource::SmartFee => call(endpoint, "estimatesmartfee", target).await?,
+            _ => call(endpoint, "estimatefee", target).await?,
+        };
+        let answer = if source == FeeSource::SmartFee && method_missing(&answer) {
+            source = FeeSource::EstimateFee;
+            call(endpoint, "estimatefee", target).await?
+        } else {
+            answer
+        };
+        *slot = rate_of(&answer);
+    }
+    Ok((source, rates))
+}
+
+/// Whether the answer says the method does not exist (JSON-RPC's -32601).
+fn method_missing(answer: &serde_json::Value) -> bool {
+    answer["error"]["code"].as_i64() == Some(-32601)
+}
+
+/// The rate in an answer, sat/kvB: `estimatesmartfee`'s `result.feerate` or
+/// `estimatefee`'s `result`, in BTC/kvB; none for a missing, negative (btcd's "no
+/// estimate"), or absurd one.
+fn rate_of(answer: &serde_json::Value) -> Option<u64> {
+    let result = &answer["result"];
+    let btc = result["feerate"].as_f64().or_else(|| result.as_f64())?;
+    let sat = (btc * 1e8).round();
+    (sat.is_finite() && sat > 0.0 && sat < 1e15).then_some(sat as u64)
+}
+
+/// One JSON-RPC call over HTTP/1.0 (a connection each, one a minute; 1.0 so that no
+/// server answers in chunks).
+async fn call(
+    endpoint: &RpcEndpoint,
+    method: &str,
+    target: u16,
+) -> Result<serde_json::Value, RpcError> {
+    let body = serde_json::json!({"jsonrpc": "1.0", "id": 1, "method": method, "params": [target]})
+        .to_string();
+    let request = format!(
+        "POST / HTTP/1.0\r\nHost: {}\r\nAuthorization: Basic {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        endpoint.addr,
+        base64(endpoint.credentials.as_bytes()),
+        body.len(),
+    );
+    let exchange = async {
+        let mut stream = TcpStream::connect(endpoint.addr).await?;
+        stream.write_all(request.as_bytes()).await?;
+        let mut answer = Vec::new();
+        (&mut stream)
+            .take(MAX_ANSWER as u64)
+            .read_to_end(&mut answer)
+            .await?;
+        Ok::<_, std::io::Error>(answer)
+    };
+    let answer = tokio::time::timeout(CALL_TIMEOUT, exchange)
+        .await
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "no answer in 10 s"))??;
+    let split = answer
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .ok_or(RpcError::Malformed("no end of headers"))?;
+    let status = answer.split(|&b| b == b' ').nth(1).unwrap_or_default();
+    if status == b"401" {
+        return Err(RpcError::Unauthorized);
+    }
+    serde_json::from_slice(&answer[split + 4..])
+        .map_err(|_| RpcError::Malformed("a body that is not JSON"))
+}
+
+/// Base64 for the basic-auth header (RFC 4648, padded).
+fn base64(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let n = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |n, (i, &b)| n | u32::from(b) << (16 - 8 * i));
+        for k in 0..4 {
+            out.push(if k <= chunk.len() {
+                char::from(ALPHABET[(n >> (18 - 6 * k)) as usize & 63])
+            } else {
+                '='
+            });
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::net::TcpListener;
+
+    /// A fake node RPC answering each call with what `answer` makes of its method and
+    /// target; the requests it saw.
+    async fn fake_node(
+        answer: fn(&str, u64) -> (u16, String),
+    ) -> (RpcEndpoint, tokio::task::JoinHandle<Vec<String>>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let task = tokio::spawn(async move {
+            let mut seen = Vec::new();
+            while let Ok(Ok((mut s, _))) =
+                tokio::time::timeout(Duration::from_millis(500), listener.accept()).await
+            {
+                let mut buf = vec![0u8; 4096];
+                let n = s.read(&mut buf).await.unwrap();
+                let text = String::from_utf8_lossy(&buf[..n]).to_string();
+                let body: serde_json::Value =
+                    serde_json::from_str(text.split("\r\n\r\n").nth(1).unwrap()).unwrap();
+                let method = body["method"].as_str().unwrap().to_string();
+                let target = body["params"][0].as_u64().unwrap();
+                seen.push(format!("{method} {target} {}", text.contains("Basic dTpw")));
+                let (status, json) = answer(&method, target);
+                let reply = format!(
+                    "HTTP/1.1 {status} X\r\nContent-Length: {}\r\n\r\n{json}",
+                    json.len()
+                );
+                s.write_all(reply.as_bytes()).await.unwrap();
+            }
+            seen
+        });
+        let endpoint = RpcEndpoint {
+            addr,
+            credentials: "u:p".into(),
+        };
+        (endpoint, task)
+    }
+
+    #[tokio::test]
+    async fn bitcoin_cores_estimatesmartfee_in_sat_per_kvb() {
+        let (endpoint, seen) = fake_node(|_, target| match target {
+            1 => (200, r#"{"result":{"feerate":0.00025,"blocks":2},"error":null,"id":1}"#.into()),
+            6 => (200, r#"{"result":{"feerate":0.0001234,"blocks":6},"error":null,"id":1}"#.into()),
+            _ => (200, r#"{"result":{"errors":["Insufficient data or no feerate found"],"blocks":0},"error":null,"id":1}"#.into()),
+        })
+        .await;
+        let got = estimates(&endpoint).await.unwrap();
+        assert_eq!(
+            got,
+            (FeeSource::SmartFee, [Some(25_000), Some(12_340), None])
+        );
+        let seen = seen.await.unwrap();
+        assert_eq!(
+            seen,
+            [
+                "estimatesmartfee 1 true",
+                "estimatesmartfee 6 true",
+                "estimatesmartfee 144 true"
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn btcds_estimatefee_where_estimatesmartfee_is_missing() {
+        let (endpoint, seen) = fake_node(|method, target| match (method, target) {
+            ("estimatesmartfee", _) => (
+                200,
+                r#"{"result":null,"error":{"code":-32601,"message":"Method not found"},"id":1}"#
+                    .into(),
+            ),
+            (_, 144) => (200, r#"{"result":-1,"error":null,"id":1}"#.into()),
+            _ => (
+                200,
+                format!(
+                    r#"{{"result":{},"error":null,"id":1}}"#,
+                    0.0002 / target as f64
+                ),
+            ),
+        })
+        .await;
+        let got = estimates(&endpoint).await.unwrap();
+        assert_eq!(
+            got,
+            (FeeSource::EstimateFee, [Some(20_000), Some(3_333), None])
+        );
+        assert_eq!(
+            seen.await.unwrap().first().map(String::as_str),
+            Some("estimatesmartfee 1 true")
+        );
+    }
+
+    #[tokio::test]
+    async fn wrong_credentials_and_garbage_are_errors_and_stale_estimates_are_not_served() {
+        let (endpoint, _) = fake_node(|_, _| (401, String::new())).await;
+        assert!(matches!(
+            estimates(&endpoint).await,
+            Err(RpcError::Unauthorized)
+        ));
+        let (endpoint, _) = fake_node(|_, _| (200, "<html>".into())).await;
+        assert!(matches!(
+            estimates(&endpoint).await,
+            Err(RpcError::Malformed(_))
+        ));
+        let fees = NodeFees::default();
+        assert_eq!(fees.current(), (FeeSource::None, [None; 3]));
+        fees.set(FeeSource::SmartFee, [Some(1_000); 3]);
+        assert_eq!(fees.current(), (FeeSource::SmartFee, [Some(1_000); 3]));
+        if let Ok(mut l) = fees.latest.lock() {
+            *l = Some((
+                (FeeSource::SmartFee, [Some(1_000); 3]),
+                Instant::now() - STALE,
+            ));
+        }
+        assert_eq!(fees.current(), (FeeSource::None, [None; 3]), "stale");
+        assert_eq!(base64(b"u:p"), "dTpw");
+        assert_eq!(base64(b"user:pw"), "dXNlcjpwdw==");
+    }
+}
