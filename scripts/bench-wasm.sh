@@ -22,4 +22,5 @@ case "$engine" in
 esac
 step "building the wasm benchmark and running it in headless $engine"
 bench=${1:-wasm_transport}
-cargo test --release --target wasm32-unknown-unknown --test "$bench" -- --nocapture
+# The package's profile (Cargo.toml, wasm-pkg): what is measured is what ships.
+cargo test --profile wasm-pkg --target wasm32-unknown-unknown --test "$bench" -- --nocapture

@@ -5,12 +5,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/env.sh
-wasm-pack build crates/client --target web --release --no-pack --out-dir ../../pkg/wasm >&2
+# The wasm-pkg profile: release, with the wallet and the curve built for size (Cargo.toml).
+wasm-pack build crates/client --target web --profile wasm-pkg --no-opt --no-pack --out-dir ../../pkg/wasm >&2
 rm -f pkg/wasm/.gitignore
 
 # wasm-opt from the npm package `binaryen`, pinned in package.json (binaryen 132; wasm-pack's
-# own run stays off in crates/client/Cargo.toml, as it would take Debian's older binaryen or
-# download one). The features are the ones rustc lists in the module's target_features
+# own run stays off, --no-opt, as it would take Debian's older binaryen or download one). The features are the ones rustc lists in the module's target_features
 # section, no more: wasm-opt may then use only what the module already needs (SIMD128 is
 # the newest, Safari 16.4), where --all-features would let it emit instructions some
 # browsers lack. Binaryen drops the name section (function names, 83 KB) unless given -g.
