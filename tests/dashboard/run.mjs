@@ -321,6 +321,14 @@ async function inEngine(engine) {
     } while (/at most 8 decimals/.test(psbtError) && Date.now() - asked < 30_000);
     assert(/spent only when named/.test(psbtError), `the send form: ${psbtError}`);
     log(`send form: ${psbtError}`);
+    // The demo gateway has no node to ask: the page says so.
+    await page.click('#psbt-estimate');
+    let rates = '';
+    for (const asked = Date.now(); !rates && Date.now() - asked < 10_000;) {
+      await sleep(100);
+      rates = await page.evaluate(() => document.getElementById('psbt-rates').textContent);
+    }
+    assert(/No connected gateway serves fee estimates/.test(rates), `fee estimates: ${rates}`);
 
     // Screenshots, once the charts hold a few seconds.
     await sleep(3000);

@@ -122,7 +122,9 @@ export function explain(e: unknown): string {
     case 'StoreBusy':
       return 'The local store is still open, probably in another tab. Close other lightwire tabs, then try again.';
     case 'InsufficientFunds':
-      return `The wallet cannot pay that (${detail}). Lower the amount or the fee rate, or wait for coins to confirm.`;
+      return /spent only when named/.test(detail)
+        ? `The wallet cannot pay that (${detail}). Watch the descriptor those addresses come from to spend their coins.`
+        : `The wallet cannot pay that (${detail}). Lower the amount or the fee rate, or wait for coins to confirm.`;
     case 'InvalidArgument':
       return `That cannot be done as entered: ${detail}.`;
     case 'WorkerError':

@@ -26,6 +26,8 @@ const ui = {
   psbtAmount: $<HTMLInputElement>('psbt-amount'),
   psbtRate: $<HTMLInputElement>('psbt-rate'),
   psbtCreate: $<HTMLButtonElement>('psbt-create'),
+  psbtEstimate: $<HTMLButtonElement>('psbt-estimate'),
+  psbtRates: $('psbt-rates'),
   psbtError: $('psbt-error'),
   psbtBox: $('psbt-box'),
   psbtSummary: $('psbt-summary'),
@@ -137,6 +139,7 @@ export function attach(c: LightwireClient | null): void {
   ui.watch.disabled = !c;
   ui.send.disabled = !c;
   ui.psbtCreate.disabled = !c;
+  ui.psbtEstimate.disabled = !c;
   if (!c) return;
   off = [
     c.on('transaction', (e) => {
@@ -211,6 +214,29 @@ ui.psbtForm.addEventListener('submit', async (ev) => {
     log('info', `Wallet: a PSBT paying ${btc(value)} (fee ${count(r.fee)} sat) is ready to sign.`);
   } catch (e) {
     showPsbtError(explain(e));
+  }
+});
+
+/** A rate in sat/vB for the page, or a dash. */
+function rate(r: number | null): string {
+  return r === null ? '–' : `${r} sat/vB`;
+}
+
+// The gateways' nodes' estimates: the 6-block figure goes in the field; every gateway's
+// answer is shown, as nothing checks them.
+ui.psbtEstimate.addEventListener('click', async () => {
+  const c = client;
+  if (!c) return;
+  try {
+    const r = await c.feeRates();
+    if (r.blocks6 !== null) ui.psbtRate.value = String(r.blocks6);
+    const each = r.sources.map((s) => `${s.url}: ${rate(s.blocks1)} / ${rate(s.blocks6)} / ${rate(s.blocks144)} (${s.source})`);
+    ui.psbtRates.textContent = `Within 1 / 6 / 144 blocks: ${rate(r.blocks1)} / ${rate(r.blocks6)} / ${rate(r.blocks144)}, ` +
+      `the lower median of what the gateways' nodes estimate (unchecked): ${each.join('; ')}.`;
+  } catch (e) {
+    ui.psbtRates.textContent = (e as Error).name === 'NoGateway'
+      ? 'No connected gateway serves fee estimates (a gateway started with --node-rpc does).'
+      : explain(e);
   }
 });
 
