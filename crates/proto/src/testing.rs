@@ -57,6 +57,8 @@ pub struct TestMempool {
     /// Transactions announced in the digest as another (a lying gateway: the set it sends
     /// is the other's).
     announced_as: HashMap<[u8; 32], Vec<u8>>,
+    /// Transactions answered with another when asked for (a lying gateway).
+    served_as: HashMap<[u8; 32], Vec<u8>>,
     changes: Vec<(u64, [u8; 32], Option<lightwire_wire::Removal>)>,
     head: u64,
     /// Changes numbered below this are no longer held.
@@ -84,6 +86,11 @@ impl TestMempool {
         let txid = self.add(tx);
         self.announced_as.insert(txid, other.to_vec());
         txid
+    }
+
+    /// When asked for the transaction `txid`, answer `other` (a lie).
+    pub fn serve_as(&mut self, txid: [u8; 32], other: &[u8]) {
+        self.served_as.insert(txid, other.to_vec());
     }
 
     /// What the digest describes the transaction `txid` as.
@@ -413,7 +420,8 @@ impl Served for TestChain {
 
     fn with_mempool_tx<R>(&self, txid: &[u8; 32], read: impl FnOnce(&[u8]) -> R) -> Option<R> {
         let m = self.mempool.as_ref()?;
-        let tx = m.txs.get(txid)?;
+        m.txs.get(txid)?;
+        let tx = m.served_as.get(txid).or_else(|| m.txs.get(txid))?;
         m.served.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Some(read(tx))
     }

@@ -193,6 +193,32 @@ fn a_digest_that_does_not_describe_its_transaction_is_a_rule_broken() {
     assert_eq!((b.confirmed, b.unconfirmed), (confirmed, 1_000));
 }
 
+/// A gateway that announces a payment truthfully but, asked for it, hands over another
+/// transaction (one that pays the wallet too) is marked bad (`wrong-transaction`) and
+/// nothing of it is taken; the payment, announced by an honest gateway, is then shown,
+/// held by that one alone.
+#[test]
+fn a_transaction_handed_over_that_is_not_the_one_named_is_a_rule_broken() {
+    let (mut net, ours) = watching_1234(vec![with_mempool(), with_mempool()], small);
+    heard(&mut net);
+    let pay = paying(5, 0, &[&ours]);
+    let other = paying(6, 0, &[&ours]);
+    let mut txid = [0u8; 32];
+    mempool(&mut net, 1, |m| {
+        txid = m.add(&pay);
+        m.serve_as(txid, &other);
+    });
+    assert_eq!(rejected(&net.host.events), [(1, "wrong-transaction")]);
+    assert_eq!(net.host.engine.state(GatewayId(1)), GatewayState::Bad);
+    assert!(net.host.engine.wallet().unwrap().unconfirmed.is_empty());
+    mempool(&mut net, 0, |m| {
+        m.add(&pay);
+    });
+    let w = net.host.engine.wallet().unwrap();
+    assert_eq!(w.unconfirmed.len(), 1);
+    assert_eq!(w.unconfirmed.get(&Txid(txid)).unwrap().gateways(), 1);
+}
+
 /// A gateway that claims to hold a transaction the wallet holds, with a set that is not
 /// that transaction's, is marked bad at once (the wallet has the transaction to check
 /// against), and is not counted as holding it.
