@@ -1,6 +1,6 @@
 //! Ids: which gateway ([`GatewayId`]), and which task a request belongs to, written once. A gateway echoes the id of
 //! the request it answers; the engine routes the answer to the task named by the id's top
-//! three bits, and the task checks that the id is one it has in flight to that gateway (a
+//! four bits, and the task checks that the id is one it has in flight to that gateway (a
 //! gateway answering another task's request, or one never asked, breaks a rule).
 //!
 //! The bits are ours alone: a gateway sees opaque 32-bit ids, so the layout can change
@@ -41,7 +41,7 @@ impl fmt::Display for GatewayId {
 pub type GivenUp = (GatewayId, u32);
 
 /// The bits below the task's, for a task's own counter.
-const SEQ_BITS: u32 = 29;
+const SEQ_BITS: u32 = 28;
 const SEQ_MASK: u32 = (1 << SEQ_BITS) - 1;
 
 /// The engine's tasks that send requests.
@@ -79,7 +79,8 @@ impl TaskId {
         TaskId::Fees,
     ];
 
-    /// The id's top three bits for this task.
+    /// The id's top four bits for this task (none has the highest set: an answer with such an
+    /// id answers nothing asked).
     const fn bits(self) -> u32 {
         match self {
             TaskId::Headers => 0b000,
@@ -113,7 +114,7 @@ impl TaskId {
 pub struct RequestId(u32);
 
 impl RequestId {
-    /// The id of `task`'s request number `seq` (counted modulo 2^29).
+    /// The id of `task`'s request number `seq` (counted modulo 2^28).
     pub const fn new(task: TaskId, seq: u32) -> RequestId {
         RequestId(task.bits() << SEQ_BITS | (seq & SEQ_MASK))
     }
