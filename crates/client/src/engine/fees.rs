@@ -180,6 +180,9 @@ impl Task for Fees {
 
 #[cfg(test)]
 mod tests {
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
     use super::*;
 
     fn answer(g: u8, rates: [Option<u64>; 3]) -> FeeAnswer {
