@@ -2006,6 +2006,16 @@ function benchStart(height = 915_264) {
 
 // ---------------------------------------------------------------- main
 
+/// Wait until btcd's mempool holds `txid` (a gateway's `relayed` means it passed it on;
+/// btcd checks it in its own time), or fail after 20 s with what its log says of it.
+async function inMempool(node, txid) {
+  const deadline = Date.now() + 20_000;
+  while (!node.ctl('getrawmempool').includes(txid)) {
+    assert(Date.now() < deadline, `btcd never took ${txid} into its mempool; its log: ${node.logAbout(txid.slice(0, 8))}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
 /// The spend scenario's keys: a BIP32 seed of the test's own, its BIP84 and BIP86 accounts
 /// (regtest: coin type 1) as descriptors with their origins, and their addresses. The
 /// signer (@scure/btc-signer, with @scure/bip32) is a test dependency only: the package
@@ -2082,7 +2092,8 @@ async function spendScenario() {
       `the fee ${first.fee} for ${signed1.vsize} vB signed (${first.vsize} budgeted) at 2 sat/vB`);
     const sent1 = (await call('broadcast', signed1.hex)).r;
     assert(sent1?.txid === signed1.txid && sent1.relayed === 1, `broadcast ${JSON.stringify(sent1)}`);
-    assert(node.ctl('getrawmempool').includes(signed1.txid), 'btcd took the first spend into its mempool');
+    // The gateway passed it on; btcd takes it in its own time: mined once it has.
+    await inMempool(node, signed1.txid);
     node.ctl('generate', '1');
     await until(page, 'the first spend mined and found', 30_000, seen('found', signed1.txid));
     // The block matured coinbase 6 and took the fee: 6 coinbases less the fee.
@@ -2118,6 +2129,7 @@ async function spendScenario() {
     assert(sent2.r.txid === signed2.txid && sent2.r.relayed === 1 && heard?.txid === signed2.txid && heard.sent === 1.5e8 && heard.received === 1.5e8 - 1.2e8 - second.fee,
       `the payout unconfirmed: ${JSON.stringify(sent2)}`);
     assert(sent2.balance.unconfirmed === -(1.2e8 + second.fee), `unconfirmed net ${JSON.stringify(sent2.balance)}`);
+    await inMempool(node, signed2.txid);
     node.ctl('generate', '1');
     await until(page, 'the payout mined and found', 30_000, seen('found', signed2.txid));
     balance = (await call('balance')).r;
