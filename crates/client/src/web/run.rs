@@ -961,7 +961,14 @@ pub async fn run(mut net: Net, mut store: IdbStore) {
     }
     net.update_status();
     net.progress(true);
-    for call in std::mem::take(&mut net.calls) {
+    // Calls still waiting (for the store, or for gateways that will not answer now).
+    let waiting = std::mem::take(&mut net.calls).into_iter().chain(
+        std::mem::take(&mut net.fee_calls)
+            .into_iter()
+            .chain(std::mem::take(&mut net.broadcast_calls))
+            .map(|(_, call)| call),
+    );
+    for call in waiting {
         let _ = call.reject.call1(
             &JsValue::NULL,
             &js::error("Stopped", "the client was stopped"),
