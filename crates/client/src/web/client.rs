@@ -243,7 +243,10 @@ impl Client {
         self.call(Query::Wallet(WalletQuery::Transactions))
     }
 
-    /// The wallet's unspent coins: `[{ txid, vout, value, script, height, coinbase }]`.
+    /// The wallet's coins no known transaction spends: `[{ txid, vout, value, script,
+    /// height, confirmations, coinbase, status, descriptor, keychain, index, derivationPath,
+    /// masterFingerprint }]` (`height` null while unconfirmed; the key origin null for a
+    /// coin of a script or address watched as such).
     pub fn utxos(&self) -> Promise {
         self.call(Query::Wallet(WalletQuery::Utxos))
     }

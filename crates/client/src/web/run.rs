@@ -908,8 +908,8 @@ impl Host for Net {
     }
 
     /// Inputs go to the engine; calls answered from the engine alone (`stop`, `scan`,
-    /// `watch`, the wallet's queries, `broadcast`, `unwatch`, `createPsbt`) are answered at once, even
-    /// while a commit is in flight; the others read the store.
+    /// `watch`, the wallet's queries, `broadcast`, `unwatch`, `createPsbt`, `feeRates`) are
+    /// taken at once, even while a commit is in flight; the others read the store.
     fn handle(&mut self, input: Input) -> Option<Call> {
         let call = self.take(input)?;
         match call.query {
