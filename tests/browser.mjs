@@ -22,10 +22,12 @@ const TYPES = {
 };
 
 /// Serve `pages` (path -> HTML) and, under each prefix of `dirs` (prefix -> directory), its
-/// files; resolves to the listening server.
-export function serve(pages, dirs) {
+/// files; resolves to the listening server. `handle(req, res, path)`, when given, sees each
+/// request first and returns true when it answered it.
+export function serve(pages, dirs, handle) {
   const server = createServer((req, res) => {
     const path = new URL(req.url, 'http://x').pathname;
+    if (handle?.(req, res, path)) return;
     try {
       if (pages[path] !== undefined) {
         res.writeHead(200, { 'content-type': 'text/html' }).end(pages[path]);

@@ -81,15 +81,20 @@
 // benches/README.md), then three from a checkpoint 9,736 below the tip; `--only full` gives the detailed counters (polled every 100 ms).
 // E2E_RESCAN_ONLY=1 or E2E_WALLET_ONLY=1 with --bench: only that rescan;
 // E2E_CHECKPOINT_ONLY=N: only the start from a checkpoint, N times.
+// Each sync is followed by its delivery floor (floor.mjs: the same bytes in messages of the
+// same mean size, from a bare WebSocket server to a worker that only counts), and the
+// summary gives each median as a multiple of its floor's; E2E_FLOOR_ONLY=1: only those.
 
 import { execFileSync, spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { serve, freePort, gatewayTip, startGateway, terminate } from '../browser.mjs';
+import { CHROMIUM, serve, freePort, gatewayTip, kill, startGateway, terminate } from '../browser.mjs';
 import { available, openEngine } from '../engines.mjs';
+import { startBtcd } from '../btcd.mjs';
+import { FLOOR_WORKER, floorServer } from './floor.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 // The shared real data (scripts/env.sh exports its place for clones that live elsewhere).
@@ -148,7 +153,23 @@ const PAGE = `<!doctype html><meta charset="utf-8"><title>e2e</title>
       const m = await client.metrics();
       await client.stop();
       const estimate = (await navigator.storage?.estimate?.()) ?? {};
-      return { ms, headersMs, openMs, wasmMemoryBytes: m.wasmMemoryBytes, idbCommits: m.idbCommits, usage: estimate.usage ?? null };
+      return { ms, headersMs, openMs, wasmMemoryBytes: m.wasmMemoryBytes, idbCommits: m.idbCommits, usage: estimate.usage ?? null,
+        bytesIn: m.bytesIn, messagesIn: m.messagesIn };
+    },
+    // The delivery floor (floor.mjs): a dedicated worker that only counts \`bytes\` pushed
+    // by the floor server in messages of \`size\`, timed in the page from before the worker
+    // is made (as timedSync is from before open, which makes the client's worker).
+    async timedFloor(code, server, bytes, size) {
+      const t0 = performance.now();
+      const worker = new Worker(URL.createObjectURL(new Blob([code], { type: 'text/javascript' })));
+      const r = await new Promise((resolve) => {
+        worker.onmessage = (e) => resolve(e.data);
+        worker.postMessage({ url: \`\${server}?bytes=\${bytes}&size=\${size}\`, bytes });
+      });
+      const ms = performance.now() - t0;
+      worker.terminate();
+      if (r.error) throw new Error(r.error);
+      return { ms, got: r.got, messages: r.messages };
     },
     // The rescan benchmark: a store synced to \`height\` (headers and filter headers), then
     // scan() from \`from\` timed in the page; allocations counted from the scan's
@@ -194,6 +215,19 @@ const PAGE = `<!doctype html><meta charset="utf-8"><title>e2e</title>
     storage: () => LightwireClient.storage(),
   };
   document.title = 'ready';
+  // A benchmark in a browser with no DevTools client (measure()): the next call is fetched
+  // from the runner, made, its result posted back, and the page loaded again.
+  if (new URLSearchParams(location.search).has('bench')) {
+    const { id, fn, args } = await (await fetch('/bench/next')).json();
+    let body;
+    try {
+      body = { result: await window.lw[fn](...args) };
+    } catch (e) {
+      body = { error: String(e?.stack ?? e) };
+    }
+    await fetch('/bench/' + id, { method: 'POST', body: JSON.stringify(body) });
+    location.reload();
+  }
 </script>`;
 
 const running = new Set();
@@ -236,63 +270,14 @@ async function hostile(file, flags) {
   return { connect, proc, stop: () => terminate(proc) };
 }
 
-/// A tool from `go install` (scripts/setup.sh): on PATH or in $(go env GOPATH)/bin.
-function goTool(name) {
-  const dirs = (process.env.PATH ?? '').split(':');
-  try {
-    dirs.push(join(execFileSync('go', ['env', 'GOPATH']).toString().trim(), 'bin'));
-  } catch {}
-  const found = dirs.map((d) => join(d, name)).find((p) => existsSync(p));
-  if (!found) throw new Error(`${name} not found: run scripts/setup.sh`);
-  return found;
-}
-
-/// btcd on regtest on 127.0.0.1, mining to the test wallet's key (or to `miningAddress`);
-/// resolves once its RPC answers.
+/// btcd on regtest on 127.0.0.1 (tests/btcd.mjs), mining to the test wallet's key (or to
+/// `miningAddress`); resolves once its RPC answers.
 async function btcd(extra = [], { miningAddress } = {}) {
-  const [p2p, rpc] = [await freePort(), await freePort()];
-  const dir = join(work, `btcd-${p2p}`);
-  mkdirSync(dir, { recursive: true });
-  writeFileSync(join(dir, 'btcd.conf'), '');
-  writeFileSync(join(dir, 'btcctl.conf'), '');
   const address = miningAddress ?? execFileSync(bin('lightwire-regtest-wallet'), ['address']).toString().trim();
-  const proc = spawn(goTool('btcd'), [
-    `--configfile=${join(dir, 'btcd.conf')}`, '--regtest', '--notls', '--rpcuser=u', '--rpcpass=p',
-    `--datadir=${join(dir, 'data')}`, `--logdir=${join(dir, 'log')}`,
-    `--listen=127.0.0.1:${p2p}`, `--rpclisten=127.0.0.1:${rpc}`, `--miningaddr=${address}`,
-    ...extra,
-  ], { stdio: 'ignore' });
-  running.add(proc);
-  proc.on('exit', () => running.delete(proc));
-  const ctl = (...args) => execFileSync(goTool('btcctl'), [
-    `--configfile=${join(dir, 'btcctl.conf')}`, '--regtest', '--notls', '--rpcuser=u', '--rpcpass=p',
-    `--rpcserver=127.0.0.1:${rpc}`, ...args,
-  ], { stdio: ['ignore', 'pipe', 'ignore'] }).toString().trim();
-  const deadline = Date.now() + 30_000;
-  for (;;) {
-    try {
-      ctl('getblockcount');
-      break;
-    } catch (e) {
-      if (Date.now() > deadline) throw new Error('btcd\'s RPC did not come up');
-      await new Promise((r) => setTimeout(r, 200));
-    }
-  }
-  return {
-    p2p: `127.0.0.1:${p2p}`,
-    rpc: `127.0.0.1:${rpc}`,
-    ctl,
-    /// The last lines of its log that mention `what` (for a failure's message).
-    logAbout: (what) => {
-      try {
-        const text = readFileSync(join(dir, 'log', 'regtest', 'btcd.log'), 'utf8');
-        return text.split('\n').filter((l) => l.includes(what)).slice(-5).join('\n');
-      } catch (e) {
-        return `(no log: ${e.message})`;
-      }
-    },
-    stop: () => terminate(proc),
-  };
+  const node = await startBtcd(join(work, `btcd-${Math.random().toString(16).slice(2)}`), address, extra);
+  running.add(node.proc);
+  node.proc.on('exit', () => running.delete(node.proc));
+  return node;
 }
 
 /// Headers files from `lightwire-chain generate`: main heights 0..count-1, and a fork of
@@ -1875,19 +1860,11 @@ async function walletReload() {
 /// from 915,001 for 100 scripts, timed in the page.
 async function timedRescan(run, startAt) {
   const gw = await gateway(['--generate', '925000']);
-  const page = await openPage();
   try {
     const extra = JSON.parse(process.env.E2E_OPTIONS || '{}');
     const options = { network: 'regtest', gateways: [gw.connect], storeName: `rescan-${run}`, start: startAt, ...extra };
     const scripts = [coinbaseScript(920_000), ...strangers(99)];
-    const cdp = process.env.E2E_PROFILE && page.cdp ? await page.cdp() : null;
-    if (cdp) {
-      await cdp.send('Profiler.enable');
-      await cdp.send('Profiler.setSamplingInterval', { interval: 200 });
-      await cdp.send('Profiler.start');
-    }
-    const r = await page.evaluate(([o, s]) => window.lw.timedScan(o, 925_000, 915_001, s), [options, scripts]);
-    if (cdp) summarizeProfile((await cdp.send('Profiler.stop')).profile);
+    const r = process.env.E2E_PROFILE ? await profiledScan(options, scripts) : await measure('timedScan', [options, 925_000, 915_001, scripts], options.storeName);
     const figures = {
       seconds: (r.ms / 1000).toFixed(3),
       filtersPerSecond: Math.round(r.filters / (r.ms / 1000)),
@@ -1897,11 +1874,29 @@ async function timedRescan(run, startAt) {
       matches: r.matches.map((x) => x.height),
     };
     log(`  ${browser.name} rescan, run ${run}: ${JSON.stringify(figures)}`);
-    await page.evaluate((name) => window.lw.deleteStore(name), `rescan-${run}`);
     return figures;
   } finally {
-    await page.close();
     await gw.stop();
+  }
+}
+
+/// The rescan with a CPU profile of the page (E2E_PROFILE; Chromium, with
+/// E2E_OPTIONS='{"worker":false}' for the engine's own functions).
+async function profiledScan(options, scripts) {
+  const page = await openPage();
+  try {
+    const cdp = page.cdp ? await page.cdp() : null;
+    if (cdp) {
+      await cdp.send('Profiler.enable');
+      await cdp.send('Profiler.setSamplingInterval', { interval: 200 });
+      await cdp.send('Profiler.start');
+    }
+    const r = await page.evaluate(([o, s]) => window.lw.timedScan(o, 925_000, 915_001, s), [options, scripts]);
+    if (cdp) summarizeProfile((await cdp.send('Profiler.stop')).profile);
+    await page.evaluate((name) => window.lw.deleteStore(name), options.storeName);
+    return r;
+  } finally {
+    await page.close();
   }
 }
 
@@ -1918,10 +1913,9 @@ async function timedWalletRescan(run, startAt) {
   const file = join(work, 'payments');
   writeFileSync(file, payments.map((p) => `${p.height} ${p.address} ${p.value}`).join('\n') + '\n');
   const gw = await gateway(['--generate', '925000', '--payments', file], { binary: 'lightwire-hostile' });
-  const page = await openPage();
   try {
     const options = { network: 'regtest', gateways: [gw.connect], storeName: `wallet-rescan-${run}`, start: startAt };
-    const r = await page.evaluate(([o, d]) => window.lw.timedWatch(o, 925_000, 915_001, d), [options, account.descriptor]);
+    const r = await measure('timedWatch', [options, 925_000, 915_001, account.descriptor], options.storeName);
     const want = payments.map((p) => p.height);
     assert(JSON.stringify(r.heights) === JSON.stringify(want), `found ${JSON.stringify(r.heights)}`);
     const received = payments.reduce((a, p) => a + p.value, 0);
@@ -1933,10 +1927,8 @@ async function timedWalletRescan(run, startAt) {
       wasmMiB: (r.wasmMemoryBytes / 2 ** 20).toFixed(1),
     };
     log(`  ${browser.name} wallet rescan, run ${run}: ${JSON.stringify(figures)}`);
-    await page.evaluate((name) => window.lw.deleteStore(name), `wallet-rescan-${run}`);
     return figures;
   } finally {
-    await page.close();
     await gw.stop();
   }
 }
@@ -1945,12 +1937,9 @@ async function timedWalletRescan(run, startAt) {
 /// the tip event at 925,000, nothing polling; a fresh store each run.
 async function timed(run, filters = true) {
   const gw = await gateway(['--generate', '925000']);
-  const page = await openPage();
   try {
-    const r = await page.evaluate(
-      ([o, h]) => window.lw.timedSync(o, h),
-      [{ network: 'regtest', gateways: [gw.connect], storeName: `timed-${run}`, filters }, 925_000],
-    );
+    const options = { network: 'regtest', gateways: [gw.connect], storeName: `timed-${run}`, filters, ...JSON.parse(process.env.E2E_OPTIONS || '{}') };
+    const r = await measure('timedSync', [options, 925_000], options.storeName);
     const figures = {
       filters,
       seconds: (r.ms / 1000).toFixed(2),
@@ -1960,14 +1949,153 @@ async function timed(run, filters = true) {
       wasmMiB: (r.wasmMemoryBytes / 2 ** 20).toFixed(1),
       idbCommits: r.idbCommits,
       storageMB: r.usage === null ? null : (r.usage / 1e6).toFixed(1),
+      bytesIn: r.bytesIn,
+      messagesIn: r.messagesIn,
     };
     log(`  ${browser.name} run ${run}: ${JSON.stringify(figures)}`);
-    await page.evaluate((name) => window.lw.deleteStore(name), `timed-${run}`);
     return figures;
   } finally {
-    await page.close();
     await gw.stop();
   }
+}
+
+/// The benchmark calls for the detached Chromium (measure()): waiting to be fetched, and
+/// made (by id); the page's request waiting for the next call.
+const benchQueue = [];
+const benchCalls = new Map();
+let benchIds = 0;
+let benchWaiter = null;
+/// The detached Chromium, started on the first measure() in Chromium.
+let detached = null;
+
+/// The runner's side of measure(): the detached browser's page asks for its next call
+/// (`GET /bench/next`, answered when there is one), makes it, posts the result
+/// (`POST /bench/ID`), and loads itself again for the next.
+function benchHandler(req, res, path) {
+  if (path === '/bench/next') {
+    benchWaiter = res;
+    sendNextCall();
+    return true;
+  }
+  const m = /^\/bench\/(\d+)$/.exec(path);
+  if (!m) return false;
+  const call = benchCalls.get(Number(m[1]));
+  if (!call || req.method !== 'POST') {
+    res.writeHead(404).end();
+    return true;
+  }
+  let body = '';
+  req.on('data', (d) => (body += d));
+  req.on('end', () => {
+    res.writeHead(204).end();
+    const r = JSON.parse(body);
+    if (r.error) call.reject(new Error(r.error));
+    else call.resolve(r.result);
+  });
+  return true;
+}
+
+function sendNextCall() {
+  if (!benchWaiter || !benchQueue.length) return;
+  const { id, fn, args } = benchQueue.shift();
+  benchWaiter.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ id, fn, args }));
+  benchWaiter = null;
+}
+
+/// Stop the detached Chromium, if one runs.
+async function stopDetached() {
+  if (!detached) return;
+  const { proc, profile } = detached;
+  detached = null;
+  await kill(proc);
+  rmSync(profile, { recursive: true, force: true });
+}
+
+/// Make the benchmark call `window.lw[fn](...args)` and resolve to its result.
+///
+/// In Chromium, in a Chromium of its own with no DevTools client attached: started once on
+/// the page's URL (`?bench`), its page takes the calls from the runner one at a time and
+/// loads itself again after each (a fresh page, as the attached runs get). A DevTools
+/// client with the Network domain enabled (playwright enables it on every page and worker)
+/// is sent every WebSocket frame's payload, which cost Chromium's browser process about
+/// 1 s of CPU per 36 MB and made its syncs 1.3-1.7x slower than they are in a user's tab
+/// (benches/README.md, "Chromium without a DevTools client"). E2E_PROFILE (a CPU profile
+/// needs the client) and E2E_ATTACHED=1 keep the attached page. Firefox and WebKit run in
+/// a page their driver opened; `storeName` is deleted after.
+async function measure(fn, args, storeName) {
+  if (browser.name === 'chromium' && !process.env.E2E_PROFILE && !process.env.E2E_ATTACHED) {
+    if (!detached) {
+      const profile = join(work, 'detached-chromium');
+      const proc = spawn(CHROMIUM, [
+        '--headless', '--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking',
+        '--disable-component-update', '--disable-sync', `--user-data-dir=${profile}`, `${url}?bench`,
+      ], { stdio: 'ignore', detached: true });
+      detached = { proc, profile, exited: new Promise((_, reject) => proc.once('exit', (code) => reject(new Error(`the detached chromium exited (${code})`)))) };
+      detached.exited.catch(() => {});
+    }
+    const id = ++benchIds;
+    const result = new Promise((resolve, reject) => benchCalls.set(id, { resolve, reject }));
+    benchQueue.push({ id, fn, args });
+    sendNextCall();
+    let timer;
+    try {
+      const r = await Promise.race([
+        result,
+        detached.exited,
+        new Promise((_, reject) => (timer = setTimeout(() => reject(new Error(`${fn} took over 300 s`)), 300_000))),
+      ]);
+      // The store goes (untimed), so that runs do not pile up in the profile.
+      if (storeName) await measure('deleteStore', [storeName]);
+      return r;
+    } catch (e) {
+      await stopDetached();
+      throw e;
+    } finally {
+      clearTimeout(timer);
+      benchCalls.delete(id);
+    }
+  }
+  const page = await openPage();
+  try {
+    const r = await page.evaluate(([f, a]) => window.lw[f](...a), [fn, args]);
+    if (storeName) await page.evaluate((name) => window.lw.deleteStore(name), storeName);
+    return r;
+  } finally {
+    await page.close();
+  }
+}
+
+/// The delivery floor (--bench; floor.mjs): the bytes a sync took (`bytesIn`), in messages of
+/// its mean size, from a bare WebSocket server to a dedicated worker that only counts,
+/// timed in the page from before the worker is made to the last byte.
+async function timedFloor(run, bytes, messages) {
+  const size = Math.ceil(bytes / messages);
+  const r = await measure('timedFloor', [FLOOR_WORKER, floor.url, bytes, size]);
+  const figures = { seconds: (r.ms / 1000).toFixed(3), bytes: r.got, messages: r.messages, mbPerSecond: (r.got / r.ms / 1000).toFixed(1) };
+  log(`  ${browser.name} delivery floor, run ${run}: ${JSON.stringify(figures)}`);
+  return figures;
+}
+
+/// The syncs beside their delivery floors: min / median of each, and the ratio of the
+/// medians (how far the sync is from what the engine's WebSocket delivery allows).
+function floorSummary(runs, headersOnly, floorFull, floorHeaders) {
+  const sync = minMedian(runs, 'seconds');
+  const syncHeaders = minMedian(headersOnly, 'seconds');
+  const full = minMedian(floorFull, 'seconds');
+  const headers = minMedian(floorHeaders, 'seconds');
+  const summary = {
+    withFilterHeaders: { sync, deliveryFloor: full, timesFloor: Number((sync.median / full.median).toFixed(2)) },
+    headersOnly: { sync: syncHeaders, deliveryFloor: headers, timesFloor: Number((syncHeaders.median / headers.median).toFixed(2)) },
+  };
+  log(`  ${browser.name}: with filter headers ${sync.median} s = ${summary.withFilterHeaders.timesFloor}x its delivery floor (${full.median} s); ` +
+    `headers only ${syncHeaders.median} s = ${summary.headersOnly.timesFloor}x (${headers.median} s)`);
+  return summary;
+}
+
+/// Min and median of a list of figures' `key` (seconds, as strings), as numbers.
+function minMedian(list, key) {
+  const v = list.map((f) => Number(f[key])).sort((a, b) => a - b);
+  return { min: v[0], median: v[Math.floor(v.length / 2)] };
 }
 
 /// The benchmark from a checkpoint (--bench): a new store started 9,736 headers below the
@@ -1977,16 +2105,13 @@ async function timed(run, filters = true) {
 /// have; this is the same path with an app's start.
 async function timedFromCheckpoint(run, startAt) {
   const gw = await gateway(['--generate', '925000']);
-  const page = await openPage();
   try {
     const options = { network: 'regtest', gateways: [gw.connect], storeName: `timed-start-${run}`, start: startAt };
-    const r = await page.evaluate(([o, h]) => window.lw.timedSync(o, h), [options, 925_000]);
+    const r = await measure('timedSync', [options, 925_000], options.storeName);
     const figures = { seconds: (r.ms / 1000).toFixed(3), openMs: Math.round(r.openMs), idbCommits: r.idbCommits };
     log(`  ${browser.name} from a checkpoint, run ${run}: ${JSON.stringify(figures)}`);
-    await page.evaluate((name) => window.lw.deleteStore(name), `timed-start-${run}`);
     return figures;
   } finally {
-    await page.close();
     await gw.stop();
   }
 }
@@ -2223,6 +2348,8 @@ const scenarios = { full, formats, reopen, reorg, invalid, mostwork, restart, ha
 let work;
 let browser;
 let url;
+/// The delivery floor's server (floor.mjs), started for --bench.
+let floor;
 
 async function main() {
   const unknown = (only ?? []).filter((name) => !(name in scenarios));
@@ -2232,8 +2359,9 @@ async function main() {
   // An empty favicon: a 404 for it would be a console error in Chromium.
   // E2E_PKG=DIR: the package served from DIR instead of pkg/ (an older build's, to time
   // two clients against the same gateways and harness).
-  const server = await serve({ '/': PAGE, '/favicon.ico': '' }, { '/pkg/': process.env.E2E_PKG ?? join(root, 'pkg') });
+  const server = await serve({ '/': PAGE, '/favicon.ico': '' }, { '/pkg/': process.env.E2E_PKG ?? join(root, 'pkg') }, benchHandler);
   url = `http://127.0.0.1:${server.address().port}/`;
+  if (bench) floor = await floorServer();
   let failed = 0;
   try {
     for (const engine of engines) {
@@ -2244,6 +2372,18 @@ async function main() {
           const walletRescan = [];
           for (const run of [1, 2, 3]) walletRescan.push(await timedWalletRescan(run, walletStart));
           console.log(JSON.stringify({ engine, walletRescan }));
+          continue;
+        }
+        if (bench && process.env.E2E_FLOOR_ONLY) {
+          // The sync beside its delivery floor only: three of each, alternated.
+          const runs = [], headersOnly = [], floorFull = [], floorHeaders = [];
+          for (const run of [1, 2, 3]) {
+            runs.push(await timed(run));
+            floorFull.push(await timedFloor(run, runs.at(-1).bytesIn, runs.at(-1).messagesIn));
+            headersOnly.push(await timed(run + 10, false));
+            floorHeaders.push(await timedFloor(run + 10, headersOnly.at(-1).bytesIn, headersOnly.at(-1).messagesIn));
+          }
+          console.log(JSON.stringify({ engine, ...floorSummary(runs, headersOnly, floorFull, floorHeaders) }));
           continue;
         }
         if (bench && process.env.E2E_CHECKPOINT_ONLY) {
@@ -2265,10 +2405,15 @@ async function main() {
           // Alternated, so that a slow stretch of the machine does not fall on one kind.
           const runs = [];
           const headersOnly = [];
+          const floorFull = [];
+          const floorHeaders = [];
           for (const run of [1, 2, 3]) {
             runs.push(await timed(run));
+            floorFull.push(await timedFloor(run, runs.at(-1).bytesIn, runs.at(-1).messagesIn));
             headersOnly.push(await timed(run + 10, false));
+            floorHeaders.push(await timedFloor(run + 10, headersOnly.at(-1).bytesIn, headersOnly.at(-1).messagesIn));
           }
+          const floors = floorSummary(runs, headersOnly, floorFull, floorHeaders);
           const startAt = benchStart();
           const fromCheckpoint = [];
           for (const run of [1, 2, 3]) fromCheckpoint.push(await timedFromCheckpoint(run, startAt));
@@ -2277,7 +2422,7 @@ async function main() {
           for (const run of [1, 2, 3]) rescan.push(await timedRescan(run, rescanStart));
           const walletRescan = [];
           for (const run of [1, 2, 3]) walletRescan.push(await timedWalletRescan(run, rescanStart));
-          console.log(JSON.stringify({ engine, runs, headersOnly, fromCheckpoint, rescan, walletRescan }));
+          console.log(JSON.stringify({ engine, runs, headersOnly, fromCheckpoint, rescan, walletRescan, floors }));
           continue;
         }
         for (const [name, f] of Object.entries(scenarios)) {
@@ -2309,14 +2454,17 @@ async function main() {
           }
         }
       } finally {
+        await stopDetached();
         await browser.close();
         browser = undefined;
       }
     }
   } finally {
     if (browser) await browser.close();
+    await stopDetached();
     for (const p of running) p.kill('SIGKILL');
     server.close();
+    await floor?.close();
     rmSync(work, { recursive: true, force: true });
   }
   if (failed) {
