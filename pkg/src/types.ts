@@ -636,6 +636,8 @@ export interface Metrics {
   messagesOut: number;
   bytesOut: number;
   reconnects: number;
+  /** The engine's timers set and neither fired nor cleared (at most one when all is well). */
+  timersPending: number;
   /** IndexedDB commits, their total and last duration, and headers they wrote. */
   idbCommits: number;
   idbCommitMs: number;

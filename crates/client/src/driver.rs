@@ -167,6 +167,7 @@ mod tests {
 
     use lightwire_proto::testing::TestChain;
 
+    use crate::sync::FOLLOW_ROOM;
     use crate::testnet::{FailingStore, Net, memory};
 
     #[test]
@@ -196,5 +197,28 @@ mod tests {
         );
         // Every commit went through the one store, in order, and nothing was lost.
         assert!(net.store.commits >= 6, "{} commits", net.store.commits);
+    }
+
+    #[test]
+    fn a_client_caught_up_keeps_no_bulk_sync_room() {
+        // A bulk sync's two buffers (the one gathering, the one committed) each take room
+        // for a whole commit; a client then following the tip commits a block at a time
+        // and must not hold that room for hours (about 20 MB at the default sizes).
+        let (request, every) = (2_500, 3_000);
+        let mut net = Net::new(memory(), vec![TestChain::generate(9_000)], |e| {
+            e.syncer_mut().request_size = request;
+            e.syncer_mut().commit_every = every;
+        });
+        net.drive();
+        assert_eq!(net.stored().height, 9_000);
+        assert!(net.host.engine.is_synced());
+        let (gathering, committing) = (
+            net.host.engine.syncer().gathering_room(),
+            net.pipeline.commit_room(),
+        );
+        assert!(
+            gathering <= FOLLOW_ROOM && committing <= FOLLOW_ROOM,
+            "caught up with room for {gathering} and {committing} entries"
+        );
     }
 }

@@ -185,6 +185,25 @@ pub struct Pipeline {
     filter_headers: Vec<FilterHeader>,
 }
 
+/// Whether the headers are synced and the filter headers (when on) have reached them.
+fn caught_up(engine: &Engine) -> bool {
+    let syncer = engine.syncer();
+    syncer.is_synced()
+        && (!engine.filters_on()
+            || engine
+                .filters()
+                .height()
+                .is_some_and(|h| h >= syncer.tip().height))
+}
+
+impl Pipeline {
+    /// Entries the buffer being committed has room for (the gathering one's is
+    /// [`Syncer::gathering_room`]).
+    pub fn commit_room(&self) -> usize {
+        self.spare.capacity()
+    }
+}
+
 impl Default for Pipeline {
     fn default() -> Self {
         Pipeline {
@@ -329,6 +348,15 @@ impl Pipeline {
                 }
                 let time = self.tip_time;
                 engine.committed(now);
+                if caught_up(engine) {
+                    // Caught up, filter headers included: both buffers give back a bulk
+                    // sync's room (what the committed one holds is in the store; the
+                    // next swap would clear it). Not before the filter headers are: their
+                    // catch-up commits would take the room again, message by message.
+                    self.spare.committed(&tip);
+                    self.spare.shrink(crate::sync::FOLLOW_ROOM);
+                    engine.syncer_mut().shrink_gathering();
+                }
                 Ok(Committed { tip, time })
             }
             Err(e) => {

@@ -15,6 +15,10 @@ pub const DEFAULT_REQUEST: u32 = 20_000;
 /// Headers gathered before a store commit during bulk sync (benches/README.md: 50,000
 /// per commit stores the 925,000-header chain fastest within the memory bound).
 pub const DEFAULT_COMMIT_EVERY: usize = 50_000;
+/// Entries (and filter headers) a gathering buffer holds without the bulk sync's room:
+/// a client following the tip gathers a block or a few a commit, and with two buffers of
+/// a bulk commit's room (about 10 MB each) it would hold 20 MB it does not use.
+pub const FOLLOW_ROOM: usize = 2_016;
 /// Period starts kept for the locator's sparse part. Past this, the older half is thinned
 /// to every other entry: the oldest grow exponentially sparse, as a locator's steps do, and
 /// the list never grows (nor allocates) past its first size however long the chain.
@@ -528,11 +532,14 @@ impl Syncer {
                     push_deep(&mut self.deep, (e.height, e.hash));
                 }
             }
-            // Sized once for the most a commit can gather (a full commit plus the request
-            // that crossed it), so that the buffer never doubles past it: at 160 bytes an
-            // entry, doubling from 65,536 to 131,072 would pin 10 MB more wasm memory.
-            self.pending
-                .reserve_for(self.commit_every + self.request_size as usize);
+            // In a bulk sync, sized once for the most a commit can gather (a full commit
+            // plus the request that crossed it), so that the buffer never doubles past it:
+            // at 160 bytes an entry, doubling from 65,536 to 131,072 would pin 10 MB more
+            // wasm memory. Following the tip (a block or a few a commit) it stays small.
+            if self.far_from_target() || self.pending.len() + staged.len() > FOLLOW_ROOM {
+                self.pending
+                    .reserve_for(self.commit_every + self.request_size as usize);
+            }
             self.pending.push(&outcome, staged);
             step.accepted = staged.len() as u32;
         }
@@ -579,10 +586,34 @@ impl Syncer {
     /// Gather validated filter headers from `first_height` on, for the next commit.
     pub fn push_filters(&mut self, first_height: u32, headers: &[FilterHeader]) {
         // Filter headers follow the headers by at most a request: sized once for a
-        // commit's worth and a request, as the entries are.
-        self.pending
-            .reserve_filters(self.commit_every + crate::filters::FILTER_REQUEST as usize);
+        // commit's worth and a request, as the entries are, in a bulk sync.
+        let behind = self.tip().height.saturating_sub(first_height) > FOLLOW_ROOM as u32;
+        if self.far_from_target()
+            || behind
+            || self.pending.filter_len() + headers.len() > FOLLOW_ROOM
+        {
+            self.pending
+                .reserve_filters(self.commit_every + crate::filters::FILTER_REQUEST as usize);
+        }
         self.pending.push_filters(first_height, headers);
+    }
+
+    /// Whether the headers being fetched end more than [`FOLLOW_ROOM`] above the tip: a
+    /// bulk sync, whose buffers take a whole commit's room at once.
+    fn far_from_target(&self) -> bool {
+        self.target
+            .is_some_and(|t| t.0.saturating_sub(self.chain.tip().height) > FOLLOW_ROOM as u32)
+    }
+
+    /// Entries the gathering buffer has room for (a bulk sync's commit, or a few while
+    /// following the tip).
+    pub fn gathering_room(&self) -> usize {
+        self.pending.capacity()
+    }
+
+    /// Give back the gathering buffer's room above [`FOLLOW_ROOM`] (caught up).
+    pub fn shrink_gathering(&mut self) {
+        self.pending.shrink(FOLLOW_ROOM);
     }
 
     /// The gathered commit: `relaxed` during bulk sync, `strict` once caught up.

@@ -325,7 +325,8 @@ pub struct Net<S: HeaderStore> {
     pub store_error: Option<StoreError>,
     /// The host: the engine, the gateways, the events, the last commit.
     pub host: TestHost<S>,
-    pipeline: Pipeline,
+    /// The driver's commit side.
+    pub pipeline: Pipeline,
 }
 
 impl<S: HeaderStore> Net<S> {

@@ -111,6 +111,23 @@ impl Pending {
         }
     }
 
+    /// Give back buffer room above `n` entries and `n` filter headers (or what is
+    /// gathered, if more): a client following the tip commits a block at a time and need
+    /// not keep a bulk sync's buffers. Nothing is moved when the room is already smaller.
+    pub fn shrink(&mut self, n: usize) {
+        if self.entries.capacity() > n.max(self.entries.len()) {
+            self.entries.shrink_to(n);
+        }
+        if self.filters.capacity() > n.max(self.filters.len()) {
+            self.filters.shrink_to(n);
+        }
+    }
+
+    /// Room for entries (the buffer's capacity).
+    pub fn capacity(&self) -> usize {
+        self.entries.capacity()
+    }
+
     /// Entries gathered.
     pub fn len(&self) -> usize {
         self.entries.len()

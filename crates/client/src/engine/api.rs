@@ -200,6 +200,11 @@ impl Engine {
         self.ctx.filters_on = on;
     }
 
+    /// Whether filter headers are fetched and checked.
+    pub fn filters_on(&self) -> bool {
+        self.ctx.filters_on
+    }
+
     /// How long an unconfirmed transaction no gateway is known to hold is kept unmined
     /// (default [`super::UNCONFIRMED_EXPIRY`]).
     pub fn set_unconfirmed_expiry(&mut self, expiry: core::time::Duration) {

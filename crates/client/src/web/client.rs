@@ -113,6 +113,7 @@ impl Client {
             ("messagesOut", (c.messages_out as f64).into()),
             ("bytesOut", (c.bytes_out as f64).into()),
             ("reconnects", (c.reconnects as f64).into()),
+            ("timersPending", js::timers_pending().into()),
             ("idbCommits", (s.idb.commits as f64).into()),
             ("idbCommitMs", s.idb.commit_ms.into()),
             ("idbLastCommitMs", s.idb.last_commit_ms.into()),

@@ -110,16 +110,35 @@ pub fn mono_ms() -> f64 {
         .map_or_else(now_ms, |p| p.now())
 }
 
+thread_local! {
+    /// Timers set with [`set_timeout`] that have neither fired ([`timer_fired`]) nor been
+    /// cleared: the `timersPending` metric, which a long session's test watches for growth.
+    static TIMERS_PENDING: core::cell::Cell<u32> = const { core::cell::Cell::new(0) };
+}
+
 /// `setTimeout(f, ms)` on whatever global this runs in (window or worker); returns its id.
+/// Its callback must call [`timer_fired`] when it runs.
 pub fn set_timeout(f: &Function, ms: f64) -> JsValue {
+    TIMERS_PENDING.with(|t| t.set(t.get().saturating_add(1)));
     call_global("setTimeout", f, ms)
 }
 
-/// `clearTimeout(id)`.
+/// `clearTimeout(id)` of a timer that has not fired.
 pub fn clear_timeout(id: &JsValue) {
+    TIMERS_PENDING.with(|t| t.set(t.get().saturating_sub(1)));
     if let Some((g, clear)) = global_function("clearTimeout") {
         let _ = clear.call1(&g, id);
     }
+}
+
+/// A timer of [`set_timeout`] fired.
+pub fn timer_fired() {
+    TIMERS_PENDING.with(|t| t.set(t.get().saturating_sub(1)));
+}
+
+/// Timers set and neither fired nor cleared.
+pub fn timers_pending() -> u32 {
+    TIMERS_PENDING.with(|t| t.get())
 }
 
 fn call_global(name: &str, f: &Function, ms: f64) -> JsValue {

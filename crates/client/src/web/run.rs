@@ -6,7 +6,7 @@
 //! gathering. One timer is armed for the engine's next deadline (and, while syncing, the
 //! next progress event): an idle tab is not woken.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
 use js_sys::Function;
@@ -67,9 +67,12 @@ pub struct Net {
     progress_ms: f64,
     last_progress: Progress,
     was_synced: bool,
-    /// The one timer: its callback, the deadline it is armed for, and its id.
+    /// The one timer: its callback, the deadline it is armed for, and its id; `fired` is
+    /// set by the callback, so that a timer whose `Timeout` is still in the inbox is
+    /// neither cleared nor taken for one armed after it.
     on_timer: Closure<dyn FnMut()>,
     timer: Option<(Millis, JsValue)>,
+    fired: Rc<Cell<bool>>,
 }
 
 fn now() -> Millis {
@@ -86,9 +89,15 @@ impl Net {
         on_event: Function,
         progress_ms: f64,
     ) -> Net {
+        let fired = Rc::new(Cell::new(false));
         let on_timer = {
             let inbox = inbox.clone();
-            Closure::<dyn FnMut()>::new(move || inbox.push(Input::Timeout))
+            let fired = fired.clone();
+            Closure::<dyn FnMut()>::new(move || {
+                js::timer_fired();
+                fired.set(true);
+                inbox.push(Input::Timeout);
+            })
         };
         Net {
             engine,
@@ -110,6 +119,7 @@ impl Net {
             was_synced: false,
             on_timer,
             timer: None,
+            fired,
         }
     }
 
@@ -150,7 +160,10 @@ impl Net {
                 self.engine.closed(g, why, now());
             }
             Input::Timeout => {
-                self.timer = None;
+                // A timer armed after the one that fired is still armed.
+                if self.fired.get() {
+                    self.timer = None;
+                }
                 self.engine.handle_timeout(now());
             }
             Input::Call(call) => return Some(call),
@@ -236,12 +249,20 @@ impl Net {
         if self.timer.as_ref().is_some_and(|(at, _)| *at <= due) {
             return;
         }
-        if let Some((_, id)) = self.timer.take() {
-            js::clear_timeout(&id);
-        }
+        self.clear_timer();
         let delay = (due.as_f64() - js::now_ms()).max(0.0);
         let id = js::set_timeout(self.on_timer.as_ref().unchecked_ref(), delay);
+        self.fired.set(false);
         self.timer = Some((due, id));
+    }
+
+    /// Forget the timer; clear it unless it fired.
+    fn clear_timer(&mut self) {
+        if let Some((_, id)) = self.timer.take()
+            && !self.fired.get()
+        {
+            js::clear_timeout(&id);
+        }
     }
 
     /// The event for the application (`undefined` for one that only answers a call).
@@ -956,9 +977,7 @@ pub async fn run(mut net: Net, mut store: IdbStore) {
         net.store_failed(&e);
     }
     net.inbox.close();
-    if let Some((_, id)) = net.timer.take() {
-        js::clear_timeout(&id);
-    }
+    net.clear_timer();
     net.update_status();
     net.progress(true);
     // Calls still waiting (for the store, or for gateways that will not answer now).
