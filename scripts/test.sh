@@ -80,6 +80,9 @@ node --test pkg/test/
 step "end to end: the package in Chromium, Firefox and WebKit against real gateways (tests/e2e)"
 node tests/e2e/run.mjs --no-build
 
+step "a long session, short: a page in each engine follows btcd (a block a second) through reorgs and gateway restarts for 3 minutes, memory flat (tests/soak; npm run soak runs 30)"
+node tests/soak/run.mjs --no-build --minutes 3 --reorg-every 30 --restart-every 60 --sample-every 15 --warmup 90
+
 step "a public gateway: an https page in Chromium, Firefox and WebKit, wss:// through Debian's nginx to a fleet, and native TLS (tests/public)"
 node tests/public/run.mjs --no-build
 
