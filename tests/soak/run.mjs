@@ -19,11 +19,11 @@
 // `npm run soak` runs the 30-minute session; `npm test` a 3-minute one (scripts/test.sh).
 
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { appendFileSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { serve, freePort, startGateway, terminate } from '../browser.mjs';
+import { serve, freePort, gatewayTip, startGateway, terminate } from '../browser.mjs';
 import { startBtcd } from '../btcd.mjs';
 import { available, openEngine } from '../engines.mjs';
 
@@ -123,12 +123,30 @@ async function main() {
     log(`btcd mined ${START_HEIGHT} blocks in ${((Date.now() - start) / 1000).toFixed(1)} s`);
     const port = await freePort();
     const keyFile = join(work, 'gateway-key');
+    let restarts = 0;
     const startGw = async () => {
       const { proc, ready } = startGateway(bin('lightwire-gateway'), [
         '--listen', `127.0.0.1:${port}`, '--key-file', keyFile, '--metrics-listen', '127.0.0.1:0',
         '--upstream', node.p2p, '--network', 'regtest',
       ]);
-      return { proc, ...(await ready) };
+      // Its log, for a failure's message.
+      const logFile = join(work, `gateway-${restarts}.log`);
+      proc.stderr.on('data', (d) => appendFileSync(logFile, d));
+      return { proc, logFile, ...(await ready) };
+    };
+    /// The gateway's served tip and the end of its log.
+    const gatewaySays = async () => {
+      let tip;
+      try {
+        tip = await gatewayTip(gw.metrics);
+      } catch (e) {
+        tip = `no metrics: ${e.message}`;
+      }
+      let tail = '';
+      try {
+        tail = readFileSync(gw.logFile, 'utf8').trimEnd().split('\n').slice(-15).join('\n    ');
+      } catch {}
+      return `the gateway serves ${JSON.stringify(tip)}; its log ends:\n    ${tail}`;
     };
     gw = await startGw();
     const pages = [];
@@ -160,7 +178,7 @@ async function main() {
         if (got.every((s) => s.tip?.hash === want.hash && s.filterHeight === want.height)) return want;
         if (Date.now() > deadline) {
           const where = got.map((s, i) => `${pages[i].name} at ${s.tip?.height} ${s.tip?.hash?.slice(0, 12)} (filters ${s.filterHeight})`);
-          throw new Error(`${what}: btcd at ${want.height} ${want.hash.slice(0, 12)}, ${where.join('; ')}`);
+          throw new Error(`${what}: btcd at ${want.height} ${want.hash.slice(0, 12)}, ${where.join('; ')}; ${await gatewaySays()}`);
         }
         await sleep(250);
       }
@@ -180,6 +198,7 @@ async function main() {
     };
     const restart = async () => {
       await terminate(gw.proc);
+      restarts += 1;
       gw = await startGw();
       log('  the gateway restarted');
     };

@@ -165,7 +165,7 @@ impl Place {
             // that it asks afresh if it leads again.
             self.waiting_since = None;
             if self.in_flight() {
-                self.filters = Filters::default();
+                self.filters.give_up();
                 self.block_asked = None;
             }
             return;
@@ -300,10 +300,19 @@ fn log_place(addr: SocketAddr, on_best: bool) {
 pub(super) struct Filters {
     /// The `getcfheaders` in flight.
     headers_asked: Option<HeadersAsked>,
+    /// The stop blocks of the last `getcfheaders` given up (the node lost the lead): a
+    /// node answers every request, in order, so their answers may still come, before the
+    /// answer to one asked since; they are let go, not taken for that answer.
+    given_up: [Option<BlockHash>; GIVEN_UP],
     /// The range of the `getcfilters` in flight.
     fetching: Option<(u32, u32)>,
     hashes: Vec<FilterHash>,
 }
+
+/// `getcfheaders` given up whose answers are still recognised: a node that loses and
+/// takes the lead more often than this before answering is out of step, and its late
+/// answer drops it.
+const GIVEN_UP: usize = 4;
 
 /// A `getcfheaders` in flight: what its answer must be.
 #[derive(Clone, Copy)]
@@ -320,6 +329,16 @@ struct HeadersAsked {
 const FETCH_AHEAD: u32 = 100;
 
 impl Filters {
+    /// The node lost the lead: nothing asked is awaited now (asked afresh if it leads
+    /// again); the answer to the `getcfheaders` in flight will be recognised and let go.
+    fn give_up(&mut self) {
+        if let Some(asked) = self.headers_asked.take() {
+            self.given_up.rotate_right(1);
+            self.given_up[0] = Some(asked.stop);
+        }
+        self.fetching = None;
+    }
+
     /// Ask for what is due, up to `limit` (the node's height): filter headers the chain
     /// lacks, filters sessions wait for.
     fn ask(&mut self, out: &mut Vec<u8>, magic: [u8; 4], gw: &Gateway<'_>, limit: u32) {
@@ -376,12 +395,17 @@ impl Filters {
         payload: &[u8],
         events: &mut VecDeque<Event>,
     ) -> Result<bool, UpstreamError> {
+        self.hashes.clear();
+        let (stop, prev) = p2p::read_cfheaders(payload, &mut self.hashes)?;
+        if let Some(late) = self.given_up.iter_mut().find(|s| **s == Some(stop)) {
+            // The answer to a request given up: let go (the one in flight still waits).
+            *late = None;
+            return Ok(false);
+        }
         let Some(asked) = self.headers_asked.take() else {
             // Not asked for: nothing to do.
             return Ok(false);
         };
-        self.hashes.clear();
-        let (stop, prev) = p2p::read_cfheaders(payload, &mut self.hashes)?;
         let wrong = |wrong| UpstreamError::FilterHeaders {
             height: asked.first,
             wrong,

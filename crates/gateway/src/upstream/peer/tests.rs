@@ -131,6 +131,10 @@ struct FakeNode {
     bloom: bool,
     received: Vec<(Vec<u8>, Vec<u8>)>,
     pending: Vec<u8>,
+    /// Whether it keeps its `cfheaders` answers in `held` instead of sending them (a node
+    /// that answers late).
+    hold_cfheaders: bool,
+    held: Vec<Vec<u8>>,
 }
 
 impl FakeNode {
@@ -147,6 +151,8 @@ impl FakeNode {
             bloom: false,
             received: Vec::new(),
             pending: Vec::new(),
+            hold_cfheaders: false,
+            held: Vec::new(),
         }
     }
 
@@ -250,7 +256,8 @@ impl FakeNode {
                     CfHeaders::WrongStop => stop_hash = BlockHash([0xee; 32]),
                     CfHeaders::Empty => hashes.clear(),
                 }
-                p2p::encode(out, magic, "cfheaders", |p| {
+                let mut answer = Vec::new();
+                p2p::encode(&mut answer, magic, "cfheaders", |p| {
                     p.push(0);
                     p.extend_from_slice(stop_hash.as_bytes());
                     p.extend_from_slice(&prev);
@@ -259,6 +266,11 @@ impl FakeNode {
                         p.extend_from_slice(&hash.0);
                     }
                 });
+                if self.hold_cfheaders {
+                    self.held.push(answer);
+                } else {
+                    out.extend_from_slice(&answer);
+                }
             }
             b"getcfilters" if b.answers_filters => {
                 let (first, stop) = filter_request(payload);
@@ -1023,4 +1035,55 @@ fn an_unsolicited_notfound_is_not_believed() {
         assert!(matches!(world.block(h), FilterLookup::Ready(_)), "{h}");
     }
     assert!(lead.closed().is_none() && other.closed().is_none());
+}
+
+/// A node that loses the lead while a `getcfheaders` is in flight (its tip was off the
+/// served chain for a moment: a restarted gateway catching up with it sees this at each
+/// 2,000-header step) and takes it again answers the request given up late, after the one
+/// asked since. That answer is let go: taken for the answer to the newer request (another
+/// stop hash) it dropped an honest node for ten minutes, and a restarted gateway behind
+/// its only node served a stalled tip (found by the long-session test, tests/soak).
+#[test]
+fn a_late_answer_to_a_request_given_up_does_not_drop_the_node() {
+    let world = World::new(true);
+    let mut node = FakeNode::new(chain_of(2_001), HONEST);
+    node.hold_cfheaders = true;
+    let mut a = Link::open(&world, 0, node);
+    assert_eq!(world.tip(), 2_001);
+    // Its first answer (0..=1999) taken: it is asked for the one left (2000..=2000).
+    let first = std::mem::take(&mut a.node.held);
+    assert_eq!(first.len(), 1);
+    a.send(&world, &first[0]);
+    assert_eq!(world.filter_tip(), Some(1_999));
+    assert_eq!((a.node.count("getcfheaders"), a.node.held.len()), (2, 1));
+    // A node further on takes the lead (and stalls on filters); the first gives up its
+    // request. Its own chain moves on too.
+    let silent = Behaviour {
+        answers_filters: false,
+        ..HONEST
+    };
+    let mut b = Link::open(&world, 1, FakeNode::new(chain_of(2_051), silent));
+    assert_eq!((world.tip(), world.followers.lead()), (2_051, Some(1)));
+    let mut more = Vec::new();
+    let extra = headers_after(&REGTEST, &a.node.headers[2_000], 2_001, 50, 0);
+    headers_message(&mut more, &extra);
+    a.node.headers.extend(extra);
+    a.node
+        .filters
+        .extend((2_002..=2_051u32).map(|h| h.to_le_bytes().to_vec()));
+    a.send(&world, &more);
+    // The other goes: the first leads again and asks afresh (2000..=2051).
+    b.peer.close(&world.gw(), UpstreamError::Closed);
+    b.pump(&world);
+    wake_all(&world, &mut [&mut a]);
+    assert_eq!(world.followers.lead(), Some(0));
+    assert_eq!((a.node.count("getcfheaders"), a.node.held.len()), (3, 2));
+    // The answer to the request given up comes first: let go, not an error.
+    let late = std::mem::take(&mut a.node.held);
+    a.send(&world, &late[0]);
+    assert!(a.closed().is_none(), "{:?}", a.events);
+    assert_eq!(world.filter_tip(), Some(1_999));
+    a.send(&world, &late[1]);
+    assert!(a.closed().is_none(), "{:?}", a.events);
+    assert_eq!(world.filter_tip(), Some(2_051));
 }
