@@ -103,3 +103,10 @@ if [ web/package-lock.json -nt web/node_modules/.package-lock.json ]; then
   step "npm install (web/, from web/package-lock.json)"
   (cd web && npm install --no-audit --no-fund)
 fi
+
+# The neutrino comparison's Go modules, only when asked (`setup.sh neutrino`, from
+# scripts/bench-neutrino.sh): no test needs them.
+if [ "${1:-}" = neutrino ]; then
+  step "go mod download (benches/neutrino)"
+  (cd benches/neutrino && go mod download)
+fi

@@ -103,12 +103,20 @@ pub struct Lies {
         requires = "payments"
     )]
     payment_block_bytes: u32,
+    /// Write the chain's filter headers (32 bytes each, from genesis, internal byte order)
+    /// to FILE and exit instead of serving: the other half of what a light client stores,
+    /// for importing the same chain elsewhere (the neutrino comparison, scripts/bench-neutrino.sh)
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["headers_file", "no_filters"])]
+    write_filter_headers: Option<PathBuf>,
 }
 
 /// Serve the chain of `count` headers on `listen` with `key`, lying as `lies` say; runs
 /// until the process is stopped.
 pub fn run(lies: &Lies, count: u32, listen: SocketAddr, key: SecretKey) -> Result<(), String> {
     let chain = chain(lies, count)?;
+    if let Some(path) = &lies.write_filter_headers {
+        return write_filter_headers(&chain, count, path);
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -133,6 +141,19 @@ pub fn run(lies: &Lies, count: u32, listen: SocketAddr, key: SecretKey) -> Resul
         // Until SIGINT; SIGTERM ends the process as it would without a handler.
         tokio::signal::ctrl_c().await.map_err(|e| e.to_string())
     })
+}
+
+/// Write the filter headers of heights 0..=count to `path`.
+fn write_filter_headers(chain: &ServedChain, count: u32, path: &Path) -> Result<(), String> {
+    use lightwire_proto::Served;
+    let mut out = Vec::with_capacity((count as usize + 1) * 32);
+    for h in 0..=count {
+        let entry = chain
+            .filter_entry(h)
+            .ok_or_else(|| format!("no filter header at {h}"))?;
+        out.extend_from_slice(entry.header.as_bytes());
+    }
+    std::fs::write(path, out).map_err(|e| format!("{}: {e}", path.display()))
 }
 
 /// The chain to serve: generated (paying what `--payments` lists), with its filters
