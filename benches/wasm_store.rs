@@ -12,7 +12,9 @@
 //!
 //! Compile-time knobs (read by `option_env!`): `LIGHTWIRE_STORE_HEADERS` (chain length,
 //! default 925000) and `LIGHTWIRE_STORE_ONLY` (comma-separated run ids such as `8-50000`
-//! or `8-50000-o`, default all).
+//! or `8-50000-o`, default all). A run id ending in `-f` stores a filter header per header
+//! too (32 made-up bytes each, generated with the chain and copied in the same way): the
+//! floor of a sync with filter headers.
 #![cfg(target_arch = "wasm32")]
 
 use futures_util::future::join;
@@ -20,6 +22,7 @@ use js_sys::{Promise, Reflect, Uint8Array};
 use lightwire_benches::{Clock, PerformanceNow};
 use lightwire_chain::generate::next_header;
 use lightwire_chain::{BlockHash, Chain, HEADER_LEN, Header, Outcome, REGTEST, hash_header_bytes};
+use lightwire_primitives::FilterHeader;
 use lightwire_store::{Durability, HeaderStore, IdbOptions, IdbStore, Pending, StoreError, Tip};
 use wasm_bindgen_futures::JsFuture;
 use wasm_bindgen_test::{wasm_bindgen_test, wasm_bindgen_test_configure};
@@ -65,12 +68,15 @@ struct Config {
     overlap: bool,
     /// Stop after this many headers (and scale the times up) when a layout is slow.
     cap: Option<u32>,
+    /// Store a filter header per header too.
+    filters: bool,
 }
 
 impl Config {
     fn id(&self) -> String {
         let o = if self.overlap { "-o" } else { "" };
-        format!("{}-{}{o}", self.bits, self.batch)
+        let f = if self.filters { "-f" } else { "" };
+        format!("{}-{}{o}{f}", self.bits, self.batch)
     }
 }
 
@@ -80,6 +86,7 @@ fn configs() -> Vec<Config> {
         batch,
         overlap,
         cap,
+        filters: false,
     };
     let all = vec![
         c(0, 10_000, false, None),
@@ -94,6 +101,10 @@ fn configs() -> Vec<Config> {
         c(4, 50_000, true, None),
         c(8, 50_000, true, None),
         c(8, 100_000, true, None),
+        Config {
+            filters: true,
+            ..c(8, 50_000, true, None)
+        },
     ];
     match option_env!("LIGHTWIRE_STORE_ONLY") {
         Some(only) if !only.is_empty() => {
@@ -127,10 +138,35 @@ fn generate(count: u32) -> Uint8Array {
     all
 }
 
+/// Filter headers of heights 0..=count, 32 made-up bytes each (the store does not check
+/// them: the engine does), in JS memory.
+fn generate_filter_headers(count: u32) -> Uint8Array {
+    let all = Uint8Array::new_with_length((count + 1) * 32);
+    let mut buf = Vec::with_capacity(PIECE as usize * 32);
+    let mut state = 0x6669_6c74_6572;
+    let mut height = 0;
+    while height <= count {
+        buf.clear();
+        let first = height;
+        while height <= count && height - first < PIECE {
+            for _ in 0..4 {
+                buf.extend_from_slice(&splitmix64(&mut state).to_le_bytes());
+            }
+            height += 1;
+        }
+        all.set(&Uint8Array::from(&buf[..]), first * 32);
+    }
+    all
+}
+
 /// Validation state of one run: the chain, what is gathered for the next commit, and where
 /// it is in the source.
 struct Sync<'a> {
     source: &'a Uint8Array,
+    /// Filter headers to store beside the headers, when the run stores them.
+    filter_source: Option<&'a Uint8Array>,
+    filter_bytes: Vec<u8>,
+    filter_headers: Vec<FilterHeader>,
     end: u32,
     next: u32,
     chain: Chain,
@@ -145,6 +181,9 @@ impl<'a> Sync<'a> {
     fn new(source: &'a Uint8Array, end: u32, clock: &'a PerformanceNow) -> Sync<'a> {
         Sync {
             source,
+            filter_source: None,
+            filter_bytes: Vec::with_capacity((PIECE as usize + 1) * 32),
+            filter_headers: Vec::with_capacity(PIECE as usize + 1),
             end,
             next: 1,
             chain: Chain::new(&REGTEST),
@@ -175,6 +214,20 @@ impl<'a> Sync<'a> {
                 "generated chain is valid: {outcome:?}"
             );
             pending.push(&outcome.unwrap(), self.chain.staged());
+            if let Some(f) = self.filter_source {
+                // The first piece brings genesis's filter header too.
+                let from = if self.next == 1 { 0 } else { self.next };
+                self.filter_bytes.resize(((to + 1 - from) * 32) as usize, 0);
+                f.subarray(from * 32, (to + 1) * 32)
+                    .copy_to(&mut self.filter_bytes);
+                self.filter_headers.clear();
+                self.filter_headers.extend(
+                    self.filter_bytes
+                        .chunks_exact(32)
+                        .filter_map(|c| <[u8; 32]>::try_from(c).ok().map(FilterHeader)),
+                );
+                pending.push_filters(from, &self.filter_headers);
+            }
             self.next = to + 1;
             self.validate_ns += self.clock.now_ns() - t0;
         }
@@ -248,6 +301,7 @@ fn splitmix64(state: &mut u64) -> u64 {
 
 async fn run(
     source: &Uint8Array,
+    filter_source: &Uint8Array,
     config: Config,
     clock: &PerformanceNow,
 ) -> Result<Row, StoreError> {
@@ -262,6 +316,9 @@ async fn run(
         .cap
         .map_or(total_headers(), |c| c.min(total_headers()));
     let mut sync = Sync::new(source, end, clock);
+    if config.filters {
+        sync.filter_source = Some(filter_source);
+    }
     let mut gathering = Pending::new(0);
     let mut inflight = Pending::new(0);
     let allocs0 = allocations();
@@ -359,10 +416,10 @@ fn format_row(r: &Row) -> String {
     let total = total_headers();
     let scale = f64::from(total) / f64::from(r.written);
     let mark = if r.written < total { "*" } else { "" };
-    let mode = if r.config.overlap {
-        "overlapped"
-    } else {
-        "sequential"
+    let mode = match (r.config.overlap, r.config.filters) {
+        (true, true) => "overlapped, with filter headers",
+        (true, false) => "overlapped",
+        (false, _) => "sequential",
     };
     format!(
         "| {} | {} | {mode} | {}{mark} | {:.2}{mark} | {:.0} | {:.2}{mark} | {:.2}{mark} | {} | {:.1} | {:.1} | {:.1} | {} | {:.2} / {:.2} | {:.2} / {:.2} | {:.2} / {:.2} |",
@@ -393,6 +450,7 @@ async fn store_benchmark() {
     let total = total_headers();
     let t = clock.now_ns();
     let source = generate(total);
+    let filter_source = generate_filter_headers(total);
     log(&format!(
         "generated {total} headers in {:.1} s (untimed below)",
         (clock.now_ns() - t) / 1e9
@@ -408,7 +466,7 @@ async fn store_benchmark() {
     ));
     for config in configs() {
         let t = clock.now_ns();
-        match run(&source, config, &clock).await {
+        match run(&source, &filter_source, config, &clock).await {
             Ok(row) => {
                 let line = format_row(&row);
                 log(&format!("{line}   [{:.0} s]", (clock.now_ns() - t) / 1e9));

@@ -278,7 +278,7 @@ async function main() {
         `reconnects ${last.reconnects}`);
       await p.page.evaluate(() => window.client.stop());
     }
-    log(`passed: ${minutes} min, ${reorgs.length} reorgs, ${Math.floor(minutes * 60_000 / restartEvery)} restarts, tip ${tip.height}`);
+    log(`passed: ${minutes} min, ${reorgs.length} reorgs, ${restarts} restarts, tip ${tip.height}`);
   } finally {
     for (const b of browsers) await b.close().catch(() => {});
     if (gw) await terminate(gw.proc);
