@@ -14,7 +14,8 @@
 //! default 925000) and `LIGHTWIRE_STORE_ONLY` (comma-separated run ids such as `8-50000`
 //! or `8-50000-o`, default all). A run id ending in `-f` stores a filter header per header
 //! too (32 made-up bytes each, generated with the chain and copied in the same way): the
-//! floor of a sync with filter headers.
+//! floor of a sync with filter headers. The run id `migrate` (in the default set) times
+//! the one-time migration of a layout-4 store of the whole chain to this layout.
 #![cfg(target_arch = "wasm32")]
 
 use futures_util::future::join;
@@ -106,14 +107,14 @@ fn configs() -> Vec<Config> {
             ..c(8, 50_000, true, None)
         },
     ];
+    all.into_iter().filter(|c| wanted(&c.id())).collect()
+}
+
+/// Whether run `id` is asked for (`LIGHTWIRE_STORE_ONLY`; unset or empty: every run).
+fn wanted(id: &str) -> bool {
     match option_env!("LIGHTWIRE_STORE_ONLY") {
-        Some(only) if !only.is_empty() => {
-            let wanted: Vec<&str> = only.split(',').map(str::trim).collect();
-            all.into_iter()
-                .filter(|c| wanted.contains(&c.id().as_str()))
-                .collect()
-        }
-        _ => all,
+        Some(only) if !only.is_empty() => only.split(',').any(|w| w.trim() == id),
+        _ => true,
     }
 }
 
@@ -483,4 +484,144 @@ async fn store_benchmark() {
         "lightwire header store (wasm32, headless Chromium, {total} headers)\n{HEADER}\n{}",
         rows.join("\n")
     ));
+}
+
+/// A store of the whole chain as layout 4 left it (a retarget period per chunk record; its
+/// headers, meta and filter records, no index: the migration reads none), opened by this
+/// build: the open that splits its chunks, once, then a second open. The headers read back
+/// (untimed) must be the chain's.
+#[wasm_bindgen_test]
+async fn migration_benchmark() {
+    if !wanted("migrate") {
+        return;
+    }
+    let clock = PerformanceNow::new();
+    let total = total_headers();
+    let source = generate(total);
+    let name = "lightwire-bench-store-migrate";
+    IdbStore::delete(name).await.expect("delete");
+    let tip = write_layout_4(name, &source, total)
+        .await
+        .expect("layout-4 store");
+    let usage = storage_usage_mb().await;
+    let t = clock.now_ns();
+    let store = IdbStore::open(name, &REGTEST).await.expect("migrates");
+    let migrate_s = (clock.now_ns() - t) / 1e9;
+    assert_eq!(store.tip().await.unwrap(), tip);
+    store.close();
+    let t = clock.now_ns();
+    let store = IdbStore::open(name, &REGTEST).await.expect("reopens");
+    let reopen_s = (clock.now_ns() - t) / 1e9;
+    let mut got = Vec::new();
+    let mut want = vec![0u8; PIECE as usize * HEADER_LEN];
+    let mut from = 1;
+    while from <= total {
+        let to = (from + PIECE - 1).min(total);
+        got.clear();
+        store.headers(from, to, &mut got).await.expect("reads back");
+        let want = &mut want[..(to - from + 1) as usize * HEADER_LEN];
+        source
+            .subarray((from - 1) * HEADER_LEN as u32, to * HEADER_LEN as u32)
+            .copy_to(want);
+        let same = got
+            .iter()
+            .zip(want.chunks_exact(HEADER_LEN))
+            .all(|(h, w)| h.encode()[..] == *w);
+        assert!(
+            same && got.len() == want.len() / HEADER_LEN,
+            "{from}..={to}"
+        );
+        from = to + 1;
+    }
+    store.close();
+    IdbStore::delete(name).await.expect("delete");
+    log(&format!(
+        "migration of a layout-4 store of {total} headers ({usage:.0} MB stored): {migrate_s:.2} s; reopened after: {reopen_s:.3} s"
+    ));
+}
+
+/// Write `name` as layout 4 held the chain `source` (heights 1..=total after genesis):
+/// version 4, its object stores, a chunk record per period, and the meta record. Returns
+/// the tip.
+async fn write_layout_4(
+    name: &str,
+    source: &Uint8Array,
+    total: u32,
+) -> Result<Tip, wasm_bindgen::JsValue> {
+    use lightwire_store::idb::{request_future, transaction_future};
+    use lightwire_store::layout::{Meta, encode_chunk, genesis_work};
+    use wasm_bindgen::{JsCast, JsValue, closure::Closure};
+    use web_sys::{IdbDatabase, IdbOpenDbRequest, IdbTransactionMode};
+
+    const PERIOD: u32 = 2016;
+    let factory = web_sys::window()
+        .ok_or("no window")?
+        .indexed_db()?
+        .ok_or("no indexedDB")?;
+    let req: IdbOpenDbRequest = factory.open_with_u32(name, 4)?;
+    let r = req.clone();
+    let on_upgrade = Closure::once(move || -> Result<(), JsValue> {
+        let db: IdbDatabase = r.result()?.unchecked_into();
+        for store in ["chunks", "index", "commits", "meta", "filters", "records"] {
+            db.create_object_store(store)?;
+        }
+        Ok(())
+    });
+    req.set_onupgradeneeded(Some(on_upgrade.as_ref().unchecked_ref()));
+    request_future(&req).await?;
+    req.set_onupgradeneeded(None);
+    let db: IdbDatabase = req.result()?.unchecked_into();
+
+    let per_header = genesis_work(&REGTEST);
+    let mut work = per_header;
+    let (mut held, mut hashes, mut record) = (Vec::new(), Vec::new(), Vec::new());
+    let mut tip_hash = REGTEST.genesis.block_hash();
+    let mut header = [0u8; HEADER_LEN];
+    let last = total / PERIOD;
+    let mut k = 0;
+    while k <= last {
+        let tx = db.transaction_with_str_and_mode("chunks", IdbTransactionMode::Readwrite)?;
+        let chunks = tx.object_store("chunks")?;
+        for k in k..=(k + 31).min(last) {
+            held.clear();
+            hashes.clear();
+            held.extend_from_slice(&work.0.to_be_bytes());
+            let first = k * PERIOD;
+            for height in first..=(first + PERIOD - 1).min(total) {
+                if height == 0 {
+                    header = REGTEST.genesis.encode();
+                } else {
+                    let at = (height - 1) * HEADER_LEN as u32;
+                    source
+                        .subarray(at, at + HEADER_LEN as u32)
+                        .copy_to(&mut header);
+                    work = work.add(&per_header);
+                }
+                held.extend_from_slice(&header);
+                tip_hash = hash_header_bytes(&header);
+                hashes.push(tip_hash);
+            }
+            encode_chunk(&held, first, |i| hashes[i], &mut record)
+                .map_err(|e| JsValue::from_str(&e.to_string()))?;
+            chunks.put_with_key(&Uint8Array::from(&record[..]), &k.into())?;
+        }
+        transaction_future(&tx).await?;
+        k += 32;
+    }
+    let tip = Tip {
+        height: total,
+        hash: tip_hash,
+        chainwork: work,
+    };
+    let meta = Meta {
+        schema: 4,
+        tip,
+        ..Meta::genesis(&REGTEST, 8)
+    };
+    let tx = db.transaction_with_str_and_mode("meta", IdbTransactionMode::Readwrite)?;
+    tx.object_store("meta")?
+        .put_with_key(&Uint8Array::from(&meta.encode()[..]), &"meta".into())?;
+    transaction_future(&tx).await?;
+    db.close();
+    Ok(tip)
 }

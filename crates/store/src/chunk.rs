@@ -58,7 +58,7 @@ const HASH_LEN: usize = 32;
 /// The shortest coded header: flags, a one-byte time delta, the Merkle root and the nonce.
 const MIN_CODED_LEN: usize = 1 + 1 + 32 + 4;
 /// The longest coded header: every optional field present, the time absolute.
-const MAX_CODED_LEN: usize = 1 + 4 + 32 + 4 + 4 + 4;
+pub const MAX_CODED_LEN: usize = 1 + 4 + 32 + 4 + 4 + 4;
 /// Most headers in a piece (one segment, every header shortest).
 pub const MAX_PIECE_HEADERS: usize = (MAX_PIECE_LEN - FIXED - HASH_LEN) / MIN_CODED_LEN;
 /// The flags byte of a chunk's last piece.

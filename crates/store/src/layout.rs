@@ -6,9 +6,10 @@
 //!   ([`chunk`](crate::chunk)), each after its length (u16, big-endian): no
 //!   previous-block hashes (rebuilt on read from each piece's anchors, four segments side
 //!   by side; checked on write), version, time and nBits against the
-//!   header before: about 39 bytes a header instead of 80. `len` is the network's retarget
-//!   interval: a chunk is one difficulty period, so rebuilding validation entries from a
-//!   period start reads whole chunks and needs no other record.
+//!   header before: about 39 bytes a header instead of 80. `len` is [`CHUNK_LEN`], half
+//!   a difficulty period: a period start is a chunk start, so rebuilding validation
+//!   entries from it reads whole chunks and needs no other record, and a record stays under
+//!   the size past which Chromium writes it as a file of its own (see [`CHUNK_LEN`]).
 //! - **Index** records, keyed `[prefix, first height]`: one record per commit and hash
 //!   prefix, holding that commit's entries whose hash starts with the prefix: 4 more bytes
 //!   of the hash (its *fragment*, bytes 2..6) and the height, [`INDEX_ENTRY_LEN`] bytes
@@ -28,9 +29,13 @@
 //! migrate it ([`v1`]). Layout 2 coded the chunks and cut the index to fragments; layout 3
 //! added the filter records, and the saved records under the name `scans`; layout 4 moved
 //! those to `records`, a name that says nothing of what a client keeps there (the records
-//! themselves, and every other record, are as layout 3 wrote them).
+//! themselves, and every other record, are as layout 3 wrote them). Layouts 2 to 4 kept a
+//! whole period (2,016 headers, about 78,600 bytes) in a chunk record; layout 5 keeps half
+//! ([`v4`] splits them), and nothing else changed.
 
-use lightwire_chain::{BlockHash, HEADER_LEN, Network, Params, U256, Work, link_segments};
+use lightwire_chain::{
+    BlockHash, CompactTarget, HEADER_LEN, Network, Params, U256, Work, link_segments,
+};
 
 use crate::{SCHEMA_VERSION, StoreError, Tip, chunk};
 
@@ -48,6 +53,15 @@ pub fn fragment(hash: &BlockHash) -> [u8; FRAGMENT_LEN] {
 
 /// Bytes of the chainwork that starts every chunk record.
 pub const CHUNK_WORK_LEN: usize = 32;
+
+/// Headers per chunk record: half of every network's retarget interval (2,016), so that a
+/// period starts a chunk. Chosen by size: even with every header coded at its longest
+/// ([`chunk::MAX_CODED_LEN`] bytes), a record stays under 64 KiB, the size past which
+/// Chromium's IndexedDB (Blink's `IDBValueWrapper`) wraps a value in a Blob written as a
+/// file of its own. A whole period, about 78,600 bytes coded, was wrapped: each `put`
+/// took 0.56-0.73 ms instead of 0.04-0.05, and Chromium's 925,000-header sync about 0.4 s
+/// more (benches/README.md, "Chunk records under 64 KiB").
+pub const CHUNK_LEN: u32 = 1008;
 
 /// Widest hash prefix the index can be sharded by (65,536 shards).
 pub const MAX_PREFIX_BITS: u8 = 16;
@@ -487,6 +501,60 @@ pub mod v1 {
     }
 }
 
+/// Layouts 2 to 4's chunk records, read only to migrate them: a whole retarget period each,
+/// coded as layout 5 codes its halves.
+pub mod v4 {
+    use super::*;
+
+    /// Headers in a chunk record of layouts 2 to 4: the retarget interval.
+    pub const CHUNK_LEN: u32 = 2 * super::CHUNK_LEN;
+
+    /// Layout 4's chunk record `k` (heights `k * 2016 ..`) as layout 5's records `2k` and
+    /// `2k + 1`, into `first` and `second` (replaced); returns whether `second` holds a
+    /// header (a record with none is not stored). A record's chainwork is its first
+    /// header's (that header's work included), so the second's is the first's plus the
+    /// work of the headers after the first, up to and including its own first. `held` and
+    /// `hashes` are scratch space. Fails as
+    /// reading the record would: it must hold linked headers, at most a period of them.
+    pub fn split_chunk(
+        record: &[u8],
+        k: u32,
+        held: &mut Vec<u8>,
+        hashes: &mut Vec<BlockHash>,
+        first: &mut Vec<u8>,
+        second: &mut Vec<u8>,
+    ) -> Result<bool, StoreError> {
+        let height = k * CHUNK_LEN;
+        let mut work = expand_chunk(record, height, CHUNK_LEN, held, hashes)?;
+        let half = super::CHUNK_LEN as usize;
+        let n = hashes.len().min(half);
+        let cut = CHUNK_WORK_LEN + n * HEADER_LEN;
+        encode_chunk(&held[..cut], height, |i| hashes[i], first)?;
+        second.clear();
+        if hashes.len() <= half {
+            return Ok(false);
+        }
+        let after_first = &held[CHUNK_WORK_LEN + HEADER_LEN..cut + HEADER_LEN];
+        for h in after_first.chunks_exact(HEADER_LEN) {
+            let bits = CompactTarget(u32::from_le_bytes([h[72], h[73], h[74], h[75]]));
+            let target = bits.to_target().map_err(|_| StoreError::Corrupt {
+                what: "chunk record nBits",
+            })?;
+            work = work.add(&target.work());
+        }
+        // The second half after its chainwork, in place of the first half's headers.
+        held.drain(CHUNK_WORK_LEN..cut);
+        held[..CHUNK_WORK_LEN].copy_from_slice(&work.0.to_be_bytes());
+        encode_chunk(
+            held,
+            height + super::CHUNK_LEN,
+            |i| hashes[half + i],
+            second,
+        )?;
+        Ok(true)
+    }
+}
+
 /// One commit's index entries grouped by shard, reusing its buffers between commits.
 #[derive(Default, Debug)]
 pub struct Grouped {
@@ -822,6 +890,106 @@ mod tests {
         }
         assert!(v1::convert_index(&record[..35], &mut index).is_err());
         assert!(v1::convert_chunk(&bytes[..100], 0, 2016, &mut converted).is_err());
+    }
+
+    #[test]
+    fn a_period_record_splits_into_two_halves_with_their_chainwork() {
+        let all = lightwire_chain::generate::headers_after(&REGTEST, &REGTEST.genesis, 0, 2015, 0);
+        let all: Vec<_> = [REGTEST.genesis].into_iter().chain(all).collect();
+        let entries = lightwire_chain::rebuild_entries(&REGTEST, 0, &all, genesis_work(&REGTEST));
+        let (mut scratch, mut scratch_hashes) = (Vec::new(), Vec::new());
+        let (mut first, mut second) = (Vec::new(), Vec::new());
+        let (mut back, mut back_hashes) = (Vec::new(), Vec::new());
+        for n in [1usize, 1007, 1008, 1009, 2016] {
+            // Layout 4's record of heights 0..n, chainwork from genesis.
+            let (mut bytes, hashes) = held(n as u32 - 1);
+            bytes[..CHUNK_WORK_LEN].copy_from_slice(&genesis_work(&REGTEST).0.to_be_bytes());
+            let mut record = Vec::new();
+            encode_chunk(&bytes, 0, |i| hashes[i], &mut record).unwrap();
+            let has_second = v4::split_chunk(
+                &record,
+                0,
+                &mut scratch,
+                &mut scratch_hashes,
+                &mut first,
+                &mut second,
+            )
+            .unwrap();
+            assert_eq!(has_second, n > 1008, "{n}");
+            let work = expand_chunk(&first, 0, CHUNK_LEN, &mut back, &mut back_hashes).unwrap();
+            assert_eq!(work, entries[0].chainwork);
+            let m = n.min(1008);
+            assert_eq!(
+                back[CHUNK_WORK_LEN..],
+                bytes[CHUNK_WORK_LEN..CHUNK_WORK_LEN + m * HEADER_LEN]
+            );
+            assert_eq!(back_hashes, hashes[..m]);
+            if has_second {
+                let work =
+                    expand_chunk(&second, 1008, CHUNK_LEN, &mut back, &mut back_hashes).unwrap();
+                assert_eq!(work, entries[1008].chainwork, "{n}");
+                assert_eq!(
+                    back[CHUNK_WORK_LEN..],
+                    bytes[CHUNK_WORK_LEN + 1008 * HEADER_LEN..]
+                );
+                assert_eq!(back_hashes, hashes[1008..]);
+            }
+        }
+        // Chunk 3 of layout 4 is read at its heights (6,048 on): at others it is refused.
+        let (bytes, hashes) = held(99);
+        let mut record = Vec::new();
+        encode_chunk(&bytes, 0, |i| hashes[i], &mut record).unwrap();
+        let mut split = |r: &[u8], k| {
+            v4::split_chunk(
+                r,
+                k,
+                &mut scratch,
+                &mut scratch_hashes,
+                &mut first,
+                &mut second,
+            )
+        };
+        assert!(split(&record, 3).is_err());
+        assert!(split(&record[..record.len() - 1], 0).is_err());
+    }
+
+    #[test]
+    fn a_chunk_record_stays_under_64_kib_at_its_longest() {
+        for network in Network::ALL {
+            assert_eq!(
+                network.params().retarget_interval % CHUNK_LEN,
+                0,
+                "{network:?}"
+            );
+        }
+        // Every header coded at its longest: the version, the nBits and an absolute time
+        // each differ from the header before.
+        let mut bytes = Work::default().0.to_be_bytes().to_vec();
+        let mut hashes = Vec::new();
+        let mut prev = BlockHash::ZERO;
+        for i in 0..CHUNK_LEN {
+            let h = lightwire_chain::Header {
+                version: i as i32,
+                prev_blockhash: prev,
+                merkle_root: [i as u8; 32],
+                time: i * 100_000,
+                bits: CompactTarget(0x1d00_ffff - (i & 1)),
+                nonce: i,
+            };
+            bytes.extend_from_slice(&h.encode());
+            prev = h.block_hash();
+            hashes.push(prev);
+        }
+        let mut record = Vec::new();
+        encode_chunk(&bytes, 0, |i| hashes[i], &mut record).unwrap();
+        let coded = CHUNK_LEN as usize * chunk::MAX_CODED_LEN;
+        assert!(
+            record.len() > coded,
+            "every header at its longest: {}",
+            record.len()
+        );
+        // Under 64 KiB with room for the structured clone's few bytes of header.
+        assert!(record.len() + 64 < 65_536, "{} bytes", record.len());
     }
 
     #[test]

@@ -225,6 +225,8 @@ async fn check_same(idb: &IdbStore, mem: &MemoryStore, seen: &[BlockHash]) {
     for h in [
         0,
         1,
+        1007,
+        1008,
         2015,
         2016,
         2017,
@@ -263,6 +265,14 @@ async fn check_same(idb: &IdbStore, mem: &MemoryStore, seen: &[BlockHash]) {
             idb.chainwork_at_period_start(period).await.unwrap(),
             mem.chainwork_at_period_start(period).await.unwrap()
         );
+    }
+    // A chunk start inside a period is no period start.
+    let half = interval / 2;
+    if idb.base() + half <= tip.height {
+        assert!(matches!(
+            idb.chainwork_at_period_start(idb.base() + half).await,
+            Err(StoreError::OutOfRange { .. })
+        ));
     }
 }
 
@@ -787,17 +797,7 @@ async fn a_layout_3_store_moves_its_saved_records() {
     let db = raw_open(name, 3).await;
     // Filter headers 0..=2500: a full record and the start of the next.
     let filters = fhs(0, 2500, 0);
-    for (k, record) in filters.chunks(2000).enumerate() {
-        let bytes: Vec<u8> = record.iter().flat_map(|h| h.0).collect();
-        raw_put(&db, "filters", &(k as u32).into(), &bytes).await;
-    }
-    let meta = Meta {
-        schema: 3,
-        tip: Tip::from(&entries[3000]),
-        filter_next: 2501,
-        ..Meta::genesis(&REGTEST, bits)
-    };
-    raw_put(&db, "meta", &"meta".into(), &meta.encode()).await;
+    raw_put_filters(&db, 3, &filters, &entries[3000], bits).await;
     let wallet: Vec<u8> = (0..=255).collect();
     raw_put(&db, "scans", &"scan".into(), &[1, 2, 3]).await;
     raw_put(&db, "scans", &"wallet".into(), &wallet).await;
@@ -815,6 +815,121 @@ async fn a_layout_3_store_moves_its_saved_records() {
     let db = raw_open(name, SCHEMA_VERSION).await;
     let names = db.object_store_names();
     assert!(!names.contains("scans") && names.contains("records"));
+    db.close();
+    IdbStore::delete(name).await.unwrap();
+}
+
+/// A layout-4 store (a whole period in each chunk record) opens as the current layout:
+/// each chunk split in two, the last period's second half only where it holds headers, and
+/// every header, hash, chainwork, filter header and saved record reads back as it was; then
+/// it takes commits and a reorg through a split chunk. Once from genesis, once from a
+/// checkpoint (a layout-1 store's migration has its tip in a period's first half).
+#[test]
+async fn a_layout_4_store_splits_its_chunks_in_two() {
+    let name = "lightwire-test-migrate-v4";
+    IdbStore::delete(name).await.unwrap();
+    let bits = 4u8;
+    let mut all = vec![REGTEST.genesis];
+    all.extend(headers_after(&REGTEST, &REGTEST.genesis, 0, 5100, 0));
+    let entries = rebuild_entries(&REGTEST, 0, &all, genesis_work(&REGTEST));
+    write_old_store(name, 4, &entries, bits, &[(0, 0), (1, 3000), (3001, 5100)]).await;
+    let db = raw_open(name, 4).await;
+    let filters = fhs(0, 4500, 0);
+    raw_put_filters(&db, 4, &filters, &entries[5100], bits).await;
+    let wallet: Vec<u8> = (0..=255).collect();
+    raw_put(&db, "records", &"wallet".into(), &wallet).await;
+    db.close();
+
+    let mut idb = IdbStore::open(name, &REGTEST)
+        .await
+        .expect("opens and migrates");
+    check_records(&mut idb, &[("wallet", &wallet)]).await;
+    idb.close();
+    // 5,100 / 1,008: records 0 to 5, 5 holding 5,040 to 5,100.
+    let db = raw_open(name, SCHEMA_VERSION).await;
+    assert_eq!(db.version() as u32, SCHEMA_VERSION);
+    assert_eq!(chunk_keys(&db).await, (0..=5).collect::<Vec<u32>>());
+    db.close();
+    let idb = IdbStore::open(name, &REGTEST).await.expect("reopens");
+    let mut pair = Pair::caught_up(idb, &all, &filters).await;
+    pair.connect(&headers_after(&REGTEST, &all[5100], 5100, 100, 0));
+    pair.pending.push_filters(4501, &fhs(4501, 5200, 0));
+    pair.commit().await;
+    // A heavier fork from 4,500: inside split chunk 4 (4,032 to 5,039).
+    let fork = headers_after(&REGTEST, &all[4500], 4500, 1000, 1);
+    assert!(outcomes_reorg(&pair.connect(&fork), 4500));
+    pair.commit().await;
+    pair.check().await;
+    let Pair { idb, .. } = pair;
+    idb.close();
+    IdbStore::delete(name).await.unwrap();
+
+    // From a checkpoint at 4,032 to 5,100: layout 4's record 2 becomes records 4 and 5,
+    // and key 2 (below the new records) is deleted.
+    let start = 4032u32;
+    let db = raw_open(name, 4).await;
+    let chunk = &entries[start as usize..=5100];
+    let mut held = chunk[0].chainwork.0.to_be_bytes().to_vec();
+    for e in chunk {
+        held.extend_from_slice(&e.header.encode());
+    }
+    let mut out = Vec::new();
+    v1::convert_chunk(&held, start, 2016, &mut out).unwrap();
+    raw_put(&db, "chunks", &2.into(), &out).await;
+    let meta = Meta {
+        schema: 4,
+        tip: Tip::from(&entries[5100]),
+        base: start,
+        filter_next: start,
+        ..Meta::genesis(&REGTEST, bits)
+    };
+    raw_put(&db, "meta", &"meta".into(), &meta.encode()).await;
+    db.close();
+    let idb = IdbStore::open(name, &REGTEST).await.expect("migrates");
+    assert_eq!(idb.base(), start);
+    let mut got = Vec::new();
+    idb.headers(start, 5100, &mut got).await.unwrap();
+    assert_eq!(got, all[start as usize..=5100]);
+    assert_eq!(
+        idb.chainwork_at_period_start(start).await.unwrap(),
+        entries[start as usize].chainwork
+    );
+    idb.close();
+    let db = raw_open(name, SCHEMA_VERSION).await;
+    assert_eq!(chunk_keys(&db).await, [4, 5]);
+    db.close();
+    IdbStore::delete(name).await.unwrap();
+}
+
+/// A layout-4 store whose chunk record is damaged is not migrated: the open fails with the
+/// reason, and the store is left in layout 4, its records as they were.
+#[test]
+async fn a_broken_layout_4_store_is_left_as_it_was() {
+    let name = "lightwire-test-migrate-v4-broken";
+    IdbStore::delete(name).await.unwrap();
+    let mut all = vec![REGTEST.genesis];
+    all.extend(headers_after(&REGTEST, &REGTEST.genesis, 0, 3000, 0));
+    let entries = rebuild_entries(&REGTEST, 0, &all, genesis_work(&REGTEST));
+    write_old_store(name, 4, &entries, 4, &[(0, 0), (1, 3000)]).await;
+    // Chunk 0's second segment anchor changed (after the work, the piece's length and
+    // its fixed fields, and the first anchor): its headers no longer link.
+    let db = raw_open(name, 4).await;
+    let before = raw_get(&db, "chunks", &1.into()).await;
+    let mut bad = raw_get(&db, "chunks", &0.into()).await;
+    bad[32 + 2 + 14 + 32] ^= 1;
+    raw_put(&db, "chunks", &0.into(), &bad).await;
+    db.close();
+    assert_eq!(
+        IdbStore::open(name, &REGTEST).await.err(),
+        Some(StoreError::Corrupt {
+            what: "chunk record does not link"
+        })
+    );
+    let db = raw_open(name, 4).await;
+    assert_eq!(db.version() as u32, 4, "still layout 4");
+    assert_eq!(chunk_keys(&db).await, [0, 1]);
+    assert_eq!(raw_get(&db, "chunks", &0.into()).await, bad);
+    assert_eq!(raw_get(&db, "chunks", &1.into()).await, before);
     db.close();
     IdbStore::delete(name).await.unwrap();
 }
@@ -857,9 +972,10 @@ async fn check_records(idb: &mut IdbStore, expected: &[(&'static str, &[u8])]) {
     idb.put_record(key, None).await.unwrap();
 }
 
-/// Write `entries` as layout `version` (1, 2 or 3) wrote them, record by record, with plain
+/// Write `entries` as layout `version` (1 to 4) wrote them, record by record, with plain
 /// IndexedDB: chunk records, index records by prefix for each commit in `commits`, commit
-/// records, and the meta record of that layout's length (layout 3's: no filter headers).
+/// records, and the meta record of that layout's length (layouts 3 and 4: no filter
+/// headers).
 async fn write_old_store(
     name: &str,
     version: u32,
@@ -909,22 +1025,26 @@ async fn write_old_store(
         ..Meta::genesis(&REGTEST, bits)
     };
     // Layout 1's meta record lacked the base height, layout 2's the next filter height.
-    let len = [109, 113, 117][version as usize - 1];
+    let len = [109, 113, 117, 117][version as usize - 1];
     raw_put(&db, "meta", &"meta".into(), &meta.encode()[..len]).await;
     db.close();
 }
 
 /// Open `name` at `version` with plain IndexedDB, creating empty stores if new (those of
-/// layout 3 too when `version` is 3).
+/// layout 3 too when `version` is 3, of layout 4 when it is 4).
 async fn raw_open(name: &str, version: u32) -> IdbDatabase {
     let factory = web_sys::window().unwrap().indexed_db().unwrap().unwrap();
     let req: IdbOpenDbRequest = factory.open_with_u32(name, version).unwrap();
     let r = req.clone();
     let on_upgrade = Closure::once(move || {
         let db: IdbDatabase = r.result().unwrap().unchecked_into();
-        let layout_3 = ["filters", "scans"];
+        let later: &[&str] = match version {
+            3 => &["filters", "scans"],
+            4 => &["filters", "records"],
+            _ => &[],
+        };
         let stores = ["chunks", "index", "commits", "meta"].iter();
-        for store in stores.chain(if version == 3 { &layout_3[..] } else { &[] }) {
+        for store in stores.chain(later) {
             if !db.object_store_names().contains(store) {
                 db.create_object_store(store).unwrap();
             }
@@ -945,6 +1065,51 @@ async fn raw_put(db: &IdbDatabase, store: &str, key: &JsValue, value: &[u8]) {
         .put_with_key(&Uint8Array::from(value), key)
         .unwrap();
     await_request(&req).await;
+}
+
+/// Filter headers from genesis in records of 2,000, as layouts 3 and 4 wrote them, and
+/// the meta record of layout `version` with the tip `tip` that says so.
+async fn raw_put_filters(
+    db: &IdbDatabase,
+    version: u32,
+    filters: &[FilterHeader],
+    tip: &lightwire_chain::Entry,
+    bits: u8,
+) {
+    for (k, record) in filters.chunks(2000).enumerate() {
+        let bytes: Vec<u8> = record.iter().flat_map(|h| h.0).collect();
+        raw_put(db, "filters", &(k as u32).into(), &bytes).await;
+    }
+    let meta = Meta {
+        schema: version,
+        tip: Tip::from(tip),
+        filter_next: filters.len() as u32,
+        ..Meta::genesis(&REGTEST, bits)
+    };
+    raw_put(db, "meta", &"meta".into(), &meta.encode()).await;
+}
+
+async fn raw_get(db: &IdbDatabase, store: &str, key: &JsValue) -> Vec<u8> {
+    let tx = db
+        .transaction_with_str_and_mode(store, IdbTransactionMode::Readonly)
+        .unwrap();
+    let req = tx.object_store(store).unwrap().get(key).unwrap();
+    await_request(&req).await;
+    req.result()
+        .unwrap()
+        .unchecked_into::<Uint8Array>()
+        .to_vec()
+}
+
+/// The keys of the `chunks` object store, in order.
+async fn chunk_keys(db: &IdbDatabase) -> Vec<u32> {
+    let tx = db
+        .transaction_with_str_and_mode("chunks", IdbTransactionMode::Readonly)
+        .unwrap();
+    let req = tx.object_store("chunks").unwrap().get_all_keys().unwrap();
+    await_request(&req).await;
+    let keys: js_sys::Array = req.result().unwrap().unchecked_into();
+    keys.iter().map(|k| k.as_f64().unwrap() as u32).collect()
 }
 
 async fn raw_put_value(db: &IdbDatabase, store: &str, key: &JsValue, value: &JsValue) {

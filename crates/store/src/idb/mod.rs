@@ -32,9 +32,9 @@ use web_sys::{
 };
 
 use crate::layout::{
-    CHUNK_WORK_LEN, DEFAULT_PREFIX_BITS, FILTER_CHUNK, FRAGMENT_LEN, Grouped, INDEX_ENTRY_LEN,
-    MAX_PREFIX_BITS, Meta, Tail, chunk_work, entry_height, find_in_index, fragment, prefix,
-    retain_up_to, v1,
+    CHUNK_LEN, CHUNK_WORK_LEN, DEFAULT_PREFIX_BITS, FILTER_CHUNK, FRAGMENT_LEN, Grouped,
+    INDEX_ENTRY_LEN, MAX_PREFIX_BITS, Meta, Tail, chunk_work, entry_height, find_in_index,
+    fragment, prefix, retain_up_to, v1, v4,
 };
 mod js;
 mod schema;
@@ -242,7 +242,7 @@ impl IdbStore {
                 return Err(e);
             }
         };
-        let len = params.retarget_interval;
+        let len = CHUNK_LEN;
         Ok(IdbStore {
             params,
             db,
@@ -303,7 +303,7 @@ impl IdbStore {
     }
 
     fn chunk_len(&self) -> u32 {
-        self.params.retarget_interval
+        CHUNK_LEN
     }
 
     /// Whether `height` is in the last chunk, which is held in memory.
@@ -754,7 +754,9 @@ impl HeaderStore for IdbStore {
     async fn chainwork_at_period_start(&self, height: u32) -> Result<Work, StoreError> {
         let len = self.chunk_len();
         let tip = self.meta.tip.height;
-        if height % len != 0 || height > tip || height < self.meta.base {
+        // A period start is a chunk start (CHUNK_LEN divides the interval).
+        let interval = self.params.retarget_interval;
+        if height % interval != 0 || height > tip || height < self.meta.base {
             return Err(StoreError::OutOfRange {
                 from: height,
                 to: height,

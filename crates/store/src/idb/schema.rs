@@ -14,7 +14,7 @@ pub(super) fn create(
     let start = options.start.unwrap_or_else(|| Start::genesis(params));
     let meta = Meta::starting_at(params, &start, options.prefix_bits);
     let hash = meta.tip.hash;
-    let (base, len) = (start.height, params.retarget_interval);
+    let (base, len) = (start.height, CHUNK_LEN);
 
     let chunks = db.create_object_store(CHUNKS).map_err(store_error)?;
     let mut chunk = Tail::start(base / len, &meta.tip.chainwork, 1);
@@ -53,11 +53,12 @@ pub(super) fn create(
 /// Chunk records read per request while migrating (16 layout-1 chunks: 2.6 MB).
 pub(super) const MIGRATE_CHUNKS: u32 = 16;
 
-/// Migrate a layout-1 store to this layout in place, inside the open request's
+/// Migrate a layout-1 store to layout 4's records in place, inside the open request's
 /// versionchange transaction `tx`: every chunk record coded, every index record cut to
 /// fragments, keys kept (commit records and the meta's tip are the same in both layouts),
-/// then the meta's layout version. The open request completes only once this has, and if
-/// anything fails the transaction is aborted: the store stays as it was, in layout 1.
+/// then the meta's layout version. [`split_period_chunks`] follows. The open request
+/// completes only once both have, and if anything fails the transaction is aborted: the
+/// store stays as it was, in layout 1.
 pub(super) async fn migrate_from_v1(
     tx: &IdbTransaction,
     params: &'static Params,
@@ -71,7 +72,8 @@ pub(super) async fn migrate_from_v1(
     if meta.schema != 1 {
         return Err(corrupt("meta record layout version"));
     }
-    let len = params.retarget_interval;
+    // Layout 1's chunks were whole periods, as layout 4's: split afterwards.
+    let len = v4::CHUNK_LEN;
     let chunks = object_store(tx, CHUNKS)?;
     let last = meta.tip.height / len;
     let mut out = Vec::new();
@@ -142,7 +144,7 @@ pub(super) async fn load(
     })?;
     let meta = Meta::decode(&meta)?;
     meta.check(params)?;
-    let len = params.retarget_interval;
+    let len = CHUNK_LEN;
     let chunk = meta.tip.height / len;
     let req = object_store(&tx, CHUNKS)?
         .get(&chunk.into())
@@ -182,28 +184,89 @@ pub(super) fn create_later_stores(req: &IdbOpenDbRequest, old: u32) -> Result<()
     if old < 3 {
         db.create_object_store(FILTERS).map_err(store_error)?;
     }
-    db.create_object_store(RECORDS).map_err(store_error)?;
+    if old < 4 {
+        db.create_object_store(RECORDS).map_err(store_error)?;
+    }
     Ok(())
 }
 
-/// Migrate a store of layout `old` (1, 2 or 3) to this one, inside the open request's
-/// versionchange transaction `tx`, once [`create_later_stores`] has run. If anything fails
-/// the caller aborts the transaction: the store stays as it was.
+/// Migrate a store of layout `old` (1 to 4) to this one, inside the open request's
+/// versionchange transaction `tx`, once [`create_later_stores`] has run: first to layout
+/// 4's records, then its chunks split. If anything fails the caller aborts the
+/// transaction: the store stays as it was.
 pub(super) async fn migrate(
     tx: &IdbTransaction,
     old: u32,
     params: &'static Params,
 ) -> Result<(), StoreError> {
     match old {
-        1 => migrate_from_v1(tx, params).await,
+        1 => migrate_from_v1(tx, params).await?,
         // Layout 2 to 4: the same records, a `filters` object store and a meta record
         // that says no filter header is stored yet.
-        2 => set_layout_version(tx, 2, params).await,
-        _ => {
+        2 => set_layout_version(tx, 2, params).await?,
+        3 => {
             set_layout_version(tx, 3, params).await?;
-            move_layout_3_records(tx).await
+            move_layout_3_records(tx).await?
         }
+        _ => set_layout_version(tx, 4, params).await?,
     }
+    split_period_chunks(tx, params).await
+}
+
+/// Layout 4 to 5: every chunk record (a whole period, `k`) rewritten as two (`2k` and
+/// `2k + 1`, the second only if it holds a header: [`v4::split_chunk`]), and nothing else.
+/// Read from the last record down, so that a record is read before a new one takes its
+/// key; keys no new record has (below the base's, above the tip's) are deleted. Every
+/// header is rehashed, as reading a chunk does: about a second for 925,000 headers
+/// (benches/README.md).
+pub(super) async fn split_period_chunks(
+    tx: &IdbTransaction,
+    params: &'static Params,
+) -> Result<(), StoreError> {
+    let corrupt = |what| StoreError::Corrupt { what };
+    let req = object_store(tx, META)?
+        .get(&META_KEY.into())
+        .map_err(store_error)?;
+    let meta = bytes_of(&request_result(&req).await?).ok_or(corrupt("missing meta record"))?;
+    let meta = Meta::decode(&meta)?;
+    meta.check(params)?;
+    let chunks = object_store(tx, CHUNKS)?;
+    let (first, last) = (meta.base / v4::CHUNK_LEN, meta.tip.height / v4::CHUNK_LEN);
+    let (mut held, mut hashes) = (Vec::new(), Vec::new());
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    let mut hi = last;
+    loop {
+        let lo = hi.saturating_sub(MIGRATE_CHUNKS - 1).max(first);
+        let range = IdbKeyRange::bound(&lo.into(), &hi.into()).map_err(store_error)?;
+        let req = chunks.get_all_with_key(&range).map_err(store_error)?;
+        let records: Array = request_result(&req).await?.unchecked_into();
+        if records.length() != hi - lo + 1 {
+            return Err(corrupt("missing chunk record"));
+        }
+        for k in (lo..=hi).rev() {
+            let record = bytes_of(&records.get(k - lo)).ok_or(corrupt("chunk record type"))?;
+            if v4::split_chunk(&record, k, &mut held, &mut hashes, &mut a, &mut b)? {
+                chunks
+                    .put_with_key(&Uint8Array::from(&b[..]), &(2 * k + 1).into())
+                    .map_err(store_error)?;
+            }
+            chunks
+                .put_with_key(&Uint8Array::from(&a[..]), &(2 * k).into())
+                .map_err(store_error)?;
+        }
+        if lo == first {
+            break;
+        }
+        hi = lo - 1;
+    }
+    let below = IdbKeyRange::upper_bound_with_open(&(2 * first).into(), true);
+    let above = IdbKeyRange::lower_bound_with_open(&(meta.tip.height / CHUNK_LEN).into(), true);
+    for range in [below, above] {
+        chunks
+            .delete(&range.map_err(store_error)?.into())
+            .map_err(store_error)?;
+    }
+    Ok(())
 }
 
 /// Layout 3 to 4: every saved record moves from `scans` to `records` (created by the
@@ -313,7 +376,7 @@ fn upgrade(
 ) {
     let result = if old == 0.0 {
         create(req, params, options)
-    } else if [1.0, 2.0, 3.0].contains(&old) {
+    } else if [1.0, 2.0, 3.0, 4.0].contains(&old) {
         let old = old as u32;
         // Requests issued from the task (which starts in this event's
         // microtasks) keep the versionchange transaction alive until it is done.
