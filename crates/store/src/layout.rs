@@ -501,31 +501,58 @@ pub mod v1 {
     }
 }
 
-/// Layouts 2 to 4's chunk records, read only to migrate them: a whole retarget period each,
-/// coded as layout 5 codes its halves.
+/// Layouts 1 to 4's chunk records, read only to migrate them: a whole retarget period each,
+/// as 80-byte headers (layout 1) or coded as layout 5 codes its halves (2 to 4).
 pub mod v4 {
     use super::*;
 
-    /// Headers in a chunk record of layouts 2 to 4: the retarget interval.
+    /// Headers in a chunk record of layouts 1 to 4: the retarget interval.
     pub const CHUNK_LEN: u32 = 2 * super::CHUNK_LEN;
 
-    /// Layout 4's chunk record `k` (heights `k * 2016 ..`) as layout 5's records `2k` and
-    /// `2k + 1`, into `first` and `second` (replaced); returns whether `second` holds a
+    /// How a layout wrote its chunk records.
+    #[derive(Clone, Copy, PartialEq, Eq, Debug)]
+    pub enum Coding {
+        /// Layout 1: the chainwork, then 80-byte headers.
+        Plain,
+        /// Layouts 2 to 4: [`encode_chunk`]'s.
+        Coded,
+    }
+
+    /// An older layout's chunk record `k` (heights `k * 2016 ..`) as layout 5's records `2k`
+    /// and `2k + 1`, into `first` and `second` (replaced); returns whether `second` holds a
     /// header (a record with none is not stored). A record's chainwork is its first
     /// header's (that header's work included), so the second's is the first's plus the
     /// work of the headers after the first, up to and including its own first. `held` and
-    /// `hashes` are scratch space. Fails as
-    /// reading the record would: it must hold linked headers, at most a period of them.
+    /// `hashes` are scratch space. Fails as reading the record would: it must hold linked
+    /// headers, at most a period of them.
     pub fn split_chunk(
         record: &[u8],
         k: u32,
+        coding: Coding,
         held: &mut Vec<u8>,
         hashes: &mut Vec<BlockHash>,
         first: &mut Vec<u8>,
         second: &mut Vec<u8>,
     ) -> Result<bool, StoreError> {
         let height = k * CHUNK_LEN;
-        let mut work = expand_chunk(record, height, CHUNK_LEN, held, hashes)?;
+        let mut work = match coding {
+            Coding::Coded => expand_chunk(record, height, CHUNK_LEN, held, hashes)?,
+            Coding::Plain => {
+                let n = record.len().saturating_sub(CHUNK_WORK_LEN) / HEADER_LEN;
+                let work = chunk_work(record).filter(|_| {
+                    (record.len() - CHUNK_WORK_LEN) % HEADER_LEN == 0 && n <= CHUNK_LEN as usize
+                });
+                let work = work.ok_or(StoreError::Corrupt {
+                    what: "layout 1 chunk record length",
+                })?;
+                held.clear();
+                held.extend_from_slice(record);
+                hashes.clear();
+                hashes.resize(n, BlockHash::ZERO);
+                lightwire_chain::hash_headers(&record[CHUNK_WORK_LEN..], hashes);
+                work
+            }
+        };
         let half = super::CHUNK_LEN as usize;
         let n = hashes.len().min(half);
         let cut = CHUNK_WORK_LEN + n * HEADER_LEN;
@@ -533,6 +560,12 @@ pub mod v4 {
         second.clear();
         if hashes.len() <= half {
             return Ok(false);
+        }
+        // Each half's links are checked as it is coded; this is the one between them.
+        if held[cut + 4..cut + 36] != hashes[half - 1].0 {
+            return Err(StoreError::DoesNotLink {
+                height: height + half as u32,
+            });
         }
         let after_first = &held[CHUNK_WORK_LEN + HEADER_LEN..cut + HEADER_LEN];
         for h in after_first.chunks_exact(HEADER_LEN) {
@@ -900,57 +933,81 @@ mod tests {
         let (mut scratch, mut scratch_hashes) = (Vec::new(), Vec::new());
         let (mut first, mut second) = (Vec::new(), Vec::new());
         let (mut back, mut back_hashes) = (Vec::new(), Vec::new());
-        for n in [1usize, 1007, 1008, 1009, 2016] {
-            // Layout 4's record of heights 0..n, chainwork from genesis.
-            let (mut bytes, hashes) = held(n as u32 - 1);
-            bytes[..CHUNK_WORK_LEN].copy_from_slice(&genesis_work(&REGTEST).0.to_be_bytes());
-            let mut record = Vec::new();
-            encode_chunk(&bytes, 0, |i| hashes[i], &mut record).unwrap();
-            let has_second = v4::split_chunk(
-                &record,
-                0,
-                &mut scratch,
-                &mut scratch_hashes,
-                &mut first,
-                &mut second,
-            )
-            .unwrap();
-            assert_eq!(has_second, n > 1008, "{n}");
-            let work = expand_chunk(&first, 0, CHUNK_LEN, &mut back, &mut back_hashes).unwrap();
-            assert_eq!(work, entries[0].chainwork);
-            let m = n.min(1008);
-            assert_eq!(
-                back[CHUNK_WORK_LEN..],
-                bytes[CHUNK_WORK_LEN..CHUNK_WORK_LEN + m * HEADER_LEN]
-            );
-            assert_eq!(back_hashes, hashes[..m]);
-            if has_second {
-                let work =
-                    expand_chunk(&second, 1008, CHUNK_LEN, &mut back, &mut back_hashes).unwrap();
-                assert_eq!(work, entries[1008].chainwork, "{n}");
-                assert_eq!(
-                    back[CHUNK_WORK_LEN..],
-                    bytes[CHUNK_WORK_LEN + 1008 * HEADER_LEN..]
-                );
-                assert_eq!(back_hashes, hashes[1008..]);
-            }
-        }
-        // Chunk 3 of layout 4 is read at its heights (6,048 on): at others it is refused.
-        let (bytes, hashes) = held(99);
-        let mut record = Vec::new();
-        encode_chunk(&bytes, 0, |i| hashes[i], &mut record).unwrap();
-        let mut split = |r: &[u8], k| {
+        let mut split = |r: &[u8], k, coding, first: &mut Vec<u8>, second: &mut Vec<u8>| {
             v4::split_chunk(
                 r,
                 k,
+                coding,
                 &mut scratch,
                 &mut scratch_hashes,
-                &mut first,
-                &mut second,
+                first,
+                second,
             )
         };
-        assert!(split(&record, 3).is_err());
-        assert!(split(&record[..record.len() - 1], 0).is_err());
+        for coding in [v4::Coding::Coded, v4::Coding::Plain] {
+            for n in [1usize, 1007, 1008, 1009, 2016] {
+                // An older layout's record of heights 0..n, chainwork from genesis.
+                let (mut bytes, hashes) = held(n as u32 - 1);
+                bytes[..CHUNK_WORK_LEN].copy_from_slice(&genesis_work(&REGTEST).0.to_be_bytes());
+                let mut record = bytes.clone();
+                if coding == v4::Coding::Coded {
+                    encode_chunk(&bytes, 0, |i| hashes[i], &mut record).unwrap();
+                }
+                let has_second = split(&record, 0, coding, &mut first, &mut second).unwrap();
+                assert_eq!(has_second, n > 1008, "{n}");
+                let work = expand_chunk(&first, 0, CHUNK_LEN, &mut back, &mut back_hashes);
+                assert_eq!(work.unwrap(), entries[0].chainwork);
+                let m = n.min(1008);
+                let cut = CHUNK_WORK_LEN + m * HEADER_LEN;
+                assert_eq!(back[CHUNK_WORK_LEN..], bytes[CHUNK_WORK_LEN..cut]);
+                assert_eq!(back_hashes, hashes[..m]);
+                if has_second {
+                    let work = expand_chunk(&second, 1008, CHUNK_LEN, &mut back, &mut back_hashes);
+                    assert_eq!(work.unwrap(), entries[1008].chainwork, "{n}");
+                    assert_eq!(back[CHUNK_WORK_LEN..], bytes[cut..]);
+                    assert_eq!(back_hashes, hashes[1008..]);
+                }
+            }
+        }
+        // Chunk 3 of layout 4 is read at its heights (6,048 on): at others it is refused.
+        let (mut bytes, hashes) = held(2015);
+        let mut record = Vec::new();
+        encode_chunk(&bytes, 0, |i| hashes[i], &mut record).unwrap();
+        let coded = v4::Coding::Coded;
+        assert!(split(&record, 3, coded, &mut first, &mut second).is_err());
+        assert!(
+            split(
+                &record[..record.len() - 1],
+                0,
+                coded,
+                &mut first,
+                &mut second
+            )
+            .is_err()
+        );
+        // A layout-1 record half a header short, or that does not link: in a half, or
+        // across them.
+        let plain = v4::Coding::Plain;
+        assert_eq!(
+            split(
+                &bytes[..bytes.len() - 40],
+                0,
+                plain,
+                &mut first,
+                &mut second
+            ),
+            Err(StoreError::Corrupt {
+                what: "layout 1 chunk record length"
+            })
+        );
+        for at in [500, 1008, 1500] {
+            bytes[CHUNK_WORK_LEN + at * HEADER_LEN + 4] ^= 1;
+            assert_eq!(
+                split(&bytes, 0, plain, &mut first, &mut second),
+                Err(StoreError::DoesNotLink { height: at as u32 })
+            );
+            bytes[CHUNK_WORK_LEN + at * HEADER_LEN + 4] ^= 1;
+        }
     }
 
     #[test]

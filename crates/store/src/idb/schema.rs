@@ -53,12 +53,12 @@ pub(super) fn create(
 /// Chunk records read per request while migrating (16 layout-1 chunks: 2.6 MB).
 pub(super) const MIGRATE_CHUNKS: u32 = 16;
 
-/// Migrate a layout-1 store to layout 4's records in place, inside the open request's
-/// versionchange transaction `tx`: every chunk record coded, every index record cut to
-/// fragments, keys kept (commit records and the meta's tip are the same in both layouts),
-/// then the meta's layout version. [`split_period_chunks`] follows. The open request
-/// completes only once both have, and if anything fails the transaction is aborted: the
-/// store stays as it was, in layout 1.
+/// Migrate a layout-1 store's index and meta record to layout 4's in place, inside the open
+/// request's versionchange transaction `tx`: every index record cut to fragments, keys
+/// kept (commit records and the meta's tip are the same in both layouts), then the meta's
+/// layout version. [`split_period_chunks`] follows, reading layout 1's chunks as they are.
+/// The open request completes only once both have, and if anything fails the transaction
+/// is aborted: the store stays as it was, in layout 1.
 pub(super) async fn migrate_from_v1(
     tx: &IdbTransaction,
     params: &'static Params,
@@ -72,29 +72,7 @@ pub(super) async fn migrate_from_v1(
     if meta.schema != 1 {
         return Err(corrupt("meta record layout version"));
     }
-    // Layout 1's chunks were whole periods, as layout 4's: split afterwards.
-    let len = v4::CHUNK_LEN;
-    let chunks = object_store(tx, CHUNKS)?;
-    let last = meta.tip.height / len;
     let mut out = Vec::new();
-    let mut k = 0;
-    while k <= last {
-        let hi = (k + MIGRATE_CHUNKS - 1).min(last);
-        let range = IdbKeyRange::bound(&k.into(), &hi.into()).map_err(store_error)?;
-        let req = chunks.get_all_with_key(&range).map_err(store_error)?;
-        let records: Array = request_result(&req).await?.unchecked_into();
-        if records.length() != hi - k + 1 {
-            return Err(corrupt("missing chunk record"));
-        }
-        for (c, record) in (k..).zip(records.iter()) {
-            let bytes = bytes_of(&record).ok_or(corrupt("chunk record type"))?;
-            v1::convert_chunk(&bytes, c * len, len, &mut out)?;
-            chunks
-                .put_with_key(&Uint8Array::from(&out[..]), &c.into())
-                .map_err(store_error)?;
-        }
-        k = hi + 1;
-    }
     // The index, about 256 shards' records per request.
     let index = object_store(tx, INDEX)?;
     let shards = 1u32 << meta.prefix_bits;
@@ -191,8 +169,8 @@ pub(super) fn create_later_stores(req: &IdbOpenDbRequest, old: u32) -> Result<()
 }
 
 /// Migrate a store of layout `old` (1 to 4) to this one, inside the open request's
-/// versionchange transaction `tx`, once [`create_later_stores`] has run: first to layout
-/// 4's records, then its chunks split. If anything fails the caller aborts the
+/// versionchange transaction `tx`, once [`create_later_stores`] has run: first its other
+/// records to layout 4's, then its chunks split. If anything fails the caller aborts the
 /// transaction: the store stays as it was.
 pub(super) async fn migrate(
     tx: &IdbTransaction,
@@ -210,11 +188,17 @@ pub(super) async fn migrate(
         }
         _ => set_layout_version(tx, 4, params).await?,
     }
-    split_period_chunks(tx, params).await
+    let coding = if old == 1 {
+        v4::Coding::Plain
+    } else {
+        v4::Coding::Coded
+    };
+    split_period_chunks(tx, params, coding).await
 }
 
-/// Layout 4 to 5: every chunk record (a whole period, `k`) rewritten as two (`2k` and
-/// `2k + 1`, the second only if it holds a header: [`v4::split_chunk`]), and nothing else.
+/// Layout 4 to 5: every chunk record (a whole period, `k`, written as `coding`) rewritten
+/// as two (`2k` and `2k + 1`, the second only if it holds a header: [`v4::split_chunk`]),
+/// and nothing else.
 /// Read from the last record down, so that a record is read before a new one takes its
 /// key; keys no new record has (below the base's, above the tip's) are deleted. Every
 /// header is rehashed, as reading a chunk does: about a second for 925,000 headers
@@ -222,6 +206,7 @@ pub(super) async fn migrate(
 pub(super) async fn split_period_chunks(
     tx: &IdbTransaction,
     params: &'static Params,
+    coding: v4::Coding,
 ) -> Result<(), StoreError> {
     let corrupt = |what| StoreError::Corrupt { what };
     let req = object_store(tx, META)?
@@ -245,7 +230,7 @@ pub(super) async fn split_period_chunks(
         }
         for k in (lo..=hi).rev() {
             let record = bytes_of(&records.get(k - lo)).ok_or(corrupt("chunk record type"))?;
-            if v4::split_chunk(&record, k, &mut held, &mut hashes, &mut a, &mut b)? {
+            if v4::split_chunk(&record, k, coding, &mut held, &mut hashes, &mut a, &mut b)? {
                 chunks
                     .put_with_key(&Uint8Array::from(&b[..]), &(2 * k + 1).into())
                     .map_err(store_error)?;
