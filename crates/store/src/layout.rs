@@ -59,8 +59,8 @@ pub const CHUNK_WORK_LEN: usize = 32;
 /// ([`chunk::MAX_CODED_LEN`] bytes), a record stays under 64 KiB, the size past which
 /// Chromium's IndexedDB (Blink's `IDBValueWrapper`) wraps a value in a Blob written as a
 /// file of its own. A whole period, about 78,600 bytes coded, was wrapped: each `put`
-/// took 0.56-0.73 ms instead of 0.04-0.05, and Chromium's 925,000-header sync about 0.4 s
-/// more (benches/README.md, "Chunk records under 64 KiB").
+/// took 0.56-0.73 ms instead of 0.04-0.05, and Chromium's 925,000-header sync 0.4-0.5 s
+/// more (benches/README.md, "Chunk records under 64 KiB (layout 5)").
 pub const CHUNK_LEN: u32 = 1008;
 
 /// Widest hash prefix the index can be sharded by (65,536 shards).
