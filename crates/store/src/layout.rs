@@ -33,9 +33,7 @@
 //! whole period (2,016 headers, about 78,600 bytes) in a chunk record; layout 5 keeps half
 //! ([`v4`] splits them), and nothing else changed.
 
-use lightwire_chain::{
-    BlockHash, CompactTarget, HEADER_LEN, Network, Params, U256, Work, link_segments,
-};
+use lightwire_chain::{BlockHash, HEADER_LEN, Header, Network, Params, U256, Work, link_segments};
 
 use crate::{SCHEMA_VERSION, StoreError, Tip, chunk};
 
@@ -472,18 +470,32 @@ pub mod v1 {
         len: u32,
         out: &mut Vec<u8>,
     ) -> Result<(), StoreError> {
+        let (mut held, mut hashes) = (Vec::new(), Vec::new());
+        expand_chunk(record, len, &mut held, &mut hashes)?;
+        super::encode_chunk(&held, first_height, |i| hashes[i], out)
+    }
+
+    /// A layout-1 chunk record of at most `len` headers into `held` (the same bytes) and
+    /// their block hashes into `hashes` (both replaced), as [`super::expand_chunk`] does
+    /// for a coded one; returns its work. Links are not checked here: coding checks them.
+    pub fn expand_chunk(
+        record: &[u8],
+        len: u32,
+        held: &mut Vec<u8>,
+        hashes: &mut Vec<BlockHash>,
+    ) -> Result<Work, StoreError> {
         let n = record.len().saturating_sub(CHUNK_WORK_LEN) / HEADER_LEN;
-        if record.len() < CHUNK_WORK_LEN
-            || (record.len() - CHUNK_WORK_LEN) % HEADER_LEN != 0
-            || n > len as usize
-        {
-            return Err(StoreError::Corrupt {
+        let work = chunk_work(record)
+            .filter(|_| (record.len() - CHUNK_WORK_LEN) % HEADER_LEN == 0 && n <= len as usize)
+            .ok_or(StoreError::Corrupt {
                 what: "layout 1 chunk record length",
-            });
-        }
-        let mut hashes = vec![BlockHash::ZERO; n];
-        lightwire_chain::hash_headers(&record[CHUNK_WORK_LEN..], &mut hashes);
-        super::encode_chunk(record, first_height, |i| hashes[i], out)
+            })?;
+        held.clear();
+        held.extend_from_slice(record);
+        hashes.clear();
+        hashes.resize(n, BlockHash::ZERO);
+        lightwire_chain::hash_headers(&record[CHUNK_WORK_LEN..], hashes);
+        Ok(work)
     }
 
     /// Layout 1's encoding of a chunk held as work and 80-byte headers: the same bytes.
@@ -537,21 +549,7 @@ pub mod v4 {
         let height = k * CHUNK_LEN;
         let mut work = match coding {
             Coding::Coded => expand_chunk(record, height, CHUNK_LEN, held, hashes)?,
-            Coding::Plain => {
-                let n = record.len().saturating_sub(CHUNK_WORK_LEN) / HEADER_LEN;
-                let work = chunk_work(record).filter(|_| {
-                    (record.len() - CHUNK_WORK_LEN) % HEADER_LEN == 0 && n <= CHUNK_LEN as usize
-                });
-                let work = work.ok_or(StoreError::Corrupt {
-                    what: "layout 1 chunk record length",
-                })?;
-                held.clear();
-                held.extend_from_slice(record);
-                hashes.clear();
-                hashes.resize(n, BlockHash::ZERO);
-                lightwire_chain::hash_headers(&record[CHUNK_WORK_LEN..], hashes);
-                work
-            }
+            Coding::Plain => v1::expand_chunk(record, CHUNK_LEN, held, hashes)?,
         };
         let half = super::CHUNK_LEN as usize;
         let n = hashes.len().min(half);
@@ -568,9 +566,11 @@ pub mod v4 {
             });
         }
         let after_first = &held[CHUNK_WORK_LEN + HEADER_LEN..cut + HEADER_LEN];
-        for h in after_first.chunks_exact(HEADER_LEN) {
-            let bits = CompactTarget(u32::from_le_bytes([h[72], h[73], h[74], h[75]]));
-            let target = bits.to_target().map_err(|_| StoreError::Corrupt {
+        for h in after_first
+            .chunks_exact(HEADER_LEN)
+            .filter_map(Header::from_slice)
+        {
+            let target = h.bits.to_target().map_err(|_| StoreError::Corrupt {
                 what: "chunk record nBits",
             })?;
             work = work.add(&target.work());
@@ -1025,12 +1025,12 @@ mod tests {
         let mut hashes = Vec::new();
         let mut prev = BlockHash::ZERO;
         for i in 0..CHUNK_LEN {
-            let h = lightwire_chain::Header {
+            let h = Header {
                 version: i as i32,
                 prev_blockhash: prev,
                 merkle_root: [i as u8; 32],
                 time: i * 100_000,
-                bits: CompactTarget(0x1d00_ffff - (i & 1)),
+                bits: lightwire_chain::CompactTarget(0x1d00_ffff - (i & 1)),
                 nonce: i,
             };
             bytes.extend_from_slice(&h.encode());
