@@ -166,12 +166,14 @@ export function startGateway(path, argv, { metrics = true } = {}) {
     proc.on('error', (e) => reject(new Error(`the gateway did not start: ${e.message}`)));
     proc.on('exit', (code) => reject(new Error(`the gateway exited (${code}): ${err}`)));
   });
-  return { proc, ready };
+  // Its stderr so far: why it stopped, when it stops where a test did not stop it.
+  return { proc, ready, stderr: () => err };
 }
 
-/// A gateway's served tip from its /metrics: `{height, hash}` (display hex).
-export async function gatewayTip(metricsUrl) {
-  const text = await (await fetch(metricsUrl)).text();
+/// A gateway's served tip from its /metrics: `{height, hash}` (display hex). `read` fetches
+/// the page's text (a caller's, to say more when it fails).
+export async function gatewayTip(metricsUrl, read = async (url) => (await fetch(url)).text()) {
+  const text = await read(metricsUrl);
   return {
     height: Number(/^lightwire_tip_height (\d+)$/m.exec(text)?.[1]),
     hash: /lightwire_tip_info\{hash="([0-9a-f]+)"\}/.exec(text)?.[1],

@@ -239,20 +239,48 @@ const running = new Set();
 async function gateway(source, { port = 0, keyFile, binary = 'lightwire-gateway' } = {}) {
   keyFile ??= join(work, `key-${Math.random().toString(16).slice(2)}`);
   const argv = ['--listen', `127.0.0.1:${port}`, '--key-file', keyFile, '--metrics-listen', '127.0.0.1:0', ...source];
-  const { proc, ready } = startGateway(bin(binary), argv);
+  const { proc, ready, stderr } = startGateway(bin(binary), argv);
   running.add(proc);
+  let stopping = false;
   proc.on('exit', () => running.delete(proc));
   const { connect, metrics } = await ready;
+  // A /metrics read that fails says whether the gateway is gone, how, and its last words,
+  // rather than only that the port refused.
+  const read = async (url) => {
+    try {
+      return await (await fetch(url)).text();
+    } catch (e) {
+      const how = proc.exitCode !== null || proc.signalCode !== null
+        ? `exited (${proc.exitCode ?? proc.signalCode})${stopping ? ', stopped by the test' : ', not stopped by the test'}`
+        : 'still running';
+      throw new Error(`the gateway at ${connect} did not answer on /metrics (${e.cause?.code ?? e.message}); it ${how}; ` +
+        `its stderr ends: ${stderr().slice(-2_000)}`);
+    }
+  };
   return {
     connect,
     keyFile,
     port: Number(/:(\d+)#/.exec(connect)[1]),
     proc,
-    tip: () => gatewayTip(metrics),
+    tip: async () => gatewayTip(metrics, read),
     /// A counter or gauge of its /metrics (NaN when it has none by that name).
-    metric: async (name) => Number(new RegExp(`^${name} (\\d+)$`, 'm').exec(await (await fetch(metrics)).text())?.[1]),
+    metric: async (name) => Number(new RegExp(`^${name} (\\d+)$`, 'm').exec(await read(metrics))?.[1]),
     hup: () => proc.kill('SIGHUP'),
-    stop: () => terminate(proc),
+    /// Run `f` with the gateway's process stopped (SIGSTOP, SIGCONT after): what a tab
+    /// does meanwhile happens mid-sync, however fast the sync is. Its connections stay
+    /// open and their requests wait, far inside the client's request timeout.
+    paused: async (f) => {
+      proc.kill('SIGSTOP');
+      try {
+        return await f();
+      } finally {
+        proc.kill('SIGCONT');
+      }
+    },
+    stop: () => {
+      stopping = true;
+      return terminate(proc);
+    },
   };
 }
 
@@ -329,7 +357,7 @@ function summarizeProfile(profile) {
 }
 
 /// Wait until `pred(metrics, events)` holds in the page (polled), or fail after `ms`.
-async function until(page, what, ms, pred) {
+async function until(page, what, ms, pred, every = 100) {
   const deadline = Date.now() + ms;
   for (;;) {
     const state = await page.evaluate(async () => ({
@@ -341,7 +369,7 @@ async function until(page, what, ms, pred) {
       const last = state.events.slice(-8).map((e) => JSON.stringify(e)).join('\n    ');
       throw new Error(`timed out waiting for ${what}; metrics ${JSON.stringify(state.m)}\n    ${last}`);
     }
-    await new Promise((r) => setTimeout(r, 100));
+    await new Promise((r) => setTimeout(r, every));
   }
 }
 
@@ -457,9 +485,11 @@ async function reopen() {
   try {
     let page = await openPage();
     await openClient(page, options);
-    const { events } = await until(page, 'two commits', 60_000, (m) => m.idbCommits >= 2);
+    // Watched every 5 ms and the gateway stopped from the second commit until the page
+    // is closed: closed mid-sync, however fast the sync runs.
+    const { events } = await until(page, 'two commits', 60_000, (m) => m.idbCommits >= 2, 5);
     const committed = events.filter((e) => e.type === 'tip').map((e) => e.height);
-    await page.close(); // mid-sync: more commits were coming
+    await gw.paused(() => page.close());
     page = await openPage();
     await openClient(page, options);
     const first = await page.evaluate(() => window.client.tip());
@@ -1569,9 +1599,18 @@ async function handOverMs(page, since) {
 function connectionsPeak(gw) {
   let peak = 0;
   let on = true;
+  let failed = null;
+  // The loop never rejects: a read that fails ends it and end() throws it. (A rejection
+  // here, unawaited while the scenario fails and its servers stop, would end the process
+  // with this read's error instead of the scenario's.)
   const loop = (async () => {
     while (on) {
-      peak = Math.max(peak, await gw.metric('lightwire_connections_open'));
+      try {
+        peak = Math.max(peak, await gw.metric('lightwire_connections_open'));
+      } catch (e) {
+        failed = e;
+        return;
+      }
       await new Promise((r) => setTimeout(r, 20));
     }
   })();
@@ -1579,6 +1618,7 @@ function connectionsPeak(gw) {
     async end() {
       on = false;
       await loop;
+      if (failed) throw failed;
       return peak;
     },
   };
@@ -1641,8 +1681,12 @@ async function tabs() {
     const first = await open(options);
     await until(first, 'the first tab syncing', 60_000, (m) => m.storedHeight >= 100_000);
     const joined = (await first.evaluate(() => window.client.tip())).height;
-    await open(options);
-    await open(options);
+    // The gateway stopped while they open: they join mid-sync however fast it went.
+    await gw.paused(async () => {
+      await open(options);
+      await open(options);
+    });
+    assert(joined < 925_000, `the first tab had synced before the others opened (${joined})`);
     const roles = await Promise.all(pages.map((p) => p.evaluate(() => window.client.role)));
     assert(JSON.stringify(roles) === '["leader","follower","follower"]', `roles ${JSON.stringify(roles)}`);
     for (const [i, p] of pages.entries()) {
@@ -1745,11 +1789,19 @@ async function tabs() {
     servers.push(served);
     const small = { gateways: [served.connect], storeName: 'tabs-handover', commitEvery: 10_000, requestSize: 2_000, filters: false };
     const peak = connectionsPeak(served);
-    const a = await open(small);
-    await open(small);
-    await open(small);
-    const { m } = await until(a, 'two commits', 60_000, (mm) => mm.idbCommits >= 2);
-    assert(m.storedHeight < count, 'the sync ended before the leader was closed');
+    // The sync is held while the tabs open (unheld, a sync that ended while they opened
+    // failed this scenario), then watched every 5 ms: the leader is closed a few ms after
+    // its second commit, with most of the 400,000 headers still to come. The gateway is not
+    // stopped across the close itself: it would then take the old connection's end and the
+    // new leader's connection in either order, and count two open at once.
+    const a = await served.paused(async () => {
+      const first = await open(small);
+      await open(small);
+      await open(small);
+      return first;
+    });
+    const { m } = await until(a, 'two commits', 60_000, (mm) => mm.idbCommits >= 2, 5);
+    assert(m.storedHeight < count, `the sync ended before the leader was closed (stored ${m.storedHeight})`);
     let since = Date.now();
     await a.close();
     pages.splice(pages.indexOf(a), 1);
@@ -1757,8 +1809,8 @@ async function tabs() {
     handOvers.push(await handOverMs(leader, since));
     const how = [`closed at ${m.storedHeight}`];
     if (browser.name === 'chromium') {
-      const { m: m2 } = await until(leader, 'a commit by the new leader', 60_000, (mm) => mm.idbCommits >= 1);
-      assert(m2.storedHeight < count, 'the sync ended before the second leader was killed');
+      const { m: m2 } = await until(leader, 'a commit by the new leader', 60_000, (mm) => mm.idbCommits >= 1, 5);
+      assert(m2.storedHeight < count, `the sync ended before the second leader was killed (stored ${m2.storedHeight})`);
       since = Date.now();
       await leader.crash();
       pages.splice(pages.indexOf(leader), 1);
@@ -1785,7 +1837,9 @@ async function tabs() {
     // Small requests, so that the reloads come while it syncs.
     const reloading = { gateways: [gw3.connect], storeName: 'tabs-reload', commitEvery: 10_000, requestSize: 1_000 };
     const peak3 = connectionsPeak(gw3);
-    for (let i = 0; i < 3; i++) await open(reloading);
+    await gw3.paused(async () => {
+      for (let i = 0; i < 3; i++) await open(reloading);
+    });
     let midSync = 0;
     for (let i = 1; i <= 10; i++) {
       const lead = await newLeader(pages, `before reload ${i}`);
