@@ -32,4 +32,5 @@ CHROMIUM_FLAGS=(--headless --no-sandbox --disable-gpu --disable-quic --no-first-
   --disable-background-networking --disable-component-update --disable-sync
   --disable-dev-shm-usage)
 
-step() { printf '\n==> %s\n' "$*"; }
+# Each step with the wall-clock time it starts at, so that a log shows where the time went.
+step() { printf '\n==> %s  [%s]\n' "$*" "$(date -u +%T)"; }

@@ -485,8 +485,8 @@ async function reopen() {
   try {
     let page = await openPage();
     await openClient(page, options);
-    // Watched every 5 ms and the gateway stopped from the second commit until the page
-    // is closed: closed mid-sync, however fast the sync runs.
+    // Watched every 5 ms, and the gateway stopped from when the second commit is seen
+    // until the page is closed: closed mid-sync, however fast the sync runs.
     const { events } = await until(page, 'two commits', 60_000, (m) => m.idbCommits >= 2, 5);
     const committed = events.filter((e) => e.type === 'tip').map((e) => e.height);
     await gw.paused(() => page.close());
@@ -1679,7 +1679,7 @@ async function tabs() {
     servers.push(gw);
     const options = { gateways: [gw.connect], storeName: 'tabs' };
     const first = await open(options);
-    await until(first, 'the first tab syncing', 60_000, (m) => m.storedHeight >= 100_000);
+    await until(first, 'the first tab syncing', 60_000, (m) => m.storedHeight >= 100_000, 5);
     const joined = (await first.evaluate(() => window.client.tip())).height;
     // The gateway stopped while they open: they join mid-sync however fast it went.
     await gw.paused(async () => {
