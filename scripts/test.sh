@@ -48,13 +48,13 @@ trap 'rm -f "$log"' EXIT
 # reconnect, a hung worker is restarted.)
 # The runner gives a whole suite 20 s by default; the client crate's took up to 47 s in
 # WebKit with the machine busy (and 13 s idle), so a slow run is not taken for a hang.
-# Not fixed yet, a known flake on a slow machine: wasm-bindgen-test runs synchronous tests
-# back to back in one poll, so the page's main thread does not come back to the event loop
-# between them. The client crate's engine scenarios are synchronous and took 41 s in all in
-# Chromium on a slow day; ChromeDriver gives up on a renderer silent for 30 s ("Timed out
-# receiving message from renderer"), and the runner then fails with "missing field
-# `chunk`". Seen once in CI-like runs; the step alone passed right after. The fix is for
-# the scenarios to yield to the event loop (async tests) or to run natively only.
+# wasm-bindgen-test runs synchronous tests back to back in one poll, so the page's main
+# thread does not come back to the event loop between them: the client crate's engine
+# scenarios, synchronous, took 41 s in all in Chromium on a slow day. ChromeDriver gave up
+# on a renderer silent for 30 s ("Timed out receiving message from renderer", then the
+# runner's "missing field `chunk`"), which failed a CI-like run once. Each webdriver.json
+# now sets the W3C timeouts (script and page load, 10 minutes): a test that spins 40 s
+# synchronously failed without them and passes with them in all three engines.
 export WASM_BINDGEN_TEST_TIMEOUT=${WASM_BINDGEN_TEST_TIMEOUT:-120}
 for crate in crates/noise crates/wire crates/primitives crates/chain crates/filter crates/wallet crates/proto crates/store crates/client; do
   for engine in chrome firefox safari; do
