@@ -198,10 +198,10 @@ pub(super) async fn migrate(
 
 /// Layout 4 to 5: every chunk record (a whole period, `k`, written as `coding`) rewritten
 /// as two (`2k` and `2k + 1`, the second only if it holds a header: [`v4::split_chunk`]),
-/// and nothing else. Read from the last record down, so that a record is read before a new one takes its
-/// key; keys no new record has (below the base's, above the tip's) are deleted. Every
-/// header is rehashed, as reading a chunk does: about a second for 925,000 headers
-/// (benches/README.md).
+/// and nothing else. Read from the last record down, so that a record is read before a
+/// new one takes its key; keys no new record has (below the base's, above the tip's) are
+/// deleted. Every header is rehashed, as reading a chunk does: about a second for 925,000
+/// headers (benches/README.md).
 pub(super) async fn split_period_chunks(
     tx: &IdbTransaction,
     params: &'static Params,
