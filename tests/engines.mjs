@@ -198,10 +198,12 @@ async function webkit(profile, trust) {
     await call('POST', `${s}/window`, { handle });
     current = handle;
   };
+  // JavaScriptCore's `stack` holds only the frames: the message goes first, so that a
+  // failure says what it was (and tests/e2e/engine-faults.mjs can read it).
   const evaluate = async (fn, arg) => {
     const script = `const done = arguments[arguments.length - 1];
       Promise.resolve().then(() => (${fn})(arguments[0]))
-        .then((v) => done({ ok: v === undefined ? null : v }), (e) => done({ err: String(e && e.stack || e) }));`;
+        .then((v) => done({ ok: v === undefined ? null : v }), (e) => done({ err: e && e.stack ? \`\${e}\\n\${e.stack}\` : String(e) }));`;
     const r = await call('POST', `${s}/execute/async`, { script, args: [arg === undefined ? null : arg] });
     if (r && 'err' in r) throw new Error(r.err);
     return r.ok;

@@ -623,6 +623,32 @@ export interface Persistence {
   persisted: boolean;
 }
 
+/**
+ * Where the wallet's block fetching stands (`metrics().wallet`): what to read when a
+ * payment its filter matched is not found.
+ */
+export interface WalletTrace {
+  /** Whether the scan under way is the wallet's (its matches are fetched). */
+  scanForWallet: boolean;
+  /** Scripts the wallet watches, and scripts its scan matches (it needs every one). */
+  walletScripts: number;
+  scanScripts: number;
+  /** The highest block applied, or null. */
+  applied: number | null;
+  /** Blocks matched and not applied yet, and the next of them (null: none). */
+  pendingBlocks: number;
+  front: number | null;
+  /** The gateway its block request is in flight to and the request's id (null: none). */
+  askedGateway: number | null;
+  askedId: number | null;
+  /** Gateways that failed the next block (said they lack it, or sent another). */
+  tried: number;
+  /** Milliseconds until a block every gateway lacked is asked again (null: not waiting). */
+  retryInMs: number | null;
+  /** Milliseconds until the wallet's next deadline (null: none). */
+  deadlineInMs: number | null;
+}
+
 /** A snapshot of the client's counters. */
 export interface Metrics {
   /** Allocations in wasm since start (count, bytes), and bytes live now. */
@@ -653,6 +679,14 @@ export interface Metrics {
   storedFilterHeight: number | null;
   /** Filter headers written to IndexedDB since the client opened. */
   idbFilterHeadersWritten: number;
+  /**
+   * Milliseconds until the engine's next deadline (negative: overdue), and until the timer
+   * the loop armed for it fires; null when none. A stall report reads these.
+   */
+  nextDeadlineInMs: number | null;
+  timerInMs: number | null;
+  /** Where the wallet's block fetching stands, while something is watched (else null). */
+  wallet: WalletTrace | null;
   elapsedMs: number;
   /** Time the engine spent taking socket messages (decrypting, validating), ms. */
   receiveMs: number;

@@ -16,7 +16,7 @@
 //   node tests/soak/run.mjs [--no-build] [--minutes 30] [--engines chromium,firefox,webkit]
 //     [--reorg-every S (180)] [--restart-every S (600)] [--sample-every S (60)] [--warmup S (300)]
 //
-// `npm run soak` runs the 30-minute session; `npm test` a 3-minute one (scripts/test.sh).
+// `npm run soak` runs the 30-minute session; `npm test` a 1-minute one (scripts/test.sh).
 
 import { execFileSync } from 'node:child_process';
 import { appendFileSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';

@@ -560,6 +560,40 @@ fn the_wallet_finds_its_coins_in_the_blocks_its_filters_match() {
     assert_eq!(w.ledger.transactions().len(), 1);
 }
 
+/// A wallet resumed beside a saved scan that does not match all its scripts (an app's
+/// scan() under way when the tab closed, or a scan saved with a key derived wrongly: a
+/// machine computed one) is not left paused: it scans again from its start with its own
+/// scripts, and the block paying it after the reload is fetched and found. Before, the
+/// scan matched that block and the wallet never asked for it (WebKit, after a reload).
+#[test]
+fn a_wallet_resumed_beside_a_scan_not_its_own_scans_again_and_finds_its_payments() {
+    let mut net = Net::new(memory(), vec![TestChain::generate(5_000)], small);
+    net.drive();
+    net.host
+        .engine
+        .watch(&watch_coinbases(&[1_234, 5_050]), 1_000)
+        .unwrap();
+    net.drive();
+    assert_eq!(wallet_events(&net.host.events), [(true, 1_234)]);
+    // What the store holds then: the wallet, and a scan of other scripts where its own
+    // stood.
+    let mut store = net.store;
+    let mut other = crate::scan::Scan::new(vec![coinbase_script(2_000, 0)], 1_000);
+    let saved = other.save().unwrap();
+    block_on(store.put_record(crate::pipeline::SCAN, Some(&saved))).unwrap();
+    let mut net = Net::new(store, vec![TestChain::generate(5_100)], small);
+    net.drive();
+    assert!(
+        net.host.engine.wallet_synced(),
+        "{:?}",
+        net.host.engine.wallet_trace()
+    );
+    assert_eq!(
+        wallet_events(&net.host.events),
+        [(false, 1_234), (true, 1_234), (true, 5_050)]
+    );
+}
+
 /// Unwatching: what is left is found again from the start; nothing left, the scan
 /// stops and its saved state goes.
 #[test]

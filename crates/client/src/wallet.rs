@@ -521,6 +521,17 @@ impl WalletSync {
         Some((gateway, id, hash))
     }
 
+    /// The block at the front of the queue (the next to apply): its height, if any.
+    pub fn front(&self) -> Option<u32> {
+        self.queue.front().map(|q| q.height)
+    }
+
+    /// How many gateways failed the block at the front (said `not_found`, or sent
+    /// another block).
+    pub fn tried_count(&self) -> usize {
+        self.tried.len()
+    }
+
     /// The gateway a block request is in flight to, and its id.
     pub fn asked(&self) -> Option<GivenUp> {
         self.fetch.as_ref().map(|f| (f.gateway, f.id))

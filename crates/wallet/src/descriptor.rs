@@ -5,6 +5,17 @@
 //! before the branch. `tpub` on the test networks. A `#checksum` (BIP380) is checked when
 //! given. Private keys, hardened steps after the key, scripts and multisig are refused
 //! with a typed error.
+//!
+//! Every key and script derived is computed twice, by two routes through different code,
+//! and taken only when both agree ([`agreed`]): JavaScriptCore's concurrent JIT in
+//! WebKitGTK was seen to compute a wrong child key now and then (one of 224 scripts in
+//! about one session in seven, a different index each time; never with that JIT off, never
+//! in another engine: benches/README.md, "A wrong key in WebKit"). A wallet that watches a
+//! wrongly derived script hides the payment to the real one, and two sessions that derive
+//! differently disagree about what the wallet watches. Bitcoin Core guards its own
+//! computation the same way where a wrong value would cost funds: `CKey::Sign` verifies
+//! each signature it makes before it uses it. The second route costs one table-driven
+//! multiplication by the generator per key.
 
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -69,6 +80,13 @@ pub enum DescriptorError {
     /// taproot tweak out of range).
     #[error("derivation at index {0} gives an invalid key")]
     InvalidChild(u32),
+    /// Two routes through different code derived different keys (or scripts) at this
+    /// index, again and again: the machine computes wrong values, and no script is taken
+    /// from it (see the module's documentation).
+    #[error(
+        "the key at index {0} came out different each time it was derived: this engine computes wrong values"
+    )]
+    Miscomputed(u32),
 }
 
 /// A parsed descriptor: its kind, the key its branches hang from, and the branches.
@@ -185,7 +203,7 @@ impl Descriptor {
     /// [`Self::branch_key`]).
     pub fn script_at(&self, branch: &XPub, index: u32) -> Result<Vec<u8>, DescriptorError> {
         let key = child(branch, index)?.to_bytes();
-        script_for_key(self.kind, &key).ok_or(DescriptorError::InvalidChild(index))
+        checked_script_for_key(self.kind, &key, index)
     }
 
     /// The compressed public key at `index` under the branch key `branch` (for `tr`, the
@@ -200,10 +218,65 @@ fn strip<'a>(body: &'a str, open: &str, close: &str) -> Option<&'a str> {
     body.strip_prefix(open)?.strip_suffix(close)
 }
 
+/// How a derivation is computed (see [`agreed`]).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Route {
+    /// `bip32`'s derivation, and k256's multiplication of any point (GLV, wNAF).
+    Generic,
+    /// The same steps written here, and k256's precomputed table for the generator.
+    Table,
+}
+
+/// How many times two routes are tried before a derivation is given up as miscomputed.
+const ATTEMPTS: usize = 3;
+
+/// `by` computed by both routes, taken when both give the same value. `None` from both is
+/// BIP32's invalid child at `index` (1 in 2^127). Routes that disagree are tried again, up
+/// to [`ATTEMPTS`] times: a wrong value is not taken for a key.
+fn agreed<T: PartialEq>(
+    index: u32,
+    mut by: impl FnMut(Route) -> Option<T>,
+) -> Result<T, DescriptorError> {
+    for _ in 0..ATTEMPTS {
+        match (by(Route::Generic), by(Route::Table)) {
+            (Some(a), Some(b)) if a == b => return Ok(a),
+            (None, None) => return Err(DescriptorError::InvalidChild(index)),
+            _ => {}
+        }
+    }
+    Err(DescriptorError::Miscomputed(index))
+}
+
+/// Child `n` (unhardened) of `key`, computed by both routes (see [`agreed`]).
 fn child(key: &XPub, n: u32) -> Result<XPub, DescriptorError> {
     let number = ChildNumber::new(n, false).map_err(|_| DescriptorError::InvalidChild(n))?;
-    key.derive_child(number)
-        .map_err(|_| DescriptorError::InvalidChild(n))
+    agreed(n, |route| match route {
+        Route::Generic => key.derive_child(number).ok(),
+        Route::Table => child_by_table(key, n),
+    })
+}
+
+/// BIP32's CKDpub, written out: `I = HMAC-SHA512(chain code, key || n)`, the child key
+/// `key + I_L * G` (by k256's table for the generator), the chain code `I_R`.
+fn child_by_table(key: &XPub, n: u32) -> Option<XPub> {
+    use hmac::{KeyInit, Mac};
+    let mut mac = hmac::Hmac::<sha2::Sha512>::new_from_slice(&key.attrs().chain_code).ok()?;
+    mac.update(&key.to_bytes());
+    mac.update(&n.to_be_bytes());
+    let i = mac.finalize().into_bytes();
+    let (left, right) = i.split_at(32);
+    let tweak = k256::FieldBytes::try_from(left).ok()?;
+    let tweak = Option::<k256::NonZeroScalar>::from(k256::NonZeroScalar::from_repr(tweak))?;
+    let parent = k256::ProjectivePoint::from(*key.public_key().as_affine());
+    let point = (parent + k256::ProjectivePoint::mul_by_generator(&tweak)).to_affine();
+    let public_key = k256::ecdsa::VerifyingKey::from_affine(point).ok()?;
+    let attrs = bip32::ExtendedKeyAttrs {
+        depth: key.attrs().depth.checked_add(1)?,
+        parent_fingerprint: key.fingerprint(),
+        child_number: ChildNumber::new(n, false).ok()?,
+        chain_code: right.try_into().ok()?,
+    };
+    Some(XPub::new(public_key, attrs))
 }
 
 /// Where an extended key comes from: the master key's fingerprint, and the path from it.
@@ -425,23 +498,42 @@ fn step_number(step: &str) -> Result<u32, DescriptorError> {
 /// The output script of `kind` for the compressed public key `key` (`None` for a taproot
 /// key whose tweak is out of range).
 pub fn script_for_key(kind: Kind, key: &[u8; 33]) -> Option<Vec<u8>> {
+    script_by(Route::Generic, kind, key)
+}
+
+/// The output script of `kind` for `key` at `index`, computed by both routes (see
+/// [`agreed`]).
+pub fn checked_script_for_key(
+    kind: Kind,
+    key: &[u8; 33],
+    index: u32,
+) -> Result<Vec<u8>, DescriptorError> {
+    agreed(index, |route| script_by(route, kind, key))
+}
+
+fn script_by(route: Route, kind: Kind, key: &[u8; 33]) -> Option<Vec<u8>> {
     Some(match kind {
         Kind::Pkh => hash::p2pkh(&hash::hash160(key)),
         Kind::Wpkh => hash::witness(0, &hash::hash160(key)),
         Kind::ShWpkh => hash::p2sh(&hash::hash160(&hash::witness(0, &hash::hash160(key)))),
-        Kind::Tr => hash::witness(1, &taproot_output_key(key)?),
+        Kind::Tr => hash::witness(1, &taproot_output_key(route, key)?),
     })
 }
 
 /// BIP86/BIP341: the output key of internal key `key` with no script tree: the x-only
-/// key lifted to even y, plus `hash_TapTweak(x)` times the generator.
-fn taproot_output_key(key: &[u8; 33]) -> Option<[u8; 32]> {
+/// key lifted to even y, plus `hash_TapTweak(x)` times the generator (by `route`'s
+/// multiplication).
+fn taproot_output_key(route: Route, key: &[u8; 33]) -> Option<[u8; 32]> {
     let mut even = *key;
     even[0] = 0x02;
     let p = k256::PublicKey::from_sec1_bytes(&even).ok()?;
     let t = hash::tagged("TapTweak", &key[1..]);
     let t = Option::<k256::Scalar>::from(k256::Scalar::from_repr(t.into()))?;
-    let q = (p.to_projective() + k256::ProjectivePoint::GENERATOR * t).to_affine();
+    let tweak = match route {
+        Route::Generic => k256::ProjectivePoint::GENERATOR * t,
+        Route::Table => k256::ProjectivePoint::mul_by_generator(&t),
+    };
+    let q = (p.to_projective() + tweak).to_affine();
     let compressed = q.to_compressed_point();
     let mut x = [0u8; 32];
     x.copy_from_slice(&compressed[1..33]);
@@ -596,6 +688,59 @@ mod tests {
             let parent = XPub::from_str(parent).unwrap();
             let got = child(&parent, n).unwrap();
             assert_eq!(got.to_extended_key(Prefix::XPUB).to_string(), want);
+            // Each route alone gives the vector too.
+            let by_table = child_by_table(&parent, n).unwrap();
+            assert_eq!(by_table.to_extended_key(Prefix::XPUB).to_string(), want);
+            let generic = parent.derive_child(ChildNumber::new(n, false).unwrap());
+            assert_eq!(
+                generic.unwrap().to_extended_key(Prefix::XPUB).to_string(),
+                want
+            );
+        }
+    }
+
+    /// A route that computes a wrong value (as JavaScriptCore's concurrent JIT did) is
+    /// outvoted by trying again; one that never agrees gives a typed error, never a key;
+    /// both routes finding BIP32's invalid child say so.
+    #[test]
+    fn a_wrong_value_from_one_route_is_never_taken() {
+        let mut calls = 0;
+        let once_wrong = agreed(7, |route| {
+            calls += 1;
+            Some(if route == Route::Generic && calls == 1 {
+                666
+            } else {
+                42
+            })
+        });
+        assert_eq!(once_wrong, Ok(42));
+        assert_eq!(calls, 4, "tried again after the disagreement");
+        let always = agreed(7, |route| Some(if route == Route::Table { 1 } else { 2 }));
+        assert_eq!(always, Err(DescriptorError::Miscomputed(7)));
+        let one_fails = agreed(9, |route| (route == Route::Generic).then_some(1));
+        assert_eq!(one_fails, Err(DescriptorError::Miscomputed(9)));
+        assert_eq!(
+            agreed::<u8>(3, |_| None),
+            Err(DescriptorError::InvalidChild(3))
+        );
+    }
+
+    /// The taproot tweak by either multiplication gives BIP86's first receive output.
+    #[test]
+    fn both_routes_give_bip86s_output_key() {
+        // BIP86's test vector: m/86'/0'/0'/0/0.
+        let internal: [u8; 33] = {
+            let mut k = [0x02; 33];
+            k[1..].copy_from_slice(
+                &hex::decode("cc8a4bc64d897bddc5fbc2f670f7a8ba0b386779106cf1223c6fc5d7cd6fc115")
+                    .unwrap(),
+            );
+            k
+        };
+        let want = "a60869f0dbcf1dc659c9cecbaf8050135ea9e8cdc487053f1dc6880949dc684c";
+        for route in [Route::Generic, Route::Table] {
+            let q = taproot_output_key(route, &internal).unwrap();
+            assert_eq!(hex::encode(q), want, "{route:?}");
         }
     }
 

@@ -156,8 +156,7 @@ impl Watchlist {
             let t = &self.tracked[d];
             let index = t.branches[b].derived;
             let key = Descriptor::key_at(&t.branches[b].key, index)?;
-            let script = crate::descriptor::script_for_key(t.descriptor.kind, &key)
-                .ok_or(DescriptorError::InvalidChild(index))?;
+            let script = crate::descriptor::checked_script_for_key(t.descriptor.kind, &key, index)?;
             let br = &mut self.tracked[d].branches[b];
             br.derived += 1;
             br.keys.push(key);

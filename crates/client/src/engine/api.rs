@@ -123,7 +123,10 @@ impl Engine {
     /// Go on with a wallet restored from the store: the blocks its scan matched and it
     /// had not applied are fetched again.
     pub fn resume_wallet(&mut self, wallet: WalletSync) {
-        self.tasks.wallet.resume(&mut self.tasks.scan, wallet);
+        let base = self.tasks.headers.syncer.base_height();
+        self.tasks
+            .wallet
+            .resume(&mut self.ctx, &mut self.tasks.scan, wallet, base);
     }
 
     /// The wallet's state to save, when it changed since it was last saved.
@@ -285,6 +288,11 @@ impl Engine {
     /// The wallet, if one watches anything.
     pub fn wallet(&self) -> Option<&WalletSync> {
         self.tasks.wallet.wallet.as_ref()
+    }
+
+    /// Where the wallet's block fetching stands, when a wallet is watched.
+    pub fn wallet_trace(&self) -> Option<super::wallet::WalletTrace> {
+        self.tasks.wallet.trace(&self.ctx, &self.tasks.scan)
     }
 
     /// Whether the wallet has matched everything stored and applied every block matched.

@@ -57,7 +57,7 @@ pub use gateway::{
 pub use headers::MAX_UNDELIVERED;
 pub use mempool::{MAX_WANTED, MempoolError};
 pub use relay::BroadcastError;
-pub use wallet::{BLOCK_RETRY, UNCONFIRMED_EXPIRY};
+pub use wallet::{BLOCK_RETRY, UNCONFIRMED_EXPIRY, WalletTrace};
 
 use crate::reason::{DropReason, TransportError};
 use ctx::{Conns, Ctx, Effect};

@@ -38,6 +38,31 @@ pub const BLOCK_RETRY: Duration = Duration::from_secs(10);
 /// default: two weeks, Bitcoin Core's mempool expiry (`-mempoolexpiry=336` hours).
 pub const UNCONFIRMED_EXPIRY: Duration = Duration::from_secs(336 * 3600);
 
+/// Where the wallet's block fetching stands: what a stall report shows (the page's
+/// `metrics().wallet`), so that a wallet that stopped fetching says why.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+pub struct WalletTrace {
+    /// Whether the scan under way is the wallet's (its matches are fetched).
+    pub scan_for_wallet: bool,
+    /// Scripts the wallet watches, and scripts its scan matches.
+    pub scripts: (usize, usize),
+    /// The highest block applied to the ledger.
+    pub applied: Option<u32>,
+    /// Blocks matched and not applied yet.
+    pub pending_blocks: usize,
+    /// The next block to apply.
+    pub front: Option<u32>,
+    /// The gateway its request is in flight to, and the request's id.
+    pub asked: Option<(GatewayId, u32)>,
+    /// Gateways that failed the block at the front.
+    pub tried: usize,
+    /// When the block every gateway failed is asked again.
+    pub retry_at: Option<Millis>,
+    /// When the request in flight times out (or the retry is due, or an unconfirmed
+    /// transaction expires): the wallet task's deadline.
+    pub deadline: Option<Millis>,
+}
+
 /// The wallet task's state.
 pub struct WalletTask {
     /// The watch-only wallet, once something is watched.
@@ -120,8 +145,15 @@ impl WalletTask {
     }
 
     /// Go on with a wallet restored from the store: the blocks its scan matched and it
-    /// had not applied are fetched again.
-    pub fn resume(&mut self, scan: &mut ScanTask, mut wallet: WalletSync) {
+    /// had not applied are fetched again. A wallet that watches something and finds no
+    /// saved scan of all its scripts scans again from its start (see below).
+    pub fn resume(
+        &mut self,
+        ctx: &mut Ctx,
+        scan: &mut ScanTask,
+        mut wallet: WalletSync,
+        base: u32,
+    ) {
         if let Some(s) = scan.scan.as_ref() {
             let tip = wallet.ledger.tip();
             for &(h, hash) in s.matches() {
@@ -139,7 +171,17 @@ impl WalletTask {
                 .all(|x| s.scripts().iter().any(|y| y == x));
         }
         wallet.dirty = false;
+        let paused = !scan.for_wallet && !wallet.watch.is_empty();
         self.wallet = Some(wallet);
+        if paused {
+            // No saved scan matches all of the wallet's scripts: an app's scan() was under
+            // way when the client closed (its promise is gone with the page), or the scan
+            // and the wallet were saved with scripts derived differently (a machine that
+            // computed a wrong key: lightwire_wallet::descriptor). Left so, the wallet
+            // would fetch nothing its filters match for good, and say nothing: it scans
+            // again, with its own scripts, from its start.
+            self.restart(ctx, scan, base);
+        }
     }
 
     /// Whether the wallet has matched everything stored and applied every block matched.
@@ -347,6 +389,25 @@ impl WalletTask {
         w.unconfirmed
             .next_expiry(self.expiry.as_millis() as u64)
             .map(Millis)
+    }
+
+    /// Where its block fetching stands (see [`WalletTrace`]), when a wallet is watched.
+    pub fn trace(&self, ctx: &Ctx, scan: &ScanTask) -> Option<WalletTrace> {
+        let w = self.wallet.as_ref()?;
+        Some(WalletTrace {
+            scan_for_wallet: scan.for_wallet,
+            scripts: (
+                w.watch.len(),
+                scan.scan.as_ref().map_or(0, |s| s.scripts().len()),
+            ),
+            applied: w.ledger.tip(),
+            pending_blocks: w.pending_blocks(),
+            front: w.front(),
+            asked: w.asked(),
+            tried: w.tried_count(),
+            retry_at: self.retry_at,
+            deadline: self.deadline(ctx),
+        })
     }
 
     /// The gateway asked for a block, if one is.

@@ -101,6 +101,7 @@ impl Client {
     /// messages and bytes each way, IndexedDB commits and their time, headers validated.
     pub fn metrics(&self) -> JsValue {
         let s = self.status.borrow();
+        let now = js::now_ms();
         let a = lightwire_alloc::snapshot();
         let c = s.counters;
         js::object(&[
@@ -137,6 +138,12 @@ impl Client {
             (
                 "idbFilterHeadersWritten",
                 (s.idb.filter_headers_written as f64).into(),
+            ),
+            ("nextDeadlineInMs", in_ms(s.deadline, now)),
+            ("timerInMs", in_ms(s.timer_at, now)),
+            (
+                "wallet",
+                s.wallet.map_or(JsValue::NULL, |w| wallet_trace(&w, now)),
             ),
             ("elapsedMs", (js::mono_ms() - s.started_ms).into()),
             ("receiveMs", s.receive_ms.into()),
@@ -482,4 +489,27 @@ async fn prepare(store: &IdbStore, o: &Options) -> Result<(Engine, Tip, u32), Js
         .flatten()
         .map_or(0, |h| h.time);
     Ok((engine, stored, stored_time))
+}
+
+/// Milliseconds from `now` (Unix time) to `at`, negative when overdue; null for none.
+fn in_ms(at: Option<lightwire_proto::Millis>, now: f64) -> JsValue {
+    at.map_or(JsValue::NULL, |t| (t.as_f64() - now).round().into())
+}
+
+/// The wallet's block fetching, as `metrics().wallet` shows it.
+fn wallet_trace(w: &crate::engine::WalletTrace, now: f64) -> JsValue {
+    let opt = |v: Option<u32>| v.map_or(JsValue::NULL, JsValue::from);
+    js::object(&[
+        ("scanForWallet", w.scan_for_wallet.into()),
+        ("walletScripts", (w.scripts.0 as u32).into()),
+        ("scanScripts", (w.scripts.1 as u32).into()),
+        ("applied", opt(w.applied)),
+        ("pendingBlocks", (w.pending_blocks as u32).into()),
+        ("front", opt(w.front)),
+        ("askedGateway", opt(w.asked.map(|(g, _)| g.index() as u32))),
+        ("askedId", opt(w.asked.map(|(_, id)| id))),
+        ("tried", (w.tried as u32).into()),
+        ("retryInMs", in_ms(w.retry_at, now)),
+        ("deadlineInMs", in_ms(w.deadline, now)),
+    ])
 }

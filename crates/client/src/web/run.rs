@@ -228,6 +228,7 @@ impl Net {
         self.update_status();
         self.progress(false);
         self.arm_timer();
+        self.status.borrow_mut().timer_at = self.timer.as_ref().map(|(at, _)| *at);
     }
 
     /// One timer for the engine's next deadline and, while syncing, the next progress
@@ -417,6 +418,8 @@ impl Net {
         s.counters = self.engine.counters();
         s.synced = self.engine.is_synced();
         s.filter_height = self.engine.filters().height();
+        s.wallet = self.engine.wallet_trace();
+        s.deadline = self.engine.poll_timeout();
     }
 
     /// A progress event, at most every `progress_ms` (or now, if `force`, or when the

@@ -3,7 +3,9 @@
 
 use lightwire_store::Tip;
 
-use crate::engine::{Counters, GatewayState};
+use lightwire_proto::Millis;
+
+use crate::engine::{Counters, GatewayState, WalletTrace};
 
 /// What the loop last knew, for the synchronous getters.
 #[derive(Default)]
@@ -36,4 +38,10 @@ pub struct Status {
     pub filter_height: Option<u32>,
     /// Height of the last filter header stored.
     pub stored_filter_height: Option<u32>,
+    /// Where the wallet's block fetching stood, when a wallet is watched.
+    pub wallet: Option<WalletTrace>,
+    /// The engine's next deadline, and the moment the loop's timer is armed for.
+    pub deadline: Option<Millis>,
+    /// See `deadline`.
+    pub timer_at: Option<Millis>,
 }
