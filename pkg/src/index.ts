@@ -160,7 +160,8 @@ export class LightwireClient extends EventTarget {
    * with `InvalidArgument` naming what cannot be watched (a malformed address, another
    * network's, an xprv, ...).
    * The wallet and {@link LightwireClient.scan} share one scan: a `scan()` call pauses the
-   * wallet until `watch()` is called again.
+   * wallet until `watch()` is called again, or the client is opened again (a wallet
+   * resumed without its own scan scans again from its start).
    */
   watch(options: WatchOptions): Promise<WalletSummary> {
     return this.#call('watch', options);

@@ -1792,9 +1792,15 @@ async function tabs() {
     assert(carried.length === 1, `after the hand-over: ${JSON.stringify(carried)}`);
     const total = await gw.metric('lightwire_connections_total');
     if (total !== 2) {
-      const seen = await next.evaluate(() => window.events.filter((e) => e.type === 'gateway' || e.type === 'role' || e.type === 'error'));
-      const m = await next.evaluate(() => window.client.metrics());
-      assert(false, `the new leader connected ${total - 1} times, not once; its gateway, role and error events ${JSON.stringify(seen)}; metrics ${JSON.stringify(m)}`);
+      // Which tab opened the extra connection, and why: every tab's own gateway, role and
+      // error events (a tab sees its own engine's gateway events while it leads).
+      const seen = [];
+      for (const [i, p] of pages.entries()) {
+        const own = await p.evaluate(() => window.events.filter((e) => e.type === 'gateway' || e.type === 'role' || e.type === 'error'))
+          .catch((e) => `unreadable: ${e}`);
+        seen.push(`tab ${i + 1}${p === next ? ' (the new leader)' : ''}: ${JSON.stringify(own)}`);
+      }
+      assert(false, `${total} client connections where the first leader's and the new leader's make 2; ${seen.join('; ')}`);
     }
     log(`  the leader stopped: tab ${pages.indexOf(next) + 1} took over with the wallet (1 transaction)`);
     for (const p of pages.slice(1)) await stopClient(p);
