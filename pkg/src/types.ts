@@ -299,6 +299,7 @@ export type LightwireEvent =
   | FilterConflict
   | FilterDispute
   | TransactionEvent
+  | WalletWaiting
   | BalanceEvent
   | BroadcastEvent
   | ScanProgress
@@ -570,6 +571,19 @@ export interface ScanMatch extends ScanMatchRef {
 /** A matched block was disconnected by a reorg: the match is withdrawn. */
 export interface ScanWithdrawn extends ScanMatchRef {
   type: 'scanWithdrawn';
+}
+
+/**
+ * A block the wallet's filters matched has waited 10 s with no gateway asked for it, and
+ * why (once for each block; it is asked as soon as it can be): `no-gateway`, no connected
+ * gateway serves blocks; `not-found`, every one that does said it lacks the block (they are
+ * all asked again every 10 s; a gateway whose own filter matched the block and whose tip
+ * still holds it is marked bad for withholding it).
+ */
+export interface WalletWaiting {
+  type: 'walletWaiting';
+  height: number;
+  reason: 'no-gateway' | 'not-found';
 }
 
 /** The scan matched every block whose filter header is stored. */

@@ -132,6 +132,9 @@ events! {
         ("status", "dropped"),
         &["txid", "reason", "by"],
     );
+    /// A block the wallet's scan matched waits with no gateway asked for it
+    /// (`WalletWaiting`).
+    WALLET_WAITING = event("walletWaiting", &["height", "reason"]);
     /// The balance after transactions were found or withdrawn (`BalanceEvent`).
     BALANCE_CHANGED = event("balance", BALANCE);
     /// Every gateway a transaction was sent to answered (`BroadcastEvent`).

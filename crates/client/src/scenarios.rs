@@ -687,6 +687,62 @@ fn a_block_its_voucher_alone_withholds_twice_marks_it_bad() {
     assert_eq!(rejected(&net.host.events), [(0, "block-withheld")]);
 }
 
+/// The wallet's waits for a block, as the application hears them.
+fn waiting(events: &[Event]) -> Vec<(u32, &'static str)> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            Event::WalletWaiting { height, reason } => Some((*height, reason.name())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A block the wallet's filter matched, which no connected gateway serves (none has the
+/// blocks feature): the wallet says so once it has waited WAIT_REPORT, once, and fetches
+/// it as soon as a gateway that serves blocks is there.
+#[test]
+fn a_matched_block_no_gateway_serves_is_reported_then_fetched() {
+    let mut chain = TestChain::generate(3_000);
+    chain.serve_blocks = false;
+    let mut net = watching_1_500(vec![chain]);
+    assert_eq!(waiting(&net.host.events), []);
+    net.advance(crate::engine::WAIT_REPORT - Duration::from_secs(1));
+    assert_eq!(waiting(&net.host.events), [], "reported before its time");
+    net.advance(Duration::from_secs(2));
+    assert_eq!(waiting(&net.host.events), [(1_500, "no-gateway")]);
+    net.advance(Duration::from_secs(60));
+    assert_eq!(
+        waiting(&net.host.events),
+        [(1_500, "no-gateway")],
+        "told once"
+    );
+    assert_eq!(wallet_events(&net.host.events), []);
+    // The gateway now serves blocks: asked at its next session.
+    let Some(gw) = net.host.gateways[0].as_mut() else {
+        panic!("connected");
+    };
+    gw.chain.serve_blocks = true;
+    net.host.engine.closed(
+        GatewayId(0),
+        crate::reason::TransportError::Closed,
+        net.host.now,
+    );
+    net.advance(Duration::from_secs(120));
+    assert_eq!(wallet_events(&net.host.events), [(true, 1_500)]);
+}
+
+/// A block every gateway says it lacks is reported as not found while they are asked
+/// again; its voucher, still holding it, is then marked bad for withholding it.
+#[test]
+fn a_matched_block_every_gateway_lacks_is_reported_as_not_found() {
+    let mut liar = TestChain::generate(3_000);
+    liar.withheld_blocks.insert(1_500);
+    let mut net = watching_1_500(vec![liar]);
+    net.advance(crate::engine::WAIT_REPORT + Duration::from_secs(1));
+    assert_eq!(waiting(&net.host.events), [(1_500, "not-found")]);
+}
+
 /// The gateway asked for a block its filter matched loses the block to a reorganisation
 /// while it fetches it: its `not_found` comes before the tip that explains it. Not a
 /// block withheld: the gateway is not marked bad, and the reorganisation withdraws the

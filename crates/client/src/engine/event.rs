@@ -80,6 +80,14 @@ pub enum Event {
     },
     /// The wallet found a transaction of its own, or lost one to a reorganisation.
     Wallet(WalletChange),
+    /// A block the wallet's scan matched has waited [`super::WAIT_REPORT`] with no gateway
+    /// asked for it: why (once for each block; it is asked as soon as it can be).
+    WalletWaiting {
+        /// The block's height.
+        height: u32,
+        /// Why it is not being fetched.
+        reason: super::WaitReason,
+    },
     /// Every gateway a transaction was sent to answered (or gave up).
     Broadcast {
         /// The request ([`Engine::broadcast`]'s).

@@ -57,7 +57,7 @@ pub use gateway::{
 pub use headers::MAX_UNDELIVERED;
 pub use mempool::{MAX_WANTED, MempoolError};
 pub use relay::BroadcastError;
-pub use wallet::{BLOCK_RETRY, UNCONFIRMED_EXPIRY, WalletTrace};
+pub use wallet::{BLOCK_RETRY, UNCONFIRMED_EXPIRY, WAIT_REPORT, WaitReason, WalletTrace};
 
 use crate::reason::{DropReason, TransportError};
 use ctx::{Conns, Ctx, Effect};

@@ -34,6 +34,41 @@ use crate::wallet::{
 /// are all asked again.
 pub const BLOCK_RETRY: Duration = Duration::from_secs(10);
 
+/// How long a matched block may wait with no gateway asked for it before the wallet says
+/// why ([`Event::WalletWaiting`]): a block the wallet's filters matched is asked of a
+/// gateway at once, or the application hears why not.
+pub const WAIT_REPORT: Duration = Duration::from_secs(10);
+
+/// Why a matched block is not being fetched ([`Event::WalletWaiting`]).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum WaitReason {
+    /// No connected gateway serves blocks (none is connected, or none has the feature):
+    /// it is asked as soon as one is.
+    NoGateway,
+    /// Every connected gateway that serves blocks said it lacks the block: they are all
+    /// asked again every [`BLOCK_RETRY`].
+    NotFound,
+}
+
+impl WaitReason {
+    /// Its name for the application.
+    pub fn name(self) -> &'static str {
+        match self {
+            WaitReason::NoGateway => "no-gateway",
+            WaitReason::NotFound => "not-found",
+        }
+    }
+}
+
+/// A matched block at the front of the wallet's queue that no gateway is being asked for.
+#[derive(Clone, Copy, Debug)]
+struct Waiting {
+    height: u32,
+    since: Millis,
+    /// The application was told (once for each block).
+    told: bool,
+}
+
 /// How long an unconfirmed transaction no gateway is known to hold is kept unmined, by
 /// default: two weeks, Bitcoin Core's mempool expiry (`-mempoolexpiry=336` hours).
 pub const UNCONFIRMED_EXPIRY: Duration = Duration::from_secs(336 * 3600);
@@ -72,6 +107,8 @@ pub struct WalletTask {
     suspect: Option<NotFound>,
     /// When the block every gateway answered `not_found` for is asked again.
     retry_at: Option<Millis>,
+    /// The block at the front waiting for a gateway to ask, since when.
+    waiting: Option<Waiting>,
     /// How long an unconfirmed transaction no gateway holds is kept unmined.
     pub expiry: Duration,
 }
@@ -82,6 +119,7 @@ impl Default for WalletTask {
             wallet: None,
             suspect: None,
             retry_at: None,
+            waiting: None,
             expiry: UNCONFIRMED_EXPIRY,
         }
     }
@@ -410,6 +448,31 @@ impl WalletTask {
         })
     }
 
+    /// When the block waiting for a gateway is to be reported, unless it was.
+    fn report_at(&self) -> Option<Millis> {
+        self.waiting
+            .filter(|w| !w.told)
+            .map(|w| w.since + WAIT_REPORT)
+    }
+
+    /// The application hears that the block at the front has waited [`WAIT_REPORT`] with
+    /// no gateway asked for it, and why.
+    fn report(&mut self, ctx: &mut Ctx) {
+        let (Some(waiting), Some(w)) = (self.waiting.as_mut(), self.wallet.as_ref()) else {
+            return;
+        };
+        waiting.told = true;
+        let reason = if w.all_tried() {
+            WaitReason::NotFound
+        } else {
+            WaitReason::NoGateway
+        };
+        ctx.events.push_back(Event::WalletWaiting {
+            height: waiting.height,
+            reason,
+        });
+    }
+
     /// The gateway asked for a block, if one is.
     pub fn asked(&self) -> Option<GatewayId> {
         self.wallet.as_ref()?.asked().map(|(g, _)| g)
@@ -437,6 +500,11 @@ impl Task for WalletTask {
                     .as_ref()
                     .is_some_and(|p| p.is_ready() && p.serves_blocks())
         };
+        let front = wallet.front();
+        if self.waiting.is_some_and(|w| Some(w.height) != front) {
+            // The block waited for was applied or withdrawn.
+            self.waiting = None;
+        }
         let Some((g, id, hash)) = wallet.next_fetch(|tried| {
             scan_gateway
                 .filter(|&g| usable(g, tried))
@@ -444,6 +512,13 @@ impl Task for WalletTask {
         }) else {
             if wallet.all_tried() && self.retry_at.is_none() {
                 self.retry_at = Some(ctx.now + BLOCK_RETRY);
+            }
+            if let (Some(height), None, None) = (front, wallet.asked(), self.waiting) {
+                self.waiting = Some(Waiting {
+                    height,
+                    since: ctx.now,
+                    told: false,
+                });
             }
             return Ok(());
         };
@@ -459,12 +534,13 @@ impl Task for WalletTask {
         Ok(())
     }
 
-    /// The block request's wait, or the retry of a block every gateway said it lacks;
-    /// and the next unconfirmed transaction's expiry.
+    /// The block request's wait, or the retry of a block every gateway said it lacks, or
+    /// the report of a block no gateway is asked for; and the next unconfirmed
+    /// transaction's expiry.
     fn deadline(&self, ctx: &Ctx) -> Option<Millis> {
         let blocks = match self.asked() {
             Some(_) => ctx.timers.deadline(TaskId::Wallet, true),
-            None => self.retry_at,
+            None => earliest(self.retry_at, self.report_at()),
         };
         earliest(blocks, self.expires_at())
     }
@@ -487,10 +563,15 @@ impl Task for WalletTask {
             {
                 return vec![timeout(g)];
             }
-        } else if self.retry_at.is_some_and(|t| t <= now) {
-            self.retry_at = None;
-            if let Some(w) = self.wallet.as_mut() {
-                w.try_again();
+        } else {
+            if self.report_at().is_some_and(|t| t <= now) {
+                self.report(ctx);
+            }
+            if self.retry_at.is_some_and(|t| t <= now) {
+                self.retry_at = None;
+                if let Some(w) = self.wallet.as_mut() {
+                    w.try_again();
+                }
             }
         }
         Vec::new()

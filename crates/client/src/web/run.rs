@@ -336,6 +336,10 @@ impl Net {
                     "height": height.into(),
                 })
             }
+            Event::WalletWaiting { height, reason } => js_event!(events::WALLET_WAITING {
+                "height": height.into(),
+                "reason": reason.name().into(),
+            }),
             Event::Wallet(change) => match change {
                 WalletChange::Found(t) => {
                     js_event_from!(events::TRANSACTION_FOUND, events::WALLET_TX, tx_object(&t))
