@@ -292,6 +292,22 @@ export class LightwireClient extends EventTarget {
     return engine.hang() as Promise<void>;
   }
 
+  /**
+   * For the package's own tests only: make the engine's worker fail as a trapped one does
+   * (`throw`: an exception out of a callback; `reject`: a failure in the engine's loop), to
+   * see it replaced (a `workerRestarted` event, reason `failed`). Rejects at once unless
+   * this tab runs the engine, in a worker opened with the `testHooks` option.
+   */
+  testFailWorker(how: 'throw' | 'reject'): Promise<void> {
+    const engine = this.#backend instanceof SharedBackend ? this.#backend.engine : this.#backend;
+    if (!(engine instanceof WorkerBackend) || this.#closed) {
+      const err = new Error('the engine does not run in a worker here');
+      err.name = 'InvalidState';
+      return Promise.reject(err);
+    }
+    return engine.fail(how) as Promise<void>;
+  }
+
   /** Stop syncing and close the store (and the worker). */
   async stop(): Promise<void> {
     if (this.#closed) return;

@@ -38,13 +38,16 @@ export interface PendingCall<M> {
 /**
  * What the page asks of the worker: open the engine, call it, answer a ping (the page's
  * watchdog: see supervisor.ts), or, for the package's own tests and only in a worker opened
- * with `testHooks: true`, spin for ever as a hung engine does.
+ * with `testHooks: true`, spin for ever as a hung engine does, or fail as a trapped one does
+ * (`throw`: an exception out of a callback, the worker's `error` event; `reject`: a failure
+ * in the engine's loop, an `EngineFailed` error event).
  */
 export type RequestBody =
   | { op: 'open'; options: ClientOptions }
   | { op: 'call'; method: Method; args: unknown[] }
   | { op: 'ping' }
-  | { op: 'hang' };
+  | { op: 'hang' }
+  | { op: 'fail'; how: 'throw' | 'reject' };
 
 /** Page to worker. */
 export type Request = RequestBody & { id: number };

@@ -1,7 +1,11 @@
 // The engine's dedicated worker, watched. The page pings it; a worker that stops answering
 // (a hung engine: WebKit's JavaScriptCore has been seen to spin for ever in JIT code, and
 // Safari runs the same engine) is terminated and a new one started on the same store with
-// the same options, with a `workerRestarted` event. What the engine keeps (the headers, the
+// the same options, with a `workerRestarted` event. So is one whose engine failed after it
+// opened (a trap: the same JIT was seen to compute an out-of-bounds access in code that
+// makes none, in the suites and in the dashboard's test), up to FAILED_RESTARTS times in
+// FAILED_WINDOW_MS: a failure that keeps coming back is a bug of ours, not the engine's
+// bad luck, and stops the client with its error. What the engine keeps (the headers, the
 // filter headers, the watched wallet) lives in the store, so the new engine resumes it.
 import type { Backend } from './engine.js';
 import { CHANGING, METHODS, named, toError, type Method, type PendingCall, type Reply, type Request, type RequestBody } from './protocol.js';
@@ -20,6 +24,13 @@ export const WORKER_TIMEOUT_MS = 30_000;
 
 /** How often the worker is pinged, at most (a shorter timeout pings six times per timeout). */
 const PING_EVERY_MS = 5_000;
+
+/** How many failed workers are replaced in FAILED_WINDOW_MS before the client stops. */
+export const FAILED_RESTARTS = 3;
+const FAILED_WINDOW_MS = 10 * 60_000;
+
+/** Why a worker is replaced. */
+type Cause = { reason: 'hung'; silentMs: number } | { reason: 'failed'; message: string };
 
 /**
  * Calls that only read: asked again of the new worker after a restart, since asking twice
@@ -53,6 +64,10 @@ export class WorkerBackend implements Backend {
   #opening: Promise<void> = Promise.resolve();
   #restarting = false;
   #restarts = 0;
+  /** When each failed worker was replaced (the last FAILED_WINDOW_MS). */
+  #failures: number[] = [];
+  /** Whether the current worker opened the engine (a failure before that fails `open`). */
+  #opened = false;
   #closed = false;
 
   private constructor(options: ClientOptions, onEvent: (e: LightwireEvent) => void) {
@@ -93,10 +108,21 @@ export class WorkerBackend implements Backend {
     return this.#post(this.#worker, { op: 'hang' }, null, []);
   }
 
+  /**
+   * For the package's own tests: make the worker fail as a trapped one does. The worker
+   * refuses unless it was opened with `testHooks: true`.
+   */
+  async fail(how: 'throw' | 'reject'): Promise<unknown> {
+    await this.#opening;
+    if (this.#closed || !this.#worker) throw named('Stopped', 'the client has stopped');
+    return this.#post(this.#worker, { op: 'fail', how }, null, []);
+  }
+
   /** A new worker, opened on the store. Rejects (the worker terminated) if it cannot open. */
   async #start(): Promise<void> {
     const worker = new Worker(new URL('./worker.js', import.meta.url), { type: 'module', name: 'lightwire' });
     this.#worker = worker;
+    this.#opened = false;
     worker.addEventListener('message', (e: MessageEvent<Reply>) => this.#message(worker, e.data));
     worker.addEventListener('error', (e) => this.#failed(worker, e.message));
     try {
@@ -105,6 +131,7 @@ export class WorkerBackend implements Backend {
       worker.terminate();
       throw e;
     }
+    if (worker === this.#worker) this.#opened = true;
   }
 
   #post(worker: Worker, req: RequestBody, method: Method | null, args: unknown[]): Promise<unknown> {
@@ -120,7 +147,13 @@ export class WorkerBackend implements Backend {
     // A terminated worker's last messages are not the engine's any more.
     if (worker !== this.#worker) return;
     if ('event' in msg) {
-      this.#onEvent(msg.event);
+      const e = msg.event;
+      // The engine's loop failed (worker.ts): replaced like a worker that threw.
+      if (e.type === 'error' && e.kind === 'EngineFailed' && this.#opened) {
+        this.#failed(worker, e.message);
+        return;
+      }
+      this.#onEvent(e);
       return;
     }
     if (this.#ping?.id === msg.id) {
@@ -133,10 +166,24 @@ export class WorkerBackend implements Backend {
     else p?.reject(toError(msg.error));
   }
 
-  /** The worker failed to load or threw: the client stops (a fatal error event). */
+  /**
+   * The worker failed to load or threw, or its engine failed. Once it had opened, it is
+   * replaced (see the module's comment) unless FAILED_RESTARTS were in the last
+   * FAILED_WINDOW_MS; else the client stops (a fatal error event).
+   */
   #failed(worker: Worker, message: string): void {
     if (worker !== this.#worker) return;
-    const err = named('WorkerError', `the lightwire worker failed: ${message}`);
+    const now = performance.now();
+    this.#failures = this.#failures.filter((t) => now - t < FAILED_WINDOW_MS);
+    if (this.#opened && !this.#closed && !this.#restarting && this.#failures.length < FAILED_RESTARTS) {
+      this.#failures.push(now);
+      void this.#restart({ reason: 'failed', message });
+      return;
+    }
+    const again = this.#failures.length >= FAILED_RESTARTS
+      ? ` (after ${this.#failures.length} restarts for failures in ${FAILED_WINDOW_MS / 60_000} minutes)`
+      : '';
+    const err = named('WorkerError', `the lightwire worker failed: ${message}${again}`);
     this.#pending.forEach((p) => p.reject(err));
     this.#pending.clear();
     this.#onEvent({ type: 'error', kind: 'WorkerError', message: err.message, fatal: true });
@@ -152,7 +199,7 @@ export class WorkerBackend implements Backend {
     if (this.#closed || this.#restarting || !this.#worker) return;
     if (this.#ping) {
       this.#ping.waitedMs += ran;
-      if (this.#ping.waitedMs >= this.#timeoutMs) void this.#restart(this.#ping.waitedMs);
+      if (this.#ping.waitedMs >= this.#timeoutMs) void this.#restart({ reason: 'hung', silentMs: this.#ping.waitedMs });
       return;
     }
     const id = this.#next++;
@@ -161,8 +208,9 @@ export class WorkerBackend implements Backend {
     this.#worker.postMessage(message);
   }
 
-  /** Terminate the hung worker and open a new one on the same store. */
-  async #restart(silentMs: number): Promise<void> {
+  /** Terminate the hung or failed worker and open a new one on the same store. */
+  async #restart(cause: Cause): Promise<void> {
+    const silentMs = cause.reason === 'hung' ? cause.silentMs : 0;
     this.#worker?.terminate();
     this.#worker = undefined;
     this.#ping = null;
@@ -176,8 +224,10 @@ export class WorkerBackend implements Backend {
     }
     const retried = pending.filter((p) => p.method && RETRIED.has(p.method));
     const rejected = pending.filter((p) => !retried.includes(p));
-    const err = named('WorkerRestarted',
-      `the engine's worker did not answer for ${Math.round(silentMs / 1000)} s and was restarted; this call did not complete`);
+    const what = cause.reason === 'hung'
+      ? `did not answer for ${Math.round(silentMs / 1000)} s`
+      : `failed (${cause.message})`;
+    const err = named('WorkerRestarted', `the engine's worker ${what} and was restarted; this call did not complete`);
     rejected.forEach((p) => p.reject(err));
     // The new worker is not pinged while it opens (loading the module and the store): one
     // that hangs there is not restarted again. Not handled yet; the page would then see no
@@ -200,6 +250,8 @@ export class WorkerBackend implements Backend {
     }
     this.#onEvent({
       type: 'workerRestarted',
+      reason: cause.reason,
+      message: cause.reason === 'failed' ? cause.message : null,
       silentMs: Math.round(silentMs),
       restarts: this.#restarts,
       retried: retried.length,

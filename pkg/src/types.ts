@@ -255,14 +255,20 @@ export interface ClientError {
 }
 
 /**
- * The engine's worker left a ping unanswered for `silentMs` (see
- * `ClientOptions.workerTimeoutMs`): it was terminated and a new one opened on the same store
- * with the same options; the sync and the watched wallet resume from the store. Calls that
- * only read were asked again of the new worker (`retried`); the others in flight
- * (`rejected`: scan, watch, unwatch, broadcast) rejected with `WorkerRestarted`.
+ * The engine's worker left a ping unanswered for `silentMs` (`reason` `hung`: see
+ * `ClientOptions.workerTimeoutMs`), or its engine failed after it opened (`failed`, with the
+ * failure's `message`: a trap; at most three times in ten minutes, then the client stops
+ * with a fatal `error` event): it was terminated and a new one opened on the same store with
+ * the same options; the sync and the watched wallet resume from the store. Calls that only
+ * read were asked again of the new worker (`retried`); the others in flight (`rejected`:
+ * scan, watch, unwatch, broadcast) rejected with `WorkerRestarted`.
  */
 export interface WorkerRestarted {
   type: 'workerRestarted';
+  reason: 'hung' | 'failed';
+  /** What the failed worker said (null when it hung). */
+  message: string | null;
+  /** How long the hung worker was silent (0 when it failed). */
   silentMs: number;
   /** Restarts in this client's life, this one included. */
   restarts: number;

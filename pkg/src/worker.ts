@@ -36,6 +36,18 @@ scope.addEventListener('message', async (e) => {
       for (;;) {
         // spin
       }
+    } else if (msg.op === 'fail') {
+      if (!testHooks) throw new Error('this worker was not opened with testHooks: it does not fail on request');
+      // A trap, as WebKit's JIT has been seen to cause (an out-of-bounds access in code
+      // that has none): out of a callback, or in the engine's loop.
+      const trap = new Error('a trap the package\'s test asked for');
+      if (msg.how === 'throw') {
+        setTimeout(() => {
+          throw trap;
+        });
+      } else {
+        void Promise.reject(trap);
+      }
     } else if (msg.op === 'open') {
       testHooks = msg.options.testHooks === true;
       engine = await openHere(msg.options, (event) => scope.postMessage({ event }));

@@ -32,7 +32,9 @@
 //             watchdog terminates it and opens a new one on the same store (a
 //             workerRestarted event); a read call made during the hang is answered by the new
 //             one, the wallet watched before it is resumed from the store and finds a
-//             payment mined after it, and the client catches up with the gateway's new tip
+//             payment mined after it, and the client catches up with the gateway's new tip;
+//             then its engine made to fail three times (a trap out of a callback, in the
+//             engine's loop): replaced each time, wallet and tip kept; a fourth stops it
 //   queries   headerAt / headerByHash / verifyInclusion, and typed errors for bad input
 //   checkpoint  a fake fork from genesis, committed in one session
 //             before the chain reaches the app's checkpoint, does not lock the next
@@ -675,7 +677,38 @@ async function hang() {
     assert(JSON.stringify(heights) === JSON.stringify([2_000, 3_200]), `the wallet after the restart: ${JSON.stringify(heights)}`);
     log(`  the worker hung, was restarted after ${restarted[0].silentMs} ms (${restarted[0].retried} call(s) retried); ` +
       `caught up to 3,500; the wallet found ${JSON.stringify(heights)}`);
-    await stopClient(page);
+
+    // A worker whose engine fails after it opened (a trap, as WebKit's JIT was seen to
+    // cause: out of a callback, or in the engine's loop) is replaced the same way, three
+    // times in ten minutes; the fourth failure stops the client with its error.
+    const failedRestarts = () => page.evaluate(() => window.events.filter((e) => e.type === 'workerRestarted' && e.reason === 'failed'));
+    for (const [i, how] of ['throw', 'reject', 'throw'].entries()) {
+      await page.evaluate((h) => window.client.testFailWorker(h), how);
+      const by = Date.now() + 30_000;
+      while ((await failedRestarts()).length < i + 1) {
+        assert(Date.now() < by, `no workerRestarted event in 30 s after the worker failed (${how})`);
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      const tip = await page.evaluate(() => window.client.tip());
+      assert(tip?.height === 3_500, `the tip after the failed worker (${how}) was replaced: ${JSON.stringify(tip)}`);
+    }
+    const failed = await failedRestarts();
+    assert(failed.map((e) => e.restarts).join() === '2,3,4' && failed.every((e) => e.message.includes("a trap the package's test asked for") && e.silentMs === 0),
+      `the failed workers' restarts ${JSON.stringify(failed)}`);
+    const txs = (await page.evaluate(() => window.client.transactions())).map((t) => t.height);
+    assert(JSON.stringify(txs) === JSON.stringify([2_000, 3_200]), `the wallet after three failed workers: ${JSON.stringify(txs)}`);
+    await page.evaluate(() => window.client.testFailWorker('throw'));
+    // From the page's own list: the stopped client answers no call.
+    const fatalEvent = () => page.evaluate(() => window.events.find((e) => e.type === 'error' && e.fatal) ?? null);
+    const by = Date.now() + 30_000;
+    let fatal;
+    while (!(fatal = await fatalEvent())) {
+      assert(Date.now() < by, 'the fourth failure did not stop the client in 30 s');
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    assert(fatal.kind === 'WorkerError' && fatal.message.includes('after 3 restarts for failures'), `the fourth failure: ${JSON.stringify(fatal)}`);
+    log(`  the worker failed three times (a callback's exception, the engine's loop, a callback's): replaced each time, ` +
+      `the wallet and the tip kept; the fourth stopped the client: ${fatal.message}`);
   } finally {
     await page.close();
     await gw.stop();
