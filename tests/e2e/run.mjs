@@ -1825,11 +1825,11 @@ async function tabs() {
     assert(carried.length === 1, `after the hand-over: ${JSON.stringify(carried)}`);
     const total = await gw.metric('lightwire_connections_total');
     if (total !== 2) {
-      // Which tab opened the extra connection, and why: every tab's own gateway, role and
-      // error events (a tab sees its own engine's gateway events while it leads).
+      // Which tab opened the extra connection, and why: every tab's own gateway, role,
+      // worker and error events (a tab sees its own engine's gateway events while it leads).
       const seen = [];
       for (const [i, p] of pages.entries()) {
-        const own = await p.evaluate(() => window.events.filter((e) => e.type === 'gateway' || e.type === 'role' || e.type === 'error'))
+        const own = await p.evaluate(() => window.events.filter((e) => ['gateway', 'role', 'workerRestarted', 'error'].includes(e.type)))
           .catch((e) => `unreadable: ${e}`);
         seen.push(`tab ${i + 1}${p === next ? ' (the new leader)' : ''}: ${JSON.stringify(own)}`);
       }

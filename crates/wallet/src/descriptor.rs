@@ -9,13 +9,13 @@
 //! Every key and script derived is computed twice, by two routes through different code,
 //! and taken only when both agree ([`agreed`]): JavaScriptCore's concurrent JIT in
 //! WebKitGTK was seen to compute a wrong child key now and then (one of 224 scripts in
-//! about one session in seven, a different index each time; never with that JIT off, never
-//! in another engine: benches/README.md, "A wrong key in WebKit"). A wallet that watches a
-//! wrongly derived script hides the payment to the real one, and two sessions that derive
-//! differently disagree about what the wallet watches. Bitcoin Core guards its own
-//! computation the same way where a wrong value would cost funds: `CKey::Sign` verifies
-//! each signature it makes before it uses it. The second route costs one table-driven
-//! multiplication by the generator per key.
+//! about one session in six, a different index each time; not once with that JIT off,
+//! nor in Chromium or Firefox: benches/README.md, "A wrong key in WebKit"). A wallet that
+//! watches a wrongly derived script hides the payment to the real one, and two sessions
+//! that derive differently disagree about what the wallet watches. Bitcoin Core guards
+//! its own computation the same way where a wrong value would cost funds: `CKey::Sign`
+//! verifies each signature it makes before it uses it. The second route costs one
+//! table-driven multiplication by the generator per key.
 
 use alloc::string::String;
 use alloc::vec::Vec;
