@@ -237,6 +237,8 @@ impl Net {
     /// re-armed for every message while deadlines move later.
     fn arm_timer(&mut self) {
         let mut due = self.engine.poll_timeout();
+        // For the stall trace in metrics(): the engine's deadline, taken once per pump.
+        self.status.borrow_mut().deadline = due;
         // Progress events while headers are being fetched (not while the chain merely
         // lacks the network's minimum work with nothing in flight: then nothing changes).
         let scanning = self.engine.scan().is_some_and(|s| s.asked().is_some());
@@ -423,7 +425,6 @@ impl Net {
         s.synced = self.engine.is_synced();
         s.filter_height = self.engine.filters().height();
         s.wallet = self.engine.wallet_trace();
-        s.deadline = self.engine.poll_timeout();
     }
 
     /// A progress event, at most every `progress_ms` (or now, if `force`, or when the
