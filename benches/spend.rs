@@ -81,10 +81,11 @@ pub fn create(
         rate: FeeRate(3_000),
         coins: None,
         include_unconfirmed: false,
+        change_descriptor: None,
     };
-    let built = create_psbt(&state, &ask, 200, 1).expect("a spend");
+    let built = create_psbt(&state, &ask, 200, 200, 1).expect("a spend");
     let (iterations, ns) = time(clock, budget_ns, || {
-        create_psbt(&state, &ask, 200, 1).is_ok()
+        create_psbt(&state, &ask, 200, 200, 1).is_ok()
     });
     (ns, built.spent.len(), built.change.is_some(), iterations)
 }

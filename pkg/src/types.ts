@@ -144,6 +144,7 @@ export type DropCode =
   | 'block-withheld'
   | 'block-pieces-out-of-order'
   | 'digest-mismatch'
+  | 'invalid-signature'
   | 'wrong-transaction'
   | 'undecodable-digest'
   // A header more than two hours ahead of our clock: not a drop. The headers before it are
@@ -494,6 +495,12 @@ export interface CreatePsbtOptions {
   /** Let the wallet pick the outputs of unconfirmed transactions it broadcast itself too
    * (default false); someone else's unconfirmed payment is spent only when named. */
   includeUnconfirmed?: boolean;
+  /** The descriptor change goes to (one the wallet watches; its checksum optional). By
+   * default the wallet spends one signer's coins (the master key of a descriptor's key
+   * origin) and sends change to that signer's change branch, so that change never goes
+   * to a key another signer holds; coins of several signers are spent together only when
+   * this is named. */
+  changeDescriptor?: string;
 }
 
 /** What {@link LightwireClient.createPsbt} resolves to. */

@@ -69,7 +69,7 @@ pub async fn open<S: HeaderStore>(
     if let Some(scan) = resume_scan(store).await? {
         engine.resume_scan(scan);
     }
-    if let Some(wallet) = resume_wallet(store).await? {
+    if let Some(wallet) = resume_wallet(store, now).await? {
         engine.resume_wallet(wallet);
     }
     seed_locator(store, engine.syncer_mut()).await?;
@@ -104,8 +104,12 @@ pub async fn resume_scan<S: HeaderStore>(store: &S) -> Result<Option<Scan>, Stor
 }
 
 /// The wallet saved in `store`, if any, with what it found in blocks the stored chain no
-/// longer has (a reorg while the client was closed) withdrawn.
-pub async fn resume_wallet<S: HeaderStore>(store: &S) -> Result<Option<WalletSync>, StoreError> {
+/// longer has (a reorg while the client was closed) withdrawn: its transactions of those
+/// blocks unconfirmed again, as seen at `now`.
+pub async fn resume_wallet<S: HeaderStore>(
+    store: &S,
+    now: Millis,
+) -> Result<Option<WalletSync>, StoreError> {
     let Some(bytes) = store.record(WALLET).await? else {
         return Ok(None);
     };
@@ -122,7 +126,7 @@ pub async fn resume_wallet<S: HeaderStore>(store: &S) -> Result<Option<WalletSyn
     for (h, hash) in heights {
         let stored = store.header(h).await?.map(|x| x.block_hash());
         if stored != Some(hash) {
-            wallet.withdraw_from(h);
+            wallet.reorg(h.saturating_sub(1), now.0);
             break;
         }
     }

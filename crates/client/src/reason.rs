@@ -155,6 +155,7 @@ impl DropReason {
                 MempoolError::UndecodableSet(_) => "undecodable-digest",
                 MempoolError::WrongTransaction(_) => "wrong-transaction",
                 MempoolError::DigestMismatch(_) => "digest-mismatch",
+                MempoolError::InvalidSignature { .. } => "invalid-signature",
             },
             DropReason::RequestTimeout => "request-timeout",
             DropReason::Transport(TransportError::OpenFailed) => "open-failed",

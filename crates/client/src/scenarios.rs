@@ -947,6 +947,51 @@ fn fee_rates_from_gateways_that_disagree_are_bounded_and_each_shown() {
     }
 }
 
+/// A gateway whose fee rates (or relay answer) arrive after the 30 s the client waits
+/// (a slow network, a busy node) is not at fault: the answer was asked for; the call was
+/// answered without it, and the late answer is let go.
+#[test]
+fn answers_that_arrive_after_their_wait_are_let_go_without_fault() {
+    use lightwire_wire::FeeSource;
+    let mut slow = TestChain::generate(100);
+    slow.fee_rates = Some((
+        FeeSource::SmartFee,
+        [Some(25_000), Some(12_000), Some(2_000)],
+    ));
+    let mut net = Net::new(memory(), vec![TestChain::generate(100), slow], small);
+    net.drive();
+    net.hold(GatewayId(1));
+    let id = net
+        .host
+        .engine
+        .fee_rates()
+        .expect("one gateway serves fee rates");
+    let mut tx = vec![2, 0, 0, 0, 1];
+    tx.extend_from_slice(&[5; 32]);
+    tx.extend_from_slice(&[0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 1]);
+    tx.extend_from_slice(&1_000u64.to_le_bytes());
+    tx.extend_from_slice(&[22, 0, 0x14]);
+    tx.extend_from_slice(&[9; 20]);
+    tx.extend_from_slice(&[0; 4]);
+    net.host.engine.broadcast(&tx).unwrap();
+    net.drive();
+    net.advance(Duration::from_secs(31));
+    assert!(
+        net.host
+            .events
+            .iter()
+            .any(|e| matches!(e, Event::FeeRates { id: i, answers, .. } if *i == id && answers.is_empty())),
+        "answered without the slow gateway"
+    );
+    net.host.events.clear();
+    net.release(GatewayId(1));
+    assert_eq!(rejected(&net.host.events), []);
+    assert_ne!(
+        net.host.engine.state(GatewayId(1)),
+        crate::engine::GatewayState::Bad
+    );
+}
+
 /// A transaction of the wallet's that a gateway relayed is the wallet's unconfirmed
 /// transaction as soon as the broadcast is answered: the coin it spends still counted
 /// confirmed (no block spent it), its net apart, never both. It is saved and resumed

@@ -4,17 +4,18 @@
 use lightwire_wallet::spend::Built;
 use lightwire_wallet::spend::wallet::WalletState;
 pub use lightwire_wallet::spend::wallet::{
-    COINBASE_CONFIRMATIONS, PsbtAsk, PsbtError, outpoint_text, parse_outpoint,
+    COINBASE_CONFIRMATIONS, PsbtAsk, PsbtError, anti_fee_sniping, outpoint_text, parse_outpoint,
 };
 
 use crate::wallet::WalletSync;
 
-/// Build the PSBT `ask` asks for from `wallet` with the best chain's tip at `tip` (the
-/// lock time), `seed` ordering its inputs and change.
+/// Build the PSBT `ask` asks for from `wallet` with the best chain's tip at `tip`, locked
+/// to `lock_time` (see [`anti_fee_sniping`]), `seed` ordering its inputs and change.
 pub fn create_psbt(
     wallet: &WalletSync,
     ask: &PsbtAsk,
     tip: u32,
+    lock_time: u32,
     seed: u64,
 ) -> Result<Built, PsbtError> {
     let state = WalletState {
@@ -23,7 +24,7 @@ pub fn create_psbt(
         ledger: &wallet.ledger,
         unconfirmed: &wallet.unconfirmed,
     };
-    lightwire_wallet::spend::wallet::create_psbt(&state, ask, tip, seed)
+    lightwire_wallet::spend::wallet::create_psbt(&state, ask, tip, lock_time, seed)
 }
 
 #[cfg(test)]
@@ -97,6 +98,7 @@ mod tests {
             rate: FeeRate(rate),
             coins: None,
             include_unconfirmed: false,
+            change_descriptor: None,
         }
     }
 
@@ -118,7 +120,7 @@ mod tests {
     #[test]
     fn a_spend_takes_mature_coins_and_sends_change_to_the_next_change_address() {
         let w = wallet();
-        let built = create_psbt(&w, &ask(&[(ELSEWHERE, 30_000)], 2_000), 20, 7).unwrap();
+        let built = create_psbt(&w, &ask(&[(ELSEWHERE, 30_000)], 2_000), 20, 20, 7).unwrap();
         // The coinbase is immature at 20: the payment at 11 pays.
         let paid = Tx::parse(&paying(Some(7), &script(0, 1), 80_000))
             .unwrap()
@@ -162,10 +164,10 @@ mod tests {
         assert_eq!(out[0].0[0], psbt::OUT_BIP32_DERIVATION);
         // At 110 the coinbase is 101 blocks deep, mature: a larger spend takes it.
         assert!(matches!(
-            create_psbt(&w, &ask(&[(ELSEWHERE, 100_000)], 2_000), 20, 7),
+            create_psbt(&w, &ask(&[(ELSEWHERE, 100_000)], 2_000), 20, 20, 7),
             Err(PsbtError::Spend(SpendError::InsufficientFunds { .. }))
         ));
-        let built = create_psbt(&w, &ask(&[(ELSEWHERE, 100_000)], 2_000), 110, 7).unwrap();
+        let built = create_psbt(&w, &ask(&[(ELSEWHERE, 100_000)], 2_000), 110, 110, 7).unwrap();
         assert!(built.spent.iter().any(|o| o.txid != paid));
     }
 
@@ -188,13 +190,13 @@ mod tests {
             coins: Some(coins),
             ..ask(&[(ELSEWHERE, 10_000)], 1_000)
         };
-        let b = create_psbt(&w, &with(vec![paid]), 20, 1).unwrap();
+        let b = create_psbt(&w, &with(vec![paid]), 20, 20, 1).unwrap();
         assert_eq!(b.spent, [paid]);
-        let refused = create_psbt(&w, &with(vec![coinbase]), 20, 1).unwrap_err();
+        let refused = create_psbt(&w, &with(vec![coinbase]), 20, 20, 1).unwrap_err();
         assert_eq!(refused.name(), "InvalidArgument");
         assert!(refused.to_string().contains("coinbase"), "{refused}");
         assert_eq!(
-            create_psbt(&w, &with(vec![paid, paid]), 20, 1),
+            create_psbt(&w, &with(vec![paid, paid]), 20, 20, 1),
             Err(PsbtError::Twice(outpoint_text(&paid)))
         );
         let unknown = Outpoint {
@@ -202,7 +204,7 @@ mod tests {
             vout: 0,
         };
         assert!(
-            create_psbt(&w, &with(vec![unknown]), 20, 1)
+            create_psbt(&w, &with(vec![unknown]), 20, 20, 1)
                 .unwrap_err()
                 .to_string()
                 .contains("not a coin")
@@ -211,13 +213,13 @@ mod tests {
         assert_eq!(parse_outpoint("00:1"), None);
         // Bad rates and addresses are refused with what is wrong.
         assert_eq!(
-            create_psbt(&w, &ask(&[(ELSEWHERE, 10_000)], 999), 20, 1),
+            create_psbt(&w, &ask(&[(ELSEWHERE, 10_000)], 999), 20, 20, 1),
             Err(PsbtError::FeeRate(999))
         );
         let mut bad = ask(&[(ELSEWHERE, 10_000)], 1_000);
         bad.outputs[0].0.push('x');
         assert!(matches!(
-            create_psbt(&w, &bad, 20, 1),
+            create_psbt(&w, &bad, 20, 20, 1),
             Err(PsbtError::Address { index: 0, .. })
         ));
     }
@@ -239,7 +241,7 @@ mod tests {
         w.add_unconfirmed(&own, Source::Own, 0, 1).unwrap();
         // The coin it spends is not spendable, its output only when asked.
         assert!(matches!(
-            create_psbt(&w, &ask(&[(ELSEWHERE, 30_000)], 1_000), 20, 1),
+            create_psbt(&w, &ask(&[(ELSEWHERE, 30_000)], 1_000), 20, 20, 1),
             Err(PsbtError::Spend(SpendError::InsufficientFunds {
                 available: 0,
                 ..
@@ -247,9 +249,10 @@ mod tests {
         ));
         let with = PsbtAsk {
             include_unconfirmed: true,
+            change_descriptor: None,
             ..ask(&[(ELSEWHERE, 30_000)], 1_000)
         };
-        let b = create_psbt(&w, &with, 20, 1).unwrap();
+        let b = create_psbt(&w, &with, 20, 20, 1).unwrap();
         let own_txid = Tx::parse(&own).unwrap().txid();
         assert_eq!(
             b.spent,
@@ -278,7 +281,7 @@ mod tests {
             10,
             &[paying(None, &[0x51], 1), paying(Some(3), ELSEWHERE, 70_000)],
         );
-        let err = create_psbt(&w, &ask(&[(&script(0, 0), 10_000)], 1_000), 20, 1).unwrap_err();
+        let err = create_psbt(&w, &ask(&[(&script(0, 0), 10_000)], 1_000), 20, 20, 1).unwrap_err();
         assert!(
             matches!(
                 err,
@@ -305,14 +308,14 @@ mod tests {
             ..ask(&[(&script(0, 0), 10_000)], 1_000)
         };
         assert_eq!(
-            create_psbt(&w, &named, 20, 1),
+            create_psbt(&w, &named, 20, 20, 1),
             Err(PsbtError::Spend(SpendError::NoChangeAddress))
         );
         let all = PsbtAsk {
             coins: Some(vec![coin]),
             ..ask(&[(&script(0, 0), 69_800)], 1_000)
         };
-        let b = create_psbt(&w, &all, 20, 1).unwrap();
+        let b = create_psbt(&w, &all, 20, 20, 1).unwrap();
         assert_eq!(b.spent, [coin]);
         let maps = psbt::read_maps(&b.psbt).unwrap();
         assert!(
@@ -335,10 +338,11 @@ mod tests {
             .unwrap();
         let with = PsbtAsk {
             include_unconfirmed: true,
+            change_descriptor: None,
             ..ask(&[(ELSEWHERE, 20_000)], 1_000)
         };
         assert!(matches!(
-            create_psbt(&w, &with, 20, 1),
+            create_psbt(&w, &with, 20, 20, 1),
             Err(PsbtError::Spend(SpendError::InsufficientFunds {
                 available: 0,
                 ..
@@ -352,6 +356,97 @@ mod tests {
             coins: Some(vec![coin]),
             ..with
         };
-        assert_eq!(create_psbt(&w, &named, 20, 1).unwrap().spent, [coin]);
+        assert_eq!(create_psbt(&w, &named, 20, 20, 1).unwrap().spent, [coin]);
+    }
+
+    /// The script a spend's change output pays.
+    fn change_script(built: &Built) -> Vec<u8> {
+        let (vout, _) = built.change.expect("change");
+        let maps = psbt::read_maps(&built.psbt).unwrap();
+        let tx = Tx::parse(maps[0][0].1).unwrap();
+        tx.outputs().nth(vout as usize).unwrap().script.to_vec()
+    }
+
+    /// Someone else's taproot account watched beside the wallet's own segwit one (a
+    /// family's, a co-signer's): a payment to a taproot address sends change to the
+    /// signer of the coins spent, never to the other's change branch (where it went by
+    /// the payment's kind). Coins of both named together are refused unless the change
+    /// descriptor is named; the wallet does not mix signers by itself.
+    #[test]
+    fn change_goes_to_the_signer_of_the_coins_spent() {
+        const THEIRS: &str = "tr(xpub6BgBgsespWvERF3LHQu6CnqdvfEvtMcQjYrcRzx53QJjSxarj2afYWcLteoGVky7D3UKDP9QyrLprQ3VCECoY49yfdDEHGCtMMj92pReUsQ/<0;1>/*)";
+        let mut w = wallet();
+        w.watch(&[Watched::Descriptor(THEIRS.into())]).unwrap();
+        let theirs = Descriptor::parse(THEIRS, Network::Mainnet).unwrap();
+        let their_script =
+            |b: usize, i: u32| theirs.script_at(&theirs.branch_key(b).unwrap(), i).unwrap();
+        apply(
+            &mut w,
+            12,
+            &[
+                paying(None, &[0x51], 2),
+                paying(Some(8), &their_script(0, 0), 60_000),
+            ],
+        );
+        let taproot_payee = [&[0x51, 0x20][..], &[5; 32]].concat();
+        let built = create_psbt(&w, &ask(&[(&taproot_payee, 30_000)], 1_000), 20, 20, 7).unwrap();
+        assert_eq!(
+            change_script(&built),
+            script(1, 0),
+            "the wallet's own change branch"
+        );
+        let mine = Tx::parse(&paying(Some(7), &script(0, 1), 80_000))
+            .unwrap()
+            .txid();
+        assert_eq!(
+            built.spent,
+            [Outpoint {
+                txid: mine,
+                vout: 0
+            }]
+        );
+        // Coins of both signers named: refused; with the change descriptor named, made.
+        let theirs_coin = Outpoint {
+            txid: Tx::parse(&paying(Some(8), &their_script(0, 0), 60_000))
+                .unwrap()
+                .txid(),
+            vout: 0,
+        };
+        let both = PsbtAsk {
+            coins: Some(vec![
+                Outpoint {
+                    txid: mine,
+                    vout: 0,
+                },
+                theirs_coin,
+            ]),
+            ..ask(&[(&taproot_payee, 100_000)], 1_000)
+        };
+        assert_eq!(
+            create_psbt(&w, &both, 20, 20, 7),
+            Err(PsbtError::MixedSigners(2))
+        );
+        let named = PsbtAsk {
+            change_descriptor: Some(BIP84.into()),
+            ..both.clone()
+        };
+        let built = create_psbt(&w, &named, 20, 20, 7).unwrap();
+        assert_eq!(change_script(&built), script(1, 0));
+        let unknown = PsbtAsk {
+            change_descriptor: Some("wpkh(xpub6CatWdiZiodmUeTDp8LT5or8nmbKNcuyvz7WyksVFkKB4RHwCD3XyuvPEbvqAQY3rAPshWcMLoP2fMFMKHPJ4ZeZXYVUhLv1VMrjPC7PW6V/<0;1>/*)".into()),
+            ..both
+        };
+        assert!(matches!(
+            create_psbt(&w, &unknown, 20, 20, 7),
+            Err(PsbtError::ChangeDescriptor(_))
+        ));
+        // More than one signer's coins hold: refused, saying so.
+        let err =
+            create_psbt(&w, &ask(&[(&taproot_payee, 100_000)], 1_000), 20, 20, 7).unwrap_err();
+        assert!(
+            matches!(err, PsbtError::OneSigner { others: 60_000, .. }),
+            "{err}"
+        );
+        assert_eq!(err.name(), "InsufficientFunds");
     }
 }

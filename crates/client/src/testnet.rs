@@ -170,6 +170,9 @@ pub struct TestHost<S> {
     corrupt_from: Vec<Option<usize>>,
     /// Per gateway: its WebSocket messages delivered on the current connection.
     delivered: Vec<usize>,
+    /// Per gateway: its messages held back (a slow network), while `Some` (see
+    /// [`Net::hold`]).
+    held: Vec<Option<Vec<Vec<u8>>>>,
     _store: core::marker::PhantomData<fn() -> S>,
 }
 
@@ -251,6 +254,7 @@ impl<S: HeaderStore> Host for TestHost<S> {
                 let queue = &mut h.queue;
                 let corrupt_from = h.corrupt_from[g.index()];
                 let delivered = &mut h.delivered[g.index()];
+                let held = &mut h.held[g.index()];
                 moved |= gw.exchange(h.now, |m| {
                     let mut m = m.to_vec();
                     if corrupt_from.is_some_and(|from| *delivered >= from) {
@@ -259,7 +263,10 @@ impl<S: HeaderStore> Host for TestHost<S> {
                         }
                     }
                     *delivered += 1;
-                    queue.push_back(TestInput::Message(g, m));
+                    match held {
+                        Some(held) => held.push(m),
+                        None => queue.push_back(TestInput::Message(g, m)),
+                    }
                 });
                 if gw.close().is_some() {
                     // The gateway hung up: the socket closes.
@@ -368,6 +375,7 @@ impl<S: HeaderStore> Net<S> {
             most_uncommitted: 0,
             queue: VecDeque::new(),
             corrupt_from: vec![None; gateways],
+            held: vec![None; gateways],
             delivered: vec![0; gateways],
             _store: core::marker::PhantomData,
         };
@@ -384,6 +392,26 @@ impl<S: HeaderStore> Net<S> {
     /// handshake), 1 the MAC of a frame after it.
     pub fn corrupt(&mut self, g: GatewayId, from: usize) {
         self.host.corrupt_from[g.index()] = Some(from);
+    }
+
+    /// From now on, gateway `g`'s messages are held back on the way (a slow network)
+    /// until [`Self::release`].
+    pub fn hold(&mut self, g: GatewayId) {
+        self.host.held[g.index()].get_or_insert_with(Vec::new);
+    }
+
+    /// Gateway `g`'s messages held back arrive, in order, and pass from now on.
+    pub fn release(&mut self, g: GatewayId) {
+        let held = self.host.held[g.index()].take().unwrap_or_default();
+        for m in held.into_iter().rev() {
+            self.host.queue.push_front(TestInput::Message(g, m));
+        }
+        self.drive();
+    }
+
+    /// Gateway `g`'s messages pass unchanged again (see [`Self::corrupt`]).
+    pub fn mend(&mut self, g: GatewayId) {
+        self.host.corrupt_from[g.index()] = None;
     }
 
     /// Run the driver until nothing moves (or the store fails: then nothing more runs).

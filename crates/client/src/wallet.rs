@@ -381,17 +381,22 @@ impl WalletSync {
             })?;
         let txid = lightwire_primitives::Tx::parse(raw).map(|t| t.txid()).ok();
         // Who holds it is not saved: a change of holders alone leaves the state clean.
-        let (dropped, shown, changed) = match added {
-            Added::New { dropped } => (dropped, txid, true),
-            Added::Foreign { dropped } => (dropped, None, true),
-            Added::Known(true) => (Vec::new(), txid, false),
-            Added::Known(false) => (Vec::new(), None, false),
+        let (dropped, unheld, shown, changed) = match added {
+            Added::New { dropped, unheld } => (dropped, unheld, txid, true),
+            Added::Foreign { dropped, unheld } => {
+                let changed = !dropped.is_empty();
+                (dropped, unheld, None, changed)
+            }
+            Added::Known(true) => (Vec::new(), Vec::new(), txid, false),
+            Added::Known(false) => (Vec::new(), Vec::new(), None, false),
         };
         self.dirty |= changed;
         let mut changes: Vec<WalletChange> =
             dropped.into_iter().map(WalletChange::Dropped).collect();
-        if let Some(t) = shown.and_then(|t| self.unconfirmed.get(&t)) {
-            changes.push(WalletChange::Unconfirmed(t.clone()));
+        for t in unheld.iter().chain(&shown) {
+            if let Some(t) = self.unconfirmed.get(t) {
+                changes.push(WalletChange::Unconfirmed(t.clone()));
+            }
         }
         Ok(changes)
     }
@@ -407,13 +412,29 @@ impl WalletSync {
             .map(|t| WalletChange::Unconfirmed(t.clone()))
     }
 
-    /// Unconfirmed transaction `txid` is dropped for `reason` if no gateway holds it.
+    /// Gateway `bit` let unconfirmed transaction `txid` go, for `reason` (`None`: mined):
+    /// it counts only if that gateway held it, and drops it only if it was the last to
+    /// (see [`lightwire_wallet::Unconfirmed::let_go`]). The changes.
     pub fn let_go(
         &mut self,
         txid: &Txid,
-        reason: lightwire_wallet::unconfirmed::Reason,
+        bit: u64,
+        reason: Option<lightwire_wallet::unconfirmed::Reason>,
     ) -> Vec<WalletChange> {
-        let dropped = self.unconfirmed.let_go(txid, reason);
+        let (unheld, dropped) = self.unconfirmed.let_go(txid, bit, reason);
+        self.dirty |= !dropped.is_empty();
+        let mut changes: Vec<WalletChange> =
+            dropped.into_iter().map(WalletChange::Dropped).collect();
+        if let Some(t) = self.unconfirmed.get(txid).filter(|_| unheld) {
+            changes.push(WalletChange::Unconfirmed(t.clone()));
+        }
+        changes
+    }
+
+    /// Gateway `bit` told its whole mempool; `expected` the gateways that can hold
+    /// anything (see [`lightwire_wallet::Unconfirmed::snapshot_ended`]): the changes.
+    pub fn snapshot_ended(&mut self, bit: u64, expected: u64) -> Vec<WalletChange> {
+        let dropped = self.unconfirmed.snapshot_ended(bit, expected);
         self.dirty |= !dropped.is_empty();
         dropped.into_iter().map(WalletChange::Dropped).collect()
     }
@@ -615,6 +636,22 @@ impl WalletSync {
             again: None,
         };
         if let Some(applied) = applied {
+            // Kept whole for a while: a reorganisation puts them back as unconfirmed.
+            let at: Vec<u32> = self
+                .ledger
+                .transactions()
+                .iter()
+                .rev()
+                .take_while(|t| t.height == height)
+                .map(|t| t.position)
+                .collect();
+            let raws: Vec<&[u8]> = block
+                .transactions()
+                .enumerate()
+                .filter(|(i, t)| at.contains(&(*i as u32)) && !t.is_coinbase())
+                .map(|(_, t)| t.raw())
+                .collect();
+            self.unconfirmed.mined(height, &raws);
             self.applied(&applied, &mut done);
             // Mined ones are found above; those a spend in the block conflicts go.
             let after = self.unconfirmed.after_block(&self.ledger, &applied.txids);
@@ -694,13 +731,27 @@ impl WalletSync {
     }
 
     /// The best chain switched branches at `fork`: what was found above it is withdrawn,
-    /// and blocks matched above it are not fetched (the scan matches the new branch).
-    /// Returns the changes and the request given up, if one was.
-    pub fn reorg(&mut self, fork: u32) -> (Vec<WalletChange>, Option<GivenUp>) {
-        match fork.checked_add(1) {
-            Some(first) => self.withdraw_from(first),
-            None => (Vec::new(), None),
-        }
+    /// and blocks matched above it are not fetched (the scan matches the new branch); the
+    /// wallet's transactions of the withdrawn blocks are unconfirmed again, seen at `now`
+    /// (their nodes put them back in their mempools, as Bitcoin Core's does), until a
+    /// block of the new branch mines or conflicts them. Returns the changes and the
+    /// request given up, if one was.
+    pub fn reorg(&mut self, fork: u32, now: u64) -> (Vec<WalletChange>, Option<GivenUp>) {
+        let Some(first) = fork.checked_add(1) else {
+            return (Vec::new(), None);
+        };
+        let (mut changes, gave_up) = self.withdraw_from(first);
+        let watch = &self.watch;
+        let back = self
+            .unconfirmed
+            .withdrawn(first, now, &self.ledger, &|s| watch.owns(s) == Some(true));
+        self.dirty |= !back.is_empty();
+        changes.extend(
+            back.iter()
+                .filter_map(|t| self.unconfirmed.get(t))
+                .map(|t| WalletChange::Unconfirmed(t.clone())),
+        );
+        (changes, gave_up)
     }
 
     /// What blocks from `first` on did is withdrawn, and they are not fetched until
@@ -739,9 +790,9 @@ impl WalletSync {
 
     /// The state as bytes: layout, network, start, what was given, the gap state of each
     /// descriptor branch (highest used, covered), the lookahead scripts paid, the
-    /// unconfirmed transactions, the ledger.
+    /// unconfirmed transactions, the recently mined ones, the ledger.
     pub fn encode(&self) -> Vec<u8> {
-        let mut out = vec![3u8];
+        let mut out = vec![4u8];
         out.extend_from_slice(self.network.name().as_bytes());
         out.push(0);
         out.extend_from_slice(&self.from.to_le_bytes());
@@ -778,15 +829,17 @@ impl WalletSync {
             out.extend_from_slice(&height.to_le_bytes());
         }
         self.unconfirmed.encode(&mut out);
+        self.unconfirmed.encode_mined(&mut out);
         out.extend_from_slice(&self.ledger.encode());
         out
     }
 
-    /// A wallet from [`Self::encode`]'s bytes (for `network`), or from the layout before
-    /// (no unconfirmed transactions); `None` if they are not that.
+    /// A wallet from [`Self::encode`]'s bytes (for `network`), or from the layouts before
+    /// (without the recently mined transactions; without the unconfirmed ones); `None` if
+    /// they are not that.
     pub fn decode(bytes: &[u8], network: Network) -> Option<WalletSync> {
         let (&layout, rest) = bytes.split_first()?;
-        if layout != 2 && layout != 3 {
+        if !(2..=4).contains(&layout) {
             return None;
         }
         let nul = rest.iter().position(|b| *b == 0)?;
@@ -844,12 +897,16 @@ impl WalletSync {
         }
         // Read once the watchlist is whole: what an unconfirmed transaction pays is
         // matched against it.
-        let (unconfirmed, r) = match layout {
-            3 => {
+        let (mut unconfirmed, r) = match layout {
+            3 | 4 => {
                 let watch = &w.watch;
                 Unconfirmed::decode(r, |s| watch.owns(s) == Some(true))?
             }
             _ => (Unconfirmed::new(), r),
+        };
+        let r = match layout {
+            4 => unconfirmed.decode_mined(r)?,
+            _ => r,
         };
         w.ledger = Ledger::decode(r)?;
         w.unconfirmed = unconfirmed;

@@ -11,6 +11,8 @@ use crate::reader::{DecodeError, Reader};
 /// A transaction whose encoding was checked, borrowed from its bytes.
 #[derive(Clone, Copy, Debug)]
 pub struct Tx<'a> {
+    /// The whole serialization, witness data included.
+    raw: &'a [u8],
     version: &'a [u8; 4],
     /// From the input count to the end of the outputs: with the version and lock time,
     /// the serialization its txid hashes.
@@ -84,6 +86,7 @@ const MIN_OUTPUT: usize = 9;
 impl<'a> Tx<'a> {
     /// Read one transaction from `r`, checking every length; `r` is left after it.
     pub fn read(r: &mut Reader<'a>) -> Result<Tx<'a>, DecodeError> {
+        let all = r.rest();
         let version = r.array::<4>("a version")?;
         let start = r.rest();
         let mut inputs = r.count(MIN_INPUT, "an input count")?;
@@ -121,6 +124,7 @@ impl<'a> Tx<'a> {
         let witness = &at_witness[..at_witness.len() - r.rest().len()];
         let lock_time = r.array::<4>("a lock time")?;
         Ok(Tx {
+            raw: &all[..all.len() - r.rest().len()],
             version,
             body,
             witness,
@@ -135,6 +139,12 @@ impl<'a> Tx<'a> {
         let tx = Tx::read(&mut r)?;
         r.finish()?;
         Ok(tx)
+    }
+
+    /// The transaction as serialized, witness data included (borrowed from what it was
+    /// read from).
+    pub fn raw(&self) -> &'a [u8] {
+        self.raw
     }
 
     /// Its size without witness data (what its txid hashes).
@@ -305,6 +315,13 @@ mod tests {
         assert_eq!(t.base_size(), tx(false).len());
         assert_eq!(t.weight(), tx(false).len() * 3 + with.len());
         assert_eq!(Tx::parse(&tx(false)).unwrap().weight(), tx(false).len() * 4);
+        // Its bytes, whole: alone, and read from among others.
+        assert_eq!(t.raw(), &with[..]);
+        let mut two = tx(false);
+        two.extend_from_slice(&with);
+        let mut r = Reader::new(&two);
+        assert_eq!(Tx::read(&mut r).unwrap().raw(), &tx(false)[..]);
+        assert_eq!(Tx::read(&mut r).unwrap().raw(), &with[..]);
     }
 
     /// Every cut is a typed error, and so is a byte more or a bad witness flag.

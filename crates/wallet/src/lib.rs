@@ -24,6 +24,7 @@ pub mod address;
 pub mod descriptor;
 mod hash;
 pub mod ledger;
+pub mod sighash;
 pub mod spend;
 pub mod unconfirmed;
 pub mod watch;

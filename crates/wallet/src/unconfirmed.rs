@@ -8,10 +8,23 @@
 //! - A transaction is taken once, whole and parsed; a coinbase never (it cannot be
 //!   unconfirmed), nor one the ledger already holds, nor one that spends a coin a
 //!   confirmed transaction already spent ([`AddError::Conflicted`]).
-//! - Two unconfirmed transactions spending the same output cannot both be mined: the one
-//!   taken later replaces the other (BIP125; the node that relayed it accepted the
-//!   replacement), and the replaced one goes with its descendants
-//!   ([`Reason::Replaced`]).
+//! - A transaction a gateway announced that spends a coin of the wallet's is taken only
+//!   if the coin's key signed that input ([`crate::sighash`]: legacy, BIP143, BIP341 key
+//!   path, as Bitcoin Core's standard checks); one that is not signed so is
+//!   [`AddError::NotSigned`] (no node's mempool holds it: its gateway invented it), one the
+//!   wallet cannot check is [`AddError::Unchecked`] and not taken. So no gateway can show a
+//!   spend of the wallet's coins that its keys did not sign, or lock a coin with one.
+//! - Who holds a transaction is what makes a gateway's word count: a removal counts only
+//!   from a gateway that holds it ([`Unconfirmed::let_go`]), and a transaction is dropped
+//!   only when the last gateway holding it lets it go. Two unconfirmed transactions spending
+//!   the same output cannot both be in one mempool: a gateway announcing one no longer
+//!   holds the other, which goes ([`Reason::Replaced`], with its descendants) only if that
+//!   gateway was the last to hold it. One gateway's word never drops what another holds,
+//!   and none drops what no gateway is known to hold (a transaction resumed from the store,
+//!   or the wallet's own broadcast whose relaying gateway reconnected): that one is
+//!   confirmed, conflicted by a block, replaced by the wallet's own broadcast, or expires.
+//! - The wallet's own broadcast (relayed by a gateway) replaces what it conflicts with:
+//!   the application signed it, and the relaying node took it.
 //! - A block that mines one confirms it (the ledger has it now); a block that spends one
 //!   of its inputs otherwise conflicts it away, with its descendants
 //!   ([`Reason::Conflicted`], Core's "conflicted"). Only inputs that spend the wallet's
@@ -20,7 +33,10 @@
 //!   hold, is dropped ([`Reason::Expired`]; Core's mempool expires transactions after
 //!   two weeks, `-mempoolexpiry`).
 //! - The set is bounded ([`MAX_UNCONFIRMED`] transactions of at most [`MAX_RAW`] bytes in
-//!   all): what comes over the bound is refused, never something already held dropped.
+//!   all): an announced transaction over the bound is refused, never something already
+//!   held dropped for it; the wallet's own broadcast is never refused for room (a gateway
+//!   can fill the set with invented payments): announced ones make room for it
+//!   ([`Reason::Evicted`]), those a single gateway holds first.
 //!
 //! Amounts: a transaction's `received` is what its outputs pay watched scripts, `sent`
 //! the value of the wallet's coins it spends (confirmed ones, or outputs to the wallet of
@@ -28,17 +44,27 @@
 //! transaction is taken, so the amounts hold while the ledger is rebuilt under them.
 
 use alloc::collections::BTreeSet;
+use alloc::vec;
 use alloc::vec::Vec;
 
 use lightwire_primitives::{Tx, Txid};
 
 use crate::ledger::{Ledger, Outpoint};
+use crate::sighash::{Check, Fault, Prevout, check_input};
 
 /// At most this many unconfirmed transactions are held.
 pub const MAX_UNCONFIRMED: usize = 1_000;
 
 /// At most this many bytes of unconfirmed transactions are held in all.
 pub const MAX_RAW: usize = 4 << 20;
+
+/// The wallet's transactions mined in this many blocks below the tip are kept whole, to
+/// be put back as unconfirmed if a reorganisation withdraws their block (Bitcoin Core's
+/// wallet keeps every transaction; a fork deeper than this is not one a node sees).
+pub const MINED_KEPT: u32 = 100;
+
+/// At most this many bytes of them are kept (the oldest go first).
+pub const MINED_RAW: usize = 2 << 20;
 
 /// Where an unconfirmed transaction came from.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -47,6 +73,9 @@ pub enum Source {
     Own,
     /// A gateway's mempool digest announced it, and the transaction fetched matched.
     Announced,
+    /// A checked block held it, and a reorganisation withdrew that block (its node puts
+    /// it back in its mempool, as Bitcoin Core does, `MaybeUpdateMempoolForReorg`).
+    Withdrawn,
 }
 
 impl Source {
@@ -54,6 +83,7 @@ impl Source {
         match self {
             Source::Own => 0,
             Source::Announced => 1,
+            Source::Withdrawn => 2,
         }
     }
 
@@ -61,6 +91,7 @@ impl Source {
         match c {
             0 => Some(Source::Own),
             1 => Some(Source::Announced),
+            2 => Some(Source::Withdrawn),
             _ => None,
         }
     }
@@ -93,6 +124,10 @@ pub struct UnconfirmedTx {
     /// The gateways known to hold it now, one bit each (bit `i`: the caller's gateway
     /// `i`, below 64); not saved: none are known after a restart until one says so.
     pub holders: u64,
+    /// The gateways whose whole mempool is still to be heard before it can be called
+    /// gone, while no gateway holds it (one bit each): those that held it and went away,
+    /// and after a restart every gateway (see [`Unconfirmed::snapshot_ended`]).
+    pub awaited: u64,
     /// The wallet's coins it spends.
     pub spends: Vec<SpentCoin>,
     /// Indexes of its outputs that pay watched scripts.
@@ -148,7 +183,7 @@ impl UnconfirmedTx {
 
     /// Its outputs paying watched scripts and the amounts, from its bytes and the coins it
     /// spends. `None` if it touches the wallet no more.
-    fn account(&mut self, watched: &impl Fn(&[u8]) -> bool) -> Option<()> {
+    fn account(&mut self, watched: &dyn Fn(&[u8]) -> bool) -> Option<()> {
         let tx = Tx::parse(&self.raw).ok()?;
         self.our_outputs.clear();
         self.received = 0;
@@ -231,6 +266,25 @@ pub enum AddError {
     /// The set is full ([`MAX_UNCONFIRMED`], [`MAX_RAW`]).
     #[error("too many unconfirmed transactions are held")]
     Full,
+    /// It spends a coin of the wallet's on input `input`, which the coin's key did not
+    /// sign (`fault`: the rule broken): no node holds it.
+    #[error("its input {input} spends a coin of the wallet's without its key's signature ({})", .fault.name())]
+    NotSigned {
+        /// The input.
+        input: u32,
+        /// The rule its signature broke.
+        fault: Fault,
+    },
+    /// It spends a coin of the wallet's on input `input` whose signature cannot be
+    /// checked here (an output of another kind, a taproot script path, or another
+    /// input's output not known): not taken, as one not signed would not be.
+    #[error(
+        "its input {input} spends a coin of the wallet's with a signature the wallet cannot check"
+    )]
+    Unchecked {
+        /// The input.
+        input: u32,
+    },
 }
 
 /// What [`Unconfirmed::add`] did.
@@ -240,12 +294,17 @@ pub enum Added {
     New {
         /// What it replaced, with their descendants.
         dropped: Vec<Dropped>,
+        /// Those it conflicts with that its gateways no longer hold, still held by another.
+        unheld: Vec<Txid>,
     },
-    /// Not the wallet's, but it spends an output one held spends: those it replaced were
-    /// dropped (a payment to the wallet replaced by one paying elsewhere).
+    /// Not the wallet's, but it spends an output one held spends: its gateways no longer
+    /// hold that one, which went if they were the last to (a payment to the wallet
+    /// replaced by one paying elsewhere).
     Foreign {
         /// What it replaced, with their descendants.
         dropped: Vec<Dropped>,
+        /// Those it conflicts with that its gateways no longer hold, still held by another.
+        unheld: Vec<Txid>,
     },
     /// Held already; the gateways holding it were brought up to date if they changed
     /// (`true`).
@@ -261,10 +320,13 @@ pub struct AfterBlock {
     pub dropped: Vec<Dropped>,
 }
 
-/// The wallet's unconfirmed transactions, in the order they were first seen.
+/// The wallet's unconfirmed transactions, in the order they were first seen; and its
+/// transactions mined in the last [`MINED_KEPT`] blocks.
 #[derive(Clone, PartialEq, Eq, Debug, Default)]
 pub struct Unconfirmed {
     txs: Vec<UnconfirmedTx>,
+    /// The wallet's transactions of recent blocks: height, bytes; in block order.
+    mined: Vec<(u32, Vec<u8>)>,
 }
 
 impl Unconfirmed {
@@ -316,6 +378,19 @@ impl Unconfirmed {
         ledger: &Ledger,
         watched: impl Fn(&[u8]) -> bool,
     ) -> Result<Added, AddError> {
+        self.add_one(raw, source, now, holders, ledger, &watched)
+    }
+
+    /// [`Self::add`], compiled once (not once per caller's `watched`: it is long).
+    fn add_one(
+        &mut self,
+        raw: &[u8],
+        source: Source,
+        now: u64,
+        holders: u64,
+        ledger: &Ledger,
+        watched: &dyn Fn(&[u8]) -> bool,
+    ) -> Result<Added, AddError> {
         let tx = Tx::parse(raw).map_err(|_| AddError::Malformed)?;
         if tx.is_coinbase() {
             return Err(AddError::Coinbase);
@@ -359,47 +434,123 @@ impl Unconfirmed {
                 });
             }
         }
+        // A gateway's transaction spending the wallet's coins: each such input must be
+        // signed by its coin's key. (The wallet's own broadcasts are its application's,
+        // and a node took them.)
+        if source == Source::Announced && !spends.is_empty() {
+            let mut spent: Vec<Option<Prevout<'_>>> = vec![None; tx.inputs().count()];
+            for s in &spends {
+                spent[s.input as usize] = Some(Prevout {
+                    value: s.value,
+                    script: &s.script,
+                });
+            }
+            for s in &spends {
+                match check_input(&tx, s.input as usize, &spent) {
+                    Check::Signed => {}
+                    Check::NotSigned(fault) => {
+                        return Err(AddError::NotSigned {
+                            input: s.input,
+                            fault,
+                        });
+                    }
+                    Check::Unknown => return Err(AddError::Unchecked { input: s.input }),
+                }
+            }
+        }
         let mut entry = UnconfirmedTx {
             txid,
             raw: raw.to_vec(),
             source,
             first_seen: now,
             holders,
+            awaited: 0,
             spends,
             our_outputs: Vec::new(),
             received: 0,
             sent: 0,
             fee: None,
         };
-        // What it replaces goes first: the bound counts what is left.
+        // What it conflicts with: the wallet's own broadcast replaces it; a gateway's
+        // transaction unholds it for the gateways announcing this one, and replaces it
+        // if they were the last to hold it. What goes, goes first: the bound counts what
+        // is left.
         let inputs: Vec<Outpoint> = entry.inputs().collect();
-        let replaced: Vec<Txid> = self
+        let conflicting: Vec<(Txid, u64)> = self
             .txs
             .iter()
             .filter(|t| t.inputs().any(|o| inputs.contains(&o)))
-            .map(|t| t.txid)
+            .map(|t| (t.txid, t.holders))
             .collect();
-        if entry.account(&watched).is_none() {
-            if replaced.is_empty() {
+        let replaced: Vec<Txid> = conflicting
+            .iter()
+            .filter(|&&(_, had)| source == Source::Own || (had != 0 && had & !holders == 0))
+            .map(|&(t, _)| t)
+            .collect();
+        let unheld: Vec<Txid> = conflicting
+            .iter()
+            .filter(|&&(t, had)| !replaced.contains(&t) && had & holders != 0)
+            .map(|&(t, _)| t)
+            .collect();
+        let unhold = |txs: &mut Vec<UnconfirmedTx>| {
+            for t in txs.iter_mut().filter(|t| unheld.contains(&t.txid)) {
+                t.holders &= !holders;
+            }
+        };
+        if entry.account(watched).is_none() {
+            if replaced.is_empty() && unheld.is_empty() {
                 return Err(AddError::NotOurs);
             }
+            unhold(&mut self.txs);
             let dropped = self.drop_with_descendants(&replaced, Reason::Replaced, Some(txid));
-            return Ok(Added::Foreign { dropped });
+            return Ok(Added::Foreign { dropped, unheld });
         }
         let held: usize = self.txs.iter().map(|t| t.raw.len()).sum();
-        let freed: usize = self
-            .txs
-            .iter()
-            .filter(|t| replaced.contains(&t.txid))
-            .map(|t| t.raw.len())
-            .sum();
-        if self.txs.len() - replaced.len() >= MAX_UNCONFIRMED || held - freed + raw.len() > MAX_RAW
-        {
+        let mut count = self.txs.len() - replaced.len();
+        let mut bytes = held
+            - self
+                .txs
+                .iter()
+                .filter(|t| replaced.contains(&t.txid))
+                .map(|t| t.raw.len())
+                .sum::<usize>();
+        let fits =
+            |count: usize, bytes: usize| count < MAX_UNCONFIRMED && bytes + raw.len() <= MAX_RAW;
+        // The wallet's own broadcast is never refused for room (the set is filled by what
+        // gateways announce, and a gateway can fill it): announced transactions nothing
+        // spends make room, those one gateway alone holds first, oldest first.
+        let mut evicted = Vec::new();
+        if source == Source::Own && !fits(count, bytes) {
+            // Held in the order first seen: single-holder ones first, then the others.
+            for shared in [false, true] {
+                for t in &self.txs {
+                    if fits(count, bytes) {
+                        break;
+                    }
+                    if t.source != Source::Announced
+                        || (t.holders.count_ones() > 1) != shared
+                        || replaced.contains(&t.txid)
+                        || self
+                            .txs
+                            .iter()
+                            .any(|c| c.inputs().any(|o| o.txid == t.txid))
+                    {
+                        continue;
+                    }
+                    evicted.push(t.txid);
+                    count -= 1;
+                    bytes -= t.raw.len();
+                }
+            }
+        }
+        if !fits(count, bytes) {
             return Err(AddError::Full);
         }
-        let dropped = self.drop_with_descendants(&replaced, Reason::Replaced, Some(txid));
+        unhold(&mut self.txs);
+        let mut dropped = self.drop_with_descendants(&replaced, Reason::Replaced, Some(txid));
+        dropped.extend(self.drop_with_descendants(&evicted, Reason::Evicted, None));
         self.txs.push(entry);
-        Ok(Added::New { dropped })
+        Ok(Added::New { dropped, unheld })
     }
 
     /// Drop `roots` and every transaction that spends an output of one dropped, for
@@ -460,6 +611,77 @@ impl Unconfirmed {
         after
     }
 
+    /// Block `height` (checked, applied to the ledger) held the wallet's transactions
+    /// `raws`, in block order: kept for [`MINED_KEPT`] blocks (and [`MINED_RAW`] bytes).
+    pub fn mined(&mut self, height: u32, raws: &[&[u8]]) {
+        self.mined.retain(|(h, _)| *h < height);
+        self.mined
+            .extend(raws.iter().map(|raw| (height, raw.to_vec())));
+        let oldest = height.saturating_sub(MINED_KEPT - 1);
+        self.mined.retain(|(h, _)| *h >= oldest);
+        let mut bytes: usize = self.mined.iter().map(|(_, r)| r.len()).sum();
+        while bytes > MINED_RAW {
+            bytes -= self.mined.remove(0).1.len();
+        }
+    }
+
+    /// A reorganisation withdrew the blocks from `first` on (`ledger` no longer holds
+    /// them): the wallet's transactions they held are unconfirmed again, in block order,
+    /// seen at `now` and held by no gateway yet (their nodes put them back in their
+    /// mempools). What was taken (those a confirmed spend conflicts, or that no longer
+    /// touch the wallet, are not).
+    pub fn withdrawn(
+        &mut self,
+        first: u32,
+        now: u64,
+        ledger: &Ledger,
+        watched: &dyn Fn(&[u8]) -> bool,
+    ) -> Vec<Txid> {
+        let (back, kept): (Vec<_>, Vec<_>) = core::mem::take(&mut self.mined)
+            .into_iter()
+            .partition(|(h, _)| *h >= first);
+        self.mined = kept;
+        let mut taken = Vec::new();
+        for (_, raw) in back {
+            if let Ok(Added::New { .. }) =
+                self.add_one(&raw, Source::Withdrawn, now, 0, ledger, watched)
+            {
+                if let Ok(tx) = Tx::parse(&raw) {
+                    taken.push(tx.txid());
+                }
+            }
+        }
+        taken
+    }
+
+    /// The recently mined transactions as bytes, for the store (see
+    /// [`Self::decode_mined`]).
+    pub fn encode_mined(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&(self.mined.len() as u32).to_le_bytes());
+        for (h, raw) in &self.mined {
+            out.extend_from_slice(&h.to_le_bytes());
+            out.extend_from_slice(&(raw.len() as u32).to_le_bytes());
+            out.extend_from_slice(raw);
+        }
+    }
+
+    /// The recently mined transactions from [`Self::encode_mined`]'s bytes at the front of
+    /// `bytes`, into this set; what follows. `None` if they are not that.
+    pub fn decode_mined<'b>(&mut self, bytes: &'b [u8]) -> Option<&'b [u8]> {
+        let mut r = crate::ledger::Cursor(bytes);
+        let n = r.count(4 + 4 + 60)?;
+        let mut mined = Vec::with_capacity(n);
+        for _ in 0..n {
+            let h = r.u32()?;
+            let len = r.count(1)?;
+            let raw = r.take(len)?;
+            Tx::parse(raw).ok()?;
+            mined.push((h, raw.to_vec()));
+        }
+        self.mined = mined;
+        Some(r.0)
+    }
+
     /// The gateways holding `txid` are now `holders` (one bit each); whether that
     /// changed anything.
     pub fn set_holders(&mut self, txid: &Txid, holders: u64) -> bool {
@@ -473,24 +695,65 @@ impl Unconfirmed {
     }
 
     /// Gateway `bit` no longer holds anything (it is gone): the transactions whose
-    /// holders changed.
+    /// holders changed. Its whole mempool is awaited before those it held can be called
+    /// gone.
     pub fn forget_holder(&mut self, bit: u64) -> Vec<Txid> {
         let mut changed = Vec::new();
         for t in &mut self.txs {
             if t.holders & bit != 0 {
                 t.holders &= !bit;
+                t.awaited |= bit;
                 changed.push(t.txid);
             }
         }
         changed
     }
 
-    /// `txid` is dropped for `reason` (with its descendants) if no gateway holds it.
-    pub fn let_go(&mut self, txid: &Txid, reason: Reason) -> Vec<Dropped> {
-        if self.get(txid).is_none_or(|t| t.holders != 0) {
-            return Vec::new();
+    /// Gateway `bit` has told its whole mempool (its snapshot ended), without announcing
+    /// what it no longer holds; `expected` are the gateways that can hold anything (one bit
+    /// each: not those found to serve no mempool, or bad). An announced transaction no
+    /// gateway holds is dropped as evicted once every gateway awaited for it has told
+    /// its whole mempool: one gateway's word never drops what another held before it
+    /// reconnected (or, after a restart, what any gateway may still hold). The wallet's own
+    /// broadcasts are not (a gateway's digest does not list what it relayed itself):
+    /// they expire.
+    pub fn snapshot_ended(&mut self, bit: u64, expected: u64) -> Vec<Dropped> {
+        let mut gone = Vec::new();
+        for t in &mut self.txs {
+            if t.source != Source::Announced || t.holders != 0 {
+                continue;
+            }
+            t.awaited &= !bit & expected;
+            if t.awaited == 0 {
+                gone.push(t.txid);
+            }
         }
-        self.drop_with_descendants(&[*txid], reason, None)
+        self.drop_with_descendants(&gone, Reason::Evicted, None)
+    }
+
+    /// Gateway `bit` let `txid` go (for `reason`; `None`: mined, which its block will
+    /// show): if it held it, it holds it no more, and if it was the last to, `txid` is
+    /// dropped (with its descendants). A gateway that did not hold it changes nothing.
+    /// Whether its holders changed, and what was dropped.
+    pub fn let_go(
+        &mut self,
+        txid: &Txid,
+        bit: u64,
+        reason: Option<Reason>,
+    ) -> (bool, Vec<Dropped>) {
+        let Some(t) = self.txs.iter_mut().find(|t| t.txid == *txid) else {
+            return (false, Vec::new());
+        };
+        if t.holders & bit == 0 {
+            return (false, Vec::new());
+        }
+        t.holders &= !bit;
+        match reason {
+            Some(reason) if t.holders == 0 => {
+                (true, self.drop_with_descendants(&[*txid], reason, None))
+            }
+            _ => (true, Vec::new()),
+        }
     }
 
     /// Those first seen `expiry` milliseconds or more before `now` that no gateway is
@@ -585,6 +848,7 @@ impl Unconfirmed {
                 source,
                 first_seen,
                 holders: 0,
+                awaited: u64::MAX,
                 spends,
                 our_outputs: Vec::new(),
                 received: 0,
@@ -597,7 +861,13 @@ impl Unconfirmed {
                 txs.push(t);
             }
         }
-        Some((Unconfirmed { txs }, r.0))
+        Some((
+            Unconfirmed {
+                txs,
+                mined: Vec::new(),
+            },
+            r.0,
+        ))
     }
 }
 
@@ -643,7 +913,10 @@ mod tests {
         let spend = tx(&[(txid(&pay).0, 0)], &[(6_000, OTHER), (3_500, OURS)]);
         assert_eq!(
             u.add(&spend, Source::Own, 1_000, 2, &l, ours),
-            Ok(Added::New { dropped: vec![] })
+            Ok(Added::New {
+                dropped: vec![],
+                unheld: vec![]
+            })
         );
         let t = &u.transactions()[0];
         assert_eq!(
@@ -692,7 +965,7 @@ mod tests {
         assert_eq!(u.get(&txid(&child)).unwrap().sent, 9_000);
         assert_eq!(u.net(), -1_000 - 9_000 + 700);
         let bumped = tx(&[(txid(&pay).0, 0)], &[(8_800, OURS)]);
-        let Ok(Added::New { dropped }) = u.add(&bumped, Source::Own, 4, 1, &l, ours) else {
+        let Ok(Added::New { dropped, .. }) = u.add(&bumped, Source::Own, 4, 1, &l, ours) else {
             panic!()
         };
         assert_eq!(
@@ -707,7 +980,8 @@ mod tests {
         assert_eq!(
             u.add(&elsewhere, Source::Announced, 5, 1, &l, ours),
             Ok(Added::Foreign {
-                dropped: super::tests::dropped(&[&unrelated_input], Reason::Replaced, &elsewhere)
+                dropped: super::tests::dropped(&[&unrelated_input], Reason::Replaced, &elsewhere),
+                unheld: vec![]
             })
         );
         assert_eq!(u.len(), 1);
@@ -790,6 +1064,54 @@ mod tests {
         assert_eq!(u.len(), MAX_UNCONFIRMED);
     }
 
+    /// A gateway fills the set with invented payments to a known script: an announced
+    /// transaction over the bound is refused, the wallet's own broadcast is not: the
+    /// announced payment a single gateway holds, oldest first, makes room (one held by two
+    /// gateways, or one a held transaction spends, only after).
+    #[test]
+    fn an_own_broadcast_finds_room_in_a_full_set() {
+        let (l, pay) = funded();
+        let mut u = Unconfirmed::new();
+        let invented = |i: u32| {
+            let mut prev = [5u8; 32];
+            prev[..4].copy_from_slice(&i.to_le_bytes());
+            tx(&[(prev, 0)], &[(5, OURS)])
+        };
+        // The oldest is held by two gateways, the next has a child (the wallet's own): both
+        // kept.
+        u.add(&invented(0), Source::Announced, 0, 0b11, &l, ours)
+            .unwrap();
+        u.add(&invented(1), Source::Announced, 1, 0b01, &l, ours)
+            .unwrap();
+        let child = tx(&[(txid(&invented(1)).0, 0)], &[(4, OURS)]);
+        u.add(&child, Source::Own, 2, 0b01, &l, ours).unwrap();
+        for i in 3..MAX_UNCONFIRMED as u32 {
+            u.add(&invented(i), Source::Announced, i.into(), 0b10, &l, ours)
+                .unwrap();
+        }
+        assert_eq!(u.len(), MAX_UNCONFIRMED);
+        assert_eq!(
+            u.add(&invented(5_000), Source::Announced, 9, 0b10, &l, ours),
+            Err(AddError::Full)
+        );
+        let spend = tx(&[(txid(&pay).0, 0)], &[(9_000, OTHER)]);
+        let Ok(Added::New { dropped, .. }) = u.add(&spend, Source::Own, 10_000, 0b01, &l, ours)
+        else {
+            panic!("refused")
+        };
+        assert_eq!(
+            dropped,
+            [Dropped {
+                txid: txid(&invented(3)),
+                reason: Reason::Evicted,
+                by: None
+            }]
+        );
+        assert_eq!(u.len(), MAX_UNCONFIRMED);
+        assert!(u.get(&txid(&spend)).is_some());
+        assert!(u.get(&txid(&invented(0))).is_some() && u.get(&txid(&child)).is_some());
+    }
+
     #[test]
     fn saved_and_restored_and_damaged_bytes_refused() {
         let (l, pay) = funded();
@@ -803,6 +1125,7 @@ mod tests {
         assert_eq!(rest, [0xaa]);
         let mut expected = u.clone();
         expected.txs[0].holders = 0;
+        expected.txs[0].awaited = u64::MAX;
         assert_eq!(back, expected);
         for cut in 0..bytes.len() - 1 {
             assert!(
@@ -810,5 +1133,172 @@ mod tests {
                 "cut at {cut}"
             );
         }
+    }
+
+    /// A gateway's transaction spending a coin of the wallet's: taken only when the coin's
+    /// key signed it (one invented from the wallet's own broadcast, its witness reused, is
+    /// refused for its rule); once taken beside the wallet's own conflicting broadcast, it
+    /// drops nothing its gateway does not hold. A removal counts only from a holder.
+    #[test]
+    fn a_gateways_spend_of_the_wallets_coin_counts_only_when_its_key_signed_it() {
+        use crate::sighash::{Fault, segwit_v0};
+        use k256::ecdsa::signature::hazmat::PrehashSigner;
+        let key = k256::ecdsa::SigningKey::from_slice(&[0x42; 32]).unwrap();
+        let public = key.verifying_key().to_sec1_point(true);
+        let public = public.as_bytes();
+        let script = crate::hash::witness(0, &crate::hash::hash160(public));
+        let mine = |s: &[u8]| s == script;
+        let mut l = Ledger::new();
+        let cb = tx(&[([0; 32], u32::MAX)], &[(1, OTHER)]);
+        let pay = tx(&[([9; 32], 0)], &[(10_000, &script)]);
+        l.apply(5, &checked(&block(&[cb, pay.clone()])), mine)
+            .unwrap();
+        // A spend with a witness: the signature (over its BIP143 hash) and the key.
+        let spend = |outputs: &[(u64, &[u8])], sig: Option<&[u8]>| {
+            let bare = tx(&[(txid(&pay).0, 0)], outputs);
+            let code = crate::hash::p2pkh(&crate::hash::hash160(public));
+            let hash = segwit_v0(&Tx::parse(&bare).unwrap(), 0, &code, 10_000, 1);
+            let signed: k256::ecdsa::Signature = key.sign_prehash(&hash).unwrap();
+            let mut der = signed.normalize_s().to_der().as_bytes().to_vec();
+            der.push(1);
+            let sig = sig.map_or(der, <[u8]>::to_vec);
+            // BIP144: marker and flag after the version, the witness before the lock time.
+            let mut raw = bare[..4].to_vec();
+            raw.extend_from_slice(&[0, 1]);
+            raw.extend_from_slice(&bare[4..bare.len() - 4]);
+            raw.push(2);
+            raw.push(sig.len() as u8);
+            raw.extend_from_slice(&sig);
+            raw.push(public.len() as u8);
+            raw.extend_from_slice(public);
+            raw.extend_from_slice(&bare[bare.len() - 4..]);
+            (raw, sig)
+        };
+        let mut u = Unconfirmed::new();
+        let (own, own_sig) = spend(&[(9_000, OTHER)], None);
+        u.add(&own, Source::Own, 1, 0b01, &l, mine).unwrap();
+        // Invented: the own broadcast's witness on other outputs.
+        let (forged, _) = spend(&[(9_900, OTHER)], Some(&own_sig));
+        assert_eq!(
+            u.add(&forged, Source::Announced, 2, 0b10, &l, mine),
+            Err(AddError::NotSigned {
+                input: 0,
+                fault: Fault::Signature
+            })
+        );
+        let no_witness = tx(&[(txid(&pay).0, 0)], &[(9_900, OTHER)]);
+        assert_eq!(
+            u.add(&no_witness, Source::Announced, 2, 0b10, &l, mine),
+            Err(AddError::NotSigned {
+                input: 0,
+                fault: Fault::Shape
+            })
+        );
+        assert_eq!(u.len(), 1);
+        assert_eq!(u.get(&txid(&own)).unwrap().holders, 0b01);
+        // Signed by the coin's key (another of the wallet's signers, say): shown, and the
+        // own broadcast, held by gateway 0, stays.
+        let (other, _) = spend(&[(9_500, OTHER)], None);
+        assert_eq!(
+            u.add(&other, Source::Announced, 3, 0b10, &l, mine),
+            Ok(Added::New {
+                dropped: vec![],
+                unheld: vec![]
+            })
+        );
+        assert_eq!(u.len(), 2);
+        // Removals: from a gateway that does not hold it, nothing; said mined by its
+        // holder, held no more but kept for its block; replaced by its last holder, gone.
+        let t = txid(&own);
+        assert_eq!(u.let_go(&t, 0b10, Some(Reason::Replaced)), (false, vec![]));
+        assert_eq!(u.let_go(&t, 0b01, None), (true, vec![]));
+        assert_eq!(u.get(&t).unwrap().holders, 0);
+        assert_eq!(u.let_go(&t, 0b01, Some(Reason::Replaced)), (false, vec![]));
+        assert!(
+            u.get(&t).is_some(),
+            "no holder is known: nobody's word drops it"
+        );
+    }
+
+    /// An incoming payment held by gateways 0 and 1; transactions spending its input and
+    /// paying elsewhere (no signature the wallet can check): announced by gateway 1, it
+    /// unholds the payment for gateway 1 only; then by gateway 0, the last holder: the
+    /// payment is replaced. One announced by a gateway that never held it changes nothing.
+    #[test]
+    fn a_conflict_unholds_for_its_announcers_and_replaces_only_for_the_last() {
+        let (l, _) = funded();
+        let mut u = Unconfirmed::new();
+        let pay = tx(&[([3; 32], 1)], &[(700, OURS)]);
+        u.add(&pay, Source::Announced, 1, 0b11, &l, ours).unwrap();
+        let elsewhere = tx(&[([3; 32], 1)], &[(650, OTHER)]);
+        assert_eq!(
+            u.add(&elsewhere, Source::Announced, 2, 0b100, &l, ours),
+            Err(AddError::NotOurs)
+        );
+        assert_eq!(
+            u.add(&elsewhere, Source::Announced, 2, 0b10, &l, ours),
+            Ok(Added::Foreign {
+                dropped: vec![],
+                unheld: vec![txid(&pay)]
+            })
+        );
+        assert_eq!(u.get(&txid(&pay)).unwrap().holders, 0b01);
+        assert_eq!(
+            u.add(&elsewhere, Source::Announced, 3, 0b01, &l, ours),
+            Ok(Added::Foreign {
+                dropped: dropped(&[&pay], Reason::Replaced, &elsewhere),
+                unheld: vec![]
+            })
+        );
+        assert!(u.is_empty());
+    }
+
+    /// The wallet's transactions of block 6 (a payment to it, and its spend of a coin of
+    /// block 5) are kept whole; a reorganisation withdraws block 6: both are unconfirmed
+    /// again (in block order, so the spend's coin is known), and a block of the new branch
+    /// that mines the spend confirms it. Kept no longer than [`MINED_KEPT`] blocks, and
+    /// saved.
+    #[test]
+    fn a_withdrawn_block_puts_the_wallets_transactions_back_until_mined_again() {
+        let (mut l, pay) = funded();
+        let mut u = Unconfirmed::new();
+        let cb = tx(&[([0; 32], u32::MAX)], &[(1, OTHER)]);
+        let incoming = tx(&[([8; 32], 3)], &[(2_000, OURS)]);
+        let spend = tx(&[(txid(&pay).0, 0)], &[(9_000, OTHER), (500, OURS)]);
+        let block6 = [cb.clone(), incoming.clone(), spend.clone()];
+        let a = l.apply(6, &checked(&block(&block6)), ours).unwrap();
+        assert_eq!(a.txids.len(), 2);
+        u.mined(6, &[&incoming[..], &spend[..]]);
+        let mut saved = Vec::new();
+        u.encode_mined(&mut saved);
+        l.disconnect_from(6);
+        let back = u.withdrawn(6, 77, &l, &ours);
+        assert_eq!(back, [txid(&incoming), txid(&spend)]);
+        let t = u.get(&txid(&spend)).unwrap();
+        assert_eq!(
+            (t.source, t.sent, t.holders, t.first_seen),
+            (Source::Withdrawn, 10_000, 0, 77)
+        );
+        // The new branch's block 6 mines the spend only: confirmed; the payment stays.
+        let a = l
+            .apply(6, &checked(&block(&[cb.clone(), spend.clone()])), ours)
+            .unwrap();
+        let after = u.after_block(&l, &a.txids);
+        assert_eq!(after.confirmed, [txid(&spend)]);
+        assert_eq!(u.len(), 1);
+        // Saved and read back; pruned past the window.
+        let mut v = Unconfirmed::new();
+        assert_eq!(v.decode_mined(&saved), Some(&[][..]));
+        v.mined(6 + MINED_KEPT, &[]);
+        assert_eq!(v.mined.len(), 0);
+        let mut w = Unconfirmed::new();
+        w.decode_mined(&saved).unwrap();
+        w.mined(5 + MINED_KEPT, &[]);
+        assert_eq!(w.mined.len(), 2);
+        assert!(
+            Unconfirmed::new()
+                .decode_mined(&saved[..saved.len() - 1])
+                .is_none()
+        );
     }
 }

@@ -304,7 +304,12 @@ impl Engine {
     /// `watch` or `unwatch` call waits for, so that a tab closed right after the call
     /// resolves still has it in the store (the driver saves before it pumps again).
     pub fn wallet_settled(&self) -> bool {
-        self.wallet_synced() && !self.tasks.wallet.wallet.as_ref().is_some_and(|w| w.dirty)
+        self.wallet_synced() && self.wallet_saved()
+    }
+
+    /// Whether what the wallet holds is saved (nothing changed since its last save).
+    pub fn wallet_saved(&self) -> bool {
+        !self.tasks.wallet.wallet.as_ref().is_some_and(|w| w.dirty)
     }
 
     /// Counters since the start.

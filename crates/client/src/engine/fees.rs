@@ -19,7 +19,6 @@ use super::event::Event;
 use super::task::{Task, View};
 use crate::ids::{GatewayId, Ids, TaskId};
 use crate::reason::DropReason;
-use crate::sync::SyncError;
 
 /// One gateway's answer: where its rates come from, and sat/kvB for 1, 6 and 144 blocks.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -118,7 +117,9 @@ impl Fees {
             .iter_mut()
             .find(|p| p.id == m.id && p.waiting.contains(&g))
         else {
-            return Err(DropReason::Sync(SyncError::UnexpectedAnswer { id: m.id }));
+            // Asked and given up after the wait (a slow network): let go; anything else
+            // was never asked for.
+            return ctx.given_up_answer(g, m.id, true);
         };
         p.waiting.retain(|&w| w != g);
         p.answers.push(FeeAnswer {
@@ -137,7 +138,9 @@ impl Fees {
         while i < self.asks.len() {
             let p = &mut self.asks[i];
             if p.sent_at + REQUEST_TIMEOUT <= now {
-                p.waiting.clear();
+                for g in p.waiting.drain(..) {
+                    ctx.gateways[g].give_up(p.id);
+                }
             }
             if p.waiting.is_empty() {
                 let p = self.asks.remove(i);

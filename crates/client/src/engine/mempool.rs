@@ -15,16 +15,22 @@
 //!   that sends a digest unasked or a set that does not decode.
 //! - `not_found` is no fault (the transaction may have just left its mempool): another
 //!   gateway that announced it is asked, or the match is let go.
-//! - A gateway can invent a transaction (it is then shown unconfirmed, held by that
-//!   gateway alone, and never counted as confirmed: only a checked block confirms it) or
-//!   hide one (another gateway shows it). A removal counts only for the gateway that says
-//!   it: a transaction is dropped (replaced, conflicted or evicted, as the last gateway to
-//!   hold it says) only when no gateway holds it any more; one said mined waits for its
-//!   block. A replacement that spends an outpoint matched here is fetched, and drops it
-//!   with its txid named. When a gateway's snapshot ends (its whole mempool told, as after
-//!   a reconnect or a reload), an announced transaction no gateway holds is dropped as
-//!   evicted (it left while this client was away); the wallet's own broadcasts are not
-//!   (a gateway's digest does not list what it relayed itself): they expire.
+//! - A transaction fetched that spends a coin of the wallet's must be signed by that
+//!   coin's key ([`lightwire_wallet::sighash`]), or its sender is at fault
+//!   ([`MempoolError::InvalidSignature`]) and another announcer is asked: no gateway can
+//!   show, or lock a coin with, a spend the wallet's keys did not sign.
+//! - A gateway can invent a payment (it is then shown unconfirmed, held by that gateway
+//!   alone, and never counted as confirmed: only a checked block confirms it) or hide one
+//!   (another gateway shows it). A removal counts only from a gateway that holds the
+//!   transaction, and drops it only when that gateway was the last to hold it (replaced,
+//!   conflicted or evicted, as it says); one said mined waits for its block. A fetched
+//!   transaction conflicting with a held one means its announcers no longer hold that one
+//!   (it is dropped, replaced, only if they were its last holders): one gateway's word
+//!   never drops what another holds. When a gateway's snapshot ends (its whole mempool
+//!   told, as after a reconnect or a reload), an announced transaction no gateway holds is
+//!   dropped as evicted once every gateway that may hold it has ended one too; the
+//!   wallet's own broadcasts are not (a gateway's digest does not list what it relayed
+//!   itself): they expire.
 //! - What is fetched, and when, is all a gateway learns: the real matches, among false
 //!   ones at 1 in 784,931 per watched item and transaction, which differ by salt.
 
@@ -34,7 +40,10 @@ use lightwire_filter::Matcher;
 use lightwire_filter::txset::{SALT_LEN, outpoint_item, set_matches, tx_set};
 use lightwire_primitives::{Tx, Txid};
 use lightwire_proto::Millis;
+use lightwire_wallet::sighash::Fault;
 use lightwire_wallet::unconfirmed::{AddError, Reason, Source};
+
+use super::gateway::GatewayState;
 use lightwire_wire::{DigestEntry, MempoolDigest, MempoolTx, Removal};
 
 use super::ctx::{Broke, Conns, Ctx, Effect, ready};
@@ -68,6 +77,18 @@ pub enum MempoolError {
     /// Its digest's set for a transaction is not that transaction's.
     #[error("its digest does not describe transaction {0}")]
     DigestMismatch(Txid),
+    /// It handed over a transaction spending a coin of the wallet's that the coin's key
+    /// did not sign: no node holds it (a replacement or a spend invented from the wallet's
+    /// own broadcast, say).
+    #[error("transaction {txid} it sent spends the wallet's coin on input {input} without its key's signature ({})", .fault.name())]
+    InvalidSignature {
+        /// The transaction.
+        txid: Txid,
+        /// The input.
+        input: u32,
+        /// The rule its signature broke.
+        fault: Fault,
+    },
 }
 
 /// A transaction the digest matched: the gateways that announced it, with their sets.
@@ -95,6 +116,8 @@ pub struct MempoolTask {
     queries: Vec<u8>,
     ends: Vec<usize>,
     matcher: Matcher,
+    /// Gateways found ready without serving the mempool (one bit each): they hold nothing.
+    silent: u64,
     /// Scratch for a set rebuilt from a fetched transaction (item hashes, the set).
     items: Vec<u64>,
     set: Vec<u8>,
@@ -112,6 +135,7 @@ impl MempoolTask {
             queries: Vec::new(),
             ends: Vec::new(),
             matcher: Matcher::default(),
+            silent: 0,
             items: Vec::new(),
             set: Vec::new(),
             ids: Ids::new(TaskId::Mempool),
@@ -203,38 +227,31 @@ impl MempoolTask {
                             self.wanted.remove(i);
                         }
                     }
-                    let Some(t) = w.unconfirmed.get(&txid) else {
-                        continue;
-                    };
-                    let holders = t.holders & !g.bit();
-                    tell(ctx, w.set_holders(&txid, holders));
-                    // Said mined: its block confirms it (or, if no block does, it expires).
-                    // Otherwise it goes once no gateway holds it, for the last one's reason.
+                    // It counts only if this gateway held it. Said mined: its block
+                    // confirms it (or, if no block does, it expires). Otherwise it goes
+                    // once no gateway holds it, for the last one's reason.
                     let why = match reason {
                         Removal::Mined => None,
                         Removal::Replaced => Some(Reason::Replaced),
                         Removal::Conflicted => Some(Reason::Conflicted),
                         Removal::Evicted => Some(Reason::Evicted),
                     };
-                    if let Some(why) = why {
-                        tell(ctx, w.let_go(&txid, why));
-                    }
+                    tell(ctx, w.let_go(&txid, g.bit(), why));
                 }
             }
         }
         if d.snapshot_end {
             // Its whole mempool is known now: a transaction a digest announced that no
-            // gateway holds (one that left while this client was away) is gone.
-            let gone: Vec<Txid> = w
-                .unconfirmed
-                .transactions()
-                .iter()
-                .filter(|t| t.source == Source::Announced && t.holders == 0)
-                .map(|t| t.txid)
-                .collect();
-            for txid in gone {
-                tell(ctx, w.let_go(&txid, Reason::Evicted));
-            }
+            // gateway holds (one that left while this client was away) is gone once every
+            // gateway that may still hold it has said so too.
+            let expected = ctx
+                .gateways
+                .ids()
+                .filter(|&x| {
+                    ctx.gateways[x].state != GatewayState::Bad && self.silent & x.bit() == 0
+                })
+                .fold(0u64, |m, x| m | x.bit());
+            tell(ctx, w.snapshot_ended(g.bit(), expected));
         }
         Ok(())
     }
@@ -323,7 +340,23 @@ impl MempoolTask {
         };
         match w.add_unconfirmed(m.tx, Source::Announced, ctx.now.0, holders) {
             Ok(changes) => tell(ctx, changes),
-            Err(AddError::NotOurs) => {
+            Err(AddError::NotSigned { input, fault }) => {
+                // Its sender invented it; another gateway that announced the same txid
+                // may hold the signed one (a witness is not in the txid): it is asked.
+                let from: Vec<_> = wanted.from.into_iter().filter(|(x, _)| *x != g).collect();
+                if !from.is_empty() {
+                    self.wanted.push_front(Wanted { txid: f.txid, from });
+                }
+                let why = MempoolError::InvalidSignature {
+                    txid: f.txid,
+                    input,
+                    fault,
+                };
+                return Err(DropReason::Mempool(why));
+            }
+            // Not the wallet's, or a spend of its coins it cannot check (and so does not
+            // take): not fetched again.
+            Err(AddError::NotOurs | AddError::Unchecked { .. }) => {
                 if self.not_ours.len() == NOT_OURS_KEPT {
                     self.not_ours.pop_front();
                 }
@@ -353,9 +386,14 @@ impl Task for MempoolTask {
             if self.salts[g.index()].is_some() || !ctx.gateways[g].ready {
                 continue;
             }
-            let Some(conn) = ready(conns, g).filter(|c| c.serves_mempool()) else {
+            let Some(conn) = ready(conns, g) else {
                 continue;
             };
+            if !conn.serves_mempool() {
+                self.silent |= g.bit();
+                continue;
+            }
+            self.silent &= !g.bit();
             let mut salt = [0u8; SALT_LEN];
             salt[..8].copy_from_slice(&ctx.rng.next_u64().to_le_bytes());
             salt[8..].copy_from_slice(&ctx.rng.next_u64().to_le_bytes());

@@ -14,7 +14,6 @@ use super::event::Event;
 use super::task::{Task, View};
 use crate::ids::{GatewayId, Ids, TaskId};
 use crate::reason::DropReason;
-use crate::sync::SyncError;
 
 /// Why a transaction was not sent.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, thiserror::Error)]
@@ -112,7 +111,9 @@ impl Relay {
             .iter_mut()
             .find(|b| b.id == r.id && b.waiting.contains(&g))
         else {
-            return Err(DropReason::Sync(SyncError::UnexpectedAnswer { id: r.id }));
+            // Asked and given up after the wait (counted as refused): let go; anything
+            // else was never asked for.
+            return ctx.given_up_answer(g, r.id, true);
         };
         b.waiting.retain(|&w| w != g);
         match r.status {
@@ -131,6 +132,9 @@ impl Relay {
             let b = &mut self.broadcasts[i];
             if b.sent_at + REQUEST_TIMEOUT <= now {
                 let late: Vec<GatewayId> = b.waiting.drain(..).collect();
+                for &g in &late {
+                    ctx.gateways[g].give_up(b.id);
+                }
                 b.refused
                     .extend(late.into_iter().map(|g| (g, RelayStatus::Busy)));
             }

@@ -396,7 +396,7 @@ impl WalletTask {
         let Some(w) = self.wallet.as_mut() else {
             return;
         };
-        let (changes, gave_up) = w.reorg(fork);
+        let (changes, gave_up) = w.reorg(fork, ctx.now.0);
         tell(ctx, changes);
         ctx.give_up_all(gave_up);
     }

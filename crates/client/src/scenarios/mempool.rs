@@ -115,10 +115,7 @@ fn a_payment_announced_in_the_digest_is_unconfirmed_and_held_by_its_gateways() {
     mempool(&mut net, 0, |m| m.remove(txid.0, Removal::Evicted));
     assert_eq!(heard(&mut net), (vec![(txid, 1)], vec![]));
     mempool(&mut net, 1, |m| m.remove(txid.0, Removal::Evicted));
-    assert_eq!(
-        heard(&mut net),
-        (vec![(txid, 0)], vec![(txid, Reason::Evicted)])
-    );
+    assert_eq!(heard(&mut net), (vec![], vec![(txid, Reason::Evicted)]));
     assert!(net.host.engine.wallet().unwrap().unconfirmed.is_empty());
     // Conflicted away by a block, as the only gateway holding it says.
     let other = paying(5, 0, &[&ours]);
@@ -128,7 +125,7 @@ fn a_payment_announced_in_the_digest_is_unconfirmed_and_held_by_its_gateways() {
     let txid = Txid(txid);
     assert_eq!(
         heard(&mut net),
-        (vec![(txid, 1), (txid, 0)], vec![(txid, Reason::Conflicted)])
+        (vec![(txid, 1)], vec![(txid, Reason::Conflicted)])
     );
 }
 
@@ -236,4 +233,172 @@ fn a_claim_to_hold_a_held_transaction_is_checked_against_it() {
     assert_eq!(rejected(&net.host.events), [(1, "digest-mismatch")]);
     let w = net.host.engine.wallet().unwrap();
     assert_eq!(w.unconfirmed.get(&Txid(txid)).unwrap().gateways(), 1);
+}
+
+/// A transaction spending `(coin, vout)` with `witness` (BIP144 when not empty) and paying
+/// `outputs`, signalling replacement.
+fn spending(coin: Txid, vout: u32, witness: &[&[u8]], outputs: &[(u64, &[u8])]) -> Vec<u8> {
+    let mut t = vec![2, 0, 0, 0];
+    if !witness.is_empty() {
+        t.extend_from_slice(&[0, 1]);
+    }
+    t.push(1);
+    t.extend_from_slice(&coin.0);
+    t.extend_from_slice(&vout.to_le_bytes());
+    t.extend_from_slice(&[0, 0xfd, 0xff, 0xff, 0xff, outputs.len() as u8]);
+    for (value, script) in outputs {
+        t.extend_from_slice(&value.to_le_bytes());
+        t.push(script.len() as u8);
+        t.extend_from_slice(script);
+    }
+    if !witness.is_empty() {
+        t.push(witness.len() as u8);
+        for item in witness {
+            t.push(item.len() as u8);
+            t.extend_from_slice(item);
+        }
+    }
+    t.extend_from_slice(&[0; 4]);
+    t
+}
+
+/// A hostile gateway takes the wallet's broadcast T (every gateway receives every
+/// broadcast), makes T' with T's input and witness and one output of its own (no
+/// signature of the wallet's commits to T': no node would take it) and announces it.
+/// The wallet checks T' on the input that spends its coin, finds the signature does not
+/// sign it, marks the gateway bad (`invalid-signature`) and takes nothing: T stays
+/// unconfirmed, held by the honest gateway, and its coin stays spent by T alone.
+#[test]
+fn an_invented_replacement_of_an_own_broadcast_is_refused_and_its_gateway_marked_bad() {
+    let (mut net, ours) = watching_1234(vec![with_mempool(), with_mempool()], small);
+    let coin = net.host.engine.wallet().unwrap().ledger.transactions()[0].txid;
+    // The witness does not sign anything here: the wallet checks no signature of its own
+    // broadcasts (the nodes do); it checks those of what a gateway hands over.
+    let sig = [0x30; 71];
+    let key = [0x02; 33];
+    let t = spending(
+        coin,
+        0,
+        &[&sig, &key],
+        &[(4_000_000_000, &[0x51]), (999_990_000, &ours)],
+    );
+    let (_, txid) = net.host.engine.broadcast(&t).unwrap();
+    net.drive();
+    heard(&mut net);
+    let held = |net: &Net<_>| {
+        let w = net.host.engine.wallet().unwrap();
+        w.unconfirmed
+            .transactions()
+            .iter()
+            .map(|t| (t.txid, t.gateways()))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(held(&net), [(txid, 2)]);
+    let forged = spending(coin, 0, &[&sig, &key], &[(4_999_990_000, &[0x52])]);
+    net.host.events.clear();
+    mempool(&mut net, 1, |m| {
+        m.add(&forged);
+    });
+    let rejections = rejected(&net.host.events);
+    let (_, dropped) = heard(&mut net);
+    assert!(dropped.is_empty(), "dropped {dropped:?}");
+    assert_eq!(rejections, [(1, "invalid-signature")]);
+    assert_eq!(net.host.engine.state(GatewayId(1)), GatewayState::Bad);
+    assert_eq!(held(&net).len(), 1);
+    assert_eq!(held(&net)[0].0, txid);
+}
+
+/// An incoming payment P (its input is not the wallet's: no signature the wallet can
+/// check) held by an honest gateway; a hostile gateway announces P' spending P's input
+/// and paying elsewhere. P' cannot be checked, so it counts only as its announcer's word:
+/// that gateway does not hold P (it never did), and P stays, held by the honest one.
+#[test]
+fn a_conflict_nobody_can_check_does_not_drop_what_another_gateway_holds() {
+    let (mut net, ours) = watching_1234(vec![with_mempool(), with_mempool()], small);
+    heard(&mut net);
+    let pay = paying(7, 0, &[&ours]);
+    let mut txid = [0u8; 32];
+    mempool(&mut net, 0, |m| txid = m.add(&pay));
+    let txid = Txid(txid);
+    assert_eq!(heard(&mut net), (vec![(txid, 1)], vec![]));
+    mempool(&mut net, 1, |m| {
+        m.add(&paying(7, 0, &[&[0x51]]));
+    });
+    let (_, dropped) = heard(&mut net);
+    assert!(dropped.is_empty(), "dropped {dropped:?}");
+    let w = net.host.engine.wallet().unwrap();
+    assert_eq!(w.unconfirmed.get(&txid).map(|t| t.gateways()), Some(1));
+    assert_ne!(net.host.engine.state(GatewayId(1)), GatewayState::Bad);
+}
+
+/// The wallet's broadcast, resumed in a new session (no gateway known to hold it yet):
+/// a gateway that never held it says it was replaced. A removal counts only from a
+/// gateway that held the transaction: it stays, and its coin stays spent (a new spend
+/// would not pick it and replace the payment at the nodes).
+#[test]
+fn a_removal_from_a_gateway_that_never_held_the_transaction_is_not_applied() {
+    let (mut net, ours) = watching_1234(vec![with_mempool()], small);
+    let coin = net.host.engine.wallet().unwrap().ledger.transactions()[0].txid;
+    let t = spending(
+        coin,
+        0,
+        &[&[0x30; 71], &[0x02; 33]],
+        &[(4_000_000_000, &[0x51]), (999_990_000, &ours)],
+    );
+    let (_, txid) = net.host.engine.broadcast(&t).unwrap();
+    net.drive();
+    let store = net.store;
+    let mut net = Net::new(store, vec![with_mempool(), with_mempool()], small);
+    net.drive();
+    heard(&mut net);
+    assert_eq!(
+        net.host.engine.wallet().unwrap().unconfirmed.len(),
+        1,
+        "resumed"
+    );
+    for reason in [Removal::Replaced, Removal::Conflicted, Removal::Evicted] {
+        mempool(&mut net, 1, |m| m.remove(txid.0, reason));
+    }
+    let (_, dropped) = heard(&mut net);
+    assert!(dropped.is_empty(), "dropped {dropped:?}");
+    let w = net.host.engine.wallet().unwrap();
+    assert!(w.unconfirmed.get(&txid).is_some());
+    assert!(w.unconfirmed.spent().iter().any(|o| o.txid == coin));
+}
+
+/// A payment held by gateway A, then a new session in which gateway B connects first
+/// (A's handshake fails for a while) and tells its whole mempool, without the payment.
+/// B's word alone does not drop what A may still hold: the payment stays until every
+/// gateway has told its mempool; A comes back and holds it.
+#[test]
+fn one_gateways_snapshot_does_not_drop_what_another_may_still_hold() {
+    let (mut net, ours) = watching_1234(vec![with_mempool()], small);
+    let pay = paying(6, 0, &[&ours]);
+    let mut txid = [0u8; 32];
+    mempool(&mut net, 0, |m| txid = m.add(&pay));
+    let txid = Txid(txid);
+    let store = net.store;
+    let mut holding = with_mempool();
+    holding.mempool.as_mut().unwrap().add(&pay);
+    let mut net = Net::new(store, vec![with_mempool(), holding], small);
+    net.corrupt(GatewayId(1), 0);
+    net.drive();
+    net.advance(std::time::Duration::from_secs(5));
+    let (_, dropped) = heard(&mut net);
+    assert!(dropped.is_empty(), "dropped {dropped:?}");
+    assert_eq!(
+        net.host
+            .engine
+            .wallet()
+            .unwrap()
+            .unconfirmed
+            .get(&txid)
+            .map(|t| t.gateways()),
+        Some(0)
+    );
+    net.mend(GatewayId(1));
+    net.advance(std::time::Duration::from_secs(120));
+    let (shown, dropped) = heard(&mut net);
+    assert!(dropped.is_empty(), "dropped {dropped:?}");
+    assert_eq!(shown.last(), Some(&(txid, 1)));
 }

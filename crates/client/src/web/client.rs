@@ -298,7 +298,7 @@ impl Client {
     }
 
     /// A spend of the wallet's coins as a BIP174 PSBT for a signer: `{ outputs: [{ address,
-    /// value }], feeRate, coins?, includeUnconfirmed? }` (values in satoshis, `feeRate` in
+    /// value }], feeRate, coins?, includeUnconfirmed?, changeDescriptor? }` (values in satoshis, `feeRate` in
     /// sat/vB, `coins` as `txid:vout` to spend all of and only). Resolves `{ psbt, fee,
     /// vsize, feeRate, change, inputs }` (`psbt` in base64, `change` `{ address, value,
     /// vout }` or null, `inputs` the coins spent as `txid:vout`); rejects with
@@ -434,11 +434,19 @@ fn psbt_ask(options: &JsValue) -> Result<crate::spend::PsbtAsk, JsValue> {
         }
     };
     let include_unconfirmed = get(options, "includeUnconfirmed").is_truthy();
+    let change_descriptor = match get(options, "changeDescriptor") {
+        v if v.is_undefined() || v.is_null() => None,
+        v => Some(
+            v.as_string()
+                .ok_or_else(|| bad("changeDescriptor must be a descriptor's text".into()))?,
+        ),
+    };
     Ok(crate::spend::PsbtAsk {
         outputs,
         rate,
         coins,
         include_unconfirmed,
+        change_descriptor,
     })
 }
 

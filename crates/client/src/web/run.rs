@@ -60,6 +60,11 @@ pub struct Net {
     watch_calls: Vec<Call>,
     /// The `broadcast` calls waiting for their gateways, by request id.
     broadcast_calls: Vec<(u32, Call)>,
+    /// The `createPsbt` calls waiting for the wallet to apply every block matched.
+    psbt_calls: Vec<Call>,
+    /// The `broadcast` calls answered by their gateways, with their results, waiting for
+    /// the wallet (which recorded the transaction) to be saved.
+    broadcast_saving: Vec<(Call, JsValue)>,
     /// `feeRates()` calls waiting for their gateways, by request id.
     fee_calls: Vec<(u32, Call)>,
     /// Filters and filter bytes at the last scan progress event.
@@ -112,6 +117,8 @@ impl Net {
             scan_call: None,
             watch_calls: Vec::new(),
             broadcast_calls: Vec::new(),
+            broadcast_saving: Vec::new(),
+            psbt_calls: Vec::new(),
             fee_calls: Vec::new(),
             scan_progress: (0, 0),
             progress_ms,
@@ -216,6 +223,18 @@ impl Net {
             if let Some(w) = self.engine.wallet() {
                 let b = balance_object(&w.balance(tip, 1));
                 self.emit(js_event_from!(events::BALANCE_CHANGED, events::BALANCE, b));
+            }
+        }
+        // A broadcast is answered once the wallet that recorded it is saved: a tab closed
+        // right after still shows it (and its coins spent).
+        if !self.broadcast_saving.is_empty() && self.engine.wallet_saved() {
+            for (call, result) in std::mem::take(&mut self.broadcast_saving) {
+                let _ = call.resolve.call1(&JsValue::NULL, &result);
+            }
+        }
+        if !self.psbt_calls.is_empty() && self.engine.wallet_synced() {
+            for call in std::mem::take(&mut self.psbt_calls) {
+                self.creating_psbt(call);
             }
         }
         // Answered once the wallet is saved too: a tab closed right after still has it.
@@ -386,7 +405,7 @@ impl Net {
                 });
                 if let Some(i) = self.broadcast_calls.iter().position(|(x, _)| *x == id) {
                     let (_, call) = self.broadcast_calls.remove(i);
-                    let _ = call.resolve.call1(&JsValue::NULL, &result);
+                    self.broadcast_saving.push((call, result.clone()));
                 }
                 js_event_from!(events::BROADCAST, events::BROADCAST_RESULT, result)
             }
@@ -680,16 +699,31 @@ impl Net {
         let _ = call.resolve.call1(&JsValue::NULL, &value);
     }
 
-    /// A `createPsbt` call, answered from the wallet at once.
+    /// A `createPsbt` call, answered from the wallet once it has applied every block its
+    /// filters matched in what is stored (before, it could pick a coin a block not yet
+    /// fetched spends).
     fn creating_psbt(&mut self, call: Call) {
         let Query::CreatePsbt(ask) = &call.query else {
             return;
         };
-        let tip = self.engine.syncer().tip().height;
+        if self.engine.wallet().is_some() && !self.engine.wallet_synced() {
+            self.psbt_calls.push(call);
+            return;
+        }
+        let tip = self.engine.syncer().tip();
         let seed =
             super::identity::random_seed().unwrap_or_else(|_| js_sys::Math::random().to_bits());
+        // Bitcoin Core's anti-fee-sniping lock time, from the tip's block time.
+        let lock_time = crate::spend::anti_fee_sniping(
+            tip.height,
+            tip.header.time,
+            (js::now_ms() / 1_000.0) as u64,
+            self.engine.syncer().is_synced(),
+            seed.rotate_left(17),
+        );
         let built = match self.engine.wallet() {
-            Some(w) => crate::spend::create_psbt(w, ask, tip, seed).map(|b| (b, w.network())),
+            Some(w) => crate::spend::create_psbt(w, ask, tip.height, lock_time, seed)
+                .map(|b| (b, w.network())),
             None => Err(crate::spend::PsbtError::NoWallet),
         };
         let _ = match built {
@@ -988,13 +1022,21 @@ pub async fn run(mut net: Net, mut store: IdbStore) {
     net.clear_timer();
     net.update_status();
     net.progress(true);
+    // Broadcasts the gateways answered: they were relayed (a store that failed to save
+    // their record stopped the client, and said so).
+    for (call, result) in std::mem::take(&mut net.broadcast_saving) {
+        let _ = call.resolve.call1(&JsValue::NULL, &result);
+    }
     // Calls still waiting (for the store, or for gateways that will not answer now).
-    let waiting = std::mem::take(&mut net.calls).into_iter().chain(
-        std::mem::take(&mut net.fee_calls)
-            .into_iter()
-            .chain(std::mem::take(&mut net.broadcast_calls))
-            .map(|(_, call)| call),
-    );
+    let waiting = std::mem::take(&mut net.calls)
+        .into_iter()
+        .chain(std::mem::take(&mut net.psbt_calls))
+        .chain(
+            std::mem::take(&mut net.fee_calls)
+                .into_iter()
+                .chain(std::mem::take(&mut net.broadcast_calls))
+                .map(|(_, call)| call),
+        );
     for call in waiting {
         let _ = call.reject.call1(
             &JsValue::NULL,

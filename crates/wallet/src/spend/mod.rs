@@ -16,6 +16,7 @@ pub mod psbt;
 pub mod select;
 pub mod wallet;
 
+use alloc::rc::Rc;
 use alloc::vec::Vec;
 
 use lightwire_primitives::{Tx, compact_size_len, write_compact_size};
@@ -93,7 +94,9 @@ pub struct Spendable {
     pub kind: Kind,
     /// The transaction that created it, where kept: required to spend a `pkh` coin
     /// (BIP174's `non_witness_utxo`), given for segwit v0 ones (hardware signers ask).
-    pub funding: Option<Vec<u8>>,
+    /// Shared by every coin it created: one transaction paying the wallet thousands of
+    /// times is held once, not once per coin.
+    pub funding: Option<Rc<[u8]>>,
 }
 
 /// Where change goes.
@@ -441,12 +444,23 @@ fn lay_out(
                     k.fingerprint,
                     &k.path,
                 ),
-                _ => w.derivation(
-                    psbt::OUT_BIP32_DERIVATION,
-                    &k.pubkey,
-                    k.fingerprint,
-                    &k.path,
-                ),
+                kind => {
+                    // BIP174: a P2SH change output carries its redeem script, so that a
+                    // signer can tell the output is its own.
+                    if *kind == Kind::ShWpkh {
+                        w.pair(
+                            psbt::OUT_REDEEM_SCRIPT,
+                            &[],
+                            &hash::witness(0, &hash::hash160(&k.pubkey)),
+                        );
+                    }
+                    w.derivation(
+                        psbt::OUT_BIP32_DERIVATION,
+                        &k.pubkey,
+                        k.fingerprint,
+                        &k.path,
+                    )
+                }
             }
         }
         w.end_map();

@@ -30,6 +30,8 @@ pub const IN_TAP_INTERNAL_KEY: u8 = 0x17;
 pub const IN_FINAL_SCRIPTSIG: u8 = 0x07;
 /// Input: the finalized witness (its items, serialized as in a transaction).
 pub const IN_FINAL_SCRIPTWITNESS: u8 = 0x08;
+/// Output: the redeem script of a P2SH output.
+pub const OUT_REDEEM_SCRIPT: u8 = 0x00;
 /// Output: a key's origin (key: the public key).
 pub const OUT_BIP32_DERIVATION: u8 = 0x02;
 /// Output (BIP371): the taproot internal key.

@@ -54,7 +54,7 @@ fn coin(kind: Kind, pubkey: &[u8; 33], value: u64, salt: u64) -> Spendable {
         value,
         script,
         kind,
-        funding: Some(f),
+        funding: Some(f.into()),
     }
 }
 
@@ -238,6 +238,14 @@ fn check(req: &Request<'_>, built: &Built) {
         let o = &outputs[at as usize];
         assert_eq!((o.script, o.value), (&c.script[..], value));
         assert!(value >= dust_threshold(&c.script), "dust change");
+        let out_map = &maps[1 + inputs.len() + at as usize];
+        let redeem = get(out_map, psbt::OUT_REDEEM_SCRIPT).map(|(_, r)| r);
+        if c.kind == Kind::ShWpkh {
+            let r = redeem.expect("a P2SH change output's redeem script");
+            assert_eq!(hash::p2sh(&hash::hash160(r)), c.script);
+        } else {
+            assert!(redeem.is_none());
+        }
         assert!(
             get(
                 &maps[1 + inputs.len() + at as usize],
@@ -283,6 +291,7 @@ fn change_of(kind: Kind) -> Change {
     let pubkey = [2u8; 33];
     let script = match kind {
         Kind::Tr => hash::witness(1, &pubkey[1..]),
+        Kind::ShWpkh => hash::p2sh(&hash::hash160(&hash::witness(0, &hash::hash160(&pubkey)))),
         _ => hash::witness(0, &hash::hash160(&pubkey)),
     };
     Change {
@@ -314,7 +323,7 @@ fn random_wallets_spend_each_coin_once_pay_the_rate_and_make_no_dust() {
             })
             .collect();
         let rate = FeeRate(1_000 + rng.below(200_000));
-        let change = change_of(if round % 2 == 0 { Kind::Wpkh } else { Kind::Tr });
+        let change = change_of([Kind::Wpkh, Kind::Tr, Kind::ShWpkh][round % 3]);
         let req = Request {
             coins: &coins,
             spend_all: round % 7 == 0,
