@@ -6,6 +6,7 @@
 //! [`lightwire_alloc::CountingAllocator`] (the `count-alloc` feature, on by default).
 
 pub mod chain;
+pub mod digest;
 pub mod filter;
 pub mod spend;
 pub mod wallet;

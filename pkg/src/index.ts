@@ -14,6 +14,8 @@ import type {
   Balance,
   BroadcastResult,
   CreatedPsbt,
+  BumpFeeOptions,
+  BumpedPsbt,
   CreatePsbtOptions,
   FeeRatesResult,
   ScanOptions,
@@ -228,6 +230,21 @@ export class LightwireClient extends EventTarget {
    */
   createPsbt(options: CreatePsbtOptions): Promise<CreatedPsbt> {
     return this.#call('createPsbt', options);
+  }
+
+  /**
+   * A PSBT replacing an unconfirmed transaction of the wallet's (a payment stuck at a low
+   * fee rate) at `feeRate`, by Bitcoin Core's `psbtbumpfee` rules: only the wallet's own
+   * (every input its coin, nothing of the wallet's spending its outputs), the same inputs
+   * and outputs and lock time, the change paying the difference, at least the old fee
+   * plus 1 sat/vB of the replacement's size. Sign it and {@link broadcast} it: the nodes
+   * take it as the old one's replacement (BIP125), and the wallet drops the old one as
+   * `replaced`. Rejects with `UnknownTransaction` (not an unconfirmed transaction of the
+   * wallet's), `InsufficientFunds` (the change cannot pay it: more inputs are not added)
+   * or `InvalidArgument` naming the rule (a rate too low says the least that would do).
+   */
+  bumpFee(txid: string, options: BumpFeeOptions): Promise<BumpedPsbt> {
+    return this.#call('bumpFee', txid, options);
   }
 
   /**

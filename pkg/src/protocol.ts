@@ -17,6 +17,7 @@ export const METHODS = [
   'balance',
   'broadcast',
   'createPsbt',
+  'bumpFee',
   'feeRates',
   'stop',
 ] as const;
@@ -24,8 +25,6 @@ export const METHODS = [
 /** One of {@link METHODS}. */
 export type Method = (typeof METHODS)[number];
 
-/** The methods that change what the engine does or holds; the others only read. */
-export const CHANGING: ReadonlySet<Method> = new Set<Method>(['scan', 'watch', 'unwatch', 'broadcast', 'stop']);
 
 /** A call sent on and not answered yet. */
 export interface PendingCall<M> {
@@ -33,6 +32,21 @@ export interface PendingCall<M> {
   args: unknown[];
   resolve: (v: unknown) => void;
   reject: (e: Error) => void;
+  /** How many times the engine moved while it was in flight (see {@link askedAgain}). */
+  moves?: number;
+}
+
+/**
+ * The one rule for a call in flight when the engine moves (its worker restarted, or the
+ * tab that ran it gone), the same in tabs.ts and supervisor.ts: it is asked again of the
+ * next engine, once. Every call of the API is safe to repeat: reads; `watch` and `unwatch`
+ * of the same items and `scan` of the same scripts end where one call would; a
+ * transaction relayed twice is one transaction; `createPsbt` and `bumpFee` build anew.
+ * One in flight across a second move is rejected (it may be what the engine cannot carry
+ * out), as is `stop` (nothing is left to stop: it resolves instead).
+ */
+export function askedAgain<M>(p: PendingCall<M>): boolean {
+  return p.method !== 'stop' && p.method !== null && (p.moves ?? 0) < 1;
 }
 
 /**

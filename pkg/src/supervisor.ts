@@ -8,7 +8,7 @@
 // bad luck, and stops the client with its error. What the engine keeps (the headers, the
 // filter headers, the watched wallet) lives in the store, so the new engine resumes it.
 import type { Backend } from './engine.js';
-import { CHANGING, METHODS, named, toError, type Method, type PendingCall, type Reply, type Request, type RequestBody } from './protocol.js';
+import { askedAgain, named, toError, type Method, type PendingCall, type Reply, type Request, type RequestBody } from './protocol.js';
 import type { ClientOptions, LightwireEvent } from './types.js';
 
 /**
@@ -32,13 +32,6 @@ const FAILED_WINDOW_MS = 10 * 60_000;
 /** Why a worker is replaced. */
 type Cause = { reason: 'hung'; silentMs: number } | { reason: 'failed'; message: string };
 
-/**
- * Calls that only read: asked again of the new worker after a restart, since asking twice
- * changes nothing. The others (`scan`, `watch`, `unwatch`, `broadcast`) may have been
- * carried out in part before the worker hung (a watch saved, a transaction sent), so they
- * are rejected with `WorkerRestarted` and the application decides.
- */
-const RETRIED: ReadonlySet<Method> = new Set<Method>(METHODS.filter((m) => !CHANGING.has(m)));
 
 /**
  * A request posted to the current worker and not answered yet: its method is null for the
@@ -86,10 +79,10 @@ export class WorkerBackend implements Backend {
     return backend;
   }
 
-  async call(method: Method, args: unknown[]): Promise<unknown> {
+  async call(method: Method, args: unknown[], moves = 0): Promise<unknown> {
     await this.#opening;
     if (this.#closed || !this.#worker) throw named('Stopped', 'the client has stopped');
-    return this.#post(this.#worker, { op: 'call', method, args }, method, args);
+    return this.#post(this.#worker, { op: 'call', method, args }, method, args, moves);
   }
 
   close(): void {
@@ -134,10 +127,10 @@ export class WorkerBackend implements Backend {
     if (worker === this.#worker) this.#opened = true;
   }
 
-  #post(worker: Worker, req: RequestBody, method: Method | null, args: unknown[]): Promise<unknown> {
+  #post(worker: Worker, req: RequestBody, method: Method | null, args: unknown[], moves = 0): Promise<unknown> {
     return new Promise((resolve, reject) => {
       const id = this.#next++;
-      this.#pending.set(id, { method, args, resolve, reject });
+      this.#pending.set(id, { method, args, resolve, reject, moves });
       const message: Request = { ...req, id };
       worker.postMessage(message);
     });
@@ -222,12 +215,14 @@ export class WorkerBackend implements Backend {
       pending.forEach((p) => (p.method === 'stop' ? p.resolve(null) : p.reject(named('Stopped', 'the client has stopped'))));
       return;
     }
-    const retried = pending.filter((p) => p.method && RETRIED.has(p.method));
+    // The one rule (protocol.ts, askedAgain): asked again of the new worker, once; the
+    // worker's own requests (`hang`) and a call in flight across a second restart are not.
+    const retried = pending.filter(askedAgain);
     const rejected = pending.filter((p) => !retried.includes(p));
     const what = cause.reason === 'hung'
       ? `did not answer for ${Math.round(silentMs / 1000)} s`
       : `failed (${cause.message})`;
-    const err = named('WorkerRestarted', `the engine's worker ${what} and was restarted; this call did not complete`);
+    const err = named('WorkerRestarted', `the engine's worker ${what} and was restarted; this call did not complete (it was in flight across two restarts, or the package's own)`);
     rejected.forEach((p) => p.reject(err));
     // The new worker is not pinged while it opens (loading the module and the store): one
     // that hangs there is not restarted again. Not handled yet; the page would then see no
@@ -258,7 +253,7 @@ export class WorkerBackend implements Backend {
       rejected: rejected.length,
     });
     for (const p of retried) {
-      this.call(p.method as Method, p.args).then(p.resolve, p.reject);
+      this.call(p.method as Method, p.args, (p.moves ?? 0) + 1).then(p.resolve, p.reject);
     }
   }
 }

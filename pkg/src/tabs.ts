@@ -5,7 +5,8 @@
 // from there, and the leader's events passed on to every tab. When the leader goes (its tab
 // closed, reloaded, crashed, or its client stopped) the browser releases its lock, the next
 // tab waiting for it opens the engine on the store (which resumes from the last commit), and
-// the followers' calls in flight are asked again of it.
+// the followers' calls in flight are asked again of it, once (protocol.ts, askedAgain: the
+// same rule as for a restarted worker).
 //
 // Written here rather than taken from a library (`broadcast-channel`'s leader election, for
 // one): the election is the browser's own Web Locks, which release a lock when its holder's
@@ -19,11 +20,17 @@
 // these shapes is dropped, a reply is taken only from the leader this tab follows, and a
 // leader never takes `stop` from a follower.
 import type { Backend } from './engine.js';
-import { METHODS, named, plainError, toError, type Method, type PendingCall } from './protocol.js';
+import { METHODS, askedAgain, named, plainError, toError, type Method, type PendingCall } from './protocol.js';
 import type { ClientOptions, LightwireEvent, Role } from './types.js';
 
-/** The version of the messages below; a leader of another version is refused. */
-const VERSION = 1;
+/** The version of the messages below; a leader of another version is refused. (2: the
+ * follower's `ping` and the leader's `pong`.) */
+const VERSION = 2;
+
+/** How long a follower's calls wait for a leader that answers nothing (not a reply, an
+ * event or a pong), counting only the time this tab ran: `workerTimeoutMs`, as for a
+ * hung worker. */
+const LEADER_TIMEOUT_MS = 30_000;
 
 /** Methods a follower may ask of the leader (every one but `stop`, which stays in its tab). */
 const FORWARDED: ReadonlySet<string> = new Set<Method>(METHODS.filter((m) => m !== 'stop'));
@@ -48,7 +55,11 @@ type TabMessage =
   /** One of the leader's engine's events. */
   | { v: number; kind: 'event'; from: string; event: LightwireEvent }
   /** The leader is stopping: its lock is about to be released. */
-  | { v: number; kind: 'leaving'; from: string };
+  | { v: number; kind: 'leaving'; from: string }
+  /** A follower with calls in flight asks whether the leader still runs. */
+  | { v: number; kind: 'ping'; from: string; to: string }
+  /** The leader answers a ping. */
+  | { v: number; kind: 'pong'; from: string; to: string };
 
 /** Whether this browser has what sharing one engine between tabs takes. */
 export function canShare(): boolean {
@@ -92,7 +103,14 @@ export class SharedBackend implements Backend {
   /** The leader this follower knows, or null while there is none. */
   #leader: string | null = null;
   readonly #pending = new Map<number, Pending>();
+  /** The pending calls posted to a leader (the others were never in flight). */
+  readonly #sent = new WeakSet<Pending>();
   #next = 0;
+  /** While calls are in flight to the leader: how long this tab ran since the leader last
+   * said anything, and the timer that pings it. */
+  #silentMs = 0;
+  #lastTick = 0;
+  #watch: ReturnType<typeof setInterval> | undefined;
   #stopping = false;
   #stopped = false;
   /** Settles `open`: once this tab leads (its engine open) or a leader answered. */
@@ -196,10 +214,13 @@ export class SharedBackend implements Backend {
     this.#setRole('leader');
     this.#announced = true;
     this.#announce(null);
-    // What this tab asked while it followed, it now answers itself.
+    // What this tab asked while it followed, it now answers itself: by the one rule for
+    // calls in flight when the engine moves (protocol.ts, askedAgain).
     const pending = [...this.#pending.values()];
     this.#pending.clear();
-    for (const p of pending) engine.call(p.method, p.args).then(p.resolve, p.reject);
+    for (const p of pending) {
+      if (this.#moved(p)) engine.call(p.method, p.args).then(p.resolve, p.reject);
+    }
     this.#opened.resolve();
     await new Promise<void>((resolve) => {
       this.#release = resolve;
@@ -240,7 +261,16 @@ export class SharedBackend implements Backend {
       return;
     }
     if (msg.v !== VERSION || typeof msg.from !== 'string' || msg.from === this.#me) return;
+    // Whatever the leader says, it runs.
+    if (msg.from === this.#leader) this.#silentMs = 0;
     switch (msg.kind) {
+      case 'ping':
+        if (msg.to === this.#me && this.#engine && !this.#stopping) {
+          this.#post({ v: VERSION, kind: 'pong', from: this.#me, to: msg.from });
+        }
+        return;
+      case 'pong':
+        return;
       case 'hello':
         if (this.#engine && this.#announced && !this.#stopping) this.#announce(msg.from);
         return;
@@ -285,10 +315,12 @@ export class SharedBackend implements Backend {
     if (changed) {
       state.forEach((e) => e && typeof e === 'object' && this.#onEvent(e));
       // Calls the last leader did not answer (it may have gone while carrying them out):
-      // asked again. Each is safe to repeat: reads; `watch`/`unwatch` of the same items
-      // and `scan` of the same scripts end where one call would; a transaction relayed
-      // twice is one transaction.
-      for (const id of this.#pending.keys()) this.#ask(leader, id);
+      // asked again, by the one rule for calls in flight when the engine moves
+      // (protocol.ts, askedAgain).
+      for (const [id, p] of [...this.#pending]) {
+        if (this.#moved(p)) this.#ask(leader, id);
+        else this.#pending.delete(id);
+      }
     }
     this.#opened.resolve();
   }
@@ -313,7 +345,66 @@ export class SharedBackend implements Backend {
 
   #ask(leader: string, id: number): void {
     const p = this.#pending.get(id);
-    if (p) this.#post({ v: VERSION, kind: 'call', from: this.#me, to: leader, id, method: p.method, args: p.args });
+    if (!p) return;
+    this.#sent.add(p);
+    this.#post({ v: VERSION, kind: 'call', from: this.#me, to: leader, id, method: p.method, args: p.args });
+    this.#watchLeader();
+  }
+
+  /**
+   * While calls are in flight, the leader is pinged; one that says nothing for
+   * `workerTimeoutMs` of this tab's running time (a frozen tab: it holds the lock, so no
+   * other tab can take over) fails them with `LeaderUnresponsive` rather than leave them
+   * waiting for ever.
+   */
+  #watchLeader(): void {
+    if (this.#watch !== undefined) return;
+    const timeout = Math.max(100, this.#options.workerTimeoutMs ?? LEADER_TIMEOUT_MS);
+    const every = Math.min(5_000, timeout / 6);
+    this.#silentMs = 0;
+    this.#lastTick = performance.now();
+    this.#watch = setInterval(() => {
+      const now = performance.now();
+      // Only the time this tab ran counts: a throttled or frozen follower's timers fire late.
+      this.#silentMs += Math.min(now - this.#lastTick, 2 * every);
+      this.#lastTick = now;
+      const leader = this.#leader;
+      if (this.#stopped || this.#engine || this.#pending.size === 0 || leader === null) {
+        this.#unwatchLeader();
+        return;
+      }
+      if (this.#silentMs < timeout) {
+        this.#post({ v: VERSION, kind: 'ping', from: this.#me, to: leader });
+        return;
+      }
+      const err = named('LeaderUnresponsive',
+        `the tab running the engine answered nothing for ${Math.round(this.#silentMs / 1000)} s (frozen or hung); this call did not complete`);
+      for (const [id, p] of [...this.#pending]) {
+        if (!this.#sent.has(p)) continue;
+        this.#pending.delete(id);
+        p.reject(err);
+      }
+      this.#unwatchLeader();
+    }, every);
+  }
+
+  #unwatchLeader(): void {
+    clearInterval(this.#watch);
+    this.#watch = undefined;
+  }
+
+  /**
+   * Call `p`'s engine is gone: whether it is asked again (one never sent was not in
+   * flight); if not, it is rejected with `LeaderGone`.
+   */
+  #moved(p: Pending): boolean {
+    if (!this.#sent.has(p)) return true;
+    if (askedAgain(p)) {
+      p.moves = (p.moves ?? 0) + 1;
+      return true;
+    }
+    p.reject(named('LeaderGone', 'the tab running the engine went twice while this call was in flight; it did not complete'));
+    return false;
   }
 
   #post(msg: TabMessage): void {
@@ -368,6 +459,7 @@ export class SharedBackend implements Backend {
   #shut(): void {
     if (this.#stopped) return;
     this.#stopped = true;
+    this.#unwatchLeader();
     this.#engine?.close();
     this.#engine = undefined;
     this.#abort.abort();

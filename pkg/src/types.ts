@@ -145,6 +145,8 @@ export type DropCode =
   | 'block-pieces-out-of-order'
   | 'digest-mismatch'
   | 'invalid-signature'
+  | 'withheld-transaction'
+  | 'digest-flooding'
   | 'wrong-transaction'
   | 'undecodable-digest'
   // A header more than two hours ahead of our clock: not a drop. The headers before it are
@@ -260,9 +262,10 @@ export interface ClientError {
  * `ClientOptions.workerTimeoutMs`), or its engine failed after it opened (`failed`, with the
  * failure's `message`: a trap; at most three times in ten minutes, then the client stops
  * with a fatal `error` event): it was terminated and a new one opened on the same store with
- * the same options; the sync and the watched wallet resume from the store. Calls that only
- * read were asked again of the new worker (`retried`); the others in flight (`rejected`:
- * scan, watch, unwatch, broadcast) rejected with `WorkerRestarted`.
+ * the same options; the sync and the watched wallet resume from the store. Calls in flight
+ * were asked again of the new worker (`retried`), once: the one rule for a moved engine,
+ * the same after a hand-over between tabs; one in flight across a second restart, and the
+ * package's own test requests, rejected with `WorkerRestarted` (`rejected`).
  */
 export interface WorkerRestarted {
   type: 'workerRestarted';
@@ -518,6 +521,19 @@ export interface CreatedPsbt {
   change: { address: string; value: Satoshis; vout: number } | null;
   /** The coins it spends, `txid:vout`, in input order. */
   inputs: string[];
+}
+
+/** What {@link LightwireClient.bumpFee} takes. */
+export interface BumpFeeOptions {
+  /** Satoshis per virtual byte of the replacement: at least the old rate plus 1 (Bitcoin
+   * Core's incremental relay fee), at most 10,000. */
+  feeRate: number;
+}
+
+/** What {@link LightwireClient.bumpFee} resolves to: the replacement's PSBT. */
+export interface BumpedPsbt extends CreatedPsbt {
+  /** The transaction it replaces. */
+  replaces: string;
 }
 
 /** What {@link LightwireClient.feeRates} resolves to: sat/vB, null where none is known. */

@@ -114,20 +114,37 @@ function world() {
     log,
     tabs,
     /// Open tab `name`: resolves to { backend, events, engine } (or rejects as open does).
-    async open(name, { network = 'regtest', openEngine } = {}) {
+    async open(name, { network = 'regtest', openEngine, workerTimeoutMs } = {}) {
       // Read once, by SharedBackend.open: each tab its own view of the locks.
       Object.defineProperty(globalThis, 'navigator', { value: { locks: locks.as(name) }, configurable: true, writable: true });
       const fake = fakeEngine(name, log);
       const events = [];
       const tab = { events, engine: fake.engine, backend: null };
       tabs[name] = tab;
-      tab.backend = await SharedBackend.open({ network, gateways: [], storeName }, (e) => events.push(e), openEngine ?? fake.open);
+      // The tab's channel, kept for freeze().
+      const Real = globalThis.BroadcastChannel;
+      globalThis.BroadcastChannel = class extends Real {
+        constructor(n) {
+          super(n);
+          tab.channel = this;
+        }
+      };
+      try {
+        tab.backend = await SharedBackend.open({ network, gateways: [], storeName, workerTimeoutMs }, (e) => events.push(e), openEngine ?? fake.open);
+      } finally {
+        globalThis.BroadcastChannel = Real;
+      }
       return tab;
     },
     /// Tab `name` crashes: no goodbye, its lock released by the browser.
     crash(name) {
       tabs[name].backend.close();
       locks.gone(name);
+    },
+    /// Tab `name` is frozen: it hears and says nothing more, and keeps its lock.
+    freeze(name) {
+      tabs[name].channel.onmessage = null;
+      tabs[name].channel.postMessage = () => {};
     },
     channel: () => new BroadcastChannel(`lightwire:${storeName}`),
     close() {
@@ -196,6 +213,52 @@ test('the leader crashes with a call in flight: the next tab leads and answers i
   }
 });
 
+test('a call in flight across two leaders gone is rejected (LeaderGone); across one it is answered, as after a worker restart', { timeout: 10_000 }, async () => {
+  const w = world();
+  try {
+    const a = await w.open('a');
+    const b = await w.open('b');
+    const c = await w.open('c');
+    const d = await w.open('d');
+    a.engine.hold = new Promise(() => {});
+    b.engine.hold = new Promise(() => {});
+    const asked = d.backend.call('broadcast', ['00']);
+    await tick();
+    assert.deepEqual(a.engine.calls, ['broadcast']);
+    w.crash('a');
+    await tick();
+    await tick();
+    assert.deepEqual(b.engine.calls, ['broadcast'], 'asked again of the next leader');
+    w.crash('b');
+    await assert.rejects(asked, { name: 'LeaderGone' });
+    assert.deepEqual(c.engine.calls, [], 'not a third time');
+    assert.deepEqual(await d.backend.call('tip', []), { by: 'c', method: 'tip', args: [] });
+  } finally {
+    w.close();
+  }
+});
+
+test('a frozen leader (it keeps the lock, says nothing) fails the followers\' calls with LeaderUnresponsive; a slow one does not', { timeout: 10_000 }, async () => {
+  const w = world();
+  try {
+    const a = await w.open('a');
+    const b = await w.open('b', { workerTimeoutMs: 300 });
+    // Slow: it answers after 600 ms, pinged meanwhile: it answers pings, so it waits.
+    a.engine.hold = new Promise((r) => setTimeout(r, 600));
+    assert.deepEqual(await b.backend.call('tip', []), { by: 'a', method: 'tip', args: [] });
+    a.engine.hold = new Promise(() => {});
+    const asked = b.backend.call('balance', []);
+    await tick();
+    w.freeze('a');
+    const started = Date.now();
+    await assert.rejects(asked, { name: 'LeaderUnresponsive' });
+    assert.ok(Date.now() - started >= 250, 'not before the timeout');
+    assert.equal(b.backend.role, 'follower', 'the lock is still the frozen tab\'s');
+  } finally {
+    w.close();
+  }
+});
+
 test('a follower that stops leaves the others; a leader that stops hands over, and its calls in flight are answered by the next', { timeout: 10_000 }, async () => {
   const w = world();
   try {
@@ -255,7 +318,7 @@ test('a follower of another network, or of a leader of another version, is refus
     const other = w2.channel();
     other.onmessage = (e) => {
       if (e.data?.kind === 'hello') {
-        other.postMessage({ v: 2, kind: 'leader', from: 'v2', to: e.data.from, network: 'regtest', state: [] });
+        other.postMessage({ v: 3, kind: 'leader', from: 'v3', to: e.data.from, network: 'regtest', state: [] });
       }
     };
     w2.locks.as('v2').request(`lightwire:store-${stores - 1}`, {}, () => new Promise(() => {}));
@@ -278,17 +341,17 @@ test('odd messages on the channel are dropped, a call to stop is refused, and an
     const ch = w.channel();
     const leader = await new Promise((resolve) => {
       ch.onmessage = (e) => e.data?.kind === 'leader' && e.data.to === 'odd' && resolve(e.data.from);
-      ch.postMessage({ v: 1, kind: 'hello', from: 'odd' });
+      ch.postMessage({ v: 2, kind: 'hello', from: 'odd' });
     });
     const replies = [];
     ch.onmessage = (e) => e.data?.kind === 'reply' && e.data.to === 'odd' && replies.push(e.data);
-    for (const m of [null, 7, 'x', {}, { v: 1 }, { v: 1, kind: 'nonsense', from: 'odd' },
-      { v: 1, kind: 'event', from: leader, event: null },
-      { v: 1, kind: 'reply', from: 'odd', to: 'b', id: 0, ok: true, value: 'forged' },
-      { v: 2, kind: 'leader', from: 'v2', to: null, network: 'regtest', state: [] },
-      { v: 1, kind: 'call', from: 'odd', to: leader, id: 'x', method: 'tip', args: [] },
-      { v: 1, kind: 'call', from: 'odd', to: leader, id: 1, method: 'stop', args: [] },
-      { v: 1, kind: 'call', from: 'odd', to: leader, id: 2, method: 'tip', args: 'no' }]) {
+    for (const m of [null, 7, 'x', {}, { v: 2 }, { v: 2, kind: 'nonsense', from: 'odd' },
+      { v: 2, kind: 'event', from: leader, event: null },
+      { v: 2, kind: 'reply', from: 'odd', to: 'b', id: 0, ok: true, value: 'forged' },
+      { v: 3, kind: 'leader', from: 'v3', to: null, network: 'regtest', state: [] },
+      { v: 2, kind: 'call', from: 'odd', to: leader, id: 'x', method: 'tip', args: [] },
+      { v: 2, kind: 'call', from: 'odd', to: leader, id: 1, method: 'stop', args: [] },
+      { v: 2, kind: 'call', from: 'odd', to: leader, id: 2, method: 'tip', args: 'no' }]) {
       ch.postMessage(m);
     }
     await tick(20);
@@ -314,7 +377,7 @@ test('a failed answer without its error still settles the call', { timeout: 10_0
     const forged = new Promise((resolve) => {
       ch.onmessage = (e) => {
         if (e.data?.kind !== 'call') return;
-        ch.postMessage({ v: 1, kind: 'reply', from: e.data.to, to: e.data.from, id: e.data.id, ok: false });
+        ch.postMessage({ v: 2, kind: 'reply', from: e.data.to, to: e.data.from, id: e.data.id, ok: false });
         resolve();
       };
     });

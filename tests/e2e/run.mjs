@@ -74,7 +74,8 @@
 //   spend     createPsbt on btcd: a BIP84 account (mined to) pays a BIP86 one, which
 //             pays out; each PSBT signed and finalized by @scure/btc-signer from the
 //             test's seed alone, broadcast by the package, accepted and mined by btcd;
-//             history, coins and balance right at each step
+//             history, coins and balance right at each step; a payment at 1 sat/vB
+//             bumped (bumpFee) to 4: btcd takes the replacement and mines it
 //   fees      feeRates() through three gateways asking nodes' RPC (two fakes that disagree
 //             wildly, btcd): each answer shown as said, the figures bounded lower medians
 //   walletreload a page closed mid-rescan: the next session resumes the wallet
@@ -1784,7 +1785,7 @@ async function tabs() {
       const ch = new BroadcastChannel('lightwire:tabs');
       const leader = await new Promise((resolve) => {
         ch.onmessage = (e) => e.data?.kind === 'leader' && e.data.to === 'odd-tab' && resolve(e.data.from);
-        ch.postMessage({ v: 1, kind: 'hello', from: 'odd-tab' });
+        ch.postMessage({ v: 2, kind: 'hello', from: 'odd-tab' });
       });
       const replies = [];
       const stopped = new Promise((resolve) => {
@@ -1794,12 +1795,12 @@ async function tabs() {
           if (e.data.id === 1) resolve();
         };
       });
-      for (const m of [null, 7, 'x', {}, { v: 1 }, { v: 1, kind: 'event', from: leader, event: null },
-        { v: 1, kind: 'reply', from: leader, to: 'nobody', id: 0, ok: true, value: 1 },
-        { v: 2, kind: 'leader', from: 'another-version', to: null, network: 'regtest', state: [] },
-        { v: 1, kind: 'call', from: 'odd-tab', to: leader, id: 'x', method: 'tip', args: [] },
-        { v: 1, kind: 'call', from: 'odd-tab', to: leader, id: 2, method: 'tip', args: 'no' },
-        { v: 1, kind: 'call', from: 'odd-tab', to: leader, id: 1, method: 'stop', args: [] }]) {
+      for (const m of [null, 7, 'x', {}, { v: 2 }, { v: 2, kind: 'event', from: leader, event: null },
+        { v: 2, kind: 'reply', from: leader, to: 'nobody', id: 0, ok: true, value: 1 },
+        { v: 3, kind: 'leader', from: 'another-version', to: null, network: 'regtest', state: [] },
+        { v: 2, kind: 'call', from: 'odd-tab', to: leader, id: 'x', method: 'tip', args: [] },
+        { v: 2, kind: 'call', from: 'odd-tab', to: leader, id: 2, method: 'tip', args: 'no' },
+        { v: 2, kind: 'call', from: 'odd-tab', to: leader, id: 1, method: 'stop', args: [] }]) {
         ch.postMessage(m);
       }
       await stopped;
@@ -2379,6 +2380,34 @@ async function spendScenario() {
     log(`  BIP84 -> BIP86: ${first.inputs.length} input(s), fee ${first.fee} for ${signed1.vsize} vB (2 sat/vB); ` +
       `BIP86 -> elsewhere: 2 taproot inputs named, fee ${second.fee} for ${signed2.vsize} vB (5 sat/vB); ` +
       'signed by @scure/btc-signer from the PSBTs alone, accepted and mined by btcd');
+
+    // A payment stuck at 1 sat/vB, bumped to 4: btcd takes the replacement (its own fee
+    // rate read back from its mempool), the wallet drops the first as replaced, and the
+    // replacement is mined and found.
+    const stuck = (await call('createPsbt', { outputs: [{ address: keys.elsewhere, value: 0.1e8 }], feeRate: 1 })).r;
+    const signed3 = keys.sign(stuck.psbt);
+    assert((await call('broadcast', signed3.hex)).r?.txid === signed3.txid, 'the stuck payment relayed');
+    await inMempool(node, signed3.txid);
+    const tooLow = await call('bumpFee', signed3.txid, { feeRate: 1.5 });
+    assert(tooLow.error === 'InvalidArgument' && /at least \d+ sat\/kvB/.test(tooLow.message), `1.5 sat/vB: ${JSON.stringify(tooLow)}`);
+    const unknown = await call('bumpFee', '11'.repeat(32), { feeRate: 4 });
+    assert(unknown.error === 'UnknownTransaction', `an unknown txid: ${JSON.stringify(unknown)}`);
+    const bump = (await call('bumpFee', signed3.txid, { feeRate: 4 })).r;
+    assert(bump?.replaces === signed3.txid && bump.inputs.join() === stuck.inputs.join() && bump.fee >= stuck.fee + bump.vsize,
+      `the bump: ${JSON.stringify(bump)} of ${JSON.stringify(stuck)}`);
+    const signed4 = keys.sign(bump.psbt);
+    assert((await call('broadcast', signed4.hex)).r?.txid === signed4.txid, 'the replacement relayed');
+    await inMempool(node, signed4.txid);
+    const pool = await node.call('getrawmempool', true);
+    const entry = pool[signed4.txid];
+    const rate = Math.round(entry.fee * 1e8) / entry.vsize;
+    assert(!pool[signed3.txid] && rate >= 4, `btcd's mempool: ${JSON.stringify(pool)}`);
+    await until(page, 'the stuck payment dropped as replaced', 30_000, (_, ev) =>
+      ev.some((e) => e.type === 'transaction' && e.status === 'dropped' && e.txid === signed3.txid && e.reason === 'replaced'));
+    node.ctl('generate', '1');
+    await until(page, 'the replacement mined and found', 30_000, seen('found', signed4.txid));
+    log(`  a payment at 1 sat/vB (fee ${stuck.fee}) bumped to 4 (fee ${bump.fee}, ${rate.toFixed(2)} sat/vB in btcd's ` +
+      'mempool): the same input, signed by @scure/btc-signer, replaced the first at btcd and was mined');
     await stopClient(page);
   } finally {
     await page.close().catch(() => {});

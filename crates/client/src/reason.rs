@@ -156,6 +156,8 @@ impl DropReason {
                 MempoolError::WrongTransaction(_) => "wrong-transaction",
                 MempoolError::DigestMismatch(_) => "digest-mismatch",
                 MempoolError::InvalidSignature { .. } => "invalid-signature",
+                MempoolError::Withheld(_) => "withheld-transaction",
+                MempoolError::Flooding(_) => "digest-flooding",
             },
             DropReason::RequestTimeout => "request-timeout",
             DropReason::Transport(TransportError::OpenFailed) => "open-failed",

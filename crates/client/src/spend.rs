@@ -2,6 +2,7 @@
 //! [`lightwire_wallet::spend::wallet`] given the wallet's parts.
 
 use lightwire_wallet::spend::Built;
+pub use lightwire_wallet::spend::bump::BumpError;
 use lightwire_wallet::spend::wallet::WalletState;
 pub use lightwire_wallet::spend::wallet::{
     COINBASE_CONFIRMATIONS, PsbtAsk, PsbtError, anti_fee_sniping, outpoint_text, parse_outpoint,
@@ -25,6 +26,23 @@ pub fn create_psbt(
         unconfirmed: &wallet.unconfirmed,
     };
     lightwire_wallet::spend::wallet::create_psbt(&state, ask, tip, lock_time, seed)
+}
+
+/// A PSBT replacing unconfirmed transaction `txid` of `wallet` at `rate` (see
+/// [`lightwire_wallet::spend::bump`]), `seed` ordering its inputs and change.
+pub fn bump_fee(
+    wallet: &WalletSync,
+    txid: &lightwire_primitives::Txid,
+    rate: lightwire_wallet::spend::FeeRate,
+    seed: u64,
+) -> Result<Built, BumpError> {
+    let state = WalletState {
+        network: wallet.network(),
+        watch: &wallet.watch,
+        ledger: &wallet.ledger,
+        unconfirmed: &wallet.unconfirmed,
+    };
+    lightwire_wallet::spend::bump::bump_fee(&state, txid, rate, seed)
 }
 
 #[cfg(test)]
@@ -448,5 +466,83 @@ mod tests {
             "{err}"
         );
         assert_eq!(err.name(), "InsufficientFunds");
+    }
+
+    /// The unsigned transaction of `built`, with a witness of a budgeted signature and key
+    /// on each input: what a signer makes of it, as long.
+    fn signed(built: &Built) -> Vec<u8> {
+        let maps = psbt::read_maps(&built.psbt).unwrap();
+        let unsigned = maps[0][0].1;
+        let n = Tx::parse(unsigned).unwrap().inputs().count();
+        let mut t = unsigned[..4].to_vec();
+        t.extend_from_slice(&[0, 1]);
+        t.extend_from_slice(&unsigned[4..unsigned.len() - 4]);
+        for _ in 0..n {
+            t.push(2);
+            t.push(72);
+            t.extend_from_slice(&[0x30; 72]);
+            t.push(33);
+            t.extend_from_slice(&[0x02; 33]);
+        }
+        t.extend_from_slice(&unsigned[unsigned.len() - 4..]);
+        t
+    }
+
+    /// A payment at 2 sat/vB, broadcast: bumped to 5 sat/vB, the replacement spends the
+    /// same coin, pays the same output and lock time, takes the increase from the change,
+    /// and pays at least the old fee plus 1 sat/vB of its own size. Refused: a rate not
+    /// above the old one by 1 sat/vB, one the change cannot pay, a transaction with a
+    /// child, one not the wallet's.
+    #[test]
+    fn a_stuck_payment_is_bumped_from_its_change_by_bitcoin_cores_rules() {
+        let mut w = wallet();
+        let first = create_psbt(&w, &ask(&[(ELSEWHERE, 30_000)], 2_000), 20, 15, 7).unwrap();
+        let raw = signed(&first);
+        let txid = Tx::parse(&raw).unwrap().txid();
+        w.add_unconfirmed(&raw, Source::Own, 0, 1).unwrap();
+        assert_eq!(
+            bump_fee(&w, &txid, FeeRate(2_500), 1),
+            Err(BumpError::FeeRateTooLow {
+                asked: 2_500,
+                minimum: 3_000
+            })
+        );
+        let bumped = bump_fee(&w, &txid, FeeRate(5_000), 1).unwrap();
+        assert_eq!(bumped.spent, first.spent, "the same input");
+        let maps = psbt::read_maps(&bumped.psbt).unwrap();
+        let tx = Tx::parse(maps[0][0].1).unwrap();
+        assert_eq!(tx.lock_time(), 15, "the old lock time");
+        let outs: Vec<(Vec<u8>, u64)> =
+            tx.outputs().map(|o| (o.script.to_vec(), o.value)).collect();
+        assert!(outs.contains(&(ELSEWHERE.to_vec(), 30_000)));
+        let (_, old_change) = first.change.unwrap();
+        let (_, new_change) = bumped.change.unwrap();
+        assert_eq!(old_change - new_change, bumped.fee - first.fee);
+        assert!(bumped.fee >= first.fee + bumped.vsize, "BIP125 rule 4");
+        assert_eq!(change_script(&bumped), change_script(&first));
+        // The change cannot pay 10,000 sat/vB.
+        assert_eq!(
+            bump_fee(&w, &txid, FeeRate(10_000_000), 1),
+            Err(BumpError::ChangeTooSmall(10_000_000))
+        );
+        // A child of it (spending its change): bump the child.
+        let (at, value) = first.change.unwrap();
+        let mut child = vec![2, 0, 0, 0, 1];
+        child.extend_from_slice(&txid.0);
+        child.extend_from_slice(&at.to_le_bytes());
+        child.extend_from_slice(&[0, 0xfd, 0xff, 0xff, 0xff, 1]);
+        child.extend_from_slice(&(value - 500).to_le_bytes());
+        child.extend_from_slice(&[1, 0x51, 0, 0, 0, 0]);
+        w.add_unconfirmed(&child, Source::Own, 0, 1).unwrap();
+        assert_eq!(
+            bump_fee(&w, &txid, FeeRate(5_000), 1),
+            Err(BumpError::HasDescendants(Tx::parse(&child).unwrap().txid()))
+        );
+        // Not the wallet's.
+        let other = Txid([9; 32]);
+        assert_eq!(
+            bump_fee(&w, &other, FeeRate(5_000), 1),
+            Err(BumpError::NotUnconfirmed(other))
+        );
     }
 }

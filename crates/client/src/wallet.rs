@@ -213,6 +213,9 @@ pub struct WalletSync {
     ids: Ids,
     /// Applied since the state was last saved.
     pub dirty: bool,
+    /// Changed with every change of what it watches, found or holds unconfirmed: a value
+    /// no other wallet had (what a cache of its scripts and coins is keyed by).
+    revision: u64,
 }
 
 impl WalletSync {
@@ -233,7 +236,20 @@ impl WalletSync {
             tried_for: None,
             ids: Ids::new(TaskId::Wallet),
             dirty: false,
+            revision: next_revision(),
         }
+    }
+
+    /// What it holds changed: to be saved, and caches of it are stale.
+    fn changed(&mut self) {
+        self.dirty = true;
+        self.revision = next_revision();
+    }
+
+    /// Its revision: another value after any change of what it watches, found or holds
+    /// unconfirmed, and a value no other wallet of this process had.
+    pub fn revision(&self) -> u64 {
+        self.revision
     }
 
     /// The network it is on.
@@ -296,7 +312,7 @@ impl WalletSync {
         // An unconfirmed transaction may pay a script watched now.
         let watch = &self.watch;
         self.unconfirmed.rewatch(|s| watch.owns(s) == Some(true));
-        self.dirty = true;
+        self.changed();
         Ok(self
             .watch
             .scripts()
@@ -357,7 +373,7 @@ impl WalletSync {
         let dropped = unconfirmed.rewatch(|s| watch.owns(s) == Some(true));
         fresh.unconfirmed = unconfirmed;
         *self = fresh;
-        self.dirty = true;
+        self.changed();
         let mut changes = withdrawn;
         changes.extend(dropped.into_iter().map(WalletChange::Dropped));
         Ok(Some(changes))
@@ -390,7 +406,9 @@ impl WalletSync {
             Added::Known(true) => (Vec::new(), Vec::new(), txid, false),
             Added::Known(false) => (Vec::new(), Vec::new(), None, false),
         };
-        self.dirty |= changed;
+        if changed {
+            self.changed();
+        }
         let mut changes: Vec<WalletChange> =
             dropped.into_iter().map(WalletChange::Dropped).collect();
         for t in unheld.iter().chain(&shown) {
@@ -422,7 +440,9 @@ impl WalletSync {
         reason: Option<lightwire_wallet::unconfirmed::Reason>,
     ) -> Vec<WalletChange> {
         let (unheld, dropped) = self.unconfirmed.let_go(txid, bit, reason);
-        self.dirty |= !dropped.is_empty();
+        if !dropped.is_empty() {
+            self.changed();
+        }
         let mut changes: Vec<WalletChange> =
             dropped.into_iter().map(WalletChange::Dropped).collect();
         if let Some(t) = self.unconfirmed.get(txid).filter(|_| unheld) {
@@ -435,7 +455,9 @@ impl WalletSync {
     /// anything (see [`lightwire_wallet::Unconfirmed::snapshot_ended`]): the changes.
     pub fn snapshot_ended(&mut self, bit: u64, expected: u64) -> Vec<WalletChange> {
         let dropped = self.unconfirmed.snapshot_ended(bit, expected);
-        self.dirty |= !dropped.is_empty();
+        if !dropped.is_empty() {
+            self.changed();
+        }
         dropped.into_iter().map(WalletChange::Dropped).collect()
     }
 
@@ -454,7 +476,7 @@ impl WalletSync {
     pub fn expire_unconfirmed(&mut self, now: u64, expiry: u64) -> Vec<WalletChange> {
         let dropped = self.unconfirmed.expire(now, expiry);
         if !dropped.is_empty() {
-            self.dirty = true;
+            self.changed();
         }
         dropped.into_iter().map(WalletChange::Dropped).collect()
     }
@@ -671,7 +693,7 @@ impl WalletSync {
     /// gap limit derives for the ones it used, and what to do again for the lookahead
     /// scripts that became the wallet's.
     fn applied(&mut self, applied: &lightwire_wallet::ledger::Applied, done: &mut Applied) {
-        self.dirty = true;
+        self.changed();
         done.changes = self
             .ledger
             .transactions()
@@ -713,7 +735,7 @@ impl WalletSync {
     pub fn restart(&mut self) -> (Vec<WalletChange>, Option<GivenUp>) {
         self.watch.cover_all();
         self.early.clear();
-        self.dirty = true;
+        self.changed();
         self.withdraw_from(self.from)
     }
 
@@ -745,7 +767,9 @@ impl WalletSync {
         let back = self
             .unconfirmed
             .withdrawn(first, now, &self.ledger, &|s| watch.owns(s) == Some(true));
-        self.dirty |= !back.is_empty();
+        if !back.is_empty() {
+            self.changed();
+        }
         changes.extend(
             back.iter()
                 .filter_map(|t| self.unconfirmed.get(t))
@@ -775,7 +799,7 @@ impl WalletSync {
             _ => None,
         };
         if !withdrawn.is_empty() {
-            self.dirty = true;
+            self.changed();
         }
         (withdrawn, gave_up)
     }
@@ -914,6 +938,12 @@ impl WalletSync {
         w.dirty = false;
         Some(w)
     }
+}
+
+/// A revision no wallet of this process had (see [`WalletSync::revision`]).
+fn next_revision() -> u64 {
+    static NEXT: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(1);
+    NEXT.fetch_add(1, core::sync::atomic::Ordering::Relaxed)
 }
 
 /// A script given as hex (surrounding white space ignored); not an empty one.

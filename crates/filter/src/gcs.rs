@@ -51,19 +51,19 @@ pub enum FilterError {
 }
 
 /// The SipHash key of a block's filter: the first 16 bytes of its hash (internal order).
-fn key(block_hash: &[u8; 32]) -> (u64, u64) {
+pub(crate) fn key(block_hash: &[u8; 32]) -> (u64, u64) {
     let le = |b: &[u8]| b.iter().rev().fold(0u64, |v, x| (v << 8) | u64::from(*x));
     (le(&block_hash[..8]), le(&block_hash[8..16]))
 }
 
-fn siphash(k: (u64, u64), item: &[u8]) -> u64 {
+pub(crate) fn siphash(k: (u64, u64), item: &[u8]) -> u64 {
     let mut h = SipHasher24::new_with_keys(k.0, k.1);
     h.write(item);
     h.finish()
 }
 
 /// Map a 64-bit hash into `[0, f)` (BIP158's `hash_to_range`).
-fn to_range(hash: u64, f: u64) -> u64 {
+pub(crate) fn to_range(hash: u64, f: u64) -> u64 {
     ((u128::from(hash) * u128::from(f)) >> 64) as u64
 }
 

@@ -49,6 +49,34 @@ pub struct TestChain {
     pub fee_rates: Option<(lightwire_wire::FeeSource, [Option<u64>; 3])>,
 }
 
+/// A transaction (version 2, replaceable) spending output `vout` of `prev` with `witness`
+/// (BIP144 when not empty) and paying `outputs` (value, script): what tests and fuzz
+/// targets hand to a mempool.
+pub fn spending(prev: [u8; 32], vout: u32, witness: &[&[u8]], outputs: &[(u64, &[u8])]) -> Vec<u8> {
+    let mut t = vec![2, 0, 0, 0];
+    if !witness.is_empty() {
+        t.extend_from_slice(&[0, 1]);
+    }
+    t.push(1);
+    t.extend_from_slice(&prev);
+    t.extend_from_slice(&vout.to_le_bytes());
+    t.extend_from_slice(&[0, 0xfd, 0xff, 0xff, 0xff, outputs.len() as u8]);
+    for (value, script) in outputs {
+        t.extend_from_slice(&value.to_le_bytes());
+        t.push(script.len() as u8);
+        t.extend_from_slice(script);
+    }
+    if !witness.is_empty() {
+        t.push(witness.len() as u8);
+        for item in witness {
+            t.push(item.len() as u8);
+            t.extend_from_slice(item);
+        }
+    }
+    t.extend_from_slice(&[0; 4]);
+    t
+}
+
 /// A served mempool in memory: the transactions held, and every change numbered from 1
 /// (those before `kept_from` forgotten, as a gateway's bounded log forgets them).
 #[derive(Default, Debug)]
@@ -59,6 +87,8 @@ pub struct TestMempool {
     announced_as: HashMap<[u8; 32], Vec<u8>>,
     /// Transactions answered with another when asked for (a lying gateway).
     served_as: HashMap<[u8; 32], Vec<u8>>,
+    /// Transactions announced and answered `not_found` (a lying gateway).
+    withheld: std::collections::HashSet<[u8; 32]>,
     changes: Vec<(u64, [u8; 32], Option<lightwire_wire::Removal>)>,
     head: u64,
     /// Changes numbered below this are no longer held.
@@ -86,6 +116,16 @@ impl TestMempool {
         let txid = self.add(tx);
         self.announced_as.insert(txid, other.to_vec());
         txid
+    }
+
+    /// Announce the made-up txid `txid`, described as `like`, and answer `not_found` when
+    /// asked for it (a lying gateway probing which scripts are the wallet's, or filling
+    /// its queue).
+    pub fn announce_missing(&mut self, txid: [u8; 32], like: &[u8]) {
+        self.txs.insert(txid, like.to_vec());
+        self.withheld.insert(txid);
+        self.head += 1;
+        self.changes.push((self.head, txid, None));
     }
 
     /// When asked for the transaction `txid`, answer `other` (a lie).
@@ -421,6 +461,9 @@ impl Served for TestChain {
     fn with_mempool_tx<R>(&self, txid: &[u8; 32], read: impl FnOnce(&[u8]) -> R) -> Option<R> {
         let m = self.mempool.as_ref()?;
         m.txs.get(txid)?;
+        if m.withheld.contains(txid) {
+            return None;
+        }
         let tx = m.served_as.get(txid).or_else(|| m.txs.get(txid))?;
         m.served.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Some(read(tx))

@@ -32,12 +32,25 @@
 //!   wallet's own broadcasts are not (a gateway's digest does not list what it relayed
 //!   itself): they expire.
 //! - What is fetched, and when, is all a gateway learns: the real matches, among false
-//!   ones at 1 in 784,931 per watched item and transaction, which differ by salt.
+//!   ones at 1 in 784,931 per watched item and transaction, which differ by salt. A
+//!   transaction announced by several gateways is fetched from one that is not the first
+//!   to announce it. A `not_found` for a transaction the same gateway announced and did
+//!   not remove (its digest says a removal before any answer) is a strike: a gateway
+//!   probing which of a set of scripts is the wallet's with invented transactions is bad
+//!   at its third ([`MempoolError::Withheld`]); and each gateway is asked for at most
+//!   [`FETCHES_PER_HOUR`] transactions an hour.
+//! - Bounded work: the wallet's items are hashed under each gateway's salt once per change
+//!   of the wallet (an entry of N items costs N binary searches, not the wallet's size);
+//!   a gateway may send [`DIGEST_BURST`] entries at once (a whole mempool's snapshot) and
+//!   [`DIGEST_RATE`] a second after that, or it is dropped as flooding. Each gateway has
+//!   its own share of the [`MAX_WANTED`] matches waiting to be fetched: one whose share is
+//!   full is asked for a fresh snapshot once its matches are fetched, rather than its
+//!   overflow forgotten (so a gateway that fills the queue with invented matches delays
+//!   only its own).
 
 use std::collections::VecDeque;
 
-use lightwire_filter::Matcher;
-use lightwire_filter::txset::{SALT_LEN, outpoint_item, set_matches, tx_set};
+use lightwire_filter::txset::{SALT_LEN, SaltedItems, outpoint_item, tx_set};
 use lightwire_primitives::{Tx, Txid};
 use lightwire_proto::Millis;
 use lightwire_wallet::sighash::Fault;
@@ -54,9 +67,28 @@ use crate::ids::{GatewayId, Ids, TaskId};
 use crate::reason::DropReason;
 use crate::wallet::WalletSync;
 
-/// Matched transactions waiting to be fetched, at most: more are let go (a gateway cannot
-/// make them match without lying, and a lie is found when its match is fetched).
+/// Matched transactions waiting to be fetched, at most, shared between the gateways (a
+/// gateway's share is what it announced first).
 pub const MAX_WANTED: usize = 64;
+
+/// The fewest matches a gateway's share holds, however many gateways there are.
+const MIN_SHARE: usize = 8;
+
+/// Transactions asked of one gateway in an hour, at most.
+pub const FETCHES_PER_HOUR: u32 = 120;
+
+/// Digest entries a gateway may send at once: a whole mempool's snapshot (a gateway holds
+/// 64 MB by default, about 250,000 transactions).
+pub const DIGEST_BURST: u64 = 400_000;
+
+/// Digest entries a second a gateway may send after its burst (mainnet averages about 7
+/// transactions a second, and a block removes a few thousand at once).
+pub const DIGEST_RATE: u64 = 2_000;
+
+/// `not_found` strikes after which a gateway is bad.
+const STRIKES: u32 = 3;
+
+const HOUR: u64 = 3_600_000;
 
 /// Fetched transactions that were not the wallet's (false positives), remembered so that
 /// another gateway's match of the same one is not fetched again.
@@ -77,6 +109,13 @@ pub enum MempoolError {
     /// Its digest's set for a transaction is not that transaction's.
     #[error("its digest does not describe transaction {0}")]
     DigestMismatch(Txid),
+    /// It answered `not_found` for transactions it announced and did not remove, a third
+    /// time ({0} the last).
+    #[error("it announced transactions it does not hand over (the third: {0})")]
+    Withheld(Txid),
+    /// It sent more digest entries than its budget allows.
+    #[error("it sent {0} digest entries beyond its budget")]
+    Flooding(u16),
     /// It handed over a transaction spending a coin of the wallet's that the coin's key
     /// did not sign: no node holds it (a replacement or a spend invented from the wallet's
     /// own broadcast, say).
@@ -105,17 +144,35 @@ struct Fetch {
     txid: Txid,
 }
 
+/// What the task keeps of one gateway's connection.
+#[derive(Default)]
+struct PerGateway {
+    /// Its salt, once subscribed.
+    salt: Option<[u8; SALT_LEN]>,
+    /// The wallet's items under its salt, and the wallet's revision they are of.
+    items: SaltedItems,
+    revision: Option<u64>,
+    /// Digest entries it may still send, as of `refilled`.
+    tokens: u64,
+    refilled: Millis,
+    /// `not_found` strikes.
+    strikes: u32,
+    /// Transactions asked of it since `window` (an hour's).
+    fetched: u32,
+    window: Millis,
+    /// Its share of the matches overflowed: a fresh snapshot is asked once it is drained.
+    overflowed: bool,
+}
+
 /// The mempool task's state.
 pub struct MempoolTask {
-    /// Each gateway's salt, once subscribed on its connection.
-    salts: Vec<Option<[u8; SALT_LEN]>>,
+    gateways: Vec<PerGateway>,
     wanted: VecDeque<Wanted>,
     fetch: Option<Fetch>,
     not_ours: VecDeque<Txid>,
-    /// What is matched: the wallet's scripts and outpoints, flat, with their ends.
+    /// The wallet's scripts and outpoints, flat, with their ends (scratch for a rebuild).
     queries: Vec<u8>,
     ends: Vec<usize>,
-    matcher: Matcher,
     /// Gateways found ready without serving the mempool (one bit each): they hold nothing.
     silent: u64,
     /// Scratch for a set rebuilt from a fetched transaction (item hashes, the set).
@@ -128,13 +185,12 @@ impl MempoolTask {
     /// For `n` gateways; nothing subscribed.
     pub fn new(n: usize) -> MempoolTask {
         MempoolTask {
-            salts: vec![None; n],
+            gateways: (0..n).map(|_| PerGateway::default()).collect(),
             wanted: VecDeque::new(),
             fetch: None,
             not_ours: VecDeque::new(),
             queries: Vec::new(),
             ends: Vec::new(),
-            matcher: Matcher::default(),
             silent: 0,
             items: Vec::new(),
             set: Vec::new(),
@@ -174,9 +230,19 @@ impl MempoolTask {
         d: &MempoolDigest<'_>,
         wallet: &mut WalletTask,
     ) -> Result<(), DropReason> {
-        let Some(salt) = self.salts.get(g.index()).copied().flatten() else {
+        let Some(salt) = self.gateways.get(g.index()).and_then(|p| p.salt) else {
             return Err(DropReason::Mempool(MempoolError::Unasked));
         };
+        // Its budget of entries: refilled for the time since, spent by these.
+        let p = &mut self.gateways[g.index()];
+        let elapsed = ctx.now.0.saturating_sub(p.refilled.0);
+        p.tokens = (p.tokens + elapsed * DIGEST_RATE / 1_000).min(DIGEST_BURST);
+        p.refilled = ctx.now;
+        let Some(left) = p.tokens.checked_sub(u64::from(d.count)) else {
+            let over = u64::from(d.count) - p.tokens;
+            return Err(DropReason::Mempool(MempoolError::Flooding(over as u16)));
+        };
+        p.tokens = left;
         let Some(w) = wallet.wallet.as_mut() else {
             return Ok(());
         };
@@ -185,7 +251,19 @@ impl MempoolTask {
             tell(ctx, w.forget_holder(g.bit()));
             self.forget(g);
         }
-        self.queries(w);
+        if self.gateways[g.index()].revision != Some(w.revision()) {
+            self.queries(w);
+            let (q, ends) = (&self.queries, &self.ends);
+            let items = ends.iter().scan(0, |start, &end| {
+                let item = &q[*start..end];
+                *start = end;
+                Some(item)
+            });
+            let p = &mut self.gateways[g.index()];
+            p.items.rebuild(&salt, items);
+            p.revision = Some(w.revision());
+        }
+        let share = (MAX_WANTED / ctx.gateways.len().max(1)).max(MIN_SHARE);
         for entry in d.entries() {
             match entry {
                 DigestEntry::Added { txid, set } => {
@@ -207,16 +285,12 @@ impl MempoolTask {
                     if self.not_ours.contains(&txid) {
                         continue;
                     }
-                    let (q, ends) = (&self.queries, &self.ends);
-                    let items = ends.iter().scan(0, |start, &end| {
-                        let item = &q[*start..end];
-                        *start = end;
-                        Some(item)
-                    });
-                    let matched = set_matches(&mut self.matcher, set, &salt, items)
+                    let matched = self.gateways[g.index()]
+                        .items
+                        .matches(set)
                         .map_err(|_| DropReason::Mempool(MempoolError::UndecodableSet(txid)))?;
                     if matched {
-                        self.want(txid, g, set);
+                        self.want(txid, g, set, share);
                     }
                 }
                 DigestEntry::Removed { txid, reason } => {
@@ -261,20 +335,25 @@ impl MempoolTask {
         self.fetch.as_ref().filter(|f| f.txid == *txid)
     }
 
-    /// Gateway `g` announced `txid` with `set`, which matched: fetch it (once).
-    fn want(&mut self, txid: Txid, g: GatewayId, set: &[u8]) {
+    /// Gateway `g` announced `txid` with `set`, which matched: fetch it (once). A match it
+    /// announced first counts against its `share`; past it, it is asked for a fresh
+    /// snapshot once its matches are fetched.
+    fn want(&mut self, txid: Txid, g: GatewayId, set: &[u8], share: usize) {
         if let Some(x) = self.wanted.iter_mut().find(|x| x.txid == txid) {
             if !x.from.iter().any(|(y, _)| *y == g) {
                 x.from.push((g, set.to_vec()));
             }
             return;
         }
-        if self.wanted.len() < MAX_WANTED {
-            self.wanted.push_back(Wanted {
-                txid,
-                from: vec![(g, set.to_vec())],
-            });
+        let owned = self.wanted.iter().filter(|x| x.from[0].0 == g).count();
+        if owned >= share || self.wanted.len() >= MAX_WANTED {
+            self.gateways[g.index()].overflowed = true;
+            return;
         }
+        self.wanted.push_back(Wanted {
+            txid,
+            from: vec![(g, set.to_vec())],
+        });
     }
 
     /// Gateway `g` said nothing it held stands: its announcements go.
@@ -303,10 +382,20 @@ impl MempoolTask {
             return Ok(());
         };
         if m.not_found {
-            // No fault: it may have just left. Another that announced it is asked.
+            // It says it does not hold what it announced and did not say it removed (a
+            // removal comes before any answer): a strike. Another that announced it is
+            // asked.
+            let announced = self.wanted[i].from.iter().any(|(y, _)| *y == g);
             self.wanted[i].from.retain(|(y, _)| *y != g);
             if self.wanted[i].from.is_empty() {
                 self.wanted.remove(i);
+            }
+            if announced {
+                let p = &mut self.gateways[g.index()];
+                p.strikes += 1;
+                if p.strikes >= STRIKES {
+                    return Err(DropReason::Mempool(MempoolError::Withheld(f.txid)));
+                }
             }
             return Ok(());
         }
@@ -321,7 +410,7 @@ impl MempoolTask {
         // salt. The one that sent it is judged here; the others after.
         let mut holders = 0u64;
         for (x, set) in &wanted.from {
-            let Some(salt) = self.salts.get(x.index()).copied().flatten() else {
+            let Some(salt) = self.gateways.get(x.index()).and_then(|p| p.salt) else {
                 continue;
             };
             tx_set(&tx, &salt, &mut self.items, &mut self.set);
@@ -383,7 +472,11 @@ impl Task for MempoolTask {
             return Ok(());
         }
         for g in ctx.gateways.ids() {
-            if self.salts[g.index()].is_some() || !ctx.gateways[g].ready {
+            let owns = self.wanted.iter().any(|x| x.from[0].0 == g);
+            let p = &self.gateways[g.index()];
+            // Subscribed, and not drained of an overflow: nothing to do.
+            let drained_overflow = p.overflowed && !owns;
+            if (p.salt.is_some() && !drained_overflow) || !ctx.gateways[g].ready {
                 continue;
             }
             let Some(conn) = ready(conns, g) else {
@@ -398,39 +491,83 @@ impl Task for MempoolTask {
             salt[..8].copy_from_slice(&ctx.rng.next_u64().to_le_bytes());
             salt[8..].copy_from_slice(&ctx.rng.next_u64().to_le_bytes());
             conn.subscribe_mempool(salt, true).map_err(|e| (g, e))?;
-            self.salts[g.index()] = Some(salt);
+            let p = &mut self.gateways[g.index()];
+            // A connection's first subscription starts its budget of entries; a fresh
+            // snapshot keeps it.
+            if p.salt.is_none() {
+                p.tokens = DIGEST_BURST;
+                p.refilled = ctx.now;
+            }
+            p.salt = Some(salt);
+            p.revision = None;
+            p.overflowed = false;
         }
         if self.fetch.is_some() {
             return Ok(());
         }
-        while let Some(front) = self.wanted.front() {
-            let txid = front.txid;
-            let from = front
-                .from
+        // Matches no ready gateway announced go; the first that one can be asked for is:
+        // of a gateway other than its first announcer if one announced it too, within
+        // each gateway's fetches for the hour.
+        let now = ctx.now;
+        let gateways = &mut self.gateways;
+        self.wanted.retain(|x| {
+            x.from
                 .iter()
-                .map(|(g, _)| *g)
-                .find(|&g| ctx.gateways[g].ready && ready(conns, g).is_some());
-            let Some(g) = from else {
-                self.wanted.pop_front();
-                continue;
-            };
-            let id = self.ids.next_id();
-            if let Some(conn) = ready(conns, g) {
-                conn.get_mempool_tx(id, txid.0).map_err(|e| (g, e))?;
+                .any(|(g, _)| ctx.gateways[*g].ready && ready(conns, *g).is_some())
+        });
+        let mut pick = None;
+        'wanted: for (i, x) in self.wanted.iter().enumerate() {
+            let mut order: Vec<GatewayId> = x.from.iter().skip(1).map(|(g, _)| *g).collect();
+            order.push(x.from[0].0);
+            for g in order {
+                if !ctx.gateways[g].ready || ready(conns, g).is_none() {
+                    continue;
+                }
+                let p = &mut gateways[g.index()];
+                if now.0.saturating_sub(p.window.0) >= HOUR {
+                    p.window = now;
+                    p.fetched = 0;
+                }
+                if p.fetched < FETCHES_PER_HOUR {
+                    pick = Some((i, g));
+                    break 'wanted;
+                }
             }
-            ctx.timers.touch(TaskId::Mempool, ctx.now);
-            self.fetch = Some(Fetch {
-                gateway: g,
-                id,
-                txid,
-            });
-            break;
         }
+        let Some((i, g)) = pick else {
+            return Ok(());
+        };
+        let txid = self.wanted[i].txid;
+        let id = self.ids.next_id();
+        if let Some(conn) = ready(conns, g) {
+            conn.get_mempool_tx(id, txid.0).map_err(|e| (g, e))?;
+        }
+        self.gateways[g.index()].fetched += 1;
+        ctx.timers.touch(TaskId::Mempool, ctx.now);
+        self.fetch = Some(Fetch {
+            gateway: g,
+            id,
+            txid,
+        });
         Ok(())
     }
 
     fn deadline(&self, ctx: &Ctx) -> Option<Millis> {
-        ctx.timers.deadline(TaskId::Mempool, self.fetch.is_some())
+        let fetch = ctx.timers.deadline(TaskId::Mempool, self.fetch.is_some());
+        // Matches waiting on a gateway's hourly fetches: when its hour ends.
+        let budget = (self.fetch.is_none() && !self.wanted.is_empty())
+            .then(|| {
+                self.gateways
+                    .iter()
+                    .filter(|p| p.fetched >= FETCHES_PER_HOUR)
+                    .map(|p| Millis(p.window.0 + HOUR))
+                    .min()
+            })
+            .flatten();
+        match (fetch, budget) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     /// A fetch without an answer drops its gateway.
@@ -444,8 +581,15 @@ impl Task for MempoolTask {
 
     /// Its subscription and what it announced go; what it held, it holds no more.
     fn gateway_gone(&mut self, ctx: &mut Ctx, g: GatewayId) {
-        if let Some(s) = self.salts.get_mut(g.index()) {
-            *s = None;
+        // Its strikes and its hour's fetches stay with it (a gateway does not shed them by
+        // reconnecting); the rest was its connection's.
+        if let Some(p) = self.gateways.get_mut(g.index()) {
+            *p = PerGateway {
+                strikes: p.strikes,
+                fetched: p.fetched,
+                window: p.window,
+                ..PerGateway::default()
+            };
         }
         if self.fetch.as_ref().is_some_and(|f| f.gateway == g) {
             self.fetch = None;

@@ -55,7 +55,7 @@ pub use gateway::{
     backoff,
 };
 pub use headers::MAX_UNDELIVERED;
-pub use mempool::{MAX_WANTED, MempoolError};
+pub use mempool::{DIGEST_BURST, DIGEST_RATE, FETCHES_PER_HOUR, MAX_WANTED, MempoolError};
 pub use relay::BroadcastError;
 pub use wallet::{BLOCK_RETRY, UNCONFIRMED_EXPIRY, WAIT_REPORT, WaitReason, WalletTrace};
 

@@ -235,31 +235,9 @@ fn a_claim_to_hold_a_held_transaction_is_checked_against_it() {
     assert_eq!(w.unconfirmed.get(&Txid(txid)).unwrap().gateways(), 1);
 }
 
-/// A transaction spending `(coin, vout)` with `witness` (BIP144 when not empty) and paying
-/// `outputs`, signalling replacement.
+/// A transaction spending `(coin, vout)` with `witness` and paying `outputs`.
 fn spending(coin: Txid, vout: u32, witness: &[&[u8]], outputs: &[(u64, &[u8])]) -> Vec<u8> {
-    let mut t = vec![2, 0, 0, 0];
-    if !witness.is_empty() {
-        t.extend_from_slice(&[0, 1]);
-    }
-    t.push(1);
-    t.extend_from_slice(&coin.0);
-    t.extend_from_slice(&vout.to_le_bytes());
-    t.extend_from_slice(&[0, 0xfd, 0xff, 0xff, 0xff, outputs.len() as u8]);
-    for (value, script) in outputs {
-        t.extend_from_slice(&value.to_le_bytes());
-        t.push(script.len() as u8);
-        t.extend_from_slice(script);
-    }
-    if !witness.is_empty() {
-        t.push(witness.len() as u8);
-        for item in witness {
-            t.push(item.len() as u8);
-            t.extend_from_slice(item);
-        }
-    }
-    t.extend_from_slice(&[0; 4]);
-    t
+    lightwire_proto::testing::spending(coin.0, vout, witness, outputs)
 }
 
 /// A hostile gateway takes the wallet's broadcast T (every gateway receives every
@@ -401,4 +379,103 @@ fn one_gateways_snapshot_does_not_drop_what_another_may_still_hold() {
     let (shown, dropped) = heard(&mut net);
     assert!(dropped.is_empty(), "dropped {dropped:?}");
     assert_eq!(shown.last(), Some(&(txid, 1)));
+}
+
+/// A made-up txid from `n`.
+fn made_up(n: u32) -> [u8; 32] {
+    let mut t = [0xee; 32];
+    t[..4].copy_from_slice(&n.to_le_bytes());
+    t
+}
+
+/// A gateway probing which script is the wallet's: it announces made-up transactions
+/// whose sets hold candidate scripts, and answers `not_found` when one matches (the fetch
+/// told it). Three such answers for transactions it announced and did not remove: it is
+/// bad (`withheld-transaction`), and probes no more. A removal it announced first is no
+/// strike.
+#[test]
+fn a_gateway_that_does_not_hand_over_what_it_announced_is_struck_then_bad() {
+    let (mut net, ours) = watching_1234(vec![with_mempool()], small);
+    heard(&mut net);
+    for n in 0..2 {
+        mempool(&mut net, 0, |m| {
+            m.announce_missing(made_up(n), &paying(n as u8, 0, &[&ours]))
+        });
+    }
+    assert_ne!(net.host.engine.state(GatewayId(0)), GatewayState::Bad);
+    // Removed, then asked: no strike (and not asked: it is gone).
+    mempool(&mut net, 0, |m| {
+        m.announce_missing(made_up(9), &paying(9, 0, &[&ours]));
+        m.remove(made_up(9), Removal::Evicted);
+    });
+    assert_ne!(net.host.engine.state(GatewayId(0)), GatewayState::Bad);
+    mempool(&mut net, 0, |m| {
+        m.announce_missing(made_up(2), &paying(2, 0, &[&ours]))
+    });
+    assert_eq!(rejected(&net.host.events), [(0, "withheld-transaction")]);
+    assert_eq!(net.host.engine.state(GatewayId(0)), GatewayState::Bad);
+}
+
+/// A gateway fills the queue of matches with invented ones (announced at once, before the
+/// first is fetched); an honest gateway's real payment, announced right after, is still
+/// fetched and shown: each gateway has its own share of the queue.
+#[test]
+fn a_flooded_queue_does_not_hide_another_gateways_payment() {
+    let (mut net, ours) = watching_1234(vec![with_mempool(), with_mempool()], small);
+    heard(&mut net);
+    let pay = paying(77, 0, &[&ours]);
+    let mut txid = [0u8; 32];
+    for g in 0..2 {
+        let gw = net.host.gateways[g].as_mut().expect("connected");
+        let m = gw.chain.mempool.as_mut().unwrap();
+        if g == 0 {
+            for n in 0..100 {
+                m.announce_missing(made_up(n), &paying(n as u8, 1, &[&ours]));
+            }
+        } else {
+            txid = m.add(&pay);
+        }
+        gw.server.mempool_changed();
+    }
+    net.drive();
+    let w = net.host.engine.wallet().unwrap();
+    assert!(
+        w.unconfirmed.get(&Txid(txid)).is_some(),
+        "the honest payment is shown"
+    );
+    assert_eq!(net.host.engine.state(GatewayId(0)), GatewayState::Bad);
+}
+
+/// A gateway that sends more digest entries than a whole mempool at once is dropped as
+/// flooding (the work of matching is bounded by its budget).
+#[test]
+fn a_gateway_sending_digest_entries_beyond_its_budget_is_dropped() {
+    let (mut net, _) = watching_1234(vec![with_mempool()], small);
+    mempool(&mut net, 0, |m| {
+        for n in 0..(crate::engine::DIGEST_BURST as u32 + 1) {
+            m.remove(made_up(n), Removal::Evicted);
+        }
+    });
+    assert_eq!(rejected(&net.host.events), [(0, "digest-flooding")]);
+}
+
+/// 130 payments announced by one gateway at once: its share of the queue (64 here, the
+/// only gateway) overflows, and it is asked for a fresh snapshot once its matches are
+/// fetched: nothing is forgotten. Past 120 fetches in the hour the rest wait for the next
+/// hour.
+#[test]
+fn a_gateways_overflow_is_fetched_from_a_fresh_snapshot_within_its_hourly_fetches() {
+    let (mut net, ours) = watching_1234(vec![with_mempool()], small);
+    heard(&mut net);
+    mempool(&mut net, 0, |m| {
+        for n in 0..130u32 {
+            let mut t = paying(0, n, &[&ours]);
+            t[5] = n as u8;
+            m.add(&t);
+        }
+    });
+    let shown = net.host.engine.wallet().unwrap().unconfirmed.len();
+    assert_eq!(shown, crate::engine::FETCHES_PER_HOUR as usize);
+    net.advance(std::time::Duration::from_secs(3_601));
+    assert_eq!(net.host.engine.wallet().unwrap().unconfirmed.len(), 130);
 }

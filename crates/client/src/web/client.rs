@@ -311,6 +311,30 @@ impl Client {
         }
     }
 
+    /// A PSBT replacing unconfirmed transaction `txid` (hex, as explorers show it) of the
+    /// wallet's at a higher fee rate: `{ feeRate }` in sat/vB. Resolves as `createPsbt`
+    /// does, with `replaces` (the txid); rejects with `UnknownTransaction`,
+    /// `InsufficientFunds` or `InvalidArgument` naming the rule (Bitcoin Core's
+    /// `psbtbumpfee`).
+    #[wasm_bindgen(js_name = bumpFee)]
+    pub fn bump_fee(&self, txid: JsValue, options: JsValue) -> Promise {
+        let bad = |m: &str| Promise::reject(&js::error("InvalidArgument", m));
+        let Some(txid) = txid
+            .as_string()
+            .and_then(|t| lightwire_primitives::Txid::from_display_hex(&t))
+        else {
+            return bad("txid must be a transaction id in hex");
+        };
+        let rate = js_sys::Reflect::get(&options, &"feeRate".into())
+            .ok()
+            .and_then(|v| v.as_f64())
+            .and_then(lightwire_wallet::spend::FeeRate::from_sat_per_vb);
+        let Some(rate) = rate else {
+            return bad("feeRate must be a number of sat/vB");
+        };
+        self.call(Query::BumpFee { txid, rate })
+    }
+
     /// The fee rates to be mined within 1, 6 and 144 blocks, from the connected gateways'
     /// nodes: `{ blocks1, blocks6, blocks144, sources: [{ gateway, url, source, blocks1,
     /// blocks6, blocks144 }] }` in sat/vB (null where none is known). Each figure is the

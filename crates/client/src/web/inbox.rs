@@ -82,6 +82,14 @@ pub enum Query {
     Broadcast(Vec<u8>),
     /// A PSBT spending the wallet's coins (answered from the engine).
     CreatePsbt(crate::spend::PsbtAsk),
+    /// A PSBT replacing an unconfirmed transaction of the wallet's at a higher fee rate
+    /// (answered from the engine).
+    BumpFee {
+        /// The transaction to replace.
+        txid: lightwire_primitives::Txid,
+        /// The new rate.
+        rate: lightwire_wallet::spend::FeeRate,
+    },
     /// The gateways' fee rates; resolves once they answered.
     FeeRates,
 }

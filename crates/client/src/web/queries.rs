@@ -18,6 +18,7 @@ pub async fn answer(store: &IdbStore, call: Call) {
         | Query::Wallet(_)
         | Query::Broadcast(_)
         | Query::CreatePsbt(_)
+        | Query::BumpFee { .. }
         | Query::FeeRates => Err(js::error(
             "InvalidArgument",
             "the loop answers these, not the store",

@@ -703,13 +703,34 @@ impl Net {
     /// filters matched in what is stored (before, it could pick a coin a block not yet
     /// fetched spends).
     fn creating_psbt(&mut self, call: Call) {
-        let Query::CreatePsbt(ask) = &call.query else {
-            return;
-        };
         if self.engine.wallet().is_some() && !self.engine.wallet_synced() {
             self.psbt_calls.push(call);
             return;
         }
+        if let Query::BumpFee { txid, rate } = &call.query {
+            let seed =
+                super::identity::random_seed().unwrap_or_else(|_| js_sys::Math::random().to_bits());
+            let _ = match self.engine.wallet() {
+                Some(w) => match crate::spend::bump_fee(w, txid, *rate, seed) {
+                    Ok(b) => {
+                        let value = psbt_object(&b, *rate, w.network());
+                        let _ = js_sys::Reflect::set(&value, &"replaces".into(), &js::hash(txid));
+                        call.resolve.call1(&JsValue::NULL, &value)
+                    }
+                    Err(e) => call
+                        .reject
+                        .call1(&JsValue::NULL, &js::error(e.name(), e.to_string())),
+                },
+                None => call.reject.call1(
+                    &JsValue::NULL,
+                    &js::error("InvalidArgument", "no wallet: watch a descriptor first"),
+                ),
+            };
+            return;
+        }
+        let Query::CreatePsbt(ask) = &call.query else {
+            return;
+        };
         let tip = self.engine.syncer().tip();
         let seed =
             super::identity::random_seed().unwrap_or_else(|_| js_sys::Math::random().to_bits());
@@ -729,7 +750,7 @@ impl Net {
         let _ = match built {
             Ok((b, network)) => call
                 .resolve
-                .call1(&JsValue::NULL, &psbt_object(&b, ask, network)),
+                .call1(&JsValue::NULL, &psbt_object(&b, ask.rate, network)),
             Err(e) => call
                 .reject
                 .call1(&JsValue::NULL, &js::error(e.name(), e.to_string())),
@@ -894,7 +915,7 @@ fn fee_rates_object(
 /// What `createPsbt()` resolves to.
 fn psbt_object(
     b: &lightwire_wallet::spend::Built,
-    ask: &crate::spend::PsbtAsk,
+    rate: lightwire_wallet::spend::FeeRate,
     network: lightwire_chain::Network,
 ) -> JsValue {
     use lightwire_wallet::spend::psbt;
@@ -914,7 +935,7 @@ fn psbt_object(
         ("psbt", psbt::base64(&b.psbt).into()),
         ("fee", (b.fee as f64).into()),
         ("vsize", (b.vsize as f64).into()),
-        ("feeRate", (ask.rate.0 as f64 / 1000.0).into()),
+        ("feeRate", (rate.0 as f64 / 1000.0).into()),
         ("change", change.unwrap_or(JsValue::NULL)),
         (
             "inputs",
@@ -982,7 +1003,7 @@ impl Host for Net {
             Query::Wallet(_) => self.wallet_query(call),
             Query::Broadcast(_) => self.broadcasting(call),
             Query::Unwatch(_) => self.unwatching(call),
-            Query::CreatePsbt(_) => self.creating_psbt(call),
+            Query::CreatePsbt(_) | Query::BumpFee { .. } => self.creating_psbt(call),
             Query::FeeRates => match self.engine.fee_rates() {
                 Some(id) => {
                     self.fee_calls.push((id, call));

@@ -12,6 +12,7 @@
 //! long) and 65-byte Schnorr signatures, so the fee is at least the asked rate for the
 //! signed transaction's size whatever the signer. Fees round up to the satoshi.
 
+pub mod bump;
 pub mod psbt;
 pub mod select;
 pub mod wallet;

@@ -396,17 +396,7 @@ fn spendable(wallet: &WalletState<'_>, tip: u32) -> Vec<Found> {
                    script: &[u8],
                    (confirmed, own): (bool, bool),
                    funding: Option<&[u8]>| {
-        let (kind, origin) = match wallet.watch.origin(script) {
-            Some(Origin::Derived {
-                descriptor,
-                branch,
-                index,
-            }) => match wallet.watch.descriptors().nth(descriptor) {
-                Some(d) => (Some(d.kind), Some((descriptor, branch, index))),
-                None => (None, None),
-            },
-            _ => (super::kind_of(script), None),
-        };
+        let (kind, origin) = how_spent(wallet, script);
         if let Some(kind) = kind {
             found.push(Found {
                 coin: Spendable {
@@ -449,6 +439,25 @@ fn spendable(wallet: &WalletState<'_>, tip: u32) -> Vec<Found> {
     found
 }
 
+/// How a coin paying `script` is spent: its kind and, for a descriptor's, where its key
+/// comes from (descriptor, branch, index).
+pub(super) fn how_spent(
+    wallet: &WalletState<'_>,
+    script: &[u8],
+) -> (Option<Kind>, Option<(usize, usize, u32)>) {
+    match wallet.watch.origin(script) {
+        Some(Origin::Derived {
+            descriptor,
+            branch,
+            index,
+        }) => match wallet.watch.descriptors().nth(descriptor) {
+            Some(d) => (Some(d.kind), Some((descriptor, branch, index))),
+            None => (None, None),
+        },
+        _ => (super::kind_of(script), None),
+    }
+}
+
 /// Why coin `o` is not among the spendable.
 fn why_not(wallet: &WalletState<'_>, o: &Outpoint, tip: u32) -> &'static str {
     match wallet.ledger.coin(o) {
@@ -473,7 +482,7 @@ fn why_not(wallet: &WalletState<'_>, o: &Outpoint, tip: u32) -> &'static str {
 }
 
 /// The key origin of index `index` on branch `b` of descriptor `d`.
-fn key_source(
+pub(super) fn key_source(
     wallet: &WalletState<'_>,
     d: usize,
     b: usize,
