@@ -400,6 +400,18 @@ impl<S: HeaderStore> Net<S> {
         self.host.held[g.index()].get_or_insert_with(Vec::new);
     }
 
+    /// Gateway `g`'s messages held back so far arrive, in order; those it sends from now
+    /// on are held still.
+    pub fn deliver_held(&mut self, g: GatewayId) {
+        let held = self.host.held[g.index()]
+            .replace(Vec::new())
+            .unwrap_or_default();
+        for m in held.into_iter().rev() {
+            self.host.queue.push_front(TestInput::Message(g, m));
+        }
+        self.drive();
+    }
+
     /// Gateway `g`'s messages held back arrive, in order, and pass from now on.
     pub fn release(&mut self, g: GatewayId) {
         let held = self.host.held[g.index()].take().unwrap_or_default();

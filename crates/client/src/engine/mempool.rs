@@ -137,6 +137,14 @@ struct Wanted {
     from: Vec<(GatewayId, Vec<u8>)>,
 }
 
+impl Wanted {
+    /// The first gateway that announced it and has not removed it, if any (a match being
+    /// fetched may have none left).
+    fn first(&self) -> Option<GatewayId> {
+        self.from.first().map(|(g, _)| *g)
+    }
+}
+
 #[derive(Debug)]
 struct Fetch {
     gateway: GatewayId,
@@ -236,7 +244,10 @@ impl MempoolTask {
         // Its budget of entries: refilled for the time since, spent by these.
         let p = &mut self.gateways[g.index()];
         let elapsed = ctx.now.0.saturating_sub(p.refilled.0);
-        p.tokens = (p.tokens + elapsed * DIGEST_RATE / 1_000).min(DIGEST_BURST);
+        p.tokens = p
+            .tokens
+            .saturating_add(elapsed.saturating_mul(DIGEST_RATE) / 1_000)
+            .min(DIGEST_BURST);
         p.refilled = ctx.now;
         let Some(left) = p.tokens.checked_sub(u64::from(d.count)) else {
             let over = u64::from(d.count) - p.tokens;
@@ -345,7 +356,7 @@ impl MempoolTask {
             }
             return;
         }
-        let owned = self.wanted.iter().filter(|x| x.from[0].0 == g).count();
+        let owned = self.wanted.iter().filter(|x| x.first() == Some(g)).count();
         if owned >= share || self.wanted.len() >= MAX_WANTED {
             self.gateways[g.index()].overflowed = true;
             return;
@@ -472,7 +483,7 @@ impl Task for MempoolTask {
             return Ok(());
         }
         for g in ctx.gateways.ids() {
-            let owns = self.wanted.iter().any(|x| x.from[0].0 == g);
+            let owns = self.wanted.iter().any(|x| x.first() == Some(g));
             let p = &self.gateways[g.index()];
             // Subscribed, and not drained of an overflow: nothing to do.
             let drained_overflow = p.overflowed && !owns;
@@ -517,8 +528,10 @@ impl Task for MempoolTask {
         });
         let mut pick = None;
         'wanted: for (i, x) in self.wanted.iter().enumerate() {
+            // (A match whose announcers all removed it is kept only while its fetch is in
+            // flight; it has none to ask.)
             let mut order: Vec<GatewayId> = x.from.iter().skip(1).map(|(g, _)| *g).collect();
-            order.push(x.from[0].0);
+            order.extend(x.first());
             for g in order {
                 if !ctx.gateways[g].ready || ready(conns, g).is_none() {
                     continue;

@@ -479,3 +479,38 @@ fn a_gateways_overflow_is_fetched_from_a_fresh_snapshot_within_its_hourly_fetche
     net.advance(std::time::Duration::from_secs(3_601));
     assert_eq!(net.host.engine.wallet().unwrap().unconfirmed.len(), 130);
 }
+
+/// A match being fetched that its only announcer removes before it answers (`not_found`
+/// after the removal, as the gateway sends them): the match, announced by nobody now, is
+/// still in flight; the engine goes on (before, the next scheduling read the first
+/// announcer of a match that had none and panicked), and the answer ends it without fault.
+#[test]
+fn a_match_removed_by_its_announcer_while_fetched_ends_without_fault() {
+    let (mut net, ours) = watching_1234(vec![with_mempool()], small);
+    heard(&mut net);
+    let pay = paying(31, 0, &[&ours]);
+    net.hold(GatewayId(0));
+    let mut txid = [0u8; 32];
+    mempool(&mut net, 0, |m| txid = m.add(&pay));
+    mempool(&mut net, 0, |m| m.remove(txid, Removal::Evicted));
+    // The announcement arrives; the fetch goes out; the removal and not_found come back.
+    net.deliver_held(GatewayId(0));
+    net.deliver_held(GatewayId(0));
+    net.release(GatewayId(0));
+    assert_eq!(rejected(&net.host.events), []);
+    assert_ne!(net.host.engine.state(GatewayId(0)), GatewayState::Bad);
+    assert!(net.host.engine.wallet().unwrap().unconfirmed.is_empty());
+    // And the next payment is fetched as any.
+    let next = paying(32, 0, &[&ours]);
+    let mut id = [0u8; 32];
+    mempool(&mut net, 0, |m| id = m.add(&next));
+    assert!(
+        net.host
+            .engine
+            .wallet()
+            .unwrap()
+            .unconfirmed
+            .get(&Txid(id))
+            .is_some()
+    );
+}
