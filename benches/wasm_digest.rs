@@ -9,12 +9,13 @@ wasm_bindgen_test_configure!(run_in_browser);
 #[wasm_bindgen_test]
 fn digest_matching_benchmark() {
     let clock = lightwire_benches::PerformanceNow::new();
-    let (rows, bytes) = lightwire_benches::digest::run(&clock, 2e9);
+    let scale = lightwire_benches::digest::Scale::Full;
+    let (rows, bytes) = lightwire_benches::digest::run(&clock, 2e9, scale);
     web_sys::console::log_1(
         &format!(
             "lightwire mempool digest matching ({})\n{}",
             lightwire_benches::browser(),
-            lightwire_benches::digest::table(&rows, bytes)
+            lightwire_benches::digest::table(&rows, bytes, scale)
         )
         .into(),
     );
