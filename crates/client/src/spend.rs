@@ -10,6 +10,16 @@ pub use lightwire_wallet::spend::wallet::{
 
 use crate::wallet::WalletSync;
 
+/// What a spend is made from: the wallet's parts.
+fn state(wallet: &WalletSync) -> WalletState<'_> {
+    WalletState {
+        network: wallet.network(),
+        watch: &wallet.watch,
+        ledger: &wallet.ledger,
+        unconfirmed: &wallet.unconfirmed,
+    }
+}
+
 /// Build the PSBT `ask` asks for from `wallet` with the best chain's tip at `tip`, locked
 /// to `lock_time` (see [`anti_fee_sniping`]), `seed` ordering its inputs and change.
 pub fn create_psbt(
@@ -19,13 +29,7 @@ pub fn create_psbt(
     lock_time: u32,
     seed: u64,
 ) -> Result<Built, PsbtError> {
-    let state = WalletState {
-        network: wallet.network(),
-        watch: &wallet.watch,
-        ledger: &wallet.ledger,
-        unconfirmed: &wallet.unconfirmed,
-    };
-    lightwire_wallet::spend::wallet::create_psbt(&state, ask, tip, lock_time, seed)
+    lightwire_wallet::spend::wallet::create_psbt(&state(wallet), ask, tip, lock_time, seed)
 }
 
 /// A PSBT replacing unconfirmed transaction `txid` of `wallet` at `rate` (see
@@ -36,13 +40,7 @@ pub fn bump_fee(
     rate: lightwire_wallet::spend::FeeRate,
     seed: u64,
 ) -> Result<Built, BumpError> {
-    let state = WalletState {
-        network: wallet.network(),
-        watch: &wallet.watch,
-        ledger: &wallet.ledger,
-        unconfirmed: &wallet.unconfirmed,
-    };
-    lightwire_wallet::spend::bump::bump_fee(&state, txid, rate, seed)
+    lightwire_wallet::spend::bump::bump_fee(&state(wallet), txid, rate, seed)
 }
 
 #[cfg(test)]

@@ -49,23 +49,33 @@ pub const fn compact_size_len(n: u64) -> usize {
     }
 }
 
-/// Append `n` as a CompactSize (the minimal encoding, the only one read back).
-pub fn write_compact_size(out: &mut Vec<u8>, n: u64) {
-    match compact_size_len(n) {
-        1 => out.push(n as u8),
+/// `n` as a CompactSize (the minimal encoding, the only one read back), in the first
+/// [`compact_size_len`] bytes of the array: for a hasher or a slice, with no allocation.
+pub fn compact_size(n: u64) -> ([u8; 9], usize) {
+    let mut out = [0u8; 9];
+    let len = compact_size_len(n);
+    match len {
+        1 => out[0] = n as u8,
         3 => {
-            out.push(0xfd);
-            out.extend_from_slice(&(n as u16).to_le_bytes());
+            out[0] = 0xfd;
+            out[1..3].copy_from_slice(&(n as u16).to_le_bytes());
         }
         5 => {
-            out.push(0xfe);
-            out.extend_from_slice(&(n as u32).to_le_bytes());
+            out[0] = 0xfe;
+            out[1..5].copy_from_slice(&(n as u32).to_le_bytes());
         }
         _ => {
-            out.push(0xff);
-            out.extend_from_slice(&n.to_le_bytes());
+            out[0] = 0xff;
+            out[1..].copy_from_slice(&n.to_le_bytes());
         }
     }
+    (out, len)
+}
+
+/// Append `n` as a CompactSize (see [`compact_size`]).
+pub fn write_compact_size(out: &mut Vec<u8>, n: u64) {
+    let (bytes, len) = compact_size(n);
+    out.extend_from_slice(&bytes[..len]);
 }
 
 #[cfg(test)]

@@ -31,7 +31,9 @@ mod reader;
 pub mod transaction;
 
 pub use block::{Block, BlockError, Checked, CheckedBlock, Unchecked, UncheckedBlock};
-pub use compact_size::{CompactSizeError, compact_size_len, read_compact_size, write_compact_size};
+pub use compact_size::{
+    CompactSizeError, compact_size, compact_size_len, read_compact_size, write_compact_size,
+};
 pub use hash::{BlockHash, FilterHash, FilterHeader, HEADER_LEN, Txid, sha256d};
 pub use reader::{DecodeError, Reader};
 pub use transaction::{Input, Output, Tx, Witness};

@@ -19,7 +19,6 @@
 //! (multisig, a P2SH or P2WSH script, a taproot script path) is [`Check::Unknown`]: the
 //! wallet cannot tell, and says so rather than guess.
 
-use alloc::vec::Vec;
 use k256::elliptic_curve::PrimeField;
 use k256::elliptic_curve::group::Group;
 use k256::elliptic_curve::ops::Reduce;
@@ -27,7 +26,7 @@ use k256::elliptic_curve::point::AffineCoordinates;
 use k256::elliptic_curve::scalar::IsHigh;
 use k256::elliptic_curve::sec1::ToSec1Point;
 use k256::{ProjectivePoint, Scalar};
-use lightwire_primitives::{Tx, write_compact_size};
+use lightwire_primitives::{Tx, compact_size};
 use sha2::{Digest, Sha256};
 
 use crate::hash::hash160;
@@ -272,6 +271,18 @@ const SIGHASH_NONE: u32 = 2;
 const SIGHASH_SINGLE: u32 = 3;
 const ANYONECANPAY: u32 = 0x80;
 
+/// `n` as a CompactSize, into `h`.
+fn count(h: &mut Sha256, n: usize) {
+    let (bytes, len) = compact_size(n as u64);
+    h.update(&bytes[..len]);
+}
+
+/// `bytes` with their CompactSize length before them, into `h`.
+fn var_bytes(h: &mut Sha256, bytes: &[u8]) {
+    count(h, bytes.len());
+    h.update(bytes);
+}
+
 /// Double SHA-256 of what `hasher` was given.
 fn double(hasher: Sha256) -> [u8; 32] {
     Sha256::digest(hasher.finalize()).into()
@@ -332,9 +343,7 @@ fn script_code(script: &[u8], h: &mut Sha256) {
     };
     let mut separators = 0usize;
     walk(&mut |_| separators += 1);
-    let mut len = Vec::with_capacity(9);
-    write_compact_size(&mut len, (script.len() + 1 - separators) as u64);
-    h.update(&len);
+    count(h, script.len() + 1 - separators);
     walk(&mut |piece| h.update(piece));
 }
 
@@ -352,12 +361,6 @@ pub fn legacy(tx: &Tx<'_>, index: usize, code: &[u8], hash_type: u32) -> [u8; 32
     let acp = hash_type & ANYONECANPAY != 0;
     let mut h = Sha256::new();
     h.update(tx.version().to_le_bytes());
-    let mut n = Vec::with_capacity(9);
-    let mut count = |h: &mut Sha256, c: usize| {
-        n.clear();
-        write_compact_size(&mut n, c as u64);
-        h.update(&n);
-    };
     count(&mut h, if acp { 1 } else { tx.inputs().count() });
     for (i, input) in tx.inputs().enumerate() {
         if acp && i != index {
@@ -400,10 +403,7 @@ pub fn legacy(tx: &Tx<'_>, index: usize, code: &[u8], hash_type: u32) -> [u8; 32
 /// An output as serialized: value, script length, script.
 fn output(h: &mut Sha256, value: u64, script: &[u8]) {
     h.update(value.to_le_bytes());
-    let mut n = Vec::with_capacity(9);
-    write_compact_size(&mut n, script.len() as u64);
-    h.update(&n);
-    h.update(script);
+    var_bytes(h, script);
 }
 
 /// BIP143's signature hash of input `index` of `tx` spending `value` with script code
@@ -445,10 +445,7 @@ pub fn segwit_v0(tx: &Tx<'_>, index: usize, code: &[u8], value: u64, hash_type: 
     h.update(sequences);
     h.update(input.prev_txid);
     h.update(input.prev_vout.to_le_bytes());
-    let mut n = Vec::with_capacity(9);
-    write_compact_size(&mut n, code.len() as u64);
-    h.update(&n);
-    h.update(code);
+    var_bytes(&mut h, code);
     h.update(value.to_le_bytes());
     h.update(input.sequence.to_le_bytes());
     h.update(outputs);
@@ -481,7 +478,6 @@ pub fn taproot(
     m.update([hash_type]);
     m.update(tx.version().to_le_bytes());
     m.update(tx.lock_time().to_le_bytes());
-    let mut n = Vec::with_capacity(9);
     if !acp {
         if spent.len() != tx.inputs().count() {
             return None;
@@ -493,10 +489,7 @@ pub fn taproot(
             p.update(i.prev_txid);
             p.update(i.prev_vout.to_le_bytes());
             a.update(prev.value.to_le_bytes());
-            n.clear();
-            write_compact_size(&mut n, prev.script.len() as u64);
-            s.update(&n);
-            s.update(prev.script);
+            var_bytes(&mut s, prev.script);
             q.update(i.sequence.to_le_bytes());
         }
         m.update(p.finalize());
@@ -516,20 +509,14 @@ pub fn taproot(
         m.update(input.prev_txid);
         m.update(input.prev_vout.to_le_bytes());
         m.update(prev.value.to_le_bytes());
-        n.clear();
-        write_compact_size(&mut n, prev.script.len() as u64);
-        m.update(&n);
-        m.update(prev.script);
+        var_bytes(&mut m, prev.script);
         m.update(input.sequence.to_le_bytes());
     } else {
         m.update((index as u32).to_le_bytes());
     }
     if let Some(annex) = annex {
         let mut h = Sha256::new();
-        n.clear();
-        write_compact_size(&mut n, annex.len() as u64);
-        h.update(&n);
-        h.update(annex);
+        var_bytes(&mut h, annex);
         m.update(h.finalize());
     }
     if out == SIGHASH_SINGLE {

@@ -500,23 +500,9 @@ pub(super) fn key_source(
     })
 }
 
-/// The descriptor change of a spend paying `outputs` goes to among those `allowed` says
-/// (see the module documentation): the first of the payment's kind with a change branch.
-fn like_payment(
-    wallet: &WalletState<'_>,
-    outputs: &[(Vec<u8>, u64)],
-    allowed: impl Fn(usize) -> bool,
-) -> Option<usize> {
-    let descriptors: Vec<_> = wallet.watch.descriptors().collect();
-    let has_change = |d: usize| descriptors[d].branches.contains(&Some(1));
-    outputs.iter().find_map(|(s, _)| {
-        let kind = super::kind_of(s)?;
-        (0..descriptors.len()).find(|&d| allowed(d) && descriptors[d].kind == kind && has_change(d))
-    })
-}
-
 /// Where change goes, among the descriptors `allowed` says (see the module
-/// documentation).
+/// documentation): the first of the payment's kind with a change branch, else the first
+/// with a change branch, else the first.
 fn change_for(
     wallet: &WalletState<'_>,
     outputs: &[(Vec<u8>, u64)],
@@ -524,7 +510,11 @@ fn change_for(
 ) -> Option<Change> {
     let descriptors: Vec<_> = wallet.watch.descriptors().collect();
     let has_change = |d: usize| descriptors[d].branches.contains(&Some(1));
-    let d = like_payment(wallet, outputs, &allowed)
+    let like_payment = outputs.iter().find_map(|(s, _)| {
+        let kind = super::kind_of(s)?;
+        (0..descriptors.len()).find(|&d| allowed(d) && descriptors[d].kind == kind && has_change(d))
+    });
+    let d = like_payment
         .or_else(|| (0..descriptors.len()).find(|&d| allowed(d) && has_change(d)))
         .or_else(|| (0..descriptors.len()).find(|&d| allowed(d)))?;
     change_on(wallet, d)
