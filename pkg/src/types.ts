@@ -512,6 +512,10 @@ export interface CreatedPsbt {
   psbt: string;
   /** The fee it pays. */
   fee: Satoshis;
+  /** The part of `fee` paying for unconfirmed parents below `feeRate` (child pays for
+   * parent, as Bitcoin Core's wallet since v26); 0 for confirmed coins. A stranger's
+   * payment's own fee is not known to a light client: it counts as nothing. */
+  ancestorFee: Satoshis;
   /** Its virtual size once signed, as budgeted (72-byte ECDSA, 65-byte Schnorr signatures). */
   vsize: number;
   /** The rate asked, sat/vB. */

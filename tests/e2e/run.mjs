@@ -76,6 +76,10 @@
 //             test's seed alone, broadcast by the package, accepted and mined by btcd;
 //             history, coins and balance right at each step; a payment at 1 sat/vB
 //             bumped (bumpFee) to 4: btcd takes the replacement and mines it
+//   mempoolhostile beside an honest gateway following btcd, one inventing a replacement of
+//             the wallet's payment (marked bad: invalid-signature) and one saying it
+//             removed: the payment stays and is mined; child pays for parent: a payment at
+//             about 1 sat/vB and its child at 8 held by btcd at 8 or more together
 //   fees      feeRates() through three gateways asking nodes' RPC (two fakes that disagree
 //             wildly, btcd): each answer shown as said, the figures bounded lower medians
 //   walletreload a page closed mid-rescan: the next session resumes the wallet
@@ -277,6 +281,8 @@ async function gateway(source, { port = 0, keyFile, binary = 'lightwire-gateway'
     port: Number(/:(\d+)#/.exec(connect)[1]),
     proc,
     tip: async () => gatewayTip(metrics, read),
+    /// What it wrote to stderr so far (lightwire-hostile says there which lies it told).
+    stderr,
     /// A counter or gauge of its /metrics (NaN when it has none by that name).
     metric: async (name) => Number(new RegExp(`^${name} (\\d+)$`, 'm').exec(await read(metrics))?.[1]),
     hup: () => proc.kill('SIGHUP'),
@@ -2284,7 +2290,28 @@ async function spendKeys() {
   };
   // An address of no account here (m/84'/1'/1'/0/0): money leaving the wallet.
   const elsewhere = btc.p2wpkh(master.derive("m/84'/1'/1'/0/0").publicKey, regtest).address;
-  return { bip84: account(84, 'wpkh'), bip86: account(86, 'tr'), sign, elsewhere };
+  // A payment from the BIP86 account's first address (a wallet watching only BIP84 sees a
+  // stranger's): the output of transaction `hex` paying that address, all of it less
+  // `fee` to `address`, signed (taproot key path), replaceable.
+  const payFromTaproot = (hex, address, fee) => {
+    const key = master.derive("m/86'/1'/0'/0/0");
+    const xonly = key.publicKey.slice(1);
+    const script = btc.p2tr(xonly, undefined, regtest).script;
+    const funding = btc.Transaction.fromRaw(Buffer.from(hex, 'hex'), { allowUnknownOutputs: true });
+    let vout = -1;
+    for (let i = 0; i < funding.outputsLength; i++) {
+      if (Buffer.from(funding.getOutput(i).script).equals(Buffer.from(script))) vout = i;
+    }
+    if (vout < 0) throw new Error('the funding transaction does not pay the BIP86 account\'s first address');
+    const amount = funding.getOutput(vout).amount;
+    const tx = new btc.Transaction();
+    tx.addInput({ txid: funding.id, index: vout, witnessUtxo: { script, amount }, tapInternalKey: xonly, sequence: 0xfffffffd });
+    tx.addOutputAddress(address, amount - BigInt(fee), regtest);
+    tx.sign(key.privateKey);
+    tx.finalize();
+    return { hex: tx.hex, txid: tx.id, vsize: tx.vsize, fee };
+  };
+  return { bip84: account(84, 'wpkh'), bip86: account(86, 'tr'), sign, elsewhere, payFromTaproot };
 }
 
 /// createPsbt end to end on btcd: btcd mines to the BIP84 account's first address; the
@@ -2416,6 +2443,99 @@ async function spendScenario() {
   }
 }
 
+/// The mempool and spending layer against hostile gateways following the same btcd as an
+/// honest one (lightwire-hostile --upstream): one invents a replacement of each
+/// transaction btcd gives it (its inputs and witnesses, one output elsewhere), one says
+/// each removed once announced. The wallet's payment stays unconfirmed (the inventor marked
+/// bad, `invalid-signature`; a removal from a gateway while another holds it changes
+/// nothing) and is mined and found. Then child pays for parent: a stranger's payment to
+/// the wallet at about 1 sat/vB (the liar saying it removed), its coin spent at 8 sat/vB:
+/// btcd holds the two at 8 sat/vB or more together, and mines them.
+async function mempoolHostile() {
+  const keys = await spendKeys();
+  const node = await btcd(['--trickleinterval=200ms'], { miningAddress: keys.bip84.address(0, 0) });
+  const gws = [];
+  const page = await openPage();
+  try {
+    node.ctl('generate', '105');
+    const upstream = ['--upstream', node.p2p, '--network', 'regtest'];
+    const honest = await gateway(upstream);
+    gws.push(honest);
+    const inventor = await gateway([...upstream, '--invent-replacements'], { binary: 'lightwire-hostile' });
+    gws.push(inventor);
+    const remover = await gateway([...upstream, '--say-removed'], { binary: 'lightwire-hostile' });
+    gws.push(remover);
+    await openClient(page, { gateways: [honest.connect, inventor.connect, remover.connect], storeName: 'mempoolhostile' });
+    await until(page, 'headers and filter headers from btcd', 60_000,
+      (m) => m.storedHeight === 105 && m.storedFilterHeight === 105);
+    await page.evaluate((d) => window.client.watch({ descriptors: [d] }), keys.bip84.descriptor);
+    const call = (method, ...args) => page.evaluate(({ method, args }) =>
+      window.client[method](...args).then((r) => ({ r }), (e) => ({ error: e.name, message: e.message })), { method, args });
+    const told = async (gw, what, line) => {
+      const deadline = Date.now() + 20_000;
+      while (!gw.stderr().includes(line)) {
+        assert(Date.now() < deadline, `the ${what} never told its lie (${line}); its stderr: ${gw.stderr().slice(-2_000)}`);
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    };
+    const dropped = (txid) => (ev) => ev.some((e) => e.type === 'transaction' && e.status === 'dropped' && e.txid === txid);
+
+    // The wallet's payment, 1 BTC at 1 sat/vB to the BIP86 account (not watched here).
+    const built = (await call('createPsbt', { outputs: [{ address: keys.bip86.address(0, 0), value: 1e8 }], feeRate: 1 })).r;
+    const own = keys.sign(built.psbt);
+    const sent = (await call('broadcast', own.hex)).r;
+    assert(sent?.txid === own.txid && sent.relayed >= 1, `broadcast ${JSON.stringify(sent)}`);
+    await inMempool(node, own.txid);
+    await told(inventor, 'inventor', `replacing ${own.txid}`);
+    await told(remover, 'remover', `said ${own.txid} removed`);
+    await until(page, 'the inventor marked bad (invalid-signature)', 20_000, (_, ev) =>
+      ev.some((e) => e.type === 'rejected' && e.gateway === 1 && e.code === 'invalid-signature'));
+    // A moment for anything else the lies would do to show.
+    await new Promise((r) => setTimeout(r, 1_500));
+    let state = await until(page, 'the events', 1_000, () => true);
+    assert(!dropped(own.txid)(state.events), `the wallet's payment dropped: ${JSON.stringify(state.events.filter((e) => e.txid === own.txid))}`);
+    assert(!state.events.some((e) => e.type === 'rejected' && e.gateway !== 1), 'only the inventor is bad');
+    let listed = (await call('transactions')).r.find((t) => t.txid === own.txid);
+    assert(listed?.status === 'unconfirmed', `the payment after the lies: ${JSON.stringify(listed)}`);
+    // Nothing locked: it can still be bumped (a PSBT made, not sent).
+    const bump = await call('bumpFee', own.txid, { feeRate: 2 });
+    assert(bump.r?.replaces === own.txid && bump.r.inputs.join() === built.inputs.join(), `a bump after the lies: ${JSON.stringify(bump)}`);
+    node.ctl('generate', '1');
+    await until(page, 'the payment mined and found', 30_000, seen('found', own.txid));
+
+    // A stranger's payment to the wallet at about 1 sat/vB (the remover says it removed).
+    const incoming = keys.payFromTaproot(own.hex, keys.bip84.address(0, 7), 120);
+    node.ctl('sendrawtransaction', incoming.hex);
+    await until(page, 'the incoming payment unconfirmed', 20_000, seen('unconfirmed', incoming.txid));
+    await told(remover, 'remover', `said ${incoming.txid} removed`);
+    await new Promise((r) => setTimeout(r, 1_000));
+    state = await until(page, 'the events', 1_000, () => true);
+    assert(!dropped(incoming.txid)(state.events), 'the incoming payment dropped on the remover\'s word');
+    // Child pays for parent: its coin, named, at 8 sat/vB; its fee is not known to the
+    // wallet, so the whole parent is paid for at the rate.
+    const cpfp = (await call('createPsbt', { outputs: [{ address: keys.elsewhere, value: 0.5e8 }], feeRate: 8, coins: [`${incoming.txid}:0`] })).r;
+    assert(cpfp?.ancestorFee === Math.ceil(8 * incoming.vsize), `the child's ancestor fee: ${JSON.stringify(cpfp)} for a parent of ${incoming.vsize} vB`);
+    const child = keys.sign(cpfp.psbt);
+    assert((await call('broadcast', child.hex)).r?.txid === child.txid, 'the child relayed');
+    await inMempool(node, child.txid);
+    const pool = await node.call('getrawmempool', true);
+    const [p, c] = [pool[incoming.txid], pool[child.txid]];
+    const packageRate = Math.round((p.fee + c.fee) * 1e8) / (p.vsize + c.vsize);
+    assert(packageRate >= 8, `the package in btcd's mempool: ${JSON.stringify({ p, c })}, ${packageRate} sat/vB`);
+    node.ctl('generate', '1');
+    await until(page, 'the child mined and found', 30_000, (m, ev) => seen('found', child.txid)(m, ev) && seen('found', incoming.txid)(m, ev));
+    log(`  a replacement invented for the wallet's payment: its gateway marked bad (invalid-signature), the payment ` +
+      `kept and mined; removals said by a gateway another outlived: nothing dropped; child pays for parent: a payment ` +
+      `at ${(incoming.fee / incoming.vsize).toFixed(2)} sat/vB and its child at 8 (ancestor fee ${cpfp.ancestorFee}) held by btcd at ` +
+      `${packageRate.toFixed(2)} sat/vB together, mined`);
+    await stopClient(page);
+  } finally {
+    await page.close().catch(() => {});
+    for (const gw of gws) await gw.stop();
+    await node.stop();
+  }
+}
+
 /// A fake node JSON-RPC on 127.0.0.1 answering `estimatesmartfee` with `rates` (BTC/kvB
 /// by target; a missing target: no estimate), after checking the credentials u:p.
 async function fakeFeeRpc(rates) {
@@ -2486,7 +2606,7 @@ async function feesScenario() {
   }
 }
 
-const scenarios = { full, formats, reopen, reorg, invalid, mostwork, restart, hang, queries, checkpoint, start, stall, pings, scan, crosscheck, undefended, anchor, lagging, btcd: btcdScan, wallet: walletScenario, wallethostile: walletHostile, walletreload: walletReload, mempool: mempoolScenario, conflict: mempoolConflict, spend: spendScenario, fees: feesScenario, tabs };
+const scenarios = { full, formats, reopen, reorg, invalid, mostwork, restart, hang, queries, checkpoint, start, stall, pings, scan, crosscheck, undefended, anchor, lagging, btcd: btcdScan, wallet: walletScenario, wallethostile: walletHostile, walletreload: walletReload, mempool: mempoolScenario, conflict: mempoolConflict, spend: spendScenario, mempoolhostile: mempoolHostile, fees: feesScenario, tabs };
 let work;
 let browser;
 let url;

@@ -57,43 +57,44 @@ pub struct Lies {
     /// through the gateway's library
     #[arg(long, value_name = "N")]
     pub generate: Option<u32>,
-    /// Serve Prometheus metrics on http://HOST:PORT/metrics
+    /// Serve Prometheus metrics on http://HOST:PORT/metrics (with --generate or
+    /// --upstream)
     #[arg(long, value_name = "HOST:PORT", conflicts_with = "headers_file")]
-    metrics_listen: Option<SocketAddr>,
+    pub metrics_listen: Option<SocketAddr>,
     /// Do not serve filters (nor blocks)
-    #[arg(long, conflicts_with = "headers_file")]
+    #[arg(long, conflicts_with_all = ["headers_file", "upstream"])]
     no_filters: bool,
     /// Serve header H with another nBits
-    #[arg(long, value_name = "H", conflicts_with = "headers_file")]
+    #[arg(long, value_name = "H", conflicts_with_all = ["headers_file", "upstream"])]
     corrupt_at: Option<u32>,
     /// Serve the filter of block H without its coinbase output, filter headers rebuilt to
     /// match (a gateway hiding a payment)
-    #[arg(long, value_name = "H", conflicts_with_all = ["headers_file", "no_filters"])]
+    #[arg(long, value_name = "H", conflicts_with_all = ["headers_file", "upstream", "no_filters"])]
     lie_filter_at: Option<u32>,
     /// Answer "not found" for block H
-    #[arg(long, value_name = "H", conflicts_with_all = ["headers_file", "no_filters"])]
+    #[arg(long, value_name = "H", conflicts_with_all = ["headers_file", "upstream", "no_filters"])]
     withhold_block_at: Option<u32>,
     /// Answer requests for the filter of block H without it (its filter header served)
-    #[arg(long, value_name = "H", conflicts_with_all = ["headers_file", "no_filters"])]
+    #[arg(long, value_name = "H", conflicts_with_all = ["headers_file", "upstream", "no_filters"])]
     withhold_filter_at: Option<u32>,
     /// Serve another filter for block H - 1, filter headers rebuilt from it (every filter
     /// from H on the same, every filter header different)
-    #[arg(long, value_name = "H", conflicts_with_all = ["headers_file", "no_filters"])]
+    #[arg(long, value_name = "H", conflicts_with_all = ["headers_file", "upstream", "no_filters"])]
     lie_anchor_below: Option<u32>,
     /// Serve filter headers and filters only up to height H
-    #[arg(long, value_name = "H", conflicts_with_all = ["headers_file", "no_filters"])]
+    #[arg(long, value_name = "H", conflicts_with_all = ["headers_file", "upstream", "no_filters"])]
     filters_to: Option<u32>,
     /// Send the next block's transactions as block H
     #[arg(
         long,
         value_name = "H",
-        conflicts_with_all = ["headers_file", "no_filters", "withhold_block_at"]
+        conflicts_with_all = ["headers_file", "upstream", "no_filters", "withhold_block_at"]
     )]
     wrong_block_at: Option<u32>,
     /// The chain pays what FILE lists, one payment a line: `HEIGHT ADDRESS-OR-SCRIPT-HEX
     /// SATOSHIS` (regtest addresses; `#` starts a comment); each paying block is made
     /// --payment-block-bytes long
-    #[arg(long, value_name = "FILE", conflicts_with = "headers_file")]
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["headers_file", "upstream"])]
     payments: Option<PathBuf>,
     /// The size of a block carrying a payment of --payments
     #[arg(
@@ -106,7 +107,7 @@ pub struct Lies {
     /// Write the chain's filter headers (32 bytes each, from genesis, internal byte order)
     /// to FILE and exit instead of serving: the other half of what a light client stores,
     /// for importing the same chain elsewhere (the neutrino comparison, scripts/bench-neutrino.sh)
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["headers_file", "no_filters"])]
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["headers_file", "upstream", "no_filters"])]
     write_filter_headers: Option<PathBuf>,
 }
 

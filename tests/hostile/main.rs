@@ -2,12 +2,15 @@
 //! (docs/PROTOCOL.md, "Trust rules"). It is not shipped: it lives in the test crate, and
 //! the gateway that ships has none of this.
 //!
-//! Two kinds of lie, by the source given:
+//! Three kinds of lie, by the source given:
 //! - `--headers-file FILE`: lies in the protocol (claimed work and heights, stalls, answers
 //!   of known headers, ping floods), from a hand-written server ([`protocol`]);
 //! - `--generate N`: lies in the data (a header breaking a rule, a filter hiding a
 //!   payment, a block withheld or not the header's), and chains paying a wallet
-//!   (`--payments`), from the gateway's own library ([`generated`]).
+//!   (`--payments`), from the gateway's own library ([`generated`]);
+//! - `--upstream HOST:PORT`: lies in the mempool digest (replacements of its own making,
+//!   removals of what the node still holds) while following a real node, from the
+//!   gateway's own library ([`mempool`]).
 //!
 //! Output, as the real gateway's: `node id <hex> connect ws://HOST:PORT#<hex>` on stdout
 //! once it listens; when it cannot start, `lightwire-hostile: <why>` on stderr and exit
@@ -15,6 +18,7 @@
 #![forbid(unsafe_code)]
 
 mod generated;
+mod mempool;
 mod protocol;
 
 use std::net::SocketAddr;
@@ -27,7 +31,7 @@ use lightwire_noise::SecretKey;
 #[derive(Parser, Debug)]
 #[command(
     name = "lightwire-hostile",
-    group(clap::ArgGroup::new("source").required(true).args(["headers_file", "generate"]))
+    group(clap::ArgGroup::new("source").required(true).args(["headers_file", "generate", "upstream"]))
 )]
 struct Args {
     /// Address to listen on.
@@ -40,6 +44,8 @@ struct Args {
     protocol: protocol::Lies,
     #[command(flatten)]
     generated: generated::Lies,
+    #[command(flatten)]
+    mempool: mempool::Lies,
 }
 
 fn main() {
@@ -54,11 +60,20 @@ fn run(args: Args) -> Result<(), String> {
         Some(path) => lightwire_gateway::key::load_or_create(path).map_err(|e| e.to_string())?,
         None => SecretKey::random().map_err(|e| format!("no randomness: {e}"))?,
     };
-    match (&args.protocol.headers_file, args.generated.generate) {
-        (Some(file), None) => protocol::run(&args.protocol, file, args.listen, key),
-        (None, Some(count)) => generated::run(&args.generated, count, args.listen, key),
+    let network = args.protocol.network;
+    match (
+        &args.protocol.headers_file,
+        args.generated.generate,
+        args.mempool.upstream,
+    ) {
+        (Some(file), None, None) => protocol::run(&args.protocol, file, args.listen, key),
+        (None, Some(count), None) => generated::run(&args.generated, count, args.listen, key),
+        (None, None, Some(node)) => {
+            let metrics = args.generated.metrics_listen;
+            mempool::run(&args.mempool, (node, network), args.listen, metrics, key)
+        }
         // clap has checked that exactly one is given.
-        _ => Err("give exactly one of --headers-file, --generate".into()),
+        _ => Err("give exactly one of --headers-file, --generate, --upstream".into()),
     }
 }
 
@@ -80,5 +95,20 @@ mod tests {
         assert!(parse(&["--headers-file", "f", "--lie-filter-at", "5"]).is_err());
         assert!(parse(&["--generate", "10", "--no-filters", "--lie-filter-at", "5"]).is_err());
         assert!(parse(&["--generate", "10", "--payment-block-bytes", "5"]).is_err());
+        assert!(parse(&["--upstream", "127.0.0.1:1", "--invent-replacements"]).is_ok());
+        assert!(
+            parse(&[
+                "--upstream",
+                "127.0.0.1:1",
+                "--network",
+                "regtest",
+                "--say-removed"
+            ])
+            .is_ok()
+        );
+        assert!(parse(&["--generate", "10", "--say-removed"]).is_err());
+        assert!(parse(&["--upstream", "127.0.0.1:1", "--bump-tip"]).is_err());
+        assert!(parse(&["--upstream", "127.0.0.1:1", "--corrupt-at", "5"]).is_err());
+        assert!(parse(&["--upstream", "127.0.0.1:1", "--generate", "5"]).is_err());
     }
 }

@@ -53,26 +53,26 @@ pub struct Lies {
     pub headers_file: Option<PathBuf>,
     /// The network (its genesis and rules).
     #[arg(long, default_value = "regtest", conflicts_with = "generate")]
-    network: Network,
+    pub network: Network,
     /// Chain work to claim for the tip (64 hex digits, big-endian).
-    #[arg(long, conflicts_with = "generate")]
+    #[arg(long, conflicts_with_all = ["generate", "upstream"])]
     claim_work: Option<String>,
     /// Announce the tip at this height, with a header nobody has.
-    #[arg(long, value_name = "N", conflicts_with = "generate")]
+    #[arg(long, value_name = "N", conflicts_with_all = ["generate", "upstream"])]
     claim_height: Option<u32>,
     /// Announce a higher tip before every answer, never delivered.
-    #[arg(long, conflicts_with = "generate")]
+    #[arg(long, conflicts_with_all = ["generate", "upstream"])]
     bump_tip: bool,
     /// How requests are answered.
     #[arg(
         long,
         value_enum,
         default_value = "honest",
-        conflicts_with = "generate"
+        conflicts_with_all = ["generate", "upstream"]
     )]
     answers: Answers,
     /// Send a ping asking for 65,531 pong bytes every this many milliseconds.
-    #[arg(long, value_name = "MS", conflicts_with = "generate")]
+    #[arg(long, value_name = "MS", conflicts_with_all = ["generate", "upstream"])]
     ping_flood: Option<u64>,
 }
 

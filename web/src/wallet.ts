@@ -1,7 +1,8 @@
 // The wallet panel: addresses, descriptors or scripts in, `client.watch()` started, then
 // the balance, the transactions (with confirmations) and the coins drawn as the
 // `transaction` and `balance` events come; a send form that builds a PSBT for the user's
-// signer (`client.createPsbt()`); and a signed transaction or finalized PSBT to broadcast.
+// signer (`client.createPsbt()`), a bump of an unconfirmed own payment (`client.bumpFee()`);
+// and a signed transaction or finalized PSBT to broadcast.
 import type { Balance, LightwireClient, UnconfirmedTransaction, WalletTransaction } from 'lightwire';
 import { count, explain } from './format';
 import { readForm } from './forms';
@@ -104,13 +105,49 @@ function row(t: WalletTransaction, tip: number): HTMLTableRowElement {
 }
 
 function unconfirmedRow(t: UnconfirmedTransaction): HTMLTableRowElement {
-  return cellsRow(t.txid, [
+  const tr = cellsRow(t.txid, [
     `${t.txid.slice(0, 16)}…`,
     count(t.gateways),
     new Date(t.firstSeen).toLocaleTimeString(),
     btc(t.received - t.sent),
     t.fee === null ? '–' : btc(t.fee),
   ]);
+  const td = document.createElement('td');
+  // A bump for the wallet's own payments (every input its coin: its fee is known); the
+  // client says why when one cannot be made (a child spends it, the change is too small).
+  if (t.fee !== null && t.sent > 0) {
+    const b = document.createElement('button');
+    b.type = 'button';
+    b.textContent = 'Bump';
+    b.dataset.testid = 'bump';
+    b.title = 'A replacement (BIP125) at the fee rate of the send form, as a PSBT to sign';
+    b.addEventListener('click', () => void bump(t.txid));
+    td.append(b);
+  }
+  tr.append(td);
+  return tr;
+}
+
+/** A PSBT replacing `txid` at the send form's fee rate, shown as a spend's is. */
+async function bump(txid: string): Promise<void> {
+  const c = client;
+  if (!c) return;
+  showPsbtError(null);
+  const feeRate = Number(ui.psbtRate.value);
+  if (!(feeRate >= 1 && feeRate <= 10_000)) {
+    return showPsbtError('Enter the new fee rate (1 to 10,000 sat/vB) in the send form, then bump.', ui.psbtRate);
+  }
+  try {
+    const r = await c.bumpFee(txid, { feeRate });
+    ui.psbtSummary.textContent = `Replaces ${txid.slice(0, 16)}… at ${r.feeRate} sat/vB: fee ${count(r.fee)} sat for ` +
+      `${count(r.vsize)} vB. Sign it with your wallet, then paste the signed transaction or PSBT below.`;
+    ui.psbtOut.value = r.psbt;
+    ui.psbtCopied.textContent = '';
+    ui.psbtBox.hidden = false;
+    log('info', `Wallet: a PSBT replacing ${txid.slice(0, 16)}… (fee ${count(r.fee)} sat) is ready to sign.`);
+  } catch (e) {
+    showPsbtError(explain(e));
+  }
 }
 
 /** Redraw the transactions and the balance from the client. */
@@ -206,7 +243,8 @@ ui.psbtForm.addEventListener('submit', async (ev) => {
   try {
     const r = await c.createPsbt({ outputs: [{ address, value }], feeRate });
     const change = r.change ? `, change ${btc(r.change.value)} to ${r.change.address}` : ', no change';
-    ui.psbtSummary.textContent = `${count(r.inputs.length)} input(s), fee ${count(r.fee)} sat for ${count(r.vsize)} vB${change}. ` +
+    const parents = r.ancestorFee > 0 ? ` (${count(r.ancestorFee)} of it for unconfirmed parents below the rate)` : '';
+    ui.psbtSummary.textContent = `${count(r.inputs.length)} input(s), fee ${count(r.fee)} sat${parents} for ${count(r.vsize)} vB${change}. ` +
       'Sign it with your wallet, then paste the signed transaction or PSBT below.';
     ui.psbtOut.value = r.psbt;
     ui.psbtCopied.textContent = '';

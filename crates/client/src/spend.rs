@@ -240,20 +240,27 @@ mod tests {
         ));
     }
 
-    #[test]
-    fn unconfirmed_coins_only_when_asked_and_change_moves_past_what_they_pay() {
-        let mut w = wallet();
-        // An own transaction, unconfirmed: it spends the 80,000 coin and pays change 0.
+    /// A spend of the wallet's 80,000 coin (receive 1) paying `change` to change 0, with no
+    /// signature (the wallet's own: its application's, which a node took).
+    fn spend_of_80_000(change: u64) -> Vec<u8> {
         let paid = Tx::parse(&paying(Some(7), &script(0, 1), 80_000))
             .unwrap()
             .txid();
         let mut own = vec![2, 0, 0, 0, 1];
         own.extend_from_slice(&paid.0);
         own.extend_from_slice(&[0, 0, 0, 0, 0, 0xfd, 0xff, 0xff, 0xff, 1]);
-        own.extend_from_slice(&79_000u64.to_le_bytes());
+        own.extend_from_slice(&change.to_le_bytes());
         own.push(22);
         own.extend_from_slice(&script(1, 0));
         own.extend_from_slice(&[0; 4]);
+        own
+    }
+
+    #[test]
+    fn unconfirmed_coins_only_when_asked_and_change_moves_past_what_they_pay() {
+        let mut w = wallet();
+        // An own transaction, unconfirmed: it spends the 80,000 coin and pays change 0.
+        let own = spend_of_80_000(79_000);
         w.add_unconfirmed(&own, Source::Own, 0, 1).unwrap();
         // The coin it spends is not spendable, its output only when asked.
         assert!(matches!(
@@ -285,6 +292,64 @@ mod tests {
             tx.outputs().nth(at as usize).unwrap().script,
             &script(1, 1)[..]
         );
+    }
+
+    /// Child pays for parent (Bitcoin Core 26+): a spend of an unconfirmed coin pays what
+    /// its parent lacks to reach the spend's rate, as one package; a parent paying more
+    /// than the rate asks nothing.
+    #[test]
+    fn a_spend_of_unconfirmed_change_pays_for_its_parent_below_the_rate() {
+        let mut w = wallet();
+        // Own, unconfirmed: 80,000 in, 79,900 change out, 82 vB: 100 sat, 1.22 sat/vB.
+        let own = spend_of_80_000(79_900);
+        assert_eq!(Tx::parse(&own).unwrap().weight(), 82 * 4);
+        w.add_unconfirmed(&own, Source::Own, 0, 1).unwrap();
+        let at = |rate| PsbtAsk {
+            include_unconfirmed: true,
+            ..ask(&[(ELSEWHERE, 30_000)], rate)
+        };
+        let b = create_psbt(&w, &at(5_000), 20, 20, 1).unwrap();
+        assert_eq!(
+            b.ancestor_fee,
+            5 * 82 - 100,
+            "the parent's shortfall at 5 sat/vB"
+        );
+        assert_eq!(b.fee, FeeRate(5_000).fee(b.vsize) + b.ancestor_fee);
+        assert!(
+            (b.fee + 100) * 1000 >= 5_000 * (b.vsize + 82),
+            "the package pays 5 sat/vB"
+        );
+        // At 1 sat/vB the parent pays its way.
+        let b = create_psbt(&w, &at(1_000), 20, 20, 1).unwrap();
+        assert_eq!((b.ancestor_fee, b.fee), (0, FeeRate(1_000).fee(b.vsize)));
+        // Confirmed coins ask nothing of it.
+        let b = create_psbt(&w, &ask(&[(ELSEWHERE, 30_000)], 5_000), 20, 20, 1);
+        assert!(b.is_err(), "the only mature coin is spent by `own`");
+    }
+
+    /// Someone else's unconfirmed payment, named: its fee is not known to a light
+    /// client (its inputs' values are not), so the whole of it is paid for at the rate,
+    /// at most what it paid more than a full node's wallet would.
+    #[test]
+    fn a_named_unconfirmed_payment_is_paid_for_as_if_it_paid_nothing() {
+        let mut w = WalletSync::new(Network::Mainnet, 0);
+        w.watch(&[Watched::Descriptor(BIP84.into())]).unwrap();
+        let incoming = paying(Some(5), &script(0, 2), 60_000);
+        w.add_unconfirmed(&incoming, Source::Announced, 0, 1)
+            .unwrap();
+        let parent = Tx::parse(&incoming).unwrap();
+        let coin = Outpoint {
+            txid: parent.txid(),
+            vout: 0,
+        };
+        let named = PsbtAsk {
+            coins: Some(vec![coin]),
+            ..ask(&[(ELSEWHERE, 20_000)], 3_000)
+        };
+        let b = create_psbt(&w, &named, 20, 20, 1).unwrap();
+        let parent_vsize = (parent.weight() as u64).div_ceil(4);
+        assert_eq!(b.ancestor_fee, FeeRate(3_000).fee(parent_vsize));
+        assert_eq!(b.fee, FeeRate(3_000).fee(b.vsize) + b.ancestor_fee);
     }
 
     #[test]

@@ -15,8 +15,10 @@
 //!
 //! Programs built on this library may serve data of their own making at a height in place
 //! of the validated or generated one (test gateways do, to check what clients refuse):
-//! [`served::ServedChain::set_header`], [`filters::ServedFilters::set_filter`] and
-//! [`blocks::ServedBlocks::set_answer`]. The gateway itself never calls them.
+//! [`served::ServedChain::set_header`], [`filters::ServedFilters::set_filter`],
+//! [`blocks::ServedBlocks::set_answer`] and, for the mempool followed,
+//! [`mempool::ServedMempool::add`] and [`mempool::ServedMempool::remove`] called with
+//! transactions and removals of their own. The gateway itself never calls them so.
 //!
 //! It logs through `tracing` and never installs a subscriber itself: the binaries built on
 //! it do, with [`logging`] (`lightwire-gateway`, whose command line is `src/cli.rs`;

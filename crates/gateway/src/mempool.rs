@@ -197,6 +197,19 @@ impl ServedMempool {
         s.head != before
     }
 
+    /// Say `txid` left for `reason`, with what spends it, whatever the nodes say: for
+    /// programs built on this library that serve data of their own making (test gateways
+    /// lying about the mempool); the gateway itself removes only as the module
+    /// documentation says. Whether it was held.
+    pub fn remove(&self, txid: &[u8; 32], reason: Removal) -> bool {
+        let mut s = self.write();
+        let held = s.txs.contains_key(txid);
+        if held {
+            remove(&mut s, txid, reason);
+        }
+        held
+    }
+
     /// How many transactions are held, and their bytes.
     pub fn size(&self) -> (usize, usize) {
         let s = self.read();

@@ -300,7 +300,8 @@ impl Client {
     /// A spend of the wallet's coins as a BIP174 PSBT for a signer: `{ outputs: [{ address,
     /// value }], feeRate, coins?, includeUnconfirmed?, changeDescriptor? }` (values in satoshis, `feeRate` in
     /// sat/vB, `coins` as `txid:vout` to spend all of and only). Resolves `{ psbt, fee,
-    /// vsize, feeRate, change, inputs }` (`psbt` in base64, `change` `{ address, value,
+    /// ancestorFee, vsize, feeRate, change, inputs }` (`psbt` in base64, `ancestorFee` the
+    /// part of the fee paying for unconfirmed parents below the rate, `change` `{ address, value,
     /// vout }` or null, `inputs` the coins spent as `txid:vout`); rejects with
     /// `InsufficientFunds` or `InvalidArgument` naming what is wrong.
     #[wasm_bindgen(js_name = createPsbt)]

@@ -934,6 +934,7 @@ fn psbt_object(
     js::object(&[
         ("psbt", psbt::base64(&b.psbt).into()),
         ("fee", (b.fee as f64).into()),
+        ("ancestorFee", (b.ancestor_fee as f64).into()),
         ("vsize", (b.vsize as f64).into()),
         ("feeRate", (rate.0 as f64 / 1000.0).into()),
         ("change", change.unwrap_or(JsValue::NULL)),

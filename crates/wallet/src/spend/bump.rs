@@ -174,6 +174,8 @@ pub fn bump_fee(
             None => Ok(None),
         }
     };
+    // Its unconfirmed ancestors below the new rate are paid for too (as a new spend's).
+    let ancestry = super::ancestry::Ancestry::new(wallet.unconfirmed);
     let request = Request {
         coins: &coins,
         spend_all: true,
@@ -182,6 +184,7 @@ pub fn bump_fee(
         change: change.as_ref(),
         lock_time: tx.lock_time(),
         seed,
+        ancestors: Some(&ancestry),
     };
     let built = match super::build(&request, keys) {
         Err(SpendError::InsufficientFunds { .. } | SpendError::NoChangeAddress) => {

@@ -332,6 +332,7 @@ fn random_wallets_spend_each_coin_once_pay_the_rate_and_make_no_dust() {
             change: Some(&change),
             lock_time: 800_000,
             seed: rng.next(),
+            ancestors: None,
         };
         let available: u64 = coins.iter().map(|c| c.value).sum();
         let paid: u64 = outputs.iter().map(|(_, v)| v).sum();
@@ -392,6 +393,7 @@ fn branch_and_bound_pays_an_exact_amount_without_change() {
         change: Some(&change),
         lock_time: 0,
         seed: 1,
+        ancestors: None,
     };
     let b = build(&req, source).unwrap();
     check(&req, &b);
@@ -419,6 +421,7 @@ fn refusals_name_the_rule() {
                 change,
                 lock_time: 0,
                 seed: 0,
+                ancestors: None,
             },
             source,
         )

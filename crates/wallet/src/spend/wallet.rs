@@ -252,6 +252,7 @@ pub fn create_psbt(
         None => None,
     };
     let found = spendable(wallet, tip);
+    let ancestry = super::ancestry::Ancestry::new(wallet.unconfirmed);
     let build = |coins: Vec<&Found>, change: Option<Change>| {
         let list: Vec<Spendable> = coins.iter().map(|f| f.coin.clone()).collect();
         let keys = |c: &Spendable| {
@@ -272,6 +273,7 @@ pub fn create_psbt(
             change: change.as_ref(),
             lock_time,
             seed,
+            ancestors: Some(&ancestry),
         };
         super::build(&request, keys)
     };
