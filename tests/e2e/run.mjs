@@ -80,6 +80,8 @@
 //             the wallet's payment (marked bad: invalid-signature) and one saying it
 //             removed: the payment stays and is mined; child pays for parent: a payment at
 //             about 1 sat/vB and its child at 8 held by btcd at 8 or more together
+//   spendreorg a one-block reorganisation (a second btcd's longer branch) withdraws the
+//             wallet's payment: shown withdrawn, unconfirmed, then found again when mined
 //   fees      feeRates() through three gateways asking nodes' RPC (two fakes that disagree
 //             wildly, btcd): each answer shown as said, the figures bounded lower medians
 //   walletreload a page closed mid-rescan: the next session resumes the wallet
@@ -2536,6 +2538,69 @@ async function mempoolHostile() {
   }
 }
 
+/// A one-block reorganisation withdrawing the wallet's own payment: a second btcd, cut off
+/// from the first, mines two blocks without it; when the two join again, the first node
+/// takes the longer branch and puts the payment back in its mempool. The tab shows it
+/// withdrawn, then unconfirmed (its own: listed, its coins still spent), and found again
+/// when the first node mines it.
+async function spendReorg() {
+  const keys = await spendKeys();
+  const node = await btcd(['--trickleinterval=200ms'], { miningAddress: keys.bip84.address(0, 0) });
+  const other = await btcd(['--trickleinterval=200ms']);
+  let gw;
+  const page = await openPage();
+  try {
+    node.ctl('generate', '105');
+    other.ctl('node', 'connect', node.p2p, 'temp');
+    const synced = Date.now() + 30_000;
+    while (Number(other.ctl('getblockcount')) < 105) {
+      assert(Date.now() < synced, 'the second btcd did not sync from the first');
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    other.ctl('node', 'disconnect', node.p2p);
+    gw = await gateway(['--upstream', node.p2p, '--network', 'regtest']);
+    await openClient(page, { gateways: [gw.connect], storeName: 'spendreorg' });
+    await until(page, 'headers and filter headers from btcd', 60_000,
+      (m) => m.storedHeight === 105 && m.storedFilterHeight === 105);
+    await page.evaluate((d) => window.client.watch({ descriptors: [d] }), keys.bip84.descriptor);
+    const call = (method, ...args) => page.evaluate(({ method, args }) =>
+      window.client[method](...args).then((r) => ({ r }), (e) => ({ error: e.name, message: e.message })), { method, args });
+    const built = (await call('createPsbt', { outputs: [{ address: keys.elsewhere, value: 1e8 }], feeRate: 2 })).r;
+    const own = keys.sign(built.psbt);
+    assert((await call('broadcast', own.hex)).r?.txid === own.txid, 'the payment relayed');
+    await inMempool(node, own.txid);
+    node.ctl('generate', '1');
+    await until(page, 'the payment mined and found', 30_000, seen('found', own.txid));
+    // Apart, the second node mines two blocks without it, then joins again.
+    other.ctl('generate', '2');
+    other.ctl('node', 'connect', node.p2p, 'temp');
+    await until(page, 'the payment withdrawn, then unconfirmed', 30_000, (m, ev) =>
+      m.storedHeight === 107 && seen('withdrawn', own.txid)(m, ev)
+        && ev.some((e) => e.type === 'transaction' && e.status === 'unconfirmed' && e.txid === own.txid
+          && ev.indexOf(e) > ev.findIndex((w) => w.type === 'transaction' && w.status === 'withdrawn' && w.txid === own.txid)));
+    const listed = (await call('transactions')).r.find((t) => t.txid === own.txid);
+    assert(listed?.status === 'unconfirmed' && listed.sent > 0 && listed.fee === built.fee,
+      `the payment after the reorganisation: ${JSON.stringify(listed)}`);
+    const utxos = (await call('utxos')).r;
+    assert(!utxos.some((u) => built.inputs.includes(`${u.txid}:${u.vout}`)), `its coins are still spent: ${JSON.stringify(utxos)}`);
+    // The first node took it back into its mempool (as Core's MaybeUpdateMempoolForReorg)
+    // and mines it again.
+    await inMempool(node, own.txid);
+    node.ctl('generate', '1');
+    const { events } = await until(page, 'the payment found again', 30_000, (m, ev) =>
+      ev.filter((e) => e.type === 'transaction' && e.status === 'found' && e.txid === own.txid).length === 2);
+    const story = events.filter((e) => e.type === 'transaction' && e.txid === own.txid).map((e) => `${e.status}${e.height ? `@${e.height}` : ''}`);
+    assert((await call('transactions')).r.find((t) => t.txid === own.txid)?.height === 108, 'confirmed again at 108');
+    log(`  the wallet's payment through a one-block reorganisation: ${story.join(', ')}`);
+    await stopClient(page);
+  } finally {
+    await page.close().catch(() => {});
+    await gw?.stop();
+    await other.stop();
+    await node.stop();
+  }
+}
+
 /// A fake node JSON-RPC on 127.0.0.1 answering `estimatesmartfee` with `rates` (BTC/kvB
 /// by target; a missing target: no estimate), after checking the credentials u:p.
 async function fakeFeeRpc(rates) {
@@ -2606,7 +2671,7 @@ async function feesScenario() {
   }
 }
 
-const scenarios = { full, formats, reopen, reorg, invalid, mostwork, restart, hang, queries, checkpoint, start, stall, pings, scan, crosscheck, undefended, anchor, lagging, btcd: btcdScan, wallet: walletScenario, wallethostile: walletHostile, walletreload: walletReload, mempool: mempoolScenario, conflict: mempoolConflict, spend: spendScenario, mempoolhostile: mempoolHostile, fees: feesScenario, tabs };
+const scenarios = { full, formats, reopen, reorg, invalid, mostwork, restart, hang, queries, checkpoint, start, stall, pings, scan, crosscheck, undefended, anchor, lagging, btcd: btcdScan, wallet: walletScenario, wallethostile: walletHostile, walletreload: walletReload, mempool: mempoolScenario, conflict: mempoolConflict, spend: spendScenario, mempoolhostile: mempoolHostile, spendreorg: spendReorg, fees: feesScenario, tabs };
 let work;
 let browser;
 let url;
