@@ -2437,6 +2437,31 @@ async function spendScenario() {
     await until(page, 'the replacement mined and found', 30_000, seen('found', signed4.txid));
     log(`  a payment at 1 sat/vB (fee ${stuck.fee}) bumped to 4 (fee ${bump.fee}, ${rate.toFixed(2)} sat/vB in btcd's ` +
       'mempool): the same input, signed by @scure/btc-signer, replaced the first at btcd and was mined');
+
+    // A payment whose change cannot pay its bump: a mature coinbase, named, paying all but
+    // about 2,000 sat; bumped to 20 sat/vB, the wallet adds another confirmed coin (Core
+    // does; BIP125 allows new confirmed inputs), btcd takes the replacement and mines it.
+    const mature = (await call('utxos')).r.filter((u) => u.coinbase && u.confirmations >= 101 && u.descriptor?.startsWith('wpkh('));
+    assert(mature.length >= 2, `mature coinbases: ${JSON.stringify(mature)}`);
+    const named = `${mature[0].txid}:${mature[0].vout}`;
+    const tight = (await call('createPsbt', { outputs: [{ address: keys.elsewhere, value: mature[0].value - 2_000 }], feeRate: 1, coins: [named] })).r;
+    assert(tight?.change && tight.change.value < 2_000, `a payment with small change: ${JSON.stringify(tight)}`);
+    const signed5 = keys.sign(tight.psbt);
+    assert((await call('broadcast', signed5.hex)).r?.txid === signed5.txid, 'the tight payment relayed');
+    await inMempool(node, signed5.txid);
+    const wider = (await call('bumpFee', signed5.txid, { feeRate: 20 })).r;
+    assert(wider?.inputs.length === 2 && wider.inputs.includes(named) && wider.change?.address === tight.change.address,
+      `the bump with another input: ${JSON.stringify(wider)}`);
+    const signed6 = keys.sign(wider.psbt);
+    assert((await call('broadcast', signed6.hex)).r?.txid === signed6.txid, 'the wider replacement relayed');
+    await inMempool(node, signed6.txid);
+    const pool2 = await node.call('getrawmempool', true);
+    const rate2 = Math.round(pool2[signed6.txid].fee * 1e8) / pool2[signed6.txid].vsize;
+    assert(!pool2[signed5.txid] && rate2 >= 20, `btcd's mempool after the wider bump: ${JSON.stringify(pool2)}`);
+    node.ctl('generate', '1');
+    await until(page, 'the wider replacement mined and found', 30_000, seen('found', signed6.txid));
+    log(`  a payment whose change (${tight.change.value} sat) could not pay a bump to 20 sat/vB: a second coin added, ` +
+      `fee ${wider.fee}, ${rate2.toFixed(2)} sat/vB in btcd's mempool, replaced the first and was mined`);
     await stopClient(page);
   } finally {
     await page.close().catch(() => {});

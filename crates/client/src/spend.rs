@@ -32,15 +32,17 @@ pub fn create_psbt(
     lightwire_wallet::spend::wallet::create_psbt(&state(wallet), ask, tip, lock_time, seed)
 }
 
-/// A PSBT replacing unconfirmed transaction `txid` of `wallet` at `rate` (see
-/// [`lightwire_wallet::spend::bump`]), `seed` ordering its inputs and change.
+/// A PSBT replacing unconfirmed transaction `txid` of `wallet` at `rate` with the best
+/// chain's tip at `tip` (see [`lightwire_wallet::spend::bump`]), `seed` ordering its
+/// inputs and change.
 pub fn bump_fee(
     wallet: &WalletSync,
     txid: &lightwire_primitives::Txid,
     rate: lightwire_wallet::spend::FeeRate,
+    tip: u32,
     seed: u64,
 ) -> Result<Built, BumpError> {
-    lightwire_wallet::spend::bump::bump_fee(&state(wallet), txid, rate, seed)
+    lightwire_wallet::spend::bump::bump_fee(&state(wallet), txid, rate, tip, seed)
 }
 
 #[cfg(test)]
@@ -564,13 +566,13 @@ mod tests {
         let txid = Tx::parse(&raw).unwrap().txid();
         w.add_unconfirmed(&raw, Source::Own, 0, 1).unwrap();
         assert_eq!(
-            bump_fee(&w, &txid, FeeRate(2_500), 1),
+            bump_fee(&w, &txid, FeeRate(2_500), 20, 1),
             Err(BumpError::FeeRateTooLow {
                 asked: 2_500,
                 minimum: 3_000
             })
         );
-        let bumped = bump_fee(&w, &txid, FeeRate(5_000), 1).unwrap();
+        let bumped = bump_fee(&w, &txid, FeeRate(5_000), 20, 1).unwrap();
         assert_eq!(bumped.spent, first.spent, "the same input");
         let maps = psbt::read_maps(&bumped.psbt).unwrap();
         let tx = Tx::parse(maps[0][0].1).unwrap();
@@ -585,8 +587,8 @@ mod tests {
         assert_eq!(change_script(&bumped), change_script(&first));
         // The change cannot pay 10,000 sat/vB.
         assert_eq!(
-            bump_fee(&w, &txid, FeeRate(10_000_000), 1),
-            Err(BumpError::ChangeTooSmall(10_000_000))
+            bump_fee(&w, &txid, FeeRate(10_000_000), 20, 1),
+            Err(BumpError::InsufficientFunds(10_000_000))
         );
         // A child of it (spending its change): bump the child.
         let (at, value) = first.change.unwrap();
@@ -598,13 +600,94 @@ mod tests {
         child.extend_from_slice(&[1, 0x51, 0, 0, 0, 0]);
         w.add_unconfirmed(&child, Source::Own, 0, 1).unwrap();
         assert_eq!(
-            bump_fee(&w, &txid, FeeRate(5_000), 1),
+            bump_fee(&w, &txid, FeeRate(5_000), 20, 1),
             Err(BumpError::HasDescendants(Tx::parse(&child).unwrap().txid()))
         );
         // Not the wallet's.
         let other = Txid([9; 32]);
         assert_eq!(
-            bump_fee(&w, &other, FeeRate(5_000), 1),
+            bump_fee(&w, &other, FeeRate(5_000), 20, 1),
+            Err(BumpError::NotUnconfirmed(other))
+        );
+    }
+
+    /// Core's bump with more inputs: when the change cannot pay, the wallet's other
+    /// confirmed coins of the same signer are added (largest first, until paid for); an
+    /// unconfirmed coin never is (BIP125's second rule), nor is another signer's.
+    #[test]
+    fn a_bump_the_change_cannot_pay_adds_confirmed_coins_of_its_signer() {
+        const COSIGNER: &str = "tr(xpub6BgBgsespWvERF3LHQu6CnqdvfEvtMcQjYrcRzx53QJjSxarj2afYWcLteoGVky7D3UKDP9QyrLprQ3VCECoY49yfdDEHGCtMMj92pReUsQ/<0;1>/*)";
+        let mut w = wallet();
+        // More coins at 12: 60,000 and 20,000 to receive 2 and 3; at 13, 90,000 to a
+        // co-signer's descriptor the wallet watches too.
+        let cb = |n: u8| paying(None, &[0x51, n], 1);
+        apply(
+            &mut w,
+            12,
+            &[
+                cb(1),
+                paying(Some(8), &script(0, 2), 60_000),
+                paying(Some(9), &script(0, 3), 20_000),
+            ],
+        );
+        w.watch(&[Watched::Descriptor(COSIGNER.into())]).unwrap();
+        let cosigner = Descriptor::parse(COSIGNER, Network::Mainnet).unwrap();
+        let theirs = cosigner
+            .script_at(&cosigner.branch_key(0).unwrap(), 0)
+            .unwrap();
+        apply(&mut w, 13, &[cb(2), paying(Some(10), &theirs, 90_000)]);
+        // The stuck payment: 75,000 from the 80,000 coin, change about 4,700.
+        let coin80 = Outpoint {
+            txid: Tx::parse(&paying(Some(7), &script(0, 1), 80_000))
+                .unwrap()
+                .txid(),
+            vout: 0,
+        };
+        let first = create_psbt(
+            &w,
+            &PsbtAsk {
+                coins: Some(vec![coin80]),
+                ..ask(&[(ELSEWHERE, 75_000)], 2_000)
+            },
+            20,
+            15,
+            7,
+        )
+        .unwrap();
+        let raw = signed(&first);
+        let txid = Tx::parse(&raw).unwrap().txid();
+        w.add_unconfirmed(&raw, Source::Own, 0, 1).unwrap();
+        // 50 sat/vB: about 7,000 sat more than the change; the 60,000 coin is added (not
+        // the co-signer's 90,000, larger), the change to the old change output.
+        let bumped = bump_fee(&w, &txid, FeeRate(50_000), 20, 1).unwrap();
+        let coin60 = Outpoint {
+            txid: Tx::parse(&paying(Some(8), &script(0, 2), 60_000))
+                .unwrap()
+                .txid(),
+            vout: 0,
+        };
+        let mut spent = bumped.spent.clone();
+        spent.sort();
+        let mut want = vec![coin80, coin60];
+        want.sort();
+        assert_eq!(spent, want, "the old input and the 60,000 coin");
+        assert_eq!(change_script(&bumped), change_script(&first));
+        let (_, value) = bumped.change.unwrap();
+        assert_eq!(80_000 + 60_000 - 75_000 - bumped.fee, value);
+        assert!(bumped.fee >= FeeRate(50_000).fee(bumped.vsize));
+        // More than this signer's confirmed coins hold: refused, naming it.
+        assert_eq!(
+            bump_fee(&w, &txid, FeeRate(1_000_000), 20, 1),
+            Err(BumpError::InsufficientFunds(1_000_000))
+        );
+    }
+
+    #[test]
+    fn bump_refuses_what_is_not_the_wallets_own() {
+        let w = wallet();
+        let other = Txid([9; 32]);
+        assert_eq!(
+            bump_fee(&w, &other, FeeRate(5_000), 20, 1),
             Err(BumpError::NotUnconfirmed(other))
         );
     }

@@ -708,10 +708,11 @@ impl Net {
             return;
         }
         if let Query::BumpFee { txid, rate } = &call.query {
+            let tip = self.engine.syncer().tip().height;
             let seed =
                 super::identity::random_seed().unwrap_or_else(|_| js_sys::Math::random().to_bits());
             let _ = match self.engine.wallet() {
-                Some(w) => match crate::spend::bump_fee(w, txid, *rate, seed) {
+                Some(w) => match crate::spend::bump_fee(w, txid, *rate, tip, seed) {
                     Ok(b) => {
                         let value = psbt_object(&b, *rate, w.network());
                         let _ = js_sys::Reflect::set(&value, &"replaces".into(), &js::hash(txid));

@@ -8,19 +8,22 @@
 //!   signals replaceability (BIP125; the wallet's spends always do);
 //! - the replacement spends the same inputs, pays the same outputs but the change, in
 //!   order, and keeps the lock time; the change pays the difference (reduced, or left out
-//!   when what is left is dust and goes to the fee);
+//!   when what is left is dust and goes to the fee); when it cannot, the wallet's other
+//!   confirmed coins of the same signer are added, largest first, until they do, the
+//!   change then going to the old change output or, without one, to the signer's next
+//!   change address (Core's coin selection with the old inputs preset; BIP125's second
+//!   rule takes no new unconfirmed input);
 //! - it pays at least the old fee plus the incremental relay fee (1 sat/vB) for its own
 //!   size (BIP125's fourth rule), at a rate above the old one: a rate that would not is
 //!   refused, naming the least that would do.
-//!
-//! Not done here (said in the error): a replacement that needs more inputs than the
-//! original's (Core then adds coins); the change must cover the increase.
+//! - its unconfirmed parents below the new rate are paid for, as a new spend's
+//!   ([`super::ancestry`]).
 
 use alloc::vec::Vec;
 
 use lightwire_primitives::{Tx, Txid};
 
-use super::wallet::{WalletState, how_spent, key_source};
+use super::wallet::{WalletState, change_for, confirmed_coins, how_spent, key_source};
 use super::{Built, Change, FeeRate, Request, SpendError, Spendable};
 use crate::descriptor::Kind;
 use crate::unconfirmed::Source;
@@ -59,11 +62,12 @@ pub enum BumpError {
         /// The least that would do.
         minimum: u64,
     },
-    /// The change cannot pay the higher fee (more inputs would be needed).
+    /// Neither its change nor the wallet's other confirmed coins of its signer can pay the
+    /// higher fee.
     #[error(
-        "its change cannot pay a fee rate of {0} sat/kvB; a replacement with more inputs is not made here"
+        "insufficient funds: neither its change nor the wallet's other confirmed coins of its signer pay a fee rate of {0} sat/kvB"
     )]
-    ChangeTooSmall(u64),
+    InsufficientFunds(u64),
     /// The replacement itself (size, fee).
     #[error(transparent)]
     Spend(#[from] SpendError),
@@ -73,19 +77,21 @@ impl BumpError {
     /// The error's name, for JavaScript.
     pub fn name(&self) -> &'static str {
         match self {
-            BumpError::ChangeTooSmall(_) => "InsufficientFunds",
+            BumpError::InsufficientFunds(_) => "InsufficientFunds",
             BumpError::NotUnconfirmed(_) => "UnknownTransaction",
             _ => "InvalidArgument",
         }
     }
 }
 
-/// A PSBT replacing unconfirmed transaction `txid` of `wallet` at `rate` (see the module
-/// documentation); `seed` orders its inputs and places its change.
+/// A PSBT replacing unconfirmed transaction `txid` of `wallet` at `rate` with the best
+/// chain's tip at `tip` (see the module documentation); `seed` orders its inputs and
+/// places its change.
 pub fn bump_fee(
     wallet: &WalletState<'_>,
     txid: &Txid,
     rate: FeeRate,
+    tip: u32,
     seed: u64,
 ) -> Result<Built, BumpError> {
     let t = wallet
@@ -165,30 +171,62 @@ pub fn bump_fee(
             _ => outputs.push((o.script.to_vec(), o.value)),
         }
     }
-    let keys = |c: &Spendable| {
-        let Some(at) = coins.iter().position(|x| x.outpoint == c.outpoint) else {
-            return Ok(None);
-        };
-        match origins[at] {
-            Some((d, b, index)) => key_source(wallet, d, b, index).map(Some),
-            None => Ok(None),
-        }
-    };
     // Its unconfirmed ancestors below the new rate are paid for too (as a new spend's).
     let ancestry = super::ancestry::Ancestry::new(wallet.unconfirmed);
-    let request = Request {
-        coins: &coins,
-        spend_all: true,
-        outputs: &outputs,
-        rate,
-        change: change.as_ref(),
-        lock_time: tx.lock_time(),
-        seed,
-        ancestors: Some(&ancestry),
+    let lock_time = tx.lock_time();
+    let attempt =
+        |coins: &[Spendable], origins: &[Option<(usize, usize, u32)>], change: Option<&Change>| {
+            let request = Request {
+                coins,
+                spend_all: true,
+                outputs: &outputs,
+                rate,
+                change,
+                lock_time,
+                seed,
+                ancestors: Some(&ancestry),
+            };
+            attempt(wallet, &request, origins)
+        };
+    let short = |e: &SpendError| {
+        matches!(
+            e,
+            SpendError::InsufficientFunds { .. } | SpendError::NoChangeAddress
+        )
     };
-    let built = match super::build(&request, keys) {
-        Err(SpendError::InsufficientFunds { .. } | SpendError::NoChangeAddress) => {
-            return Err(BumpError::ChangeTooSmall(rate.0));
+    let built = match attempt(&coins, &origins, change.as_ref()) {
+        Err(e) if short(&e) => {
+            // More inputs: the signers' other confirmed coins, largest first, one at a
+            // time until the spend is paid for.
+            let signers: Vec<[u8; 4]> = origins
+                .iter()
+                .flatten()
+                .filter_map(|(d, _, _)| wallet.watch.descriptors().nth(*d))
+                .map(|d| d.origin.fingerprint)
+                .collect();
+            let extra = confirmed_coins(wallet, tip, |m| signers.contains(&m));
+            let change = change.or_else(|| {
+                let descriptors: Vec<_> = wallet.watch.descriptors().collect();
+                change_for(wallet, &outputs, |d| {
+                    signers.contains(&descriptors[d].origin.fingerprint)
+                })
+            });
+            let mut built = Err(BumpError::InsufficientFunds(rate.0));
+            for (coin, origin) in extra {
+                if coins.iter().any(|c| c.outpoint == coin.outpoint) {
+                    continue;
+                }
+                coins.push(coin);
+                origins.push(Some(origin));
+                match attempt(&coins, &origins, change.as_ref()) {
+                    Err(e) if short(&e) => {}
+                    other => {
+                        built = other.map_err(BumpError::from);
+                        break;
+                    }
+                }
+            }
+            built?
         }
         built => built?,
     };
@@ -201,6 +239,26 @@ pub fn bump_fee(
         });
     }
     Ok(built)
+}
+
+/// The spend `request` asks for, the key of `request.coins[i]` from `origins[i]`. (Never
+/// inlined: the bump calls it for its first try and for each coin added.)
+#[inline(never)]
+fn attempt(
+    wallet: &WalletState<'_>,
+    request: &Request<'_>,
+    origins: &[Option<(usize, usize, u32)>],
+) -> Result<Built, SpendError> {
+    let keys = |c: &Spendable| {
+        let Some(at) = request.coins.iter().position(|x| x.outpoint == c.outpoint) else {
+            return Ok(None);
+        };
+        match origins[at] {
+            Some((d, b, index)) => key_source(wallet, d, b, index).map(Some),
+            None => Ok(None),
+        }
+    };
+    super::build(request, keys)
 }
 
 /// Whether branch `b` of descriptor `d` is its change branch (`<0;1>`'s second).

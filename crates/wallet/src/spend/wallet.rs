@@ -375,6 +375,26 @@ pub fn create_psbt(
     })
 }
 
+/// The confirmed coins of the wallet's descriptors whose signer (master fingerprint)
+/// `signer` allows, spendable at `tip`, with where each key comes from, largest first (ties
+/// in the wallet's order): what a fee bump may add (BIP125 takes no new unconfirmed input).
+pub(super) fn confirmed_coins(
+    wallet: &WalletState<'_>,
+    tip: u32,
+    signer: impl Fn([u8; 4]) -> bool,
+) -> Vec<(Spendable, (usize, usize, u32))> {
+    let descriptors: Vec<&Descriptor> = wallet.watch.descriptors().collect();
+    let mut out: Vec<(Spendable, (usize, usize, u32))> = Vec::new();
+    for f in spendable(wallet, tip) {
+        let Some(origin) = f.origin else { continue };
+        if f.confirmed && signer(descriptors[origin.0].origin.fingerprint) {
+            let at = out.partition_point(|(c, _)| c.value >= f.coin.value);
+            out.insert(at, (f.coin, origin));
+        }
+    }
+    out
+}
+
 /// Whether descriptor text `a` (with its checksum) is `b` (with or without one).
 fn same_descriptor(a: &str, b: &str) -> bool {
     fn body(t: &str) -> &str {
@@ -505,7 +525,7 @@ pub(super) fn key_source(
 /// Where change goes, among the descriptors `allowed` says (see the module
 /// documentation): the first of the payment's kind with a change branch, else the first
 /// with a change branch, else the first.
-fn change_for(
+pub(super) fn change_for(
     wallet: &WalletState<'_>,
     outputs: &[(Vec<u8>, u64)],
     allowed: impl Fn(usize) -> bool,
