@@ -480,10 +480,11 @@ export interface BroadcastResult {
   relayed: number;
   /**
    * The gateways that did not, and why: `malformed`, `oversized`, `not-standard`,
-   * `no-node` (it serves a chain of its own), `busy` (its node is not connected, or it did
-   * not answer in 30 s).
+   * `invalid` (an input spent twice, outputs above 21 million bitcoin, a null previous
+   * output: Bitcoin Core's `CheckTransaction`), `no-node` (it serves a chain of its own),
+   * `busy` (its node is not connected, or it did not answer in 30 s).
    */
-  refused: { gateway: number; url: string; reason: 'malformed' | 'oversized' | 'not-standard' | 'no-node' | 'busy' }[];
+  refused: { gateway: number; url: string; reason: 'malformed' | 'oversized' | 'not-standard' | 'invalid' | 'no-node' | 'busy' }[];
 }
 
 /** What {@link LightwireClient.createPsbt} takes. */

@@ -880,6 +880,17 @@ fn a_broadcast_reaches_every_relaying_gateway() {
         net.host.engine.broadcast(&tx[..30]),
         Err(BroadcastError::Refused(RelayStatus::Malformed))
     );
+    // Bitcoin Core's CheckTransaction, which gets a relaying gateway dropped: checked here
+    // first (an output above 21 million bitcoin).
+    let parsed = lightwire_primitives::Tx::parse(&tx).unwrap();
+    let value = parsed.outputs().next().unwrap().value.to_le_bytes();
+    let at = tx.windows(8).position(|w| w == value).unwrap();
+    let mut invalid = tx.clone();
+    invalid[at..at + 8].copy_from_slice(&(21_000_000 * 100_000_000u64 + 1).to_le_bytes());
+    assert_eq!(
+        net.host.engine.broadcast(&invalid),
+        Err(BroadcastError::Refused(RelayStatus::Invalid))
+    );
     assert_eq!(
         net.host.engine.broadcast(&vec![0; 70_000]),
         Err(BroadcastError::TooLarge(70_000))

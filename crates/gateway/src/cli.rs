@@ -216,20 +216,13 @@ const _: () = assert!(
         && DEFAULT_POOL as usize == Buffers::DEFAULT_POOL
 );
 
-/// The node's RPC at `addr`, with the `user:password` on `file`'s first line.
+/// The node's RPC at `addr`, with the `user:password` on `file`'s first line (read again
+/// when the node refuses them: Bitcoin Core writes a new cookie each time it starts).
 fn rpc_endpoint(
     addr: SocketAddr,
     file: &std::path::Path,
 ) -> Result<lightwire_gateway::fees::RpcEndpoint, String> {
-    let text = std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
-    let credentials = text.lines().next().unwrap_or_default().trim().to_string();
-    if !credentials.contains(':') {
-        return Err(format!(
-            "{}: the first line must be user:password (as Bitcoin Core's .cookie)",
-            file.display()
-        ));
-    }
-    Ok(lightwire_gateway::fees::RpcEndpoint { addr, credentials })
+    lightwire_gateway::fees::RpcEndpoint::from_file(addr, file)
 }
 
 impl Cli {

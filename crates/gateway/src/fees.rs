@@ -36,6 +36,45 @@ pub struct RpcEndpoint {
     pub addr: SocketAddr,
     /// `user:password`.
     pub credentials: String,
+    /// The file they were read from, read again when the node refuses them: Bitcoin Core
+    /// writes a new random `.cookie` each time it starts.
+    pub file: Option<std::path::PathBuf>,
+}
+
+impl RpcEndpoint {
+    /// The node's RPC at `addr`, with the `user:password` on `file`'s first line (read
+    /// again when the node refuses them).
+    pub fn from_file(addr: SocketAddr, file: &std::path::Path) -> Result<RpcEndpoint, String> {
+        Ok(RpcEndpoint {
+            addr,
+            credentials: read_credentials(file)?,
+            file: Some(file.to_path_buf()),
+        })
+    }
+
+    /// Read the credentials file again; whether they changed.
+    fn reload(&mut self) -> Result<bool, String> {
+        let Some(file) = &self.file else {
+            return Ok(false);
+        };
+        let fresh = read_credentials(file)?;
+        let changed = fresh != self.credentials;
+        self.credentials = fresh;
+        Ok(changed)
+    }
+}
+
+/// The `user:password` on `file`'s first line.
+fn read_credentials(file: &std::path::Path) -> Result<String, String> {
+    let text = std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
+    let credentials = text.lines().next().unwrap_or_default().trim().to_string();
+    if !credentials.contains(':') {
+        return Err(format!(
+            "{}: the first line must be user:password (as Bitcoin Core's .cookie)",
+            file.display()
+        ));
+    }
+    Ok(credentials)
 }
 
 /// Estimates as served: where they come from, and sat/kvB for each of [`FEE_TARGETS`].
@@ -80,13 +119,31 @@ pub enum RpcError {
 }
 
 /// Ask the node for its estimates every [`POLL`], for ever, keeping them in `fees`.
-pub async fn poll(endpoint: RpcEndpoint, fees: std::sync::Arc<NodeFees>) {
+pub async fn poll(mut endpoint: RpcEndpoint, fees: std::sync::Arc<NodeFees>) {
     loop {
-        match estimates(&endpoint).await {
-            Ok((source, rates)) => fees.set(source, rates),
-            Err(e) => tracing::warn!(rpc = %endpoint.addr, "no fee estimates: {e}"),
-        }
+        refresh(&mut endpoint, &fees).await;
         tokio::time::sleep(POLL).await;
+    }
+}
+
+/// Ask the node for its estimates once, keeping them in `fees`; credentials it refuses are
+/// read again from their file and, if they changed (the node restarted with a new
+/// cookie), tried once more.
+async fn refresh(endpoint: &mut RpcEndpoint, fees: &NodeFees) {
+    let mut answer = estimates(endpoint).await;
+    if matches!(answer, Err(RpcError::Unauthorized)) {
+        match endpoint.reload() {
+            Ok(true) => {
+                tracing::info!(rpc = %endpoint.addr, "the node's RPC credentials changed (a new cookie): read again");
+                answer = estimates(endpoint).await;
+            }
+            Ok(false) => {}
+            Err(e) => tracing::warn!(rpc = %endpoint.addr, "reading the credentials again: {e}"),
+        }
+    }
+    match answer {
+        Ok((source, rates)) => fees.set(source, rates),
+        Err(e) => tracing::warn!(rpc = %endpoint.addr, "no fee estimates: {e}"),
     }
 }
 
@@ -223,8 +280,50 @@ mod tests {
         let endpoint = RpcEndpoint {
             addr,
             credentials: "u:p".into(),
+            file: None,
         };
         (endpoint, task)
+    }
+
+    /// Bitcoin Core writes a new random `.cookie` each time it starts: refused, the
+    /// credentials are read again from their file, and the estimates come.
+    #[tokio::test]
+    async fn a_new_cookie_is_read_again_when_the_node_refuses_the_old_one() {
+        // The node takes only u:p ("Basic dTpw").
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = listener.accept().await {
+                let mut buf = vec![0u8; 4096];
+                let n = s.read(&mut buf).await.unwrap();
+                let text = String::from_utf8_lossy(&buf[..n]).to_string();
+                let (status, json) = match text.contains("Basic dTpw") {
+                    true => (
+                        200,
+                        r#"{"result":{"feerate":0.0001,"blocks":2},"error":null,"id":1}"#,
+                    ),
+                    false => (401, ""),
+                };
+                let reply = format!(
+                    "HTTP/1.1 {status} X\r\nContent-Length: {}\r\n\r\n{json}",
+                    json.len()
+                );
+                s.write_all(reply.as_bytes()).await.unwrap();
+            }
+        });
+        let dir = std::env::temp_dir().join(format!("lightwire-cookie-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let cookie = dir.join(".cookie");
+        std::fs::write(&cookie, "__cookie__:old\n").unwrap();
+        let mut endpoint = RpcEndpoint::from_file(addr, &cookie).unwrap();
+        let fees = NodeFees::default();
+        refresh(&mut endpoint, &fees).await;
+        assert_eq!(fees.current().0, FeeSource::None, "refused");
+        // The node restarted: a new cookie.
+        std::fs::write(&cookie, "u:p\n").unwrap();
+        refresh(&mut endpoint, &fees).await;
+        assert_eq!(fees.current(), (FeeSource::SmartFee, [Some(10_000); 3]));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[tokio::test]

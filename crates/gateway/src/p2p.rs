@@ -243,7 +243,30 @@ pub struct Version {
     pub services: u64,
     /// Its best height when it connected.
     pub start_height: u32,
+    /// Whether it wants transactions announced and relayed to it (BIP37's relay flag,
+    /// true when absent): Bitcoin Core with `-blocksonly` says false and ignores a
+    /// peer's `tx`.
+    pub relay: bool,
 }
+
+impl Version {
+    /// Whether it keeps only the last [`NODE_NETWORK_LIMITED_MIN_BLOCKS`] blocks (a pruned
+    /// node: NODE_NETWORK_LIMITED without NODE_NETWORK, BIP159).
+    pub fn is_pruned(&self) -> bool {
+        self.services & NODE_NETWORK == 0 && self.services & NODE_NETWORK_LIMITED != 0
+    }
+}
+
+/// NODE_NETWORK: the node serves every block.
+pub const NODE_NETWORK: u64 = 1;
+
+/// NODE_NETWORK_LIMITED (BIP159): the node serves the last
+/// [`NODE_NETWORK_LIMITED_MIN_BLOCKS`] blocks.
+pub const NODE_NETWORK_LIMITED: u64 = 1 << 10;
+
+/// How deep a pruned node serves blocks (BIP159; Bitcoin Core disconnects a peer asking
+/// for one more than this and two below its tip, `ProcessGetBlockData`).
+pub const NODE_NETWORK_LIMITED_MIN_BLOCKS: u32 = 288;
 
 /// NODE_COMPACT_FILTERS (BIP157): the node serves `getcfilters` and `getcfheaders`.
 pub const NODE_COMPACT_FILTERS: u64 = 1 << 6;
@@ -262,10 +285,17 @@ pub fn read_version(payload: &[u8]) -> Result<Version, P2pError> {
         .and_then(|n| at.checked_add(n))
         .and_then(|at| payload.get(at..at.checked_add(4)?))
         .ok_or(truncated)?;
+    // The relay flag follows the start height (BIP37); a `version` without it relays.
+    let relay = usize::try_from(agent)
+        .ok()
+        .and_then(|n| at.checked_add(n)?.checked_add(4))
+        .and_then(|at| payload.get(at))
+        .is_none_or(|flag| *flag != 0);
     Ok(Version {
         services: u64::from_le_bytes(services.try_into().unwrap_or_default()),
         start_height: u32::try_from(i32::from_le_bytes(height.try_into().unwrap_or_default()))
             .unwrap_or(0),
+        relay,
     })
 }
 

@@ -12,19 +12,26 @@
 //! [`INVALID_PAUSE`]: a liar gets no second hearing soon, an honest node we disagree with
 //! (a checkpoint, our bug) is tried again later.
 //!
-//! Filters, blocks and clients' transactions go through one of them at a time, the lead:
-//! a node whose tip (as far as its headers showed it) is on the served chain and which
-//! says it serves filters (NODE_COMPACT_FILTERS) when the gateway serves them, asked for
-//! nothing above its tip. The lead is the node that can deliver the most: the highest on
-//! the served chain (so one that says it is at genesis and shows no headers holds it only
-//! until another shows more), then one that has not answered `notfound` for the blocks
-//! asked of it again and again ([`Followers`]). Only an answer to what was asked counts:
-//! one that leaves requests unanswered for half the idle time (30 s) is dropped, as is
-//! one whose `cfheaders` do not answer what was asked or do not follow on from the filter
-//! headers held (Bitcoin Core drops a peer for that; the ones held are never erased by an
-//! answer), and `notfound` is believed only for the block asked of the node. When it
-//! leaves, the served chain moves to a branch it is not on, or another ranks above it,
-//! the next one takes over, and the log says so.
+//! Filters, blocks and clients' transactions each go through one node at a time, the
+//! lead of that [`Role`], so that each comes from a node that serves it (Bitcoin Core with
+//! its defaults serves no filters, a pruned one only its last 288 blocks, a `-blocksonly`
+//! one no transactions): filters from one that says NODE_COMPACT_FILTERS, blocks from any
+//! (a pruned one asked only for its last 288, and below a node of the same height keeping
+//! every block), transactions through one whose `version` asks for them. The lead of a role
+//! is the node whose tip (as far as its headers showed it) is the highest on the served
+//! chain (so one that says it is at genesis and shows no headers holds it only until
+//! another shows more), then one that has not answered `notfound` for the blocks asked of
+//! it again and again ([`Followers`]); it is asked for nothing above its tip. Only an
+//! answer to what was asked counts: `notfound` is believed only for the block asked of the
+//! node; one whose `cfheaders` do not answer what was asked or do not follow on from the
+//! filter headers held is dropped (Bitcoin Core drops a peer for that; the ones held are
+//! never erased by an answer). Requests left unanswered for half the idle time (30 s) are
+//! not a fault: Core answers nothing for filters its index has not reached (its index may
+//! build for hours) or for a block it has not; the node rests from that role, 30 s doubling
+//! to 15 minutes, while another may take it, and the connection stays. When a lead leaves,
+//! the served chain moves to a branch it is not on, or another ranks above it, the next one
+//! takes over, and the log says so. What a node cannot serve and what would make it (the
+//! `bitcoin.conf` lines) is logged at its handshake.
 //!
 //! The pause before dialling a node again starts over after a connection that served
 //! for a while ([`HEALTHY`]): Bitcoin Core drops a peer that relays a transaction with a
@@ -53,6 +60,7 @@ use crate::p2p::P2pError;
 use crate::server::Shared;
 use peer::{Event, Gateway, Peer, PeerConfig};
 
+pub use lead::Role;
 pub use peer::Followers;
 
 /// Why the upstream connection ended.
@@ -76,10 +84,6 @@ pub enum UpstreamError {
     /// Silent through a ping and its timeout (the node or the path to it is gone).
     #[error("no answer to a ping")]
     Silent,
-    /// As the lead, it left requests for filter headers, filters or a block unanswered
-    /// for half the idle time ([`UPSTREAM_IDLE`]: 30 s).
-    #[error("no answer to requests for filters or a block in time")]
-    Unanswered,
     /// A filter whose hash is not the one the node's own filter headers commit to.
     #[error("the node's filter for height {0} does not match its filter header")]
     FilterMismatch(u32),

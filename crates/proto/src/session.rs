@@ -982,15 +982,23 @@ pub const MAX_STANDARD_TX_WEIGHT: usize = 400_000;
 /// Bitcoin Core's `MIN_STANDARD_TX_NONWITNESS_SIZE`.
 pub const MIN_STANDARD_TX_NONWITNESS_SIZE: usize = 65;
 
+/// All the bitcoin there will ever be, in satoshis (Bitcoin Core's `MAX_MONEY`).
+pub const MAX_MONEY: u64 = 21_000_000 * 100_000_000;
+
 /// Whether a transaction may be relayed: it parses as one transaction (nothing after it),
-/// has inputs and outputs and is no coinbase, weighs at most the standard limit, and is not
-/// under the standard size without witness. `Relayed` means it may; with its txid.
+/// passes Bitcoin Core's `CheckTransaction` (which Core, v28 to v30, disconnects a peer for
+/// failing: no input spent twice, no output and not the outputs' total above
+/// [`MAX_MONEY`], no null previous output), has inputs and outputs and is no coinbase,
+/// weighs at most the standard limit, and is not under the standard size without
+/// witness. `Relayed` means it may; with its txid.
 pub fn check_tx(bytes: &[u8]) -> (RelayStatus, [u8; 32]) {
     let Ok(tx) = lightwire_primitives::Tx::parse(bytes) else {
         return (RelayStatus::Malformed, [0; 32]);
     };
     let txid = tx.txid().0;
-    let status = if tx.weight() > MAX_STANDARD_TX_WEIGHT {
+    let status = if !passes_check_transaction(&tx) {
+        RelayStatus::Invalid
+    } else if tx.weight() > MAX_STANDARD_TX_WEIGHT {
         RelayStatus::Oversized
     } else if tx.base_size() < MIN_STANDARD_TX_NONWITNESS_SIZE
         || tx.inputs().next().is_none()
@@ -1002,6 +1010,48 @@ pub fn check_tx(bytes: &[u8]) -> (RelayStatus, [u8; 32]) {
         RelayStatus::Relayed
     };
     (status, txid)
+}
+
+/// Bitcoin Core's `CheckTransaction` on what it checks of a transaction alone, past its
+/// parse and size: outputs each and together at most [`MAX_MONEY`] ("bad-txns-vout-toolarge",
+/// "bad-txns-txouttotal-toolarge"; a value with the sign bit is negative there,
+/// "bad-txns-vout-negative", and above it here), no outpoint spent twice
+/// ("bad-txns-inputs-duplicate"), and for a transaction that is not a coinbase no null
+/// previous output ("bad-txns-prevout-null"). A coinbase is refused as not standard.
+fn passes_check_transaction(tx: &lightwire_primitives::Tx<'_>) -> bool {
+    let mut total = 0u64;
+    for o in tx.outputs() {
+        if o.value > MAX_MONEY {
+            return false;
+        }
+        total += o.value;
+        if total > MAX_MONEY {
+            return false;
+        }
+    }
+    // Outpoints spent twice: their 64-bit keys sorted (the sort of `u64` the package has
+    // already; one of its own for outpoints would add 1.5 KB to the wasm), and only where
+    // two keys are equal the outpoints compared in full.
+    let key = |t: &[u8; 32], v: u32| {
+        let mut k = [0u8; 8];
+        k.copy_from_slice(&t[..8]);
+        u64::from_le_bytes(k) ^ u64::from(v).rotate_left(32)
+    };
+    let mut keys: Vec<u64> = tx.inputs().map(|i| key(i.prev_txid, i.prev_vout)).collect();
+    keys.sort_unstable();
+    if keys.windows(2).any(|w| w[0] == w[1]) {
+        let spent: Vec<(&[u8; 32], u32)> =
+            tx.inputs().map(|i| (i.prev_txid, i.prev_vout)).collect();
+        for (n, a) in spent.iter().enumerate() {
+            if spent[n + 1..].contains(a) {
+                return false;
+            }
+        }
+    }
+    tx.is_coinbase()
+        || !tx
+            .inputs()
+            .any(|i| *i.prev_txid == [0; 32] && i.prev_vout == u32::MAX)
 }
 
 /// Write `v`'s display text into `out` (truncated), returning the length.
@@ -1691,6 +1741,65 @@ mod tests {
         heavy.extend(std::iter::repeat_n(0x51u8, 100_000));
         heavy.extend_from_slice(&good[42..]);
         assert_eq!(check_tx(&heavy).0, RelayStatus::Oversized);
+        // Bitcoin Core's CheckTransaction, whose failure gets the relaying peer dropped:
+        // an output above 21 million bitcoin, two that add up above it, an input spent
+        // twice, a null previous output beside another input.
+        // (Version, one input of 41 bytes, the output count, then the output's value.)
+        let output_at = 4 + 1 + 41 + 1;
+        let with_value = |v: u64| {
+            let mut t = good.clone();
+            t[output_at..output_at + 8].copy_from_slice(&v.to_le_bytes());
+            t
+        };
+        assert_eq!(check_tx(&with_value(MAX_MONEY)).0, RelayStatus::Relayed);
+        assert_eq!(check_tx(&with_value(MAX_MONEY + 1)).0, RelayStatus::Invalid);
+        assert_eq!(
+            check_tx(&with_value(u64::MAX)).0,
+            RelayStatus::Invalid,
+            "negative in Core"
+        );
+        let two_outputs = |v: u64| {
+            let mut t = good[..output_at - 1].to_vec();
+            t.push(2);
+            for _ in 0..2 {
+                t.extend_from_slice(&v.to_le_bytes());
+                t.extend_from_slice(&[1, 0x51]);
+            }
+            t.extend_from_slice(&[0; 4]);
+            t
+        };
+        assert_eq!(
+            check_tx(&two_outputs(MAX_MONEY / 2)).0,
+            RelayStatus::Relayed
+        );
+        assert_eq!(
+            check_tx(&two_outputs(MAX_MONEY / 2 + 1)).0,
+            RelayStatus::Invalid
+        );
+        let two_inputs = |second: &[u8]| {
+            let mut t = good[..4].to_vec();
+            t.push(2);
+            t.extend_from_slice(&good[5..46]);
+            t.extend_from_slice(second);
+            t.extend_from_slice(&good[46..]);
+            t
+        };
+        let mut other = good[5..46].to_vec();
+        other[0] ^= 1;
+        assert_eq!(check_tx(&two_inputs(&other)).0, RelayStatus::Relayed);
+        assert_eq!(
+            check_tx(&two_inputs(&good[5..46])).0,
+            RelayStatus::Invalid,
+            "spent twice"
+        );
+        let mut null = good[5..46].to_vec();
+        null[..32].fill(0);
+        null[32..36].fill(0xff);
+        assert_eq!(
+            check_tx(&two_inputs(&null)).0,
+            RelayStatus::Invalid,
+            "a null prevout"
+        );
         // More than 8 unanswered: a rule broken.
         for i in 0..8 {
             s.receive(&send(i, &good), &chain).unwrap();

@@ -32,6 +32,10 @@ pub enum RelayStatus {
     NoNode,
     /// The gateway's node is not connected now, or its queue is full: try later.
     Busy,
+    /// It breaks a rule every node checks before anything else (Bitcoin Core's
+    /// `CheckTransaction`: an input spent twice, an output or the outputs' total above 21
+    /// million bitcoin, a null previous output); Core disconnects a peer relaying one.
+    Invalid,
 }
 
 impl RelayStatus {
@@ -44,6 +48,7 @@ impl RelayStatus {
             RelayStatus::NotStandard => 3,
             RelayStatus::NoNode => 4,
             RelayStatus::Busy => 5,
+            RelayStatus::Invalid => 6,
         }
     }
 
@@ -56,6 +61,7 @@ impl RelayStatus {
             2 => RelayStatus::Oversized,
             3 => RelayStatus::NotStandard,
             4 => RelayStatus::NoNode,
+            6 => RelayStatus::Invalid,
             _ => RelayStatus::Busy,
         }
     }
@@ -69,6 +75,7 @@ impl RelayStatus {
             RelayStatus::NotStandard => "not-standard",
             RelayStatus::NoNode => "no-node",
             RelayStatus::Busy => "busy",
+            RelayStatus::Invalid => "invalid",
         }
     }
 }
@@ -168,6 +175,7 @@ mod tests {
             RelayStatus::NotStandard,
             RelayStatus::NoNode,
             RelayStatus::Busy,
+            RelayStatus::Invalid,
         ] {
             let m = Message::TxResult(TxResult {
                 id: 9,

@@ -4,7 +4,7 @@
 
 use std::collections::VecDeque;
 
-use lightwire_chain::{BlockHash, Header, MAX_BATCH, Outcome};
+use lightwire_chain::{BlockHash, ConnectError, Header, MAX_BATCH, Outcome};
 
 use super::UpstreamError;
 use super::peer::{Event, Gateway};
@@ -34,18 +34,26 @@ pub(super) fn getheaders(
 
 /// Validate `headers` from a node and apply them to the served chain (the validation
 /// state locked throughout, so that it and the served chain move together); a changed tip
-/// is an [`Event::TipChanged`]. Returns whether to ask for headers again from the served
-/// chain (their parent was unknown: the node is on a branch we have not seen the start
-/// of).
+/// is an [`Event::TipChanged`]. Returns what to ask the node next.
 pub(super) fn take_headers(
     gw: &Gateway<'_>,
     headers: &[Header],
     events: &mut VecDeque<Event>,
-) -> Result<bool, UpstreamError> {
+) -> Result<Next, UpstreamError> {
     let mut chain = gw.followers.validation();
     let now = gw.unix_time;
     for piece in headers.chunks(MAX_BATCH) {
-        let mut outcome = chain.connect(piece, now).map_err(UpstreamError::Invalid)?;
+        let mut outcome = match chain.connect(piece, now) {
+            Ok(o) => o,
+            // A header from more than two hours ahead of our clock is not yet, not invalid
+            // (Bitcoin Core's `BLOCK_TIME_FUTURE`, which it does not punish): this batch
+            // waits, and the node is asked again after the idle time.
+            Err(ConnectError::Invalid(e)) if e.rule.is_not_yet() => {
+                tracing::info!(height = e.height, "upstream header not yet: {e}");
+                return Ok(Next::Wait);
+            }
+            Err(e) => return Err(UpstreamError::Invalid(e)),
+        };
         if let Outcome::NeedAncestors { parent } = outcome {
             // Below the validation window: rebuild the ancestors from the served chain.
             let ancestors = gw.chain.read().ok().and_then(|c| {
@@ -53,7 +61,7 @@ pub(super) fn take_headers(
                 c.entries(fork.saturating_sub(MAX_BATCH as u32 - 1), fork)
             });
             let Some(ancestors) = ancestors else {
-                return Ok(true);
+                return Ok(Next::FromServed);
             };
             outcome = chain
                 .connect_branch(&ancestors, piece, now)
@@ -90,5 +98,18 @@ pub(super) fn take_headers(
             events.push_back(Event::TipChanged);
         }
     }
-    Ok(false)
+    Ok(Next::Continue)
+}
+
+/// What to ask a node for after its headers were taken.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(super) enum Next {
+    /// More after them if the batch was full.
+    Continue,
+    /// Headers again from the served chain (their parent was unknown: the node is on a
+    /// branch we have not seen the start of).
+    FromServed,
+    /// Nothing now: a header is not yet valid by our clock; asked again after the idle
+    /// time (asking at once would get the same answer, again and again).
+    Wait,
 }

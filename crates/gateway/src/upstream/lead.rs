@@ -27,24 +27,80 @@ use crate::p2p::{self, P2pError};
 /// below the nodes of the same height that have not said so.
 pub(super) const STRIKES: u32 = 3;
 
+/// The longest a node that left requests unanswered rests from its role before it is
+/// asked again (the rest starts at the data deadline and doubles).
+pub(super) const MAX_REST: Duration = Duration::from_secs(15 * 60);
+
+/// What the lead does, each by the node best placed for it (one node may do all three):
+/// Bitcoin Core with its defaults serves no filters but every block and transaction, and
+/// a pruned or blocks-only one serves less.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Role {
+    /// Filter headers and filters: only a node that says NODE_COMPACT_FILTERS (Core with
+    /// `peerblockfilters=1`; it disconnects a peer asking without the bit,
+    /// `PrepareBlockFilterRequest`).
+    Filters = 0,
+    /// The blocks sessions wait for: any node; a pruned one (BIP159) only for its last
+    /// 288 (Core disconnects a peer asking deeper, `ProcessGetBlockData`), and below a
+    /// node of the same height that keeps every block.
+    Blocks = 1,
+    /// Clients' transactions: a node whose `version` asks for them (a `-blocksonly` Core
+    /// says not, and drops them).
+    Transactions = 2,
+}
+
+impl Role {
+    /// Every role.
+    pub const ALL: [Role; 3] = [Role::Filters, Role::Blocks, Role::Transactions];
+
+    fn name(self) -> &'static str {
+        match self {
+            Role::Filters => "filters",
+            Role::Blocks => "blocks",
+            Role::Transactions => "clients' transactions",
+        }
+    }
+}
+
 /// What a node's connection says of its place for the lead (see
-/// [`super::Followers`]): the node that can deliver the most leads.
+/// [`super::Followers`]): for each role, the node that can deliver the most leads.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(super) struct Candidacy {
-    /// Its height on the served chain; `None` when its tip is not on it, or it serves no
-    /// filters while the served chain does: then it may not lead.
+    /// Its height on the served chain; `None` when its tip is not on it: then it may
+    /// lead nothing.
     pub(super) height: Option<u32>,
     /// It said `notfound` for [`STRIKES`] blocks in a row.
     pub(super) struck: bool,
+    /// It keeps every block (not a pruned node).
+    pub(super) full: bool,
+    /// The roles it may take now (by [`Role`]): what it serves, less a role it rests from
+    /// after leaving requests unanswered.
+    pub(super) may: [bool; 3],
 }
 
 impl Candidacy {
-    /// How it ranks: by its height on the served chain (a node can be asked for nothing
-    /// above it, so one stuck at genesis delivers nothing), then not struck; `None` when
-    /// it may not lead.
-    pub(super) fn rank(&self) -> Option<(u32, bool)> {
-        self.height.map(|h| (h, !self.struck))
+    /// How it ranks for `role`: by its height on the served chain (a node can be asked
+    /// for nothing above it, so one stuck at genesis delivers nothing), then not struck,
+    /// then keeping every block; `None` when it may not lead it.
+    pub(super) fn rank(&self, role: Role) -> Option<(u32, bool, bool)> {
+        if !self.may[role as usize] {
+            return None;
+        }
+        self.height.map(|h| (h, !self.struck, self.full))
     }
+}
+
+/// Requests of one role in flight and unanswered since, and the rest after leaving them
+/// so (Bitcoin Core answers nothing for filters its index has not reached, nor for a
+/// block it has not: silence is not a fault, only a reason to ask elsewhere or later).
+#[derive(Clone, Copy, Default)]
+struct Waiting {
+    /// Since when its requests are in flight with none answered.
+    since: Option<Millis>,
+    /// Until when it rests from the role.
+    resting_until: Option<Millis>,
+    /// How long the next rest lasts (0: the data deadline).
+    next_rest: Duration,
 }
 
 /// What the gateway knows of one node's place, for the lead: its tip as far as its
@@ -58,16 +114,17 @@ pub(super) struct Place {
     /// What it said of itself.
     pub(super) version: Option<p2p::Version>,
     on_best: bool,
-    /// Whether it led when last it looked.
-    leading: bool,
+    /// The roles it led when last it looked.
+    leading: [bool; 3],
     pub(super) filters: Filters,
     /// The block asked of the node (one at a time).
     block_asked: Option<BlockHash>,
     /// `notfound` answers in a row for the block asked.
     strikes: u32,
-    /// Since when requests are in flight with none answered (since the last answer).
-    waiting_since: Option<Millis>,
-    /// How long they may stay so.
+    /// Filters' and blocks' requests in flight, and rests (by [`Role`]; transactions
+    /// are not answered).
+    waiting: [Waiting; 2],
+    /// How long requests may stay unanswered.
     data_deadline: Duration,
 }
 
@@ -80,11 +137,11 @@ impl Place {
             tip: None,
             version: None,
             on_best: false,
-            leading: false,
+            leading: [false; 3],
             filters: Filters::default(),
             block_asked: None,
             strikes: 0,
-            waiting_since: None,
+            waiting: [Waiting::default(); 2],
             data_deadline,
         }
     }
@@ -105,23 +162,63 @@ impl Place {
         }
     }
 
-    /// A data request was answered.
-    pub(super) fn answered(&mut self) {
-        self.waiting_since = None;
+    /// A request of `role` was answered: its clock starts over, and so does its rest.
+    pub(super) fn answered(&mut self, role: Role) {
+        if let Some(w) = self.waiting.get_mut(role as usize) {
+            w.since = None;
+            w.next_rest = Duration::ZERO;
+        }
     }
 
-    /// When the requests in flight are overdue.
+    /// The next time something is due: requests overdue, or a rest over.
     pub(super) fn deadline(&self) -> Option<Millis> {
-        self.waiting_since.map(|t| t + self.data_deadline)
+        self.waiting
+            .iter()
+            .flat_map(|w| [w.since.map(|t| t + self.data_deadline), w.resting_until])
+            .flatten()
+            .min()
     }
 
-    /// Whether they are at `now`.
-    pub(super) fn overdue(&self, now: Millis) -> bool {
+    /// Whether something is due at `now`.
+    pub(super) fn due(&self, now: Millis) -> bool {
         self.deadline().is_some_and(|d| d <= now)
     }
 
-    /// If node `i` leads, ask it for what the sessions wait for (up to its height) and
-    /// pass clients' transactions on; if it may no longer lead, give the lead up.
+    /// Requests left unanswered past the data deadline at `now`: given up, and the node
+    /// rests from their role (another may take it meanwhile), for the data deadline at
+    /// first, twice as long each time after, up to [`MAX_REST`]; rests over at `now`
+    /// end. The connection stays: the node still serves headers and what else it leads.
+    pub(super) fn rest_overdue(&mut self, now: Millis) {
+        for role in [Role::Filters, Role::Blocks] {
+            let w = &mut self.waiting[role as usize];
+            if w.resting_until.is_some_and(|t| t <= now) {
+                w.resting_until = None;
+            }
+            if w.since.is_none_or(|t| t + self.data_deadline > now) {
+                continue;
+            }
+            let rest = w.next_rest.max(self.data_deadline);
+            w.since = None;
+            w.resting_until = Some(now + rest);
+            w.next_rest = (rest * 2).min(MAX_REST);
+            match role {
+                Role::Filters => self.filters.give_up(),
+                _ => self.block_asked = None,
+            }
+            tracing::warn!(
+                upstream = %self.addr,
+                role = role.name(),
+                rest_s = rest.as_secs(),
+                "upstream left requests unanswered (Bitcoin Core answers nothing for filters \
+                 its index has not reached, or a block it has not): asked of another node, \
+                 or of it again after the rest"
+            );
+        }
+    }
+
+    /// Ask node `i` for what the sessions wait for (up to its height) in the roles it
+    /// leads and pass clients' transactions on if it leads them; give up what it may no
+    /// longer lead.
     pub(super) fn serve(
         &mut self,
         out: &mut Vec<u8>,
@@ -144,73 +241,102 @@ impl Place {
             self.on_best = limit.is_some();
             log_place(self.addr, self.on_best);
         }
-        let has_filters = self
-            .version
-            .is_some_and(|v| v.services & p2p::NODE_COMPACT_FILTERS != 0);
-        let candidacy = Candidacy {
-            height: limit.filter(|_| has_filters || !serves_filters),
-            struck: self.strikes >= STRIKES,
+        let version = self.version.unwrap_or(p2p::Version {
+            services: 0,
+            start_height: 0,
+            relay: false,
+        });
+        let resting = |role: Role| {
+            self.waiting[role as usize]
+                .resting_until
+                .is_some_and(|t| t > now)
         };
-        let (leads, changed) = gw.followers.leads(i, candidacy);
+        let candidacy = Candidacy {
+            height: limit,
+            struck: self.strikes >= STRIKES,
+            full: !version.is_pruned(),
+            may: [
+                serves_filters
+                    && version.services & p2p::NODE_COMPACT_FILTERS != 0
+                    && !resting(Role::Filters),
+                !resting(Role::Blocks),
+                version.relay,
+            ],
+        };
+        let (leads, changed) = gw.followers.leads(i, candidacy, gw.relay);
         if changed {
             events.push_back(Event::LeadFreed);
         }
-        if leads != self.leading {
-            self.leading = leads;
-            self.took_or_lost(gw, candidacy);
-        }
-        if !leads {
-            // Not the lead (or no longer): nothing of ours is awaited. What it was asked
-            // and may never answer (the served chain left its branch) is forgotten, so
-            // that it asks afresh if it leads again.
-            self.waiting_since = None;
-            if self.in_flight() {
-                self.filters.give_up();
-                self.block_asked = None;
+        for role in Role::ALL {
+            if leads[role as usize] != self.leading[role as usize] {
+                self.leading[role as usize] = leads[role as usize];
+                self.took_or_lost(gw, role, limit.unwrap_or(0));
             }
-            return;
+        }
+        // What it was asked in a role it no longer leads, and may never answer (the served
+        // chain left its branch, it rests), is forgotten, so that it asks afresh if it
+        // leads again; nothing of it is awaited.
+        if !leads[Role::Filters as usize] {
+            self.waiting[Role::Filters as usize].since = None;
+            self.filters.give_up();
+        }
+        if !leads[Role::Blocks as usize] {
+            self.waiting[Role::Blocks as usize].since = None;
+            self.block_asked = None;
         }
         let Some(limit) = limit else {
             return;
         };
-        self.filters.ask(out, magic, gw, limit);
-        ask_block(out, magic, gw, &mut self.block_asked, limit);
-        // The clock runs from the last answer (or the first request) while anything is
-        // in flight.
-        if !self.in_flight() {
-            self.waiting_since = None;
-        } else if self.waiting_since.is_none() {
-            self.waiting_since = Some(now);
+        if leads[Role::Filters as usize] {
+            self.filters.ask(out, magic, gw, limit);
+            let in_flight = self.filters.in_flight();
+            clock(&mut self.waiting[Role::Filters as usize], in_flight, now);
         }
-        for tx in gw.relay.take() {
-            p2p::encode(out, magic, "tx", |p| p.extend_from_slice(&tx));
+        if leads[Role::Blocks as usize] {
+            // A pruned node is asked only for its last blocks; the sessions waiting for a
+            // deeper one are told it is not found (another gateway may have it).
+            let floor = match version.is_pruned() {
+                true => limit.saturating_sub(p2p::NODE_NETWORK_LIMITED_MIN_BLOCKS),
+                false => 0,
+            };
+            ask_block(
+                out,
+                magic,
+                gw,
+                &mut self.block_asked,
+                (floor, limit),
+                events,
+            );
+            let in_flight = self.block_asked.is_some();
+            clock(&mut self.waiting[Role::Blocks as usize], in_flight, now);
+        }
+        if leads[Role::Transactions as usize] {
+            for tx in gw.relay.take() {
+                p2p::encode(out, magic, "tx", |p| p.extend_from_slice(&tx));
+            }
         }
     }
 
-    /// The node took the lead, or lost it: said in the log; one that takes it is asked
-    /// for the blocks the node before said it lacks.
-    fn took_or_lost(&self, gw: &Gateway<'_>, candidacy: Candidacy) {
-        let height = candidacy.height.unwrap_or(0);
-        if !self.leading {
-            tracing::info!(upstream = %self.addr, height, "upstream no longer leads");
+    /// The node took the lead of `role` (at `height`), or lost it: said in the log; one
+    /// that takes the blocks is asked for those the node before said it lacks.
+    fn took_or_lost(&self, gw: &Gateway<'_>, role: Role, height: u32) {
+        let role_name = role.name();
+        if !self.leading[role as usize] {
+            tracing::info!(upstream = %self.addr, height, role = role_name, "upstream no longer leads");
             return;
         }
         tracing::info!(
             upstream = %self.addr,
             height,
-            "upstream leads: filters, blocks and clients' transactions go through it"
+            role = role_name,
+            "upstream leads: what the sessions wait for of this role goes through it"
         );
-        if let Ok(c) = gw.chain.read()
+        if role == Role::Blocks
+            && let Ok(c) = gw.chain.read()
             && let Some(b) = c.blocks()
         {
             b.forget_missing();
         }
-    }
-
-    fn in_flight(&self) -> bool {
-        self.filters.headers_asked.is_some()
-            || self.filters.fetching.is_some()
-            || self.block_asked.is_some()
     }
 
     /// A block from the node: kept for the sessions waiting if it is the one asked for and
@@ -329,6 +455,11 @@ struct HeadersAsked {
 const FETCH_AHEAD: u32 = 100;
 
 impl Filters {
+    /// Whether anything asked is awaited.
+    fn in_flight(&self) -> bool {
+        self.headers_asked.is_some() || self.fetching.is_some()
+    }
+
     /// The node lost the lead: nothing asked is awaited now (asked afresh if it leads
     /// again); the answer to the `getcfheaders` in flight will be recognised and let go.
     fn give_up(&mut self) {
@@ -397,7 +528,13 @@ impl Filters {
     ) -> Result<bool, UpstreamError> {
         self.hashes.clear();
         let (stop, prev) = p2p::read_cfheaders(payload, &mut self.hashes)?;
-        if let Some(late) = self.given_up.iter_mut().find(|s| **s == Some(stop)) {
+        // What answers the request in flight is taken, even if a request given up before
+        // had the same stop: that one may never be answered (Bitcoin Core answers nothing
+        // for filters past its index), and an answer to it would be the same.
+        let answers = self
+            .headers_asked
+            .is_some_and(|a| a.stop == stop && a.count as usize == self.hashes.len());
+        if !answers && let Some(late) = self.given_up.iter_mut().find(|s| **s == Some(stop)) {
             // The answer to a request given up: let go (the one in flight still waits).
             *late = None;
             return Ok(false);
@@ -479,24 +616,51 @@ impl Filters {
     }
 }
 
+/// The clock of requests of one role: it runs from the last answer (or the first request)
+/// while anything is in flight.
+fn clock(w: &mut Waiting, in_flight: bool, now: Millis) {
+    if !in_flight {
+        w.since = None;
+    } else if w.since.is_none() {
+        w.since = Some(now);
+    }
+}
+
 /// Ask the node for the block a session waits for, if none is asked already and the node
-/// has it (it is at or below `limit`, the node's height).
+/// has it: on the served chain within `(floor, limit)` (its height, and for a pruned node
+/// the lowest it keeps). The lowest block waited for below `floor` is said missing, so
+/// that its sessions are told now rather than wait for a node that will never be asked.
 fn ask_block(
     out: &mut Vec<u8>,
     magic: [u8; 4],
     gw: &Gateway<'_>,
     asked: &mut Option<BlockHash>,
-    limit: u32,
+    (floor, limit): (u32, u32),
+    events: &mut VecDeque<Event>,
 ) {
     if asked.is_some() {
         return;
     }
+    let Ok(c) = gw.chain.read() else {
+        return;
+    };
+    let Some(blocks) = c.blocks() else {
+        return;
+    };
     // The lowest block a live session waits for that the node has: on the served chain
     // (a session may wait for one a reorg took off it) at or below its height.
-    let Some(hash) = gw.chain.read().ok().and_then(|c| {
-        c.blocks()?
-            .wanted_within(|height, hash| height <= limit && c.height_of(hash) == Some(height))
-    }) else {
+    let on_chain = |height: u32, hash: &BlockHash| c.height_of(hash) == Some(height);
+    if floor > 0
+        && let Some(deep) =
+            blocks.wanted_within(|height, hash| height < floor && on_chain(height, hash))
+    {
+        tracing::info!(block = %deep, floor, "a block below what the pruned upstream keeps: not found");
+        blocks.missing_block(&deep);
+        events.push_back(Event::DataArrived);
+    }
+    let Some(hash) = blocks
+        .wanted_within(|height, hash| (floor..=limit).contains(&height) && on_chain(height, hash))
+    else {
         return;
     };
     p2p::encode(out, magic, "getdata", |p| {

@@ -23,8 +23,8 @@ use lightwire_chain::{Chain, Header, Network};
 use lightwire_proto::Millis;
 
 use super::UpstreamError;
-use super::headers::{getheaders, take_headers};
-use super::lead::{Candidacy, Place};
+use super::headers::{Next, getheaders, take_headers};
+use super::lead::{Candidacy, Place, Role};
 use crate::mempool::ServedMempool;
 use crate::p2p;
 use crate::relay::TxRelay;
@@ -78,12 +78,12 @@ impl Followers {
         }
     }
 
-    /// The node that leads now, if any.
-    pub fn lead(&self) -> Option<usize> {
+    /// The node that leads `role` now, if any.
+    pub fn lead(&self, role: Role) -> Option<usize> {
         self.lead
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .node
+            .node[role as usize]
     }
 
     /// Nodes that completed their handshake and are still connected.
@@ -99,62 +99,76 @@ impl Followers {
         self.chain.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Whether node `i`, whose place is now `candidacy`, leads (see the type's
-    /// documentation for who does); the second value says the lead changed hands (the
-    /// others are to be woken).
-    pub(super) fn leads(&self, i: usize, candidacy: Candidacy) -> (bool, bool) {
+    /// Which roles node `i`, whose place is now `candidacy`, leads (by [`Role`]; see the
+    /// type's documentation for who does); the second value says a lead changed hands
+    /// (the others are to be woken). The relay is told whether a node takes clients'
+    /// transactions, under the same lock, so that it never says "relayed" while none
+    /// does.
+    pub(super) fn leads(
+        &self,
+        i: usize,
+        candidacy: Candidacy,
+        relay: &TxRelay,
+    ) -> ([bool; 3], bool) {
         let mut lead = self.lead.lock().unwrap_or_else(PoisonError::into_inner);
         lead.candidates.insert(i, candidacy);
         let changed = lead.choose();
-        (lead.node == Some(i), changed)
+        relay.set_connected(lead.node[Role::Transactions as usize].is_some());
+        (lead.node.map(|n| n == Some(i)), changed)
     }
 
-    /// Node `i` is gone: whether it freed the lead.
-    fn leave(&self, i: usize) -> bool {
+    /// Node `i` is gone: whether it freed a lead.
+    fn leave(&self, i: usize, relay: &TxRelay) -> bool {
         let mut lead = self.lead.lock().unwrap_or_else(PoisonError::into_inner);
         lead.candidates.remove(&i);
-        let freed = lead.node == Some(i);
-        if freed {
-            lead.node = None;
+        let mut freed = false;
+        for n in &mut lead.node {
+            if *n == Some(i) {
+                *n = None;
+                freed = true;
+            }
         }
+        relay.set_connected(lead.node[Role::Transactions as usize].is_some());
         freed
     }
 
-    /// Count a node in (`+1`) or out (`-1`), and tell the relay whether any is connected.
-    fn count(&self, relay: &TxRelay, up: bool) {
+    /// Count a node in (`+1`) or out (`-1`).
+    fn count(&self, up: bool) {
         let mut n = self
             .connected
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         *n = if up { *n + 1 } else { n.saturating_sub(1) };
-        relay.set_connected(*n > 0);
     }
 }
 
-/// Who leads, and what each node's connection last said of its place for the lead.
+/// Who leads each role, and what each node's connection last said of its place.
 #[derive(Default)]
 struct Lead {
-    node: Option<usize>,
+    node: [Option<usize>; 3],
     candidates: BTreeMap<usize, Candidacy>,
 }
 
 impl Lead {
-    /// Keep the lead or hand it to the node ranking strictly above it (the lowest index
-    /// among equals); whether it changed hands.
+    /// For each role, keep its lead or hand it to the node ranking strictly above it (the
+    /// lowest index among equals); whether any changed hands.
     fn choose(&mut self) -> bool {
-        let rank = |n: &usize| self.candidates.get(n).and_then(Candidacy::rank);
-        let best = self
-            .candidates
-            .iter()
-            .filter_map(|(n, c)| Some((c.rank()?, std::cmp::Reverse(*n))))
-            .max();
-        let keep = self
-            .node
-            .and_then(|l| Some((l, rank(&l)?)))
-            .filter(|(_, r)| best.is_none_or(|(b, _)| b <= *r));
-        let next = keep.map(|(l, _)| l).or(best.map(|(_, n)| n.0));
-        let changed = next != self.node;
-        self.node = next;
+        let mut changed = false;
+        for role in Role::ALL {
+            let rank = |n: &usize| self.candidates.get(n).and_then(|c| c.rank(role));
+            let best = self
+                .candidates
+                .iter()
+                .filter_map(|(n, c)| Some((c.rank(role)?, std::cmp::Reverse(*n))))
+                .max();
+            let slot = self.node[role as usize];
+            let keep = slot
+                .and_then(|l| Some((l, rank(&l)?)))
+                .filter(|(_, r)| best.is_none_or(|(b, _)| b <= *r));
+            let next = keep.map(|(l, _)| l).or(best.map(|(_, n)| n.0));
+            changed |= next != slot;
+            self.node[role as usize] = next;
+        }
         changed
     }
 }
@@ -213,6 +227,10 @@ pub struct Peer {
     heard: Millis,
     /// When we pinged it, unanswered since.
     pinged: Option<Millis>,
+    /// When it last sent `headers` (or completed the handshake): after the idle time
+    /// without, it is asked again (Bitcoin Core announces nothing while in initial block
+    /// download).
+    headers_heard: Millis,
     /// Counted among the connected nodes (after its `verack`, until closed).
     counted: bool,
     place: Place,
@@ -244,6 +262,7 @@ impl Peer {
             handshake_by: Some(now + HANDSHAKE_TIMEOUT),
             heard: now,
             pinged: None,
+            headers_heard: now,
             counted: false,
             place: Place::new(config.addr, config.idle / 2),
             mempool_blocks: VecDeque::new(),
@@ -324,7 +343,12 @@ impl Peer {
             }
             _ => {}
         }
-        if self.place.overdue(now) {
+        if now >= self.headers_heard + self.config.idle {
+            // No headers for the idle time: asked again, once per idle time.
+            getheaders(&mut self.out, self.magic, gw, None);
+            self.headers_heard = now;
+        }
+        if self.place.due(now) {
             // It may no longer lead (then nothing of ours is awaited): ask first.
             self.serve(now, gw);
         }
@@ -343,7 +367,8 @@ impl Peer {
             Some(at) => at + self.config.idle,
             None => self.heard + self.config.idle,
         };
-        Some(self.place.deadline().map_or(silence, |d| d.min(silence)))
+        let due = silence.min(self.headers_heard + self.config.idle);
+        Some(self.place.deadline().map_or(due, |d| d.min(due)))
     }
 
     /// The bytes to write to the node next, if any; say how many were written with
@@ -370,12 +395,12 @@ impl Peer {
             return;
         }
         self.closed = true;
-        if gw.followers.leave(self.config.index) {
+        if gw.followers.leave(self.config.index, gw.relay) {
             self.events.push_back(Event::LeadFreed);
         }
         if self.counted {
             self.counted = false;
-            gw.followers.count(gw.relay, false);
+            gw.followers.count(false);
         }
         self.out.clear();
         self.events.push_back(Event::Closed(why));
@@ -398,10 +423,19 @@ impl Peer {
             b"verack" if self.handshake_by.is_some() => {
                 self.handshake_by = None;
                 self.heard = now;
+                self.headers_heard = now;
                 self.counted = true;
-                gw.followers.count(gw.relay, true);
+                gw.followers.count(true);
                 self.events.push_back(Event::Connected);
-                tracing::info!(upstream = %self.config.addr, "upstream connected");
+                let v = self.place.version;
+                tracing::info!(
+                    upstream = %self.config.addr,
+                    services = format_args!("{:#x}", v.map_or(0, |v| v.services)),
+                    relay = v.is_some_and(|v| v.relay),
+                    start_height = v.map_or(0, |v| v.start_height),
+                    "upstream connected"
+                );
+                remedies(self.config.addr, v, gw);
                 // Announce new blocks with headers (BIP 130), then ask for ours.
                 p2p::encode(out, magic, "sendheaders", |_| {});
                 getheaders(out, magic, gw, None);
@@ -414,7 +448,10 @@ impl Peer {
             b"ping" => {
                 p2p::encode(out, magic, "pong", |p| p.extend_from_slice(payload));
             }
-            b"headers" => self.on_headers(payload, gw)?,
+            b"headers" => {
+                self.headers_heard = now;
+                self.on_headers(payload, gw)?;
+            }
             b"inv" => {
                 if p2p::inv_has_block(payload)? {
                     getheaders(out, magic, gw, None);
@@ -441,15 +478,21 @@ impl Peer {
                 if command == b"block" {
                     mempool_block(&mut self.mempool_blocks, payload, gw, events);
                 }
-                let answered = match command {
-                    b"cfheaders" => place.filters.on_cfheaders(gw, payload, events)?,
-                    b"cfilter" => place.filters.on_cfilter(gw, payload, events)?,
-                    b"block" => place.on_block(gw, payload, events)?,
-                    _ => place.on_notfound(gw, payload, events)?,
+                let (answered, role) = match command {
+                    b"cfheaders" => (
+                        place.filters.on_cfheaders(gw, payload, events)?,
+                        Role::Filters,
+                    ),
+                    b"cfilter" => (
+                        place.filters.on_cfilter(gw, payload, events)?,
+                        Role::Filters,
+                    ),
+                    b"block" => (place.on_block(gw, payload, events)?, Role::Blocks),
+                    _ => (place.on_notfound(gw, payload, events)?, Role::Blocks),
                 };
                 // Only an answer to what was asked moves the lead's deadline on.
                 if answered {
-                    place.answered();
+                    place.answered(role);
                 }
             }
             _ => {}
@@ -462,7 +505,11 @@ impl Peer {
         self.headers.clear();
         p2p::read_headers(payload, &mut self.headers)?;
         let full = self.headers.len() == p2p::MAX_HEADERS;
-        let ask_again = take_headers(gw, &self.headers, &mut self.events)?;
+        let next = take_headers(gw, &self.headers, &mut self.events)?;
+        if next == Next::Wait {
+            // Not taken yet: its place stays where its headers taken put it.
+            return Ok(());
+        }
         self.place.headers(gw, &self.headers);
         // A few new blocks: asked for, for what they mine to leave the mempool.
         if gw.mempool.is_some() && self.headers.len() <= MEMPOOL_BLOCKS {
@@ -480,7 +527,7 @@ impl Peer {
         // After a full batch the next request continues from its last header, so that a
         // node on a lesser branch longer than a batch is walked to its end, not asked
         // from the fork again and again.
-        if ask_again {
+        if next == Next::FromServed {
             getheaders(&mut self.out, self.magic, gw, None);
         } else if full {
             let last = self.headers.last().map(Header::block_hash);
@@ -496,11 +543,51 @@ impl Peer {
         (self.place).serve(out, self.magic, gw, self.config.index, now, events);
     }
 
-    /// Close the connection if the lead's requests are overdue.
+    /// Requests overdue at `now` are given up and the node rests from their role (the
+    /// connection stays); a rest over lets it take the role again.
     fn check_overdue(&mut self, now: Millis, gw: &Gateway<'_>) {
-        if self.place.overdue(now) {
-            self.close(gw, UpstreamError::Unanswered);
+        if self.place.due(now) {
+            self.place.rest_overdue(now);
+            self.serve(now, gw);
         }
+    }
+}
+
+/// What the gateway cannot do with this node, and what would let it, in the log once at
+/// its handshake (Bitcoin Core's defaults serve no filters and no BIP35 `mempool`).
+fn remedies(addr: SocketAddr, version: Option<p2p::Version>, gw: &Gateway<'_>) {
+    let Some(v) = version else {
+        return;
+    };
+    let serves_filters = gw.chain.read().is_ok_and(|c| c.filters().is_some());
+    if serves_filters && v.services & p2p::NODE_COMPACT_FILTERS == 0 {
+        tracing::warn!(
+            upstream = %addr,
+            "upstream serves no compact block filters (NODE_COMPACT_FILTERS): filters come \
+             from other nodes only; for Bitcoin Core set blockfilterindex=1 and \
+             peerblockfilters=1 in bitcoin.conf, for btcd leave --nocfilters off"
+        );
+    }
+    if gw.mempool.is_some() && v.services & p2p::NODE_BLOOM == 0 {
+        tracing::warn!(
+            upstream = %addr,
+            "upstream does not list its mempool (BIP35 needs NODE_BLOOM): only transactions \
+             announced from now on are seen; for Bitcoin Core add \
+             whitelist=bloomfilter,noban@<the gateway's address> to bitcoin.conf"
+        );
+    }
+    if !v.relay {
+        tracing::warn!(
+            upstream = %addr,
+            "upstream takes no transactions (its version's relay flag is off: Bitcoin Core \
+             with -blocksonly): clients' transactions go through other nodes only"
+        );
+    }
+    if v.is_pruned() {
+        tracing::warn!(
+            upstream = %addr,
+            "upstream is pruned (NODE_NETWORK_LIMITED): asked only for its last 288 blocks"
+        );
     }
 }
 

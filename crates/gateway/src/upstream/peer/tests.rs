@@ -27,6 +27,8 @@ struct World {
     /// The mempool followed, when it is.
     mempool: Option<ServedMempool>,
     now: Millis,
+    /// The wall clock validation judges header times by.
+    unix_time: u64,
 }
 
 impl World {
@@ -43,6 +45,7 @@ impl World {
             relay: TxRelay::new(wake),
             mempool: None,
             now: Millis(1_000),
+            unix_time: UNIX_TIME,
         }
     }
 
@@ -52,7 +55,7 @@ impl World {
             followers: &self.followers,
             relay: &self.relay,
             mempool: self.mempool.as_ref(),
-            unix_time: UNIX_TIME,
+            unix_time: self.unix_time,
         }
     }
 
@@ -80,6 +83,10 @@ struct Behaviour {
     cfheaders: CfHeaders,
     /// How it answers `getdata` for a block.
     blocks: Blocks,
+    /// Its `version`'s relay flag (Bitcoin Core says false with `-blocksonly`).
+    relay: bool,
+    /// Pruned: NODE_NETWORK_LIMITED without NODE_NETWORK (BIP159).
+    pruned: bool,
 }
 
 /// What a fake node answers to `getcfheaders`.
@@ -104,6 +111,9 @@ enum Blocks {
     Bogus,
     /// `notfound`.
     NotFound,
+    /// Nothing: Bitcoin Core's answer for a block it has not, has pruned, or will not
+    /// serve (`ProcessGetBlockData` returns without a word).
+    Silent,
 }
 
 const HONEST: Behaviour = Behaviour {
@@ -113,6 +123,8 @@ const HONEST: Behaviour = Behaviour {
     answers_filters: true,
     cfheaders: CfHeaders::Honest,
     blocks: Blocks::Real,
+    relay: true,
+    pruned: false,
 };
 
 /// A fake node: its chain (after genesis), a filter per block (made up: the gateway only
@@ -135,6 +147,10 @@ struct FakeNode {
     /// that answers late).
     hold_cfheaders: bool,
     held: Vec<Vec<u8>>,
+    /// It dropped the connection for a request Bitcoin Core drops a peer for (a filter
+    /// request without NODE_COMPACT_FILTERS, a block a pruned node does not keep): it
+    /// answers nothing more.
+    disconnected: bool,
 }
 
 impl FakeNode {
@@ -153,6 +169,7 @@ impl FakeNode {
             pending: Vec::new(),
             hold_cfheaders: false,
             held: Vec::new(),
+            disconnected: false,
         }
     }
 
@@ -210,20 +227,32 @@ impl FakeNode {
     fn answer(&mut self, command: &[u8], payload: &[u8], out: &mut Vec<u8>) {
         let magic = FakeNode::magic();
         let b = self.behaviour;
+        if self.disconnected {
+            return;
+        }
         match command {
+            // Bitcoin Core disconnects a peer asking for filters it does not say it
+            // serves (`PrepareBlockFilterRequest`: "peer requested unsupported block
+            // filter type" or filters not served).
+            b"getcfheaders" | b"getcfilters" | b"getcfcheckpt" if !b.says_filters => {
+                self.disconnected = true;
+            }
             b"version" if b.handshake => {
-                let mut services = if b.says_filters {
-                    p2p::NODE_COMPACT_FILTERS
+                let mut services = if b.pruned {
+                    p2p::NODE_NETWORK_LIMITED
                 } else {
-                    0
+                    p2p::NODE_NETWORK
                 };
+                if b.says_filters {
+                    services |= p2p::NODE_COMPACT_FILTERS;
+                }
                 if self.bloom {
                     services |= p2p::NODE_BLOOM;
                 }
                 let height = self.headers.len() as u32;
                 p2p::encode(out, magic, "version", |p| {
                     let at = p.len();
-                    p2p::write_version(p, UNIX_TIME, 7, height, false);
+                    p2p::write_version(p, UNIX_TIME, 7, height, b.relay);
                     p[at + 4..at + 12].copy_from_slice(&services.to_le_bytes());
                 });
                 p2p::encode(out, magic, "verack", |_| {});
@@ -303,6 +332,13 @@ impl FakeNode {
                 let Some(h) = self.height_of(hash).filter(|h| *h > 0) else {
                     return;
                 };
+                // Bitcoin Core, pruned, disconnects a peer asking for a block more than
+                // 288 and two below its tip (`ProcessGetBlockData`).
+                let tip = self.headers.len() as u32;
+                if b.pruned && tip - h > p2p::NODE_NETWORK_LIMITED_MIN_BLOCKS + 2 {
+                    self.disconnected = true;
+                    return;
+                }
                 let header = self.headers[h as usize - 1].encode();
                 match b.blocks {
                     Blocks::Real => p2p::encode(out, magic, "block", |p| {
@@ -320,6 +356,7 @@ impl FakeNode {
                     Blocks::NotFound => {
                         p2p::encode(out, magic, "notfound", |p| p.extend_from_slice(payload))
                     }
+                    Blocks::Silent => {}
                 }
             }
             _ => {}
@@ -564,7 +601,7 @@ fn the_handshake_then_headers_to_the_nodes_tip() {
     assert!(link.saw(|e| matches!(e, Event::TipChanged)));
     assert_eq!(world.followers.connected(), 1);
     assert_eq!(
-        world.followers.lead(),
+        world.followers.lead(Role::Blocks),
         Some(0),
         "on the served chain: it leads"
     );
@@ -614,7 +651,8 @@ fn a_ping_not_answered_drops_the_node() {
     );
     assert!(link.closed().is_none());
 
-    link.node.behaviour.pongs = false;
+    // It goes mute (it would answer `getheaders`, which is hearing from it).
+    link.node.disconnected = true;
     let t1 = world.now;
     link.advance(&mut world, t1 + IDLE);
     assert_eq!(link.node.count("ping"), 6);
@@ -624,7 +662,10 @@ fn a_ping_not_answered_drops_the_node() {
     assert!(matches!(link.closed(), Some(UpstreamError::Silent)));
     assert!(link.saw(|e| matches!(e, Event::LeadFreed)), "it led");
     assert_eq!(
-        (world.followers.lead(), world.followers.connected()),
+        (
+            world.followers.lead(Role::Blocks),
+            world.followers.connected()
+        ),
         (None, 0)
     );
     assert_eq!(
@@ -634,27 +675,54 @@ fn a_ping_not_answered_drops_the_node() {
     );
 }
 
-/// A lead that answers headers and pings but never its `getcfheaders` is dropped after
-/// half the idle time, not a moment before, and gives the lead up.
+/// A lead that answers headers and pings but never its `getcfheaders` (Bitcoin Core
+/// answers nothing for filters its index has not reached: `PrepareBlockFilterRequest`
+/// fails and `ProcessGetCFHeaders` returns without a word) is not dropped: after half the
+/// idle time, not a moment before, it gives up the filters' lead and rests from it, then
+/// is asked again, the rest doubling; it keeps the blocks' lead and its connection.
 #[test]
-fn a_lead_that_stalls_on_filter_headers_is_dropped_after_half_the_idle_time() {
+fn a_lead_silent_on_filter_headers_rests_from_them_and_is_asked_again() {
     let mut world = World::new(true);
     let stalls = Behaviour {
         answers_filters: false,
         ..HONEST
     };
     let mut link = Link::open(&world, 0, FakeNode::new(chain_of(100), stalls));
-    assert_eq!(world.followers.lead(), Some(0));
+    assert_eq!(world.followers.lead(Role::Filters), Some(0));
     assert_eq!(link.node.count("getcfheaders"), 1);
     let asked = world.now;
     assert_eq!(link.peer.poll_timeout(), Some(asked + IDLE / 2));
     link.advance(&mut world, before(asked + IDLE / 2));
-    assert!(link.closed().is_none());
+    assert_eq!(world.followers.lead(Role::Filters), Some(0));
     link.advance(&mut world, asked + IDLE / 2);
-    assert!(matches!(link.closed(), Some(UpstreamError::Unanswered)));
+    assert!(
+        link.closed().is_none(),
+        "silence is no fault: {:?}",
+        link.closed()
+    );
     assert!(link.saw(|e| matches!(e, Event::LeadFreed)));
-    assert_eq!(world.followers.lead(), None);
+    assert_eq!(world.followers.lead(Role::Filters), None, "resting");
+    assert_eq!(world.followers.lead(Role::Blocks), Some(0), "blocks still");
     assert_eq!(world.filter_tip(), None, "nothing taken from it");
+    // After its rest (as long as the deadline), asked again; then a rest twice as long.
+    let rested = asked + IDLE / 2 + IDLE / 2;
+    link.advance(&mut world, rested);
+    assert_eq!(world.followers.lead(Role::Filters), Some(0));
+    assert_eq!(link.node.count("getcfheaders"), 2);
+    link.advance(&mut world, rested + IDLE / 2);
+    assert_eq!(world.followers.lead(Role::Filters), None);
+    link.advance(&mut world, before(rested + IDLE / 2 + IDLE));
+    assert_eq!(
+        link.node.count("getcfheaders"),
+        2,
+        "the second rest is twice as long"
+    );
+    // Its index caught up: it answers, and the rest starts over.
+    link.node.behaviour.answers_filters = true;
+    link.advance(&mut world, rested + IDLE / 2 + IDLE);
+    assert_eq!(link.node.count("getcfheaders"), 3);
+    assert_eq!(world.filter_tip(), Some(100));
+    assert!(link.closed().is_none());
 }
 
 /// The lead goes away while a session waits for a filter: the next node that may lead
@@ -670,7 +738,7 @@ fn a_lead_that_disconnects_hands_the_lead_to_the_next() {
     };
     let mut c = Link::open(&world, 2, FakeNode::new(chain_of(100), no_filters));
     let mut b = Link::open(&world, 1, FakeNode::new(chain_of(100), HONEST));
-    assert_eq!(world.followers.lead(), Some(0));
+    assert_eq!(world.followers.lead(Role::Blocks), Some(0));
     assert_eq!(world.followers.connected(), 3);
     assert_eq!(world.filter_tip(), Some(100));
     assert_eq!(b.node.count("getcfheaders"), 0, "only the lead is asked");
@@ -693,7 +761,7 @@ fn a_lead_that_disconnects_hands_the_lead_to_the_next() {
     c.peer.handle_wake(world.now, &world.gw());
     c.pump(&world);
     assert_eq!(
-        world.followers.lead(),
+        world.followers.lead(Role::Blocks),
         Some(1),
         "it serves no filters: it may not lead"
     );
@@ -704,7 +772,7 @@ fn a_lead_that_disconnects_hands_the_lead_to_the_next() {
     assert_eq!(b.node.count("getcfilters"), 0, "not yet woken");
     b.peer.handle_wake(world.now, &world.gw());
     b.pump(&world);
-    assert_eq!(world.followers.lead(), Some(1));
+    assert_eq!(world.followers.lead(Role::Blocks), Some(1));
     assert_eq!(b.node.count("getcfilters"), 1);
     assert_eq!(
         filter_50(),
@@ -853,7 +921,7 @@ fn a_node_stuck_at_genesis_does_not_keep_the_lead() {
     let world = World::with_blocks(true);
     let mut stuck = Link::open(&world, 0, FakeNode::new(Vec::new(), HONEST));
     assert_eq!(
-        world.followers.lead(),
+        world.followers.lead(Role::Blocks),
         Some(0),
         "alone at genesis, it leads"
     );
@@ -861,7 +929,7 @@ fn a_node_stuck_at_genesis_does_not_keep_the_lead() {
     wake_all(&world, &mut [&mut stuck, &mut honest]);
     assert_eq!(world.tip(), 100);
     assert_eq!(
-        world.followers.lead(),
+        world.followers.lead(Role::Blocks),
         Some(1),
         "the node that can deliver leads"
     );
@@ -909,7 +977,7 @@ fn a_lead_whose_filter_headers_do_not_follow_on_is_dropped_and_erases_nothing() 
     );
     assert_eq!(liar.node.count("getcfheaders"), 1, "not asked again");
     assert_eq!((world.filter_tip(), held(100)), (Some(100), before));
-    assert_eq!(world.followers.lead(), None);
+    assert_eq!(world.followers.lead(Role::Blocks), None);
 }
 
 /// A `cfheaders` that does not answer what was asked (another stop hash, or no filter
@@ -951,7 +1019,7 @@ fn a_lead_that_has_no_blocks_hands_the_lead_to_one_that_has() {
     };
     let mut a = Link::open(&world, 0, FakeNode::new(chain_of(100), lacks));
     let mut b = Link::open(&world, 1, FakeNode::new(chain_of(100), HONEST));
-    assert_eq!(world.followers.lead(), Some(0));
+    assert_eq!(world.followers.lead(Role::Blocks), Some(0));
     for h in [10, 11, 12] {
         assert_eq!(world.block(h), FilterLookup::Pending);
         // The wake-up reaches the lead first.
@@ -964,7 +1032,7 @@ fn a_lead_that_has_no_blocks_hands_the_lead_to_one_that_has() {
         );
     }
     assert_eq!(a.node.count("getdata"), 3);
-    assert_eq!(world.followers.lead(), Some(1));
+    assert_eq!(world.followers.lead(Role::Blocks), Some(1));
     assert!(a.saw(|e| matches!(e, Event::LeadFreed)));
     wake_all(&world, &mut [&mut a, &mut b]);
     assert_eq!(
@@ -979,8 +1047,8 @@ fn a_lead_that_has_no_blocks_hands_the_lead_to_one_that_has() {
 }
 
 /// A lead that never answers its `getcfheaders` but keeps sending things nobody asked
-/// for (a `notfound`, a `block`) is dropped after half the idle time all the same:
-/// only an answer to what was asked counts.
+/// for (a `notfound`, a `block`) rests from the filters after half the idle time all the
+/// same: only an answer to what was asked counts.
 #[test]
 fn unasked_messages_do_not_count_as_answers() {
     let mut world = World::new(true);
@@ -1000,13 +1068,15 @@ fn unasked_messages_do_not_count_as_answers() {
         link.send(&world, &unasked);
     }
     link.advance(&mut world, before(asked + IDLE / 2));
-    assert!(link.closed().is_none());
+    assert_eq!(world.followers.lead(Role::Filters), Some(0));
     link.advance(&mut world, asked + IDLE / 2);
-    assert!(
-        matches!(link.closed(), Some(UpstreamError::Unanswered)),
+    assert_eq!(
+        world.followers.lead(Role::Filters),
+        None,
         "{:?}",
         link.events
     );
+    assert!(link.closed().is_none());
 }
 
 /// `notfound` is believed only from the node asked, for the block asked: blocks that
@@ -1063,7 +1133,10 @@ fn a_late_answer_to_a_request_given_up_does_not_drop_the_node() {
         ..HONEST
     };
     let mut b = Link::open(&world, 1, FakeNode::new(chain_of(2_051), silent));
-    assert_eq!((world.tip(), world.followers.lead()), (2_051, Some(1)));
+    assert_eq!(
+        (world.tip(), world.followers.lead(Role::Blocks)),
+        (2_051, Some(1))
+    );
     let mut more = Vec::new();
     let extra = headers_after(&REGTEST, &a.node.headers[2_000], 2_001, 50, 0);
     headers_message(&mut more, &extra);
@@ -1076,7 +1149,7 @@ fn a_late_answer_to_a_request_given_up_does_not_drop_the_node() {
     b.peer.close(&world.gw(), UpstreamError::Closed);
     b.pump(&world);
     wake_all(&world, &mut [&mut a]);
-    assert_eq!(world.followers.lead(), Some(0));
+    assert_eq!(world.followers.lead(Role::Blocks), Some(0));
     assert_eq!((a.node.count("getcfheaders"), a.node.held.len()), (3, 2));
     // The answer to the request given up comes first: let go, not an error.
     let late = std::mem::take(&mut a.node.held);
@@ -1086,4 +1159,207 @@ fn a_late_answer_to_a_request_given_up_does_not_drop_the_node() {
     a.send(&world, &late[1]);
     assert!(a.closed().is_none(), "{:?}", a.events);
     assert_eq!(world.filter_tip(), Some(2_051));
+}
+
+/// Bitcoin Core with its defaults: no `peerblockfilters` (no NODE_COMPACT_FILTERS; it
+/// disconnects a peer asking for filters, `PrepareBlockFilterRequest`), every block, and
+/// transactions. Beside a gateway serving filters it leads blocks and transactions and is
+/// never asked for a filter; the relay says "relayed" because a node takes them.
+#[test]
+fn bitcoin_cores_defaults_serve_blocks_and_transactions_without_filters() {
+    let world = World::with_blocks(true);
+    let core = Behaviour {
+        says_filters: false,
+        answers_filters: false,
+        ..HONEST
+    };
+    let mut link = Link::open(&world, 0, FakeNode::new(chain_of(100), core));
+    assert_eq!(world.tip(), 100);
+    assert_eq!(
+        Role::ALL.map(|r| world.followers.lead(r)),
+        [None, Some(0), Some(0)]
+    );
+    assert_eq!(world.block(10), FilterLookup::Pending);
+    assert_eq!(world.relay.push(&a_tx(1)), RelayStatus::Relayed);
+    link.peer.handle_wake(world.now, &world.gw());
+    link.pump(&world);
+    assert!(matches!(world.block(10), FilterLookup::Ready(_)));
+    assert_eq!(
+        link.node.count("tx"),
+        1,
+        "the client's transaction reached it"
+    );
+    assert_eq!(link.node.count("getcfheaders"), 0);
+    assert!(!link.node.disconnected && link.closed().is_none());
+}
+
+/// Filters from the node that serves them, blocks and transactions from the highest of
+/// all: a node serving filters that is behind does not hold the blocks back.
+#[test]
+fn filters_from_a_node_that_serves_them_blocks_from_the_highest() {
+    let world = World::with_blocks(true);
+    let core = Behaviour {
+        says_filters: false,
+        answers_filters: false,
+        ..HONEST
+    };
+    let mut a = Link::open(&world, 0, FakeNode::new(chain_of(100), core));
+    let mut b = Link::open(&world, 1, FakeNode::new(chain_of(90), HONEST));
+    wake_all(&world, &mut [&mut a, &mut b]);
+    assert_eq!(
+        Role::ALL.map(|r| world.followers.lead(r)),
+        [Some(1), Some(0), Some(0)]
+    );
+    assert_eq!(
+        world.filter_tip(),
+        Some(90),
+        "as far as the filter node goes"
+    );
+    assert_eq!(world.block(95), FilterLookup::Pending);
+    wake_all(&world, &mut [&mut a, &mut b]);
+    assert!(matches!(world.block(95), FilterLookup::Ready(_)));
+    assert_eq!(
+        (a.node.count("getcfheaders"), b.node.count("getdata")),
+        (0, 0)
+    );
+}
+
+/// Bitcoin Core answers nothing for a block it has not (`ProcessGetBlockData`): the
+/// silent lead is not dropped; after half the idle time it rests from the blocks, and the
+/// next node that has them is asked.
+#[test]
+fn a_block_met_with_silence_is_asked_of_another_node() {
+    let mut world = World::with_blocks(false);
+    let silent = Behaviour {
+        blocks: Blocks::Silent,
+        ..HONEST
+    };
+    let mut a = Link::open(&world, 0, FakeNode::new(chain_of(100), silent));
+    let mut b = Link::open(&world, 1, FakeNode::new(chain_of(100), HONEST));
+    assert_eq!(world.followers.lead(Role::Blocks), Some(0));
+    assert_eq!(world.block(10), FilterLookup::Pending);
+    wake_all(&world, &mut [&mut a, &mut b]);
+    assert_eq!((a.node.count("getdata"), b.node.count("getdata")), (1, 0));
+    let asked = world.now;
+    a.advance(&mut world, asked + IDLE / 2);
+    assert!(a.closed().is_none(), "{:?}", a.closed());
+    assert!(a.saw(|e| matches!(e, Event::LeadFreed)));
+    assert_eq!(
+        world.followers.lead(Role::Blocks),
+        Some(1),
+        "the first rests"
+    );
+    wake_all(&world, &mut [&mut a, &mut b]);
+    assert!(matches!(world.block(10), FilterLookup::Ready(_)));
+    assert_eq!(b.node.count("getdata"), 1);
+    assert_eq!(
+        world.followers.lead(Role::Transactions),
+        Some(0),
+        "it still takes transactions"
+    );
+}
+
+/// A pruned node (NODE_NETWORK_LIMITED, BIP159) keeps its last 288 blocks, and Bitcoin
+/// Core disconnects a peer asking deeper: it is asked only for those; a session waiting
+/// for a deeper block is told it is not found. Beside a node keeping every block at the
+/// same height, that one leads the blocks.
+#[test]
+fn a_pruned_node_is_asked_only_for_the_blocks_it_keeps() {
+    let world = World::with_blocks(false);
+    let pruned = Behaviour {
+        pruned: true,
+        ..HONEST
+    };
+    let mut a = Link::open(&world, 0, FakeNode::new(chain_of(1000), pruned));
+    assert_eq!(world.followers.lead(Role::Blocks), Some(0));
+    // (A session waits for one block at a time: the test's one, for each in turn.)
+    for (h, found) in [(10, false), (900, true)] {
+        assert_eq!(world.block(h), FilterLookup::Pending);
+        a.peer.handle_wake(world.now, &world.gw());
+        a.pump(&world);
+        match found {
+            true => assert!(matches!(world.block(h), FilterLookup::Ready(_))),
+            false => assert_eq!(
+                world.block(h),
+                FilterLookup::Missing,
+                "deeper than it keeps"
+            ),
+        }
+    }
+    assert_eq!(a.node.count("getdata"), 1);
+    assert!(!a.node.disconnected && a.closed().is_none());
+    // A node keeping every block, as high: it leads the blocks, and has block 10.
+    let mut b = Link::open(&world, 1, FakeNode::new(chain_of(1000), HONEST));
+    wake_all(&world, &mut [&mut a, &mut b]);
+    assert_eq!(world.followers.lead(Role::Blocks), Some(1));
+    assert_eq!(world.block(10), FilterLookup::Pending);
+    wake_all(&world, &mut [&mut a, &mut b]);
+    assert!(matches!(world.block(10), FilterLookup::Ready(_)));
+}
+
+/// A `-blocksonly` Bitcoin Core says relay=0 in its `version` and drops a peer's `tx`:
+/// alone, clients are told "busy" rather than "relayed"; beside a node that relays,
+/// transactions go through that one.
+#[test]
+fn a_blocks_only_node_is_given_no_transactions() {
+    let world = World::with_blocks(false);
+    let blocks_only = Behaviour {
+        relay: false,
+        ..HONEST
+    };
+    let mut a = Link::open(&world, 0, FakeNode::new(chain_of(100), blocks_only));
+    assert_eq!(world.followers.lead(Role::Blocks), Some(0));
+    assert_eq!(world.followers.lead(Role::Transactions), None);
+    assert_eq!(world.relay.push(&a_tx(1)), RelayStatus::Busy);
+    let mut b = Link::open(&world, 1, FakeNode::new(chain_of(100), HONEST));
+    assert_eq!(world.followers.lead(Role::Transactions), Some(1));
+    assert_eq!(world.relay.push(&a_tx(2)), RelayStatus::Relayed);
+    wake_all(&world, &mut [&mut a, &mut b]);
+    assert_eq!((a.node.count("tx"), b.node.count("tx")), (0, 1));
+}
+
+/// Bitcoin Core announces no blocks while in initial block download (its `inv`s and
+/// `headers` announcements wait until it is out, `PeerManagerImpl::SendMessages`), and a
+/// node may miss announcing one: a node that sends no headers for the idle time is asked
+/// for them again, so the served tip follows its chain without an announcement.
+#[test]
+fn a_node_that_announces_nothing_is_asked_for_headers_each_idle_time() {
+    let mut world = World::new(false);
+    let chain = chain_of(300);
+    let mut link = Link::open(&world, 0, FakeNode::new(chain[..100].to_vec(), HONEST));
+    assert_eq!(world.tip(), 100);
+    let asked = link.node.count("getheaders");
+    // Its chain grows, unannounced.
+    link.node.headers = chain.clone();
+    let t0 = world.now;
+    link.advance(&mut world, before(t0 + IDLE));
+    assert_eq!(world.tip(), 100);
+    link.advance(&mut world, t0 + IDLE);
+    assert_eq!(world.tip(), 300, "asked again after the idle time");
+    assert_eq!(link.node.count("getheaders"), asked + 1);
+    assert!(link.closed().is_none());
+}
+
+/// A header more than two hours ahead of our clock is not invalid, only not yet (Bitcoin
+/// Core's `BLOCK_TIME_FUTURE`, which `MaybePunishNodeForBlock` does not punish): the node
+/// is not dropped, the headers before it are served, and once our clock has caught up
+/// (asked again after the idle time) it is taken.
+#[test]
+fn a_header_from_the_future_is_not_yet_and_the_node_stays() {
+    let mut world = World::new(false);
+    let mut headers = chain_of(200);
+    let last = headers.len() - 1;
+    headers[last].time = (UNIX_TIME + 3 * 3600) as u32;
+    let target = headers[last].bits.to_target().unwrap();
+    assert!(lightwire_chain::generate::mine(&mut headers[last], &target));
+    let mut link = Link::open(&world, 0, FakeNode::new(headers, HONEST));
+    assert!(link.closed().is_none(), "{:?}", link.closed());
+    assert_eq!(world.tip(), 0, "its one batch waits for our clock");
+    assert_eq!(link.node.count("getheaders"), 1, "not asked again at once");
+    // Our clock passes the header's time; asked again after the idle time, taken.
+    world.unix_time = UNIX_TIME + 3 * 3600;
+    let t0 = world.now;
+    link.advance(&mut world, t0 + IDLE);
+    assert_eq!(world.tip(), 200);
+    assert!(link.closed().is_none());
 }
