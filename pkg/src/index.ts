@@ -250,7 +250,7 @@ export class LightwireClient extends EventTarget {
   /**
    * Fee rates (sat/vB) to be mined within 1, 6 and 144 blocks, from the connected
    * gateways' nodes: each figure is the lower median of the gateways' answers, each
-   * bounded to 1-10,000 sat/vB, a longer target never above a shorter one; `sources` holds
+   * bounded to 0.1-10,000 sat/vB, a longer target never above a shorter one; `sources` holds
    * every answer as the gateway said it. Nothing here is checked against the chain: a
    * gateway may say anything (see pkg/README, "Fee rates"). Rejects with `NoGateway` when no
    * connected gateway serves them.

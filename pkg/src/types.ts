@@ -492,7 +492,8 @@ export interface CreatePsbtOptions {
   /** What to pay, in order: an address of the client's network and whole satoshis (not
    * dust for its script: 294 for P2WPKH, 330 for P2TR, 546 for P2PKH). */
   outputs: { address: string; value: Satoshis }[];
-  /** Satoshis per virtual byte, from 1 (the minimum nodes relay) to 10,000. */
+  /** Satoshis per virtual byte, from 0.1 (the minimum Bitcoin Core relays since 29.1;
+   * btcd, Knots and older Core relay from 1) to 10,000. */
   feeRate: number;
   /** Coins to spend (`txid:vout`), all of them and no others; by default the wallet picks. */
   coins?: string[];

@@ -134,8 +134,8 @@ async function bump(txid: string): Promise<void> {
   if (!c) return;
   showPsbtError(null);
   const feeRate = Number(ui.psbtRate.value);
-  if (!(feeRate >= 1 && feeRate <= 10_000)) {
-    return showPsbtError('Enter the new fee rate (1 to 10,000 sat/vB) in the send form, then bump.', ui.psbtRate);
+  if (!(feeRate >= 0.1 && feeRate <= 10_000)) {
+    return showPsbtError('Enter the new fee rate (0.1 to 10,000 sat/vB) in the send form, then bump.', ui.psbtRate);
   }
   try {
     const r = await c.bumpFee(txid, { feeRate });
@@ -239,7 +239,7 @@ ui.psbtForm.addEventListener('submit', async (ev) => {
   const feeRate = Number(ui.psbtRate.value);
   if (!address) return showPsbtError('Enter the address to pay.', ui.psbtAddress);
   if (value === null) return showPsbtError('The amount is in BTC, more than 0, at most 8 decimals.', ui.psbtAmount);
-  if (!(feeRate >= 1 && feeRate <= 10_000)) return showPsbtError('The fee rate is from 1 to 10,000 sat/vB.', ui.psbtRate);
+  if (!(feeRate >= 0.1 && feeRate <= 10_000)) return showPsbtError('The fee rate is from 0.1 to 10,000 sat/vB.', ui.psbtRate);
   try {
     const r = await c.createPsbt({ outputs: [{ address, value }], feeRate });
     const change = r.change ? `, change ${btc(r.change.value)} to ${r.change.address}` : ', no change';

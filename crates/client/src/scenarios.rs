@@ -938,9 +938,9 @@ fn fee_rates_from_gateways_that_disagree_are_bounded_and_each_shown() {
     assert_eq!(heard.len(), 1);
     let (i, rates, mut answers) = heard[0].clone();
     assert_eq!(i, id);
-    // 1 block: 25,000 and 10,000,000 (bounded): the lower. 6: 12,000 and 1,000 (bounded
-    // up): the lower. 144: the honest one alone, not above 6's.
-    assert_eq!(rates, [Some(25_000), Some(1_000), Some(1_000)]);
+    // 1 block: 25,000 and 10,000,000 (bounded): the lower. 6: 12,000 and 100 (bounded
+    // up to 0.1 sat/vB): the lower. 144: the honest one alone, not above 6's.
+    assert_eq!(rates, [Some(25_000), Some(100), Some(100)]);
     answers.sort_by_key(|a| a.gateway);
     assert_eq!(answers.len(), 2, "the gateway serving none was not asked");
     assert_eq!(answers[0].rates, [Some(25_000), Some(12_000), Some(2_000)]);

@@ -231,8 +231,8 @@ mod tests {
         assert_eq!(parse_outpoint("00:1"), None);
         // Bad rates and addresses are refused with what is wrong.
         assert_eq!(
-            create_psbt(&w, &ask(&[(ELSEWHERE, 10_000)], 999), 20, 20, 1),
-            Err(PsbtError::FeeRate(999))
+            create_psbt(&w, &ask(&[(ELSEWHERE, 10_000)], 99), 20, 20, 1),
+            Err(PsbtError::FeeRate(99))
         );
         let mut bad = ask(&[(ELSEWHERE, 10_000)], 1_000);
         bad.outputs[0].0.push('x');

@@ -299,6 +299,12 @@ pub fn read_version(payload: &[u8]) -> Result<Version, P2pError> {
     })
 }
 
+/// A `feefilter`'s rate (BIP133), sat/kvB.
+pub fn read_feefilter(payload: &[u8]) -> Result<u64, P2pError> {
+    let rate = payload.get(..8).ok_or(P2pError::Truncated("feefilter"))?;
+    Ok(u64::from_le_bytes(rate.try_into().unwrap_or_default()))
+}
+
 /// The `getheaders` payload.
 pub fn write_getheaders(out: &mut Vec<u8>, locator: &[BlockHash], stop: &BlockHash) {
     out.extend_from_slice(&(PROTOCOL_VERSION as u32).to_le_bytes());

@@ -4,7 +4,7 @@
 //! application should use for each target ([`combine`]).
 //!
 //! What they are worth: a gateway may say anything. Each answer is bounded to what nodes
-//! relay and what is sane ([`FeeRate::MIN_RELAY`] to [`FeeRate::MAX`]: 1 to 10,000 sat/vB),
+//! relay and what is sane ([`FeeRate::MIN_RELAY`] to [`FeeRate::MAX`]: 0.1 to 10,000 sat/vB),
 //! and the figure is the lower median across gateways: one gateway alone among three cannot
 //! move it out of the others' range, and of two that disagree the lower is taken, since a
 //! rate too low can be bumped (BIP125) and one too high is money lost. A lone gateway's
@@ -201,14 +201,14 @@ mod tests {
         // One gateway: its own, bounded.
         assert_eq!(
             combine(&[answer(0, [Some(20_000), Some(5), None])]),
-            [Some(20_000), Some(1_000), None]
+            [Some(20_000), Some(100), None]
         );
         // Two that disagree wildly: the lower (bounded), each still shown by the caller.
         let wild = [
             answer(0, [Some(12_000), Some(8_000), Some(2_000)]),
             answer(1, [Some(u64::MAX - 1), Some(900_000_000), Some(1)]),
         ];
-        assert_eq!(combine(&wild), [Some(12_000), Some(8_000), Some(1_000)]);
+        assert_eq!(combine(&wild), [Some(12_000), Some(8_000), Some(100)]);
         // Three: one liar cannot move the figure out of the honest two's range.
         let three = [
             answer(0, [Some(10_000), Some(5_000), Some(1_000)]),

@@ -339,7 +339,7 @@ impl Client {
     /// The fee rates to be mined within 1, 6 and 144 blocks, from the connected gateways'
     /// nodes: `{ blocks1, blocks6, blocks144, sources: [{ gateway, url, source, blocks1,
     /// blocks6, blocks144 }] }` in sat/vB (null where none is known). Each figure is the
-    /// lower median of the gateways' answers, each bounded to 1-10,000 sat/vB; every
+    /// lower median of the gateways' answers, each bounded to 0.1-10,000 sat/vB; every
     /// answer is in `sources` as the gateway said it. Rejects with `NoGateway` when no
     /// connected gateway serves fee rates.
     #[wasm_bindgen(js_name = feeRates)]

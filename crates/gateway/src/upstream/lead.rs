@@ -31,6 +31,10 @@ pub(super) const STRIKES: u32 = 3;
 /// asked again (the rest starts at the data deadline and doubles).
 pub(super) const MAX_REST: Duration = Duration::from_secs(15 * 60);
 
+/// The `feefilter` by which Bitcoin Core says it takes no transactions: `MAX_MONEY` in
+/// sat/kvB, sent while in initial block download (`MaybeSendFeefilter`).
+pub(super) const IBD_FEEFILTER: u64 = 21_000_000 * 100_000_000;
+
 /// What the lead does, each by the node best placed for it (one node may do all three):
 /// Bitcoin Core with its defaults serves no filters but every block and transaction, and
 /// a pruned or blocks-only one serves less.
@@ -45,7 +49,8 @@ pub enum Role {
     /// node of the same height that keeps every block.
     Blocks = 1,
     /// Clients' transactions: a node whose `version` asks for them (a `-blocksonly` Core
-    /// says not, and drops them).
+    /// says not, and drops them) and that takes them now (Core drops them during its
+    /// initial block download, and says so with a `feefilter` of `MAX_MONEY`).
     Transactions = 2,
 }
 
@@ -113,6 +118,9 @@ pub(super) struct Place {
     tip: Option<BlockHash>,
     /// What it said of itself.
     pub(super) version: Option<p2p::Version>,
+    /// The last `feefilter` it sent (BIP133, sat/kvB): Bitcoin Core sends `MAX_MONEY`
+    /// while in initial block download, when it drops transactions.
+    pub(super) feefilter: Option<u64>,
     on_best: bool,
     /// The roles it led when last it looked.
     leading: [bool; 3],
@@ -136,6 +144,7 @@ impl Place {
             addr,
             tip: None,
             version: None,
+            feefilter: None,
             on_best: false,
             leading: [false; 3],
             filters: Filters::default(),
@@ -260,7 +269,7 @@ impl Place {
                     && version.services & p2p::NODE_COMPACT_FILTERS != 0
                     && !resting(Role::Filters),
                 !resting(Role::Blocks),
-                version.relay,
+                version.relay && self.feefilter.is_none_or(|f| f < IBD_FEEFILTER),
             ],
         };
         let (leads, changed) = gw.followers.leads(i, candidacy, gw.relay);

@@ -448,6 +448,22 @@ impl Peer {
             b"ping" => {
                 p2p::encode(out, magic, "pong", |p| p.extend_from_slice(payload));
             }
+            b"feefilter" => {
+                let rate = p2p::read_feefilter(payload)?;
+                if self.place.feefilter != Some(rate) {
+                    tracing::info!(
+                        upstream = %self.config.addr,
+                        sat_per_kvb = rate,
+                        "upstream's fee filter{}",
+                        if rate >= super::lead::IBD_FEEFILTER {
+                            " (in initial block download: it takes no transactions)"
+                        } else {
+                            ""
+                        }
+                    );
+                }
+                self.place.feefilter = Some(rate);
+            }
             b"headers" => {
                 self.headers_heard = now;
                 self.on_headers(payload, gw)?;

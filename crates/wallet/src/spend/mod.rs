@@ -33,9 +33,10 @@ use select::{Candidate, Target};
 pub struct FeeRate(pub u64);
 
 impl FeeRate {
-    /// Bitcoin Core's (and btcd's) minimum relay fee rate, 1 sat/vB: a transaction
-    /// paying less is not relayed.
-    pub const MIN_RELAY: FeeRate = FeeRate(1_000);
+    /// Bitcoin Core's minimum relay fee rate since 29.1 (`DEFAULT_MIN_RELAY_TX_FEE`),
+    /// 0.1 sat/vB: a transaction paying less is relayed by no node. btcd, Bitcoin Knots and
+    /// Core before 29.1 relay from 1 sat/vB: below that, fewer nodes take it.
+    pub const MIN_RELAY: FeeRate = FeeRate(100);
     /// Core's `-maxfeerate` for `sendrawtransaction`, 10,000 sat/vB: above is a mistake.
     pub const MAX: FeeRate = FeeRate(10_000_000);
     /// Core's `-consolidatefeerate`, 10 sat/vB: the rate coins are expected to be spent

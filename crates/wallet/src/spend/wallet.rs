@@ -85,7 +85,7 @@ pub enum PsbtError {
         error: AddressError,
     },
     /// A fee rate below what nodes relay or above what is sane.
-    #[error("a fee rate of {0} sat/kvB is outside 1,000-10,000,000 (1-10,000 sat/vB)")]
+    #[error("a fee rate of {0} sat/kvB is outside 100-10,000,000 (0.1-10,000 sat/vB)")]
     FeeRate(u64),
     /// A named coin the wallet cannot spend: not its own, spent, immature, or of a script
     /// whose spending it cannot size.

@@ -87,6 +87,10 @@ struct Behaviour {
     relay: bool,
     /// Pruned: NODE_NETWORK_LIMITED without NODE_NETWORK (BIP159).
     pruned: bool,
+    /// The `feefilter` (BIP133, sat/kvB) it sends after the handshake, if any: Bitcoin Core
+    /// sends `MAX_MONEY` while in initial block download, when it drops transactions
+    /// (`MaybeSendFeefilter`).
+    feefilter: Option<u64>,
 }
 
 /// What a fake node answers to `getcfheaders`.
@@ -125,6 +129,7 @@ const HONEST: Behaviour = Behaviour {
     blocks: Blocks::Real,
     relay: true,
     pruned: false,
+    feefilter: None,
 };
 
 /// A fake node: its chain (after genesis), a filter per block (made up: the gateway only
@@ -256,6 +261,11 @@ impl FakeNode {
                     p[at + 4..at + 12].copy_from_slice(&services.to_le_bytes());
                 });
                 p2p::encode(out, magic, "verack", |_| {});
+                if let Some(rate) = b.feefilter {
+                    p2p::encode(out, magic, "feefilter", |p| {
+                        p.extend_from_slice(&rate.to_le_bytes())
+                    });
+                }
             }
             b"ping" if b.pongs => {
                 p2p::encode(out, magic, "pong", |p| p.extend_from_slice(payload));
@@ -1362,4 +1372,41 @@ fn a_header_from_the_future_is_not_yet_and_the_node_stays() {
     link.advance(&mut world, t0 + IDLE);
     assert_eq!(world.tip(), 200);
     assert!(link.closed().is_none());
+}
+
+/// Bitcoin Core in initial block download drops a peer's transactions (`ProcessMessage`,
+/// "tx": ignored while `IsInitialBlockDownload`) and says so with a `feefilter` of
+/// `MAX_MONEY` (`MaybeSendFeefilter`): it is given none, and clients are told busy, until
+/// it sends a real floor.
+#[test]
+fn a_node_in_initial_block_download_is_given_no_transactions() {
+    let world = World::with_blocks(false);
+    let syncing = Behaviour {
+        feefilter: Some(21_000_000 * 100_000_000),
+        ..HONEST
+    };
+    let mut link = Link::open(&world, 0, FakeNode::new(chain_of(100), syncing));
+    assert_eq!(world.followers.lead(Role::Blocks), Some(0));
+    assert_eq!(world.followers.lead(Role::Transactions), None);
+    assert_eq!(world.relay.push(&a_tx(1)), RelayStatus::Busy);
+    // Out of it: a real floor (1 sat/vB).
+    let mut floor = Vec::new();
+    p2p::encode(&mut floor, FakeNode::magic(), "feefilter", |p| {
+        p.extend_from_slice(&1_000u64.to_le_bytes())
+    });
+    link.send(&world, &floor);
+    assert_eq!(world.followers.lead(Role::Transactions), Some(0));
+    assert_eq!(world.relay.push(&a_tx(2)), RelayStatus::Relayed);
+    link.peer.handle_wake(world.now, &world.gw());
+    link.pump(&world);
+    assert_eq!(link.node.count("tx"), 1);
+    // A malformed one is a fault like any other.
+    let mut short = Vec::new();
+    p2p::encode(&mut short, FakeNode::magic(), "feefilter", |p| p.push(1));
+    link.send(&world, &short);
+    assert!(
+        matches!(link.closed(), Some(UpstreamError::P2p(_))),
+        "{:?}",
+        link.closed()
+    );
 }
