@@ -31,6 +31,16 @@ pub(super) const STRIKES: u32 = 3;
 /// asked again (the rest starts at the data deadline and doubles).
 pub(super) const MAX_REST: Duration = Duration::from_secs(15 * 60);
 
+/// How long after relaying a client's transaction the node is asked whether it holds it:
+/// Bitcoin Core answers `getdata` for a transaction it did not announce to the peer only
+/// once it has been in its mempool for `UNCONDITIONAL_RELAY_DELAY` (2 minutes,
+/// `FindTxForGetData`), and it does not announce one back to the peer that sent it.
+pub const ASK_BACK: Duration = Duration::from_secs(2 * 60 + 10);
+
+/// Relayed transactions waiting to be asked back at most (the relay queue's 64, four
+/// times over); more are not asked back.
+const ASK_BACK_KEPT: usize = 256;
+
 /// The `feefilter` by which Bitcoin Core says it takes no transactions: `MAX_MONEY` in
 /// sat/kvB, sent while in initial block download (`MaybeSendFeefilter`).
 pub(super) const IBD_FEEFILTER: u64 = 21_000_000 * 100_000_000;
@@ -134,6 +144,12 @@ pub(super) struct Place {
     waiting: [Waiting; 2],
     /// How long requests may stay unanswered.
     data_deadline: Duration,
+    /// Clients' transactions relayed through the node, and when to ask it back for each
+    /// (when the mempool is followed).
+    to_ask_back: VecDeque<([u8; 32], Millis)>,
+    /// Those asked back, unanswered yet (a `notfound` for one says the node did not take
+    /// it, or no longer holds it).
+    asked_back: VecDeque<[u8; 32]>,
 }
 
 impl Place {
@@ -152,6 +168,8 @@ impl Place {
             strikes: 0,
             waiting: [Waiting::default(); 2],
             data_deadline,
+            to_ask_back: VecDeque::new(),
+            asked_back: VecDeque::new(),
         }
     }
 
@@ -179,13 +197,62 @@ impl Place {
         }
     }
 
-    /// The next time something is due: requests overdue, or a rest over.
+    /// The next time something is due: requests overdue, a rest over, a transaction to
+    /// ask back.
     pub(super) fn deadline(&self) -> Option<Millis> {
         self.waiting
             .iter()
             .flat_map(|w| [w.since.map(|t| t + self.data_deadline), w.resting_until])
+            .chain([self.to_ask_back.front().map(|(_, at)| *at)])
             .flatten()
             .min()
+    }
+
+    /// Ask the node back for the transactions relayed through it whose time has come
+    /// (see [`ASK_BACK`]): one it holds comes as `tx` and joins the mempool served.
+    pub(super) fn ask_back(&mut self, out: &mut Vec<u8>, magic: [u8; 4], now: Millis) {
+        let mut due = Vec::new();
+        while let Some((txid, _)) = self.to_ask_back.front().filter(|(_, at)| *at <= now) {
+            due.push(*txid);
+            self.to_ask_back.pop_front();
+        }
+        if due.is_empty() {
+            return;
+        }
+        p2p::encode(out, magic, "getdata", |p| p2p::write_getdata_txs(p, &due));
+        for txid in due {
+            if self.asked_back.len() == ASK_BACK_KEPT {
+                self.asked_back.pop_front();
+            }
+            self.asked_back.push_back(txid);
+        }
+    }
+
+    /// A `notfound` for transactions: those asked back the node does not hold (it did not
+    /// take them, or mined or evicted them since), said in the log.
+    pub(super) fn on_notfound_txs(&mut self, payload: &[u8]) -> Result<(), UpstreamError> {
+        let addr = self.addr;
+        let asked = &mut self.asked_back;
+        p2p::inv_txs(payload, |txid| {
+            if let Some(i) = asked.iter().position(|t| *t == txid) {
+                asked.remove(i);
+                let mut shown = txid;
+                shown.reverse();
+                tracing::warn!(
+                    upstream = %addr,
+                    txid = %hex::encode(shown),
+                    "upstream does not hold a client's transaction relayed through it two \
+                     minutes ago: it refused it (Bitcoin Core says nothing of why), or mined \
+                     or evicted it since"
+                );
+            }
+        })?;
+        Ok(())
+    }
+
+    /// A `tx` from the node: no longer awaited as an answer to asking back.
+    pub(super) fn on_tx(&mut self, txid: &[u8; 32]) {
+        self.asked_back.retain(|t| t != txid);
     }
 
     /// Whether something is due at `now`.
@@ -322,6 +389,13 @@ impl Place {
         if leads[Role::Transactions as usize] {
             for tx in gw.relay.take() {
                 p2p::encode(out, magic, "tx", |p| p.extend_from_slice(&tx));
+                if gw.mempool.is_some()
+                    && self.to_ask_back.len() < ASK_BACK_KEPT
+                    && let Ok(parsed) = lightwire_primitives::Tx::parse(&tx)
+                {
+                    self.to_ask_back
+                        .push_back((parsed.txid().0, now + ASK_BACK));
+                }
             }
         }
     }

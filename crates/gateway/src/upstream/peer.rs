@@ -343,6 +343,7 @@ impl Peer {
             }
             _ => {}
         }
+        self.place.ask_back(&mut self.out, self.magic, now);
         if now >= self.headers_heard + self.config.idle {
             // No headers for the idle time: asked again, once per idle time.
             getheaders(&mut self.out, self.magic, gw, None);
@@ -483,6 +484,9 @@ impl Peer {
                 }
             }
             b"tx" => {
+                if let Ok(tx) = lightwire_primitives::Tx::parse(payload) {
+                    self.place.on_tx(&tx.txid().0);
+                }
                 if let Some(m) = gw.mempool
                     && m.add(payload, now)
                 {
@@ -491,6 +495,9 @@ impl Peer {
             }
             b"cfheaders" | b"cfilter" | b"block" | b"notfound" => {
                 let (place, events) = (&mut self.place, &mut self.events);
+                if command == b"notfound" {
+                    place.on_notfound_txs(payload)?;
+                }
                 if command == b"block" {
                     mempool_block(&mut self.mempool_blocks, payload, gw, events);
                 }

@@ -13,6 +13,7 @@ use lightwire_proto::session::{FilterLookup, RelayStatus};
 use super::*;
 use crate::p2p::P2pError;
 use crate::upstream::WrongFilterHeaders;
+use crate::upstream::lead::ASK_BACK;
 use crate::wake::Wake;
 
 /// Far enough past every generated header's time that none is from the future.
@@ -91,6 +92,9 @@ struct Behaviour {
     /// sends `MAX_MONEY` while in initial block download, when it drops transactions
     /// (`MaybeSendFeefilter`).
     feefilter: Option<u64>,
+    /// Whether it takes a peer's `tx` into its mempool (it says nothing either way, as
+    /// Bitcoin Core sends no `reject`).
+    accepts_txs: bool,
 }
 
 /// What a fake node answers to `getcfheaders`.
@@ -130,6 +134,7 @@ const HONEST: Behaviour = Behaviour {
     relay: true,
     pruned: false,
     feefilter: None,
+    accepts_txs: true,
 };
 
 /// A fake node: its chain (after genesis), a filter per block (made up: the gateway only
@@ -327,16 +332,27 @@ impl FakeNode {
                 let txids: Vec<[u8; 32]> = self.mempool.iter().map(|t| txid_of(t)).collect();
                 out.extend_from_slice(&inv_txs(&txids));
             }
-            // A transaction asked for (MSG_WITNESS_TX), from its mempool.
+            // A transaction asked for (MSG_WITNESS_TX), from its mempool; `notfound` for
+            // those it has not (Bitcoin Core's `ProcessGetData`).
             b"getdata" if payload[1..5] == (1u32 | 1 << 30).to_le_bytes() => {
                 let n = payload[0] as usize;
+                let mut missing = Vec::new();
                 for i in 0..n {
                     let want = &payload[1 + 36 * i + 4..1 + 36 * (i + 1)];
-                    if let Some(tx) = self.mempool.iter().find(|t| txid_of(t) == want) {
-                        p2p::encode(out, magic, "tx", |p| p.extend_from_slice(tx));
+                    match self.mempool.iter().find(|t| txid_of(t) == want) {
+                        Some(tx) => p2p::encode(out, magic, "tx", |p| p.extend_from_slice(tx)),
+                        None => missing.push(&payload[1 + 36 * i..1 + 36 * (i + 1)]),
                     }
                 }
+                if !missing.is_empty() {
+                    p2p::encode(out, magic, "notfound", |p| {
+                        p2p::write_compact(p, missing.len() as u64);
+                        missing.iter().for_each(|m| p.extend_from_slice(m));
+                    });
+                }
             }
+            // A peer's transaction: into its mempool, if it takes it.
+            b"tx" if b.accepts_txs => self.mempool.push(payload.to_vec()),
             b"getdata" => {
                 let hash = &payload[5..37];
                 let Some(h) = self.height_of(hash).filter(|h| *h > 0) else {
@@ -1409,4 +1425,48 @@ fn a_node_in_initial_block_download_is_given_no_transactions() {
         "{:?}",
         link.closed()
     );
+}
+
+/// Bitcoin Core says nothing of a transaction a peer relays: no `reject`, and it does not
+/// announce it back to the peer that sent it (its inventory filter knows the peer has it);
+/// `getdata` for it is answered only after `UNCONDITIONAL_RELAY_DELAY` (2 minutes,
+/// `FindTxForGetData`), `notfound` until then and if it did not take it. So the gateway
+/// asks the node back after that delay: taken, it is in the mempool the gateway serves
+/// (the clients' digests list it, from this gateway too); refused, the log says so.
+#[test]
+fn a_relayed_transaction_is_asked_back_after_cores_relay_delay() {
+    for accepts in [true, false] {
+        let mut world = World::new(false);
+        world.mempool = Some(ServedMempool::new(1 << 20));
+        let node = FakeNode::new(
+            chain_of(10),
+            Behaviour {
+                accepts_txs: accepts,
+                ..HONEST
+            },
+        );
+        let mut link = Link::open(&world, 0, node);
+        assert_eq!(world.relay.push(&a_tx(9)), RelayStatus::Relayed);
+        link.peer.handle_wake(world.now, &world.gw());
+        link.pump(&world);
+        assert_eq!(link.node.count("tx"), 1);
+        let asked_back = |link: &Link| {
+            link.node
+                .received
+                .iter()
+                .filter(|(c, p)| c == b"getdata" && p[5..37] == txid_of(&a_tx(9)))
+                .count()
+        };
+        let sent = world.now;
+        link.advance(&mut world, before(sent + ASK_BACK));
+        assert_eq!(asked_back(&link), 0, "not before the delay");
+        link.advance(&mut world, sent + ASK_BACK);
+        assert_eq!(asked_back(&link), 1);
+        let held = world.mempool.as_ref().unwrap().size().0;
+        assert_eq!(held, usize::from(accepts), "accepted: {accepts}");
+        assert!(link.closed().is_none());
+        // Asked once.
+        link.advance(&mut world, sent + ASK_BACK * 3);
+        assert_eq!(asked_back(&link), 1);
+    }
 }
