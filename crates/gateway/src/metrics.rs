@@ -48,6 +48,21 @@ pub struct Metrics {
     handshake_failures: Mutex<BTreeMap<&'static str, u64>>,
     /// Closed connections (after the handshake), by reason.
     closes: Mutex<BTreeMap<&'static str, u64>>,
+    /// The nodes followed, connected now, by address: what each said of itself.
+    upstreams: Mutex<BTreeMap<String, Upstream>>,
+}
+
+/// What `/metrics` shows of a node followed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Upstream {
+    /// Its user agent (BIP14), sanitised.
+    pub agent: String,
+    /// Its service bits.
+    pub services: u64,
+    /// Its `version`'s relay flag.
+    pub relay: bool,
+    /// The roles it leads now: filters, blocks, clients' transactions.
+    pub leads: [bool; 3],
 }
 
 impl Metrics {
@@ -80,6 +95,20 @@ impl Metrics {
     pub fn closed(&self, reason: &'static str) {
         if let Ok(mut m) = self.closes.lock() {
             *m.entry(reason).or_default() += 1;
+        }
+    }
+
+    /// Node `addr` is connected and says `info` of itself; `None`: it is gone.
+    pub fn set_upstream(&self, addr: &str, info: Option<Upstream>) {
+        if let Ok(mut m) = self.upstreams.lock() {
+            match info {
+                Some(i) => {
+                    m.insert(addr.to_string(), i);
+                }
+                None => {
+                    m.remove(addr);
+                }
+            }
         }
     }
 
@@ -230,6 +259,34 @@ impl Metrics {
             if let Ok(m) = map.lock() {
                 for (reason, n) in m.iter() {
                     let _ = writeln!(out, "{name}{{reason=\"{reason}\"}} {n}");
+                }
+            }
+        }
+        if let Ok(m) = self.upstreams.lock() {
+            let _ = writeln!(
+                out,
+                "# HELP lightwire_upstream_info The nodes followed, connected now: what each said of itself (its user agent, service bits and relay flag).\n# TYPE lightwire_upstream_info gauge"
+            );
+            for (addr, u) in m.iter() {
+                let _ = writeln!(
+                    out,
+                    "lightwire_upstream_info{{upstream=\"{addr}\",agent=\"{}\",services=\"{:#x}\",relay=\"{}\"}} 1",
+                    u.agent,
+                    u.services,
+                    u8::from(u.relay)
+                );
+            }
+            let _ = writeln!(
+                out,
+                "# HELP lightwire_upstream_leads Whether the node leads a role: filters, blocks or clients' transactions go through it.\n# TYPE lightwire_upstream_leads gauge"
+            );
+            for (addr, u) in m.iter() {
+                for (role, leads) in ["filters", "blocks", "transactions"].iter().zip(u.leads) {
+                    let _ = writeln!(
+                        out,
+                        "lightwire_upstream_leads{{upstream=\"{addr}\",role=\"{role}\"}} {}",
+                        u8::from(leads)
+                    );
                 }
             }
         }

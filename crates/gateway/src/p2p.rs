@@ -299,6 +299,35 @@ pub fn read_version(payload: &[u8]) -> Result<Version, P2pError> {
     })
 }
 
+/// The user agent of a `version` payload (BIP14), for the log and `/metrics`: at most 256
+/// characters (Bitcoin Core's `MAX_SUBVERSION_LENGTH`), anything but letters, digits and
+/// `/.:-_() ` shown as `_`; `None` when the payload is too short to hold it.
+pub fn read_user_agent(payload: &[u8]) -> Option<String> {
+    let mut at = 4 + 8 + 8 + 26 + 26 + 8;
+    let n = usize::try_from(read_compact(payload, &mut at, "user agent").ok()?).ok()?;
+    let bytes = payload.get(at..at.checked_add(n)?)?;
+    Some(
+        bytes
+            .iter()
+            .take(256)
+            .map(|&b| match b {
+                b'a'..=b'z'
+                | b'A'..=b'Z'
+                | b'0'..=b'9'
+                | b'/'
+                | b'.'
+                | b':'
+                | b'-'
+                | b'_'
+                | b'('
+                | b')'
+                | b' ' => b as char,
+                _ => '_',
+            })
+            .collect(),
+    )
+}
+
 /// A `feefilter`'s rate (BIP133), sat/kvB.
 pub fn read_feefilter(payload: &[u8]) -> Result<u64, P2pError> {
     let rate = payload.get(..8).ok_or(P2pError::Truncated("feefilter"))?;
@@ -398,6 +427,38 @@ mod tests {
     use lightwire_chain::{MAINNET, REGTEST};
 
     use super::*;
+
+    /// A node's user agent is shown as it says it, but for what could break a log line or
+    /// a `/metrics` label (a quote, a brace, a newline), and at most 256 characters.
+    #[test]
+    fn a_user_agent_is_read_and_made_safe_to_show() {
+        let mut v = Vec::new();
+        write_version(&mut v, 0, 1, 5, true);
+        assert_eq!(
+            read_user_agent(&v).as_deref(),
+            Some("/lightwire-gateway:0.1.0/")
+        );
+        let at = 4 + 8 + 8 + 26 + 26 + 8;
+        let mut odd = v[..at].to_vec();
+        let agent = b"/Satoshi:29.1.0/\"}\n{x=\"1\"";
+        odd.push(agent.len() as u8);
+        odd.extend_from_slice(agent);
+        odd.extend_from_slice(&v[at + 1 + 25..]);
+        assert_eq!(
+            read_user_agent(&odd).as_deref(),
+            Some("/Satoshi:29.1.0/____x__1_")
+        );
+        assert_eq!(
+            read_version(&odd).map(|v| (v.start_height, v.relay)),
+            Ok((5, true))
+        );
+        let mut long = v[..at].to_vec();
+        long.extend_from_slice(&[0xfd, 0x2c, 0x01]);
+        long.extend(std::iter::repeat_n(b'a', 300));
+        long.extend_from_slice(&v[at + 1 + 25..]);
+        assert_eq!(read_user_agent(&long).map(|a| a.len()), Some(256));
+        assert_eq!(read_user_agent(&v[..at + 3]), None, "cut short");
+    }
 
     #[test]
     fn versions_say_their_services_and_height() {

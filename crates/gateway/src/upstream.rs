@@ -310,6 +310,9 @@ struct Seat<'a> {
     peer: Peer,
     shared: &'a Shared,
     together: &'a Together,
+    /// Whether `/metrics` shows the node as connected, and the roles it leads there (what
+    /// it shows is made again only when these change: nothing is allocated per message).
+    shown: (bool, [bool; 3]),
 }
 
 impl<'a> Seat<'a> {
@@ -326,6 +329,14 @@ impl<'a> Seat<'a> {
 
     /// Pass the state machine's events on; the reason when it closed.
     fn pass_on(&mut self) -> Option<UpstreamError> {
+        // What `/metrics` shows of the node, when it changed (its handshake, a role taken
+        // or lost, its close).
+        let now = (self.peer.is_established(), self.peer.leading());
+        if now != self.shown {
+            self.shown = now;
+            let addr = self.peer.addr().to_string();
+            self.shared.metrics.set_upstream(&addr, self.peer.info());
+        }
         while let Some(event) = self.peer.poll_event() {
             let bump = |v: &mut u64| *v = v.wrapping_add(1);
             match event {
@@ -346,6 +357,9 @@ impl Drop for Seat<'_> {
         let gw = Seat::gateway(self.shared, self.together);
         self.peer.close(&gw, UpstreamError::Stopping);
         let _ = self.pass_on();
+        self.shared
+            .metrics
+            .set_upstream(&self.peer.addr().to_string(), None);
     }
 }
 
@@ -385,6 +399,7 @@ async fn session(
         peer: Peer::new(now(), config, &gateway()),
         shared,
         together,
+        shown: (false, [false; 3]),
     };
     let mut wanted = shared.filter_notify.subscribe();
     let mut lead_changed = together.lead_changed.subscribe();

@@ -128,6 +128,8 @@ pub(super) struct Place {
     tip: Option<BlockHash>,
     /// What it said of itself.
     pub(super) version: Option<p2p::Version>,
+    /// Its user agent (BIP14), sanitised.
+    pub(super) agent: String,
     /// The last `feefilter` it sent (BIP133, sat/kvB): Bitcoin Core sends `MAX_MONEY`
     /// while in initial block download, when it drops transactions.
     pub(super) feefilter: Option<u64>,
@@ -160,6 +162,7 @@ impl Place {
             addr,
             tip: None,
             version: None,
+            agent: String::new(),
             feefilter: None,
             on_best: false,
             leading: [false; 3],
@@ -187,6 +190,11 @@ impl Place {
             }
             None => {}
         }
+    }
+
+    /// The roles it led when last it looked (by [`Role`]).
+    pub(super) fn leading(&self) -> [bool; 3] {
+        self.leading
     }
 
     /// A request of `role` was answered: its clock starts over, and so does its rest.

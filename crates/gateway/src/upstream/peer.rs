@@ -271,6 +271,28 @@ impl Peer {
         }
     }
 
+    /// What the node said of itself and the roles it leads, for `/metrics`; `None` before
+    /// its handshake and once closed.
+    pub fn info(&self) -> Option<crate::metrics::Upstream> {
+        let v = self.place.version.filter(|_| self.is_established())?;
+        Some(crate::metrics::Upstream {
+            agent: self.place.agent.clone(),
+            services: v.services,
+            relay: v.relay,
+            leads: self.place.leading(),
+        })
+    }
+
+    /// The node's address.
+    pub fn addr(&self) -> SocketAddr {
+        self.config.addr
+    }
+
+    /// The roles it led when last it looked (filters, blocks, clients' transactions).
+    pub fn leading(&self) -> [bool; 3] {
+        self.place.leading()
+    }
+
     /// Whether the handshake is done (and the connection not closed).
     pub fn is_established(&self) -> bool {
         self.handshake_by.is_none() && !self.closed
@@ -419,6 +441,7 @@ impl Peer {
         match command {
             b"version" => {
                 self.place.version = Some(p2p::read_version(payload)?);
+                self.place.agent = p2p::read_user_agent(payload).unwrap_or_default();
                 p2p::encode(out, magic, "verack", |_| {});
             }
             b"verack" if self.handshake_by.is_some() => {
@@ -431,6 +454,7 @@ impl Peer {
                 let v = self.place.version;
                 tracing::info!(
                     upstream = %self.config.addr,
+                    agent = %self.place.agent,
                     services = format_args!("{:#x}", v.map_or(0, |v| v.services)),
                     relay = v.is_some_and(|v| v.relay),
                     start_height = v.map_or(0, |v| v.start_height),

@@ -1470,3 +1470,35 @@ fn a_relayed_transaction_is_asked_back_after_cores_relay_delay() {
         assert_eq!(asked_back(&link), 1);
     }
 }
+
+/// What `/metrics` shows of a node: its user agent, service bits, relay flag and the roles
+/// it leads (a Core with its defaults: blocks and transactions, no filters).
+#[test]
+fn a_nodes_version_and_roles_are_shown() {
+    let world = World::with_blocks(true);
+    let core = Behaviour {
+        says_filters: false,
+        answers_filters: false,
+        ..HONEST
+    };
+    let link = Link::open(&world, 0, FakeNode::new(chain_of(10), core));
+    let info = link.peer.info().expect("connected");
+    assert_eq!(
+        info.agent, "/lightwire-gateway:0.1.0/",
+        "the fake node says ours"
+    );
+    assert_eq!((info.services, info.relay), (p2p::NODE_NETWORK, true));
+    assert_eq!(info.leads, [false, true, true]);
+    let metrics = crate::metrics::Metrics::default();
+    metrics.set_upstream("127.0.0.1:8333", Some(info));
+    let text = metrics.render(10, "00");
+    assert!(text.contains("lightwire_upstream_info{upstream=\"127.0.0.1:8333\",agent=\"/lightwire-gateway:0.1.0/\",services=\"0x1\",relay=\"1\"} 1"), "{text}");
+    assert!(
+        text.contains("lightwire_upstream_leads{upstream=\"127.0.0.1:8333\",role=\"filters\"} 0")
+    );
+    assert!(
+        text.contains("lightwire_upstream_leads{upstream=\"127.0.0.1:8333\",role=\"blocks\"} 1")
+    );
+    metrics.set_upstream("127.0.0.1:8333", None);
+    assert!(!metrics.render(10, "00").contains("127.0.0.1:8333"));
+}
