@@ -7,6 +7,11 @@
 //! An estimate older than [`STALE`] (the node stopped answering) is served as none: a
 //! client should not build on a rate from an hour ago. The client bounds and combines what
 //! gateways say; nothing here is trusted by it.
+//!
+//! The same poll asks Bitcoin Core how far its block filter index has got (`getindexinfo`):
+//! Core answers nothing for filters past it, so the gateway asks the node at the RPC's
+//! address for none ([`NodeFees::filter_index`]). btcd has no such call (its filters are
+//! built with its blocks): nothing is known, and nothing limited.
 
 use std::net::SocketAddr;
 use std::sync::Mutex;
@@ -80,10 +85,14 @@ fn read_credentials(file: &std::path::Path) -> Result<String, String> {
 /// Estimates as served: where they come from, and sat/kvB for each of [`FEE_TARGETS`].
 pub type Estimates = (FeeSource, [Option<u64>; 3]);
 
-/// The latest estimates, shared by the sessions.
+/// The latest estimates, shared by the sessions, and how far the node's block filter
+/// index has got.
 #[derive(Default)]
 pub struct NodeFees {
     latest: Mutex<Option<(Estimates, Instant)>>,
+    /// The node's address (its RPC's IP) and the height its filter index reached, when it
+    /// said so lately.
+    index: Mutex<Option<(std::net::IpAddr, u32, Instant)>>,
 }
 
 impl NodeFees {
@@ -93,6 +102,21 @@ impl NodeFees {
         match latest {
             Some((estimates, at)) if at.elapsed() < STALE => estimates,
             _ => (FeeSource::None, [None; 3]),
+        }
+    }
+
+    /// The height the block filter index of the node at `ip` has reached, if that node
+    /// said so in the last [`STALE`].
+    pub fn filter_index(&self, ip: std::net::IpAddr) -> Option<u32> {
+        let index = self.index.lock().ok()?;
+        let (at, height, when) = (*index)?;
+        (at == ip && when.elapsed() < STALE).then_some(height)
+    }
+
+    /// Keep `height` as how far the filter index of the node at `ip` has got.
+    pub fn set_filter_index(&self, ip: std::net::IpAddr, height: u32) {
+        if let Ok(mut i) = self.index.lock() {
+            *i = Some((ip, height, Instant::now()));
         }
     }
 
@@ -145,6 +169,21 @@ async fn refresh(endpoint: &mut RpcEndpoint, fees: &NodeFees) {
         Ok((source, rates)) => fees.set(source, rates),
         Err(e) => tracing::warn!(rpc = %endpoint.addr, "no fee estimates: {e}"),
     }
+    match filter_index(endpoint).await {
+        Ok(Some(height)) => fees.set_filter_index(endpoint.addr.ip(), height),
+        Ok(None) => {}
+        Err(e) => tracing::debug!(rpc = %endpoint.addr, "no filter index height: {e}"),
+    }
+}
+
+/// How far the node's basic block filter index has got (Bitcoin Core's `getindexinfo`,
+/// `best_block_height`); `None` when the node has no such call or no such index.
+pub async fn filter_index(endpoint: &RpcEndpoint) -> Result<Option<u32>, RpcError> {
+    const NAME: &str = "basic block filter index";
+    let answer = call(endpoint, "getindexinfo", serde_json::json!([NAME])).await?;
+    Ok(answer["result"][NAME]["best_block_height"]
+        .as_u64()
+        .and_then(|h| u32::try_from(h).ok()))
 }
 
 /// The node's estimates for [`FEE_TARGETS`], in sat/kvB: `estimatesmartfee`, or
@@ -154,12 +193,14 @@ pub async fn estimates(endpoint: &RpcEndpoint) -> Result<Estimates, RpcError> {
     let mut source = FeeSource::SmartFee;
     for (slot, target) in rates.iter_mut().zip(FEE_TARGETS) {
         let answer = match source {
-            FeeSource::SmartFee => call(endpoint, "estimatesmartfee", target).await?,
-            _ => call(endpoint, "estimatefee", target).await?,
+            FeeSource::SmartFee => {
+                call(endpoint, "estimatesmartfee", serde_json::json!([target])).await?
+            }
+            _ => call(endpoint, "estimatefee", serde_json::json!([target])).await?,
         };
         let answer = if source == FeeSource::SmartFee && method_missing(&answer) {
             source = FeeSource::EstimateFee;
-            call(endpoint, "estimatefee", target).await?
+            call(endpoint, "estimatefee", serde_json::json!([target])).await?
         } else {
             answer
         };
@@ -188,9 +229,9 @@ fn rate_of(answer: &serde_json::Value) -> Option<u64> {
 async fn call(
     endpoint: &RpcEndpoint,
     method: &str,
-    target: u16,
+    params: serde_json::Value,
 ) -> Result<serde_json::Value, RpcError> {
-    let body = serde_json::json!({"jsonrpc": "1.0", "id": 1, "method": method, "params": [target]})
+    let body = serde_json::json!({"jsonrpc": "1.0", "id": 1, "method": method, "params": params})
         .to_string();
     let request = format!(
         "POST / HTTP/1.0\r\nHost: {}\r\nAuthorization: Basic {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
@@ -266,7 +307,7 @@ mod tests {
                 let body: serde_json::Value =
                     serde_json::from_str(text.split("\r\n\r\n").nth(1).unwrap()).unwrap();
                 let method = body["method"].as_str().unwrap().to_string();
-                let target = body["params"][0].as_u64().unwrap();
+                let target = body["params"][0].as_u64().unwrap_or(0);
                 seen.push(format!("{method} {target} {}", text.contains("Basic dTpw")));
                 let (status, json) = answer(&method, target);
                 let reply = format!(
@@ -283,6 +324,30 @@ mod tests {
             file: None,
         };
         (endpoint, task)
+    }
+
+    /// Bitcoin Core's `getindexinfo` says how far its block filter index has got; btcd
+    /// has no such call, and a Core without the index lists none: nothing is known.
+    #[tokio::test]
+    async fn the_filter_index_height_from_getindexinfo() {
+        let (endpoint, _) = fake_node(|method, _| match method {
+            "getindexinfo" => (200, r#"{"result":{"basic block filter index":{"synced":false,"best_block_height":812345}},"error":null,"id":1}"#.into()),
+            _ => (200, "{}".into()),
+        })
+        .await;
+        assert_eq!(filter_index(&endpoint).await.unwrap(), Some(812_345));
+        let (endpoint, _) = fake_node(|_, _| {
+            (
+                200,
+                r#"{"result":null,"error":{"code":-32601,"message":"Method not found"},"id":1}"#
+                    .into(),
+            )
+        })
+        .await;
+        assert_eq!(filter_index(&endpoint).await.unwrap(), None, "btcd");
+        let (endpoint, _) =
+            fake_node(|_, _| (200, r#"{"result":{},"error":null,"id":1}"#.into())).await;
+        assert_eq!(filter_index(&endpoint).await.unwrap(), None, "no index");
     }
 
     /// Bitcoin Core writes a new random `.cookie` each time it starts: refused, the

@@ -359,6 +359,11 @@ impl ServedChain {
         self.relay = Some(relay);
     }
 
+    /// The node's fee estimates and filter index height, when served.
+    pub fn fees(&self) -> Option<&std::sync::Arc<crate::fees::NodeFees>> {
+        self.fees.as_ref()
+    }
+
     /// Serve the node's fee estimates `fees` (`fee_rates`).
     pub fn serve_fees(&mut self, fees: std::sync::Arc<crate::fees::NodeFees>) {
         self.fees = Some(fees);

@@ -314,12 +314,15 @@ impl Place {
     ) {
         // The node's height on the served chain, and whether filters are served: one read
         // of the chain per message.
-        let (limit, serves_filters) = match gw.chain.read() {
+        // And how far its filter index has got, where its RPC said so (Bitcoin Core answers
+        // nothing for filters past it).
+        let (limit, serves_filters, index) = match gw.chain.read() {
             Ok(c) => (
                 self.tip.and_then(|t| c.height_of(&t)),
                 c.filters().is_some(),
+                c.fees().and_then(|f| f.filter_index(self.addr.ip())),
             ),
-            Err(_) => (None, false),
+            Err(_) => (None, false, None),
         };
         if self.on_best != limit.is_some() {
             self.on_best = limit.is_some();
@@ -372,7 +375,8 @@ impl Place {
             return;
         };
         if leads[Role::Filters as usize] {
-            self.filters.ask(out, magic, gw, limit);
+            self.filters
+                .ask(out, magic, gw, index.map_or(limit, |i| i.min(limit)));
             let in_flight = self.filters.in_flight();
             clock(&mut self.waiting[Role::Filters as usize], in_flight, now);
         }

@@ -1502,3 +1502,28 @@ fn a_nodes_version_and_roles_are_shown() {
     metrics.set_upstream("127.0.0.1:8333", None);
     assert!(!metrics.render(10, "00").contains("127.0.0.1:8333"));
 }
+
+/// With `--node-rpc`, Bitcoin Core's `getindexinfo` says how far its filter index has got:
+/// the node at the RPC's address is asked for no filter header past it (it would answer
+/// nothing), and for the rest once the index has caught up.
+#[test]
+fn filters_are_asked_only_as_far_as_the_nodes_index_has_got() {
+    let world = World::with_blocks(true);
+    let fees = Arc::new(crate::fees::NodeFees::default());
+    world.chain.write().unwrap().serve_fees(fees.clone());
+    let local = std::net::IpAddr::from([127, 0, 0, 1]);
+    fees.set_filter_index(local, 50);
+    let mut link = Link::open(&world, 0, FakeNode::new(chain_of(100), HONEST));
+    assert_eq!(world.tip(), 100);
+    assert_eq!(world.filter_tip(), Some(50), "as far as its index");
+    assert_eq!(link.node.count("getcfheaders"), 1);
+    fees.set_filter_index(local, 100);
+    link.peer.handle_wake(world.now, &world.gw());
+    link.pump(&world);
+    assert_eq!(world.filter_tip(), Some(100));
+    // Another node's index says nothing of this one.
+    assert_eq!(
+        fees.filter_index(std::net::IpAddr::from([10, 0, 0, 1])),
+        None
+    );
+}
