@@ -417,10 +417,23 @@ async fn run(o: Options) -> Result<(), String> {
             c.serve_mempool(shared.mempool.clone());
         }
     }
-    if let Source::Upstream { rpc: Some(rpc), .. } = &o.source
+    if let Source::Upstream {
+        rpc: Some(rpc),
+        addrs,
+        ..
+    } = &o.source
         && let Ok(mut c) = shared.chain.write()
     {
-        let fees = std::sync::Arc::new(lightwire_gateway::fees::NodeFees::default());
+        // Which node followed the RPC is, for its filter index height.
+        let node = lightwire_gateway::fees::rpc_node(rpc.addr, addrs);
+        if node.is_none() {
+            tracing::warn!(
+                rpc = %rpc.addr,
+                "cannot tell which --upstream node --node-rpc is (none at its address, or \
+                 several and none on the next port): its filter index height is not used"
+            );
+        }
+        let fees = std::sync::Arc::new(lightwire_gateway::fees::NodeFees::of_node(node));
         c.serve_fees(fees.clone());
         tokio::spawn(lightwire_gateway::fees::poll(rpc.clone(), fees));
     }

@@ -9,9 +9,10 @@
 //! gateways say; nothing here is trusted by it.
 //!
 //! The same poll asks Bitcoin Core how far its block filter index has got (`getindexinfo`):
-//! Core answers nothing for filters past it, so the gateway asks the node at the RPC's
-//! address for none ([`NodeFees::filter_index`]). btcd has no such call (its filters are
-//! built with its blocks): nothing is known, and nothing limited.
+//! Core answers nothing for filters past it, so the gateway asks that node for none
+//! ([`NodeFees::filter_index`]; which of the nodes followed the RPC is, the command line
+//! tells, [`rpc_node`]). btcd has no such call (its filters are built with its blocks):
+//! nothing is known, and nothing limited.
 
 use std::net::SocketAddr;
 use std::sync::Mutex;
@@ -90,9 +91,10 @@ pub type Estimates = (FeeSource, [Option<u64>; 3]);
 #[derive(Default)]
 pub struct NodeFees {
     latest: Mutex<Option<(Estimates, Instant)>>,
-    /// The node's address (its RPC's IP) and the height its filter index reached, when it
-    /// said so lately.
-    index: Mutex<Option<(std::net::IpAddr, u32, Instant)>>,
+    /// The node followed whose RPC this is, when known ([`rpc_node`]).
+    node: Option<SocketAddr>,
+    /// The height its filter index reached, when it said so lately.
+    index: Mutex<Option<(u32, Instant)>>,
 }
 
 impl NodeFees {
@@ -105,18 +107,30 @@ impl NodeFees {
         }
     }
 
-    /// The height the block filter index of the node at `ip` has reached, if that node
-    /// said so in the last [`STALE`].
-    pub fn filter_index(&self, ip: std::net::IpAddr) -> Option<u32> {
-        let index = self.index.lock().ok()?;
-        let (at, height, when) = (*index)?;
-        (at == ip && when.elapsed() < STALE).then_some(height)
+    /// Estimates of the node followed at `node` (P2P), whose filter index height then
+    /// limits what it is asked; `None`: of a node not told apart ([`rpc_node`]).
+    pub fn of_node(node: Option<SocketAddr>) -> NodeFees {
+        NodeFees {
+            node,
+            ..NodeFees::default()
+        }
     }
 
-    /// Keep `height` as how far the filter index of the node at `ip` has got.
-    pub fn set_filter_index(&self, ip: std::net::IpAddr, height: u32) {
+    /// The height the block filter index of the node followed at `node` has reached, if
+    /// this is its RPC and it said so in the last [`STALE`].
+    pub fn filter_index(&self, node: SocketAddr) -> Option<u32> {
+        if self.node != Some(node) {
+            return None;
+        }
+        let index = self.index.lock().ok()?;
+        let (height, when) = (*index)?;
+        (when.elapsed() < STALE).then_some(height)
+    }
+
+    /// Keep `height` as how far the node's filter index has got.
+    pub fn set_filter_index(&self, height: u32) {
         if let Ok(mut i) = self.index.lock() {
-            *i = Some((ip, height, Instant::now()));
+            *i = Some((height, Instant::now()));
         }
     }
 
@@ -170,9 +184,31 @@ async fn refresh(endpoint: &mut RpcEndpoint, fees: &NodeFees) {
         Err(e) => tracing::warn!(rpc = %endpoint.addr, "no fee estimates: {e}"),
     }
     match filter_index(endpoint).await {
-        Ok(Some(height)) => fees.set_filter_index(endpoint.addr.ip(), height),
+        Ok(Some(height)) => fees.set_filter_index(height),
         Ok(None) => {}
         Err(e) => tracing::debug!(rpc = %endpoint.addr, "no filter index height: {e}"),
+    }
+}
+
+/// Which of the nodes followed (`upstreams`, P2P) the RPC at `rpc` is: the one at the same
+/// address; of several there, the one whose port is the RPC's plus one (Bitcoin Core's
+/// defaults on every network: 8332 and 8333, 18443 and 18444 on regtest); `None` when that
+/// does not tell one apart.
+pub fn rpc_node(rpc: SocketAddr, upstreams: &[SocketAddr]) -> Option<SocketAddr> {
+    let same_ip: Vec<SocketAddr> = upstreams
+        .iter()
+        .copied()
+        .filter(|u| u.ip() == rpc.ip())
+        .collect();
+    match same_ip.as_slice() {
+        [one] => Some(*one),
+        _ => {
+            let next: Vec<SocketAddr> = same_ip
+                .into_iter()
+                .filter(|u| rpc.port().checked_add(1) == Some(u.port()))
+                .collect();
+            (next.len() == 1).then(|| next[0])
+        }
     }
 }
 
@@ -324,6 +360,31 @@ mod tests {
             file: None,
         };
         (endpoint, task)
+    }
+
+    /// The RPC belongs to the node followed at its address, or of several there, to the one
+    /// on the next port; otherwise to none.
+    #[test]
+    fn the_node_an_rpc_belongs_to() {
+        let a = |s: &str| s.parse::<SocketAddr>().unwrap();
+        let rpc = a("127.0.0.1:8332");
+        assert_eq!(
+            rpc_node(rpc, &[a("127.0.0.1:8333"), a("10.0.0.5:8333")]),
+            Some(a("127.0.0.1:8333"))
+        );
+        assert_eq!(
+            rpc_node(rpc, &[a("127.0.0.1:9000")]),
+            Some(a("127.0.0.1:9000"))
+        );
+        assert_eq!(
+            rpc_node(rpc, &[a("127.0.0.1:18444"), a("127.0.0.1:8333")]),
+            Some(a("127.0.0.1:8333"))
+        );
+        assert_eq!(
+            rpc_node(rpc, &[a("127.0.0.1:18444"), a("127.0.0.1:9000")]),
+            None
+        );
+        assert_eq!(rpc_node(rpc, &[a("10.0.0.5:8333")]), None);
     }
 
     /// Bitcoin Core's `getindexinfo` says how far its block filter index has got; btcd

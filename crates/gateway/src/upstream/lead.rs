@@ -84,6 +84,9 @@ pub(super) struct Candidacy {
     /// Its height on the served chain; `None` when its tip is not on it: then it may
     /// lead nothing.
     pub(super) height: Option<u32>,
+    /// How far it serves filters: its height, or less where its RPC said its filter index
+    /// has got no further.
+    pub(super) filter_height: Option<u32>,
     /// It said `notfound` for [`STRIKES`] blocks in a row.
     pub(super) struck: bool,
     /// It keeps every block (not a pruned node).
@@ -101,7 +104,11 @@ impl Candidacy {
         if !self.may[role as usize] {
             return None;
         }
-        self.height.map(|h| (h, !self.struck, self.full))
+        let height = match role {
+            Role::Filters => self.filter_height,
+            _ => self.height,
+        };
+        height.map(|h| (h, !self.struck, self.full))
     }
 }
 
@@ -312,15 +319,14 @@ impl Place {
         now: Millis,
         events: &mut VecDeque<Event>,
     ) {
-        // The node's height on the served chain, and whether filters are served: one read
-        // of the chain per message.
-        // And how far its filter index has got, where its RPC said so (Bitcoin Core answers
-        // nothing for filters past it).
+        // The node's height on the served chain, whether filters are served, and how far
+        // its filter index has got where its RPC said so (Bitcoin Core answers nothing for
+        // filters past it): one read of the chain per message.
         let (limit, serves_filters, index) = match gw.chain.read() {
             Ok(c) => (
                 self.tip.and_then(|t| c.height_of(&t)),
                 c.filters().is_some(),
-                c.fees().and_then(|f| f.filter_index(self.addr.ip())),
+                c.fees().and_then(|f| f.filter_index(self.addr)),
             ),
             Err(_) => (None, false, None),
         };
@@ -338,8 +344,10 @@ impl Place {
                 .resting_until
                 .is_some_and(|t| t > now)
         };
+        let filter_limit = limit.map(|l| index.map_or(l, |i| i.min(l)));
         let candidacy = Candidacy {
             height: limit,
+            filter_height: filter_limit,
             struck: self.strikes >= STRIKES,
             full: !version.is_pruned(),
             may: [
@@ -374,9 +382,10 @@ impl Place {
         let Some(limit) = limit else {
             return;
         };
-        if leads[Role::Filters as usize] {
-            self.filters
-                .ask(out, magic, gw, index.map_or(limit, |i| i.min(limit)));
+        if leads[Role::Filters as usize]
+            && let Some(filter_limit) = filter_limit
+        {
+            self.filters.ask(out, magic, gw, filter_limit);
             let in_flight = self.filters.in_flight();
             clock(&mut self.waiting[Role::Filters as usize], in_flight, now);
         }

@@ -1509,21 +1509,28 @@ fn a_nodes_version_and_roles_are_shown() {
 #[test]
 fn filters_are_asked_only_as_far_as_the_nodes_index_has_got() {
     let world = World::with_blocks(true);
-    let fees = Arc::new(crate::fees::NodeFees::default());
+    // The RPC is node 0's (the fake nodes listen on 127.0.0.1:8333 + their index).
+    let node0 = SocketAddr::from(([127, 0, 0, 1], 8333));
+    let fees = Arc::new(crate::fees::NodeFees::of_node(Some(node0)));
     world.chain.write().unwrap().serve_fees(fees.clone());
-    let local = std::net::IpAddr::from([127, 0, 0, 1]);
-    fees.set_filter_index(local, 50);
+    fees.set_filter_index(50);
     let mut link = Link::open(&world, 0, FakeNode::new(chain_of(100), HONEST));
     assert_eq!(world.tip(), 100);
     assert_eq!(world.filter_tip(), Some(50), "as far as its index");
     assert_eq!(link.node.count("getcfheaders"), 1);
-    fees.set_filter_index(local, 100);
-    link.peer.handle_wake(world.now, &world.gw());
-    link.pump(&world);
+    // A node whose index is not known, as high: it serves more, so it leads the filters.
+    let mut other = Link::open(&world, 1, FakeNode::new(chain_of(100), HONEST));
+    wake_all(&world, &mut [&mut link, &mut other]);
+    assert_eq!(world.followers.lead(Role::Filters), Some(1));
     assert_eq!(world.filter_tip(), Some(100));
-    // Another node's index says nothing of this one.
     assert_eq!(
-        fees.filter_index(std::net::IpAddr::from([10, 0, 0, 1])),
-        None
+        link.node.count("getcfheaders"),
+        1,
+        "not asked past its index"
+    );
+    assert_eq!(
+        fees.filter_index(SocketAddr::from(([127, 0, 0, 1], 8334))),
+        None,
+        "not the other's"
     );
 }
