@@ -213,7 +213,11 @@ pub fn bump_fee(
             });
             let mut built = Err(BumpError::InsufficientFunds(rate.0));
             for (coin, origin) in extra {
-                if coins.iter().any(|c| c.outpoint == coin.outpoint) {
+                // Taken already, or worth less than its own input's fee at this rate (it
+                // could never help, and a wallet paid dust would try each in turn).
+                let worth = u128::from(coin.value) * 4000
+                    > u128::from(rate.0) * u128::from(super::input_weight(coin.kind));
+                if !worth || coins.iter().any(|c| c.outpoint == coin.outpoint) {
                     continue;
                 }
                 coins.push(coin);
