@@ -265,6 +265,11 @@ impl Place {
         Ok(())
     }
 
+    /// Whether transactions asked back are awaited (only then is a `tx` hashed for them).
+    pub(super) fn awaits_txs(&self) -> bool {
+        !self.asked_back.is_empty()
+    }
+
     /// A `tx` from the node: no longer awaited as an answer to asking back.
     pub(super) fn on_tx(&mut self, txid: &[u8; 32]) {
         self.asked_back.retain(|t| t != txid);

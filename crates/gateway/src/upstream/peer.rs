@@ -508,7 +508,9 @@ impl Peer {
                 }
             }
             b"tx" => {
-                if let Ok(tx) = lightwire_primitives::Tx::parse(payload) {
+                if self.place.awaits_txs()
+                    && let Ok(tx) = lightwire_primitives::Tx::parse(payload)
+                {
                     self.place.on_tx(&tx.txid().0);
                 }
                 if let Some(m) = gw.mempool
