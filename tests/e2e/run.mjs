@@ -612,7 +612,10 @@ async function mostwork() {
     const tip = await page.evaluate(() => window.client.tip());
     assert(tip.hash === hashAt(fork, 1_999), 'not the heavier branch');
     const states = await page.evaluate(() => window.client.gateways());
-    assert(states.every((s) => s.state === 'synced'), `states ${JSON.stringify(states)}`);
+    const said = (await page.evaluate(() => window.events))
+      .filter((e) => e.type === 'gateway').map((e) => `${e.gateway}:${e.state}:${e.reason}`);
+    assert(states.every((s) => s.state === 'synced'),
+      `states ${JSON.stringify(states)}; events ${said.join(' > ')}`);
     log(`  two gateways (tips 4,000 and 4,999 on another branch): the client took 4,999`);
     await stopClient(page);
   } finally {
