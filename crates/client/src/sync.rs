@@ -133,6 +133,8 @@ pub struct Syncer {
     batch: Vec<Header>,
     /// Headers per request.
     pub request_size: u32,
+    /// Headers the request in flight asked for (`request_size`, or a mirror file's).
+    asked_size: u32,
     /// Headers per bulk commit.
     pub commit_every: usize,
     /// Headers validated since the start.
@@ -161,6 +163,7 @@ impl Syncer {
             ids: Ids::new(TaskId::Headers),
             batch: Vec::with_capacity(lightwire_chain::MAX_BATCH),
             request_size: DEFAULT_REQUEST,
+            asked_size: DEFAULT_REQUEST,
             commit_every: DEFAULT_COMMIT_EVERY,
             validated: 0,
         }
@@ -175,6 +178,13 @@ impl Syncer {
     /// held (the validation window).
     pub fn height_on_best(&self, hash: &BlockHash) -> Option<u32> {
         self.chain.window().height_of(hash)
+    }
+
+    /// The first `n` headers of the answer in flight are on our best chain already and
+    /// are not handed over (a mirror's file starts where its range does, which may be
+    /// below our tip): they count toward the answer's length all the same.
+    pub fn skip_known(&mut self, n: u32) {
+        self.answer_len += n;
     }
 
     /// The height the sync is heading for (the best announced tip), if above ours.
@@ -231,9 +241,16 @@ impl Syncer {
     /// The next request to send, if one is due: its id, size, and the locator (written
     /// into `locator`, newest first).
     pub fn next_request(&mut self, locator: &mut Vec<BlockHash>) -> Option<(u32, u32)> {
+        self.next_request_of(self.request_size, locator)
+    }
+
+    /// [`Self::next_request`] for `n` headers (a mirror's file holds a fixed range: its
+    /// answer is whole when it brought that many).
+    pub fn next_request_of(&mut self, n: u32, locator: &mut Vec<BlockHash>) -> Option<(u32, u32)> {
         if self.in_flight.is_some() || self.target.is_none() {
             return None;
         }
+        self.asked_size = n;
         let id = self.ids.next_id();
         self.in_flight = Some(id);
         self.answer_len = 0;
@@ -241,7 +258,7 @@ impl Syncer {
         self.answer_last = None;
         self.request_seq = self.target_seq;
         self.locator(locator);
-        Some((id, self.request_size))
+        Some((id, n))
     }
 
     /// The store starts at `height` with `hash` (a checkpoint start) rather than at genesis:
@@ -350,9 +367,9 @@ impl Syncer {
         self.batch.clear();
         self.batch.extend(decode_headers(headers));
         self.answer_len += self.batch.len() as u32;
-        if self.answer_len > self.request_size {
+        if self.answer_len > self.asked_size {
             return Err(SyncError::TooManyHeaders {
-                asked: self.request_size,
+                asked: self.asked_size,
             });
         }
         self.answer_last = match hashes {
@@ -441,10 +458,10 @@ impl Syncer {
             return;
         }
         step.empty_answer = !self.answer_new;
-        if self.answer_len >= self.request_size && self.answer_new && self.answer_last != previous {
+        if self.answer_len >= self.asked_size && self.answer_new && self.answer_last != previous {
             // Cut at our limit: go on from its last header.
             self.continue_from = self.answer_last;
-        } else if self.answer_len >= self.request_size && self.request_seq == self.target_seq {
+        } else if self.answer_len >= self.asked_size && self.request_seq == self.target_seq {
             // A full answer that ends where the last one did, or of headers we already
             // have: no progress. Drop the target rather than ask the same again.
             self.target = None;

@@ -18,7 +18,8 @@ use lightwire_proto::{BufferMode, ConnectString, Millis};
 use lightwire_store::{Batch, HeaderStore, MemoryStore, RecordKey, StoreError, Tip};
 
 use crate::driver::{self, Host};
-use crate::engine::{Action, Engine, Event};
+use crate::engine::mirror::{FileEntry, Manifest};
+use crate::engine::{Action, Engine, Event, FetchError};
 use crate::ids::GatewayId;
 use crate::pipeline::{self, Committed, Pipeline};
 
@@ -162,6 +163,10 @@ pub struct TestHost<S> {
     /// Whether the wallet was settled (synced and saved) at a pump: when a shell answers
     /// `watch`.
     pub settled_seen: bool,
+    /// The mirrors, as the engine lists them.
+    pub mirrors: Vec<TestMirror>,
+    /// Fetches that stall: started, never ending (while the engine waits).
+    pub stalled: Vec<u32>,
     /// Messages from the gateways, not yet handed to the engine.
     queue: VecDeque<TestInput>,
     /// Per gateway: from which of its WebSocket messages on each connection (0: act two)
@@ -182,6 +187,117 @@ pub enum TestInput {
     Message(GatewayId, Vec<u8>),
     /// A gateway hung up.
     Closed(GatewayId),
+    /// A mirror's manifest, as the shell parsed it.
+    Manifest(u32, Result<Manifest, FetchError>),
+    /// A piece of a fetch's body.
+    MirrorData(u32, Vec<u8>),
+    /// A fetch's body ended (or the fetch failed).
+    MirrorEnd(u32, Result<(), FetchError>),
+}
+
+/// How a test mirror serves its files.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Serve {
+    /// As they are.
+    Honest,
+    /// Every file answers this HTTP status.
+    Status(u16),
+    /// Each file's body ends after this many bytes (the fetch "succeeds").
+    Truncate(usize),
+    /// Each file's byte at this offset is flipped.
+    Flip(usize),
+    /// Each file's body stops after this many bytes and never ends.
+    Stall(usize),
+}
+
+/// A mirror of bulk files in memory (docs/PROTOCOL.md, "Bulk files").
+#[derive(Clone, Debug)]
+pub struct TestMirror {
+    /// Its manifest (or what fetching it gives).
+    pub manifest: Result<Manifest, FetchError>,
+    /// Its files, by name.
+    pub files: Vec<(String, Vec<u8>)>,
+    /// How it serves them.
+    pub serve: Serve,
+    /// Bytes of a body per piece handed to the engine.
+    pub chunk: usize,
+}
+
+impl TestMirror {
+    /// The headers of `chain` from 0 to `last`, in files of `per_file` headers (the last
+    /// file whole: `last + 1` a multiple of `per_file`).
+    pub fn of(chain: &TestChain, last: u32, per_file: u32) -> TestMirror {
+        TestMirror::of_headers(chain.headers(), last, per_file)
+    }
+
+    /// [`Self::of`] over these headers (genesis first), as they are (a forger's too).
+    pub fn of_headers(chain: &[Header], last: u32, per_file: u32) -> TestMirror {
+        let mut files = Vec::new();
+        let mut headers = Vec::new();
+        let mut first = 0;
+        while first + per_file <= last + 1 {
+            let end = first + per_file - 1;
+            let mut bytes = Vec::new();
+            lightwire_proto::bulk::write_headers(&mut bytes, first, per_file as usize, |i| {
+                chain[(first + i as u32) as usize].encode()
+            });
+            let check = lightwire_proto::bulk::file_check(&bytes);
+            let name = format!("headers-{first}-{end}-{}.bin", hex::encode(check.sha256));
+            headers.push(FileEntry {
+                first,
+                last: end,
+                check,
+                name: name.clone(),
+            });
+            files.push((name, bytes));
+            first = end + 1;
+        }
+        let top = first.saturating_sub(1);
+        TestMirror {
+            manifest: Ok(Manifest {
+                height: top,
+                hash: chain[top as usize].block_hash(),
+                headers,
+            }),
+            files,
+            serve: Serve::Honest,
+            chunk: 16 * 1024,
+        }
+    }
+
+    /// The inputs fetching `name` as fetch `fetch` gives, and whether it stalls.
+    fn fetched(&self, name: &str, fetch: u32, out: &mut VecDeque<TestInput>) -> bool {
+        let Some((_, bytes)) = self.files.iter().find(|(n, _)| n == name) else {
+            out.push_back(TestInput::MirrorEnd(fetch, Err(FetchError::Status(404))));
+            return false;
+        };
+        let mut bytes = bytes.clone();
+        let mut stall = false;
+        match self.serve {
+            Serve::Honest => {}
+            Serve::Status(code) => {
+                out.push_back(TestInput::MirrorEnd(fetch, Err(FetchError::Status(code))));
+                return false;
+            }
+            Serve::Truncate(n) => bytes.truncate(n),
+            Serve::Flip(at) => {
+                if let Some(b) = bytes.get_mut(at) {
+                    *b ^= 1;
+                }
+            }
+            Serve::Stall(n) => {
+                bytes.truncate(n);
+                stall = true;
+            }
+        }
+        for piece in bytes.chunks(self.chunk.max(1)) {
+            out.push_back(TestInput::MirrorData(fetch, piece.to_vec()));
+        }
+        if !stall {
+            out.push_back(TestInput::MirrorEnd(fetch, Ok(())));
+        }
+        stall
+    }
 }
 
 impl<S> TestHost<S> {
@@ -229,6 +345,23 @@ impl<S: HeaderStore> Host for TestHost<S> {
                     if let Some(gw) = h.gateways[g.index()].take() {
                         h.chains[g.index()] = Some(gw.chain);
                     }
+                }
+                Action::FetchManifest { mirror } => {
+                    let manifest = h.mirrors[mirror as usize].manifest.clone();
+                    h.queue.push_back(TestInput::Manifest(mirror, manifest));
+                }
+                Action::Fetch { mirror, fetch } => {
+                    let url = engine.mirror_url(mirror, Some(fetch)).expect("a url");
+                    let name = url.rsplit('/').next().unwrap_or_default();
+                    if h.mirrors[mirror as usize].fetched(name, fetch, &mut h.queue) {
+                        h.stalled.push(fetch);
+                    }
+                }
+                Action::CancelFetch { fetch } => {
+                    h.queue.retain(|i| match i {
+                        TestInput::MirrorData(f, _) | TestInput::MirrorEnd(f, _) => *f != fetch,
+                        _ => true,
+                    });
                 }
             }
         }
@@ -292,6 +425,9 @@ impl<S: HeaderStore> Host for TestHost<S> {
         match input {
             TestInput::Message(g, bytes) => engine.receive(g, &bytes, now),
             TestInput::Closed(g) => engine.closed(g, crate::reason::TransportError::Closed, now),
+            TestInput::Manifest(m, manifest) => engine.on_manifest(m, manifest, now),
+            TestInput::MirrorData(f, bytes) => engine.mirror_data(f, &bytes, now),
+            TestInput::MirrorEnd(f, result) => engine.mirror_end(f, result, now),
         }
         None
     }
@@ -373,6 +509,8 @@ impl<S: HeaderStore> Net<S> {
             during_commits: 0,
             settled_seen: false,
             most_uncommitted: 0,
+            mirrors: Vec::new(),
+            stalled: Vec::new(),
             queue: VecDeque::new(),
             corrupt_from: vec![None; gateways],
             held: vec![None; gateways],
@@ -424,6 +562,15 @@ impl<S: HeaderStore> Net<S> {
     /// Gateway `g`'s messages pass unchanged again (see [`Self::corrupt`]).
     pub fn mend(&mut self, g: GatewayId) {
         self.host.corrupt_from[g.index()] = None;
+    }
+
+    /// Add these mirrors (their manifests are fetched at the next drive).
+    pub fn mirrors(&mut self, mirrors: Vec<TestMirror>) {
+        let urls = (0..mirrors.len())
+            .map(|m| format!("http://127.0.0.{}/bulk", m + 1))
+            .collect();
+        self.host.mirrors = mirrors;
+        self.host.engine.set_mirrors(urls);
     }
 
     /// Run the driver until nothing moves (or the store fails: then nothing more runs).

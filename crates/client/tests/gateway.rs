@@ -158,6 +158,10 @@ impl Host for TcpHost {
             match action {
                 Action::Connect { .. } => self.connect = true,
                 Action::Close { .. } => self.socket = None,
+                // This host lists no mirrors: the engine asks for no fetch.
+                Action::FetchManifest { .. }
+                | Action::Fetch { .. }
+                | Action::CancelFetch { .. } => {}
             }
         }
         while let Some(event) = self.engine.poll_event() {

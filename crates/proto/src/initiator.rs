@@ -751,7 +751,8 @@ impl Initiator {
     }
 }
 
-enum Interpreted<'a> {
+/// What one message means to the receiver.
+pub(crate) enum Interpreted<'a> {
     /// With whether the gateway serves filters, blocks and the mempool digest, and relays
     /// transactions.
     Ready {
@@ -767,7 +768,7 @@ enum Interpreted<'a> {
 
 /// What a decrypted message from the gateway means, before or after its `init`. Headers are
 /// hashed (and `headers_compact` expanded, when we offered it) into `expanded`.
-fn interpret<'a>(
+pub(crate) fn interpret<'a>(
     bytes: &'a [u8],
     chain_hash: &[u8; 32],
     ready: bool,

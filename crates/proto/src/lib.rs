@@ -12,6 +12,7 @@
 //!   [`Session`] that answers requests from a [`Served`] chain.
 //! - [`feed`]: a session's mempool digest subscription (its salt, its place in the served
 //!   mempool's changes, the transactions asked for).
+//! - [`bulk`]: a mirror's bulk files, read into the same events as a gateway's answers.
 //! - [`time`]: [`Millis`], the caller's clock.
 //!
 //! With the `test-util` feature (and in this crate's tests), `testing` holds a served chain
@@ -23,6 +24,7 @@
 wasm_bindgen_test::wasm_bindgen_test_configure!(run_in_browser);
 
 mod acts;
+pub mod bulk;
 pub mod compact;
 pub mod connect;
 pub mod feed;

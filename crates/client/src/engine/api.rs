@@ -7,6 +7,7 @@ use lightwire_primitives::FilterHeader;
 use lightwire_proto::Millis;
 use lightwire_store::{Durability, Pending};
 
+use super::headers::Asker;
 use super::{Action, Counters, Engine, Event, GatewayId, GatewayState, relay::BroadcastError};
 use crate::filters::FilterSync;
 use crate::scan::Scan;
@@ -57,10 +58,19 @@ impl Engine {
     /// nothing we know: it is marked bad).
     pub fn on_ancestors(&mut self, found: Option<(&[Entry], usize)>, now: Millis) {
         self.ctx.now = now;
-        if let Err((g, why)) = self.tasks.headers.on_ancestors(&mut self.ctx, found) {
-            self.apply_effects(None);
-            self.drop_gateway(g, why);
+        match self.tasks.headers.on_ancestors(&mut self.ctx, found) {
+            Ok(()) => {}
+            Err((Asker::Gateway(g), why)) => {
+                self.apply_effects(None);
+                self.drop_gateway(g, why);
+            }
+            Err((Asker::Mirror(m), why)) => {
+                self.apply_effects(None);
+                let fault = self.tasks.headers.mirror_fault(why);
+                self.drop_mirror(m, fault);
+            }
         }
+        self.finish_mirror();
         self.settle();
     }
 

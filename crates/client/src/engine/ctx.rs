@@ -171,6 +171,8 @@ pub struct Ctx {
     /// most [`MAX_CONTESTED_BYTES`] in all: past that a filter is dropped and its block
     /// matched by every scan (fetched, never missed).
     pub contested: Vec<Contested>,
+    /// The mirrors, and the file streamed from one.
+    pub mirrors: super::mirror::Mirrors,
 }
 
 /// Contested blocks kept in a session.
@@ -221,6 +223,7 @@ impl Ctx {
             stored_filters: None,
             filter_base: 0,
             contested: Vec::new(),
+            mirrors: super::mirror::Mirrors::new(Vec::new()),
         }
     }
 

@@ -108,6 +108,20 @@ pub enum Event {
         /// Each gateway's answer, as it said it.
         answers: Vec<super::fees::FeeAnswer>,
     },
+    /// A mirror was dropped for the session: why.
+    Mirror {
+        /// Index in the mirror list.
+        mirror: super::mirror::MirrorId,
+        /// Why.
+        fault: super::mirror::MirrorFault,
+    },
+    /// A mirror's manifest was read: its files hold headers up to `height` (a claim).
+    MirrorReady {
+        /// Index in the mirror list.
+        mirror: super::mirror::MirrorId,
+        /// The top its manifest claims.
+        height: u32,
+    },
     /// A gateway sent a `warning`.
     Warning {
         /// Index in the gateway list.
@@ -117,7 +131,7 @@ pub enum Event {
     },
 }
 
-/// What the shell must do for a gateway.
+/// What the shell must do for a gateway or a mirror.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Action {
     /// Open a WebSocket to the gateway's URL now, then call [`Engine::opened`] (or
@@ -130,6 +144,25 @@ pub enum Action {
     Close {
         /// Index in the gateway list.
         gateway: GatewayId,
+    },
+    /// Fetch the mirror's manifest ([`Engine::mirror_url`] with no fetch), then call
+    /// [`Engine::on_manifest`].
+    FetchManifest {
+        /// Index in the mirror list.
+        mirror: super::mirror::MirrorId,
+    },
+    /// Fetch a file of the mirror ([`Engine::mirror_url`] with this fetch) and stream its
+    /// body into [`Engine::mirror_data`], then call [`Engine::mirror_end`].
+    Fetch {
+        /// Index in the mirror list.
+        mirror: super::mirror::MirrorId,
+        /// The fetch.
+        fetch: u32,
+    },
+    /// Abort the fetch (its later data is to be dropped).
+    CancelFetch {
+        /// The fetch.
+        fetch: u32,
     },
 }
 

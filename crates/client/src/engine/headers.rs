@@ -10,6 +10,9 @@
 //! - A header more than two hours ahead of our clock is "not yet", as in Bitcoin Core: the
 //!   headers before it are kept, its gateway is neither dropped nor struck, and its tip
 //!   is set aside until it announces another.
+//! - While a mirror's file holds the next header, the request goes to the mirror instead
+//!   (`mirror.rs`): the file is the whole answer, validated the same way; the gateways
+//!   are asked for what lies above the mirror's files.
 
 use std::collections::VecDeque;
 
@@ -18,6 +21,7 @@ use lightwire_store::{Durability, Pending, Tip};
 
 use super::ctx::{Broke, Conns, Ctx, Effect, ready};
 use super::gateway::GatewayState;
+use super::mirror::{MirrorFault, MirrorId};
 use super::task::{Task, View};
 use crate::ids::{GatewayId, TaskId};
 use crate::reason::DropReason;
@@ -25,6 +29,29 @@ use crate::sync::{NotYet, Step, SyncError, Syncer};
 
 /// Mark a gateway bad after this many announced tips it did not deliver.
 pub const MAX_UNDELIVERED: u32 = 3;
+
+/// Who was asked for the headers an answer brings.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Asker {
+    /// A gateway.
+    Gateway(GatewayId),
+    /// A mirror (its file is the answer).
+    Mirror(MirrorId),
+}
+
+/// The request in flight to a mirror: its file is the answer.
+#[derive(Clone, Debug)]
+struct MirrorAsk {
+    mirror: MirrorId,
+    id: u32,
+    /// The file's last height, and its name.
+    last: u32,
+    name: String,
+    /// The answer's last message came.
+    answered: bool,
+    /// The body ended, whole and of the right hash.
+    ended: bool,
+}
 
 /// The headers task's state.
 pub struct Headers {
@@ -37,9 +64,11 @@ pub struct Headers {
     /// The gateway the request in flight went to.
     asked: Option<GatewayId>,
     locator: Vec<BlockHash>,
-    /// An answer whose parent is below the window: its gateway and the parent; its
+    /// The request in flight to a mirror, if it went to one.
+    mirror: Option<MirrorAsk>,
+    /// An answer whose parent is below the window: who sent it and the parent; its
     /// headers in `deferred`, kept until the shell reads the ancestors from the store.
-    ancestors: Option<(GatewayId, BlockHash)>,
+    ancestors: Option<(Asker, BlockHash)>,
     deferred: Vec<u8>,
     /// The rest of that answer, held until the ancestors come: (id, last, headers).
     held: VecDeque<(u32, bool, Vec<u8>)>,
@@ -56,6 +85,7 @@ impl Headers {
             min_work,
             source: None,
             asked: None,
+            mirror: None,
             locator: Vec::with_capacity(lightwire_wire::sync::MAX_LOCATOR),
             ancestors: None,
             deferred: Vec::new(),
@@ -128,7 +158,110 @@ impl Headers {
         let step = self
             .syncer
             .on_headers_hashed(id, headers, Some(hashes), last, now);
-        self.take_step(ctx, step, g, headers)
+        self.take_step(ctx, step, Asker::Gateway(g), headers)
+    }
+
+    /// Headers from the file mirror `m` is streaming (the answer to the request made of
+    /// it): validated as a gateway's answer is. A fault drops the mirror.
+    pub fn on_mirror_headers(
+        &mut self,
+        ctx: &mut Ctx,
+        m: MirrorId,
+        headers: &[u8],
+        hashes: &[BlockHash],
+        last: bool,
+    ) -> Result<(), MirrorFault> {
+        let Some(ask) = self.mirror.as_mut().filter(|a| a.mirror == m) else {
+            return Ok(());
+        };
+        if ask.answered {
+            // Records after the one that ended the answer.
+            return Err(MirrorFault::WrongRange(ask.name.clone()));
+        }
+        ask.answered = last;
+        let id = ask.id;
+        // A file's range may start below our tip (at genesis, say): the headers it holds
+        // that our best chain has at their heights already are passed over, as a gateway
+        // answering a locator would not send them.
+        let known = hashes
+            .iter()
+            .take_while(|h| self.syncer.height_on_best(h).is_some())
+            .count();
+        self.syncer.skip_known(known as u32);
+        let (headers, hashes) = (
+            &headers[known * lightwire_chain::HEADER_LEN..],
+            &hashes[known..],
+        );
+        if headers.is_empty() && !last {
+            return Ok(());
+        }
+        let held_before = self.ancestors.is_some() || !self.held.is_empty();
+        if held_before {
+            let held: usize = self.held.iter().map(|(_, _, h)| h.len()).sum();
+            let held = held + self.deferred.len() + headers.len();
+            let asked = u32::try_from(held / lightwire_chain::HEADER_LEN).unwrap_or(u32::MAX);
+            if held > (ask.last as usize + 1) * lightwire_chain::HEADER_LEN {
+                return Err(MirrorFault::Invalid(SyncError::TooManyHeaders { asked }));
+            }
+            self.held.push_back((id, last, headers.to_vec()));
+            return Ok(());
+        }
+        let now = ctx.now.as_secs();
+        let step = self
+            .syncer
+            .on_headers_hashed(id, headers, Some(hashes), last, now);
+        self.take_step(ctx, step, Asker::Mirror(m), headers)
+            .map_err(|e| mirror_fault(e, &self.mirror))
+    }
+
+    /// The body of the mirror's file ended whole and of the right hash.
+    pub fn mirror_body_ended(&mut self, m: MirrorId) -> Result<(), MirrorFault> {
+        let Some(ask) = self.mirror.as_mut().filter(|a| a.mirror == m) else {
+            return Ok(());
+        };
+        if !ask.answered {
+            return Err(MirrorFault::WrongRange(ask.name.clone()));
+        }
+        ask.ended = true;
+        Ok(())
+    }
+
+    /// The mirror's answer, once its body ended and every header of it was validated:
+    /// taken, `Err` when its headers did not become our best chain to the file's end
+    /// (another chain, or a branch with less work than ours).
+    pub fn mirror_finished(&mut self) -> Option<(MirrorId, Result<(), MirrorFault>)> {
+        let ask = self.mirror.as_ref()?;
+        if !ask.ended
+            || self.ancestors.is_some()
+            || !self.held.is_empty()
+            || self.syncer.in_flight_id() == Some(ask.id)
+        {
+            return None;
+        }
+        let ask = self.mirror.take()?;
+        let result = if self.syncer.tip().height < ask.last {
+            Err(MirrorFault::NotOurChain(ask.name))
+        } else {
+            Ok(())
+        };
+        Some((ask.mirror, result))
+    }
+
+    /// Mirror `m` was dropped: its request is given up (nothing more of it is read), and
+    /// the gateways' tips are taken again.
+    pub fn mirror_gone(&mut self, ctx: &mut Ctx, m: MirrorId) {
+        let Some(ask) = self.mirror.take_if(|a| a.mirror == m) else {
+            return;
+        };
+        if self.syncer.in_flight_id() == Some(ask.id) {
+            self.syncer.abandon();
+        }
+        if self.ancestors.is_some_and(|(a, _)| a == Asker::Mirror(m)) || !self.held.is_empty() {
+            self.ancestors = None;
+            self.held.clear();
+            self.deferred.clear();
+        }
+        self.offer_tips(ctx);
     }
 
     /// What follows a validated step: effects for the other tasks, ancestors to read (the
@@ -137,10 +270,19 @@ impl Headers {
         &mut self,
         ctx: &mut Ctx,
         step: Result<Step, SyncError>,
-        g: GatewayId,
+        who: Asker,
         headers: &[u8],
     ) -> Result<(), DropReason> {
         let step = step.map_err(DropReason::Sync)?;
+        let Asker::Gateway(g) = who else {
+            // A mirror's file: no strikes (its whole file is checked when it ends), and a
+            // header not yet valid in a sealed file is a fault of the file.
+            if let Some(n) = step.not_yet {
+                return Err(DropReason::Sync(SyncError::NotYet(n)));
+            }
+            self.carry(ctx, &step, who, headers);
+            return Ok(());
+        };
         if step.progress {
             // Validated progress is what keeps a request alive (not messages), and clears
             // the count of tips announced and not delivered: those were honest reorgs (an
@@ -157,6 +299,19 @@ impl Headers {
                 return Err(DropReason::Undelivered(MAX_UNDELIVERED));
             }
         }
+        self.carry(ctx, &step, who, headers);
+        if step.target_dropped {
+            ctx.gateways[g].undelivered_pending = true;
+        }
+        if let Some(n) = step.not_yet {
+            self.not_yet(ctx, g, n, step.given_up);
+        }
+        Ok(())
+    }
+
+    /// What a validated step tells the other tasks (a reorg, headers validated), and the
+    /// ancestors it needs read.
+    fn carry(&mut self, ctx: &mut Ctx, step: &Step, who: Asker, headers: &[u8]) {
         let tip = self.syncer.tip();
         if let Some((old, fork)) = step.reorg {
             ctx.effects.push_back(Effect::Reorg {
@@ -174,15 +329,8 @@ impl Headers {
         if let Some(parent) = step.need_ancestors {
             self.deferred.clear();
             self.deferred.extend_from_slice(headers);
-            self.ancestors = Some((g, parent));
+            self.ancestors = Some((who, parent));
         }
-        if step.target_dropped {
-            ctx.gateways[g].undelivered_pending = true;
-        }
-        if let Some(n) = step.not_yet {
-            self.not_yet(ctx, g, n, step.given_up);
-        }
-        Ok(())
     }
 
     /// Gateway `g`'s answer reached a header not yet valid (see [`NotYet`]): the gateway
@@ -222,7 +370,7 @@ impl Headers {
         &mut self,
         ctx: &mut Ctx,
         found: Option<(&[Entry], usize)>,
-    ) -> Result<(), (GatewayId, DropReason)> {
+    ) -> Result<(), (Asker, DropReason)> {
         let Some((g, _)) = self.ancestors.take() else {
             return Ok(());
         };
@@ -368,9 +516,51 @@ impl Headers {
     }
 }
 
+/// What a drop reason met in a mirror's file means for the mirror (`ask`: its request).
+fn mirror_fault(e: DropReason, ask: &Option<MirrorAsk>) -> MirrorFault {
+    let name = || ask.as_ref().map(|a| a.name.clone()).unwrap_or_default();
+    match e {
+        DropReason::Sync(s) => MirrorFault::Invalid(s),
+        _ => MirrorFault::NotOurChain(name()),
+    }
+}
+
+impl Headers {
+    /// [`mirror_fault`] for the mirror's request in flight.
+    pub fn mirror_fault(&self, e: DropReason) -> MirrorFault {
+        mirror_fault(e, &self.mirror)
+    }
+}
+
 impl Task for Headers {
     fn schedule(&mut self, ctx: &mut Ctx, conns: &mut Conns, _: &View) -> Result<(), Broke> {
-        if self.ancestors.is_some() || ctx.stopped {
+        if self.ancestors.is_some() || self.mirror.is_some() || ctx.stopped {
+            return Ok(());
+        }
+        if self.committing && self.syncer.uncommitted() >= self.syncer.commit_every {
+            // A whole commit waits behind the one in flight: ask for more once it is
+            // done, so that what is gathered stays bounded however slow the store is.
+            return Ok(());
+        }
+        // A mirror's file holding the next header answers before any gateway is asked.
+        let next = self.syncer.tip().height + 1;
+        if self.asked.is_none()
+            && let Some((m, file)) = ctx.mirrors.headers_file(next)
+            && let Some((id, _)) = self
+                .syncer
+                .next_request_of(file.last - file.first + 1, &mut self.locator)
+        {
+            let file = file.clone();
+            self.mirror = Some(MirrorAsk {
+                mirror: m,
+                id,
+                last: file.last,
+                name: file.name.clone(),
+                answered: false,
+                ended: false,
+            });
+            let now = ctx.now;
+            ctx.mirrors.start(m, file, now, &mut ctx.actions);
             return Ok(());
         }
         let Some(g) = self.source else {
@@ -379,11 +569,6 @@ impl Task for Headers {
         let Some(conn) = ready(conns, g) else {
             return Ok(());
         };
-        if self.committing && self.syncer.uncommitted() >= self.syncer.commit_every {
-            // A whole commit waits behind the one in flight: ask for more once it is
-            // done, so that what is gathered stays bounded however slow the store is.
-            return Ok(());
-        }
         if let Some((id, n)) = self.syncer.next_request(&mut self.locator) {
             self.asked = Some(g);
             ctx.timers.touch(TaskId::Headers, ctx.now);
@@ -419,7 +604,7 @@ impl Task for Headers {
     /// What it was asked, and an answer held for ancestors, go; if it was the target's
     /// gateway, the best tip the others announced is taken.
     fn gateway_gone(&mut self, ctx: &mut Ctx, g: GatewayId) {
-        if self.ancestors.is_some_and(|(a, _)| a == g) || self.asked == Some(g) {
+        if self.ancestors.is_some_and(|(a, _)| a == Asker::Gateway(g)) || self.asked == Some(g) {
             self.ancestors = None;
             self.held.clear();
             self.deferred.clear();

@@ -41,6 +41,7 @@ mod filter_headers;
 mod gateway;
 mod headers;
 mod mempool;
+pub mod mirror;
 mod relay;
 mod route;
 mod scan;
@@ -56,6 +57,7 @@ pub use gateway::{
 };
 pub use headers::MAX_UNDELIVERED;
 pub use mempool::{DIGEST_BURST, DIGEST_RATE, FETCHES_PER_HOUR, MAX_WANTED, MempoolError};
+pub use mirror::{FetchError, Manifest, MirrorFault, MirrorId};
 pub use relay::BroadcastError;
 pub use wallet::{BLOCK_RETRY, UNCONFIRMED_EXPIRY, WAIT_REPORT, WaitReason, WalletTrace};
 
@@ -71,6 +73,8 @@ pub struct Engine {
     conns: Conns,
     ctx: Ctx,
     tasks: Tasks,
+    /// The reader of the mirror's file streamed (its buffers reused for every file).
+    bulk: lightwire_proto::bulk::BulkReader,
 }
 
 impl Engine {
@@ -101,6 +105,7 @@ impl Engine {
                 mempool: mempool::MempoolTask::new(n),
                 fees: fees::Fees::default(),
             },
+            bulk: lightwire_proto::bulk::BulkReader::new(),
         }
     }
 
@@ -199,6 +204,122 @@ impl Engine {
         self.settle();
     }
 
+    /// Read these mirrors (base URLs of bulk files, docs/PROTOCOL.md "Bulk files"): their
+    /// manifests are asked at once ([`Action::FetchManifest`]).
+    pub fn set_mirrors(&mut self, urls: Vec<String>) {
+        let c = &mut self.ctx;
+        c.mirrors = mirror::Mirrors::new(urls);
+        let now = c.now;
+        c.mirrors.read_manifests(now, &mut c.actions);
+    }
+
+    /// The URL to fetch for an [`Action::FetchManifest`] (`fetch` `None`) or an
+    /// [`Action::Fetch`].
+    pub fn mirror_url(&self, m: MirrorId, fetch: Option<u32>) -> Option<String> {
+        self.ctx.mirrors.url(m, fetch)
+    }
+
+    /// The mirrors, to read (their states and the bytes each served).
+    pub fn mirrors(&self) -> &[mirror::Mirror] {
+        &self.ctx.mirrors.list
+    }
+
+    /// Mirror `m`'s manifest as the shell parsed it, or why it could not, at `now`.
+    pub fn on_manifest(
+        &mut self,
+        m: MirrorId,
+        manifest: Result<Manifest, FetchError>,
+        now: Millis,
+    ) {
+        self.ctx.now = now;
+        let c = &mut self.ctx;
+        c.mirrors.on_manifest(m, manifest, &mut c.events);
+        self.settle();
+    }
+
+    /// Bytes of the body of fetch `fetch` (any chunking), at `now`: read into the same
+    /// events as a gateway's answers and validated the same way.
+    pub fn mirror_data(&mut self, fetch: u32, mut data: &[u8], now: Millis) {
+        self.ctx.now = now;
+        if !self.ctx.mirrors.took(fetch, data.len()) {
+            return;
+        }
+        let Some(stream) = self.ctx.mirrors.stream.as_mut() else {
+            return;
+        };
+        let m = stream.mirror;
+        if !stream.reading {
+            stream.reading = true;
+            self.bulk.start(stream.file.check);
+        }
+        let mut fault = None;
+        while !data.is_empty() {
+            let (taken, event) = match self.bulk.read(data) {
+                Ok(read) => read,
+                Err(error) => {
+                    let stream = self.ctx.mirrors.stream.as_ref();
+                    let name = stream.map(|s| s.file.name.clone()).unwrap_or_default();
+                    fault = Some(MirrorFault::File { name, error });
+                    break;
+                }
+            };
+            data = &data[taken..];
+            let Some(event) = event else { continue };
+            let result = match event {
+                lightwire_proto::PeerEvent::Headers {
+                    headers,
+                    hashes,
+                    last,
+                    ..
+                } => self
+                    .tasks
+                    .headers
+                    .on_mirror_headers(&mut self.ctx, m, headers, hashes, last),
+                // Filter headers and filters are not read from mirrors yet: no file of
+                // theirs is asked, so none comes.
+                _ => Err(MirrorFault::WrongRange(String::new())),
+            };
+            self.apply_effects(None);
+            if let Err(f) = result {
+                fault = Some(f);
+                break;
+            }
+        }
+        if let Some(fault) = fault {
+            self.drop_mirror(m, fault);
+        }
+        self.finish_mirror();
+        self.settle();
+    }
+
+    /// The body of fetch `fetch` ended (or the fetch failed), at `now`.
+    pub fn mirror_end(&mut self, fetch: u32, result: Result<(), FetchError>, now: Millis) {
+        self.ctx.now = now;
+        let mirrors = &mut self.ctx.mirrors;
+        let Some(stream) = mirrors.stream.take_if(|s| s.fetch == fetch) else {
+            return;
+        };
+        let m = stream.mirror;
+        if !stream.reading {
+            // An empty body: checked as one.
+            self.bulk.start(stream.file.check);
+        }
+        let ended = result
+            .map_err(MirrorFault::Fetch)
+            .and_then(|()| {
+                self.bulk.finish().map_err(|error| MirrorFault::File {
+                    name: stream.file.name.clone(),
+                    error,
+                })
+            })
+            .and_then(|()| self.tasks.headers.mirror_body_ended(m));
+        if let Err(fault) = ended {
+            self.drop_mirror(m, fault);
+        }
+        self.finish_mirror();
+        self.settle();
+    }
+
     /// When [`Self::handle_timeout`] must next run: a connection's handshake or
     /// keepalive deadline, a task's request, or a reconnect.
     pub fn poll_timeout(&self) -> Option<Millis> {
@@ -211,6 +332,7 @@ impl Engine {
             next = earliest(next, conn.as_ref().and_then(Initiator::poll_timeout));
             next = earliest(next, gw.reconnect_at);
         }
+        next = earliest(next, c.mirrors.deadline());
         let tasks = self.tasks.all();
         tasks
             .iter()
@@ -231,6 +353,9 @@ impl Engine {
                     self.drop_gateway(g, why);
                 }
             }
+        }
+        while let Some((m, fault)) = self.ctx.mirrors.timed_out(now) {
+            self.drop_mirror(m, fault);
         }
         for g in self.ctx.gateways.ids() {
             if let Some(conn) = self.conns[g].as_mut()
@@ -285,6 +410,23 @@ impl Engine {
             task.gateway_gone(&mut self.ctx, g);
         }
         self.ctx.dropped(g, why);
+    }
+
+    /// Drop mirror `m` for `fault` (the application hears of it): its file is no longer
+    /// read, and the headers it answered for are asked of the gateways.
+    fn drop_mirror(&mut self, m: MirrorId, fault: MirrorFault) {
+        let c = &mut self.ctx;
+        c.mirrors
+            .drop_mirror(m, fault, &mut c.events, &mut c.actions);
+        self.tasks.headers.mirror_gone(&mut self.ctx, m);
+    }
+
+    /// A mirror's answer that is over: checked (its headers must have become our best
+    /// chain to the file's end), the mirror dropped if not.
+    fn finish_mirror(&mut self) {
+        if let Some((m, Err(fault))) = self.tasks.headers.mirror_finished() {
+            self.drop_mirror(m, fault);
+        }
     }
 
     /// Carry what tasks told each other, in order. `from`: the gateway whose message

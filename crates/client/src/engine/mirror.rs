@@ -1,0 +1,748 @@
+//! Mirrors: the chain's history from static files (docs/PROTOCOL.md, "Bulk files"), any
+//! host a web app already serves assets from. A mirror is a base URL with a
+//! `manifest.json` naming immutable files by range, length and SHA-256; the shell fetches
+//! what the engine names ([`Action::FetchManifest`], [`Action::Fetch`]) and streams the
+//! bodies in ([`super::Engine::mirror_data`]).
+//!
+//! A mirror carries no trust. Its files are read by the decoder a gateway's messages go
+//! through (`lightwire_proto::bulk`) and their headers validated by the same syncer, as
+//! the answer to a request the headers task made of the mirror instead of a gateway: a
+//! mirror can make the sync slower, never wrong. Gateways are still what the sync heads
+//! for (their announced tips set the target); a mirror answers only for the heights its
+//! sealed files hold, and the gateways serve the edge above.
+//!
+//! A mirror that fails in any way (a file missing, cut short, longer, of other bytes than
+//! its name, a header that fails validation, files of another chain, a manifest that
+//! claims what its files do not hold, a body slower than [`MIN_RATE`] over [`RATE_WINDOW`]
+//! or stalled) is dropped for the session with a typed [`MirrorFault`] (an
+//! [`Event::Mirror`]); the sync goes on from the next mirror or the gateways. What was
+//! validated before the fault stays: it was validated.
+//!
+//! Only headers are read from mirrors so far; filter headers and filters are the
+//! gateways' (their files are in the manifest, read by the next step of this module).
+
+use core::time::Duration;
+
+use lightwire_chain::BlockHash;
+use lightwire_proto::Millis;
+use lightwire_proto::bulk::{BulkError, FileCheck};
+
+use super::event::{Action, Event};
+use crate::sync::SyncError;
+
+/// A mirror is dropped when its body brings fewer than this many bytes per second over
+/// [`RATE_WINDOW`] (100 KB/s: a gateway delivers the whole chain's headers at several
+/// MB/s; a mirror slower than that makes the sync slower than the gateways alone).
+pub const MIN_RATE: u64 = 100_000;
+/// The window [`MIN_RATE`] is measured over; a body that brings nothing for this long is
+/// stalled.
+pub const RATE_WINDOW: Duration = Duration::from_secs(10);
+/// A manifest not read within this long is given up (the mirror dropped).
+pub const MANIFEST_TIMEOUT: Duration = Duration::from_secs(10);
+/// The most files a manifest may list in each kind (a mainnet export has about 500
+/// headers files and 1,000 of the others): a bound on what one mirror makes the tab hold.
+pub const MAX_FILES: usize = 100_000;
+/// The longest file name taken from a manifest.
+pub const MAX_NAME: usize = 200;
+
+/// Index in the mirror list.
+pub type MirrorId = u32;
+
+/// One file a manifest lists: the heights it holds, its length and SHA-256, its name
+/// (relative to the mirror's URL).
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct FileEntry {
+    /// The first height it holds.
+    pub first: u32,
+    /// The last.
+    pub last: u32,
+    /// Its length and SHA-256.
+    pub check: FileCheck,
+    /// Its name.
+    pub name: String,
+}
+
+/// A mirror's manifest, as the shell parsed it (the engine checks it: [`Manifest::check`]).
+#[derive(Clone, PartialEq, Eq, Debug, Default)]
+pub struct Manifest {
+    /// The highest header its files hold, as it claims.
+    pub height: u32,
+    /// That header's hash, as it claims.
+    pub hash: BlockHash,
+    /// The headers files, in height order from 0.
+    pub headers: Vec<FileEntry>,
+}
+
+impl Manifest {
+    /// Whether it is well formed: files in height order, each range after the one before
+    /// it without a gap from 0, names that stay inside the mirror, at most [`MAX_FILES`];
+    /// the claimed top is the last headers file's.
+    pub fn check(&self) -> Result<(), MirrorFault> {
+        let bad = |why| Err(MirrorFault::ManifestInvalid(why));
+        if self.headers.len() > MAX_FILES {
+            return bad("it lists too many files");
+        }
+        let mut next = 0u32;
+        for f in &self.headers {
+            if f.first != next || f.last < f.first {
+                return bad("its headers files are not contiguous from height 0");
+            }
+            let headers = u64::from(f.last - f.first) + 1;
+            // The shortest coded header, with its share of the framing: a file shorter
+            // than this cannot hold its range (a longer one is bounded by its records).
+            if f.check.bytes < headers * lightwire_wire::compact::MIN_CODED_LEN as u64 {
+                return bad("a headers file is too short for its range");
+            }
+            if !safe_name(&f.name) {
+                return bad("a file name is not a plain name");
+            }
+            next = match f.last.checked_add(1) {
+                Some(n) => n,
+                None => return bad("a range ends past the last height"),
+            };
+        }
+        if self.headers.last().is_some_and(|f| f.last != self.height) {
+            return bad("its height is not its last headers file's");
+        }
+        Ok(())
+    }
+
+    /// The headers file holding `height`, if any.
+    pub fn headers_file(&self, height: u32) -> Option<&FileEntry> {
+        let i = self.headers.partition_point(|f| f.last < height);
+        self.headers.get(i).filter(|f| f.first <= height)
+    }
+}
+
+/// A name fetched from the mirror's base URL: letters, digits, `.`, `-`, `_`, and not a
+/// path (no `/`, no `..`), so that a manifest cannot send the tab elsewhere.
+fn safe_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= MAX_NAME
+        && !name.starts_with('.')
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_'))
+}
+
+/// Why the shell could not fetch a file or a manifest.
+#[derive(Clone, PartialEq, Eq, Debug, thiserror::Error)]
+pub enum FetchError {
+    /// The server answered with this HTTP status (not 200).
+    #[error("the mirror answered HTTP {0}")]
+    Status(u16),
+    /// The request failed (network, CORS, a reset connection), as the browser said.
+    #[error("the request failed: {0}")]
+    Failed(String),
+    /// A manifest that is not the JSON the format says, as the shell found it.
+    #[error("its manifest is not valid: {0}")]
+    Manifest(String),
+}
+
+/// Why a mirror was dropped for the session.
+#[derive(Clone, PartialEq, Eq, Debug, thiserror::Error)]
+pub enum MirrorFault {
+    /// Its manifest or a file could not be fetched.
+    #[error("{0}")]
+    Fetch(FetchError),
+    /// Its manifest breaks the format.
+    #[error("its manifest is not valid: {0}")]
+    ManifestInvalid(&'static str),
+    /// A file's bytes are not what its manifest names (or do not decode).
+    #[error("the file {name} was refused: {error}")]
+    File {
+        /// The file.
+        name: String,
+        /// What was wrong.
+        error: BulkError,
+    },
+    /// A header of its files failed validation (the rule and height named).
+    #[error("a header of its files is not valid: {0}")]
+    Invalid(SyncError),
+    /// A file's headers link to nothing our chain holds, or did not become our best
+    /// chain up to the file's end (files of another chain, or of a branch with less work).
+    #[error("the file {0} is not of our chain")]
+    NotOurChain(String),
+    /// A file's answer ended before its last header, or went on after it.
+    #[error("the file {0} does not hold the range its manifest names")]
+    WrongRange(String),
+    /// Its body brought fewer than [`MIN_RATE`] bytes a second over [`RATE_WINDOW`].
+    #[error("it served {0} bytes in 10 s (under 100 KB/s)")]
+    Slow(u64),
+    /// Its body brought nothing for [`RATE_WINDOW`], or its manifest nothing for
+    /// [`MANIFEST_TIMEOUT`].
+    #[error("it stopped sending")]
+    Stalled,
+}
+
+impl MirrorFault {
+    /// A stable code for the application.
+    pub fn code(&self) -> &'static str {
+        match self {
+            MirrorFault::Fetch(FetchError::Status(404)) => "not-found",
+            MirrorFault::Fetch(FetchError::Status(_)) => "http-error",
+            MirrorFault::Fetch(FetchError::Failed(_)) => "fetch-failed",
+            MirrorFault::Fetch(FetchError::Manifest(_)) | MirrorFault::ManifestInvalid(_) => {
+                "manifest-invalid"
+            }
+            MirrorFault::File {
+                error: BulkError::WrongHash,
+                ..
+            } => "wrong-hash",
+            MirrorFault::File {
+                error: BulkError::Truncated { .. },
+                ..
+            } => "truncated",
+            MirrorFault::File {
+                error: BulkError::TooLong { .. },
+                ..
+            } => "too-long",
+            MirrorFault::File { .. } => "corrupt-file",
+            MirrorFault::Invalid(_) => "invalid-header",
+            MirrorFault::NotOurChain(_) => "not-our-chain",
+            MirrorFault::WrongRange(_) => "wrong-range",
+            MirrorFault::Slow(_) => "slow",
+            MirrorFault::Stalled => "stalled",
+        }
+    }
+}
+
+/// Where a mirror is.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub enum MirrorState {
+    /// Its manifest is not asked yet.
+    Unread,
+    /// Its manifest is being fetched (since then).
+    Reading(Millis),
+    /// Its manifest was read.
+    Ready(Manifest),
+    /// Dropped for the session.
+    Dropped,
+}
+
+/// One mirror.
+#[derive(Clone, Debug)]
+pub struct Mirror {
+    /// Its base URL (ending in `/`).
+    pub url: String,
+    /// Where it is.
+    pub state: MirrorState,
+    /// Bytes of its bodies taken (manifests not counted).
+    pub bytes: u64,
+}
+
+/// The file being streamed.
+pub struct Stream {
+    /// The fetch (the shell's data for another is stale).
+    pub fetch: u32,
+    /// From which mirror.
+    pub mirror: MirrorId,
+    /// The file.
+    pub file: FileEntry,
+    /// The start of the current rate window, and the bytes taken in it.
+    window: (Millis, u64),
+    /// Its reader was started on it (at its first bytes).
+    pub reading: bool,
+}
+
+/// Every mirror, and the one file streamed at a time (its reader is the engine's, apart
+/// from the context, so that the headers it hands out go to the tasks where they lie).
+pub struct Mirrors {
+    /// As the application listed them.
+    pub list: Vec<Mirror>,
+    /// The file in flight.
+    pub stream: Option<Stream>,
+    next_fetch: u32,
+}
+
+impl Mirrors {
+    /// Mirrors at these base URLs (a `/` added where missing), none read yet.
+    pub fn new(urls: Vec<String>) -> Mirrors {
+        let list = urls
+            .into_iter()
+            .map(|mut url| {
+                if !url.ends_with('/') {
+                    url.push('/');
+                }
+                Mirror {
+                    url,
+                    state: MirrorState::Unread,
+                    bytes: 0,
+                }
+            })
+            .collect();
+        Mirrors {
+            list,
+            stream: None,
+            next_fetch: 0,
+        }
+    }
+
+    /// Ask for every unread manifest (at the start: they are small, and read while the
+    /// gateways handshake).
+    pub fn read_manifests(
+        &mut self,
+        now: Millis,
+        actions: &mut std::collections::VecDeque<Action>,
+    ) {
+        for (m, mirror) in self.list.iter_mut().enumerate() {
+            if mirror.state == MirrorState::Unread {
+                mirror.state = MirrorState::Reading(now);
+                actions.push_back(Action::FetchManifest {
+                    mirror: m as MirrorId,
+                });
+            }
+        }
+    }
+
+    /// The manifest of mirror `m` as the shell read it (or why it could not).
+    pub fn on_manifest(
+        &mut self,
+        m: MirrorId,
+        manifest: Result<Manifest, FetchError>,
+        events: &mut std::collections::VecDeque<Event>,
+    ) {
+        let Some(mirror) = self.list.get_mut(m as usize) else {
+            return;
+        };
+        if !matches!(mirror.state, MirrorState::Reading(_)) {
+            return;
+        }
+        match manifest.map_err(MirrorFault::Fetch).and_then(|manifest| {
+            manifest.check()?;
+            Ok(manifest)
+        }) {
+            Ok(manifest) => {
+                events.push_back(Event::MirrorReady {
+                    mirror: m,
+                    height: manifest.height,
+                });
+                mirror.state = MirrorState::Ready(manifest);
+            }
+            Err(fault) => {
+                mirror.state = MirrorState::Dropped;
+                events.push_back(Event::Mirror { mirror: m, fault });
+            }
+        }
+    }
+
+    /// A mirror whose manifest has a headers file holding `height`, and that file: the
+    /// first such in list order.
+    pub fn headers_file(&self, height: u32) -> Option<(MirrorId, &FileEntry)> {
+        self.list
+            .iter()
+            .enumerate()
+            .find_map(|(m, mirror)| match &mirror.state {
+                MirrorState::Ready(manifest) => {
+                    manifest.headers_file(height).map(|f| (m as MirrorId, f))
+                }
+                _ => None,
+            })
+    }
+
+    /// Start streaming `file` from mirror `m` at `now`: the shell is asked to fetch it.
+    pub fn start(
+        &mut self,
+        m: MirrorId,
+        file: FileEntry,
+        now: Millis,
+        actions: &mut std::collections::VecDeque<Action>,
+    ) {
+        let fetch = self.next_fetch;
+        self.next_fetch = self.next_fetch.wrapping_add(1);
+        actions.push_back(Action::Fetch { mirror: m, fetch });
+        self.stream = Some(Stream {
+            fetch,
+            mirror: m,
+            file,
+            window: (now, 0),
+            reading: false,
+        });
+    }
+
+    /// The URL of what the shell is asked to fetch: mirror `m`'s manifest, or (with
+    /// `fetch`) the file streamed.
+    pub fn url(&self, m: MirrorId, fetch: Option<u32>) -> Option<String> {
+        let mirror = self.list.get(m as usize)?;
+        match fetch {
+            None => Some(format!("{}manifest.json", mirror.url)),
+            Some(f) => {
+                let s = self.stream.as_ref().filter(|s| s.fetch == f)?;
+                Some(format!("{}{}", mirror.url, s.file.name))
+            }
+        }
+    }
+
+    /// Bytes of fetch `fetch` came: counted (for the rate and the mirror's total);
+    /// false when the fetch is not the one streamed (stale: ignored).
+    pub fn took(&mut self, fetch: u32, bytes: usize) -> bool {
+        let Some(s) = self.stream.as_mut().filter(|s| s.fetch == fetch) else {
+            return false;
+        };
+        s.window.1 += bytes as u64;
+        if let Some(mirror) = self.list.get_mut(s.mirror as usize) {
+            mirror.bytes += bytes as u64;
+        }
+        true
+    }
+
+    /// Drop mirror `m` for `fault`: the application hears of it; its stream, if any, is
+    /// cancelled (returned: the headers task gives up its request).
+    pub fn drop_mirror(
+        &mut self,
+        m: MirrorId,
+        fault: MirrorFault,
+        events: &mut std::collections::VecDeque<Event>,
+        actions: &mut std::collections::VecDeque<Action>,
+    ) -> Option<Stream> {
+        let mirror = self.list.get_mut(m as usize)?;
+        if mirror.state == MirrorState::Dropped {
+            return None;
+        }
+        mirror.state = MirrorState::Dropped;
+        events.push_back(Event::Mirror { mirror: m, fault });
+        let stream = self.stream.take_if(|s| s.mirror == m)?;
+        actions.push_back(Action::CancelFetch {
+            fetch: stream.fetch,
+        });
+        Some(stream)
+    }
+
+    /// When [`Self::timed_out`] must next run.
+    pub fn deadline(&self) -> Option<Millis> {
+        let stream = self.stream.as_ref().map(|s| s.window.0 + RATE_WINDOW);
+        let manifests = self.list.iter().filter_map(|m| match m.state {
+            MirrorState::Reading(since) => Some(since + MANIFEST_TIMEOUT),
+            _ => None,
+        });
+        manifests.fold(stream, |a, b| lightwire_proto::time::earliest(a, Some(b)))
+    }
+
+    /// At `now`: a mirror whose stream's window ended below [`MIN_RATE`] (or empty), or
+    /// whose manifest has not come, with its fault (the caller drops it). A window that
+    /// ended fast enough starts the next.
+    pub fn timed_out(&mut self, now: Millis) -> Option<(MirrorId, MirrorFault)> {
+        if let Some(s) = self.stream.as_mut()
+            && s.window.0 + RATE_WINDOW <= now
+        {
+            let (_, bytes) = s.window;
+            let least = MIN_RATE * RATE_WINDOW.as_secs();
+            if bytes == 0 {
+                return Some((s.mirror, MirrorFault::Stalled));
+            }
+            if bytes < least {
+                return Some((s.mirror, MirrorFault::Slow(bytes)));
+            }
+            s.window = (now, 0);
+        }
+        self.list
+            .iter()
+            .enumerate()
+            .find_map(|(m, mirror)| match mirror.state {
+                MirrorState::Reading(since) if since + MANIFEST_TIMEOUT <= now => {
+                    Some((m as MirrorId, MirrorFault::Stalled))
+                }
+                _ => None,
+            })
+    }
+
+    /// Bytes taken from every mirror.
+    pub fn bytes(&self) -> u64 {
+        self.list.iter().map(|m| m.bytes).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testnet::{Net, Serve, TestMirror, memory};
+    use lightwire_proto::testing::TestChain;
+    use lightwire_store::HeaderStore;
+
+    /// Every header the store holds, genesis first.
+    fn stored_chain(net: &Net<lightwire_store::MemoryStore>) -> Vec<lightwire_chain::Header> {
+        let tip = net.stored().height;
+        let mut out = Vec::new();
+        crate::testnet::block_on(net.store.headers(0, tip, &mut out)).unwrap();
+        out
+    }
+
+    /// The mirror events the engine gave, as (mirror, code).
+    fn faults(net: &Net<lightwire_store::MemoryStore>) -> Vec<(MirrorId, &'static str)> {
+        net.host
+            .events
+            .iter()
+            .filter_map(|e| match e {
+                Event::Mirror { mirror, fault } => Some((*mirror, fault.code())),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// A chain of 10,000 headers, a mirror of its first four periods (to 8,063), and a
+    /// gateway serving all of it; the mirror as `serve` says.
+    fn synced_with(mirror: TestMirror) -> Net<lightwire_store::MemoryStore> {
+        let chain = TestChain::generate(10_000);
+        // Filter headers are the gateways' still: off, so that what the gateway sends is
+        // the headers' alone.
+        let mut net = Net::new(memory(), vec![chain], |e| e.set_filters(false));
+        net.mirrors(vec![mirror]);
+        net.drive();
+        net
+    }
+
+    #[test]
+    fn a_new_store_takes_the_history_from_the_mirror_and_the_edge_from_the_gateway() {
+        let chain = TestChain::generate(10_000);
+        let mirror = TestMirror::of(&chain, 8_063, 2_016);
+        let file_bytes: u64 = mirror.files.iter().map(|(_, b)| b.len() as u64).sum();
+        let net = synced_with(mirror);
+        assert_eq!(net.stored().height, 10_000);
+        assert!(net.host.engine.is_synced());
+        assert_eq!(faults(&net), []);
+        // Every file was read, and the gateway sent only the edge: 1,937 headers (at most
+        // 80 bytes each) and its handshake.
+        assert_eq!(net.host.engine.mirrors()[0].bytes, file_bytes);
+        let gateway = net.host.engine.counters().bytes_in;
+        assert!(
+            gateway < 1_937 * 80 + 20_000,
+            "the gateway sent {gateway} bytes"
+        );
+        // The same bytes stored as from the gateway alone.
+        let mut alone = Net::new(memory(), vec![TestChain::generate(10_000)], |e| {
+            e.set_filters(false)
+        });
+        alone.drive();
+        let all = alone.host.engine.counters().bytes_in;
+        assert!(
+            all > 4 * gateway,
+            "{all} bytes from the gateway alone, {gateway} with"
+        );
+        assert_eq!(stored_chain(&net), stored_chain(&alone));
+        assert_eq!(stored_chain(&net), chain.headers());
+    }
+
+    #[test]
+    fn a_store_ahead_of_the_mirror_or_in_the_middle_of_a_file_reads_only_what_it_lacks() {
+        let chain = TestChain::generate(10_000);
+        // A store at 3,000 (from a gateway serving 3,000), then the mirror and the full
+        // gateway: the file from 2,016 is read (its first headers known), then the next.
+        let short = TestChain::generate(3_000);
+        let mut net = Net::new(memory(), vec![short], |_| {});
+        net.drive();
+        assert_eq!(net.stored().height, 3_000);
+        let store = net.store;
+        let mut net = Net::new(store, vec![TestChain::generate(10_000)], |_| {});
+        net.mirrors(vec![TestMirror::of(&chain, 8_063, 2_016)]);
+        net.drive();
+        assert_eq!(faults(&net), []);
+        assert_eq!(net.stored().height, 10_000);
+        assert_eq!(stored_chain(&net), chain.headers());
+        let files = &net.host.mirrors[0].files;
+        let read: u64 = files[1..].iter().map(|(_, b)| b.len() as u64).sum();
+        assert_eq!(net.host.engine.mirrors()[0].bytes, read);
+    }
+
+    #[test]
+    fn every_broken_or_hostile_mirror_is_dropped_and_the_gateway_syncs_the_rest() {
+        let chain = TestChain::generate(10_000);
+        let honest = TestMirror::of(&chain, 8_063, 2_016);
+        let first_len = honest.files[0].1.len();
+        let with = |serve| TestMirror {
+            serve,
+            ..honest.clone()
+        };
+        // A header whose hash misses its target, and one of lower difficulty (its nBits
+        // not the network's): a forged file.
+        let mut high_hash = TestChain::generate(10_000);
+        high_hash.corrupt(1_000);
+        let mut low = chain.headers().to_vec();
+        low[1_000].bits = lightwire_chain::CompactTarget(0x207e_ffff);
+        // A manifest that claims a file it does not hold, and one claiming more than its
+        // files do.
+        let mut missing = honest.clone();
+        missing.files.pop();
+        let mut overclaim = honest.clone();
+        if let Ok(m) = overclaim.manifest.as_mut() {
+            m.height += 2_016;
+        }
+        let cases: Vec<(&str, TestMirror, &[&str])> = vec![
+            ("404", with(Serve::Status(404)), &["not-found"]),
+            ("500", with(Serve::Status(500)), &["http-error"]),
+            (
+                "truncated",
+                with(Serve::Truncate(first_len / 2)),
+                &["truncated"],
+            ),
+            // A flipped byte: a Merkle root or time changes the header (a segment then
+            // fails to join its anchor, or the hash of the file gives it away).
+            (
+                "flipped",
+                with(Serve::Flip(first_len / 2)),
+                &["corrupt-file", "wrong-hash", "invalid-header"],
+            ),
+            (
+                "last byte",
+                with(Serve::Flip(first_len - 1)),
+                &["wrong-hash", "invalid-header"],
+            ),
+            (
+                "high hash",
+                TestMirror::of(&high_hash, 8_063, 2_016),
+                &["invalid-header"],
+            ),
+            (
+                "low difficulty",
+                TestMirror::of_headers(&low, 8_063, 2_016),
+                &["invalid-header"],
+            ),
+            ("missing file", missing, &["not-found"]),
+            ("overclaiming", overclaim, &["manifest-invalid"]),
+        ];
+        for (name, mirror, codes) in cases {
+            let net = synced_with(mirror);
+            let got = faults(&net);
+            assert!(
+                got.len() == 1 && codes.contains(&got[0].1),
+                "{name}: {got:?}"
+            );
+            assert_eq!(net.stored().height, 10_000, "{name}");
+            assert_eq!(stored_chain(&net), chain.headers(), "{name}");
+        }
+    }
+
+    #[test]
+    fn a_stalled_or_slow_mirror_is_dropped_after_one_window() {
+        let chain = TestChain::generate(10_000);
+        let honest = TestMirror::of(&chain, 8_063, 2_016);
+        for (stop, code) in [(0, "stalled"), (5_000, "slow")] {
+            let mut net = synced_with(TestMirror {
+                serve: Serve::Stall(stop),
+                ..honest.clone()
+            });
+            // Waiting on the mirror: the gateway is not asked meanwhile.
+            assert!(net.stored().height < 10_000);
+            net.advance(RATE_WINDOW);
+            assert_eq!(faults(&net), [(0, code)]);
+            assert_eq!(net.stored().height, 10_000);
+            assert_eq!(stored_chain(&net), chain.headers());
+        }
+    }
+
+    #[test]
+    fn a_mirror_of_another_branch_is_not_our_chain() {
+        // A store at 3,000 of the chain; the mirror serves a branch forked at 100: its
+        // file holding 3,001 links to nothing the store holds.
+        let chain = TestChain::generate(10_000);
+        let short = TestChain::generate(3_000);
+        let mut net = Net::new(memory(), vec![short], |_| {});
+        net.drive();
+        let mut branch = TestChain::generate(10_000);
+        branch.reorg(100, 9_000, 7);
+        let mut net = Net::new(net.store, vec![TestChain::generate(10_000)], |_| {});
+        net.mirrors(vec![TestMirror::of(&branch, 8_063, 2_016)]);
+        net.drive();
+        assert_eq!(faults(&net), [(0, "not-our-chain")]);
+        assert_eq!(stored_chain(&net), chain.headers());
+    }
+
+    #[test]
+    fn the_next_mirror_takes_over_from_a_dropped_one() {
+        let chain = TestChain::generate(10_000);
+        let honest = TestMirror::of(&chain, 8_063, 2_016);
+        let broken = TestMirror {
+            serve: Serve::Status(404),
+            ..honest.clone()
+        };
+        let mut net = Net::new(memory(), vec![TestChain::generate(10_000)], |e| {
+            e.set_filters(false)
+        });
+        net.mirrors(vec![broken, honest]);
+        net.drive();
+        assert_eq!(faults(&net), [(0, "not-found")]);
+        assert_eq!(net.stored().height, 10_000);
+        assert!(net.host.engine.mirrors()[1].bytes > 0);
+        let gateway = net.host.engine.counters().bytes_in;
+        assert!(
+            gateway < 1_937 * 80 + 20_000,
+            "the gateway sent {gateway} bytes"
+        );
+    }
+
+    fn entry(first: u32, last: u32, name: &str) -> FileEntry {
+        FileEntry {
+            first,
+            last,
+            check: FileCheck {
+                bytes: u64::from(last - first + 1) * 40,
+                sha256: [0; 32],
+            },
+            name: name.to_string(),
+        }
+    }
+
+    #[test]
+    fn a_manifest_is_checked_before_it_is_used() {
+        let good = Manifest {
+            height: 4_031,
+            hash: BlockHash::ZERO,
+            headers: vec![
+                entry(0, 2_015, "headers-0-2015-ab.bin"),
+                entry(2_016, 4_031, "b.bin"),
+            ],
+        };
+        assert_eq!(good.check(), Ok(()));
+        assert_eq!(good.headers_file(2_016).map(|f| f.first), Some(2_016));
+        assert_eq!(good.headers_file(4_031).map(|f| f.first), Some(2_016));
+        assert_eq!(good.headers_file(4_032), None);
+        let with = |f: &dyn Fn(&mut Manifest)| {
+            let mut m = good.clone();
+            f(&mut m);
+            m.check()
+        };
+        // A gap, an overlap, a file out of order, a name that leaves the mirror, a top
+        // that is not the files', a file too short for its range: each refused.
+        assert!(with(&|m| m.headers[1].first = 2_017).is_err());
+        assert!(with(&|m| m.headers[1].first = 2_000).is_err());
+        assert!(with(&|m| m.headers.swap(0, 1)).is_err());
+        for name in ["../x.bin", "a/b.bin", "", ".hidden", "https:x", "a b"] {
+            assert!(
+                with(&|m| m.headers[0].name = name.to_string()).is_err(),
+                "{name}"
+            );
+        }
+        assert!(with(&|m| m.height = 5_000).is_err());
+        assert!(with(&|m| m.headers[0].check.bytes = 100).is_err());
+    }
+
+    #[test]
+    fn a_slow_or_stalled_body_is_found_out_in_one_window() {
+        let mut mirrors = Mirrors::new(vec!["http://127.0.0.1/m".into()]);
+        let mut actions = std::collections::VecDeque::new();
+        let t0 = Millis::from_f64(1_000.0);
+        mirrors.start(0, entry(0, 2_015, "h.bin"), t0, &mut actions);
+        assert_eq!(
+            mirrors.url(0, Some(0)).as_deref(),
+            Some("http://127.0.0.1/m/h.bin")
+        );
+        assert_eq!(mirrors.deadline(), Some(t0 + RATE_WINDOW));
+        // A window at exactly the rate passes and the next starts.
+        assert!(mirrors.took(0, 1_000_000));
+        let t1 = t0 + RATE_WINDOW;
+        assert_eq!(mirrors.timed_out(t1), None);
+        // The next brings one byte short of it.
+        assert!(mirrors.took(0, 999_999));
+        assert_eq!(
+            mirrors.timed_out(t1 + RATE_WINDOW),
+            Some((0, MirrorFault::Slow(999_999)))
+        );
+        // Stale data is not counted.
+        assert!(!mirrors.took(7, 10));
+        let mut m = Mirrors::new(vec!["http://127.0.0.1/m/".into()]);
+        m.start(0, entry(0, 2_015, "h.bin"), t0, &mut actions);
+        assert_eq!(
+            m.timed_out(t0 + RATE_WINDOW),
+            Some((0, MirrorFault::Stalled))
+        );
+    }
+}
