@@ -94,12 +94,13 @@ cargo build --release -p lightwire-gateway -p lightwire-chain -p lightwire-tests
 # squeezed), under the ceiling the package keeps to (benches/README.md, "Package size":
 # 350,000 until the keys derived twice and the wallet's stall trace took 1,675 bytes more;
 # 352,000 until the signature checks of gateways' transactions, fee bumping and the
-# mempool's bounded matching took about 18.7 KB more).
-step "the package's wasm under 370,000 bytes gzipped"
+# mempool's bounded matching took about 18.7 KB more; 370,000 until mirrors (their
+# fetch() streaming, manifest parsing, the bulk reader and typed faults) took 14.4 KB more).
+step "the package's wasm under 385,000 bytes gzipped"
 wasm_gz=$(gzip -9 -c pkg/wasm/lightwire_bg.wasm | wc -c)
 echo "pkg/wasm/lightwire_bg.wasm: $wasm_gz bytes gzip -9"
-if [ "$wasm_gz" -gt 370000 ]; then
-  echo "error: the wasm is $wasm_gz bytes gzipped, over the 370,000-byte ceiling" >&2
+if [ "$wasm_gz" -gt 385000 ]; then
+  echo "error: the wasm is $wasm_gz bytes gzipped, over the 385,000-byte ceiling" >&2
   exit 1
 fi
 

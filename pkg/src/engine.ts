@@ -30,6 +30,7 @@ export async function openHere(
       commitEvery: options.commitEvery,
       requestSize: options.requestSize,
       filters: options.filters,
+      bulk: options.bulk,
       progressIntervalMs: options.progressIntervalMs,
       unconfirmedExpiryMs: options.unconfirmedExpiryMs,
     },

@@ -67,6 +67,16 @@ export interface ClientOptions {
    */
   filters?: boolean;
   /**
+   * Mirrors of the chain's history: base URLs (`https://host/path/`, or a path on this
+   * origin starting with `/`) where a `lightwire-gateway export` is served as static files
+   * (docs/PROTOCOL.md, "Bulk files"; deploy/nginx/bulk.conf). A new or behind store reads
+   * the headers the mirrors' files hold from them, validated exactly as a gateway's, and
+   * asks the gateways only for the rest. A mirror that fails or lies in any way is dropped
+   * for the session (a `mirror` event says why); it can make the sync slower, never wrong.
+   * At most 8. (Filter headers and filters still come from the gateways.)
+   */
+  bulk?: string[];
+  /**
    * How long an unconfirmed transaction of the wallet's that no gateway is known to hold
    * is kept unmined before it is dropped as `expired`, in milliseconds (default two weeks,
    * Bitcoin Core's mempool expiry).
@@ -182,6 +192,38 @@ export interface GatewayChange {
   reason: string | null;
   /** The same, as a code; null otherwise. */
   code: DropCode | null;
+}
+
+/** Why a mirror was dropped, as a code (the sentence is in `reason`). */
+export type MirrorCode =
+  | 'not-found'
+  | 'http-error'
+  | 'fetch-failed'
+  | 'manifest-invalid'
+  | 'wrong-hash'
+  | 'truncated'
+  | 'too-long'
+  | 'corrupt-file'
+  | 'invalid-header'
+  | 'future-header'
+  | 'not-our-chain'
+  | 'wrong-range'
+  | 'slow'
+  | 'stalled';
+
+/** A mirror's manifest was read (`ready`), or the mirror was dropped for the session. */
+export interface MirrorChange {
+  type: 'mirror';
+  /** Index in `bulk`. */
+  mirror: number;
+  url: string;
+  state: 'ready' | 'dropped';
+  /** With `ready`: the height its files claim to reach; null otherwise. */
+  height: number | null;
+  /** With `dropped`: why, as a sentence; null otherwise. */
+  reason: string | null;
+  /** The same, as a code; null otherwise. */
+  code: MirrorCode | null;
 }
 
 /** Sync progress, at most every `progressIntervalMs` and whenever `synced` flips. */
@@ -302,6 +344,7 @@ export type LightwireEvent =
   | RoleChange
   | WorkerRestarted
   | GatewayChange
+  | MirrorChange
   | SyncProgress
   | NewTip
   | Reorg
@@ -739,6 +782,15 @@ export interface Metrics {
   elapsedMs: number;
   /** Time the engine spent taking socket messages (decrypting, validating), ms. */
   receiveMs: number;
+  /** Where the bytes came from: each gateway, then each mirror (`bulk`), in list order. */
+  sources: ByteSource[];
+}
+
+/** Bytes received from one gateway or mirror since the client opened. */
+export interface ByteSource {
+  kind: 'gateway' | 'mirror';
+  url: string;
+  bytes: number;
 }
 
 /** A stored block header. Hashes are display hex. */

@@ -104,7 +104,8 @@
 
 import { execFileSync, spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -118,6 +119,7 @@ const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 // The shared real data (scripts/env.sh exports its place for clones that live elsewhere).
 const shared = process.env.LIGHTWIRE_SHARED ?? join(root, '..', 'shared');
 const bin = (name) => join(root, 'target', 'release', name);
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const args = process.argv.slice(2);
 // --only NAME[,NAME...]: those scenarios; a name that is none is an error, not a pass.
 const only = args.includes('--only') ? args[args.indexOf('--only') + 1].split(',') : null;
@@ -622,6 +624,219 @@ async function mostwork() {
     await page.close();
     await a.stop();
     await b.stop();
+  }
+}
+
+// ---------------------------------------------------------------- mirrors
+
+/// The export the mirror scenarios serve: `lightwire-gateway export` of the generated
+/// 20,000-block chain (the gateway's own `--generate 20000`), once per run.
+function bulkExport() {
+  const www = join(work, 'www');
+  if (!existsSync(join(www, 'bulk', 'regtest', 'manifest.json'))) {
+    execFileSync(bin('lightwire-gateway'), ['export', '--out', join(www, 'bulk'), '--generate', '20000'],
+      { stdio: ['ignore', 'ignore', 'inherit'] });
+  }
+  return www;
+}
+
+/// Debian's nginx serving `www` over http on a free loopback port with
+/// deploy/nginx/bulk.conf (its document root put in place of the example one): resolves
+/// once it answers, with `{ url, stop() }`.
+async function bulkNginx(www) {
+  const dir = join(work, `nginx-${Math.random().toString(16).slice(2)}`);
+  mkdirSync(join(dir, 'temp'), { recursive: true });
+  let bulk = readFileSync(join(root, 'deploy', 'nginx', 'bulk.conf'), 'utf8');
+  assert(bulk.includes('root /var/www/lightwire;'), 'deploy/nginx/bulk.conf no longer has its example root');
+  bulk = bulk.replace('root /var/www/lightwire;', `root ${www};`);
+  writeFileSync(join(dir, 'bulk.conf'), bulk);
+  const port = await freePort();
+  const temp = (name) => `${name}_temp_path ${join(dir, 'temp', name)};`;
+  writeFileSync(join(dir, 'nginx.conf'), `
+${process.getuid?.() === 0 ? 'user root;' : ''}
+daemon off;
+worker_processes 1;
+pid ${join(dir, 'nginx.pid')};
+error_log ${join(dir, 'error.log')} warn;
+events { worker_connections 64; }
+http {
+  access_log ${join(dir, 'access.log')};
+  ${['client_body', 'proxy', 'fastcgi', 'uwsgi', 'scgi'].map(temp).join('\n  ')}
+  server {
+    listen 127.0.0.1:${port};
+    include ${join(dir, 'bulk.conf')};
+  }
+}`);
+  const nginx = process.env.NGINX || '/usr/sbin/nginx';
+  const args = ['-p', dir, '-e', join(dir, 'error.log'), '-c', join(dir, 'nginx.conf')];
+  execFileSync(nginx, ['-t', '-q', ...args], { stdio: 'inherit' });
+  const proc = spawn(nginx, args, { stdio: 'inherit' });
+  running.add(proc);
+  proc.on('exit', () => running.delete(proc));
+  const url = `http://127.0.0.1:${port}/bulk/regtest/`;
+  for (let i = 0; ; i += 1) {
+    try {
+      if ((await fetch(`${url}manifest.json`)).ok) break;
+    } catch {}
+    assert(i < 100, `nginx did not start: ${readFileSync(join(dir, 'error.log'), 'utf8')}`);
+    await sleep(50);
+  }
+  return { url, access: () => readFileSync(join(dir, 'access.log'), 'utf8'), stop: () => terminate(proc) };
+}
+
+/// A mirror that lies or breaks as `mode` says, over the export in `www`: a Node server
+/// (with the CORS header a browser needs) serving the manifest as it is (or as `manifest`
+/// rewrites it) and the files as `file` rewrites them.
+async function hostileMirror(www, { manifest = (m) => m, body = (b) => b, trickle = 0, stallAfter = -1 } = {}) {
+  const dir = join(www, 'bulk', 'regtest');
+  const files = new Map();
+  const m = manifest(JSON.parse(readFileSync(join(dir, 'manifest.json'), 'utf8')), files);
+  const server = createServer(async (req, res) => {
+    const name = decodeURIComponent(req.url.split('/').pop());
+    res.setHeader('Access-Control-Allow-Origin', '*');
+    if (name === 'manifest.json') {
+      res.setHeader('Content-Type', 'application/json');
+      res.end(JSON.stringify(m));
+      return;
+    }
+    let bytes = files.get(name);
+    if (!bytes && existsSync(join(dir, name))) bytes = body(readFileSync(join(dir, name)), name);
+    if (!bytes) {
+      res.statusCode = 404;
+      res.end();
+      return;
+    }
+    res.setHeader('Content-Type', 'application/octet-stream');
+    if (stallAfter >= 0) {
+      // Headers and a few bytes, then nothing (the connection held open).
+      res.write(bytes.subarray(0, stallAfter));
+      return;
+    }
+    if (trickle > 0) {
+      for (let at = 0; at < bytes.length && !res.destroyed; at += trickle) {
+        res.write(bytes.subarray(at, at + trickle));
+        await sleep(1_000);
+      }
+      res.end();
+      return;
+    }
+    res.end(bytes);
+  });
+  await new Promise((r) => server.listen(0, '127.0.0.1', r));
+  return {
+    url: `http://127.0.0.1:${server.address().port}/bulk/regtest/`,
+    stop: () => new Promise((r) => {
+      server.closeAllConnections();
+      server.close(r);
+    }),
+  };
+}
+
+/// A headers file's bytes with the first header of its second record given nBits
+/// 0x207effff (regtest's are 0x207fffff): a forged lower-difficulty header, the rest of the
+/// file linked after it as the compact coding rebuilds previous hashes.
+function forgeBits(bytes) {
+  const out = Buffer.from(bytes);
+  const first = out.readUInt16BE(0);
+  const at = 2 + first; // the second record
+  const segments = out[at + 2 + 2 + 4 + 4 + 1 + 2];
+  const header = at + 2 + 2 + 4 + 4 + 1 + 2 + 1 + 32 * segments;
+  assert((out[header] & 3) === 3, 'a record\'s first header is not coded in full');
+  const bits = header + 1 + 4 + 32 + 4;
+  assert(out.readUInt32LE(bits) === 0x207fffff, 'not regtest\'s nBits');
+  out.writeUInt32LE(0x207effff, bits);
+  return out;
+}
+
+async function mirrorScenario() {
+  const www = bulkExport();
+  const manifest = JSON.parse(readFileSync(join(www, 'bulk', 'regtest', 'manifest.json'), 'utf8'));
+  const top = manifest.height;
+  const nginx = await bulkNginx(www);
+  const gw = await gateway(['--generate', '20000']);
+  const expected = await gw.tip();
+  const tipHash = async (page) => (await page.evaluate(() => window.client.tip())).hash;
+  const mirrorEvents = (events) => events.filter((e) => e.type === 'mirror');
+  try {
+    // The history from nginx, the edge from the gateway.
+    const before = await gw.metric('lightwire_bytes_out_total');
+    let page = await openPage();
+    try {
+      await openClient(page, { gateways: [gw.connect], storeName: 'mirror', filters: false, bulk: [nginx.url] });
+      const { m, events } = await until(page, 'the sync from the mirror', 60_000, syncedTo(20_000));
+      const sent = (await gw.metric('lightwire_bytes_out_total')) - before;
+      const seen = mirrorEvents(events);
+      assert(seen.length === 1 && seen[0].state === 'ready' && seen[0].height === top,
+        `mirror events ${JSON.stringify(seen)}`);
+      assert(await tipHash(page) === expected.hash, 'not the gateway\'s tip');
+      // The edge: 20,000 - top headers of about 39 bytes, its handshake and tip.
+      const edge = 20_000 - top;
+      assert(sent < edge * 45 + 20_000, `the gateway sent ${sent} bytes for an edge of ${edge} headers`);
+      const files = manifest.headers.length;
+      const got = nginx.access().split('\n').filter((l) => / 200 /.test(l) && /headers-/.test(l)).length;
+      assert(got === files, `nginx served ${got} headers files of ${files}`);
+      log(`  ${files} headers files (to ${top}) from nginx, the edge from the gateway: it sent ${sent} bytes ` +
+        `(${m.bytesIn} in all reached the client)`);
+      await stopClient(page);
+    } finally {
+      await page.close();
+    }
+    // Hostile mirrors, each in a fresh store: dropped with its reason, the gateway syncs
+    // the rest, the gateway's chain stored.
+    const forged = new Map();
+    const cases = [
+      ['not-found', { body: () => null }],
+      ['truncated', { body: (b) => b.subarray(0, b.length >> 1) }],
+      // Its files as exported, under a manifest naming another SHA-256 for the first.
+      ['wrong-hash', { manifest: (x) => ({ ...x, headers: x.headers.map((h, i) => (i === 0 ? { ...h, sha256: 'ab'.repeat(32) } : h)) }) }],
+      // A byte flipped at the end of each file: the last header's nonce (a hash that
+      // misses its target, or, where it still meets it, a file that is not its hash).
+      [['wrong-hash', 'invalid-header'], { body: (b) => Buffer.concat([b.subarray(0, b.length - 1), Buffer.from([b[b.length - 1] ^ 1])]) }],
+      ['manifest-invalid', { manifest: (x) => ({ ...x, genesis: '00'.repeat(32) }) }],
+      ['manifest-invalid', { manifest: (x) => ({ ...x, height: x.height + 2016 }) }],
+      ['not-found', {
+        manifest: (x) => {
+          const last = x.headers[x.headers.length - 1];
+          const more = { ...last, first: last.last + 1, last: last.last + 2016, file: last.file.replace(/-\d+-\d+-/, `-${last.last + 1}-${last.last + 2016}-`) };
+          return { ...x, height: more.last, headers: [...x.headers, more] };
+        },
+      }],
+      ['invalid-header', {
+        manifest: (x, files) => {
+          const f = x.headers[1];
+          const bytes = forgeBits(readFileSync(join(www, 'bulk', 'regtest', f.file)));
+          const sha = createHash('sha256').update(bytes).digest('hex');
+          const file = f.file.replace(/[0-9a-f]{64}\.bin$/, `${sha}.bin`);
+          files.set(file, bytes);
+          forged.set('file', file);
+          return { ...x, headers: x.headers.map((h, i) => (i === 1 ? { ...h, file, sha256: sha } : h)) };
+        },
+      }],
+      ['stalled', { stallAfter: 0 }],
+      ['slow', { trickle: 20_000 }],
+    ];
+    const said = [];
+    for (const [code, how] of cases) {
+      const mirror = await hostileMirror(www, how);
+      page = await openPage();
+      try {
+        await openClient(page, { gateways: [gw.connect], storeName: `mirror-${said.length}`, filters: false, bulk: [mirror.url] });
+        const { events } = await until(page, `the sync past a mirror (${code})`, 60_000, syncedTo(20_000));
+        const dropped = mirrorEvents(events).filter((e) => e.state === 'dropped');
+        assert(dropped.length === 1 && [code].flat().includes(dropped[0].code),
+          `expected the mirror dropped (${code}), saw ${JSON.stringify(mirrorEvents(events))}`);
+        assert(await tipHash(page) === expected.hash, `${code}: not the gateway's tip`);
+        said.push(dropped[0].code);
+        await stopClient(page);
+      } finally {
+        await page.close();
+        await mirror.stop();
+      }
+    }
+    log(`  hostile mirrors dropped (${said.join(', ')}); each time the gateway's chain stored to 20,000`);
+  } finally {
+    await gw.stop();
+    await nginx.stop();
   }
 }
 
@@ -2707,7 +2922,7 @@ async function feesScenario() {
   }
 }
 
-const scenarios = { full, formats, reopen, reorg, invalid, mostwork, restart, hang, queries, checkpoint, start, stall, pings, scan, crosscheck, undefended, anchor, lagging, btcd: btcdScan, wallet: walletScenario, wallethostile: walletHostile, walletreload: walletReload, mempool: mempoolScenario, conflict: mempoolConflict, spend: spendScenario, mempoolhostile: mempoolHostile, spendreorg: spendReorg, fees: feesScenario, tabs };
+const scenarios = { full, formats, reopen, reorg, invalid, mostwork, restart, hang, queries, checkpoint, start, stall, pings, scan, crosscheck, undefended, anchor, lagging, btcd: btcdScan, wallet: walletScenario, wallethostile: walletHostile, walletreload: walletReload, mempool: mempoolScenario, conflict: mempoolConflict, spend: spendScenario, mempoolhostile: mempoolHostile, spendreorg: spendReorg, fees: feesScenario, tabs, mirror: mirrorScenario };
 let work;
 let browser;
 let url;

@@ -70,6 +70,10 @@ function subscribe(c: LightwireClient): void {
         ? 'This tab now runs the client (the tab that ran it went): it resumes from the local store.'
         : 'Another tab runs the client on this store: this one follows it.');
     }),
+    c.on('mirror', (e) =>
+      log(e.state === 'ready' ? 'info' : 'warning', e.state === 'ready'
+        ? `Mirror ${e.url}: its files hold headers to ${count(e.height ?? 0)}; they are read from it.`
+        : `Mirror ${e.url} dropped (${e.code}): ${e.reason}. The gateways serve the rest.`)),
     c.on('reorg', (e) => logAll(reorged(e))),
     c.on('rejected', (e) => logAll(rejected(e))),
     c.on('warning', (e) => logAll(warned(e))),
@@ -144,7 +148,7 @@ async function connect(urls: string[], net: Network): Promise<void> {
   renderTip();
   let c: LightwireClient;
   try {
-    c = await LightwireClient.open({ network: net, gateways: urls, storeName: state.storeName });
+    c = await LightwireClient.open({ network: net, gateways: urls, storeName: state.storeName, bulk: mirrors });
   } catch (e) {
     state.gateways = [];
     renderGateways();
@@ -289,6 +293,8 @@ window.lightwireDashboard = {
 
 const params = new URLSearchParams(location.search);
 const fromUrl = params.getAll('gw').flatMap(parseGateways);
+// Mirrors of the chain's history (`bulk=/bulk/regtest/`, repeatable): npm start serves one.
+const mirrors = params.getAll('bulk');
 const netParam = params.get('network');
 const initialNetwork: Network = NETWORKS.includes(netParam as Network) ? (netParam as Network) : 'regtest';
 renderProgress();

@@ -4,9 +4,11 @@ import { LiveChart } from './charts';
 import { bytes, count, short } from './format';
 import { $, renderProgress } from './render';
 import { state } from './state';
+import type { Metrics } from 'lightwire';
 
 const ORANGE = '#f7931a';
 const BLUE = '#2563eb';
+const GREEN = '#16a34a';
 const perSecond = (f: (v: number) => string) => (v: number) => `${f(v)}/s`;
 
 const ms = (v: number) => `${v < 10 ? v.toFixed(1) : count(v)} ms`;
@@ -16,7 +18,8 @@ const charts = {
     { label: 'headers', color: ORANGE, axis: 0, format: perSecond(short) },
   ]),
   bytes: new LiveChart($('chart-bytes'), [
-    { label: 'in', color: ORANGE, axis: 0, format: perSecond(bytes), caption: (v) => `${bytes(v)}/s in`, floor: 1000 },
+    { label: 'from gateways', color: ORANGE, axis: 0, format: perSecond(bytes), caption: (v) => `${bytes(v)}/s from gateways`, floor: 1000 },
+    { label: 'from mirrors', color: GREEN, axis: 0, format: perSecond(bytes), caption: (v) => `${bytes(v)}/s from mirrors`, floor: 1000 },
     { label: 'out', color: BLUE, axis: 1, format: perSecond(bytes), caption: (v) => `${bytes(v)}/s out`, floor: 1000 },
   ]),
   allocs: new LiveChart($('chart-allocs'), [
@@ -51,7 +54,8 @@ export async function sample(): Promise<void> {
         const t = Date.now() / 1000;
         const commits = m.idbCommits - p.idbCommits;
         charts.headers.push(t, [per(m.headersValidated, p.headersValidated)]);
-        charts.bytes.push(t, [per(m.bytesIn, p.bytesIn), per(m.bytesOut, p.bytesOut)]);
+        charts.bytes.push(t, [per(m.bytesIn, p.bytesIn), per(mirrorBytes(m), mirrorBytes(p)), per(m.bytesOut, p.bytesOut)]);
+        renderSources(m, p, dt);
         charts.allocs.push(t, [per(m.allocations, p.allocations)]);
         charts.live.push(t, [m.liveBytes]);
         charts.memory.push(t, [m.wasmMemoryBytes]);
@@ -64,6 +68,26 @@ export async function sample(): Promise<void> {
   } finally {
     sampling = false;
   }
+}
+
+/** Bytes taken from every mirror. */
+function mirrorBytes(m: Metrics): number {
+  return (m.sources ?? []).filter((s) => s.kind === 'mirror').reduce((a, s) => a + s.bytes, 0);
+}
+
+/** Where the bytes came from: each gateway and mirror, its total and its rate now. */
+function renderSources(m: Metrics, p: Metrics, dt: number): void {
+  const list = $('sources');
+  const before = new Map((p.sources ?? []).map((s) => [`${s.kind} ${s.url}`, s.bytes]));
+  list.replaceChildren(
+    ...(m.sources ?? []).map((s) => {
+      const li = document.createElement('li');
+      const rate = Math.max(0, s.bytes - (before.get(`${s.kind} ${s.url}`) ?? s.bytes)) / dt;
+      li.textContent = `${s.kind} ${s.url}: ${bytes(s.bytes)} (${bytes(rate)}/s)`;
+      li.className = s.kind;
+      return li;
+    }),
+  );
 }
 
 export function drawCharts(): void {

@@ -82,6 +82,8 @@ macro_rules! events {
 events! {
     /// A gateway's connection changed state (`GatewayChange`).
     GATEWAY = event("gateway", &["gateway", "url", "state", "reason", "code"]);
+    /// A mirror's manifest was read, or the mirror was dropped (`MirrorChange`).
+    MIRROR = event("mirror", &["mirror", "url", "state", "height", "reason", "code"]);
     /// Sync progress (`SyncProgress`).
     PROGRESS = event(
         "progress",

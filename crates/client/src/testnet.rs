@@ -255,6 +255,7 @@ impl TestMirror {
         let top = first.saturating_sub(1);
         TestMirror {
             manifest: Ok(Manifest {
+                genesis: chain[0].block_hash(),
                 height: top,
                 hash: chain[top as usize].block_hash(),
                 headers,

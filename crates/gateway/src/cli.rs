@@ -13,6 +13,14 @@
 //! scripts/bench-gateway.sh, tests/browser.mjs and tests/cli.rs take the connect string
 //! and the metrics URL from those lines, and an exit code of 1 always comes with its
 //! reason.
+//!
+//! `lightwire-gateway export ...` is another command line ([`ExportCli`]): it writes the
+//! chain as bulk files for a static host ([`lightwire_gateway::export`]) and exits. It is
+//! dispatched on the first argument rather than made a clap subcommand of [`Cli`], so
+//! that the server's flat command line (`--listen`, `--key-file` required, no subcommand)
+//! parses and reports usage errors exactly as before. It writes one line on stdout,
+//! `exported <n> new files to <dir>: headers to <h>, filters to <f>` (exit 0), or
+//! `lightwire-gateway: <why>` on stderr (exit 1; 2 for usage errors).
 
 use std::io::Write as _;
 use std::net::SocketAddr;
@@ -23,6 +31,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use clap::{Args, Parser, ValueEnum};
 use lightwire_chain::{Chain, Network};
 use lightwire_gateway::admission::{Block, TrustedProxies};
+use lightwire_gateway::export;
 use lightwire_gateway::key;
 use lightwire_gateway::metrics::serve_metrics;
 use lightwire_gateway::served::ServedChain;
@@ -40,6 +49,9 @@ use lightwire_gateway::logging::LogArgs;
 /// with --tls-cert); stops on SIGINT or SIGTERM; on SIGHUP loads the certificate and the
 /// headers file again. Exit codes: 0 after a clean stop, 1 when it cannot start (a bad key
 /// file, source or address), 2 for usage errors.
+///
+/// `lightwire-gateway export --help`: write the chain as bulk files for a static web host
+/// instead (docs/PROTOCOL.md, "Bulk files (mirrors)").
 #[derive(Parser)]
 #[command(
     name = "lightwire-gateway",
@@ -155,6 +167,74 @@ struct SourceArgs {
     /// one), read at start
     #[arg(long, value_name = "FILE", requires = "node_rpc")]
     node_rpc_auth: Option<PathBuf>,
+}
+
+/// Writes a chain's headers, filter headers and filters as immutable, content-addressed
+/// bulk files and a manifest, for a static web host (deploy/nginx/bulk.conf) to serve
+/// (docs/PROTOCOL.md, "Bulk files (mirrors)").
+///
+/// Files go in DIR/<network>/. A run on a longer chain appends: it first checks every
+/// file the manifest lists (size and SHA-256) and that the chain still has the sealed
+/// blocks and filter headers, refusing with nothing written otherwise; sealed files are
+/// never rewritten. Prints `exported <n> new files to <dir>: headers to <h>, filters to
+/// <f>`. Exit codes: 0, 1 when it cannot export (the reason on stderr), 2 for usage
+/// errors.
+#[derive(Parser)]
+#[command(
+    name = "lightwire-gateway export",
+    bin_name = "lightwire-gateway export",
+    group(clap::ArgGroup::new("source").required(true).args(["generate", "headers_file"]))
+)]
+struct ExportCli {
+    /// The directory to write in (DIR/<network>/ is made if needed)
+    #[arg(long, value_name = "DIR")]
+    out: PathBuf,
+    /// Seal (write) a range only when its last block is at least N blocks below the tip:
+    /// a reorg deeper than that is refused, never written over
+    #[arg(long, value_name = "N", default_value_t = export::DEFAULT_CONFIRMATIONS)]
+    confirmations: u32,
+    #[command(flatten)]
+    log: LogArgs,
+    #[command(flatten)]
+    source: ExportSourceArgs,
+}
+
+/// What to export: exactly one of --generate, --headers-file (following a node is not
+/// exported yet: see `lightwire_gateway::export`).
+#[derive(Args)]
+#[command(next_help_heading = "Source (exactly one of --generate, --headers-file)")]
+struct ExportSourceArgs {
+    /// A deterministic regtest chain of N headers, with its filters (the server's
+    /// --generate chain)
+    #[arg(long, value_name = "N")]
+    generate: Option<u32>,
+    /// 80-byte headers from a file, from genesis, validated first (headers files only: no
+    /// filter files are written)
+    #[arg(long, value_name = "FILE", requires = "network")]
+    headers_file: Option<PathBuf>,
+    /// The network of --headers-file: mainnet, testnet3, testnet4, signet or regtest
+    #[arg(long, value_name = "NET", requires = "headers_file")]
+    network: Option<Network>,
+}
+
+impl ExportSourceArgs {
+    /// The source as the server loads it ([`load`]). clap has checked that exactly one is
+    /// given, --headers-file with --network; the other arm is refused all the same.
+    fn source(self) -> Result<Source, String> {
+        match (self.generate, self.headers_file, self.network) {
+            // Every filter is built once, as it is written: nothing to cache.
+            (Some(count), None, _) => Ok(Source::Generate {
+                count,
+                filter_cache: Some(0),
+            }),
+            (None, Some(path), Some(network)) => Ok(Source::File {
+                path,
+                network,
+                from_height: None,
+            }),
+            _ => Err("give exactly one of --generate, --headers-file (with --network)".into()),
+        }
+    }
 }
 
 /// Where frame buffers live.
@@ -325,6 +405,9 @@ fn load(source: &Source) -> Result<(ServedChain, Option<Chain>), String> {
 
 /// Run the command line; returns the exit code.
 pub fn main() -> ExitCode {
+    if std::env::args_os().nth(1).is_some_and(|a| a == "export") {
+        return export_main();
+    }
     // Exits itself after --help (0) or on a usage error (2).
     let cli = Cli::parse();
     if let Err(e) = cli.log.init() {
@@ -348,6 +431,42 @@ pub fn main() -> ExitCode {
     match runtime.block_on(run(options)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => fail(&e),
+    }
+}
+
+/// `lightwire-gateway export ...`: returns the exit code.
+fn export_main() -> ExitCode {
+    // "export" stands in for the program's name: clap reads the arguments after it.
+    let cli = ExportCli::parse_from(std::env::args_os().skip(1));
+    if let Err(e) = cli.log.init() {
+        eprintln!("lightwire-gateway: {e}");
+        return ExitCode::from(2);
+    }
+    let source = match cli.source.source() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("lightwire-gateway: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let started = std::time::Instant::now();
+    let chain = match load(&source) {
+        Ok((chain, _)) => chain,
+        Err(e) => return fail(&e),
+    };
+    tracing::info!(
+        "exporting {} headers of {}, validated in {:.1} s",
+        u64::from(chain.tip().height) + 1,
+        chain.params().network,
+        started.elapsed().as_secs_f64()
+    );
+    match export::export(&chain, &cli.out, cli.confirmations) {
+        Ok(done) => {
+            // Program output, not a log: scripts take the heights from this line.
+            println!("{done}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(&e.to_string()),
     }
 }
 

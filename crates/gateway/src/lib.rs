@@ -29,6 +29,7 @@
 pub mod admission;
 pub mod blocks;
 pub mod client;
+pub mod export;
 pub mod fees;
 pub mod filters;
 pub mod key;

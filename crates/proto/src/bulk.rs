@@ -274,6 +274,18 @@ pub fn write_headers(
     records
 }
 
+/// The messages of a bulk file's records, in order (stopping at a record cut short): for
+/// tools and tests that read a whole file at once.
+pub fn records(file: &[u8]) -> impl Iterator<Item = &[u8]> {
+    let mut rest = file;
+    core::iter::from_fn(move || {
+        let len = record_len(rest)?;
+        let message = rest.get(RECORD_PREFIX..RECORD_PREFIX + len)?;
+        rest = &rest[RECORD_PREFIX + len..];
+        Some(message)
+    })
+}
+
 /// The SHA-256 of `bytes`, and their length: what a manifest names a file by.
 pub fn file_check(bytes: &[u8]) -> FileCheck {
     FileCheck {

@@ -242,6 +242,8 @@ pub struct Gateway {
     pub undelivered_pending: bool,
     /// Drops since its last healthy session (see [`HEALTHY_SESSION`]).
     pub failures: u32,
+    /// Bytes received from it since the engine started.
+    pub bytes_in: u64,
     /// When its connection exchanged `init`, while it has one.
     pub ready_at: Option<Millis>,
     /// When to reconnect (backing off).
@@ -275,6 +277,7 @@ impl Gateway {
             serves_filters: false,
             tip: None,
             undelivered: None,
+            bytes_in: 0,
             undelivered_count: 0,
             undelivered_pending: false,
             failures: 0,

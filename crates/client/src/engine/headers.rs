@@ -145,13 +145,10 @@ impl Headers {
         if self.ancestors.is_some() || !self.held.is_empty() {
             // Waiting for ancestors from the store: the rest of the answer is held, at most
             // one request's worth (a deep fork only); more is more than was asked for.
-            let held: usize = self.held.iter().map(|(_, _, h)| h.len()).sum();
-            let held = held + self.deferred.len() + headers.len();
             let asked = self.syncer.request_size;
-            if held > asked as usize * lightwire_chain::HEADER_LEN {
+            if !self.hold(id, last, headers, asked) {
                 return Err(DropReason::Sync(SyncError::TooManyHeaders { asked }));
             }
-            self.held.push_back((id, last, headers.to_vec()));
             return Ok(());
         }
         let now = ctx.now.as_secs();
@@ -159,6 +156,18 @@ impl Headers {
             .syncer
             .on_headers_hashed(id, headers, Some(hashes), last, now);
         self.take_step(ctx, step, Asker::Gateway(g), headers)
+    }
+
+    /// Hold part of an answer (request `id`, `last` its end) while ancestors are read from
+    /// the store: false, holding nothing, when what is held would pass `most` headers.
+    fn hold(&mut self, id: u32, last: bool, headers: &[u8], most: u32) -> bool {
+        let held: usize = self.held.iter().map(|(_, _, h)| h.len()).sum();
+        let held = held + self.deferred.len() + headers.len();
+        if held > most as usize * lightwire_chain::HEADER_LEN {
+            return false;
+        }
+        self.held.push_back((id, last, headers.to_vec()));
+        true
     }
 
     /// Headers from the file mirror `m` is streaming (the answer to the request made of
@@ -179,7 +188,7 @@ impl Headers {
             return Err(MirrorFault::WrongRange(ask.name.clone()));
         }
         ask.answered = last;
-        let id = ask.id;
+        let (id, most) = (ask.id, ask.last.saturating_add(1));
         // A file's range may start below our tip (at genesis, say): the headers it holds
         // that our best chain has at their heights already are passed over, as a gateway
         // answering a locator would not send them.
@@ -195,15 +204,14 @@ impl Headers {
         if headers.is_empty() && !last {
             return Ok(());
         }
-        let held_before = self.ancestors.is_some() || !self.held.is_empty();
-        if held_before {
-            let held: usize = self.held.iter().map(|(_, _, h)| h.len()).sum();
-            let held = held + self.deferred.len() + headers.len();
-            let asked = u32::try_from(held / lightwire_chain::HEADER_LEN).unwrap_or(u32::MAX);
-            if held > (ask.last as usize + 1) * lightwire_chain::HEADER_LEN {
-                return Err(MirrorFault::Invalid(SyncError::TooManyHeaders { asked }));
+        if self.ancestors.is_some() || !self.held.is_empty() {
+            // Waiting for ancestors, as a gateway's answer may: at most the file's range.
+            if !self.hold(id, last, headers, most) {
+                return Err(mirror_fault(
+                    DropReason::Sync(SyncError::TooManyHeaders { asked: most }),
+                    &self.mirror,
+                ));
             }
-            self.held.push_back((id, last, headers.to_vec()));
             return Ok(());
         }
         let now = ctx.now.as_secs();
@@ -520,7 +528,10 @@ impl Headers {
 fn mirror_fault(e: DropReason, ask: &Option<MirrorAsk>) -> MirrorFault {
     let name = || ask.as_ref().map(|a| a.name.clone()).unwrap_or_default();
     match e {
-        DropReason::Sync(s) => MirrorFault::Invalid(s),
+        DropReason::Sync(SyncError::Invalid(e)) => MirrorFault::Invalid(e),
+        DropReason::Sync(SyncError::NotYet(n)) => MirrorFault::NotYet(n),
+        // More headers than its range, or records after its last.
+        DropReason::Sync(_) => MirrorFault::WrongRange(name()),
         _ => MirrorFault::NotOurChain(name()),
     }
 }

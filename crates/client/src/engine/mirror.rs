@@ -28,7 +28,8 @@ use lightwire_proto::Millis;
 use lightwire_proto::bulk::{BulkError, FileCheck};
 
 use super::event::{Action, Event};
-use crate::sync::SyncError;
+use crate::sync::NotYet;
+use lightwire_chain::ConnectError;
 
 /// A mirror is dropped when its body brings fewer than this many bytes per second over
 /// [`RATE_WINDOW`] (100 KB/s: a gateway delivers the whole chain's headers at several
@@ -65,6 +66,8 @@ pub struct FileEntry {
 /// A mirror's manifest, as the shell parsed it (the engine checks it: [`Manifest::check`]).
 #[derive(Clone, PartialEq, Eq, Debug, Default)]
 pub struct Manifest {
+    /// The genesis block of its chain (another network's mirror is refused at once).
+    pub genesis: BlockHash,
     /// The highest header its files hold, as it claims.
     pub height: u32,
     /// That header's hash, as it claims.
@@ -77,8 +80,11 @@ impl Manifest {
     /// Whether it is well formed: files in height order, each range after the one before
     /// it without a gap from 0, names that stay inside the mirror, at most [`MAX_FILES`];
     /// the claimed top is the last headers file's.
-    pub fn check(&self) -> Result<(), MirrorFault> {
+    pub fn check(&self, genesis: &BlockHash) -> Result<(), MirrorFault> {
         let bad = |why| Err(MirrorFault::ManifestInvalid(why));
+        if self.genesis != *genesis {
+            return bad("it is of another network (its genesis block is not ours)");
+        }
         if self.headers.len() > MAX_FILES {
             return bad("it lists too many files");
         }
@@ -158,7 +164,10 @@ pub enum MirrorFault {
     },
     /// A header of its files failed validation (the rule and height named).
     #[error("a header of its files is not valid: {0}")]
-    Invalid(SyncError),
+    Invalid(ConnectError),
+    /// A header of its sealed files is more than two hours ahead of our clock.
+    #[error("a header of its files is too far ahead of our clock: height {}, time {}", .0.height, .0.time)]
+    NotYet(NotYet),
     /// A file's headers link to nothing our chain holds, or did not become our best
     /// chain up to the file's end (files of another chain, or of a branch with less work).
     #[error("the file {0} is not of our chain")]
@@ -199,6 +208,7 @@ impl MirrorFault {
             } => "too-long",
             MirrorFault::File { .. } => "corrupt-file",
             MirrorFault::Invalid(_) => "invalid-header",
+            MirrorFault::NotYet(_) => "future-header",
             MirrorFault::NotOurChain(_) => "not-our-chain",
             MirrorFault::WrongRange(_) => "wrong-range",
             MirrorFault::Slow(_) => "slow",
@@ -229,6 +239,10 @@ pub struct Mirror {
     pub state: MirrorState,
     /// Bytes of its bodies taken (manifests not counted).
     pub bytes: u64,
+    /// Its rate window: the time its files were streaming in it, and the bytes they
+    /// brought. It runs across files (a slow mirror of small files is slow all the same)
+    /// and stands still between them (while the engine does not ask it).
+    window: (Duration, u64),
 }
 
 /// The file being streamed.
@@ -239,8 +253,8 @@ pub struct Stream {
     pub mirror: MirrorId,
     /// The file.
     pub file: FileEntry,
-    /// The start of the current rate window, and the bytes taken in it.
-    window: (Millis, u64),
+    /// When it started, or its mirror's rate window last started since.
+    since: Millis,
     /// Its reader was started on it (at its first bytes).
     pub reading: bool,
 }
@@ -268,6 +282,7 @@ impl Mirrors {
                     url,
                     state: MirrorState::Unread,
                     bytes: 0,
+                    window: (Duration::ZERO, 0),
                 }
             })
             .collect();
@@ -300,6 +315,7 @@ impl Mirrors {
         &mut self,
         m: MirrorId,
         manifest: Result<Manifest, FetchError>,
+        genesis: &BlockHash,
         events: &mut std::collections::VecDeque<Event>,
     ) {
         let Some(mirror) = self.list.get_mut(m as usize) else {
@@ -309,7 +325,7 @@ impl Mirrors {
             return;
         }
         match manifest.map_err(MirrorFault::Fetch).and_then(|manifest| {
-            manifest.check()?;
+            manifest.check(genesis)?;
             Ok(manifest)
         }) {
             Ok(manifest) => {
@@ -355,7 +371,7 @@ impl Mirrors {
             fetch,
             mirror: m,
             file,
-            window: (now, 0),
+            since: now,
             reading: false,
         });
     }
@@ -379,11 +395,21 @@ impl Mirrors {
         let Some(s) = self.stream.as_mut().filter(|s| s.fetch == fetch) else {
             return false;
         };
-        s.window.1 += bytes as u64;
         if let Some(mirror) = self.list.get_mut(s.mirror as usize) {
             mirror.bytes += bytes as u64;
+            mirror.window.1 += bytes as u64;
         }
         true
+    }
+
+    /// The stream of fetch `fetch` ended at `now`: taken, its time counted in its mirror's
+    /// rate window.
+    pub fn end_stream(&mut self, fetch: u32, now: Millis) -> Option<Stream> {
+        let stream = self.stream.take_if(|s| s.fetch == fetch)?;
+        if let Some(mirror) = self.list.get_mut(stream.mirror as usize) {
+            mirror.window.0 += now.since(stream.since);
+        }
+        Some(stream)
     }
 
     /// Drop mirror `m` for `fault`: the application hears of it; its stream, if any, is
@@ -410,7 +436,13 @@ impl Mirrors {
 
     /// When [`Self::timed_out`] must next run.
     pub fn deadline(&self) -> Option<Millis> {
-        let stream = self.stream.as_ref().map(|s| s.window.0 + RATE_WINDOW);
+        let stream = self.stream.as_ref().map(|s| {
+            let busy = self
+                .list
+                .get(s.mirror as usize)
+                .map_or(Duration::ZERO, |m| m.window.0);
+            s.since + RATE_WINDOW.saturating_sub(busy)
+        });
         let manifests = self.list.iter().filter_map(|m| match m.state {
             MirrorState::Reading(since) => Some(since + MANIFEST_TIMEOUT),
             _ => None,
@@ -423,9 +455,10 @@ impl Mirrors {
     /// ended fast enough starts the next.
     pub fn timed_out(&mut self, now: Millis) -> Option<(MirrorId, MirrorFault)> {
         if let Some(s) = self.stream.as_mut()
-            && s.window.0 + RATE_WINDOW <= now
+            && let Some(mirror) = self.list.get_mut(s.mirror as usize)
+            && mirror.window.0 + now.since(s.since) >= RATE_WINDOW
         {
-            let (_, bytes) = s.window;
+            let (_, bytes) = mirror.window;
             let least = MIN_RATE * RATE_WINDOW.as_secs();
             if bytes == 0 {
                 return Some((s.mirror, MirrorFault::Stalled));
@@ -433,7 +466,8 @@ impl Mirrors {
             if bytes < least {
                 return Some((s.mirror, MirrorFault::Slow(bytes)));
             }
-            s.window = (now, 0);
+            mirror.window = (Duration::ZERO, 0);
+            s.since = now;
         }
         self.list
             .iter()
@@ -683,7 +717,9 @@ mod tests {
 
     #[test]
     fn a_manifest_is_checked_before_it_is_used() {
+        let genesis = lightwire_chain::REGTEST.genesis.block_hash();
         let good = Manifest {
+            genesis,
             height: 4_031,
             hash: BlockHash::ZERO,
             headers: vec![
@@ -691,14 +727,14 @@ mod tests {
                 entry(2_016, 4_031, "b.bin"),
             ],
         };
-        assert_eq!(good.check(), Ok(()));
+        assert_eq!(good.check(&genesis), Ok(()));
         assert_eq!(good.headers_file(2_016).map(|f| f.first), Some(2_016));
         assert_eq!(good.headers_file(4_031).map(|f| f.first), Some(2_016));
         assert_eq!(good.headers_file(4_032), None);
         let with = |f: &dyn Fn(&mut Manifest)| {
             let mut m = good.clone();
             f(&mut m);
-            m.check()
+            m.check(&genesis)
         };
         // A gap, an overlap, a file out of order, a name that leaves the mirror, a top
         // that is not the files', a file too short for its range: each refused.
@@ -713,6 +749,9 @@ mod tests {
         }
         assert!(with(&|m| m.height = 5_000).is_err());
         assert!(with(&|m| m.headers[0].check.bytes = 100).is_err());
+        // Another network's mirror.
+        let mainnet = lightwire_chain::MAINNET.genesis.block_hash();
+        assert!(with(&|m| m.genesis = mainnet).is_err());
     }
 
     #[test]
@@ -738,6 +777,24 @@ mod tests {
         );
         // Stale data is not counted.
         assert!(!mirrors.took(7, 10));
+        // Small files, each quick but together slow: the window runs across them (and
+        // stands still between them).
+        let mut m = Mirrors::new(vec!["http://127.0.0.1/m/".into()]);
+        let mut t = t0;
+        for i in 0..4u32 {
+            m.start(0, entry(0, 2_015, "h.bin"), t, &mut actions);
+            assert!(m.took(i, 50_000));
+            assert_eq!(m.timed_out(t + Duration::from_secs(2)), None);
+            assert!(m.end_stream(i, t + Duration::from_secs(2)).is_some());
+            // An idle minute between files does not count.
+            t = t + Duration::from_secs(62);
+        }
+        // Eight seconds of the window spent: the fifth file has two.
+        m.start(0, entry(0, 2_015, "h.bin"), t, &mut actions);
+        assert_eq!(m.deadline(), Some(t + Duration::from_secs(2)));
+        assert!(m.took(4, 50_000));
+        let end = t + Duration::from_secs(2);
+        assert_eq!(m.timed_out(end), Some((0, MirrorFault::Slow(250_000))));
         let mut m = Mirrors::new(vec!["http://127.0.0.1/m/".into()]);
         m.start(0, entry(0, 2_015, "h.bin"), t0, &mut actions);
         assert_eq!(

@@ -173,6 +173,7 @@ impl Engine {
         self.ctx.now = now;
         self.ctx.counters.messages_in += 1;
         self.ctx.counters.bytes_in += data.len() as u64;
+        self.ctx.gateways[g].bytes_in += data.len() as u64;
         let mut failure = None;
         while !data.is_empty() {
             let Some(conn) = self.conns[g].as_mut() else {
@@ -219,6 +220,11 @@ impl Engine {
         self.ctx.mirrors.url(m, fetch)
     }
 
+    /// Bytes received from gateway `g` since the start.
+    pub fn gateway_bytes(&self, g: GatewayId) -> u64 {
+        self.ctx.gateways[g].bytes_in
+    }
+
     /// The mirrors, to read (their states and the bytes each served).
     pub fn mirrors(&self) -> &[mirror::Mirror] {
         &self.ctx.mirrors.list
@@ -233,7 +239,8 @@ impl Engine {
     ) {
         self.ctx.now = now;
         let c = &mut self.ctx;
-        c.mirrors.on_manifest(m, manifest, &mut c.events);
+        let genesis = c.params.genesis.block_hash();
+        c.mirrors.on_manifest(m, manifest, &genesis, &mut c.events);
         self.settle();
     }
 
@@ -295,8 +302,7 @@ impl Engine {
     /// The body of fetch `fetch` ended (or the fetch failed), at `now`.
     pub fn mirror_end(&mut self, fetch: u32, result: Result<(), FetchError>, now: Millis) {
         self.ctx.now = now;
-        let mirrors = &mut self.ctx.mirrors;
-        let Some(stream) = mirrors.stream.take_if(|s| s.fetch == fetch) else {
+        let Some(stream) = self.ctx.mirrors.end_stream(fetch, now) else {
             return;
         };
         let m = stream.mirror;

@@ -57,6 +57,12 @@ impl Client {
             validated_height: stored.height,
             states: vec![GatewayState::Connecting; o.gateways.len()],
             urls: o.gateways.iter().map(|g| g.url.clone()).collect(),
+            gateway_bytes: vec![0; o.gateways.len()],
+            mirrors: engine
+                .mirrors()
+                .iter()
+                .map(|m| (m.url.clone(), 0))
+                .collect(),
             started_ms: js::mono_ms(),
             stored_filter_height: store.filter_height(),
             filter_height: store.filter_height(),
@@ -147,6 +153,7 @@ impl Client {
             ),
             ("elapsedMs", (js::mono_ms() - s.started_ms).into()),
             ("receiveMs", s.receive_ms.into()),
+            ("sources", sources(&s)),
         ])
     }
 
@@ -514,6 +521,7 @@ async fn prepare(store: &IdbStore, o: &Options) -> Result<(Engine, Tip, u32), Js
     engine.syncer_mut().commit_every = o.commit_every;
     engine.syncer_mut().request_size = o.request_size;
     engine.set_filters(o.filters);
+    engine.set_mirrors(o.bulk.clone());
     engine.set_unconfirmed_expiry(o.unconfirmed_expiry);
     let stored_time = store
         .header(stored.height)
@@ -522,6 +530,21 @@ async fn prepare(store: &IdbStore, o: &Options) -> Result<(Engine, Tip, u32), Js
         .flatten()
         .map_or(0, |h| h.time);
     Ok((engine, stored, stored_time))
+}
+
+/// Where the bytes came from: each gateway's and each mirror's, in list order.
+fn sources(s: &Status) -> JsValue {
+    let source = |kind: &str, url: &str, bytes: u64| {
+        js::object(&[
+            ("kind", kind.into()),
+            ("url", url.into()),
+            ("bytes", (bytes as f64).into()),
+        ])
+    };
+    let gateways = s.urls.iter().zip(&s.gateway_bytes);
+    let gateways = gateways.map(|(u, b)| source("gateway", u, *b));
+    let mirrors = s.mirrors.iter().map(|(u, b)| source("mirror", u, *b));
+    gateways.chain(mirrors).collect::<js_sys::Array>().into()
 }
 
 /// Milliseconds from `now` (Unix time) to `at`, negative when overdue; null for none.

@@ -122,6 +122,21 @@ pub enum Input {
         epoch: u32,
         why: TransportError,
     },
+    /// Mirror `m`'s manifest, parsed (or why not).
+    Manifest {
+        m: crate::engine::MirrorId,
+        result: Result<crate::engine::Manifest, crate::engine::FetchError>,
+    },
+    /// A piece of the body of the engine's fetch `fetch`.
+    MirrorData {
+        fetch: u32,
+        data: js_sys::Uint8Array,
+    },
+    /// The body of fetch `fetch` ended (or the fetch failed).
+    MirrorEnd {
+        fetch: u32,
+        result: Result<(), crate::engine::FetchError>,
+    },
     /// The timer armed for the engine's next deadline ran out.
     Timeout,
     /// A call from the application.

@@ -4,7 +4,8 @@
 //! - [`options`]: what `Client.open` takes, checked.
 //! - [`client`]: the `Client` class; [`status`]: what its getters read.
 //! - [`run`]: the loop: inputs from one queue ([`inbox`]), sockets ([`socket`]), the
-//!   engine, the store through `crate::pipeline`, events to JavaScript.
+//!   engine, the store through `crate::pipeline`, events to JavaScript; [`mirror`]: a
+//!   mirror's manifest and files through `fetch()`.
 //! - [`queries`]: the calls that read the store.
 //! - [`identity`]: the client's static key (IndexedDB) and randomness; [`js`]: bridges.
 
@@ -12,6 +13,7 @@ mod client;
 mod identity;
 mod inbox;
 mod js;
+mod mirror;
 mod options;
 mod queries;
 mod run;

@@ -30,6 +30,8 @@ pub struct Options {
     pub start: Option<Start>,
     /// `filters`: sync the filter-header chain beside the headers (default true).
     pub filters: bool,
+    /// `bulk`: base URLs of mirrors of the chain's history (docs/PROTOCOL.md, "Bulk files").
+    pub bulk: Vec<String>,
     /// `unconfirmedExpiryMs`: how long an unconfirmed transaction no gateway holds is kept
     /// unmined (default two weeks, Bitcoin Core's mempool expiry).
     pub unconfirmed_expiry: core::time::Duration,
@@ -73,6 +75,7 @@ pub fn options(o: &JsValue) -> Result<Options, JsValue> {
         }
     };
     let params = with_checkpoints(network, &get("checkpoints"))?;
+    let bulk = bulk_option(&get("bulk"))?;
     let start = start_option(network, params, &get("start"))?;
     Ok(Options {
         start,
@@ -85,6 +88,7 @@ pub fn options(o: &JsValue) -> Result<Options, JsValue> {
         request_size: number("requestSize", DEFAULT_REQUEST as f64, 1.0, 100_000.0)? as u32,
         progress_ms: number("progressIntervalMs", 250.0, 10.0, 60_000.0)?,
         filters: get("filters").as_bool().unwrap_or(true),
+        bulk,
         unconfirmed_expiry: core::time::Duration::from_millis(number(
             "unconfirmedExpiryMs",
             UNCONFIRMED_EXPIRY.as_millis() as f64,
@@ -92,6 +96,35 @@ pub fn options(o: &JsValue) -> Result<Options, JsValue> {
             1e12,
         )? as u64),
     })
+}
+
+/// The most mirrors an app may list.
+const MAX_MIRRORS: usize = 8;
+
+/// `bulk`: a list of base URLs (`https://`, `http://`, or a path on the app's origin
+/// starting with `/`), at most [`MAX_MIRRORS`].
+fn bulk_option(v: &JsValue) -> Result<Vec<String>, JsValue> {
+    let bad = |why: String| js::error("InvalidOptions", format!("options.bulk: {why}"));
+    if v.is_undefined() || v.is_null() {
+        return Ok(Vec::new());
+    }
+    if !Array::is_array(v) || Array::from(v).length() as usize > MAX_MIRRORS {
+        return Err(bad(format!(
+            "must be a list of at most {MAX_MIRRORS} base URLs"
+        )));
+    }
+    let mut out = Vec::new();
+    for item in Array::from(v).iter() {
+        let url = item.as_string().unwrap_or_default();
+        let ok = url.starts_with("https://") || url.starts_with("http://") || url.starts_with('/');
+        if !ok || url.len() > 2_000 {
+            return Err(bad(format!(
+                "{url:?} is not an http(s) URL or a path starting with /"
+            )));
+        }
+        out.push(url);
+    }
+    Ok(out)
 }
 
 /// `start`: `'genesis'` (the default), `'checkpoint'` (the network's built-in one), or

@@ -46,6 +46,8 @@ pub struct Net {
     engine: Engine,
     sockets: Vec<Option<Socket>>,
     gens: Vec<u32>,
+    /// The mirror's file being fetched (aborted when dropped).
+    fetching: Option<super::mirror::Fetching>,
     inbox: Rc<Inbox>,
     status: Rc<RefCell<Status>>,
     on_event: Function,
@@ -108,6 +110,7 @@ impl Net {
             engine,
             sockets: (0..gateways).map(|_| None).collect(),
             gens: vec![0; gateways],
+            fetching: None,
             inbox: inbox.clone(),
             status: status.clone(),
             on_event,
@@ -166,6 +169,26 @@ impl Net {
                 self.sockets[g.index()] = None;
                 self.engine.closed(g, why, now());
             }
+            Input::Manifest { m, result } => self.engine.on_manifest(m, result, now()),
+            Input::MirrorData { fetch, data } => {
+                let started = js::mono_ms();
+                let now = now();
+                // Copied as a gateway's message is, in pieces of at most RX_CHUNK.
+                let len = data.length();
+                let mut at = 0;
+                while at < len {
+                    let n = (len - at).min(RX_CHUNK as u32);
+                    data.subarray(at, at + n)
+                        .copy_to(&mut self.rx[..n as usize]);
+                    self.engine.mirror_data(fetch, &self.rx[..n as usize], now);
+                    at += n;
+                }
+                self.status.borrow_mut().receive_ms += js::mono_ms() - started;
+            }
+            Input::MirrorEnd { fetch, result } => {
+                self.fetching.take_if(|f| f.fetch == fetch);
+                self.engine.mirror_end(fetch, result, now());
+            }
             Input::Timeout => {
                 // A timer armed after the one that fired is still armed.
                 if self.fired.get() {
@@ -199,6 +222,24 @@ impl Net {
                 Action::Close { gateway } => {
                     self.gens[gateway.index()] = self.gens[gateway.index()].wrapping_add(1);
                     self.sockets[gateway.index()] = None;
+                }
+                Action::FetchManifest { mirror } => {
+                    if let Some(url) = self.engine.mirror_url(mirror, None) {
+                        super::mirror::fetch_manifest(url, mirror, self.inbox.clone());
+                    }
+                }
+                Action::Fetch { mirror, fetch } => {
+                    let url = self.engine.mirror_url(mirror, Some(fetch));
+                    self.fetching = url
+                        .and_then(|url| super::mirror::fetch_file(url, fetch, self.inbox.clone()));
+                    if self.fetching.is_none() {
+                        let why = crate::engine::FetchError::Failed("no AbortController".into());
+                        self.engine.mirror_end(fetch, Err(why), now());
+                    }
+                }
+                Action::CancelFetch { fetch } => {
+                    // Dropped: aborted.
+                    self.fetching.take_if(|f| f.fetch == fetch);
                 }
             }
         }
@@ -426,12 +467,36 @@ impl Net {
                     "matches": (matches.len() as u32).into(),
                 })
             }
+            Event::Mirror { mirror, fault } => js_event!(events::MIRROR {
+                "mirror": mirror.into(),
+                "url": self.mirror_url(mirror),
+                "state": "dropped".into(),
+                "height": JsValue::NULL,
+                "reason": fault.to_string().into(),
+                "code": fault.code().into(),
+            }),
+            Event::MirrorReady { mirror, height } => js_event!(events::MIRROR {
+                "mirror": mirror.into(),
+                "url": self.mirror_url(mirror),
+                "state": "ready".into(),
+                "height": height.into(),
+                "reason": JsValue::NULL,
+                "code": JsValue::NULL,
+            }),
             Event::Warning { gateway, text } => js_event!(events::WARNING {
                 "gateway": gateway.into(),
                 "url": self.engine.url(gateway).into(),
                 "text": text.map_or(JsValue::NULL, JsValue::from),
             }),
         }
+    }
+
+    /// Mirror `m`'s base URL, for its events.
+    fn mirror_url(&self, m: crate::engine::MirrorId) -> JsValue {
+        self.engine
+            .mirrors()
+            .get(m as usize)
+            .map_or(JsValue::NULL, |x| x.url.as_str().into())
     }
 
     fn update_status(&mut self) {
@@ -444,6 +509,13 @@ impl Net {
         s.synced = self.engine.is_synced();
         s.filter_height = self.engine.filters().height();
         s.wallet = self.engine.wallet_trace();
+        // In place: no allocation per pump.
+        for (g, b) in s.gateway_bytes.iter_mut().enumerate() {
+            *b = self.engine.gateway_bytes(GatewayId(g));
+        }
+        for ((_, b), m) in s.mirrors.iter_mut().zip(self.engine.mirrors()) {
+            *b = m.bytes;
+        }
     }
 
     /// A progress event, at most every `progress_ms` (or now, if `force`, or when the

@@ -28,6 +28,10 @@ pub struct Status {
     pub states: Vec<GatewayState>,
     /// Each gateway's URL.
     pub urls: Vec<String>,
+    /// Bytes received from each gateway.
+    pub gateway_bytes: Vec<u64>,
+    /// Each mirror's base URL, and the bytes of its files taken.
+    pub mirrors: Vec<(String, u64)>,
     /// Whether nothing is missing.
     pub synced: bool,
     /// When the client opened (monotonic milliseconds).

@@ -1,0 +1,188 @@
+//! A mirror's fetches in the browser: its manifest read with `fetch()` and the browser's own
+//! JSON parser (no JSON code in the module), and a file's body streamed from the
+//! response's `ReadableStream` into the inbox, piece by piece as the network brings it,
+//! for the engine to read ([`crate::engine::Engine::mirror_data`]). One file is read at a
+//! time, so what waits in the inbox is at most one file.
+
+use std::rc::Rc;
+
+use js_sys::{Promise, Reflect, Uint8Array};
+use lightwire_chain::BlockHash;
+use lightwire_proto::bulk::FileCheck;
+use wasm_bindgen::JsCast;
+use wasm_bindgen::prelude::*;
+use wasm_bindgen_futures::JsFuture;
+
+use super::inbox::{Inbox, Input};
+use super::socket::describe;
+use crate::engine::FetchError;
+use crate::engine::mirror::{FileEntry, Manifest, MirrorId};
+
+#[wasm_bindgen]
+extern "C" {
+    /// The global `fetch` (a Window's or a Worker's).
+    #[wasm_bindgen(js_name = fetch)]
+    fn global_fetch(url: &str, init: &JsValue) -> Promise;
+}
+
+/// A fetch in flight, abortable.
+pub struct Fetching {
+    /// The engine's fetch.
+    pub fetch: u32,
+    controller: web_sys::AbortController,
+}
+
+impl Drop for Fetching {
+    fn drop(&mut self) {
+        self.controller.abort();
+    }
+}
+
+/// `fetch(url)` (with `signal`, for a file; without, for a manifest), answered 200: the
+/// response.
+async fn get(
+    url: &str,
+    signal: Option<&web_sys::AbortSignal>,
+) -> Result<web_sys::Response, FetchError> {
+    let init = js_sys::Object::new();
+    match signal {
+        Some(signal) => {
+            let _ = Reflect::set(&init, &"signal".into(), signal);
+        }
+        // A file never changes (the browser's cache may keep it for good); the manifest
+        // is revalidated at every read, so that a new one is seen.
+        None => {
+            let _ = Reflect::set(&init, &"cache".into(), &"no-cache".into());
+        }
+    }
+    let response = JsFuture::from(global_fetch(url, &init))
+        .await
+        .map_err(|e| FetchError::Failed(describe(&e)))?;
+    let response: web_sys::Response = response
+        .dyn_into()
+        .map_err(|_| FetchError::Failed("fetch gave no response".into()))?;
+    if response.status() != 200 {
+        return Err(FetchError::Status(response.status()));
+    }
+    Ok(response)
+}
+
+/// Fetch mirror `m`'s manifest at `url`; its answer goes to the inbox.
+pub fn fetch_manifest(url: String, m: MirrorId, inbox: Rc<Inbox>) {
+    wasm_bindgen_futures::spawn_local(async move {
+        let result = async {
+            let response = get(&url, None).await?;
+            let json = response
+                .json()
+                .map_err(|e| FetchError::Manifest(describe(&e)))?;
+            let value = JsFuture::from(json)
+                .await
+                .map_err(|e| FetchError::Manifest(describe(&e)))?;
+            parse_manifest(&value).map_err(FetchError::Manifest)
+        }
+        .await;
+        inbox.push(Input::Manifest { m, result });
+    });
+}
+
+/// Fetch a file at `url` for the engine's fetch `fetch`: its body goes to the inbox as it
+/// comes. Dropping what is returned aborts it.
+pub fn fetch_file(url: String, fetch: u32, inbox: Rc<Inbox>) -> Option<Fetching> {
+    let controller = web_sys::AbortController::new().ok()?;
+    let signal = controller.signal();
+    wasm_bindgen_futures::spawn_local(async move {
+        let result = stream(&url, fetch, &signal, &inbox).await;
+        if !signal.aborted() {
+            inbox.push(Input::MirrorEnd { fetch, result });
+        }
+    });
+    Some(Fetching { fetch, controller })
+}
+
+/// The body of `url`, piece by piece into the inbox.
+async fn stream(
+    url: &str,
+    fetch: u32,
+    signal: &web_sys::AbortSignal,
+    inbox: &Inbox,
+) -> Result<(), FetchError> {
+    let response = get(url, Some(signal)).await?;
+    let Some(body) = response.body() else {
+        return Ok(());
+    };
+    let reader: web_sys::ReadableStreamDefaultReader = body
+        .get_reader()
+        .dyn_into()
+        .map_err(|_| FetchError::Failed("the body gave no reader".into()))?;
+    loop {
+        let chunk = JsFuture::from(reader.read())
+            .await
+            .map_err(|e| FetchError::Failed(describe(&e)))?;
+        if Reflect::get(&chunk, &"done".into())
+            .ok()
+            .and_then(|d| d.as_bool())
+            .unwrap_or(true)
+        {
+            return Ok(());
+        }
+        if signal.aborted() {
+            return Ok(());
+        }
+        let value = Reflect::get(&chunk, &"value".into()).unwrap_or(JsValue::UNDEFINED);
+        if let Ok(data) = value.dyn_into::<Uint8Array>() {
+            inbox.push(Input::MirrorData { fetch, data });
+        }
+    }
+}
+
+/// A manifest (docs/PROTOCOL.md, "Bulk files") from its parsed JSON: a sentence saying
+/// what is wrong if it is not one.
+fn parse_manifest(v: &JsValue) -> Result<Manifest, String> {
+    let get = |o: &JsValue, k: &str| Reflect::get(o, &k.into()).unwrap_or(JsValue::UNDEFINED);
+    let hash = |o: &JsValue, k: &str| {
+        get(o, k)
+            .as_string()
+            .and_then(|h| BlockHash::from_display_hex(&h.to_ascii_lowercase()))
+            .ok_or_else(|| format!("{k} is not a block hash"))
+    };
+    let height = |o: &JsValue, k: &str| {
+        get(o, k)
+            .as_f64()
+            .filter(|h| h.fract() == 0.0 && (0.0..=f64::from(u32::MAX)).contains(h))
+            .map(|h| h as u32)
+            .ok_or_else(|| format!("{k} is not a height"))
+    };
+    if get(v, "version").as_f64() != Some(1.0) {
+        return Err("its version is not 1".into());
+    }
+    let list = get(v, "headers");
+    if !js_sys::Array::is_array(&list) {
+        return Err("headers is not a list".into());
+    }
+    let list = js_sys::Array::from(&list);
+    if list.length() as usize > crate::engine::mirror::MAX_FILES {
+        return Err("it lists too many files".into());
+    }
+    let mut headers = Vec::with_capacity(list.length() as usize);
+    for f in list.iter() {
+        let sha = get(&f, "sha256").as_string().unwrap_or_default();
+        let mut sha256 = [0u8; 32];
+        hex::decode_to_slice(&sha, &mut sha256).map_err(|_| "a sha256 is not 64 hex digits")?;
+        let bytes = get(&f, "bytes")
+            .as_f64()
+            .filter(|b| b.fract() == 0.0 && (0.0..9e15).contains(b))
+            .ok_or("a file's bytes is not a length")? as u64;
+        headers.push(FileEntry {
+            first: height(&f, "first")?,
+            last: height(&f, "last")?,
+            check: FileCheck { bytes, sha256 },
+            name: get(&f, "file").as_string().ok_or("a file has no name")?,
+        });
+    }
+    Ok(Manifest {
+        genesis: hash(v, "genesis")?,
+        height: height(v, "height")?,
+        hash: hash(v, "hash")?,
+        headers,
+    })
+}

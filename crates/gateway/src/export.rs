@@ -1,0 +1,1472 @@
+//! `lightwire-gateway export`: a chain's headers, BIP157 filter headers and BIP158 filters
+//! as immutable, content-addressed *bulk files* plus one mutable `manifest.json`, for any
+//! static web host (nginx, a CDN) to serve (docs/PROTOCOL.md, "Bulk files (mirrors)";
+//! deploy/nginx/bulk.conf).
+//!
+//! The files carry no trust: every record is the very message a gateway answers with, and
+//! a client validates it exactly as a gateway's (DESIGN.md: "a mirror can make sync
+//! slower, never wrong"). What this module guarantees is that a file, once named in a
+//! manifest, never changes: a range is written only when it is `confirmations` blocks deep
+//! ([`sealed_top`]), a second run only appends, and any disagreement between the chain and
+//! what was sealed (a deeper reorg, another chain or network, a file changed on disk) is a
+//! typed error with nothing written, never a rewrite. Runs into one directory are meant to
+//! follow one another (from cron, say); two at once each write whole files and a whole
+//! manifest, and the manifest renamed last is the one served.
+//!
+//! The source is a [`ServedChain`], so today a generated chain (with its filters) or a
+//! headers file (headers only). A chain followed from a node (`--upstream`) is not
+//! exported yet: it is a `ServedChain` too, but its filters arrive from the node
+//! asynchronously ([`FilterLookup::Pending`]), so that source needs a step that fetches
+//! the sealed ranges' filters first; [`export`] refuses a filter it cannot read now
+//! ([`ExportError::FilterUnavailable`]) rather than wait.
+
+use std::fmt;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read as _, Write as _};
+use std::path::{Path, PathBuf};
+
+use lightwire_chain::{BlockHash, HEADER_LEN, Network};
+use lightwire_proto::Served as _;
+use lightwire_proto::session::FilterLookup;
+use lightwire_wire::filters::{FILTER_CHECKPOINT_INTERVAL, MAX_FILTER_HASHES_PER_MESSAGE};
+use lightwire_wire::{AnswerFlags, EncodeError, FilterHeaders, FiltersWriter, MAX_MESSAGE_LEN};
+use sha2::{Digest as _, Sha256};
+
+use crate::filters::ServedFilters;
+use crate::served::ServedChain;
+
+/// Headers in one headers file: one retarget period, so that a file starts where a
+/// client's difficulty check starts over.
+pub const HEADERS_PER_FILE: u32 = 2016;
+/// Blocks in each filter-headers and filters file after the first (which also holds
+/// genesis): BIP157's checkpoint interval, so that every file ends on a checkpoint height,
+/// where a client can compare its last filter header with what its gateways agree on.
+pub const FILTERS_PER_FILE: u32 = FILTER_CHECKPOINT_INTERVAL;
+/// `--confirmations`' default: how deep below the tip a range must end to be sealed.
+pub const DEFAULT_CONFIRMATIONS: u32 = 6;
+/// The one mutable file, in each network's directory.
+pub const MANIFEST: &str = "manifest.json";
+/// The manifest format written (its `version`).
+pub const MANIFEST_VERSION: u64 = 1;
+
+/// The request id of every message in a bulk file (no request is answered).
+const ID: u32 = 0;
+
+/// The three kinds of bulk file.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Kind {
+    /// `headers_compact` messages, one retarget period a file.
+    Headers,
+    /// `filter_headers` messages, aligned on filter checkpoints.
+    FilterHeaders,
+    /// `filters` messages, the same ranges as filter headers.
+    Filters,
+}
+
+impl Kind {
+    /// The three kinds, in the order they are checked and written.
+    pub const ALL: [Kind; 3] = [Kind::Headers, Kind::FilterHeaders, Kind::Filters];
+
+    /// The start of its files' names.
+    pub fn prefix(self) -> &'static str {
+        match self {
+            Kind::Headers => "headers",
+            Kind::FilterHeaders => "filter-headers",
+            Kind::Filters => "filters",
+        }
+    }
+
+    /// Its list's key in the manifest.
+    pub fn key(self) -> &'static str {
+        match self {
+            Kind::Headers => "headers",
+            Kind::FilterHeaders => "filterHeaders",
+            Kind::Filters => "filters",
+        }
+    }
+
+    /// Whether its manifest entries carry `top` (the value at `last` the chain is checked
+    /// against on the next run): filters are checked by clients against filter headers.
+    fn has_top(self) -> bool {
+        !matches!(self, Kind::Filters)
+    }
+
+    /// The heights of its `index`-th file (from 0), `None` past `u32`.
+    pub fn range(self, index: u32) -> Option<(u32, u32)> {
+        match self {
+            Kind::Headers => {
+                let first = index.checked_mul(HEADERS_PER_FILE)?;
+                Some((first, first.checked_add(HEADERS_PER_FILE - 1)?))
+            }
+            Kind::FilterHeaders | Kind::Filters => {
+                let last = index.checked_add(1)?.checked_mul(FILTERS_PER_FILE)?;
+                let first = if index == 0 {
+                    0
+                } else {
+                    last - FILTERS_PER_FILE + 1
+                };
+                Some((first, last))
+            }
+        }
+    }
+}
+
+impl fmt::Display for Kind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Kind::Headers => "headers",
+            Kind::FilterHeaders => "filter-headers",
+            Kind::Filters => "filters",
+        })
+    }
+}
+
+/// One sealed file as the manifest lists it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Entry {
+    /// Height of its first block.
+    pub first: u32,
+    /// Height of its last block.
+    pub last: u32,
+    /// Its length.
+    pub bytes: u64,
+    /// SHA-256 of its bytes (plain, not double: what `sha256sum` prints).
+    pub sha256: [u8; 32],
+    /// For headers, the block hash at `last`; for filter headers, the filter header at
+    /// `last` (internal byte order; shown byte-reversed); none for filters.
+    pub top: Option<[u8; 32]>,
+}
+
+impl Entry {
+    /// Its file name: `<prefix>-<first>-<last>-<sha256 hex>.bin`.
+    pub fn file_name(&self, kind: Kind) -> String {
+        format!(
+            "{}-{}-{}-{}.bin",
+            kind.prefix(),
+            self.first,
+            self.last,
+            hex::encode(self.sha256)
+        )
+    }
+
+    fn json(&self, kind: Kind) -> String {
+        let top = match self.top {
+            Some(t) if kind.has_top() => format!(",\"top\":\"{}\"", display_hex(&t)),
+            _ => String::new(),
+        };
+        format!(
+            "{{\"first\":{},\"last\":{},\"bytes\":{},\"sha256\":\"{}\",\"file\":\"{}\"{top}}}",
+            self.first,
+            self.last,
+            self.bytes,
+            hex::encode(self.sha256),
+            self.file_name(kind),
+        )
+    }
+}
+
+/// The manifest: what has been sealed, in height order, contiguous from 0.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Manifest {
+    /// The network's name ([`Network::name`]).
+    pub network: String,
+    /// The network's genesis block hash.
+    pub genesis: BlockHash,
+    /// Headers files.
+    pub headers: Vec<Entry>,
+    /// Filter-headers files.
+    pub filter_headers: Vec<Entry>,
+    /// Filters files (the same ranges as `filter_headers`).
+    pub filters: Vec<Entry>,
+}
+
+impl Manifest {
+    fn empty(network: Network, genesis: BlockHash) -> Manifest {
+        Manifest {
+            network: network.name().to_owned(),
+            genesis,
+            headers: Vec::new(),
+            filter_headers: Vec::new(),
+            filters: Vec::new(),
+        }
+    }
+
+    /// The list of `kind`.
+    pub fn entries(&self, kind: Kind) -> &[Entry] {
+        match kind {
+            Kind::Headers => &self.headers,
+            Kind::FilterHeaders => &self.filter_headers,
+            Kind::Filters => &self.filters,
+        }
+    }
+
+    fn entries_mut(&mut self, kind: Kind) -> &mut Vec<Entry> {
+        match kind {
+            Kind::Headers => &mut self.headers,
+            Kind::FilterHeaders => &mut self.filter_headers,
+            Kind::Filters => &mut self.filters,
+        }
+    }
+
+    /// The highest sealed header's height and hash: genesis (which every client knows)
+    /// while no headers file is sealed.
+    pub fn top(&self) -> (u32, BlockHash) {
+        match self.headers.last() {
+            Some(e) => (e.last, BlockHash(e.top.unwrap_or_default())),
+            None => (0, self.genesis),
+        }
+    }
+
+    /// The JSON, keys in the documented order, one entry a line (diffs and `tail` read
+    /// well; the byte-for-byte same manifest is written for the same entries).
+    pub fn to_json(&self) -> String {
+        let (height, hash) = self.top();
+        let mut s = format!(
+            "{{\n  \"version\": {MANIFEST_VERSION},\n  \"network\": \"{}\",\n  \"genesis\": \"{}\",\n  \
+             \"height\": {height},\n  \"hash\": \"{hash}\"",
+            self.network, self.genesis
+        );
+        for kind in Kind::ALL {
+            let list = self.entries(kind);
+            s.push_str(&format!(",\n  \"{}\": [", kind.key()));
+            for (i, e) in list.iter().enumerate() {
+                s.push_str(if i == 0 { "\n    " } else { ",\n    " });
+                s.push_str(&e.json(kind));
+            }
+            s.push_str(if list.is_empty() { "]" } else { "\n  ]" });
+        }
+        s.push_str("\n}\n");
+        s
+    }
+
+    /// Parses a manifest, checking its shape: version 1, every key, every list in the
+    /// documented ranges from 0, each file named as its entry says. Errs with why.
+    pub fn parse(bytes: &[u8]) -> Result<Manifest, String> {
+        let v: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+        let version = v.get("version").and_then(|x| x.as_u64());
+        if version != Some(MANIFEST_VERSION) {
+            return Err(format!(
+                "version {}, not {MANIFEST_VERSION}",
+                v.get("version").map_or("missing".into(), |x| x.to_string())
+            ));
+        }
+        let string = |key: &str| {
+            v.get(key)
+                .and_then(|x| x.as_str())
+                .ok_or_else(|| format!("no string \"{key}\""))
+        };
+        let network = string("network")?.to_owned();
+        let genesis = BlockHash::from_display_hex(string("genesis")?)
+            .ok_or("\"genesis\" is not a 64-digit hash")?;
+        let mut m = Manifest {
+            network,
+            genesis,
+            headers: Vec::new(),
+            filter_headers: Vec::new(),
+            filters: Vec::new(),
+        };
+        for kind in Kind::ALL {
+            let list = v
+                .get(kind.key())
+                .and_then(|x| x.as_array())
+                .ok_or_else(|| format!("no list \"{}\"", kind.key()))?;
+            for (i, item) in list.iter().enumerate() {
+                let e = parse_entry(kind, i, item)?;
+                m.entries_mut(kind).push(e);
+            }
+        }
+        if m.filters.len() != m.filter_headers.len() {
+            return Err(format!(
+                "{} filter-headers files but {} filters files",
+                m.filter_headers.len(),
+                m.filters.len()
+            ));
+        }
+        Ok(m)
+    }
+}
+
+/// The `index`-th entry of `kind`'s list, checked: its range is the `index`-th file's.
+fn parse_entry(kind: Kind, index: usize, item: &serde_json::Value) -> Result<Entry, String> {
+    let at = || format!("\"{}\"[{index}]", kind.key());
+    let num = |key: &str| {
+        item.get(key)
+            .and_then(|x| x.as_u64())
+            .ok_or_else(|| format!("{}: no number \"{key}\"", at()))
+    };
+    let text = |key: &str| {
+        item.get(key)
+            .and_then(|x| x.as_str())
+            .ok_or_else(|| format!("{}: no string \"{key}\"", at()))
+    };
+    let expected = u32::try_from(index).ok().and_then(|i| kind.range(i));
+    let (first, last) = (num("first")?, num("last")?);
+    if expected.map(|(f, l)| (u64::from(f), u64::from(l))) != Some((first, last)) {
+        return Err(format!(
+            "{}: heights {first}-{last}, where the layout has {}",
+            at(),
+            expected.map_or("none".into(), |(f, l)| format!("{f}-{l}"))
+        ));
+    }
+    let (first, last) = expected.unwrap_or_default();
+    let mut sha256 = [0u8; 32];
+    hex::decode_to_slice(text("sha256")?, &mut sha256)
+        .map_err(|_| format!("{}: \"sha256\" is not 64 hex digits", at()))?;
+    let top = if kind.has_top() {
+        let t = BlockHash::from_display_hex(text("top")?)
+            .ok_or_else(|| format!("{}: \"top\" is not 64 hex digits", at()))?;
+        Some(t.0)
+    } else {
+        None
+    };
+    let e = Entry {
+        first,
+        last,
+        bytes: num("bytes")?,
+        sha256,
+        top,
+    };
+    let file = text("file")?;
+    if file != e.file_name(kind) {
+        return Err(format!(
+            "{}: file {file:?}, where its entry names {}",
+            at(),
+            e.file_name(kind)
+        ));
+    }
+    Ok(e)
+}
+
+/// Why an export wrote nothing (or, for [`ExportError::Io`] and a stray file while
+/// writing, stopped before its manifest: files already written then are named by their
+/// content and listed by no manifest, so they change nothing a client reads).
+#[derive(Debug, thiserror::Error)]
+pub enum ExportError {
+    /// Reading or writing a file or directory failed.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// What was read or written.
+        path: PathBuf,
+        /// Why it failed.
+        #[source]
+        source: io::Error,
+    },
+    /// The manifest is not one this program wrote (or not of this version).
+    #[error("{}: unreadable manifest: {why}", path.display())]
+    ManifestUnreadable {
+        /// The manifest.
+        path: PathBuf,
+        /// What is wrong with it.
+        why: String,
+    },
+    /// A file the manifest lists is not there.
+    #[error("{}: listed in the manifest, but missing", file.display())]
+    FileMissing {
+        /// The file's path.
+        file: PathBuf,
+    },
+    /// A file the manifest lists (or one named as a new sealed file would be) does not
+    /// hold the bytes it was sealed with.
+    #[error("{}: changed since it was sealed ({why})", file.display())]
+    FileChanged {
+        /// The file's path.
+        file: PathBuf,
+        /// Its size or SHA-256 against the manifest's.
+        why: String,
+    },
+    /// The manifest is of another network than the chain.
+    #[error("the export is of {manifest}, the chain of {chain}")]
+    NetworkMismatch {
+        /// The manifest's network.
+        manifest: String,
+        /// The chain's.
+        chain: Network,
+    },
+    /// The manifest names another genesis block than the chain's network.
+    #[error("the export's genesis is {manifest}, the chain's {chain}: another chain")]
+    GenesisMismatch {
+        /// The manifest's.
+        manifest: BlockHash,
+        /// The chain's.
+        chain: BlockHash,
+    },
+    /// The chain has another block hash (headers) or filter header (filter headers) at a
+    /// sealed file's last height than the file was sealed with: a reorg deeper than the
+    /// sealed files, or another chain. Sealed files are never rewritten.
+    #[error(
+        "the chain contradicts the sealed {kind} file at height {height} ({file}): \
+         sealed {sealed}, the chain has {chain}"
+    )]
+    ChainContradicts {
+        /// Which file kind.
+        kind: Kind,
+        /// The file's last height.
+        height: u32,
+        /// The file's name.
+        file: String,
+        /// What was sealed there (display hex).
+        sealed: String,
+        /// What the chain has there (display hex).
+        chain: String,
+    },
+    /// The chain (or its filter headers) does not reach a sealed file's last height, so
+    /// it cannot be checked against it; nothing sealed is dropped.
+    #[error(
+        "the chain's {kind} reach {}, below the sealed file ending at height {height} ({file})",
+        .reached.map_or("nothing".to_owned(), |h| format!("height {h}"))
+    )]
+    ChainBehind {
+        /// Which file kind.
+        kind: Kind,
+        /// The file's last height.
+        height: u32,
+        /// The file's name.
+        file: String,
+        /// The chain's highest height of that kind.
+        reached: Option<u32>,
+    },
+    /// Bulk files start at genesis; this chain starts later (`--from-height`).
+    #[error("the chain starts at height {base}: bulk files start at genesis")]
+    NotFromGenesis {
+        /// Its first height.
+        base: u32,
+    },
+    /// A filter to write cannot be read now (a chain followed from a node, whose filters
+    /// are fetched on demand).
+    #[error("the filter of block {height} is not available")]
+    FilterUnavailable {
+        /// The block's height.
+        height: u32,
+    },
+    /// A message did not encode (a bug: the buffers are sized for the largest).
+    #[error("encoding the {kind} file from height {height}: {source}")]
+    Encode {
+        /// Which file kind.
+        kind: Kind,
+        /// Where the message started.
+        height: u32,
+        /// Why.
+        #[source]
+        source: EncodeError,
+    },
+}
+
+fn io_at(path: &Path) -> impl FnOnce(io::Error) -> ExportError + '_ {
+    move |source| ExportError::Io {
+        path: path.to_owned(),
+        source,
+    }
+}
+
+/// What an export did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Exported {
+    /// The network's directory (`<out>/<network>`).
+    pub dir: PathBuf,
+    /// Files added to the manifest by this run.
+    pub new_files: usize,
+    /// The last sealed header's height, if any headers file is sealed.
+    pub headers_to: Option<u32>,
+    /// The last sealed filter's height, if any filters file is sealed.
+    pub filters_to: Option<u32>,
+    /// Whether the manifest was written (false when nothing changed: it is left as is).
+    pub manifest_written: bool,
+}
+
+impl fmt::Display for Exported {
+    /// The one line `lightwire-gateway export` prints.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let h = |x: Option<u32>| x.map_or("none".to_owned(), |h| h.to_string());
+        write!(
+            f,
+            "exported {} new files to {}: headers to {}, filters to {}",
+            self.new_files,
+            self.dir.display(),
+            h(self.headers_to),
+            h(self.filters_to)
+        )
+    }
+}
+
+/// The highest height a sealed file may end at: `confirmations` below the tip (`None`
+/// when the chain is not that long). A reorg deeper than this would contradict a sealed
+/// file, which is then refused, never rewritten.
+pub fn sealed_top(tip: u32, confirmations: u32) -> Option<u32> {
+    tip.checked_sub(confirmations)
+}
+
+/// Export `chain` into `out/<network>/`: check what an earlier run sealed there (the
+/// manifest's files, byte for byte, and the chain at each sealed file's last height),
+/// then write the ranges newly sealed and the manifest. Filter files are written only
+/// when `chain` serves filters; those sealed by an earlier run stay listed either way.
+pub fn export(
+    chain: &ServedChain,
+    out: &Path,
+    confirmations: u32,
+) -> Result<Exported, ExportError> {
+    if chain.base() != 0 {
+        return Err(ExportError::NotFromGenesis { base: chain.base() });
+    }
+    let params = chain.params();
+    let network = params.network;
+    let genesis = params.genesis.block_hash();
+    let dir = out.join(network.name());
+    let manifest_path = dir.join(MANIFEST);
+    let old = match fs::read(&manifest_path) {
+        Ok(bytes) => Some(bytes),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+        Err(e) => return Err(io_at(&manifest_path)(e)),
+    };
+    let mut manifest = match &old {
+        Some(bytes) => {
+            let m = Manifest::parse(bytes).map_err(|why| ExportError::ManifestUnreadable {
+                path: manifest_path.clone(),
+                why,
+            })?;
+            if m.network != network.name() {
+                return Err(ExportError::NetworkMismatch {
+                    manifest: m.network,
+                    chain: network,
+                });
+            }
+            if m.genesis != genesis {
+                return Err(ExportError::GenesisMismatch {
+                    manifest: m.genesis,
+                    chain: genesis,
+                });
+            }
+            check_files(&dir, &m)?;
+            check_chain(chain, &m)?;
+            m
+        }
+        None => Manifest::empty(network, genesis),
+    };
+
+    fs::create_dir_all(&dir).map_err(io_at(&dir))?;
+    let top = sealed_top(chain.tip().height, confirmations);
+    let mut new_files = 0;
+    let mut buf = vec![0u8; MAX_MESSAGE_LEN];
+    // Headers.
+    while let Some((first, last)) = next_range(&manifest, Kind::Headers, top) {
+        let bytes = headers_file(chain, first, last)?;
+        // Held: the range ends below the tip.
+        let hash = chain.block_hash(last).ok_or(ExportError::ChainBehind {
+            kind: Kind::Headers,
+            height: last,
+            file: unnamed(Kind::Headers, first, last),
+            reached: Some(chain.tip().height),
+        })?;
+        seal(
+            &dir,
+            &mut manifest,
+            Kind::Headers,
+            first,
+            last,
+            &bytes,
+            Some(hash.0),
+        )?;
+        new_files += 1;
+    }
+    // Filter headers and filters, up to what the chain holds filter headers for.
+    if let Some(filters) = chain.filters() {
+        let top = top.zip(filters.tip()).map(|(a, b)| a.min(b));
+        while let Some((first, last)) = next_range(&manifest, Kind::FilterHeaders, top) {
+            let entry = filters
+                .entry(last)
+                .ok_or(ExportError::FilterUnavailable { height: last })?;
+            let bytes = filter_headers_file(filters, first, last, &mut buf)?;
+            let kind = Kind::FilterHeaders;
+            seal(
+                &dir,
+                &mut manifest,
+                kind,
+                first,
+                last,
+                &bytes,
+                Some(entry.header.0),
+            )?;
+            let bytes = filters_file(chain, filters, first, last, &mut buf)?;
+            seal(
+                &dir,
+                &mut manifest,
+                Kind::Filters,
+                first,
+                last,
+                &bytes,
+                None,
+            )?;
+            new_files += 2;
+        }
+    }
+
+    let json = manifest.to_json();
+    let manifest_written = old.as_deref() != Some(json.as_bytes());
+    if manifest_written {
+        // The files it names are on disk before it names them.
+        sync_dir(&dir)?;
+        write_atomically(&dir, MANIFEST, json.as_bytes())?;
+        sync_dir(&dir)?;
+    }
+    Ok(Exported {
+        dir,
+        new_files,
+        headers_to: manifest.headers.last().map(|e| e.last),
+        filters_to: manifest.filters.last().map(|e| e.last),
+        manifest_written,
+    })
+}
+
+/// The next range of `kind` after those listed, if it ends at or below `top`.
+fn next_range(manifest: &Manifest, kind: Kind, top: Option<u32>) -> Option<(u32, u32)> {
+    let index = u32::try_from(manifest.entries(kind).len()).ok()?;
+    kind.range(index)
+        .filter(|&(_, last)| top.is_some_and(|t| last <= t))
+}
+
+/// Every file `manifest` lists is in `dir` with its size and SHA-256.
+fn check_files(dir: &Path, manifest: &Manifest) -> Result<(), ExportError> {
+    for kind in Kind::ALL {
+        for e in manifest.entries(kind) {
+            let path = dir.join(e.file_name(kind));
+            let (bytes, sha256) = match hash_file(&path) {
+                Ok(found) => found,
+                Err(err) if err.kind() == io::ErrorKind::NotFound => {
+                    return Err(ExportError::FileMissing { file: path });
+                }
+                Err(err) => return Err(io_at(&path)(err)),
+            };
+            if bytes != e.bytes {
+                let why = format!("{bytes} bytes, sealed with {}", e.bytes);
+                return Err(ExportError::FileChanged { file: path, why });
+            }
+            if sha256 != e.sha256 {
+                let why = format!("its SHA-256 is {}", hex::encode(sha256));
+                return Err(ExportError::FileChanged { file: path, why });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The chain has, at each sealed file's last height, the block hash (headers) and filter
+/// header (filter headers) the file was sealed with. Filter headers are checked only
+/// against a chain that serves filters (a headers file has none: its headers, checked
+/// here, fix the blocks the sealed filters were computed from).
+fn check_chain(chain: &ServedChain, manifest: &Manifest) -> Result<(), ExportError> {
+    for e in &manifest.headers {
+        let held = chain.block_hash(e.last).map(|h| h.0);
+        compare(Kind::Headers, e, held, Some(chain.tip().height))?;
+    }
+    if let Some(filters) = chain.filters() {
+        for e in &manifest.filter_headers {
+            let held = filters.entry(e.last).map(|x| x.header.0);
+            compare(Kind::FilterHeaders, e, held, filters.tip())?;
+        }
+    }
+    Ok(())
+}
+
+fn compare(
+    kind: Kind,
+    e: &Entry,
+    held: Option<[u8; 32]>,
+    reached: Option<u32>,
+) -> Result<(), ExportError> {
+    let file = e.file_name(kind);
+    let Some(held) = held else {
+        return Err(ExportError::ChainBehind {
+            kind,
+            height: e.last,
+            file,
+            reached,
+        });
+    };
+    match e.top {
+        Some(top) if top == held => Ok(()),
+        sealed => Err(ExportError::ChainContradicts {
+            kind,
+            height: e.last,
+            file,
+            sealed: sealed.map_or("nothing".into(), |t| display_hex(&t)),
+            chain: display_hex(&held),
+        }),
+    }
+}
+
+/// Write a new sealed file and list it. A file of that name already there (an earlier
+/// run that stopped before its manifest) is kept when it holds these very bytes, and
+/// refused otherwise: an existing sealed file is never opened for writing.
+fn seal(
+    dir: &Path,
+    manifest: &mut Manifest,
+    kind: Kind,
+    first: u32,
+    last: u32,
+    bytes: &[u8],
+    top: Option<[u8; 32]>,
+) -> Result<(), ExportError> {
+    // What the mirror reader checks a file against.
+    let check = lightwire_proto::bulk::file_check(bytes);
+    let entry = Entry {
+        first,
+        last,
+        bytes: check.bytes,
+        sha256: check.sha256,
+        top,
+    };
+    let name = entry.file_name(kind);
+    let path = dir.join(&name);
+    match hash_file(&path) {
+        Ok(found) if found == (entry.bytes, entry.sha256) => {}
+        Ok((len, sha256)) => {
+            let why = format!("{len} bytes with SHA-256 {}", hex::encode(sha256));
+            return Err(ExportError::FileChanged { file: path, why });
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => write_atomically(dir, &name, bytes)?,
+        Err(e) => return Err(io_at(&path)(e)),
+    }
+    manifest.entries_mut(kind).push(entry);
+    Ok(())
+}
+
+/// A file's length and SHA-256, read in 64 KiB pieces (a filters file of recent mainnet
+/// blocks is tens of megabytes).
+fn hash_file(path: &Path) -> io::Result<(u64, [u8; 32])> {
+    let mut f = File::open(path)?;
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 1 << 16];
+    let mut len = 0u64;
+    loop {
+        let n = f.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+        len += n as u64;
+    }
+    Ok((len, hasher.finalize().into()))
+}
+
+/// Write `dir/name` so that it is either absent or whole, never partly written: a
+/// temporary file in the same directory (a dot file: the nginx configuration serves only
+/// the names an export lists), synced, then renamed over the name.
+fn write_atomically(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), ExportError> {
+    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    let result = (|| {
+        let mut f = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()
+    })();
+    if let Err(e) = result {
+        let _ = fs::remove_file(&tmp);
+        return Err(io_at(&tmp)(e));
+    }
+    let path = dir.join(name);
+    fs::rename(&tmp, &path).map_err(|e| {
+        let _ = fs::remove_file(&tmp);
+        io_at(&path)(e)
+    })
+}
+
+/// Make the names written in `dir` durable (the rename itself), before a manifest names
+/// them and after it is renamed into place. Directories cannot be opened to sync outside
+/// Unix; there the rename is left to the file system.
+fn sync_dir(dir: &Path) -> Result<(), ExportError> {
+    #[cfg(unix)]
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(io_at(dir))?;
+    #[cfg(not(unix))]
+    let _ = dir;
+    Ok(())
+}
+
+/// Append one record (a 2-byte big-endian length, then the message) to `file`.
+fn record(file: &mut Vec<u8>, message: &[u8], kind: Kind, height: u32) -> Result<(), ExportError> {
+    let len = u16::try_from(message.len()).map_err(|_| ExportError::Encode {
+        kind,
+        height,
+        source: EncodeError::BufferTooSmall {
+            needed: message.len(),
+            available: MAX_MESSAGE_LEN,
+        },
+    })?;
+    file.extend_from_slice(&len.to_be_bytes());
+    file.extend_from_slice(message);
+    Ok(())
+}
+
+/// The headers file of heights `first..=last`: `headers_compact` messages as a gateway
+/// answers, written by the mirror reader's own counterpart
+/// ([`lightwire_proto::bulk::write_headers`], the one writer of headers files).
+fn headers_file(chain: &ServedChain, first: u32, last: u32) -> Result<Vec<u8>, ExportError> {
+    let headers = (first..=last)
+        .map(|h| {
+            // Held: the range ends below the tip.
+            chain.header(h).ok_or(ExportError::ChainBehind {
+                kind: Kind::Headers,
+                height: last,
+                file: unnamed(Kind::Headers, first, last),
+                reached: h.checked_sub(1),
+            })
+        })
+        .collect::<Result<Vec<[u8; HEADER_LEN]>, _>>()?;
+    let mut file = Vec::with_capacity(headers.len() * 42);
+    lightwire_proto::bulk::write_headers(&mut file, first, headers.len(), |i| headers[i]);
+    Ok(file)
+}
+
+/// The filter-headers file of heights `first..=last`: `filter_headers` messages as a
+/// gateway answers, anchored on the filter header before `first` (zeros before genesis).
+fn filter_headers_file(
+    filters: &ServedFilters,
+    first: u32,
+    last: u32,
+    buf: &mut [u8],
+) -> Result<Vec<u8>, ExportError> {
+    let mut file = Vec::new();
+    let mut next = first;
+    while next <= last {
+        let count = ((last - next + 1) as usize).min(MAX_FILTER_HASHES_PER_MESSAGE);
+        let unavailable = |height| ExportError::FilterUnavailable { height };
+        let before = match next.checked_sub(1) {
+            Some(h) => filters.entry(h).ok_or(unavailable(h))?.header.0,
+            None => [0; 32],
+        };
+        let mut entries = Vec::with_capacity(count);
+        for h in next..next + count as u32 {
+            let e = filters.entry(h).ok_or(unavailable(h))?;
+            entries.push((e.header.0, e.hash.0));
+        }
+        let flags = AnswerFlags {
+            last: next + count as u32 > last,
+            stop_unknown: false,
+        };
+        let len = FilterHeaders::encode_answer(buf, ID, next, flags, count, before, |i| entries[i])
+            .map_err(|source| ExportError::Encode {
+                kind: Kind::FilterHeaders,
+                height: next,
+                source,
+            })?;
+        record(&mut file, &buf[..len], Kind::FilterHeaders, next)?;
+        next += count as u32;
+    }
+    Ok(file)
+}
+
+/// The filters file of heights `first..=last`: `filters` messages, pieces packed and a
+/// filter continued in the next message exactly as a gateway's session answers
+/// `get_filters` (lightwire-proto's `Session::write_filters`, whose writer,
+/// [`FiltersWriter`], this drives). The session itself is not reused: it answers one
+/// request of at most 1,000 filters (the first file holds 1,001), one message per frame
+/// the connection takes, after an `init`; this loop is what is left of it.
+fn filters_file(
+    chain: &ServedChain,
+    filters: &ServedFilters,
+    first: u32,
+    last: u32,
+    buf: &mut [u8],
+) -> Result<Vec<u8>, ExportError> {
+    let kind = Kind::Filters;
+    let fail = |height| {
+        move |source| ExportError::Encode {
+            kind,
+            height,
+            source,
+        }
+    };
+    let mut file = Vec::new();
+    let mut filter = Vec::new();
+    let mut started = first;
+    let mut w = FiltersWriter::new(buf, ID).map_err(fail(first))?;
+    for height in first..=last {
+        let header: Option<[u8; HEADER_LEN]> = chain.header(height);
+        match filters.with_filter(height, header, |f| {
+            filter.clear();
+            filter.extend_from_slice(f);
+        }) {
+            FilterLookup::Ready(()) => {}
+            FilterLookup::Pending | FilterLookup::Missing => {
+                return Err(ExportError::FilterUnavailable { height });
+            }
+        }
+        let mut offset = 0;
+        loop {
+            let pushed = if w.has_room() {
+                w.push(height, &filter, offset)
+            } else {
+                None
+            };
+            match pushed {
+                Some(n) => {
+                    offset += n;
+                    if offset == filter.len() {
+                        break;
+                    }
+                }
+                None if w.pieces() == 0 => {
+                    // Not even one byte fits an empty message: cannot be (65,535 bytes).
+                    return Err(fail(height)(EncodeError::BufferTooSmall {
+                        needed: filter.len(),
+                        available: MAX_MESSAGE_LEN,
+                    }));
+                }
+                None => {
+                    let len = w.finish(AnswerFlags::default());
+                    record(&mut file, &buf[..len], kind, started)?;
+                    started = height;
+                    w = FiltersWriter::new(buf, ID).map_err(fail(height))?;
+                }
+            }
+        }
+    }
+    let len = w.finish(AnswerFlags {
+        last: true,
+        stop_unknown: false,
+    });
+    record(&mut file, &buf[..len], kind, started)?;
+    Ok(file)
+}
+
+/// A file being written, before its hash names it.
+fn unnamed(kind: Kind, first: u32, last: u32) -> String {
+    format!("{}-{first}-{last}-*.bin", kind.prefix())
+}
+
+/// A hash or filter header as block explorers show it: byte-reversed hex.
+fn display_hex(bytes: &[u8; 32]) -> String {
+    BlockHash(*bytes).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lightwire_chain::hash_header_bytes;
+    use lightwire_filter::{FilterHash, FilterHeader};
+    use lightwire_wire::Message;
+    use std::time::SystemTime;
+
+    const NOW: u64 = 2_000_000_000;
+
+    /// A fresh directory under the system's temporary one, removed when dropped.
+    struct Scratch(PathBuf);
+
+    impl Scratch {
+        fn new(name: &str) -> Scratch {
+            let dir = std::env::temp_dir()
+                .join(format!("lightwire-export-{name}-{}", std::process::id()));
+            let _ = fs::remove_dir_all(&dir);
+            fs::create_dir_all(&dir).unwrap();
+            Scratch(dir)
+        }
+    }
+
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ = fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn generated(n: u32) -> ServedChain {
+        let mut chain = ServedChain::generate(n, NOW).unwrap();
+        chain.serve_generated_filters(0);
+        chain
+    }
+
+    /// The records of a bulk file, each one whole message.
+    fn records(file: &[u8]) -> Vec<&[u8]> {
+        lightwire_proto::bulk::records(file).collect()
+    }
+
+    /// Every file in `dir` (name -> bytes, modification time).
+    fn snapshot(dir: &Path) -> Vec<(String, Vec<u8>, SystemTime)> {
+        let mut all: Vec<_> = fs::read_dir(dir)
+            .unwrap()
+            .map(|e| {
+                let e = e.unwrap();
+                let meta = e.metadata().unwrap();
+                (
+                    e.file_name().into_string().unwrap(),
+                    fs::read(e.path()).unwrap(),
+                    meta.modified().unwrap(),
+                )
+            })
+            .collect();
+        all.sort_by(|a, b| a.0.cmp(&b.0));
+        all
+    }
+
+    /// Decode a headers file back into 80-byte headers, previous hashes rebuilt from the
+    /// header before (and each segment's anchor checked against it).
+    fn decode_headers(file: &[u8], first: u32, prev: Option<BlockHash>) -> Vec<[u8; 80]> {
+        let messages = records(file);
+        let mut out: Vec<[u8; 80]> = Vec::new();
+        let mut prev = prev;
+        for (i, m) in messages.iter().enumerate() {
+            let Ok(Message::HeadersCompact(h)) = Message::decode(m) else {
+                panic!("record {i} is not headers_compact");
+            };
+            assert_eq!(h.id, 0);
+            assert_eq!(h.first_height, first + out.len() as u32);
+            assert_eq!(
+                h.last,
+                i + 1 == messages.len(),
+                "last only on the final message"
+            );
+            let n = usize::from(h.count);
+            let mut buf = vec![0u8; n * 80];
+            h.expand(&mut buf).unwrap();
+            let (starts, segments) = h.segment_starts();
+            for (j, raw) in buf.chunks_exact(80).enumerate() {
+                let mut header: [u8; 80] = raw.try_into().unwrap();
+                let want = prev.map_or([0; 32], |p| p.0);
+                if starts[..segments].contains(&j) {
+                    assert_eq!(header[4..36], want, "the anchor is the previous block hash");
+                } else {
+                    assert_eq!(header[4..36], [0; 32]);
+                    header[4..36].copy_from_slice(&want);
+                }
+                prev = Some(hash_header_bytes(&header));
+                out.push(header);
+            }
+        }
+        out
+    }
+
+    /// Decode a filter-headers file into (filter header, filter hash) per block, the
+    /// headers chained from each message's first anchor.
+    fn decode_filter_headers(file: &[u8], first: u32) -> Vec<(FilterHeader, FilterHash)> {
+        let messages = records(file);
+        let mut out = Vec::new();
+        for (i, m) in messages.iter().enumerate() {
+            let Ok(Message::FilterHeaders(fh)) = Message::decode(m) else {
+                panic!("record {i} is not filter_headers");
+            };
+            assert_eq!((fh.id, fh.first_height), (0, first + out.len() as u32));
+            assert_eq!(fh.flags.last, i + 1 == messages.len());
+            assert!(!fh.flags.stop_unknown);
+            let (starts, segments) = fh.segment_starts();
+            let mut prev = FilterHeader(fh.anchors[..32].try_into().unwrap());
+            for (j, hash) in fh.hashes.chunks_exact(32).enumerate() {
+                if let Some(k) = starts[..segments].iter().position(|s| *s == j) {
+                    assert_eq!(fh.anchors[k * 32..k * 32 + 32], prev.0, "anchor {k}");
+                }
+                let hash = FilterHash(hash.try_into().unwrap());
+                prev = prev.next(&hash);
+                out.push((prev, hash));
+            }
+        }
+        out
+    }
+
+    /// Decode a filters file into each block's filter, checking pieces come in order.
+    fn decode_filters(file: &[u8], first: u32) -> Vec<Vec<u8>> {
+        let messages = records(file);
+        let mut out: Vec<Vec<u8>> = Vec::new();
+        let mut current: Option<Vec<u8>> = None;
+        for (i, m) in messages.iter().enumerate() {
+            let Ok(Message::Filters(f)) = Message::decode(m) else {
+                panic!("record {i} is not filters");
+            };
+            assert_eq!(f.id, 0);
+            assert_eq!(f.flags.last, i + 1 == messages.len());
+            assert!(m.len() <= MAX_MESSAGE_LEN);
+            for p in f.pieces() {
+                assert_eq!(p.height, first + out.len() as u32);
+                let filter = current.get_or_insert_with(Vec::new);
+                assert_eq!(p.offset as usize, filter.len());
+                filter.extend_from_slice(p.data);
+                if p.ends_filter() {
+                    out.push(current.take().unwrap());
+                }
+            }
+        }
+        assert!(current.is_none(), "no filter left unfinished");
+        out
+    }
+
+    #[test]
+    fn ranges_are_whole_periods_and_end_on_checkpoints() {
+        assert_eq!(Kind::Headers.range(0), Some((0, 2015)));
+        assert_eq!(Kind::Headers.range(1), Some((2016, 4031)));
+        assert_eq!(Kind::FilterHeaders.range(0), Some((0, 1000)));
+        assert_eq!(Kind::FilterHeaders.range(1), Some((1001, 2000)));
+        assert_eq!(Kind::Filters.range(2), Some((2001, 3000)));
+        assert_eq!(Kind::Headers.range(u32::MAX), None);
+        assert_eq!(Kind::Filters.range(u32::MAX), None);
+        assert_eq!(sealed_top(5000, 6), Some(4994));
+        assert_eq!(sealed_top(5, 6), None);
+    }
+
+    /// Every file decodes, with the gateway's own decoder, back into the chain's headers,
+    /// filter headers and filters; names and manifest entries carry the files' SHA-256;
+    /// ranges are whole and contiguous, and nothing above tip - confirmations is written.
+    #[test]
+    fn an_export_decodes_back_into_the_chain() {
+        let scratch = Scratch::new("roundtrip");
+        let chain = generated(5000);
+        let filters = chain.filters().unwrap();
+        let done = export(&chain, &scratch.0, 6).unwrap();
+        let dir = scratch.0.join("regtest");
+        assert_eq!(done.dir, dir);
+        // Sealed to 4994: headers to 4031, filters to 4000.
+        assert_eq!((done.headers_to, done.filters_to), (Some(4031), Some(4000)));
+        assert_eq!(done.new_files, 2 + 4 + 4);
+        assert!(done.manifest_written);
+        assert_eq!(
+            done.to_string(),
+            format!(
+                "exported 10 new files to {}: headers to 4031, filters to 4000",
+                dir.display()
+            )
+        );
+
+        let manifest = Manifest::parse(&fs::read(dir.join(MANIFEST)).unwrap()).unwrap();
+        assert_eq!(manifest.network, "regtest");
+        assert_eq!(
+            manifest.genesis,
+            lightwire_chain::REGTEST.genesis.block_hash()
+        );
+        assert_eq!(manifest.top(), (4031, chain.block_hash(4031).unwrap()));
+        let mut names: Vec<String> = vec![MANIFEST.into()];
+        for kind in Kind::ALL {
+            let list = manifest.entries(kind);
+            for (i, e) in list.iter().enumerate() {
+                assert_eq!(Some((e.first, e.last)), kind.range(i as u32), "{kind} {i}");
+                assert!(e.last <= 4994);
+                let name = e.file_name(kind);
+                let bytes = fs::read(dir.join(&name)).unwrap();
+                assert_eq!(e.bytes, bytes.len() as u64);
+                let sha: [u8; 32] = Sha256::digest(&bytes).into();
+                assert_eq!(e.sha256, sha);
+                assert!(name.ends_with(&format!("-{}.bin", hex::encode(sha))));
+                names.push(name);
+            }
+        }
+        let mut on_disk: Vec<String> = snapshot(&dir).into_iter().map(|f| f.0).collect();
+        on_disk.sort();
+        names.sort();
+        assert_eq!(on_disk, names, "only listed files, no temporary ones");
+
+        let mut prev = None;
+        for e in &manifest.headers {
+            let bytes = fs::read(dir.join(e.file_name(Kind::Headers))).unwrap();
+            let got = decode_headers(&bytes, e.first, prev);
+            assert_eq!(got.len(), 2016);
+            for (i, h) in got.iter().enumerate() {
+                assert_eq!(Some(*h), chain.header(e.first + i as u32));
+            }
+            assert_eq!(e.top, Some(chain.block_hash(e.last).unwrap().0));
+            prev = Some(hash_header_bytes(got.last().unwrap()));
+        }
+        for (fh, fl) in manifest.filter_headers.iter().zip(&manifest.filters) {
+            assert_eq!((fh.first, fh.last), (fl.first, fl.last));
+            let bytes = fs::read(dir.join(fh.file_name(Kind::FilterHeaders))).unwrap();
+            let got = decode_filter_headers(&bytes, fh.first);
+            assert_eq!(got.len() as u32, fh.last - fh.first + 1);
+            for (i, (header, hash)) in got.iter().enumerate() {
+                let held = filters.entry(fh.first + i as u32).unwrap();
+                assert_eq!((*header, *hash), (held.header, held.hash));
+            }
+            assert_eq!(fh.top, Some(got.last().unwrap().0.0));
+            let bytes = fs::read(dir.join(fl.file_name(Kind::Filters))).unwrap();
+            let got = decode_filters(&bytes, fl.first);
+            assert_eq!(got.len() as u32, fl.last - fl.first + 1);
+            for (i, f) in got.iter().enumerate() {
+                let height = fl.first + i as u32;
+                let header = chain.header(height);
+                let want = filters.with_filter(height, header, <[u8]>::to_vec);
+                assert_eq!(FilterLookup::Ready(f.clone()), want, "filter {height}");
+                assert_eq!(FilterHash::of(f), filters.entry(height).unwrap().hash);
+            }
+        }
+    }
+
+    /// Filters that do not fit one message are continued in the next, as a gateway's
+    /// answer: a file of big filters decodes back whole.
+    #[test]
+    fn large_filters_span_messages() {
+        let mut chain = generated(1010);
+        for h in 1..=1000u32 {
+            let big: Vec<u8> = (0..30_000u32).map(|i| (i ^ h) as u8).collect();
+            assert!(chain.filters_mut().unwrap().set_filter(h, big));
+        }
+        let filters = chain.filters().unwrap();
+        let mut buf = vec![0u8; MAX_MESSAGE_LEN];
+        let file = filters_file(&chain, filters, 0, 1000, &mut buf).unwrap();
+        assert!(records(&file).len() > 400, "30 MB in 64 KB messages");
+        let got = decode_filters(&file, 0);
+        assert_eq!(got.len(), 1001);
+        for (h, f) in got.iter().enumerate().skip(1) {
+            assert_eq!(f.len(), 30_000);
+            assert_eq!(f[7], (7 ^ h as u32) as u8);
+        }
+    }
+
+    /// A second run on a longer chain that extends the first appends: the first run's
+    /// files are untouched (bytes and modification times), only new files are added, and
+    /// the manifest lists all of them; a run with nothing new changes nothing.
+    #[test]
+    fn a_longer_chain_appends_and_a_run_with_nothing_new_changes_nothing() {
+        let scratch = Scratch::new("append");
+        let dir = scratch.0.join("regtest");
+        export(&generated(5000), &scratch.0, 6).unwrap();
+        let before = snapshot(&dir);
+        // Nothing new: 5,005 blocks seal to 4,999, and the next files end at 6,047 (headers)
+        // and 5,000 (filters).
+        let again = export(&generated(5005), &scratch.0, 6).unwrap();
+        assert_eq!((again.new_files, again.manifest_written), (0, false));
+        assert_eq!(snapshot(&dir), before, "byte-identical, manifest included");
+
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let longer = generated(9000);
+        let done = export(&longer, &scratch.0, 6).unwrap();
+        assert_eq!((done.headers_to, done.filters_to), (Some(8063), Some(8000)));
+        assert_eq!(done.new_files, 2 + 4 + 4);
+        let after = snapshot(&dir);
+        for old in before.iter().filter(|f| f.0 != MANIFEST) {
+            assert!(after.contains(old), "{} changed", old.0);
+        }
+        let manifest = Manifest::parse(&fs::read(dir.join(MANIFEST)).unwrap()).unwrap();
+        assert_eq!(manifest.headers.len(), 4);
+        assert_eq!(manifest.filter_headers.len(), 8);
+        assert_eq!(after.len(), 1 + 4 + 8 + 8, "only listed files");
+        // The chain from one run on 9,000 blocks writes the very same files.
+        let fresh = Scratch::new("append-fresh");
+        export(&longer, &fresh.0, 6).unwrap();
+        let one_run = snapshot(&fresh.0.join("regtest"));
+        let names = |s: &[(String, Vec<u8>, SystemTime)]| {
+            s.iter()
+                .map(|f| (f.0.clone(), f.1.clone()))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(names(&one_run), names(&after));
+    }
+
+    #[test]
+    fn a_changed_or_missing_file_is_refused_and_nothing_written() {
+        let scratch = Scratch::new("changed");
+        let dir = scratch.0.join("regtest");
+        export(&generated(2100), &scratch.0, 6).unwrap();
+        let manifest = Manifest::parse(&fs::read(dir.join(MANIFEST)).unwrap()).unwrap();
+        let victim = dir.join(manifest.filters[1].file_name(Kind::Filters));
+        let mut bytes = fs::read(&victim).unwrap();
+        bytes[100] ^= 1;
+        fs::write(&victim, &bytes).unwrap();
+        let before = snapshot(&dir);
+        let err = export(&generated(5000), &scratch.0, 6).unwrap_err();
+        assert!(
+            matches!(&err, ExportError::FileChanged { file, .. } if *file == victim),
+            "{err}"
+        );
+        assert_eq!(snapshot(&dir), before, "nothing written");
+
+        bytes.pop();
+        fs::write(&victim, &bytes).unwrap();
+        let err = export(&generated(5000), &scratch.0, 6).unwrap_err();
+        assert!(err.to_string().contains("bytes, sealed with"), "{err}");
+
+        fs::remove_file(&victim).unwrap();
+        let err = export(&generated(5000), &scratch.0, 6).unwrap_err();
+        assert!(matches!(&err, ExportError::FileMissing { file } if *file == victim));
+
+        fs::write(dir.join(MANIFEST), b"{\"version\": 2}").unwrap();
+        let err = export(&generated(5000), &scratch.0, 6).unwrap_err();
+        assert!(
+            matches!(&err, ExportError::ManifestUnreadable { why, .. } if why.contains("version 2")),
+            "{err}"
+        );
+    }
+
+    /// A file already at a new sealed file's name, listed by no manifest (a run that
+    /// stopped before writing its manifest), is kept as it is when it holds the very
+    /// bytes, and refused otherwise: it is never opened for writing.
+    #[test]
+    fn an_unlisted_file_at_a_sealed_name_is_kept_only_when_it_is_the_same() {
+        let done = Scratch::new("stray-model");
+        let chain = generated(2100);
+        export(&chain, &done.0, 6).unwrap();
+        let model = snapshot(&done.0.join("regtest"));
+        let (name, bytes, _) = model
+            .iter()
+            .find(|f| f.0.starts_with("filters-0-"))
+            .unwrap();
+
+        let scratch = Scratch::new("stray");
+        let dir = scratch.0.join("regtest");
+        fs::create_dir_all(&dir).unwrap();
+        let mut other = bytes.clone();
+        other[20] ^= 1;
+        fs::write(dir.join(name), &other).unwrap();
+        let err = export(&chain, &scratch.0, 6).unwrap_err();
+        assert!(
+            matches!(&err, ExportError::FileChanged { file, .. } if *file == dir.join(name)),
+            "{err}"
+        );
+        assert_eq!(fs::read(dir.join(name)).unwrap(), other, "not written over");
+        assert!(!dir.join(MANIFEST).exists());
+
+        fs::write(dir.join(name), bytes).unwrap();
+        let kept = fs::metadata(dir.join(name)).unwrap().modified().unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let run = export(&chain, &scratch.0, 6).unwrap();
+        assert_eq!(run.new_files, 5, "listed now");
+        let modified = fs::metadata(dir.join(name)).unwrap().modified().unwrap();
+        assert_eq!(modified, kept, "kept, not rewritten");
+        let names = |s: Vec<(String, Vec<u8>, SystemTime)>| {
+            s.into_iter().map(|f| (f.0, f.1)).collect::<Vec<_>>()
+        };
+        assert_eq!(names(snapshot(&dir)), names(model));
+    }
+
+    /// A chain with another block at a sealed file's last height (here a heavier branch
+    /// from 3,000, past the file that ends at 4,031) is refused naming the height; so is a
+    /// manifest of another network; nothing is written.
+    #[test]
+    fn another_chain_is_refused_naming_the_height() {
+        use lightwire_chain::REGTEST;
+        use lightwire_chain::generate::headers_after;
+        let scratch = Scratch::new("reorg");
+        let dir = scratch.0.join("regtest");
+        export(&generated(5000), &scratch.0, 6).unwrap();
+        let before = snapshot(&dir);
+
+        let main = headers_after(&REGTEST, &REGTEST.genesis, 0, 3000, 0);
+        let branch = headers_after(&REGTEST, &main[2999], 3000, 3000, 1);
+        let mut data = REGTEST.genesis.encode().to_vec();
+        for h in main.iter().chain(&branch) {
+            data.extend_from_slice(&h.encode());
+        }
+        let other = ServedChain::from_file(&REGTEST, &data, None, NOW).unwrap();
+        let err = export(&other, &scratch.0, 6).unwrap_err();
+        assert!(
+            matches!(
+                &err,
+                ExportError::ChainContradicts {
+                    kind: Kind::Headers,
+                    height: 4031,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        assert!(err.to_string().contains("at height 4031"), "{err}");
+        assert_eq!(snapshot(&dir), before);
+
+        // A filter set at 3,500 changes every filter header from there: the filter-headers
+        // file ending at 4,000 is contradicted.
+        let mut chain = generated(5000);
+        chain.filters_mut().unwrap().set_filter(3500, vec![0]);
+        let err = export(&chain, &scratch.0, 6).unwrap_err();
+        assert!(
+            matches!(
+                &err,
+                ExportError::ChainContradicts {
+                    kind: Kind::FilterHeaders,
+                    height: 4000,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+
+        // A shorter chain cannot be checked against the files above its tip.
+        let err = export(&generated(3000), &scratch.0, 6).unwrap_err();
+        assert!(
+            matches!(
+                &err,
+                ExportError::ChainBehind {
+                    height: 4031,
+                    reached: Some(3000),
+                    ..
+                }
+            ),
+            "{err}"
+        );
+
+        let text = fs::read_to_string(dir.join(MANIFEST)).unwrap();
+        fs::write(
+            dir.join(MANIFEST),
+            text.replace("\"regtest\"", "\"signet\""),
+        )
+        .unwrap();
+        let err = export(&generated(5000), &scratch.0, 6).unwrap_err();
+        assert!(matches!(err, ExportError::NetworkMismatch { .. }), "{err}");
+        assert_eq!(snapshot(&dir).len(), before.len());
+    }
+
+    /// A headers file has no filters: headers only are written, and filter files sealed
+    /// by an earlier run (from a chain with filters) stay listed.
+    #[test]
+    fn a_headers_only_chain_writes_no_filter_files() {
+        use lightwire_chain::REGTEST;
+        use lightwire_chain::generate::headers_after;
+        let scratch = Scratch::new("headers-only");
+        let dir = scratch.0.join("regtest");
+        let headers = headers_after(&REGTEST, &REGTEST.genesis, 0, 5000, 0);
+        let mut data = REGTEST.genesis.encode().to_vec();
+        for h in &headers[..2500] {
+            data.extend_from_slice(&h.encode());
+        }
+        let file = ServedChain::from_file(&REGTEST, &data, None, NOW).unwrap();
+        let done = export(&file, &scratch.0, 6).unwrap();
+        assert_eq!((done.new_files, done.filters_to), (1, None));
+        let names: Vec<String> = snapshot(&dir).into_iter().map(|f| f.0).collect();
+        assert_eq!(names.len(), 2, "{names:?}");
+        assert!(names.iter().any(|n| n.starts_with("headers-0-2015-")));
+
+        // Then a chain with filters seals filters; a headers file after it keeps them.
+        export(&generated(2500), &scratch.0, 6).unwrap();
+        for h in &headers[2500..] {
+            data.extend_from_slice(&h.encode());
+        }
+        let file = ServedChain::from_file(&REGTEST, &data, None, NOW).unwrap();
+        let done = export(&file, &scratch.0, 6).unwrap();
+        assert_eq!((done.headers_to, done.filters_to), (Some(4031), Some(2000)));
+        let manifest = Manifest::parse(&fs::read(dir.join(MANIFEST)).unwrap()).unwrap();
+        assert_eq!(manifest.filters.len(), 2);
+    }
+
+    /// The manifest's keys and order are the documented ones; what it writes, it reads.
+    #[test]
+    fn the_manifest_is_as_documented() {
+        let chain = generated(2100);
+        let scratch = Scratch::new("manifest");
+        export(&chain, &scratch.0, 6).unwrap();
+        let text = fs::read_to_string(scratch.0.join("regtest").join(MANIFEST)).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v["version"], 1);
+        assert_eq!(v["network"], "regtest");
+        assert_eq!(
+            v["genesis"],
+            "0f9188f13cb7b2c71f2a335e3a4fc328bf5beb436012afca590b1a11466e2206"
+        );
+        assert_eq!(v["height"], 2015);
+        assert_eq!(v["hash"], chain.block_hash(2015).unwrap().to_string());
+        let h = &v["headers"][0];
+        assert_eq!(
+            (h["first"].as_u64(), h["last"].as_u64()),
+            (Some(0), Some(2015))
+        );
+        assert_eq!(h["top"], chain.block_hash(2015).unwrap().to_string());
+        let fh = &v["filterHeaders"][1];
+        let top = chain.filters().unwrap().entry(2000).unwrap().header;
+        assert_eq!(fh["top"], top.to_string(), "display order, byte-reversed");
+        assert!(v["filters"][0].get("top").is_none());
+        let keys = [
+            "\"version\"",
+            "\"network\"",
+            "\"genesis\"",
+            "\"height\"",
+            "\"hash\"",
+        ];
+        let at: Vec<usize> = keys.iter().map(|k| text.find(k).unwrap()).collect();
+        assert!(at.windows(2).all(|w| w[0] < w[1]), "{text}");
+        let parsed = Manifest::parse(text.as_bytes()).unwrap();
+        assert_eq!(parsed.to_json(), text);
+    }
+}
