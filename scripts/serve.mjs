@@ -1,6 +1,10 @@
 // A static file server for the built dashboard (web/dist), used by scripts/start.sh:
 //
-//   node scripts/serve.mjs DIR [--host 127.0.0.1] [--port 8080]
+//   node scripts/serve.mjs DIR [--host 127.0.0.1] [--port 8080] [--bulk BULKDIR]
+//
+// With --bulk, /bulk/... is served from BULKDIR (a `lightwire-gateway export --out`): the
+// demo's mirror, on the page's own origin, with the caching deploy/nginx/bulk.conf gives
+// (sealed files immutable, the manifest revalidated).
 //
 // Prints "serving http://HOST:PORT/" once it listens; exits 1 with a sentence if it cannot.
 
@@ -13,6 +17,7 @@ const option = (name, fallback) => (args.includes(name) ? args[args.indexOf(name
 const dir = resolve(args.find((a, i) => !a.startsWith('--') && !args[i - 1]?.startsWith('--')) ?? 'web/dist');
 const host = option('--host', '127.0.0.1');
 const port = Number(option('--port', '8080'));
+const bulk = args.includes('--bulk') ? resolve(option('--bulk')) : null;
 
 const TYPES = {
   '.html': 'text/html; charset=utf-8',
@@ -21,6 +26,7 @@ const TYPES = {
   '.css': 'text/css; charset=utf-8',
   '.wasm': 'application/wasm',
   '.json': 'application/json',
+  '.bin': 'application/octet-stream',
   '.svg': 'image/svg+xml',
   '.png': 'image/png',
   '.ico': 'image/x-icon',
@@ -39,8 +45,10 @@ const server = createServer((req, res) => {
     return;
   }
   if (path.endsWith('/')) path += 'index.html';
-  const file = normalize(join(dir, path));
-  if (file !== dir && !file.startsWith(dir + sep)) {
+  const mirror = bulk !== null && path.startsWith('/bulk/');
+  const base = mirror ? bulk : dir;
+  const file = normalize(join(base, mirror ? path.slice('/bulk'.length) : path));
+  if (file !== base && !file.startsWith(base + sep)) {
     res.writeHead(403).end();
     return;
   }
@@ -57,7 +65,9 @@ const server = createServer((req, res) => {
     'content-type': TYPES[extname(file)] ?? 'application/octet-stream',
     'content-length': size,
     // Vite names assets by their hash; the page itself must be fetched again each time.
-    'cache-control': path.startsWith('/assets/') ? 'public, max-age=31536000, immutable' : 'no-cache',
+    'cache-control': path.startsWith('/assets/') || (mirror && file.endsWith('.bin'))
+      ? 'public, max-age=31536000, immutable'
+      : 'no-cache',
   });
   if (req.method === 'HEAD') {
     res.end();

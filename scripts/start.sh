@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # npm start: the demo. Installs and builds whatever is missing, starts a local
 # lightwire-gateway serving a generated 925,000-header regtest chain (its key kept in .demo/
-# between runs), serves the dashboard (web/) on 127.0.0.1:8080 and prints the page's URL,
-# which connects to that gateway. Ctrl-C (or SIGTERM) stops everything it started.
+# between runs), exports the same chain as bulk files (.demo/bulk) and serves them as a
+# mirror beside the dashboard (web/) on 127.0.0.1:8080, and prints the page's URL, which
+# connects to that gateway and reads the chain's history from the mirror. Ctrl-C (or
+# SIGTERM) stops everything it started.
 #
 #   npm start -- [options]          (or: bash scripts/start.sh [options])
 #
@@ -136,7 +138,21 @@ await_line() {
   done
 }
 
-node scripts/serve.mjs web/dist --host 127.0.0.1 --port "$web_port" >"$web_out" &
+# The mirror: the chain the gateway serves, exported as bulk files (docs/PROTOCOL.md,
+# "Bulk files"), once (a later run appends what is new, or starts over for another chain).
+# None for --upstream (not exported yet) or --gateway (not ours).
+bulk_args=()
+if [ ${#gateways[@]} -eq 0 ] && [[ " ${source_args[*]} " != *" --upstream "* ]]; then
+  step "lightwire-gateway export (the demo's mirror, $demo_dir/bulk)"
+  if ! target/release/lightwire-gateway export --out "$demo_dir/bulk" "${source_args[@]}"; then
+    echo "npm start: the old export is of another chain: exporting again"
+    rm -rf "$demo_dir/bulk"
+    target/release/lightwire-gateway export --out "$demo_dir/bulk" "${source_args[@]}"
+  fi
+  bulk_args=(--bulk "$demo_dir/bulk")
+fi
+
+node scripts/serve.mjs web/dist --host 127.0.0.1 --port "$web_port" "${bulk_args[@]}" >"$web_out" &
 pids+=($!)
 web_pid=$!
 
@@ -166,11 +182,13 @@ for g in "${gateways[@]}"; do
   e=${e// /%20}
   query+="gw=$e&"
 done
+[ ${#bulk_args[@]} -eq 0 ] || query+="bulk=/bulk/$network/&"
 url="http://127.0.0.1:$web_port/?${query}network=$network"
 
 echo
 echo "lightwire demo"
 for g in "${gateways[@]}"; do echo "  gateway  $g"; done
+[ ${#bulk_args[@]} -eq 0 ] || echo "  mirror   http://127.0.0.1:$web_port/bulk/$network/"
 [ -z "$gw_pid" ] || echo "  metrics  http://127.0.0.1:$metrics_port/metrics"
 echo "  network  $network"
 echo

@@ -4,7 +4,8 @@
 //
 //   node tests/dashboard/run.mjs [--engines a,b]
 //
-// Checks that the progress reaches 100%; that the tip shown is the gateway's (its /metrics);
+// Checks that the progress reaches 100%, the history read from the demo's mirror (the bytes
+// by source shown); that the tip shown is the gateway's (its /metrics);
 // that the charts have data; that a reload resumes from the store instead of starting
 // over; that stopping the demo (Ctrl-C: every process gone, the ports free) and starting it
 // again shows the gateway backing off, reconnecting and synced again; that the scan panel
@@ -151,6 +152,7 @@ function readPage(page) {
       walletTxs: [...document.querySelectorAll('#wallet-txs tr')].map((tr) => Number(tr.dataset.height)),
       walletImmature: text('wallet-immature'),
       walletConfirmed: text('wallet-confirmed'),
+      sources: [...document.querySelectorAll('#sources li')].map((li) => ({ kind: li.className, text: li.textContent })),
     };
   });
 }
@@ -228,7 +230,7 @@ async function inEngine(engine) {
     demo = await startDemo(env);
     log(`npm start is up in ${((Date.now() - t) / 1000).toFixed(1)} s: ${demo.url}`);
     assert(demo.url.includes(`127.0.0.1:${ports.web}/?gw=ws://127.0.0.1:${ports.gateway}%23`) &&
-      demo.url.endsWith('&network=regtest'), `unexpected URL ${demo.url}`);
+      demo.url.endsWith('&bulk=/bulk/regtest/&network=regtest'), `unexpected URL ${demo.url}`);
     browser = await openEngine(engine, join(work, 'profile'));
     const page = await browser.newPage();
     page.onError((message) => errors.push(message));
@@ -246,6 +248,11 @@ async function inEngine(engine) {
     log(`synced ${GENERATE.toLocaleString('en-US')} headers in ${((Date.now() - t) / 1000).toFixed(1)} s ` +
       `(the page showed ${synced.percentText}; on the way: ${steps})`);
     assert(synced.first && synced.first.storedHeight === 0, `a fresh profile started at ${JSON.stringify(synced.first)}`);
+    // The history came from the demo's mirror (npm start exports the chain and serves it
+    // beside the page): the page lists it with the bytes it sent, beside the gateway's.
+    const sourced = await until(page, 'the bytes by source', 10_000, (v) =>
+      v.sources.some((x) => x.kind === 'mirror' && !/: 0 B /.test(x.text)) && v.sources.some((x) => x.kind === 'gateway'));
+    log(`bytes by source: ${sourced.sources.map((x) => x.text).join('; ')}`);
     for (let i = 1; i < seen.length; i++) assert(seen[i] >= seen[i - 1], `the progress went back: ${steps}`);
 
     // 3. The tip shown is the gateway's.
