@@ -748,6 +748,48 @@ function forgeBits(bytes) {
   return out;
 }
 
+/// A filter-headers file's bytes saying another filter hash at its 10th block, its chain
+/// linked again from there (each record's anchors rebuilt): a file consistent in itself
+/// that ends on another filter header than the gateways'.
+function forgeFilterHeaders(bytes) {
+  const out = Buffer.from(bytes);
+  const dsha = (b) => createHash('sha256').update(createHash('sha256').update(b).digest()).digest();
+  const records = [];
+  for (let at = 0; at < out.length; at += 2 + out.readUInt16BE(at)) records.push(at + 2);
+  let prev = null;
+  let flipped = false;
+  for (const r of records) {
+    const count = out.readUInt16BE(r + 2 + 4 + 4 + 1);
+    const segments = out[r + 2 + 4 + 4 + 1 + 2];
+    const anchors = r + 2 + 4 + 4 + 1 + 2 + 1;
+    const hashes = anchors + 32 * segments;
+    if (prev === null) prev = Buffer.from(out.subarray(anchors, anchors + 32));
+    if (!flipped) {
+      out[hashes + 32 * 10] ^= 1;
+      flipped = true;
+    }
+    for (let i = 0, k = 0; i < count; i += 1) {
+      if (k < segments && i === Math.floor((count * k) / segments)) {
+        prev.copy(out, anchors + 32 * k);
+        k += 1;
+      }
+      prev = dsha(Buffer.concat([out.subarray(hashes + 32 * i, hashes + 32 * i + 32), prev]));
+    }
+  }
+  return out;
+}
+
+/// The manifest `x` with the `kind` file at index `i` replaced by `forge` of its bytes
+/// (served from `files` under the name of its new SHA-256).
+function forgedManifest(www, x, files, kind, i, forge) {
+  const f = x[kind][i];
+  const bytes = forge(readFileSync(join(www, 'bulk', 'regtest', f.file)));
+  const sha = createHash('sha256').update(bytes).digest('hex');
+  const file = f.file.replace(/[0-9a-f]{64}\.bin$/, `${sha}.bin`);
+  files.set(file, bytes);
+  return { ...x, [kind]: x[kind].map((h, j) => (j === i ? { ...h, file, sha256: sha } : h)) };
+}
+
 async function mirrorScenario() {
   const www = bulkExport();
   const manifest = JSON.parse(readFileSync(join(www, 'bulk', 'regtest', 'manifest.json'), 'utf8'));
@@ -762,28 +804,33 @@ async function mirrorScenario() {
     const before = await gw.metric('lightwire_bytes_out_total');
     let page = await openPage();
     try {
-      await openClient(page, { gateways: [gw.connect], storeName: 'mirror', filters: false, bulk: [nginx.url] });
-      const { m, events } = await until(page, 'the sync from the mirror', 60_000, syncedTo(20_000));
+      await openClient(page, { gateways: [gw.connect], storeName: 'mirror', bulk: [nginx.url] });
+      const { m, events } = await until(page, 'the sync from the mirror', 60_000,
+        (x) => syncedTo(20_000)(x) && x.storedFilterHeight === 20_000);
       const sent = (await gw.metric('lightwire_bytes_out_total')) - before;
       const seen = mirrorEvents(events);
       assert(seen.length === 1 && seen[0].state === 'ready' && seen[0].height === top,
         `mirror events ${JSON.stringify(seen)}`);
       assert(await tipHash(page) === expected.hash, 'not the gateway\'s tip');
-      // The edge: 20,000 - top headers of about 39 bytes, its handshake and tip.
+      // The edges: 20,000 - top headers of about 39 bytes, 20,000 - the filter headers'
+      // top filter hashes of 32, the checkpoints (32 bytes each), its handshake and tips.
       const edge = 20_000 - top;
-      assert(sent < edge * 45 + 20_000, `the gateway sent ${sent} bytes for an edge of ${edge} headers`);
-      const files = manifest.headers.length;
-      const got = nginx.access().split('\n').filter((l) => / 200 /.test(l) && /headers-/.test(l)).length;
-      assert(got === files, `nginx served ${got} headers files of ${files}`);
-      log(`  ${files} headers files (to ${top}) from nginx, the edge from the gateway: it sent ${sent} bytes ` +
-        `(${m.bytesIn} in all reached the client)`);
+      const filterTop = manifest.filterHeaders.at(-1).last;
+      const filterEdge = 20_000 - filterTop;
+      assert(sent < edge * 45 + filterEdge * 36 + 20 * 32 + 20_000,
+        `the gateway sent ${sent} bytes for edges of ${edge} headers and ${filterEdge} filter headers`);
+      const served = (kind) => nginx.access().split('\n').filter((l) => / 200 /.test(l) && l.includes(`/${kind}-`)).length;
+      assert(served('headers') === manifest.headers.length, `nginx served ${served('headers')} headers files of ${manifest.headers.length}`);
+      assert(served('filter-headers') === manifest.filterHeaders.length,
+        `nginx served ${served('filter-headers')} filter-headers files of ${manifest.filterHeaders.length}`);
+      log(`  ${manifest.headers.length} headers files (to ${top}) and ${manifest.filterHeaders.length} filter-headers files ` +
+        `(to ${filterTop}) from nginx, the edges from the gateway: it sent ${sent} bytes (${m.bytesIn} in all reached the client)`);
       await stopClient(page);
     } finally {
       await page.close();
     }
     // Hostile mirrors, each in a fresh store: dropped with its reason, the gateway syncs
     // the rest, the gateway's chain stored.
-    const forged = new Map();
     const cases = [
       ['not-found', { body: () => null }],
       ['truncated', { body: (b) => b.subarray(0, b.length >> 1) }],
@@ -801,17 +848,10 @@ async function mirrorScenario() {
           return { ...x, height: more.last, headers: [...x.headers, more] };
         },
       }],
-      ['invalid-header', {
-        manifest: (x, files) => {
-          const f = x.headers[1];
-          const bytes = forgeBits(readFileSync(join(www, 'bulk', 'regtest', f.file)));
-          const sha = createHash('sha256').update(bytes).digest('hex');
-          const file = f.file.replace(/[0-9a-f]{64}\.bin$/, `${sha}.bin`);
-          files.set(file, bytes);
-          forged.set('file', file);
-          return { ...x, headers: x.headers.map((h, i) => (i === 1 ? { ...h, file, sha256: sha } : h)) };
-        },
-      }],
+      // A forged lower-difficulty headers file, named by its own hash.
+      ['invalid-header', { manifest: (x, files) => forgedManifest(www, x, files, 'headers', 1, forgeBits) }],
+      // A filter-headers file consistent in itself, ending elsewhere than the gateways'.
+      ['filter-headers-contradicted', { manifest: (x, files) => forgedManifest(www, x, files, 'filterHeaders', 4, forgeFilterHeaders) }],
       ['stalled', { stallAfter: 0 }],
       ['slow', { trickle: 20_000 }],
     ];
@@ -820,7 +860,7 @@ async function mirrorScenario() {
       const mirror = await hostileMirror(www, how);
       page = await openPage();
       try {
-        await openClient(page, { gateways: [gw.connect], storeName: `mirror-${said.length}`, filters: false, bulk: [mirror.url] });
+        await openClient(page, { gateways: [gw.connect], storeName: `mirror-${said.length}`, bulk: [mirror.url] });
         const { events } = await until(page, `the sync past a mirror (${code})`, 60_000, syncedTo(20_000));
         const dropped = mirrorEvents(events).filter((e) => e.state === 'dropped');
         assert(dropped.length === 1 && [code].flat().includes(dropped[0].code),

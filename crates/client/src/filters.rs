@@ -85,6 +85,30 @@ pub struct FilterAnswer<'a> {
     pub hashes: &'a [FilterHash],
 }
 
+impl<'a> FilterAnswer<'a> {
+    /// The answer a connection's (or a bulk file's) `filter_headers` event carries.
+    pub fn of(event: lightwire_proto::PeerEvent<'a>) -> Option<FilterAnswer<'a>> {
+        match event {
+            lightwire_proto::PeerEvent::FilterHeaders {
+                id,
+                first_height,
+                flags,
+                before,
+                headers,
+                hashes,
+            } => Some(FilterAnswer {
+                id,
+                first_height,
+                flags,
+                before,
+                headers,
+                hashes,
+            }),
+            _ => None,
+        }
+    }
+}
+
 /// The gateways whose answer ended short of what was asked (they said they lack what
 /// follows: an empty answer, or "the stop block is not on my chain"). Each *waits*, not
 /// asked again, until a tip comes or new headers are validated (asking again at once would
@@ -350,6 +374,33 @@ impl FilterSync {
             stop_hash: hash,
         });
         Some((id, self.next, hash))
+    }
+
+    /// Filter headers a mirror's file brought, from `first` on, `before` the one before
+    /// them, already checked (see `engine/bulk_filters.rs`): taken when they follow on
+    /// from ours with nothing in flight; false otherwise (ours moved meanwhile).
+    pub fn take_checked(
+        &mut self,
+        first: u32,
+        before: FilterHeader,
+        headers: &[FilterHeader],
+    ) -> bool {
+        if first != self.next || self.prev != Some(before) || self.in_flight.is_some() {
+            return false;
+        }
+        let Some(&last) = headers.last() else {
+            return false;
+        };
+        for h in headers {
+            if self.recent.len() == RECENT_FILTER_HEADERS {
+                self.recent.pop_front();
+            }
+            self.recent.push_back(*h);
+        }
+        self.prev = Some(last);
+        self.next = first + headers.len() as u32;
+        self.reached = None;
+        true
     }
 
     /// The request in flight is given up (its gateway dropped).

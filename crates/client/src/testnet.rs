@@ -259,11 +259,60 @@ impl TestMirror {
                 height: top,
                 hash: chain[top as usize].block_hash(),
                 headers,
+                filter_headers: Vec::new(),
             }),
             files,
             serve: Serve::Honest,
             chunk: 16 * 1024,
         }
+    }
+
+    /// With `chain`'s filter headers too, in files from checkpoint to checkpoint up to
+    /// `last` (a multiple of 1,000); `rewrite(height, header, hash)` may change what a
+    /// file says (a lying mirror), the chain linked from what it gives.
+    pub fn with_filter_headers(
+        mut self,
+        chain: &TestChain,
+        last: u32,
+        rewrite: impl Fn(u32, &mut [u8; 32]),
+    ) -> TestMirror {
+        let mut first = 0;
+        let mut before = [0u8; 32];
+        while first < last {
+            let end = (first / 1_000 + 1) * 1_000;
+            let anchor = before;
+            let entries: Vec<([u8; 32], [u8; 32])> = (first..=end)
+                .map(|h| {
+                    let e = lightwire_proto::Served::filter_entry(chain, h).expect("a filter");
+                    let mut hash = e.hash.0;
+                    rewrite(h, &mut hash);
+                    // Linked from what the file itself says (BIP157).
+                    let mut both = [0u8; 64];
+                    both[..32].copy_from_slice(&hash);
+                    both[32..].copy_from_slice(&before);
+                    before = lightwire_primitives::sha256d(&both);
+                    (before, hash)
+                })
+                .collect();
+            let mut bytes = Vec::new();
+            lightwire_proto::bulk::write_filter_headers(&mut bytes, first, anchor, &entries);
+            let check = lightwire_proto::bulk::file_check(&bytes);
+            let name = format!(
+                "filter-headers-{first}-{end}-{}.bin",
+                hex::encode(check.sha256)
+            );
+            self.files.push((name.clone(), bytes));
+            if let Ok(m) = self.manifest.as_mut() {
+                m.filter_headers.push(FileEntry {
+                    first,
+                    last: end,
+                    check,
+                    name,
+                });
+            }
+            first = end + 1;
+        }
+        self
     }
 
     /// The inputs fetching `name` as fetch `fetch` gives, and whether it stalls.

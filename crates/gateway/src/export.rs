@@ -28,8 +28,8 @@ use std::path::{Path, PathBuf};
 use lightwire_chain::{BlockHash, HEADER_LEN, Network};
 use lightwire_proto::Served as _;
 use lightwire_proto::session::FilterLookup;
-use lightwire_wire::filters::{FILTER_CHECKPOINT_INTERVAL, MAX_FILTER_HASHES_PER_MESSAGE};
-use lightwire_wire::{AnswerFlags, EncodeError, FilterHeaders, FiltersWriter, MAX_MESSAGE_LEN};
+use lightwire_wire::filters::FILTER_CHECKPOINT_INTERVAL;
+use lightwire_wire::{AnswerFlags, EncodeError, FiltersWriter, MAX_MESSAGE_LEN};
 use sha2::{Digest as _, Sha256};
 
 use crate::filters::ServedFilters;
@@ -574,7 +574,7 @@ pub fn export(
             let entry = filters
                 .entry(last)
                 .ok_or(ExportError::FilterUnavailable { height: last })?;
-            let bytes = filter_headers_file(filters, first, last, &mut buf)?;
+            let bytes = filter_headers_file(filters, first, last)?;
             let kind = Kind::FilterHeaders;
             seal(
                 &dir,
@@ -826,35 +826,20 @@ fn filter_headers_file(
     filters: &ServedFilters,
     first: u32,
     last: u32,
-    buf: &mut [u8],
 ) -> Result<Vec<u8>, ExportError> {
-    let mut file = Vec::new();
-    let mut next = first;
-    while next <= last {
-        let count = ((last - next + 1) as usize).min(MAX_FILTER_HASHES_PER_MESSAGE);
-        let unavailable = |height| ExportError::FilterUnavailable { height };
-        let before = match next.checked_sub(1) {
-            Some(h) => filters.entry(h).ok_or(unavailable(h))?.header.0,
-            None => [0; 32],
-        };
-        let mut entries = Vec::with_capacity(count);
-        for h in next..next + count as u32 {
+    let unavailable = |height| ExportError::FilterUnavailable { height };
+    let before = match first.checked_sub(1) {
+        Some(h) => filters.entry(h).ok_or(unavailable(h))?.header.0,
+        None => [0; 32],
+    };
+    let entries = (first..=last)
+        .map(|h| {
             let e = filters.entry(h).ok_or(unavailable(h))?;
-            entries.push((e.header.0, e.hash.0));
-        }
-        let flags = AnswerFlags {
-            last: next + count as u32 > last,
-            stop_unknown: false,
-        };
-        let len = FilterHeaders::encode_answer(buf, ID, next, flags, count, before, |i| entries[i])
-            .map_err(|source| ExportError::Encode {
-                kind: Kind::FilterHeaders,
-                height: next,
-                source,
-            })?;
-        record(&mut file, &buf[..len], Kind::FilterHeaders, next)?;
-        next += count as u32;
-    }
+            Ok((e.header.0, e.hash.0))
+        })
+        .collect::<Result<Vec<_>, ExportError>>()?;
+    let mut file = Vec::with_capacity(entries.len() * 32 + 256);
+    lightwire_proto::bulk::write_filter_headers(&mut file, first, before, &entries);
     Ok(file)
 }
 

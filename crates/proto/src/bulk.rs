@@ -16,8 +16,9 @@
 //! message, 64 KiB).
 
 use lightwire_chain::HEADER_LEN;
-use lightwire_wire::HeadersCompact;
 use lightwire_wire::MAX_MESSAGE_LEN;
+use lightwire_wire::filters::MAX_FILTER_HASHES_PER_MESSAGE;
+use lightwire_wire::{AnswerFlags, FilterHeaders, HeadersCompact};
 use sha2::{Digest, Sha256};
 
 use crate::compact::Expanded;
@@ -268,6 +269,52 @@ pub fn write_headers(
         done += n;
         records += 1;
         if n == 0 {
+            break;
+        }
+    }
+    records
+}
+
+/// Append the records of a filter-headers file to `out`: `entries` the filter header and
+/// the filter hash of each block from `first_height` on, `before` the filter header of the
+/// block before the first (zeros before genesis), as `filter_headers` messages (id 0), the
+/// last one flagged `last`. Returns the records written.
+pub fn write_filter_headers(
+    out: &mut Vec<u8>,
+    first_height: u32,
+    before: [u8; 32],
+    entries: &[([u8; 32], [u8; 32])],
+) -> usize {
+    let mut message = vec![0u8; MAX_MESSAGE_LEN];
+    let mut records = 0;
+    let mut at = 0;
+    let mut before = before;
+    while at < entries.len() || records == 0 {
+        let count = (entries.len() - at).min(MAX_FILTER_HASHES_PER_MESSAGE);
+        let flags = AnswerFlags {
+            last: at + count == entries.len(),
+            stop_unknown: false,
+        };
+        let chunk = &entries[at..at + count];
+        let encoded = FilterHeaders::encode_answer(
+            &mut message,
+            0,
+            first_height + at as u32,
+            flags,
+            count,
+            before,
+            |i| chunk[i],
+        );
+        // A buffer of a whole message always takes a message's worth.
+        let Ok(len) = encoded else { break };
+        out.extend_from_slice(&(len as u16).to_be_bytes());
+        out.extend_from_slice(&message[..len]);
+        records += 1;
+        if let Some((h, _)) = chunk.last() {
+            before = *h;
+        }
+        at += count;
+        if count == 0 {
             break;
         }
     }

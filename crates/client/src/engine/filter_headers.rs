@@ -14,15 +14,22 @@
 //! headers come, and another is asked at once; each such answer that another gateway
 //! then fills is a strike, and a gateway with [`MAX_STRIKES`] is asked only when no other
 //! can be, for [`BENCHED_FOR`].
+//!
+//! A mirror's file holding the next range is read instead, once the gateways agree on the
+//! filter header at its end (`bulk_filters.rs`); while the headers have not reached its
+//! end, or the gateways' checkpoints are on their way, the gateways are not asked for
+//! that range (a range they served would leave the next file's start behind us).
 
 use lightwire_chain::BlockHash;
 use lightwire_chain::link_filter_headers;
 use lightwire_primitives::FilterHeader;
 
+use super::bulk_filters::BulkFilters;
 use super::ctx::{Broke, Conns, Ctx, Effect, ready};
 use super::gateway::Gateway;
 #[cfg(doc)]
 use super::gateway::{BENCHED_FOR, MAX_STRIKES};
+use super::mirror::Kind;
 use super::task::{Task, View, timeout};
 use crate::filters::{FilterAnswer, FilterSync};
 use crate::ids::{GatewayId, TaskId};
@@ -45,16 +52,92 @@ pub struct FilterHeaders {
     draw: Option<usize>,
     /// An answer of a gateway in conflict, linked onto ours (see [`Self::on_answer`]).
     relinked: Vec<FilterHeader>,
+    /// Mirrors' files and the gateways' checkpoints they are checked against.
+    pub bulk: BulkFilters,
 }
 
 impl FilterHeaders {
-    /// Nothing known until [`Self::resume`].
-    pub fn new() -> FilterHeaders {
+    /// Nothing known until [`Self::resume`], for `gateways` gateways.
+    pub fn new(gateways: usize) -> FilterHeaders {
         FilterHeaders {
             sync: FilterSync::new(None, 0),
             draw: None,
             relinked: Vec::new(),
+            bulk: BulkFilters::new(gateways),
         }
+    }
+
+    /// Read a mirror's file holding the next range, once the gateways agree on its end;
+    /// ask them for their checkpoints when that is due. True while the range waits for
+    /// the mirror (the gateways are not asked for it).
+    fn schedule_mirror(&mut self, ctx: &mut Ctx, conns: &mut Conns, view: &View) -> bool {
+        if self.bulk.is_reading() {
+            return true;
+        }
+        if ctx.mirrors.reading_manifest() {
+            // What it holds is not known yet.
+            return true;
+        }
+        let next = self.sync.next();
+        let (Some(before), Some((m, file))) =
+            (self.sync.prev(), ctx.mirrors.filter_headers_file(next))
+        else {
+            return false;
+        };
+        let (tip, synced) = (view.tip, view.headers_synced);
+        if file.last > tip.0 {
+            // The headers are on their way to it (they come first).
+            return !synced;
+        }
+        let (name, last) = (file.name.clone(), file.last);
+        let top = ctx.mirrors.filter_headers_top();
+        for g in self.bulk.to_ask(ctx, last, tip.0, synced, top) {
+            if let Some(conn) = ready(conns, g) {
+                let id = self.bulk.asking(g, tip.0);
+                if conn.request_filter_checkpoints(id, tip.1).is_err() {
+                    self.bulk.not_asked(g);
+                }
+            }
+        }
+        match self.bulk.agreed(ctx, last) {
+            Some(expected) if ctx.mirrors.streaming(Kind::FilterHeaders).is_none() => {
+                let file = file.clone();
+                self.bulk
+                    .start(m, name, (file.first, next, last), before, expected);
+                let now = ctx.now;
+                ctx.mirrors
+                    .start(m, file, Kind::FilterHeaders, now, &mut ctx.actions);
+                true
+            }
+            Some(_) => true,
+            // Not agreed yet: their checkpoints are on their way, or are asked once the
+            // headers are further (or synced); else they differ, or none can say.
+            None => self.bulk.asked_any() || !synced,
+        }
+    }
+
+    /// A mirror's file, checked (see `bulk_filters.rs`): taken as a gateway's answer is,
+    /// the gateways that said its last header agreeing with ours up to it. Returns
+    /// whether it was taken (not when ours moved meanwhile: a reorg, a truncation).
+    pub fn take_checked(
+        ctx: &mut Ctx,
+        sync: &mut FilterSync,
+        bulk: &BulkFilters,
+        first: u32,
+        before: FilterHeader,
+        headers: &[FilterHeader],
+    ) -> bool {
+        if !sync.take_checked(first, before, headers) {
+            return false;
+        }
+        let last = first + headers.len() as u32 - 1;
+        if let Some(h) = headers.last() {
+            for g in bulk.agreeing(last, *h) {
+                ctx.gateways[g].trust.agree(last);
+            }
+        }
+        ctx.timers.touch(TaskId::FilterHeaders, ctx.now);
+        true
     }
 
     /// Resume from the store's last filter header, or its base; the headers' tip `tip` is
@@ -148,6 +231,11 @@ impl FilterHeaders {
         if let Some((a, id)) = self.sync.reorg(fork) {
             ctx.give_up(a, id);
         }
+        if self.bulk.reorg(fork).is_some() {
+            let now = ctx.now;
+            ctx.mirrors
+                .cancel(Kind::FilterHeaders, now, &mut ctx.actions);
+        }
     }
 
     /// Our filter headers are wrong from `height` on (see [`Effect::OursWrong`]); the
@@ -172,8 +260,11 @@ impl Task for FilterHeaders {
     /// Ask for the next filter headers, up to the last validated header, from the next
     /// gateway in turn that serves them (see the module's comment). `Err` names a gateway
     /// whose connection broke.
-    fn schedule(&mut self, ctx: &mut Ctx, conns: &mut Conns, _: &View) -> Result<(), Broke> {
+    fn schedule(&mut self, ctx: &mut Ctx, conns: &mut Conns, view: &View) -> Result<(), Broke> {
         if !ctx.filters_on || ctx.stopped || self.sync.asked().is_some() {
+            return Ok(());
+        }
+        if self.schedule_mirror(ctx, conns, view) {
             return Ok(());
         }
         // The engine's seeded random numbers: the shell seeds them from the platform's.
@@ -231,5 +322,6 @@ impl Task for FilterHeaders {
         if self.sync.asked() == Some(g) {
             self.sync.abandon();
         }
+        self.bulk.gateway_gone(g);
     }
 }

@@ -553,7 +553,11 @@ impl Task for Headers {
             // done, so that what is gathered stays bounded however slow the store is.
             return Ok(());
         }
-        // A mirror's file holding the next header answers before any gateway is asked.
+        // A mirror's file holding the next header answers before any gateway is asked
+        // (nor is one asked while a manifest is read, at most its timeout).
+        if ctx.mirrors.reading_manifest() {
+            return Ok(());
+        }
         let next = self.syncer.tip().height + 1;
         if self.asked.is_none()
             && let Some((m, file)) = ctx.mirrors.headers_file(next)
@@ -571,7 +575,8 @@ impl Task for Headers {
                 ended: false,
             });
             let now = ctx.now;
-            ctx.mirrors.start(m, file, now, &mut ctx.actions);
+            ctx.mirrors
+                .start(m, file, super::mirror::Kind::Headers, now, &mut ctx.actions);
             return Ok(());
         }
         let Some(g) = self.source else {

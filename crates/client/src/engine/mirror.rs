@@ -74,6 +74,10 @@ pub struct Manifest {
     pub hash: BlockHash,
     /// The headers files, in height order from 0.
     pub headers: Vec<FileEntry>,
+    /// The filter-headers files, in height order from 0, each ending on a checkpoint
+    /// height (a multiple of 1,000), where its last filter header is checked against
+    /// what the gateways agree on.
+    pub filter_headers: Vec<FileEntry>,
 }
 
 impl Manifest {
@@ -109,6 +113,27 @@ impl Manifest {
         }
         if self.headers.last().is_some_and(|f| f.last != self.height) {
             return bad("its height is not its last headers file's");
+        }
+        if self.filter_headers.len() > MAX_FILES {
+            return bad("it lists too many files");
+        }
+        let mut next = 0u32;
+        for f in &self.filter_headers {
+            let interval = lightwire_wire::filters::FILTER_CHECKPOINT_INTERVAL;
+            let count = f.last.checked_sub(f.first).map(|n| n + 1);
+            if f.first != next
+                || f.last % interval != 0
+                || f.last == 0
+                || count > Some(interval + 1)
+            {
+                return bad(
+                    "its filter-headers files do not run from 0 from checkpoint to checkpoint",
+                );
+            }
+            if !safe_name(&f.name) {
+                return bad("a file name is not a plain name");
+            }
+            next = f.last + 1;
         }
         Ok(())
     }
@@ -172,6 +197,10 @@ pub enum MirrorFault {
     /// chain up to the file's end (files of another chain, or of a branch with less work).
     #[error("the file {0} is not of our chain")]
     NotOurChain(String),
+    /// A filter-headers file does not link from ours, or does not end on the filter
+    /// header the gateways agree on at its last height.
+    #[error("the filter headers of the file {0} are not those the gateways agree on")]
+    FilterHeadersContradicted(String),
     /// A file's answer ended before its last header, or went on after it.
     #[error("the file {0} does not hold the range its manifest names")]
     WrongRange(String),
@@ -210,6 +239,7 @@ impl MirrorFault {
             MirrorFault::Invalid(_) => "invalid-header",
             MirrorFault::NotYet(_) => "future-header",
             MirrorFault::NotOurChain(_) => "not-our-chain",
+            MirrorFault::FilterHeadersContradicted(_) => "filter-headers-contradicted",
             MirrorFault::WrongRange(_) => "wrong-range",
             MirrorFault::Slow(_) => "slow",
             MirrorFault::Stalled => "stalled",
@@ -243,6 +273,17 @@ pub struct Mirror {
     /// brought. It runs across files (a slow mirror of small files is slow all the same)
     /// and stands still between them (while the engine does not ask it).
     window: (Duration, u64),
+    /// Its files streaming now, and since when one has been (the window's running part).
+    active: (u32, Millis),
+}
+
+/// What a bulk file holds.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Kind {
+    /// Headers.
+    Headers,
+    /// Filter headers.
+    FilterHeaders,
 }
 
 /// The file being streamed.
@@ -253,19 +294,20 @@ pub struct Stream {
     pub mirror: MirrorId,
     /// The file.
     pub file: FileEntry,
-    /// When it started, or its mirror's rate window last started since.
-    since: Millis,
+    /// What it holds.
+    pub kind: Kind,
     /// Its reader was started on it (at its first bytes).
     pub reading: bool,
 }
 
-/// Every mirror, and the one file streamed at a time (its reader is the engine's, apart
-/// from the context, so that the headers it hands out go to the tasks where they lie).
+/// Every mirror, and the files streamed: at most one of each [`Kind`] at a time (their
+/// readers are the engine's, apart from the context, so that what they hand out goes to
+/// the tasks where it lies).
 pub struct Mirrors {
     /// As the application listed them.
     pub list: Vec<Mirror>,
-    /// The file in flight.
-    pub stream: Option<Stream>,
+    /// The files in flight.
+    pub streams: Vec<Stream>,
     next_fetch: u32,
 }
 
@@ -283,12 +325,13 @@ impl Mirrors {
                     state: MirrorState::Unread,
                     bytes: 0,
                     window: (Duration::ZERO, 0),
+                    active: (0, Millis(0)),
                 }
             })
             .collect();
         Mirrors {
             list,
-            stream: None,
+            streams: Vec::with_capacity(2),
             next_fetch: 0,
         }
     }
@@ -345,35 +388,109 @@ impl Mirrors {
     /// A mirror whose manifest has a headers file holding `height`, and that file: the
     /// first such in list order.
     pub fn headers_file(&self, height: u32) -> Option<(MirrorId, &FileEntry)> {
+        self.ready()
+            .find_map(|(m, manifest)| manifest.headers_file(height).map(|f| (m, f)))
+    }
+
+    /// A mirror whose manifest has a filter-headers file holding `height`, and that file:
+    /// the first such in list order.
+    pub fn filter_headers_file(&self, height: u32) -> Option<(MirrorId, &FileEntry)> {
+        self.ready().find_map(|(m, manifest)| {
+            let i = manifest.filter_headers.partition_point(|f| f.last < height);
+            let f = manifest
+                .filter_headers
+                .get(i)
+                .filter(|f| f.first <= height)?;
+            Some((m, f))
+        })
+    }
+
+    /// Whether a mirror's manifest is being read: the gateways are not asked for what it
+    /// may hold meanwhile (at most [`MANIFEST_TIMEOUT`]).
+    pub fn reading_manifest(&self) -> bool {
+        self.list
+            .iter()
+            .any(|m| matches!(m.state, MirrorState::Reading(_)))
+    }
+
+    /// Whether some mirror lists filter-headers files ending at `height` or above.
+    pub fn has_filter_headers_to(&self, height: u32) -> bool {
+        self.ready().any(|(_, manifest)| {
+            manifest
+                .filter_headers
+                .last()
+                .is_some_and(|f| f.last >= height)
+        })
+    }
+
+    /// Every mirror whose manifest was read, with it.
+    fn ready(&self) -> impl Iterator<Item = (MirrorId, &Manifest)> {
         self.list
             .iter()
             .enumerate()
-            .find_map(|(m, mirror)| match &mirror.state {
-                MirrorState::Ready(manifest) => {
-                    manifest.headers_file(height).map(|f| (m as MirrorId, f))
-                }
+            .filter_map(|(m, mirror)| match &mirror.state {
+                MirrorState::Ready(manifest) => Some((m as MirrorId, manifest)),
                 _ => None,
             })
     }
 
-    /// Start streaming `file` from mirror `m` at `now`: the shell is asked to fetch it.
+    /// The file of `kind` streaming, if one is.
+    pub fn streaming(&self, kind: Kind) -> Option<&Stream> {
+        self.streams.iter().find(|s| s.kind == kind)
+    }
+
+    /// Start streaming `file` (of `kind`) from mirror `m` at `now`: the shell is asked to
+    /// fetch it.
     pub fn start(
         &mut self,
         m: MirrorId,
         file: FileEntry,
+        kind: Kind,
         now: Millis,
         actions: &mut std::collections::VecDeque<Action>,
     ) {
         let fetch = self.next_fetch;
         self.next_fetch = self.next_fetch.wrapping_add(1);
         actions.push_back(Action::Fetch { mirror: m, fetch });
-        self.stream = Some(Stream {
+        if let Some(mirror) = self.list.get_mut(m as usize) {
+            if mirror.active.0 == 0 {
+                mirror.active.1 = now;
+            }
+            mirror.active.0 += 1;
+        }
+        self.streams.push(Stream {
             fetch,
             mirror: m,
             file,
-            since: now,
+            kind,
             reading: false,
         });
+    }
+
+    /// Stop streaming the file of `kind`, if one is (at `now`): its fetch is aborted.
+    pub fn cancel(
+        &mut self,
+        kind: Kind,
+        now: Millis,
+        actions: &mut std::collections::VecDeque<Action>,
+    ) {
+        if let Some(fetch) = self.streaming(kind).map(|s| s.fetch) {
+            self.end_stream(fetch, now);
+            actions.push_back(Action::CancelFetch { fetch });
+        }
+    }
+
+    /// The highest height of a filter-headers file any mirror lists.
+    pub fn filter_headers_top(&self) -> u32 {
+        self.ready()
+            .filter_map(|(_, manifest)| manifest.filter_headers.last().map(|f| f.last))
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// The stream of fetch `fetch`, if it is one.
+    pub fn stream_mut(&mut self, fetch: u32) -> Option<&mut Stream> {
+        self.streams.iter_mut().find(|s| s.fetch == fetch)
     }
 
     /// The URL of what the shell is asked to fetch: mirror `m`'s manifest, or (with
@@ -383,7 +500,7 @@ impl Mirrors {
         match fetch {
             None => Some(format!("{}manifest.json", mirror.url)),
             Some(f) => {
-                let s = self.stream.as_ref().filter(|s| s.fetch == f)?;
+                let s = self.streams.iter().find(|s| s.fetch == f)?;
                 Some(format!("{}{}", mirror.url, s.file.name))
             }
         }
@@ -392,7 +509,7 @@ impl Mirrors {
     /// Bytes of fetch `fetch` came: counted (for the rate and the mirror's total);
     /// false when the fetch is not the one streamed (stale: ignored).
     pub fn took(&mut self, fetch: u32, bytes: usize) -> bool {
-        let Some(s) = self.stream.as_mut().filter(|s| s.fetch == fetch) else {
+        let Some(s) = self.streams.iter().find(|s| s.fetch == fetch) else {
             return false;
         };
         if let Some(mirror) = self.list.get_mut(s.mirror as usize) {
@@ -405,69 +522,71 @@ impl Mirrors {
     /// The stream of fetch `fetch` ended at `now`: taken, its time counted in its mirror's
     /// rate window.
     pub fn end_stream(&mut self, fetch: u32, now: Millis) -> Option<Stream> {
-        let stream = self.stream.take_if(|s| s.fetch == fetch)?;
+        let i = self.streams.iter().position(|s| s.fetch == fetch)?;
+        let stream = self.streams.swap_remove(i);
         if let Some(mirror) = self.list.get_mut(stream.mirror as usize) {
-            mirror.window.0 += now.since(stream.since);
+            mirror.active.0 = mirror.active.0.saturating_sub(1);
+            if mirror.active.0 == 0 {
+                mirror.window.0 += now.since(mirror.active.1);
+            }
         }
         Some(stream)
     }
 
-    /// Drop mirror `m` for `fault`: the application hears of it; its stream, if any, is
-    /// cancelled (returned: the headers task gives up its request).
+    /// Drop mirror `m` for `fault`: the application hears of it; its streams are
+    /// cancelled (the tasks give up what they asked of it).
     pub fn drop_mirror(
         &mut self,
         m: MirrorId,
         fault: MirrorFault,
         events: &mut std::collections::VecDeque<Event>,
         actions: &mut std::collections::VecDeque<Action>,
-    ) -> Option<Stream> {
-        let mirror = self.list.get_mut(m as usize)?;
+    ) {
+        let Some(mirror) = self.list.get_mut(m as usize) else {
+            return;
+        };
         if mirror.state == MirrorState::Dropped {
-            return None;
+            return;
         }
         mirror.state = MirrorState::Dropped;
+        mirror.active.0 = 0;
         events.push_back(Event::Mirror { mirror: m, fault });
-        let stream = self.stream.take_if(|s| s.mirror == m)?;
-        actions.push_back(Action::CancelFetch {
-            fetch: stream.fetch,
-        });
-        Some(stream)
+        for s in self.streams.iter().filter(|s| s.mirror == m) {
+            actions.push_back(Action::CancelFetch { fetch: s.fetch });
+        }
+        self.streams.retain(|s| s.mirror != m);
     }
 
     /// When [`Self::timed_out`] must next run.
     pub fn deadline(&self) -> Option<Millis> {
-        let stream = self.stream.as_ref().map(|s| {
-            let busy = self
-                .list
-                .get(s.mirror as usize)
-                .map_or(Duration::ZERO, |m| m.window.0);
-            s.since + RATE_WINDOW.saturating_sub(busy)
-        });
-        let manifests = self.list.iter().filter_map(|m| match m.state {
-            MirrorState::Reading(since) => Some(since + MANIFEST_TIMEOUT),
-            _ => None,
-        });
-        manifests.fold(stream, |a, b| lightwire_proto::time::earliest(a, Some(b)))
+        self.list
+            .iter()
+            .filter_map(|m| match m.state {
+                MirrorState::Reading(since) => Some(since + MANIFEST_TIMEOUT),
+                _ if m.active.0 > 0 => Some(m.active.1 + RATE_WINDOW.saturating_sub(m.window.0)),
+                _ => None,
+            })
+            .min()
     }
 
     /// At `now`: a mirror whose stream's window ended below [`MIN_RATE`] (or empty), or
     /// whose manifest has not come, with its fault (the caller drops it). A window that
     /// ended fast enough starts the next.
     pub fn timed_out(&mut self, now: Millis) -> Option<(MirrorId, MirrorFault)> {
-        if let Some(s) = self.stream.as_mut()
-            && let Some(mirror) = self.list.get_mut(s.mirror as usize)
-            && mirror.window.0 + now.since(s.since) >= RATE_WINDOW
-        {
+        for (m, mirror) in self.list.iter_mut().enumerate() {
+            if mirror.active.0 == 0 || mirror.window.0 + now.since(mirror.active.1) < RATE_WINDOW {
+                continue;
+            }
             let (_, bytes) = mirror.window;
             let least = MIN_RATE * RATE_WINDOW.as_secs();
             if bytes == 0 {
-                return Some((s.mirror, MirrorFault::Stalled));
+                return Some((m as MirrorId, MirrorFault::Stalled));
             }
             if bytes < least {
-                return Some((s.mirror, MirrorFault::Slow(bytes)));
+                return Some((m as MirrorId, MirrorFault::Slow(bytes)));
             }
             mirror.window = (Duration::ZERO, 0);
-            s.since = now;
+            mirror.active.1 = now;
         }
         self.list
             .iter()
@@ -680,6 +799,102 @@ mod tests {
         assert_eq!(stored_chain(&net), chain.headers());
     }
 
+    /// Every filter header the store holds, from genesis.
+    fn stored_filter_headers(net: &Net<lightwire_store::MemoryStore>) -> Vec<[u8; 32]> {
+        let mut out = Vec::new();
+        let top = net.host.engine.filters().height().unwrap_or(0);
+        crate::testnet::block_on(net.store.filter_headers(0, top, &mut out)).unwrap();
+        out.into_iter().map(|h| h.0).collect()
+    }
+
+    fn chain_filter_headers(chain: &TestChain, to: u32) -> Vec<[u8; 32]> {
+        (0..=to)
+            .map(|h| {
+                lightwire_proto::Served::filter_entry(chain, h)
+                    .unwrap()
+                    .header
+                    .0
+            })
+            .collect()
+    }
+
+    #[test]
+    fn filter_headers_come_from_the_mirror_where_the_gateways_agree_on_each_files_end() {
+        let chain = TestChain::generate(10_000);
+        let mirror =
+            TestMirror::of(&chain, 8_063, 2_016).with_filter_headers(&chain, 8_000, |_, _| {});
+        let mut net = Net::new(memory(), vec![TestChain::generate(10_000)], |_| {});
+        net.mirrors(vec![mirror]);
+        net.drive();
+        assert_eq!(faults(&net), []);
+        assert_eq!(net.stored().height, 10_000);
+        assert_eq!(net.host.engine.filters().height(), Some(10_000));
+        assert_eq!(
+            stored_filter_headers(&net),
+            chain_filter_headers(&chain, 10_000)
+        );
+        // The gateway sent the edges (1,937 headers, 2,000 filter hashes), its
+        // checkpoints and its handshake; the same sync from it alone, everything.
+        let gateway = net.host.engine.counters().bytes_in;
+        assert!(
+            gateway < 1_937 * 80 + 2_000 * 32 + 20_000,
+            "the gateway sent {gateway} bytes"
+        );
+        let mut alone = Net::new(memory(), vec![TestChain::generate(10_000)], |_| {});
+        alone.drive();
+        let all = alone.host.engine.counters().bytes_in;
+        assert!(
+            all > 4 * gateway,
+            "{all} bytes from the gateway alone, {gateway} with"
+        );
+        assert_eq!(stored_filter_headers(&alone), stored_filter_headers(&net));
+    }
+
+    #[test]
+    fn a_mirror_whose_filter_headers_the_gateways_contradict_is_dropped() {
+        // The file from 4,001 to 5,000 says another filter at 4,500 (its chain linked
+        // from there, consistent in itself): its end is not the gateways' checkpoint.
+        let chain = TestChain::generate(10_000);
+        let mirror =
+            TestMirror::of(&chain, 8_063, 2_016).with_filter_headers(&chain, 8_000, |h, hash| {
+                if h == 4_500 {
+                    hash[0] ^= 1;
+                }
+            });
+        let mut net = Net::new(memory(), vec![TestChain::generate(10_000)], |_| {});
+        net.mirrors(vec![mirror]);
+        net.drive();
+        assert_eq!(faults(&net), [(0, "filter-headers-contradicted")]);
+        assert_eq!(net.host.engine.filters().height(), Some(10_000));
+        assert_eq!(
+            stored_filter_headers(&net),
+            chain_filter_headers(&chain, 10_000)
+        );
+    }
+
+    #[test]
+    fn where_the_gateways_disagree_the_mirror_is_not_used_and_a_dispute_settles_it() {
+        // A second gateway whose filter at 6,500 is another (its chain consistent): the
+        // gateways do not agree on 7,000 and above, so the mirror is not read there; the
+        // gateways serve it and the dispute finds the liar out by the block.
+        let chain = TestChain::generate(10_000);
+        let mirror =
+            TestMirror::of(&chain, 8_063, 2_016).with_filter_headers(&chain, 8_000, |_, _| {});
+        let mut liar = TestChain::generate(10_000);
+        let mut other = liar.filter(6_500).to_vec();
+        other.push(0);
+        liar.rewrite_filter(6_500, other);
+        let mut net = Net::new(memory(), vec![TestChain::generate(10_000), liar], |_| {});
+        net.mirrors(vec![mirror]);
+        net.drive();
+        assert_eq!(faults(&net), []);
+        assert_eq!(net.host.engine.filters().height(), Some(10_000));
+        assert_eq!(
+            stored_filter_headers(&net),
+            chain_filter_headers(&chain, 10_000)
+        );
+    }
+
     #[test]
     fn the_next_mirror_takes_over_from_a_dropped_one() {
         let chain = TestChain::generate(10_000);
@@ -726,6 +941,7 @@ mod tests {
                 entry(0, 2_015, "headers-0-2015-ab.bin"),
                 entry(2_016, 4_031, "b.bin"),
             ],
+            filter_headers: vec![entry(0, 1_000, "f0.bin"), entry(1_001, 2_000, "f1.bin")],
         };
         assert_eq!(good.check(&genesis), Ok(()));
         assert_eq!(good.headers_file(2_016).map(|f| f.first), Some(2_016));
@@ -759,7 +975,7 @@ mod tests {
         let mut mirrors = Mirrors::new(vec!["http://127.0.0.1/m".into()]);
         let mut actions = std::collections::VecDeque::new();
         let t0 = Millis::from_f64(1_000.0);
-        mirrors.start(0, entry(0, 2_015, "h.bin"), t0, &mut actions);
+        mirrors.start(0, entry(0, 2_015, "h.bin"), Kind::Headers, t0, &mut actions);
         assert_eq!(
             mirrors.url(0, Some(0)).as_deref(),
             Some("http://127.0.0.1/m/h.bin")
@@ -782,7 +998,7 @@ mod tests {
         let mut m = Mirrors::new(vec!["http://127.0.0.1/m/".into()]);
         let mut t = t0;
         for i in 0..4u32 {
-            m.start(0, entry(0, 2_015, "h.bin"), t, &mut actions);
+            m.start(0, entry(0, 2_015, "h.bin"), Kind::Headers, t, &mut actions);
             assert!(m.took(i, 50_000));
             assert_eq!(m.timed_out(t + Duration::from_secs(2)), None);
             assert!(m.end_stream(i, t + Duration::from_secs(2)).is_some());
@@ -790,13 +1006,13 @@ mod tests {
             t = t + Duration::from_secs(62);
         }
         // Eight seconds of the window spent: the fifth file has two.
-        m.start(0, entry(0, 2_015, "h.bin"), t, &mut actions);
+        m.start(0, entry(0, 2_015, "h.bin"), Kind::Headers, t, &mut actions);
         assert_eq!(m.deadline(), Some(t + Duration::from_secs(2)));
         assert!(m.took(4, 50_000));
         let end = t + Duration::from_secs(2);
         assert_eq!(m.timed_out(end), Some((0, MirrorFault::Slow(250_000))));
         let mut m = Mirrors::new(vec!["http://127.0.0.1/m/".into()]);
-        m.start(0, entry(0, 2_015, "h.bin"), t0, &mut actions);
+        m.start(0, entry(0, 2_015, "h.bin"), Kind::Headers, t0, &mut actions);
         assert_eq!(
             m.timed_out(t0 + RATE_WINDOW),
             Some((0, MirrorFault::Stalled))

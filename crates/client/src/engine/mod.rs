@@ -33,6 +33,7 @@ use lightwire_proto::{ConnectString, Initiator, Millis};
 use lightwire_store::Tip;
 
 mod api;
+mod bulk_filters;
 mod check;
 mod ctx;
 mod event;
@@ -63,6 +64,8 @@ pub use wallet::{BLOCK_RETRY, UNCONFIRMED_EXPIRY, WAIT_REPORT, WaitReason, Walle
 
 use crate::reason::{DropReason, TransportError};
 use ctx::{Conns, Ctx, Effect};
+use lightwire_proto::PeerEvent;
+use mirror::Kind;
 use route::route;
 use task::Tasks;
 
@@ -73,8 +76,9 @@ pub struct Engine {
     conns: Conns,
     ctx: Ctx,
     tasks: Tasks,
-    /// The reader of the mirror's file streamed (its buffers reused for every file).
-    bulk: lightwire_proto::bulk::BulkReader,
+    /// The readers of the mirrors' files streamed, one per [`mirror::Kind`] (their buffers
+    /// reused for every file).
+    bulk: [lightwire_proto::bulk::BulkReader; 2],
 }
 
 impl Engine {
@@ -97,7 +101,7 @@ impl Engine {
             ctx: Ctx::new(params, gateways, local_static, seed, now),
             tasks: Tasks {
                 headers: headers::Headers::new(chain, stored),
-                filter_headers: filter_headers::FilterHeaders::new(),
+                filter_headers: filter_headers::FilterHeaders::new(n),
                 check: check::Check::new(n),
                 scan: scan::ScanTask::default(),
                 wallet: wallet::WalletTask::default(),
@@ -105,7 +109,10 @@ impl Engine {
                 mempool: mempool::MempoolTask::new(n),
                 fees: fees::Fees::default(),
             },
-            bulk: lightwire_proto::bulk::BulkReader::new(),
+            bulk: [
+                lightwire_proto::bulk::BulkReader::new(),
+                lightwire_proto::bulk::BulkReader::new(),
+            ],
         }
     }
 
@@ -251,20 +258,20 @@ impl Engine {
         if !self.ctx.mirrors.took(fetch, data.len()) {
             return;
         }
-        let Some(stream) = self.ctx.mirrors.stream.as_mut() else {
+        let Some(stream) = self.ctx.mirrors.stream_mut(fetch) else {
             return;
         };
-        let m = stream.mirror;
+        let (m, kind) = (stream.mirror, stream.kind);
         if !stream.reading {
             stream.reading = true;
-            self.bulk.start(stream.file.check);
+            self.bulk[kind as usize].start(stream.file.check);
         }
         let mut fault = None;
         while !data.is_empty() {
-            let (taken, event) = match self.bulk.read(data) {
+            let (taken, event) = match self.bulk[kind as usize].read(data) {
                 Ok(read) => read,
                 Err(error) => {
-                    let stream = self.ctx.mirrors.stream.as_ref();
+                    let stream = self.ctx.mirrors.stream_mut(fetch);
                     let name = stream.map(|s| s.file.name.clone()).unwrap_or_default();
                     fault = Some(MirrorFault::File { name, error });
                     break;
@@ -272,19 +279,31 @@ impl Engine {
             };
             data = &data[taken..];
             let Some(event) = event else { continue };
-            let result = match event {
-                lightwire_proto::PeerEvent::Headers {
-                    headers,
-                    hashes,
-                    last,
-                    ..
-                } => self
+            let result = match (kind, event) {
+                (
+                    Kind::Headers,
+                    PeerEvent::Headers {
+                        headers,
+                        hashes,
+                        last,
+                        ..
+                    },
+                ) => self
                     .tasks
                     .headers
                     .on_mirror_headers(&mut self.ctx, m, headers, hashes, last),
-                // Filter headers and filters are not read from mirrors yet: no file of
-                // theirs is asked, so none comes.
-                _ => Err(MirrorFault::WrongRange(String::new())),
+                (Kind::FilterHeaders, e @ PeerEvent::FilterHeaders { .. }) => {
+                    match crate::filters::FilterAnswer::of(e) {
+                        Some(answer) => self.tasks.filter_headers.bulk.on_record(m, answer),
+                        None => Ok(()),
+                    }
+                }
+                // A record of another kind than the file's.
+                _ => {
+                    let stream = self.ctx.mirrors.stream_mut(fetch);
+                    let name = stream.map(|s| s.file.name.clone()).unwrap_or_default();
+                    Err(MirrorFault::WrongRange(name))
+                }
             };
             self.apply_effects(None);
             if let Err(f) = result {
@@ -306,19 +325,23 @@ impl Engine {
             return;
         };
         let m = stream.mirror;
+        let reader = &mut self.bulk[stream.kind as usize];
         if !stream.reading {
             // An empty body: checked as one.
-            self.bulk.start(stream.file.check);
+            reader.start(stream.file.check);
         }
         let ended = result
             .map_err(MirrorFault::Fetch)
             .and_then(|()| {
-                self.bulk.finish().map_err(|error| MirrorFault::File {
+                reader.finish().map_err(|error| MirrorFault::File {
                     name: stream.file.name.clone(),
                     error,
                 })
             })
-            .and_then(|()| self.tasks.headers.mirror_body_ended(m));
+            .and_then(|()| match stream.kind {
+                Kind::Headers => self.tasks.headers.mirror_body_ended(m),
+                Kind::FilterHeaders => self.tasks.filter_headers.bulk.body_ended(m),
+            });
         if let Err(fault) = ended {
             self.drop_mirror(m, fault);
         }
@@ -425,12 +448,38 @@ impl Engine {
         c.mirrors
             .drop_mirror(m, fault, &mut c.events, &mut c.actions);
         self.tasks.headers.mirror_gone(&mut self.ctx, m);
+        self.tasks.filter_headers.bulk.mirror_gone(m);
     }
 
     /// A mirror's answer that is over: checked (its headers must have become our best
     /// chain to the file's end), the mirror dropped if not.
     fn finish_mirror(&mut self) {
         if let Some((m, Err(fault))) = self.tasks.headers.mirror_finished() {
+            self.drop_mirror(m, fault);
+        }
+        let fh = &mut self.tasks.filter_headers;
+        let fault = match fh.bulk.finished() {
+            Some((_, Ok((first, before)))) => {
+                let (sync, bulk) = (&mut fh.sync, &fh.bulk);
+                let headers = bulk.got();
+                let taken = filter_headers::FilterHeaders::take_checked(
+                    &mut self.ctx,
+                    sync,
+                    bulk,
+                    first,
+                    before,
+                    headers,
+                );
+                if taken {
+                    // Into the commit the headers task gathers, as a gateway's answer.
+                    self.tasks.headers.syncer.push_filters(first, headers);
+                }
+                None
+            }
+            Some((m, Err(fault))) => Some((m, fault)),
+            None => None,
+        };
+        if let Some((m, fault)) = fault {
             self.drop_mirror(m, fault);
         }
     }

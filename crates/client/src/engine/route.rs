@@ -57,22 +57,11 @@ pub fn route(
             Ok(())
         }
         PeerEvent::Pong => Ok(()),
-        PeerEvent::FilterHeaders {
-            id,
-            first_height,
-            flags,
-            before,
-            headers,
-            hashes,
-        } => {
-            let answer = FilterAnswer {
-                id,
-                first_height,
-                flags,
-                before,
-                headers,
-                hashes,
+        e @ PeerEvent::FilterHeaders { .. } => {
+            let Some(answer) = FilterAnswer::of(e) else {
+                return Ok(());
             };
+            let id = answer.id;
             if is_task(id, TaskId::Check) {
                 return t.check.on_headers(ctx, g, answer);
             }
@@ -82,7 +71,11 @@ pub fn route(
             }
             Ok(())
         }
-        PeerEvent::FilterCheckpoints(m) => t.check.on_checkpoints(ctx, g, &m),
+        PeerEvent::FilterCheckpoints(m) if is_task(m.id, TaskId::Check) => {
+            t.check.on_checkpoints(ctx, g, &m)
+        }
+        // The filter-header task's, for mirrors' files.
+        PeerEvent::FilterCheckpoints(m) => t.filter_headers.bulk.on_checkpoints(ctx, g, &m),
         PeerEvent::Filters(m) if is_task(m.id, TaskId::Check) => t.check.on_filters(ctx, g, &m),
         PeerEvent::Filters(m) => t.scan.on_filters(ctx, g, &m),
         PeerEvent::Block(b) if is_task(b.id, TaskId::Wallet) => {

@@ -49,6 +49,11 @@ pub struct View {
     pub filters_asked: Option<GatewayId>,
     /// Whether the wallet watches something (the mempool digest is followed for it).
     pub wallet: bool,
+    /// The best chain's tip (height and hash), and whether the headers have nothing more
+    /// to fetch.
+    pub tip: (u32, BlockHash),
+    /// See `tip`.
+    pub headers_synced: bool,
 }
 
 /// The engine's tasks.
@@ -116,6 +121,11 @@ impl Tasks {
                 .wallet
                 .as_ref()
                 .is_some_and(|w| !w.watch.is_empty()),
+            tip: {
+                let t = self.headers.syncer.tip();
+                (t.height, t.hash)
+            },
+            headers_synced: self.headers.syncer.is_synced(),
         }
     }
 }

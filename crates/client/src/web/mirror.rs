@@ -155,34 +155,42 @@ fn parse_manifest(v: &JsValue) -> Result<Manifest, String> {
     if get(v, "version").as_f64() != Some(1.0) {
         return Err("its version is not 1".into());
     }
-    let list = get(v, "headers");
-    if !js_sys::Array::is_array(&list) {
-        return Err("headers is not a list".into());
-    }
-    let list = js_sys::Array::from(&list);
-    if list.length() as usize > crate::engine::mirror::MAX_FILES {
-        return Err("it lists too many files".into());
-    }
-    let mut headers = Vec::with_capacity(list.length() as usize);
-    for f in list.iter() {
-        let sha = get(&f, "sha256").as_string().unwrap_or_default();
-        let mut sha256 = [0u8; 32];
-        hex::decode_to_slice(&sha, &mut sha256).map_err(|_| "a sha256 is not 64 hex digits")?;
-        let bytes = get(&f, "bytes")
-            .as_f64()
-            .filter(|b| b.fract() == 0.0 && (0.0..9e15).contains(b))
-            .ok_or("a file's bytes is not a length")? as u64;
-        headers.push(FileEntry {
-            first: height(&f, "first")?,
-            last: height(&f, "last")?,
-            check: FileCheck { bytes, sha256 },
-            name: get(&f, "file").as_string().ok_or("a file has no name")?,
-        });
-    }
+    let files = |key: &str| -> Result<Vec<FileEntry>, String> {
+        let list = get(v, key);
+        if list.is_undefined() && key == "filterHeaders" {
+            // A headers-only export.
+            return Ok(Vec::new());
+        }
+        if !js_sys::Array::is_array(&list) {
+            return Err(format!("{key} is not a list"));
+        }
+        let list = js_sys::Array::from(&list);
+        if list.length() as usize > crate::engine::mirror::MAX_FILES {
+            return Err("it lists too many files".into());
+        }
+        let mut out = Vec::with_capacity(list.length() as usize);
+        for f in list.iter() {
+            let sha = get(&f, "sha256").as_string().unwrap_or_default();
+            let mut sha256 = [0u8; 32];
+            hex::decode_to_slice(&sha, &mut sha256).map_err(|_| "a sha256 is not 64 hex digits")?;
+            let bytes = get(&f, "bytes")
+                .as_f64()
+                .filter(|b| b.fract() == 0.0 && (0.0..9e15).contains(b))
+                .ok_or("a file's bytes is not a length")? as u64;
+            out.push(FileEntry {
+                first: height(&f, "first")?,
+                last: height(&f, "last")?,
+                check: FileCheck { bytes, sha256 },
+                name: get(&f, "file").as_string().ok_or("a file has no name")?,
+            });
+        }
+        Ok(out)
+    };
     Ok(Manifest {
         genesis: hash(v, "genesis")?,
         height: height(v, "height")?,
         hash: hash(v, "hash")?,
-        headers,
+        headers: files("headers")?,
+        filter_headers: files("filterHeaders")?,
     })
 }
