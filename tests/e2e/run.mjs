@@ -630,11 +630,11 @@ async function mostwork() {
 // ---------------------------------------------------------------- mirrors
 
 /// The export the mirror scenarios serve: `lightwire-gateway export` of the generated
-/// 20,000-block chain (the gateway's own `--generate 20000`), once per run.
-function bulkExport() {
-  const www = join(work, 'www');
+/// chain of `n` blocks (the gateway's own `--generate n`), once per run.
+function bulkExport(n = 20_000) {
+  const www = join(work, `www-${n}`);
   if (!existsSync(join(www, 'bulk', 'regtest', 'manifest.json'))) {
-    execFileSync(bin('lightwire-gateway'), ['export', '--out', join(www, 'bulk'), '--generate', '20000'],
+    execFileSync(bin('lightwire-gateway'), ['export', '--out', join(www, 'bulk'), '--generate', String(n)],
       { stdio: ['ignore', 'ignore', 'inherit'] });
   }
   return www;
@@ -791,11 +791,12 @@ function forgedManifest(www, x, files, kind, i, forge) {
 }
 
 async function mirrorScenario() {
-  const www = bulkExport();
+  const N = Number(process.env.E2E_MIRROR_N || 20_000);
+  const www = bulkExport(N);
   const manifest = JSON.parse(readFileSync(join(www, 'bulk', 'regtest', 'manifest.json'), 'utf8'));
   const top = manifest.height;
   const nginx = await bulkNginx(www);
-  const gw = await gateway(['--generate', '20000']);
+  const gw = await gateway(['--generate', String(N)]);
   const expected = await gw.tip();
   const tipHash = async (page) => (await page.evaluate(() => window.client.tip())).hash;
   const mirrorEvents = (events) => events.filter((e) => e.type === 'mirror');
@@ -805,19 +806,21 @@ async function mirrorScenario() {
     let page = await openPage();
     try {
       await openClient(page, { gateways: [gw.connect], storeName: 'mirror', bulk: [nginx.url] });
-      const { m, events } = await until(page, 'the sync from the mirror', 60_000,
-        (x) => syncedTo(20_000)(x) && x.storedFilterHeight === 20_000);
+      const { m, events } = await until(page, 'the sync from the mirror', 120_000,
+        (x) => syncedTo(N)(x) && x.storedFilterHeight === N);
       const sent = (await gw.metric('lightwire_bytes_out_total')) - before;
       const seen = mirrorEvents(events);
+      if (process.env.E2E_MIRROR_N) log(`  events: ${JSON.stringify(seen)}; sources ${JSON.stringify(m.sources)}`);
       assert(seen.length === 1 && seen[0].state === 'ready' && seen[0].height === top,
         `mirror events ${JSON.stringify(seen)}`);
       assert(await tipHash(page) === expected.hash, 'not the gateway\'s tip');
-      // The edges: 20,000 - top headers of about 39 bytes, 20,000 - the filter headers'
-      // top filter hashes of 32, the checkpoints (32 bytes each), its handshake and tips.
-      const edge = 20_000 - top;
+      // The edges: N - top headers of about 39 bytes, N - the filter headers' top filter
+      // hashes of 32, the checkpoints (32 bytes each, asked again every 100,000 headers:
+      // at most about four whole lists), its handshake and tips.
+      const edge = N - top;
       const filterTop = manifest.filterHeaders.at(-1).last;
-      const filterEdge = 20_000 - filterTop;
-      assert(sent < edge * 45 + filterEdge * 36 + 20 * 32 + 20_000,
+      const filterEdge = N - filterTop;
+      assert(sent < edge * 45 + filterEdge * 36 + (N / 1000) * 32 * 4 + 20_000,
         `the gateway sent ${sent} bytes for edges of ${edge} headers and ${filterEdge} filter headers`);
       const served = (kind) => nginx.access().split('\n').filter((l) => / 200 /.test(l) && l.includes(`/${kind}-`)).length;
       assert(served('headers') === manifest.headers.length, `nginx served ${served('headers')} headers files of ${manifest.headers.length}`);
@@ -2323,10 +2326,11 @@ async function timedWalletRescan(run, startAt) {
 
 /// The benchmark (--bench): the 925,000-header sync timed in the page from before open to
 /// the tip event at 925,000, nothing polling; a fresh store each run.
-async function timed(run, filters = true) {
+async function timed(run, filters = true, mirror = null) {
   const gw = await gateway(['--generate', '925000']);
   try {
     const options = { network: 'regtest', gateways: [gw.connect], storeName: `timed-${run}`, filters, ...JSON.parse(process.env.E2E_OPTIONS || '{}') };
+    if (mirror) options.bulk = [mirror];
     const r = await measure('timedSync', [options, 925_000], options.storeName);
     const figures = {
       filters,
@@ -2339,6 +2343,8 @@ async function timed(run, filters = true) {
       storageMB: r.usage === null ? null : (r.usage / 1e6).toFixed(1),
       bytesIn: r.bytesIn,
       messagesIn: r.messagesIn,
+      mirror: mirror !== null,
+      gatewaySent: await gw.metric('lightwire_bytes_out_total'),
     };
     log(`  ${browser.name} run ${run}: ${JSON.stringify(figures)}`);
     return figures;
@@ -3007,6 +3013,23 @@ async function main() {
             floorHeaders.push(await timedFloor(run + 10, headersOnly.at(-1).bytesIn, headersOnly.at(-1).messagesIn));
           }
           console.log(JSON.stringify({ engine, ...floorSummary(runs, headersOnly, floorFull, floorHeaders) }));
+          continue;
+        }
+        if (bench && process.env.E2E_MIRROR_ONLY) {
+          // The 925,000-block sync with filter headers from one gateway, and from Debian's
+          // nginx serving an export with the same gateway for the edge: three of each,
+          // alternated.
+          const nginx = await bulkNginx(process.env.E2E_BULK_WWW || bulkExport(925_000));
+          try {
+            const gatewayOnly = [], fromMirror = [];
+            for (const run of [1, 2, 3]) {
+              gatewayOnly.push(await timed(run));
+              fromMirror.push(await timed(run + 20, true, nginx.url));
+            }
+            console.log(JSON.stringify({ engine, gatewayOnly, fromMirror }));
+          } finally {
+            await nginx.stop();
+          }
           continue;
         }
         if (bench && process.env.E2E_CHECKPOINT_ONLY) {

@@ -139,6 +139,10 @@ pub struct Syncer {
     pub commit_every: usize,
     /// Headers validated since the start.
     pub validated: u64,
+    /// More filter headers are on their way in bulk (a mirror's file being read): with
+    /// the headers synced, they are gathered into a bulk commit rather than committed a
+    /// file at a time (the engine sets it before each commit is taken).
+    pub filters_coming: bool,
 }
 
 impl Syncer {
@@ -166,6 +170,7 @@ impl Syncer {
             asked_size: DEFAULT_REQUEST,
             commit_every: DEFAULT_COMMIT_EVERY,
             validated: 0,
+            filters_coming: false,
         }
     }
 
@@ -580,8 +585,11 @@ impl Syncer {
     /// Whether a commit is due: enough gathered for a bulk commit, or the sync caught up.
     pub fn commit_due(&self) -> bool {
         // Filter headers ride along with the header commits while headers come in (they
-        // follow the headers), and commit on their own once the headers are in.
-        !self.pending.is_empty() && (self.pending.len() >= self.commit_every || self.is_synced())
+        // follow the headers), and commit on their own once the headers are in: in bulk
+        // while more are coming in bulk.
+        let bulk = self.pending.len() >= self.commit_every
+            || self.uncommitted_filters() >= self.commit_every;
+        !self.pending.is_empty() && (bulk || (self.is_synced() && !self.filters_coming))
     }
 
     /// Headers gathered and not committed.

@@ -42,6 +42,14 @@ pub const HEADERS_PER_FILE: u32 = 2016;
 /// genesis): BIP157's checkpoint interval, so that every file ends on a checkpoint height,
 /// where a client can compare its last filter header with what its gateways agree on.
 pub const FILTERS_PER_FILE: u32 = FILTER_CHECKPOINT_INTERVAL;
+/// Small files in a large one. Once the small files from a large file's boundary cover
+/// its whole range, one file holding that range takes their place in the manifest (they
+/// stay on disk, unchanged: a file is never rewritten, and a client that read the
+/// manifest before may still ask for them). So the bulk of history is in files of ten
+/// retarget periods and of 10,000 filter headers: a client pays its per-file round trip
+/// about 46 times for mainnet's headers rather than 460, and the small files keep the
+/// edge a gateway serves under one period (benches/README.md, "Mirrors").
+pub const SMALL_PER_LARGE: u32 = 10;
 /// `--confirmations`' default: how deep below the tip a range must end to be sealed.
 pub const DEFAULT_CONFIRMATIONS: u32 = 6;
 /// The one mutable file, in each network's directory.
@@ -91,23 +99,36 @@ impl Kind {
         !matches!(self, Kind::Filters)
     }
 
-    /// The heights of its `index`-th file (from 0), `None` past `u32`.
-    pub fn range(self, index: u32) -> Option<(u32, u32)> {
+    /// The heights of its `index`-th file (from 0) in a layout of files `span` small
+    /// files long (1, or [`SMALL_PER_LARGE`]), `None` past `u32`.
+    pub fn range(self, index: u32, span: u32) -> Option<(u32, u32)> {
         match self {
             Kind::Headers => {
-                let first = index.checked_mul(HEADERS_PER_FILE)?;
-                Some((first, first.checked_add(HEADERS_PER_FILE - 1)?))
+                let size = HEADERS_PER_FILE.checked_mul(span)?;
+                let first = index.checked_mul(size)?;
+                Some((first, first.checked_add(size - 1)?))
             }
             Kind::FilterHeaders | Kind::Filters => {
-                let last = index.checked_add(1)?.checked_mul(FILTERS_PER_FILE)?;
-                let first = if index == 0 {
-                    0
-                } else {
-                    last - FILTERS_PER_FILE + 1
-                };
+                let size = FILTERS_PER_FILE.checked_mul(span)?;
+                let last = index.checked_add(1)?.checked_mul(size)?;
+                let first = if index == 0 { 0 } else { last - size + 1 };
                 Some((first, last))
             }
         }
+    }
+
+    /// Whether `first..=last` is a whole small file's range (1), a whole large file's
+    /// ([`SMALL_PER_LARGE`]), or neither.
+    pub fn span(self, first: u32, last: u32) -> Option<u32> {
+        [1, SMALL_PER_LARGE].into_iter().find(|&span| {
+            let index = match self {
+                Kind::Headers => first / HEADERS_PER_FILE.saturating_mul(span),
+                Kind::FilterHeaders | Kind::Filters => {
+                    last.saturating_sub(1) / FILTERS_PER_FILE.saturating_mul(span)
+                }
+            };
+            self.range(index, span) == Some((first, last))
+        })
     }
 }
 
@@ -270,8 +291,11 @@ impl Manifest {
                 .get(kind.key())
                 .and_then(|x| x.as_array())
                 .ok_or_else(|| format!("no list \"{}\"", kind.key()))?;
+            let (mut next, mut small) = (0, false);
             for (i, item) in list.iter().enumerate() {
-                let e = parse_entry(kind, i, item)?;
+                let e = parse_entry(kind, i, item, next, small)?;
+                small |= kind.span(e.first, e.last) == Some(1);
+                next = e.last.saturating_add(1);
                 m.entries_mut(kind).push(e);
             }
         }
@@ -286,8 +310,16 @@ impl Manifest {
     }
 }
 
-/// The `index`-th entry of `kind`'s list, checked: its range is the `index`-th file's.
-fn parse_entry(kind: Kind, index: usize, item: &serde_json::Value) -> Result<Entry, String> {
+/// The `index`-th entry of `kind`'s list, checked: its range starts at `next` and is a
+/// whole small file's or a whole large file's, a large one only before any small one
+/// (`small_before`: one came before it).
+fn parse_entry(
+    kind: Kind,
+    index: usize,
+    item: &serde_json::Value,
+    next: u32,
+    small_before: bool,
+) -> Result<Entry, String> {
     let at = || format!("\"{}\"[{index}]", kind.key());
     let num = |key: &str| {
         item.get(key)
@@ -299,16 +331,18 @@ fn parse_entry(kind: Kind, index: usize, item: &serde_json::Value) -> Result<Ent
             .and_then(|x| x.as_str())
             .ok_or_else(|| format!("{}: no string \"{key}\"", at()))
     };
-    let expected = u32::try_from(index).ok().and_then(|i| kind.range(i));
     let (first, last) = (num("first")?, num("last")?);
-    if expected.map(|(f, l)| (u64::from(f), u64::from(l))) != Some((first, last)) {
+    let range = u32::try_from(first).ok().zip(u32::try_from(last).ok());
+    let span = range.and_then(|(f, l)| kind.span(f, l));
+    let fits =
+        range.is_some_and(|(f, _)| f == next) && span.is_some_and(|s| s == 1 || !small_before);
+    let (Some((first, last)), true) = (range, fits) else {
         return Err(format!(
-            "{}: heights {first}-{last}, where the layout has {}",
-            at(),
-            expected.map_or("none".into(), |(f, l)| format!("{f}-{l}"))
+            "{}: heights {first}-{last}, where the layout has a whole file from {next} \
+             (large ones before small ones)",
+            at()
         ));
-    }
-    let (first, last) = expected.unwrap_or_default();
+    };
     let mut sha256 = [0u8; 32];
     hex::decode_to_slice(text("sha256")?, &mut sha256)
         .map_err(|_| format!("{}: \"sha256\" is not 64 hex digits", at()))?;
@@ -616,11 +650,27 @@ pub fn export(
     })
 }
 
-/// The next range of `kind` after those listed, if it ends at or below `top`.
+/// The next range of `kind` to seal, if it ends at or below `top`: a large file's after
+/// the large files listed, when its whole range is sealed (it takes the place of the
+/// small files it covers), else a small file's after the last file listed.
 fn next_range(manifest: &Manifest, kind: Kind, top: Option<u32>) -> Option<(u32, u32)> {
-    let index = u32::try_from(manifest.entries(kind).len()).ok()?;
-    kind.range(index)
-        .filter(|&(_, last)| top.is_some_and(|t| last <= t))
+    let top = top?;
+    let list = manifest.entries(kind);
+    let large = list
+        .iter()
+        .take_while(|e| kind.span(e.first, e.last) == Some(SMALL_PER_LARGE))
+        .count();
+    let index = u32::try_from(large).ok()?;
+    if let Some(r) = kind.range(index, SMALL_PER_LARGE).filter(|r| r.1 <= top) {
+        return Some(r);
+    }
+    let next = list.last().map_or(0, |e| e.last.saturating_add(1));
+    let index = match kind {
+        Kind::Headers => next / HEADERS_PER_FILE,
+        Kind::FilterHeaders | Kind::Filters => next.saturating_sub(1) / FILTERS_PER_FILE,
+    };
+    kind.range(index, 1)
+        .filter(|&(first, last)| first == next && last <= top)
 }
 
 /// Every file `manifest` lists is in `dir` with its size and SHA-256.
@@ -725,7 +775,11 @@ fn seal(
         Err(e) if e.kind() == io::ErrorKind::NotFound => write_atomically(dir, &name, bytes)?,
         Err(e) => return Err(io_at(&path)(e)),
     }
-    manifest.entries_mut(kind).push(entry);
+    // In its place: after the files before it, instead of the small files it covers.
+    let list = manifest.entries_mut(kind);
+    list.retain(|e| e.last < first || e.first > last);
+    let at = list.partition_point(|e| e.last < first);
+    list.insert(at, entry);
     Ok(())
 }
 
@@ -1076,15 +1130,78 @@ mod tests {
 
     #[test]
     fn ranges_are_whole_periods_and_end_on_checkpoints() {
-        assert_eq!(Kind::Headers.range(0), Some((0, 2015)));
-        assert_eq!(Kind::Headers.range(1), Some((2016, 4031)));
-        assert_eq!(Kind::FilterHeaders.range(0), Some((0, 1000)));
-        assert_eq!(Kind::FilterHeaders.range(1), Some((1001, 2000)));
-        assert_eq!(Kind::Filters.range(2), Some((2001, 3000)));
-        assert_eq!(Kind::Headers.range(u32::MAX), None);
-        assert_eq!(Kind::Filters.range(u32::MAX), None);
+        assert_eq!(Kind::Headers.range(0, 1), Some((0, 2015)));
+        assert_eq!(Kind::Headers.range(1, 1), Some((2016, 4031)));
+        assert_eq!(Kind::FilterHeaders.range(0, 1), Some((0, 1000)));
+        assert_eq!(Kind::FilterHeaders.range(1, 1), Some((1001, 2000)));
+        assert_eq!(Kind::Filters.range(2, 1), Some((2001, 3000)));
+        assert_eq!(Kind::Headers.range(u32::MAX, 1), None);
+        assert_eq!(Kind::Filters.range(u32::MAX, 1), None);
+        // Large files: ten of the small ones, on the same boundaries.
+        assert_eq!(Kind::Headers.range(1, 10), Some((20_160, 40_319)));
+        assert_eq!(Kind::FilterHeaders.range(0, 10), Some((0, 10_000)));
+        assert_eq!(Kind::Filters.range(1, 10), Some((10_001, 20_000)));
+        assert_eq!(Kind::Headers.span(20_160, 40_319), Some(10));
+        assert_eq!(Kind::Headers.span(22_176, 24_191), Some(1));
+        assert_eq!(Kind::Headers.span(2016, 22_175), None);
+        assert_eq!(Kind::FilterHeaders.span(0, 1000), Some(1));
+        assert_eq!(Kind::FilterHeaders.span(0, 10_000), Some(10));
+        assert_eq!(Kind::FilterHeaders.span(1, 1000), None);
+        assert_eq!(Kind::Filters.span(10_001, 20_000), Some(10));
         assert_eq!(sealed_top(5000, 6), Some(4994));
         assert_eq!(sealed_top(5, 6), None);
+    }
+
+    /// Past a large file's range, the small files it covers give way to it in the
+    /// manifest, unchanged on disk; what follows stays small.
+    #[test]
+    fn small_files_give_way_to_a_large_one_and_stay_on_disk() {
+        let scratch = Scratch::new("large");
+        let dir = scratch.0.join("regtest");
+        let ranges = |kind: Kind| -> Vec<(u32, u32)> {
+            let m = Manifest::parse(&fs::read(dir.join(MANIFEST)).unwrap()).unwrap();
+            m.entries(kind).iter().map(|e| (e.first, e.last)).collect()
+        };
+        // To 44,994: two large headers files and two small ones; four large filter files
+        // and four small ones.
+        export(&generated(45_000), &scratch.0, 6).unwrap();
+        let mut headers = vec![(0, 20_159), (20_160, 40_319)];
+        headers.extend([(40_320, 42_335), (42_336, 44_351)]);
+        assert_eq!(ranges(Kind::Headers), headers);
+        let mut filters: Vec<(u32, u32)> = (0..4)
+            .map(|i| Kind::Filters.range(i, 10).unwrap())
+            .collect();
+        filters.extend((40..44).map(|i| Kind::Filters.range(i, 1).unwrap()));
+        assert_eq!(ranges(Kind::FilterHeaders), filters);
+        assert_eq!(ranges(Kind::Filters), filters);
+        let before = snapshot(&dir);
+        // To 59,994: the small filter files from 40,001 give way to one large file.
+        export(&generated(60_000), &scratch.0, 6).unwrap();
+        let mut filters: Vec<(u32, u32)> = (0..5)
+            .map(|i| Kind::Filters.range(i, 10).unwrap())
+            .collect();
+        filters.extend((50..59).map(|i| Kind::Filters.range(i, 1).unwrap()));
+        assert_eq!(ranges(Kind::FilterHeaders), filters);
+        let headers = ranges(Kind::Headers);
+        assert_eq!(
+            headers[..4],
+            [
+                (0, 20_159),
+                (20_160, 40_319),
+                (40_320, 42_335),
+                (42_336, 44_351)
+            ]
+        );
+        assert_eq!(headers.last(), Some(&(56_448, 58_463)));
+        // Every file of the first run is still there, byte for byte (the manifest aside).
+        let after = snapshot(&dir);
+        for (name, bytes, _) in before.iter().filter(|f| f.0 != MANIFEST) {
+            let kept = after.iter().find(|f| f.0 == *name).map(|f| &f.1);
+            assert_eq!(kept, Some(bytes), "{name}");
+        }
+        // And the manifest reads back (large files before small ones).
+        let m = Manifest::parse(&fs::read(dir.join(MANIFEST)).unwrap()).unwrap();
+        assert_eq!(m.filters.len(), m.filter_headers.len());
     }
 
     /// Every file decodes, with the gateway's own decoder, back into the chain's headers,
@@ -1121,7 +1238,11 @@ mod tests {
         for kind in Kind::ALL {
             let list = manifest.entries(kind);
             for (i, e) in list.iter().enumerate() {
-                assert_eq!(Some((e.first, e.last)), kind.range(i as u32), "{kind} {i}");
+                assert_eq!(
+                    Some((e.first, e.last)),
+                    kind.range(i as u32, 1),
+                    "{kind} {i}"
+                );
                 assert!(e.last <= 4994);
                 let name = e.file_name(kind);
                 let bytes = fs::read(dir.join(&name)).unwrap();

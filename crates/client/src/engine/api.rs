@@ -34,6 +34,8 @@ impl Engine {
 
     /// A commit to start, if one is due: moved into `into`, validation goes on meanwhile.
     pub fn take_commit(&mut self, into: &mut Pending) -> Option<Durability> {
+        let coming = self.tasks.filter_headers.bulk.is_reading();
+        self.tasks.headers.syncer.filters_coming = coming;
         self.tasks.headers.take_commit(into)
     }
 

@@ -26,8 +26,10 @@ use crate::reason::DropReason;
 /// sync, 176 KB in all, instead of one at each file.
 pub const CHECKPOINTS_EVERY: u32 = 100_000;
 
-/// Most filter headers one file may hold (the first file, 0 to 1,000).
-const MOST: usize = FILTER_CHECKPOINT_INTERVAL as usize + 1;
+/// Most filter headers one file may hold: 20 checkpoint intervals (and genesis, in the
+/// first). Its filter headers are held until it ends: 640 KB at most.
+pub const MOST_PER_FILE: u32 = 20 * FILTER_CHECKPOINT_INTERVAL + 1;
+const MOST: usize = MOST_PER_FILE as usize;
 
 /// One gateway's filter checkpoints.
 #[derive(Clone, Debug, Default)]

@@ -124,7 +124,7 @@ impl Manifest {
             if f.first != next
                 || f.last % interval != 0
                 || f.last == 0
-                || count > Some(interval + 1)
+                || count > Some(super::bulk_filters::MOST_PER_FILE)
             {
                 return bad(
                     "its filter-headers files do not run from 0 from checkpoint to checkpoint",
@@ -504,6 +504,24 @@ impl Mirrors {
                 Some(format!("{}{}", mirror.url, s.file.name))
             }
         }
+    }
+
+    /// The URL of the file after the one fetch `fetch` streams, of its kind, in its
+    /// mirror's manifest.
+    pub fn next_url(&self, fetch: u32) -> Option<String> {
+        let s = self.streams.iter().find(|s| s.fetch == fetch)?;
+        let mirror = self.list.get(s.mirror as usize)?;
+        let MirrorState::Ready(manifest) = &mirror.state else {
+            return None;
+        };
+        let files = match s.kind {
+            Kind::Headers => &manifest.headers,
+            Kind::FilterHeaders => &manifest.filter_headers,
+        };
+        let next = s.file.last.checked_add(1)?;
+        let i = files.partition_point(|f| f.first < next);
+        let f = files.get(i).filter(|f| f.first == next)?;
+        Some(format!("{}{}", mirror.url, f.name))
     }
 
     /// Bytes of fetch `fetch` came: counted (for the rate and the mirror's total);
@@ -968,6 +986,20 @@ mod tests {
         // Another network's mirror.
         let mainnet = lightwire_chain::MAINNET.genesis.block_hash();
         assert!(with(&|m| m.genesis = mainnet).is_err());
+        // The file after the one streamed, of its kind, is what the shell asks ahead.
+        let mut mirrors = Mirrors::new(vec!["http://127.0.0.1/m".into()]);
+        let (mut events, mut actions) = (Default::default(), Default::default());
+        mirrors.read_manifests(Millis(0), &mut actions);
+        mirrors.on_manifest(0, Ok(good.clone()), &genesis, &mut events);
+        let f0 = good.headers[0].clone();
+        mirrors.start(0, f0, Kind::Headers, Millis(0), &mut actions);
+        let fh = good.filter_headers[1].clone();
+        mirrors.start(0, fh, Kind::FilterHeaders, Millis(0), &mut actions);
+        assert_eq!(
+            mirrors.next_url(0).as_deref(),
+            Some("http://127.0.0.1/m/b.bin")
+        );
+        assert_eq!(mirrors.next_url(1), None);
     }
 
     #[test]

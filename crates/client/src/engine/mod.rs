@@ -227,6 +227,12 @@ impl Engine {
         self.ctx.mirrors.url(m, fetch)
     }
 
+    /// The URL of the file likely asked after the one fetch `fetch` streams (the next of
+    /// its kind in its mirror), for the shell to ask ahead.
+    pub fn mirror_next_url(&self, fetch: u32) -> Option<String> {
+        self.ctx.mirrors.next_url(fetch)
+    }
+
     /// Bytes received from gateway `g` since the start.
     pub fn gateway_bytes(&self, g: GatewayId) -> u64 {
         self.ctx.gateways[g].bytes_in

@@ -25,6 +25,46 @@ extern "C" {
     fn global_fetch(url: &str, init: &JsValue) -> Promise;
 }
 
+/// A file asked for before the engine wants it (the one after the file being read, of
+/// the same kind): its request's round trip overlaps the reading of the one before. The
+/// browser holds its body (one file) until it is read. Dropping it aborts it.
+pub struct Prefetch {
+    /// Its URL.
+    pub url: String,
+    response: Promise,
+    /// Taken when a fetch takes the prefetch over (then it is not aborted).
+    controller: Option<web_sys::AbortController>,
+}
+
+impl Prefetch {
+    /// Ask for `url` now.
+    pub fn start(url: String) -> Option<Prefetch> {
+        let controller = web_sys::AbortController::new().ok()?;
+        let response = global_fetch(&url, &file_init(&controller.signal()));
+        Some(Prefetch {
+            url,
+            response,
+            controller: Some(controller),
+        })
+    }
+}
+
+impl Drop for Prefetch {
+    fn drop(&mut self) {
+        if let Some(c) = &self.controller {
+            c.abort();
+        }
+    }
+}
+
+/// A file's request options: abortable, the browser's cache as it likes (a file never
+/// changes).
+fn file_init(signal: &web_sys::AbortSignal) -> JsValue {
+    let init = js_sys::Object::new();
+    let _ = Reflect::set(&init, &"signal".into(), signal);
+    init.into()
+}
+
 /// A fetch in flight, abortable.
 pub struct Fetching {
     /// The engine's fetch.
@@ -38,24 +78,9 @@ impl Drop for Fetching {
     }
 }
 
-/// `fetch(url)` (with `signal`, for a file; without, for a manifest), answered 200: the
-/// response.
-async fn get(
-    url: &str,
-    signal: Option<&web_sys::AbortSignal>,
-) -> Result<web_sys::Response, FetchError> {
-    let init = js_sys::Object::new();
-    match signal {
-        Some(signal) => {
-            let _ = Reflect::set(&init, &"signal".into(), signal);
-        }
-        // A file never changes (the browser's cache may keep it for good); the manifest
-        // is revalidated at every read, so that a new one is seen.
-        None => {
-            let _ = Reflect::set(&init, &"cache".into(), &"no-cache".into());
-        }
-    }
-    let response = JsFuture::from(global_fetch(url, &init))
+/// The answer of a `fetch()`, answered 200: the response.
+async fn answered(promise: Promise) -> Result<web_sys::Response, FetchError> {
+    let response = JsFuture::from(promise)
         .await
         .map_err(|e| FetchError::Failed(describe(&e)))?;
     let response: web_sys::Response = response
@@ -71,7 +96,10 @@ async fn get(
 pub fn fetch_manifest(url: String, m: MirrorId, inbox: Rc<Inbox>) {
     wasm_bindgen_futures::spawn_local(async move {
         let result = async {
-            let response = get(&url, None).await?;
+            // Revalidated at every read, so that a new one is seen.
+            let init = js_sys::Object::new();
+            let _ = Reflect::set(&init, &"cache".into(), &"no-cache".into());
+            let response = answered(global_fetch(&url, &init)).await?;
             let json = response
                 .json()
                 .map_err(|e| FetchError::Manifest(describe(&e)))?;
@@ -85,13 +113,29 @@ pub fn fetch_manifest(url: String, m: MirrorId, inbox: Rc<Inbox>) {
     });
 }
 
-/// Fetch a file at `url` for the engine's fetch `fetch`: its body goes to the inbox as it
-/// comes. Dropping what is returned aborts it.
-pub fn fetch_file(url: String, fetch: u32, inbox: Rc<Inbox>) -> Option<Fetching> {
-    let controller = web_sys::AbortController::new().ok()?;
+/// Fetch a file at `url` for the engine's fetch `fetch` (or take `prefetched`, when it
+/// asked for the same URL): its body goes to the inbox as it comes. Dropping what is
+/// returned aborts it.
+pub fn fetch_file(
+    url: String,
+    fetch: u32,
+    inbox: Rc<Inbox>,
+    prefetched: Option<Prefetch>,
+) -> Option<Fetching> {
+    let taken = prefetched
+        .filter(|p| p.url == url)
+        .and_then(|mut p| Some((p.response.clone(), p.controller.take()?)));
+    let (promise, controller) = match taken {
+        Some(taken) => taken,
+        None => {
+            let controller = web_sys::AbortController::new().ok()?;
+            let promise = global_fetch(&url, &file_init(&controller.signal()));
+            (promise, controller)
+        }
+    };
     let signal = controller.signal();
     wasm_bindgen_futures::spawn_local(async move {
-        let result = stream(&url, fetch, &signal, &inbox).await;
+        let result = stream(promise, fetch, &signal, &inbox).await;
         if !signal.aborted() {
             inbox.push(Input::MirrorEnd { fetch, result });
         }
@@ -99,14 +143,14 @@ pub fn fetch_file(url: String, fetch: u32, inbox: Rc<Inbox>) -> Option<Fetching>
     Some(Fetching { fetch, controller })
 }
 
-/// The body of `url`, piece by piece into the inbox.
+/// The body of the answer of `promise`, piece by piece into the inbox.
 async fn stream(
-    url: &str,
+    promise: Promise,
     fetch: u32,
     signal: &web_sys::AbortSignal,
     inbox: &Inbox,
 ) -> Result<(), FetchError> {
-    let response = get(url, Some(signal)).await?;
+    let response = answered(promise).await?;
     let Some(body) = response.body() else {
         return Ok(());
     };

@@ -46,8 +46,10 @@ pub struct Net {
     engine: Engine,
     sockets: Vec<Option<Socket>>,
     gens: Vec<u32>,
-    /// The mirror's file being fetched (aborted when dropped).
-    fetching: Option<super::mirror::Fetching>,
+    /// The mirrors' files being fetched, one of each kind at most (aborted when dropped).
+    fetching: Vec<super::mirror::Fetching>,
+    /// The files asked for ahead of the engine, one of each kind at most.
+    prefetched: Vec<super::mirror::Prefetch>,
     inbox: Rc<Inbox>,
     status: Rc<RefCell<Status>>,
     on_event: Function,
@@ -110,7 +112,8 @@ impl Net {
             engine,
             sockets: (0..gateways).map(|_| None).collect(),
             gens: vec![0; gateways],
-            fetching: None,
+            fetching: Vec::with_capacity(2),
+            prefetched: Vec::with_capacity(2),
             inbox: inbox.clone(),
             status: status.clone(),
             on_event,
@@ -186,7 +189,7 @@ impl Net {
                 self.status.borrow_mut().receive_ms += js::mono_ms() - started;
             }
             Input::MirrorEnd { fetch, result } => {
-                self.fetching.take_if(|f| f.fetch == fetch);
+                self.fetching.retain(|f| f.fetch != fetch);
                 self.engine.mirror_end(fetch, result, now());
             }
             Input::Timeout => {
@@ -230,17 +233,32 @@ impl Net {
                 }
                 Action::Fetch { mirror, fetch } => {
                     let url = self.engine.mirror_url(mirror, Some(fetch));
-                    self.fetching = url
-                        .and_then(|url| super::mirror::fetch_file(url, fetch, self.inbox.clone()));
-                    if self.fetching.is_none() {
-                        let why = crate::engine::FetchError::Failed("no AbortController".into());
-                        self.engine.mirror_end(fetch, Err(why), now());
+                    let ahead = url.as_ref().and_then(|u| {
+                        let i = self.prefetched.iter().position(|p| p.url == *u)?;
+                        Some(self.prefetched.swap_remove(i))
+                    });
+                    let inbox = self.inbox.clone();
+                    let started =
+                        url.and_then(|u| super::mirror::fetch_file(u, fetch, inbox, ahead));
+                    // The file after it, asked now (one of each kind: a second would be a
+                    // stale one, dropped and aborted).
+                    if let Some(next) = self.engine.mirror_next_url(fetch) {
+                        if self.prefetched.len() >= 2 {
+                            self.prefetched.remove(0);
+                        }
+                        self.prefetched.extend(super::mirror::Prefetch::start(next));
+                    }
+                    match started {
+                        Some(f) => self.fetching.push(f),
+                        None => {
+                            let why =
+                                crate::engine::FetchError::Failed("no AbortController".into());
+                            self.engine.mirror_end(fetch, Err(why), now());
+                        }
                     }
                 }
-                Action::CancelFetch { fetch } => {
-                    // Dropped: aborted.
-                    self.fetching.take_if(|f| f.fetch == fetch);
-                }
+                // Dropped: aborted.
+                Action::CancelFetch { fetch } => self.fetching.retain(|f| f.fetch != fetch),
             }
         }
         for g in (0..self.sockets.len()).map(GatewayId) {
