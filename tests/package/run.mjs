@@ -2,9 +2,11 @@
 // the npm cache) into a fresh Vite + TypeScript app written here, type-checked with tsc
 // (the .d.ts), built with `vite build` (the worker and the wasm bundled from
 // node_modules), then served and opened in each browser engine (tests/engines.mjs:
-// Chromium, Firefox, WebKit) against a real lightwire-gateway: the app's stored tip must be
-// the gateway's. Then the same app under `vite` (the dev server), with the vite.config.ts
-// pkg/README.md asks for.
+// Chromium, Firefox, WebKit) against a real lightwire-gateway, the chain's history from a
+// mirror (`lightwire-gateway export` of the same chain, served beside the app): the app's
+// stored tip must be the gateway's, and the mirror must have sent the bytes of its files.
+// Then the same app under `vite` (the dev server), with the vite.config.ts pkg/README.md
+// asks for, from the gateway alone.
 //
 //   node tests/package/run.mjs [--engines a,b]
 //
@@ -50,15 +52,22 @@ const version = (name) => JSON.parse(readFileSync(join(root, 'node_modules', nam
 
 const MAIN_TS = `import { LightwireClient, type NewTip } from 'lightwire';
 
-const gateway = new URLSearchParams(location.search).get('gw') ?? 'ws://127.0.0.1:8335#<node id hex>';
-const client = await LightwireClient.open({ network: 'regtest', gateways: [gateway], storeName: 'app' });
+const params = new URLSearchParams(location.search);
+const gateway = params.get('gw') ?? 'ws://127.0.0.1:8335#<node id hex>';
+const client = await LightwireClient.open({ network: 'regtest', gateways: [gateway], storeName: 'app', bulk: params.getAll('bulk') });
 let tip: NewTip | null = null;
 let synced = false;
 const show = () => {
   document.title = synced && tip ? \`synced \${tip.height}\` : 'syncing';
   document.body.textContent = tip ? \`\${tip.height} \${tip.hash}\` : 'nothing stored yet';
 };
-client.on('progress', (e) => { synced = e.synced; show(); });
+client.on('progress', async (e) => {
+  synced = e.synced;
+  // The bytes each mirror sent, for the test to read.
+  const m = await client.metrics();
+  document.documentElement.dataset.mirrorBytes = String(m.sources.filter((s) => s.kind === 'mirror').reduce((a, s) => a + s.bytes, 0));
+  show();
+});
 client.on('tip', (e) => { tip = e; show(); });
 `;
 
@@ -72,6 +81,9 @@ export async function typesOnly(client: LightwireClient): Promise<void> {
   client.on('gateway', (e) => console.log(e.state === 'backing-off', e.reason?.length));
   client.on('rejected', (e) => console.log(e.gateway, e.url, e.reason));
   client.on('warning', (e) => console.log(e.text));
+  client.on('mirror', (e) => console.log(e.state === 'dropped', e.code, e.height, e.url));
+  // @ts-expect-error: not a mirror's code
+  client.on('mirror', (e) => e.code === 'gone');
   client.on('error', (e) => console.log(e.kind, e.message, e.fatal));
   // @ts-expect-error: a progress event has no hash
   client.on('progress', (e) => e.hash);
@@ -88,7 +100,9 @@ export async function typesOnly(client: LightwireClient): Promise<void> {
   const states: string[] = (await client.gateways()).map((g) => g.state);
   const storage = await LightwireClient.storage();
   console.log(confirmations, synced, states, storage.persisted);
-  const options: ClientOptions = { network: 'signet', gateways: [], worker: false, persist: false, commitEvery: 1, requestSize: 1, progressIntervalMs: 1 };
+  const options: ClientOptions = { network: 'signet', gateways: [], worker: false, persist: false, commitEvery: 1, requestSize: 1, progressIntervalMs: 1, bulk: ['/bulk/signet/'] };
+  const bytes: number[] = (await client.metrics()).sources.map((s) => s.bytes);
+  console.log(bytes);
   // @ts-expect-error: not a network
   const bad: ClientOptions = { network: 'moonnet', gateways: [] };
   console.log(bad);
@@ -168,7 +182,7 @@ function gateway(work, source) {
 
 /// Open the app at `url` in a new page of `browser`; wait for \`synced HEIGHT\` and check the
 /// tip it shows against the gateway's /metrics, and that its engine runs in the worker.
-async function openApp(browser, url, metrics, workerPath) {
+async function openApp(browser, url, metrics, workerPath, mirror = false) {
   const page = await browser.newPage();
   const errors = [];
   page.onError((message) => errors.push(`page error: ${message}`));
@@ -186,13 +200,15 @@ async function openApp(browser, url, metrics, workerPath) {
     if (Number(height) !== gwHeight || hash !== gwHash) {
       fail(`the app's stored tip ${height} ${hash} is not the gateway's ${gwHeight} ${gwHash}`);
     }
+    const mirrorBytes = Number(await page.evaluate(() => document.documentElement.dataset.mirrorBytes));
+    if (mirror && !(mirrorBytes > 0)) fail(`the app read nothing from the mirror (${mirrorBytes} bytes)`);
     // The engine runs in its Web Worker: the page loaded the worker's script (resource
     // timing lists it in every engine).
     const loaded = await page.evaluate(() => performance.getEntriesByType('resource').map((e) => e.name));
     if (!loaded.some((u) => u.includes(workerPath))) {
       fail(`the engine's worker (${workerPath}) was not loaded by the page; loaded: ${loaded.join(', ') || 'nothing'}`);
     }
-    return { height, hash };
+    return { height, hash, mirrorBytes };
   } finally {
     await page.close();
   }
@@ -297,16 +313,18 @@ async function main() {
     gw = gateway(work, ['--generate', String(HEIGHT)]);
     const { connect, metrics } = await gw.ready;
     log(`gateway up: ${connect}`);
-    server = await serve({ '/': readFileSync(join(dist, 'index.html'), 'utf8') }, { '/': dist });
+    // The mirror: the same chain exported, served beside the app (its own origin).
+    run(GATEWAY, ['export', '--out', join(work, 'bulk'), '--generate', String(HEIGHT)], work);
+    server = await serve({ '/': readFileSync(join(dist, 'index.html'), 'utf8') }, { '/bulk/': join(work, 'bulk'), '/': dist });
     const gwParam = `?gw=${encodeURIComponent(connect)}`;
     dev = viteDev(app, await freePort());
     await dev.ready;
     for (const engine of engines) {
       browser = await openEngine(engine, join(work, `profile-${engine}`));
-      const built = await openApp(browser, `http://127.0.0.1:${server.address().port}/${gwParam}`,
-        metrics, `/assets/${workerChunk[0]}`);
+      const built = await openApp(browser, `http://127.0.0.1:${server.address().port}/${gwParam}&bulk=/bulk/regtest/`,
+        metrics, `/assets/${workerChunk[0]}`, true);
       log(`${engine}: the built app (engine in its Web Worker) stored tip ${built.height} ` +
-        `${built.hash.slice(0, 16)}... = the gateway's /metrics`);
+        `${built.hash.slice(0, 16)}... = the gateway's /metrics; ${built.mirrorBytes} bytes from the mirror`);
 
       // 5. The same app under the dev server.
       try {
