@@ -73,7 +73,8 @@ export interface ClientOptions {
    * the headers the mirrors' files hold from them, validated exactly as a gateway's, and
    * asks the gateways only for the rest. A mirror that fails or lies in any way is dropped
    * for the session (a `mirror` event says why); it can make the sync slower, never wrong.
-   * At most 8. (Filter headers and filters still come from the gateways.)
+   * At most 8. Not given: the mirrors the gateways advertise (their `init`), if any;
+   * `[]`: none at all. (Filters for scans still come from the gateways.)
    */
   bulk?: string[];
   /**

@@ -620,7 +620,7 @@ impl<S: HeaderStore> Net<S> {
             .map(|m| format!("http://127.0.0.{}/bulk", m + 1))
             .collect();
         self.host.mirrors = mirrors;
-        self.host.engine.set_mirrors(urls);
+        self.host.engine.set_mirrors(Some(urls));
     }
 
     /// Run the driver until nothing moves (or the store fails: then nothing more runs).

@@ -79,6 +79,15 @@ struct Cli {
     /// Anyone else's X-Forwarded-For is ignored.
     #[arg(long, value_name = "ADDRESS[/PREFIX]")]
     trusted_proxy: Vec<Block>,
+    /// A mirror of the chain's history (`lightwire-gateway export` served as static files,
+    /// deploy/nginx/bulk.conf) to advertise to clients in `init`: its base URL, http(s);
+    /// repeatable, at most 4
+    ///
+    /// A client that lists no mirrors of its own reads these (docs/PROTOCOL.md, "Bulk
+    /// files"); they carry no trust, and take the bulk of a new client's sync off this
+    /// gateway.
+    #[arg(long, value_name = "URL", value_parser = bulk_url)]
+    bulk_url: Vec<String>,
     /// Serve Prometheus metrics on http://HOST:PORT/metrics
     #[arg(long, value_name = "HOST:PORT", value_parser = addr)]
     metrics_listen: Option<SocketAddr>,
@@ -281,6 +290,8 @@ struct Options {
     compact: bool,
     tls: Option<(PathBuf, PathBuf)>,
     trusted_proxies: TrustedProxies,
+    /// The `bulk_mirrors` value advertised in `init` (empty: none).
+    mirrors: Vec<u8>,
 }
 
 /// [`Buffers::DEFAULT_POOL`], as the flag's type.
@@ -347,7 +358,19 @@ impl Cli {
             max_per_address: count(self.max_per_address),
             max_new_per_second: self.max_new_per_second,
         };
+        if self.bulk_url.len() > lightwire_proto::initiator::MAX_MIRRORS_ADVERTISED {
+            return Err(format!(
+                "--bulk-url is given {} times; clients take at most {}",
+                self.bulk_url.len(),
+                lightwire_proto::initiator::MAX_MIRRORS_ADVERTISED
+            ));
+        }
+        let urls: Vec<&str> = self.bulk_url.iter().map(String::as_str).collect();
+        let mut mirrors = vec![0u8; urls.iter().map(|u| u.len() + 2).sum()];
+        let n = lightwire_wire::Init::encode_mirrors(&urls, &mut mirrors).unwrap_or(0);
+        mirrors.truncate(n);
         Ok(Options {
+            mirrors,
             listen: self.listen,
             key_file: self.key_file,
             source,
@@ -359,6 +382,23 @@ impl Cli {
             trusted_proxies: TrustedProxies::new(self.trusted_proxy),
         })
     }
+}
+
+/// A `--bulk-url`: what a client takes from a gateway's `init` (an absolute http(s) URL,
+/// no spaces, at most 512 bytes).
+fn bulk_url(v: &str) -> Result<String, String> {
+    let absolute = v.starts_with("https://") || v.starts_with("http://");
+    if !absolute || v.len() > lightwire_proto::initiator::MAX_MIRROR_URL {
+        return Err(
+            "a mirror's base URL is an http:// or https:// URL of at most 512 bytes".into(),
+        );
+    }
+    if v.bytes()
+        .any(|b| b.is_ascii_whitespace() || b.is_ascii_control())
+    {
+        return Err("a mirror's base URL has no spaces".into());
+    }
+    Ok(v.to_string())
 }
 
 fn addr(v: &str) -> Result<SocketAddr, String> {
@@ -484,7 +524,8 @@ async fn run(o: Options) -> Result<(), String> {
         None => None,
     };
     let started = std::time::Instant::now();
-    let (chain, following) = load(&o.source)?;
+    let (mut chain, following) = load(&o.source)?;
+    chain.advertise_mirrors(o.mirrors.clone());
     let tip = chain.tip();
     tracing::info!(
         "serving {} headers of {} (tip {}), validated in {:.1} s",

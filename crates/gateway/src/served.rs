@@ -76,6 +76,8 @@ pub struct ServedChain {
     fees: Option<std::sync::Arc<crate::fees::NodeFees>>,
     /// The payments a generated chain carries (its blocks' pool).
     payments: Option<&'static Pool>,
+    /// The `bulk_mirrors` value clients are told in `init` (`--bulk-url`; empty: none).
+    mirrors: Vec<u8>,
 }
 
 /// A chain being built: what is served, and the validation window its next header needs.
@@ -105,6 +107,7 @@ impl Builder {
                 relay: None,
                 mempool: None,
                 fees: None,
+                mirrors: Vec::new(),
                 payments: None,
             },
             chain,
@@ -208,8 +211,16 @@ impl ServedChain {
     /// under way end at once and clients ask again from their locator.
     pub fn replace(&mut self, new: ServedChain) {
         let reorgs = self.reorgs + 1;
+        let mirrors = core::mem::take(&mut self.mirrors);
         *self = new;
         self.reorgs = reorgs;
+        self.mirrors = mirrors;
+    }
+
+    /// Advertise these mirrors to clients in `init` (a `bulk_mirrors` value,
+    /// [`lightwire_wire::Init::encode_mirrors`]; empty: none).
+    pub fn advertise_mirrors(&mut self, value: Vec<u8>) {
+        self.mirrors = value;
     }
 
     /// Serve `header` as the header at `height` from now on, in place of the one
@@ -587,6 +598,10 @@ impl lightwire_proto::Served for SessionView<'_> {
 
     fn serves_filters(&self) -> bool {
         self.chain.filters.is_some()
+    }
+
+    fn mirrors(&self) -> &[u8] {
+        &self.chain.mirrors
     }
 
     fn filter_tip(&self) -> Option<u32> {

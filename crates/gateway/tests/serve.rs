@@ -639,3 +639,27 @@ async fn several_websocket_pings_in_one_read_leave_the_stream_intact() {
         .expect("the stream is intact");
     assert_eq!((id, count), (3, 5));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_mirrors_given_are_advertised_in_init() {
+    let mut chain = generated(100);
+    let urls = [
+        "https://cdn.example.com/bulk/regtest/",
+        "http://127.0.0.1:8080/bulk/regtest/",
+    ];
+    let mut value = [0u8; 128];
+    let n = lightwire_wire::Init::encode_mirrors(&urls, &mut value).unwrap();
+    chain.advertise_mirrors(value[..n].to_vec());
+    let gw = common::start(chain, quick(), Buffers::pooled(4)).await;
+    let mut client = common::client(&gw, Framing::OnePerFrame).await;
+    let said = client
+        .recv(|m| match lightwire_wire::Message::decode(m) {
+            Ok(lightwire_wire::Message::Init(init)) => {
+                init.mirror_urls().map(str::to_string).collect::<Vec<_>>()
+            }
+            other => panic!("not an init first: {other:?}"),
+        })
+        .await
+        .unwrap();
+    assert_eq!(said, urls);
+}

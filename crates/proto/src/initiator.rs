@@ -289,6 +289,10 @@ impl Link {
 /// Pings a gateway may send within [`PING_WINDOW`] before it is failed (an honest one
 /// pings at most once per 30 s of silence).
 pub const MAX_PINGS: u32 = 10;
+/// The most mirrors taken from a gateway's `init` (more are ignored).
+pub const MAX_MIRRORS_ADVERTISED: usize = 4;
+/// The longest mirror URL taken from a gateway's `init`.
+pub const MAX_MIRROR_URL: usize = 512;
 /// The window [`MAX_PINGS`] counts in.
 pub const PING_WINDOW: Duration = Duration::from_secs(30);
 
@@ -407,6 +411,8 @@ pub struct Initiator {
     /// Whether the gateway's `init` offers the mempool digest.
     gateway_mempool: bool,
     gateway_fees: bool,
+    /// The mirrors its `init` advertised (at most [`MAX_MIRRORS_ADVERTISED`]).
+    gateway_mirrors: Vec<String>,
     /// Headers expanded from `headers_compact` and the block hashes of every answer.
     expanded: Expanded,
 }
@@ -446,6 +452,7 @@ impl Initiator {
             gateway_relay: false,
             gateway_mempool: false,
             gateway_fees: false,
+            gateway_mirrors: Vec::new(),
             expanded: Expanded::new(),
         };
         initiator.offer_compact_headers(true);
@@ -485,6 +492,13 @@ impl Initiator {
     /// ([`lightwire_wire::FEES_FEATURE`]).
     pub fn serves_fees(&self) -> bool {
         self.gateway_fees
+    }
+
+    /// The mirrors of the chain's history the gateway's `init` advertised (its
+    /// `bulk_mirrors` record: at most [`MAX_MIRRORS_ADVERTISED`], each at most
+    /// [`MAX_MIRROR_URL`] bytes), in its order.
+    pub fn mirrors(&self) -> &[String] {
+        &self.gateway_mirrors
     }
 
     /// Whether `init` has been exchanged.
@@ -527,8 +541,14 @@ impl Initiator {
                 relay,
                 mempool,
                 fees,
+                mirrors,
             }) => {
                 self.ready = true;
+                // A hint, bounded: the engine checks each and what its mirror serves.
+                self.gateway_mirrors.clear();
+                let urls = mirrors.mirror_urls().filter(|u| u.len() <= MAX_MIRROR_URL);
+                self.gateway_mirrors
+                    .extend(urls.take(MAX_MIRRORS_ADVERTISED).map(str::to_string));
                 self.gateway_filters = filters;
                 self.gateway_blocks = blocks;
                 self.gateway_relay = relay;
@@ -761,6 +781,8 @@ pub(crate) enum Interpreted<'a> {
         relay: bool,
         mempool: bool,
         fees: bool,
+        /// The URLs of its `bulk_mirrors` record.
+        mirrors: Init<'a>,
     },
     Pong(Option<u16>),
     Event(Option<PeerEvent<'a>>),
@@ -788,6 +810,7 @@ pub(crate) fn interpret<'a>(
             relay: features.is_set(RELAY_FEATURE),
             mempool: features.is_set(MEMPOOL_FEATURE),
             fees: features.is_set(lightwire_wire::FEES_FEATURE),
+            mirrors: init,
         });
     }
     let event = match message {

@@ -94,6 +94,12 @@ pub trait Served {
         false
     }
 
+    /// The mirrors of the chain's history to advertise in `init`: a `bulk_mirrors`
+    /// record's value ([`lightwire_wire::Init::encode_mirrors`]), empty for none.
+    fn mirrors(&self) -> &[u8] {
+        &[]
+    }
+
     /// The highest height whose filter header is known (filter headers may lag headers,
     /// as when a gateway learns them from its node after the headers).
     fn filter_tip(&self) -> Option<u32> {
@@ -639,7 +645,11 @@ impl Session {
                 n += 1;
             }
             let features = Features::write_bits(&all[..n], &mut field)?;
-            let init = Init::new(features, Some(Networks::from_chains(&chains)));
+            let mirrors = chain.mirrors();
+            let init = Init {
+                mirrors: (!mirrors.is_empty()).then_some(mirrors),
+                ..Init::new(features, Some(Networks::from_chains(&chains)))
+            };
             return init.encode(out).map(Some);
         }
         if self.done {

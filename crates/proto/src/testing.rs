@@ -47,6 +47,8 @@ pub struct TestChain {
     pub mempool: Option<TestMempool>,
     /// Its fee rates (source; sat/kvB for 1, 6 and 144 blocks), served when `Some`.
     pub fee_rates: Option<(lightwire_wire::FeeSource, [Option<u64>; 3])>,
+    /// The `bulk_mirrors` value its `init` advertises (empty: none).
+    pub mirrors: Vec<u8>,
 }
 
 /// A transaction (version 2, replaceable) spending output `vout` of `prev` with `witness`
@@ -180,6 +182,7 @@ impl TestChain {
             relay_answer: crate::session::RelayStatus::Relayed,
             mempool: None,
             fee_rates: None,
+            mirrors: Vec::new(),
         };
         chain.index.insert(REGTEST.genesis.block_hash(), 0);
         chain.extend(headers_after(&REGTEST, &REGTEST.genesis, 0, count, 0));
@@ -361,6 +364,10 @@ impl Served for TestChain {
 
     fn serves_filters(&self) -> bool {
         self.serve_filters
+    }
+
+    fn mirrors(&self) -> &[u8] {
+        &self.mirrors
     }
 
     fn filter_tip(&self) -> Option<u32> {

@@ -2,8 +2,10 @@
 //! sender's features and the chains it is interested in.
 //!
 //! Payload: `u16 gflen, gflen*byte globalfeatures, u16 flen, flen*byte features,
-//! init_tlvs`, where `init_tlvs` knows type 1 `networks` (a list of 32-byte chain hashes)
-//! and type 3 `remote_addr` (an address descriptor, kept as opaque bytes).
+//! init_tlvs`, where `init_tlvs` knows type 1 `networks` (a list of 32-byte chain hashes),
+//! type 3 `remote_addr` (an address descriptor, kept as opaque bytes) and lightwire's own
+//! odd type 65537 `bulk_mirrors` (a gateway's mirrors of the chain's history: URLs, each
+//! a big-endian u16 length and its UTF-8 bytes).
 
 use crate::cursor::{Reader, Writer};
 use crate::error::{DecodeError, EncodeError, TlvError};
@@ -22,6 +24,9 @@ pub const CHAIN_HASH_LEN: usize = 32;
 pub const NETWORKS_TLV: u64 = 1;
 /// `init_tlvs` type of `remote_addr`.
 pub const REMOTE_ADDR_TLV: u64 = 3;
+/// `init_tlvs` type of `bulk_mirrors` (lightwire's; odd, in BOLT 1's range for
+/// experiments, so that any peer that does not know it skips it).
+pub const BULK_MIRRORS_TLV: u64 = 65_537;
 
 /// The chains listed in an `init`'s `networks` record, borrowed.
 ///
@@ -138,6 +143,8 @@ pub struct Init<'a> {
     /// The `remote_addr` record: the address descriptor (1 type byte, then data) the
     /// sender saw us connect from. Not validated.
     pub remote_addr: Option<&'a [u8]>,
+    /// The `bulk_mirrors` record's value, as sent (see [`Init::mirror_urls`]).
+    pub mirrors: Option<&'a [u8]>,
 }
 
 impl<'a> Init<'a> {
@@ -152,7 +159,41 @@ impl<'a> Init<'a> {
             features,
             networks,
             remote_addr: None,
+            mirrors: None,
         }
+    }
+
+    /// The URLs of the `bulk_mirrors` record, in order: each a big-endian u16 length and
+    /// its bytes; one that is not UTF-8 is skipped, and a length past the record's end
+    /// ends the list (the record is a hint: the client checks what it takes).
+    pub fn mirror_urls(&self) -> impl Iterator<Item = &'a str> {
+        let mut rest = self.mirrors.unwrap_or_default();
+        core::iter::from_fn(move || {
+            loop {
+                let (len, tail) = rest.split_first_chunk::<2>()?;
+                let len = usize::from(u16::from_be_bytes(*len));
+                let url = tail.get(..len)?;
+                rest = &tail[len..];
+                if let Ok(url) = core::str::from_utf8(url) {
+                    return Some(url);
+                }
+            }
+        })
+    }
+
+    /// Write `urls` as a `bulk_mirrors` value at the start of `out`: its length, or
+    /// `None` if `out` is too short or a URL longer than 65,535 bytes.
+    pub fn encode_mirrors(urls: &[&str], out: &mut [u8]) -> Option<usize> {
+        let mut at = 0;
+        for url in urls {
+            let len = u16::try_from(url.len()).ok()?;
+            let end = at + 2 + url.len();
+            let dst = out.get_mut(at..end)?;
+            dst[..2].copy_from_slice(&len.to_be_bytes());
+            dst[2..].copy_from_slice(url.as_bytes());
+            at = end;
+        }
+        Some(at)
     }
 
     /// The union of `globalfeatures` and `features`, which the receiver must treat as
@@ -206,6 +247,7 @@ impl<'a> Init<'a> {
             features,
             networks: None,
             remote_addr: None,
+            mirrors: None,
         };
         init.decode_tlvs(r.take_rest())
             .map_err(|error| DecodeError::InvalidTlvStream {
@@ -229,6 +271,7 @@ impl<'a> Init<'a> {
                     self.networks = Some(networks);
                 }
                 REMOTE_ADDR_TLV => self.remote_addr = Some(record.value),
+                BULK_MIRRORS_TLV => self.mirrors = Some(record.value),
                 _ => record.skip_unknown()?,
             }
         }
@@ -243,11 +286,15 @@ impl<'a> Init<'a> {
         let remote_addr = self
             .remote_addr
             .map_or(0, |a| record_len(REMOTE_ADDR_TLV, a.len()));
+        let mirrors = self
+            .mirrors
+            .map_or(0, |m| record_len(BULK_MIRRORS_TLV, m.len()));
         2 + self.global_features.as_bytes().len()
             + 2
             + self.features.as_bytes().len()
             + networks
             + remote_addr
+            + mirrors
     }
 
     /// Writes the payload (without the message type).
@@ -260,6 +307,9 @@ impl<'a> Init<'a> {
         }
         if let Some(addr) = self.remote_addr {
             tlv.write(REMOTE_ADDR_TLV, addr)?;
+        }
+        if let Some(mirrors) = self.mirrors {
+            tlv.write(BULK_MIRRORS_TLV, mirrors)?;
         }
         Ok(())
     }
@@ -309,6 +359,35 @@ mod tests {
     }
 
     #[test]
+    fn mirrors_round_trip_and_a_peer_that_knows_them_not_skips_them() {
+        let chains = [mainnet()];
+        let mut value = [0u8; 64];
+        let urls = ["https://cdn.example.com/bulk/mainnet/", "/b/"];
+        let len = Init::encode_mirrors(&urls, &mut value).unwrap();
+        assert_eq!(Init::encode_mirrors(&urls, &mut value[..10]), None);
+        let init = Init {
+            mirrors: Some(&value[..len]),
+            ..Init::new(Features::empty(), Some(Networks::from_chains(&chains)))
+        };
+        let mut buf = [0u8; 200];
+        let n = init.encode(&mut buf).unwrap();
+        assert_eq!(n, init.encoded_len());
+        let back = decode(&buf[..n]).unwrap();
+        let urls: Vec<&str> = back.mirror_urls().collect();
+        assert_eq!(urls, ["https://cdn.example.com/bulk/mainnet/", "/b/"]);
+        assert_eq!(back.networks().count(), 1);
+        // A value cut short ends the list; bytes that are not UTF-8 are skipped.
+        let cut: &[u8] = &[0, 5, b'a', b'b'];
+        let odd: &[u8] = &[0, 1, 0xff, 0, 1, b'x'];
+        let with = |v| Init {
+            mirrors: Some(v),
+            ..Init::default()
+        };
+        assert_eq!(with(cut).mirror_urls().count(), 0);
+        assert_eq!(with(odd).mirror_urls().collect::<Vec<_>>(), ["x"]);
+    }
+
+    #[test]
     fn exact_bytes_with_features_and_networks() {
         let chains = [mainnet()];
         let mut fbuf = [0u8; 2];
@@ -350,6 +429,7 @@ mod tests {
             features: Features::new(&[0x01, 0x00, 0x80]),
             networks: Some(Networks::from_chains(&chains)),
             remote_addr: Some(&addr),
+            mirrors: None,
         };
         let mut out = [0u8; 200];
         let n = init.encode(&mut out).unwrap();
@@ -521,6 +601,7 @@ mod tests {
             features: Features::new(&[0x80, 0x01]),
             networks: Some(Networks::from_chains(&chains)),
             remote_addr: Some(&addr),
+            mirrors: None,
         };
         let mut out = [0u8; 100];
         let n = init.encode(&mut out).unwrap();

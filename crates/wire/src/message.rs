@@ -389,6 +389,7 @@ mod tests {
                 features: Features::new(&[0x02, 0x00]),
                 networks: Some(Networks::from_chains(&chains)),
                 remote_addr: Some(&addr),
+                mirrors: None,
             }),
             Message::Init(Init::default()),
             Message::Error(ErrorMessage {

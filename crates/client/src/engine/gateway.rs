@@ -244,6 +244,8 @@ pub struct Gateway {
     pub failures: u32,
     /// Bytes received from it since the engine started.
     pub bytes_in: u64,
+    /// The mirrors its `init` advertised were taken (once a session).
+    pub mirrors_taken: bool,
     /// When its connection exchanged `init`, while it has one.
     pub ready_at: Option<Millis>,
     /// When to reconnect (backing off).
@@ -278,6 +280,7 @@ impl Gateway {
             tip: None,
             undelivered: None,
             bytes_in: 0,
+            mirrors_taken: false,
             undelivered_count: 0,
             undelivered_pending: false,
             failures: 0,

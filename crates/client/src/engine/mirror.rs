@@ -18,8 +18,11 @@
 //! [`Event::Mirror`]); the sync goes on from the next mirror or the gateways. What was
 //! validated before the fault stays: it was validated.
 //!
-//! Only headers are read from mirrors so far; filter headers and filters are the
-//! gateways' (their files are in the manifest, read by the next step of this module).
+//! Headers and filter headers are read from mirrors (filter headers checked against what
+//! the gateways agree on: `bulk_filters.rs`); the filters a scan reads are still the
+//! gateways' (their files are in the manifest, not read yet). Mirrors come from the
+//! application, or, when it lists none, from the gateways' `init` (at most four each,
+//! [`MAX_MIRRORS`] in all).
 
 use core::time::Duration;
 
@@ -300,12 +303,17 @@ pub struct Stream {
     pub reading: bool,
 }
 
+/// The most mirrors a client reads (the application's and those gateways advertise).
+pub const MAX_MIRRORS: usize = 8;
+
 /// Every mirror, and the files streamed: at most one of each [`Kind`] at a time (their
 /// readers are the engine's, apart from the context, so that what they hand out goes to
 /// the tasks where it lies).
 pub struct Mirrors {
-    /// As the application listed them.
+    /// As the application listed them, then as gateways advertised them.
     pub list: Vec<Mirror>,
+    /// Whether mirrors the gateways advertise are read (the application listed none).
+    pub take_advertised: bool,
     /// The files in flight.
     pub streams: Vec<Stream>,
     next_fetch: u32,
@@ -314,26 +322,59 @@ pub struct Mirrors {
 impl Mirrors {
     /// Mirrors at these base URLs (a `/` added where missing), none read yet.
     pub fn new(urls: Vec<String>) -> Mirrors {
-        let list = urls
-            .into_iter()
-            .map(|mut url| {
-                if !url.ends_with('/') {
-                    url.push('/');
-                }
-                Mirror {
-                    url,
-                    state: MirrorState::Unread,
-                    bytes: 0,
-                    window: (Duration::ZERO, 0),
-                    active: (0, Millis(0)),
-                }
-            })
-            .collect();
-        Mirrors {
-            list,
+        let mut m = Mirrors {
+            list: Vec::new(),
+            take_advertised: false,
             streams: Vec::with_capacity(2),
             next_fetch: 0,
+        };
+        for url in urls {
+            m.add(url);
         }
+        m
+    }
+
+    /// Add a mirror at `url` (a `/` added where missing), unless it is listed already or
+    /// [`MAX_MIRRORS`] are.
+    fn add(&mut self, mut url: String) {
+        if !url.ends_with('/') {
+            url.push('/');
+        }
+        if self.list.len() >= MAX_MIRRORS || self.list.iter().any(|m| m.url == url) {
+            return;
+        }
+        self.list.push(Mirror {
+            url,
+            state: MirrorState::Unread,
+            bytes: 0,
+            window: (Duration::ZERO, 0),
+            active: (0, Millis(0)),
+        });
+    }
+
+    /// A gateway advertised these mirrors in its `init`: taken (when the application
+    /// listed none) if they are absolute http(s) URLs without spaces; their manifests
+    /// are asked. A hostile gateway can list only mirrors, which carry no trust.
+    pub fn advertised(
+        &mut self,
+        urls: &[String],
+        now: Millis,
+        actions: &mut std::collections::VecDeque<Action>,
+    ) {
+        if !self.take_advertised {
+            return;
+        }
+        for url in urls {
+            let absolute = url.starts_with("https://") || url.starts_with("http://");
+            if absolute
+                && !url
+                    .bytes()
+                    .any(|b| b.is_ascii_whitespace() || b.is_ascii_control())
+            {
+                self.add(url.clone());
+            }
+        }
+        self.read_manifests(now, actions);
     }
 
     /// Ask for every unread manifest (at the start: they are small, and read while the
@@ -911,6 +952,53 @@ mod tests {
             stored_filter_headers(&net),
             chain_filter_headers(&chain, 10_000)
         );
+    }
+
+    /// A gateway whose `init` advertises these mirror URLs.
+    fn advertising(urls: &[&str]) -> TestChain {
+        let mut chain = TestChain::generate(10_000);
+        let mut value = [0u8; 512];
+        let n = lightwire_wire::Init::encode_mirrors(urls, &mut value).unwrap();
+        chain.mirrors = value[..n].to_vec();
+        chain
+    }
+
+    #[test]
+    fn a_mirror_a_gateway_advertises_is_read_unless_the_application_lists_its_own() {
+        let chain = TestChain::generate(10_000);
+        let mirror = TestMirror::of(&chain, 8_063, 2_016);
+        // Not absolute, spaces, or more than four: not taken.
+        let urls = ["http://127.0.0.1/bulk/", "/relative/", "http://a b/"];
+        let mut net = Net::new(memory(), vec![advertising(&urls)], |e| {
+            e.set_filters(false);
+            e.set_mirrors(None);
+        });
+        net.host.mirrors = vec![mirror.clone()];
+        net.drive();
+        let listed: Vec<&str> = net
+            .host
+            .engine
+            .mirrors()
+            .iter()
+            .map(|m| m.url.as_str())
+            .collect();
+        assert_eq!(listed, ["http://127.0.0.1/bulk/"]);
+        assert_eq!(faults(&net), []);
+        assert_eq!(net.stored().height, 10_000);
+        assert!(net.host.engine.mirrors()[0].bytes > 0);
+        let gateway = net.host.engine.counters().bytes_in;
+        assert!(
+            gateway < 1_937 * 80 + 20_000,
+            "the gateway sent {gateway} bytes"
+        );
+        // An application that lists its mirrors (none, here) takes none from gateways.
+        let mut net = Net::new(memory(), vec![advertising(&urls)], |e| {
+            e.set_filters(false);
+            e.set_mirrors(Some(Vec::new()));
+        });
+        net.drive();
+        assert!(net.host.engine.mirrors().is_empty());
+        assert_eq!(net.stored().height, 10_000);
     }
 
     #[test]

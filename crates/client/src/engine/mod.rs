@@ -207,16 +207,25 @@ impl Engine {
             self.drop_gateway(g, why);
         }
         if let Some(conn) = &self.conns[g] {
-            self.ctx.gateways[g].serves_filters = conn.serves_filters();
+            let gw = &mut self.ctx.gateways[g];
+            gw.serves_filters = conn.serves_filters();
+            if conn.is_ready() && !gw.mirrors_taken {
+                gw.mirrors_taken = true;
+                let c = &mut self.ctx;
+                c.mirrors.advertised(conn.mirrors(), now, &mut c.actions);
+            }
         }
         self.settle();
     }
 
     /// Read these mirrors (base URLs of bulk files, docs/PROTOCOL.md "Bulk files"): their
-    /// manifests are asked at once ([`Action::FetchManifest`]).
-    pub fn set_mirrors(&mut self, urls: Vec<String>) {
+    /// manifests are asked at once ([`Action::FetchManifest`]). With `None`, the mirrors
+    /// gateways advertise in their `init` are read instead.
+    pub fn set_mirrors(&mut self, urls: Option<Vec<String>>) {
         let c = &mut self.ctx;
-        c.mirrors = mirror::Mirrors::new(urls);
+        let take_advertised = urls.is_none();
+        c.mirrors = mirror::Mirrors::new(urls.unwrap_or_default());
+        c.mirrors.take_advertised = take_advertised;
         let now = c.now;
         c.mirrors.read_manifests(now, &mut c.actions);
     }

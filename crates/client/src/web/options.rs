@@ -30,8 +30,9 @@ pub struct Options {
     pub start: Option<Start>,
     /// `filters`: sync the filter-header chain beside the headers (default true).
     pub filters: bool,
-    /// `bulk`: base URLs of mirrors of the chain's history (docs/PROTOCOL.md, "Bulk files").
-    pub bulk: Vec<String>,
+    /// `bulk`: base URLs of mirrors of the chain's history (docs/PROTOCOL.md, "Bulk
+    /// files"); `None` (not given): the mirrors the gateways advertise.
+    pub bulk: Option<Vec<String>>,
     /// `unconfirmedExpiryMs`: how long an unconfirmed transaction no gateway holds is kept
     /// unmined (default two weeks, Bitcoin Core's mempool expiry).
     pub unconfirmed_expiry: core::time::Duration,
@@ -103,10 +104,10 @@ const MAX_MIRRORS: usize = 8;
 
 /// `bulk`: a list of base URLs (`https://`, `http://`, or a path on the app's origin
 /// starting with `/`), at most [`MAX_MIRRORS`].
-fn bulk_option(v: &JsValue) -> Result<Vec<String>, JsValue> {
+fn bulk_option(v: &JsValue) -> Result<Option<Vec<String>>, JsValue> {
     let bad = |why: String| js::error("InvalidOptions", format!("options.bulk: {why}"));
     if v.is_undefined() || v.is_null() {
-        return Ok(Vec::new());
+        return Ok(None);
     }
     if !Array::is_array(v) || Array::from(v).length() as usize > MAX_MIRRORS {
         return Err(bad(format!(
@@ -124,7 +125,7 @@ fn bulk_option(v: &JsValue) -> Result<Vec<String>, JsValue> {
         }
         out.push(url);
     }
-    Ok(out)
+    Ok(Some(out))
 }
 
 /// `start`: `'genesis'` (the default), `'checkpoint'` (the network's built-in one), or

@@ -531,7 +531,12 @@ impl Net {
         for (g, b) in s.gateway_bytes.iter_mut().enumerate() {
             *b = self.engine.gateway_bytes(GatewayId(g));
         }
-        for ((_, b), m) in s.mirrors.iter_mut().zip(self.engine.mirrors()) {
+        let mirrors = self.engine.mirrors();
+        if s.mirrors.len() != mirrors.len() {
+            // A gateway advertised one (rare: once a connection).
+            s.mirrors = mirrors.iter().map(|m| (m.url.clone(), m.bytes)).collect();
+        }
+        for ((_, b), m) in s.mirrors.iter_mut().zip(mirrors) {
             *b = m.bytes;
         }
     }

@@ -72,6 +72,7 @@ enum Ref {
         local: Range<usize>,
         networks: Option<Range<usize>>,
         remote_addr: Option<Range<usize>>,
+        mirrors: Option<Range<usize>>,
     },
     Error([u8; 32], Range<usize>),
     Warning([u8; 32], Range<usize>),
@@ -110,6 +111,7 @@ fn as_ref(m: &Message<'_>, data: &[u8]) -> Ref {
             local: o(i.features.as_bytes()),
             networks: i.networks.map(|n| o(n.as_bytes())),
             remote_addr: i.remote_addr.map(o),
+            mirrors: i.mirrors.map(o),
         },
         Message::Error(e) => Ref::Error(e.channel_id, o(e.data)),
         Message::Warning(w) => Ref::Warning(w.channel_id, o(w.data)),
@@ -181,12 +183,13 @@ fn reference(data: &[u8]) -> Result<Ref, DecodeError> {
         16 => {
             let global = r.prefixed("gflen", "globalfeatures")?;
             let local = r.prefixed("flen", "features")?;
-            let (networks, remote_addr) = init_records(data, r.at)?;
+            let (networks, remote_addr, mirrors) = init_records(data, r.at)?;
             Ref::Init {
                 global,
                 local,
                 networks,
                 remote_addr,
+                mirrors,
             }
         }
         17 | 1 => {
@@ -248,16 +251,19 @@ fn reference(data: &[u8]) -> Result<Ref, DecodeError> {
 /// The `init_tlvs` stream starting at `at`: the `networks` (type 1, whole chain hashes) and
 /// `remote_addr` (type 3) values, or the first broken rule in stream order.
 #[allow(clippy::type_complexity)]
+/// `networks`, `remote_addr` and `bulk_mirrors` value ranges.
+type InitRecords = (Option<Range<usize>>, Option<Range<usize>>, Option<Range<usize>>);
+
 fn init_records(
     data: &[u8],
     at: usize,
-) -> Result<(Option<Range<usize>>, Option<Range<usize>>), DecodeError> {
+) -> Result<InitRecords, DecodeError> {
     let tlv_err = |error| DecodeError::InvalidTlvStream {
         msg_type: 16,
         error,
     };
     let (records, error) = ref_tlv(&data[at..]);
-    let (mut networks, mut remote_addr) = (None, None);
+    let (mut networks, mut remote_addr, mut mirrors) = (None, None, None);
     for rec in records {
         let value = norm(rec.value.start + at..rec.value.end + at);
         match rec.ty {
@@ -270,19 +276,20 @@ fn init_records(
             }
             1 => networks = Some(value),
             3 => remote_addr = Some(value),
+            65_537 => mirrors = Some(value),
             t if t % 2 == 0 => return Err(tlv_err(TlvError::UnknownEvenType { ty: t })),
             _ => {}
         }
     }
     match error {
         Some(e) => Err(tlv_err(e)),
-        None => Ok((networks, remote_addr)),
+        None => Ok((networks, remote_addr, mirrors)),
     }
 }
 
-/// The canonical encoding of a valid `init`: its fields, then only its `networks` and
-/// `remote_addr` records (minimal BigSizes are the only ones accepted, so those records are
-/// the input's own bytes).
+/// The canonical encoding of a valid `init`: its fields, then only its `networks`,
+/// `remote_addr` and `bulk_mirrors` records (minimal BigSizes are the only ones accepted,
+/// so those records are the input's own bytes).
 fn init_canonical(data: &[u8]) -> Vec<u8> {
     let g = usize::from(u16::from_be_bytes([data[2], data[3]]));
     let f_at = 4 + g;
@@ -290,7 +297,7 @@ fn init_canonical(data: &[u8]) -> Vec<u8> {
     let fields_end = f_at + 2 + f;
     let mut out = data[..fields_end].to_vec();
     let (records, _) = ref_tlv(&data[fields_end..]);
-    for rec in records.iter().filter(|r| r.ty == 1 || r.ty == 3) {
+    for rec in records.iter().filter(|r| matches!(r.ty, 1 | 3 | 65_537)) {
         out.extend_from_slice(&data[fields_end + rec.record.start..fields_end + rec.record.end]);
     }
     out
