@@ -94,15 +94,15 @@ cargo build --release -p lightwire-gateway -p lightwire-chain -p lightwire-tests
 # squeezed), under the ceiling the package keeps to (benches/README.md, "Package size":
 # 350,000 until the keys derived twice and the wallet's stall trace took 1,675 bytes more;
 # 352,000 until the signature checks of gateways' transactions, fee bumping and the
-# mempool's bounded matching took about 18.7 KB more; 370,000 until mirrors took 18.9 KB
+# mempool's bounded matching took about 18.7 KB more; 370,000 until mirrors took 21.1 KB
 # more: their fetch() streaming and manifest parsing in the shell, about 10 KB of it, the
-# bulk readers, the filter-header files' check against the gateways' checkpoints, typed
-# faults).
-step "the package's wasm under 390,000 bytes gzipped"
+# bulk readers, the filter-header files' check against the gateways' checkpoints, the
+# mirrors gateways advertise, typed faults).
+step "the package's wasm under 395,000 bytes gzipped"
 wasm_gz=$(gzip -9 -c pkg/wasm/lightwire_bg.wasm | wc -c)
 echo "pkg/wasm/lightwire_bg.wasm: $wasm_gz bytes gzip -9"
-if [ "$wasm_gz" -gt 390000 ]; then
-  echo "error: the wasm is $wasm_gz bytes gzipped, over the 390,000-byte ceiling" >&2
+if [ "$wasm_gz" -gt 395000 ]; then
+  echo "error: the wasm is $wasm_gz bytes gzipped, over the 395,000-byte ceiling" >&2
   exit 1
 fi
 

@@ -26,6 +26,12 @@
 //   invalid   a gateway serves a header with a wrong nBits: the client rejects it, marks
 //             the gateway bad, keeps only valid headers, and goes on with a good gateway
 //   mostwork  two gateways on different branches: the client ends on the heavier one
+//   mirror    the chain's history from Debian's nginx serving an export (deploy/nginx/
+//             bulk.conf), the gateway sending only the edges; then hostile mirrors (404,
+//             truncated, another hash, a flipped byte, another network, manifests that
+//             claim more, forged headers and filter-headers files, stalled, slow), each
+//             dropped with its code and the gateway's chain stored. E2E_MIRROR_N: the
+//             chain's length (default 20,000)
 //   restart   the gateway is stopped and started again: the client reconnects by itself
 //             and catches up
 //   hang      the engine's worker made to spin for ever (the testHooks option): the page's
@@ -98,6 +104,9 @@
 // benches/README.md), then three from a checkpoint 9,736 below the tip; `--only full` gives the detailed counters (polled every 100 ms).
 // E2E_RESCAN_ONLY=1 or E2E_WALLET_ONLY=1 with --bench: only that rescan;
 // E2E_CHECKPOINT_ONLY=N: only the start from a checkpoint, N times.
+// E2E_MIRROR_ONLY=1: only the 925,000-block sync from the gateway alone and from an nginx
+// mirror plus the gateway, three of each alternated (E2E_BULK_WWW: a directory holding
+// bulk/<network>/ to serve instead of an export made here).
 // Each sync is followed by its delivery floor (floor.mjs: the same bytes in messages of the
 // same mean size, from a bare WebSocket server to a worker that only counts), and the
 // summary gives each median as a multiple of its floor's; E2E_FLOOR_ONLY=1: only those.

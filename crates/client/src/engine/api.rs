@@ -34,7 +34,10 @@ impl Engine {
 
     /// A commit to start, if one is due: moved into `into`, validation goes on meanwhile.
     pub fn take_commit(&mut self, into: &mut Pending) -> Option<Durability> {
-        let coming = self.tasks.filter_headers.bulk.is_reading();
+        // A mirror's filter headers are being read, or the gateways' checkpoints they
+        // wait for asked: they follow at once, into the same commit.
+        let bulk = &self.tasks.filter_headers.bulk;
+        let coming = bulk.is_reading() || bulk.asked_any();
         self.tasks.headers.syncer.filters_coming = coming;
         self.tasks.headers.take_commit(into)
     }
