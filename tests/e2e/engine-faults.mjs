@@ -81,6 +81,20 @@ export const ENGINE_FAULTS = [
       'Error: a follower saw [{"type":"gateway","gateway":0,"url":"ws://127.0.0.1:10001","state":"backing-off",' +
       '"reason":"a message from the gateway was corrupted: message body failed its MAC","code":"corrupt-frame"}]',
   },
+  {
+    engine: 'webkit',
+    name: 'key-miscomputed',
+    // The wallet's own check (lightwire-wallet's descriptor.rs): every key derived by two
+    // routes, taken only when they agree, three tries, then this error. In a scenario's
+    // failure it means the engine computed a wrong value three times over.
+    pattern: /the key at index \d+ came out different each time it was derived: this engine computes wrong values/,
+    evidence:
+      'JavaScriptCore\'s concurrent JIT in WebKitGTK 2.50 derived wrong keys (a different index each time, in either session; 4 of 24 wallet runs with the JIT on, 0 of 20 off): ' +
+      'benches/README.md, "A wrong key in WebKit: the wallet that stopped fetching"; the wallet derives every key twice since, and says this when three tries disagree ' +
+      '(a fresh-clone run of 173e843 met it in spendreorg).',
+    example:
+      'Error: InvalidArgument: descriptor "wpkh([5b9e042a/84\'/1\'/0\']tpubDDtT.../<0;1>/*)": the key at index 0 came out different each time it was derived: this engine computes wrong values',
+  },
 ];
 
 // What counts as a stall or a timeout: the harness's own wording for a wait that ran out,

@@ -32,6 +32,8 @@
 //             claim more, forged headers and filter-headers files, stalled, slow), each
 //             dropped with its code and the gateway's chain stored. E2E_MIRROR_N: the
 //             chain's length (default 20,000)
+//   mirrorreorg the mirror's chain loses its last 3,144 headers to the gateway's heavier
+//             branch: read from the mirror, then reorganised onto the gateway's
 //   restart   the gateway is stopped and started again: the client reconnects by itself
 //             and catches up
 //   hang      the engine's worker made to spin for ever (the testHooks option): the page's
@@ -892,6 +894,43 @@ async function mirrorScenario() {
   }
 }
 
+/// A reorganisation below the mirror's top: the mirror serves a chain whose last 3,144
+/// headers the gateway's heavier branch replaces (its own from 15,000). The client reads the
+/// mirror's files, then takes the gateway's branch: the mirror made the sync no less right.
+async function mirrorReorg() {
+  const { main, fork } = chainFiles('mirrorreorg', 20_001, 15_000, 5_500);
+  const mainFile = join(work, 'mirrorreorg-main');
+  const forkFile = join(work, 'mirrorreorg-fork');
+  writeFileSync(mainFile, main);
+  writeFileSync(forkFile, Buffer.concat([main.subarray(0, 15_000 * 80), fork]));
+  const www = join(work, 'www-mirrorreorg');
+  execFileSync(bin('lightwire-gateway'), ['export', '--out', join(www, 'bulk'), '--headers-file', mainFile, '--network', 'regtest'],
+    { stdio: ['ignore', 'ignore', 'inherit'] });
+  const nginx = await bulkNginx(www);
+  const gw = await gateway(['--headers-file', forkFile, '--network', 'regtest']);
+  const page = await openPage();
+  try {
+    await openClient(page, { gateways: [gw.connect], storeName: 'mirrorreorg', filters: false, bulk: [nginx.url] });
+    const { events } = await until(page, 'the heavier branch', 60_000, syncedTo(20_499));
+    const tip = await page.evaluate(() => window.client.tip());
+    assert(tip.hash === hashAt(fork, 5_499), 'not the gateway\'s branch');
+    const mirror = events.filter((e) => e.type === 'mirror');
+    assert(mirror.length === 1 && mirror[0].state === 'ready' && mirror[0].height === 18_143,
+      `mirror events ${JSON.stringify(mirror)}`);
+    const reorgs = events.filter((e) => e.type === 'reorg');
+    assert(reorgs.length === 1 && reorgs[0].oldTip.height === 18_143 && reorgs[0].depth === 3_144,
+      `reorgs ${JSON.stringify(reorgs)}`);
+    const served = nginx.access().split('\n').filter((l) => / 200 /.test(l) && l.includes('/headers-')).length;
+    log(`  ${served} headers files to 18,143 from the mirror, then the gateway's branch from 15,000: ` +
+      `reorg ${reorgs[0].oldTip.height} -> ${tip.height}, ${reorgs[0].depth} deep`);
+    await stopClient(page);
+  } finally {
+    await page.close();
+    await gw.stop();
+    await nginx.stop();
+  }
+}
+
 async function restart() {
   const port = await freePort();
   let gw = await gateway(['--generate', '5000'], { port });
@@ -1629,7 +1668,14 @@ async function walletScenario() {
     await openClient(page, options);
     const { m: reopened } = await until(page, 'the store open', 30_000, (m) => m.storedHeight === tip);
     const again = await page.evaluate(() => window.client.transactions());
-    assert(again.length === txs.length, `after a reload: ${again.length} transactions`);
+    if (again.length !== txs.length) {
+      // What the resumed engine said and where its wallet stands, for a failure to read.
+      const said = await page.evaluate(async () => ({
+        wallet: (await window.client.metrics()).wallet,
+        events: window.events.filter((e) => e.type === 'error' || e.type === 'walletWaiting' || e.type === 'transaction'),
+      }));
+      assert(false, `after a reload: ${again.length} transactions; ${JSON.stringify(said)}`);
+    }
     assert(reopened.wallet?.scanForWallet && reopened.wallet.scanScripts >= reopened.wallet.walletScripts,
       `after a reload the wallet's scan is not the wallet's: ${JSON.stringify(reopened.wallet)} (before the reload: ${JSON.stringify(before)})`);
 
@@ -2977,7 +3023,7 @@ async function feesScenario() {
   }
 }
 
-const scenarios = { full, formats, reopen, reorg, invalid, mostwork, restart, hang, queries, checkpoint, start, stall, pings, scan, crosscheck, undefended, anchor, lagging, btcd: btcdScan, wallet: walletScenario, wallethostile: walletHostile, walletreload: walletReload, mempool: mempoolScenario, conflict: mempoolConflict, spend: spendScenario, mempoolhostile: mempoolHostile, spendreorg: spendReorg, fees: feesScenario, tabs, mirror: mirrorScenario };
+const scenarios = { full, formats, reopen, reorg, invalid, mostwork, restart, hang, queries, checkpoint, start, stall, pings, scan, crosscheck, undefended, anchor, lagging, btcd: btcdScan, wallet: walletScenario, wallethostile: walletHostile, walletreload: walletReload, mempool: mempoolScenario, conflict: mempoolConflict, spend: spendScenario, mempoolhostile: mempoolHostile, spendreorg: spendReorg, fees: feesScenario, tabs, mirror: mirrorScenario, mirrorreorg: mirrorReorg };
 let work;
 let browser;
 let url;

@@ -587,9 +587,12 @@ impl Syncer {
         // Filter headers ride along with the header commits while headers come in (they
         // follow the headers), and commit on their own once the headers are in: in bulk
         // while more are coming in bulk.
-        let bulk = self.pending.len() >= self.commit_every
-            || self.uncommitted_filters() >= self.commit_every;
-        !self.pending.is_empty() && (bulk || (self.is_synced() && !self.filters_coming))
+        // (A bulk commit is a whole `commit_every` of headers: filter headers gathered past
+        // it while the headers come do not cut one short, so a store ends at a whole
+        // commit's height.)
+        let filters_alone = self.uncommitted_filters() >= self.commit_every || !self.filters_coming;
+        !self.pending.is_empty()
+            && (self.pending.len() >= self.commit_every || (self.is_synced() && filters_alone))
     }
 
     /// Headers gathered and not committed.

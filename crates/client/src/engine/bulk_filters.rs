@@ -159,6 +159,15 @@ impl BulkFilters {
         self.said.iter().any(|s| s.asked.is_some())
     }
 
+    /// The gateways a checkpoints request is in flight to.
+    pub fn asked_gateways(&self) -> impl Iterator<Item = GatewayId> + '_ {
+        self.said
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.asked.is_some())
+            .map(|(g, _)| GatewayId(g))
+    }
+
     /// The request to `g` could not go.
     pub fn not_asked(&mut self, g: GatewayId) {
         self.said[g.index()].asked = None;
@@ -184,6 +193,8 @@ impl BulkFilters {
                 },
             ));
         }
+        // An answer's message is progress (as on any request of the task).
+        ctx.timers.touch(TaskId::FilterHeaders, ctx.now);
         for (_, h) in m.iter() {
             if s.gathering.len() as u32 >= stop / FILTER_CHECKPOINT_INTERVAL {
                 // More than the stop holds: more than was asked.

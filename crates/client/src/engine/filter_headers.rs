@@ -96,6 +96,8 @@ impl FilterHeaders {
                 let id = self.bulk.asking(g, tip.0);
                 if conn.request_filter_checkpoints(id, tip.1).is_err() {
                     self.bulk.not_asked(g);
+                } else {
+                    ctx.timers.touch(TaskId::FilterHeaders, ctx.now);
                 }
             }
         }
@@ -304,18 +306,26 @@ impl Task for FilterHeaders {
     }
 
     fn deadline(&self, ctx: &Ctx) -> Option<lightwire_proto::Millis> {
-        ctx.timers
-            .deadline(TaskId::FilterHeaders, self.sync.asked().is_some())
+        let waiting = self.sync.asked().is_some() || self.bulk.asked_any();
+        ctx.timers.deadline(TaskId::FilterHeaders, waiting)
     }
 
     /// Its request made no progress: the gateway is dropped (and reconnected), and
     /// struck, so that one that takes every request and never answers is benched too.
+    /// So is one that leaves the checkpoints a mirror's file waits for unanswered (the
+    /// file waits for every gateway's word: one silent gateway would stall it).
     fn timed_out(&mut self, ctx: &mut Ctx) -> Vec<(GatewayId, DropReason)> {
         let asked = self.sync.asked();
         if let Some(g) = asked {
             ctx.gateways[g].filter_headers.strike(ctx.now);
         }
-        asked.map(timeout).into_iter().collect()
+        let mut out: Vec<_> = asked.map(timeout).into_iter().collect();
+        for g in self.bulk.asked_gateways() {
+            if Some(g) != asked {
+                out.push(timeout(g));
+            }
+        }
+        out
     }
 
     fn gateway_gone(&mut self, _: &mut Ctx, g: GatewayId) {

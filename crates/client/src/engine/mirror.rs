@@ -954,6 +954,50 @@ mod tests {
         );
     }
 
+    #[test]
+    fn a_gateway_silent_on_the_checkpoints_a_mirror_waits_for_is_dropped_in_time() {
+        // The headers stored, both gateways connected; then the second goes silent (its
+        // messages held) and the mirror's filter-headers files wait for both gateways'
+        // checkpoints. The silent one is dropped when its request runs out of time (30 s),
+        // not at its keepalive (50 s), and the files are read on the first one's word.
+        let chain = TestChain::generate(10_000);
+        let mut net = Net::new(memory(), vec![TestChain::generate(10_000)], |e| {
+            e.set_filters(false)
+        });
+        net.drive();
+        assert_eq!(net.stored().height, 10_000);
+        let store = net.store;
+        let gateways = vec![TestChain::generate(10_000), TestChain::generate(10_000)];
+        let mut net = Net::new(store, gateways, |e| e.set_filters(false));
+        net.drive();
+        net.hold(crate::ids::GatewayId(1));
+        net.host.engine.set_filters(true);
+        let mirror =
+            TestMirror::of(&chain, 8_063, 2_016).with_filter_headers(&chain, 8_000, |_, _| {});
+        net.mirrors(vec![mirror]);
+        net.drive();
+        assert_eq!(
+            net.host.engine.filters().height(),
+            None,
+            "waiting for the checkpoints"
+        );
+        net.advance(crate::engine::REQUEST_TIMEOUT + Duration::from_secs(1));
+        assert_eq!(net.host.engine.filters().height(), Some(10_000));
+        assert_eq!(
+            stored_filter_headers(&net),
+            chain_filter_headers(&chain, 10_000)
+        );
+        let dropped = net.host.events.iter().any(|e| {
+            matches!(e, Event::Gateway { gateway, reason: Some(crate::reason::DropReason::RequestTimeout), .. }
+                if gateway.index() == 1)
+        });
+        assert!(
+            dropped,
+            "the silent gateway was not dropped for its request"
+        );
+        assert_eq!(faults(&net), []);
+    }
+
     /// A gateway whose `init` advertises these mirror URLs.
     fn advertising(urls: &[&str]) -> TestChain {
         let mut chain = TestChain::generate(10_000);
