@@ -116,33 +116,25 @@ impl BulkFilters {
         agreed
     }
 
-    /// The gateways to ask for checkpoints now, for a file ending at `needed`, with our
-    /// tip at `tip` (`synced`: the headers have nothing more to fetch): those that serve
-    /// filters, have no request in flight, and whose answer does not reach `needed` yet,
-    /// once the tip is far enough past it (see [`CHECKPOINTS_EVERY`]) or the headers are
-    /// synced.
-    pub fn to_ask(
+    /// Whether gateway `g` is to be asked for checkpoints now, for a file ending at
+    /// `needed`, with our tip at `tip` (`synced`: the headers have nothing more to fetch)
+    /// and the mirrors' filter-headers files reaching `mirrors_top`: it serves filters,
+    /// has no request in flight, and its answer does not reach `needed` yet, once the tip
+    /// is far enough past it (see [`CHECKPOINTS_EVERY`]) or the headers are synced.
+    pub fn due(
         &self,
         ctx: &Ctx,
+        g: GatewayId,
         needed: u32,
-        tip: u32,
-        synced: bool,
+        (tip, synced): (u32, bool),
         mirrors_top: u32,
-    ) -> Vec<GatewayId> {
-        ctx.gateways
-            .with_ids()
-            .filter(|(g, gw)| {
-                let s = &self.said[g.index()];
-                gw.ready
-                    && gw.serves_filters
-                    && s.asked.is_none()
-                    && s.stop < needed
-                    && (synced
-                        || tip >= s.stop.saturating_add(CHECKPOINTS_EVERY)
-                        || tip >= mirrors_top)
-            })
-            .map(|(g, _)| g)
-            .collect()
+    ) -> bool {
+        let (gw, s) = (&ctx.gateways[g], &self.said[g.index()]);
+        gw.ready
+            && gw.serves_filters
+            && s.asked.is_none()
+            && s.stop < needed
+            && (synced || tip >= s.stop.saturating_add(CHECKPOINTS_EVERY) || tip >= mirrors_top)
     }
 
     /// A checkpoints request to gateway `g` with our tip at `stop` is about to go: its id.

@@ -79,19 +79,24 @@ impl FilterHeaders {
             return true;
         }
         let next = self.sync.next();
-        let (Some(before), Some((m, file))) =
-            (self.sync.prev(), ctx.mirrors.filter_headers_file(next))
-        else {
+        let (Some(before), Some((m, first, last))) = (
+            self.sync.prev(),
+            ctx.mirrors
+                .filter_headers_file(next)
+                .map(|(m, f)| (m, f.first, f.last)),
+        ) else {
             return false;
         };
         let (tip, synced) = (view.tip, view.headers_synced);
-        if file.last > tip.0 {
+        if last > tip.0 {
             // The headers are on their way to it (they come first).
             return !synced;
         }
-        let (name, last) = (file.name.clone(), file.last);
         let top = ctx.mirrors.filter_headers_top();
-        for g in self.bulk.to_ask(ctx, last, tip.0, synced, top) {
+        for g in ctx.gateways.ids() {
+            if !self.bulk.due(ctx, g, last, (tip.0, synced), top) {
+                continue;
+            }
             if let Some(conn) = ready(conns, g) {
                 let id = self.bulk.asking(g, tip.0);
                 if conn.request_filter_checkpoints(id, tip.1).is_err() {
@@ -103,9 +108,14 @@ impl FilterHeaders {
         }
         match self.bulk.agreed(ctx, last) {
             Some(expected) if ctx.mirrors.streaming(Kind::FilterHeaders).is_none() => {
+                // Copied once a file, when it starts (not at each schedule).
+                let Some((_, file)) = ctx.mirrors.filter_headers_file(next) else {
+                    return false;
+                };
                 let file = file.clone();
+                let name = file.name.clone();
                 self.bulk
-                    .start(m, name, (file.first, next, last), before, expected);
+                    .start(m, name, (first, next, last), before, expected);
                 let now = ctx.now;
                 ctx.mirrors
                     .start(m, file, Kind::FilterHeaders, now, &mut ctx.actions);
