@@ -57,7 +57,9 @@ async function open(page, url) {
   await page.waitForFunction(() => document.title === 'ready');
 }
 
-/// Start a sync in the page, and resolve once the `n`-th commit has started.
+/// Start a sync in the page, and resolve once the `n`-th commit has started. The page holds
+/// after that commit (see `sync` in src/lib.rs), so the store can only be at the commit
+/// before it or at it when the interruption lands.
 function syncUntilCommitStarts(page, name, n) {
   return new Promise((resolve, reject) => {
     let started = 0;
@@ -73,7 +75,10 @@ function syncUntilCommitStarts(page, name, n) {
     };
     page.on('console', onConsole);
     page
-      .evaluate(([name, count, batch]) => window.lw.sync(name, count, batch), [name, COUNT, BATCH])
+      .evaluate(
+        ([name, count, batch, hold]) => window.lw.sync(name, count, batch, hold),
+        [name, COUNT, BATCH, n * BATCH],
+      )
       .then(() => reject(new Error('sync finished before it could be interrupted')))
       .catch(() => {}); // the page goes away under it
   });
@@ -92,14 +97,15 @@ async function resumeAndCheck(page, name, interruptedAt) {
   if (tip % BATCH !== 0 || tip < committedBefore || tip > interruptedAt) {
     throw new Error(`store at ${tip} after an interruption at the commit to ${interruptedAt}`);
   }
+  const landed = tip === interruptedAt ? 'after it completed' : 'while it was in flight';
   log(`  after the interruption: the store is at ${tip} (a whole commit; ` +
-    `${committedBefore} had completed, the one to ${interruptedAt} was in flight), consistent`);
+    `${committedBefore} had completed, the one to ${interruptedAt} was interrupted ${landed}), consistent`);
   await finish(page, name, tip);
 }
 
 async function finish(page, name, tip) {
   const end = await page.evaluate(
-    ([name, count, batch]) => window.lw.sync(name, count, batch),
+    ([name, count, batch]) => window.lw.sync(name, count, batch, 0),
     [name, COUNT, BATCH],
   );
   const checked = await inspect(page, name);

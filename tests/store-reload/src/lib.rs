@@ -40,8 +40,14 @@ async fn resume(store: &IdbStore) -> Result<Chain, StoreError> {
 /// Sync heights up to `count` into the store `name`, from whatever it holds, committing
 /// every `batch` headers (`relaxed`; the last `strict`). Logs `commit-start H` before and
 /// `committed H` after each commit. Returns the tip height.
+///
+/// With `hold_at` above zero, the sync never goes past the commit to that height: once it
+/// has completed, the returned future waits for ever. The test interrupts the page when
+/// that commit starts; without the hold, a fast machine could finish it and the next one
+/// before the reload or the kill lands, and the store would rightly be ahead of what the
+/// test interrupted.
 #[wasm_bindgen]
-pub async fn sync(name: String, count: u32, batch: u32) -> Result<u32, JsValue> {
+pub async fn sync(name: String, count: u32, batch: u32, hold_at: u32) -> Result<u32, JsValue> {
     let mut store = IdbStore::open(&name, &REGTEST).await.map_err(js)?;
     let mut chain = resume(&store).await.map_err(js)?;
     let tip = store.tip().await.map_err(js)?;
@@ -72,6 +78,9 @@ pub async fn sync(name: String, count: u32, batch: u32) -> Result<u32, JsValue> 
             let tip = store.commit(pending.batch(durability)).await.map_err(js)?;
             pending.committed(&tip);
             log(&format!("committed {}", tip.height));
+            if hold_at != 0 && tip.height >= hold_at {
+                core::future::pending::<()>().await;
+            }
         }
     }
     let tip = store.tip().await.map_err(js)?.height;
