@@ -172,21 +172,25 @@ const PAGE = `<!doctype html><meta charset="utf-8"><title>e2e</title>
     // The benchmark: from before open to the tip event at \`height\`, timed in the page,
     // with nothing polling the engine; then its counters once, and the origin's storage.
     // With filters (the default), until the filter headers are stored too; headersMs is
-    // when the headers alone were.
+    // when the headers alone were, and filtersBehind how many filter headers were left then.
     async timedSync(options, height) {
       const t0 = performance.now();
       const client = await LightwireClient.open(options);
       const openMs = performance.now() - t0;
       let headersMs = null;
+      let filtersBehind = null;
       await new Promise((resolve) => client.on('tip', (e) => {
-        if (e.height >= height && headersMs === null) headersMs = performance.now() - t0;
+        if (e.height >= height && headersMs === null) {
+          headersMs = performance.now() - t0;
+          filtersBehind = height - (e.filterHeight ?? 0);
+        }
         if (e.height >= height && (options.filters === false || e.filterHeight >= height)) resolve();
       }));
       const ms = performance.now() - t0;
       const m = await client.metrics();
       await client.stop();
       const estimate = (await navigator.storage?.estimate?.()) ?? {};
-      return { ms, headersMs, openMs, wasmMemoryBytes: m.wasmMemoryBytes, idbCommits: m.idbCommits, usage: estimate.usage ?? null,
+      return { ms, headersMs, filtersBehind, openMs, wasmMemoryBytes: m.wasmMemoryBytes, idbCommits: m.idbCommits, usage: estimate.usage ?? null,
         bytesIn: m.bytesIn, messagesIn: m.messagesIn };
     },
     // The delivery floor (floor.mjs): a dedicated worker that only counts \`bytes\` pushed
@@ -2391,6 +2395,7 @@ async function timed(run, filters = true, mirror = null) {
       filters,
       seconds: (r.ms / 1000).toFixed(2),
       headersSeconds: (r.headersMs / 1000).toFixed(2),
+      filtersBehind: r.filtersBehind,
       openMs: Math.round(r.openMs),
       headersPerSecond: Math.round(925_000 / (r.ms / 1000)),
       wasmMiB: (r.wasmMemoryBytes / 2 ** 20).toFixed(1),

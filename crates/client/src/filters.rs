@@ -21,7 +21,7 @@ use std::collections::VecDeque;
 
 use lightwire_chain::BlockHash;
 use lightwire_wire::AnswerFlags;
-use lightwire_wire::filters::MAX_REQUEST_FILTER_HEADERS;
+use lightwire_wire::filters::{FILTER_CHECKPOINT_INTERVAL, MAX_REQUEST_FILTER_HEADERS};
 
 /// Filter headers asked for per request (the gateway allows up to 100,000).
 pub const FILTER_REQUEST: u32 = 20_000;
@@ -29,6 +29,10 @@ pub const FILTER_REQUEST: u32 = 20_000;
 pub const RECENT_FILTER_HEADERS: usize = 4096;
 /// Marks kept (stop points for requests); one per validated headers message at most.
 const MAX_MARKS: usize = 4096;
+/// Checkpoint marks kept (the best chain's blocks at BIP157's checkpoint heights, every
+/// 1,000 blocks): 4,096 reach 4 million blocks past our filter headers, so none is lost
+/// to a header sync that runs far ahead of them (from a mirror, the headers come first).
+const MAX_CHECKPOINT_MARKS: usize = 4096;
 
 /// A filter-header answer that cannot be taken.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, thiserror::Error)]
@@ -183,6 +187,9 @@ pub struct FilterSync {
     recent: VecDeque<FilterHeader>,
     /// Validated headers of the best chain above `next - 1`, ascending: where requests stop.
     marks: VecDeque<(u32, BlockHash)>,
+    /// Those at checkpoint heights, ascending, kept apart: where a mirror's files end,
+    /// asked of the gateways (and stops for requests too).
+    checkpoint_marks: VecDeque<(u32, BlockHash)>,
     in_flight: Option<InFlight>,
     ids: Ids,
     /// The gateways whose last answer ended short of its stop (their filter headers lag
@@ -210,6 +217,7 @@ impl FilterSync {
             prev,
             recent,
             marks: VecDeque::new(),
+            checkpoint_marks: VecDeque::new(),
             in_flight: None,
             ids: Ids::new(TaskId::FilterHeaders),
             short: Lacking::default(),
@@ -315,6 +323,25 @@ impl FilterSync {
             self.marks.pop_front();
         }
         self.marks.push_back((height, hash));
+        let checkpoint = height % FILTER_CHECKPOINT_INTERVAL == 0;
+        if checkpoint
+            && self
+                .checkpoint_marks
+                .back()
+                .is_none_or(|&(h, _)| h < height)
+        {
+            if self.checkpoint_marks.len() == MAX_CHECKPOINT_MARKS {
+                self.checkpoint_marks.pop_front();
+            }
+            self.checkpoint_marks.push_back((height, hash));
+        }
+    }
+
+    /// The block of the best chain at checkpoint height `height`, if its mark is held.
+    pub fn mark_at(&self, height: u32) -> Option<BlockHash> {
+        let marks = &self.checkpoint_marks;
+        let i = marks.binary_search_by_key(&height, |&(h, _)| h).ok()?;
+        Some(marks[i].1)
     }
 
     /// The best chain switched branches at `fork`: marks and filter headers above it are
@@ -323,6 +350,9 @@ impl FilterSync {
     pub fn reorg(&mut self, fork: u32) -> Option<GivenUp> {
         while self.marks.back().is_some_and(|&(h, _)| h > fork) {
             self.marks.pop_back();
+        }
+        while self.checkpoint_marks.back().is_some_and(|&(h, _)| h > fork) {
+            self.checkpoint_marks.pop_back();
         }
         if self.next > fork + 1 {
             let drop = (self.next - fork - 1) as usize;
@@ -351,21 +381,34 @@ impl FilterSync {
         if self.in_flight.is_some() || self.short.contains(gateway) {
             return None;
         }
-        while self.marks.front().is_some_and(|&(h, _)| h < self.next) {
-            self.marks.pop_front();
-        }
+        self.forget_marks_below();
         let limit = self
             .next
             .saturating_add(FILTER_REQUEST.min(MAX_REQUEST_FILTER_HEADERS) - 1);
-        let &(stop, hash) = self
-            .marks
-            .iter()
-            .take_while(|&&(h, _)| h <= limit)
-            .last()
-            .or(self.marks.front())
+        // The furthest mark within a request's reach, of either kind (the marks may have
+        // lost their oldest to a header sync far ahead; the checkpoints' reach further).
+        let within = |marks: &VecDeque<(u32, BlockHash)>| {
+            marks
+                .iter()
+                .take_while(|&&(h, _)| h <= limit)
+                .last()
+                .or(marks.front())
+                .copied()
+        };
+        let (stop, hash) = [within(&self.marks), within(&self.checkpoint_marks)]
+            .into_iter()
+            .flatten()
+            // The furthest within reach, else the nearest beyond it.
+            .min_by_key(|&(h, _)| {
+                if h <= limit {
+                    (0, u32::MAX - h)
+                } else {
+                    (1, h)
+                }
+            })
             // After a truncation deeper than a request can reach, no mark is near enough
             // (marks come with validated headers): nothing is asked this session.
-            .filter(|&&(h, _)| h - self.next < MAX_REQUEST_FILTER_HEADERS)?;
+            .filter(|&(h, _)| h - self.next < MAX_REQUEST_FILTER_HEADERS)?;
         let id = self.ids.next_id();
         self.in_flight = Some(InFlight {
             id,
@@ -374,6 +417,20 @@ impl FilterSync {
             stop_hash: hash,
         });
         Some((id, self.next, hash))
+    }
+
+    /// Marks below the next filter header wanted are of no more use.
+    fn forget_marks_below(&mut self) {
+        while self.marks.front().is_some_and(|&(h, _)| h < self.next) {
+            self.marks.pop_front();
+        }
+        while self
+            .checkpoint_marks
+            .front()
+            .is_some_and(|&(h, _)| h < self.next)
+        {
+            self.checkpoint_marks.pop_front();
+        }
     }
 
     /// Filter headers a mirror's file brought, from `first` on, `before` the one before
@@ -400,6 +457,7 @@ impl FilterSync {
         self.prev = Some(last);
         self.next = first + headers.len() as u32;
         self.reached = None;
+        self.forget_marks_below();
         true
     }
 

@@ -185,6 +185,12 @@ impl Syncer {
         self.chain.window().height_of(hash)
     }
 
+    /// The hash of the best chain's block at `height`, if it is among the recent headers
+    /// held (the validation window).
+    pub fn hash_on_best(&self, height: u32) -> Option<BlockHash> {
+        self.chain.window().get(height).map(|e| e.hash)
+    }
+
     /// The first `n` headers of the answer in flight are on our best chain already and
     /// are not handed over (a mirror's file starts where its range does, which may be
     /// below our tip): they count toward the answer's length all the same.

@@ -472,6 +472,7 @@ impl<S: HeaderStore> Host for TestHost<S> {
         }
         let uncommitted = engine.syncer().uncommitted();
         self.most_uncommitted = self.most_uncommitted.max(uncommitted);
+
         match input {
             TestInput::Message(g, bytes) => engine.receive(g, &bytes, now),
             TestInput::Closed(g) => engine.closed(g, crate::reason::TransportError::Closed, now),

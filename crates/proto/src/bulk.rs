@@ -9,7 +9,10 @@
 //! file carrying no more trust than a gateway's answer. What a file adds is its name: the
 //! manifest gives its length and SHA-256, checked as the bytes go by (a mirror that
 //! serves other bytes under a name is found out at the end, whatever it sent meanwhile
-//! was validated as any answer is).
+//! was validated as any answer is). A shell that can hash off the thread that validates
+//! (the browser's WebCrypto, natively) turns the reader's hashing off
+//! ([`BulkReader::set_hashing`]) and checks the bytes itself: the hash decides only
+//! whether the mirror is read further, never whether a header is taken.
 //!
 //! The reader takes the body in any chunking (a `fetch()` stream's); a record inside one
 //! chunk is decoded where it lies, one straddling chunks is gathered first (at most one
@@ -80,6 +83,8 @@ pub struct BulkReader {
     /// `partial` holds a whole record, handed out: cleared at the next read.
     handed: bool,
     hasher: Sha256,
+    /// Whether the SHA-256 is checked here (see [`Self::set_hashing`]).
+    hashing: bool,
     read: u64,
     check: FileCheck,
     failed: bool,
@@ -100,6 +105,7 @@ impl BulkReader {
             partial: Vec::with_capacity(RECORD_PREFIX + MAX_MESSAGE_LEN),
             handed: false,
             hasher: Sha256::new(),
+            hashing: true,
             read: 0,
             check: FileCheck {
                 bytes: 0,
@@ -107,6 +113,12 @@ impl BulkReader {
             },
             failed: false,
         }
+    }
+
+    /// Whether files' SHA-256 is checked here (on by default). Off, only their length is,
+    /// and the caller checks their bytes against [`FileCheck::sha256`] itself.
+    pub fn set_hashing(&mut self, on: bool) {
+        self.hashing = on;
     }
 
     /// Start on a file that must be as `check` says.
@@ -149,7 +161,9 @@ impl BulkReader {
         {
             // The whole record in this chunk: decoded where it lies.
             let whole = &data[..RECORD_PREFIX + len];
-            self.hasher.update(whole);
+            if self.hashing {
+                self.hasher.update(whole);
+            }
             (whole.len(), &whole[RECORD_PREFIX..])
         } else {
             let want = match record_len(&self.partial) {
@@ -158,7 +172,9 @@ impl BulkReader {
             };
             let n = want.min(data.len());
             self.partial.extend_from_slice(&data[..n]);
-            self.hasher.update(&data[..n]);
+            if self.hashing {
+                self.hasher.update(&data[..n]);
+            }
             self.read += n as u64;
             let whole = record_len(&self.partial)
                 .is_some_and(|len| self.partial.len() == RECORD_PREFIX + len);
@@ -219,7 +235,7 @@ impl BulkReader {
             });
         }
         let hash: [u8; 32] = core::mem::take(&mut self.hasher).finalize().into();
-        if hash != self.check.sha256 {
+        if self.hashing && hash != self.check.sha256 {
             return Err(BulkError::WrongHash);
         }
         Ok(())
@@ -356,7 +372,15 @@ mod tests {
 
     /// Every header of the file, read in chunks of `chunk`, with its hash.
     fn read_all(file: &[u8], check: FileCheck, chunk: usize) -> Result<Vec<[u8; 80]>, BulkError> {
-        let mut r = BulkReader::new();
+        read_with(BulkReader::new(), file, check, chunk)
+    }
+
+    fn read_with(
+        mut r: BulkReader,
+        file: &[u8],
+        check: FileCheck,
+        chunk: usize,
+    ) -> Result<Vec<[u8; 80]>, BulkError> {
         r.start(check);
         let mut got = Vec::new();
         for piece in file.chunks(chunk) {
@@ -419,6 +443,16 @@ mod tests {
         let at = bytes.len() - 1;
         flipped[at] ^= 1;
         assert_eq!(read_all(&flipped, check, 4_096), Err(BulkError::WrongHash));
+        // With the hashing left to the caller, the length is still checked, the hash not.
+        let mut unhashed = BulkReader::new();
+        unhashed.set_hashing(false);
+        assert!(read_with(unhashed, &bytes, other, 4_096).is_ok());
+        let mut unhashed = BulkReader::new();
+        unhashed.set_hashing(false);
+        assert!(matches!(
+            read_with(unhashed, cut, check, 4_096),
+            Err(BulkError::Truncated { .. })
+        ));
     }
 
     #[test]

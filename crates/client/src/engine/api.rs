@@ -290,6 +290,12 @@ impl Engine {
         &self.tasks.filter_headers.sync
     }
 
+    /// The probes and the checkpoints requests the filter-header task asked this session
+    /// to check mirrors' files (see `bulk_filters.rs`).
+    pub fn filter_headers_asked(&self) -> (u64, u64) {
+        self.tasks.filter_headers.bulk.sent()
+    }
+
     /// The rescan, if one was started.
     pub fn scan(&self) -> Option<&Scan> {
         self.tasks.scan.scan.as_ref()

@@ -3,9 +3,16 @@
 //! A filter-headers file runs from one checkpoint height to the next (BIP157's, every
 //! 1,000 blocks). Its filter headers are linked from ours, as a gateway's answer is, and
 //! held aside until the file ends; they are taken only when the last one is the filter
-//! header every connected gateway that serves filters said it holds at that height (their
-//! `filter_checkpoints`, asked of each with our best chain's tip as the stop), and at least
-//! one said so. A filter-header chain is a hash chain: its last header commits to every
+//! header every connected gateway that serves filters said it holds at that height, and
+//! at least one said so. What a gateway says there is asked with a *probe*: a
+//! `get_filter_headers` for the file's last height alone, stopping at our block there
+//! (about 100 bytes each way), once our headers reach it. Where our block hash there is
+//! not known (the headers came from the store, not validated this session), the gateway's
+//! `filter_checkpoints` are asked instead, with our best chain's tip as the stop: the
+//! whole list from genesis, 32 bytes a thousand blocks, so asked seldom (see
+//! [`CHECKPOINTS_EVERY`]). A probe per file lets the filter headers keep pace with the
+//! headers (checkpoints asked every 100,000 headers left up to 100,000 filter headers to
+//! read once the headers were in) and costs the gateways less. A filter-header chain is a hash chain: its last header commits to every
 //! one before it, so a file that ends where the gateways agree holds what they would have
 //! sent. Where they do not agree, or none can say, the mirror is not used for that range:
 //! the gateways serve it and the cross-check and disputes settle who is wrong, as without
@@ -17,7 +24,7 @@ use lightwire_wire::filters::FILTER_CHECKPOINT_INTERVAL;
 
 use super::ctx::Ctx;
 use super::mirror::{MirrorFault, MirrorId};
-use crate::filters::FilterAnswer;
+use crate::filters::{FilterAnswer, FilterSyncError};
 use crate::ids::{GatewayId, Ids, TaskId};
 use crate::reason::DropReason;
 
@@ -31,7 +38,14 @@ pub const CHECKPOINTS_EVERY: u32 = 100_000;
 pub const MOST_PER_FILE: u32 = 20 * FILTER_CHECKPOINT_INTERVAL + 1;
 const MOST: usize = MOST_PER_FILE as usize;
 
-/// One gateway's filter checkpoints.
+/// Where the ids of probes and checkpoint requests start, in the task's id space.
+const PROBE_IDS: u32 = 1 << 27;
+
+/// The files' ends probed ahead of the one being read, per gateway: their answers come
+/// while the files before them are read (each probe is a round trip).
+pub const PROBES_AHEAD: usize = 8;
+
+/// One gateway's filter checkpoints, and its probes.
 #[derive(Clone, Debug, Default)]
 struct Said {
     /// The request in flight: its id and the stop's height.
@@ -42,6 +56,45 @@ struct Said {
     list: Vec<FilterHeader>,
     /// Gathered from the answer in flight.
     gathering: Vec<FilterHeader>,
+    /// Its probes, ascending by height: at most [`PROBES_AHEAD`], those below our filter
+    /// headers forgotten.
+    probes: Vec<Probe>,
+}
+
+/// A probe of one height.
+#[derive(Clone, Copy, Debug)]
+struct Probe {
+    height: u32,
+    /// Its id while in flight.
+    id: Option<u32>,
+    /// What it said: its filter header there (none when it lacks it, or not yet).
+    said: Option<FilterHeader>,
+}
+
+impl Said {
+    /// What it said of `height`: its filter header there, or `None` when it cannot say
+    /// (not asked, or it lacks it).
+    fn at(&self, height: u32) -> Option<FilterHeader> {
+        let listed = (height % FILTER_CHECKPOINT_INTERVAL == 0)
+            .then(|| (height / FILTER_CHECKPOINT_INTERVAL).checked_sub(1))
+            .flatten()
+            .and_then(|i| self.list.get(i as usize).copied());
+        listed.or_else(|| self.probe(height).and_then(|p| p.said))
+    }
+
+    fn probe(&self, height: u32) -> Option<&Probe> {
+        self.probes.iter().find(|p| p.height == height)
+    }
+
+    /// Whether a request of ours that may say what it holds at `height` is in flight.
+    fn asked_at(&self, height: u32) -> bool {
+        self.asked.is_some() || self.probe(height).is_some_and(|p| p.id.is_some())
+    }
+
+    /// Whether a request of ours is in flight to it.
+    fn asked(&self) -> bool {
+        self.asked.is_some() || self.probes.iter().any(|p| p.id.is_some())
+    }
 }
 
 /// A mirror's filter-headers file being read.
@@ -78,6 +131,8 @@ pub struct BulkFilters {
     reading: Option<Reading>,
     /// The file's filter headers so far (at most [`MOST`]; reused).
     got: Vec<FilterHeader>,
+    /// Probes and checkpoints requests sent this session.
+    sent: (u64, u64),
 }
 
 impl BulkFilters {
@@ -85,9 +140,13 @@ impl BulkFilters {
     pub fn new(gateways: usize) -> BulkFilters {
         BulkFilters {
             said: vec![Said::default(); gateways],
-            ids: Ids::new(TaskId::FilterHeaders),
+            // Probes are `get_filter_headers` as the task's own requests are, and answered
+            // by the same messages: their ids are from another range (the task's would
+            // need 2^27 requests in one session to reach it).
+            ids: Ids::starting_at(TaskId::FilterHeaders, PROBE_IDS),
             reading: None,
             got: Vec::new(),
+            sent: (0, 0),
         }
     }
 
@@ -97,23 +156,92 @@ impl BulkFilters {
     }
 
     /// The filter header every connected gateway serving filters said it holds at
-    /// `height` (a checkpoint height), when at least one said and none said otherwise.
+    /// `height`, when at least one said and none said otherwise.
     pub fn agreed(&self, ctx: &Ctx, height: u32) -> Option<FilterHeader> {
-        let i = (height / FILTER_CHECKPOINT_INTERVAL).checked_sub(1)? as usize;
         let mut agreed = None;
         for (g, gw) in ctx.gateways.with_ids() {
             if !gw.ready || !gw.serves_filters {
                 continue;
             }
-            match self.said[g.index()].list.get(i) {
-                Some(h) if agreed.is_none_or(|a| a == *h) => agreed = Some(*h),
+            let s = &self.said[g.index()];
+            match s.at(height) {
+                Some(h) if agreed.is_none_or(|a| a == h) => agreed = Some(h),
                 Some(_) => return None,
                 // One that cannot say yet: it is asked (or its chain is behind ours).
-                None if self.said[g.index()].asked.is_some() => return None,
+                None if s.asked_at(height) => return None,
                 None => {}
             }
         }
         agreed
+    }
+
+    /// Whether gateway `g` is to be probed at `height` now: it serves filters, has no
+    /// checkpoints request in flight, has not been probed there, and has room.
+    pub fn probe_due(&self, ctx: &Ctx, g: GatewayId, height: u32) -> bool {
+        let (gw, s) = (&ctx.gateways[g], &self.said[g.index()]);
+        gw.ready
+            && gw.serves_filters
+            && s.asked.is_none()
+            && s.probe(height).is_none()
+            && s.probes.len() < PROBES_AHEAD
+            && s.probes.last().is_none_or(|p| p.height < height)
+    }
+
+    /// A probe of gateway `g` at `height` is about to go: its id.
+    pub fn probing(&mut self, g: GatewayId, height: u32) -> u32 {
+        let id = self.ids.next_id();
+        self.sent.0 += 1;
+        self.said[g.index()].probes.push(Probe {
+            height,
+            id: Some(id),
+            said: None,
+        });
+        id
+    }
+
+    /// Our filter headers reach `height`: probes below it are of no more use.
+    pub fn forget_below(&mut self, height: u32) {
+        for s in &mut self.said {
+            s.probes.retain(|p| p.height >= height || p.id.is_some());
+        }
+    }
+
+    /// Whether `id` is a probe in flight to `g`.
+    pub fn is_probe(&self, g: GatewayId, id: u32) -> bool {
+        self.said[g.index()].probes.iter().any(|p| p.id == Some(id))
+    }
+
+    /// A `filter_headers` message answering our probe of `g` (see [`Self::is_probe`]): at
+    /// most the one filter header asked, at the height asked. (Each is progress of the
+    /// task: the caller touches its timer.)
+    pub fn on_probe(&mut self, g: GatewayId, answer: FilterAnswer<'_>) -> Result<(), DropReason> {
+        let s = &mut self.said[g.index()];
+        let Some(p) = s.probes.iter_mut().find(|p| p.id == Some(answer.id)) else {
+            return Ok(());
+        };
+        let height = p.height;
+        match answer.headers {
+            [] => {}
+            [h] if answer.first_height == height && p.said.is_none() => p.said = Some(*h),
+            [_] if answer.first_height != height => {
+                return Err(DropReason::Filters(FilterSyncError::OutOfOrder {
+                    expected: height,
+                    got: answer.first_height,
+                }));
+            }
+            // More than the one header asked.
+            _ => {
+                return Err(DropReason::Filters(FilterSyncError::PastStop {
+                    stop: height,
+                }));
+            }
+        }
+        if answer.flags.last {
+            // Answered; without the header, it lacks it (or our block there is not on its
+            // chain) and cannot say.
+            p.id = None;
+        }
+        Ok(())
     }
 
     /// Whether gateway `g` is to be asked for checkpoints now, for a file ending at
@@ -138,31 +266,40 @@ impl BulkFilters {
     }
 
     /// A checkpoints request to gateway `g` with our tip at `stop` is about to go: its id.
+    /// (Asked only where no probe can be: see the module's documentation.)
     pub fn asking(&mut self, g: GatewayId, stop: u32) -> u32 {
         let id = self.ids.next_id();
+        self.sent.1 += 1;
         let s = &mut self.said[g.index()];
         s.asked = Some((id, stop));
         s.gathering.clear();
         id
     }
 
-    /// Whether a checkpoints request is in flight to any gateway.
-    pub fn asked_any(&self) -> bool {
-        self.said.iter().any(|s| s.asked.is_some())
+    /// The probes and the checkpoints requests asked this session.
+    pub fn sent(&self) -> (u64, u64) {
+        self.sent
     }
 
-    /// The gateways a checkpoints request is in flight to.
+    /// Whether a checkpoints request or a probe is in flight to any gateway.
+    pub fn asked_any(&self) -> bool {
+        self.said.iter().any(Said::asked)
+    }
+
+    /// The gateways a checkpoints request or a probe is in flight to.
     pub fn asked_gateways(&self) -> impl Iterator<Item = GatewayId> + '_ {
         self.said
             .iter()
             .enumerate()
-            .filter(|(_, s)| s.asked.is_some())
+            .filter(|(_, s)| s.asked())
             .map(|(g, _)| GatewayId(g))
     }
 
     /// The request to `g` could not go.
     pub fn not_asked(&mut self, g: GatewayId) {
-        self.said[g.index()].asked = None;
+        let s = &mut self.said[g.index()];
+        s.asked = None;
+        s.probes.retain(|p| p.id.is_none());
     }
 
     /// A `filter_checkpoints` message from `g` answering our request (or given up).
@@ -213,12 +350,20 @@ impl BulkFilters {
     }
 
     /// The best chain switched branches at `fork`: what was said above it is of the old
-    /// branch. Returns whether a file being read was given up (its range above the fork).
-    pub fn reorg(&mut self, fork: u32) -> Option<MirrorId> {
-        for s in &mut self.said {
+    /// branch, and a probe above it stopped at a block of the old branch (given up: the
+    /// rest of its answer is let through, not taken). Returns the mirror whose file being
+    /// read was given up (its range above the fork).
+    pub fn reorg(&mut self, ctx: &mut Ctx, fork: u32) -> Option<MirrorId> {
+        for (g, s) in self.said.iter_mut().enumerate() {
             let keep = (fork / FILTER_CHECKPOINT_INTERVAL) as usize;
             s.list.truncate(keep);
             s.stop = s.stop.min(fork);
+            for p in s.probes.iter().filter(|p| p.height > fork) {
+                if let Some(id) = p.id {
+                    ctx.give_up(GatewayId(g), id);
+                }
+            }
+            s.probes.retain(|p| p.height <= fork);
         }
         let r = self.reading.take_if(|r| r.last > fork)?;
         Some(r.mirror)
@@ -340,11 +485,80 @@ impl BulkFilters {
         height: u32,
         header: FilterHeader,
     ) -> impl Iterator<Item = GatewayId> + '_ {
-        let i = (height / FILTER_CHECKPOINT_INTERVAL).wrapping_sub(1) as usize;
         self.said
             .iter()
             .enumerate()
-            .filter(move |(_, s)| s.list.get(i) == Some(&header))
+            .filter(move |(_, s)| s.at(height) == Some(header))
             .map(|(g, _)| GatewayId(g))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    use super::*;
+
+    #[test]
+    fn a_probe_is_answered_by_the_one_header_asked_or_by_none() {
+        // A probe asks one filter header at a file's end: an answer at another height, or
+        // more than one, breaks the rule (as any answer past its stop).
+        let mut bulk = BulkFilters::new(1);
+        let g = GatewayId(0);
+        let headers = [FilterHeader([1; 32]), FilterHeader([2; 32])];
+        let answer = |id, first_height, headers, last| FilterAnswer {
+            id,
+            first_height,
+            flags: lightwire_wire::AnswerFlags {
+                last,
+                stop_unknown: false,
+            },
+            before: FilterHeader::ZERO,
+            headers,
+            hashes: &[],
+        };
+        let id = bulk.probing(g, 2_000);
+        assert!(bulk.is_probe(g, id));
+        assert!(
+            bulk.on_probe(g, answer(id, 1_999, &headers[..1], true))
+                .is_err()
+        );
+        assert!(
+            bulk.on_probe(g, answer(id, 2_000, &headers[..], true))
+                .is_err()
+        );
+        assert!(
+            bulk.on_probe(g, answer(id, 2_000, &headers[..1], false))
+                .is_ok()
+        );
+        // The same header again: more than was asked.
+        assert!(
+            bulk.on_probe(g, answer(id, 2_000, &headers[1..], true))
+                .is_err()
+        );
+        assert_eq!(bulk.said[0].at(2_000), Some(headers[0]));
+        bulk.not_asked(g);
+        // An answer without it: the gateway cannot say, and is not asked there again.
+        let id = bulk.probing(g, 3_000);
+        assert!(bulk.on_probe(g, answer(id, 3_000, &[], true)).is_ok());
+        assert!(!bulk.is_probe(g, id));
+        assert_eq!(bulk.said[0].at(3_000), None);
+        assert!(bulk.said[0].probe(3_000).is_some());
+        assert!(!bulk.said[0].asked());
+        // Several in flight, answered in any order; those below our filter headers go.
+        let (a, b) = (bulk.probing(g, 4_000), bulk.probing(g, 5_000));
+        assert!(
+            bulk.on_probe(g, answer(b, 5_000, &headers[1..], true))
+                .is_ok()
+        );
+        assert!(bulk.said[0].asked_at(4_000) && !bulk.said[0].asked_at(5_000));
+        assert!(
+            bulk.on_probe(g, answer(a, 4_000, &headers[..1], true))
+                .is_ok()
+        );
+        bulk.forget_below(4_001);
+        assert_eq!(bulk.said[0].at(4_000), None);
+        assert_eq!(bulk.said[0].at(5_000), Some(headers[1]));
     }
 }

@@ -17,14 +17,14 @@
 //!
 //! A mirror's file holding the next range is read instead, once the gateways agree on the
 //! filter header at its end (`bulk_filters.rs`); while the headers have not reached its
-//! end, or the gateways' checkpoints are on their way, the gateways are not asked for
-//! that range (a range they served would leave the next file's start behind us).
+//! end, or the gateways' word there (a probe, or their checkpoints) is on its way, the
+//! gateways are not asked for that range (a range they served would leave the next file's start behind us).
 
 use lightwire_chain::BlockHash;
 use lightwire_chain::link_filter_headers;
 use lightwire_primitives::FilterHeader;
 
-use super::bulk_filters::BulkFilters;
+use super::bulk_filters::{BulkFilters, PROBES_AHEAD};
 use super::ctx::{Broke, Conns, Ctx, Effect, ready};
 use super::gateway::Gateway;
 #[cfg(doc)]
@@ -93,16 +93,46 @@ impl FilterHeaders {
             return !synced;
         }
         let top = ctx.mirrors.filter_headers_top();
-        for g in ctx.gateways.ids() {
-            if !self.bulk.due(ctx, g, last, (tip.0, synced), top) {
-                continue;
+        // Our block at the file's end, when validated this session: the gateways are
+        // probed there, and at the ends of the files after it that the headers reached;
+        // else their checkpoints are asked (see `bulk_filters.rs`).
+        self.bulk.forget_below(next);
+        if self.sync.mark_at(last).is_some() {
+            let mut end = last;
+            for _ in 0..PROBES_AHEAD {
+                let Some(hash) = self.sync.mark_at(end) else {
+                    break;
+                };
+                for g in ctx.gateways.ids() {
+                    if !self.bulk.probe_due(ctx, g, end) {
+                        continue;
+                    }
+                    if let Some(conn) = ready(conns, g) {
+                        let id = self.bulk.probing(g, end);
+                        if conn.request_filter_headers(id, end, hash).is_err() {
+                            self.bulk.not_asked(g);
+                        } else {
+                            ctx.timers.touch(TaskId::FilterHeaders, ctx.now);
+                        }
+                    }
+                }
+                match ctx.mirrors.filter_headers_file(end + 1) {
+                    Some((_, f)) if f.last <= tip.0 => end = f.last,
+                    _ => break,
+                }
             }
-            if let Some(conn) = ready(conns, g) {
-                let id = self.bulk.asking(g, tip.0);
-                if conn.request_filter_checkpoints(id, tip.1).is_err() {
-                    self.bulk.not_asked(g);
-                } else {
-                    ctx.timers.touch(TaskId::FilterHeaders, ctx.now);
+        } else {
+            for g in ctx.gateways.ids() {
+                if !self.bulk.due(ctx, g, last, (tip.0, synced), top) {
+                    continue;
+                }
+                if let Some(conn) = ready(conns, g) {
+                    let id = self.bulk.asking(g, tip.0);
+                    if conn.request_filter_checkpoints(id, tip.1).is_err() {
+                        self.bulk.not_asked(g);
+                    } else {
+                        ctx.timers.touch(TaskId::FilterHeaders, ctx.now);
+                    }
                 }
             }
         }
@@ -189,6 +219,11 @@ impl FilterHeaders {
         // Saturating: `first` is the gateway's, and an answer not in flight is refused
         // below (one that is starts where ours end, far from the top).
         let end = first.saturating_add(answer.headers.len() as u32);
+        if self.bulk.is_probe(g, id) {
+            self.bulk.on_probe(g, answer)?;
+            ctx.timers.touch(TaskId::FilterHeaders, ctx.now);
+            return Ok(None);
+        }
         if !self.sync.is_in_flight(g, id) {
             return ctx.given_up_answer(g, id, flags.last).map(|()| None);
         }
@@ -243,7 +278,7 @@ impl FilterHeaders {
         if let Some((a, id)) = self.sync.reorg(fork) {
             ctx.give_up(a, id);
         }
-        if self.bulk.reorg(fork).is_some() {
+        if self.bulk.reorg(ctx, fork).is_some() {
             let now = ctx.now;
             ctx.mirrors
                 .cancel(Kind::FilterHeaders, now, &mut ctx.actions);

@@ -18,6 +18,7 @@ use std::collections::VecDeque;
 
 use lightwire_chain::{BlockHash, Chain, Entry, Header, Work};
 use lightwire_store::{Durability, Pending, Tip};
+use lightwire_wire::filters::FILTER_CHECKPOINT_INTERVAL;
 
 use super::ctx::{Broke, Conns, Ctx, Effect, ready};
 use super::gateway::GatewayState;
@@ -74,6 +75,9 @@ pub struct Headers {
     held: VecDeque<(u32, bool, Vec<u8>)>,
     /// A commit taken by the shell is in flight.
     committing: bool,
+    /// The height up to which the filter-header checkpoint heights validated this session
+    /// were told to the other tasks (see [`Self::carry`]).
+    marked: u32,
 }
 
 impl Headers {
@@ -91,6 +95,7 @@ impl Headers {
             deferred: Vec::new(),
             held: VecDeque::new(),
             committing: false,
+            marked: stored.height,
         }
     }
 
@@ -329,10 +334,25 @@ impl Headers {
             });
         }
         if step.progress || step.reorg.is_some() {
-            ctx.effects.push_back(Effect::Validated {
-                height: tip.height,
-                hash: tip.hash,
-            });
+            if let Some((_, fork)) = step.reorg {
+                self.marked = self.marked.min(fork);
+            }
+            // Each checkpoint height (BIP157's, every 1,000 blocks) validated, ascending
+            // and before the tip: a mirror's filter-headers file ends on one, and the
+            // gateways are asked of their filter header there with its block as the stop
+            // (`bulk_filters.rs`). A step is at most one request's headers, within the
+            // window; one that is not has its heights left out (checkpoints are asked).
+            let (interval, (height, hash)) = (FILTER_CHECKPOINT_INTERVAL, (tip.height, tip.hash));
+            let mut at = (self.marked / interval + 1) * interval;
+            while at < height {
+                if let Some(hash) = self.syncer.hash_on_best(at) {
+                    ctx.effects
+                        .push_back(Effect::Validated { height: at, hash });
+                }
+                at += interval;
+            }
+            self.marked = self.marked.max(height);
+            ctx.effects.push_back(Effect::Validated { height, hash });
         }
         if let Some(parent) = step.need_ancestors {
             self.deferred.clear();

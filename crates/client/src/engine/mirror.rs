@@ -547,6 +547,12 @@ impl Mirrors {
         }
     }
 
+    /// The mirror and the file fetch `fetch` streams.
+    pub fn file_of(&self, fetch: u32) -> Option<(MirrorId, &FileEntry)> {
+        let s = self.streams.iter().find(|s| s.fetch == fetch)?;
+        Some((s.mirror, &s.file))
+    }
+
     /// The URL of the file after the one fetch `fetch` streams, of its kind, in its
     /// mirror's manifest.
     pub fn next_url(&self, fetch: u32) -> Option<String> {
@@ -907,6 +913,9 @@ mod tests {
             "{all} bytes from the gateway alone, {gateway} with"
         );
         assert_eq!(stored_filter_headers(&alone), stored_filter_headers(&net));
+        // Each file's end was probed (our block there validated this session), one
+        // filter header each, and no checkpoints list was asked.
+        assert_eq!(net.host.engine.filter_headers_asked(), (8, 0));
     }
 
     #[test]
@@ -976,16 +985,22 @@ mod tests {
             TestMirror::of(&chain, 8_063, 2_016).with_filter_headers(&chain, 8_000, |_, _| {});
         net.mirrors(vec![mirror]);
         net.drive();
-        assert_eq!(
-            net.host.engine.filters().height(),
-            None,
-            "waiting for the checkpoints"
-        );
+        read_on_the_first_ones_word(&mut net, &chain);
+        // The headers came from the store, not validated this session: no block is known
+        // at the files' ends, and the checkpoints were asked instead of probes.
+        assert_eq!(net.host.engine.filter_headers_asked().0, 0);
+    }
+
+    /// The mirror's filter-headers files wait for gateway 1, silent: it is dropped when
+    /// its request runs out of time (30 s, not at its keepalive's 50 s), and the files are
+    /// read on gateway 0's word.
+    fn read_on_the_first_ones_word(net: &mut Net<lightwire_store::MemoryStore>, chain: &TestChain) {
+        assert_eq!(net.host.engine.filters().height(), None, "waiting");
         net.advance(crate::engine::REQUEST_TIMEOUT + Duration::from_secs(1));
         assert_eq!(net.host.engine.filters().height(), Some(10_000));
         assert_eq!(
-            stored_filter_headers(&net),
-            chain_filter_headers(&chain, 10_000)
+            stored_filter_headers(net),
+            chain_filter_headers(chain, 10_000)
         );
         let dropped = net.host.events.iter().any(|e| {
             matches!(e, Event::Gateway { gateway, reason: Some(crate::reason::DropReason::RequestTimeout), .. }
@@ -995,7 +1010,32 @@ mod tests {
             dropped,
             "the silent gateway was not dropped for its request"
         );
-        assert_eq!(faults(&net), []);
+        assert_eq!(faults(net), []);
+    }
+
+    #[test]
+    fn a_gateway_silent_on_the_probes_a_mirror_waits_for_is_dropped_in_time() {
+        // The headers synced this session from the mirror (so each file's end is probed),
+        // with filters off; then the second gateway goes silent and filters are turned on:
+        // its probes go unanswered, it is dropped when they run out of time, and the
+        // files are read on the first one's word.
+        let chain = TestChain::generate(10_000);
+        let gateways = vec![TestChain::generate(10_000), TestChain::generate(10_000)];
+        let mut net = Net::new(memory(), gateways, |e| e.set_filters(false));
+        let mirror =
+            TestMirror::of(&chain, 8_063, 2_016).with_filter_headers(&chain, 8_000, |_, _| {});
+        net.mirrors(vec![mirror]);
+        net.drive();
+        assert_eq!(net.stored().height, 10_000);
+        net.hold(crate::ids::GatewayId(1));
+        net.host.engine.set_filters(true);
+        net.drive();
+        read_on_the_first_ones_word(&mut net, &chain);
+        let (probes, checkpoints) = net.host.engine.filter_headers_asked();
+        assert!(
+            probes > 0 && checkpoints == 0,
+            "{probes} probes, {checkpoints} checkpoints"
+        );
     }
 
     /// A gateway whose `init` advertises these mirror URLs.

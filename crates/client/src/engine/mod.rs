@@ -230,6 +230,35 @@ impl Engine {
         c.mirrors.read_manifests(now, &mut c.actions);
     }
 
+    /// Whether the shell checks each mirror file's SHA-256 itself (off by default): a shell
+    /// that can hash off the thread the engine runs on (the browser's WebCrypto, natively)
+    /// does, at each file's end, with [`Self::mirror_file`]'s hash, and reports a
+    /// mismatch with [`Self::mirror_wrong_hash`]. The engine then checks files' lengths
+    /// only. The hash never decides whether a header is taken (each is validated as a
+    /// gateway's answer is, and a filter-headers file must end where the gateways
+    /// agree), only whether the mirror is read further.
+    pub fn set_shell_hashes(&mut self, on: bool) {
+        for reader in &mut self.bulk {
+            reader.set_hashing(!on);
+        }
+    }
+
+    /// The mirror and the file fetch `fetch` streams, while it does.
+    pub fn mirror_file(&self, fetch: u32) -> Option<(MirrorId, &mirror::FileEntry)> {
+        self.ctx.mirrors.file_of(fetch)
+    }
+
+    /// The bytes of mirror `m`'s file `name` (its fetch ended) do not hash to the SHA-256
+    /// its manifest names, as the shell found (see [`Self::set_shell_hashes`]), at `now`:
+    /// the mirror is dropped (`wrong-hash`). What its files brought was validated and
+    /// stays.
+    pub fn mirror_wrong_hash(&mut self, m: MirrorId, name: String, now: Millis) {
+        self.ctx.now = now;
+        let error = lightwire_proto::bulk::BulkError::WrongHash;
+        self.drop_mirror(m, MirrorFault::File { name, error });
+        self.settle();
+    }
+
     /// The URL to fetch for an [`Action::FetchManifest`] (`fetch` `None`) or an
     /// [`Action::Fetch`].
     pub fn mirror_url(&self, m: MirrorId, fetch: Option<u32>) -> Option<String> {

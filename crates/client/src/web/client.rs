@@ -522,6 +522,9 @@ async fn prepare(store: &IdbStore, o: &Options) -> Result<(Engine, Tip, u32), Js
     engine.syncer_mut().request_size = o.request_size;
     engine.set_filters(o.filters);
     engine.set_mirrors(o.bulk.clone());
+    // Files' SHA-256 by the browser's WebCrypto where it has it (natively, off the
+    // engine's thread); else by the engine, in wasm.
+    engine.set_shell_hashes(super::mirror::subtle().is_some());
     engine.set_unconfirmed_expiry(o.unconfirmed_expiry);
     let stored_time = store
         .header(stored.height)

@@ -137,6 +137,11 @@ pub enum Input {
         fetch: u32,
         result: Result<(), crate::engine::FetchError>,
     },
+    /// The bytes of mirror `m`'s file `name` do not hash to its manifest's SHA-256.
+    MirrorWrongHash {
+        m: crate::engine::MirrorId,
+        name: String,
+    },
     /// The timer armed for the engine's next deadline ran out.
     Timeout,
     /// A call from the application.

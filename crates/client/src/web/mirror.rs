@@ -3,6 +3,15 @@
 //! response's `ReadableStream` into the inbox, piece by piece as the network brings it,
 //! for the engine to read ([`crate::engine::Engine::mirror_data`]). One file is read at a
 //! time, so what waits in the inbox is at most one file.
+//!
+//! A file's SHA-256 is checked here, by the browser's WebCrypto (`crypto.subtle`, native
+//! code, not the engine's thread), once its body ended: hashing 70 MB of files in wasm
+//! made the mirror sync about 8 % slower in Firefox and WebKit. The body's pieces are
+//! kept (the same arrays the inbox copies from, no copy) until then. The engine is told
+//! of the end at once and of a mismatch when the digest comes: the hash only decides
+//! whether the mirror is read further (what its files brought was validated as a
+//! gateway's answer is). Where `crypto.subtle` is missing (a page not in a secure
+//! context), the engine hashes in wasm.
 
 use std::rc::Rc;
 
@@ -113,14 +122,58 @@ pub fn fetch_manifest(url: String, m: MirrorId, inbox: Rc<Inbox>) {
     });
 }
 
+/// The browser's `crypto.subtle`, where it has one.
+pub fn subtle() -> Option<JsValue> {
+    let crypto = Reflect::get(&js_sys::global(), &"crypto".into()).ok()?;
+    let subtle = Reflect::get(&crypto, &"subtle".into()).ok()?;
+    subtle.is_object().then_some(subtle)
+}
+
+/// What a file's bytes must hash to, when the shell checks it.
+pub struct Hashed {
+    /// Its mirror.
+    pub m: MirrorId,
+    /// Its name.
+    pub name: String,
+    /// Its SHA-256, as the manifest names it.
+    pub sha256: [u8; 32],
+}
+
+/// The SHA-256 of `pieces` (Uint8Arrays, `len` bytes in all) by WebCrypto; none if it
+/// could not be computed.
+async fn digest(pieces: &js_sys::Array, len: u32) -> Option<[u8; 32]> {
+    let subtle = subtle()?;
+    let whole = Uint8Array::new_with_length(len);
+    let mut at = 0;
+    for piece in pieces.iter() {
+        let piece: Uint8Array = piece.dyn_into().ok()?;
+        whole.set(&piece, at);
+        at += piece.length();
+    }
+    let f: js_sys::Function = Reflect::get(&subtle, &"digest".into())
+        .ok()?
+        .dyn_into()
+        .ok()?;
+    let promise: Promise = f
+        .call2(&subtle, &"SHA-256".into(), &whole)
+        .ok()?
+        .dyn_into()
+        .ok()?;
+    let hash = Uint8Array::new(&JsFuture::from(promise).await.ok()?);
+    let mut out = [0u8; 32];
+    (hash.length() == 32).then(|| hash.copy_to(&mut out))?;
+    Some(out)
+}
+
 /// Fetch a file at `url` for the engine's fetch `fetch` (or take `prefetched`, when it
-/// asked for the same URL): its body goes to the inbox as it comes. Dropping what is
-/// returned aborts it.
+/// asked for the same URL): its body goes to the inbox as it comes, and, with `hashed`,
+/// its SHA-256 is checked once it ended. Dropping what is returned aborts it.
 pub fn fetch_file(
     url: String,
     fetch: u32,
     inbox: Rc<Inbox>,
     prefetched: Option<Prefetch>,
+    hashed: Option<Hashed>,
 ) -> Option<Fetching> {
     let taken = prefetched
         .filter(|p| p.url == url)
@@ -135,20 +188,40 @@ pub fn fetch_file(
     };
     let signal = controller.signal();
     wasm_bindgen_futures::spawn_local(async move {
-        let result = stream(promise, fetch, &signal, &inbox).await;
-        if !signal.aborted() {
-            inbox.push(Input::MirrorEnd { fetch, result });
+        let pieces = hashed.as_ref().map(|_| js_sys::Array::new());
+        let result = stream(promise, fetch, &signal, &inbox, pieces.as_ref()).await;
+        if signal.aborted() {
+            return;
+        }
+        let whole = result.is_ok();
+        inbox.push(Input::MirrorEnd { fetch, result });
+        let (Some(h), Some(pieces), true) = (hashed, pieces, whole) else {
+            return;
+        };
+        let len = pieces
+            .iter()
+            .filter_map(|p| p.dyn_into::<Uint8Array>().ok())
+            .map(|p| p.length())
+            .sum();
+        // Not computed (WebCrypto failed): not checked; its content was validated.
+        if digest(&pieces, len).await.is_some_and(|d| d != h.sha256) {
+            inbox.push(Input::MirrorWrongHash {
+                m: h.m,
+                name: h.name,
+            });
         }
     });
     Some(Fetching { fetch, controller })
 }
 
-/// The body of the answer of `promise`, piece by piece into the inbox.
+/// The body of the answer of `promise`, piece by piece into the inbox (and kept in
+/// `pieces`, when given).
 async fn stream(
     promise: Promise,
     fetch: u32,
     signal: &web_sys::AbortSignal,
     inbox: &Inbox,
+    pieces: Option<&js_sys::Array>,
 ) -> Result<(), FetchError> {
     let response = answered(promise).await?;
     let Some(body) = response.body() else {
@@ -174,6 +247,9 @@ async fn stream(
         }
         let value = Reflect::get(&chunk, &"value".into()).unwrap_or(JsValue::UNDEFINED);
         if let Ok(data) = value.dyn_into::<Uint8Array>() {
+            if let Some(pieces) = pieces {
+                pieces.push(&data);
+            }
             inbox.push(Input::MirrorData { fetch, data });
         }
     }

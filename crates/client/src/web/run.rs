@@ -192,6 +192,7 @@ impl Net {
                 self.fetching.retain(|f| f.fetch != fetch);
                 self.engine.mirror_end(fetch, result, now());
             }
+            Input::MirrorWrongHash { m, name } => self.engine.mirror_wrong_hash(m, name, now()),
             Input::Timeout => {
                 // A timer armed after the one that fired is still armed.
                 if self.fired.get() {
@@ -238,8 +239,17 @@ impl Net {
                         Some(self.prefetched.swap_remove(i))
                     });
                     let inbox = self.inbox.clone();
+                    // What its bytes must hash to, when the shell checks it (once a file).
+                    let hashed = super::mirror::subtle().and_then(|_| {
+                        let (m, file) = self.engine.mirror_file(fetch)?;
+                        Some(super::mirror::Hashed {
+                            m,
+                            name: file.name.clone(),
+                            sha256: file.check.sha256,
+                        })
+                    });
                     let started =
-                        url.and_then(|u| super::mirror::fetch_file(u, fetch, inbox, ahead));
+                        url.and_then(|u| super::mirror::fetch_file(u, fetch, inbox, ahead, hashed));
                     // The file after it, asked now (one of each kind: a second would be a
                     // stale one, dropped and aborted).
                     if let Some(next) = self.engine.mirror_next_url(fetch) {
