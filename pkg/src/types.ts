@@ -208,6 +208,8 @@ export type MirrorCode =
   | 'invalid-header'
   | 'future-header'
   | 'not-our-chain'
+  | 'filter-headers-contradicted'
+  | 'filter-mismatch'
   | 'wrong-range'
   | 'slow'
   | 'stalled';

@@ -843,6 +843,19 @@ async function mirrorScenario() {
         `nginx served ${served('filter-headers')} filter-headers files of ${manifest.filterHeaders.length}`);
       log(`  ${manifest.headers.length} headers files (to ${top}) and ${manifest.filterHeaders.length} filter-headers files ` +
         `(to ${filterTop}) from nginx, the edges from the gateway: it sent ${sent} bytes (${m.bytesIn} in all reached the client)`);
+      // A scan reads the filters from the mirror's files (checked against the stored
+      // filter headers) and asks the gateway only for those above them.
+      const filtersTop = manifest.filters.at(-1).last;
+      const paidAt = [Math.floor(filtersTop / 2), N - 10];
+      const beforeScan = await gw.metric('lightwire_bytes_out_total');
+      const result = await page.evaluate((s) => window.client.scan({ scripts: s, fromHeight: 1 }), paidAt.map((h) => coinbaseScript(h)));
+      const scanSent = (await gw.metric('lightwire_bytes_out_total')) - beforeScan;
+      const heights = result.matches.map((x) => x.height);
+      assert(paidAt.every((h) => heights.includes(h)), `scan matches ${JSON.stringify(heights)}`);
+      assert(served('filters') === manifest.filters.length, `nginx served ${served('filters')} filters files of ${manifest.filters.length}`);
+      // The filters above the files: a few dozen bytes each, and their framing.
+      assert(scanSent < (N - filtersTop) * 80 + 10_000, `the gateway sent ${scanSent} bytes for a scan above ${filtersTop}`);
+      log(`  scan from 1: ${manifest.filters.length} filters files (to ${filtersTop}) from nginx, the gateway sent ${scanSent} bytes; matches ${JSON.stringify(heights)}`);
       await stopClient(page);
     } finally {
       await page.close();
@@ -872,6 +885,12 @@ async function mirrorScenario() {
       ['filter-headers-contradicted', { manifest: (x, files) => forgedManifest(www, x, files, 'filterHeaders', 4, forgeFilterHeaders) }],
       ['stalled', { stallAfter: 0 }],
       ['slow', { trickle: 20_000 }],
+      // A filters file whose last filter is another (its last byte flipped), named by its
+      // own hash: a scan finds it is not what the stored filter headers commit to.
+      ['filter-mismatch', {
+        scanFor: 3_500,
+        manifest: (x, files) => forgedManifest(www, x, files, 'filters', 3, (b) => Buffer.concat([b.subarray(0, b.length - 1), Buffer.from([b[b.length - 1] ^ 1])])),
+      }],
     ];
     const said = [];
     for (const [code, how] of cases) {
@@ -879,7 +898,13 @@ async function mirrorScenario() {
       page = await openPage();
       try {
         await openClient(page, { gateways: [gw.connect], storeName: `mirror-${said.length}`, bulk: [mirror.url] });
-        const { events } = await until(page, `the sync past a mirror (${code})`, 60_000, syncedTo(20_000));
+        let { events } = await until(page, `the sync past a mirror (${code})`, 60_000, syncedTo(20_000));
+        if (how.scanFor) {
+          // Found all the same, by the gateway, from where the mirror was dropped.
+          const r = await page.evaluate((s) => window.client.scan({ scripts: s, fromHeight: 1 }), [coinbaseScript(how.scanFor)]);
+          assert(r.matches.some((x) => x.height === how.scanFor), `${code}: scan matches ${JSON.stringify(r.matches)}`);
+          events = await page.evaluate(() => window.events);
+        }
         const dropped = mirrorEvents(events).filter((e) => e.state === 'dropped');
         assert(dropped.length === 1 && [code].flat().includes(dropped[0].code),
           `expected the mirror dropped (${code}), saw ${JSON.stringify(mirrorEvents(events))}`);

@@ -11,6 +11,12 @@
 //! warm. A filter that does not match its stored header is the gateway's lie (or, until
 //! filter headers are cross-checked across gateways, the lie of the gateway the headers
 //! came from: see docs/PROTOCOL.md). Filters are not kept.
+//!
+//! A mirror's filters file holding the next block is read instead of requests, whole
+//! (see [`Scan::mirror_request`]): its filters are checked against the stored filter
+//! headers exactly as a gateway's, those below where the scan stands skipped. A window
+//! holds one more block than [`SCAN_WINDOW`] so that a file of 10,001 (the first, from
+//! genesis) fits in one.
 
 use crate::filters::Lacking;
 use crate::ids::{GatewayId, GivenUp, Ids, TaskId};
@@ -24,8 +30,11 @@ use lightwire_wire::{FilterPiece, Filters};
 
 /// Blocks per request (one `get_filters`; BIP157's limit).
 pub const SCAN_REQUEST: u32 = 1000;
-/// Blocks whose hashes and filter headers are read from the store at once.
+/// Blocks whose hashes and filter headers are read from the store at once (with one more:
+/// see the module's documentation).
 pub const SCAN_WINDOW: u32 = 10_000;
+/// The most blocks a mirror's filters file read by a scan may hold: a window's.
+pub const MOST_PER_MIRROR_FILE: u32 = SCAN_WINDOW + 1;
 /// Requests in flight at once: the next one's filters follow the first's with no round trip
 /// between them.
 pub const SCAN_IN_FLIGHT: usize = 2;
@@ -115,6 +124,9 @@ pub struct Scan {
     headers: Vec<FilterHeader>,
     /// Requests in flight, oldest first, all to one gateway (answers come in order).
     requests: VecDeque<Request>,
+    /// A mirror's filters file being read instead (never beside requests): its mirror
+    /// and its last height.
+    mirror: Option<(crate::engine::MirrorId, u32)>,
     /// The first height not yet requested.
     next_request: u32,
     /// The filter being put together: its bytes so far and its whole length.
@@ -147,9 +159,10 @@ impl Scan {
             forced: Vec::new(),
             reading: None,
             start: from,
-            hashes: Vec::with_capacity(SCAN_WINDOW as usize),
-            headers: Vec::with_capacity(SCAN_WINDOW as usize + 1),
+            hashes: Vec::with_capacity(MOST_PER_MIRROR_FILE as usize),
+            headers: Vec::with_capacity(MOST_PER_MIRROR_FILE as usize + 1),
             requests: VecDeque::with_capacity(SCAN_IN_FLIGHT),
+            mirror: None,
             next_request: from,
             buf: Vec::new(),
             filter_len: None,
@@ -204,7 +217,12 @@ impl Scan {
 
     /// Whether everything stored (up to `stored`) is matched and nothing is in flight.
     pub fn at_tip(&self, stored: Option<u32>) -> bool {
-        stored.is_some_and(|t| self.next > t) && self.requests.is_empty()
+        stored.is_some_and(|t| self.next > t) && self.idle()
+    }
+
+    /// Nothing is asked: no request in flight, no mirror's file read.
+    fn idle(&self) -> bool {
+        self.requests.is_empty() && self.mirror.is_none()
     }
 
     /// The scan's state for the store, if it moved since it was last saved (by 1,000
@@ -379,11 +397,11 @@ impl Scan {
         if let Some(r) = self.reading {
             return Some(r);
         }
-        if self.next < self.window_end() || !self.requests.is_empty() {
+        if self.next < self.window_end() || !self.idle() {
             return None;
         }
         let tip = stored.filter(|&t| t >= self.next)?;
-        let end = tip.min(self.next.saturating_add(SCAN_WINDOW - 1));
+        let end = tip.min(self.next.saturating_add(MOST_PER_MIRROR_FILE - 1));
         self.reading = Some((self.next, end));
         self.reading
     }
@@ -417,6 +435,7 @@ impl Scan {
         limit: u32,
     ) -> Option<(u32, u32, BlockHash)> {
         if self.requests.len() >= SCAN_IN_FLIGHT
+            || self.mirror.is_some()
             || self.refused.contains(gateway)
             || self.next_request >= self.window_end()
             || self.next_request > limit
@@ -458,7 +477,7 @@ impl Scan {
     /// Whether the scan stands at the stored filter tip `stored` (everything stored is
     /// matched) for the first time since it last moved: the shell reports it once.
     pub fn reached(&mut self, stored: Option<u32>) -> bool {
-        let at_tip = stored.is_some_and(|t| self.next > t) && self.requests.is_empty();
+        let at_tip = stored.is_some_and(|t| self.next > t) && self.idle();
         let first = at_tip && !self.reported_tip;
         self.reported_tip = at_tip;
         first
@@ -481,7 +500,14 @@ impl Scan {
             return Err(ScanError::OutOfOrder { height: self.next });
         }
         for piece in m.pieces() {
-            self.on_piece(&piece, &contested, &mut change)?;
+            let Some(front) = self.requests.front().copied() else {
+                return Err(ScanError::OutOfOrder {
+                    height: piece.height,
+                });
+            };
+            if self.on_piece(&piece, front.end, &contested, &mut change)? {
+                self.requests.pop_front();
+            }
         }
         let ended = self.requests.front().copied();
         if let Some(front) = ended.filter(|r| m.flags.last && r.id == m.id) {
@@ -507,18 +533,17 @@ impl Scan {
         Ok(Vec::new())
     }
 
+    /// One piece of the filters asked up to `end`: true when it ends the filter of `end`.
     fn on_piece(
         &mut self,
         p: &FilterPiece<'_>,
+        end: u32,
         contested: &impl Fn(u32, &BlockHash, &[u8]) -> bool,
         change: &mut impl FnMut(ScanChange),
-    ) -> Result<(), ScanError> {
+    ) -> Result<bool, ScanError> {
         let height = p.height;
         let out_of_order = ScanError::OutOfOrder { height };
-        let Some(front) = self.requests.front().copied() else {
-            return Err(out_of_order);
-        };
-        if height != self.next || height > front.end {
+        if height != self.next || height > end {
             return Err(out_of_order);
         }
         match self.filter_len {
@@ -532,7 +557,7 @@ impl Scan {
         self.buf.extend_from_slice(p.data);
         self.bytes += p.data.len() as u64;
         if !p.ends_filter() {
-            return Ok(());
+            return Ok(false);
         }
         self.filter_len = None;
         let i = (height - self.start) as usize;
@@ -565,10 +590,87 @@ impl Scan {
         }
         self.filters += 1;
         self.next += 1;
-        if height == front.end {
-            self.requests.pop_front();
+        Ok(height == end)
+    }
+
+    /// Read mirror `m`'s filters file ending at `last` instead of asking gateways: only
+    /// when nothing is asked, and the window read holds the block the scan stands at and
+    /// every block to `last` (else false; see [`Self::window_holds`]).
+    pub fn mirror_request(&mut self, m: crate::engine::MirrorId, last: u32) -> bool {
+        if !self.idle() || !self.window_holds(last) {
+            return false;
+        }
+        self.mirror = Some((m, last));
+        self.filter_len = None;
+        true
+    }
+
+    /// Whether the window read holds the blocks from where the scan stands to `last`.
+    pub fn window_holds(&self, last: u32) -> bool {
+        self.reading.is_none()
+            && !self.hashes.is_empty()
+            && self.start <= self.next
+            && self.next < self.window_end()
+            && last < self.window_end()
+    }
+
+    /// The window read is given up (it does not hold a mirror's file that holds the next
+    /// block): the next one is read from where the scan stands, when nothing is asked.
+    pub fn read_window_again(&mut self) {
+        if self.idle() && self.reading.is_none() {
+            self.hashes.clear();
+            self.headers.clear();
+            self.start = self.next;
+            self.next_request = self.next;
+        }
+    }
+
+    /// The mirror whose file is read, if one is.
+    pub fn mirror_reading(&self) -> Option<crate::engine::MirrorId> {
+        self.mirror.map(|(m, _)| m)
+    }
+
+    /// One `filters` message of the mirror's file read (see [`Self::mirror_request`]):
+    /// filters below where the scan stands are skipped (a file may start before it),
+    /// the others taken as a gateway's answer is, none past the file's last height.
+    pub fn on_mirror_filters(
+        &mut self,
+        m: &Filters<'_>,
+        mut change: impl FnMut(ScanChange),
+    ) -> Result<(), ScanError> {
+        let Some((_, end)) = self.mirror else {
+            return Ok(());
+        };
+        let no_contest = |_: u32, _: &BlockHash, _: &[u8]| false;
+        for piece in m.pieces() {
+            if piece.height < self.next && self.filter_len.is_none() {
+                continue;
+            }
+            self.on_piece(&piece, end, &no_contest, &mut change)?;
         }
         Ok(())
+    }
+
+    /// The mirror's file ended whole: it must have brought every filter to its last
+    /// height. Nothing is read from it after.
+    pub fn mirror_ended(&mut self) -> Result<(), ScanError> {
+        let Some((_, end)) = self.mirror.take() else {
+            return Ok(());
+        };
+        self.next_request = self.next;
+        if self.next != end + 1 || self.filter_len.is_some() {
+            self.filter_len = None;
+            return Err(ScanError::Short { height: self.next });
+        }
+        Ok(())
+    }
+
+    /// The mirror's file is not read further (its mirror dropped, or the scan moved): the
+    /// scan goes on from where it stands. Returns whether one was being read.
+    pub fn mirror_gone(&mut self) -> bool {
+        self.filter_len = None;
+        self.next_request = self.next;
+        self.mirror.take().is_some()
     }
 
     /// The best chain switched branches at `fork`: matches above it are withdrawn (to
@@ -610,6 +712,11 @@ impl Scan {
             self.hashes.clear();
             self.headers.clear();
             self.start = self.next;
+        }
+        if self.mirror.is_some_and(|(_, end)| end >= height) {
+            // Its filters from `height` on are of the old branch (or not ours): the task
+            // stops the file (it sees the read gone).
+            self.mirror_gone();
         }
         let touched = self.requests.back().is_some_and(|r| r.end >= height);
         let given_up: Vec<GivenUp> = if touched {

@@ -260,6 +260,7 @@ impl TestMirror {
                 hash: chain[top as usize].block_hash(),
                 headers,
                 filter_headers: Vec::new(),
+                filters: Vec::new(),
             }),
             files,
             serve: Serve::Honest,
@@ -304,6 +305,42 @@ impl TestMirror {
             self.files.push((name.clone(), bytes));
             if let Ok(m) = self.manifest.as_mut() {
                 m.filter_headers.push(FileEntry {
+                    first,
+                    last: end,
+                    check,
+                    name,
+                });
+            }
+            first = end + 1;
+        }
+        self
+    }
+
+    /// With `chain`'s filters too, in files ending on multiples of `per_file` (a multiple
+    /// of 1,000, as the export's small and large files) up to `last`; `rewrite(height,
+    /// filter)` may change what a file says (a lying mirror).
+    pub fn with_filters(
+        mut self,
+        chain: &TestChain,
+        (last, per_file): (u32, u32),
+        rewrite: impl Fn(u32, &mut Vec<u8>),
+    ) -> TestMirror {
+        let mut first = 0;
+        while first < last {
+            let end = ((first / per_file + 1) * per_file).min(last);
+            let mut bytes = Vec::new();
+            let written =
+                lightwire_proto::bulk::write_filters(&mut bytes, (first, end), |h, out| {
+                    out.extend_from_slice(chain.filter(h));
+                    rewrite(h, out);
+                    Ok::<(), ()>(())
+                });
+            assert!(written.is_ok());
+            let check = lightwire_proto::bulk::file_check(&bytes);
+            let name = format!("filters-{first}-{end}-{}.bin", hex::encode(check.sha256));
+            self.files.push((name.clone(), bytes));
+            if let Ok(m) = self.manifest.as_mut() {
+                m.filters.push(FileEntry {
                     first,
                     last: end,
                     check,

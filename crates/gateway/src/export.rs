@@ -27,9 +27,10 @@ use std::path::{Path, PathBuf};
 
 use lightwire_chain::{BlockHash, HEADER_LEN, Network};
 use lightwire_proto::Served as _;
+use lightwire_proto::bulk::{WriteFiltersError, write_filters};
 use lightwire_proto::session::FilterLookup;
+use lightwire_wire::EncodeError;
 use lightwire_wire::filters::FILTER_CHECKPOINT_INTERVAL;
-use lightwire_wire::{AnswerFlags, EncodeError, FiltersWriter, MAX_MESSAGE_LEN};
 use sha2::{Digest as _, Sha256};
 
 use crate::filters::ServedFilters;
@@ -56,9 +57,6 @@ pub const DEFAULT_CONFIRMATIONS: u32 = 6;
 pub const MANIFEST: &str = "manifest.json";
 /// The manifest format written (its `version`).
 pub const MANIFEST_VERSION: u64 = 1;
-
-/// The request id of every message in a bulk file (no request is answered).
-const ID: u32 = 0;
 
 /// The three kinds of bulk file.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -579,7 +577,6 @@ pub fn export(
     fs::create_dir_all(&dir).map_err(io_at(&dir))?;
     let top = sealed_top(chain.tip().height, confirmations);
     let mut new_files = 0;
-    let mut buf = vec![0u8; MAX_MESSAGE_LEN];
     // Headers.
     while let Some((first, last)) = next_range(&manifest, Kind::Headers, top) {
         let bytes = headers_file(chain, first, last)?;
@@ -619,7 +616,7 @@ pub fn export(
                 &bytes,
                 Some(entry.header.0),
             )?;
-            let bytes = filters_file(chain, filters, first, last, &mut buf)?;
+            let bytes = filters_file(chain, filters, first, last)?;
             seal(
                 &dir,
                 &mut manifest,
@@ -839,21 +836,6 @@ fn sync_dir(dir: &Path) -> Result<(), ExportError> {
     Ok(())
 }
 
-/// Append one record (a 2-byte big-endian length, then the message) to `file`.
-fn record(file: &mut Vec<u8>, message: &[u8], kind: Kind, height: u32) -> Result<(), ExportError> {
-    let len = u16::try_from(message.len()).map_err(|_| ExportError::Encode {
-        kind,
-        height,
-        source: EncodeError::BufferTooSmall {
-            needed: message.len(),
-            available: MAX_MESSAGE_LEN,
-        },
-    })?;
-    file.extend_from_slice(&len.to_be_bytes());
-    file.extend_from_slice(message);
-    Ok(())
-}
-
 /// The headers file of heights `first..=last`: `headers_compact` messages as a gateway
 /// answers, written by the mirror reader's own counterpart
 /// ([`lightwire_proto::bulk::write_headers`], the one writer of headers files).
@@ -897,78 +879,34 @@ fn filter_headers_file(
     Ok(file)
 }
 
-/// The filters file of heights `first..=last`: `filters` messages, pieces packed and a
-/// filter continued in the next message exactly as a gateway's session answers
-/// `get_filters` (lightwire-proto's `Session::write_filters`, whose writer,
-/// [`FiltersWriter`], this drives). The session itself is not reused: it answers one
-/// request of at most 1,000 filters (the first file holds 1,001), one message per frame
-/// the connection takes, after an `init`; this loop is what is left of it.
+/// The filters file of heights `first..=last`: `filters` messages as a gateway's session
+/// answers `get_filters`, written by the mirror reader's own counterpart
+/// ([`lightwire_proto::bulk::write_filters`], the one writer of filters files).
 fn filters_file(
     chain: &ServedChain,
     filters: &ServedFilters,
     first: u32,
     last: u32,
-    buf: &mut [u8],
 ) -> Result<Vec<u8>, ExportError> {
-    let kind = Kind::Filters;
-    let fail = |height| {
-        move |source| ExportError::Encode {
-            kind,
-            height,
-            source,
-        }
-    };
     let mut file = Vec::new();
-    let mut filter = Vec::new();
-    let mut started = first;
-    let mut w = FiltersWriter::new(buf, ID).map_err(fail(first))?;
-    for height in first..=last {
+    let written = write_filters(&mut file, (first, last), |height, out| {
         let header: Option<[u8; HEADER_LEN]> = chain.header(height);
-        match filters.with_filter(height, header, |f| {
-            filter.clear();
-            filter.extend_from_slice(f);
-        }) {
-            FilterLookup::Ready(()) => {}
-            FilterLookup::Pending | FilterLookup::Missing => {
-                return Err(ExportError::FilterUnavailable { height });
-            }
+        match filters.with_filter(height, header, |f| out.extend_from_slice(f)) {
+            FilterLookup::Ready(()) => Ok(()),
+            FilterLookup::Pending | FilterLookup::Missing => Err(()),
         }
-        let mut offset = 0;
-        loop {
-            let pushed = if w.has_room() {
-                w.push(height, &filter, offset)
-            } else {
-                None
-            };
-            match pushed {
-                Some(n) => {
-                    offset += n;
-                    if offset == filter.len() {
-                        break;
-                    }
-                }
-                None if w.pieces() == 0 => {
-                    // Not even one byte fits an empty message: cannot be (65,535 bytes).
-                    return Err(fail(height)(EncodeError::BufferTooSmall {
-                        needed: filter.len(),
-                        available: MAX_MESSAGE_LEN,
-                    }));
-                }
-                None => {
-                    let len = w.finish(AnswerFlags::default());
-                    record(&mut file, &buf[..len], kind, started)?;
-                    started = height;
-                    w = FiltersWriter::new(buf, ID).map_err(fail(height))?;
-                }
-            }
-        }
-    }
-    let len = w.finish(AnswerFlags {
-        last: true,
-        stop_unknown: false,
     });
-    record(&mut file, &buf[..len], kind, started)?;
-    Ok(file)
+    match written {
+        Ok(_) => Ok(file),
+        Err(WriteFiltersError::Source { height, .. }) => {
+            Err(ExportError::FilterUnavailable { height })
+        }
+        Err(WriteFiltersError::Encode(source)) => Err(ExportError::Encode {
+            kind: Kind::Filters,
+            height: first,
+            source,
+        }),
+    }
 }
 
 /// A file being written, before its hash names it.
@@ -1113,7 +1051,7 @@ mod tests {
             };
             assert_eq!(f.id, 0);
             assert_eq!(f.flags.last, i + 1 == messages.len());
-            assert!(m.len() <= MAX_MESSAGE_LEN);
+            assert!(m.len() <= lightwire_wire::MAX_MESSAGE_LEN);
             for p in f.pieces() {
                 assert_eq!(p.height, first + out.len() as u32);
                 let filter = current.get_or_insert_with(Vec::new);
@@ -1302,8 +1240,7 @@ mod tests {
             assert!(chain.filters_mut().unwrap().set_filter(h, big));
         }
         let filters = chain.filters().unwrap();
-        let mut buf = vec![0u8; MAX_MESSAGE_LEN];
-        let file = filters_file(&chain, filters, 0, 1000, &mut buf).unwrap();
+        let file = filters_file(&chain, filters, 0, 1000).unwrap();
         assert!(records(&file).len() > 400, "30 MB in 64 KB messages");
         let got = decode_filters(&file, 0);
         assert_eq!(got.len(), 1001);

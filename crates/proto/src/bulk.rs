@@ -21,7 +21,7 @@
 use lightwire_chain::HEADER_LEN;
 use lightwire_wire::MAX_MESSAGE_LEN;
 use lightwire_wire::filters::MAX_FILTER_HASHES_PER_MESSAGE;
-use lightwire_wire::{AnswerFlags, FilterHeaders, HeadersCompact};
+use lightwire_wire::{AnswerFlags, EncodeError, FilterHeaders, FiltersWriter, HeadersCompact};
 use sha2::{Digest, Sha256};
 
 use crate::compact::Expanded;
@@ -335,6 +335,81 @@ pub fn write_filter_headers(
         }
     }
     records
+}
+
+/// Append the records of a filters file to `out`: the filters of heights `first..=last`,
+/// `filter(height, buf)` writing each into `buf` (cleared before each), as `filters`
+/// messages (id 0) with pieces packed and a filter continued in the next message exactly
+/// as a gateway's session answers `get_filters` (the same [`FiltersWriter`]), the last
+/// message flagged `last`. Returns the records written; a source's error stops it.
+pub fn write_filters<E>(
+    out: &mut Vec<u8>,
+    (first, last): (u32, u32),
+    mut filter: impl FnMut(u32, &mut Vec<u8>) -> Result<(), E>,
+) -> Result<usize, WriteFiltersError<E>> {
+    let mut message = vec![0u8; MAX_MESSAGE_LEN];
+    let mut records = 0;
+    let mut bytes = Vec::new();
+    let mut w = FiltersWriter::new(&mut message, 0).map_err(WriteFiltersError::Encode)?;
+    let mut flush = |len: usize, records: &mut usize, message: &[u8]| {
+        out.extend_from_slice(&(len as u16).to_be_bytes());
+        out.extend_from_slice(&message[..len]);
+        *records += 1;
+    };
+    for height in first..=last {
+        bytes.clear();
+        filter(height, &mut bytes).map_err(|e| WriteFiltersError::Source { height, error: e })?;
+        let mut offset = 0;
+        loop {
+            let pushed = if w.has_room() {
+                w.push(height, &bytes, offset)
+            } else {
+                None
+            };
+            match pushed {
+                Some(n) => {
+                    offset += n;
+                    if offset == bytes.len() {
+                        break;
+                    }
+                }
+                // Not even a piece fits an empty message: cannot be (65,535 bytes).
+                None if w.pieces() == 0 => {
+                    return Err(WriteFiltersError::Encode(EncodeError::BufferTooSmall {
+                        needed: bytes.len(),
+                        available: MAX_MESSAGE_LEN,
+                    }));
+                }
+                None => {
+                    let len = w.finish(AnswerFlags::default());
+                    flush(len, &mut records, &message);
+                    w = FiltersWriter::new(&mut message, 0).map_err(WriteFiltersError::Encode)?;
+                }
+            }
+        }
+    }
+    let len = w.finish(AnswerFlags {
+        last: true,
+        stop_unknown: false,
+    });
+    flush(len, &mut records, &message);
+    Ok(records)
+}
+
+/// Why a filters file could not be written.
+#[derive(Debug, thiserror::Error)]
+pub enum WriteFiltersError<E> {
+    /// The filter of `height` could not be had.
+    #[error("the filter of block {height} could not be read: {error}")]
+    Source {
+        /// Its height.
+        height: u32,
+        /// Why.
+        error: E,
+    },
+    /// A message could not be encoded.
+    #[error("a filters message could not be encoded: {0}")]
+    Encode(EncodeError),
 }
 
 /// The messages of a bulk file's records, in order (stopping at a record cut short): for

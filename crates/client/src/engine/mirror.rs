@@ -81,6 +81,10 @@ pub struct Manifest {
     /// height (a multiple of 1,000), where its last filter header is checked against
     /// what the gateways agree on.
     pub filter_headers: Vec<FileEntry>,
+    /// The filters files, in height order from 0, each of at most
+    /// [`crate::scan::MOST_PER_MIRROR_FILE`] blocks: a scan reads them, each filter
+    /// checked against the stored filter headers.
+    pub filters: Vec<FileEntry>,
 }
 
 impl Manifest {
@@ -138,7 +142,30 @@ impl Manifest {
             }
             next = f.last + 1;
         }
+        if self.filters.len() > MAX_FILES {
+            return bad("it lists too many files");
+        }
+        let mut next = 0u32;
+        for f in &self.filters {
+            let count = f.last.checked_sub(f.first).map(|n| n + 1);
+            if f.first != next || count.is_none_or(|n| n > crate::scan::MOST_PER_MIRROR_FILE) {
+                return bad("its filters files do not run from 0 in ranges a scan can read");
+            }
+            if !safe_name(&f.name) {
+                return bad("a file name is not a plain name");
+            }
+            next = f.last.saturating_add(1);
+        }
         Ok(())
+    }
+
+    /// Its files of `kind`.
+    pub fn files(&self, kind: Kind) -> &[FileEntry] {
+        match kind {
+            Kind::Headers => &self.headers,
+            Kind::FilterHeaders => &self.filter_headers,
+            Kind::Filters => &self.filters,
+        }
     }
 
     /// The headers file holding `height`, if any.
@@ -200,6 +227,15 @@ pub enum MirrorFault {
     /// chain up to the file's end (files of another chain, or of a branch with less work).
     #[error("the file {0} is not of our chain")]
     NotOurChain(String),
+    /// A filter of its files does not hash to our filter header of its block (or the
+    /// file does not hold each filter of its range, in order).
+    #[error("the filters of the file {name} are not those our filter headers commit to: {error}")]
+    Filters {
+        /// The file.
+        name: String,
+        /// What was wrong.
+        error: crate::scan::ScanError,
+    },
     /// A filter-headers file does not link from ours, or does not end on the filter
     /// header the gateways agree on at its last height.
     #[error("the filter headers of the file {0} are not those the gateways agree on")]
@@ -243,6 +279,11 @@ impl MirrorFault {
             MirrorFault::NotYet(_) => "future-header",
             MirrorFault::NotOurChain(_) => "not-our-chain",
             MirrorFault::FilterHeadersContradicted(_) => "filter-headers-contradicted",
+            MirrorFault::Filters {
+                error: crate::scan::ScanError::Mismatch { .. },
+                ..
+            } => "filter-mismatch",
+            MirrorFault::Filters { .. } => "wrong-range",
             MirrorFault::WrongRange(_) => "wrong-range",
             MirrorFault::Slow(_) => "slow",
             MirrorFault::Stalled => "stalled",
@@ -287,6 +328,8 @@ pub enum Kind {
     Headers,
     /// Filter headers.
     FilterHeaders,
+    /// Filters (a scan's).
+    Filters,
 }
 
 /// The file being streamed.
@@ -436,12 +479,16 @@ impl Mirrors {
     /// A mirror whose manifest has a filter-headers file holding `height`, and that file:
     /// the first such in list order.
     pub fn filter_headers_file(&self, height: u32) -> Option<(MirrorId, &FileEntry)> {
+        self.file(Kind::FilterHeaders, height)
+    }
+
+    /// A mirror whose manifest has a file of `kind` holding `height`, and that file: the
+    /// first such in list order.
+    pub fn file(&self, kind: Kind, height: u32) -> Option<(MirrorId, &FileEntry)> {
         self.ready().find_map(|(m, manifest)| {
-            let i = manifest.filter_headers.partition_point(|f| f.last < height);
-            let f = manifest
-                .filter_headers
-                .get(i)
-                .filter(|f| f.first <= height)?;
+            let files = manifest.files(kind);
+            let i = files.partition_point(|f| f.last < height);
+            let f = files.get(i).filter(|f| f.first <= height)?;
             Some((m, f))
         })
     }
@@ -561,10 +608,7 @@ impl Mirrors {
         let MirrorState::Ready(manifest) = &mirror.state else {
             return None;
         };
-        let files = match s.kind {
-            Kind::Headers => &manifest.headers,
-            Kind::FilterHeaders => &manifest.filter_headers,
-        };
+        let files = manifest.files(s.kind);
         let next = s.file.last.checked_add(1)?;
         let i = files.partition_point(|f| f.first < next);
         let f = files.get(i).filter(|f| f.first == next)?;
@@ -1038,6 +1082,106 @@ mod tests {
         );
     }
 
+    /// A store synced to 12,000 by the gateway, then a mirror with filters to 11,000 in
+    /// files of `per_file` (each filter as `rewrite` leaves it) and a scan of block
+    /// 10,500's coinbase from `from`: the net after it, and the gateway's bytes for it.
+    fn scanned(
+        per_file: u32,
+        from: u32,
+        rewrite: impl Fn(u32, &mut Vec<u8>),
+    ) -> (Net<lightwire_store::MemoryStore>, u64) {
+        let chain = TestChain::generate(12_000);
+        let mut net = Net::new(memory(), vec![TestChain::generate(12_000)], |_| {});
+        net.drive();
+        assert_eq!(net.host.engine.filters().height(), Some(12_000));
+        let mut net = Net::new(net.store, vec![TestChain::generate(12_000)], |_| {});
+        net.mirrors(vec![TestMirror::of(&chain, 8_063, 2_016).with_filters(
+            &chain,
+            (11_000, per_file),
+            rewrite,
+        )]);
+        net.drive();
+        let before = net.host.engine.counters().bytes_in;
+        let script = crate::scenarios::coinbase_script(10_500, 0);
+        net.host.engine.start_scan(vec![script], from);
+        net.drive();
+        let sent = net.host.engine.counters().bytes_in - before;
+        (net, sent)
+    }
+
+    #[test]
+    fn a_scan_reads_the_filters_from_the_mirror_and_the_rest_from_the_gateway() {
+        let chain = TestChain::generate(12_000);
+        let paid = chain.header(10_500).block_hash();
+        // Files of 1,000 and of 10,000 (the export's small and large ones), a scan from
+        // genesis and one from the middle of a file: the same match, the mirror's filters
+        // checked against the stored filter headers, the gateway sending the 1,000 above.
+        for (per_file, from) in [(1_000, 0), (10_000, 0), (10_000, 4_321), (1_000, 10_321)] {
+            let (net, sent) = scanned(per_file, from, |_, _| {});
+            let scan = net.host.engine.scan().unwrap();
+            assert_eq!(
+                (scan.next(), scan.matches()),
+                (12_001, &[(10_500, paid)][..]),
+                "files of {per_file} from {from}"
+            );
+            assert_eq!(faults(&net), [], "files of {per_file} from {from}");
+            // 1,000 filters of a few dozen bytes and their framing, nothing below.
+            assert!(
+                sent < 60_000,
+                "the gateway sent {sent} bytes ({per_file}, {from})"
+            );
+        }
+        let (_, alone) = {
+            let mut net = Net::new(memory(), vec![TestChain::generate(12_000)], |_| {});
+            net.drive();
+            let before = net.host.engine.counters().bytes_in;
+            net.host
+                .engine
+                .start_scan(vec![crate::scenarios::coinbase_script(10_500, 0)], 0);
+            net.drive();
+            ((), net.host.engine.counters().bytes_in - before)
+        };
+        let (_, with) = scanned(10_000, 0, |_, _| {});
+        assert!(
+            alone > 8 * with,
+            "{alone} bytes from the gateway alone, {with} with"
+        );
+    }
+
+    #[test]
+    fn a_mirror_whose_filter_is_not_the_one_our_filter_headers_commit_to_is_dropped() {
+        // The file holding 10,500 says another filter there (one that matches the scan's
+        // script, or one that hides it): the mirror is dropped, and the gateway serves
+        // the scan from where it stands; the match is the real one either way.
+        let chain = TestChain::generate(12_000);
+        let paid = chain.header(10_500).block_hash();
+        let hidden = |h: u32, f: &mut Vec<u8>| {
+            if h == 10_500 {
+                f.clear();
+                f.push(0);
+            }
+        };
+        let invented = |h: u32, f: &mut Vec<u8>| {
+            if h == 7_000 {
+                *f = chain.filter(10_500).to_vec();
+            }
+        };
+        let (net, _) = scanned(1_000, 0, hidden);
+        assert_eq!(faults(&net), [(0, "filter-mismatch")]);
+        let scan = net.host.engine.scan().unwrap();
+        assert_eq!(
+            (scan.next(), scan.matches()),
+            (12_001, &[(10_500, paid)][..])
+        );
+        let (net, _) = scanned(10_000, 0, invented);
+        assert_eq!(faults(&net), [(0, "filter-mismatch")]);
+        let scan = net.host.engine.scan().unwrap();
+        assert_eq!(
+            (scan.next(), scan.matches()),
+            (12_001, &[(10_500, paid)][..])
+        );
+    }
+
     /// A gateway whose `init` advertises these mirror URLs.
     fn advertising(urls: &[&str]) -> TestChain {
         let mut chain = TestChain::generate(10_000);
@@ -1132,6 +1276,7 @@ mod tests {
                 entry(2_016, 4_031, "b.bin"),
             ],
             filter_headers: vec![entry(0, 1_000, "f0.bin"), entry(1_001, 2_000, "f1.bin")],
+            filters: vec![entry(0, 10_000, "g0.bin"), entry(10_001, 10_001, "g1.bin")],
         };
         assert_eq!(good.check(&genesis), Ok(()));
         assert_eq!(good.headers_file(2_016).map(|f| f.first), Some(2_016));
@@ -1155,6 +1300,9 @@ mod tests {
         }
         assert!(with(&|m| m.height = 5_000).is_err());
         assert!(with(&|m| m.headers[0].check.bytes = 100).is_err());
+        // A filters file larger than a scan's window, or a gap between filters files.
+        assert!(with(&|m| m.filters[0].last = 10_001).is_err());
+        assert!(with(&|m| m.filters[1].first = 10_002).is_err());
         // Another network's mirror.
         let mainnet = lightwire_chain::MAINNET.genesis.block_hash();
         assert!(with(&|m| m.genesis = mainnet).is_err());

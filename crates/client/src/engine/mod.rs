@@ -78,7 +78,7 @@ pub struct Engine {
     tasks: Tasks,
     /// The readers of the mirrors' files streamed, one per [`mirror::Kind`] (their buffers
     /// reused for every file).
-    bulk: [lightwire_proto::bulk::BulkReader; 2],
+    bulk: [lightwire_proto::bulk::BulkReader; 3],
 }
 
 impl Engine {
@@ -110,6 +110,7 @@ impl Engine {
                 fees: fees::Fees::default(),
             },
             bulk: [
+                lightwire_proto::bulk::BulkReader::new(),
                 lightwire_proto::bulk::BulkReader::new(),
                 lightwire_proto::bulk::BulkReader::new(),
             ],
@@ -342,6 +343,15 @@ impl Engine {
                         None => Ok(()),
                     }
                 }
+                (Kind::Filters, PeerEvent::Filters(f)) => self
+                    .tasks
+                    .scan
+                    .on_mirror_filters(&mut self.ctx, m, &f)
+                    .map_err(|error| {
+                        let stream = self.ctx.mirrors.streaming(Kind::Filters);
+                        let name = stream.map(|s| s.file.name.clone()).unwrap_or_default();
+                        MirrorFault::Filters { name, error }
+                    }),
                 // A record of another kind than the file's.
                 _ => {
                     let stream = self.ctx.mirrors.stream_mut(fetch);
@@ -385,6 +395,7 @@ impl Engine {
             .and_then(|()| match stream.kind {
                 Kind::Headers => self.tasks.headers.mirror_body_ended(m),
                 Kind::FilterHeaders => self.tasks.filter_headers.bulk.body_ended(m),
+                Kind::Filters => self.tasks.scan.mirror_body_ended(m, &stream.file.name),
             });
         if let Err(fault) = ended {
             self.drop_mirror(m, fault);
@@ -493,6 +504,7 @@ impl Engine {
             .drop_mirror(m, fault, &mut c.events, &mut c.actions);
         self.tasks.headers.mirror_gone(&mut self.ctx, m);
         self.tasks.filter_headers.bulk.mirror_gone(m);
+        self.tasks.scan.mirror_gone(m);
     }
 
     /// A mirror's answer that is over: checked (its headers must have become our best

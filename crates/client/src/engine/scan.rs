@@ -1,12 +1,19 @@
 //! The scan task: a rescan of scripts over the stored filter headers (see [`crate::scan`]),
 //! its filters asked of a gateway known to agree with our filter headers, each match told
 //! to the application and, when the scan is the wallet's, to the wallet.
+//!
+//! Where a mirror's filters file holds the next block, and our filter headers reach its
+//! end, the file is read instead (`mirror.rs`): its filters are checked against our
+//! filter headers exactly as a gateway's, and a file that fails drops its mirror, the
+//! gateways then asked from where the scan stands. While a mirror's manifest is read (at
+//! most 10 s), no gateway is asked.
 
 use lightwire_proto::Millis;
 use lightwire_wire::Filters;
 
 use super::ctx::{Broke, Conns, Ctx, Effect, ready};
 use super::event::Event;
+use super::mirror::{Kind, MirrorFault, MirrorId};
 use super::task::{Task, View, timeout};
 use crate::ids::{GatewayId, GivenUp, TaskId};
 use crate::reason::DropReason;
@@ -136,9 +143,11 @@ impl ScanTask {
         let Some(scan) = self.scan.as_mut() else {
             return;
         };
+        let was = scan.mirror_reading();
         let events = &mut ctx.events;
         let given_up: Vec<GivenUp> = scan.reorg(fork, |c| events.push_back(event(c))).collect();
         ctx.give_up_all(given_up);
+        Self::stop_mirror_if_gone(ctx, was, scan);
     }
 
     /// What was scanned from `height` on no longer holds (our filter headers were found
@@ -147,11 +156,13 @@ impl ScanTask {
         let Some(scan) = self.scan.as_mut() else {
             return;
         };
+        let was = scan.mirror_reading();
         let events = &mut ctx.events;
         let given_up: Vec<GivenUp> = scan
             .drop_from(height, |c| events.push_back(event(c)))
             .collect();
         ctx.give_up_all(given_up);
+        Self::stop_mirror_if_gone(ctx, was, scan);
     }
 
     /// A dispute contested block `height` (see [`Ctx::contested`]): the scan matches the
@@ -175,6 +186,93 @@ impl ScanTask {
     /// The gateway asked, if a request is in flight.
     pub fn asked(&self) -> Option<GatewayId> {
         self.scan.as_ref()?.asked().map(|(g, _)| g)
+    }
+
+    /// Read a mirror's filters file holding the next block, when our filter headers reach
+    /// its end and nothing is asked. True while the scan waits for a mirror (its manifest,
+    /// its file, or the window that holds the file): the gateways are not asked.
+    fn schedule_mirror(ctx: &mut Ctx, scan: &mut Scan) -> bool {
+        if scan.mirror_reading().is_some() || ctx.mirrors.reading_manifest() {
+            return true;
+        }
+        if scan.asked().is_some() {
+            return false;
+        }
+        let next = scan.next();
+        let Some((m, file)) = ctx.mirrors.file(Kind::Filters, next) else {
+            return false;
+        };
+        if ctx.stored_filters.is_none_or(|s| s < file.last) {
+            // Its tail could not be checked: the gateways serve up to our filter headers.
+            return false;
+        }
+        if ctx.mirrors.streaming(Kind::Filters).is_some() {
+            return true;
+        }
+        if !scan.window_holds(file.last) {
+            // The window that holds it is read next (the shell asks the store).
+            scan.read_window_again();
+            return true;
+        }
+        let file = file.clone();
+        if scan.mirror_request(m, file.last) {
+            let now = ctx.now;
+            ctx.mirrors
+                .start(m, file, Kind::Filters, now, &mut ctx.actions);
+        }
+        true
+    }
+
+    /// A `filters` message of mirror `m`'s file the scan reads (see
+    /// [`Scan::mirror_request`]).
+    pub fn on_mirror_filters(
+        &mut self,
+        ctx: &mut Ctx,
+        m: MirrorId,
+        f: &Filters<'_>,
+    ) -> Result<(), crate::scan::ScanError> {
+        let for_wallet = self.for_wallet;
+        let Some(scan) = self.scan.as_mut().filter(|s| s.mirror_reading() == Some(m)) else {
+            return Ok(());
+        };
+        let before = scan.filters;
+        let mut changes = Vec::new();
+        let result = scan.on_mirror_filters(f, |c| changes.push(c));
+        for c in changes {
+            changed(ctx, c, for_wallet);
+        }
+        if scan.filters > before {
+            ctx.timers.touch(TaskId::Scan, ctx.now);
+        }
+        result
+    }
+
+    /// The body of mirror `m`'s filters file ended whole: it must have held every filter
+    /// of its range.
+    pub fn mirror_body_ended(&mut self, m: MirrorId, name: &str) -> Result<(), MirrorFault> {
+        let Some(scan) = self.scan.as_mut().filter(|s| s.mirror_reading() == Some(m)) else {
+            return Ok(());
+        };
+        scan.mirror_ended().map_err(|error| MirrorFault::Filters {
+            name: name.to_string(),
+            error,
+        })
+    }
+
+    /// Mirror `m` was dropped: its file is not read further.
+    pub fn mirror_gone(&mut self, m: MirrorId) {
+        if let Some(scan) = self.scan.as_mut().filter(|s| s.mirror_reading() == Some(m)) {
+            scan.mirror_gone();
+        }
+    }
+
+    /// The scan gave up the mirror's file it read (a reorganisation, or filter headers
+    /// found wrong, below its end): its fetch is stopped.
+    fn stop_mirror_if_gone(ctx: &mut Ctx, was: Option<MirrorId>, scan: &Scan) {
+        if was.is_some() && scan.mirror_reading().is_none() {
+            let now = ctx.now;
+            ctx.mirrors.cancel(Kind::Filters, now, &mut ctx.actions);
+        }
     }
 }
 
@@ -209,7 +307,7 @@ impl Task for ScanTask {
         let Some(scan) = self.scan.as_mut() else {
             return Ok(());
         };
-        if ctx.stopped || scan.asked().is_some() {
+        if ctx.stopped || scan.asked().is_some() || Self::schedule_mirror(ctx, scan) {
             return Ok(());
         }
         // One that can be asked for the next filter: one checked only below it would be

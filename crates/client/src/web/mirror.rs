@@ -277,7 +277,7 @@ fn parse_manifest(v: &JsValue) -> Result<Manifest, String> {
     }
     let files = |key: &str| -> Result<Vec<FileEntry>, String> {
         let list = get(v, key);
-        if list.is_undefined() && key == "filterHeaders" {
+        if list.is_undefined() && key != "headers" {
             // A headers-only export.
             return Ok(Vec::new());
         }
@@ -312,5 +312,6 @@ fn parse_manifest(v: &JsValue) -> Result<Manifest, String> {
         hash: hash(v, "hash")?,
         headers: files("headers")?,
         filter_headers: files("filterHeaders")?,
+        filters: files("filters")?,
     })
 }
