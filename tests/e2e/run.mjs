@@ -104,7 +104,9 @@
 // blocks (50 of them paying it, 1 MB each) three times. The header sync is timed in the page from before
 // open to the tip event at 925,000 with nothing polling the engine (the figure for
 // benches/README.md), then three from a checkpoint 9,736 below the tip; `--only full` gives the detailed counters (polled every 100 ms).
-// E2E_RESCAN_ONLY=1 or E2E_WALLET_ONLY=1 with --bench: only that rescan;
+// E2E_RESCAN_ONLY=1 or E2E_WALLET_ONLY=1 with --bench: only that rescan (E2E_RESCAN_ONLY=
+// mirror: three from the gateway alone and three with an nginx mirror of the chain beside
+// it, alternated);
 // E2E_CHECKPOINT_ONLY=N: only the start from a checkpoint, N times.
 // E2E_MIRROR_ONLY=1: only the 925,000-block sync from the gateway alone and from an nginx
 // mirror plus the gateway, three of each alternated (E2E_BULK_WWW: a directory holding
@@ -2333,11 +2335,13 @@ async function walletReload() {
 /// The rescan benchmark (--bench): a store started at 913,248 (a period start below the
 /// mainnet-sized filters from 915,001) synced to 925,000, then scan() of the 10,000 filters
 /// from 915,001 for 100 scripts, timed in the page.
-async function timedRescan(run, startAt) {
+async function timedRescan(run, startAt, mirror = null) {
   const gw = await gateway(['--generate', '925000']);
   try {
     const extra = JSON.parse(process.env.E2E_OPTIONS || '{}');
     const options = { network: 'regtest', gateways: [gw.connect], storeName: `rescan-${run}`, start: startAt, ...extra };
+    // With a mirror, the sync before the scan reads it too (its files from the start on).
+    options.bulk = mirror ? [mirror] : [];
     const scripts = [coinbaseScript(920_000), ...strangers(99)];
     const r = process.env.E2E_PROFILE ? await profiledScan(options, scripts) : await measure('timedScan', [options, 925_000, 915_001, scripts], options.storeName);
     const figures = {
@@ -2347,6 +2351,7 @@ async function timedRescan(run, startAt) {
       wasmMiB: (r.wasmMemoryBytes / 2 ** 20).toFixed(1),
       allocationsPerFilterWarm: r.allocationsPerFilterWarm?.toFixed(3),
       matches: r.matches.map((x) => x.height),
+      mirror: Boolean(mirror),
     };
     log(`  ${browser.name} rescan, run ${run}: ${JSON.stringify(figures)}`);
     return figures;
@@ -3128,6 +3133,20 @@ async function main() {
         if (bench && process.env.E2E_RESCAN_ONLY) {
           const rescanStart = benchStart(913_248);
           const rescan = [];
+          if (process.env.E2E_RESCAN_ONLY === 'mirror') {
+            const nginx = await bulkNginx(process.env.E2E_BULK_WWW || bulkExport(925_000));
+            try {
+              const fromMirror = [];
+              for (const run of [1, 2, 3]) {
+                rescan.push(await timedRescan(run, rescanStart));
+                fromMirror.push(await timedRescan(run + 20, rescanStart, nginx.url));
+              }
+              console.log(JSON.stringify({ engine, rescan, fromMirror }));
+            } finally {
+              await nginx.stop();
+            }
+            continue;
+          }
           for (const run of [1, 2, 3]) rescan.push(await timedRescan(run, rescanStart));
           console.log(JSON.stringify({ engine, rescan }));
           continue;

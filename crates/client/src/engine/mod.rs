@@ -59,6 +59,36 @@ pub use gateway::{
 pub use headers::MAX_UNDELIVERED;
 pub use mempool::{DIGEST_BURST, DIGEST_RATE, FETCHES_PER_HOUR, MAX_WANTED, MempoolError};
 pub use mirror::{FetchError, Manifest, MirrorFault, MirrorId};
+
+/// The longest mirror file whose SHA-256 the shell checks (see
+/// [`Engine::set_shell_hashes`]): the shell holds such a file whole until it ends.
+pub const MOST_SHELL_HASHED: u64 = 4 << 20;
+
+/// Who checks the SHA-256 of a file of `kind` and `bytes`, the shell checking what it can
+/// (`shell`): the shell, for a headers or filter-headers file of at most
+/// [`MOST_SHELL_HASHED`] bytes (it holds such a file whole until its end: WebCrypto hashes
+/// no stream); else the engine, as the bytes pass, in bounded memory. Nobody for a filters
+/// file: each of its filters a scan uses is checked against the stored filter headers,
+/// and the rest are not used, so its hash (as costly as the scan's own work over filters
+/// of big blocks) would guard nothing more.
+fn hashing(shell: bool, kind: Kind, bytes: u64) -> Hashing {
+    match kind {
+        Kind::Filters => Hashing::Nobody,
+        _ if shell && bytes <= MOST_SHELL_HASHED => Hashing::Shell,
+        _ => Hashing::Engine,
+    }
+}
+
+/// Who checks a mirror file's SHA-256.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Hashing {
+    /// The shell, once the file ended.
+    Shell,
+    /// The engine's reader, as the bytes pass.
+    Engine,
+    /// Nobody: see `Engine::hashing`.
+    Nobody,
+}
 pub use relay::BroadcastError;
 pub use wallet::{BLOCK_RETRY, UNCONFIRMED_EXPIRY, WAIT_REPORT, WaitReason, WalletTrace};
 
@@ -79,6 +109,8 @@ pub struct Engine {
     /// The readers of the mirrors' files streamed, one per [`mirror::Kind`] (their buffers
     /// reused for every file).
     bulk: [lightwire_proto::bulk::BulkReader; 3],
+    /// Whether the shell checks files' SHA-256 (see [`Self::set_shell_hashes`]).
+    shell_hashes: bool,
 }
 
 impl Engine {
@@ -114,6 +146,7 @@ impl Engine {
                 lightwire_proto::bulk::BulkReader::new(),
                 lightwire_proto::bulk::BulkReader::new(),
             ],
+            shell_hashes: false,
         }
     }
 
@@ -231,17 +264,24 @@ impl Engine {
         c.mirrors.read_manifests(now, &mut c.actions);
     }
 
-    /// Whether the shell checks each mirror file's SHA-256 itself (off by default): a shell
+    /// Whether the shell checks mirror files' SHA-256 itself (off by default): a shell
     /// that can hash off the thread the engine runs on (the browser's WebCrypto, natively)
-    /// does, at each file's end, with [`Self::mirror_file`]'s hash, and reports a
-    /// mismatch with [`Self::mirror_wrong_hash`]. The engine then checks files' lengths
-    /// only. The hash never decides whether a header is taken (each is validated as a
-    /// gateway's answer is, and a filter-headers file must end where the gateways
-    /// agree), only whether the mirror is read further.
+    /// does, for each file [`Self::shell_hashes_file`] names, at the file's end, with
+    /// [`Self::mirror_file`]'s hash, and reports a mismatch with
+    /// [`Self::mirror_wrong_hash`]; the engine checks those files' lengths only. The hash
+    /// never decides whether a header or a filter is taken (each is validated as a
+    /// gateway's answer is), only whether the mirror is read further.
     pub fn set_shell_hashes(&mut self, on: bool) {
-        for reader in &mut self.bulk {
-            reader.set_hashing(!on);
-        }
+        self.shell_hashes = on;
+    }
+
+    /// Whether the shell checks the SHA-256 of the file fetch `fetch` streams (see
+    /// [`Self::set_shell_hashes`]).
+    pub fn shell_hashes_file(&self, fetch: u32) -> bool {
+        let stream = self.ctx.mirrors.streams.iter().find(|s| s.fetch == fetch);
+        stream.is_some_and(|s| {
+            hashing(self.shell_hashes, s.kind, s.file.check.bytes) == Hashing::Shell
+        })
     }
 
     /// The mirror and the file fetch `fetch` streams, while it does.
@@ -309,7 +349,10 @@ impl Engine {
         let (m, kind) = (stream.mirror, stream.kind);
         if !stream.reading {
             stream.reading = true;
-            self.bulk[kind as usize].start(stream.file.check);
+            let by = hashing(self.shell_hashes, kind, stream.file.check.bytes);
+            let reader = &mut self.bulk[kind as usize];
+            reader.set_hashing(by == Hashing::Engine);
+            reader.start(stream.file.check);
         }
         let mut fault = None;
         while !data.is_empty() {
@@ -382,6 +425,8 @@ impl Engine {
         let reader = &mut self.bulk[stream.kind as usize];
         if !stream.reading {
             // An empty body: checked as one.
+            let by = hashing(self.shell_hashes, stream.kind, stream.file.check.bytes);
+            reader.set_hashing(by == Hashing::Engine);
             reader.start(stream.file.check);
         }
         let ended = result

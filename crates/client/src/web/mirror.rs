@@ -7,7 +7,9 @@
 //! A file's SHA-256 is checked here, by the browser's WebCrypto (`crypto.subtle`, native
 //! code, not the engine's thread), once its body ended: hashing 70 MB of files in wasm
 //! made the mirror sync about 8 % slower in Firefox and WebKit. The body's pieces are
-//! kept (the same arrays the inbox copies from, no copy) until then. The engine is told
+//! kept (the same arrays the inbox copies from, no copy) until then, so only files of at
+//! most 4 MiB are (`MOST_SHELL_HASHED`: headers and filter-headers files); a longer one
+//! (a filters file) is hashed by the engine as it passes. The engine is told
 //! of the end at once and of a mismatch when the digest comes: the hash only decides
 //! whether the mirror is read further (what its files brought was validated as a
 //! gateway's answer is). Where `crypto.subtle` is missing (a page not in a secure

@@ -240,7 +240,8 @@ impl Net {
                     });
                     let inbox = self.inbox.clone();
                     // What its bytes must hash to, when the shell checks it (once a file).
-                    let hashed = super::mirror::subtle().and_then(|_| {
+                    let shell = self.engine.shell_hashes_file(fetch);
+                    let hashed = shell.then(super::mirror::subtle).flatten().and_then(|_| {
                         let (m, file) = self.engine.mirror_file(fetch)?;
                         Some(super::mirror::Hashed {
                             m,
