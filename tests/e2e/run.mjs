@@ -125,7 +125,7 @@ import { fileURLToPath } from 'node:url';
 import { CHROMIUM, serve, freePort, gatewayTip, kill, startGateway, terminate } from '../browser.mjs';
 import { available, openEngine } from '../engines.mjs';
 import { startBtcd } from '../btcd.mjs';
-import { FLOOR_WORKER, floorServer } from './floor.mjs';
+import { FETCH_FLOOR_WORKER, FLOOR_WORKER, floorServer } from './floor.mjs';
 import { classify, summary } from './engine-faults.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
@@ -209,6 +209,20 @@ const PAGE = `<!doctype html><meta charset="utf-8"><title>e2e</title>
       worker.terminate();
       if (r.error) throw new Error(r.error);
       return { ms, got: r.got, messages: r.messages };
+    },
+    // The fetch floor (floor.mjs): a dedicated worker that fetches \`files\` from \`base\`
+    // and only counts their bytes, timed in the page as timedFloor is.
+    async timedFetchFloor(code, base, files) {
+      const t0 = performance.now();
+      const worker = new Worker(URL.createObjectURL(new Blob([code], { type: 'text/javascript' })));
+      const r = await new Promise((resolve) => {
+        worker.onmessage = (e) => resolve(e.data);
+        worker.postMessage({ base, files });
+      });
+      const ms = performance.now() - t0;
+      worker.terminate();
+      if (r.error) throw new Error(r.error);
+      return { ms, got: r.got, pieces: r.pieces };
     },
     // The rescan benchmark: a store synced to \`height\` (headers and filter headers), then
     // scan() from \`from\` timed in the page; allocations counted from the scan's
@@ -3109,14 +3123,22 @@ async function main() {
           // The 925,000-block sync with filter headers from one gateway, and from Debian's
           // nginx serving an export with the same gateway for the edge: three of each,
           // alternated.
-          const nginx = await bulkNginx(process.env.E2E_BULK_WWW || bulkExport(925_000));
+          const www = process.env.E2E_BULK_WWW || bulkExport(925_000);
+          const nginx = await bulkNginx(www);
           try {
-            const gatewayOnly = [], fromMirror = [];
+            const gatewayOnly = [], fromMirror = [], fetchFloor = [];
+            // The files such a sync reads: both kinds, in the order of their heights.
+            const manifest = JSON.parse(readFileSync(join(www, 'bulk', 'regtest', 'manifest.json'), 'utf8'));
+            const files = [...manifest.headers, ...manifest.filterHeaders].sort((a, b) => a.last - b.last).map((f) => f.file);
             for (const run of [1, 2, 3]) {
               gatewayOnly.push(await timed(run));
               fromMirror.push(await timed(run + 20, true, nginx.url));
+              const r = await measure('timedFetchFloor', [FETCH_FLOOR_WORKER, nginx.url, files]);
+              const figures = { seconds: (r.ms / 1000).toFixed(3), bytes: r.got, pieces: r.pieces };
+              log(`  ${browser.name} fetch floor, run ${run}: ${JSON.stringify(figures)}`);
+              fetchFloor.push(figures);
             }
-            console.log(JSON.stringify({ engine, gatewayOnly, fromMirror }));
+            console.log(JSON.stringify({ engine, gatewayOnly, fromMirror, fetchFloor }));
           } finally {
             await nginx.stop();
           }
