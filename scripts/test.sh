@@ -97,12 +97,14 @@ cargo build --release -p lightwire-gateway -p lightwire-chain -p lightwire-tests
 # mempool's bounded matching took about 18.7 KB more; 370,000 until mirrors took 21.1 KB
 # more: their fetch() streaming and manifest parsing in the shell, about 10 KB of it, the
 # bulk readers, the filter-header files' check against the gateways' checkpoints, the
-# mirrors gateways advertise, typed faults).
-step "the package's wasm under 395,000 bytes gzipped"
+# mirrors gateways advertise, typed faults; 395,000 until the mirrors took 7.2 KB more:
+# the per-file probes and the files' SHA-256 by WebCrypto, 5.3 KB, and scans reading
+# filters files, 1.9 KB).
+step "the package's wasm under 400,000 bytes gzipped"
 wasm_gz=$(gzip -9 -c pkg/wasm/lightwire_bg.wasm | wc -c)
 echo "pkg/wasm/lightwire_bg.wasm: $wasm_gz bytes gzip -9"
-if [ "$wasm_gz" -gt 395000 ]; then
-  echo "error: the wasm is $wasm_gz bytes gzipped, over the 395,000-byte ceiling" >&2
+if [ "$wasm_gz" -gt 400000 ]; then
+  echo "error: the wasm is $wasm_gz bytes gzipped, over the 400,000-byte ceiling" >&2
   exit 1
 fi
 
