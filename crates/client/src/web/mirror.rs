@@ -216,13 +216,27 @@ pub fn fetch_file(
     Some(Fetching { fetch, controller })
 }
 
+/// `promise.then(on_fulfilled, on_rejected)` with functions (js-sys's `then2` takes
+/// closures only).
+fn then2(promise: &Promise, on_fulfilled: &js_sys::Function, on_rejected: &js_sys::Function) {
+    let then = Reflect::get(promise, &"then".into()).ok();
+    if let Some(then) = then.and_then(|t| t.dyn_into::<js_sys::Function>().ok()) {
+        let _ = then.call2(promise, on_fulfilled, on_rejected);
+    }
+}
+
 /// The body of the answer of `promise`, piece by piece into the inbox (and kept in
 /// `pieces`, when given).
+///
+/// Each `read()` of the body's reader is answered by one of two closures made once a
+/// file (a piece, a failure), the piece's asking the next read: awaiting a `JsFuture`
+/// per read instead allocated its state and two closures at every piece (about 0.2
+/// allocations a filter in a rescan from a mirror, against 0.008 from a gateway).
 async fn stream(
     promise: Promise,
     fetch: u32,
     signal: &web_sys::AbortSignal,
-    inbox: &Inbox,
+    inbox: &Rc<Inbox>,
     pieces: Option<&js_sys::Array>,
 ) -> Result<(), FetchError> {
     let response = answered(promise).await?;
@@ -233,28 +247,61 @@ async fn stream(
         .get_reader()
         .dyn_into()
         .map_err(|_| FetchError::Failed("the body gave no reader".into()))?;
-    loop {
-        let chunk = JsFuture::from(reader.read())
-            .await
-            .map_err(|e| FetchError::Failed(describe(&e)))?;
-        if Reflect::get(&chunk, &"done".into())
-            .ok()
-            .and_then(|d| d.as_bool())
-            .unwrap_or(true)
-        {
-            return Ok(());
-        }
-        if signal.aborted() {
-            return Ok(());
-        }
-        let value = Reflect::get(&chunk, &"value".into()).unwrap_or(JsValue::UNDEFINED);
-        if let Ok(data) = value.dyn_into::<Uint8Array>() {
-            if let Some(pieces) = pieces {
-                pieces.push(&data);
+    // Settled by the closures when the body ends, is aborted, or fails.
+    let mut settle = None;
+    let done = Promise::new(&mut |resolve, reject| settle = Some((resolve, reject)));
+    let Some((resolve, reject)) = settle else {
+        return Err(FetchError::Failed("no promise to wait on".into()));
+    };
+    // The two closures' functions, for the piece's closure to ask the next read with.
+    let next: Rc<core::cell::RefCell<Option<(js_sys::Function, js_sys::Function)>>> = Rc::default();
+    let on_error = Closure::<dyn FnMut(JsValue)>::new(move |e: JsValue| {
+        let _ = reject.call1(&JsValue::NULL, &e);
+    });
+    let on_piece = {
+        let (next, reader, signal) = (next.clone(), reader.clone(), signal.clone());
+        let (inbox, pieces) = (inbox.clone(), pieces.cloned());
+        Closure::<dyn FnMut(JsValue)>::new(move |chunk: JsValue| {
+            let ended = Reflect::get(&chunk, &"done".into())
+                .ok()
+                .and_then(|d| d.as_bool())
+                .unwrap_or(true);
+            if ended || signal.aborted() {
+                let _ = resolve.call0(&JsValue::NULL);
+                return;
             }
-            inbox.push(Input::MirrorData { fetch, data });
-        }
-    }
+            let value = Reflect::get(&chunk, &"value".into()).unwrap_or(JsValue::UNDEFINED);
+            if let Ok(data) = value.dyn_into::<Uint8Array>() {
+                if let Some(pieces) = &pieces {
+                    pieces.push(&data);
+                }
+                inbox.push(Input::MirrorData { fetch, data });
+            }
+            if let Some((piece, error)) = next.borrow().as_ref() {
+                then2(&reader.read(), piece, error);
+            }
+        })
+    };
+    let functions = (
+        on_piece
+            .as_ref()
+            .unchecked_ref::<js_sys::Function>()
+            .clone(),
+        on_error
+            .as_ref()
+            .unchecked_ref::<js_sys::Function>()
+            .clone(),
+    );
+    then2(&reader.read(), &functions.0, &functions.1);
+    *next.borrow_mut() = Some(functions);
+    let result = JsFuture::from(done)
+        .await
+        .map(|_| ())
+        .map_err(|e| FetchError::Failed(describe(&e)));
+    // The closures are dropped here, after the last call (none is under way).
+    next.borrow_mut().take();
+    drop((on_piece, on_error));
+    result
 }
 
 /// A manifest (docs/PROTOCOL.md, "Bulk files") from its parsed JSON: a sentence saying
