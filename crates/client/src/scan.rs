@@ -240,8 +240,9 @@ impl Scan {
                     || self.next.abs_diff(next) >= SCAN_REQUEST
                     || self.next < next
                     // Nothing in flight (at the stored tip, or between windows): where it
-                    // stands is worth keeping.
-                    || (self.next != next && self.requests.is_empty())
+                    // stands is worth keeping. (A mirror's file being read is in flight:
+                    // counted as a request, else it was saved at every message.)
+                    || (self.next != next && self.idle())
             }
         };
         if !due {
@@ -787,6 +788,73 @@ mod tests {
             out.push(buf[..len].to_vec());
         }
         out
+    }
+
+    #[test]
+    fn a_mirrors_file_is_read_whole_checked_and_saved_as_requests_are() {
+        // A file of 0..=2,999 read from 1,200 (the scan's start): the filters below are
+        // skipped, the others checked and matched as a gateway's; where the scan stands
+        // is saved every 1,000 blocks while the file is read, not at every message (it was
+        // at every one: no request was in flight), and once it ended.
+        let (filters, headers) = chain(3_000);
+        let mut s = Scan::new(vec![b"ours".to_vec()], 1_200);
+        assert_eq!(s.save().map(|_| ()), Some(()));
+        assert!(!s.mirror_request(0, 2_999), "no window read yet");
+        let (a, b) = s.need_data(Some(2_999)).unwrap();
+        let hashes: Vec<BlockHash> = (a..=b).map(hash).collect();
+        s.on_data(a, &hashes, &headers[a as usize..=b as usize + 1]);
+        assert!(s.mirror_request(0, 2_999));
+        assert_eq!(
+            s.next_request(GatewayId(0), 2_999),
+            None,
+            "no request beside it"
+        );
+        let mut saves = 0;
+        let mut changes = Vec::new();
+        for m in answer(0, &filters, 0, 2_999, 600) {
+            let Ok(Message::Filters(f)) = Message::decode(&m) else {
+                panic!("filters")
+            };
+            s.on_mirror_filters(&f, |c| changes.push(c)).unwrap();
+            saves += usize::from(s.save().is_some());
+        }
+        assert_eq!(s.next(), 3_000);
+        assert!(saves <= 2, "saved {saves} times while the file was read");
+        assert_eq!(s.mirror_ended(), Ok(()));
+        assert!(s.save().is_some(), "saved once it ended");
+        let matched: Vec<u32> = changes
+            .iter()
+            .filter_map(|c| match c {
+                ScanChange::Matched { height, .. } => Some(*height),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(matched, [1_500]);
+        // One that holds another filter: a mismatch; one that ends short: short.
+        let mut s = Scan::new(vec![b"ours".to_vec()], 0);
+        let (a, b) = s.need_data(Some(2_999)).unwrap();
+        let hashes: Vec<BlockHash> = (a..=b).map(hash).collect();
+        s.on_data(a, &hashes, &headers[a as usize..=b as usize + 1]);
+        assert!(s.mirror_request(0, 999));
+        let mut bad = filters.clone();
+        bad.swap(10, 11);
+        let mut result = Ok(());
+        for m in answer(0, &bad, 0, 999, 600) {
+            let Ok(Message::Filters(f)) = Message::decode(&m) else {
+                panic!("filters")
+            };
+            result = result.and_then(|()| s.on_mirror_filters(&f, |_| {}));
+        }
+        assert_eq!(result, Err(ScanError::Mismatch { height: 10 }));
+        assert!(s.mirror_gone());
+        assert!(s.mirror_request(0, 999));
+        for m in answer(0, &filters, 0, 500, 600) {
+            let Ok(Message::Filters(f)) = Message::decode(&m) else {
+                panic!("filters")
+            };
+            s.on_mirror_filters(&f, |_| {}).unwrap();
+        }
+        assert_eq!(s.mirror_ended(), Err(ScanError::Short { height: 501 }));
     }
 
     fn feed(s: &mut Scan, msgs: &[Vec<u8>]) -> (Vec<ScanChange>, Result<(), ScanError>) {
