@@ -12,9 +12,11 @@
 //! whole list from genesis, 32 bytes a thousand blocks, so asked seldom (see
 //! [`CHECKPOINTS_EVERY`]). A probe per file lets the filter headers keep pace with the
 //! headers (checkpoints asked every 100,000 headers left up to 100,000 filter headers to
-//! read once the headers were in) and costs the gateways less. A filter-header chain is a hash chain: its last header commits to every
-//! one before it, so a file that ends where the gateways agree holds what they would have
-//! sent. Where they do not agree, or none can say, the mirror is not used for that range:
+//! read once the headers were in) and costs the gateways less. Where they are probed,
+//! every one must have answered at the file's end before it is taken.
+//!
+//! A filter-header chain is a hash chain: its last header commits to every one before
+//! it, so a file that ends where the gateways agree holds what they would have sent. Where they do not agree, or none can say, the mirror is not used for that range:
 //! the gateways serve it and the cross-check and disputes settle who is wrong, as without
 //! mirrors. A file whose last header is not the one they agree on drops its mirror.
 
@@ -84,6 +86,15 @@ impl Said {
 
     fn probe(&self, height: u32) -> Option<&Probe> {
         self.probes.iter().find(|p| p.height == height)
+    }
+
+    /// Whether it answered for `height`: its checkpoints reach it, or a probe there was
+    /// answered (with its filter header, or that it lacks it).
+    fn answered(&self, height: u32) -> bool {
+        let listed = height % FILTER_CHECKPOINT_INTERVAL == 0
+            && (height / FILTER_CHECKPOINT_INTERVAL) as usize <= self.list.len()
+            && height > 0;
+        listed || self.probe(height).is_some_and(|p| p.id.is_none())
     }
 
     /// Whether a request of ours that may say what it holds at `height` is in flight.
@@ -156,8 +167,10 @@ impl BulkFilters {
     }
 
     /// The filter header every connected gateway serving filters said it holds at
-    /// `height`, when at least one said and none said otherwise.
-    pub fn agreed(&self, ctx: &Ctx, height: u32) -> Option<FilterHeader> {
+    /// `height`, when at least one said and none said otherwise. With `probed` (the
+    /// gateways are probed there), every one must have answered there first: one not
+    /// asked yet is waited for, not passed over (else the others' word alone would do).
+    pub fn agreed(&self, ctx: &Ctx, height: u32, probed: bool) -> Option<FilterHeader> {
         let mut agreed = None;
         for (g, gw) in ctx.gateways.with_ids() {
             if !gw.ready || !gw.serves_filters {
@@ -168,7 +181,7 @@ impl BulkFilters {
                 Some(h) if agreed.is_none_or(|a| a == h) => agreed = Some(h),
                 Some(_) => return None,
                 // One that cannot say yet: it is asked (or its chain is behind ours).
-                None if s.asked_at(height) => return None,
+                None if s.asked_at(height) || (probed && !s.answered(height)) => return None,
                 None => {}
             }
         }
@@ -176,26 +189,42 @@ impl BulkFilters {
     }
 
     /// Whether gateway `g` is to be probed at `height` now: it serves filters, has no
-    /// checkpoints request in flight, has not been probed there, and has room.
+    /// checkpoints request in flight, has not been probed there, and has fewer than
+    /// [`PROBES_AHEAD`] probes in flight.
     pub fn probe_due(&self, ctx: &Ctx, g: GatewayId, height: u32) -> bool {
         let (gw, s) = (&ctx.gateways[g], &self.said[g.index()]);
+        let in_flight = s.probes.iter().filter(|p| p.id.is_some()).count();
         gw.ready
             && gw.serves_filters
             && s.asked.is_none()
             && s.probe(height).is_none()
-            && s.probes.len() < PROBES_AHEAD
-            && s.probes.last().is_none_or(|p| p.height < height)
+            && in_flight < PROBES_AHEAD
     }
 
-    /// A probe of gateway `g` at `height` is about to go: its id.
+    /// A probe of gateway `g` at `height` is about to go: its id. Its probes stay in
+    /// height order; past [`PROBES_AHEAD`] kept, the highest answered one above it goes
+    /// (asked again when its file comes), so that the file being read is never the one
+    /// left out.
     pub fn probing(&mut self, g: GatewayId, height: u32) -> u32 {
         let id = self.ids.next_id();
         self.sent.0 += 1;
-        self.said[g.index()].probes.push(Probe {
-            height,
-            id: Some(id),
-            said: None,
-        });
+        let probes = &mut self.said[g.index()].probes;
+        let at = probes.partition_point(|p| p.height < height);
+        probes.insert(
+            at,
+            Probe {
+                height,
+                id: Some(id),
+                said: None,
+            },
+        );
+        if probes.len() > PROBES_AHEAD
+            && let Some(i) = probes
+                .iter()
+                .rposition(|p| p.id.is_none() && p.height > height)
+        {
+            probes.remove(i);
+        }
         id
     }
 

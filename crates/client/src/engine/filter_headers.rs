@@ -136,7 +136,10 @@ impl FilterHeaders {
                 }
             }
         }
-        match self.bulk.agreed(ctx, last) {
+        match self
+            .bulk
+            .agreed(ctx, last, self.sync.mark_at(last).is_some())
+        {
             Some(expected) if ctx.mirrors.streaming(Kind::FilterHeaders).is_none() => {
                 // Copied once a file, when it starts (not at each schedule).
                 let Some((_, file)) = ctx.mirrors.filter_headers_file(next) else {

@@ -948,3 +948,71 @@ fn a_block_in_flight_when_an_item_is_unwatched_is_given_up_not_forgotten() {
     task.unwatch(&mut ctx, &mut scan, &items[..1], 0).unwrap();
     assert_eq!(ctx.given_up_answer(g, id, true), Ok(()));
 }
+
+/// A mirror's filter-headers file is taken on the word of every connected gateway that
+/// serves filters: where they are probed, one not asked there yet holds the file back
+/// (the others' word alone does not do), and one that answered it lacks the header is
+/// passed over. Probes keep the file being read even when more than can be kept ahead
+/// were asked.
+#[test]
+fn a_probed_file_waits_for_every_gateways_word_there() {
+    use super::bulk_filters::{BulkFilters, PROBES_AHEAD};
+    use crate::filters::FilterAnswer;
+    use lightwire_primitives::FilterHeader;
+    let list = (0..2)
+        .map(|i| ConnectString {
+            url: format!("ws://127.0.0.{}:9000", i + 1),
+            node_id: key(0x40 + i).public_key(),
+        })
+        .collect();
+    let mut ctx = super::ctx::Ctx::new(
+        &REGTEST,
+        super::gateway::Gateways::new(list),
+        key(1),
+        7,
+        NOW,
+    );
+    for gw in ctx.gateways.iter_mut() {
+        gw.ready = true;
+        gw.serves_filters = true;
+    }
+    let (a, b) = (GatewayId(0), GatewayId(1));
+    let said = [FilterHeader([7; 32])];
+    let answer = |id, headers| FilterAnswer {
+        id,
+        first_height: 2_000,
+        flags: lightwire_wire::AnswerFlags {
+            last: true,
+            stop_unknown: false,
+        },
+        before: FilterHeader::ZERO,
+        headers,
+        hashes: &[],
+    };
+    let mut bulk = BulkFilters::new(2);
+    let id = bulk.probing(a, 2_000);
+    bulk.on_probe(a, answer(id, &said)).unwrap();
+    assert_eq!(
+        bulk.agreed(&ctx, 2_000, true),
+        None,
+        "the second is not asked yet"
+    );
+    // (Without probes, as with checkpoints, one that has said nothing is passed over.)
+    assert_eq!(bulk.agreed(&ctx, 2_000, false), Some(said[0]));
+    let id = bulk.probing(b, 2_000);
+    assert_eq!(bulk.agreed(&ctx, 2_000, true), None, "the second is asked");
+    bulk.on_probe(b, answer(id, &[])).unwrap();
+    assert_eq!(bulk.agreed(&ctx, 2_000, true), Some(said[0]), "it lacks it");
+    // More than can be kept ahead, answered, then the file being read (lower) is asked:
+    // it is kept, a higher one goes.
+    for i in 0..PROBES_AHEAD as u32 {
+        let id = bulk.probing(b, 10_000 + 1_000 * i);
+        let mut m = answer(id, &said);
+        m.first_height = 10_000 + 1_000 * i;
+        bulk.on_probe(b, m).unwrap();
+    }
+    assert!(bulk.probe_due(&ctx, b, 3_000));
+    let id = bulk.probing(b, 3_000);
+    assert!(bulk.is_probe(b, id));
+    assert!(bulk.probe_due(&ctx, b, 17_000), "the highest went");
+}
