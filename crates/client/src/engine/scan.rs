@@ -38,6 +38,10 @@ impl ScanTask {
     pub fn start(&mut self, ctx: &mut Ctx, scripts: Vec<Vec<u8>>, from: u32, base: u32) {
         if let Some(old) = self.scan.as_mut() {
             ctx.give_up_all(old.abandon());
+            // A mirror's file it read is not read for the new one.
+            if old.mirror_reading().is_some() {
+                Self::stop_mirror(ctx);
+            }
         }
         let from = clamp(from, base);
         let mut scan = Scan::new(scripts, from);
@@ -64,6 +68,9 @@ impl ScanTask {
             && let Some(mut scan) = self.scan.take()
         {
             ctx.give_up_all(scan.abandon());
+            if scan.mirror_reading().is_some() {
+                Self::stop_mirror(ctx);
+            }
         }
         self.for_wallet = false;
         self.dropped = true;
@@ -270,9 +277,14 @@ impl ScanTask {
     /// found wrong, below its end): its fetch is stopped.
     fn stop_mirror_if_gone(ctx: &mut Ctx, was: Option<MirrorId>, scan: &Scan) {
         if was.is_some() && scan.mirror_reading().is_none() {
-            let now = ctx.now;
-            ctx.mirrors.cancel(Kind::Filters, now, &mut ctx.actions);
+            Self::stop_mirror(ctx);
         }
+    }
+
+    /// The filters file streaming is not read further: its fetch is stopped.
+    fn stop_mirror(ctx: &mut Ctx) {
+        let now = ctx.now;
+        ctx.mirrors.cancel(Kind::Filters, now, &mut ctx.actions);
     }
 }
 

@@ -1016,3 +1016,54 @@ fn a_probed_file_waits_for_every_gateways_word_there() {
     assert!(bulk.is_probe(b, id));
     assert!(bulk.probe_due(&ctx, b, 17_000), "the highest went");
 }
+
+/// A scan started (or the wallet's dropped) while a mirror's filters file is read for the
+/// one before: its fetch is stopped, not left to stream for nobody (holding the filters
+/// stream, so the new scan waited for it to end).
+#[test]
+fn a_new_scan_stops_the_mirror_file_the_old_one_read() {
+    use super::mirror::{FileEntry, Kind};
+    use super::scan::ScanTask;
+    use crate::scan::Scan;
+    let (mut ctx, _) = one_gateway();
+    let file = FileEntry {
+        first: 0,
+        last: 999,
+        check: lightwire_proto::bulk::FileCheck {
+            bytes: 40_000,
+            sha256: [0; 32],
+        },
+        name: "filters-0-999-00.bin".into(),
+    };
+    for replace in [true, false] {
+        let mut scan = Scan::new(vec![b"ours".to_vec()], 0);
+        let (a, b) = scan.need_data(Some(2_999)).unwrap();
+        let hashes: Vec<lightwire_chain::BlockHash> = (a..=b)
+            .map(|h| lightwire_chain::BlockHash([h as u8; 32]))
+            .collect();
+        let headers = vec![lightwire_primitives::FilterHeader::ZERO; hashes.len() + 1];
+        scan.on_data(a, &hashes, &headers);
+        assert!(scan.mirror_request(0, 999));
+        let now = ctx.now;
+        ctx.mirrors
+            .start(0, file.clone(), Kind::Filters, now, &mut ctx.actions);
+        let mut task = ScanTask {
+            scan: Some(scan),
+            for_wallet: !replace,
+            ..ScanTask::default()
+        };
+        ctx.actions.clear();
+        if replace {
+            task.start(&mut ctx, vec![b"other".to_vec()], 0, 0);
+        } else {
+            task.drop_wallets(&mut ctx);
+        }
+        assert!(ctx.mirrors.streaming(Kind::Filters).is_none(), "{replace}");
+        assert!(
+            ctx.actions
+                .iter()
+                .any(|a| matches!(a, Action::CancelFetch { .. })),
+            "{replace}"
+        );
+    }
+}
