@@ -223,6 +223,20 @@ pub struct TestMirror {
     pub chunk: usize,
 }
 
+/// A file of `kind` (its name's prefix) holding `first..=last`: its manifest entry, named
+/// by its range and SHA-256 as the export names it, and its name and bytes to serve.
+fn named(kind: &str, (first, last): (u32, u32), bytes: Vec<u8>) -> (FileEntry, (String, Vec<u8>)) {
+    let check = lightwire_proto::bulk::file_check(&bytes);
+    let name = format!("{kind}-{first}-{last}-{}.bin", hex::encode(check.sha256));
+    let entry = FileEntry {
+        first,
+        last,
+        check,
+        name: name.clone(),
+    };
+    (entry, (name, bytes))
+}
+
 impl TestMirror {
     /// The headers of `chain` from 0 to `last`, in files of `per_file` headers (the last
     /// file whole: `last + 1` a multiple of `per_file`).
@@ -241,15 +255,9 @@ impl TestMirror {
             lightwire_proto::bulk::write_headers(&mut bytes, first, per_file as usize, |i| {
                 chain[(first + i as u32) as usize].encode()
             });
-            let check = lightwire_proto::bulk::file_check(&bytes);
-            let name = format!("headers-{first}-{end}-{}.bin", hex::encode(check.sha256));
-            headers.push(FileEntry {
-                first,
-                last: end,
-                check,
-                name: name.clone(),
-            });
-            files.push((name, bytes));
+            let (entry, file) = named("headers", (first, end), bytes);
+            headers.push(entry);
+            files.push(file);
             first = end + 1;
         }
         let top = first.saturating_sub(1);
@@ -297,19 +305,10 @@ impl TestMirror {
                 .collect();
             let mut bytes = Vec::new();
             lightwire_proto::bulk::write_filter_headers(&mut bytes, first, anchor, &entries);
-            let check = lightwire_proto::bulk::file_check(&bytes);
-            let name = format!(
-                "filter-headers-{first}-{end}-{}.bin",
-                hex::encode(check.sha256)
-            );
-            self.files.push((name.clone(), bytes));
+            let (entry, file) = named("filter-headers", (first, end), bytes);
+            self.files.push(file);
             if let Ok(m) = self.manifest.as_mut() {
-                m.filter_headers.push(FileEntry {
-                    first,
-                    last: end,
-                    check,
-                    name,
-                });
+                m.filter_headers.push(entry);
             }
             first = end + 1;
         }
@@ -336,16 +335,10 @@ impl TestMirror {
                     Ok::<(), ()>(())
                 });
             assert!(written.is_ok());
-            let check = lightwire_proto::bulk::file_check(&bytes);
-            let name = format!("filters-{first}-{end}-{}.bin", hex::encode(check.sha256));
-            self.files.push((name.clone(), bytes));
+            let (entry, file) = named("filters", (first, end), bytes);
+            self.files.push(file);
             if let Ok(m) = self.manifest.as_mut() {
-                m.filters.push(FileEntry {
-                    first,
-                    last: end,
-                    check,
-                    name,
-                });
+                m.filters.push(entry);
             }
             first = end + 1;
         }
