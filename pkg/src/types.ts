@@ -785,6 +785,13 @@ export interface Metrics {
   elapsedMs: number;
   /** Time the engine spent taking socket messages (decrypting, validating), ms. */
   receiveMs: number;
+  /**
+   * Time the engine's loop waited for input with no IndexedDB commit in flight, ms: a sync
+   * held back by its delivery (sockets, mirror fetches) shows here.
+   */
+  idleMs: number;
+  /** Time the loop waited on an IndexedDB commit with no input to take, ms. */
+  commitWaitMs: number;
   /** Where the bytes came from: each gateway, then each mirror (`bulk`), in list order. */
   sources: ByteSource[];
 }

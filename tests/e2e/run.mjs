@@ -193,7 +193,7 @@ const PAGE = `<!doctype html><meta charset="utf-8"><title>e2e</title>
       await client.stop();
       const estimate = (await navigator.storage?.estimate?.()) ?? {};
       return { ms, headersMs, filtersBehind, openMs, wasmMemoryBytes: m.wasmMemoryBytes, idbCommits: m.idbCommits, usage: estimate.usage ?? null,
-        bytesIn: m.bytesIn, messagesIn: m.messagesIn };
+        bytesIn: m.bytesIn, messagesIn: m.messagesIn, receiveMs: m.receiveMs, idleMs: m.idleMs, commitWaitMs: m.commitWaitMs, idbCommitMs: m.idbCommitMs };
     },
     // The delivery floor (floor.mjs): a dedicated worker that only counts \`bytes\` pushed
     // by the floor server in messages of \`size\`, timed in the page from before the worker
@@ -881,6 +881,8 @@ async function mirrorScenario() {
     const cases = [
       ['not-found', { body: () => null }],
       ['truncated', { body: (b) => b.subarray(0, b.length >> 1) }],
+      // A byte after those its manifest declares.
+      ['too-long', { body: (b) => Buffer.concat([b, Buffer.from([0])]) }],
       // Its files as exported, under a manifest naming another SHA-256 for the first.
       ['wrong-hash', { manifest: (x) => ({ ...x, headers: x.headers.map((h, i) => (i === 0 ? { ...h, sha256: 'ab'.repeat(32) } : h)) }) }],
       // A byte flipped at the end of each file: the last header's nonce (a hash that
@@ -2448,6 +2450,11 @@ async function timed(run, filters = true, mirror = null) {
       bytesIn: r.bytesIn,
       messagesIn: r.messagesIn,
       mirror: mirror !== null,
+      // Where the loop's time went: taking input, waiting for input, waiting on commits.
+      receiveMs: Math.round(r.receiveMs),
+      idleMs: Math.round(r.idleMs),
+      commitWaitMs: Math.round(r.commitWaitMs),
+      idbCommitMs: Math.round(r.idbCommitMs),
       gatewaySent: await gw.metric('lightwire_bytes_out_total'),
     };
     log(`  ${browser.name} run ${run}: ${JSON.stringify(figures)}`);

@@ -58,6 +58,10 @@ pub trait Host {
 
     /// A commit completed (the engine already knows).
     fn committed(&mut self, store: &Self::Store, commit: Committed);
+
+    /// A commit started (`true`) or ended (`false`): what the host waits for meanwhile
+    /// is input or the commit, which a host timing its waits tells apart.
+    fn committing(&mut self, _on: bool) {}
 }
 
 /// Why [`run`] returned.
@@ -136,6 +140,7 @@ async fn commit<H: Host>(
     let Some(batch) = pipeline.take_commit(host.engine()) else {
         return Ok(None);
     };
+    host.committing(true);
     let result = {
         let mut commit = pin!(store.commit(batch));
         loop {
@@ -156,6 +161,7 @@ async fn commit<H: Host>(
             host.pump();
         }
     };
+    host.committing(false);
     let now = host.now();
     pipeline.finish(host.engine(), result, now).map(Some)
 }

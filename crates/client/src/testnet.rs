@@ -208,6 +208,9 @@ pub enum Serve {
     Flip(usize),
     /// Each file's body stops after this many bytes and never ends.
     Stall(usize),
+    /// Each file's body goes on after its own bytes with this many more, in a piece of
+    /// their own (so that the engine has ended the file before they come).
+    Append(usize),
 }
 
 /// A mirror of bulk files in memory (docs/PROTOCOL.md, "Bulk files").
@@ -354,7 +357,7 @@ impl TestMirror {
         let mut bytes = bytes.clone();
         let mut stall = false;
         match self.serve {
-            Serve::Honest => {}
+            Serve::Honest | Serve::Append(_) => {}
             Serve::Status(code) => {
                 out.push_back(TestInput::MirrorEnd(fetch, Err(FetchError::Status(code))));
                 return false;
@@ -372,6 +375,9 @@ impl TestMirror {
         }
         for piece in bytes.chunks(self.chunk.max(1)) {
             out.push_back(TestInput::MirrorData(fetch, piece.to_vec()));
+        }
+        if let Serve::Append(n) = self.serve {
+            out.push_back(TestInput::MirrorData(fetch, vec![0; n]));
         }
         if !stall {
             out.push_back(TestInput::MirrorEnd(fetch, Ok(())));

@@ -858,6 +858,8 @@ mod tests {
                 TestMirror::of_headers(&low, 8_063, 2_016),
                 &["invalid-header"],
             ),
+            // Bytes after those its manifest declares, in a piece of their own.
+            ("longer", with(Serve::Append(100)), &["too-long"]),
             ("missing file", missing, &["not-found"]),
             ("overclaiming", overclaim, &["manifest-invalid"]),
         ];

@@ -104,7 +104,8 @@ impl Client {
     }
 
     /// A snapshot of the counters: allocations in wasm (count, bytes, live), wasm memory,
-    /// messages and bytes each way, IndexedDB commits and their time, headers validated.
+    /// messages and bytes each way, IndexedDB commits and their time, headers validated,
+    /// and where the loop's time went (taking input, waiting for it, waiting on a commit).
     pub fn metrics(&self) -> JsValue {
         let s = self.status.borrow();
         let now = js::now_ms();
@@ -153,6 +154,8 @@ impl Client {
             ),
             ("elapsedMs", (js::mono_ms() - s.started_ms).into()),
             ("receiveMs", s.receive_ms.into()),
+            ("idleMs", s.idle_ms.into()),
+            ("commitWaitMs", s.commit_wait_ms.into()),
             ("sources", sources(&s)),
         ])
     }

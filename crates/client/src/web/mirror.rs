@@ -68,11 +68,13 @@ impl Drop for Prefetch {
     }
 }
 
-/// A file's request options: abortable, the browser's cache as it likes (a file never
-/// changes).
+/// A file's request options: abortable, and kept out of the browser's HTTP cache
+/// (`no-store`): what a file holds goes to IndexedDB, so a cached copy would only double
+/// what the tab writes to disk (the whole chain's filters are gigabytes).
 fn file_init(signal: &web_sys::AbortSignal) -> JsValue {
     let init = js_sys::Object::new();
     let _ = Reflect::set(&init, &"signal".into(), signal);
+    let _ = Reflect::set(&init, &"cache".into(), &"no-store".into());
     init.into()
 }
 

@@ -82,6 +82,8 @@ pub struct Net {
     on_timer: Closure<dyn FnMut()>,
     timer: Option<(Millis, JsValue)>,
     fired: Rc<Cell<bool>>,
+    /// Whether a commit is in flight (for the wait times in `metrics()`).
+    committing: bool,
 }
 
 fn now() -> Millis {
@@ -133,6 +135,7 @@ impl Net {
             on_timer,
             timer: None,
             fired,
+            committing: false,
         }
     }
 
@@ -1096,7 +1099,25 @@ impl Host for Net {
     }
 
     async fn next(&mut self) -> Option<Input> {
+        // Timed until the input comes or the wait is given up (the commit it raced
+        // completed first): a guard, so that both count.
+        struct Waiting<'a>(&'a RefCell<Status>, f64, bool);
+        impl Drop for Waiting<'_> {
+            fn drop(&mut self) {
+                let waited = js::mono_ms() - self.1;
+                let mut s = self.0.borrow_mut();
+                match self.2 {
+                    true => s.commit_wait_ms += waited,
+                    false => s.idle_ms += waited,
+                }
+            }
+        }
+        let _waiting = Waiting(&self.status, js::mono_ms(), self.committing);
         Some(self.inbox.next().await)
+    }
+
+    fn committing(&mut self, on: bool) {
+        self.committing = on;
     }
 
     /// Inputs go to the engine; calls answered from the engine alone (`stop`, `scan`,

@@ -38,6 +38,12 @@ pub struct Status {
     pub started_ms: f64,
     /// Time spent taking socket messages (decrypting and validating), in milliseconds.
     pub receive_ms: f64,
+    /// Time the loop waited for input with no commit in flight, in milliseconds: the
+    /// engine had nothing to do (a sync starved by its delivery shows here).
+    pub idle_ms: f64,
+    /// Time the loop waited with a commit in flight and no input to take, in
+    /// milliseconds (a sync held by its storage shows here).
+    pub commit_wait_ms: f64,
     /// Height of the last filter header validated.
     pub filter_height: Option<u32>,
     /// Height of the last filter header stored.
