@@ -43,14 +43,20 @@ pub const HEADERS_PER_FILE: u32 = 2016;
 /// genesis): BIP157's checkpoint interval, so that every file ends on a checkpoint height,
 /// where a client can compare its last filter header with what its gateways agree on.
 pub const FILTERS_PER_FILE: u32 = FILTER_CHECKPOINT_INTERVAL;
-/// Small files in a large one. Once the small files from a large file's boundary cover
-/// its whole range, one file holding that range takes their place in the manifest (they
-/// stay on disk, unchanged: a file is never rewritten, and a client that read the
-/// manifest before may still ask for them). So the bulk of history is in files of ten
-/// retarget periods and of 10,000 filter headers: a client pays its per-file round trip
-/// about 46 times for mainnet's headers rather than 460, and the small files keep the
-/// edge a gateway serves under one period (benches/README.md, "Mirrors").
+/// Small files in a large one (see [`Kind::per_large`] for each kind's). Once the small
+/// files from a large file's boundary cover its whole range, one file holding that range
+/// takes their place in the manifest (they stay on disk, unchanged: a file is never
+/// rewritten, and a client that read the manifest before may still ask for them). So the
+/// bulk of history is in files of ten retarget periods and of 20,000 filter headers: a
+/// client pays its per-file round trip about 46 times for mainnet's headers rather than
+/// 460, and the small files keep the edge a gateway serves under one period
+/// (benches/README.md, "Mirrors").
 pub const SMALL_PER_LARGE: u32 = 10;
+/// Small filter-headers files in a large one: 20,000 filter headers, about as many as a
+/// large headers file's 20,160 headers, so that a client reading both kinds a file at a
+/// time keeps its filter headers abreast of its headers (with 10,000 they fell behind by
+/// half: benches/README.md, "Where a mirror sync's time goes").
+pub const FILTER_HEADERS_PER_LARGE: u32 = 20;
 /// `--confirmations`' default: how deep below the tip a range must end to be sealed.
 pub const DEFAULT_CONFIRMATIONS: u32 = 6;
 /// The one mutable file, in each network's directory.
@@ -97,8 +103,25 @@ impl Kind {
         !matches!(self, Kind::Filters)
     }
 
+    /// Small files in one of its large files, as exports write them now.
+    pub fn per_large(self) -> u32 {
+        match self {
+            Kind::FilterHeaders => FILTER_HEADERS_PER_LARGE,
+            Kind::Headers | Kind::Filters => SMALL_PER_LARGE,
+        }
+    }
+
+    /// Small files in one of its large files, as exports write them or wrote them: an
+    /// export begun with ten-file filter-headers files goes on with them.
+    fn large_spans(self) -> &'static [u32] {
+        match self {
+            Kind::FilterHeaders => &[FILTER_HEADERS_PER_LARGE, SMALL_PER_LARGE],
+            Kind::Headers | Kind::Filters => &[SMALL_PER_LARGE],
+        }
+    }
+
     /// The heights of its `index`-th file (from 0) in a layout of files `span` small
-    /// files long (1, or [`SMALL_PER_LARGE`]), `None` past `u32`.
+    /// files long (1, or a large file's), `None` past `u32`.
     pub fn range(self, index: u32, span: u32) -> Option<(u32, u32)> {
         match self {
             Kind::Headers => {
@@ -116,9 +139,10 @@ impl Kind {
     }
 
     /// Whether `first..=last` is a whole small file's range (1), a whole large file's
-    /// ([`SMALL_PER_LARGE`]), or neither.
+    /// (its span), or neither.
     pub fn span(self, first: u32, last: u32) -> Option<u32> {
-        [1, SMALL_PER_LARGE].into_iter().find(|&span| {
+        let spans = core::iter::once(1).chain(self.large_spans().iter().copied());
+        spans.into_iter().find(|&span| {
             let index = match self {
                 Kind::Headers => first / HEADERS_PER_FILE.saturating_mul(span),
                 Kind::FilterHeaders | Kind::Filters => {
@@ -297,11 +321,12 @@ impl Manifest {
                 m.entries_mut(kind).push(e);
             }
         }
-        if m.filters.len() != m.filter_headers.len() {
+        let end = |list: &[Entry]| list.last().map(|e| e.last);
+        if end(&m.filters) != end(&m.filter_headers) {
             return Err(format!(
-                "{} filter-headers files but {} filters files",
-                m.filter_headers.len(),
-                m.filters.len()
+                "the filter-headers files end at {:?} but the filters files at {:?}",
+                end(&m.filter_headers),
+                end(&m.filters)
             ));
         }
         Ok(m)
@@ -616,6 +641,11 @@ pub fn export(
                 &bytes,
                 Some(entry.header.0),
             )?;
+            new_files += 1;
+        }
+        // Their large files are shorter than the filter headers' (a scan's window), so
+        // they are sealed apart, to the same height.
+        while let Some((first, last)) = next_range(&manifest, Kind::Filters, top) {
             let bytes = filters_file(chain, filters, first, last)?;
             seal(
                 &dir,
@@ -626,7 +656,7 @@ pub fn export(
                 &bytes,
                 None,
             )?;
-            new_files += 2;
+            new_files += 1;
         }
     }
 
@@ -653,12 +683,18 @@ pub fn export(
 fn next_range(manifest: &Manifest, kind: Kind, top: Option<u32>) -> Option<(u32, u32)> {
     let top = top?;
     let list = manifest.entries(kind);
+    // The large files' span: as the export began them, else as exports write them now.
+    let span = list
+        .first()
+        .and_then(|e| kind.span(e.first, e.last))
+        .filter(|&s| s > 1)
+        .unwrap_or(kind.per_large());
     let large = list
         .iter()
-        .take_while(|e| kind.span(e.first, e.last) == Some(SMALL_PER_LARGE))
+        .take_while(|e| kind.span(e.first, e.last) == Some(span))
         .count();
     let index = u32::try_from(large).ok()?;
-    if let Some(r) = kind.range(index, SMALL_PER_LARGE).filter(|r| r.1 <= top) {
+    if let Some(r) = kind.range(index, span).filter(|r| r.1 <= top) {
         return Some(r);
     }
     let next = list.last().map_or(0, |e| e.last.saturating_add(1));
@@ -1075,17 +1111,22 @@ mod tests {
         assert_eq!(Kind::Filters.range(2, 1), Some((2001, 3000)));
         assert_eq!(Kind::Headers.range(u32::MAX, 1), None);
         assert_eq!(Kind::Filters.range(u32::MAX, 1), None);
-        // Large files: ten of the small ones, on the same boundaries.
+        // Large files: ten of the small ones (twenty filter-headers files), on the same
+        // boundaries; ten-file filter-headers files, as earlier exports wrote them, too.
         assert_eq!(Kind::Headers.range(1, 10), Some((20_160, 40_319)));
-        assert_eq!(Kind::FilterHeaders.range(0, 10), Some((0, 10_000)));
+        assert_eq!(Kind::FilterHeaders.range(0, 20), Some((0, 20_000)));
+        assert_eq!(Kind::FilterHeaders.range(1, 20), Some((20_001, 40_000)));
         assert_eq!(Kind::Filters.range(1, 10), Some((10_001, 20_000)));
         assert_eq!(Kind::Headers.span(20_160, 40_319), Some(10));
         assert_eq!(Kind::Headers.span(22_176, 24_191), Some(1));
         assert_eq!(Kind::Headers.span(2016, 22_175), None);
+        assert_eq!(Kind::Headers.span(0, 40_319), None);
         assert_eq!(Kind::FilterHeaders.span(0, 1000), Some(1));
+        assert_eq!(Kind::FilterHeaders.span(0, 20_000), Some(20));
         assert_eq!(Kind::FilterHeaders.span(0, 10_000), Some(10));
         assert_eq!(Kind::FilterHeaders.span(1, 1000), None);
         assert_eq!(Kind::Filters.span(10_001, 20_000), Some(10));
+        assert_eq!(Kind::Filters.span(0, 20_000), None);
         assert_eq!(sealed_top(5000, 6), Some(4994));
         assert_eq!(sealed_top(5, 6), None);
     }
@@ -1100,26 +1141,33 @@ mod tests {
             let m = Manifest::parse(&fs::read(dir.join(MANIFEST)).unwrap()).unwrap();
             m.entries(kind).iter().map(|e| (e.first, e.last)).collect()
         };
-        // To 44,994: two large headers files and two small ones; four large filter files
-        // and four small ones.
+        // To 44,994: two large headers files and two small ones; four large filters
+        // files and four small ones; two large filter-headers files and the same four.
         export(&generated(45_000), &scratch.0, 6).unwrap();
         let mut headers = vec![(0, 20_159), (20_160, 40_319)];
         headers.extend([(40_320, 42_335), (42_336, 44_351)]);
         assert_eq!(ranges(Kind::Headers), headers);
+        let small = |from: u32, to: u32| (from..to).map(|i| Kind::Filters.range(i, 1).unwrap());
         let mut filters: Vec<(u32, u32)> = (0..4)
             .map(|i| Kind::Filters.range(i, 10).unwrap())
             .collect();
-        filters.extend((40..44).map(|i| Kind::Filters.range(i, 1).unwrap()));
-        assert_eq!(ranges(Kind::FilterHeaders), filters);
+        filters.extend(small(40, 44));
         assert_eq!(ranges(Kind::Filters), filters);
+        let mut filter_headers = vec![(0, 20_000), (20_001, 40_000)];
+        filter_headers.extend(small(40, 44));
+        assert_eq!(ranges(Kind::FilterHeaders), filter_headers);
         let before = snapshot(&dir);
-        // To 59,994: the small filter files from 40,001 give way to one large file.
+        // To 59,994: the small filters files from 40,001 give way to one large file; the
+        // filter headers' stay small until 60,000.
         export(&generated(60_000), &scratch.0, 6).unwrap();
         let mut filters: Vec<(u32, u32)> = (0..5)
             .map(|i| Kind::Filters.range(i, 10).unwrap())
             .collect();
-        filters.extend((50..59).map(|i| Kind::Filters.range(i, 1).unwrap()));
-        assert_eq!(ranges(Kind::FilterHeaders), filters);
+        filters.extend(small(50, 59));
+        assert_eq!(ranges(Kind::Filters), filters);
+        let mut filter_headers = vec![(0, 20_000), (20_001, 40_000)];
+        filter_headers.extend(small(40, 59));
+        assert_eq!(ranges(Kind::FilterHeaders), filter_headers);
         let headers = ranges(Kind::Headers);
         assert_eq!(
             headers[..4],
@@ -1139,7 +1187,40 @@ mod tests {
         }
         // And the manifest reads back (large files before small ones).
         let m = Manifest::parse(&fs::read(dir.join(MANIFEST)).unwrap()).unwrap();
-        assert_eq!(m.filters.len(), m.filter_headers.len());
+        assert_eq!(m.filters.last().map(|e| e.last), Some(59_000));
+        assert_eq!(m.filter_headers.last().map(|e| e.last), Some(59_000));
+    }
+
+    /// An export begun when a large filter-headers file held ten small ones goes on with
+    /// ten-file ones (its manifest's layout stays whole).
+    #[test]
+    fn an_export_begun_with_ten_file_filter_headers_files_goes_on_with_them() {
+        let scratch = Scratch::new("ten");
+        let dir = scratch.0.join("regtest");
+        let chain = generated(15_000);
+        export(&chain, &scratch.0, 6).unwrap();
+        // As an earlier export left it: 0-10,000 in one filter-headers file.
+        let mut m = Manifest::parse(&fs::read(dir.join(MANIFEST)).unwrap()).unwrap();
+        let filters = chain.filters().unwrap();
+        let bytes = filter_headers_file(filters, 0, 10_000).unwrap();
+        let top = filters.entry(10_000).unwrap().header.0;
+        seal(
+            &dir,
+            &mut m,
+            Kind::FilterHeaders,
+            0,
+            10_000,
+            &bytes,
+            Some(top),
+        )
+        .unwrap();
+        fs::write(dir.join(MANIFEST), m.to_json()).unwrap();
+        export(&generated(25_000), &scratch.0, 6).unwrap();
+        let m = Manifest::parse(&fs::read(dir.join(MANIFEST)).unwrap()).unwrap();
+        let got: Vec<(u32, u32)> = m.filter_headers.iter().map(|e| (e.first, e.last)).collect();
+        let mut want = vec![(0, 10_000), (10_001, 20_000)];
+        want.extend((20..24).map(|i| Kind::FilterHeaders.range(i, 1).unwrap()));
+        assert_eq!(got, want);
     }
 
     /// Every file decodes, with the gateway's own decoder, back into the chain's headers,
