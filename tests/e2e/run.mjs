@@ -28,12 +28,16 @@
 //   mostwork  two gateways on different branches: the client ends on the heavier one
 //   mirror    the chain's history from Debian's nginx serving an export (deploy/nginx/
 //             bulk.conf), the gateway sending only the edges; then hostile mirrors (404,
-//             truncated, another hash, a flipped byte, another network, manifests that
-//             claim more, forged headers and filter-headers files, stalled, slow), each
+//             truncated, one byte too many, another hash, a flipped byte, another
+//             network, manifests that claim more, forged headers and filter-headers
+//             files, stalled, slow), each
 //             dropped with its code and the gateway's chain stored. E2E_MIRROR_N: the
 //             chain's length (default 20,000)
 //   mirrorreorg the mirror's chain loses its last 3,144 headers to the gateway's heavier
 //             branch: read from the mirror, then reorganised onto the gateway's
+//   mirrorwallet a BIP84 account paid in six blocks, restored by watch() from genesis
+//             with the filters from nginx (the hostile gateway's --export of the chain)
+//             and only the paying blocks and the edge from the gateway
 //   restart   the gateway is stopped and started again: the client reconnects by itself
 //             and catches up
 //   hang      the engine's worker made to spin for ever (the testHooks option): the page's
@@ -938,6 +942,54 @@ async function mirrorScenario() {
   } finally {
     await gw.stop();
     await nginx.stop();
+  }
+}
+
+/// A wallet restored from a mirror: the generated chain paying a BIP84 account in six
+/// blocks, served by the hostile gateway (no lie told) and exported by it as bulk files
+/// that nginx serves; watch() of the account from genesis finds every payment, reading
+/// the filters below the mirror's top from its files (each checked against the stored
+/// filter headers) and only those above, and the paying blocks, from the gateway.
+async function mirrorWallet() {
+  const N = 20_000;
+  const account = JSON.parse(execFileSync(bin('lightwire-regtest-wallet'), ['account', '--receive', '3', '--change', '3']).toString());
+  const heights = [1_500, 6_000, 9_999, 12_345, 18_000, 19_990];
+  const payments = heights.map((height, k) => ({
+    height,
+    address: k % 2 === 0 ? account.receive[k / 2] : account.change[(k - 1) / 2],
+    value: 50_000 + k,
+  }));
+  const file = join(work, 'mirror-wallet-payments');
+  writeFileSync(file, payments.map((p) => `${p.height} ${p.address} ${p.value}`).join('\n') + '\n');
+  const www = join(work, 'www-wallet');
+  const gw = await gateway(['--generate', String(N), '--payments', file, '--payment-block-bytes', '20000', '--export', join(www, 'bulk')],
+    { binary: 'lightwire-hostile' });
+  const nginx = await bulkNginx(www);
+  const page = await openPage();
+  try {
+    const manifest = JSON.parse(readFileSync(join(www, 'bulk', 'regtest', 'manifest.json'), 'utf8'));
+    const filtersTop = manifest.filters.at(-1).last;
+    await openClient(page, { gateways: [gw.connect], storeName: 'mirror-wallet', bulk: [nginx.url] });
+    await until(page, 'the sync from the mirror', 120_000, (m) => syncedTo(N)(m) && m.storedFilterHeight === N);
+    const before = await gw.metric('lightwire_bytes_out_total');
+    const summary = await page.evaluate((d) => window.client.watch({ descriptors: [d] }), account.descriptor);
+    const sent = (await gw.metric('lightwire_bytes_out_total')) - before;
+    const txs = await page.evaluate(() => window.client.transactions());
+    assert(JSON.stringify(txs.map((t) => t.height)) === JSON.stringify(heights), `transactions at ${JSON.stringify(txs.map((t) => t.height))}`);
+    const received = payments.reduce((a, p) => a + p.value, 0);
+    assert(summary.balance.confirmed === received, `balance ${JSON.stringify(summary.balance)}, expected ${received}`);
+    const served = nginx.access().split('\n').filter((l) => / 200 /.test(l) && l.includes('/filters-')).length;
+    assert(served === manifest.filters.length, `nginx served ${served} filters files of ${manifest.filters.length}`);
+    // The six paying blocks (20 KB each) and the filters above the mirror's top, with
+    // their framing: not the 20,000 filters.
+    assert(sent < 6 * 25_000 + (N - filtersTop) * 80 + 20_000, `the gateway sent ${sent} bytes for the restore`);
+    log(`  watch() from genesis: ${manifest.filters.length} filters files (to ${filtersTop}) from nginx, ` +
+      `the gateway sent ${sent} bytes (the blocks, the filters above); payments at ${heights.join(', ')}, balance ${received}`);
+    await stopClient(page);
+  } finally {
+    await page.close();
+    await nginx.stop();
+    await gw.stop();
   }
 }
 
@@ -3079,7 +3131,7 @@ async function feesScenario() {
   }
 }
 
-const scenarios = { full, formats, reopen, reorg, invalid, mostwork, restart, hang, queries, checkpoint, start, stall, pings, scan, crosscheck, undefended, anchor, lagging, btcd: btcdScan, wallet: walletScenario, wallethostile: walletHostile, walletreload: walletReload, mempool: mempoolScenario, conflict: mempoolConflict, spend: spendScenario, mempoolhostile: mempoolHostile, spendreorg: spendReorg, fees: feesScenario, tabs, mirror: mirrorScenario, mirrorreorg: mirrorReorg };
+const scenarios = { full, formats, reopen, reorg, invalid, mostwork, restart, hang, queries, checkpoint, start, stall, pings, scan, crosscheck, undefended, anchor, lagging, btcd: btcdScan, wallet: walletScenario, wallethostile: walletHostile, walletreload: walletReload, mempool: mempoolScenario, conflict: mempoolConflict, spend: spendScenario, mempoolhostile: mempoolHostile, spendreorg: spendReorg, fees: feesScenario, tabs, mirror: mirrorScenario, mirrorreorg: mirrorReorg, mirrorwallet: mirrorWallet };
 let work;
 let browser;
 let url;

@@ -19,7 +19,8 @@
 //! - `--wrong-block-at H`: the next block's transactions under block H's header.
 //!
 //! And for wallet tests and benchmarks, `--payments FILE`: the chain pays what the file
-//! lists (no lie: the chain is another one, valid, carrying those payments).
+//! lists (no lie: the chain is another one, valid, carrying those payments); with
+//! `--export DIR`, the chain served is also written as bulk files (a mirror of it).
 //!
 //! Output as the real gateway's: `node id <hex> connect ws://HOST:PORT#<hex>` on stdout
 //! once it listens, and with `--metrics-listen`, `lightwire-hostile: metrics on
@@ -109,6 +110,11 @@ pub struct Lies {
     /// for importing the same chain elsewhere (the neutrino comparison, scripts/bench-neutrino.sh)
     #[arg(long, value_name = "FILE", conflicts_with_all = ["headers_file", "upstream", "no_filters"])]
     write_filter_headers: Option<PathBuf>,
+    /// Before serving, write the chain served (its lies and payments included) as bulk
+    /// files to DIR, as `lightwire-gateway export --out DIR` does: a mirror of this chain
+    /// (with --payments, one a wallet restores from)
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["headers_file", "upstream", "write_filter_headers"])]
+    export: Option<PathBuf>,
 }
 
 /// Serve the chain of `count` headers on `listen` with `key`, lying as `lies` say; runs
@@ -117,6 +123,11 @@ pub fn run(lies: &Lies, count: u32, listen: SocketAddr, key: SecretKey) -> Resul
     let chain = chain(lies, count)?;
     if let Some(path) = &lies.write_filter_headers {
         return write_filter_headers(&chain, count, path);
+    }
+    if let Some(dir) = &lies.export {
+        let confirmations = lightwire_gateway::export::DEFAULT_CONFIRMATIONS;
+        let done = lightwire_gateway::export::export(&chain, dir, confirmations);
+        done.map_err(|e| format!("--export {}: {e}", dir.display()))?;
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -95,6 +95,8 @@ mod tests {
         assert!(parse(&["--headers-file", "f", "--lie-filter-at", "5"]).is_err());
         assert!(parse(&["--generate", "10", "--no-filters", "--lie-filter-at", "5"]).is_err());
         assert!(parse(&["--generate", "10", "--payment-block-bytes", "5"]).is_err());
+        assert!(parse(&["--generate", "10", "--export", "d"]).is_ok());
+        assert!(parse(&["--headers-file", "f", "--export", "d"]).is_err());
         assert!(parse(&["--upstream", "127.0.0.1:1", "--invent-replacements"]).is_ok());
         assert!(
             parse(&[
