@@ -313,10 +313,22 @@ impl Manifest {
                 .get(kind.key())
                 .and_then(|x| x.as_array())
                 .ok_or_else(|| format!("no list \"{}\"", kind.key()))?;
-            let (mut next, mut small) = (0, false);
+            let (mut next, mut small, mut large) = (0, false, None);
             for (i, item) in list.iter().enumerate() {
                 let e = parse_entry(kind, i, item, next, small)?;
-                small |= kind.span(e.first, e.last) == Some(1);
+                let span = kind.span(e.first, e.last);
+                small |= span == Some(1);
+                // One large size a list (the export goes on with the first one's).
+                if let Some(s) = span.filter(|&s| s > 1) {
+                    if large.is_some_and(|l| l != s) {
+                        return Err(format!(
+                            "\"{}\"[{i}]: a large file of {s} small ones after ones of {}",
+                            kind.key(),
+                            large.unwrap_or(s)
+                        ));
+                    }
+                    large = Some(s);
+                }
                 next = e.last.saturating_add(1);
                 m.entries_mut(kind).push(e);
             }
@@ -1221,6 +1233,21 @@ mod tests {
         let mut want = vec![(0, 10_000), (10_001, 20_000)];
         want.extend((20..24).map(|i| Kind::FilterHeaders.range(i, 1).unwrap()));
         assert_eq!(got, want);
+        // A list of large files of both sizes is no export's: refused, naming the entry.
+        let mut mixed = m;
+        let entry = |first, last| Entry {
+            first,
+            last,
+            bytes: 1,
+            sha256: [0; 32],
+            top: Some([0; 32]),
+        };
+        mixed.filter_headers = vec![entry(0, 20_000), entry(20_001, 30_000)];
+        let err = Manifest::parse(mixed.to_json().as_bytes()).unwrap_err();
+        assert!(
+            err.contains("[1]: a large file of 10 small ones after ones of 20"),
+            "{err}"
+        );
     }
 
     /// Every file decodes, with the gateway's own decoder, back into the chain's headers,
