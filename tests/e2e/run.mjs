@@ -843,6 +843,11 @@ async function mirrorScenario() {
       await openClient(page, { gateways: [gw.connect], storeName: 'mirror', bulk: [nginx.url] });
       const { m, events } = await until(page, 'the sync from the mirror', 120_000,
         (x) => syncedTo(N)(x) && x.storedFilterHeight === N);
+      // The loop's time, taken apart: taking input, waiting for it, waiting on commits are
+      // disjoint, so together within the time since open (and it did wait).
+      const parts = m.receiveMs + m.idleMs + m.commitWaitMs;
+      assert(m.idleMs + m.commitWaitMs > 0 && parts <= m.elapsedMs + 1,
+        `receive ${m.receiveMs} + idle ${m.idleMs} + commit wait ${m.commitWaitMs} ms against ${m.elapsedMs} ms since open`);
       const sent = (await gw.metric('lightwire_bytes_out_total')) - before;
       const seen = mirrorEvents(events);
       if (process.env.E2E_MIRROR_N) log(`  events: ${JSON.stringify(seen)}; sources ${JSON.stringify(m.sources)}`);

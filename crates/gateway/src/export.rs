@@ -141,8 +141,8 @@ impl Kind {
     /// Whether `first..=last` is a whole small file's range (1), a whole large file's
     /// (its span), or neither.
     pub fn span(self, first: u32, last: u32) -> Option<u32> {
-        let spans = core::iter::once(1).chain(self.large_spans().iter().copied());
-        spans.into_iter().find(|&span| {
+        let mut spans = core::iter::once(1).chain(self.large_spans().iter().copied());
+        spans.find(|&span| {
             let index = match self {
                 Kind::Headers => first / HEADERS_PER_FILE.saturating_mul(span),
                 Kind::FilterHeaders | Kind::Filters => {
@@ -320,11 +320,10 @@ impl Manifest {
                 small |= span == Some(1);
                 // One large size a list (the export goes on with the first one's).
                 if let Some(s) = span.filter(|&s| s > 1) {
-                    if large.is_some_and(|l| l != s) {
+                    if let Some(l) = large.filter(|&l| l != s) {
                         return Err(format!(
-                            "\"{}\"[{i}]: a large file of {s} small ones after ones of {}",
-                            kind.key(),
-                            large.unwrap_or(s)
+                            "\"{}\"[{i}]: a large file of {s} small ones after ones of {l}",
+                            kind.key()
                         ));
                     }
                     large = Some(s);

@@ -16,8 +16,9 @@
 //! every one must have answered at the file's end before it is taken.
 //!
 //! A filter-header chain is a hash chain: its last header commits to every one before
-//! it, so a file that ends where the gateways agree holds what they would have sent. Where they do not agree, or none can say, the mirror is not used for that range:
-//! the gateways serve it and the cross-check and disputes settle who is wrong, as without
+//! it, so a file that ends where the gateways agree holds what they would have sent.
+//! Where they do not agree, or none can say, the mirror is not used for that range: the
+//! gateways serve it and the cross-check and disputes settle who is wrong, as without
 //! mirrors. A file whose last header is not the one they agree on drops its mirror.
 
 use lightwire_primitives::FilterHeader;

@@ -37,11 +37,7 @@ impl ScanTask {
     /// block's filter cannot be checked, so a scan starts after it.
     pub fn start(&mut self, ctx: &mut Ctx, scripts: Vec<Vec<u8>>, from: u32, base: u32) {
         if let Some(old) = self.scan.as_mut() {
-            ctx.give_up_all(old.abandon());
-            // A mirror's file it read is not read for the new one.
-            if old.mirror_reading().is_some() {
-                Self::stop_mirror(ctx);
-            }
+            Self::abandon(ctx, old);
         }
         let from = clamp(from, base);
         let mut scan = Scan::new(scripts, from);
@@ -67,10 +63,7 @@ impl ScanTask {
         if self.for_wallet
             && let Some(mut scan) = self.scan.take()
         {
-            ctx.give_up_all(scan.abandon());
-            if scan.mirror_reading().is_some() {
-                Self::stop_mirror(ctx);
-            }
+            Self::abandon(ctx, &mut scan);
         }
         self.for_wallet = false;
         self.dropped = true;
@@ -277,6 +270,15 @@ impl ScanTask {
     /// found wrong, below its end): its fetch is stopped.
     fn stop_mirror_if_gone(ctx: &mut Ctx, was: Option<MirrorId>, scan: &Scan) {
         if was.is_some() && scan.mirror_reading().is_none() {
+            Self::stop_mirror(ctx);
+        }
+    }
+
+    /// `scan` is given up: its requests, and the mirror's file it read (which is not
+    /// read for whatever comes next).
+    fn abandon(ctx: &mut Ctx, scan: &mut Scan) {
+        ctx.give_up_all(scan.abandon());
+        if scan.mirror_reading().is_some() {
             Self::stop_mirror(ctx);
         }
     }

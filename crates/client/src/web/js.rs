@@ -102,12 +102,18 @@ pub fn now_ms() -> f64 {
     js_sys::Date::now()
 }
 
+thread_local! {
+    /// The global `performance` (a Window's or a Worker's), looked up once: the clock is
+    /// read several times for every input the loop takes.
+    static PERFORMANCE: Option<web_sys::Performance> =
+        Reflect::get(&js_sys::global(), &"performance".into())
+            .ok()
+            .and_then(|p| p.dyn_into::<web_sys::Performance>().ok());
+}
+
 /// A monotonic clock in milliseconds (for rates and durations).
 pub fn mono_ms() -> f64 {
-    Reflect::get(&js_sys::global(), &"performance".into())
-        .ok()
-        .and_then(|p| p.dyn_into::<web_sys::Performance>().ok())
-        .map_or_else(now_ms, |p| p.now())
+    PERFORMANCE.with(|p| p.as_ref().map_or_else(now_ms, |p| p.now()))
 }
 
 thread_local! {
