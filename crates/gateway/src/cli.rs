@@ -88,6 +88,19 @@ struct Cli {
     /// gateway.
     #[arg(long, value_name = "URL", value_parser = bulk_url)]
     bulk_url: Vec<String>,
+    /// Keep the chain's history exported as bulk files in DIR/<network>/ (what
+    /// `lightwire-gateway export` writes), appended as the chain grows: the ranges
+    /// --export-confirmations deep, with their filters fetched from the node
+    ///
+    /// For a static host to serve (deploy/nginx/bulk.conf) and --bulk-url to advertise.
+    /// A failed run (a node slow to send a filter, a full disk) is logged and tried again
+    /// at the next block; a sealed file is never rewritten. Its first run reads and hashes
+    /// every file the manifest lists.
+    #[arg(long, value_name = "DIR")]
+    export_dir: Option<PathBuf>,
+    /// How deep below the tip a range must end to be exported (--export-dir)
+    #[arg(long, value_name = "N", default_value_t = export::DEFAULT_CONFIRMATIONS, requires = "export_dir")]
+    export_confirmations: u32,
     /// Serve Prometheus metrics on http://HOST:PORT/metrics
     #[arg(long, value_name = "HOST:PORT", value_parser = addr)]
     metrics_listen: Option<SocketAddr>,
@@ -208,8 +221,9 @@ struct ExportCli {
     source: ExportSourceArgs,
 }
 
-/// What to export: exactly one of --generate, --headers-file (following a node is not
-/// exported yet: see `lightwire_gateway::export`).
+/// What to export: exactly one of --generate, --headers-file. A chain followed from nodes
+/// is exported by the gateway that follows it (`--export-dir`), which fetches the filters
+/// from them as the export needs them.
 #[derive(Args)]
 #[command(next_help_heading = "Source (exactly one of --generate, --headers-file)")]
 struct ExportSourceArgs {
@@ -292,6 +306,8 @@ struct Options {
     trusted_proxies: TrustedProxies,
     /// The `bulk_mirrors` value advertised in `init` (empty: none).
     mirrors: Vec<u8>,
+    /// Where to keep an export, and how deep (`--export-dir`).
+    export: Option<(PathBuf, u32)>,
 }
 
 /// [`Buffers::DEFAULT_POOL`], as the flag's type.
@@ -371,6 +387,7 @@ impl Cli {
         mirrors.truncate(n);
         Ok(Options {
             mirrors,
+            export: self.export_dir.map(|d| (d, self.export_confirmations)),
             listen: self.listen,
             key_file: self.key_file,
             source,
@@ -619,6 +636,15 @@ async fn run(o: Options) -> Result<(), String> {
         let (addrs, network, shared) = (addrs.clone(), *network, shared.clone());
         let stopped = stopped.clone();
         tokio::spawn(async move { follow_all(&addrs, network, shared, chain, stopped).await });
+    }
+    if let Some((dir, confirmations)) = o.export.clone() {
+        let (shared, stopped) = (shared.clone(), stopped.clone());
+        tokio::spawn(lightwire_gateway::exporter::keep(
+            shared,
+            dir,
+            confirmations,
+            stopped,
+        ));
     }
     let server = tokio::spawn(serve(listener, shared.clone(), stopped));
     let reload = || {

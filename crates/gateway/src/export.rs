@@ -13,12 +13,13 @@
 //! follow one another (from cron, say); two at once each write whole files and a whole
 //! manifest, and the manifest renamed last is the one served.
 //!
-//! The source is a [`ServedChain`], so today a generated chain (with its filters) or a
-//! headers file (headers only). A chain followed from a node (`--upstream`) is not
-//! exported yet: it is a `ServedChain` too, but its filters arrive from the node
-//! asynchronously ([`FilterLookup::Pending`]), so that source needs a step that fetches
-//! the sealed ranges' filters first; [`export`] refuses a filter it cannot read now
-//! ([`ExportError::FilterUnavailable`]) rather than wait.
+//! The source is an [`ExportSource`]: a [`ServedChain`] held alone (`lightwire-gateway
+//! export`: a generated chain with its filters, or a headers file), or the chain a running
+//! gateway follows from its nodes (`--export-dir`, [`crate::exporter`]), read a file at a
+//! time under its lock and whose filters are fetched from the node while the export waits.
+//! A filter the source cannot give is [`ExportError::FilterUnavailable`]; a chain that
+//! moves under a file being written (a reorg deeper than the confirmations) is
+//! [`ExportError::ChainMoved`], and that file is not sealed.
 
 use std::fmt;
 use std::fs::{self, File, OpenOptions};
@@ -63,6 +64,34 @@ pub const DEFAULT_CONFIRMATIONS: u32 = 6;
 pub const MANIFEST: &str = "manifest.json";
 /// The manifest format written (its `version`).
 pub const MANIFEST_VERSION: u64 = 1;
+
+/// What an export reads: a chain, and the filters of its blocks.
+pub trait ExportSource {
+    /// Run `read` on the chain as it is now. A chain shared with a running gateway is
+    /// locked for the call: each is one file's worth, so the gateway's following of its
+    /// nodes waits at most that long.
+    fn read<R>(&self, read: impl FnOnce(&ServedChain) -> R) -> R;
+
+    /// Append the filter of the block at `height`, whose header is `header`, to `out`;
+    /// false when it cannot be had. A source whose filters come from a node waits here
+    /// (never while the chain is locked).
+    fn filter(&self, height: u32, header: [u8; HEADER_LEN], out: &mut Vec<u8>) -> bool;
+}
+
+impl ExportSource for ServedChain {
+    fn read<R>(&self, read: impl FnOnce(&ServedChain) -> R) -> R {
+        read(self)
+    }
+
+    fn filter(&self, height: u32, header: [u8; HEADER_LEN], out: &mut Vec<u8>) -> bool {
+        self.filters().is_some_and(|f| {
+            matches!(
+                f.with_filter(height, Some(header), |b| out.extend_from_slice(b)),
+                FilterLookup::Ready(())
+            )
+        })
+    }
+}
 
 /// The three kinds of bulk file.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -499,11 +528,21 @@ pub enum ExportError {
         /// Its first height.
         base: u32,
     },
-    /// A filter to write cannot be read now (a chain followed from a node, whose filters
-    /// are fetched on demand).
+    /// A filter to write cannot be had (a node that did not send it in time, or a chain
+    /// that serves none at that height).
     #[error("the filter of block {height} is not available")]
     FilterUnavailable {
         /// The block's height.
+        height: u32,
+    },
+    /// The chain moved below a file's last height while the file was written (a reorg
+    /// deeper than the confirmations, or the chain fell back): the file is not sealed,
+    /// and the next run writes it from the chain as it is then.
+    #[error("the chain changed at or below height {height} while its {kind} file was written")]
+    ChainMoved {
+        /// Which file kind.
+        kind: Kind,
+        /// The file's last height.
         height: u32,
     },
     /// A message did not encode (a bug: the buffers are sized for the largest).
@@ -539,6 +578,8 @@ pub struct Exported {
     pub filters_to: Option<u32>,
     /// Whether the manifest was written (false when nothing changed: it is left as is).
     pub manifest_written: bool,
+    /// The manifest as this run left it (what [`export_after`] skips checking again).
+    pub manifest: String,
 }
 
 impl fmt::Display for Exported {
@@ -563,19 +604,33 @@ pub fn sealed_top(tip: u32, confirmations: u32) -> Option<u32> {
     tip.checked_sub(confirmations)
 }
 
-/// Export `chain` into `out/<network>/`: check what an earlier run sealed there (the
+/// Export `src` into `out/<network>/`: check what an earlier run sealed there (the
 /// manifest's files, byte for byte, and the chain at each sealed file's last height),
 /// then write the ranges newly sealed and the manifest. Filter files are written only
-/// when `chain` serves filters; those sealed by an earlier run stay listed either way.
+/// when the chain serves filters; those sealed by an earlier run stay listed either way.
 pub fn export(
-    chain: &ServedChain,
+    src: &impl ExportSource,
     out: &Path,
     confirmations: u32,
 ) -> Result<Exported, ExportError> {
-    if chain.base() != 0 {
-        return Err(ExportError::NotFromGenesis { base: chain.base() });
+    export_after(src, out, confirmations, None)
+}
+
+/// [`export`] for a process that exports again and again ([`crate::exporter`]): when the
+/// manifest on disk is, byte for byte, `checked` (the one this process wrote or checked
+/// last: [`Exported::manifest`]), the files it lists are not read and hashed again (a
+/// mainnet export's filters are gigabytes). The chain is still checked at each sealed
+/// file's last height.
+pub fn export_after(
+    src: &impl ExportSource,
+    out: &Path,
+    confirmations: u32,
+    checked: Option<&str>,
+) -> Result<Exported, ExportError> {
+    let (base, params) = src.read(|c| (c.base(), c.params()));
+    if base != 0 {
+        return Err(ExportError::NotFromGenesis { base });
     }
-    let params = chain.params();
     let network = params.network;
     let genesis = params.genesis.block_hash();
     let dir = out.join(network.name());
@@ -603,25 +658,31 @@ pub fn export(
                     chain: genesis,
                 });
             }
-            check_files(&dir, &m)?;
-            check_chain(chain, &m)?;
+            if checked.map(str::as_bytes) != Some(&bytes[..]) {
+                check_files(&dir, &m)?;
+            }
+            src.read(|c| check_chain(c, &m))?;
             m
         }
         None => Manifest::empty(network, genesis),
     };
 
     fs::create_dir_all(&dir).map_err(io_at(&dir))?;
-    let top = sealed_top(chain.tip().height, confirmations);
+    let (tip, filters_tip) = src.read(|c| (c.tip().height, c.filters().map(|f| f.tip())));
+    let top = sealed_top(tip, confirmations);
     let mut new_files = 0;
-    // Headers.
+    // Headers, each file read from the chain in one piece.
     while let Some((first, last)) = next_range(&manifest, Kind::Headers, top) {
-        let bytes = headers_file(chain, first, last)?;
-        // Held: the range ends below the tip.
-        let hash = chain.block_hash(last).ok_or(ExportError::ChainBehind {
-            kind: Kind::Headers,
-            height: last,
-            file: unnamed(Kind::Headers, first, last),
-            reached: Some(chain.tip().height),
+        let (bytes, hash) = src.read(|c| {
+            let bytes = headers_file(c, first, last)?;
+            // Held: the range ends below the tip (unless the chain moved since).
+            let hash = c.block_hash(last).ok_or(ExportError::ChainBehind {
+                kind: Kind::Headers,
+                height: last,
+                file: unnamed(Kind::Headers, first, last),
+                reached: Some(c.tip().height),
+            })?;
+            Ok::<_, ExportError>((bytes, hash))
         })?;
         seal(
             &dir,
@@ -635,13 +696,18 @@ pub fn export(
         new_files += 1;
     }
     // Filter headers and filters, up to what the chain holds filter headers for.
-    if let Some(filters) = chain.filters() {
-        let top = top.zip(filters.tip()).map(|(a, b)| a.min(b));
+    if let Some(filters_tip) = filters_tip {
+        let top = top.zip(filters_tip).map(|(a, b)| a.min(b));
         while let Some((first, last)) = next_range(&manifest, Kind::FilterHeaders, top) {
-            let entry = filters
-                .entry(last)
-                .ok_or(ExportError::FilterUnavailable { height: last })?;
-            let bytes = filter_headers_file(filters, first, last)?;
+            let (bytes, entry) = src.read(|c| {
+                let filters = c
+                    .filters()
+                    .ok_or(ExportError::FilterUnavailable { height: last })?;
+                let entry = filters
+                    .entry(last)
+                    .ok_or(ExportError::FilterUnavailable { height: last })?;
+                Ok::<_, ExportError>((filter_headers_file(filters, first, last)?, entry))
+            })?;
             let kind = Kind::FilterHeaders;
             seal(
                 &dir,
@@ -657,7 +723,7 @@ pub fn export(
         // Their large files are shorter than the filter headers' (a scan's window), so
         // they are sealed apart, to the same height.
         while let Some((first, last)) = next_range(&manifest, Kind::Filters, top) {
-            let bytes = filters_file(chain, filters, first, last)?;
+            let bytes = filters_file(src, first, last)?;
             seal(
                 &dir,
                 &mut manifest,
@@ -685,6 +751,7 @@ pub fn export(
         headers_to: manifest.headers.last().map(|e| e.last),
         filters_to: manifest.filters.last().map(|e| e.last),
         manifest_written,
+        manifest: json,
     })
 }
 
@@ -928,23 +995,26 @@ fn filter_headers_file(
 
 /// The filters file of heights `first..=last`: `filters` messages as a gateway's session
 /// answers `get_filters`, written by the mirror reader's own counterpart
-/// ([`lightwire_proto::bulk::write_filters`], the one writer of filters files).
-fn filters_file(
-    chain: &ServedChain,
-    filters: &ServedFilters,
-    first: u32,
-    last: u32,
-) -> Result<Vec<u8>, ExportError> {
+/// ([`lightwire_proto::bulk::write_filters`], the one writer of filters files). The
+/// filters are read one by one, outside the chain's lock (a node's are fetched while this
+/// waits), so the block at `last` is read before and after: a filter checked against
+/// another branch's filter hash would make a file no client accepts, sealed for good.
+fn filters_file(src: &impl ExportSource, first: u32, last: u32) -> Result<Vec<u8>, ExportError> {
+    let before = src.read(|c| c.block_hash(last));
     let mut file = Vec::new();
     let written = write_filters(&mut file, (first, last), |height, out| {
-        let header: Option<[u8; HEADER_LEN]> = chain.header(height);
-        match filters.with_filter(height, header, |f| out.extend_from_slice(f)) {
-            FilterLookup::Ready(()) => Ok(()),
-            FilterLookup::Pending | FilterLookup::Missing => Err(()),
+        let header: Option<[u8; HEADER_LEN]> = src.read(|c| c.header(height));
+        match header {
+            Some(header) if src.filter(height, header, out) => Ok(()),
+            _ => Err(()),
         }
     });
     match written {
-        Ok(_) => Ok(file),
+        Ok(_) if before.is_some() && src.read(|c| c.block_hash(last)) == before => Ok(file),
+        Ok(_) => Err(ExportError::ChainMoved {
+            kind: Kind::Filters,
+            height: last,
+        }),
         Err(WriteFiltersError::Source { height, .. }) => {
             Err(ExportError::FilterUnavailable { height })
         }
@@ -1346,8 +1416,7 @@ mod tests {
             let big: Vec<u8> = (0..30_000u32).map(|i| (i ^ h) as u8).collect();
             assert!(chain.filters_mut().unwrap().set_filter(h, big));
         }
-        let filters = chain.filters().unwrap();
-        let file = filters_file(&chain, filters, 0, 1000).unwrap();
+        let file = filters_file(&chain, 0, 1000).unwrap();
         assert!(records(&file).len() > 400, "30 MB in 64 KB messages");
         let got = decode_filters(&file, 0);
         assert_eq!(got.len(), 1001);
@@ -1430,6 +1499,82 @@ mod tests {
             matches!(&err, ExportError::ManifestUnreadable { why, .. } if why.contains("version 2")),
             "{err}"
         );
+    }
+
+    /// The files of a manifest this process wrote itself are not hashed again
+    /// ([`export_after`]); any other manifest's are, as by [`export`].
+    #[test]
+    fn a_manifest_written_by_this_process_is_not_checked_again() {
+        let scratch = Scratch::new("checked");
+        let dir = scratch.0.join("regtest");
+        let done = export(&generated(2100), &scratch.0, 6).unwrap();
+        let victim = dir.join(
+            Manifest::parse(done.manifest.as_bytes()).unwrap().filters[1].file_name(Kind::Filters),
+        );
+        let mut bytes = fs::read(&victim).unwrap();
+        bytes[100] ^= 1;
+        fs::write(&victim, &bytes).unwrap();
+        let again = export_after(&generated(2100), &scratch.0, 6, Some(&done.manifest)).unwrap();
+        assert_eq!(again.new_files, 0);
+        let other = format!("{} ", done.manifest);
+        let err = export_after(&generated(2100), &scratch.0, 6, Some(&other)).unwrap_err();
+        assert!(
+            matches!(&err, ExportError::FileChanged { file, .. } if *file == victim),
+            "{err}"
+        );
+    }
+
+    /// A source whose chain falls back to `after` as the filter at `at` is read: the
+    /// filters are read outside a shared chain's lock, and a node's chain can move then.
+    struct Moving {
+        before: ServedChain,
+        after: ServedChain,
+        at: u32,
+        moved: std::cell::Cell<bool>,
+    }
+
+    impl ExportSource for Moving {
+        fn read<R>(&self, read: impl FnOnce(&ServedChain) -> R) -> R {
+            read(if self.moved.get() {
+                &self.after
+            } else {
+                &self.before
+            })
+        }
+
+        fn filter(&self, height: u32, header: [u8; HEADER_LEN], out: &mut Vec<u8>) -> bool {
+            self.moved.set(self.moved.get() || height == self.at);
+            self.before.filter(height, header, out)
+        }
+    }
+
+    /// A filters file whose chain moved while its filters were read is not sealed (they
+    /// were checked against filter hashes of a chain no longer served); nothing is
+    /// listed, and a run on the chain as it is then writes it.
+    #[test]
+    fn a_filters_file_whose_chain_moved_meanwhile_is_not_sealed() {
+        let scratch = Scratch::new("moved");
+        let dir = scratch.0.join("regtest");
+        let src = Moving {
+            before: generated(2100),
+            after: generated(900),
+            at: 1000,
+            moved: std::cell::Cell::new(false),
+        };
+        let err = export(&src, &scratch.0, 6).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                ExportError::ChainMoved {
+                    kind: Kind::Filters,
+                    height: 1000
+                }
+            ),
+            "{err}"
+        );
+        assert!(!dir.join(MANIFEST).exists(), "nothing listed");
+        let done = export(&generated(2100), &scratch.0, 6).unwrap();
+        assert_eq!(done.filters_to, Some(2000));
     }
 
     /// A file already at a new sealed file's name, listed by no manifest (a run that

@@ -6,7 +6,8 @@
 //! this crate is its tokio shell ([`server`]), the chains it serves ([`served`], validated
 //! before they are served, from a file, generated, or followed from a node over P2P:
 //! [`upstream`], which follows several nodes, and [`p2p`]), the compact block filters it
-//! serves ([`filters`]), the node's fee estimates ([`fees`], over its JSON-RPC) and what
+//! serves ([`filters`]), its history as bulk files for a static host ([`export`], kept up
+//! to date as the chain grows by [`exporter`]), the node's fee estimates ([`fees`], over its JSON-RPC) and what
 //! client sessions wait for from the node ([`wants`]), the
 //! frame buffer pools ([`pool`]), the connection caps and the
 //! trusted proxies ([`admission`]), native TLS ([`tls`]), `/metrics` ([`metrics`]), the
@@ -30,6 +31,7 @@ pub mod admission;
 pub mod blocks;
 pub mod client;
 pub mod export;
+pub mod exporter;
 pub mod fees;
 pub mod filters;
 pub mod key;

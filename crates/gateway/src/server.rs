@@ -274,6 +274,12 @@ impl Builder {
 }
 
 impl Shared {
+    /// A session number not given before: what a connection (or the exporter) waits for
+    /// from the node is counted by it.
+    pub fn next_session(&self) -> SessionId {
+        SessionId(self.sessions.fetch_add(1, Relaxed) + 1)
+    }
+
     /// A gateway serving `chain` with `key`, everything else as [`Builder`]'s defaults
     /// until changed there.
     pub fn builder(chain: ServedChain, key: SecretKey) -> Builder {
@@ -813,7 +819,7 @@ async fn run(
         start: accepted,
         read_permit: None,
         write_permit: None,
-        session: SessionId(shared.sessions.fetch_add(1, Relaxed) + 1),
+        session: shared.next_session(),
         client: (!place.proxied).then(|| Source::from(place.addr)),
     };
     // Created at the accept (time 0 on its clock): its handshake deadline includes TLS.

@@ -633,3 +633,148 @@ async fn two_btcd_nodes_one_stopped_one_reorged_the_most_work_is_served() {
         started.elapsed()
     );
 }
+
+/// The manifest the exporter keeps in `dir`, once it exists and `done` holds for it.
+async fn manifest_when(
+    dir: &std::path::Path,
+    what: &str,
+    done: impl Fn(&lightwire_gateway::export::Manifest) -> bool,
+) -> lightwire_gateway::export::Manifest {
+    use lightwire_gateway::export::Manifest;
+    let path = dir.join("regtest").join("manifest.json");
+    let read = || {
+        std::fs::read(&path)
+            .ok()
+            .and_then(|b| Manifest::parse(&b).ok())
+    };
+    wait_until(what, || read().is_some_and(|m| done(&m))).await;
+    read().expect("read just now")
+}
+
+/// The filters of a filters file, in order (the records are `filters` messages whose
+/// pieces may split a filter).
+fn filters_of(file: &[u8], first: u32) -> Vec<Vec<u8>> {
+    let mut out: Vec<Vec<u8>> = Vec::new();
+    let mut current: Vec<u8> = Vec::new();
+    for record in lightwire_proto::bulk::records(file) {
+        let Ok(Message::Filters(f)) = Message::decode(record) else {
+            panic!("a record that is not filters");
+        };
+        for p in f.pieces() {
+            assert_eq!(p.height, first + out.len() as u32);
+            assert_eq!(p.offset as usize, current.len());
+            current.extend_from_slice(p.data);
+            if p.ends_filter() {
+                out.push(std::mem::take(&mut current));
+            }
+        }
+    }
+    assert!(current.is_empty(), "a filter left unfinished");
+    out
+}
+
+/// A gateway following btcd with `--export-dir` keeps a mirror of btcd's chain: each
+/// range appears once it is six blocks deep, its filters fetched from btcd (they chain,
+/// from genesis, to btcd's own filter header at the file's end), and the files written
+/// before are left byte for byte as they were when the chain grows and more are appended.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keeps_an_export_of_btcds_chain_with_its_filters() {
+    use lightwire_gateway::export::Kind;
+    use lightwire_primitives::FilterHeader;
+
+    let btcd = Btcd::start();
+    btcd.generate(1010);
+    let gw = following(&btcd).await;
+    let out = btcd.dir.join("export");
+    tokio::spawn(lightwire_gateway::exporter::keep(
+        gw.shared.clone(),
+        out.clone(),
+        6,
+        gw.stopped(),
+    ));
+
+    // Tip 1,010: the first filter range (0..=1,000) is sealed, no headers range yet.
+    let first = manifest_when(&out, "the filters to 1,000", |m| {
+        m.entries(Kind::Filters).last().map(|e| e.last) == Some(1000)
+    })
+    .await;
+    assert!(
+        first.entries(Kind::Headers).is_empty(),
+        "2,016 headers are not 6 deep"
+    );
+    let dir = out.join("regtest");
+    let check_filters = |m: &lightwire_gateway::export::Manifest, from: u32| {
+        let headers = m.entries(Kind::FilterHeaders);
+        let fh = headers.iter().find(|e| e.first == from).expect("listed");
+        let top = FilterHeader(fh.top.expect("a filter-headers file has a top"));
+        let theirs = btcd.ctl(&["getcfilterheader", &btcd.hash_at(fh.last), "0"]);
+        assert_eq!(
+            top.to_string(),
+            theirs,
+            "the top of {}",
+            fh.file_name(Kind::FilterHeaders)
+        );
+        // Every filter of the file chains to it: each is btcd's.
+        let filters = m.entries(Kind::Filters);
+        let f = filters.iter().find(|e| e.first == from).expect("listed");
+        let file = std::fs::read(dir.join(f.file_name(Kind::Filters))).unwrap();
+        let got = filters_of(&file, f.first);
+        assert_eq!(got.len() as u32, f.last - f.first + 1);
+        let mut chained = match from.checked_sub(1) {
+            None => FilterHeader::ZERO,
+            Some(before) => {
+                let hex = btcd.ctl(&["getcfilterheader", &btcd.hash_at(before), "0"]);
+                let mut bytes: [u8; 32] = hex::decode(hex).unwrap().try_into().unwrap();
+                bytes.reverse();
+                FilterHeader(bytes)
+            }
+        };
+        for filter in &got {
+            chained =
+                lightwire_filter::filter_header(&lightwire_filter::filter_hash(filter), &chained);
+        }
+        assert_eq!(
+            chained,
+            top,
+            "the filters of {}",
+            f.file_name(Kind::Filters)
+        );
+    };
+    check_filters(&first, 0);
+    let before: Vec<(String, Vec<u8>, std::time::SystemTime)> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap())
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".bin"))
+        .map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let meta = e.metadata().unwrap();
+            (
+                name,
+                std::fs::read(e.path()).unwrap(),
+                meta.modified().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(before.len(), 2, "one filter-headers and one filters file");
+
+    // Tip 2,022: the first headers range (0..=2,015) and the second filter range.
+    btcd.generate(1012);
+    let second = manifest_when(&out, "headers to 2,015 and filters to 2,000", |m| {
+        m.entries(Kind::Headers).last().map(|e| e.last) == Some(2015)
+            && m.entries(Kind::Filters).last().map(|e| e.last) == Some(2000)
+    })
+    .await;
+    let headers = &second.entries(Kind::Headers)[0];
+    let top = lightwire_chain::BlockHash(headers.top.expect("a headers file has a top"));
+    assert_eq!(top.to_string(), btcd.hash_at(2015));
+    check_filters(&second, 1001);
+    for (name, bytes, modified) in &before {
+        let path = dir.join(name);
+        assert_eq!(&std::fs::read(&path).unwrap(), bytes, "{name} unchanged");
+        assert_eq!(
+            &path.metadata().unwrap().modified().unwrap(),
+            modified,
+            "{name} not rewritten"
+        );
+    }
+}

@@ -74,6 +74,14 @@ fn scrape_until(stderr_line: &str, want: &str) -> String {
     }
 }
 
+/// An empty directory of the system's temporary one, for one test of this process.
+fn fresh_dir(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("lightwire-gw-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
 fn terminate(mut child: Child) -> i32 {
     let pid = child.id().to_string();
     Command::new("kill")
@@ -92,9 +100,7 @@ fn terminate(mut child: Child) -> i32 {
 
 #[test]
 fn serves_with_a_kept_key_and_stops_on_sigterm() {
-    let dir = std::env::temp_dir().join(format!("lightwire-gw-cli-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = fresh_dir("cli");
     let key_file = dir.join("gateway.key");
     let key_path = key_file.to_str().unwrap();
 
@@ -156,12 +162,46 @@ fn serves_with_a_kept_key_and_stops_on_sigterm() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// `--export-dir`: the gateway writes its chain's bulk files and manifest while it
+/// serves (here a generated chain, with its filters), and stops cleanly.
+#[test]
+fn keeps_an_export_of_its_chain_while_it_serves() {
+    let dir = fresh_dir("export");
+    let key_file = dir.join("gateway.key");
+    let out = dir.join("bulk");
+    let (child, _, _) = start(
+        key_file.to_str().unwrap(),
+        &["--generate", "2100", "--export-dir", out.to_str().unwrap()],
+    );
+    let manifest = out.join("regtest").join("manifest.json");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let listed = loop {
+        if let Some(m) = std::fs::read(&manifest)
+            .ok()
+            .and_then(|b| lightwire_gateway::export::Manifest::parse(&b).ok())
+        {
+            break m;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no manifest in {}",
+            out.display()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    use lightwire_gateway::export::Kind;
+    let last = |k| listed.entries(k).last().map(|e| e.last);
+    assert_eq!(last(Kind::Headers), Some(2015));
+    assert_eq!(last(Kind::FilterHeaders), Some(2000));
+    assert_eq!(last(Kind::Filters), Some(2000));
+    assert_eq!(terminate(child), 0);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn serves_a_headers_file_and_reports_metrics() {
     use lightwire_chain::generate::headers_after;
-    let dir = std::env::temp_dir().join(format!("lightwire-gw-file-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = fresh_dir("file");
     let file = dir.join("chain.headers");
     let mut data = REGTEST.genesis.encode().to_vec();
     for h in headers_after(&REGTEST, &REGTEST.genesis, 0, 2500, 0) {
@@ -273,9 +313,7 @@ fn capped_gateway(
     name: &str,
     flags: &[&str],
 ) -> (Child, String, SocketAddr, PublicKey, std::path::PathBuf) {
-    let dir = std::env::temp_dir().join(format!("lightwire-gw-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = fresh_dir(name);
     let key = dir.join("k");
     let mut args = vec![
         "--generate",
@@ -406,6 +444,12 @@ fn error_part(stderr: &str) -> &str {
 
 #[test]
 fn usage_errors_name_what_is_wrong() {
+    // A server's command line: `--listen` and `--key-file`, then `extra`.
+    let served = |extra: &[&'static str]| {
+        let mut args = vec!["--listen", "127.0.0.1:0", "--key-file", "k"];
+        args.extend_from_slice(extra);
+        args
+    };
     for (args, names) in [
         (
             vec!["--listen", "127.0.0.1:0", "--generate", "1"],
@@ -420,101 +464,36 @@ fn usage_errors_name_what_is_wrong() {
             vec!["--listen", "x:1 is not HOST:PORT"],
         ),
         (
-            vec![
-                "--listen",
-                "127.0.0.1:0",
-                "--key-file",
-                "k",
-                "--generate",
-                "1",
-                "--upstream",
-                "127.0.0.1:1",
-            ],
+            served(&["--generate", "1", "--export-confirmations", "3"]),
+            vec!["required", "--export-dir"],
+        ),
+        (
+            served(&["--generate", "1", "--upstream", "127.0.0.1:1"]),
             vec!["--generate", "cannot be used with", "--upstream"],
         ),
         (
-            vec![
-                "--listen",
-                "127.0.0.1:0",
-                "--key-file",
-                "k",
-                "--headers-file",
-                "f",
-            ],
+            served(&["--headers-file", "f"]),
             vec!["required", "--network"],
         ),
         (
-            vec![
-                "--listen",
-                "127.0.0.1:0",
-                "--key-file",
-                "k",
-                "--upstream",
-                "127.0.0.1:1",
-            ],
+            served(&["--upstream", "127.0.0.1:1"]),
             vec!["required", "--network"],
         ),
         (
-            vec![
-                "--listen",
-                "127.0.0.1:0",
-                "--key-file",
-                "k",
-                "--upstream",
-                "127.0.0.1:1",
-                "--network",
-                "moon",
-            ],
+            served(&["--upstream", "127.0.0.1:1", "--network", "moon"]),
             vec!["--network", "moon"],
         ),
+        (served(&["--generate", "ten"]), vec!["--generate", "ten"]),
         (
-            vec![
-                "--listen",
-                "127.0.0.1:0",
-                "--key-file",
-                "k",
-                "--generate",
-                "ten",
-            ],
-            vec!["--generate", "ten"],
-        ),
-        (
-            vec![
-                "--listen",
-                "127.0.0.1:0",
-                "--key-file",
-                "k",
-                "--generate",
-                "1",
-                "--buffers",
-                "shared",
-            ],
+            served(&["--generate", "1", "--buffers", "shared"]),
             vec!["--buffers", "shared", "pooled", "fixed"],
         ),
         (
-            vec![
-                "--listen",
-                "127.0.0.1:0",
-                "--key-file",
-                "k",
-                "--generate",
-                "1",
-                "--log",
-                "info=loud",
-            ],
+            served(&["--generate", "1", "--log", "info=loud"]),
             vec!["--log", "info=loud"],
         ),
         (
-            vec![
-                "--listen",
-                "127.0.0.1:0",
-                "--key-file",
-                "k",
-                "--generate",
-                "1",
-                "--max-per-address",
-                "lots",
-            ],
+            served(&["--generate", "1", "--max-per-address", "lots"]),
             vec!["--max-per-address", "lots"],
         ),
         (
@@ -524,29 +503,11 @@ fn usage_errors_name_what_is_wrong() {
         // What tests need of a gateway that lies or pays a wallet is in the test crate's
         // lightwire-hostile, not in the gateway that ships.
         (
-            vec![
-                "--listen",
-                "127.0.0.1:0",
-                "--key-file",
-                "k",
-                "--generate",
-                "10",
-                "--corrupt-at",
-                "5",
-            ],
+            served(&["--generate", "10", "--corrupt-at", "5"]),
             vec!["unexpected argument", "--corrupt-at"],
         ),
         (
-            vec![
-                "--listen",
-                "127.0.0.1:0",
-                "--key-file",
-                "k",
-                "--generate",
-                "10",
-                "--payments",
-                "f",
-            ],
+            served(&["--generate", "10", "--payments", "f"]),
             vec!["unexpected argument", "--payments"],
         ),
     ] {
@@ -598,9 +559,7 @@ fn usage_errors_name_what_is_wrong() {
 /// filters out; the logs follow `--log`.
 #[test]
 fn the_connect_and_metrics_lines_do_not_depend_on_the_log_filter() {
-    let dir = std::env::temp_dir().join(format!("lightwire-gw-log-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = fresh_dir("log");
     let key = dir.join("k");
     for (log, logs_serving) in [("off", false), ("info", true)] {
         let (mut child, _, _) = start(
@@ -715,9 +674,7 @@ fn cpu_ticks(pid: u32) -> u64 {
 #[test]
 #[cfg(target_os = "linux")]
 fn out_of_descriptors_the_gateway_pauses_instead_of_spinning_and_recovers() {
-    let dir = std::env::temp_dir().join(format!("lightwire-gw-fd-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = fresh_dir("fd");
     let key = dir.join("gateway.key");
     // The gateway with 48 descriptors, behind a shell that sets the limit.
     let mut command = Command::new("sh");
