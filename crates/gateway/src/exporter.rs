@@ -51,7 +51,8 @@ pub struct Following<'a> {
 
 impl<'a> Following<'a> {
     /// Read `shared`'s chain from a blocking thread of `runtime`, waiting at most
-    /// `patience` for each filter, and not at all once `stop` is true.
+    /// `patience` for each filter, and not at all once `stop` is true (or its sender is
+    /// gone: the gateway with it).
     pub fn new(
         shared: &'a Shared,
         runtime: Handle,
@@ -189,5 +190,86 @@ fn log_run(done: &Exported) {
         );
     } else {
         tracing::debug!("{done}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lightwire_chain::REGTEST;
+    use lightwire_filter::{FilterHeader, filter_hash};
+    use lightwire_noise::SecretKey;
+    use std::time::Instant;
+
+    /// A gateway's shared state for a genesis-only regtest chain whose genesis filter
+    /// hash is `filter`'s and whose filters come from a node (none has come).
+    fn waiting_for(filter: &[u8]) -> Arc<Shared> {
+        let (chain, _) = ServedChain::genesis_only(&REGTEST);
+        let shared = Shared::builder(chain, SecretKey::from_bytes(&[7; 32]).unwrap()).build();
+        let mut c = shared.chain.write().unwrap();
+        c.serve_upstream_filters(1 << 20, shared.filter_notify.clone());
+        let filters = c.filters_mut().unwrap();
+        filters
+            .extend(0, FilterHeader::ZERO, &[filter_hash(filter)])
+            .unwrap();
+        drop(c);
+        shared
+    }
+
+    fn genesis_header() -> [u8; HEADER_LEN] {
+        REGTEST.genesis.encode()
+    }
+
+    /// A node that never sends the filter costs a run `PATIENCE`, not a hang; a stop
+    /// ends the wait at once; a filter that arrives while it waits is taken.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_filter_the_node_withholds_ends_the_wait_and_one_it_sends_is_taken() {
+        let filter = vec![1u8, 2, 3];
+        let shared = waiting_for(&filter);
+        let (stop_tx, stop) = watch::channel(false);
+
+        let (s, st) = (shared.clone(), stop.clone());
+        let runtime = Handle::current();
+        let started = Instant::now();
+        let got = tokio::task::spawn_blocking(move || {
+            let src = Following::new(&s, runtime, st, Duration::from_millis(300));
+            let mut out = Vec::new();
+            src.filter(0, genesis_header(), &mut out)
+        })
+        .await
+        .unwrap();
+        assert!(!got, "withheld");
+        assert!(started.elapsed() >= Duration::from_millis(300));
+
+        // Stopped while it waits: it returns without the patience running out.
+        let (s, st) = (shared.clone(), stop.clone());
+        let runtime = Handle::current();
+        let started = Instant::now();
+        let waiting = tokio::task::spawn_blocking(move || {
+            let src = Following::new(&s, runtime, st, Duration::from_secs(600));
+            src.filter(0, genesis_header(), &mut Vec::new())
+        });
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        stop_tx.send(true).unwrap();
+        assert!(!waiting.await.unwrap());
+        assert!(started.elapsed() < Duration::from_secs(60));
+
+        // The node sends it while the export waits: taken. (A stop sender dropped is a
+        // stop too: the gateway is gone.)
+        let (_keep, stop) = watch::channel(false);
+        let s = shared.clone();
+        let runtime = Handle::current();
+        let waiting = tokio::task::spawn_blocking(move || {
+            let src = Following::new(&s, runtime, stop, Duration::from_secs(600));
+            let mut out = Vec::new();
+            src.filter(0, genesis_header(), &mut out).then_some(out)
+        });
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        {
+            let c = shared.chain.read().unwrap();
+            assert!(c.filters().unwrap().insert(0, &filter));
+        }
+        shared.filter_version.send_modify(|v| *v += 1);
+        assert_eq!(waiting.await.unwrap(), Some(filter));
     }
 }
