@@ -114,7 +114,10 @@
 // E2E_CHECKPOINT_ONLY=N: only the start from a checkpoint, N times.
 // E2E_MIRROR_ONLY=1: only the 925,000-block sync from the gateway alone and from an nginx
 // mirror plus the gateway, three of each alternated (E2E_BULK_WWW: a directory holding
-// bulk/<network>/ to serve instead of an export made here).
+// bulk/<network>/ to serve instead of an export made here); E2E_MIRROR_ONLY=profile-mirror
+// or profile-gateway: one sync only, from the mirror or from the gateway alone, for a
+// profiler's run (Firefox writes MOZ_PROFILER_SHUTDOWN's file only at a clean close: with
+// E2E_ATTACHED=1, in the driven browser).
 // Each sync is followed by its delivery floor (floor.mjs: the same bytes in messages of the
 // same mean size, from a bare WebSocket server to a worker that only counts), and the
 // summary gives each median as a multiple of its floor's; E2E_FLOOR_ONLY=1: only those.
@@ -127,7 +130,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { CHROMIUM, serve, freePort, gatewayTip, kill, startGateway, terminate } from '../browser.mjs';
-import { available, openEngine } from '../engines.mjs';
+import { FIREFOX, available, openEngine } from '../engines.mjs';
 import { startBtcd } from '../btcd.mjs';
 import { FETCH_FLOOR_WORKER, FLOOR_WORKER, floorServer } from './floor.mjs';
 import { classify, summary } from './engine-faults.mjs';
@@ -2527,7 +2530,7 @@ const benchQueue = [];
 const benchCalls = new Map();
 let benchIds = 0;
 let benchWaiter = null;
-/// The detached Chromium, started on the first measure() in Chromium.
+/// The detached browser, started on the first measure() in Chromium or Firefox.
 let detached = null;
 
 /// The runner's side of measure(): the detached browser's page asks for its next call
@@ -2564,7 +2567,26 @@ function sendNextCall() {
   benchWaiter = null;
 }
 
-/// Stop the detached Chromium, if one runs.
+/// Firefox on the page's URL (`?bench`) with a fresh profile of `dir` and nothing driving
+/// it (see measure()): its first-run pages, telemetry and update checks off.
+function detachedFirefox(dir) {
+  mkdirSync(dir, { recursive: true });
+  const prefs = {
+    'browser.shell.checkDefaultBrowser': false,
+    'browser.startup.homepage_override.mstone': '"ignore"',
+    'browser.aboutwelcome.enabled': false,
+    'datareporting.policy.dataSubmissionEnabled': false,
+    'toolkit.telemetry.reportingpolicy.firstRun': false,
+    'app.update.disabledForTesting': true,
+    'network.captive-portal-service.enabled': false,
+    'browser.safebrowsing.update.enabled': false,
+  };
+  writeFileSync(join(dir, 'user.js'), Object.entries(prefs).map(([k, v]) => `user_pref("${k}", ${v});\n`).join(''));
+  return spawn(FIREFOX, ['--headless', '--no-remote', '--profile', dir, `${url}?bench`],
+    { stdio: 'ignore', detached: true });
+}
+
+/// Stop the detached browser, if one runs.
 async function stopDetached() {
   if (!detached) return;
   const { proc, profile } = detached;
@@ -2581,18 +2603,25 @@ async function stopDetached() {
 /// client with the Network domain enabled (playwright enables it on every page and worker)
 /// is sent every WebSocket frame's payload, which cost Chromium's browser process about
 /// 1 s of CPU per 36 MB and made its syncs 1.3-1.7x slower than they are in a user's tab
-/// (benches/README.md, "Chromium without a DevTools client"). E2E_PROFILE (a CPU profile
-/// needs the client) and E2E_ATTACHED=1 keep the attached page. Firefox and WebKit run in
-/// a page their driver opened; `storeName` is deleted after.
+/// (benches/README.md, "Chromium without a DevTools client"). Firefox likewise runs the
+/// calls in a Firefox of its own with no WebDriver BiDi session: the session's network
+/// observer reads every HTTP response's body in Firefox's parent process (about 0.4 s of
+/// its CPU for a mirror's 66 MB, which a tab's IndexedDB commits then wait behind), while
+/// it passes WebSocket frames by (benches/README.md, "Firefox without a WebDriver
+/// session"). E2E_PROFILE (a CPU profile needs the client) and E2E_ATTACHED=1 keep the
+/// attached page. WebKit runs in a page its driver opened (a MiniBrowser started without
+/// the driver synced 1.2x slower from the gateway alone and from a mirror alike: not a
+/// user's WebKit either); `storeName` is deleted after.
 async function measure(fn, args, storeName) {
-  if (browser.name === 'chromium' && !process.env.E2E_PROFILE && !process.env.E2E_ATTACHED) {
+  const detachable = browser.name === 'chromium' || browser.name === 'firefox';
+  if (detachable && !process.env.E2E_PROFILE && !process.env.E2E_ATTACHED) {
     if (!detached) {
-      const profile = join(work, 'detached-chromium');
-      const proc = spawn(CHROMIUM, [
+      const profile = join(work, `detached-${browser.name}`);
+      const proc = browser.name === 'chromium' ? spawn(CHROMIUM, [
         '--headless', '--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking',
         '--disable-component-update', '--disable-sync', `--user-data-dir=${profile}`, `${url}?bench`,
-      ], { stdio: 'ignore', detached: true });
-      detached = { proc, profile, exited: new Promise((_, reject) => proc.once('exit', (code) => reject(new Error(`the detached chromium exited (${code})`)))) };
+      ], { stdio: 'ignore', detached: true }) : detachedFirefox(profile);
+      detached = { proc, profile, exited: new Promise((_, reject) => proc.once('exit', (code) => reject(new Error(`the detached ${browser.name} exited (${code})`)))) };
       detached.exited.catch(() => {});
     }
     const id = ++benchIds;
@@ -3194,6 +3223,11 @@ async function main() {
             // The files such a sync reads: both kinds, in the order of their heights.
             const manifest = JSON.parse(readFileSync(join(www, 'bulk', 'regtest', 'manifest.json'), 'utf8'));
             const files = [...manifest.headers, ...manifest.filterHeaders].sort((a, b) => a.last - b.last).map((f) => f.file);
+            if (process.env.E2E_MIRROR_ONLY === 'profile-mirror' || process.env.E2E_MIRROR_ONLY === 'profile-gateway') {
+              const m = process.env.E2E_MIRROR_ONLY === 'profile-mirror';
+              await timed(m ? 21 : 1, true, m ? nginx.url : null);
+              continue;
+            }
             for (const run of [1, 2, 3]) {
               gatewayOnly.push(await timed(run));
               fromMirror.push(await timed(run + 20, true, nginx.url));
