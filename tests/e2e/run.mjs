@@ -872,18 +872,29 @@ async function mirrorScenario() {
       log(`  ${manifest.headers.length} headers files (to ${top}) and ${manifest.filterHeaders.length} filter-headers files ` +
         `(to ${filterTop}) from nginx, the edges from the gateway: it sent ${sent} bytes (${m.bytesIn} in all reached the client)`);
       // A scan reads the filters from the mirror's files (checked against the stored
-      // filter headers) and asks the gateway only for those above them.
+      // filter headers) and asks the gateway only for those above them. It starts inside
+      // the first (large) file: that file is asked from the part holding its first block
+      // (a Range request, answered 206 with the bytes from the part's record on).
       const filtersTop = manifest.filters.at(-1).last;
+      const fromHeight = 4_321;
       const paidAt = [Math.floor(filtersTop / 2), N - 10];
       const beforeScan = await gw.metric('lightwire_bytes_out_total');
-      const result = await page.evaluate((s) => window.client.scan({ scripts: s, fromHeight: 1 }), paidAt.map((h) => coinbaseScript(h)));
+      const result = await page.evaluate(([s, from]) => window.client.scan({ scripts: s, fromHeight: from }), [paidAt.map((h) => coinbaseScript(h)), fromHeight]);
       const scanSent = (await gw.metric('lightwire_bytes_out_total')) - beforeScan;
       const heights = result.matches.map((x) => x.height);
       assert(paidAt.every((h) => heights.includes(h)), `scan matches ${JSON.stringify(heights)}`);
-      assert(served('filters') === manifest.filters.length, `nginx served ${served('filters')} filters files of ${manifest.filters.length}`);
+      const [firstFile] = manifest.filters;
+      const part = (firstFile.parts ?? []).filter(([h]) => h <= fromHeight).at(-1);
+      assert(part, `the first filters file lists no part at or below ${fromHeight}: ${JSON.stringify(firstFile)}`);
+      // nginx's combined log: "GET /path HTTP/1.1" status bytes.
+      const ranged = nginx.access().split('\n').filter((l) => l.includes('/filters-') && / 206 /.test(l));
+      assert(ranged.length === 1 && ranged[0].includes(firstFile.file) && ranged[0].includes(` 206 ${firstFile.bytes - part[1]} `),
+        `nginx's ranged answers ${JSON.stringify(ranged)}; the part from ${part[0]} at byte ${part[1]} of ${firstFile.bytes}`);
+      assert(served('filters') === manifest.filters.length - 1, `nginx served ${served('filters')} whole filters files of ${manifest.filters.length}`);
       // The filters above the files: a few dozen bytes each, and their framing.
       assert(scanSent < (N - filtersTop) * 80 + 10_000, `the gateway sent ${scanSent} bytes for a scan above ${filtersTop}`);
-      log(`  scan from 1: ${manifest.filters.length} filters files (to ${filtersTop}) from nginx, the gateway sent ${scanSent} bytes; matches ${JSON.stringify(heights)}`);
+      log(`  scan from ${fromHeight}: ${manifest.filters.length} filters files (to ${filtersTop}) from nginx, the first from byte ${part[1]} of ${firstFile.bytes} ` +
+        `(the part from ${part[0]}), the gateway sent ${scanSent} bytes; matches ${JSON.stringify(heights)}`);
       await stopClient(page);
     } finally {
       await page.close();

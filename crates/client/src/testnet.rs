@@ -224,6 +224,9 @@ pub struct TestMirror {
     pub serve: Serve,
     /// Bytes of a body per piece handed to the engine.
     pub chunk: usize,
+    /// Whether its filters files' entries list their parts (as exports write them now:
+    /// true), made by [`Self::with_filters`].
+    pub parts: bool,
 }
 
 /// A file of `kind` (its name's prefix) holding `first..=last`: its manifest entry, named
@@ -236,6 +239,7 @@ fn named(kind: &str, (first, last): (u32, u32), bytes: Vec<u8>) -> (FileEntry, (
         last,
         check,
         name: name.clone(),
+        parts: Vec::new(),
     };
     (entry, (name, bytes))
 }
@@ -276,6 +280,7 @@ impl TestMirror {
             files,
             serve: Serve::Honest,
             chunk: 16 * 1024,
+            parts: true,
         }
     }
 
@@ -331,14 +336,26 @@ impl TestMirror {
         while first < last {
             let end = ((first / per_file + 1) * per_file).min(last);
             let mut bytes = Vec::new();
-            let written =
-                lightwire_proto::bulk::write_filters(&mut bytes, (first, end), |h, out| {
+            // A part at every 1,000 blocks inside the file, as the export writes them.
+            let starts: Vec<u32> = (first / 1_000 + 1..=end / 1_000)
+                .map(|k| k * 1_000 + 1)
+                .filter(|&h| h > first && h <= end)
+                .collect();
+            let written = lightwire_proto::bulk::write_filters(
+                &mut bytes,
+                (first, end),
+                &starts,
+                |h, out| {
                     out.extend_from_slice(chain.filter(h));
                     rewrite(h, out);
                     Ok::<(), ()>(())
-                });
-            assert!(written.is_ok());
-            let (entry, file) = named("filters", (first, end), bytes);
+                },
+            )
+            .expect("written");
+            let (mut entry, file) = named("filters", (first, end), bytes);
+            if self.parts {
+                entry.parts = written.starts;
+            }
             self.files.push(file);
             if let Ok(m) = self.manifest.as_mut() {
                 m.filters.push(entry);
@@ -348,13 +365,20 @@ impl TestMirror {
         self
     }
 
-    /// The inputs fetching `name` as fetch `fetch` gives, and whether it stalls.
-    fn fetched(&self, name: &str, fetch: u32, out: &mut VecDeque<TestInput>) -> bool {
+    /// The inputs fetching `name` from byte `from` on (an HTTP `Range`) as fetch `fetch`
+    /// gives, and whether it stalls.
+    fn fetched(
+        &self,
+        name: &str,
+        (fetch, from): (u32, Option<u64>),
+        out: &mut VecDeque<TestInput>,
+    ) -> bool {
         let Some((_, bytes)) = self.files.iter().find(|(n, _)| n == name) else {
             out.push_back(TestInput::MirrorEnd(fetch, Err(FetchError::Status(404))));
             return false;
         };
-        let mut bytes = bytes.clone();
+        let from = usize::try_from(from.unwrap_or(0)).unwrap_or(usize::MAX);
+        let mut bytes = bytes.get(from..).unwrap_or_default().to_vec();
         let mut stall = false;
         match self.serve {
             Serve::Honest | Serve::Append(_) => {}
@@ -439,7 +463,8 @@ impl<S: HeaderStore> Host for TestHost<S> {
                 Action::Fetch { mirror, fetch } => {
                     let url = engine.mirror_url(mirror, Some(fetch)).expect("a url");
                     let name = url.rsplit('/').next().unwrap_or_default();
-                    if h.mirrors[mirror as usize].fetched(name, fetch, &mut h.queue) {
+                    let from = engine.mirror_range(fetch);
+                    if h.mirrors[mirror as usize].fetched(name, (fetch, from), &mut h.queue) {
                         h.stalled.push(fetch);
                     }
                 }

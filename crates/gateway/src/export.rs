@@ -207,7 +207,15 @@ pub struct Entry {
     /// For headers, the block hash at `last`; for filter headers, the filter header at
     /// `last` (internal byte order; shown byte-reversed); none for filters.
     pub top: Option<[u8; 32]>,
+    /// For a large filters file, where a client may start reading it: the first height of
+    /// each small file's range after the first, and the offset of the record that begins
+    /// with it (a `Range` request from there is a whole answer from that height). Empty
+    /// for the other kinds, small files, and files written before exports wrote parts.
+    pub parts: Parts,
 }
+
+/// A filters file's parts (see [`Entry::parts`]): heights and offsets, ascending.
+pub type Parts = Vec<(u32, u64)>;
 
 impl Entry {
     /// Its file name: `<prefix>-<first>-<last>-<sha256 hex>.bin`.
@@ -226,8 +234,18 @@ impl Entry {
             Some(t) if kind.has_top() => format!(",\"top\":\"{}\"", display_hex(&t)),
             _ => String::new(),
         };
+        let parts = if self.parts.is_empty() {
+            String::new()
+        } else {
+            let list: Vec<String> = self
+                .parts
+                .iter()
+                .map(|(h, o)| format!("[{h},{o}]"))
+                .collect();
+            format!(",\"parts\":[{}]", list.join(","))
+        };
         format!(
-            "{{\"first\":{},\"last\":{},\"bytes\":{},\"sha256\":\"{}\",\"file\":\"{}\"{top}}}",
+            "{{\"first\":{},\"last\":{},\"bytes\":{},\"sha256\":\"{}\",\"file\":\"{}\"{top}{parts}}}",
             self.first,
             self.last,
             self.bytes,
@@ -416,12 +434,27 @@ fn parse_entry(
     } else {
         None
     };
+    let bytes = num("bytes")?;
+    let parts = match item.get("parts") {
+        None => Vec::new(),
+        Some(list) if kind == Kind::Filters => {
+            parse_parts(list, (first, last), bytes).ok_or_else(|| {
+                format!(
+                    "{}: \"parts\" is not a list of [height, offset] inside the file, both \
+                     ascending",
+                    at()
+                )
+            })?
+        }
+        Some(_) => return Err(format!("{}: only filters files have \"parts\"", at())),
+    };
     let e = Entry {
         first,
         last,
-        bytes: num("bytes")?,
+        bytes,
         sha256,
         top,
+        parts,
     };
     let file = text("file")?;
     if file != e.file_name(kind) {
@@ -432,6 +465,27 @@ fn parse_entry(
         ));
     }
     Ok(e)
+}
+
+/// A filters entry's `parts`: `[height, offset]` pairs, heights inside `(first, last]`
+/// and offsets inside the file's `bytes`, both strictly ascending.
+fn parse_parts(
+    list: &serde_json::Value,
+    (first, last): (u32, u32),
+    bytes: u64,
+) -> Option<Vec<(u32, u64)>> {
+    let mut parts: Vec<(u32, u64)> = Vec::new();
+    for pair in list.as_array()? {
+        let pair = pair.as_array().filter(|p| p.len() == 2)?;
+        let height = u32::try_from(pair[0].as_u64()?).ok()?;
+        let offset = pair[1].as_u64()?;
+        let (after_h, after_o) = parts.last().copied().unwrap_or((first, 0));
+        if height <= after_h || height > last || offset <= after_o || offset >= bytes {
+            return None;
+        }
+        parts.push((height, offset));
+    }
+    Some(parts)
 }
 
 /// Why an export wrote nothing (or, for [`ExportError::Io`] and a stray file while
@@ -688,10 +742,10 @@ pub fn export_after(
             &dir,
             &mut manifest,
             Kind::Headers,
-            first,
-            last,
+            (first, last),
             &bytes,
             Some(hash.0),
+            Vec::new(),
         )?;
         new_files += 1;
     }
@@ -713,25 +767,25 @@ pub fn export_after(
                 &dir,
                 &mut manifest,
                 kind,
-                first,
-                last,
+                (first, last),
                 &bytes,
                 Some(entry.header.0),
+                Vec::new(),
             )?;
             new_files += 1;
         }
         // Their large files are shorter than the filter headers' (a scan's window), so
         // they are sealed apart, to the same height.
         while let Some((first, last)) = next_range(&manifest, Kind::Filters, top) {
-            let bytes = filters_file(src, first, last)?;
+            let (bytes, parts) = filters_file(src, first, last)?;
             seal(
                 &dir,
                 &mut manifest,
                 Kind::Filters,
-                first,
-                last,
+                (first, last),
                 &bytes,
                 None,
+                parts,
             )?;
             new_files += 1;
         }
@@ -861,10 +915,10 @@ fn seal(
     dir: &Path,
     manifest: &mut Manifest,
     kind: Kind,
-    first: u32,
-    last: u32,
+    (first, last): (u32, u32),
     bytes: &[u8],
     top: Option<[u8; 32]>,
+    parts: Vec<(u32, u64)>,
 ) -> Result<(), ExportError> {
     // What the mirror reader checks a file against.
     let check = lightwire_proto::bulk::file_check(bytes);
@@ -874,6 +928,7 @@ fn seal(
         bytes: check.bytes,
         sha256: check.sha256,
         top,
+        parts,
     };
     let name = entry.file_name(kind);
     let path = dir.join(&name);
@@ -999,10 +1054,22 @@ fn filter_headers_file(
 /// filters are read one by one, outside the chain's lock (a node's are fetched while this
 /// waits), so the block at `last` is read before and after: a filter checked against
 /// another branch's filter hash would make a file no client accepts, sealed for good.
-fn filters_file(src: &impl ExportSource, first: u32, last: u32) -> Result<Vec<u8>, ExportError> {
+fn filters_file(
+    src: &impl ExportSource,
+    first: u32,
+    last: u32,
+) -> Result<(Vec<u8>, Parts), ExportError> {
     let before = src.read(|c| c.block_hash(last));
+    // A part at each small file's range inside it: a scan from a block inside a large
+    // file reads from the part holding it, not from the file's first block.
+    let starts: Vec<u32> = (0..)
+        .map_while(|i| Kind::Filters.range(i, 1))
+        .map(|(f, _)| f)
+        .skip_while(|&f| f <= first)
+        .take_while(|&f| f <= last)
+        .collect();
     let mut file = Vec::new();
-    let written = write_filters(&mut file, (first, last), |height, out| {
+    let written = write_filters(&mut file, (first, last), &starts, |height, out| {
         let header: Option<[u8; HEADER_LEN]> = src.read(|c| c.header(height));
         match header {
             Some(header) if src.filter(height, header, out) => Ok(()),
@@ -1010,7 +1077,9 @@ fn filters_file(src: &impl ExportSource, first: u32, last: u32) -> Result<Vec<u8
         }
     });
     match written {
-        Ok(_) if before.is_some() && src.read(|c| c.block_hash(last)) == before => Ok(file),
+        Ok(w) if before.is_some() && src.read(|c| c.block_hash(last)) == before => {
+            Ok((file, w.starts))
+        }
         Ok(_) => Err(ExportError::ChainMoved {
             kind: Kind::Filters,
             height: last,
@@ -1289,10 +1358,10 @@ mod tests {
             &dir,
             &mut m,
             Kind::FilterHeaders,
-            0,
-            10_000,
+            (0, 10_000),
             &bytes,
             Some(top),
+            Vec::new(),
         )
         .unwrap();
         fs::write(dir.join(MANIFEST), m.to_json()).unwrap();
@@ -1310,6 +1379,7 @@ mod tests {
             bytes: 1,
             sha256: [0; 32],
             top: Some([0; 32]),
+            parts: Vec::new(),
         };
         mixed.filter_headers = vec![entry(0, 20_000), entry(20_001, 30_000)];
         let err = Manifest::parse(mixed.to_json().as_bytes()).unwrap_err();
@@ -1416,7 +1486,8 @@ mod tests {
             let big: Vec<u8> = (0..30_000u32).map(|i| (i ^ h) as u8).collect();
             assert!(chain.filters_mut().unwrap().set_filter(h, big));
         }
-        let file = filters_file(&chain, 0, 1000).unwrap();
+        let (file, parts) = filters_file(&chain, 0, 1000).unwrap();
+        assert!(parts.is_empty(), "a small file has no parts");
         assert!(records(&file).len() > 400, "30 MB in 64 KB messages");
         let got = decode_filters(&file, 0);
         assert_eq!(got.len(), 1001);
@@ -1499,6 +1570,53 @@ mod tests {
             matches!(&err, ExportError::ManifestUnreadable { why, .. } if why.contains("version 2")),
             "{err}"
         );
+    }
+
+    /// A large filters file lists a part at each small file's range inside it; read from
+    /// a part's offset, it is the filters from that height to its end. The manifest keeps
+    /// the parts, and refuses parts out of order, outside the file, or on another kind.
+    #[test]
+    fn a_large_filters_file_lists_where_each_part_starts() {
+        let scratch = Scratch::new("parts");
+        let dir = scratch.0.join("regtest");
+        let chain = generated(10_100);
+        let done = export(&chain, &scratch.0, 6).unwrap();
+        let m = Manifest::parse(done.manifest.as_bytes()).unwrap();
+        let large = &m.filters[0];
+        assert_eq!((large.first, large.last), (0, 10_000));
+        let heights: Vec<u32> = large.parts.iter().map(|p| p.0).collect();
+        assert_eq!(heights, (1..10).map(|k| k * 1_000 + 1).collect::<Vec<_>>());
+        let file = fs::read(dir.join(large.file_name(Kind::Filters))).unwrap();
+        let filters = chain.filters().unwrap();
+        for &(height, offset) in &large.parts {
+            let got = decode_filters(&file[offset as usize..], height);
+            assert_eq!(got.len() as u32, 10_000 - height + 1, "from {height}");
+            for (i, f) in got.iter().enumerate() {
+                let h = height + i as u32;
+                assert_eq!(
+                    lightwire_filter::filter_hash(f),
+                    filters.entry(h).unwrap().hash
+                );
+            }
+        }
+        assert!(
+            m.headers
+                .iter()
+                .chain(&m.filter_headers)
+                .all(|e| e.parts.is_empty())
+        );
+
+        let with = |edit: &dyn Fn(&mut Manifest)| {
+            let mut bad = m.clone();
+            edit(&mut bad);
+            Manifest::parse(bad.to_json().as_bytes())
+        };
+        assert_eq!(with(&|_| {}).unwrap(), m);
+        assert!(with(&|b| b.filters[0].parts.swap(0, 1)).is_err());
+        assert!(with(&|b| b.filters[0].parts[8].1 = b.filters[0].bytes).is_err());
+        assert!(with(&|b| b.filters[0].parts[8].0 = 10_001).is_err());
+        let err = with(&|b| b.headers[0].parts = vec![(5, 5)]).unwrap_err();
+        assert!(err.contains("only filters files have"), "{err}");
     }
 
     /// The files of a manifest this process wrote itself are not hashed again

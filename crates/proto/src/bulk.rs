@@ -341,22 +341,44 @@ pub fn write_filter_headers(
 /// `filter(height, buf)` writing each into `buf` (cleared before each), as `filters`
 /// messages (id 0) with pieces packed and a filter continued in the next message exactly
 /// as a gateway's session answers `get_filters` (the same [`FiltersWriter`]), the last
-/// message flagged `last`. Returns the records written; a source's error stops it.
+/// message flagged `last`. At each height of `starts` (ascending, inside the range) a
+/// new message begins: the file read from that record on is a whole answer from that
+/// height (a client reading from a block inside the file asks for the bytes from there,
+/// docs/PROTOCOL.md, "Bulk files"). A source's error stops it.
 pub fn write_filters<E>(
     out: &mut Vec<u8>,
     (first, last): (u32, u32),
+    starts: &[u32],
     mut filter: impl FnMut(u32, &mut Vec<u8>) -> Result<(), E>,
-) -> Result<usize, WriteFiltersError<E>> {
+) -> Result<Written, WriteFiltersError<E>> {
+    let began = out.len();
     let mut message = vec![0u8; MAX_MESSAGE_LEN];
-    let mut records = 0;
+    let mut written = Written {
+        records: 0,
+        starts: Vec::with_capacity(starts.len()),
+    };
     let mut bytes = Vec::new();
     let mut w = FiltersWriter::new(&mut message, 0).map_err(WriteFiltersError::Encode)?;
-    let mut flush = |len: usize, records: &mut usize, message: &[u8]| {
+    let flush = |out: &mut Vec<u8>, len: usize, records: &mut usize, message: &[u8]| {
         out.extend_from_slice(&(len as u16).to_be_bytes());
         out.extend_from_slice(&message[..len]);
         *records += 1;
     };
+    let mut next_start = starts
+        .iter()
+        .copied()
+        .filter(|&h| h > first && h <= last)
+        .peekable();
     for height in first..=last {
+        if next_start.next_if_eq(&height).is_some() {
+            if w.pieces() > 0 {
+                let len = w.finish(AnswerFlags::default());
+                flush(out, len, &mut written.records, &message);
+                w = FiltersWriter::new(&mut message, 0).map_err(WriteFiltersError::Encode)?;
+            }
+            // Where this height's record will begin: after every record flushed so far.
+            written.starts.push((height, (out.len() - began) as u64));
+        }
         bytes.clear();
         filter(height, &mut bytes).map_err(|e| WriteFiltersError::Source { height, error: e })?;
         let mut offset = 0;
@@ -382,7 +404,7 @@ pub fn write_filters<E>(
                 }
                 None => {
                     let len = w.finish(AnswerFlags::default());
-                    flush(len, &mut records, &message);
+                    flush(out, len, &mut written.records, &message);
                     w = FiltersWriter::new(&mut message, 0).map_err(WriteFiltersError::Encode)?;
                 }
             }
@@ -392,8 +414,18 @@ pub fn write_filters<E>(
         last: true,
         stop_unknown: false,
     });
-    flush(len, &mut records, &message);
-    Ok(records)
+    flush(out, len, &mut written.records, &message);
+    Ok(written)
+}
+
+/// What [`write_filters`] wrote.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Written {
+    /// Its records.
+    pub records: usize,
+    /// Each start height asked for inside the range, with the offset (from the file's
+    /// first byte) of the record that begins with it.
+    pub starts: Vec<(u32, u64)>,
 }
 
 /// Why a filters file could not be written.
@@ -548,5 +580,68 @@ mod tests {
             read_all(&bytes, check, 1),
             Err(BulkError::Decode(_))
         ));
+    }
+
+    /// A filters file written with starts reads, from each start's offset on, as a whole
+    /// answer from that height: every filter after it, whole, in order, and nothing else;
+    /// without starts the file is as before (the parts cost only a message cut short at
+    /// each start).
+    #[test]
+    fn a_filters_file_reads_from_each_start() {
+        let filter = |h: u32, out: &mut Vec<u8>| {
+            // Big enough that messages hold few filters and straddle starts.
+            out.extend((0..(9_000 + h % 5_000)).map(|i| (i ^ h) as u8));
+            Ok::<(), ()>(())
+        };
+        let (first, last) = (10_001, 13_000);
+        let mut plain = Vec::new();
+        write_filters(&mut plain, (first, last), &[], filter).unwrap();
+        let mut parted = Vec::new();
+        let written = write_filters(&mut parted, (first, last), &[11_001, 12_001], filter).unwrap();
+        assert_eq!(written.starts.len(), 2);
+        // A message cut short at each start: a record header and a piece header more or less.
+        assert!(
+            parted.len().abs_diff(plain.len()) < 200,
+            "{} against {}",
+            parted.len(),
+            plain.len()
+        );
+        for &(start, offset) in &written.starts {
+            let from = &parted[offset as usize..];
+            let mut r = BulkReader::new();
+            r.set_hashing(false);
+            r.start(FileCheck {
+                bytes: from.len() as u64,
+                sha256: [0; 32],
+            });
+            let mut rest = from;
+            let (mut height, mut current) = (start, Vec::new());
+            while !rest.is_empty() {
+                let (taken, event) = r.read(rest).unwrap();
+                rest = &rest[taken..];
+                let Some(PeerEvent::Filters(f)) = event else {
+                    continue;
+                };
+                for p in f.pieces() {
+                    assert_eq!((p.height, p.offset as usize), (height, current.len()));
+                    current.extend_from_slice(p.data);
+                    if p.ends_filter() {
+                        let mut want = Vec::new();
+                        filter(height, &mut want).unwrap();
+                        assert_eq!(current, want, "the filter of {height}");
+                        current.clear();
+                        height += 1;
+                    }
+                }
+            }
+            r.finish().unwrap();
+            assert_eq!(height, last + 1, "read from {start} to the end");
+        }
+        // Starts outside the range, or at its first height, make no part.
+        let mut again = Vec::new();
+        let none =
+            write_filters(&mut again, (first, last), &[first, 9_000, 20_000], filter).unwrap();
+        assert!(none.starts.is_empty());
+        assert_eq!(again, plain);
     }
 }

@@ -64,6 +64,9 @@ pub struct FileEntry {
     pub check: FileCheck,
     /// Its name.
     pub name: String,
+    /// Where a filters file may be read from instead of its start: a height and the
+    /// offset of the record that begins with it (docs/PROTOCOL.md, "Bulk files"), ascending.
+    pub parts: Vec<(u32, u64)>,
 }
 
 /// A mirror's manifest, as the shell parsed it (the engine checks it: [`Manifest::check`]).
@@ -154,7 +157,29 @@ impl Manifest {
             if !safe_name(&f.name) {
                 return bad("a file name is not a plain name");
             }
+            if f.parts.len() > MAX_PARTS {
+                return bad(PARTS);
+            }
+            let mut after = (f.first, 0);
+            for &(height, offset) in &f.parts {
+                if height <= after.0
+                    || height > f.last
+                    || offset <= after.1
+                    || offset >= f.check.bytes
+                {
+                    return bad(PARTS);
+                }
+                after = (height, offset);
+            }
             next = f.last.saturating_add(1);
+        }
+        if self
+            .headers
+            .iter()
+            .chain(&self.filter_headers)
+            .any(|f| !f.parts.is_empty())
+        {
+            return bad(PARTS);
         }
         Ok(())
     }
@@ -344,7 +369,28 @@ pub struct Stream {
     pub kind: Kind,
     /// Its reader was started on it (at its first bytes).
     pub reading: bool,
+    /// The part of the file asked for (a height and the offset its bytes start at),
+    /// when not the whole file.
+    pub from: Option<(u32, u64)>,
 }
+
+impl Stream {
+    /// What the bytes asked for must be: the file's length less the part's offset (a part
+    /// is read only of a filters file, whose hash nobody checks: each filter is checked
+    /// against our filter headers).
+    pub fn check(&self) -> FileCheck {
+        let skipped = self.from.map_or(0, |(_, offset)| offset);
+        FileCheck {
+            bytes: self.file.check.bytes.saturating_sub(skipped),
+            sha256: self.file.check.sha256,
+        }
+    }
+}
+
+/// The most parts a file's manifest entry may list (a large filters file has nine).
+pub const MAX_PARTS: usize = 64;
+/// What is wrong with a manifest whose parts are not as [`FileEntry::parts`] says.
+const PARTS: &str = "a file's parts are not inside a filters file, in order, at most 64";
 
 /// The most mirrors a client reads (the application's and those gateways advertise).
 pub const MAX_MIRRORS: usize = 8;
@@ -537,6 +583,19 @@ impl Mirrors {
         now: Millis,
         actions: &mut std::collections::VecDeque<Action>,
     ) {
+        self.start_part(m, (file, None), kind, now, actions);
+    }
+
+    /// [`Self::start`] from `from` (a part of the file: its height and the offset its
+    /// bytes start at), or from its start.
+    pub fn start_part(
+        &mut self,
+        m: MirrorId,
+        (file, from): (FileEntry, Option<(u32, u64)>),
+        kind: Kind,
+        now: Millis,
+        actions: &mut std::collections::VecDeque<Action>,
+    ) {
         let fetch = self.next_fetch;
         self.next_fetch = self.next_fetch.wrapping_add(1);
         actions.push_back(Action::Fetch { mirror: m, fetch });
@@ -552,6 +611,7 @@ impl Mirrors {
             file,
             kind,
             reading: false,
+            from,
         });
     }
 
@@ -592,6 +652,13 @@ impl Mirrors {
                 Some(format!("{}{}", mirror.url, s.file.name))
             }
         }
+    }
+
+    /// The offset of the first byte fetch `fetch` asks for, when it asks for a part of its
+    /// file (an HTTP `Range` from there) rather than the whole.
+    pub fn range_from(&self, fetch: u32) -> Option<u64> {
+        let s = self.streams.iter().find(|s| s.fetch == fetch)?;
+        s.from.map(|(_, offset)| offset)
     }
 
     /// The mirror and the file fetch `fetch` streams.
@@ -1092,16 +1159,25 @@ mod tests {
         from: u32,
         rewrite: impl Fn(u32, &mut Vec<u8>),
     ) -> (Net<lightwire_store::MemoryStore>, u64) {
+        scanned_with(per_file, from, rewrite, |_| {})
+    }
+
+    /// [`scanned`], the mirror changed by `mirror` first.
+    fn scanned_with(
+        per_file: u32,
+        from: u32,
+        rewrite: impl Fn(u32, &mut Vec<u8>),
+        mirror: impl FnOnce(&mut TestMirror),
+    ) -> (Net<lightwire_store::MemoryStore>, u64) {
         let chain = TestChain::generate(12_000);
         let mut net = Net::new(memory(), vec![TestChain::generate(12_000)], |_| {});
         net.drive();
         assert_eq!(net.host.engine.filters().height(), Some(12_000));
         let mut net = Net::new(net.store, vec![TestChain::generate(12_000)], |_| {});
-        net.mirrors(vec![TestMirror::of(&chain, 8_063, 2_016).with_filters(
-            &chain,
-            (11_000, per_file),
-            rewrite,
-        )]);
+        let mut m =
+            TestMirror::of(&chain, 8_063, 2_016).with_filters(&chain, (11_000, per_file), rewrite);
+        mirror(&mut m);
+        net.mirrors(vec![m]);
         net.drive();
         let before = net.host.engine.counters().bytes_in;
         let script = crate::scenarios::coinbase_script(10_500, 0);
@@ -1148,6 +1224,70 @@ mod tests {
             alone > 8 * with,
             "{alone} bytes from the gateway alone, {with} with"
         );
+    }
+
+    /// A scan from inside a large filters file asks for the file from the part holding
+    /// its first block (an HTTP `Range` from the part's record): the filters before it
+    /// are not fetched. A file whose entry lists no parts (an export from before them) is
+    /// read from its start, and a part whose offset is not a record's start drops the
+    /// mirror, the gateway serving the scan: the same match every time.
+    #[test]
+    fn a_scan_from_inside_a_large_file_reads_from_the_part_holding_its_first_block() {
+        let chain = TestChain::generate(12_000);
+        let paid = chain.header(10_500).block_hash();
+        let served = |net: &Net<lightwire_store::MemoryStore>| net.host.engine.mirrors()[0].bytes;
+        let mut offset = 0;
+        let (with, _) = scanned_with(
+            10_000,
+            4_321,
+            |_, _| {},
+            |m| {
+                let entry = &m.manifest.as_ref().unwrap().filters[0];
+                offset = entry.parts.iter().find(|(h, _)| *h == 4_001).unwrap().1;
+            },
+        );
+        let (without, _) = scanned_with(
+            10_000,
+            4_321,
+            |_, _| {},
+            |m| {
+                for f in &mut m.manifest.as_mut().unwrap().filters {
+                    f.parts.clear();
+                }
+            },
+        );
+        for net in [&with, &without] {
+            let scan = net.host.engine.scan().unwrap();
+            assert_eq!(
+                (scan.next(), scan.matches()),
+                (12_001, &[(10_500, paid)][..])
+            );
+            assert_eq!(faults(net), []);
+        }
+        assert!(offset > 0);
+        assert_eq!(
+            served(&without) - served(&with),
+            offset,
+            "the 4,000 filters before the part"
+        );
+
+        let (broken, _) = scanned_with(
+            10_000,
+            4_321,
+            |_, _| {},
+            |m| {
+                let entry = &mut m.manifest.as_mut().unwrap().filters[0];
+                for part in &mut entry.parts {
+                    part.1 += 1;
+                }
+            },
+        );
+        let scan = broken.host.engine.scan().unwrap();
+        assert_eq!(
+            (scan.next(), scan.matches()),
+            (12_001, &[(10_500, paid)][..])
+        );
+        assert_eq!(faults(&broken).len(), 1, "{:?}", faults(&broken));
     }
 
     #[test]
@@ -1263,6 +1403,7 @@ mod tests {
                 sha256: [0; 32],
             },
             name: name.to_string(),
+            parts: Vec::new(),
         }
     }
 
@@ -1305,6 +1446,23 @@ mod tests {
         // A filters file larger than a scan's window, or a gap between filters files.
         assert!(with(&|m| m.filters[0].last = 10_001).is_err());
         assert!(with(&|m| m.filters[1].first = 10_002).is_err());
+        // Parts: inside a filters file and ascending, at most 64; none on other kinds.
+        let parted =
+            |parts: Vec<(u32, u64)>| move |m: &mut Manifest| m.filters[0].parts = parts.clone();
+        assert!(with(&parted(vec![(1_001, 10), (2_001, 20)])).is_ok());
+        assert!(with(&parted(vec![(2_001, 10), (1_001, 20)])).is_err());
+        assert!(with(&parted(vec![(1_001, 20), (2_001, 10)])).is_err());
+        assert!(
+            with(&parted(vec![(0, 10)])).is_err(),
+            "the file's first block"
+        );
+        assert!(with(&parted(vec![(10_001, 10)])).is_err(), "past its last");
+        assert!(
+            with(&parted(vec![(1_001, 400_040)])).is_err(),
+            "past its bytes"
+        );
+        assert!(with(&parted((1..=65).map(|k| (k, u64::from(k))).collect())).is_err());
+        assert!(with(&|m| m.headers[0].parts = vec![(1, 1)]).is_err());
         // Another network's mirror.
         let mainnet = lightwire_chain::MAINNET.genesis.block_hash();
         assert!(with(&|m| m.genesis = mainnet).is_err());

@@ -306,6 +306,13 @@ impl Engine {
         self.ctx.mirrors.url(m, fetch)
     }
 
+    /// Where fetch `fetch`'s bytes start in its file, when it asks for a part of it: the
+    /// shell asks for them with an HTTP `Range` (and skips to there itself when a mirror
+    /// answers with the whole file).
+    pub fn mirror_range(&self, fetch: u32) -> Option<u64> {
+        self.ctx.mirrors.range_from(fetch)
+    }
+
     /// The URL of the file likely asked after the one fetch `fetch` streams (the next of
     /// its kind in its mirror), for the shell to ask ahead.
     pub fn mirror_next_url(&self, fetch: u32) -> Option<String> {
@@ -352,7 +359,7 @@ impl Engine {
             let by = hashing(self.shell_hashes, kind, stream.file.check.bytes);
             let reader = &mut self.bulk[kind as usize];
             reader.set_hashing(by == Hashing::Engine);
-            reader.start(stream.file.check);
+            reader.start(stream.check());
         }
         let mut fault = None;
         while !data.is_empty() {
@@ -427,7 +434,7 @@ impl Engine {
             // An empty body: checked as one.
             let by = hashing(self.shell_hashes, stream.kind, stream.file.check.bytes);
             reader.set_hashing(by == Hashing::Engine);
-            reader.start(stream.file.check);
+            reader.start(stream.check());
         }
         let ended = result
             .map_err(MirrorFault::Fetch)

@@ -216,9 +216,13 @@ impl ScanTask {
         }
         let file = file.clone();
         if scan.mirror_request(m, file.last) {
+            // From the part holding the next block, when the file has parts: the filters
+            // before it are not fetched to be skipped (a large file of recent mainnet
+            // blocks is some 200 MB).
+            let from = file.parts.iter().rev().find(|(h, _)| *h <= next).copied();
             let now = ctx.now;
             ctx.mirrors
-                .start(m, file, Kind::Filters, now, &mut ctx.actions);
+                .start_part(m, (file, from), Kind::Filters, now, &mut ctx.actions);
         }
         true
     }

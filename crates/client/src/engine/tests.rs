@@ -1034,6 +1034,7 @@ fn a_new_scan_stops_the_mirror_file_the_old_one_read() {
             sha256: [0; 32],
         },
         name: "filters-0-999-00.bin".into(),
+        parts: Vec::new(),
     };
     for replace in [true, false] {
         let mut scan = Scan::new(vec![b"ours".to_vec()], 0);

@@ -91,18 +91,21 @@ impl Drop for Fetching {
     }
 }
 
-/// The answer of a `fetch()`, answered 200: the response.
-async fn answered(promise: Promise) -> Result<web_sys::Response, FetchError> {
+/// The response of `promise`: a `200`, or asked from byte `from` on, a `206` (of a `200`,
+/// the whole file, the caller skips to there). A `206` from elsewhere is not looked for
+/// (a host or CDN may not expose `Content-Range`): its records would not decode, and the
+/// mirror is dropped as for any bad file.
+async fn answered(promise: Promise, from: Option<u64>) -> Result<web_sys::Response, FetchError> {
     let response = JsFuture::from(promise)
         .await
         .map_err(|e| FetchError::Failed(describe(&e)))?;
     let response: web_sys::Response = response
         .dyn_into()
         .map_err(|_| FetchError::Failed("fetch gave no response".into()))?;
-    if response.status() != 200 {
-        return Err(FetchError::Status(response.status()));
+    match (response.status(), from) {
+        (200, _) | (206, Some(_)) => Ok(response),
+        (status, _) => Err(FetchError::Status(status)),
     }
-    Ok(response)
 }
 
 /// Fetch mirror `m`'s manifest at `url`; its answer goes to the inbox.
@@ -112,7 +115,7 @@ pub fn fetch_manifest(url: String, m: MirrorId, inbox: Rc<Inbox>) {
             // Revalidated at every read, so that a new one is seen.
             let init = js_sys::Object::new();
             let _ = Reflect::set(&init, &"cache".into(), &"no-cache".into());
-            let response = answered(global_fetch(&url, &init)).await?;
+            let response = answered(global_fetch(&url, &init), None).await?;
             let json = response
                 .json()
                 .map_err(|e| FetchError::Manifest(describe(&e)))?;
@@ -170,30 +173,38 @@ async fn digest(pieces: &js_sys::Array, len: u32) -> Option<[u8; 32]> {
 }
 
 /// Fetch a file at `url` for the engine's fetch `fetch` (or take `prefetched`, when it
-/// asked for the same URL): its body goes to the inbox as it comes, and, with `hashed`,
-/// its SHA-256 is checked once it ended. Dropping what is returned aborts it.
+/// asked for the same URL), from byte `from` on when given (a part of a filters file: an
+/// HTTP `Range`): its body goes to the inbox as it comes, and, with `hashed`, its SHA-256
+/// is checked once it ended. Dropping what is returned aborts it.
 pub fn fetch_file(
     url: String,
-    fetch: u32,
+    (fetch, from): (u32, Option<u64>),
     inbox: Rc<Inbox>,
     prefetched: Option<Prefetch>,
     hashed: Option<Hashed>,
 ) -> Option<Fetching> {
+    let from = from.filter(|&f| f > 0);
+    // A prefetch asked for the whole file: not taken for a part (dropped, it is aborted).
     let taken = prefetched
-        .filter(|p| p.url == url)
+        .filter(|p| p.url == url && from.is_none())
         .and_then(|mut p| Some((p.response.clone(), p.controller.take()?)));
     let (promise, controller) = match taken {
         Some(taken) => taken,
         None => {
             let controller = web_sys::AbortController::new().ok()?;
-            let promise = global_fetch(&url, &file_init(&controller.signal()));
-            (promise, controller)
+            let init = file_init(&controller.signal());
+            if let Some(from) = from {
+                let headers = js_sys::Object::new();
+                let _ = Reflect::set(&headers, &"Range".into(), &format!("bytes={from}-").into());
+                let _ = Reflect::set(&init, &"headers".into(), &headers);
+            }
+            (global_fetch(&url, &init), controller)
         }
     };
     let signal = controller.signal();
     wasm_bindgen_futures::spawn_local(async move {
         let pieces = hashed.as_ref().map(|_| js_sys::Array::new());
-        let result = stream(promise, fetch, &signal, &inbox, pieces.as_ref()).await;
+        let result = stream((promise, from), fetch, &signal, &inbox, pieces.as_ref()).await;
         if signal.aborted() {
             return;
         }
@@ -228,20 +239,26 @@ fn then2(promise: &Promise, on_fulfilled: &js_sys::Function, on_rejected: &js_sy
 }
 
 /// The body of the answer of `promise`, piece by piece into the inbox (and kept in
-/// `pieces`, when given).
+/// `pieces`, when given); asked from byte `from` on, a `206` must say it starts there,
+/// and of a `200` (a host that serves no ranges) the bytes before it are skipped.
 ///
 /// Each `read()` of the body's reader is answered by one of two closures made once a
 /// file (a piece, a failure), the piece's asking the next read: awaiting a `JsFuture`
 /// per read instead allocated its state and two closures at every piece (about 0.2
 /// allocations a filter in a rescan from a mirror, against 0.008 from a gateway).
 async fn stream(
-    promise: Promise,
+    (promise, from): (Promise, Option<u64>),
     fetch: u32,
     signal: &web_sys::AbortSignal,
     inbox: &Rc<Inbox>,
     pieces: Option<&js_sys::Array>,
 ) -> Result<(), FetchError> {
-    let response = answered(promise).await?;
+    let response = answered(promise, from).await?;
+    // Bytes of the body before the part asked for: a whole file's answer to a range.
+    let skip = core::cell::Cell::new(match (from, response.status()) {
+        (Some(from), 200) => from,
+        _ => 0,
+    });
     let Some(body) = response.body() else {
         return Ok(());
     };
@@ -273,11 +290,19 @@ async fn stream(
                 return;
             }
             let value = Reflect::get(&chunk, &"value".into()).unwrap_or(JsValue::UNDEFINED);
-            if let Ok(data) = value.dyn_into::<Uint8Array>() {
-                if let Some(pieces) = &pieces {
-                    pieces.push(&data);
+            if let Ok(mut data) = value.dyn_into::<Uint8Array>() {
+                let skipping = skip.get();
+                if skipping > 0 {
+                    let dropped = skipping.min(u64::from(data.length()));
+                    skip.set(skipping - dropped);
+                    data = data.subarray(dropped as u32, data.length());
                 }
-                inbox.push(Input::MirrorData { fetch, data });
+                if data.length() > 0 {
+                    if let Some(pieces) = &pieces {
+                        pieces.push(&data);
+                    }
+                    inbox.push(Input::MirrorData { fetch, data });
+                }
             }
             if let Some((piece, error)) = next.borrow().as_ref() {
                 then2(&reader.read(), piece, error);
@@ -305,6 +330,9 @@ async fn stream(
     drop((on_piece, on_error));
     result
 }
+
+/// What is wrong with a file's parts in a manifest.
+const PARTS: &str = "a file's parts are not a list of at most 64 pairs";
 
 /// A manifest (docs/PROTOCOL.md, "Bulk files") from its parsed JSON: a sentence saying
 /// what is wrong if it is not one.
@@ -348,11 +376,33 @@ fn parse_manifest(v: &JsValue) -> Result<Manifest, String> {
                 .as_f64()
                 .filter(|b| b.fract() == 0.0 && (0.0..9e15).contains(b))
                 .ok_or("a file's bytes is not a length")? as u64;
+            // A filters file's parts: [height, offset] pairs, read flat as numbers (what is
+            // not a number reads as 0 there, a part the engine refuses).
+            let parts = get(&f, "parts");
+            let parts: Vec<(u32, u64)> = match parts.is_undefined() {
+                true => Vec::new(),
+                false => {
+                    let flat = Reflect::get(&parts, &"flat".into())
+                        .ok()
+                        .and_then(|f| f.dyn_into::<js_sys::Function>().ok())
+                        .and_then(|f| f.call0(&parts).ok())
+                        .ok_or(PARTS)?;
+                    let numbers = js_sys::Float64Array::new(&flat).to_vec();
+                    if numbers.len() > 2 * crate::engine::mirror::MAX_PARTS {
+                        return Err(PARTS.into());
+                    }
+                    numbers
+                        .chunks_exact(2)
+                        .map(|p| (p[0] as u32, p[1] as u64))
+                        .collect()
+                }
+            };
             out.push(FileEntry {
                 first: height(&f, "first")?,
                 last: height(&f, "last")?,
                 check: FileCheck { bytes, sha256 },
                 name: get(&f, "file").as_string().ok_or("a file has no name")?,
+                parts,
             });
         }
         Ok(out)

@@ -252,8 +252,10 @@ impl Net {
                             sha256: file.check.sha256,
                         })
                     });
-                    let started =
-                        url.and_then(|u| super::mirror::fetch_file(u, fetch, inbox, ahead, hashed));
+                    let from = self.engine.mirror_range(fetch);
+                    let started = url.and_then(|u| {
+                        super::mirror::fetch_file(u, (fetch, from), inbox, ahead, hashed)
+                    });
                     // The file after it, asked now (one of each kind: a second would be a
                     // stale one, dropped and aborted).
                     if let Some(next) = self.engine.mirror_next_url(fetch) {
