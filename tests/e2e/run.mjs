@@ -729,9 +729,19 @@ async function hostileMirror(www, { manifest = (m) => m, body = (b) => b, trickl
   const dir = join(www, 'bulk', 'regtest');
   const files = new Map();
   const m = manifest(JSON.parse(readFileSync(join(dir, 'manifest.json'), 'utf8')), files);
+  // The Range headers of the GETs it took (and ignored), with the file asked.
+  const ranges = [];
   const server = createServer(async (req, res) => {
     const name = decodeURIComponent(req.url.split('/').pop());
+    if (req.method === 'GET' && req.headers.range) ranges.push(`${name} ${req.headers.range}`);
     res.setHeader('Access-Control-Allow-Origin', '*');
+    if (req.method === 'OPTIONS') {
+      // A preflight of a Range request (where a browser does not safelist it): allowed,
+      // and then ignored, the whole file answered 200 (as a host without ranges does).
+      res.writeHead(204, { 'Access-Control-Allow-Headers': 'Range', 'Access-Control-Allow-Methods': 'GET' });
+      res.end();
+      return;
+    }
     if (name === 'manifest.json') {
       res.setHeader('Content-Type', 'application/json');
       res.end(JSON.stringify(m));
@@ -763,6 +773,7 @@ async function hostileMirror(www, { manifest = (m) => m, body = (b) => b, trickl
   await new Promise((r) => server.listen(0, '127.0.0.1', r));
   return {
     url: `http://127.0.0.1:${server.address().port}/bulk/regtest/`,
+    ranges,
     stop: () => new Promise((r) => {
       server.closeAllConnections();
       server.close(r);
@@ -933,6 +944,9 @@ async function mirrorScenario() {
         manifest: (x, files) => forgedManifest(www, x, files, 'filters', 3, (b) => Buffer.concat([b.subarray(0, b.length - 1), Buffer.from([b[b.length - 1] ^ 1])])),
       }],
     ];
+    // Not hostile: a host that serves no ranges (a 200 with the whole file to a scan's
+    // Range request from a part): the client skips to the part itself, nothing dropped.
+    cases.push([null, { scanFor: 9_500, scanFrom: 4_321 }]);
     const said = [];
     for (const [code, how] of cases) {
       const mirror = await hostileMirror(www, how);
@@ -942,14 +956,23 @@ async function mirrorScenario() {
         let { events } = await until(page, `the sync past a mirror (${code})`, 60_000, syncedTo(20_000));
         if (how.scanFor) {
           // Found all the same, by the gateway, from where the mirror was dropped.
-          const r = await page.evaluate((s) => window.client.scan({ scripts: s, fromHeight: 1 }), [coinbaseScript(how.scanFor)]);
+          const r = await page.evaluate(([s, from]) => window.client.scan({ scripts: s, fromHeight: from }), [[coinbaseScript(how.scanFor)], how.scanFrom ?? 1]);
           assert(r.matches.some((x) => x.height === how.scanFor), `${code}: scan matches ${JSON.stringify(r.matches)}`);
           events = await page.evaluate(() => window.events);
         }
         const dropped = mirrorEvents(events).filter((e) => e.state === 'dropped');
+        assert(await tipHash(page) === expected.hash, `${code}: not the gateway's tip`);
+        if (code === null) {
+          assert(dropped.length === 0, `a host without ranges: the mirror dropped ${JSON.stringify(dropped)}`);
+          const [first] = manifest.filters;
+          const part = (first.parts ?? []).filter(([h]) => h <= how.scanFrom).at(-1);
+          assert(part && mirror.ranges.length === 1 && mirror.ranges[0] === `${first.file} bytes=${part[1]}-`,
+            `the Range requests ${JSON.stringify(mirror.ranges)}`);
+          await stopClient(page);
+          continue;
+        }
         assert(dropped.length === 1 && [code].flat().includes(dropped[0].code),
           `expected the mirror dropped (${code}), saw ${JSON.stringify(mirrorEvents(events))}`);
-        assert(await tipHash(page) === expected.hash, `${code}: not the gateway's tip`);
         said.push(dropped[0].code);
         await stopClient(page);
       } finally {
@@ -957,7 +980,8 @@ async function mirrorScenario() {
         await mirror.stop();
       }
     }
-    log(`  hostile mirrors dropped (${said.join(', ')}); each time the gateway's chain stored to 20,000`);
+    log(`  hostile mirrors dropped (${said.join(', ')}); each time the gateway's chain stored to 20,000; ` +
+      'a host without ranges kept, a scan from inside its large file right');
   } finally {
     await gw.stop();
     await nginx.stop();
