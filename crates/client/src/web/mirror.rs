@@ -239,8 +239,10 @@ fn then2(promise: &Promise, on_fulfilled: &js_sys::Function, on_rejected: &js_sy
 }
 
 /// The body of the answer of `promise`, piece by piece into the inbox (and kept in
-/// `pieces`, when given); asked from byte `from` on, a `206` must say it starts there,
-/// and of a `200` (a host that serves no ranges) the bytes before it are skipped.
+/// `pieces`, when given); asked from byte `from` on, a `206` is taken as starting there,
+/// and of a `200` (a host that serves no ranges) the bytes before it are skipped here (the
+/// engine sees none of them: on a slow link a long skip can make it drop the mirror as
+/// stalled, and the gateways serve the scan).
 ///
 /// Each `read()` of the body's reader is answered by one of two closures made once a
 /// file (a piece, a failure), the piece's asking the next read: awaiting a `JsFuture`
