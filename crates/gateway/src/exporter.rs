@@ -27,6 +27,7 @@ use tokio::runtime::Handle;
 use tokio::sync::watch;
 
 use crate::export::{self, ExportSource, Exported};
+use crate::metrics::ExportMetrics;
 use crate::served::ServedChain;
 use crate::server::Shared;
 use crate::wants::SessionId;
@@ -141,6 +142,8 @@ pub async fn keep(
     let mut tips = shared.tip_version.subscribe();
     // The manifest this process last wrote or checked: its files are not hashed again.
     let mut checked: Option<String> = None;
+    let mut shown = ExportMetrics::default();
+    shared.metrics.set_export(shown);
     loop {
         tips.borrow_and_update();
         let run = {
@@ -154,18 +157,22 @@ pub async fn keep(
         match run.await {
             Ok(Ok(done)) => {
                 log_run(&done);
+                (shown.headers_to, shown.filters_to) = (done.headers_to, done.filters_to);
                 checked = Some(done.manifest);
             }
             Ok(Err(e)) => {
                 tracing::warn!("export to {} stopped: {e}", out.display());
+                shown.failures += 1;
                 // Check everything again next time: the directory may have changed.
                 checked = None;
             }
             Err(e) => {
                 tracing::error!("the export task failed: {e}");
+                shown.failures += 1;
                 checked = None;
             }
         }
+        shared.metrics.set_export(shown);
         tokio::select! {
             _ = tokio::time::sleep(SETTLE) => {}
             _ = stop.changed() => return,

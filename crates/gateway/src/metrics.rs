@@ -50,6 +50,19 @@ pub struct Metrics {
     closes: Mutex<BTreeMap<&'static str, u64>>,
     /// The nodes followed, connected now, by address: what each said of itself.
     upstreams: Mutex<BTreeMap<String, Upstream>>,
+    /// The export kept with `--export-dir`, when there is one.
+    export: Mutex<Option<ExportMetrics>>,
+}
+
+/// What `/metrics` shows of the export a gateway keeps (`--export-dir`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ExportMetrics {
+    /// The last sealed header's height, once one headers file is.
+    pub headers_to: Option<u32>,
+    /// The last sealed filter's height, once one filters file is.
+    pub filters_to: Option<u32>,
+    /// Runs that stopped on an error (each logged with its reason).
+    pub failures: u64,
 }
 
 /// What `/metrics` shows of a node followed.
@@ -66,6 +79,13 @@ pub struct Upstream {
 }
 
 impl Metrics {
+    /// The export kept with `--export-dir` is now as `state` says.
+    pub fn set_export(&self, state: ExportMetrics) {
+        if let Ok(mut e) = self.export.lock() {
+            *e = Some(state);
+        }
+    }
+
     /// Count a connection refused at a cap.
     pub fn refused(&self, why: Refusal) {
         self.refusals_of(why).fetch_add(1, Relaxed);
@@ -211,6 +231,28 @@ impl Metrics {
             "gauge",
             i128::from(self.pool_waiting.load(Relaxed)),
         );
+        if let Some(e) = self.export.lock().ok().and_then(|e| *e) {
+            // -1 while nothing of the kind is sealed.
+            let to = |h: Option<u32>| h.map_or(-1, i128::from);
+            gauge(
+                "lightwire_export_headers_to",
+                "Height of the last header the kept export (--export-dir) has sealed, or -1.",
+                "gauge",
+                to(e.headers_to),
+            );
+            gauge(
+                "lightwire_export_filters_to",
+                "Height of the last filter the kept export (--export-dir) has sealed, or -1.",
+                "gauge",
+                to(e.filters_to),
+            );
+            gauge(
+                "lightwire_export_failures_total",
+                "Runs of the kept export (--export-dir) that stopped on an error (logged).",
+                "counter",
+                i128::from(e.failures),
+            );
+        }
         let alloc = lightwire_alloc::snapshot();
         gauge(
             "lightwire_allocations_total",

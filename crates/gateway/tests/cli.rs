@@ -43,6 +43,16 @@ fn started(mut command: Command) -> (Child, String, SocketAddr) {
     (child, node_id, addr.parse().expect("HOST:PORT"))
 }
 
+/// The gateway's stderr line that gives its metrics URL (`--metrics-listen`).
+fn metrics_line(err: &mut impl BufRead) -> String {
+    let mut line = String::new();
+    while !line.contains("/metrics") {
+        line.clear();
+        assert!(err.read_line(&mut line).unwrap() > 0, "no metrics line");
+    }
+    line
+}
+
 /// The gateway's `/metrics` text (the address from its stderr line).
 fn scrape(stderr_line: &str) -> String {
     use std::io::{Read, Write};
@@ -169,10 +179,19 @@ fn keeps_an_export_of_its_chain_while_it_serves() {
     let dir = fresh_dir("export");
     let key_file = dir.join("gateway.key");
     let out = dir.join("bulk");
-    let (child, _, _) = start(
+    let (mut child, _, _) = start(
         key_file.to_str().unwrap(),
-        &["--generate", "2100", "--export-dir", out.to_str().unwrap()],
+        &[
+            "--generate",
+            "2100",
+            "--export-dir",
+            out.to_str().unwrap(),
+            "--metrics-listen",
+            "127.0.0.1:0",
+        ],
     );
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let metrics_line = metrics_line(&mut err);
     let manifest = out.join("regtest").join("manifest.json");
     let deadline = Instant::now() + Duration::from_secs(60);
     let listed = loop {
@@ -194,6 +213,15 @@ fn keeps_an_export_of_its_chain_while_it_serves() {
     assert_eq!(last(Kind::Headers), Some(2015));
     assert_eq!(last(Kind::FilterHeaders), Some(2000));
     assert_eq!(last(Kind::Filters), Some(2000));
+    // /metrics says how far it is sealed (set just after the manifest is written).
+    let text = scrape_until(&metrics_line, "lightwire_export_filters_to 2000");
+    for want in [
+        "lightwire_export_headers_to 2015",
+        "lightwire_export_filters_to 2000",
+        "lightwire_export_failures_total 0",
+    ] {
+        assert!(text.lines().any(|l| l == want), "{want} not in\n{text}");
+    }
     assert_eq!(terminate(child), 0);
     std::fs::remove_dir_all(&dir).unwrap();
 }
@@ -232,14 +260,7 @@ fn serves_a_headers_file_and_reports_metrics() {
         .trim_start_matches("ws://")
         .split_once('#')
         .unwrap();
-    let mut metrics_line = String::new();
-    while !metrics_line.contains("/metrics") {
-        metrics_line.clear();
-        assert!(
-            err.read_line(&mut metrics_line).unwrap() > 0,
-            "no metrics line"
-        );
-    }
+    let metrics_line = metrics_line(&mut err);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
