@@ -164,13 +164,15 @@ impl<'a> MempoolDigest<'a> {
             count,
             entries,
         };
-        let mut n = 0u16;
+        // Counted wide: a payload longer than a frame (a caller's, not a peer's) may hold
+        // more than 65,535 entries, which must be a mismatch, not an overflow.
+        let mut n = 0u32;
         let mut it = digest.walk();
         while let Some(entry) = it.next_entry() {
             entry.map_err(DecodeError::Mempool)?;
             n += 1;
         }
-        if n != count || !it.0.is_empty() {
+        if n != u32::from(count) || !it.0.is_empty() {
             return Err(DecodeError::Mempool(MempoolError::CountMismatch { count }));
         }
         Ok(digest)
@@ -436,6 +438,26 @@ mod tests {
         // Found without a transaction, or not found with one: refused.
         assert!(Message::decode(&[0x80, 0x23, 0, 0, 0, 1, 0]).is_err());
         assert!(Message::decode(&[0x80, 0x23, 0, 0, 0, 1, 1, 5]).is_err());
+    }
+
+    /// A payload longer than any frame (a caller's) with 65,536 entries and a count of
+    /// 0: a mismatch, where a 16-bit tally overflowed (a panic with overflow checks on,
+    /// count 0 taken for 65,536 entries without). Found by the `message` fuzz target's
+    /// reference decoder.
+    #[test]
+    fn more_entries_than_a_count_can_say_are_a_mismatch() {
+        let mut payload = vec![0u8, 0, 0];
+        for _ in 0..65_536 {
+            payload.push(REMOVED);
+            payload.extend_from_slice(&[3; HASH_LEN]);
+            payload.push(0);
+        }
+        assert_eq!(
+            MempoolDigest::decode_payload(&payload),
+            Err(DecodeError::Mempool(MempoolError::CountMismatch {
+                count: 0
+            }))
+        );
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! Write a starting corpus for every target into `corpus/<target>/seed-*`, in the input
 //! layouts the targets document: one encoded message of each type (some with trailing
-//! bytes or unknown TLV records), a description of each variant for `roundtrip`, and
-//! BOLT 1 appendix streams and BigSizes for `tlv`.
+//! bytes or unknown TLV records; the filter answers and the digest written by their
+//! encoders), a description of each variant for `roundtrip`, and BOLT 1 appendix streams
+//! and BigSizes for `tlv`.
 //!
 //! Run from this directory: `cargo +nightly run --example seeds`.
 
@@ -9,7 +10,11 @@ use std::fs;
 use std::path::Path;
 
 use lightwire_wire::{
-    ErrorMessage, Features, GetHeaders, Headers, Init, Message, Networks, Ping, Pong, Tip, Warning,
+    AnswerFlags, BlockPiece, DigestWriter, ErrorMessage, Features, FeeRates, FeeSource,
+    FilterCheckpoints, FilterHeaders, FilterRange, FiltersWriter, GetBlock, GetFeeRates,
+    GetFilterCheckpoints, GetFilterHeaders, GetFilters, GetHeaders, GetMempoolTx, Headers, Init,
+    MAX_MESSAGE_LEN, MempoolSubscribe, MempoolTx, Message, Networks, Ping, Pong, RelayStatus,
+    Removal, SendTx, Tip, TxResult, Warning,
 };
 
 fn write(target: &str, name: &str, bytes: &[u8]) {
@@ -34,6 +39,9 @@ fn main() {
     let headers = [4u8; 2 * 80];
     let header = [5u8; 80];
     let work = [6u8; 32];
+    let mut mirrors = [0u8; 64];
+    let mirrors_len = Init::encode_mirrors(&["https://a.example/bulk/", "/b/"], &mut mirrors)
+        .expect("the mirrors fit");
     let messages = [
         (
             "init",
@@ -42,6 +50,7 @@ fn main() {
                 features: Features::new(&[0x82, 0x00]),
                 networks: Some(Networks::from_chains(&chains)),
                 remote_addr: Some(&addr),
+                mirrors: Some(&mirrors[..mirrors_len]),
             }),
         ),
         ("init-empty", Message::Init(Init::default())),
@@ -106,6 +115,129 @@ fn main() {
         trailing.extend_from_slice(&[0xee; 3]);
         write("message", &format!("{name}-trailing"), &trailing);
     }
+    // The filter, block, relay, mempool and fee messages.
+    let range = FilterRange {
+        id: 3,
+        start_height: 1000,
+        stop_hash: [7; 32],
+    };
+    let checkpoints = [9u8; 3 * 32];
+    let block: Vec<u8> = (0..100u8).collect();
+    let tx = [0x42u8; 120];
+    let more = [
+        (
+            "get-filter-headers",
+            Message::GetFilterHeaders(GetFilterHeaders(range)),
+        ),
+        (
+            "get-filter-checkpoints",
+            Message::GetFilterCheckpoints(GetFilterCheckpoints {
+                id: 4,
+                stop_hash: [7; 32],
+            }),
+        ),
+        (
+            "filter-checkpoints",
+            Message::FilterCheckpoints(FilterCheckpoints {
+                id: 4,
+                first_height: 2000,
+                flags: AnswerFlags {
+                    last: true,
+                    stop_unknown: false,
+                },
+                headers: &checkpoints,
+            }),
+        ),
+        ("get-filters", Message::GetFilters(GetFilters(range))),
+        (
+            "get-block",
+            Message::GetBlock(GetBlock {
+                id: 5,
+                block_hash: [8; 32],
+            }),
+        ),
+        (
+            "block",
+            Message::Block(BlockPiece::next(5, &block, 0).expect("a piece")),
+        ),
+        ("block-not-found", Message::Block(BlockPiece::not_found(5))),
+        ("send-tx", Message::SendTx(SendTx { id: 6, tx: &tx })),
+        (
+            "tx-result",
+            Message::TxResult(TxResult {
+                id: 6,
+                status: RelayStatus::Busy,
+                txid: [1; 32],
+            }),
+        ),
+        (
+            "mempool-subscribe",
+            Message::MempoolSubscribe(MempoolSubscribe {
+                salt: [2; 16],
+                snapshot: true,
+            }),
+        ),
+        (
+            "get-mempool-tx",
+            Message::GetMempoolTx(GetMempoolTx {
+                id: 7,
+                txid: [1; 32],
+            }),
+        ),
+        (
+            "mempool-tx",
+            Message::MempoolTx(MempoolTx {
+                id: 7,
+                not_found: false,
+                tx: &tx,
+            }),
+        ),
+        (
+            "mempool-tx-not-found",
+            Message::MempoolTx(MempoolTx::not_found(7)),
+        ),
+        ("get-fee-rates", Message::GetFeeRates(GetFeeRates { id: 8 })),
+        (
+            "fee-rates",
+            Message::FeeRates(FeeRates {
+                id: 8,
+                source: FeeSource::SmartFee,
+                rates: [Some(25_000), None, Some(1_000)],
+            }),
+        ),
+    ];
+    for (name, m) in more {
+        let bytes = encoded(m);
+        write("message", name, &bytes);
+        let mut trailing = bytes.clone();
+        trailing.extend_from_slice(&[0xee; 3]);
+        write("message", &format!("{name}-trailing"), &trailing);
+    }
+    let mut out = vec![0u8; MAX_MESSAGE_LEN];
+    let flags = AnswerFlags {
+        last: true,
+        stop_unknown: false,
+    };
+    for n in [0usize, 2, 10] {
+        let len = FilterHeaders::encode_answer(&mut out, 3, 1000, flags, n, [0; 32], |i| {
+            ([i as u8; 32], [!(i as u8); 32])
+        })
+        .expect("a seed encodes");
+        write("message", &format!("filter-headers-{n}"), &out[..len]);
+    }
+    let mut w = FiltersWriter::new(&mut out, 3).expect("room");
+    w.push(1000, &[1, 0x55, 0xaa, 0x0f], 0);
+    w.push(1001, &[], 0);
+    w.push(1002, &block, 40);
+    let len = w.finish(flags);
+    write("message", "filters", &out[..len]);
+    let mut w = DigestWriter::new(&mut out, true).expect("room");
+    w.added(&[3; 32], &[2, 0xab, 0xcd]);
+    w.removed(&[4; 32], Removal::Replaced);
+    w.end_snapshot();
+    let len = w.finish();
+    write("message", "mempool-digest", &out[..len]);
+
     // An init with an unknown odd record (type 5) after networks and remote_addr: it is
     // skipped on decoding and not written back.
     let mut init = encoded(messages[0].1);
@@ -124,7 +256,11 @@ fn main() {
                 2 => time - 100,
                 _ => time + 70_000,
             };
-            let bits: u32 = if i % 13 == 0 { 0x1b00_ffff } else { 0x1d00_ffff };
+            let bits: u32 = if i % 13 == 0 {
+                0x1b00_ffff
+            } else {
+                0x1d00_ffff
+            };
             h[..4].copy_from_slice(&version.to_le_bytes());
             h[4..36].fill(i as u8);
             h[36..68].fill(!(i as u8));
@@ -136,19 +272,18 @@ fn main() {
         .collect();
     for n in [0usize, 1, 3, 100] {
         let mut out = vec![0u8; lightwire_wire::MAX_MESSAGE_LEN];
-        let (len, _) =
-            lightwire_wire::HeadersCompact::encode_answer(&mut out, 5, 1000, n, |i| {
-                coded.get(i).copied()
-            })
-            .expect("a seed codes");
+        let (len, _) = lightwire_wire::HeadersCompact::encode_answer(&mut out, 5, 1000, n, |i| {
+            coded.get(i).copied()
+        })
+        .expect("a seed codes");
         write("message", &format!("headers-compact-{n}"), &out[..len]);
     }
 
-    // roundtrip: variant, three fields (selector, length bytes, fill), 144 fixed bytes,
-    // two u32, flags, chain fill, buffer selector.
-    for variant in 0..10u8 {
+    // roundtrip: variant, three fields (selector, length bytes, fill: 96 bytes, three
+    // hashes, then 5 and 7), 144 fixed bytes, two u32, flags, chain fill, buffer selector.
+    for variant in 0..28u8 {
         let mut seed = vec![variant];
-        seed.extend_from_slice(&[0, 20, 0x11, 0, 5, 0x22, 0, 7, 0x33]);
+        seed.extend_from_slice(&[1, 96, 0, 0x11, 0, 5, 0x22, 0, 7, 0x33]);
         seed.extend((0..144).map(|i| i as u8));
         seed.extend_from_slice(&[1, 0, 0, 0, 2, 0, 0, 0, 0x0f, 0x6f, 0]);
         write("roundtrip", &format!("variant-{variant}"), &seed);

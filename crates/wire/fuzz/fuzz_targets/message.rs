@@ -10,19 +10,41 @@
 //!   even type nobody knows, and for `init` the first broken TLV rule (`ref_tlv`, then a
 //!   `networks` record that is not whole chain hashes, then an unknown even record), in
 //!   stream order. Every borrowed field is a slice of the input at the offsets the
-//!   reference gives (so no length read ever reaches past the input).
+//!   reference gives (so no length read ever reaches past the input). That covers every
+//!   variant of `Message`, the filter, block, relay, mempool and fee messages with their
+//!   typed errors: `filter_headers` (`TooMany` over 2,043, `Segments`), `filter_checkpoints`
+//!   (`CheckpointHeight` off a multiple of 1,000), `filters` (each piece read whole, then
+//!   `FilterTooLong` over 1 MiB, `PieceOutOfRange` past its filter or empty of a longer one,
+//!   then `TrailingBytes`; `pieces()` gives the reference's pieces), `block`
+//!   (`NotFoundWithBlock` unless `not_found` comes alone with `last`, else `BlockTooLong`,
+//!   `PieceOutOfRange`, `LastMisplaced`), `mempool_digest` (entries read to the end of the
+//!   message: `Truncated` within one, `UnknownKind`, then `CountMismatch`; `entries()` gives
+//!   the reference's), `mempool_tx` (`BadAnswer`), and the codes that read as a default
+//!   (`tx_result`'s unknown status as `busy`, an unknown removal reason as `evicted`,
+//!   `fee_rates`' `u64::MAX` as no estimate). Where docs/PROTOCOL.md names a field otherwise
+//!   than the crate's `Truncated` does, the crate's name is expected: a piece's `data` is
+//!   `piece`, `filter_checkpoints`' `headers` is `checkpoints`, each of `rates` is `rate`.
 //! * Round trip (messages of at most 65,535 bytes, as a frame carries): encoding the
 //!   decoded value gives its canonical bytes (the input up to the fields' end: trailing
-//!   bytes are dropped; for `init`, the input without its unknown odd TLV records), of
-//!   `encoded_len()` bytes, the per-type `encode` agrees, and they decode to the same
-//!   value (a `headers` message's flags other than bit 0, `last`, are not kept). Every
-//!   shorter buffer is refused with `BufferTooSmall { needed, available }`.
-//!   A `get_headers` with more than 101 locator hashes decodes (the session refuses it)
-//!   but is not encoded: `FieldTooLong`.
+//!   bytes are dropped; for `init`, the input without its unknown odd TLV records; flag
+//!   bits the layouts do not define are not kept; an unknown `tx_result` status is written
+//!   as `busy`), of `encoded_len()` bytes, the per-type `encode` (where there is one) agrees,
+//!   and they decode to the same value. Every shorter buffer is refused with
+//!   `BufferTooSmall { needed, available }`.
+//!   Two kinds decode but are not encoded, as the layer above is stricter than the decoder:
+//!   a `get_headers` with more than 101 locator hashes (`FieldTooLong` "locator"), and a
+//!   `filter_headers` whose `segments` is not the one a gateway uses (4, or `count` when
+//!   fewer: `FieldTooLong` "anchors").
 //! * Helpers agree with references: feature bits and the first unknown required bit
 //!   (`ref_bits`), `pong_len`/`encode_pong` (a zeroed pong of `num_pong_bytes` below
 //!   65532, else nothing), `data_utf8` (printable ASCII only), `networks()`,
-//!   `accepts_chain`/`require_chain`, `Headers::count`/`iter`, `locator_hashes`.
+//!   `accepts_chain`/`require_chain`, `mirror_urls` and `encode_mirrors` (`bulk_mirrors`:
+//!   u16-prefixed URLs, non-UTF-8 ones skipped, a length past the end ends the list),
+//!   `Headers::count`/`iter`, `locator_hashes`, `FilterHeaders::count`/`segments`/
+//!   `segment_starts`, `FilterCheckpoints::count`/`iter` (heights 1,000 apart),
+//!   `FilterPiece::ends_filter`, `BlockPiece::ends_block` and `not_found`,
+//!   `MempoolTx::not_found`, the status, removal and fee source codes against the tables
+//!   of docs/PROTOCOL.md.
 //! * `headers_compact`: its expansion fails with a typed error, or holds each segment's
 //!   anchor and codes back (shortest forms) to the same headers.
 //! * Every error's `Display` is non-empty.
@@ -31,37 +53,72 @@
 use core::ops::Range;
 
 use libfuzzer_sys::fuzz_target;
-use lightwire_wire::sync::{HEADER_LEN, MAX_LOCATOR};
 use lightwire_wire::compact::{MAX_CODED_LEN, segment_start};
+use lightwire_wire::sync::{HEADER_LEN, MAX_LOCATOR};
 use lightwire_wire::{
-    CompactError, DecodeError, EncodeError, HeadersCompact, InitRefusal,
-    MAX_COMPACT_HEADERS_PER_MESSAGE, MAX_MESSAGE_LEN, Message, NO_PONG_THRESHOLD, Pong, TlvError,
-    msg_type,
+    BlockPiece, BlocksError, CompactError, DecodeError, DigestEntry, EncodeError, FeeSource,
+    FiltersError, HeadersCompact, Init, InitRefusal, MAX_COMPACT_HEADERS_PER_MESSAGE,
+    MAX_MESSAGE_LEN, MempoolError, MempoolTx, Message, NO_PONG_THRESHOLD, Pong, TlvError,
 };
-use lightwire_wire_fuzz::{ref_bits, ref_first_unknown_required, ref_tlv, within};
+use lightwire_wire_fuzz::{
+    KNOWN_TYPES, MAX_BLOCK_LEN, MAX_FILTER_HASHES, MAX_FILTER_LEN, MAX_SEGMENTS, ref_bits,
+    ref_first_unknown_required, ref_relay_code, ref_removal_code, ref_tlv, within,
+};
+
+// Limits as docs/PROTOCOL.md states them (not the crate's constants, which they check).
+/// `filter_checkpoints`: a checkpoint every 1,000 heights.
+const CHECKPOINT_INTERVAL: u32 = 1000;
+/// `mempool_tx` (and `send_tx`): a transaction of at most 65,529 bytes.
+const MAX_TX_LEN: usize = 65_529;
+/// `tx_result` status names by code (docs/PROTOCOL.md).
+const RELAY_NAMES: [&str; 7] = [
+    "relayed",
+    "malformed",
+    "oversized",
+    "not-standard",
+    "no-node",
+    "busy",
+    "invalid",
+];
+/// `tx_result`: an unknown status code reads as `busy`.
+const BUSY: u8 = 5;
+/// `mempool_digest`: an unknown removal reason reads as `evicted`.
+const EVICTED: u8 = 2;
 
 fuzz_target!(|data: &[u8]| {
     let got = Message::decode(data);
     let want = reference(data);
-    assert_eq!(got.map(|m| as_ref(&m, data)), want, "decode of {data:02x?}");
+    assert_eq!(
+        got.map(|m| as_ref(&m, data)),
+        want.clone().map(|(r, _)| r),
+        "decode of {data:02x?}"
+    );
     match got {
         Err(e) => assert!(!e.to_string().is_empty()),
         Ok(m) => {
             helpers(&m);
-            if data.len() <= MAX_MESSAGE_LEN {
-                let mut canonical = match want {
-                    Ok(Ref::Init { .. }) => init_canonical(data),
-                    _ => data[..m.encoded_len().min(data.len())].to_vec(),
-                };
-                if let Ok(Ref::Headers(..) | Ref::HeadersCompact(..)) = want {
-                    // `flags` has one bit so far (`last`); the others are not kept.
-                    canonical[10] &= 1;
-                }
-                round_trip(&m, &canonical);
+            if data.len() <= MAX_MESSAGE_LEN
+                && let Ok((r, end)) = &want
+            {
+                round_trip(&m, &canonical(data, r, *end));
             }
         }
     }
 });
+
+/// The answer flags of `filter_headers`, `filter_checkpoints` and `filters`: `last`,
+/// `stop_unknown`.
+type Flags = (bool, bool);
+
+/// A piece of a `filters` message: height, filter_len, offset, data.
+type RefPiece = (u32, u32, u32, Range<usize>);
+
+/// A `mempool_digest` entry: txid and set, or txid and the reason's code.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum RefEntry {
+    Added(Range<usize>, Range<usize>),
+    Removed(Range<usize>, u8),
+}
 
 /// A decoded message: borrowed fields as offsets into the input (empty ones as `0..0`,
 /// wherever they point), copied fields by value.
@@ -83,6 +140,43 @@ enum Ref {
     Tip(u32, Range<usize>, Range<usize>),
     /// id, first_height, last, count, anchors, body.
     HeadersCompact(u32, u32, bool, u16, Range<usize>, Range<usize>),
+    /// id, start_height, stop_hash.
+    GetFilterHeaders(u32, u32, [u8; 32]),
+    /// id, first_height, flags, anchors, filter hashes.
+    FilterHeaders(u32, u32, Flags, Range<usize>, Range<usize>),
+    /// id, stop_hash.
+    GetFilterCheckpoints(u32, [u8; 32]),
+    /// id, first_height, flags, headers.
+    FilterCheckpoints(u32, u32, Flags, Range<usize>),
+    /// id, start_height, stop_hash.
+    GetFilters(u32, u32, [u8; 32]),
+    /// id, flags, count, body, and the pieces in it.
+    Filters(u32, Flags, u16, Range<usize>, Vec<RefPiece>),
+    /// id, block_hash.
+    GetBlock(u32, [u8; 32]),
+    Block {
+        id: u32,
+        last: bool,
+        not_found: bool,
+        block_len: u32,
+        offset: u32,
+        data: Range<usize>,
+    },
+    /// id, tx.
+    SendTx(u32, Range<usize>),
+    /// id, the status as its code (unknown ones read as `busy`), txid.
+    TxResult(u32, u8, [u8; 32]),
+    /// salt, snapshot.
+    MempoolSubscribe([u8; 16], bool),
+    /// reset, snapshot_end, count, the entries.
+    MempoolDigest(bool, bool, u16, Vec<RefEntry>),
+    /// id, txid.
+    GetMempoolTx(u32, [u8; 32]),
+    /// id, not_found, tx.
+    MempoolTx(u32, bool, Range<usize>),
+    GetFeeRates(u32),
+    /// id, source code, rates (`None` for "no estimate").
+    FeeRates(u32, u8, [Option<u64>; 3]),
     Unknown(u16, Range<usize>),
 }
 
@@ -105,6 +199,7 @@ fn norm(r: Range<usize>) -> Range<usize> {
 
 fn as_ref(m: &Message<'_>, data: &[u8]) -> Ref {
     let o = |p: &[u8]| offsets(data, p);
+    let flags = |f: lightwire_wire::AnswerFlags| (f.last, f.stop_unknown);
     match *m {
         Message::Init(i) => Ref::Init {
             global: o(i.global_features.as_bytes()),
@@ -128,6 +223,59 @@ fn as_ref(m: &Message<'_>, data: &[u8]) -> Ref {
             o(h.anchors),
             o(h.body),
         ),
+        Message::GetFilterHeaders(g) => {
+            Ref::GetFilterHeaders(g.0.id, g.0.start_height, g.0.stop_hash)
+        }
+        Message::FilterHeaders(f) => Ref::FilterHeaders(
+            f.id,
+            f.first_height,
+            flags(f.flags),
+            o(f.anchors),
+            o(f.hashes),
+        ),
+        Message::GetFilterCheckpoints(g) => Ref::GetFilterCheckpoints(g.id, g.stop_hash),
+        Message::FilterCheckpoints(c) => {
+            Ref::FilterCheckpoints(c.id, c.first_height, flags(c.flags), o(c.headers))
+        }
+        Message::GetFilters(g) => Ref::GetFilters(g.0.id, g.0.start_height, g.0.stop_hash),
+        Message::Filters(f) => Ref::Filters(
+            f.id,
+            flags(f.flags),
+            f.count,
+            o(f.body),
+            f.pieces()
+                .map(|p| (p.height, p.filter_len, p.offset, o(p.data)))
+                .collect(),
+        ),
+        Message::GetBlock(g) => Ref::GetBlock(g.id, g.block_hash),
+        Message::Block(b) => Ref::Block {
+            id: b.id,
+            last: b.last,
+            not_found: b.not_found,
+            block_len: b.block_len,
+            offset: b.offset,
+            data: o(b.data),
+        },
+        Message::SendTx(s) => Ref::SendTx(s.id, o(s.tx)),
+        Message::TxResult(t) => Ref::TxResult(t.id, t.status.code(), t.txid),
+        Message::MempoolSubscribe(s) => Ref::MempoolSubscribe(s.salt, s.snapshot),
+        Message::MempoolDigest(d) => Ref::MempoolDigest(
+            d.reset,
+            d.snapshot_end,
+            d.count,
+            d.entries()
+                .map(|e| match e {
+                    DigestEntry::Added { txid, set } => RefEntry::Added(o(txid), o(set)),
+                    DigestEntry::Removed { txid, reason } => {
+                        RefEntry::Removed(o(txid), reason.code())
+                    }
+                })
+                .collect(),
+        ),
+        Message::GetMempoolTx(g) => Ref::GetMempoolTx(g.id, g.txid),
+        Message::MempoolTx(t) => Ref::MempoolTx(t.id, t.not_found, o(t.tx)),
+        Message::GetFeeRates(g) => Ref::GetFeeRates(g.id),
+        Message::FeeRates(f) => Ref::FeeRates(f.id, f.source.code(), f.rates),
         Message::Unknown { ty, payload } => Ref::Unknown(ty, o(payload)),
     }
 }
@@ -140,8 +288,12 @@ struct Reader<'a> {
 }
 
 impl Reader<'_> {
+    fn left(&self) -> usize {
+        self.data.len() - self.at
+    }
+
     fn take(&mut self, n: usize, field: &'static str) -> Result<Range<usize>, DecodeError> {
-        let available = self.data.len() - self.at;
+        let available = self.left();
         if n > available {
             return Err(DecodeError::Truncated {
                 field,
@@ -153,6 +305,13 @@ impl Reader<'_> {
         Ok(norm(self.at - n..self.at))
     }
 
+    /// Every byte left (a field that runs to the end of the message).
+    fn rest(&mut self) -> Range<usize> {
+        let start = self.at;
+        self.at = self.data.len();
+        norm(start..self.at)
+    }
+
     fn uint(&mut self, n: usize, field: &'static str) -> Result<u64, DecodeError> {
         let r = self.take(n, field)?;
         Ok(self.data[r]
@@ -160,9 +319,23 @@ impl Reader<'_> {
             .fold(0u64, |v, &b| (v << 8) | u64::from(b)))
     }
 
-    fn array(&mut self, field: &'static str) -> Result<[u8; 32], DecodeError> {
-        let r = self.take(32, field)?;
-        Ok(self.data[r].try_into().expect("32 bytes"))
+    fn u8(&mut self, field: &'static str) -> Result<u8, DecodeError> {
+        Ok(self.uint(1, field)? as u8)
+    }
+
+    fn u16(&mut self, field: &'static str) -> Result<u16, DecodeError> {
+        Ok(self.uint(2, field)? as u16)
+    }
+
+    fn u32(&mut self, field: &'static str) -> Result<u32, DecodeError> {
+        Ok(self.uint(4, field)? as u32)
+    }
+
+    fn array<const N: usize>(&mut self, field: &'static str) -> Result<[u8; N], DecodeError> {
+        let r = self.take(N, field)?;
+        let mut a = [0u8; N];
+        a.copy_from_slice(&self.data[r]);
+        Ok(a)
     }
 
     fn prefixed(
@@ -175,15 +348,22 @@ impl Reader<'_> {
     }
 }
 
-/// The reference decoder.
-fn reference(data: &[u8]) -> Result<Ref, DecodeError> {
+/// The shared `flags` byte of the filter answers: bit 0 `last`, bit 1 `stop_unknown`,
+/// other bits ignored.
+fn answer_flags(b: u8) -> Flags {
+    (b & 1 != 0, b & 2 != 0)
+}
+
+/// The reference decoder: the message, and where its fields end.
+fn reference(data: &[u8]) -> Result<(Ref, usize), DecodeError> {
     let mut r = Reader { data, at: 0 };
-    let ty = r.uint(2, "type")? as u16;
+    let ty = r.u16("type")?;
     let m = match ty {
         16 => {
             let global = r.prefixed("gflen", "globalfeatures")?;
             let local = r.prefixed("flen", "features")?;
             let (networks, remote_addr, mirrors) = init_records(data, r.at)?;
+            r.at = data.len();
             Ref::Init {
                 global,
                 local,
@@ -202,62 +382,279 @@ fn reference(data: &[u8]) -> Result<Ref, DecodeError> {
             }
         }
         18 => {
-            let n = r.uint(2, "num_pong_bytes")? as u16;
+            let n = r.u16("num_pong_bytes")?;
             Ref::Ping(n, r.prefixed("byteslen", "ignored")?)
         }
         19 => Ref::Pong(r.prefixed("byteslen", "ignored")?),
         32769 => {
-            let id = r.uint(4, "id")? as u32;
-            let max = r.uint(4, "max_count")? as u32;
+            let id = r.u32("id")?;
+            let max = r.u32("max_count")?;
             let stop = r.array("stop_hash")?;
-            let n = r.uint(2, "num_locator")? as usize;
+            let n = usize::from(r.u16("num_locator")?);
             Ref::GetHeaders(id, max, stop, r.take(n * 32, "locator")?)
         }
         32771 => {
-            let id = r.uint(4, "id")? as u32;
-            let first = r.uint(4, "first_height")? as u32;
-            let flags = r.uint(1, "flags")?;
-            let n = r.uint(2, "count")? as usize;
+            let id = r.u32("id")?;
+            let first = r.u32("first_height")?;
+            let flags = r.u8("flags")?;
+            let n = usize::from(r.u16("count")?);
             Ref::Headers(id, first, flags & 1 == 1, r.take(n * 80, "headers")?)
         }
         32773 => {
-            let h = r.uint(4, "height")? as u32;
+            let h = r.u32("height")?;
             let header = r.take(80, "header")?;
             Ref::Tip(h, header, r.take(32, "chainwork")?)
         }
         32775 => {
-            let id = r.uint(4, "id")? as u32;
-            let first = r.uint(4, "first_height")? as u32;
-            let flags = r.uint(1, "flags")?;
-            let count = r.uint(2, "count")? as u16;
-            let segments = r.uint(1, "segments")? as u8;
+            let id = r.u32("id")?;
+            let first = r.u32("first_height")?;
+            let flags = r.u8("flags")?;
+            let count = r.u16("count")?;
+            let segments = r.u8("segments")?;
             let n = usize::from(count);
             if n > MAX_COMPACT_HEADERS_PER_MESSAGE {
                 return Err(DecodeError::Compact(CompactError::TooMany { count }));
             }
             if segments > 4 || usize::from(segments) > n || (segments == 0) != (n == 0) {
-                return Err(DecodeError::Compact(CompactError::Segments { segments, count }));
+                return Err(DecodeError::Compact(CompactError::Segments {
+                    segments,
+                    count,
+                }));
             }
             let anchors = r.take(usize::from(segments) * 32, "anchors")?;
-            let body = norm(r.at..data.len());
+            let body = r.rest();
             Ref::HeadersCompact(id, first, flags & 1 == 1, count, anchors, body)
         }
-        t if t % 2 == 1 => Ref::Unknown(t, norm(2..data.len())),
+        32777 | 32785 => {
+            let id = r.u32("id")?;
+            let start = r.u32("start_height")?;
+            let stop = r.array("stop_hash")?;
+            if ty == 32777 {
+                Ref::GetFilterHeaders(id, start, stop)
+            } else {
+                Ref::GetFilters(id, start, stop)
+            }
+        }
+        32779 => {
+            let id = r.u32("id")?;
+            let first = r.u32("first_height")?;
+            let flags = answer_flags(r.u8("flags")?);
+            let count = r.u16("count")?;
+            let segments = r.u8("segments")?;
+            let (n, s) = (usize::from(count), usize::from(segments));
+            if n > MAX_FILTER_HASHES {
+                return Err(DecodeError::Filters(FiltersError::TooMany { count }));
+            }
+            // As in `headers_compact`: 0 exactly when `count` is, else 1 to 4 and at most `count`.
+            if s > MAX_SEGMENTS || s > n || (s == 0) != (n == 0) {
+                return Err(DecodeError::Filters(FiltersError::Segments {
+                    segments,
+                    count,
+                }));
+            }
+            let anchors = r.take(s * 32, "anchors")?;
+            let hashes = r.take(n * 32, "filter_hashes")?;
+            Ref::FilterHeaders(id, first, flags, anchors, hashes)
+        }
+        32781 => {
+            let id = r.u32("id")?;
+            Ref::GetFilterCheckpoints(id, r.array("stop_hash")?)
+        }
+        32783 => {
+            let id = r.u32("id")?;
+            let first = r.u32("first_height")?;
+            let flags = answer_flags(r.u8("flags")?);
+            let n = usize::from(r.u16("count")?);
+            // "a multiple of 1,000 (else the message does not decode)". No count limit:
+            // 2,047 is as many as a 65,535-byte frame holds.
+            if first % CHECKPOINT_INTERVAL != 0 {
+                return Err(DecodeError::Filters(FiltersError::CheckpointHeight {
+                    height: first,
+                }));
+            }
+            Ref::FilterCheckpoints(id, first, flags, r.take(n * 32, "checkpoints")?)
+        }
+        32787 => filters(&mut r)?,
+        32789 => {
+            let id = r.u32("id")?;
+            Ref::GetBlock(id, r.array("block_hash")?)
+        }
+        32791 => block(&mut r)?,
+        32793 => {
+            // The 65,529-byte limit is the sender's: a frame cannot carry more.
+            let id = r.u32("id")?;
+            Ref::SendTx(id, r.rest())
+        }
+        32795 => {
+            let id = r.u32("id")?;
+            let status = r.u8("status")?;
+            let txid = r.array("txid")?;
+            let code = if usize::from(status) < RELAY_NAMES.len() {
+                status
+            } else {
+                BUSY
+            };
+            Ref::TxResult(id, code, txid)
+        }
+        32797 => {
+            let salt = r.array("salt")?;
+            Ref::MempoolSubscribe(salt, r.u8("flags")? & 1 != 0)
+        }
+        32799 => digest(&mut r)?,
+        32801 => {
+            let id = r.u32("id")?;
+            Ref::GetMempoolTx(id, r.array("txid")?)
+        }
+        32803 => {
+            let id = r.u32("id")?;
+            let not_found = r.u8("flags")? & 1 != 0;
+            let tx = r.rest();
+            // Found without a transaction, not found with one, or one over the limit.
+            if not_found != tx.is_empty() || tx.len() > MAX_TX_LEN {
+                return Err(DecodeError::Mempool(MempoolError::BadAnswer { id }));
+            }
+            Ref::MempoolTx(id, not_found, tx)
+        }
+        32805 => Ref::GetFeeRates(r.u32("id")?),
+        32807 => {
+            let id = r.u32("id")?;
+            let source = r.u8("source")?;
+            let mut rates = [None; 3];
+            for rate in &mut rates {
+                let v = r.uint(8, "rate")?;
+                *rate = (v != u64::MAX).then_some(v);
+            }
+            Ref::FeeRates(id, source, rates)
+        }
+        t if t % 2 == 1 => Ref::Unknown(t, r.rest()),
         t => return Err(DecodeError::UnknownEvenType { ty: t }),
     };
-    Ok(m)
+    Ok((m, r.at))
 }
 
-/// The `init_tlvs` stream starting at `at`: the `networks` (type 1, whole chain hashes) and
-/// `remote_addr` (type 3) values, or the first broken rule in stream order.
-#[allow(clippy::type_complexity)]
-/// `networks`, `remote_addr` and `bulk_mirrors` value ranges.
-type InitRecords = (Option<Range<usize>>, Option<Range<usize>>, Option<Range<usize>>);
+/// `filters`: `count` pieces, each read whole, then judged (a filter over 1 MiB; a piece
+/// past its filter's end, or empty of a non-empty filter), in order; nothing may follow the
+/// last.
+fn filters(r: &mut Reader<'_>) -> Result<Ref, DecodeError> {
+    let id = r.u32("id")?;
+    let flags = answer_flags(r.u8("flags")?);
+    let count = r.u16("count")?;
+    let body = norm(r.at..r.data.len());
+    let mut pieces = Vec::new();
+    for index in 0..count {
+        let height = r.u32("height")?;
+        let filter_len = r.u32("filter_len")?;
+        let offset = r.u32("offset")?;
+        let len = r.u16("piece_len")?;
+        let data = r.take(usize::from(len), "piece")?;
+        if filter_len > MAX_FILTER_LEN {
+            return Err(DecodeError::Filters(FiltersError::FilterTooLong {
+                height,
+                len: filter_len,
+            }));
+        }
+        if u64::from(offset) + u64::from(len) > u64::from(filter_len)
+            || (len == 0 && filter_len != 0)
+        {
+            return Err(DecodeError::Filters(FiltersError::PieceOutOfRange {
+                index,
+            }));
+        }
+        pieces.push((height, filter_len, offset, data));
+    }
+    if r.left() != 0 {
+        return Err(DecodeError::Filters(FiltersError::TrailingBytes {
+            len: r.left(),
+        }));
+    }
+    Ok(Ref::Filters(id, flags, count, body, pieces))
+}
 
-fn init_records(
-    data: &[u8],
-    at: usize,
-) -> Result<InitRecords, DecodeError> {
+/// `block`: `not_found` is an answer of its own (with `last`, `block_len` 0, `offset` 0 and
+/// no data) and nothing else may carry it; a piece is of a block of at most 4,000,000
+/// bytes, holds at least one byte and lies within it, and has `last` exactly when it
+/// reaches the end.
+fn block(r: &mut Reader<'_>) -> Result<Ref, DecodeError> {
+    let id = r.u32("id")?;
+    let flags = r.u8("flags")?;
+    let block_len = r.u32("block_len")?;
+    let offset = r.u32("offset")?;
+    let data = r.rest();
+    let (last, not_found) = (flags & 1 != 0, flags & 2 != 0);
+    let end = u64::from(offset) + data.len() as u64;
+    let fail = |e| Err(DecodeError::Blocks(e));
+    if not_found {
+        if !last || block_len != 0 || offset != 0 || !data.is_empty() {
+            return fail(BlocksError::NotFoundWithBlock);
+        }
+    } else if block_len > MAX_BLOCK_LEN {
+        return fail(BlocksError::BlockTooLong { len: block_len });
+    } else if data.is_empty() || end > u64::from(block_len) {
+        return fail(BlocksError::PieceOutOfRange {
+            offset,
+            len: data.len(),
+        });
+    } else if last != (end == u64::from(block_len)) {
+        return fail(BlocksError::LastMisplaced { offset });
+    }
+    Ok(Ref::Block {
+        id,
+        last,
+        not_found,
+        block_len,
+        offset,
+        data,
+    })
+}
+
+/// `mempool_digest`: the entries run to the end of the message. Each is `kind`, `txid`
+/// (an entry cut short of these is cut short, whatever its kind), then for `added` a
+/// u16-prefixed set, for `removed` a reason; the first entry cut short or of an unknown
+/// kind fails the message; then their number must be `count` (which also refuses bytes
+/// after the last entry counted).
+fn digest(r: &mut Reader<'_>) -> Result<Ref, DecodeError> {
+    let flags = r.u8("flags")?;
+    let count = r.u16("count")?;
+    let mut entries = Vec::new();
+    let cut = |_| DecodeError::Mempool(MempoolError::Truncated);
+    while r.left() > 0 {
+        let kind = r.u8("kind").map_err(cut)?;
+        let txid = r.take(32, "txid").map_err(cut)?;
+        match kind {
+            0 => {
+                let set = r.prefixed("len", "set").map_err(cut)?;
+                entries.push(RefEntry::Added(txid, set));
+            }
+            1 => {
+                let reason = r.u8("reason").map_err(cut)?;
+                let reason = if reason <= 3 { reason } else { EVICTED };
+                entries.push(RefEntry::Removed(txid, reason));
+            }
+            kind => return Err(DecodeError::Mempool(MempoolError::UnknownKind { kind })),
+        }
+    }
+    if entries.len() != usize::from(count) {
+        return Err(DecodeError::Mempool(MempoolError::CountMismatch { count }));
+    }
+    Ok(Ref::MempoolDigest(
+        flags & 1 != 0,
+        flags & 2 != 0,
+        count,
+        entries,
+    ))
+}
+
+/// `networks`, `remote_addr` and `bulk_mirrors` value ranges.
+type InitRecords = (
+    Option<Range<usize>>,
+    Option<Range<usize>>,
+    Option<Range<usize>>,
+);
+
+/// The `init_tlvs` stream starting at `at`: the `networks` (type 1, whole chain hashes),
+/// `remote_addr` (type 3) and `bulk_mirrors` (type 65537) values, or the first broken rule
+/// in stream order.
+fn init_records(data: &[u8], at: usize) -> Result<InitRecords, DecodeError> {
     let tlv_err = |error| DecodeError::InvalidTlvStream {
         msg_type: 16,
         error,
@@ -303,23 +700,36 @@ fn init_canonical(data: &[u8]) -> Vec<u8> {
     out
 }
 
-/// Encode the decoded value: its canonical bytes, or `FieldTooLong` for a locator the
-/// encoder refuses; the per-type encoder agrees; the bytes decode to the same value; every
-/// shorter buffer is refused.
+/// The canonical encoding of a decoded message: the input up to the end of its fields,
+/// without the flag bits its layout does not define ("other bits 0, ignored"), with a
+/// `tx_result` status nobody knows as the one it reads as (`busy`).
+fn canonical(data: &[u8], want: &Ref, end: usize) -> Vec<u8> {
+    if let Ref::Init { .. } = want {
+        return init_canonical(data);
+    }
+    let mut c = data[..end].to_vec();
+    // Offsets of the flags byte: type (2), then the fields before it.
+    match *want {
+        Ref::Headers(..) | Ref::HeadersCompact(..) => c[10] &= 1,
+        Ref::FilterHeaders(..) | Ref::FilterCheckpoints(..) => c[10] &= 3,
+        Ref::Filters(..) | Ref::Block { .. } => c[6] &= 3,
+        Ref::MempoolTx(..) => c[6] &= 1,
+        Ref::TxResult(_, code, _) => c[6] = code,
+        Ref::MempoolSubscribe(..) => c[18] &= 1,
+        Ref::MempoolDigest(..) => c[2] &= 3,
+        _ => {}
+    }
+    c
+}
+
+/// Encode the decoded value: its canonical bytes, or `FieldTooLong` for what the encoder
+/// refuses; the per-type encoder agrees; the bytes decode to the same value; every shorter
+/// buffer is refused.
 fn round_trip(m: &Message<'_>, canonical: &[u8]) {
     let n = m.encoded_len();
     let mut out = vec![0xa5u8; n + 8];
-    if let Message::GetHeaders(g) = m
-        && g.locator.len() / 32 > MAX_LOCATOR
-    {
-        assert_eq!(
-            m.encode(&mut out),
-            Err(EncodeError::FieldTooLong {
-                field: "locator",
-                len: g.locator.len(),
-                max: MAX_LOCATOR * 32
-            })
-        );
+    if let Some(refusal) = refused(m) {
+        assert_eq!(m.encode(&mut out), Err(refusal), "encode {m:?}");
         return;
     }
     assert_eq!(m.encode(&mut out), Ok(n), "encode {m:?}");
@@ -334,7 +744,25 @@ fn round_trip(m: &Message<'_>, canonical: &[u8]) {
         Message::GetHeaders(x) => x.encode(&mut own),
         Message::Headers(x) => x.encode(&mut own),
         Message::Tip(x) => x.encode(&mut own),
-        Message::HeadersCompact(_) | Message::Unknown { .. } => m.encode(&mut own),
+        Message::GetFilterHeaders(x) => x.encode(&mut own),
+        Message::GetFilterCheckpoints(x) => x.encode(&mut own),
+        Message::FilterCheckpoints(x) => x.encode(&mut own),
+        Message::GetFilters(x) => x.encode(&mut own),
+        // No encoder of their own: only `Message::encode`.
+        Message::HeadersCompact(_)
+        | Message::FilterHeaders(_)
+        | Message::Filters(_)
+        | Message::GetBlock(_)
+        | Message::Block(_)
+        | Message::SendTx(_)
+        | Message::TxResult(_)
+        | Message::MempoolSubscribe(_)
+        | Message::MempoolDigest(_)
+        | Message::GetMempoolTx(_)
+        | Message::MempoolTx(_)
+        | Message::GetFeeRates(_)
+        | Message::FeeRates(_)
+        | Message::Unknown { .. } => m.encode(&mut own),
     };
     assert_eq!(k, Ok(n), "per-type encode of {m:?}");
     assert_eq!(&own[..], canonical, "per-type encoding");
@@ -351,6 +779,31 @@ fn round_trip(m: &Message<'_>, canonical: &[u8]) {
                 "encode into {size} bytes"
             );
         }
+    }
+}
+
+/// What the encoder refuses of a decoded message: it writes only what the sending side may
+/// send, where the decoder leaves the rule to the layer above.
+fn refused(m: &Message<'_>) -> Option<EncodeError> {
+    match m {
+        // "num_locator: 0 to 101".
+        Message::GetHeaders(g) if g.locator.len() / 32 > MAX_LOCATOR => {
+            Some(EncodeError::FieldTooLong {
+                field: "locator",
+                len: g.locator.len(),
+                max: MAX_LOCATOR * 32,
+            })
+        }
+        // "a gateway uses 4, or `count` when fewer".
+        Message::FilterHeaders(f) => {
+            let segments = (f.hashes.len() / 32).min(MAX_SEGMENTS);
+            (f.anchors.len() != segments * 32).then_some(EncodeError::FieldTooLong {
+                field: "anchors",
+                len: f.anchors.len(),
+                max: segments * 32,
+            })
+        }
+        _ => None,
     }
 }
 
@@ -373,7 +826,10 @@ fn compact(h: &HeadersCompact<'_>) {
             }
             let mut out = vec![0u8; MAX_MESSAGE_LEN];
             let header = |i: usize| -> Option<[u8; HEADER_LEN]> {
-                expanded.get(i * HEADER_LEN..(i + 1) * HEADER_LEN)?.try_into().ok()
+                expanded
+                    .get(i * HEADER_LEN..(i + 1) * HEADER_LEN)?
+                    .try_into()
+                    .ok()
             };
             let (len, count) =
                 HeadersCompact::encode_answer(&mut out, h.id, h.first_height, n, header)
@@ -391,7 +847,10 @@ fn compact(h: &HeadersCompact<'_>) {
             assert_eq!((again.id, again.first_height, again.last), want);
             let mut back = vec![0u8; count * HEADER_LEN];
             again.expand(&mut back).expect("the coding expands");
-            for (a, b) in expanded.chunks_exact(HEADER_LEN).zip(back.chunks_exact(HEADER_LEN)) {
+            for (a, b) in expanded
+                .chunks_exact(HEADER_LEN)
+                .zip(back.chunks_exact(HEADER_LEN))
+            {
                 assert_eq!((&a[..4], &a[36..]), (&b[..4], &b[36..]));
             }
         }
@@ -432,6 +891,7 @@ fn helpers(m: &Message<'_>) {
             if let Some(first) = chains.first() {
                 assert!(i.accepts_chain(first));
             }
+            mirrors(&i);
         }
         Message::Error(e) => printable(e.data, e.data_utf8()),
         Message::Warning(w) => printable(w.data, w.data_utf8()),
@@ -469,22 +929,133 @@ fn helpers(m: &Message<'_>) {
             assert_eq!(h.iter().count(), h.count());
         }
         Message::HeadersCompact(h) => compact(&h),
-        Message::Pong(_) | Message::Tip(_) => {}
+        Message::FilterHeaders(f) => {
+            let (n, s) = (f.hashes.len() / 32, f.anchors.len() / 32);
+            assert_eq!((f.count(), f.segments()), (n, s));
+            // Segment k holds hashes floor(count * k / segments) up to the next one's.
+            let (starts, k) = f.segment_starts();
+            assert_eq!(k, s);
+            for (j, &start) in starts.iter().enumerate().take(s) {
+                assert_eq!(start, n * j / s, "segment {j} of {s} over {n}");
+            }
+        }
+        Message::FilterCheckpoints(c) => {
+            assert_eq!(c.count(), c.headers.len() / 32);
+            let got: Vec<(u32, &[u8; 32])> = c.iter().collect();
+            assert_eq!(got.len(), c.count());
+            for (i, ((height, header), want)) in got.iter().zip(c.headers.chunks(32)).enumerate() {
+                assert_eq!(&header[..], want);
+                // At first_height, first_height + 1000, ...; a height past u32 names no
+                // block, so what is said of it is not judged.
+                let h = u64::from(c.first_height) + u64::from(CHECKPOINT_INTERVAL) * i as u64;
+                if let Ok(h) = u32::try_from(h) {
+                    assert_eq!(*height, h, "checkpoint {i}");
+                }
+            }
+        }
+        Message::Filters(f) => {
+            for p in f.pieces() {
+                let end = u64::from(p.offset) + p.data.len() as u64;
+                assert_eq!(p.ends_filter(), end == u64::from(p.filter_len));
+            }
+        }
+        Message::Block(b) => {
+            let end = u64::from(b.offset) + b.data.len() as u64;
+            assert_eq!(b.ends_block(), end == u64::from(b.block_len));
+            if b.not_found {
+                assert_eq!(b, BlockPiece::not_found(b.id));
+            }
+        }
+        Message::TxResult(t) => {
+            let code = ref_relay_code(t.status);
+            assert_eq!(t.status.code(), code);
+            assert_eq!(
+                Some(t.status.name()),
+                RELAY_NAMES.get(usize::from(code)).copied()
+            );
+        }
+        Message::MempoolDigest(d) => {
+            for e in d.entries() {
+                if let DigestEntry::Removed { reason, .. } = e {
+                    let code = ref_removal_code(reason);
+                    assert_eq!(reason.code(), code);
+                }
+            }
+        }
+        Message::MempoolTx(t) => {
+            if t.not_found {
+                assert_eq!(t, MempoolTx::not_found(t.id));
+            }
+        }
+        Message::FeeRates(f) => {
+            let code = f.source.code();
+            let want = match code {
+                0 => FeeSource::None,
+                1 => FeeSource::SmartFee,
+                2 => FeeSource::EstimateFee,
+                c => FeeSource::Other(c),
+            };
+            assert_eq!(f.source, want);
+        }
+        Message::Pong(_)
+        | Message::Tip(_)
+        | Message::GetFilterHeaders(_)
+        | Message::GetFilterCheckpoints(_)
+        | Message::GetFilters(_)
+        | Message::GetBlock(_)
+        | Message::SendTx(_)
+        | Message::MempoolSubscribe(_)
+        | Message::GetMempoolTx(_)
+        | Message::GetFeeRates(_) => {}
         Message::Unknown { ty, .. } => {
             assert!(ty % 2 == 1, "unknown type {ty} is even");
             assert!(
-                ![
-                    msg_type::WARNING,
-                    msg_type::INIT,
-                    msg_type::ERROR,
-                    msg_type::PING,
-                    msg_type::PONG
-                ]
-                .contains(&ty)
-                    && ![msg_type::GET_HEADERS, msg_type::HEADERS, msg_type::TIP].contains(&ty),
+                !KNOWN_TYPES.contains(&ty),
                 "known type {ty} decoded as unknown"
             );
         }
+    }
+}
+
+/// `bulk_mirrors`' URLs as the record's reader must give them: each a big-endian u16
+/// length and its bytes, one that is not UTF-8 skipped, a length past the value's end (or
+/// a lone last byte) ending the list. Returns the URLs, the entries read and the bytes
+/// they took.
+fn ref_mirror_urls(v: &[u8]) -> (Vec<&str>, usize, usize) {
+    let (mut urls, mut entries, mut at) = (Vec::new(), 0, 0);
+    while v.len() - at >= 2 {
+        let len = usize::from(u16::from_be_bytes([v[at], v[at + 1]]));
+        if len > v.len() - at - 2 {
+            break;
+        }
+        if let Ok(url) = core::str::from_utf8(&v[at + 2..at + 2 + len]) {
+            urls.push(url);
+        }
+        entries += 1;
+        at += 2 + len;
+    }
+    (urls, entries, at)
+}
+
+/// `mirror_urls` and `encode_mirrors` against the layout: the URLs read, written back, give
+/// the value itself when every entry was whole UTF-8.
+fn mirrors(i: &Init<'_>) {
+    let value = i.mirrors.unwrap_or_default();
+    let (urls, entries, used) = ref_mirror_urls(value);
+    assert_eq!(i.mirror_urls().collect::<Vec<_>>(), urls, "mirror_urls");
+    let mut want = Vec::new();
+    for url in &urls {
+        want.extend_from_slice(&(url.len() as u16).to_be_bytes());
+        want.extend_from_slice(url.as_bytes());
+    }
+    let mut out = vec![0xa5u8; want.len() + 3];
+    assert_eq!(Init::encode_mirrors(&urls, &mut out), Some(want.len()));
+    assert_eq!(&out[..want.len()], &want[..]);
+    if let Some(short) = want.len().checked_sub(1) {
+        assert_eq!(Init::encode_mirrors(&urls, &mut out[..short]), None);
+    }
+    if entries == urls.len() && used == value.len() {
+        assert_eq!(want, value, "whole UTF-8 URLs are the value");
     }
 }
 

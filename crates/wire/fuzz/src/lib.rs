@@ -6,7 +6,7 @@
 
 use core::ops::Range;
 
-use lightwire_wire::{BigSizeError, TlvError};
+use lightwire_wire::{BigSizeError, RelayStatus, Removal, TlvError};
 
 /// The input reader shared by every fuzz project (`crates/fuzz-support`), re-exported so
 /// that the targets take everything from this crate.
@@ -139,4 +139,45 @@ pub fn ref_first_unknown_required(bits: &[usize], known: &[usize]) -> Option<usi
     bits.iter()
         .copied()
         .find(|&b| b % 2 == 0 && !known.iter().any(|&k| k / 2 == b / 2))
+}
+
+// Limits and types as docs/PROTOCOL.md states them (not the crate's constants, which the
+// targets check against them), shared by `message` and `roundtrip`.
+/// `filter_headers`: `count` 0 to 2,043.
+pub const MAX_FILTER_HASHES: usize = 2043;
+/// `filter_headers`, `headers_compact`: at most four segments (a gateway uses 4, or
+/// `count` when fewer).
+pub const MAX_SEGMENTS: usize = 4;
+/// `filters`: a filter of at most 1,048,576 bytes.
+pub const MAX_FILTER_LEN: u32 = 1 << 20;
+/// `block`: a block of at most 4,000,000 bytes.
+pub const MAX_BLOCK_LEN: u32 = 4_000_000;
+/// Every type docs/PROTOCOL.md and BOLT 1 give a layout: none decodes as `Unknown`, and
+/// an unknown message built by a target takes none of them.
+pub const KNOWN_TYPES: [u16; 25] = [
+    1, 16, 17, 18, 19, 32769, 32771, 32773, 32775, 32777, 32779, 32781, 32783, 32785, 32787, 32789,
+    32791, 32793, 32795, 32797, 32799, 32801, 32803, 32805, 32807,
+];
+
+/// `tx_result` status codes, the table of docs/PROTOCOL.md variant by variant.
+pub fn ref_relay_code(s: RelayStatus) -> u8 {
+    match s {
+        RelayStatus::Relayed => 0,
+        RelayStatus::Malformed => 1,
+        RelayStatus::Oversized => 2,
+        RelayStatus::NotStandard => 3,
+        RelayStatus::NoNode => 4,
+        RelayStatus::Busy => 5,
+        RelayStatus::Invalid => 6,
+    }
+}
+
+/// `mempool_digest` removal reasons (docs/PROTOCOL.md).
+pub fn ref_removal_code(r: Removal) -> u8 {
+    match r {
+        Removal::Mined => 0,
+        Removal::Replaced => 1,
+        Removal::Evicted => 2,
+        Removal::Conflicted => 3,
+    }
 }
