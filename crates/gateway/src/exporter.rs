@@ -26,7 +26,7 @@ use lightwire_proto::session::FilterLookup;
 use tokio::runtime::Handle;
 use tokio::sync::watch;
 
-use crate::export::{self, ExportSource, Exported};
+use crate::export::{self, ExportError, ExportSource, Exported};
 use crate::metrics::ExportMetrics;
 use crate::served::ServedChain;
 use crate::server::Shared;
@@ -163,8 +163,19 @@ pub async fn keep(
             Ok(Err(e)) => {
                 tracing::warn!("export to {} stopped: {e}", out.display());
                 shown.failures += 1;
-                // Check everything again next time: the directory may have changed.
-                checked = None;
+                // A chain or a node not ready changed nothing listed (no manifest is
+                // written by a failed run): the files stay checked, or a node whose filter
+                // index builds for hours would have every file hashed again at each block.
+                // Anything else may be the directory: check it all again.
+                let untouched = matches!(
+                    e,
+                    ExportError::FilterUnavailable { .. }
+                        | ExportError::ChainMoved { .. }
+                        | ExportError::ChainBehind { .. }
+                );
+                if !untouched {
+                    checked = None;
+                }
             }
             Err(e) => {
                 tracing::error!("the export task failed: {e}");
