@@ -1288,6 +1288,30 @@ mod tests {
             (12_001, &[(10_500, paid)][..])
         );
         assert_eq!(faults(&broken).len(), 1, "{:?}", faults(&broken));
+
+        // Parts in order and inside the file, each naming the record of the part after
+        // it: the scan from 4,321 would be handed filters from 5,001. A gap is never
+        // taken (filters must come from the block the scan stands at): the mirror is
+        // dropped and the gateway serves the scan from 4,321.
+        let (shifted, _) = scanned_with(
+            10_000,
+            4_321,
+            |_, _| {},
+            |m| {
+                let entry = &mut m.manifest.as_mut().unwrap().filters[0];
+                let offsets: Vec<u64> = entry.parts.iter().skip(1).map(|p| p.1).collect();
+                entry.parts.truncate(offsets.len());
+                for (part, offset) in entry.parts.iter_mut().zip(offsets) {
+                    part.1 = offset;
+                }
+            },
+        );
+        let scan = shifted.host.engine.scan().unwrap();
+        assert_eq!(
+            (scan.next(), scan.matches()),
+            (12_001, &[(10_500, paid)][..])
+        );
+        assert_eq!(faults(&shifted), [(0, "wrong-range")]);
     }
 
     #[test]
