@@ -6,12 +6,35 @@
 #![allow(unsafe_code)]
 
 use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
 static DEALLOCATIONS: AtomicU64 = AtomicU64::new(0);
 static BYTES_ALLOCATED: AtomicU64 = AtomicU64::new(0);
 static BYTES_FREED: AtomicU64 = AtomicU64::new(0);
+
+thread_local! {
+    /// The calling thread's own counters (see [`thread_snapshot`]): const-initialised
+    /// cells without destructors, so touching them never allocates.
+    static THREAD: Cell<Snapshot> = const {
+        Cell::new(Snapshot {
+            allocations: 0,
+            deallocations: 0,
+            bytes_allocated: 0,
+            bytes_freed: 0,
+        })
+    };
+}
+
+/// Add to the calling thread's counters (none while its thread-locals are torn down).
+fn record_thread(f: impl FnOnce(&mut Snapshot)) {
+    let _ = THREAD.try_with(|t| {
+        let mut s = t.get();
+        f(&mut s);
+        t.set(s);
+    });
+}
 
 /// A global allocator that counts every allocation, then forwards to `A`.
 ///
@@ -39,11 +62,19 @@ impl<A> CountingAllocator<A> {
 fn record_alloc(size: usize) {
     ALLOCATIONS.fetch_add(1, Relaxed);
     BYTES_ALLOCATED.fetch_add(size as u64, Relaxed);
+    record_thread(|t| {
+        t.allocations += 1;
+        t.bytes_allocated += size as u64;
+    });
 }
 
 fn record_free(size: usize) {
     DEALLOCATIONS.fetch_add(1, Relaxed);
     BYTES_FREED.fetch_add(size as u64, Relaxed);
+    record_thread(|t| {
+        t.deallocations += 1;
+        t.bytes_freed += size as u64;
+    });
 }
 
 // SAFETY: every method forwards its arguments unchanged to `inner`, which upholds the
@@ -114,7 +145,26 @@ impl Snapshot {
     }
 }
 
-/// The counters now. All zero unless a [`CountingAllocator`] is the global allocator.
+/// The calling thread's counters now: what it allocated and freed itself, whatever other
+/// threads do meanwhile (a test harness's own bookkeeping on its main thread, say). All
+/// zero unless a [`CountingAllocator`] is the global allocator.
+///
+/// ```
+/// #[global_allocator]
+/// static ALLOC: lightwire_alloc::CountingAllocator = lightwire_alloc::CountingAllocator::system();
+///
+/// let (ours, all) = (lightwire_alloc::thread_snapshot(), lightwire_alloc::snapshot());
+/// // Spawning allocates here (the thread's handle); the vector there.
+/// std::thread::spawn(|| drop(vec![0u8; 100_000])).join().unwrap();
+/// assert!(lightwire_alloc::thread_snapshot().since(&ours).bytes_allocated < 100_000);
+/// assert!(lightwire_alloc::snapshot().since(&all).bytes_allocated >= 100_000);
+/// ```
+pub fn thread_snapshot() -> Snapshot {
+    THREAD.try_with(Cell::get).unwrap_or_default()
+}
+
+/// The counters now, every thread's. All zero unless a [`CountingAllocator`] is the
+/// global allocator.
 pub fn snapshot() -> Snapshot {
     Snapshot {
         allocations: ALLOCATIONS.load(Relaxed),

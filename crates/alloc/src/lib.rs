@@ -17,13 +17,16 @@
 //! drop(v);
 //! ```
 //!
-//! Counts are process-wide (every thread), so a test that asserts on them must not run
-//! other allocating work at the same time: put it in its own test binary, or serialise.
-//! Counting costs three relaxed atomic adds per call; wasm32 without threads lowers them
+//! [`snapshot`] counts process-wide (every thread), so a test that asserts on it must not
+//! run other allocating work at the same time: put it in its own test binary, or
+//! serialise. [`thread_snapshot`] counts the calling thread alone, for code measured on
+//! one thread (a test harness's main thread allocates while a test runs).
+//! Counting costs two relaxed atomic adds and a thread-local update per call; wasm32
+//! without threads lowers the atomics
 //! to plain loads and stores.
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
 mod counting;
 
-pub use counting::{CountingAllocator, Snapshot, snapshot};
+pub use counting::{CountingAllocator, Snapshot, snapshot, thread_snapshot};
