@@ -19,7 +19,10 @@
 //!   the measurements behind this choice).
 //! - **Commit** records, keyed by first height: the last height of that commit, so that a
 //!   rollback finds the one commit it cuts through.
-//! - The **meta** record: [`Meta`].
+//! - The **meta** record: [`Meta`]; beside it in the same object store, the **fence**
+//!   record (layout 6 on): the store's commit count as its key, `{fence: 0}` as its value,
+//!   held once by a unique index. A commit swaps it for the next count without reading it,
+//!   and fails if another writer swapped it first (the IndexedDB backend's `advance_fence`).
 //! - **Filter** records, keyed by `height / FILTER_CHUNK`: up to [`FILTER_CHUNK`] filter
 //!   headers of 32 bytes (layout 3 on).
 //! - Saved **records**, keyed by a [`RecordKey`](crate::RecordKey)'s name: what the caller
@@ -31,7 +34,8 @@
 //! those to `records`, a name that says nothing of what a client keeps there (the records
 //! themselves, and every other record, are as layout 3 wrote them). Layouts 2 to 4 kept a
 //! whole period (2,016 headers, about 78,600 bytes) in a chunk record; layout 5 keeps half
-//! ([`v4`] splits them), and nothing else changed.
+//! ([`v4`] splits them), and nothing else changed. Layout 6 adds the fence, and nothing
+//! else: layout 5 checked for another writer by reading the meta record inside each commit.
 
 use lightwire_chain::{BlockHash, HEADER_LEN, Header, Network, Params, U256, Work, link_segments};
 

@@ -37,7 +37,7 @@ pub use pending::Pending;
 
 /// Version of the stored layout. A store written by a newer version is refused rather than
 /// misread; an older one is migrated when opened (the layouts: [`layout`]).
-pub const SCHEMA_VERSION: u32 = 5;
+pub const SCHEMA_VERSION: u32 = 6;
 
 /// The best chain's tip as stored.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]

@@ -10,7 +10,7 @@ use lightwire_chain::{
     rebuild_entries,
 };
 use lightwire_store::idb::request_future;
-use lightwire_store::layout::{Meta, genesis_work, prefix, v1};
+use lightwire_store::layout::{Meta, genesis_work, prefix, v1, v4};
 use lightwire_store::{
     Batch, Durability, FilterHeader, HeaderStore, IdbOptions, IdbStore, MemoryStore, Pending,
     RecordKey, SCHEMA_VERSION, Start, StoreError, Tip,
@@ -516,6 +516,93 @@ async fn a_second_writer_is_refused_without_writing() {
     IdbStore::delete(name).await.unwrap();
 }
 
+/// The fence refuses a writer however far behind it is: one that missed two commits (whose
+/// own next fence record was deleted again by the writer that went on) and one whose
+/// commit is a rollback (which reads before it writes). Nothing of either is written, and
+/// the other writer goes on.
+#[test]
+async fn a_writer_behind_by_several_commits_is_refused_without_writing() {
+    let name = "lightwire-test-fence";
+    let headers = headers_after(&REGTEST, &REGTEST.genesis, 0, 400, 0);
+    let mut a = fresh(name, 8).await;
+    let mut chain = Chain::new(&REGTEST);
+    chain.connect(&headers[..100], NOW).unwrap();
+    let first = chain.staged().to_vec();
+    let batch = |entries, rollback_to| Batch {
+        filters: Default::default(),
+        rollback_to,
+        entries,
+        durability: Durability::Relaxed,
+    };
+    a.commit(batch(&first, None)).await.unwrap();
+    let mut b = IdbStore::open(name, &REGTEST).await.unwrap();
+    // `b` read the store after `a`'s first commit; `a` commits twice more.
+    chain.connect(&headers[100..200], NOW).unwrap();
+    let second = chain.staged().to_vec();
+    chain.connect(&headers[200..300], NOW).unwrap();
+    let third = chain.staged().to_vec();
+    a.commit(batch(&second, None)).await.unwrap();
+    a.commit(batch(&third, None)).await.unwrap();
+    assert_eq!(
+        b.commit(batch(&second, None)).await,
+        Err(StoreError::ChangedElsewhere)
+    );
+    // A heavier branch from 50, a rollback below `b`'s last chunk.
+    let mut fork = Chain::new(&REGTEST);
+    fork.connect(&headers[..50], NOW).unwrap();
+    let branch = headers_after(&REGTEST, &headers[49], 50, 400, 1);
+    fork.connect(&branch, NOW).unwrap();
+    let staged = fork.staged().to_vec();
+    assert_eq!(
+        b.commit(batch(&staged, Some(50))).await,
+        Err(StoreError::ChangedElsewhere)
+    );
+    assert_eq!(
+        b.tip().await.unwrap().height,
+        100,
+        "b still sees what it read"
+    );
+    b.close();
+    // `a` is untouched by either and goes on.
+    let tip = a.tip().await.unwrap();
+    assert_eq!(tip.height, 300);
+    chain.connect(&headers[300..], NOW).unwrap();
+    a.commit(batch(chain.staged(), None)).await.unwrap();
+    a.close();
+    let b = IdbStore::open(name, &REGTEST).await.unwrap();
+    assert_eq!(b.tip().await.unwrap().height, 400);
+    assert_eq!(
+        b.height_of(&headers[399].block_hash()).await.unwrap(),
+        Some(400)
+    );
+    assert_eq!(b.height_of(&branch[0].block_hash()).await.unwrap(), None);
+    b.close();
+    IdbStore::delete(name).await.unwrap();
+}
+
+/// A store whose fence record is gone (another program, a damaged disk) does not open as
+/// if nobody could write beside it: the open fails with the reason.
+#[test]
+async fn a_store_without_its_fence_is_refused() {
+    let name = "lightwire-test-fence-missing";
+    let idb = fresh(name, 4).await;
+    idb.close();
+    let db = raw_open(name, SCHEMA_VERSION).await;
+    let tx = db
+        .transaction_with_str_and_mode("meta", IdbTransactionMode::Readwrite)
+        .unwrap();
+    let req = tx.object_store("meta").unwrap().delete(&0.into()).unwrap();
+    await_request(&req).await;
+    db.close();
+    assert_eq!(
+        IdbStore::open(name, &REGTEST).await.err(),
+        Some(StoreError::Corrupt {
+            what: "missing fence record"
+        })
+    );
+    IdbStore::delete(name).await.unwrap();
+}
+
 #[test]
 async fn another_network_or_a_newer_layout_is_refused() {
     let name = "lightwire-test-network";
@@ -898,6 +985,76 @@ async fn a_layout_4_store_splits_its_chunks_in_two() {
     let db = raw_open(name, SCHEMA_VERSION).await;
     assert_eq!(chunk_keys(&db).await, [4, 5]);
     db.close();
+    IdbStore::delete(name).await.unwrap();
+}
+
+/// A layout-5 store (the chunks as this layout keeps them, no fence) opens as the current
+/// layout with its fence: everything reads back, it takes commits, and a second writer
+/// that read it before a commit is refused.
+#[test]
+async fn a_layout_5_store_gets_its_fence() {
+    let name = "lightwire-test-migrate-v5";
+    IdbStore::delete(name).await.unwrap();
+    let bits = 4u8;
+    let mut all = vec![REGTEST.genesis];
+    all.extend(headers_after(&REGTEST, &REGTEST.genesis, 0, 3000, 0));
+    let entries = rebuild_entries(&REGTEST, 0, &all, genesis_work(&REGTEST));
+    write_old_store(name, 4, &entries, bits, &[(0, 0), (1, 3000)]).await;
+    // Layout 4's chunks split as layout 5 keeps them, then its meta record.
+    let db = raw_open(name, 5).await;
+    let (mut held, mut hashes, mut first, mut second) = Default::default();
+    for k in (0..=1u32).rev() {
+        let record = raw_get(&db, "chunks", &k.into()).await;
+        let coded = v4::Coding::Coded;
+        let two = v4::split_chunk(
+            &record,
+            k,
+            coded,
+            &mut held,
+            &mut hashes,
+            &mut first,
+            &mut second,
+        )
+        .unwrap();
+        if two {
+            raw_put(&db, "chunks", &(2 * k + 1).into(), &second).await;
+        }
+        raw_put(&db, "chunks", &(2 * k).into(), &first).await;
+    }
+    let filters = fhs(0, 2500, 0);
+    raw_put_filters(&db, 5, &filters, &entries[3000], bits).await;
+    db.close();
+
+    let idb = IdbStore::open(name, &REGTEST).await.expect("migrates");
+    let mut pair = Pair::caught_up(idb, &all, &filters).await;
+    let second_writer = IdbStore::open(name, &REGTEST).await.unwrap();
+    pair.connect(&headers_after(&REGTEST, &all[3000], 3000, 100, 0));
+    pair.pending.push_filters(2501, &fhs(2501, 3050, 0));
+    pair.commit().await;
+    pair.check().await;
+    let Pair { idb, .. } = pair;
+    idb.close();
+    let db = raw_open(name, SCHEMA_VERSION).await;
+    assert_eq!(db.version() as u32, SCHEMA_VERSION);
+    db.close();
+    let mut late = second_writer;
+    let more = headers_after(&REGTEST, &all[3000], 3000, 10, 2);
+    let mut chain = Chain::new(&REGTEST);
+    for piece in all[1..].chunks(2000) {
+        chain.connect(piece, NOW).unwrap();
+    }
+    chain.connect(&more, NOW).unwrap();
+    assert_eq!(
+        late.commit(Batch {
+            filters: Default::default(),
+            rollback_to: None,
+            entries: chain.staged(),
+            durability: Durability::Relaxed,
+        })
+        .await,
+        Err(StoreError::ChangedElsewhere)
+    );
+    late.close();
     IdbStore::delete(name).await.unwrap();
 }
 

@@ -26,9 +26,9 @@ use wasm_bindgen::JsCast;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
 use web_sys::{
-    DomException, IdbCursorDirection, IdbCursorWithValue, IdbDatabase, IdbFactory, IdbKeyRange,
-    IdbObjectStore, IdbOpenDbRequest, IdbRequest, IdbTransaction, IdbTransactionMode,
-    IdbVersionChangeEvent,
+    DomException, IdbCursorDirection, IdbCursorWithValue, IdbDatabase, IdbFactory,
+    IdbIndexParameters, IdbKeyRange, IdbObjectStore, IdbOpenDbRequest, IdbRequest, IdbTransaction,
+    IdbTransactionMode, IdbVersionChangeEvent,
 };
 
 use crate::layout::{
@@ -43,6 +43,7 @@ mod write;
 use js::*;
 pub use js::{request_future, transaction_future};
 use schema::*;
+use write::{advance_fence, fence_key, fence_value};
 
 use crate::{
     Batch, Durability, FilterRun, FilterTip, HeaderStore, RecordKey, SCHEMA_VERSION, Start,
@@ -59,6 +60,9 @@ const INDEX: &str = "index";
 const COMMITS: &str = "commits";
 const META: &str = "meta";
 const META_KEY: &str = "meta";
+/// The unique index on `meta` that holds the one fence record (layout 6; see
+/// [`advance_fence`]).
+const FENCE: &str = "fence";
 
 #[wasm_bindgen]
 extern "C" {
@@ -181,6 +185,9 @@ pub struct IdbStore {
     fspare: FilterTail,
     /// Records written by the commit in progress, counted into `stats` if it completes.
     issued: u64,
+    /// The store's commit count as this connection last read or wrote it: the key of the
+    /// fence record ([`advance_fence`]).
+    fence: u64,
     closed: Rc<Cell<bool>>,
     _on_version_change: Closure<dyn FnMut()>,
 }
@@ -235,7 +242,7 @@ impl IdbStore {
         db.set_onversionchange(Some(on_version_change.as_ref().unchecked_ref()));
 
         let loaded = load(&db, params).await;
-        let (meta, tail, ftail) = match loaded {
+        let (meta, tail, ftail, fence) = match loaded {
             Ok(v) => v,
             Err(e) => {
                 db.close();
@@ -257,6 +264,7 @@ impl IdbStore {
             fspare: ftail.clone(),
             ftail,
             issued: 0,
+            fence,
             closed,
             _on_version_change: on_version_change,
         })
@@ -538,13 +546,34 @@ impl HeaderStore for IdbStore {
             .map_err(store_error)?;
         let done = transaction_future(&tx);
         self.issued = 0;
+        // Issued first: when another writer came first, the transaction fails with it,
+        // whatever else fails then.
+        let fence = match advance_fence(&tx, self.fence) {
+            Ok(req) => req,
+            Err(e) => {
+                let _ = tx.abort();
+                let _ = done.await;
+                return Err(e);
+            }
+        };
+        let refused = |e: StoreError| match fence.error() {
+            Ok(Some(d)) if d.name() == "ConstraintError" => StoreError::ChangedElsewhere,
+            _ => e,
+        };
         if let Err(e) = self.commit_inner(&tx, base, cut, &batch, &meta).await {
             // Nothing is kept: the transaction is undone as a whole.
             let _ = tx.abort();
             let _ = done.await;
-            return Err(e);
+            return Err(refused(e));
         }
-        done.await.map_err(|_| transaction_error(&tx))?;
+        // Everything is issued: the browser may commit now rather than once this thread has
+        // taken every request's event. (A browser without `commit()`, Safari before 15,
+        // commits when they are taken, as before; web-sys marks the binding deprecated,
+        // though the method is in the IndexedDB 3.0 standard every engine we test ships.)
+        #[allow(deprecated)]
+        let _ = tx.commit();
+        done.await.map_err(|_| refused(transaction_error(&tx)))?;
+        self.fence += 1;
 
         if !batch.entries.is_empty() {
             core::mem::swap(&mut self.tail, &mut self.spare);

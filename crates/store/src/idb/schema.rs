@@ -43,9 +43,23 @@ pub(super) fn create(
 
     db.create_object_store(FILTERS).map_err(store_error)?;
     db.create_object_store(RECORDS).map_err(store_error)?;
-    db.create_object_store(META)
-        .map_err(store_error)?
+    let meta_store = db.create_object_store(META).map_err(store_error)?;
+    meta_store
         .put_with_key(&Uint8Array::from(&meta.encode()[..]), &META_KEY.into())
+        .map_err(store_error)?;
+    create_fence(&meta_store)
+}
+
+/// The unique index on `meta` and the fence record of a store that has made no commit
+/// (layout 6; see [`advance_fence`]).
+fn create_fence(meta_store: &IdbObjectStore) -> Result<(), StoreError> {
+    let unique = IdbIndexParameters::new();
+    unique.set_unique(true);
+    meta_store
+        .create_index_with_str_and_optional_parameters(FENCE, FENCE, &unique)
+        .map_err(store_error)?;
+    meta_store
+        .add_with_key(&fence_value()?, &fence_key(0))
         .map_err(store_error)?;
     Ok(())
 }
@@ -105,18 +119,28 @@ pub(super) async fn migrate_from_v1(
     Ok(())
 }
 
-/// Read the meta record and the last chunk of an open database.
+/// Read the meta record, the fence's commit count and the last chunk of an open database.
 pub(super) async fn load(
     db: &IdbDatabase,
     params: &'static Params,
-) -> Result<(Meta, Tail, FilterTail), StoreError> {
+) -> Result<(Meta, Tail, FilterTail, u64), StoreError> {
     let stores = Array::of3(&META.into(), &CHUNKS.into(), &FILTERS.into());
     let tx = db
         .transaction_with_str_sequence_and_mode(&stores, IdbTransactionMode::Readonly)
         .map_err(store_error)?;
-    let req = object_store(&tx, META)?
-        .get(&META_KEY.into())
+    let meta_store = object_store(&tx, META)?;
+    let fence_req = meta_store
+        .index(FENCE)
+        .and_then(|i| i.get_key(&0.into()))
         .map_err(store_error)?;
+    let fence = request_result(&fence_req)
+        .await?
+        .as_f64()
+        .filter(|n| n.fract() == 0.0 && (0.0..=MAX_FENCE).contains(n))
+        .ok_or(StoreError::Corrupt {
+            what: "missing fence record",
+        })? as u64;
+    let req = meta_store.get(&META_KEY.into()).map_err(store_error)?;
     let meta = bytes_of(&request_result(&req).await?).ok_or(StoreError::Corrupt {
         what: "missing meta record",
     })?;
@@ -152,12 +176,21 @@ pub(super) async fn load(
     } else {
         FilterTail::empty_at(meta.base)
     };
-    Ok((meta, tail, ftail))
+    Ok((meta, tail, ftail, fence))
 }
 
-/// Create the object stores that layouts after `old` added, inside the open request's
-/// versionchange transaction: `filters` (layout 3) and `records` (layout 4).
-pub(super) fn create_later_stores(req: &IdbOpenDbRequest, old: u32) -> Result<(), StoreError> {
+/// The largest commit count a fence key holds exactly (2^53 - 1: IndexedDB keys are
+/// doubles), far beyond any store's commits.
+const MAX_FENCE: f64 = 9_007_199_254_740_991.0;
+
+/// Create the object stores and the index that layouts after `old` added, inside the
+/// open request's versionchange transaction `tx`: `filters` (layout 3), `records` (layout
+/// 4) and the fence (layout 6).
+pub(super) fn create_later_stores(
+    req: &IdbOpenDbRequest,
+    tx: &IdbTransaction,
+    old: u32,
+) -> Result<(), StoreError> {
     let db: IdbDatabase = req.result().map_err(store_error)?.unchecked_into();
     if old < 3 {
         db.create_object_store(FILTERS).map_err(store_error)?;
@@ -165,13 +198,16 @@ pub(super) fn create_later_stores(req: &IdbOpenDbRequest, old: u32) -> Result<()
     if old < 4 {
         db.create_object_store(RECORDS).map_err(store_error)?;
     }
+    if old < 6 {
+        create_fence(&object_store(tx, META)?)?;
+    }
     Ok(())
 }
 
-/// Migrate a store of layout `old` (1 to 4) to this one, inside the open request's
-/// versionchange transaction `tx`, once [`create_later_stores`] has run: first its other
-/// records to layout 4's, then its chunks split. If anything fails the caller aborts the
-/// transaction: the store stays as it was.
+/// Migrate a store of layout `old` (1 to 5) to this one, inside the open request's
+/// versionchange transaction `tx`, once [`create_later_stores`] has run (which is all
+/// layout 5 lacks): first its other records to layout 4's, then its chunks split. If
+/// anything fails the caller aborts the transaction: the store stays as it was.
 pub(super) async fn migrate(
     tx: &IdbTransaction,
     old: u32,
@@ -186,7 +222,8 @@ pub(super) async fn migrate(
             set_layout_version(tx, 3, params).await?;
             move_layout_3_records(tx).await?
         }
-        _ => set_layout_version(tx, 4, params).await?,
+        4 => set_layout_version(tx, 4, params).await?,
+        _ => return set_layout_version(tx, 5, params).await,
     }
     let coding = if old == 1 {
         v4::Coding::Plain
@@ -360,11 +397,15 @@ fn upgrade(
 ) {
     let result = if old == 0.0 {
         create(req, params, options)
-    } else if [1.0, 2.0, 3.0, 4.0].contains(&old) {
+    } else if [1.0, 2.0, 3.0, 4.0, 5.0].contains(&old) {
         let old = old as u32;
         // Requests issued from the task (which starts in this event's
         // microtasks) keep the versionchange transaction alive until it is done.
-        match (req.transaction(), create_later_stores(req, old)) {
+        let tx = req.transaction();
+        let created = tx
+            .as_ref()
+            .map_or(Ok(()), |tx| create_later_stores(req, tx, old));
+        match (tx, created) {
             (Some(tx), Ok(())) => {
                 let failed = failed.clone();
                 wasm_bindgen_futures::spawn_local(async move {
