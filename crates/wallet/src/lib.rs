@@ -25,6 +25,7 @@ pub mod descriptor;
 mod hash;
 pub mod ledger;
 pub mod sighash;
+pub mod silent;
 pub mod spend;
 pub mod unconfirmed;
 pub mod watch;
