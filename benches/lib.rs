@@ -8,6 +8,7 @@
 pub mod chain;
 pub mod digest;
 pub mod filter;
+pub mod silent;
 pub mod spend;
 pub mod wallet;
 

@@ -421,6 +421,22 @@ impl Receiver {
         })
     }
 
+    /// The x-only keys a transaction of tweak `tweak` would give its first output to this
+    /// receiver (`k = 0`): `P_0`, then `P_0` plus each label's point; appended to `out`.
+    /// A transaction that pays the receiver at all has one of them, so these are what a
+    /// block's filter is asked about before the block is fetched (later outputs are
+    /// looked for in the block itself, by [`Receiver::scan`]).
+    pub fn first_keys(&self, tweak: &[u8; 33], out: &mut Vec<[u8; 32]>) -> Result<(), SilentError> {
+        let tweak = compressed_key(tweak).ok_or(SilentError::Tweak)?;
+        let mut data = [0u8; 33 + 4];
+        data[..33].copy_from_slice(&compressed(&(tweak * self.scan)));
+        let t = scalar(&tagged("BIP0352/SharedSecret", &data)).ok_or(SilentError::Scalar)?;
+        let p = self.spend + ProjectivePoint::mul_by_generator(&t);
+        out.push(x_only(&p));
+        out.extend(self.labels.values().map(|l| x_only(&(p + l.point))));
+        Ok(())
+    }
+
     /// The outputs among `outputs` (a transaction's taproot output keys, x-only, in any
     /// order) that pay this receiver, given the transaction's `tweak` ([`tweak`]),
     /// appended to `found` (BIP352, "Scanning"): for `k` from 0, the output that is
@@ -643,6 +659,15 @@ mod tests {
 
                 let mut found = Vec::new();
                 receiver.scan(&t, &outputs, &mut found).unwrap();
+                let mut first = Vec::new();
+                receiver.first_keys(&t, &mut first).unwrap();
+                assert_eq!(first.len(), 1 + receiver.labels.len());
+                for f in found.iter().filter(|f| f.k == 0) {
+                    assert!(
+                        first.contains(&f.key),
+                        "{comment}: k = 0 among the first keys"
+                    );
+                }
                 let n = expected["n_outputs"]
                     .as_u64()
                     .map_or(want_outputs.len(), |n| n as usize);

@@ -1,0 +1,114 @@
+//! Silent payments (BIP352), per tweak: what a receiver does for each eligible
+//! transaction of a block before fetching it (`first_keys`: the ECDH with the scan key, then
+//! `P_0` and the change label's key), what it does with a fetched transaction that does
+//! not pay it (`scan` of two taproot outputs), and what a gateway does to make a tweak
+//! (`tweak` of a transaction spending two taproot key paths). On k256, natively or in the
+//! browser: `cargo bench -p lightwire-benches --bench silent`, `bash scripts/bench-wasm.sh
+//! wasm_silent`.
+
+use k256::elliptic_curve::PrimeField;
+use k256::elliptic_curve::sec1::ToSec1Point;
+use k256::{ProjectivePoint, Scalar};
+use lightwire_primitives::{Tx, write_compact_size};
+use lightwire_wallet::silent::{Receiver, tweak};
+use sha2::{Digest, Sha256};
+
+use crate::Clock;
+use crate::filter::time;
+
+/// A point `hash(seed, i)·G`, compressed: tweaks and keys unlike each other.
+fn point(seed: u8, i: u32) -> [u8; 33] {
+    let h: [u8; 32] = Sha256::new()
+        .chain_update([seed])
+        .chain_update(i.to_le_bytes())
+        .finalize()
+        .into();
+    let s = Option::<Scalar>::from(Scalar::from_repr(h.into())).expect("below the order");
+    let mut out = [0u8; 33];
+    out.copy_from_slice(
+        ProjectivePoint::mul_by_generator(&s)
+            .to_affine()
+            .to_sec1_point(true)
+            .as_bytes(),
+    );
+    out
+}
+
+/// A transaction spending two P2TR key paths (keys `point(3, i)` and `point(4, i)`) to
+/// two P2TR outputs, and the scripts it spends.
+fn two_taproot_inputs(i: u32) -> (Vec<u8>, [Vec<u8>; 2]) {
+    let mut tx = vec![2, 0, 0, 0, 0, 1, 2];
+    let mut spent = [Vec::new(), Vec::new()];
+    for (j, seed) in [3u8, 4].into_iter().enumerate() {
+        let mut prev = [seed; 32];
+        prev[..4].copy_from_slice(&i.to_le_bytes());
+        tx.extend_from_slice(&prev);
+        tx.extend_from_slice(&(j as u32).to_le_bytes());
+        tx.extend_from_slice(&[0, 0xff, 0xff, 0xff, 0xff]);
+        spent[j] = [&[0x51, 0x20][..], &point(seed, i)[1..]].concat();
+    }
+    write_compact_size(&mut tx, 2);
+    for seed in [5u8, 6] {
+        tx.extend_from_slice(&50_000u64.to_le_bytes());
+        tx.extend_from_slice(&[34, 0x51, 0x20]);
+        tx.extend_from_slice(&point(seed, i)[1..]);
+    }
+    for _ in 0..2 {
+        tx.extend_from_slice(&[1, 64]);
+        tx.extend_from_slice(&[0x42; 64]);
+    }
+    tx.extend_from_slice(&[0; 4]);
+    (tx, spent)
+}
+
+/// The per-tweak times, one line each.
+pub fn report(clock: &impl Clock, engine: &str, budget_ns: f64) -> Vec<String> {
+    let scan_key: [u8; 32] = Sha256::digest(b"scan").into();
+    let receiver = Receiver::new(&scan_key, &point(1, 0)).expect("keys");
+    let tweaks: Vec<[u8; 33]> = (0..256).map(|i| point(2, i)).collect();
+    let outputs: Vec<[[u8; 32]; 2]> = (0..256u32)
+        .map(|i| {
+            let (a, b) = (point(5, i), point(6, i));
+            [
+                a[1..].try_into().expect("32"),
+                b[1..].try_into().expect("32"),
+            ]
+        })
+        .collect();
+    let txs: Vec<(Vec<u8>, [Vec<u8>; 2])> = (0..256).map(two_taproot_inputs).collect();
+    let mut keys = Vec::with_capacity(4);
+    let mut found = Vec::new();
+    let mut i = 0usize;
+    let (n1, first) = time(clock, budget_ns, || {
+        i = (i + 1) % tweaks.len();
+        keys.clear();
+        receiver.first_keys(&tweaks[i], &mut keys).is_ok()
+    });
+    let (n2, scan) = time(clock, budget_ns, || {
+        i = (i + 1) % tweaks.len();
+        found.clear();
+        receiver.scan(&tweaks[i], &outputs[i], &mut found).is_ok() && found.is_empty()
+    });
+    let (n3, make) = time(clock, budget_ns, || {
+        i = (i + 1) % txs.len();
+        let (raw, spent) = &txs[i];
+        let tx = Tx::parse(raw).expect("a transaction");
+        tweak(&tx, &[&spent[0], &spent[1]]).is_ok()
+    });
+    let line = |what: &str, ns: f64, n: u64| {
+        format!(
+            "lightwire silent payments, k256 ({engine}): {what}: {:.1} us per tweak, {:.0} tweaks/s on one core ({n} timed)",
+            ns / 1e3,
+            1e9 / ns
+        )
+    };
+    vec![
+        line("first keys (ECDH, P_0, the change label)", first, n1),
+        line("scan of a transaction not paying (two outputs)", scan, n2),
+        line(
+            "the gateway's tweak of a two-input taproot transaction",
+            make,
+            n3,
+        ),
+    ]
+}
