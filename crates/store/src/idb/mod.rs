@@ -7,11 +7,13 @@
 //! benches/README.md), and because the commit pipeline issues its writes without
 //! awaiting each request.
 //!
-//! Every commit is one readwrite transaction over all four object stores. It first reads
-//! the meta record and compares it with the tip this store last wrote (another tab may
-//! share the database), and only then can the transaction commit: a mismatch aborts it.
-//! An append issues its writes at once, without waiting for that read, so the browser
-//! writes while the caller goes on validating; a rollback (a reorg) must read before it
+//! Every commit is one readwrite transaction over the object stores it writes. It first
+//! swaps the fence record for the next commit count (another tab may share the database:
+//! if it committed since this store last read or wrote, the swap fails and the whole
+//! transaction with it; see `write::advance_fence`), so nothing is read to check. An
+//! append issues every request at once and then commits (`IDBTransaction.commit()`), so
+//! the browser writes and commits while the caller goes on validating, without waiting
+//! for this thread to take the requests' events; a rollback (a reorg) must read before it
 //! writes, and is rare. The store's in-memory state (tip, last chunk) changes only once
 //! the transaction has completed, so a refused or failed commit leaves the store, on disk
 //! and in memory, at its last committed batch.
