@@ -4,7 +4,8 @@
 //! not pay it (`scan` of two taproot outputs), and what a gateway does to make a tweak
 //! (`tweak` of a transaction spending two taproot key paths). On k256, natively or in the
 //! browser: `cargo bench -p lightwire-benches --bench silent`, `bash scripts/bench-wasm.sh
-//! wasm_silent`.
+//! wasm_silent`; with the `libsecp` feature, the first keys on libsecp256k1 beside them
+//! (the same steps through rust-secp256k1's calls).
 
 use k256::elliptic_curve::PrimeField;
 use k256::elliptic_curve::sec1::ToSec1Point;
@@ -95,6 +96,44 @@ pub fn report(clock: &impl Clock, engine: &str, budget_ns: f64) -> Vec<String> {
         let tx = Tx::parse(raw).expect("a transaction");
         tweak(&tx, &[&spent[0], &spent[1]]).is_ok()
     });
+    #[cfg(feature = "libsecp")]
+    let (n4, libsecp) = {
+        let secp = secp256k1::Secp256k1::verification_only();
+        let scan = secp256k1::Scalar::from_be_bytes(scan_key).expect("below the order");
+        let spend = secp256k1::PublicKey::from_slice(&point(1, 0)).expect("a key");
+        let change = secp256k1::PublicKey::from_slice(&point(7, 0)).expect("a key");
+        let mut data = [0u8; 37];
+        time(clock, budget_ns, || {
+            i = (i + 1) % tweaks.len();
+            keys.clear();
+            let Ok(t) = secp256k1::PublicKey::from_slice(&tweaks[i]) else {
+                return false;
+            };
+            let Ok(shared) = t.mul_tweak(&secp, &scan) else {
+                return false;
+            };
+            data[..33].copy_from_slice(&shared.serialize());
+            let tag = Sha256::digest(b"BIP0352/SharedSecret");
+            let h: [u8; 32] = Sha256::new()
+                .chain_update(tag)
+                .chain_update(tag)
+                .chain_update(data)
+                .finalize()
+                .into();
+            let Ok(t0) = secp256k1::Scalar::from_be_bytes(h) else {
+                return false;
+            };
+            let Ok(p0) = spend.add_exp_tweak(&secp, &t0) else {
+                return false;
+            };
+            keys.push(p0.x_only_public_key().0.serialize());
+            let Ok(labelled) = p0.combine(&change) else {
+                return false;
+            };
+            keys.push(labelled.x_only_public_key().0.serialize());
+            true
+        })
+    };
     let line = |what: &str, ns: f64, n: u64| {
         format!(
             "lightwire silent payments, k256 ({engine}): {what}: {:.1} us per tweak, {:.0} tweaks/s on one core ({n} timed)",
@@ -102,7 +141,8 @@ pub fn report(clock: &impl Clock, engine: &str, budget_ns: f64) -> Vec<String> {
             1e9 / ns
         )
     };
-    vec![
+    #[allow(unused_mut)]
+    let mut lines = vec![
         line("first keys (ECDH, P_0, the change label)", first, n1),
         line("scan of a transaction not paying (two outputs)", scan, n2),
         line(
@@ -110,5 +150,10 @@ pub fn report(clock: &impl Clock, engine: &str, budget_ns: f64) -> Vec<String> {
             make,
             n3,
         ),
-    ]
+    ];
+    #[cfg(feature = "libsecp")]
+    lines.push(
+        line("first keys on libsecp256k1 (the same steps)", libsecp, n4).replace(", k256 (", " ("),
+    );
+    lines
 }

@@ -23,4 +23,9 @@ esac
 step "building the wasm benchmark and running it in headless $engine"
 bench=${1:-wasm_transport}
 # The package's profile (Cargo.toml, wasm-pkg): what is measured is what ships.
-cargo test --profile wasm-pkg --target wasm32-unknown-unknown --test "$bench" -- --nocapture
+# LIGHTWIRE_BENCH_FEATURES: the benchmarks crate's features to add (`libsecp`: the silent
+# payments benchmark beside libsecp256k1, whose C needs clang with the wasm32 target, as
+# CC_wasm32_unknown_unknown=clang-14 AR_wasm32_unknown_unknown=llvm-ar).
+features=()
+if [ -n "${LIGHTWIRE_BENCH_FEATURES:-}" ]; then features=(--features "$LIGHTWIRE_BENCH_FEATURES"); fi
+cargo test --profile wasm-pkg --target wasm32-unknown-unknown "${features[@]}" --test "$bench" -- --nocapture
