@@ -1,8 +1,11 @@
 //! Silent payments (BIP352), sans-IO: which inputs of a transaction count and its *tweak*
 //! (`input_hash·A`, 33 bytes: what a gateway serves for each eligible transaction, and
-//! what the receiver needs besides the outputs), then a receiver's side: its `sp1`
-//! address and labels, and the outputs of a transaction that pay it, each with the
-//! private-key tweak that spends it (`b_spend + tweak`).
+//! what the receiver needs besides the outputs); a block's tweaks, sorted, and the
+//! tweak-header chain over them (BIP157's filter-header chain, over tweaks), so that what
+//! gateways serve can be cross-checked as filters are; then a receiver's side: its `sp1`
+//! address and labels, the keys a block's filter is asked about, and the outputs of a
+//! transaction that pay it, each with the private-key tweak that spends it
+//! (`b_spend + tweak`).
 //!
 //! Written here on `k256` (the curve crate the handshake and the wallet already use)
 //! rather than taken from the `silentpayments` crate: that one is built on libsecp256k1
@@ -24,8 +27,8 @@ use k256::elliptic_curve::PrimeField;
 use k256::elliptic_curve::group::Group;
 use k256::elliptic_curve::sec1::ToSec1Point;
 use k256::{ProjectivePoint, PublicKey, Scalar};
-use lightwire_primitives::Tx;
-use lightwire_primitives::Witness;
+use lightwire_primitives::{Block, Tx, Witness, compact_size, sha256d};
+use sha2::{Digest, Sha256};
 
 use crate::hash::{hash160, tagged};
 
@@ -129,6 +132,73 @@ pub fn tweak(tx: &Tx<'_>, spent: &[&[u8]]) -> Result<[u8; 33], NoTweak> {
     data[36..].copy_from_slice(&a);
     let input_hash = scalar(&tagged("BIP0352/Inputs", &data)).ok_or(NoTweak::InputHash)?;
     Ok(compressed(&(sum * input_hash)))
+}
+
+/// The scripts given for a block's inputs were not one per input.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "{given} spent scripts given for a block whose transactions have {inputs} inputs after the coinbase"
+)]
+pub struct SpentScriptsMismatch {
+    /// Inputs after the coinbase.
+    pub inputs: usize,
+    /// Scripts given.
+    pub given: usize,
+}
+
+/// The tweaks of a block: one for each of its transactions a receiver scans, sorted
+/// (bytewise), into `out` (replaced). `spent` holds the script each input after the
+/// coinbase spends, in block order (what a node's undo data holds: Bitcoin Core's REST
+/// `spenttxouts`, or `getblock` at verbosity 3).
+pub fn block_tweaks<V>(
+    block: &Block<'_, V>,
+    spent: &[&[u8]],
+    out: &mut Vec<[u8; 33]>,
+) -> Result<(), SpentScriptsMismatch> {
+    out.clear();
+    let inputs: usize = block
+        .transactions()
+        .skip(1)
+        .map(|tx| tx.inputs().count())
+        .sum();
+    if inputs != spent.len() {
+        return Err(SpentScriptsMismatch {
+            inputs,
+            given: spent.len(),
+        });
+    }
+    let mut at = 0;
+    for tx in block.transactions().skip(1) {
+        let n = tx.inputs().count();
+        if let Ok(t) = tweak(&tx, &spent[at..at + n]) {
+            out.push(t);
+        }
+        at += n;
+    }
+    out.sort_unstable();
+    Ok(())
+}
+
+/// The hash a block's tweaks put in the tweak-header chain: SHA-256 of their serialization
+/// (a CompactSize count, then each tweak's 33 bytes, sorted), as BIP157 hashes a filter.
+pub fn tweaks_hash(tweaks: &[[u8; 33]]) -> [u8; 32] {
+    let (count, len) = compact_size(tweaks.len() as u64);
+    let mut h = Sha256::new();
+    h.update(&count[..len]);
+    for t in tweaks {
+        h.update(t);
+    }
+    h.finalize().into()
+}
+
+/// The tweak header of a block: `SHA-256d(tweaks_hash || previous tweak header)`, the
+/// previous of the first block being 32 zero bytes; BIP157's filter-header chain over
+/// tweaks instead of filters, so that gateways can be held to one chain of them.
+pub fn tweak_header(tweaks_hash: &[u8; 32], previous: &[u8; 32]) -> [u8; 32] {
+    let mut m = [0u8; 64];
+    m[..32].copy_from_slice(tweaks_hash);
+    m[32..].copy_from_slice(previous);
+    sha256d(&m)
 }
 
 /// The public key an input contributes (BIP352, "Inputs For Shared Secret Derivation"),
@@ -737,6 +807,60 @@ mod tests {
         let (raw, _) = transaction(&vin, &[]);
         let tx = Tx::parse(&raw).unwrap();
         assert_eq!(tweak(&tx, &scripts), Err(NoTweak::NoTaprootOutput));
+    }
+
+    /// A block of a coinbase, the first vector's transaction, and the same transaction
+    /// again with its inputs said to spend P2WSH scripts (no eligible input): one tweak,
+    /// the vector's; the scripts must be one per input; the
+    /// tweak headers chain as the known answers say (computed apart from this code, by
+    /// Python's hashlib over the same bytes).
+    #[test]
+    fn a_blocks_tweaks_and_their_header_chain() {
+        let (vin, output, want) = first_case();
+        let (paying, spent) = transaction(&vin, &[output]);
+        let coinbase = {
+            let mut c = vec![2, 0, 0, 0, 1];
+            c.extend_from_slice(&[0; 32]);
+            c.extend_from_slice(&[0xff; 4]);
+            c.extend_from_slice(&[2, 0x51, 0x00, 0xff, 0xff, 0xff, 0xff, 1]);
+            c.extend_from_slice(&[0; 8]);
+            c.extend_from_slice(&[1, 0x51, 0, 0, 0, 0]);
+            c
+        };
+        let mut block = vec![0u8; 80];
+        block.push(3);
+        block.extend_from_slice(&coinbase);
+        block.extend_from_slice(&paying);
+        block.extend_from_slice(&paying);
+        let block = Block::parse(&block).unwrap();
+        let p2wsh: Vec<u8> = [&[0x00, 0x20][..], &[9; 32]].concat();
+        let mut scripts: Vec<&[u8]> = spent.iter().map(Vec::as_slice).collect();
+        scripts.extend([&p2wsh[..], &p2wsh[..]]);
+        let mut tweaks = Vec::new();
+        block_tweaks(&block, &scripts, &mut tweaks).unwrap();
+        assert_eq!(tweaks, [want]);
+        assert_eq!(
+            block_tweaks(&block, &scripts[..3], &mut tweaks),
+            Err(SpentScriptsMismatch {
+                inputs: 4,
+                given: 3
+            })
+        );
+        // The chain: no tweaks at the first block, then the one tweak.
+        let none = tweak_header(&tweaks_hash(&[]), &[0; 32]);
+        let one = tweak_header(&tweaks_hash(&[want]), &none);
+        assert_eq!(
+            hex::encode(tweaks_hash(&[])),
+            "6e340b9cffb37a989ca544e6bb780a2c78901d3fb33738768511a30617afa01d"
+        );
+        assert_eq!(
+            hex::encode(none),
+            "6a49d76f0983cebc5259e0001c225f775bff510e786ed70b2b907b0646681322"
+        );
+        assert_eq!(
+            hex::encode(one),
+            "d1d726a9404c892999a8818249672fdcefb23f6e19b83874be65cdb8c1db4984"
+        );
     }
 
     /// An address that breaks a rule is refused with it.
