@@ -85,6 +85,13 @@ pub fn report(clock: &impl Clock, engine: &str, budget_ns: f64) -> Vec<String> {
         keys.clear();
         receiver.first_keys(&tweaks[i], &mut keys).is_ok()
     });
+    // A block's worth in one call, per tweak.
+    let mut batch_keys = Vec::with_capacity(tweaks.len() * 2);
+    let (n_batch, batch) = time(clock, budget_ns, || {
+        batch_keys.clear();
+        receiver.first_keys_batch(&tweaks, &mut batch_keys).is_ok()
+    });
+    let (batch, n_batch) = (batch / tweaks.len() as f64, n_batch * tweaks.len() as u64);
     let (n2, scan) = time(clock, budget_ns, || {
         i = (i + 1) % tweaks.len();
         found.clear();
@@ -144,6 +151,11 @@ pub fn report(clock: &impl Clock, engine: &str, budget_ns: f64) -> Vec<String> {
     #[allow(unused_mut)]
     let mut lines = vec![
         line("first keys (ECDH, P_0, the change label)", first, n1),
+        line(
+            "first keys of 256 tweaks in one call (shared inversions)",
+            batch,
+            n_batch,
+        ),
         line("scan of a transaction not paying (two outputs)", scan, n2),
         line(
             "the gateway's tweak of a two-input taproot transaction",

@@ -23,9 +23,10 @@ use alloc::vec::Vec;
 use bech32::primitives::decode::CheckedHrpstring;
 use bech32::primitives::iter::{ByteIterExt, Fe32IterExt};
 use bech32::{Bech32m, Fe32, Hrp};
-use k256::elliptic_curve::PrimeField;
 use k256::elliptic_curve::group::Group;
+use k256::elliptic_curve::point::AffineCoordinates;
 use k256::elliptic_curve::sec1::ToSec1Point;
+use k256::elliptic_curve::{BatchNormalize, PrimeField};
 use k256::{ProjectivePoint, PublicKey, Scalar};
 use lightwire_primitives::{Block, Tx, Witness, compact_size, sha256d};
 use sha2::{Digest, Sha256};
@@ -42,6 +43,9 @@ const NUMS_H: [u8; 32] = [
     0x50, 0x92, 0x9b, 0x74, 0xc1, 0xa0, 0x49, 0x54, 0xb7, 0x8b, 0x4b, 0x60, 0x35, 0xe9, 0x7a, 0x5e,
     0x07, 0x8a, 0x5a, 0x0f, 0x28, 0xec, 0x96, 0xd5, 0x47, 0xbf, 0xee, 0x9a, 0xce, 0x80, 0x3a, 0xc0,
 ];
+
+/// Tweaks that share a field inversion in [`Receiver::first_keys_batch`].
+pub const FIRST_KEYS_BATCH: usize = 16;
 
 /// Longest silent payment address BIP352 suggests reading (its bech32m checksum's limit).
 pub const MAX_ADDRESS_LEN: usize = 1023;
@@ -507,6 +511,71 @@ impl Receiver {
         Ok(())
     }
 
+    /// [`Receiver::first_keys`] of many tweaks (a block's): for each tweak in order, `P_0`
+    /// then `P_0` plus each label's point, appended to `out`. Each group of
+    /// [`FIRST_KEYS_BATCH`] tweaks shares one field inversion per step (Montgomery's
+    /// trick, k256's `batch_normalize`) where one at a time takes three a tweak. A tweak
+    /// that is not a point fails the call, and `out` is left as it was.
+    pub fn first_keys_batch(
+        &self,
+        tweaks: &[[u8; 33]],
+        out: &mut Vec<[u8; 32]>,
+    ) -> Result<(), SilentError> {
+        let start = out.len();
+        let per = 1 + self.labels.len();
+        out.resize(start + tweaks.len() * per, [0; 32]);
+        let written = self.first_keys_into(tweaks, &mut out[start..]);
+        if written.is_err() {
+            out.truncate(start);
+        }
+        written
+    }
+
+    /// [`Receiver::first_keys_batch`]'s work, into `out` (`1 + labels` slots a tweak).
+    fn first_keys_into(
+        &self,
+        tweaks: &[[u8; 33]],
+        out: &mut [[u8; 32]],
+    ) -> Result<(), SilentError> {
+        const N: usize = FIRST_KEYS_BATCH;
+        let per = 1 + self.labels.len();
+        let mut data = [0u8; 33 + 4];
+        for (g, group) in tweaks.chunks(N).enumerate() {
+            // Padding lanes hold the generator: never the identity, never read.
+            let mut points = [ProjectivePoint::GENERATOR; N];
+            for (p, t) in points.iter_mut().zip(group) {
+                *p = compressed_key(t).ok_or(SilentError::Tweak)? * self.scan;
+            }
+            let shared = ProjectivePoint::batch_normalize(&points);
+            for (p, s) in points.iter_mut().zip(&shared).take(group.len()) {
+                data[..33].copy_from_slice(s.to_sec1_point(true).as_bytes());
+                let t =
+                    scalar(&tagged("BIP0352/SharedSecret", &data)).ok_or(SilentError::Scalar)?;
+                *p = self.spend + ProjectivePoint::mul_by_generator(&t);
+            }
+            let base = g * N * per;
+            for (j, offset) in core::iter::once(None)
+                .chain(self.labels.values().map(|l| Some(l.point)))
+                .enumerate()
+            {
+                let mut keys = points;
+                if let Some(l) = offset {
+                    for k in keys.iter_mut().take(group.len()) {
+                        *k += l;
+                    }
+                }
+                for (i, a) in ProjectivePoint::batch_normalize(&keys)
+                    .iter()
+                    .take(group.len())
+                    .enumerate()
+                {
+                    out[base + i * per + j] = a.x().into();
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// The outputs among `outputs` (a transaction's taproot output keys, x-only, in any
     /// order) that pay this receiver, given the transaction's `tweak` ([`tweak`]),
     /// appended to `found` (BIP352, "Scanning"): for `k` from 0, the output that is
@@ -861,6 +930,36 @@ mod tests {
             hex::encode(one),
             "d1d726a9404c892999a8818249672fdcefb23f6e19b83874be65cdb8c1db4984"
         );
+    }
+
+    /// The batch gives what one at a time gives, in order, over more tweaks than a group
+    /// and with labels; a tweak off the curve fails it and leaves `out` as it was.
+    #[test]
+    fn first_keys_in_batches_are_the_same_keys() {
+        let spend = compressed(&(ProjectivePoint::GENERATOR * scalar(&[7; 32]).unwrap()));
+        let mut r = Receiver::new(&[0x21; 32], &spend).unwrap();
+        r.add_label(1).unwrap();
+        r.add_label(77).unwrap();
+        let tweaks: Vec<[u8; 33]> = (1..=37u8)
+            .map(|i| compressed(&(ProjectivePoint::GENERATOR * scalar(&[i; 32]).unwrap())))
+            .collect();
+        let mut one = vec![[9; 32]];
+        for t in &tweaks {
+            r.first_keys(t, &mut one).unwrap();
+        }
+        let mut batch = vec![[9; 32]];
+        r.first_keys_batch(&tweaks, &mut batch).unwrap();
+        // P_0 and three labels (the change label, 1 and 77) a tweak.
+        assert_eq!(batch.len(), 1 + 37 * 4);
+        assert_eq!(batch, one);
+        let mut bad = tweaks.clone();
+        bad[20] = [0xff; 33];
+        bad[20][0] = 0x02;
+        assert_eq!(
+            r.first_keys_batch(&bad, &mut batch),
+            Err(SilentError::Tweak)
+        );
+        assert_eq!(batch, one);
     }
 
     /// An address that breaks a rule is refused with it.
