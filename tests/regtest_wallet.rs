@@ -15,8 +15,13 @@
 //!   [hex]}`; with `--xpub`, then a BIP84 account paid six times out of index order and spent
 //!   from once, under `"xpub": {descriptor, payments: [{height, branch,
 //!   index, value}], spend: {height, txid, fee}, balance, unsent: {hex, txid, value, fee}}`
-//!   (`unsent`: signed, for the client to broadcast). btcctl must be on PATH or in `$(go env
-//!   GOPATH)/bin` (scripts/setup.sh installs it).
+//!   (`unsent`: signed, for the client to broadcast);
+//! - `lightwire-regtest-wallet pay-silent --rpc .. --user .. --pass .. --address SP
+//!   --coinbase H --count N`: pay the silent payment address N times in one transaction
+//!   from block H's coinbase (outputs derived by the `silentpayments` crate, not by
+//!   lightwire), mine it, and print `{"height": h, "keys": [x-only hex], "spent": [hex]}`.
+//!
+//! btcctl must be on PATH or in `$(go env GOPATH)/bin` (scripts/setup.sh installs it).
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -68,6 +73,21 @@ enum Cmd {
         /// The watched address (regtest)
         #[arg(long)]
         address: String,
+    },
+    /// Pay a silent payment address `count` times in one transaction from a coinbase, mine
+    /// it, print JSON: `{"height": h, "keys": [hex], "spent": [hex]}`
+    PaySilent {
+        #[command(flatten)]
+        node: NodeArgs,
+        /// The silent payment address (`sprt1...`)
+        #[arg(long)]
+        address: String,
+        /// The block whose coinbase (mature, the test wallet's key) pays
+        #[arg(long)]
+        coinbase: u32,
+        /// Outputs to the address
+        #[arg(long, default_value_t = 1)]
+        count: usize,
     },
     /// Print the BIP84 account's descriptor and its first addresses as JSON, no node needed:
     /// `{"descriptor": d, "receive": [address], "change": [address]}`
@@ -141,6 +161,26 @@ fn main() -> Result<(), String> {
                 list(&receive),
                 list(&change)
             );
+        }
+        Cmd::PaySilent {
+            node,
+            address,
+            coinbase,
+            count,
+        } => {
+            let (ctl, conf) = runner(&node)?;
+            let paid = regtest_wallet::pay_silent(&ctl, &address, coinbase, count);
+            let list = |v: &[String]| {
+                let quoted: Vec<String> = v.iter().map(|s| format!("\"{s}\"")).collect();
+                format!("[{}]", quoted.join(","))
+            };
+            println!(
+                "{{\"height\":{},\"keys\":{},\"spent\":{}}}",
+                paid.height,
+                list(&paid.keys),
+                list(&paid.spent)
+            );
+            let _ = std::fs::remove_file(&conf);
         }
         Cmd::Mempool { node, address } => {
             let script = regtest_wallet::script_of(&address)?;

@@ -534,3 +534,83 @@ pub fn script_of(address: &str) -> Result<Vec<u8>, String> {
         .map_err(|e| format!("{address}: {e}"))?;
     Ok(a.script_pubkey().to_bytes())
 }
+
+/// What [`pay_silent`] paid.
+#[derive(Debug)]
+pub struct SilentBuilt {
+    /// Height of the block holding the payment.
+    pub height: u32,
+    /// The output keys the sender derived for the address (x-only, hex), in output order.
+    pub keys: Vec<String>,
+    /// The scripts the block's inputs after its coinbase spend (hex), in block order.
+    pub spent: Vec<String>,
+}
+
+/// Pay the silent payment address `address` `count` times in one transaction, from the
+/// coinbase of block `coinbase_height` (key 1's P2PKH, mature), plus change back to it,
+/// and mine it in a block of its own. The outputs are derived by the `silentpayments`
+/// crate (a sender written apart from lightwire's code, on libsecp256k1), so a receiver
+/// that finds them agrees with another implementation, not with itself.
+pub fn pay_silent(
+    ctl: &dyn Fn(&[&str]) -> String,
+    address: &str,
+    coinbase_height: u32,
+    count: usize,
+) -> SilentBuilt {
+    use bitcoin::key::TweakedPublicKey;
+    use silentpayments::SilentPaymentCode;
+    use silentpayments::sending::generate_recipient_pubkeys;
+    use silentpayments::utils::OutPoint as SpOutPoint;
+    use silentpayments::utils::sending::calculate_partial_secret;
+
+    let secp = Secp256k1::new();
+    let block = block_at(ctl, coinbase_height);
+    let coinbase = &block.txdata[0];
+    let pk1 = PublicKey::new(key(1).public_key(&secp));
+    let p2pkh1 = ScriptBuf::new_p2pkh(&pk1.pubkey_hash());
+    assert_eq!(
+        coinbase.output[0].script_pubkey, p2pkh1,
+        "btcd mines to key 1"
+    );
+    let txid = coinbase.compute_txid();
+
+    let code = SilentPaymentCode::try_from(address).expect("a silent payment address");
+    let outpoint = SpOutPoint::from_txid_bytes_and_vout(txid.to_byte_array(), 0);
+    let partial = calculate_partial_secret(&[(key(1), false)], &[outpoint]).expect("a secret");
+    let keys =
+        generate_recipient_pubkeys(vec![code; count], partial).expect("outputs")[&code].clone();
+
+    let each = Amount::from_sat(1_000_000);
+    let fee = Amount::from_sat(10_000);
+    let change = coinbase.output[0].value - each * count as u64 - fee;
+    let mut pay = spending(
+        &[OutPoint::new(txid, 0)],
+        keys.iter()
+            .map(|k| TxOut {
+                value: each,
+                script_pubkey: ScriptBuf::new_p2tr_tweaked(
+                    TweakedPublicKey::dangerous_assume_tweaked(*k),
+                ),
+            })
+            .chain([TxOut {
+                value: change,
+                script_pubkey: p2pkh1.clone(),
+            }])
+            .collect(),
+    );
+    let sighash = SighashCache::new(&pay)
+        .legacy_signature_hash(0, &p2pkh1, EcdsaSighashType::All.to_u32())
+        .unwrap();
+    let sig = secp.sign_ecdsa(&Message::from_digest(sighash.to_byte_array()), &key(1));
+    pay.input[0].script_sig = Builder::new()
+        .push_slice(bitcoin::ecdsa::Signature::sighash_all(sig).serialize())
+        .push_key(&pk1)
+        .into_script();
+    ctl(&["sendrawtransaction", &serialize_hex(&pay)]);
+    ctl(&["generate", "1"]);
+    SilentBuilt {
+        height: ctl(&["getblockcount"]).trim().parse().expect("a height"),
+        keys: keys.iter().map(|k| hex::encode(k.serialize())).collect(),
+        spent: vec![hex::encode(p2pkh1.as_bytes())],
+    }
+}

@@ -511,6 +511,60 @@ async fn filters_of_real_transactions_of_every_kind_are_btcds() {
 }
 
 /// Block `hash` asked of the gateway by `client`: its bytes, or `None` for `not_found`.
+/// A silent payment made by another implementation (the `silentpayments` crate, on
+/// libsecp256k1) to our receiver's regtest address, twice in one transaction that btcd
+/// mines: the block's tweaks, computed from btcd's block and the scripts its inputs spend,
+/// hold the transaction's; from that tweak alone the receiver finds both outputs, in the
+/// sender's order; the key `b_spend + tweak` of each is the output's key (the receiver can
+/// spend it); a receiver of another scan key finds nothing.
+#[test]
+fn silent_payments_from_another_sender_are_found_in_btcds_block() {
+    use bitcoin::secp256k1::{Scalar, Secp256k1, SecretKey};
+    use lightwire_wallet::silent::{Receiver, SpNetwork, block_tweaks, is_p2tr};
+
+    let btcd = Btcd::start();
+    btcd.generate(101);
+    let secp = Secp256k1::new();
+    let spend_secret = SecretKey::from_slice(&[0x52; 32]).unwrap();
+    let spend = spend_secret.public_key(&secp).serialize();
+    let mut receiver = Receiver::new(&[0x51; 32], &spend).unwrap();
+    let address = receiver.address(SpNetwork::Regtest, None).unwrap().encode();
+    assert!(address.starts_with("sprt1q"), "{address}");
+    let paid = regtest_wallet::pay_silent(&|args: &[&str]| btcd.ctl(args), &address, 1, 2);
+
+    let raw = hex::decode(btcd.ctl(&["getblock", &btcd.hash_at(paid.height), "0"])).unwrap();
+    let block = lightwire_primitives::Block::parse(&raw).unwrap();
+    let spent: Vec<Vec<u8>> = paid.spent.iter().map(|s| hex::decode(s).unwrap()).collect();
+    let spent: Vec<&[u8]> = spent.iter().map(Vec::as_slice).collect();
+    let mut tweaks = Vec::new();
+    block_tweaks(&block, &spent, &mut tweaks).unwrap();
+    assert_eq!(tweaks.len(), 1, "one eligible transaction");
+
+    let tx = block.transactions().nth(1).unwrap();
+    let outputs: Vec<[u8; 32]> = tx
+        .outputs()
+        .filter(|o| is_p2tr(o.script))
+        .map(|o| o.script[2..].try_into().unwrap())
+        .collect();
+    let mut found = Vec::new();
+    receiver.scan(&tweaks[0], &outputs, &mut found).unwrap();
+    found.sort_by_key(|f| f.k);
+    let keys: Vec<String> = found.iter().map(|f| hex::encode(f.key)).collect();
+    assert_eq!(keys, paid.keys, "both outputs, in the sender's order");
+    for f in &found {
+        let d = spend_secret
+            .add_tweak(&Scalar::from_be_bytes(f.tweak).unwrap())
+            .unwrap();
+        assert_eq!(d.x_only_public_key(&secp).0.serialize(), f.key);
+        assert_eq!(f.label, None);
+    }
+
+    let other = Receiver::new(&[0x53; 32], &spend).unwrap();
+    found.clear();
+    other.scan(&tweaks[0], &outputs, &mut found).unwrap();
+    assert!(found.is_empty());
+}
+
 async fn get_block(client: &mut Client, hash: lightwire_chain::BlockHash) -> Option<Vec<u8>> {
     use lightwire_wire::GetBlock;
     let req = GetBlock {
