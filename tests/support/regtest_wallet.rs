@@ -62,6 +62,22 @@ fn block_at(ctl: &dyn Fn(&[&str]) -> String, height: u32) -> Block {
     deserialize(&raw).expect("a block")
 }
 
+/// Sign input 0 of `tx`, spending key 1's P2PKH output (the coinbases btcd mines here), with
+/// SIGHASH_ALL.
+fn sign_p2pkh1(tx: &mut Transaction) {
+    let secp = Secp256k1::new();
+    let pk1 = PublicKey::new(key(1).public_key(&secp));
+    let p2pkh1 = ScriptBuf::new_p2pkh(&pk1.pubkey_hash());
+    let sighash = SighashCache::new(&*tx)
+        .legacy_signature_hash(0, &p2pkh1, EcdsaSighashType::All.to_u32())
+        .unwrap();
+    let sig = secp.sign_ecdsa(&Message::from_digest(sighash.to_byte_array()), &key(1));
+    tx.input[0].script_sig = Builder::new()
+        .push_slice(bitcoin::ecdsa::Signature::sighash_all(sig).serialize())
+        .push_key(&pk1)
+        .into_script();
+}
+
 fn key(n: u8) -> SecretKey {
     SecretKey::from_slice(&[n; 32]).expect("a valid key")
 }
@@ -139,15 +155,7 @@ pub fn build(ctl: &dyn Fn(&[&str]) -> String) -> Built {
             ])
             .collect(),
     );
-    let sighash = SighashCache::new(&pay)
-        .legacy_signature_hash(0, &p2pkh1, EcdsaSighashType::All.to_u32())
-        .unwrap();
-    let sig = secp.sign_ecdsa(&Message::from_digest(sighash.to_byte_array()), &key(1));
-    let sig = bitcoin::ecdsa::Signature::sighash_all(sig);
-    pay.input[0].script_sig = Builder::new()
-        .push_slice(sig.serialize())
-        .push_key(&pk1)
-        .into_script();
+    sign_p2pkh1(&mut pay);
     ctl(&["sendrawtransaction", &serialize_hex(&pay)]);
     ctl(&["generate", "1"]);
     let paid_at = height(ctl);
@@ -337,14 +345,7 @@ pub fn build_xpub(ctl: &dyn Fn(&[&str]) -> String) -> XpubBuilt {
                 },
             ],
         );
-        let sighash = SighashCache::new(&pay)
-            .legacy_signature_hash(0, &p2pkh1, EcdsaSighashType::All.to_u32())
-            .unwrap();
-        let sig = secp.sign_ecdsa(&Message::from_digest(sighash.to_byte_array()), &key(1));
-        pay.input[0].script_sig = Builder::new()
-            .push_slice(bitcoin::ecdsa::Signature::sighash_all(sig).serialize())
-            .push_key(&pk1)
-            .into_script();
+        sign_p2pkh1(&mut pay);
         ctl(&["sendrawtransaction", &serialize_hex(&pay)]);
         ctl(&["generate", "1"]);
         payments.push((height(), 0, index, value.to_sat()));
@@ -485,15 +486,7 @@ pub fn mempool_txs(ctl: &dyn Fn(&[&str]) -> String, script: &[u8]) -> MempoolTxs
         let coinbase = &block.txdata[0];
         let mut tx = spending(&[OutPoint::new(coinbase.compute_txid(), 0)], outputs);
         tx.input[0].sequence = Sequence::ENABLE_RBF_NO_LOCKTIME;
-        let sighash = SighashCache::new(&tx)
-            .legacy_signature_hash(0, &p2pkh1, EcdsaSighashType::All.to_u32())
-            .unwrap();
-        let sig = secp.sign_ecdsa(&Message::from_digest(sighash.to_byte_array()), &key(1));
-        let sig = bitcoin::ecdsa::Signature::sighash_all(sig);
-        tx.input[0].script_sig = Builder::new()
-            .push_slice(sig.serialize())
-            .push_key(&pk1)
-            .into_script();
+        sign_p2pkh1(&mut tx);
         (serialize_hex(&tx), tx.compute_txid().to_string())
     };
     let value = |at: u32| block_at(ctl, at).txdata[0].output[0].value;
@@ -598,14 +591,7 @@ pub fn pay_silent(
             }])
             .collect(),
     );
-    let sighash = SighashCache::new(&pay)
-        .legacy_signature_hash(0, &p2pkh1, EcdsaSighashType::All.to_u32())
-        .unwrap();
-    let sig = secp.sign_ecdsa(&Message::from_digest(sighash.to_byte_array()), &key(1));
-    pay.input[0].script_sig = Builder::new()
-        .push_slice(bitcoin::ecdsa::Signature::sighash_all(sig).serialize())
-        .push_key(&pk1)
-        .into_script();
+    sign_p2pkh1(&mut pay);
     ctl(&["sendrawtransaction", &serialize_hex(&pay)]);
     ctl(&["generate", "1"]);
     SilentBuilt {
