@@ -865,6 +865,12 @@ async function mirrorScenario() {
       const sent = (await gw.metric('lightwire_bytes_out_total')) - before;
       const seen = mirrorEvents(events);
       if (process.env.E2E_MIRROR_N) log(`  events: ${JSON.stringify(seen)}; sources ${JSON.stringify(m.sources)}`);
+      // What follows counts what one engine did (one manifest read, files fetched once): an
+      // engine restarted during the sync would break those counts with a message that does
+      // not say why. Said first, with the restart's cause, so that an engine's known fault
+      // is told from ours (tests/e2e/engine-faults.mjs) and a hang is named as one.
+      const why = events.filter((e) => ['workerRestarted', 'error'].includes(e.type));
+      assert(why.length === 0, `the engine restarted or failed during the sync: ${JSON.stringify(why)}`);
       assert(seen.length === 1 && seen[0].state === 'ready' && seen[0].height === top,
         `mirror events ${JSON.stringify(seen)}`);
       assert(await tipHash(page) === expected.hash, 'not the gateway\'s tip');
