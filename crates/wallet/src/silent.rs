@@ -238,26 +238,23 @@ fn input_key(script_sig: &[u8], witness: &Witness<'_>, spent: &[u8]) -> Option<P
     if let [0x51, 0x20, x @ ..] = spent
         && x.len() == 32
     {
-        let items: Vec<&[u8]> = witness.iter().collect();
-        let mut stack = &items[..];
-        if stack.is_empty() {
-            return None;
-        }
+        // Read in place (no copy of the stack: this runs for every taproot input of every
+        // block a gateway indexes).
+        let n = witness.len();
+        let last = last_item(witness)?;
         // An annex (BIP341: a last item starting 0x50, with at least two items) is not
         // part of the spend.
-        if let [rest @ .., last] = stack
-            && !rest.is_empty()
-            && last.first() == Some(&0x50)
+        let items = if n > 1 && last.first() == Some(&0x50) {
+            n - 1
+        } else {
+            n
+        };
+        // A script-path spend: the control block is the last item left; its internal key
+        // `H` means there is no key path, and the input does not count.
+        if items > 1
+            && witness.iter().nth(items - 1).and_then(|c| c.get(1..33)) == Some(&NUMS_H[..])
         {
-            stack = rest;
-        }
-        // A script-path spend: the control block is last; its internal key `H` means
-        // there is no key path, and the input does not count.
-        if stack.len() > 1 {
-            let control = stack[stack.len() - 1];
-            if control.get(1..33) == Some(&NUMS_H[..]) {
-                return None;
-            }
+            return None;
         }
         let mut even = [0x02; 33];
         even[1..].copy_from_slice(x);
