@@ -32,6 +32,17 @@ impl Network {
         Network::Regtest,
     ];
 
+    /// The first height whose silent-payment tweaks (BIP352) the tweak-header chain holds
+    /// (docs/PROTOCOL.md, "Silent-payment tweaks"): on mainnet taproot's activation
+    /// (BIP341's deployment, block 709,632), before which no wallet could send one; every
+    /// block below it has, by definition, no tweaks. Elsewhere 0: every block is computed.
+    pub const fn tweaks_from(self) -> u32 {
+        match self {
+            Network::Mainnet => 709_632,
+            Network::Testnet3 | Network::Testnet4 | Network::Signet | Network::Regtest => 0,
+        }
+    }
+
     /// The name used on command lines and in the client's options.
     pub fn name(&self) -> &'static str {
         match self {

@@ -189,6 +189,11 @@ struct SourceArgs {
     /// one), read at start
     #[arg(long, value_name = "FILE", requires = "node_rpc")]
     node_rpc_auth: Option<PathBuf>,
+    /// Serve silent-payment tweaks (BIP352), computed for every block from the node at
+    /// --node-rpc (which needs its transaction index: btcd --txindex, Bitcoin Core
+    /// -txindex=1) and kept in DIR/<network>/tweaks (mainnet: about 6 GB); off by default
+    #[arg(long, value_name = "DIR", requires = "node_rpc")]
+    tweaks_dir: Option<PathBuf>,
 }
 
 /// Writes a chain's headers, filter headers and filters as immutable, content-addressed
@@ -291,6 +296,8 @@ enum Source {
         mempool: Option<usize>,
         /// Ask a node's RPC for fee estimates, and serve them.
         rpc: Option<lightwire_gateway::fees::RpcEndpoint>,
+        /// Compute and serve silent-payment tweaks, kept in this directory.
+        tweaks: Option<PathBuf>,
     },
 }
 
@@ -358,6 +365,7 @@ impl Cli {
                     (Some(addr), Some(file)) => Some(rpc_endpoint(addr, &file)?),
                     _ => None,
                 },
+                tweaks: s.tweaks_dir,
             },
             _ => {
                 return Err(
@@ -614,6 +622,24 @@ async fn run(o: Options) -> Result<(), String> {
         c.serve_fees(fees.clone());
         tokio::spawn(lightwire_gateway::fees::poll(rpc.clone(), fees));
     }
+    if let Source::Upstream {
+        rpc: Some(_),
+        tweaks: Some(dir),
+        network,
+        ..
+    } = &o.source
+    {
+        let tweaks = lightwire_gateway::tweaks::ServedTweaks::open(dir, *network)
+            .map_err(|e| e.to_string())?;
+        tracing::info!(
+            stored = tweaks.stored(),
+            dir = %dir.display(),
+            "serving silent-payment tweaks"
+        );
+        if let Ok(mut c) = shared.chain.write() {
+            c.serve_tweaks(tweaks);
+        }
+    }
     let signals = Signals::catch();
     if let Some(m) = o.metrics {
         let metrics = TcpListener::bind(m)
@@ -636,6 +662,15 @@ async fn run(o: Options) -> Result<(), String> {
         let (addrs, network, shared) = (addrs.clone(), *network, shared.clone());
         let stopped = stopped.clone();
         tokio::spawn(async move { follow_all(&addrs, network, shared, chain, stopped).await });
+    }
+    if let Source::Upstream {
+        rpc: Some(rpc),
+        tweaks: Some(_),
+        ..
+    } = &o.source
+    {
+        let (rpc, shared, stopped) = (rpc.clone(), shared.clone(), stopped.clone());
+        tokio::spawn(lightwire_gateway::tweaks::keep(shared, rpc, stopped));
     }
     if let Some((dir, confirmations)) = o.export.clone() {
         let (shared, stopped) = (shared.clone(), stopped.clone());

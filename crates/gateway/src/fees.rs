@@ -142,7 +142,7 @@ impl NodeFees {
     }
 }
 
-/// Why the node gave no estimates.
+/// Why a call to the node's RPC gave nothing.
 #[derive(Debug, thiserror::Error)]
 pub enum RpcError {
     /// Connecting, writing or reading failed, or took too long.
@@ -154,6 +154,9 @@ pub enum RpcError {
     /// HTTP 401: the credentials are wrong.
     #[error("the node's RPC refused the credentials")]
     Unauthorized,
+    /// The node answered a call with an error (its JSON).
+    #[error("the node refused the call: {0}")]
+    Refused(String),
 }
 
 /// Ask the node for its estimates every [`POLL`], for ever, keeping them in `fees`.
@@ -267,8 +270,73 @@ async fn call(
     method: &str,
     params: serde_json::Value,
 ) -> Result<serde_json::Value, RpcError> {
-    let body = serde_json::json!({"jsonrpc": "1.0", "id": 1, "method": method, "params": params})
-        .to_string();
+    let body = serde_json::json!({"jsonrpc": "1.0", "id": 1, "method": method, "params": params});
+    exchange(endpoint, &body, MAX_ANSWER, CALL_TIMEOUT).await
+}
+
+/// Several calls in one JSON-RPC batch (one connection, one answer; Bitcoin Core and btcd
+/// both take a JSON array of calls), their results in the order of `calls`: each is the
+/// call's `result`, or its `error` as [`RpcError::Refused`]. The answer may be up to
+/// `max_answer` bytes, and take up to `timeout`.
+pub async fn call_batch(
+    endpoint: &RpcEndpoint,
+    calls: &[(&str, serde_json::Value)],
+    max_answer: usize,
+    timeout: Duration,
+) -> Result<Vec<Result<serde_json::Value, RpcError>>, RpcError> {
+    let body: Vec<serde_json::Value> = calls
+        .iter()
+        .enumerate()
+        .map(|(id, (method, params))| {
+            serde_json::json!({"jsonrpc": "1.0", "id": id, "method": method, "params": params})
+        })
+        .collect();
+    let answer = exchange(
+        endpoint,
+        &serde_json::Value::Array(body),
+        max_answer,
+        timeout,
+    )
+    .await?;
+    let serde_json::Value::Array(answers) = answer else {
+        return Err(RpcError::Malformed(
+            "a batch answered with something not an array",
+        ));
+    };
+    let mut results: Vec<Option<Result<serde_json::Value, RpcError>>> =
+        (0..calls.len()).map(|_| None).collect();
+    for mut a in answers {
+        let Some(slot) = a["id"]
+            .as_u64()
+            .and_then(|id| results.get_mut(usize::try_from(id).ok()?))
+        else {
+            return Err(RpcError::Malformed("a batch answer with an id not asked"));
+        };
+        *slot = Some(if a["error"].is_null() {
+            Ok(a["result"].take())
+        } else {
+            Err(RpcError::Refused(a["error"].to_string()))
+        });
+    }
+    results
+        .into_iter()
+        .map(|r| {
+            r.ok_or(RpcError::Malformed(
+                "a batch answer without one of its calls",
+            ))
+        })
+        .collect()
+}
+
+/// Sends `body` as one HTTP/1.0 POST and reads the JSON answer (at most `max_answer`
+/// bytes, within `timeout`).
+async fn exchange(
+    endpoint: &RpcEndpoint,
+    body: &serde_json::Value,
+    max_answer: usize,
+    timeout: Duration,
+) -> Result<serde_json::Value, RpcError> {
+    let body = body.to_string();
     let request = format!(
         "POST / HTTP/1.0\r\nHost: {}\r\nAuthorization: Basic {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
         endpoint.addr,
@@ -280,14 +348,19 @@ async fn call(
         stream.write_all(request.as_bytes()).await?;
         let mut answer = Vec::new();
         (&mut stream)
-            .take(MAX_ANSWER as u64)
+            .take(max_answer as u64)
             .read_to_end(&mut answer)
             .await?;
         Ok::<_, std::io::Error>(answer)
     };
-    let answer = tokio::time::timeout(CALL_TIMEOUT, exchange)
+    let answer = tokio::time::timeout(timeout, exchange)
         .await
-        .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "no answer in 10 s"))??;
+        .map_err(|_| {
+            std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!("no answer in {} s", timeout.as_secs()),
+            )
+        })??;
     let split = answer
         .windows(4)
         .position(|w| w == b"\r\n\r\n")
@@ -409,6 +482,57 @@ mod tests {
         let (endpoint, _) =
             fake_node(|_, _| (200, r#"{"result":{},"error":null,"id":1}"#.into())).await;
         assert_eq!(filter_index(&endpoint).await.unwrap(), None, "no index");
+    }
+
+    /// A node that answers any request once with `json`.
+    async fn answering(json: &'static str) -> RpcEndpoint {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            if let Ok((mut s, _)) = listener.accept().await {
+                let mut buf = vec![0u8; 4096];
+                let _ = s.read(&mut buf).await;
+                let reply = format!(
+                    "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{json}",
+                    json.len()
+                );
+                let _ = s.write_all(reply.as_bytes()).await;
+            }
+        });
+        RpcEndpoint {
+            addr,
+            credentials: "u:p".into(),
+            file: None,
+        }
+    }
+
+    /// A batch's answers are matched to its calls by id, whatever their order; a call the
+    /// node refused is that call's error; an answer missing a call, naming one not made, or
+    /// not an array is malformed.
+    #[tokio::test]
+    async fn a_batch_is_answered_call_by_call() {
+        let calls = [
+            ("getrawtransaction", serde_json::json!(["aa", 0])),
+            ("getrawtransaction", serde_json::json!(["bb", 0])),
+        ];
+        let e = answering(
+            r#"[{"result":null,"error":{"code":-5,"message":"No such transaction"},"id":1},{"result":"00ff","error":null,"id":0}]"#,
+        )
+        .await;
+        let got = call_batch(&e, &calls, 1 << 16, Duration::from_secs(5))
+            .await
+            .unwrap();
+        assert_eq!(got[0].as_ref().unwrap(), "00ff");
+        assert!(matches!(&got[1], Err(RpcError::Refused(m)) if m.contains("No such transaction")));
+        for bad in [
+            r#"[{"result":"00","error":null,"id":0}]"#,
+            r#"[{"result":"00","error":null,"id":0},{"result":"00","error":null,"id":7}]"#,
+            r#"{"result":"00","error":null,"id":0}"#,
+        ] {
+            let e = answering(bad).await;
+            let answer = call_batch(&e, &calls, 1 << 16, Duration::from_secs(5)).await;
+            assert!(matches!(answer, Err(RpcError::Malformed(_))), "{bad}");
+        }
     }
 
     /// Bitcoin Core writes a new random `.cookie` each time it starts: refused, the

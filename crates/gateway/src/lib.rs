@@ -44,6 +44,7 @@ pub mod relay;
 pub mod served;
 pub mod server;
 pub mod tls;
+pub mod tweaks;
 pub mod upstream;
 pub mod wake;
 pub mod wants;

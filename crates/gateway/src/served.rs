@@ -78,6 +78,8 @@ pub struct ServedChain {
     payments: Option<&'static Pool>,
     /// The `bulk_mirrors` value clients are told in `init` (`--bulk-url`; empty: none).
     mirrors: Vec<u8>,
+    /// Silent-payment tweaks, when served (`--tweaks-dir`).
+    tweaks: Option<crate::tweaks::ServedTweaks>,
 }
 
 /// A chain being built: what is served, and the validation window its next header needs.
@@ -109,6 +111,7 @@ impl Builder {
                 fees: None,
                 mirrors: Vec::new(),
                 payments: None,
+                tweaks: None,
             },
             chain,
         }
@@ -190,6 +193,9 @@ impl ServedChain {
                     .truncate(((fork_height - self.base) / interval) as usize + 1);
                 if let Some(f) = self.filters.as_mut() {
                     f.truncate(fork_height + 1);
+                }
+                if let Some(t) = self.tweaks.as_mut() {
+                    t.truncate(fork_height + 1);
                 }
                 self.reorgs += 1;
             }
@@ -336,6 +342,21 @@ impl ServedChain {
                 .map(|(profile, pool)| ServedBlocks::generated(profile, pool));
             self.filters = Some(filters);
         }
+    }
+
+    /// Serve silent-payment tweaks (kept up to date by [`crate::tweaks::keep`]).
+    pub fn serve_tweaks(&mut self, tweaks: crate::tweaks::ServedTweaks) {
+        self.tweaks = Some(tweaks);
+    }
+
+    /// The tweaks served, if any.
+    pub fn tweaks(&self) -> Option<&crate::tweaks::ServedTweaks> {
+        self.tweaks.as_ref()
+    }
+
+    /// The tweaks served, to extend.
+    pub fn tweaks_mut(&mut self) -> Option<&mut crate::tweaks::ServedTweaks> {
+        self.tweaks.as_mut()
     }
 
     /// The filters served, if any.
@@ -537,6 +558,23 @@ impl lightwire_proto::Served for ServedChain {
         self.for_session(SessionId::ANONYMOUS, None)
             .with_filter(height, read)
     }
+
+    fn serves_tweaks(&self) -> bool {
+        self.tweaks.is_some()
+    }
+
+    fn tweak_tip(&self) -> Option<u32> {
+        self.tweaks.as_ref()?.tip()
+    }
+
+    fn tweak_entry(&self, height: u32) -> Option<FilterEntry> {
+        self.tweaks.as_ref()?.entry(height)
+    }
+
+    fn with_tweaks<R>(&self, height: u32, read: impl FnOnce(&[u8]) -> R) -> FilterLookup<R> {
+        self.for_session(SessionId::ANONYMOUS, None)
+            .with_tweaks(height, read)
+    }
 }
 
 impl ServedChain {
@@ -614,6 +652,25 @@ impl lightwire_proto::Served for SessionView<'_> {
 
     fn serves_blocks(&self) -> bool {
         self.chain.blocks.is_some()
+    }
+
+    fn serves_tweaks(&self) -> bool {
+        self.chain.tweaks.is_some()
+    }
+
+    fn tweak_tip(&self) -> Option<u32> {
+        self.chain.tweaks.as_ref()?.tip()
+    }
+
+    fn tweak_entry(&self, height: u32) -> Option<FilterEntry> {
+        self.chain.tweaks.as_ref()?.entry(height)
+    }
+
+    fn with_tweaks<R>(&self, height: u32, read: impl FnOnce(&[u8]) -> R) -> FilterLookup<R> {
+        match &self.chain.tweaks {
+            Some(t) => t.with_list(height, read),
+            None => FilterLookup::Missing,
+        }
     }
 
     fn relays(&self) -> bool {

@@ -61,6 +61,11 @@ struct Btcd {
 
 impl Btcd {
     fn start() -> Btcd {
+        Btcd::start_with(&[])
+    }
+
+    /// A node started with `extra` flags too (`--txindex`).
+    fn start_with(extra: &[&str]) -> Btcd {
         let p2p: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
         let rpc: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
         // One directory per node: the tests of this file run side by side.
@@ -82,6 +87,7 @@ impl Btcd {
             .arg(format!("--rpclisten={rpc}"))
             // The test wallet's key: its coinbases can be spent.
             .arg(format!("--miningaddr={}", regtest_wallet::mining_address()))
+            .args(extra)
             // Its miner can log a lot: never to a pipe nobody reads.
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -382,12 +388,21 @@ async fn get_filters(
         stop_hash: stop.0,
     });
     client.send(&Message::GetFilters(req)).await.unwrap();
+    pieces_answer(client, lightwire_wire::FilterKind::Basic).await
+}
+
+/// The filters (or tweak lists) of one answer, put together from their pieces in order.
+async fn pieces_answer(
+    client: &mut Client,
+    kind: lightwire_wire::FilterKind,
+) -> Vec<(u32, Vec<u8>)> {
     let mut got: Vec<(u32, Vec<u8>)> = Vec::new();
     loop {
         let (pieces, last) = tokio::time::timeout(
             Duration::from_secs(30),
-            client.recv(|m| match Message::decode(m) {
-                Ok(Message::Filters(f)) => Some((
+            client.recv(|m| match (kind, Message::decode(m)) {
+                (lightwire_wire::FilterKind::Basic, Ok(Message::Filters(f)))
+                | (lightwire_wire::FilterKind::Tweaks, Ok(Message::Tweaks(f))) => Some((
                     f.pieces()
                         .map(|p| (p.height, p.offset, p.data.to_vec()))
                         .collect::<Vec<_>>(),
@@ -397,7 +412,7 @@ async fn get_filters(
             }),
         )
         .await
-        .expect("filters in time")
+        .expect("an answer in time")
         .unwrap()
         .unwrap_or_default();
         for (height, offset, data) in pieces {
@@ -406,7 +421,10 @@ async fn get_filters(
                     assert_eq!(offset as usize, f.len());
                     f.extend_from_slice(&data);
                 }
-                _ => got.push((height, data)),
+                _ => {
+                    assert_eq!(offset, 0, "a list or filter starts at its first byte");
+                    got.push((height, data));
+                }
             }
         }
         if last {
@@ -510,7 +528,60 @@ async fn filters_of_real_transactions_of_every_kind_are_btcds() {
     );
 }
 
-/// Block `hash` asked of the gateway by `client`: its bytes, or `None` for `not_found`.
+/// Our receiver paid twice in one transaction by another implementation's sender (the
+/// `silentpayments` crate, on libsecp256k1), mined by `btcd`: with the block and its
+/// tweaks, computed from the scripts the sender knows its inputs spent.
+struct SilentCase {
+    spend_secret: bitcoin::secp256k1::SecretKey,
+    receiver: lightwire_wallet::silent::Receiver,
+    address: String,
+    paid: regtest_wallet::SilentBuilt,
+    /// The paying block.
+    raw: Vec<u8>,
+    /// Its tweaks: the paying transaction's, alone.
+    tweaks: Vec<[u8; 33]>,
+    /// The x-only keys of the paying transaction's taproot outputs.
+    outputs: Vec<[u8; 32]>,
+}
+
+impl SilentCase {
+    fn paid_by(btcd: &Btcd) -> SilentCase {
+        use lightwire_wallet::silent::{Receiver, SpNetwork, block_tweaks};
+        btcd.generate(101);
+        let secp = bitcoin::secp256k1::Secp256k1::new();
+        let spend_secret = bitcoin::secp256k1::SecretKey::from_slice(&[0x52; 32]).unwrap();
+        let spend = spend_secret.public_key(&secp).serialize();
+        let mut receiver = Receiver::new(&[0x51; 32], &spend).unwrap();
+        let address = receiver.address(SpNetwork::Regtest, None).unwrap().encode();
+        assert!(address.starts_with("sprt1q"), "{address}");
+        let paid = regtest_wallet::pay_silent(&|args: &[&str]| btcd.ctl(args), &address, 1, 2);
+        let raw = hex::decode(btcd.ctl(&["getblock", &btcd.hash_at(paid.height), "0"])).unwrap();
+        let block = lightwire_primitives::Block::parse(&raw).unwrap();
+        let spent: Vec<Vec<u8>> = paid.spent.iter().map(|s| hex::decode(s).unwrap()).collect();
+        let spent: Vec<&[u8]> = spent.iter().map(Vec::as_slice).collect();
+        let mut tweaks = Vec::new();
+        block_tweaks(&block, &spent, &mut tweaks).unwrap();
+        assert_eq!(tweaks.len(), 1, "one eligible transaction");
+        let outputs = block
+            .transactions()
+            .nth(1)
+            .unwrap()
+            .outputs()
+            .filter(|o| lightwire_wallet::silent::is_p2tr(o.script))
+            .map(|o| o.script[2..].try_into().unwrap())
+            .collect();
+        SilentCase {
+            spend_secret,
+            receiver,
+            address,
+            paid,
+            raw,
+            tweaks,
+            outputs,
+        }
+    }
+}
+
 /// A silent payment made by another implementation (the `silentpayments` crate, on
 /// libsecp256k1) to our receiver's regtest address, twice in one transaction that btcd
 /// mines: the block's tweaks, computed from btcd's block and the scripts its inputs spend,
@@ -519,33 +590,20 @@ async fn filters_of_real_transactions_of_every_kind_are_btcds() {
 /// spend it); a receiver of another scan key finds nothing.
 #[test]
 fn silent_payments_from_another_sender_are_found_in_btcds_block() {
-    use bitcoin::secp256k1::{Scalar, Secp256k1, SecretKey};
-    use lightwire_wallet::silent::{Receiver, SpNetwork, block_tweaks, is_p2tr};
+    use bitcoin::secp256k1::{Scalar, Secp256k1};
+    use lightwire_wallet::silent::Receiver;
 
     let btcd = Btcd::start();
-    btcd.generate(101);
+    let SilentCase {
+        spend_secret,
+        receiver,
+        paid,
+        tweaks,
+        outputs,
+        ..
+    } = SilentCase::paid_by(&btcd);
     let secp = Secp256k1::new();
-    let spend_secret = SecretKey::from_slice(&[0x52; 32]).unwrap();
-    let spend = spend_secret.public_key(&secp).serialize();
-    let mut receiver = Receiver::new(&[0x51; 32], &spend).unwrap();
-    let address = receiver.address(SpNetwork::Regtest, None).unwrap().encode();
-    assert!(address.starts_with("sprt1q"), "{address}");
-    let paid = regtest_wallet::pay_silent(&|args: &[&str]| btcd.ctl(args), &address, 1, 2);
 
-    let raw = hex::decode(btcd.ctl(&["getblock", &btcd.hash_at(paid.height), "0"])).unwrap();
-    let block = lightwire_primitives::Block::parse(&raw).unwrap();
-    let spent: Vec<Vec<u8>> = paid.spent.iter().map(|s| hex::decode(s).unwrap()).collect();
-    let spent: Vec<&[u8]> = spent.iter().map(Vec::as_slice).collect();
-    let mut tweaks = Vec::new();
-    block_tweaks(&block, &spent, &mut tweaks).unwrap();
-    assert_eq!(tweaks.len(), 1, "one eligible transaction");
-
-    let tx = block.transactions().nth(1).unwrap();
-    let outputs: Vec<[u8; 32]> = tx
-        .outputs()
-        .filter(|o| is_p2tr(o.script))
-        .map(|o| o.script[2..].try_into().unwrap())
-        .collect();
     let mut found = Vec::new();
     receiver.scan(&tweaks[0], &outputs, &mut found).unwrap();
     found.sort_by_key(|f| f.k);
@@ -559,12 +617,230 @@ fn silent_payments_from_another_sender_are_found_in_btcds_block() {
         assert_eq!(f.label, None);
     }
 
+    let spend = spend_secret.public_key(&secp).serialize();
     let other = Receiver::new(&[0x53; 32], &spend).unwrap();
     found.clear();
     other.scan(&tweaks[0], &outputs, &mut found).unwrap();
     assert!(found.is_empty());
 }
 
+/// The gateway computes the tweaks of btcd's chain from btcd's RPC (`--txindex`) and serves
+/// them: the tweak of the block paying our receiver is the one computed here from the
+/// scripts the sender knows it spent, the tweak headers chain the lists served, the
+/// receiver finds both payments from the served tweak alone, and a gateway started again
+/// on the same directory serves the same chain from its file without asking btcd.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serves_the_tweaks_of_btcds_chain_computed_from_its_rpc() {
+    use lightwire_gateway::fees::RpcEndpoint;
+    use lightwire_gateway::tweaks::{ServedTweaks, keep};
+    use lightwire_primitives::{FilterHeader, TweakList, tweak_list_hash};
+    use lightwire_wire::FilterRange;
+
+    let btcd = Btcd::start_with(&["--txindex"]);
+    let SilentCase {
+        receiver,
+        address,
+        paid,
+        raw,
+        tweaks: expected,
+        outputs,
+        ..
+    } = SilentCase::paid_by(&btcd);
+    btcd.generate(3);
+    let tip = paid.height + 3;
+    let block = lightwire_primitives::Block::parse(&raw).unwrap();
+
+    let dir = btcd.dir.join("tweaks");
+    let rpc = RpcEndpoint {
+        addr: btcd.rpc,
+        credentials: "u:p".into(),
+        file: None,
+    };
+    let serve = |gw: &common::Gateway| {
+        let tweaks = ServedTweaks::open(&dir, Network::Regtest).unwrap();
+        let stored = tweaks.stored();
+        gw.shared.chain.write().unwrap().serve_tweaks(tweaks);
+        tokio::spawn(keep(gw.shared.clone(), rpc.clone(), gw.stopped()));
+        stored
+    };
+    let tweak_tip = |gw: &common::Gateway| {
+        gw.shared
+            .chain
+            .read()
+            .unwrap()
+            .tweaks()
+            .and_then(|t| t.tip())
+    };
+
+    let gw = following(&btcd).await;
+    assert_eq!(serve(&gw), 0);
+    wait_until("the tweaks of btcd's tip", || tweak_tip(&gw) == Some(tip)).await;
+
+    let stop = lightwire_chain::BlockHash::from_display_hex(&btcd.hash_at(tip)).unwrap();
+    let ask = |id| FilterRange {
+        id,
+        start_height: 0,
+        stop_hash: stop.0,
+    };
+    let mut client = common::client(&gw, Framing::OnePerFrame).await;
+    let (headers, lists) = tweaks_served(&mut client, ask(1), ask(2)).await;
+    assert_eq!(
+        (headers.len(), lists.len()),
+        (tip as usize + 1, tip as usize + 1)
+    );
+    let mut before = FilterHeader::ZERO;
+    for (h, (list, header)) in lists.iter().zip(&headers).enumerate() {
+        let parsed = TweakList::parse(list).unwrap();
+        before = before.next(&tweak_list_hash(list));
+        assert_eq!(*header, before, "tweak header {h} chains the list served");
+        let tweaks: Vec<[u8; 33]> = parsed.iter().copied().collect();
+        if h as u32 == paid.height {
+            assert_eq!(tweaks, expected, "the paying block's tweak");
+        } else {
+            assert!(tweaks.is_empty(), "block {h} pays no taproot output");
+        }
+    }
+    // From the served tweak alone, both payments.
+    let served_tweak: [u8; 33] = lists[paid.height as usize][1..].try_into().unwrap();
+    let mut found = Vec::new();
+    receiver.scan(&served_tweak, &outputs, &mut found).unwrap();
+    assert_eq!(found.len(), 2);
+
+    // A reorg: btcd drops the paying block and mines a longer branch holding another
+    // payment (and the first again, from its mempool, or not). The gateway's tweaks follow:
+    // every block of the new branch is served with the tweaks of its own transactions,
+    // worked out here from the one script they all spend (the coinbases' P2PKH of the test
+    // wallet's key), and the tweak headers chain those lists.
+    btcd.ctl(&["invalidateblock", &btcd.hash_at(paid.height)]);
+    let again = regtest_wallet::pay_silent(&|args: &[&str]| btcd.ctl(args), &address, 2, 1);
+    assert_eq!(again.height, paid.height);
+    btcd.generate(5);
+    let tip = paid.height + 5;
+    let best =
+        lightwire_chain::BlockHash::from_display_hex(&btcd.ctl(&["getbestblockhash"])).unwrap();
+    wait_until("the tweaks of btcd's new tip", || {
+        let c = gw.shared.chain.read().unwrap();
+        c.block_hash(tip) == Some(best) && c.tweaks().and_then(|t| t.tip()) == Some(tip)
+    })
+    .await;
+    let reorged = |id| FilterRange {
+        id,
+        start_height: 0,
+        stop_hash: best.0,
+    };
+    let (headers, lists) = tweaks_served(&mut client, reorged(5), reorged(6)).await;
+    assert_eq!(lists.len(), tip as usize + 1);
+    let coinbase = block.transactions().next().unwrap();
+    let p2pkh = coinbase.outputs().next().unwrap().script.to_vec();
+    let mut before = FilterHeader::ZERO;
+    for (h, (list, header)) in lists.iter().zip(&headers).enumerate() {
+        before = before.next(&tweak_list_hash(list));
+        assert_eq!(*header, before, "tweak header {h} after the reorg");
+        let tweaks: Vec<[u8; 33]> = TweakList::parse(list).unwrap().iter().copied().collect();
+        let raw = hex::decode(btcd.ctl(&["getblock", &btcd.hash_at(h as u32), "0"])).unwrap();
+        let mut theirs: Vec<[u8; 33]> = lightwire_primitives::Block::parse(&raw)
+            .unwrap()
+            .transactions()
+            .skip(1)
+            .map(|tx| {
+                let spent = vec![p2pkh.as_slice(); tx.inputs().count()];
+                lightwire_wallet::silent::tweak(&tx, &spent).unwrap()
+            })
+            .collect();
+        theirs.sort_unstable();
+        assert_eq!(tweaks, theirs, "block {h} of the new branch");
+        if h as u32 == paid.height {
+            assert!(
+                !tweaks.is_empty() && tweaks != expected,
+                "the new payment's block"
+            );
+        }
+    }
+    drop(client);
+    // Stopped: its tweak task, up to the tip, ends with it.
+    drop(gw);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+
+    // Started again on the same directory: every record of the new branch is taken back
+    // from the file (btcd is not asked: the RPC given leads nowhere), and the same chain is
+    // served.
+    let gw = following(&btcd).await;
+    let offline = RpcEndpoint {
+        addr: "127.0.0.1:1".parse().unwrap(),
+        ..rpc.clone()
+    };
+    let tweaks = ServedTweaks::open(&dir, Network::Regtest).unwrap();
+    assert_eq!(tweaks.stored(), tip as usize + 1);
+    gw.shared.chain.write().unwrap().serve_tweaks(tweaks);
+    tokio::spawn(keep(gw.shared.clone(), offline, gw.stopped()));
+    wait_until("the tweaks taken back from the file", || {
+        tweak_tip(&gw) == Some(tip)
+    })
+    .await;
+    let mut client = common::client(&gw, Framing::OnePerFrame).await;
+    let again = tweaks_served(&mut client, reorged(7), reorged(8)).await;
+    assert_eq!(again, (headers, lists));
+}
+
+/// The tweak headers (rebuilt from the hashes and anchors) and the lists a gateway serves
+/// for `headers` and `lists`.
+async fn tweaks_served(
+    client: &mut Client,
+    headers: lightwire_wire::FilterRange,
+    lists: lightwire_wire::FilterRange,
+) -> (Vec<lightwire_primitives::FilterHeader>, Vec<Vec<u8>>) {
+    use lightwire_primitives::{FilterHash, FilterHeader};
+    client
+        .send(&Message::GetTweakHeaders(lightwire_wire::GetFilterHeaders(
+            headers,
+        )))
+        .await
+        .unwrap();
+    let mut chain: Vec<FilterHeader> = Vec::new();
+    loop {
+        let answer = tokio::time::timeout(
+            Duration::from_secs(30),
+            client.recv(|m| match Message::decode(m) {
+                Ok(Message::TweakHeaders(t)) => {
+                    assert!(!t.flags.stop_unknown, "the stop is on the gateway's chain");
+                    assert!(t.count() > 0, "an answer cut short: {:?}", t.flags);
+                    Some((t.anchors[..32].to_vec(), t.hashes.to_vec(), t.flags.last))
+                }
+                _ => None,
+            }),
+        )
+        .await
+        .expect("tweak headers in time")
+        .unwrap();
+        let Some((anchor, hashes, last)) = answer else {
+            continue;
+        };
+        let mut before = FilterHeader(anchor.try_into().unwrap());
+        assert_eq!(before, chain.last().copied().unwrap_or(FilterHeader::ZERO));
+        for h in hashes.chunks_exact(32) {
+            before = before.next(&FilterHash(h.try_into().unwrap()));
+            chain.push(before);
+        }
+        if last {
+            break;
+        }
+    }
+    client
+        .send(&Message::GetTweaks(lightwire_wire::GetFilters(lists)))
+        .await
+        .unwrap();
+    let got = pieces_answer(client, lightwire_wire::FilterKind::Tweaks).await;
+    for (i, (height, _)) in got.iter().enumerate() {
+        assert_eq!(
+            *height as usize, i,
+            "lists in order of height, none skipped"
+        );
+    }
+    let got = got.into_iter().map(|(_, list)| list).collect();
+    (chain, got)
+}
+
+/// Block `hash` asked of the gateway by `client`: its bytes, or `None` for `not_found`.
 async fn get_block(client: &mut Client, hash: lightwire_chain::BlockHash) -> Option<Vec<u8>> {
     use lightwire_wire::GetBlock;
     let req = GetBlock {

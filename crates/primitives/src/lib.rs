@@ -29,6 +29,7 @@ mod hash;
 pub mod merkle;
 mod reader;
 pub mod transaction;
+pub mod tweaks;
 
 pub use block::{Block, BlockError, Checked, CheckedBlock, Unchecked, UncheckedBlock};
 pub use compact_size::{
@@ -37,3 +38,4 @@ pub use compact_size::{
 pub use hash::{BlockHash, FilterHash, FilterHeader, HEADER_LEN, Txid, sha256d};
 pub use reader::{DecodeError, Reader};
 pub use transaction::{Input, Output, Tx, Witness};
+pub use tweaks::{TWEAK_LEN, TweakList, TweakListError, tweak_list_hash, write_tweak_list};

@@ -22,7 +22,7 @@ use lightwire_noise::{
 use lightwire_primitives::{FilterHash, FilterHeader};
 use lightwire_wire::{
     AnswerFlags, BLOCKS_FEATURE, BlockPiece, COMPACT_HEADERS_FEATURE, DecodeError, EncodeError,
-    FILTERS_FEATURE, Features, FilterCheckpoints, FilterRange, Filters, GetBlock,
+    FILTERS_FEATURE, Features, FilterCheckpoints, FilterKind, FilterRange, Filters, GetBlock,
     GetFilterCheckpoints, GetFilterHeaders, GetFilters, GetHeaders, Init, InitRefusal,
     MEMPOOL_FEATURE, MempoolDigest, MempoolSubscribe, MempoolTx, Message, Networks, Ping, Pong,
     RELAY_FEATURE, SALT_LEN, SendTx, TxResult,
@@ -363,6 +363,27 @@ pub enum PeerEvent<'a> {
     },
     /// Filter checkpoints answering request `id`.
     FilterCheckpoints(FilterCheckpoints<'a>),
+    /// Tweak headers answering request `id` (`tweak_headers`, rebuilt from the tweak hashes
+    /// and linked as filter headers are: they chain from `before`). A variant of its own,
+    /// so that no code written for filters takes tweaks for them.
+    TweakHeaders {
+        /// The request.
+        id: u32,
+        /// Height of the first (of the next, when there are none).
+        first_height: u32,
+        /// How the answer ends.
+        flags: AnswerFlags,
+        /// The tweak header before the first.
+        before: FilterHeader,
+        /// The tweak headers.
+        headers: &'a [FilterHeader],
+        /// The tweak hashes they chain.
+        hashes: &'a [FilterHash],
+    },
+    /// Tweak checkpoints answering request `id`.
+    TweakCheckpoints(FilterCheckpoints<'a>),
+    /// Pieces of tweak lists answering request `id` (checked for range, as filter pieces).
+    Tweaks(Filters<'a>),
     /// Filter pieces answering request `id` (the pieces are checked for range; their
     /// order and completeness are the receiver's to check).
     Filters(Filters<'a>),
@@ -411,6 +432,8 @@ pub struct Initiator {
     /// Whether the gateway's `init` offers the mempool digest.
     gateway_mempool: bool,
     gateway_fees: bool,
+    /// Whether the gateway's `init` offers silent-payment tweaks.
+    gateway_tweaks: bool,
     /// The mirrors its `init` advertised (at most [`MAX_MIRRORS_ADVERTISED`]).
     gateway_mirrors: Vec<String>,
     /// Headers expanded from `headers_compact` and the block hashes of every answer.
@@ -452,6 +475,7 @@ impl Initiator {
             gateway_relay: false,
             gateway_mempool: false,
             gateway_fees: false,
+            gateway_tweaks: false,
             gateway_mirrors: Vec::new(),
             expanded: Expanded::new(),
         };
@@ -486,6 +510,12 @@ impl Initiator {
     /// ([`MEMPOOL_FEATURE`]).
     pub fn serves_mempool(&self) -> bool {
         self.gateway_mempool
+    }
+
+    /// Whether the gateway's `init` said it serves silent-payment tweaks
+    /// ([`lightwire_wire::TWEAKS_FEATURE`]).
+    pub fn serves_tweaks(&self) -> bool {
+        self.gateway_tweaks
     }
 
     /// Whether the gateway's `init` said it answers `get_fee_rates`
@@ -541,6 +571,7 @@ impl Initiator {
                 relay,
                 mempool,
                 fees,
+                tweaks,
                 mirrors,
             }) => {
                 self.ready = true;
@@ -554,6 +585,7 @@ impl Initiator {
                 self.gateway_relay = relay;
                 self.gateway_mempool = mempool;
                 self.gateway_fees = fees;
+                self.gateway_tweaks = tweaks;
                 Ok((taken, Some(PeerEvent::Ready)))
             }
             Ok(Interpreted::Pong(len)) => {
@@ -699,6 +731,40 @@ impl Initiator {
         self.link.send(&Message::GetFilterCheckpoints(req))
     }
 
+    /// Ask for `kind`'s headers (as hashes), data or checkpoints: `request_filter_headers`,
+    /// `request_filters` and `request_filter_checkpoints` for either chain.
+    pub fn request_data(
+        &mut self,
+        kind: FilterKind,
+        what: DataRequest,
+        id: u32,
+        start_height: u32,
+        stop_hash: BlockHash,
+    ) -> Result<(), PeerError> {
+        let range = self.filter_range(id, start_height, stop_hash)?;
+        let message = match (kind, what) {
+            (FilterKind::Basic, DataRequest::Headers) => {
+                Message::GetFilterHeaders(GetFilterHeaders(range))
+            }
+            (FilterKind::Tweaks, DataRequest::Headers) => {
+                Message::GetTweakHeaders(GetFilterHeaders(range))
+            }
+            (FilterKind::Basic, DataRequest::Data) => Message::GetFilters(GetFilters(range)),
+            (FilterKind::Tweaks, DataRequest::Data) => Message::GetTweaks(GetFilters(range)),
+            (kind, DataRequest::Checkpoints) => {
+                let req = GetFilterCheckpoints {
+                    id,
+                    stop_hash: range.stop_hash,
+                };
+                match kind {
+                    FilterKind::Basic => Message::GetFilterCheckpoints(req),
+                    FilterKind::Tweaks => Message::GetTweakCheckpoints(req),
+                }
+            }
+        };
+        self.link.send(&message)
+    }
+
     /// Hand a signed transaction to the gateway for its node (at most
     /// [`lightwire_wire::MAX_TX_LEN`] bytes).
     pub fn send_tx(&mut self, id: u32, tx: &[u8]) -> Result<(), PeerError> {
@@ -781,11 +847,24 @@ pub(crate) enum Interpreted<'a> {
         relay: bool,
         mempool: bool,
         fees: bool,
+        tweaks: bool,
         /// The URLs of its `bulk_mirrors` record.
         mirrors: Init<'a>,
     },
     Pong(Option<u16>),
     Event(Option<PeerEvent<'a>>),
+}
+
+/// Which of a chain's three requests [`Initiator::request_data`] sends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DataRequest {
+    /// Its headers, as hashes with anchors (`get_filter_headers`, `get_tweak_headers`).
+    Headers,
+    /// Its per-block data (`get_filters`, `get_tweaks`).
+    Data,
+    /// Its checkpoints (`get_filter_checkpoints`, `get_tweak_checkpoints`); the start
+    /// height is not sent.
+    Checkpoints,
 }
 
 /// What a decrypted message from the gateway means, before or after its `init`. Headers are
@@ -810,6 +889,7 @@ pub(crate) fn interpret<'a>(
             relay: features.is_set(RELAY_FEATURE),
             mempool: features.is_set(MEMPOOL_FEATURE),
             fees: features.is_set(lightwire_wire::FEES_FEATURE),
+            tweaks: features.is_set(lightwire_wire::TWEAKS_FEATURE),
             mirrors: init,
         });
     }
@@ -849,7 +929,22 @@ pub(crate) fn interpret<'a>(
                 hashes,
             }
         }
+        Message::TweakHeaders(m) => {
+            let (before, headers, hashes) = expanded
+                .link_filter_headers(&m)
+                .ok_or(PeerError::FilterHeadersDisjoint)?;
+            PeerEvent::TweakHeaders {
+                id: m.id,
+                first_height: m.first_height,
+                flags: m.flags,
+                before,
+                headers,
+                hashes,
+            }
+        }
         Message::FilterCheckpoints(m) => PeerEvent::FilterCheckpoints(m),
+        Message::TweakCheckpoints(m) => PeerEvent::TweakCheckpoints(m),
+        Message::Tweaks(m) => PeerEvent::Tweaks(m),
         Message::Filters(m) => PeerEvent::Filters(m),
         Message::Block(m) => PeerEvent::Block(m),
         Message::TxResult(m) => PeerEvent::TxResult(m),
@@ -869,6 +964,9 @@ pub(crate) fn interpret<'a>(
         | Message::GetFilterHeaders(_)
         | Message::GetFilterCheckpoints(_)
         | Message::GetFilters(_)
+        | Message::GetTweakHeaders(_)
+        | Message::GetTweakCheckpoints(_)
+        | Message::GetTweaks(_)
         | Message::GetBlock(_)
         | Message::SendTx(_)
         | Message::MempoolSubscribe(_)

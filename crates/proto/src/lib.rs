@@ -39,7 +39,7 @@ pub mod time;
 pub mod ws;
 
 pub use connect::{ConnectString, ConnectStringError};
-pub use initiator::{Initiator, Link, PeerError, PeerEvent};
+pub use initiator::{DataRequest, Initiator, Link, PeerError, PeerEvent};
 pub use responder::{BufferKind, BufferMode, Close, Responder, Transmit};
 pub use session::{Served, ServedTip, Session, Violation};
 pub use time::Millis;

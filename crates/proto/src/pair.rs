@@ -47,6 +47,9 @@ pub enum Heard {
     MempoolTx(u32, Option<Vec<u8>>),
     /// Fee rates.
     FeeRates(lightwire_wire::FeeRates),
+    /// One of the above (`FilterHeaders`, `FilterCheckpoints` or `Filters`) heard as
+    /// the silent-payment tweak chain's message.
+    Tweak(Box<Heard>),
 }
 
 /// A digest entry heard: a transaction's txid, with its set (added) or why it left.
@@ -383,6 +386,34 @@ fn client_input(
                         } => {
                             Heard::FilterHeaders(id, first_height, before, headers.to_vec(), flags)
                         }
+                        PeerEvent::TweakHeaders {
+                            id,
+                            first_height,
+                            flags,
+                            before,
+                            headers,
+                            ..
+                        } => Heard::Tweak(Box::new(Heard::FilterHeaders(
+                            id,
+                            first_height,
+                            before,
+                            headers.to_vec(),
+                            flags,
+                        ))),
+                        PeerEvent::TweakCheckpoints(m) => {
+                            Heard::Tweak(Box::new(Heard::FilterCheckpoints(
+                                m.id,
+                                m.iter().map(|(h, c)| (h, *c)).collect(),
+                                m.flags,
+                            )))
+                        }
+                        PeerEvent::Tweaks(m) => Heard::Tweak(Box::new(Heard::Filters(
+                            m.id,
+                            m.pieces()
+                                .map(|p| (p.height, p.filter_len, p.offset, p.data.to_vec()))
+                                .collect(),
+                            m.flags,
+                        ))),
                         PeerEvent::FilterCheckpoints(m) => Heard::FilterCheckpoints(
                             m.id,
                             m.iter().map(|(h, c)| (h, *c)).collect(),

@@ -22,9 +22,9 @@ use lightwire_wire::sync::{
 };
 use lightwire_wire::{
     AnswerFlags, BLOCKS_FEATURE, BlockPiece, COMPACT_HEADERS_FEATURE, DecodeError, EncodeError,
-    FILTERS_FEATURE, FilterCheckpoints, FilterHeaders, FilterRange, FiltersWriter, GetHeaders,
-    Headers, HeadersCompact, Init, InitRefusal, MEMPOOL_FEATURE, Message, Networks, Ping, Pong,
-    RELAY_FEATURE, Tip, TxResult, Warning,
+    FILTERS_FEATURE, FilterCheckpoints, FilterHeaders, FilterKind, FilterRange, FiltersWriter,
+    GetHeaders, Headers, HeadersCompact, Init, InitRefusal, MEMPOOL_FEATURE, Message, Networks,
+    Ping, Pong, RELAY_FEATURE, TWEAKS_FEATURE, Tip, TxResult, Warning,
 };
 use lightwire_wire::{FEES_FEATURE, FeeRates, FeeSource};
 
@@ -115,6 +115,65 @@ pub trait Served {
     /// the Golomb-coded set), lent to `read`.
     fn with_filter<R>(&self, _height: u32, _read: impl FnOnce(&[u8]) -> R) -> FilterLookup<R> {
         FilterLookup::Missing
+    }
+
+    /// Whether silent-payment tweaks are served (the `tweaks` feature bit).
+    fn serves_tweaks(&self) -> bool {
+        false
+    }
+
+    /// The highest height whose tweak header is known (tweaks are computed after the
+    /// headers, from the node's blocks and the outputs they spend).
+    fn tweak_tip(&self) -> Option<u32> {
+        None
+    }
+
+    /// The tweak header and tweak hash of the block at `height`.
+    fn tweak_entry(&self, _height: u32) -> Option<FilterEntry> {
+        None
+    }
+
+    /// The tweak list of the block at `height` (a CompactSize count, then the 33-byte
+    /// tweaks, ascending), lent to `read`.
+    fn with_tweaks<R>(&self, _height: u32, _read: impl FnOnce(&[u8]) -> R) -> FilterLookup<R> {
+        FilterLookup::Missing
+    }
+
+    /// Whether `kind`'s data is served.
+    fn serves(&self, kind: FilterKind) -> bool {
+        match kind {
+            FilterKind::Basic => self.serves_filters(),
+            FilterKind::Tweaks => self.serves_tweaks(),
+        }
+    }
+
+    /// [`Self::filter_tip`] or [`Self::tweak_tip`].
+    fn data_tip(&self, kind: FilterKind) -> Option<u32> {
+        match kind {
+            FilterKind::Basic => self.filter_tip(),
+            FilterKind::Tweaks => self.tweak_tip(),
+        }
+    }
+
+    /// [`Self::filter_entry`] or [`Self::tweak_entry`].
+    fn data_entry(&self, kind: FilterKind, height: u32) -> Option<FilterEntry> {
+        match kind {
+            FilterKind::Basic => self.filter_entry(height),
+            FilterKind::Tweaks => self.tweak_entry(height),
+        }
+    }
+
+    /// [`Self::with_filter`] or [`Self::with_tweaks`].
+    fn with_data<R>(
+        &self,
+        kind: FilterKind,
+        height: u32,
+        read: impl FnOnce(&[u8]) -> R,
+    ) -> FilterLookup<R> {
+        match kind {
+            FilterKind::Basic => self.with_filter(height, read),
+            FilterKind::Tweaks => self.with_tweaks(height, read),
+        }
     }
 
     /// Whether blocks are served (the `blocks` feature bit).
@@ -225,6 +284,9 @@ pub enum Violation {
     /// A filter request to a gateway that does not serve filters.
     #[error("this gateway does not serve filters")]
     FiltersNotServed,
+    /// A tweak request to a gateway that does not serve tweaks.
+    #[error("this gateway does not serve silent-payment tweaks")]
+    TweaksNotServed,
     /// A filter request whose range is empty or over its limit.
     #[error("filter request from {start} to {stop} is empty or over the limit of {max}")]
     FilterRange {
@@ -272,6 +334,7 @@ impl Violation {
             Violation::LocatorTooLong(_) => "locator_too_long",
             Violation::TooManyRequests => "too_many_requests",
             Violation::FiltersNotServed => "filters_not_served",
+            Violation::TweaksNotServed => "tweaks_not_served",
             Violation::FilterRange { .. } => "filter_range",
             Violation::BlocksNotServed => "blocks_not_served",
             Violation::BlockInFlight => "block_in_flight",
@@ -310,12 +373,16 @@ enum Want {
         /// The height of `stop_hash`, if it is on the chain.
         stop: Option<u32>,
     },
-    /// Filter hashes up to `end` (`None`: the stop hash is not on the chain).
-    FilterHeaders { end: Option<u32> },
+    /// Filter (or tweak) hashes up to `end` (`None`: the stop hash is not on the chain).
+    FilterHeaders { kind: FilterKind, end: Option<u32> },
     /// Checkpoints up to `end`.
-    Checkpoints { end: Option<u32> },
-    /// Filters up to `end`; `offset` into the filter of `next` already sent.
-    Filters { end: Option<u32>, offset: u32 },
+    Checkpoints { kind: FilterKind, end: Option<u32> },
+    /// Filters (or tweak lists) up to `end`; `offset` into the one of `next` already sent.
+    Filters {
+        kind: FilterKind,
+        end: Option<u32>,
+        offset: u32,
+    },
     /// The block of height `next` (`found` false: not on the chain); `offset` into it
     /// already sent.
     Block { found: bool, offset: u32 },
@@ -429,34 +496,33 @@ impl Session {
         }
         match message {
             Message::GetHeaders(req) => self.request(&req, chain)?,
-            Message::GetFilterHeaders(req) => {
-                let end = self.filter_request(&req.0, MAX_REQUEST_FILTER_HEADERS, chain)?;
-                self.queue(
-                    req.0.id,
-                    req.0.start_height,
-                    chain,
-                    Want::FilterHeaders { end },
-                );
-            }
-            Message::GetFilters(req) => {
-                let end = self.filter_request(&req.0, MAX_REQUEST_FILTERS, chain)?;
-                let want = Want::Filters { end, offset: 0 };
+            Message::GetFilterHeaders(req) | Message::GetTweakHeaders(req) => {
+                let kind = kind_of(&message);
+                let end = self.filter_request(kind, &req.0, MAX_REQUEST_FILTER_HEADERS, chain)?;
+                let want = Want::FilterHeaders { kind, end };
                 self.queue(req.0.id, req.0.start_height, chain, want);
             }
-            Message::GetFilterCheckpoints(req) => {
+            Message::GetFilters(req) | Message::GetTweaks(req) => {
+                let kind = kind_of(&message);
+                let end = self.filter_request(kind, &req.0, MAX_REQUEST_FILTERS, chain)?;
+                let want = Want::Filters {
+                    kind,
+                    end,
+                    offset: 0,
+                };
+                self.queue(req.0.id, req.0.start_height, chain, want);
+            }
+            Message::GetFilterCheckpoints(req) | Message::GetTweakCheckpoints(req) => {
+                let kind = kind_of(&message);
                 let range = FilterRange {
                     id: req.id,
                     start_height: FILTER_CHECKPOINT_INTERVAL,
                     stop_hash: req.stop_hash,
                 };
                 // Any stop height is fine: checkpoints are few.
-                let end = self.filter_request(&range, u32::MAX, chain)?;
-                self.queue(
-                    req.id,
-                    FILTER_CHECKPOINT_INTERVAL,
-                    chain,
-                    Want::Checkpoints { end },
-                );
+                let end = self.filter_request(kind, &range, u32::MAX, chain)?;
+                let want = Want::Checkpoints { kind, end };
+                self.queue(req.id, FILTER_CHECKPOINT_INTERVAL, chain, want);
             }
             Message::GetBlock(req) => {
                 if !chain.serves_blocks() {
@@ -513,6 +579,9 @@ impl Session {
             | Message::FilterHeaders(_)
             | Message::FilterCheckpoints(_)
             | Message::Filters(_)
+            | Message::TweakHeaders(_)
+            | Message::TweakCheckpoints(_)
+            | Message::Tweaks(_)
             | Message::Block(_)
             | Message::TxResult(_)
             | Message::MempoolDigest(_)
@@ -565,12 +634,16 @@ impl Session {
     /// chain: the answer is empty, flagged `stop_unknown`).
     fn filter_request<C: Served>(
         &self,
+        kind: FilterKind,
         req: &FilterRange,
         max: u32,
         chain: &C,
     ) -> Result<Option<u32>, Violation> {
-        if !chain.serves_filters() {
-            return Err(Violation::FiltersNotServed);
+        if !chain.serves(kind) {
+            return Err(match kind {
+                FilterKind::Basic => Violation::FiltersNotServed,
+                FilterKind::Tweaks => Violation::TweaksNotServed,
+            });
         }
         self.check_room()?;
         let Some(stop) = chain.height_of(&lightwire_chain::BlockHash(req.stop_hash)) else {
@@ -630,8 +703,8 @@ impl Session {
             } else {
                 &[]
             };
-            let mut field = [0u8; FEES_FEATURE / 8 + 1];
-            let mut all = [0usize; 6];
+            let mut field = [0u8; TWEAKS_FEATURE / 8 + 1];
+            let mut all = [0usize; 7];
             let mut n = 0;
             for &b in bits
                 .iter()
@@ -640,6 +713,7 @@ impl Session {
                 .chain(chain.relays().then_some(&RELAY_FEATURE))
                 .chain(chain.serves_mempool().then_some(&MEMPOOL_FEATURE))
                 .chain(chain.fee_rates().is_some().then_some(&FEES_FEATURE))
+                .chain(chain.serves_tweaks().then_some(&TWEAKS_FEATURE))
             {
                 all[n] = b;
                 n += 1;
@@ -706,12 +780,14 @@ impl Session {
             Want::Headers { remaining, stop } => {
                 self.write_headers(req, remaining, stop, reorged, chain, out)?
             }
-            Want::FilterHeaders { end } => {
-                self.write_filter_headers(req, end, reorged, chain, out)?
+            Want::FilterHeaders { kind, end } => {
+                self.write_filter_headers(kind, req, end, reorged, chain, out)?
             }
-            Want::Checkpoints { end } => self.write_checkpoints(req, end, reorged, chain, out)?,
-            Want::Filters { end, offset } => {
-                self.write_filters(req, end, offset, reorged, chain, out)?
+            Want::Checkpoints { kind, end } => {
+                self.write_checkpoints(kind, req, end, reorged, chain, out)?
+            }
+            Want::Filters { kind, end, offset } => {
+                self.write_filters(kind, req, end, offset, chain, out)?
             }
             Want::Block { found, offset } => {
                 self.write_block(req, found, offset, reorged, chain, out)?
@@ -785,13 +861,14 @@ impl Session {
     /// chain holds filter headers for, and at once after a reorg. `None` when the stop
     /// hash was not on the chain.
     fn filter_end<C: Served>(
+        kind: FilterKind,
         req: &Request,
         end: Option<u32>,
         reorged: bool,
         chain: &C,
     ) -> Option<u32> {
         let end = end?;
-        let held = chain.filter_tip().unwrap_or(0).min(chain.tip().height);
+        let held = chain.data_tip(kind).unwrap_or(0).min(chain.tip().height);
         Some(if reorged {
             req.next.saturating_sub(1)
         } else {
@@ -801,6 +878,7 @@ impl Session {
 
     fn write_filter_headers<C: Served>(
         &mut self,
+        kind: FilterKind,
         mut req: Request,
         end: Option<u32>,
         reorged: bool,
@@ -808,15 +886,15 @@ impl Session {
         out: &mut [u8],
     ) -> Result<Option<usize>, EncodeError> {
         let stop_unknown = end.is_none();
-        let end = Self::filter_end(&req, end, reorged, chain);
+        let end = Self::filter_end(kind, &req, end, reorged, chain);
         let left = end.map_or(0, |e| (e + 1).saturating_sub(req.next) as usize);
         let count = left.min(MAX_FILTER_HASHES_PER_MESSAGE);
         let before = match req.next.checked_sub(1) {
-            Some(h) if count > 0 => chain.filter_entry(h).map(|e| e.header.0),
+            Some(h) if count > 0 => chain.data_entry(kind, h).map(|e| e.header.0),
             _ => Some([0; 32]),
         };
         let from = req.next;
-        let entries = (0..count as u32).map(|i| chain.filter_entry(from + i));
+        let entries = (0..count as u32).map(|i| chain.data_entry(kind, from + i));
         // The entries were held when `end` was worked out: a gap would be the chain's bug.
         let (Some(before), true) = (before, entries.clone().all(|e| e.is_some())) else {
             return Err(EncodeError::BufferTooSmall {
@@ -828,13 +906,17 @@ impl Session {
             last: count == left,
             stop_unknown,
         };
-        let len = FilterHeaders::encode_answer(out, req.id, from, flags, count, before, |i| {
-            let e = chain.filter_entry(from + i as u32).unwrap_or(FilterEntry {
-                header: FilterHeader::ZERO,
-                hash: FilterHash::ZERO,
-            });
+        let entry = |i: usize| {
+            let e = chain
+                .data_entry(kind, from + i as u32)
+                .unwrap_or(FilterEntry {
+                    header: FilterHeader::ZERO,
+                    hash: FilterHash::ZERO,
+                });
             (e.header.0, e.hash.0)
-        })?;
+        };
+        let len =
+            FilterHeaders::encode_answer_as(kind, out, req.id, from, flags, count, before, entry)?;
         req.next += count as u32;
         self.answering = (!flags.last).then_some(req);
         Ok(Some(len))
@@ -842,6 +924,7 @@ impl Session {
 
     fn write_checkpoints<C: Served>(
         &mut self,
+        kind: FilterKind,
         mut req: Request,
         end: Option<u32>,
         reorged: bool,
@@ -849,7 +932,7 @@ impl Session {
         out: &mut [u8],
     ) -> Result<Option<usize>, EncodeError> {
         let stop_unknown = end.is_none();
-        let end = Self::filter_end(&req, end, reorged, chain);
+        let end = Self::filter_end(kind, &req, end, reorged, chain);
         let left = end.map_or(0, |e| {
             (e / FILTER_CHECKPOINT_INTERVAL + 1)
                 .saturating_sub(req.next / FILTER_CHECKPOINT_INTERVAL)
@@ -865,7 +948,7 @@ impl Session {
             flags,
             headers: &[],
         };
-        let fixed = m.encode(out)?;
+        let fixed = m.encode_as(kind, out)?;
         let body = &mut out[fixed..];
         if body.len() < count * 32 {
             return Err(EncodeError::BufferTooSmall {
@@ -876,7 +959,7 @@ impl Session {
         for (i, dst) in body.chunks_exact_mut(32).take(count).enumerate() {
             let height = req.next + i as u32 * FILTER_CHECKPOINT_INTERVAL;
             let e = chain
-                .filter_entry(height)
+                .data_entry(kind, height)
                 .ok_or(EncodeError::BufferTooSmall {
                     needed: count,
                     available: i,
@@ -892,20 +975,21 @@ impl Session {
 
     fn write_filters<C: Served>(
         &mut self,
+        kind: FilterKind,
         mut req: Request,
         end: Option<u32>,
         mut offset: u32,
-        reorged: bool,
         chain: &C,
         out: &mut [u8],
     ) -> Result<Option<usize>, EncodeError> {
+        let reorged = chain.reorgs() != req.reorgs;
         let stop_unknown = end.is_none();
-        let end = Self::filter_end(&req, end, reorged, chain);
-        let mut w = FiltersWriter::new(out, req.id)?;
+        let end = Self::filter_end(kind, &req, end, reorged, chain);
+        let mut w = FiltersWriter::new_as(kind, out, req.id)?;
         let mut done = end.is_none_or(|e| req.next > e);
         while !done && w.has_room() {
             let height = req.next;
-            let pushed = chain.with_filter(height, |f| {
+            let pushed = chain.with_data(kind, height, |f| {
                 w.push(height, f, offset as usize)
                     .map(|n| (n, offset as usize + n == f.len()))
             });
@@ -930,7 +1014,7 @@ impl Session {
             }
         }
         if !done && w.pieces() == 0 {
-            req.want = Want::Filters { end, offset };
+            req.want = Want::Filters { kind, end, offset };
             self.answering = Some(req);
             return Ok(None);
         }
@@ -938,7 +1022,7 @@ impl Session {
             last: done,
             stop_unknown,
         });
-        req.want = Want::Filters { end, offset };
+        req.want = Want::Filters { kind, end, offset };
         self.answering = (!done).then_some(req);
         Ok(Some(len))
     }
@@ -984,6 +1068,16 @@ impl Session {
                 not_found(out).map(Some)
             }
         }
+    }
+}
+
+/// Which chain a filter-family request is about.
+fn kind_of(message: &Message<'_>) -> FilterKind {
+    match message {
+        Message::GetTweakHeaders(_) | Message::GetTweakCheckpoints(_) | Message::GetTweaks(_) => {
+            FilterKind::Tweaks
+        }
+        _ => FilterKind::Basic,
     }
 }
 
@@ -1325,6 +1419,111 @@ mod tests {
         };
         assert!(init.combined_features().is_set(FILTERS_FEATURE));
         s
+    }
+
+    #[test]
+    fn tweaks_are_served_as_filters_are_under_their_own_types() {
+        let mut chain = TestChain::generate(2500);
+        let mut s = ready(&chain);
+        let stop = chain.header(2500).block_hash();
+        // Not served yet: a tweak request is a rule break of its own.
+        let get = Message::GetTweakHeaders(lightwire_wire::GetFilterHeaders(range(1, 0, stop)));
+        assert_eq!(
+            s.receive(&encode(get), &chain),
+            Err(Violation::TweaksNotServed)
+        );
+
+        let mut lists = vec![Vec::new(); 2001];
+        let tweak = |b: u8| {
+            let mut t = [b; 33];
+            t[0] = 2;
+            t
+        };
+        lists[7] = vec![tweak(9), tweak(4)];
+        lists[2000] = (0..2000u32)
+            .map(|i| {
+                let mut t = [0u8; 33];
+                t[0] = 3;
+                t[1..5].copy_from_slice(&i.to_be_bytes());
+                t
+            })
+            .collect();
+        chain.serve_tweaks(lists);
+        let mut s = ready(&chain);
+
+        // Headers: tweak_headers, chaining the tweak hashes from zeros, up to the stop.
+        s.receive(&encode(get), &chain).unwrap();
+        let mut next = 0;
+        for m in drain(&mut s, &chain) {
+            let Ok(Message::TweakHeaders(m)) = Message::decode(&m) else {
+                panic!("tweak_headers");
+            };
+            for (j, hash) in m.hashes.chunks_exact(32).enumerate() {
+                let e = chain.tweak_entry(next + j as u32).unwrap();
+                assert_eq!(hash, e.hash.0);
+            }
+            next += m.count() as u32;
+        }
+        assert_eq!(next, 2501);
+        let e7 = chain.tweak_entry(7).unwrap();
+        assert_eq!(
+            e7.header,
+            chain
+                .tweak_entry(6)
+                .unwrap()
+                .header
+                .next(&lightwire_primitives::tweak_list_hash(chain.tweak_list(7)))
+        );
+
+        // Checkpoints at 1,000 and 2,000.
+        let get = lightwire_wire::GetFilterCheckpoints {
+            id: 2,
+            stop_hash: stop.0,
+        };
+        s.receive(&encode(Message::GetTweakCheckpoints(get)), &chain)
+            .unwrap();
+        let sent = drain(&mut s, &chain);
+        let Ok(Message::TweakCheckpoints(m)) = Message::decode(&sent[0]) else {
+            panic!("tweak_checkpoints");
+        };
+        let got: Vec<_> = m.iter().map(|(h, c)| (h, *c)).collect();
+        let want: Vec<_> = [1000, 2000]
+            .iter()
+            .map(|&h| (h, chain.tweak_entry(h).unwrap().header.0))
+            .collect();
+        assert_eq!(got, want);
+
+        // The lists, whole (the 2,000-tweak one, 66 KB, across two messages).
+        let stop = chain.header(2001).block_hash();
+        let get = Message::GetTweaks(lightwire_wire::GetFilters(range(3, 1995, stop)));
+        s.receive(&encode(get), &chain).unwrap();
+        let mut lists: std::collections::BTreeMap<u32, Vec<u8>> = Default::default();
+        for m in drain(&mut s, &chain) {
+            let Ok(Message::Tweaks(m)) = Message::decode(&m) else {
+                panic!("tweaks");
+            };
+            for p in m.pieces() {
+                let l = lists.entry(p.height).or_default();
+                assert_eq!(p.offset as usize, l.len());
+                l.extend_from_slice(p.data);
+            }
+        }
+        assert_eq!(lists.len(), 7);
+        for (h, l) in &lists {
+            assert_eq!(l.as_slice(), chain.tweak_list(*h), "list {h}");
+            lightwire_primitives::TweakList::parse(l).unwrap();
+        }
+        assert_eq!(lists[&2000].len(), 3 + 2000 * 33);
+        assert_eq!(lists[&1999], [0]);
+
+        // The init says so.
+        let mut s = Session::new(chain_hash());
+        s.receive(&init_for(chain_hash()), &chain).unwrap();
+        let sent = drain(&mut s, &chain);
+        let Ok(Message::Init(init)) = Message::decode(&sent[0]) else {
+            panic!("init first")
+        };
+        assert!(init.combined_features().is_set(TWEAKS_FEATURE));
     }
 
     #[test]

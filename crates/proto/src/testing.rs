@@ -11,6 +11,13 @@ use lightwire_filter::{FilterHeader, build_filter, filter_hash, filter_header};
 
 use crate::session::{FilterEntry, FilterLookup, Served, ServedTip};
 
+/// The tweaks of a list this chain wrote.
+fn parse(list: &[u8]) -> Vec<[u8; 33]> {
+    lightwire_primitives::TweakList::parse(list)
+        .map(|l| l.iter().copied().collect())
+        .unwrap_or_default()
+}
+
 /// Headers from regtest's genesis, indexed by hash.
 pub struct TestChain {
     headers: Vec<Header>,
@@ -49,6 +56,9 @@ pub struct TestChain {
     pub fee_rates: Option<(lightwire_wire::FeeSource, [Option<u64>; 3])>,
     /// The `bulk_mirrors` value its `init` advertises (empty: none).
     pub mirrors: Vec<u8>,
+    /// Each block's silent-payment tweak list and its entry, served when `Some`
+    /// ([`TestChain::serve_tweaks`]).
+    tweaks: Option<Vec<(Vec<u8>, FilterEntry)>>,
 }
 
 /// A transaction (version 2, replaceable) spending output `vout` of `prev` with `witness`
@@ -171,6 +181,7 @@ impl TestChain {
             filters: Vec::new(),
             serve_filters: true,
             filters_held: None,
+            tweaks: None,
             pending_filters: Default::default(),
             missing_filters: Default::default(),
             serve_blocks: true,
@@ -208,6 +219,15 @@ impl TestChain {
         let parent = self.header(fork);
         self.extend(headers_after(&REGTEST, &parent, fork, len, branch));
         self.reorgs += 1;
+        if let Some(tweaks) = &self.tweaks {
+            // The new branch's blocks have no tweaks.
+            let kept = tweaks
+                .iter()
+                .take(fork as usize + 1)
+                .map(|t| parse(&t.0))
+                .collect();
+            self.serve_tweaks(kept);
+        }
     }
 
     /// Break the header at `height`: a nonce whose hash misses the header's target (what
@@ -220,6 +240,31 @@ impl TestChain {
         while target.is_met_by(&h.block_hash()) {
             h.nonce = h.nonce.wrapping_add(1);
         }
+    }
+
+    /// The tweak list of the block at `height` as served (empty when tweaks are not).
+    pub fn tweak_list(&self, height: u32) -> &[u8] {
+        self.tweaks
+            .as_ref()
+            .and_then(|t| t.get(height as usize))
+            .map_or(&[], |t| &t.0)
+    }
+
+    /// Serves silent-payment tweaks: `lists[h]` are block `h`'s tweaks (any order), and
+    /// every block past them has none; the tweak-header chain is built from genesis.
+    pub fn serve_tweaks(&mut self, mut lists: Vec<Vec<[u8; 33]>>) {
+        lists.resize(self.headers.len(), Vec::new());
+        let mut before = FilterHeader::ZERO;
+        let mut served = Vec::with_capacity(lists.len());
+        for mut tweaks in lists {
+            let mut list = Vec::new();
+            lightwire_primitives::write_tweak_list(&mut tweaks, &mut list);
+            let hash = lightwire_primitives::tweak_list_hash(&list);
+            let header = before.next(&hash);
+            before = header;
+            served.push((list, FilterEntry { header, hash }));
+        }
+        self.tweaks = Some(served);
     }
 
     /// The filter of the block at `height` (each block's generated content; branches
@@ -381,6 +426,25 @@ impl Served for TestChain {
 
     fn serves_blocks(&self) -> bool {
         self.serve_blocks
+    }
+
+    fn serves_tweaks(&self) -> bool {
+        self.tweaks.is_some()
+    }
+
+    fn tweak_tip(&self) -> Option<u32> {
+        (self.tweaks.as_ref()?.len() as u32).checked_sub(1)
+    }
+
+    fn tweak_entry(&self, height: u32) -> Option<FilterEntry> {
+        self.tweaks.as_ref()?.get(height as usize).map(|t| t.1)
+    }
+
+    fn with_tweaks<R>(&self, height: u32, read: impl FnOnce(&[u8]) -> R) -> FilterLookup<R> {
+        match self.tweaks.as_ref().and_then(|t| t.get(height as usize)) {
+            Some(t) => FilterLookup::Ready(read(&t.0)),
+            None => FilterLookup::Missing,
+        }
     }
 
     fn relays(&self) -> bool {

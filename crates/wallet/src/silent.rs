@@ -927,6 +927,13 @@ mod tests {
             hex::encode(one),
             "d1d726a9404c892999a8818249672fdcefb23f6e19b83874be65cdb8c1db4984"
         );
+        // The list a gateway serves hashes and chains the same.
+        let mut list = Vec::new();
+        lightwire_primitives::write_tweak_list(&mut [want], &mut list);
+        let hash = lightwire_primitives::tweak_list_hash(&list);
+        assert_eq!(hash.0, tweaks_hash(&[want]));
+        let chained = lightwire_primitives::FilterHeader(none).next(&hash);
+        assert_eq!(chained.0, one);
     }
 
     /// The batch gives what one at a time gives, in order, over more tweaks than a group

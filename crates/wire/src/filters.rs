@@ -77,6 +77,75 @@ impl AnswerFlags {
     }
 }
 
+/// Which per-block data a message of this family carries. The two chains have one shape
+/// (a header chain over per-block hashes, checkpoints every 1,000 blocks, the data in
+/// pieces) and differ only in their message types, their feature bit and what the data is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum FilterKind {
+    /// BIP158 basic filters: feature 259, types 32777 to 32787.
+    Basic,
+    /// Silent-payment tweaks (BIP352), one list a block: feature 269, types 32809 to 32819
+    /// (see [`crate::tweaks`]).
+    Tweaks,
+}
+
+impl FilterKind {
+    /// The feature bit (odd: optional) by which a gateway says it serves this data.
+    pub const fn feature(self) -> usize {
+        match self {
+            FilterKind::Basic => FILTERS_FEATURE,
+            FilterKind::Tweaks => crate::tweaks::TWEAKS_FEATURE,
+        }
+    }
+
+    /// The type of the first message of the family (`get_..._headers`); the others follow
+    /// at odd steps of 2, in the order of [`crate::msg_type`].
+    const fn base(self) -> u16 {
+        match self {
+            FilterKind::Basic => crate::msg_type::GET_FILTER_HEADERS,
+            FilterKind::Tweaks => crate::msg_type::GET_TWEAK_HEADERS,
+        }
+    }
+
+    /// The type of `get_filter_headers` / `get_tweak_headers`.
+    pub const fn get_headers_type(self) -> u16 {
+        self.base()
+    }
+
+    /// The type of `filter_headers` / `tweak_headers`.
+    pub const fn headers_type(self) -> u16 {
+        self.base() + 2
+    }
+
+    /// The type of `get_filter_checkpoints` / `get_tweak_checkpoints`.
+    pub const fn get_checkpoints_type(self) -> u16 {
+        self.base() + 4
+    }
+
+    /// The type of `filter_checkpoints` / `tweak_checkpoints`.
+    pub const fn checkpoints_type(self) -> u16 {
+        self.base() + 6
+    }
+
+    /// The type of `get_filters` / `get_tweaks`.
+    pub const fn get_data_type(self) -> u16 {
+        self.base() + 8
+    }
+
+    /// The type of `filters` / `tweaks`.
+    pub const fn data_type(self) -> u16 {
+        self.base() + 10
+    }
+
+    /// The name of the data, for messages and logs.
+    pub const fn name(self) -> &'static str {
+        match self {
+            FilterKind::Basic => "filters",
+            FilterKind::Tweaks => "tweaks",
+        }
+    }
+}
+
 /// A request for a range of heights ending at a block: `get_filter_headers` and
 /// `get_filters` (`u32 id, u32 start_height, [32] stop_hash`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -119,7 +188,7 @@ pub struct GetFilterHeaders(pub FilterRange);
 pub struct GetFilters(pub FilterRange);
 
 macro_rules! range_message {
-    ($name:ident, $ty:expr) => {
+    ($name:ident, $ty:expr, $kind_ty:path) => {
         impl $name {
             /// The message type.
             pub const TYPE: u16 = $ty;
@@ -141,14 +210,26 @@ macro_rules! range_message {
 
             /// Encodes the whole message at the start of `out`.
             pub fn encode(&self, out: &mut [u8]) -> Result<usize, EncodeError> {
-                encode_message(out, Self::TYPE, FilterRange::LEN, |w| self.write_payload(w))
+                self.encode_as(FilterKind::Basic, out)
+            }
+
+            /// Encodes the whole message, as the request for `kind`'s data, at the start
+            /// of `out`.
+            pub fn encode_as(
+                &self,
+                kind: FilterKind,
+                out: &mut [u8],
+            ) -> Result<usize, EncodeError> {
+                encode_message(out, $kind_ty(kind), FilterRange::LEN, |w| {
+                    self.write_payload(w)
+                })
             }
         }
     };
 }
 
-range_message!(GetFilterHeaders, 32777);
-range_message!(GetFilters, 32785);
+range_message!(GetFilterHeaders, 32777, FilterKind::get_headers_type);
+range_message!(GetFilters, 32785, FilterKind::get_data_type);
 
 /// `get_filter_checkpoints` (32781): the filter headers at every 1,000th height up to the
 /// height of `stop_hash`.
@@ -186,7 +267,13 @@ impl GetFilterCheckpoints {
 
     /// Encodes the whole message at the start of `out`.
     pub fn encode(&self, out: &mut [u8]) -> Result<usize, EncodeError> {
-        encode_message(out, Self::TYPE, self.payload_len(), |w| {
+        self.encode_as(FilterKind::Basic, out)
+    }
+
+    /// Encodes the whole message, as the request for `kind`'s checkpoints, at the start of
+    /// `out`.
+    pub fn encode_as(&self, kind: FilterKind, out: &mut [u8]) -> Result<usize, EncodeError> {
+        encode_message(out, kind.get_checkpoints_type(), self.payload_len(), |w| {
             self.write_payload(w)
         })
     }
@@ -300,6 +387,30 @@ impl<'a> FilterHeaders<'a> {
         flags: AnswerFlags,
         count: usize,
         before: [u8; HASH_LEN],
+        entry: impl FnMut(usize) -> ([u8; HASH_LEN], [u8; HASH_LEN]),
+    ) -> Result<usize, EncodeError> {
+        Self::encode_answer_as(
+            FilterKind::Basic,
+            out,
+            id,
+            first_height,
+            flags,
+            count,
+            before,
+            entry,
+        )
+    }
+
+    /// [`Self::encode_answer`] for `kind`'s header chain.
+    #[allow(clippy::too_many_arguments)]
+    pub fn encode_answer_as(
+        kind: FilterKind,
+        out: &mut [u8],
+        id: u32,
+        first_height: u32,
+        flags: AnswerFlags,
+        count: usize,
+        before: [u8; HASH_LEN],
         mut entry: impl FnMut(usize) -> ([u8; HASH_LEN], [u8; HASH_LEN]),
     ) -> Result<usize, EncodeError> {
         if count > MAX_FILTER_HASHES_PER_MESSAGE {
@@ -311,7 +422,7 @@ impl<'a> FilterHeaders<'a> {
         }
         let segments = segments_for(count);
         let body = (segments + count) * HASH_LEN;
-        encode_message(out, Self::TYPE, FILTER_HEADERS_FIXED + body, |w| {
+        encode_message(out, kind.headers_type(), FILTER_HEADERS_FIXED + body, |w| {
             w.write_u32(id)?;
             w.write_u32(first_height)?;
             w.write_u8(flags.encode())?;
@@ -420,7 +531,12 @@ impl<'a> FilterCheckpoints<'a> {
 
     /// Encodes the whole message at the start of `out`.
     pub fn encode(&self, out: &mut [u8]) -> Result<usize, EncodeError> {
-        encode_message(out, Self::TYPE, self.payload_len(), |w| {
+        self.encode_as(FilterKind::Basic, out)
+    }
+
+    /// Encodes the whole message, as `kind`'s checkpoints, at the start of `out`.
+    pub fn encode_as(&self, kind: FilterKind, out: &mut [u8]) -> Result<usize, EncodeError> {
+        encode_message(out, kind.checkpoints_type(), self.payload_len(), |w| {
             self.write_payload(w)
         })
     }
@@ -547,6 +663,11 @@ impl<'o> FiltersWriter<'o> {
     /// Starts a message answering `id` at the start of `out` (at most 65,535 bytes of it
     /// are used).
     pub fn new(out: &'o mut [u8], id: u32) -> Result<Self, EncodeError> {
+        Self::new_as(FilterKind::Basic, out, id)
+    }
+
+    /// Starts a message of `kind`'s data (`filters` or `tweaks`) answering `id`.
+    pub fn new_as(kind: FilterKind, out: &'o mut [u8], id: u32) -> Result<Self, EncodeError> {
         let limit = out.len().min(MAX_MESSAGE_LEN);
         let start = TYPE_LEN + FILTERS_FIXED;
         if limit < start + PIECE_FIXED + 1 {
@@ -555,7 +676,7 @@ impl<'o> FiltersWriter<'o> {
                 available: out.len(),
             });
         }
-        out[..2].copy_from_slice(&Filters::TYPE.to_be_bytes());
+        out[..2].copy_from_slice(&kind.data_type().to_be_bytes());
         out[2..6].copy_from_slice(&id.to_be_bytes());
         Ok(FiltersWriter {
             out: &mut out[..limit],
@@ -628,12 +749,124 @@ mod tests {
             start_height: 1000,
             stop_hash: [3; 32],
         };
-        roundtrip(Message::GetFilterHeaders(GetFilterHeaders(range)));
-        roundtrip(Message::GetFilters(GetFilters(range)));
-        roundtrip(Message::GetFilterCheckpoints(GetFilterCheckpoints {
+        let checkpoints = GetFilterCheckpoints {
             id: 9,
             stop_hash: [4; 32],
-        }));
+        };
+        roundtrip(Message::GetFilterHeaders(GetFilterHeaders(range)));
+        roundtrip(Message::GetFilters(GetFilters(range)));
+        roundtrip(Message::GetFilterCheckpoints(checkpoints));
+        roundtrip(Message::GetTweakHeaders(GetFilterHeaders(range)));
+        roundtrip(Message::GetTweaks(GetFilters(range)));
+        roundtrip(Message::GetTweakCheckpoints(checkpoints));
+    }
+
+    #[test]
+    fn tweak_messages_are_the_filter_layouts_under_their_own_types() {
+        use crate::msg_type;
+        let kinds = [FilterKind::Basic, FilterKind::Tweaks];
+        let types = |k: FilterKind| {
+            [
+                k.get_headers_type(),
+                k.headers_type(),
+                k.get_checkpoints_type(),
+                k.checkpoints_type(),
+                k.get_data_type(),
+                k.data_type(),
+            ]
+        };
+        assert_eq!(
+            types(kinds[0]),
+            [
+                msg_type::GET_FILTER_HEADERS,
+                msg_type::FILTER_HEADERS,
+                msg_type::GET_FILTER_CHECKPOINTS,
+                msg_type::FILTER_CHECKPOINTS,
+                msg_type::GET_FILTERS,
+                msg_type::FILTERS
+            ]
+        );
+        assert_eq!(
+            types(kinds[1]),
+            [
+                msg_type::GET_TWEAK_HEADERS,
+                msg_type::TWEAK_HEADERS,
+                msg_type::GET_TWEAK_CHECKPOINTS,
+                msg_type::TWEAK_CHECKPOINTS,
+                msg_type::GET_TWEAKS,
+                msg_type::TWEAKS
+            ]
+        );
+        assert_eq!(FilterKind::Tweaks.feature(), crate::TWEAKS_FEATURE);
+        let range = FilterRange {
+            id: 7,
+            start_height: 1000,
+            stop_hash: [3; 32],
+        };
+        // Each writer, given the tweak kind, writes a message that decodes as the tweak
+        // variant with the same fields; given the basic kind, as the filter variant.
+        let mut out = [0u8; MAX_MESSAGE_LEN];
+        let n = GetFilters(range)
+            .encode_as(FilterKind::Tweaks, &mut out)
+            .unwrap();
+        assert_eq!(
+            Message::decode(&out[..n]),
+            Ok(Message::GetTweaks(GetFilters(range)))
+        );
+        let n = GetFilterHeaders(range)
+            .encode_as(FilterKind::Tweaks, &mut out)
+            .unwrap();
+        assert_eq!(
+            Message::decode(&out[..n]),
+            Ok(Message::GetTweakHeaders(GetFilterHeaders(range)))
+        );
+        let flags = AnswerFlags {
+            last: true,
+            stop_unknown: false,
+        };
+        let n = FilterHeaders::encode_answer_as(
+            FilterKind::Tweaks,
+            &mut out,
+            5,
+            10,
+            flags,
+            3,
+            [1; 32],
+            |i| ([i as u8; 32], [9 + i as u8; 32]),
+        )
+        .unwrap();
+        let Ok(Message::TweakHeaders(m)) = Message::decode(&out[..n]) else {
+            panic!("not tweak_headers: {:?}", Message::decode(&out[..n]));
+        };
+        assert_eq!((m.id, m.first_height, m.count()), (5, 10, 3));
+        let headers = [7u8; 64];
+        let cp = FilterCheckpoints {
+            id: 2,
+            first_height: 2000,
+            flags,
+            headers: &headers,
+        };
+        let n = cp.encode_as(FilterKind::Tweaks, &mut out).unwrap();
+        assert_eq!(
+            Message::decode(&out[..n]),
+            Ok(Message::TweakCheckpoints(cp))
+        );
+        let mut w = FiltersWriter::new_as(FilterKind::Tweaks, &mut out, 4).unwrap();
+        assert_eq!(w.push(12, &[1, 2, 3], 0), Some(3));
+        let n = w.finish(flags);
+        let Ok(Message::Tweaks(m)) = Message::decode(&out[..n]) else {
+            panic!("not tweaks");
+        };
+        let pieces: Vec<_> = m.pieces().collect();
+        assert_eq!(
+            (pieces.len(), pieces[0].height, pieces[0].data),
+            (1, 12, &[1u8, 2, 3][..])
+        );
+        let n = FiltersWriter::new(&mut out, 4).unwrap().finish(flags);
+        assert!(matches!(
+            Message::decode(&out[..n]),
+            Ok(Message::Filters(_))
+        ));
     }
 
     #[test]

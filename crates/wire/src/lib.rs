@@ -47,6 +47,7 @@ mod ping;
 pub mod relay;
 pub mod sync;
 pub mod tlv;
+pub mod tweaks;
 
 #[cfg(test)]
 mod test_util;
@@ -62,8 +63,8 @@ pub use error_message::{ALL_CHANNELS, ChannelId, ErrorMessage, Warning, printabl
 pub use features::{CombinedFeatures, Features, SetBits};
 pub use fees::{FEE_TARGETS, FEES_FEATURE, FeeRates, FeeSource, GetFeeRates};
 pub use filters::{
-    AnswerFlags, FILTERS_FEATURE, FilterCheckpoints, FilterHeaders, FilterPiece, FilterRange,
-    Filters, FiltersWriter, GetFilterCheckpoints, GetFilterHeaders, GetFilters,
+    AnswerFlags, FILTERS_FEATURE, FilterCheckpoints, FilterHeaders, FilterKind, FilterPiece,
+    FilterRange, Filters, FiltersWriter, GetFilterCheckpoints, GetFilterHeaders, GetFilters,
 };
 pub use init::{
     CHAIN_HASH_LEN, ChainHash, ChainHashes, Init, InitRefusal, NETWORKS_TLV, Networks,
@@ -78,3 +79,4 @@ pub use ping::{NO_PONG_THRESHOLD, Ping, Pong};
 pub use relay::{MAX_TX_LEN, RELAY_FEATURE, RelayStatus, SendTx, TxResult};
 pub use sync::{GetHeaders, Headers, Tip};
 pub use tlv::{TlvRecord, TlvStream, TlvWriter};
+pub use tweaks::{TWEAK_LEN, TWEAKS_FEATURE};

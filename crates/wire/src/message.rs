@@ -75,6 +75,18 @@ pub mod msg_type {
     pub const GET_FEE_RATES: u16 = 32805;
     /// `fee_rates`: the answer.
     pub const FEE_RATES: u16 = 32807;
+    /// `get_tweak_headers` (silent-payment tweaks).
+    pub const GET_TWEAK_HEADERS: u16 = 32809;
+    /// `tweak_headers` (silent-payment tweaks).
+    pub const TWEAK_HEADERS: u16 = 32811;
+    /// `get_tweak_checkpoints` (silent-payment tweaks).
+    pub const GET_TWEAK_CHECKPOINTS: u16 = 32813;
+    /// `tweak_checkpoints` (silent-payment tweaks).
+    pub const TWEAK_CHECKPOINTS: u16 = 32815;
+    /// `get_tweaks` (silent-payment tweaks).
+    pub const GET_TWEAKS: u16 = 32817;
+    /// `tweaks` (silent-payment tweaks).
+    pub const TWEAKS: u16 = 32819;
 
     /// Whether a receiver that does not know `ty` may ignore it ("it's ok to be odd").
     pub const fn is_odd(ty: u16) -> bool {
@@ -144,6 +156,18 @@ pub enum Message<'a> {
     GetFeeRates(GetFeeRates),
     /// `fee_rates` (32807).
     FeeRates(FeeRates),
+    /// `get_tweak_headers` (32809): a `get_filter_headers` for the tweak chain.
+    GetTweakHeaders(GetFilterHeaders),
+    /// `tweak_headers` (32811).
+    TweakHeaders(FilterHeaders<'a>),
+    /// `get_tweak_checkpoints` (32813).
+    GetTweakCheckpoints(GetFilterCheckpoints),
+    /// `tweak_checkpoints` (32815).
+    TweakCheckpoints(FilterCheckpoints<'a>),
+    /// `get_tweaks` (32817).
+    GetTweaks(GetFilters),
+    /// `tweaks` (32819): a block's tweak list in pieces, as `filters` carries filters.
+    Tweaks(Filters<'a>),
     /// A message of an odd type this crate does not know. BOLT 1: the receiver must
     /// ignore it. (Unknown even types are [`DecodeError::UnknownEvenType`].)
     Unknown {
@@ -205,6 +229,20 @@ impl<'a> Message<'a> {
             msg_type::MEMPOOL_TX => Message::MempoolTx(MempoolTx::decode_payload(payload)?),
             msg_type::GET_FEE_RATES => Message::GetFeeRates(GetFeeRates::decode_payload(payload)?),
             msg_type::FEE_RATES => Message::FeeRates(FeeRates::decode_payload(payload)?),
+            msg_type::GET_TWEAK_HEADERS => {
+                Message::GetTweakHeaders(GetFilterHeaders::decode_payload(payload)?)
+            }
+            msg_type::TWEAK_HEADERS => {
+                Message::TweakHeaders(FilterHeaders::decode_payload(payload)?)
+            }
+            msg_type::GET_TWEAK_CHECKPOINTS => {
+                Message::GetTweakCheckpoints(GetFilterCheckpoints::decode_payload(payload)?)
+            }
+            msg_type::TWEAK_CHECKPOINTS => {
+                Message::TweakCheckpoints(FilterCheckpoints::decode_payload(payload)?)
+            }
+            msg_type::GET_TWEAKS => Message::GetTweaks(GetFilters::decode_payload(payload)?),
+            msg_type::TWEAKS => Message::Tweaks(Filters::decode_payload(payload)?),
             ty if msg_type::is_odd(ty) => Message::Unknown { ty, payload },
             ty => return Err(DecodeError::UnknownEvenType { ty }),
         };
@@ -239,6 +277,12 @@ impl<'a> Message<'a> {
             Message::MempoolTx(_) => MempoolTx::TYPE,
             Message::GetFeeRates(_) => GetFeeRates::TYPE,
             Message::FeeRates(_) => FeeRates::TYPE,
+            Message::GetTweakHeaders(_) => msg_type::GET_TWEAK_HEADERS,
+            Message::TweakHeaders(_) => msg_type::TWEAK_HEADERS,
+            Message::GetTweakCheckpoints(_) => msg_type::GET_TWEAK_CHECKPOINTS,
+            Message::TweakCheckpoints(_) => msg_type::TWEAK_CHECKPOINTS,
+            Message::GetTweaks(_) => msg_type::GET_TWEAKS,
+            Message::Tweaks(_) => msg_type::TWEAKS,
             Message::Unknown { ty, .. } => *ty,
         }
     }
@@ -255,12 +299,12 @@ impl<'a> Message<'a> {
             Message::Headers(m) => m.payload_len(),
             Message::Tip(m) => m.payload_len(),
             Message::HeadersCompact(m) => m.payload_len(),
-            Message::GetFilterHeaders(m) => m.payload_len(),
-            Message::FilterHeaders(m) => m.payload_len(),
-            Message::GetFilterCheckpoints(m) => m.payload_len(),
-            Message::FilterCheckpoints(m) => m.payload_len(),
-            Message::GetFilters(m) => m.payload_len(),
-            Message::Filters(m) => m.payload_len(),
+            Message::GetFilterHeaders(m) | Message::GetTweakHeaders(m) => m.payload_len(),
+            Message::FilterHeaders(m) | Message::TweakHeaders(m) => m.payload_len(),
+            Message::GetFilterCheckpoints(m) | Message::GetTweakCheckpoints(m) => m.payload_len(),
+            Message::FilterCheckpoints(m) | Message::TweakCheckpoints(m) => m.payload_len(),
+            Message::GetFilters(m) | Message::GetTweaks(m) => m.payload_len(),
+            Message::Filters(m) | Message::Tweaks(m) => m.payload_len(),
             Message::GetBlock(m) => m.payload_len(),
             Message::Block(m) => m.payload_len(),
             Message::SendTx(m) => m.payload_len(),
@@ -296,12 +340,14 @@ impl<'a> Message<'a> {
             Message::Headers(m) => m.write_payload(w),
             Message::Tip(m) => m.write_payload(w),
             Message::HeadersCompact(m) => m.write_payload(w),
-            Message::GetFilterHeaders(m) => m.write_payload(w),
-            Message::FilterHeaders(m) => m.write_payload(w),
-            Message::GetFilterCheckpoints(m) => m.write_payload(w),
-            Message::FilterCheckpoints(m) => m.write_payload(w),
-            Message::GetFilters(m) => m.write_payload(w),
-            Message::Filters(m) => m.write_payload(w),
+            Message::GetFilterHeaders(m) | Message::GetTweakHeaders(m) => m.write_payload(w),
+            Message::FilterHeaders(m) | Message::TweakHeaders(m) => m.write_payload(w),
+            Message::GetFilterCheckpoints(m) | Message::GetTweakCheckpoints(m) => {
+                m.write_payload(w)
+            }
+            Message::FilterCheckpoints(m) | Message::TweakCheckpoints(m) => m.write_payload(w),
+            Message::GetFilters(m) | Message::GetTweaks(m) => m.write_payload(w),
+            Message::Filters(m) | Message::Tweaks(m) => m.write_payload(w),
             Message::GetBlock(m) => m.write_payload(w),
             Message::Block(m) => m.write_payload(w),
             Message::SendTx(m) => m.write_payload(w),
