@@ -1,8 +1,8 @@
 //! Write a starting corpus for every target into `corpus/<target>/seed-*`, in the input
 //! layouts the targets document: one encoded message of each type (some with trailing
-//! bytes or unknown TLV records; the filter answers and the digest written by their
-//! encoders), a description of each variant for `roundtrip`, and BOLT 1 appendix streams
-//! and BigSizes for `tlv`.
+//! bytes or unknown TLV records; the filter and tweak answers and the digest written by
+//! their encoders), a description of each variant for `roundtrip`, and BOLT 1 appendix
+//! streams and BigSizes for `tlv`.
 //!
 //! Run from this directory: `cargo +nightly run --example seeds`.
 
@@ -11,10 +11,10 @@ use std::path::Path;
 
 use lightwire_wire::{
     AnswerFlags, BlockPiece, DigestWriter, ErrorMessage, Features, FeeRates, FeeSource,
-    FilterCheckpoints, FilterHeaders, FilterRange, FiltersWriter, GetBlock, GetFeeRates,
-    GetFilterCheckpoints, GetFilterHeaders, GetFilters, GetHeaders, GetMempoolTx, Headers, Init,
-    MAX_MESSAGE_LEN, MempoolSubscribe, MempoolTx, Message, Networks, Ping, Pong, RelayStatus,
-    Removal, SendTx, Tip, TxResult, Warning,
+    FilterCheckpoints, FilterHeaders, FilterKind, FilterRange, FiltersWriter, GetBlock,
+    GetFeeRates, GetFilterCheckpoints, GetFilterHeaders, GetFilters, GetHeaders, GetMempoolTx,
+    Headers, Init, MAX_MESSAGE_LEN, MempoolSubscribe, MempoolTx, Message, Networks, Ping, Pong,
+    RelayStatus, Removal, SendTx, Tip, TxResult, Warning,
 };
 
 fn write(target: &str, name: &str, bytes: &[u8]) {
@@ -149,6 +149,31 @@ fn main() {
             }),
         ),
         ("get-filters", Message::GetFilters(GetFilters(range))),
+        // The tweak messages: the filter messages' layouts under types 32809 to 32819.
+        (
+            "get-tweak-headers",
+            Message::GetTweakHeaders(GetFilterHeaders(range)),
+        ),
+        (
+            "get-tweak-checkpoints",
+            Message::GetTweakCheckpoints(GetFilterCheckpoints {
+                id: 4,
+                stop_hash: [7; 32],
+            }),
+        ),
+        (
+            "tweak-checkpoints",
+            Message::TweakCheckpoints(FilterCheckpoints {
+                id: 4,
+                first_height: 0,
+                flags: AnswerFlags {
+                    last: false,
+                    stop_unknown: true,
+                },
+                headers: &checkpoints,
+            }),
+        ),
+        ("get-tweaks", Message::GetTweaks(GetFilters(range))),
         (
             "get-block",
             Message::GetBlock(GetBlock {
@@ -218,12 +243,15 @@ fn main() {
         last: true,
         stop_unknown: false,
     };
-    for n in [0usize, 2, 10] {
-        let len = FilterHeaders::encode_answer(&mut out, 3, 1000, flags, n, [0; 32], |i| {
-            ([i as u8; 32], [!(i as u8); 32])
-        })
-        .expect("a seed encodes");
-        write("message", &format!("filter-headers-{n}"), &out[..len]);
+    for (kind, name) in [(FilterKind::Basic, "filter"), (FilterKind::Tweaks, "tweak")] {
+        for n in [0usize, 2, 10] {
+            let len =
+                FilterHeaders::encode_answer_as(kind, &mut out, 3, 1000, flags, n, [0; 32], |i| {
+                    ([i as u8; 32], [!(i as u8); 32])
+                })
+                .expect("a seed encodes");
+            write("message", &format!("{name}-headers-{n}"), &out[..len]);
+        }
     }
     let mut w = FiltersWriter::new(&mut out, 3).expect("room");
     w.push(1000, &[1, 0x55, 0xaa, 0x0f], 0);
@@ -231,6 +259,16 @@ fn main() {
     w.push(1002, &block, 40);
     let len = w.finish(flags);
     write("message", "filters", &out[..len]);
+    // A block's tweak list: a CompactSize count, then 33-byte points (opaque to the wire).
+    let mut list = vec![2u8];
+    list.extend_from_slice(&[0x02; 33]);
+    list.extend_from_slice(&[0x03; 33]);
+    let mut w = FiltersWriter::new_as(FilterKind::Tweaks, &mut out, 3).expect("room");
+    w.push(1000, &list, 0);
+    w.push(1001, &[0], 0);
+    w.push(1002, &list, 34);
+    let len = w.finish(flags);
+    write("message", "tweaks", &out[..len]);
     let mut w = DigestWriter::new(&mut out, true).expect("room");
     w.added(&[3; 32], &[2, 0xab, 0xcd]);
     w.removed(&[4; 32], Removal::Replaced);
@@ -281,7 +319,7 @@ fn main() {
 
     // roundtrip: variant, three fields (selector, length bytes, fill: 96 bytes, three
     // hashes, then 5 and 7), 144 fixed bytes, two u32, flags, chain fill, buffer selector.
-    for variant in 0..28u8 {
+    for variant in 0..34u8 {
         let mut seed = vec![variant];
         seed.extend_from_slice(&[1, 96, 0, 0x11, 0, 5, 0x22, 0, 7, 0x33]);
         seed.extend((0..144).map(|i| i as u8));

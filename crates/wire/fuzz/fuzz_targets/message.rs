@@ -15,7 +15,10 @@
 //!   typed errors: `filter_headers` (`TooMany` over 2,043, `Segments`), `filter_checkpoints`
 //!   (`CheckpointHeight` off a multiple of 1,000), `filters` (each piece read whole, then
 //!   `FilterTooLong` over 1 MiB, `PieceOutOfRange` past its filter or empty of a longer one,
-//!   then `TrailingBytes`; `pieces()` gives the reference's pieces), `block`
+//!   then `TrailingBytes`; `pieces()` gives the reference's pieces), the six silent-payment
+//!   tweak messages (the filter messages' layouts and rules under types 32809 to 32819,
+//!   decoded to their own variants: a tweak type read as a filter variant, or the other way
+//!   round, is a wrong answer), `block`
 //!   (`NotFoundWithBlock` unless `not_found` comes alone with `last`, else `BlockTooLong`,
 //!   `PieceOutOfRange`, `LastMisplaced`), `mempool_digest` (entries read to the end of the
 //!   message: `Truncated` within one, `UnknownKind`, then `CountMismatch`; `entries()` gives
@@ -28,7 +31,8 @@
 //!   decoded value gives its canonical bytes (the input up to the fields' end: trailing
 //!   bytes are dropped; for `init`, the input without its unknown odd TLV records; flag
 //!   bits the layouts do not define are not kept; an unknown `tx_result` status is written
-//!   as `busy`), of `encoded_len()` bytes, the per-type `encode` (where there is one) agrees,
+//!   as `busy`), of `encoded_len()` bytes, the per-type `encode` (where there is one; for a
+//!   tweak message `encode_as(FilterKind::Tweaks)`) agrees,
 //!   and they decode to the same value. Every shorter buffer is refused with
 //!   `BufferTooSmall { needed, available }`.
 //!   Two kinds decode but are not encoded, as the layer above is stricter than the decoder:
@@ -42,7 +46,8 @@
 //!   u16-prefixed URLs, non-UTF-8 ones skipped, a length past the end ends the list),
 //!   `Headers::count`/`iter`, `locator_hashes`, `FilterHeaders::count`/`segments`/
 //!   `segment_starts`, `FilterCheckpoints::count`/`iter` (heights 1,000 apart),
-//!   `FilterPiece::ends_filter`, `BlockPiece::ends_block` and `not_found`,
+//!   `FilterPiece::ends_filter` (for the tweak messages as for the filter ones),
+//!   `BlockPiece::ends_block` and `not_found`,
 //!   `MempoolTx::not_found`, the status, removal and fee source codes against the tables
 //!   of docs/PROTOCOL.md.
 //! * `headers_compact`: its expansion fails with a typed error, or holds each segment's
@@ -57,12 +62,12 @@ use lightwire_wire::compact::{MAX_CODED_LEN, segment_start};
 use lightwire_wire::sync::{HEADER_LEN, MAX_LOCATOR};
 use lightwire_wire::{
     BlockPiece, BlocksError, CompactError, DecodeError, DigestEntry, EncodeError, FeeSource,
-    FiltersError, HeadersCompact, Init, InitRefusal, MAX_COMPACT_HEADERS_PER_MESSAGE,
+    FilterKind, FiltersError, HeadersCompact, Init, InitRefusal, MAX_COMPACT_HEADERS_PER_MESSAGE,
     MAX_MESSAGE_LEN, MempoolError, MempoolTx, Message, NO_PONG_THRESHOLD, Pong, TlvError,
 };
 use lightwire_wire_fuzz::{
-    KNOWN_TYPES, MAX_BLOCK_LEN, MAX_FILTER_HASHES, MAX_FILTER_LEN, MAX_SEGMENTS, ref_bits,
-    ref_first_unknown_required, ref_relay_code, ref_removal_code, ref_tlv, within,
+    KNOWN_TYPES, MAX_BLOCK_LEN, MAX_FILTER_HASHES, MAX_FILTER_LEN, MAX_SEGMENTS, TWEAK_TYPES,
+    ref_bits, ref_first_unknown_required, ref_relay_code, ref_removal_code, ref_tlv, within,
 };
 
 // Limits as docs/PROTOCOL.md states them (not the crate's constants, which they check).
@@ -120,8 +125,26 @@ enum RefEntry {
     Removed(Range<usize>, u8),
 }
 
+/// Which chain a message of the filter family serves: the filter messages (32777 to
+/// 32787), or the silent-payment tweak messages (32809 to 32819), which have their layouts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Filters,
+    Tweaks,
+}
+
+/// The kind of a filter-family type.
+fn kind(ty: u16) -> Kind {
+    if TWEAK_TYPES.contains(&ty) {
+        Kind::Tweaks
+    } else {
+        Kind::Filters
+    }
+}
+
 /// A decoded message: borrowed fields as offsets into the input (empty ones as `0..0`,
-/// wherever they point), copied fields by value.
+/// wherever they point), copied fields by value. The filter messages' entries also stand
+/// for the tweak messages, told apart by their `Kind`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Ref {
     Init {
@@ -140,18 +163,18 @@ enum Ref {
     Tip(u32, Range<usize>, Range<usize>),
     /// id, first_height, last, count, anchors, body.
     HeadersCompact(u32, u32, bool, u16, Range<usize>, Range<usize>),
-    /// id, start_height, stop_hash.
-    GetFilterHeaders(u32, u32, [u8; 32]),
-    /// id, first_height, flags, anchors, filter hashes.
-    FilterHeaders(u32, u32, Flags, Range<usize>, Range<usize>),
-    /// id, stop_hash.
-    GetFilterCheckpoints(u32, [u8; 32]),
-    /// id, first_height, flags, headers.
-    FilterCheckpoints(u32, u32, Flags, Range<usize>),
-    /// id, start_height, stop_hash.
-    GetFilters(u32, u32, [u8; 32]),
-    /// id, flags, count, body, and the pieces in it.
-    Filters(u32, Flags, u16, Range<usize>, Vec<RefPiece>),
+    /// kind, id, start_height, stop_hash.
+    GetFilterHeaders(Kind, u32, u32, [u8; 32]),
+    /// kind, id, first_height, flags, anchors, filter hashes.
+    FilterHeaders(Kind, u32, u32, Flags, Range<usize>, Range<usize>),
+    /// kind, id, stop_hash.
+    GetFilterCheckpoints(Kind, u32, [u8; 32]),
+    /// kind, id, first_height, flags, headers.
+    FilterCheckpoints(Kind, u32, u32, Flags, Range<usize>),
+    /// kind, id, start_height, stop_hash.
+    GetFilters(Kind, u32, u32, [u8; 32]),
+    /// kind, id, flags, count, body, and the pieces in it.
+    Filters(Kind, u32, Flags, u16, Range<usize>, Vec<RefPiece>),
     /// id, block_hash.
     GetBlock(u32, [u8; 32]),
     Block {
@@ -200,6 +223,15 @@ fn norm(r: Range<usize>) -> Range<usize> {
 fn as_ref(m: &Message<'_>, data: &[u8]) -> Ref {
     let o = |p: &[u8]| offsets(data, p);
     let flags = |f: lightwire_wire::AnswerFlags| (f.last, f.stop_unknown);
+    let kind = match *m {
+        Message::GetTweakHeaders(_)
+        | Message::TweakHeaders(_)
+        | Message::GetTweakCheckpoints(_)
+        | Message::TweakCheckpoints(_)
+        | Message::GetTweaks(_)
+        | Message::Tweaks(_) => Kind::Tweaks,
+        _ => Kind::Filters,
+    };
     match *m {
         Message::Init(i) => Ref::Init {
             global: o(i.global_features.as_bytes()),
@@ -223,22 +255,28 @@ fn as_ref(m: &Message<'_>, data: &[u8]) -> Ref {
             o(h.anchors),
             o(h.body),
         ),
-        Message::GetFilterHeaders(g) => {
-            Ref::GetFilterHeaders(g.0.id, g.0.start_height, g.0.stop_hash)
+        Message::GetFilterHeaders(g) | Message::GetTweakHeaders(g) => {
+            Ref::GetFilterHeaders(kind, g.0.id, g.0.start_height, g.0.stop_hash)
         }
-        Message::FilterHeaders(f) => Ref::FilterHeaders(
+        Message::FilterHeaders(f) | Message::TweakHeaders(f) => Ref::FilterHeaders(
+            kind,
             f.id,
             f.first_height,
             flags(f.flags),
             o(f.anchors),
             o(f.hashes),
         ),
-        Message::GetFilterCheckpoints(g) => Ref::GetFilterCheckpoints(g.id, g.stop_hash),
-        Message::FilterCheckpoints(c) => {
-            Ref::FilterCheckpoints(c.id, c.first_height, flags(c.flags), o(c.headers))
+        Message::GetFilterCheckpoints(g) | Message::GetTweakCheckpoints(g) => {
+            Ref::GetFilterCheckpoints(kind, g.id, g.stop_hash)
         }
-        Message::GetFilters(g) => Ref::GetFilters(g.0.id, g.0.start_height, g.0.stop_hash),
-        Message::Filters(f) => Ref::Filters(
+        Message::FilterCheckpoints(c) | Message::TweakCheckpoints(c) => {
+            Ref::FilterCheckpoints(kind, c.id, c.first_height, flags(c.flags), o(c.headers))
+        }
+        Message::GetFilters(g) | Message::GetTweaks(g) => {
+            Ref::GetFilters(kind, g.0.id, g.0.start_height, g.0.stop_hash)
+        }
+        Message::Filters(f) | Message::Tweaks(f) => Ref::Filters(
+            kind,
             f.id,
             flags(f.flags),
             f.count,
@@ -425,17 +463,18 @@ fn reference(data: &[u8]) -> Result<(Ref, usize), DecodeError> {
             let body = r.rest();
             Ref::HeadersCompact(id, first, flags & 1 == 1, count, anchors, body)
         }
-        32777 | 32785 => {
+        // The filter messages and the tweak messages (same layouts, same rules).
+        32777 | 32809 | 32785 | 32817 => {
             let id = r.u32("id")?;
             let start = r.u32("start_height")?;
             let stop = r.array("stop_hash")?;
-            if ty == 32777 {
-                Ref::GetFilterHeaders(id, start, stop)
+            if ty == 32777 || ty == 32809 {
+                Ref::GetFilterHeaders(kind(ty), id, start, stop)
             } else {
-                Ref::GetFilters(id, start, stop)
+                Ref::GetFilters(kind(ty), id, start, stop)
             }
         }
-        32779 => {
+        32779 | 32811 => {
             let id = r.u32("id")?;
             let first = r.u32("first_height")?;
             let flags = answer_flags(r.u8("flags")?);
@@ -454,13 +493,13 @@ fn reference(data: &[u8]) -> Result<(Ref, usize), DecodeError> {
             }
             let anchors = r.take(s * 32, "anchors")?;
             let hashes = r.take(n * 32, "filter_hashes")?;
-            Ref::FilterHeaders(id, first, flags, anchors, hashes)
+            Ref::FilterHeaders(kind(ty), id, first, flags, anchors, hashes)
         }
-        32781 => {
+        32781 | 32813 => {
             let id = r.u32("id")?;
-            Ref::GetFilterCheckpoints(id, r.array("stop_hash")?)
+            Ref::GetFilterCheckpoints(kind(ty), id, r.array("stop_hash")?)
         }
-        32783 => {
+        32783 | 32815 => {
             let id = r.u32("id")?;
             let first = r.u32("first_height")?;
             let flags = answer_flags(r.u8("flags")?);
@@ -472,9 +511,10 @@ fn reference(data: &[u8]) -> Result<(Ref, usize), DecodeError> {
                     height: first,
                 }));
             }
-            Ref::FilterCheckpoints(id, first, flags, r.take(n * 32, "checkpoints")?)
+            let headers = r.take(n * 32, "checkpoints")?;
+            Ref::FilterCheckpoints(kind(ty), id, first, flags, headers)
         }
-        32787 => filters(&mut r)?,
+        32787 | 32819 => filters(&mut r, kind(ty))?,
         32789 => {
             let id = r.u32("id")?;
             Ref::GetBlock(id, r.array("block_hash")?)
@@ -534,8 +574,8 @@ fn reference(data: &[u8]) -> Result<(Ref, usize), DecodeError> {
 
 /// `filters`: `count` pieces, each read whole, then judged (a filter over 1 MiB; a piece
 /// past its filter's end, or empty of a non-empty filter), in order; nothing may follow the
-/// last.
-fn filters(r: &mut Reader<'_>) -> Result<Ref, DecodeError> {
+/// last. The same for `tweaks`, of kind `Tweaks`.
+fn filters(r: &mut Reader<'_>, kind: Kind) -> Result<Ref, DecodeError> {
     let id = r.u32("id")?;
     let flags = answer_flags(r.u8("flags")?);
     let count = r.u16("count")?;
@@ -567,7 +607,7 @@ fn filters(r: &mut Reader<'_>) -> Result<Ref, DecodeError> {
             len: r.left(),
         }));
     }
-    Ok(Ref::Filters(id, flags, count, body, pieces))
+    Ok(Ref::Filters(kind, id, flags, count, body, pieces))
 }
 
 /// `block`: `not_found` is an answer of its own (with `last`, `block_len` 0, `offset` 0 and
@@ -748,10 +788,16 @@ fn round_trip(m: &Message<'_>, canonical: &[u8]) {
         Message::GetFilterCheckpoints(x) => x.encode(&mut own),
         Message::FilterCheckpoints(x) => x.encode(&mut own),
         Message::GetFilters(x) => x.encode(&mut own),
+        Message::GetTweakHeaders(x) => x.encode_as(FilterKind::Tweaks, &mut own),
+        Message::GetTweakCheckpoints(x) => x.encode_as(FilterKind::Tweaks, &mut own),
+        Message::TweakCheckpoints(x) => x.encode_as(FilterKind::Tweaks, &mut own),
+        Message::GetTweaks(x) => x.encode_as(FilterKind::Tweaks, &mut own),
         // No encoder of their own: only `Message::encode`.
         Message::HeadersCompact(_)
         | Message::FilterHeaders(_)
+        | Message::TweakHeaders(_)
         | Message::Filters(_)
+        | Message::Tweaks(_)
         | Message::GetBlock(_)
         | Message::Block(_)
         | Message::SendTx(_)
@@ -795,7 +841,7 @@ fn refused(m: &Message<'_>) -> Option<EncodeError> {
             })
         }
         // "a gateway uses 4, or `count` when fewer".
-        Message::FilterHeaders(f) => {
+        Message::FilterHeaders(f) | Message::TweakHeaders(f) => {
             let segments = (f.hashes.len() / 32).min(MAX_SEGMENTS);
             (f.anchors.len() != segments * 32).then_some(EncodeError::FieldTooLong {
                 field: "anchors",
@@ -929,7 +975,7 @@ fn helpers(m: &Message<'_>) {
             assert_eq!(h.iter().count(), h.count());
         }
         Message::HeadersCompact(h) => compact(&h),
-        Message::FilterHeaders(f) => {
+        Message::FilterHeaders(f) | Message::TweakHeaders(f) => {
             let (n, s) = (f.hashes.len() / 32, f.anchors.len() / 32);
             assert_eq!((f.count(), f.segments()), (n, s));
             // Segment k holds hashes floor(count * k / segments) up to the next one's.
@@ -939,7 +985,7 @@ fn helpers(m: &Message<'_>) {
                 assert_eq!(start, n * j / s, "segment {j} of {s} over {n}");
             }
         }
-        Message::FilterCheckpoints(c) => {
+        Message::FilterCheckpoints(c) | Message::TweakCheckpoints(c) => {
             assert_eq!(c.count(), c.headers.len() / 32);
             let got: Vec<(u32, &[u8; 32])> = c.iter().collect();
             assert_eq!(got.len(), c.count());
@@ -953,7 +999,7 @@ fn helpers(m: &Message<'_>) {
                 }
             }
         }
-        Message::Filters(f) => {
+        Message::Filters(f) | Message::Tweaks(f) => {
             for p in f.pieces() {
                 let end = u64::from(p.offset) + p.data.len() as u64;
                 assert_eq!(p.ends_filter(), end == u64::from(p.filter_len));
@@ -1002,6 +1048,9 @@ fn helpers(m: &Message<'_>) {
         | Message::GetFilterHeaders(_)
         | Message::GetFilterCheckpoints(_)
         | Message::GetFilters(_)
+        | Message::GetTweakHeaders(_)
+        | Message::GetTweakCheckpoints(_)
+        | Message::GetTweaks(_)
         | Message::GetBlock(_)
         | Message::SendTx(_)
         | Message::MempoolSubscribe(_)

@@ -1,10 +1,11 @@
 //! Messages built here from the input are encoded with `Message::encode` into a buffer of
 //! an input-chosen size, then decoded; and the encoders that write a message piece by piece
 //! (`FilterHeaders::encode_answer`, `FiltersWriter`, `DigestWriter`, `BlockPiece::next`,
-//! `Init::encode_mirrors`, the zeroed ping and pong, `Headers::encode_in_place`) against the
-//! layouts.
+//! `Init::encode_mirrors`, the zeroed ping and pong, `Headers::encode_in_place`) and the
+//! per-type encoders of the messages the filter and tweak chains share (`encode`,
+//! `encode_as`) against the layouts.
 //!
-//! Input: `variant || fields || buffer selector [|| size]`, variant % 28:
+//! Input: `variant || fields || buffer selector [|| size]`, variant % 34:
 //! 0 `init` (`globalfeatures`, `features`, optional `networks`, `remote_addr` and
 //! `bulk_mirrors`, then a list of mirror URLs for `encode_mirrors`), 1 `error`, 2 `warning`,
 //! 3 `ping`, 4 `pong`, 5 `get_headers`, 6 `headers`, 7 `tip`, 8 an unknown odd type,
@@ -17,7 +18,10 @@
 //! 4,000,000-byte limit, `not_found`, or any fields; then `BlockPiece::next` over the data),
 //! 20 `send_tx`, 21 `tx_result` (any status code), 22 `mempool_subscribe`, 23 `DigestWriter`
 //! (then `mempool_digest` through `Message::encode`), 24 `get_mempool_tx`, 25 `mempool_tx`,
-//! 26 `get_fee_rates`, 27 `fee_rates` (any source, rates or none, `u64::MAX`).
+//! 26 `get_fee_rates`, 27 `fee_rates` (any source, rates or none, `u64::MAX`), 28 to 33 the
+//! silent-payment tweak messages `get_tweak_headers`, `tweak_headers`,
+//! `get_tweak_checkpoints`, `tweak_checkpoints`, `get_tweaks`, `tweaks`, built as 10, 11, 13,
+//! 14, 15 and 16 are (the filter messages' layouts under types 32809 to 32819).
 //! Variable-length fields take a length selector (short, long enough to pass 65,535 bytes
 //! in all, near 65,535 itself, or whole or ragged lists around the 101-hash, 819-header,
 //! 2,043-filter-hash and 2,047-checkpoint limits) and a fill byte. Buffer selector % 4:
@@ -43,10 +47,16 @@
 //! write the layout's bytes, which decode to what was written;
 //! `BlockPiece::next` cuts 65,520-byte pieces with `last` on the one reaching the end;
 //! `encode_mirrors` writes u16-prefixed URLs or `None` (too small a buffer, a URL over
-//! 65,535 bytes), read back by `mirror_urls`. The zeroed encoders and `encode_in_place`
-//! (with the headers copied in afterwards) give the same bytes as `encode` of the
-//! equivalent message, or the same refusal (over 819 headers, `encode_in_place` says
-//! `FieldTooLong` where `encode` says `MessageTooLong`).
+//! 65,535 bytes), read back by `mirror_urls`. Both chains: `encode_answer` and
+//! `encode_answer_as` with either kind, `FiltersWriter::new` and `new_as` with either kind
+//! (fed the same pieces), and for `get_filter_headers`, `get_filter_checkpoints`,
+//! `filter_checkpoints`, `get_filters` and their tweak twins `encode` and `encode_as` with
+//! either kind, each give the predicted result and the layout's bytes under the kind's type,
+//! which decode to the kind's variant; the tweak bytes differ from the basic ones in the
+//! 2-byte type alone. Every type is the layouts' (`ref_ty`), not the crate's `ty()`. The
+//! zeroed encoders and `encode_in_place` (with the headers copied in afterwards) give the
+//! same bytes as `encode` of the equivalent message, or the same refusal (over 819
+//! headers, `encode_in_place` says `FieldTooLong` where `encode` says `MessageTooLong`).
 //!
 //! One weaker oracle: `encode_ref` rebuilds a `mempool_digest`'s entries from the crate's
 //! `entries()` (the coded entries are private), so on its own it would not see an entry the
@@ -61,15 +71,15 @@ use libfuzzer_sys::fuzz_target;
 use lightwire_wire::sync::{HEADER_LEN, MAX_HEADERS_PER_MESSAGE, MAX_LOCATOR};
 use lightwire_wire::{
     AnswerFlags, BlockPiece, BlocksError, DecodeError, DigestEntry, DigestWriter, EncodeError,
-    ErrorMessage, Features, FeeRates, FeeSource, FilterCheckpoints, FilterHeaders, FilterRange,
-    Filters, FiltersError, FiltersWriter, GetBlock, GetFeeRates, GetFilterCheckpoints,
+    ErrorMessage, Features, FeeRates, FeeSource, FilterCheckpoints, FilterHeaders, FilterKind,
+    FilterRange, Filters, FiltersError, FiltersWriter, GetBlock, GetFeeRates, GetFilterCheckpoints,
     GetFilterHeaders, GetFilters, GetHeaders, GetMempoolTx, Headers, Init, MAX_MESSAGE_LEN,
     MempoolError, MempoolSubscribe, MempoolTx, Message, Networks, Ping, Pong, RelayStatus, Removal,
     SendTx, Tip, TxResult, Warning,
 };
 use lightwire_wire_fuzz::{
-    Cursor, KNOWN_TYPES, MAX_BLOCK_LEN, MAX_FILTER_HASHES, MAX_FILTER_LEN, MAX_SEGMENTS,
-    ref_bigsize_encode, ref_relay_code, ref_removal_code,
+    Cursor, FILTER_TYPES, KNOWN_TYPES, MAX_BLOCK_LEN, MAX_FILTER_HASHES, MAX_FILTER_LEN,
+    MAX_SEGMENTS, TWEAK_TYPES, ref_bigsize_encode, ref_relay_code, ref_removal_code,
 };
 
 // Limits as docs/PROTOCOL.md states them (not the crate's constants, which they check).
@@ -79,11 +89,18 @@ const MAX_CHECKPOINTS: usize = 2047;
 const MAX_BLOCK_PIECE: usize = 65_520;
 /// `filters`: a piece's fields before its data (height, filter_len, offset, piece_len).
 const PIECE_FIXED: usize = 14;
-const VARIANTS: u8 = 28;
+const VARIANTS: u8 = 34;
+/// The tweak variants: from 28 on, each builds the tweak twin of what the variant at the
+/// same place in the list builds (`get_filter_headers` ... `filters`).
+const TWEAK_VARIANTS: (u8, [u8; 6]) = (28, [10, 11, 13, 14, 15, 16]);
 
 fuzz_target!(|data: &[u8]| {
     let mut input = Cursor::new(data);
-    let variant = input.u8() % VARIANTS;
+    let selector = input.u8() % VARIANTS;
+    let (variant, kind) = match selector.checked_sub(TWEAK_VARIANTS.0) {
+        Some(i) => (TWEAK_VARIANTS.1[usize::from(i)], FilterKind::Tweaks),
+        None => (selector, FilterKind::Basic),
+    };
     // Owned field bytes first, so that the message can borrow them.
     let a = field(&mut input);
     let b = field(&mut input);
@@ -335,13 +352,99 @@ fuzz_target!(|data: &[u8]| {
             (Message::FeeRates(m), Ok(Message::FeeRates(read)))
         }
     };
+    // The tweak messages: the same fields under the tweak variant (and so, by the layout,
+    // the tweak type); the basic kind leaves every message as built.
+    let (m, back) = (of_kind(kind, m), back.map(|b| of_kind(kind, b)));
     check(&m, back, &mut input);
     match variant {
         0 => mirror_list(&mut input),
+        10 | 13 | 14 | 15 => encode_kinds(&m, back, &mut input),
         19 => block_next(n1, &a, n2, &mut input),
         _ => {}
     }
 });
+
+/// `m` as `kind`'s message when it is one of the six the filter and tweak chains share
+/// (the same fields under the other variant), else `m`.
+fn of_kind<'a>(kind: FilterKind, m: Message<'a>) -> Message<'a> {
+    let tweaks = kind == FilterKind::Tweaks;
+    match m {
+        Message::GetFilterHeaders(x) | Message::GetTweakHeaders(x) if tweaks => {
+            Message::GetTweakHeaders(x)
+        }
+        Message::GetFilterHeaders(x) | Message::GetTweakHeaders(x) => Message::GetFilterHeaders(x),
+        Message::FilterHeaders(x) | Message::TweakHeaders(x) if tweaks => Message::TweakHeaders(x),
+        Message::FilterHeaders(x) | Message::TweakHeaders(x) => Message::FilterHeaders(x),
+        Message::GetFilterCheckpoints(x) | Message::GetTweakCheckpoints(x) if tweaks => {
+            Message::GetTweakCheckpoints(x)
+        }
+        Message::GetFilterCheckpoints(x) | Message::GetTweakCheckpoints(x) => {
+            Message::GetFilterCheckpoints(x)
+        }
+        Message::FilterCheckpoints(x) | Message::TweakCheckpoints(x) if tweaks => {
+            Message::TweakCheckpoints(x)
+        }
+        Message::FilterCheckpoints(x) | Message::TweakCheckpoints(x) => {
+            Message::FilterCheckpoints(x)
+        }
+        Message::GetFilters(x) | Message::GetTweaks(x) if tweaks => Message::GetTweaks(x),
+        Message::GetFilters(x) | Message::GetTweaks(x) => Message::GetFilters(x),
+        Message::Filters(x) | Message::Tweaks(x) if tweaks => Message::Tweaks(x),
+        Message::Filters(x) | Message::Tweaks(x) => Message::Filters(x),
+        m => m,
+    }
+}
+
+/// The per-type encoders of the request and checkpoint messages both chains share:
+/// `encode` (the basic kind) and `encode_as` with each kind, into one buffer of an
+/// input-chosen size. Each gives exactly what `Message::encode` of the kind's variant must
+/// (`predict`, and `encode_ref`: the layout's bytes under the kind's type), and its bytes
+/// decode to `back` as the kind's variant; the tweak bytes are the basic bytes but for the
+/// type.
+fn encode_kinds(m: &Message<'_>, back: Result<Message<'_>, DecodeError>, input: &mut Cursor) {
+    let size = buffer_size(input, encode_ref(m).len());
+    let encode = |kind: Option<FilterKind>, out: &mut [u8]| match (*m, kind) {
+        (Message::GetFilterHeaders(x) | Message::GetTweakHeaders(x), Some(k)) => {
+            x.encode_as(k, out)
+        }
+        (Message::GetFilterHeaders(x) | Message::GetTweakHeaders(x), None) => x.encode(out),
+        (Message::GetFilterCheckpoints(x) | Message::GetTweakCheckpoints(x), Some(k)) => {
+            x.encode_as(k, out)
+        }
+        (Message::GetFilterCheckpoints(x) | Message::GetTweakCheckpoints(x), None) => x.encode(out),
+        (Message::FilterCheckpoints(x) | Message::TweakCheckpoints(x), Some(k)) => {
+            x.encode_as(k, out)
+        }
+        (Message::FilterCheckpoints(x) | Message::TweakCheckpoints(x), None) => x.encode(out),
+        (Message::GetFilters(x) | Message::GetTweaks(x), Some(k)) => x.encode_as(k, out),
+        (Message::GetFilters(x) | Message::GetTweaks(x), None) => x.encode(out),
+        _ => unreachable!("not a message with encode_as: {m:?}"),
+    };
+    let mut written = Vec::new();
+    for (kind, name) in [
+        (None, "encode"),
+        (Some(FilterKind::Basic), "encode_as(Basic)"),
+        (Some(FilterKind::Tweaks), "encode_as(Tweaks)"),
+    ] {
+        let as_kind = of_kind(kind.unwrap_or(FilterKind::Basic), *m);
+        let want_bytes = encode_ref(&as_kind);
+        let want = predict(&as_kind, want_bytes.len(), size);
+        let mut out = vec![0x5au8; size];
+        let got = encode(kind, &mut out);
+        assert_eq!(got, want, "{name} of {as_kind:?} into {size} bytes");
+        if let Ok(n) = got {
+            assert_eq!(&out[..n], &want_bytes[..], "{name} bytes of {as_kind:?}");
+            let read = back.map(|b| of_kind(kind.unwrap_or(FilterKind::Basic), b));
+            assert_eq!(Message::decode(&out[..n]), read, "decode of {name}");
+            out.truncate(n);
+            written.push(out);
+        }
+    }
+    if let [basic, _, tweaks] = &written[..] {
+        assert_eq!(basic[2..], tweaks[2..], "the kinds differ past the type");
+        assert_ne!(basic[..2], tweaks[..2], "the kinds have one type");
+    }
+}
 
 /// A message that must decode back to itself.
 fn ok(m: Message<'_>) -> (Message<'_>, Result<Message<'_>, DecodeError>) {
@@ -351,13 +454,25 @@ fn ok(m: Message<'_>) -> (Message<'_>, Result<Message<'_>, DecodeError>) {
 /// Encode `m` into a buffer of an input-chosen size: exactly the predicted result, the
 /// layout's bytes, and the encoding decodes to `back`.
 fn check(m: &Message<'_>, back: Result<Message<'_>, DecodeError>, input: &mut Cursor) {
+    assert_eq!(m.ty(), ref_ty(m), "type of {m:?}");
     let want_bytes = encode_ref(m);
     let n = want_bytes.len();
     assert_eq!(m.encoded_len(), n, "encoded_len of {m:?}");
     let size = buffer_size(input, n);
+    let want = predict(m, n, size);
     let mut out = vec![0x5au8; size];
     let got = m.encode(&mut out);
-    let want = if n > MAX_MESSAGE_LEN {
+    assert_eq!(got, want, "encode of {m:?} into {size} bytes");
+    if got.is_ok() {
+        assert_eq!(&out[..n], &want_bytes[..], "bytes of {m:?}");
+        assert_eq!(Message::decode(&out[..n]), back, "decode of the encoding");
+    }
+}
+
+/// What encoding `m`, of `n` bytes by the layout, into `size` bytes must give, in the order
+/// the encoder checks.
+fn predict(m: &Message<'_>, n: usize, size: usize) -> Result<usize, EncodeError> {
+    if n > MAX_MESSAGE_LEN {
         Err(EncodeError::MessageTooLong {
             len: n,
             max: MAX_MESSAGE_LEN,
@@ -371,11 +486,6 @@ fn check(m: &Message<'_>, back: Result<Message<'_>, DecodeError>, input: &mut Cu
         Err(e)
     } else {
         Ok(n)
-    };
-    assert_eq!(got, want, "encode of {m:?} into {size} bytes");
-    if got.is_ok() {
-        assert_eq!(&out[..n], &want_bytes[..], "bytes of {m:?}");
-        assert_eq!(Message::decode(&out[..n]), back, "decode of the encoding");
     }
 }
 
@@ -434,7 +544,7 @@ fn field_error(m: &Message<'_>) -> Option<EncodeError> {
             HEADER_LEN,
             MAX_HEADERS_PER_MESSAGE,
         ),
-        Message::FilterHeaders(f) => {
+        Message::FilterHeaders(f) | Message::TweakHeaders(f) => {
             list("filter_hashes", f.hashes.len(), 32, MAX_FILTER_HASHES).or_else(|| {
                 // The segments a gateway uses: 4, or `count` when fewer.
                 let segments = (f.hashes.len() / 32).min(MAX_SEGMENTS);
@@ -445,7 +555,9 @@ fn field_error(m: &Message<'_>) -> Option<EncodeError> {
                 })
             })
         }
-        Message::FilterCheckpoints(c) => list("checkpoints", c.headers.len(), 32, MAX_CHECKPOINTS),
+        Message::FilterCheckpoints(c) | Message::TweakCheckpoints(c) => {
+            list("checkpoints", c.headers.len(), 32, MAX_CHECKPOINTS)
+        }
         _ => None,
     }
 }
@@ -601,11 +713,50 @@ fn pieces(
     (count as u16, built, expect)
 }
 
+/// The message's type, from the layouts (BOLT 1, docs/PROTOCOL.md).
+fn ref_ty(m: &Message<'_>) -> u16 {
+    match *m {
+        Message::Warning(_) => 1,
+        Message::Init(_) => 16,
+        Message::Error(_) => 17,
+        Message::Ping(_) => 18,
+        Message::Pong(_) => 19,
+        Message::GetHeaders(_) => 32769,
+        Message::Headers(_) => 32771,
+        Message::Tip(_) => 32773,
+        Message::HeadersCompact(_) => 32775,
+        Message::GetFilterHeaders(_) => FILTER_TYPES[0],
+        Message::FilterHeaders(_) => FILTER_TYPES[1],
+        Message::GetFilterCheckpoints(_) => FILTER_TYPES[2],
+        Message::FilterCheckpoints(_) => FILTER_TYPES[3],
+        Message::GetFilters(_) => FILTER_TYPES[4],
+        Message::Filters(_) => FILTER_TYPES[5],
+        Message::GetBlock(_) => 32789,
+        Message::Block(_) => 32791,
+        Message::SendTx(_) => 32793,
+        Message::TxResult(_) => 32795,
+        Message::MempoolSubscribe(_) => 32797,
+        Message::MempoolDigest(_) => 32799,
+        Message::GetMempoolTx(_) => 32801,
+        Message::MempoolTx(_) => 32803,
+        Message::GetFeeRates(_) => 32805,
+        Message::FeeRates(_) => 32807,
+        Message::GetTweakHeaders(_) => TWEAK_TYPES[0],
+        Message::TweakHeaders(_) => TWEAK_TYPES[1],
+        Message::GetTweakCheckpoints(_) => TWEAK_TYPES[2],
+        Message::TweakCheckpoints(_) => TWEAK_TYPES[3],
+        Message::GetTweaks(_) => TWEAK_TYPES[4],
+        Message::Tweaks(_) => TWEAK_TYPES[5],
+        Message::Unknown { ty, .. } => ty,
+    }
+}
+
 /// The message's bytes, from the layouts (BOLT 1, docs/PROTOCOL.md); list counts are
-/// written as whole entries (what the decoder reads back).
+/// written as whole entries (what the decoder reads back). The tweak messages have the
+/// filter messages' layouts under their own types.
 fn encode_ref(m: &Message<'_>) -> Vec<u8> {
     let mut o = Vec::new();
-    o.extend_from_slice(&m.ty().to_be_bytes());
+    o.extend_from_slice(&ref_ty(m).to_be_bytes());
     let prefixed = |o: &mut Vec<u8>, b: &[u8]| {
         o.extend_from_slice(&(b.len() as u16).to_be_bytes());
         o.extend_from_slice(b);
@@ -670,12 +821,15 @@ fn encode_ref(m: &Message<'_>) -> Vec<u8> {
             o.extend_from_slice(h.anchors);
             o.extend_from_slice(h.body);
         }
-        Message::GetFilterHeaders(GetFilterHeaders(r)) | Message::GetFilters(GetFilters(r)) => {
+        Message::GetFilterHeaders(GetFilterHeaders(r))
+        | Message::GetFilters(GetFilters(r))
+        | Message::GetTweakHeaders(GetFilterHeaders(r))
+        | Message::GetTweaks(GetFilters(r)) => {
             u32(&mut o, r.id);
             u32(&mut o, r.start_height);
             o.extend_from_slice(&r.stop_hash);
         }
-        Message::FilterHeaders(f) => {
+        Message::FilterHeaders(f) | Message::TweakHeaders(f) => {
             u32(&mut o, f.id);
             u32(&mut o, f.first_height);
             o.push(answer_byte(f.flags));
@@ -684,18 +838,18 @@ fn encode_ref(m: &Message<'_>) -> Vec<u8> {
             o.extend_from_slice(f.anchors);
             o.extend_from_slice(f.hashes);
         }
-        Message::GetFilterCheckpoints(g) => {
+        Message::GetFilterCheckpoints(g) | Message::GetTweakCheckpoints(g) => {
             u32(&mut o, g.id);
             o.extend_from_slice(&g.stop_hash);
         }
-        Message::FilterCheckpoints(c) => {
+        Message::FilterCheckpoints(c) | Message::TweakCheckpoints(c) => {
             u32(&mut o, c.id);
             u32(&mut o, c.first_height);
             o.push(answer_byte(c.flags));
             u16(&mut o, c.headers.len() / 32);
             o.extend_from_slice(c.headers);
         }
-        Message::Filters(f) => {
+        Message::Filters(f) | Message::Tweaks(f) => {
             u32(&mut o, f.id);
             o.push(answer_byte(f.flags));
             o.extend_from_slice(&f.count.to_be_bytes());
@@ -769,7 +923,9 @@ fn encode_ref(m: &Message<'_>) -> Vec<u8> {
 /// `FilterHeaders::encode_answer` against the layout: `count` around the 2,043 limit, block
 /// `i`'s filter header and hash made from `i` (so each is told apart), `before` the filter
 /// header before the first block. Each segment's anchor is the filter header of the block
-/// before its first; each entry is asked once.
+/// before its first; each entry is asked once. `encode_answer_as` with either kind gives
+/// the same, under the kind's type, and decodes to the kind's variant; the tweak bytes
+/// differ from the basic ones in the type alone.
 fn filter_answer(
     id: u32,
     first_height: u32,
@@ -793,35 +949,25 @@ fn filter_answer(
         (header, hash)
     };
     let segments = count.min(MAX_SEGMENTS);
-    let mut want = Vec::new();
-    want.extend_from_slice(&32779u16.to_be_bytes());
-    want.extend_from_slice(&id.to_be_bytes());
-    want.extend_from_slice(&first_height.to_be_bytes());
-    want.push(answer_byte(flags));
-    want.extend_from_slice(&(count as u16).to_be_bytes());
-    want.push(segments as u8);
+    // The payload; each kind's message is its type, then this.
+    let mut payload = Vec::new();
+    payload.extend_from_slice(&id.to_be_bytes());
+    payload.extend_from_slice(&first_height.to_be_bytes());
+    payload.push(answer_byte(flags));
+    payload.extend_from_slice(&(count as u16).to_be_bytes());
+    payload.push(segments as u8);
     for k in 0..segments {
         // Segment k starts at floor(count * k / segments).
         match (count * k / segments).checked_sub(1) {
-            Some(i) => want.extend_from_slice(&entry(i).0),
-            None => want.extend_from_slice(&before),
+            Some(i) => payload.extend_from_slice(&entry(i).0),
+            None => payload.extend_from_slice(&before),
         }
     }
     for i in 0..count {
-        want.extend_from_slice(&entry(i).1);
+        payload.extend_from_slice(&entry(i).1);
     }
-    let n = want.len();
+    let n = 2 + payload.len();
     let size = buffer_size(input, n);
-    let mut out = vec![0x5au8; size];
-    let mut asked = vec![0u32; count];
-    let mut stray = Vec::new();
-    let got = FilterHeaders::encode_answer(&mut out, id, first_height, flags, count, before, |i| {
-        match asked.get_mut(i) {
-            Some(a) => *a += 1,
-            None => stray.push(i),
-        }
-        entry(i)
-    });
     let expect = if count > MAX_FILTER_HASHES {
         Err(EncodeError::FieldTooLong {
             field: "filter_hashes",
@@ -836,20 +982,69 @@ fn filter_answer(
     } else {
         Ok(n)
     };
-    assert_eq!(got, expect, "encode_answer of {count} into {size} bytes");
-    if got.is_ok() {
-        assert!(asked.iter().all(|&a| a == 1), "each entry asked once");
-        assert_eq!(stray, Vec::<usize>::new(), "entries past count asked");
-        assert_eq!(&out[..n], &want[..], "encode_answer bytes");
-        let anchors_end = 14 + segments * 32;
-        let m = Message::FilterHeaders(FilterHeaders {
-            id,
-            first_height,
-            flags,
-            anchors: &want[14..anchors_end],
-            hashes: &want[anchors_end..],
-        });
-        assert_eq!(Message::decode(&out[..n]), Ok(m), "decode of encode_answer");
+    let mut written = Vec::new();
+    for (kind, name) in [
+        (None, "encode_answer"),
+        (Some(FilterKind::Basic), "encode_answer_as(Basic)"),
+        (Some(FilterKind::Tweaks), "encode_answer_as(Tweaks)"),
+    ] {
+        let tweaks = kind == Some(FilterKind::Tweaks);
+        let ty = if tweaks {
+            TWEAK_TYPES[1]
+        } else {
+            FILTER_TYPES[1]
+        };
+        let want = [&ty.to_be_bytes()[..], &payload[..]].concat();
+        let mut out = vec![0x5au8; size];
+        let mut asked = vec![0u32; count];
+        let mut stray = Vec::new();
+        let ask = |i: usize| {
+            match asked.get_mut(i) {
+                Some(a) => *a += 1,
+                None => stray.push(i),
+            }
+            entry(i)
+        };
+        let got = match kind {
+            None => {
+                FilterHeaders::encode_answer(&mut out, id, first_height, flags, count, before, ask)
+            }
+            Some(k) => FilterHeaders::encode_answer_as(
+                k,
+                &mut out,
+                id,
+                first_height,
+                flags,
+                count,
+                before,
+                ask,
+            ),
+        };
+        assert_eq!(got, expect, "{name} of {count} into {size} bytes");
+        if got.is_ok() {
+            assert!(asked.iter().all(|&a| a == 1), "each entry asked once");
+            assert_eq!(stray, Vec::<usize>::new(), "entries past count asked");
+            assert_eq!(&out[..n], &want[..], "{name} bytes");
+            let anchors_end = 14 + segments * 32;
+            let f = FilterHeaders {
+                id,
+                first_height,
+                flags,
+                anchors: &want[14..anchors_end],
+                hashes: &want[anchors_end..],
+            };
+            let m = if tweaks {
+                Message::TweakHeaders(f)
+            } else {
+                Message::FilterHeaders(f)
+            };
+            assert_eq!(Message::decode(&out[..n]), Ok(m), "decode of {name}");
+            out.truncate(n);
+            written.push(out);
+        }
+    }
+    if let [basic, _, tweaks] = &written[..] {
+        assert_eq!(basic[2..], tweaks[2..], "the kinds differ past the type");
     }
 }
 
@@ -859,30 +1054,40 @@ fn filter_answer(
 /// much; nothing when not even a one-byte piece (for an empty filter, an empty piece)
 /// fits. The buffer must hold the message's fields and a one-byte piece (24 bytes). The
 /// message written decodes to the pieces pushed, and goes through `check` like the
-/// others.
+/// others. Three writers are fed the same pieces: `new`, `new_as` with the basic kind (the
+/// same `filters` message) and `new_as` with the tweak kind (a `tweaks` message: the same
+/// bytes but the type, decoding to `Message::Tweaks`).
 fn filters_writer(id: u32, flags: AnswerFlags, input: &mut Cursor) {
     let size = usize::from(input.u16()) + usize::from(input.u8() % 2) * 65536;
     let limit = size.min(MAX_MESSAGE_LEN);
-    let mut out = vec![0x5au8; size];
-    let w = FiltersWriter::new(&mut out, id);
+    // `new`, `new_as(Basic)`, `new_as(Tweaks)`.
+    let mut outs = [vec![0x5au8; size], vec![0x5au8; size], vec![0x5au8; size]];
+    let names = ["new", "new_as(Basic)", "new_as(Tweaks)"];
+    let [o0, o1, o2] = &mut outs;
+    let made = [
+        FiltersWriter::new(o0, id),
+        FiltersWriter::new_as(FilterKind::Basic, o1, id),
+        FiltersWriter::new_as(FilterKind::Tweaks, o2, id),
+    ];
     // The message's fields (type, id, flags, count) and a one-byte piece.
     let need = 2 + 4 + 1 + 2 + PIECE_FIXED + 1;
-    let mut w = match w {
-        Ok(w) if limit >= need => w,
-        w => {
-            assert_eq!(
-                w.err(),
-                (limit < need).then_some(EncodeError::BufferTooSmall {
-                    needed: need,
-                    available: size,
-                }),
-                "FiltersWriter::new into {size} bytes"
-            );
-            return;
-        }
-    };
+    let refused = (limit < need).then_some(EncodeError::BufferTooSmall {
+        needed: need,
+        available: size,
+    });
+    for (w, name) in made.iter().zip(names) {
+        assert_eq!(
+            w.as_ref().err(),
+            refused.as_ref(),
+            "FiltersWriter::{name} into {size} bytes"
+        );
+    }
+    if refused.is_some() {
+        return;
+    }
+    let mut ws = made.map(|w| w.expect("a writer, as checked"));
     let mut want = Vec::new();
-    want.extend_from_slice(&32787u16.to_be_bytes());
+    want.extend_from_slice(&FILTER_TYPES[5].to_be_bytes());
     want.extend_from_slice(&id.to_be_bytes());
     want.extend_from_slice(&[0, 0, 0]);
     let mut pushed = Vec::new();
@@ -903,16 +1108,18 @@ fn filters_writer(id: u32, flags: AnswerFlags, input: &mut Cursor) {
         let height = input.u32();
         let room = limit - want.len();
         let rest = len - offset;
-        assert_eq!(w.has_room(), room > PIECE_FIXED, "has_room");
         // A message cannot hold 65,535 pieces, nor a piece of 65,535 bytes: only the room
         // left bounds a push.
         let fits = room >= PIECE_FIXED + usize::from(rest > 0);
         let n = fits.then(|| rest.min(room - PIECE_FIXED));
-        assert_eq!(
-            w.push(height, &filter, offset),
-            n,
-            "push {rest} bytes into {room}"
-        );
+        for (w, name) in ws.iter_mut().zip(names) {
+            assert_eq!(w.has_room(), room > PIECE_FIXED, "has_room ({name})");
+            assert_eq!(
+                w.push(height, &filter, offset),
+                n,
+                "push {rest} bytes into {room} ({name})"
+            );
+        }
         if let Some(n) = n {
             let data = &filter[offset..offset + n];
             want.extend_from_slice(&height.to_be_bytes());
@@ -923,23 +1130,47 @@ fn filters_writer(id: u32, flags: AnswerFlags, input: &mut Cursor) {
             pushed.push((height, len as u32, offset as u32, data.to_vec()));
             count += 1;
         }
-        assert_eq!(w.pieces(), count);
+        for (w, name) in ws.iter().zip(names) {
+            assert_eq!(w.pieces(), count, "pieces ({name})");
+        }
     }
-    let len = w.finish(flags);
+    let lens = ws.map(|w| w.finish(flags));
     want[6] = answer_byte(flags);
     want[7..9].copy_from_slice(&count.to_be_bytes());
-    assert_eq!(len, want.len(), "finish");
-    assert_eq!(&out[..len], &want[..], "FiltersWriter bytes");
-    let Ok(Message::Filters(f)) = Message::decode(&out[..len]) else {
-        panic!("FiltersWriter's message does not decode");
-    };
-    assert_eq!((f.id, f.flags, f.count), (id, flags, count));
-    let got: Vec<_> = f
-        .pieces()
-        .map(|p| (p.height, p.filter_len, p.offset, p.data.to_vec()))
-        .collect();
-    assert_eq!(got, pushed, "pieces of FiltersWriter's message");
-    check(&Message::Filters(f), Ok(Message::Filters(f)), input);
+    for (i, (out, name)) in outs.iter().zip(names).enumerate() {
+        let tweaks = i == 2;
+        let len = lens[i];
+        let mut want = want.clone();
+        if tweaks {
+            want[..2].copy_from_slice(&TWEAK_TYPES[5].to_be_bytes());
+        }
+        assert_eq!(len, want.len(), "finish ({name})");
+        assert_eq!(&out[..len], &want[..], "FiltersWriter::{name} bytes");
+        let f = match Message::decode(&out[..len]) {
+            Ok(Message::Filters(f)) if !tweaks => f,
+            Ok(Message::Tweaks(f)) if tweaks => f,
+            other => panic!("FiltersWriter::{name}'s message decodes as {other:?}"),
+        };
+        assert_eq!((f.id, f.flags, f.count), (id, flags, count));
+        let got: Vec<_> = f
+            .pieces()
+            .map(|p| (p.height, p.filter_len, p.offset, p.data.to_vec()))
+            .collect();
+        assert_eq!(got, pushed, "pieces of FiltersWriter::{name}'s message");
+        if i != 1 {
+            let m = if tweaks {
+                Message::Tweaks(f)
+            } else {
+                Message::Filters(f)
+            };
+            check(&m, Ok(m), input);
+        }
+    }
+    assert_eq!(
+        outs[0][2..lens[0]],
+        outs[2][2..lens[2]],
+        "the kinds differ past the type"
+    );
 }
 
 /// A digest entry as written: kind 0 with txid and set, or kind 1 with txid and the

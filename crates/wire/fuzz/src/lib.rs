@@ -154,10 +154,20 @@ pub const MAX_FILTER_LEN: u32 = 1 << 20;
 pub const MAX_BLOCK_LEN: u32 = 4_000_000;
 /// Every type docs/PROTOCOL.md and BOLT 1 give a layout: none decodes as `Unknown`, and
 /// an unknown message built by a target takes none of them.
-pub const KNOWN_TYPES: [u16; 25] = [
+pub const KNOWN_TYPES: [u16; 31] = [
     1, 16, 17, 18, 19, 32769, 32771, 32773, 32775, 32777, 32779, 32781, 32783, 32785, 32787, 32789,
-    32791, 32793, 32795, 32797, 32799, 32801, 32803, 32805, 32807,
+    32791, 32793, 32795, 32797, 32799, 32801, 32803, 32805, 32807, 32809, 32811, 32813, 32815,
+    32817, 32819,
 ];
+/// The filter messages, in order: `get_filter_headers`, `filter_headers`,
+/// `get_filter_checkpoints`, `filter_checkpoints`, `get_filters`, `filters`.
+pub const FILTER_TYPES: [u16; 6] = [32777, 32779, 32781, 32783, 32785, 32787];
+/// The silent-payment tweak messages (docs/PROTOCOL.md, "Silent-payment tweaks"), in the
+/// same order: `get_tweak_headers`, `tweak_headers`, `get_tweak_checkpoints`,
+/// `tweak_checkpoints`, `get_tweaks`, `tweaks`. Each has the layout of the filter message
+/// at the same place in [`FILTER_TYPES`], byte for byte, with the same decoding rules and
+/// errors; only the type differs.
+pub const TWEAK_TYPES: [u16; 6] = [32809, 32811, 32813, 32815, 32817, 32819];
 
 /// `tx_result` status codes, the table of docs/PROTOCOL.md variant by variant.
 pub fn ref_relay_code(s: RelayStatus) -> u8 {
