@@ -57,7 +57,7 @@ export function askedAgain<M>(p: PendingCall<M>): boolean {
  * in the engine's loop, an `EngineFailed` error event).
  */
 export type RequestBody =
-  | { op: 'open'; options: ClientOptions }
+  | { op: 'open'; options: ClientOptions; attempt: number }
   | { op: 'call'; method: Method; args: unknown[] }
   | { op: 'ping' }
   | { op: 'hang' }

@@ -1,7 +1,9 @@
 // The engine's dedicated worker, watched. The page pings it; a worker that stops answering
 // (a hung engine: WebKit's JavaScriptCore has been seen to spin for ever in JIT code, and
 // Safari runs the same engine) is terminated and a new one started on the same store with
-// the same options, with a `workerRestarted` event. So is one whose engine failed after it
+// the same options, with a `workerRestarted` event; so is one that stops answering while it
+// opens the store (the page pings it from the moment it is started), up to FAILED_RESTARTS
+// times in FAILED_WINDOW_MS, after which the open fails. So is one whose engine failed after it
 // opened (a trap: the same JIT was seen to compute an out-of-bounds access in code that
 // makes none, in the suites and in the dashboard's test), up to FAILED_RESTARTS times in
 // FAILED_WINDOW_MS: a failure that keeps coming back is a bug of ours, not the engine's
@@ -32,6 +34,13 @@ const FAILED_WINDOW_MS = 10 * 60_000;
 /** Why a worker is replaced. */
 type Cause = { reason: 'hung'; silentMs: number } | { reason: 'failed'; message: string };
 
+/** The open of a worker that stopped answering while it opened: it is replaced. */
+class HungWhileOpening extends Error {
+  constructor(readonly silentMs: number) {
+    super(`the lightwire worker did not answer for ${Math.round(silentMs / 1000)} s while it opened the store`);
+  }
+}
+
 
 /**
  * A request posted to the current worker and not answered yet: its method is null for the
@@ -61,6 +70,10 @@ export class WorkerBackend implements Backend {
   #failures: number[] = [];
   /** Whether the current worker opened the engine (a failure before that fails `open`). */
   #opened = false;
+  /** The current worker's `open` request, while it is not answered. */
+  #openId: number | null = null;
+  /** Workers started so far (a test's `testHangOpens` makes the first ones hang). */
+  #started = 0;
   #closed = false;
 
   private constructor(options: ClientOptions, onEvent: (e: LightwireEvent) => void) {
@@ -73,9 +86,15 @@ export class WorkerBackend implements Backend {
   /** Open the engine in a worker and start watching it. Rejects as `open` does. */
   static async open(options: ClientOptions, onEvent: (e: LightwireEvent) => void): Promise<WorkerBackend> {
     const backend = new WorkerBackend(options, onEvent);
-    await backend.#start();
+    // Watched from the start: a worker that hangs while it opens the store is replaced too.
     backend.#lastTick = performance.now();
     backend.#timer = setInterval(() => backend.#tick(), backend.#pingEveryMs);
+    try {
+      await backend.#start();
+    } catch (e) {
+      backend.close();
+      throw e;
+    }
     return backend;
   }
 
@@ -111,20 +130,60 @@ export class WorkerBackend implements Backend {
     return this.#post(this.#worker, { op: 'fail', how }, null, []);
   }
 
-  /** A new worker, opened on the store. Rejects (the worker terminated) if it cannot open. */
+  /**
+   * A new worker, opened on the store. One that stops answering while it opens is replaced
+   * (a `workerRestarted` event, `hung`), FAILED_RESTARTS times in FAILED_WINDOW_MS at most.
+   * Rejects (the worker terminated) if it cannot open.
+   */
   async #start(): Promise<void> {
-    const worker = new Worker(new URL('./worker.js', import.meta.url), { type: 'module', name: 'lightwire' });
-    this.#worker = worker;
-    this.#opened = false;
-    worker.addEventListener('message', (e: MessageEvent<Reply>) => this.#message(worker, e.data));
-    worker.addEventListener('error', (e) => this.#failed(worker, e.message));
-    try {
-      await this.#post(worker, { op: 'open', options: this.#options }, null, []);
-    } catch (e) {
-      worker.terminate();
-      throw e;
+    for (;;) {
+      const worker = new Worker(new URL('./worker.js', import.meta.url), { type: 'module', name: 'lightwire' });
+      this.#worker = worker;
+      this.#opened = false;
+      this.#ping = null;
+      worker.addEventListener('message', (e: MessageEvent<Reply>) => this.#message(worker, e.data));
+      worker.addEventListener('error', (e) => this.#failed(worker, e.message));
+      const attempt = this.#started++;
+      const opened = this.#post(worker, { op: 'open', options: this.#options, attempt }, null, []);
+      this.#openId = this.#next - 1;
+      try {
+        await opened;
+      } catch (e) {
+        worker.terminate();
+        if (!(e instanceof HungWhileOpening) || this.#closed) throw e;
+        const now = performance.now();
+        this.#failures = this.#failures.filter((t) => now - t < FAILED_WINDOW_MS);
+        if (this.#failures.length >= FAILED_RESTARTS) {
+          throw named('WorkerError', `${e.message} (after ${this.#failures.length} restarts in ${FAILED_WINDOW_MS / 60_000} minutes)`);
+        }
+        this.#failures.push(now);
+        this.#restarts += 1;
+        this.#onEvent({
+          type: 'workerRestarted',
+          reason: 'hung',
+          message: null,
+          silentMs: Math.round(e.silentMs),
+          restarts: this.#restarts,
+          retried: 0,
+          rejected: 0,
+        });
+        continue;
+      } finally {
+        this.#openId = null;
+      }
+      if (worker === this.#worker) this.#opened = true;
+      return;
     }
-    if (worker === this.#worker) this.#opened = true;
+  }
+
+  /** The worker opening the store stopped answering: its open fails, to be tried again. */
+  #hungWhileOpening(silentMs: number): void {
+    const id = this.#openId;
+    this.#ping = null;
+    if (id === null) return;
+    const p = this.#pending.get(id);
+    this.#pending.delete(id);
+    p?.reject(new HungWhileOpening(silentMs));
   }
 
   #post(worker: Worker, req: RequestBody, method: Method | null, args: unknown[], moves = 0): Promise<unknown> {
@@ -189,10 +248,14 @@ export class WorkerBackend implements Backend {
     // late, and its worker may have been frozen with it.
     const ran = Math.min(now - this.#lastTick, 2 * this.#pingEveryMs);
     this.#lastTick = now;
-    if (this.#closed || this.#restarting || !this.#worker) return;
+    if (this.#closed || !this.#worker) return;
     if (this.#ping) {
       this.#ping.waitedMs += ran;
-      if (this.#ping.waitedMs >= this.#timeoutMs) void this.#restart({ reason: 'hung', silentMs: this.#ping.waitedMs });
+      if (this.#ping.waitedMs < this.#timeoutMs) return;
+      // Opening (the first worker, or one replacing a hung or failed one): tried again by
+      // #start. Opened: replaced, unless a replacement is already under way.
+      if (!this.#opened) this.#hungWhileOpening(this.#ping.waitedMs);
+      else if (!this.#restarting) void this.#restart({ reason: 'hung', silentMs: this.#ping.waitedMs });
       return;
     }
     const id = this.#next++;
@@ -224,11 +287,10 @@ export class WorkerBackend implements Backend {
       : `failed (${cause.message})`;
     const err = named('WorkerRestarted', `the engine's worker ${what} and was restarted; this call did not complete (it was in flight across two restarts, or the package's own)`);
     rejected.forEach((p) => p.reject(err));
-    // The new worker is not pinged while it opens (loading the module and the store): one
-    // that hangs there is not restarted again. Not handled yet; the page would then see no
-    // events, and its calls would wait.
+    // The new worker is pinged while it opens (loading the module and the store): one that
+    // hangs there is replaced by #start.
     this.#restarting = true;
-    this.#restarts += 1;
+    const restarts = (this.#restarts += 1);
     this.#opening = this.#start();
     try {
       await this.#opening;
@@ -248,7 +310,7 @@ export class WorkerBackend implements Backend {
       reason: cause.reason,
       message: cause.reason === 'failed' ? cause.message : null,
       silentMs: Math.round(silentMs),
-      restarts: this.#restarts,
+      restarts,
       retried: retried.length,
       rejected: rejected.length,
     });

@@ -104,6 +104,11 @@ export interface ClientOptions {
    * {@link LightwireClient.testHangWorker} make the worker spin for ever.
    */
   testHooks?: boolean;
+  /**
+   * For the package's own tests only, with `testHooks`: the first N workers this client
+   * starts spin for ever while they open the store, as a hung engine would.
+   */
+  testHangOpens?: number;
 }
 
 /** Where a gateway connection stands. */
@@ -304,7 +309,9 @@ export interface ClientError {
 
 /**
  * The engine's worker left a ping unanswered for `silentMs` (`reason` `hung`: see
- * `ClientOptions.workerTimeoutMs`), or its engine failed after it opened (`failed`, with the
+ * `ClientOptions.workerTimeoutMs`; also while it opened the store, where a worker replaced
+ * three times in ten minutes fails the open with a `WorkerError`), or its engine failed
+ * after it opened (`failed`, with the
  * failure's `message`: a trap; at most three times in ten minutes, then the client stops
  * with a fatal `error` event): it was terminated and a new one opened on the same store with
  * the same options; the sync and the watched wallet resume from the store. Calls in flight

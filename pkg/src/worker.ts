@@ -50,6 +50,12 @@ scope.addEventListener('message', async (e) => {
       }
     } else if (msg.op === 'open') {
       testHooks = msg.options.testHooks === true;
+      if (testHooks && msg.attempt < (msg.options.testHangOpens ?? 0)) {
+        // A worker that hangs while it opens the store: the page replaces it.
+        for (;;) {
+          // spin
+        }
+      }
       engine = await openHere(msg.options, (event) => scope.postMessage({ event }));
     } else if (engine) {
       value = await engine.call(msg.method, msg.args);

@@ -1175,6 +1175,34 @@ async function hang() {
     assert(fatal.kind === 'WorkerError' && fatal.message.includes('after 3 restarts for failures'), `the fourth failure: ${JSON.stringify(fatal)}`);
     log(`  the worker failed three times (a callback's exception, the engine's loop, a callback's): replaced each time, ` +
       `the wallet and the tip kept; the fourth stopped the client: ${fatal.message}`);
+
+    // A worker that hangs while it opens the store (the page pings it from the moment it
+    // starts it): replaced, and the open goes on with the next; past three in ten minutes
+    // the open fails. Before, a worker hung there left the open waiting for ever (a new
+    // leader's tab, taking over, never led).
+    const opening = await openPage();
+    try {
+      const hungOpens = { network: 'regtest', gateways: [gw.connect], testHooks: true, workerTimeoutMs: 3_000 };
+      // Bounded here: an open that waits for ever is the failure this part looks for.
+      const openWithin = (o) => opening.evaluate((o) => Promise.race([
+        window.lw.open(o).then(() => 'opened', (e) => `${e.name}: ${e.message}`),
+        new Promise((r) => setTimeout(() => r('the open did not end in 60 s'), 60_000)),
+      ]), o);
+      const first = await openWithin({ ...hungOpens, storeName: 'hang-open', testHangOpens: 2 });
+      assert(first === 'opened', `two hung opens, then: ${first}`);
+      const { events: opened } = await until(opening, 'the sync after two workers hung while opening', 60_000, syncedTo(3_500));
+      const replaced = opened.filter((e) => e.type === 'workerRestarted');
+      assert(replaced.length === 2 && replaced.every((e, i) => e.reason === 'hung' && e.restarts === i + 1 &&
+        e.silentMs >= 3_000 && e.retried === 0 && e.rejected === 0), `the hung opens: ${JSON.stringify(replaced)}`);
+      await stopClient(opening);
+      const refused = await openWithin({ ...hungOpens, storeName: 'hang-open-4', testHangOpens: 4 });
+      assert(refused.startsWith('WorkerError: ') && refused.includes('while it opened the store') && refused.includes('after 3 restarts'),
+        `four hung opens: ${refused}`);
+      log(`  two workers hung while opening the store: replaced after ${replaced.map((e) => e.silentMs).join(' and ')} ms, ` +
+        `the third synced; four in a row: ${refused}`);
+    } finally {
+      await opening.close();
+    }
   } finally {
     await page.close();
     await gw.stop();
@@ -2210,11 +2238,13 @@ async function tabs() {
       await new Promise((r) => setTimeout(r, 5));
     }
     let joined;
+    const pausedAt = Date.now();
     await gw.paused(async () => {
       joined = (await first.evaluate(() => window.client.tip()))?.height ?? 0;
       await open(options);
       await open(options);
     });
+    const pausedMs = Date.now() - pausedAt;
     assert(joined < 925_000, `the first tab had synced before the others opened (${joined})`);
     const roles = await Promise.all(pages.map((p) => p.evaluate(() => window.client.role)));
     assert(JSON.stringify(roles) === '["leader","follower","follower"]', `roles ${JSON.stringify(roles)}`);
@@ -2229,8 +2259,21 @@ async function tabs() {
       const gwTip = await gw.tip();
       assert(tip.height === gwTip.height && tip.hash === gwTip.hash, `tab ${i + 1}'s tip ${JSON.stringify(tip)}`);
     }
+    // One engine for three tabs: every connection the gateway saw is one the leader's engine
+    // made (its own handshakes, in its events), and that is one, unless in WebKit a
+    // handshake failed its MAC check: the wrong values JavaScriptCore's concurrent JIT
+    // computes now and then (benches/README.md, "WebKit computes wrong values"), which the
+    // package survives by connecting again. Anything else that connected again fails here.
     const connections = await gw.metric('lightwire_connections_total');
-    assert(connections === 1, `the gateway saw ${connections} client connections for three tabs`);
+    const own = await first.evaluate(() => window.events.filter((e) => e.type === 'gateway'));
+    const handshakes = own.filter((e) => e.state === 'handshaking').length;
+    const macFailures = own.filter((e) => e.code === 'handshake-failed' && /\bMAC check failed\b/.test(e.reason ?? '')).length;
+    const allowed = 1 + (browser.name === 'webkit' ? macFailures : 0);
+    assert(connections === handshakes && handshakes === allowed,
+      `the gateway saw ${connections} client connections for three tabs, the leader made ${handshakes} ` +
+      `(its process stopped for ${pausedMs} ms while two tabs opened); the leader's connection: ` +
+      own.map((e) => JSON.stringify(e)).join(' '));
+    if (allowed > 1) log(`  (the leader connected ${allowed} times: ${macFailures} handshake(s) failed their MAC check in WebKit)`);
     // How fast a follower's queries are answered (through the leader), beside the leader's own.
     const latency = async (p) => p.evaluate(async () => {
       const time = async (f) => {
