@@ -2113,13 +2113,25 @@ async function leaderOf(pages) {
   return null;
 }
 
-/// Wait until one of `pages` leads; returns it.
-async function newLeader(pages, what, ms = 30_000) {
-  const deadline = Date.now() + ms;
+/// Wait until one of `pages` leads; returns it. A hand-over takes well under a second; one
+/// that takes longer than 10 s must be explained by the new leader's worker hanging while
+/// it opened the store and being replaced (a `workerRestarted` event, after the worker's
+/// 30 s: WebKit's JIT has been seen to hang), else it is a stall of ours and fails here.
+async function newLeader(pages, what, ms = 75_000) {
+  const start = Date.now();
   for (;;) {
     const p = await leaderOf(pages);
-    if (p) return p;
-    assert(Date.now() < deadline, `no tab took over in ${ms} ms (${what})`);
+    if (p) {
+      const took = Date.now() - start;
+      if (took > 10_000) {
+        const restarted = await p.evaluate(() => window.events.filter((e) => e.type === 'workerRestarted'));
+        assert(restarted.some((e) => e.reason === 'hung'),
+          `a tab took over after ${took} ms (${what}) with no hung worker replaced: ${JSON.stringify(restarted)}`);
+        log(`  (a tab took over after ${took} ms, ${what}: its worker hung while opening the store and was replaced)`);
+      }
+      return p;
+    }
+    assert(Date.now() < start + ms, `no tab took over in ${ms} ms (${what})`);
     await new Promise((r) => setTimeout(r, 20));
   }
 }
