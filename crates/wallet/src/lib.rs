@@ -26,6 +26,7 @@ mod hash;
 pub mod ledger;
 pub mod sighash;
 pub mod silent;
+pub mod silent_block;
 pub mod spend;
 pub mod unconfirmed;
 pub mod watch;

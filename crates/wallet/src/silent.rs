@@ -667,7 +667,7 @@ fn x_only(p: &ProjectivePoint) -> [u8; 32] {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     #[cfg(target_arch = "wasm32")]
@@ -692,7 +692,10 @@ mod tests {
     /// A transaction with the vector's inputs (displayed txids, scripts and serialized
     /// witness stacks as given) and one P2TR output for each x-only key in `outputs`,
     /// serialized as BIP144 says, and the scripts its inputs spend.
-    fn transaction(vin: &[serde_json::Value], outputs: &[[u8; 32]]) -> (Vec<u8>, Vec<Vec<u8>>) {
+    pub(crate) fn transaction(
+        vin: &[serde_json::Value],
+        outputs: &[[u8; 32]],
+    ) -> (Vec<u8>, Vec<Vec<u8>>) {
         let witnesses: Vec<Vec<u8>> = vin
             .iter()
             .map(|i| hex::decode(i["txinwitness"].as_str().unwrap()).unwrap())
@@ -835,6 +838,43 @@ mod tests {
 
     /// The first vector's transaction (two P2PKH inputs, one P2TR output) and the scripts
     /// it spends.
+    /// A block (a zero header) of a coinbase and `txs`.
+    pub(crate) fn block_of(txs: &[Vec<u8>]) -> Vec<u8> {
+        let mut coinbase = vec![2, 0, 0, 0, 1];
+        coinbase.extend_from_slice(&[0; 32]);
+        coinbase.extend_from_slice(&[0xff; 4]);
+        coinbase.extend_from_slice(&[2, 0x51, 0x00, 0xff, 0xff, 0xff, 0xff, 1]);
+        coinbase.extend_from_slice(&[0; 8]);
+        coinbase.extend_from_slice(&[1, 0x51, 0, 0, 0, 0]);
+        let mut block = vec![0u8; 80];
+        block.push(1 + txs.len() as u8);
+        block.extend_from_slice(&coinbase);
+        for tx in txs {
+            block.extend_from_slice(tx);
+        }
+        block
+    }
+
+    /// [`first_case`], with the receiver's scan private key and spend public key.
+    #[allow(clippy::type_complexity)]
+    pub(crate) fn first_case_keys() -> (
+        Vec<serde_json::Value>,
+        [u8; 32],
+        [u8; 33],
+        [u8; 32],
+        [u8; 33],
+    ) {
+        let (vin, output, tweak) = first_case();
+        let cases: Vec<serde_json::Value> = serde_json::from_str(VECTORS).unwrap();
+        let keys = &cases[0]["receiving"][0]["given"]["key_material"];
+        let scan = hex32(keys["scan_priv_key"].as_str().unwrap());
+        let spend_priv = hex32(keys["spend_priv_key"].as_str().unwrap());
+        let spend = compressed(&ProjectivePoint::mul_by_generator(
+            &scalar(&spend_priv).unwrap(),
+        ));
+        (vin, output, tweak, scan, spend)
+    }
+
     fn first_case() -> (Vec<serde_json::Value>, [u8; 32], [u8; 33]) {
         let cases: Vec<serde_json::Value> = serde_json::from_str(VECTORS).unwrap();
         let r = &cases[0]["receiving"][0];
@@ -884,20 +924,7 @@ mod tests {
     fn a_blocks_tweaks_and_their_header_chain() {
         let (vin, output, want) = first_case();
         let (paying, spent) = transaction(&vin, &[output]);
-        let coinbase = {
-            let mut c = vec![2, 0, 0, 0, 1];
-            c.extend_from_slice(&[0; 32]);
-            c.extend_from_slice(&[0xff; 4]);
-            c.extend_from_slice(&[2, 0x51, 0x00, 0xff, 0xff, 0xff, 0xff, 1]);
-            c.extend_from_slice(&[0; 8]);
-            c.extend_from_slice(&[1, 0x51, 0, 0, 0, 0]);
-            c
-        };
-        let mut block = vec![0u8; 80];
-        block.push(3);
-        block.extend_from_slice(&coinbase);
-        block.extend_from_slice(&paying);
-        block.extend_from_slice(&paying);
+        let block = block_of(&[paying.clone(), paying]);
         let block = Block::parse(&block).unwrap();
         let p2wsh: Vec<u8> = [&[0x00, 0x20][..], &[9; 32]].concat();
         let mut scripts: Vec<&[u8]> = spent.iter().map(Vec::as_slice).collect();
