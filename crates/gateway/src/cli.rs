@@ -190,8 +190,8 @@ struct SourceArgs {
     #[arg(long, value_name = "FILE", requires = "node_rpc")]
     node_rpc_auth: Option<PathBuf>,
     /// Serve silent-payment tweaks (BIP352), computed for every block from the node at
-    /// --node-rpc (which needs its transaction index: btcd --txindex, Bitcoin Core
-    /// -txindex=1) and kept in DIR/<network>/tweaks (mainnet: about 6 GB); off by default
+    /// --node-rpc (Bitcoin Core's getblock at verbosity 3; btcd needs --txindex) and kept
+    /// in DIR/<network>/tweaks (mainnet: about 6 GB); off by default
     #[arg(long, value_name = "DIR", requires = "node_rpc")]
     tweaks_dir: Option<PathBuf>,
 }

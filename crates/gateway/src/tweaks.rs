@@ -5,13 +5,18 @@
 //!
 //! **Where the data comes from.** A tweak needs the scripts of the outputs a
 //! transaction's inputs spend, which neither a block nor P2P carries. The gateway asks
-//! its node's RPC (`--node-rpc`): `getblock <hash> 0` for the block (checked here against
-//! the header the gateway validated: hash, Merkle root, no mutation), then, in JSON-RPC
-//! batches, `getrawtransaction <txid> 0` for each transaction whose outputs an eligible
-//! transaction spends (each checked to hash to the txid asked, so the node cannot give
-//! other scripts than the ones spent). That call needs a transaction index on the node:
-//! btcd's `--txindex`, Bitcoin Core's `-txindex=1`. Only transactions with a taproot
-//! output need their inputs' scripts; the others have no tweak whatever they spend.
+//! its node's RPC (`--node-rpc`), one of two ways, found out on the first block:
+//! - Bitcoin Core: `getblock <hash> 3`, every transaction with each input's `prevout`
+//!   (from Core's undo data: no transaction index needed, one call a block);
+//! - otherwise (btcd has no verbosity 3; a pruned Core has no undo data for old blocks):
+//!   `getblock <hash> 0`, then, in JSON-RPC batches, `getrawtransaction <txid> 0` for each
+//!   transaction outside the block that an eligible transaction spends from (each checked
+//!   to hash to the txid asked). That needs a transaction index: btcd's `--txindex`, Bitcoin
+//!   Core's `-txindex=1`.
+//!
+//! Either way the block is checked against the header the gateway validated (hash, Merkle
+//! root, no mutation). Only transactions with a taproot output need their inputs' scripts;
+//! the others have no tweak whatever they spend.
 //!
 //! **On disk.** One file (`--tweaks-dir DIR`: `DIR/<network>/tweaks`), a record a block,
 //! appended as the chain grows and cut back at a reorganisation:
@@ -333,21 +338,114 @@ impl ServedTweaks {
     }
 }
 
-/// The tweak list of a block (its bytes as served), computed from what the node gives:
-/// the block (checked against `block`, the hash validated at that height) and the
-/// transactions its eligible transactions spend from.
-pub async fn compute_list(rpc: &RpcEndpoint, block: &BlockHash) -> Result<Vec<u8>, TweaksError> {
-    let answer = call_batch(
-        rpc,
-        &[("getblock", serde_json::json!([block.to_string(), 0]))],
-        MAX_ANSWER,
-        CALL_TIMEOUT,
-    )
-    .await?;
-    let hex_block = answer
+/// How the node gives the scripts a block's inputs spend.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SpentSource {
+    /// Not known yet: `getblock <hash> 3` is tried first.
+    #[default]
+    Unknown,
+    /// Bitcoin Core's `getblock <hash> 3`: each input's `prevout`, from the node's undo
+    /// data, in one call a block (no transaction index needed).
+    VerboseBlock,
+    /// `getblock <hash> 0`, then `getrawtransaction` for each transaction spent from
+    /// (btcd, which has no verbosity 3, or a node that gave no `prevout`): needs the
+    /// node's transaction index.
+    TxIndex,
+}
+
+/// The tweak list of a block (its bytes as served), computed from what the node gives: the
+/// block, checked against `header` (the one validated at that height: its hash `block`,
+/// the Merkle root, no mutation), and the scripts its eligible transactions' inputs spend,
+/// from whichever of the node's calls `source` says (found out on the first block).
+pub async fn compute_list(
+    rpc: &RpcEndpoint,
+    header: &[u8; lightwire_chain::HEADER_LEN],
+    block: &BlockHash,
+    source: &mut SpentSource,
+) -> Result<Vec<u8>, TweaksError> {
+    if *source != SpentSource::TxIndex {
+        match from_verbose_block(rpc, header, block).await? {
+            Some(list) => {
+                *source = SpentSource::VerboseBlock;
+                return Ok(list);
+            }
+            None => {
+                if *source == SpentSource::Unknown {
+                    tracing::info!(
+                        "the node gives no prevout with getblock at verbosity 3 (btcd; or \
+                         Bitcoin Core without the block's undo data): its transaction index \
+                         is asked instead"
+                    );
+                }
+                *source = SpentSource::TxIndex;
+            }
+        }
+    }
+    from_tx_index(rpc, block).await
+}
+
+/// Bitcoin Core's `getblock <hash> 3`: every transaction's bytes and every input's
+/// `prevout.scriptPubKey`; `None` when the node gave no such answer (it refused the
+/// verbosity, or an input has no `prevout`).
+async fn from_verbose_block(
+    rpc: &RpcEndpoint,
+    header: &[u8; lightwire_chain::HEADER_LEN],
+    block: &BlockHash,
+) -> Result<Option<Vec<u8>>, TweaksError> {
+    let Ok(verbose) = get_block(rpc, block, 3).await? else {
+        return Ok(None);
+    };
+    let Some(txs) = verbose["tx"].as_array() else {
+        return Ok(None);
+    };
+    let mut raw = header.to_vec();
+    lightwire_primitives::write_compact_size(&mut raw, txs.len() as u64);
+    let mut spent: Vec<Vec<Vec<u8>>> = Vec::with_capacity(txs.len());
+    for (i, tx) in txs.iter().enumerate() {
+        raw.extend_from_slice(&hex_bytes(&tx["hex"])?);
+        let mut scripts = Vec::new();
+        if i > 0 {
+            for input in tx["vin"].as_array().map(Vec::as_slice).unwrap_or_default() {
+                let Some(script) = input["prevout"]["scriptPubKey"]["hex"].as_str() else {
+                    return Ok(None);
+                };
+                scripts.push(hex::decode(script).map_err(|_| {
+                    TweaksError::from(RpcError::Malformed("a prevout script that is not hex"))
+                })?);
+            }
+        }
+        spent.push(scripts);
+    }
+    let block = UncheckedBlock::parse(&raw)
+        .map_err(|e| TweaksError::Node(format!("a block that does not parse: {e}")))?
+        .validate(block)
+        .map_err(|e| TweaksError::Node(format!("a block that is not {block}: {e}")))?;
+    let txs: Vec<Tx<'_>> = block.transactions().collect();
+    let list = list_of(&txs, |t, i| spent.get(t)?.get(i).map(Vec::as_slice))?;
+    Ok(Some(list))
+}
+
+/// `getblock <hash> <verbosity>`: the node's answer, or its refusal.
+async fn get_block(
+    rpc: &RpcEndpoint,
+    block: &BlockHash,
+    verbosity: u8,
+) -> Result<Result<serde_json::Value, RpcError>, RpcError> {
+    let call = [(
+        "getblock",
+        serde_json::json!([block.to_string(), verbosity]),
+    )];
+    let answer = call_batch(rpc, &call, MAX_ANSWER, CALL_TIMEOUT).await?;
+    answer
         .into_iter()
         .next()
-        .ok_or(RpcError::Malformed("no answer to getblock"))??;
+        .ok_or(RpcError::Malformed("no answer to getblock"))
+}
+
+/// `getblock <hash> 0`, then `getrawtransaction` for each transaction outside the block
+/// that an eligible candidate spends from (each checked to hash to its txid).
+async fn from_tx_index(rpc: &RpcEndpoint, block: &BlockHash) -> Result<Vec<u8>, TweaksError> {
+    let hex_block = get_block(rpc, block, 0).await??;
     let bytes = hex_bytes(&hex_block)?;
     let block = UncheckedBlock::parse(&bytes)
         .map_err(|e| TweaksError::Node(format!("a block that does not parse: {e}")))?
@@ -360,13 +458,10 @@ pub async fn compute_list(rpc: &RpcEndpoint, block: &BlockHash) -> Result<Vec<u8
         .enumerate()
         .map(|(i, tx)| (tx.txid().0, i))
         .collect();
-    let candidates: Vec<&Tx<'_>> = txs
+    let mut wanted: Vec<[u8; 32]> = txs
         .iter()
         .skip(1)
         .filter(|tx| tx.outputs().any(|o| is_p2tr(o.script)))
-        .collect();
-    let mut wanted: Vec<[u8; 32]> = candidates
-        .iter()
         .flat_map(|tx| tx.inputs().map(|i| *i.prev_txid))
         .filter(|t| !in_block.contains_key(t))
         .collect();
@@ -409,28 +504,43 @@ pub async fn compute_list(rpc: &RpcEndpoint, block: &BlockHash) -> Result<Vec<u8
         .iter()
         .filter_map(|(t, raw)| Some((*t, Tx::parse(raw).ok()?)))
         .collect();
+    list_of(&txs, |t, i| {
+        let input = txs.get(t)?.inputs().nth(i)?;
+        let from = match in_block.get(input.prev_txid) {
+            Some(&j) => txs.get(j),
+            None => parsed.get(input.prev_txid),
+        };
+        from?
+            .outputs()
+            .nth(input.prev_vout as usize)
+            .map(|o| o.script)
+    })
+}
+
+/// The tweak list of a block's transactions `txs` (the coinbase first), given the script
+/// input `i` of transaction `t` spends (`spent(t, i)`): every transaction with a taproot
+/// output needs each of its inputs'.
+fn list_of<'s>(
+    txs: &[Tx<'_>],
+    spent: impl Fn(usize, usize) -> Option<&'s [u8]>,
+) -> Result<Vec<u8>, TweaksError> {
     let mut tweaks = Vec::new();
-    let mut spent: Vec<&[u8]> = Vec::new();
-    for tx in candidates {
-        spent.clear();
-        for input in tx.inputs() {
-            let from = match in_block.get(input.prev_txid) {
-                Some(&i) => txs.get(i),
-                None => parsed.get(input.prev_txid),
-            };
-            let script = from
-                .and_then(|t| t.outputs().nth(input.prev_vout as usize))
-                .map(|o| o.script)
-                .ok_or_else(|| {
-                    TweaksError::Node(format!(
-                        "no output {} in transaction {}",
-                        input.prev_vout,
-                        input.prev_txid()
-                    ))
-                })?;
-            spent.push(script);
+    let mut scripts: Vec<&[u8]> = Vec::new();
+    for (t, tx) in txs.iter().enumerate().skip(1) {
+        if !tx.outputs().any(|o| is_p2tr(o.script)) {
+            continue;
         }
-        if let Ok(t) = tweak(tx, &spent) {
+        scripts.clear();
+        for (i, input) in tx.inputs().enumerate() {
+            scripts.push(spent(t, i).ok_or_else(|| {
+                TweaksError::Node(format!(
+                    "no script for output {} of transaction {}",
+                    input.prev_vout,
+                    input.prev_txid()
+                ))
+            })?);
+        }
+        if let Ok(t) = tweak(tx, &scripts) {
             tweaks.push(t);
         }
     }
@@ -454,6 +564,7 @@ fn hex_bytes(value: &serde_json::Value) -> Result<Vec<u8>, TweaksError> {
 pub async fn keep(shared: Arc<Shared>, rpc: RpcEndpoint, mut stopped: watch::Receiver<bool>) {
     let mut tips = shared.tip_version.subscribe();
     let mut since_yield = 0u32;
+    let mut source = SpentSource::Unknown;
     loop {
         if *stopped.borrow() {
             return;
@@ -462,11 +573,18 @@ pub async fn keep(shared: Arc<Shared>, rpc: RpcEndpoint, mut stopped: watch::Rec
             Ok(c) => c.tweaks().and_then(|t| {
                 let height = t.next();
                 let block = c.block_hash(height)?;
-                Some((height, block, t.stored_for(height, &block), t.network))
+                let header = lightwire_proto::Served::header(&*c, height)?;
+                Some((
+                    height,
+                    block,
+                    header,
+                    t.stored_for(height, &block),
+                    t.network,
+                ))
             }),
             Err(_) => return,
         };
-        let Some((height, block, stored, network)) = job else {
+        let Some((height, block, header, stored, network)) = job else {
             // Up to the tip: wait for the next one.
             tokio::select! {
                 _ = tips.changed() => {}
@@ -491,7 +609,7 @@ pub async fn keep(shared: Arc<Shared>, rpc: RpcEndpoint, mut stopped: watch::Rec
         let list = if height < network.tweaks_from() {
             Ok(vec![0])
         } else {
-            compute_list(&rpc, &block).await
+            compute_list(&rpc, &header, &block, &mut source).await
         };
         match list {
             Ok(list) => {

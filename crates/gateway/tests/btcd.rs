@@ -782,6 +782,167 @@ async fn serves_the_tweaks_of_btcds_chain_computed_from_its_rpc() {
     assert_eq!(again, (headers, lists));
 }
 
+/// Bitcoin Core's way (`getblock <hash> 3`, each input's `prevout` from its undo data, one
+/// call a block, no transaction index) gives the same tweak list as btcd's transaction
+/// index, for the block paying our receiver and for one that does not; btcd, which has no
+/// verbosity 3, is asked through its index. Core's answer is played by a stand-in built
+/// from btcd's own block and transactions (Core cannot be installed here): it answers
+/// `getblock` at verbosity 3 with each transaction's `hex` and each input's
+/// `prevout.scriptPubKey.hex`, as Core's RPC documents them, and refuses anything else.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bitcoin_cores_verbose_blocks_give_the_tweaks_btcds_index_gives() {
+    use lightwire_gateway::fees::RpcEndpoint;
+    use lightwire_gateway::tweaks::{SpentSource, compute_list};
+
+    let btcd = Btcd::start_with(&["--txindex"]);
+    let case = SilentCase::paid_by(&btcd);
+    let btcd_rpc = RpcEndpoint {
+        addr: btcd.rpc,
+        credentials: "u:p".into(),
+        file: None,
+    };
+    for height in [case.paid.height, case.paid.height - 1] {
+        let hash = btcd.hash_at(height);
+        let block = lightwire_chain::BlockHash::from_display_hex(&hash).unwrap();
+        let raw = hex::decode(btcd.ctl(&["getblock", &hash, "0"])).unwrap();
+        let header: [u8; 80] = raw[..80].try_into().unwrap();
+
+        let mut source = SpentSource::Unknown;
+        let index = compute_list(&btcd_rpc, &header, &block, &mut source)
+            .await
+            .unwrap();
+        assert_eq!(source, SpentSource::TxIndex, "btcd has no verbosity 3");
+
+        // Core's answer, from btcd's block and the transactions it spends.
+        let parsed = lightwire_primitives::Block::parse(&raw).unwrap();
+        let txs: Vec<serde_json::Value> = parsed
+            .transactions()
+            .enumerate()
+            .map(|(i, tx)| {
+                let vin: Vec<serde_json::Value> = tx
+                    .inputs()
+                    .map(|input| {
+                        if i == 0 {
+                            return serde_json::json!({"coinbase": "00"});
+                        }
+                        let prev = btcd.ctl(&["getrawtransaction", &input.prev_txid().to_string(), "0"]);
+                        let prev = hex::decode(prev).unwrap();
+                        let prev = lightwire_primitives::Tx::parse(&prev).unwrap();
+                        let script = prev.outputs().nth(input.prev_vout as usize).unwrap().script;
+                        serde_json::json!({"txid": input.prev_txid().to_string(), "vout": input.prev_vout,
+                            "prevout": {"generated": true, "height": 1, "value": 50.0,
+                                "scriptPubKey": {"hex": hex::encode(script)}}})
+                    })
+                    .collect();
+                serde_json::json!({"txid": tx.txid().to_string(), "hex": hex::encode(tx.raw()), "vin": vin})
+            })
+            .collect();
+        let core = core_stand_in(serde_json::json!({"hash": hash, "tx": txs.clone()})).await;
+        let mut source = SpentSource::Unknown;
+        let verbose = compute_list(&core, &header, &block, &mut source)
+            .await
+            .unwrap();
+        assert_eq!(source, SpentSource::VerboseBlock);
+        assert_eq!(verbose, index, "block {height}: the same list either way");
+        if height == case.paid.height {
+            assert_eq!(
+                verbose[1..],
+                case.tweaks[0],
+                "the paying transaction's tweak"
+            );
+        } else {
+            assert_eq!(verbose, [0]);
+        }
+
+        // An input without its prevout (Core without the block's undo data): the node's
+        // transaction index is asked instead (which this stand-in refuses).
+        if height == case.paid.height {
+            let mut pruned = serde_json::json!({"hash": hash, "tx": txs.clone()});
+            pruned["tx"][1]["vin"][0]
+                .as_object_mut()
+                .unwrap()
+                .remove("prevout");
+            let core = core_stand_in(pruned).await;
+            let mut source = SpentSource::Unknown;
+            let asked = compute_list(&core, &header, &block, &mut source).await;
+            assert!(
+                asked.is_err() && source == SpentSource::TxIndex,
+                "{asked:?} {source:?}"
+            );
+        }
+
+        // A header that is not the block's: refused, whoever gives it.
+        let mut other = header;
+        other[4] ^= 1;
+        let mut source = SpentSource::Unknown;
+        let refused = compute_list(&core, &other, &block, &mut source).await;
+        assert!(refused.is_err(), "a block that is not the header's");
+    }
+}
+
+/// A stand-in for Bitcoin Core's RPC that answers every `getblock` with `block` (the
+/// verbosity 3 answer) and refuses every other call (JSON-RPC -32601), one connection a
+/// request.
+async fn core_stand_in(block: serde_json::Value) -> lightwire_gateway::fees::RpcEndpoint {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            let block = block.clone();
+            tokio::spawn(async move {
+                let mut request = Vec::new();
+                let mut buf = [0u8; 4096];
+                loop {
+                    let n = s.read(&mut buf).await.unwrap_or(0);
+                    request.extend_from_slice(&buf[..n]);
+                    let text = String::from_utf8_lossy(&request);
+                    if let Some((head, body)) = text.split_once("\r\n\r\n") {
+                        let len: usize = head
+                            .lines()
+                            .find_map(|l| l.strip_prefix("Content-Length: "))
+                            .and_then(|v| v.trim().parse().ok())
+                            .unwrap_or(0);
+                        if body.len() >= len {
+                            break;
+                        }
+                    }
+                    if n == 0 {
+                        return;
+                    }
+                }
+                let text = String::from_utf8_lossy(&request);
+                let body = text.split_once("\r\n\r\n").unwrap().1;
+                let calls: Vec<serde_json::Value> = match serde_json::from_str(body).unwrap() {
+                    serde_json::Value::Array(calls) => calls,
+                    one => vec![one],
+                };
+                let answers: Vec<serde_json::Value> = calls
+                    .iter()
+                    .map(|c| {
+                        if c["method"] == "getblock" && c["params"][1] == 3 {
+                            serde_json::json!({"result": block, "error": null, "id": c["id"]})
+                        } else {
+                            serde_json::json!({"result": null, "error": {"code": -32601, "message": "Method not found"}, "id": c["id"]})
+                        }
+                    })
+                    .collect();
+                let json = serde_json::Value::Array(answers).to_string();
+                let reply = format!(
+                    "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{json}",
+                    json.len()
+                );
+                let _ = s.write_all(reply.as_bytes()).await;
+            });
+        }
+    });
+    lightwire_gateway::fees::RpcEndpoint {
+        addr,
+        credentials: "u:p".into(),
+        file: None,
+    }
+}
+
 /// The tweak headers (rebuilt from the hashes and anchors) and the lists a gateway serves
 /// for `headers` and `lists`.
 async fn tweaks_served(
