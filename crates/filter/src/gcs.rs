@@ -431,6 +431,85 @@ mod tests {
             .collect()
     }
 
+    /// BIP141's witness commitment on real testnet blocks: every vector's block passes
+    /// (1,263,442's witness data, 1,414,221's commitment to none, the blocks before segwit
+    /// with neither); one witness byte changed, a commitment with its coinbase's reserved
+    /// value gone, and witness data in a block that commits to none each fail with the
+    /// rule Bitcoin Core names.
+    #[test]
+    fn real_blocks_witness_commitments_check_and_changed_ones_do_not() {
+        use lightwire_primitives::{BlockHash, CheckedBlock, WitnessError};
+        let all = vectors();
+        let check = |raw: &[u8], hash: &[u8; 32]| {
+            let block = CheckedBlock::check(raw, &BlockHash(*hash)).expect("the block of its hash");
+            block.check_witness()
+        };
+        for v in &all {
+            assert_eq!(check(&v.block, &v.block_hash), Ok(()), "block {}", v.height);
+        }
+        let segwit = all
+            .iter()
+            .find(|v| v.height == 1_263_442)
+            .expect("the vector with witness data");
+        let block = lightwire_primitives::Block::parse(&segwit.block).unwrap();
+        let txs: Vec<_> = block.transactions().collect();
+        let spender = txs
+            .iter()
+            .position(|t| t.has_witness() && !t.is_coinbase())
+            .expect("a witness spend");
+        // The last byte of the spender's witness data: just before its lock time.
+        let start =
+            segwit.block.len() - txs[spender..].iter().map(|t| t.raw().len()).sum::<usize>();
+        let at = start + txs[spender].raw().len() - 5;
+        let mut changed = segwit.block.clone();
+        changed[at] ^= 1;
+        // The txids, and so the Merkle root and the header, do not cover it: only the
+        // commitment does.
+        assert_eq!(
+            check(&changed, &segwit.block_hash),
+            Err(WitnessError::Mismatch)
+        );
+        // The coinbase's reserved value: its witness is the last 33 bytes before its lock
+        // time (one item of 32). Dropped, the coinbase has no witness at all.
+        let coinbase = txs[0].raw();
+        assert!(txs[0].has_witness());
+        let mut legacy = Vec::new();
+        txs[0].write_without_witness(&mut legacy);
+        let mut no_nonce = segwit.block[..81].to_vec();
+        no_nonce.extend_from_slice(&legacy);
+        no_nonce.extend_from_slice(&segwit.block[81 + coinbase.len()..]);
+        assert_eq!(segwit.block[80], txs.len() as u8, "a one-byte count");
+        assert_eq!(
+            check(&no_nonce, &segwit.block_hash),
+            Err(WitnessError::NonceSize)
+        );
+        // A block from before segwit (no commitment) whose coinbase is given a witness
+        // (which its txid, and so the header, does not cover): witness data committed to by
+        // nothing.
+        let old = all.iter().find(|v| v.height == 2).expect("block 2");
+        let cb = lightwire_primitives::Block::parse(&old.block)
+            .unwrap()
+            .transactions()
+            .next()
+            .unwrap()
+            .raw();
+        assert_eq!(
+            old.block.len(),
+            81 + cb.len(),
+            "a block of its coinbase alone"
+        );
+        let mut with_witness = old.block[..85].to_vec();
+        with_witness.extend_from_slice(&[0x00, 0x01]);
+        with_witness.extend_from_slice(&cb[4..cb.len() - 4]);
+        with_witness.extend_from_slice(&[1, 32]);
+        with_witness.extend_from_slice(&[7; 32]);
+        with_witness.extend_from_slice(&cb[cb.len() - 4..]);
+        assert_eq!(
+            check(&with_witness, &old.block_hash),
+            Err(WitnessError::Unexpected)
+        );
+    }
+
     #[test]
     fn every_vector_builds_its_filter_and_header() {
         let all = vectors();

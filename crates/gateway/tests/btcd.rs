@@ -837,6 +837,34 @@ async fn bitcoin_cores_verbose_blocks_give_the_tweaks_btcds_index_gives() {
                 serde_json::json!({"txid": tx.txid().to_string(), "hex": hex::encode(tx.raw()), "vin": vin})
             })
             .collect();
+        // What a client settling a dispute works out from the block and the transactions
+        // it spends from (each only as the txid it hashes to): the same list.
+        let spent_from: Vec<Vec<u8>> = parsed
+            .transactions()
+            .skip(1)
+            .flat_map(|tx| {
+                tx.inputs()
+                    .map(|i| i.prev_txid().to_string())
+                    .collect::<Vec<_>>()
+            })
+            .map(|txid| hex::decode(btcd.ctl(&["getrawtransaction", &txid, "0"])).unwrap())
+            .collect();
+        let spent_from: Vec<&[u8]> = spent_from.iter().map(Vec::as_slice).collect();
+        let checked = lightwire_primitives::CheckedBlock::check(&raw, &block).unwrap();
+        let mut evidence = Vec::new();
+        lightwire_wallet::silent_evidence::tweaks_from_evidence(
+            &checked,
+            &spent_from,
+            &mut evidence,
+        )
+        .unwrap();
+        let mut from_evidence = Vec::new();
+        lightwire_primitives::write_tweak_list(&mut evidence, &mut from_evidence);
+        assert_eq!(
+            from_evidence, index,
+            "block {height}: the evidence gives the gateway's list"
+        );
+
         let core = core_stand_in(serde_json::json!({"hash": hash, "tx": txs.clone()})).await;
         let mut source = SpentSource::Unknown;
         let verbose = compute_list(&core, &header, &block, &mut source)

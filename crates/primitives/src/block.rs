@@ -4,9 +4,11 @@
 //! a given hash (its header hashes to it, its transactions make the header's Merkle root,
 //! the tree is not mutated) and gives a [`CheckedBlock`], the only kind a ledger takes.
 //!
-//! The witness commitment (BIP141) is not checked: nothing taken from a block here
-//! (outputs, outpoints, txids, the scripts of BIP158 filters) is in the witness data, which
-//! the Merkle root does not cover; checking it would hash every witness once more.
+//! The witness commitment (BIP141) is not checked by `validate`: nothing most readers take
+//! from a block (outputs, outpoints, txids, the scripts of BIP158 filters) is in the
+//! witness data, which the Merkle root does not cover, and checking it hashes every witness
+//! once more. A reader that takes witness data (the keys of P2WPKH and P2TR inputs, for a
+//! silent payment's tweak) checks it with [`CheckedBlock::check_witness`].
 
 use core::marker::PhantomData;
 
@@ -41,6 +43,25 @@ pub enum BlockError {
     /// could pass for an inner node of the Merkle tree.
     #[error("its first transaction, and only its first, must be a coinbase")]
     Coinbase,
+}
+
+/// A block's witness data is not what its coinbase commits to (BIP141; the rule Bitcoin
+/// Core's `CheckWitnessMalleation` names).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum WitnessError {
+    /// The coinbase commits to witness data, but its input's witness is not one 32-byte
+    /// item (`bad-witness-nonce-size`).
+    #[error(
+        "the coinbase's witness reserved value is not one 32-byte item (bad-witness-nonce-size)"
+    )]
+    NonceSize,
+    /// The witness data is not what the commitment says (`bad-witness-merkle-match`).
+    #[error("the witness data does not match the coinbase's commitment (bad-witness-merkle-match)")]
+    Mismatch,
+    /// A transaction has witness data but the coinbase commits to none
+    /// (`unexpected-witness`).
+    #[error("a transaction has witness data the block does not commit to (unexpected-witness)")]
+    Unexpected,
 }
 
 /// A block's encoding was checked, but not that it is the block of any header.
@@ -150,6 +171,55 @@ impl<'a> Block<'a, Checked> {
     /// Its hash (the one it was checked against).
     pub fn block_hash(&self) -> BlockHash {
         BlockHash::of_header(self.header)
+    }
+
+    /// Check its witness data against its coinbase's commitment, as Bitcoin Core's
+    /// `CheckWitnessMalleation` does for a block where segwit is active: the commitment is
+    /// the coinbase's last output whose script starts `6a24aa21a9ed`; with one, the
+    /// coinbase's witness is one 32-byte item and the double SHA-256 of the witness Merkle
+    /// root (of the wtxids, the coinbase's taken as zero) and that item is the commitment;
+    /// without one, no transaction has witness data. No allocation.
+    pub fn check_witness(&self) -> Result<(), WitnessError> {
+        const HEAD: [u8; 6] = [0x6a, 0x24, 0xaa, 0x21, 0xa9, 0xed];
+        let Some(coinbase) = self.transactions().next() else {
+            return Ok(());
+        };
+        let commitment = coinbase
+            .outputs()
+            .filter(|o| o.script.len() >= 38 && o.script[..6] == HEAD)
+            .last();
+        let Some(commitment) = commitment else {
+            return match self.transactions().any(|t| t.has_witness()) {
+                true => Err(WitnessError::Unexpected),
+                false => Ok(()),
+            };
+        };
+        let mut stack = coinbase
+            .inputs()
+            .next()
+            .map(|i| i.witness)
+            .into_iter()
+            .flat_map(|w| w.iter());
+        let nonce = match (stack.next(), stack.next()) {
+            (Some(item), None) if item.len() == 32 => item,
+            _ => return Err(WitnessError::NonceSize),
+        };
+        let mut root = MerkleRoot::new();
+        for (i, t) in self.transactions().enumerate() {
+            root.push(if i == 0 {
+                [0; 32]
+            } else {
+                crate::hash::sha256d(t.raw())
+            });
+        }
+        let (root, _) = root.finish().unwrap_or(([0; 32], false));
+        let mut both = [0u8; 64];
+        both[..32].copy_from_slice(&root);
+        both[32..].copy_from_slice(nonce);
+        if crate::hash::sha256d(&both)[..] != commitment.script[6..38] {
+            return Err(WitnessError::Mismatch);
+        }
+        Ok(())
     }
 }
 

@@ -31,7 +31,9 @@ mod reader;
 pub mod transaction;
 pub mod tweaks;
 
-pub use block::{Block, BlockError, Checked, CheckedBlock, Unchecked, UncheckedBlock};
+pub use block::{
+    Block, BlockError, Checked, CheckedBlock, Unchecked, UncheckedBlock, WitnessError,
+};
 pub use compact_size::{
     CompactSizeError, compact_size, compact_size_len, read_compact_size, write_compact_size,
 };

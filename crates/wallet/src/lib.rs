@@ -27,6 +27,7 @@ pub mod ledger;
 pub mod sighash;
 pub mod silent;
 pub mod silent_block;
+pub mod silent_evidence;
 pub mod spend;
 pub mod unconfirmed;
 pub mod watch;

@@ -875,7 +875,7 @@ pub(crate) mod tests {
         (vin, output, tweak, scan, spend)
     }
 
-    fn first_case() -> (Vec<serde_json::Value>, [u8; 32], [u8; 33]) {
+    pub(crate) fn first_case() -> (Vec<serde_json::Value>, [u8; 32], [u8; 33]) {
         let cases: Vec<serde_json::Value> = serde_json::from_str(VECTORS).unwrap();
         let r = &cases[0]["receiving"][0];
         let vin = r["given"]["vin"].as_array().unwrap().clone();
