@@ -607,6 +607,77 @@ mod tests {
         }
     }
 
+    /// Tweaks through both ends, asked with `request_data`: the client sees the gateway's
+    /// bit, rebuilds every tweak header from the hashes and anchors, and gets the lists;
+    /// each comes as a tweak message, never as a filter one.
+    #[test]
+    fn tweaks_over_the_pair() {
+        use crate::DataRequest;
+        use lightwire_wire::FilterKind;
+        let mut chain = TestChain::generate(3000);
+        let mut lists = vec![Vec::new(); 2002];
+        lists[2001] = (1..=3u8)
+            .map(|i| {
+                let mut t = [i; 33];
+                t[0] = 2;
+                t
+            })
+            .collect();
+        chain.serve_tweaks(lists);
+        let mut p = Pair::new(chain, BufferMode::Pooled, 2);
+        p.drive();
+        assert!(p.client.is_ready(), "{:?}", p.client_error);
+        assert!(p.client.serves_tweaks() && p.client.serves_filters());
+        p.heard.clear();
+        let stop = p.gateway.chain.header(3000).block_hash();
+        let kind = FilterKind::Tweaks;
+        p.client
+            .request_data(kind, DataRequest::Headers, 1, 0, stop)
+            .unwrap();
+        p.client
+            .request_data(kind, DataRequest::Checkpoints, 2, 0, stop)
+            .unwrap();
+        p.client
+            .request_data(kind, DataRequest::Data, 3, 2001, stop)
+            .unwrap();
+        p.drive();
+        let mut headers = Vec::new();
+        let mut got_lists = Vec::new();
+        for h in &p.heard {
+            let Heard::Tweak(h) = h else {
+                panic!("not a tweak message: {h:?}");
+            };
+            match &**h {
+                Heard::FilterHeaders(1, first, _, got, _) => {
+                    assert_eq!(*first as usize, headers.len());
+                    headers.extend_from_slice(got);
+                }
+                Heard::FilterCheckpoints(2, got, _) => {
+                    for (height, c) in got {
+                        assert_eq!(*c, p.gateway.chain.tweak_entry(*height).unwrap().header.0);
+                    }
+                    assert_eq!(got.len(), 3);
+                }
+                Heard::Filters(3, pieces, _) => got_lists.extend(pieces.iter().cloned()),
+                other => panic!("{other:?}"),
+            }
+        }
+        assert_eq!(headers.len(), 3001);
+        for (h, got) in headers.iter().enumerate() {
+            assert_eq!(*got, p.gateway.chain.tweak_entry(h as u32).unwrap().header);
+        }
+        assert_eq!(got_lists.len(), 1000);
+        for (height, _, _, data) in &got_lists {
+            assert_eq!(data, p.gateway.chain.tweak_list(*height));
+        }
+        assert_eq!(got_lists[0].0, 2001);
+        assert_eq!(
+            got_lists[0].3.len(),
+            1 + 3 * 33,
+            "block 2001's three tweaks"
+        );
+    }
+
     /// A block through both ends, in pieces: the client gets the generated block, whose
     /// Merkle root is its header's.
     #[test]
