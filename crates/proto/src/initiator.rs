@@ -916,30 +916,30 @@ pub(crate) fn interpret<'a>(
                 last: h.last,
             }
         }
-        Message::FilterHeaders(m) => {
+        Message::FilterHeaders(m) | Message::TweakHeaders(m) => {
+            // One linking for both chains; the variant keeps them apart for the receiver.
             let (before, headers, hashes) = expanded
                 .link_filter_headers(&m)
                 .ok_or(PeerError::FilterHeadersDisjoint)?;
-            PeerEvent::FilterHeaders {
-                id: m.id,
-                first_height: m.first_height,
-                flags: m.flags,
-                before,
-                headers,
-                hashes,
-            }
-        }
-        Message::TweakHeaders(m) => {
-            let (before, headers, hashes) = expanded
-                .link_filter_headers(&m)
-                .ok_or(PeerError::FilterHeadersDisjoint)?;
-            PeerEvent::TweakHeaders {
-                id: m.id,
-                first_height: m.first_height,
-                flags: m.flags,
-                before,
-                headers,
-                hashes,
+            let (id, first_height, flags) = (m.id, m.first_height, m.flags);
+            if matches!(message, Message::TweakHeaders(_)) {
+                PeerEvent::TweakHeaders {
+                    id,
+                    first_height,
+                    flags,
+                    before,
+                    headers,
+                    hashes,
+                }
+            } else {
+                PeerEvent::FilterHeaders {
+                    id,
+                    first_height,
+                    flags,
+                    before,
+                    headers,
+                    hashes,
+                }
             }
         }
         Message::FilterCheckpoints(m) => PeerEvent::FilterCheckpoints(m),
