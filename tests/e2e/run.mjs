@@ -291,6 +291,10 @@ const PAGE = `<!doctype html><meta charset="utf-8"><title>e2e</title>
 </script>`;
 
 const running = new Set();
+/// Every gateway started and not yet exited, with its stderr so far: a wait that times out
+/// prints what each one logged about its connections, so a stall seen once in CI says which
+/// side closed and why.
+const gatewayLogs = new Map();
 
 /// Start lightwire-gateway with `source` arguments; resolves once it listens. With `binary`
 /// 'lightwire-hostile', the test crate's gateway (tests/hostile/generated.rs), which takes
@@ -301,9 +305,14 @@ async function gateway(source, { port = 0, keyFile, binary = 'lightwire-gateway'
   const argv = ['--listen', `127.0.0.1:${port}`, '--key-file', keyFile, '--metrics-listen', '127.0.0.1:0', ...source];
   const { proc, ready, stderr } = startGateway(bin(binary), argv);
   running.add(proc);
+  gatewayLogs.set(proc, { connect: null, stderr });
   let stopping = false;
-  proc.on('exit', () => running.delete(proc));
+  proc.on('exit', () => {
+    running.delete(proc);
+    gatewayLogs.delete(proc);
+  });
   const { connect, metrics } = await ready;
+  gatewayLogs.get(proc) && (gatewayLogs.get(proc).connect = connect);
   // A /metrics read that fails says whether the gateway is gone, how, and its last words,
   // rather than only that the port refused.
   const read = async (url) => {
@@ -389,7 +398,7 @@ function hashAt(bytes, i) {
 }
 
 function assert(cond, msg) {
-  if (!cond) throw new Error(msg);
+  if (!cond) throw new Error(msg + gatewaysSaid());
 }
 
 async function openPage() {
@@ -429,10 +438,20 @@ async function until(page, what, ms, pred, every = 100) {
     if (pred(state.m, state.events)) return state;
     if (Date.now() > deadline) {
       const last = state.events.slice(-8).map((e) => JSON.stringify(e)).join('\n    ');
-      throw new Error(`timed out waiting for ${what}; metrics ${JSON.stringify(state.m)}\n    ${last}`);
+      throw new Error(`timed out waiting for ${what}; metrics ${JSON.stringify(state.m)}\n    ${last}${gatewaysSaid()}`);
     }
     await new Promise((r) => setTimeout(r, every));
   }
+}
+
+/// The last connection lines of each running gateway's log (opened, closed and why).
+function gatewaysSaid() {
+  let said = '';
+  for (const { connect, stderr } of gatewayLogs.values()) {
+    const lines = stderr().split('\n').filter((l) => /closed|accepted|connection/i.test(l)).slice(-12);
+    said += `\n  gateway ${connect ?? '(starting)'} logged:\n    ${lines.join('\n    ') || '(nothing about connections)'}`;
+  }
+  return said;
 }
 
 const syncedTo = (h) => (m) => m.synced && m.storedHeight === h;

@@ -1,0 +1,803 @@
+//! The silent-payment tweak chain as the client checks it, sans-IO: what the gateways vouch
+//! for, which of their tweak lists may be scanned, and how a disagreement is settled by
+//! content (docs/PROTOCOL.md, "Silent-payment tweaks").
+//!
+//! Unlike the filter headers, the tweak chain is not stored: a scan needs each block's list
+//! once, and the chain is cheap to ask for again. What the client keeps is each gateway's
+//! *word*: its tweak header at heights of our best chain (every checkpoint, 1,000, 2,000,
+//! ..., from one `tweak_checkpoints` answer, and the last height of each span of tweak
+//! headers it sent). [`Vouched::standing`] says, for a height, whether every gateway that
+//! spoke for it agrees.
+//!
+//! A *span* of blocks is scanned only between two heights the gateways agree on (or from
+//! genesis, whose header before is all zero): its tweak hashes, from any one gateway, must
+//! chain from the agreed header before it to the agreed header at its end
+//! ([`SpanBuilder`]), and each list fetched must hash to its block's hash there
+//! ([`Span::check_list`]). A gateway that sends anything else broke its own word or the
+//! agreed one, and is wrong whatever the block holds.
+//!
+//! Where two gateways' words differ ([`Standing::Split`]), each one's tweak hashes over the
+//! span that ends there are fetched, checked to chain from the agreed header below to its
+//! own word; [`first_difference`] gives the first block whose lists differ. That block and
+//! the transactions its inputs spend from settle it ([`settle`]): the block is checked
+//! against our header and its witness commitment, each transaction spent from counts only
+//! as the txid it hashes to, and the block's tweaks are worked out from them
+//! (`lightwire_wallet::silent_evidence`). Every gateway whose hash there is not the one the
+//! evidence gives is wrong. With one honest gateway present, no other can hide a payment:
+//! the honest one's word splits from the liar's wherever the liar's list differs.
+//!
+//! What one gateway alone can do: with nobody to compare, its word is taken, as a lone
+//! gateway's filter headers are. Its lists are still checked against its own chain, so it
+//! cannot change a list without changing every later header it vouched for, which the
+//! next gateway to speak would split from.
+
+use lightwire_primitives::{
+    CheckedBlock, FilterHash, FilterHeader, TweakList, TweakListError, tweak_list_hash,
+    write_tweak_list,
+};
+use lightwire_wallet::silent_evidence::{EvidenceError, tweaks_from_evidence};
+use lightwire_wire::filters::FILTER_CHECKPOINT_INTERVAL;
+use std::collections::BTreeMap;
+
+use crate::ids::GatewayId;
+
+/// Tweak headers at most in one span (a request's worth; the longest span between two
+/// checkpoints is 1,001 blocks, from genesis to 1,000).
+pub const MAX_SPAN: u32 = 2 * FILTER_CHECKPOINT_INTERVAL;
+
+/// How a gateway's tweak data breaks a rule (it is wrong whatever the block holds).
+#[derive(Clone, Copy, PartialEq, Eq, Debug, thiserror::Error)]
+pub enum TweakError {
+    /// Its span of tweak headers does not start from the agreed header before it.
+    #[error(
+        "its tweak headers from height {first} do not start from the agreed tweak header before them"
+    )]
+    AnchorMismatch {
+        /// The span's first height.
+        first: u32,
+    },
+    /// Its span does not end at the header it is checked against (the agreed one, or in a
+    /// dispute its own word there).
+    #[error("its tweak headers to height {last} do not end at the tweak header vouched for there")]
+    EndMismatch {
+        /// The span's last height.
+        last: u32,
+    },
+    /// A span's headers came out of order, past its end, or ended short.
+    #[error("its tweak headers for heights {first} to {last} came out of order or short")]
+    SpanOutOfOrder {
+        /// The span's first height.
+        first: u32,
+        /// The span's last height.
+        last: u32,
+    },
+    /// A list that is not a tweak list (BIP352's 33-byte keys, sorted, counted).
+    #[error("its tweak list of height {height} is malformed: {error}")]
+    MalformedList {
+        /// The block's height.
+        height: u32,
+        /// The rule it breaks.
+        #[source]
+        error: TweakListError,
+    },
+    /// A list that does not hash to its block's tweak hash in the checked span.
+    #[error("its tweak list of height {height} does not match the tweak chain")]
+    ListMismatch {
+        /// The block's height.
+        height: u32,
+    },
+    /// A list for a block outside the checked span.
+    #[error("a tweak list for height {height}, outside the span checked")]
+    ListOutsideSpan {
+        /// The block's height.
+        height: u32,
+    },
+    /// Its tweak list of a disputed block is not the one the block and the transactions
+    /// it spends from give.
+    #[error("its tweak list of block {height} is not the block's (proven by its evidence)")]
+    WrongList {
+        /// The block's height.
+        height: u32,
+    },
+    /// It vouched twice for one height with two different headers.
+    #[error("it vouched for two tweak headers at height {height}")]
+    TwoWords {
+        /// The height.
+        height: u32,
+    },
+}
+
+/// What the gateways say of the tweak header at a height.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Standing {
+    /// No gateway whose word counts has spoken for it.
+    Unknown,
+    /// Every gateway that spoke for it gave this header.
+    Agreed(FilterHeader),
+    /// Two gateways gave different headers: the first two found (by gateway order).
+    Split(GatewayId, GatewayId),
+}
+
+/// Each gateway's word on the tweak chain of our best chain: its tweak header at some of
+/// its heights. Bounded: a gateway's checkpoints (one a 1,000 blocks, 36 B each) and the
+/// ends of the spans it sent above the last of them, which [`Self::forget_below`] drops
+/// once a checkpoint covers them.
+#[derive(Default)]
+pub struct Vouched {
+    words: Vec<BTreeMap<u32, FilterHeader>>,
+    /// Gateways proven wrong: their word counts no more.
+    out: Vec<bool>,
+}
+
+impl Vouched {
+    /// Nobody's word yet, for `gateways` gateways.
+    pub fn new(gateways: usize) -> Vouched {
+        Vouched {
+            words: vec![BTreeMap::new(); gateways],
+            out: vec![false; gateways],
+        }
+    }
+
+    /// Gateway `g` vouches for `header` at `height` of our best chain. Two different
+    /// headers for one height is [`TweakError::TwoWords`] (its word stays the first).
+    pub fn vouch(
+        &mut self,
+        g: GatewayId,
+        height: u32,
+        header: FilterHeader,
+    ) -> Result<(), TweakError> {
+        let Some(words) = self.words.get_mut(g.0) else {
+            return Ok(());
+        };
+        match words.get(&height) {
+            Some(w) if *w != header => Err(TweakError::TwoWords { height }),
+            _ => {
+                words.insert(height, header);
+                Ok(())
+            }
+        }
+    }
+
+    /// Gateway `g`'s word at `height`, if it gave one and still counts.
+    pub fn word(&self, g: GatewayId, height: u32) -> Option<FilterHeader> {
+        if self.out.get(g.0).copied().unwrap_or(true) {
+            return None;
+        }
+        self.words.get(g.0)?.get(&height).copied()
+    }
+
+    /// What the gateways whose word counts say at `height`.
+    pub fn standing(&self, height: u32) -> Standing {
+        let mut first: Option<(GatewayId, FilterHeader)> = None;
+        for g in 0..self.words.len() {
+            let g = GatewayId(g);
+            let Some(w) = self.word(g, height) else {
+                continue;
+            };
+            match first {
+                None => first = Some((g, w)),
+                Some((f, fw)) if fw != w => return Standing::Split(f, g),
+                Some(_) => {}
+            }
+        }
+        first.map_or(Standing::Unknown, |(_, w)| Standing::Agreed(w))
+    }
+
+    /// The lowest height, if any, where two gateways' words differ, with them.
+    pub fn first_split(&self) -> Option<(u32, GatewayId, GatewayId)> {
+        let mut heights: Vec<u32> = self
+            .words
+            .iter()
+            .enumerate()
+            .filter(|(g, _)| !self.out[*g])
+            .flat_map(|(_, w)| w.keys().copied())
+            .collect();
+        heights.sort_unstable();
+        heights.dedup();
+        heights.into_iter().find_map(|h| match self.standing(h) {
+            Standing::Split(a, b) => Some((h, a, b)),
+            _ => None,
+        })
+    }
+
+    /// The highest height at or below `height` where the gateways agree, with the header
+    /// there; `None` when there is none (a span from there starts at genesis, from the zero
+    /// header).
+    pub fn agreed_below(&self, height: u32) -> Option<(u32, FilterHeader)> {
+        let mut heights: Vec<u32> = self
+            .words
+            .iter()
+            .enumerate()
+            .filter(|(g, _)| !self.out[*g])
+            .flat_map(|(_, w)| w.range(..=height).map(|(h, _)| *h))
+            .collect();
+        heights.sort_unstable();
+        heights.dedup();
+        heights
+            .into_iter()
+            .rev()
+            .find_map(|h| match self.standing(h) {
+                Standing::Agreed(w) => Some((h, w)),
+                _ => None,
+            })
+    }
+
+    /// Gateway `g` was proven wrong: its word counts no more this session.
+    pub fn rule_out(&mut self, g: GatewayId) {
+        if let Some(o) = self.out.get_mut(g.0) {
+            *o = true;
+        }
+    }
+
+    /// Whether `g`'s word was ruled out.
+    pub fn is_out(&self, g: GatewayId) -> bool {
+        self.out.get(g.0).copied().unwrap_or(true)
+    }
+
+    /// Gateway `g` is gone (its connection dropped): what it said goes with it, to be
+    /// asked again when it is back (a reconnected gateway may have moved on).
+    pub fn forget(&mut self, g: GatewayId) {
+        if let Some(w) = self.words.get_mut(g.0) {
+            w.clear();
+        }
+    }
+
+    /// Our best chain left its blocks above `fork` (the last block it kept): every word
+    /// above it was for blocks no longer ours.
+    pub fn reorg(&mut self, fork: u32) {
+        for w in &mut self.words {
+            w.split_off(&(fork + 1));
+        }
+    }
+
+    /// Drop the words below `height` that are not checkpoints (the ends of spans a scan
+    /// has passed): what a session keeps stays one a 1,000 blocks.
+    pub fn forget_below(&mut self, height: u32) {
+        for w in &mut self.words {
+            w.retain(|h, _| *h >= height || h % FILTER_CHECKPOINT_INTERVAL == 0);
+        }
+    }
+}
+
+/// The tweak hashes of a span of blocks, checked: they chain from the header before the
+/// span to the header at its end that they were checked against.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Span {
+    first: u32,
+    hashes: Vec<FilterHash>,
+}
+
+impl core::fmt::Debug for Span {
+    /// Its heights, not its up to 2,000 hashes.
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "Span({}..={})", self.first, self.last())
+    }
+}
+
+impl Span {
+    /// The span's first height.
+    pub fn first(&self) -> u32 {
+        self.first
+    }
+
+    /// The span's last height.
+    pub fn last(&self) -> u32 {
+        self.first + self.hashes.len() as u32 - 1
+    }
+
+    /// The checked tweak hash of block `height`, if the span holds it.
+    pub fn hash(&self, height: u32) -> Option<&FilterHash> {
+        self.hashes.get(height.checked_sub(self.first)? as usize)
+    }
+
+    /// The hashes, from [`Self::first`] on.
+    pub fn hashes(&self) -> &[FilterHash] {
+        &self.hashes
+    }
+
+    /// `bytes`, a gateway's tweak list of block `height`, checked: well formed and hashing
+    /// to the span's hash there.
+    pub fn check_list<'a>(
+        &self,
+        height: u32,
+        bytes: &'a [u8],
+    ) -> Result<TweakList<'a>, TweakError> {
+        let want = self
+            .hash(height)
+            .ok_or(TweakError::ListOutsideSpan { height })?;
+        if tweak_list_hash(bytes) != *want {
+            return Err(TweakError::ListMismatch { height });
+        }
+        // A list that hashes right but does not parse: the chain itself commits to it, and
+        // the gateways agreed on that chain. No list can be scanned from it: the block is
+        // a dispute's to settle (its evidence gives the true list).
+        TweakList::parse(bytes).map_err(|error| TweakError::MalformedList { height, error })
+    }
+}
+
+/// A span being received: the tweak headers of heights `first..=last` from one gateway's
+/// answers, checked to chain from `anchor` (the agreed header before `first`, zero at
+/// genesis) and to end at `end`.
+pub struct SpanBuilder {
+    first: u32,
+    last: u32,
+    anchor: FilterHeader,
+    end: FilterHeader,
+    hashes: Vec<FilterHash>,
+    /// The header the next one must chain from.
+    at: FilterHeader,
+}
+
+impl SpanBuilder {
+    /// A span of `first..=last` (at most [`MAX_SPAN`] blocks), to chain from `anchor` to `end`.
+    pub fn new(first: u32, last: u32, anchor: FilterHeader, end: FilterHeader) -> SpanBuilder {
+        SpanBuilder {
+            first,
+            last,
+            anchor,
+            end,
+            hashes: Vec::with_capacity(last.saturating_sub(first) as usize + 1),
+            at: anchor,
+        }
+    }
+
+    /// The heights the span covers.
+    pub fn range(&self) -> (u32, u32) {
+        (self.first, self.last)
+    }
+
+    /// One `tweak_headers` message of the answer: headers of heights `first_height..`,
+    /// chained (by the connection) from `before` over `hashes`. The span once its last
+    /// header came and ended where it must; `None` while more are due. `last_message`:
+    /// the answer says it is over.
+    pub fn push(
+        &mut self,
+        first_height: u32,
+        before: FilterHeader,
+        hashes: &[FilterHash],
+        headers: &[FilterHeader],
+        last_message: bool,
+    ) -> Result<Option<Span>, TweakError> {
+        let next = self.first + self.hashes.len() as u32;
+        let order = TweakError::SpanOutOfOrder {
+            first: self.first,
+            last: self.last,
+        };
+        if first_height != next || hashes.len() != headers.len() || next > self.last {
+            return Err(order);
+        }
+        if before != self.at {
+            return Err(if next == self.first {
+                TweakError::AnchorMismatch { first: self.first }
+            } else {
+                order
+            });
+        }
+        if (self.last - next + 1) < hashes.len() as u32 {
+            return Err(order);
+        }
+        self.hashes.extend_from_slice(hashes);
+        if let Some(h) = headers.last() {
+            self.at = *h;
+        }
+        let done = self.first + self.hashes.len() as u32 > self.last;
+        match (done, last_message) {
+            (false, false) => Ok(None),
+            (false, true) => Err(order),
+            (true, _) if self.at != self.end => Err(TweakError::EndMismatch { last: self.last }),
+            (true, _) => Ok(Some(Span {
+                first: self.first,
+                hashes: core::mem::take(&mut self.hashes),
+            })),
+        }
+    }
+
+    /// The header the span was to chain from.
+    pub fn anchor(&self) -> FilterHeader {
+        self.anchor
+    }
+}
+
+/// The first height where two spans of the same blocks (each checked against its own
+/// gateway's word) hold different tweak hashes: the block a dispute is about.
+pub fn first_difference(a: &Span, b: &Span) -> Option<u32> {
+    if a.first != b.first {
+        return None;
+    }
+    a.hashes
+        .iter()
+        .zip(&b.hashes)
+        .position(|(x, y)| x != y)
+        .map(|i| a.first + i as u32)
+}
+
+/// Buffers for [`settle`], kept between disputes.
+#[derive(Default)]
+pub struct Settler {
+    tweaks: Vec<[u8; 33]>,
+    list: Vec<u8>,
+}
+
+/// The tweak hash of `block` (checked by the caller against our header at its height: its
+/// hash, Merkle root, no mutation) worked out from the block and `spent_from`, the
+/// transactions its inputs spend from: what every gateway's tweak hash there must be. The
+/// block's witness commitment is checked; evidence that lacks a transaction the block
+/// spends from, or that is malformed, is an [`EvidenceError`] naming it (the block is not
+/// settled by it: the gateway that sent it withheld the proof).
+pub fn settle(
+    settler: &mut Settler,
+    block: &CheckedBlock<'_>,
+    spent_from: &[&[u8]],
+) -> Result<FilterHash, EvidenceError> {
+    tweaks_from_evidence(block, spent_from, &mut settler.tweaks)?;
+    settler.list.clear();
+    write_tweak_list(&mut settler.tweaks, &mut settler.list);
+    Ok(tweak_list_hash(&settler.list))
+}
+
+#[cfg(test)]
+mod tests {
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    use super::*;
+    use lightwire_primitives::{Block, BlockHash, Tx, write_compact_size};
+    use sha2::Digest;
+
+    const G: [u8; 33] = [
+        0x02, 0x79, 0xbe, 0x66, 0x7e, 0xf9, 0xdc, 0xbb, 0xac, 0x55, 0xa0, 0x62, 0x95, 0xce, 0x87,
+        0x0b, 0x07, 0x02, 0x9b, 0xfc, 0xdb, 0x2d, 0xce, 0x28, 0xd9, 0x59, 0xf2, 0x81, 0x5b, 0x16,
+        0xf8, 0x17, 0x98,
+    ];
+
+    /// The list of block `h` of a made-up chain: `h % 3` tweaks, each `02 || h || i`.
+    fn list(h: u32) -> Vec<u8> {
+        let mut tweaks: Vec<[u8; 33]> = (0..h % 3)
+            .map(|i| {
+                let mut t = [0u8; 33];
+                t[0] = 2;
+                t[1..5].copy_from_slice(&h.to_be_bytes());
+                t[5] = i as u8;
+                t
+            })
+            .collect();
+        let mut out = Vec::new();
+        write_tweak_list(&mut tweaks, &mut out);
+        out
+    }
+
+    /// The tweak headers of `lists` from genesis (the zero header before it).
+    fn chain(lists: &[Vec<u8>]) -> (Vec<FilterHash>, Vec<FilterHeader>) {
+        let hashes: Vec<FilterHash> = lists.iter().map(|l| tweak_list_hash(l)).collect();
+        let mut at = FilterHeader([0; 32]);
+        let headers = hashes
+            .iter()
+            .map(|h| {
+                at = at.next(h);
+                at
+            })
+            .collect();
+        (hashes, headers)
+    }
+
+    fn before(headers: &[FilterHeader], first: u32) -> FilterHeader {
+        match first {
+            0 => FilterHeader([0; 32]),
+            f => headers[f as usize - 1],
+        }
+    }
+
+    /// Heights `first..=last` of a chain sent in `pieces` messages to a builder from the
+    /// header before `first` to the one at `last`.
+    fn send(
+        b: &mut SpanBuilder,
+        hashes: &[FilterHash],
+        headers: &[FilterHeader],
+        pieces: usize,
+    ) -> Result<Option<Span>, TweakError> {
+        let (first, last) = b.range();
+        let all = first as usize..=last as usize;
+        let n = all.clone().count();
+        let per = n.div_ceil(pieces);
+        let mut out = None;
+        for (i, start) in all.clone().step_by(per).enumerate() {
+            let end = (start + per).min(last as usize + 1);
+            let is_last = i + 1 == pieces;
+            out = b.push(
+                start as u32,
+                before(headers, start as u32),
+                &hashes[start..end],
+                &headers[start..end],
+                is_last,
+            )?;
+        }
+        Ok(out)
+    }
+
+    /// Gateways' words: agreement where all that spoke agree, a split named by its two
+    /// first gateways, the lowest split found, the highest agreement below a height; a
+    /// ruled-out gateway's word no longer splits; a second word at a height is refused; a
+    /// reorg drops the words above the fork, and passed span ends go but checkpoints stay.
+    #[test]
+    fn what_the_gateways_vouch_for() {
+        let (a, b, c) = (GatewayId(0), GatewayId(1), GatewayId(2));
+        let h = |n: u8| FilterHeader([n; 32]);
+        let mut v = Vouched::new(3);
+        assert_eq!(v.standing(1000), Standing::Unknown);
+        assert_eq!(v.agreed_below(5000), None);
+        for g in [a, b, c] {
+            v.vouch(g, 1000, h(1)).unwrap();
+        }
+        v.vouch(a, 2000, h(2)).unwrap();
+        v.vouch(c, 2000, h(2)).unwrap();
+        v.vouch(b, 2000, h(9)).unwrap();
+        v.vouch(a, 2500, h(3)).unwrap();
+        assert_eq!(v.standing(1000), Standing::Agreed(h(1)));
+        assert_eq!(v.standing(2000), Standing::Split(a, b));
+        assert_eq!(
+            v.standing(2500),
+            Standing::Agreed(h(3)),
+            "one word alone is agreed"
+        );
+        assert_eq!(v.first_split(), Some((2000, a, b)));
+        assert_eq!(v.agreed_below(2499), Some((1000, h(1))));
+        assert_eq!(v.agreed_below(3000), Some((2500, h(3))));
+        assert_eq!(
+            v.vouch(b, 1000, h(7)),
+            Err(TweakError::TwoWords { height: 1000 })
+        );
+        assert_eq!(v.word(b, 1000), Some(h(1)), "the first word stays");
+        v.vouch(b, 1000, h(1)).unwrap();
+
+        v.rule_out(b);
+        assert!(v.is_out(b));
+        assert_eq!(v.word(b, 2000), None);
+        assert_eq!(v.standing(2000), Standing::Agreed(h(2)));
+        assert_eq!(v.first_split(), None);
+
+        v.reorg(2000);
+        assert_eq!(v.standing(2500), Standing::Unknown, "above the fork");
+        assert_eq!(v.standing(2000), Standing::Agreed(h(2)));
+        v.vouch(a, 2001, h(4)).unwrap();
+        v.forget_below(2500);
+        assert_eq!(
+            v.standing(2001),
+            Standing::Unknown,
+            "a passed span end goes"
+        );
+        assert_eq!(
+            v.standing(2000),
+            Standing::Agreed(h(2)),
+            "a checkpoint stays"
+        );
+        v.forget(a);
+        assert_eq!(v.word(a, 2000), None);
+        assert_eq!(v.standing(2000), Standing::Agreed(h(2)), "c's word");
+    }
+
+    /// A span from the agreed header before it to the agreed one at its end is taken in
+    /// one message or several, from genesis or from a checkpoint, and each honest list
+    /// checks against it. What a lying gateway sends is refused with the rule it breaks:
+    /// a span that starts elsewhere, one that ends elsewhere (a list changed and the
+    /// headers rebuilt on it), one out of order or short, and lists that omit a tweak,
+    /// change one, add many or are for another block.
+    #[test]
+    fn a_span_is_checked_from_anchor_to_end_and_each_list_against_it() {
+        let lists: Vec<Vec<u8>> = (0..2_500).map(list).collect();
+        let (hashes, headers) = chain(&lists);
+        // From genesis to the first checkpoint (1,001 blocks), in one message.
+        let mut b = SpanBuilder::new(0, 1000, FilterHeader([0; 32]), headers[1000]);
+        let span = send(&mut b, &hashes, &headers, 1).unwrap().unwrap();
+        assert_eq!((span.first(), span.last()), (0, 1000));
+        // From a checkpoint to the next, in three messages.
+        let mut b = SpanBuilder::new(1001, 2000, headers[1000], headers[2000]);
+        let span = send(&mut b, &hashes, &headers, 3).unwrap().unwrap();
+        assert_eq!(span.hashes(), &hashes[1001..=2000]);
+        for h in [1001u32, 1500, 1502, 2000] {
+            let l = span.check_list(h, &lists[h as usize]).unwrap();
+            assert_eq!(l.len(), h as usize % 3);
+        }
+
+        // Lists a liar sends for block 1502 (two tweaks).
+        let mut omitted = list(1502);
+        omitted[0] = 1;
+        omitted.truncate(1 + 33);
+        let mut changed = list(1502);
+        changed[40] ^= 1;
+        let mut many: Vec<[u8; 33]> = (0..500u32)
+            .map(|i| {
+                let mut t = [3u8; 33];
+                t[1..5].copy_from_slice(&i.to_be_bytes());
+                t
+            })
+            .collect();
+        let mut added = Vec::new();
+        write_tweak_list(&mut many, &mut added);
+        for bad in [&omitted, &changed, &added, &list(1503), &list(1500)] {
+            assert_eq!(
+                span.check_list(1502, bad).map(|_| ()),
+                Err(TweakError::ListMismatch { height: 1502 })
+            );
+        }
+        assert_eq!(
+            span.check_list(2001, &lists[2001]).map(|_| ()),
+            Err(TweakError::ListOutsideSpan { height: 2001 })
+        );
+
+        // A liar's chain: block 1502's list without its second tweak, headers rebuilt.
+        let mut lying = lists.clone();
+        lying[1502] = omitted.clone();
+        let (l_hashes, l_headers) = chain(&lying);
+        let mut b = SpanBuilder::new(1001, 2000, headers[1000], headers[2000]);
+        assert_eq!(
+            send(&mut b, &l_hashes, &l_headers, 2),
+            Err(TweakError::EndMismatch { last: 2000 })
+        );
+        // The same span checked against the liar's own word is taken: what a dispute does.
+        let mut b = SpanBuilder::new(1001, 2000, headers[1000], l_headers[2000]);
+        let theirs = send(&mut b, &l_hashes, &l_headers, 2).unwrap().unwrap();
+        assert_eq!(first_difference(&span, &theirs), Some(1502));
+        assert_eq!(first_difference(&span, &span), None);
+
+        // Another anchor: a chain whose first block differs starts nowhere we agreed.
+        let mut b = SpanBuilder::new(1001, 2000, headers[999], headers[2000]);
+        assert_eq!(
+            send(&mut b, &hashes, &headers, 1),
+            Err(TweakError::AnchorMismatch { first: 1001 })
+        );
+        // Out of order: the second message skips a block.
+        let mut b = SpanBuilder::new(1001, 2000, headers[1000], headers[2000]);
+        assert_eq!(
+            b.push(
+                1001,
+                headers[1000],
+                &hashes[1001..1101],
+                &headers[1001..1101],
+                false
+            ),
+            Ok(None)
+        );
+        let order = Err(TweakError::SpanOutOfOrder {
+            first: 1001,
+            last: 2000,
+        });
+        assert_eq!(
+            b.push(
+                1102,
+                headers[1100],
+                &hashes[1102..1200],
+                &headers[1102..1200],
+                false
+            ),
+            order
+        );
+        // A message that does not chain from the last one's end.
+        assert_eq!(
+            b.push(
+                1101,
+                headers[1000],
+                &hashes[1101..1200],
+                &headers[1101..1200],
+                false
+            ),
+            order
+        );
+        // Past the end.
+        assert_eq!(
+            b.push(
+                1101,
+                headers[1100],
+                &hashes[1101..2002],
+                &headers[1101..2002],
+                true
+            ),
+            order
+        );
+        // Short: the answer says it is over before the span's end.
+        assert_eq!(
+            b.push(
+                1101,
+                headers[1100],
+                &hashes[1101..1200],
+                &headers[1101..1200],
+                true
+            ),
+            order
+        );
+    }
+
+    /// HASH160.
+    fn hash160(data: &[u8]) -> [u8; 20] {
+        ripemd::Ripemd160::digest(sha2::Sha256::digest(data)).into()
+    }
+
+    /// A transaction of `inputs` (outpoint, scriptSig) and `outputs` (value, script).
+    fn tx(inputs: &[([u8; 36], Vec<u8>)], outputs: &[(u64, Vec<u8>)]) -> Vec<u8> {
+        let mut t = vec![2, 0, 0, 0];
+        write_compact_size(&mut t, inputs.len() as u64);
+        for (outpoint, script) in inputs {
+            t.extend_from_slice(outpoint);
+            write_compact_size(&mut t, script.len() as u64);
+            t.extend_from_slice(script);
+            t.extend_from_slice(&[0xff; 4]);
+        }
+        write_compact_size(&mut t, outputs.len() as u64);
+        for (value, script) in outputs {
+            t.extend_from_slice(&value.to_le_bytes());
+            write_compact_size(&mut t, script.len() as u64);
+            t.extend_from_slice(script);
+        }
+        t.extend_from_slice(&[0; 4]);
+        t
+    }
+
+    /// A block paying a taproot output from a P2PKH output of key G, the transaction that
+    /// created that output (the dispute's evidence), and the block's hash.
+    fn paying_block() -> (Vec<u8>, Vec<u8>, BlockHash) {
+        let mut p2pkh = vec![0x76, 0xa9, 0x14];
+        p2pkh.extend_from_slice(&hash160(&G));
+        p2pkh.extend_from_slice(&[0x88, 0xac]);
+        let source = tx(&[([7; 36], vec![0x51])], &[(50_000, p2pkh)]);
+        let mut outpoint = [0u8; 36];
+        outpoint[..32].copy_from_slice(&Tx::parse(&source).unwrap().txid().0);
+        // scriptSig: a signature's push (not checked here: a block's validity is its
+        // header's), then the key's.
+        let mut script_sig = vec![71];
+        script_sig.extend_from_slice(&[0x30; 71]);
+        script_sig.push(33);
+        script_sig.extend_from_slice(&G);
+        let mut p2tr = vec![0x51, 0x20];
+        p2tr.extend_from_slice(&[0x42; 32]);
+        let paying = tx(&[(outpoint, script_sig)], &[(40_000, p2tr)]);
+        let coinbase = tx(
+            &[(
+                [0; 32]
+                    .iter()
+                    .chain(&[0xff; 4])
+                    .copied()
+                    .collect::<Vec<u8>>()
+                    .try_into()
+                    .unwrap(),
+                vec![1, 1],
+            )],
+            &[(0, vec![0x51])],
+        );
+        let mut raw = vec![0u8; 80];
+        raw.push(2);
+        raw.extend_from_slice(&coinbase);
+        raw.extend_from_slice(&paying);
+        let root = Block::parse(&raw).unwrap().merkle_root().0;
+        raw[36..68].copy_from_slice(&root);
+        let header: [u8; 80] = raw[..80].try_into().unwrap();
+        (raw, source, BlockHash::of_header(&header))
+    }
+
+    /// A dispute settled by content: the block and the transaction it spends from give the
+    /// block's tweak list, which is the honest gateway's and not the liar's (it omitted the
+    /// payment's tweak); evidence that lacks the transaction spent from settles nothing and
+    /// says which is missing.
+    #[test]
+    fn the_evidence_gives_the_blocks_list() {
+        let (raw, source, hash) = paying_block();
+        let block = CheckedBlock::check(&raw, &hash).unwrap();
+        let paying = block.transactions().nth(1).unwrap();
+        let mut p2pkh = vec![0x76, 0xa9, 0x14];
+        p2pkh.extend_from_slice(&hash160(&G));
+        p2pkh.extend_from_slice(&[0x88, 0xac]);
+        let t = lightwire_wallet::silent::tweak(&paying, &[&p2pkh]).unwrap();
+        let mut honest = Vec::new();
+        write_tweak_list(&mut [t], &mut honest);
+        let mut liar = Vec::new();
+        write_tweak_list(&mut [], &mut liar);
+
+        let mut s = Settler::default();
+        let proven = settle(&mut s, &block, &[&source]).unwrap();
+        assert_eq!(proven, tweak_list_hash(&honest));
+        assert_ne!(proven, tweak_list_hash(&liar));
+        let txid = Tx::parse(&source).unwrap().txid();
+        assert_eq!(
+            settle(&mut s, &block, &[]),
+            Err(EvidenceError::Missing { txid })
+        );
+    }
+}
