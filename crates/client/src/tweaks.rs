@@ -32,7 +32,7 @@
 //! next gateway to speak would split from.
 
 use lightwire_primitives::{
-    CheckedBlock, FilterHash, FilterHeader, TweakList, TweakListError, tweak_list_hash,
+    CheckedBlock, FilterHash, FilterHeader, TweakList, TweakListError, Tx, tweak_list_hash,
     write_tweak_list,
 };
 use lightwire_wallet::silent_evidence::{EvidenceError, tweaks_from_evidence};
@@ -409,6 +409,98 @@ pub fn first_difference(a: &Span, b: &Span) -> Option<u32> {
         .zip(&b.hashes)
         .position(|(x, y)| x != y)
         .map(|i| a.first + i as u32)
+}
+
+/// Why a gateway's `spent_from` answer cannot be used as evidence (it is not proof of
+/// anything; the gateway that sent it withheld the proof it owed).
+#[derive(Clone, Copy, PartialEq, Eq, Debug, thiserror::Error)]
+pub enum SpentFromError {
+    /// A piece out of order: another length than the first said, or not where the last
+    /// one ended.
+    #[error("a spent_from piece at {offset} out of order")]
+    OutOfOrder {
+        /// Where it started.
+        offset: u32,
+    },
+    /// The answer does not start with a CompactSize count, or ends before its last
+    /// transaction or after it.
+    #[error("the spent_from answer is not a count of transactions followed by them")]
+    Malformed,
+    /// Transaction `index` does not parse.
+    #[error("spent_from transaction {index} does not parse")]
+    BadTransaction {
+        /// Its place in the answer.
+        index: usize,
+    },
+    /// Transaction `index` carries witness data, which the protocol leaves out (its txid,
+    /// what makes it evidence, does not cover it).
+    #[error("spent_from transaction {index} carries witness data")]
+    WithWitness {
+        /// Its place in the answer.
+        index: usize,
+    },
+}
+
+/// A `spent_from` answer put together from its pieces (one at a time; the buffer kept
+/// between answers).
+#[derive(Default)]
+pub struct SpentFrom {
+    buf: Vec<u8>,
+    len: Option<u32>,
+}
+
+impl SpentFrom {
+    /// Ready for a new answer.
+    pub fn clear(&mut self) {
+        self.buf.clear();
+        self.len = None;
+    }
+
+    /// One piece: `Some(true)` once the answer is whole ([`Self::bytes`]), `Some(false)`
+    /// when the gateway has none (`not_found`), `None` while more are due. (The wire
+    /// decoder has already refused a piece past its end, an empty one, `last` misplaced
+    /// and an answer over [`lightwire_wire::MAX_SPENT_FROM_LEN`].)
+    pub fn push(
+        &mut self,
+        p: &lightwire_wire::BlockPiece<'_>,
+    ) -> Result<Option<bool>, SpentFromError> {
+        if p.not_found {
+            self.clear();
+            return Ok(Some(false));
+        }
+        if self.len.is_some_and(|l| l != p.block_len) || p.offset as usize != self.buf.len() {
+            let offset = p.offset;
+            self.clear();
+            return Err(SpentFromError::OutOfOrder { offset });
+        }
+        self.len = Some(p.block_len);
+        self.buf.extend_from_slice(p.data);
+        Ok(p.last.then_some(true))
+    }
+
+    /// The whole answer.
+    pub fn bytes(&self) -> &[u8] {
+        &self.buf
+    }
+}
+
+/// The transactions of a whole `spent_from` answer, each checked to parse and to carry no
+/// witness data, appended to `out` (cleared first).
+pub fn spent_from_txs<'a>(bytes: &'a [u8], out: &mut Vec<&'a [u8]>) -> Result<(), SpentFromError> {
+    out.clear();
+    let mut r = lightwire_primitives::Reader::new(bytes);
+    // Each transaction takes at least 10 bytes: a count beyond that is a lie about the rest.
+    let count = r
+        .count(10, "count")
+        .map_err(|_| SpentFromError::Malformed)?;
+    for index in 0..count as usize {
+        let tx = Tx::read(&mut r).map_err(|_| SpentFromError::BadTransaction { index })?;
+        if tx.has_witness() {
+            return Err(SpentFromError::WithWitness { index });
+        }
+        out.push(tx.raw());
+    }
+    r.finish().map_err(|_| SpentFromError::Malformed)
 }
 
 /// Buffers for [`settle`], kept between disputes.
@@ -799,5 +891,84 @@ mod tests {
             settle(&mut s, &block, &[]),
             Err(EvidenceError::Missing { txid })
         );
+
+        // The same evidence as a gateway sends it: pieces of a count and the transactions.
+        let unrelated = tx(&[([3; 36], vec![0x51])], &[(1, vec![0x51])]);
+        let mut answer = vec![2];
+        answer.extend_from_slice(&unrelated);
+        answer.extend_from_slice(&source);
+        let mut got = SpentFrom::default();
+        let mut offset = 0;
+        let mut end = None;
+        for chunk in answer.chunks(50) {
+            let piece = lightwire_wire::BlockPiece {
+                id: 1,
+                last: offset + chunk.len() == answer.len(),
+                not_found: false,
+                block_len: answer.len() as u32,
+                offset: offset as u32,
+                data: chunk,
+            };
+            offset += chunk.len();
+            end = got.push(&piece).unwrap();
+        }
+        assert_eq!(end, Some(true));
+        let mut txs = Vec::new();
+        spent_from_txs(got.bytes(), &mut txs).unwrap();
+        assert_eq!(txs, [&unrelated[..], &source[..]]);
+        assert_eq!(settle(&mut s, &block, &txs), Ok(proven));
+        drop(txs);
+        // Not found, and a piece out of place.
+        assert_eq!(
+            got.push(&lightwire_wire::BlockPiece::not_found(1)),
+            Ok(Some(false))
+        );
+        let piece = lightwire_wire::BlockPiece {
+            id: 1,
+            last: false,
+            not_found: false,
+            block_len: 100,
+            offset: 10,
+            data: &[1; 10],
+        };
+        assert_eq!(
+            got.push(&piece),
+            Err(SpentFromError::OutOfOrder { offset: 10 })
+        );
+
+        // Answers that are not evidence, each refused with what is wrong.
+        let with = |count: u8, rest: &[&[u8]]| {
+            let mut a = vec![count];
+            for r in rest {
+                a.extend_from_slice(r);
+            }
+            a
+        };
+        // The same transaction with a marker, a flag and a witness of one one-byte item.
+        let mut witness = source.clone();
+        witness.splice(4..4, [0, 1]);
+        let at = witness.len() - 4;
+        witness.splice(at..at, [1, 1, 0x42]);
+        assert!(Tx::parse(&witness).unwrap().has_witness());
+        for (answer, want) in [
+            (vec![], SpentFromError::Malformed),
+            (with(9, &[&source]), SpentFromError::Malformed),
+            (
+                with(3, &[&source]),
+                SpentFromError::BadTransaction { index: 1 },
+            ),
+            (with(1, &[&source, &[0]]), SpentFromError::Malformed),
+            (
+                with(2, &[&source, &source[..20]]),
+                SpentFromError::BadTransaction { index: 1 },
+            ),
+            (
+                with(1, &[&witness]),
+                SpentFromError::WithWitness { index: 0 },
+            ),
+        ] {
+            let mut txs = Vec::new();
+            assert_eq!(spent_from_txs(&answer, &mut txs), Err(want), "{answer:?}");
+        }
     }
 }

@@ -21,9 +21,9 @@ use lightwire_noise::{
 };
 use lightwire_primitives::{FilterHash, FilterHeader};
 use lightwire_wire::{
-    AnswerFlags, BLOCKS_FEATURE, BlockPiece, COMPACT_HEADERS_FEATURE, DecodeError, EncodeError,
-    FILTERS_FEATURE, Features, FilterCheckpoints, FilterKind, FilterRange, Filters, GetBlock,
-    GetFilterCheckpoints, GetFilterHeaders, GetFilters, GetHeaders, Init, InitRefusal,
+    AnswerFlags, BLOCKS_FEATURE, BlockKind, BlockPiece, COMPACT_HEADERS_FEATURE, DecodeError,
+    EncodeError, FILTERS_FEATURE, Features, FilterCheckpoints, FilterKind, FilterRange, Filters,
+    GetBlock, GetFilterCheckpoints, GetFilterHeaders, GetFilters, GetHeaders, Init, InitRefusal,
     MEMPOOL_FEATURE, MempoolDigest, MempoolSubscribe, MempoolTx, Message, Networks, Ping, Pong,
     RELAY_FEATURE, SALT_LEN, SendTx, TxResult,
 };
@@ -390,6 +390,9 @@ pub enum PeerEvent<'a> {
     /// A piece of the block answering request `id` (checked for range; order is the
     /// receiver's to check).
     Block(BlockPiece<'a>),
+    /// A piece of what a block spends from, answering
+    /// [`Initiator::request_spent_from`]'s `id` (checked as a block's pieces are).
+    SpentFrom(BlockPiece<'a>),
     /// What became of a transaction sent with [`Initiator::send_tx`].
     TxResult(TxResult),
     /// Transactions that entered or left the gateway's mempool (after
@@ -810,6 +813,21 @@ impl Initiator {
     /// Ask for the block whose hash is `block_hash` (one at a time: the gateway answers a
     /// second request before the first is done with a warning).
     pub fn request_block(&mut self, id: u32, block_hash: BlockHash) -> Result<(), PeerError> {
+        self.request_block_data(BlockKind::Block, id, block_hash)
+    }
+
+    /// Ask for the transactions the block `block_hash` spends from that its tweaks need
+    /// (a tweak dispute's evidence; one at a time, beside at most one block).
+    pub fn request_spent_from(&mut self, id: u32, block_hash: BlockHash) -> Result<(), PeerError> {
+        self.request_block_data(BlockKind::SpentFrom, id, block_hash)
+    }
+
+    fn request_block_data(
+        &mut self,
+        kind: BlockKind,
+        id: u32,
+        block_hash: BlockHash,
+    ) -> Result<(), PeerError> {
         if !self.is_ready() {
             return Err(PeerError::NotReady);
         }
@@ -817,7 +835,10 @@ impl Initiator {
             id,
             block_hash: block_hash.0,
         };
-        self.link.send(&Message::GetBlock(req))
+        self.link.send(&match kind {
+            BlockKind::Block => Message::GetBlock(req),
+            BlockKind::SpentFrom => Message::GetSpentFrom(req),
+        })
     }
 
     fn filter_range(
@@ -947,6 +968,7 @@ pub(crate) fn interpret<'a>(
         Message::Tweaks(m) => PeerEvent::Tweaks(m),
         Message::Filters(m) => PeerEvent::Filters(m),
         Message::Block(m) => PeerEvent::Block(m),
+        Message::SpentFrom(m) => PeerEvent::SpentFrom(m),
         Message::TxResult(m) => PeerEvent::TxResult(m),
         Message::MempoolDigest(m) => PeerEvent::MempoolDigest(m),
         Message::MempoolTx(m) => PeerEvent::MempoolTx(m),
@@ -968,6 +990,7 @@ pub(crate) fn interpret<'a>(
         | Message::GetTweakCheckpoints(_)
         | Message::GetTweaks(_)
         | Message::GetBlock(_)
+        | Message::GetSpentFrom(_)
         | Message::SendTx(_)
         | Message::MempoolSubscribe(_)
         | Message::GetMempoolTx(_)

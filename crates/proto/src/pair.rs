@@ -47,9 +47,21 @@ pub enum Heard {
     MempoolTx(u32, Option<Vec<u8>>),
     /// Fee rates.
     FeeRates(lightwire_wire::FeeRates),
-    /// One of the above (`FilterHeaders`, `FilterCheckpoints` or `Filters`) heard as
-    /// the silent-payment tweak chain's message.
+    /// One of the above (`FilterHeaders`, `FilterCheckpoints`, `Filters` or `Block`) heard
+    /// as the silent-payment tweak chain's message (`Block`: a piece of `spent_from`).
     Tweak(Box<Heard>),
+}
+
+/// A block piece (or a `spent_from` one) as heard.
+fn heard_block(p: &lightwire_wire::BlockPiece<'_>) -> Heard {
+    Heard::Block(
+        p.id,
+        p.block_len,
+        p.offset,
+        p.data.to_vec(),
+        p.last,
+        p.not_found,
+    )
 }
 
 /// A digest entry heard: a transaction's txid, with its set (added) or why it left.
@@ -444,14 +456,8 @@ fn client_input(
                             Heard::MempoolTx(m.id, (!m.not_found).then(|| m.tx.to_vec()))
                         }
                         PeerEvent::FeeRates(m) => Heard::FeeRates(m),
-                        PeerEvent::Block(p) => Heard::Block(
-                            p.id,
-                            p.block_len,
-                            p.offset,
-                            p.data.to_vec(),
-                            p.last,
-                            p.not_found,
-                        ),
+                        PeerEvent::Block(p) => heard_block(&p),
+                        PeerEvent::SpentFrom(p) => Heard::Tweak(Box::new(heard_block(&p))),
                     });
                 }
                 data = &data[taken..];
@@ -676,6 +682,39 @@ mod tests {
             1 + 3 * 33,
             "block 2001's three tweaks"
         );
+    }
+
+    /// What a block spends from through both ends, beside the block itself: each comes in
+    /// its own pieces, heard as its own kind.
+    #[test]
+    fn what_a_block_spends_from_over_the_pair() {
+        let mut chain = TestChain::generate(3000);
+        chain.serve_tweaks(Vec::new());
+        let evidence: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
+        chain.spent_from.insert(2500, evidence.clone());
+        let mut p = Pair::new(chain, BufferMode::Pooled, 2);
+        p.drive();
+        assert!(p.client.is_ready(), "{:?}", p.client_error);
+        p.heard.clear();
+        let hash = p.gateway.chain.header(2500).block_hash();
+        p.client.request_spent_from(8, hash).unwrap();
+        p.client.request_block(9, hash).unwrap();
+        p.drive();
+        let (mut spent, mut block) = (Vec::new(), Vec::new());
+        for h in &p.heard {
+            let (into, piece, want) = match h {
+                Heard::Tweak(b) => (&mut spent, &**b, 8),
+                b => (&mut block, b, 9),
+            };
+            let Heard::Block(id, _, offset, data, _, false) = piece else {
+                panic!("{h:?}");
+            };
+            assert_eq!(*id, want);
+            assert_eq!(*offset as usize, into.len());
+            into.extend_from_slice(data);
+        }
+        assert_eq!(spent, evidence);
+        assert_eq!(block, p.gateway.chain.block(2500));
     }
 
     /// A block through both ends, in pieces: the client gets the generated block, whose

@@ -21,10 +21,10 @@ use lightwire_wire::sync::{
     MAX_HEADERS_PER_MESSAGE, MAX_LOCATOR, MAX_PENDING_REQUESTS, MAX_REQUEST_HEADERS,
 };
 use lightwire_wire::{
-    AnswerFlags, BLOCKS_FEATURE, BlockPiece, COMPACT_HEADERS_FEATURE, DecodeError, EncodeError,
-    FILTERS_FEATURE, FilterCheckpoints, FilterHeaders, FilterKind, FilterRange, FiltersWriter,
-    GetHeaders, Headers, HeadersCompact, Init, InitRefusal, MEMPOOL_FEATURE, Message, Networks,
-    Ping, Pong, RELAY_FEATURE, TWEAKS_FEATURE, Tip, TxResult, Warning,
+    AnswerFlags, BLOCKS_FEATURE, BlockKind, BlockPiece, COMPACT_HEADERS_FEATURE, DecodeError,
+    EncodeError, FILTERS_FEATURE, FilterCheckpoints, FilterHeaders, FilterKind, FilterRange,
+    FiltersWriter, GetHeaders, Headers, HeadersCompact, Init, InitRefusal, MEMPOOL_FEATURE,
+    Message, Networks, Ping, Pong, RELAY_FEATURE, TWEAKS_FEATURE, Tip, TxResult, Warning,
 };
 use lightwire_wire::{FEES_FEATURE, FeeRates, FeeSource};
 
@@ -186,6 +186,35 @@ pub trait Served {
     /// it from a node keeps it until it is sent.
     fn with_block<R>(&self, _height: u32, _read: impl FnOnce(&[u8]) -> R) -> FilterLookup<R> {
         FilterLookup::Missing
+    }
+
+    /// The transactions the block at `height` spends from that its tweaks need (the
+    /// `spent_from` answer: a CompactSize count, then each transaction without witness
+    /// data), lent to `read`. Served with the tweaks; asked piece after piece, as a block.
+    fn with_spent_from<R>(&self, _height: u32, _read: impl FnOnce(&[u8]) -> R) -> FilterLookup<R> {
+        FilterLookup::Missing
+    }
+
+    /// Whether `kind`'s per-block data is served (blocks with the `blocks` bit, what a
+    /// block spends from with the `tweaks` bit).
+    fn serves_block_data(&self, kind: BlockKind) -> bool {
+        match kind {
+            BlockKind::Block => self.serves_blocks(),
+            BlockKind::SpentFrom => self.serves_tweaks(),
+        }
+    }
+
+    /// [`Self::with_block`] or [`Self::with_spent_from`].
+    fn with_block_data<R>(
+        &self,
+        kind: BlockKind,
+        height: u32,
+        read: impl FnOnce(&[u8]) -> R,
+    ) -> FilterLookup<R> {
+        match kind {
+            BlockKind::Block => self.with_block(height, read),
+            BlockKind::SpentFrom => self.with_spent_from(height, read),
+        }
     }
 
     /// Whether transactions are relayed (the `relay` feature bit).
@@ -383,9 +412,13 @@ enum Want {
         end: Option<u32>,
         offset: u32,
     },
-    /// The block of height `next` (`found` false: not on the chain); `offset` into it
-    /// already sent.
-    Block { found: bool, offset: u32 },
+    /// The block of height `next`, or what it spends from (`found` false: not on the
+    /// chain); `offset` into it already sent.
+    Block {
+        kind: BlockKind,
+        found: bool,
+        offset: u32,
+    },
 }
 
 /// The protocol state of one connection.
@@ -524,17 +557,27 @@ impl Session {
                 let want = Want::Checkpoints { kind, end };
                 self.queue(req.id, FILTER_CHECKPOINT_INTERVAL, chain, want);
             }
-            Message::GetBlock(req) => {
-                if !chain.serves_blocks() {
-                    return Err(Violation::BlocksNotServed);
+            Message::GetBlock(req) | Message::GetSpentFrom(req) => {
+                let kind = match message {
+                    Message::GetSpentFrom(_) => BlockKind::SpentFrom,
+                    _ => BlockKind::Block,
+                };
+                if !chain.serves_block_data(kind) {
+                    return Err(match kind {
+                        BlockKind::Block => Violation::BlocksNotServed,
+                        BlockKind::SpentFrom => Violation::TweaksNotServed,
+                    });
                 }
-                let is_block = |r: &Request| matches!(r.want, Want::Block { .. });
-                if self.answering.iter().chain(&self.requests).any(is_block) {
+                // One of each kind at a time: a gateway fetching from its node fetches
+                // one block (or one block's evidence) a session.
+                let same = |r: &Request| matches!(r.want, Want::Block { kind: k, .. } if k == kind);
+                if self.answering.iter().chain(&self.requests).any(same) {
                     return Err(Violation::BlockInFlight);
                 }
                 self.check_room()?;
                 let height = chain.height_of(&lightwire_chain::BlockHash(req.block_hash));
                 let want = Want::Block {
+                    kind,
                     found: height.is_some(),
                     offset: 0,
                 };
@@ -583,6 +626,7 @@ impl Session {
             | Message::TweakCheckpoints(_)
             | Message::Tweaks(_)
             | Message::Block(_)
+            | Message::SpentFrom(_)
             | Message::TxResult(_)
             | Message::MempoolDigest(_)
             | Message::MempoolTx(_)
@@ -789,9 +833,11 @@ impl Session {
             Want::Filters { kind, end, offset } => {
                 self.write_filters(kind, req, end, offset, chain, out)?
             }
-            Want::Block { found, offset } => {
-                self.write_block(req, found, offset, reorged, chain, out)?
-            }
+            Want::Block {
+                kind,
+                found,
+                offset,
+            } => self.write_block(kind, req, found, offset, reorged, chain, out)?,
         };
         Ok(written)
     }
@@ -1029,10 +1075,13 @@ impl Session {
 }
 
 impl Session {
-    /// One piece of the block asked for. After a reorg the height may hold another block:
-    /// the answer then ends with `not_found` (a client drops the pieces it had).
+    /// One piece of the block (or what it spends from) asked for. After a reorg the
+    /// height may hold another block: the answer then ends with `not_found` (a client
+    /// drops the pieces it had).
+    #[allow(clippy::too_many_arguments)]
     fn write_block<C: Served>(
         &mut self,
+        kind: BlockKind,
         mut req: Request,
         found: bool,
         offset: u32,
@@ -1040,19 +1089,26 @@ impl Session {
         chain: &C,
         out: &mut [u8],
     ) -> Result<Option<usize>, EncodeError> {
-        let not_found = |out: &mut [u8]| Message::Block(BlockPiece::not_found(req.id)).encode(out);
+        fn message(kind: BlockKind, p: BlockPiece<'_>) -> Message<'_> {
+            match kind {
+                BlockKind::Block => Message::Block(p),
+                BlockKind::SpentFrom => Message::SpentFrom(p),
+            }
+        }
+        let not_found = |out: &mut [u8]| message(kind, BlockPiece::not_found(req.id)).encode(out);
         if !found || reorged {
             self.answering = None;
             return not_found(out).map(Some);
         }
-        let written = chain.with_block(req.next, |block| {
+        let written = chain.with_block_data(kind, req.next, |block| {
             BlockPiece::next(req.id, block, offset as usize)
-                .map(|p| (Message::Block(p).encode(out), p.data.len(), p.last))
+                .map(|p| (message(kind, p).encode(out), p.data.len(), p.last))
         });
         match written {
             FilterLookup::Ready(Some((len, n, last))) => {
                 self.block_bytes_sent += n as u64;
                 req.want = Want::Block {
+                    kind,
                     found,
                     offset: offset + n as u32,
                 };
@@ -1641,10 +1697,19 @@ mod tests {
     }
 
     fn take_block(sent: Vec<Vec<u8>>, got: &mut Vec<u8>) -> Option<bool> {
+        take_pieces(BlockKind::Block, sent, got)
+    }
+
+    /// The pieces of a `block` (or `spent_from`) answer in `sent`, appended to `got`:
+    /// `Some(true)` once the last came, `Some(false)` for not found, `None` while more
+    /// are due.
+    fn take_pieces(kind: BlockKind, sent: Vec<Vec<u8>>, got: &mut Vec<u8>) -> Option<bool> {
         let mut end = None;
         for m in sent {
-            let Ok(Message::Block(p)) = Message::decode(&m) else {
-                panic!("block")
+            let p = match (kind, Message::decode(&m)) {
+                (BlockKind::Block, Ok(Message::Block(p))) => p,
+                (BlockKind::SpentFrom, Ok(Message::SpentFrom(p))) => p,
+                _ => panic!("a piece of {kind:?}"),
             };
             assert!(end.is_none(), "nothing after the last piece");
             if p.not_found {
@@ -1741,6 +1806,79 @@ mod tests {
         assert_eq!(
             s.receive(&get(5, chain.header(7).block_hash()), &chain),
             Err(Violation::BlocksNotServed)
+        );
+    }
+
+    /// What a block spends from is sent as a block is, under its own types, by a gateway
+    /// serving tweaks: in pieces, waiting while it is fetched, not found where there is
+    /// none. One at a time, but beside a block; refused by a gateway without tweaks.
+    #[test]
+    fn what_a_block_spends_from_is_sent_as_a_block_is() {
+        let mut chain = TestChain::generate(1200);
+        chain.serve_tweaks(Vec::new());
+        let evidence: Vec<u8> = (0..150_000u32).map(|i| (i / 3) as u8).collect();
+        chain.spent_from.insert(900, evidence.clone());
+        chain.pending_spent_from.insert(900);
+        let mut s = ready(&chain);
+        let ask = |id, hash: BlockHash| {
+            encode(Message::GetSpentFrom(lightwire_wire::GetBlock {
+                id,
+                block_hash: hash.0,
+            }))
+        };
+        s.receive(&ask(1, chain.header(900).block_hash()), &chain)
+            .unwrap();
+        assert_eq!(
+            s.receive(&ask(2, chain.header(901).block_hash()), &chain),
+            Err(Violation::BlockInFlight)
+        );
+        let mut got = Vec::new();
+        assert_eq!(
+            take_pieces(BlockKind::SpentFrom, drain(&mut s, &chain), &mut got),
+            None
+        );
+        assert!(!s.has_output(), "waiting for the evidence");
+        chain.pending_spent_from.clear();
+        s.data_arrived();
+        assert_eq!(
+            take_pieces(BlockKind::SpentFrom, drain(&mut s, &chain), &mut got),
+            Some(true)
+        );
+        assert_eq!(got, evidence);
+        // A block of its own kind beside one.
+        s.receive(&ask(3, chain.header(900).block_hash()), &chain)
+            .unwrap();
+        let get_block = encode(Message::GetBlock(lightwire_wire::GetBlock {
+            id: 4,
+            block_hash: chain.header(7).block_hash().0,
+        }));
+        s.receive(&get_block, &chain).unwrap();
+        let sent = drain(&mut s, &chain);
+        let (evidence_pieces, block_pieces): (Vec<_>, Vec<_>) = sent
+            .into_iter()
+            .partition(|m| matches!(Message::decode(m), Ok(Message::SpentFrom(_))));
+        got.clear();
+        assert_eq!(
+            take_pieces(BlockKind::SpentFrom, evidence_pieces, &mut got),
+            Some(true)
+        );
+        got.clear();
+        assert_eq!(take_block(block_pieces, &mut got), Some(true));
+        assert_eq!(got, chain.block(7));
+        // None for this block, and a hash not on the chain: not found.
+        for (id, hash) in [(5, chain.header(7).block_hash()), (6, BlockHash([9; 32]))] {
+            s.receive(&ask(id, hash), &chain).unwrap();
+            assert_eq!(
+                take_pieces(BlockKind::SpentFrom, drain(&mut s, &chain), &mut got),
+                Some(false)
+            );
+        }
+        // A gateway without tweaks.
+        let plain = TestChain::generate(1200);
+        let mut s = ready(&plain);
+        assert_eq!(
+            s.receive(&ask(1, plain.header(900).block_hash()), &plain),
+            Err(Violation::TweaksNotServed)
         );
     }
 

@@ -59,6 +59,11 @@ pub struct TestChain {
     /// Each block's silent-payment tweak list and its entry, served when `Some`
     /// ([`TestChain::serve_tweaks`]).
     tweaks: Option<Vec<(Vec<u8>, FilterEntry)>>,
+    /// What each block spends from that its tweaks need (`spent_from`), by height: a
+    /// height without is answered `not_found`.
+    pub spent_from: HashMap<u32, Vec<u8>>,
+    /// Heights whose `spent_from` is "being fetched" (answers wait for them).
+    pub pending_spent_from: std::collections::HashSet<u32>,
 }
 
 /// A transaction (version 2, replaceable) spending output `vout` of `prev` with `witness`
@@ -182,6 +187,8 @@ impl TestChain {
             serve_filters: true,
             filters_held: None,
             tweaks: None,
+            spent_from: HashMap::new(),
+            pending_spent_from: Default::default(),
             pending_filters: Default::default(),
             missing_filters: Default::default(),
             serve_blocks: true,
@@ -438,6 +445,16 @@ impl Served for TestChain {
 
     fn tweak_entry(&self, height: u32) -> Option<FilterEntry> {
         self.tweaks.as_ref()?.get(height as usize).map(|t| t.1)
+    }
+
+    fn with_spent_from<R>(&self, height: u32, read: impl FnOnce(&[u8]) -> R) -> FilterLookup<R> {
+        if self.pending_spent_from.contains(&height) {
+            return FilterLookup::Pending;
+        }
+        match self.spent_from.get(&height) {
+            Some(b) => FilterLookup::Ready(read(b)),
+            None => FilterLookup::Missing,
+        }
     }
 
     fn with_tweaks<R>(&self, height: u32, read: impl FnOnce(&[u8]) -> R) -> FilterLookup<R> {

@@ -12,6 +12,16 @@
 //! A block of at most [`MAX_BLOCK_LEN`] bytes (the consensus weight limit: a byte weighs at
 //! least one unit) takes at most 62 messages. Block bytes stay opaque here (this crate
 //! knows framing; lightwire-filter reads blocks).
+//!
+//! The same two layouts carry a second kind of per-block data ([`BlockKind::SpentFrom`]),
+//! under their own types: the evidence that settles a dispute over a block's
+//! silent-payment tweaks (`crate::tweaks`).
+//!
+//! - `get_spent_from` (32821): `u32 id, [32] block_hash`.
+//! - `spent_from` (32823): pieces, as `block`, of a CompactSize count followed by that many
+//!   transactions, serialized without witness data: those outside the block that created
+//!   the outputs the block's transactions with a taproot output spend. At most
+//!   [`MAX_SPENT_FROM_LEN`] bytes.
 
 use crate::cursor::{Reader, Writer};
 use crate::error::{BlocksError, DecodeError, EncodeError};
@@ -24,6 +34,32 @@ pub const BLOCKS_FEATURE: usize = 261;
 /// The longest block a receiver takes: 4,000,000 bytes (a block weighs at most 4,000,000
 /// units and each serialized byte at least one).
 pub const MAX_BLOCK_LEN: u32 = 4_000_000;
+/// The longest `spent_from` a receiver takes: 32 MiB. Bounded by memory, not consensus (a
+/// block's inputs may spend from transactions of up to a block's size each): a block whose
+/// evidence is longer cannot have its tweaks proven by it (docs/PROTOCOL.md).
+pub const MAX_SPENT_FROM_LEN: u32 = 32 << 20;
+
+/// Which per-block data a message of the `get_block` family carries: one layout, one
+/// sender and one receiver for both, the kind picking the types and the length limit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BlockKind {
+    /// The block itself: `get_block` (32789) and `block` (32791), feature 261.
+    Block,
+    /// The transactions the block spends from that its tweaks need: `get_spent_from`
+    /// (32821) and `spent_from` (32823), feature 269 (with the tweaks).
+    SpentFrom,
+}
+
+impl BlockKind {
+    /// The longest answer of this kind a receiver takes.
+    pub const fn max_len(self) -> u32 {
+        match self {
+            BlockKind::Block => MAX_BLOCK_LEN,
+            BlockKind::SpentFrom => MAX_SPENT_FROM_LEN,
+        }
+    }
+}
+
 /// Bytes of a `block` payload before its piece.
 const BLOCK_FIXED: usize = 4 + 1 + 4 + 4;
 /// The most block bytes one `block` message carries.
@@ -92,6 +128,11 @@ impl<'a> BlockPiece<'a> {
     /// (or missing on one that does), and `not_found` with a length or a piece are refused.
     /// (That pieces come in order is the receiver's to check: it holds the state.)
     pub fn decode_payload(payload: &'a [u8]) -> Result<Self, DecodeError> {
+        Self::decode_payload_as(BlockKind::Block, payload)
+    }
+
+    /// [`Self::decode_payload`] for an answer of `kind` (its own length limit).
+    pub fn decode_payload_as(kind: BlockKind, payload: &'a [u8]) -> Result<Self, DecodeError> {
         let mut r = Reader::new(payload);
         let id = r.read_u32("id")?;
         let flags = r.read_u8("flags")?;
@@ -106,18 +147,18 @@ impl<'a> BlockPiece<'a> {
             offset,
             data,
         };
-        piece.check().map_err(DecodeError::Blocks)?;
+        piece.check(kind).map_err(DecodeError::Blocks)?;
         Ok(piece)
     }
 
-    fn check(&self) -> Result<(), BlocksError> {
+    fn check(&self, kind: BlockKind) -> Result<(), BlocksError> {
         if self.not_found {
             if !self.last || self.block_len != 0 || self.offset != 0 || !self.data.is_empty() {
                 return Err(BlocksError::NotFoundWithBlock);
             }
             return Ok(());
         }
-        if self.block_len > MAX_BLOCK_LEN {
+        if self.block_len > kind.max_len() {
             return Err(BlocksError::BlockTooLong {
                 len: self.block_len,
             });
@@ -280,5 +321,52 @@ mod tests {
             Message::decode(&[0x80, 0x17, 0, 0, 0, 1, 0, 0, 0]),
             Err(DecodeError::Truncated { .. })
         ));
+    }
+
+    /// `get_spent_from` and `spent_from` have the block messages' layouts under their own
+    /// types, and `spent_from` takes up to 32 MiB where `block` stops at 4,000,000.
+    #[test]
+    fn spent_from_is_a_block_message_of_its_own_kind() {
+        let get = GetBlock {
+            id: 5,
+            block_hash: [8; 32],
+        };
+        let bytes = encode(Message::GetSpentFrom(get));
+        assert_eq!(&bytes[..2], &32821u16.to_be_bytes());
+        assert_eq!(Message::decode(&bytes), Ok(Message::GetSpentFrom(get)));
+        let data = [7u8; 100];
+        let p = BlockPiece {
+            id: 5,
+            last: false,
+            not_found: false,
+            block_len: MAX_BLOCK_LEN + 1,
+            offset: 0,
+            data: &data,
+        };
+        let bytes = encode(Message::SpentFrom(p));
+        assert_eq!(&bytes[..2], &32823u16.to_be_bytes());
+        assert_eq!(Message::decode(&bytes), Ok(Message::SpentFrom(p)));
+        let block = encode(Message::Block(p));
+        assert_eq!(
+            Message::decode(&block),
+            Err(DecodeError::Blocks(BlocksError::BlockTooLong {
+                len: MAX_BLOCK_LEN + 1
+            }))
+        );
+        let over = BlockPiece {
+            block_len: MAX_SPENT_FROM_LEN + 1,
+            ..p
+        };
+        assert_eq!(
+            Message::decode(&encode(Message::SpentFrom(over))),
+            Err(DecodeError::Blocks(BlocksError::BlockTooLong {
+                len: MAX_SPENT_FROM_LEN + 1
+            }))
+        );
+        let none = encode(Message::SpentFrom(BlockPiece::not_found(5)));
+        assert_eq!(
+            Message::decode(&none),
+            Ok(Message::SpentFrom(BlockPiece::not_found(5)))
+        );
     }
 }

@@ -53,7 +53,10 @@ pub mod tweaks;
 mod test_util;
 
 pub use bigsize::BigSizeError;
-pub use blocks::{BLOCKS_FEATURE, BlockPiece, GetBlock, MAX_BLOCK_LEN, MAX_BLOCK_PIECE};
+pub use blocks::{
+    BLOCKS_FEATURE, BlockKind, BlockPiece, GetBlock, MAX_BLOCK_LEN, MAX_BLOCK_PIECE,
+    MAX_SPENT_FROM_LEN,
+};
 pub use compact::{COMPACT_HEADERS_FEATURE, HeadersCompact, MAX_COMPACT_HEADERS_PER_MESSAGE};
 pub use cursor::{Reader, Truncated, Writer};
 pub use error::{

@@ -5,7 +5,7 @@
 //! constant, a new variant and a new arm in [`Message::decode`], [`Message::ty`],
 //! [`Message::payload_len`] and [`Message::encode`].
 
-use crate::blocks::{BlockPiece, GetBlock};
+use crate::blocks::{BlockKind, BlockPiece, GetBlock};
 use crate::compact::HeadersCompact;
 use crate::cursor::{Reader, Writer};
 use crate::error::{DecodeError, EncodeError};
@@ -87,6 +87,10 @@ pub mod msg_type {
     pub const GET_TWEAKS: u16 = 32817;
     /// `tweaks` (silent-payment tweaks).
     pub const TWEAKS: u16 = 32819;
+    /// `get_spent_from` (silent-payment tweaks: a dispute's evidence).
+    pub const GET_SPENT_FROM: u16 = 32821;
+    /// `spent_from` (silent-payment tweaks: a dispute's evidence).
+    pub const SPENT_FROM: u16 = 32823;
 
     /// Whether a receiver that does not know `ty` may ignore it ("it's ok to be odd").
     pub const fn is_odd(ty: u16) -> bool {
@@ -168,6 +172,10 @@ pub enum Message<'a> {
     GetTweaks(GetFilters),
     /// `tweaks` (32819): a block's tweak list in pieces, as `filters` carries filters.
     Tweaks(Filters<'a>),
+    /// `get_spent_from` (32821): a `get_block` for the transactions a block spends from.
+    GetSpentFrom(GetBlock),
+    /// `spent_from` (32823): those transactions in pieces, as `block` carries a block.
+    SpentFrom(BlockPiece<'a>),
     /// A message of an odd type this crate does not know. BOLT 1: the receiver must
     /// ignore it. (Unknown even types are [`DecodeError::UnknownEvenType`].)
     Unknown {
@@ -243,6 +251,11 @@ impl<'a> Message<'a> {
             }
             msg_type::GET_TWEAKS => Message::GetTweaks(GetFilters::decode_payload(payload)?),
             msg_type::TWEAKS => Message::Tweaks(Filters::decode_payload(payload)?),
+            msg_type::GET_SPENT_FROM => Message::GetSpentFrom(GetBlock::decode_payload(payload)?),
+            msg_type::SPENT_FROM => Message::SpentFrom(BlockPiece::decode_payload_as(
+                BlockKind::SpentFrom,
+                payload,
+            )?),
             ty if msg_type::is_odd(ty) => Message::Unknown { ty, payload },
             ty => return Err(DecodeError::UnknownEvenType { ty }),
         };
@@ -283,6 +296,8 @@ impl<'a> Message<'a> {
             Message::TweakCheckpoints(_) => msg_type::TWEAK_CHECKPOINTS,
             Message::GetTweaks(_) => msg_type::GET_TWEAKS,
             Message::Tweaks(_) => msg_type::TWEAKS,
+            Message::GetSpentFrom(_) => msg_type::GET_SPENT_FROM,
+            Message::SpentFrom(_) => msg_type::SPENT_FROM,
             Message::Unknown { ty, .. } => *ty,
         }
     }
@@ -305,8 +320,8 @@ impl<'a> Message<'a> {
             Message::FilterCheckpoints(m) | Message::TweakCheckpoints(m) => m.payload_len(),
             Message::GetFilters(m) | Message::GetTweaks(m) => m.payload_len(),
             Message::Filters(m) | Message::Tweaks(m) => m.payload_len(),
-            Message::GetBlock(m) => m.payload_len(),
-            Message::Block(m) => m.payload_len(),
+            Message::GetBlock(m) | Message::GetSpentFrom(m) => m.payload_len(),
+            Message::Block(m) | Message::SpentFrom(m) => m.payload_len(),
             Message::SendTx(m) => m.payload_len(),
             Message::TxResult(m) => m.payload_len(),
             Message::MempoolSubscribe(m) => m.payload_len(),
@@ -348,8 +363,8 @@ impl<'a> Message<'a> {
             Message::FilterCheckpoints(m) | Message::TweakCheckpoints(m) => m.write_payload(w),
             Message::GetFilters(m) | Message::GetTweaks(m) => m.write_payload(w),
             Message::Filters(m) | Message::Tweaks(m) => m.write_payload(w),
-            Message::GetBlock(m) => m.write_payload(w),
-            Message::Block(m) => m.write_payload(w),
+            Message::GetBlock(m) | Message::GetSpentFrom(m) => m.write_payload(w),
+            Message::Block(m) | Message::SpentFrom(m) => m.write_payload(w),
             Message::SendTx(m) => m.write_payload(w),
             Message::TxResult(m) => m.write_payload(w),
             Message::MempoolSubscribe(m) => m.write_payload(w),

@@ -87,11 +87,12 @@ pub fn route(
         PeerEvent::MempoolDigest(d) => t.mempool.on_digest(ctx, g, &d, &mut t.wallet),
         PeerEvent::MempoolTx(m) => t.mempool.on_tx(ctx, g, &m, &mut t.wallet),
         PeerEvent::FeeRates(m) => t.fees.on_rates(ctx, g, &m),
-        // The engine asks no gateway for silent-payment tweaks yet: any is an answer to a
-        // request never made.
+        // The engine asks no gateway for silent-payment tweaks (or a tweak dispute's
+        // evidence) yet: any is an answer to a request never made.
         PeerEvent::TweakHeaders { id, .. }
         | PeerEvent::TweakCheckpoints(lightwire_wire::FilterCheckpoints { id, .. })
-        | PeerEvent::Tweaks(lightwire_wire::Filters { id, .. }) => {
+        | PeerEvent::Tweaks(lightwire_wire::Filters { id, .. })
+        | PeerEvent::SpentFrom(lightwire_wire::BlockPiece { id, .. }) => {
             Err(DropReason::Sync(crate::sync::SyncError::UnexpectedAnswer {
                 id,
             }))
