@@ -638,6 +638,9 @@ async fn run(o: Options) -> Result<(), String> {
         );
         if let Ok(mut c) = shared.chain.write() {
             c.serve_tweaks(tweaks);
+            c.serve_spent_from(lightwire_gateway::spent_from::ServedSpentFrom::new(
+                shared.filter_notify.clone(),
+            ));
         }
     }
     let signals = Signals::catch();
@@ -670,7 +673,12 @@ async fn run(o: Options) -> Result<(), String> {
     } = &o.source
     {
         let (rpc, shared, stopped) = (rpc.clone(), shared.clone(), stopped.clone());
-        tokio::spawn(lightwire_gateway::tweaks::keep(shared, rpc, stopped));
+        tokio::spawn(lightwire_gateway::tweaks::keep(
+            shared.clone(),
+            rpc.clone(),
+            stopped.clone(),
+        ));
+        tokio::spawn(lightwire_gateway::spent_from::keep(shared, rpc, stopped));
     }
     if let Some((dir, confirmations)) = o.export.clone() {
         let (shared, stopped) = (shared.clone(), stopped.clone());

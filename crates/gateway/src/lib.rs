@@ -43,6 +43,7 @@ pub mod pool;
 pub mod relay;
 pub mod served;
 pub mod server;
+pub mod spent_from;
 pub mod tls;
 pub mod tweaks;
 pub mod upstream;

@@ -80,6 +80,8 @@ pub struct ServedChain {
     mirrors: Vec<u8>,
     /// Silent-payment tweaks, when served (`--tweaks-dir`).
     tweaks: Option<crate::tweaks::ServedTweaks>,
+    /// The evidence of tweak disputes, computed from the node when asked.
+    spent_from: Option<crate::spent_from::ServedSpentFrom>,
 }
 
 /// A chain being built: what is served, and the validation window its next header needs.
@@ -112,6 +114,7 @@ impl Builder {
                 mirrors: Vec::new(),
                 payments: None,
                 tweaks: None,
+                spent_from: None,
             },
             chain,
         }
@@ -349,6 +352,17 @@ impl ServedChain {
         self.tweaks = Some(tweaks);
     }
 
+    /// Serve a tweak dispute's evidence (computed by [`crate::spent_from::keep`]), beside
+    /// the tweaks.
+    pub fn serve_spent_from(&mut self, spent_from: crate::spent_from::ServedSpentFrom) {
+        self.spent_from = Some(spent_from);
+    }
+
+    /// The evidence served, if any.
+    pub fn spent_from(&self) -> Option<&crate::spent_from::ServedSpentFrom> {
+        self.spent_from.as_ref()
+    }
+
     /// The tweaks served, if any.
     pub fn tweaks(&self) -> Option<&crate::tweaks::ServedTweaks> {
         self.tweaks.as_ref()
@@ -575,6 +589,11 @@ impl lightwire_proto::Served for ServedChain {
         self.for_session(SessionId::ANONYMOUS, None)
             .with_tweaks(height, read)
     }
+
+    fn with_spent_from<R>(&self, height: u32, read: impl FnOnce(&[u8]) -> R) -> FilterLookup<R> {
+        self.for_session(SessionId::ANONYMOUS, None)
+            .with_spent_from(height, read)
+    }
 }
 
 impl ServedChain {
@@ -595,6 +614,9 @@ impl ServedChain {
         }
         if let Some(f) = &self.filters {
             f.session_ended(session);
+        }
+        if let Some(s) = &self.spent_from {
+            s.session_ended(session);
         }
     }
 }
@@ -669,6 +691,13 @@ impl lightwire_proto::Served for SessionView<'_> {
     fn with_tweaks<R>(&self, height: u32, read: impl FnOnce(&[u8]) -> R) -> FilterLookup<R> {
         match &self.chain.tweaks {
             Some(t) => t.with_list(height, read),
+            None => FilterLookup::Missing,
+        }
+    }
+
+    fn with_spent_from<R>(&self, height: u32, read: impl FnOnce(&[u8]) -> R) -> FilterLookup<R> {
+        match &self.chain.spent_from {
+            Some(s) => s.with_for(self.session, height, self.chain.block_hash(height), read),
             None => FilterLookup::Missing,
         }
     }

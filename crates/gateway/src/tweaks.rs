@@ -426,7 +426,7 @@ async fn from_verbose_block(
 }
 
 /// `getblock <hash> <verbosity>`: the node's answer, or its refusal.
-async fn get_block(
+pub(crate) async fn get_block(
     rpc: &RpcEndpoint,
     block: &BlockHash,
     verbosity: u8,
@@ -453,6 +453,32 @@ async fn from_tx_index(rpc: &RpcEndpoint, block: &BlockHash) -> Result<Vec<u8>, 
         .map_err(|e| TweaksError::Node(format!("a block that is not {block}: {e}")))?;
     // The transactions an eligible one spends from: in this block, or asked of the node.
     let txs: Vec<Tx<'_>> = block.transactions().collect();
+    let (in_block, wanted) = spent_outside(&txs);
+    let fetched = fetch_transactions(rpc, wanted.iter().map(|t| (*t, None))).await?;
+    let parsed: std::collections::HashMap<[u8; 32], Tx<'_>> = fetched
+        .iter()
+        .filter_map(|(t, raw)| Some((*t, Tx::parse(raw).ok()?)))
+        .collect();
+    list_of(&txs, |t, i| {
+        let input = txs.get(t)?.inputs().nth(i)?;
+        let from = match in_block.get(input.prev_txid) {
+            Some(&j) => txs.get(j),
+            None => parsed.get(input.prev_txid),
+        };
+        from?
+            .outputs()
+            .nth(input.prev_vout as usize)
+            .map(|o| o.script)
+    })
+}
+
+/// Where each of a block's transactions `txs` is among them (by txid), and the txids,
+/// sorted and each once, of the transactions outside the block that its candidates (the
+/// transactions with a taproot output, the only ones BIP352 scans) spend from: what their
+/// tweaks need, and what proves them in a dispute.
+pub(crate) fn spent_outside(
+    txs: &[Tx<'_>],
+) -> (std::collections::HashMap<[u8; 32], usize>, Vec<[u8; 32]>) {
     let in_block: std::collections::HashMap<[u8; 32], usize> = txs
         .iter()
         .enumerate()
@@ -467,18 +493,34 @@ async fn from_tx_index(rpc: &RpcEndpoint, block: &BlockHash) -> Result<Vec<u8>, 
         .collect();
     wanted.sort_unstable();
     wanted.dedup();
-    let mut fetched: std::collections::HashMap<[u8; 32], Vec<u8>> =
-        std::collections::HashMap::with_capacity(wanted.len());
+    (in_block, wanted)
+}
+
+/// The transactions `wanted` (txid, and the block holding it where known), asked of the
+/// node in JSON-RPC batches: `getrawtransaction <txid> 0`, through the node's transaction
+/// index, or with the block's hash `getrawtransaction <txid> false <block>`, which Bitcoin
+/// Core answers from that block without an index. Each answer is checked to hash to the
+/// txid asked.
+pub(crate) async fn fetch_transactions(
+    rpc: &RpcEndpoint,
+    wanted: impl Iterator<Item = ([u8; 32], Option<BlockHash>)>,
+) -> Result<std::collections::HashMap<[u8; 32], Vec<u8>>, TweaksError> {
+    let wanted: Vec<([u8; 32], Option<BlockHash>)> = wanted.collect();
+    let mut fetched = std::collections::HashMap::with_capacity(wanted.len());
     for chunk in wanted.chunks(BATCH) {
         let calls: Vec<(&str, serde_json::Value)> = chunk
             .iter()
-            .map(|t| {
+            .map(|(t, block)| {
                 let txid = lightwire_primitives::Txid(*t).to_string();
-                ("getrawtransaction", serde_json::json!([txid, 0]))
+                let params = match block {
+                    Some(b) => serde_json::json!([txid, false, b.to_string()]),
+                    None => serde_json::json!([txid, 0]),
+                };
+                ("getrawtransaction", params)
             })
             .collect();
         let answers = call_batch(rpc, &calls, MAX_ANSWER, CALL_TIMEOUT).await?;
-        for (txid, answer) in chunk.iter().zip(answers) {
+        for ((txid, _), answer) in chunk.iter().zip(answers) {
             let answer = answer.map_err(|e| {
                 TweaksError::Node(format!(
                     "no transaction {}: {e} (the node needs its transaction index: btcd \
@@ -500,21 +542,7 @@ async fn from_tx_index(rpc: &RpcEndpoint, block: &BlockHash) -> Result<Vec<u8>, 
             fetched.insert(*txid, raw);
         }
     }
-    let parsed: std::collections::HashMap<[u8; 32], Tx<'_>> = fetched
-        .iter()
-        .filter_map(|(t, raw)| Some((*t, Tx::parse(raw).ok()?)))
-        .collect();
-    list_of(&txs, |t, i| {
-        let input = txs.get(t)?.inputs().nth(i)?;
-        let from = match in_block.get(input.prev_txid) {
-            Some(&j) => txs.get(j),
-            None => parsed.get(input.prev_txid),
-        };
-        from?
-            .outputs()
-            .nth(input.prev_vout as usize)
-            .map(|o| o.script)
-    })
+    Ok(fetched)
 }
 
 /// The tweak list of a block's transactions `txs` (the coinbase first), given the script
@@ -549,7 +577,7 @@ fn list_of<'s>(
     Ok(list)
 }
 
-fn hex_bytes(value: &serde_json::Value) -> Result<Vec<u8>, TweaksError> {
+pub(crate) fn hex_bytes(value: &serde_json::Value) -> Result<Vec<u8>, TweaksError> {
     let text = value
         .as_str()
         .ok_or(RpcError::Malformed("an answer that is not a hex string"))?;

@@ -134,6 +134,24 @@ impl Btcd {
     fn hash_at(&self, height: u32) -> String {
         self.ctl(&["getblockhash", &height.to_string()])
     }
+
+    /// Its RPC, for the gateway's calls.
+    fn rpc_endpoint(&self) -> lightwire_gateway::fees::RpcEndpoint {
+        lightwire_gateway::fees::RpcEndpoint {
+            addr: self.rpc,
+            credentials: "u:p".into(),
+            file: None,
+        }
+    }
+
+    /// The block at `height`: its display hash, hash, bytes and header.
+    fn block_at(&self, height: u32) -> (String, lightwire_chain::BlockHash, Vec<u8>, [u8; 80]) {
+        let hash = self.hash_at(height);
+        let block = lightwire_chain::BlockHash::from_display_hex(&hash).unwrap();
+        let raw = hex::decode(self.ctl(&["getblock", &hash, "0"])).unwrap();
+        let header: [u8; 80] = raw[..80].try_into().unwrap();
+        (hash, block, raw, header)
+    }
 }
 
 impl Drop for Btcd {
@@ -791,21 +809,13 @@ async fn serves_the_tweaks_of_btcds_chain_computed_from_its_rpc() {
 /// `prevout.scriptPubKey.hex`, as Core's RPC documents them, and refuses anything else.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bitcoin_cores_verbose_blocks_give_the_tweaks_btcds_index_gives() {
-    use lightwire_gateway::fees::RpcEndpoint;
     use lightwire_gateway::tweaks::{SpentSource, compute_list};
 
     let btcd = Btcd::start_with(&["--txindex"]);
     let case = SilentCase::paid_by(&btcd);
-    let btcd_rpc = RpcEndpoint {
-        addr: btcd.rpc,
-        credentials: "u:p".into(),
-        file: None,
-    };
+    let btcd_rpc = btcd.rpc_endpoint();
     for height in [case.paid.height, case.paid.height - 1] {
-        let hash = btcd.hash_at(height);
-        let block = lightwire_chain::BlockHash::from_display_hex(&hash).unwrap();
-        let raw = hex::decode(btcd.ctl(&["getblock", &hash, "0"])).unwrap();
-        let header: [u8; 80] = raw[..80].try_into().unwrap();
+        let (hash, block, raw, header) = btcd.block_at(height);
 
         let mut source = SpentSource::Unknown;
         let index = compute_list(&btcd_rpc, &header, &block, &mut source)
@@ -815,28 +825,7 @@ async fn bitcoin_cores_verbose_blocks_give_the_tweaks_btcds_index_gives() {
 
         // Core's answer, from btcd's block and the transactions it spends.
         let parsed = lightwire_primitives::Block::parse(&raw).unwrap();
-        let txs: Vec<serde_json::Value> = parsed
-            .transactions()
-            .enumerate()
-            .map(|(i, tx)| {
-                let vin: Vec<serde_json::Value> = tx
-                    .inputs()
-                    .map(|input| {
-                        if i == 0 {
-                            return serde_json::json!({"coinbase": "00"});
-                        }
-                        let prev = btcd.ctl(&["getrawtransaction", &input.prev_txid().to_string(), "0"]);
-                        let prev = hex::decode(prev).unwrap();
-                        let prev = lightwire_primitives::Tx::parse(&prev).unwrap();
-                        let script = prev.outputs().nth(input.prev_vout as usize).unwrap().script;
-                        serde_json::json!({"txid": input.prev_txid().to_string(), "vout": input.prev_vout,
-                            "prevout": {"generated": true, "height": 1, "value": 50.0,
-                                "scriptPubKey": {"hex": hex::encode(script)}}})
-                    })
-                    .collect();
-                serde_json::json!({"txid": tx.txid().to_string(), "hex": hex::encode(tx.raw()), "vin": vin})
-            })
-            .collect();
+        let txs = core_view(&btcd, &hash, &raw).0["tx"].clone();
         // What a client settling a dispute works out from the block and the transactions
         // it spends from (each only as the txid it hashes to): the same list.
         let spent_from: Vec<Vec<u8>> = parsed
@@ -908,16 +897,181 @@ async fn bitcoin_cores_verbose_blocks_give_the_tweaks_btcds_index_gives() {
     }
 }
 
+/// The evidence of the paying block's tweaks (the transactions it spends from, without
+/// witness data) is the same from btcd's transaction index and from Bitcoin Core's way
+/// (`getblock 3`'s prevout heights, `getblockhash`, then `getrawtransaction <txid> false
+/// <block>`, no index: played by a stand-in answering from btcd's own data, which refuses
+/// a lookup without the block); it proves the list the gateway serves; and a client
+/// asking a gateway following btcd gets it in `spent_from` pieces, and `not_found` for a
+/// block not on the chain.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_evidence_of_a_blocks_tweaks_either_way_and_served() {
+    use lightwire_gateway::spent_from::{ServedSpentFrom, compute, keep};
+    use lightwire_gateway::tweaks::{ServedTweaks, SpentSource, compute_list};
+    use lightwire_primitives::{Reader, Tx};
+
+    let btcd = Btcd::start_with(&["--txindex"]);
+    let case = SilentCase::paid_by(&btcd);
+    btcd.generate(1);
+    let btcd_rpc = btcd.rpc_endpoint();
+    let height = case.paid.height;
+    let (hash, block, raw, header) = btcd.block_at(height);
+
+    let mut source = SpentSource::Unknown;
+    let evidence = compute(&btcd_rpc, &header, &block, &mut source)
+        .await
+        .unwrap();
+    assert_eq!(source, SpentSource::TxIndex, "btcd has no verbosity 3");
+    // A count, then transactions without witness data in txid order, each one the paying
+    // block spends from.
+    let mut r = Reader::new(&evidence);
+    let n = r.compact_size("count").unwrap();
+    let mut txs = Vec::new();
+    for _ in 0..n {
+        let tx = Tx::read(&mut r).unwrap();
+        assert!(!tx.has_witness());
+        txs.push(tx);
+    }
+    r.finish().unwrap();
+    assert!(!txs.is_empty());
+    assert!(txs.windows(2).all(|w| w[0].txid().0 < w[1].txid().0));
+    let checked = lightwire_primitives::CheckedBlock::check(&raw, &block).unwrap();
+    let spent: std::collections::HashSet<[u8; 32]> = checked
+        .transactions()
+        .skip(1)
+        .flat_map(|tx| tx.inputs().map(|i| *i.prev_txid).collect::<Vec<_>>())
+        .collect();
+    assert!(txs.iter().all(|t| spent.contains(&t.txid().0)));
+    // It proves the list the gateway serves.
+    let given: Vec<&[u8]> = txs.iter().map(|t| t.raw()).collect();
+    let mut tweaks = Vec::new();
+    lightwire_wallet::silent_evidence::tweaks_from_evidence(&checked, &given, &mut tweaks).unwrap();
+    let mut proven = Vec::new();
+    lightwire_primitives::write_tweak_list(&mut tweaks, &mut proven);
+    let mut source = SpentSource::Unknown;
+    let served = compute_list(&btcd_rpc, &header, &block, &mut source)
+        .await
+        .unwrap();
+    assert_eq!(proven, served);
+    assert_eq!(served[1..], case.tweaks[0]);
+
+    // Core's way, from btcd's data: each input's prevout with its real height.
+    let (verbose, table) = core_view(&btcd, &hash, &raw);
+    let core = core_stand_in_with(verbose.clone(), table.clone()).await;
+    let mut source = SpentSource::Unknown;
+    let from_core = compute(&core, &header, &block, &mut source).await.unwrap();
+    assert_eq!(source, SpentSource::VerboseBlock);
+    assert_eq!(from_core, evidence, "the same evidence either way");
+    // Without the lookups by block (the stand-in refuses an index lookup): no evidence.
+    let blind = core_stand_in_with(verbose, Vec::new()).await;
+    let mut source = SpentSource::Unknown;
+    assert!(compute(&blind, &header, &block, &mut source).await.is_err());
+
+    // Served: asked by a client, in pieces; not found off the chain.
+    let gw = following(&btcd).await;
+    wait_until("the gateway at btcd's tip", || {
+        gw.shared.chain.read().unwrap().block_hash(height) == Some(block)
+    })
+    .await;
+    let dir = btcd.dir.join("evidence-tweaks");
+    {
+        let mut c = gw.shared.chain.write().unwrap();
+        c.serve_tweaks(ServedTweaks::open(&dir, Network::Regtest).unwrap());
+        c.serve_spent_from(ServedSpentFrom::new(gw.shared.filter_notify.clone()));
+    }
+    tokio::spawn(keep(gw.shared.clone(), btcd_rpc.clone(), gw.stopped()));
+    let mut client = common::client(&gw, Framing::OnePerFrame).await;
+    assert_eq!(get_spent_from(&mut client, block).await, Some(evidence));
+    let elsewhere = lightwire_chain::BlockHash([7; 32]);
+    assert_eq!(get_spent_from(&mut client, elsewhere).await, None);
+}
+
+/// Bitcoin Core's `getblock <hash> 3` answer for btcd's block `raw` (display hash `hash`),
+/// built from btcd's own data as Core's RPC documents it: each transaction's `hex`, each
+/// input's `prevout` (its `scriptPubKey.hex` and the real `height` of the block holding
+/// the transaction spent from); and the calls Core answers for a block's evidence without
+/// a transaction index: `getblockhash` of those heights, `getrawtransaction <txid> false
+/// <block>`.
+fn core_view(
+    btcd: &Btcd,
+    hash: &str,
+    raw: &[u8],
+) -> (
+    serde_json::Value,
+    Vec<(serde_json::Value, serde_json::Value)>,
+) {
+    use lightwire_primitives::Tx;
+    let mut table = Vec::new();
+    let parsed = lightwire_primitives::Block::parse(raw).unwrap();
+    let txs: Vec<serde_json::Value> = parsed
+        .transactions()
+        .enumerate()
+        .map(|(i, tx)| {
+            let vin: Vec<serde_json::Value> = tx
+                .inputs()
+                .map(|input| {
+                    if i == 0 {
+                        return serde_json::json!({"coinbase": "00"});
+                    }
+                    let txid = input.prev_txid().to_string();
+                    let prev: serde_json::Value =
+                        serde_json::from_str(&btcd.ctl(&["getrawtransaction", &txid, "1"]))
+                            .unwrap();
+                    let at = prev["blockhash"].as_str().unwrap().to_string();
+                    let header: serde_json::Value =
+                        serde_json::from_str(&btcd.ctl(&["getblockheader", &at, "true"]))
+                            .unwrap();
+                    let h = header["height"].as_u64().unwrap();
+                    let prev_raw = hex::decode(prev["hex"].as_str().unwrap()).unwrap();
+                    let script = Tx::parse(&prev_raw)
+                        .unwrap()
+                        .outputs()
+                        .nth(input.prev_vout as usize)
+                        .unwrap()
+                        .script
+                        .to_vec();
+                    table.push((serde_json::json!(["getblockhash", [h]]), serde_json::json!(at)));
+                    table.push((
+                        serde_json::json!(["getrawtransaction", [txid, false, at]]),
+                        prev["hex"].clone(),
+                    ));
+                    serde_json::json!({"txid": txid, "vout": input.prev_vout,
+                        "prevout": {"generated": false, "height": h, "value": 1.0,
+                            "scriptPubKey": {"hex": hex::encode(script)}}})
+                })
+                .collect();
+            serde_json::json!({"txid": tx.txid().to_string(), "hex": hex::encode(tx.raw()), "vin": vin})
+        })
+        .collect();
+    (serde_json::json!({"hash": hash, "tx": txs}), table)
+}
+
+/// What block `hash` spends from, asked of the gateway by `client`: its bytes, or `None`
+/// for `not_found`.
+async fn get_spent_from(client: &mut Client, hash: lightwire_chain::BlockHash) -> Option<Vec<u8>> {
+    block_answer(client, hash, lightwire_wire::BlockKind::SpentFrom).await
+}
+
 /// A stand-in for Bitcoin Core's RPC that answers every `getblock` with `block` (the
 /// verbosity 3 answer) and refuses every other call (JSON-RPC -32601), one connection a
 /// request.
 async fn core_stand_in(block: serde_json::Value) -> lightwire_gateway::fees::RpcEndpoint {
+    core_stand_in_with(block, Vec::new()).await
+}
+
+/// [`core_stand_in`], also answering each call of `table` (method and params, exactly)
+/// with its result.
+async fn core_stand_in_with(
+    block: serde_json::Value,
+    table: Vec<(serde_json::Value, serde_json::Value)>,
+) -> lightwire_gateway::fees::RpcEndpoint {
+    let table = std::sync::Arc::new(table);
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move {
         while let Ok((mut s, _)) = listener.accept().await {
-            let block = block.clone();
+            let (block, table) = (block.clone(), table.clone());
             tokio::spawn(async move {
                 let mut request = Vec::new();
                 let mut buf = [0u8; 4096];
@@ -948,8 +1102,11 @@ async fn core_stand_in(block: serde_json::Value) -> lightwire_gateway::fees::Rpc
                 let answers: Vec<serde_json::Value> = calls
                     .iter()
                     .map(|c| {
+                        let call = serde_json::json!([c["method"], c["params"]]);
                         if c["method"] == "getblock" && c["params"][1] == 3 {
                             serde_json::json!({"result": block, "error": null, "id": c["id"]})
+                        } else if let Some((_, result)) = table.iter().find(|(k, _)| *k == call) {
+                            serde_json::json!({"result": result, "error": null, "id": c["id"]})
                         } else {
                             serde_json::json!({"result": null, "error": {"code": -32601, "message": "Method not found"}, "id": c["id"]})
                         }
@@ -1031,23 +1188,40 @@ async fn tweaks_served(
 
 /// Block `hash` asked of the gateway by `client`: its bytes, or `None` for `not_found`.
 async fn get_block(client: &mut Client, hash: lightwire_chain::BlockHash) -> Option<Vec<u8>> {
-    use lightwire_wire::GetBlock;
+    block_answer(client, hash, lightwire_wire::BlockKind::Block).await
+}
+
+/// `kind`'s data of block `hash` asked of the gateway by `client`, put together from its
+/// pieces: its bytes, or `None` for `not_found`.
+async fn block_answer(
+    client: &mut Client,
+    hash: lightwire_chain::BlockHash,
+    kind: lightwire_wire::BlockKind,
+) -> Option<Vec<u8>> {
+    use lightwire_wire::{BlockKind, GetBlock};
     let req = GetBlock {
         id: 77,
         block_hash: hash.0,
     };
-    client.send(&Message::GetBlock(req)).await.unwrap();
-    let mut block = Vec::new();
+    let ask = match kind {
+        BlockKind::Block => Message::GetBlock(req),
+        BlockKind::SpentFrom => Message::GetSpentFrom(req),
+    };
+    client.send(&ask).await.unwrap();
+    let mut got = Vec::new();
     loop {
         let piece = tokio::time::timeout(
-            Duration::from_secs(30),
-            client.recv(|m| match Message::decode(m) {
-                Ok(Message::Block(p)) => Some((p.not_found, p.offset, p.data.to_vec(), p.last)),
+            Duration::from_secs(60),
+            client.recv(|m| match (kind, Message::decode(m)) {
+                (BlockKind::Block, Ok(Message::Block(p)))
+                | (BlockKind::SpentFrom, Ok(Message::SpentFrom(p))) => {
+                    Some((p.not_found, p.offset, p.data.to_vec(), p.last))
+                }
                 _ => None,
             }),
         )
         .await
-        .expect("a block in time")
+        .expect("an answer in time")
         .unwrap();
         let Some((not_found, offset, data, last)) = piece else {
             continue;
@@ -1055,10 +1229,10 @@ async fn get_block(client: &mut Client, hash: lightwire_chain::BlockHash) -> Opt
         if not_found {
             return None;
         }
-        assert_eq!(offset as usize, block.len());
-        block.extend_from_slice(&data);
+        assert_eq!(offset as usize, got.len());
+        got.extend_from_slice(&data);
         if last {
-            return Some(block);
+            return Some(got);
         }
     }
 }
