@@ -35,6 +35,7 @@ pub mod sync;
 /// drives them: for this crate's tests and for fuzz targets (feature `test-util`).
 #[cfg(any(test, feature = "test-util"))]
 pub mod testnet;
+pub mod tweak_dispute;
 pub mod tweaks;
 pub mod wallet;
 #[cfg(target_arch = "wasm32")]

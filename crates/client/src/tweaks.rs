@@ -528,7 +528,7 @@ pub fn settle(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     #[cfg(target_arch = "wasm32")]
     use wasm_bindgen_test::wasm_bindgen_test as test;
 
@@ -536,14 +536,14 @@ mod tests {
     use lightwire_primitives::{Block, BlockHash, Tx, write_compact_size};
     use sha2::Digest;
 
-    const G: [u8; 33] = [
+    pub(crate) const G: [u8; 33] = [
         0x02, 0x79, 0xbe, 0x66, 0x7e, 0xf9, 0xdc, 0xbb, 0xac, 0x55, 0xa0, 0x62, 0x95, 0xce, 0x87,
         0x0b, 0x07, 0x02, 0x9b, 0xfc, 0xdb, 0x2d, 0xce, 0x28, 0xd9, 0x59, 0xf2, 0x81, 0x5b, 0x16,
         0xf8, 0x17, 0x98,
     ];
 
     /// The list of block `h` of a made-up chain: `h % 3` tweaks, each `02 || h || i`.
-    fn list(h: u32) -> Vec<u8> {
+    pub(crate) fn list(h: u32) -> Vec<u8> {
         let mut tweaks: Vec<[u8; 33]> = (0..h % 3)
             .map(|i| {
                 let mut t = [0u8; 33];
@@ -559,7 +559,7 @@ mod tests {
     }
 
     /// The tweak headers of `lists` from genesis (the zero header before it).
-    fn chain(lists: &[Vec<u8>]) -> (Vec<FilterHash>, Vec<FilterHeader>) {
+    pub(crate) fn chain(lists: &[Vec<u8>]) -> (Vec<FilterHash>, Vec<FilterHeader>) {
         let hashes: Vec<FilterHash> = lists.iter().map(|l| tweak_list_hash(l)).collect();
         let mut at = FilterHeader([0; 32]);
         let headers = hashes
@@ -572,7 +572,7 @@ mod tests {
         (hashes, headers)
     }
 
-    fn before(headers: &[FilterHeader], first: u32) -> FilterHeader {
+    pub(crate) fn before(headers: &[FilterHeader], first: u32) -> FilterHeader {
         match first {
             0 => FilterHeader([0; 32]),
             f => headers[f as usize - 1],
@@ -581,7 +581,7 @@ mod tests {
 
     /// Heights `first..=last` of a chain sent in `pieces` messages to a builder from the
     /// header before `first` to the one at `last`.
-    fn send(
+    pub(crate) fn send(
         b: &mut SpanBuilder,
         hashes: &[FilterHash],
         headers: &[FilterHeader],
@@ -799,12 +799,12 @@ mod tests {
     }
 
     /// HASH160.
-    fn hash160(data: &[u8]) -> [u8; 20] {
+    pub(crate) fn hash160(data: &[u8]) -> [u8; 20] {
         ripemd::Ripemd160::digest(sha2::Sha256::digest(data)).into()
     }
 
     /// A transaction of `inputs` (outpoint, scriptSig) and `outputs` (value, script).
-    fn tx(inputs: &[([u8; 36], Vec<u8>)], outputs: &[(u64, Vec<u8>)]) -> Vec<u8> {
+    pub(crate) fn tx(inputs: &[([u8; 36], Vec<u8>)], outputs: &[(u64, Vec<u8>)]) -> Vec<u8> {
         let mut t = vec![2, 0, 0, 0];
         write_compact_size(&mut t, inputs.len() as u64);
         for (outpoint, script) in inputs {
@@ -825,7 +825,7 @@ mod tests {
 
     /// A block paying a taproot output from a P2PKH output of key G, the transaction that
     /// created that output (the dispute's evidence), and the block's hash.
-    fn paying_block() -> (Vec<u8>, Vec<u8>, BlockHash) {
+    pub(crate) fn paying_block() -> (Vec<u8>, Vec<u8>, BlockHash) {
         let mut p2pkh = vec![0x76, 0xa9, 0x14];
         p2pkh.extend_from_slice(&hash160(&G));
         p2pkh.extend_from_slice(&[0x88, 0xac]);

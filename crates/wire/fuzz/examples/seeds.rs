@@ -123,6 +123,9 @@ fn main() {
     };
     let checkpoints = [9u8; 3 * 32];
     let block: Vec<u8> = (0..100u8).collect();
+    // A tweak dispute's evidence: a CompactSize count, then transactions without witness
+    // data (opaque to the wire).
+    let evidence: Vec<u8> = [&[1u8][..], &[0x02; 60][..]].concat();
     let tx = [0x42u8; 120];
     let more = [
         (
@@ -186,6 +189,34 @@ fn main() {
             Message::Block(BlockPiece::next(5, &block, 0).expect("a piece")),
         ),
         ("block-not-found", Message::Block(BlockPiece::not_found(5))),
+        // The dispute's evidence: the block messages' layouts under types 32821 and 32823.
+        (
+            "get-spent-from",
+            Message::GetSpentFrom(GetBlock {
+                id: 5,
+                block_hash: [8; 32],
+            }),
+        ),
+        (
+            "spent-from",
+            Message::SpentFrom(BlockPiece::next(5, &evidence, 0).expect("a piece")),
+        ),
+        (
+            "spent-from-not-found",
+            Message::SpentFrom(BlockPiece::not_found(5)),
+        ),
+        // The last piece of an answer longer than a block may be (valid as `spent_from`).
+        (
+            "spent-from-past-block-limit",
+            Message::SpentFrom(BlockPiece {
+                id: 5,
+                last: true,
+                not_found: false,
+                block_len: 4_000_000 + evidence.len() as u32,
+                offset: 4_000_000,
+                data: &evidence,
+            }),
+        ),
         ("send-tx", Message::SendTx(SendTx { id: 6, tx: &tx })),
         (
             "tx-result",
@@ -319,7 +350,7 @@ fn main() {
 
     // roundtrip: variant, three fields (selector, length bytes, fill: 96 bytes, three
     // hashes, then 5 and 7), 144 fixed bytes, two u32, flags, chain fill, buffer selector.
-    for variant in 0..34u8 {
+    for variant in 0..36u8 {
         let mut seed = vec![variant];
         seed.extend_from_slice(&[1, 96, 0, 0x11, 0, 5, 0x22, 0, 7, 0x33]);
         seed.extend((0..144).map(|i| i as u8));

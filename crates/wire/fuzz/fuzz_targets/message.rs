@@ -18,9 +18,13 @@
 //!   then `TrailingBytes`; `pieces()` gives the reference's pieces), the six silent-payment
 //!   tweak messages (the filter messages' layouts and rules under types 32809 to 32819,
 //!   decoded to their own variants: a tweak type read as a filter variant, or the other way
-//!   round, is a wrong answer), `block`
-//!   (`NotFoundWithBlock` unless `not_found` comes alone with `last`, else `BlockTooLong`,
-//!   `PieceOutOfRange`, `LastMisplaced`), `mempool_digest` (entries read to the end of the
+//!   round, is a wrong answer), `block` and `spent_from` (`NotFoundWithBlock` unless
+//!   `not_found` comes alone with `last`, else `BlockTooLong` over 4,000,000 bytes for
+//!   `block` and over 33,554,432 (32 MiB) for `spent_from`, `PieceOutOfRange`,
+//!   `LastMisplaced`), `get_spent_from` and `spent_from` (a tweak dispute's evidence: the
+//!   layouts and rules of `get_block` and `block`, but for that limit, under types 32821
+//!   and 32823, decoded to their own variants: a block type read as `spent_from`, or the
+//!   other way round, is a wrong answer), `mempool_digest` (entries read to the end of the
 //!   message: `Truncated` within one, `UnknownKind`, then `CountMismatch`; `entries()` gives
 //!   the reference's), `mempool_tx` (`BadAnswer`), and the codes that read as a default
 //!   (`tx_result`'s unknown status as `busy`, an unknown removal reason as `evicted`,
@@ -30,10 +34,10 @@
 //! * Round trip (messages of at most 65,535 bytes, as a frame carries): encoding the
 //!   decoded value gives its canonical bytes (the input up to the fields' end: trailing
 //!   bytes are dropped; for `init`, the input without its unknown odd TLV records; flag
-//!   bits the layouts do not define are not kept; an unknown `tx_result` status is written
-//!   as `busy`), of `encoded_len()` bytes, the per-type `encode` (where there is one; for a
-//!   tweak message `encode_as(FilterKind::Tweaks)`) agrees,
-//!   and they decode to the same value. Every shorter buffer is refused with
+//!   bits the layouts do not define are not kept, `spent_from`'s as `block`'s; an unknown
+//!   `tx_result` status is written as `busy`), of `encoded_len()` bytes, the per-type
+//!   `encode` (where there is one; for a tweak message `encode_as(FilterKind::Tweaks)`)
+//!   agrees, and they decode to the same value. Every shorter buffer is refused with
 //!   `BufferTooSmall { needed, available }`.
 //!   Two kinds decode but are not encoded, as the layer above is stricter than the decoder:
 //!   a `get_headers` with more than 101 locator hashes (`FieldTooLong` "locator"), and a
@@ -47,9 +51,12 @@
 //!   `Headers::count`/`iter`, `locator_hashes`, `FilterHeaders::count`/`segments`/
 //!   `segment_starts`, `FilterCheckpoints::count`/`iter` (heights 1,000 apart),
 //!   `FilterPiece::ends_filter` (for the tweak messages as for the filter ones),
-//!   `BlockPiece::ends_block` and `not_found`,
+//!   `BlockPiece::ends_block` and `not_found` (for `spent_from` as for `block`),
 //!   `MempoolTx::not_found`, the status, removal and fee source codes against the tables
 //!   of docs/PROTOCOL.md.
+//! * `BlockPiece::decode_payload_as` with either `BlockKind`, on the bytes after the type
+//!   whatever the type, gives exactly the reference's piece of that kind or its error
+//!   (`decode_payload` the `Block` kind's), and `BlockKind::max_len` the layouts' limits.
 //! * `headers_compact`: its expansion fails with a typed error, or holds each segment's
 //!   anchor and codes back (shortest forms) to the same headers.
 //! * Every error's `Display` is non-empty.
@@ -61,13 +68,14 @@ use libfuzzer_sys::fuzz_target;
 use lightwire_wire::compact::{MAX_CODED_LEN, segment_start};
 use lightwire_wire::sync::{HEADER_LEN, MAX_LOCATOR};
 use lightwire_wire::{
-    BlockPiece, BlocksError, CompactError, DecodeError, DigestEntry, EncodeError, FeeSource,
-    FilterKind, FiltersError, HeadersCompact, Init, InitRefusal, MAX_COMPACT_HEADERS_PER_MESSAGE,
-    MAX_MESSAGE_LEN, MempoolError, MempoolTx, Message, NO_PONG_THRESHOLD, Pong, TlvError,
+    BlockKind, BlockPiece, BlocksError, CompactError, DecodeError, DigestEntry, EncodeError,
+    FeeSource, FilterKind, FiltersError, HeadersCompact, Init, InitRefusal,
+    MAX_COMPACT_HEADERS_PER_MESSAGE, MAX_MESSAGE_LEN, MempoolError, MempoolTx, Message,
+    NO_PONG_THRESHOLD, Pong, TlvError,
 };
 use lightwire_wire_fuzz::{
-    KNOWN_TYPES, MAX_BLOCK_LEN, MAX_FILTER_HASHES, MAX_FILTER_LEN, MAX_SEGMENTS, TWEAK_TYPES,
-    ref_bits, ref_first_unknown_required, ref_relay_code, ref_removal_code, ref_tlv, within,
+    KNOWN_TYPES, MAX_FILTER_HASHES, MAX_FILTER_LEN, MAX_SEGMENTS, TWEAK_TYPES, ref_bits,
+    ref_block_limit, ref_first_unknown_required, ref_relay_code, ref_removal_code, ref_tlv, within,
 };
 
 // Limits as docs/PROTOCOL.md states them (not the crate's constants, which they check).
@@ -98,6 +106,7 @@ fuzz_target!(|data: &[u8]| {
         want.clone().map(|(r, _)| r),
         "decode of {data:02x?}"
     );
+    block_kinds(data);
     match got {
         Err(e) => assert!(!e.to_string().is_empty()),
         Ok(m) => {
@@ -142,9 +151,22 @@ fn kind(ty: u16) -> Kind {
     }
 }
 
+/// The data a message of the `get_block` family carries, by its type: a block (32789,
+/// 32791), or a tweak dispute's evidence (`get_spent_from` 32821, `spent_from` 32823),
+/// which has the block messages' layouts. The crate's `BlockKind` only names the kind
+/// here; the types and limits are the layouts'.
+fn block_kind(ty: u16) -> BlockKind {
+    if ty == 32821 || ty == 32823 {
+        BlockKind::SpentFrom
+    } else {
+        BlockKind::Block
+    }
+}
+
 /// A decoded message: borrowed fields as offsets into the input (empty ones as `0..0`,
 /// wherever they point), copied fields by value. The filter messages' entries also stand
-/// for the tweak messages, told apart by their `Kind`.
+/// for the tweak messages, told apart by their `Kind`, and the block messages' for
+/// `get_spent_from` and `spent_from`, told apart by their `BlockKind`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Ref {
     Init {
@@ -175,9 +197,10 @@ enum Ref {
     GetFilters(Kind, u32, u32, [u8; 32]),
     /// kind, id, flags, count, body, and the pieces in it.
     Filters(Kind, u32, Flags, u16, Range<usize>, Vec<RefPiece>),
-    /// id, block_hash.
-    GetBlock(u32, [u8; 32]),
+    /// kind, id, block_hash.
+    GetBlock(BlockKind, u32, [u8; 32]),
     Block {
+        kind: BlockKind,
         id: u32,
         last: bool,
         not_found: bool,
@@ -232,6 +255,10 @@ fn as_ref(m: &Message<'_>, data: &[u8]) -> Ref {
         | Message::Tweaks(_) => Kind::Tweaks,
         _ => Kind::Filters,
     };
+    let blocks = match *m {
+        Message::GetSpentFrom(_) | Message::SpentFrom(_) => BlockKind::SpentFrom,
+        _ => BlockKind::Block,
+    };
     match *m {
         Message::Init(i) => Ref::Init {
             global: o(i.global_features.as_bytes()),
@@ -285,15 +312,10 @@ fn as_ref(m: &Message<'_>, data: &[u8]) -> Ref {
                 .map(|p| (p.height, p.filter_len, p.offset, o(p.data)))
                 .collect(),
         ),
-        Message::GetBlock(g) => Ref::GetBlock(g.id, g.block_hash),
-        Message::Block(b) => Ref::Block {
-            id: b.id,
-            last: b.last,
-            not_found: b.not_found,
-            block_len: b.block_len,
-            offset: b.offset,
-            data: o(b.data),
-        },
+        Message::GetBlock(g) | Message::GetSpentFrom(g) => {
+            Ref::GetBlock(blocks, g.id, g.block_hash)
+        }
+        Message::Block(b) | Message::SpentFrom(b) => piece_ref(blocks, &b, data),
         Message::SendTx(s) => Ref::SendTx(s.id, o(s.tx)),
         Message::TxResult(t) => Ref::TxResult(t.id, t.status.code(), t.txid),
         Message::MempoolSubscribe(s) => Ref::MempoolSubscribe(s.salt, s.snapshot),
@@ -315,6 +337,19 @@ fn as_ref(m: &Message<'_>, data: &[u8]) -> Ref {
         Message::GetFeeRates(g) => Ref::GetFeeRates(g.id),
         Message::FeeRates(f) => Ref::FeeRates(f.id, f.source.code(), f.rates),
         Message::Unknown { ty, payload } => Ref::Unknown(ty, o(payload)),
+    }
+}
+
+/// A piece of `kind`'s data as the reference gives it.
+fn piece_ref(kind: BlockKind, b: &BlockPiece<'_>, data: &[u8]) -> Ref {
+    Ref::Block {
+        kind,
+        id: b.id,
+        last: b.last,
+        not_found: b.not_found,
+        block_len: b.block_len,
+        offset: b.offset,
+        data: offsets(data, b.data),
     }
 }
 
@@ -515,11 +550,13 @@ fn reference(data: &[u8]) -> Result<(Ref, usize), DecodeError> {
             Ref::FilterCheckpoints(kind(ty), id, first, flags, headers)
         }
         32787 | 32819 => filters(&mut r, kind(ty))?,
-        32789 => {
+        // The block messages and the dispute's evidence (same layouts, same rules, each
+        // answer its own limit).
+        32789 | 32821 => {
             let id = r.u32("id")?;
-            Ref::GetBlock(id, r.array("block_hash")?)
+            Ref::GetBlock(block_kind(ty), id, r.array("block_hash")?)
         }
-        32791 => block(&mut r)?,
+        32791 | 32823 => block(&mut r, block_kind(ty))?,
         32793 => {
             // The 65,529-byte limit is the sender's: a frame cannot carry more.
             let id = r.u32("id")?;
@@ -613,8 +650,9 @@ fn filters(r: &mut Reader<'_>, kind: Kind) -> Result<Ref, DecodeError> {
 /// `block`: `not_found` is an answer of its own (with `last`, `block_len` 0, `offset` 0 and
 /// no data) and nothing else may carry it; a piece is of a block of at most 4,000,000
 /// bytes, holds at least one byte and lies within it, and has `last` exactly when it
-/// reaches the end.
-fn block(r: &mut Reader<'_>) -> Result<Ref, DecodeError> {
+/// reaches the end. The same for `spent_from` (of kind `SpentFrom`), whose answer may be
+/// 33,554,432 bytes long (32 MiB).
+fn block(r: &mut Reader<'_>, kind: BlockKind) -> Result<Ref, DecodeError> {
     let id = r.u32("id")?;
     let flags = r.u8("flags")?;
     let block_len = r.u32("block_len")?;
@@ -627,7 +665,7 @@ fn block(r: &mut Reader<'_>) -> Result<Ref, DecodeError> {
         if !last || block_len != 0 || offset != 0 || !data.is_empty() {
             return fail(BlocksError::NotFoundWithBlock);
         }
-    } else if block_len > MAX_BLOCK_LEN {
+    } else if block_len > ref_block_limit(kind) {
         return fail(BlocksError::BlockTooLong { len: block_len });
     } else if data.is_empty() || end > u64::from(block_len) {
         return fail(BlocksError::PieceOutOfRange {
@@ -638,6 +676,7 @@ fn block(r: &mut Reader<'_>) -> Result<Ref, DecodeError> {
         return fail(BlocksError::LastMisplaced { offset });
     }
     Ok(Ref::Block {
+        kind,
         id,
         last,
         not_found,
@@ -800,6 +839,8 @@ fn round_trip(m: &Message<'_>, canonical: &[u8]) {
         | Message::Tweaks(_)
         | Message::GetBlock(_)
         | Message::Block(_)
+        | Message::GetSpentFrom(_)
+        | Message::SpentFrom(_)
         | Message::SendTx(_)
         | Message::TxResult(_)
         | Message::MempoolSubscribe(_)
@@ -1005,7 +1046,7 @@ fn helpers(m: &Message<'_>) {
                 assert_eq!(p.ends_filter(), end == u64::from(p.filter_len));
             }
         }
-        Message::Block(b) => {
+        Message::Block(b) | Message::SpentFrom(b) => {
             let end = u64::from(b.offset) + b.data.len() as u64;
             assert_eq!(b.ends_block(), end == u64::from(b.block_len));
             if b.not_found {
@@ -1052,6 +1093,7 @@ fn helpers(m: &Message<'_>) {
         | Message::GetTweakCheckpoints(_)
         | Message::GetTweaks(_)
         | Message::GetBlock(_)
+        | Message::GetSpentFrom(_)
         | Message::SendTx(_)
         | Message::MempoolSubscribe(_)
         | Message::GetMempoolTx(_)
@@ -1063,6 +1105,29 @@ fn helpers(m: &Message<'_>) {
                 "known type {ty} decoded as unknown"
             );
         }
+    }
+}
+
+/// `BlockPiece::decode_payload_as` with either kind on the bytes after the type, whatever
+/// the type: exactly the reference's piece of that kind (so each kind's limit is checked
+/// on every payload, not only under its own type), `decode_payload` being the `Block`
+/// kind's; and `BlockKind::max_len` is the layouts' limit.
+fn block_kinds(data: &[u8]) {
+    let Some(payload) = data.get(2..) else {
+        return;
+    };
+    for kind in [BlockKind::Block, BlockKind::SpentFrom] {
+        assert_eq!(kind.max_len(), ref_block_limit(kind), "max_len of {kind:?}");
+        let got = BlockPiece::decode_payload_as(kind, payload);
+        if kind == BlockKind::Block {
+            assert_eq!(BlockPiece::decode_payload(payload), got, "decode_payload");
+        }
+        let want = block(&mut Reader { data, at: 2 }, kind);
+        assert_eq!(
+            got.map(|b| piece_ref(kind, &b, data)),
+            want,
+            "decode_payload_as({kind:?}) of {payload:02x?}"
+        );
     }
 }
 

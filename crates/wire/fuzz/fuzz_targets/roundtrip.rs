@@ -5,7 +5,7 @@
 //! per-type encoders of the messages the filter and tweak chains share (`encode`,
 //! `encode_as`) against the layouts.
 //!
-//! Input: `variant || fields || buffer selector [|| size]`, variant % 34:
+//! Input: `variant || fields || buffer selector [|| size]`, variant % 36:
 //! 0 `init` (`globalfeatures`, `features`, optional `networks`, `remote_addr` and
 //! `bulk_mirrors`, then a list of mirror URLs for `encode_mirrors`), 1 `error`, 2 `warning`,
 //! 3 `ping`, 4 `pong`, 5 `get_headers`, 6 `headers`, 7 `tip`, 8 an unknown odd type,
@@ -15,13 +15,17 @@
 //! (`first_height` a multiple of 1,000 or not), 15 `get_filters`, 16 `filters` (a list of
 //! pieces, each valid or breaking one rule, a count one off or not, bytes after them or not),
 //! 17 `FiltersWriter`, 18 `get_block`, 19 `block` (a piece anywhere, at the end, at the
-//! 4,000,000-byte limit, `not_found`, or any fields; then `BlockPiece::next` over the data),
-//! 20 `send_tx`, 21 `tx_result` (any status code), 22 `mempool_subscribe`, 23 `DigestWriter`
-//! (then `mempool_digest` through `Message::encode`), 24 `get_mempool_tx`, 25 `mempool_tx`,
-//! 26 `get_fee_rates`, 27 `fee_rates` (any source, rates or none, `u64::MAX`), 28 to 33 the
+//! 4,000,000-byte limit or the 32 MiB one, `not_found`, or any fields; then
+//! `BlockPiece::next` over the data), 20 `send_tx`, 21 `tx_result` (any status code),
+//! 22 `mempool_subscribe`, 23 `DigestWriter` (then `mempool_digest` through
+//! `Message::encode`), 24 `get_mempool_tx`, 25 `mempool_tx`, 26 `get_fee_rates`,
+//! 27 `fee_rates` (any source, rates or none, `u64::MAX`), 28 to 33 the
 //! silent-payment tweak messages `get_tweak_headers`, `tweak_headers`,
 //! `get_tweak_checkpoints`, `tweak_checkpoints`, `get_tweaks`, `tweaks`, built as 10, 11, 13,
-//! 14, 15 and 16 are (the filter messages' layouts under types 32809 to 32819).
+//! 14, 15 and 16 are (the filter messages' layouts under types 32809 to 32819), 34 and 35
+//! a tweak dispute's evidence, `get_spent_from` and `spent_from`, built as 18 and 19 are
+//! (the block messages' layouts under types 32821 and 32823) but for the limit, 33,554,432
+//! bytes (32 MiB): pieces up to and past it, and at and past 4,000,000 bytes, within it.
 //! Variable-length fields take a length selector (short, long enough to pass 65,535 bytes
 //! in all, near 65,535 itself, or whole or ragged lists around the 101-hash, 819-header,
 //! 2,043-filter-hash and 2,047-checkpoint limits) and a fill byte. Buffer selector % 4:
@@ -37,26 +41,29 @@
 //! written here); they decode to the same message, or, where the message built breaks a
 //! rule the encoder leaves to the receiver, to the error the rules give (`filters`' pieces
 //! in order: `FilterTooLong`, `PieceOutOfRange`, then `Truncated` for a count past the
-//! pieces or `TrailingBytes`; `block`: `NotFoundWithBlock`, `BlockTooLong`,
-//! `PieceOutOfRange`, `LastMisplaced`; `CheckpointHeight`; `mempool_tx`'s `BadAnswer`), or
-//! to the value it reads as (a `fee_rates` source `Other(0..=2)` as the named one, a rate
-//! of `u64::MAX` as none). The piece-by-piece encoders: `encode_answer` gives each segment
-//! the filter header before its first block as anchor, asks each entry once, refuses over
-//! 2,043 hashes; `FiltersWriter` and `DigestWriter` take exactly what fits (as much of a
-//! filter as fits; a whole entry or nothing), refuse a buffer below 24 and 40 bytes, and
-//! write the layout's bytes, which decode to what was written;
-//! `BlockPiece::next` cuts 65,520-byte pieces with `last` on the one reaching the end;
-//! `encode_mirrors` writes u16-prefixed URLs or `None` (too small a buffer, a URL over
-//! 65,535 bytes), read back by `mirror_urls`. Both chains: `encode_answer` and
-//! `encode_answer_as` with either kind, `FiltersWriter::new` and `new_as` with either kind
-//! (fed the same pieces), and for `get_filter_headers`, `get_filter_checkpoints`,
-//! `filter_checkpoints`, `get_filters` and their tweak twins `encode` and `encode_as` with
-//! either kind, each give the predicted result and the layout's bytes under the kind's type,
-//! which decode to the kind's variant; the tweak bytes differ from the basic ones in the
-//! 2-byte type alone. Every type is the layouts' (`ref_ty`), not the crate's `ty()`. The
-//! zeroed encoders and `encode_in_place` (with the headers copied in afterwards) give the
-//! same bytes as `encode` of the equivalent message, or the same refusal (over 819
-//! headers, `encode_in_place` says `FieldTooLong` where `encode` says `MessageTooLong`).
+//! pieces or `TrailingBytes`; `block` and `spent_from`: `NotFoundWithBlock`, `BlockTooLong`
+//! over 4,000,000 and 33,554,432 bytes, `PieceOutOfRange`, `LastMisplaced`;
+//! `CheckpointHeight`; `mempool_tx`'s `BadAnswer`), or to the value it reads as (a
+//! `fee_rates` source `Other(0..=2)` as the named one, a rate of `u64::MAX` as none). The
+//! piece-by-piece encoders: `encode_answer` gives each segment the filter header before its
+//! first block as anchor, asks each entry once, refuses over 2,043 hashes; `FiltersWriter`
+//! and `DigestWriter` take exactly what fits (as much of a filter as fits; a whole entry or
+//! nothing), refuse a buffer below 24 and 40 bytes, and write the layout's bytes, which
+//! decode to what was written; `BlockPiece::next` cuts 65,520-byte pieces with `last` on
+//! the one reaching the end, which encode and decode back as `block` or `spent_from`;
+//! `BlockKind::max_len` is each kind's limit; `encode_mirrors` writes u16-prefixed URLs or
+//! `None` (too small a buffer, a URL over 65,535 bytes), read back by `mirror_urls`. Both
+//! chains: `encode_answer` and `encode_answer_as` with either kind, `FiltersWriter::new`
+//! and `new_as` with either kind (fed the same pieces), and for `get_filter_headers`,
+//! `get_filter_checkpoints`, `filter_checkpoints`, `get_filters` and their tweak twins
+//! `encode` and `encode_as` with either kind, each give the predicted result and the
+//! layout's bytes under the kind's type, which decode to the kind's variant; the tweak
+//! bytes differ from the basic ones in the 2-byte type alone. Every type is the layouts'
+//! (`ref_ty`), not the crate's `ty()`, so a `spent_from` built is expected under its own
+//! type and decoded to its own variant. The zeroed encoders and `encode_in_place` (with
+//! the headers copied in afterwards) give the same bytes as `encode` of the equivalent
+//! message, or the same refusal (over 819 headers, `encode_in_place` says `FieldTooLong`
+//! where `encode` says `MessageTooLong`).
 //!
 //! One weaker oracle: `encode_ref` rebuilds a `mempool_digest`'s entries from the crate's
 //! `entries()` (the coded entries are private), so on its own it would not see an entry the
@@ -70,16 +77,17 @@ use core::ops::Range;
 use libfuzzer_sys::fuzz_target;
 use lightwire_wire::sync::{HEADER_LEN, MAX_HEADERS_PER_MESSAGE, MAX_LOCATOR};
 use lightwire_wire::{
-    AnswerFlags, BlockPiece, BlocksError, DecodeError, DigestEntry, DigestWriter, EncodeError,
-    ErrorMessage, Features, FeeRates, FeeSource, FilterCheckpoints, FilterHeaders, FilterKind,
-    FilterRange, Filters, FiltersError, FiltersWriter, GetBlock, GetFeeRates, GetFilterCheckpoints,
-    GetFilterHeaders, GetFilters, GetHeaders, GetMempoolTx, Headers, Init, MAX_MESSAGE_LEN,
-    MempoolError, MempoolSubscribe, MempoolTx, Message, Networks, Ping, Pong, RelayStatus, Removal,
-    SendTx, Tip, TxResult, Warning,
+    AnswerFlags, BlockKind, BlockPiece, BlocksError, DecodeError, DigestEntry, DigestWriter,
+    EncodeError, ErrorMessage, Features, FeeRates, FeeSource, FilterCheckpoints, FilterHeaders,
+    FilterKind, FilterRange, Filters, FiltersError, FiltersWriter, GetBlock, GetFeeRates,
+    GetFilterCheckpoints, GetFilterHeaders, GetFilters, GetHeaders, GetMempoolTx, Headers, Init,
+    MAX_MESSAGE_LEN, MempoolError, MempoolSubscribe, MempoolTx, Message, Networks, Ping, Pong,
+    RelayStatus, Removal, SendTx, Tip, TxResult, Warning,
 };
 use lightwire_wire_fuzz::{
     Cursor, FILTER_TYPES, KNOWN_TYPES, MAX_BLOCK_LEN, MAX_FILTER_HASHES, MAX_FILTER_LEN,
-    MAX_SEGMENTS, TWEAK_TYPES, ref_bigsize_encode, ref_relay_code, ref_removal_code,
+    MAX_SEGMENTS, MAX_SPENT_FROM_LEN, TWEAK_TYPES, ref_bigsize_encode, ref_block_limit,
+    ref_relay_code, ref_removal_code,
 };
 
 // Limits as docs/PROTOCOL.md states them (not the crate's constants, which they check).
@@ -89,17 +97,26 @@ const MAX_CHECKPOINTS: usize = 2047;
 const MAX_BLOCK_PIECE: usize = 65_520;
 /// `filters`: a piece's fields before its data (height, filter_len, offset, piece_len).
 const PIECE_FIXED: usize = 14;
-const VARIANTS: u8 = 34;
+const VARIANTS: u8 = 36;
 /// The tweak variants: from 28 on, each builds the tweak twin of what the variant at the
 /// same place in the list builds (`get_filter_headers` ... `filters`).
 const TWEAK_VARIANTS: (u8, [u8; 6]) = (28, [10, 11, 13, 14, 15, 16]);
+/// The dispute's evidence: from 34 on, `get_spent_from` and `spent_from`, built as the
+/// variant at the same place in the list builds its block message (`get_block`, `block`),
+/// with the `spent_from` limit.
+const SPENT_FROM_VARIANTS: (u8, [u8; 2]) = (34, [18, 19]);
 
 fuzz_target!(|data: &[u8]| {
     let mut input = Cursor::new(data);
     let selector = input.u8() % VARIANTS;
-    let (variant, kind) = match selector.checked_sub(TWEAK_VARIANTS.0) {
-        Some(i) => (TWEAK_VARIANTS.1[usize::from(i)], FilterKind::Tweaks),
-        None => (selector, FilterKind::Basic),
+    let (variant, kind, blocks) = if let Some(i) = selector.checked_sub(SPENT_FROM_VARIANTS.0) {
+        let variant = SPENT_FROM_VARIANTS.1[usize::from(i)];
+        (variant, FilterKind::Basic, BlockKind::SpentFrom)
+    } else if let Some(i) = selector.checked_sub(TWEAK_VARIANTS.0) {
+        let variant = TWEAK_VARIANTS.1[usize::from(i)];
+        (variant, FilterKind::Tweaks, BlockKind::Block)
+    } else {
+        (selector, FilterKind::Basic, BlockKind::Block)
     };
     // Owned field bytes first, so that the message can borrow them.
     let a = field(&mut input);
@@ -252,12 +269,17 @@ fuzz_target!(|data: &[u8]| {
             block_hash: id32,
         })),
         19 => {
+            // The kind's limit, the layouts' (4,000,000 for a block, 32 MiB for
+            // `spent_from`), which the crate's `max_len` must give.
+            let limit = ref_block_limit(blocks);
+            assert_eq!(blocks.max_len(), limit, "max_len of {blocks:?}");
             let (block_len, offset, not_found, data) = match (flags >> 2) & 3 {
                 // Anything.
                 0 => (n2, input.u32(), flags & 2 != 0, &a[..]),
-                // Within a block, or its end (`last`), mostly.
+                // Within the data, or its end (`last`), mostly: up to the kind's limit and
+                // just past it.
                 1 => {
-                    let offset = n2 % (MAX_BLOCK_LEN + 2);
+                    let offset = n2 % (limit + 2);
                     let extra = if flags & 1 != 0 { 0 } else { input.u8() };
                     let end = u64::from(offset) + a.len() as u64 + u64::from(extra);
                     let block_len = u32::try_from(end).unwrap_or(u32::MAX);
@@ -265,9 +287,16 @@ fuzz_target!(|data: &[u8]| {
                 }
                 // `not_found`, alone or not.
                 2 => (0, 0, true, if flags & 16 != 0 { &a[..] } else { &[][..] }),
-                // The end of a block at the size limit, or one byte past it.
+                // The end of the data at the kind's limit, or one byte past it; now and
+                // then at the other kind's (a `spent_from` answer may be longer than a
+                // block, a block may not be as long as a `spent_from` answer).
                 _ => {
-                    let block_len = MAX_BLOCK_LEN - 1 + n2 % 3;
+                    let other = match blocks {
+                        BlockKind::Block => MAX_SPENT_FROM_LEN,
+                        BlockKind::SpentFrom => MAX_BLOCK_LEN,
+                    };
+                    let at = if (n2 / 3) % 4 == 3 { other } else { limit };
+                    let block_len = at - 1 + n2 % 3;
                     let offset = block_len.saturating_sub(a.len() as u32);
                     (block_len, offset, flags & 2 != 0, &a[..])
                 }
@@ -280,7 +309,7 @@ fuzz_target!(|data: &[u8]| {
                 offset,
                 data,
             };
-            let back = match block_rule(&p) {
+            let back = match block_rule(&p, blocks) {
                 Some(e) => Err(DecodeError::Blocks(e)),
                 None => Ok(Message::Block(p)),
             };
@@ -353,13 +382,15 @@ fuzz_target!(|data: &[u8]| {
         }
     };
     // The tweak messages: the same fields under the tweak variant (and so, by the layout,
-    // the tweak type); the basic kind leaves every message as built.
-    let (m, back) = (of_kind(kind, m), back.map(|b| of_kind(kind, b)));
+    // the tweak type); the basic kind leaves every message as built. The same for the
+    // dispute's evidence under the `spent_from` variants, the block kind leaving them.
+    let as_kinds = |m| of_block_kind(blocks, of_kind(kind, m));
+    let (m, back) = (as_kinds(m), back.map(as_kinds));
     check(&m, back, &mut input);
     match variant {
         0 => mirror_list(&mut input),
         10 | 13 | 14 | 15 => encode_kinds(&m, back, &mut input),
-        19 => block_next(n1, &a, n2, &mut input),
+        19 => block_next(n1, &a, n2, blocks, &mut input),
         _ => {}
     }
 });
@@ -391,6 +422,20 @@ fn of_kind<'a>(kind: FilterKind, m: Message<'a>) -> Message<'a> {
         Message::GetFilters(x) | Message::GetTweaks(x) => Message::GetFilters(x),
         Message::Filters(x) | Message::Tweaks(x) if tweaks => Message::Tweaks(x),
         Message::Filters(x) | Message::Tweaks(x) => Message::Filters(x),
+        m => m,
+    }
+}
+
+/// `m` as `kind`'s message when it is one of the two the blocks and the dispute's evidence
+/// share (`get_block` and `get_spent_from`, `block` and `spent_from`: the same fields under
+/// the other variant), else `m`.
+fn of_block_kind<'a>(kind: BlockKind, m: Message<'a>) -> Message<'a> {
+    let spent_from = kind == BlockKind::SpentFrom;
+    match m {
+        Message::GetBlock(x) | Message::GetSpentFrom(x) if spent_from => Message::GetSpentFrom(x),
+        Message::GetBlock(x) | Message::GetSpentFrom(x) => Message::GetBlock(x),
+        Message::Block(x) | Message::SpentFrom(x) if spent_from => Message::SpentFrom(x),
+        Message::Block(x) | Message::SpentFrom(x) => Message::Block(x),
         m => m,
     }
 }
@@ -591,13 +636,14 @@ fn answer_byte(f: AnswerFlags) -> u8 {
 /// The rule of docs/PROTOCOL.md ("Blocks") a `block` breaks, if any: `not_found` comes
 /// alone (with `last`, no length, offset or data); a block is at most 4,000,000 bytes; a
 /// piece holds at least one byte and lies within its block; `last` is on the piece that
-/// reaches the end and no other.
-fn block_rule(p: &BlockPiece<'_>) -> Option<BlocksError> {
+/// reaches the end and no other. The same rules for a `spent_from` (`kind` `SpentFrom`),
+/// whose answer is at most 33,554,432 bytes (32 MiB).
+fn block_rule(p: &BlockPiece<'_>, kind: BlockKind) -> Option<BlocksError> {
     let end = u64::from(p.offset) + p.data.len() as u64;
     if p.not_found {
         let alone = p.last && p.block_len == 0 && p.offset == 0 && p.data.is_empty();
         (!alone).then_some(BlocksError::NotFoundWithBlock)
-    } else if p.block_len > MAX_BLOCK_LEN {
+    } else if p.block_len > ref_block_limit(kind) {
         Some(BlocksError::BlockTooLong { len: p.block_len })
     } else if p.data.is_empty() || end > u64::from(p.block_len) {
         Some(BlocksError::PieceOutOfRange {
@@ -733,6 +779,8 @@ fn ref_ty(m: &Message<'_>) -> u16 {
         Message::Filters(_) => FILTER_TYPES[5],
         Message::GetBlock(_) => 32789,
         Message::Block(_) => 32791,
+        Message::GetSpentFrom(_) => 32821,
+        Message::SpentFrom(_) => 32823,
         Message::SendTx(_) => 32793,
         Message::TxResult(_) => 32795,
         Message::MempoolSubscribe(_) => 32797,
@@ -753,7 +801,8 @@ fn ref_ty(m: &Message<'_>) -> u16 {
 
 /// The message's bytes, from the layouts (BOLT 1, docs/PROTOCOL.md); list counts are
 /// written as whole entries (what the decoder reads back). The tweak messages have the
-/// filter messages' layouts under their own types.
+/// filter messages' layouts under their own types, `get_spent_from` and `spent_from` the
+/// block messages'.
 fn encode_ref(m: &Message<'_>) -> Vec<u8> {
     let mut o = Vec::new();
     o.extend_from_slice(&ref_ty(m).to_be_bytes());
@@ -855,11 +904,11 @@ fn encode_ref(m: &Message<'_>) -> Vec<u8> {
             o.extend_from_slice(&f.count.to_be_bytes());
             o.extend_from_slice(f.body);
         }
-        Message::GetBlock(g) => {
+        Message::GetBlock(g) | Message::GetSpentFrom(g) => {
             u32(&mut o, g.id);
             o.extend_from_slice(&g.block_hash);
         }
-        Message::Block(b) => {
+        Message::Block(b) | Message::SpentFrom(b) => {
             u32(&mut o, b.id);
             o.push(u8::from(b.last) | (u8::from(b.not_found) << 1));
             u32(&mut o, b.block_len);
@@ -1325,9 +1374,10 @@ fn mirror_list(input: &mut Cursor) {
 
 /// `BlockPiece::next` over `block` from an offset at its start, its end, anywhere, or near
 /// the last full piece: `None` at or past the end, else the next 65,520 bytes at most, with
-/// `last` when they reach the end, which goes through `check` (a valid piece decodes back);
-/// and `not_found` is the lone answer the layout gives.
-fn block_next(id: u32, block: &[u8], sel: u32, input: &mut Cursor) {
+/// `last` when they reach the end, which goes through `check` as `kind`'s message (a
+/// valid piece decodes back, as `block` or `spent_from`); and `not_found` is the lone
+/// answer the layout gives.
+fn block_next(id: u32, block: &[u8], sel: u32, kind: BlockKind, input: &mut Cursor) {
     let at = (sel >> 2) as usize;
     let offset = match sel % 4 {
         0 => 0,
@@ -1349,7 +1399,8 @@ fn block_next(id: u32, block: &[u8], sel: u32, input: &mut Cursor) {
     let got = BlockPiece::next(id, block, offset);
     assert_eq!(got, want, "BlockPiece::next at {offset} of {}", block.len());
     if let Some(p) = got {
-        check(&Message::Block(p), Ok(Message::Block(p)), input);
+        let m = of_block_kind(kind, Message::Block(p));
+        check(&m, Ok(m), input);
     }
     let alone = BlockPiece {
         id,

@@ -6,7 +6,7 @@
 
 use core::ops::Range;
 
-use lightwire_wire::{BigSizeError, RelayStatus, Removal, TlvError};
+use lightwire_wire::{BigSizeError, BlockKind, RelayStatus, Removal, TlvError};
 
 /// The input reader shared by every fuzz project (`crates/fuzz-support`), re-exported so
 /// that the targets take everything from this crate.
@@ -152,12 +152,15 @@ pub const MAX_SEGMENTS: usize = 4;
 pub const MAX_FILTER_LEN: u32 = 1 << 20;
 /// `block`: a block of at most 4,000,000 bytes.
 pub const MAX_BLOCK_LEN: u32 = 4_000_000;
+/// `spent_from` (a tweak dispute's evidence, `block`'s layout and rules): at most
+/// 33,554,432 bytes (32 MiB).
+pub const MAX_SPENT_FROM_LEN: u32 = 33_554_432;
 /// Every type docs/PROTOCOL.md and BOLT 1 give a layout: none decodes as `Unknown`, and
 /// an unknown message built by a target takes none of them.
-pub const KNOWN_TYPES: [u16; 31] = [
+pub const KNOWN_TYPES: [u16; 33] = [
     1, 16, 17, 18, 19, 32769, 32771, 32773, 32775, 32777, 32779, 32781, 32783, 32785, 32787, 32789,
     32791, 32793, 32795, 32797, 32799, 32801, 32803, 32805, 32807, 32809, 32811, 32813, 32815,
-    32817, 32819,
+    32817, 32819, 32821, 32823,
 ];
 /// The filter messages, in order: `get_filter_headers`, `filter_headers`,
 /// `get_filter_checkpoints`, `filter_checkpoints`, `get_filters`, `filters`.
@@ -168,6 +171,16 @@ pub const FILTER_TYPES: [u16; 6] = [32777, 32779, 32781, 32783, 32785, 32787];
 /// at the same place in [`FILTER_TYPES`], byte for byte, with the same decoding rules and
 /// errors; only the type differs.
 pub const TWEAK_TYPES: [u16; 6] = [32809, 32811, 32813, 32815, 32817, 32819];
+
+/// The longest data of `kind` a receiver takes, by the layouts: [`MAX_BLOCK_LEN`] for a
+/// block (`block`), [`MAX_SPENT_FROM_LEN`] for a dispute's evidence (`spent_from`). The
+/// crate's enum only names the kind here; the limit is the reference's.
+pub fn ref_block_limit(kind: BlockKind) -> u32 {
+    match kind {
+        BlockKind::Block => MAX_BLOCK_LEN,
+        BlockKind::SpentFrom => MAX_SPENT_FROM_LEN,
+    }
+}
 
 /// `tx_result` status codes, the table of docs/PROTOCOL.md variant by variant.
 pub fn ref_relay_code(s: RelayStatus) -> u8 {
