@@ -9,8 +9,8 @@
 //! headers it sent). [`Vouched::standing`] says, for a height, whether every gateway that
 //! spoke for it agrees.
 //!
-//! A *span* of blocks is scanned only between two heights the gateways agree on (or from
-//! genesis, whose header before is all zero): its tweak hashes, from any one gateway, must
+//! A *span* of blocks is to be scanned only between two heights the gateways agree on (or
+//! from genesis, whose header before is all zero): its tweak hashes, from any one gateway, must
 //! chain from the agreed header before it to the agreed header at its end
 //! ([`SpanBuilder`]), and each list fetched must hash to its block's hash there
 //! ([`Span::check_list`]). A gateway that sends anything else broke its own word or the
@@ -89,13 +89,6 @@ pub enum TweakError {
     /// A list for a block outside the checked span.
     #[error("a tweak list for height {height}, outside the span checked")]
     ListOutsideSpan {
-        /// The block's height.
-        height: u32,
-    },
-    /// Its tweak list of a disputed block is not the one the block and the transactions
-    /// it spends from give.
-    #[error("its tweak list of block {height} is not the block's (proven by its evidence)")]
-    WrongList {
         /// The block's height.
         height: u32,
     },
@@ -246,7 +239,7 @@ impl Vouched {
     /// above it was for blocks no longer ours.
     pub fn reorg(&mut self, fork: u32) {
         for w in &mut self.words {
-            w.split_off(&(fork + 1));
+            w.split_off(&fork.saturating_add(1));
         }
     }
 
@@ -336,7 +329,9 @@ impl SpanBuilder {
             last,
             anchor,
             end,
-            hashes: Vec::with_capacity(last.saturating_sub(first) as usize + 1),
+            // Room for the span, but never more than a span may hold: a caller's wrong
+            // heights cost a refused answer, not a huge allocation.
+            hashes: Vec::with_capacity(last.saturating_sub(first).min(MAX_SPAN) as usize + 1),
             at: anchor,
         }
     }
