@@ -448,8 +448,11 @@ impl Check {
 
 /// Who can defend our filter at `height` against `against`: a gateway that agrees with
 /// ours at or above it; else, while another filter-serving gateway has not been compared
-/// with ours (its probe in flight: every one was asked, see [`Check::probe_defenders`]), it
-/// may; else nobody.
+/// with ours (its probe in flight: every one was asked, see [`Check::probe_defenders`]), or
+/// another is still in its handshake (once ready it is probed), it may; else nobody.
+/// Without the wait for a handshake, ours gave way to whichever gateway handshook first: a
+/// liar quicker than the honest gateway that stored ours could have it replaced. The wait
+/// is bounded by the handshake's timeout.
 fn defence(ctx: &Ctx, probes: &[Option<Probe>], against: GatewayId, height: u32) -> Defence {
     let others = || ctx.gateways.ids().filter(move |&g| g != against);
     if let Some(g) = others().find(|&g| ctx.gateways[g].agrees_at(height)) {
@@ -457,7 +460,8 @@ fn defence(ctx: &Ctx, probes: &[Option<Probe>], against: GatewayId, height: u32)
     }
     let unknown = others().any(|g| {
         let gw = &ctx.gateways[g];
-        gw.filters_usable() && probes[g.index()].is_some()
+        (gw.filters_usable() && probes[g.index()].is_some())
+            || gw.state == super::gateway::GatewayState::Handshaking
     });
     if unknown {
         Defence::Awaited

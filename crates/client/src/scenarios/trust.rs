@@ -14,6 +14,7 @@ use lightwire_store::HeaderStore;
 
 use super::{filter_without_coinbase, holds_and_finds, rejected, small, verdicts};
 use crate::dispute::Verdict;
+use crate::ids::GatewayId;
 use crate::testnet::{Net, block_on, memory};
 
 /// A chain of `n` blocks whose filter of `height` lacks the block's coinbase output, its
@@ -83,6 +84,60 @@ fn a_gateway_that_withholds_the_filter_it_vouched_for_is_at_fault() {
         "{v:?}"
     );
     holds_and_finds(&mut net, (5_000, want), (2_345, paid));
+}
+
+/// The same liar, present but slow to connect: it is still in its handshake when the
+/// honest gateway's conflict comes to be judged. Ours is not given up for nobody while a
+/// gateway that may defend it is still handshaking (bounded by the handshake's timeout):
+/// once it is ready it is asked, withholds the filter it vouched for, and is at fault, as
+/// when it came first. (Judged without it, ours gave way to whichever gateway handshook
+/// first, and the liar went unmarked: seen in WebKit, where handshakes are slower.)
+#[test]
+fn a_gateway_still_handshaking_is_waited_for_before_ours_gives_way() {
+    let mut net = Net::new(memory(), vec![liar(5_000, 2_345)], small);
+    net.drive();
+    let mut withholding = liar(5_000, 2_345);
+    withholding.missing_filters.insert(2_345);
+    let honest = TestChain::generate(5_000);
+    let want = honest.filter_entry(5_000).unwrap().header;
+    let paid = honest.header(2_345).block_hash();
+    let mut net = Net::new(net.store, vec![withholding, honest], small);
+    net.hold(GatewayId(0));
+    net.drive();
+    assert_eq!(
+        verdicts(&net.host.events),
+        [],
+        "no verdict while a gateway that may defend ours handshakes"
+    );
+    net.release(GatewayId(0));
+    net.drive();
+    assert_eq!(rejected(&net.host.events), [(0, "filter-withheld")]);
+    let v = verdicts(&net.host.events);
+    assert!(
+        matches!(v[..], [(1, Verdict::OursUndefended { height: 2_345, .. })]),
+        "{v:?}"
+    );
+    holds_and_finds(&mut net, (5_000, want), (2_345, paid));
+
+    // One that never finishes its handshake is waited for only until its timeout: then
+    // nobody defends ours, which gives way.
+    let mut net = Net::new(memory(), vec![liar(5_000, 2_345)], small);
+    net.drive();
+    let mut net = Net::new(
+        net.store,
+        vec![liar(5_000, 2_345), TestChain::generate(5_000)],
+        small,
+    );
+    net.hold(GatewayId(0));
+    net.drive();
+    assert_eq!(verdicts(&net.host.events), []);
+    net.advance(core::time::Duration::from_secs(11));
+    let v = verdicts(&net.host.events);
+    assert!(
+        matches!(v[..], [(1, Verdict::OursUndefended { height: 2_345, .. })]),
+        "{v:?}"
+    );
+    assert_eq!(rejected(&net.host.events), []);
 }
 
 /// Our filter headers are wrong from the very first block (a liar's genesis filter lacks
