@@ -235,7 +235,8 @@ impl TweakDispute {
             Some(_) => return None,
             None => (0, FilterHeader([0; 32])),
         };
-        if top - first + 1 > MAX_SPAN {
+        // `top >= first` here; `top - first + 1` would overflow at the highest height.
+        if top - first >= MAX_SPAN {
             return None;
         }
         let side = |(gateway, word)| Side {
@@ -268,7 +269,11 @@ impl TweakDispute {
 
     /// The next request to send, if one is due: `block_hash(h)` is our best chain's block
     /// at `h`, and `can(g, need)` whether gateway `g` may be asked now (ready, serving
-    /// it). `Err` when the dispute is over without an answer (nobody left to ask).
+    /// it). `Err` when the dispute is over without an answer: no gateway of `gateways`
+    /// that was not asked already `can` be asked. (A gateway only briefly not ready counts
+    /// as not there: the caller that wants to wait for it does not call this meanwhile.)
+    /// The spans are asked of the two sides whatever `can` says: the caller starts a
+    /// dispute only between gateways it can ask.
     pub fn next_ask(
         &mut self,
         block_hash: impl Fn(u32) -> Option<BlockHash>,
@@ -884,7 +889,19 @@ mod tests {
             d.gateway_gone(LIAR),
             Some(TweakVerdict::Unsettled { height: 2000 })
         );
-        // A span longer than a request: refused.
+        // A span longer than a request, or one to the highest height from genesis (whose
+        // length overflowed): refused.
+        assert!(
+            TweakDispute::new(
+                u32::MAX,
+                BlockHash([1; 32]),
+                (LIAR, liar.1[2000]),
+                (HONEST, c.honest.1[2000]),
+                None,
+                Ids::new(TaskId::Check),
+            )
+            .is_none()
+        );
         assert!(
             TweakDispute::new(
                 5000,

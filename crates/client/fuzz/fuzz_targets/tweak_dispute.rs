@@ -44,6 +44,20 @@
 //! input says. Past the end of the input every answer is honest and whole, so every run
 //! reaches a verdict.
 //!
+//! Input layout (every read past the end is 0): byte 0, flags: bit 0 the configuration
+//! (split at 600 from genesis), bit 1 `block_hash` without a block at made-up heights,
+//! bit 2 the engine drops a gateway on `Bad`, bits 3-4 the gateway list's order, bits 5-6
+//! the other gateways (mod 3); byte 1 which ids the gateways get (a permutation of 0..4,
+//! mod 24); bytes 2-5 side a's lies (kind mod 6, 0 honest; height index; second kind, 0
+//! none; second height index), bytes 6-9 side b's (its kind shifted by one: 0 leaves a
+//! tweak out); byte 10 the words (two bits a side: its chain's, the honest one, the other
+//! side's, random, then 32 bytes); byte 11 what each gateway lacks (two bits each: blocks,
+//! tweaks); a u32, the ids' first sequence number; a u32, a byte and a u32 for the side
+//! check of `new`. Then steps: a byte (5: a gateway goes, 6: an answer to an id nobody
+//! asked, else: answer a request in flight, picked by the next byte, as the byte after
+//! says, with a piece size from the next: 0 for the rest); each new request reads its
+//! body's kind (and its knobs) when it is asked.
+//!
 //! Checks, after every step:
 //! - no panic; every request the dispute has in flight is one the model was asked, and no
 //!   id is used twice;
@@ -277,7 +291,7 @@ fn blocks() -> Blocks {
     commitment.extend_from_slice(&sha256d(&both));
     let coinbase_in: TxIn = (COINBASE_OUTPOINT, vec![1, 1], vec![vec![0; 32]]);
     let coinbase_outs = [(0, vec![0x51]), (0, commitment)];
-    let coinbase = tx(&[coinbase_in.clone()], &coinbase_outs, true);
+    let coinbase = tx(std::slice::from_ref(&coinbase_in), &coinbase_outs, true);
     let coinbase_stripped = tx(&[coinbase_in], &coinbase_outs, false);
     let (paying, paying_hash) = block(0x20, &[&coinbase, &pay0, &pay1]);
     let (witness_changed, h1) = block(0x20, &[&coinbase, &pay0, &pay1_changed]);
@@ -423,16 +437,15 @@ fn list_bytes(tweaks: &[[u8; 33]]) -> Vec<u8> {
     out
 }
 
-impl Fixture {
-    fn honest_tweaks(&self, cfg: usize, h: u32) -> Vec<[u8; 33]> {
-        let c = &CONFIGS[cfg];
-        if h == c.paying {
-            self.blocks.paying_tweaks.clone()
-        } else if h == c.empty {
-            Vec::new()
-        } else {
-            made_up(h)
-        }
+/// The true tweaks of height `h` in configuration `cfg`.
+fn honest_tweaks(blocks: &Blocks, cfg: usize, h: u32) -> Vec<[u8; 33]> {
+    let c = &CONFIGS[cfg];
+    if h == c.paying {
+        blocks.paying_tweaks.clone()
+    } else if h == c.empty {
+        Vec::new()
+    } else {
+        made_up(h)
     }
 }
 
@@ -440,17 +453,13 @@ fn fixture() -> &'static Fixture {
     static FIXTURE: OnceLock<Fixture> = OnceLock::new();
     FIXTURE.get_or_init(|| {
         let blocks = blocks();
-        let mut f = Fixture {
-            blocks,
-            honest: [Chain::of(vec![]), Chain::of(vec![])],
-        };
-        for cfg in 0..2 {
+        let honest = [0, 1].map(|cfg| {
             let hashes = (0..=CONFIGS[cfg].top)
-                .map(|h| tweak_list_hash(&list_bytes(&f.honest_tweaks(cfg, h))))
+                .map(|h| tweak_list_hash(&list_bytes(&honest_tweaks(&blocks, cfg, h))))
                 .collect();
-            f.honest[cfg] = Chain::of(hashes);
-        }
-        f
+            Chain::of(hashes)
+        });
+        Fixture { blocks, honest }
     })
 }
 
@@ -501,8 +510,8 @@ fn chain(cfg: usize, lies: Lies) -> &'static Chain {
         let mut hashes = f.honest[cfg].hashes.clone();
         let (kind, at, second) = lies;
         for (k, h) in std::iter::once((kind, at)).chain(second) {
-            let honest = list_bytes(&f.honest_tweaks(cfg, h));
-            let lie = lie_list(&f.honest_tweaks(cfg, h), k);
+            let honest = list_bytes(&honest_tweaks(&f.blocks, cfg, h));
+            let lie = lie_list(&honest_tweaks(&f.blocks, cfg, h), k);
             assert_ne!(lie, honest, "a lie differs");
             hashes[h as usize] = tweak_list_hash(&lie);
         }
