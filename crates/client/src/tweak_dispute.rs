@@ -374,6 +374,21 @@ impl TweakDispute {
         }
     }
 
+    /// `g` answered its span request `id` with `stop_unknown`: our block at the split is
+    /// not on its chain (it reorganised, or never had it). No rule is broken, but its word
+    /// there no longer stands for our chain: nothing is proven, and the caller forgets its
+    /// words and asks again. An answer to nothing asked is a fault.
+    pub fn on_span_stop_unknown(&mut self, g: GatewayId, id: u32) -> TweakOutcome {
+        let asked = self
+            .sides
+            .iter()
+            .any(|s| s.gateway == g && s.asked.as_ref().is_some_and(|(i, _)| *i == id));
+        if !asked {
+            return TweakOutcome::Bad(g, TweakFault::Unasked { id });
+        }
+        TweakOutcome::Over(TweakVerdict::Unsettled { height: self.top })
+    }
+
     /// Both spans came: the block they part at is the one to prove.
     fn spans_in(&mut self) -> TweakOutcome {
         let (Some(a), Some(b)) = (&self.sides[0].span, &self.sides[1].span) else {
@@ -878,6 +893,20 @@ mod tests {
                 gateway: LIAR,
                 error: TweakError::EndMismatch { last: 2000 },
             })
+        );
+        // A side whose chain no longer holds the split's block: nothing proven, no fault.
+        let mut d = dispute(&liar.1, &c.honest.1, HONEST);
+        let (_, a) = d.next_ask(at, all, &gws).unwrap().unwrap();
+        let TweakAsk::Span { id, .. } = a else {
+            panic!("{a:?}")
+        };
+        assert_eq!(
+            d.on_span_stop_unknown(HONEST, id),
+            TweakOutcome::Bad(HONEST, TweakFault::Unasked { id })
+        );
+        assert_eq!(
+            d.on_span_stop_unknown(LIAR, id),
+            TweakOutcome::Over(TweakVerdict::Unsettled { height: 2000 })
         );
         let mut d = dispute(&liar.1, &c.honest.1, HONEST);
         assert_eq!(

@@ -697,7 +697,13 @@ impl lightwire_proto::Served for SessionView<'_> {
 
     fn with_spent_from<R>(&self, height: u32, read: impl FnOnce(&[u8]) -> R) -> FilterLookup<R> {
         match &self.chain.spent_from {
-            Some(s) => s.with_for(self.session, height, self.chain.block_hash(height), read),
+            Some(s) => s.with_for(
+                self.session,
+                self.client,
+                height,
+                self.chain.block_hash(height),
+                read,
+            ),
             None => FilterLookup::Missing,
         }
     }

@@ -17,8 +17,15 @@
 //! against the txid asked. The last [`KEPT`] answers are kept (a session asks for the same
 //! one piece after piece); one the node could not give is answered `not_found` for
 //! [`MISSING_FOR`], then asked again.
+//!
+//! **A budget per client.** A block's evidence costs the node a few thousand calls, and an
+//! honest client needs it only to settle a dispute (one per lying gateway). Each client
+//! (its address, as the connection caps count it) may have the node asked for at most
+//! [`PER_CLIENT`] blocks' evidence in [`BUDGET_WINDOW`]; past that it is answered
+//! `not_found` at once (no fault: the client asks another gateway). What is kept is
+//! served to anyone without counting.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -29,6 +36,7 @@ use lightwire_wallet::silent::is_p2tr;
 use lightwire_wire::MAX_SPENT_FROM_LEN;
 use tokio::sync::watch;
 
+use crate::admission::Source;
 use crate::fees::{RpcEndpoint, RpcError, call_batch};
 use crate::server::Shared;
 use crate::tweaks::{
@@ -44,6 +52,13 @@ pub const KEPT: usize = 4;
 pub const MISSING_FOR: Duration = Duration::from_secs(30);
 /// Blocks remembered as missing at most (the oldest forgotten first).
 const MISSING_KEPT: usize = 64;
+/// Blocks whose evidence one client may have computed in [`BUDGET_WINDOW`].
+pub const PER_CLIENT: usize = 4;
+/// The window of [`PER_CLIENT`].
+pub const BUDGET_WINDOW: Duration = Duration::from_secs(600);
+/// Clients whose budget is tracked at once: past that, a new client is refused until some
+/// budget expires (memory stays bounded whatever addresses connect).
+const CLIENTS_TRACKED: usize = 4096;
 
 /// How long the node may take for one call.
 const CALL_TIMEOUT: Duration = Duration::from_secs(120);
@@ -55,6 +70,8 @@ pub struct ServedSpentFrom {
     wanted: Mutex<Wants<(u32, BlockHash)>>,
     kept: Mutex<VecDeque<(BlockHash, Arc<[u8]>)>>,
     missing: Mutex<VecDeque<(BlockHash, Instant)>>,
+    /// When the node was asked for each client, in the last [`BUDGET_WINDOW`].
+    spent: Mutex<HashMap<Source, VecDeque<Instant>>>,
     notify: Arc<Wake>,
 }
 
@@ -65,16 +82,45 @@ impl ServedSpentFrom {
             wanted: Mutex::new(Wants::new()),
             kept: Mutex::new(VecDeque::with_capacity(KEPT)),
             missing: Mutex::new(VecDeque::new()),
+            spent: Mutex::new(HashMap::new()),
             notify,
         }
     }
 
+    /// Whether `client` may have the node asked for one more block's evidence at `now`
+    /// (counted if so). Whoever reads the chain without an address (tests, programs built
+    /// on this library) is not counted.
+    fn spend(&self, client: Option<Source>, now: Instant) -> bool {
+        let Some(client) = client else {
+            return true;
+        };
+        let Ok(mut spent) = self.spent.lock() else {
+            return false;
+        };
+        let fresh = |at: &Instant| now < *at + BUDGET_WINDOW;
+        if !spent.contains_key(&client) && spent.len() >= CLIENTS_TRACKED {
+            spent.retain(|_, times| times.iter().any(fresh));
+            if spent.len() >= CLIENTS_TRACKED {
+                return false;
+            }
+        }
+        let times = spent.entry(client).or_default();
+        times.retain(fresh);
+        if times.len() >= PER_CLIENT {
+            return false;
+        }
+        times.push_back(now);
+        true
+    }
+
     /// The evidence of block `block` at `height` of the served chain (`None`: no block
-    /// there), lent to `read` when computed; else session `session` waits for it (the task
-    /// is woken) or, if the node could not give it lately, `Missing`.
+    /// there), lent to `read` when computed; else session `session` (of `client`) waits
+    /// for it (the task is woken) or, if the node could not give it lately or the client's
+    /// budget is spent, `Missing`.
     pub fn with_for<R>(
         &self,
         session: SessionId,
+        client: Option<Source>,
         height: u32,
         block: Option<BlockHash>,
         read: impl FnOnce(&[u8]) -> R,
@@ -97,9 +143,17 @@ impl ServedSpentFrom {
         }) {
             return FilterLookup::Missing;
         }
-        if let Ok(mut w) = self.wanted.lock() {
+        let Ok(mut w) = self.wanted.lock() else {
+            return FilterLookup::Missing;
+        };
+        // Asked again piece after piece while it waits: counted once.
+        if w.wanted_by(session) != Some(&(height, block)) {
+            if !self.spend(client, now) {
+                return FilterLookup::Missing;
+            }
             w.want(session, (height, block));
         }
+        drop(w);
         self.notify.wake();
         FilterLookup::Pending
     }
@@ -338,13 +392,14 @@ mod tests {
         let woken = wake.subscribe();
         let s = ServedSpentFrom::new(wake);
         let (a, b) = (BlockHash([1; 32]), BlockHash([2; 32]));
-        let read = |s: &ServedSpentFrom, h, b| match s
-            .with_for(SessionId(1), h, Some(b), |x| x.to_vec())
-        {
-            FilterLookup::Ready(x) => Some(Some(x)),
-            FilterLookup::Pending => None,
-            FilterLookup::Missing => Some(None),
-        };
+        let read =
+            |s: &ServedSpentFrom, h, b| match s
+                .with_for(SessionId(1), None, h, Some(b), |x| x.to_vec())
+            {
+                FilterLookup::Ready(x) => Some(Some(x)),
+                FilterLookup::Pending => None,
+                FilterLookup::Missing => Some(None),
+            };
         assert_eq!(read(&s, 5, a), None, "waits");
         assert!(woken.has_changed().unwrap(), "the task is woken");
         assert_eq!(s.wanted(), Some((5, a)));
@@ -355,12 +410,57 @@ mod tests {
         s.missing(6, b);
         assert_eq!(read(&s, 6, b), Some(None), "not_found for a while");
         assert!(matches!(
-            s.with_for(SessionId(1), 7, None, |_| ()),
+            s.with_for(SessionId(1), None, 7, None, |_| ()),
             FilterLookup::Missing
         ));
         let c = BlockHash([3; 32]);
         assert_eq!(read(&s, 8, c), None);
         s.session_ended(SessionId(1));
         assert_eq!(s.wanted(), None, "nobody waits any more");
+    }
+
+    /// One client may have at most four blocks' evidence computed in ten minutes; asking
+    /// for the same block piece after piece counts once; what is kept is served to it
+    /// past its budget, and another client has a budget of its own.
+    #[test]
+    fn a_client_has_the_node_asked_for_four_blocks_in_ten_minutes() {
+        let s = ServedSpentFrom::new(Arc::new(Wake::new()));
+        let (a, b) = (
+            Some(Source::V4([10, 0, 0, 1])),
+            Some(Source::V4([10, 0, 0, 2])),
+        );
+        let ask = |session, client, n: u8| {
+            s.with_for(
+                SessionId(session),
+                client,
+                n.into(),
+                Some(BlockHash([n; 32])),
+                |_| (),
+            )
+        };
+        for n in 1..=4u8 {
+            assert!(matches!(ask(n.into(), a, n), FilterLookup::Pending));
+            assert!(
+                matches!(ask(n.into(), a, n), FilterLookup::Pending),
+                "counted once"
+            );
+        }
+        assert!(
+            matches!(ask(5, a, 5), FilterLookup::Missing),
+            "over its budget"
+        );
+        assert!(
+            matches!(ask(6, b, 5), FilterLookup::Pending),
+            "another client"
+        );
+        s.insert(1, BlockHash([1; 32]), vec![0]);
+        assert!(
+            matches!(ask(7, a, 1), FilterLookup::Ready(())),
+            "kept: served"
+        );
+        assert!(
+            matches!(ask(8, None, 9), FilterLookup::Pending),
+            "no address: not counted"
+        );
     }
 }

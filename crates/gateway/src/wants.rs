@@ -73,6 +73,11 @@ impl<K: Ord + Copy> Wants<K> {
         }
     }
 
+    /// What session `session` waits for, if anything.
+    pub(crate) fn wanted_by(&self, session: SessionId) -> Option<&K> {
+        self.by_session.get(&session)
+    }
+
     /// The items waited for, lowest first.
     pub(crate) fn items(&self) -> impl Iterator<Item = &K> {
         self.by_item.keys()
