@@ -195,12 +195,10 @@ struct Evidence {
 struct Fetch {
     /// Asked of this gateway, with this id.
     from: Option<(GatewayId, u32)>,
-    /// In, and checked.
-    done: bool,
+    /// In and checked: who sent it.
+    done_by: Option<GatewayId>,
     /// Who was asked already (said `not_found`, sent something else, or went).
     tried: Vec<GatewayId>,
-    /// Who sent what is in.
-    sender: Option<GatewayId>,
 }
 
 /// A split at one height, being settled (see the module's documentation).
@@ -316,7 +314,7 @@ impl TweakDispute {
         };
         for need in [Need::Block, Need::SpentFrom] {
             let f = &mut e.fetches[need as usize];
-            if f.done || f.from.is_some() {
+            if f.done_by.is_some() || f.from.is_some() {
                 continue;
             }
             let Some(&g) = order().find(|&&g| !f.tried.contains(&g) && can(g, need)) else {
@@ -347,7 +345,7 @@ impl TweakDispute {
         first_height: u32,
         before: FilterHeader,
         hashes: &[FilterHash],
-        headers: &[lightwire_primitives::FilterHeader],
+        headers: &[FilterHeader],
         last: bool,
     ) -> TweakOutcome {
         let Some(side) = self
@@ -450,8 +448,7 @@ impl TweakDispute {
             e.block.clear();
             return TweakOutcome::Bad(g, TweakFault::Block { height, error });
         }
-        f.done = true;
-        f.sender = Some(g);
+        f.done_by = Some(g);
         self.judge()
     }
 
@@ -470,8 +467,7 @@ impl TweakDispute {
                 if !found {
                     return TweakOutcome::Going;
                 }
-                f.done = true;
-                f.sender = Some(g);
+                f.done_by = Some(g);
                 self.judge()
             }
             Err(error) => {
@@ -489,9 +485,10 @@ impl TweakDispute {
             return TweakOutcome::Going;
         };
         let [block_fetch, spent_fetch] = &mut e.fetches;
-        if !(block_fetch.done && spent_fetch.done) {
+        let (Some(block_sender), Some(spent_sender)) = (block_fetch.done_by, spent_fetch.done_by)
+        else {
             return TweakOutcome::Going;
-        }
+        };
         let height = e.height;
         let Some(block) = e.hash.and_then(|h| CheckedBlock::check(&e.block, &h).ok()) else {
             // Checked when it came; kept unchanged since.
@@ -499,8 +496,8 @@ impl TweakDispute {
         };
         // Evidence that proves nothing is its sender's fault; another is asked.
         let spent_fault = |f: &mut Fetch, fault| {
-            f.done = false;
-            TweakOutcome::Bad(f.sender.unwrap_or(GatewayId(usize::MAX)), fault)
+            f.done_by = None;
+            TweakOutcome::Bad(spent_sender, fault)
         };
         let mut txs = Vec::new();
         if let Err(error) = spent_from_txs(e.spent.bytes(), &mut txs) {
@@ -524,9 +521,8 @@ impl TweakDispute {
             Err(EvidenceError::Witness(_)) => {
                 // The block's witness is not what its coinbase commits to: its sender
                 // changed it; another is asked for the block.
-                block_fetch.done = false;
-                let g = block_fetch.sender.unwrap_or(GatewayId(usize::MAX));
-                TweakOutcome::Bad(g, TweakFault::Witness { height })
+                block_fetch.done_by = None;
+                TweakOutcome::Bad(block_sender, TweakFault::Witness { height })
             }
             Err(EvidenceError::NoSuchOutput { .. }) => {
                 // The block spends an output its transaction does not have: not a valid

@@ -314,7 +314,6 @@ impl Span {
 pub struct SpanBuilder {
     first: u32,
     last: u32,
-    anchor: FilterHeader,
     end: FilterHeader,
     hashes: Vec<FilterHash>,
     /// The header the next one must chain from.
@@ -327,7 +326,6 @@ impl SpanBuilder {
         SpanBuilder {
             first,
             last,
-            anchor,
             end,
             // Room for the span, but never more than a span may hold: a caller's wrong
             // heights cost a refused answer, not a huge allocation.
@@ -385,11 +383,6 @@ impl SpanBuilder {
                 hashes: core::mem::take(&mut self.hashes),
             })),
         }
-    }
-
-    /// The header the span was to chain from.
-    pub fn anchor(&self) -> FilterHeader {
-        self.anchor
     }
 }
 

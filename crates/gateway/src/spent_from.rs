@@ -30,7 +30,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use lightwire_chain::{BlockHash, HEADER_LEN, hash_header_bytes};
-use lightwire_primitives::{Tx, UncheckedBlock, write_compact_size};
+use lightwire_primitives::{Tx, write_compact_size};
 use lightwire_proto::session::FilterLookup;
 use lightwire_wallet::silent::is_p2tr;
 use lightwire_wire::MAX_SPENT_FROM_LEN;
@@ -40,7 +40,7 @@ use crate::admission::Source;
 use crate::fees::{RpcEndpoint, RpcError, call_batch};
 use crate::server::Shared;
 use crate::tweaks::{
-    SpentSource, TweaksError, fetch_transactions, get_block, hex_bytes, spent_outside,
+    SpentSource, TweaksError, check_block, fetch_transactions, get_block, hex_bytes, spent_outside,
 };
 use crate::wake::Wake;
 use crate::wants::{SessionId, Wants};
@@ -244,16 +244,6 @@ pub async fn compute(
         )));
     }
     Ok(out)
-}
-
-fn check_block<'a>(
-    raw: &'a [u8],
-    block: &BlockHash,
-) -> Result<lightwire_primitives::CheckedBlock<'a>, TweaksError> {
-    UncheckedBlock::parse(raw)
-        .map_err(|e| TweaksError::Node(format!("a block that does not parse: {e}")))?
-        .validate(block)
-        .map_err(|e| TweaksError::Node(format!("a block that is not {block}: {e}")))
 }
 
 /// Bitcoin Core's `getblock <hash> 3`: the transactions to fetch, each with the block that

@@ -416,13 +416,22 @@ async fn from_verbose_block(
         }
         spent.push(scripts);
     }
-    let block = UncheckedBlock::parse(&raw)
-        .map_err(|e| TweaksError::Node(format!("a block that does not parse: {e}")))?
-        .validate(block)
-        .map_err(|e| TweaksError::Node(format!("a block that is not {block}: {e}")))?;
+    let block = check_block(&raw, block)?;
     let txs: Vec<Tx<'_>> = block.transactions().collect();
     let list = list_of(&txs, |t, i| spent.get(t)?.get(i).map(Vec::as_slice))?;
     Ok(Some(list))
+}
+
+/// The node's block `raw`, checked to be block `block` (its hash, its Merkle root, no
+/// mutation).
+pub(crate) fn check_block<'a>(
+    raw: &'a [u8],
+    block: &BlockHash,
+) -> Result<lightwire_primitives::CheckedBlock<'a>, TweaksError> {
+    UncheckedBlock::parse(raw)
+        .map_err(|e| TweaksError::Node(format!("a block that does not parse: {e}")))?
+        .validate(block)
+        .map_err(|e| TweaksError::Node(format!("a block that is not {block}: {e}")))
 }
 
 /// `getblock <hash> <verbosity>`: the node's answer, or its refusal.
@@ -447,10 +456,7 @@ pub(crate) async fn get_block(
 async fn from_tx_index(rpc: &RpcEndpoint, block: &BlockHash) -> Result<Vec<u8>, TweaksError> {
     let hex_block = get_block(rpc, block, 0).await??;
     let bytes = hex_bytes(&hex_block)?;
-    let block = UncheckedBlock::parse(&bytes)
-        .map_err(|e| TweaksError::Node(format!("a block that does not parse: {e}")))?
-        .validate(block)
-        .map_err(|e| TweaksError::Node(format!("a block that is not {block}: {e}")))?;
+    let block = check_block(&bytes, block)?;
     // The transactions an eligible one spends from: in this block, or asked of the node.
     let txs: Vec<Tx<'_>> = block.transactions().collect();
     let (in_block, wanted) = spent_outside(&txs);
