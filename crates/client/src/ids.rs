@@ -64,11 +64,14 @@ pub enum TaskId {
     Mempool,
     /// Fee rates (`get_fee_rates`).
     Fees,
+    /// The silent-payment scan: tweak headers and lists, the filters and blocks they
+    /// match, a tweak dispute's evidence.
+    Silent,
 }
 
 impl TaskId {
     /// Every task, in the order of their bits.
-    pub const ALL: [TaskId; 8] = [
+    pub const ALL: [TaskId; 9] = [
         TaskId::Headers,
         TaskId::Relay,
         TaskId::Check,
@@ -77,10 +80,11 @@ impl TaskId {
         TaskId::Scan,
         TaskId::Mempool,
         TaskId::Fees,
+        TaskId::Silent,
     ];
 
-    /// The id's top four bits for this task (none has the highest set: an answer with such an
-    /// id answers nothing asked).
+    /// The id's top four bits for this task (all four set is no task's: an answer with
+    /// such an id answers nothing asked).
     const fn bits(self) -> u32 {
         match self {
             TaskId::Headers => 0b000,
@@ -91,6 +95,7 @@ impl TaskId {
             TaskId::Scan => 0b110,
             TaskId::Mempool => 0b101,
             TaskId::Fees => 0b111,
+            TaskId::Silent => 0b1000,
         }
     }
 
@@ -105,6 +110,7 @@ impl TaskId {
             TaskId::Scan => 5,
             TaskId::Mempool => 6,
             TaskId::Fees => 7,
+            TaskId::Silent => 8,
         }
     }
 }

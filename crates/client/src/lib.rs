@@ -5,7 +5,8 @@
 //! [`filters`] (the filter-header chain beside it), [`dispute`] (which gateway's filter
 //! is wrong, settled from the block), [`scan`] (matching filters against scripts),
 //! [`wallet`] (the watch-only wallet: matched blocks fetched, checked and applied),
-//! [`spend`] (PSBTs spending its coins),
+//! [`spend`] (PSBTs spending its coins), [`silent_scan`] (a silent-payment receiver's scan
+//! over the tweak chain gateways vouch for: [`tweaks`], [`tweak_dispute`]),
 //! [`engine`] (several gateways over `lightwire-proto` connections: targets, bad gateways,
 //! reconnects, deadlines; typed [`reason`]s for every drop) and [`pipeline`] (resume,
 //! locator seeding, ancestor reads and commits over any `HeaderStore`). In wasm, `web` is
@@ -28,6 +29,7 @@ pub mod reason;
 pub mod scan;
 #[cfg(test)]
 mod scenarios;
+pub mod silent_scan;
 pub mod spend;
 pub mod start;
 pub mod sync;

@@ -255,6 +255,40 @@ impl TweakDispute {
         })
     }
 
+    /// A dispute over block `height` (our block `hash`) alone, whose tweak hashes two
+    /// gateways gave differently (`a` and `b`: each a gateway and its hash there), from
+    /// spans the caller already checked: the evidence is asked at once.
+    pub fn at_block(
+        height: u32,
+        hash: BlockHash,
+        a: (GatewayId, FilterHash),
+        b: (GatewayId, FilterHash),
+        ids: Ids,
+    ) -> TweakDispute {
+        let side = |(gateway, theirs)| Side {
+            gateway,
+            word: FilterHeader([0; 32]),
+            asked: None,
+            span: Some(Span::single(height, theirs)),
+        };
+        TweakDispute {
+            top: height,
+            stop: hash,
+            first: height,
+            anchor: FilterHeader([0; 32]),
+            sides: [side(a), side(b)],
+            evidence: Some(Evidence {
+                height,
+                hash: Some(hash),
+                fetches: Default::default(),
+                block: Vec::new(),
+                spent: SpentFrom::default(),
+            }),
+            ids,
+            settler: Settler::default(),
+        }
+    }
+
     /// The split's height.
     pub fn height(&self) -> u32 {
         self.top

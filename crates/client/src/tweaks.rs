@@ -258,6 +258,9 @@ impl Vouched {
 pub struct Span {
     first: u32,
     hashes: Vec<FilterHash>,
+    /// The header before the first and the header at the last, as they chained.
+    before: FilterHeader,
+    end: FilterHeader,
 }
 
 impl core::fmt::Debug for Span {
@@ -288,6 +291,27 @@ impl Span {
         &self.hashes
     }
 
+    /// The tweak header before the first block, which the span chains from.
+    pub fn before(&self) -> FilterHeader {
+        self.before
+    }
+
+    /// The tweak header at the last block, which the span chains to.
+    pub fn end(&self) -> FilterHeader {
+        self.end
+    }
+
+    /// A span of one block whose tweak hash is known (a dispute over that block alone:
+    /// the headers around it are not checked, and stay zero).
+    pub(crate) fn single(height: u32, hash: FilterHash) -> Span {
+        Span {
+            first: height,
+            hashes: vec![hash],
+            before: FilterHeader([0; 32]),
+            end: FilterHeader([0; 32]),
+        }
+    }
+
     /// `bytes`, a gateway's tweak list of block `height`, checked: well formed and hashing
     /// to the span's hash there.
     pub fn check_list<'a>(
@@ -310,27 +334,43 @@ impl Span {
 
 /// A span being received: the tweak headers of heights `first..=last` from one gateway's
 /// answers, checked to chain from `anchor` (the agreed header before `first`, zero at
-/// genesis) and to end at `end`.
+/// genesis) and to end at `end`; or, opened with [`SpanBuilder::open`], from and to
+/// whatever the gateway chains (its word, for the caller to compare).
 pub struct SpanBuilder {
     first: u32,
     last: u32,
-    end: FilterHeader,
+    end: Option<FilterHeader>,
     hashes: Vec<FilterHash>,
-    /// The header the next one must chain from.
-    at: FilterHeader,
+    /// The header the next one must chain from (`None`: the first message's `before`).
+    at: Option<FilterHeader>,
+    /// The header the span chains from, once known.
+    anchor: Option<FilterHeader>,
 }
 
 impl SpanBuilder {
     /// A span of `first..=last` (at most [`MAX_SPAN`] blocks), to chain from `anchor` to `end`.
     pub fn new(first: u32, last: u32, anchor: FilterHeader, end: FilterHeader) -> SpanBuilder {
         SpanBuilder {
+            end: Some(end),
+            at: Some(anchor),
+            anchor: Some(anchor),
+            ..SpanBuilder::open(first, last)
+        }
+    }
+
+    /// A span of `first..=last` (at most [`MAX_SPAN`] blocks) that chains from the header
+    /// before it and to the header at its end the gateway gives ([`Span::before`],
+    /// [`Span::end`]: its word there), checked only to chain in order.
+    pub fn open(first: u32, last: u32) -> SpanBuilder {
+        SpanBuilder {
             first,
             last,
-            end,
+            end: None,
             // Room for the span, but never more than a span may hold: a caller's wrong
             // heights cost a refused answer, not a huge allocation.
             hashes: Vec::with_capacity(last.saturating_sub(first).min(MAX_SPAN) as usize + 1),
-            at: anchor,
+            at: None,
+            anchor: None,
         }
     }
 
@@ -359,28 +399,42 @@ impl SpanBuilder {
         if first_height != next || hashes.len() != headers.len() || next > self.last {
             return Err(order);
         }
-        if before != self.at {
-            return Err(if next == self.first {
-                TweakError::AnchorMismatch { first: self.first }
-            } else {
-                order
-            });
+        match self.at {
+            Some(at) if at != before => {
+                return Err(if next == self.first {
+                    TweakError::AnchorMismatch { first: self.first }
+                } else {
+                    order
+                });
+            }
+            Some(_) => {}
+            None => {
+                self.at = Some(before);
+                self.anchor = Some(before);
+            }
         }
         if (self.last - next + 1) < hashes.len() as u32 {
             return Err(order);
         }
         self.hashes.extend_from_slice(hashes);
         if let Some(h) = headers.last() {
-            self.at = *h;
+            self.at = Some(*h);
         }
         let done = self.first + self.hashes.len() as u32 > self.last;
+        let (Some(at), Some(anchor)) = (self.at, self.anchor) else {
+            return Err(order);
+        };
         match (done, last_message) {
             (false, false) => Ok(None),
             (false, true) => Err(order),
-            (true, _) if self.at != self.end => Err(TweakError::EndMismatch { last: self.last }),
+            (true, _) if self.end.is_some_and(|end| end != at) => {
+                Err(TweakError::EndMismatch { last: self.last })
+            }
             (true, _) => Ok(Some(Span {
                 first: self.first,
                 hashes: core::mem::take(&mut self.hashes),
+                before: anchor,
+                end: at,
             })),
         }
     }
@@ -792,7 +846,7 @@ pub(crate) mod tests {
     }
 
     /// A transaction of `inputs` (outpoint, scriptSig) and `outputs` (value, script).
-    pub(crate) fn tx(inputs: &[([u8; 36], Vec<u8>)], outputs: &[(u64, Vec<u8>)]) -> Vec<u8> {
+    pub(crate) fn tx(inputs: &[Input], outputs: &[(u64, Vec<u8>)]) -> Vec<u8> {
         let mut t = vec![2, 0, 0, 0];
         write_compact_size(&mut t, inputs.len() as u64);
         for (outpoint, script) in inputs {
@@ -811,13 +865,16 @@ pub(crate) mod tests {
         t
     }
 
-    /// A block paying a taproot output from a P2PKH output of key G, the transaction that
-    /// created that output (the dispute's evidence), and the block's hash.
-    pub(crate) fn paying_block() -> (Vec<u8>, Vec<u8>, BlockHash) {
+    /// A transaction's input: its outpoint and scriptSig.
+    pub(crate) type Input = ([u8; 36], Vec<u8>);
+
+    /// The P2PKH script of key G, a transaction creating an output of it (what a block
+    /// spending it spends from), and the input spending that output (outpoint, scriptSig).
+    pub(crate) fn g_input() -> (Vec<u8>, Vec<u8>, Input) {
         let mut p2pkh = vec![0x76, 0xa9, 0x14];
         p2pkh.extend_from_slice(&hash160(&G));
         p2pkh.extend_from_slice(&[0x88, 0xac]);
-        let source = tx(&[([7; 36], vec![0x51])], &[(50_000, p2pkh)]);
+        let source = tx(&[([7; 36], vec![0x51])], &[(50_000, p2pkh.clone())]);
         let mut outpoint = [0u8; 36];
         outpoint[..32].copy_from_slice(&Tx::parse(&source).unwrap().txid().0);
         // scriptSig: a signature's push (not checked here: a block's validity is its
@@ -826,30 +883,35 @@ pub(crate) mod tests {
         script_sig.extend_from_slice(&[0x30; 71]);
         script_sig.push(33);
         script_sig.extend_from_slice(&G);
-        let mut p2tr = vec![0x51, 0x20];
-        p2tr.extend_from_slice(&[0x42; 32]);
-        let paying = tx(&[(outpoint, script_sig)], &[(40_000, p2tr)]);
-        let coinbase = tx(
-            &[(
-                [0; 32]
-                    .iter()
-                    .chain(&[0xff; 4])
-                    .copied()
-                    .collect::<Vec<u8>>()
-                    .try_into()
-                    .unwrap(),
-                vec![1, 1],
-            )],
-            &[(0, vec![0x51])],
-        );
+        (p2pkh, source, (outpoint, script_sig))
+    }
+
+    /// A block of a coinbase and `txs`, its Merkle root set, and its hash.
+    pub(crate) fn block_of(txs: &[Vec<u8>]) -> (Vec<u8>, BlockHash) {
+        let mut coinbase_in = [0u8; 36];
+        coinbase_in[32..].copy_from_slice(&[0xff; 4]);
+        let coinbase = tx(&[(coinbase_in, vec![1, 1])], &[(0, vec![0x51])]);
         let mut raw = vec![0u8; 80];
-        raw.push(2);
+        write_compact_size(&mut raw, txs.len() as u64 + 1);
         raw.extend_from_slice(&coinbase);
-        raw.extend_from_slice(&paying);
+        for t in txs {
+            raw.extend_from_slice(t);
+        }
         let root = Block::parse(&raw).unwrap().merkle_root().0;
         raw[36..68].copy_from_slice(&root);
         let header: [u8; 80] = raw[..80].try_into().unwrap();
-        (raw, source, BlockHash::of_header(&header))
+        (raw, BlockHash::of_header(&header))
+    }
+
+    /// A block paying a taproot output from a P2PKH output of key G, the transaction that
+    /// created that output (the dispute's evidence), and the block's hash.
+    pub(crate) fn paying_block() -> (Vec<u8>, Vec<u8>, BlockHash) {
+        let (_, source, input) = g_input();
+        let mut p2tr = vec![0x51, 0x20];
+        p2tr.extend_from_slice(&[0x42; 32]);
+        let paying = tx(&[input], &[(40_000, p2tr)]);
+        let (raw, hash) = block_of(&[paying]);
+        (raw, source, hash)
     }
 
     /// A dispute settled by content: the block and the transaction it spends from give the

@@ -83,10 +83,7 @@ impl BlockScanner {
         filter: &[u8],
         block_hash: &[u8; 32],
     ) -> Result<bool, BlockScanError> {
-        self.tweaks.clear();
-        self.tweaks.extend(list.iter().copied());
-        self.keys.clear();
-        receiver.first_keys_batch(&self.tweaks, &mut self.keys)?;
+        self.load(receiver, list)?;
         if self.keys.is_empty() {
             return Ok(false);
         }
@@ -103,9 +100,24 @@ impl BlockScanner {
             .match_any(filter, block_hash, self.scripts.iter().map(|s| &s[..]))?)
     }
 
+    /// Work out the first keys of `receiver` for every tweak of `list` (what
+    /// [`Self::filter_matches`] does before it asks the filter): for [`Self::payments`] on
+    /// a block matched earlier, once other blocks were matched since.
+    pub fn load(
+        &mut self,
+        receiver: &Receiver,
+        list: &TweakList<'_>,
+    ) -> Result<(), BlockScanError> {
+        self.tweaks.clear();
+        self.tweaks.extend(list.iter().copied());
+        self.keys.clear();
+        receiver.first_keys_batch(&self.tweaks, &mut self.keys)?;
+        Ok(())
+    }
+
     /// The outputs of `block` (checked against its header by the caller) that pay
     /// `receiver`, appended to `out`: each transaction holding a taproot output at a first
-    /// key of the tweaks [`Self::filter_matches`] was last given is scanned with that
+    /// key of the tweaks [`Self::filter_matches`] (or [`Self::load`]) was last given is scanned with that
     /// tweak. A transaction of the block that no such key pays is not looked at further.
     pub fn payments<V>(
         &mut self,

@@ -1,0 +1,1047 @@
+//! A silent-payment receiver's scan of the best chain (BIP352 over BIP157/158), sans-IO:
+//! the tweak lists of every block from the receiver's start, taken only where the gateways
+//! that serve tweaks agree on them or a block proved them; each block's basic filter
+//! (checked against our stored filter headers) asked whether it holds a key a tweak gives
+//! the receiver; the blocks it does fetched, checked against our headers, and searched.
+//!
+//! The chain is scanned in *windows* of up to [`SILENT_WINDOW`] blocks. For a window, the
+//! shell reads our block hashes and filter headers from the store; then every gateway that
+//! serves tweaks (and is ready, and was not proven wrong) is asked for its tweak headers
+//! over the window (`get_tweak_headers`: 32 bytes a block). Each gateway's answer must
+//! chain in order, from the header before the window to the header at its end: those two
+//! are its *word* there ([`Vouched`]), and a gateway that gives a window a start other
+//! than the end it gave the window before broke its word. The windows follow each other,
+//! so each gateway tells one tweak chain over the whole scan.
+//!
+//! Once every such gateway answered (a gateway still connecting is waited for: an honest
+//! gateway a moment late must not leave the liar alone), their tweak hashes are compared
+//! block by block. The first block where two differ is settled by content
+//! ([`TweakDispute`]: the block and what it spends from prove its list); every gateway
+//! whose hash there is not the proven one is wrong, and the comparison goes on without it.
+//! Where nobody gives the evidence, nothing above that block is scanned ([`SilentEvent::Stalled`]).
+//! So with one honest gateway present, no other can leave out, change or add a tweak of a
+//! block the scan takes. A lone gateway's word is taken, as its filter headers are.
+//!
+//! The agreed window is then scanned in chunks of up to [`SILENT_CHUNK`] blocks: their
+//! lists from one gateway that gave the agreed hashes (each must hash to it), the filters
+//! of the blocks whose lists are not empty, and the blocks whose filter matched. A list,
+//! filter or block that breaks a rule is its sender's fault ([`SilentFault`]), and another
+//! is asked. Filter false positives (BIP158: one in 784,931 a key) cost a block fetched and
+//! searched in vain; a filter that matches its header but does not decode is taken as a
+//! match (the block is fetched and searched), never as a miss.
+//!
+//! Memory is bounded by the window (its 1,001 hashes and filter headers, a span of 1,000
+//! tweak hashes a gateway) and the chunk (100 lists: about 2.4 MB at mainnet's density).
+
+use std::collections::VecDeque;
+
+use lightwire_chain::BlockHash;
+use lightwire_filter::{filter_hash, filter_header};
+use lightwire_primitives::{BlockError, CheckedBlock, FilterHash, FilterHeader, TweakList};
+use lightwire_wallet::silent::Receiver;
+use lightwire_wallet::silent_block::{BlockScanError, BlockScanner, Payment};
+use lightwire_wire::filters::MAX_FILTER_LEN;
+use lightwire_wire::{AnswerFlags, BlockPiece, FilterPiece, Filters, MAX_BLOCK_LEN};
+
+use crate::ids::{GatewayId, GivenUp, Ids, TaskId};
+use crate::tweak_dispute::{Need, TweakAsk, TweakDispute, TweakFault, TweakOutcome, TweakVerdict};
+use crate::tweaks::{Span, SpanBuilder, TweakError, Vouched};
+
+/// Blocks a window: one `get_tweak_headers` a gateway (BIP157's 2,000-header limit holds
+/// it), 32 KB of tweak hashes from each.
+pub const SILENT_WINDOW: u32 = 1000;
+/// Blocks whose tweak lists are held at once (about 24 KB a block on mainnet today).
+pub const SILENT_CHUNK: u32 = 100;
+/// Ids a dispute may use before the scan's own counter passes them (a dispute asks a
+/// block and its evidence of a few gateways each).
+const DISPUTE_IDS: u32 = 1 << 20;
+
+/// What a gateway is asked to serve, for the caller's `serves`.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Serves {
+    /// Tweak headers, lists and a block's evidence.
+    Tweaks,
+    /// Basic filters (and its filter headers agree with ours).
+    Filters,
+    /// Blocks.
+    Blocks,
+}
+
+/// Where a gateway stands, for the caller's `presence`.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Presence {
+    /// Connected and ready for requests.
+    Ready,
+    /// Opening its connection (its answer is waited for before words are compared).
+    Coming,
+    /// Neither (gone, waiting to reconnect, bad).
+    Absent,
+}
+
+/// Which range of a chain the scan asks for.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Range {
+    /// Tweak headers (`get_tweak_headers`).
+    TweakHeaders,
+    /// Tweak lists (`get_tweaks`).
+    Tweaks,
+    /// Basic filters (`get_filters`).
+    Filters,
+}
+
+/// What the scan asks of a gateway.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum SilentAsk {
+    /// `what` of the heights from `first` to the block `stop`.
+    Range {
+        /// What.
+        what: Range,
+        /// The request's id.
+        id: u32,
+        /// The first height.
+        first: u32,
+        /// The last block.
+        stop: BlockHash,
+    },
+    /// A block (one its filter matched, or a dispute's), or what a disputed block spends
+    /// from: as [`TweakAsk`] (never its `Span`).
+    Fetch(TweakAsk),
+}
+
+/// How a gateway broke a rule of the scan (it is wrong whatever the chain holds).
+#[derive(Clone, Copy, PartialEq, Eq, Debug, thiserror::Error)]
+pub enum SilentFault {
+    /// Its tweak headers or lists broke the tweak chain's rules.
+    #[error(transparent)]
+    Tweaks(#[from] TweakError),
+    /// It sent pieces of tweak lists out of order, or a list longer than one may be.
+    #[error("its tweak list pieces for height {height} came out of order")]
+    ListsOutOfOrder {
+        /// The height due.
+        height: u32,
+    },
+    /// A tweak of the list it gave (hashing to the agreed hash) is not a point: no block
+    /// gives such a tweak.
+    #[error("its tweak list of height {height} holds a tweak that is not a point")]
+    NotAPoint {
+        /// The block's height.
+        height: u32,
+    },
+    /// It sent filter pieces out of order.
+    #[error("its filter pieces for height {height} came out of order")]
+    FiltersOutOfOrder {
+        /// The height due.
+        height: u32,
+    },
+    /// Its filter does not chain to our filter header.
+    #[error("its filter of height {height} does not match our filter header")]
+    FilterMismatch {
+        /// The block's height.
+        height: u32,
+    },
+    /// Its block's pieces came out of order.
+    #[error("its block pieces for height {height} came out of order")]
+    BlockOutOfOrder {
+        /// The block's height.
+        height: u32,
+    },
+    /// Its block is not our header's.
+    #[error("the block it sent for height {height} is not ours: {error}")]
+    Block {
+        /// The block's height.
+        height: u32,
+        /// How.
+        #[source]
+        error: BlockError,
+    },
+    /// It broke a rule while a dispute asked it for a block or its evidence.
+    #[error(transparent)]
+    Dispute(#[from] TweakFault),
+    /// The block and what it spends from prove its tweak list of `height` wrong.
+    #[error("the block of height {height} and what it spends from prove its tweak list wrong")]
+    Disproven {
+        /// The disputed block's height.
+        height: u32,
+    },
+    /// Its answer ended short of what was asked (and did not say the stop block is not on
+    /// its chain).
+    #[error("its answer ended at height {height}, short of the request")]
+    Short {
+        /// The height due.
+        height: u32,
+    },
+}
+
+/// What the scan tells its caller.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub enum SilentEvent {
+    /// Gateway `0` broke a rule: it is dropped, and marked bad.
+    Bad(GatewayId, SilentFault),
+    /// Block `height` pays the receiver: its outputs found.
+    Found {
+        /// The block's height.
+        height: u32,
+        /// The block.
+        hash: BlockHash,
+        /// The outputs that pay the receiver.
+        payments: Vec<Payment>,
+    },
+    /// The gateways' tweak lists of block `height` differ and nobody present gave the
+    /// block or what it spends from: nothing from there up is scanned until a gateway
+    /// that can prove it is back (or the chain moves).
+    Stalled {
+        /// The disputed block's height.
+        height: u32,
+    },
+}
+
+/// A gateway's span of the window, by stage.
+enum Asked {
+    No,
+    Sent(u32, SpanBuilder),
+    Got(Span),
+    /// It does not have our window's last block (behind, or another branch): it does not
+    /// count for this window.
+    Refused,
+}
+
+/// One piece-by-piece list or filter being put together.
+#[derive(Default)]
+struct Pieces {
+    /// The height due and the length its first piece gave.
+    len: Option<u32>,
+    buf: Vec<u8>,
+}
+
+impl Pieces {
+    /// A piece of the item of `height` (the one due): the item whole, once it ends.
+    fn push(&mut self, p: &FilterPiece<'_>, height: u32) -> Option<Option<()>> {
+        if p.height != height || p.filter_len > MAX_FILTER_LEN {
+            return None;
+        }
+        match self.len {
+            None if p.offset == 0 => {
+                self.len = Some(p.filter_len);
+                self.buf.clear();
+            }
+            Some(len) if len == p.filter_len && p.offset as usize == self.buf.len() => {}
+            _ => return None,
+        }
+        self.buf.extend_from_slice(p.data);
+        if !p.ends_filter() {
+            return Some(None);
+        }
+        self.len = None;
+        Some(Some(()))
+    }
+}
+
+/// What the chunk is fetching.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Stage {
+    Lists,
+    Filters,
+    Blocks,
+}
+
+/// Blocks of the window scanned together (see the module's documentation).
+struct Chunk {
+    first: u32,
+    last: u32,
+    stage: Stage,
+    /// The lists taken, back to back, and each one's end in `lists` (by height).
+    lists: Vec<u8>,
+    ends: Vec<usize>,
+    /// The height due in the answer under way.
+    due: u32,
+    pieces: Pieces,
+    /// Matched blocks still to fetch, lowest first.
+    matched: VecDeque<u32>,
+    /// The request in flight.
+    asked: Option<(GatewayId, u32)>,
+    /// Who answered `stop_unknown`, `not_found` or broke a rule at this stage.
+    tried: Vec<GatewayId>,
+}
+
+impl Chunk {
+    /// How the answer from `g` to the chunk's request stands once its message (of
+    /// `flags`) was read up to `due`, of what was asked up to `end`: `Err` its sender's
+    /// fault (`fault`, or an answer ended short), `Ok(false)` ended short because the
+    /// stop block is not on its chain (no fault); either way the request is over and
+    /// another gateway is asked. `Ok(true)`: going, or whole.
+    fn answer_stands(
+        &mut self,
+        g: GatewayId,
+        flags: AnswerFlags,
+        end: u32,
+        fault: Option<SilentFault>,
+    ) -> Result<bool, SilentFault> {
+        let short = flags.last && self.due <= end;
+        let fault = fault
+            .or((short && !flags.stop_unknown).then_some(SilentFault::Short { height: self.due }));
+        if fault.is_some() || short {
+            self.tried.push(g);
+            self.asked = None;
+            self.pieces = Pieces::default();
+        }
+        match fault {
+            Some(f) => Err(f),
+            None => Ok(!short),
+        }
+    }
+
+    fn list(&self, height: u32) -> Option<&[u8]> {
+        let i = height.checked_sub(self.first)? as usize;
+        let start = if i == 0 { 0 } else { *self.ends.get(i - 1)? };
+        self.lists.get(start..*self.ends.get(i)?)
+    }
+
+    /// The heights whose lists hold a tweak (an empty list is the one byte 0).
+    fn with_tweaks(&self) -> impl Iterator<Item = u32> + '_ {
+        (self.first..=self.last).filter(|&h| self.list(h).is_some_and(|l| l.len() > 1))
+    }
+}
+
+/// One window of the scan.
+struct Window {
+    first: u32,
+    last: u32,
+    /// Our block hashes of `first..=last` and filter headers of `first - 1..=last`, once read.
+    hashes: Vec<BlockHash>,
+    filter_headers: Vec<FilterHeader>,
+    reading: bool,
+    spans: Vec<Asked>,
+    /// The span every counted gateway gave, and who gave it.
+    agreed: Option<(Span, Vec<GatewayId>)>,
+    dispute: Option<TweakDispute>,
+    stalled: bool,
+    chunk: Option<Chunk>,
+}
+
+impl Window {
+    fn hash(&self, height: u32) -> Option<BlockHash> {
+        self.hashes
+            .get(height.checked_sub(self.first)? as usize)
+            .copied()
+    }
+}
+
+/// A silent-payment receiver's scan (see the module's documentation).
+pub struct SilentScan {
+    receiver: Receiver,
+    from: u32,
+    next: u32,
+    gateways: usize,
+    vouched: Vouched,
+    ids: Ids,
+    window: Option<Window>,
+    scanner: BlockScanner,
+    block: Vec<u8>,
+    events: VecDeque<SilentEvent>,
+    tweaks: u64,
+}
+
+impl SilentScan {
+    /// A scan for `receiver` from block `from`, over `gateways` gateways.
+    pub fn new(receiver: Receiver, from: u32, gateways: usize) -> SilentScan {
+        SilentScan {
+            receiver,
+            from,
+            next: from,
+            gateways,
+            vouched: Vouched::new(gateways),
+            ids: Ids::new(TaskId::Silent),
+            window: None,
+            scanner: BlockScanner::new(),
+            block: Vec::new(),
+            events: VecDeque::new(),
+            tweaks: 0,
+        }
+    }
+
+    /// The receiver scanned for.
+    pub fn receiver(&self) -> &Receiver {
+        &self.receiver
+    }
+
+    /// The first block scanned.
+    pub fn from(&self) -> u32 {
+        self.from
+    }
+
+    /// The lowest block not scanned yet (every one below it is).
+    pub fn next(&self) -> u32 {
+        self.next
+    }
+
+    /// Tweaks tested against filters so far.
+    pub fn tweaks_scanned(&self) -> u64 {
+        self.tweaks
+    }
+
+    /// The next thing that happened, if any.
+    pub fn poll_event(&mut self) -> Option<SilentEvent> {
+        self.events.pop_front()
+    }
+
+    /// The heights whose block hashes (`first..=last`) and filter headers (`first -
+    /// 1..=last`) the scan needs read from the store next, then [`Self::on_data`]; `top`
+    /// is the highest block with a stored filter header on our best chain.
+    pub fn need_data(&mut self, top: u32) -> Option<(u32, u32)> {
+        if self.window.is_none() && self.next <= top {
+            let last = top.min(self.next.saturating_add(SILENT_WINDOW - 1));
+            self.window = Some(Window {
+                first: self.next,
+                last,
+                hashes: Vec::new(),
+                filter_headers: Vec::new(),
+                reading: false,
+                spans: (0..self.gateways).map(|_| Asked::No).collect(),
+                agreed: None,
+                dispute: None,
+                stalled: false,
+                chunk: None,
+            });
+        }
+        let w = self.window.as_mut()?;
+        if !w.hashes.is_empty() || w.reading {
+            return None;
+        }
+        w.reading = true;
+        Some((w.first, w.last))
+    }
+
+    /// What [`Self::need_data`] asked for: the block hashes from `first` and the filter
+    /// headers from the one before it. A read that does not cover the window (the store
+    /// moved meanwhile) is asked again.
+    pub fn on_data(&mut self, first: u32, hashes: &[BlockHash], filter_headers: &[FilterHeader]) {
+        let Some(w) = self.window.as_mut().filter(|w| w.first == first) else {
+            return;
+        };
+        w.reading = false;
+        let len = (w.last - w.first + 1) as usize;
+        if hashes.len() != len || filter_headers.len() != len + 1 {
+            // The store ended short: the window is made again from what it holds.
+            self.window = None;
+            return;
+        }
+        w.hashes = hashes.to_vec();
+        w.filter_headers = filter_headers.to_vec();
+    }
+
+    /// The next request to send, if one is due: `presence(g)` and `serves(g, what)` say
+    /// what each gateway can be asked now.
+    pub fn next_ask(
+        &mut self,
+        presence: impl Fn(GatewayId) -> Presence,
+        serves: impl Fn(GatewayId, Serves) -> bool,
+    ) -> Option<(GatewayId, SilentAsk)> {
+        let ready = |g: GatewayId, what| presence(g) == Presence::Ready && serves(g, what);
+        let w = self.window.as_mut()?;
+        if w.hashes.is_empty() || w.stalled {
+            return None;
+        }
+        let stop = w.hash(w.last)?;
+        if w.agreed.is_none() && w.dispute.is_none() {
+            // Every gateway that serves tweaks is asked for its span.
+            for (i, asked) in w.spans.iter_mut().enumerate() {
+                let g = GatewayId(i);
+                if matches!(asked, Asked::No) && !self.vouched.is_out(g) && ready(g, Serves::Tweaks)
+                {
+                    let id = self.ids.next_id();
+                    *asked = Asked::Sent(id, SpanBuilder::open(w.first, w.last));
+                    let (what, first) = (Range::TweakHeaders, w.first);
+                    return Some((
+                        g,
+                        SilentAsk::Range {
+                            what,
+                            id,
+                            first,
+                            stop,
+                        },
+                    ));
+                }
+            }
+            let waiting = w.spans.iter().any(|a| matches!(a, Asked::Sent(..)))
+                || (0..self.gateways).any(|g| presence(GatewayId(g)) == Presence::Coming);
+            if waiting {
+                return None;
+            }
+            self.compare();
+        }
+        let w = self.window.as_mut()?;
+        if let Some(d) = w.dispute.as_mut() {
+            let all: Vec<GatewayId> = (0..self.gateways).map(GatewayId).collect();
+            let can = |g: GatewayId, need: Need| match need {
+                Need::Block => ready(g, Serves::Blocks),
+                Need::SpentFrom => ready(g, Serves::Tweaks),
+            };
+            let hashes = &w.hashes;
+            let first = w.first;
+            let hash_of = |h: u32| hashes.get(h.checked_sub(first)? as usize).copied();
+            return match d.next_ask(hash_of, can, &all) {
+                // A dispute started over one block asks no span.
+                Ok(Some((_, TweakAsk::Span { .. }))) | Ok(None) => None,
+                Ok(Some((g, ask))) => Some((g, SilentAsk::Fetch(ask))),
+                Err(verdict) => {
+                    self.verdict(verdict);
+                    None
+                }
+            };
+        }
+        let (_, givers) = w.agreed.as_ref()?;
+        let givers = givers.clone();
+        if w.chunk.is_none() {
+            let last = w.last.min(self.next.saturating_add(SILENT_CHUNK - 1));
+            w.chunk = Some(Chunk {
+                first: self.next,
+                last,
+                stage: Stage::Lists,
+                lists: Vec::new(),
+                ends: Vec::new(),
+                due: self.next,
+                pieces: Pieces::default(),
+                matched: VecDeque::new(),
+                asked: None,
+                tried: Vec::new(),
+            });
+        }
+        let first = w.first;
+        let c = w.chunk.as_mut()?;
+        if c.asked.is_some() {
+            return None;
+        }
+        let hash_of = |h: u32| w.hashes.get(h.checked_sub(first)? as usize).copied();
+        let tried = &c.tried;
+        let pick = |what: Serves, among: &[GatewayId]| {
+            among
+                .iter()
+                .copied()
+                .find(|&g| !tried.contains(&g) && ready(g, what))
+        };
+        let all: Vec<GatewayId> = (0..self.gateways).map(GatewayId).collect();
+        let (g, ask) = match c.stage {
+            Stage::Lists => {
+                let g = pick(Serves::Tweaks, &givers)?;
+                c.lists.clear();
+                c.ends.clear();
+                c.due = c.first;
+                c.pieces = Pieces::default();
+                (g, (Range::Tweaks, c.first, hash_of(c.last)?))
+            }
+            Stage::Filters => {
+                let hi = c.with_tweaks().last()?;
+                let g = pick(Serves::Filters, &all)?;
+                c.pieces = Pieces::default();
+                (g, (Range::Filters, c.due, hash_of(hi)?))
+            }
+            Stage::Blocks => {
+                let hash = hash_of(*c.matched.front()?)?;
+                let g = pick(Serves::Blocks, &all)?;
+                self.block.clear();
+                let id = self.ids.next_id();
+                c.asked = Some((g, id));
+                return Some((g, SilentAsk::Fetch(TweakAsk::Block { id, hash })));
+            }
+        };
+        let (what, first, stop) = ask;
+        let id = self.ids.next_id();
+        let ask = SilentAsk::Range {
+            what,
+            id,
+            first,
+            stop,
+        };
+        c.asked = Some((g, id));
+        Some((g, ask))
+    }
+
+    /// Every span in: the first block where two counted gateways' hashes differ is
+    /// disputed; none, and the window's hashes are agreed.
+    fn compare(&mut self) {
+        let Some(w) = self.window.as_mut() else {
+            return;
+        };
+        let vouched = &self.vouched;
+        let givers: Vec<(GatewayId, &Span)> = w
+            .spans
+            .iter()
+            .enumerate()
+            .filter_map(|(i, a)| match a {
+                Asked::Got(s) if !vouched.is_out(GatewayId(i)) => Some((GatewayId(i), s)),
+                _ => None,
+            })
+            .collect();
+        let Some(&(a, ours)) = givers.first() else {
+            return;
+        };
+        for (i, h) in ours.hashes().iter().enumerate() {
+            let Some((b, theirs)) = givers
+                .iter()
+                .find_map(|(g, s)| s.hashes().get(i).filter(|t| *t != h).map(|t| (*g, *t)))
+            else {
+                continue;
+            };
+            let height = w.first + i as u32;
+            let Some(hash) = w.hash(height) else {
+                return;
+            };
+            let ids = Ids::starting_at(TaskId::Silent, self.ids.seq());
+            self.ids = Ids::starting_at(TaskId::Silent, self.ids.seq().wrapping_add(DISPUTE_IDS));
+            w.dispute = Some(TweakDispute::at_block(
+                height,
+                hash,
+                (a, *h),
+                (b, theirs),
+                ids,
+            ));
+            return;
+        }
+        let span = ours.clone();
+        let who = givers.iter().map(|(g, _)| *g).collect();
+        w.agreed = Some((span, who));
+    }
+
+    /// A dispute ended.
+    fn verdict(&mut self, verdict: TweakVerdict) {
+        let Some(w) = self.window.as_mut() else {
+            return;
+        };
+        w.dispute = None;
+        match verdict {
+            TweakVerdict::Settled { height, wrong, .. } => {
+                for g in wrong.into_iter().flatten() {
+                    self.vouched.rule_out(g);
+                    self.events
+                        .push_back(SilentEvent::Bad(g, SilentFault::Disproven { height }));
+                }
+            }
+            TweakVerdict::BrokeItsWord { gateway, error } => {
+                self.vouched.rule_out(gateway);
+                self.events
+                    .push_back(SilentEvent::Bad(gateway, SilentFault::Tweaks(error)));
+            }
+            TweakVerdict::Unsettled { height } => {
+                w.stalled = true;
+                self.events.push_back(SilentEvent::Stalled { height });
+            }
+        }
+    }
+
+    /// A dispute's outcome for an input.
+    fn outcome(&mut self, o: TweakOutcome) {
+        match o {
+            TweakOutcome::Going => {}
+            TweakOutcome::Bad(g, fault) => {
+                self.events.push_back(SilentEvent::Bad(g, fault.into()));
+            }
+            TweakOutcome::Over(v) => self.verdict(v),
+        }
+    }
+
+    /// Whether request `id` to `g` is one of the scan's in flight.
+    pub fn is_in_flight(&self, g: GatewayId, id: u32) -> bool {
+        self.in_flight().any(|x| x == (g, id))
+    }
+
+    /// Every request in flight, as (gateway, id).
+    pub fn in_flight(&self) -> impl Iterator<Item = GivenUp> + '_ {
+        let w = self.window.as_ref();
+        let spans = w.into_iter().flat_map(|w| {
+            w.spans.iter().enumerate().filter_map(|(i, a)| match a {
+                Asked::Sent(id, _) => Some((GatewayId(i), *id)),
+                _ => None,
+            })
+        });
+        let dispute = w
+            .and_then(|w| w.dispute.as_ref())
+            .into_iter()
+            .flat_map(|d| d.in_flight());
+        let chunk = w.and_then(|w| w.chunk.as_ref()).and_then(|c| c.asked);
+        spans.chain(dispute).chain(chunk)
+    }
+
+    /// A `tweak_headers` message from `g`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn on_span(
+        &mut self,
+        g: GatewayId,
+        id: u32,
+        first_height: u32,
+        flags: AnswerFlags,
+        before: FilterHeader,
+        hashes: &[FilterHash],
+        headers: &[FilterHeader],
+    ) {
+        let Some(w) = self.window.as_mut() else {
+            return;
+        };
+        let Some(asked) = w.spans.get_mut(g.0) else {
+            return;
+        };
+        let Asked::Sent(sent, builder) = asked else {
+            return;
+        };
+        if *sent != id {
+            return;
+        }
+        if flags.stop_unknown {
+            *asked = Asked::Refused;
+            return;
+        }
+        let span = match builder.push(first_height, before, hashes, headers, flags.last) {
+            Ok(None) => return,
+            Ok(Some(span)) => span,
+            Err(e) => {
+                *asked = Asked::Refused;
+                self.events.push_back(SilentEvent::Bad(g, e.into()));
+                return;
+            }
+        };
+        // Its word where the window starts and ends: a start other than the end it gave
+        // the window before breaks its word.
+        let words = [
+            w.first.checked_sub(1).map(|h| (h, span.before())),
+            Some((w.last, span.end())),
+        ];
+        for (h, header) in words.into_iter().flatten() {
+            if let Err(e) = self.vouched.vouch(g, h, header) {
+                *asked = Asked::Refused;
+                self.events.push_back(SilentEvent::Bad(g, e.into()));
+                return;
+            }
+        }
+        *asked = Asked::Got(span);
+    }
+
+    /// A `tweaks` message from `g`.
+    pub fn on_tweaks(&mut self, g: GatewayId, m: &Filters<'_>) {
+        let Some(w) = self.window.as_mut() else {
+            return;
+        };
+        let Some((span, _)) = w.agreed.as_ref() else {
+            return;
+        };
+        let Some(c) = w.chunk.as_mut().filter(|c| c.asked == Some((g, m.id))) else {
+            return;
+        };
+        let mut fault = None;
+        for p in m.pieces() {
+            if c.due > c.last {
+                fault = Some(SilentFault::ListsOutOfOrder { height: p.height });
+                break;
+            }
+            match c.pieces.push(&p, c.due) {
+                None => {
+                    fault = Some(SilentFault::ListsOutOfOrder { height: c.due });
+                    break;
+                }
+                Some(None) => {}
+                Some(Some(())) => {
+                    let list = &c.pieces.buf;
+                    if let Err(e) = span.check_list(c.due, list) {
+                        fault = Some(e.into());
+                        break;
+                    }
+                    c.lists.extend_from_slice(list);
+                    c.ends.push(c.lists.len());
+                    c.due += 1;
+                }
+            }
+        }
+        let end = c.last;
+        match c.answer_stands(g, m.flags, end, fault) {
+            Ok(true) => {}
+            Ok(false) => return,
+            Err(f) => {
+                self.events.push_back(SilentEvent::Bad(g, f));
+                return;
+            }
+        }
+        if c.due > c.last {
+            c.asked = None;
+            c.tried.clear();
+            c.stage = Stage::Filters;
+            // The filters from the first block with a tweak: none, and the chunk is done.
+            let with = c.with_tweaks().next();
+            match with {
+                Some(h) => c.due = h,
+                None => self.chunk_done(),
+            }
+        }
+    }
+
+    /// A `filters` message from `g`.
+    pub fn on_filters(&mut self, g: GatewayId, m: &Filters<'_>) {
+        let Some(w) = self.window.as_mut() else {
+            return;
+        };
+        let first = w.first;
+        let Some(c) = w.chunk.as_mut().filter(|c| c.asked == Some((g, m.id))) else {
+            return;
+        };
+        let Some(hi) = c.with_tweaks().last() else {
+            return;
+        };
+        let mut fault = None;
+        for p in m.pieces() {
+            if c.due > hi {
+                fault = Some(SilentFault::FiltersOutOfOrder { height: p.height });
+                break;
+            }
+            let height = c.due;
+            match c.pieces.push(&p, height) {
+                None => {
+                    fault = Some(SilentFault::FiltersOutOfOrder { height });
+                    break;
+                }
+                Some(None) => continue,
+                Some(Some(())) => {}
+            }
+            let i = (height - first) as usize;
+            let (Some(before), Some(ours), Some(hash)) = (
+                w.filter_headers.get(i),
+                w.filter_headers.get(i + 1),
+                w.hashes.get(i),
+            ) else {
+                fault = Some(SilentFault::FiltersOutOfOrder { height });
+                break;
+            };
+            let filter = &c.pieces.buf;
+            if filter_header(&filter_hash(filter), before) != *ours {
+                fault = Some(SilentFault::FilterMismatch { height });
+                break;
+            }
+            c.due += 1;
+            let list = c.list(height).and_then(|l| TweakList::parse(l).ok());
+            let Some(list) = list.filter(|l| !l.is_empty()) else {
+                continue;
+            };
+            self.tweaks += list.len() as u64;
+            match self
+                .scanner
+                .filter_matches(&self.receiver, &list, filter, &hash.0)
+            {
+                Ok(false) => {}
+                // A filter that matches our header but does not decode cannot say "no".
+                Ok(true) | Err(BlockScanError::Filter(_)) => c.matched.push_back(height),
+                Err(BlockScanError::Silent(_)) => {
+                    fault = Some(SilentFault::NotAPoint { height });
+                    break;
+                }
+            }
+        }
+        // A tweak that is not a point is the lists' fault (their sender's word, and every
+        // giver's), not the filter's: the window's spans are asked again.
+        if let Some(f @ SilentFault::NotAPoint { .. }) = fault {
+            self.not_a_point(f);
+            return;
+        }
+        match c.answer_stands(g, m.flags, hi, fault) {
+            Ok(true) => {}
+            Ok(false) => return,
+            Err(f) => {
+                self.events.push_back(SilentEvent::Bad(g, f));
+                return;
+            }
+        }
+        if c.due > hi {
+            c.asked = None;
+            c.tried.clear();
+            c.stage = Stage::Blocks;
+            if c.matched.is_empty() {
+                self.chunk_done();
+            }
+        }
+    }
+
+    /// A list taken vouched for a tweak that is not a point: every gateway that gave the
+    /// window's hashes vouched for it, and each is wrong (BIP352 gives points only).
+    fn not_a_point(&mut self, fault: SilentFault) {
+        let Some(w) = self.window.as_mut() else {
+            return;
+        };
+        if let Some((_, givers)) = w.agreed.take() {
+            for g in givers {
+                self.vouched.rule_out(g);
+                self.events.push_back(SilentEvent::Bad(g, fault));
+            }
+        }
+        w.chunk = None;
+    }
+
+    /// A `block` message from `g` (the dispute's or a matched block's).
+    pub fn on_block(&mut self, g: GatewayId, p: &BlockPiece<'_>) {
+        let Some(w) = self.window.as_mut() else {
+            return;
+        };
+        if let Some(d) = w
+            .dispute
+            .as_mut()
+            .filter(|d| d.in_flight().any(|x| x == (g, p.id)))
+        {
+            let o = d.on_block(g, p);
+            self.outcome(o);
+            return;
+        }
+        let first = w.first;
+        let Some(c) = w.chunk.as_mut().filter(|c| c.asked == Some((g, p.id))) else {
+            return;
+        };
+        let Some(&height) = c.matched.front() else {
+            return;
+        };
+        if p.not_found {
+            c.tried.push(g);
+            c.asked = None;
+            return;
+        }
+        if p.block_len > MAX_BLOCK_LEN || p.offset as usize != self.block.len() {
+            c.tried.push(g);
+            c.asked = None;
+            let f = SilentFault::BlockOutOfOrder { height };
+            self.events.push_back(SilentEvent::Bad(g, f));
+            return;
+        }
+        self.block.extend_from_slice(p.data);
+        if !p.last {
+            return;
+        }
+        c.asked = None;
+        let Some(hash) = w.hashes.get((height - first) as usize).copied() else {
+            return;
+        };
+        let block = match CheckedBlock::check(&self.block, &hash) {
+            Ok(b) => b,
+            Err(error) => {
+                c.tried.push(g);
+                let f = SilentFault::Block { height, error };
+                self.events.push_back(SilentEvent::Bad(g, f));
+                return;
+            }
+        };
+        c.matched.pop_front();
+        c.tried.clear();
+        let list = c.list(height).and_then(|l| TweakList::parse(l).ok());
+        let mut payments = Vec::new();
+        if let Some(list) = list {
+            // The keys were checked when the filter was asked: they load again.
+            let loaded = self.scanner.load(&self.receiver, &list);
+            if loaded.is_ok() {
+                // A transaction that does not parse is not in a checked block.
+                let _ = self.scanner.payments(&self.receiver, &block, &mut payments);
+            }
+        }
+        if !payments.is_empty() {
+            self.events.push_back(SilentEvent::Found {
+                height,
+                hash,
+                payments,
+            });
+        }
+        if c.matched.is_empty() {
+            self.chunk_done();
+        }
+    }
+
+    /// A `spent_from` message from `g` (a dispute's).
+    pub fn on_spent_from(&mut self, g: GatewayId, p: &BlockPiece<'_>) {
+        let Some(d) = self
+            .window
+            .as_mut()
+            .and_then(|w| w.dispute.as_mut())
+            .filter(|d| d.in_flight().any(|x| x == (g, p.id)))
+        else {
+            return;
+        };
+        let o = d.on_spent_from(g, p);
+        self.outcome(o);
+    }
+
+    /// The chunk is scanned: the next one (or window) follows.
+    fn chunk_done(&mut self) {
+        let Some(w) = self.window.as_mut() else {
+            return;
+        };
+        let Some(c) = w.chunk.take() else {
+            return;
+        };
+        self.next = c.last + 1;
+        if self.next > w.last {
+            self.window = None;
+            // The words below the window just left are no longer compared.
+            self.vouched.forget_below(self.next.saturating_sub(1));
+        }
+    }
+
+    /// Gateway `g` is gone: what was asked of it is asked of another. Returns nothing to
+    /// give up (its connection is gone).
+    pub fn gateway_gone(&mut self, g: GatewayId) {
+        self.vouched.forget(g);
+        let Some(w) = self.window.as_mut() else {
+            return;
+        };
+        if let Some(a) = w.spans.get_mut(g.0)
+            && w.agreed.is_none()
+        {
+            *a = Asked::No;
+        }
+        if let Some(d) = w.dispute.as_mut()
+            && let Some(v) = d.gateway_gone(g)
+        {
+            self.verdict(v);
+            return;
+        }
+        if let Some(c) = w.chunk.as_mut()
+            && c.asked.is_some_and(|(from, _)| from == g)
+        {
+            c.asked = None;
+            c.tried.push(g);
+        }
+    }
+
+    /// Gateway `g` broke a rule elsewhere and is dropped as bad: it counts no more.
+    pub fn rule_out(&mut self, g: GatewayId) {
+        self.vouched.rule_out(g);
+        self.gateway_gone(g);
+    }
+
+    /// A new tip came: gateways that had not our blocks, or a dispute nobody could settle,
+    /// are asked again.
+    pub fn unblock(&mut self) {
+        let Some(w) = self.window.as_mut() else {
+            return;
+        };
+        for a in &mut w.spans {
+            if matches!(a, Asked::Refused) {
+                *a = Asked::No;
+            }
+        }
+        if w.stalled {
+            w.stalled = false;
+            w.dispute = None;
+        }
+        if let Some(c) = w.chunk.as_mut() {
+            c.tried.clear();
+        }
+    }
+
+    /// Our best chain left its blocks above `fork`: what the scan stood on above it is
+    /// asked again. Returns the requests in flight, to give up.
+    pub fn reorg(&mut self, fork: u32) -> Vec<GivenUp> {
+        self.vouched.reorg(fork);
+        let above = self.window.as_ref().is_some_and(|w| w.last > fork);
+        let given_up = if above {
+            let g = self.in_flight().collect();
+            self.window = None;
+            g
+        } else {
+            Vec::new()
+        };
+        self.next = self.next.min(fork + 1).max(self.from);
+        given_up
+    }
+}
+
+#[cfg(test)]
+mod tests;
