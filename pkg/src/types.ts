@@ -369,6 +369,8 @@ export type LightwireEvent =
   | ScanMatch
   | ScanWithdrawn
   | ScanReached
+  | SilentPaymentFound
+  | SilentStalled
   | GatewayWarning
   | ClientError;
 
@@ -649,6 +651,39 @@ export interface ScanProgress {
   filters: number;
   /** Blocks that matched so far. */
   matches: number;
+}
+
+/**
+ * An output paying the silent-payment receiver (BIP352), found in a block checked against
+ * its header; the wallet watches its script from that block on.
+ */
+export interface SilentPaymentFound {
+  type: 'silentPayment';
+  height: number;
+  /** Display hex. */
+  blockHash: string;
+  /** Display hex. */
+  txid: string;
+  vout: number;
+  /** The output's x-only key, hex. */
+  outputKey: string;
+  /**
+   * The private-key tweak that spends it, hex: the key that signs is the spend key plus
+   * this (modulo the curve's order).
+   */
+  tweak: string;
+  /** The label it was paid to (0: the change label), null for the plain address. */
+  label: number | null;
+}
+
+/**
+ * The gateways' silent-payment tweak lists of a block differ and none present gave the
+ * block or what it spends from: the receiver's scan waits below it, and asks again when
+ * the chain moves or a gateway comes back.
+ */
+export interface SilentStalled {
+  type: 'silentStalled';
+  height: number;
 }
 
 /** A block's filter matched a watched script. */

@@ -160,6 +160,14 @@ events! {
     SCAN_WITHDRAWN = event("scanWithdrawn", &["height", "blockHash"]);
     /// The scan reached the stored filter headers (`ScanReached`).
     SCAN_REACHED = event("scanReached", &["height", "matches"]);
+    /// An output paying the silent-payment receiver was found (`SilentPaymentFound`).
+    SILENT_PAYMENT = event(
+        "silentPayment",
+        &["height", "blockHash", "txid", "vout", "outputKey", "tweak", "label"],
+    );
+    /// The silent-payment scan waits below a dispute nobody present can settle
+    /// (`SilentStalled`).
+    SILENT_STALLED = event("silentStalled", &["height"]);
     /// A gateway sent a warning (`GatewayWarning`).
     WARNING = event("warning", &["gateway", "url", "text"]);
     /// The client failed (`ClientError`).

@@ -92,15 +92,40 @@ pub struct FilterAnswer<'a> {
 impl<'a> FilterAnswer<'a> {
     /// The answer a connection's (or a bulk file's) `filter_headers` event carries.
     pub fn of(event: lightwire_proto::PeerEvent<'a>) -> Option<FilterAnswer<'a>> {
-        match event {
-            lightwire_proto::PeerEvent::FilterHeaders {
-                id,
-                first_height,
-                flags,
-                before,
-                headers,
-                hashes,
-            } => Some(FilterAnswer {
+        Self::of_kind(event, false)
+    }
+
+    /// The answer a connection's `tweak_headers` event carries (the same layout, over
+    /// the tweak chain: never taken for filter headers).
+    pub fn of_tweaks(event: lightwire_proto::PeerEvent<'a>) -> Option<FilterAnswer<'a>> {
+        Self::of_kind(event, true)
+    }
+
+    fn of_kind(event: lightwire_proto::PeerEvent<'a>, tweaks: bool) -> Option<FilterAnswer<'a>> {
+        use lightwire_proto::PeerEvent::{FilterHeaders, TweakHeaders};
+        match (event, tweaks) {
+            (
+                FilterHeaders {
+                    id,
+                    first_height,
+                    flags,
+                    before,
+                    headers,
+                    hashes,
+                },
+                false,
+            )
+            | (
+                TweakHeaders {
+                    id,
+                    first_height,
+                    flags,
+                    before,
+                    headers,
+                    hashes,
+                },
+                true,
+            ) => Some(FilterAnswer {
                 id,
                 first_height,
                 flags,

@@ -267,9 +267,32 @@ impl Pipeline {
             engine.on_dispute_data(from, &self.hashes, &self.filter_headers);
             return Ok(true);
         }
+        if let Some((first, last)) = engine.need_silent_data() {
+            // A window the store cannot give whole is made again from what it holds.
+            if !self.read_window(store, first, last).await? {
+                self.hashes.clear();
+            }
+            engine.on_silent_data(first, &self.hashes, &self.filter_headers);
+            return Ok(true);
+        }
         let Some((start, end)) = engine.need_scan_data() else {
             return Ok(false);
         };
+        if !self.read_window(store, start, end).await? {
+            return Ok(false);
+        }
+        engine.on_scan_data(start, &self.hashes, &self.filter_headers);
+        Ok(true)
+    }
+
+    /// Read the block hashes of `start..=end` and the filter headers of `start - 1..=end`
+    /// (a scan's window); false when the filter header before `start` is not stored.
+    async fn read_window<S: HeaderStore>(
+        &mut self,
+        store: &S,
+        start: u32,
+        end: u32,
+    ) -> Result<bool, StoreError> {
         self.headers.clear();
         store.headers(start, end, &mut self.headers).await?;
         self.hashes.clear();
@@ -291,7 +314,6 @@ impl Pipeline {
             }
             _ => return Ok(false),
         }
-        engine.on_scan_data(start, &self.hashes, &self.filter_headers);
         Ok(true)
     }
 

@@ -9,7 +9,9 @@ use crate::dispute::DisputeError;
 use crate::engine::MempoolError;
 use crate::filters::FilterSyncError;
 use crate::scan::ScanError;
+use crate::silent_scan::SilentFault;
 use crate::sync::SyncError;
+use crate::tweaks::TweakError;
 use crate::wallet::WalletError;
 
 /// What the browser (or a native shell) reports about a socket.
@@ -68,6 +70,10 @@ pub enum DropReason {
     /// Its mempool digest does not describe the transaction it names, or came unasked.
     #[error(transparent)]
     Mempool(MempoolError),
+    /// Its silent-payment tweaks, or what it sent the receiver's scan, broke a rule (a
+    /// list the block proves wrong, a word broken, a filter or block not ours).
+    #[error(transparent)]
+    Silent(SilentFault),
     /// Its answer to our request made no progress in time.
     #[error("the gateway stopped answering our request")]
     RequestTimeout,
@@ -95,6 +101,8 @@ impl DropReason {
             | DropReason::Mempool(_) => true,
             // An answer cut short may be a reorganisation: asked again after a backoff.
             DropReason::Scan(ScanError::Short { .. }) => false,
+            DropReason::Silent(SilentFault::Short { .. }) => false,
+            DropReason::Silent(_) => true,
             DropReason::Scan(_) => true,
             DropReason::RequestTimeout | DropReason::Transport(_) => false,
         }
@@ -158,6 +166,22 @@ impl DropReason {
                 MempoolError::InvalidSignature { .. } => "invalid-signature",
                 MempoolError::Withheld(_) => "withheld-transaction",
                 MempoolError::Flooding(_) => "digest-flooding",
+            },
+            DropReason::Silent(e) => match e {
+                SilentFault::Tweaks(TweakError::TwoWords { .. }) => "tweak-word-broken",
+                SilentFault::Tweaks(
+                    TweakError::ListMismatch { .. } | TweakError::ListOutsideSpan { .. },
+                ) => "tweak-list-mismatch",
+                SilentFault::Tweaks(_) => "tweak-headers-out-of-order",
+                SilentFault::ListsOutOfOrder { .. } => "tweak-pieces-out-of-order",
+                SilentFault::NotAPoint { .. } => "tweak-not-a-point",
+                SilentFault::FiltersOutOfOrder { .. } => "filter-pieces-out-of-order",
+                SilentFault::FilterMismatch { .. } => "filter-mismatch",
+                SilentFault::BlockOutOfOrder { .. } => "block-pieces-out-of-order",
+                SilentFault::Block { .. } => "block-mismatch",
+                SilentFault::Dispute(_) => "tweak-evidence-wrong",
+                SilentFault::Disproven { .. } => "tweaks-disproven",
+                SilentFault::Short { .. } => "tweaks-cut-short",
             },
             DropReason::RequestTimeout => "request-timeout",
             DropReason::Transport(TransportError::OpenFailed) => "open-failed",

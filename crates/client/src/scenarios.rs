@@ -23,6 +23,7 @@ use crate::testnet::{FailingStore, Net, block_on, memory};
 mod content;
 mod mempool;
 mod miscomputed;
+mod silent;
 mod trust;
 
 fn small(e: &mut Engine) {

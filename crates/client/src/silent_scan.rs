@@ -37,12 +37,13 @@ use std::collections::VecDeque;
 
 use lightwire_chain::BlockHash;
 use lightwire_filter::{filter_hash, filter_header};
-use lightwire_primitives::{BlockError, CheckedBlock, FilterHash, FilterHeader, TweakList};
+use lightwire_primitives::{BlockError, CheckedBlock, FilterHeader, TweakList};
 use lightwire_wallet::silent::Receiver;
 use lightwire_wallet::silent_block::{BlockScanError, BlockScanner, Payment};
 use lightwire_wire::filters::MAX_FILTER_LEN;
 use lightwire_wire::{AnswerFlags, BlockPiece, FilterPiece, Filters, MAX_BLOCK_LEN};
 
+use crate::filters::FilterAnswer;
 use crate::ids::{GatewayId, GivenUp, Ids, TaskId};
 use crate::tweak_dispute::{Need, TweakAsk, TweakDispute, TweakFault, TweakOutcome, TweakVerdict};
 use crate::tweaks::{Span, SpanBuilder, TweakError, Vouched};
@@ -662,17 +663,8 @@ impl SilentScan {
     }
 
     /// A `tweak_headers` message from `g`.
-    #[allow(clippy::too_many_arguments)]
-    pub fn on_span(
-        &mut self,
-        g: GatewayId,
-        id: u32,
-        first_height: u32,
-        flags: AnswerFlags,
-        before: FilterHeader,
-        hashes: &[FilterHash],
-        headers: &[FilterHeader],
-    ) {
+    pub fn on_span(&mut self, g: GatewayId, m: &FilterAnswer<'_>) {
+        let (id, flags) = (m.id, m.flags);
         let Some(w) = self.window.as_mut() else {
             return;
         };
@@ -689,7 +681,7 @@ impl SilentScan {
             *asked = Asked::Refused;
             return;
         }
-        let span = match builder.push(first_height, before, hashes, headers, flags.last) {
+        let span = match builder.push(m.first_height, m.before, m.hashes, m.headers, flags.last) {
             Ok(None) => return,
             Ok(Some(span)) => span,
             Err(e) => {

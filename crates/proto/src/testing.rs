@@ -64,6 +64,9 @@ pub struct TestChain {
     pub spent_from: HashMap<u32, Vec<u8>>,
     /// Heights whose `spent_from` is "being fetched" (answers wait for them).
     pub pending_spent_from: std::collections::HashSet<u32>,
+    /// The pool whose payments the chain carries ([`TestChain::generate_paying`]); the
+    /// default one when `None`.
+    paying: Option<&'static Pool>,
 }
 
 /// A transaction (version 2, replaceable) spending output `vout` of `prev` with `witness`
@@ -179,6 +182,16 @@ impl TestMempool {
 impl TestChain {
     /// Genesis and `count` generated headers after it (tip at height `count`).
     pub fn generate(count: u32) -> TestChain {
+        Self::generate_in(count, None)
+    }
+
+    /// As [`Self::generate`], the chain carrying `pool`'s payments (each in its block,
+    /// whose header, filter and bytes are those of the paying block).
+    pub fn generate_paying(count: u32, pool: &'static Pool) -> TestChain {
+        Self::generate_in(count, Some(pool))
+    }
+
+    fn generate_in(count: u32, paying: Option<&'static Pool>) -> TestChain {
         let mut chain = TestChain {
             headers: vec![REGTEST.genesis],
             index: HashMap::new(),
@@ -201,10 +214,45 @@ impl TestChain {
             mempool: None,
             fee_rates: None,
             mirrors: Vec::new(),
+            paying,
         };
         chain.index.insert(REGTEST.genesis.block_hash(), 0);
-        chain.extend(headers_after(&REGTEST, &REGTEST.genesis, 0, count, 0));
+        let headers = chain.headers_after(&REGTEST.genesis, 0, count, 0);
+        chain.extend(headers);
         chain
+    }
+
+    /// `count` headers on `branch` after `parent` at `parent_height`, of this chain's
+    /// blocks.
+    fn headers_after(
+        &self,
+        parent: &Header,
+        parent_height: u32,
+        count: u32,
+        branch: u32,
+    ) -> Vec<Header> {
+        let Some(pool) = self.paying else {
+            return headers_after(&REGTEST, parent, parent_height, count, branch);
+        };
+        let mut out: Vec<Header> = Vec::with_capacity(count as usize);
+        let mut prev = *parent;
+        for height in parent_height + 1..=parent_height.saturating_add(count) {
+            let root = lightwire_chain::synthetic::merkle_root_in(pool, height, branch);
+            let h = lightwire_chain::generate::next_header_with_root(
+                &REGTEST,
+                &prev,
+                prev.block_hash(),
+                root,
+            );
+            out.push(h);
+            prev = h;
+        }
+        out
+    }
+
+    /// The pool of `height`'s block.
+    fn pool(&self, height: u32) -> &'static Pool {
+        self.paying.unwrap_or_else(|| pool_for(height))
     }
 
     /// The header at `height`.
@@ -224,7 +272,8 @@ impl TestChain {
         }
         self.filters.truncate(fork as usize + 1);
         let parent = self.header(fork);
-        self.extend(headers_after(&REGTEST, &parent, fork, len, branch));
+        let headers = self.headers_after(&parent, fork, len, branch);
+        self.extend(headers);
         self.reorgs += 1;
         if let Some(tweaks) = &self.tweaks {
             // The new branch's blocks have no tweaks.
@@ -310,7 +359,7 @@ impl TestChain {
         let branch = self.branch_of(height as usize);
         SyntheticBlock::write_at(
             &DEFAULT_PROFILE,
-            pool_for(height),
+            self.pool(height),
             height,
             branch,
             &header,
@@ -339,7 +388,7 @@ impl TestChain {
             if height == 0 {
                 build_filter(&hash, [GENESIS_OUTPUT_SCRIPT], &mut filter);
             } else {
-                let pool = pool_for(height as u32);
+                let pool = self.pool(height as u32);
                 let branch = self.branch_of(height);
                 let block = SyntheticBlock::new(&DEFAULT_PROFILE, pool, height as u32, branch);
                 build_filter(&hash, block.filter_items(), &mut filter);
@@ -361,7 +410,10 @@ impl TestChain {
     fn branch_of(&self, height: usize) -> u32 {
         let root = self.headers[height].merkle_root;
         (0..64)
-            .find(|&b| lightwire_chain::synthetic::merkle_root(height as u32, b) == root)
+            .find(|&b| {
+                let pool = self.pool(height as u32);
+                lightwire_chain::synthetic::merkle_root_in(pool, height as u32, b) == root
+            })
             .unwrap_or(0)
     }
 }

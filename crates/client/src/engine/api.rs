@@ -116,6 +116,21 @@ impl Engine {
         self.settle();
     }
 
+    /// The heights whose block hashes and filter headers the silent-payment scan needs
+    /// read from the store next (then [`Self::on_silent_data`]).
+    pub fn need_silent_data(&mut self) -> Option<(u32, u32)> {
+        if self.ctx.stopped {
+            return None;
+        }
+        self.tasks.silent.need_data(&self.ctx)
+    }
+
+    /// What [`Self::need_silent_data`] asked for: the block hashes of `first..=last` and
+    /// the filter headers of `first - 1..=last`.
+    pub fn on_silent_data(&mut self, first: u32, hashes: &[BlockHash], headers: &[FilterHeader]) {
+        self.tasks.silent.on_data(first, hashes, headers);
+    }
+
     /// Go on with a scan restored from the store.
     pub fn resume_scan(&mut self, scan: Scan) {
         self.tasks.scan.scan = Some(scan);
@@ -181,6 +196,25 @@ impl Engine {
                 .watch(&mut self.ctx, &mut self.tasks.scan, items, from, base);
         self.settle();
         result
+    }
+
+    /// Receive silent payments (BIP352) for `receiver` from block `from`: its scan takes the
+    /// tweaks the gateways agree on (or a block proves), matches each block's verified
+    /// filter and searches the blocks that match; each output found is an
+    /// [`Event::SilentPayment`] and a script the wallet watches from its block. Replaces
+    /// a receiver scanned for before.
+    pub fn watch_silent_payments(
+        &mut self,
+        receiver: lightwire_wallet::silent::Receiver,
+        from: u32,
+    ) {
+        let base = self.tasks.headers.syncer.base_height();
+        self.tasks.silent.start(&mut self.ctx, receiver, from, base);
+    }
+
+    /// The silent-payment scan, once started.
+    pub fn silent_scan(&self) -> Option<&crate::silent_scan::SilentScan> {
+        self.tasks.silent.scan.as_ref()
     }
 
     /// Stop watching `items`; what is left is scanned again from the wallet's start (every

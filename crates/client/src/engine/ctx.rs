@@ -96,6 +96,14 @@ pub enum Effect {
         /// The gateways that relayed it.
         holders: u64,
     },
+    /// The silent-payment scan found outputs paying the receiver in block `height`: the
+    /// wallet watches their scripts from there.
+    SilentFound {
+        /// The block's height.
+        height: u32,
+        /// The outputs.
+        payments: Vec<lightwire_wallet::silent_block::Payment>,
+    },
     /// A gateway is gone: it holds none of the wallet's unconfirmed transactions now.
     Unheld {
         /// The gateway.

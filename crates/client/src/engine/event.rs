@@ -122,6 +122,23 @@ pub enum Event {
         /// The top its manifest claims.
         height: u32,
     },
+    /// The silent-payment receiver's scan found an output paying it, in block `height`
+    /// (checked against our header; the wallet now watches its script from there).
+    SilentPayment {
+        /// The block's height.
+        height: u32,
+        /// The block.
+        hash: BlockHash,
+        /// The output, its transaction's tweak and its label.
+        payment: lightwire_wallet::silent_block::Payment,
+    },
+    /// The gateways' tweak lists of block `height` differ and nobody present gave the
+    /// block or what it spends from: the silent-payment scan waits below it (it asks
+    /// again when the chain moves or a gateway comes back).
+    SilentStalled {
+        /// The disputed block's height.
+        height: u32,
+    },
     /// A gateway sent a `warning`.
     Warning {
         /// Index in the gateway list.

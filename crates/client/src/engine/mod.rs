@@ -46,6 +46,7 @@ pub mod mirror;
 mod relay;
 mod route;
 mod scan;
+mod silent;
 mod task;
 mod wallet;
 
@@ -140,6 +141,7 @@ impl Engine {
                 relay: relay::Relay::new(),
                 mempool: mempool::MempoolTask::new(n),
                 fees: fees::Fees::default(),
+                silent: silent::SilentTask::default(),
             },
             bulk: [
                 lightwire_proto::bulk::BulkReader::new(),
@@ -615,6 +617,7 @@ impl Engine {
                     self.tasks.wallet.reorg(c, fork);
                     self.tasks.check.reorg(c, fork);
                     self.tasks.scan.reorg(c, fork);
+                    self.tasks.silent.reorg(c, fork);
                     let depth = old.height - fork;
                     let old_tip = Tip::from(&old);
                     let new_tip = new;
@@ -645,6 +648,12 @@ impl Engine {
                 }
                 Effect::Relayed { tx, holders } => self.tasks.wallet.broadcast(c, &tx, holders),
                 Effect::Unheld { gateway } => self.tasks.wallet.unheld(c, gateway),
+                Effect::SilentFound { height, payments } => {
+                    let base = self.tasks.headers.syncer.base_height();
+                    let t = &mut self.tasks;
+                    t.wallet
+                        .silent_found(c, &mut t.scan, height, &payments, base);
+                }
             }
         }
     }

@@ -41,6 +41,7 @@ pub fn route(
             if let Some(scan) = t.scan.scan.as_mut() {
                 scan.unblock();
             }
+            t.silent.unblock();
             t.headers.on_tip(ctx, g, height, header, chainwork);
             Ok(())
         }
@@ -77,22 +78,27 @@ pub fn route(
         // The filter-header task's, for mirrors' files.
         PeerEvent::FilterCheckpoints(m) => t.filter_headers.bulk.on_checkpoints(ctx, g, &m),
         PeerEvent::Filters(m) if is_task(m.id, TaskId::Check) => t.check.on_filters(ctx, g, &m),
+        PeerEvent::Filters(m) if is_task(m.id, TaskId::Silent) => t.silent.on_filters(ctx, g, &m),
         PeerEvent::Filters(m) => t.scan.on_filters(ctx, g, &m),
         PeerEvent::Block(b) if is_task(b.id, TaskId::Wallet) => {
             let best = &t.headers.syncer;
             t.wallet.on_block(ctx, &mut t.scan, g, &b, (base, best))
         }
+        PeerEvent::Block(b) if is_task(b.id, TaskId::Silent) => t.silent.on_block(ctx, g, &b),
         PeerEvent::Block(b) => t.check.on_block(ctx, g, &b),
         PeerEvent::TxResult(r) => t.relay.on_result(ctx, g, &r),
         PeerEvent::MempoolDigest(d) => t.mempool.on_digest(ctx, g, &d, &mut t.wallet),
         PeerEvent::MempoolTx(m) => t.mempool.on_tx(ctx, g, &m, &mut t.wallet),
         PeerEvent::FeeRates(m) => t.fees.on_rates(ctx, g, &m),
-        // The engine asks no gateway for silent-payment tweaks (or a tweak dispute's
-        // evidence) yet: any is an answer to a request never made.
-        PeerEvent::TweakHeaders { id, .. }
-        | PeerEvent::TweakCheckpoints(lightwire_wire::FilterCheckpoints { id, .. })
-        | PeerEvent::Tweaks(lightwire_wire::Filters { id, .. })
-        | PeerEvent::SpentFrom(lightwire_wire::BlockPiece { id, .. }) => {
+        e @ PeerEvent::TweakHeaders { .. } => match FilterAnswer::of_tweaks(e) {
+            Some(answer) => t.silent.on_span(ctx, g, &answer),
+            None => Ok(()),
+        },
+        PeerEvent::Tweaks(m) => t.silent.on_tweaks(ctx, g, &m),
+        PeerEvent::SpentFrom(p) => t.silent.on_spent_from(ctx, g, &p),
+        // The engine asks no gateway for tweak checkpoints: any is an answer to a request
+        // never made.
+        PeerEvent::TweakCheckpoints(lightwire_wire::FilterCheckpoints { id, .. }) => {
             Err(DropReason::Sync(crate::sync::SyncError::UnexpectedAnswer {
                 id,
             }))

@@ -16,6 +16,7 @@ use super::headers::Headers;
 use super::mempool::MempoolTask;
 use super::relay::Relay;
 use super::scan::ScanTask;
+use super::silent::SilentTask;
 use super::wallet::WalletTask;
 use crate::ids::GatewayId;
 use crate::reason::DropReason;
@@ -74,12 +75,14 @@ pub struct Tasks {
     pub mempool: MempoolTask,
     /// Fee rates.
     pub fees: Fees,
+    /// The silent-payment receiver's scan.
+    pub silent: SilentTask,
 }
 
 impl Tasks {
     /// Every task, in the order they schedule: headers first (the others follow them), the
     /// wallet after the scan (it fetches what the scan matched).
-    pub fn all_mut(&mut self) -> [&mut dyn Task; 8] {
+    pub fn all_mut(&mut self) -> [&mut dyn Task; 9] {
         [
             &mut self.headers,
             &mut self.filter_headers,
@@ -89,11 +92,12 @@ impl Tasks {
             &mut self.relay,
             &mut self.mempool,
             &mut self.fees,
+            &mut self.silent,
         ]
     }
 
     /// Every task, to read.
-    pub fn all(&self) -> [&dyn Task; 8] {
+    pub fn all(&self) -> [&dyn Task; 9] {
         [
             &self.headers,
             &self.filter_headers,
@@ -103,6 +107,7 @@ impl Tasks {
             &self.relay,
             &self.mempool,
             &self.fees,
+            &self.silent,
         ]
     }
 

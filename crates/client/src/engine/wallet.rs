@@ -390,6 +390,30 @@ impl WalletTask {
         }
     }
 
+    /// The silent-payment scan found `payments` in block `height`: their taproot scripts
+    /// are watched from there (the wallet made from that block if it watched nothing), so
+    /// that each is a coin like any other, its spend found as any coin's. `base`: the
+    /// store's first height.
+    pub fn silent_found(
+        &mut self,
+        ctx: &mut Ctx,
+        scan: &mut ScanTask,
+        height: u32,
+        payments: &[lightwire_wallet::silent_block::Payment],
+        base: u32,
+    ) {
+        let items: Vec<Watched> = payments
+            .iter()
+            .map(|p| {
+                let mut script = vec![0x51, 0x20];
+                script.extend_from_slice(&p.found.key);
+                Watched::Script(hex::encode(script))
+            })
+            .collect();
+        // A script of 34 bytes of hex always watches.
+        let _ = self.watch(ctx, scan, &items, height, base);
+    }
+
     /// A reorganisation at `fork`: what the wallet found above it is withdrawn.
     pub fn reorg(&mut self, ctx: &mut Ctx, fork: u32) {
         self.forget_suspect_from(fork.saturating_add(1));

@@ -8,7 +8,7 @@ use wasm_bindgen_test::wasm_bindgen_test as test;
 use super::*;
 use crate::tweaks::tests::{G, block_of, chain, g_input, tx};
 use lightwire_filter::{basic_filter, build_filter};
-use lightwire_primitives::{Tx, write_compact_size, write_tweak_list};
+use lightwire_primitives::{FilterHash, Tx, write_compact_size, write_tweak_list};
 use lightwire_wire::FiltersWriter;
 
 const SCAN: [u8; 32] = [0x11; 32];
@@ -217,15 +217,15 @@ fn answer(scan: &mut SilentScan, w: &World, gw: &Gateway, g: GatewayId, ask: Sil
                 last: true,
                 stop_unknown: false,
             };
-            scan.on_span(
-                g,
+            let m = FilterAnswer {
                 id,
-                first,
+                first_height: first,
                 flags,
                 before,
-                &gw.hashes[a..=b],
-                &gw.headers[a..=b],
-            );
+                headers: &gw.headers[a..=b],
+                hashes: &gw.hashes[a..=b],
+            };
+            scan.on_span(g, &m);
         }
         SilentAsk::Range {
             what: Range::Tweaks,

@@ -484,6 +484,22 @@ impl Net {
                 }
                 js_event_from!(events::BROADCAST, events::BROADCAST_RESULT, result)
             }
+            Event::SilentPayment {
+                height,
+                hash,
+                payment,
+            } => js_event!(events::SILENT_PAYMENT {
+                "height": height.into(),
+                "blockHash": js::hash(&hash),
+                "txid": js::hash(&payment.txid),
+                "vout": payment.vout.into(),
+                "outputKey": hex::encode(payment.found.key).into(),
+                "tweak": hex::encode(payment.found.tweak).into(),
+                "label": payment.found.label.map_or(JsValue::NULL, JsValue::from),
+            }),
+            Event::SilentStalled { height } => js_event!(events::SILENT_STALLED {
+                "height": height.into(),
+            }),
             Event::ScanMatch { height, hash } => js_event!(events::SCAN_MATCH {
                 "height": height.into(),
                 "blockHash": js::hash(&hash),

@@ -1,0 +1,128 @@
+//! A silent-payment receiver in the engine, over in-memory gateways serving tweaks: the
+//! payment found and made a coin of the wallet; gateways whose tweak lists differ where
+//! nobody can prove either leave the scan waiting below the block, taking neither word.
+//!
+//! The chains' tweak lists here are the test's choice, not computed from their synthetic
+//! blocks (whose inputs spend nothing real): the paying block's list holds a tweak for
+//! which the block pays the receiver's first key. Disputes settled by the block and what
+//! it spends from are the sans-IO scan's tests (`crate::silent_scan`).
+
+#[cfg(target_arch = "wasm32")]
+use wasm_bindgen_test::wasm_bindgen_test as test;
+
+use lightwire_chain::synthetic::{DEFAULT_PROFILE, Payment, Pool};
+use lightwire_proto::testing::TestChain;
+use lightwire_wallet::silent::Receiver;
+
+use super::{rejected, small, wallet_events};
+use crate::engine::Event;
+use crate::testnet::{Net, memory};
+use crate::tweaks::tests::G;
+
+const PAID: u32 = 1_500;
+const VALUE: u64 = 42_000;
+
+fn receiver() -> Receiver {
+    Receiver::new(&[0x11; 32], &G).unwrap()
+}
+
+/// The receiver's first key for tweak G, and the taproot script paying it.
+fn paid_key() -> ([u8; 32], Vec<u8>) {
+    let mut keys = Vec::new();
+    receiver().first_keys(&G, &mut keys).unwrap();
+    let mut script = vec![0x51, 0x20];
+    script.extend_from_slice(&keys[0]);
+    (keys[0], script)
+}
+
+/// A chain of 2,000 blocks whose block 1,500 pays the receiver, serving tweak lists: G
+/// in the paying block's when `honest`, none there otherwise; G in every 300th block's too
+/// (their filters hold none of the receiver's keys).
+fn chain(honest: bool) -> TestChain {
+    let (_, script) = paid_key();
+    let payment = Payment {
+        height: PAID,
+        script,
+        value: VALUE,
+    };
+    let pool = Box::leak(Box::new(Pool::with_payments(
+        &DEFAULT_PROFILE,
+        [payment],
+        2_000,
+    )));
+    let mut chain = TestChain::generate_paying(2_000, pool);
+    let lists = (0..=2_000u32)
+        .map(|h| match h {
+            PAID if honest => vec![G],
+            PAID => Vec::new(),
+            h if h % 300 == 0 => vec![G],
+            _ => Vec::new(),
+        })
+        .collect();
+    chain.serve_tweaks(lists);
+    chain
+}
+
+fn found(events: &[Event]) -> Vec<(u32, [u8; 32], u32)> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            Event::SilentPayment {
+                height, payment, ..
+            } => Some((*height, payment.found.key, payment.vout)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// One gateway, and then two: the payment is found from the receiver's start, told once,
+/// and the wallet watches its script: the coin is in its balance.
+#[test]
+fn a_silent_payment_is_found_and_is_a_coin_of_the_wallet() {
+    for gateways in [1, 2] {
+        let chains = (0..gateways).map(|_| chain(true)).collect();
+        let mut net = Net::new(memory(), chains, small);
+        net.drive();
+        net.host.engine.watch_silent_payments(receiver(), 1_000);
+        net.drive();
+        let (key, _) = paid_key();
+        let told = found(&net.host.events);
+        assert_eq!(told.len(), 1, "{told:?}");
+        assert_eq!((told[0].0, told[0].1), (PAID, key));
+        assert_eq!(rejected(&net.host.events), []);
+        let scan = net.host.engine.silent_scan().unwrap();
+        assert_eq!(scan.next(), 2_001, "scanned to the tip");
+        assert_eq!(wallet_events(&net.host.events), [(true, PAID)]);
+        let w = net.host.engine.wallet().unwrap();
+        assert_eq!(w.balance(2_000, 1).confirmed, VALUE);
+    }
+}
+
+/// A gateway whose tweak list of the paying block leaves the tweak out (its chain rebuilt
+/// on it) beside one whose list holds it: their words differ there, and neither can be
+/// proven (nobody gives what the block spends from). The scan takes neither: it waits
+/// below the block, says so, and marks nobody bad. Alone, the liar's word is taken (as a
+/// lone gateway's filter headers are) and the payment is not found.
+#[test]
+fn differing_tweak_lists_nobody_can_settle_leave_the_scan_waiting_below_them() {
+    let mut net = Net::new(memory(), vec![chain(false), chain(true)], small);
+    net.drive();
+    net.host.engine.watch_silent_payments(receiver(), 1_000);
+    net.drive();
+    assert_eq!(found(&net.host.events), []);
+    assert!(
+        net.host
+            .events
+            .iter()
+            .any(|e| matches!(e, Event::SilentStalled { height: PAID })),
+    );
+    assert_eq!(rejected(&net.host.events), []);
+    assert!(net.host.engine.silent_scan().unwrap().next() <= PAID);
+
+    let mut net = Net::new(memory(), vec![chain(false)], small);
+    net.drive();
+    net.host.engine.watch_silent_payments(receiver(), 1_000);
+    net.drive();
+    assert_eq!(found(&net.host.events), []);
+    assert_eq!(net.host.engine.silent_scan().unwrap().next(), 2_001);
+}
