@@ -8,18 +8,23 @@ source scripts/env.sh
 # The wasm-pkg profile: release, with the wallet and the curve built for size (Cargo.toml).
 wasm-pack build crates/client --target web --profile wasm-pkg --no-opt --no-pack --out-dir ../../pkg/wasm >&2
 rm -f pkg/wasm/.gitignore
+# The second module, with silent payments (`silentPayments: true`): the same engine with
+# the receiver's scan, fetched only by a client that asks for it.
+wasm-pack build crates/client --target web --profile wasm-pkg --no-opt --no-pack --out-dir ../../pkg/wasm-sp -- --features silent-payments >&2
+rm -f pkg/wasm-sp/.gitignore
 
 # wasm-opt from the npm package `binaryen`, pinned in package.json (binaryen 132; wasm-pack's
 # own run stays off, --no-opt, as it would take Debian's older binaryen or download one). The features are the ones rustc lists in the module's target_features
 # section, no more: wasm-opt may then use only what the module already needs (SIMD128 is
 # the newest, Safari 16.4), where --all-features would let it emit instructions some
 # browsers lack. Binaryen drops the name section (function names, 83 KB) unless given -g.
-wasm=pkg/wasm/lightwire_bg.wasm
-node_modules/.bin/wasm-opt -O3 \
-  --enable-simd --enable-bulk-memory --enable-bulk-memory-opt --enable-sign-ext \
-  --enable-mutable-globals --enable-nontrapping-float-to-int --enable-reference-types \
-  --enable-multivalue --enable-call-indirect-overlong \
-  "$wasm" -o "$wasm" >&2
+for wasm in pkg/wasm/lightwire_bg.wasm pkg/wasm-sp/lightwire_bg.wasm; do
+  node_modules/.bin/wasm-opt -O3 \
+    --enable-simd --enable-bulk-memory --enable-bulk-memory-opt --enable-sign-ext \
+    --enable-mutable-globals --enable-nontrapping-float-to-int --enable-reference-types \
+    --enable-multivalue --enable-call-indirect-overlong \
+    "$wasm" -o "$wasm" >&2
+done
 
 rm -rf pkg/dist
 npx --no-install tsc -p pkg

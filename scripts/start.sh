@@ -79,7 +79,7 @@ fi
 bash scripts/setup.sh
 
 # Build what is missing (npm test rebuilds everything; this only fills gaps).
-if [ ! -f pkg/dist/index.js ] || [ ! -f pkg/wasm/lightwire_bg.wasm ]; then
+if [ ! -f pkg/dist/index.js ] || [ ! -f pkg/wasm/lightwire_bg.wasm ] || [ ! -f pkg/wasm-sp/lightwire_bg.wasm ]; then
   step "building the npm package (pkg/)"
   bash scripts/build-pkg.sh
 fi
@@ -93,7 +93,7 @@ if [ ! -x web/node_modules/.bin/vite ]; then
 fi
 # The page: built again when it or the package changed since the last build.
 if [ ! -f web/dist/index.html ] ||
-  [ -n "$(find web/index.html web/src web/vite.config.ts web/package.json pkg/dist pkg/wasm \
+  [ -n "$(find web/index.html web/src web/vite.config.ts web/package.json pkg/dist pkg/wasm pkg/wasm-sp \
     -newer web/dist/index.html -print -quit)" ]; then
   step "vite build (web/)"
   (cd web && node_modules/.bin/vite build --logLevel warn)

@@ -1,7 +1,9 @@
 // The engine on the current thread: the wasm module's Client, behind the same call
-// interface the worker offers.
+// interface the worker offers. Two builds of the module: the default one, and one with
+// silent payments (`silentPayments: true`, fetched only then: the scanner would weigh on
+// every app's first download).
 import init, { Client } from '../wasm/lightwire.js';
-import type { Method } from './protocol.js';
+import { named, type Method } from './protocol.js';
 import type { ClientOptions, LightwireEvent } from './types.js';
 
 /** Calls into an engine, wherever it runs. */
@@ -11,16 +13,30 @@ export interface Backend {
   close(): void;
 }
 
-let ready: Promise<unknown> | undefined;
+let ready: Promise<typeof Client> | undefined;
+let readyWithSilent: Promise<typeof Client> | undefined;
+
+/** The module's `Client` class: the default build, or the one with silent payments. */
+function clientClass(silentPayments: boolean): Promise<typeof Client> {
+  if (!silentPayments) {
+    ready ??= init().then(() => Client);
+    return ready;
+  }
+  readyWithSilent ??= import('../wasm-sp/lightwire.js').then(async (m) => {
+    await m.default();
+    // The same class, with `watchSilentPayments` besides.
+    return m.Client as unknown as typeof Client;
+  });
+  return readyWithSilent;
+}
 
 /** Open an engine on this thread. */
 export async function openHere(
   options: ClientOptions,
   onEvent: (e: LightwireEvent) => void,
 ): Promise<Backend> {
-  ready ??= init();
-  await ready;
-  const client = await Client.open(
+  const Module = await clientClass(options.silentPayments === true);
+  const client = await Module.open(
     {
       network: options.network,
       gateways: options.gateways,
@@ -38,8 +54,11 @@ export async function openHere(
   );
   return {
     async call(method, args) {
-      const f = client[method] as (...a: unknown[]) => unknown;
-      return await f.apply(client, args);
+      const f = (client as unknown as Record<string, unknown>)[method];
+      if (typeof f !== 'function') {
+        throw named('NotEnabled', `${method} needs the client opened with silentPayments: true`);
+      }
+      return await (f as (...a: unknown[]) => unknown).apply(client, args);
     },
     close() {
       client.free();

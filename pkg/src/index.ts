@@ -20,6 +20,8 @@ import type {
   FeeRatesResult,
   ScanOptions,
   ScanResult,
+  SilentPaymentOptions,
+  SilentPaymentReceiver,
   Utxo,
   WalletSummary,
   TransactionEntry,
@@ -167,6 +169,24 @@ export class LightwireClient extends EventTarget {
    */
   watch(options: WatchOptions): Promise<WalletSummary> {
     return this.#call('watch', options);
+  }
+
+  /**
+   * Receive silent payments (BIP352) with the scan private key and the spend public key
+   * (or the receiver's own address), from `fromHeight` ({@link SilentPaymentOptions}).
+   * For each block, the tweaks of its transactions are taken from the gateways that serve
+   * them, compared across them (a disagreement is settled by the block and what it spends
+   * from, and the gateway proven wrong is dropped: with one honest gateway present, none
+   * can hide a payment); the block's verified filter is asked about the receiver's keys,
+   * and a block that matches is fetched, checked and searched. Each output found is a
+   * `silentPayment` event and a coin of the wallet (its script watched from that block).
+   * The scan key stays in the engine's worker in this tab and is not stored: call again in
+   * each session. Only the tab that runs the engine receives (elsewhere: `NotLeader`).
+   * Resolves at once with the receiver's addresses; rejects with `InvalidArgument` naming
+   * a key, address or label that cannot be.
+   */
+  watchSilentPayments(options: SilentPaymentOptions): Promise<SilentPaymentReceiver> {
+    return this.#call('watchSilentPayments', options);
   }
 
   /**

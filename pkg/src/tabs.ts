@@ -32,8 +32,14 @@ const VERSION = 2;
  * hung worker. */
 const LEADER_TIMEOUT_MS = 30_000;
 
-/** Methods a follower may ask of the leader (every one but `stop`, which stays in its tab). */
-const FORWARDED: ReadonlySet<string> = new Set<Method>(METHODS.filter((m) => m !== 'stop'));
+/**
+ * Methods that stay in their tab: `stop`, and `watchSilentPayments`, whose scan key is
+ * passed to no other context (a follower's call is refused with `NotLeader`).
+ */
+const LOCAL: ReadonlySet<string> = new Set<Method>(['stop', 'watchSilentPayments']);
+
+/** Methods a follower may ask of the leader. */
+const FORWARDED: ReadonlySet<string> = new Set<Method>(METHODS.filter((m) => !LOCAL.has(m)));
 
 /** What tabs say to each other on the store's channel. */
 type TabMessage =
@@ -171,6 +177,9 @@ export class SharedBackend implements Backend {
     if (this.#stopped) throw named('Stopped', 'the client has stopped');
     if (method === 'stop') return this.#stop();
     if (this.#engine) return this.#engine.call(method, args);
+    if (!FORWARDED.has(method)) {
+      throw named('NotLeader', `${method} runs only in the tab that runs the engine (its keys go to no other tab)`);
+    }
     return new Promise((resolve, reject) => {
       const id = this.#next++;
       this.#pending.set(id, { method, args, resolve, reject });

@@ -84,6 +84,13 @@ export interface ClientOptions {
    */
   unconfirmedExpiryMs?: number;
   /**
+   * Load the engine's module with silent payments (default false): the scanner for
+   * {@link LightwireClient.watchSilentPayments} (its curve arithmetic, the tweak chain's
+   * cross-check and disputes) is a second wasm module, fetched only by a client opened
+   * with this; without it, `watchSilentPayments` rejects with `NotEnabled`.
+   */
+  silentPayments?: boolean;
+  /**
    * How long the engine's worker may leave the page's ping unanswered (pinged every 5 s)
    * before it is taken for hung, terminated and started again on the same store with the
    * same options (a `workerRestarted` event). Default 30,000 ms: the engine's longest
@@ -397,6 +404,28 @@ export interface WatchOptions {
   descriptors?: string[];
   /** The first block to look at (default 0): the wallet's birthday. */
   fromHeight?: number;
+}
+
+/** What {@link LightwireClient.watchSilentPayments} receives with. */
+export interface SilentPaymentOptions {
+  /** The scan private key, 64 hex characters (it stays in the engine's worker). */
+  scanKey: string;
+  /** The spend public key, 66 hex characters (compressed); or `address`. */
+  spendKey?: string;
+  /** The receiver's own (unlabelled) address, `sp1...` (`tsp1...` on test networks); or `spendKey`. */
+  address?: string;
+  /** The labels the app hands out (from 1; the change label 0 is always looked for). */
+  labels?: number[];
+  /** The first block to look at (default 0): the receiver's birthday. */
+  fromHeight?: number;
+}
+
+/** What {@link LightwireClient.watchSilentPayments} resolves to. */
+export interface SilentPaymentReceiver {
+  /** Its address on the client's network. */
+  address: string;
+  /** Each label's address. */
+  labels: { label: number; address: string }[];
 }
 
 /** Satoshis, as a number: every amount of bitcoin is below 2^53, so exact. */

@@ -6,7 +6,8 @@
 //! is wrong, settled from the block), [`scan`] (matching filters against scripts),
 //! [`wallet`] (the watch-only wallet: matched blocks fetched, checked and applied),
 //! [`spend`] (PSBTs spending its coins), [`silent_scan`] (a silent-payment receiver's scan
-//! over the tweak chain gateways vouch for: [`tweaks`], [`tweak_dispute`]),
+//! over the tweak chain gateways vouch for: [`tweaks`], [`tweak_dispute`]; the keys it is
+//! given: [`receiver`]),
 //! [`engine`] (several gateways over `lightwire-proto` connections: targets, bad gateways,
 //! reconnects, deadlines; typed [`reason`]s for every drop) and [`pipeline`] (resume,
 //! locator seeding, ancestor reads and commits over any `HeaderStore`). In wasm, `web` is
@@ -26,6 +27,7 @@ pub mod filters;
 pub mod ids;
 pub mod pipeline;
 pub mod reason;
+pub mod receiver;
 pub mod scan;
 #[cfg(test)]
 mod scenarios;

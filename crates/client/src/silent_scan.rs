@@ -1035,5 +1035,115 @@ impl SilentScan {
     }
 }
 
+/// What the engine asks of a receiver's scan, as a trait object: the engine holds a
+/// `Box<dyn Scanning>`, made only where the application starts a receiver, so that a build
+/// that never starts one (the package's default wasm, without the `silent-payments`
+/// feature) links none of the scan, its curve arithmetic or its dispute: only these
+/// entries, and the engine's handling of what they return. [`SilentScan`]'s methods of
+/// the same names, one for one.
+pub trait Scanning {
+    /// [`SilentScan::from`].
+    fn from(&self) -> u32;
+    /// [`SilentScan::next`].
+    fn next(&self) -> u32;
+    /// [`SilentScan::tweaks_scanned`].
+    fn tweaks_scanned(&self) -> u64;
+    /// [`SilentScan::poll_event`].
+    fn poll_event(&mut self) -> Option<SilentEvent>;
+    /// [`SilentScan::need_data`].
+    fn need_data(&mut self, top: u32) -> Option<(u32, u32)>;
+    /// [`SilentScan::on_data`].
+    fn on_data(&mut self, first: u32, hashes: &[BlockHash], filter_headers: &[FilterHeader]);
+    /// [`SilentScan::next_ask`].
+    fn next_ask(
+        &mut self,
+        presence: &dyn Fn(GatewayId) -> Presence,
+        serves: &dyn Fn(GatewayId, Serves) -> bool,
+    ) -> Option<(GatewayId, SilentAsk)>;
+    /// [`SilentScan::is_in_flight`].
+    fn is_in_flight(&self, g: GatewayId, id: u32) -> bool;
+    /// [`SilentScan::in_flight`], appended to `out`.
+    fn in_flight_into(&self, out: &mut Vec<GivenUp>);
+    /// Whether a request is in flight.
+    fn waiting(&self) -> bool;
+    /// [`SilentScan::on_span`].
+    fn on_span(&mut self, g: GatewayId, m: &FilterAnswer<'_>);
+    /// [`SilentScan::on_tweaks`].
+    fn on_tweaks(&mut self, g: GatewayId, m: &Filters<'_>);
+    /// [`SilentScan::on_filters`].
+    fn on_filters(&mut self, g: GatewayId, m: &Filters<'_>);
+    /// [`SilentScan::on_block`].
+    fn on_block(&mut self, g: GatewayId, p: &BlockPiece<'_>);
+    /// [`SilentScan::on_spent_from`].
+    fn on_spent_from(&mut self, g: GatewayId, p: &BlockPiece<'_>);
+    /// [`SilentScan::gateway_gone`].
+    fn gateway_gone(&mut self, g: GatewayId);
+    /// [`SilentScan::unblock`].
+    fn unblock(&mut self);
+    /// [`SilentScan::reorg`].
+    fn reorg(&mut self, fork: u32) -> Vec<GivenUp>;
+}
+
+impl Scanning for SilentScan {
+    fn from(&self) -> u32 {
+        SilentScan::from(self)
+    }
+    fn next(&self) -> u32 {
+        SilentScan::next(self)
+    }
+    fn tweaks_scanned(&self) -> u64 {
+        SilentScan::tweaks_scanned(self)
+    }
+    fn poll_event(&mut self) -> Option<SilentEvent> {
+        SilentScan::poll_event(self)
+    }
+    fn need_data(&mut self, top: u32) -> Option<(u32, u32)> {
+        SilentScan::need_data(self, top)
+    }
+    fn on_data(&mut self, first: u32, hashes: &[BlockHash], filter_headers: &[FilterHeader]) {
+        SilentScan::on_data(self, first, hashes, filter_headers)
+    }
+    fn next_ask(
+        &mut self,
+        presence: &dyn Fn(GatewayId) -> Presence,
+        serves: &dyn Fn(GatewayId, Serves) -> bool,
+    ) -> Option<(GatewayId, SilentAsk)> {
+        SilentScan::next_ask(self, presence, serves)
+    }
+    fn is_in_flight(&self, g: GatewayId, id: u32) -> bool {
+        SilentScan::is_in_flight(self, g, id)
+    }
+    fn in_flight_into(&self, out: &mut Vec<GivenUp>) {
+        out.extend(self.in_flight());
+    }
+    fn waiting(&self) -> bool {
+        self.in_flight().next().is_some()
+    }
+    fn on_span(&mut self, g: GatewayId, m: &FilterAnswer<'_>) {
+        SilentScan::on_span(self, g, m)
+    }
+    fn on_tweaks(&mut self, g: GatewayId, m: &Filters<'_>) {
+        SilentScan::on_tweaks(self, g, m)
+    }
+    fn on_filters(&mut self, g: GatewayId, m: &Filters<'_>) {
+        SilentScan::on_filters(self, g, m)
+    }
+    fn on_block(&mut self, g: GatewayId, p: &BlockPiece<'_>) {
+        SilentScan::on_block(self, g, p)
+    }
+    fn on_spent_from(&mut self, g: GatewayId, p: &BlockPiece<'_>) {
+        SilentScan::on_spent_from(self, g, p)
+    }
+    fn gateway_gone(&mut self, g: GatewayId) {
+        SilentScan::gateway_gone(self, g)
+    }
+    fn unblock(&mut self) {
+        SilentScan::unblock(self)
+    }
+    fn reorg(&mut self, fork: u32) -> Vec<GivenUp> {
+        SilentScan::reorg(self, fork)
+    }
+}
+
 #[cfg(test)]
 mod tests;

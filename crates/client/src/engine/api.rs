@@ -212,9 +212,14 @@ impl Engine {
         self.tasks.silent.start(&mut self.ctx, receiver, from, base);
     }
 
+    /// The network the engine follows.
+    pub fn network(&self) -> lightwire_chain::Network {
+        self.ctx.params.network
+    }
+
     /// The silent-payment scan, once started.
-    pub fn silent_scan(&self) -> Option<&crate::silent_scan::SilentScan> {
-        self.tasks.silent.scan.as_ref()
+    pub fn silent_scan(&self) -> Option<&dyn crate::silent_scan::Scanning> {
+        self.tasks.silent.scan.as_deref()
     }
 
     /// Stop watching `items`; what is left is scanned again from the wallet's start (every

@@ -24,14 +24,17 @@ use super::task::{Task, View, timeout};
 use crate::filters::FilterAnswer;
 use crate::ids::{GatewayId, TaskId};
 use crate::reason::DropReason;
-use crate::silent_scan::{Presence, Range, Serves, SilentAsk, SilentEvent, SilentScan};
+use crate::silent_scan::{Presence, Range, Scanning, Serves, SilentAsk, SilentEvent};
 use crate::tweak_dispute::TweakAsk;
 
 /// The silent-payment task's state.
 #[derive(Default)]
 pub struct SilentTask {
-    /// The receiver's scan, once the application started one.
-    pub scan: Option<SilentScan>,
+    /// The receiver's scan, once the application started one (a trait object: see
+    /// [`Scanning`]).
+    pub scan: Option<Box<dyn Scanning>>,
+    /// A buffer for the requests in flight (kept: no allocation per call).
+    in_flight: Vec<crate::ids::GivenUp>,
 }
 
 impl SilentTask {
@@ -39,12 +42,16 @@ impl SilentTask {
     /// store's first height.
     pub fn start(&mut self, ctx: &mut Ctx, receiver: Receiver, from: u32, base: u32) {
         if let Some(old) = self.scan.take() {
-            ctx.give_up_all(old.in_flight().collect::<Vec<_>>());
+            self.in_flight.clear();
+            old.in_flight_into(&mut self.in_flight);
+            ctx.give_up_all(self.in_flight.drain(..));
         }
         // As the wallet's scan: a store from a checkpoint cannot check its first filter.
         let from = if base > 0 { from.max(base + 1) } else { from };
         let n = ctx.gateways.len();
-        self.scan = Some(SilentScan::new(receiver, from, n));
+        self.scan = Some(Box::new(crate::silent_scan::SilentScan::new(
+            receiver, from, n,
+        )));
         ctx.timers.touch(TaskId::Silent, ctx.now);
     }
 
@@ -96,13 +103,13 @@ impl SilentTask {
         g: GatewayId,
         id: u32,
         last: bool,
-        read: impl FnOnce(&mut SilentScan),
+        read: impl FnOnce(&mut dyn Scanning),
     ) -> Result<(), DropReason> {
         let Some(scan) = self.scan.as_mut().filter(|s| s.is_in_flight(g, id)) else {
             return ctx.given_up_answer(g, id, last);
         };
         ctx.timers.touch(TaskId::Silent, ctx.now);
-        read(scan);
+        read(scan.as_mut());
         self.told(ctx, Some(g))
     }
 
@@ -171,7 +178,7 @@ impl SilentTask {
     }
 
     /// The heights of block hashes and filter headers to read from the store next (see
-    /// [`SilentScan::need_data`]).
+    /// [`crate::silent_scan::SilentScan::need_data`]).
     pub fn need_data(&mut self, ctx: &Ctx) -> Option<(u32, u32)> {
         let top = ctx.stored_filters?;
         self.scan.as_mut()?.need_data(top)
@@ -194,7 +201,7 @@ impl Task for SilentTask {
             return Ok(());
         }
         loop {
-            let was_idle = scan.in_flight().next().is_none();
+            let was_idle = !scan.waiting();
             let gateways = &ctx.gateways;
             let presence = |g: GatewayId| {
                 let gw = &gateways[g];
@@ -218,7 +225,7 @@ impl Task for SilentTask {
                     Serves::Blocks => c.serves_blocks(),
                 }
             };
-            let Some((g, ask)) = scan.next_ask(presence, serves) else {
+            let Some((g, ask)) = scan.next_ask(&presence, &serves) else {
                 break;
             };
             let Some(conn) = ready(conns, g) else {
@@ -257,22 +264,24 @@ impl Task for SilentTask {
     }
 
     fn deadline(&self, ctx: &Ctx) -> Option<Millis> {
-        let waiting = self
-            .scan
-            .as_ref()
-            .is_some_and(|s| s.in_flight().next().is_some());
+        let waiting = self.scan.as_ref().is_some_and(|s| s.waiting());
         ctx.timers.deadline(TaskId::Silent, waiting)
     }
 
     /// Every gateway the scan waits on is dropped (not marked bad: a slow network).
     fn timed_out(&mut self, _: &mut Ctx) -> Vec<(GatewayId, DropReason)> {
-        let Some(scan) = self.scan.as_ref() else {
+        let Some(scan) = self.scan.as_deref() else {
             return Vec::new();
         };
-        let mut gone: Vec<GatewayId> = scan.in_flight().map(|(g, _)| g).collect();
-        gone.sort_unstable();
-        gone.dedup();
-        gone.into_iter().map(timeout).collect()
+        self.in_flight.clear();
+        scan.in_flight_into(&mut self.in_flight);
+        let mut gone: Vec<(GatewayId, DropReason)> = Vec::new();
+        for &(g, _) in &self.in_flight {
+            if !gone.iter().any(|(x, _)| *x == g) {
+                gone.push(timeout(g));
+            }
+        }
+        gone
     }
 
     fn gateway_gone(&mut self, ctx: &mut Ctx, g: GatewayId) {

@@ -241,6 +241,26 @@ impl Client {
         }
     }
 
+    /// Receive silent payments (BIP352): `{ scanKey, spendKey?, address?, labels?,
+    /// fromHeight? }` (the scan private key as hex; the spend public key as hex, or the
+    /// receiver's own address instead; the labels it hands out, from 1). From
+    /// `fromHeight`, each block's tweaks are taken where the gateways serving them agree
+    /// (a disagreement is settled by the block and what it spends from, and the gateway
+    /// proven wrong is dropped), the block's verified filter is asked about the
+    /// receiver's keys, and a block that matches is fetched and searched: each output
+    /// found is a `silentPayment` event and a coin of the wallet. The scan key stays in
+    /// this worker and is not stored: a later session receives only once called again.
+    /// Resolves `{ address, labels: [{ label, address }] }` at once (the scan goes on);
+    /// rejects with `InvalidArgument` naming a key, address or label that cannot be.
+    #[cfg(feature = "silent-payments")]
+    #[wasm_bindgen(js_name = watchSilentPayments)]
+    pub fn watch_silent_payments(&self, options: JsValue) -> Promise {
+        match receiver_keys(&options) {
+            Ok((keys, from)) => self.call(Query::WatchSilent { keys, from }),
+            Err(e) => Promise::reject(&e),
+        }
+    }
+
     /// Stop watching some of what `watch` was given (the same shape: `{ addresses?,
     /// scripts?, descriptors? }`; an item is the same however it is written). What is left
     /// is scanned again from the wallet's start: `transaction` events withdraw everything
@@ -414,13 +434,55 @@ fn watch_items(options: &JsValue) -> Result<(Vec<crate::wallet::Watched>, u32), 
             "nothing to watch: give scripts, addresses or descriptors",
         ));
     }
+    Ok((items, from_height(options)?))
+}
+
+/// `fromHeight` of `options`: 0 when not given.
+fn from_height(options: &JsValue) -> Result<u32, JsValue> {
     let from = js_sys::Reflect::get(options, &"fromHeight".into()).unwrap_or(JsValue::UNDEFINED);
-    let from = match from.as_f64() {
-        Some(f) => whole(f, "fromHeight")?,
-        None if from.is_undefined() || from.is_null() => 0,
-        None => return Err(js::error("InvalidArgument", "fromHeight must be a number")),
+    match from.as_f64() {
+        Some(f) => whole(f, "fromHeight"),
+        None if from.is_undefined() || from.is_null() => Ok(0),
+        None => Err(js::error("InvalidArgument", "fromHeight must be a number")),
+    }
+}
+
+#[cfg(feature = "silent-payments")]
+/// What `watchSilentPayments` takes, checked for its shape (the keys are checked by
+/// [`crate::receiver::receiving`]).
+fn receiver_keys(options: &JsValue) -> Result<(crate::receiver::ReceiverKeys, u32), JsValue> {
+    let bad = |m: &str| js::error("InvalidArgument", m);
+    let get = |key: &str| js_sys::Reflect::get(options, &key.into()).unwrap_or(JsValue::UNDEFINED);
+    let text = |key: &str| -> Result<Option<String>, JsValue> {
+        let v = get(key);
+        if v.is_undefined() || v.is_null() {
+            return Ok(None);
+        }
+        v.as_string()
+            .map(Some)
+            .ok_or_else(|| bad(&format!("{key} must be a string")))
     };
-    Ok((items, from))
+    let scan_key = text("scanKey")?.ok_or_else(|| bad("scanKey is required"))?;
+    let mut labels = Vec::new();
+    let v = get("labels");
+    if !v.is_undefined() && !v.is_null() {
+        let Some(array) = v.dyn_ref::<js_sys::Array>() else {
+            return Err(bad("labels must be an array of numbers"));
+        };
+        for x in array.iter() {
+            let Some(f) = x.as_f64() else {
+                return Err(bad("labels must be an array of numbers"));
+            };
+            labels.push(whole(f, "a label")?);
+        }
+    }
+    let keys = crate::receiver::ReceiverKeys {
+        scan_key,
+        spend_key: text("spendKey")?,
+        address: text("address")?,
+        labels,
+    };
+    Ok((keys, from_height(options)?))
 }
 
 /// What `createPsbt` takes, checked for its shape (the wallet checks the rest).

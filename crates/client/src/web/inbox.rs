@@ -74,6 +74,15 @@ pub enum Query {
         /// The first block.
         from: u32,
     },
+    /// Receive silent payments with these keys from this height; resolves at once with
+    /// the receiver's addresses.
+    #[cfg(feature = "silent-payments")]
+    WatchSilent {
+        /// The keys, as given (the scan key among them).
+        keys: crate::receiver::ReceiverKeys,
+        /// The first block.
+        from: u32,
+    },
     /// Stop watching these; resolves once what is left is synced again.
     Unwatch(Vec<crate::wallet::Watched>),
     /// The wallet's transactions, coins or balance (answered from the engine).

@@ -11,6 +11,11 @@ use super::js;
 /// Answer a call that reads the store (`stop` is the loop's, and is refused here).
 pub async fn answer(store: &IdbStore, call: Call) {
     let result = match &call.query {
+        #[cfg(feature = "silent-payments")]
+        Query::WatchSilent { .. } => Err(js::error(
+            "InvalidArgument",
+            "the loop answers these, not the store",
+        )),
         Query::Stop
         | Query::Scan { .. }
         | Query::Watch { .. }

@@ -484,6 +484,10 @@ impl Net {
                 }
                 js_event_from!(events::BROADCAST, events::BROADCAST_RESULT, result)
             }
+            // Only the module that can start a receiver tells what it finds.
+            #[cfg(not(feature = "silent-payments"))]
+            Event::SilentPayment { .. } | Event::SilentStalled { .. } => JsValue::UNDEFINED,
+            #[cfg(feature = "silent-payments")]
             Event::SilentPayment {
                 height,
                 hash,
@@ -497,6 +501,7 @@ impl Net {
                 "tweak": hex::encode(payment.found.tweak).into(),
                 "label": payment.found.label.map_or(JsValue::NULL, JsValue::from),
             }),
+            #[cfg(feature = "silent-payments")]
             Event::SilentStalled { height } => js_event!(events::SILENT_STALLED {
                 "height": height.into(),
             }),
@@ -722,6 +727,34 @@ impl Net {
         self.scan_progress = (0, 0);
         self.watch_calls.push(call);
         self.pump();
+    }
+
+    /// A `watchSilentPayments` call: the receiver's scan starts; resolved at once with
+    /// its addresses.
+    #[cfg(feature = "silent-payments")]
+    fn watching_silent(&mut self, call: Call) {
+        let Query::WatchSilent { keys, from } = &call.query else {
+            return;
+        };
+        match crate::receiver::receiving(keys, self.engine.network()) {
+            Ok(r) => {
+                let labels = js_sys::Array::new();
+                for (label, address) in &r.labelled {
+                    labels.push(&js::object(&[
+                        ("label", (*label).into()),
+                        ("address", address.into()),
+                    ]));
+                }
+                let value = js::object(&[("address", r.address.into()), ("labels", labels.into())]);
+                self.engine.watch_silent_payments(r.receiver, *from);
+                let _ = call.resolve.call1(&JsValue::NULL, &value);
+                self.pump();
+            }
+            Err(e) => {
+                let e = js::error("InvalidArgument", e.to_string());
+                let _ = call.reject.call1(&JsValue::NULL, &e);
+            }
+        }
     }
 
     /// A `broadcast` call: sent to the gateways; resolved when they answered.
@@ -1147,6 +1180,8 @@ impl Host for Net {
             Query::Stop => self.stopping(call),
             Query::Scan { .. } => self.scanning(call),
             Query::Watch { .. } => self.watching(call),
+            #[cfg(feature = "silent-payments")]
+            Query::WatchSilent { .. } => self.watching_silent(call),
             Query::Wallet(_) => self.wallet_query(call),
             Query::Broadcast(_) => self.broadcasting(call),
             Query::Unwatch(_) => self.unwatching(call),

@@ -1,0 +1,233 @@
+//! What the application gives to receive silent payments (BIP352), checked into a
+//! [`Receiver`]: the scan private key, and the spend public key or the receiver's own
+//! address, with the labels it hands out. Each mistake is a typed error naming it.
+//!
+//! The scan key stays in the engine's context (the Web Worker): it is held by the
+//! [`Receiver`], which never returns it, and is not stored. A later session receives
+//! again only when the application gives the key again.
+
+use lightwire_chain::Network;
+use lightwire_wallet::silent::{Receiver, SilentError, SpAddress, SpNetwork};
+
+/// Labels at most (each costs the scan one more key a tweak).
+pub const MAX_LABELS: usize = 100;
+
+/// What the application gives, as it gave it (hex and text).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ReceiverKeys {
+    /// The scan private key, 64 hex characters.
+    pub scan_key: String,
+    /// The spend public key, 66 hex characters (compressed); or `address`.
+    pub spend_key: Option<String>,
+    /// The receiver's own (unlabelled) `sp1`/`tsp1`/`sprt1` address; or `spend_key`.
+    pub address: Option<String>,
+    /// The labels it hands out (from 1: 0 is the change label, always looked for).
+    pub labels: Vec<u32>,
+}
+
+/// A receiver ready to scan, and its addresses.
+#[derive(Debug)]
+pub struct Receiving {
+    /// The keys.
+    pub receiver: Receiver,
+    /// Its address on the client's network.
+    pub address: String,
+    /// Each label's address, in the order given.
+    pub labelled: Vec<(u32, String)>,
+}
+
+/// Why the keys given cannot receive.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ReceiverError {
+    /// The scan key is not 32 bytes of hex, or not a private key.
+    #[error("scanKey must be a private key: 64 hex characters, not zero, below the curve's order")]
+    ScanKey,
+    /// The spend key is not 33 bytes of hex, or not a compressed point.
+    #[error("spendKey must be a compressed public key: 66 hex characters")]
+    SpendKey,
+    /// Neither a spend key nor an address was given, or both.
+    #[error("give the spend key (spendKey) or the receiver's address (address), one of them")]
+    SpendOrAddress,
+    /// The address is not a silent payment address.
+    #[error("address: {0}")]
+    Address(SilentError),
+    /// The address is for another network than the client's.
+    #[error("address is for another network than the client's")]
+    WrongNetwork,
+    /// The address's scan key is not the scan key's.
+    #[error("address does not hold the public key of scanKey")]
+    NotOfScanKey,
+    /// Label 0 is the change label (looked for always, never handed out), or a label was
+    /// given twice.
+    #[error("label {0}: labels are handed out from 1 (0 is change), each once")]
+    Label(u32),
+    /// More labels than [`MAX_LABELS`].
+    #[error("at most {MAX_LABELS} labels")]
+    TooManyLabels,
+}
+
+/// The silent-payment network (address prefix) of `network`.
+pub fn sp_network(network: Network) -> SpNetwork {
+    match network {
+        Network::Mainnet => SpNetwork::Mainnet,
+        Network::Testnet3 | Network::Testnet4 | Network::Signet => SpNetwork::Testnet,
+        Network::Regtest => SpNetwork::Regtest,
+    }
+}
+
+fn bytes<const N: usize>(hex_text: &str) -> Option<[u8; N]> {
+    hex::decode(hex_text.trim()).ok()?.try_into().ok()
+}
+
+/// The receiver of `keys` on `network`, checked.
+pub fn receiving(keys: &ReceiverKeys, network: Network) -> Result<Receiving, ReceiverError> {
+    let net = sp_network(network);
+    let scan: [u8; 32] = bytes(&keys.scan_key).ok_or(ReceiverError::ScanKey)?;
+    let spend = match (&keys.spend_key, &keys.address) {
+        (Some(hex_key), None) => bytes::<33>(hex_key).ok_or(ReceiverError::SpendKey)?,
+        (None, Some(text)) => {
+            let a = SpAddress::parse(text.trim()).map_err(ReceiverError::Address)?;
+            if a.network != net {
+                return Err(ReceiverError::WrongNetwork);
+            }
+            let r = Receiver::new(&scan, &a.spend).map_err(|_| ReceiverError::ScanKey)?;
+            if r.scan_public() != a.scan {
+                return Err(ReceiverError::NotOfScanKey);
+            }
+            a.spend
+        }
+        _ => return Err(ReceiverError::SpendOrAddress),
+    };
+    let mut receiver = Receiver::new(&scan, &spend).map_err(|e| match e {
+        SilentError::SpendKey => ReceiverError::SpendKey,
+        _ => ReceiverError::ScanKey,
+    })?;
+    if keys.labels.len() > MAX_LABELS {
+        return Err(ReceiverError::TooManyLabels);
+    }
+    let mut labelled: Vec<(u32, String)> = Vec::with_capacity(keys.labels.len());
+    for &m in &keys.labels {
+        if m == 0 || labelled.iter().any(|(l, _)| *l == m) {
+            return Err(ReceiverError::Label(m));
+        }
+        let a = receiver
+            .address(net, Some(m))
+            .map_err(|_| ReceiverError::Label(m))?;
+        labelled.push((m, a.encode()));
+    }
+    let address = receiver
+        .address(net, None)
+        .map_err(|_| ReceiverError::ScanKey)?
+        .encode();
+    Ok(Receiving {
+        receiver,
+        address,
+        labelled,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #[cfg(target_arch = "wasm32")]
+    use wasm_bindgen_test::wasm_bindgen_test as test;
+
+    use super::*;
+    use crate::tweaks::tests::G;
+
+    fn keys() -> ReceiverKeys {
+        ReceiverKeys {
+            scan_key: hex::encode([0x11; 32]),
+            spend_key: Some(hex::encode(G)),
+            address: None,
+            labels: vec![1, 7],
+        }
+    }
+
+    /// The keys give a receiver and its addresses; the address, given back instead of the
+    /// spend key, gives the same receiver.
+    #[test]
+    fn the_keys_or_the_address_give_the_receiver() {
+        let r = receiving(&keys(), Network::Regtest).unwrap();
+        assert!(r.address.starts_with("sprt1q"), "{}", r.address);
+        assert_eq!(r.labelled.len(), 2);
+        assert_ne!(r.labelled[0].1, r.address);
+        let main = receiving(&keys(), Network::Mainnet).unwrap();
+        assert!(main.address.starts_with("sp1q"));
+        let test = receiving(&keys(), Network::Signet).unwrap();
+        assert!(test.address.starts_with("tsp1q"));
+
+        let by_address = ReceiverKeys {
+            spend_key: None,
+            address: Some(r.address.clone()),
+            ..keys()
+        };
+        let again = receiving(&by_address, Network::Regtest).unwrap();
+        assert_eq!(again.address, r.address);
+        assert_eq!(again.labelled, r.labelled);
+    }
+
+    /// Each mistake is its own error.
+    #[test]
+    fn each_mistake_is_named() {
+        let err = |k: ReceiverKeys, n| receiving(&k, n).map(|_| ()).unwrap_err();
+        let regtest = Network::Regtest;
+        let address = receiving(&keys(), regtest).unwrap().address;
+        for bad in ["", "11", &"00".repeat(32), &"ff".repeat(32), "zz"] {
+            let k = ReceiverKeys {
+                scan_key: bad.to_string(),
+                ..keys()
+            };
+            assert_eq!(err(k, regtest), ReceiverError::ScanKey, "{bad:?}");
+        }
+        for bad in [hex::encode([2u8; 32]), hex::encode([9u8; 33]), "xyz".into()] {
+            let k = ReceiverKeys {
+                spend_key: Some(bad.clone()),
+                ..keys()
+            };
+            assert_eq!(err(k, regtest), ReceiverError::SpendKey, "{bad:?}");
+        }
+        let both = ReceiverKeys {
+            address: Some(address.clone()),
+            ..keys()
+        };
+        assert_eq!(err(both, regtest), ReceiverError::SpendOrAddress);
+        let neither = ReceiverKeys {
+            spend_key: None,
+            ..keys()
+        };
+        assert_eq!(err(neither, regtest), ReceiverError::SpendOrAddress);
+        let by_address = |a: &str| ReceiverKeys {
+            spend_key: None,
+            address: Some(a.to_string()),
+            ..keys()
+        };
+        assert_eq!(
+            err(by_address(&address), Network::Mainnet),
+            ReceiverError::WrongNetwork
+        );
+        assert!(matches!(
+            err(by_address("sprt1qnotanaddress"), regtest),
+            ReceiverError::Address(_)
+        ));
+        let other_scan = ReceiverKeys {
+            scan_key: hex::encode([0x22; 32]),
+            ..by_address(&address)
+        };
+        assert_eq!(err(other_scan, regtest), ReceiverError::NotOfScanKey);
+        for labels in [vec![0], vec![3, 3]] {
+            let k = ReceiverKeys {
+                labels: labels.clone(),
+                ..keys()
+            };
+            assert!(
+                matches!(err(k, regtest), ReceiverError::Label(_)),
+                "{labels:?}"
+            );
+        }
+        let k = ReceiverKeys {
+            labels: (1..=101).collect(),
+            ..keys()
+        };
+        assert_eq!(err(k, regtest), ReceiverError::TooManyLabels);
+    }
+}
