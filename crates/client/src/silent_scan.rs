@@ -38,6 +38,7 @@ use std::collections::VecDeque;
 use lightwire_chain::BlockHash;
 use lightwire_filter::{filter_hash, filter_header};
 use lightwire_primitives::{BlockError, CheckedBlock, FilterHeader, TweakList};
+use lightwire_proto::Millis;
 use lightwire_wallet::silent::Receiver;
 use lightwire_wallet::silent_block::{BlockScanError, BlockScanner, Payment};
 use lightwire_wire::filters::MAX_FILTER_LEN;
@@ -53,6 +54,13 @@ use crate::tweaks::{Span, SpanBuilder, TweakError, Vouched};
 pub const SILENT_WINDOW: u32 = 1000;
 /// Blocks whose tweak lists are held at once (about 24 KB a block on mainnet today).
 pub const SILENT_CHUNK: u32 = 100;
+/// A gateway that lacked what was asked (its tweaks or filters not computed that far yet,
+/// or our last block not on its chain yet) is asked again after this long.
+pub const SILENT_RETRY: core::time::Duration = core::time::Duration::from_secs(2);
+/// How long a window's words wait for a gateway that lacks the window before they are
+/// compared without it: an honest gateway still computing must not leave a liar alone,
+/// and a gateway that never catches up must not stall the scan.
+pub const LAG_WAIT: core::time::Duration = core::time::Duration::from_secs(30);
 /// Ids a dispute may use before the scan's own counter passes them (a dispute asks a
 /// block and its evidence of a few gateways each).
 const DISPUTE_IDS: u32 = 1 << 20;
@@ -201,8 +209,12 @@ enum Asked {
     No,
     Sent(u32, SpanBuilder),
     Got(Span),
-    /// It does not have our window's last block (behind, or another branch): it does not
-    /// count for this window.
+    /// It lacks the window: our last block is not on its chain (behind, or another
+    /// branch), or its answer ended short (its tweaks not computed that far). No rule
+    /// broken: asked again after [`SILENT_RETRY`], waited for up to [`LAG_WAIT`], and
+    /// then the window is compared without it.
+    Lacking,
+    /// It broke a rule on this window: it does not count for it.
     Refused,
 }
 
@@ -317,6 +329,11 @@ struct Window {
     dispute: Option<TweakDispute>,
     stalled: bool,
     chunk: Option<Chunk>,
+    /// When the first span was asked, and when what was lacking is asked again.
+    opened: Option<Millis>,
+    retry_at: Option<Millis>,
+    /// [`LAG_WAIT`] ran out: the words are compared without those that lack the window.
+    lag_over: bool,
 }
 
 impl Window {
@@ -402,6 +419,9 @@ impl SilentScan {
                 dispute: None,
                 stalled: false,
                 chunk: None,
+                opened: None,
+                retry_at: None,
+                lag_over: false,
             });
         }
         let w = self.window.as_mut()?;
@@ -430,10 +450,11 @@ impl SilentScan {
         w.filter_headers = filter_headers.to_vec();
     }
 
-    /// The next request to send, if one is due: `presence(g)` and `serves(g, what)` say
-    /// what each gateway can be asked now.
+    /// The next request to send at `now`, if one is due: `presence(g)` and `serves(g,
+    /// what)` say what each gateway can be asked now.
     pub fn next_ask(
         &mut self,
+        now: Millis,
         presence: impl Fn(GatewayId) -> Presence,
         serves: impl Fn(GatewayId, Serves) -> bool,
     ) -> Option<(GatewayId, SilentAsk)> {
@@ -442,8 +463,27 @@ impl SilentScan {
         if w.hashes.is_empty() || w.stalled {
             return None;
         }
+        if w.retry_at.is_some_and(|t| t <= now) {
+            w.retry_at = None;
+            for a in &mut w.spans {
+                if matches!(a, Asked::Lacking) {
+                    *a = Asked::No;
+                }
+            }
+            if let Some(c) = w.chunk.as_mut() {
+                c.tried.clear();
+            }
+        }
+        let lacking = w.spans.iter().any(|a| matches!(a, Asked::Lacking))
+            || w.chunk
+                .as_ref()
+                .is_some_and(|c| !c.tried.is_empty() && c.asked.is_none());
+        if lacking && w.retry_at.is_none() {
+            w.retry_at = Some(now + SILENT_RETRY);
+        }
         let stop = w.hash(w.last)?;
         if w.agreed.is_none() && w.dispute.is_none() {
+            let opened = *w.opened.get_or_insert(now);
             // Every gateway that serves tweaks is asked for its span.
             for (i, asked) in w.spans.iter_mut().enumerate() {
                 let g = GatewayId(i);
@@ -463,7 +503,10 @@ impl SilentScan {
                     ));
                 }
             }
+            w.lag_over |= now >= opened + LAG_WAIT;
+            let lagging = w.spans.iter().any(|a| matches!(a, Asked::Lacking)) && !w.lag_over;
             let waiting = w.spans.iter().any(|a| matches!(a, Asked::Sent(..)))
+                || lagging
                 || (0..self.gateways).any(|g| presence(GatewayId(g)) == Presence::Coming);
             if waiting {
                 return None;
@@ -640,6 +683,17 @@ impl SilentScan {
         }
     }
 
+    /// When the scan next has something to do without an answer: ask again what a gateway
+    /// lacked, or stop waiting for a gateway that lags.
+    pub fn wake_at(&self) -> Option<Millis> {
+        let w = self.window.as_ref()?;
+        let lagging = w.agreed.is_none()
+            && !w.lag_over
+            && w.spans.iter().any(|a| matches!(a, Asked::Lacking));
+        let give_up = w.opened.filter(|_| lagging).map(|t| t + LAG_WAIT);
+        lightwire_proto::time::earliest(w.retry_at, give_up)
+    }
+
     /// Whether request `id` to `g` is one of the scan's in flight.
     pub fn is_in_flight(&self, g: GatewayId, id: u32) -> bool {
         self.in_flight().any(|x| x == (g, id))
@@ -677,8 +731,13 @@ impl SilentScan {
         if *sent != id {
             return;
         }
-        if flags.stop_unknown {
-            *asked = Asked::Refused;
+        // Our last block not on its chain, or an answer in order that ends short of it:
+        // it lacks the window (no rule broken).
+        let short = flags.last
+            && m.first_height == builder.next()
+            && m.first_height as u64 + (m.hashes.len() as u64) <= u64::from(w.last);
+        if flags.stop_unknown || short {
+            *asked = Asked::Lacking;
             return;
         }
         let span = match builder.push(m.first_height, m.before, m.hashes, m.headers, flags.last) {
@@ -1005,10 +1064,11 @@ impl SilentScan {
             return;
         };
         for a in &mut w.spans {
-            if matches!(a, Asked::Refused) {
+            if matches!(a, Asked::Lacking) {
                 *a = Asked::No;
             }
         }
+        w.retry_at = None;
         if w.stalled {
             w.stalled = false;
             w.dispute = None;
@@ -1054,9 +1114,12 @@ pub trait Scanning {
     fn need_data(&mut self, top: u32) -> Option<(u32, u32)>;
     /// [`SilentScan::on_data`].
     fn on_data(&mut self, first: u32, hashes: &[BlockHash], filter_headers: &[FilterHeader]);
+    /// [`SilentScan::wake_at`].
+    fn wake_at(&self) -> Option<Millis>;
     /// [`SilentScan::next_ask`].
     fn next_ask(
         &mut self,
+        now: Millis,
         presence: &dyn Fn(GatewayId) -> Presence,
         serves: &dyn Fn(GatewayId, Serves) -> bool,
     ) -> Option<(GatewayId, SilentAsk)>;
@@ -1103,12 +1166,16 @@ impl Scanning for SilentScan {
     fn on_data(&mut self, first: u32, hashes: &[BlockHash], filter_headers: &[FilterHeader]) {
         SilentScan::on_data(self, first, hashes, filter_headers)
     }
+    fn wake_at(&self) -> Option<Millis> {
+        SilentScan::wake_at(self)
+    }
     fn next_ask(
         &mut self,
+        now: Millis,
         presence: &dyn Fn(GatewayId) -> Presence,
         serves: &dyn Fn(GatewayId, Serves) -> bool,
     ) -> Option<(GatewayId, SilentAsk)> {
-        SilentScan::next_ask(self, presence, serves)
+        SilentScan::next_ask(self, now, presence, serves)
     }
     fn is_in_flight(&self, g: GatewayId, id: u32) -> bool {
         SilentScan::is_in_flight(self, g, id)

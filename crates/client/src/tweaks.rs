@@ -374,6 +374,11 @@ impl SpanBuilder {
         }
     }
 
+    /// The height due next.
+    pub fn next(&self) -> u32 {
+        self.first + self.hashes.len() as u32
+    }
+
     /// The heights the span covers.
     pub fn range(&self) -> (u32, u32) {
         (self.first, self.last)

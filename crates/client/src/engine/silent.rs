@@ -225,7 +225,7 @@ impl Task for SilentTask {
                     Serves::Blocks => c.serves_blocks(),
                 }
             };
-            let Some((g, ask)) = scan.next_ask(&presence, &serves) else {
+            let Some((g, ask)) = scan.next_ask(ctx.now, &presence, &serves) else {
                 break;
             };
             let Some(conn) = ready(conns, g) else {
@@ -264,15 +264,21 @@ impl Task for SilentTask {
     }
 
     fn deadline(&self, ctx: &Ctx) -> Option<Millis> {
-        let waiting = self.scan.as_ref().is_some_and(|s| s.waiting());
-        ctx.timers.deadline(TaskId::Silent, waiting)
+        let scan = self.scan.as_ref()?;
+        let answer = ctx.timers.deadline(TaskId::Silent, scan.waiting());
+        lightwire_proto::time::earliest(answer, scan.wake_at())
     }
 
-    /// Every gateway the scan waits on is dropped (not marked bad: a slow network).
-    fn timed_out(&mut self, _: &mut Ctx) -> Vec<(GatewayId, DropReason)> {
+    /// Every gateway the scan waited on too long is dropped (not marked bad: a slow
+    /// network). A wake-up alone drops nobody: the next schedule asks again.
+    fn timed_out(&mut self, ctx: &mut Ctx) -> Vec<(GatewayId, DropReason)> {
         let Some(scan) = self.scan.as_deref() else {
             return Vec::new();
         };
+        let answer = ctx.timers.deadline(TaskId::Silent, scan.waiting());
+        if answer.is_none_or(|d| d > ctx.now) {
+            return Vec::new();
+        }
         self.in_flight.clear();
         scan.in_flight_into(&mut self.in_flight);
         let mut gone: Vec<(GatewayId, DropReason)> = Vec::new();

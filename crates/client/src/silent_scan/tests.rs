@@ -12,6 +12,8 @@ use lightwire_primitives::{FilterHash, Tx, write_compact_size, write_tweak_list}
 use lightwire_wire::FiltersWriter;
 
 const SCAN: [u8; 32] = [0x11; 32];
+/// The time the scan is driven at (its waits are the engine's tests').
+const NOW: Millis = Millis(1_000_000);
 /// The paying block's height, and the chain's top: three windows, the payment in the
 /// second.
 const PAID: u32 = 1502;
@@ -124,6 +126,8 @@ struct Gateway {
     lie: Lie,
     /// It answers `not_found` for the paying block and what it spends from.
     withholds: bool,
+    /// Its tweaks are computed up to this height only: a span past it ends short.
+    computed: Option<u32>,
     presence: Presence,
     lists: Vec<Vec<u8>>,
     hashes: Vec<FilterHash>,
@@ -155,6 +159,7 @@ fn gateway(w: &World, lie: Lie) -> Gateway {
     Gateway {
         lie,
         withholds: false,
+        computed: None,
         presence: Presence::Ready,
         lists,
         hashes,
@@ -208,7 +213,9 @@ fn answer(scan: &mut SilentScan, w: &World, gw: &Gateway, g: GatewayId, ask: Sil
             stop,
         } => {
             let (a, b) = last(first, &stop);
-            let (a, b) = (a as usize, b as usize);
+            // Past what it computed: the answer ends there (empty when it lacks them all).
+            let end = gw.computed.map_or(b, |c| b.min(c)) as usize + 1;
+            let (a, end) = (a as usize, end.max(a as usize));
             let before = match a {
                 0 => FilterHeader([0; 32]),
                 _ => gw.headers[a - 1],
@@ -222,8 +229,8 @@ fn answer(scan: &mut SilentScan, w: &World, gw: &Gateway, g: GatewayId, ask: Sil
                 first_height: first,
                 flags,
                 before,
-                headers: &gw.headers[a..=b],
-                hashes: &gw.hashes[a..=b],
+                headers: &gw.headers[a..end],
+                hashes: &gw.hashes[a..end],
             };
             scan.on_span(g, &m);
         }
@@ -310,6 +317,17 @@ fn not_found(id: u32) -> BlockPiece<'static> {
 /// Drive the scan to `top` against `gws`, each answering at once; a gateway found bad is
 /// dropped (as the engine drops it). Returns what the scan told.
 fn run(scan: &mut SilentScan, w: &World, gws: &mut [Gateway], top: u32) -> Vec<SilentEvent> {
+    run_at(scan, w, gws, top, NOW)
+}
+
+/// [`run`] at `now`.
+fn run_at(
+    scan: &mut SilentScan,
+    w: &World,
+    gws: &mut [Gateway],
+    top: u32,
+    now: Millis,
+) -> Vec<SilentEvent> {
     let mut told = Vec::new();
     for _ in 0..100_000 {
         let mut heard = false;
@@ -327,7 +345,7 @@ fn run(scan: &mut SilentScan, w: &World, gws: &mut [Gateway], top: u32) -> Vec<S
             continue;
         }
         let presence = |g: GatewayId| gws[g.0].presence;
-        match scan.next_ask(presence, |_, _| true) {
+        match scan.next_ask(now, presence, |_, _| true) {
             Some((g, ask)) => answer(scan, w, &gws[g.0], g, ask),
             // Nothing to ask, and nothing told since the last look: it waits.
             None if !heard && scan.events.is_empty() => return told,
@@ -539,4 +557,55 @@ fn a_reorg_scans_again_from_the_fork() {
     // A reorg below the scan's start goes back to its start, no further.
     scan.reorg(10);
     assert_eq!(scan.next(), 1000);
+}
+
+/// A gateway whose tweaks are not computed that far yet (its span ends short) broke no
+/// rule: it is asked again, and the window waits for it (up to `LAG_WAIT`) rather than
+/// take a liar's word alone; once it catches up, the liar is proven wrong. Alone, such a
+/// gateway leaves the scan below what it lacks until it catches up. Past the wait, the
+/// others' words are compared without it.
+#[test]
+fn a_gateway_still_computing_its_tweaks_is_waited_for_and_asked_again() {
+    let w = world();
+    let mut gws = [gateway(&w, Lie::Omit), gateway(&w, Lie::Honest)];
+    gws[1].computed = Some(1200);
+    let mut scan = SilentScan::new(receiver(), 1400, 2);
+    let told = run(&mut scan, &w, &mut gws, TOP);
+    assert_eq!((told.clone(), scan.next()), (vec![], 1400), "{told:?}");
+    let retry = scan.wake_at().expect("a wake-up to ask again");
+    assert!(retry > NOW && retry <= NOW + SILENT_RETRY);
+    // Asked again before the wait runs out, it has caught up.
+    gws[1].computed = None;
+    let told = run_at(&mut scan, &w, &mut gws, TOP, retry);
+    assert_eq!(found(&told), [(PAID, w.key)], "{told:?}");
+    assert_eq!(
+        bad(&told),
+        [(GatewayId(0), SilentFault::Disproven { height: PAID })]
+    );
+
+    // Alone and lagging: nothing taken, nobody bad; caught up, found.
+    let mut alone = [gateway(&w, Lie::Honest)];
+    alone[0].computed = Some(1450);
+    let mut scan = SilentScan::new(receiver(), 1000, 1);
+    let told = run(&mut scan, &w, &mut alone, TOP);
+    assert_eq!((found(&told), bad(&told)), (vec![], vec![]));
+    assert_eq!(scan.next(), 1000);
+    alone[0].computed = None;
+    let told = run_at(&mut scan, &w, &mut alone, TOP, NOW + SILENT_RETRY);
+    assert_eq!(found(&told), [(PAID, w.key)]);
+
+    // One that never catches up: after the wait the others are compared without it.
+    let mut gws = [gateway(&w, Lie::Honest), gateway(&w, Lie::Honest)];
+    gws[1].computed = Some(10);
+    let mut scan = SilentScan::new(receiver(), 1000, 2);
+    assert_eq!(run(&mut scan, &w, &mut gws, TOP), []);
+    let mut now = NOW;
+    let mut told = Vec::new();
+    while now <= NOW + LAG_WAIT + SILENT_RETRY && found(&told).is_empty() {
+        now = scan.wake_at().expect("a wake-up while it lags").max(now);
+        told.extend(run_at(&mut scan, &w, &mut gws, TOP, now));
+    }
+    assert!(now >= NOW + LAG_WAIT, "not taken before the wait ran out");
+    assert_eq!(found(&told), [(PAID, w.key)]);
+    assert_eq!(bad(&told), []);
 }
