@@ -123,7 +123,7 @@
 // summary gives each median as a multiple of its floor's; E2E_FLOOR_ONLY=1: only those.
 
 import { execFileSync, spawn } from 'node:child_process';
-import { createHash } from 'node:crypto';
+import { createECDH, createHash } from 'node:crypto';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { tmpdir } from 'node:os';
@@ -1983,6 +1983,71 @@ async function walletScenario() {
   }
 }
 
+/// The silent-payment receiver's keys for the tests: scan key 0x51.., spend key 0x52..'s
+/// public key (what a wallet would give the tab: the spend secret stays with the signer).
+function silentKeys(fromHeight = 0) {
+  const spend = createECDH('secp256k1');
+  spend.setPrivateKey(Buffer.alloc(32, 0x52));
+  return { scanKey: '51'.repeat(32), spendKey: spend.getPublicKey('hex', 'compressed'), fromHeight };
+}
+
+/// Silent payments (BIP352) on btcd: a gateway following it computes each block's tweaks
+/// from the node (btcd --txindex); the tab, opened with `silentPayments: true` (the second
+/// wasm module), receives with its scan key; a sender not written here (the
+/// `silentpayments` crate, lightwire-regtest-wallet pay-silent) pays the tab's address
+/// twice in one transaction. The tab finds both outputs, at the keys the sender derived,
+/// in btcd's block, and they are coins of its wallet. Without the option the call is
+/// refused (NotEnabled); keys that are not keys are refused (InvalidArgument).
+async function silentScenario() {
+  const node = await btcd(['--txindex']);
+  let gw;
+  const page = await openPage();
+  try {
+    node.ctl('generate', '101');
+    const salt = Math.random().toString(16).slice(2);
+    const auth = join(work, `rpc-auth-${salt}`);
+    writeFileSync(auth, 'u:p\n');
+    gw = await gateway(['--upstream', node.p2p, '--network', 'regtest', '--node-rpc', node.rpc,
+      '--node-rpc-auth', auth, '--tweaks-dir', join(work, `tweaks-${salt}`)]);
+    const keys = silentKeys();
+    const refused = (k) => window.client.watchSilentPayments(k).then(() => 'resolved', (e) => `${e.name}: ${e.message}`);
+    await openClient(page, { gateways: [gw.connect], storeName: 'silent-off' });
+    const off = await page.evaluate(refused, keys);
+    assert(off.startsWith('NotEnabled'), `without silentPayments: ${off}`);
+    await stopClient(page);
+
+    await openClient(page, { gateways: [gw.connect], storeName: 'silent', silentPayments: true });
+    for (const bad of [{ ...keys, scanKey: '00' }, { ...keys, spendKey: '02' + '00'.repeat(32) }, { scanKey: keys.scanKey }]) {
+      const r = await page.evaluate(refused, bad);
+      assert(r.startsWith('InvalidArgument'), `${JSON.stringify(bad)}: ${r}`);
+    }
+    const receiver = await page.evaluate((k) => window.client.watchSilentPayments(k), keys);
+    assert(/^sprt1q/.test(receiver.address), `the receiver ${JSON.stringify(receiver)}`);
+    const paid = JSON.parse(execFileSync(bin('lightwire-regtest-wallet'), ['pay-silent', '--rpc', node.rpc,
+      '--user', 'u', '--pass', 'p', '--address', receiver.address, '--coinbase', '1', '--count', '2']).toString());
+    const { events } = await until(page, 'both outputs found', 60_000,
+      (m, ev) => ev.filter((e) => e.type === 'silentPayment').length >= 2
+        && ev.some((e) => e.type === 'transaction' && e.status === 'found' && e.height === paid.height));
+    const found = events.filter((e) => e.type === 'silentPayment');
+    const hash = node.ctl('getblockhash', String(paid.height));
+    assert(found.length === 2 && found.every((e) => e.height === paid.height && e.blockHash === hash && e.label === null),
+      `found ${JSON.stringify(found)}, paid at ${paid.height} (${hash})`);
+    assert(JSON.stringify(found.map((e) => e.outputKey).sort()) === JSON.stringify([...paid.keys].sort()),
+      `keys ${JSON.stringify(found.map((e) => e.outputKey))}, the sender derived ${JSON.stringify(paid.keys)}`);
+    const utxos = await page.evaluate(() => window.client.utxos());
+    const coins = utxos.filter((u) => paid.keys.some((k) => u.script === `5120${k}`));
+    assert(coins.length === 2 && coins.every((u) => u.value === 1_000_000 && u.height === paid.height),
+      `the wallet's coins ${JSON.stringify(utxos)}`);
+    log(`  a silent payment to ${receiver.address.slice(0, 16)}... from another implementation's sender: ` +
+      `both outputs of block ${paid.height} found at its keys, and coins of the wallet`);
+    await stopClient(page);
+  } finally {
+    await page.close().catch(() => {});
+    await gw?.stop();
+    await node.stop();
+  }
+}
+
 /// For the mempool scenarios: signed payments to a fresh address on `node` (none sent;
 /// see lightwire-regtest-wallet mempool), a gateway following `node`, and a client in
 /// `page` synced through it and watching the address. Returns the gateway, the
@@ -3299,7 +3364,7 @@ async function feesScenario() {
   }
 }
 
-const scenarios = { full, formats, reopen, reorg, invalid, mostwork, restart, hang, queries, checkpoint, start, stall, pings, scan, crosscheck, undefended, anchor, lagging, btcd: btcdScan, wallet: walletScenario, wallethostile: walletHostile, walletreload: walletReload, mempool: mempoolScenario, conflict: mempoolConflict, spend: spendScenario, mempoolhostile: mempoolHostile, spendreorg: spendReorg, fees: feesScenario, tabs, mirror: mirrorScenario, mirrorreorg: mirrorReorg, mirrorwallet: mirrorWallet };
+const scenarios = { full, formats, reopen, reorg, invalid, mostwork, restart, hang, queries, checkpoint, start, stall, pings, scan, crosscheck, undefended, anchor, lagging, btcd: btcdScan, wallet: walletScenario, wallethostile: walletHostile, walletreload: walletReload, mempool: mempoolScenario, conflict: mempoolConflict, spend: spendScenario, mempoolhostile: mempoolHostile, spendreorg: spendReorg, fees: feesScenario, tabs, mirror: mirrorScenario, mirrorreorg: mirrorReorg, mirrorwallet: mirrorWallet, silent: silentScenario };
 let work;
 let browser;
 let url;
