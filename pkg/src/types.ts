@@ -853,6 +853,8 @@ export interface Metrics {
   timerInMs: number | null;
   /** Where the wallet's block fetching stands, while something is watched (else null). */
   wallet: WalletTrace | null;
+  /** The silent-payment receiver's scan, once started (else null). */
+  silentScan: SilentScanProgress | null;
   elapsedMs: number;
   /** Time the engine spent taking socket messages (decrypting, validating), ms. */
   receiveMs: number;
@@ -865,6 +867,16 @@ export interface Metrics {
   commitWaitMs: number;
   /** Where the bytes came from: each gateway, then each mirror (`bulk`), in list order. */
   sources: ByteSource[];
+}
+
+/** Where the silent-payment receiver's scan stands. */
+export interface SilentScanProgress {
+  /** The first block scanned. */
+  fromHeight: number;
+  /** The last block scanned (every one from `fromHeight` to it); null before the first. */
+  height: number | null;
+  /** Tweaks tested against blocks' filters so far (the scan's work: one point multiplication each). */
+  tweaks: number;
 }
 
 /** Bytes received from one gateway or mirror since the client opened. */

@@ -102,6 +102,13 @@
 //   wallet    watch() a BIP84 tpub account on btcd: its payments (out of
 //             index order, past the gap and the lookahead), a spend with its fee, coins and balance; resumed after a reload;
 //             a reorg withdraws the spend and finds it again
+//   silent    silent payments on btcd: the tab (silentPayments: true) receiving with its
+//             scan key, paid twice in one transaction by another implementation's
+//             sender, through a gateway computing tweaks from btcd: both outputs found,
+//             coins of the wallet
+//   silenthostile a gateway leaving the paying tweak out (and withholding the evidence):
+//             alone it hides the payment; beside an honest one it is proven wrong by the
+//             block and dropped, and the payment is found
 // --bench: the 925,000-header sync three times per engine with filter headers (the
 // default) and three times without, alternated; then a rescan of 10,000 mainnet-sized
 // filters three times, then the wallet's rescan of a BIP84 account over the same 10,000
@@ -1991,6 +1998,16 @@ function silentKeys(fromHeight = 0) {
   return { scanKey: '51'.repeat(32), spendKey: spend.getPublicKey('hex', 'compressed'), fromHeight };
 }
 
+/// A gateway's flags to follow btcd `node` and serve silent-payment tweaks computed from
+/// its RPC, kept in a directory of its own.
+function tweaksFrom(node) {
+  const salt = Math.random().toString(16).slice(2);
+  const auth = join(work, `rpc-auth-${salt}`);
+  writeFileSync(auth, 'u:p\n');
+  return ['--upstream', node.p2p, '--network', 'regtest', '--node-rpc', node.rpc,
+    '--node-rpc-auth', auth, '--tweaks-dir', join(work, `tweaks-${salt}`)];
+}
+
 /// Silent payments (BIP352) on btcd: a gateway following it computes each block's tweaks
 /// from the node (btcd --txindex); the tab, opened with `silentPayments: true` (the second
 /// wasm module), receives with its scan key; a sender not written here (the
@@ -2004,11 +2021,7 @@ async function silentScenario() {
   const page = await openPage();
   try {
     node.ctl('generate', '101');
-    const salt = Math.random().toString(16).slice(2);
-    const auth = join(work, `rpc-auth-${salt}`);
-    writeFileSync(auth, 'u:p\n');
-    gw = await gateway(['--upstream', node.p2p, '--network', 'regtest', '--node-rpc', node.rpc,
-      '--node-rpc-auth', auth, '--tweaks-dir', join(work, `tweaks-${salt}`)]);
+    gw = await gateway(tweaksFrom(node));
     const keys = silentKeys();
     const refused = (k) => window.client.watchSilentPayments(k).then(() => 'resolved', (e) => `${e.name}: ${e.message}`);
     await openClient(page, { gateways: [gw.connect], storeName: 'silent-off' });
@@ -2044,6 +2057,60 @@ async function silentScenario() {
   } finally {
     await page.close().catch(() => {});
     await gw?.stop();
+    await node.stop();
+  }
+}
+
+/// Silent payments against a lying gateway, both following btcd: the liar leaves the last
+/// tweak out of each list that holds one (its tweak chain built on the lie) and serves no
+/// dispute's evidence. Alone, its word is taken and the payment stays hidden: the tab has
+/// nothing to compare it with (the trust rule's stated limit), though it scans past the
+/// block. In a later session beside an honest gateway the two lists of the paying block
+/// differ; the honest gateway's block and evidence prove it, the liar is dropped as bad
+/// (`tweaks-disproven`) and both outputs are found.
+async function silentHostile() {
+  const node = await btcd(['--txindex']);
+  const gws = [];
+  const page = await openPage();
+  try {
+    node.ctl('generate', '101');
+    const liar = await gateway([...tweaksFrom(node), '--omit-tweaks', '--withhold-evidence'], { binary: 'lightwire-hostile' });
+    gws.push(liar);
+    const keys = silentKeys();
+    const options = { gateways: [liar.connect], storeName: 'silenthostile', silentPayments: true };
+    await openClient(page, options);
+    const receiver = await page.evaluate((k) => window.client.watchSilentPayments(k), keys);
+    const paid = JSON.parse(execFileSync(bin('lightwire-regtest-wallet'), ['pay-silent', '--rpc', node.rpc,
+      '--user', 'u', '--pass', 'p', '--address', receiver.address, '--coinbase', '1', '--count', '2']).toString());
+    const lie = `left a tweak out of block ${paid.height}`;
+    for (const deadline = Date.now() + 20_000; !liar.stderr().includes(lie);) {
+      assert(Date.now() < deadline, `the liar never told its lie; its stderr: ${liar.stderr().slice(-2_000)}`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    const alone = await until(page, 'the scan past the paying block on the liar\'s word alone', 60_000,
+      (m) => m.silentScan?.height >= paid.height);
+    assert(!alone.events.some((e) => e.type === 'silentPayment' || e.type === 'rejected'),
+      `alone: ${JSON.stringify(alone.events.filter((e) => !['progress', 'tip', 'scan'].includes(e.type)))}`);
+    await stopClient(page);
+
+    const honest = await gateway(tweaksFrom(node));
+    gws.push(honest);
+    await openClient(page, { ...options, gateways: [liar.connect, honest.connect] });
+    await page.evaluate((k) => window.client.watchSilentPayments(k), keys);
+    const { events } = await until(page, 'both outputs found and the liar dropped', 60_000,
+      (m, ev) => ev.filter((e) => e.type === 'silentPayment').length >= 2 && ev.some((e) => e.type === 'rejected'));
+    const rejected = events.filter((e) => e.type === 'rejected');
+    assert(rejected.length === 1 && rejected[0].gateway === 0 && rejected[0].code === 'tweaks-disproven',
+      `rejected ${JSON.stringify(rejected)}`);
+    const found = events.filter((e) => e.type === 'silentPayment');
+    assert(JSON.stringify(found.map((e) => e.outputKey).sort()) === JSON.stringify([...paid.keys].sort())
+      && found.every((e) => e.height === paid.height), `found ${JSON.stringify(found)}; paid ${JSON.stringify(paid)}`);
+    log(`  alone, the liar's lists (the paying tweak left out) hid the payment; beside an honest gateway ` +
+      `the block and its evidence proved them wrong: liar dropped (${rejected[0].code}), both outputs found`);
+    await stopClient(page);
+  } finally {
+    await page.close().catch(() => {});
+    for (const g of gws) await g.stop();
     await node.stop();
   }
 }
@@ -3364,7 +3431,7 @@ async function feesScenario() {
   }
 }
 
-const scenarios = { full, formats, reopen, reorg, invalid, mostwork, restart, hang, queries, checkpoint, start, stall, pings, scan, crosscheck, undefended, anchor, lagging, btcd: btcdScan, wallet: walletScenario, wallethostile: walletHostile, walletreload: walletReload, mempool: mempoolScenario, conflict: mempoolConflict, spend: spendScenario, mempoolhostile: mempoolHostile, spendreorg: spendReorg, fees: feesScenario, tabs, mirror: mirrorScenario, mirrorreorg: mirrorReorg, mirrorwallet: mirrorWallet, silent: silentScenario };
+const scenarios = { full, formats, reopen, reorg, invalid, mostwork, restart, hang, queries, checkpoint, start, stall, pings, scan, crosscheck, undefended, anchor, lagging, btcd: btcdScan, wallet: walletScenario, wallethostile: walletHostile, walletreload: walletReload, mempool: mempoolScenario, conflict: mempoolConflict, spend: spendScenario, mempoolhostile: mempoolHostile, spendreorg: spendReorg, fees: feesScenario, tabs, mirror: mirrorScenario, mirrorreorg: mirrorReorg, mirrorwallet: mirrorWallet, silent: silentScenario, silenthostile: silentHostile };
 let work;
 let browser;
 let url;

@@ -10,7 +10,8 @@
 //!   (`--payments`), from the gateway's own library ([`generated`]);
 //! - `--upstream HOST:PORT`: lies in the mempool digest (replacements of its own making,
 //!   removals of what the node still holds) while following a real node, from the
-//!   gateway's own library ([`mempool`]).
+//!   gateway's own library ([`mempool`]); and, with `--tweaks-dir`, in silent-payment
+//!   tweaks computed from the node ([`tweaks`]).
 //!
 //! Output, as the real gateway's: `node id <hex> connect ws://HOST:PORT#<hex>` on stdout
 //! once it listens; when it cannot start, `lightwire-hostile: <why>` on stderr and exit
@@ -20,6 +21,7 @@
 mod generated;
 mod mempool;
 mod protocol;
+mod tweaks;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -46,6 +48,8 @@ struct Args {
     generated: generated::Lies,
     #[command(flatten)]
     mempool: mempool::Lies,
+    #[command(flatten)]
+    tweaks: tweaks::Lies,
 }
 
 fn main() {
@@ -70,7 +74,8 @@ fn run(args: Args) -> Result<(), String> {
         (None, Some(count), None) => generated::run(&args.generated, count, args.listen, key),
         (None, None, Some(node)) => {
             let metrics = args.generated.metrics_listen;
-            mempool::run(&args.mempool, (node, network), args.listen, metrics, key)
+            let lies = (&args.mempool, &args.tweaks);
+            mempool::run(lies, (node, network), args.listen, metrics, key)
         }
         // clap has checked that exactly one is given.
         _ => Err("give exactly one of --headers-file, --generate, --upstream".into()),

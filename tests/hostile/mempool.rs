@@ -66,9 +66,10 @@ pub struct Lies {
 }
 
 /// Follow `node` on `network` and serve on `listen` with `key` (metrics on `metrics`),
-/// lying as `lies` say; runs until the process is stopped.
+/// lying as `lies` say (and serving tweaks as `tweak_lies` say); runs until the process is
+/// stopped.
 pub fn run(
-    lies: &Lies,
+    (lies, tweak_lies): (&Lies, &crate::tweaks::Lies),
     (node, network): (SocketAddr, Network),
     listen: SocketAddr,
     metrics: Option<SocketAddr>,
@@ -97,6 +98,7 @@ pub fn run(
             let (shared, stopped) = (shared.clone(), stopped.clone());
             tokio::spawn(async move { follow_all(&[node], network, shared, chain, stopped).await });
         }
+        crate::tweaks::serve(tweak_lies, network, &shared, stopped.clone())?;
         if lies.invent_replacements || lies.say_removed {
             let (invent, remove) = (lies.invent_replacements, lies.say_removed);
             tokio::spawn(lie(shared.clone(), invent, remove));

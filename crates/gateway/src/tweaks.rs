@@ -595,7 +595,19 @@ pub(crate) fn hex_bytes(value: &serde_json::Value) -> Result<Vec<u8>, TweaksErro
 /// each block's record from the file when it is the one computed for the block at that
 /// height, else computes it from the node (from the network's first height with tweaks;
 /// below it, every list is empty by definition and nothing is asked).
-pub async fn keep(shared: Arc<Shared>, rpc: RpcEndpoint, mut stopped: watch::Receiver<bool>) {
+pub async fn keep(shared: Arc<Shared>, rpc: RpcEndpoint, stopped: watch::Receiver<bool>) {
+    keep_with(shared, rpc, stopped, |_, _| {}).await
+}
+
+/// [`keep`], with `edit` applied to each list computed from the node (its height and its
+/// bytes) before it is kept: the extension point a test's lying gateway tells its lies
+/// through (the gateway itself edits nothing).
+pub async fn keep_with(
+    shared: Arc<Shared>,
+    rpc: RpcEndpoint,
+    mut stopped: watch::Receiver<bool>,
+    mut edit: impl FnMut(u32, &mut Vec<u8>) + Send,
+) {
     let mut tips = shared.tip_version.subscribe();
     let mut since_yield = 0u32;
     let mut source = SpentSource::Unknown;
@@ -646,7 +658,8 @@ pub async fn keep(shared: Arc<Shared>, rpc: RpcEndpoint, mut stopped: watch::Rec
             compute_list(&rpc, &header, &block, &mut source).await
         };
         match list {
-            Ok(list) => {
+            Ok(mut list) => {
+                edit(height, &mut list);
                 // The chain may have moved while the node was asked: keep the list only if
                 // its block is still the one at that height, and the height the next.
                 let written = match shared.chain.write() {

@@ -152,6 +152,19 @@ impl Client {
                 "wallet",
                 s.wallet.map_or(JsValue::NULL, |w| wallet_trace(&w, now)),
             ),
+            (
+                "silentScan",
+                s.silent.map_or(JsValue::NULL, |(from, next, tweaks)| {
+                    js::object(&[
+                        ("fromHeight", from.into()),
+                        (
+                            "height",
+                            next.checked_sub(1).map_or(JsValue::NULL, JsValue::from),
+                        ),
+                        ("tweaks", (tweaks as f64).into()),
+                    ])
+                }),
+            ),
             ("elapsedMs", (js::mono_ms() - s.started_ms).into()),
             ("receiveMs", s.receive_ms.into()),
             ("idleMs", s.idle_ms.into()),

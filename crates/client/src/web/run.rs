@@ -564,6 +564,10 @@ impl Net {
         s.synced = self.engine.is_synced();
         s.filter_height = self.engine.filters().height();
         s.wallet = self.engine.wallet_trace();
+        s.silent = self
+            .engine
+            .silent_scan()
+            .map(|scan| (scan.from(), scan.next(), scan.tweaks_scanned()));
         // In place: no allocation per pump.
         for (g, b) in s.gateway_bytes.iter_mut().enumerate() {
             *b = self.engine.gateway_bytes(GatewayId(g));

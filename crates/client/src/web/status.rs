@@ -50,6 +50,9 @@ pub struct Status {
     pub stored_filter_height: Option<u32>,
     /// Where the wallet's block fetching stood, when a wallet is watched.
     pub wallet: Option<WalletTrace>,
+    /// The silent-payment scan, once started: its first block, the lowest block not
+    /// scanned yet, and the tweaks tested.
+    pub silent: Option<(u32, u32, u64)>,
     /// The engine's next deadline, and the moment the loop's timer is armed for.
     pub deadline: Option<Millis>,
     /// See `deadline`.
