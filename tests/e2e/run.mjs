@@ -105,7 +105,7 @@
 //   silent    silent payments on btcd: the tab (silentPayments: true) receiving with its
 //             scan key, paid twice in one transaction by another implementation's
 //             sender, through a gateway computing tweaks from btcd: both outputs found,
-//             coins of the wallet
+//             coins of the wallet; the block reorganised away: withdrawn, found again
 //   silenthostile a gateway leaving the paying tweak out (and withholding the evidence):
 //             alone it hides the payment; beside an honest one it is proven wrong by the
 //             block and dropped, and the payment is found
@@ -2051,8 +2051,27 @@ async function silentScenario() {
     const coins = utxos.filter((u) => paid.keys.some((k) => u.script === `5120${k}`));
     assert(coins.length === 2 && coins.every((u) => u.value === 1_000_000 && u.height === paid.height),
       `the wallet's coins ${JSON.stringify(utxos)}`);
+    // btcd drops the paying block and mines a longer branch (the payment mined again from
+    // its mempool, in another block): withdrawn from the wallet, then found again by the
+    // scan in the new block.
+    const heard = events.length;
+    node.ctl('invalidateblock', hash);
+    node.ctl('generate', '2');
+    const again = await until(page, 'the payment withdrawn and found again', 60_000, (m, ev) => {
+      const after = ev.slice(heard);
+      return after.some((e) => e.type === 'transaction' && e.status === 'withdrawn' && e.height === paid.height)
+        && after.filter((e) => e.type === 'silentPayment').length >= 2
+        && after.some((e) => e.type === 'transaction' && e.status === 'found');
+    });
+    const newHash = node.ctl('getblockhash', String(paid.height));
+    const refound = again.events.slice(heard).filter((e) => e.type === 'silentPayment');
+    assert(newHash !== hash && refound.every((e) => e.blockHash === newHash && e.height === paid.height),
+      `found again ${JSON.stringify(refound)}; btcd's block ${paid.height} is now ${newHash}`);
+    const after = await page.evaluate(() => window.client.utxos());
+    assert(after.filter((u) => paid.keys.some((k) => u.script === `5120${k}`)).length === 2, `after the reorg: ${JSON.stringify(after)}`);
     log(`  a silent payment to ${receiver.address.slice(0, 16)}... from another implementation's sender: ` +
-      `both outputs of block ${paid.height} found at its keys, and coins of the wallet`);
+      `both outputs of block ${paid.height} found at its keys, and coins of the wallet; its block reorganised away, ` +
+      `withdrawn and found again in the new one`);
     await stopClient(page);
   } finally {
     await page.close().catch(() => {});
