@@ -507,6 +507,13 @@ export interface Utxo {
   /** The master key's fingerprint (hex, 8 digits) from the descriptor's key origin, or the
    * extended key's own when it gives none; null as above. */
   masterFingerprint: string | null;
+  /**
+   * For a silent payment the receiver's scan found: the private-key tweak that spends it
+   * (hex; the key that signs is the spend key plus it, modulo the curve's order, negated
+   * if its point's y is odd, as BIP340 keys are) and the label it was paid to (0: change;
+   * null for the plain address). Null for any other coin.
+   */
+  silentPayment: { tweak: string; label: number | null } | null;
 }
 
 /** The wallet's balance. */

@@ -1998,6 +1998,16 @@ function silentKeys(fromHeight = 0) {
   return { scanKey: '51'.repeat(32), spendKey: spend.getPublicKey('hex', 'compressed'), fromHeight };
 }
 
+/// The x-only public key of (the spend key `0xSS..SS` plus `tweak`, hex) mod the curve's
+/// order: the key a silent-payment output found with `tweak` is spent with.
+function spendsWith(spendByte, tweak) {
+  const n = 0xfffffffffffffffffffffffffffffffebaaedce6af48a03bbfd25e8cd0364141n;
+  const d = (BigInt(`0x${spendByte.toString(16).repeat(32)}`) + BigInt(`0x${tweak}`)) % n;
+  const ecdh = createECDH('secp256k1');
+  ecdh.setPrivateKey(Buffer.from(d.toString(16).padStart(64, '0'), 'hex'));
+  return ecdh.getPublicKey('hex', 'compressed').slice(2);
+}
+
 /// A gateway's flags to follow btcd `node` and serve silent-payment tweaks computed from
 /// its RPC, kept in a directory of its own.
 function tweaksFrom(node) {
@@ -2049,8 +2059,16 @@ async function silentScenario() {
       `keys ${JSON.stringify(found.map((e) => e.outputKey))}, the sender derived ${JSON.stringify(paid.keys)}`);
     const utxos = await page.evaluate(() => window.client.utxos());
     const coins = utxos.filter((u) => paid.keys.some((k) => u.script === `5120${k}`));
-    assert(coins.length === 2 && coins.every((u) => u.value === 1_000_000 && u.height === paid.height),
+    const tweakOf = (u) => found.find((e) => u.script === `5120${e.outputKey}`)?.tweak;
+    assert(coins.length === 2 && coins.every((u) => u.value === 1_000_000 && u.height === paid.height
+      && u.silentPayment?.tweak === tweakOf(u) && u.silentPayment.label === null && u.descriptor === null),
       `the wallet's coins ${JSON.stringify(utxos)}`);
+    // The spend key plus each coin's tweak is the key of its output (BIP352's spending rule,
+    // what a signer does with them): the coins are spendable with what utxos() says.
+    for (const u of coins) {
+      assert(spendsWith(0x52, u.silentPayment.tweak) === u.script.slice(4),
+        `the spend key plus the tweak ${u.silentPayment.tweak} is not the key of ${u.script}`);
+    }
     // btcd drops the paying block and mines a longer branch (the payment mined again from
     // its mempool, in another block): withdrawn from the wallet, then found again by the
     // scan in the new block.

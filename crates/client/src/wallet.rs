@@ -79,6 +79,43 @@ pub enum Watched {
     Address(String),
     /// A descriptor.
     Descriptor(String),
+    /// A silent-payment output the receiver's scan found (not given by the application):
+    /// the taproot output of x-only `key`, spent with the spend key plus `tweak`.
+    Silent {
+        /// Its x-only key.
+        key: [u8; 32],
+        /// The private-key tweak.
+        tweak: [u8; 32],
+        /// The label it was paid to (0: change), `None` for the plain address.
+        label: Option<u32>,
+    },
+}
+
+impl Watched {
+    /// A silent-payment output as the wallet saves it: key and tweak in hex, then the
+    /// label if any (`<key><tweak>` or `<key><tweak>:<label>`).
+    fn silent_text(key: &[u8; 32], tweak: &[u8; 32], label: Option<u32>) -> String {
+        let mut t = format!("{}{}", hex::encode(key), hex::encode(tweak));
+        if let Some(m) = label {
+            t.push_str(&format!(":{m}"));
+        }
+        t
+    }
+
+    /// [`Self::silent_text`] read back.
+    fn silent_of(text: &str) -> Option<Watched> {
+        let (keys, label) = match text.split_once(':') {
+            Some((k, m)) => (k, Some(m.parse().ok()?)),
+            None => (text, None),
+        };
+        let bytes = hex::decode(keys).ok()?;
+        let (key, tweak) = bytes.split_at_checked(32)?;
+        Some(Watched::Silent {
+            key: key.try_into().ok()?,
+            tweak: tweak.try_into().ok()?,
+            label,
+        })
+    }
 }
 
 /// Something the application asked to watch that cannot be.
@@ -262,8 +299,10 @@ impl WalletSync {
     pub fn watch(&mut self, items: &[Watched]) -> Result<Vec<Vec<u8>>, WatchError> {
         let mut scripts = Vec::new();
         let mut descriptors = Vec::new();
+        let mut silent = Vec::new();
         for item in items {
             match item {
+                Watched::Silent { key, tweak, label } => silent.push((key, *tweak, *label)),
                 Watched::Script(hex) => {
                     let s = decode_hex(hex).ok_or_else(|| WatchError::Script(hex.clone()))?;
                     scripts.push(s);
@@ -287,6 +326,9 @@ impl WalletSync {
             }
         }
         let before = self.watch.len();
+        for (key, tweak, label) in silent {
+            self.watch.add_silent(key, tweak, label);
+        }
         for s in scripts {
             self.watch.add_script(s);
         }
@@ -338,6 +380,7 @@ impl WalletSync {
                         address: a.clone(),
                         error,
                     }),
+                Watched::Silent { key, .. } => Ok(format!("s5120{}", hex::encode(key))),
                 Watched::Descriptor(d) => Descriptor::parse(d, network)
                     .map(|d| format!("d{}", d.text))
                     .map_err(|error| WatchError::Descriptor {
@@ -822,10 +865,15 @@ impl WalletSync {
         out.extend_from_slice(&self.from.to_le_bytes());
         out.extend_from_slice(&(self.given.len() as u32).to_le_bytes());
         for g in &self.given {
+            let silent;
             let (kind, text) = match g {
                 Watched::Script(t) => (0u8, t),
                 Watched::Address(t) => (1, t),
                 Watched::Descriptor(t) => (2, t),
+                Watched::Silent { key, tweak, label } => {
+                    silent = Watched::silent_text(key, tweak, *label);
+                    (3, &silent)
+                }
             };
             out.push(kind);
             out.extend_from_slice(&(text.len() as u32).to_le_bytes());
@@ -888,6 +936,7 @@ impl WalletSync {
                 0 => Watched::Script(text),
                 1 => Watched::Address(text),
                 2 => Watched::Descriptor(text),
+                3 => Watched::silent_of(&text)?,
                 _ => return None,
             });
         }
@@ -1096,6 +1145,69 @@ mod tests {
         w.try_again();
         assert!(!w.all_tried());
         assert_eq!(found(&deliver(&mut w, &block)), [150]);
+    }
+
+    /// A silent payment's output, watched as the scan found it: the wallet owns its
+    /// script, knows the tweak and label that spend it, finds what pays it, and keeps all of
+    /// that through a save and a restore; unwatching it (by its key) removes it. A saved
+    /// item that is not one is refused, not half-read.
+    #[test]
+    fn a_silent_payment_output_is_watched_with_its_tweak_and_kept() {
+        let key = [0x42; 32];
+        let mut script = vec![0x51, 0x20];
+        script.extend_from_slice(&key);
+        let items = [
+            Watched::Silent {
+                key,
+                tweak: [7; 32],
+                label: None,
+            },
+            Watched::Silent {
+                key: [0x43; 32],
+                tweak: [8; 32],
+                label: Some(3),
+            },
+        ];
+        let mut w = WalletSync::new(Network::Regtest, 100);
+        w.watch(&items).unwrap();
+        let origin = lightwire_wallet::Origin::Silent {
+            tweak: [7; 32],
+            label: None,
+        };
+        assert_eq!(w.watch.origin(&script), Some(origin));
+        assert_eq!(w.watch.owns(&script), Some(true));
+        let (block, hash) = block_paying(150, &script);
+        w.matched(150, hash, None);
+        assert_eq!(found(&deliver(&mut w, &block)), [150]);
+
+        let bytes = w.encode();
+        let back = WalletSync::decode(&bytes, Network::Regtest).unwrap();
+        assert_eq!(back.given(), items);
+        assert_eq!(back.watch.origin(&script), Some(origin));
+        let mut other = vec![0x51, 0x20];
+        other.extend_from_slice(&[0x43; 32]);
+        assert_eq!(
+            back.watch.origin(&other),
+            Some(lightwire_wallet::Origin::Silent {
+                tweak: [8; 32],
+                label: Some(3)
+            })
+        );
+        assert_eq!(back.ledger.transactions().len(), 1);
+
+        // A saved silent item that is not one: the wallet is not read at all.
+        let text = Watched::silent_text(&key, &[7; 32], None);
+        let at = bytes
+            .windows(text.len())
+            .position(|x| x == text.as_bytes())
+            .unwrap();
+        let mut broken = bytes.clone();
+        broken[at] = b'z';
+        assert!(WalletSync::decode(&broken, Network::Regtest).is_none());
+
+        let mut w = back;
+        assert!(w.unwatch(&items[..1]).unwrap().is_some());
+        assert_eq!(w.watch.origin(&script), None);
     }
 
     fn found(a: &Applied) -> Vec<u32> {

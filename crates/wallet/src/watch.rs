@@ -33,6 +33,14 @@ pub const DEFAULT_LOOKAHEAD: u32 = 50;
 pub enum Origin {
     /// Given as a script or an address.
     Given,
+    /// A silent-payment output the receiver's scan found (BIP352): the key that spends it
+    /// is the spend key plus `tweak`.
+    Silent {
+        /// The private-key tweak (`t_k`, plus the label's for a labelled payment).
+        tweak: [u8; 32],
+        /// The label it was paid to (0: change), `None` for the plain address.
+        label: Option<u32>,
+    },
     /// Derived: descriptor, branch (an index into its branches), index on the branch.
     Derived {
         /// Which descriptor (in the order added).
@@ -107,6 +115,15 @@ impl Watchlist {
     /// Watch `script`; false if it was watched already.
     pub fn add_script(&mut self, script: Vec<u8>) -> bool {
         self.insert(script, Origin::Given)
+    }
+
+    /// Watch the taproot output of x-only `key`, a silent payment found with `tweak` and
+    /// `label`; false if it was watched already (as anything).
+    pub fn add_silent(&mut self, key: &[u8; 32], tweak: [u8; 32], label: Option<u32>) -> bool {
+        let mut script = Vec::with_capacity(34);
+        script.extend_from_slice(&[0x51, 0x20]);
+        script.extend_from_slice(key);
+        self.insert(script, Origin::Silent { tweak, label })
     }
 
     fn insert(&mut self, script: Vec<u8>, origin: Origin) -> bool {
@@ -212,7 +229,7 @@ impl Watchlist {
     /// or within the gap) rather than only in the lookahead.
     pub fn owns(&self, script: &[u8]) -> Option<bool> {
         Some(match self.origins.get(script)? {
-            Origin::Given => true,
+            Origin::Given | Origin::Silent { .. } => true,
             Origin::Derived {
                 descriptor,
                 branch,

@@ -392,8 +392,8 @@ impl WalletTask {
 
     /// The silent-payment scan found `payments` in block `height`: their taproot scripts
     /// are watched from there (the wallet made from that block if it watched nothing), so
-    /// that each is a coin like any other, its spend found as any coin's. `base`: the
-    /// store's first height.
+    /// that each is a coin like any other, its spend found as any coin's, with the tweak
+    /// that spends it (saved with the wallet). `base`: the store's first height.
     pub fn silent_found(
         &mut self,
         ctx: &mut Ctx,
@@ -404,13 +404,13 @@ impl WalletTask {
     ) {
         let items: Vec<Watched> = payments
             .iter()
-            .map(|p| {
-                let mut script = vec![0x51, 0x20];
-                script.extend_from_slice(&p.found.key);
-                Watched::Script(hex::encode(script))
+            .map(|p| Watched::Silent {
+                key: p.found.key,
+                tweak: p.found.tweak,
+                label: p.found.label,
             })
             .collect();
-        // A script of 34 bytes of hex always watches.
+        // A silent-payment output always watches.
         let _ = self.watch(ctx, scan, &items, height, base);
     }
 

@@ -95,6 +95,16 @@ fn a_silent_payment_is_found_and_is_a_coin_of_the_wallet() {
         assert_eq!(wallet_events(&net.host.events), [(true, PAID)]);
         let w = net.host.engine.wallet().unwrap();
         assert_eq!(w.balance(2_000, 1).confirmed, VALUE);
+        // The coin's script is watched with the tweak that spends it.
+        let tweak = net.host.events.iter().find_map(|e| match e {
+            Event::SilentPayment { payment, .. } => Some(payment.found.tweak),
+            _ => None,
+        });
+        let (_, script) = paid_key();
+        assert_eq!(
+            w.watch.origin(&script),
+            tweak.map(|tweak| lightwire_wallet::Origin::Silent { tweak, label: None })
+        );
     }
 }
 

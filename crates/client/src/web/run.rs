@@ -978,7 +978,8 @@ fn unconfirmed_object(t: &lightwire_wallet::UnconfirmedTx) -> JsValue {
 /// A `utxos()` entry with where its key comes from, for a signer (BIP174): for a coin of
 /// a descriptor, the descriptor, the keychain (`receive` for branch 0 or a single branch,
 /// `change` for branch 1), the index, the full derivation path and the master key's
-/// fingerprint; null for a coin of a script or an address given as such.
+/// fingerprint; null for a coin of a script or an address given as such. For a silent
+/// payment the scan found, the tweak that spends it and its label (`silentPayment`).
 fn with_origin(o: JsValue, watch: &lightwire_wallet::Watchlist, script: &[u8]) -> JsValue {
     use lightwire_wallet::descriptor::path_text;
     let derived = match watch.origin(script) {
@@ -1019,6 +1020,14 @@ fn with_origin(o: JsValue, watch: &lightwire_wallet::Watchlist, script: &[u8]) -
     js::set(&o, "index", index);
     js::set(&o, "derivationPath", path);
     js::set(&o, "masterFingerprint", fingerprint);
+    let silent = match watch.origin(script) {
+        Some(lightwire_wallet::Origin::Silent { tweak, label }) => js::object(&[
+            ("tweak", hex::encode(tweak).into()),
+            ("label", label.map_or(JsValue::NULL, JsValue::from)),
+        ]),
+        _ => JsValue::NULL,
+    };
+    js::set(&o, "silentPayment", silent);
     o
 }
 
