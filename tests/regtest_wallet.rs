@@ -21,6 +21,12 @@
 //!   from block H's coinbase (outputs derived by the `silentpayments` crate, not by
 //!   lightwire), mine it, and print `{"height": h, "keys": [x-only hex], "spent": [hex]}`.
 //!
+//! - `lightwire-regtest-wallet sign-silent --psbt B64 --spend-secret HEX`: sign and
+//!   finalize a PSBT (version 2) spending silent payments as BIP376's signer and finalizer
+//!   do: for each input carrying `PSBT_IN_SP_TWEAK`, the key `spend + tweak` (checked to
+//!   be the output's key) signs its taproot key path (rust-bitcoin's sighash and
+//!   libsecp256k1's BIP340); print the finalized PSBT, base64.
+//!
 //! btcctl must be on PATH or in `$(go env GOPATH)/bin` (scripts/setup.sh installs it).
 
 use std::path::PathBuf;
@@ -89,6 +95,15 @@ enum Cmd {
         #[arg(long, default_value_t = 1)]
         count: usize,
     },
+    /// Sign and finalize a PSBT spending silent payments (BIP376), print it (base64)
+    SignSilent {
+        /// The PSBT, base64
+        #[arg(long)]
+        psbt: String,
+        /// The receiver's spend private key, hex
+        #[arg(long)]
+        spend_secret: String,
+    },
     /// Print the BIP84 account's descriptor and its first addresses as JSON, no node needed:
     /// `{"descriptor": d, "receive": [address], "change": [address]}`
     Account {
@@ -147,8 +162,136 @@ fn runner(node: &NodeArgs) -> Result<(impl Fn(&[&str]) -> String, PathBuf), Stri
     Ok((ctl, conf))
 }
 
+/// Sign and finalize `bytes`, a version 2 PSBT, as BIP376's signer and input finalizer:
+/// each input carrying a silent payment's tweak is signed (taproot key path, the default
+/// sighash) with `spend + tweak`, which must be its output's key; its witness put in
+/// place, its BIP376 fields, its witness UTXO and any signature removed.
+fn sign_silent(bytes: &[u8], spend: &bitcoin::secp256k1::SecretKey) -> Result<Vec<u8>, String> {
+    use bitcoin::hashes::Hash;
+    use bitcoin::secp256k1::{Keypair, Message, Scalar, Secp256k1};
+    use bitcoin::sighash::{Prevouts, SighashCache, TapSighashType};
+    use bitcoin::{
+        Amount, OutPoint, ScriptBuf, Sequence, Transaction, TxIn, TxOut, Txid, Witness,
+        absolute::LockTime, transaction::Version,
+    };
+    use lightwire_wallet::spend::psbt;
+
+    let maps = psbt::read_maps(bytes).map_err(|e| e.to_string())?;
+    fn get<'a>(m: &psbt::Map<'a>, kind: u8) -> Option<&'a [u8]> {
+        m.iter().find(|(k, _)| *k == [kind]).map(|(_, v)| *v)
+    }
+    let u32_of = |v: Option<&[u8]>| v.and_then(|v| v.try_into().ok()).map(u32::from_le_bytes);
+    let global = &maps[0];
+    if u32_of(get(global, psbt::GLOBAL_VERSION)) != Some(2) {
+        return Err("not a version 2 PSBT".into());
+    }
+    let inputs: Vec<usize> = (1..maps.len())
+        .filter(|&i| get(&maps[i], psbt::IN_PREVIOUS_TXID).is_some())
+        .collect();
+    let mut tx = Transaction {
+        version: Version(u32_of(get(global, psbt::GLOBAL_TX_VERSION)).ok_or("no version")? as i32),
+        lock_time: LockTime::from_consensus(
+            u32_of(get(global, psbt::GLOBAL_FALLBACK_LOCKTIME)).unwrap_or(0),
+        ),
+        input: Vec::new(),
+        output: Vec::new(),
+    };
+    let mut prevouts = Vec::new();
+    for &i in &inputs {
+        let m = &maps[i];
+        let txid: [u8; 32] = get(m, psbt::IN_PREVIOUS_TXID)
+            .and_then(|t| t.try_into().ok())
+            .ok_or("txid")?;
+        tx.input.push(TxIn {
+            previous_output: OutPoint::new(
+                Txid::from_byte_array(txid),
+                u32_of(get(m, psbt::IN_OUTPUT_INDEX)).ok_or("vout")?,
+            ),
+            script_sig: ScriptBuf::new(),
+            sequence: Sequence(u32_of(get(m, psbt::IN_SEQUENCE)).unwrap_or(u32::MAX)),
+            witness: Witness::new(),
+        });
+        let utxo = get(m, psbt::IN_WITNESS_UTXO).ok_or("every input needs its witness UTXO")?;
+        prevouts.push(bitcoin::consensus::deserialize::<TxOut>(utxo).map_err(|e| e.to_string())?);
+    }
+    for m in &maps[1 + inputs.len()..] {
+        let value = get(m, psbt::OUT_AMOUNT)
+            .and_then(|v| v.try_into().ok())
+            .map(u64::from_le_bytes)
+            .ok_or("amount")?;
+        tx.output.push(TxOut {
+            value: Amount::from_sat(value),
+            script_pubkey: ScriptBuf::from_bytes(
+                get(m, psbt::OUT_SCRIPT).ok_or("script")?.to_vec(),
+            ),
+        });
+    }
+    let secp = Secp256k1::new();
+    let mut cache = SighashCache::new(&tx);
+    let mut witnesses = Vec::new();
+    for (n, &i) in inputs.iter().enumerate() {
+        let Some(tweak) = get(&maps[i], psbt::IN_SP_TWEAK) else {
+            return Err(format!(
+                "input {n} is not a silent payment's: this signer signs only those"
+            ));
+        };
+        let tweak = Scalar::from_be_bytes(tweak.try_into().map_err(|_| "a tweak of 32 bytes")?)
+            .map_err(|_| "the tweak is not a scalar")?;
+        let d = spend.add_tweak(&tweak).map_err(|e| e.to_string())?;
+        let keypair = Keypair::from_secret_key(&secp, &d);
+        let (x, _) = keypair.x_only_public_key();
+        let script = &prevouts[n].script_pubkey;
+        if script.as_bytes().get(2..) != Some(&x.serialize()[..]) {
+            return Err(format!(
+                "input {n}: the spend key plus the tweak is not the output's key"
+            ));
+        }
+        let sighash = cache
+            .taproot_key_spend_signature_hash(n, &Prevouts::All(&prevouts), TapSighashType::Default)
+            .map_err(|e| e.to_string())?;
+        let sig =
+            secp.sign_schnorr_no_aux_rand(&Message::from_digest(sighash.to_byte_array()), &keypair);
+        let mut witness = Witness::new();
+        witness.push(sig.as_ref());
+        witnesses.push(bitcoin::consensus::serialize(&witness));
+    }
+    let mut w = psbt::Writer::empty();
+    for (k, v) in global {
+        w.pair(k[0], &k[1..], v);
+    }
+    w.end_map();
+    for (n, &i) in inputs.iter().enumerate() {
+        let dropped = [
+            psbt::IN_SP_TWEAK,
+            psbt::IN_SP_SPEND_BIP32_DERIVATION,
+            psbt::IN_WITNESS_UTXO,
+        ];
+        for (k, v) in maps[i].iter().filter(|(k, _)| !dropped.contains(&k[0])) {
+            w.pair(k[0], &k[1..], v);
+        }
+        w.pair(psbt::IN_FINAL_SCRIPTWITNESS, &[], &witnesses[n]);
+        w.end_map();
+    }
+    for m in &maps[1 + inputs.len()..] {
+        for (k, v) in m {
+            w.pair(k[0], &k[1..], v);
+        }
+        w.end_map();
+    }
+    Ok(w.finish())
+}
+
 fn main() -> Result<(), String> {
     match Cli::parse().command {
+        Cmd::SignSilent { psbt, spend_secret } => {
+            use lightwire_wallet::spend::psbt as p;
+            let bytes = p::from_base64(&psbt).ok_or("the PSBT is not base64")?;
+            let key = hex::decode(spend_secret.trim())
+                .ok()
+                .and_then(|k| bitcoin::secp256k1::SecretKey::from_slice(&k).ok())
+                .ok_or("the spend secret is not a private key")?;
+            println!("{}", p::base64(&sign_silent(&bytes, &key)?));
+        }
         Cmd::Address => println!("{}", regtest_wallet::mining_address()),
         Cmd::Account { receive, change } => {
             let (descriptor, receive, change) = regtest_wallet::account(receive, change);

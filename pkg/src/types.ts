@@ -511,9 +511,11 @@ export interface Utxo {
    * For a silent payment the receiver's scan found: the private-key tweak that spends it
    * (hex; the key that signs is the spend key plus it, modulo the curve's order, negated
    * if its point's y is odd, as BIP340 keys are) and the label it was paid to (0: change;
-   * null for the plain address). Null for any other coin.
+   * null for the plain address), and the spend public key (hex). `createPsbt` gives such a
+   * coin's input BIP376's fields (the tweak, the spend key), which make the PSBT version 2
+   * (BIP370). Null for any other coin.
    */
-  silentPayment: { tweak: string; label: number | null } | null;
+  silentPayment: { tweak: string; label: number | null; spendKey: string } | null;
 }
 
 /** The wallet's balance. */
@@ -601,7 +603,8 @@ export interface CreatePsbtOptions {
 
 /** What {@link LightwireClient.createPsbt} resolves to. */
 export interface CreatedPsbt {
-  /** The PSBT (BIP174, version 0), base64. */
+  /** The PSBT, base64: BIP174's version 0, or BIP370's version 2 when it spends a silent
+   * payment (BIP376's fields, which version 0 may not carry). */
   psbt: string;
   /** The fee it pays. */
   fee: Satoshis;

@@ -105,7 +105,8 @@
 //   silent    silent payments on btcd: the tab (silentPayments: true) receiving with its
 //             scan key, paid twice in one transaction by another implementation's
 //             sender, through a gateway computing tweaks from btcd: both outputs found,
-//             coins of the wallet; the block reorganised away: withdrawn, found again
+//             coins of the wallet; the block reorganised away: withdrawn, found again;
+//             createPsbt spends them (BIP376's fields), a signer outside signs, btcd mines
 //   silenthostile a gateway leaving the paying tweak out (and withholding the evidence):
 //             alone it hides the payment; beside an honest one it is proven wrong by the
 //             block and dropped, and the payment is found
@@ -2087,9 +2088,31 @@ async function silentScenario() {
       `found again ${JSON.stringify(refound)}; btcd's block ${paid.height} is now ${newHash}`);
     const after = await page.evaluate(() => window.client.utxos());
     assert(after.filter((u) => paid.keys.some((k) => u.script === `5120${k}`)).length === 2, `after the reorg: ${JSON.stringify(after)}`);
+    // Spent: createPsbt gives each coin's input BIP376's tweak and spend key (a version 2
+    // PSBT); a signer holding the spend key alone (rust-bitcoin and libsecp256k1, not
+    // lightwire) signs with the spend key plus the tweak; the tab broadcasts it, btcd mines
+    // it, and the wallet sees its coins spent.
+    const account = JSON.parse(execFileSync(bin('lightwire-regtest-wallet'), ['account', '--receive', '1', '--change', '1']).toString());
+    await page.evaluate((d) => window.client.watch({ descriptors: [d] }), account.descriptor);
+    const spendable = await page.evaluate(() => window.client.utxos());
+    const mine = spendable.filter((u) => u.silentPayment);
+    const created = await page.evaluate((o) => window.client.createPsbt(o), {
+      outputs: [{ address: account.receive[0], value: 1_500_000 }], feeRate: 2,
+      coins: mine.map((u) => `${u.txid}:${u.vout}`), changeDescriptor: account.descriptor,
+    });
+    const signed = execFileSync(bin('lightwire-regtest-wallet'), ['sign-silent', '--psbt', created.psbt,
+      '--spend-secret', '52'.repeat(32)]).toString().trim();
+    const sent = await page.evaluate((p) => window.client.broadcast(p), signed);
+    assert(sent.relayed === 1, `broadcast ${JSON.stringify(sent)}`);
+    node.ctl('generate', '1');
+    const spentHeight = paid.height + 2;
+    await until(page, 'the spend of the silent coins mined and found', 60_000, (m, ev) =>
+      ev.some((e) => e.type === 'transaction' && e.status === 'found' && e.txid === sent.txid && e.height === spentHeight));
+    const left = await page.evaluate(() => window.client.utxos());
+    assert(!left.some((u) => u.silentPayment), `silent coins left after their spend: ${JSON.stringify(left)}`);
     log(`  a silent payment to ${receiver.address.slice(0, 16)}... from another implementation's sender: ` +
       `both outputs of block ${paid.height} found at its keys, and coins of the wallet; its block reorganised away, ` +
-      `withdrawn and found again in the new one`);
+      `withdrawn and found again in the new one; spent through a version 2 PSBT (BIP376) signed outside, mined at ${spentHeight}`);
     await stopClient(page);
   } finally {
     await page.close().catch(() => {});

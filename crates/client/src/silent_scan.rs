@@ -194,6 +194,8 @@ pub enum SilentEvent {
         hash: BlockHash,
         /// The outputs that pay the receiver.
         payments: Vec<Payment>,
+        /// The receiver's spend public key (what spends them, with each one's tweak).
+        spend: [u8; 33],
     },
     /// The gateways' tweak lists of block `height` differ and nobody present gave the
     /// block or what it spends from: nothing from there up is scanned until a gateway
@@ -988,6 +990,7 @@ impl SilentScan {
                 height,
                 hash,
                 payments,
+                spend: self.receiver.spend_public(),
             });
         }
         if c.matched.is_empty() {

@@ -88,14 +88,26 @@ pub enum Watched {
         tweak: [u8; 32],
         /// The label it was paid to (0: change), `None` for the plain address.
         label: Option<u32>,
+        /// The receiver's spend public key.
+        spend: [u8; 33],
     },
 }
 
 impl Watched {
-    /// A silent-payment output as the wallet saves it: key and tweak in hex, then the
-    /// label if any (`<key><tweak>` or `<key><tweak>:<label>`).
-    fn silent_text(key: &[u8; 32], tweak: &[u8; 32], label: Option<u32>) -> String {
-        let mut t = format!("{}{}", hex::encode(key), hex::encode(tweak));
+    /// A silent-payment output as the wallet saves it: key, tweak and spend key in hex,
+    /// then the label if any (`<key><tweak><spend>` or `<key><tweak><spend>:<label>`).
+    fn silent_text(
+        key: &[u8; 32],
+        tweak: &[u8; 32],
+        spend: &[u8; 33],
+        label: Option<u32>,
+    ) -> String {
+        let mut t = format!(
+            "{}{}{}",
+            hex::encode(key),
+            hex::encode(tweak),
+            hex::encode(spend)
+        );
         if let Some(m) = label {
             t.push_str(&format!(":{m}"));
         }
@@ -109,11 +121,13 @@ impl Watched {
             None => (text, None),
         };
         let bytes = hex::decode(keys).ok()?;
-        let (key, tweak) = bytes.split_at_checked(32)?;
+        let (key, rest) = bytes.split_at_checked(32)?;
+        let (tweak, spend) = rest.split_at_checked(32)?;
         Some(Watched::Silent {
             key: key.try_into().ok()?,
             tweak: tweak.try_into().ok()?,
             label,
+            spend: spend.try_into().ok()?,
         })
     }
 }
@@ -302,7 +316,12 @@ impl WalletSync {
         let mut silent = Vec::new();
         for item in items {
             match item {
-                Watched::Silent { key, tweak, label } => silent.push((key, *tweak, *label)),
+                Watched::Silent {
+                    key,
+                    tweak,
+                    label,
+                    spend,
+                } => silent.push((key, *tweak, *label, *spend)),
                 Watched::Script(hex) => {
                     let s = decode_hex(hex).ok_or_else(|| WatchError::Script(hex.clone()))?;
                     scripts.push(s);
@@ -326,8 +345,8 @@ impl WalletSync {
             }
         }
         let before = self.watch.len();
-        for (key, tweak, label) in silent {
-            self.watch.add_silent(key, tweak, label);
+        for (key, tweak, label, spend) in silent {
+            self.watch.add_silent(key, tweak, label, spend);
         }
         for s in scripts {
             self.watch.add_script(s);
@@ -870,8 +889,13 @@ impl WalletSync {
                 Watched::Script(t) => (0u8, t),
                 Watched::Address(t) => (1, t),
                 Watched::Descriptor(t) => (2, t),
-                Watched::Silent { key, tweak, label } => {
-                    silent = Watched::silent_text(key, tweak, *label);
+                Watched::Silent {
+                    key,
+                    tweak,
+                    label,
+                    spend,
+                } => {
+                    silent = Watched::silent_text(key, tweak, spend, *label);
                     (3, &silent)
                 }
             };
@@ -1153,6 +1177,7 @@ mod tests {
     /// item that is not one is refused, not half-read.
     #[test]
     fn a_silent_payment_output_is_watched_with_its_tweak_and_kept() {
+        const SPEND: [u8; 33] = [2; 33];
         let key = [0x42; 32];
         let mut script = vec![0x51, 0x20];
         script.extend_from_slice(&key);
@@ -1161,11 +1186,13 @@ mod tests {
                 key,
                 tweak: [7; 32],
                 label: None,
+                spend: SPEND,
             },
             Watched::Silent {
                 key: [0x43; 32],
                 tweak: [8; 32],
                 label: Some(3),
+                spend: SPEND,
             },
         ];
         let mut w = WalletSync::new(Network::Regtest, 100);
@@ -1173,6 +1200,7 @@ mod tests {
         let origin = lightwire_wallet::Origin::Silent {
             tweak: [7; 32],
             label: None,
+            spend: SPEND,
         };
         assert_eq!(w.watch.origin(&script), Some(origin));
         assert_eq!(w.watch.owns(&script), Some(true));
@@ -1190,13 +1218,14 @@ mod tests {
             back.watch.origin(&other),
             Some(lightwire_wallet::Origin::Silent {
                 tweak: [8; 32],
-                label: Some(3)
+                label: Some(3),
+                spend: SPEND,
             })
         );
         assert_eq!(back.ledger.transactions().len(), 1);
 
         // A saved silent item that is not one: the wallet is not read at all.
-        let text = Watched::silent_text(&key, &[7; 32], None);
+        let text = Watched::silent_text(&key, &[7; 32], &SPEND, None);
         let at = bytes
             .windows(text.len())
             .position(|x| x == text.as_bytes())

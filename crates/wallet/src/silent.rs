@@ -469,6 +469,11 @@ impl Receiver {
         scalar(&tagged("BIP0352/Label", &data)).ok_or(SilentError::Scalar)
     }
 
+    /// The spend public key `B_spend` (compressed).
+    pub fn spend_public(&self) -> [u8; 33] {
+        self.spend_bytes
+    }
+
     /// The scan public key `B_scan`.
     pub fn scan_public(&self) -> [u8; 33] {
         compressed(&ProjectivePoint::mul_by_generator(&self.scan))

@@ -40,6 +40,9 @@ pub enum Origin {
         tweak: [u8; 32],
         /// The label it was paid to (0: change), `None` for the plain address.
         label: Option<u32>,
+        /// The receiver's spend public key (`B_spend`), whose private key plus `tweak`
+        /// signs.
+        spend: [u8; 33],
     },
     /// Derived: descriptor, branch (an index into its branches), index on the branch.
     Derived {
@@ -117,13 +120,26 @@ impl Watchlist {
         self.insert(script, Origin::Given)
     }
 
-    /// Watch the taproot output of x-only `key`, a silent payment found with `tweak` and
-    /// `label`; false if it was watched already (as anything).
-    pub fn add_silent(&mut self, key: &[u8; 32], tweak: [u8; 32], label: Option<u32>) -> bool {
+    /// Watch the taproot output of x-only `key`, a silent payment to spend key `spend`
+    /// found with `tweak` and `label`; false if it was watched already (as anything).
+    pub fn add_silent(
+        &mut self,
+        key: &[u8; 32],
+        tweak: [u8; 32],
+        label: Option<u32>,
+        spend: [u8; 33],
+    ) -> bool {
         let mut script = Vec::with_capacity(34);
         script.extend_from_slice(&[0x51, 0x20]);
         script.extend_from_slice(key);
-        self.insert(script, Origin::Silent { tweak, label })
+        self.insert(
+            script,
+            Origin::Silent {
+                tweak,
+                label,
+                spend,
+            },
+        )
     }
 
     fn insert(&mut self, script: Vec<u8>, origin: Origin) -> bool {

@@ -103,6 +103,8 @@ pub enum Effect {
         height: u32,
         /// The outputs.
         payments: Vec<lightwire_wallet::silent_block::Payment>,
+        /// The receiver's spend public key.
+        spend: [u8; 33],
     },
     /// A gateway is gone: it holds none of the wallet's unconfirmed transactions now.
     Unheld {

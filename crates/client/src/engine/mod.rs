@@ -648,11 +648,15 @@ impl Engine {
                 }
                 Effect::Relayed { tx, holders } => self.tasks.wallet.broadcast(c, &tx, holders),
                 Effect::Unheld { gateway } => self.tasks.wallet.unheld(c, gateway),
-                Effect::SilentFound { height, payments } => {
+                Effect::SilentFound {
+                    height,
+                    payments,
+                    spend,
+                } => {
                     let base = self.tasks.headers.syncer.base_height();
                     let t = &mut self.tasks;
-                    t.wallet
-                        .silent_found(c, &mut t.scan, height, &payments, base);
+                    let found = (height, &payments[..], spend);
+                    t.wallet.silent_found(c, &mut t.scan, found, base);
                 }
             }
         }

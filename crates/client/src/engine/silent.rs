@@ -76,6 +76,7 @@ impl SilentTask {
                     height,
                     hash,
                     payments,
+                    spend,
                 } => {
                     for payment in &payments {
                         ctx.events.push_back(Event::SilentPayment {
@@ -84,8 +85,11 @@ impl SilentTask {
                             payment: *payment,
                         });
                     }
-                    ctx.effects
-                        .push_back(Effect::SilentFound { height, payments });
+                    ctx.effects.push_back(Effect::SilentFound {
+                        height,
+                        payments,
+                        spend,
+                    });
                 }
                 SilentEvent::Stalled { height } => {
                     ctx.events.push_back(Event::SilentStalled { height })

@@ -398,8 +398,7 @@ impl WalletTask {
         &mut self,
         ctx: &mut Ctx,
         scan: &mut ScanTask,
-        height: u32,
-        payments: &[lightwire_wallet::silent_block::Payment],
+        (height, payments, spend): (u32, &[lightwire_wallet::silent_block::Payment], [u8; 33]),
         base: u32,
     ) {
         let items: Vec<Watched> = payments
@@ -408,6 +407,7 @@ impl WalletTask {
                 key: p.found.key,
                 tweak: p.found.tweak,
                 label: p.found.label,
+                spend,
             })
             .collect();
         // A silent-payment output always watches.

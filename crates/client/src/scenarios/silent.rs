@@ -103,7 +103,11 @@ fn a_silent_payment_is_found_and_is_a_coin_of_the_wallet() {
         let (_, script) = paid_key();
         assert_eq!(
             w.watch.origin(&script),
-            tweak.map(|tweak| lightwire_wallet::Origin::Silent { tweak, label: None })
+            tweak.map(|tweak| lightwire_wallet::Origin::Silent {
+                tweak,
+                label: None,
+                spend: G,
+            })
         );
     }
 }

@@ -1021,9 +1021,14 @@ fn with_origin(o: JsValue, watch: &lightwire_wallet::Watchlist, script: &[u8]) -
     js::set(&o, "derivationPath", path);
     js::set(&o, "masterFingerprint", fingerprint);
     let silent = match watch.origin(script) {
-        Some(lightwire_wallet::Origin::Silent { tweak, label }) => js::object(&[
+        Some(lightwire_wallet::Origin::Silent {
+            tweak,
+            label,
+            spend,
+        }) => js::object(&[
             ("tweak", hex::encode(tweak).into()),
             ("label", label.map_or(JsValue::NULL, JsValue::from)),
+            ("spendKey", hex::encode(spend).into()),
         ]),
         _ => JsValue::NULL,
     };
@@ -1096,8 +1101,7 @@ fn psbt_object(
     // The change output, read back from the transaction written.
     let change = b.change.and_then(|(vout, value)| {
         let maps = psbt::read_maps(&b.psbt).ok()?;
-        let tx = lightwire_primitives::Tx::parse(maps.first()?.first()?.1).ok()?;
-        let script = tx.outputs().nth(vout as usize)?.script;
+        let script = psbt::outputs(&maps).ok()?.get(vout as usize)?.1;
         let address = lightwire_wallet::address_of(script, network)?;
         Some(js::object(&[
             ("address", address.into()),

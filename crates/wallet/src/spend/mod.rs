@@ -100,6 +100,28 @@ pub struct Spendable {
     /// Shared by every coin it created: one transaction paying the wallet thousands of
     /// times is held once, not once per coin.
     pub funding: Option<Rc<[u8]>>,
+    /// For a silent payment's output: what its signer needs (BIP376), which makes the
+    /// PSBT version 2.
+    pub silent: Option<SilentKey>,
+}
+
+/// What spends a silent payment's output (BIP352): the spend key plus the tweak.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct SilentKey {
+    /// The private-key tweak.
+    pub tweak: [u8; 32],
+    /// The receiver's spend public key.
+    pub spend: [u8; 33],
+}
+
+impl SilentKey {
+    /// The one of a coin of `origin`, if it is a silent payment's.
+    pub fn of(origin: Option<crate::watch::Origin>) -> Option<SilentKey> {
+        match origin? {
+            crate::watch::Origin::Silent { tweak, spend, .. } => Some(SilentKey { tweak, spend }),
+            _ => None,
+        }
+    }
 }
 
 /// Where change goes.
@@ -481,13 +503,25 @@ fn lay_out(
         }
         _ => None,
     };
-    let unsigned = unsigned_tx(&order, &coins, &outputs, req.lock_time);
-    let mut w = psbt::Writer::new(&unsigned);
+    // A silent payment's output is spent with BIP376's fields, which only version 2 takes.
+    let v2 = coins.iter().any(|c| c.silent.is_some());
+    let mut w = if v2 {
+        psbt::Writer::new_v2(2, req.lock_time, coins.len(), outputs.len())
+    } else {
+        psbt::Writer::new(&unsigned_tx(&order, &coins, &outputs, req.lock_time))
+    };
     for &i in &order {
+        if v2 {
+            let o = &coins[i].outpoint;
+            w.v2_input(o.txid.as_bytes(), o.vout, SEQUENCE);
+        }
         input_map(&mut w, coins[i], picked[i], keys)?;
         w.end_map();
     }
-    for (at, _) in outputs.iter().enumerate() {
+    for (at, (script, value)) in outputs.iter().enumerate() {
+        if v2 {
+            w.v2_output(*value, script);
+        }
         if let (
             Some((c_at, _)),
             Some(Change {
@@ -563,6 +597,13 @@ fn input_map(
         write_compact_size(&mut utxo, coin.script.len() as u64);
         utxo.extend_from_slice(&coin.script);
         w.pair(psbt::IN_WITNESS_UTXO, &[], &utxo);
+    }
+    if let Some(s) = &coin.silent {
+        // BIP376: the tweak, and the spend key with no origin known (a zero fingerprint,
+        // no path: the application gave the key, not where it derives from).
+        w.pair(psbt::IN_SP_SPEND_BIP32_DERIVATION, &s.spend, &[0; 4]);
+        w.pair(psbt::IN_SP_TWEAK, &[], &s.tweak);
+        return Ok(());
     }
     let Some(k) = keys(coin).map_err(SpendError::Key)? else {
         return Ok(());

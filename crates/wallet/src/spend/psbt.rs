@@ -1,5 +1,6 @@
 //! BIP174 (PSBT version 0) written for an unsigned transaction, with BIP371's taproot
-//! fields, and base64 (RFC 4648) for handing it over. Written here rather than taken from
+//! fields, or BIP370's version 2 where a field allowed only there is needed (BIP376's, to
+//! spend a silent payment's output), and base64 (RFC 4648) for handing it over. Written here rather than taken from
 //! rust-bitcoin's `psbt` (or the `base64` crate): a watch-only wallet only ever writes the
 //! handful of fields below, and rust-bitcoin would add its whole transaction and script
 //! model to a package kept small.
@@ -38,6 +39,33 @@ pub const OUT_BIP32_DERIVATION: u8 = 0x02;
 pub const OUT_TAP_INTERNAL_KEY: u8 = 0x05;
 /// Output (BIP371): a taproot key's leaf hashes and origin (key: the x-only key).
 pub const OUT_TAP_BIP32_DERIVATION: u8 = 0x07;
+/// Global (BIP370): the transaction's version.
+pub const GLOBAL_TX_VERSION: u8 = 0x02;
+/// Global (BIP370): the lock time when no input requires one.
+pub const GLOBAL_FALLBACK_LOCKTIME: u8 = 0x03;
+/// Global (BIP370): the number of inputs.
+pub const GLOBAL_INPUT_COUNT: u8 = 0x04;
+/// Global (BIP370): the number of outputs.
+pub const GLOBAL_OUTPUT_COUNT: u8 = 0x05;
+/// Global: the PSBT's version (absent: 0).
+pub const GLOBAL_VERSION: u8 = 0xfb;
+/// Input (BIP370): the txid of the output spent (internal byte order).
+pub const IN_PREVIOUS_TXID: u8 = 0x0e;
+/// Input (BIP370): the index of the output spent.
+pub const IN_OUTPUT_INDEX: u8 = 0x0f;
+/// Input (BIP370): the sequence number.
+pub const IN_SEQUENCE: u8 = 0x10;
+/// Input (BIP376, version 2 only): the spend key of a silent payment and its origin (key:
+/// the 33-byte spend key; value: fingerprint and path, zero fingerprint and no path when
+/// unknown).
+pub const IN_SP_SPEND_BIP32_DERIVATION: u8 = 0x1f;
+/// Input (BIP376, version 2 only): the 32-byte tweak the spend key's private key is added
+/// to.
+pub const IN_SP_TWEAK: u8 = 0x20;
+/// Output (BIP370): the amount.
+pub const OUT_AMOUNT: u8 = 0x03;
+/// Output (BIP370): the script.
+pub const OUT_SCRIPT: u8 = 0x04;
 
 /// A PSBT being written: the global map, then each input's, then each output's, in
 /// order; every map ends with [`Writer::end_map`].
@@ -56,6 +84,48 @@ impl Writer {
         w.pair(GLOBAL_UNSIGNED_TX, &[], unsigned_tx);
         w.end_map();
         w
+    }
+
+    /// The magic alone: every map, the global one too, is the caller's to write (a PSBT
+    /// read back and written again).
+    pub fn empty() -> Writer {
+        Writer {
+            out: MAGIC.to_vec(),
+        }
+    }
+
+    /// Version 2 (BIP370): the magic and the global map of a transaction of `version`,
+    /// `lock_time`, `inputs` and `outputs`, ended; each input's map then starts with
+    /// [`Self::v2_input`], each output's with [`Self::v2_output`].
+    pub fn new_v2(version: u32, lock_time: u32, inputs: usize, outputs: usize) -> Writer {
+        let mut w = Writer {
+            out: Vec::with_capacity(256 * (inputs + outputs + 1)),
+        };
+        w.out.extend_from_slice(&MAGIC);
+        w.pair(GLOBAL_TX_VERSION, &[], &version.to_le_bytes());
+        w.pair(GLOBAL_FALLBACK_LOCKTIME, &[], &lock_time.to_le_bytes());
+        let mut n = Vec::with_capacity(9);
+        write_compact_size(&mut n, inputs as u64);
+        w.pair(GLOBAL_INPUT_COUNT, &[], &n);
+        n.clear();
+        write_compact_size(&mut n, outputs as u64);
+        w.pair(GLOBAL_OUTPUT_COUNT, &[], &n);
+        w.pair(GLOBAL_VERSION, &[], &2u32.to_le_bytes());
+        w.end_map();
+        w
+    }
+
+    /// A version 2 input's outpoint and sequence.
+    pub fn v2_input(&mut self, txid: &[u8; 32], vout: u32, sequence: u32) {
+        self.pair(IN_PREVIOUS_TXID, &[], txid);
+        self.pair(IN_OUTPUT_INDEX, &[], &vout.to_le_bytes());
+        self.pair(IN_SEQUENCE, &[], &sequence.to_le_bytes());
+    }
+
+    /// A version 2 output's amount and script.
+    pub fn v2_output(&mut self, value: u64, script: &[u8]) {
+        self.pair(OUT_AMOUNT, &[], &value.to_le_bytes());
+        self.pair(OUT_SCRIPT, &[], script);
     }
 
     /// One key-value pair: the key is `kind` then `key_data`.
@@ -120,28 +190,107 @@ pub enum PsbtReadError {
     /// A field that does not decode.
     #[error(transparent)]
     Decode(#[from] DecodeError),
+    /// A version 2 PSBT whose field is missing or malformed (BIP370's required ones).
+    #[error("a version 2 PSBT's {0} is missing or malformed")]
+    V2Field(&'static str),
     /// An input a signer has not finalized (no final scriptSig or witness).
     #[error("input {0} is not finalized: sign and finalize the PSBT first")]
     NotFinalized(usize),
 }
 
-/// The network transaction of a finalized PSBT (BIP174's transaction extractor): the
-/// unsigned transaction with each input's final scriptSig and witness in place.
+/// What a PSBT says of its transaction apart from the inputs' scripts and witnesses: the
+/// version, each input's outpoint and sequence, each output, the lock time.
+struct Skeleton<'a> {
+    version: u32,
+    inputs: Vec<(&'a [u8], u32, u32)>,
+    outputs: Vec<(u64, &'a [u8])>,
+    lock_time: u32,
+}
+
+/// The field `kind` (no key data) of `map`.
+fn field<'a>(map: &Map<'a>, kind: u8) -> Option<&'a [u8]> {
+    map.iter().find(|(k, _)| *k == [kind]).map(|f| f.1)
+}
+
+fn u32_of(b: &[u8]) -> Option<u32> {
+    Some(u32::from_le_bytes(b.try_into().ok()?))
+}
+
+/// The skeleton of a PSBT of version 0 (its unsigned transaction) or 2 (its fields).
+fn skeleton<'a>(maps: &[Map<'a>]) -> Result<Skeleton<'a>, PsbtReadError> {
+    let bad = PsbtReadError::V2Field;
+    let global = &maps[0];
+    if field(global, GLOBAL_VERSION).and_then(u32_of) == Some(2) {
+        let n_in = maps.len() - 1 - v2_count(global, GLOBAL_OUTPUT_COUNT)?;
+        let inputs = maps[1..=n_in]
+            .iter()
+            .map(|m| {
+                let txid = field(m, IN_PREVIOUS_TXID).filter(|t| t.len() == 32);
+                let vout = field(m, IN_OUTPUT_INDEX).and_then(u32_of);
+                let sequence = field(m, IN_SEQUENCE).map_or(Some(u32::MAX), u32_of);
+                Some((txid?, vout?, sequence?))
+            })
+            .collect::<Option<Vec<_>>>()
+            .ok_or(bad("input"))?;
+        let outputs = maps[1 + n_in..]
+            .iter()
+            .map(|m| {
+                let value =
+                    field(m, OUT_AMOUNT).and_then(|v| Some(u64::from_le_bytes(v.try_into().ok()?)));
+                Some((value?, field(m, OUT_SCRIPT)?))
+            })
+            .collect::<Option<Vec<_>>>()
+            .ok_or(bad("output"))?;
+        return Ok(Skeleton {
+            version: field(global, GLOBAL_TX_VERSION)
+                .and_then(u32_of)
+                .ok_or(bad("transaction version"))?,
+            inputs,
+            outputs,
+            lock_time: field(global, GLOBAL_FALLBACK_LOCKTIME)
+                .map_or(Some(0), u32_of)
+                .ok_or(bad("lock time"))?,
+        });
+    }
+    let unsigned = field(global, GLOBAL_UNSIGNED_TX).ok_or(PsbtReadError::NoTransaction)?;
+    let tx = Tx::parse(unsigned)?;
+    Ok(Skeleton {
+        version: tx.version(),
+        inputs: tx
+            .inputs()
+            .map(|i| (&i.prev_txid[..], i.prev_vout, i.sequence))
+            .collect(),
+        outputs: tx.outputs().map(|o| (o.value, o.script)).collect(),
+        lock_time: tx.lock_time(),
+    })
+}
+
+/// The outputs (value, script) of the transaction of a PSBT's `maps` (version 0 or 2).
+pub fn outputs<'a>(maps: &[Map<'a>]) -> Result<Vec<(u64, &'a [u8])>, PsbtReadError> {
+    Ok(skeleton(maps)?.outputs)
+}
+
+/// A version 2 global map's count `kind` (inputs or outputs).
+fn v2_count(global: &Map<'_>, kind: u8) -> Result<usize, PsbtReadError> {
+    let value = field(global, kind).ok_or(PsbtReadError::NoTransaction)?;
+    let mut r = Reader::new(value);
+    let n = r.compact_size("psbt v2 count")?;
+    r.finish()?;
+    usize::try_from(n).map_err(|_| PsbtReadError::V2Field("count"))
+}
+
+/// The network transaction of a finalized PSBT (BIP174's transaction extractor, and
+/// BIP370's for version 2): its transaction with each input's final scriptSig and witness
+/// in place.
 pub fn extract(bytes: &[u8]) -> Result<Vec<u8>, PsbtReadError> {
     let maps = read_maps(bytes)?;
-    let unsigned = maps[0]
-        .iter()
-        .find(|(k, _)| *k == [GLOBAL_UNSIGNED_TX])
-        .ok_or(PsbtReadError::NoTransaction)?
-        .1;
-    let tx = Tx::parse(unsigned)?;
-    let n = tx.inputs().count();
-    let field = |i: usize, kind: u8| maps[1 + i].iter().find(|(k, _)| *k == [kind]).map(|f| f.1);
+    let tx = skeleton(&maps)?;
+    let n = tx.inputs.len();
     let mut finals = Vec::with_capacity(n);
     for i in 0..n {
         let (sig, witness) = (
-            field(i, IN_FINAL_SCRIPTSIG),
-            field(i, IN_FINAL_SCRIPTWITNESS),
+            field(&maps[1 + i], IN_FINAL_SCRIPTSIG),
+            field(&maps[1 + i], IN_FINAL_SCRIPTWITNESS),
         );
         if sig.is_none() && witness.is_none() {
             return Err(PsbtReadError::NotFinalized(i));
@@ -150,30 +299,30 @@ pub fn extract(bytes: &[u8]) -> Result<Vec<u8>, PsbtReadError> {
     }
     let segwit = finals.iter().any(|(_, w)| w.is_some());
     let mut out = Vec::with_capacity(bytes.len());
-    out.extend_from_slice(&tx.version().to_le_bytes());
+    out.extend_from_slice(&tx.version.to_le_bytes());
     if segwit {
         out.extend_from_slice(&[0, 1]);
     }
     write_compact_size(&mut out, n as u64);
-    for (input, (sig, _)) in tx.inputs().zip(&finals) {
-        out.extend_from_slice(input.prev_txid);
-        out.extend_from_slice(&input.prev_vout.to_le_bytes());
+    for ((txid, vout, sequence), (sig, _)) in tx.inputs.iter().zip(&finals) {
+        out.extend_from_slice(txid);
+        out.extend_from_slice(&vout.to_le_bytes());
         write_compact_size(&mut out, sig.len() as u64);
         out.extend_from_slice(sig);
-        out.extend_from_slice(&input.sequence.to_le_bytes());
+        out.extend_from_slice(&sequence.to_le_bytes());
     }
-    write_compact_size(&mut out, tx.outputs().count() as u64);
-    for o in tx.outputs() {
-        out.extend_from_slice(&o.value.to_le_bytes());
-        write_compact_size(&mut out, o.script.len() as u64);
-        out.extend_from_slice(o.script);
+    write_compact_size(&mut out, tx.outputs.len() as u64);
+    for (value, script) in &tx.outputs {
+        out.extend_from_slice(&value.to_le_bytes());
+        write_compact_size(&mut out, script.len() as u64);
+        out.extend_from_slice(script);
     }
     if segwit {
         for (_, w) in &finals {
             out.extend_from_slice(w.unwrap_or(&[0]));
         }
     }
-    out.extend_from_slice(&tx.lock_time().to_le_bytes());
+    out.extend_from_slice(&tx.lock_time.to_le_bytes());
     // What came out must be one transaction (a witness field that is not a stack fails).
     Tx::parse(&out)?;
     Ok(out)
@@ -207,7 +356,8 @@ pub fn from_base64(text: &str) -> Option<Vec<u8>> {
 pub type Map<'a> = Vec<(&'a [u8], &'a [u8])>;
 
 /// A PSBT's maps read back (checked to the last byte): the global map, then one for each
-/// input and output of its unsigned transaction, whose count they must match.
+/// input and output of its unsigned transaction (version 0) or of its counts (version 2),
+/// which they must match.
 pub fn read_maps(bytes: &[u8]) -> Result<Vec<Map<'_>>, PsbtReadError> {
     let mut r = Reader::new(bytes);
     if r.take(5, "psbt magic")? != MAGIC {
@@ -229,12 +379,19 @@ pub fn read_maps(bytes: &[u8]) -> Result<Vec<Map<'_>>, PsbtReadError> {
             map.push((key, value));
         }
         if maps.is_empty() {
-            let tx = map
-                .iter()
-                .find(|(k, _)| *k == [GLOBAL_UNSIGNED_TX])
-                .ok_or(PsbtReadError::NoTransaction)?;
-            let tx = Tx::parse(tx.1)?;
-            expected = 1 + tx.inputs().count() + tx.outputs().count();
+            expected = if field(&map, GLOBAL_VERSION).and_then(u32_of) == Some(2) {
+                // Version 2 (BIP370): the counts are fields (bounded by the bytes left:
+                // each map is at least its one terminating byte).
+                let n = v2_count(&map, GLOBAL_INPUT_COUNT)?
+                    .checked_add(v2_count(&map, GLOBAL_OUTPUT_COUNT)?)
+                    .filter(|n| *n <= r.rest().len())
+                    .ok_or(PsbtReadError::V2Field("count"))?;
+                1 + n
+            } else {
+                let tx = field(&map, GLOBAL_UNSIGNED_TX).ok_or(PsbtReadError::NoTransaction)?;
+                let tx = Tx::parse(tx)?;
+                1 + tx.inputs().count() + tx.outputs().count()
+            };
         }
         maps.push(map);
     }

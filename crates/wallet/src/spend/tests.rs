@@ -55,6 +55,7 @@ fn coin(kind: Kind, pubkey: &[u8; 33], value: u64, salt: u64) -> Spendable {
         script,
         kind,
         funding: Some(f.into()),
+        silent: None,
     }
 }
 
@@ -593,3 +594,147 @@ const UPDATED: &str = concat!(
     "877110d90c6a4f000000800000008004000080002202027f6399757d2eff55a136ad02c684b1838b6556e5f1b6b34282",
     "a94b6b5005109610d90c6a4f00000080000000800500008000",
 );
+
+/// A silent payment's coin beside an ordinary one: the PSBT is version 2 (BIP370: no
+/// unsigned transaction; each input's outpoint and sequence, each output's amount and
+/// script), the silent coin's input carries BIP376's tweak and spend key (a zero
+/// fingerprint, no path), the other its key origin as before; read back, it describes the
+/// same transaction a version 0 PSBT of the same coins does, and once finalized it
+/// extracts to it. A version 2 PSBT missing a required field is refused, naming it.
+#[test]
+fn a_silent_payment_coin_makes_a_version_2_psbt_with_its_tweak() {
+    use k256::elliptic_curve::sec1::ToSec1Point;
+    let (spend_secret, tweak) = (k256::Scalar::from(5u64), k256::Scalar::from(7u64));
+    let point = |s: k256::Scalar| {
+        let p = (k256::ProjectivePoint::GENERATOR * s).to_affine();
+        let b: [u8; 33] = p.to_sec1_point(true).as_bytes().try_into().unwrap();
+        b
+    };
+    let spend = point(spend_secret);
+    let output_key = point(spend_secret + tweak);
+    let mut silent_coin = coin(Kind::Tr, &output_key, 80_000, 11);
+    let mut tweak_bytes = [0u8; 32];
+    tweak_bytes.copy_from_slice(&tweak.to_bytes());
+    silent_coin.silent = Some(SilentKey {
+        tweak: tweak_bytes,
+        spend,
+    });
+    let other = coin(Kind::Wpkh, &key_for(12), 50_000, 12);
+    let coins = [silent_coin.clone(), other];
+    let outputs = [(hash::witness(0, &[9; 20]), 100_000u64)];
+    let change = Change {
+        script: hash::witness(0, &[8; 20]),
+        kind: Kind::Wpkh,
+        key: None,
+    };
+    let req = Request {
+        coins: &coins,
+        spend_all: true,
+        outputs: &outputs,
+        rate: FeeRate(2_000),
+        change: Some(&change),
+        lock_time: 800_000,
+        seed: 3,
+        ancestors: None,
+    };
+    let sources = |c: &Spendable| {
+        if c.silent.is_some() {
+            Ok(None)
+        } else {
+            source(c)
+        }
+    };
+    let built = build(&req, sources).unwrap();
+    let maps = psbt::read_maps(&built.psbt).unwrap();
+    assert!(get(&maps[0], psbt::GLOBAL_UNSIGNED_TX).is_none());
+    assert_eq!(
+        get(&maps[0], psbt::GLOBAL_VERSION).unwrap().1,
+        2u32.to_le_bytes()
+    );
+    assert_eq!(maps.len(), 1 + 2 + 2, "two inputs, a payment and change");
+    let silent_in = (1..=2)
+        .find(|&i| get(&maps[i], psbt::IN_SP_TWEAK).is_some())
+        .expect("the silent coin's input");
+    let m = &maps[silent_in];
+    assert_eq!(get(m, psbt::IN_SP_TWEAK).unwrap().1, tweak_bytes);
+    let (key, origin) = get(m, psbt::IN_SP_SPEND_BIP32_DERIVATION).unwrap();
+    assert_eq!((&key[1..], origin), (&spend[..], &[0u8; 4][..]));
+    assert_eq!(
+        get(m, psbt::IN_PREVIOUS_TXID).unwrap().1,
+        silent_coin.outpoint.txid.as_bytes()
+    );
+    assert!(get(m, psbt::IN_WITNESS_UTXO).is_some());
+    assert!(get(m, psbt::IN_TAP_BIP32_DERIVATION).is_none());
+    let other_in = 3 - silent_in;
+    assert!(get(&maps[other_in], psbt::IN_BIP32_DERIVATION).is_some());
+    assert!(get(&maps[other_in], psbt::IN_SP_TWEAK).is_none());
+    // The same coins without the silent one's tweak: a version 0 PSBT of the same
+    // transaction (same order, change and fee).
+    let plain = [
+        Spendable {
+            silent: None,
+            ..silent_coin.clone()
+        },
+        coins[1].clone(),
+    ];
+    let v0 = build(
+        &Request {
+            coins: &plain,
+            ..req
+        },
+        |c: &Spendable| {
+            if c.kind == Kind::Tr {
+                Ok(None)
+            } else {
+                source(c)
+            }
+        },
+    )
+    .unwrap();
+    assert_eq!(
+        (v0.fee, v0.change, v0.vsize),
+        (built.fee, built.change, built.vsize)
+    );
+    let v0_maps = psbt::read_maps(&v0.psbt).unwrap();
+    assert_eq!(
+        psbt::outputs(&maps).unwrap(),
+        psbt::outputs(&v0_maps).unwrap()
+    );
+    // Finalized (a signature's length of witness for each input), both extract to one
+    // transaction.
+    let finalize = |bytes: &[u8]| -> Vec<u8> {
+        let maps = psbt::read_maps(bytes).unwrap();
+        let mut w = psbt::Writer::empty();
+        for (k, v) in &maps[0] {
+            w.pair(k[0], &k[1..], v);
+        }
+        w.end_map();
+        for m in &maps[1..=2] {
+            for (k, v) in m {
+                w.pair(k[0], &k[1..], v);
+            }
+            w.pair(
+                psbt::IN_FINAL_SCRIPTWITNESS,
+                &[],
+                &[&[1, 64][..], &[7; 64]].concat(),
+            );
+            w.end_map();
+        }
+        for m in &maps[3..] {
+            for (k, v) in m {
+                w.pair(k[0], &k[1..], v);
+            }
+            w.end_map();
+        }
+        w.finish()
+    };
+    let tx = psbt::extract(&finalize(&built.psbt)).unwrap();
+    assert_eq!(tx, psbt::extract(&finalize(&v0.psbt)).unwrap());
+    // A version 2 PSBT missing a required field is refused, naming it.
+    let mut broken = psbt::Writer::new_v2(2, 0, 1, 0);
+    broken.end_map();
+    assert_eq!(
+        psbt::extract(&broken.finish()),
+        Err(psbt::PsbtReadError::V2Field("input"))
+    );
+}

@@ -430,6 +430,7 @@ fn spendable(wallet: &WalletState<'_>, tip: u32) -> Vec<Found> {
                         Some((txid, rc)) if *txid == outpoint.txid => rc.clone(),
                         _ => shared.insert((outpoint.txid, f.into())).1.clone(),
                     }),
+                    silent: super::SilentKey::of(wallet.watch.origin(script)),
                 },
                 origin,
                 confirmed,
