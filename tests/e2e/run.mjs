@@ -106,7 +106,8 @@
 //             scan key, paid twice in one transaction by another implementation's
 //             sender, through a gateway computing tweaks from btcd: both outputs found,
 //             coins of the wallet; the block reorganised away: withdrawn, found again;
-//             createPsbt spends them (BIP376's fields), a signer outside signs, btcd mines
+//             createPsbt spends them (BIP376's fields), a signer outside signs, btcd mines;
+//             a label's address paid: found with its label
 //   silenthostile a gateway leaving the paying tweak out (and withholding the evidence):
 //             alone it hides the payment; beside an honest one it is proven wrong by the
 //             block and dropped, and the payment is found
@@ -2045,8 +2046,10 @@ async function silentScenario() {
       const r = await page.evaluate(refused, bad);
       assert(r.startsWith('InvalidArgument'), `${JSON.stringify(bad)}: ${r}`);
     }
-    const receiver = await page.evaluate((k) => window.client.watchSilentPayments(k), keys);
-    assert(/^sprt1q/.test(receiver.address), `the receiver ${JSON.stringify(receiver)}`);
+    const receiver = await page.evaluate((k) => window.client.watchSilentPayments(k), { ...keys, labels: [1] });
+    assert(/^sprt1q/.test(receiver.address) && receiver.labels.length === 1 && receiver.labels[0].label === 1
+      && /^sprt1q/.test(receiver.labels[0].address) && receiver.labels[0].address !== receiver.address,
+    `the receiver ${JSON.stringify(receiver)}`);
     const paid = JSON.parse(execFileSync(bin('lightwire-regtest-wallet'), ['pay-silent', '--rpc', node.rpc,
       '--user', 'u', '--pass', 'p', '--address', receiver.address, '--coinbase', '1', '--count', '2']).toString());
     const { events } = await until(page, 'both outputs found', 60_000,
@@ -2110,9 +2113,22 @@ async function silentScenario() {
       ev.some((e) => e.type === 'transaction' && e.status === 'found' && e.txid === sent.txid && e.height === spentHeight));
     const left = await page.evaluate(() => window.client.utxos());
     assert(!left.some((u) => u.silentPayment), `silent coins left after their spend: ${JSON.stringify(left)}`);
+    // The address of label 1, paid: found with its label, a coin that says it.
+    const labelled = JSON.parse(execFileSync(bin('lightwire-regtest-wallet'), ['pay-silent', '--rpc', node.rpc,
+      '--user', 'u', '--pass', 'p', '--address', receiver.labels[0].address, '--coinbase', '2', '--count', '1']).toString());
+    const withLabel = await until(page, 'the labelled payment found', 60_000,
+      (m, ev) => ev.some((e) => e.type === 'silentPayment' && e.height === labelled.height));
+    const l = withLabel.events.find((e) => e.type === 'silentPayment' && e.height === labelled.height);
+    assert(l.label === 1 && l.outputKey === labelled.keys[0], `the labelled payment ${JSON.stringify(l)}, paid ${JSON.stringify(labelled)}`);
+    await until(page, 'the labelled coin in the wallet', 30_000,
+      (m, ev) => ev.some((e) => e.type === 'transaction' && e.status === 'found' && e.height === labelled.height));
+    const labelledCoin = (await page.evaluate(() => window.client.utxos())).find((u) => u.script === `5120${labelled.keys[0]}`);
+    assert(labelledCoin?.silentPayment?.label === 1 && spendsWith(0x52, labelledCoin.silentPayment.tweak) === labelled.keys[0],
+      `the labelled coin ${JSON.stringify(labelledCoin)}`);
     log(`  a silent payment to ${receiver.address.slice(0, 16)}... from another implementation's sender: ` +
       `both outputs of block ${paid.height} found at its keys, and coins of the wallet; its block reorganised away, ` +
-      `withdrawn and found again in the new one; spent through a version 2 PSBT (BIP376) signed outside, mined at ${spentHeight}`);
+      `withdrawn and found again in the new one; spent through a version 2 PSBT (BIP376) signed outside, mined at ${spentHeight}; ` +
+      `label 1's address paid: found with its label`);
     await stopClient(page);
   } finally {
     await page.close().catch(() => {});
