@@ -172,6 +172,18 @@ export type DropCode =
   | 'digest-flooding'
   | 'wrong-transaction'
   | 'undecodable-digest'
+  // Silent-payment tweaks (with a receiver's scan): a list its block proves wrong, a word
+  // broken, a list not its agreed hash, headers or pieces out of order, a tweak that is not
+  // a point, a dispute's evidence that is not the block's.
+  | 'tweaks-disproven'
+  | 'tweak-word-broken'
+  | 'tweak-list-mismatch'
+  | 'tweak-headers-out-of-order'
+  | 'tweak-pieces-out-of-order'
+  | 'tweak-not-a-point'
+  | 'tweak-evidence-wrong'
+  // An answer ended short (a reorganisation, as for filters): reconnects.
+  | 'tweaks-cut-short'
   // A header more than two hours ahead of our clock: not a drop. The headers before it are
   // kept, the gateway's tip is set aside until it announces another, its state unchanged.
   | 'future-header'
