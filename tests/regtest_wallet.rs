@@ -21,6 +21,8 @@
 //!   from block H's coinbase (outputs derived by the `silentpayments` crate, not by
 //!   lightwire), mine it, and print `{"height": h, "keys": [x-only hex], "spent": [hex]}`.
 //!
+//! - `lightwire-regtest-wallet silent-address --scan-secret HEX --spend-secret HEX`: the
+//!   regtest silent payment address of those keys;
 //! - `lightwire-regtest-wallet sign-silent --psbt B64 --spend-secret HEX`: sign and
 //!   finalize a PSBT (version 2) spending silent payments as BIP376's signer and finalizer
 //!   do: for each input carrying `PSBT_IN_SP_TWEAK`, the key `spend + tweak` (checked to
@@ -94,6 +96,15 @@ enum Cmd {
         /// Outputs to the address
         #[arg(long, default_value_t = 1)]
         count: usize,
+    },
+    /// Print the regtest silent payment address of a scan and a spend private key (hex)
+    SilentAddress {
+        /// The scan private key, hex
+        #[arg(long)]
+        scan_secret: String,
+        /// The spend private key, hex
+        #[arg(long)]
+        spend_secret: String,
     },
     /// Sign and finalize a PSBT spending silent payments (BIP376), print it (base64)
     SignSilent {
@@ -283,6 +294,26 @@ fn sign_silent(bytes: &[u8], spend: &bitcoin::secp256k1::SecretKey) -> Result<Ve
 
 fn main() -> Result<(), String> {
     match Cli::parse().command {
+        Cmd::SilentAddress {
+            scan_secret,
+            spend_secret,
+        } => {
+            let secret = |h: &str| {
+                hex::decode(h.trim())
+                    .ok()
+                    .and_then(|k| bitcoin::secp256k1::SecretKey::from_slice(&k).ok())
+                    .ok_or("not a private key")
+            };
+            let secp = bitcoin::secp256k1::Secp256k1::new();
+            let spend = secret(&spend_secret)?.public_key(&secp).serialize();
+            let scan = secret(&scan_secret)?.secret_bytes();
+            let mut receiver = lightwire_wallet::silent::Receiver::new(&scan, &spend)
+                .map_err(|e| e.to_string())?;
+            let address = receiver
+                .address(lightwire_wallet::silent::SpNetwork::Regtest, None)
+                .map_err(|e| e.to_string())?;
+            println!("{}", address.encode());
+        }
         Cmd::SignSilent { psbt, spend_secret } => {
             use lightwire_wallet::spend::psbt as p;
             let bytes = p::from_base64(&psbt).ok_or("the PSBT is not base64")?;

@@ -121,6 +121,8 @@
 // mirror: three from the gateway alone and three with an nginx mirror of the chain beside
 // it, alternated);
 // E2E_CHECKPOINT_ONLY=N: only the start from a checkpoint, N times.
+// E2E_SILENT_ONLY=1: only the silent-payment scan of a day (144 blocks, 715 synthetic
+// tweaks each, one paying the receiver) three times, timed in the page.
 // E2E_MIRROR_ONLY=1: only the 925,000-block sync from the gateway alone and from an nginx
 // mirror plus the gateway, three of each alternated (E2E_BULK_WWW: a directory holding
 // bulk/<network>/ to serve instead of an export made here); E2E_MIRROR_ONLY=profile-mirror
@@ -278,6 +280,27 @@ const PAGE = `<!doctype html><meta charset="utf-8"><title>e2e</title>
       const txs = await client.transactions();
       await client.stop();
       return { ms, summary, heights: txs.map((t) => t.height), bytesIn: m.bytesIn - before.bytesIn,
+        wasmMemoryBytes: m.wasmMemoryBytes };
+    },
+    // The silent-payment scan's benchmark: a store synced to \`height\`, then a receiver's
+    // scan from \`from\` timed in the page until it has scanned \`height\`.
+    async timedSilentScan(options, height, from, keys) {
+      const client = await LightwireClient.open(options);
+      await new Promise((resolve) => client.on('tip', (e) => e.height >= height && e.filterHeight >= height && resolve()));
+      const found = [];
+      client.on('silentPayment', (e) => found.push(e.height));
+      const before = await client.metrics();
+      const t0 = performance.now();
+      await client.watchSilentPayments({ ...keys, fromHeight: from });
+      let m;
+      for (;;) {
+        m = await client.metrics();
+        if (m.silentScan?.height >= height) break;
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      const ms = performance.now() - t0;
+      await client.stop();
+      return { ms, found, tweaks: m.silentScan.tweaks, bytesIn: m.bytesIn - before.bytesIn,
         wasmMemoryBytes: m.wasmMemoryBytes };
     },
     deleteStore: (name) => LightwireClient.deleteStore(name),
@@ -2831,6 +2854,36 @@ async function timedWalletRescan(run, startAt) {
   }
 }
 
+/// The silent-payment scan's benchmark (--bench with E2E_SILENT_ONLY=1): a day of blocks
+/// (144) at mainnet's density of tweaks (715 a block) and its filters' sizes, one block
+/// paying the receiver, served by lightwire-hostile's generated chain with synthetic tweaks;
+/// the receiver's scan timed in the page from the call to its last block. Bytes in: what
+/// the scan fetched for that day (tweak headers, lists, filters, the paying block).
+async function timedSilentScan(run, startAt) {
+  const address = execFileSync(bin('lightwire-regtest-wallet'), ['silent-address',
+    '--scan-secret', '51'.repeat(32), '--spend-secret', '52'.repeat(32)]).toString().trim();
+  const dir = join(work, `synthetic-tweaks-${run}`);
+  const gw = await gateway(['--generate', '915144', '--synthetic-tweaks', '715', '--synthetic-tweaks-from', '915001',
+    '--synthetic-tweaks-dir', dir, '--pay-silent', `${address}@915072`], { binary: 'lightwire-hostile' });
+  try {
+    const options = { network: 'regtest', gateways: [gw.connect], storeName: `silent-scan-${run}`, start: startAt, silentPayments: true };
+    const r = await measure('timedSilentScan', [options, 915_144, 915_001, silentKeys()], options.storeName);
+    assert(JSON.stringify(r.found) === '[915072]', `found ${JSON.stringify(r.found)}`);
+    const figures = {
+      seconds: (r.ms / 1000).toFixed(2),
+      tweaks: r.tweaks,
+      tweaksPerSecond: Math.round(r.tweaks / (r.ms / 1000)),
+      megabytesIn: (r.bytesIn / 1e6).toFixed(2),
+      wasmMiB: (r.wasmMemoryBytes / 2 ** 20).toFixed(1),
+    };
+    log(`  ${browser.name} silent-payment scan of a day, run ${run}: ${JSON.stringify(figures)}`);
+    return figures;
+  } finally {
+    await gw.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
 /// The benchmark (--bench): the 925,000-header sync timed in the page from before open to
 /// the tip event at 925,000, nothing polling; a fresh store each run.
 async function timed(run, filters = true, mirror = null) {
@@ -3535,6 +3588,13 @@ async function main() {
       let profile = join(work, `profile-${engine}`);
       browser = await openEngine(engine, profile);
       try {
+        if (bench && process.env.E2E_SILENT_ONLY) {
+          const start = benchStart(913_248);
+          const silentScan = [];
+          for (const run of [1, 2, 3]) silentScan.push(await timedSilentScan(run, start));
+          console.log(JSON.stringify({ engine, silentScan }));
+          continue;
+        }
         if (bench && process.env.E2E_WALLET_ONLY) {
           const walletStart = benchStart(913_248);
           const walletRescan = [];

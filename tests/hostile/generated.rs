@@ -119,8 +119,15 @@ pub struct Lies {
 
 /// Serve the chain of `count` headers on `listen` with `key`, lying as `lies` say; runs
 /// until the process is stopped.
-pub fn run(lies: &Lies, count: u32, listen: SocketAddr, key: SecretKey) -> Result<(), String> {
-    let chain = chain(lies, count)?;
+pub fn run(
+    (lies, synthetic): (&Lies, &crate::synthetic_tweaks::Flags),
+    count: u32,
+    listen: SocketAddr,
+    key: SecretKey,
+) -> Result<(), String> {
+    let silent = crate::synthetic_tweaks::payments(synthetic)?;
+    let mut chain = chain_paying(lies, count, silent)?;
+    crate::synthetic_tweaks::serve(synthetic, &mut chain, count)?;
     if let Some(path) = &lies.write_filter_headers {
         return write_filter_headers(&chain, count, path);
     }
@@ -170,9 +177,24 @@ fn write_filter_headers(chain: &ServedChain, count: u32, path: &Path) -> Result<
 
 /// The chain to serve: generated (paying what `--payments` lists), with its filters
 /// unless `--no-filters`, and the lies told.
+#[cfg(test)]
 fn chain(lies: &Lies, count: u32) -> Result<ServedChain, String> {
+    chain_paying(lies, count, Vec::new())
+}
+
+/// [`chain`], paying `silent` too.
+fn chain_paying(lies: &Lies, count: u32, silent: Vec<Payment>) -> Result<ServedChain, String> {
     let pool = match &lies.payments {
-        Some(path) => Some(payments_pool(path, lies.payment_block_bytes as usize)?),
+        Some(path) => Some(payments_pool(
+            path,
+            lies.payment_block_bytes as usize,
+            silent,
+        )?),
+        None if !silent.is_empty() => Some(&*Box::leak(Box::new(Pool::with_payments(
+            &DEFAULT_PROFILE,
+            silent,
+            lies.payment_block_bytes as usize,
+        )))),
         None => None,
     };
     if let Some(p) = pool.and_then(|p| p.payments().find(|p| p.height > count)) {
@@ -292,11 +314,16 @@ fn now() -> u64 {
 
 /// The payments of a `--payments` file, in a pool of the default profile. The pool lives
 /// as long as the process (the chain's blocks and filters are made from it on demand).
-fn payments_pool(path: &Path, block_bytes: usize) -> Result<&'static Pool, String> {
+fn payments_pool(
+    path: &Path,
+    block_bytes: usize,
+    more: Vec<Payment>,
+) -> Result<&'static Pool, String> {
     let text =
         std::fs::read_to_string(path).map_err(|e| format!("--payments {}: {e}", path.display()))?;
-    let payments =
+    let mut payments =
         parse_payments(&text).map_err(|e| format!("--payments {}: {e}", path.display()))?;
+    payments.extend(more);
     Ok(Box::leak(Box::new(Pool::with_payments(
         &DEFAULT_PROFILE,
         payments,

@@ -7,7 +7,8 @@
 //!   of known headers, ping floods), from a hand-written server ([`protocol`]);
 //! - `--generate N`: lies in the data (a header breaking a rule, a filter hiding a
 //!   payment, a block withheld or not the header's), and chains paying a wallet
-//!   (`--payments`), from the gateway's own library ([`generated`]);
+//!   (`--payments`), from the gateway's own library ([`generated`]), with synthetic
+//!   silent-payment tweaks for benchmarks ([`synthetic_tweaks`]);
 //! - `--upstream HOST:PORT`: lies in the mempool digest (replacements of its own making,
 //!   removals of what the node still holds) while following a real node, from the
 //!   gateway's own library ([`mempool`]); and, with `--tweaks-dir`, in silent-payment
@@ -21,6 +22,7 @@
 mod generated;
 mod mempool;
 mod protocol;
+mod synthetic_tweaks;
 mod tweaks;
 
 use std::net::SocketAddr;
@@ -50,6 +52,8 @@ struct Args {
     mempool: mempool::Lies,
     #[command(flatten)]
     tweaks: tweaks::Lies,
+    #[command(flatten)]
+    synthetic: synthetic_tweaks::Flags,
 }
 
 fn main() {
@@ -71,7 +75,9 @@ fn run(args: Args) -> Result<(), String> {
         args.mempool.upstream,
     ) {
         (Some(file), None, None) => protocol::run(&args.protocol, file, args.listen, key),
-        (None, Some(count), None) => generated::run(&args.generated, count, args.listen, key),
+        (None, Some(count), None) => {
+            generated::run((&args.generated, &args.synthetic), count, args.listen, key)
+        }
         (None, None, Some(node)) => {
             let metrics = args.generated.metrics_listen;
             let lies = (&args.mempool, &args.tweaks);
