@@ -180,6 +180,7 @@ export type DropCode =
   | 'tweak-list-mismatch'
   | 'tweak-headers-out-of-order'
   | 'tweak-pieces-out-of-order'
+  | 'tweak-list-too-long'
   | 'tweak-not-a-point'
   | 'tweak-evidence-wrong'
   // An answer ended short (a reorganisation, as for filters): reconnects.

@@ -174,6 +174,7 @@ impl DropReason {
                 ) => "tweak-list-mismatch",
                 SilentFault::Tweaks(_) => "tweak-headers-out-of-order",
                 SilentFault::ListsOutOfOrder { .. } => "tweak-pieces-out-of-order",
+                SilentFault::ListTooLong { .. } => "tweak-list-too-long",
                 SilentFault::NotAPoint { .. } => "tweak-not-a-point",
                 SilentFault::FiltersOutOfOrder { .. } => "filter-pieces-out-of-order",
                 SilentFault::FilterMismatch { .. } => "filter-mismatch",

@@ -31,7 +31,9 @@
 //! match (the block is fetched and searched), never as a miss.
 //!
 //! Memory is bounded by the window (its 1,001 hashes and filter headers, a span of 1,000
-//! tweak hashes a gateway) and the chunk (100 lists: about 2.4 MB at mainnet's density).
+//! tweak hashes a gateway) and the chunk (100 lists: about 2.4 MB at mainnet's density, and
+//! never more than [`MAX_CHUNK_BYTES`]: a chunk ends early rather than pass it; a list longer
+//! than any block's, [`MAX_LIST_LEN`], is its sender's fault).
 
 use std::collections::VecDeque;
 
@@ -54,6 +56,16 @@ use crate::tweaks::{Span, SpanBuilder, TweakError, Vouched};
 pub const SILENT_WINDOW: u32 = 1000;
 /// Blocks whose tweak lists are held at once (about 24 KB a block on mainnet today).
 pub const SILENT_CHUNK: u32 = 100;
+/// Tweaks at most in one block's list: a block of 4,000,000 weight units holds at most
+/// about 9,000 transactions BIP352 scans (each has an input and a taproot output: some 111
+/// virtual bytes at the least), so a longer list is no block's.
+pub const MAX_TWEAKS_PER_BLOCK: usize = 10_000;
+/// The longest list: its count (3 bytes) and [`MAX_TWEAKS_PER_BLOCK`] tweaks.
+pub const MAX_LIST_LEN: usize = 3 + 33 * MAX_TWEAKS_PER_BLOCK;
+/// The bytes of lists a chunk holds at most: a chunk whose lists would pass it ends before
+/// the block that would (the rest of that answer is let through unread), and the next
+/// chunk starts there. Memory stays bounded whatever the gateways commit to.
+pub const MAX_CHUNK_BYTES: usize = 8 << 20;
 /// A gateway that lacked what was asked (its tweaks or filters not computed that far yet,
 /// or our last block not on its chain yet) is asked again after this long.
 pub const SILENT_RETRY: core::time::Duration = core::time::Duration::from_secs(2);
@@ -123,10 +135,16 @@ pub enum SilentFault {
     /// Its tweak headers or lists broke the tweak chain's rules.
     #[error(transparent)]
     Tweaks(#[from] TweakError),
-    /// It sent pieces of tweak lists out of order, or a list longer than one may be.
+    /// It sent pieces of tweak lists out of order.
     #[error("its tweak list pieces for height {height} came out of order")]
     ListsOutOfOrder {
         /// The height due.
+        height: u32,
+    },
+    /// It sent a list longer than any block's ([`MAX_LIST_LEN`]).
+    #[error("its tweak list of height {height} is longer than any block's")]
+    ListTooLong {
+        /// The block's height.
         height: u32,
     },
     /// A tweak of the list it gave (hashing to the agreed hash) is not a point: no block
@@ -276,6 +294,9 @@ struct Chunk {
     asked: Option<(GatewayId, u32)>,
     /// Who answered `stop_unknown`, `not_found` or broke a rule at this stage.
     tried: Vec<GatewayId>,
+    /// The lists' budget ran out: the chunk ends at `last` and the rest of the answer in
+    /// flight is let through unread.
+    rest_ignored: bool,
 }
 
 impl Chunk {
@@ -359,6 +380,8 @@ pub struct SilentScan {
     block: Vec<u8>,
     events: VecDeque<SilentEvent>,
     tweaks: u64,
+    /// [`MAX_CHUNK_BYTES`] (smaller in tests).
+    chunk_bytes: usize,
 }
 
 impl SilentScan {
@@ -376,6 +399,7 @@ impl SilentScan {
             block: Vec::new(),
             events: VecDeque::new(),
             tweaks: 0,
+            chunk_bytes: MAX_CHUNK_BYTES,
         }
     }
 
@@ -550,6 +574,7 @@ impl SilentScan {
                 matched: VecDeque::new(),
                 asked: None,
                 tried: Vec::new(),
+                rest_ignored: false,
             });
         }
         let first = w.first;
@@ -780,8 +805,15 @@ impl SilentScan {
         };
         let mut fault = None;
         for p in m.pieces() {
+            if c.rest_ignored {
+                break;
+            }
             if c.due > c.last {
                 fault = Some(SilentFault::ListsOutOfOrder { height: p.height });
+                break;
+            }
+            if p.filter_len as usize > MAX_LIST_LEN {
+                fault = Some(SilentFault::ListTooLong { height: c.due });
                 break;
             }
             match c.pieces.push(&p, c.due) {
@@ -794,6 +826,12 @@ impl SilentScan {
                     let list = &c.pieces.buf;
                     if let Err(e) = span.check_list(c.due, list) {
                         fault = Some(e.into());
+                        break;
+                    }
+                    if c.due > c.first && c.lists.len() + list.len() > self.chunk_bytes {
+                        // Over the budget: the chunk ends before this block.
+                        c.last = c.due - 1;
+                        c.rest_ignored = true;
                         break;
                     }
                     c.lists.extend_from_slice(list);
@@ -811,7 +849,8 @@ impl SilentScan {
                 return;
             }
         }
-        if c.due > c.last {
+        // A chunk cut short waits for its answer's last message, which is still ours.
+        if c.due > c.last && (!c.rest_ignored || m.flags.last) {
             c.asked = None;
             c.tried.clear();
             c.stage = Stage::Filters;

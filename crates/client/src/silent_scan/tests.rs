@@ -120,6 +120,9 @@ enum Lie {
     Filter,
     /// Its paying block is another (a byte of the coinbase changed).
     BadBlock,
+    /// Its tweak chain is honest, but it sends the paying block's list longer than any
+    /// block's.
+    TooLong,
 }
 
 struct Gateway {
@@ -132,6 +135,8 @@ struct Gateway {
     lists: Vec<Vec<u8>>,
     hashes: Vec<FilterHash>,
     headers: Vec<FilterHeader>,
+    /// How many times it was asked for tweak lists.
+    list_asks: std::cell::Cell<u32>,
 }
 
 fn gateway(w: &World, lie: Lie) -> Gateway {
@@ -156,6 +161,9 @@ fn gateway(w: &World, lie: Lie) -> Gateway {
     if lie == Lie::ListOnly {
         lists[paid] = list_of(Vec::new());
     }
+    if lie == Lie::TooLong {
+        lists[paid] = vec![0; MAX_LIST_LEN + 1];
+    }
     Gateway {
         lie,
         withholds: false,
@@ -164,6 +172,7 @@ fn gateway(w: &World, lie: Lie) -> Gateway {
         lists,
         hashes,
         headers,
+        list_asks: std::cell::Cell::new(0),
     }
 }
 
@@ -240,6 +249,7 @@ fn answer(scan: &mut SilentScan, w: &World, gw: &Gateway, g: GatewayId, ask: Sil
             first,
             stop,
         } => {
+            gw.list_asks.set(gw.list_asks.get() + 1);
             let (a, b) = last(first, &stop);
             let items: Vec<(u32, &[u8])> =
                 (a..=b).map(|h| (h, &gw.lists[h as usize][..])).collect();
@@ -608,4 +618,40 @@ fn a_gateway_still_computing_its_tweaks_is_waited_for_and_asked_again() {
     assert!(now >= NOW + LAG_WAIT, "not taken before the wait ran out");
     assert_eq!(found(&told), [(PAID, w.key)]);
     assert_eq!(bad(&told), []);
+}
+
+/// A chunk's lists are bounded in bytes: past the budget the chunk ends before the block
+/// that would pass it (the rest of that answer let through unread) and the next chunk
+/// starts there; the scan finds what it finds without the budget. A list longer than any
+/// block's is its sender's fault alone, and another gateway's list is taken.
+#[test]
+fn a_chunks_lists_are_bounded_and_a_list_longer_than_any_blocks_is_refused() {
+    let w = world();
+    let mut gws = [gateway(&w, Lie::Honest)];
+    let mut scan = SilentScan::new(receiver(), 1400, 1);
+    let told = run(&mut scan, &w, &mut gws, TOP);
+    let whole = gws[0].list_asks.get();
+    assert_eq!(found(&told), [(PAID, w.key)]);
+
+    let mut gws = [gateway(&w, Lie::Honest)];
+    let mut scan = SilentScan::new(receiver(), 1400, 1);
+    // About one list of a tweak (34 bytes) and a few empty ones a chunk.
+    scan.chunk_bytes = 40;
+    let told = run(&mut scan, &w, &mut gws, TOP);
+    assert_eq!(found(&told), [(PAID, w.key)], "{told:?}");
+    assert_eq!(bad(&told), []);
+    assert_eq!(scan.next(), TOP + 1);
+    let asks = gws[0].list_asks.get();
+    assert!(
+        asks > 5 * whole,
+        "{asks} chunks, {whole} without the budget"
+    );
+
+    let mut gws = [gateway(&w, Lie::TooLong), gateway(&w, Lie::Honest)];
+    let told = run(&mut SilentScan::new(receiver(), 1400, 2), &w, &mut gws, TOP);
+    assert_eq!(found(&told), [(PAID, w.key)]);
+    assert_eq!(
+        bad(&told),
+        [(GatewayId(0), SilentFault::ListTooLong { height: PAID })]
+    );
 }
