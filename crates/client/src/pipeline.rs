@@ -72,6 +72,9 @@ pub async fn open<S: HeaderStore>(
     if let Some(wallet) = resume_wallet(store, now).await? {
         engine.resume_wallet(wallet);
     }
+    if let Some(progress) = resume_silent(store).await? {
+        engine.resume_silent(progress);
+    }
     seed_locator(store, engine.syncer_mut()).await?;
     Ok((engine, stored))
 }
@@ -80,6 +83,26 @@ pub async fn open<S: HeaderStore>(
 /// watch-only wallet (what it watches and what it found).
 pub(crate) const SCAN: RecordKey = RecordKey::from_static("scan");
 pub(crate) const WALLET: RecordKey = RecordKey::from_static("wallet");
+/// The silent-payment scan's progress (no key: the receiver's id, where it stands).
+pub(crate) const SILENT: RecordKey = RecordKey::from_static("silent");
+
+/// The silent-payment scan's progress saved in `store`, if its last block is still on the
+/// stored chain (a reorganisation below it while the client was closed: scanned again).
+pub async fn resume_silent<S: HeaderStore>(
+    store: &S,
+) -> Result<Option<crate::silent_scan::Progress>, StoreError> {
+    let Some(bytes) = store.record(SILENT).await? else {
+        return Ok(None);
+    };
+    let Some(p) = crate::silent_scan::Progress::read(&bytes) else {
+        return Ok(None);
+    };
+    let Some(below) = p.next.checked_sub(1) else {
+        return Ok(None);
+    };
+    let stored = store.header(below).await?.map(|h| h.block_hash());
+    Ok((stored == Some(p.reached)).then_some(p))
+}
 
 /// The scan saved in `store`, if any, with only the matches the stored chain still bears
 /// out (a reorg while the client was closed withdraws the rest).
@@ -341,6 +364,9 @@ impl Pipeline {
         }
         if let Some(state) = engine.scan_to_save() {
             store.put_record(SCAN, Some(&state)).await?;
+        }
+        if let Some(state) = engine.silent_to_save() {
+            store.put_record(SILENT, Some(&state)).await?;
         }
         let Some(state) = engine.wallet_to_save() else {
             return Ok(false);

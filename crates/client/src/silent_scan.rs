@@ -382,6 +382,52 @@ pub struct SilentScan {
     tweaks: u64,
     /// [`MAX_CHUNK_BYTES`] (smaller in tests).
     chunk_bytes: usize,
+    /// Our block at `next - 1`, once the scan passed it (saved with the progress), and the
+    /// `next` last saved.
+    reached: Option<BlockHash>,
+    saved: u32,
+}
+
+/// A scan's progress as saved (see [`SilentScan::save`]): whose, from where, to where.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Progress {
+    /// The receiver's [`SilentScan::id`].
+    pub id: [u8; 32],
+    /// The scan's first block.
+    pub from: u32,
+    /// The lowest block not scanned.
+    pub next: u32,
+    /// Our block at `next - 1` when it was saved.
+    pub reached: BlockHash,
+}
+
+impl Progress {
+    /// Saved bytes read back, if they are a progress.
+    pub fn read(bytes: &[u8]) -> Option<Progress> {
+        let (&[1], rest) = bytes.split_first_chunk::<1>()? else {
+            return None;
+        };
+        if rest.len() != 32 + 4 + 4 + 32 {
+            return None;
+        }
+        let u32_at = |i: usize| u32::from_le_bytes(rest[i..i + 4].try_into().unwrap_or([0; 4]));
+        Some(Progress {
+            id: rest[..32].try_into().ok()?,
+            from: u32_at(32),
+            next: u32_at(36),
+            reached: BlockHash(rest[40..].try_into().ok()?),
+        })
+    }
+
+    fn write(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(73);
+        out.push(1);
+        out.extend_from_slice(&self.id);
+        out.extend_from_slice(&self.from.to_le_bytes());
+        out.extend_from_slice(&self.next.to_le_bytes());
+        out.extend_from_slice(&self.reached.0);
+        out
+    }
 }
 
 impl SilentScan {
@@ -400,7 +446,55 @@ impl SilentScan {
             events: VecDeque::new(),
             tweaks: 0,
             chunk_bytes: MAX_CHUNK_BYTES,
+            reached: None,
+            saved: from,
         }
+    }
+
+    /// Who the scan is for, without the scan key: double SHA-256 of its scan and spend
+    /// public keys and its labels (what a saved progress is matched against).
+    pub fn id(&self) -> [u8; 32] {
+        let mut data = Vec::with_capacity(21 + 66 + 4 * 8);
+        data.extend_from_slice(b"lightwire silent scan");
+        data.extend_from_slice(&self.receiver.scan_public());
+        data.extend_from_slice(&self.receiver.spend_public());
+        for m in self.receiver.labels() {
+            data.extend_from_slice(&m.to_be_bytes());
+        }
+        lightwire_primitives::sha256d(&data)
+    }
+
+    /// The progress to save, when the scan moved since it was last saved: the receiver's
+    /// id, its start, the lowest block not scanned and our block below it.
+    pub fn save(&mut self) -> Option<Vec<u8>> {
+        let reached = self.reached?;
+        if self.next == self.saved || self.next <= self.from {
+            return None;
+        }
+        self.saved = self.next;
+        Some(
+            Progress {
+                id: self.id(),
+                from: self.from,
+                next: self.next,
+                reached,
+            }
+            .write(),
+        )
+    }
+
+    /// Go on from `saved`, a progress of this receiver's (checked by the caller to be on
+    /// our best chain) that covers this scan's start: what it scanned is not scanned again
+    /// (what it found is in the wallet). Whether it was taken.
+    pub fn resume(&mut self, saved: &Progress) -> bool {
+        let covers = saved.from <= self.from && saved.next > self.from;
+        if saved.id != self.id() || !covers || self.next != self.from {
+            return false;
+        }
+        self.next = saved.next;
+        self.saved = saved.next;
+        self.reached = Some(saved.reached);
+        true
     }
 
     /// The receiver scanned for.
@@ -1060,6 +1154,7 @@ impl SilentScan {
             return;
         };
         self.next = c.last + 1;
+        self.reached = w.hash(c.last);
         if self.next > w.last {
             self.window = None;
             // The words below the window just left are no longer compared.
@@ -1124,6 +1219,10 @@ impl SilentScan {
     /// asked again. Returns the requests in flight, to give up.
     pub fn reorg(&mut self, fork: u32) -> Vec<GivenUp> {
         self.vouched.reorg(fork);
+        if self.next > fork + 1 {
+            // Saved again once the scan passes the fork on the new branch.
+            self.reached = None;
+        }
         let above = self.window.as_ref().is_some_and(|w| w.last > fork);
         let given_up = if above {
             let g = self.in_flight().collect();
@@ -1187,6 +1286,10 @@ pub trait Scanning {
     fn unblock(&mut self);
     /// [`SilentScan::reorg`].
     fn reorg(&mut self, fork: u32) -> Vec<GivenUp>;
+    /// [`SilentScan::save`].
+    fn save(&mut self) -> Option<Vec<u8>>;
+    /// [`SilentScan::resume`].
+    fn resume(&mut self, saved: &Progress) -> bool;
 }
 
 impl Scanning for SilentScan {
@@ -1251,6 +1354,12 @@ impl Scanning for SilentScan {
     }
     fn reorg(&mut self, fork: u32) -> Vec<GivenUp> {
         SilentScan::reorg(self, fork)
+    }
+    fn save(&mut self) -> Option<Vec<u8>> {
+        SilentScan::save(self)
+    }
+    fn resume(&mut self, saved: &Progress) -> bool {
+        SilentScan::resume(self, saved)
     }
 }
 

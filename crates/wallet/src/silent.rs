@@ -469,6 +469,13 @@ impl Receiver {
         scalar(&tagged("BIP0352/Label", &data)).ok_or(SilentError::Scalar)
     }
 
+    /// The labels looked for (0, change, among them), ascending.
+    pub fn labels(&self) -> alloc::vec::Vec<u32> {
+        let mut m: alloc::vec::Vec<u32> = self.labels.values().map(|l| l.m).collect();
+        m.sort_unstable();
+        m
+    }
+
     /// The spend public key `B_spend` (compressed).
     pub fn spend_public(&self) -> [u8; 33] {
         self.spend_bytes

@@ -131,6 +131,18 @@ impl Engine {
         self.tasks.silent.on_data(first, hashes, headers);
     }
 
+    /// The silent-payment scan's progress saved by an earlier session (its last block
+    /// checked by the caller to be on our best chain): a receiver started for the same keys
+    /// and labels, from no earlier, goes on from it.
+    pub fn resume_silent(&mut self, saved: crate::silent_scan::Progress) {
+        self.tasks.silent.saved = Some(saved);
+    }
+
+    /// The silent-payment scan's progress to save, when it moved since it was last saved.
+    pub fn silent_to_save(&mut self) -> Option<Vec<u8>> {
+        self.tasks.silent.progress_to_save()
+    }
+
     /// Go on with a scan restored from the store.
     pub fn resume_scan(&mut self, scan: Scan) {
         self.tasks.scan.scan = Some(scan);

@@ -8,7 +8,9 @@
 //!
 //! The scan stands on our stored filter headers: it goes no higher than the last one
 //! stored (and, like the wallet's scan, starts after a checkpoint start's first block,
-//! whose filter cannot be checked).
+//! whose filter cannot be checked). Its progress is saved with the store (no key: the
+//! receiver's id and the block it reached), and a receiver started again for the same
+//! keys goes on from it.
 
 use lightwire_chain::BlockHash;
 use lightwire_primitives::FilterHeader;
@@ -35,6 +37,9 @@ pub struct SilentTask {
     pub scan: Option<Box<dyn Scanning>>,
     /// A buffer for the requests in flight (kept: no allocation per call).
     in_flight: Vec<crate::ids::GivenUp>,
+    /// The progress saved by an earlier session (checked on our best chain), for the
+    /// receiver that will be started.
+    pub saved: Option<crate::silent_scan::Progress>,
 }
 
 impl SilentTask {
@@ -49,9 +54,12 @@ impl SilentTask {
         // As the wallet's scan: a store from a checkpoint cannot check its first filter.
         let from = if base > 0 { from.max(base + 1) } else { from };
         let n = ctx.gateways.len();
-        self.scan = Some(Box::new(crate::silent_scan::SilentScan::new(
-            receiver, from, n,
-        )));
+        let mut scan = Box::new(crate::silent_scan::SilentScan::new(receiver, from, n));
+        // What an earlier session scanned for this receiver is not scanned again.
+        if let Some(p) = &self.saved {
+            scan.resume(p);
+        }
+        self.scan = Some(scan);
         ctx.timers.touch(TaskId::Silent, ctx.now);
     }
 
@@ -167,8 +175,16 @@ impl SilentTask {
         self.answer(ctx, g, p.id, p.last, |s| s.on_spent_from(g, p))
     }
 
+    /// The scan's progress to save, when it moved since it was last saved.
+    pub fn progress_to_save(&mut self) -> Option<Vec<u8>> {
+        self.scan.as_mut()?.save()
+    }
+
     /// Our best chain left its blocks above `fork`.
     pub fn reorg(&mut self, ctx: &mut Ctx, fork: u32) {
+        if self.saved.is_some_and(|p| p.next > fork + 1) {
+            self.saved = None;
+        }
         if let Some(scan) = self.scan.as_mut() {
             ctx.give_up_all(scan.reorg(fork));
         }

@@ -140,3 +140,36 @@ fn differing_tweak_lists_nobody_can_settle_leave_the_scan_waiting_below_them() {
     assert_eq!(found(&net.host.events), []);
     assert_eq!(net.host.engine.silent_scan().unwrap().next(), 2_001);
 }
+
+/// The scan's progress is saved with the store (the receiver's id and where it stands, no
+/// key): the next session's receiver, the same keys from no earlier block, goes on from
+/// there and finds nothing again (what it found is in the wallet); one from an earlier
+/// block, or another receiver, scans from its own start.
+#[test]
+fn the_scans_progress_is_saved_and_the_next_session_goes_on_from_it() {
+    let session = |store, from: u32, r: Receiver| {
+        let mut net = Net::new(store, vec![chain(true)], small);
+        net.drive();
+        net.host.engine.watch_silent_payments(r, from);
+        net.drive();
+        let scan = net.host.engine.silent_scan().unwrap();
+        let (first, next) = (scan.from(), scan.next());
+        (found(&net.host.events).len(), next, first, net.store)
+    };
+    let (n, next, _, store) = session(memory(), 1_000, receiver());
+    assert_eq!((n, next), (1, 2_001));
+    let (n, next, _, store) = session(store, 1_000, receiver());
+    assert_eq!((n, next), (0, 2_001), "nothing scanned again");
+    let (n, next, _, store) = session(store, 1_200, receiver());
+    assert_eq!((n, next), (0, 2_001), "a later start is covered");
+    let (n, next, _, store) = session(store, 900, receiver());
+    assert_eq!((n, next), (1, 2_001), "an earlier start scans from it");
+    let mut labelled = receiver();
+    labelled.add_label(1).unwrap();
+    let (n, _, first, _) = session(store, 1_000, labelled);
+    assert_eq!(
+        (n, first),
+        (1, 1_000),
+        "another receiver (a label more) from its start"
+    );
+}
