@@ -2148,10 +2148,25 @@ async function silentScenario() {
     const labelledCoin = (await page.evaluate(() => window.client.utxos())).find((u) => u.script === `5120${labelled.keys[0]}`);
     assert(labelledCoin?.silentPayment?.label === 1 && spendsWith(0x52, labelledCoin.silentPayment.tweak) === labelled.keys[0],
       `the labelled coin ${JSON.stringify(labelledCoin)}`);
+    // A reload: the receiver given again goes on from where its scan stood (saved with
+    // the store, without the key; its last block, here one with no tweak, scanned again to
+    // check the gateway's word there): nothing found again, the coin still there.
+    node.ctl('generate', '1');
+    await until(page, 'the scan at the next block', 30_000, (m) => m.silentScan?.height === labelled.height + 1);
+    await stopClient(page);
+    await openClient(page, { gateways: [gw.connect], storeName: 'silent', silentPayments: true });
+    await page.evaluate((k) => window.client.watchSilentPayments(k), { ...keys, labels: [1] });
+    const resumed = await until(page, 'the receiver resumed at its last block', 30_000,
+      (m) => m.silentScan?.height >= labelled.height + 1);
+    assert(resumed.m.silentScan.fromHeight === 0 && resumed.m.silentScan.tweaks === 0
+      && !resumed.events.some((e) => e.type === 'silentPayment'),
+    `after the reload: ${JSON.stringify(resumed.m.silentScan)}`);
+    const kept = (await page.evaluate(() => window.client.utxos())).find((u) => u.script === `5120${labelled.keys[0]}`);
+    assert(kept?.silentPayment?.label === 1, `after the reload: ${JSON.stringify(kept)}`);
     log(`  a silent payment to ${receiver.address.slice(0, 16)}... from another implementation's sender: ` +
       `both outputs of block ${paid.height} found at its keys, and coins of the wallet; its block reorganised away, ` +
       `withdrawn and found again in the new one; spent through a version 2 PSBT (BIP376) signed outside, mined at ${spentHeight}; ` +
-      `label 1's address paid: found with its label`);
+      `label 1's address paid: found with its label; reloaded, the scan went on from where it stood`);
     await stopClient(page);
   } finally {
     await page.close().catch(() => {});

@@ -382,10 +382,15 @@ pub struct SilentScan {
     tweaks: u64,
     /// [`MAX_CHUNK_BYTES`] (smaller in tests).
     chunk_bytes: usize,
-    /// Our block at `next - 1`, once the scan passed it (saved with the progress), and the
-    /// `next` last saved.
-    reached: Option<BlockHash>,
+    /// Our block at `next - 1` and the tweak header the scan took there, once it passed
+    /// it (saved with the progress), and the `next` last saved.
+    reached: Option<(BlockHash, FilterHeader)>,
     saved: u32,
+    /// A progress taken from an earlier session: its last block and the tweak header
+    /// there, which every gateway's span of the first window (from that block, scanned
+    /// again) must pass through, else the scan goes back to its start (`restart`).
+    check_word: Option<(u32, FilterHeader)>,
+    restart: bool,
 }
 
 /// A scan's progress as saved (see [`SilentScan::save`]): whose, from where, to where.
@@ -399,6 +404,10 @@ pub struct Progress {
     pub next: u32,
     /// Our block at `next - 1` when it was saved.
     pub reached: BlockHash,
+    /// The tweak header the scan took at `next - 1`: it commits to every list scanned
+    /// below, so a gateway of a later session that does not start from it tells another
+    /// tweak chain, and what was scanned is scanned again (with that gateway's word beside).
+    pub word: FilterHeader,
 }
 
 impl Progress {
@@ -407,7 +416,7 @@ impl Progress {
         let (&[1], rest) = bytes.split_first_chunk::<1>()? else {
             return None;
         };
-        if rest.len() != 32 + 4 + 4 + 32 {
+        if rest.len() != 32 + 4 + 4 + 32 + 32 {
             return None;
         }
         let u32_at = |i: usize| u32::from_le_bytes(rest[i..i + 4].try_into().unwrap_or([0; 4]));
@@ -415,17 +424,19 @@ impl Progress {
             id: rest[..32].try_into().ok()?,
             from: u32_at(32),
             next: u32_at(36),
-            reached: BlockHash(rest[40..].try_into().ok()?),
+            reached: BlockHash(rest[40..72].try_into().ok()?),
+            word: FilterHeader(rest[72..].try_into().ok()?),
         })
     }
 
     fn write(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(73);
+        let mut out = Vec::with_capacity(105);
         out.push(1);
         out.extend_from_slice(&self.id);
         out.extend_from_slice(&self.from.to_le_bytes());
         out.extend_from_slice(&self.next.to_le_bytes());
         out.extend_from_slice(&self.reached.0);
+        out.extend_from_slice(&self.word.0);
         out
     }
 }
@@ -448,6 +459,8 @@ impl SilentScan {
             chunk_bytes: MAX_CHUNK_BYTES,
             reached: None,
             saved: from,
+            check_word: None,
+            restart: false,
         }
     }
 
@@ -467,7 +480,7 @@ impl SilentScan {
     /// The progress to save, when the scan moved since it was last saved: the receiver's
     /// id, its start, the lowest block not scanned and our block below it.
     pub fn save(&mut self) -> Option<Vec<u8>> {
-        let reached = self.reached?;
+        let (reached, word) = self.reached?;
         if self.next == self.saved || self.next <= self.from {
             return None;
         }
@@ -478,6 +491,7 @@ impl SilentScan {
                 from: self.from,
                 next: self.next,
                 reached,
+                word,
             }
             .write(),
         )
@@ -485,15 +499,16 @@ impl SilentScan {
 
     /// Go on from `saved`, a progress of this receiver's (checked by the caller to be on
     /// our best chain) that covers this scan's start: what it scanned is not scanned again
-    /// (what it found is in the wallet). Whether it was taken.
+    /// (what it found is in the wallet) but its last block, whose tweak header every
+    /// gateway's span must pass through (see [`Progress::word`]). Whether it was taken.
     pub fn resume(&mut self, saved: &Progress) -> bool {
         let covers = saved.from <= self.from && saved.next > self.from;
         if saved.id != self.id() || !covers || self.next != self.from {
             return false;
         }
-        self.next = saved.next;
-        self.saved = saved.next;
-        self.reached = Some(saved.reached);
+        self.next = saved.next - 1;
+        self.saved = self.next;
+        self.check_word = Some((saved.next - 1, saved.word));
         true
     }
 
@@ -629,6 +644,16 @@ impl SilentScan {
                 || lagging
                 || (0..self.gateways).any(|g| presence(GatewayId(g)) == Presence::Coming);
             if waiting {
+                return None;
+            }
+            if core::mem::take(&mut self.restart) {
+                // Every span is in (none in flight): the window goes, and the scan starts
+                // again from its start.
+                self.window = None;
+                self.next = self.from;
+                self.saved = self.from;
+                self.reached = None;
+                self.check_word = None;
                 return None;
             }
             self.compare();
@@ -870,6 +895,14 @@ impl SilentScan {
                 return;
             }
         };
+        // A progress taken from an earlier session: a gateway whose chain does not pass
+        // through the header it reached tells another tweak chain below; what was scanned
+        // is scanned again, with its word beside the others'.
+        if let Some((h, word)) = self.check_word
+            && span.header_at(h).is_some_and(|theirs| theirs != word)
+        {
+            self.restart = true;
+        }
         // Its word where the window starts and ends: a start other than the end it gave
         // the window before breaks its word.
         let words = [
@@ -1154,7 +1187,9 @@ impl SilentScan {
             return;
         };
         self.next = c.last + 1;
-        self.reached = w.hash(c.last);
+        let word = w.agreed.as_ref().and_then(|(s, _)| s.header_at(c.last));
+        self.reached = w.hash(c.last).zip(word);
+        self.check_word = None;
         if self.next > w.last {
             self.window = None;
             // The words below the window just left are no longer compared.

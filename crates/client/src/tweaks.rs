@@ -291,6 +291,14 @@ impl Span {
         &self.hashes
     }
 
+    /// The tweak header at `height` of the span (chained from the header before it), if
+    /// the span holds that block.
+    pub fn header_at(&self, height: u32) -> Option<FilterHeader> {
+        let n = height.checked_sub(self.first)? as usize;
+        let hashes = self.hashes.get(..=n)?;
+        Some(hashes.iter().fold(self.before, |at, h| at.next(h)))
+    }
+
     /// The tweak header before the first block, which the span chains from.
     pub fn before(&self) -> FilterHeader {
         self.before

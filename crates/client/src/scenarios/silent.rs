@@ -173,3 +173,45 @@ fn the_scans_progress_is_saved_and_the_next_session_goes_on_from_it() {
         "another receiver (a label more) from its start"
     );
 }
+
+/// A progress saved on a lone liar's word (its lists leave the payment out) is not taken
+/// on a later session's gateways' word: one whose tweak chain does not pass through the
+/// header the scan reached tells another chain below it, and the scan goes back to its
+/// start; the two lists of the paying block then differ (here nobody gives the proof:
+/// the scan waits below the block rather than take the saved progress).
+#[test]
+fn a_progress_saved_on_a_liars_word_is_scanned_again_beside_another_gateway() {
+    let mut net = Net::new(memory(), vec![chain(false)], small);
+    net.drive();
+    net.host.engine.watch_silent_payments(receiver(), 1_000);
+    net.drive();
+    assert_eq!(found(&net.host.events), []);
+    assert_eq!(net.host.engine.silent_scan().unwrap().next(), 2_001);
+
+    let mut net = Net::new(net.store, vec![chain(false), chain(true)], small);
+    net.drive();
+    net.host.engine.watch_silent_payments(receiver(), 1_000);
+    net.drive();
+    assert!(net.host.engine.silent_scan().unwrap().next() <= PAID);
+    assert!(
+        net.host
+            .events
+            .iter()
+            .any(|e| matches!(e, Event::SilentStalled { height: PAID }))
+    );
+    assert_eq!(rejected(&net.host.events), []);
+
+    // The honest gateway alone: the liar's saved progress is not its chain either.
+    let mut net = Net::new(net.store, vec![chain(true)], small);
+    net.drive();
+    net.host.engine.watch_silent_payments(receiver(), 1_000);
+    net.drive();
+    let (key, _) = paid_key();
+    assert_eq!(
+        found(&net.host.events)
+            .iter()
+            .map(|f| (f.0, f.1))
+            .collect::<Vec<_>>(),
+        [(PAID, key)]
+    );
+}
