@@ -1,8 +1,11 @@
 // The engine on the current thread: the wasm module's Client, behind the same call
 // interface the worker offers. Two builds of the module: the default one, and one with
-// silent payments (`silentPayments: true`, fetched only then: the scanner would weigh on
-// every app's first download).
+// silent payments (`silentPayments: true`: its wasm is fetched only then, since the scanner
+// would weigh on every app's first download). Both glue modules are imported statically:
+// a dynamic import() makes the worker's bundle a code-splitting one, which Vite's default
+// worker format (iife) refuses; the glue is small (11 KB gzipped), the wasm is not.
 import init, { Client } from '../wasm/lightwire.js';
+import initWithSilent, { Client as ClientWithSilent } from '../wasm-sp/lightwire.js';
 import { named, type Method } from './protocol.js';
 import type { ClientOptions, LightwireEvent } from './types.js';
 
@@ -22,11 +25,8 @@ function clientClass(silentPayments: boolean): Promise<typeof Client> {
     ready ??= init().then(() => Client);
     return ready;
   }
-  readyWithSilent ??= import('../wasm-sp/lightwire.js').then(async (m) => {
-    await m.default();
-    // The same class, with `watchSilentPayments` besides.
-    return m.Client as unknown as typeof Client;
-  });
+  // The same class, with `watchSilentPayments` besides.
+  readyWithSilent ??= initWithSilent().then(() => ClientWithSilent as unknown as typeof Client);
   return readyWithSilent;
 }
 
