@@ -382,6 +382,9 @@ pub struct SilentScan {
     tweaks: u64,
     /// [`MAX_CHUNK_BYTES`] (smaller in tests).
     chunk_bytes: usize,
+    /// Gateways a window was compared without (they lacked it past [`LAG_WAIT`]): not
+    /// waited for again until one gives a window whole.
+    slow: Vec<bool>,
     /// Our block at `next - 1` and the tweak header the scan took there, once it passed
     /// it (saved with the progress), and the `next` last saved.
     reached: Option<(BlockHash, FilterHeader)>,
@@ -457,6 +460,7 @@ impl SilentScan {
             events: VecDeque::new(),
             tweaks: 0,
             chunk_bytes: MAX_CHUNK_BYTES,
+            slow: vec![false; gateways],
             reached: None,
             saved: from,
             check_word: None,
@@ -593,6 +597,16 @@ impl SilentScan {
         presence: impl Fn(GatewayId) -> Presence,
         serves: impl Fn(GatewayId, Serves) -> bool,
     ) -> Option<(GatewayId, SilentAsk)> {
+        self.ask(now, &presence, &serves)
+    }
+
+    /// [`Self::next_ask`].
+    fn ask(
+        &mut self,
+        now: Millis,
+        presence: &dyn Fn(GatewayId) -> Presence,
+        serves: &dyn Fn(GatewayId, Serves) -> bool,
+    ) -> Option<(GatewayId, SilentAsk)> {
         let ready = |g: GatewayId, what| presence(g) == Presence::Ready && serves(g, what);
         let w = self.window.as_mut()?;
         if w.hashes.is_empty() || w.stalled {
@@ -639,7 +653,12 @@ impl SilentScan {
                 }
             }
             w.lag_over |= now >= opened + LAG_WAIT;
-            let lagging = w.spans.iter().any(|a| matches!(a, Asked::Lacking)) && !w.lag_over;
+            let slow = &self.slow;
+            let lagging = !w.lag_over
+                && w.spans
+                    .iter()
+                    .enumerate()
+                    .any(|(i, a)| matches!(a, Asked::Lacking) && !slow[i]);
             let waiting = w.spans.iter().any(|a| matches!(a, Asked::Sent(..)))
                 || lagging
                 || (0..self.gateways).any(|g| presence(GatewayId(g)) == Presence::Coming);
@@ -655,6 +674,15 @@ impl SilentScan {
                 self.reached = None;
                 self.check_word = None;
                 return None;
+            }
+            // A gateway compared without, its wait run out, is not waited for again until
+            // it gives a window whole (a gateway that never does must not slow every one).
+            for (i, a) in w.spans.iter().enumerate() {
+                match a {
+                    Asked::Lacking => self.slow[i] = true,
+                    Asked::Got(_) => self.slow[i] = false,
+                    _ => {}
+                }
             }
             self.compare();
         }
@@ -712,7 +740,20 @@ impl SilentScan {
         let all: Vec<GatewayId> = (0..self.gateways).map(GatewayId).collect();
         let (g, ask) = match c.stage {
             Stage::Lists => {
-                let g = pick(Serves::Tweaks, &givers)?;
+                let Some(g) = pick(Serves::Tweaks, &givers) else {
+                    // Every gateway that gave the agreed hashes is gone: the window's
+                    // hashes are asked again of those present.
+                    if givers.iter().all(|&g| presence(g) == Presence::Absent) {
+                        w.agreed = None;
+                        w.chunk = None;
+                        w.opened = None;
+                        w.lag_over = false;
+                        w.spans.iter_mut().for_each(|a| *a = Asked::No);
+                        // At once: nothing else would call again.
+                        return self.ask(now, presence, serves);
+                    }
+                    return None;
+                };
                 c.lists.clear();
                 c.ends.clear();
                 c.due = c.first;
@@ -832,10 +873,14 @@ impl SilentScan {
     /// When the scan next has something to do without an answer: ask again what a gateway
     /// lacked, or stop waiting for a gateway that lags.
     pub fn wake_at(&self) -> Option<Millis> {
-        let w = self.window.as_ref()?;
+        // A stalled window waits for the chain to move, not for a time.
+        let w = self.window.as_ref().filter(|w| !w.stalled)?;
         let lagging = w.agreed.is_none()
             && !w.lag_over
-            && w.spans.iter().any(|a| matches!(a, Asked::Lacking));
+            && w.spans
+                .iter()
+                .enumerate()
+                .any(|(i, a)| matches!(a, Asked::Lacking) && !self.slow[i]);
         let give_up = w.opened.filter(|_| lagging).map(|t| t + LAG_WAIT);
         lightwire_proto::time::earliest(w.retry_at, give_up)
     }

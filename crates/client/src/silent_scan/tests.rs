@@ -131,6 +131,8 @@ struct Gateway {
     withholds: bool,
     /// Its tweaks are computed up to this height only: a span past it ends short.
     computed: Option<u32>,
+    /// It serves tweaks (else it is asked only for filters and blocks).
+    tweaks: bool,
     presence: Presence,
     lists: Vec<Vec<u8>>,
     hashes: Vec<FilterHash>,
@@ -168,6 +170,7 @@ fn gateway(w: &World, lie: Lie) -> Gateway {
         lie,
         withholds: false,
         computed: None,
+        tweaks: true,
         presence: Presence::Ready,
         lists,
         hashes,
@@ -355,7 +358,8 @@ fn run_at(
             continue;
         }
         let presence = |g: GatewayId| gws[g.0].presence;
-        match scan.next_ask(now, presence, |_, _| true) {
+        let serves = |g: GatewayId, what| what != Serves::Tweaks || gws[g.0].tweaks;
+        match scan.next_ask(now, presence, serves) {
             Some((g, ask)) => answer(scan, w, &gws[g.0], g, ask),
             // Nothing to ask, and nothing told since the last look: it waits.
             None if !heard && scan.events.is_empty() => return told,
@@ -467,6 +471,11 @@ fn a_withheld_proof_is_taken_from_another_or_the_scan_stalls() {
     assert!(
         scan.next() <= PAID,
         "nothing at or above the split is scanned"
+    );
+    assert_eq!(
+        scan.wake_at(),
+        None,
+        "a stall waits for the chain, not a time"
     );
     // The honest one can give the proof again: a new tip asks anew.
     gws[1].withholds = false;
@@ -654,4 +663,69 @@ fn a_chunks_lists_are_bounded_and_a_list_longer_than_any_blocks_is_refused() {
         bad(&told),
         [(GatewayId(0), SilentFault::ListTooLong { height: PAID })]
     );
+}
+
+/// Every gateway that gave a window's agreed hashes gone before its lists came: the hashes
+/// are asked again of the gateways present, and the scan goes on with them.
+#[test]
+fn the_givers_gone_the_window_is_asked_of_those_present() {
+    let w = world();
+    let mut gws = [gateway(&w, Lie::Honest), gateway(&w, Lie::Honest)];
+    gws[1].tweaks = false;
+    let mut scan = SilentScan::new(receiver(), 1400, 2);
+    let (a, b) = scan.need_data(TOP).unwrap();
+    let (a, b) = (a as usize, b as usize);
+    scan.on_data(a as u32, &w.hashes[a..=b], &w.filter_headers[a..=b + 1]);
+    let ask = |scan: &mut SilentScan, gws: &[Gateway]| {
+        let presence = |g: GatewayId| gws[g.0].presence;
+        let serves = |g: GatewayId, what| what != Serves::Tweaks || gws[g.0].tweaks;
+        scan.next_ask(NOW, presence, serves).unwrap()
+    };
+    // Gateway 0's span, then its lists are asked: it goes before it answers them.
+    let (g, span) = ask(&mut scan, &gws);
+    answer(&mut scan, &w, &gws[g.0], g, span);
+    let (g, lists) = ask(&mut scan, &gws);
+    assert!(
+        matches!(
+            lists,
+            SilentAsk::Range {
+                what: Range::Tweaks,
+                ..
+            }
+        ),
+        "{lists:?}"
+    );
+    gws[g.0].presence = Presence::Absent;
+    scan.gateway_gone(g);
+    // Gateway 1 serves tweaks now.
+    gws[1].tweaks = true;
+    let told = run(&mut scan, &w, &mut gws, TOP);
+    assert_eq!(found(&told), [(PAID, w.key)], "{told:?}");
+    assert_eq!(scan.next(), TOP + 1);
+}
+
+/// A gateway that never gives a window whole (always short) is waited for once, up to
+/// `LAG_WAIT`, and then not again until it does: it cannot slow every window.
+#[test]
+fn a_gateway_that_always_lags_is_waited_for_once() {
+    let w = world();
+    let mut gws = [gateway(&w, Lie::Honest), gateway(&w, Lie::Honest)];
+    gws[1].computed = Some(10);
+    let mut scan = SilentScan::new(receiver(), 0, 2);
+    let mut now = NOW;
+    let mut told = Vec::new();
+    loop {
+        told.extend(run_at(&mut scan, &w, &mut gws, TOP, now));
+        if scan.next() > TOP {
+            break;
+        }
+        now = scan.wake_at().expect("a wake-up while it lags").max(now);
+        let waited = now.since(NOW);
+        assert!(
+            waited < LAG_WAIT * 2,
+            "the windows waited {waited:?} in all"
+        );
+    }
+    assert_eq!(found(&told), [(PAID, w.key)]);
+    assert_eq!(bad(&told), []);
 }
