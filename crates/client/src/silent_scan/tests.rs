@@ -729,3 +729,101 @@ fn a_gateway_that_always_lags_is_waited_for_once() {
     assert_eq!(found(&told), [(PAID, w.key)]);
     assert_eq!(bad(&told), []);
 }
+
+/// Seeded random adversaries beside an honest gateway: two others, each telling one of the
+/// lies modelled here (or none), withholding the proof or not, lagging or not, and each of
+/// their answers given, dropped (the request then times out: the gateway goes, as the
+/// engine drops it), or given twice. Whatever they do: the honest gateway is never found
+/// bad, nothing is found but the payment, and the scan ends at the top having found it.
+#[test]
+fn random_adversaries_beside_an_honest_gateway_never_hide_the_payment() {
+    let w = world();
+    let lies = [
+        Lie::Honest,
+        Lie::Omit,
+        Lie::Change,
+        Lie::Add,
+        Lie::ListOnly,
+        Lie::Filter,
+        Lie::BadBlock,
+        Lie::TooLong,
+    ];
+    let seeds = if cfg!(target_arch = "wasm32") { 8 } else { 40 };
+    for seed in 0..seeds {
+        let mut rng = (seed as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+        let mut next = move |n: u64| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng % n
+        };
+        // The honest one anywhere in the list.
+        let honest = next(3) as usize;
+        let mut gws: Vec<Gateway> = (0..3)
+            .map(|i| {
+                let lie = if i == honest {
+                    Lie::Honest
+                } else {
+                    lies[next(lies.len() as u64) as usize]
+                };
+                let mut g = gateway(&w, lie);
+                if i != honest {
+                    g.withholds = next(2) == 0;
+                    g.computed = (next(3) == 0).then(|| 1_400 + next(1_000) as u32);
+                }
+                g
+            })
+            .collect();
+        let mut scan = SilentScan::new(receiver(), 1_000, 3);
+        let mut told = Vec::new();
+        let mut now = NOW;
+        for _ in 0..100_000 {
+            while let Some(e) = scan.poll_event() {
+                if let SilentEvent::Bad(g, _) = &e {
+                    gws[g.0].presence = Presence::Absent;
+                    scan.gateway_gone(*g);
+                }
+                told.push(e);
+            }
+            if let Some((a, b)) = scan.need_data(TOP) {
+                let (a, b) = (a as usize, b as usize);
+                scan.on_data(a as u32, &w.hashes[a..=b], &w.filter_headers[a..=b + 1]);
+                continue;
+            }
+            let presence = |g: GatewayId| gws[g.0].presence;
+            let serves = |g: GatewayId, what| what != Serves::Tweaks || gws[g.0].tweaks;
+            if let Some((g, ask)) = scan.next_ask(now, presence, serves) {
+                match (g.0 == honest, next(6)) {
+                    // Dropped: its request times out.
+                    (false, 0) => {
+                        gws[g.0].presence = Presence::Absent;
+                        scan.gateway_gone(g);
+                    }
+                    (false, 1) => {
+                        answer(&mut scan, &w, &gws[g.0], g, ask);
+                        answer(&mut scan, &w, &gws[g.0], g, ask);
+                    }
+                    _ => answer(&mut scan, &w, &gws[g.0], g, ask),
+                }
+                continue;
+            }
+            if scan.poll_event().is_some() || !scan.events.is_empty() {
+                continue;
+            }
+            match scan.wake_at() {
+                Some(t) if scan.next() <= TOP => now = t.max(now),
+                _ => break,
+            }
+        }
+        assert!(
+            !bad(&told).iter().any(|(g, _)| g.0 == honest),
+            "seed {seed}: the honest gateway found bad: {told:?}"
+        );
+        let f = found(&told);
+        assert!(
+            f.iter().all(|p| *p == (PAID, w.key)) && !f.is_empty(),
+            "seed {seed}: found {f:?}"
+        );
+        assert_eq!(scan.next(), TOP + 1, "seed {seed}: {told:?}");
+    }
+}
