@@ -219,9 +219,13 @@ fn u32_of(b: &[u8]) -> Option<u32> {
 /// The skeleton of a PSBT of version 0 (its unsigned transaction) or 2 (its fields).
 fn skeleton<'a>(maps: &[Map<'a>]) -> Result<Skeleton<'a>, PsbtReadError> {
     let bad = PsbtReadError::V2Field;
-    let global = &maps[0];
+    let global = maps.first().ok_or(PsbtReadError::NoTransaction)?;
     if field(global, GLOBAL_VERSION).and_then(u32_of) == Some(2) {
-        let n_in = maps.len() - 1 - v2_count(global, GLOBAL_OUTPUT_COUNT)?;
+        // The maps of `read_maps` match the counts; any others are refused, not indexed.
+        let n_in = (maps.len() - 1)
+            .checked_sub(v2_count(global, GLOBAL_OUTPUT_COUNT)?)
+            .filter(|&n| Ok(n) == v2_count(global, GLOBAL_INPUT_COUNT))
+            .ok_or(bad("count"))?;
         let inputs = maps[1..=n_in]
             .iter()
             .map(|m| {

@@ -730,6 +730,13 @@ fn a_silent_payment_coin_makes_a_version_2_psbt_with_its_tweak() {
     };
     let tx = psbt::extract(&finalize(&built.psbt)).unwrap();
     assert_eq!(tx, psbt::extract(&finalize(&v0.psbt)).unwrap());
+    // Maps that are not a PSBT's (none; fewer than its counts say) are refused, not
+    // indexed past their end.
+    assert!(psbt::outputs(&[]).is_err());
+    assert_eq!(
+        psbt::outputs(&maps[..1]),
+        Err(psbt::PsbtReadError::V2Field("count"))
+    );
     // A version 2 PSBT missing a required field is refused, naming it.
     let mut broken = psbt::Writer::new_v2(2, 0, 1, 0);
     broken.end_map();
