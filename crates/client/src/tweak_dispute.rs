@@ -1,7 +1,10 @@
 //! Settling a split in the silent-payment tweak chain by content, sans-IO: two gateways
-//! vouch for different tweak headers at one height ([`crate::tweaks::Standing::Split`]),
+//! vouch for different tweak headers at one height (or tweak hashes of one block),
 //! and the block where their lists part, with the transactions it spends from, proves which
-//! (or whether both) lied.
+//! (or whether both) lied. The receiver's scan ([`crate::silent_scan`]) has every
+//! gateway's hashes of a window already, and starts a dispute at the block itself
+//! ([`TweakDispute::at_block`], step 3 on); a split at a header ([`TweakDispute::new`])
+//! fetches the two spans first.
 //!
 //! 1. Each side's tweak headers over the span that ends at the split, from the highest
 //!    height below where the gateways agree (or genesis), are asked of that side and

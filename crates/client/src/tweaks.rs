@@ -1,35 +1,23 @@
-//! The silent-payment tweak chain as the client checks it, sans-IO: what the gateways vouch
-//! for, which of their tweak lists may be scanned, and how a disagreement is settled by
-//! content (docs/PROTOCOL.md, "Silent-payment tweaks").
+//! The silent-payment tweak chain as the client checks it, sans-IO: what each gateway
+//! vouches for, the spans of tweak hashes it sends, the lists checked against them, and how
+//! a block's list is settled by content (docs/PROTOCOL.md, "Silent-payment tweaks"; the
+//! receiver's scan that uses all this is [`crate::silent_scan`]).
 //!
 //! Unlike the filter headers, the tweak chain is not stored: a scan needs each block's list
 //! once, and the chain is cheap to ask for again. What the client keeps is each gateway's
-//! *word*: its tweak header at heights of our best chain (every checkpoint, 1,000, 2,000,
-//! ..., from one `tweak_checkpoints` answer, and the last height of each span of tweak
-//! headers it sent). [`Vouched::standing`] says, for a height, whether every gateway that
-//! spoke for it agrees.
+//! *word*: its tweak header at the heights where the spans it sent start and end
+//! ([`Vouched`]). A gateway that gives two headers for one height broke its word.
 //!
-//! A *span* of blocks is to be scanned only between two heights the gateways agree on (or
-//! from genesis, whose header before is all zero): its tweak hashes, from any one gateway, must
-//! chain from the agreed header before it to the agreed header at its end
-//! ([`SpanBuilder`]), and each list fetched must hash to its block's hash there
-//! ([`Span::check_list`]). A gateway that sends anything else broke its own word or the
-//! agreed one, and is wrong whatever the block holds.
-//!
-//! Where two gateways' words differ ([`Standing::Split`]), each one's tweak hashes over the
-//! span that ends there are fetched, checked to chain from the agreed header below to its
-//! own word; [`first_difference`] gives the first block whose lists differ. That block and
-//! the transactions its inputs spend from settle it ([`settle`]): the block is checked
-//! against our header and its witness commitment, each transaction spent from counts only
-//! as the txid it hashes to, and the block's tweaks are worked out from them
+//! A *span* is one gateway's tweak hashes over a run of blocks, checked to chain in order
+//! ([`SpanBuilder`]: from and to the headers it is checked against, or, opened, from and
+//! to whatever the gateway chains, its word there); each list fetched must hash to its
+//! block's hash in the span ([`Span::check_list`]). [`first_difference`] gives the first
+//! block where two spans of the same blocks differ; that block and the transactions its
+//! inputs spend from settle it ([`settle`]): the block is checked against our header and
+//! its witness commitment, each transaction spent from counts only as the txid it hashes
+//! to, and the block's tweaks are worked out from them
 //! (`lightwire_wallet::silent_evidence`). Every gateway whose hash there is not the one the
-//! evidence gives is wrong. With one honest gateway present, no other can hide a payment:
-//! the honest one's word splits from the liar's wherever the liar's list differs.
-//!
-//! What one gateway alone can do: with nobody to compare, its word is taken, as a lone
-//! gateway's filter headers are. Its lists are still checked against its own chain, so it
-//! cannot change a list without changing every later header it vouched for, which the
-//! next gateway to speak would split from.
+//! evidence gives is wrong.
 
 use lightwire_primitives::{
     CheckedBlock, FilterHash, FilterHeader, TweakList, TweakListError, Tx, tweak_list_hash,
@@ -100,21 +88,9 @@ pub enum TweakError {
     },
 }
 
-/// What the gateways say of the tweak header at a height.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum Standing {
-    /// No gateway whose word counts has spoken for it.
-    Unknown,
-    /// Every gateway that spoke for it gave this header.
-    Agreed(FilterHeader),
-    /// Two gateways gave different headers: the first two found (by gateway order).
-    Split(GatewayId, GatewayId),
-}
-
-/// Each gateway's word on the tweak chain of our best chain: its tweak header at some of
-/// its heights. Bounded: a gateway's checkpoints (one a 1,000 blocks, 36 B each) and the
-/// ends of the spans it sent above the last of them, which [`Self::forget_below`] drops
-/// once a checkpoint covers them.
+/// Each gateway's word on the tweak chain of our best chain: its tweak header at the
+/// heights where its spans started and ended. Bounded: [`Self::forget_below`] drops those
+/// a scan has passed.
 #[derive(Default)]
 pub struct Vouched {
     words: Vec<BTreeMap<u32, FilterHeader>>,
@@ -152,67 +128,12 @@ impl Vouched {
     }
 
     /// Gateway `g`'s word at `height`, if it gave one and still counts.
-    pub fn word(&self, g: GatewayId, height: u32) -> Option<FilterHeader> {
-        if self.out.get(g.0).copied().unwrap_or(true) {
+    #[cfg(test)]
+    pub(crate) fn word(&self, g: GatewayId, height: u32) -> Option<FilterHeader> {
+        if self.is_out(g) {
             return None;
         }
         self.words.get(g.0)?.get(&height).copied()
-    }
-
-    /// What the gateways whose word counts say at `height`.
-    pub fn standing(&self, height: u32) -> Standing {
-        let mut first: Option<(GatewayId, FilterHeader)> = None;
-        for g in 0..self.words.len() {
-            let g = GatewayId(g);
-            let Some(w) = self.word(g, height) else {
-                continue;
-            };
-            match first {
-                None => first = Some((g, w)),
-                Some((f, fw)) if fw != w => return Standing::Split(f, g),
-                Some(_) => {}
-            }
-        }
-        first.map_or(Standing::Unknown, |(_, w)| Standing::Agreed(w))
-    }
-
-    /// The lowest height, if any, where two gateways' words differ, with them.
-    pub fn first_split(&self) -> Option<(u32, GatewayId, GatewayId)> {
-        let mut heights: Vec<u32> = self
-            .words
-            .iter()
-            .enumerate()
-            .filter(|(g, _)| !self.out[*g])
-            .flat_map(|(_, w)| w.keys().copied())
-            .collect();
-        heights.sort_unstable();
-        heights.dedup();
-        heights.into_iter().find_map(|h| match self.standing(h) {
-            Standing::Split(a, b) => Some((h, a, b)),
-            _ => None,
-        })
-    }
-
-    /// The highest height at or below `height` where the gateways agree, with the header
-    /// there; `None` when there is none (a span from there starts at genesis, from the zero
-    /// header).
-    pub fn agreed_below(&self, height: u32) -> Option<(u32, FilterHeader)> {
-        let mut heights: Vec<u32> = self
-            .words
-            .iter()
-            .enumerate()
-            .filter(|(g, _)| !self.out[*g])
-            .flat_map(|(_, w)| w.range(..=height).map(|(h, _)| *h))
-            .collect();
-        heights.sort_unstable();
-        heights.dedup();
-        heights
-            .into_iter()
-            .rev()
-            .find_map(|h| match self.standing(h) {
-                Standing::Agreed(w) => Some((h, w)),
-                _ => None,
-            })
     }
 
     /// Gateway `g` was proven wrong: its word counts no more this session.
@@ -243,11 +164,10 @@ impl Vouched {
         }
     }
 
-    /// Drop the words below `height` that are not checkpoints (the ends of spans a scan
-    /// has passed): what a session keeps stays one a 1,000 blocks.
+    /// Drop the words below `height` (those of spans a scan has passed).
     pub fn forget_below(&mut self, height: u32) {
         for w in &mut self.words {
-            w.retain(|h, _| *h >= height || h % FILTER_CHECKPOINT_INTERVAL == 0);
+            *w = w.split_off(&height);
         }
     }
 }
@@ -661,34 +581,22 @@ pub(crate) mod tests {
         Ok(out)
     }
 
-    /// Gateways' words: agreement where all that spoke agree, a split named by its two
-    /// first gateways, the lowest split found, the highest agreement below a height; a
-    /// ruled-out gateway's word no longer splits; a second word at a height is refused; a
-    /// reorg drops the words above the fork, and passed span ends go but checkpoints stay.
+    /// Gateways' words: each one's own, a second word at a height refused (the first
+    /// stays), a ruled-out gateway's word no longer counting; a reorg drops the words above
+    /// the fork, a passed height's go, and a gateway gone takes its words with it.
     #[test]
     fn what_the_gateways_vouch_for() {
         let (a, b, c) = (GatewayId(0), GatewayId(1), GatewayId(2));
         let h = |n: u8| FilterHeader([n; 32]);
         let mut v = Vouched::new(3);
-        assert_eq!(v.standing(1000), Standing::Unknown);
-        assert_eq!(v.agreed_below(5000), None);
+        assert_eq!(v.word(a, 1000), None);
         for g in [a, b, c] {
             v.vouch(g, 1000, h(1)).unwrap();
         }
         v.vouch(a, 2000, h(2)).unwrap();
-        v.vouch(c, 2000, h(2)).unwrap();
         v.vouch(b, 2000, h(9)).unwrap();
         v.vouch(a, 2500, h(3)).unwrap();
-        assert_eq!(v.standing(1000), Standing::Agreed(h(1)));
-        assert_eq!(v.standing(2000), Standing::Split(a, b));
-        assert_eq!(
-            v.standing(2500),
-            Standing::Agreed(h(3)),
-            "one word alone is agreed"
-        );
-        assert_eq!(v.first_split(), Some((2000, a, b)));
-        assert_eq!(v.agreed_below(2499), Some((1000, h(1))));
-        assert_eq!(v.agreed_below(3000), Some((2500, h(3))));
+        assert_eq!((v.word(a, 2000), v.word(b, 2000)), (Some(h(2)), Some(h(9))));
         assert_eq!(
             v.vouch(b, 1000, h(7)),
             Err(TweakError::TwoWords { height: 1000 })
@@ -697,29 +605,18 @@ pub(crate) mod tests {
         v.vouch(b, 1000, h(1)).unwrap();
 
         v.rule_out(b);
-        assert!(v.is_out(b));
+        assert!(v.is_out(b) && !v.is_out(a));
         assert_eq!(v.word(b, 2000), None);
-        assert_eq!(v.standing(2000), Standing::Agreed(h(2)));
-        assert_eq!(v.first_split(), None);
 
         v.reorg(2000);
-        assert_eq!(v.standing(2500), Standing::Unknown, "above the fork");
-        assert_eq!(v.standing(2000), Standing::Agreed(h(2)));
-        v.vouch(a, 2001, h(4)).unwrap();
-        v.forget_below(2500);
-        assert_eq!(
-            v.standing(2001),
-            Standing::Unknown,
-            "a passed span end goes"
-        );
-        assert_eq!(
-            v.standing(2000),
-            Standing::Agreed(h(2)),
-            "a checkpoint stays"
-        );
+        assert_eq!(v.word(a, 2500), None, "above the fork");
+        assert_eq!(v.word(a, 2000), Some(h(2)));
+        v.forget_below(2000);
+        assert_eq!(v.word(a, 1000), None, "a passed height goes");
+        assert_eq!(v.word(a, 2000), Some(h(2)));
         v.forget(a);
         assert_eq!(v.word(a, 2000), None);
-        assert_eq!(v.standing(2000), Standing::Agreed(h(2)), "c's word");
+        assert_eq!(v.word(c, 1000), None, "below where the scan stands");
     }
 
     /// A span from the agreed header before it to the agreed one at its end is taken in
