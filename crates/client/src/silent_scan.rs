@@ -30,6 +30,14 @@
 //! searched in vain; a filter that matches its header but does not decode is taken as a
 //! match (the block is fetched and searched), never as a miss.
 //!
+//! A block's filter check (the receiver's first keys for each of its tweaks: a curve
+//! multiplication a tweak, the one cost that grows with the chain's use) is done here, or,
+//! once [`SilentScan::offload`] is on, handed out as a [`ScanJob`] for the shell to run
+//! elsewhere (the tab's extra workers) and answered by [`SilentScan::on_scanned`], in any
+//! order. A chunk's blocks are fetched only once every job of it is answered, and its
+//! progress moves only then; an answer for a chunk given up (a reorganisation, a list
+//! proven wrong) is ignored.
+//!
 //! Memory is bounded by the window (its 1,001 hashes and filter headers, a span of 1,000
 //! tweak hashes a gateway) and the chunk (100 lists: about 2.4 MB at mainnet's density, and
 //! never more than [`MAX_CHUNK_BYTES`]: a chunk ends early rather than pass it; a list longer
@@ -224,6 +232,78 @@ pub enum SilentEvent {
     },
 }
 
+/// What a block's filter check gave (see [`scan_filter`]).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Scanned {
+    /// No first key of the receiver's is in the filter.
+    Miss,
+    /// One may be (or the filter, though it matches its header, does not decode, and so
+    /// cannot say no): the block is fetched and searched.
+    Match,
+    /// A tweak of the list is not a point: the list's fault (every giver's).
+    NotAPoint,
+}
+
+impl Scanned {
+    /// As a number, for the shell's messages: 0, 1, 2.
+    pub fn code(self) -> u8 {
+        match self {
+            Scanned::Miss => 0,
+            Scanned::Match => 1,
+            Scanned::NotAPoint => 2,
+        }
+    }
+
+    /// [`Self::code`] read back.
+    pub fn from_code(code: u8) -> Option<Scanned> {
+        match code {
+            0 => Some(Scanned::Miss),
+            1 => Some(Scanned::Match),
+            2 => Some(Scanned::NotAPoint),
+            _ => None,
+        }
+    }
+}
+
+/// A block's filter check handed out by an offloaded scan ([`SilentScan::next_job`]): run
+/// [`scan_filter`] on it with the same receiver, and give the answer to
+/// [`SilentScan::on_scanned`] with its `tag` and `height`.
+#[derive(Clone, Copy, Debug)]
+pub struct ScanJob<'a> {
+    /// The chunk it is of.
+    pub tag: u32,
+    /// The block's height.
+    pub height: u32,
+    /// Its tweak list (checked against the agreed tweak hash), as served.
+    pub list: &'a [u8],
+    /// Its basic filter (checked against our filter header).
+    pub filter: &'a [u8],
+    /// Its hash (the filter's key).
+    pub hash: BlockHash,
+}
+
+/// Whether `filter`, the checked basic filter of block `hash`, may hold a first key of
+/// `receiver` for a tweak of `list`, its checked tweak list (a non-empty one): what the
+/// scan does for each block, here or in a worker of the shell's.
+pub fn scan_filter(
+    scanner: &mut BlockScanner,
+    receiver: &Receiver,
+    list: &[u8],
+    filter: &[u8],
+    hash: &BlockHash,
+) -> Scanned {
+    // Lists are checked as they come; one that does not parse here cannot say no.
+    let Ok(list) = TweakList::parse(list) else {
+        return Scanned::Match;
+    };
+    match scanner.filter_matches(receiver, &list, filter, &hash.0) {
+        Ok(false) => Scanned::Miss,
+        // A filter that matches our header but does not decode cannot say "no".
+        Ok(true) | Err(BlockScanError::Filter(_)) => Scanned::Match,
+        Err(BlockScanError::Silent(_)) => Scanned::NotAPoint,
+    }
+}
+
 /// A gateway's span of the window, by stage.
 enum Asked {
     No,
@@ -297,6 +377,9 @@ struct Chunk {
     /// The lists' budget ran out: the chunk ends at `last` and the rest of the answer in
     /// flight is let through unread.
     rest_ignored: bool,
+    /// Its jobs' tag (see [`ScanJob`]), and the heights of its jobs not answered yet.
+    tag: u32,
+    out: Vec<u32>,
 }
 
 impl Chunk {
@@ -394,6 +477,12 @@ pub struct SilentScan {
     /// again) must pass through, else the scan goes back to its start (`restart`).
     check_word: Option<(u32, FilterHeader)>,
     restart: bool,
+    /// Filter checks are handed out ([`Self::offload`]): those not taken yet (tag,
+    /// height, and the filter's place in `job_bytes`), and the last chunk's tag.
+    offload: bool,
+    jobs: VecDeque<(u32, u32, usize, usize)>,
+    job_bytes: Vec<u8>,
+    tags: u32,
 }
 
 /// A scan's progress as saved (see [`SilentScan::save`]): whose, from where, to where.
@@ -465,6 +554,76 @@ impl SilentScan {
             saved: from,
             check_word: None,
             restart: false,
+            offload: false,
+            jobs: VecDeque::new(),
+            job_bytes: Vec::new(),
+            tags: 0,
+        }
+    }
+
+    /// Hand each block's filter check out as a [`ScanJob`] ([`Self::next_job`]) instead of
+    /// doing it here; the shell answers each with [`Self::on_scanned`].
+    pub fn offload(&mut self, on: bool) {
+        self.offload = on;
+    }
+
+    /// The next filter check to run, when [`Self::offload`] is on.
+    pub fn next_job(&mut self) -> Option<ScanJob<'_>> {
+        loop {
+            let (tag, height, start, end) = self.jobs.pop_front()?;
+            let Some(w) = self.window.as_ref() else {
+                continue;
+            };
+            // Of a chunk given up: nobody waits for it.
+            let Some(c) = w.chunk.as_ref().filter(|c| c.tag == tag) else {
+                continue;
+            };
+            let (Some(list), Some(filter), Some(hash)) = (
+                c.list(height),
+                self.job_bytes.get(start..end),
+                w.hash(height),
+            ) else {
+                continue;
+            };
+            return Some(ScanJob {
+                tag,
+                height,
+                list,
+                filter,
+                hash,
+            });
+        }
+    }
+
+    /// The answer to the job `tag`, `height`: one of a chunk given up, or not asked, is
+    /// ignored.
+    pub fn on_scanned(&mut self, tag: u32, height: u32, result: Scanned) {
+        let Some(w) = self.window.as_mut() else {
+            return;
+        };
+        let Some(c) = w.chunk.as_mut().filter(|c| c.tag == tag) else {
+            return;
+        };
+        let Some(i) = c.out.iter().position(|&h| h == height) else {
+            return;
+        };
+        c.out.swap_remove(i);
+        let n = c.list(height).and_then(|l| TweakList::parse(l).ok());
+        self.tweaks += n.map_or(0, |l| l.len() as u64);
+        match result {
+            Scanned::Miss => {}
+            Scanned::Match => {
+                // Fetched lowest first, as when checked here.
+                let at = c.matched.partition_point(|&h| h < height);
+                c.matched.insert(at, height);
+            }
+            Scanned::NotAPoint => {
+                self.not_a_point(SilentFault::NotAPoint { height });
+                return;
+            }
+        }
+        if c.stage == Stage::Blocks && c.out.is_empty() && c.matched.is_empty() {
+            self.chunk_done();
         }
     }
 
@@ -722,7 +881,10 @@ impl SilentScan {
                 asked: None,
                 tried: Vec::new(),
                 rest_ignored: false,
+                tag: self.tags,
+                out: Vec::new(),
             });
+            self.tags = self.tags.wrapping_add(1);
         }
         let first = w.first;
         let c = w.chunk.as_mut()?;
@@ -767,6 +929,10 @@ impl SilentScan {
                 (g, (Range::Filters, c.due, hash_of(hi)?))
             }
             Stage::Blocks => {
+                // The jobs handed out answer first: blocks are fetched lowest first.
+                if !c.out.is_empty() {
+                    return None;
+                }
                 let hash = hash_of(*c.matched.front()?)?;
                 let g = pick(Serves::Blocks, &all)?;
                 self.block.clear();
@@ -1081,15 +1247,26 @@ impl SilentScan {
             let Some(list) = list.filter(|l| !l.is_empty()) else {
                 continue;
             };
+            if self.offload {
+                // The bytes of jobs all taken are not needed again.
+                if self.jobs.is_empty() {
+                    self.job_bytes.clear();
+                }
+                let start = self.job_bytes.len();
+                self.job_bytes.extend_from_slice(filter);
+                let end = self.job_bytes.len();
+                self.jobs.push_back((c.tag, height, start, end));
+                c.out.push(height);
+                continue;
+            }
             self.tweaks += list.len() as u64;
-            match self
-                .scanner
-                .filter_matches(&self.receiver, &list, filter, &hash.0)
-            {
-                Ok(false) => {}
-                // A filter that matches our header but does not decode cannot say "no".
-                Ok(true) | Err(BlockScanError::Filter(_)) => c.matched.push_back(height),
-                Err(BlockScanError::Silent(_)) => {
+            let Some(list) = c.list(height) else {
+                continue;
+            };
+            match scan_filter(&mut self.scanner, &self.receiver, list, filter, hash) {
+                Scanned::Miss => {}
+                Scanned::Match => c.matched.push_back(height),
+                Scanned::NotAPoint => {
                     fault = Some(SilentFault::NotAPoint { height });
                     break;
                 }
@@ -1113,7 +1290,7 @@ impl SilentScan {
             c.asked = None;
             c.tried.clear();
             c.stage = Stage::Blocks;
-            if c.matched.is_empty() {
+            if c.matched.is_empty() && c.out.is_empty() {
                 self.chunk_done();
             }
         }
@@ -1370,6 +1547,12 @@ pub trait Scanning {
     fn save(&mut self) -> Option<Vec<u8>>;
     /// [`SilentScan::resume`].
     fn resume(&mut self, saved: &Progress) -> bool;
+    /// [`SilentScan::offload`].
+    fn offload(&mut self, on: bool);
+    /// [`SilentScan::next_job`].
+    fn next_job(&mut self) -> Option<ScanJob<'_>>;
+    /// [`SilentScan::on_scanned`].
+    fn on_scanned(&mut self, tag: u32, height: u32, result: Scanned);
 }
 
 impl Scanning for SilentScan {
@@ -1440,6 +1623,15 @@ impl Scanning for SilentScan {
     }
     fn resume(&mut self, saved: &Progress) -> bool {
         SilentScan::resume(self, saved)
+    }
+    fn offload(&mut self, on: bool) {
+        SilentScan::offload(self, on)
+    }
+    fn next_job(&mut self) -> Option<ScanJob<'_>> {
+        SilentScan::next_job(self)
+    }
+    fn on_scanned(&mut self, tag: u32, height: u32, result: Scanned) {
+        SilentScan::on_scanned(self, tag, height, result)
     }
 }
 

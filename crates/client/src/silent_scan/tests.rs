@@ -10,6 +10,7 @@ use crate::tweaks::tests::{G, block_of, chain, g_input, tx};
 use lightwire_filter::{basic_filter, build_filter};
 use lightwire_primitives::{FilterHash, Tx, write_compact_size, write_tweak_list};
 use lightwire_wire::FiltersWriter;
+use std::cell::Cell;
 
 const SCAN: [u8; 32] = [0x11; 32];
 /// The time the scan is driven at (its waits are the engine's tests').
@@ -18,6 +19,11 @@ const NOW: Millis = Millis(1_000_000);
 /// second.
 const PAID: u32 = 1502;
 const TOP: u32 = 2300;
+
+thread_local! {
+    /// Whether [`run`] hands the filter checks out ([`SilentScan::offload`]).
+    static OFFLOAD: Cell<bool> = const { Cell::new(false) };
+}
 
 fn receiver() -> Receiver {
     Receiver::new(&SCAN, &G).unwrap()
@@ -342,6 +348,12 @@ fn run_at(
     now: Millis,
 ) -> Vec<SilentEvent> {
     let mut told = Vec::new();
+    // Filter checks handed out are run here and answered as late as can be (once nothing
+    // else is asked), last first.
+    scan.offload(OFFLOAD.with(Cell::get));
+    let me = scan.receiver.clone();
+    let mut helper = BlockScanner::new();
+    let mut pending = Vec::new();
     for _ in 0..100_000 {
         let mut heard = false;
         while let Some(e) = scan.poll_event() {
@@ -359,8 +371,13 @@ fn run_at(
         }
         let presence = |g: GatewayId| gws[g.0].presence;
         let serves = |g: GatewayId, what| what != Serves::Tweaks || gws[g.0].tweaks;
+        while let Some(j) = scan.next_job() {
+            let r = scan_filter(&mut helper, &me, j.list, j.filter, &j.hash);
+            pending.push((j.tag, j.height, r));
+        }
         match scan.next_ask(now, presence, serves) {
             Some((g, ask)) => answer(scan, w, &gws[g.0], g, ask),
+            None if let Some((tag, height, r)) = pending.pop() => scan.on_scanned(tag, height, r),
             // Nothing to ask, and nothing told since the last look: it waits.
             None if !heard && scan.events.is_empty() => return told,
             None => {}
@@ -775,6 +792,11 @@ fn random_adversaries_beside_an_honest_gateway_never_hide_the_payment() {
             })
             .collect();
         let mut scan = SilentScan::new(receiver(), 1_000, 3);
+        // Handed out, the filter checks are answered in a random order, between asks.
+        scan.offload(OFFLOAD.with(Cell::get));
+        let me = receiver();
+        let mut helper = BlockScanner::new();
+        let mut pending = Vec::new();
         let mut told = Vec::new();
         let mut now = NOW;
         for _ in 0..100_000 {
@@ -788,6 +810,15 @@ fn random_adversaries_beside_an_honest_gateway_never_hide_the_payment() {
             if let Some((a, b)) = scan.need_data(TOP) {
                 let (a, b) = (a as usize, b as usize);
                 scan.on_data(a as u32, &w.hashes[a..=b], &w.filter_headers[a..=b + 1]);
+                continue;
+            }
+            while let Some(j) = scan.next_job() {
+                let r = scan_filter(&mut helper, &me, j.list, j.filter, &j.hash);
+                pending.push((j.tag, j.height, r));
+            }
+            if !pending.is_empty() && next(3) == 0 {
+                let (tag, height, r) = pending.swap_remove(next(pending.len() as u64) as usize);
+                scan.on_scanned(tag, height, r);
                 continue;
             }
             let presence = |g: GatewayId| gws[g.0].presence;
@@ -807,7 +838,11 @@ fn random_adversaries_beside_an_honest_gateway_never_hide_the_payment() {
                 }
                 continue;
             }
-            if scan.poll_event().is_some() || !scan.events.is_empty() {
+            if let Some((tag, height, r)) = pending.pop() {
+                scan.on_scanned(tag, height, r);
+                continue;
+            }
+            if !scan.events.is_empty() {
                 continue;
             }
             match scan.wake_at() {
@@ -826,4 +861,117 @@ fn random_adversaries_beside_an_honest_gateway_never_hide_the_payment() {
         );
         assert_eq!(scan.next(), TOP + 1, "seed {seed}: {told:?}");
     }
+}
+
+/// Every case above again with each block's filter check handed out
+/// ([`SilentScan::offload`]) and answered late and last first, as the tab's workers may:
+/// the same payments found, the same gateways found wrong.
+#[test]
+fn every_case_again_with_the_filter_checks_handed_out() {
+    OFFLOAD.with(|o| o.set(true));
+    an_honest_gateway_alone_gives_the_payment();
+    beside_an_honest_gateway_no_liar_hides_the_payment();
+    a_withheld_proof_is_taken_from_another_or_the_scan_stalls();
+    a_gateway_still_connecting_is_waited_for();
+    a_bad_list_filter_or_block_is_its_senders_fault();
+    a_gateway_that_changes_its_word_between_windows_is_bad();
+    a_reorg_scans_again_from_the_fork();
+    a_gateway_still_computing_its_tweaks_is_waited_for_and_asked_again();
+    a_chunks_lists_are_bounded_and_a_list_longer_than_any_blocks_is_refused();
+    the_givers_gone_the_window_is_asked_of_those_present();
+    a_gateway_that_always_lags_is_waited_for_once();
+    random_adversaries_beside_an_honest_gateway_never_hide_the_payment();
+    OFFLOAD.with(|o| o.set(false));
+}
+
+/// Drive `scan` (offloaded) until it asks nothing more, answering the gateways' asks but
+/// none of its filter checks: returns the checks handed out.
+fn until_checks_wait(scan: &mut SilentScan, w: &World, gws: &[Gateway]) -> Vec<(u32, u32)> {
+    let mut jobs = Vec::new();
+    for _ in 0..10_000 {
+        if let Some((a, b)) = scan.need_data(TOP) {
+            let (a, b) = (a as usize, b as usize);
+            scan.on_data(a as u32, &w.hashes[a..=b], &w.filter_headers[a..=b + 1]);
+            continue;
+        }
+        while let Some(j) = scan.next_job() {
+            jobs.push((j.tag, j.height));
+        }
+        match scan.next_ask(NOW, |_| Presence::Ready, |_, _| true) {
+            Some((g, ask)) => answer(scan, w, &gws[g.0], g, ask),
+            None => return jobs,
+        }
+    }
+    panic!("the scan did not settle");
+}
+
+/// The checks of a chunk given up (here by a reorganisation) are answered after a new
+/// chunk of the same blocks handed out its own: the old answers, matches all, are
+/// ignored (no block fetched for them, no tweak counted twice), and so is an answer to a
+/// check never handed out. Until its checks are answered, a chunk fetches no block and
+/// its progress does not move.
+#[test]
+fn answers_to_the_checks_of_a_chunk_given_up_are_ignored() {
+    let w = world();
+    let mut gws = [gateway(&w, Lie::Honest)];
+    let mut scan = SilentScan::new(receiver(), 0, 1);
+    scan.offload(true);
+    let old = until_checks_wait(&mut scan, &w, &gws);
+    assert_eq!(old.len() as u32, 99 / 7 + 1, "{old:?}");
+    assert_eq!(scan.next(), 0);
+    assert_eq!(scan.tweaks_scanned(), 0);
+
+    assert!(scan.reorg(50).is_empty());
+    let new = until_checks_wait(&mut scan, &w, &gws);
+    assert_eq!(new.len(), old.len());
+    assert!(new.iter().zip(&old).all(|(n, o)| n.1 == o.1 && n.0 != o.0));
+    for &(tag, height) in &old {
+        scan.on_scanned(tag, height, Scanned::Match);
+    }
+    scan.on_scanned(new[0].0, 1, Scanned::Match);
+    assert_eq!(scan.tweaks_scanned(), 0);
+    let me = receiver();
+    let mut helper = BlockScanner::new();
+    for &(tag, height) in &new {
+        let i = height as usize;
+        let r = scan_filter(&mut helper, &me, &w.lists[i], &w.filters[i], &w.hashes[i]);
+        assert_eq!(r, Scanned::Miss);
+        scan.on_scanned(tag, height, r);
+    }
+    assert_eq!(
+        scan.next(),
+        SILENT_CHUNK,
+        "the chunk is done, nothing fetched"
+    );
+    let told = run(&mut scan, &w, &mut gws, TOP);
+    assert_eq!(found(&told), [(PAID, w.key)], "{told:?}");
+    assert_eq!(bad(&told), []);
+    assert_eq!(scan.tweaks_scanned(), u64::from(TOP / 7 + 1) + 1);
+
+    // The paying block's check answered first: nothing is fetched until every other
+    // check of its chunk is answered (a chunk done early would drop their answers).
+    let mut scan = SilentScan::new(receiver(), PAID, 1);
+    scan.offload(true);
+    let jobs = until_checks_wait(&mut scan, &w, &gws);
+    assert!(jobs.len() > 1 && jobs.iter().any(|j| j.1 == PAID));
+    let mut answers: Vec<(u32, u32, Scanned)> = jobs
+        .iter()
+        .map(|&(tag, height)| {
+            let i = height as usize;
+            let r = scan_filter(&mut helper, &me, &w.lists[i], &w.filters[i], &w.hashes[i]);
+            (tag, height, r)
+        })
+        .collect();
+    answers.sort_by_key(|a| a.1 != PAID);
+    for (n, &(tag, height, r)) in answers.iter().enumerate() {
+        assert_eq!(r == Scanned::Match, height == PAID);
+        scan.on_scanned(tag, height, r);
+        let ask = scan.next_ask(NOW, |_| Presence::Ready, |_, _| true);
+        assert_eq!(ask.is_some(), n + 1 == answers.len(), "{ask:?}");
+        if let Some((g, ask)) = ask {
+            answer(&mut scan, &w, &gws[g.0], g, ask);
+        }
+    }
+    let told = run(&mut scan, &w, &mut gws, TOP);
+    assert_eq!(found(&told), [(PAID, w.key)], "{told:?}");
 }
