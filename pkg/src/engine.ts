@@ -5,8 +5,9 @@
 // a dynamic import() makes the worker's bundle a code-splitting one, which Vite's default
 // worker format (iife) refuses; the glue is small (11 KB gzipped), the wasm is not.
 import init, { Client } from '../wasm/lightwire.js';
-import initWithSilent, { Client as ClientWithSilent } from '../wasm-sp/lightwire.js';
+import initWithSilent, { Client as ClientWithSilent, ScanHelper } from '../wasm-sp/lightwire.js';
 import { named, type Method } from './protocol.js';
+import { ScanPool, type Helper } from './scanpool.js';
 import type { ClientOptions, LightwireEvent } from './types.js';
 
 /** Calls into an engine, wherever it runs. */
@@ -30,12 +31,46 @@ function clientClass(silentPayments: boolean): Promise<typeof Client> {
   return readyWithSilent;
 }
 
+/** A silent-payment receiver's filter checks on this thread (a scan pool's worker). */
+export async function openScanHelper(network: string, keys: unknown): Promise<Helper> {
+  await clientClass(true);
+  return new ScanHelper(network, keys);
+}
+
+/**
+ * The pool of workers for a receiver's filter checks (see scanpool.ts), where this engine
+ * runs in a worker: each is another instance of this worker's own script.
+ */
+function scanPool(options: ClientOptions, answer: PoolAnswer): ScanPool | undefined {
+  const scope = globalThis as unknown as { WorkerGlobalScope?: unknown; location?: { href: string } };
+  const inWorker = typeof scope.WorkerGlobalScope === 'function' && globalThis instanceof (scope.WorkerGlobalScope as typeof Object);
+  const cores = typeof navigator !== 'undefined' ? navigator.hardwareConcurrency || 1 : 1;
+  const size = Math.max(0, Math.min(options.scanWorkers ?? cores, 16));
+  if (options.silentPayments !== true || !inWorker || size === 0 || typeof Worker !== 'function') return undefined;
+  const url = scope.location?.href;
+  if (!url) return undefined;
+  return new ScanPool({
+    size,
+    network: options.network ?? 'mainnet',
+    spawn: (type) => new Worker(url, { type, name: 'lightwire-scan' }),
+    local: openScanHelper,
+    answer: (tag, height, code) => answer.client?.silentScanned(tag, height, code),
+  });
+}
+
+/** The client a pool answers, once open. */
+interface PoolAnswer {
+  client?: { silentScanned(tag: number, height: number, code: number): void };
+}
+
 /** Open an engine on this thread. */
 export async function openHere(
   options: ClientOptions,
   onEvent: (e: LightwireEvent) => void,
 ): Promise<Backend> {
   const Module = await clientClass(options.silentPayments === true);
+  const answer: PoolAnswer = {};
+  const pool = scanPool(options, answer);
   const client = await Module.open(
     {
       network: options.network,
@@ -49,18 +84,32 @@ export async function openHere(
       bulk: options.bulk,
       progressIntervalMs: options.progressIntervalMs,
       unconfirmedExpiryMs: options.unconfirmedExpiryMs,
+      scanPool: pool && {
+        start: (keys: unknown) => pool.start(keys),
+        post: (tag: number, height: number, list: Uint8Array, filter: Uint8Array, hash: Uint8Array) =>
+          pool.post(tag, height, list, filter, hash),
+      },
     },
     (e: LightwireEvent) => onEvent(e),
   );
+  answer.client = client as unknown as PoolAnswer['client'];
   return {
     async call(method, args) {
       const f = (client as unknown as Record<string, unknown>)[method];
       if (typeof f !== 'function') {
         throw named('NotEnabled', `${method} needs the client opened with silentPayments: true`);
       }
-      return await (f as (...a: unknown[]) => unknown).apply(client, args);
+      const value = await (f as (...a: unknown[]) => unknown).apply(client, args);
+      // The scan's workers are this file's, not the module's: counted here.
+      const scan = method === 'metrics' ? (value as { silentScan?: { workers?: number; workerFailures?: string[] } }).silentScan : undefined;
+      if (scan) {
+        scan.workers = pool?.workers ?? 0;
+        scan.workerFailures = pool?.failures ?? [];
+      }
+      return value;
     },
     close() {
+      pool?.close();
       client.free();
     },
   };

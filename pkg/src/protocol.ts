@@ -62,7 +62,10 @@ export type RequestBody =
   | { op: 'call'; method: Method; args: unknown[] }
   | { op: 'ping' }
   | { op: 'hang' }
-  | { op: 'fail'; how: 'throw' | 'reject' };
+  | { op: 'fail'; how: 'throw' | 'reject' }
+  // From the engine's worker to a worker of its scan pool (scanpool.ts).
+  | { op: 'scanHelper'; network: string; keys: unknown }
+  | { op: 'scan'; list: Uint8Array; filter: Uint8Array; hash: Uint8Array };
 
 /** Page to worker. */
 export type Request = RequestBody & { id: number };

@@ -91,6 +91,13 @@ export interface ClientOptions {
    */
   silentPayments?: boolean;
   /**
+   * With `silentPayments`: how many extra workers check the receiver's blocks beside the
+   * engine's (default `navigator.hardwareConcurrency`, at most 16; 0: the engine's worker
+   * checks them itself). Each gets the receiver's keys, the scan key among them, and no
+   * other context does. Used where the engine runs in a worker (the default).
+   */
+  scanWorkers?: number;
+  /**
    * How long the engine's worker may leave the page's ping unanswered (pinged every 5 s)
    * before it is taken for hung, terminated and started again on the same store with the
    * same options (a `workerRestarted` event). Default 30,000 ms: the engine's longest
@@ -900,6 +907,13 @@ export interface SilentScanProgress {
   height: number | null;
   /** Tweaks tested against blocks' filters so far (the scan's work: one point multiplication each). */
   tweaks: number;
+  /**
+   * The workers checking its blocks beside the engine's (see `scanWorkers`): 0 when the
+   * engine's worker checks them itself (or every pool worker failed).
+   */
+  workers: number;
+  /** Why workers of the scan's were let go (their checks run elsewhere), the last four. */
+  workerFailures: string[];
 }
 
 /** Bytes received from one gateway or mirror since the client opened. */

@@ -1,6 +1,8 @@
 // The dedicated worker the engine runs in by default: it opens the engine, answers the
-// page's calls and posts the engine's events back.
-import { openHere, type Backend } from './engine.js';
+// page's calls and posts the engine's events back. The same script runs the workers of an
+// engine's scan pool (scanpool.ts): asked `scanHelper`, then `scan`.
+import { openHere, openScanHelper, type Backend } from './engine.js';
+import type { Helper } from './scanpool.js';
 import { plainError, type Reply, type Request } from './protocol.js';
 
 interface WorkerScope {
@@ -20,6 +22,8 @@ const scope = self as unknown as WorkerScope;
   },
 );
 let engine: Backend | undefined;
+/** In a worker of an engine's scan pool (scanpool.ts): the receiver's checks. */
+let helper: Promise<Helper> | undefined;
 /** Whether the page opened the engine with `testHooks: true` (the package's own tests). */
 let testHooks = false;
 
@@ -57,6 +61,13 @@ scope.addEventListener('message', async (e) => {
         }
       }
       engine = await openHere(msg.options, (event) => scope.postMessage({ event }));
+    } else if (msg.op === 'scanHelper') {
+      helper = openScanHelper(msg.network, msg.keys);
+      await helper;
+    } else if (msg.op === 'scan') {
+      // In order: a check posted while the helper loads waits for it.
+      if (!helper) throw new Error('this worker has no receiver');
+      value = (await helper).scan(msg.list, msg.filter, msg.hash);
     } else if (engine) {
       value = await engine.call(msg.method, msg.args);
     } else {

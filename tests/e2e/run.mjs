@@ -301,7 +301,7 @@ const PAGE = `<!doctype html><meta charset="utf-8"><title>e2e</title>
       const ms = performance.now() - t0;
       await client.stop();
       return { ms, found, tweaks: m.silentScan.tweaks, bytesIn: m.bytesIn - before.bytesIn,
-        wasmMemoryBytes: m.wasmMemoryBytes };
+        wasmMemoryBytes: m.wasmMemoryBytes, workers: m.silentScan.workers };
     },
     deleteStore: (name) => LightwireClient.deleteStore(name),
     storage: () => LightwireClient.storage(),
@@ -2079,6 +2079,11 @@ async function silentScenario() {
       (m, ev) => ev.filter((e) => e.type === 'silentPayment').length >= 2
         && ev.some((e) => e.type === 'transaction' && e.status === 'found' && e.height === paid.height));
     const found = events.filter((e) => e.type === 'silentPayment');
+    // Its blocks were checked in the scan pool's workers (the default: one a core), none
+    // of which failed.
+    const cores = await page.evaluate(() => navigator.hardwareConcurrency);
+    const pooled = (await page.evaluate(() => window.client.metrics())).silentScan;
+    assert(pooled.workers === Math.min(cores, 16), `the scan's workers: ${JSON.stringify(pooled)}, ${cores} cores`);
     const hash = node.ctl('getblockhash', String(paid.height));
     assert(found.length === 2 && found.every((e) => e.height === paid.height && e.blockHash === hash && e.label === null),
       `found ${JSON.stringify(found)}, paid at ${paid.height} (${hash})`);
@@ -2161,8 +2166,9 @@ async function silentScenario() {
     assert(resumed.m.silentScan.fromHeight === 0 && resumed.m.silentScan.tweaks === 0
       && !resumed.events.some((e) => e.type === 'silentPayment'),
     `after the reload: ${JSON.stringify(resumed.m.silentScan)}`);
-    const kept = (await page.evaluate(() => window.client.utxos())).find((u) => u.script === `5120${labelled.keys[0]}`);
-    assert(kept?.silentPayment?.label === 1, `after the reload: ${JSON.stringify(kept)}`);
+    const reloaded = await page.evaluate(() => window.client.utxos());
+    const kept = reloaded.find((u) => u.script === `5120${labelled.keys[0]}`);
+    assert(kept?.silentPayment?.label === 1, `after the reload, the labelled coin ${JSON.stringify(kept)}: the wallet's coins ${JSON.stringify(reloaded)}; events ${JSON.stringify(resumed.events.slice(-12))}`);
     log(`  a silent payment to ${receiver.address.slice(0, 16)}... from another implementation's sender: ` +
       `both outputs of block ${paid.height} found at its keys, and coins of the wallet; its block reorganised away, ` +
       `withdrawn and found again in the new one; spent through a version 2 PSBT (BIP376) signed outside, mined at ${spentHeight}; ` +
@@ -2881,7 +2887,9 @@ async function timedSilentScan(run, startAt) {
   const gw = await gateway(['--generate', '915144', '--synthetic-tweaks', '715', '--synthetic-tweaks-from', '915001',
     '--synthetic-tweaks-dir', dir, '--pay-silent', `${address}@915072`], { binary: 'lightwire-hostile' });
   try {
-    const options = { network: 'regtest', gateways: [gw.connect], storeName: `silent-scan-${run}`, start: startAt, silentPayments: true };
+    // E2E_SCAN_WORKERS=N: the scan pool's size (default: the package's, one a core).
+    const workers = process.env.E2E_SCAN_WORKERS === undefined ? {} : { scanWorkers: Number(process.env.E2E_SCAN_WORKERS) };
+    const options = { network: 'regtest', gateways: [gw.connect], storeName: `silent-scan-${run}`, start: startAt, silentPayments: true, ...workers };
     const r = await measure('timedSilentScan', [options, 915_144, 915_001, silentKeys()], options.storeName);
     assert(JSON.stringify(r.found) === '[915072]', `found ${JSON.stringify(r.found)}`);
     const figures = {
@@ -2890,6 +2898,7 @@ async function timedSilentScan(run, startAt) {
       tweaksPerSecond: Math.round(r.tweaks / (r.ms / 1000)),
       megabytesIn: (r.bytesIn / 1e6).toFixed(2),
       wasmMiB: (r.wasmMemoryBytes / 2 ** 20).toFixed(1),
+      workers: r.workers,
     };
     log(`  ${browser.name} silent-payment scan of a day, run ${run}: ${JSON.stringify(figures)}`);
     return figures;

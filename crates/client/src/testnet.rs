@@ -167,6 +167,12 @@ pub struct TestHost<S> {
     pub mirrors: Vec<TestMirror>,
     /// Fetches that stall: started, never ending (while the engine waits).
     pub stalled: Vec<u32>,
+    /// When set (with [`Engine::offload_silent`]), the receiver's filter checks are run
+    /// here, as the tab's workers run them, and answered as later inputs.
+    pub scan_helper: Option<(
+        lightwire_wallet::silent_block::BlockScanner,
+        lightwire_wallet::silent::Receiver,
+    )>,
     /// Messages from the gateways, not yet handed to the engine.
     queue: VecDeque<TestInput>,
     /// Per gateway: from which of its WebSocket messages on each connection (0: act two)
@@ -193,6 +199,8 @@ pub enum TestInput {
     MirrorData(u32, Vec<u8>),
     /// A fetch's body ended (or the fetch failed).
     MirrorEnd(u32, Result<(), FetchError>),
+    /// A silent-payment filter check's answer, as the tab's workers give it.
+    Scanned(u32, u32, crate::silent_scan::Scanned),
 }
 
 /// How a test mirror serves its files.
@@ -435,6 +443,13 @@ impl<S: HeaderStore> Host for TestHost<S> {
         let h = self;
         let engine = &mut h.engine;
         engine.schedule();
+        if let Some((scanner, receiver)) = h.scan_helper.as_mut() {
+            while let Some(j) = engine.next_silent_job() {
+                let r =
+                    crate::silent_scan::scan_filter(scanner, receiver, j.list, j.filter, &j.hash);
+                h.queue.push_back(TestInput::Scanned(j.tag, j.height, r));
+            }
+        }
         while let Some(action) = engine.poll_action() {
             match action {
                 Action::Connect { gateway: g } => {
@@ -540,6 +555,7 @@ impl<S: HeaderStore> Host for TestHost<S> {
             TestInput::Manifest(m, manifest) => engine.on_manifest(m, manifest, now),
             TestInput::MirrorData(f, bytes) => engine.mirror_data(f, &bytes, now),
             TestInput::MirrorEnd(f, result) => engine.mirror_end(f, result, now),
+            TestInput::Scanned(tag, height, r) => engine.silent_scanned(tag, height, r),
         }
         None
     }
@@ -623,6 +639,7 @@ impl<S: HeaderStore> Net<S> {
             most_uncommitted: 0,
             mirrors: Vec::new(),
             stalled: Vec::new(),
+            scan_helper: None,
             queue: VecDeque::new(),
             corrupt_from: vec![None; gateways],
             held: vec![None; gateways],

@@ -224,6 +224,29 @@ impl Engine {
         self.tasks.silent.start(&mut self.ctx, receiver, from, base);
     }
 
+    /// Hand the receiver's filter checks to the shell ([`Self::next_silent_job`]) instead
+    /// of running them here: for a shell with other threads (the tab's workers).
+    pub fn offload_silent(&mut self, on: bool) {
+        self.tasks.silent.offload = on;
+        if let Some(scan) = self.tasks.silent.scan.as_mut() {
+            scan.offload(on);
+        }
+    }
+
+    /// The next filter check to run, once [`Self::offload_silent`] is on: its answer goes
+    /// to [`Self::silent_scanned`].
+    pub fn next_silent_job(&mut self) -> Option<crate::silent_scan::ScanJob<'_>> {
+        self.tasks.silent.scan.as_mut()?.next_job()
+    }
+
+    /// The answer to the filter check `tag`, `height` (of [`Self::next_silent_job`]).
+    pub fn silent_scanned(&mut self, tag: u32, height: u32, result: crate::silent_scan::Scanned) {
+        self.tasks
+            .silent
+            .on_scanned(&mut self.ctx, tag, height, result);
+        self.settle();
+    }
+
     /// The network the engine follows.
     pub fn network(&self) -> lightwire_chain::Network {
         self.ctx.params.network

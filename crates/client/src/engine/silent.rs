@@ -40,6 +40,8 @@ pub struct SilentTask {
     /// The progress saved by an earlier session (checked on our best chain), for the
     /// receiver that will be started.
     pub saved: Option<crate::silent_scan::Progress>,
+    /// The shell runs the filter checks elsewhere (see [`crate::silent_scan::ScanJob`]).
+    pub offload: bool,
 }
 
 impl SilentTask {
@@ -59,6 +61,7 @@ impl SilentTask {
         if let Some(p) = &self.saved {
             scan.resume(p);
         }
+        scan.offload(self.offload);
         self.scan = Some(scan);
         ctx.timers.touch(TaskId::Silent, ctx.now);
     }
@@ -173,6 +176,21 @@ impl SilentTask {
         p: &BlockPiece<'_>,
     ) -> Result<(), DropReason> {
         self.answer(ctx, g, p.id, p.last, |s| s.on_spent_from(g, p))
+    }
+
+    /// The answer to a filter check handed out: what it told (a list proven wrong) is
+    /// acted on.
+    pub fn on_scanned(
+        &mut self,
+        ctx: &mut Ctx,
+        tag: u32,
+        height: u32,
+        result: crate::silent_scan::Scanned,
+    ) {
+        if let Some(scan) = self.scan.as_mut() {
+            scan.on_scanned(tag, height, result);
+        }
+        let _ = self.told(ctx, None);
     }
 
     /// The scan's progress to save, when it moved since it was last saved.

@@ -68,7 +68,8 @@ impl Client {
             filter_height: store.filter_height(),
             ..Status::default()
         }));
-        let net = Net::new(
+        #[allow(unused_mut)]
+        let mut net = Net::new(
             engine,
             o.gateways.len(),
             &inbox,
@@ -76,6 +77,10 @@ impl Client {
             on_event,
             o.progress_ms,
         );
+        #[cfg(feature = "silent-payments")]
+        if let Some(pool) = super::scan_pool::ScanPool::from_options(&options_) {
+            net.use_scan_pool(pool);
+        }
         wasm_bindgen_futures::spawn_local(run(net, store));
         Ok(Client { inbox, status })
     }
@@ -274,6 +279,14 @@ impl Client {
         }
     }
 
+    /// The answer of the package's scan pool to the filter check `tag`, `height` it was
+    /// handed (`code`: see `ScanHelper.scan`).
+    #[cfg(feature = "silent-payments")]
+    #[wasm_bindgen(js_name = silentScanned)]
+    pub fn silent_scanned(&self, tag: u32, height: u32, code: u8) {
+        self.inbox.push(Input::Scanned { tag, height, code });
+    }
+
     /// Stop watching some of what `watch` was given (the same shape: `{ addresses?,
     /// scripts?, descriptors? }`; an item is the same however it is written). What is left
     /// is scanned again from the wallet's start: `transaction` events withdraw everything
@@ -463,7 +476,9 @@ fn from_height(options: &JsValue) -> Result<u32, JsValue> {
 #[cfg(feature = "silent-payments")]
 /// What `watchSilentPayments` takes, checked for its shape (the keys are checked by
 /// [`crate::receiver::receiving`]).
-fn receiver_keys(options: &JsValue) -> Result<(crate::receiver::ReceiverKeys, u32), JsValue> {
+pub(super) fn receiver_keys(
+    options: &JsValue,
+) -> Result<(crate::receiver::ReceiverKeys, u32), JsValue> {
     let bad = |m: &str| js::error("InvalidArgument", m);
     let get = |key: &str| js_sys::Reflect::get(options, &key.into()).unwrap_or(JsValue::UNDEFINED);
     let text = |key: &str| -> Result<Option<String>, JsValue> {

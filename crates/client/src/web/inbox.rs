@@ -153,6 +153,9 @@ pub enum Input {
     },
     /// The timer armed for the engine's next deadline ran out.
     Timeout,
+    /// The scan pool's answer to a silent-payment filter check.
+    #[cfg(feature = "silent-payments")]
+    Scanned { tag: u32, height: u32, code: u8 },
     /// A call from the application.
     Call(Call),
 }

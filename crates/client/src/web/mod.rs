@@ -8,6 +8,8 @@
 //!   mirror's manifest and files through `fetch()`.
 //! - [`queries`]: the calls that read the store.
 //! - [`identity`]: the client's static key (IndexedDB) and randomness; [`js`]: bridges.
+//! - `scan_pool` (with silent payments): the receiver's filter checks in the package's
+//!   workers.
 
 mod client;
 mod identity;
@@ -17,7 +19,11 @@ mod mirror;
 mod options;
 mod queries;
 mod run;
+#[cfg(feature = "silent-payments")]
+mod scan_pool;
 mod socket;
 mod status;
 
 pub use client::Client;
+#[cfg(feature = "silent-payments")]
+pub use scan_pool::ScanHelper;

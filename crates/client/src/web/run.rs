@@ -55,6 +55,9 @@ pub struct Net {
     on_event: Function,
     /// Where a message's bytes are copied into wasm (reused).
     rx: Vec<u8>,
+    /// The package's workers for the receiver's filter checks, if it gave them.
+    #[cfg(feature = "silent-payments")]
+    scan_pool: Option<super::scan_pool::ScanPool>,
     /// Calls the loop ended without answering (rejected as stopped).
     calls: Vec<Call>,
     stop_calls: Vec<Call>,
@@ -120,6 +123,8 @@ impl Net {
             status: status.clone(),
             on_event,
             rx: vec![0; RX_CHUNK],
+            #[cfg(feature = "silent-payments")]
+            scan_pool: None,
             calls: Vec::new(),
             stop_calls: Vec::new(),
             scan_call: None,
@@ -137,6 +142,13 @@ impl Net {
             fired,
             committing: false,
         }
+    }
+
+    /// Hand the receiver's filter checks to `pool` from now on.
+    #[cfg(feature = "silent-payments")]
+    pub fn use_scan_pool(&mut self, pool: super::scan_pool::ScanPool) {
+        self.engine.offload_silent(true);
+        self.scan_pool = Some(pool);
     }
 
     fn emit(&self, event: JsValue) {
@@ -202,6 +214,14 @@ impl Net {
                     self.timer = None;
                 }
                 self.engine.handle_timeout(now());
+            }
+            #[cfg(feature = "silent-payments")]
+            Input::Scanned { tag, height, code } => {
+                // Our own workers' answer: a code that is none is the pool's bug, taken
+                // as "cannot say no".
+                let r = crate::silent_scan::Scanned::from_code(code)
+                    .unwrap_or(crate::silent_scan::Scanned::Match);
+                self.engine.silent_scanned(tag, height, r);
             }
             Input::Call(call) => return Some(call),
             // Events of a socket already replaced.
@@ -275,6 +295,12 @@ impl Net {
                 }
                 // Dropped: aborted.
                 Action::CancelFetch { fetch } => self.fetching.retain(|f| f.fetch != fetch),
+            }
+        }
+        #[cfg(feature = "silent-payments")]
+        if let Some(pool) = &self.scan_pool {
+            while let Some(job) = self.engine.next_silent_job() {
+                pool.post(&job);
             }
         }
         for g in (0..self.sockets.len()).map(GatewayId) {
@@ -750,6 +776,10 @@ impl Net {
                     ]));
                 }
                 let value = js::object(&[("address", r.address.into()), ("labels", labels.into())]);
+                // The pool's workers take the new keys before any check of the new scan.
+                if let Some(pool) = &self.scan_pool {
+                    pool.start(keys);
+                }
                 self.engine.watch_silent_payments(r.receiver, *from);
                 let _ = call.resolve.call1(&JsValue::NULL, &value);
                 self.pump();
