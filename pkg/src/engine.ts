@@ -54,8 +54,18 @@ function scanPool(options: ClientOptions, answer: PoolAnswer): ScanPool | undefi
     network: options.network ?? 'mainnet',
     spawn: (type) => new Worker(url, { type, name: 'lightwire-scan' }),
     local: openScanHelper,
+    twice: javaScriptCore(),
     answer: (tag, height, code) => answer.client?.silentScanned(tag, height, code),
   });
+}
+
+/**
+ * Whether this is WebKit's JavaScriptCore (Safari, any browser on iOS, WebKitGTK), which has
+ * been seen to compute wrong values now and then: its pool checks each block twice.
+ */
+function javaScriptCore(): boolean {
+  const ua = typeof navigator !== 'undefined' ? navigator.userAgent : '';
+  return /AppleWebKit/.test(ua) && (!/Chrome|Chromium|Edg|OPR/.test(ua) || /iPhone|iPad|iPod/.test(ua));
 }
 
 /** The client a pool answers, once open. */

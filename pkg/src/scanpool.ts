@@ -20,7 +20,22 @@ interface Check {
   list: Uint8Array;
   filter: Uint8Array;
   hash: Uint8Array;
+  /** The answers it had (two are wanted when the pool checks twice). */
+  codes: number[];
 }
+
+/** One run of a check (the first or second of a check run twice). */
+interface Run {
+  check: Check;
+}
+
+/** What a check run twice says: where the runs differ, "may hold a key" (the block is fetched and searched), never "no" or "not a point" on one run's word. */
+export function combined(codes: number[]): number {
+  return codes.every((c) => c === codes[0]) ? codes[0] : MATCH;
+}
+
+/** ScanHelper.scan's "may hold a key". */
+const MATCH = 1;
 
 /** A receiver's check, wherever it runs (the module's `ScanHelper`). */
 export interface Helper {
@@ -43,8 +58,8 @@ interface Member {
   ready: boolean;
   /** When it was started. */
   started: number;
-  /** Its checks in flight, by request id, with when each was posted. */
-  busy: Map<number, { check: Check; at: number }>;
+  /** Its runs in flight, by request id, with when each was posted. */
+  busy: Map<number, { run: Run; at: number }>;
 }
 
 /** How the pool makes what it needs (engine.ts gives these). */
@@ -66,13 +81,20 @@ export interface PoolParts {
   local(network: string, keys: unknown): Promise<Helper>;
   /** The engine's `silentScanned`. */
   answer(tag: number, height: number, code: number): void;
+  /**
+   * Run every check twice, in two workers where there are two, and take "no" only where
+   * both say it: for an engine seen to compute wrong values now and then (JavaScriptCore:
+   * benches/README.md, "WebKit computes wrong values"), where one wrong "no" hides a
+   * payment. Half the speed.
+   */
+  twice: boolean;
 }
 
 /** See the module's comment. */
 export class ScanPool {
   #parts: PoolParts;
   #keys: unknown = undefined;
-  #queue: Check[] = [];
+  #queue: Run[] = [];
   #members: Member[] = [];
   #nextId = 1;
   #local: Promise<Helper> | undefined;
@@ -123,8 +145,19 @@ export class ScanPool {
 
   /** A check from the engine. */
   post(tag: number, height: number, list: Uint8Array, filter: Uint8Array, hash: Uint8Array): void {
-    this.#queue.push({ tag, height, list, filter, hash });
+    const check: Check = { tag, height, list, filter, hash, codes: [] };
+    this.#queue.push({ check });
+    if (this.#parts.twice) this.#queue.push({ check });
     this.#pump();
+  }
+
+  /** A run's answer: the check's, once it has all it wants. */
+  #ran(run: Run, code: number): void {
+    const check = run.check;
+    check.codes.push(code);
+    if (check.codes.length === (this.#parts.twice ? 2 : 1)) {
+      this.#parts.answer(check.tag, check.height, combined(check.codes));
+    }
   }
 
   /** How many workers run (for the metrics). */
@@ -157,17 +190,21 @@ export class ScanPool {
       return;
     }
     for (;;) {
-      const check = this.#queue[0];
-      if (!check) return;
+      const run = this.#queue[0];
+      if (!run) return;
+      // The least busy ready worker, one not running the check's other run if there is one.
+      const holds = (m: Member) => [...m.busy.values()].some((b) => b.run.check === run.check);
       let best: Member | undefined;
       for (const m of this.#members) {
-        if (m.ready && m.busy.size < PER_WORKER && (!best || m.busy.size < best.busy.size)) best = m;
+        if (!m.ready || m.busy.size >= PER_WORKER) continue;
+        const better = !best || holds(best) > holds(m) || (holds(best) === holds(m) && m.busy.size < best.busy.size);
+        if (better) best = m;
       }
       if (!best) return;
       this.#queue.shift();
       const id = this.#nextId++;
-      best.busy.set(id, { check, at: performance.now() });
-      const { list, filter, hash } = check;
+      best.busy.set(id, { run, at: performance.now() });
+      const { list, filter, hash } = run.check;
       best.worker.postMessage({ op: 'scan', id, list, filter, hash });
     }
   }
@@ -188,15 +225,15 @@ export class ScanPool {
     if (!job) return;
     m.busy.delete(a.id);
     if (!a.ok || typeof a.value !== 'number') {
-      this.#failed(m, `a check failed: ${a.ok ? 'no code' : a.error.message}`, job.check);
+      this.#failed(m, `a check failed: ${a.ok ? 'no code' : a.error.message}`, job.run);
       return;
     }
-    this.#parts.answer(job.check.tag, job.check.height, a.value);
+    this.#ran(job.run, a.value);
     this.#pump();
   }
 
-  /** `m` is let go; its checks (and `also`) go first to the others, or to this thread. */
-  #failed(m: Member, why: string, also?: Check): void {
+  /** `m` is let go; its runs (and `also`) go first to the others, or to this thread. */
+  #failed(m: Member, why: string, also?: Run): void {
     const i = this.#members.indexOf(m);
     if (i < 0) return;
     this.#members.splice(i, 1);
@@ -209,7 +246,7 @@ export class ScanPool {
       if (!this.#neverStarted.has(other)) this.#spawn(other);
     }
     m.worker.terminate();
-    const again = [...m.busy.values()].map((b) => b.check);
+    const again = [...m.busy.values()].map((b) => b.run);
     if (also) again.push(also);
     this.#queue.unshift(...again);
     this.#pump();
@@ -242,8 +279,8 @@ export class ScanPool {
         (h) => {
           this.#localBusy = false;
           if (local !== this.#local) return;
-          const check = this.#queue.shift();
-          if (check) this.#parts.answer(check.tag, check.height, h.scan(check.list, check.filter, check.hash));
+          const run = this.#queue.shift();
+          if (run) this.#ran(run, h.scan(run.check.list, run.check.filter, run.check.hash));
           this.#pump();
         },
         (e: unknown) => {

@@ -64,6 +64,13 @@ pub enum ReceiverError {
     /// More labels than [`MAX_LABELS`].
     #[error("at most {MAX_LABELS} labels")]
     TooManyLabels,
+    /// The receiver's keys, worked out three times from the same input, came out different
+    /// each time: the machine computes wrong values (WebKitGTK's JavaScriptCore has been
+    /// seen to). No address is handed out that may not be the keys'.
+    #[error(
+        "the receiver's keys worked out differently each time (this machine computes wrong values): try again"
+    )]
+    Unstable,
 }
 
 /// The silent-payment network (address prefix) of `network`.
@@ -79,8 +86,39 @@ fn bytes<const N: usize>(hex_text: &str) -> Option<[u8; N]> {
     hex::decode(hex_text.trim()).ok()?.try_into().ok()
 }
 
-/// The receiver of `keys` on `network`, checked.
+/// The receiver of `keys` on `network`, checked. Its keys are worked out twice (three times
+/// when the two differ) and taken only where two agree: an address handed out is paid for
+/// good, and a JavaScript engine has been seen to compute wrong curve values now and then
+/// (JavaScriptCore's concurrent JIT: benches/README.md, "WebKit computes wrong values"),
+/// which once gave an address of a key that is not the scan key's.
 pub fn receiving(keys: &ReceiverKeys, network: Network) -> Result<Receiving, ReceiverError> {
+    two_agree(
+        || receiving_once(keys, network),
+        |a, b| a.address == b.address && a.labelled == b.labelled,
+    )
+}
+
+/// What `once` gives where two of its first answers agree (two, or three when the first
+/// two differ).
+fn two_agree<T>(
+    mut once: impl FnMut() -> Result<T, ReceiverError>,
+    same: impl Fn(&T, &T) -> bool,
+) -> Result<T, ReceiverError> {
+    let first = once()?;
+    let second = once()?;
+    if same(&first, &second) {
+        return Ok(first);
+    }
+    let third = once()?;
+    match (same(&first, &third), same(&second, &third)) {
+        (true, _) => Ok(first),
+        (_, true) => Ok(second),
+        _ => Err(ReceiverError::Unstable),
+    }
+}
+
+/// [`receiving`], worked out once.
+fn receiving_once(keys: &ReceiverKeys, network: Network) -> Result<Receiving, ReceiverError> {
     let net = sp_network(network);
     let scan: [u8; 32] = bytes(&keys.scan_key).ok_or(ReceiverError::ScanKey)?;
     let spend = match (&keys.spend_key, &keys.address) {
@@ -229,5 +267,19 @@ mod tests {
             ..keys()
         };
         assert_eq!(err(k, regtest), ReceiverError::TooManyLabels);
+    }
+
+    /// Keys worked out wrong once are taken where two answers agree; three different
+    /// answers hand out no address.
+    #[test]
+    fn only_keys_worked_out_alike_twice_are_taken() {
+        let run = |answers: &[u8]| {
+            let mut it = answers.iter().copied();
+            two_agree(|| Ok(it.next().unwrap()), |a, b| a == b)
+        };
+        assert_eq!(run(&[1, 1]), Ok(1));
+        assert_eq!(run(&[1, 2, 1]), Ok(1));
+        assert_eq!(run(&[2, 1, 1]), Ok(1));
+        assert_eq!(run(&[1, 2, 3]), Err(ReceiverError::Unstable));
     }
 }

@@ -1366,11 +1366,19 @@ impl SilentScan {
         let list = c.list(height).and_then(|l| TweakList::parse(l).ok());
         let mut payments = Vec::new();
         if let Some(list) = list {
-            // The keys were checked when the filter was asked: they load again.
-            let loaded = self.scanner.load(&self.receiver, &list);
-            if loaded.is_ok() {
-                // A transaction that does not parse is not in a checked block.
-                let _ = self.scanner.payments(&self.receiver, &block, &mut payments);
+            // Searched twice when the first search finds nothing (a filter's false positive,
+            // rare): a JavaScript engine has been seen to compute wrong curve values now
+            // and then, and one here would hide the payment the filter matched.
+            for _ in 0..2 {
+                // The keys were checked when the filter was asked: they load again.
+                let loaded = self.scanner.load(&self.receiver, &list);
+                if loaded.is_ok() {
+                    // A transaction that does not parse is not in a checked block.
+                    let _ = self.scanner.payments(&self.receiver, &block, &mut payments);
+                }
+                if !payments.is_empty() {
+                    break;
+                }
             }
         }
         if !payments.is_empty() {

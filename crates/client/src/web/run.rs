@@ -785,7 +785,11 @@ impl Net {
                 self.pump();
             }
             Err(e) => {
-                let e = js::error("InvalidArgument", e.to_string());
+                let kind = match e {
+                    crate::receiver::ReceiverError::Unstable => "WrongValues",
+                    _ => "InvalidArgument",
+                };
+                let e = js::error(kind, e.to_string());
                 let _ = call.reject.call1(&JsValue::NULL, &e);
             }
         }
