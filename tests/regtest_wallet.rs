@@ -19,7 +19,9 @@
 //! - `lightwire-regtest-wallet pay-silent --rpc .. --user .. --pass .. --address SP
 //!   --coinbase H --count N`: pay the silent payment address N times in one transaction
 //!   from block H's coinbase (outputs derived by the `silentpayments` crate, not by
-//!   lightwire), mine it, and print `{"height": h, "keys": [x-only hex], "spent": [hex]}`.
+//!   lightwire), mine it, and print `{"height": h, "keys": [x-only hex], "spent": [hex]}`;
+//!   with `--mixed`, once from a P2PKH, a P2WPKH and a P2TR input (funded from the
+//!   coinbase in a block before);
 //!
 //! - `lightwire-regtest-wallet silent-address --scan-secret HEX --spend-secret HEX`: the
 //!   regtest silent payment address of those keys;
@@ -96,6 +98,10 @@ enum Cmd {
         /// Outputs to the address
         #[arg(long, default_value_t = 1)]
         count: usize,
+        /// Pay once from a P2PKH, a P2WPKH and a P2TR input (the coinbase funds the other
+        /// two first, in a block of their own) instead of from the coinbase alone
+        #[arg(long)]
+        mixed: bool,
     },
     /// Print the regtest silent payment address of a scan and a spend private key (hex)
     SilentAddress {
@@ -341,9 +347,13 @@ fn main() -> Result<(), String> {
             address,
             coinbase,
             count,
+            mixed,
         } => {
             let (ctl, conf) = runner(&node)?;
-            let paid = regtest_wallet::pay_silent(&ctl, &address, coinbase, count);
+            let paid = match mixed {
+                true => regtest_wallet::pay_silent_mixed(&ctl, &address, coinbase),
+                false => regtest_wallet::pay_silent(&ctl, &address, coinbase, count),
+            };
             let list = |v: &[String]| {
                 let quoted: Vec<String> = v.iter().map(|s| format!("\"{s}\"")).collect();
                 format!("[{}]", quoted.join(","))

@@ -2169,10 +2169,21 @@ async function silentScenario() {
     const reloaded = await page.evaluate(() => window.client.utxos());
     const kept = reloaded.find((u) => u.script === `5120${labelled.keys[0]}`);
     assert(kept?.silentPayment?.label === 1, `after the reload, the labelled coin ${JSON.stringify(kept)}: the wallet's coins ${JSON.stringify(reloaded)}; events ${JSON.stringify(resumed.events.slice(-12))}`);
+    // Paid from a P2PKH, a P2WPKH and a P2TR key-path input at once: the gateway's tweak
+    // sums a key from a script signature, one from a witness and one from the output spent
+    // (BIP352's three kinds here), and the tab finds the output the sender derived.
+    const mixed = JSON.parse(execFileSync(bin('lightwire-regtest-wallet'), ['pay-silent', '--rpc', node.rpc,
+      '--user', 'u', '--pass', 'p', '--address', receiver.address, '--coinbase', '3', '--mixed']).toString());
+    const fromMixed = await until(page, 'the payment from three kinds of input found', 60_000,
+      (m, ev) => ev.some((e) => e.type === 'silentPayment' && e.height === mixed.height));
+    const mf = fromMixed.events.filter((e) => e.type === 'silentPayment' && e.height === mixed.height);
+    assert(mf.length === 1 && mf[0].outputKey === mixed.keys[0] && mf[0].label === null && mixed.spent.length === 3,
+      `from three kinds of input: found ${JSON.stringify(mf)}, paid ${JSON.stringify(mixed)}`);
     log(`  a silent payment to ${receiver.address.slice(0, 16)}... from another implementation's sender: ` +
       `both outputs of block ${paid.height} found at its keys, and coins of the wallet; its block reorganised away, ` +
       `withdrawn and found again in the new one; spent through a version 2 PSBT (BIP376) signed outside, mined at ${spentHeight}; ` +
-      `label 1's address paid: found with its label; reloaded, the scan went on from where it stood`);
+      `label 1's address paid: found with its label; reloaded, the scan went on from where it stood; ` +
+      `paid from P2PKH, P2WPKH and P2TR inputs at once: found at ${mixed.height}`);
     await stopClient(page);
   } finally {
     await page.close().catch(() => {});

@@ -600,3 +600,135 @@ pub fn pay_silent(
         spent: vec![hex::encode(p2pkh1.as_bytes())],
     }
 }
+
+/// Pay the silent payment address `address` once from three inputs of three kinds BIP352
+/// takes (a P2PKH, a P2WPKH and a P2TR key-path spend), and mine it. The coinbase of block
+/// `coinbase_height` (key 1's P2PKH) first funds a P2WPKH output of key 7 and a P2TR output
+/// of key 8 (tweaked with no script tree, as BIP86), mined in a block; then one
+/// transaction spends its P2PKH change and both, paying the address (its output derived by
+/// the `silentpayments` crate from all three input keys: the P2TR one's tweaked secret,
+/// negated as BIP352 says when its key is odd) and change back to key 1. So the gateway's
+/// tweak covers a public key from a script signature, one from a witness and one from the
+/// output it spends.
+pub fn pay_silent_mixed(
+    ctl: &dyn Fn(&[&str]) -> String,
+    address: &str,
+    coinbase_height: u32,
+) -> SilentBuilt {
+    use bitcoin::key::TweakedPublicKey;
+    use silentpayments::SilentPaymentCode;
+    use silentpayments::sending::generate_recipient_pubkeys;
+    use silentpayments::utils::OutPoint as SpOutPoint;
+    use silentpayments::utils::sending::calculate_partial_secret;
+
+    let secp = Secp256k1::new();
+    let block = block_at(ctl, coinbase_height);
+    let coinbase = &block.txdata[0];
+    let pk1 = PublicKey::new(key(1).public_key(&secp));
+    let p2pkh1 = ScriptBuf::new_p2pkh(&pk1.pubkey_hash());
+    assert_eq!(
+        coinbase.output[0].script_pubkey, p2pkh1,
+        "btcd mines to key 1"
+    );
+    let cpk7 = CompressedPublicKey(key(7).public_key(&secp));
+    let p2wpkh7 = ScriptBuf::new_p2wpkh(&cpk7.wpubkey_hash());
+    let kp8 = Keypair::from_secret_key(&secp, &key(8));
+    let (xonly8, _) = kp8.x_only_public_key();
+    let p2tr8 = ScriptBuf::new_p2tr(&secp, xonly8, None);
+
+    // The funding transaction: P2WPKH of key 7, P2TR of key 8, change to key 1.
+    let each = Amount::from_sat(2_000_000);
+    let fee = Amount::from_sat(10_000);
+    let mut fund = spending(
+        &[OutPoint::new(coinbase.compute_txid(), 0)],
+        vec![
+            TxOut {
+                value: each,
+                script_pubkey: p2wpkh7.clone(),
+            },
+            TxOut {
+                value: each,
+                script_pubkey: p2tr8.clone(),
+            },
+            TxOut {
+                value: coinbase.output[0].value - each * 2 - fee,
+                script_pubkey: p2pkh1.clone(),
+            },
+        ],
+    );
+    sign_p2pkh1(&mut fund);
+    ctl(&["sendrawtransaction", &serialize_hex(&fund)]);
+    ctl(&["generate", "1"]);
+    let funded = fund.compute_txid();
+    let inputs = [
+        OutPoint::new(funded, 2),
+        OutPoint::new(funded, 0),
+        OutPoint::new(funded, 1),
+    ];
+    let prevouts = [
+        fund.output[2].clone(),
+        fund.output[0].clone(),
+        fund.output[1].clone(),
+    ];
+
+    // The payment, its output derived from all three inputs' keys.
+    let code = SilentPaymentCode::try_from(address).expect("a silent payment address");
+    let tweaked8 = kp8.tap_tweak(&secp, None).to_keypair();
+    let secrets = [
+        (key(1), false),
+        (key(7), false),
+        (tweaked8.secret_key(), true),
+    ];
+    let outpoints: Vec<SpOutPoint> = inputs
+        .iter()
+        .map(|o| SpOutPoint::from_txid_bytes_and_vout(o.txid.to_byte_array(), o.vout))
+        .collect();
+    let partial = calculate_partial_secret(&secrets, &outpoints).expect("a secret");
+    let keys = generate_recipient_pubkeys(vec![code], partial).expect("outputs")[&code].clone();
+    let pay_value = Amount::from_sat(1_000_000);
+    let total: Amount = prevouts.iter().map(|o| o.value).sum();
+    let mut pay = spending(
+        &inputs,
+        vec![
+            TxOut {
+                value: pay_value,
+                script_pubkey: ScriptBuf::new_p2tr_tweaked(
+                    TweakedPublicKey::dangerous_assume_tweaked(keys[0]),
+                ),
+            },
+            TxOut {
+                value: total - pay_value - fee,
+                script_pubkey: p2pkh1.clone(),
+            },
+        ],
+    );
+    let all = EcdsaSighashType::All;
+    let mut cache = SighashCache::new(&pay);
+    let h = cache
+        .p2wpkh_signature_hash(1, &p2wpkh7, prevouts[1].value, all)
+        .unwrap();
+    let sig = secp.sign_ecdsa(&Message::from_digest(h.to_byte_array()), &key(7));
+    let w1 = Witness::p2wpkh(&bitcoin::ecdsa::Signature::sighash_all(sig), &cpk7.0);
+    let h = cache
+        .taproot_key_spend_signature_hash(2, &Prevouts::All(&prevouts), TapSighashType::Default)
+        .unwrap();
+    let schnorr =
+        secp.sign_schnorr_no_aux_rand(&Message::from_digest(h.to_byte_array()), &tweaked8);
+    let w2 = Witness::p2tr_key_spend(&bitcoin::taproot::Signature {
+        signature: schnorr,
+        sighash_type: TapSighashType::Default,
+    });
+    pay.input[1].witness = w1;
+    pay.input[2].witness = w2;
+    sign_p2pkh1(&mut pay);
+    ctl(&["sendrawtransaction", &serialize_hex(&pay)]);
+    ctl(&["generate", "1"]);
+    SilentBuilt {
+        height: ctl(&["getblockcount"]).trim().parse().expect("a height"),
+        keys: keys.iter().map(|k| hex::encode(k.serialize())).collect(),
+        spent: [&p2pkh1, &p2wpkh7, &p2tr8]
+            .iter()
+            .map(|s| hex::encode(s.as_bytes()))
+            .collect(),
+    }
+}
