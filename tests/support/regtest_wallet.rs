@@ -539,6 +539,43 @@ pub struct SilentBuilt {
     pub spent: Vec<String>,
 }
 
+/// The coinbase of block `height` (key 1's P2PKH, checked), and that script.
+fn coinbase_of_key1(ctl: &dyn Fn(&[&str]) -> String, height: u32) -> (Transaction, ScriptBuf) {
+    let secp = Secp256k1::new();
+    let block = block_at(ctl, height);
+    let coinbase = block.txdata[0].clone();
+    let pk1 = PublicKey::new(key(1).public_key(&secp));
+    let p2pkh1 = ScriptBuf::new_p2pkh(&pk1.pubkey_hash());
+    assert_eq!(
+        coinbase.output[0].script_pubkey, p2pkh1,
+        "btcd mines to key 1"
+    );
+    (coinbase, p2pkh1)
+}
+
+/// The `count` output keys of a transaction spending `inputs` (each outpoint with its
+/// secret key and whether it is a taproot one) to `address`, as the `silentpayments`
+/// crate derives them.
+fn silent_outputs(
+    address: &str,
+    inputs: &[(OutPoint, SecretKey, bool)],
+    count: usize,
+) -> Vec<bitcoin::XOnlyPublicKey> {
+    use silentpayments::SilentPaymentCode;
+    use silentpayments::sending::generate_recipient_pubkeys;
+    use silentpayments::utils::OutPoint as SpOutPoint;
+    use silentpayments::utils::sending::calculate_partial_secret;
+
+    let code = SilentPaymentCode::try_from(address).expect("a silent payment address");
+    let secrets: Vec<(SecretKey, bool)> = inputs.iter().map(|&(_, k, t)| (k, t)).collect();
+    let outpoints: Vec<SpOutPoint> = inputs
+        .iter()
+        .map(|(o, _, _)| SpOutPoint::from_txid_bytes_and_vout(o.txid.to_byte_array(), o.vout))
+        .collect();
+    let partial = calculate_partial_secret(&secrets, &outpoints).expect("a secret");
+    generate_recipient_pubkeys(vec![code; count], partial).expect("outputs")[&code].clone()
+}
+
 /// Pay the silent payment address `address` `count` times in one transaction, from the
 /// coinbase of block `coinbase_height` (key 1's P2PKH, mature), plus change back to it,
 /// and mine it in a block of its own. The outputs are derived by the `silentpayments`
@@ -551,27 +588,10 @@ pub fn pay_silent(
     count: usize,
 ) -> SilentBuilt {
     use bitcoin::key::TweakedPublicKey;
-    use silentpayments::SilentPaymentCode;
-    use silentpayments::sending::generate_recipient_pubkeys;
-    use silentpayments::utils::OutPoint as SpOutPoint;
-    use silentpayments::utils::sending::calculate_partial_secret;
 
-    let secp = Secp256k1::new();
-    let block = block_at(ctl, coinbase_height);
-    let coinbase = &block.txdata[0];
-    let pk1 = PublicKey::new(key(1).public_key(&secp));
-    let p2pkh1 = ScriptBuf::new_p2pkh(&pk1.pubkey_hash());
-    assert_eq!(
-        coinbase.output[0].script_pubkey, p2pkh1,
-        "btcd mines to key 1"
-    );
+    let (coinbase, p2pkh1) = coinbase_of_key1(ctl, coinbase_height);
     let txid = coinbase.compute_txid();
-
-    let code = SilentPaymentCode::try_from(address).expect("a silent payment address");
-    let outpoint = SpOutPoint::from_txid_bytes_and_vout(txid.to_byte_array(), 0);
-    let partial = calculate_partial_secret(&[(key(1), false)], &[outpoint]).expect("a secret");
-    let keys =
-        generate_recipient_pubkeys(vec![code; count], partial).expect("outputs")[&code].clone();
+    let keys = silent_outputs(address, &[(OutPoint::new(txid, 0), key(1), false)], count);
 
     let each = Amount::from_sat(1_000_000);
     let fee = Amount::from_sat(10_000);
@@ -616,20 +636,9 @@ pub fn pay_silent_mixed(
     coinbase_height: u32,
 ) -> SilentBuilt {
     use bitcoin::key::TweakedPublicKey;
-    use silentpayments::SilentPaymentCode;
-    use silentpayments::sending::generate_recipient_pubkeys;
-    use silentpayments::utils::OutPoint as SpOutPoint;
-    use silentpayments::utils::sending::calculate_partial_secret;
 
     let secp = Secp256k1::new();
-    let block = block_at(ctl, coinbase_height);
-    let coinbase = &block.txdata[0];
-    let pk1 = PublicKey::new(key(1).public_key(&secp));
-    let p2pkh1 = ScriptBuf::new_p2pkh(&pk1.pubkey_hash());
-    assert_eq!(
-        coinbase.output[0].script_pubkey, p2pkh1,
-        "btcd mines to key 1"
-    );
+    let (coinbase, p2pkh1) = coinbase_of_key1(ctl, coinbase_height);
     let cpk7 = CompressedPublicKey(key(7).public_key(&secp));
     let p2wpkh7 = ScriptBuf::new_p2wpkh(&cpk7.wpubkey_hash());
     let kp8 = Keypair::from_secret_key(&secp, &key(8));
@@ -672,19 +681,16 @@ pub fn pay_silent_mixed(
     ];
 
     // The payment, its output derived from all three inputs' keys.
-    let code = SilentPaymentCode::try_from(address).expect("a silent payment address");
     let tweaked8 = kp8.tap_tweak(&secp, None).to_keypair();
-    let secrets = [
-        (key(1), false),
-        (key(7), false),
-        (tweaked8.secret_key(), true),
-    ];
-    let outpoints: Vec<SpOutPoint> = inputs
-        .iter()
-        .map(|o| SpOutPoint::from_txid_bytes_and_vout(o.txid.to_byte_array(), o.vout))
-        .collect();
-    let partial = calculate_partial_secret(&secrets, &outpoints).expect("a secret");
-    let keys = generate_recipient_pubkeys(vec![code], partial).expect("outputs")[&code].clone();
+    let keys = silent_outputs(
+        address,
+        &[
+            (inputs[0], key(1), false),
+            (inputs[1], key(7), false),
+            (inputs[2], tweaked8.secret_key(), true),
+        ],
+        1,
+    );
     let pay_value = Amount::from_sat(1_000_000);
     let total: Amount = prevouts.iter().map(|o| o.value).sum();
     let mut pay = spending(
