@@ -10,7 +10,8 @@
 // over; that stopping the demo (Ctrl-C: every process gone, the ports free) and starting it
 // again shows the gateway backing off, reconnecting and synced again; that the scan panel
 // finds the blocks paying two of the demo chain's scripts, and the wallet panel their two
-// transactions and balance; that "Clear local
+// transactions and balance; that the silent-payment panel shows a receiver's addresses
+// (and a sentence for a bad key); that "Clear local
 // store" asks first and deletes the store; and that a bad connect string gets a sentence.
 // Screenshots (desktop 1280x800, phone 375x812) go to tests/dashboard/screenshots/<engine>/
 // (WebKit's are of the viewport only: classic WebDriver takes no full-page shots).
@@ -336,6 +337,30 @@ async function inEngine(engine) {
       rates = await page.evaluate(() => document.getElementById('psbt-rates').textContent);
     }
     assert(/No connected gateway serves fee estimates/.test(rates), `fee estimates: ${rates}`);
+
+    // 4e. The silent-payment panel: a scan key that is not one gets a sentence; keys
+    // that are show the receiver's regtest address and its label's, and the scan's workers
+    // once it samples (the demo's gateway serves no tweaks: nothing is scanned).
+    await page.fill('#silent-scan-key', '00');
+    await page.fill('#silent-spend', `02${'79be667ef9dcbbac55a06295ce870b07029bfcdb2dce28d959f2815b16f81798'}`);
+    await page.click('#silent-start');
+    const silentError = await page.evaluate(() => document.getElementById('silent-error').textContent);
+    assert(/scan key is 64 hex/.test(silentError), `a bad scan key: ${silentError}`);
+    await page.fill('#silent-scan-key', '11'.repeat(32));
+    await page.fill('#silent-labels', '1');
+    await page.click('#silent-start');
+    let silent = { address: '', workers: '–' };
+    for (const asked = Date.now(); (!silent.address || silent.workers === '–') && Date.now() - asked < 20_000;) {
+      await sleep(100);
+      silent = await page.evaluate(() => ({
+        address: document.getElementById('silent-address').textContent,
+        workers: document.getElementById('silent-workers').textContent,
+        error: document.getElementById('silent-error').textContent,
+      }));
+    }
+    assert(/^sprt1q\S+\nlabel 1: sprt1q\S+$/.test(silent.address) && silent.workers !== '–',
+      `the silent-payment panel: ${JSON.stringify(silent)}`);
+    log(`silent payments: the page shows ${silent.address.split('\n')[0].slice(0, 20)}… and its label's address; workers ${silent.workers}`);
 
     // Screenshots, once the charts hold a few seconds.
     await sleep(3000);

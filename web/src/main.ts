@@ -6,6 +6,7 @@ import { LightwireClient, type Network, type SyncProgress } from 'lightwire';
 import { count, explain } from './format';
 import { chartPoints, drawCharts, sample } from './metrics';
 import { attach as attachScan, drawScanCharts } from './scan';
+import { attach as attachSilent } from './silent';
 import { attach as attachWallet } from './wallet';
 import {
   log,
@@ -42,9 +43,11 @@ let unsubscribe: (() => void)[] = [];
 function subscribe(c: LightwireClient): void {
   attachScan(c);
   attachWallet(c);
+  attachSilent(c);
   unsubscribe = [
     () => attachScan(null),
     () => attachWallet(null),
+    () => attachSilent(null),
     c.on('gateway', (e) => {
       const lines = gatewayChanged(e);
       if (!lines) return;
@@ -148,7 +151,9 @@ async function connect(urls: string[], net: Network): Promise<void> {
   renderTip();
   let c: LightwireClient;
   try {
-    c = await LightwireClient.open({ network: net, gateways: urls, storeName: state.storeName, bulk: mirrors });
+    // With silent payments (their scanner is a second wasm module): the panel below the
+    // wallet's receives them.
+    c = await LightwireClient.open({ network: net, gateways: urls, storeName: state.storeName, bulk: mirrors, silentPayments: true });
   } catch (e) {
     state.gateways = [];
     renderGateways();
