@@ -106,8 +106,8 @@ cargo build --release -p lightwire-gateway -p lightwire-chain -p lightwire-tests
 # progress read back at open, while the
 # receiver's scan itself is in the second module below, which only a client opened with
 # `silentPayments: true` fetches).
-step "the package's wasm under 411,000 bytes gzipped, and its module with silent payments under 463,000"
-for pair in pkg/wasm/lightwire_bg.wasm:411000 pkg/wasm-sp/lightwire_bg.wasm:463000; do
+step "the package's wasm under 411,000 bytes gzipped, and its module with silent payments under 464,000"
+for pair in pkg/wasm/lightwire_bg.wasm:411000 pkg/wasm-sp/lightwire_bg.wasm:464000; do
   file=${pair%%:*} ceiling=${pair##*:}
   wasm_gz=$(gzip -9 -c "$file" | wc -c)
   echo "$file: $wasm_gz bytes gzip -9"

@@ -102,6 +102,44 @@ struct Request {
     end: u32,
 }
 
+/// The last few filters a scan took that match our filter headers, kept for another
+/// reader of the same blocks (the silent-payment scan following the tip fetches each
+/// new block's filter once, with the wallet's): a ring of [`RecentFilters::KEPT`], its
+/// buffers reused.
+#[derive(Debug, Default)]
+pub struct RecentFilters {
+    items: Vec<(u32, BlockHash, Vec<u8>)>,
+    next: usize,
+}
+
+impl RecentFilters {
+    /// Filters kept: more than the blocks a tip brings at once, each about 20 KB on
+    /// mainnet today.
+    pub const KEPT: usize = 16;
+
+    /// Keep the filter of block `hash` at `height` (checked against our filter header).
+    pub fn put(&mut self, height: u32, hash: BlockHash, filter: &[u8]) {
+        if self.items.len() < Self::KEPT {
+            self.items.push((height, hash, filter.to_vec()));
+            return;
+        }
+        let slot = &mut self.items[self.next];
+        slot.0 = height;
+        slot.1 = hash;
+        slot.2.clear();
+        slot.2.extend_from_slice(filter);
+        self.next = (self.next + 1) % Self::KEPT;
+    }
+
+    /// The filter of block `hash` at `height`, if kept.
+    pub fn get(&self, height: u32, hash: &BlockHash) -> Option<&[u8]> {
+        self.items
+            .iter()
+            .find(|(h, b, _)| *h == height && b == hash)
+            .map(|(_, _, f)| f.as_slice())
+    }
+}
+
 /// One rescan: its scripts, where it stands, what matched.
 #[derive(Debug)]
 pub struct Scan {
@@ -145,6 +183,9 @@ pub struct Scan {
     /// The gateways that said the stop block is not on their chain: not asked until a tip
     /// comes (asking again at once would bring the same); another is asked meanwhile.
     refused: Lacking,
+    /// The filters it took, kept for another reader once the engine asks (see
+    /// [`RecentFilters`]).
+    pub kept: Option<RecentFilters>,
 }
 
 impl Scan {
@@ -172,6 +213,7 @@ impl Scan {
             reported_tip: false,
             saved: None,
             refused: Lacking::default(),
+            kept: None,
         }
     }
 
@@ -572,6 +614,9 @@ impl Scan {
         let theirs = filter_header(&filter_hash(&self.buf), before) != *stored;
         if theirs && !contested(height, hash, &self.buf) {
             return Err(ScanError::Mismatch { height });
+        }
+        if let Some(kept) = self.kept.as_mut().filter(|_| !theirs) {
+            kept.put(height, *hash, &self.buf);
         }
         let scripts = self.scripts.iter().map(Vec::as_slice);
         let matched = self

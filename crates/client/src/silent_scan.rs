@@ -1203,18 +1203,20 @@ impl SilentScan {
 
     /// A `filters` message from `g`.
     pub fn on_filters(&mut self, g: GatewayId, m: &Filters<'_>) {
-        let Some(w) = self.window.as_mut() else {
-            return;
-        };
-        let first = w.first;
-        let Some(c) = w.chunk.as_mut().filter(|c| c.asked == Some((g, m.id))) else {
-            return;
-        };
-        let Some(hi) = c.with_tweaks().last() else {
+        let Some(hi) = self
+            .window
+            .as_ref()
+            .and_then(|w| w.chunk.as_ref())
+            .filter(|c| c.asked == Some((g, m.id)))
+            .and_then(|c| c.with_tweaks().last())
+        else {
             return;
         };
         let mut fault = None;
         for p in m.pieces() {
+            let Some(c) = self.window.as_mut().and_then(|w| w.chunk.as_mut()) else {
+                return;
+            };
             if c.due > hi {
                 fault = Some(SilentFault::FiltersOutOfOrder { height: p.height });
                 break;
@@ -1228,48 +1230,9 @@ impl SilentScan {
                 Some(None) => continue,
                 Some(Some(())) => {}
             }
-            let i = (height - first) as usize;
-            let (Some(before), Some(ours), Some(hash)) = (
-                w.filter_headers.get(i),
-                w.filter_headers.get(i + 1),
-                w.hashes.get(i),
-            ) else {
-                fault = Some(SilentFault::FiltersOutOfOrder { height });
+            if let Err(f) = self.filter_taken(height) {
+                fault = Some(f);
                 break;
-            };
-            let filter = &c.pieces.buf;
-            if filter_header(&filter_hash(filter), before) != *ours {
-                fault = Some(SilentFault::FilterMismatch { height });
-                break;
-            }
-            c.due += 1;
-            let list = c.list(height).and_then(|l| TweakList::parse(l).ok());
-            let Some(list) = list.filter(|l| !l.is_empty()) else {
-                continue;
-            };
-            if self.offload {
-                // The bytes of jobs all taken are not needed again.
-                if self.jobs.is_empty() {
-                    self.job_bytes.clear();
-                }
-                let start = self.job_bytes.len();
-                self.job_bytes.extend_from_slice(filter);
-                let end = self.job_bytes.len();
-                self.jobs.push_back((c.tag, height, start, end));
-                c.out.push(height);
-                continue;
-            }
-            self.tweaks += list.len() as u64;
-            let Some(list) = c.list(height) else {
-                continue;
-            };
-            match scan_filter(&mut self.scanner, &self.receiver, list, filter, hash) {
-                Scanned::Miss => {}
-                Scanned::Match => c.matched.push_back(height),
-                Scanned::NotAPoint => {
-                    fault = Some(SilentFault::NotAPoint { height });
-                    break;
-                }
             }
         }
         // A tweak that is not a point is the lists' fault (their sender's word, and every
@@ -1278,6 +1241,9 @@ impl SilentScan {
             self.not_a_point(f);
             return;
         }
+        let Some(c) = self.window.as_mut().and_then(|w| w.chunk.as_mut()) else {
+            return;
+        };
         match c.answer_stands(g, m.flags, hi, fault) {
             Ok(true) => {}
             Ok(false) => return,
@@ -1286,6 +1252,67 @@ impl SilentScan {
                 return;
             }
         }
+        self.filters_over(hi);
+    }
+
+    /// The filter of `height`, the one due, whole in the chunk's piece buffer: checked
+    /// against our filter header, then asked about the receiver's keys (here, or handed
+    /// out). `Err`: what it broke (or a tweak of its list that is not a point).
+    fn filter_taken(&mut self, height: u32) -> Result<(), SilentFault> {
+        let Some(w) = self.window.as_mut() else {
+            return Ok(());
+        };
+        let first = w.first;
+        let Some(c) = w.chunk.as_mut() else {
+            return Ok(());
+        };
+        let i = (height - first) as usize;
+        let (Some(before), Some(ours), Some(hash)) = (
+            w.filter_headers.get(i),
+            w.filter_headers.get(i + 1),
+            w.hashes.get(i),
+        ) else {
+            return Err(SilentFault::FiltersOutOfOrder { height });
+        };
+        let filter = &c.pieces.buf;
+        if filter_header(&filter_hash(filter), before) != *ours {
+            return Err(SilentFault::FilterMismatch { height });
+        }
+        c.due += 1;
+        let list = c.list(height).and_then(|l| TweakList::parse(l).ok());
+        let Some(list) = list.filter(|l| !l.is_empty()) else {
+            return Ok(());
+        };
+        if self.offload {
+            // The bytes of jobs all taken are not needed again.
+            if self.jobs.is_empty() {
+                self.job_bytes.clear();
+            }
+            let start = self.job_bytes.len();
+            self.job_bytes.extend_from_slice(filter);
+            let end = self.job_bytes.len();
+            self.jobs.push_back((c.tag, height, start, end));
+            c.out.push(height);
+            return Ok(());
+        }
+        self.tweaks += list.len() as u64;
+        let Some(list) = c.list(height) else {
+            return Ok(());
+        };
+        match scan_filter(&mut self.scanner, &self.receiver, list, filter, hash) {
+            Scanned::Miss => {}
+            Scanned::Match => c.matched.push_back(height),
+            Scanned::NotAPoint => return Err(SilentFault::NotAPoint { height }),
+        }
+        Ok(())
+    }
+
+    /// Every filter of the chunk to `hi` taken: its matched blocks are fetched next (once
+    /// its checks handed out are answered), or it is done.
+    fn filters_over(&mut self, hi: u32) {
+        let Some(c) = self.window.as_mut().and_then(|w| w.chunk.as_mut()) else {
+            return;
+        };
         if c.due > hi {
             c.asked = None;
             c.tried.clear();
@@ -1293,6 +1320,55 @@ impl SilentScan {
             if c.matched.is_empty() && c.out.is_empty() {
                 self.chunk_done();
             }
+        }
+    }
+
+    /// Filters another reader of the same blocks took and checked against the same filter
+    /// headers (the wallet's scan, following the tip: `kept`, by height and block hash):
+    /// those the chunk is due to ask for are taken from it instead, checked again here, so
+    /// that a block's filter comes once. Only between requests (an answer in flight is its
+    /// gateway's to finish). Returns whether it took any.
+    pub fn take_kept<'k>(&mut self, kept: &dyn Fn(u32, &BlockHash) -> Option<&'k [u8]>) -> bool {
+        let mut took = false;
+        loop {
+            let Some(w) = self.window.as_mut() else {
+                return took;
+            };
+            let Some(hash_at) = w
+                .chunk
+                .as_ref()
+                .filter(|c| c.stage == Stage::Filters && c.asked.is_none())
+                .map(|c| c.due)
+                .and_then(|h| w.hash(h).map(|x| (h, x)))
+            else {
+                return took;
+            };
+            let Some(c) = w.chunk.as_mut() else {
+                return took;
+            };
+            let Some(hi) = c.with_tweaks().last() else {
+                return took;
+            };
+            if c.due > hi {
+                return took;
+            }
+            let (height, hash) = hash_at;
+            let Some(filter) = kept(height, &hash) else {
+                return took;
+            };
+            c.pieces.len = None;
+            c.pieces.buf.clear();
+            c.pieces.buf.extend_from_slice(filter);
+            match self.filter_taken(height) {
+                Ok(()) => self.filters_over(hi),
+                Err(f @ SilentFault::NotAPoint { .. }) => {
+                    self.not_a_point(f);
+                    return true;
+                }
+                // Not ours after all (kept under another header): the gateways are asked.
+                Err(_) => return took,
+            }
+            took = true;
         }
     }
 
@@ -1561,6 +1637,8 @@ pub trait Scanning {
     fn next_job(&mut self) -> Option<ScanJob<'_>>;
     /// [`SilentScan::on_scanned`].
     fn on_scanned(&mut self, tag: u32, height: u32, result: Scanned);
+    /// [`SilentScan::take_kept`].
+    fn take_kept<'k>(&mut self, kept: &dyn Fn(u32, &BlockHash) -> Option<&'k [u8]>) -> bool;
 }
 
 impl Scanning for SilentScan {
@@ -1640,6 +1718,9 @@ impl Scanning for SilentScan {
     }
     fn on_scanned(&mut self, tag: u32, height: u32, result: Scanned) {
         SilentScan::on_scanned(self, tag, height, result)
+    }
+    fn take_kept<'k>(&mut self, kept: &dyn Fn(u32, &BlockHash) -> Option<&'k [u8]>) -> bool {
+        SilentScan::take_kept(self, kept)
     }
 }
 

@@ -35,6 +35,9 @@ pub struct TestChain {
     /// Heights whose filter it does not have although it serves their filter headers: a
     /// `filters` answer ends there, short of its request.
     pub missing_filters: std::collections::HashSet<u32>,
+    /// The heights of the filters read to be served, in order (each read once per answer
+    /// for a filter in one piece).
+    pub filter_reads: std::sync::Mutex<Vec<u32>>,
     /// Whether blocks are served.
     pub serve_blocks: bool,
     /// Heights whose block is "being fetched" (answers wait for them).
@@ -204,6 +207,7 @@ impl TestChain {
             pending_spent_from: Default::default(),
             pending_filters: Default::default(),
             missing_filters: Default::default(),
+            filter_reads: Default::default(),
             serve_blocks: true,
             pending_blocks: Default::default(),
             replaced_blocks: HashMap::new(),
@@ -627,7 +631,12 @@ impl Served for TestChain {
             return FilterLookup::Missing;
         }
         match self.filters.get(height as usize) {
-            Some(f) => FilterLookup::Ready(read(&f.0)),
+            Some(f) => {
+                if let Ok(mut reads) = self.filter_reads.lock() {
+                    reads.push(height);
+                }
+                FilterLookup::Ready(read(&f.0))
+            }
             None => FilterLookup::Missing,
         }
     }

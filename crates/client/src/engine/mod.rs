@@ -517,6 +517,7 @@ impl Engine {
         // every task scheduled again, so that what follows (filter headers to sync again)
         // is asked now, not at the next input. A few rounds at most.
         for _ in 0..4 {
+            self.share_filters();
             let mut any = false;
             for i in 0..self.tasks.all().len() {
                 // What the others show is taken again before each: the wallet fetches from
@@ -536,6 +537,22 @@ impl Engine {
             }
             self.settle();
         }
+    }
+
+    /// While a silent-payment scan runs, the wallet's scan keeps the last filters it took,
+    /// and the silent scan takes from them those it is due to ask for: following the tip,
+    /// each new block's filter is fetched once for both.
+    fn share_filters(&mut self) {
+        let (Some(silent), Some(scan)) = (
+            self.tasks.silent.scan.as_mut(),
+            self.tasks.scan.scan.as_mut(),
+        ) else {
+            return;
+        };
+        let kept = scan
+            .kept
+            .get_or_insert_with(crate::scan::RecentFilters::default);
+        let _ = silent.take_kept(&|height, hash| kept.get(height, hash));
     }
 
     /// Drop gateway `g` (and with it, whatever it was asked, from every task), and settle

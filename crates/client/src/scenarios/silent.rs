@@ -221,3 +221,45 @@ fn a_progress_saved_on_a_liars_word_is_scanned_again_beside_another_gateway() {
         [(PAID, key)]
     );
 }
+
+/// Following the tip once the wallet holds a coin the receiver found (so the wallet's scan
+/// follows it too): each new block's filter is fetched once, for both scans (the receiver's
+/// takes the one the wallet's took, checked again against the same filter header).
+#[test]
+fn following_the_tip_each_new_blocks_filter_comes_once_for_both_scans() {
+    let mut net = Net::new(memory(), vec![chain(true)], small);
+    net.drive();
+    net.host.engine.watch_silent_payments(receiver(), 1_000);
+    net.drive();
+    assert_eq!(wallet_events(&net.host.events), [(true, PAID)]);
+    let gw = net.host.gateways[0].as_mut().expect("connected");
+    gw.chain.reorg(2_000, 5, 1);
+    // Every new block has a tweak (none the receiver's): its filter is asked about.
+    let lists = (0..=2_005u32)
+        .map(|h| match h {
+            PAID => vec![G],
+            h if h % 300 == 0 || h > 2_000 => vec![G],
+            _ => Vec::new(),
+        })
+        .collect();
+    gw.chain.serve_tweaks(lists);
+    gw.chain.filter_reads.lock().unwrap().clear();
+    gw.server.tip_changed();
+    net.drive();
+    net.advance(std::time::Duration::from_secs(10));
+    let scan = net.host.engine.silent_scan().unwrap();
+    assert_eq!(scan.next(), 2_006, "the receiver's scan followed the tip");
+    assert_eq!(
+        scan.tweaks_scanned(),
+        3 + 5,
+        "the new blocks' tweaks were checked"
+    );
+    let gw = net.host.gateways[0].as_ref().expect("connected");
+    let reads = gw.chain.filter_reads.lock().unwrap().clone();
+    let new: Vec<u32> = reads.into_iter().filter(|&h| h > 2_000).collect();
+    assert_eq!(
+        new,
+        [2_001, 2_002, 2_003, 2_004, 2_005],
+        "each new block's filter once"
+    );
+}

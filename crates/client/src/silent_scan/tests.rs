@@ -23,6 +23,16 @@ const TOP: u32 = 2300;
 thread_local! {
     /// Whether [`run`] hands the filter checks out ([`SilentScan::offload`]).
     static OFFLOAD: Cell<bool> = const { Cell::new(false) };
+    /// What [`run`] offers the scan as filters another reader took
+    /// ([`SilentScan::take_kept`]): none, ours, or a wrong one for every block.
+    static KEPT: Cell<Kept> = const { Cell::new(Kept::None) };
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Kept {
+    None,
+    Ours,
+    Wrong,
 }
 
 fn receiver() -> Receiver {
@@ -145,6 +155,8 @@ struct Gateway {
     headers: Vec<FilterHeader>,
     /// How many times it was asked for tweak lists.
     list_asks: std::cell::Cell<u32>,
+    /// How many times it was asked for filters.
+    filter_asks: std::cell::Cell<u32>,
 }
 
 fn gateway(w: &World, lie: Lie) -> Gateway {
@@ -182,6 +194,7 @@ fn gateway(w: &World, lie: Lie) -> Gateway {
         hashes,
         headers,
         list_asks: std::cell::Cell::new(0),
+        filter_asks: std::cell::Cell::new(0),
     }
 }
 
@@ -272,6 +285,7 @@ fn answer(scan: &mut SilentScan, w: &World, gw: &Gateway, g: GatewayId, ask: Sil
             first,
             stop,
         } => {
+            gw.filter_asks.set(gw.filter_asks.get() + 1);
             let (a, b) = last(first, &stop);
             let other = [1u8, 0x42];
             let items: Vec<(u32, &[u8])> = (a..=b)
@@ -371,6 +385,17 @@ fn run_at(
         }
         let presence = |g: GatewayId| gws[g.0].presence;
         let serves = |g: GatewayId, what| what != Serves::Tweaks || gws[g.0].tweaks;
+        let wrong = [1u8, 0x42];
+        let took = match KEPT.with(Cell::get) {
+            Kept::None => false,
+            Kept::Ours => scan.take_kept(&|h, hash| {
+                (w.hashes.get(h as usize) == Some(hash)).then(|| &w.filters[h as usize][..])
+            }),
+            Kept::Wrong => scan.take_kept(&|_, _| Some(&wrong[..])),
+        };
+        if took {
+            continue;
+        }
         while let Some(j) = scan.next_job() {
             let r = scan_filter(&mut helper, &me, j.list, j.filter, &j.hash);
             pending.push((j.tag, j.height, r));
@@ -974,4 +999,33 @@ fn answers_to_the_checks_of_a_chunk_given_up_are_ignored() {
     }
     let told = run(&mut scan, &w, &mut gws, TOP);
     assert_eq!(found(&told), [(PAID, w.key)], "{told:?}");
+}
+
+/// Filters another reader took (the wallet's scan) are taken instead of asked for: with
+/// every block's at hand, no gateway is asked for one, and the payment is found, also with
+/// the checks handed out. One that is not ours (another block's, or any bytes) is checked
+/// against our filter header like a gateway's, found wrong and left: the gateways are asked,
+/// and nobody is taken for a liar by it.
+#[test]
+fn filters_another_reader_took_are_not_asked_again() {
+    let w = world();
+    for offload in [false, true] {
+        OFFLOAD.with(|o| o.set(offload));
+        for kept in [Kept::Ours, Kept::Wrong] {
+            KEPT.with(|k| k.set(kept));
+            let mut gws = [gateway(&w, Lie::Honest)];
+            let mut scan = SilentScan::new(receiver(), 0, 1);
+            let told = run(&mut scan, &w, &mut gws, TOP);
+            assert_eq!(found(&told), [(PAID, w.key)], "{kept:?}: {told:?}");
+            assert_eq!(bad(&told), []);
+            assert_eq!(scan.next(), TOP + 1);
+            let asks = gws[0].filter_asks.get();
+            match kept {
+                Kept::Ours => assert_eq!(asks, 0, "filters asked though kept"),
+                _ => assert!(asks > 0, "a wrong filter taken for ours"),
+            }
+        }
+    }
+    KEPT.with(|k| k.set(Kept::None));
+    OFFLOAD.with(|o| o.set(false));
 }
