@@ -253,6 +253,8 @@ export class ScanPool {
   }
 
   #watch(): void {
+    // Nothing queued is left waiting for an answer that would have pumped it.
+    this.#pump();
     const now = performance.now();
     for (const m of [...this.#members]) {
       if (!m.ready && now - m.started > CHECK_TIMEOUT_MS) {
@@ -278,7 +280,8 @@ export class ScanPool {
       void local.then(
         (h) => {
           this.#localBusy = false;
-          if (local !== this.#local) return;
+          // A new receiver's keys came meanwhile: its checks (queued while this ran) go on.
+          if (local !== this.#local) return this.#pump();
           const run = this.#queue.shift();
           if (run) this.#ran(run, h.scan(run.check.list, run.check.filter, run.check.hash));
           this.#pump();

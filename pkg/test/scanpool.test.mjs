@@ -8,10 +8,15 @@
 //   node --test pkg/test/      (after scripts/build-pkg.sh)
 
 import assert from 'node:assert/strict';
-import { test } from 'node:test';
+import { after, test } from 'node:test';
 import { ScanPool, combined } from '../dist/scanpool.js';
 
 const tick = (ms = 5) => new Promise((r) => setTimeout(r, ms));
+
+/// Every pool made, closed at the end whatever failed (a pool's watchdog timer would keep
+/// the process running).
+const pools = [];
+after(() => pools.forEach((p) => p.close()));
 
 /// A worker that answers as `behave(op, worker)` says: a code, `'error'` (an error event),
 /// or `'silent'` (never answers).
@@ -59,6 +64,7 @@ function pool({ size = 2, twice = false, behave, local = () => 1 }) {
     local: async () => ({ scan: (list) => local(list[0]), free() {} }),
     answer: (tag, height, code) => answers.push([tag, height, code]),
   });
+  pools.push(p);
   p.start({ scanKey: 'k' });
   const check = (height) => p.post(7, height, new Uint8Array([height]), new Uint8Array(9), new Uint8Array(32));
   return { p, answers, workers, check };
@@ -130,5 +136,28 @@ test('a module worker that does not start is tried as a classic one, once', asyn
   await tick(20);
   assert.deepEqual(answers, [[7, 5, 0]]);
   assert.equal(workers[1].scans.length, 1, 'the classic worker ran it');
+  p.close();
+});
+
+test('a new receiver while this thread checks: the new checks go on', async () => {
+  let slow = true;
+  const answers = [];
+  const p = new ScanPool({
+    size: 0,
+    network: 'regtest',
+    twice: false,
+    spawn: () => undefined,
+    // The first receiver's helper loads slowly; the second's at once.
+    local: () => (slow ? ((slow = false), new Promise((r) => setTimeout(() => r({ scan: () => 7, free() {} }), 30))) : Promise.resolve({ scan: () => 0, free() {} })),
+    answer: (tag, height, code) => answers.push([tag, height, code]),
+  });
+  pools.push(p);
+  p.start({ scanKey: 'a' });
+  p.post(1, 10, new Uint8Array(1), new Uint8Array(1), new Uint8Array(32));
+  await tick(5);
+  p.start({ scanKey: 'b' });
+  p.post(2, 20, new Uint8Array(1), new Uint8Array(1), new Uint8Array(32));
+  await tick(80);
+  assert.deepEqual(answers, [[2, 20, 0]], 'the old check dropped, the new one answered with the new keys');
   p.close();
 });
