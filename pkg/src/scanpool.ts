@@ -101,6 +101,7 @@ export class ScanPool {
   #localBusy = false;
   #watchdog: ReturnType<typeof setInterval> | undefined;
   #failures: string[] = [];
+  #starting: ReturnType<typeof setTimeout> | undefined;
   /** The types of worker seen fail before they started. */
   #neverStarted = new Set<WorkerType>();
 
@@ -116,9 +117,16 @@ export class ScanPool {
     this.close();
     this.#keys = keys;
     this.#neverStarted.clear();
-    for (let i = 0; i < this.#parts.size; i++) {
-      if (!this.#spawn('module')) break;
-    }
+    // In a later task: this runs inside the engine's handling of `watchSilentPayments`,
+    // which must not wait on workers being made (Firefox makes a worker's worker through
+    // its main thread, and was seen to take 20 s there now and then).
+    this.#starting = setTimeout(() => {
+      this.#starting = undefined;
+      for (let i = 0; i < this.#parts.size; i++) {
+        if (!this.#spawn('module')) break;
+      }
+      this.#pump();
+    }, 0);
     this.#watchdog = setInterval(() => this.#watch(), CHECK_TIMEOUT_MS / 4);
   }
 
@@ -172,6 +180,8 @@ export class ScanPool {
 
   /** Let every worker go. */
   close(): void {
+    if (this.#starting !== undefined) clearTimeout(this.#starting);
+    this.#starting = undefined;
     for (const m of this.#members) m.worker.terminate();
     this.#members = [];
     this.#queue = [];

@@ -72,7 +72,7 @@ function pool({ size = 2, twice = false, behave, local = () => 1 }) {
 
 test('every check is answered once, with its tag and height', async () => {
   const { p, answers, check } = pool({ behave: (m) => (m.op === 'scan' ? m.list[0] % 2 : null) });
-  await tick();
+  await tick(20); // the workers started (made in a later task) and ready
   for (let h = 100; h < 110; h++) check(h);
   await tick(50);
   assert.deepEqual(answers.sort((a, b) => a[1] - b[1]), [...Array(10)].map((_, i) => [7, 100 + i, (100 + i) % 2]));
@@ -83,7 +83,7 @@ test('every check is answered once, with its tag and height', async () => {
 test('checked twice, two workers run each check, and "no" needs both', async () => {
   // Worker 0 says what the check's list says; worker 1 says "no" always.
   const { p, answers, workers, check } = pool({ twice: true, behave: (m, w) => (m.op !== 'scan' ? null : w.index === 0 ? m.list[0] : 0) });
-  await tick();
+  await tick(20);
   check(0); // both say no: no
   check(1); // one says it may: it may
   check(2); // one says not a point, the other no: it may (neither word alone)
@@ -108,7 +108,7 @@ test('a worker that fails mid-check costs no check: another runs it', async () =
       return 0;
     },
   });
-  await tick();
+  await tick(20);
   for (let h = 0; h < 6; h++) check(h);
   await tick(50);
   assert.deepEqual(answers.map((a) => a[1]).sort((a, b) => a - b), [0, 1, 2, 3, 4, 5]);

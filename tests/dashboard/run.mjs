@@ -348,19 +348,24 @@ async function inEngine(engine) {
     assert(/scan key is 64 hex/.test(silentError), `a bad scan key: ${silentError}`);
     await page.fill('#silent-scan-key', '11'.repeat(32));
     await page.fill('#silent-labels', '1');
+    const clicked = Date.now();
     await page.click('#silent-start');
     let silent = { address: '', workers: '–' };
-    for (const asked = Date.now(); (!silent.address || silent.workers === '–') && Date.now() - asked < 20_000;) {
+    for (const asked = Date.now(); (!silent.address || silent.workers === '–') && Date.now() - asked < 60_000;) {
       await sleep(100);
-      silent = await page.evaluate(() => ({
+      silent = await page.evaluate(async () => ({
         address: document.getElementById('silent-address').textContent,
         workers: document.getElementById('silent-workers').textContent,
         error: document.getElementById('silent-error').textContent,
+        scan: (await window.lightwireDashboard.client.metrics()).silentScan,
+        role: window.lightwireDashboard.client.role,
+        log: [...document.querySelectorAll('#event-log li')].slice(0, 4).map((l) => l.textContent),
       }));
     }
     assert(/^sprt1q\S+\nlabel 1: sprt1q\S+$/.test(silent.address) && silent.workers !== '–',
       `the silent-payment panel: ${JSON.stringify(silent)}`);
-    log(`silent payments: the page shows ${silent.address.split('\n')[0].slice(0, 20)}… and its label's address; workers ${silent.workers}`);
+    log(`silent payments: the page shows ${silent.address.split('\n')[0].slice(0, 20)}… and its label's address ` +
+      `${((Date.now() - clicked) / 1000).toFixed(1)} s after the click; workers ${silent.workers}`);
 
     // Screenshots, once the charts hold a few seconds.
     await sleep(3000);
