@@ -45,7 +45,11 @@ function scanPool(options: ClientOptions, answer: PoolAnswer): ScanPool | undefi
   const scope = globalThis as unknown as { WorkerGlobalScope?: unknown; location?: { href: string } };
   const inWorker = typeof scope.WorkerGlobalScope === 'function' && globalThis instanceof (scope.WorkerGlobalScope as typeof Object);
   const cores = typeof navigator !== 'undefined' ? navigator.hardwareConcurrency || 1 : 1;
-  const size = Math.max(0, Math.min(options.scanWorkers ?? cores, 16));
+  // Not in Firefox by default: it makes a worker's worker through its main thread, and the
+  // engine's worker was seen blocked there for 20-30 s (once long enough to be restarted
+  // as hung). There the engine's worker checks, unless the app asks for workers.
+  const gecko = typeof navigator !== 'undefined' && /\bFirefox\//.test(navigator.userAgent);
+  const size = Math.max(0, Math.min(options.scanWorkers ?? (gecko ? 0 : cores), 16));
   if (options.silentPayments !== true || !inWorker || size === 0 || typeof Worker !== 'function') return undefined;
   const url = scope.location?.href;
   if (!url) return undefined;

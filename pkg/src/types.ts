@@ -92,7 +92,8 @@ export interface ClientOptions {
   silentPayments?: boolean;
   /**
    * With `silentPayments`: how many extra workers check the receiver's blocks beside the
-   * engine's (default `navigator.hardwareConcurrency`, at most 16; 0: the engine's worker
+   * engine's (default `navigator.hardwareConcurrency`, at most 16, but 0 in Firefox, which
+   * was seen to block the engine's worker while it made them; 0: the engine's worker
    * checks them itself). Each gets the receiver's keys, the scan key among them, and no
    * other context does. Used where the engine runs in a worker (the default).
    */
