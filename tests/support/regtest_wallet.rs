@@ -612,12 +612,23 @@ pub fn pay_silent(
             .collect(),
     );
     sign_p2pkh1(&mut pay);
-    ctl(&["sendrawtransaction", &serialize_hex(&pay)]);
+    mine_paid(ctl, &pay, &keys, &[&p2pkh1])
+}
+
+/// Send `pay` (signed), mine it in a block of its own, and say where it is, the output
+/// keys it pays and the scripts its inputs spend.
+fn mine_paid(
+    ctl: &dyn Fn(&[&str]) -> String,
+    pay: &Transaction,
+    keys: &[bitcoin::XOnlyPublicKey],
+    spent: &[&ScriptBuf],
+) -> SilentBuilt {
+    ctl(&["sendrawtransaction", &serialize_hex(pay)]);
     ctl(&["generate", "1"]);
     SilentBuilt {
         height: ctl(&["getblockcount"]).trim().parse().expect("a height"),
         keys: keys.iter().map(|k| hex::encode(k.serialize())).collect(),
-        spent: vec![hex::encode(p2pkh1.as_bytes())],
+        spent: spent.iter().map(|s| hex::encode(s.as_bytes())).collect(),
     }
 }
 
@@ -727,14 +738,5 @@ pub fn pay_silent_mixed(
     pay.input[1].witness = w1;
     pay.input[2].witness = w2;
     sign_p2pkh1(&mut pay);
-    ctl(&["sendrawtransaction", &serialize_hex(&pay)]);
-    ctl(&["generate", "1"]);
-    SilentBuilt {
-        height: ctl(&["getblockcount"]).trim().parse().expect("a height"),
-        keys: keys.iter().map(|k| hex::encode(k.serialize())).collect(),
-        spent: [&p2pkh1, &p2wpkh7, &p2tr8]
-            .iter()
-            .map(|s| hex::encode(s.as_bytes()))
-            .collect(),
-    }
+    mine_paid(ctl, &pay, &keys, &[&p2pkh1, &p2wpkh7, &p2tr8])
 }
