@@ -97,7 +97,7 @@ fn main() {
         set_bytes += set.len();
         item_count += tx.outputs().count() + tx.inputs().count();
         let mut w = DigestWriter::new(&mut out, false).expect("room");
-        assert!(w.added(&tx.txid().0, &set));
+        assert!(w.added(&tx.txid().0, &set, None));
         added += wire(w.finish());
     }
     // Removed when mined: one message per block's worth.

@@ -131,7 +131,7 @@ async fn lie(shared: Arc<Shared>, invent: bool, remove: bool) {
         let mut head = cursor;
         let whole = shared.mempool.changes(cursor, |seq, change| {
             head = seq;
-            if let MempoolChange::Added { txid, tx } = change
+            if let MempoolChange::Added { txid, tx, .. } = change
                 && !ours.contains(txid)
             {
                 given.push((*txid, tx.to_vec()));

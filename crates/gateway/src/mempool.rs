@@ -53,6 +53,8 @@ struct Held {
     raw: Box<[u8]>,
     spends: Box<[Outpoint]>,
     at: Millis,
+    /// Its BIP352 tweak, when it has one and it was worked out.
+    tweak: Option<[u8; 33]>,
 }
 
 #[derive(Default)]
@@ -153,6 +155,7 @@ impl ServedMempool {
                 raw: raw.into(),
                 spends,
                 at: now,
+                tweak: None,
             },
         );
         log(&mut s, seq, txid, None);
@@ -231,7 +234,14 @@ impl ServedMempool {
         let s = self.read();
         for (seq, txid) in s.by_seq.range(after.saturating_add(1)..=upto) {
             if let Some(h) = s.txs.get(txid)
-                && !each(*seq, MempoolChange::Added { txid, tx: &h.raw })
+                && !each(
+                    *seq,
+                    MempoolChange::Added {
+                        txid,
+                        tx: &h.raw,
+                        tweak: h.tweak.as_ref(),
+                    },
+                )
             {
                 return;
             }
@@ -256,7 +266,11 @@ impl ServedMempool {
                     reason: *reason,
                 },
                 None => match s.txs.get(txid).filter(|h| h.seq == *seq) {
-                    Some(h) => MempoolChange::Added { txid, tx: &h.raw },
+                    Some(h) => MempoolChange::Added {
+                        txid,
+                        tx: &h.raw,
+                        tweak: h.tweak.as_ref(),
+                    },
                     // Gone since: its removal follows.
                     None => continue,
                 },

@@ -34,6 +34,9 @@ pub enum MempoolChange<'a> {
         txid: &'a [u8; 32],
         /// The transaction.
         tx: &'a [u8],
+        /// Its BIP352 tweak, when the served mempool has one for it (it has a taproot
+        /// output and the scripts its inputs spend were found).
+        tweak: Option<&'a [u8; 33]>,
     },
     /// A transaction left it.
     Removed {
@@ -49,6 +52,8 @@ pub enum MempoolChange<'a> {
 pub struct Feed {
     /// The client's salt, once it subscribed.
     salt: Option<[u8; SALT_LEN]>,
+    /// It asked for each transaction's tweak too.
+    tweaks: bool,
     /// The number of the last change (or held transaction, in a snapshot) sent.
     cursor: u64,
     /// While a snapshot is sent: the head it goes up to.
@@ -77,6 +82,7 @@ impl Feed {
         }
         self.reset_due = self.salt.is_some();
         self.salt = Some(m.salt);
+        self.tweaks = m.tweaks;
         let head = chain.mempool_head();
         self.cursor = if m.snapshot { 0 } else { head };
         self.snapshot_to = m.snapshot.then_some(head);
@@ -134,6 +140,7 @@ impl Feed {
             return Ok(None);
         };
         let head = chain.mempool_head();
+        let tweaks = self.tweaks;
         let Feed {
             cursor,
             snapshot_to,
@@ -147,14 +154,14 @@ impl Feed {
         let (last, complete) = (Cell::new(*cursor), Cell::new(true));
         let mut write = |n: u64, change: MempoolChange<'_>| {
             let fits = match change {
-                MempoolChange::Added { txid, tx } => {
+                MempoolChange::Added { txid, tx, tweak } => {
                     match Tx::parse(tx) {
                         Ok(t) => tx_set(&t, &salt, items, set),
                         // The served mempool holds parsed transactions only; an empty set
                         // if not (it matches nothing).
                         Err(_) => set.clear(),
                     }
-                    w.added(txid, set)
+                    w.added(txid, set, tweak.filter(|_| tweaks))
                 }
                 MempoolChange::Removed { txid, reason } => w.removed(txid, reason),
             };

@@ -779,16 +779,22 @@ impl Initiator {
 
     /// Ask the gateway to stream its mempool digest, each transaction's set keyed by
     /// `salt` (fresh randomness, one per connection); with `snapshot`, every transaction
-    /// it holds now first.
+    /// it holds now first; with `tweaks`, each transaction's BIP352 tweak with it (from a
+    /// gateway that serves tweaks).
     pub fn subscribe_mempool(
         &mut self,
         salt: [u8; SALT_LEN],
         snapshot: bool,
+        tweaks: bool,
     ) -> Result<(), PeerError> {
         if !self.is_ready() {
             return Err(PeerError::NotReady);
         }
-        let m = MempoolSubscribe { salt, snapshot };
+        let m = MempoolSubscribe {
+            salt,
+            snapshot,
+            tweaks,
+        };
         self.link.send(&Message::MempoolSubscribe(m))
     }
 

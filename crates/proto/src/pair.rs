@@ -443,7 +443,7 @@ fn client_input(
                             d.reset,
                             d.entries()
                                 .map(|e| match e {
-                                    lightwire_wire::DigestEntry::Added { txid, set } => {
+                                    lightwire_wire::DigestEntry::Added { txid, set, .. } => {
                                         (*txid, Ok(set.to_vec()))
                                     }
                                     lightwire_wire::DigestEntry::Removed { txid, reason } => {

@@ -1960,6 +1960,7 @@ mod tests {
         let sub = encode(Message::MempoolSubscribe(MempoolSubscribe {
             salt: [3; 16],
             snapshot: true,
+            tweaks: false,
         }));
         assert_eq!(s.receive(&sub, &chain), Err(Violation::MempoolNotServed));
         chain.mempool = Some(Default::default());
@@ -2036,6 +2037,68 @@ mod tests {
             digests(&drain(&mut s, &chain)),
             [(true, vec![(tb, true), (tc, true)])]
         );
+    }
+
+    /// A transaction the served mempool has a tweak for goes with it (kind 2) to a
+    /// session that asked for tweaks, in the snapshot and in the changes after; without
+    /// one it goes as before, and a session that did not ask gets no tweak.
+    #[test]
+    fn tweaks_go_with_the_digest_only_when_asked_for() {
+        use lightwire_wire::{DigestEntry, MempoolSubscribe};
+        let mut chain = TestChain::generate(10);
+        chain.mempool = Some(Default::default());
+        let mut tweak = [7u8; 33];
+        tweak[0] = 2;
+        let m = chain.mempool.as_mut().unwrap();
+        let ta = m.add_tweaked(&paying(1, 0, &[0x51]), tweak);
+        let tb = m.add(&paying(2, 0, &[0x51]));
+        let entries = |sent: &[Vec<u8>]| -> Vec<([u8; 32], Option<[u8; 33]>)> {
+            sent.iter()
+                .filter_map(|m| match Message::decode(m) {
+                    Ok(Message::MempoolDigest(d)) => Some(
+                        d.entries()
+                            .filter_map(|e| match e {
+                                DigestEntry::Added { txid, tweak, .. } => {
+                                    Some((*txid, tweak.copied()))
+                                }
+                                DigestEntry::Removed { .. } => None,
+                            })
+                            .collect::<Vec<_>>(),
+                    ),
+                    _ => None,
+                })
+                .flatten()
+                .collect()
+        };
+        // What the mempool holds: each txid, and whether it has a tweak.
+        let mut held = vec![(ta, true), (tb, false)];
+        for tweaks in [true, false] {
+            let mut s = ready(&chain);
+            let sub = encode(Message::MempoolSubscribe(MempoolSubscribe {
+                salt: [3; 16],
+                snapshot: true,
+                tweaks,
+            }));
+            s.receive(&sub, &chain).unwrap();
+            let given = tweaks.then_some(tweak);
+            let want: Vec<_> = held
+                .iter()
+                .map(|(t, has)| (*t, given.filter(|_| *has)))
+                .collect();
+            assert_eq!(
+                entries(&drain(&mut s, &chain)),
+                want,
+                "snapshot, tweaks asked: {tweaks}"
+            );
+            let tc = chain
+                .mempool
+                .as_mut()
+                .unwrap()
+                .add_tweaked(&paying(3, 0, &[0x51]), tweak);
+            s.mempool_changed();
+            assert_eq!(entries(&drain(&mut s, &chain)), [(tc, given)], "a change");
+            held.push((tc, true));
+        }
     }
 
     #[test]

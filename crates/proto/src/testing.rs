@@ -112,6 +112,8 @@ pub struct TestMempool {
     served_as: HashMap<[u8; 32], Vec<u8>>,
     /// Transactions announced and answered `not_found` (a lying gateway).
     withheld: std::collections::HashSet<[u8; 32]>,
+    /// The BIP352 tweak the digest gives each transaction that has one (true or not).
+    tweaks: HashMap<[u8; 32], [u8; 33]>,
     changes: Vec<(u64, [u8; 32], Option<lightwire_wire::Removal>)>,
     head: u64,
     /// Changes numbered below this are no longer held.
@@ -149,6 +151,14 @@ impl TestMempool {
         self.withheld.insert(txid);
         self.head += 1;
         self.changes.push((self.head, txid, None));
+    }
+
+    /// `tx` entered the mempool, and the digest gives it the BIP352 tweak `tweak` (its
+    /// own, or a lie); its txid.
+    pub fn add_tweaked(&mut self, tx: &[u8], tweak: [u8; 33]) -> [u8; 32] {
+        let txid = self.add(tx);
+        self.tweaks.insert(txid, tweak);
+        txid
     }
 
     /// When asked for the transaction `txid`, answer `other` (a lie).
@@ -558,7 +568,14 @@ impl Served for TestChain {
             }
             if m.txs.contains_key(txid)
                 && let Some(tx) = m.announced(txid)
-                && !each(*n, crate::feed::MempoolChange::Added { txid, tx })
+                && !each(
+                    *n,
+                    crate::feed::MempoolChange::Added {
+                        txid,
+                        tx,
+                        tweak: m.tweaks.get(txid),
+                    },
+                )
             {
                 return;
             }
@@ -591,7 +608,11 @@ impl Served for TestChain {
                     txid,
                     reason: *reason,
                 },
-                (None, Some(tx)) => MempoolChange::Added { txid, tx },
+                (None, Some(tx)) => MempoolChange::Added {
+                    txid,
+                    tx,
+                    tweak: m.tweaks.get(txid),
+                },
                 // Gone since: its removal follows.
                 (None, None) => continue,
             };

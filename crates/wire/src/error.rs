@@ -64,6 +64,9 @@ pub enum MempoolError {
         /// The count given.
         count: u16,
     },
+    /// A digest entry's tweak that does not start as a compressed point (`02` or `03`).
+    #[error("a digest entry's tweak is not a compressed point's coding")]
+    BadTweak,
     /// A `mempool_tx` found without a transaction, not found with one, or over the limit.
     #[error("mempool_tx answering {id} is neither a transaction nor not_found")]
     BadAnswer {

@@ -5,13 +5,15 @@
 //! feature bit [`MEMPOOL_FEATURE`].
 //!
 //! - `mempool_subscribe` (32797): `[16] salt, u8 flags` (bit 0: `snapshot`, every
-//!   transaction held now first).
+//!   transaction held now first; bit 1: `tweaks`, each transaction's BIP352 tweak too,
+//!   from a gateway that serves tweaks).
 //! - `mempool_digest` (32799): `u8 flags` (bit 0: `reset`, forget every transaction this
 //!   gateway said it holds; bit 1: `snapshot_end`, the snapshot asked for is whole with
 //!   these entries), `u16 count`, then `count` entries: `u8 kind, [32] txid`, and
 //!   for kind 0 (`added`) `u16 len` and the transaction's set (`len` bytes: a BIP158
 //!   Golomb-coded set keyed by the salt), for kind 1 (`removed`) `u8 reason` (0 mined, 1
-//!   replaced, 2 evicted, 3 conflicted).
+//!   replaced, 2 evicted, 3 conflicted), for kind 2 (`added` with its tweak) `[33] tweak`
+//!   (a compressed point's coding: `02` or `03` first), then as kind 0.
 //! - `get_mempool_tx` (32801): `u32 id, [32] txid`.
 //! - `mempool_tx` (32803): `u32 id, u8 flags` (bit 0: `not_found`), then the transaction
 //!   (with its witness data), at most [`crate::MAX_TX_LEN`] bytes; nothing when not found.
@@ -23,6 +25,7 @@ use crate::error::{DecodeError, EncodeError, MempoolError};
 use crate::message::{MAX_MESSAGE_LEN, TYPE_LEN};
 use crate::relay::MAX_TX_LEN;
 use crate::sync::HASH_LEN;
+use crate::tweaks::TWEAK_LEN;
 
 /// The feature bit (odd: optional) by which a gateway says it serves the mempool digest,
 /// and a client that it may subscribe.
@@ -37,11 +40,13 @@ const ADDED_FIXED: usize = 1 + HASH_LEN + 2;
 const REMOVED_LEN: usize = 1 + HASH_LEN + 1;
 
 const SNAPSHOT: u8 = 1;
+const TWEAKS: u8 = 2;
 const RESET: u8 = 1;
 const SNAPSHOT_END: u8 = 2;
 const NOT_FOUND: u8 = 1;
 const ADDED: u8 = 0;
 const REMOVED: u8 = 1;
+const ADDED_TWEAKED: u8 = 2;
 
 /// `mempool_subscribe` (32797): stream the digest to me, with this salt.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -51,6 +56,9 @@ pub struct MempoolSubscribe {
     pub salt: [u8; SALT_LEN],
     /// Send every transaction held now first.
     pub snapshot: bool,
+    /// Send each transaction's BIP352 tweak with it, where it has one (a gateway that does
+    /// not serve tweaks sends none).
+    pub tweaks: bool,
 }
 
 impl MempoolSubscribe {
@@ -60,9 +68,12 @@ impl MempoolSubscribe {
     /// Decodes a payload.
     pub fn decode_payload(payload: &[u8]) -> Result<Self, DecodeError> {
         let mut r = Reader::new(payload);
+        let salt = *r.read_array::<SALT_LEN>("salt")?;
+        let flags = r.read_u8("flags")?;
         Ok(MempoolSubscribe {
-            salt: *r.read_array::<SALT_LEN>("salt")?,
-            snapshot: r.read_u8("flags")? & SNAPSHOT != 0,
+            salt,
+            snapshot: flags & SNAPSHOT != 0,
+            tweaks: flags & TWEAKS != 0,
         })
     }
 
@@ -74,7 +85,9 @@ impl MempoolSubscribe {
     /// Writes the payload.
     pub fn write_payload(&self, w: &mut Writer<'_>) -> Result<(), EncodeError> {
         w.write_bytes(&self.salt)?;
-        w.write_u8(if self.snapshot { SNAPSHOT } else { 0 })
+        w.write_u8(
+            if self.snapshot { SNAPSHOT } else { 0 } | if self.tweaks { TWEAKS } else { 0 },
+        )
     }
 }
 
@@ -123,6 +136,9 @@ pub enum DigestEntry<'a> {
         txid: &'a [u8; HASH_LEN],
         /// Its set, keyed by the connection's salt.
         set: &'a [u8],
+        /// Its BIP352 tweak, when the subscription asked for tweaks and it has one (`02`
+        /// or `03` first; whether it is a point is not checked here).
+        tweak: Option<&'a [u8; TWEAK_LEN]>,
     },
     /// A transaction left it.
     Removed {
@@ -217,10 +233,19 @@ impl<'a> Walk<'a> {
             let kind = r.read_u8("kind").map_err(truncated)?;
             let txid = r.read_array::<HASH_LEN>("txid").map_err(truncated)?;
             match kind {
-                ADDED => {
+                ADDED | ADDED_TWEAKED => {
+                    let tweak = if kind == ADDED_TWEAKED {
+                        let t = r.read_array::<TWEAK_LEN>("tweak").map_err(truncated)?;
+                        if t[0] != 2 && t[0] != 3 {
+                            return Err(MempoolError::BadTweak);
+                        }
+                        Some(t)
+                    } else {
+                        None
+                    };
                     let len = r.read_u16("len").map_err(truncated)?;
                     let set = r.read_bytes(len.into(), "set").map_err(truncated)?;
-                    Ok(DigestEntry::Added { txid, set })
+                    Ok(DigestEntry::Added { txid, set, tweak })
                 }
                 REMOVED => {
                     let reason = Removal::from_code(r.read_u8("reason").map_err(truncated)?);
@@ -265,17 +290,28 @@ impl<'o> DigestWriter<'o> {
         })
     }
 
-    /// Adds an `added` entry; `false` (nothing written) when it does not fit.
-    pub fn added(&mut self, txid: &[u8; HASH_LEN], set: &[u8]) -> bool {
-        let len = ADDED_FIXED + set.len();
+    /// Adds an `added` entry, with the transaction's tweak when given (kind 2); `false`
+    /// (nothing written) when it does not fit.
+    pub fn added(
+        &mut self,
+        txid: &[u8; HASH_LEN],
+        set: &[u8],
+        tweak: Option<&[u8; TWEAK_LEN]>,
+    ) -> bool {
+        let extra = if tweak.is_some() { TWEAK_LEN } else { 0 };
+        let len = ADDED_FIXED + extra + set.len();
         if set.len() > usize::from(u16::MAX) || !self.room(len) {
             return false;
         }
         let o = &mut self.out[self.pos..self.pos + len];
-        o[0] = ADDED;
+        o[0] = if tweak.is_some() { ADDED_TWEAKED } else { ADDED };
         o[1..33].copy_from_slice(txid);
-        o[33..35].copy_from_slice(&(set.len() as u16).to_be_bytes());
-        o[35..].copy_from_slice(set);
+        if let Some(t) = tweak {
+            o[33..33 + TWEAK_LEN].copy_from_slice(t);
+        }
+        let o = &mut o[33 + extra..];
+        o[..2].copy_from_slice(&(set.len() as u16).to_be_bytes());
+        o[2..].copy_from_slice(set);
         self.pos += len;
         self.count += 1;
         true
@@ -411,13 +447,17 @@ mod tests {
     #[test]
     fn mempool_messages_round_trip() {
         let mut out = [0u8; 70_000];
-        let m = Message::MempoolSubscribe(MempoolSubscribe {
-            salt: [7; 16],
-            snapshot: true,
-        });
-        let n = m.encode(&mut out).unwrap();
-        assert_eq!(&out[..2], &[0x80, 0x1d]);
-        assert_eq!(Message::decode(&out[..n]), Ok(m));
+        for (snapshot, tweaks) in [(true, false), (false, true), (true, true)] {
+            let m = Message::MempoolSubscribe(MempoolSubscribe {
+                salt: [7; 16],
+                snapshot,
+                tweaks,
+            });
+            let n = m.encode(&mut out).unwrap();
+            assert_eq!(&out[..2], &[0x80, 0x1d]);
+            assert_eq!(out[n - 1], u8::from(snapshot) | u8::from(tweaks) << 1);
+            assert_eq!(Message::decode(&out[..n]), Ok(m));
+        }
         let m = Message::GetMempoolTx(GetMempoolTx {
             id: 3,
             txid: [1; 32],
@@ -464,9 +504,12 @@ mod tests {
     fn a_digest_is_written_entry_by_entry_and_checked_whole() {
         let mut out = [0u8; 65_535];
         let mut w = DigestWriter::new(&mut out, true).unwrap();
-        assert!(w.added(&[1; 32], &[4, 0xaa, 0xbb]));
+        let mut tweak = [9u8; 33];
+        tweak[0] = 3;
+        assert!(w.added(&[1; 32], &[4, 0xaa, 0xbb], None));
         assert!(w.removed(&[2; 32], Removal::Replaced));
-        assert!(w.added(&[3; 32], &[]));
+        assert!(w.added(&[3; 32], &[], None));
+        assert!(w.added(&[4; 32], &[1, 0x11], Some(&tweak)));
         w.end_snapshot();
         let n = w.finish();
         let Ok(Message::MempoolDigest(d)) = Message::decode(&out[..n]) else {
@@ -479,7 +522,8 @@ mod tests {
             [
                 DigestEntry::Added {
                     txid: &[1; 32],
-                    set: &[4, 0xaa, 0xbb]
+                    set: &[4, 0xaa, 0xbb],
+                    tweak: None,
                 },
                 DigestEntry::Removed {
                     txid: &[2; 32],
@@ -487,7 +531,13 @@ mod tests {
                 },
                 DigestEntry::Added {
                     txid: &[3; 32],
-                    set: &[]
+                    set: &[],
+                    tweak: None,
+                },
+                DigestEntry::Added {
+                    txid: &[4; 32],
+                    set: &[1, 0x11],
+                    tweak: Some(&tweak),
                 },
             ]
         );
@@ -500,16 +550,27 @@ mod tests {
             assert!(Message::decode(&out[..cut]).is_err(), "cut at {cut}");
         }
         let mut lie = out;
-        lie[4] = 4;
+        lie[4] = 5;
         assert!(Message::decode(&lie[..n]).is_err());
         let mut kind = out;
         kind[5] = 9;
         assert!(Message::decode(&kind[..n]).is_err());
         assert!(Message::decode(&out[..n + 1]).is_err());
+        // A tweak that does not start as a compressed point: refused.
+        let at = n - 2 - 2 - 33;
+        assert_eq!(out[at], 3);
+        for first in [0u8, 4, 0xff] {
+            let mut bad = out;
+            bad[at] = first;
+            assert_eq!(
+                Message::decode(&bad[..n]),
+                Err(DecodeError::Mempool(MempoolError::BadTweak))
+            );
+        }
         // Full: an entry that does not fit is not written.
         let mut w = DigestWriter::new(&mut out[..200], false).unwrap();
-        assert!(w.added(&[1; 32], &[0; 100]));
-        assert!(!w.added(&[1; 32], &[0; 100]));
+        assert!(w.added(&[1; 32], &[0; 100], None));
+        assert!(!w.added(&[1; 32], &[0; 100], None));
         assert!(w.removed(&[2; 32], Removal::Evicted));
         assert_eq!(w.count(), 2);
         assert_eq!(Removal::from_code(77), Removal::Evicted);

@@ -277,7 +277,7 @@ impl MempoolTask {
         let share = (MAX_WANTED / ctx.gateways.len().max(1)).max(MIN_SHARE);
         for entry in d.entries() {
             match entry {
-                DigestEntry::Added { txid, set } => {
+                DigestEntry::Added { txid, set, .. } => {
                     let txid = Txid(*txid);
                     if let Some(t) = w.unconfirmed.get(&txid) {
                         // Held already: its set is checked here and now (a gateway cannot
@@ -501,7 +501,7 @@ impl Task for MempoolTask {
             let mut salt = [0u8; SALT_LEN];
             salt[..8].copy_from_slice(&ctx.rng.next_u64().to_le_bytes());
             salt[8..].copy_from_slice(&ctx.rng.next_u64().to_le_bytes());
-            conn.subscribe_mempool(salt, true).map_err(|e| (g, e))?;
+            conn.subscribe_mempool(salt, true, false).map_err(|e| (g, e))?;
             let p = &mut self.gateways[g.index()];
             // A connection's first subscription starts its budget of entries; a fresh
             // snapshot keeps it.

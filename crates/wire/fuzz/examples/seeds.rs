@@ -231,6 +231,7 @@ fn main() {
             Message::MempoolSubscribe(MempoolSubscribe {
                 salt: [2; 16],
                 snapshot: true,
+                tweaks: true,
             }),
         ),
         (
@@ -301,8 +302,9 @@ fn main() {
     let len = w.finish(flags);
     write("message", "tweaks", &out[..len]);
     let mut w = DigestWriter::new(&mut out, true).expect("room");
-    w.added(&[3; 32], &[2, 0xab, 0xcd]);
+    w.added(&[3; 32], &[2, 0xab, 0xcd], None);
     w.removed(&[4; 32], Removal::Replaced);
+    w.added(&[5; 32], &[1, 0x42], Some(&[3; 33]));
     w.end_snapshot();
     let len = w.finish();
     write("message", "mempool-digest", &out[..len]);

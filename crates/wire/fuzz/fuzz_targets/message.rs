@@ -127,10 +127,10 @@ type Flags = (bool, bool);
 /// A piece of a `filters` message: height, filter_len, offset, data.
 type RefPiece = (u32, u32, u32, Range<usize>);
 
-/// A `mempool_digest` entry: txid and set, or txid and the reason's code.
+/// A `mempool_digest` entry: txid, tweak (kind 2) and set, or txid and the reason's code.
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum RefEntry {
-    Added(Range<usize>, Range<usize>),
+    Added(Range<usize>, Option<Range<usize>>, Range<usize>),
     Removed(Range<usize>, u8),
 }
 
@@ -213,7 +213,7 @@ enum Ref {
     /// id, the status as its code (unknown ones read as `busy`), txid.
     TxResult(u32, u8, [u8; 32]),
     /// salt, snapshot.
-    MempoolSubscribe([u8; 16], bool),
+    MempoolSubscribe([u8; 16], bool, bool),
     /// reset, snapshot_end, count, the entries.
     MempoolDigest(bool, bool, u16, Vec<RefEntry>),
     /// id, txid.
@@ -318,14 +318,16 @@ fn as_ref(m: &Message<'_>, data: &[u8]) -> Ref {
         Message::Block(b) | Message::SpentFrom(b) => piece_ref(blocks, &b, data),
         Message::SendTx(s) => Ref::SendTx(s.id, o(s.tx)),
         Message::TxResult(t) => Ref::TxResult(t.id, t.status.code(), t.txid),
-        Message::MempoolSubscribe(s) => Ref::MempoolSubscribe(s.salt, s.snapshot),
+        Message::MempoolSubscribe(s) => Ref::MempoolSubscribe(s.salt, s.snapshot, s.tweaks),
         Message::MempoolDigest(d) => Ref::MempoolDigest(
             d.reset,
             d.snapshot_end,
             d.count,
             d.entries()
                 .map(|e| match e {
-                    DigestEntry::Added { txid, set } => RefEntry::Added(o(txid), o(set)),
+                    DigestEntry::Added { txid, set, tweak } => {
+                        RefEntry::Added(o(txid), tweak.map(|t| o(t)), o(set))
+                    }
                     DigestEntry::Removed { txid, reason } => {
                         RefEntry::Removed(o(txid), reason.code())
                     }
@@ -575,7 +577,8 @@ fn reference(data: &[u8]) -> Result<(Ref, usize), DecodeError> {
         }
         32797 => {
             let salt = r.array("salt")?;
-            Ref::MempoolSubscribe(salt, r.u8("flags")? & 1 != 0)
+            let flags = r.u8("flags")?;
+            Ref::MempoolSubscribe(salt, flags & 1 != 0, flags & 2 != 0)
         }
         32799 => digest(&mut r)?,
         32801 => {
@@ -688,7 +691,8 @@ fn block(r: &mut Reader<'_>, kind: BlockKind) -> Result<Ref, DecodeError> {
 
 /// `mempool_digest`: the entries run to the end of the message. Each is `kind`, `txid`
 /// (an entry cut short of these is cut short, whatever its kind), then for `added` a
-/// u16-prefixed set, for `removed` a reason; the first entry cut short or of an unknown
+/// u16-prefixed set, for `added` with a tweak 33 bytes starting `02` or `03` then as
+/// `added`, for `removed` a reason; the first entry cut short or of an unknown
 /// kind fails the message; then their number must be `count` (which also refuses bytes
 /// after the last entry counted).
 fn digest(r: &mut Reader<'_>) -> Result<Ref, DecodeError> {
@@ -700,9 +704,18 @@ fn digest(r: &mut Reader<'_>) -> Result<Ref, DecodeError> {
         let kind = r.u8("kind").map_err(cut)?;
         let txid = r.take(32, "txid").map_err(cut)?;
         match kind {
-            0 => {
+            0 | 2 => {
+                let tweak = if kind == 2 {
+                    let t = r.take(33, "tweak").map_err(cut)?;
+                    if !matches!(r.data[t.start], 2 | 3) {
+                        return Err(DecodeError::Mempool(MempoolError::BadTweak));
+                    }
+                    Some(t)
+                } else {
+                    None
+                };
                 let set = r.prefixed("len", "set").map_err(cut)?;
-                entries.push(RefEntry::Added(txid, set));
+                entries.push(RefEntry::Added(txid, tweak, set));
             }
             1 => {
                 let reason = r.u8("reason").map_err(cut)?;
@@ -794,7 +807,7 @@ fn canonical(data: &[u8], want: &Ref, end: usize) -> Vec<u8> {
         Ref::Filters(..) | Ref::Block { .. } => c[6] &= 3,
         Ref::MempoolTx(..) => c[6] &= 1,
         Ref::TxResult(_, code, _) => c[6] = code,
-        Ref::MempoolSubscribe(..) => c[18] &= 1,
+        Ref::MempoolSubscribe(..) => c[18] &= 3,
         Ref::MempoolDigest(..) => c[2] &= 3,
         _ => {}
     }

@@ -329,6 +329,7 @@ fuzz_target!(|data: &[u8]| {
         22 => ok(Message::MempoolSubscribe(MempoolSubscribe {
             salt: fixed[..16].try_into().expect("16"),
             snapshot: flags & 1 != 0,
+            tweaks: flags & 2 != 0,
         })),
         24 => ok(Message::GetMempoolTx(GetMempoolTx { id: n1, txid: id32 })),
         25 => {
@@ -926,7 +927,7 @@ fn encode_ref(m: &Message<'_>) -> Vec<u8> {
         }
         Message::MempoolSubscribe(s) => {
             o.extend_from_slice(&s.salt);
-            o.push(u8::from(s.snapshot));
+            o.push(u8::from(s.snapshot) | (u8::from(s.tweaks) << 1));
         }
         // The entries are private: rebuilt from `entries()` (see the top comment).
         Message::MempoolDigest(d) => {
@@ -934,9 +935,12 @@ fn encode_ref(m: &Message<'_>) -> Vec<u8> {
             o.extend_from_slice(&d.count.to_be_bytes());
             for e in d.entries() {
                 match e {
-                    DigestEntry::Added { txid, set } => {
-                        o.push(0);
+                    DigestEntry::Added { txid, set, tweak } => {
+                        o.push(if tweak.is_some() { 2 } else { 0 });
                         o.extend_from_slice(txid);
+                        if let Some(t) = tweak {
+                            o.extend_from_slice(t);
+                        }
                         prefixed(&mut o, set);
                     }
                     DigestEntry::Removed { txid, reason } => {
@@ -1270,15 +1274,30 @@ fn digest_writer(flags: u8, input: &mut Cursor) {
                 _ => usize::from(input.u16() % 4096),
             };
             let set = pattern(len, sel);
+            // Every other added entry carries a tweak (kind 2, 33 bytes more).
+            let tweak = (sel & 8 != 0).then(|| {
+                let mut t = [sel; 33];
+                t[0] = 2 + (sel >> 4) % 2;
+                t
+            });
+            let extra = if tweak.is_some() { 33 } else { 0 };
             // Only the room left bounds an entry (a set over 65,535 bytes never fits).
-            let fits = room >= added_fixed + len;
-            assert_eq!(w.added(&txid, &set), fits, "added, {len} bytes into {room}");
+            let fits = room >= added_fixed + extra + len;
+            assert_eq!(
+                w.added(&txid, &set, tweak.as_ref()),
+                fits,
+                "added, {len} bytes into {room}"
+            );
             if fits {
-                want.push(0);
+                let kind = if tweak.is_some() { 2 } else { 0 };
+                want.push(kind);
                 want.extend_from_slice(&txid);
+                let mut body = tweak.map(|t| t.to_vec()).unwrap_or_default();
+                want.extend_from_slice(&body);
                 want.extend_from_slice(&(len as u16).to_be_bytes());
                 want.extend_from_slice(&set);
-                written.push((0, txid, set));
+                body.extend_from_slice(&set);
+                written.push((kind, txid, body));
             }
         } else {
             let code = input.u8();
@@ -1316,7 +1335,11 @@ fn digest_writer(flags: u8, input: &mut Cursor) {
     let got: Vec<RefEntry> = d
         .entries()
         .map(|e| match e {
-            DigestEntry::Added { txid, set } => (0, *txid, set.to_vec()),
+            DigestEntry::Added { txid, set, tweak } => {
+                let mut body = tweak.map(|t| t.to_vec()).unwrap_or_default();
+                body.extend_from_slice(set);
+                (if tweak.is_some() { 2 } else { 0 }, *txid, body)
+            }
             DigestEntry::Removed { txid, reason } => (1, *txid, vec![ref_removal_code(reason)]),
         })
         .collect();
