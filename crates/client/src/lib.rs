@@ -31,6 +31,7 @@ pub mod receiver;
 pub mod scan;
 #[cfg(test)]
 mod scenarios;
+pub mod silent_mempool;
 pub mod silent_scan;
 pub mod spend;
 pub mod start;

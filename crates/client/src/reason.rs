@@ -166,6 +166,7 @@ impl DropReason {
                 MempoolError::InvalidSignature { .. } => "invalid-signature",
                 MempoolError::Withheld(_) => "withheld-transaction",
                 MempoolError::Flooding(_) => "digest-flooding",
+                MempoolError::TweakNotAPoint(_) => "tweak-not-a-point",
             },
             DropReason::Silent(e) => match e {
                 SilentFault::Tweaks(TweakError::TwoWords { .. }) => "tweak-word-broken",

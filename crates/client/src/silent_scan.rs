@@ -483,6 +483,8 @@ pub struct SilentScan {
     jobs: VecDeque<(u32, u32, usize, usize)>,
     job_bytes: Vec<u8>,
     tags: u32,
+    /// The receiver's look at the mempool ([`crate::silent_mempool`]).
+    mempool: crate::silent_mempool::MempoolScanner,
 }
 
 /// A scan's progress as saved (see [`SilentScan::save`]): whose, from where, to where.
@@ -558,6 +560,7 @@ impl SilentScan {
             jobs: VecDeque::new(),
             job_bytes: Vec::new(),
             tags: 0,
+            mempool: Default::default(),
         }
     }
 
@@ -1639,11 +1642,46 @@ pub trait Scanning {
     fn on_scanned(&mut self, tag: u32, height: u32, result: Scanned);
     /// [`SilentScan::take_kept`].
     fn take_kept<'k>(&mut self, kept: &dyn Fn(u32, &BlockHash) -> Option<&'k [u8]>) -> bool;
+    /// [`crate::silent_mempool::MempoolScanner::matches`], for this scan's receiver.
+    fn mempool_matches(
+        &mut self,
+        salt: &[u8; 16],
+        entries: &[(&[u8; 33], &[u8])],
+        out: &mut Vec<crate::silent_mempool::MempoolCheck>,
+    );
+    /// [`crate::silent_mempool::MempoolScanner::payments`], for this scan's receiver.
+    fn mempool_payments(
+        &mut self,
+        tweak: &[u8; 33],
+        tx: &lightwire_primitives::Tx<'_>,
+        out: &mut Vec<Payment>,
+    );
+    /// The receiver's spend public key.
+    fn spend_key(&self) -> [u8; 33];
 }
 
 impl Scanning for SilentScan {
     fn from(&self) -> u32 {
         SilentScan::from(self)
+    }
+    fn mempool_matches(
+        &mut self,
+        salt: &[u8; 16],
+        entries: &[(&[u8; 33], &[u8])],
+        out: &mut Vec<crate::silent_mempool::MempoolCheck>,
+    ) {
+        self.mempool.matches(&self.receiver, salt, entries, out)
+    }
+    fn mempool_payments(
+        &mut self,
+        tweak: &[u8; 33],
+        tx: &lightwire_primitives::Tx<'_>,
+        out: &mut Vec<Payment>,
+    ) {
+        self.mempool.payments(&self.receiver, tweak, tx, out)
+    }
+    fn spend_key(&self) -> [u8; 33] {
+        self.receiver.spend_public()
     }
     fn next(&self) -> u32 {
         SilentScan::next(self)

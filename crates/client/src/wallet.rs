@@ -451,12 +451,28 @@ impl WalletSync {
         now: u64,
         holders: u64,
     ) -> Result<Vec<WalletChange>, AddError> {
+        self.add_unconfirmed_with(raw, source, now, holders, &[])
+    }
+
+    /// [`Self::add_unconfirmed`]'s work, with silent-payment outputs found.
+    fn add_unconfirmed_with(
+        &mut self,
+        raw: &[u8],
+        source: Source,
+        now: u64,
+        holders: u64,
+        silent: &[lightwire_wallet::unconfirmed::SilentOutput],
+    ) -> Result<Vec<WalletChange>, AddError> {
         let watch = &self.watch;
-        let added = self
-            .unconfirmed
-            .add(raw, source, now, holders, &self.ledger, |s| {
-                watch.owns(s) == Some(true)
-            })?;
+        let added = self.unconfirmed.add_with_silent(
+            raw,
+            source,
+            now,
+            holders,
+            &self.ledger,
+            |s| watch.owns(s) == Some(true),
+            silent,
+        )?;
         let txid = lightwire_primitives::Tx::parse(raw).map(|t| t.txid()).ok();
         // Who holds it is not saved: a change of holders alone leaves the state clean.
         let (dropped, unheld, shown, changed) = match added {
@@ -479,6 +495,19 @@ impl WalletSync {
             }
         }
         Ok(changes)
+    }
+
+    /// [`Self::add_unconfirmed`], with the transaction's outputs that a scan found paying a
+    /// silent-payment receiver (`silent`): the wallet's too.
+    pub fn add_unconfirmed_silent(
+        &mut self,
+        raw: &[u8],
+        source: Source,
+        now: u64,
+        holders: u64,
+        silent: &[lightwire_wallet::unconfirmed::SilentOutput],
+    ) -> Result<Vec<WalletChange>, AddError> {
+        self.add_unconfirmed_with(raw, source, now, holders, silent)
     }
 
     /// The gateways holding unconfirmed transaction `txid` are now `holders`: the change,
@@ -878,7 +907,7 @@ impl WalletSync {
     /// descriptor branch (highest used, covered), the lookahead scripts paid, the
     /// unconfirmed transactions, the recently mined ones, the ledger.
     pub fn encode(&self) -> Vec<u8> {
-        let mut out = vec![4u8];
+        let mut out = vec![5u8];
         out.extend_from_slice(self.network.name().as_bytes());
         out.push(0);
         out.extend_from_slice(&self.from.to_le_bytes());
@@ -935,7 +964,7 @@ impl WalletSync {
     /// they are not that.
     pub fn decode(bytes: &[u8], network: Network) -> Option<WalletSync> {
         let (&layout, rest) = bytes.split_first()?;
-        if !(2..=4).contains(&layout) {
+        if !(2..=5).contains(&layout) {
             return None;
         }
         let nul = rest.iter().position(|b| *b == 0)?;
@@ -995,14 +1024,14 @@ impl WalletSync {
         // Read once the watchlist is whole: what an unconfirmed transaction pays is
         // matched against it.
         let (mut unconfirmed, r) = match layout {
-            3 | 4 => {
+            3..=5 => {
                 let watch = &w.watch;
-                Unconfirmed::decode(r, |s| watch.owns(s) == Some(true))?
+                Unconfirmed::decode(r, layout >= 5, |s| watch.owns(s) == Some(true))?
             }
             _ => (Unconfirmed::new(), r),
         };
         let r = match layout {
-            4 => unconfirmed.decode_mined(r)?,
+            4 | 5 => unconfirmed.decode_mined(r)?,
             _ => r,
         };
         w.ledger = Ledger::decode(r)?;

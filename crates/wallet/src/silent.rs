@@ -476,6 +476,11 @@ impl Receiver {
         m
     }
 
+    /// How many labels it looks for (the change label among them).
+    pub fn label_count(&self) -> usize {
+        self.labels.len()
+    }
+
     /// The spend public key `B_spend` (compressed).
     pub fn spend_public(&self) -> [u8; 33] {
         self.spend_bytes

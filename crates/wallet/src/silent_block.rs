@@ -168,6 +168,40 @@ impl BlockScanner {
     }
 }
 
+/// The outputs of one transaction `tx` that pay `receiver`, given its `tweak` (for a
+/// transaction outside a block: a gateway's mempool digest gave the tweak), appended to
+/// `out` as (vout, what [`Receiver::scan`] found). A tweak that is not this
+/// transaction's finds nothing, unless whoever chose it paid the receiver's key on
+/// purpose: an output found is the receiver's either way.
+pub fn tx_payments(
+    receiver: &Receiver,
+    tweak: &[u8; 33],
+    tx: &lightwire_primitives::Tx<'_>,
+    out: &mut Vec<(u32, Found)>,
+) -> Result<(), SilentError> {
+    let mut keys: Vec<[u8; 32]> = Vec::new();
+    let mut vouts: Vec<u32> = Vec::new();
+    for (vout, o) in tx.outputs().enumerate() {
+        if is_p2tr(o.script) {
+            let mut key = [0u8; 32];
+            key.copy_from_slice(&o.script[2..34]);
+            keys.push(key);
+            vouts.push(vout as u32);
+        }
+    }
+    if keys.is_empty() {
+        return Ok(());
+    }
+    let mut found = Vec::new();
+    receiver.scan(tweak, &keys, &mut found)?;
+    out.extend(
+        found
+            .into_iter()
+            .filter_map(|f| Some((*vouts.get(f.output)?, f))),
+    );
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     #[cfg(target_arch = "wasm32")]
@@ -271,6 +305,33 @@ mod tests {
             !scanner
                 .filter_matches(&receiver, &empty, &filter, &hash)
                 .unwrap()
+        );
+    }
+
+    /// One transaction outside a block, scanned with its tweak: the vector's output at its
+    /// vout; with another tweak, or for another receiver, nothing.
+    #[test]
+    fn a_transaction_alone_is_scanned_with_its_tweak() {
+        let (vin, output, tweak, scan, spend) = first_case_keys();
+        let (paying, _) = transaction(&vin, &[[7; 32], output]);
+        let tx = lightwire_primitives::Tx::parse(&paying).unwrap();
+        let receiver = Receiver::new(&scan, &spend).unwrap();
+        let mut out = Vec::new();
+        tx_payments(&receiver, &tweak, &tx, &mut out).unwrap();
+        assert_eq!(out.len(), 1, "{out:?}");
+        assert_eq!((out[0].0, out[0].1.key, out[0].1.k), (1, output, 0));
+        out.clear();
+        tx_payments(&receiver, &others(1)[0], &tx, &mut out).unwrap();
+        assert!(out.is_empty());
+        let stranger = Receiver::new(&[0x42; 32], &spend).unwrap();
+        tx_payments(&stranger, &tweak, &tx, &mut out).unwrap();
+        assert!(out.is_empty());
+        let mut off = [0u8; 33];
+        off[0] = 2;
+        off[32] = 5;
+        assert_eq!(
+            tx_payments(&receiver, &off, &tx, &mut out),
+            Err(SilentError::Tweak)
         );
     }
 

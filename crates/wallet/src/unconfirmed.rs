@@ -110,6 +110,23 @@ pub struct SpentCoin {
     pub script: Vec<u8>,
 }
 
+/// An output of an unconfirmed transaction that pays a silent-payment receiver of the
+/// wallet's (BIP352), found by scanning the transaction with the tweak a gateway's
+/// mempool digest gave it. Its key is the receiver's (the spend key plus `tweak`), so it
+/// is the wallet's whatever tweak found it; whether the transaction is real is another
+/// matter: like every unconfirmed transaction, nothing proves it until a block holds it.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct SilentOutput {
+    /// The output's index.
+    pub vout: u32,
+    /// The private-key tweak that spends it (the key that signs is the spend key plus it).
+    pub tweak: [u8; 32],
+    /// The label it was paid to (0: change), `None` for the plain address.
+    pub label: Option<u32>,
+    /// The receiver's spend public key.
+    pub spend: [u8; 33],
+}
+
 /// An unconfirmed transaction of the wallet's (see the module documentation).
 #[derive(Clone, PartialEq, Eq, Debug)]
 pub struct UnconfirmedTx {
@@ -130,7 +147,10 @@ pub struct UnconfirmedTx {
     pub awaited: u64,
     /// The wallet's coins it spends.
     pub spends: Vec<SpentCoin>,
-    /// Indexes of its outputs that pay watched scripts.
+    /// Its outputs that pay a silent-payment receiver of the wallet's, found by scanning
+    /// it (empty for most).
+    pub silent: Vec<SilentOutput>,
+    /// Indexes of its outputs that pay watched scripts, or a silent-payment receiver.
     pub our_outputs: Vec<u32>,
     /// What its outputs pay watched scripts.
     pub received: u64,
@@ -190,7 +210,7 @@ impl UnconfirmedTx {
         let mut out_total = 0u64;
         for (i, o) in tx.outputs().enumerate() {
             out_total = out_total.saturating_add(o.value);
-            if watched(o.script) {
+            if watched(o.script) || self.silent.iter().any(|s| s.vout == i as u32) {
                 self.our_outputs.push(i as u32);
                 self.received = self.received.saturating_add(o.value);
             }
@@ -378,10 +398,28 @@ impl Unconfirmed {
         ledger: &Ledger,
         watched: impl Fn(&[u8]) -> bool,
     ) -> Result<Added, AddError> {
-        self.add_one(raw, source, now, holders, ledger, &watched)
+        self.add_one(raw, source, now, holders, ledger, &watched, &[])
+    }
+
+    /// [`Self::add`], with the outputs of the transaction that a scan found paying a
+    /// silent-payment receiver of the wallet's (`silent`): they are the wallet's too. A
+    /// transaction held already gains those it did not have.
+    #[allow(clippy::too_many_arguments)]
+    pub fn add_with_silent(
+        &mut self,
+        raw: &[u8],
+        source: Source,
+        now: u64,
+        holders: u64,
+        ledger: &Ledger,
+        watched: impl Fn(&[u8]) -> bool,
+        silent: &[SilentOutput],
+    ) -> Result<Added, AddError> {
+        self.add_one(raw, source, now, holders, ledger, &watched, silent)
     }
 
     /// [`Self::add`], compiled once (not once per caller's `watched`: it is long).
+    #[allow(clippy::too_many_arguments)]
     fn add_one(
         &mut self,
         raw: &[u8],
@@ -390,6 +428,7 @@ impl Unconfirmed {
         holders: u64,
         ledger: &Ledger,
         watched: &dyn Fn(&[u8]) -> bool,
+        silent: &[SilentOutput],
     ) -> Result<Added, AddError> {
         let tx = Tx::parse(raw).map_err(|_| AddError::Malformed)?;
         if tx.is_coinbase() {
@@ -397,8 +436,19 @@ impl Unconfirmed {
         }
         let txid = tx.txid();
         if let Some(t) = self.txs.iter_mut().find(|t| t.txid == txid) {
-            let changed = t.holders | holders != t.holders;
+            let mut changed = t.holders | holders != t.holders;
             t.holders |= holders;
+            let before = t.silent.len();
+            for s in silent {
+                if !t.silent.iter().any(|x| x.vout == s.vout) {
+                    t.silent.push(*s);
+                }
+            }
+            if t.silent.len() != before {
+                // It pays the wallet more than was known: still the wallet's, at least.
+                let _ = t.account(watched);
+                changed = true;
+            }
             return Ok(Added::Known(changed));
         }
         if ledger.transactions().iter().any(|t| t.txid == txid) {
@@ -466,6 +516,7 @@ impl Unconfirmed {
             holders,
             awaited: 0,
             spends,
+            silent: silent.to_vec(),
             our_outputs: Vec::new(),
             received: 0,
             sent: 0,
@@ -644,7 +695,7 @@ impl Unconfirmed {
         let mut taken = Vec::new();
         for (_, raw) in back {
             if let Ok(Added::New { .. }) =
-                self.add_one(&raw, Source::Withdrawn, now, 0, ledger, watched)
+                self.add_one(&raw, Source::Withdrawn, now, 0, ledger, watched, &[])
             {
                 if let Ok(tx) = Tx::parse(&raw) {
                     taken.push(tx.txid());
@@ -792,7 +843,7 @@ impl Unconfirmed {
     }
 
     /// The set as bytes, for the store (see [`Self::decode`]): per transaction its bytes,
-    /// source, first-seen time and the coins it spends.
+    /// source, first-seen time, the coins it spends and its silent-payment outputs.
     pub fn encode(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(&(self.txs.len() as u32).to_le_bytes());
         for t in &self.txs {
@@ -809,12 +860,24 @@ impl Unconfirmed {
                 out.extend_from_slice(&(s.script.len() as u32).to_le_bytes());
                 out.extend_from_slice(&s.script);
             }
+            out.extend_from_slice(&(t.silent.len() as u32).to_le_bytes());
+            for s in &t.silent {
+                out.extend_from_slice(&s.vout.to_le_bytes());
+                out.extend_from_slice(&s.tweak);
+                out.extend_from_slice(&s.label.unwrap_or(u32::MAX).to_le_bytes());
+                out.extend_from_slice(&s.spend);
+            }
         }
     }
 
     /// A set from [`Self::encode`]'s bytes at the front of `bytes`, with what follows;
-    /// `watched` as for [`Self::add`]. `None` if they are not that.
-    pub fn decode(bytes: &[u8], watched: impl Fn(&[u8]) -> bool) -> Option<(Unconfirmed, &[u8])> {
+    /// `watched` as for [`Self::add`]; `silent`: the bytes hold silent-payment outputs (an
+    /// earlier layout did not). `None` if they are not that.
+    pub fn decode(
+        bytes: &[u8],
+        silent: bool,
+        watched: impl Fn(&[u8]) -> bool,
+    ) -> Option<(Unconfirmed, &[u8])> {
         let mut r = crate::ledger::Cursor(bytes);
         let n = r.count(4 + 60 + 1 + 8 + 4)?;
         let mut txs = Vec::with_capacity(n);
@@ -841,6 +904,21 @@ impl Unconfirmed {
                     script,
                 });
             }
+            let mut found = Vec::new();
+            if silent {
+                let k = r.count(4 + 32 + 4 + 33)?;
+                for _ in 0..k {
+                    let vout = r.u32()?;
+                    let tweak = r.array()?;
+                    let label = Some(r.u32()?).filter(|l| *l != u32::MAX);
+                    found.push(SilentOutput {
+                        vout,
+                        tweak,
+                        label,
+                        spend: r.take(33)?.try_into().ok()?,
+                    });
+                }
+            }
             let txid = Tx::parse(&raw).ok()?.txid();
             let mut t = UnconfirmedTx {
                 txid,
@@ -850,6 +928,7 @@ impl Unconfirmed {
                 holders: 0,
                 awaited: u64::MAX,
                 spends,
+                silent: found,
                 our_outputs: Vec::new(),
                 received: 0,
                 sent: 0,
@@ -1118,21 +1197,81 @@ mod tests {
         let mut u = Unconfirmed::new();
         let spend = tx(&[(txid(&pay).0, 0)], &[(6_000, OTHER), (3_500, OURS)]);
         u.add(&spend, Source::Own, 1_234, 2, &l, ours).unwrap();
+        // A silent payment found in a gateway's transaction: kept with it.
+        let found = SilentOutput {
+            vout: 1,
+            tweak: [7; 32],
+            label: Some(3),
+            spend: [2; 33],
+        };
+        let paid = tx(&[([9; 32], 0)], &[(100, OTHER), (2_000, OTHER)]);
+        u.add_with_silent(&paid, Source::Announced, 5, 1, &l, ours, &[found])
+            .unwrap();
         let mut bytes = Vec::new();
         u.encode(&mut bytes);
         bytes.push(0xaa);
-        let (back, rest) = Unconfirmed::decode(&bytes, ours).unwrap();
+        let (back, rest) = Unconfirmed::decode(&bytes, true, ours).unwrap();
         assert_eq!(rest, [0xaa]);
         let mut expected = u.clone();
-        expected.txs[0].holders = 0;
-        expected.txs[0].awaited = u64::MAX;
+        for t in &mut expected.txs {
+            t.holders = 0;
+            t.awaited = u64::MAX;
+        }
         assert_eq!(back, expected);
+        assert_eq!(back.get(&txid(&paid)).unwrap().received, 2_000);
         for cut in 0..bytes.len() - 1 {
             assert!(
-                Unconfirmed::decode(&bytes[..cut], ours).is_none(),
+                Unconfirmed::decode(&bytes[..cut], true, ours).is_none(),
                 "cut at {cut}"
             );
         }
+        // The layout before silent outputs: read without them.
+        let mut old = Unconfirmed::new();
+        old.add(&spend, Source::Own, 1_234, 2, &l, ours).unwrap();
+        let mut bytes = Vec::new();
+        old.encode(&mut bytes);
+        // (Without silent outputs, the new layout is the old one plus a zero count.)
+        bytes.truncate(bytes.len() - 4);
+        let (back, rest) = Unconfirmed::decode(&bytes, false, ours).unwrap();
+        assert!(rest.is_empty());
+        assert_eq!(back.len(), 1);
+    }
+
+    /// A silent payment's output is the wallet's only through what was found: a
+    /// transaction paying no watched script is not taken without it, is taken with it (its
+    /// amount received), and gains what a later scan finds when held already.
+    #[test]
+    fn silent_outputs_make_a_transaction_the_wallets() {
+        let (l, _) = funded();
+        let mut u = Unconfirmed::new();
+        let paid = tx(
+            &[([9; 32], 0)],
+            &[(100, OTHER), (2_000, OTHER), (300, OTHER)],
+        );
+        assert_eq!(
+            u.add(&paid, Source::Announced, 5, 1, &l, ours),
+            Err(AddError::NotOurs)
+        );
+        let out = |vout| SilentOutput {
+            vout,
+            tweak: [7; 32],
+            label: None,
+            spend: [2; 33],
+        };
+        assert!(matches!(
+            u.add_with_silent(&paid, Source::Announced, 5, 1, &l, ours, &[out(1)]),
+            Ok(Added::New { .. })
+        ));
+        assert_eq!(u.get(&txid(&paid)).unwrap().received, 2_000);
+        assert_eq!(
+            u.add_with_silent(&paid, Source::Announced, 6, 1, &l, ours, &[out(1), out(2)]),
+            Ok(Added::Known(true))
+        );
+        let t = u.get(&txid(&paid)).unwrap();
+        assert_eq!((t.received, t.silent.len()), (2_300, 2));
+        // Nothing watched: still the wallet's by its silent outputs.
+        assert!(u.rewatch(|_| false).is_empty());
+        assert_eq!(u.len(), 1);
     }
 
     /// A gateway's transaction spending a coin of the wallet's: taken only when the coin's

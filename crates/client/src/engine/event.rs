@@ -125,10 +125,10 @@ pub enum Event {
     /// The silent-payment receiver's scan found an output paying it, in block `height`
     /// (checked against our header; the wallet now watches its script from there).
     SilentPayment {
-        /// The block's height.
-        height: u32,
-        /// The block.
-        hash: BlockHash,
+        /// The block's height; `None` for a payment found in the mempool (unconfirmed).
+        height: Option<u32>,
+        /// The block; `None` as `height`.
+        hash: Option<BlockHash>,
         /// The output, its transaction's tweak and its label.
         payment: lightwire_wallet::silent_block::Payment,
     },

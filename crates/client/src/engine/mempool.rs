@@ -47,6 +47,15 @@
 //!   full is asked for a fresh snapshot once its matches are fetched, rather than its
 //!   overflow forgotten (so a gateway that fills the queue with invented matches delays
 //!   only its own).
+//! - With a silent-payment receiver (BIP352) scanning, each gateway that serves tweaks is
+//!   subscribed with `tweaks` (again, with a fresh snapshot, when the receiver starts
+//!   after it was subscribed): an entry's tweak gives the receiver's first keys, asked of
+//!   the entry's set ([`crate::silent_mempool`]); a transaction that matches is fetched,
+//!   and its outputs at the receiver's keys make it the wallet's (a wallet with nothing
+//!   watched is made for it). A tweak that is not a point is its gateway's fault
+//!   ([`MempoolError::TweakNotAPoint`]); a tweak left out or wrong hides the payment
+//!   only until a block holds it (then the receiver's scan finds it from the tweak lists
+//!   the gateways agreed on), and another gateway's digest shows it meanwhile.
 
 use std::collections::VecDeque;
 
@@ -65,6 +74,8 @@ use super::task::{Task, View, timeout};
 use super::wallet::WalletTask;
 use crate::ids::{GatewayId, Ids, TaskId};
 use crate::reason::DropReason;
+use crate::silent_mempool::MempoolCheck;
+use crate::silent_scan::Scanning;
 use crate::wallet::WalletSync;
 
 /// Matched transactions waiting to be fetched, at most, shared between the gateways (a
@@ -113,6 +124,9 @@ pub enum MempoolError {
     /// time ({0} the last).
     #[error("it announced transactions it does not hand over (the third: {0})")]
     Withheld(Txid),
+    /// Its digest's tweak for a transaction is not a point (no transaction has one).
+    #[error("its digest's tweak for transaction {0} is not a point")]
+    TweakNotAPoint(Txid),
     /// It sent more digest entries than its budget allows.
     #[error("it sent {0} digest entries beyond its budget")]
     Flooding(u16),
@@ -130,18 +144,19 @@ pub enum MempoolError {
     },
 }
 
-/// A transaction the digest matched: the gateways that announced it, with their sets.
+/// A transaction the digest matched: the gateways that announced it, with their sets
+/// and the tweaks they gave it.
 #[derive(Debug)]
 struct Wanted {
     txid: Txid,
-    from: Vec<(GatewayId, Vec<u8>)>,
+    from: Vec<(GatewayId, Vec<u8>, Option<[u8; 33]>)>,
 }
 
 impl Wanted {
     /// The first gateway that announced it and has not removed it, if any (a match being
     /// fetched may have none left).
     fn first(&self) -> Option<GatewayId> {
-        self.from.first().map(|(g, _)| *g)
+        self.from.first().map(|(g, _, _)| *g)
     }
 }
 
@@ -157,6 +172,8 @@ struct Fetch {
 struct PerGateway {
     /// Its salt, once subscribed.
     salt: Option<[u8; SALT_LEN]>,
+    /// Subscribed with `tweaks` (for a silent-payment receiver).
+    tweaks: bool,
     /// The wallet's items under its salt, and the wallet's revision they are of.
     items: SaltedItems,
     revision: Option<u64>,
@@ -186,6 +203,9 @@ pub struct MempoolTask {
     /// Scratch for a set rebuilt from a fetched transaction (item hashes, the set).
     items: Vec<u64>,
     set: Vec<u8>,
+    /// Scratch for the silent-payment receiver's checks of a digest, and its finds.
+    checks: Vec<MempoolCheck>,
+    found: Vec<lightwire_wallet::silent_block::Payment>,
     ids: Ids,
 }
 
@@ -202,6 +222,8 @@ impl MempoolTask {
             silent: 0,
             items: Vec::new(),
             set: Vec::new(),
+            checks: Vec::new(),
+            found: Vec::new(),
             ids: Ids::new(TaskId::Mempool),
         }
     }
@@ -230,13 +252,14 @@ impl MempoolTask {
         }
     }
 
-    /// A `mempool_digest` from gateway `g`.
+    /// A `mempool_digest` from gateway `g`; `silent`: the receiver's scan, if one runs.
     pub fn on_digest(
         &mut self,
         ctx: &mut Ctx,
         g: GatewayId,
         d: &MempoolDigest<'_>,
         wallet: &mut WalletTask,
+        mut silent: Option<&mut (dyn Scanning + 'static)>,
     ) -> Result<(), DropReason> {
         let Some(salt) = self.gateways.get(g.index()).and_then(|p| p.salt) else {
             return Err(DropReason::Mempool(MempoolError::Unasked));
@@ -254,6 +277,12 @@ impl MempoolTask {
             return Err(DropReason::Mempool(MempoolError::Flooding(over as u16)));
         };
         p.tokens = left;
+        if silent.is_some() && wallet.wallet.is_none() {
+            // A receiver alone: its unconfirmed payments need a wallet to be held in
+            // (nothing watched; one watched later scans from its own start).
+            let from = ctx.stored_filters.map_or(u32::MAX, |h| h.saturating_add(1));
+            wallet.wallet = Some(WalletSync::new(ctx.params.network, from));
+        }
         let Some(w) = wallet.wallet.as_mut() else {
             return Ok(());
         };
@@ -275,10 +304,48 @@ impl MempoolTask {
             p.revision = Some(w.revision());
         }
         let share = (MAX_WANTED / ctx.gateways.len().max(1)).max(MIN_SHARE);
+        // The receiver's checks of the entries with a tweak, all at once (their keys are
+        // worked out together), read in order below.
+        self.checks.clear();
+        if let Some(scan) = silent.as_deref_mut() {
+            let entries: Vec<(&[u8; 33], &[u8])> = d
+                .entries()
+                .filter_map(|e| match e {
+                    DigestEntry::Added {
+                        set,
+                        tweak: Some(t),
+                        ..
+                    } => Some((t, set)),
+                    _ => None,
+                })
+                .collect();
+            if !entries.is_empty() {
+                scan.mempool_matches(&salt, &entries, &mut self.checks);
+            }
+        }
+        let mut checks = 0usize;
         for entry in d.entries() {
             match entry {
-                DigestEntry::Added { txid, set, .. } => {
+                DigestEntry::Added { txid, set, tweak } => {
                     let txid = Txid(*txid);
+                    let check = match tweak {
+                        Some(_) if silent.is_some() => {
+                            checks += 1;
+                            self.checks.get(checks - 1).copied()
+                        }
+                        _ => None,
+                    };
+                    match check {
+                        Some(MempoolCheck::NotAPoint) => {
+                            let why = MempoolError::TweakNotAPoint(txid);
+                            return Err(DropReason::Mempool(why));
+                        }
+                        Some(MempoolCheck::Undecodable) => {
+                            let why = MempoolError::UndecodableSet(txid);
+                            return Err(DropReason::Mempool(why));
+                        }
+                        _ => {}
+                    }
                     if let Some(t) = w.unconfirmed.get(&txid) {
                         // Held already: its set is checked here and now (a gateway cannot
                         // claim to hold what it does not describe).
@@ -290,24 +357,54 @@ impl MempoolTask {
                             }
                         }
                         let holders = t.holders | g.bit();
+                        // Held, and a tweak given: its outputs are searched with it here
+                        // (it may pay the receiver too, seen before the receiver was).
+                        let found = match (tweak, silent.as_deref_mut()) {
+                            (Some(tweak), Some(scan)) => {
+                                self.found.clear();
+                                let raw = t.raw.clone();
+                                if let Ok(tx) = Tx::parse(&raw) {
+                                    scan.mempool_payments(tweak, &tx, &mut self.found);
+                                }
+                                let found = silent_outputs(&self.found, scan.spend_key());
+                                (!found.is_empty()).then_some((raw, found))
+                            }
+                            _ => None,
+                        };
                         tell(ctx, w.set_holders(&txid, holders));
+                        if let Some((raw, found)) = found
+                            && let Ok(changes) = w.add_unconfirmed_silent(
+                                &raw,
+                                Source::Announced,
+                                ctx.now.0,
+                                holders,
+                                &found,
+                            )
+                            && !changes.is_empty()
+                        {
+                            silent_told(ctx, &self.found);
+                            tell(ctx, changes);
+                        }
                         continue;
                     }
-                    if self.not_ours.contains(&txid) {
+                    let silent_match = check == Some(MempoolCheck::Match);
+                    if self.not_ours.contains(&txid) && !silent_match {
                         continue;
                     }
-                    let matched = self.gateways[g.index()]
-                        .items
-                        .matches(set)
-                        .map_err(|_| DropReason::Mempool(MempoolError::UndecodableSet(txid)))?;
+                    let matched = silent_match
+                        || self.gateways[g.index()]
+                            .items
+                            .matches(set)
+                            .map_err(|_| DropReason::Mempool(MempoolError::UndecodableSet(txid)))?;
                     if matched {
-                        self.want(txid, g, set, share);
+                        self.not_ours.retain(|x| *x != txid);
+                        self.want(txid, g, set, tweak.copied(), share);
                     }
                 }
                 DigestEntry::Removed { txid, reason } => {
                     let txid = Txid(*txid);
                     if let Some(i) = self.wanted.iter().position(|x| x.txid == txid) {
-                        self.wanted[i].from.retain(|(x, _)| *x != g);
+                        self.wanted[i].from.retain(|(x, _, _)| *x != g);
                         if self.wanted[i].from.is_empty() && self.fetch_of(&txid).is_none() {
                             self.wanted.remove(i);
                         }
@@ -346,13 +443,20 @@ impl MempoolTask {
         self.fetch.as_ref().filter(|f| f.txid == *txid)
     }
 
-    /// Gateway `g` announced `txid` with `set`, which matched: fetch it (once). A match it
-    /// announced first counts against its `share`; past it, it is asked for a fresh
-    /// snapshot once its matches are fetched.
-    fn want(&mut self, txid: Txid, g: GatewayId, set: &[u8], share: usize) {
+    /// Gateway `g` announced `txid` with `set` (and `tweak`), which matched: fetch it
+    /// (once). A match it announced first counts against its `share`; past it, it is asked
+    /// for a fresh snapshot once its matches are fetched.
+    fn want(
+        &mut self,
+        txid: Txid,
+        g: GatewayId,
+        set: &[u8],
+        tweak: Option<[u8; 33]>,
+        share: usize,
+    ) {
         if let Some(x) = self.wanted.iter_mut().find(|x| x.txid == txid) {
-            if !x.from.iter().any(|(y, _)| *y == g) {
-                x.from.push((g, set.to_vec()));
+            if !x.from.iter().any(|(y, _, _)| *y == g) {
+                x.from.push((g, set.to_vec(), tweak));
             }
             return;
         }
@@ -363,27 +467,28 @@ impl MempoolTask {
         }
         self.wanted.push_back(Wanted {
             txid,
-            from: vec![(g, set.to_vec())],
+            from: vec![(g, set.to_vec(), tweak)],
         });
     }
 
     /// Gateway `g` said nothing it held stands: its announcements go.
     fn forget(&mut self, g: GatewayId) {
         for x in &mut self.wanted {
-            x.from.retain(|(y, _)| *y != g);
+            x.from.retain(|(y, _, _)| *y != g);
         }
         let in_flight = self.fetch.as_ref().map(|f| f.txid);
         self.wanted
             .retain(|x| !x.from.is_empty() || Some(x.txid) == in_flight);
     }
 
-    /// A `mempool_tx` from gateway `g`.
+    /// A `mempool_tx` from gateway `g`; `silent`: the receiver's scan, if one runs.
     pub fn on_tx(
         &mut self,
         ctx: &mut Ctx,
         g: GatewayId,
         m: &MempoolTx<'_>,
         wallet: &mut WalletTask,
+        silent: Option<&mut (dyn Scanning + 'static)>,
     ) -> Result<(), DropReason> {
         let Some(f) = self.fetch.take_if(|f| f.gateway == g && f.id == m.id) else {
             return ctx.given_up_answer(g, m.id, true);
@@ -396,8 +501,8 @@ impl MempoolTask {
             // It says it does not hold what it announced and did not say it removed (a
             // removal comes before any answer): a strike. Another that announced it is
             // asked.
-            let announced = self.wanted[i].from.iter().any(|(y, _)| *y == g);
-            self.wanted[i].from.retain(|(y, _)| *y != g);
+            let announced = self.wanted[i].from.iter().any(|(y, _, _)| *y == g);
+            self.wanted[i].from.retain(|(y, _, _)| *y != g);
             if self.wanted[i].from.is_empty() {
                 self.wanted.remove(i);
             }
@@ -420,7 +525,7 @@ impl MempoolTask {
         // Each gateway that announced it: its set must be the transaction's, under its
         // salt. The one that sent it is judged here; the others after.
         let mut holders = 0u64;
-        for (x, set) in &wanted.from {
+        for (x, set, _) in &wanted.from {
             let Some(salt) = self.gateways.get(x.index()).and_then(|p| p.salt) else {
                 continue;
             };
@@ -435,15 +540,40 @@ impl MempoolTask {
             }
             holders |= x.bit();
         }
+        // Its outputs at the receiver's keys, for each tweak its holders gave it.
+        self.found.clear();
+        let mut found = Vec::new();
+        if let Some(scan) = silent {
+            let mut tried: Vec<[u8; 33]> = Vec::new();
+            for (x, _, tweak) in &wanted.from {
+                let Some(tweak) = tweak.filter(|_| holders & x.bit() != 0) else {
+                    continue;
+                };
+                if !tried.contains(&tweak) {
+                    tried.push(tweak);
+                    scan.mempool_payments(&tweak, &tx, &mut self.found);
+                }
+            }
+            found = silent_outputs(&self.found, scan.spend_key());
+        }
         let Some(w) = wallet.wallet.as_mut() else {
             return Ok(());
         };
-        match w.add_unconfirmed(m.tx, Source::Announced, ctx.now.0, holders) {
-            Ok(changes) => tell(ctx, changes),
+        match w.add_unconfirmed_silent(m.tx, Source::Announced, ctx.now.0, holders, &found) {
+            Ok(changes) => {
+                if !found.is_empty() && !changes.is_empty() {
+                    silent_told(ctx, &self.found);
+                }
+                tell(ctx, changes)
+            }
             Err(AddError::NotSigned { input, fault }) => {
                 // Its sender invented it; another gateway that announced the same txid
                 // may hold the signed one (a witness is not in the txid): it is asked.
-                let from: Vec<_> = wanted.from.into_iter().filter(|(x, _)| *x != g).collect();
+                let from: Vec<_> = wanted
+                    .from
+                    .into_iter()
+                    .filter(|(x, _, _)| *x != g)
+                    .collect();
                 if !from.is_empty() {
                     self.wanted.push_front(Wanted { txid: f.txid, from });
                 }
@@ -470,6 +600,41 @@ impl MempoolTask {
     }
 }
 
+/// The wallet's record of the receiver's `payments` in a mempool transaction, the spend
+/// key `spend`'s.
+fn silent_outputs(
+    payments: &[lightwire_wallet::silent_block::Payment],
+    spend: [u8; 33],
+) -> Vec<lightwire_wallet::unconfirmed::SilentOutput> {
+    let mut out: Vec<lightwire_wallet::unconfirmed::SilentOutput> = Vec::new();
+    for p in payments {
+        if !out.iter().any(|s| s.vout == p.vout) {
+            out.push(lightwire_wallet::unconfirmed::SilentOutput {
+                vout: p.vout,
+                tweak: p.found.tweak,
+                label: p.found.label,
+                spend,
+            });
+        }
+    }
+    out
+}
+
+/// The application hears of each silent payment found in the mempool (no block yet).
+fn silent_told(ctx: &mut Ctx, payments: &[lightwire_wallet::silent_block::Payment]) {
+    let mut told: Vec<u32> = Vec::new();
+    for p in payments {
+        if !told.contains(&p.vout) {
+            told.push(p.vout);
+            ctx.events.push_back(Event::SilentPayment {
+                height: None,
+                hash: None,
+                payment: *p,
+            });
+        }
+    }
+}
+
 /// The application hears of what the wallet took or dropped.
 fn tell(ctx: &mut Ctx, changes: impl IntoIterator<Item = crate::wallet::WalletChange>) {
     ctx.events.extend(changes.into_iter().map(Event::Wallet));
@@ -479,20 +644,25 @@ impl Task for MempoolTask {
     /// Subscribe to each gateway that serves the digest (once the wallet watches
     /// something), and fetch the next transaction matched.
     fn schedule(&mut self, ctx: &mut Ctx, conns: &mut Conns, view: &View) -> Result<(), Broke> {
-        if ctx.stopped || !view.wallet {
+        if ctx.stopped || !(view.wallet || view.silent) {
             return Ok(());
         }
         for g in ctx.gateways.ids() {
             let owns = self.wanted.iter().any(|x| x.first() == Some(g));
-            let p = &self.gateways[g.index()];
-            // Subscribed, and not drained of an overflow: nothing to do.
-            let drained_overflow = p.overflowed && !owns;
-            if (p.salt.is_some() && !drained_overflow) || !ctx.gateways[g].ready {
+            if !ctx.gateways[g].ready {
                 continue;
             }
             let Some(conn) = ready(conns, g) else {
                 continue;
             };
+            let p = &self.gateways[g.index()];
+            // Subscribed as the receiver needs, and not drained of an overflow: nothing
+            // to do.
+            let drained_overflow = p.overflowed && !owns;
+            let tweaks = view.silent && conn.serves_tweaks();
+            if p.salt.is_some() && !drained_overflow && p.tweaks == tweaks {
+                continue;
+            }
             if !conn.serves_mempool() {
                 self.silent |= g.bit();
                 continue;
@@ -501,7 +671,8 @@ impl Task for MempoolTask {
             let mut salt = [0u8; SALT_LEN];
             salt[..8].copy_from_slice(&ctx.rng.next_u64().to_le_bytes());
             salt[8..].copy_from_slice(&ctx.rng.next_u64().to_le_bytes());
-            conn.subscribe_mempool(salt, true, false).map_err(|e| (g, e))?;
+            conn.subscribe_mempool(salt, true, tweaks)
+                .map_err(|e| (g, e))?;
             let p = &mut self.gateways[g.index()];
             // A connection's first subscription starts its budget of entries; a fresh
             // snapshot keeps it.
@@ -510,6 +681,7 @@ impl Task for MempoolTask {
                 p.refilled = ctx.now;
             }
             p.salt = Some(salt);
+            p.tweaks = tweaks;
             p.revision = None;
             p.overflowed = false;
         }
@@ -524,13 +696,13 @@ impl Task for MempoolTask {
         self.wanted.retain(|x| {
             x.from
                 .iter()
-                .any(|(g, _)| ctx.gateways[*g].ready && ready(conns, *g).is_some())
+                .any(|(g, _, _)| ctx.gateways[*g].ready && ready(conns, *g).is_some())
         });
         let mut pick = None;
         'wanted: for (i, x) in self.wanted.iter().enumerate() {
             // (A match whose announcers all removed it is kept only while its fetch is in
             // flight; it has none to ask.)
-            let mut order: Vec<GatewayId> = x.from.iter().skip(1).map(|(g, _)| *g).collect();
+            let mut order: Vec<GatewayId> = x.from.iter().skip(1).map(|(g, _, _)| *g).collect();
             order.extend(x.first());
             for g in order {
                 if !ctx.gateways[g].ready || ready(conns, g).is_none() {

@@ -87,8 +87,14 @@ pub fn route(
         PeerEvent::Block(b) if is_task(b.id, TaskId::Silent) => t.silent.on_block(ctx, g, &b),
         PeerEvent::Block(b) => t.check.on_block(ctx, g, &b),
         PeerEvent::TxResult(r) => t.relay.on_result(ctx, g, &r),
-        PeerEvent::MempoolDigest(d) => t.mempool.on_digest(ctx, g, &d, &mut t.wallet),
-        PeerEvent::MempoolTx(m) => t.mempool.on_tx(ctx, g, &m, &mut t.wallet),
+        PeerEvent::MempoolDigest(d) => {
+            let silent = t.silent.scan.as_deref_mut();
+            t.mempool.on_digest(ctx, g, &d, &mut t.wallet, silent)
+        }
+        PeerEvent::MempoolTx(m) => {
+            let silent = t.silent.scan.as_deref_mut();
+            t.mempool.on_tx(ctx, g, &m, &mut t.wallet, silent)
+        }
         PeerEvent::FeeRates(m) => t.fees.on_rates(ctx, g, &m),
         e @ PeerEvent::TweakHeaders { .. } => match FilterAnswer::of_tweaks(e) {
             Some(answer) => t.silent.on_span(ctx, g, &answer),

@@ -91,8 +91,8 @@ impl SilentTask {
                 } => {
                     for payment in &payments {
                         ctx.events.push_back(Event::SilentPayment {
-                            height,
-                            hash,
+                            height: Some(height),
+                            hash: Some(hash),
                             payment: *payment,
                         });
                     }

@@ -50,6 +50,9 @@ pub struct View {
     pub filters_asked: Option<GatewayId>,
     /// Whether the wallet watches something (the mempool digest is followed for it).
     pub wallet: bool,
+    /// Whether a silent-payment receiver scans (the mempool digest is followed for it,
+    /// with tweaks).
+    pub silent: bool,
     /// The best chain's tip (height and hash), and whether the headers have nothing more
     /// to fetch.
     pub tip: (u32, BlockHash),
@@ -126,6 +129,7 @@ impl Tasks {
                 .wallet
                 .as_ref()
                 .is_some_and(|w| !w.watch.is_empty()),
+            silent: self.silent.scan.is_some(),
             tip: {
                 let t = self.headers.syncer.tip();
                 (t.height, t.hash)

@@ -19,7 +19,7 @@ use crate::wallet::WalletChange;
 
 /// A transaction spending output `vout` of `[prev; 32]` and paying 1,000 to each of
 /// `scripts`.
-fn paying(prev: u8, vout: u32, scripts: &[&[u8]]) -> Vec<u8> {
+pub(super) fn paying(prev: u8, vout: u32, scripts: &[&[u8]]) -> Vec<u8> {
     let mut t = vec![2, 0, 0, 0, 1];
     t.extend_from_slice(&[prev; 32]);
     t.extend_from_slice(&vout.to_le_bytes());
@@ -41,7 +41,7 @@ fn with_mempool() -> TestChain {
 }
 
 /// What gateway `g` does to its mempool, announced to its session.
-fn mempool(
+pub(super) fn mempool(
     net: &mut Net<lightwire_store::MemoryStore>,
     g: usize,
     f: impl FnOnce(&mut lightwire_proto::testing::TestMempool),

@@ -69,7 +69,7 @@ fn found(events: &[Event]) -> Vec<(u32, [u8; 32], u32)> {
         .filter_map(|e| match e {
             Event::SilentPayment {
                 height, payment, ..
-            } => Some((*height, payment.found.key, payment.vout)),
+            } => height.map(|h| (h, payment.found.key, payment.vout)),
             _ => None,
         })
         .collect()
@@ -262,4 +262,156 @@ fn following_the_tip_each_new_blocks_filter_comes_once_for_both_scans() {
         [2_001, 2_002, 2_003, 2_004, 2_005],
         "each new block's filter once"
     );
+}
+
+/// 2·G, compressed: a tweak no block of these chains has.
+const TWEAK_2G: [u8; 33] = [
+    0x02, 0xc6, 0x04, 0x7f, 0x94, 0x41, 0xed, 0x7d, 0x6d, 0x30, 0x45, 0x40, 0x6e, 0x95, 0xc0, 0x7c,
+    0xd8, 0x5c, 0x77, 0x8e, 0x4b, 0x8c, 0xef, 0x3c, 0xa7, 0xab, 0xac, 0x09, 0xb9, 0x5c, 0x70, 0x9e,
+    0xe5,
+];
+
+/// A transaction paying 1,000 to the receiver's first key for tweak 2·G (output 1, beside
+/// one paying elsewhere), and that key.
+fn mempool_payment() -> (Vec<u8>, [u8; 32]) {
+    let mut keys = Vec::new();
+    receiver().first_keys(&TWEAK_2G, &mut keys).unwrap();
+    let mut script = vec![0x51, 0x20];
+    script.extend_from_slice(&keys[0]);
+    let tx = super::mempool::paying(9, 0, &[&[0x51], &script]);
+    (tx, keys[0])
+}
+
+/// `chain(true)` whose gateway serves a mempool too.
+fn chain_with_mempool() -> TestChain {
+    let mut c = chain(true);
+    c.mempool = Some(Default::default());
+    c
+}
+
+/// The silent payments told without a block: (txid, vout, key).
+fn found_unconfirmed(events: &[Event]) -> Vec<(lightwire_primitives::Txid, u32, [u8; 32])> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            Event::SilentPayment {
+                height: None,
+                payment,
+                ..
+            } => Some((payment.txid, payment.vout, payment.found.key)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A silent payment enters a gateway's mempool with its tweak: the receiver finds it
+/// unconfirmed (told once, held by that gateway, what it pays counted apart), though the
+/// wallet watched nothing before; the other gateway announces it without a tweak: held by
+/// both, not fetched again. The confirmed payment of block 1,500 is found as before.
+#[test]
+fn a_silent_payment_in_the_mempool_is_found_unconfirmed() {
+    let mut net = Net::new(
+        memory(),
+        vec![chain_with_mempool(), chain_with_mempool()],
+        small,
+    );
+    net.drive();
+    net.host.engine.watch_silent_payments(receiver(), 1_000);
+    net.drive();
+    assert_eq!(found(&net.host.events).len(), 1, "the mined one");
+    let (tx, key) = mempool_payment();
+    let mut txid = [0u8; 32];
+    super::mempool::mempool(&mut net, 0, |m| txid = m.add_tweaked(&tx, TWEAK_2G));
+    let txid = lightwire_primitives::Txid(txid);
+    assert_eq!(found_unconfirmed(&net.host.events), [(txid, 1, key)]);
+    let w = net.host.engine.wallet().unwrap();
+    let t = w.unconfirmed.get(&txid).expect("held unconfirmed");
+    assert_eq!((t.received, t.gateways(), t.silent.len()), (1_000, 1, 1));
+    assert_eq!(t.silent[0].spend, G);
+    assert_eq!(w.balance(2_000, 1).unconfirmed, 1_000);
+    assert_eq!(w.balance(2_000, 1).confirmed, VALUE, "counted apart");
+    // The other gateway holds it too, without a tweak: held by both, not fetched again.
+    super::mempool::mempool(&mut net, 1, |m| {
+        m.add(&tx);
+    });
+    let w = net.host.engine.wallet().unwrap();
+    assert_eq!(w.unconfirmed.get(&txid).unwrap().gateways(), 2);
+    let served: Vec<usize> = (0..2)
+        .map(|g| {
+            let gw = net.host.gateways[g].as_ref().unwrap();
+            gw.chain.mempool.as_ref().unwrap().served()
+        })
+        .collect();
+    assert_eq!(served, [1, 0]);
+    assert_eq!(found_unconfirmed(&net.host.events).len(), 1, "told once");
+    assert_eq!(rejected(&net.host.events), []);
+}
+
+/// A gateway gives the payment's transaction another tweak (a point, not its own): alone,
+/// nothing is fetched and the payment is not seen before it is mined (the tweak lists the
+/// gateways agree on find it then); beside a gateway giving the right tweak, it is found.
+/// A tweak that is not a point is its gateway's fault.
+#[test]
+fn a_wrong_tweak_hides_the_payment_only_from_its_own_digest() {
+    let (tx, key) = mempool_payment();
+    let mut net = Net::new(memory(), vec![chain_with_mempool()], small);
+    net.drive();
+    net.host.engine.watch_silent_payments(receiver(), 1_000);
+    net.drive();
+    super::mempool::mempool(&mut net, 0, |m| {
+        m.add_tweaked(&tx, G);
+    });
+    assert_eq!(found_unconfirmed(&net.host.events), []);
+    let gw = net.host.gateways[0].as_ref().unwrap();
+    assert_eq!(gw.chain.mempool.as_ref().unwrap().served(), 0);
+
+    let mut net = Net::new(
+        memory(),
+        vec![chain_with_mempool(), chain_with_mempool()],
+        small,
+    );
+    net.drive();
+    net.host.engine.watch_silent_payments(receiver(), 1_000);
+    net.drive();
+    let mut txid = [0u8; 32];
+    super::mempool::mempool(&mut net, 0, |m| txid = m.add_tweaked(&tx, G));
+    super::mempool::mempool(&mut net, 1, |m| {
+        m.add_tweaked(&tx, TWEAK_2G);
+    });
+    let txid = lightwire_primitives::Txid(txid);
+    assert_eq!(found_unconfirmed(&net.host.events), [(txid, 1, key)]);
+    assert_eq!(rejected(&net.host.events), []);
+
+    // x = 5 is no point's x.
+    let mut off = [0u8; 33];
+    off[0] = 2;
+    off[32] = 5;
+    super::mempool::mempool(&mut net, 0, |m| {
+        m.add_tweaked(&super::mempool::paying(10, 0, &[&[0x51]]), off);
+    });
+    assert_eq!(rejected(&net.host.events), [(0, "tweak-not-a-point")]);
+}
+
+/// The wallet watched a script, so its gateway was subscribed without tweaks, and a
+/// silent payment already waits in the mempool: the receiver, started later, has the
+/// gateway subscribed again with tweaks, and finds it in the fresh snapshot.
+#[test]
+fn a_receiver_started_later_finds_what_waits_in_the_mempool() {
+    let (tx, key) = mempool_payment();
+    let mut net = Net::new(memory(), vec![chain_with_mempool()], small);
+    net.drive();
+    net.host
+        .engine
+        .watch(&super::watch_coinbases(&[1_234]), 1_000)
+        .unwrap();
+    net.drive();
+    let mut txid = [0u8; 32];
+    super::mempool::mempool(&mut net, 0, |m| txid = m.add_tweaked(&tx, TWEAK_2G));
+    assert_eq!(found_unconfirmed(&net.host.events), []);
+    net.host.engine.watch_silent_payments(receiver(), 1_000);
+    net.drive();
+    let txid = lightwire_primitives::Txid(txid);
+    assert_eq!(found_unconfirmed(&net.host.events), [(txid, 1, key)]);
+    let w = net.host.engine.wallet().unwrap();
+    assert_eq!(w.unconfirmed.get(&txid).unwrap().received, 1_000);
 }

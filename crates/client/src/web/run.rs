@@ -519,8 +519,8 @@ impl Net {
                 hash,
                 payment,
             } => js_event!(events::SILENT_PAYMENT {
-                "height": height.into(),
-                "blockHash": js::hash(&hash),
+                "height": height.map_or(JsValue::NULL, JsValue::from),
+                "blockHash": hash.as_ref().map_or(JsValue::NULL, js::hash),
                 "txid": js::hash(&payment.txid),
                 "vout": payment.vout.into(),
                 "outputKey": hex::encode(payment.found.key).into(),
