@@ -490,6 +490,14 @@ export interface UnconfirmedTransaction {
   gateways: number;
   /** When it was first seen, in milliseconds since the Unix epoch. */
   firstSeen: number;
+  /**
+   * Its outputs that pay the silent-payment receiver (BIP352), found in the mempool with
+   * the tweak a gateway gave (an output found is at the receiver's key whatever the
+   * tweak; the transaction is trusted for nothing until mined, as any unconfirmed one):
+   * the output, the private-key tweak that spends it (hex), its label (0: change; null
+   * for the plain address) and the spend public key (hex). Empty for most.
+   */
+  silentPayments: Array<{ vout: number; tweak: string; label: number | null; spendKey: string }>;
 }
 
 /** An entry of {@link LightwireClient.transactions}: in a block, or not yet. */
@@ -714,14 +722,17 @@ export interface ScanProgress {
 }
 
 /**
- * An output paying the silent-payment receiver (BIP352), found in a block checked against
- * its header; the wallet watches its script from that block on.
+ * An output paying the silent-payment receiver (BIP352): found in a block checked against
+ * its header (the wallet watches its script from that block on), or, with `height` and
+ * `blockHash` null, in a transaction of a gateway's mempool (unconfirmed: nothing proves
+ * it until a block holds it, when it is told again with its block).
  */
 export interface SilentPaymentFound {
   type: 'silentPayment';
-  height: number;
-  /** Display hex. */
-  blockHash: string;
+  /** Its block's height; null for one found in the mempool. */
+  height: number | null;
+  /** Display hex; null for one found in the mempool. */
+  blockHash: string | null;
   /** Display hex. */
   txid: string;
   vout: number;

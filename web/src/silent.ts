@@ -55,13 +55,14 @@ function showError(text: string | null): void {
 
 function foundRow(e: SilentPaymentFound): HTMLTableRowElement {
   const tr = document.createElement('tr');
-  for (const text of [count(e.height), `${e.txid.slice(0, 16)}…:${e.vout}`, e.label === null ? '–' : String(e.label)]) {
+  const where = e.height === null ? 'unconfirmed' : count(e.height);
+  for (const text of [where, `${e.txid.slice(0, 16)}…:${e.vout}`, e.label === null ? '–' : String(e.label)]) {
     const td = document.createElement('td');
     td.textContent = text;
     tr.append(td);
   }
   tr.title = `${e.txid}:${e.vout}, output key ${e.outputKey}`;
-  tr.dataset.height = String(e.height);
+  tr.dataset.height = e.height === null ? 'unconfirmed' : String(e.height);
   return tr;
 }
 
@@ -98,7 +99,8 @@ export function attach(c: LightwireClient | null): void {
   if (!c) return;
   off = [
     c.on('silentPayment', (e) => {
-      log('info', `Silent payment: ${e.txid.slice(0, 16)}…:${e.vout} in block ${count(e.height)}${e.label === null ? '' : ` (label ${e.label})`}.`);
+      const where = e.height === null ? 'unconfirmed, in a gateway\'s mempool' : `in block ${count(e.height)}`;
+      log('info', `Silent payment: ${e.txid.slice(0, 16)}…:${e.vout} ${where}${e.label === null ? '' : ` (label ${e.label})`}.`);
       ui.found.prepend(foundRow(e));
     }),
     c.on('silentStalled', (e) =>

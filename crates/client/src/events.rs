@@ -61,6 +61,7 @@ pub const UNCONFIRMED_TX: &[&str] = &[
     "fee",
     "gateways",
     "firstSeen",
+    "silentPayments",
 ];
 
 /// The wallet's balance (`Balance`): the answer to `balance()`, and a `balance` event.

@@ -354,6 +354,44 @@ mod tests {
         assert_eq!(b.fee, FeeRate(3_000).fee(b.vsize) + b.ancestor_fee);
     }
 
+    /// A silent payment found in the mempool, named: its input carries BIP376's tweak and
+    /// spend key, as a mined one's does (the key is the receiver's, whatever the
+    /// transaction turns out to be); not named, it is not picked.
+    #[test]
+    fn a_named_unconfirmed_silent_payment_is_spent_with_its_tweak() {
+        let mut w = WalletSync::new(Network::Mainnet, 0);
+        w.watch(&[Watched::Descriptor(BIP84.into())]).unwrap();
+        let mut taproot = vec![0x51, 0x20];
+        taproot.extend_from_slice(&[0x42; 32]);
+        let incoming = paying(Some(6), &taproot, 50_000);
+        let found = lightwire_wallet::unconfirmed::SilentOutput {
+            vout: 0,
+            tweak: [7; 32],
+            label: None,
+            spend: [2; 33],
+        };
+        w.add_unconfirmed_silent(&incoming, Source::Announced, 0, 1, &[found])
+            .unwrap();
+        let coin = Outpoint {
+            txid: Tx::parse(&incoming).unwrap().txid(),
+            vout: 0,
+        };
+        let err = create_psbt(&w, &ask(&[(ELSEWHERE, 20_000)], 1_000), 20, 20, 1);
+        assert!(err.is_err(), "another's unconfirmed payment is not picked");
+        let named = PsbtAsk {
+            coins: Some(vec![coin]),
+            ..ask(&[(ELSEWHERE, 20_000)], 1_000)
+        };
+        let b = create_psbt(&w, &named, 20, 20, 1).unwrap();
+        let maps = psbt::read_maps(&b.psbt).unwrap();
+        let tweak = maps[1..]
+            .iter()
+            .flat_map(|m| m.iter())
+            .find(|(k, _)| k[0] == psbt::IN_SP_TWEAK)
+            .map(|(_, v)| v.clone());
+        assert_eq!(tweak.as_deref(), Some(&[7u8; 32][..]));
+    }
+
     #[test]
     fn coins_of_addresses_watched_as_such_are_spent_only_when_named() {
         let mut w = WalletSync::new(Network::Mainnet, 0);

@@ -879,16 +879,17 @@ impl Net {
                             confirmations,
                             coinbase,
                         );
-                        with_origin(o, &w.watch, &c.script)
+                        with_origin(o, &w.watch, &c.script, None)
                     });
                 let pending = u
                     .transactions()
                     .iter()
-                    .flat_map(|t| t.coins())
-                    .filter(|(o, _, _)| !spent.contains(o))
-                    .map(|(o, value, script)| {
+                    .flat_map(|t| t.coins().map(move |c| (t, c)))
+                    .filter(|(_, (o, _, _))| !spent.contains(o))
+                    .map(|(t, (o, value, script))| {
+                        let silent = t.silent.iter().find(|s| s.vout == o.vout);
                         let o = utxo_object(&o, value, script, JsValue::NULL, 0, false);
-                        with_origin(o, &w.watch, script)
+                        with_origin(o, &w.watch, script, silent)
                     });
                 confirmed.chain(pending).collect::<js_sys::Array>().into()
             }
@@ -1006,6 +1007,19 @@ fn unconfirmed_object(t: &lightwire_wallet::UnconfirmedTx) -> JsValue {
         "fee": t.fee.map_or(JsValue::NULL, |f| (f as f64).into()),
         "gateways": t.gateways().into(),
         "firstSeen": (t.first_seen as f64).into(),
+        "silentPayments": t
+            .silent
+            .iter()
+            .map(|s| {
+                js::object(&[
+                    ("vout", s.vout.into()),
+                    ("tweak", hex::encode(s.tweak).into()),
+                    ("label", s.label.map_or(JsValue::NULL, JsValue::from)),
+                    ("spendKey", hex::encode(s.spend).into()),
+                ])
+            })
+            .collect::<js_sys::Array>()
+            .into(),
     })
 }
 
@@ -1013,8 +1027,14 @@ fn unconfirmed_object(t: &lightwire_wallet::UnconfirmedTx) -> JsValue {
 /// a descriptor, the descriptor, the keychain (`receive` for branch 0 or a single branch,
 /// `change` for branch 1), the index, the full derivation path and the master key's
 /// fingerprint; null for a coin of a script or an address given as such. For a silent
-/// payment the scan found, the tweak that spends it and its label (`silentPayment`).
-fn with_origin(o: JsValue, watch: &lightwire_wallet::Watchlist, script: &[u8]) -> JsValue {
+/// payment the scan found, the tweak that spends it and its label (`silentPayment`); for an
+/// unconfirmed one found in the mempool, the same from `unconfirmed`.
+fn with_origin(
+    o: JsValue,
+    watch: &lightwire_wallet::Watchlist,
+    script: &[u8],
+    unconfirmed: Option<&lightwire_wallet::unconfirmed::SilentOutput>,
+) -> JsValue {
     use lightwire_wallet::descriptor::path_text;
     let derived = match watch.origin(script) {
         Some(lightwire_wallet::Origin::Derived {
@@ -1054,7 +1074,14 @@ fn with_origin(o: JsValue, watch: &lightwire_wallet::Watchlist, script: &[u8]) -
     js::set(&o, "index", index);
     js::set(&o, "derivationPath", path);
     js::set(&o, "masterFingerprint", fingerprint);
-    let silent = match watch.origin(script) {
+    let origin = watch
+        .origin(script)
+        .or(unconfirmed.map(|s| lightwire_wallet::Origin::Silent {
+            tweak: s.tweak,
+            label: s.label,
+            spend: s.spend,
+        }));
+    let silent = match origin {
         Some(lightwire_wallet::Origin::Silent {
             tweak,
             label,

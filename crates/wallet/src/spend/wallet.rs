@@ -417,7 +417,8 @@ fn spendable(wallet: &WalletState<'_>, tip: u32) -> Vec<Found> {
                    value: u64,
                    script: &[u8],
                    (confirmed, own): (bool, bool),
-                   funding: Option<&[u8]>| {
+                   funding: Option<&[u8]>,
+                   found_silent: Option<super::SilentKey>| {
         let (kind, origin) = how_spent(wallet, script);
         if let Some(kind) = kind {
             found.push(Found {
@@ -430,7 +431,7 @@ fn spendable(wallet: &WalletState<'_>, tip: u32) -> Vec<Found> {
                         Some((txid, rc)) if *txid == outpoint.txid => rc.clone(),
                         _ => shared.insert((outpoint.txid, f.into())).1.clone(),
                     }),
-                    silent: super::SilentKey::of(wallet.watch.origin(script)),
+                    silent: super::SilentKey::of(wallet.watch.origin(script)).or(found_silent),
                 },
                 origin,
                 confirmed,
@@ -442,7 +443,7 @@ fn spendable(wallet: &WalletState<'_>, tip: u32) -> Vec<Found> {
         let mature = !c.coinbase || tip >= c.height.saturating_add(COINBASE_CONFIRMATIONS - 1);
         if mature && !spent.contains(&c.outpoint) {
             let funding = wallet.ledger.funding(&c.outpoint.txid);
-            add(c.outpoint, c.value, &c.script, (true, false), funding);
+            add(c.outpoint, c.value, &c.script, (true, false), funding, None);
         }
     }
     for t in wallet.unconfirmed.transactions() {
@@ -455,7 +456,17 @@ fn spendable(wallet: &WalletState<'_>, tip: u32) -> Vec<Found> {
         };
         for (o, value, script) in t.coins() {
             if !spent.contains(&o) {
-                add(o, value, script, (false, own), Some(&t.raw));
+                // A silent payment found in the mempool: its key is the tweak's, as a
+                // found coin's is (spent only when named, as any payment of another's).
+                let silent = t
+                    .silent
+                    .iter()
+                    .find(|s| s.vout == o.vout)
+                    .map(|s| super::SilentKey {
+                        tweak: s.tweak,
+                        spend: s.spend,
+                    });
+                add(o, value, script, (false, own), Some(&t.raw), silent);
             }
         }
     }
