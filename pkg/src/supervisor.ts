@@ -9,6 +9,9 @@
 // FAILED_WINDOW_MS: a failure that keeps coming back is a bug of ours, not the engine's
 // bad luck, and stops the client with its error. What the engine keeps (the headers, the
 // filter headers, the watched wallet) lives in the store, so the new engine resumes it.
+// The silent-payment receiver does not (its scan key is never stored): the last one the
+// application started is started again in the new worker, from this page's memory, where
+// the application gave it, before any call retried.
 import type { Backend } from './engine.js';
 import { askedAgain, named, toError, type Method, type PendingCall, type Reply, type Request, type RequestBody } from './protocol.js';
 import type { ClientOptions, LightwireEvent } from './types.js';
@@ -74,6 +77,11 @@ export class WorkerBackend implements Backend {
   #openId: number | null = null;
   /** Workers started so far (a test's `testHangOpens` makes the first ones hang). */
   #started = 0;
+  /**
+   * The arguments of the last `watchSilentPayments` that resolved: the receiver a new
+   * worker starts again (its scan key is in no store).
+   */
+  #receiver: unknown[] | null = null;
   #closed = false;
 
   private constructor(options: ClientOptions, onEvent: (e: LightwireEvent) => void) {
@@ -101,7 +109,11 @@ export class WorkerBackend implements Backend {
   async call(method: Method, args: unknown[], moves = 0): Promise<unknown> {
     await this.#opening;
     if (this.#closed || !this.#worker) throw named('Stopped', 'the client has stopped');
-    return this.#post(this.#worker, { op: 'call', method, args }, method, args, moves);
+    const answer = this.#post(this.#worker, { op: 'call', method, args }, method, args, moves);
+    if (method !== 'watchSilentPayments') return answer;
+    const value = await answer;
+    this.#receiver = args;
+    return value;
   }
 
   close(): void {
@@ -314,6 +326,17 @@ export class WorkerBackend implements Backend {
       retried: retried.length,
       rejected: rejected.length,
     });
+    // The receiver the application started, started again (unless the call retried is a
+    // new one): the new engine would scan for nobody otherwise.
+    const receiver = this.#receiver;
+    if (receiver && !retried.some((p) => p.method === 'watchSilentPayments')) {
+      await this.call('watchSilentPayments', receiver).catch((e: Error) => this.#onEvent({
+        type: 'error',
+        kind: 'WorkerError',
+        message: `the silent-payment receiver could not be started again in the restarted worker: ${e.message}`,
+        fatal: false,
+      }));
+    }
     for (const p of retried) {
       this.call(p.method as Method, p.args, (p.moves ?? 0) + 1).then(p.resolve, p.reject);
     }

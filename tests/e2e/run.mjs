@@ -1160,13 +1160,17 @@ async function hang() {
   const page = await openPage();
   try {
     // A short timeout for the test (pinged every 500 ms); the default is 30 s.
-    await openClient(page, { gateways: [gw.connect], storeName: 'hang', testHooks: true, workerTimeoutMs: 3_000 });
+    await openClient(page, { gateways: [gw.connect], storeName: 'hang', testHooks: true, workerTimeoutMs: 3_000,
+      silentPayments: true });
     await until(page, 'headers and filter headers', 60_000,
       (m) => m.storedHeight === 3_000 && m.storedFilterHeight === 3_000);
     // 3,200 is mined after the hang: only a wallet resumed by the new worker can find it.
     const scripts = [coinbaseScript(2_000), coinbaseScript(3_200)];
     // watch() resolves once the wallet is saved: the hang right after cannot lose it.
     await page.evaluate((s) => window.client.watch({ scripts: s, fromHeight: 1 }), scripts);
+    // A silent-payment receiver is in no store (its scan key is never saved): the page
+    // starts it again in the new worker.
+    await page.evaluate((k) => window.client.watchSilentPayments(k), silentKeys(2_500));
     await page.evaluate(() => {
       window.hung = window.client.testHangWorker().then(() => 'resolved', (e) => e.name);
       window.during = window.client.headerAt(2_000);
@@ -1192,6 +1196,8 @@ async function hang() {
       ev.some((e) => e.type === 'transaction' && e.status === 'found' && e.height === 3_200));
     const heights = (await page.evaluate(() => window.client.transactions())).map((t) => t.height);
     assert(JSON.stringify(heights) === JSON.stringify([2_000, 3_200]), `the wallet after the restart: ${JSON.stringify(heights)}`);
+    const receiver = (await page.evaluate(() => window.client.metrics())).silentScan;
+    assert(receiver?.fromHeight === 2_500, `the receiver after the restart: ${JSON.stringify(receiver)}`);
     log(`  the worker hung, was restarted after ${restarted[0].silentMs} ms (${restarted[0].retried} call(s) retried); ` +
       `caught up to 3,500; the wallet found ${JSON.stringify(heights)}`);
 
