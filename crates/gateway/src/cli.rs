@@ -584,6 +584,15 @@ async fn run(o: Options) -> Result<(), String> {
     {
         builder = builder.mempool(budget);
     }
+    if let Source::Upstream {
+        rpc: Some(_),
+        tweaks: Some(_),
+        ..
+    } = &o.source
+    {
+        // Serving tweaks: the mempool's transactions go out with theirs.
+        builder = builder.mempool_tweaks(true);
+    }
     let shared = builder.build();
     if let Source::Upstream {
         filter_cache: Some(bytes),
@@ -678,6 +687,13 @@ async fn run(o: Options) -> Result<(), String> {
             rpc.clone(),
             stopped.clone(),
         ));
+        if shared.mempool.works_out_tweaks() {
+            tokio::spawn(lightwire_gateway::mempool_tweaks::keep(
+                shared.clone(),
+                rpc.clone(),
+                stopped.clone(),
+            ));
+        }
         tokio::spawn(lightwire_gateway::spent_from::keep(shared, rpc, stopped));
     }
     if let Some((dir, confirmations)) = o.export.clone() {

@@ -7,7 +7,9 @@
 //! before they are served, from a file, generated, or followed from a node over P2P:
 //! [`upstream`], which follows several nodes, and [`p2p`]), the compact block filters it
 //! serves ([`filters`]), its history as bulk files for a static host ([`export`], kept up
-//! to date as the chain grows by [`exporter`]), the node's fee estimates ([`fees`], over its JSON-RPC) and what
+//! to date as the chain grows by [`exporter`]), the node's fee estimates ([`fees`], over
+//! its JSON-RPC), the mempool followed ([`mempool`], with its transactions' silent-payment
+//! tweaks worked out through the node's RPC by [`mempool_tweaks`]) and what
 //! client sessions wait for from the node ([`wants`]), the
 //! frame buffer pools ([`pool`]), the connection caps and the
 //! trusted proxies ([`admission`]), native TLS ([`tls`]), `/metrics` ([`metrics`]), the
@@ -37,6 +39,7 @@ pub mod filters;
 pub mod key;
 pub mod logging;
 pub mod mempool;
+pub mod mempool_tweaks;
 pub mod metrics;
 pub mod p2p;
 pub mod pool;

@@ -134,6 +134,10 @@ pub struct Shared {
     pub follows_mempool: bool,
     /// Bumped whenever the mempool followed changes: sessions send their digests.
     pub mempool_version: watch::Sender<u64>,
+    /// The zero of the gateway's clock: the time ([`Shared::now`]) given to the state the
+    /// tasks share (the mempool, the lead among the nodes followed), so that what one
+    /// task stamps another compares on the same clock.
+    pub clock: Instant,
     /// Counters.
     pub metrics: Metrics,
     /// Time limits.
@@ -180,6 +184,8 @@ pub struct Builder {
     offer_compact: bool,
     /// The mempool's byte budget, when the nodes' mempool is followed.
     mempool: Option<usize>,
+    /// Whether the mempool's transactions are published with their tweaks.
+    mempool_tweaks: bool,
 }
 
 impl Builder {
@@ -187,6 +193,16 @@ impl Builder {
     /// of transactions [default: not followed]. Only a chain followed from nodes has one.
     pub fn mempool(mut self, budget: usize) -> Builder {
         self.mempool = Some(budget);
+        self
+    }
+
+    /// Publish each mempool transaction with its silent-payment tweak, worked out first
+    /// ([`crate::mempool::ServedMempool::with_tweaks`]) [default: false]: for a gateway
+    /// serving tweaks from its node, which runs [`crate::mempool_tweaks::keep`] (without
+    /// it, transactions with a taproot output wait [`crate::mempool::TWEAK_WAIT`] and go
+    /// without).
+    pub fn mempool_tweaks(mut self, on: bool) -> Builder {
+        self.mempool_tweaks = on;
         self
     }
 
@@ -239,11 +255,17 @@ impl Builder {
             filter_version: watch::channel(0).0,
             filter_notify: notify.clone(),
             relay: Arc::new(crate::relay::TxRelay::new(notify)),
-            mempool: Arc::new(crate::mempool::ServedMempool::new(
-                self.mempool.unwrap_or(0),
-            )),
+            mempool: Arc::new({
+                let m = crate::mempool::ServedMempool::new(self.mempool.unwrap_or(0));
+                if self.mempool_tweaks && self.mempool.is_some() {
+                    m.with_tweaks()
+                } else {
+                    m
+                }
+            }),
             follows_mempool: self.mempool.is_some(),
             mempool_version: watch::channel(0).0,
+            clock: Instant::now(),
             metrics: Metrics::default(),
             limits: self.limits,
             buffers: self.buffers,
@@ -274,6 +296,11 @@ impl Builder {
 }
 
 impl Shared {
+    /// The gateway's clock now ([`Shared::clock`]).
+    pub fn now(&self) -> Millis {
+        Millis(u64::try_from(self.clock.elapsed().as_millis()).unwrap_or(u64::MAX))
+    }
+
     /// A session number not given before: what a connection (or the exporter) waits for
     /// from the node is counted by it.
     pub fn next_session(&self) -> SessionId {
@@ -292,6 +319,7 @@ impl Shared {
             front: Front::default(),
             offer_compact: true,
             mempool: None,
+            mempool_tweaks: false,
         }
     }
 
@@ -324,6 +352,18 @@ impl Shared {
                  # TYPE lightwire_mempool_txs_served_total counter\n\
                  lightwire_mempool_txs_served_total {served}\n"
             ));
+            if self.mempool.works_out_tweaks() {
+                let (waiting, _) = self.mempool.pending();
+                let missed = self.mempool.tweaks_missed();
+                out.push_str(&format!(
+                    "# HELP lightwire_mempool_tweaks_waiting Transactions waiting for their silent-payment tweaks (or behind one that does), unpublished.\n\
+                     # TYPE lightwire_mempool_tweaks_waiting gauge\n\
+                     lightwire_mempool_tweaks_waiting {waiting}\n\
+                     # HELP lightwire_mempool_tweaks_missed_total Transactions that may have a tweak published without it (the node did not know what they spend, did not answer in time, or too many waited).\n\
+                     # TYPE lightwire_mempool_tweaks_missed_total counter\n\
+                     lightwire_mempool_tweaks_missed_total {missed}\n"
+                ));
+            }
         }
         out
     }

@@ -50,7 +50,6 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use lightwire_chain::{Chain, ConnectError, Network};
-use lightwire_proto::Millis;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
@@ -385,8 +384,10 @@ async fn session(
         Ok(c) => c,
         Err(e) => return (e.into(), None),
     };
-    let start = Instant::now();
-    let now = || Millis(u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX));
+    // The gateway's clock, not the connection's: the mempool and the lead compare what
+    // one connection stamped with what another (or the mempool's tweak task) does.
+    let start = shared.clock;
+    let now = || shared.now();
     let gateway = || Seat::gateway(shared, together);
     let config = PeerConfig {
         index: node.i,

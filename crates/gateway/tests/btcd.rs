@@ -800,6 +800,191 @@ async fn serves_the_tweaks_of_btcds_chain_computed_from_its_rpc() {
     assert_eq!(again, (headers, lists));
 }
 
+/// A silent payment sent to btcd's mempool, not mined: the gateway (serving tweaks, so
+/// working out those of the mempool's transactions) publishes it to a session subscribed
+/// with `tweaks` with its tweak, the one its tweak list holds for the transaction once
+/// btcd mines it (and the one worked out here from the script the sender spent); a session
+/// subscribed without `tweaks` gets it without. And btcd's RPC, asked as the gateway asks
+/// it, gives an output of a transaction in its mempool (`getrawtransaction`: not in its
+/// chainstate), one of its chain that a mempool transaction spends (`gettxout .. false`),
+/// and says it does not know one nobody made.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_payment_in_btcds_mempool_is_published_with_its_tweak() {
+    use lightwire_gateway::mempool::DEFAULT_BUDGET;
+    use lightwire_gateway::server::Shared;
+    use lightwire_gateway::tweaks::{ServedTweaks, keep};
+    use lightwire_primitives::{TweakList, Tx};
+    use lightwire_proto::session::FilterLookup;
+    use lightwire_wallet::silent::{Receiver, SpNetwork};
+    use lightwire_wire::MempoolSubscribe;
+
+    // Inventory trickled every 100 ms (10 s by default): the payment reaches the gateway
+    // at once.
+    let btcd = Btcd::start_with(&["--txindex", "--trickleinterval=100ms"]);
+    btcd.generate(101);
+    let (served, chain) = ServedChain::genesis_only(&REGTEST);
+    let gw = Shared::builder(
+        served,
+        lightwire_noise::SecretKey::from_bytes(&[0x11; 32]).unwrap(),
+    )
+    .buffers(Buffers::pooled(8))
+    .mempool(DEFAULT_BUDGET)
+    .mempool_tweaks(true)
+    .spawn("127.0.0.1:0".parse().unwrap())
+    .await
+    .unwrap();
+    let shared = gw.shared.clone();
+    assert!(shared.mempool.works_out_tweaks());
+    {
+        let mut c = shared.chain.write().unwrap();
+        c.serve_upstream_filters(1 << 20, shared.filter_notify.clone());
+        c.serve_upstream_blocks(shared.filter_notify.clone());
+        c.serve_relay(shared.relay.clone());
+        c.serve_mempool(shared.mempool.clone());
+        c.serve_tweaks(ServedTweaks::open(&btcd.dir.join("tweaks"), Network::Regtest).unwrap());
+    }
+    let (nodes, stopped) = (vec![btcd.p2p], gw.stopped());
+    tokio::spawn(async move {
+        follow_all(&nodes, Network::Regtest, shared, chain, stopped).await;
+    });
+    tokio::spawn(keep(gw.shared.clone(), btcd.rpc_endpoint(), gw.stopped()));
+    tokio::spawn(lightwire_gateway::mempool_tweaks::keep(
+        gw.shared.clone(),
+        btcd.rpc_endpoint(),
+        gw.stopped(),
+    ));
+    let tweak_tip = || {
+        gw.shared
+            .chain
+            .read()
+            .unwrap()
+            .tweaks()
+            .and_then(|t| t.tip())
+    };
+    wait_until("the tweaks of btcd's tip", || tweak_tip() == Some(101)).await;
+
+    // Two sessions: with tweaks, and without.
+    let mut with = common::client(&gw, Framing::OnePerFrame).await;
+    let mut without = common::client(&gw, Framing::OnePerFrame).await;
+    for (client, tweaks) in [(&mut with, true), (&mut without, false)] {
+        let subscribe = MempoolSubscribe {
+            salt: [tweaks as u8; 16],
+            snapshot: true,
+            tweaks,
+        };
+        client
+            .send(&Message::MempoolSubscribe(subscribe))
+            .await
+            .unwrap();
+    }
+
+    // The payment, sent and not mined: the regtest wallet's `generate` is skipped.
+    let secp = bitcoin::secp256k1::Secp256k1::new();
+    let spend = bitcoin::secp256k1::SecretKey::from_slice(&[0x52; 32])
+        .unwrap()
+        .public_key(&secp)
+        .serialize();
+    let address = Receiver::new(&[0x51; 32], &spend)
+        .unwrap()
+        .address(SpNetwork::Regtest, None)
+        .unwrap()
+        .encode();
+    let sent = std::cell::RefCell::new(None);
+    let not_mining = |args: &[&str]| -> String {
+        match args {
+            ["generate", ..] => String::new(),
+            ["sendrawtransaction", hex] => {
+                *sent.borrow_mut() = Some(hex::decode(hex).unwrap());
+                btcd.ctl(args)
+            }
+            _ => btcd.ctl(args),
+        }
+    };
+    let paid = regtest_wallet::pay_silent(&not_mining, &address, 1, 2);
+    assert_eq!(paid.height, 101, "not mined");
+    let raw = sent.take().expect("the payment was sent");
+    let payment = Tx::parse(&raw).unwrap();
+    let txid = payment.txid().0;
+    let spent: Vec<Vec<u8>> = paid.spent.iter().map(|s| hex::decode(s).unwrap()).collect();
+    let spent: Vec<&[u8]> = spent.iter().map(Vec::as_slice).collect();
+    let expected = lightwire_wallet::silent::tweak(&payment, &spent).unwrap();
+
+    // btcd's RPC as the gateway asks it, while the payment is in its mempool.
+    let coinbase = payment.inputs().next().unwrap();
+    let (coinbase, vout) = (*coinbase.prev_txid, coinbase.prev_vout);
+    let (answers, wrong) = lightwire_gateway::mempool_tweaks::lookup(
+        &btcd.rpc_endpoint(),
+        &[(txid, 0), (coinbase, vout), ([0x77; 32], 0)],
+    )
+    .await
+    .unwrap();
+    assert!(wrong.is_empty(), "{wrong:?}");
+    let output0 = payment.outputs().next().unwrap().script.to_vec();
+    assert_eq!(answers[&(txid, 0)], Some(output0), "from btcd's mempool");
+    assert_eq!(
+        answers[&(coinbase, vout)],
+        Some(spent[0].to_vec()),
+        "from its chainstate, though a mempool transaction spends it"
+    );
+    assert_eq!(answers[&([0x77; 32], 0)], None, "nobody made it");
+
+    // The sessions hear of it: with its tweak, and without.
+    let got = added_entry(&mut with, &txid).await;
+    assert_eq!(got, Some(expected), "with its tweak");
+    assert_eq!(added_entry(&mut without, &txid).await, None, "kind 0");
+    assert_eq!(gw.shared.mempool.tweaks_missed(), 0);
+    assert_eq!(gw.shared.mempool.pending().0, 0);
+
+    // Mined: the tweak list of its block holds that tweak alone.
+    btcd.generate(1);
+    wait_until("the tweaks of the paying block", || {
+        tweak_tip() == Some(102)
+    })
+    .await;
+    let list = match gw
+        .shared
+        .chain
+        .read()
+        .unwrap()
+        .tweaks()
+        .unwrap()
+        .with_list(102, <[u8]>::to_vec)
+    {
+        FilterLookup::Ready(list) => list,
+        _ => panic!("the list of block 102"),
+    };
+    let listed: Vec<[u8; 33]> = TweakList::parse(&list).unwrap().iter().copied().collect();
+    assert_eq!(
+        listed,
+        [expected],
+        "the block's tweak list holds the digest's tweak"
+    );
+}
+
+/// The next digest entry adding `txid` that `client` gets (skipping anything else): its
+/// tweak, for an entry of kind 2; `None` for kind 0.
+async fn added_entry(client: &mut Client, txid: &[u8; 32]) -> Option<[u8; 33]> {
+    use lightwire_wire::DigestEntry;
+    loop {
+        let entry = tokio::time::timeout(
+            Duration::from_secs(60),
+            client.recv(|m| match Message::decode(m) {
+                Ok(Message::MempoolDigest(d)) => d.entries().find_map(|e| match e {
+                    DigestEntry::Added { txid: t, tweak, .. } if t == txid => Some(tweak.copied()),
+                    _ => None,
+                }),
+                _ => None,
+            }),
+        )
+        .await
+        .expect("the transaction in a digest in time")
+        .expect("connection up");
+        if let Some(tweak) = entry {
+            return tweak;
+        }
+    }
+}
+
 /// Bitcoin Core's way (`getblock <hash> 3`, each input's `prevout` from its undo data, one
 /// call a block, no transaction index) gives the same tweak list as btcd's transaction
 /// index, for the block paying our receiver and for one that does not; btcd, which has no
