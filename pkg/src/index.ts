@@ -180,8 +180,13 @@ export class LightwireClient extends EventTarget {
    * can hide a payment); the block's verified filter is asked about the receiver's keys,
    * and a block that matches is fetched, checked and searched. Each output found is a
    * `silentPayment` event and a coin of the wallet (its script watched from that block).
-   * The scan key stays in the engine's worker in this tab and is not stored: call again in
-   * each session. Only the tab that runs the engine receives (elsewhere: `NotLeader`).
+   * The scan key stays in the engine's worker in this tab and is not stored (call again in
+   * each session), unless `persistScanKey` asks for it (then the next session's engine
+   * starts the receiver itself; see the option). Transactions in the gateways' mempools
+   * are looked at too, where the gateways give their tweaks: a payment found there is a
+   * `silentPayment` event without a block and an unconfirmed transaction of the wallet
+   * (trusted for nothing until mined). Only the tab that runs the engine receives
+   * (elsewhere: `NotLeader`).
    * Resolves at once with the receiver's addresses; rejects with `InvalidArgument` naming
    * a key, address or label that cannot be.
    */

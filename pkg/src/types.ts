@@ -439,6 +439,15 @@ export interface SilentPaymentOptions {
   labels?: number[];
   /** The first block to look at (default 0): the receiver's birthday. */
   fromHeight?: number;
+  /**
+   * Keep these keys in the client's store (default false), so that the next session's
+   * engine starts the receiver itself, without this call. The store is this origin's
+   * IndexedDB, unencrypted: whoever can read it (another script of the origin, someone
+   * with the device's browser profile) can then see every payment to the address and its
+   * labels, and follow each one spent; not spend them (the spend key's secret is never
+   * given). A call without it deletes keys kept by an earlier one.
+   */
+  persistScanKey?: boolean;
 }
 
 /** What {@link LightwireClient.watchSilentPayments} resolves to. */

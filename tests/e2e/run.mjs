@@ -2075,7 +2075,9 @@ async function silentScenario() {
       const r = await page.evaluate(refused, bad);
       assert(r.startsWith('InvalidArgument'), `${JSON.stringify(bad)}: ${r}`);
     }
-    const receiver = await page.evaluate((k) => window.client.watchSilentPayments(k), { ...keys, labels: [1] });
+    // Kept in the store (persistScanKey): the reload below starts the receiver by itself.
+    const receiver = await page.evaluate((k) => window.client.watchSilentPayments(k),
+      { ...keys, labels: [1], persistScanKey: true });
     assert(/^sprt1q/.test(receiver.address) && receiver.labels.length === 1 && receiver.labels[0].label === 1
       && /^sprt1q/.test(receiver.labels[0].address) && receiver.labels[0].address !== receiver.address,
     `the receiver ${JSON.stringify(receiver)}`);
@@ -2161,14 +2163,14 @@ async function silentScenario() {
     const labelledCoin = (await page.evaluate(() => window.client.utxos())).find((u) => u.script === `5120${labelled.keys[0]}`);
     assert(labelledCoin?.silentPayment?.label === 1 && spendsWith(0x52, labelledCoin.silentPayment.tweak) === labelled.keys[0],
       `the labelled coin ${JSON.stringify(labelledCoin)}`);
-    // A reload: the receiver given again goes on from where its scan stood (saved with
-    // the store, without the key; its last block, here one with no tweak, scanned again to
-    // check the gateway's word there): nothing found again, the coin still there.
+    // A reload: the receiver, its keys kept (persistScanKey), is started by the engine
+    // itself and goes on from where its scan stood (its last block, here one with no
+    // tweak, scanned again to check the gateway's word there): nothing found again, the
+    // coin still there.
     node.ctl('generate', '1');
     await until(page, 'the scan at the next block', 30_000, (m) => m.silentScan?.height === labelled.height + 1);
     await stopClient(page);
     await openClient(page, { gateways: [gw.connect], storeName: 'silent', silentPayments: true });
-    await page.evaluate((k) => window.client.watchSilentPayments(k), { ...keys, labels: [1] });
     const resumed = await until(page, 'the receiver resumed at its last block', 30_000,
       (m) => m.silentScan?.height >= labelled.height + 1);
     assert(resumed.m.silentScan.fromHeight === 0 && resumed.m.silentScan.tweaks === 0
@@ -2187,6 +2189,14 @@ async function silentScenario() {
     const mf = fromMixed.events.filter((e) => e.type === 'silentPayment' && e.height === mixed.height);
     assert(mf.length === 1 && mf[0].outputKey === mixed.keys[0] && mf[0].label === null && mixed.spent.length === 3,
       `from three kinds of input: found ${JSON.stringify(mf)}, paid ${JSON.stringify(mixed)}`);
+    // Given again without persistScanKey: the kept keys are deleted, and the next session
+    // starts no receiver of its own.
+    await page.evaluate((k) => window.client.watchSilentPayments(k), { ...keys, labels: [1] });
+    await stopClient(page);
+    await openClient(page, { gateways: [gw.connect], storeName: 'silent', silentPayments: true });
+    await until(page, 'the reopened client synced', 30_000, (m) => m.synced);
+    const none = (await page.evaluate(() => window.client.metrics())).silentScan;
+    assert(none === null, `keys deleted, yet a receiver after the reload: ${JSON.stringify(none)}`);
     log(`  a silent payment to ${receiver.address.slice(0, 16)}... from another implementation's sender: ` +
       `both outputs of block ${paid.height} found at its keys, and coins of the wallet; its block reorganised away, ` +
       `withdrawn and found again in the new one; spent through a version 2 PSBT (BIP376) signed outside, mined at ${spentHeight}; ` +

@@ -85,6 +85,8 @@ pub(crate) const SCAN: RecordKey = RecordKey::from_static("scan");
 pub(crate) const WALLET: RecordKey = RecordKey::from_static("wallet");
 /// The silent-payment scan's progress (no key: the receiver's id, where it stands).
 pub(crate) const SILENT: RecordKey = RecordKey::from_static("silent");
+/// The receiver's keys, in clear, only when the application asked (`persistScanKey`).
+pub(crate) const SILENT_KEYS: RecordKey = RecordKey::from_static("silent-keys");
 
 /// The silent-payment scan's progress saved in `store`, if its last block is still on the
 /// stored chain (a reorganisation below it while the client was closed: scanned again).
@@ -367,6 +369,9 @@ impl Pipeline {
         }
         if let Some(state) = engine.silent_to_save() {
             store.put_record(SILENT, Some(&state)).await?;
+        }
+        if let Some(keys) = engine.silent_keys_to_save() {
+            store.put_record(SILENT_KEYS, keys.as_deref()).await?;
         }
         let Some(state) = engine.wallet_to_save() else {
             return Ok(false);

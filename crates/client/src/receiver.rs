@@ -3,8 +3,10 @@
 //! address, with the labels it hands out. Each mistake is a typed error naming it.
 //!
 //! The scan key stays in the engine's context (the Web Worker): it is held by the
-//! [`Receiver`], which never returns it, and is not stored. A later session receives
-//! again only when the application gives the key again.
+//! [`Receiver`], which never returns it, and is not stored, unless the application asks
+//! for that (`persistScanKey`: [`ReceiverKeys::encode`], kept in the store in clear, so
+//! that a later session's engine starts the receiver itself). Otherwise a later session
+//! receives again only when the application gives the key again.
 
 use lightwire_chain::Network;
 use lightwire_wallet::silent::{Receiver, SilentError, SpAddress, SpNetwork};
@@ -23,6 +25,86 @@ pub struct ReceiverKeys {
     pub address: Option<String>,
     /// The labels it hands out (from 1: 0 is the change label, always looked for).
     pub labels: Vec<u32>,
+}
+
+impl ReceiverKeys {
+    /// The keys as the store keeps them when the application asks (`persistScanKey`), with
+    /// the receiver's first block: layout 1, the first block, then each text (scan key,
+    /// spend key or address, with a byte saying which) and the labels.
+    pub fn encode(&self, from: u32) -> Vec<u8> {
+        let mut out = vec![1u8];
+        out.extend_from_slice(&from.to_le_bytes());
+        let text = |out: &mut Vec<u8>, t: &str| {
+            out.extend_from_slice(&(t.len() as u32).to_le_bytes());
+            out.extend_from_slice(t.as_bytes());
+        };
+        text(&mut out, &self.scan_key);
+        match (&self.spend_key, &self.address) {
+            (Some(k), _) => {
+                out.push(0);
+                text(&mut out, k);
+            }
+            (None, Some(a)) => {
+                out.push(1);
+                text(&mut out, a);
+            }
+            (None, None) => out.push(2),
+        }
+        out.extend_from_slice(&(self.labels.len() as u32).to_le_bytes());
+        for l in &self.labels {
+            out.extend_from_slice(&l.to_le_bytes());
+        }
+        out
+    }
+
+    /// [`Self::encode`]'s bytes read back: the keys and the first block; `None` if they
+    /// are not that (the keys are checked again when the receiver is made from them).
+    pub fn decode(bytes: &[u8]) -> Option<(ReceiverKeys, u32)> {
+        fn take<'b>(r: &mut &'b [u8], n: usize) -> Option<&'b [u8]> {
+            let (h, t) = r.split_at_checked(n)?;
+            *r = t;
+            Some(h)
+        }
+        fn u32_of(r: &mut &[u8]) -> Option<u32> {
+            Some(u32::from_le_bytes(take(r, 4)?.try_into().ok()?))
+        }
+        fn text(r: &mut &[u8]) -> Option<String> {
+            let n = u32_of(r)? as usize;
+            String::from_utf8(take(r, n)?.to_vec()).ok()
+        }
+        let mut r = bytes;
+        if take(&mut r, 1)? != [1] {
+            return None;
+        }
+        let from = u32_of(&mut r)?;
+        let scan_key = text(&mut r)?;
+        let (spend_key, address) = match take(&mut r, 1)?[0] {
+            0 => (Some(text(&mut r)?), None),
+            1 => (None, Some(text(&mut r)?)),
+            2 => (None, None),
+            _ => return None,
+        };
+        let n = u32_of(&mut r)? as usize;
+        if n > MAX_LABELS {
+            return None;
+        }
+        let mut labels = Vec::with_capacity(n);
+        for _ in 0..n {
+            labels.push(u32_of(&mut r)?);
+        }
+        if !r.is_empty() {
+            return None;
+        }
+        Some((
+            ReceiverKeys {
+                scan_key,
+                spend_key,
+                address,
+                labels,
+            },
+            from,
+        ))
+    }
 }
 
 /// A receiver ready to scan, and its addresses.
@@ -202,6 +284,37 @@ mod tests {
         let again = receiving(&by_address, Network::Regtest).unwrap();
         assert_eq!(again.address, r.address);
         assert_eq!(again.labelled, r.labelled);
+    }
+
+    /// The keys as the store keeps them (`persistScanKey`) read back whole, with the first
+    /// block, for a spend key or an address; bytes cut short, longer, of another layout
+    /// or with too many labels are refused.
+    #[test]
+    fn kept_keys_read_back_and_damaged_ones_are_refused() {
+        let by_address = ReceiverKeys {
+            spend_key: None,
+            address: Some("sprt1qexample".into()),
+            labels: vec![],
+            ..keys()
+        };
+        for k in [keys(), by_address] {
+            let bytes = k.encode(1_234);
+            assert_eq!(ReceiverKeys::decode(&bytes), Some((k.clone(), 1_234)));
+            for cut in 0..bytes.len() {
+                assert_eq!(ReceiverKeys::decode(&bytes[..cut]), None, "cut at {cut}");
+            }
+            let mut longer = bytes.clone();
+            longer.push(0);
+            assert_eq!(ReceiverKeys::decode(&longer), None);
+            let mut other = bytes;
+            other[0] = 2;
+            assert_eq!(ReceiverKeys::decode(&other), None);
+        }
+        let many = ReceiverKeys {
+            labels: (1..=MAX_LABELS as u32 + 1).collect(),
+            ..keys()
+        };
+        assert_eq!(ReceiverKeys::decode(&many.encode(0)), None);
     }
 
     /// Each mistake is its own error.

@@ -85,9 +85,7 @@ impl MempoolSubscribe {
     /// Writes the payload.
     pub fn write_payload(&self, w: &mut Writer<'_>) -> Result<(), EncodeError> {
         w.write_bytes(&self.salt)?;
-        w.write_u8(
-            if self.snapshot { SNAPSHOT } else { 0 } | if self.tweaks { TWEAKS } else { 0 },
-        )
+        w.write_u8(if self.snapshot { SNAPSHOT } else { 0 } | if self.tweaks { TWEAKS } else { 0 })
     }
 }
 
@@ -304,7 +302,11 @@ impl<'o> DigestWriter<'o> {
             return false;
         }
         let o = &mut self.out[self.pos..self.pos + len];
-        o[0] = if tweak.is_some() { ADDED_TWEAKED } else { ADDED };
+        o[0] = if tweak.is_some() {
+            ADDED_TWEAKED
+        } else {
+            ADDED
+        };
         o[1..33].copy_from_slice(txid);
         if let Some(t) = tweak {
             o[33..33 + TWEAK_LEN].copy_from_slice(t);

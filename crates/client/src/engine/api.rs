@@ -138,6 +138,18 @@ impl Engine {
         self.tasks.silent.saved = Some(saved);
     }
 
+    /// Keep `keys` in the store (the receiver's, as the application gave them, when it asked
+    /// for that: `persistScanKey`), or delete those kept (`None`); written with the next
+    /// save ([`Self::silent_keys_to_save`]).
+    pub fn keep_silent_keys(&mut self, keys: Option<Vec<u8>>) {
+        self.tasks.silent.keys_to_save = Some(keys);
+    }
+
+    /// The receiver's keys to write to the store (`Some(None)`: delete them), once.
+    pub fn silent_keys_to_save(&mut self) -> Option<Option<Vec<u8>>> {
+        self.tasks.silent.keys_to_save.take()
+    }
+
     /// The silent-payment scan's progress to save, when it moved since it was last saved.
     pub fn silent_to_save(&mut self) -> Option<Vec<u8>> {
         self.tasks.silent.progress_to_save()

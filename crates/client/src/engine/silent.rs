@@ -42,6 +42,9 @@ pub struct SilentTask {
     pub saved: Option<crate::silent_scan::Progress>,
     /// The shell runs the filter checks elsewhere (see [`crate::silent_scan::ScanJob`]).
     pub offload: bool,
+    /// The receiver's keys to keep in the store (`Some(None)`: to delete), when the
+    /// application asked for that since they were last saved.
+    pub keys_to_save: Option<Option<Vec<u8>>>,
 }
 
 impl SilentTask {

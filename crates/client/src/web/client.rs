@@ -274,7 +274,11 @@ impl Client {
     #[wasm_bindgen(js_name = watchSilentPayments)]
     pub fn watch_silent_payments(&self, options: JsValue) -> Promise {
         match receiver_keys(&options) {
-            Ok((keys, from)) => self.call(Query::WatchSilent { keys, from }),
+            Ok((keys, from, persist)) => self.call(Query::WatchSilent {
+                keys,
+                from,
+                persist,
+            }),
             Err(e) => Promise::reject(&e),
         }
     }
@@ -478,7 +482,7 @@ fn from_height(options: &JsValue) -> Result<u32, JsValue> {
 /// [`crate::receiver::receiving`]).
 pub(super) fn receiver_keys(
     options: &JsValue,
-) -> Result<(crate::receiver::ReceiverKeys, u32), JsValue> {
+) -> Result<(crate::receiver::ReceiverKeys, u32, bool), JsValue> {
     let bad = |m: &str| js::error("InvalidArgument", m);
     let get = |key: &str| js_sys::Reflect::get(options, &key.into()).unwrap_or(JsValue::UNDEFINED);
     let text = |key: &str| -> Result<Option<String>, JsValue> {
@@ -510,7 +514,13 @@ pub(super) fn receiver_keys(
         address: text("address")?,
         labels,
     };
-    Ok((keys, from_height(options)?))
+    let persist = match get("persistScanKey") {
+        v if v.is_undefined() || v.is_null() => false,
+        v => v
+            .as_bool()
+            .ok_or_else(|| bad("persistScanKey must be a boolean"))?,
+    };
+    Ok((keys, from_height(options)?, persist))
 }
 
 /// What `createPsbt` takes, checked for its shape (the wallet checks the rest).

@@ -82,6 +82,9 @@ pub enum Query {
         keys: crate::receiver::ReceiverKeys,
         /// The first block.
         from: u32,
+        /// Keep the keys in the store (`persistScanKey`): the next session starts the
+        /// receiver itself. Without it, keys kept earlier are deleted.
+        persist: bool,
     },
     /// Stop watching these; resolves once what is left is synced again.
     Unwatch(Vec<crate::wallet::Watched>),

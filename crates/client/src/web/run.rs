@@ -763,7 +763,12 @@ impl Net {
     /// its addresses.
     #[cfg(feature = "silent-payments")]
     fn watching_silent(&mut self, call: Call) {
-        let Query::WatchSilent { keys, from } = &call.query else {
+        let Query::WatchSilent {
+            keys,
+            from,
+            persist,
+        } = &call.query
+        else {
             return;
         };
         match crate::receiver::receiving(keys, self.engine.network()) {
@@ -781,6 +786,9 @@ impl Net {
                     pool.start(keys);
                 }
                 self.engine.watch_silent_payments(r.receiver, *from);
+                // Kept in the store only when asked; otherwise any kept before go.
+                self.engine
+                    .keep_silent_keys(persist.then(|| keys.encode(*from)));
                 let _ = call.resolve.call1(&JsValue::NULL, &value);
                 self.pump();
             }
@@ -1292,8 +1300,30 @@ impl Host for Net {
     }
 }
 
+/// The receiver whose keys the store keeps (the application asked: `persistScanKey`),
+/// started as `watchSilentPayments` starts one. Keys that no longer make a receiver (read
+/// back damaged, or of another network) are left as they are, and nothing is started.
+#[cfg(feature = "silent-payments")]
+async fn resume_receiver(net: &mut Net, store: &IdbStore) {
+    use lightwire_store::HeaderStore;
+    let Ok(Some(bytes)) = store.record(crate::pipeline::SILENT_KEYS).await else {
+        return;
+    };
+    let Some((keys, from)) = crate::receiver::ReceiverKeys::decode(&bytes) else {
+        return;
+    };
+    if let Ok(r) = crate::receiver::receiving(&keys, net.engine.network()) {
+        if let Some(pool) = &net.scan_pool {
+            pool.start(&keys);
+        }
+        net.engine.watch_silent_payments(r.receiver, from);
+    }
+}
+
 /// The loop, until the client stops or the store fails.
 pub async fn run(mut net: Net, mut store: IdbStore) {
+    #[cfg(feature = "silent-payments")]
+    resume_receiver(&mut net, &store).await;
     let tip_time = net.status.borrow().stored_time;
     let mut pipeline = Pipeline::resumed(tip_time);
     if let Err(e) = driver::run(&mut net, &mut store, &mut pipeline).await {

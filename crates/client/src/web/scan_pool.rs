@@ -89,7 +89,7 @@ impl ScanHelper {
                 .map_err(|e: lightwire_chain::UnknownNetwork| {
                     js::error("InvalidOptions", e.to_string())
                 })?;
-        let (keys, _) = super::client::receiver_keys(&keys)?;
+        let (keys, _, _) = super::client::receiver_keys(&keys)?;
         let r = crate::receiver::receiving(&keys, network)
             .map_err(|e| js::error("InvalidArgument", e.to_string()))?;
         Ok(ScanHelper {
