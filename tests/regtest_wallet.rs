@@ -19,9 +19,10 @@
 //! - `lightwire-regtest-wallet pay-silent --rpc .. --user .. --pass .. --address SP
 //!   --coinbase H --count N`: pay the silent payment address N times in one transaction
 //!   from block H's coinbase (outputs derived by the `silentpayments` crate, not by
-//!   lightwire), mine it, and print `{"height": h, "keys": [x-only hex], "spent": [hex]}`;
-//!   with `--mixed`, once from a P2PKH, a P2WPKH and a P2TR input (funded from the
-//!   coinbase in a block before);
+//!   lightwire), mine it, and print `{"height": h, "txid": hex, "keys": [x-only hex],
+//!   "spent": [hex]}`; with `--mixed`, once from a P2PKH, a P2WPKH and a P2TR input
+//!   (funded from the coinbase in a block before); with `--no-mine`, leave it in the
+//!   node's mempool (`height` null);
 //!
 //! - `lightwire-regtest-wallet silent-address --scan-secret HEX --spend-secret HEX`: the
 //!   regtest silent payment address of those keys;
@@ -102,6 +103,10 @@ enum Cmd {
         /// two first, in a block of their own) instead of from the coinbase alone
         #[arg(long)]
         mixed: bool,
+        /// Send the payment and leave it in the node's mempool (not mined): `height` is
+        /// then null
+        #[arg(long)]
+        no_mine: bool,
     },
     /// Print the regtest silent payment address of a scan and a spend private key (hex)
     SilentAddress {
@@ -348,8 +353,22 @@ fn main() -> Result<(), String> {
             coinbase,
             count,
             mixed,
+            no_mine,
         } => {
-            let (ctl, conf) = runner(&node)?;
+            let (node_ctl, conf) = runner(&node)?;
+            // Unmined: the payment's own block is not made, the block after its send (a
+            // mixed payment's funding transaction, sent first, is still mined).
+            let sends = std::cell::Cell::new(0);
+            let payment_sent = if mixed { 2 } else { 1 };
+            let ctl = |args: &[&str]| -> String {
+                if no_mine && sends.get() >= payment_sent && args.first() == Some(&"generate") {
+                    return String::new();
+                }
+                if args.first() == Some(&"sendrawtransaction") {
+                    sends.set(sends.get() + 1);
+                }
+                node_ctl(args)
+            };
             let paid = match mixed {
                 true => regtest_wallet::pay_silent_mixed(&ctl, &address, coinbase),
                 false => regtest_wallet::pay_silent(&ctl, &address, coinbase, count),
@@ -358,9 +377,13 @@ fn main() -> Result<(), String> {
                 let quoted: Vec<String> = v.iter().map(|s| format!("\"{s}\"")).collect();
                 format!("[{}]", quoted.join(","))
             };
+            let height = match no_mine {
+                true => "null".to_string(),
+                false => paid.height.to_string(),
+            };
             println!(
-                "{{\"height\":{},\"keys\":{},\"spent\":{}}}",
-                paid.height,
+                "{{\"height\":{height},\"txid\":\"{}\",\"keys\":{},\"spent\":{}}}",
+                paid.txid,
                 list(&paid.keys),
                 list(&paid.spent)
             );

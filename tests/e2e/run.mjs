@@ -2081,12 +2081,30 @@ async function silentScenario() {
     assert(/^sprt1q/.test(receiver.address) && receiver.labels.length === 1 && receiver.labels[0].label === 1
       && /^sprt1q/.test(receiver.labels[0].address) && receiver.labels[0].address !== receiver.address,
     `the receiver ${JSON.stringify(receiver)}`);
-    const paid = JSON.parse(execFileSync(bin('lightwire-regtest-wallet'), ['pay-silent', '--rpc', node.rpc,
-      '--user', 'u', '--pass', 'p', '--address', receiver.address, '--coinbase', '1', '--count', '2']).toString());
+    // Sent, not mined: the gateway gives the transaction's tweak with its mempool digest,
+    // and the tab finds both outputs unconfirmed (no block, trusted for nothing), an
+    // unconfirmed transaction of the wallet's.
+    const unmined = JSON.parse(execFileSync(bin('lightwire-regtest-wallet'), ['pay-silent', '--rpc', node.rpc,
+      '--user', 'u', '--pass', 'p', '--address', receiver.address, '--coinbase', '1', '--count', '2', '--no-mine']).toString());
+    const early = await until(page, 'both outputs found unconfirmed', 60_000,
+      (m, ev) => ev.filter((e) => e.type === 'silentPayment' && e.height === null).length >= 2
+        && ev.some((e) => e.type === 'transaction' && e.status === 'unconfirmed' && e.silentPayments.length === 2));
+    const unconfirmed = early.events.filter((e) => e.type === 'silentPayment' && e.height === null);
+    assert(unmined.height === null && unconfirmed.every((e) => e.txid === unmined.txid && e.blockHash === null)
+      && JSON.stringify(unconfirmed.map((e) => e.outputKey).sort()) === JSON.stringify([...unmined.keys].sort()),
+    `found unconfirmed ${JSON.stringify(unconfirmed)}, sent ${JSON.stringify(unmined)}`);
+    const pending = (await page.evaluate(() => window.client.transactions())).find((t) => t.txid === unmined.txid);
+    assert(pending?.status === 'unconfirmed' && pending.received === 2_000_000 && pending.silentPayments.length === 2,
+      `the unconfirmed transaction ${JSON.stringify(pending)}`);
+    const balance = await page.evaluate(() => window.client.balance());
+    assert(balance.unconfirmed === 2_000_000 && balance.confirmed === 0, `the balance while unconfirmed: ${JSON.stringify(balance)}`);
+    // Mined: found again in its block, the unconfirmed transaction confirmed.
+    node.ctl('generate', '1');
+    const paid = { ...unmined, height: Number(node.ctl('getblockcount')) };
     const { events } = await until(page, 'both outputs found', 60_000,
-      (m, ev) => ev.filter((e) => e.type === 'silentPayment').length >= 2
+      (m, ev) => ev.filter((e) => e.type === 'silentPayment' && e.height !== null).length >= 2
         && ev.some((e) => e.type === 'transaction' && e.status === 'found' && e.height === paid.height));
-    const found = events.filter((e) => e.type === 'silentPayment');
+    const found = events.filter((e) => e.type === 'silentPayment' && e.height !== null);
     // Its blocks were checked in the scan pool's workers (the default: one a core), none
     // of which failed.
     // (None by default in Firefox: see pkg/src/engine.ts.)
@@ -2198,7 +2216,7 @@ async function silentScenario() {
     const none = (await page.evaluate(() => window.client.metrics())).silentScan;
     assert(none === null, `keys deleted, yet a receiver after the reload: ${JSON.stringify(none)}`);
     log(`  a silent payment to ${receiver.address.slice(0, 16)}... from another implementation's sender: ` +
-      `both outputs of block ${paid.height} found at its keys, and coins of the wallet; its block reorganised away, ` +
+      `both outputs found unconfirmed from the gateway's mempool tweak, then in block ${paid.height} at its keys, and coins of the wallet; its block reorganised away, ` +
       `withdrawn and found again in the new one; spent through a version 2 PSBT (BIP376) signed outside, mined at ${spentHeight}; ` +
       `label 1's address paid: found with its label; reloaded, the scan went on from where it stood; ` +
       `paid from P2PKH, P2WPKH and P2TR inputs at once: found at ${mixed.height}`);

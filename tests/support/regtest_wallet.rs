@@ -531,6 +531,8 @@ pub fn script_of(address: &str) -> Result<Vec<u8>, String> {
 /// What [`pay_silent`] paid.
 #[derive(Debug)]
 pub struct SilentBuilt {
+    /// The paying transaction (display hex).
+    pub txid: String,
     /// Height of the block holding the payment.
     pub height: u32,
     /// The output keys the sender derived for the address (x-only, hex), in output order.
@@ -626,6 +628,7 @@ fn mine_paid(
     ctl(&["sendrawtransaction", &serialize_hex(pay)]);
     ctl(&["generate", "1"]);
     SilentBuilt {
+        txid: pay.compute_txid().to_string(),
         height: ctl(&["getblockcount"]).trim().parse().expect("a height"),
         keys: keys.iter().map(|k| hex::encode(k.serialize())).collect(),
         spent: spent.iter().map(|s| hex::encode(s.as_bytes())).collect(),
