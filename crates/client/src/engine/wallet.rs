@@ -394,6 +394,11 @@ impl WalletTask {
     /// are watched from there (the wallet made from that block if it watched nothing), so
     /// that each is a coin like any other, its spend found as any coin's, with the tweak
     /// that spends it (saved with the wallet). `base`: the store's first height.
+    ///
+    /// A payment's key is in no block before the one that pays it (it is derived from
+    /// that transaction's inputs), so a wallet scanning already goes back only to that
+    /// block: the scripts join its scan, and what it scanned from the block on is scanned
+    /// again (applied again, with the coins), not everything from the wallet's start.
     pub fn silent_found(
         &mut self,
         ctx: &mut Ctx,
@@ -410,6 +415,36 @@ impl WalletTask {
                 spend,
             })
             .collect();
+        let scanning = scan.for_wallet && scan.scan.is_some();
+        if let Some(wallet) = self.wallet.as_mut().filter(|w| scanning && w.from <= height) {
+            let before: Vec<Vec<u8>> = wallet.watch.scripts().map(<[u8]>::to_vec).collect();
+            // A silent-payment output always watches.
+            if wallet.watch(&items).is_err() {
+                return;
+            }
+            let new: Vec<Vec<u8>> = wallet
+                .watch
+                .scripts()
+                .filter(|s| !before.iter().any(|b| b == s))
+                .map(<[u8]>::to_vec)
+                .collect();
+            if new.is_empty() {
+                return;
+            }
+            let passed = scan.scan.as_ref().is_some_and(|s| s.next() > height);
+            if let Some(s) = scan.scan.as_mut() {
+                s.add_scripts(new);
+            }
+            if passed {
+                // Scanned from there without them: again from there, with them.
+                scan.drop_from(ctx, height);
+                let (withdrawn, gave_up) = wallet.withdraw_from(height);
+                self.suspect = self.suspect.filter(|s| s.height < height);
+                tell(ctx, withdrawn);
+                ctx.give_up_all(gave_up);
+            }
+            return;
+        }
         // A silent-payment output always watches.
         let _ = self.watch(ctx, scan, &items, height, base);
     }

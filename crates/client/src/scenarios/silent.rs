@@ -415,3 +415,37 @@ fn a_receiver_started_later_finds_what_waits_in_the_mempool() {
     let w = net.host.engine.wallet().unwrap();
     assert_eq!(w.unconfirmed.get(&txid).unwrap().received, 1_000);
 }
+
+/// The wallet watches a script from block 1,000 and has scanned to the tip; a receiver
+/// then finds a payment in block 1,500. The wallet watches the payment's script from that
+/// block: its scan goes back to 1,500, not to its own start (the payment's key can be in
+/// no block before the one that pays it), and finds the coin. Before, each payment found
+/// rescanned every filter from the wallet's start.
+#[test]
+fn a_payment_found_rescans_the_wallet_only_from_its_block() {
+    let mut net = Net::new(memory(), vec![chain(true)], small);
+    net.drive();
+    net.host
+        .engine
+        .watch(&super::watch_coinbases(&[1_234]), 1_000)
+        .unwrap();
+    net.drive();
+    let gw = net.host.gateways[0].as_ref().expect("connected");
+    gw.chain.filter_reads.lock().unwrap().clear();
+    net.host.engine.watch_silent_payments(receiver(), 1_000);
+    net.drive();
+    assert_eq!(found(&net.host.events).len(), 1);
+    let w = net.host.engine.wallet().unwrap();
+    assert_eq!(w.balance(2_000, 1).confirmed, VALUE + 5_000_000_000);
+    let gw = net.host.gateways[0].as_ref().expect("connected");
+    let reads = gw.chain.filter_reads.lock().unwrap().clone();
+    // The receiver's scan reads the filters of the blocks with tweaks (every 300th, and
+    // the paying one); the wallet's, from the paying block on.
+    let below: Vec<u32> = reads
+        .iter()
+        .copied()
+        .filter(|&h| h < PAID && h % 300 != 0)
+        .collect();
+    assert_eq!(below, [], "the wallet scanned again below the paying block");
+    assert!(reads.iter().filter(|&&h| h >= PAID).count() >= 500, "{reads:?}");
+}
