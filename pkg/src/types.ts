@@ -440,6 +440,14 @@ export interface SilentPaymentOptions {
   /** The first block to look at (default 0): the receiver's birthday. */
   fromHeight?: number;
   /**
+   * Where the spend key derives from, as a descriptor writes a key origin
+   * (`[d34db33f/352h/0h/0h/0h/0]`: the master key's fingerprint, then the path). Given to
+   * the signer with each silent coin `createPsbt` spends (BIP376's
+   * `PSBT_IN_SP_SPEND_BIP32_DERIVATION`), so that a signer holding the master key finds
+   * the spend key; without it, a zero fingerprint and no path.
+   */
+  spendKeyOrigin?: string;
+  /**
    * Keep these keys in the client's store (default false), so that the next session's
    * engine starts the receiver itself, without this call. The store is this origin's
    * IndexedDB, unencrypted: whoever can read it (another script of the origin, someone

@@ -25,6 +25,10 @@ pub struct ReceiverKeys {
     pub address: Option<String>,
     /// The labels it hands out (from 1: 0 is the change label, always looked for).
     pub labels: Vec<u32>,
+    /// Where the spend key derives from, as descriptors write a key origin
+    /// (`[d34db33f/352h/0h/0h/0h/0]`), if the application says: given to the signer
+    /// (BIP376's `PSBT_IN_SP_SPEND_BIP32_DERIVATION`).
+    pub spend_origin: Option<String>,
 }
 
 impl ReceiverKeys {
@@ -53,6 +57,13 @@ impl ReceiverKeys {
         out.extend_from_slice(&(self.labels.len() as u32).to_le_bytes());
         for l in &self.labels {
             out.extend_from_slice(&l.to_le_bytes());
+        }
+        match &self.spend_origin {
+            Some(o) => {
+                out.push(1);
+                text(&mut out, o);
+            }
+            None => out.push(0),
         }
         out
     }
@@ -92,6 +103,11 @@ impl ReceiverKeys {
         for _ in 0..n {
             labels.push(u32_of(&mut r)?);
         }
+        let spend_origin = match take(&mut r, 1)?[0] {
+            0 => None,
+            1 => Some(text(&mut r)?),
+            _ => return None,
+        };
         if !r.is_empty() {
             return None;
         }
@@ -101,6 +117,7 @@ impl ReceiverKeys {
                 spend_key,
                 address,
                 labels,
+                spend_origin,
             },
             from,
         ))
@@ -116,6 +133,8 @@ pub struct Receiving {
     pub address: String,
     /// Each label's address, in the order given.
     pub labelled: Vec<(u32, String)>,
+    /// Where the spend key derives from, if given.
+    pub spend_origin: Option<lightwire_wallet::descriptor::KeyOrigin>,
 }
 
 /// Why the keys given cannot receive.
@@ -143,6 +162,11 @@ pub enum ReceiverError {
     /// given twice.
     #[error("label {0}: labels are handed out from 1 (0 is change), each once")]
     Label(u32),
+    /// The spend key's origin is not a key origin (`[fingerprint/path]`).
+    #[error(
+        "spendKeyOrigin must be a key origin: [8 hex digits/steps], steps hardened with h or '"
+    )]
+    SpendOrigin,
     /// More labels than [`MAX_LABELS`].
     #[error("at most {MAX_LABELS} labels")]
     TooManyLabels,
@@ -239,10 +263,18 @@ fn receiving_once(keys: &ReceiverKeys, network: Network) -> Result<Receiving, Re
         .address(net, None)
         .map_err(|_| ReceiverError::ScanKey)?
         .encode();
+    let spend_origin = match &keys.spend_origin {
+        Some(t) => Some(
+            lightwire_wallet::descriptor::KeyOrigin::parse(t)
+                .map_err(|_| ReceiverError::SpendOrigin)?,
+        ),
+        None => None,
+    };
     Ok(Receiving {
         receiver,
         address,
         labelled,
+        spend_origin,
     })
 }
 
@@ -260,6 +292,7 @@ mod tests {
             spend_key: Some(hex::encode(G)),
             address: None,
             labels: vec![1, 7],
+            spend_origin: Some("[d34db33f/352h/0h/0h/0h/0]".into()),
         }
     }
 
@@ -365,6 +398,13 @@ mod tests {
             ..by_address(&address)
         };
         assert_eq!(err(other_scan, regtest), ReceiverError::NotOfScanKey);
+        for bad in ["[d34db33/352h]", "[d34db33f/352x]", "[d34db33f/2147483648]"] {
+            let k = ReceiverKeys {
+                spend_origin: Some(bad.into()),
+                ..keys()
+            };
+            assert_eq!(err(k, regtest), ReceiverError::SpendOrigin, "{bad}");
+        }
         for labels in [vec![0], vec![3, 3]] {
             let k = ReceiverKeys {
                 labels: labels.clone(),

@@ -388,7 +388,7 @@ mod tests {
             .iter()
             .flat_map(|m| m.iter())
             .find(|(k, _)| k[0] == psbt::IN_SP_TWEAK)
-            .map(|(_, v)| v.clone());
+            .map(|(_, v)| v.to_vec());
         assert_eq!(tweak.as_deref(), Some(&[7u8; 32][..]));
     }
 

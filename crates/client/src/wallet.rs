@@ -90,17 +90,22 @@ pub enum Watched {
         label: Option<u32>,
         /// The receiver's spend public key.
         spend: [u8; 33],
+        /// Where the spend key derives from, when the application said
+        /// (`spendKeyOrigin`): a signer finds the key by it.
+        origin: Option<lightwire_wallet::descriptor::KeyOrigin>,
     },
 }
 
 impl Watched {
     /// A silent-payment output as the wallet saves it: key, tweak and spend key in hex,
-    /// then the label if any (`<key><tweak><spend>` or `<key><tweak><spend>:<label>`).
+    /// then the label if any, then the spend key's origin if known
+    /// (`<key><tweak><spend>[:<label>][@[<fingerprint>/<path>]]`).
     fn silent_text(
         key: &[u8; 32],
         tweak: &[u8; 32],
         spend: &[u8; 33],
         label: Option<u32>,
+        origin: Option<&lightwire_wallet::descriptor::KeyOrigin>,
     ) -> String {
         let mut t = format!(
             "{}{}{}",
@@ -111,11 +116,22 @@ impl Watched {
         if let Some(m) = label {
             t.push_str(&format!(":{m}"));
         }
+        if let Some(o) = origin {
+            t.push('@');
+            t.push_str(&o.text());
+        }
         t
     }
 
     /// [`Self::silent_text`] read back.
     fn silent_of(text: &str) -> Option<Watched> {
+        let (text, origin) = match text.split_once('@') {
+            Some((t, o)) => (
+                t,
+                Some(lightwire_wallet::descriptor::KeyOrigin::parse(o).ok()?),
+            ),
+            None => (text, None),
+        };
         let (keys, label) = match text.split_once(':') {
             Some((k, m)) => (k, Some(m.parse().ok()?)),
             None => (text, None),
@@ -128,6 +144,7 @@ impl Watched {
             tweak: tweak.try_into().ok()?,
             label,
             spend: spend.try_into().ok()?,
+            origin,
         })
     }
 }
@@ -321,7 +338,8 @@ impl WalletSync {
                     tweak,
                     label,
                     spend,
-                } => silent.push((key, *tweak, *label, *spend)),
+                    origin,
+                } => silent.push((key, *tweak, *label, *spend, origin)),
                 Watched::Script(hex) => {
                     let s = decode_hex(hex).ok_or_else(|| WatchError::Script(hex.clone()))?;
                     scripts.push(s);
@@ -345,8 +363,11 @@ impl WalletSync {
             }
         }
         let before = self.watch.len();
-        for (key, tweak, label, spend) in silent {
+        for (key, tweak, label, spend, origin) in silent {
             self.watch.add_silent(key, tweak, label, spend);
+            if let Some(o) = origin {
+                self.watch.set_spend_origin(spend, o.clone());
+            }
         }
         for s in scripts {
             self.watch.add_script(s);
@@ -923,8 +944,9 @@ impl WalletSync {
                     tweak,
                     label,
                     spend,
+                    origin,
                 } => {
-                    silent = Watched::silent_text(key, tweak, spend, *label);
+                    silent = Watched::silent_text(key, tweak, spend, *label, origin.as_ref());
                     (3, &silent)
                 }
             };
@@ -1216,12 +1238,17 @@ mod tests {
                 tweak: [7; 32],
                 label: None,
                 spend: SPEND,
+                origin: None,
             },
             Watched::Silent {
                 key: [0x43; 32],
                 tweak: [8; 32],
                 label: Some(3),
                 spend: SPEND,
+                origin: Some(
+                    lightwire_wallet::descriptor::KeyOrigin::parse("[d34db33f/352h/0h/0h/0h/0]")
+                        .unwrap(),
+                ),
             },
         ];
         let mut w = WalletSync::new(Network::Regtest, 100);
@@ -1252,9 +1279,14 @@ mod tests {
             })
         );
         assert_eq!(back.ledger.transactions().len(), 1);
+        // The spend key's origin, given with one of them, kept for the signer.
+        assert_eq!(
+            back.watch.spend_origin(&SPEND).map(|o| o.text()),
+            Some("[d34db33f/352h/0h/0h/0h/0]".to_string())
+        );
 
         // A saved silent item that is not one: the wallet is not read at all.
-        let text = Watched::silent_text(&key, &[7; 32], &SPEND, None);
+        let text = Watched::silent_text(&key, &[7; 32], &SPEND, None, None);
         let at = bytes
             .windows(text.len())
             .position(|x| x == text.as_bytes())

@@ -17,6 +17,7 @@
 //! verifies each signature it makes before it uses it. The second route costs one
 //! table-driven multiplication by the generator per key.
 
+use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
 
@@ -364,6 +365,33 @@ struct ParsedKey {
     steps: Vec<u32>,
     base: XPub,
     branches: Vec<Option<u32>>,
+}
+
+impl KeyOrigin {
+    /// A key origin as descriptors write it, `[fingerprint/step/...]` (the brackets
+    /// optional; steps hardened with `'`, `h` or `H`).
+    pub fn parse(text: &str) -> Result<KeyOrigin, DescriptorError> {
+        let t = text.trim();
+        let t = t
+            .strip_prefix('[')
+            .and_then(|t| t.strip_suffix(']'))
+            .unwrap_or(t);
+        parse_origin(t)
+    }
+
+    /// As [`Self::parse`] reads it, with brackets (`[d34db33f/352h/0h/0h/0h/0]`).
+    pub fn text(&self) -> String {
+        let f = self.fingerprint;
+        let mut t = format!("[{:02x}{:02x}{:02x}{:02x}", f[0], f[1], f[2], f[3]);
+        for step in &self.path {
+            t.push_str(&format!("/{}", step & !HARDENED));
+            if step & HARDENED != 0 {
+                t.push('h');
+            }
+        }
+        t.push(']');
+        t
+    }
 }
 
 /// The origin `fingerprint/step/...` (steps hardened with `'`, `h` or `H`).

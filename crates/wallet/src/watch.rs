@@ -100,6 +100,8 @@ pub struct Watchlist {
     /// Every script watched, in the order it was added.
     scripts: Vec<Vec<u8>>,
     origins: BTreeMap<Vec<u8>, Origin>,
+    /// Where each silent-payment spend key derives from, where the application said.
+    spend_origins: BTreeMap<[u8; 33], crate::descriptor::KeyOrigin>,
 }
 
 impl Watchlist {
@@ -112,7 +114,19 @@ impl Watchlist {
             tracked: Vec::new(),
             scripts: Vec::new(),
             origins: BTreeMap::new(),
+            spend_origins: BTreeMap::new(),
         }
+    }
+
+    /// Silent-payment spend key `spend` derives from `origin` (for the signer: BIP376's
+    /// `PSBT_IN_SP_SPEND_BIP32_DERIVATION`).
+    pub fn set_spend_origin(&mut self, spend: [u8; 33], origin: crate::descriptor::KeyOrigin) {
+        self.spend_origins.insert(spend, origin);
+    }
+
+    /// Where silent-payment spend key `spend` derives from, if the application said.
+    pub fn spend_origin(&self, spend: &[u8; 33]) -> Option<&crate::descriptor::KeyOrigin> {
+        self.spend_origins.get(spend)
     }
 
     /// Watch `script`; false if it was watched already.

@@ -232,6 +232,22 @@ impl Engine {
         receiver: lightwire_wallet::silent::Receiver,
         from: u32,
     ) {
+        self.watch_silent_payments_from(receiver, from, None)
+    }
+
+    /// [`Self::watch_silent_payments`], with where the spend key derives from (`origin`,
+    /// kept with each output found: a signer finds the key by it; also set on the wallet
+    /// now, for coins found already or unconfirmed).
+    pub fn watch_silent_payments_from(
+        &mut self,
+        receiver: lightwire_wallet::silent::Receiver,
+        from: u32,
+        origin: Option<lightwire_wallet::descriptor::KeyOrigin>,
+    ) {
+        if let (Some(o), Some(w)) = (&origin, self.tasks.wallet.wallet.as_mut()) {
+            w.watch.set_spend_origin(receiver.spend_public(), o.clone());
+        }
+        self.tasks.silent.spend_origin = origin;
         let base = self.tasks.headers.syncer.base_height();
         self.tasks.silent.start(&mut self.ctx, receiver, from, base);
     }

@@ -105,6 +105,8 @@ pub enum Effect {
         payments: Vec<lightwire_wallet::silent_block::Payment>,
         /// The receiver's spend public key.
         spend: [u8; 33],
+        /// Where the spend key derives from, if the application said.
+        origin: Option<lightwire_wallet::descriptor::KeyOrigin>,
     },
     /// A gateway is gone: it holds none of the wallet's unconfirmed transactions now.
     Unheld {

@@ -669,10 +669,11 @@ impl Engine {
                     height,
                     payments,
                     spend,
+                    origin,
                 } => {
                     let base = self.tasks.headers.syncer.base_height();
                     let t = &mut self.tasks;
-                    let found = (height, &payments[..], spend);
+                    let found = (height, &payments[..], spend, origin);
                     t.wallet.silent_found(c, &mut t.scan, found, base);
                 }
             }

@@ -45,6 +45,9 @@ pub struct SilentTask {
     /// The receiver's keys to keep in the store (`Some(None)`: to delete), when the
     /// application asked for that since they were last saved.
     pub keys_to_save: Option<Option<Vec<u8>>>,
+    /// Where the receiver's spend key derives from, if the application said: given to
+    /// the wallet with each output found, for the signer.
+    pub spend_origin: Option<lightwire_wallet::descriptor::KeyOrigin>,
 }
 
 impl SilentTask {
@@ -103,6 +106,7 @@ impl SilentTask {
                         height,
                         payments,
                         spend,
+                        origin: self.spend_origin.clone(),
                     });
                 }
                 SilentEvent::Stalled { height } => {

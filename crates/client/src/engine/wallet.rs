@@ -403,7 +403,12 @@ impl WalletTask {
         &mut self,
         ctx: &mut Ctx,
         scan: &mut ScanTask,
-        (height, payments, spend): (u32, &[lightwire_wallet::silent_block::Payment], [u8; 33]),
+        (height, payments, spend, origin): (
+            u32,
+            &[lightwire_wallet::silent_block::Payment],
+            [u8; 33],
+            Option<lightwire_wallet::descriptor::KeyOrigin>,
+        ),
         base: u32,
     ) {
         let items: Vec<Watched> = payments
@@ -413,10 +418,15 @@ impl WalletTask {
                 tweak: p.found.tweak,
                 label: p.found.label,
                 spend,
+                origin: origin.clone(),
             })
             .collect();
         let scanning = scan.for_wallet && scan.scan.is_some();
-        if let Some(wallet) = self.wallet.as_mut().filter(|w| scanning && w.from <= height) {
+        if let Some(wallet) = self
+            .wallet
+            .as_mut()
+            .filter(|w| scanning && w.from <= height)
+        {
             let before: Vec<Vec<u8>> = wallet.watch.scripts().map(<[u8]>::to_vec).collect();
             // A silent-payment output always watches.
             if wallet.watch(&items).is_err() {

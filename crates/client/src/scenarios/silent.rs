@@ -432,11 +432,25 @@ fn a_payment_found_rescans_the_wallet_only_from_its_block() {
     net.drive();
     let gw = net.host.gateways[0].as_ref().expect("connected");
     gw.chain.filter_reads.lock().unwrap().clear();
-    net.host.engine.watch_silent_payments(receiver(), 1_000);
+    // With the spend key's origin: the wallet keeps it with the coin, for the signer.
+    let origin =
+        lightwire_wallet::descriptor::KeyOrigin::parse("[d34db33f/352h/0h/0h/0h/0]").unwrap();
+    net.host
+        .engine
+        .watch_silent_payments_from(receiver(), 1_000, Some(origin.clone()));
     net.drive();
     assert_eq!(found(&net.host.events).len(), 1);
     let w = net.host.engine.wallet().unwrap();
     assert_eq!(w.balance(2_000, 1).confirmed, VALUE + 5_000_000_000);
+    assert_eq!(w.watch.spend_origin(&G), Some(&origin));
+    let saved = w.encode();
+    let back =
+        crate::wallet::WalletSync::decode(&saved, lightwire_chain::Network::Regtest).unwrap();
+    assert_eq!(
+        back.watch.spend_origin(&G),
+        Some(&origin),
+        "kept with the wallet"
+    );
     let gw = net.host.gateways[0].as_ref().expect("connected");
     let reads = gw.chain.filter_reads.lock().unwrap().clone();
     // The receiver's scan reads the filters of the blocks with tweaks (every 300th, and
@@ -446,6 +460,13 @@ fn a_payment_found_rescans_the_wallet_only_from_its_block() {
         .copied()
         .filter(|&h| h < PAID && h % 300 != 0)
         .collect();
-    assert_eq!(below, [], "the wallet scanned again below the paying block");
-    assert!(reads.iter().filter(|&&h| h >= PAID).count() >= 500, "{reads:?}");
+    assert_eq!(
+        below,
+        Vec::<u32>::new(),
+        "the wallet scanned again below the paying block"
+    );
+    assert!(
+        reads.iter().filter(|&&h| h >= PAID).count() >= 500,
+        "{reads:?}"
+    );
 }

@@ -513,6 +513,7 @@ pub(super) fn receiver_keys(
         spend_key: text("spendKey")?,
         address: text("address")?,
         labels,
+        spend_origin: text("spendKeyOrigin")?,
     };
     let persist = match get("persistScanKey") {
         v if v.is_undefined() || v.is_null() => false,

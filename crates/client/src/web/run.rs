@@ -785,7 +785,8 @@ impl Net {
                 if let Some(pool) = &self.scan_pool {
                     pool.start(keys);
                 }
-                self.engine.watch_silent_payments(r.receiver, *from);
+                self.engine
+                    .watch_silent_payments_from(r.receiver, *from, r.spend_origin);
                 // Kept in the store only when asked; otherwise any kept before go.
                 self.engine
                     .keep_silent_keys(persist.then(|| keys.encode(*from)));
@@ -1316,7 +1317,8 @@ async fn resume_receiver(net: &mut Net, store: &IdbStore) {
         if let Some(pool) = &net.scan_pool {
             pool.start(&keys);
         }
-        net.engine.watch_silent_payments(r.receiver, from);
+        net.engine
+            .watch_silent_payments_from(r.receiver, from, r.spend_origin);
     }
 }
 

@@ -146,7 +146,7 @@ pub fn bump_fee(
             script: s.script.clone(),
             kind,
             funding: funding.filter(|_| kind != Kind::Tr).map(Into::into),
-            silent: super::SilentKey::of(wallet.watch.origin(&s.script)),
+            silent: super::SilentKey::of(wallet.watch.origin(&s.script), wallet.watch),
         });
         origins.push(origin);
     }

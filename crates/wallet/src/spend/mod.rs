@@ -106,19 +106,29 @@ pub struct Spendable {
 }
 
 /// What spends a silent payment's output (BIP352): the spend key plus the tweak.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[derive(Clone, PartialEq, Eq, Debug)]
 pub struct SilentKey {
     /// The private-key tweak.
     pub tweak: [u8; 32],
     /// The receiver's spend public key.
     pub spend: [u8; 33],
+    /// Where the spend key derives from, if the application said.
+    pub origin: Option<crate::descriptor::KeyOrigin>,
 }
 
 impl SilentKey {
-    /// The one of a coin of `origin`, if it is a silent payment's.
-    pub fn of(origin: Option<crate::watch::Origin>) -> Option<SilentKey> {
+    /// The one of a coin of `origin`, if it is a silent payment's (its spend key's origin
+    /// from `watch`).
+    pub fn of(
+        origin: Option<crate::watch::Origin>,
+        watch: &crate::watch::Watchlist,
+    ) -> Option<SilentKey> {
         match origin? {
-            crate::watch::Origin::Silent { tweak, spend, .. } => Some(SilentKey { tweak, spend }),
+            crate::watch::Origin::Silent { tweak, spend, .. } => Some(SilentKey {
+                tweak,
+                spend,
+                origin: watch.spend_origin(&spend).cloned(),
+            }),
             _ => None,
         }
     }
@@ -599,9 +609,19 @@ fn input_map(
         w.pair(psbt::IN_WITNESS_UTXO, &[], &utxo);
     }
     if let Some(s) = &coin.silent {
-        // BIP376: the tweak, and the spend key with no origin known (a zero fingerprint,
-        // no path: the application gave the key, not where it derives from).
-        w.pair(psbt::IN_SP_SPEND_BIP32_DERIVATION, &s.spend, &[0; 4]);
+        // BIP376: the tweak, and the spend key with its origin where the application gave
+        // it (else a zero fingerprint and no path: it gave the key alone).
+        let mut origin = Vec::with_capacity(4 + 4 * s.origin.as_ref().map_or(0, |o| o.path.len()));
+        match &s.origin {
+            Some(o) => {
+                origin.extend_from_slice(&o.fingerprint);
+                for step in &o.path {
+                    origin.extend_from_slice(&step.to_le_bytes());
+                }
+            }
+            None => origin.extend_from_slice(&[0; 4]),
+        }
+        w.pair(psbt::IN_SP_SPEND_BIP32_DERIVATION, &s.spend, &origin);
         w.pair(psbt::IN_SP_TWEAK, &[], &s.tweak);
         return Ok(());
     }

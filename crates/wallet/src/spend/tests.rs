@@ -615,9 +615,12 @@ fn a_silent_payment_coin_makes_a_version_2_psbt_with_its_tweak() {
     let mut silent_coin = coin(Kind::Tr, &output_key, 80_000, 11);
     let mut tweak_bytes = [0u8; 32];
     tweak_bytes.copy_from_slice(&tweak.to_bytes());
+    // The spend key's origin as the application gave it (BIP352's path for a spend key).
+    let spend_origin = crate::descriptor::KeyOrigin::parse("[d34db33f/352h/0h/0h/0h/0]").unwrap();
     silent_coin.silent = Some(SilentKey {
         tweak: tweak_bytes,
         spend,
+        origin: Some(spend_origin.clone()),
     });
     let other = coin(Kind::Wpkh, &key_for(12), 50_000, 12);
     let coins = [silent_coin.clone(), other];
@@ -658,7 +661,13 @@ fn a_silent_payment_coin_makes_a_version_2_psbt_with_its_tweak() {
     let m = &maps[silent_in];
     assert_eq!(get(m, psbt::IN_SP_TWEAK).unwrap().1, tweak_bytes);
     let (key, origin) = get(m, psbt::IN_SP_SPEND_BIP32_DERIVATION).unwrap();
-    assert_eq!((&key[1..], origin), (&spend[..], &[0u8; 4][..]));
+    let mut want = vec![0xd3, 0x4d, 0xb3, 0x3f];
+    use crate::descriptor::HARDENED;
+    for step in [352 | HARDENED, HARDENED, HARDENED, HARDENED, 0] {
+        want.extend_from_slice(&u32::to_le_bytes(step));
+    }
+    assert_eq!((&key[1..], origin), (&spend[..], &want[..]));
+    assert_eq!(spend_origin.text(), "[d34db33f/352h/0h/0h/0h/0]");
     assert_eq!(
         get(m, psbt::IN_PREVIOUS_TXID).unwrap().1,
         silent_coin.outpoint.txid.as_bytes()

@@ -431,7 +431,8 @@ fn spendable(wallet: &WalletState<'_>, tip: u32) -> Vec<Found> {
                         Some((txid, rc)) if *txid == outpoint.txid => rc.clone(),
                         _ => shared.insert((outpoint.txid, f.into())).1.clone(),
                     }),
-                    silent: super::SilentKey::of(wallet.watch.origin(script)).or(found_silent),
+                    silent: super::SilentKey::of(wallet.watch.origin(script), wallet.watch)
+                        .or(found_silent),
                 },
                 origin,
                 confirmed,
@@ -465,6 +466,7 @@ fn spendable(wallet: &WalletState<'_>, tip: u32) -> Vec<Found> {
                     .map(|s| super::SilentKey {
                         tweak: s.tweak,
                         spend: s.spend,
+                        origin: wallet.watch.spend_origin(&s.spend).cloned(),
                     });
                 add(o, value, script, (false, own), Some(&t.raw), silent);
             }
