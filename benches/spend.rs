@@ -77,6 +77,7 @@ pub fn create(
         unconfirmed: &unconfirmed,
     };
     let ask = PsbtAsk {
+        max: None,
         outputs: vec![("bc1qar0srrr7xfkvy5l643lydnw9re59gtzzwf5mdq".into(), value)],
         rate: FeeRate(3_000),
         coins: None,

@@ -629,8 +629,13 @@ export interface BroadcastResult {
 /** What {@link LightwireClient.createPsbt} takes. */
 export interface CreatePsbtOptions {
   /** What to pay, in order: an address of the client's network and whole satoshis (not
-   * dust for its script: 294 for P2WPKH, 330 for P2TR, 546 for P2PKH). */
-  outputs: { address: string; value: Satoshis }[];
+   * dust for its script: 294 for P2WPKH, 330 for P2TR, 546 for P2PKH); or, for one output
+   * at most, `'max'` (send-max, as Bitcoin Core's `sendall`): it takes everything the
+   * coins spent hold less the other outputs and the fee, and no change is made. With
+   * `coins`, exactly those are spent; else every coin the wallet would pick (one
+   * signer's: `MixedSigners` when several hold coins, unless `changeDescriptor` is named,
+   * then all). */
+  outputs: { address: string; value: Satoshis | 'max' }[];
   /** Satoshis per virtual byte, from 0.1 (the minimum Bitcoin Core relays since 29.1;
    * btcd, Knots and older Core relay from 1) to 10,000. */
   feeRate: number;

@@ -3397,6 +3397,29 @@ async function spendScenario() {
     await until(page, 'the wider replacement mined and found', 30_000, seen('found', signed6.txid));
     log(`  a payment whose change (${tight.change.value} sat) could not pay a bump to 20 sat/vB: a second coin added, ` +
       `fee ${wider.fee}, ${rate2.toFixed(2)} sat/vB in btcd's mempool, replaced the first and was mined`);
+
+    // Send-max (Core's sendall): every coin the wallet would pick (both accounts are one
+    // signer's), to one output, less the fee, no change; signed from the PSBT alone, btcd
+    // takes and mines it, and none of those coins is left.
+    const before = (await call('utxos')).r;
+    const spendable = before.filter((u) => u.confirmations >= 1 && (!u.coinbase || u.confirmations >= 101));
+    const all = (await call('createPsbt', { outputs: [{ address: keys.elsewhere, value: 'max' }], feeRate: 3 })).r;
+    const total = spendable.reduce((a, u) => a + u.value, 0);
+    assert(all?.change === null && all.inputs.length === spendable.length
+      && all.inputs.slice().sort().join() === spendable.map((u) => `${u.txid}:${u.vout}`).sort().join(),
+    `send-max of ${JSON.stringify(spendable)}: ${JSON.stringify(all)}`);
+    const signed7 = keys.sign(all.psbt);
+    assert(signed7.fee === all.fee && signed7.vsize <= all.vsize && all.fee >= Math.ceil(3 * signed7.vsize),
+      `send-max's fee ${all.fee} for ${signed7.vsize} vB signed (${all.vsize} budgeted) at 3 sat/vB`);
+    assert((await call('broadcast', signed7.hex)).r?.txid === signed7.txid, 'send-max relayed');
+    await inMempool(node, signed7.txid);
+    node.ctl('generate', '1');
+    await until(page, 'send-max mined and found', 30_000, seen('found', signed7.txid));
+    const after = (await call('utxos')).r;
+    assert(!after.some((u) => spendable.some((s) => s.txid === u.txid && s.vout === u.vout)),
+      `coins left after send-max: ${JSON.stringify(after)}`);
+    log(`  send-max: ${spendable.length} coins (${total} sat) to one output of ${total - all.fee} sat, fee ${all.fee} ` +
+      `for ${signed7.vsize} vB (3 sat/vB), no change; btcd mined it`);
     await stopClient(page);
   } finally {
     await page.close().catch(() => {});

@@ -117,7 +117,54 @@ mod tests {
             coins: None,
             include_unconfirmed: false,
             change_descriptor: None,
+            max: None,
         }
+    }
+
+    /// Send-max: every coin the wallet would pick (the mature ones: the coinbase is not
+    /// yet), all to the output asked, less the fee, no change; with a coin named, exactly
+    /// it. Beside another output, what that one pays is left out of the max.
+    #[test]
+    fn send_max_takes_every_coin_less_the_fee() {
+        let w = wallet();
+        let max = |outputs: &[(&[u8], u64)], at| PsbtAsk {
+            max: Some(at),
+            ..ask(outputs, 2_000)
+        };
+        let b = create_psbt(&w, &max(&[(ELSEWHERE, 0)], 0), 20, 20, 1).unwrap();
+        assert_eq!((b.change, b.spent.len()), (None, 1));
+        assert_eq!(b.fee, FeeRate(2_000).fee(b.vsize));
+        let maps = psbt::read_maps(&b.psbt).unwrap();
+        let tx = &maps[0]
+            .iter()
+            .find(|(k, _)| k[0] == psbt::GLOBAL_UNSIGNED_TX)
+            .unwrap()
+            .1;
+        let tx = Tx::parse(tx).unwrap();
+        let paid: Vec<u64> = tx.outputs().map(|o| o.value).collect();
+        assert_eq!(paid, [80_000 - b.fee]);
+        let two = create_psbt(
+            &w,
+            &max(&[(&script(0, 5), 30_000), (ELSEWHERE, 0)], 1),
+            20,
+            20,
+            1,
+        )
+        .unwrap();
+        let maps = psbt::read_maps(&two.psbt).unwrap();
+        let tx = &maps[0]
+            .iter()
+            .find(|(k, _)| k[0] == psbt::GLOBAL_UNSIGNED_TX)
+            .unwrap()
+            .1;
+        let paid: Vec<u64> = Tx::parse(tx).unwrap().outputs().map(|o| o.value).collect();
+        assert_eq!(paid, [30_000, 50_000 - two.fee]);
+        // Named: exactly those coins (here the immature coinbase cannot be).
+        let named = PsbtAsk {
+            coins: Some(b.spent.clone()),
+            ..max(&[(ELSEWHERE, 0)], 0)
+        };
+        assert_eq!(create_psbt(&w, &named, 20, 20, 1).unwrap().spent, b.spent);
     }
 
     /// A wallet on the BIP84 account: a coinbase to receive 0 at 10, a payment of 80,000

@@ -535,16 +535,25 @@ fn psbt_ask(options: &JsValue) -> Result<crate::spend::PsbtAsk, JsValue> {
         return Err(bad("outputs must be an array of { address, value }".into()));
     };
     let mut outputs = Vec::with_capacity(list.length() as usize);
+    let mut max = None;
     for (i, o) in list.iter().enumerate() {
         let address = get(&o, "address").as_string();
-        let value = get(&o, "value").as_f64();
-        match (address, value) {
+        let value = get(&o, "value");
+        if let (Some(a), Some("max")) = (&address, value.as_string().as_deref()) {
+            // Send-max: this output takes what is left (one output at most).
+            if max.replace(i).is_some() {
+                return Err(bad("only one output may have value 'max'".into()));
+            }
+            outputs.push((a.clone(), 0));
+            continue;
+        }
+        match (address, value.as_f64()) {
             (Some(a), Some(v)) if v.fract() == 0.0 && v > 0.0 && v <= MAX_MONEY as f64 => {
                 outputs.push((a, v as u64))
             }
             _ => {
                 return Err(bad(format!(
-                    "outputs[{i}] must be {{ address, value }} with a whole number of satoshis from 1 to 21e14"
+                    "outputs[{i}] must be {{ address, value }} with a whole number of satoshis from 1 to 21e14, or 'max'"
                 )));
             }
         }
@@ -579,6 +588,7 @@ fn psbt_ask(options: &JsValue) -> Result<crate::spend::PsbtAsk, JsValue> {
     };
     Ok(crate::spend::PsbtAsk {
         outputs,
+        max,
         rate,
         coins,
         include_unconfirmed,

@@ -179,6 +179,7 @@ pub fn bump_fee(
         |coins: &[Spendable], origins: &[Option<(usize, usize, u32)>], change: Option<&Change>| {
             let request = Request {
                 coins,
+                max: None,
                 spend_all: true,
                 outputs: &outputs,
                 rate,

@@ -153,6 +153,10 @@ pub struct Request<'a> {
     pub spend_all: bool,
     /// What it pays: output scripts and values, in order.
     pub outputs: &'a [(Vec<u8>, u64)],
+    /// The output that takes everything the coins hold less the other outputs and the fee
+    /// (send-max; its value in `outputs` is not read): every one of `coins` is spent, and
+    /// there is no change.
+    pub max: Option<usize>,
     /// The fee rate.
     pub rate: FeeRate,
     /// Where change goes, if any may be made.
@@ -320,6 +324,9 @@ fn build_with(req: &Request<'_>, keys: &mut Keys<'_>) -> Result<Built, SpendErro
     if req.outputs.is_empty() {
         return Err(SpendError::NoOutputs);
     }
+    if let Some(at) = req.max {
+        return send_max(req, at, keys);
+    }
     let mut paid = 0u64;
     for (index, (script, value)) in req.outputs.iter().enumerate() {
         let threshold = dust_threshold(script);
@@ -428,6 +435,74 @@ fn build_with(req: &Request<'_>, keys: &mut Keys<'_>) -> Result<Built, SpendErro
     };
     let change = (change_weight, min_change, excess_allowed);
     lay_out(req, &picked, paid, outputs_weight, change, keys)
+}
+
+/// [`build_with`] for a request whose output `at` takes what is left (send-max, as Bitcoin
+/// Core's `sendall`): every coin is spent, the fee is the rate's for the transaction
+/// without change (and what the coins' unconfirmed ancestors lack), and the output gets
+/// the rest, which must not be dust. Then laid out as an ordinary spend of those outputs,
+/// which leaves no excess for change.
+fn send_max(req: &Request<'_>, at: usize, keys: &mut Keys<'_>) -> Result<Built, SpendError> {
+    let Some((script, _)) = req.outputs.get(at) else {
+        return Err(SpendError::NoOutputs);
+    };
+    if req.coins.is_empty() {
+        return Err(SpendError::InsufficientFunds {
+            needed: 0,
+            available: 0,
+        });
+    }
+    let mut others = 0u64;
+    for (i, (_, value)) in req.outputs.iter().enumerate() {
+        if i != at {
+            others = others
+                .checked_add(*value)
+                .filter(|&p| p <= MAX_MONEY)
+                .ok_or(SpendError::Amount)?;
+        }
+    }
+    let total_in: u64 = req.coins.iter().map(|c| c.value).sum();
+    let segwit = req.coins.iter().any(|c| c.kind != Kind::Pkh);
+    let inputs_weight: u64 = req
+        .coins
+        .iter()
+        .map(|c| input_weight(c.kind) - u64::from(!segwit && c.kind == Kind::Pkh))
+        .sum();
+    let outputs_weight: u64 = req.outputs.iter().map(|(s, _)| output_weight(s)).sum();
+    let weight =
+        frame_weight(req.coins.len(), req.outputs.len(), segwit) + inputs_weight + outputs_weight;
+    let txids: Vec<_> = req.coins.iter().map(|c| c.outpoint.txid).collect();
+    let ancestor_fee = bump_for(req, &txids).map_err(SpendError::TooManyAncestors)?;
+    let fee = req.rate.fee(vsize(weight)) + ancestor_fee;
+    let needed = others.saturating_add(fee);
+    let value = total_in
+        .checked_sub(needed)
+        .ok_or(SpendError::InsufficientFunds {
+            needed,
+            available: total_in,
+        })?;
+    let threshold = dust_threshold(script);
+    if value < threshold || value == 0 {
+        return Err(SpendError::Dust {
+            index: at,
+            value,
+            threshold,
+        });
+    }
+    let mut outputs = req.outputs.to_vec();
+    outputs[at].1 = value;
+    let exact = Request {
+        coins: req.coins,
+        spend_all: true,
+        outputs: &outputs,
+        max: None,
+        rate: req.rate,
+        change: None,
+        lock_time: req.lock_time,
+        seed: req.seed,
+        ancestors: req.ancestors,
+    };
+    build_with(&exact, keys)
 }
 
 /// What a spend of outputs of `of` adds to its fee for their unconfirmed ancestors.

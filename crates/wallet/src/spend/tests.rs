@@ -327,6 +327,7 @@ fn random_wallets_spend_each_coin_once_pay_the_rate_and_make_no_dust() {
         let change = change_of([Kind::Wpkh, Kind::Tr, Kind::ShWpkh][round % 3]);
         let req = Request {
             coins: &coins,
+            max: None,
             spend_all: round % 7 == 0,
             outputs: &outputs,
             rate,
@@ -388,6 +389,7 @@ fn branch_and_bound_pays_an_exact_amount_without_change() {
     let change = change_of(Kind::Wpkh);
     let req = Request {
         coins: &coins,
+        max: None,
         spend_all: false,
         outputs: &outputs,
         rate,
@@ -406,6 +408,83 @@ fn branch_and_bound_pays_an_exact_amount_without_change() {
     assert_eq!(spent, want);
 }
 
+/// Send-max (Bitcoin Core's `sendall`): every coin offered is spent, in one output and
+/// any others asked, with no change; the max output gets what the coins hold less the
+/// others and the fee of the transaction as signed, exactly (no excess left to the fee).
+/// Too little left for the max output is dust or a shortfall, named.
+#[test]
+fn send_max_spends_every_coin_with_no_change() {
+    let pubkey = [2u8; 33];
+    let coins = [
+        coin(Kind::Wpkh, &pubkey, 120_000, 1),
+        coin(Kind::Tr, &key_for(2), 33_000, 2),
+        coin(Kind::Pkh, &key_for(3), 9_000, 3),
+    ];
+    let change = change_of(Kind::Wpkh);
+    let to = hash::witness(0, &[1; 20]);
+    let other = hash::witness(1, &[7; 32]);
+    let rate = FeeRate(3_000);
+    let run = |coins: &[Spendable], outputs: &[(Vec<u8>, u64)], at: usize| {
+        let req = Request {
+            coins,
+            max: Some(at),
+            spend_all: false,
+            outputs,
+            rate,
+            change: Some(&change),
+            lock_time: 0,
+            seed: 5,
+            ancestors: None,
+        };
+        build(&req, source).map(|b| (b, outputs.to_vec()))
+    };
+    for outputs in [
+        vec![(to.clone(), 0)],
+        vec![(other.clone(), 20_000), (to.clone(), 0)],
+    ] {
+        let at = outputs.len() - 1;
+        let (b, _) = run(&coins, &outputs, at).unwrap();
+        assert_eq!(b.change, None, "no change");
+        assert_eq!(b.spent.len(), 3, "every coin");
+        let maps = psbt::read_maps(&b.psbt).unwrap();
+        let unsigned = &get(&maps[0], psbt::GLOBAL_UNSIGNED_TX).unwrap().1;
+        let tx = Tx::parse(unsigned).unwrap();
+        let paid: Vec<u64> = tx.outputs().map(|o| o.value).collect();
+        let others: u64 = outputs[..at].iter().map(|(_, v)| v).sum();
+        assert_eq!(paid[at], 162_000 - others - b.fee);
+        assert_eq!(b.fee, rate.fee(b.vsize), "the rate's fee, no excess");
+        // The signed transaction is no larger than budgeted (`check`'s rules).
+        let mut laid = outputs.clone();
+        laid[at].1 = paid[at];
+        let exact = Request {
+            coins: &coins,
+            max: None,
+            spend_all: true,
+            outputs: &laid,
+            rate,
+            change: None,
+            lock_time: 0,
+            seed: 5,
+            ancestors: None,
+        };
+        check(&exact, &b);
+    }
+    // Less left than the output's dust threshold, or less than the other outputs and fee.
+    let small = [coin(Kind::Wpkh, &pubkey, 600, 9)];
+    assert!(matches!(
+        run(&small, &[(to.clone(), 0)], 0),
+        Err(SpendError::Dust { index: 0, .. })
+    ));
+    assert!(matches!(
+        run(&small, &[(other.clone(), 20_000), (to.clone(), 0)], 1),
+        Err(SpendError::InsufficientFunds { available: 600, .. })
+    ));
+    assert!(matches!(
+        run(&[], &[(to.clone(), 0)], 0),
+        Err(SpendError::InsufficientFunds { .. })
+    ));
+}
+
 #[test]
 fn refusals_name_the_rule() {
     let pubkey = [2u8; 33];
@@ -416,6 +495,7 @@ fn refusals_name_the_rule() {
         build(
             &Request {
                 coins,
+                max: None,
                 spend_all: false,
                 outputs,
                 rate: FeeRate(2_000),
@@ -632,6 +712,7 @@ fn a_silent_payment_coin_makes_a_version_2_psbt_with_its_tweak() {
     };
     let req = Request {
         coins: &coins,
+        max: None,
         spend_all: true,
         outputs: &outputs,
         rate: FeeRate(2_000),
@@ -689,6 +770,7 @@ fn a_silent_payment_coin_makes_a_version_2_psbt_with_its_tweak() {
     let v0 = build(
         &Request {
             coins: &plain,
+            max: None,
             ..req
         },
         |c: &Spendable| {

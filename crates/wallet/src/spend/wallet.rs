@@ -65,6 +65,11 @@ pub struct PsbtAsk {
     pub rate: FeeRate,
     /// The coins to spend, all of them (none: picked by the wallet).
     pub coins: Option<Vec<Outpoint>>,
+    /// The output (an index into `outputs`) that takes everything the coins spent hold
+    /// less the other outputs and the fee, its value there not read (send-max): with
+    /// `coins`, exactly those; else every coin the wallet would pick (one signer's, or
+    /// all with `change_descriptor`). No change is made.
+    pub max: Option<usize>,
     /// Whether coins of unconfirmed transactions may be picked.
     pub include_unconfirmed: bool,
     /// The descriptor change goes to (its text, the checksum optional): needed to spend
@@ -269,6 +274,7 @@ pub fn create_psbt(
             coins: &list,
             spend_all: ask.coins.is_some(),
             outputs: &outputs,
+            max: ask.max,
             rate: ask.rate,
             change: change.as_ref(),
             lock_time,
@@ -292,6 +298,10 @@ pub fn create_psbt(
                     why: why_not(wallet, o, tip),
                 })?;
             picked.push(f);
+        }
+        if ask.max.is_some() {
+            // Exactly these, and no change: whoever signs them.
+            return Ok(build(picked, None)?);
         }
         let mut signers: Vec<[u8; 4]> = Vec::new();
         for m in picked.iter().filter_map(|f| signer_of(f)) {
@@ -319,6 +329,19 @@ pub fn create_psbt(
         if !signers.contains(&d.origin.fingerprint) {
             signers.push(d.origin.fingerprint);
         }
+    }
+    if ask.max.is_some() {
+        // Everything the wallet would pick: one signer's coins (or all, with the change
+        // descriptor named, as a spend of several signers' coins takes it).
+        let holders: Vec<[u8; 4]> = signers
+            .iter()
+            .copied()
+            .filter(|m| pickable.iter().any(|f| signer_of(f) == Some(*m)))
+            .collect();
+        if named_change.is_none() && holders.len() > 1 {
+            return Err(PsbtError::MixedSigners(holders.len()));
+        }
+        return Ok(build(pickable, None)?);
     }
     let attempts: Vec<(Vec<&Found>, Option<Change>)> = match named_change {
         Some(d) => vec![(pickable.clone(), change_on(wallet, d))],
