@@ -134,15 +134,16 @@ mod tests {
         let b = create_psbt(&w, &max(&[(ELSEWHERE, 0)], 0), 20, 20, 1).unwrap();
         assert_eq!((b.change, b.spent.len()), (None, 1));
         assert_eq!(b.fee, FeeRate(2_000).fee(b.vsize));
-        let maps = psbt::read_maps(&b.psbt).unwrap();
-        let tx = &maps[0]
-            .iter()
-            .find(|(k, _)| k[0] == psbt::GLOBAL_UNSIGNED_TX)
-            .unwrap()
-            .1;
-        let tx = Tx::parse(tx).unwrap();
-        let paid: Vec<u64> = tx.outputs().map(|o| o.value).collect();
-        assert_eq!(paid, [80_000 - b.fee]);
+        // What the unsigned transaction's outputs pay.
+        let paid = |b: &lightwire_wallet::spend::Built| -> Vec<u64> {
+            let maps = psbt::read_maps(&b.psbt).unwrap();
+            let (_, tx) = maps[0]
+                .iter()
+                .find(|(k, _)| k[0] == psbt::GLOBAL_UNSIGNED_TX)
+                .unwrap();
+            Tx::parse(tx).unwrap().outputs().map(|o| o.value).collect()
+        };
+        assert_eq!(paid(&b), [80_000 - b.fee]);
         let two = create_psbt(
             &w,
             &max(&[(&script(0, 5), 30_000), (ELSEWHERE, 0)], 1),
@@ -151,14 +152,7 @@ mod tests {
             1,
         )
         .unwrap();
-        let maps = psbt::read_maps(&two.psbt).unwrap();
-        let tx = &maps[0]
-            .iter()
-            .find(|(k, _)| k[0] == psbt::GLOBAL_UNSIGNED_TX)
-            .unwrap()
-            .1;
-        let paid: Vec<u64> = Tx::parse(tx).unwrap().outputs().map(|o| o.value).collect();
-        assert_eq!(paid, [30_000, 50_000 - two.fee]);
+        assert_eq!(paid(&two), [30_000, 50_000 - two.fee]);
         // Named: exactly those coins (here the immature coinbase cannot be).
         let named = PsbtAsk {
             coins: Some(b.spent.clone()),
