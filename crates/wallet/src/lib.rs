@@ -23,6 +23,7 @@ wasm_bindgen_test::wasm_bindgen_test_configure!(run_in_browser);
 pub mod address;
 pub mod descriptor;
 mod hash;
+pub mod labels;
 pub mod ledger;
 pub mod sighash;
 pub mod silent;
