@@ -75,6 +75,7 @@ pub fn create(
         watch: &watch,
         ledger: &ledger,
         unconfirmed: &unconfirmed,
+        labels: &lightwire_wallet::labels::Labels::new(),
     };
     let ask = PsbtAsk {
         max: None,

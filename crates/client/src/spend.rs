@@ -17,6 +17,7 @@ fn state(wallet: &WalletSync) -> WalletState<'_> {
         watch: &wallet.watch,
         ledger: &wallet.ledger,
         unconfirmed: &wallet.unconfirmed,
+        labels: &wallet.labels,
     }
 }
 
@@ -119,6 +120,41 @@ mod tests {
             change_descriptor: None,
             max: None,
         }
+    }
+
+    /// A coin frozen by a label (BIP329 `spendable: false`) is not picked, and a spend it
+    /// alone could pay says so; named, it is spent; thawed, it is picked again. The
+    /// labels are kept with the wallet.
+    #[test]
+    fn a_frozen_coin_is_spent_only_when_named() {
+        let mut w = wallet();
+        let coin = w
+            .ledger
+            .utxos()
+            .find(|c| c.value == 80_000)
+            .unwrap()
+            .outpoint;
+        let text = outpoint_text(&coin);
+        w.labels
+            .set_spendable(&text, false, Network::Mainnet)
+            .unwrap();
+        let err = create_psbt(&w, &ask(&[(ELSEWHERE, 20_000)], 1_000), 20, 20, 1).unwrap_err();
+        assert!(
+            matches!(err, PsbtError::Frozen { frozen: 80_000, .. }),
+            "{err}"
+        );
+        assert_eq!(err.name(), "InsufficientFunds");
+        let named = PsbtAsk {
+            coins: Some(vec![coin]),
+            ..ask(&[(ELSEWHERE, 20_000)], 1_000)
+        };
+        assert_eq!(create_psbt(&w, &named, 20, 20, 1).unwrap().spent, [coin]);
+        let back = WalletSync::decode(&w.encode(), Network::Mainnet).unwrap();
+        assert!(back.labels.frozen(&text), "kept with the wallet");
+        w.labels
+            .set_spendable(&text, true, Network::Mainnet)
+            .unwrap();
+        assert!(create_psbt(&w, &ask(&[(ELSEWHERE, 20_000)], 1_000), 20, 20, 1).is_ok());
     }
 
     /// Send-max: every coin the wallet would pick (the mature ones: the coinbase is not

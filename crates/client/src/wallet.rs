@@ -266,6 +266,9 @@ pub struct WalletSync {
     pub ledger: Ledger,
     /// Its transactions not in a block (yet), apart from the ledger.
     pub unconfirmed: Unconfirmed,
+    /// Its labels (BIP329): what the application wrote on its transactions, addresses and
+    /// coins, and the coins it froze.
+    pub labels: lightwire_wallet::labels::Labels,
     given: Vec<Watched>,
     /// Where its scan started.
     pub from: u32,
@@ -297,6 +300,7 @@ impl WalletSync {
             given: Vec::new(),
             from,
             early: Vec::new(),
+            labels: lightwire_wallet::labels::Labels::new(),
             queue: VecDeque::new(),
             fetch: None,
             buf: Vec::new(),
@@ -926,7 +930,7 @@ impl WalletSync {
 
     /// The state as bytes: layout, network, start, what was given, the gap state of each
     /// descriptor branch (highest used, covered), the lookahead scripts paid, the
-    /// unconfirmed transactions, the recently mined ones, the ledger.
+    /// unconfirmed transactions, the recently mined ones, the labels, the ledger.
     pub fn encode(&self) -> Vec<u8> {
         let mut out = vec![5u8];
         out.extend_from_slice(self.network.name().as_bytes());
@@ -977,6 +981,7 @@ impl WalletSync {
         }
         self.unconfirmed.encode(&mut out);
         self.unconfirmed.encode_mined(&mut out);
+        self.labels.encode(&mut out);
         out.extend_from_slice(&self.ledger.encode());
         out
     }
@@ -1054,6 +1059,14 @@ impl WalletSync {
         };
         let r = match layout {
             4 | 5 => unconfirmed.decode_mined(r)?,
+            _ => r,
+        };
+        let r = match layout {
+            5 => {
+                let (labels, r) = lightwire_wallet::labels::Labels::decode(r)?;
+                w.labels = labels;
+                r
+            }
             _ => r,
         };
         w.ledger = Ledger::decode(r)?;

@@ -285,6 +285,78 @@ impl Labels {
         Ok(())
     }
 
+    /// The labels as bytes, for the store ([`Self::decode`]): a count, then for each the
+    /// kind's index, the reference, the label and the origin (each a flag and text) and
+    /// the spendable flag (0 none, 1 false, 2 true); texts as a length (u32, little-endian)
+    /// and UTF-8.
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        fn text(out: &mut Vec<u8>, t: &str) {
+            out.extend_from_slice(&(t.len() as u32).to_le_bytes());
+            out.extend_from_slice(t.as_bytes());
+        }
+        fn maybe(out: &mut Vec<u8>, t: &Option<String>) {
+            match t {
+                Some(t) => {
+                    out.push(1);
+                    text(out, t);
+                }
+                None => out.push(0),
+            }
+        }
+        out.extend_from_slice(&(self.entries.len() as u32).to_le_bytes());
+        for ((kind, reference), e) in &self.entries {
+            out.push(KINDS.iter().position(|k| k == kind).unwrap_or(0) as u8);
+            text(out, reference);
+            maybe(out, &e.label);
+            maybe(out, &e.origin);
+            out.push(match e.spendable {
+                None => 0,
+                Some(false) => 1,
+                Some(true) => 2,
+            });
+        }
+    }
+
+    /// [`Self::encode`]'s bytes at the front of `bytes` read back, with what follows;
+    /// `None` if they are not that.
+    pub fn decode(bytes: &[u8]) -> Option<(Labels, &[u8])> {
+        let mut r = crate::ledger::Cursor(bytes);
+        let n = r.count(1 + 4 + 1 + 1 + 1)?;
+        let mut entries = BTreeMap::new();
+        let text = |r: &mut crate::ledger::Cursor<'_>| -> Option<String> {
+            let len = r.count(1)?;
+            String::from_utf8(r.take(len)?.to_vec()).ok()
+        };
+        let maybe = |r: &mut crate::ledger::Cursor<'_>| -> Option<Option<String>> {
+            match r.u8()? {
+                0 => Some(None),
+                1 => Some(Some(text(r)?)),
+                _ => None,
+            }
+        };
+        for _ in 0..n {
+            let kind = *KINDS.get(usize::from(r.u8()?))?;
+            let reference = text(&mut r)?;
+            let label = maybe(&mut r)?;
+            let origin = maybe(&mut r)?;
+            let spendable = match r.u8()? {
+                0 => None,
+                1 => Some(false),
+                2 => Some(true),
+                _ => return None,
+            };
+            entries.insert(
+                (kind, reference),
+                LabelEntry {
+                    label,
+                    origin,
+                    spendable,
+                },
+            );
+        }
+        Some((Labels { entries }, r.0))
+    }
+
     /// Every label as a record, in a fixed order (by type as BIP329 lists them, then by
     /// reference): what an export writes, one line each.
     pub fn export(&self) -> impl Iterator<Item = LabelRecord> + '_ {
@@ -299,6 +371,17 @@ impl Labels {
             })
     }
 }
+
+/// The kinds, in their stored order (their index is what the store keeps).
+const KINDS: [LabelKind; 7] = [
+    LabelKind::Tx,
+    LabelKind::Addr,
+    LabelKind::Pubkey,
+    LabelKind::Input,
+    LabelKind::Output,
+    LabelKind::Xpub,
+    LabelKind::Spscan,
+];
 
 /// `text` cut to [`MAX_LABEL_CHARS`] characters, and whether it was.
 fn cut_label(text: &str) -> (String, bool) {
@@ -544,6 +627,25 @@ mod tests {
             Some(MAX_LABEL_CHARS)
         );
         assert_eq!(tx.origin.as_deref(), Some("wpkh([d34db33f/84'/0'/0'])"));
+    }
+
+    /// Saved and read back whole; bytes cut short or with a kind or flag out of range are
+    /// refused.
+    #[test]
+    fn labels_are_saved_and_read_back() {
+        let mut l = Labels::new();
+        l.import(&bip329_vector(), Network::Mainnet).unwrap();
+        let mut bytes = Vec::new();
+        l.encode(&mut bytes);
+        bytes.push(0xaa);
+        let (back, rest) = Labels::decode(&bytes).unwrap();
+        assert_eq!((back, rest), (l, &[0xaa][..]));
+        for cut in 0..bytes.len() - 1 {
+            assert!(Labels::decode(&bytes[..cut]).is_none(), "cut at {cut}");
+        }
+        let mut bad = bytes.clone();
+        bad[4] = 9;
+        assert!(Labels::decode(&bad).is_none(), "no kind 9");
     }
 
     /// Labels set and removed one at a time, and coins frozen and thawed, checked as an

@@ -50,6 +50,9 @@ pub struct WalletState<'a> {
     pub ledger: &'a Ledger,
     /// Its unconfirmed transactions.
     pub unconfirmed: &'a Unconfirmed,
+    /// Its labels: an output marked `spendable: false` (BIP329) is frozen, spent only when
+    /// named.
+    pub labels: &'a crate::labels::Labels,
 }
 
 /// Confirmations a coinbase needs before the wallet spends it (Core's wallet: 100 blocks
@@ -115,6 +118,18 @@ pub enum PsbtError {
         /// What the others add up to.
         named_only: u64,
     },
+    /// Short, and frozen coins (BIP329 `spendable: false`) would cover more.
+    #[error(
+        "insufficient funds: {needed} sat needed at this fee rate, {available} sat in the coins the wallet picks; {frozen} sat more in frozen coins, spent only when named in `coins`"
+    )]
+    Frozen {
+        /// What the spend needs.
+        needed: u64,
+        /// What the coins the wallet picks from add up to.
+        available: u64,
+        /// What the frozen ones add up to.
+        frozen: u64,
+    },
     /// The same coin named twice.
     #[error("coin {0} is named twice")]
     Twice(String),
@@ -154,6 +169,7 @@ impl PsbtError {
         match self {
             PsbtError::Spend(SpendError::InsufficientFunds { .. })
             | PsbtError::NamedOnly { .. }
+            | PsbtError::Frozen { .. }
             | PsbtError::OneSigner { .. } => "InsufficientFunds",
             _ => "InvalidArgument",
         }
@@ -183,6 +199,8 @@ pub fn parse_outpoint(s: &str) -> Option<Outpoint> {
 struct Found {
     coin: Spendable,
     origin: Option<(usize, usize, u32)>,
+    /// Marked unspendable by a label (BIP329): spent only when named.
+    frozen: bool,
     confirmed: bool,
     /// An output of a transaction the wallet broadcast itself (unconfirmed): one an
     /// `includeUnconfirmed` spend may pick, as Bitcoin Core spends its own unconfirmed
@@ -194,7 +212,7 @@ struct Found {
 impl Found {
     /// Whether the wallet may pick it by itself.
     fn pickable(&self, include_unconfirmed: bool) -> bool {
-        self.confirmed || (include_unconfirmed && self.own)
+        !self.frozen && (self.confirmed || (include_unconfirmed && self.own))
     }
 }
 
@@ -381,7 +399,20 @@ pub fn create_psbt(
         .filter(|f| signers.first().is_some_and(|m| signer_of(f) != Some(*m)))
         .map(|f| f.coin.value)
         .sum();
-    Err(if named_change.is_none() && other_signers > 0 {
+    let frozen: u64 = found
+        .iter()
+        .filter(|f| {
+            f.frozen && f.origin.is_some() && (f.confirmed || (ask.include_unconfirmed && f.own))
+        })
+        .map(|f| f.coin.value)
+        .sum();
+    Err(if frozen > 0 {
+        PsbtError::Frozen {
+            needed,
+            available,
+            frozen,
+        }
+    } else if named_change.is_none() && other_signers > 0 {
         PsbtError::OneSigner {
             needed,
             available,
@@ -410,7 +441,7 @@ pub(super) fn confirmed_coins(
     let mut out: Vec<(Spendable, (usize, usize, u32))> = Vec::new();
     for f in spendable(wallet, tip) {
         let Some(origin) = f.origin else { continue };
-        if f.confirmed && signer(descriptors[origin.0].origin.fingerprint) {
+        if f.confirmed && !f.frozen && signer(descriptors[origin.0].origin.fingerprint) {
             let at = out.partition_point(|(c, _)| c.value >= f.coin.value);
             out.insert(at, (f.coin, origin));
         }
@@ -458,6 +489,7 @@ fn spendable(wallet: &WalletState<'_>, tip: u32) -> Vec<Found> {
                         .or(found_silent),
                 },
                 origin,
+                frozen: wallet.labels.frozen(&outpoint_text(&outpoint)),
                 confirmed,
                 own,
             });
@@ -655,6 +687,7 @@ mod tests {
             watch: &watch,
             ledger: &ledger,
             unconfirmed: &unconfirmed,
+            labels: &crate::labels::Labels::new(),
         };
         let found = spendable(&wallet, 10);
         assert_eq!(found.len(), 3_000);
