@@ -476,11 +476,13 @@ impl WalletSync {
         now: u64,
         holders: u64,
     ) -> Result<Vec<WalletChange>, AddError> {
-        self.add_unconfirmed_with(raw, source, now, holders, &[])
+        self.add_unconfirmed_silent(raw, source, now, holders, &[])
     }
 
-    /// [`Self::add_unconfirmed`]'s work, with silent-payment outputs found.
-    fn add_unconfirmed_with(
+    /// [`Self::add_unconfirmed`], with the transaction's outputs that a scan found paying a
+    /// silent-payment receiver (`silent`): the wallet's too. A held transaction gaining
+    /// some is saved again (they are kept with it).
+    pub fn add_unconfirmed_silent(
         &mut self,
         raw: &[u8],
         source: Source,
@@ -488,6 +490,10 @@ impl WalletSync {
         holders: u64,
         silent: &[lightwire_wallet::unconfirmed::SilentOutput],
     ) -> Result<Vec<WalletChange>, AddError> {
+        let txid = lightwire_primitives::Tx::parse(raw).map(|t| t.txid()).ok();
+        let found_before = txid
+            .and_then(|t| self.unconfirmed.get(&t))
+            .map_or(0, |t| t.silent.len());
         let watch = &self.watch;
         let added = self.unconfirmed.add_with_silent(
             raw,
@@ -498,15 +504,20 @@ impl WalletSync {
             |s| watch.owns(s) == Some(true),
             silent,
         )?;
-        let txid = lightwire_primitives::Tx::parse(raw).map(|t| t.txid()).ok();
-        // Who holds it is not saved: a change of holders alone leaves the state clean.
+        // Who holds it is not saved: a change of holders alone leaves the state clean; new
+        // silent outputs of a held one do not.
         let (dropped, unheld, shown, changed) = match added {
             Added::New { dropped, unheld } => (dropped, unheld, txid, true),
             Added::Foreign { dropped, unheld } => {
                 let changed = !dropped.is_empty();
                 (dropped, unheld, None, changed)
             }
-            Added::Known(true) => (Vec::new(), Vec::new(), txid, false),
+            Added::Known(true) => {
+                let found = txid
+                    .and_then(|t| self.unconfirmed.get(&t))
+                    .map_or(0, |t| t.silent.len());
+                (Vec::new(), Vec::new(), txid, found != found_before)
+            }
             Added::Known(false) => (Vec::new(), Vec::new(), None, false),
         };
         if changed {
@@ -520,19 +531,6 @@ impl WalletSync {
             }
         }
         Ok(changes)
-    }
-
-    /// [`Self::add_unconfirmed`], with the transaction's outputs that a scan found paying a
-    /// silent-payment receiver (`silent`): the wallet's too.
-    pub fn add_unconfirmed_silent(
-        &mut self,
-        raw: &[u8],
-        source: Source,
-        now: u64,
-        holders: u64,
-        silent: &[lightwire_wallet::unconfirmed::SilentOutput],
-    ) -> Result<Vec<WalletChange>, AddError> {
-        self.add_unconfirmed_with(raw, source, now, holders, silent)
     }
 
     /// The gateways holding unconfirmed transaction `txid` are now `holders`: the change,
@@ -1233,6 +1231,40 @@ mod tests {
         w.try_again();
         assert!(!w.all_tried());
         assert_eq!(found(&deliver(&mut w, &block)), [150]);
+    }
+
+    /// A held unconfirmed transaction that a later scan finds paying a silent-payment
+    /// receiver gains those outputs, and the wallet is to be saved again (they are part of
+    /// what it keeps); announced again with nothing new, it is not.
+    #[test]
+    fn silent_outputs_found_on_a_held_transaction_are_saved() {
+        let mut w = WalletSync::new(Network::Regtest, 100);
+        // Spends [5; 32]:0 and pays two taproot keys the wallet does not watch.
+        let mut raw = vec![2, 0, 0, 0, 1];
+        raw.extend_from_slice(&[5; 32]);
+        raw.extend_from_slice(&[0, 0, 0, 0, 0, 0xfd, 0xff, 0xff, 0xff, 2]);
+        for key in [[7u8; 32], [8; 32]] {
+            raw.extend_from_slice(&1_000u64.to_le_bytes());
+            raw.extend_from_slice(&[34, 0x51, 0x20]);
+            raw.extend_from_slice(&key);
+        }
+        raw.extend_from_slice(&[0; 4]);
+        let out = lightwire_wallet::unconfirmed::SilentOutput {
+            vout: 0,
+            tweak: [7; 32],
+            label: None,
+            spend: [2; 33],
+        };
+        w.add_unconfirmed_silent(&raw, Source::Announced, 1, 1, &[out])
+            .unwrap();
+        assert!(w.to_save().is_some());
+        let again = lightwire_wallet::unconfirmed::SilentOutput { vout: 1, ..out };
+        w.add_unconfirmed_silent(&raw, Source::Announced, 2, 1, &[out, again])
+            .unwrap();
+        assert!(w.to_save().is_some(), "a new silent output is saved");
+        w.add_unconfirmed_silent(&raw, Source::Announced, 3, 3, &[out, again])
+            .unwrap();
+        assert!(w.to_save().is_none(), "holders alone are not saved");
     }
 
     /// A silent payment's output, watched as the scan found it: the wallet owns its
