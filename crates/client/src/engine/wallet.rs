@@ -427,17 +427,17 @@ impl WalletTask {
             .as_mut()
             .filter(|w| scanning && w.from <= height)
         {
-            let before: Vec<Vec<u8>> = wallet.watch.scripts().map(<[u8]>::to_vec).collect();
+            // The payments' scripts the wallet does not watch yet (not a copy of all it
+            // does).
+            let new: Vec<Vec<u8>> = payments
+                .iter()
+                .map(|p| [&[0x51, 0x20][..], &p.found.key].concat())
+                .filter(|s| wallet.watch.origin(s).is_none())
+                .collect();
             // A silent-payment output always watches.
             if wallet.watch(&items).is_err() {
                 return;
             }
-            let new: Vec<Vec<u8>> = wallet
-                .watch
-                .scripts()
-                .filter(|s| !before.iter().any(|b| b == s))
-                .map(<[u8]>::to_vec)
-                .collect();
             if new.is_empty() {
                 return;
             }

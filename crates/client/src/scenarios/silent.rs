@@ -289,6 +289,20 @@ fn chain_with_mempool() -> TestChain {
     c
 }
 
+/// A session on `n` gateways serving tweaks and a mempool, its receiver scanning from
+/// block 1,000 (the payment of block 1,500 found).
+fn receiving_beside_mempools(n: usize) -> Net<lightwire_store::MemoryStore> {
+    let mut net = Net::new(
+        memory(),
+        (0..n).map(|_| chain_with_mempool()).collect(),
+        small,
+    );
+    net.drive();
+    net.host.engine.watch_silent_payments(receiver(), 1_000);
+    net.drive();
+    net
+}
+
 /// The silent payments told without a block: (txid, vout, key).
 fn found_unconfirmed(events: &[Event]) -> Vec<(lightwire_primitives::Txid, u32, [u8; 32])> {
     events
@@ -310,14 +324,7 @@ fn found_unconfirmed(events: &[Event]) -> Vec<(lightwire_primitives::Txid, u32, 
 /// both, not fetched again. The confirmed payment of block 1,500 is found as before.
 #[test]
 fn a_silent_payment_in_the_mempool_is_found_unconfirmed() {
-    let mut net = Net::new(
-        memory(),
-        vec![chain_with_mempool(), chain_with_mempool()],
-        small,
-    );
-    net.drive();
-    net.host.engine.watch_silent_payments(receiver(), 1_000);
-    net.drive();
+    let mut net = receiving_beside_mempools(2);
     assert_eq!(found(&net.host.events).len(), 1, "the mined one");
     let (tx, key) = mempool_payment();
     let mut txid = [0u8; 32];
@@ -354,10 +361,7 @@ fn a_silent_payment_in_the_mempool_is_found_unconfirmed() {
 #[test]
 fn a_wrong_tweak_hides_the_payment_only_from_its_own_digest() {
     let (tx, key) = mempool_payment();
-    let mut net = Net::new(memory(), vec![chain_with_mempool()], small);
-    net.drive();
-    net.host.engine.watch_silent_payments(receiver(), 1_000);
-    net.drive();
+    let mut net = receiving_beside_mempools(1);
     super::mempool::mempool(&mut net, 0, |m| {
         m.add_tweaked(&tx, G);
     });
@@ -365,14 +369,7 @@ fn a_wrong_tweak_hides_the_payment_only_from_its_own_digest() {
     let gw = net.host.gateways[0].as_ref().unwrap();
     assert_eq!(gw.chain.mempool.as_ref().unwrap().served(), 0);
 
-    let mut net = Net::new(
-        memory(),
-        vec![chain_with_mempool(), chain_with_mempool()],
-        small,
-    );
-    net.drive();
-    net.host.engine.watch_silent_payments(receiver(), 1_000);
-    net.drive();
+    let mut net = receiving_beside_mempools(2);
     let mut txid = [0u8; 32];
     super::mempool::mempool(&mut net, 0, |m| txid = m.add_tweaked(&tx, G));
     super::mempool::mempool(&mut net, 1, |m| {

@@ -489,7 +489,9 @@ fn spendable(wallet: &WalletState<'_>, tip: u32) -> Vec<Found> {
                         .or(found_silent),
                 },
                 origin,
-                frozen: wallet.labels.frozen(&outpoint_text(&outpoint)),
+                // (No `txid:vout` written for each coin of a wallet with no labels.)
+                frozen: !wallet.labels.is_empty()
+                    && wallet.labels.frozen(&outpoint_text(&outpoint)),
                 confirmed,
                 own,
             });
