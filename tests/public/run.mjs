@@ -60,7 +60,20 @@ async function openPage(url) {
   const page = await browser.newPage();
   page.onError((message) => log(`  ${message}`));
   await page.goto(url);
-  await page.waitForFunction(() => document.title === 'ready');
+  try {
+    await page.waitForFunction(() => document.title === 'ready');
+  } catch (e) {
+    // What the page is instead (an error page, a module that did not load): the failure
+    // says so, rather than only that it waited.
+    const state = await page.evaluate(() => ({
+      href: location.href,
+      title: document.title,
+      readyState: document.readyState,
+      body: (document.body?.innerText ?? '').slice(0, 300),
+      modules: performance.getEntriesByType('resource').map((r) => `${r.name} ${Math.round(r.duration)} ms`),
+    })).catch((err) => `unreadable: ${err}`);
+    throw new Error(`${url} did not become ready: ${JSON.stringify(state)} (${e.message})`);
+  }
   return page;
 }
 
