@@ -128,9 +128,20 @@ pub async fn resume_scan<S: HeaderStore>(store: &S) -> Result<Option<Scan>, Stor
     Ok(Some(scan))
 }
 
+/// How many times a wallet record is read before it is taken for one that does not read
+/// back: reading it derives every watched script again, and a machine that computes a
+/// wrong value now and then (WebKit's JavaScriptCore, see `lightwire_wallet::descriptor`)
+/// can fail one reading and not the next.
+const WALLET_READS: usize = 3;
+
 /// The wallet saved in `store`, if any, with what it found in blocks the stored chain no
 /// longer has (a reorg while the client was closed) withdrawn: its transactions of those
 /// blocks unconfirmed again, as seen at `now`.
+///
+/// A record that does not read back fails the open ([`StoreError::Corrupt`]) and stays
+/// as it is. Going on without it would lose what no chain holds (the labels, the
+/// unconfirmed transactions it broadcast), and the next save would write an empty wallet
+/// over it; the scan's records are left behind instead, as they are found again.
 pub async fn resume_wallet<S: HeaderStore>(
     store: &S,
     now: Millis,
@@ -138,8 +149,12 @@ pub async fn resume_wallet<S: HeaderStore>(
     let Some(bytes) = store.record(WALLET).await? else {
         return Ok(None);
     };
-    let Some(mut wallet) = WalletSync::decode(&bytes, store.params().network) else {
-        return Ok(None);
+    let network = store.params().network;
+    let read = (0..WALLET_READS).find_map(|_| WalletSync::decode(&bytes, network));
+    let Some(mut wallet) = read else {
+        return Err(StoreError::Corrupt {
+            what: "the wallet's record does not read back (left as it is)",
+        });
     };
     let mut heights: Vec<(u32, BlockHash)> = wallet
         .ledger

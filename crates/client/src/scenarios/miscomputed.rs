@@ -79,3 +79,43 @@ fn a_gateway_whose_frames_fail_their_mac_is_reconnected_with_backoff_not_marked_
 fn a_gateway_whose_handshake_fails_its_mac_is_reconnected_with_backoff_not_marked_bad() {
     corrupted_is_backed_off(0, "handshake-failed");
 }
+
+/// A wallet record that does not read back (a layout this version does not know, damaged
+/// bytes, or keys a machine derived wrongly every time) fails the open with the store's
+/// typed error and is left as it was. Before, the client opened without the wallet and
+/// its next save wrote an empty one over it: the labels and the unconfirmed transactions
+/// it had broadcast were gone (WebKit, after a reload, with JavaScriptCore computing
+/// wrong values in that session).
+#[test]
+fn a_wallet_record_that_does_not_read_back_fails_the_open_and_is_kept() {
+    use lightwire_store::{HeaderStore, StoreError};
+
+    use crate::testnet::block_on;
+    let mut net = Net::new(memory(), vec![TestChain::generate(2_000)], small);
+    net.drive();
+    let mut store = net.store;
+    let good = crate::wallet::WalletSync::new(lightwire_chain::Network::Regtest, 1_000).encode();
+    // The store opened with `record` as its wallet's: whether the engine has a wallet.
+    let mut open_with = |record: &[u8]| {
+        block_on(store.put_record(crate::pipeline::WALLET, Some(record))).unwrap();
+        let opened = block_on(crate::pipeline::open(
+            &store,
+            Vec::new(),
+            crate::testnet::key(1),
+            1,
+            lightwire_proto::Millis(1),
+        ));
+        let kept = block_on(store.record(crate::pipeline::WALLET)).unwrap();
+        assert_eq!(kept.as_deref(), Some(record), "left as it was");
+        opened.map(|(engine, _)| engine.wallet().is_some())
+    };
+    for bad in [vec![9u8; 40], good[..good.len() - 3].to_vec()] {
+        let opened = open_with(&bad);
+        assert!(
+            matches!(opened, Err(StoreError::Corrupt { .. })),
+            "{opened:?}"
+        );
+    }
+    // A record that reads back opens as before.
+    assert_eq!(open_with(&good), Ok(true));
+}
