@@ -16,6 +16,8 @@ import type {
   CreatedPsbt,
   BumpFeeOptions,
   BumpedPsbt,
+  ImportedLabels,
+  LabelRecord,
   CreatePsbtOptions,
   FeeRatesResult,
   ScanOptions,
@@ -270,6 +272,40 @@ export class LightwireClient extends EventTarget {
    */
   bumpFee(txid: string, options: BumpFeeOptions): Promise<BumpedPsbt> {
     return this.#call('bumpFee', txid, options);
+  }
+
+  /**
+   * The wallet's labels as a BIP329 file: JSON Lines, one record a line, each ended by a
+   * newline (`''` with none), transactions first, then addresses, public keys, inputs,
+   * outputs, extended keys and scan keys, each in order of its reference. Any wallet that
+   * reads BIP329 (Sparrow, Bitcoin Core's GUI through HWI, BDK apps) imports it.
+   */
+  labels(): Promise<string> {
+    return this.#call('labels');
+  }
+
+  /**
+   * Import a BIP329 file into the wallet's labels, whole or not at all: every line is
+   * checked first (a txid that is 64 hex digits, an address of this network, `txid:index`
+   * for an input or output, `spendable` on an output only, ...), and the first line that
+   * fails rejects the call with `InvalidArgument`, its `line` property the file's line
+   * number, and nothing imported. A type BIP329 does not define is skipped (`unknown`), a
+   * label over 255 characters is cut (`cut`), a field a line leaves out keeps the wallet's
+   * value, blank lines are skipped. `spendable: false` freezes an output: {@link
+   * createPsbt} leaves it out unless named in `coins`. Resolves once the wallet holding
+   * them is saved.
+   */
+  importLabels(jsonLines: string): Promise<ImportedLabels> {
+    return this.#call('importLabels', jsonLines);
+  }
+
+  /**
+   * Set one label, a BIP329 record: `label: null` removes the label, `spendable: false`
+   * freezes an output and `true` thaws it; a field left out keeps the wallet's value.
+   * Resolves once saved; rejects with `InvalidArgument` naming the rule the record breaks.
+   */
+  setLabel(record: LabelRecord): Promise<void> {
+    return this.#call('setLabel', record);
   }
 
   /**

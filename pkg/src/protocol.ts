@@ -20,6 +20,9 @@ export const METHODS = [
   'createPsbt',
   'bumpFee',
   'feeRates',
+  'labels',
+  'importLabels',
+  'setLabel',
   'stop',
 ] as const;
 
@@ -73,12 +76,25 @@ export type Request = RequestBody & { id: number };
 /** Worker to page. */
 export type Reply =
   | { id: number; ok: true; value: unknown }
-  | { id: number; ok: false; error: { name: string; message: string } }
+  | { id: number; ok: false; error: PlainError }
   | { event: LightwireEvent };
 
 /** An error's name and message, which survive postMessage. */
-export function plainError(e: unknown): { name: string; message: string } {
-  if (e instanceof Error) return { name: e.name, message: e.message };
+/**
+ * An error as it crosses a worker or a tab: its name, its message and, for a label file
+ * refused by `importLabels`, the file's `line`.
+ */
+export interface PlainError {
+  name: string;
+  message: string;
+  line?: number;
+}
+
+export function plainError(e: unknown): PlainError {
+  if (e instanceof Error) {
+    const line = (e as { line?: unknown }).line;
+    return typeof line === 'number' ? { name: e.name, message: e.message, line } : { name: e.name, message: e.message };
+  }
   return { name: 'Error', message: String(e) };
 }
 
@@ -90,8 +106,9 @@ export function named(name: string, message: string): Error {
 }
 
 /** Rebuild an Error from {@link plainError}. */
-export function toError(e: { name: string; message: string }): Error {
+export function toError(e: PlainError): Error {
   const err = new Error(e.message);
   err.name = e.name;
+  if (typeof e.line === 'number') (err as Error & { line?: number }).line = e.line;
   return err;
 }

@@ -20,7 +20,7 @@
 // these shapes is dropped, a reply is taken only from the leader this tab follows, and a
 // leader never takes `stop` from a follower.
 import type { Backend } from './engine.js';
-import { METHODS, askedAgain, named, plainError, toError, type Method, type PendingCall } from './protocol.js';
+import { METHODS, askedAgain, named, plainError, toError, type Method, type PendingCall, type PlainError } from './protocol.js';
 import type { ClientOptions, LightwireEvent, Role } from './types.js';
 
 /** The version of the messages below; a leader of another version is refused. (2: the
@@ -56,7 +56,7 @@ type TabMessage =
   /** The leader's answer to a call. */
   | ({ v: number; kind: 'reply'; from: string; to: string; id: number } & (
       | { ok: true; value: unknown }
-      | { ok: false; error: { name: string; message: string } }
+      | { ok: false; error: PlainError }
     ))
   /** One of the leader's engine's events. */
   | { v: number; kind: 'event'; from: string; event: LightwireEvent }
@@ -338,7 +338,7 @@ export class SharedBackend implements Backend {
   #answer(from: string, id: unknown, method: unknown, args: unknown): void {
     const engine = this.#engine;
     if (!engine || this.#stopping || typeof id !== 'number') return;
-    const reply = (r: { ok: true; value: unknown } | { ok: false; error: { name: string; message: string } }) => {
+    const reply = (r: { ok: true; value: unknown } | { ok: false; error: PlainError }) => {
       // A call cut short by this tab's own stop is the next leader's to answer.
       if (!this.#stopping) this.#post({ v: VERSION, kind: 'reply', from: this.#me, to: from, id, ...r });
     };
@@ -478,11 +478,12 @@ export class SharedBackend implements Backend {
 }
 
 /** A reply's error as sent, or one saying it came malformed (the call must still settle). */
-function answerError(e: unknown): { name: string; message: string } {
-  const { name, message } = (typeof e === 'object' && e !== null ? e : {}) as { name?: unknown; message?: unknown };
-  return typeof name === 'string' && typeof message === 'string'
-    ? { name, message }
-    : { name: 'InvalidState', message: 'the leading tab answered this call with a malformed error' };
+function answerError(e: unknown): PlainError {
+  const { name, message, line } = (typeof e === 'object' && e !== null ? e : {}) as { name?: unknown; message?: unknown; line?: unknown };
+  if (typeof name !== 'string' || typeof message !== 'string') {
+    return { name: 'InvalidState', message: 'the leading tab answered this call with a malformed error' };
+  }
+  return typeof line === 'number' && Number.isSafeInteger(line) && line > 0 ? { name, message, line } : { name, message };
 }
 
 /** The key under which the leader keeps an event's last value, for tabs joining later. */

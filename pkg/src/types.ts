@@ -517,10 +517,13 @@ export interface UnconfirmedTransaction {
   silentPayments: Array<{ vout: number; tweak: string; label: number | null; spendKey: string }>;
 }
 
-/** An entry of {@link LightwireClient.transactions}: in a block, or not yet. */
+/**
+ * An entry of {@link LightwireClient.transactions}: in a block, or not yet, with its
+ * BIP329 label (null with none).
+ */
 export type TransactionEntry =
-  | ({ status: 'confirmed' } & WalletTransaction)
-  | ({ status: 'unconfirmed' } & UnconfirmedTransaction);
+  | ({ status: 'confirmed'; label: string | null } & WalletTransaction)
+  | ({ status: 'unconfirmed'; label: string | null } & UnconfirmedTransaction);
 
 /**
  * A coin of the wallet's that no known transaction spends (as Bitcoin Core's
@@ -540,6 +543,13 @@ export interface Utxo {
   /** A coinbase output: spendable after 100 confirmations. */
   coinbase: boolean;
   status: 'confirmed' | 'unconfirmed';
+  /** Its output's BIP329 label; null with none. */
+  label: string | null;
+  /**
+   * Frozen (BIP329 `spendable: false`): {@link LightwireClient.createPsbt} leaves it out
+   * unless named in `coins`.
+   */
+  frozen: boolean;
   /** For a coin of a watched descriptor: the descriptor (with its checksum); else null. */
   descriptor: string | null;
   /** `'change'` on a descriptor's change branch (`/1` of `<0;1>`), else `'receive'`; null
@@ -672,6 +682,32 @@ export interface CreatedPsbt {
   change: { address: string; value: Satoshis; vout: number } | null;
   /** The coins it spends, `txid:vout`, in input order. */
   inputs: string[];
+}
+
+/**
+ * A BIP329 record, one line of a label file: what it labels (`type`: `tx`, `addr`,
+ * `pubkey`, `input`, `output`, `xpub`, `spscan`; `ref`: a txid, an address, a public key,
+ * `txid:index`, an extended key, a scan key expression), the label, the key origin of
+ * the wallet it belongs to, and for an output whether it may be spent.
+ */
+export interface LabelRecord {
+  type: 'tx' | 'addr' | 'pubkey' | 'input' | 'output' | 'xpub' | 'spscan';
+  ref: string;
+  /** At most 255 characters kept; `null` (for {@link LightwireClient.setLabel}) removes it. */
+  label?: string | null;
+  origin?: string;
+  /** Outputs only: `false` freezes the coin. */
+  spendable?: boolean;
+}
+
+/** What {@link LightwireClient.importLabels} resolves to. */
+export interface ImportedLabels {
+  /** Records taken. */
+  imported: number;
+  /** Records of a type BIP329 does not define, skipped. */
+  unknown: number;
+  /** Labels cut to 255 characters. */
+  cut: number;
 }
 
 /** What {@link LightwireClient.bumpFee} takes. */

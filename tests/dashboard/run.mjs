@@ -338,7 +338,45 @@ async function inEngine(engine) {
     }
     assert(/No connected gateway serves fee estimates/.test(rates), `fee estimates: ${rates}`);
 
-    // 4e. The silent-payment panel: a scan key that is not one gets a sentence; keys
+    // 4e. Labels: one typed on the first transaction's row and a coin frozen in the coin
+    // list are the client's (a BIP329 export holds both); a file with a bad line says which
+    // and imports nothing.
+    await page.waitForFunction(() => document.querySelector('#wallet-coin-list tr') !== null, null, { timeout: 30_000 });
+    const firstTx = await page.evaluate(() => document.querySelector('#wallet-txs tr').dataset.txid);
+    await page.fill('#wallet-txs tr input.label', 'demo payment');
+    await page.press('Enter');
+    const coin = await page.evaluate(() => document.querySelector('#wallet-coin-list tr').dataset.coin);
+    await page.click('#wallet-coin-list tr input[type=checkbox]');
+    let exported = '';
+    for (const asked = Date.now(); !(exported.includes('demo payment') && exported.includes('"spendable":false')) && Date.now() - asked < 10_000;) {
+      await sleep(100);
+      exported = await page.evaluate(() => window.lightwireDashboard.client.labels());
+    }
+    const lines = exported.split('\n').filter(Boolean).map((l) => JSON.parse(l));
+    assert(lines.some((l) => l.type === 'tx' && l.ref === firstTx && l.label === 'demo payment')
+      && lines.some((l) => l.type === 'output' && l.ref === coin && l.spendable === false), `the labels: ${exported}`);
+    const frozenRow = await page.evaluate(async () => (await window.lightwireDashboard.client.utxos()).filter((u) => u.frozen).length);
+    assert(frozenRow === 1, `frozen coins: ${frozenRow}`);
+    // The file as a user's pick would hand it over (no engine's driver here picks files).
+    await page.evaluate((txid) => {
+      const input = document.getElementById('labels-import');
+      const picked = new DataTransfer();
+      const text = `{"type":"tx","ref":"${txid}","label":"replaced?"}\n{"type":"addr","ref":"not an address","label":"x"}\n`;
+      picked.items.add(new File([text], 'bad.jsonl', { type: 'application/jsonl' }));
+      input.files = picked.files;
+      input.dispatchEvent(new Event('change'));
+    }, firstTx);
+    let importSays = '';
+    for (const asked = Date.now(); !/Nothing imported/.test(importSays) && Date.now() - asked < 10_000;) {
+      await sleep(100);
+      importSays = await page.evaluate(() => document.getElementById('labels-result').textContent);
+    }
+    assert(/Nothing imported .*line 2/.test(importSays), `a bad label file: ${importSays}`);
+    const still = await page.evaluate(() => window.lightwireDashboard.client.labels());
+    assert(still === exported, `the labels after a refused file: ${still}`);
+    log(`labels: a transaction labelled and a coin frozen in the page; a bad file refused: ${importSays}`);
+
+    // 4f. The silent-payment panel: a scan key that is not one gets a sentence; keys
     // that are show the receiver's regtest address and its label's, and the scan's workers
     // once it samples (the demo's gateway serves no tweaks: nothing is scanned).
     await page.fill('#silent-scan-key', '00');

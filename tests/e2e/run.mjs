@@ -121,6 +121,8 @@
 // mirror: three from the gateway alone and three with an nginx mirror of the chain beside
 // it, alternated);
 // E2E_CHECKPOINT_ONLY=N: only the start from a checkpoint, N times.
+// E2E_LABELS_ONLY=1: only importLabels() and labels() of a 10,000-record BIP329 file,
+// three times, timed in the page.
 // E2E_SILENT_ONLY=1: only the silent-payment scan of a day (144 blocks, 715 synthetic
 // tweaks each, one paying the receiver) three times, timed in the page.
 // E2E_MIRROR_ONLY=1: only the 925,000-block sync from the gateway alone and from an nginx
@@ -302,6 +304,21 @@ const PAGE = `<!doctype html><meta charset="utf-8"><title>e2e</title>
       await client.stop();
       return { ms, found, tweaks: m.silentScan.tweaks, bytesIn: m.bytesIn - before.bytesIn,
         wasmMemoryBytes: m.wasmMemoryBytes, workers: m.silentScan.workers };
+    },
+    // The labels benchmark: a client open on a small chain, then importLabels() of
+    // \`file\` timed in the page to its resolution (the wallet saved), then labels().
+    async timedLabels(options, file) {
+      const client = await LightwireClient.open(options);
+      const t0 = performance.now();
+      const imported = await client.importLabels(file);
+      const importMs = performance.now() - t0;
+      const t1 = performance.now();
+      const exported = await client.labels();
+      const exportMs = performance.now() - t1;
+      const m = await client.metrics();
+      await client.stop();
+      return { importMs, exportMs, imported, exportedLines: exported.split('\\n').length - 1,
+        exportedBytes: exported.length, wasmMemoryBytes: m.wasmMemoryBytes };
     },
     deleteStore: (name) => LightwireClient.deleteStore(name),
     storage: () => LightwireClient.storage(),
@@ -2955,6 +2972,40 @@ async function timedSilentScan(run, startAt) {
   }
 }
 
+/// The labels benchmark (--bench with E2E_LABELS_ONLY=1): a BIP329 file of 10,000 records
+/// (4,000 transactions, 2,000 addresses of a regtest account, 1,000 inputs, 3,000 outputs of
+/// which 1,000 frozen, each with a label of 20-60 characters, a quarter with an origin)
+/// imported into a fresh store's wallet, then exported; each timed in the page.
+async function timedLabels(run) {
+  const account = JSON.parse(execFileSync(bin('lightwire-regtest-wallet'), ['account', '--receive', '1000', '--change', '1000']).toString());
+  const txid = (k) => createHash('sha256').update(`labels ${k}`).digest('hex');
+  const text = (k) => `label ${k} `.padEnd(20 + (k % 41), 'x');
+  const origin = (k) => (k % 4 === 0 ? { origin: "wpkh([d34db33f/84'/1'/0'])" } : {});
+  const lines = [];
+  for (let k = 0; k < 4_000; k++) lines.push({ type: 'tx', ref: txid(k), label: text(k), ...origin(k) });
+  for (const [k, a] of [...account.receive, ...account.change].entries()) lines.push({ type: 'addr', ref: a, label: text(k), ...origin(k) });
+  for (let k = 0; k < 1_000; k++) lines.push({ type: 'input', ref: `${txid(k)}:${k % 3}`, label: text(k) });
+  for (let k = 0; k < 3_000; k++) lines.push({ type: 'output', ref: `${txid(k + 4_000)}:${k % 5}`, label: text(k), ...(k % 3 === 0 ? { spendable: false } : {}) });
+  const file = lines.map((l) => JSON.stringify(l)).join('\n') + '\n';
+  const gw = await gateway(['--generate', '200']);
+  try {
+    const options = { network: 'regtest', gateways: [gw.connect], storeName: `labels-${run}` };
+    const r = await measure('timedLabels', [options, file], options.storeName);
+    assert(r.imported.imported === 10_000 && r.exportedLines === 10_000, `labels ${JSON.stringify(r)}`);
+    const figures = {
+      importMs: Math.round(r.importMs),
+      exportMs: Math.round(r.exportMs),
+      fileBytes: file.length,
+      exportedBytes: r.exportedBytes,
+      wasmMiB: (r.wasmMemoryBytes / 2 ** 20).toFixed(1),
+    };
+    log(`  ${browser.name} 10,000 labels, run ${run}: ${JSON.stringify(figures)}`);
+    return figures;
+  } finally {
+    await gw.stop();
+  }
+}
+
 /// The benchmark (--bench): the 925,000-header sync timed in the page from before open to
 /// the tip event at 925,000, nothing polling; a fresh store each run.
 async function timed(run, filters = true, mirror = null) {
@@ -3273,7 +3324,7 @@ async function spendScenario() {
     const descriptors = [keys.bip84.descriptor, keys.bip86.descriptor];
     await page.evaluate((d) => window.client.watch({ descriptors: d }), descriptors);
     const call = (method, ...args) => page.evaluate(({ method, args }) =>
-      window.client[method](...args).then((r) => ({ r }), (e) => ({ error: e.name, message: e.message })), { method, args });
+      window.client[method](...args).then((r) => ({ r }), (e) => ({ error: e.name, message: e.message, line: e.line })), { method, args });
     let balance = (await call('balance')).r;
     assert(balance.confirmed === 5 * 50e8 && balance.immature === 100 * 50e8, `mined: ${JSON.stringify(balance)}`);
 
@@ -3398,11 +3449,73 @@ async function spendScenario() {
     log(`  a payment whose change (${tight.change.value} sat) could not pay a bump to 20 sat/vB: a second coin added, ` +
       `fee ${wider.fee}, ${rate2.toFixed(2)} sat/vB in btcd's mempool, replaced the first and was mined`);
 
+    // BIP329 labels: a file written as another wallet writes one (an origin, a type this
+    // wallet does not know, a blank line, CRLF line ends) imports whole; the queries give
+    // the labels and the frozen coin; send-max leaves the frozen coin out; a file with a bad
+    // line imports nothing and names the line; the labels outlive a reopen; the export
+    // reads back to what was imported.
+    let before = (await call('utxos')).r;
+    let spendable = before.filter((u) => u.confirmations >= 1 && (!u.coinbase || u.confirmations >= 101));
+    const cold = spendable.reduce((a, u) => (u.value > a.value ? u : a));
+    const coldRef = `${cold.txid}:${cold.vout}`;
+    const origin = "wpkh([d34db33f/84'/1'/0'])";
+    const file = [
+      JSON.stringify({ type: 'tx', ref: signed1.txid, label: 'first spend: "two outputs" \\ ok', origin }),
+      JSON.stringify({ type: 'addr', ref: keys.bip86.address(0, 0), label: 'BIP86 receive 0' }),
+      '',
+      JSON.stringify({ type: 'output', ref: coldRef, label: 'cold', spendable: false }),
+      JSON.stringify({ type: 'utxo-note', ref: coldRef, label: 'a type BIP329 does not define' }),
+    ].join('\r\n') + '\r\n';
+    const imported = await call('importLabels', file);
+    assert(imported.r?.imported === 3 && imported.r.unknown === 1 && imported.r.cut === 0, `the import: ${JSON.stringify(imported)}`);
+    const labelled = (await call('transactions')).r.find((t) => t.txid === signed1.txid);
+    assert(labelled?.label === 'first spend: "two outputs" \\ ok', `the transaction's label: ${JSON.stringify(labelled)}`);
+    const frozen = (await call('utxos')).r.filter((u) => u.frozen);
+    assert(frozen.length === 1 && `${frozen[0].txid}:${frozen[0].vout}` === coldRef && frozen[0].label === 'cold',
+      `the frozen coin: ${JSON.stringify(frozen)}`);
+    const allButCold = (await call('createPsbt', { outputs: [{ address: keys.elsewhere, value: 'max' }], feeRate: 3 })).r;
+    assert(allButCold?.inputs.length === spendable.length - 1 && !allButCold.inputs.includes(coldRef),
+      `send-max with a frozen coin: ${JSON.stringify(allButCold)}`);
+    const bad = await call('importLabels', [
+      JSON.stringify({ type: 'tx', ref: signed1.txid, label: 'overwritten?' }),
+      '',
+      JSON.stringify({ type: 'output', ref: `${cold.txid}:-1`, label: 'a bad index' }),
+    ].join('\n'));
+    assert(bad.error === 'InvalidArgument' && bad.line === 3 && /line 3/.test(bad.message), `a bad line: ${JSON.stringify(bad)}`);
+    const notJson = await call('importLabels', '{"type":"tx",');
+    assert(notJson.error === 'InvalidArgument' && notJson.line === 1, `not JSON: ${JSON.stringify(notJson)}`);
+    const exported = (await call('labels')).r;
+    await stopClient(page);
+    await openClient(page, { gateways: [gw.connect], storeName: 'spend' });
+    const reopened = (await call('labels')).r;
+    if (reopened !== exported) {
+      // What the reopened client holds instead: its role, its wallet, its counters.
+      const held = await page.evaluate(async () => ({
+        role: window.client.role,
+        transactions: (await window.client.transactions()).length,
+        utxos: (await window.client.utxos()).length,
+        labels: await window.client.labels(),
+        events: window.events.slice(0, 12),
+      }));
+      throw new Error(`the labels after a reopen: ${JSON.stringify(reopened)} (before: ${JSON.stringify(exported)}); ` +
+        `the client then: ${JSON.stringify(held)}`);
+    }
+    const lines = exported.split('\n').filter(Boolean).map((l) => JSON.parse(l));
+    const byRef = Object.fromEntries(lines.map((l) => [`${l.type} ${l.ref}`, l]));
+    assert(lines.length === 3 && byRef[`tx ${signed1.txid}`]?.label === 'first spend: "two outputs" \\ ok'
+      && byRef[`tx ${signed1.txid}`].origin === origin && byRef[`output ${coldRef}`]?.spendable === false
+      && byRef[`addr ${keys.bip86.address(0, 0)}`]?.label === 'BIP86 receive 0' && exported.endsWith('\n'),
+    `the export, with nothing of the refused file: ${exported}`);
+    assert((await call('setLabel', { type: 'output', ref: coldRef, spendable: true })).error === undefined, 'thawed');
+    assert(!(await call('utxos')).r.some((u) => u.frozen), 'nothing frozen after the thaw');
+    log(`  labels: a BIP329 file of 3 records (and one of an unknown type) imported, the coin it froze left out of ` +
+      `send-max, a bad line 3 refused whole, the same export after a reopen, thawed`);
+
     // Send-max (Core's sendall): every coin the wallet would pick (both accounts are one
     // signer's), to one output, less the fee, no change; signed from the PSBT alone, btcd
     // takes and mines it, and none of those coins is left.
-    const before = (await call('utxos')).r;
-    const spendable = before.filter((u) => u.confirmations >= 1 && (!u.coinbase || u.confirmations >= 101));
+    before = (await call('utxos')).r;
+    spendable = before.filter((u) => u.confirmations >= 1 && (!u.coinbase || u.confirmations >= 101));
     const all = (await call('createPsbt', { outputs: [{ address: keys.elsewhere, value: 'max' }], feeRate: 3 })).r;
     const total = spendable.reduce((a, u) => a + u.value, 0);
     assert(all?.change === null && all.inputs.length === spendable.length
@@ -3687,6 +3800,12 @@ async function main() {
           const silentScan = [];
           for (const run of [1, 2, 3]) silentScan.push(await timedSilentScan(run, start));
           console.log(JSON.stringify({ engine, silentScan }));
+          continue;
+        }
+        if (bench && process.env.E2E_LABELS_ONLY) {
+          const labels = [];
+          for (const run of [1, 2, 3]) labels.push(await timedLabels(run));
+          console.log(JSON.stringify({ engine, labels }));
           continue;
         }
         if (bench && process.env.E2E_WALLET_ONLY) {

@@ -2,8 +2,10 @@
 // the balance, the transactions (with confirmations) and the coins drawn as the
 // `transaction` and `balance` events come; a send form that builds a PSBT for the user's
 // signer (`client.createPsbt()`), a bump of an unconfirmed own payment (`client.bumpFee()`);
-// and a signed transaction or finalized PSBT to broadcast.
-import type { Balance, LightwireClient, UnconfirmedTransaction, WalletTransaction } from 'lightwire';
+// and a signed transaction or finalized PSBT to broadcast. Labels (BIP329) on transactions
+// and coins are edited in place, coins frozen and thawed, and the labels exported and
+// imported as a file.
+import type { Balance, LabelRecord, LightwireClient, TransactionEntry, Utxo } from 'lightwire';
 import { count, explain } from './format';
 import { readForm } from './forms';
 import { $, log } from './render';
@@ -35,6 +37,11 @@ const ui = {
   psbtOut: $<HTMLTextAreaElement>('psbt-out'),
   psbtCopy: $<HTMLButtonElement>('psbt-copy'),
   psbtCopied: $('psbt-copied'),
+  coinBox: $('wallet-coin-box'),
+  coinList: $<HTMLTableSectionElement>('wallet-coin-list'),
+  labelsExport: $<HTMLButtonElement>('labels-export'),
+  labelsImport: $<HTMLInputElement>('labels-import'),
+  labelsResult: $('labels-result'),
   sendForm: $<HTMLFormElement>('broadcast-form'),
   raw: $<HTMLTextAreaElement>('broadcast-raw'),
   send: $<HTMLButtonElement>('broadcast-send'),
@@ -92,7 +99,39 @@ function cellsRow(txid: string, cells: string[]): HTMLTableRowElement {
   return tr;
 }
 
-function row(t: WalletTransaction, tip: number): HTMLTableRowElement {
+/**
+ * A cell editing the label of `record` (BIP329: a transaction's or an output's), saved
+ * when the field changes; an empty field removes it.
+ */
+function labelCell(record: Omit<LabelRecord, 'label'>, label: string | null): HTMLTableCellElement {
+  const td = document.createElement('td');
+  const input = document.createElement('input');
+  input.className = 'label';
+  input.maxLength = 255;
+  input.value = label ?? '';
+  input.placeholder = 'label';
+  input.setAttribute('aria-label', `The label of ${record.type === 'tx' ? 'transaction' : 'coin'} ${record.ref}`);
+  input.dataset.testid = `label-${record.type}`;
+  // Enter saves, as leaving the field does.
+  input.addEventListener('keydown', (ev) => {
+    if (ev.key === 'Enter') input.blur();
+  });
+  input.addEventListener('change', async () => {
+    const c = client;
+    if (!c) return;
+    const text = input.value.trim();
+    try {
+      await c.setLabel({ ...record, label: text === '' ? null : text });
+      ui.labelsResult.textContent = `Label saved for ${record.ref.slice(0, 16)}…`;
+    } catch (e) {
+      ui.labelsResult.textContent = explain(e);
+    }
+  });
+  td.append(input);
+  return td;
+}
+
+function row(t: TransactionEntry & { status: 'confirmed' }, tip: number): HTMLTableRowElement {
   const tr = cellsRow(t.txid, [
     `${t.txid.slice(0, 16)}…`,
     count(t.height),
@@ -100,11 +139,42 @@ function row(t: WalletTransaction, tip: number): HTMLTableRowElement {
     btc(t.received - t.sent),
     t.fee === null ? '–' : btc(t.fee),
   ]);
+  tr.append(labelCell({ type: 'tx', ref: t.txid }, t.label));
   tr.dataset.height = String(t.height);
   return tr;
 }
 
-function unconfirmedRow(t: UnconfirmedTransaction): HTMLTableRowElement {
+/** A coin: its value and confirmations, its label, and a box freezing it. */
+function coinRow(u: Utxo): HTMLTableRowElement {
+  const ref = `${u.txid}:${u.vout}`;
+  const tr = cellsRow(u.txid, [`${u.txid.slice(0, 16)}…:${u.vout}`, btc(u.value), count(u.confirmations)]);
+  tr.dataset.coin = ref;
+  tr.classList.toggle('frozen', u.frozen);
+  tr.append(labelCell({ type: 'output', ref }, u.label));
+  const td = document.createElement('td');
+  const box = document.createElement('input');
+  box.type = 'checkbox';
+  box.checked = u.frozen;
+  box.dataset.testid = 'freeze';
+  box.setAttribute('aria-label', `Freeze coin ${ref}`);
+  box.addEventListener('change', async () => {
+    const c = client;
+    if (!c) return;
+    try {
+      await c.setLabel({ type: 'output', ref, spendable: !box.checked });
+      tr.classList.toggle('frozen', box.checked);
+      ui.labelsResult.textContent = `${box.checked ? 'Frozen' : 'Thawed'}: ${ref.slice(0, 16)}…`;
+    } catch (e) {
+      box.checked = !box.checked;
+      ui.labelsResult.textContent = explain(e);
+    }
+  });
+  td.append(box);
+  tr.append(td);
+  return tr;
+}
+
+function unconfirmedRow(t: TransactionEntry & { status: 'unconfirmed' }): HTMLTableRowElement {
   const tr = cellsRow(t.txid, [
     `${t.txid.slice(0, 16)}…`,
     count(t.gateways),
@@ -112,6 +182,7 @@ function unconfirmedRow(t: UnconfirmedTransaction): HTMLTableRowElement {
     btc(t.received - t.sent),
     t.fee === null ? '–' : btc(t.fee),
   ]);
+  tr.append(labelCell({ type: 'tx', ref: t.txid }, t.label));
   const td = document.createElement('td');
   // A bump for the wallet's own payments (every input its coin: its fee is known); the
   // client says why when one cannot be made (a child spends it, the change is too small).
@@ -154,17 +225,25 @@ async function bump(txid: string): Promise<void> {
 async function refresh(): Promise<void> {
   const c = client;
   if (!c) return;
-  const [txs, balance, tip] = await Promise.all([c.transactions(), c.balance(), c.tip()]);
+  const [txs, coins, balance, tip] = await Promise.all([c.transactions(), c.utxos(), c.balance(), c.tip()]);
   const height = tip?.height ?? 0;
-  const confirmed: WalletTransaction[] = [];
-  const unconfirmed: UnconfirmedTransaction[] = [];
+  const confirmed: (TransactionEntry & { status: 'confirmed' })[] = [];
+  const unconfirmed: (TransactionEntry & { status: 'unconfirmed' })[] = [];
   for (const t of txs) {
     if (t.status === 'confirmed') confirmed.push(t);
     else unconfirmed.push(t);
   }
+  // A label being typed is not redrawn away.
+  if (ui.txs.contains(document.activeElement) || ui.unconfirmedTxs.contains(document.activeElement)
+    || ui.coinList.contains(document.activeElement)) {
+    showBalance(balance);
+    return;
+  }
   ui.txs.replaceChildren(...confirmed.reverse().map((t) => row(t, height)));
   ui.unconfirmedTxs.replaceChildren(...unconfirmed.reverse().map(unconfirmedRow));
   ui.unconfirmedBox.hidden = unconfirmed.length === 0;
+  ui.coinList.replaceChildren(...coins.map(coinRow));
+  ui.coinBox.hidden = coins.length === 0;
   showBalance(balance);
 }
 
@@ -177,6 +256,8 @@ export function attach(c: LightwireClient | null): void {
   ui.send.disabled = !c;
   ui.psbtCreate.disabled = !c;
   ui.psbtEstimate.disabled = !c;
+  ui.labelsExport.disabled = !c;
+  ui.labelsImport.disabled = !c;
   if (!c) return;
   off = [
     c.on('transaction', (e) => {
@@ -300,5 +381,42 @@ ui.sendForm.addEventListener('submit', async (ev) => {
     ui.result.textContent = `${r.txid.slice(0, 16)}…: relayed by ${r.relayed} gateway(s)${refused ? `; not by ${refused}` : ''}.`;
   } catch (e) {
     ui.result.textContent = explain(e);
+  }
+});
+
+// The labels as a BIP329 file, saved by the browser as a download.
+ui.labelsExport.addEventListener('click', async () => {
+  const c = client;
+  if (!c) return;
+  try {
+    const text = await c.labels();
+    const lines = text === '' ? 0 : text.split('\n').length - 1;
+    const a = document.createElement('a');
+    a.href = URL.createObjectURL(new Blob([text], { type: 'application/jsonl' }));
+    a.download = 'labels.jsonl';
+    a.click();
+    setTimeout(() => URL.revokeObjectURL(a.href), 10_000);
+    ui.labelsResult.textContent = `Exported ${count(lines)} label(s) as labels.jsonl.`;
+  } catch (e) {
+    ui.labelsResult.textContent = explain(e);
+  }
+});
+
+// A BIP329 file from another wallet (or an export): whole or nothing, the bad line named.
+ui.labelsImport.addEventListener('change', async () => {
+  const c = client;
+  const file = ui.labelsImport.files?.[0];
+  if (!c || !file) return;
+  try {
+    const r = await c.importLabels(await file.text());
+    const skipped = r.unknown ? `, ${count(r.unknown)} of types BIP329 does not define skipped` : '';
+    const cut = r.cut ? `, ${count(r.cut)} cut to 255 characters` : '';
+    ui.labelsResult.textContent = `Imported ${count(r.imported)} label(s) from ${file.name}${skipped}${cut}.`;
+    log('info', `Wallet: ${count(r.imported)} label(s) imported from ${file.name}.`);
+    await refresh();
+  } catch (e) {
+    ui.labelsResult.textContent = `Nothing imported from ${file.name}: ${explain(e)}`;
+  } finally {
+    ui.labelsImport.value = '';
   }
 });

@@ -795,6 +795,25 @@ mod tests {
             bump_fee(&w, &txid, FeeRate(1_000_000), 20, 1),
             Err(BumpError::InsufficientFunds(1_000_000))
         );
+        // Frozen (BIP329 `spendable: false`), the 60,000 coin is not added: the 20,000 is.
+        w.labels
+            .set_spendable(&outpoint_text(&coin60), false, Network::Mainnet)
+            .unwrap();
+        let bumped = bump_fee(&w, &txid, FeeRate(50_000), 20, 1).unwrap();
+        let coin20 = Outpoint {
+            txid: Tx::parse(&paying(Some(9), &script(0, 3), 20_000))
+                .unwrap()
+                .txid(),
+            vout: 0,
+        };
+        let mut spent = bumped.spent.clone();
+        spent.sort();
+        let mut want = vec![coin80, coin20];
+        want.sort();
+        assert_eq!(
+            spent, want,
+            "the old input and the 20,000 coin, not the frozen one"
+        );
     }
 
     #[test]

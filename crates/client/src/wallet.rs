@@ -454,6 +454,9 @@ impl WalletSync {
             .collect::<Vec<_>>();
         let mut fresh = WalletSync::new(network, self.from);
         fresh.watch(&remaining)?;
+        // The labels are the user's, whatever is watched: an address unwatched and
+        // watched again finds its label where it was.
+        fresh.labels = core::mem::take(&mut self.labels);
         // The unconfirmed transactions stay, for what they still touch.
         let mut unconfirmed = core::mem::take(&mut self.unconfirmed);
         let watch = &fresh.watch;
@@ -464,6 +467,51 @@ impl WalletSync {
         let mut changes = withdrawn;
         changes.extend(dropped.into_iter().map(WalletChange::Dropped));
         Ok(Some(changes))
+    }
+
+    /// Import BIP329 `records` (a file's lines, in order): whole or nothing (see
+    /// [`lightwire_wallet::labels`]); the wallet is saved when one was taken.
+    pub fn import_labels(
+        &mut self,
+        records: &[lightwire_wallet::labels::LabelRecord],
+    ) -> Result<lightwire_wallet::labels::Imported, lightwire_wallet::labels::LabelError> {
+        let done = self.labels.import(records, self.network)?;
+        if done.taken > 0 {
+            self.changed();
+        }
+        Ok(done)
+    }
+
+    /// Set one record's fields, as an import of that one line does, except that `clear`
+    /// removes its label (an import leaves a label it is not given). Checked as an import
+    /// checks a line; a type BIP329 does not define is refused here (nothing to skip it
+    /// for).
+    pub fn set_label(
+        &mut self,
+        record: &lightwire_wallet::labels::LabelRecord,
+        clear: bool,
+    ) -> Result<(), lightwire_wallet::labels::LabelError> {
+        use lightwire_wallet::labels::{LabelError, LabelFault, LabelKind};
+        let kind = record.kind.as_deref().ok_or(LabelError {
+            line: 1,
+            fault: LabelFault::NoType,
+        })?;
+        let kind = LabelKind::from_name(kind).ok_or(LabelError {
+            line: 1,
+            fault: LabelFault::UnknownType,
+        })?;
+        // One line imports whole or not at all: refused, nothing changed.
+        self.labels
+            .import(core::slice::from_ref(record), self.network)?;
+        if clear {
+            // Its reference passed the import's check: this one cannot fail.
+            let reference = record.reference.as_deref().unwrap_or_default();
+            self.labels
+                .set_label(kind, reference, None, self.network)
+                .map_err(|fault| LabelError { line: 1, fault })?;
+        }
+        self.changed();
+        Ok(())
     }
 
     /// Take unconfirmed transaction `raw` from `source`, seen at `now` (milliseconds since
@@ -1265,6 +1313,72 @@ mod tests {
         w.add_unconfirmed_silent(&raw, Source::Announced, 3, 3, &[out, again])
             .unwrap();
         assert!(w.to_save().is_none(), "holders alone are not saved");
+    }
+
+    /// Labels go with the wallet: an import or a label set is saved, a refused one
+    /// changes and saves nothing; `label: null` removes a label and keeps the coin's
+    /// freeze; unwatching (which starts the wallet's state over) keeps every label.
+    #[test]
+    fn labels_are_saved_with_the_wallet_and_kept_through_unwatch() {
+        use lightwire_wallet::labels::{LabelFault, LabelKind, LabelRecord};
+        let txid = "f91d0a8a78462bc59398f2c5d7a84fcff491c26ba54c4833478b202796c8aafd";
+        let record = |kind: &str, reference: &str, label: Option<&str>| LabelRecord {
+            kind: Some(kind.into()),
+            reference: Some(reference.into()),
+            label: label.map(Into::into),
+            ..LabelRecord::default()
+        };
+        let mut w = WalletSync::new(Network::Mainnet, 100);
+        w.watch(&[Watched::Descriptor(BIP84.into())]).unwrap();
+        w.watch(&[Watched::Address(
+            "bc1q34aq5drpuwy3wgl9lhup9892qp6svr8ldzyy7c".into(),
+        )])
+        .unwrap();
+        w.to_save();
+        let output = format!("{txid}:1");
+        let file = [
+            record("tx", txid, Some("rent")),
+            LabelRecord {
+                spendable: Some(false),
+                ..record("output", &output, Some("cold"))
+            },
+        ];
+        let done = w.import_labels(&file).unwrap();
+        assert_eq!(done.taken, 2);
+        let saved = w.to_save().expect("an import is saved");
+        let back = WalletSync::decode(&saved, Network::Mainnet).unwrap();
+        assert!(back.labels.frozen(&output));
+        // A refused file: nothing taken, nothing to save.
+        let bad = [
+            record("tx", txid, Some("changed")),
+            record("tx", "not a txid", None),
+        ];
+        let e = w.import_labels(&bad).unwrap_err();
+        assert_eq!((e.line, e.fault), (2, LabelFault::Ref(LabelKind::Tx)));
+        assert!(w.to_save().is_none());
+        let e = w
+            .set_label(&record("utxo", txid, Some("x")), false)
+            .unwrap_err();
+        assert_eq!(e.fault, LabelFault::UnknownType);
+        assert!(w.to_save().is_none());
+        // `label: null` on the frozen output: its label goes, its freeze stays.
+        w.set_label(&record("output", &output, None), true).unwrap();
+        assert!(w.to_save().is_some());
+        let e = w.labels.get(LabelKind::Output, &output).unwrap();
+        assert_eq!((e.label.as_deref(), e.spendable), (None, Some(false)));
+        // Unwatching starts the wallet over, with its labels.
+        let before = w.labels.clone();
+        let changes = w
+            .unwatch(&[Watched::Address(
+                "bc1q34aq5drpuwy3wgl9lhup9892qp6svr8ldzyy7c".into(),
+            )])
+            .unwrap();
+        assert!(changes.is_some());
+        assert_eq!(w.labels, before);
+        assert_eq!(
+            w.labels.get(LabelKind::Tx, txid).unwrap().label.as_deref(),
+            Some("rent")
+        );
     }
 
     /// A silent payment's output, watched as the scan found it: the wallet owns its

@@ -4,9 +4,11 @@
 //! the wallet it belongs to, and whether an output may be spent (`spendable: false`
 //! freezes it).
 //!
-//! The JSON Lines themselves are read and written at the edge (the browser's own JSON
-//! parser, as the package reads mirrors' manifests: no JSON code in the wasm); what comes
-//! in here is one [`LabelRecord`] a line, its fields as the line gave them. Each is checked
+//! The JSON Lines are read at the edge (the browser's own JSON parser, as the package reads
+//! mirrors' manifests: no JSON parser in the wasm); what comes in here is one
+//! [`LabelRecord`] a line, its fields as the line gave them. They are written here
+//! ([`Labels::write_lines`]): writing is only escaping strings, and one pass in wasm is
+//! far cheaper than a `JSON.stringify` call across the boundary per line. Each is checked
 //! against BIP329's rules for its type: a reference that is not what its type names (a
 //! txid that is not 64 hex digits, an address not of this network, `spendable` on
 //! anything but an output) is a [`LabelError`] naming the line and the rule.
@@ -105,6 +107,10 @@ pub enum LabelFault {
     /// No `type`.
     #[error("it has no type")]
     NoType,
+    /// A `type` BIP329 does not define, where one record is set alone (an import skips
+    /// such lines instead).
+    #[error("its type is not one BIP329 defines")]
+    UnknownType,
     /// No `ref`.
     #[error("it has no ref")]
     NoRef,
@@ -357,6 +363,34 @@ impl Labels {
         Some((Labels { entries }, r.0))
     }
 
+    /// Every label as BIP329 JSON Lines, in [`Self::export`]'s order, onto `out`: one
+    /// object a line (`type`, `ref`, then `label`, `origin` and `spendable` where set),
+    /// each line ended by a newline.
+    pub fn write_lines(&self, out: &mut String) {
+        for ((kind, reference), e) in &self.entries {
+            out.push_str("{\"type\":\"");
+            out.push_str(kind.name());
+            out.push_str("\",\"ref\":");
+            json_string(out, reference);
+            if let Some(label) = &e.label {
+                out.push_str(",\"label\":");
+                json_string(out, label);
+            }
+            if let Some(origin) = &e.origin {
+                out.push_str(",\"origin\":");
+                json_string(out, origin);
+            }
+            if let Some(s) = e.spendable {
+                out.push_str(if s {
+                    ",\"spendable\":true"
+                } else {
+                    ",\"spendable\":false"
+                });
+            }
+            out.push_str("}\n");
+        }
+    }
+
     /// Every label as a record, in a fixed order (by type as BIP329 lists them, then by
     /// reference): what an export writes, one line each.
     pub fn export(&self) -> impl Iterator<Item = LabelRecord> + '_ {
@@ -370,6 +404,30 @@ impl Labels {
                 spendable: e.spendable,
             })
     }
+}
+
+/// `text` as a JSON string (RFC 8259, section 7): quoted, with `"`, `\\` and the control
+/// characters escaped; everything else as it is (UTF-8).
+fn json_string(out: &mut String, text: &str) {
+    out.push('"');
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x20 => {
+                const HEX: &[u8; 16] = b"0123456789abcdef";
+                let b = c as u32 as usize;
+                out.push_str("\\u00");
+                out.push(char::from(HEX[b >> 4]));
+                out.push(char::from(HEX[b & 15]));
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
 }
 
 /// The kinds, in their stored order (their index is what the store keeps).
@@ -523,6 +581,50 @@ mod tests {
         let mut again = Labels::new();
         again.import(&out, Network::Mainnet).unwrap();
         assert_eq!(again, l);
+    }
+
+    /// A line of a JSON Lines file as a parser gives it (fields not strings are left
+    /// out, as the package's reader refuses them before).
+    fn parsed(line: &str) -> LabelRecord {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        let text = |k: &str| v.get(k).and_then(|s| s.as_str()).map(String::from);
+        LabelRecord {
+            kind: text("type"),
+            reference: text("ref"),
+            label: text("label"),
+            origin: text("origin"),
+            spendable: v.get("spendable").and_then(|s| s.as_bool()),
+        }
+    }
+
+    /// What `write_lines` writes is JSON a parser reads back to the same records, one
+    /// line each, whatever a label holds: quotes, backslashes, line breaks and other
+    /// control characters, and text beyond ASCII.
+    #[test]
+    fn written_lines_parse_back_to_the_same_records() {
+        let mut l = Labels::new();
+        l.import(&bip329_vector(), Network::Mainnet).unwrap();
+        let awkward =
+            "a \"quoted\" \\ back\\slash\nnew line\r\ttab \u{1}\u{1f} \u{7f} é 中 \u{2028} 🙂";
+        l.set_label(LabelKind::Tx, TXID, Some(awkward), Network::Mainnet)
+            .unwrap();
+        let mut out = String::new();
+        l.write_lines(&mut out);
+        assert!(out.ends_with('\n'));
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(
+            lines.len(),
+            l.len(),
+            "one line each, no line break inside one"
+        );
+        let back: Vec<LabelRecord> = lines.iter().map(|line| parsed(line)).collect();
+        assert_eq!(back, l.export().collect::<Vec<_>>());
+        assert!(back.iter().any(|r| r.label.as_deref() == Some(awkward)));
+        // BIP329's shape: the fields in its order, those not set left out.
+        assert!(
+            lines.contains(&"{\"type\":\"output\",\"ref\":\"f91d0a8a78462bc59398f2c5d7a84fcff491c26ba54c4833478b202796c8aafd:1\",\"label\":\"Output\",\"spendable\":false}"),
+            "{lines:#?}"
+        );
     }
 
     /// A file with a bad line imports nothing, and the error names the line and the

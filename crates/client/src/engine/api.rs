@@ -6,6 +6,7 @@ use lightwire_chain::{BlockHash, Entry};
 use lightwire_primitives::FilterHeader;
 use lightwire_proto::Millis;
 use lightwire_store::{Durability, Pending};
+use lightwire_wallet::labels::{LabelError, LabelRecord};
 
 use super::headers::Asker;
 use super::{Action, Counters, Engine, Event, GatewayId, GatewayState, relay::BroadcastError};
@@ -220,6 +221,26 @@ impl Engine {
                 .watch(&mut self.ctx, &mut self.tasks.scan, items, from, base);
         self.settle();
         result
+    }
+
+    /// Import BIP329 label `records` (a file's lines, in order) into the wallet, whole or
+    /// not at all (see [`lightwire_wallet::labels`]); with no wallet, one watching nothing
+    /// is made for them. The wallet is saved with them.
+    pub fn import_labels(
+        &mut self,
+        records: &[LabelRecord],
+    ) -> Result<lightwire_wallet::labels::Imported, LabelError> {
+        self.tasks
+            .wallet
+            .with_wallet(&self.ctx, |w| w.import_labels(records))
+    }
+
+    /// Set one label record's fields (`clear`: remove its label), as
+    /// [`WalletSync::set_label`] does.
+    pub fn set_label(&mut self, record: &LabelRecord, clear: bool) -> Result<(), LabelError> {
+        self.tasks
+            .wallet
+            .with_wallet(&self.ctx, |w| w.set_label(record, clear))
     }
 
     /// Receive silent payments (BIP352) for `receiver` from block `from`: its scan takes the

@@ -280,8 +280,7 @@ impl MempoolTask {
         if silent.is_some() && wallet.wallet.is_none() {
             // A receiver alone: its unconfirmed payments need a wallet to be held in
             // (nothing watched; one watched later scans from its own start).
-            let from = ctx.stored_filters.map_or(u32::MAX, |h| h.saturating_add(1));
-            wallet.wallet = Some(WalletSync::new(ctx.params.network, from));
+            wallet.wallet = Some(super::wallet::WalletTask::empty(ctx));
         }
         let Some(w) = wallet.wallet.as_mut() else {
             return Ok(());

@@ -152,6 +152,30 @@ impl WalletTask {
         Ok(())
     }
 
+    /// A wallet watching nothing yet, for what arrives before anything is watched (a
+    /// receiver's unconfirmed payments, labels): one watched later scans from its own
+    /// start.
+    pub fn empty(ctx: &Ctx) -> WalletSync {
+        let from = ctx.stored_filters.map_or(u32::MAX, |h| h.saturating_add(1));
+        WalletSync::new(ctx.params.network, from)
+    }
+
+    /// `f` on the wallet; with none, on an empty one ([`Self::empty`]) kept only if `f`
+    /// succeeds (a refused label makes no wallet).
+    pub fn with_wallet<T, E>(
+        &mut self,
+        ctx: &Ctx,
+        f: impl FnOnce(&mut WalletSync) -> Result<T, E>,
+    ) -> Result<T, E> {
+        if let Some(w) = self.wallet.as_mut() {
+            return f(w);
+        }
+        let mut w = Self::empty(ctx);
+        let done = f(&mut w)?;
+        self.wallet = Some(w);
+        Ok(done)
+    }
+
     /// Stop watching `items` (see [`super::Engine::unwatch`]).
     pub fn unwatch(
         &mut self,

@@ -305,16 +305,17 @@ impl Client {
     }
 
     /// The wallet's transactions, oldest first: `[{ txid, height, blockHash, position,
-    /// received, sent, fee }]` (satoshis as numbers; `fee` null unless every input was
-    /// ours).
+    /// received, sent, fee, status, label }]` (satoshis as numbers; `fee` null unless every
+    /// input was ours; `label` the transaction's BIP329 label, or null).
     pub fn transactions(&self) -> Promise {
         self.call(Query::Wallet(WalletQuery::Transactions))
     }
 
     /// The wallet's coins no known transaction spends: `[{ txid, vout, value, script,
-    /// height, confirmations, coinbase, status, descriptor, keychain, index, derivationPath,
-    /// masterFingerprint }]` (`height` null while unconfirmed; the key origin null for a
-    /// coin of a script or address watched as such).
+    /// height, confirmations, coinbase, status, label, frozen, descriptor, keychain, index,
+    /// derivationPath, masterFingerprint }]` (`height` null while unconfirmed; `label` the
+    /// output's BIP329 label or null; `frozen` for `spendable: false`; the key origin null
+    /// for a coin of a script or address watched as such).
     pub fn utxos(&self) -> Promise {
         self.call(Query::Wallet(WalletQuery::Utxos))
     }
@@ -325,6 +326,46 @@ impl Client {
         match whole(min_confirmations.unwrap_or(1.0), "minConfirmations") {
             Ok(n) => self.call(Query::Wallet(WalletQuery::Balance(n))),
             Err(e) => Promise::reject(&e),
+        }
+    }
+
+    /// The wallet's labels as a BIP329 file (JSON Lines, one record a line, each ended by
+    /// a newline; `""` with none): transactions, addresses, public keys, inputs, outputs,
+    /// extended keys, then scan keys, each in order of its reference.
+    pub fn labels(&self) -> Promise {
+        self.call(Query::Wallet(WalletQuery::Labels))
+    }
+
+    /// Import a BIP329 file (JSON Lines) into the wallet's labels, whole or not at all:
+    /// resolves `{ imported, unknown, cut }` (records taken; records of a type BIP329 does
+    /// not define, skipped; labels cut to 255 characters) once the wallet holding them is
+    /// saved. Rejects with `InvalidArgument` naming the first line that cannot be imported
+    /// (its `line` property the file's line number, from 1), having imported none. A field
+    /// a line leaves out keeps the wallet's value; `spendable: false` on an output freezes
+    /// the coin.
+    #[wasm_bindgen(js_name = importLabels)]
+    pub fn import_labels(&self, text: JsValue) -> Promise {
+        let Some(text) = text.as_string() else {
+            return Promise::reject(&js::error(
+                "InvalidArgument",
+                "a label file is text (JSON Lines)",
+            ));
+        };
+        match super::labels::read(&text) {
+            Ok(file) => self.call(Query::ImportLabels(file)),
+            Err(e) => Promise::reject(&e),
+        }
+    }
+
+    /// Set one label: `{ type, ref, label?, origin?, spendable? }`, a BIP329 record
+    /// (`label: null` removes the label; `spendable: false` freezes an output, `true`
+    /// thaws it). Resolves once the wallet is saved; rejects with `InvalidArgument` naming
+    /// the rule the record breaks.
+    #[wasm_bindgen(js_name = setLabel)]
+    pub fn set_label(&self, record: JsValue) -> Promise {
+        match super::labels::record_of(&record) {
+            Ok((record, clear)) => self.call(Query::SetLabel { record, clear }),
+            Err(why) => Promise::reject(&super::labels::error(None, &why)),
         }
     }
 

@@ -104,6 +104,17 @@ pub enum Query {
     },
     /// The gateways' fee rates; resolves once they answered.
     FeeRates,
+    /// BIP329 label records to import into the wallet, a file's lines in order (read by
+    /// the browser's JSON parser); resolves once the wallet is saved.
+    ImportLabels(super::labels::Lines),
+    /// One label record to set (`clear`: its label removed); resolves once the wallet is
+    /// saved.
+    SetLabel {
+        /// The record, its fields as given.
+        record: lightwire_wallet::labels::LabelRecord,
+        /// `label: null` was given: the label is removed.
+        clear: bool,
+    },
 }
 
 /// What [`Query::Wallet`] asks.
@@ -115,6 +126,8 @@ pub enum WalletQuery {
     Utxos,
     /// The balance, counting coins with at least this many confirmations as confirmed.
     Balance(u32),
+    /// The labels, as BIP329 JSON Lines.
+    Labels,
 }
 
 /// One input to the loop. `epoch` tells a socket's events from those of the socket that

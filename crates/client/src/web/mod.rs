@@ -6,7 +6,7 @@
 //! - [`run`]: the loop: inputs from one queue ([`inbox`]), sockets ([`socket`]), the
 //!   engine, the store through `crate::pipeline`, events to JavaScript; [`mirror`]: a
 //!   mirror's manifest and files through `fetch()`.
-//! - [`queries`]: the calls that read the store.
+//! - [`queries`]: the calls that read the store; [`labels`]: BIP329 label files read.
 //! - [`identity`]: the client's static key (IndexedDB) and randomness; [`js`]: bridges.
 //! - `scan_pool` (with silent payments): the receiver's filter checks in the package's
 //!   workers.
@@ -15,6 +15,7 @@ mod client;
 mod identity;
 mod inbox;
 mod js;
+mod labels;
 mod mirror;
 mod options;
 mod queries;

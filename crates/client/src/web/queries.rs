@@ -24,6 +24,8 @@ pub async fn answer(store: &IdbStore, call: Call) {
         | Query::Broadcast(_)
         | Query::CreatePsbt(_)
         | Query::BumpFee { .. }
+        | Query::ImportLabels(_)
+        | Query::SetLabel { .. }
         | Query::FeeRates => Err(js::error(
             "InvalidArgument",
             "the loop answers these, not the store",

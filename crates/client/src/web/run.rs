@@ -29,6 +29,7 @@ use crate::ids::GatewayId;
 use crate::pipeline::{Committed, Pipeline};
 use crate::reason::TransportError;
 use crate::wallet::WalletChange;
+use lightwire_wallet::labels::{LabelKind, Labels};
 
 /// Bytes of a WebSocket message copied into wasm at a time: a gateway's message (one
 /// frame of at most 65,569 bytes) fits in one piece.
@@ -69,9 +70,10 @@ pub struct Net {
     broadcast_calls: Vec<(u32, Call)>,
     /// The `createPsbt` calls waiting for the wallet to apply every block matched.
     psbt_calls: Vec<Call>,
-    /// The `broadcast` calls answered by their gateways, with their results, waiting for
-    /// the wallet (which recorded the transaction) to be saved.
-    broadcast_saving: Vec<(Call, JsValue)>,
+    /// Calls done, with their results, waiting for the wallet that recorded what they
+    /// did to be saved: `broadcast` (answered by its gateways), `importLabels`,
+    /// `setLabel`.
+    saving: Vec<(Call, JsValue)>,
     /// `feeRates()` calls waiting for their gateways, by request id.
     fee_calls: Vec<(u32, Call)>,
     /// Filters and filter bytes at the last scan progress event.
@@ -130,7 +132,7 @@ impl Net {
             scan_call: None,
             watch_calls: Vec::new(),
             broadcast_calls: Vec::new(),
-            broadcast_saving: Vec::new(),
+            saving: Vec::new(),
             psbt_calls: Vec::new(),
             fee_calls: Vec::new(),
             scan_progress: (0, 0),
@@ -326,10 +328,10 @@ impl Net {
                 self.emit(js_event_from!(events::BALANCE_CHANGED, events::BALANCE, b));
             }
         }
-        // A broadcast is answered once the wallet that recorded it is saved: a tab closed
-        // right after still shows it (and its coins spent).
-        if !self.broadcast_saving.is_empty() && self.engine.wallet_saved() {
-            for (call, result) in std::mem::take(&mut self.broadcast_saving) {
+        // A broadcast (or a label) is answered once the wallet that recorded it is saved:
+        // a tab closed right after still shows it (and its coins spent).
+        if !self.saving.is_empty() && self.engine.wallet_saved() {
+            for (call, result) in std::mem::take(&mut self.saving) {
                 let _ = call.resolve.call1(&JsValue::NULL, &result);
             }
         }
@@ -506,7 +508,7 @@ impl Net {
                 });
                 if let Some(i) = self.broadcast_calls.iter().position(|(x, _)| *x == id) {
                     let (_, call) = self.broadcast_calls.remove(i);
-                    self.broadcast_saving.push((call, result.clone()));
+                    self.saving.push((call, result.clone()));
                 }
                 js_event_from!(events::BROADCAST, events::BROADCAST_RESULT, result)
             }
@@ -845,6 +847,44 @@ impl Net {
         self.pump();
     }
 
+    /// `importLabels` or `setLabel`: answered once the wallet holding them is saved; a
+    /// refused file or record is rejected at once (`InvalidArgument`, with the `line` a
+    /// file's error names), having changed nothing.
+    fn labelling(&mut self, call: Call) {
+        let done = match &call.query {
+            Query::ImportLabels(file) => self
+                .engine
+                .import_labels(&file.records)
+                .map(|d| {
+                    js::object(&[
+                        ("imported", d.taken.into()),
+                        ("unknown", d.unknown.into()),
+                        ("cut", d.cut.into()),
+                    ])
+                })
+                .map_err(|e| {
+                    // The import counts records; the user's editor counts the file's lines.
+                    let line = file.lines.get(e.line.wrapping_sub(1)).copied();
+                    super::labels::error(line, &e.fault)
+                }),
+            Query::SetLabel { record, clear } => self
+                .engine
+                .set_label(record, *clear)
+                .map(|()| JsValue::UNDEFINED)
+                .map_err(|e| super::labels::error(None, &e.fault)),
+            _ => return,
+        };
+        match done {
+            Ok(result) => {
+                self.saving.push((call, result));
+                self.pump();
+            }
+            Err(e) => {
+                let _ = call.reject.call1(&JsValue::NULL, &e);
+            }
+        }
+    }
+
     /// A call about the wallet's state, answered from the engine.
     fn wallet_query(&mut self, call: Call) {
         let Query::Wallet(q) = &call.query else {
@@ -853,18 +893,26 @@ impl Net {
         let tip = self.engine.syncer().tip().height;
         let value = match (self.engine.wallet(), q) {
             (None, WalletQuery::Balance(_)) => balance_object(&Default::default()),
+            (None, WalletQuery::Labels) => JsValue::from(""),
+            (Some(w), WalletQuery::Labels) => {
+                let mut out = String::new();
+                w.labels.write_lines(&mut out);
+                JsValue::from(out)
+            }
             (None, _) => js_sys::Array::new().into(),
             // Confirmed ones oldest first, then the unconfirmed in the order first seen.
             (Some(w), WalletQuery::Transactions) => {
-                let with = |o: JsValue, status: &str| {
+                let labels = &w.labels;
+                let with = |o: JsValue, status: &str, txid: &lightwire_primitives::Txid| {
                     js::set(&o, "status", status.into());
+                    js::set(&o, "label", tx_label(labels, txid));
                     o
                 };
                 let confirmed = w.ledger.transactions().iter();
                 let unconfirmed = w.unconfirmed.transactions().iter();
                 confirmed
-                    .map(|t| with(tx_object(t), "confirmed"))
-                    .chain(unconfirmed.map(|t| with(unconfirmed_object(t), "unconfirmed")))
+                    .map(|t| with(tx_object(t), "confirmed", &t.txid))
+                    .chain(unconfirmed.map(|t| with(unconfirmed_object(t), "unconfirmed", &t.txid)))
                     .collect::<js_sys::Array>()
                     .into()
             }
@@ -888,6 +936,7 @@ impl Net {
                             confirmations,
                             coinbase,
                         );
+                        with_label(&o, &w.labels, &c.outpoint);
                         with_origin(o, &w.watch, &c.script, None)
                     });
                 let pending = u
@@ -897,7 +946,9 @@ impl Net {
                     .filter(|(_, (o, _, _))| !spent.contains(o))
                     .map(|(t, (o, value, script))| {
                         let silent = t.silent.iter().find(|s| s.vout == o.vout);
+                        let outpoint = o;
                         let o = utxo_object(&o, value, script, JsValue::NULL, 0, false);
+                        with_label(&o, &w.labels, &outpoint);
                         with_origin(o, &w.watch, script, silent)
                     });
                 confirmed.chain(pending).collect::<js_sys::Array>().into()
@@ -1030,6 +1081,30 @@ fn unconfirmed_object(t: &lightwire_wallet::UnconfirmedTx) -> JsValue {
             .collect::<js_sys::Array>()
             .into(),
     })
+}
+
+/// The label of transaction `txid`, or null (no text formatted for a wallet with no
+/// labels).
+fn tx_label(labels: &Labels, txid: &lightwire_primitives::Txid) -> JsValue {
+    if labels.is_empty() {
+        return JsValue::NULL;
+    }
+    labels
+        .get(LabelKind::Tx, &txid.to_string())
+        .and_then(|e| e.label.as_deref())
+        .map_or(JsValue::NULL, JsValue::from)
+}
+
+/// A `utxos()` entry's `label` (its output's, or null) and `frozen` (BIP329's
+/// `spendable: false`: createPsbt picks it only when named).
+fn with_label(o: &JsValue, labels: &Labels, outpoint: &lightwire_wallet::Outpoint) {
+    let entry = (!labels.is_empty())
+        .then(|| labels.get(LabelKind::Output, &crate::spend::outpoint_text(outpoint)))
+        .flatten();
+    let label = entry.and_then(|e| e.label.as_deref());
+    js::set(o, "label", label.map_or(JsValue::NULL, JsValue::from));
+    let frozen = entry.is_some_and(|e| e.spendable == Some(false));
+    js::set(o, "frozen", frozen.into());
 }
 
 /// A `utxos()` entry with where its key comes from, for a signer (BIP174): for a coin of
@@ -1259,7 +1334,8 @@ impl Host for Net {
     }
 
     /// Inputs go to the engine; calls answered from the engine alone (`stop`, `scan`,
-    /// `watch`, the wallet's queries, `broadcast`, `unwatch`, `createPsbt`, `feeRates`) are
+    /// `watch`, the wallet's queries, `broadcast`, `unwatch`, `createPsbt`, `feeRates`, the
+    /// labels) are
     /// taken at once, even while a commit is in flight; the others read the store.
     fn handle(&mut self, input: Input) -> Option<Call> {
         let call = self.take(input)?;
@@ -1273,6 +1349,7 @@ impl Host for Net {
             Query::Broadcast(_) => self.broadcasting(call),
             Query::Unwatch(_) => self.unwatching(call),
             Query::CreatePsbt(_) | Query::BumpFee { .. } => self.creating_psbt(call),
+            Query::ImportLabels(_) | Query::SetLabel { .. } => self.labelling(call),
             Query::FeeRates => match self.engine.fee_rates() {
                 Some(id) => {
                     self.fee_calls.push((id, call));
@@ -1336,9 +1413,17 @@ pub async fn run(mut net: Net, mut store: IdbStore) {
     net.update_status();
     net.progress(true);
     // Broadcasts the gateways answered: they were relayed (a store that failed to save
-    // their record stopped the client, and said so).
-    for (call, result) in std::mem::take(&mut net.broadcast_saving) {
-        let _ = call.resolve.call1(&JsValue::NULL, &result);
+    // their record stopped the client, and said so). Labels not saved were not kept.
+    let saved = net.engine.wallet_saved();
+    for (call, result) in std::mem::take(&mut net.saving) {
+        let _ = match call.query {
+            Query::Broadcast(_) => call.resolve.call1(&JsValue::NULL, &result),
+            _ if saved => call.resolve.call1(&JsValue::NULL, &result),
+            _ => call.reject.call1(
+                &JsValue::NULL,
+                &js::error("Stopped", "the client stopped before the labels were saved"),
+            ),
+        };
     }
     // Calls still waiting (for the store, or for gateways that will not answer now).
     let waiting = std::mem::take(&mut net.calls)
