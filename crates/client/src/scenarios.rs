@@ -753,7 +753,7 @@ fn a_block_a_reorganisation_removed_is_not_found_without_fault() {
     let mut chain = TestChain::generate(3_000);
     chain.pending_blocks.insert(1_500);
     let mut net = watching_1_500(vec![chain]);
-    let pending = net.host.engine.wallet().map(|w| w.pending_blocks());
+    let pending = net.host.engine.wallet_trace().map(|t| t.pending_blocks);
     assert_eq!(
         pending,
         Some(1),

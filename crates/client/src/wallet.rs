@@ -1,6 +1,7 @@
 //! The watch-only wallet, sans-IO: what it watches (`lightwire-wallet`'s watchlist, with the
-//! gap limit), the blocks the scan matched and that are fetched one at a time and checked
-//! against their stored headers, and the ledger they are applied to, in height order.
+//! gap limit), and the ledger the blocks its scan matched are applied to, in height order.
+//! The blocks are fetched one at a time and checked against their stored headers by
+//! [`blocks`], once for every wallet that wants each.
 //!
 //! Rules, for a gateway that may lie:
 //! - A block is the block of the stored header at its height: the hash of its header must
@@ -29,19 +30,17 @@
 //! index grew by more than the lookahead during the scan), the wallet is scanned again
 //! from its start ([`Again::Restart`]).
 
-use std::collections::VecDeque;
+pub mod blocks;
 
-use lightwire_chain::{BlockHash, Network};
-use lightwire_primitives::{Block, BlockError, Txid};
+use crate::ids::GatewayId;
+use lightwire_chain::Network;
+use lightwire_primitives::{BlockError, Txid};
 use lightwire_wallet::unconfirmed::{AddError, Added, Dropped, Source};
 use lightwire_wallet::watch::{DEFAULT_GAP, DEFAULT_LOOKAHEAD};
 use lightwire_wallet::{
     AddressError, Balance, Descriptor, DescriptorError, Ledger, Unconfirmed, UnconfirmedTx,
     WalletTx, Watchlist,
 };
-use lightwire_wire::{BlockPiece, MAX_BLOCK_LEN};
-
-use crate::ids::{GatewayId, GivenUp, Ids, TaskId};
 
 /// A block answer that breaks a rule (the gateway is marked bad).
 #[derive(Clone, Copy, PartialEq, Eq, Debug, thiserror::Error)]
@@ -193,17 +192,6 @@ pub enum WalletChange {
     Dropped(Dropped),
 }
 
-/// What one piece of a block did (see [`WalletSync::on_piece`]).
-#[derive(Clone, PartialEq, Eq, Debug)]
-pub enum Piece {
-    /// Taken; more is to come.
-    More,
-    /// The block is whole, checked and applied.
-    Applied(Applied),
-    /// The gateway answered `not_found`: the block is asked of another.
-    NotFound(NotFound),
-}
-
 /// A gateway answered `not_found` for a block (see the module documentation).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub struct NotFound {
@@ -215,7 +203,7 @@ pub struct NotFound {
     pub vouched: bool,
 }
 
-/// A block applied (see [`WalletSync::on_piece`]).
+/// A block applied (see [`WalletSync::apply`]).
 #[derive(Clone, PartialEq, Eq, Debug)]
 pub struct Applied {
     /// Its height.
@@ -238,25 +226,6 @@ pub enum Again {
     Restart,
 }
 
-/// A block the scan matched, to fetch and apply.
-#[derive(Clone, Copy, Debug)]
-struct Queued {
-    height: u32,
-    hash: BlockHash,
-    /// The gateway whose filter matched it, when known (not for a match restored from the
-    /// store): it vouched for the block.
-    voucher: Option<GatewayId>,
-}
-
-#[derive(Debug)]
-struct Fetch {
-    gateway: GatewayId,
-    id: u32,
-    height: u32,
-    hash: BlockHash,
-    len: Option<u32>,
-}
-
 /// The wallet (see the module documentation).
 pub struct WalletSync {
     network: Network,
@@ -274,14 +243,6 @@ pub struct WalletSync {
     pub from: u32,
     /// Lookahead scripts paid in blocks applied, and the first height each was paid at.
     early: Vec<(Vec<u8>, u32)>,
-    /// Blocks the scan matched, to fetch and apply, in height order.
-    queue: VecDeque<Queued>,
-    fetch: Option<Fetch>,
-    buf: Vec<u8>,
-    /// Gateways that failed the block at the front of the queue (`tried_for`).
-    tried: Vec<GatewayId>,
-    tried_for: Option<BlockHash>,
-    ids: Ids,
     /// Applied since the state was last saved.
     pub dirty: bool,
     /// Changed with every change of what it watches, found or holds unconfirmed: a value
@@ -301,12 +262,6 @@ impl WalletSync {
             from,
             early: Vec::new(),
             labels: lightwire_wallet::labels::Labels::new(),
-            queue: VecDeque::new(),
-            fetch: None,
-            buf: Vec::new(),
-            tried: Vec::new(),
-            tried_for: None,
-            ids: Ids::new(TaskId::Wallet),
             dirty: false,
             revision: next_revision(),
         }
@@ -657,150 +612,22 @@ impl WalletSync {
         &self.given
     }
 
-    /// The scan matched block `hash` at `height`, by a filter `voucher` served (when
-    /// known): it is fetched and applied. Returns the request given up, if one was (a
-    /// block below the one in flight must come first).
-    pub fn matched(
+    /// Whether a block at `height` the scan matched is to be applied: one above the
+    /// last it applied (below, it was, or one of that height was).
+    pub fn wants(&self, height: u32) -> bool {
+        self.ledger.tip().is_none_or(|t| height > t)
+    }
+
+    /// Apply `block` at `height` (whole, and checked against its stored header by
+    /// [`blocks::Blocks`]): what that did. A block at or below the last applied changes
+    /// nothing.
+    pub fn apply(
         &mut self,
         height: u32,
-        hash: BlockHash,
-        voucher: Option<GatewayId>,
-    ) -> Option<GivenUp> {
-        if self.ledger.tip().is_some_and(|t| height <= t) {
-            return None;
-        }
-        // In height order, once (a scan that went back for new scripts matches again).
-        let at = self.queue.partition_point(|q| q.height < height);
-        if let Some(q) = self.queue.get_mut(at).filter(|q| q.height == height) {
-            if q.hash == hash {
-                q.voucher = q.voucher.or(voucher);
-            }
-            return None;
-        }
-        self.queue.insert(
-            at,
-            Queued {
-                height,
-                hash,
-                voucher,
-            },
-        );
-        if at == 0 {
-            // Below the block in flight: that one is applied after this, so ask again.
-            return self.abandon_fetch();
-        }
-        None
-    }
-
-    /// Blocks matched and not applied yet.
-    pub fn pending_blocks(&self) -> usize {
-        self.queue.len()
-    }
-
-    /// The next block to ask for, if none is in flight: its request id and hash. `pick`
-    /// chooses among the gateways (it is told which failed this block already).
-    pub fn next_fetch(
-        &mut self,
-        pick: impl FnOnce(&[GatewayId]) -> Option<GatewayId>,
-    ) -> Option<(GatewayId, u32, BlockHash)> {
-        if self.fetch.is_some() {
-            return None;
-        }
-        let &Queued { height, hash, .. } = self.queue.front()?;
-        if self.tried_for != Some(hash) {
-            // Another block at the front (one below came, or a reorganisation): every
-            // gateway may be asked for it.
-            self.tried.clear();
-            self.tried_for = Some(hash);
-        }
-        let gateway = pick(&self.tried)?;
-        let id = self.ids.next_id();
-        self.fetch = Some(Fetch {
-            gateway,
-            id,
-            height,
-            hash,
-            len: None,
-        });
-        self.buf.clear();
-        Some((gateway, id, hash))
-    }
-
-    /// The block at the front of the queue (the next to apply): its height, if any.
-    pub fn front(&self) -> Option<u32> {
-        self.queue.front().map(|q| q.height)
-    }
-
-    /// How many gateways failed the block at the front (said `not_found`, or sent
-    /// another block).
-    pub fn tried_count(&self) -> usize {
-        self.tried.len()
-    }
-
-    /// The gateway a block request is in flight to, and its id.
-    pub fn asked(&self) -> Option<GivenUp> {
-        self.fetch.as_ref().map(|f| (f.gateway, f.id))
-    }
-
-    /// Whether the block at the front waits for a gateway none of whose connected ones
-    /// are left untried: every one asked said `not_found` (or failed it).
-    pub fn all_tried(&self) -> bool {
-        self.fetch.is_none() && !self.queue.is_empty() && !self.tried.is_empty()
-    }
-
-    /// Every gateway may be asked for the block at the front again.
-    pub fn try_again(&mut self) {
-        self.tried.clear();
-    }
-
-    /// One piece of the block in flight. When the block is whole and checks, it is
-    /// applied: what that did.
-    pub fn on_piece(&mut self, p: &BlockPiece<'_>) -> Result<Piece, WalletError> {
-        let Some(f) = self.fetch.as_mut() else {
-            return Ok(Piece::More);
-        };
-        let height = f.height;
-        if p.not_found {
-            let gateway = f.gateway;
-            self.fetch = None;
-            self.tried.push(gateway);
-            let vouched = self
-                .queue
-                .front()
-                .is_some_and(|q| q.height == height && q.voucher == Some(gateway));
-            return Ok(Piece::NotFound(NotFound {
-                gateway,
-                height,
-                vouched,
-            }));
-        }
-        if p.block_len > MAX_BLOCK_LEN
-            || f.len.is_some_and(|l| l != p.block_len)
-            || p.offset as usize != self.buf.len()
-        {
-            self.give_up_fetch();
-            return Err(WalletError::OutOfOrder { height });
-        }
-        if f.len.is_none() {
-            self.buf.reserve_exact(p.block_len as usize);
-        }
-        f.len = Some(p.block_len);
-        self.buf.extend_from_slice(p.data);
-        if !p.last {
-            return Ok(Piece::More);
-        }
-        let (gateway, hash) = (f.gateway, f.hash);
-        self.fetch = None;
-        // Parsed once: checked against the header, then applied.
-        let block = match Block::check(&self.buf, &hash) {
-            Ok(block) => block,
-            Err(error) => {
-                self.tried.push(gateway);
-                return Err(WalletError::BlockMismatch { height, error });
-            }
-        };
+        block: &lightwire_primitives::CheckedBlock<'_>,
+    ) -> Applied {
         let (watch, early) = (&self.watch, &mut self.early);
-        let applied = self.ledger.apply(height, &block, |s| match watch.owns(s) {
+        let applied = self.ledger.apply(height, block, |s| match watch.owns(s) {
             Some(true) => true,
             Some(false) => {
                 if !early.iter().any(|(e, _)| e == s) {
@@ -810,9 +637,6 @@ impl WalletSync {
             }
             None => false,
         });
-        self.queue.pop_front();
-        self.tried.clear();
-        self.tried_for = None;
         let mut done = Applied {
             height,
             changes: Vec::new(),
@@ -842,13 +666,7 @@ impl WalletSync {
             done.changes
                 .extend(after.dropped.into_iter().map(WalletChange::Dropped));
         }
-        Ok(Piece::Applied(done))
-    }
-
-    fn give_up_fetch(&mut self) {
-        if let Some(f) = self.fetch.take() {
-            self.tried.push(f.gateway);
-        }
+        done
     }
 
     /// What a block applied to the ledger did: the transactions it found, the scripts the
@@ -894,37 +712,23 @@ impl WalletSync {
 
     /// The scan starts again from the wallet's start: what was found is withdrawn (the
     /// scan finds it again), and every script derived is matched from there.
-    pub fn restart(&mut self) -> (Vec<WalletChange>, Option<GivenUp>) {
+    pub fn restart(&mut self) -> Vec<WalletChange> {
         self.watch.cover_all();
         self.early.clear();
         self.changed();
         self.withdraw_from(self.from)
     }
 
-    /// The gateway `g` is gone: a block asked of it is asked again (of another first).
-    pub fn gateway_gone(&mut self, g: GatewayId) {
-        if self.fetch.as_ref().is_some_and(|f| f.gateway == g) {
-            self.fetch = None;
-        }
-        self.tried.retain(|&t| t != g);
-    }
-
-    /// A gateway that failed a block is gone for good (marked bad): others are tried.
-    pub fn abandon_fetch(&mut self) -> Option<GivenUp> {
-        self.fetch.take().map(|f| (f.gateway, f.id))
-    }
-
     /// The best chain switched branches at `fork`: what was found above it is withdrawn,
     /// and blocks matched above it are not fetched (the scan matches the new branch); the
     /// wallet's transactions of the withdrawn blocks are unconfirmed again, seen at `now`
     /// (their nodes put them back in their mempools, as Bitcoin Core's does), until a
-    /// block of the new branch mines or conflicts them. Returns the changes and the
-    /// request given up, if one was.
-    pub fn reorg(&mut self, fork: u32, now: u64) -> (Vec<WalletChange>, Option<GivenUp>) {
+    /// block of the new branch mines or conflicts them. Returns the changes.
+    pub fn reorg(&mut self, fork: u32, now: u64) -> Vec<WalletChange> {
         let Some(first) = fork.checked_add(1) else {
-            return (Vec::new(), None);
+            return Vec::new();
         };
-        let (mut changes, gave_up) = self.withdraw_from(first);
+        let mut changes = self.withdraw_from(first);
         let watch = &self.watch;
         let back = self
             .unconfirmed
@@ -937,12 +741,12 @@ impl WalletSync {
                 .filter_map(|t| self.unconfirmed.get(t))
                 .map(|t| WalletChange::Unconfirmed(t.clone())),
         );
-        (changes, gave_up)
+        changes
     }
 
-    /// What blocks from `first` on did is withdrawn, and they are not fetched until
-    /// matched again. Returns the changes and the request given up, if one was.
-    pub fn withdraw_from(&mut self, first: u32) -> (Vec<WalletChange>, Option<GivenUp>) {
+    /// What blocks from `first` on did is withdrawn (the caller takes the wallet off the
+    /// blocks queued from there: [`blocks::Blocks::withdraw`]). Returns the changes.
+    pub fn withdraw_from(&mut self, first: u32) -> Vec<WalletChange> {
         let withdrawn: Vec<WalletChange> = self
             .ledger
             .transactions()
@@ -954,16 +758,11 @@ impl WalletSync {
             })
             .collect();
         self.ledger.disconnect_from(first);
-        self.queue.retain(|q| q.height < first);
         self.early.retain(|&(_, h)| h < first);
-        let gave_up = match &self.fetch {
-            Some(f) if f.height >= first => self.fetch.take().map(|f| (f.gateway, f.id)),
-            _ => None,
-        };
         if !withdrawn.is_empty() {
             self.changed();
         }
-        (withdrawn, gave_up)
+        withdrawn
     }
 
     /// The state to save (what is watched and the ledger), when it changed.
@@ -1140,6 +939,9 @@ mod tests {
     use wasm_bindgen_test::wasm_bindgen_test as test;
 
     use super::*;
+    use lightwire_chain::BlockHash;
+    use lightwire_primitives::Block;
+    use lightwire_wire::BlockPiece;
 
     const BIP84: &str = "wpkh(xpub6CatWdiZiodmUeTDp8LT5or8nmbKNcuyvz7WyksVFkKB4RHwCD3XyuvPEbvqAQY3rAPshWcMLoP2fMFMKHPJ4ZeZXYVUhLv1VMrjPC7PW6V/<0;1>/*)";
 
@@ -1189,9 +991,61 @@ mod tests {
         block_of(&[coinbase_paying(height, script)])
     }
 
+    /// A wallet with the engine's block queue, as the engine's wallet task drives them
+    /// (for the tests of what a block applied does).
+    struct Fetching {
+        w: WalletSync,
+        blocks: blocks::Blocks,
+    }
+
+    impl core::ops::Deref for Fetching {
+        type Target = WalletSync;
+        fn deref(&self) -> &WalletSync {
+            &self.w
+        }
+    }
+
+    impl core::ops::DerefMut for Fetching {
+        fn deref_mut(&mut self) -> &mut WalletSync {
+            &mut self.w
+        }
+    }
+
+    impl Fetching {
+        fn new(network: Network, from: u32) -> Fetching {
+            Fetching::of(WalletSync::new(network, from))
+        }
+
+        fn of(w: WalletSync) -> Fetching {
+            Fetching {
+                w,
+                blocks: blocks::Blocks::default(),
+            }
+        }
+
+        /// The scan matched block `hash` at `height`: queued if the wallet wants it.
+        fn matched(&mut self, height: u32, hash: BlockHash, voucher: Option<GatewayId>) {
+            if self.w.wants(height) {
+                let one = blocks::WalletSet::of(blocks::WalletId::DEFAULT);
+                self.blocks.matched(height, hash, voucher, one);
+            }
+        }
+
+        fn withdraw_from(&mut self, first: u32) -> Vec<WalletChange> {
+            self.blocks.withdraw(blocks::WalletId::DEFAULT, first);
+            self.w.withdraw_from(first)
+        }
+
+        fn restart(&mut self) -> Vec<WalletChange> {
+            self.blocks.withdraw(blocks::WalletId::DEFAULT, self.w.from);
+            self.w.restart()
+        }
+    }
+
     /// The block fetched whole: what the wallet made of it.
-    fn send(w: &mut WalletSync, block: &[u8]) -> Result<Option<Applied>, WalletError> {
+    fn send(w: &mut Fetching, block: &[u8]) -> Result<Option<Applied>, WalletError> {
         let (_, id, _) = w
+            .blocks
             .next_fetch(|_| Some(GatewayId(0)))
             .expect("a block to fetch");
         let piece = BlockPiece {
@@ -1202,14 +1056,14 @@ mod tests {
             offset: 0,
             data: block,
         };
-        w.on_piece(&piece).map(|p| match p {
-            Piece::Applied(a) => Some(a),
-            Piece::More | Piece::NotFound(_) => None,
-        })
+        match w.blocks.on_piece(&piece)? {
+            blocks::Fetched::Whole { height, block, .. } => Ok(Some(w.w.apply(height, &block))),
+            blocks::Fetched::More | blocks::Fetched::NotFound(_) => Ok(None),
+        }
     }
 
     /// The block fetched and applied whole.
-    fn deliver(w: &mut WalletSync, block: &[u8]) -> Applied {
+    fn deliver(w: &mut Fetching, block: &[u8]) -> Applied {
         send(w, block).unwrap().expect("applied")
     }
 
@@ -1222,7 +1076,7 @@ mod tests {
         let script = [
             0x00, 0x14, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3,
         ];
-        let mut w = WalletSync::new(Network::Mainnet, 100);
+        let mut w = Fetching::new(Network::Mainnet, 100);
         w.watch(&[Watched::Script(hex::encode(script))]).unwrap();
         // A coinbase, then two transactions paying the script: a block's first transaction,
         // and only its first, is a coinbase.
@@ -1255,19 +1109,19 @@ mod tests {
         let script = [
             0x00, 0x14, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5,
         ];
-        let mut w = WalletSync::new(Network::Mainnet, 100);
+        let mut w = Fetching::new(Network::Mainnet, 100);
         w.watch(&[Watched::Script(hex::encode(script))]).unwrap();
         let (block, hash) = block_paying(150, &script);
         w.matched(150, hash, Some(GatewayId(1)));
-        let not_found = |w: &mut WalletSync, g: GatewayId| {
-            let (asked, id, _) = w.next_fetch(|tried| {
+        let not_found = |w: &mut Fetching, g: GatewayId| {
+            let (asked, id, _) = w.blocks.next_fetch(|tried| {
                 assert!(!tried.contains(&g), "{g} asked again");
                 Some(g)
             })?;
             assert_eq!(asked, g);
             let piece = BlockPiece::not_found(id);
-            match w.on_piece(&piece) {
-                Ok(Piece::NotFound(n)) => Some(n),
+            match w.blocks.on_piece(&piece) {
+                Ok(blocks::Fetched::NotFound(n)) => Some(n),
                 other => panic!("{other:?}"),
             }
         };
@@ -1275,9 +1129,9 @@ mod tests {
         assert_eq!((n.gateway, n.height, n.vouched), (GatewayId(0), 150, false));
         let n = not_found(&mut w, GatewayId(1)).unwrap();
         assert!(n.vouched);
-        assert!(w.all_tried());
-        w.try_again();
-        assert!(!w.all_tried());
+        assert!(w.blocks.all_tried());
+        w.blocks.try_again();
+        assert!(!w.blocks.all_tried());
         assert_eq!(found(&deliver(&mut w, &block)), [150]);
     }
 
@@ -1410,7 +1264,7 @@ mod tests {
                 ),
             },
         ];
-        let mut w = WalletSync::new(Network::Regtest, 100);
+        let mut w = Fetching::new(Network::Regtest, 100);
         w.watch(&items).unwrap();
         let origin = lightwire_wallet::Origin::Silent {
             tweak: [7; 32],
@@ -1478,7 +1332,7 @@ mod tests {
         let descriptor = Descriptor::parse(BIP84, Network::Mainnet).unwrap();
         let receive = descriptor.branch_key(0).unwrap();
         let at = |i| descriptor.script_at(&receive, i).unwrap();
-        let mut w = WalletSync::new(Network::Mainnet, 100);
+        let mut w = Fetching::new(Network::Mainnet, 100);
         w.watch(&[Watched::Descriptor(BIP84.into())]).unwrap();
 
         // Receive 25 is paid at 101, before receive 10 at 102 (the gap covers 0..20).
@@ -1498,7 +1352,7 @@ mod tests {
         assert_eq!(a.derived.len(), 11, "receive 70..81");
 
         // The caller takes the ledger back and applies the scan's matches again.
-        let (withdrawn, _) = w.withdraw_from(101);
+        let withdrawn = w.withdraw_from(101);
         assert_eq!(withdrawn.len(), 1);
         w.matched(101, h101, None);
         w.matched(102, h102, None);
@@ -1511,7 +1365,7 @@ mod tests {
         let (b103, h103) = block_paying(103, &at(55));
         w.matched(103, h103, None);
         assert_eq!(found(&deliver(&mut w, &b103)), [] as [u32; 0]);
-        let mut w = WalletSync::decode(&w.encode(), Network::Mainnet).unwrap();
+        let mut w = Fetching::of(WalletSync::decode(&w.encode(), Network::Mainnet).unwrap());
         assert_eq!(w.watch.branch_state(0, 0), Some((Some(25), 96)));
         assert_eq!(w.ledger.transactions().len(), 2);
 
@@ -1522,13 +1376,13 @@ mod tests {
         w.matched(104, h104, None);
         let a = deliver(&mut w, &b104);
         assert_eq!((found(&a), a.again), (vec![104], Some(Again::From(103))));
-        let (withdrawn, _) = w.withdraw_from(103);
+        let withdrawn = w.withdraw_from(103);
         assert_eq!(withdrawn.len(), 1);
         w.matched(103, h103, None);
         w.matched(104, h104, None);
         let a = deliver(&mut w, &b103);
         assert_eq!((found(&a), a.again), (vec![103], Some(Again::Restart)));
-        let (withdrawn, _) = w.restart();
+        let withdrawn = w.restart();
         assert_eq!(withdrawn.len(), 3);
         assert!(w.ledger.transactions().is_empty());
         assert_eq!(

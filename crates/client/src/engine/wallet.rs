@@ -26,9 +26,13 @@ use super::task::{Task, View, timeout};
 use crate::ids::{GatewayId, GivenUp, TaskId};
 use crate::reason::DropReason;
 use crate::sync::Syncer;
+use crate::wallet::blocks::{Blocks, Fetched, WalletId, WalletSet};
 use crate::wallet::{
-    Again, Applied, NotFound, Piece, WalletChange, WalletError, WalletSync, WatchError, Watched,
+    Again, Applied, NotFound, WalletChange, WalletError, WalletSync, WatchError, Watched,
 };
+
+/// The one wallet the engine keeps today (its id in the block queue).
+const ONE: WalletId = WalletId::DEFAULT;
 
 /// How long a block every connected gateway answered `not_found` for waits before they
 /// are all asked again.
@@ -102,6 +106,8 @@ pub struct WalletTrace {
 pub struct WalletTask {
     /// The watch-only wallet, once something is watched.
     pub wallet: Option<WalletSync>,
+    /// The blocks its scan matched, fetched one at a time.
+    pub blocks: Blocks,
     /// The gateway that vouched for the block at the front (its filter matched it) and
     /// answered `not_found`: judged when the block comes from another.
     suspect: Option<NotFound>,
@@ -117,6 +123,7 @@ impl Default for WalletTask {
     fn default() -> WalletTask {
         WalletTask {
             wallet: None,
+            blocks: Blocks::default(),
             suspect: None,
             retry_at: None,
             waiting: None,
@@ -187,13 +194,12 @@ impl WalletTask {
         let Some(wallet) = self.wallet.as_mut() else {
             return Ok(());
         };
-        let in_flight = wallet.asked();
         let Some(changes) = wallet.unwatch(items)? else {
             return Ok(());
         };
         // The wallet starts from scratch: nothing of its queue is fetched any more. The
         // block in flight is given up (its answer still comes, and is no fault).
-        ctx.give_up_all(in_flight);
+        ctx.give_up_all(self.blocks.withdraw(ONE, 0));
         self.suspect = None;
         tell(ctx, changes);
         let scripts: Vec<Vec<u8>> = wallet.watch.scripts().map(<[u8]>::to_vec).collect();
@@ -217,12 +223,11 @@ impl WalletTask {
         base: u32,
     ) {
         if let Some(s) = scan.scan.as_ref() {
-            let tip = wallet.ledger.tip();
             for &(h, hash) in s.matches() {
-                if tip.is_none_or(|t| h > t) {
+                if wallet.wants(h) {
                     // Nothing is in flight yet: nothing to give up. Whose filter matched is
                     // not kept with the scan.
-                    let _ = wallet.matched(h, hash, None);
+                    let _ = self.blocks.matched(h, hash, None, WalletSet::of(ONE));
                 }
             }
             // The saved scan feeds the wallet if it watches all the wallet's scripts (the
@@ -250,10 +255,8 @@ impl WalletTask {
     pub fn synced(&self, ctx: &Ctx, scan: &ScanTask) -> bool {
         scan.for_wallet
             && scan.at_tip(ctx)
-            && self
-                .wallet
-                .as_ref()
-                .is_some_and(|w| w.pending_blocks() == 0)
+            && self.wallet.is_some()
+            && self.blocks.pending_for(ONE) == 0
     }
 
     /// A `block` message for the wallet; `best` holds the best chain (where a suspect's
@@ -266,22 +269,31 @@ impl WalletTask {
         p: &BlockPiece<'_>,
         (base, best): (u32, &Syncer),
     ) -> Result<(), DropReason> {
-        let Some(wallet) = self
-            .wallet
-            .as_mut()
-            .filter(|w| w.asked() == Some((g, p.id)))
-        else {
+        if self.blocks.asked() != Some((g, p.id)) {
             return ctx.given_up_answer(g, p.id, p.last);
-        };
+        }
         ctx.timers.touch(TaskId::Wallet, ctx.now);
-        match wallet.on_piece(p) {
-            Ok(Piece::More) => Ok(()),
-            Ok(Piece::Applied(done)) => {
-                self.judge(ctx, Some(g), done.height, best);
+        match self.blocks.on_piece(p) {
+            Ok(Fetched::More) => Ok(()),
+            Ok(Fetched::Whole {
+                height,
+                block,
+                wallets,
+            }) => {
+                let done = match self.wallet.as_mut() {
+                    Some(w) if wallets.has(ONE) => w.apply(height, &block),
+                    _ => Applied {
+                        height,
+                        changes: Vec::new(),
+                        derived: Vec::new(),
+                        again: None,
+                    },
+                };
+                self.judge(ctx, Some(g), height, best);
                 self.applied(ctx, scan, done, base);
                 Ok(())
             }
-            Ok(Piece::NotFound(n)) => {
+            Ok(Fetched::NotFound(n)) => {
                 if n.vouched {
                     // Said again after the retry wait: a reorganisation that explained the
                     // first would have been announced by now.
@@ -361,13 +373,13 @@ impl WalletTask {
         let (Some(wallet), Some(s)) = (self.wallet.as_mut(), scan.scan.as_ref()) else {
             return;
         };
-        let (withdrawn, gave_up) = wallet.withdraw_from(first);
+        let withdrawn = wallet.withdraw_from(first);
         self.suspect = self.suspect.filter(|s| s.height < first);
-        let mut given_up: Vec<GivenUp> = gave_up.into_iter().collect();
+        let mut given_up: Vec<GivenUp> = self.blocks.withdraw(ONE, first).into_iter().collect();
         // Matched again without the gateway whose filter matched: it is no longer known
         // (so not judged for these).
         for &(h, hash) in s.matches().iter().filter(|(h, _)| *h >= first) {
-            given_up.extend(wallet.matched(h, hash, None));
+            given_up.extend(self.blocks.matched(h, hash, None, WalletSet::of(ONE)));
         }
         tell(ctx, withdrawn);
         ctx.give_up_all(given_up);
@@ -378,7 +390,8 @@ impl WalletTask {
         let Some(wallet) = self.wallet.as_mut() else {
             return;
         };
-        let (withdrawn, gave_up) = wallet.restart();
+        let withdrawn = wallet.restart();
+        let gave_up = self.blocks.withdraw(ONE, wallet.from);
         let scripts: Vec<Vec<u8>> = wallet.watch.scripts().map(<[u8]>::to_vec).collect();
         let from = wallet.from;
         self.suspect = None;
@@ -403,13 +416,16 @@ impl WalletTask {
         let Some(w) = self.wallet.as_mut() else {
             return;
         };
-        if w.ledger.tip().is_some_and(|t| height <= t) {
+        if !w.wants(height) {
             if scan.for_wallet {
                 self.again_from(ctx, scan, height);
             }
             return;
         }
-        if let Some((g, id)) = w.matched(height, hash, voucher) {
+        if let Some((g, id)) = self
+            .blocks
+            .matched(height, hash, voucher, WalletSet::of(ONE))
+        {
             ctx.give_up(g, id);
         }
     }
@@ -472,7 +488,8 @@ impl WalletTask {
             if passed {
                 // Scanned from there without them: again from there, with them.
                 scan.drop_from(ctx, height);
-                let (withdrawn, gave_up) = wallet.withdraw_from(height);
+                let withdrawn = wallet.withdraw_from(height);
+                let gave_up = self.blocks.withdraw(ONE, height);
                 self.suspect = self.suspect.filter(|s| s.height < height);
                 tell(ctx, withdrawn);
                 ctx.give_up_all(gave_up);
@@ -489,7 +506,10 @@ impl WalletTask {
         let Some(w) = self.wallet.as_mut() else {
             return;
         };
-        let (changes, gave_up) = w.reorg(fork, ctx.now.0);
+        let changes = w.reorg(fork, ctx.now.0);
+        let gave_up = fork
+            .checked_add(1)
+            .and_then(|first| self.blocks.withdraw_all(first));
         tell(ctx, changes);
         ctx.give_up_all(gave_up);
     }
@@ -532,10 +552,10 @@ impl WalletTask {
                 scan.scan.as_ref().map_or(0, |s| s.scripts().len()),
             ),
             applied: w.ledger.tip(),
-            pending_blocks: w.pending_blocks(),
-            front: w.front(),
-            asked: w.asked(),
-            tried: w.tried_count(),
+            pending_blocks: self.blocks.pending_for(ONE),
+            front: self.blocks.front(),
+            asked: self.blocks.asked(),
+            tried: self.blocks.tried_count(),
             retry_at: self.retry_at,
             deadline: self.deadline(ctx),
         })
@@ -551,11 +571,11 @@ impl WalletTask {
     /// The application hears that the block at the front has waited [`WAIT_REPORT`] with
     /// no gateway asked for it, and why.
     fn report(&mut self, ctx: &mut Ctx) {
-        let (Some(waiting), Some(w)) = (self.waiting.as_mut(), self.wallet.as_ref()) else {
+        let Some(waiting) = self.waiting.as_mut() else {
             return;
         };
         waiting.told = true;
-        let reason = if w.all_tried() {
+        let reason = if self.blocks.all_tried() {
             WaitReason::NotFound
         } else {
             WaitReason::NoGateway
@@ -568,7 +588,7 @@ impl WalletTask {
 
     /// The gateway asked for a block, if one is.
     pub fn asked(&self) -> Option<GatewayId> {
-        self.wallet.as_ref()?.asked().map(|(g, _)| g)
+        self.blocks.asked().map(|(g, _)| g)
     }
 }
 
@@ -582,9 +602,10 @@ impl Task for WalletTask {
     /// scan asks first: its filter matched). `Err` names a gateway whose connection broke.
     fn schedule(&mut self, ctx: &mut Ctx, conns: &mut Conns, view: &View) -> Result<(), Broke> {
         let scan_gateway = view.scan_gateway;
-        let Some(wallet) = self.wallet.as_mut().filter(|_| !ctx.stopped) else {
+        if self.wallet.is_none() || ctx.stopped {
             return Ok(());
-        };
+        }
+        let blocks = &mut self.blocks;
         let gateways = &ctx.gateways;
         let usable = |g: GatewayId, tried: &[GatewayId]| {
             gateways[g].ready
@@ -593,20 +614,20 @@ impl Task for WalletTask {
                     .as_ref()
                     .is_some_and(|p| p.is_ready() && p.serves_blocks())
         };
-        let front = wallet.front();
+        let front = blocks.front();
         if self.waiting.is_some_and(|w| Some(w.height) != front) {
             // The block waited for was applied or withdrawn.
             self.waiting = None;
         }
-        let Some((g, id, hash)) = wallet.next_fetch(|tried| {
+        let Some((g, id, hash)) = blocks.next_fetch(|tried| {
             scan_gateway
                 .filter(|&g| usable(g, tried))
                 .or_else(|| gateways.ids().find(|&g| usable(g, tried)))
         }) else {
-            if wallet.all_tried() && self.retry_at.is_none() {
+            if blocks.all_tried() && self.retry_at.is_none() {
                 self.retry_at = Some(ctx.now + BLOCK_RETRY);
             }
-            if let (Some(height), None, None) = (front, wallet.asked(), self.waiting) {
+            if let (Some(height), None, None) = (front, blocks.asked(), self.waiting) {
                 self.waiting = Some(Waiting {
                     height,
                     since: ctx.now,
@@ -621,7 +642,7 @@ impl Task for WalletTask {
             return Ok(());
         };
         if let Err(e) = conn.request_block(id, hash) {
-            wallet.gateway_gone(g);
+            blocks.gateway_gone(g);
             return Err((g, e));
         }
         Ok(())
@@ -662,17 +683,13 @@ impl Task for WalletTask {
             }
             if self.retry_at.is_some_and(|t| t <= now) {
                 self.retry_at = None;
-                if let Some(w) = self.wallet.as_mut() {
-                    w.try_again();
-                }
+                self.blocks.try_again();
             }
         }
         Vec::new()
     }
 
     fn gateway_gone(&mut self, _: &mut Ctx, g: GatewayId) {
-        if let Some(w) = self.wallet.as_mut() {
-            w.gateway_gone(g);
-        }
+        self.blocks.gateway_gone(g);
     }
 }
