@@ -75,6 +75,13 @@ pub enum ScanError {
     },
 }
 
+/// Whose scripts a scan holds, a bit each (the engine's wallets: see
+/// `crate::wallet::blocks::WalletSet`); the owner of a scan of one party's scripts is bit 0.
+pub type Owners = u64;
+
+/// The owner of the scripts of [`Scan::new`] and [`Scan::add_scripts`].
+pub const FIRST_OWNER: Owners = 1;
+
 /// What changed in the scan's results.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum ScanChange {
@@ -84,6 +91,9 @@ pub enum ScanChange {
         height: u32,
         /// Its hash.
         hash: BlockHash,
+        /// Whose scripts it matches: those whose own scripts the filter matches, or every
+        /// owner for a block matched whatever our filter says (a contested one).
+        owners: Owners,
     },
     /// A matched block was disconnected by a reorganisation.
     Withdrawn {
@@ -144,11 +154,16 @@ impl RecentFilters {
 #[derive(Debug)]
 pub struct Scan {
     scripts: Vec<Vec<u8>>,
+    /// Whose each script is (as `scripts`), and all of them together.
+    owners: Vec<Owners>,
+    all_owners: Owners,
     matcher: Matcher,
     from: u32,
     /// The next height to match.
     next: u32,
     matches: Vec<(u32, BlockHash)>,
+    /// Whose scripts each match matched (as `matches`).
+    match_owners: Vec<Owners>,
     /// Blocks not reached yet that a contested filter matched (see [`Self::contest`]),
     /// ascending: matched when the scan gets there, whatever our filter says. Saved with
     /// the scan, so that a session that ends first does not forget them.
@@ -189,14 +204,33 @@ pub struct Scan {
 }
 
 impl Scan {
-    /// A scan of `scripts` (output scripts) from block `from` on.
+    /// A scan of `scripts` (output scripts) from block `from` on, all of one owner
+    /// ([`FIRST_OWNER`]).
     pub fn new(scripts: Vec<Vec<u8>>, from: u32) -> Scan {
+        let owners = vec![FIRST_OWNER; scripts.len()];
+        Scan::owned(scripts, owners, from)
+    }
+
+    /// A scan of `scripts`, each of `owners` (as many; a script twice is the same script,
+    /// its owners joined), from block `from` on: a block's filter is read once for all of
+    /// them, and each match says whose scripts it matches.
+    pub fn owned(scripts: Vec<Vec<u8>>, owners: Vec<Owners>, from: u32) -> Scan {
+        let mut scan = Scan::empty(scripts.len(), from);
+        scan.add_owned(scripts.into_iter().zip(owners));
+        scan.saved = None;
+        scan
+    }
+
+    fn empty(capacity: usize, from: u32) -> Scan {
         Scan {
-            matcher: Matcher::with_capacity(scripts.len()),
-            scripts,
+            matcher: Matcher::with_capacity(capacity),
+            scripts: Vec::with_capacity(capacity),
+            owners: Vec::with_capacity(capacity),
+            all_owners: 0,
             from,
             next: from,
             matches: Vec::new(),
+            match_owners: Vec::new(),
             forced: Vec::new(),
             reading: None,
             start: from,
@@ -217,18 +251,71 @@ impl Scan {
         }
     }
 
-    /// Watch `scripts` too, from the next filter matched on (a wallet's gap limit grew).
+    /// Watch `scripts` too, for [`FIRST_OWNER`], from the next filter matched on (a
+    /// wallet's gap limit grew).
     pub fn add_scripts(&mut self, scripts: impl IntoIterator<Item = Vec<u8>>) {
-        let before = self.scripts.len();
-        for s in scripts {
-            if !self.scripts.contains(&s) {
-                self.scripts.push(s);
+        self.add_owned(scripts.into_iter().map(|s| (s, FIRST_OWNER)));
+    }
+
+    /// Watch each script too for its owners, from the next filter matched on.
+    pub fn add_owned(&mut self, scripts: impl IntoIterator<Item = (Vec<u8>, Owners)>) {
+        let mut changed = false;
+        for (s, owner) in scripts {
+            match self.scripts.iter().position(|x| *x == s) {
+                Some(i) if self.owners[i] & owner == owner => {}
+                Some(i) => {
+                    self.owners[i] |= owner;
+                    changed = true;
+                }
+                None => {
+                    self.scripts.push(s);
+                    self.owners.push(owner);
+                    changed = true;
+                }
             }
+            self.all_owners |= owner;
         }
-        if self.scripts.len() != before {
+        if changed {
             // Saved again (the scripts are part of the saved state).
             self.saved = None;
         }
+    }
+
+    /// Whose scripts filter `filter` of block `hash` matches, given that it matches the
+    /// scripts of all owners together: with one owner, that one; else each owner's own
+    /// scripts matched again (a match is rare: one filter in thousands).
+    fn owners_matching(&mut self, filter: &[u8], hash: &BlockHash) -> Owners {
+        if self.all_owners.count_ones() <= 1 {
+            return self.all_owners;
+        }
+        let mut found = 0;
+        for bit in 0..Owners::BITS {
+            let owner = 1 << bit;
+            if self.all_owners & owner == 0 {
+                continue;
+            }
+            let (scripts, owners) = (&self.scripts, &self.owners);
+            let own = scripts
+                .iter()
+                .zip(owners)
+                .filter(|(_, o)| **o & owner != 0)
+                .map(|(s, _)| s.as_slice());
+            // It decoded for the union: it decodes again (or counts as matched).
+            if self.matcher.match_any(filter, &hash.0, own).unwrap_or(true) {
+                found |= owner;
+            }
+        }
+        found
+    }
+
+    /// Whose scripts each of [`Self::matches`] matched.
+    pub fn match_owners(&self) -> &[Owners] {
+        &self.match_owners
+    }
+
+    /// Whose scripts the scan holds.
+    pub fn all_owners(&self) -> Owners {
+        self.all_owners
     }
 
     /// The scripts watched.
@@ -254,7 +341,10 @@ impl Scan {
     /// Whether this scan watches `scripts` from `from` (so that asking for it again goes on
     /// with it rather than starting over).
     pub fn is_for(&self, scripts: &[Vec<u8>], from: u32) -> bool {
-        self.scripts == scripts && self.from == from
+        // The same scripts, whatever their order or repeats (a script given twice is one).
+        self.from == from
+            && scripts.iter().all(|s| self.scripts.contains(s))
+            && self.scripts.iter().all(|s| scripts.contains(s))
     }
 
     /// Whether everything stored (up to `stored`) is matched and nothing is in flight.
@@ -269,9 +359,11 @@ impl Scan {
 
     /// The scan's state for the store, if it moved since it was last saved (by 1,000
     /// blocks, or at all when nothing is in flight, or a match came or went):
-    /// `version 2 | from u32 | next u32 | scripts (u32 count, then u16 length and bytes
-    /// each) | matches | blocks matched ahead`, each list a u32 count, then height u32 and
-    /// hash 32 each; little-endian. (Version 1, still read, had no blocks matched ahead.)
+    /// `version 3 | from u32 | next u32 | scripts (u32 count, then u16 length, bytes and
+    /// owners u64 each) | matches | blocks matched ahead | owners of each match (u64
+    /// each)`, each list a u32 count, then height u32 and hash 32 each; little-endian.
+    /// (Versions 1 and 2, still read, had no owners: all [`FIRST_OWNER`]'s; version 1 no
+    /// blocks matched ahead either.)
     pub fn save(&mut self) -> Option<Vec<u8>> {
         let now = (self.next, self.matches.len(), self.forced.len());
         let due = match self.saved {
@@ -291,14 +383,15 @@ impl Scan {
             return None;
         }
         self.saved = Some(now);
-        let mut out = Vec::with_capacity(16 + self.scripts.len() * 24 + self.matches.len() * 36);
-        out.push(2);
+        let mut out = Vec::with_capacity(16 + self.scripts.len() * 32 + self.matches.len() * 44);
+        out.push(3);
         out.extend_from_slice(&self.from.to_le_bytes());
         out.extend_from_slice(&self.next.to_le_bytes());
         out.extend_from_slice(&(self.scripts.len() as u32).to_le_bytes());
-        for s in &self.scripts {
+        for (s, owners) in self.scripts.iter().zip(&self.owners) {
             out.extend_from_slice(&(s.len() as u16).to_le_bytes());
             out.extend_from_slice(s);
+            out.extend_from_slice(&owners.to_le_bytes());
         }
         for list in [&self.matches, &self.forced] {
             out.extend_from_slice(&(list.len() as u32).to_le_bytes());
@@ -306,6 +399,9 @@ impl Scan {
                 out.extend_from_slice(&h.to_le_bytes());
                 out.extend_from_slice(&hash.0);
             }
+        }
+        for owners in &self.match_owners {
+            out.extend_from_slice(&owners.to_le_bytes());
         }
         Some(out)
     }
@@ -320,22 +416,28 @@ impl Scan {
             Some(b)
         };
         let u32_of = |b: &[u8]| u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
-        // Version 1 had no blocks matched ahead.
+        let u64_of = |b: &[u8]| u64::from_le_bytes(b.try_into().unwrap_or([0; 8]));
+        // Version 1 had no blocks matched ahead; versions 1 and 2 no owners.
         let version = take(1)?[0];
-        if !(1..=2).contains(&version) {
+        if !(1..=3).contains(&version) {
             return None;
         }
         let from = u32_of(take(4)?);
         let next = u32_of(take(4)?);
         let n = u32_of(take(4)?) as usize;
         let mut scripts = Vec::with_capacity(n.min(10_000));
+        let mut owners = Vec::with_capacity(n.min(10_000));
         for _ in 0..n {
             let len = take(2)?;
             let len = usize::from(u16::from_le_bytes([len[0], len[1]]));
             scripts.push(take(len)?.to_vec());
+            owners.push(match version {
+                3 => u64_of(take(8)?),
+                _ => FIRST_OWNER,
+            });
         }
         let mut lists = [Vec::new(), Vec::new()];
-        for list in lists.iter_mut().take(usize::from(version)) {
+        for list in lists.iter_mut().take(usize::from(version.min(2))) {
             let m = u32_of(take(4)?) as usize;
             list.reserve(m.min(100_000));
             for _ in 0..m {
@@ -345,15 +447,26 @@ impl Scan {
             }
         }
         let [matches, forced] = lists;
-        if next < from || matches.iter().any(|&(h, _)| h < from || h >= next) || !forced.is_sorted()
+        let mut match_owners = Vec::with_capacity(matches.len());
+        for _ in 0..matches.len() {
+            match_owners.push(match version {
+                3 => u64_of(take(8)?),
+                _ => FIRST_OWNER,
+            });
+        }
+        if next < from
+            || matches.iter().any(|&(h, _)| h < from || h >= next)
+            || !forced.is_sorted()
+            || owners.contains(&0)
         {
             return None;
         }
-        let mut scan = Scan::new(scripts, from);
+        let mut scan = Scan::owned(scripts, owners, from);
         scan.next = next;
         scan.start = next;
         scan.next_request = next;
         scan.matches = matches;
+        scan.match_owners = match_owners;
         scan.forced = forced;
         scan.saved = Some((next, scan.matches.len(), scan.forced.len()));
         Some(scan)
@@ -378,6 +491,11 @@ impl Scan {
         if !matched {
             return None;
         }
+        // Whose: with no filter kept, everyone's.
+        let owners = match c.filter.is_empty() {
+            true => self.all_owners,
+            false => self.owners_matching(&c.filter, &c.hash),
+        };
         let entry = (c.height, c.hash);
         if c.height >= self.next {
             let at = self.forced.partition_point(|f| *f < entry);
@@ -391,9 +509,11 @@ impl Scan {
             return None;
         }
         self.matches.insert(at, entry);
+        self.match_owners.insert(at, owners);
         Some(ScanChange::Matched {
             height: c.height,
             hash: c.hash,
+            owners,
         })
     }
 
@@ -408,6 +528,7 @@ impl Scan {
         {
             let height = self.matches[i].0;
             self.matches.truncate(i);
+            self.match_owners.truncate(i);
             self.next = self.next.min(height);
             self.start = self.next;
             self.next_request = self.next;
@@ -611,6 +732,7 @@ impl Scan {
         ) else {
             return Err(out_of_order);
         };
+        let hash = &{ *hash };
         let theirs = filter_header(&filter_hash(&self.buf), before) != *stored;
         if theirs && !contested(height, hash, &self.buf) {
             return Err(ScanError::Mismatch { height });
@@ -628,10 +750,22 @@ impl Scan {
             self.forced.first() == Some(&(height, *hash))
         };
         if matched || forced || theirs {
+            // A block matched whatever our filter says is everyone's to read.
+            let owners = match matched && !forced && !theirs {
+                true => {
+                    let filter = core::mem::take(&mut self.buf);
+                    let owners = self.owners_matching(&filter, hash);
+                    self.buf = filter;
+                    owners
+                }
+                false => self.all_owners,
+            };
             self.matches.push((height, *hash));
+            self.match_owners.push(owners);
             change(ScanChange::Matched {
                 height,
                 hash: *hash,
+                owners,
             });
         }
         self.filters += 1;
@@ -740,6 +874,7 @@ impl Scan {
     ) -> impl Iterator<Item = GivenUp> + '_ {
         while let Some(&(h, hash)) = self.matches.last().filter(|(h, _)| *h >= height) {
             self.matches.pop();
+            self.match_owners.pop();
             change(ScanChange::Withdrawn { height: h, hash });
         }
         if self.next > height {
@@ -952,7 +1087,8 @@ mod tests {
             changes,
             [ScanChange::Matched {
                 height: 7,
-                hash: hash(7)
+                hash: hash(7),
+                owners: FIRST_OWNER,
             }]
         );
         assert_eq!(s.next(), 1000);
@@ -1019,11 +1155,52 @@ mod tests {
         assert!(!s.is_refused(GatewayId(0)));
     }
 
+    /// Scripts of several owners are matched in one pass over each filter; each match
+    /// says whose scripts it matched (a script of two owners is both's).
+    #[test]
+    fn each_match_names_whose_scripts_it_matched() {
+        let (filters, headers) = chain(1000);
+        let scripts = vec![b"ours".to_vec(), vec![9; 4], vec![7; 4], vec![7; 4]];
+        let mut s = Scan::owned(scripts, vec![1, 2, 4, 8], 0);
+        assert_eq!(
+            (s.scripts().len(), s.all_owners()),
+            (3, 15),
+            "a script given twice is one"
+        );
+        let r = requests(&mut s, &headers, 999);
+        let (changes, e) = feed(&mut s, &answer(r[0].0, &filters, 0, 999, 65_535));
+        e.unwrap();
+        let got: Vec<(u32, Owners)> = changes
+            .iter()
+            .map(|c| match c {
+                ScanChange::Matched { height, owners, .. } => (*height, *owners),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        // Block h holds [h as u8; 4]; blocks 7 and 1,500 hold "ours" too.
+        let want = [
+            (7, 1 | 4 | 8),
+            (9, 2),
+            (263, 12),
+            (265, 2),
+            (519, 12),
+            (521, 2),
+            (775, 12),
+            (777, 2),
+        ];
+        assert_eq!(got, want);
+        assert_eq!(s.match_owners(), want.map(|(_, o)| o));
+        // One owner more for a script: from the next filter on.
+        s.add_owned([(b"ours".to_vec(), 16)]);
+        assert_eq!((s.scripts().len(), s.all_owners()), (3, 31));
+    }
+
     #[test]
     fn a_saved_scan_is_restored_where_it_stood() {
-        let mut s = Scan::new(vec![b"ours".to_vec(), vec![1, 2, 3]], 10);
+        let mut s = Scan::owned(vec![b"ours".to_vec(), vec![1, 2, 3]], vec![1, 6], 10);
         s.next = 2500;
         s.matches = vec![(20, hash(20)), (2000, hash(2000))];
+        s.match_owners = vec![2, 5];
         s.forced = vec![(3000, hash(3000))];
         let saved = s.save().unwrap();
         assert_eq!(s.save(), None, "nothing moved");
@@ -1032,10 +1209,40 @@ mod tests {
             r.forced, s.forced,
             "a contested block matched ahead is kept"
         );
-        // A scan saved before blocks were matched ahead (version 1) is still read.
-        let mut v1 = saved[..saved.len() - 40].to_vec();
-        v1[0] = 1;
-        assert_eq!(Scan::restore(&v1).unwrap().matches(), s.matches());
+        assert_eq!(
+            (&r.owners, r.all_owners(), r.match_owners()),
+            (&vec![1, 6], 7, &[2, 5][..])
+        );
+        // Scans saved before owners (version 2) and before blocks matched ahead
+        // (version 1) are still read: every script and match the first owner's.
+        let old = |version: u8| {
+            let mut out = vec![version];
+            out.extend_from_slice(&10u32.to_le_bytes());
+            out.extend_from_slice(&2500u32.to_le_bytes());
+            out.extend_from_slice(&2u32.to_le_bytes());
+            for script in [&b"ours"[..], &[1, 2, 3]] {
+                out.extend_from_slice(&(script.len() as u16).to_le_bytes());
+                out.extend_from_slice(script);
+            }
+            let lists: &[&[(u32, BlockHash)]] = match version {
+                1 => &[&s.matches],
+                _ => &[&s.matches, &s.forced],
+            };
+            for list in lists {
+                out.extend_from_slice(&(list.len() as u32).to_le_bytes());
+                for (h, hash) in list.iter() {
+                    out.extend_from_slice(&h.to_le_bytes());
+                    out.extend_from_slice(&hash.0);
+                }
+            }
+            out
+        };
+        for version in [1, 2] {
+            let r = Scan::restore(&old(version)).unwrap();
+            assert_eq!(r.matches(), s.matches());
+            assert_eq!((r.match_owners(), r.all_owners()), (&[1, 1][..], 1));
+            assert_eq!(r.forced.len(), usize::from(version == 2));
+        }
         assert!(r.is_for(&[b"ours".to_vec(), vec![1, 2, 3]], 10));
         assert_eq!((r.next(), r.matches()), (2500, s.matches()));
         // The block at 2,000 was reorged away while the tab was closed.

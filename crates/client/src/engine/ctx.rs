@@ -81,12 +81,14 @@ pub enum Effect {
         /// Its hash.
         hash: BlockHash,
     },
-    /// The scan matched a block (the wallet fetches it).
+    /// The scan matched a block (the wallets whose scripts it matched fetch it).
     Matched {
         /// Its height.
         height: u32,
         /// Its hash.
         hash: BlockHash,
+        /// Whose scripts it matched.
+        owners: crate::scan::Owners,
     },
     /// A transaction broadcast was passed to their nodes by the gateways `holders` (one
     /// bit each, at least one): the wallet takes it as unconfirmed if it is the wallet's.

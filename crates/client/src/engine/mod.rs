@@ -94,6 +94,7 @@ pub use relay::BroadcastError;
 pub use wallet::{BLOCK_RETRY, UNCONFIRMED_EXPIRY, WAIT_REPORT, WaitReason, WalletTrace};
 
 use crate::reason::{DropReason, TransportError};
+use crate::wallet::blocks::WalletSet;
 use ctx::{Conns, Ctx, Effect};
 use lightwire_proto::PeerEvent;
 use mirror::Kind;
@@ -659,9 +660,16 @@ impl Engine {
                     self.tasks.scan.drop_from(c, height);
                 }
                 Effect::Contested { height, hash } => self.tasks.scan.contest(c, height, hash),
-                Effect::Matched { height, hash } => {
+                Effect::Matched {
+                    height,
+                    hash,
+                    owners,
+                } => {
                     let scan = &self.tasks.scan;
-                    self.tasks.wallet.matched(c, scan, height, hash, from)
+                    let wallets = WalletSet::from_owners(owners);
+                    self.tasks
+                        .wallet
+                        .matched(c, scan, (height, hash, wallets), from)
                 }
                 Effect::Relayed { tx, holders } => self.tasks.wallet.broadcast(c, &tx, holders),
                 Effect::Unheld { gateway } => self.tasks.wallet.unheld(c, gateway),

@@ -301,15 +301,27 @@ fn clamp(from: u32, base: u32) -> u32 {
 
 /// A scan's change: the application hears it; the wallet fetches a match of its scan.
 fn changed(ctx: &mut Ctx, c: ScanChange, for_wallet: bool) {
-    if let (ScanChange::Matched { height, hash }, true) = (c, for_wallet) {
-        ctx.effects.push_back(Effect::Matched { height, hash });
+    if let (
+        ScanChange::Matched {
+            height,
+            hash,
+            owners,
+        },
+        true,
+    ) = (c, for_wallet)
+    {
+        ctx.effects.push_back(Effect::Matched {
+            height,
+            hash,
+            owners,
+        });
     }
     ctx.events.push_back(event(c));
 }
 
 fn event(c: ScanChange) -> Event {
     match c {
-        ScanChange::Matched { height, hash } => Event::ScanMatch { height, hash },
+        ScanChange::Matched { height, hash, .. } => Event::ScanMatch { height, hash },
         ScanChange::Withdrawn { height, hash } => Event::ScanWithdrawn { height, hash },
     }
 }

@@ -223,8 +223,8 @@ impl WalletTask {
         base: u32,
     ) {
         if let Some(s) = scan.scan.as_ref() {
-            for &(h, hash) in s.matches() {
-                if wallet.wants(h) {
+            for (&(h, hash), &owners) in s.matches().iter().zip(s.match_owners()) {
+                if wallet.wants(h) && WalletSet::from_owners(owners).has(ONE) {
                     // Nothing is in flight yet: nothing to give up. Whose filter matched is
                     // not kept with the scan.
                     let _ = self.blocks.matched(h, hash, None, WalletSet::of(ONE));
@@ -378,8 +378,10 @@ impl WalletTask {
         let mut given_up: Vec<GivenUp> = self.blocks.withdraw(ONE, first).into_iter().collect();
         // Matched again without the gateway whose filter matched: it is no longer known
         // (so not judged for these).
-        for &(h, hash) in s.matches().iter().filter(|(h, _)| *h >= first) {
-            given_up.extend(self.blocks.matched(h, hash, None, WalletSet::of(ONE)));
+        for (&(h, hash), &owners) in s.matches().iter().zip(s.match_owners()) {
+            if h >= first && WalletSet::from_owners(owners).has(ONE) {
+                given_up.extend(self.blocks.matched(h, hash, None, WalletSet::of(ONE)));
+            }
         }
         tell(ctx, withdrawn);
         ctx.give_up_all(given_up);
@@ -401,19 +403,19 @@ impl WalletTask {
         scan.for_wallet = true;
     }
 
-    /// The wallet's scan matched a block, by a filter gateway `voucher` served (when
-    /// known): the wallet fetches it. A block below what the wallet applied (a contested
-    /// block matched late, see [`crate::dispute::Contested`]) takes the ledger back below
-    /// it, and what the scan matched from there is applied again, in order.
+    /// The wallet's scan matched a block for `wallets`, by a filter gateway `voucher`
+    /// served (when known): the wallet fetches it if it is one of them. A block below
+    /// what the wallet applied (a contested block matched late, see
+    /// [`crate::dispute::Contested`]) takes the ledger back below it, and what the scan
+    /// matched from there is applied again, in order.
     pub fn matched(
         &mut self,
         ctx: &mut Ctx,
         scan: &ScanTask,
-        height: u32,
-        hash: BlockHash,
+        (height, hash, wallets): (u32, BlockHash, WalletSet),
         voucher: Option<GatewayId>,
     ) {
-        let Some(w) = self.wallet.as_mut() else {
+        let Some(w) = self.wallet.as_mut().filter(|_| wallets.has(ONE)) else {
             return;
         };
         if !w.wants(height) {

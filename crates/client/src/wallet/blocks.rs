@@ -49,6 +49,11 @@ impl WalletSet {
     /// No wallet.
     pub const NONE: WalletSet = WalletSet(0);
 
+    /// The wallets a scan's owners name (a scan's owner bits are the wallets' ids).
+    pub fn from_owners(owners: crate::scan::Owners) -> WalletSet {
+        WalletSet(owners)
+    }
+
     /// Wallet `w` alone.
     pub fn of(w: WalletId) -> WalletSet {
         WalletSet(1 << w.0)
