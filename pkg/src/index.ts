@@ -208,6 +208,19 @@ export class LightwireClient extends EventTarget {
   }
 
   /**
+   * Scan the wallet again. With `fromHeight`, its start is widened to that block (a
+   * birthday set too late: payments below it are found); without, from its start (a full
+   * rescan). What it found is withdrawn (`transaction` events) and found again as the scan
+   * passes; `scan` events show the progress, and a reload goes on from where it stood.
+   * Resolves once synced and saved, as {@link watch} does. Rejects with `InvalidArgument`
+   * when nothing is watched or for a `fromHeight` above the wallet's start (a rescan only
+   * widens what the wallet covers).
+   */
+  rescan(options?: { fromHeight?: number }): Promise<WalletSummary> {
+    return this.#call('rescan', options ?? {});
+  }
+
+  /**
    * The wallet's transactions: those in blocks oldest first, then the unconfirmed ones in
    * the order they were first seen.
    */

@@ -12,6 +12,7 @@ export const METHODS = [
   'scan',
   'watch',
   'unwatch',
+  'rescan',
   'watchSilentPayments',
   'transactions',
   'utxos',

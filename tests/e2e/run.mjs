@@ -99,7 +99,8 @@
 //   walletreload a page closed mid-rescan: the next session resumes the wallet
 //   wallethostile a gateway sending the wrong block, or withholding one its
 //             filter matched, is marked bad; the block comes from another
-//   wallet    watch() a BIP84 tpub account on btcd: its payments (out of
+//   wallet    watch() a BIP84 tpub account on btcd from its last block (only the spend
+//             found), rescan() from 0: its payments (out of
 //             index order, past the gap and the lookahead), a spend with its fee, coins and balance; resumed after a reload;
 //             a reorg withdraws the spend and finds it again
 //   silent    silent payments on btcd: the tab (silentPayments: true) receiving with its
@@ -1899,7 +1900,17 @@ async function walletScenario() {
     await openClient(page, options);
     await until(page, 'headers and filter headers from btcd', 60_000,
       (m) => m.storedHeight === tip && m.storedFilterHeight === tip);
-    const summary = await page.evaluate((d) => window.client.watch({ descriptors: [d] }), x.descriptor);
+    // The birthday set too late (at the spend): only the spend is found. Widened by a
+    // rescan, every payment below it is found and the spend is seen spending one.
+    const late = await page.evaluate(({ d, from }) => window.client.watch({ descriptors: [d], fromHeight: from }),
+      { d: x.descriptor, from: tip });
+    const lateTxs = await page.evaluate(() => window.client.transactions());
+    assert(late.transactions === 1 && lateTxs.length === 1 && lateTxs[0].height === tip && lateTxs[0].sent === 0,
+      `watched from ${tip}: ${JSON.stringify(lateTxs)}`);
+    const narrower = await page.evaluate((from) => window.client.rescan({ fromHeight: from })
+      .then(() => 'resolved', (e) => `${e.name}: ${e.message}`), tip + 1);
+    assert(narrower.startsWith('InvalidArgument'), `a rescan above the wallet's start: ${narrower}`);
+    const summary = await page.evaluate(() => window.client.rescan({ fromHeight: 0 }));
     const txs = await page.evaluate(() => window.client.transactions());
     const heights = txs.map((t) => t.height);
     const want = [...x.payments.map((p) => p.height), x.spend.height];
@@ -1925,7 +1936,8 @@ async function walletScenario() {
     const bad = await page.evaluate(() => window.client.watch({ addresses: ['bc1qw508d6qejxtdg4y5r3zarvary0c5xw7kv8f3t4'] })
       .then(() => 'resolved', (e) => `${e.name}: ${e.message}`));
     assert(bad.startsWith('InvalidArgument') && bad.includes('network'), `a mainnet address on regtest: ${bad}`);
-    log(`  ${x.descriptor.slice(0, 24)}...: payments at ${x.payments.map((p) => `${p.height} (index ${p.index})`).join(', ')}, ` +
+    log(`  ${x.descriptor.slice(0, 24)}...: watched from ${tip}, only the spend; rescanned from 0: payments at ` +
+      `${x.payments.map((p) => `${p.height} (index ${p.index})`).join(', ')}, ` +
       `the spend at ${x.spend.height} (fee ${spend.fee}); balance ${summary.balance.confirmed} in ${utxos.length} coins`);
     const before = (await page.evaluate(() => window.client.metrics())).wallet;
     await stopClient(page);

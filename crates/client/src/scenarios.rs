@@ -561,6 +561,54 @@ fn the_wallet_finds_its_coins_in_the_blocks_its_filters_match() {
     assert_eq!(w.ledger.transactions().len(), 1);
 }
 
+/// A wallet's start set too late (its birthday after a payment) is widened by a rescan:
+/// the payment below the old start is found, what was found above is withdrawn and found
+/// again, and the next session goes on from the widened start. A start above the
+/// wallet's is refused, as is a rescan with nothing watched.
+#[test]
+fn a_rescan_from_below_the_wallets_start_finds_the_payment_before_it() {
+    use crate::engine::RescanError;
+    let mut net = Net::new(memory(), vec![TestChain::generate(5_000)], small);
+    net.drive();
+    assert_eq!(
+        net.host.engine.rescan(None),
+        Err(RescanError::NothingWatched)
+    );
+    net.host
+        .engine
+        .watch(&watch_coinbases(&[1_234, 4_500]), 2_000)
+        .unwrap();
+    net.drive();
+    assert_eq!(wallet_events(&net.host.events), [(true, 4_500)]);
+    assert_eq!(
+        net.host.engine.rescan(Some(3_000)),
+        Err(RescanError::AfterStart { start: 2_000 })
+    );
+    net.host.events.clear();
+    net.host.engine.rescan(Some(1_000)).unwrap();
+    net.drive();
+    assert!(net.host.engine.wallet_synced());
+    assert_eq!(
+        wallet_events(&net.host.events),
+        [(false, 4_500), (true, 1_234), (true, 4_500)]
+    );
+    // A full rescan from the (widened) start finds the same.
+    net.host.events.clear();
+    net.host.engine.rescan(None).unwrap();
+    net.drive();
+    assert_eq!(
+        wallet_events(&net.host.events),
+        [(false, 1_234), (false, 4_500), (true, 1_234), (true, 4_500)]
+    );
+    // The next session: the widened start, both payments, nothing fetched again.
+    let store = net.store;
+    let mut net = Net::new(store, vec![TestChain::generate(5_000)], small);
+    net.drive();
+    let w = net.host.engine.wallet().unwrap();
+    assert_eq!((w.from, w.ledger.transactions().len()), (1_000, 2));
+    assert_eq!(wallet_events(&net.host.events), []);
+}
+
 /// A wallet resumed beside a saved scan that does not match all its scripts (an app's
 /// scan() under way when the tab closed, or a scan saved with a key derived wrongly: a
 /// machine computed one) is not left paused: it scans again from its start with its own

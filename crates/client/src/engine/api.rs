@@ -243,6 +243,21 @@ impl Engine {
             .with_wallet(&self.ctx, |w| w.set_label(record, clear))
     }
 
+    /// Scan the wallet again, from `from` (its start widened to it: a birthday set too
+    /// late) or, with `None`, from its start (a full rescan): what it found is withdrawn
+    /// ([`Event::Wallet`]) and found again as the scan passes it, with whatever the wider
+    /// range adds. The scan's progress is saved as any scan's, so a reload goes on with
+    /// it. Refused when nothing is watched, or for a start after the wallet's.
+    pub fn rescan(&mut self, from: Option<u32>) -> Result<(), super::wallet::RescanError> {
+        let base = self.tasks.headers.syncer.base_height();
+        let result = self
+            .tasks
+            .wallet
+            .rescan(&mut self.ctx, &mut self.tasks.scan, from, base);
+        self.settle();
+        result
+    }
+
     /// Receive silent payments (BIP352) for `receiver` from block `from`: its scan takes the
     /// tweaks the gateways agree on (or a block proves), matches each block's verified
     /// filter and searches the blocks that match; each output found is an

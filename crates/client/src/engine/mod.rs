@@ -91,7 +91,9 @@ enum Hashing {
     Nobody,
 }
 pub use relay::BroadcastError;
-pub use wallet::{BLOCK_RETRY, UNCONFIRMED_EXPIRY, WAIT_REPORT, WaitReason, WalletTrace};
+pub use wallet::{
+    BLOCK_RETRY, RescanError, UNCONFIRMED_EXPIRY, WAIT_REPORT, WaitReason, WalletTrace,
+};
 
 use crate::reason::{DropReason, TransportError};
 use crate::wallet::blocks::WalletSet;

@@ -102,6 +102,21 @@ pub struct WalletTrace {
     pub deadline: Option<Millis>,
 }
 
+/// Why a rescan was refused ([`WalletTask::rescan`]).
+#[derive(Clone, Copy, PartialEq, Eq, Debug, thiserror::Error)]
+pub enum RescanError {
+    /// Nothing is watched: there is nothing to scan for.
+    #[error("no wallet: watch something first")]
+    NothingWatched,
+    /// A start after the wallet's own: a rescan widens the wallet's history, it never
+    /// narrows it (what was found before that height would be kept unchecked).
+    #[error("a rescan starts at or below the wallet's start (block {start})")]
+    AfterStart {
+        /// The wallet's start.
+        start: u32,
+    },
+}
+
 /// The wallet task's state.
 pub struct WalletTask {
     /// The watch-only wallet, once something is watched.
@@ -181,6 +196,30 @@ impl WalletTask {
         let done = f(&mut w)?;
         self.wallet = Some(w);
         Ok(done)
+    }
+
+    /// Scan the wallet again from `from`, widening its start to it, or from its start
+    /// (see [`super::Engine::rescan`]). `base` is the store's first height.
+    pub fn rescan(
+        &mut self,
+        ctx: &mut Ctx,
+        scan: &mut ScanTask,
+        from: Option<u32>,
+        base: u32,
+    ) -> Result<(), RescanError> {
+        let Some(wallet) = self.wallet.as_mut().filter(|w| !w.watch.is_empty()) else {
+            return Err(RescanError::NothingWatched);
+        };
+        if let Some(from) = from {
+            if from > wallet.from {
+                return Err(RescanError::AfterStart { start: wallet.from });
+            }
+            // Saved with the wallet (restart marks it changed): a reload goes on from the
+            // widened start.
+            wallet.from = from;
+        }
+        self.restart(ctx, scan, base);
+        Ok(())
     }
 
     /// Stop watching `items` (see [`super::Engine::unwatch`]).

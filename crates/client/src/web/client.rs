@@ -304,6 +304,23 @@ impl Client {
         }
     }
 
+    /// Scan the wallet again: `{ fromHeight? }`. With `fromHeight`, its start is widened
+    /// to that block (a birthday set too late: payments below it are found); without,
+    /// from its start (a full rescan). What it found is withdrawn (`transaction` events)
+    /// and found again as the scan passes; `scan` events show the progress, and a reload
+    /// goes on from where the scan stood. Resolves `{ transactions, balance }` once synced
+    /// and saved; rejects with `InvalidArgument` when nothing is watched or for a
+    /// `fromHeight` above the wallet's start.
+    pub fn rescan(&self, options: JsValue) -> Promise {
+        let given = !options.is_undefined()
+            && !options.is_null()
+            && js_sys::Reflect::has(&options, &"fromHeight".into()).unwrap_or(false);
+        match given.then(|| from_height(&options)).transpose() {
+            Ok(from) => self.call(Query::Rescan(from)),
+            Err(e) => Promise::reject(&e),
+        }
+    }
+
     /// The wallet's transactions, oldest first: `[{ txid, height, blockHash, position,
     /// received, sent, fee, status, label }]` (satoshis as numbers; `fee` null unless every
     /// input was ours; `label` the transaction's BIP329 label, or null).

@@ -88,6 +88,9 @@ pub enum Query {
     },
     /// Stop watching these; resolves once what is left is synced again.
     Unwatch(Vec<crate::wallet::Watched>),
+    /// Scan the wallet again, from this height (its start widened) or from its start;
+    /// resolves once synced again.
+    Rescan(Option<u32>),
     /// The wallet's transactions, coins or balance (answered from the engine).
     Wallet(WalletQuery),
     /// Send a signed transaction to every gateway that relays; resolves once they answered.

@@ -20,6 +20,7 @@ pub async fn answer(store: &IdbStore, call: Call) {
         | Query::Scan { .. }
         | Query::Watch { .. }
         | Query::Unwatch(_)
+        | Query::Rescan(_)
         | Query::Wallet(_)
         | Query::Broadcast(_)
         | Query::CreatePsbt(_)

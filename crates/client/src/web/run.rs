@@ -750,6 +750,12 @@ impl Net {
                 .call1(&JsValue::NULL, &js::error("InvalidArgument", e.to_string()));
             return;
         }
+        self.wallet_scanning(call);
+    }
+
+    /// The wallet's scan started (`watch`, `rescan`): an app's `scan()` under way is
+    /// replaced, and `call` is answered once the wallet is synced and saved.
+    fn wallet_scanning(&mut self, call: Call) {
         if let Some(old) = self.scan_call.take() {
             let _ = old.reject.call1(
                 &JsValue::NULL,
@@ -759,6 +765,21 @@ impl Net {
         self.scan_progress = (0, 0);
         self.watch_calls.push(call);
         self.pump();
+    }
+
+    /// A `rescan` call: the wallet's scan starts again; answered once it is synced and
+    /// saved, as `watch` is.
+    fn rescanning(&mut self, call: Call) {
+        let Query::Rescan(from) = &call.query else {
+            return;
+        };
+        if let Err(e) = self.engine.rescan(*from) {
+            let _ = call
+                .reject
+                .call1(&JsValue::NULL, &js::error("InvalidArgument", e.to_string()));
+            return;
+        }
+        self.wallet_scanning(call);
     }
 
     /// A `watchSilentPayments` call: the receiver's scan starts; resolved at once with
@@ -1348,6 +1369,7 @@ impl Host for Net {
             Query::Wallet(_) => self.wallet_query(call),
             Query::Broadcast(_) => self.broadcasting(call),
             Query::Unwatch(_) => self.unwatching(call),
+            Query::Rescan(_) => self.rescanning(call),
             Query::CreatePsbt(_) | Query::BumpFee { .. } => self.creating_psbt(call),
             Query::ImportLabels(_) | Query::SetLabel { .. } => self.labelling(call),
             Query::FeeRates => match self.engine.fee_rates() {
