@@ -311,6 +311,27 @@ async function inEngine(engine) {
     log(`wallet: the page lists transactions in blocks ${watched.walletTxs.join(', ')}; confirmed ` +
       `${watched.walletConfirmed}, immature ${watched.walletImmature} after ${((Date.now() - t) / 1000).toFixed(1)} s`);
 
+    // The rescan button: from above the wallet's start it says why not; from below, the
+    // wallet is scanned again and lists the same two.
+    await page.fill('#wallet-from', String(Math.floor(GENERATE / 2) + 1));
+    await page.click('#wallet-rescan');
+    let rescanError = '';
+    for (const asked = Date.now(); !rescanError && Date.now() - asked < 10_000;) {
+      await sleep(100);
+      rescanError = await page.evaluate(() => document.getElementById('wallet-error').textContent);
+    }
+    assert(/at or below the wallet's start/.test(rescanError), `a rescan above the start: ${rescanError}`);
+    await page.fill('#wallet-from', String(Math.floor(GENERATE / 2) - 1_000));
+    await page.click('#wallet-rescan');
+    let rescanned = [];
+    for (const asked = Date.now(); !rescanned.length && Date.now() - asked < 120_000;) {
+      await sleep(200);
+      rescanned = await page.evaluate(() => [...document.querySelectorAll('#event-log li')]
+        .map((l) => l.textContent).filter((t) => t.includes('The wallet is rescanned')));
+    }
+    assert(rescanned.length === 1 && /2 transaction\(s\), 100\.00000000 BTC/.test(rescanned[0]), `the rescan: ${rescanned}`);
+    log(`rescan: a start above the wallet's refused (${rescanError.slice(0, 60)}...); from 1,000 below it: ${rescanned[0]}`);
+
     // 4d. The send form: the two coins are of scripts watched as such, which the wallet
     // spends only when named, so a PSBT from the form is refused with what is spendable
     // and why; a bad amount is refused before asking.

@@ -15,6 +15,7 @@ const ui = {
   items: $<HTMLTextAreaElement>('wallet-items'),
   from: $<HTMLInputElement>('wallet-from'),
   watch: $<HTMLButtonElement>('wallet-watch'),
+  rescan: $<HTMLButtonElement>('wallet-rescan'),
   error: $('wallet-error'),
   confirmed: $('wallet-confirmed'),
   pending: $('wallet-pending'),
@@ -253,6 +254,7 @@ export function attach(c: LightwireClient | null): void {
   off = [];
   client = c;
   ui.watch.disabled = !c;
+  ui.rescan.disabled = !c;
   ui.send.disabled = !c;
   ui.psbtCreate.disabled = !c;
   ui.psbtEstimate.disabled = !c;
@@ -286,6 +288,29 @@ ui.form.addEventListener('submit', async (ev) => {
   try {
     const summary = await c.watch({ ...parsed, fromHeight: from });
     log('info', `The wallet is synced: ${count(summary.transactions)} transaction(s), ${btc(summary.balance.confirmed)}.`);
+    await refresh();
+  } catch (e) {
+    const err = e as Error;
+    if (err.name !== 'Stopped') showError(explain(e));
+  }
+});
+
+// The wallet scanned again from the height in the form: a birthday widened, or a full
+// rescan from the wallet's start when the height is its start.
+ui.rescan.addEventListener('click', async () => {
+  showError(null);
+  const c = client;
+  if (!c) return;
+  const from = Number(ui.from.value || 0);
+  if (!Number.isInteger(from) || from < 0) {
+    showError('The start height is a whole number, 0 or more.');
+    ui.from.focus();
+    return;
+  }
+  log('info', `Rescanning the wallet from block ${count(from)}.`);
+  try {
+    const summary = await c.rescan({ fromHeight: from });
+    log('info', `The wallet is rescanned: ${count(summary.transactions)} transaction(s), ${btc(summary.balance.confirmed)}.`);
     await refresh();
   } catch (e) {
     const err = e as Error;
