@@ -545,6 +545,10 @@ export interface Utxo {
   status: 'confirmed' | 'unconfirmed';
   /** Its output's BIP329 label; null with none. */
   label: string | null;
+  /** The address its script pays (null for a script no address stands for). */
+  address: string | null;
+  /** That address's BIP329 label; null with none. */
+  addressLabel: string | null;
   /**
    * Frozen (BIP329 `spendable: false`): {@link LightwireClient.createPsbt} leaves it out
    * unless named in `coins`.

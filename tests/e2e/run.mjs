@@ -3518,6 +3518,12 @@ async function spendScenario() {
       && byRef[`tx ${signed1.txid}`].origin === origin && byRef[`output ${coldRef}`]?.spendable === false
       && byRef[`addr ${keys.bip86.address(0, 0)}`]?.label === 'BIP86 receive 0' && exported.endsWith('\n'),
     `the export, with nothing of the refused file: ${exported}`);
+    // A coin's address and that address's label (written in capitals: the same address).
+    assert(typeof cold.address === 'string' && cold.address.startsWith('bcrt1'), `the coin's address: ${JSON.stringify(cold)}`);
+    assert((await call('setLabel', { type: 'addr', ref: cold.address.toUpperCase(), label: 'cold address' })).error === undefined,
+      'an address labelled');
+    const coldNow = (await call('utxos')).r.find((u) => `${u.txid}:${u.vout}` === coldRef);
+    assert(coldNow?.addressLabel === 'cold address' && coldNow.address === cold.address, `the coin's address label: ${JSON.stringify(coldNow)}`);
     assert((await call('setLabel', { type: 'output', ref: coldRef, spendable: true })).error === undefined, 'thawed');
     assert(!(await call('utxos')).r.some((u) => u.frozen), 'nothing frozen after the thaw');
     log(`  labels: a BIP329 file of 3 records (and one of an unknown type) imported, the coin it froze left out of ` +

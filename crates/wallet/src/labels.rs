@@ -170,7 +170,7 @@ pub struct Imported {
 }
 
 /// A wallet's labels, by what they are attached to (in BIP329's terms, each reference in
-/// its one written form: lowercase hex, the address as given).
+/// its one written form: lowercase hex, the address as the wallet writes it).
 #[derive(Clone, PartialEq, Eq, Debug, Default)]
 pub struct Labels {
     entries: BTreeMap<(LabelKind, String), LabelEntry>,
@@ -450,9 +450,10 @@ fn cut_label(text: &str) -> (String, bool) {
 }
 
 /// `reference` of `kind` in its one written form, if it is what the kind names on
-/// `network`: hex lowercased, `txid:index` with the index in decimal, an address as given
-/// (checked to decode for the network), an extended key checked to be one (78 bytes,
-/// base58check).
+/// `network`: hex lowercased, `txid:index` with the index in decimal, an address decoded
+/// for the network and written again as the wallet writes it (bech32 in lowercase: the
+/// same address in capitals, as QR codes carry it, is one label), an extended key checked
+/// to be one (78 bytes, base58check).
 pub fn normalize(kind: LabelKind, reference: &str, network: Network) -> Option<String> {
     let r = reference.trim();
     match kind {
@@ -470,7 +471,7 @@ pub fn normalize(kind: LabelKind, reference: &str, network: Network) -> Option<S
         }
         LabelKind::Addr => crate::script_of_address(r, network)
             .ok()
-            .map(|_| String::from(r)),
+            .and_then(|script| crate::address::address_of(&script, network)),
         LabelKind::Xpub => (crate::address::base58check(r)?.len() == 78).then(|| String::from(r)),
         LabelKind::Spscan => (!r.is_empty() && r.is_ascii() && !r.contains(char::is_whitespace))
             .then(|| String::from(r)),
@@ -624,6 +625,32 @@ mod tests {
         assert!(
             lines.contains(&"{\"type\":\"output\",\"ref\":\"f91d0a8a78462bc59398f2c5d7a84fcff491c26ba54c4833478b202796c8aafd:1\",\"label\":\"Output\",\"spendable\":false}"),
             "{lines:#?}"
+        );
+    }
+
+    /// An address is one label however its case is written (bech32 in capitals is the
+    /// same address), kept as the wallet writes it, and found by that.
+    #[test]
+    fn an_address_in_capitals_is_the_same_address() {
+        let mut l = Labels::new();
+        let lower = "bc1q34aq5drpuwy3wgl9lhup9892qp6svr8ldzyy7c";
+        let upper = lower.to_ascii_uppercase();
+        l.import(&[record("addr", &upper, Some("QR"))], Network::Mainnet)
+            .unwrap();
+        assert_eq!(
+            l.get(LabelKind::Addr, lower)
+                .and_then(|e| e.label.as_deref()),
+            Some("QR")
+        );
+        l.import(&[record("addr", lower, Some("again"))], Network::Mainnet)
+            .unwrap();
+        assert_eq!(l.len(), 1);
+        let base58 = "1BvBMSEYstWetqTFn5Au4m4GFg7xJaNVN2";
+        l.import(&[record("addr", base58, Some("legacy"))], Network::Mainnet)
+            .unwrap();
+        assert!(
+            l.get(LabelKind::Addr, base58).is_some(),
+            "base58 kept as it is"
         );
     }
 

@@ -329,10 +329,11 @@ impl Client {
     }
 
     /// The wallet's coins no known transaction spends: `[{ txid, vout, value, script,
-    /// height, confirmations, coinbase, status, label, frozen, descriptor, keychain, index,
-    /// derivationPath, masterFingerprint }]` (`height` null while unconfirmed; `label` the
-    /// output's BIP329 label or null; `frozen` for `spendable: false`; the key origin null
-    /// for a coin of a script or address watched as such).
+    /// height, confirmations, coinbase, status, label, frozen, address, addressLabel,
+    /// descriptor, keychain, index, derivationPath, masterFingerprint }]` (`height` null
+    /// while unconfirmed; `label` the output's BIP329 label or null; `frozen` for
+    /// `spendable: false`; `address` null for a script no address stands for; the key
+    /// origin null for a coin of a script or address watched as such).
     pub fn utxos(&self) -> Promise {
         self.call(Query::Wallet(WalletQuery::Utxos))
     }

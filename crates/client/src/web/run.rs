@@ -957,7 +957,7 @@ impl Net {
                             confirmations,
                             coinbase,
                         );
-                        with_label(&o, &w.labels, &c.outpoint);
+                        with_label(&o, w, &c.outpoint, &c.script);
                         with_origin(o, &w.watch, &c.script, None)
                     });
                 let pending = u
@@ -969,7 +969,7 @@ impl Net {
                         let silent = t.silent.iter().find(|s| s.vout == o.vout);
                         let outpoint = o;
                         let o = utxo_object(&o, value, script, JsValue::NULL, 0, false);
-                        with_label(&o, &w.labels, &outpoint);
+                        with_label(&o, w, &outpoint, script);
                         with_origin(o, &w.watch, script, silent)
                     });
                 confirmed.chain(pending).collect::<js_sys::Array>().into()
@@ -1116,9 +1116,16 @@ fn tx_label(labels: &Labels, txid: &lightwire_primitives::Txid) -> JsValue {
         .map_or(JsValue::NULL, JsValue::from)
 }
 
-/// A `utxos()` entry's `label` (its output's, or null) and `frozen` (BIP329's
-/// `spendable: false`: createPsbt picks it only when named).
-fn with_label(o: &JsValue, labels: &Labels, outpoint: &lightwire_wallet::Outpoint) {
+/// A `utxos()` entry's `label` (its output's, or null), `frozen` (BIP329's
+/// `spendable: false`: createPsbt picks it only when named), `address` (of its script,
+/// null for a script no address stands for) and `addressLabel` (that address's label).
+fn with_label(
+    o: &JsValue,
+    w: &crate::wallet::WalletSync,
+    outpoint: &lightwire_wallet::Outpoint,
+    script: &[u8],
+) {
+    let labels = &w.labels;
     let entry = (!labels.is_empty())
         .then(|| labels.get(LabelKind::Output, &crate::spend::outpoint_text(outpoint)))
         .flatten();
@@ -1126,6 +1133,18 @@ fn with_label(o: &JsValue, labels: &Labels, outpoint: &lightwire_wallet::Outpoin
     js::set(o, "label", label.map_or(JsValue::NULL, JsValue::from));
     let frozen = entry.is_some_and(|e| e.spendable == Some(false));
     js::set(o, "frozen", frozen.into());
+    let address = lightwire_wallet::address::address_of(script, w.network());
+    let address_label = address
+        .as_deref()
+        .filter(|_| !labels.is_empty())
+        .and_then(|a| labels.get(LabelKind::Addr, a))
+        .and_then(|e| e.label.as_deref());
+    js::set(
+        o,
+        "addressLabel",
+        address_label.map_or(JsValue::NULL, JsValue::from),
+    );
+    js::set(o, "address", address.map_or(JsValue::NULL, JsValue::from));
 }
 
 /// A `utxos()` entry with where its key comes from, for a signer (BIP174): for a coin of
