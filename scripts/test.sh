@@ -15,6 +15,20 @@ if [ "${CI:-}" = true ]; then
   export CARGO_INCREMENTAL=0
 fi
 
+# Room on disk, checked before half an hour of work: a fresh clone's target/ grows to about
+# 3 GB, the browser tests' temporary files (btcd's and nginx's directories, the exported
+# chains, the browsers' profiles) to about 1 GB more. Short of room, every later step fails
+# with ENOSPC one after another, which reads like many faults instead of one.
+need_gb=2
+[ -d target/release ] || need_gb=5
+for dir in "$ROOT" "${TMPDIR:-/tmp}"; do
+  free_gb=$(( $(df -Pk "$dir" | awk 'NR == 2 { print $4 }') / 1048576 ))
+  if [ "$free_gb" -lt "$need_gb" ]; then
+    echo "only $free_gb GB free on the disk holding $dir; the tests need about $need_gb GB there" >&2
+    exit 1
+  fi
+done
+
 step "cargo fmt --check"
 cargo fmt --all -- --check
 
