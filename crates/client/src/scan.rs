@@ -82,6 +82,19 @@ pub type Owners = u64;
 /// The owner of the scripts of [`Scan::new`] and [`Scan::add_scripts`].
 pub const FIRST_OWNER: Owners = 1;
 
+/// Where one owner's matches begin: its `start`, and `resume`, at or above it, the height
+/// it is matched from again after the scan went back for another owner. Below `resume`
+/// its matches are known already (kept in the scan's matches): the pass going back for
+/// the other does not report them twice, nor lose them (an owner that goes back itself,
+/// as a wallet does when the gap limit makes a script its own, finds them there).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+struct Span {
+    /// The owner (one bit).
+    owner: Owners,
+    start: u32,
+    resume: u32,
+}
+
 /// What changed in the scan's results.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum ScanChange {
@@ -162,8 +175,11 @@ pub struct Scan {
     /// The next height to match.
     next: u32,
     matches: Vec<(u32, BlockHash)>,
-    /// Whose scripts each match matched (as `matches`).
+    /// Whose scripts each match matched (as `matches`). A match at or above `next` is
+    /// one of owners matched past it already ([`Span`]).
     match_owners: Vec<Owners>,
+    /// Where each owner's matches begin, one for each owner.
+    spans: Vec<Span>,
     /// Blocks not reached yet that a contested filter matched (see [`Self::contest`]),
     /// ascending: matched when the scan gets there, whatever our filter says. Saved with
     /// the scan, so that a session that ends first does not forget them.
@@ -219,9 +235,178 @@ impl Scan {
         // Taken as given, not joined: joining thousands of scripts needs a sort, and a
         // sort of these costs the module about 7 KB; a repeat costs the matcher nothing.
         scan.all_owners = owners.iter().fold(0, |a, o| a | o);
+        scan.spans = bits(scan.all_owners)
+            .map(|owner| Span {
+                owner,
+                start: from,
+                resume: from,
+            })
+            .collect();
         scan.scripts = scripts;
         scan.owners = owners;
         scan
+    }
+
+    /// Owner `owner` (one bit) is scanned again from `from`, with `scripts` (its own,
+    /// replacing those it had): its matches are withdrawn and found again as the scan
+    /// passes them. The other owners keep theirs: where the scan goes back below what it
+    /// matched for them, they are matched again only from there on ([`Span`]), so one
+    /// pass over each filter serves the one going back and the others going on. Returns
+    /// the requests given up when the scan moves (their answers may still come).
+    pub fn rewind(&mut self, owner: Owners, scripts: Vec<Vec<u8>>, from: u32) -> Vec<GivenUp> {
+        self.hold_others();
+        self.forget(owner);
+        self.spans.push(Span {
+            owner,
+            start: from,
+            resume: from,
+        });
+        // Taken as given, as in `owned`: a script another owner watches may come twice.
+        self.owners
+            .extend(core::iter::repeat_n(owner, scripts.len()));
+        self.scripts.extend(scripts);
+        self.all_owners |= owner;
+        self.from = self.first_start().unwrap_or(from);
+        self.saved = None;
+        self.seek_first_due()
+    }
+
+    /// Owner `owner` is matched again from `height` (scripts of its that the scan passed
+    /// without, new to it): its matches from there are withdrawn and found again, the
+    /// other owners keep theirs (as in [`Self::rewind`]). Returns the requests given up.
+    pub fn back_to(&mut self, owner: Owners, height: u32) -> Vec<GivenUp> {
+        self.hold_others();
+        self.unmark(owner, height);
+        for s in self.spans.iter_mut().filter(|s| s.owner == owner) {
+            s.resume = height.max(s.start);
+        }
+        self.saved = None;
+        self.seek_first_due()
+    }
+
+    /// Every owner is marked matched to where the scan stands (before it goes back for
+    /// one of them).
+    fn hold_others(&mut self) {
+        let next = self.next;
+        for s in self.spans.iter_mut() {
+            s.resume = s.resume.max(next);
+        }
+    }
+
+    /// The scan goes to the first height an owner is due at, if it stands elsewhere.
+    fn seek_first_due(&mut self) -> Vec<GivenUp> {
+        match self.spans.iter().map(|s| s.resume).min() {
+            Some(first) if first != self.next => self.seek(first),
+            _ => Vec::new(),
+        }
+    }
+
+    /// Whether owner `owner` has everything stored (up to `stored`) matched: the scan
+    /// has, or the owner was matched past it before the scan went back for another.
+    pub fn at_tip_for(&self, owner: Owners, stored: Option<u32>) -> bool {
+        let past = self
+            .spans
+            .iter()
+            .any(|s| s.owner == owner && stored.is_some_and(|t| s.resume > t));
+        past || self.at_tip(stored)
+    }
+
+    /// Owner `owner` leaves the scan: its scripts, and its marks on the matches, go (a
+    /// match of no one else's with them).
+    pub fn remove_owner(&mut self, owner: Owners) {
+        self.forget(owner);
+        self.from = self.first_start().unwrap_or(self.from);
+        self.saved = None;
+    }
+
+    /// The lowest start of an owner's.
+    fn first_start(&self) -> Option<u32> {
+        self.spans.iter().map(|s| s.start).min()
+    }
+
+    /// Everything of `owner`'s goes: its scripts, its marks on the matches, its span.
+    fn forget(&mut self, owner: Owners) {
+        for o in self.owners.iter_mut() {
+            *o &= !owner;
+        }
+        let mut keep = self.owners.iter().map(|&o| o != 0);
+        self.scripts.retain(|_| keep.next().unwrap_or(true));
+        self.owners.retain(|&o| o != 0);
+        self.unmark(owner, 0);
+        self.spans.retain(|s| s.owner != owner);
+        self.all_owners &= !owner;
+    }
+
+    /// `owner`'s marks on the matches from `height` on go (a match left with none goes).
+    fn unmark(&mut self, owner: Owners, height: u32) {
+        for (o, m) in self.match_owners.iter_mut().zip(&self.matches) {
+            if m.0 >= height {
+                *o &= !owner;
+            }
+        }
+        let mut keep = self.match_owners.iter().map(|&o| o != 0);
+        self.matches.retain(|_| keep.next().unwrap_or(true));
+        self.match_owners.retain(|&o| o != 0);
+    }
+
+    /// The scan stands at `height` from now on, with nothing read or asked: the requests
+    /// in flight are given up (returned), the window and a mirror's file dropped.
+    fn seek(&mut self, height: u32) -> Vec<GivenUp> {
+        self.next = height;
+        self.hashes.clear();
+        self.headers.clear();
+        self.start = height;
+        self.reading = None;
+        self.reported_tip = false;
+        self.mirror_gone();
+        self.abandon().collect()
+    }
+
+    /// The owners whose matches at `height` are due: those started at or below it and
+    /// not matched past it already.
+    fn due_at(&self, height: u32) -> Owners {
+        self.spans
+            .iter()
+            .filter(|s| height >= s.resume)
+            .fold(0, |a, s| a | s.owner)
+    }
+
+    /// The owners started at or below `height`.
+    fn started_at(&self, height: u32) -> Owners {
+        self.spans
+            .iter()
+            .filter(|s| height >= s.start)
+            .fold(0, |a, s| a | s.owner)
+    }
+
+    /// Block `hash` at `height` matched for `owners`: kept in height order, the marks of
+    /// a block matched already joined. The change to tell, for the owners new to it.
+    // Called from the filter paths of gateways and mirrors and from disputes: one copy.
+    #[inline(never)]
+    fn add_match(&mut self, height: u32, hash: BlockHash, owners: Owners) -> Option<ScanChange> {
+        let at = self.matches.partition_point(|&(h, _)| h < height);
+        let owners = match self.matches.get(at) {
+            // The block of that height (a reorganisation withdraws what is above the fork
+            // before the scan matches the other branch).
+            Some(&(h, _)) if h == height => {
+                let new = owners & !self.match_owners[at];
+                self.match_owners[at] |= new;
+                // Saved again: the count of matches did not change.
+                self.saved = None;
+                new
+            }
+            _ if owners != 0 => {
+                self.matches.insert(at, (height, hash));
+                self.match_owners.insert(at, owners);
+                owners
+            }
+            _ => 0,
+        };
+        (owners != 0).then_some(ScanChange::Matched {
+            height,
+            hash,
+            owners,
+        })
     }
 
     fn empty(capacity: usize, from: u32) -> Scan {
@@ -234,6 +419,7 @@ impl Scan {
             next: from,
             matches: Vec::new(),
             match_owners: Vec::new(),
+            spans: Vec::new(),
             forced: Vec::new(),
             reading: None,
             start: from,
@@ -276,7 +462,17 @@ impl Scan {
                     changed = true;
                 }
             }
-            self.all_owners |= owner;
+            if self.all_owners & owner != owner {
+                // An owner new to the scan is matched from here on.
+                let next = self.next;
+                self.spans
+                    .extend(bits(owner & !self.all_owners).map(|owner| Span {
+                        owner,
+                        start: next,
+                        resume: next,
+                    }));
+                self.all_owners |= owner;
+            }
         }
         if changed {
             // Saved again (the scripts are part of the saved state).
@@ -284,19 +480,15 @@ impl Scan {
         }
     }
 
-    /// Whose scripts filter `filter` of block `hash` matches, given that it matches the
-    /// scripts of all owners together: with one owner, that one; else each owner's own
+    /// Which of `among` filter `filter` of block `hash` matches the scripts of, given that
+    /// it matches theirs together: with one owner, that one; else each owner's own
     /// scripts matched again (a match is rare: one filter in thousands).
-    fn owners_matching(&mut self, filter: &[u8], hash: &BlockHash) -> Owners {
-        if self.all_owners.count_ones() <= 1 {
-            return self.all_owners;
+    fn owners_matching(&mut self, filter: &[u8], hash: &BlockHash, among: Owners) -> Owners {
+        if among.count_ones() <= 1 {
+            return among;
         }
         let mut found = 0;
-        for bit in 0..Owners::BITS {
-            let owner = 1 << bit;
-            if self.all_owners & owner == 0 {
-                continue;
-            }
+        for owner in bits(among) {
             let (scripts, owners) = (&self.scripts, &self.owners);
             let own = scripts
                 .iter()
@@ -324,6 +516,11 @@ impl Scan {
     /// The scripts watched.
     pub fn scripts(&self) -> &[Vec<u8>] {
         &self.scripts
+    }
+
+    /// Whose each of [`Self::scripts`] is.
+    pub fn owners(&self) -> &[Owners] {
+        &self.owners
     }
 
     /// A gateway announced a tip: what was refused as not on its chain is asked again.
@@ -359,11 +556,12 @@ impl Scan {
 
     /// The scan's state for the store, if it moved since it was last saved (by 1,000
     /// blocks, or at all when nothing is in flight, or a match came or went):
-    /// `version 3 | from u32 | next u32 | scripts (u32 count, then u16 length, bytes and
+    /// `version 4 | from u32 | next u32 | scripts (u32 count, then u16 length, bytes and
     /// owners u64 each) | matches | blocks matched ahead | owners of each match (u64
-    /// each)`, each list a u32 count, then height u32 and hash 32 each; little-endian.
-    /// (Versions 1 and 2, still read, had no owners: all [`FIRST_OWNER`]'s; version 1 no
-    /// blocks matched ahead either.)
+    /// each) | spans (u32 count, then owner u64, start u32 and resume u32 each)`, each
+    /// list of blocks a u32 count, then height u32 and hash 32 each; little-endian.
+    /// (Version 3, still read, had no spans: every owner started at `from`; versions 1
+    /// and 2 no owners either: all [`FIRST_OWNER`]'s; version 1 no blocks matched ahead.)
     pub fn save(&mut self) -> Option<Vec<u8>> {
         let now = (self.next, self.matches.len(), self.forced.len());
         let due = match self.saved {
@@ -384,7 +582,7 @@ impl Scan {
         }
         self.saved = Some(now);
         let mut out = Vec::with_capacity(16 + self.scripts.len() * 32 + self.matches.len() * 44);
-        out.push(3);
+        out.push(4);
         out.extend_from_slice(&self.from.to_le_bytes());
         out.extend_from_slice(&self.next.to_le_bytes());
         out.extend_from_slice(&(self.scripts.len() as u32).to_le_bytes());
@@ -403,6 +601,12 @@ impl Scan {
         for owners in &self.match_owners {
             out.extend_from_slice(&owners.to_le_bytes());
         }
+        out.extend_from_slice(&(self.spans.len() as u32).to_le_bytes());
+        for s in &self.spans {
+            out.extend_from_slice(&s.owner.to_le_bytes());
+            out.extend_from_slice(&s.start.to_le_bytes());
+            out.extend_from_slice(&s.resume.to_le_bytes());
+        }
         Some(out)
     }
 
@@ -417,9 +621,10 @@ impl Scan {
         };
         let u32_of = |b: &[u8]| u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
         let u64_of = |b: &[u8]| u64::from_le_bytes(b.try_into().unwrap_or([0; 8]));
-        // Version 1 had no blocks matched ahead; versions 1 and 2 no owners.
+        // Version 1 had no blocks matched ahead; versions 1 and 2 no owners; versions 1
+        // to 3 no spans.
         let version = take(1)?[0];
-        if !(1..=3).contains(&version) {
+        if !(1..=4).contains(&version) {
             return None;
         }
         let from = u32_of(take(4)?);
@@ -432,7 +637,7 @@ impl Scan {
             let len = usize::from(u16::from_le_bytes([len[0], len[1]]));
             scripts.push(take(len)?.to_vec());
             owners.push(match version {
-                3 => u64_of(take(8)?),
+                3.. => u64_of(take(8)?),
                 _ => FIRST_OWNER,
             });
         }
@@ -450,22 +655,66 @@ impl Scan {
         let mut match_owners = Vec::with_capacity(matches.len());
         for _ in 0..matches.len() {
             match_owners.push(match version {
-                3 => u64_of(take(8)?),
+                3.. => u64_of(take(8)?),
                 _ => FIRST_OWNER,
             });
         }
-        // Every script someone's, every match someone's of those: a match of nobody's
-        // would be fetched for no wallet, its payment hidden.
         let all = owners.iter().fold(0, |a, o| a | o);
+        let spans: Vec<Span> = match version {
+            4 => {
+                let n = u32_of(take(4)?);
+                let mut spans = Vec::with_capacity(n.min(64) as usize);
+                for _ in 0..n {
+                    let owner = u64_of(take(8)?);
+                    let (start, resume) = (u32_of(take(4)?), u32_of(take(4)?));
+                    spans.push(Span {
+                        owner,
+                        start,
+                        resume,
+                    });
+                }
+                spans
+            }
+            _ => bits(all)
+                .map(|owner| Span {
+                    owner,
+                    start: from,
+                    resume: from,
+                })
+                .collect(),
+        };
+        // Every script someone's, every match someone's of those: a match of nobody's
+        // would be fetched for no wallet, its payment hidden. One span for each owner,
+        // each at or above the scan's start; a match at or above where the scan stands
+        // only of owners matched past it, none below an owner's start.
+        let span_of = |o: Owners| spans.iter().find(|s| s.owner == o);
+        let span_owners = spans.iter().fold(0, |a, s| a | s.owner);
+        let spans_ok = spans.len() == all.count_ones() as usize
+            && span_owners == all
+            && spans
+                .iter()
+                .all(|s| s.owner.count_ones() == 1 && from <= s.start && s.start <= s.resume);
+        let match_ok = |&(h, _): &(u32, BlockHash), &o: &Owners| {
+            h >= from
+                && o != 0
+                && o & !all == 0
+                && bits(o)
+                    .all(|o| span_of(o).is_some_and(|s| h >= s.start && (h < next || h < s.resume)))
+        };
         if next < from
-            || matches.iter().any(|&(h, _)| h < from || h >= next)
+            || !spans_ok
+            || !matches.windows(2).all(|w| w[0].0 < w[1].0)
+            || !matches
+                .iter()
+                .zip(&match_owners)
+                .all(|(m, o)| match_ok(m, o))
             || !forced.is_sorted()
             || owners.contains(&0)
-            || match_owners.iter().any(|&o| o == 0 || o & !all != 0)
         {
             return None;
         }
         let mut scan = Scan::owned(scripts, owners, from);
+        scan.spans = spans;
         scan.next = next;
         scan.start = next;
         scan.next_request = next;
@@ -495,11 +744,6 @@ impl Scan {
         if !matched {
             return None;
         }
-        // Whose: with no filter kept, everyone's.
-        let owners = match c.filter.is_empty() {
-            true => self.all_owners,
-            false => self.owners_matching(&c.filter, &c.hash),
-        };
         let entry = (c.height, c.hash);
         if c.height >= self.next {
             let at = self.forced.partition_point(|f| *f < entry);
@@ -508,17 +752,14 @@ impl Scan {
             }
             return None;
         }
-        let at = self.matches.partition_point(|&(h, _)| h < c.height);
-        if self.matches.get(at).is_some_and(|&(h, _)| h == c.height) {
-            return None;
-        }
-        self.matches.insert(at, entry);
-        self.match_owners.insert(at, owners);
-        Some(ScanChange::Matched {
-            height: c.height,
-            hash: c.hash,
-            owners,
-        })
+        // Whose: those started by then (matched past it or not: our filter may have said
+        // no for them); with no filter kept, every one of those.
+        let started = self.started_at(c.height);
+        let owners = match c.filter.is_empty() {
+            true => started,
+            false => self.owners_matching(&c.filter, &c.hash, started),
+        };
+        self.add_match(c.height, c.hash, owners)
     }
 
     /// Keep only what the stored chain still bears out: a match whose block is no longer
@@ -533,9 +774,18 @@ impl Scan {
             let height = self.matches[i].0;
             self.matches.truncate(i);
             self.match_owners.truncate(i);
+            self.resume_by(height);
             self.next = self.next.min(height);
             self.start = self.next;
             self.next_request = self.next;
+        }
+    }
+
+    /// What was matched from `height` on is gone for every owner: each is matched again
+    /// from there at the latest.
+    fn resume_by(&mut self, height: u32) {
+        for s in self.spans.iter_mut() {
+            s.resume = s.resume.min(height).max(s.start);
         }
     }
 
@@ -702,6 +952,9 @@ impl Scan {
     }
 
     /// One piece of the filters asked up to `end`: true when it ends the filter of `end`.
+    // One copy for the gateways' answers and the mirrors' files (a call a piece is
+    // nothing beside matching a filter).
+    #[inline(never)]
     fn on_piece(
         &mut self,
         p: &FilterPiece<'_>,
@@ -744,7 +997,15 @@ impl Scan {
         if let Some(kept) = self.kept.as_mut().filter(|_| !theirs) {
             kept.put(height, *hash, &self.buf);
         }
-        let scripts = self.scripts.iter().map(Vec::as_slice);
+        // Only the scripts of owners due here: those of owners matched past it already
+        // would match again what they have (and cost a match of each owner's own).
+        let due = self.due_at(height);
+        let scripts = self
+            .scripts
+            .iter()
+            .zip(&self.owners)
+            .filter(|(_, o)| **o & due != 0)
+            .map(|(s, _)| s.as_slice());
         let matched = self
             .matcher
             .match_any(&self.buf, &hash.0, scripts)
@@ -754,23 +1015,20 @@ impl Scan {
             self.forced.first() == Some(&(height, *hash))
         };
         if matched || forced || theirs {
-            // A block matched whatever our filter says is everyone's to read.
+            // A block matched whatever our filter says is everyone's to read (every owner
+            // started by then: one matched past it may not have read it).
             let owners = match matched && !forced && !theirs {
                 true => {
                     let filter = core::mem::take(&mut self.buf);
-                    let owners = self.owners_matching(&filter, hash);
+                    let owners = self.owners_matching(&filter, hash, due);
                     self.buf = filter;
                     owners
                 }
-                false => self.all_owners,
+                false => self.started_at(height),
             };
-            self.matches.push((height, *hash));
-            self.match_owners.push(owners);
-            change(ScanChange::Matched {
-                height,
-                hash: *hash,
-                owners,
-            });
+            if let Some(c) = self.add_match(height, *hash, owners) {
+                change(c);
+            }
         }
         self.filters += 1;
         self.next += 1;
@@ -881,6 +1139,7 @@ impl Scan {
             self.match_owners.pop();
             change(ScanChange::Withdrawn { height: h, hash });
         }
+        self.resume_by(height);
         if self.next > height {
             self.next = height.max(self.from);
         }
@@ -911,6 +1170,13 @@ impl Scan {
         };
         given_up.into_iter()
     }
+}
+
+/// Each owner of `owners`, one bit each, lowest first.
+fn bits(owners: Owners) -> impl Iterator<Item = Owners> {
+    (0..Owners::BITS)
+        .map(|b| 1 << b)
+        .filter(move |o| owners & o != 0)
 }
 
 #[cfg(test)]
@@ -1054,6 +1320,17 @@ mod tests {
         (changes, Ok(()))
     }
 
+    /// Each change a match: its height and owners.
+    fn matched(changes: &[ScanChange]) -> Vec<(u32, Owners)> {
+        changes
+            .iter()
+            .map(|c| match c {
+                ScanChange::Matched { height, owners, .. } => (*height, *owners),
+                other => panic!("{other:?}"),
+            })
+            .collect()
+    }
+
     /// Read the window the scan asks for and take its requests: (id, first, last) each.
     fn requests(s: &mut Scan, headers: &[FilterHeader], stored: u32) -> Vec<(u32, u32, u32)> {
         if let Some((a, b)) = s.need_data(Some(stored)) {
@@ -1170,13 +1447,7 @@ mod tests {
         let r = requests(&mut s, &headers, 999);
         let (changes, e) = feed(&mut s, &answer(r[0].0, &filters, 0, 999, 65_535));
         e.unwrap();
-        let got: Vec<(u32, Owners)> = changes
-            .iter()
-            .map(|c| match c {
-                ScanChange::Matched { height, owners, .. } => (*height, *owners),
-                other => panic!("{other:?}"),
-            })
-            .collect();
+        let got = matched(&changes);
         // Block h holds [h as u8; 4]; blocks 7 and 1,500 hold "ours" too.
         let want = [
             (7, 1 | 4 | 8),
@@ -1193,6 +1464,86 @@ mod tests {
         // One owner more for a script: from the next filter on, the script not repeated.
         s.add_owned([(b"ours".to_vec(), 16)]);
         assert_eq!((s.scripts().len(), s.all_owners()), (4, 31));
+    }
+
+    /// One owner scanned again from below where the scan stands (a wallet watching more):
+    /// the others keep what they had, are not told it twice, and are matched again only
+    /// past where the scan stood; their matches above where it stands now are saved.
+    #[test]
+    fn a_scan_gone_back_for_one_owner_keeps_the_others_matches() {
+        let (filters, headers) = chain(2500);
+        let mut s = Scan::owned(vec![vec![9; 4], b"ours".to_vec()], vec![1, 2], 0);
+        let r = requests(&mut s, &headers, 2499);
+        for (id, a, b) in r {
+            feed(&mut s, &answer(id, &filters, a, b, 65_535)).1.unwrap();
+        }
+        assert_eq!(s.next(), 2000);
+        let one = [9, 265, 521, 777, 1033, 1289, 1545, 1801];
+        let heights = |s: &Scan, o: Owners| -> Vec<u32> {
+            s.matches()
+                .iter()
+                .zip(s.match_owners())
+                .filter(|(_, m)| **m & o != 0)
+                .map(|((h, _), _)| *h)
+                .collect()
+        };
+        assert_eq!(
+            (heights(&s, 1), heights(&s, 2)),
+            (one.to_vec(), vec![7, 1500])
+        );
+        // Owner 2 watches one script more, from 1,000.
+        let gave_up = s.rewind(2, vec![b"ours".to_vec(), vec![7; 4]], 1000);
+        assert!(gave_up.is_empty(), "nothing was in flight");
+        assert_eq!((s.next(), s.from()), (1000, 0));
+        assert_eq!((heights(&s, 1), heights(&s, 2)), (one.to_vec(), vec![]));
+        // Saved here, owner 1's matches above where the scan stands are kept.
+        let saved = s.save().unwrap();
+        let r = Scan::restore(&saved).unwrap();
+        assert_eq!(
+            (r.matches(), r.match_owners()),
+            (s.matches(), s.match_owners())
+        );
+        assert_eq!(r.spans, s.spans);
+        // A match above where the scan stands of an owner not matched past it: not a scan.
+        let mut bad = saved.clone();
+        let last_match_owners = bad.len() - 4 - 2 * 16 - 8;
+        bad[last_match_owners..last_match_owners + 8].copy_from_slice(&3u64.to_le_bytes());
+        assert!(Scan::restore(&bad).is_none());
+        let mut changes = Vec::new();
+        for (id, a, b) in requests(&mut s, &headers, 2499) {
+            let (c, e) = feed(&mut s, &answer(id, &filters, a, b, 65_535));
+            e.unwrap();
+            changes.extend(c);
+        }
+        let got = matched(&changes);
+        // Owner 2's from 1,000; owner 1's only from 2,000, where the scan stood.
+        let want = [
+            (1031, 2),
+            (1287, 2),
+            (1500, 2),
+            (1543, 2),
+            (1799, 2),
+            (2055, 2),
+            (2057, 1),
+            (2311, 2),
+            (2313, 1),
+        ];
+        assert_eq!(got, want);
+        assert_eq!(
+            heights(&s, 1),
+            [&one[..], &[2057, 2313]].concat(),
+            "owner 1's matches whole"
+        );
+        assert!(s.matches().windows(2).all(|w| w[0].0 < w[1].0));
+        // A reorganisation below where both stand takes every owner back to it.
+        let mut withdrawn = 0;
+        assert_eq!(s.reorg(1199, |_| withdrawn += 1).count(), 0);
+        assert_eq!((s.next(), withdrawn), (1200, 11));
+        assert!(s.spans.iter().all(|sp| sp.resume <= 1200));
+        // The owner leaving takes its marks: blocks only it had go.
+        s.remove_owner(2);
+        assert_eq!(s.matches().len(), 5);
+        assert_eq!((s.all_owners(), s.scripts()), (1, &[vec![9; 4]][..]));
     }
 
     #[test]

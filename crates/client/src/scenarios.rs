@@ -25,6 +25,7 @@ mod mempool;
 mod miscomputed;
 mod silent;
 mod trust;
+mod wallets;
 
 fn small(e: &mut Engine) {
     e.syncer_mut().request_size = 2_000;

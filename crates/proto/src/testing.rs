@@ -38,6 +38,8 @@ pub struct TestChain {
     /// The heights of the filters read to be served, in order (each read once per answer
     /// for a filter in one piece).
     pub filter_reads: std::sync::Mutex<Vec<u32>>,
+    /// The heights of the blocks served, in order (each read once per answer).
+    pub block_reads: std::sync::Mutex<Vec<u32>>,
     /// Whether blocks are served.
     pub serve_blocks: bool,
     /// Heights whose block is "being fetched" (answers wait for them).
@@ -218,6 +220,7 @@ impl TestChain {
             pending_filters: Default::default(),
             missing_filters: Default::default(),
             filter_reads: Default::default(),
+            block_reads: Default::default(),
             serve_blocks: true,
             pending_blocks: Default::default(),
             replaced_blocks: HashMap::new(),
@@ -640,6 +643,9 @@ impl Served for TestChain {
         }
         if height as usize >= self.headers.len() || self.withheld_blocks.contains(&height) {
             return FilterLookup::Missing;
+        }
+        if let Ok(mut reads) = self.block_reads.lock() {
+            reads.push(height);
         }
         FilterLookup::Ready(read(&self.block(height)))
     }

@@ -13,6 +13,7 @@ use super::{Action, Counters, Engine, Event, GatewayId, GatewayState, relay::Bro
 use crate::filters::FilterSync;
 use crate::scan::Scan;
 use crate::sync::Syncer;
+use crate::wallet::blocks::WalletId;
 use crate::wallet::{WalletSync, WatchError, Watched};
 
 /// The store: resume, reads, commits.
@@ -179,14 +180,17 @@ impl Engine {
     /// had not applied are fetched again.
     pub fn resume_wallet(&mut self, wallet: WalletSync) {
         let base = self.tasks.headers.syncer.base_height();
-        self.tasks
-            .wallet
-            .resume(&mut self.ctx, &mut self.tasks.scan, wallet, base);
+        self.tasks.wallet.resume(
+            &mut self.ctx,
+            &mut self.tasks.scan,
+            vec![(WalletId::DEFAULT, wallet)],
+            base,
+        );
     }
 
-    /// The wallet's state to save, when it changed since it was last saved.
+    /// The default wallet's state to save, when it changed since it was last saved.
     pub fn wallet_to_save(&mut self) -> Option<Vec<u8>> {
-        self.tasks.wallet.wallet.as_mut()?.to_save()
+        self.tasks.wallet.one_mut()?.to_save()
     }
 }
 
@@ -214,13 +218,33 @@ impl Engine {
     /// for them, fetches the blocks that match and keeps what they did. Watching more
     /// later scans again from the wallet's start (what was found is found again).
     pub fn watch(&mut self, items: &[Watched], from: u32) -> Result<(), WatchError> {
+        self.watch_in(WalletId::DEFAULT, items, from)
+    }
+
+    /// Watch `items` in wallet `id` (made if there is none), as [`Self::watch`] does for
+    /// the default wallet: every wallet's scripts are matched in one scan, and a wallet
+    /// watching more goes back to its start alone (the others keep what they found).
+    pub fn watch_in(
+        &mut self,
+        id: WalletId,
+        items: &[Watched],
+        from: u32,
+    ) -> Result<(), WatchError> {
         let base = self.tasks.headers.syncer.base_height();
         let result =
             self.tasks
                 .wallet
-                .watch(&mut self.ctx, &mut self.tasks.scan, items, from, base);
+                .watch(&mut self.ctx, &mut self.tasks.scan, (id, items), from, base);
         self.settle();
         result
+    }
+
+    /// Wallet `id` goes, with what it watched and found (the others go on as they were).
+    pub fn remove_wallet(&mut self, id: WalletId) {
+        self.tasks
+            .wallet
+            .remove(&mut self.ctx, &mut self.tasks.scan, id);
+        self.settle();
     }
 
     /// Import BIP329 label `records` (a file's lines, in order) into the wallet, whole or
@@ -232,7 +256,7 @@ impl Engine {
     ) -> Result<lightwire_wallet::labels::Imported, LabelError> {
         self.tasks
             .wallet
-            .with_wallet(&self.ctx, |w| w.import_labels(records))
+            .with_wallet(&self.ctx, WalletId::DEFAULT, |w| w.import_labels(records))
     }
 
     /// Set one label record's fields (`clear`: remove its label), as
@@ -240,7 +264,7 @@ impl Engine {
     pub fn set_label(&mut self, record: &LabelRecord, clear: bool) -> Result<(), LabelError> {
         self.tasks
             .wallet
-            .with_wallet(&self.ctx, |w| w.set_label(record, clear))
+            .with_wallet(&self.ctx, WalletId::DEFAULT, |w| w.set_label(record, clear))
     }
 
     /// Scan the wallet again, from `from` (its start widened to it: a birthday set too
@@ -249,11 +273,20 @@ impl Engine {
     /// range adds. The scan's progress is saved as any scan's, so a reload goes on with
     /// it. Refused when nothing is watched, or for a start after the wallet's.
     pub fn rescan(&mut self, from: Option<u32>) -> Result<(), super::wallet::RescanError> {
+        self.rescan_in(WalletId::DEFAULT, from)
+    }
+
+    /// Scan wallet `id` again, as [`Self::rescan`] does for the default wallet.
+    pub fn rescan_in(
+        &mut self,
+        id: WalletId,
+        from: Option<u32>,
+    ) -> Result<(), super::wallet::RescanError> {
         let base = self.tasks.headers.syncer.base_height();
-        let result = self
-            .tasks
-            .wallet
-            .rescan(&mut self.ctx, &mut self.tasks.scan, from, base);
+        let result =
+            self.tasks
+                .wallet
+                .rescan(&mut self.ctx, &mut self.tasks.scan, (id, from), base);
         self.settle();
         result
     }
@@ -280,7 +313,7 @@ impl Engine {
         from: u32,
         origin: Option<lightwire_wallet::descriptor::KeyOrigin>,
     ) {
-        if let (Some(o), Some(w)) = (&origin, self.tasks.wallet.wallet.as_mut()) {
+        if let (Some(o), Some(w)) = (&origin, self.tasks.wallet.one_mut()) {
             w.watch.set_spend_origin(receiver.spend_public(), o.clone());
         }
         self.tasks.silent.spend_origin = origin;
@@ -325,11 +358,17 @@ impl Engine {
     /// transaction found is withdrawn, then those of what is left found again). Nothing
     /// left: the wallet's scan stops.
     pub fn unwatch(&mut self, items: &[Watched]) -> Result<(), WatchError> {
+        self.unwatch_in(WalletId::DEFAULT, items)
+    }
+
+    /// Stop watching `items` in wallet `id`, as [`Self::unwatch`] does for the default
+    /// wallet: only that wallet is scanned again.
+    pub fn unwatch_in(&mut self, id: WalletId, items: &[Watched]) -> Result<(), WatchError> {
         let base = self.tasks.headers.syncer.base_height();
-        let result = self
-            .tasks
-            .wallet
-            .unwatch(&mut self.ctx, &mut self.tasks.scan, items, base);
+        let result =
+            self.tasks
+                .wallet
+                .unwatch(&mut self.ctx, &mut self.tasks.scan, (id, items), base);
         self.settle();
         result
     }
@@ -444,9 +483,14 @@ impl Engine {
         self.tasks.scan.at_tip(&self.ctx)
     }
 
-    /// The wallet, if one watches anything.
+    /// The default wallet, if there is one.
     pub fn wallet(&self) -> Option<&WalletSync> {
-        self.tasks.wallet.wallet.as_ref()
+        self.tasks.wallet.one()
+    }
+
+    /// Wallet `id`, if there is one.
+    pub fn wallet_of(&self, id: WalletId) -> Option<&WalletSync> {
+        self.tasks.wallet.get(id)
     }
 
     /// Where the wallet's block fetching stands, when a wallet is watched.
@@ -454,9 +498,16 @@ impl Engine {
         self.tasks.wallet.trace(&self.ctx, &self.tasks.scan)
     }
 
-    /// Whether the wallet has matched everything stored and applied every block matched.
+    /// Whether the default wallet has matched everything stored and applied every block
+    /// matched.
     pub fn wallet_synced(&self) -> bool {
-        self.tasks.wallet.synced(&self.ctx, &self.tasks.scan)
+        self.wallet_synced_of(WalletId::DEFAULT)
+    }
+
+    /// Whether wallet `id` has matched everything stored and applied every block matched
+    /// for it.
+    pub fn wallet_synced_of(&self, id: WalletId) -> bool {
+        self.tasks.wallet.synced(&self.ctx, &self.tasks.scan, id)
     }
 
     /// Whether the wallet is synced and what it watches and found is saved: what a
@@ -468,7 +519,7 @@ impl Engine {
 
     /// Whether what the wallet holds is saved (nothing changed since its last save).
     pub fn wallet_saved(&self) -> bool {
-        !self.tasks.wallet.wallet.as_ref().is_some_and(|w| w.dirty)
+        !self.tasks.wallet.one().is_some_and(|w| w.dirty)
     }
 
     /// Counters since the start.

@@ -277,12 +277,13 @@ impl MempoolTask {
             return Err(DropReason::Mempool(MempoolError::Flooding(over as u16)));
         };
         p.tokens = left;
-        if silent.is_some() && wallet.wallet.is_none() {
+        if silent.is_some() && wallet.one().is_none() {
             // A receiver alone: its unconfirmed payments need a wallet to be held in
             // (nothing watched; one watched later scans from its own start).
-            wallet.wallet = Some(super::wallet::WalletTask::empty(ctx));
+            let empty = super::wallet::WalletTask::empty(ctx);
+            wallet.put(crate::wallet::blocks::WalletId::DEFAULT, empty);
         }
-        let Some(w) = wallet.wallet.as_mut() else {
+        let Some(w) = wallet.one_mut() else {
             return Ok(());
         };
         if d.reset {
@@ -555,7 +556,7 @@ impl MempoolTask {
             }
             found = silent_outputs(&self.found, scan.spend_key());
         }
-        let Some(w) = wallet.wallet.as_mut() else {
+        let Some(w) = wallet.one_mut() else {
             return Ok(());
         };
         match w.add_unconfirmed_silent(m.tx, Source::Announced, ctx.now.0, holders, &found) {

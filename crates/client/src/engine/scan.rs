@@ -17,7 +17,7 @@ use super::mirror::{Kind, MirrorFault, MirrorId};
 use super::task::{Task, View, timeout};
 use crate::ids::{GatewayId, GivenUp, TaskId};
 use crate::reason::DropReason;
-use crate::scan::{Scan, ScanChange};
+use crate::scan::{Owners, Scan, ScanChange};
 use lightwire_chain::BlockHash;
 
 /// The scan task's state.
@@ -49,6 +49,51 @@ impl ScanTask {
         self.scan = Some(scan);
         ctx.timers.touch(TaskId::Scan, ctx.now);
         self.for_wallet = false;
+    }
+
+    /// One owner of the wallets' scan under way is scanned again from `from` with
+    /// `scripts` (see [`Scan::rewind`]): the others keep what they found.
+    pub fn rewind(
+        &mut self,
+        ctx: &mut Ctx,
+        owner: Owners,
+        (scripts, from): (Vec<Vec<u8>>, u32),
+        base: u32,
+    ) {
+        let Some(scan) = self.scan.as_mut() else {
+            return;
+        };
+        let was = scan.mirror_reading();
+        let given_up = scan.rewind(owner, scripts, clamp(from, base));
+        ctx.give_up_all(given_up);
+        Self::stop_mirror_if_gone(ctx, was, scan);
+        self.contest_all(ctx);
+        ctx.timers.touch(TaskId::Scan, ctx.now);
+    }
+
+    /// One owner of the wallets' scan under way is matched again from `height` (see
+    /// [`Scan::back_to`]).
+    pub fn back_to(&mut self, ctx: &mut Ctx, owner: Owners, height: u32) {
+        let Some(scan) = self.scan.as_mut() else {
+            return;
+        };
+        let was = scan.mirror_reading();
+        let given_up = scan.back_to(owner, height);
+        ctx.give_up_all(given_up);
+        Self::stop_mirror_if_gone(ctx, was, scan);
+        self.contest_all(ctx);
+    }
+
+    /// Each contested block the scan will reach again is matched by the other gateway's
+    /// filter too (a block it passed keeps its match).
+    fn contest_all(&mut self, ctx: &mut Ctx) {
+        if let Some(scan) = self.scan.as_mut() {
+            for c in &ctx.contested {
+                if c.height >= scan.next() {
+                    scan.contest(c);
+                }
+            }
+        }
     }
 
     /// Whether the scan under way is of `scripts` from `from` (with the store's `base`).

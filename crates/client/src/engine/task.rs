@@ -124,11 +124,7 @@ impl Tasks {
                 .reached()
                 .and_then(|(t, hash)| filters.header_at(t).map(|ours| (t, hash, ours))),
             filters_asked: filters.asked(),
-            wallet: self
-                .wallet
-                .wallet
-                .as_ref()
-                .is_some_and(|w| !w.watch.is_empty()),
+            wallet: self.wallet.watching(),
             silent: self.silent.scan.is_some(),
             tip: {
                 let t = self.headers.syncer.tip();

@@ -941,12 +941,15 @@ fn a_block_in_flight_when_an_item_is_unwatched_is_given_up_not_forgotten() {
         Watched::Script(hex::encode([0x51])),
         Watched::Script(hex::encode([0x52])),
     ];
-    task.watch(&mut ctx, &mut scan, &items, 100, 0).unwrap();
-    let one = crate::wallet::blocks::WalletSet::of(crate::wallet::blocks::WalletId::DEFAULT);
+    let default = crate::wallet::blocks::WalletId::DEFAULT;
+    task.watch(&mut ctx, &mut scan, (default, &items), 100, 0)
+        .unwrap();
+    let one = crate::wallet::blocks::WalletSet::of(default);
     let block = (150, lightwire_chain::BlockHash([1; 32]), one);
     task.matched(&mut ctx, &scan, block, Some(g));
     let (_, id, _) = task.blocks.next_fetch(|_| Some(g)).unwrap();
-    task.unwatch(&mut ctx, &mut scan, &items[..1], 0).unwrap();
+    task.unwatch(&mut ctx, &mut scan, (default, &items[..1]), 0)
+        .unwrap();
     assert_eq!(ctx.given_up_answer(g, id, true), Ok(()));
 }
 

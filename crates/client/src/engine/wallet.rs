@@ -3,6 +3,14 @@
 //! checked and applied, and the gap limit's new scripts join the scan. The wallet drives
 //! its scan: the engine hands it the scan task where it needs one.
 //!
+//! Several wallets share one scan, each its owner in it ([`WalletId::owner`]): one pass
+//! over each filter matches every wallet's scripts, and a block matched for several is
+//! fetched once ([`Blocks`]). A wallet that starts again (it watches more, a rescan, an
+//! unwatch) takes the scan back to its start for itself alone: the others keep what they
+//! found and are matched again only past where the scan stood ([`crate::scan::Scan::rewind`]),
+//! so that one going back for the gap limit ([`Again::From`]) finds its blocks in the
+//! scan's matches whatever another did meanwhile.
+//!
 //! A block a gateway answers `not_found` for is asked of the next gateway; once every one
 //! connected has said so, all are asked again after [`BLOCK_RETRY`] (a reorganisation
 //! meanwhile withdraws the block): a bounded retry, never a stall on one gateway, and no
@@ -31,7 +39,7 @@ use crate::wallet::{
     Again, Applied, NotFound, WalletChange, WalletError, WalletSync, WatchError, Watched,
 };
 
-/// The one wallet the engine keeps today (its id in the block queue).
+/// The default wallet (the calls without a wallet name are for it).
 const ONE: WalletId = WalletId::DEFAULT;
 
 /// How long a block every connected gateway answered `not_found` for waits before they
@@ -119,8 +127,8 @@ pub enum RescanError {
 
 /// The wallet task's state.
 pub struct WalletTask {
-    /// The watch-only wallet, once something is watched.
-    pub wallet: Option<WalletSync>,
+    /// The watch-only wallets, by id (a [`WalletId`]'s index): `None` where there is none.
+    wallets: Vec<Option<WalletSync>>,
     /// The blocks its scan matched, fetched one at a time.
     pub blocks: Blocks,
     /// The gateway that vouched for the block at the front (its filter matched it) and
@@ -137,7 +145,7 @@ pub struct WalletTask {
 impl Default for WalletTask {
     fn default() -> WalletTask {
         WalletTask {
-            wallet: None,
+            wallets: Vec::new(),
             blocks: Blocks::default(),
             suspect: None,
             retry_at: None,
@@ -148,19 +156,78 @@ impl Default for WalletTask {
 }
 
 impl WalletTask {
-    /// Watch `items` from block `from`: the wallet scans for them (see
-    /// [`super::Engine::watch`]). `base` is the store's first height.
+    /// Wallet `id`, if there is one.
+    pub fn get(&self, id: WalletId) -> Option<&WalletSync> {
+        self.wallets.get(id.index())?.as_ref()
+    }
+
+    /// Wallet `id`, if there is one.
+    pub fn get_mut(&mut self, id: WalletId) -> Option<&mut WalletSync> {
+        self.wallets.get_mut(id.index())?.as_mut()
+    }
+
+    /// The default wallet, if there is one.
+    pub fn one(&self) -> Option<&WalletSync> {
+        self.get(ONE)
+    }
+
+    /// The default wallet, if there is one.
+    pub fn one_mut(&mut self) -> Option<&mut WalletSync> {
+        self.get_mut(ONE)
+    }
+
+    /// The slot of wallet `id` (made).
+    fn slot(&mut self, id: WalletId) -> &mut Option<WalletSync> {
+        if self.wallets.len() <= id.index() {
+            self.wallets.resize_with(id.index() + 1, || None);
+        }
+        &mut self.wallets[id.index()]
+    }
+
+    /// Put `wallet` in as wallet `id` (made before anything is watched, or restored).
+    pub fn put(&mut self, id: WalletId, wallet: WalletSync) {
+        *self.slot(id) = Some(wallet);
+    }
+
+    /// The wallets there are, with their ids.
+    fn each_mut(&mut self) -> impl Iterator<Item = (WalletId, &mut WalletSync)> {
+        self.wallets
+            .iter_mut()
+            .enumerate()
+            .filter_map(|(i, w)| Some((WalletId::new(i)?, w.as_mut()?)))
+    }
+
+    /// The wallets there are, with their ids.
+    fn each(&self) -> impl Iterator<Item = (WalletId, &WalletSync)> {
+        self.wallets
+            .iter()
+            .enumerate()
+            .filter_map(|(i, w)| Some((WalletId::new(i)?, w.as_ref()?)))
+    }
+
+    /// Whether there is any wallet.
+    pub fn any(&self) -> bool {
+        self.each().next().is_some()
+    }
+
+    /// Whether any wallet watches anything.
+    pub fn watching(&self) -> bool {
+        self.each().any(|(_, w)| !w.watch.is_empty())
+    }
+
+    /// Watch `items` in wallet `id` (made if there is none) from block `from`: the wallet
+    /// scans for them (see [`super::Engine::watch`]). `base` is the store's first height.
     pub fn watch(
         &mut self,
         ctx: &mut Ctx,
         scan: &mut ScanTask,
-        items: &[Watched],
+        (id, items): (WalletId, &[Watched]),
         from: u32,
         base: u32,
     ) -> Result<(), WatchError> {
         let network = ctx.params.network;
         let wallet = self
-            .wallet
+            .slot(id)
             .get_or_insert_with(|| WalletSync::new(network, from));
         let before = wallet.watch.len();
         wallet.watch(items)?;
@@ -169,7 +236,7 @@ impl WalletTask {
             // Everything from the start again, with every script: what was found is
             // withdrawn, and found again.
             wallet.from = from;
-            self.restart(ctx, scan, base);
+            self.restart(ctx, scan, id, base);
         }
         Ok(())
     }
@@ -182,19 +249,20 @@ impl WalletTask {
         WalletSync::new(ctx.params.network, from)
     }
 
-    /// `f` on the wallet; with none, on an empty one ([`Self::empty`]) kept only if `f`
+    /// `f` on wallet `id`; with none, on an empty one ([`Self::empty`]) kept only if `f`
     /// succeeds (a refused label makes no wallet).
     pub fn with_wallet<T, E>(
         &mut self,
         ctx: &Ctx,
+        id: WalletId,
         f: impl FnOnce(&mut WalletSync) -> Result<T, E>,
     ) -> Result<T, E> {
-        if let Some(w) = self.wallet.as_mut() {
+        if let Some(w) = self.get_mut(id) {
             return f(w);
         }
         let mut w = Self::empty(ctx);
         let done = f(&mut w)?;
-        self.wallet = Some(w);
+        self.put(id, w);
         Ok(done)
     }
 
@@ -204,10 +272,10 @@ impl WalletTask {
         &mut self,
         ctx: &mut Ctx,
         scan: &mut ScanTask,
-        from: Option<u32>,
+        (id, from): (WalletId, Option<u32>),
         base: u32,
     ) -> Result<(), RescanError> {
-        let Some(wallet) = self.wallet.as_mut().filter(|w| !w.watch.is_empty()) else {
+        let Some(wallet) = self.get_mut(id).filter(|w| !w.watch.is_empty()) else {
             return Err(RescanError::NothingWatched);
         };
         if let Some(from) = from {
@@ -218,7 +286,7 @@ impl WalletTask {
             // widened start.
             wallet.from = from;
         }
-        self.restart(ctx, scan, base);
+        self.restart(ctx, scan, id, base);
         Ok(())
     }
 
@@ -227,10 +295,10 @@ impl WalletTask {
         &mut self,
         ctx: &mut Ctx,
         scan: &mut ScanTask,
-        items: &[Watched],
+        (id, items): (WalletId, &[Watched]),
         base: u32,
     ) -> Result<(), WatchError> {
-        let Some(wallet) = self.wallet.as_mut() else {
+        let Some(wallet) = self.get_mut(id) else {
             return Ok(());
         };
         let Some(changes) = wallet.unwatch(items)? else {
@@ -238,64 +306,92 @@ impl WalletTask {
         };
         // The wallet starts from scratch: nothing of its queue is fetched any more. The
         // block in flight is given up (its answer still comes, and is no fault).
-        ctx.give_up_all(self.blocks.withdraw(ONE, 0));
+        ctx.give_up_all(self.blocks.withdraw(id, 0));
         self.suspect = None;
         tell(ctx, changes);
-        let scripts: Vec<Vec<u8>> = wallet.watch.scripts().map(<[u8]>::to_vec).collect();
-        if scripts.is_empty() {
-            scan.drop_wallets(ctx);
-        } else {
-            scan.start(ctx, scripts, wallet.from, base);
-            scan.for_wallet = true;
-        }
+        self.restart(ctx, scan, id, base);
         Ok(())
     }
 
-    /// Go on with a wallet restored from the store: the blocks its scan matched and it
-    /// had not applied are fetched again. A wallet that watches something and finds no
-    /// saved scan of all its scripts scans again from its start (see below).
+    /// Wallet `id` goes, with everything it watched and found; the scan and the blocks
+    /// queued go on for the others (nothing is told: the application removed it).
+    pub fn remove(&mut self, ctx: &mut Ctx, scan: &mut ScanTask, id: WalletId) {
+        if self.slot(id).take().is_none() {
+            return;
+        }
+        ctx.give_up_all(self.blocks.withdraw(id, 0));
+        self.suspect = None;
+        self.leave_scan(ctx, scan, id);
+    }
+
+    /// Wallet `id` (which watches nothing now, or is gone) leaves the wallets' scan; with
+    /// no wallet watching anything, the scan stops.
+    fn leave_scan(&self, ctx: &mut Ctx, scan: &mut ScanTask, id: WalletId) {
+        if !self.watching() {
+            scan.drop_wallets(ctx);
+        } else if let Some(s) = scan.scan.as_mut().filter(|_| scan.for_wallet) {
+            s.remove_owner(id.owner());
+        }
+    }
+
+    /// Go on with the wallets restored from the store: the blocks their scan matched and
+    /// they had not applied are fetched again. If the saved scan does not hold every
+    /// wallet's scripts as that wallet's, every wallet scans again from its start (see
+    /// below).
     pub fn resume(
         &mut self,
         ctx: &mut Ctx,
         scan: &mut ScanTask,
-        mut wallet: WalletSync,
+        wallets: Vec<(WalletId, WalletSync)>,
         base: u32,
     ) {
+        for (id, mut wallet) in wallets {
+            wallet.dirty = false;
+            self.put(id, wallet);
+        }
         if let Some(s) = scan.scan.as_ref() {
             for (&(h, hash), &owners) in s.matches().iter().zip(s.match_owners()) {
-                if wallet.wants(h) && WalletSet::from_owners(owners).has(ONE) {
-                    // Nothing is in flight yet: nothing to give up. Whose filter matched is
-                    // not kept with the scan.
-                    let _ = self.blocks.matched(h, hash, None, WalletSet::of(ONE));
-                }
+                let wanted = WalletSet::from_owners(owners)
+                    .iter()
+                    .filter(|&id| self.get(id).is_some_and(|w| w.wants(h)))
+                    .fold(WalletSet::NONE, |a, id| a.with(WalletSet::of(id)));
+                // Nothing is in flight yet: nothing to give up. Whose filter matched is
+                // not kept with the scan.
+                let _ = self.blocks.matched(h, hash, None, wanted);
             }
-            // The saved scan feeds the wallet if it watches all the wallet's scripts (the
-            // wallet's own does; an app's scan() replaced it otherwise).
-            scan.for_wallet = wallet
-                .watch
-                .scripts()
-                .all(|x| s.scripts().iter().any(|y| y == x));
+            // The saved scan feeds the wallets if it watches each one's scripts as its
+            // (the wallets' own does; an app's scan() replaced it otherwise).
+            scan.for_wallet = self.each().all(|(id, w)| {
+                w.watch.scripts().all(|x| {
+                    s.scripts()
+                        .iter()
+                        .zip(s.owners())
+                        .any(|(y, o)| y == x && o & id.owner() != 0)
+                })
+            });
         }
-        wallet.dirty = false;
-        let paused = !scan.for_wallet && !wallet.watch.is_empty();
-        self.wallet = Some(wallet);
+        let paused = !scan.for_wallet && self.each().any(|(_, w)| !w.watch.is_empty());
         if paused {
-            // No saved scan matches all of the wallet's scripts: an app's scan() was under
+            // No saved scan matches all of the wallets' scripts: an app's scan() was under
             // way when the client closed (its promise is gone with the page), or the scan
-            // and the wallet were saved with scripts derived differently (a machine that
-            // computed a wrong key: lightwire_wallet::descriptor). Left so, the wallet
-            // would fetch nothing its filters match for good, and say nothing: it scans
-            // again, with its own scripts, from its start.
-            self.restart(ctx, scan, base);
+            // and the wallets were saved with scripts derived differently (a machine that
+            // computed a wrong key: lightwire_wallet::descriptor). Left so, a wallet
+            // would fetch nothing its filters match for good, and say nothing: they scan
+            // again, with their own scripts, from their starts.
+            self.restart_all(ctx, scan, base);
         }
     }
 
-    /// Whether the wallet has matched everything stored and applied every block matched.
-    pub fn synced(&self, ctx: &Ctx, scan: &ScanTask) -> bool {
+    /// Whether wallet `id` has matched everything stored and applied every block matched
+    /// for it.
+    pub fn synced(&self, ctx: &Ctx, scan: &ScanTask, id: WalletId) -> bool {
         scan.for_wallet
-            && scan.at_tip(ctx)
-            && self.wallet.is_some()
-            && self.blocks.pending_for(ONE) == 0
+            && scan
+                .scan
+                .as_ref()
+                .is_some_and(|s| s.at_tip_for(id.owner(), ctx.stored_filters))
+            && self.get(id).is_some()
+            && self.blocks.pending_for(id) == 0
     }
 
     /// A `block` message for the wallet; `best` holds the best chain (where a suspect's
@@ -319,17 +415,19 @@ impl WalletTask {
                 block,
                 wallets,
             }) => {
-                let done = match self.wallet.as_mut() {
-                    Some(w) if wallets.has(ONE) => w.apply(height, &block),
-                    _ => Applied {
-                        height,
-                        changes: Vec::new(),
-                        derived: Vec::new(),
-                        again: None,
-                    },
-                };
+                let mut done: Vec<(WalletId, Applied)> = Vec::new();
+                for (id, w) in self.wallets.iter_mut().enumerate() {
+                    let (Some(id), Some(w)) = (WalletId::new(id), w.as_mut()) else {
+                        continue;
+                    };
+                    if wallets.has(id) {
+                        done.push((id, w.apply(height, &block)));
+                    }
+                }
                 self.judge(ctx, Some(g), height, best);
-                self.applied(ctx, scan, done, base);
+                for (id, done) in done {
+                    self.applied(ctx, scan, id, done, base);
+                }
                 Ok(())
             }
             Ok(Fetched::NotFound(n)) => {
@@ -377,15 +475,22 @@ impl WalletTask {
         self.suspect = self.suspect.filter(|s| s.height < first);
     }
 
-    /// What a block applied to the wallet did: events, the scan told of the scripts the
+    /// What a block applied to wallet `id` did: events, the scan told of the scripts the
     /// gap limit derived, and what must be done again (see [`crate::wallet`]).
-    fn applied(&mut self, ctx: &mut Ctx, scan: &mut ScanTask, done: Applied, base: u32) {
+    fn applied(
+        &mut self,
+        ctx: &mut Ctx,
+        scan: &mut ScanTask,
+        id: WalletId,
+        done: Applied,
+        base: u32,
+    ) {
         tell(ctx, done.changes);
         if !scan.for_wallet {
             return;
         }
         if done.again == Some(Again::Restart) {
-            self.restart(ctx, scan, base);
+            self.restart(ctx, scan, id, base);
             return;
         }
         if let Some(s) = scan.scan.as_mut()
@@ -396,50 +501,80 @@ impl WalletTask {
             // again and again. Nothing is lost: a script derived after the scan started is
             // not covered, and if it becomes the wallet's, the wallet scans again from its
             // start (Again::Restart).
-            s.add_scripts(done.derived);
+            s.add_owned(done.derived.into_iter().map(|x| (x, id.owner())));
         }
         if let Some(Again::From(first)) = done.again {
             // A block applied paid a script that has just become the wallet's: the ledger
             // goes back below it and the blocks the scan matched from there are applied
             // again.
-            self.again_from(ctx, scan, first);
+            self.again_from(ctx, scan, id, first);
         }
     }
 
-    /// The ledger goes back below `first`, and the blocks the scan matched from there are
-    /// fetched and applied again.
-    fn again_from(&mut self, ctx: &mut Ctx, scan: &ScanTask, first: u32) {
-        let (Some(wallet), Some(s)) = (self.wallet.as_mut(), scan.scan.as_ref()) else {
+    /// Wallet `id`'s ledger goes back below `first`, and the blocks the scan matched for
+    /// it from there are fetched and applied again.
+    // Called for a block applied and for one matched late: one copy.
+    #[inline(never)]
+    fn again_from(&mut self, ctx: &mut Ctx, scan: &ScanTask, id: WalletId, first: u32) {
+        let (Some(wallet), Some(s)) = (self.wallets.get_mut(id.index()), scan.scan.as_ref()) else {
+            return;
+        };
+        let Some(wallet) = wallet.as_mut() else {
             return;
         };
         let withdrawn = wallet.withdraw_from(first);
         self.suspect = self.suspect.filter(|s| s.height < first);
-        let mut given_up: Vec<GivenUp> = self.blocks.withdraw(ONE, first).into_iter().collect();
+        let mut given_up: Vec<GivenUp> = self.blocks.withdraw(id, first).into_iter().collect();
         // Matched again without the gateway whose filter matched: it is no longer known
         // (so not judged for these).
         for (&(h, hash), &owners) in s.matches().iter().zip(s.match_owners()) {
-            if h >= first && WalletSet::from_owners(owners).has(ONE) {
-                given_up.extend(self.blocks.matched(h, hash, None, WalletSet::of(ONE)));
+            if h >= first && WalletSet::from_owners(owners).has(id) {
+                given_up.extend(self.blocks.matched(h, hash, None, WalletSet::of(id)));
             }
         }
         tell(ctx, withdrawn);
         ctx.give_up_all(given_up);
     }
 
-    /// The wallet is scanned again from its start, with every script it derived.
-    fn restart(&mut self, ctx: &mut Ctx, scan: &mut ScanTask, base: u32) {
-        let Some(wallet) = self.wallet.as_mut() else {
+    /// Wallet `id` is scanned again from its start, with every script it derived; the
+    /// other wallets keep what they found (see the module documentation). A wallet that
+    /// watches nothing leaves the scan.
+    fn restart(&mut self, ctx: &mut Ctx, scan: &mut ScanTask, id: WalletId, base: u32) {
+        if !scan.for_wallet || scan.scan.is_none() {
+            // No scan of the wallets' under way (an app's scan() replaced it): all of them
+            // start again, in one scan.
+            self.restart_all(ctx, scan, base);
+            return;
+        }
+        let Some(wallet) = self.get_mut(id) else {
             return;
         };
         let withdrawn = wallet.restart();
-        let gave_up = self.blocks.withdraw(ONE, wallet.from);
-        let scripts: Vec<Vec<u8>> = wallet.watch.scripts().map(<[u8]>::to_vec).collect();
         let from = wallet.from;
+        let scripts: Vec<Vec<u8>> = wallet.watch.scripts().map(<[u8]>::to_vec).collect();
+        let gave_up = self.blocks.withdraw(id, from);
         self.suspect = None;
         tell(ctx, withdrawn);
         ctx.give_up_all(gave_up);
-        scan.start(ctx, scripts, from, base);
+        if scripts.is_empty() {
+            self.leave_scan(ctx, scan, id);
+        } else {
+            scan.rewind(ctx, id.owner(), (scripts, from), base);
+        }
+    }
+
+    /// Every wallet is scanned again from its start, in one scan replacing any under way
+    /// (none is started when none watches anything).
+    fn restart_all(&mut self, ctx: &mut Ctx, scan: &mut ScanTask, base: u32) {
+        if !self.watching() {
+            return;
+        }
+        // An empty scan of the wallets', each wallet then taken back to its start in it.
+        scan.start(ctx, Vec::new(), u32::MAX, base);
         scan.for_wallet = true;
+        for id in (0..self.wallets.len()).filter_map(WalletId::new) {
+            self.restart(ctx, scan, id, base);
+        }
     }
 
     /// The wallet's scan matched a block for `wallets`, by a filter gateway `voucher`
@@ -447,6 +582,7 @@ impl WalletTask {
     /// what the wallet applied (a contested block matched late, see
     /// [`crate::dispute::Contested`]) takes the ledger back below it, and what the scan
     /// matched from there is applied again, in order.
+    #[inline(never)]
     pub fn matched(
         &mut self,
         ctx: &mut Ctx,
@@ -454,19 +590,15 @@ impl WalletTask {
         (height, hash, wallets): (u32, BlockHash, WalletSet),
         voucher: Option<GatewayId>,
     ) {
-        let Some(w) = self.wallet.as_mut().filter(|_| wallets.has(ONE)) else {
-            return;
-        };
-        if !w.wants(height) {
-            if scan.for_wallet {
-                self.again_from(ctx, scan, height);
+        let mut wanted = WalletSet::NONE;
+        for id in wallets.iter() {
+            match self.get(id).map(|w| w.wants(height)) {
+                Some(true) => wanted = wanted.with(WalletSet::of(id)),
+                Some(false) if scan.for_wallet => self.again_from(ctx, scan, id, height),
+                _ => {}
             }
-            return;
         }
-        if let Some((g, id)) = self
-            .blocks
-            .matched(height, hash, voucher, WalletSet::of(ONE))
-        {
+        if let Some((g, id)) = self.blocks.matched(height, hash, voucher, wanted) {
             ctx.give_up(g, id);
         }
     }
@@ -504,9 +636,8 @@ impl WalletTask {
             .collect();
         let scanning = scan.for_wallet && scan.scan.is_some();
         if let Some(wallet) = self
-            .wallet
-            .as_mut()
-            .filter(|w| scanning && w.from <= height)
+            .get_mut(ONE)
+            .filter(|w| scanning && w.from <= height && !w.watch.is_empty())
         {
             // The payments' scripts the wallet does not watch yet (not a copy of all it
             // does).
@@ -524,11 +655,12 @@ impl WalletTask {
             }
             let passed = scan.scan.as_ref().is_some_and(|s| s.next() > height);
             if let Some(s) = scan.scan.as_mut() {
-                s.add_scripts(new);
+                s.add_owned(new.into_iter().map(|x| (x, ONE.owner())));
             }
             if passed {
-                // Scanned from there without them: again from there, with them.
-                scan.drop_from(ctx, height);
+                // Scanned from there without them: again from there, with them (the other
+                // wallets keep what they found).
+                scan.back_to(ctx, ONE.owner(), height);
                 let withdrawn = wallet.withdraw_from(height);
                 let gave_up = self.blocks.withdraw(ONE, height);
                 self.suspect = self.suspect.filter(|s| s.height < height);
@@ -538,16 +670,17 @@ impl WalletTask {
             return;
         }
         // A silent-payment output always watches.
-        let _ = self.watch(ctx, scan, &items, height, base);
+        let _ = self.watch(ctx, scan, (ONE, &items), height, base);
     }
 
-    /// A reorganisation at `fork`: what the wallet found above it is withdrawn.
+    /// A reorganisation at `fork`: what the wallets found above it is withdrawn.
     pub fn reorg(&mut self, ctx: &mut Ctx, fork: u32) {
         self.forget_suspect_from(fork.saturating_add(1));
-        let Some(w) = self.wallet.as_mut() else {
-            return;
-        };
-        let changes = w.reorg(fork, ctx.now.0);
+        let now = ctx.now.0;
+        let mut changes = Vec::new();
+        for (_, w) in self.each_mut() {
+            changes.extend(w.reorg(fork, now));
+        }
         let gave_up = fork
             .checked_add(1)
             .and_then(|first| self.blocks.withdraw_all(first));
@@ -556,36 +689,41 @@ impl WalletTask {
     }
 
     /// Transaction `raw` was broadcast and the gateways `holders` passed it to their
-    /// nodes: it is the wallet's unconfirmed transaction if it touches the wallet (one
-    /// that does not, or that a confirmed transaction conflicts, is not the wallet's to
-    /// show).
+    /// nodes: it is an unconfirmed transaction of each wallet it touches (one that does
+    /// not, or that a confirmed transaction conflicts, is not a wallet's to show).
     pub fn broadcast(&mut self, ctx: &mut Ctx, raw: &[u8], holders: u64) {
-        let Some(w) = self.wallet.as_mut() else {
-            return;
-        };
-        if let Ok(changes) = w.add_unconfirmed(raw, Source::Own, ctx.now.0, holders) {
-            tell(ctx, changes);
+        let now = ctx.now.0;
+        let mut changes = Vec::new();
+        for (_, w) in self.each_mut() {
+            if let Ok(c) = w.add_unconfirmed(raw, Source::Own, now, holders) {
+                changes.extend(c);
+            }
         }
+        tell(ctx, changes);
     }
 
     /// Gateway `g` is gone: it holds none of the unconfirmed transactions now.
     pub fn unheld(&mut self, ctx: &mut Ctx, g: GatewayId) {
-        if let Some(w) = self.wallet.as_mut() {
-            tell(ctx, w.forget_holder(g.bit()));
+        let mut changes = Vec::new();
+        for (_, w) in self.each_mut() {
+            changes.extend(w.forget_holder(g.bit()));
         }
+        tell(ctx, changes);
     }
 
-    /// When the next unconfirmed transaction expires, if one can.
+    /// When the next unconfirmed transaction of any wallet expires, if one can.
     fn expires_at(&self) -> Option<Millis> {
-        let w = self.wallet.as_ref()?;
-        w.unconfirmed
-            .next_expiry(self.expiry.as_millis() as u64)
+        let expiry = self.expiry.as_millis() as u64;
+        self.each()
+            .filter_map(|(_, w)| w.unconfirmed.next_expiry(expiry))
+            .min()
             .map(Millis)
     }
 
-    /// Where its block fetching stands (see [`WalletTrace`]), when a wallet is watched.
+    /// Where the default wallet's block fetching stands (see [`WalletTrace`]), when there
+    /// is one.
     pub fn trace(&self, ctx: &Ctx, scan: &ScanTask) -> Option<WalletTrace> {
-        let w = self.wallet.as_ref()?;
+        let w = self.one()?;
         Some(WalletTrace {
             scan_for_wallet: scan.for_wallet,
             scripts: (
@@ -643,7 +781,7 @@ impl Task for WalletTask {
     /// scan asks first: its filter matched). `Err` names a gateway whose connection broke.
     fn schedule(&mut self, ctx: &mut Ctx, conns: &mut Conns, view: &View) -> Result<(), Broke> {
         let scan_gateway = view.scan_gateway;
-        if self.wallet.is_none() || ctx.stopped {
+        if !self.any() || ctx.stopped {
             return Ok(());
         }
         let blocks = &mut self.blocks;
@@ -704,10 +842,12 @@ impl Task for WalletTask {
     /// again (the next schedule); unconfirmed transactions due expire.
     fn timed_out(&mut self, ctx: &mut Ctx) -> Vec<(GatewayId, DropReason)> {
         let now = ctx.now;
-        if self.expires_at().is_some_and(|t| t <= now)
-            && let Some(w) = self.wallet.as_mut()
-        {
-            let changes = w.expire_unconfirmed(now.0, self.expiry.as_millis() as u64);
+        if self.expires_at().is_some_and(|t| t <= now) {
+            let expiry = self.expiry.as_millis() as u64;
+            let mut changes = Vec::new();
+            for (_, w) in self.each_mut() {
+                changes.extend(w.expire_unconfirmed(now.0, expiry));
+            }
             tell(ctx, changes);
         }
         if let Some(g) = self.asked() {

@@ -31,13 +31,22 @@ impl WalletId {
     pub const DEFAULT: WalletId = WalletId(0);
 
     /// The id of number `n`, if below [`MAX_WALLETS`].
-    pub fn new(n: usize) -> Option<WalletId> {
-        (n < MAX_WALLETS).then_some(WalletId(n as u8))
+    pub const fn new(n: usize) -> Option<WalletId> {
+        if n < MAX_WALLETS {
+            Some(WalletId(n as u8))
+        } else {
+            None
+        }
     }
 
     /// Its number.
     pub fn index(self) -> usize {
         usize::from(self.0)
+    }
+
+    /// Its owner bit in the scan (the scan's owners are the wallets' ids).
+    pub fn owner(self) -> crate::scan::Owners {
+        1 << self.0
     }
 }
 

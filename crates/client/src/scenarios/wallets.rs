@@ -1,0 +1,193 @@
+//! Several wallets on one chain: one scan matches every wallet's scripts, a block matched
+//! for several is fetched once, and a wallet that starts again (it watches more, a
+//! rescan, an unwatch) takes the scan back for itself alone. The others keep what they
+//! found, however far back the scan goes or does not go.
+
+#[cfg(target_arch = "wasm32")]
+use wasm_bindgen_test::wasm_bindgen_test as test;
+
+use std::str::FromStr;
+
+use lightwire_chain::synthetic::{DEFAULT_PROFILE, Payment, Pool};
+use lightwire_proto::testing::TestChain;
+
+use super::{coinbase_script, small};
+use crate::testnet::{Net, memory};
+use crate::wallet::Watched;
+use crate::wallet::blocks::WalletId;
+
+/// A BIP84 account's xpub (BIP84's test vector), as a tpub: the wallets are on regtest.
+fn account() -> String {
+    let xpub = "xpub6CatWdiZiodmUeTDp8LT5or8nmbKNcuyvz7WyksVFkKB4RHwCD3XyuvPEbvqAQY3rAPshWcMLoP2fMFMKHPJ4ZeZXYVUhLv1VMrjPC7PW6V";
+    let key = bip32::XPub::from_str(xpub).expect("BIP84's xpub");
+    let tpub = key.to_extended_key(bip32::Prefix::TPUB).to_string();
+    format!("wpkh({tpub}/<0;1>/*)")
+}
+
+/// The account's receive script at `index`.
+fn receive(index: u32) -> Vec<u8> {
+    let d = lightwire_wallet::Descriptor::parse(&account(), lightwire_chain::Network::Regtest)
+        .expect("the account parses");
+    let branch = d.branch_key(0).expect("its receive branch");
+    d.script_at(&branch, index).expect("a script")
+}
+
+/// A chain of `count` blocks paying `payments` (height, script).
+fn paying(count: u32, payments: &[(u32, Vec<u8>)]) -> TestChain {
+    let payments = payments.iter().map(|(height, script)| Payment {
+        height: *height,
+        script: script.clone(),
+        value: 100_000,
+    });
+    let pool = Box::leak(Box::new(Pool::with_payments(
+        &DEFAULT_PROFILE,
+        payments,
+        2_000,
+    )));
+    TestChain::generate_paying(count, pool)
+}
+
+fn coinbase(height: u32) -> Watched {
+    Watched::Script(hex::encode(coinbase_script(height, 0)))
+}
+
+/// The heights of the blocks gateway 0 served.
+fn blocks_served<S: lightwire_store::HeaderStore>(net: &Net<S>) -> Vec<u32> {
+    let Some(gw) = net.host.gateways[0].as_ref() else {
+        panic!("connected");
+    };
+    gw.chain
+        .block_reads
+        .lock()
+        .map(|r| r.clone())
+        .unwrap_or_default()
+}
+
+/// The heights of wallet `id`'s transactions.
+fn found<S: lightwire_store::HeaderStore>(net: &Net<S>, id: WalletId) -> Vec<u32> {
+    let w = net.host.engine.wallet_of(id).expect("the wallet");
+    w.ledger.transactions().iter().map(|t| t.height).collect()
+}
+
+const SECOND: WalletId = match WalletId::new(1) {
+    Some(id) => id,
+    None => unreachable!(),
+};
+
+/// The trap of one scan for several wallets: the default wallet watches more, and its
+/// start (2,000) is above the second wallet's payments (1,100 and 1,200). The second
+/// then applies 1,200, which pays receive 10 and brings receive 25, paid at 1,100 and
+/// seen there only as a lookahead script, within the gap: it goes back to 1,100 and
+/// applies the scan's matches from there again. They must still be in the scan: a scan
+/// started again from the default wallet's start would have lost them, and hidden the
+/// payment at 1,100 for good.
+#[test]
+fn a_wallet_watching_more_leaves_another_wallets_matches_below_its_start() {
+    let mut chain = paying(3_000, &[(1_100, receive(25)), (1_200, receive(10))]);
+    chain.pending_blocks.insert(1_200);
+    let mut net = Net::new(memory(), vec![chain], small);
+    net.drive();
+    let engine = &mut net.host.engine;
+    engine
+        .watch_in(SECOND, &[Watched::Descriptor(account())], 1_000)
+        .unwrap();
+    engine.watch(&[coinbase(2_500)], 2_000).unwrap();
+    net.drive();
+    // Block 1,200's answer waits: the second wallet applied 1,100 (only its lookahead).
+    assert_eq!(found(&net, SECOND), [] as [u32; 0]);
+    let filters = net.host.engine.scan().map(|s| s.filters);
+    assert_eq!(filters, Some(2_001), "one pass from 1,000 for both");
+    // The default wallet watches one script more: it scans again from 2,000, alone.
+    net.host.engine.watch(&[coinbase(2_600)], 2_000).unwrap();
+    net.drive();
+    let Some(gw) = net.host.gateways[0].as_mut() else {
+        panic!("connected");
+    };
+    gw.chain.pending_blocks.clear();
+    gw.server.data_arrived();
+    net.drive();
+    assert_eq!(found(&net, SECOND), [1_100, 1_200]);
+    assert_eq!(found(&net, WalletId::DEFAULT), [2_500, 2_600]);
+    assert!(net.host.engine.wallet_synced());
+    assert!(net.host.engine.wallet_synced_of(SECOND));
+    let filters = net.host.engine.scan().map(|s| s.filters);
+    assert_eq!(filters, Some(2_001 + 1_001), "only from 2,000 again");
+}
+
+/// Two wallets watching the same script each find its payment, in one pass and one fetch
+/// of its block; one unwatching it leaves the other's as it was, and scans again alone
+/// from its own start; a reorganisation below takes what each found from both.
+#[test]
+fn two_wallets_watching_one_script_each_keep_their_own_view() {
+    let mut net = Net::new(memory(), vec![TestChain::generate(3_000)], small);
+    net.drive();
+    let engine = &mut net.host.engine;
+    engine
+        .watch(&[coinbase(1_234), coinbase(2_000)], 1_000)
+        .unwrap();
+    engine
+        .watch_in(SECOND, &[coinbase(1_234), coinbase(2_500)], 1_200)
+        .unwrap();
+    net.drive();
+    assert_eq!(found(&net, WalletId::DEFAULT), [1_234, 2_000]);
+    assert_eq!(found(&net, SECOND), [1_234, 2_500]);
+    assert_eq!(
+        blocks_served(&net),
+        [1_234, 2_000, 2_500],
+        "block 1,234 fetched once for both"
+    );
+    // The second stops watching it: only its own view changes, only it scans again.
+    let filters = net.host.engine.scan().map(|s| s.filters);
+    net.host
+        .engine
+        .unwatch_in(SECOND, &[coinbase(1_234)])
+        .unwrap();
+    net.drive();
+    assert_eq!(found(&net, WalletId::DEFAULT), [1_234, 2_000]);
+    assert_eq!(found(&net, SECOND), [2_500]);
+    let again = net.host.engine.scan().map(|s| s.filters).zip(filters);
+    assert_eq!(again.map(|(a, b)| a - b), Some(1_801), "from 1,200 only");
+    // A reorganisation below both payments: withdrawn from both, and the new branch
+    // (whose coinbases pay other scripts) pays neither.
+    let mut fork = TestChain::generate(3_000);
+    fork.reorg(1_100, 2_000, 1);
+    let Some(gw) = net.host.gateways[0].as_mut() else {
+        panic!("connected");
+    };
+    gw.chain = fork;
+    gw.server.tip_changed();
+    net.drive();
+    assert_eq!(net.stored().height, 3_100);
+    assert_eq!(found(&net, WalletId::DEFAULT), [] as [u32; 0]);
+    assert_eq!(found(&net, SECOND), [] as [u32; 0]);
+    assert!(net.host.engine.wallet_synced());
+    assert!(net.host.engine.wallet_synced_of(SECOND));
+}
+
+/// A wallet removed while its rescan runs: the scan goes on for the others, which keep
+/// what they found, and nothing is fetched for the one removed.
+#[test]
+fn a_wallet_removed_while_its_rescan_runs_leaves_the_others() {
+    let mut net = Net::new(memory(), vec![TestChain::generate(3_000)], small);
+    net.drive();
+    let engine = &mut net.host.engine;
+    engine.watch(&[coinbase(2_000)], 1_500).unwrap();
+    engine.watch_in(SECOND, &[coinbase(2_500)], 1_500).unwrap();
+    net.drive();
+    assert_eq!(found(&net, SECOND), [2_500]);
+    let blocks = blocks_served(&net);
+    // The second widens its start to 1,000 and is removed before the scan gets anywhere.
+    net.host.engine.rescan_in(SECOND, Some(1_000)).unwrap();
+    net.host.engine.remove_wallet(SECOND);
+    net.drive();
+    assert!(net.host.engine.wallet_of(SECOND).is_none());
+    assert_eq!(found(&net, WalletId::DEFAULT), [2_000]);
+    assert!(net.host.engine.wallet_synced());
+    assert_eq!(blocks_served(&net), blocks, "nothing fetched");
+    let scan = net.host.engine.scan().expect("the default wallet's scan");
+    assert_eq!(scan.all_owners(), WalletId::DEFAULT.owner());
+    // The last wallet removed: the scan stops.
+    net.host.engine.remove_wallet(WalletId::DEFAULT);
+    net.drive();
+    assert!(net.host.engine.scan().is_none());
+}
