@@ -14,6 +14,8 @@ use crate::engine::Engine;
 use crate::scan::Scan;
 use crate::sync::Syncer;
 use crate::wallet::WalletSync;
+use crate::wallet::blocks::WalletId;
+use crate::wallet::names::{NAMES, WalletNames, record_key};
 
 /// The validation state rebuilt from the store's last `WINDOW_LEN` headers.
 pub async fn resume<S: HeaderStore>(store: &S) -> Result<Chain, StoreError> {
@@ -69,8 +71,26 @@ pub async fn open<S: HeaderStore>(
     if let Some(scan) = resume_scan(store).await? {
         engine.resume_scan(scan);
     }
-    if let Some(wallet) = resume_wallet(store, now).await? {
-        engine.resume_wallet(wallet);
+    // Every wallet at once: the saved scan serves them all, or all scan again.
+    let mut wallets = Vec::new();
+    if let Some(wallet) = resume_wallet(store, WALLET, now).await? {
+        wallets.push((WalletId::DEFAULT, wallet));
+    }
+    let names = match store.record(NAMES).await? {
+        Some(bytes) => WalletNames::decode(&bytes).ok_or(StoreError::Corrupt {
+            what: "the wallets' names do not read back (left as they are)",
+        })?,
+        None => WalletNames::default(),
+    };
+    for (id, _) in names.iter() {
+        // A record missing (a store that lost it): the wallet starts empty, its name
+        // kept; it is not a reason to open without the others.
+        let wallet = resume_wallet(store, record_key(id), now).await?;
+        let empty = || WalletSync::new(store.params().network, u32::MAX);
+        wallets.push((id, wallet.unwrap_or_else(empty)));
+    }
+    if !wallets.is_empty() {
+        engine.resume_wallets(names, wallets);
     }
     if let Some(progress) = resume_silent(store).await? {
         engine.resume_silent(progress);
@@ -83,6 +103,7 @@ pub async fn open<S: HeaderStore>(
 /// watch-only wallet (what it watches and what it found).
 pub(crate) const SCAN: RecordKey = RecordKey::from_static("scan");
 pub(crate) const WALLET: RecordKey = RecordKey::from_static("wallet");
+// The named wallets' records and their names: `crate::wallet::names`.
 /// The silent-payment scan's progress (no key: the receiver's id, where it stands).
 pub(crate) const SILENT: RecordKey = RecordKey::from_static("silent");
 /// The receiver's keys, in clear, only when the application asked (`persistScanKey`).
@@ -144,9 +165,10 @@ const WALLET_READS: usize = 3;
 /// over it; the scan's records are left behind instead, as they are found again.
 pub async fn resume_wallet<S: HeaderStore>(
     store: &S,
+    key: RecordKey,
     now: Millis,
 ) -> Result<Option<WalletSync>, StoreError> {
-    let Some(bytes) = store.record(WALLET).await? else {
+    let Some(bytes) = store.record(key).await? else {
         return Ok(None);
     };
     let network = store.params().network;
@@ -388,11 +410,24 @@ impl Pipeline {
         if let Some(keys) = engine.silent_keys_to_save() {
             store.put_record(SILENT_KEYS, keys.as_deref()).await?;
         }
-        let Some(state) = engine.wallet_to_save() else {
-            return Ok(false);
-        };
-        store.put_record(WALLET, Some(&state)).await?;
-        Ok(true)
+        let mut saved = false;
+        if let Some(state) = engine.wallet_to_save() {
+            store.put_record(WALLET, Some(&state)).await?;
+            saved = true;
+        }
+        // A named wallet's record before the names that point to it; a removed one's
+        // deleted after the names without it (crate::wallet::names).
+        let named = engine.named_to_save();
+        for (id, state) in &named.wallets {
+            store.put_record(record_key(*id), Some(state)).await?;
+        }
+        if let Some(names) = &named.names {
+            store.put_record(NAMES, Some(names)).await?;
+        }
+        for id in &named.removed {
+            store.put_record(record_key(*id), None).await?;
+        }
+        Ok(saved || !named.wallets.is_empty() || named.names.is_some())
     }
 
     /// A commit to start, if one is due; the engine validates on meanwhile. Commit the

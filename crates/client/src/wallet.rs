@@ -31,6 +31,7 @@
 //! from its start ([`Again::Restart`]).
 
 pub mod blocks;
+pub mod names;
 
 use crate::ids::GatewayId;
 use lightwire_chain::Network;

@@ -14,6 +14,7 @@ use crate::filters::FilterSync;
 use crate::scan::Scan;
 use crate::sync::Syncer;
 use crate::wallet::blocks::WalletId;
+use crate::wallet::names::{NameError, WalletNames};
 use crate::wallet::{WalletSync, WatchError, Watched};
 
 /// The store: resume, reads, commits.
@@ -176,21 +177,36 @@ impl Engine {
         core::mem::take(&mut self.tasks.scan.dropped)
     }
 
-    /// Go on with a wallet restored from the store: the blocks its scan matched and it
-    /// had not applied are fetched again.
-    pub fn resume_wallet(&mut self, wallet: WalletSync) {
+    /// Go on with the wallets restored from the store, each by id, and the names of all
+    /// but the default one: the blocks their scan matched and they had not applied are
+    /// fetched again (see [`super::wallet::WalletTask::resume`]).
+    pub fn resume_wallets(&mut self, names: WalletNames, wallets: Vec<(WalletId, WalletSync)>) {
         let base = self.tasks.headers.syncer.base_height();
-        self.tasks.wallet.resume(
-            &mut self.ctx,
-            &mut self.tasks.scan,
-            vec![(WalletId::DEFAULT, wallet)],
-            base,
-        );
+        let t = &mut self.tasks;
+        t.wallet.names = names;
+        t.wallet.resume(&mut self.ctx, &mut t.scan, wallets, base);
     }
 
     /// The default wallet's state to save, when it changed since it was last saved.
     pub fn wallet_to_save(&mut self) -> Option<Vec<u8>> {
         self.tasks.wallet.one_mut()?.to_save()
+    }
+
+    /// What is to save of the named wallets: each one's state that changed since it was
+    /// last saved, then the names if they changed, then the ids whose records are to
+    /// delete (in that order: see [`crate::wallet::names`]).
+    pub fn named_to_save(&mut self) -> NamedToSave {
+        let t = &mut self.tasks.wallet;
+        let ids: Vec<WalletId> = t.names.iter().map(|(id, _)| id).collect();
+        let wallets = ids
+            .into_iter()
+            .filter_map(|id| Some((id, t.get_mut(id)?.to_save()?)))
+            .collect();
+        NamedToSave {
+            wallets,
+            names: t.names.to_save(),
+            removed: t.names.take_removed(),
+        }
     }
 }
 
@@ -239,7 +255,24 @@ impl Engine {
         result
     }
 
-    /// Wallet `id` goes, with what it watched and found (the others go on as they were).
+    /// The wallet named `name`, made if there is none (watching nothing until it is told
+    /// to); it is saved, and resumed by the next session, until removed.
+    pub fn add_wallet(&mut self, name: &str) -> Result<WalletId, NameError> {
+        self.tasks.wallet.named(&self.ctx, name)
+    }
+
+    /// The wallet named `name`, if there is one.
+    pub fn wallet_id(&self, name: &str) -> Option<WalletId> {
+        self.tasks.wallet.names.id(name)
+    }
+
+    /// The named wallets (the default one has no name), in the order they were made.
+    pub fn wallet_names(&self) -> impl Iterator<Item = (WalletId, &str)> {
+        self.tasks.wallet.names.iter()
+    }
+
+    /// Wallet `id` goes, with what it watched and found and its name (the others go on as
+    /// they were); its record is deleted.
     pub fn remove_wallet(&mut self, id: WalletId) {
         self.tasks
             .wallet
@@ -519,7 +552,13 @@ impl Engine {
 
     /// Whether what the wallet holds is saved (nothing changed since its last save).
     pub fn wallet_saved(&self) -> bool {
-        !self.tasks.wallet.one().is_some_and(|w| w.dirty)
+        self.wallet_saved_of(WalletId::DEFAULT)
+    }
+
+    /// Whether what wallet `id` holds is saved, and the names with it.
+    pub fn wallet_saved_of(&self, id: WalletId) -> bool {
+        let t = &self.tasks.wallet;
+        !t.get(id).is_some_and(|w| w.dirty) && !t.names.is_dirty()
     }
 
     /// Counters since the start.
@@ -536,4 +575,15 @@ impl Engine {
     pub fn state(&self, g: GatewayId) -> GatewayState {
         self.ctx.gateways[g].state
     }
+}
+
+/// What is to save of the named wallets ([`Engine::named_to_save`]).
+#[derive(Debug, Default)]
+pub struct NamedToSave {
+    /// Each wallet's state that changed, by id.
+    pub wallets: Vec<(WalletId, Vec<u8>)>,
+    /// The names, if they changed.
+    pub names: Option<Vec<u8>>,
+    /// The wallets whose records are to delete.
+    pub removed: Vec<WalletId>,
 }

@@ -33,6 +33,7 @@ use lightwire_proto::{ConnectString, Initiator, Millis};
 use lightwire_store::Tip;
 
 mod api;
+pub use api::NamedToSave;
 mod bulk_filters;
 mod check;
 mod ctx;

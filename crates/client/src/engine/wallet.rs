@@ -35,6 +35,7 @@ use crate::ids::{GatewayId, GivenUp, TaskId};
 use crate::reason::DropReason;
 use crate::sync::Syncer;
 use crate::wallet::blocks::{Blocks, Fetched, WalletId, WalletSet};
+use crate::wallet::names::{NameError, WalletNames};
 use crate::wallet::{
     Again, Applied, NotFound, WalletChange, WalletError, WalletSync, WatchError, Watched,
 };
@@ -129,6 +130,8 @@ pub enum RescanError {
 pub struct WalletTask {
     /// The watch-only wallets, by id (a [`WalletId`]'s index): `None` where there is none.
     wallets: Vec<Option<WalletSync>>,
+    /// The names of the wallets but the default one.
+    pub names: WalletNames,
     /// The blocks its scan matched, fetched one at a time.
     pub blocks: Blocks,
     /// The gateway that vouched for the block at the front (its filter matched it) and
@@ -146,6 +149,7 @@ impl Default for WalletTask {
     fn default() -> WalletTask {
         WalletTask {
             wallets: Vec::new(),
+            names: WalletNames::default(),
             blocks: Blocks::default(),
             suspect: None,
             retry_at: None,
@@ -313,9 +317,23 @@ impl WalletTask {
         Ok(())
     }
 
-    /// Wallet `id` goes, with everything it watched and found; the scan and the blocks
-    /// queued go on for the others (nothing is told: the application removed it).
+    /// The wallet named `name`, made (watching nothing, to be saved) if there is none.
+    pub fn named(&mut self, ctx: &Ctx, name: &str) -> Result<WalletId, NameError> {
+        let id = self.names.add(name)?;
+        if self.get(id).is_none() {
+            let mut w = Self::empty(ctx);
+            // Its record is written before the names that point to it.
+            w.dirty = true;
+            self.put(id, w);
+        }
+        Ok(id)
+    }
+
+    /// Wallet `id` goes, with everything it watched and found, and its name; the scan and
+    /// the blocks queued go on for the others (nothing is told: the application removed
+    /// it).
     pub fn remove(&mut self, ctx: &mut Ctx, scan: &mut ScanTask, id: WalletId) {
+        self.names.remove(id);
         if self.slot(id).take().is_none() {
             return;
         }
