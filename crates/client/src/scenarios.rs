@@ -433,8 +433,8 @@ fn wallet_events(events: &[Event]) -> Vec<(bool, u32)> {
     events
         .iter()
         .filter_map(|e| match e {
-            Event::Wallet(crate::wallet::WalletChange::Found(t)) => Some((true, t.height)),
-            Event::Wallet(crate::wallet::WalletChange::Withdrawn { height, .. }) => {
+            Event::Wallet(_, crate::wallet::WalletChange::Found(t)) => Some((true, t.height)),
+            Event::Wallet(_, crate::wallet::WalletChange::Withdrawn { height, .. }) => {
                 Some((false, *height))
             }
             _ => None,
@@ -1087,7 +1087,7 @@ fn a_broadcast_of_the_wallets_is_unconfirmed_at_once_saved_and_expires() {
         .events
         .iter()
         .filter_map(|e| match e {
-            Event::Wallet(WalletChange::Unconfirmed(t)) => Some(t.clone()),
+            Event::Wallet(_, WalletChange::Unconfirmed(t)) => Some(t.clone()),
             _ => None,
         })
         .collect();
@@ -1130,7 +1130,7 @@ fn a_broadcast_of_the_wallets_is_unconfirmed_at_once_saved_and_expires() {
         .events
         .iter()
         .filter_map(|e| match e {
-            Event::Wallet(WalletChange::Dropped(d)) => Some(*d),
+            Event::Wallet(_, WalletChange::Dropped(d)) => Some(*d),
             _ => None,
         })
         .collect();

@@ -155,12 +155,12 @@ fn check<S: lightwire_store::HeaderStore>(net: &Net<S>, honest_g: usize, h: &Hon
             Event::Rejected { gateway, reason } if gateway.index() == honest_g => {
                 panic!("the honest gateway was rejected: {}", reason.code())
             }
-            Event::Wallet(WalletChange::Dropped(d))
+            Event::Wallet(_, WalletChange::Dropped(d))
                 if d.txid == h.t_txid || h.payments.iter().any(|p| txid(p) == d.txid) =>
             {
                 panic!("dropped {d:?}")
             }
-            Event::Wallet(WalletChange::Unconfirmed(t))
+            Event::Wallet(_, WalletChange::Unconfirmed(t))
                 if t.txid != h.t_txid && t.spends.iter().any(|s| s.outpoint.txid == h.coin) =>
             {
                 panic!("a spend of the wallet's coin it did not sign: {:?}", t.txid)

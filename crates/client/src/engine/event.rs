@@ -78,8 +78,9 @@ pub enum Event {
         /// Every block matched so far, ascending.
         matches: Vec<(u32, BlockHash)>,
     },
-    /// The wallet found a transaction of its own, or lost one to a reorganisation.
-    Wallet(WalletChange),
+    /// A wallet found a transaction of its own, or lost one to a reorganisation; took an
+    /// unconfirmed one, or dropped one.
+    Wallet(crate::wallet::blocks::WalletId, WalletChange),
     /// A block the wallet's scan matched has waited [`super::WAIT_REPORT`] with no gateway
     /// asked for it: why (once for each block; it is asked as soon as it can be).
     WalletWaiting {

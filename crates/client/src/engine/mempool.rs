@@ -71,12 +71,12 @@ use lightwire_wire::{DigestEntry, MempoolDigest, MempoolTx, Removal};
 use super::ctx::{Broke, Conns, Ctx, Effect, ready};
 use super::event::Event;
 use super::task::{Task, View, timeout};
-use super::wallet::WalletTask;
+use super::wallet::{WalletTask, tell};
 use crate::ids::{GatewayId, Ids, TaskId};
 use crate::reason::DropReason;
 use crate::silent_mempool::MempoolCheck;
 use crate::silent_scan::Scanning;
-use crate::wallet::WalletSync;
+use crate::wallet::blocks::WalletId;
 
 /// Matched transactions waiting to be fetched, at most, shared between the gateways (a
 /// gateway's share is what it announced first).
@@ -174,9 +174,9 @@ struct PerGateway {
     salt: Option<[u8; SALT_LEN]>,
     /// Subscribed with `tweaks` (for a silent-payment receiver).
     tweaks: bool,
-    /// The wallet's items under its salt, and the wallet's revision they are of.
+    /// The wallets' items under its salt, and the wallets' revision they are of.
     items: SaltedItems,
-    revision: Option<u64>,
+    revision: Option<(u64, u64)>,
     /// Digest entries it may still send, as of `refilled`.
     tokens: u64,
     refilled: Millis,
@@ -228,9 +228,10 @@ impl MempoolTask {
         }
     }
 
-    /// The wallet's scripts, and the outpoints of its coins (confirmed and not) and of
-    /// its unconfirmed transactions' inputs, into the query buffers (reused).
-    fn queries(&mut self, w: &WalletSync) {
+    /// Every wallet's scripts, and the outpoints of its coins (confirmed and not) and of
+    /// its unconfirmed transactions' inputs, into the query buffers (reused): one match
+    /// of each digest entry serves every wallet.
+    fn queries(&mut self, wallets: &WalletTask) {
         self.queries.clear();
         self.ends.clear();
         let (q, ends) = (&mut self.queries, &mut self.ends);
@@ -238,16 +239,18 @@ impl MempoolTask {
             q.extend_from_slice(item);
             ends.push(q.len());
         };
-        w.watch.scripts().for_each(&mut push);
-        for c in w.ledger.utxos() {
-            push(&outpoint_item(&c.outpoint.txid.0, c.outpoint.vout));
-        }
-        for t in w.unconfirmed.transactions() {
-            for (o, _, _) in t.coins() {
-                push(&outpoint_item(&o.txid.0, o.vout));
+        for (_, w) in wallets.each() {
+            w.watch.scripts().for_each(&mut push);
+            for c in w.ledger.utxos() {
+                push(&outpoint_item(&c.outpoint.txid.0, c.outpoint.vout));
             }
-            for o in t.inputs() {
-                push(&outpoint_item(&o.txid.0, o.vout));
+            for t in w.unconfirmed.transactions() {
+                for (o, _, _) in t.coins() {
+                    push(&outpoint_item(&o.txid.0, o.vout));
+                }
+                for o in t.inputs() {
+                    push(&outpoint_item(&o.txid.0, o.vout));
+                }
             }
         }
     }
@@ -283,16 +286,19 @@ impl MempoolTask {
             let empty = super::wallet::WalletTask::empty(ctx);
             wallet.put(crate::wallet::blocks::WalletId::DEFAULT, empty);
         }
-        let Some(w) = wallet.one_mut() else {
+        if !wallet.any() {
             return Ok(());
-        };
+        }
         if d.reset {
             // It forgets everything it said: it holds nothing until it says so again.
-            tell(ctx, w.forget_holder(g.bit()));
+            for (id, w) in wallet.each_mut() {
+                tell(ctx, id, w.forget_holder(g.bit()));
+            }
             self.forget(g);
         }
-        if self.gateways[g.index()].revision != Some(w.revision()) {
-            self.queries(w);
+        let revision = wallet.revision();
+        if self.gateways[g.index()].revision != Some(revision) {
+            self.queries(wallet);
             let (q, ends) = (&self.queries, &self.ends);
             let items = ends.iter().scan(0, |start, &end| {
                 let item = &q[*start..end];
@@ -301,7 +307,7 @@ impl MempoolTask {
             });
             let p = &mut self.gateways[g.index()];
             p.items.rebuild(&salt, items);
-            p.revision = Some(w.revision());
+            p.revision = Some(revision);
         }
         let share = (MAX_WANTED / ctx.gateways.len().max(1)).max(MIN_SHARE);
         // The receiver's checks of the entries with a tweak, all at once (their keys are
@@ -346,7 +352,7 @@ impl MempoolTask {
                         }
                         _ => {}
                     }
-                    if let Some(t) = w.unconfirmed.get(&txid) {
+                    if let Some(t) = wallet.held(&txid) {
                         // Held already: its set is checked here and now (a gateway cannot
                         // claim to hold what it does not describe).
                         if let Ok(tx) = Tx::parse(&t.raw) {
@@ -356,7 +362,6 @@ impl MempoolTask {
                                 return Err(DropReason::Mempool(why));
                             }
                         }
-                        let holders = t.holders | g.bit();
                         // Held, and a tweak given: its outputs are searched with it here
                         // (it may pay the receiver too, seen before the receiver was).
                         let found = match (tweak, silent.as_deref_mut()) {
@@ -367,23 +372,30 @@ impl MempoolTask {
                                     scan.mempool_payments(tweak, &tx, &mut self.found);
                                 }
                                 let found = silent_outputs(&self.found, scan.spend_key());
-                                (!found.is_empty()).then_some((raw, found))
+                                (!found.is_empty()).then_some((raw, found, t.holders))
                             }
                             _ => None,
                         };
-                        tell(ctx, w.set_holders(&txid, holders));
-                        if let Some((raw, found)) = found
+                        for (id, w) in wallet.each_mut() {
+                            if let Some(t) = w.unconfirmed.get(&txid) {
+                                let holders = t.holders | g.bit();
+                                tell(ctx, id, w.set_holders(&txid, holders));
+                            }
+                        }
+                        // The receiver's outputs are the default wallet's.
+                        if let Some((raw, found, holders)) = found
+                            && let Some(w) = wallet.one_mut()
                             && let Ok(changes) = w.add_unconfirmed_silent(
                                 &raw,
                                 Source::Announced,
                                 ctx.now.0,
-                                holders,
+                                holders | g.bit(),
                                 &found,
                             )
                             && !changes.is_empty()
                         {
                             silent_told(ctx, &self.found);
-                            tell(ctx, changes);
+                            tell(ctx, WalletId::DEFAULT, changes);
                         }
                         continue;
                     }
@@ -418,7 +430,9 @@ impl MempoolTask {
                         Removal::Conflicted => Some(Reason::Conflicted),
                         Removal::Evicted => Some(Reason::Evicted),
                     };
-                    tell(ctx, w.let_go(&txid, g.bit(), why));
+                    for (id, w) in wallet.each_mut() {
+                        tell(ctx, id, w.let_go(&txid, g.bit(), why));
+                    }
                 }
             }
         }
@@ -433,7 +447,9 @@ impl MempoolTask {
                     ctx.gateways[x].state != GatewayState::Bad && self.silent & x.bit() == 0
                 })
                 .fold(0u64, |m, x| m | x.bit());
-            tell(ctx, w.snapshot_ended(g.bit(), expected));
+            for (id, w) in wallet.each_mut() {
+                tell(ctx, id, w.snapshot_ended(g.bit(), expected));
+            }
         }
         Ok(())
     }
@@ -556,47 +572,64 @@ impl MempoolTask {
             }
             found = silent_outputs(&self.found, scan.spend_key());
         }
-        let Some(w) = wallet.one_mut() else {
-            return Ok(());
-        };
-        match w.add_unconfirmed_silent(m.tx, Source::Announced, ctx.now.0, holders, &found) {
-            Ok(changes) => {
-                if !found.is_empty() && !changes.is_empty() {
-                    silent_told(ctx, &self.found);
+        // Each wallet it touches takes it (the receiver's outputs are the default
+        // wallet's). A spend of one wallet's coin its key did not sign is its sender's
+        // fault, whichever wallet found it: another wallet that took it before holds
+        // the transaction of that txid, whose inputs and outputs the txid fixes (only a
+        // witness can differ).
+        let mut ours = false;
+        let now = ctx.now.0;
+        for (id, w) in wallet.each_mut() {
+            let silent: &[_] = if id == WalletId::DEFAULT { &found } else { &[] };
+            match w.add_unconfirmed_silent(m.tx, Source::Announced, now, holders, silent) {
+                Ok(changes) => {
+                    ours = true;
+                    if !silent.is_empty() && !changes.is_empty() {
+                        silent_told(ctx, &self.found);
+                    }
+                    tell(ctx, id, changes);
                 }
-                tell(ctx, changes)
-            }
-            Err(AddError::NotSigned { input, fault }) => {
-                // Its sender invented it; another gateway that announced the same txid
-                // may hold the signed one (a witness is not in the txid): it is asked.
-                let from: Vec<_> = wanted
-                    .from
-                    .into_iter()
-                    .filter(|(x, _, _)| *x != g)
-                    .collect();
-                if !from.is_empty() {
-                    self.wanted.push_front(Wanted { txid: f.txid, from });
+                Err(AddError::NotSigned { input, fault }) => {
+                    return Err(self.not_signed(g, wanted, (input, fault)));
                 }
-                let why = MempoolError::InvalidSignature {
-                    txid: f.txid,
-                    input,
-                    fault,
-                };
-                return Err(DropReason::Mempool(why));
+                // Not this wallet's, or a spend of its coins it cannot check (and so does
+                // not take).
+                Err(AddError::NotOurs | AddError::Unchecked { .. }) => {}
+                // Mined already, spending a coin a mined transaction spent, or too many
+                // held: nothing to show.
+                Err(_) => ours = true,
             }
-            // Not the wallet's, or a spend of its coins it cannot check (and so does not
-            // take): not fetched again.
-            Err(AddError::NotOurs | AddError::Unchecked { .. }) => {
-                if self.not_ours.len() == NOT_OURS_KEPT {
-                    self.not_ours.pop_front();
-                }
-                self.not_ours.push_back(f.txid);
+        }
+        if !ours {
+            // No wallet's: not fetched again.
+            if self.not_ours.len() == NOT_OURS_KEPT {
+                self.not_ours.pop_front();
             }
-            // Mined already, spending a coin a mined transaction spent, or too many held:
-            // nothing to show.
-            Err(_) => {}
+            self.not_ours.push_back(f.txid);
         }
         Ok(())
+    }
+
+    /// Transaction `wanted` gateway `g` sent spends a wallet's coin on `input` without
+    /// its key's signature: why `g` is dropped. Its sender invented it; another gateway
+    /// that announced the same txid may hold the signed one (a witness is not in the
+    /// txid): it is asked.
+    fn not_signed(
+        &mut self,
+        g: GatewayId,
+        wanted: Wanted,
+        (input, fault): (u32, Fault),
+    ) -> DropReason {
+        let txid = wanted.txid;
+        let from: Vec<_> = wanted
+            .from
+            .into_iter()
+            .filter(|(x, _, _)| *x != g)
+            .collect();
+        if !from.is_empty() {
+            self.wanted.push_front(Wanted { txid, from });
+        }
+        DropReason::Mempool(MempoolError::InvalidSignature { txid, input, fault })
     }
 }
 
@@ -633,11 +666,6 @@ fn silent_told(ctx: &mut Ctx, payments: &[lightwire_wallet::silent_block::Paymen
             });
         }
     }
-}
-
-/// The application hears of what the wallet took or dropped.
-fn tell(ctx: &mut Ctx, changes: impl IntoIterator<Item = crate::wallet::WalletChange>) {
-    ctx.events.extend(changes.into_iter().map(Event::Wallet));
 }
 
 impl Task for MempoolTask {

@@ -24,6 +24,7 @@ use core::time::Duration;
 use lightwire_chain::BlockHash;
 use lightwire_proto::Millis;
 use lightwire_proto::time::earliest;
+use lightwire_wallet::UnconfirmedTx;
 use lightwire_wallet::unconfirmed::Source;
 use lightwire_wire::BlockPiece;
 
@@ -194,7 +195,7 @@ impl WalletTask {
     }
 
     /// The wallets there are, with their ids.
-    fn each_mut(&mut self) -> impl Iterator<Item = (WalletId, &mut WalletSync)> {
+    pub(super) fn each_mut(&mut self) -> impl Iterator<Item = (WalletId, &mut WalletSync)> {
         self.wallets
             .iter_mut()
             .enumerate()
@@ -202,7 +203,7 @@ impl WalletTask {
     }
 
     /// The wallets there are, with their ids.
-    fn each(&self) -> impl Iterator<Item = (WalletId, &WalletSync)> {
+    pub(super) fn each(&self) -> impl Iterator<Item = (WalletId, &WalletSync)> {
         self.wallets
             .iter()
             .enumerate()
@@ -212,6 +213,20 @@ impl WalletTask {
     /// Whether there is any wallet.
     pub fn any(&self) -> bool {
         self.each().next().is_some()
+    }
+
+    /// Unconfirmed transaction `txid` as the first wallet holding it has it.
+    pub fn held(&self, txid: &lightwire_primitives::Txid) -> Option<&UnconfirmedTx> {
+        self.each().find_map(|(_, w)| w.unconfirmed.get(txid))
+    }
+
+    /// A value that changes whenever a wallet changes what it watches, found or holds
+    /// unconfirmed, or a wallet comes or goes: the newest of their revisions (a change
+    /// gives a wallet a revision no wallet had), and which wallets there are.
+    pub fn revision(&self) -> (u64, u64) {
+        self.each().fold((0, 0), |(newest, ids), (id, w)| {
+            (newest.max(w.revision()), ids | id.owner())
+        })
     }
 
     /// Whether any wallet watches anything.
@@ -312,7 +327,7 @@ impl WalletTask {
         // block in flight is given up (its answer still comes, and is no fault).
         ctx.give_up_all(self.blocks.withdraw(id, 0));
         self.suspect = None;
-        tell(ctx, changes);
+        tell(ctx, id, changes);
         self.restart(ctx, scan, id, base);
         Ok(())
     }
@@ -503,7 +518,7 @@ impl WalletTask {
         done: Applied,
         base: u32,
     ) {
-        tell(ctx, done.changes);
+        tell(ctx, id, done.changes);
         if !scan.for_wallet {
             return;
         }
@@ -550,7 +565,7 @@ impl WalletTask {
                 given_up.extend(self.blocks.matched(h, hash, None, WalletSet::of(id)));
             }
         }
-        tell(ctx, withdrawn);
+        tell(ctx, id, withdrawn);
         ctx.give_up_all(given_up);
     }
 
@@ -572,7 +587,7 @@ impl WalletTask {
         let scripts: Vec<Vec<u8>> = wallet.watch.scripts().map(<[u8]>::to_vec).collect();
         let gave_up = self.blocks.withdraw(id, from);
         self.suspect = None;
-        tell(ctx, withdrawn);
+        tell(ctx, id, withdrawn);
         ctx.give_up_all(gave_up);
         if scripts.is_empty() {
             self.leave_scan(ctx, scan, id);
@@ -682,7 +697,7 @@ impl WalletTask {
                 let withdrawn = wallet.withdraw_from(height);
                 let gave_up = self.blocks.withdraw(ONE, height);
                 self.suspect = self.suspect.filter(|s| s.height < height);
-                tell(ctx, withdrawn);
+                tell(ctx, ONE, withdrawn);
                 ctx.give_up_all(gave_up);
             }
             return;
@@ -695,14 +710,12 @@ impl WalletTask {
     pub fn reorg(&mut self, ctx: &mut Ctx, fork: u32) {
         self.forget_suspect_from(fork.saturating_add(1));
         let now = ctx.now.0;
-        let mut changes = Vec::new();
-        for (_, w) in self.each_mut() {
-            changes.extend(w.reorg(fork, now));
+        for (id, w) in self.each_mut() {
+            tell(ctx, id, w.reorg(fork, now));
         }
         let gave_up = fork
             .checked_add(1)
             .and_then(|first| self.blocks.withdraw_all(first));
-        tell(ctx, changes);
         ctx.give_up_all(gave_up);
     }
 
@@ -711,22 +724,18 @@ impl WalletTask {
     /// not, or that a confirmed transaction conflicts, is not a wallet's to show).
     pub fn broadcast(&mut self, ctx: &mut Ctx, raw: &[u8], holders: u64) {
         let now = ctx.now.0;
-        let mut changes = Vec::new();
-        for (_, w) in self.each_mut() {
+        for (id, w) in self.each_mut() {
             if let Ok(c) = w.add_unconfirmed(raw, Source::Own, now, holders) {
-                changes.extend(c);
+                tell(ctx, id, c);
             }
         }
-        tell(ctx, changes);
     }
 
     /// Gateway `g` is gone: it holds none of the unconfirmed transactions now.
     pub fn unheld(&mut self, ctx: &mut Ctx, g: GatewayId) {
-        let mut changes = Vec::new();
-        for (_, w) in self.each_mut() {
-            changes.extend(w.forget_holder(g.bit()));
+        for (id, w) in self.each_mut() {
+            tell(ctx, id, w.forget_holder(g.bit()));
         }
-        tell(ctx, changes);
     }
 
     /// When the next unconfirmed transaction of any wallet expires, if one can.
@@ -789,9 +798,10 @@ impl WalletTask {
     }
 }
 
-/// The application hears of what the wallet found or lost.
-fn tell(ctx: &mut Ctx, changes: Vec<WalletChange>) {
-    ctx.events.extend(changes.into_iter().map(Event::Wallet));
+/// The application hears of what wallet `id` found, lost, took or dropped.
+pub(super) fn tell(ctx: &mut Ctx, id: WalletId, changes: impl IntoIterator<Item = WalletChange>) {
+    ctx.events
+        .extend(changes.into_iter().map(|c| Event::Wallet(id, c)));
 }
 
 impl Task for WalletTask {
@@ -862,11 +872,9 @@ impl Task for WalletTask {
         let now = ctx.now;
         if self.expires_at().is_some_and(|t| t <= now) {
             let expiry = self.expiry.as_millis() as u64;
-            let mut changes = Vec::new();
-            for (_, w) in self.each_mut() {
-                changes.extend(w.expire_unconfirmed(now.0, expiry));
+            for (id, w) in self.each_mut() {
+                tell(ctx, id, w.expire_unconfirmed(now.0, expiry));
             }
-            tell(ctx, changes);
         }
         if let Some(g) = self.asked() {
             if ctx

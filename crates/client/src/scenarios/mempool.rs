@@ -60,8 +60,8 @@ fn heard(net: &mut Net<lightwire_store::MemoryStore>) -> Heard {
     let mut seen = (Vec::new(), Vec::new());
     for e in net.host.events.drain(..) {
         match e {
-            Event::Wallet(WalletChange::Unconfirmed(t)) => seen.0.push((t.txid, t.gateways())),
-            Event::Wallet(WalletChange::Dropped(d)) => seen.1.push((d.txid, d.reason)),
+            Event::Wallet(_, WalletChange::Unconfirmed(t)) => seen.0.push((t.txid, t.gateways())),
+            Event::Wallet(_, WalletChange::Dropped(d)) => seen.1.push((d.txid, d.reason)),
             _ => {}
         }
     }

@@ -285,3 +285,60 @@ fn a_rescan_of_one_wallet_resumed_after_a_reload_leaves_the_others() {
     assert!(net.host.engine.wallet_synced());
     assert!(net.host.engine.wallet_synced_of(savings));
 }
+
+/// One mempool subscription serves every wallet: a payment to two wallets is held by
+/// both, one to a single wallet by that one only, each told with its wallet; an eviction
+/// drops it from the wallet holding it.
+#[test]
+fn the_mempool_serves_every_wallet() {
+    use super::mempool::{mempool, paying as pays};
+    use crate::engine::Event;
+    use crate::wallet::WalletChange;
+    use lightwire_primitives::Txid;
+    let mut chain = TestChain::generate(3_000);
+    chain.mempool = Some(Default::default());
+    let mut net = Net::new(memory(), vec![chain], small);
+    net.drive();
+    let engine = &mut net.host.engine;
+    let savings = engine.add_wallet("savings").unwrap();
+    engine.watch(&[coinbase(1_234)], 1_000).unwrap();
+    engine.watch_in(savings, &[coinbase(2_000)], 1_000).unwrap();
+    net.drive();
+    net.host.events.clear();
+    let (ours, theirs) = (coinbase_script(1_234, 0), coinbase_script(2_000, 0));
+    let mut both = [0u8; 32];
+    mempool(&mut net, 0, |m| {
+        both = m.add(&pays(1, 0, &[&ours, &theirs]))
+    });
+    let mut one = [0u8; 32];
+    mempool(&mut net, 0, |m| one = m.add(&pays(2, 0, &[&theirs])));
+    let told: Vec<(WalletId, Txid)> = net
+        .host
+        .events
+        .drain(..)
+        .filter_map(|e| match e {
+            Event::Wallet(id, WalletChange::Unconfirmed(t)) => Some((id, t.txid)),
+            _ => None,
+        })
+        .collect();
+    let (both, one) = (Txid(both), Txid(one));
+    assert_eq!(
+        told,
+        [(WalletId::DEFAULT, both), (savings, both), (savings, one)]
+    );
+    let held = |net: &Net<_>, id| {
+        let w = net.host.engine.wallet_of(id).unwrap();
+        w.unconfirmed
+            .transactions()
+            .iter()
+            .map(|t| t.txid)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(held(&net, WalletId::DEFAULT), [both]);
+    assert_eq!(held(&net, savings), [both, one]);
+    mempool(&mut net, 0, |m| {
+        m.remove(one.0, lightwire_wire::Removal::Evicted)
+    });
+    assert_eq!(held(&net, savings), [both]);
+    assert_eq!(held(&net, WalletId::DEFAULT), [both]);
+}

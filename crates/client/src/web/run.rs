@@ -315,7 +315,7 @@ impl Net {
         }
         let mut wallet_changed = false;
         while let Some(event) = self.engine.poll_event() {
-            wallet_changed |= matches!(event, Event::Wallet(_));
+            wallet_changed |= matches!(event, Event::Wallet(..));
             let e = self.event(event);
             if !e.is_undefined() {
                 self.emit(e);
@@ -464,7 +464,7 @@ impl Net {
                 "height": height.into(),
                 "reason": reason.name().into(),
             }),
-            Event::Wallet(change) => match change {
+            Event::Wallet(_, change) => match change {
                 WalletChange::Found(t) => {
                     js_event_from!(events::TRANSACTION_FOUND, events::WALLET_TX, tx_object(&t))
                 }
