@@ -3,6 +3,7 @@ import { openHere, type Backend } from './engine.js';
 import type { Method } from './protocol.js';
 import { WorkerBackend } from './supervisor.js';
 import { canShare, SharedBackend } from './tabs.js';
+import { Wallet } from './wallet.js';
 import type {
   ClientOptions,
   GatewayInfo,
@@ -33,6 +34,7 @@ import type {
 } from './types.js';
 
 export type * from './types.js';
+export { Wallet } from './wallet.js';
 
 type Handler<K extends LightwireEvent['type']> = (event: Extract<LightwireEvent, { type: K }>) => void;
 
@@ -171,6 +173,35 @@ export class LightwireClient extends EventTarget {
    */
   watch(options: WatchOptions): Promise<WalletSummary> {
     return this.#call('watch', options);
+  }
+
+  /**
+   * The wallet named `name`, beside the default one (the wallet these calls are for) and
+   * any others: its own descriptors, coins, labels and history on the client's one
+   * header chain. Every wallet's scripts are matched in one pass over each block's filter,
+   * a block matched for several is fetched once, and one mempool subscription serves them
+   * all; a wallet watching more, rescanning or unwatching scans again alone. Nothing is
+   * made until a call changes the wallet ({@link Wallet}); {@link wallets} lists those
+   * made, {@link removeWallet} removes one. A name is 1 to 64 bytes of UTF-8 without
+   * control characters (its calls reject with `InvalidArgument` otherwise); at most 63
+   * named wallets.
+   */
+  wallet(name: string): Wallet {
+    return new Wallet(name, (method, ...args) => this.#call(method, ...args));
+  }
+
+  /** The names of the wallets made ({@link wallet}), in the order they were made. */
+  wallets(): Promise<string[]> {
+    return this.#call('wallets');
+  }
+
+  /**
+   * Remove the wallet named `name`: what it watched, found and labelled, and its records
+   * in the store; the other wallets go on as they were. Resolves `true` once its records
+   * are gone, `false` if no wallet has that name.
+   */
+  removeWallet(name: string): Promise<boolean> {
+    return this.#call('removeWallet', name);
   }
 
   /**

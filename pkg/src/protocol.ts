@@ -24,6 +24,8 @@ export const METHODS = [
   'labels',
   'importLabels',
   'setLabel',
+  'wallets',
+  'removeWallet',
   'stop',
 ] as const;
 

@@ -491,9 +491,11 @@ function stateKey(e: LightwireEvent): string | null {
   switch (e.type) {
     case 'progress':
     case 'tip':
-    case 'balance':
     case 'scan':
       return e.type;
+    case 'balance':
+      // One for each wallet.
+      return e.wallet === null ? 'balance' : `balance ${e.wallet}`;
     case 'gateway':
       return `gateway ${e.gateway}`;
     default:

@@ -612,18 +612,27 @@ export interface WalletSummary {
 export type DroppedReason = 'replaced' | 'conflicted' | 'expired' | 'evicted' | 'unwatched';
 
 /**
+ * Which wallet an event is about: the name given to {@link LightwireClient.wallet}, or
+ * `null` for the default wallet (the client's own wallet calls).
+ */
+export interface OfWallet {
+  wallet: string | null;
+}
+
+/**
  * A wallet transaction found in a block (`found`), withdrawn because a reorganisation
  * disconnected its block (`withdrawn`: only `txid` and `height` are given; it comes back
  * as `found` if the new branch has it), seen unconfirmed (`unconfirmed`: again when the
  * number of gateways holding it changes), or dropped unmined (`dropped`; `by` names the
  * replacing or conflicting transaction when one did). A mined unconfirmed transaction
- * comes as `found`.
+ * comes as `found`. `wallet` says whose: a transaction two wallets share comes once for
+ * each.
  */
 export type TransactionEvent =
-  | ({ type: 'transaction'; status: 'found' } & WalletTransaction)
-  | { type: 'transaction'; status: 'withdrawn'; txid: string; height: number }
-  | ({ type: 'transaction'; status: 'unconfirmed' } & UnconfirmedTransaction)
-  | { type: 'transaction'; status: 'dropped'; txid: string; reason: DroppedReason; by: string | null };
+  | ({ type: 'transaction'; status: 'found' } & WalletTransaction & OfWallet)
+  | ({ type: 'transaction'; status: 'withdrawn'; txid: string; height: number } & OfWallet)
+  | ({ type: 'transaction'; status: 'unconfirmed' } & UnconfirmedTransaction & OfWallet)
+  | ({ type: 'transaction'; status: 'dropped'; txid: string; reason: DroppedReason; by: string | null } & OfWallet);
 
 /** What {@link LightwireClient.broadcast} resolves to (and the `broadcast` event). */
 export interface BroadcastResult {
@@ -749,8 +758,8 @@ export interface BroadcastEvent extends BroadcastResult {
   type: 'broadcast';
 }
 
-/** The balance after transactions were found or withdrawn. */
-export interface BalanceEvent extends Balance {
+/** A wallet's balance after transactions were found or withdrawn (`wallet` says whose). */
+export interface BalanceEvent extends Balance, OfWallet {
   type: 'balance';
 }
 

@@ -103,6 +103,11 @@
 //             found), rescan() from 0: its payments (out of
 //             index order, past the gap and the lookahead), a spend with its fee, coins and balance; resumed after a reload;
 //             a reorg withdraws the spend and finds it again
+//   wallets   several wallets on btcd at once: a BIP84 account, the five kinds of output
+//             paid and spent, and the account again in a third: each wallet's
+//             transactions, coins and balance exactly its own history, events naming it;
+//             a spend from the one with nothing takes no other's coins; resumed after a
+//             reload, a reorg withdraws and finds again in each holding it; one removed
 //   silent    silent payments on btcd: the tab (silentPayments: true) receiving with its
 //             scan key, paid twice in one transaction by another implementation's
 //             sender, through a gateway computing tweaks from btcd: both outputs found,
@@ -1879,6 +1884,167 @@ async function btcdScan() {
   }
 }
 
+/// The test wallet's history built on btcd (`lightwire-regtest-wallet build --xpub`), a
+/// gateway following btcd, and a client on `page` (store `storeName`) synced to btcd's tip
+/// with its filter headers: `{ built, x: built.xpub, tip, gw, options }`.
+async function walletOnBtcd(node, page, storeName) {
+  const built = JSON.parse(execFileSync(bin('lightwire-regtest-wallet'),
+    ['build', '--rpc', node.rpc, '--user', 'u', '--pass', 'p', '--xpub']).toString());
+  const x = built.xpub;
+  const tip = x.spend.height;
+  const gw = await gateway(['--upstream', node.p2p, '--network', 'regtest']);
+  const options = { gateways: [gw.connect], storeName };
+  await openClient(page, options);
+  await until(page, 'headers and filter headers from btcd', 60_000,
+    (m) => m.storedHeight === tip && m.storedFilterHeight === tip);
+  return { built, x, tip, gw, options };
+}
+
+/// What btcd's chain gives a wallet of `scripts` (hex) up to `tip`, read block by block
+/// over RPC: the heights of the transactions paying or spending them (in chain order, once
+/// each), and the coins left unspent: their count, and the mature ones' sum (a coinbase
+/// needs 100 confirmations, as `balance().confirmed` counts).
+async function btcdHistory(node, scripts, tip) {
+  const ours = new Set(scripts);
+  const coins = new Map();
+  const heights = [];
+  for (let h = 1; h <= tip; h++) {
+    const block = await node.call('getblock', await node.call('getblockhash', h), 2);
+    for (const tx of block.rawtx ?? block.tx) {
+      let touched = false;
+      for (const i of tx.vin) {
+        if (i.txid && coins.delete(`${i.txid}:${i.vout}`)) touched = true;
+      }
+      for (const o of tx.vout) {
+        if (ours.has(o.scriptPubKey.hex)) {
+          coins.set(`${tx.txid}:${o.n}`, { value: Math.round(o.value * 1e8), height: h, coinbase: !tx.vin[0].txid });
+          touched = true;
+        }
+      }
+      if (touched && heights[heights.length - 1] !== h) heights.push(h);
+    }
+  }
+  const mature = [...coins.values()].filter((c) => !c.coinbase || tip - c.height + 1 >= 100);
+  return { heights, coins: coins.size, confirmed: mature.reduce((a, c) => a + c.value, 0) };
+}
+
+/// Several wallets on one client against btcd: `account` watches a BIP84 account (paid
+/// six times, spent from once), `kinds` the five kinds of output paid in one block and
+/// spent in the next (and whatever else btcd's chain pays them), `twin` the account
+/// again. Each wallet's transactions, coins and balance are its own history exactly, as
+/// btcd's chain gives it, its events carry its name; a spend from `account` takes no coin
+/// of `kinds`, named or not; a reload resumes all three; btcd's reorganisation of the
+/// spend withdraws it from each wallet holding it and finds it again there; `twin`
+/// removed stays removed after a reload.
+async function walletsScenario() {
+  const node = await btcd();
+  let gw;
+  let page = await openPage();
+  try {
+    let built, x, tip, options;
+    ({ built, x, tip, gw, options } = await walletOnBtcd(node, page, 'wallets'));
+    const scripts = Object.values(built.scripts);
+    const payee = JSON.parse(execFileSync(bin('lightwire-regtest-wallet'), ['account', '--receive', '1', '--change', '0']).toString()).receive[0];
+    const account = [...x.payments.map((p) => p.height), x.spend.height];
+    // The kinds' scripts are the test wallet's own: btcd's chain says what they hold.
+    const kindsTruth = await btcdHistory(node, scripts, tip);
+    const kinds = kindsTruth.heights;
+    assert(kinds.includes(built.paidAt) && kinds.includes(built.spentAt), `btcd's history of the kinds: ${JSON.stringify(kindsTruth)}`);
+    const got = await page.evaluate(async ({ d, scripts, payee }) => {
+      const c = window.client;
+      const [a, k, t] = [c.wallet('account'), c.wallet('kinds'), c.wallet('twin')];
+      await Promise.all([
+        a.watch({ descriptors: [d], fromHeight: 0 }),
+        k.watch({ scripts, fromHeight: 0 }),
+        t.watch({ descriptors: [d], fromHeight: 0 }),
+      ]);
+      const each = async (w) => ({
+        heights: (await w.transactions()).map((t) => t.height),
+        balance: await w.balance(),
+        coins: (await w.utxos()).length,
+      });
+      return {
+        account: await each(a), kinds: await each(k), twin: await each(t),
+        names: await c.wallets(),
+        mine: await c.transactions(),
+        // The account's coins with another wallet's coin named, and more than the
+        // account holds: neither takes the other's coins.
+        spend: await Promise.all([
+          (async () => {
+            const [coin] = await k.utxos();
+            if (!coin) return 'the kinds hold no coin';
+            return a.createPsbt({ outputs: [{ address: payee, value: 10_000 }], feeRate: 2, coins: [`${coin.txid}:${coin.vout}`] })
+              .then(() => 'built', (e) => e.name);
+          })(),
+          a.createPsbt({ outputs: [{ address: payee, value: (await a.balance()).confirmed + 1_000 }], feeRate: 2 })
+            .then(() => 'built', (e) => e.name),
+        ]),
+        found: window.events.filter((e) => e.type === 'transaction' && e.status === 'found').map((e) => `${e.wallet}@${e.height}`),
+        balances: window.events.filter((e) => e.type === 'balance').map((e) => e.wallet),
+      };
+    }, { d: x.descriptor, scripts, payee });
+    const same = (a, b) => JSON.stringify(a) === JSON.stringify(b);
+    assert(same(got.account.heights, account) && got.account.balance.confirmed === x.balance
+      && got.account.coins === x.payments.length, `the account's wallet: ${JSON.stringify(got.account)}, expected ${JSON.stringify(account)} and ${x.balance}`);
+    assert(same(got.kinds.heights, kinds) && got.kinds.balance.confirmed === kindsTruth.confirmed && got.kinds.coins === kindsTruth.coins,
+      `the kinds' wallet: ${JSON.stringify(got.kinds)}, btcd's history: ${JSON.stringify(kindsTruth)}`);
+    assert(same(got.twin, got.account), `the twin's wallet: ${JSON.stringify(got.twin)}`);
+    assert(same(got.names, ['account', 'kinds', 'twin']) && got.mine.length === 0, `wallets() ${JSON.stringify(got.names)}, the default's ${got.mine.length}`);
+    assert(same(got.spend, ['InvalidArgument', 'InsufficientFunds']), `spends across wallets: ${JSON.stringify(got.spend)}`);
+    for (const [name, heights] of [['account', account], ['kinds', kinds], ['twin', account]]) {
+      const told = got.found.filter((f) => f.startsWith(`${name}@`)).map((f) => Number(f.split('@')[1]));
+      assert(heights.every((h) => told.includes(h)), `found events of ${name}: ${JSON.stringify(got.found)}`);
+      assert(got.balances.includes(name), `no balance event of ${name}: ${JSON.stringify(got.balances)}`);
+    }
+    assert(!got.found.some((f) => f.startsWith('null@')), `found events of the default wallet: ${JSON.stringify(got.found)}`);
+    log(`  account: ${account.length} transactions, ${x.balance} sats in ${got.account.coins} coins; kinds: at ${kinds.join(', ')} (btcd's history), ${kindsTruth.confirmed} sats in ${kindsTruth.coins} coins; twin: the same as account; events named; no spend across wallets`);
+    await stopClient(page);
+    await page.close();
+
+    // Resumed: the same three.
+    page = await openPage();
+    await openClient(page, options);
+    await until(page, 'the store open', 30_000, (m) => m.storedHeight === tip);
+    const again = await page.evaluate(async () => {
+      const c = window.client;
+      const heights = async (n) => (await c.wallet(n).transactions()).map((t) => t.height);
+      return { names: await c.wallets(), account: await heights('account'), kinds: await heights('kinds'), twin: await heights('twin') };
+    });
+    assert(same(again.names, ['account', 'kinds', 'twin']) && same(again.account, account) && same(again.kinds, kinds) && same(again.twin, account),
+      `after a reload: ${JSON.stringify(again)}`);
+
+    // btcd drops the block of the spend and mines a longer branch: withdrawn from each
+    // wallet holding it (the account's two, and the kinds' if btcd's history has the
+    // spend paying them), found again in each.
+    const holding = ['account', 'twin', ...(kinds.includes(x.spend.height) ? ['kinds'] : [])];
+    node.ctl('invalidateblock', node.ctl('getblockhash', String(x.spend.height)));
+    node.ctl('generate', '2');
+    const spendEvents = (ev) => ev.filter((e) => e.type === 'transaction' && e.txid === x.spend.txid);
+    const { events } = await until(page, `the spend withdrawn and found again in ${holding.join(', ')}`, 60_000, (m, ev) =>
+      m.storedHeight === tip + 1
+        && holding.every((w) => spendEvents(ev).some((e) => e.wallet === w && e.status === 'withdrawn')
+          && spendEvents(ev).some((e) => e.wallet === w && e.status === 'found')));
+    const seen = spendEvents(events).map((e) => `${e.wallet}:${e.status}`);
+    assert(spendEvents(events).every((e) => holding.includes(e.wallet)), `the spend told to another wallet: ${JSON.stringify(seen)}`);
+
+    // Twin removed: gone from the list, its events with it; still gone after a reload.
+    const removed = await page.evaluate(async () => [await window.client.removeWallet('twin'), await window.client.removeWallet('twin'), await window.client.wallets()]);
+    assert(same(removed, [true, false, ['account', 'kinds']]), `removeWallet: ${JSON.stringify(removed)}`);
+    await stopClient(page);
+    await page.close();
+    page = await openPage();
+    await openClient(page, options);
+    await until(page, 'the store open', 30_000, (m) => m.storedHeight === tip + 1);
+    const left = await page.evaluate(async () => ({ names: await window.client.wallets(), twin: await window.client.wallet('twin').transactions(), account: (await window.client.wallet('account').balance()).confirmed }));
+    assert(same(left.names, ['account', 'kinds']) && left.twin.length === 0 && left.account === x.balance, `after removing twin and a reload: ${JSON.stringify(left)}`);
+    log(`  reloaded: all three resumed; reorg at ${x.spend.height}: ${seen.join(', ')}; twin removed, still gone after a reload`);
+  } finally {
+    await page.close().catch(() => {});
+    await gw?.stop();
+    await node.stop();
+  }
+}
+
 /// A watch-only wallet over a BIP84 account (a tpub descriptor) on btcd, paid
 /// six times out of index order (receive 30 before 15 brings it within the gap: the ledger
 /// goes back; receive 80 before anything brings it within the scan's lookahead: the wallet
@@ -1891,15 +2057,8 @@ async function walletScenario() {
   let gw;
   let page = await openPage();
   try {
-    const built = JSON.parse(execFileSync(bin('lightwire-regtest-wallet'),
-      ['build', '--rpc', node.rpc, '--user', 'u', '--pass', 'p', '--xpub']).toString());
-    const x = built.xpub;
-    const tip = x.spend.height;
-    gw = await gateway(['--upstream', node.p2p, '--network', 'regtest']);
-    const options = { gateways: [gw.connect], storeName: 'wallet' };
-    await openClient(page, options);
-    await until(page, 'headers and filter headers from btcd', 60_000,
-      (m) => m.storedHeight === tip && m.storedFilterHeight === tip);
+    let built, x, tip, options;
+    ({ built, x, tip, gw, options } = await walletOnBtcd(node, page, 'wallet'));
     // The birthday set too late (at the spend): only the spend is found. Widened by a
     // rescan, every payment below it is found and the spend is seen spending one.
     const late = await page.evaluate(({ d, from }) => window.client.watch({ descriptors: [d], fromHeight: from }),
@@ -3785,7 +3944,7 @@ async function feesScenario() {
   }
 }
 
-const scenarios = { full, formats, reopen, reorg, invalid, mostwork, restart, hang, queries, checkpoint, start, stall, pings, scan, crosscheck, undefended, anchor, lagging, btcd: btcdScan, wallet: walletScenario, wallethostile: walletHostile, walletreload: walletReload, mempool: mempoolScenario, conflict: mempoolConflict, spend: spendScenario, mempoolhostile: mempoolHostile, spendreorg: spendReorg, fees: feesScenario, tabs, mirror: mirrorScenario, mirrorreorg: mirrorReorg, mirrorwallet: mirrorWallet, silent: silentScenario, silenthostile: silentHostile };
+const scenarios = { full, formats, reopen, reorg, invalid, mostwork, restart, hang, queries, checkpoint, start, stall, pings, scan, crosscheck, undefended, anchor, lagging, btcd: btcdScan, wallet: walletScenario, wallets: walletsScenario, wallethostile: walletHostile, walletreload: walletReload, mempool: mempoolScenario, conflict: mempoolConflict, spend: spendScenario, mempoolhostile: mempoolHostile, spendreorg: spendReorg, fees: feesScenario, tabs, mirror: mirrorScenario, mirrorreorg: mirrorReorg, mirrorwallet: mirrorWallet, silent: silentScenario, silenthostile: silentHostile };
 let work;
 let browser;
 let url;

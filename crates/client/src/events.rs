@@ -38,9 +38,18 @@ const fn variant(
     }
 }
 
-/// A wallet transaction (`WalletTransaction`): the answer to `transactions()`, and a
-/// found `transaction` event.
-pub const WALLET_TX: &[&str] = &[
+/// `list` and `wallet`: the fields of a wallet's event (the wallet's name last).
+const fn and_wallet<const N: usize, const M: usize>(list: [&'static str; N]) -> [&'static str; M] {
+    let mut out = ["wallet"; M];
+    let mut i = 0;
+    while i < N {
+        out[i] = list[i];
+        i += 1;
+    }
+    out
+}
+
+const WALLET_TX_FIELDS: [&str; 7] = [
     "txid",
     "height",
     "blockHash",
@@ -50,9 +59,15 @@ pub const WALLET_TX: &[&str] = &[
     "fee",
 ];
 
+/// A wallet transaction (`WalletTransaction`): the answer to `transactions()`, and a
+/// found `transaction` event.
+pub const WALLET_TX: &[&str] = &WALLET_TX_FIELDS;
+
 /// An unconfirmed transaction of the wallet's (`UnconfirmedTransaction`): in the answer
 /// to `transactions()`, and an unconfirmed `transaction` event.
-pub const UNCONFIRMED_TX: &[&str] = &[
+pub const UNCONFIRMED_TX: &[&str] = &UNCONFIRMED_TX_FIELDS;
+
+const UNCONFIRMED_TX_FIELDS: [&str; 9] = [
     "txid",
     "height",
     "blockHash",
@@ -65,7 +80,19 @@ pub const UNCONFIRMED_TX: &[&str] = &[
 ];
 
 /// The wallet's balance (`Balance`): the answer to `balance()`, and a `balance` event.
-pub const BALANCE: &[&str] = &["confirmed", "pending", "immature", "coins", "unconfirmed"];
+pub const BALANCE: &[&str] = &BALANCE_FIELDS;
+
+const BALANCE_FIELDS: [&str; 5] = ["confirmed", "pending", "immature", "coins", "unconfirmed"];
+
+/// [`WALLET_TX`] in a `transaction` event: with the name of its wallet (null for the
+/// default one).
+pub const WALLET_TX_EVENT: &[&str] = &and_wallet::<7, 8>(WALLET_TX_FIELDS);
+
+/// [`UNCONFIRMED_TX`] in a `transaction` event, with the name of its wallet.
+pub const UNCONFIRMED_TX_EVENT: &[&str] = &and_wallet::<9, 10>(UNCONFIRMED_TX_FIELDS);
+
+/// [`BALANCE`] in a `balance` event, with the name of its wallet.
+pub const BALANCE_EVENT: &[&str] = &and_wallet::<5, 6>(BALANCE_FIELDS);
 
 /// What `broadcast()` resolves to (`BroadcastResult`), and a `broadcast` event.
 pub const BROADCAST_RESULT: &[&str] = &["txid", "relayed", "refused"];
@@ -115,31 +142,31 @@ events! {
         &["gateway", "url", "verdict", "height"],
     );
     /// A wallet transaction found in a block (`TransactionEvent`).
-    TRANSACTION_FOUND = variant("transaction", ("status", "found"), WALLET_TX);
+    TRANSACTION_FOUND = variant("transaction", ("status", "found"), WALLET_TX_EVENT);
     /// A wallet transaction withdrawn by a reorg (`TransactionEvent`).
     TRANSACTION_WITHDRAWN = variant(
         "transaction",
         ("status", "withdrawn"),
-        &["txid", "height"],
+        &["txid", "height", "wallet"],
     );
     /// An unconfirmed transaction of the wallet's taken, or held by another number of
     /// gateways (`TransactionEvent`).
     TRANSACTION_UNCONFIRMED = variant(
         "transaction",
         ("status", "unconfirmed"),
-        UNCONFIRMED_TX,
+        UNCONFIRMED_TX_EVENT,
     );
     /// An unconfirmed transaction dropped, not mined (`TransactionEvent`).
     TRANSACTION_DROPPED = variant(
         "transaction",
         ("status", "dropped"),
-        &["txid", "reason", "by"],
+        &["txid", "reason", "by", "wallet"],
     );
     /// A block the wallet's scan matched waits with no gateway asked for it
     /// (`WalletWaiting`).
     WALLET_WAITING = event("walletWaiting", &["height", "reason"]);
     /// The balance after transactions were found or withdrawn (`BalanceEvent`).
-    BALANCE_CHANGED = event("balance", BALANCE);
+    BALANCE_CHANGED = event("balance", BALANCE_EVENT);
     /// Every gateway a transaction was sent to answered (`BroadcastEvent`).
     BROADCAST = event("broadcast", BROADCAST_RESULT);
     /// Scan progress (`ScanProgress`).

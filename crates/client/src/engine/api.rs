@@ -287,17 +287,36 @@ impl Engine {
         &mut self,
         records: &[LabelRecord],
     ) -> Result<lightwire_wallet::labels::Imported, LabelError> {
+        self.import_labels_in(WalletId::DEFAULT, records)
+    }
+
+    /// Import label `records` into wallet `id`, as [`Self::import_labels`] does.
+    pub fn import_labels_in(
+        &mut self,
+        id: WalletId,
+        records: &[LabelRecord],
+    ) -> Result<lightwire_wallet::labels::Imported, LabelError> {
         self.tasks
             .wallet
-            .with_wallet(&self.ctx, WalletId::DEFAULT, |w| w.import_labels(records))
+            .with_wallet(&self.ctx, id, |w| w.import_labels(records))
     }
 
     /// Set one label record's fields (`clear`: remove its label), as
     /// [`WalletSync::set_label`] does.
     pub fn set_label(&mut self, record: &LabelRecord, clear: bool) -> Result<(), LabelError> {
+        self.set_label_in(WalletId::DEFAULT, record, clear)
+    }
+
+    /// Set one label record of wallet `id`, as [`Self::set_label`] does.
+    pub fn set_label_in(
+        &mut self,
+        id: WalletId,
+        record: &LabelRecord,
+        clear: bool,
+    ) -> Result<(), LabelError> {
         self.tasks
             .wallet
-            .with_wallet(&self.ctx, WalletId::DEFAULT, |w| w.set_label(record, clear))
+            .with_wallet(&self.ctx, id, |w| w.set_label(record, clear))
     }
 
     /// Scan the wallet again, from `from` (its start widened to it: a birthday set too
@@ -553,6 +572,12 @@ impl Engine {
     /// Whether what the wallet holds is saved (nothing changed since its last save).
     pub fn wallet_saved(&self) -> bool {
         self.wallet_saved_of(WalletId::DEFAULT)
+    }
+
+    /// Whether what every wallet holds is saved, and their names.
+    pub fn wallets_saved(&self) -> bool {
+        let t = &self.tasks.wallet;
+        !t.names.is_dirty() && t.all_saved()
     }
 
     /// Whether what wallet `id` holds is saved, and the names with it.

@@ -229,6 +229,11 @@ impl WalletTask {
         })
     }
 
+    /// Whether no wallet changed since it was last saved.
+    pub fn all_saved(&self) -> bool {
+        self.each().all(|(_, w)| !w.dirty)
+    }
+
     /// Whether any wallet watches anything.
     pub fn watching(&self) -> bool {
         self.each().any(|(_, w)| !w.watch.is_empty())

@@ -252,9 +252,12 @@ impl Client {
     /// `{ transactions, balance }` once every stored block is matched and every match
     /// applied; `transaction` and `balance` events follow as blocks arrive. Rejects with
     /// `InvalidArgument` naming what cannot be watched.
-    pub fn watch(&self, options: JsValue) -> Promise {
+    ///
+    /// Each wallet call takes the name of the wallet it is for last (see `wallets`):
+    /// absent, the default wallet's.
+    pub fn watch(&self, options: JsValue, wallet: Option<String>) -> Promise {
         match watch_items(&options) {
-            Ok((items, from)) => self.call(Query::Watch { items, from }),
+            Ok((items, from)) => self.call_in(Query::Watch { items, from }, wallet),
             Err(e) => Promise::reject(&e),
         }
     }
@@ -297,9 +300,9 @@ impl Client {
     /// found, then find again what is left. Resolves `{ transactions, balance }` once it is
     /// synced (at once when nothing is left); rejects with `InvalidArgument` for an item
     /// that is not one.
-    pub fn unwatch(&self, options: JsValue) -> Promise {
+    pub fn unwatch(&self, options: JsValue, wallet: Option<String>) -> Promise {
         match watch_items(&options) {
-            Ok((items, _)) => self.call(Query::Unwatch(items)),
+            Ok((items, _)) => self.call_in(Query::Unwatch(items), wallet),
             Err(e) => Promise::reject(&e),
         }
     }
@@ -311,12 +314,12 @@ impl Client {
     /// goes on from where the scan stood. Resolves `{ transactions, balance }` once synced
     /// and saved; rejects with `InvalidArgument` when nothing is watched or for a
     /// `fromHeight` above the wallet's start.
-    pub fn rescan(&self, options: JsValue) -> Promise {
+    pub fn rescan(&self, options: JsValue, wallet: Option<String>) -> Promise {
         let given = !options.is_undefined()
             && !options.is_null()
             && js_sys::Reflect::has(&options, &"fromHeight".into()).unwrap_or(false);
         match given.then(|| from_height(&options)).transpose() {
-            Ok(from) => self.call(Query::Rescan(from)),
+            Ok(from) => self.call_in(Query::Rescan(from), wallet),
             Err(e) => Promise::reject(&e),
         }
     }
@@ -324,8 +327,8 @@ impl Client {
     /// The wallet's transactions, oldest first: `[{ txid, height, blockHash, position,
     /// received, sent, fee, status, label }]` (satoshis as numbers; `fee` null unless every
     /// input was ours; `label` the transaction's BIP329 label, or null).
-    pub fn transactions(&self) -> Promise {
-        self.call(Query::Wallet(WalletQuery::Transactions))
+    pub fn transactions(&self, wallet: Option<String>) -> Promise {
+        self.call_in(Query::Wallet(WalletQuery::Transactions), wallet)
     }
 
     /// The wallet's coins no known transaction spends: `[{ txid, vout, value, script,
@@ -334,15 +337,15 @@ impl Client {
     /// while unconfirmed; `label` the output's BIP329 label or null; `frozen` for
     /// `spendable: false`; `address` null for a script no address stands for; the key
     /// origin null for a coin of a script or address watched as such).
-    pub fn utxos(&self) -> Promise {
-        self.call(Query::Wallet(WalletQuery::Utxos))
+    pub fn utxos(&self, wallet: Option<String>) -> Promise {
+        self.call_in(Query::Wallet(WalletQuery::Utxos), wallet)
     }
 
     /// The balance: `{ confirmed, pending, immature, coins }` (satoshis), counting coins
     /// with at least `minConfirmations` (default 1) as confirmed.
-    pub fn balance(&self, min_confirmations: Option<f64>) -> Promise {
+    pub fn balance(&self, min_confirmations: Option<f64>, wallet: Option<String>) -> Promise {
         match whole(min_confirmations.unwrap_or(1.0), "minConfirmations") {
-            Ok(n) => self.call(Query::Wallet(WalletQuery::Balance(n))),
+            Ok(n) => self.call_in(Query::Wallet(WalletQuery::Balance(n)), wallet),
             Err(e) => Promise::reject(&e),
         }
     }
@@ -350,8 +353,8 @@ impl Client {
     /// The wallet's labels as a BIP329 file (JSON Lines, one record a line, each ended by
     /// a newline; `""` with none): transactions, addresses, public keys, inputs, outputs,
     /// extended keys, then scan keys, each in order of its reference.
-    pub fn labels(&self) -> Promise {
-        self.call(Query::Wallet(WalletQuery::Labels))
+    pub fn labels(&self, wallet: Option<String>) -> Promise {
+        self.call_in(Query::Wallet(WalletQuery::Labels), wallet)
     }
 
     /// Import a BIP329 file (JSON Lines) into the wallet's labels, whole or not at all:
@@ -362,7 +365,7 @@ impl Client {
     /// a line leaves out keeps the wallet's value; `spendable: false` on an output freezes
     /// the coin.
     #[wasm_bindgen(js_name = importLabels)]
-    pub fn import_labels(&self, text: JsValue) -> Promise {
+    pub fn import_labels(&self, text: JsValue, wallet: Option<String>) -> Promise {
         let Some(text) = text.as_string() else {
             return Promise::reject(&js::error(
                 "InvalidArgument",
@@ -370,7 +373,7 @@ impl Client {
             ));
         };
         match super::labels::read(&text) {
-            Ok(file) => self.call(Query::ImportLabels(file)),
+            Ok(file) => self.call_in(Query::ImportLabels(file), wallet),
             Err(e) => Promise::reject(&e),
         }
     }
@@ -380,9 +383,9 @@ impl Client {
     /// thaws it). Resolves once the wallet is saved; rejects with `InvalidArgument` naming
     /// the rule the record breaks.
     #[wasm_bindgen(js_name = setLabel)]
-    pub fn set_label(&self, record: JsValue) -> Promise {
+    pub fn set_label(&self, record: JsValue, wallet: Option<String>) -> Promise {
         match super::labels::record_of(&record) {
-            Ok((record, clear)) => self.call(Query::SetLabel { record, clear }),
+            Ok((record, clear)) => self.call_in(Query::SetLabel { record, clear }, wallet),
             Err(why) => Promise::reject(&super::labels::error(None, &why)),
         }
     }
@@ -424,9 +427,9 @@ impl Client {
     /// vout }` or null, `inputs` the coins spent as `txid:vout`); rejects with
     /// `InsufficientFunds` or `InvalidArgument` naming what is wrong.
     #[wasm_bindgen(js_name = createPsbt)]
-    pub fn create_psbt(&self, options: JsValue) -> Promise {
+    pub fn create_psbt(&self, options: JsValue, wallet: Option<String>) -> Promise {
         match psbt_ask(&options) {
-            Ok(ask) => self.call(Query::CreatePsbt(ask)),
+            Ok(ask) => self.call_in(Query::CreatePsbt(ask), wallet),
             Err(e) => Promise::reject(&e),
         }
     }
@@ -437,7 +440,7 @@ impl Client {
     /// `InsufficientFunds` or `InvalidArgument` naming the rule (Bitcoin Core's
     /// `psbtbumpfee`).
     #[wasm_bindgen(js_name = bumpFee)]
-    pub fn bump_fee(&self, txid: JsValue, options: JsValue) -> Promise {
+    pub fn bump_fee(&self, txid: JsValue, options: JsValue, wallet: Option<String>) -> Promise {
         let bad = |m: &str| Promise::reject(&js::error("InvalidArgument", m));
         let Some(txid) = txid
             .as_string()
@@ -452,7 +455,7 @@ impl Client {
         let Some(rate) = rate else {
             return bad("feeRate must be a number of sat/vB");
         };
-        self.call(Query::BumpFee { txid, rate })
+        self.call_in(Query::BumpFee { txid, rate }, wallet)
     }
 
     /// The fee rates to be mined within 1, 6 and 144 blocks, from the connected gateways'
@@ -466,18 +469,41 @@ impl Client {
         self.call(Query::FeeRates)
     }
 
+    /// The named wallets, in the order they were made: `[name]`. A wallet is made by the
+    /// first call that changes it (`watch`, `importLabels`, `setLabel`) given its name,
+    /// saved, and resumed by later sessions until `removeWallet`. The default wallet (the
+    /// calls given no name) is not listed.
+    pub fn wallets(&self) -> Promise {
+        self.call(Query::Wallets)
+    }
+
+    /// Remove the wallet named `name`: what it watched, found and labelled, and its
+    /// records in the store (the other wallets go on as they were). Resolves `true` once
+    /// its records are gone, `false` if there is no such wallet; rejects with
+    /// `InvalidArgument` for a name no wallet can have.
+    #[wasm_bindgen(js_name = removeWallet)]
+    pub fn remove_wallet(&self, name: String) -> Promise {
+        self.call_in(Query::RemoveWallet, Some(name))
+    }
+
     /// Stop syncing, close the connections and the store. Resolves when done.
     pub fn stop(&self) -> Promise {
         self.call(Query::Stop)
     }
 
     fn call(&self, query: Query) -> Promise {
+        self.call_in(query, None)
+    }
+
+    /// A call for the wallet named `wallet` (`None`: the default one).
+    fn call_in(&self, query: Query, wallet: Option<String>) -> Promise {
         let inbox = self.inbox.clone();
         let mut query = Some(query);
         Promise::new(&mut |resolve, reject| {
             if let Some(query) = query.take() {
                 inbox.push(Input::Call(Call {
                     query,
+                    wallet: wallet.clone(),
                     resolve,
                     reject,
                 }));

@@ -20,6 +20,8 @@ use crate::reason::TransportError;
 pub struct Call {
     /// What is asked.
     pub query: Query,
+    /// The name of the wallet it is for (`None`: the default one, or none at all).
+    pub wallet: Option<String>,
     /// The Promise's resolve function.
     pub resolve: Function,
     /// The Promise's reject function.
@@ -58,6 +60,10 @@ pub enum Query {
     },
     /// Stop syncing and close the store; resolves once done.
     Stop,
+    /// The named wallets.
+    Wallets,
+    /// Remove the call's wallet; resolves once its records are gone.
+    RemoveWallet,
     /// Start a rescan of these output scripts from this height; resolves once it has
     /// matched every block whose filter header is stored.
     Scan {

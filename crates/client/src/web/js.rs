@@ -229,8 +229,10 @@ mod tests {
             "unconfirmed": (-5).into(),
         });
         assert_eq!(keys(&balance), events::BALANCE);
-        let e = js_event_from!(events::BALANCE_CHANGED, events::BALANCE, balance);
+        set(&balance, "wallet", "savings".into());
+        let e = js_event_from!(events::BALANCE_CHANGED, events::BALANCE_EVENT, balance);
         assert_eq!(get(&e, "type"), "balance");
         assert_eq!(get(&e, "coins"), 4);
+        assert_eq!(keys(&e)[..6], events::BALANCE_EVENT[..]);
     }
 }

@@ -17,6 +17,8 @@ pub async fn answer(store: &IdbStore, call: Call) {
             "the loop answers these, not the store",
         )),
         Query::Stop
+        | Query::Wallets
+        | Query::RemoveWallet
         | Query::Scan { .. }
         | Query::Watch { .. }
         | Query::Unwatch(_)

@@ -29,6 +29,7 @@ use crate::ids::GatewayId;
 use crate::pipeline::{Committed, Pipeline};
 use crate::reason::TransportError;
 use crate::wallet::WalletChange;
+use crate::wallet::blocks::{WalletId, WalletSet};
 use lightwire_wallet::labels::{LabelKind, Labels};
 
 /// Bytes of a WebSocket message copied into wasm at a time: a gateway's message (one
@@ -64,16 +65,16 @@ pub struct Net {
     stop_calls: Vec<Call>,
     /// The `scan` call waiting for the scan to reach the stored tip.
     scan_call: Option<Call>,
-    /// The `watch` calls waiting for the wallet to be synced.
-    watch_calls: Vec<Call>,
+    /// The `watch` calls waiting for their wallet to be synced.
+    watch_calls: Vec<(Call, WalletId)>,
     /// The `broadcast` calls waiting for their gateways, by request id.
     broadcast_calls: Vec<(u32, Call)>,
-    /// The `createPsbt` calls waiting for the wallet to apply every block matched.
-    psbt_calls: Vec<Call>,
+    /// The `createPsbt` calls waiting for their wallet to apply every block matched.
+    psbt_calls: Vec<(Call, WalletId)>,
     /// Calls done, with their results, waiting for the wallet that recorded what they
-    /// did to be saved: `broadcast` (answered by its gateways), `importLabels`,
-    /// `setLabel`.
-    saving: Vec<(Call, JsValue)>,
+    /// did to be saved (`None`: every wallet): `broadcast` (answered by its gateways),
+    /// `importLabels`, `setLabel`, `removeWallet`.
+    saving: Vec<(Call, JsValue, Option<WalletId>)>,
     /// `feeRates()` calls waiting for their gateways, by request id.
     fee_calls: Vec<(u32, Call)>,
     /// Filters and filter bytes at the last scan progress event.
@@ -313,38 +314,52 @@ impl Net {
                 self.engine.sent(g);
             }
         }
-        let mut wallet_changed = false;
+        let mut changed = WalletSet::NONE;
         while let Some(event) = self.engine.poll_event() {
-            wallet_changed |= matches!(event, Event::Wallet(..));
+            if let Event::Wallet(id, _) = &event {
+                changed = changed.with(WalletSet::of(*id));
+            }
             let e = self.event(event);
             if !e.is_undefined() {
                 self.emit(e);
             }
         }
-        if wallet_changed {
-            let tip = self.engine.syncer().tip().height;
-            if let Some(w) = self.engine.wallet() {
+        let tip = self.engine.syncer().tip().height;
+        for id in changed.iter() {
+            if let Some(w) = self.engine.wallet_of(id) {
                 let b = balance_object(&w.balance(tip, 1));
-                self.emit(js_event_from!(events::BALANCE_CHANGED, events::BALANCE, b));
+                js::set(&b, "wallet", self.wallet_name(id));
+                self.emit(js_event_from!(
+                    events::BALANCE_CHANGED,
+                    events::BALANCE_EVENT,
+                    b
+                ));
             }
         }
         // A broadcast (or a label) is answered once the wallet that recorded it is saved:
         // a tab closed right after still shows it (and its coins spent).
-        if !self.saving.is_empty() && self.engine.wallet_saved() {
-            for (call, result) in std::mem::take(&mut self.saving) {
-                let _ = call.resolve.call1(&JsValue::NULL, &result);
+        if !self.saving.is_empty() {
+            for (call, result, id) in std::mem::take(&mut self.saving) {
+                if self.saved(id) {
+                    let _ = call.resolve.call1(&JsValue::NULL, &result);
+                } else {
+                    self.saving.push((call, result, id));
+                }
             }
         }
-        if !self.psbt_calls.is_empty() && self.engine.wallet_synced() {
-            for call in std::mem::take(&mut self.psbt_calls) {
+        for (call, id) in std::mem::take(&mut self.psbt_calls) {
+            if self.engine.wallet_synced_of(id) {
                 self.creating_psbt(call);
+            } else {
+                self.psbt_calls.push((call, id));
             }
         }
         // Answered once the wallet is saved too: a tab closed right after still has it.
-        if !self.watch_calls.is_empty() && self.engine.wallet_settled() {
-            let summary = self.wallet_summary();
-            for call in std::mem::take(&mut self.watch_calls) {
-                let _ = call.resolve.call1(&JsValue::NULL, &summary);
+        for (call, id) in std::mem::take(&mut self.watch_calls) {
+            if self.engine.wallet_synced_of(id) && self.engine.wallet_saved_of(id) {
+                let _ = call.resolve.call1(&JsValue::NULL, &self.wallet_summary(id));
+            } else {
+                self.watch_calls.push((call, id));
             }
         }
         self.update_status();
@@ -464,27 +479,38 @@ impl Net {
                 "height": height.into(),
                 "reason": reason.name().into(),
             }),
-            Event::Wallet(_, change) => match change {
-                WalletChange::Found(t) => {
-                    js_event_from!(events::TRANSACTION_FOUND, events::WALLET_TX, tx_object(&t))
+            Event::Wallet(id, change) => {
+                let wallet = self.wallet_name(id);
+                let with = |o: JsValue| {
+                    js::set(&o, "wallet", wallet.clone());
+                    o
+                };
+                match change {
+                    WalletChange::Found(t) => js_event_from!(
+                        events::TRANSACTION_FOUND,
+                        events::WALLET_TX_EVENT,
+                        with(tx_object(&t))
+                    ),
+                    WalletChange::Withdrawn { txid, height } => {
+                        js_event!(events::TRANSACTION_WITHDRAWN {
+                            "txid": js::hash(&txid),
+                            "height": height.into(),
+                            "wallet": wallet,
+                        })
+                    }
+                    WalletChange::Unconfirmed(t) => js_event_from!(
+                        events::TRANSACTION_UNCONFIRMED,
+                        events::UNCONFIRMED_TX_EVENT,
+                        with(unconfirmed_object(&t))
+                    ),
+                    WalletChange::Dropped(d) => js_event!(events::TRANSACTION_DROPPED {
+                        "txid": js::hash(&d.txid),
+                        "reason": d.reason.name().into(),
+                        "by": d.by.as_ref().map_or(JsValue::NULL, js::hash),
+                        "wallet": wallet,
+                    }),
                 }
-                WalletChange::Withdrawn { txid, height } => {
-                    js_event!(events::TRANSACTION_WITHDRAWN {
-                        "txid": js::hash(&txid),
-                        "height": height.into(),
-                    })
-                }
-                WalletChange::Unconfirmed(t) => js_event_from!(
-                    events::TRANSACTION_UNCONFIRMED,
-                    events::UNCONFIRMED_TX,
-                    unconfirmed_object(&t)
-                ),
-                WalletChange::Dropped(d) => js_event!(events::TRANSACTION_DROPPED {
-                    "txid": js::hash(&d.txid),
-                    "reason": d.reason.name().into(),
-                    "by": d.by.as_ref().map_or(JsValue::NULL, js::hash),
-                }),
-            },
+            }
             Event::Broadcast {
                 id,
                 txid,
@@ -508,7 +534,8 @@ impl Net {
                 });
                 if let Some(i) = self.broadcast_calls.iter().position(|(x, _)| *x == id) {
                     let (_, call) = self.broadcast_calls.remove(i);
-                    self.saving.push((call, result.clone()));
+                    // Every wallet it touches recorded it.
+                    self.saving.push((call, result.clone(), None));
                 }
                 js_event_from!(events::BROADCAST, events::BROADCAST_RESULT, result)
             }
@@ -738,24 +765,78 @@ impl Net {
         self.pump();
     }
 
+    /// The name of wallet `id` for the application: null for the default one.
+    fn wallet_name(&self, id: WalletId) -> JsValue {
+        let names = &mut self.engine.wallet_names();
+        names
+            .find(|(x, _)| *x == id)
+            .map_or(JsValue::NULL, |(_, n)| n.into())
+    }
+
+    /// Whether what wallet `id` holds is saved (`None`: every wallet's).
+    fn saved(&self, id: Option<WalletId>) -> bool {
+        match id {
+            Some(id) => self.engine.wallet_saved_of(id),
+            None => self.engine.wallets_saved(),
+        }
+    }
+
+    /// The wallet `call` is for, made if its name has none yet: and whether it was made
+    /// now (so that a call refused leaves none). A name no wallet can have is refused.
+    fn wallet_made(&mut self, call: &Call) -> Result<(WalletId, bool), JsValue> {
+        let Some(name) = &call.wallet else {
+            return Ok((WalletId::DEFAULT, false));
+        };
+        let before = self.engine.wallet_id(name);
+        let id = self
+            .engine
+            .add_wallet(name)
+            .map_err(|e| js::error("InvalidArgument", e.to_string()))?;
+        Ok((id, before.is_none()))
+    }
+
+    /// The wallet `call` is for, if there is one (the default one for a call without a
+    /// name). A name no wallet can have is refused.
+    fn wallet_found(&self, call: &Call) -> Result<Option<WalletId>, JsValue> {
+        match &call.wallet {
+            None => Ok(Some(WalletId::DEFAULT)),
+            Some(name) => {
+                crate::wallet::names::check_name(name)
+                    .map_err(|e| js::error("InvalidArgument", e.to_string()))?;
+                Ok(self.engine.wallet_id(name))
+            }
+        }
+    }
+
+    /// A call refused: rejected with `e`, and the wallet it made for it (if it did)
+    /// removed.
+    fn refuse(&mut self, call: Call, made: Option<WalletId>, e: JsValue) {
+        if let Some(id) = made {
+            self.engine.remove_wallet(id);
+        }
+        let _ = call.reject.call1(&JsValue::NULL, &e);
+    }
+
     /// A `watch` call: the wallet watches more (scanning again from its start when it
     /// does); the call resolves once it is synced.
     fn watching(&mut self, call: Call) {
         let Query::Watch { items, from } = &call.query else {
             return;
         };
-        if let Err(e) = self.engine.watch(items, *from) {
-            let _ = call
-                .reject
-                .call1(&JsValue::NULL, &js::error("InvalidArgument", e.to_string()));
-            return;
+        let (id, made) = match self.wallet_made(&call) {
+            Ok(w) => w,
+            Err(e) => return self.refuse(call, None, e),
+        };
+        if let Err(e) = self.engine.watch_in(id, items, *from) {
+            let e = js::error("InvalidArgument", e.to_string());
+            return self.refuse(call, made.then_some(id), e);
         }
-        self.wallet_scanning(call);
+        self.wallet_scanning(call, id);
     }
 
-    /// The wallet's scan started (`watch`, `rescan`): an app's `scan()` under way is
+    /// Wallet `id`'s scan started (`watch`, `rescan`): an app's `scan()` under way is
     /// replaced, and `call` is answered once the wallet is synced and saved.
-    fn wallet_scanning(&mut self, call: Call) {
+    fn wallet_scanning(&mut self, call: Call, id: WalletId) {
         if let Some(old) = self.scan_call.take() {
             let _ = old.reject.call1(
                 &JsValue::NULL,
@@ -763,7 +844,7 @@ impl Net {
             );
         }
         self.scan_progress = (0, 0);
-        self.watch_calls.push(call);
+        self.watch_calls.push((call, id));
         self.pump();
     }
 
@@ -773,13 +854,19 @@ impl Net {
         let Query::Rescan(from) = &call.query else {
             return;
         };
-        if let Err(e) = self.engine.rescan(*from) {
-            let _ = call
-                .reject
-                .call1(&JsValue::NULL, &js::error("InvalidArgument", e.to_string()));
-            return;
+        let id = match self.wallet_found(&call) {
+            Ok(Some(id)) => id,
+            Ok(None) => {
+                let e = js::error("InvalidArgument", "no wallet of that name");
+                return self.refuse(call, None, e);
+            }
+            Err(e) => return self.refuse(call, None, e),
+        };
+        if let Err(e) = self.engine.rescan_in(id, *from) {
+            let e = js::error("InvalidArgument", e.to_string());
+            return self.refuse(call, None, e);
         }
-        self.wallet_scanning(call);
+        self.wallet_scanning(call, id);
     }
 
     /// A `watchSilentPayments` call: the receiver's scan starts; resolved at once with
@@ -854,16 +941,22 @@ impl Net {
         let Query::Unwatch(items) = &call.query else {
             return;
         };
-        if let Err(e) = self.engine.unwatch(items) {
-            let _ = call
-                .reject
-                .call1(&JsValue::NULL, &js::error("InvalidArgument", e.to_string()));
-            return;
+        let id = match self.wallet_found(&call) {
+            Ok(Some(id)) => id,
+            Ok(None) => {
+                let _ = call.resolve.call1(&JsValue::NULL, &JsValue::NULL);
+                return;
+            }
+            Err(e) => return self.refuse(call, None, e),
+        };
+        if let Err(e) = self.engine.unwatch_in(id, items) {
+            let e = js::error("InvalidArgument", e.to_string());
+            return self.refuse(call, None, e);
         }
-        if self.engine.wallet().is_none_or(|w| w.watch.is_empty()) {
-            let _ = call.resolve.call1(&JsValue::NULL, &self.wallet_summary());
+        if self.engine.wallet_of(id).is_none_or(|w| w.watch.is_empty()) {
+            let _ = call.resolve.call1(&JsValue::NULL, &self.wallet_summary(id));
         } else {
-            self.watch_calls.push(call);
+            self.watch_calls.push((call, id));
         }
         self.pump();
     }
@@ -872,10 +965,14 @@ impl Net {
     /// refused file or record is rejected at once (`InvalidArgument`, with the `line` a
     /// file's error names), having changed nothing.
     fn labelling(&mut self, call: Call) {
+        let (id, made) = match self.wallet_made(&call) {
+            Ok(w) => w,
+            Err(e) => return self.refuse(call, None, e),
+        };
         let done = match &call.query {
             Query::ImportLabels(file) => self
                 .engine
-                .import_labels(&file.records)
+                .import_labels_in(id, &file.records)
                 .map(|d| {
                     js::object(&[
                         ("imported", d.taken.into()),
@@ -890,19 +987,41 @@ impl Net {
                 }),
             Query::SetLabel { record, clear } => self
                 .engine
-                .set_label(record, *clear)
+                .set_label_in(id, record, *clear)
                 .map(|()| JsValue::UNDEFINED)
                 .map_err(|e| super::labels::error(None, &e.fault)),
             _ => return,
         };
         match done {
             Ok(result) => {
-                self.saving.push((call, result));
+                self.saving.push((call, result, Some(id)));
                 self.pump();
             }
-            Err(e) => {
-                let _ = call.reject.call1(&JsValue::NULL, &e);
+            Err(e) => self.refuse(call, made.then_some(id), e),
+        }
+    }
+
+    /// `wallets()`: the named wallets; `removeWallet(name)`: one goes, answered once its
+    /// records are.
+    fn wallets(&mut self, call: Call) {
+        if let Query::Wallets = call.query {
+            let names = js_sys::Array::new();
+            for (_, n) in self.engine.wallet_names() {
+                names.push(&n.into());
             }
+            let _ = call.resolve.call1(&JsValue::NULL, &names);
+            return;
+        }
+        match self.wallet_found(&call) {
+            Ok(Some(id)) if call.wallet.is_some() => {
+                self.engine.remove_wallet(id);
+                self.saving.push((call, true.into(), None));
+                self.pump();
+            }
+            Ok(_) => {
+                let _ = call.resolve.call1(&JsValue::NULL, &false.into());
+            }
+            Err(e) => self.refuse(call, None, e),
         }
     }
 
@@ -912,7 +1031,11 @@ impl Net {
             return;
         };
         let tip = self.engine.syncer().tip().height;
-        let value = match (self.engine.wallet(), q) {
+        let wallet = match self.wallet_found(&call) {
+            Ok(id) => id.and_then(|id| self.engine.wallet_of(id)),
+            Err(e) => return self.refuse(call, None, e),
+        };
+        let value = match (wallet, q) {
             (None, WalletQuery::Balance(_)) => balance_object(&Default::default()),
             (None, WalletQuery::Labels) => JsValue::from(""),
             (Some(w), WalletQuery::Labels) => {
@@ -983,15 +1106,22 @@ impl Net {
     /// filters matched in what is stored (before, it could pick a coin a block not yet
     /// fetched spends).
     fn creating_psbt(&mut self, call: Call) {
-        if self.engine.wallet().is_some() && !self.engine.wallet_synced() {
-            self.psbt_calls.push(call);
+        let id = match self.wallet_found(&call) {
+            Ok(id) => id,
+            Err(e) => return self.refuse(call, None, e),
+        };
+        if let Some(id) = id
+            .filter(|&id| self.engine.wallet_of(id).is_some() && !self.engine.wallet_synced_of(id))
+        {
+            self.psbt_calls.push((call, id));
             return;
         }
+        let wallet = id.and_then(|id| self.engine.wallet_of(id));
         if let Query::BumpFee { txid, rate } = &call.query {
             let tip = self.engine.syncer().tip().height;
             let seed =
                 super::identity::random_seed().unwrap_or_else(|_| js_sys::Math::random().to_bits());
-            let _ = match self.engine.wallet() {
+            let _ = match wallet {
                 Some(w) => match crate::spend::bump_fee(w, txid, *rate, tip, seed) {
                     Ok(b) => {
                         let value = psbt_object(&b, *rate, w.network());
@@ -1023,7 +1153,7 @@ impl Net {
             self.engine.syncer().is_synced(),
             seed.rotate_left(17),
         );
-        let built = match self.engine.wallet() {
+        let built = match wallet {
             Some(w) => crate::spend::create_psbt(w, ask, tip.height, lock_time, seed)
                 .map(|b| (b, w.network())),
             None => Err(crate::spend::PsbtError::NoWallet),
@@ -1038,10 +1168,10 @@ impl Net {
         };
     }
 
-    /// What `watch()` resolves to.
-    fn wallet_summary(&self) -> JsValue {
+    /// What `watch()` resolves to, for wallet `id`.
+    fn wallet_summary(&self, id: WalletId) -> JsValue {
         let tip = self.engine.syncer().tip().height;
-        match self.engine.wallet() {
+        match self.engine.wallet_of(id) {
             Some(w) => js::object(&[
                 (
                     "transactions",
@@ -1391,6 +1521,7 @@ impl Host for Net {
             Query::Rescan(_) => self.rescanning(call),
             Query::CreatePsbt(_) | Query::BumpFee { .. } => self.creating_psbt(call),
             Query::ImportLabels(_) | Query::SetLabel { .. } => self.labelling(call),
+            Query::Wallets | Query::RemoveWallet => self.wallets(call),
             Query::FeeRates => match self.engine.fee_rates() {
                 Some(id) => {
                     self.fee_calls.push((id, call));
@@ -1455,11 +1586,10 @@ pub async fn run(mut net: Net, mut store: IdbStore) {
     net.progress(true);
     // Broadcasts the gateways answered: they were relayed (a store that failed to save
     // their record stopped the client, and said so). Labels not saved were not kept.
-    let saved = net.engine.wallet_saved();
-    for (call, result) in std::mem::take(&mut net.saving) {
+    for (call, result, id) in std::mem::take(&mut net.saving) {
         let _ = match call.query {
             Query::Broadcast(_) => call.resolve.call1(&JsValue::NULL, &result),
-            _ if saved => call.resolve.call1(&JsValue::NULL, &result),
+            _ if net.saved(id) => call.resolve.call1(&JsValue::NULL, &result),
             _ => call.reject.call1(
                 &JsValue::NULL,
                 &js::error("Stopped", "the client stopped before the labels were saved"),
@@ -1469,7 +1599,11 @@ pub async fn run(mut net: Net, mut store: IdbStore) {
     // Calls still waiting (for the store, or for gateways that will not answer now).
     let waiting = std::mem::take(&mut net.calls)
         .into_iter()
-        .chain(std::mem::take(&mut net.psbt_calls))
+        .chain(
+            std::mem::take(&mut net.psbt_calls)
+                .into_iter()
+                .map(|(c, _)| c),
+        )
         .chain(
             std::mem::take(&mut net.fee_calls)
                 .into_iter()
