@@ -151,7 +151,9 @@ export class LightwireClient extends EventTarget {
    * learns the scripts. Resolves once every block whose filter header is stored has been
    * matched, with the blocks that matched. The scan goes on as blocks arrive (`scanMatch`,
    * `scanWithdrawn` on a reorg, `scan` progress events) until another scan replaces it
-   * (the pending promise then rejects with `ScanReplaced`). Filters are not kept.
+   * (the pending promise then rejects with `ScanReplaced`). It runs beside the wallets:
+   * one pass over each filter serves both, and its events and result tell of its own
+   * matches only. Filters are not kept.
    */
   scan(options: ScanOptions): Promise<ScanResult> {
     return this.#call('scan', options.scripts, options.fromHeight);
@@ -167,9 +169,8 @@ export class LightwireClient extends EventTarget {
    * arrive, and on reorgs. Watching more scans again from the wallet's start. Rejects
    * with `InvalidArgument` naming what cannot be watched (a malformed address, another
    * network's, an xprv, ...).
-   * The wallet and {@link LightwireClient.scan} share one scan: a `scan()` call pauses the
-   * wallet until `watch()` is called again, or the client is opened again (a wallet
-   * resumed without its own scan scans again from its start).
+   * The wallets and {@link LightwireClient.scan} share one scan: one pass over each filter
+   * serves all of them, and none pauses another.
    */
   watch(options: WatchOptions): Promise<WalletSummary> {
     return this.#call('watch', options);
@@ -183,7 +184,7 @@ export class LightwireClient extends EventTarget {
    * all; a wallet watching more, rescanning or unwatching scans again alone. Nothing is
    * made until a call changes the wallet ({@link Wallet}); {@link wallets} lists those
    * made, {@link removeWallet} removes one. A name is 1 to 64 bytes of UTF-8 without
-   * control characters (its calls reject with `InvalidArgument` otherwise); at most 63
+   * control characters (its calls reject with `InvalidArgument` otherwise); at most 62
    * named wallets.
    */
   wallet(name: string): Wallet {

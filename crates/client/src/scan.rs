@@ -114,6 +114,8 @@ pub enum ScanChange {
         height: u32,
         /// Its hash.
         hash: BlockHash,
+        /// Whose match it was.
+        owners: Owners,
     },
 }
 
@@ -511,6 +513,31 @@ impl Scan {
     /// Whose scripts the scan holds.
     pub fn all_owners(&self) -> Owners {
         self.all_owners
+    }
+
+    /// Whether `owner` watches exactly `scripts`, in that order, from `from`.
+    pub fn owner_watches(&self, owner: Owners, scripts: &[Vec<u8>], from: u32) -> bool {
+        let mut own = self
+            .scripts
+            .iter()
+            .zip(&self.owners)
+            .filter(|(_, o)| **o & owner != 0)
+            .map(|(s, _)| s);
+        let started = self
+            .spans
+            .iter()
+            .any(|s| s.owner == owner && s.start == from);
+        started && scripts.iter().all(|s| own.next() == Some(s)) && own.next().is_none()
+    }
+
+    /// The matches with one of `owners`' marks, ascending.
+    pub fn matches_of(&self, owners: Owners) -> Vec<(u32, BlockHash)> {
+        self.matches
+            .iter()
+            .zip(&self.match_owners)
+            .filter(|(_, o)| **o & owners != 0)
+            .map(|(m, _)| *m)
+            .collect()
     }
 
     /// The scripts watched.
@@ -1136,8 +1163,12 @@ impl Scan {
     ) -> impl Iterator<Item = GivenUp> + '_ {
         while let Some(&(h, hash)) = self.matches.last().filter(|(h, _)| *h >= height) {
             self.matches.pop();
-            self.match_owners.pop();
-            change(ScanChange::Withdrawn { height: h, hash });
+            let owners = self.match_owners.pop().unwrap_or(0);
+            change(ScanChange::Withdrawn {
+                height: h,
+                hash,
+                owners,
+            });
         }
         self.resume_by(height);
         if self.next > height {
@@ -1396,7 +1427,8 @@ mod tests {
             withdrawn,
             [ScanChange::Withdrawn {
                 height: 1500,
-                hash: hash(1500)
+                hash: hash(1500),
+                owners: FIRST_OWNER,
             }]
         );
         assert_eq!(s.next(), 1201);

@@ -158,8 +158,10 @@ impl Engine {
         self.tasks.silent.progress_to_save()
     }
 
-    /// Go on with a scan restored from the store.
+    /// Go on with a scan restored from the store (the shared one if it holds the
+    /// application's scripts: wallets join it).
     pub fn resume_scan(&mut self, scan: Scan) {
+        self.tasks.scan.for_wallet = scan.all_owners() & super::scan::APP != 0;
         self.tasks.scan.scan = Some(scan);
         self.ctx
             .timers
@@ -212,22 +214,45 @@ impl Engine {
 
 /// The application's commands.
 impl Engine {
-    /// Start a rescan of `scripts` from block `from` (replacing any scan under way, the
-    /// wallet's included).
+    /// Start a rescan of the application's `scripts` from block `from`, beside the
+    /// wallets' (one pass over each filter serves both; the application's scan under way
+    /// is replaced). [`Event::ScanMatch`] and [`Event::ScanReached`] then tell of its
+    /// matches only.
     pub fn start_scan(&mut self, scripts: Vec<Vec<u8>>, from: u32) {
         let base = self.tasks.headers.syncer.base_height();
-        self.tasks.scan.start(&mut self.ctx, scripts, from, base);
+        self.tasks
+            .scan
+            .start_app(&mut self.ctx, scripts, from, base);
     }
 
-    /// Scan `scripts` from `from`: the scan under way goes on if it is that one (returns
-    /// true), else a new one starts.
+    /// Scan `scripts` from `from`: the application's scan under way goes on if it is that
+    /// one (returns true), else a new one starts.
     pub fn scan_or_continue(&mut self, scripts: Vec<Vec<u8>>, from: u32) -> bool {
         let base = self.tasks.headers.syncer.base_height();
-        if self.tasks.scan.is_for(&scripts, from, base) {
+        if self.tasks.scan.is_for_app(&scripts, from, base) {
             return true;
         }
         self.start_scan(scripts, from);
         false
+    }
+
+    /// Whether the application's scan has matched everything stored.
+    pub fn app_scan_at_tip(&self) -> bool {
+        let stored = self.ctx.stored_filters;
+        let scan = self.tasks.scan.scan.as_ref();
+        scan.is_some_and(|s| s.at_tip_for(super::scan::APP, stored))
+    }
+
+    /// The application's matches so far, ascending (every match when it does not scan
+    /// beside the wallets).
+    pub fn app_matches(&self) -> Vec<(u32, BlockHash)> {
+        let Some(s) = self.tasks.scan.scan.as_ref() else {
+            return Vec::new();
+        };
+        match s.all_owners() & super::scan::APP {
+            0 => s.matches().to_vec(),
+            app => s.matches_of(app),
+        }
     }
 
     /// Watch `items` (scripts, addresses, descriptors) from block `from`: the wallet scans

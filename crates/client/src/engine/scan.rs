@@ -20,12 +20,17 @@ use crate::reason::DropReason;
 use crate::scan::{Owners, Scan, ScanChange};
 use lightwire_chain::BlockHash;
 
+/// The owner of the application's scripts (`scan()`) in the scan the wallets share: the
+/// last owner bit, which no wallet has (`crate::wallet::names` gives ids below it).
+pub const APP: Owners = 1 << 63;
+
 /// The scan task's state.
 #[derive(Default)]
 pub struct ScanTask {
     /// The rescan, if one was started.
     pub scan: Option<Scan>,
-    /// Whether the scan under way is the wallet's (an app's own scan replaces it).
+    /// Whether the scan under way is the shared one, of the wallets and the application's
+    /// `scan()` (each an owner); not a scan restored of owners unknown.
     pub for_wallet: bool,
     /// The wallet's scan was dropped (nothing left to watch): its saved state goes.
     pub dropped: bool,
@@ -96,11 +101,30 @@ impl ScanTask {
         }
     }
 
-    /// Whether the scan under way is of `scripts` from `from` (with the store's `base`).
-    pub fn is_for(&self, scripts: &[Vec<u8>], from: u32, base: u32) -> bool {
+    /// The application's `scripts` are scanned from `from`, beside the wallets (one pass
+    /// over each filter serves all; the wallets keep what they found): the application's
+    /// scan before is replaced.
+    pub fn start_app(&mut self, ctx: &mut Ctx, scripts: Vec<Vec<u8>>, from: u32, base: u32) {
+        if self.scan.is_none() || !self.for_wallet {
+            self.start(ctx, Vec::new(), u32::MAX, base);
+            self.for_wallet = true;
+        }
+        self.rewind(ctx, APP, (scripts, from), base);
+    }
+
+    /// Whether the application's scan under way is of `scripts` from `from` (with the
+    /// store's `base`).
+    pub fn is_for_app(&self, scripts: &[Vec<u8>], from: u32, base: u32) -> bool {
         self.scan
             .as_ref()
-            .is_some_and(|s| s.is_for(scripts, clamp(from, base)))
+            .is_some_and(|s| s.owner_watches(APP, scripts, clamp(from, base)))
+    }
+
+    /// Whether the application scans beside the wallets.
+    pub fn has_app(&self) -> bool {
+        self.scan
+            .as_ref()
+            .is_some_and(|s| s.all_owners() & APP != 0)
     }
 
     /// The wallet's scan stops (nothing left to watch): its saved state is removed.
@@ -145,8 +169,9 @@ impl ScanTask {
                     .any(|c| (c.height, &c.hash) == (height, hash) && c.filter == filter)
         };
         let result = scan.on_filters(m, is_contested, |c| changes.push(c));
+        let app = scan.all_owners() & APP != 0;
         for c in changes {
-            changed(ctx, c, for_wallet);
+            changed(ctx, c, for_wallet, app);
         }
         if scan.filters > before {
             ctx.timers.touch(TaskId::Scan, ctx.now);
@@ -174,9 +199,14 @@ impl ScanTask {
         if let Some(scan) = self.scan.as_mut()
             && scan.reached(ctx.stored_filters)
         {
+            // The application's matches, when it scans beside the wallets.
+            let matches = match scan.all_owners() & APP {
+                0 => scan.matches().to_vec(),
+                app => scan.matches_of(app),
+            };
             ctx.events.push_back(Event::ScanReached {
                 height: scan.next().saturating_sub(1),
-                matches: scan.matches().to_vec(),
+                matches,
             });
         }
     }
@@ -189,8 +219,12 @@ impl ScanTask {
             return;
         };
         let was = scan.mirror_reading();
-        let events = &mut ctx.events;
-        let given_up: Vec<GivenUp> = scan.reorg(fork, |c| events.push_back(event(c))).collect();
+        let app = scan.all_owners() & APP != 0;
+        let mut changes = Vec::new();
+        let given_up: Vec<GivenUp> = scan.reorg(fork, |c| changes.push(c)).collect();
+        for c in changes {
+            tell(ctx, c, app);
+        }
         ctx.give_up_all(given_up);
         Self::stop_mirror_if_gone(ctx, was, scan);
     }
@@ -202,10 +236,12 @@ impl ScanTask {
             return;
         };
         let was = scan.mirror_reading();
-        let events = &mut ctx.events;
-        let given_up: Vec<GivenUp> = scan
-            .drop_from(height, |c| events.push_back(event(c)))
-            .collect();
+        let app = scan.all_owners() & APP != 0;
+        let mut changes = Vec::new();
+        let given_up: Vec<GivenUp> = scan.drop_from(height, |c| changes.push(c)).collect();
+        for c in changes {
+            tell(ctx, c, app);
+        }
         ctx.give_up_all(given_up);
         Self::stop_mirror_if_gone(ctx, was, scan);
     }
@@ -223,8 +259,9 @@ impl ScanTask {
             .filter(|c| (c.height, c.hash) == (height, hash))
             .filter_map(|c| scan.contest(c))
             .collect();
+        let app = scan.all_owners() & APP != 0;
         for c in changes {
-            changed(ctx, c, self.for_wallet);
+            changed(ctx, c, self.for_wallet, app);
         }
     }
 
@@ -287,8 +324,9 @@ impl ScanTask {
         let before = scan.filters;
         let mut changes = Vec::new();
         let result = scan.on_mirror_filters(f, |c| changes.push(c));
+        let app = scan.all_owners() & APP != 0;
         for c in changes {
-            changed(ctx, c, for_wallet);
+            changed(ctx, c, for_wallet, app);
         }
         if scan.filters > before {
             ctx.timers.touch(TaskId::Scan, ctx.now);
@@ -344,8 +382,9 @@ fn clamp(from: u32, base: u32) -> u32 {
     if base > 0 { from.max(base + 1) } else { from }
 }
 
-/// A scan's change: the application hears it; the wallet fetches a match of its scan.
-fn changed(ctx: &mut Ctx, c: ScanChange, for_wallet: bool) {
+/// A scan's change: the wallets fetch their matches; the application hears of its own
+/// (`app`: it scans beside the wallets), or of every one when it does not scan.
+fn changed(ctx: &mut Ctx, c: ScanChange, for_wallet: bool, app: bool) {
     if let (
         ScanChange::Matched {
             height,
@@ -354,21 +393,28 @@ fn changed(ctx: &mut Ctx, c: ScanChange, for_wallet: bool) {
         },
         true,
     ) = (c, for_wallet)
+        && owners & !APP != 0
     {
         ctx.effects.push_back(Effect::Matched {
             height,
             hash,
-            owners,
+            owners: owners & !APP,
         });
     }
-    ctx.events.push_back(event(c));
+    tell(ctx, c, app);
 }
 
-fn event(c: ScanChange) -> Event {
-    match c {
-        ScanChange::Matched { height, hash, .. } => Event::ScanMatch { height, hash },
-        ScanChange::Withdrawn { height, hash } => Event::ScanWithdrawn { height, hash },
+/// The application hears of a change of its matches (every match's, when it does not
+/// scan beside the wallets: `app` false).
+fn tell(ctx: &mut Ctx, c: ScanChange, app: bool) {
+    let (ScanChange::Matched { owners, .. } | ScanChange::Withdrawn { owners, .. }) = c;
+    if app && owners & APP == 0 {
+        return;
     }
+    ctx.events.push_back(match c {
+        ScanChange::Matched { height, hash, .. } => Event::ScanMatch { height, hash },
+        ScanChange::Withdrawn { height, hash, .. } => Event::ScanWithdrawn { height, hash },
+    });
 }
 
 impl Task for ScanTask {

@@ -365,7 +365,7 @@ impl WalletTask {
     /// Wallet `id` (which watches nothing now, or is gone) leaves the wallets' scan; with
     /// no wallet watching anything, the scan stops.
     fn leave_scan(&self, ctx: &mut Ctx, scan: &mut ScanTask, id: WalletId) {
-        if !self.watching() {
+        if !self.watching() && !scan.has_app() {
             scan.drop_wallets(ctx);
         } else if let Some(s) = scan.scan.as_mut().filter(|_| scan.for_wallet) {
             s.remove_owner(id.owner());
@@ -607,9 +607,13 @@ impl WalletTask {
         if !self.watching() {
             return;
         }
-        // An empty scan of the wallets', each wallet then taken back to its start in it.
-        scan.start(ctx, Vec::new(), u32::MAX, base);
-        scan.for_wallet = true;
+        if !scan.for_wallet || scan.scan.is_none() {
+            // A scan of owners unknown (restored from an older session) is replaced by an
+            // empty one; the shared scan is kept (the application's scripts stay in it).
+            scan.start(ctx, Vec::new(), u32::MAX, base);
+            scan.for_wallet = true;
+        }
+        // Each wallet taken back to its start in it.
         for id in (0..self.wallets.len()).filter_map(WalletId::new) {
             self.restart(ctx, scan, id, base);
         }

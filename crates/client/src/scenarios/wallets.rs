@@ -342,3 +342,67 @@ fn the_mempool_serves_every_wallet() {
     assert_eq!(held(&net, savings), [both]);
     assert_eq!(held(&net, WalletId::DEFAULT), [both]);
 }
+
+/// The application's `scan()` runs beside the wallets instead of pausing them: one pass
+/// over each filter serves both, its events and its result tell of its own matches only,
+/// a wallet watching more scans again without replacing it, and both follow new blocks.
+#[test]
+fn an_apps_scan_runs_beside_the_wallets() {
+    use crate::engine::Event;
+    let mut net = Net::new(memory(), vec![TestChain::generate(3_000)], small);
+    net.drive();
+    let engine = &mut net.host.engine;
+    engine
+        .watch(&[coinbase(1_234), coinbase(3_050)], 1_000)
+        .unwrap();
+    net.drive();
+    let filters = net.host.engine.scan().map(|s| s.filters).unwrap_or(0);
+    net.host.events.clear();
+    let app = |h| coinbase_script(h, 0);
+    net.host
+        .engine
+        .start_scan(vec![app(2_000), app(3_060)], 1_500);
+    net.drive();
+    let told = |events: &[Event]| -> (Vec<u32>, Vec<Vec<u32>>) {
+        let matched = events.iter().filter_map(|e| match e {
+            Event::ScanMatch { height, .. } => Some(*height),
+            _ => None,
+        });
+        let reached = events.iter().filter_map(|e| match e {
+            Event::ScanReached { matches, .. } => Some(matches.iter().map(|m| m.0).collect()),
+            _ => None,
+        });
+        (matched.collect(), reached.collect())
+    };
+    assert_eq!(told(&net.host.events), (vec![2_000], vec![vec![2_000]]));
+    assert!(net.host.engine.wallet_synced(), "the wallet not paused");
+    assert_eq!(found(&net, WalletId::DEFAULT), [1_234]);
+    let scanned = net.host.engine.scan().map(|s| s.filters).unwrap_or(0);
+    assert_eq!(
+        scanned - filters,
+        1_501,
+        "from 1,500 for the application alone"
+    );
+    // The wallet watches more: it scans again from its start, the application's scan
+    // goes on (its matches kept, none told again).
+    net.host.events.clear();
+    net.host.engine.watch(&[coinbase(2_500)], 1_000).unwrap();
+    net.drive();
+    assert_eq!(found(&net, WalletId::DEFAULT), [1_234, 2_500]);
+    assert_eq!(told(&net.host.events).0, [] as [u32; 0]);
+    assert!(net.host.engine.app_scan_at_tip());
+    assert_eq!(net.host.engine.app_matches().len(), 1);
+    // New blocks: both find theirs in the same pass.
+    net.host.events.clear();
+    let Some(gw) = net.host.gateways[0].as_mut() else {
+        panic!("connected");
+    };
+    gw.chain = TestChain::generate(3_100);
+    gw.server.tip_changed();
+    net.drive();
+    assert_eq!(net.stored().height, 3_100);
+    assert_eq!(found(&net, WalletId::DEFAULT), [1_234, 2_500, 3_050]);
+    assert_eq!(told(&net.host.events).0, [3_060]);
+    let apps: Vec<u32> = net.host.engine.app_matches().iter().map(|m| m.0).collect();
+    assert_eq!(apps, [2_000, 3_060]);
+}

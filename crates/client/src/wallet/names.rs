@@ -102,7 +102,7 @@ pub enum NameError {
     #[error("a wallet's name holds no control characters")]
     Control,
     /// Every id is taken.
-    #[error("at most 63 named wallets beside the default one")]
+    #[error("at most 62 named wallets beside the default one")]
     TooMany,
 }
 
@@ -155,7 +155,8 @@ impl WalletNames {
         if let Some(id) = self.id(name) {
             return Ok(id);
         }
-        let free = (1..MAX_WALLETS)
+        // The last id's owner bit is the application's scan's (`engine::scan::APP`).
+        let free = (1..MAX_WALLETS - 1)
             .filter_map(WalletId::new)
             .find(|id| self.names.iter().all(|(i, _)| i != id) && !self.removed.contains(id));
         let id = free.ok_or(NameError::TooMany)?;
@@ -212,7 +213,8 @@ impl WalletNames {
             let (&[id, len], tail) = rest.split_first_chunk::<2>()?;
             let (name, tail) = tail.split_at_checked(usize::from(len))?;
             let name = core::str::from_utf8(name).ok()?;
-            let id = WalletId::new(usize::from(id)).filter(|id| *id != WalletId::DEFAULT)?;
+            let id = WalletId::new(usize::from(id))
+                .filter(|id| *id != WalletId::DEFAULT && id.index() < MAX_WALLETS - 1)?;
             if check_name(name).is_err() || names.id(name).is_some() || names.name(id).is_some() {
                 return None;
             }
@@ -263,6 +265,7 @@ mod tests {
             &[1, 2, 1, 1, b'a', 2, 1, b'a'][..],
             &[1, 2, 1, 1, b'a', 1, 1, b'b'][..],
             &[1, 1, 64, 1, b'a'][..],
+            &[1, 1, 63, 1, b'a'][..],
             &[1, 1, 1, 1, 0xff][..],
             &[1, 0, 0][..],
         ] {
@@ -270,7 +273,7 @@ mod tests {
         }
         // Every id taken.
         let mut full = WalletNames::default();
-        for i in 1..MAX_WALLETS {
+        for i in 1..MAX_WALLETS - 1 {
             full.add(&i.to_string()).unwrap();
         }
         assert_eq!(full.add("one more"), Err(NameError::TooMany));

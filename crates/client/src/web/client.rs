@@ -220,9 +220,10 @@ impl Client {
     /// each block's compact filter is fetched, checked against its stored filter header and
     /// matched. Resolves `{ matches: [{ height, blockHash }] }` once every block whose
     /// filter header is stored has been matched; the scan goes on as blocks arrive
-    /// (`scanMatch` and `scanWithdrawn` events) until another replaces it. Rejects with
-    /// `InvalidArgument` for a script that is not hex or is empty, `ScanReplaced` if another
-    /// scan starts before this one resolves.
+    /// (`scanMatch` and `scanWithdrawn` events, of its matches only) until another
+    /// replaces it, beside the wallets' (one pass over each filter serves both). Rejects
+    /// with `InvalidArgument` for a script that is not hex or is empty, `ScanReplaced` if
+    /// another scan starts before this one resolves.
     pub fn scan(&self, scripts: Vec<String>, from_height: Option<f64>) -> Promise {
         let mut parsed = Vec::with_capacity(scripts.len());
         for s in &scripts {

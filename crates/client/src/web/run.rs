@@ -744,12 +744,8 @@ impl Net {
         };
         // The same scan again (after a reload, it was resumed from the store): it goes on.
         let continued = self.engine.scan_or_continue(scripts.clone(), *from);
-        if continued && self.engine.scan_at_tip() {
-            let matches = self
-                .engine
-                .scan()
-                .map(|s| s.matches().to_vec())
-                .unwrap_or_default();
+        if continued && self.engine.app_scan_at_tip() {
+            let matches = self.engine.app_matches();
             let _ = call.resolve.call1(&JsValue::NULL, &scan_result(&matches));
             return;
         }
@@ -834,15 +830,9 @@ impl Net {
         self.wallet_scanning(call, id);
     }
 
-    /// Wallet `id`'s scan started (`watch`, `rescan`): an app's `scan()` under way is
-    /// replaced, and `call` is answered once the wallet is synced and saved.
+    /// Wallet `id`'s scan started (`watch`, `rescan`; an app's `scan()` goes on beside
+    /// it): `call` is answered once the wallet is synced and saved.
     fn wallet_scanning(&mut self, call: Call, id: WalletId) {
-        if let Some(old) = self.scan_call.take() {
-            let _ = old.reject.call1(
-                &JsValue::NULL,
-                &js::error("ScanReplaced", "the wallet's scan started"),
-            );
-        }
         self.scan_progress = (0, 0);
         self.watch_calls.push((call, id));
         self.pump();
