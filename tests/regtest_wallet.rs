@@ -7,8 +7,9 @@
 //! - `lightwire-regtest-wallet mempool --rpc .. --user .. --pass .. --address A`: signed
 //!   replaceable payments to the address and their replacements, none sent (the mempool
 //!   test sends them one by one);
-//! - `lightwire-regtest-wallet account [--receive N] [--change N]`: the BIP84 account's
-//!   descriptor and first addresses as JSON (for a generated chain paying it);
+//! - `lightwire-regtest-wallet account [--number N] [--receive N] [--change N]`: the BIP84
+//!   account's (account N's, default 0) descriptor and first addresses as JSON (for a
+//!   generated chain paying it);
 //! - `lightwire-regtest-wallet build --rpc HOST:PORT --user U --pass P`: mine to maturity,
 //!   pay, spend, and print what was built as one line of JSON: `{"scripts":
 //!   {kind: hex}, "paidAt": h, "spentAt": h, "spentInPaying": [hex], "spentInSpending":
@@ -129,6 +130,9 @@ enum Cmd {
     /// Print the BIP84 account's descriptor and its first addresses as JSON, no node needed:
     /// `{"descriptor": d, "receive": [address], "change": [address]}`
     Account {
+        /// The account's number (BIP84's account level: m/84'/1'/N')
+        #[arg(long, default_value_t = 0)]
+        number: u32,
         /// Receive addresses to print
         #[arg(long, default_value_t = 20)]
         receive: u32,
@@ -335,8 +339,12 @@ fn main() -> Result<(), String> {
             println!("{}", p::base64(&sign_silent(&bytes, &key)?));
         }
         Cmd::Address => println!("{}", regtest_wallet::mining_address()),
-        Cmd::Account { receive, change } => {
-            let (descriptor, receive, change) = regtest_wallet::account(receive, change);
+        Cmd::Account {
+            number,
+            receive,
+            change,
+        } => {
+            let (descriptor, receive, change) = regtest_wallet::account(number, receive, change);
             let list = |v: &[String]| {
                 let quoted: Vec<String> = v.iter().map(|s| format!("\"{s}\"")).collect();
                 format!("[{}]", quoted.join(","))

@@ -123,6 +123,8 @@
 // blocks (50 of them paying it, 1 MB each) three times. The header sync is timed in the page from before
 // open to the tip event at 925,000 with nothing polling the engine (the figure for
 // benches/README.md), then three from a checkpoint 9,736 below the tip; `--only full` gives the detailed counters (polled every 100 ms).
+// E2E_WALLETS_ONLY=1 with --bench: one wallet of three BIP84 accounts and five such wallets
+// at once, over the wallet rescan's 10,000 blocks, alternated, three runs each.
 // E2E_RESCAN_ONLY=1 or E2E_WALLET_ONLY=1 with --bench: only that rescan (E2E_RESCAN_ONLY=
 // mirror: three from the gateway alone and three with an nginx mirror of the chain beside
 // it, alternated);
@@ -288,6 +290,22 @@ const PAGE = `<!doctype html><meta charset="utf-8"><title>e2e</title>
       const txs = await client.transactions();
       await client.stop();
       return { ms, summary, heights: txs.map((t) => t.height), bytesIn: m.bytesIn - before.bytesIn,
+        wasmMemoryBytes: m.wasmMemoryBytes };
+    },
+    // The several-wallet rescan benchmark: a store synced to \`height\`, then each of
+    // \`wallets\` (a list of descriptors each) watched from \`from\` in a wallet of its own,
+    // all at once, timed in the page until every one resolved.
+    async timedWallets(options, height, from, wallets) {
+      const client = await LightwireClient.open(options);
+      await new Promise((resolve) => client.on('tip', (e) => e.height >= height && e.filterHeight >= height && resolve()));
+      const before = await client.metrics();
+      const t0 = performance.now();
+      await Promise.all(wallets.map((descriptors, i) => client.wallet(\`w\${i}\`).watch({ descriptors, fromHeight: from })));
+      const ms = performance.now() - t0;
+      const m = await client.metrics();
+      const txs = await client.wallet('w0').transactions();
+      await client.stop();
+      return { ms, heights: txs.map((t) => t.height), bytesIn: m.bytesIn - before.bytesIn,
         wasmMemoryBytes: m.wasmMemoryBytes };
     },
     // The silent-payment scan's benchmark: a store synced to \`height\`, then a receiver's
@@ -3110,6 +3128,42 @@ async function timedWalletRescan(run, startAt) {
   }
 }
 
+/// The several-wallet benchmark (--bench with E2E_WALLETS_ONLY=1): `count` wallets of three
+/// BIP84 accounts each (accounts 0 to 3 * count - 1), watched at once over the wallet
+/// benchmark's 10,000 blocks; the 50 payments are all to account 0, the first wallet's, so
+/// that one wallet and five fetch the same blocks and differ only in the pass over the
+/// filters (five times the scripts in it, and each match told apart by owner).
+async function timedWalletsRescan(run, startAt, count) {
+  const account = (n) => JSON.parse(execFileSync(bin('lightwire-regtest-wallet'),
+    ['account', '--number', String(n), '--receive', '25', '--change', '25']).toString());
+  const first = account(0);
+  const payments = Array.from({ length: 50 }, (_, k) => {
+    const address = k % 2 === 0 ? first.receive[k / 2] : first.change[(k - 1) / 2];
+    return { height: 915_100 + 200 * k, address, value: 100_000 + k };
+  });
+  const file = join(work, 'payments');
+  writeFileSync(file, payments.map((p) => `${p.height} ${p.address} ${p.value}`).join('\n') + '\n');
+  const wallets = Array.from({ length: count }, (_, w) => [0, 1, 2].map((k) => (w === 0 && k === 0 ? first : account(3 * w + k)).descriptor));
+  const gw = await gateway(['--generate', '925000', '--payments', file], { binary: 'lightwire-hostile' });
+  try {
+    const options = { network: 'regtest', gateways: [gw.connect], storeName: `wallets-rescan-${count}-${run}`, start: startAt };
+    const r = await measure('timedWallets', [options, 925_000, 915_001, wallets], options.storeName);
+    const want = payments.map((p) => p.height);
+    assert(JSON.stringify(r.heights) === JSON.stringify(want), `found ${JSON.stringify(r.heights)}`);
+    const figures = {
+      wallets: count,
+      descriptors: 3 * count,
+      seconds: (r.ms / 1000).toFixed(3),
+      megabytesIn: (r.bytesIn / 1e6).toFixed(1),
+      wasmMiB: (r.wasmMemoryBytes / 2 ** 20).toFixed(1),
+    };
+    log(`  ${browser.name} ${count} wallet(s) rescan, run ${run}: ${JSON.stringify(figures)}`);
+    return figures;
+  } finally {
+    await gw.stop();
+  }
+}
+
 /// The silent-payment scan's benchmark (--bench with E2E_SILENT_ONLY=1): a day of blocks
 /// (144) at mainnet's density of tweaks (715 a block) and its filters' sizes, one block
 /// paying the receiver, served by lightwire-hostile's generated chain with synthetic tweaks;
@@ -3983,6 +4037,19 @@ async function main() {
           const labels = [];
           for (const run of [1, 2, 3]) labels.push(await timedLabels(run));
           console.log(JSON.stringify({ engine, labels }));
+          continue;
+        }
+        if (bench && process.env.E2E_WALLETS_ONLY) {
+          // One wallet and five, alternated, three runs each.
+          const walletStart = benchStart(913_248);
+          const one = [], five = [];
+          for (const run of [1, 2, 3]) {
+            one.push(await timedWalletsRescan(run, walletStart, 1));
+            five.push(await timedWalletsRescan(run, walletStart, 5));
+          }
+          const secs = (l) => l.map((f) => Number(f.seconds)).sort((a, b) => a - b);
+          const [o, f] = [secs(one), secs(five)];
+          console.log(JSON.stringify({ engine, one, five, ratioMin: (f[0] / o[0]).toFixed(2), ratioMedian: (f[1] / o[1]).toFixed(2) }));
           continue;
         }
         if (bench && process.env.E2E_WALLET_ONLY) {

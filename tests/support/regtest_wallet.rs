@@ -422,16 +422,17 @@ pub fn build_xpub(ctl: &dyn Fn(&[&str]) -> String) -> XpubBuilt {
     }
 }
 
-/// The BIP84 account [`build_xpub`] pays, without a node: its descriptor, and the
-/// addresses of its first `receive` receive and `change` change indexes (for a generated
-/// chain that pays it: `lightwire-hostile --generate N --payments FILE`).
-pub fn account(receive: u32, change: u32) -> (String, Vec<String>, Vec<String>) {
+/// BIP84 account `number` of the test wallet's master key (account 0 is the one
+/// [`build_xpub`] pays), without a node: its descriptor, and the addresses of its first
+/// `receive` receive and `change` change indexes (for a generated chain that pays it:
+/// `lightwire-hostile --generate N --payments FILE`).
+pub fn account(number: u32, receive: u32, change: u32) -> (String, Vec<String>, Vec<String>) {
     use bitcoin::bip32::{ChildNumber, DerivationPath, Xpriv, Xpub};
     use core::str::FromStr;
 
     let secp = Secp256k1::new();
     let master = Xpriv::new_master(Network::Regtest, &[7u8; 32]).unwrap();
-    let path = DerivationPath::from_str("m/84'/1'/0'").unwrap();
+    let path = DerivationPath::from_str(&format!("m/84'/1'/{number}'")).unwrap();
     let xpub = Xpub::from_priv(&secp, &master.derive_priv(&secp, &path).unwrap());
     let addresses = |branch: u32, count: u32| -> Vec<String> {
         (0..count)
