@@ -82,7 +82,9 @@ pub fn ours(clock: &impl Clock, budget_ns: f64) -> Vec<Row> {
     let mut m = Matcher::with_capacity(100);
     for elements in [1_000, 5_000, 10_000] {
         let filter = filter_of(elements);
-        for queries in [1, 100] {
+        // 420 and 2,100: the scripts of one wallet of three descriptors (a gap of 20 and a
+        // lookahead of 50 on two branches each), and of five such wallets.
+        for queries in [1, 100, 420, 2_100] {
             let q = scripts(queries, 0x1234_5678 + queries as u64);
             let (iterations, ns) = time(clock, budget_ns, || {
                 m.match_any(&filter, &BLOCK_HASH, q.iter().map(Vec::as_slice))
