@@ -332,6 +332,26 @@ async function inEngine(engine) {
     assert(rescanned.length === 1 && /2 transaction\(s\), 100\.00000000 BTC/.test(rescanned[0]), `the rescan: ${rescanned}`);
     log(`rescan: a start above the wallet's refused (${rescanError.slice(0, 60)}...); from 1,000 below it: ${rescanned[0]}`);
 
+    // The wallet switcher: a wallet named "savings" watching one of the two scripts lists
+    // that one alone; the default wallet, picked again, still lists both.
+    await page.fill('#wallet-new', 'savings');
+    await page.click('#wallet-add');
+    await page.fill('#wallet-items', scripts[0]);
+    await page.fill('#wallet-from', String(Math.floor(GENERATE / 2)));
+    await page.click('#wallet-watch');
+    const savings = await until(page, 'the savings wallet to list its one transaction', 120_000, (v) =>
+      v.walletTxs.length === 1 && v.walletTxs[0] === heights[0] && v.walletConfirmed === '50.00000000 BTC');
+    const listed = await page.evaluate(() => [...document.querySelectorAll('#wallet-name option')].map((o) => o.value));
+    assert(JSON.stringify(listed) === JSON.stringify(['', 'savings']), `the switcher lists ${JSON.stringify(listed)}`);
+    await page.evaluate(() => {
+      const select = document.getElementById('wallet-name');
+      select.value = '';
+      select.dispatchEvent(new Event('change'));
+    });
+    const again = await until(page, 'the default wallet shown again', 30_000, (v) =>
+      heights.every((h) => v.walletTxs.includes(h)) && v.walletConfirmed === '100.00000000 BTC');
+    log(`wallets: "savings" lists block ${savings.walletTxs.join(', ')} (${savings.walletConfirmed}); the default, picked again, ${again.walletTxs.join(', ')} (${again.walletConfirmed})`);
+
     // 4d. The send form: the two coins are of scripts watched as such, which the wallet
     // spends only when named, so a PSBT from the form is refused with what is spendable
     // and why; a bad amount is refused before asking.

@@ -4,13 +4,19 @@
 // signer (`client.createPsbt()`), a bump of an unconfirmed own payment (`client.bumpFee()`);
 // and a signed transaction or finalized PSBT to broadcast. Labels (BIP329) on transactions
 // and coins are edited in place, coins frozen and thawed, and the labels exported and
-// imported as a file.
-import type { Balance, LabelRecord, LightwireClient, TransactionEntry, Utxo } from 'lightwire';
+// imported as a file. The panel shows one wallet at a time: the default one (the client's
+// own calls) or a named one (`client.wallet(name)`), picked in the switcher; a new name
+// adds one, made by its first watch.
+import type { Balance, LabelRecord, LightwireClient, TransactionEntry, Utxo, Wallet } from 'lightwire';
 import { count, explain } from './format';
 import { readForm } from './forms';
 import { $, log } from './render';
 
 const ui = {
+  switcher: $<HTMLFormElement>('wallet-switch'),
+  name: $<HTMLSelectElement>('wallet-name'),
+  newName: $<HTMLInputElement>('wallet-new'),
+  add: $<HTMLButtonElement>('wallet-add'),
   form: $<HTMLFormElement>('wallet-form'),
   items: $<HTMLTextAreaElement>('wallet-items'),
   from: $<HTMLInputElement>('wallet-from'),
@@ -51,6 +57,33 @@ const ui = {
 
 let client: LightwireClient | null = null;
 let off: (() => void)[] = [];
+/** The wallet shown: its name, or '' for the default one. */
+let current = '';
+
+/** The wallet calls of the wallet shown: the client's own for the default one. */
+type WalletCalls = Pick<Wallet, 'watch' | 'rescan' | 'transactions' | 'utxos' | 'balance' | 'createPsbt' | 'bumpFee' | 'labels' | 'importLabels' | 'setLabel'>;
+
+/** The wallet shown, on the client (null when stopped). */
+function wallet(): WalletCalls | null {
+  const c = client;
+  if (!c) return null;
+  return current === '' ? c : c.wallet(current);
+}
+
+/** Whether an event's `wallet` is the wallet shown. */
+function shown(e: { wallet: string | null }): boolean {
+  return (e.wallet ?? '') === current;
+}
+
+/** The switcher's choices: the default wallet, those the client has, and `extra`. */
+async function listWallets(extra?: string): Promise<void> {
+  const c = client;
+  if (!c) return;
+  const names = await c.wallets().catch(() => [] as string[]);
+  if (extra && !names.includes(extra)) names.push(extra);
+  ui.name.replaceChildren(new Option('Default', ''), ...names.map((n) => new Option(n, n)));
+  ui.name.value = current;
+}
 
 /** Satoshis as bitcoin, 8 decimals. */
 export function btc(sats: number): string {
@@ -118,7 +151,7 @@ function labelCell(record: Omit<LabelRecord, 'label'>, label: string | null): HT
     if (ev.key === 'Enter') input.blur();
   });
   input.addEventListener('change', async () => {
-    const c = client;
+    const c = wallet();
     if (!c) return;
     const text = input.value.trim();
     try {
@@ -202,7 +235,7 @@ function unconfirmedRow(t: TransactionEntry & { status: 'unconfirmed' }): HTMLTa
 
 /** A PSBT replacing `txid` at the send form's fee rate, shown as a spend's is. */
 async function bump(txid: string): Promise<void> {
-  const c = client;
+  const c = wallet();
   if (!c) return;
   showPsbtError(null);
   const feeRate = Number(ui.psbtRate.value);
@@ -222,11 +255,11 @@ async function bump(txid: string): Promise<void> {
   }
 }
 
-/** Redraw the transactions and the balance from the client. */
+/** Redraw the wallet shown's transactions and balance from the client. */
 async function refresh(): Promise<void> {
-  const c = client;
-  if (!c) return;
-  const [txs, coins, balance, tip] = await Promise.all([c.transactions(), c.utxos(), c.balance(), c.tip()]);
+  const [c, w] = [client, wallet()];
+  if (!c || !w) return;
+  const [txs, coins, balance, tip] = await Promise.all([w.transactions(), w.utxos(), w.balance(), c.tip()]);
   const height = tip?.height ?? 0;
   const confirmed: (TransactionEntry & { status: 'confirmed' })[] = [];
   const unconfirmed: (TransactionEntry & { status: 'unconfirmed' })[] = [];
@@ -260,26 +293,53 @@ export function attach(c: LightwireClient | null): void {
   ui.psbtEstimate.disabled = !c;
   ui.labelsExport.disabled = !c;
   ui.labelsImport.disabled = !c;
+  ui.name.disabled = !c;
+  ui.newName.disabled = !c;
+  ui.add.disabled = !c;
   if (!c) return;
   off = [
     c.on('transaction', (e) => {
       const id = `${e.txid.slice(0, 16)}…`;
-      if (e.status === 'found') log('info', `Wallet: transaction ${id} in block ${count(e.height)}.`);
-      else if (e.status === 'withdrawn') log('reorg', `Wallet: transaction ${id} withdrawn (block ${count(e.height)} replaced).`);
-      else if (e.status === 'unconfirmed') log('info', `Wallet: transaction ${id} unconfirmed, held by ${count(e.gateways)} gateway(s).`);
-      else log('reorg', `Wallet: unconfirmed transaction ${id} dropped (${e.reason}${e.by ? ` by ${e.by.slice(0, 16)}…` : ''}).`);
-      void refresh();
+      const who = e.wallet === null ? 'Wallet' : `Wallet ${e.wallet}`;
+      if (e.status === 'found') log('info', `${who}: transaction ${id} in block ${count(e.height)}.`);
+      else if (e.status === 'withdrawn') log('reorg', `${who}: transaction ${id} withdrawn (block ${count(e.height)} replaced).`);
+      else if (e.status === 'unconfirmed') log('info', `${who}: transaction ${id} unconfirmed, held by ${count(e.gateways)} gateway(s).`);
+      else log('reorg', `${who}: unconfirmed transaction ${id} dropped (${e.reason}${e.by ? ` by ${e.by.slice(0, 16)}…` : ''}).`);
+      if (shown(e)) void refresh();
     }),
-    c.on('balance', (e) => showBalance(e)),
+    c.on('balance', (e) => {
+      if (shown(e)) showBalance(e);
+    }),
     c.on('tip', () => void refresh()),
   ];
+  void listWallets();
   void refresh();
 }
+
+// Another wallet shown: its own transactions, coins and balance.
+ui.name.addEventListener('change', () => {
+  current = ui.name.value;
+  showError(null);
+  ui.labelsResult.textContent = '';
+  void refresh();
+});
+
+// A new wallet's name: shown at once (empty), made by its first watch.
+ui.switcher.addEventListener('submit', (ev) => {
+  ev.preventDefault();
+  const name = ui.newName.value.trim();
+  if (!name) return;
+  current = name;
+  ui.newName.value = '';
+  showError(null);
+  void listWallets(name);
+  void refresh();
+});
 
 ui.form.addEventListener('submit', async (ev) => {
   ev.preventDefault();
   showError(null);
-  const c = client;
+  const c = wallet();
   if (!c) return;
   const form = readForm(ui.items, parseWatch, ui.from, showError);
   if (!form) return;
@@ -288,6 +348,7 @@ ui.form.addEventListener('submit', async (ev) => {
   try {
     const summary = await c.watch({ ...parsed, fromHeight: from });
     log('info', `The wallet is synced: ${count(summary.transactions)} transaction(s), ${btc(summary.balance.confirmed)}.`);
+    await listWallets();
     await refresh();
   } catch (e) {
     const err = e as Error;
@@ -299,7 +360,7 @@ ui.form.addEventListener('submit', async (ev) => {
 // rescan from the wallet's start when the height is its start.
 ui.rescan.addEventListener('click', async () => {
   showError(null);
-  const c = client;
+  const c = wallet();
   if (!c) return;
   const from = Number(ui.from.value || 0);
   if (!Number.isInteger(from) || from < 0) {
@@ -337,7 +398,7 @@ function showPsbtError(text: string | null, field?: HTMLInputElement): void {
 
 ui.psbtForm.addEventListener('submit', async (ev) => {
   ev.preventDefault();
-  const c = client;
+  const c = wallet();
   if (!c) return;
   showPsbtError(null);
   const address = ui.psbtAddress.value.trim();
@@ -411,17 +472,17 @@ ui.sendForm.addEventListener('submit', async (ev) => {
 
 // The labels as a BIP329 file, saved by the browser as a download.
 ui.labelsExport.addEventListener('click', async () => {
-  const c = client;
+  const c = wallet();
   if (!c) return;
   try {
     const text = await c.labels();
     const lines = text === '' ? 0 : text.split('\n').length - 1;
     const a = document.createElement('a');
     a.href = URL.createObjectURL(new Blob([text], { type: 'application/jsonl' }));
-    a.download = 'labels.jsonl';
+    a.download = current === '' ? 'labels.jsonl' : `labels-${current}.jsonl`;
     a.click();
     setTimeout(() => URL.revokeObjectURL(a.href), 10_000);
-    ui.labelsResult.textContent = `Exported ${count(lines)} label(s) as labels.jsonl.`;
+    ui.labelsResult.textContent = `Exported ${count(lines)} label(s) as ${a.download}.`;
   } catch (e) {
     ui.labelsResult.textContent = explain(e);
   }
@@ -429,7 +490,7 @@ ui.labelsExport.addEventListener('click', async () => {
 
 // A BIP329 file from another wallet (or an export): whole or nothing, the bad line named.
 ui.labelsImport.addEventListener('change', async () => {
-  const c = client;
+  const c = wallet();
   const file = ui.labelsImport.files?.[0];
   if (!c || !file) return;
   try {
