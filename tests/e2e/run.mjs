@@ -2856,6 +2856,18 @@ async function tabs() {
       const txs = await p.evaluate(() => window.client.transactions());
       assert(txs.length === 1 && txs[0].height === 924_500, `tab ${i + 1}'s transactions ${JSON.stringify(txs)}`);
     }
+    // A named wallet made from a follower: the leader's too, apart from the default one,
+    // its events named in every tab.
+    const named = await pages[1].evaluate((s) => window.client.wallet('follower').watch({ scripts: [s], fromHeight: 924_000 }), coinbaseScript(924_600));
+    assert(named.transactions === 1, `a named wallet's watch() in a follower: ${JSON.stringify(named)}`);
+    for (const [i, p] of pages.entries()) {
+      await until(p, `tab ${i + 1} told of the named wallet's payment`, 30_000, (_, ev) =>
+        ev.some((e) => e.type === 'transaction' && e.status === 'found' && e.height === 924_600 && e.wallet === 'follower'));
+      const seen = await p.evaluate(async () => ({ names: await window.client.wallets(),
+        named: (await window.client.wallet('follower').transactions()).map((t) => t.height),
+        mine: (await window.client.transactions()).map((t) => t.height) }));
+      assert(JSON.stringify(seen) === '{"names":["follower"],"named":[924600],"mine":[924500]}', `tab ${i + 1}: ${JSON.stringify(seen)}`);
+    }
 
     // What a tab in a bad state, or of another version, may post on the store's channel:
     // dropped; a call to stop carried to the leader is refused; nothing stops or fails.
