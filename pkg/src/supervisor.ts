@@ -37,6 +37,19 @@ const FAILED_WINDOW_MS = 10 * 60_000;
 /** Why a worker is replaced. */
 type Cause = { reason: 'hung'; silentMs: number } | { reason: 'failed'; message: string };
 
+/**
+ * Whether an open failed on a wallet record that did not read back. The engine reads it
+ * three times, deriving every key of its descriptors each time, and leaves it as it is;
+ * WebKit's JavaScriptCore was seen to compute wrong values here too (the e2e `wallets`
+ * scenario, once in a fresh-clone run, where Chromium and Firefox and other WebKit runs
+ * read the same record). A new worker compiles the engine afresh: the open is tried again
+ * there, as for a worker that hung while it opened. A record that is damaged fails every
+ * time, and the open fails after FAILED_RESTARTS.
+ */
+function unreadable(e: unknown): e is Error {
+  return e instanceof Error && e.name === 'StoreError' && e.message.includes("the wallet's record does not read back");
+}
+
 /** The open of a worker that stopped answering while it opened: it is replaced. */
 class HungWhileOpening extends Error {
   constructor(readonly silentMs: number) {
@@ -162,19 +175,21 @@ export class WorkerBackend implements Backend {
         await opened;
       } catch (e) {
         worker.terminate();
-        if (!(e instanceof HungWhileOpening) || this.#closed) throw e;
+        const hung = e instanceof HungWhileOpening;
+        if (!(hung || unreadable(e)) || this.#closed) throw e;
         const now = performance.now();
         this.#failures = this.#failures.filter((t) => now - t < FAILED_WINDOW_MS);
         if (this.#failures.length >= FAILED_RESTARTS) {
-          throw named('WorkerError', `${e.message} (after ${this.#failures.length} restarts in ${FAILED_WINDOW_MS / 60_000} minutes)`);
+          const after = `after ${this.#failures.length} restarts in ${FAILED_WINDOW_MS / 60_000} minutes`;
+          throw hung ? named('WorkerError', `${e.message} (${after})`) : named(e.name, `${e.message} (${after})`);
         }
         this.#failures.push(now);
         this.#restarts += 1;
         this.#onEvent({
           type: 'workerRestarted',
-          reason: 'hung',
-          message: null,
-          silentMs: Math.round(e.silentMs),
+          reason: hung ? 'hung' : 'failed',
+          message: hung ? null : e.message,
+          silentMs: hung ? Math.round(e.silentMs) : 0,
           restarts: this.#restarts,
           retried: 0,
           rejected: 0,
