@@ -79,7 +79,7 @@ pub enum ScanError {
 /// `crate::wallet::blocks::WalletSet`); the owner of a scan of one party's scripts is bit 0.
 pub type Owners = u64;
 
-/// The owner of the scripts of [`Scan::new`] and [`Scan::add_scripts`].
+/// The owner of the scripts of [`Scan::new`] (and of a scan saved before owners).
 pub const FIRST_OWNER: Owners = 1;
 
 /// Where one owner's matches begin: its `start`, and `resume`, at or above it, the height
@@ -442,12 +442,6 @@ impl Scan {
         }
     }
 
-    /// Watch `scripts` too, for [`FIRST_OWNER`], from the next filter matched on (a
-    /// wallet's gap limit grew).
-    pub fn add_scripts(&mut self, scripts: impl IntoIterator<Item = Vec<u8>>) {
-        self.add_owned(scripts.into_iter().map(|s| (s, FIRST_OWNER)));
-    }
-
     /// Watch each script too for its owners, from the next filter matched on.
     pub fn add_owned(&mut self, scripts: impl IntoIterator<Item = (Vec<u8>, Owners)>) {
         let mut changed = false;
@@ -563,12 +557,6 @@ impl Scan {
     /// The gateways that refused what `by` has now delivered (each once).
     pub fn shown_refused(&mut self, by: GatewayId) -> impl Iterator<Item = GatewayId> + '_ {
         self.refused.shown(by, self.next)
-    }
-
-    /// Whether this scan watches `scripts` from `from` (so that asking for it again goes on
-    /// with it rather than starting over).
-    pub fn is_for(&self, scripts: &[Vec<u8>], from: u32) -> bool {
-        self.scripts == scripts && self.from == from
     }
 
     /// Whether everything stored (up to `stored`) is matched and nothing is in flight.
@@ -1626,7 +1614,8 @@ mod tests {
             assert_eq!((r.match_owners(), r.all_owners()), (&[1, 1][..], 1));
             assert_eq!(r.forced.len(), usize::from(version == 2));
         }
-        assert!(r.is_for(&[b"ours".to_vec(), vec![1, 2, 3]], 10));
+        assert!(r.owner_watches(2, &[vec![1, 2, 3]], 10));
+        assert!(r.owner_watches(1, &[b"ours".to_vec()], 10));
         assert_eq!((r.next(), r.matches()), (2500, s.matches()));
         // The block at 2,000 was reorged away while the tab was closed.
         r.keep_matches_on(|h, _| h != 2000);

@@ -555,11 +555,6 @@ impl Engine {
         self.tasks.scan.scan.as_ref()
     }
 
-    /// Whether the scan has matched everything stored.
-    pub fn scan_at_tip(&self) -> bool {
-        self.tasks.scan.at_tip(&self.ctx)
-    }
-
     /// The default wallet, if there is one.
     pub fn wallet(&self) -> Option<&WalletSync> {
         self.tasks.wallet.one()

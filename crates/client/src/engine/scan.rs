@@ -138,13 +138,6 @@ impl ScanTask {
         self.dropped = true;
     }
 
-    /// Whether it has matched everything stored.
-    pub fn at_tip(&self, ctx: &Ctx) -> bool {
-        self.scan
-            .as_ref()
-            .is_some_and(|s| s.at_tip(ctx.stored_filters))
-    }
-
     /// A `filters` message answering the scan.
     pub fn on_filters(
         &mut self,

@@ -52,6 +52,13 @@ fn coinbase(height: u32) -> Watched {
     Watched::Script(hex::encode(coinbase_script(height, 0)))
 }
 
+/// A session synced to a chain of 3,000 blocks, its one gateway serving it.
+fn synced() -> Net<lightwire_store::MemoryStore> {
+    let mut net = Net::new(memory(), vec![TestChain::generate(3_000)], small);
+    net.drive();
+    net
+}
+
 /// The heights of the blocks gateway 0 served.
 fn blocks_served<S: HeaderStore>(net: &Net<S>) -> Vec<u32> {
     let Some(gw) = net.host.gateways[0].as_ref() else {
@@ -120,8 +127,7 @@ fn a_wallet_watching_more_leaves_another_wallets_matches_below_its_start() {
 /// from its own start; a reorganisation below takes what each found from both.
 #[test]
 fn two_wallets_watching_one_script_each_keep_their_own_view() {
-    let mut net = Net::new(memory(), vec![TestChain::generate(3_000)], small);
-    net.drive();
+    let mut net = synced();
     let engine = &mut net.host.engine;
     engine
         .watch(&[coinbase(1_234), coinbase(2_000)], 1_000)
@@ -169,8 +175,7 @@ fn two_wallets_watching_one_script_each_keep_their_own_view() {
 /// what they found, and nothing is fetched for the one removed.
 #[test]
 fn a_wallet_removed_while_its_rescan_runs_leaves_the_others() {
-    let mut net = Net::new(memory(), vec![TestChain::generate(3_000)], small);
-    net.drive();
+    let mut net = synced();
     let engine = &mut net.host.engine;
     engine.watch(&[coinbase(2_000)], 1_500).unwrap();
     engine.watch_in(SECOND, &[coinbase(2_500)], 1_500).unwrap();
@@ -199,8 +204,7 @@ fn a_wallet_removed_while_its_rescan_runs_leaves_the_others() {
 /// lacks.
 #[test]
 fn named_wallets_are_resumed_and_removed_with_their_records() {
-    let mut net = Net::new(memory(), vec![TestChain::generate(3_000)], small);
-    net.drive();
+    let mut net = synced();
     let engine = &mut net.host.engine;
     let savings = engine.add_wallet("savings").unwrap();
     let spending = engine.add_wallet("spending").unwrap();
@@ -254,8 +258,7 @@ fn named_wallets_are_resumed_and_removed_with_their_records() {
 /// alone, the other wallets' blocks not fetched again.
 #[test]
 fn a_rescan_of_one_wallet_resumed_after_a_reload_leaves_the_others() {
-    let mut net = Net::new(memory(), vec![TestChain::generate(3_000)], small);
-    net.drive();
+    let mut net = synced();
     let engine = &mut net.host.engine;
     let savings = engine.add_wallet("savings").unwrap();
     engine.watch(&[coinbase(2_000)], 1_000).unwrap();
@@ -349,8 +352,7 @@ fn the_mempool_serves_every_wallet() {
 #[test]
 fn an_apps_scan_runs_beside_the_wallets() {
     use crate::engine::Event;
-    let mut net = Net::new(memory(), vec![TestChain::generate(3_000)], small);
-    net.drive();
+    let mut net = synced();
     let engine = &mut net.host.engine;
     engine
         .watch(&[coinbase(1_234), coinbase(3_050)], 1_000)
