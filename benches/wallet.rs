@@ -97,3 +97,17 @@ pub fn extract(clock: &impl Clock, budget_ns: f64) -> (usize, f64, usize, u64) {
     });
     (bytes.len(), ns, found, iterations)
 }
+
+/// A descriptor's scripts derived as the client derives them when it is watched: both
+/// branches to the gap and the lookahead (140 scripts), each key and script by both routes
+/// (`lightwire_wallet::descriptor`). Returns nanoseconds per descriptor and the scripts
+/// derived.
+pub fn derive(clock: &impl Clock, budget_ns: f64) -> (f64, usize, u64) {
+    let mut scripts = 0;
+    let (iterations, ns) = time(clock, budget_ns, || {
+        let w = wallet();
+        scripts = w.scripts().count();
+        scripts > 0
+    });
+    (ns, scripts, iterations)
+}

@@ -19,3 +19,18 @@ fn block_extraction_benchmark() {
         .into(),
     );
 }
+
+#[wasm_bindgen_test]
+fn derivation_benchmark() {
+    let clock = lightwire_benches::PerformanceNow::new();
+    let (ns, scripts, iterations) = lightwire_benches::wallet::derive(&clock, 2e9);
+    web_sys::console::log_1(
+        &format!(
+            "lightwire wallet ({}): a BIP84 descriptor's {scripts} scripts derived by both routes: {:.2} ms ({:.1} us a script; {iterations} timed)",
+            lightwire_benches::browser(),
+            ns / 1e6,
+            ns / 1e3 / scripts as f64
+        )
+        .into(),
+    );
+}

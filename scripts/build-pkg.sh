@@ -17,9 +17,13 @@ rm -f pkg/wasm-sp/.gitignore
 # own run stays off, --no-opt, as it would take Debian's older binaryen or download one). The features are the ones rustc lists in the module's target_features
 # section, no more: wasm-opt may then use only what the module already needs (SIMD128 is
 # the newest, Safari 16.4), where --all-features would let it emit instructions some
-# browsers lack. Binaryen drops the name section (function names, 83 KB) unless given -g.
+# browsers lack. Binaryen drops the name section (function names, 83 KB) unless given -g:
+# LIGHTWIRE_WASM_NAMES=1 keeps it, for a CPU profile that names functions (not for the
+# size check, which counts the section).
+names=()
+if [ -n "${LIGHTWIRE_WASM_NAMES:-}" ]; then names=(-g); fi
 for wasm in pkg/wasm/lightwire_bg.wasm pkg/wasm-sp/lightwire_bg.wasm; do
-  node_modules/.bin/wasm-opt -O3 \
+  node_modules/.bin/wasm-opt -O3 "${names[@]}" \
     --enable-simd --enable-bulk-memory --enable-bulk-memory-opt --enable-sign-ext \
     --enable-mutable-globals --enable-nontrapping-float-to-int --enable-reference-types \
     --enable-multivalue --enable-call-indirect-overlong \

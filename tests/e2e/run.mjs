@@ -295,13 +295,17 @@ const PAGE = `<!doctype html><meta charset="utf-8"><title>e2e</title>
     // The several-wallet rescan benchmark: a store synced to \`height\`, then each of
     // \`wallets\` (a list of descriptors each) watched from \`from\` in a wallet of its own,
     // all at once, timed in the page until every one resolved.
-    async timedWallets(options, height, from, wallets) {
+    // With \`profile\`, the timed span alone is profiled (console.profile: a profiler
+    // attached over CDP receives it).
+    async timedWallets(options, height, from, wallets, profile = false) {
       const client = await LightwireClient.open(options);
       await new Promise((resolve) => client.on('tip', (e) => e.height >= height && e.filterHeight >= height && resolve()));
       const before = await client.metrics();
+      if (profile) console.profile('timed');
       const t0 = performance.now();
       await Promise.all(wallets.map((descriptors, i) => client.wallet(\`w\${i}\`).watch({ descriptors, fromHeight: from })));
       const ms = performance.now() - t0;
+      if (profile) console.profileEnd('timed');
       const m = await client.metrics();
       const txs = await client.wallet('w0').transactions();
       await client.stop();
@@ -487,8 +491,8 @@ async function openClient(page, options) {
 }
 
 /// Write a CPU profile to E2E_PROFILE and log the functions with the most self time.
-function summarizeProfile(profile) {
-  writeFileSync(process.env.E2E_PROFILE, JSON.stringify(profile));
+function summarizeProfile(profile, file = process.env.E2E_PROFILE) {
+  writeFileSync(file, JSON.stringify(profile));
   const self = new Map();
   const dt = new Map();
   profile.samples.forEach((id, i) => dt.set(id, (dt.get(id) ?? 0) + (profile.timeDeltas[i] ?? 0)));
@@ -3114,6 +3118,13 @@ async function timedRescan(run, startAt, mirror = null) {
 /// The rescan with a CPU profile of the page (E2E_PROFILE; Chromium, with
 /// E2E_OPTIONS='{"worker":false}' for the engine's own functions).
 async function profiledScan(options, scripts) {
+  return profiled('timedScan', [options, 925_000, 915_001, scripts], options.storeName);
+}
+
+/// `window.lw[fn](...args)` in a page of its own, under a CPU profile of the page's thread
+/// (written to E2E_PROFILE, its top self times logged; Chromium, with the engine on the
+/// page's thread: `worker: false` in the options), then the store `storeName` deleted.
+async function profiled(fn, args, storeName, file = process.env.E2E_PROFILE) {
   const page = await openPage();
   try {
     const cdp = page.cdp ? await page.cdp() : null;
@@ -3122,9 +3133,16 @@ async function profiledScan(options, scripts) {
       await cdp.send('Profiler.setSamplingInterval', { interval: 200 });
       await cdp.send('Profiler.start');
     }
-    const r = await page.evaluate(([o, s]) => window.lw.timedScan(o, 925_000, 915_001, s), [options, scripts]);
-    if (cdp) summarizeProfile((await cdp.send('Profiler.stop')).profile);
-    await page.evaluate((name) => window.lw.deleteStore(name), options.storeName);
+    // A page that profiles its own span (console.profile) sends that profile: it is the
+    // one kept, else the whole call's.
+    let own = null;
+    if (cdp) cdp.on('Profiler.consoleProfileFinished', (e) => (own = e.profile));
+    const r = await page.evaluate(([f, a]) => window.lw[f](...a), [fn, args]);
+    if (cdp) {
+      const whole = (await cdp.send('Profiler.stop')).profile;
+      summarizeProfile(own ?? whole, file);
+    }
+    await page.evaluate((name) => window.lw.deleteStore(name), storeName);
     return r;
   } finally {
     await page.close();
@@ -3169,7 +3187,7 @@ async function timedWalletRescan(run, startAt) {
 /// benchmark's 10,000 blocks; the 50 payments are all to account 0, the first wallet's, so
 /// that one wallet and five fetch the same blocks and differ only in the pass over the
 /// filters (five times the scripts in it, and each match told apart by owner).
-async function timedWalletsRescan(run, startAt, count) {
+async function timedWalletsRescan(run, startAt, count, shared = false) {
   const account = (n) => JSON.parse(execFileSync(bin('lightwire-regtest-wallet'),
     ['account', '--number', String(n), '--receive', '25', '--change', '25']).toString());
   const first = account(0);
@@ -3179,11 +3197,19 @@ async function timedWalletsRescan(run, startAt, count) {
   });
   const file = join(work, 'payments');
   writeFileSync(file, payments.map((p) => `${p.height} ${p.address} ${p.value}`).join('\n') + '\n');
-  const wallets = Array.from({ length: count }, (_, w) => [0, 1, 2].map((k) => (w === 0 && k === 0 ? first : account(3 * w + k)).descriptor));
+  // \`shared\`: every wallet but the first watches accounts 3 to 5, so that the scan holds
+  // two wallets' scripts while as many keys are derived as for \`count\` wallets.
+  const wallets = Array.from({ length: count }, (_, w) => [0, 1, 2].map((k) => (w === 0 && k === 0 ? first : account(3 * (shared ? Math.min(w, 1) : w) + k)).descriptor));
   const gw = await gateway(['--generate', '925000', '--payments', file], { binary: 'lightwire-hostile' });
   try {
     const options = { network: 'regtest', gateways: [gw.connect], storeName: `wallets-rescan-${count}-${run}`, start: startAt };
-    const r = await measure('timedWallets', [options, 925_000, 915_001, wallets], options.storeName);
+    // E2E_PROFILE=FILE: a CPU profile of the run (the sync before the watch too), the
+    // engine on the page's thread.
+    const args = [options, 925_000, 915_001, wallets];
+    const r = process.env.E2E_PROFILE
+      ? await profiled('timedWallets', [{ ...options, worker: false }, ...args.slice(1), true], options.storeName,
+        `${process.env.E2E_PROFILE}.${count}.${run}`)
+      : await measure('timedWallets', args, options.storeName);
     const want = payments.map((p) => p.height);
     assert(JSON.stringify(r.heights) === JSON.stringify(want), `found ${JSON.stringify(r.heights)}`);
     const figures = {
@@ -3193,6 +3219,7 @@ async function timedWalletsRescan(run, startAt, count) {
       megabytesIn: (r.bytesIn / 1e6).toFixed(1),
       wasmMiB: (r.wasmMemoryBytes / 2 ** 20).toFixed(1),
     };
+    if (shared) figures.shared = true;
     log(`  ${browser.name} ${count} wallet(s) rescan, run ${run}: ${JSON.stringify(figures)}`);
     return figures;
   } finally {
@@ -4078,14 +4105,18 @@ async function main() {
         if (bench && process.env.E2E_WALLETS_ONLY) {
           // One wallet and five, alternated, three runs each.
           const walletStart = benchStart(913_248);
-          const one = [], five = [];
+          const one = [], five = [], shared = [];
           for (const run of [1, 2, 3]) {
             one.push(await timedWalletsRescan(run, walletStart, 1));
             five.push(await timedWalletsRescan(run, walletStart, 5));
+            // E2E_WALLETS_SHARED=1: also five wallets of which four watch the same accounts
+            // (the scripts of two wallets in the scan, the keys of five derived).
+            if (process.env.E2E_WALLETS_SHARED) shared.push(await timedWalletsRescan(run, walletStart, 5, true));
           }
           const secs = (l) => l.map((f) => Number(f.seconds)).sort((a, b) => a - b);
           const [o, f] = [secs(one), secs(five)];
-          console.log(JSON.stringify({ engine, one, five, ratioMin: (f[0] / o[0]).toFixed(2), ratioMedian: (f[1] / o[1]).toFixed(2) }));
+          const sharedRatios = shared.length ? { sharedRatioMedian: (secs(shared)[1] / o[1]).toFixed(2) } : {};
+          console.log(JSON.stringify({ engine, one, five, ...(shared.length ? { shared } : {}), ratioMin: (f[0] / o[0]).toFixed(2), ratioMedian: (f[1] / o[1]).toFixed(2), ...sharedRatios }));
           continue;
         }
         if (bench && process.env.E2E_WALLET_ONLY) {

@@ -212,6 +212,17 @@ impl Descriptor {
     pub fn key_at(branch: &XPub, index: u32) -> Result<[u8; 33], DescriptorError> {
         Ok(child(branch, index)?.to_bytes())
     }
+
+    /// The compressed public keys at `from..to` under the branch key `branch`, as
+    /// [`Self::key_at`] gives each, appended to `out`; cheaper for many (see [`children`]).
+    pub fn keys_in(
+        branch: &XPub,
+        from: u32,
+        to: u32,
+        out: &mut Vec<[u8; 33]>,
+    ) -> Result<(), DescriptorError> {
+        children(branch, from, to, out)
+    }
 }
 
 /// `body` without `open` and `close`, when it has them.
@@ -257,9 +268,83 @@ fn child(key: &XPub, n: u32) -> Result<XPub, DescriptorError> {
     })
 }
 
-/// BIP32's CKDpub, written out: `I = HMAC-SHA512(chain code, key || n)`, the child key
-/// `key + I_L * G` (by k256's table for the generator), the chain code `I_R`.
-fn child_by_table(key: &XPub, n: u32) -> Option<XPub> {
+/// Children `from..to` (unhardened) of `key`, their compressed public keys appended to
+/// `out`: each by the table route, the batch checked once by the generic one. Each child
+/// by both routes (as [`child`]) costs a multiplication of any point per key, most of a
+/// derivation's time (353 us a script in Chromium, both routes, before this); here the
+/// generic route checks the sum instead: `sum(children) == n * key + (sum of tweaks) * G`,
+/// one multiplication for the batch. A wrong child (or a wrong affine form of it, which is
+/// what the bytes are made from) changes the left side alone, so a miscomputed key fails
+/// the check unless another wrong one cancels it exactly. Each tweak (HMAC-SHA512) is
+/// computed twice and compared, as the two routes compared it. A batch that fails the
+/// check is derived again key by key, by both routes ([`child`]): the same keys, or
+/// `Miscomputed`, as before.
+fn children(
+    key: &XPub,
+    from: u32,
+    to: u32,
+    out: &mut Vec<[u8; 33]>,
+) -> Result<(), DescriptorError> {
+    children_by(key, from, to, out, |parent, tweak, _| {
+        *parent + k256::ProjectivePoint::mul_by_generator(tweak)
+    })
+}
+
+/// [`children`], each child computed by `table` (its parent, its tweak, its index): a
+/// test gives one that is wrong.
+fn children_by(
+    key: &XPub,
+    from: u32,
+    to: u32,
+    out: &mut Vec<[u8; 33]>,
+    table: impl Fn(&k256::ProjectivePoint, &k256::Scalar, u32) -> k256::ProjectivePoint,
+) -> Result<(), DescriptorError> {
+    use k256::elliptic_curve::Group;
+    use k256::{ProjectivePoint, Scalar};
+    if from >= to {
+        return Ok(());
+    }
+    let parent = ProjectivePoint::from(*key.public_key().as_affine());
+    let mut affine = Vec::with_capacity((to - from) as usize);
+    let mut tweaks = Scalar::ZERO;
+    for n in from..to {
+        let tweak = agreed(n, |_| tweak_of(key, n).map(|(t, _)| t))?;
+        let point = table(&parent, &tweak, n);
+        if bool::from(point.is_identity()) {
+            // BIP32's invalid child (1 in 2^127): as both routes say it.
+            return Err(DescriptorError::InvalidChild(n));
+        }
+        tweaks += tweak;
+        // (Normalising in batches of 16, one inversion each, made a script 11% faster in
+        // Chromium for 1.9 KB more of module.)
+        affine.push(point.to_affine());
+    }
+    let sum = affine.iter().fold(ProjectivePoint::IDENTITY, |sum, a| {
+        sum + ProjectivePoint::from(*a)
+    });
+    // The generic route: k256's multiplication of any point (GLV, wNAF), not the table.
+    let expected =
+        parent * Scalar::from(u64::from(to - from)) + ProjectivePoint::GENERATOR * tweaks;
+    // Compared in affine form: the module has that equality already (the projective one is
+    // 6 KB of code).
+    if sum.to_affine() != expected.to_affine() {
+        for n in from..to {
+            out.push(child(key, n)?.to_bytes());
+        }
+        return Ok(());
+    }
+    out.extend(affine.iter().map(|a| {
+        let mut bytes = [0u8; 33];
+        bytes.copy_from_slice(a.to_compressed_point().as_ref());
+        bytes
+    }));
+    Ok(())
+}
+
+/// BIP32's `I = HMAC-SHA512(chain code, key || n)` for unhardened child `n` of `key`: the
+/// tweak `I_L` and the child's chain code `I_R`; `None` when `I_L` is not a valid scalar
+/// (BIP32's invalid child).
+fn tweak_of(key: &XPub, n: u32) -> Option<(k256::Scalar, [u8; 32])> {
     use hmac::{KeyInit, Mac};
     let mut mac = hmac::Hmac::<sha2::Sha512>::new_from_slice(&key.attrs().chain_code).ok()?;
     mac.update(&key.to_bytes());
@@ -268,6 +353,13 @@ fn child_by_table(key: &XPub, n: u32) -> Option<XPub> {
     let (left, right) = i.split_at(32);
     let tweak = k256::FieldBytes::try_from(left).ok()?;
     let tweak = Option::<k256::NonZeroScalar>::from(k256::NonZeroScalar::from_repr(tweak))?;
+    Some((*tweak, right.try_into().ok()?))
+}
+
+/// BIP32's CKDpub, written out: `I = HMAC-SHA512(chain code, key || n)`, the child key
+/// `key + I_L * G` (by k256's table for the generator), the chain code `I_R`.
+fn child_by_table(key: &XPub, n: u32) -> Option<XPub> {
+    let (tweak, chain_code) = tweak_of(key, n)?;
     let parent = k256::ProjectivePoint::from(*key.public_key().as_affine());
     let point = (parent + k256::ProjectivePoint::mul_by_generator(&tweak)).to_affine();
     let public_key = k256::ecdsa::VerifyingKey::from_affine(point).ok()?;
@@ -275,7 +367,7 @@ fn child_by_table(key: &XPub, n: u32) -> Option<XPub> {
         depth: key.attrs().depth.checked_add(1)?,
         parent_fingerprint: key.fingerprint(),
         child_number: ChildNumber::new(n, false).ok()?,
-        chain_code: right.try_into().ok()?,
+        chain_code,
     };
     Some(XPub::new(public_key, attrs))
 }
@@ -725,6 +817,51 @@ mod tests {
                 want
             );
         }
+    }
+
+    /// Keys derived in a batch are the keys derived one by one (both routes each), from
+    /// any start; a batch with one wrong child (as JavaScriptCore's JIT computed one) fails
+    /// its check and is derived again key by key: the wrong key is never given out.
+    #[test]
+    fn a_batch_of_keys_is_each_key_and_a_wrong_one_is_caught() {
+        let d = Descriptor::parse(
+            "wpkh([d34db33f/84'/0'/0']xpub6CatWdiZiodmUeTDp8LT5or8nmbKNcuyvz7WyksVFkKB4RHwCD3XyuvPEbvqAQY3rAPshWcMLoP2fMFMKHPJ4ZeZXYVUhLv1VMrjPC7PW6V/<0;1>/*)",
+            Network::Mainnet,
+        )
+        .unwrap();
+        let branch = d.branch_key(0).unwrap();
+        let one_by_one: Vec<[u8; 33]> = (0..70)
+            .map(|i| Descriptor::key_at(&branch, i).unwrap())
+            .collect();
+        for (from, to) in [(0, 70), (5, 6), (17, 53), (69, 70), (3, 3)] {
+            let mut batch = Vec::new();
+            Descriptor::keys_in(&branch, from, to, &mut batch).unwrap();
+            assert_eq!(
+                batch,
+                one_by_one[from as usize..to as usize],
+                "{from}..{to}"
+            );
+        }
+        // Child 12 computed wrongly (its tweak's point doubled) in the batch.
+        let wrong = |parent: &k256::ProjectivePoint, tweak: &k256::Scalar, n: u32| {
+            let g = k256::ProjectivePoint::mul_by_generator(tweak);
+            *parent + if n == 12 { g.double() } else { g }
+        };
+        let mut batch = Vec::new();
+        children_by(&branch, 0, 70, &mut batch, wrong).unwrap();
+        assert_eq!(batch, one_by_one);
+        // The check is what caught it: without it, the batch would hold the wrong key.
+        let parent = k256::ProjectivePoint::from(*branch.public_key().as_affine());
+        let unchecked: Vec<[u8; 33]> = (0..70)
+            .map(|n| {
+                let p = wrong(&parent, &tweak_of(&branch, n).unwrap().0, n).to_affine();
+                let mut bytes = [0u8; 33];
+                bytes.copy_from_slice(p.to_compressed_point().as_ref());
+                bytes
+            })
+            .collect();
+        assert_ne!(unchecked[12], one_by_one[12]);
+        assert_eq!(unchecked[..12], one_by_one[..12]);
     }
 
     /// A route that computes a wrong value (as JavaScriptCore's concurrent JIT did) is

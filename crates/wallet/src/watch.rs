@@ -199,10 +199,15 @@ impl Watchlist {
     /// Derive branch `b` of descriptor `d` up to `count` scripts; returns how many are new.
     fn derive_to(&mut self, d: usize, b: usize, count: u32) -> Result<u32, DescriptorError> {
         let mut added = 0;
-        while self.tracked[d].branches[b].derived < count {
+        let from = self.tracked[d].branches[b].derived;
+        if from >= count {
+            return Ok(0);
+        }
+        // The keys in one batch (cheaper than one by one: `Descriptor::keys_in`).
+        let mut keys = Vec::with_capacity((count - from) as usize);
+        Descriptor::keys_in(&self.tracked[d].branches[b].key, from, count, &mut keys)?;
+        for (key, index) in keys.into_iter().zip(from..) {
             let t = &self.tracked[d];
-            let index = t.branches[b].derived;
-            let key = Descriptor::key_at(&t.branches[b].key, index)?;
             let script = crate::descriptor::checked_script_for_key(t.descriptor.kind, &key, index)?;
             let br = &mut self.tracked[d].branches[b];
             br.derived += 1;
