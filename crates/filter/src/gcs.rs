@@ -246,24 +246,44 @@ impl Values<'_> {
     }
 }
 
-/// Matches scripts against filters, reusing one buffer for the queries' values: no
-/// allocation per filter once it has held the largest query set.
+/// Matches scripts against filters, reusing its buffers: no allocation per filter once
+/// they have held the largest query set.
+///
+/// Few scripts are sorted and merged with the filter's values as they decode. Many (a
+/// wallet of several descriptors, several wallets) go into a bitmap of their values' high
+/// bits and a hash set of their values instead, and each value of the filter is tested
+/// against the bitmap (one load, rarely set) and, when set, the set: sorting 2,100 values
+/// and advancing through them one by one cost more than hashing them into both.
 #[derive(Default, Debug)]
 pub struct Matcher {
+    /// The scripts' values in the filter's range.
     values: Vec<u64>,
+    /// One bit for each range of values that holds a script's (the values' high bits).
+    bitmap: Vec<u32>,
+    /// The scripts' values, by their low bits (open addressing; `EMPTY` where none).
+    set: Vec<u64>,
 }
+
+/// A slot of the hash set without a value (no value reaches it: values are below N * M).
+const EMPTY: u64 = u64::MAX;
+
+/// From this many scripts, the bitmap and the set (below, the sort and the merge).
+const MANY: usize = 256;
 
 impl Matcher {
     /// A matcher with room for `queries` scripts.
     pub fn with_capacity(queries: usize) -> Matcher {
         Matcher {
             values: Vec::with_capacity(queries),
+            ..Matcher::default()
         }
     }
 
     /// Whether any of `scripts` is in `filter`, the basic filter of the block whose hash is
-    /// `block_hash`: the scripts are hashed with the filter's key and sorted, then merged
-    /// with the filter's values in one pass, stopping at the first match.
+    /// `block_hash`: the scripts are hashed with the filter's key, then matched against the
+    /// filter's values as they decode, stopping at the first match (see [`Matcher`]). A
+    /// filter that does not decode is an error, unless a match, or the last script's value,
+    /// came before the bad item.
     pub fn match_any<'s>(
         &mut self,
         filter: &[u8],
@@ -279,6 +299,9 @@ impl Matcher {
         self.values.clear();
         self.values
             .extend(scripts.into_iter().map(|s| to_range(siphash(k, s), f)));
+        if self.values.len() >= MANY {
+            return self.match_many(&filter, f);
+        }
         self.values.sort_unstable();
         let mut queries = self.values.iter().copied().peekable();
         for value in filter.values() {
@@ -294,6 +317,55 @@ impl Matcher {
                 None => return Ok(false),
                 Some(&q) if q == value => return Ok(true),
                 Some(_) => {}
+            }
+        }
+        Ok(false)
+    }
+
+    /// The bitmap and the set of the scripts' values (in `[0, f)`), then the filter's
+    /// values tested against them. The bitmap has about 32 bits a script (at most 2^16), so
+    /// a value not a script's finds its bit clear but once in about 32.
+    fn match_many(&mut self, filter: &Filter<'_>, f: u64) -> Result<bool, FilterError> {
+        let queries = self.values.len();
+        let bits = (queries * 32).next_power_of_two().min(1 << 16);
+        let range_bits = u64::BITS - (f - 1).leading_zeros();
+        let shift = range_bits.saturating_sub(bits.trailing_zeros());
+        self.bitmap.clear();
+        self.bitmap.resize(bits / 32, 0);
+        let slots = (queries + queries / 2).next_power_of_two();
+        let mask = slots - 1;
+        self.set.clear();
+        self.set.resize(slots, EMPTY);
+        let mut last = 0;
+        for &v in &self.values {
+            let bit = (v >> shift) as usize;
+            if let Some(word) = self.bitmap.get_mut(bit / 32) {
+                *word |= 1 << (bit % 32);
+            }
+            let mut i = v as usize & mask;
+            while self.set[i] != EMPTY && self.set[i] != v {
+                i = (i + 1) & mask;
+            }
+            self.set[i] = v;
+            last = last.max(v);
+        }
+        for value in filter.values() {
+            let value = value?;
+            let bit = (value >> shift) as usize;
+            let word = self.bitmap.get(bit / 32).copied().unwrap_or(0);
+            if word & (1 << (bit % 32)) != 0 {
+                let mut i = value as usize & mask;
+                loop {
+                    match self.set[i] {
+                        EMPTY => break,
+                        q if q == value => return Ok(true),
+                        _ => i = (i + 1) & mask,
+                    }
+                }
+            }
+            if value >= last {
+                // Past every script's value.
+                return Ok(false);
             }
         }
         Ok(false)
@@ -597,6 +669,67 @@ mod tests {
         assert!(caught >= 8, "{caught}");
     }
 
+    /// `n` distinct byte strings of 20 to 34 bytes, each from its index and `seed` (a
+    /// multiplicative hash spread over its bytes).
+    fn random_scripts(n: usize, seed: u64) -> Vec<Vec<u8>> {
+        (0..n as u64)
+            .map(|i| {
+                let x = (i ^ seed << 32).wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+                let y = x.wrapping_mul(0xbf58_476d_1ce4_e5b9);
+                let len = 20 + (y % 15) as usize;
+                (0..len)
+                    .map(|j| (x.rotate_left(j as u32 * 7) ^ y >> (j % 8)) as u8)
+                    .collect()
+            })
+            .collect()
+    }
+
+    /// Many scripts (the bitmap and the set) and few (the merge) answer as a plain search
+    /// of every value does: no match among strangers, a match for an item wherever it is
+    /// among them (first, last, twice), at every filter size.
+    #[test]
+    fn many_scripts_match_as_a_search_of_every_value() {
+        let hash = [0x5a; 32];
+        let mut m = Matcher::default();
+        let mut filter = Vec::new();
+        for (n, seed) in [(1, 1), (2, 2), (7, 3), (100, 4), (1_000, 5), (20_000, 6)] {
+            let items = random_scripts(n, seed);
+            build_filter(&hash, items.iter().map(Vec::as_slice), &mut filter);
+            let f = Filter::decode(&filter).unwrap();
+            let values: Vec<u64> = f.values().map(Result::unwrap).collect();
+            let range = f.n * BASIC_M;
+            let searched = |qs: &[&[u8]]| {
+                qs.iter()
+                    .any(|q| values.contains(&to_range(siphash(key(&hash), q), range)))
+            };
+            for count in [MANY - 1, MANY, 2_100] {
+                let strangers = random_scripts(count, seed * 1_000 + count as u64);
+                let mut qs: Vec<&[u8]> = strangers.iter().map(Vec::as_slice).collect();
+                assert_eq!(
+                    m.match_any(&filter, &hash, qs.iter().copied()),
+                    Ok(searched(&qs))
+                );
+                for item in [&items[0], &items[n / 2], &items[n - 1]] {
+                    for at in [0, qs.len() / 2, qs.len()] {
+                        qs.insert(at, item);
+                        assert_eq!(
+                            m.match_any(&filter, &hash, qs.iter().copied()),
+                            Ok(true),
+                            "{n} {count} {at}"
+                        );
+                        qs.remove(at);
+                    }
+                }
+                // A script twice (two wallets watching one) is one value in the set.
+                qs.push(qs[0]);
+                assert_eq!(
+                    m.match_any(&filter, &hash, qs.iter().copied()),
+                    Ok(searched(&qs))
+                );
+            }
+        }
+    }
+
     #[test]
     fn malformed_filters_are_typed_errors() {
         let v = &vectors()[1];
@@ -640,6 +773,12 @@ mod tests {
             if let Ok(f) = Filter::decode(&v.filter[..cut]) {
                 let _ = f.values().count();
                 let _ = m.match_any(&v.filter[..cut], &v.block_hash, [&b"x"[..]]);
+                let many = random_scripts(MANY, cut as u64 + 1);
+                let _ = m.match_any(
+                    &v.filter[..cut],
+                    &v.block_hash,
+                    many.iter().map(Vec::as_slice),
+                );
             }
         }
     }

@@ -1,6 +1,6 @@
 //! BIP158 compact block filters, sans-IO: the Golomb-coded set (P = 19, M = 784,931), the
 //! basic filter built from a block and the output scripts its inputs spend, matching many
-//! scripts against a filter in one sorted merge pass, the filter hash and the filter-header
+//! scripts against a filter in one pass over its values, the filter hash and the filter-header
 //! chain (BIP157); and the set of one unconfirmed transaction in a gateway's mempool
 //! digest ([`txset`]).
 //!

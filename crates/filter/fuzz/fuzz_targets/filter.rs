@@ -35,6 +35,9 @@ fuzz_target!(|data: &[u8]| {
                     values.push(v);
                 }
                 let _ = m.match_any(rest, &hash, [&b"a"[..], &b""[..], rest]);
+                // Many scripts take the bitmap and the set instead of the merge.
+                let many: Vec<[u8; 2]> = (0..300u16).map(u16::to_le_bytes).collect();
+                let _ = m.match_any(rest, &hash, many.iter().map(|s| &s[..]));
             }
         }
         1 => {
