@@ -213,7 +213,7 @@ fn verdicts(events: &[Event]) -> Vec<(usize, Verdict)> {
         .collect()
 }
 
-fn rejected(events: &[Event]) -> Vec<(usize, &'static str)> {
+pub(crate) fn rejected(events: &[Event]) -> Vec<(usize, &'static str)> {
     events
         .iter()
         .filter_map(|e| match e {

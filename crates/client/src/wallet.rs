@@ -537,6 +537,12 @@ impl WalletSync {
         Ok(changes)
     }
 
+    /// Whether a gateway's transaction `raw` spends a coin of this wallet's without its
+    /// key's signature (see [`lightwire_wallet::Unconfirmed::check_signed`]).
+    pub fn check_signed(&self, raw: &[u8]) -> Result<(), AddError> {
+        self.unconfirmed.check_signed(raw, &self.ledger)
+    }
+
     /// The gateways holding unconfirmed transaction `txid` are now `holders`: the change,
     /// if there is one.
     pub fn set_holders(&mut self, txid: &Txid, holders: u64) -> Option<WalletChange> {

@@ -418,6 +418,65 @@ impl Unconfirmed {
         self.add_one(raw, source, now, holders, ledger, &watched, silent)
     }
 
+    /// The inputs of `tx` that spend the wallet's coins: mined ones, or outputs of its
+    /// unconfirmed transactions. `Conflicted` if one spends a coin a mined transaction
+    /// spent.
+    fn spends_of(&self, tx: &Tx<'_>, ledger: &Ledger) -> Result<Vec<SpentCoin>, AddError> {
+        let mut spends = Vec::new();
+        for (i, input) in tx.inputs().enumerate() {
+            let outpoint = Outpoint {
+                txid: input.prev_txid(),
+                vout: input.prev_vout,
+            };
+            let coin = match ledger.coin(&outpoint) {
+                Some(c) => {
+                    if let Some((by, _)) = c.spent_by {
+                        return Err(AddError::Conflicted(by));
+                    }
+                    Some((c.value, c.script.clone()))
+                }
+                None => self
+                    .txs
+                    .iter()
+                    .filter(|t| t.txid == outpoint.txid)
+                    .flat_map(UnconfirmedTx::coins)
+                    .find(|(o, _, _)| *o == outpoint)
+                    .map(|(_, v, s)| (v, s.to_vec())),
+            };
+            if let Some((value, script)) = coin {
+                spends.push(SpentCoin {
+                    input: i as u32,
+                    outpoint,
+                    value,
+                    script,
+                });
+            }
+        }
+        Ok(spends)
+    }
+
+    /// Whether a gateway's transaction `raw` spends a coin of the wallet's without its
+    /// key's signature: [`AddError::NotSigned`] then, else `Ok`, whatever adding it would
+    /// say otherwise (held already, conflicted, not the wallet's). Asked of every wallet
+    /// before any takes a transaction: one wallet must not hold what another refuses,
+    /// and a transaction held already is still checked (a copy with a forged witness has
+    /// the same txid).
+    pub fn check_signed(&self, raw: &[u8], ledger: &Ledger) -> Result<(), AddError> {
+        let Ok(tx) = Tx::parse(raw) else {
+            return Ok(());
+        };
+        if tx.is_coinbase() {
+            return Ok(());
+        }
+        match self
+            .spends_of(&tx, ledger)
+            .map(|spends| check_spends(&tx, &spends))
+        {
+            Ok(Err(e @ AddError::NotSigned { .. })) => Err(e),
+            _ => Ok(()),
+        }
+    }
+
     /// [`Self::add`], compiled once (not once per caller's `watched`: it is long).
     #[allow(clippy::too_many_arguments)]
     fn add_one(
@@ -454,59 +513,12 @@ impl Unconfirmed {
         if ledger.transactions().iter().any(|t| t.txid == txid) {
             return Err(AddError::Confirmed);
         }
-        let mut spends = Vec::new();
-        for (i, input) in tx.inputs().enumerate() {
-            let outpoint = Outpoint {
-                txid: input.prev_txid(),
-                vout: input.prev_vout,
-            };
-            let coin = match ledger.coin(&outpoint) {
-                Some(c) => {
-                    if let Some((by, _)) = c.spent_by {
-                        return Err(AddError::Conflicted(by));
-                    }
-                    Some((c.value, c.script.clone()))
-                }
-                None => self
-                    .txs
-                    .iter()
-                    .filter(|t| t.txid == outpoint.txid)
-                    .flat_map(UnconfirmedTx::coins)
-                    .find(|(o, _, _)| *o == outpoint)
-                    .map(|(_, v, s)| (v, s.to_vec())),
-            };
-            if let Some((value, script)) = coin {
-                spends.push(SpentCoin {
-                    input: i as u32,
-                    outpoint,
-                    value,
-                    script,
-                });
-            }
-        }
+        let spends = self.spends_of(&tx, ledger)?;
         // A gateway's transaction spending the wallet's coins: each such input must be
         // signed by its coin's key. (The wallet's own broadcasts are its application's,
         // and a node took them.)
-        if source == Source::Announced && !spends.is_empty() {
-            let mut spent: Vec<Option<Prevout<'_>>> = vec![None; tx.inputs().count()];
-            for s in &spends {
-                spent[s.input as usize] = Some(Prevout {
-                    value: s.value,
-                    script: &s.script,
-                });
-            }
-            for s in &spends {
-                match check_input(&tx, s.input as usize, &spent) {
-                    Check::Signed => {}
-                    Check::NotSigned(fault) => {
-                        return Err(AddError::NotSigned {
-                            input: s.input,
-                            fault,
-                        });
-                    }
-                    Check::Unknown => return Err(AddError::Unchecked { input: s.input }),
-                }
-            }
+        if source == Source::Announced {
+            check_spends(&tx, &spends)?;
         }
         let mut entry = UnconfirmedTx {
             txid,
@@ -950,6 +962,33 @@ impl Unconfirmed {
     }
 }
 
+/// Each of `spends` (inputs of `tx` spending the wallet's coins) signed by its coin's key.
+fn check_spends(tx: &Tx<'_>, spends: &[SpentCoin]) -> Result<(), AddError> {
+    if spends.is_empty() {
+        return Ok(());
+    }
+    let mut spent: Vec<Option<Prevout<'_>>> = vec![None; tx.inputs().count()];
+    for s in spends {
+        spent[s.input as usize] = Some(Prevout {
+            value: s.value,
+            script: &s.script,
+        });
+    }
+    for s in spends {
+        match check_input(tx, s.input as usize, &spent) {
+            Check::Signed => {}
+            Check::NotSigned(fault) => {
+                return Err(AddError::NotSigned {
+                    input: s.input,
+                    fault,
+                });
+            }
+            Check::Unknown => return Err(AddError::Unchecked { input: s.input }),
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     #[cfg(target_arch = "wasm32")]
@@ -1335,6 +1374,22 @@ mod tests {
         );
         assert_eq!(u.len(), 1);
         assert_eq!(u.get(&txid(&own)).unwrap().holders, 0b01);
+        // A copy of the held broadcast with a witness that signs nothing has its txid:
+        // adding it would find it held (a witness is not in the txid), but the check
+        // every wallet is asked first refuses it; the real one passes.
+        let mut broken = own_sig.clone();
+        broken[8] ^= 1;
+        let (copy, _) = spend(&[(9_000, OTHER)], Some(&broken));
+        assert_eq!(txid(&copy), txid(&own));
+        assert_eq!(
+            u.check_signed(&copy, &l),
+            Err(AddError::NotSigned {
+                input: 0,
+                fault: Fault::Signature
+            })
+        );
+        assert_eq!(u.check_signed(&own, &l), Ok(()));
+        assert!(u.check_signed(&no_witness, &l).is_err());
         // Signed by the coin's key (another of the wallet's signers, say): shown, and the
         // own broadcast, held by gateway 0, stays.
         let (other, _) = spend(&[(9_500, OTHER)], None);

@@ -572,11 +572,17 @@ impl MempoolTask {
             }
             found = silent_outputs(&self.found, scan.spend_key());
         }
+        // A spend of any wallet's coin its key did not sign is its sender's fault, and no
+        // wallet takes it: every wallet is asked before any takes it (one whose own
+        // input is signed would otherwise hold what the next refuses), and one that holds
+        // that txid already is asked too (a copy with a forged witness has its txid).
+        for (_, w) in wallet.each() {
+            if let Err(AddError::NotSigned { input, fault }) = w.check_signed(m.tx) {
+                return Err(self.not_signed(g, wanted, (input, fault)));
+            }
+        }
         // Each wallet it touches takes it (the receiver's outputs are the default
-        // wallet's). A spend of one wallet's coin its key did not sign is its sender's
-        // fault, whichever wallet found it: another wallet that took it before holds
-        // the transaction of that txid, whose inputs and outputs the txid fixes (only a
-        // witness can differ).
+        // wallet's).
         let mut ours = false;
         let now = ctx.now.0;
         for (id, w) in wallet.each_mut() {

@@ -408,3 +408,105 @@ fn an_apps_scan_runs_beside_the_wallets() {
     let apps: Vec<u32> = net.host.engine.app_matches().iter().map(|m| m.0).collect();
     assert_eq!(apps, [2_000, 3_060]);
 }
+
+/// A transaction spending a coin of each of two wallets, the first wallet's input signed
+/// by its coin's key and the second's not, so that no node would take it, is taken by
+/// neither: every wallet is asked before any takes it. Its gateway is marked bad
+/// (`invalid-signature`, on the second input). The default wallet is asked first and,
+/// alone, would have taken it (its own input is signed): the test fails if wallets take
+/// a transaction one by one.
+#[test]
+fn a_spend_of_two_wallets_coins_signed_for_one_is_taken_by_neither() {
+    use super::mempool::mempool;
+    use crate::engine::GatewayState;
+    use crate::ids::GatewayId;
+    use bip32::secp256k1::ecdsa::SigningKey;
+    use bip32::secp256k1::ecdsa::signature::hazmat::PrehashSigner;
+    use lightwire_wallet::Kind;
+    use lightwire_wallet::descriptor::script_for_key;
+
+    let keys = [0x42u8, 0x43].map(|b| SigningKey::from_slice(&[b; 32]).expect("a key"));
+    let public: Vec<[u8; 33]> = keys
+        .iter()
+        .map(|k| {
+            let p = k.verifying_key().to_sec1_point(true);
+            p.as_bytes().try_into().expect("compressed")
+        })
+        .collect();
+    let scripts: Vec<Vec<u8>> = public
+        .iter()
+        .map(|p| script_for_key(Kind::Wpkh, p).expect("P2WPKH"))
+        .collect();
+    let mut chain = paying(
+        3_000,
+        &[(1_100, scripts[0].clone()), (1_200, scripts[1].clone())],
+    );
+    chain.mempool = Some(Default::default());
+    let mut net = Net::new(memory(), vec![chain], small);
+    net.drive();
+    let engine = &mut net.host.engine;
+    let savings = engine.add_wallet("savings").expect("a wallet");
+    engine
+        .watch(&[Watched::Script(hex::encode(&scripts[0]))], 1_000)
+        .expect("watched");
+    engine
+        .watch_in(savings, &[Watched::Script(hex::encode(&scripts[1]))], 1_000)
+        .expect("watched");
+    net.drive();
+    let coin = |net: &Net<_>, id| {
+        let w = net.host.engine.wallet_of(id).expect("the wallet");
+        let c = w.ledger.utxos().next().expect("its coin");
+        (c.outpoint, c.value)
+    };
+    let coins = [coin(&net, WalletId::DEFAULT), coin(&net, savings)];
+    // The transaction without witnesses (what BIP143 hashes), then with them.
+    let bare = {
+        let mut t = 2u32.to_le_bytes().to_vec();
+        t.push(2);
+        for (o, _) in &coins {
+            t.extend_from_slice(&o.txid.0);
+            t.extend_from_slice(&o.vout.to_le_bytes());
+            t.extend_from_slice(&[0, 0xff, 0xff, 0xff, 0xff]);
+        }
+        t.push(1);
+        t.extend_from_slice(&150_000u64.to_le_bytes());
+        t.extend_from_slice(&[1, 0x51]);
+        t.extend_from_slice(&[0; 4]);
+        t
+    };
+    let parsed = lightwire_primitives::Tx::parse(&bare).expect("a transaction");
+    let code = script_for_key(Kind::Pkh, &public[0]).expect("P2PKH");
+    let hash = lightwire_wallet::sighash::segwit_v0(&parsed, 0, &code, coins[0].1, 1);
+    let signature: bip32::secp256k1::ecdsa::Signature =
+        keys[0].sign_prehash(&hash).expect("signed");
+    let mut good = signature.normalize_s().to_der().as_bytes().to_vec();
+    good.push(1);
+    // The second input's "signature" signs nothing.
+    let mut bad = good.clone();
+    bad[10] ^= 1;
+    let mut raw = bare[..4].to_vec();
+    raw.extend_from_slice(&[0, 1]);
+    raw.extend_from_slice(&bare[4..bare.len() - 4]);
+    for (sig, key) in [(&good, &public[0]), (&bad, &public[1])] {
+        raw.push(2);
+        raw.push(sig.len() as u8);
+        raw.extend_from_slice(sig);
+        raw.push(33);
+        raw.extend_from_slice(key);
+    }
+    raw.extend_from_slice(&[0; 4]);
+    net.host.events.clear();
+    mempool(&mut net, 0, |m| {
+        m.add(&raw);
+    });
+    assert_eq!(
+        super::rejected(&net.host.events),
+        [(0, "invalid-signature")]
+    );
+    assert_eq!(net.host.engine.state(GatewayId(0)), GatewayState::Bad);
+    for id in [WalletId::DEFAULT, savings] {
+        let w = net.host.engine.wallet_of(id).expect("the wallet");
+        assert!(w.unconfirmed.transactions().is_empty(), "{id:?} holds it");
+        assert_eq!(w.ledger.utxos().count(), 1, "{id:?}'s coin is unspent");
+    }
+}
