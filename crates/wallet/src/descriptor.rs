@@ -7,7 +7,7 @@
 //! with a typed error.
 //!
 //! Every key and script derived is computed twice, by two routes through different code,
-//! and taken only when both agree ([`agreed`]): JavaScriptCore's concurrent JIT in
+//! and taken only when both agree (`agreed`): JavaScriptCore's concurrent JIT in
 //! WebKitGTK was seen to compute a wrong child key now and then (one of 224 scripts in
 //! about one session in six, a different index each time; not once with that JIT off,
 //! nor in Chromium or Firefox: benches/README.md, "A wrong key in WebKit"). A wallet that
@@ -15,7 +15,10 @@
 //! that derive differently disagree about what the wallet watches. Bitcoin Core guards
 //! its own computation the same way where a wrong value would cost funds: `CKey::Sign`
 //! verifies each signature it makes before it uses it. The second route costs one
-//! table-driven multiplication by the generator per key.
+//! table-driven multiplication by the generator per key. A branch's keys derived together
+//! (a wallet watching a descriptor, [`Descriptor::keys_in`]) take the table route each and
+//! one check of the whole batch by the generic route instead (see `children`); a batch
+//! that fails it is derived again key by key by both routes.
 
 use alloc::format;
 use alloc::string::String;
@@ -214,7 +217,7 @@ impl Descriptor {
     }
 
     /// The compressed public keys at `from..to` under the branch key `branch`, as
-    /// [`Self::key_at`] gives each, appended to `out`; cheaper for many (see [`children`]).
+    /// [`Self::key_at`] gives each, appended to `out`; cheaper for many (see the module's documentation).
     pub fn keys_in(
         branch: &XPub,
         from: u32,
@@ -307,12 +310,15 @@ fn children_by(
     let parent = ProjectivePoint::from(*key.public_key().as_affine());
     let mut affine = Vec::with_capacity((to - from) as usize);
     let mut tweaks = Scalar::ZERO;
+    let mut invalid = false;
     for n in from..to {
         let tweak = agreed(n, |_| tweak_of(key, n).map(|(t, _)| t))?;
         let point = table(&parent, &tweak, n);
         if bool::from(point.is_identity()) {
-            // BIP32's invalid child (1 in 2^127): as both routes say it.
-            return Err(DescriptorError::InvalidChild(n));
+            // BIP32's invalid child (1 in 2^127), or a wrong point: both routes say which,
+            // key by key, below.
+            invalid = true;
+            break;
         }
         tweaks += tweak;
         // (Normalising in batches of 16, one inversion each, made a script 11% faster in
@@ -327,7 +333,7 @@ fn children_by(
         parent * Scalar::from(u64::from(to - from)) + ProjectivePoint::GENERATOR * tweaks;
     // Compared in affine form: the module has that equality already (the projective one is
     // 6 KB of code).
-    if sum.to_affine() != expected.to_affine() {
+    if invalid || sum.to_affine() != expected.to_affine() {
         for n in from..to {
             out.push(child(key, n)?.to_bytes());
         }
@@ -622,7 +628,7 @@ pub fn script_for_key(kind: Kind, key: &[u8; 33]) -> Option<Vec<u8>> {
 }
 
 /// The output script of `kind` for `key` at `index`, computed by both routes (see
-/// [`agreed`]).
+/// `agreed`).
 pub fn checked_script_for_key(
     kind: Kind,
     key: &[u8; 33],
