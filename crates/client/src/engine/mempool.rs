@@ -18,7 +18,10 @@
 //! - A transaction fetched that spends a coin of the wallet's must be signed by that
 //!   coin's key ([`lightwire_wallet::sighash`]), or its sender is at fault
 //!   ([`MempoolError::InvalidSignature`]) and another announcer is asked: no gateway can
-//!   show, or lock a coin with, a spend the wallet's keys did not sign.
+//!   show, or lock a coin with, a spend the wallet's keys did not sign. Every wallet is
+//!   asked before any takes it (a spend of two wallets' coins signed for one is taken by
+//!   neither), and a wallet that holds its txid already is asked too (a copy with a
+//!   forged witness has the same txid).
 //! - A gateway can invent a payment (it is then shown unconfirmed, held by that gateway
 //!   alone, and never counted as confirmed: only a checked block confirms it) or hide one
 //!   (another gateway shows it). A removal counts only from a gateway that holds the
